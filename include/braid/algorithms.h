@@ -1,0 +1,33 @@
+// Built-in schedule generators.  Each returns a Schedule for n ranks (n >= 1)
+// that the verifier accepts in place and out of place.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/schedule.h"
+
+namespace braid {
+
+Schedule ring_allreduce(int nranks);
+Schedule ring_allgather(int nranks);
+Schedule ring_reducescatter(int nranks);
+Schedule recursive_doubling_allreduce(int nranks);  // latency-optimal, small messages
+Schedule binomial_broadcast(int nranks, int root);
+Schedule binomial_reduce(int nranks, int root);
+Schedule direct_gather(int nranks, int root);
+Schedule direct_scatter(int nranks, int root);
+Schedule pairwise_alltoall(int nranks);
+
+struct AlgorithmInfo {
+  std::string name;  // what BRAID_ALGO names: "ring", "rd", "binomial", "direct", "pairwise"
+  Collective collective;
+  bool rooted;
+  std::function<Schedule(int nranks, int root)> make;
+};
+
+// Every generator, for the planner, the CLI and the tests.
+const std::vector<AlgorithmInfo>& algorithm_registry();
+
+}  // namespace braid

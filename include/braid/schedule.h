@@ -1,0 +1,151 @@
+// The schedule IR: braid's contract between producers (algorithms/, synth/,
+// MSCCL XML import) and consumers (verifier, simulator, executors, renderer).
+//
+// A Schedule describes one collective on `nranks` ranks.  Each rank has three
+// buffers, each cut into chunks: input (the caller's send buffer), output (the
+// caller's receive buffer) and scratch (braid-owned).  How many elements a
+// chunk holds is decided at run time from the call's count (see chunk_range in
+// chunking.h); the IR only speaks in chunk indices.
+//
+// Each rank runs a set of lanes (a thread block on GPU, a cooperative task on
+// CPU).  A lane is an ordered list of ops.  An op may wait for ops of other
+// lanes of the same rank (deps).  Point-to-point matching: on a connection
+// (sender rank, receiver rank, channel), the k-th chunk sent is the k-th chunk
+// received.  An op moving `count` chunks sends or receives `count` chunk
+// messages, in index order.  Within a rank, at most one lane sends to a given
+// (peer, channel) and at most one lane receives from it, so order is defined.
+//
+// Op semantics (src/dst are chunk ranges of `count` chunks; "recv" takes the
+// next chunks from recv_peer; "send" posts chunks to send_peer; (+) is the
+// collective's reduction):
+//   Send               send(src)
+//   Recv               dst = recv
+//   RecvCopySend       dst = recv; send(dst)
+//   RecvReduceSend     send(recv (+) src)              (no local write)
+//   RecvReduceCopy     dst = recv (+) src
+//   RecvReduceCopySend dst = recv (+) src; send(dst)
+//   Copy               dst = src
+//   Reduce             dst = dst (+) src
+//   Nop                nothing (a dependency carrier)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid {
+
+enum class Collective : uint8_t {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Reduce,
+  AlltoAll,
+  Gather,
+  Scatter,
+  Custom,
+};
+
+enum class BufferKind : uint8_t { Input, Output, Scratch };
+
+enum class OpType : uint8_t {
+  Send,
+  Recv,
+  RecvCopySend,
+  RecvReduceSend,
+  RecvReduceCopy,
+  RecvReduceCopySend,
+  Copy,
+  Reduce,
+  Nop,
+};
+
+// A contiguous range of chunks in one of a rank's buffers.
+struct ChunkRef {
+  BufferKind buffer = BufferKind::Input;
+  uint32_t index = 0;
+  friend bool operator==(const ChunkRef&, const ChunkRef&) = default;
+};
+
+// "Wait until op `op` of lane `lane` (same rank) has completed."
+struct Dep {
+  uint16_t lane = 0;
+  uint32_t op = 0;
+  friend bool operator==(const Dep&, const Dep&) = default;
+};
+
+struct Op {
+  OpType type = OpType::Nop;
+  int32_t send_peer = -1;  // rank receiving what this op sends, or -1
+  int32_t recv_peer = -1;  // rank whose chunks this op receives, or -1
+  ChunkRef src;            // read by Send, *ReduceSend/Copy, Copy, Reduce
+  ChunkRef dst;            // written by Recv*, Copy*, Reduce
+  uint32_t count = 1;      // chunks moved by this op
+  std::vector<Dep> deps;
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+struct Lane {
+  uint16_t channel = 0;  // connections are keyed by (peer, channel)
+  std::vector<Op> ops;
+  friend bool operator==(const Lane&, const Lane&) = default;
+};
+
+struct RankProgram {
+  uint32_t input_chunks = 0;
+  uint32_t output_chunks = 0;
+  uint32_t scratch_chunks = 0;
+  std::vector<Lane> lanes;
+  friend bool operator==(const RankProgram&, const RankProgram&) = default;
+};
+
+struct Schedule {
+  std::string name;
+  Collective collective = Collective::Custom;
+  int nranks = 0;
+  int root = -1;  // Broadcast/Reduce/Gather/Scatter: the root the schedule was built for
+  // Placements the schedule is correct for.  In place means the input buffer
+  // aliases the output (AllReduce/Broadcast/Reduce: same bytes; AllGather and
+  // Gather: input = output chunk block `rank`; ReduceScatter and Scatter:
+  // output = input chunk block `rank`; AlltoAll: same bytes).
+  bool in_place = true;
+  bool out_of_place = true;
+  // Size range (bytes of the per-rank input) this schedule is meant for.
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = UINT64_MAX;
+  std::string protocol = "Simple";  // MSCCL protocol hint; host ignores it
+  std::vector<RankProgram> ranks;
+  friend bool operator==(const Schedule&, const Schedule&) = default;
+};
+
+const char* to_string(Collective c);
+const char* to_string(BufferKind b);
+const char* to_string(OpType t);
+std::optional<Collective> collective_from_string(const std::string& s);
+std::optional<OpType> op_type_from_string(const std::string& s);
+
+// Which parts of an op are meaningful.
+constexpr bool op_sends(OpType t) {
+  return t == OpType::Send || t == OpType::RecvCopySend || t == OpType::RecvReduceSend ||
+         t == OpType::RecvReduceCopySend;
+}
+constexpr bool op_receives(OpType t) {
+  return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceSend ||
+         t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend;
+}
+constexpr bool op_reads_src(OpType t) {
+  return t == OpType::Send || t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy ||
+         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce;
+}
+constexpr bool op_writes_dst(OpType t) {
+  return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceCopy ||
+         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce;
+}
+constexpr bool op_reduces(OpType t) {
+  return t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend ||
+         t == OpType::Reduce;
+}
+
+}  // namespace braid

@@ -1,0 +1,49 @@
+// Bootstrap: how ranks find each other and exchange small messages at init.
+//
+// ncclGetUniqueId starts a root listener and writes its address plus a random
+// magic into the 128-byte id (NCCL_COMM_ID / BRAID_COMM_ID instead name the
+// root address; then rank 0 runs the root).  Each rank opens its own listener,
+// connects to the root, proves it knows the magic, and sends its address; the
+// root answers every rank with the full address table.  After that ranks talk
+// directly (tagged point-to-point messages), and the root goes away.
+// Connections with a wrong magic or malformed messages are dropped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nccl.h"
+#include "src/core/deadline.h"
+#include "src/core/status.h"
+
+namespace braid {
+
+// Fills *id with a fresh root address + magic and starts the root listener
+// (a background thread that serves one rendezvous and then exits).
+Status bootstrap_create_root(ncclUniqueId* id);
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  // Rendezvous through the root named by `id`.
+  static Status connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
+                        std::unique_ptr<Bootstrap>* out);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  // Same on every rank of this communicator, different across communicators.
+  virtual uint64_t comm_hash() const = 0;
+
+  // Tagged point-to-point: messages with the same (peer, tag) arrive in order.
+  virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual Status recv(int peer, int tag, void* data, size_t bytes) = 0;
+  // data holds nranks * bytes_per_rank; this rank's slice is already filled.
+  virtual Status allgather(void* data, size_t bytes_per_rank) = 0;
+  virtual Status barrier() = 0;
+  // Unblocks any waiting call with an error.
+  virtual void abort() = 0;
+};
+
+}  // namespace braid

@@ -1,0 +1,24 @@
+// NCCL datatypes and reduction operators as braid sees them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "nccl.h"
+
+namespace braid {
+
+size_t datatype_size(ncclDataType_t t);  // 0 for an invalid type
+const char* datatype_name(ncclDataType_t t);  // "float", "bfloat16", ... as nccl-tests names them
+const char* redop_name(ncclRedOp_t op);       // "sum", "prod", "max", "min", "avg"
+
+// dst[i] = a[i] (op) b[i] for i < count.  op is Sum, Prod, Max or Min (Avg is
+// Sum followed by divide_by).  dst may alias a or b.  half, bfloat16 and fp8
+// are computed in float and rounded to nearest even.
+void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_t type, ncclRedOp_t op);
+
+// data[i] = data[i] / divisor (integer division for integer types): the
+// second half of ncclAvg.
+void divide_by(void* data, size_t count, ncclDataType_t type, int divisor);
+
+}  // namespace braid

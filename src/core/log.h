@@ -1,0 +1,45 @@
+// NCCL-style logging: `host:pid:tid [dev] braid LEVEL msg`.
+//
+// Level from BRAID_DEBUG, else NCCL_DEBUG (VERSION|WARN|INFO|TRACE); subsystem
+// filter from BRAID_DEBUG_SUBSYS / NCCL_DEBUG_SUBSYS (comma list, leading ^
+// negates); output to BRAID_DEBUG_FILE / NCCL_DEBUG_FILE (%h host, %p pid)
+// or stderr.  Settings are read once, on first use (log_reset re-reads).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+namespace braid {
+
+enum class LogLevel : int { None = 0, Version = 1, Warn = 2, Info = 3, Trace = 4 };
+
+enum LogSubsys : uint32_t {
+  kInit = 1u << 0,
+  kColl = 1u << 1,
+  kP2P = 1u << 2,
+  kShm = 1u << 3,
+  kNet = 1u << 4,
+  kGraph = 1u << 5,
+  kTuning = 1u << 6,
+  kEnv = 1u << 7,
+  kAlloc = 1u << 8,
+  kBootstrap = 1u << 9,
+  kAllSubsys = ~0u,
+};
+
+bool log_enabled(LogLevel level, uint32_t subsys);
+void log_write(LogLevel level, uint32_t subsys, const std::string& message);
+void log_reset();  // re-read the environment (ncclResetDebugInit)
+
+}  // namespace braid
+
+#define BRAID_LOG(level, subsys, ...)                                                     \
+  do {                                                                                    \
+    if (::braid::log_enabled(::braid::LogLevel::level, (subsys)))                         \
+      ::braid::log_write(::braid::LogLevel::level, (subsys), ::fmt::format(__VA_ARGS__)); \
+  } while (0)
+#define BRAID_WARN(...) BRAID_LOG(Warn, ::braid::kAllSubsys, __VA_ARGS__)
+#define BRAID_INFO(subsys, ...) BRAID_LOG(Info, (subsys), __VA_ARGS__)
+#define BRAID_TRACE(subsys, ...) BRAID_LOG(Trace, (subsys), __VA_ARGS__)

@@ -1,0 +1,86 @@
+// Transport: moves fragments between the ranks of one communicator.
+//
+// A connection is (sender rank, receiver rank, channel).  Each connection is a
+// FIFO of fragments; a fragment is up to slot_bytes() of data and carries its
+// own length (0 is allowed).  Both ends are non-blocking so one thread can
+// drive many lanes cooperatively: try_acquire reports "not yet" instead of
+// waiting, and the executor decides how to back off and when to give up.
+//
+// Zero-copy shape: the sender writes its data (or a reduction result) straight
+// into the slot it acquired; the receiver reads straight from the slot and
+// releases it.  Shared memory really does this; sockets stage through a buffer.
+//
+// Connections are set up lazily on first use; setup that needs the peer is
+// also non-blocking (try_acquire says "not yet" until it is done).
+// Ops on the hot path make no allocation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core/status.h"
+
+namespace braid {
+
+class SendPipe {
+ public:
+  virtual ~SendPipe() = default;
+  // Reserves the next free slot.  On success *slot points at slot_bytes() of
+  // writable memory, or is nullptr when no slot is free yet.
+  virtual Status try_acquire(void** slot) = 0;
+  // Publishes the acquired slot holding `bytes` (<= slot_bytes()).
+  virtual Status commit(size_t bytes) = 0;
+};
+
+class RecvPipe {
+ public:
+  virtual ~RecvPipe() = default;
+  // Takes the next fragment.  On success *data/*bytes describe it, or *data is
+  // nullptr when none has arrived yet.
+  virtual Status try_acquire(const void** data, size_t* bytes) = 0;
+  // Returns the fragment's slot to the sender.
+  virtual Status release() = 0;
+};
+
+// What every rank learns about every other at init (bootstrap allgather).
+struct PeerInfo {
+  uint64_t host_hash = 0;  // same value <=> same host (BRAID_HOSTID overrides)
+  int32_t pid = 0;
+  char socket_addr[64] = {};  // "ip:port" of the peer's data listener, if any
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  // Pipes are owned by the transport and live until it is destroyed.
+  virtual Status send_pipe(int peer, int channel, SendPipe** out) = 0;
+  virtual Status recv_pipe(int peer, int channel, RecvPipe** out) = 0;
+  virtual size_t slot_bytes() const = 0;
+  // Fragments a sender may post on one connection before the receiver takes any.
+  virtual int slots() const = 0;
+  // Makes every pending and future try_acquire fail (ncclCommAbort).
+  virtual void abort() = 0;
+};
+
+struct TransportContext {
+  uint64_t comm_hash = 0;  // unique per communicator, same on every rank
+  int rank = 0;
+  int nranks = 0;
+  std::vector<PeerInfo> peers;  // indexed by rank, includes self
+};
+
+// Shared memory between processes (and threads) on one host.
+Status make_shm_transport(const TransportContext& ctx, std::unique_ptr<Transport>* out);
+
+// TCP sockets.  Listening starts in socket_listen (before the bootstrap
+// allgather, so the address can be published in PeerInfo::socket_addr).
+class SocketListener;
+Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address);
+Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
+                             std::unique_ptr<Transport>* out);
+
+}  // namespace braid
