@@ -22,7 +22,7 @@ class [[nodiscard]] Status {
   static Status ok() { return Status(); }
   static Status error(ncclResult_t code, std::string message, const char* file = nullptr, int line = 0) {
     Status s;
-    s.rep_ = std::make_shared<Rep>(Rep{code, std::move(message)});
+    s.rep_ = std::make_shared<Rep>(Rep{code, std::move(message), {}});
     if (file) s.rep_->trail = fmt::format("{}:{}", short_file(file), line);
     return s;
   }

@@ -78,7 +78,11 @@ Status make_shm_transport(const TransportContext& ctx, std::unique_ptr<Transport
 
 // TCP sockets.  Listening starts in socket_listen (before the bootstrap
 // allgather, so the address can be published in PeerInfo::socket_addr).
-class SocketListener;
+// SocketListener is implemented in socket.cc (derive from this base).
+class SocketListener {
+ public:
+  virtual ~SocketListener() = default;
+};
 Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address);
 Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
                              std::unique_ptr<Transport>* out);

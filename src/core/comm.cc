@@ -1,0 +1,178 @@
+// Communicator setup: bootstrap rendezvous, peer exchange, transports.
+#include "src/core/comm.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/plan/planner.h"
+
+ncclComm::ncclComm() = default;
+ncclComm::~ncclComm() = default;
+
+namespace braid {
+namespace {
+
+std::mutex registry_mutex;
+std::set<const ncclComm*>& registry() {
+  static auto* live = new std::set<const ncclComm*>;  // never destroyed: used from atexit paths
+  return *live;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// What every rank tells every other at init.
+struct InitInfo {
+  PeerInfo peer;
+  uint64_t tile_bytes = 0;
+  int32_t api_version = 0;
+  int32_t pad = 0;
+};
+
+class RouterTransport final : public Transport {
+ public:
+  RouterTransport(const TransportContext& ctx, std::unique_ptr<Transport> shm, std::unique_ptr<Transport> socket)
+      : ctx_(ctx), shm_(std::move(shm)), socket_(std::move(socket)) {}
+  const char* name() const override { return "router"; }
+  Status send_pipe(int peer, int channel, SendPipe** out) override {
+    BRAID_TRY(check_peer(peer));
+    return pick(peer)->send_pipe(peer, channel, out);
+  }
+  Status recv_pipe(int peer, int channel, RecvPipe** out) override {
+    BRAID_TRY(check_peer(peer));
+    return pick(peer)->recv_pipe(peer, channel, out);
+  }
+  size_t slot_bytes() const override {
+    size_t b = SIZE_MAX;
+    for (auto* t : {shm_.get(), socket_.get()})
+      if (t) b = std::min(b, t->slot_bytes());
+    return b;
+  }
+  int slots() const override {
+    int s = INT32_MAX;
+    for (auto* t : {shm_.get(), socket_.get()})
+      if (t) s = std::min(s, t->slots());
+    return s;
+  }
+  void abort() override {
+    if (shm_) shm_->abort();
+    if (socket_) socket_->abort();
+  }
+
+ private:
+  Status check_peer(int peer) const {
+    if (peer < 0 || peer >= ctx_.nranks)
+      return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, ctx_.nranks);
+    return Status::ok();
+  }
+  Transport* pick(int peer) const {
+    bool same_host = ctx_.peers[peer].host_hash == ctx_.peers[ctx_.rank].host_hash;
+    return (same_host && shm_) || !socket_ ? shm_.get() : socket_.get();
+  }
+  TransportContext ctx_;
+  std::unique_ptr<Transport> shm_, socket_;
+};
+
+}  // namespace
+
+void comm_register(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  registry().insert(comm);
+}
+bool comm_unregister(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  return registry().erase(comm) == 1;
+}
+bool comm_is_live(const ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  return registry().count(comm) == 1;
+}
+
+uint64_t host_hash() {
+  std::string id = env_string("BRAID_HOSTID");
+  if (id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    std::string boot;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+    id = std::string(host) + "/" + boot;
+  }
+  return fnv1a(id);
+}
+
+Status make_router_transport(const TransportContext& ctx, std::unique_ptr<Transport> shm,
+                             std::unique_ptr<Transport> socket, std::unique_ptr<Transport>* out) {
+  *out = std::make_unique<RouterTransport>(ctx, std::move(shm), std::move(socket));
+  return Status::ok();
+}
+
+Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, const ncclConfig_t* config) {
+  int64_t timeout_s = env_int("BRAID_TIMEOUT");
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_s * 1000));
+  comm->rank = rank;
+  comm->nranks = nranks;
+  if (config) comm->config = *config;
+  BRAID_TRY(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap));
+  comm->comm_hash = comm->bootstrap->comm_hash();
+
+  std::string mode = env_string("BRAID_TRANSPORT");
+  if (mode != "auto" && mode != "shm" && mode != "socket")
+    return BRAID_ERROR(ncclInvalidArgument, "BRAID_TRANSPORT={} (expected auto, shm or socket)", mode);
+
+  std::unique_ptr<SocketListener> listener;
+  std::string address;
+  if (mode != "shm") BRAID_TRY(socket_listen(&listener, &address));
+
+  std::vector<InitInfo> infos(nranks);
+  InitInfo& mine = infos[rank];
+  mine.peer.host_hash = host_hash();
+  mine.peer.pid = int32_t(getpid());
+  std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
+  mine.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  mine.api_version = NCCL_VERSION_CODE;
+  BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
+
+  TransportContext ctx;
+  ctx.comm_hash = comm->comm_hash;
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  comm->tile_bytes = UINT64_MAX;
+  for (const InitInfo& info : infos) {
+    if (info.api_version != NCCL_VERSION_CODE)
+      return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
+                         NCCL_VERSION_CODE);
+    ctx.peers.push_back(info.peer);
+    comm->tile_bytes = std::min(comm->tile_bytes, info.tile_bytes);
+  }
+  comm->peers = ctx.peers;
+
+  // Sockets only when some peer is on another host (or forced); shared memory
+  // whenever a peer shares this host.
+  bool remote_peer = false;
+  for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != mine.peer.host_hash;
+  std::unique_ptr<Transport> shm, socket;
+  if (mode != "socket") BRAID_TRY(make_shm_transport(ctx, &shm));
+  if (mode == "socket" || (remote_peer && mode != "shm")) {
+    if (!listener) return BRAID_ERROR(ncclInvalidUsage, "BRAID_TRANSPORT=shm but some ranks are on other hosts");
+    BRAID_TRY(make_socket_transport(ctx, std::move(listener), &socket));
+  }
+  if (mode == "shm" && remote_peer)
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_TRANSPORT=shm but some ranks are on other hosts");
+  BRAID_TRY(make_router_transport(ctx, std::move(shm), std::move(socket), &comm->transport));
+  // A fragment must fit in every transport's slot.
+  comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
+  comm->plans = std::make_unique<PlanCache>();
+  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
+             mode, comm->tile_bytes);
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,189 @@
+#include "src/core/group.h"
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "braid/chunking.h"
+#include "src/core/comm.h"
+#include "src/core/datatype.h"
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/exec/host/collective_task.h"
+#include "src/exec/host/p2p_task.h"
+#include "src/plan/planner.h"
+
+namespace braid {
+namespace {
+
+// Collectives use channels [0, kP2PChannel); send/recv have their own, so a
+// group's point-to-point traffic never interleaves with a schedule's.
+constexpr int kP2PChannel = 1 << 12;
+
+struct GroupState {
+  int depth = 0;
+  std::vector<InitCall> inits;
+  std::vector<CollectiveCall> collectives;
+  std::vector<P2PCall> p2ps;
+};
+thread_local GroupState group;
+
+// Which buffers a rank has for a collective (NCCL lets the others pass NULL).
+bool has_input(const CollectiveCall& c) {
+  bool rooted_input = c.collective == Collective::Broadcast || c.collective == Collective::Scatter;
+  return !rooted_input || c.comm->rank == c.root;
+}
+bool has_output(const CollectiveCall& c) {
+  bool rooted_output = c.collective == Collective::Reduce || c.collective == Collective::Gather;
+  return !rooted_output || c.comm->rank == c.root;
+}
+
+Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
+                 std::unique_ptr<Task>* out) {
+  ncclComm* comm = c.comm;
+  const RankProgram& prog = schedule->ranks.at(comm->rank);
+  CollectiveArgs a;
+  a.input_shape = input_shape(c.collective, comm->nranks, c.count, prog.input_chunks);
+  a.output_shape = output_shape(c.collective, comm->nranks, c.count, prog.output_chunks);
+  for (const BufferShape* s : {&a.input_shape, &a.output_shape})
+    if (s->chunks % s->blocks != 0)
+      return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule->name,
+                         s->chunks, s->blocks);
+  a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
+  a.schedule = std::move(schedule);
+  a.rank = comm->rank;
+  a.input = has_input(c) ? c.sendbuff : nullptr;
+  a.output = has_output(c) ? c.recvbuff : nullptr;
+  a.scratch = scratch;
+  a.type = c.type;
+  a.op = c.op == ncclAvg ? ncclSum : c.op;
+  bool reduces_to_output = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
+                           c.collective == Collective::Reduce;
+  if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
+  a.tile_bytes = comm->tile_bytes;
+  a.channel_base = 0;
+  a.transport = comm->transport.get();
+  a.label = fmt::format("{}({}) count={} {} rank {}/{}", to_string(c.collective), a.schedule->name, c.count,
+                        datatype_name(c.type), comm->rank, comm->nranks);
+  return make_collective_task(std::move(a), out);
+}
+
+void record_error(ncclComm* comm, const Status& s) {
+  std::lock_guard<std::mutex> lock(comm->error_mutex);
+  comm->last_error = s.to_string();
+}
+
+Status run_inits(std::vector<InitCall>& inits) {
+  auto init_one = [](InitCall& call) {
+    return comm_init(call.comm, call.id, call.nranks, call.rank, call.has_config ? &call.config : nullptr);
+  };
+  if (inits.size() == 1) return init_one(inits[0]);
+  // Several ranks initialised from one thread must rendezvous concurrently.
+  std::vector<Status> results(inits.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < inits.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = init_one(inits[i]); });
+  for (auto& t : threads) t.join();
+  for (Status& s : results) BRAID_TRY(std::move(s));
+  return Status::ok();
+}
+
+Status run_work(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps) {
+  std::vector<ncclComm*> comms;
+  std::map<ncclComm*, size_t> queue_of;
+  auto queue_index = [&](ncclComm* comm) {
+    auto [it, fresh] = queue_of.emplace(comm, comms.size());
+    if (fresh) comms.push_back(comm);
+    return it->second;
+  };
+  for (const auto& c : collectives) queue_index(c.comm);
+  for (const auto& p : p2ps) queue_index(p.comm);
+  std::vector<TaskQueue> queues(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) queues[i].abort = &comms[i]->aborting;
+
+  // Plan every collective first: tasks of one communicator run one after
+  // another, so they can share one scratch buffer sized for the largest.
+  std::vector<std::shared_ptr<const Schedule>> schedules(collectives.size());
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const CollectiveCall& c = collectives[i];
+    size_t esize = datatype_size(c.type);
+    BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * esize, &schedules[i]));
+    const RankProgram& prog = schedules[i]->ranks.at(c.comm->rank);
+    BufferShape in = input_shape(c.collective, c.comm->nranks, c.count, prog.input_chunks);
+    BufferShape out = output_shape(c.collective, c.comm->nranks, c.count, prog.output_chunks);
+    size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
+    if (c.comm->scratch.size() < need) c.comm->scratch.resize(need);
+  }
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    const CollectiveCall& c = collectives[i];
+    std::unique_ptr<Task> task;
+    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
+    BRAID_INFO(kColl, "{}", task->describe());
+    queues[queue_index(c.comm)].tasks.push_back(std::move(task));
+  }
+
+  std::map<ncclComm*, std::vector<P2POp>> batches;
+  for (const P2PCall& p : p2ps)
+    batches[p.comm].push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), p.count * datatype_size(p.type)});
+  for (auto& [comm, ops] : batches) {
+    std::unique_ptr<Task> task;
+    std::string label = fmt::format("send/recv batch of {} ops, rank {}/{}", ops.size(), comm->rank, comm->nranks);
+    BRAID_TRY(make_p2p_task(std::move(ops), comm->transport.get(), kP2PChannel, comm->tile_bytes, label, &task));
+    queues[queue_index(comm)].tasks.push_back(std::move(task));
+  }
+  return run_task_queues(queues, env_int("BRAID_TIMEOUT") * 1000);
+}
+
+Status end_outermost() {
+  GroupState work = std::move(group);
+  group = GroupState{};
+  Status s = run_inits(work.inits);
+  if (!s.is_ok())
+    for (const auto& init : work.inits) init.comm->async_error = s.code();
+  if (s.is_ok()) s = run_work(work.collectives, work.p2ps);
+  if (!s.is_ok()) {
+    for (const auto& c : work.collectives) record_error(c.comm, s);
+    for (const auto& p : work.p2ps) record_error(p.comm, s);
+    // A transfer that failed midway leaves connections in an unknown state:
+    // the communicator is unusable from here (NCCL's async error).
+    if (s.code() == ncclRemoteError || s.code() == ncclSystemError || s.code() == ncclInternalError) {
+      for (const auto& c : work.collectives) c.comm->async_error = s.code();
+      for (const auto& p : work.p2ps) p.comm->async_error = s.code();
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+void group_start() { ++group.depth; }
+
+bool group_active() { return group.depth > 0; }
+
+Status group_end() {
+  if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");
+  if (--group.depth > 0) return Status::ok();
+  return end_outermost();
+}
+
+Status enqueue(const CollectiveCall& call) {
+  if (call.count == 0) return Status::ok();  // NCCL: nothing to do
+  group_start();
+  group.collectives.push_back(call);
+  return group_end();
+}
+
+Status enqueue(const P2PCall& call) {
+  if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
+  group_start();
+  group.p2ps.push_back(call);
+  return group_end();
+}
+
+Status enqueue(const InitCall& call) {
+  group_start();
+  group.inits.push_back(call);
+  return group_end();
+}
+
+}  // namespace braid

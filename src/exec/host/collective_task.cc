@@ -1,0 +1,263 @@
+// Interprets one rank's lanes of a Schedule on host memory.
+//
+// The call's buffers are walked in tiles: tile j of chunk k is elements
+// [begin_k + j*t, begin_k + (j+1)*t) clipped to the chunk, with t chosen so a
+// tile fits in one transport slot.  Every lane runs the whole op list once
+// per tile, so each op moves one fragment per chunk per tile, and the
+// schedule's deadlock freedom (verified with one buffered chunk per
+// connection) carries over to any message size.  Dependencies are per tile.
+//
+// Lengths: user-buffer chunks have exact lengths; scratch chunks are
+// full-capacity slots.  A fragment received from scratch may be longer than
+// the logical chunk it carries; only its valid prefix ever reaches a user
+// buffer (user operand lengths are authoritative, see resolve_length).
+#include "src/exec/host/collective_task.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "src/core/datatype.h"
+
+namespace braid {
+namespace {
+
+struct Span {
+  char* ptr = nullptr;
+  uint64_t elems = 0;
+  bool user = false;  // part of the caller's buffer (exact length)
+};
+
+struct LaneRun {
+  const Lane* lane = nullptr;
+  std::vector<SendPipe*> send_pipes;  // per op, nullptr if the op does not send
+  std::vector<RecvPipe*> recv_pipes;
+  uint32_t op = 0;
+  uint32_t chunk = 0;  // chunk within the current op
+  uint64_t tile = 0;
+  uint64_t completed = 0;  // ops completed over all tiles
+  bool done = false;
+  const void* recv_data = nullptr;
+  size_t recv_bytes = 0;
+  void* send_slot = nullptr;
+};
+
+class CollectiveTask final : public Task {
+ public:
+  explicit CollectiveTask(CollectiveArgs a) : a_(std::move(a)) {}
+
+  Status init() {
+    esize_ = datatype_size(a_.type);
+    tile_elems_ = std::max<uint64_t>(1, a_.tile_bytes / esize_);
+    uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
+                                   a_.scratch_capacity});
+    tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
+    const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
+    lanes_.resize(prog.lanes.size());
+    for (size_t l = 0; l < prog.lanes.size(); ++l) {
+      LaneRun& run = lanes_[l];
+      run.lane = &prog.lanes[l];
+      run.done = run.lane->ops.empty();
+      run.send_pipes.assign(run.lane->ops.size(), nullptr);
+      run.recv_pipes.assign(run.lane->ops.size(), nullptr);
+      int channel = a_.channel_base + run.lane->channel;
+      for (size_t i = 0; i < run.lane->ops.size(); ++i) {
+        const Op& op = run.lane->ops[i];
+        if (op_sends(op.type)) BRAID_TRY(a_.transport->send_pipe(op.send_peer, channel, &run.send_pipes[i]));
+        if (op_receives(op.type)) BRAID_TRY(a_.transport->recv_pipe(op.recv_peer, channel, &run.recv_pipes[i]));
+      }
+      if (!run.done) ++active_;
+    }
+    return Status::ok();
+  }
+
+  std::string describe() const override { return a_.label; }
+
+  Status poll(bool* progressed, bool* done) override {
+    for (LaneRun& run : lanes_) {
+      while (!run.done) {
+        bool moved = false;
+        BRAID_TRY(advance(run, &moved));
+        if (!moved) break;
+        *progressed = true;
+      }
+    }
+    if (active_ == 0 && !finished_) {
+      finished_ = true;
+      if (a_.divide_output_by > 0 && a_.output)
+        divide_by(a_.output, a_.output_shape.elems(), a_.type, a_.divide_output_by);
+    }
+    *done = finished_;
+    return Status::ok();
+  }
+
+ private:
+  Span span(ChunkRef ref, uint32_t offset, uint64_t tile) const {
+    uint32_t index = ref.index + offset;
+    uint64_t lo, hi;
+    char* base;
+    bool user = ref.buffer != BufferKind::Scratch;
+    if (user) {
+      const BufferShape& shape = ref.buffer == BufferKind::Input ? a_.input_shape : a_.output_shape;
+      ElemRange r = shape.chunk(index);
+      lo = r.begin;
+      hi = r.end;
+      base = ref.buffer == BufferKind::Input ? const_cast<char*>(static_cast<const char*>(a_.input))
+                                             : static_cast<char*>(a_.output);
+    } else {
+      lo = uint64_t(index) * a_.scratch_capacity;
+      hi = lo + a_.scratch_capacity;
+      base = static_cast<char*>(a_.scratch);
+    }
+    uint64_t b = std::min(lo + tile * tile_elems_, hi), e = std::min(b + tile_elems_, hi);
+    return Span{base ? base + b * esize_ : nullptr, e - b, user};
+  }
+
+  bool deps_met(const Op& op, uint64_t tile) const {
+    for (const Dep& d : op.deps) {
+      const LaneRun& other = lanes_[d.lane];
+      if (other.completed < tile * other.lane->ops.size() + d.op + 1) return false;
+    }
+    return true;
+  }
+
+  // Elements an op step moves: user operands are exact and must agree; a
+  // received fragment must cover them; scratch-only steps take the shortest.
+  Status resolve_length(std::initializer_list<Span> operands, bool received, uint64_t* n) const {
+    uint64_t len = received ? recv_elems_ : UINT64_MAX;
+    bool have_user = false;
+    uint64_t user_len = 0;
+    for (const Span& s : operands) {
+      if (s.elems > 0 && !s.ptr)
+        return BRAID_ERROR(ncclInvalidArgument, "schedule {} touches a buffer that rank {} did not pass (NULL)",
+                           a_.schedule->name, a_.rank);
+      if (s.user) {
+        if (have_user && s.elems != user_len)
+          return BRAID_ERROR(ncclInternalError, "schedule {}: chunk lengths disagree ({} vs {} elements)",
+                             a_.schedule->name, user_len, s.elems);
+        have_user = true;
+        user_len = s.elems;
+      }
+      len = std::min(len, s.elems);
+    }
+    if (have_user) {
+      if (received && recv_elems_ < user_len)
+        return BRAID_ERROR(ncclInternalError, "schedule {}: fragment of {} elements for a chunk of {}",
+                           a_.schedule->name, recv_elems_, user_len);
+      len = user_len;
+    }
+    *n = len == UINT64_MAX ? 0 : len;
+    return Status::ok();
+  }
+
+  Status advance(LaneRun& run, bool* moved) {
+    const Op& op = run.lane->ops[run.op];
+    if (run.chunk == 0 && !run.recv_data && !run.send_slot && !deps_met(op, run.tile)) return Status::ok();
+    bool receives = op_receives(op.type), sends = op_sends(op.type);
+    if (receives && !run.recv_data) {
+      BRAID_TRY(run.recv_pipes[run.op]->try_acquire(&run.recv_data, &run.recv_bytes));
+      if (!run.recv_data) return Status::ok();
+      if (run.recv_bytes % esize_)
+        return BRAID_ERROR(ncclInternalError, "fragment of {} bytes is not a whole number of {}-byte elements",
+                           run.recv_bytes, esize_);
+    }
+    if (sends && !run.send_slot) {
+      BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot));
+      if (!run.send_slot) return Status::ok();
+    }
+    recv_elems_ = run.recv_bytes / esize_;
+    uint64_t sent = 0;
+    BRAID_TRY(execute(op, run, &sent));
+    if (sends) {
+      BRAID_TRY(run.send_pipes[run.op]->commit(sent * esize_));
+      run.send_slot = nullptr;
+    }
+    if (receives) {
+      BRAID_TRY(run.recv_pipes[run.op]->release());
+      run.recv_data = nullptr;
+    }
+    *moved = true;
+    if (++run.chunk < op.count) return Status::ok();
+    run.chunk = 0;
+    ++run.completed;
+    if (++run.op < run.lane->ops.size()) return Status::ok();
+    run.op = 0;
+    if (++run.tile == tiles_) {
+      run.done = true;
+      --active_;
+    }
+    return Status::ok();
+  }
+
+  // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
+  Status execute(const Op& op, LaneRun& run, uint64_t* sent) {
+    const char* in = static_cast<const char*>(run.recv_data);
+    char* slot = static_cast<char*>(run.send_slot);
+    Span src = op_reads_src(op.type) ? span(op.src, run.chunk, run.tile) : Span{};
+    Span dst = op_writes_dst(op.type) ? span(op.dst, run.chunk, run.tile) : Span{};
+    uint64_t n = 0;
+    switch (op.type) {
+      case OpType::Send:
+        BRAID_TRY(resolve_length({src}, false, &n));
+        std::memcpy(slot, src.ptr, n * esize_);
+        break;
+      case OpType::Recv:
+        BRAID_TRY(resolve_length({dst}, true, &n));
+        std::memcpy(dst.ptr, in, n * esize_);
+        break;
+      case OpType::RecvCopySend:
+        BRAID_TRY(resolve_length({dst}, true, &n));
+        std::memcpy(dst.ptr, in, n * esize_);
+        std::memcpy(slot, in, n * esize_);
+        break;
+      case OpType::RecvReduceSend:
+        BRAID_TRY(resolve_length({src}, true, &n));
+        reduce(slot, in, src.ptr, n, a_.type, a_.op);
+        break;
+      case OpType::RecvReduceCopy:
+        BRAID_TRY(resolve_length({src, dst}, true, &n));
+        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
+        break;
+      case OpType::RecvReduceCopySend:
+        BRAID_TRY(resolve_length({src, dst}, true, &n));
+        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
+        std::memcpy(slot, dst.ptr, n * esize_);
+        break;
+      case OpType::Copy:
+        BRAID_TRY(resolve_length({src, dst}, false, &n));
+        if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, n * esize_);
+        break;
+      case OpType::Reduce:
+        BRAID_TRY(resolve_length({src, dst}, false, &n));
+        reduce(dst.ptr, dst.ptr, src.ptr, n, a_.type, a_.op);
+        break;
+      case OpType::Nop:
+        break;
+    }
+    *sent = n;
+    return Status::ok();
+  }
+
+  CollectiveArgs a_;
+  size_t esize_ = 0;
+  uint64_t tile_elems_ = 0;
+  uint64_t tiles_ = 0;
+  uint64_t recv_elems_ = 0;
+  std::vector<LaneRun> lanes_;
+  size_t active_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace
+
+Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
+  if (!args.schedule || args.rank < 0 || args.rank >= int(args.schedule->ranks.size()))
+    return BRAID_ERROR(ncclInternalError, "collective task without a schedule for rank {}", args.rank);
+  if (datatype_size(args.type) == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {}", int(args.type));
+  auto task = std::make_unique<CollectiveTask>(std::move(args));
+  BRAID_TRY(task->init());
+  *out = std::move(task);
+  return Status::ok();
+}
+
+}  // namespace braid

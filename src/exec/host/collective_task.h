@@ -1,0 +1,39 @@
+// A Task that runs one rank's part of a Schedule (see collective_task.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "braid/chunking.h"
+#include "braid/schedule.h"
+#include "nccl.h"
+#include "src/exec/host/task.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+
+struct CollectiveArgs {
+  std::shared_ptr<const Schedule> schedule;
+  int rank = 0;
+  const void* input = nullptr;  // nullptr where this rank has no such buffer
+  void* output = nullptr;
+  void* scratch = nullptr;      // schedule scratch_chunks * scratch_capacity elements
+  BufferShape input_shape, output_shape;
+  uint64_t scratch_capacity = 0;  // elements per scratch chunk
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
+  int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
+  uint64_t tile_bytes = 0;        // the communicator's fragment size
+  int channel_base = 0;
+  Transport* transport = nullptr;
+  std::string label;              // "allreduce(ring) count=... rank 1/4"
+};
+
+// Scratch elements a schedule needs for this call.
+inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
+  return uint64_t(s.ranks[rank].scratch_chunks) * capacity;
+}
+
+Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
+
+}  // namespace braid

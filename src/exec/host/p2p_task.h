@@ -1,0 +1,26 @@
+// Grouped ncclSend/ncclRecv as one Task (see p2p_task.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/exec/host/task.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+
+struct P2POp {
+  bool is_send = false;
+  int peer = 0;
+  char* buffer = nullptr;  // const for sends
+  size_t bytes = 0;
+};
+
+// All sends to one peer travel in issue order on one connection, likewise all
+// receives, so the k-th send to a peer meets that peer's k-th receive from us
+// (NCCL's matching rule).  Different peers progress concurrently.
+Status make_p2p_task(std::vector<P2POp> ops, Transport* transport, int channel, size_t fragment_bytes,
+                     std::string label, std::unique_ptr<Task>* out);
+
+}  // namespace braid

@@ -1,0 +1,82 @@
+#include "src/plan/planner.h"
+
+#include <mutex>
+#include <set>
+
+#include "braid/algorithms.h"
+#include "src/core/env.h"
+#include "src/core/log.h"
+
+namespace braid {
+namespace {
+
+const AlgorithmInfo* find_algorithm(Collective c, const std::string& name) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (a.collective == c && a.name == name) return &a;
+  return nullptr;
+}
+
+void warn_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (said.insert(message).second) BRAID_WARN("{}", message);
+}
+
+}  // namespace
+
+std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
+  switch (c) {
+    case Collective::AllReduce: return bytes <= kSmallAllReduceBytes ? "rd" : "ring";
+    case Collective::AllGather:
+    case Collective::ReduceScatter: return "ring";
+    case Collective::Broadcast:
+    case Collective::Reduce: return "binomial";
+    case Collective::Gather:
+    case Collective::Scatter: return "direct";
+    case Collective::AlltoAll: return "pairwise";
+    case Collective::Custom: break;
+  }
+  return "";
+}
+
+std::string forced_algorithm(Collective c) {
+  std::string spec = env_string("BRAID_ALGO");
+  if (spec.empty()) return "";
+  // Either one name for every collective, or "coll=name,coll=name".
+  if (spec.find('=') == std::string::npos) return spec;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    std::string item = spec.substr(pos, end - pos);
+    size_t eq = item.find('=');
+    if (eq != std::string::npos && item.substr(0, eq) == to_string(c)) return item.substr(eq + 1);
+    pos = end + 1;
+  }
+  return "";
+}
+
+Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
+                               std::shared_ptr<const Schedule>* out) {
+  std::string name = forced_algorithm(c);
+  if (!name.empty() && !find_algorithm(c, name)) {
+    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default",
+                          env_string("BRAID_ALGO"), to_string(c), name));
+    name.clear();
+  }
+  if (name.empty()) name = default_algorithm(c, nranks, bytes);
+  const AlgorithmInfo* algo = find_algorithm(c, name);
+  if (!algo) return BRAID_ERROR(ncclInternalError, "no algorithm '{}' for {}", name, to_string(c));
+  auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : -1, name);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) {
+    auto schedule = std::make_shared<const Schedule>(algo->make(nranks, root));
+    BRAID_INFO(kTuning, "{} on {} ranks: generated schedule '{}'", to_string(c), nranks, schedule->name);
+    it = cache_.emplace(key, std::move(schedule)).first;
+  }
+  *out = it->second;
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,173 @@
+// Entry points: collectives, point-to-point and groups.
+//
+// Each call checks its arguments the way NCCL does (NULL comm or buffers,
+// bad datatype/op/root/peer: ncclInvalidArgument, with no side effect) and
+// hands the call to the group machinery, which runs it now or at GroupEnd.
+#include "src/core/group.h"
+#include "src/shim/api.h"
+
+using namespace braid;
+
+namespace {
+
+Status check_usable(ncclComm* comm) {
+  BRAID_TRY(check_comm(comm));
+  ncclResult_t async = ncclResult_t(comm->async_error.load());
+  if (async != ncclSuccess)
+    return Status::error(async, "communicator has an earlier asynchronous error; abort and recreate it");
+  return Status::ok();
+}
+
+struct CollectiveSpec {
+  Collective collective;
+  bool reduces;
+  bool rooted;
+};
+
+Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
+                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm) {
+  BRAID_TRY(check_usable(comm));
+  BRAID_TRY(check_type(type));
+  if (spec.reduces) BRAID_TRY(check_op(op));
+  if (spec.rooted) BRAID_TRY(check_root(comm, root));
+  bool is_root = comm->rank == root;
+  // NCCL lets non-root ranks pass NULL for the buffer they do not use.
+  bool needs_send = !(spec.collective == Collective::Broadcast || spec.collective == Collective::Scatter) || is_root;
+  bool needs_recv = !(spec.collective == Collective::Reduce || spec.collective == Collective::Gather) || is_root;
+  if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
+  if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
+  CollectiveCall call;
+  call.comm = comm;
+  call.collective = spec.collective;
+  call.sendbuff = sendbuff;
+  call.recvbuff = recvbuff;
+  call.count = count;
+  call.type = type;
+  call.op = spec.reduces ? op : ncclSum;
+  call.root = spec.rooted ? root : 0;
+  return enqueue(call);
+}
+
+Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm) {
+  BRAID_TRY(check_usable(comm));
+  BRAID_TRY(check_type(type));
+  if (peer < 0 || peer >= comm->nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
+  BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
+  P2PCall call;
+  call.comm = comm;
+  call.is_send = is_send;
+  call.buffer = buffer;
+  call.count = count;
+  call.type = type;
+  call.peer = peer;
+  return enqueue(call);
+}
+
+constexpr CollectiveSpec kAllReduce{Collective::AllReduce, true, false};
+constexpr CollectiveSpec kReduceScatter{Collective::ReduceScatter, true, false};
+constexpr CollectiveSpec kReduce{Collective::Reduce, true, true};
+constexpr CollectiveSpec kAllGather{Collective::AllGather, false, false};
+constexpr CollectiveSpec kBroadcast{Collective::Broadcast, false, true};
+constexpr CollectiveSpec kAlltoAll{Collective::AlltoAll, false, false};
+constexpr CollectiveSpec kGather{Collective::Gather, false, true};
+constexpr CollectiveSpec kScatter{Collective::Scatter, false, true};
+
+}  // namespace
+
+BRAID_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclAllReduce",
+                 [&] { return collective(kAllReduce, sendbuff, recvbuff, count, type, op, 0, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllReduce,
+                      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t type,
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclReduceScatter",
+                 [&] { return collective(kReduceScatter, sendbuff, recvbuff, recvcount, type, op, 0, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduceScatter,
+                      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclReduce",
+                 [&] { return collective(kReduce, sendbuff, recvbuff, count, type, op, root, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduce,
+                      (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t type,
+                                     ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclAllGather",
+                 [&] { return collective(kAllGather, sendbuff, recvbuff, sendcount, type, ncclSum, 0, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllGather,
+                      (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
+                                     ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclBroadcast",
+                 [&] { return collective(kBroadcast, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclBroadcast,
+                      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                                 cudaStream_t) {
+  return guarded(comm, "ncclBcast",
+                 [&] { return collective(kBroadcast, buff, buff, count, type, ncclSum, root, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                    ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclAlltoAll",
+                 [&] { return collective(kAlltoAll, sendbuff, recvbuff, count, type, ncclSum, 0, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAlltoAll,
+                      (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
+                                  ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclGather",
+                 [&] { return collective(kGather, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGather,
+                      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
+                                   ncclComm_t comm, cudaStream_t) {
+  return guarded(comm, "ncclScatter",
+                 [&] { return collective(kScatter, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclScatter,
+                      (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                                cudaStream_t) {
+  return guarded(comm, "ncclSend",
+                 [&] { return p2p(true, const_cast<void*>(sendbuff), count, type, peer, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                                cudaStream_t) {
+  return guarded(comm, "ncclRecv", [&] { return p2p(false, recvbuff, count, type, peer, comm); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+BRAID_API ncclResult_t ncclGroupStart() {
+  return guarded(nullptr, "ncclGroupStart", [] {
+    group_start();
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupStart, ())
+
+BRAID_API ncclResult_t ncclGroupEnd() {
+  return guarded(nullptr, "ncclGroupEnd", [] { return group_end(); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupEnd, ())

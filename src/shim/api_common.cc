@@ -1,0 +1,68 @@
+#include <mutex>
+
+#include "src/shim/api.h"
+
+namespace braid {
+namespace {
+std::mutex last_error_mutex;
+std::string& last_error_storage() {
+  static auto* s = new std::string;  // outlives static destruction (atexit users)
+  return *s;
+}
+}  // namespace
+
+void set_global_last_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(last_error_mutex);
+  last_error_storage() = message;
+}
+
+std::string global_last_error() {
+  std::lock_guard<std::mutex> lock(last_error_mutex);
+  return last_error_storage();
+}
+
+ncclResult_t report(ncclComm* comm, const char* function, Status status) {
+  if (status.is_ok() || status.code() == ncclInProgress) return status.code();
+  std::string message = fmt::format("{}: {}", function, status.to_string());
+  BRAID_WARN("{}", message);
+  set_global_last_error(message);
+  if (comm && comm_is_live(comm)) {
+    std::lock_guard<std::mutex> lock(comm->error_mutex);
+    comm->last_error = message;
+  }
+  return status.code();
+}
+
+Status check_comm(const ncclComm* comm) {
+  if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
+  if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed?)",
+                                              static_cast<const void*>(comm));
+  if (comm->aborting) return BRAID_ERROR(ncclInvalidUsage, "communicator was aborted");
+  if (comm->finalized) return BRAID_ERROR(ncclInvalidUsage, "communicator was finalized");
+  return Status::ok();
+}
+
+Status check_type(ncclDataType_t type) {
+  if (int(type) < 0 || type >= ncclNumTypes)
+    return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {} (valid: 0..{})", int(type), int(ncclNumTypes) - 1);
+  return Status::ok();
+}
+
+Status check_op(ncclRedOp_t op) {
+  if (int(op) < 0 || op >= ncclNumOps)
+    return BRAID_ERROR(ncclInvalidArgument, "invalid reduction op {} (no such built-in or created op)", int(op));
+  return Status::ok();
+}
+
+Status check_root(const ncclComm* comm, int root) {
+  if (root < 0 || root >= comm->nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "root {} out of range [0, {})", root, comm->nranks);
+  return Status::ok();
+}
+
+Status check_buffer(const void* buffer, const char* name, size_t count) {
+  if (!buffer && count > 0) return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,115 @@
+// Runs one collective on one rank with crafted inputs and checks the result
+// exactly (see values.h).  Used by the multi-rank tests.
+#pragma once
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "values.h"
+
+namespace mp {
+
+enum class Coll { AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll, Gather, Scatter };
+inline const char* coll_name(Coll c) {
+  static const char* names[] = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                "reduce",    "alltoall",  "gather",        "scatter"};
+  return names[int(c)];
+}
+inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                                     Coll::Reduce,    Coll::AlltoAll,  Coll::Gather,        Coll::Scatter};
+inline bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
+
+struct CollCase {
+  Coll coll = Coll::AllReduce;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;
+  int root = 0;
+  bool in_place = false;
+  bool null_unused = false;  // non-roots pass NULL for the buffer NCCL says they do not use
+};
+
+inline std::string describe(const CollCase& c, int rank, int nranks) {
+  return fmt::format("{} count={} type={} op={} root={} {} rank {}/{}", coll_name(c.coll), c.count, int(c.type),
+                     int(c.op), c.root, c.in_place ? "in-place" : "out-of-place", rank, nranks);
+}
+
+// Runs `c` on this rank and counts wrong elements into `failures`.
+inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& failures) {
+  const size_t es = type_size(c.type), N = size_t(n);
+  size_t send_elems = c.count, recv_elems = c.count;
+  switch (c.coll) {
+    case Coll::AllGather: case Coll::Gather: recv_elems = N * c.count; break;
+    case Coll::ReduceScatter: case Coll::Scatter: send_elems = N * c.count; break;
+    case Coll::AlltoAll: send_elems = recv_elems = N * c.count; break;
+    default: break;
+  }
+  ncclRedOp_t pattern_op = reduces(c.coll) ? c.op : ncclSum;
+  bool is_root = rank == c.root;
+  // In place, the send buffer lives inside the receive buffer (or vice versa), as in nccl-tests.
+  size_t total = std::max(send_elems, recv_elems);
+  std::vector<char> main(total * es + 1), send_copy;
+  char* recv = main.data();
+  char* send = main.data();
+  std::vector<char> separate_send;
+  if (c.in_place) {
+    if (c.coll == Coll::AllGather || c.coll == Coll::Gather) send = recv + size_t(rank) * c.count * es;
+    if (c.coll == Coll::ReduceScatter || c.coll == Coll::Scatter) recv = send + size_t(rank) * c.count * es;
+  } else {
+    separate_send.resize(send_elems * es + 1);
+    send = separate_send.data();
+  }
+  for (size_t i = 0; i < send_elems; ++i) store(send, i, c.type, input_value(pattern_op, c.type, rank, n, i));
+  if (!c.in_place)
+    for (size_t i = 0; i < recv_elems; ++i) store(recv, i, c.type, 99);  // poison (representable-ish)
+  send_copy.assign(send, send + send_elems * es);
+
+  const void* sendbuff = send;
+  void* recvbuff = recv;
+  if (c.null_unused && !is_root) {
+    if (c.coll == Coll::Broadcast || c.coll == Coll::Scatter) sendbuff = nullptr;
+    if (c.coll == Coll::Reduce || c.coll == Coll::Gather) recvbuff = nullptr;
+  }
+  ncclResult_t r = ncclSuccess;
+  switch (c.coll) {
+    case Coll::AllReduce: r = ncclAllReduce(sendbuff, recvbuff, c.count, c.type, c.op, comm, nullptr); break;
+    case Coll::AllGather: r = ncclAllGather(sendbuff, recvbuff, c.count, c.type, comm, nullptr); break;
+    case Coll::ReduceScatter: r = ncclReduceScatter(sendbuff, recvbuff, c.count, c.type, c.op, comm, nullptr); break;
+    case Coll::Broadcast: r = ncclBroadcast(sendbuff, recvbuff, c.count, c.type, c.root, comm, nullptr); break;
+    case Coll::Reduce: r = ncclReduce(sendbuff, recvbuff, c.count, c.type, c.op, c.root, comm, nullptr); break;
+    case Coll::AlltoAll: r = ncclAlltoAll(sendbuff, recvbuff, c.count, c.type, comm, nullptr); break;
+    case Coll::Gather: r = ncclGather(sendbuff, recvbuff, c.count, c.type, c.root, comm, nullptr); break;
+    case Coll::Scatter: r = ncclScatter(sendbuff, recvbuff, c.count, c.type, c.root, comm, nullptr); break;
+  }
+  if (r != ncclSuccess) {
+    failures.fail(describe(c, rank, n) + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(comm));
+    return;
+  }
+  bool has_output = !((c.coll == Coll::Reduce || c.coll == Coll::Gather) && !is_root);
+  size_t wrong = 0, first_wrong = 0;
+  double got_first = 0, want_first = 0;
+  if (has_output) {
+    for (size_t i = 0; i < recv_elems; ++i) {
+      double want = 0;
+      size_t b = c.count ? i / c.count : 0, j = c.count ? i % c.count : 0;
+      switch (c.coll) {
+        case Coll::AllReduce: case Coll::Reduce: want = reduce_expected(c.op, c.type, n, i); break;
+        case Coll::ReduceScatter: want = reduce_expected(c.op, c.type, n, size_t(rank) * c.count + i); break;
+        case Coll::AllGather: case Coll::Gather: want = input_value(ncclSum, c.type, int(b), n, j); break;
+        case Coll::Broadcast: want = input_value(ncclSum, c.type, c.root, n, i); break;
+        case Coll::AlltoAll: want = input_value(ncclSum, c.type, int(b), n, size_t(rank) * c.count + j); break;
+        case Coll::Scatter: want = input_value(ncclSum, c.type, c.root, n, size_t(rank) * c.count + i); break;
+      }
+      double got = load(recv, i, c.type);
+      if (got != want && wrong++ == 0) first_wrong = i, got_first = got, want_first = want;
+    }
+  }
+  if (wrong)
+    failures.fail(fmt::format("{}: {} wrong elements, first at {}: got {} want {}", describe(c, rank, n), wrong,
+                              first_wrong, got_first, want_first));
+  // Out of place, the send buffer is const: it must be untouched.
+  if (!c.in_place && std::memcmp(send_copy.data(), send, send_copy.size()) != 0)
+    failures.fail(describe(c, rank, n) + ": send buffer was modified");
+}
+
+}  // namespace mp
