@@ -1,0 +1,64 @@
+// The one table of braid's configuration variables.  Values are read from the
+// environment on every call (cheap, and tests may setenv between runs).
+#include "src/core/env.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+
+namespace braid {
+
+const std::vector<EnvVar>& env_registry() {
+  static const std::vector<EnvVar> vars = {
+      {"BRAID_DEBUG", "", "log level: VERSION, WARN, INFO or TRACE (falls back to NCCL_DEBUG)"},
+      {"BRAID_DEBUG_SUBSYS", "", "comma list of log subsystems, ^ negates (falls back to NCCL_DEBUG_SUBSYS)"},
+      {"BRAID_DEBUG_FILE", "", "log file pattern, %h host, %p pid (falls back to NCCL_DEBUG_FILE)"},
+      {"BRAID_TIMEOUT", "300", "seconds without progress before a wait fails (bootstrap, collectives)"},
+      {"BRAID_COMM_ID", "", "ip:port of the bootstrap root; rank 0 listens there (also NCCL_COMM_ID)"},
+      {"BRAID_HOSTID", "", "overrides host identity: ranks with equal values use shared memory"},
+      {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
+      {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
+      {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
+      {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory slot (fragment size)"},
+      {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
+      {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
+      {"BRAID_BACKEND", "host", "executor backend: host (cuda arrives with the CUDA backend)"},
+      {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective"},
+      {"BRAID_SCHEDULES", "", "directory of schedule files (JSON or MSCCL XML) to load"},
+      {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
+  };
+  return vars;
+}
+
+static const EnvVar* find_var(const char* name) {
+  for (const EnvVar& v : env_registry())
+    if (std::strcmp(v.name, name) == 0) return &v;
+  return nullptr;
+}
+
+std::string env_string(const char* name) {
+  const EnvVar* var = find_var(name);
+  assert(var && "unregistered BRAID_* variable");
+  const char* value = std::getenv(name);
+  if (value && *value) return value;
+  return var ? var->default_value : "";
+}
+
+int64_t env_int(const char* name) {
+  std::string text = env_string(name);
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  if (end == text.c_str() || *end != '\0') {
+    // A malformed value falls back to the default rather than to 0.
+    const EnvVar* var = find_var(name);
+    return var ? std::strtoll(var->default_value, nullptr, 0) : 0;
+  }
+  return v;
+}
+
+bool env_is_set(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value;
+}
+
+}  // namespace braid
