@@ -1,0 +1,85 @@
+// `braid`: the command-line face of the library.
+//   braid env                      the BRAID_* variables, defaults and current values
+//   braid algorithms               the built-in schedule generators
+//   braid show  (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--json]
+//   braid verify (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--slots K]
+// (synth and sim arrive with the synthesizer and the simulator.)
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "braid/algorithms.h"
+#include "braid/schedule_json.h"
+#include "braid/verify.h"
+#include "src/core/env.h"
+#include "tools/braid/schedule_source.h"
+#include "tools/braid/schedule_text.h"
+
+namespace {
+
+void add_source_options(CLI::App* cmd, braid::cli::ScheduleSource* source) {
+  cmd->add_option("file", source->file, "schedule JSON file");
+  cmd->add_option("-a,--algo", source->algorithm, "built-in algorithm name");
+  cmd->add_option("-c,--coll", source->collective, "collective (allreduce, allgather, ...)");
+  cmd->add_option("-n,--nranks", source->nranks, "number of ranks");
+  cmd->add_option("-r,--root", source->root, "root rank (rooted collectives)");
+}
+
+int print_env() {
+  for (const braid::EnvVar& v : braid::env_registry()) {
+    const char* now = std::getenv(v.name);
+    fmt::print("{:<24} default {:<8} {}{}\n", v.name, v.default_value[0] ? v.default_value : "-", v.description,
+               now ? fmt::format("  [set: {}]", now) : "");
+  }
+  return 0;
+}
+
+int print_algorithms() {
+  for (const braid::AlgorithmInfo& a : braid::algorithm_registry())
+    fmt::print("{:<10} {:<14}{}\n", a.name, braid::to_string(a.collective), a.rooted ? " rooted" : "");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"braid: collective schedules and the tools around them"};
+  app.require_subcommand(1);
+  auto* env = app.add_subcommand("env", "print the BRAID_* configuration variables");
+  auto* algorithms = app.add_subcommand("algorithms", "list built-in schedule generators");
+
+  braid::cli::ScheduleSource source;
+  bool as_json = false;
+  auto* show = app.add_subcommand("show", "print a schedule");
+  add_source_options(show, &source);
+  show->add_flag("--json", as_json, "print braid's JSON form");
+
+  int slots = 1;
+  auto* verify = app.add_subcommand("verify", "symbolically verify a schedule");
+  add_source_options(verify, &source);
+  verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check)");
+
+  CLI11_PARSE(app, argc, argv);
+  if (env->parsed()) return print_env();
+  if (algorithms->parsed()) return print_algorithms();
+
+  braid::Schedule schedule;
+  std::string error;
+  if (!braid::cli::load_schedule(source, &schedule, &error)) {
+    fmt::print(stderr, "braid: {}\n", error);
+    return 2;
+  }
+  if (show->parsed()) {
+    fmt::print("{}", as_json ? braid::schedule_to_json(schedule) + "\n" : braid::cli::schedule_to_text(schedule));
+    return 0;
+  }
+  braid::VerifyResult result = braid::verify(schedule, {.slots = slots});
+  if (result.ok) {
+    fmt::print("{}: OK ({} ranks, {})\n", schedule.name, schedule.nranks, braid::to_string(schedule.collective));
+    return 0;
+  }
+  fmt::print("{}: FAILED\n", schedule.name);
+  for (const std::string& e : result.errors) fmt::print("  {}\n", e);
+  return 1;
+}

@@ -1,0 +1,22 @@
+// Where the CLI gets a schedule: a JSON file, or a built-in generator named by
+// algorithm, collective, rank count and root.
+#pragma once
+
+#include <string>
+
+#include "braid/schedule.h"
+
+namespace braid::cli {
+
+struct ScheduleSource {
+  std::string file;        // a schedule JSON file, or empty
+  std::string algorithm;   // registry name, e.g. "ring"
+  std::string collective;  // e.g. "allreduce"
+  int nranks = 0;
+  int root = 0;
+};
+
+// Loads or generates the schedule; false with a message on bad input.
+bool load_schedule(const ScheduleSource& source, Schedule* out, std::string* error);
+
+}  // namespace braid::cli

@@ -1,0 +1,46 @@
+#include "tools/braid/schedule_text.h"
+
+#include <fmt/format.h>
+
+namespace braid::cli {
+namespace {
+
+std::string chunks(const ChunkRef& ref, uint32_t count) {
+  if (count == 1) return fmt::format("{}[{}]", to_string(ref.buffer), ref.index);
+  return fmt::format("{}[{}..{}]", to_string(ref.buffer), ref.index, ref.index + count - 1);
+}
+
+std::string op_text(const Op& op) {
+  std::string line = fmt::format("{:<6}", to_string(op.type));
+  if (op_receives(op.type)) line += fmt::format(" from {}", op.recv_peer);
+  if (op_reads_src(op.type)) line += fmt::format(" src {}", chunks(op.src, op.count));
+  if (op_writes_dst(op.type)) line += fmt::format(" dst {}", chunks(op.dst, op.count));
+  if (op_sends(op.type)) line += fmt::format(" to {}", op.send_peer);
+  if (!op.deps.empty()) {
+    line += "  after";
+    for (const Dep& d : op.deps) line += fmt::format(" l{}.{}", d.lane, d.op);
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string schedule_to_text(const Schedule& s) {
+  std::string out = fmt::format("schedule {}: {} on {} ranks", s.name, to_string(s.collective), s.nranks);
+  if (s.root >= 0) out += fmt::format(", root {}", s.root);
+  out += fmt::format(" ({}{}{})\n", s.in_place ? "in place" : "", s.in_place && s.out_of_place ? ", " : "",
+                     s.out_of_place ? "out of place" : "");
+  for (size_t r = 0; r < s.ranks.size(); ++r) {
+    const RankProgram& p = s.ranks[r];
+    out += fmt::format("rank {}: chunks input {} output {} scratch {}\n", r, p.input_chunks, p.output_chunks,
+                       p.scratch_chunks);
+    for (size_t l = 0; l < p.lanes.size(); ++l) {
+      out += fmt::format("  lane {} (channel {})\n", l, p.lanes[l].channel);
+      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i)
+        out += fmt::format("    {:>3}  {}\n", i, op_text(p.lanes[l].ops[i]));
+    }
+  }
+  return out;
+}
+
+}  // namespace braid::cli
