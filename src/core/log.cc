@@ -49,7 +49,7 @@ LogLevel parse_level(const char* text) {
 
 // "INIT,COLL" selects those; "^INIT" selects everything but INIT.
 uint32_t parse_subsys(const char* text) {
-  if (!text) return kInit | kEnv;  // NCCL's default subsystem mask
+  if (!text) return kInit | kBootstrap | kEnv;  // NCCL's default subsystem mask
   bool negate = text[0] == '^';
   if (negate) ++text;
   uint32_t mask = 0;
