@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Two hosts on one machine: network namespaces A and B joined by a veth pair.
+# Four ranks of the real-header C program, two per "host", with distinct
+# BRAID_HOSTID values: ranks on one host talk over shared memory, across hosts
+# over TCP through the veth link, and bootstrap through NCCL_COMM_ID.
+# Skips (77) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
+set -u
+exe=$1
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
+tag=$$
+ns_a=braid-a-$tag ns_b=braid-b-$tag
+cleanup() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; }
+trap cleanup EXIT
+if ! ip netns add "$ns_a" 2>/dev/null; then echo "SKIP: cannot create network namespaces"; exit 77; fi
+ip netns add "$ns_b"
+ip link add "va$tag" type veth peer name "vb$tag"
+ip link set "va$tag" netns "$ns_a"
+ip link set "vb$tag" netns "$ns_b"
+ip -n "$ns_a" addr add 10.199.0.1/24 dev "va$tag"
+ip -n "$ns_b" addr add 10.199.0.2/24 dev "vb$tag"
+for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+ip -n "$ns_a" link set "va$tag" up
+ip -n "$ns_b" link set "vb$tag" up
+
+export NCCL_COMM_ID=10.199.0.1:$((20000 + tag % 20000)) BRAID_TIMEOUT=60
+pids=()
+for rank in 0 1 2 3; do
+  if [ "$rank" -lt 2 ]; then ns=$ns_a host=host-a; else ns=$ns_b host=host-b; fi
+  ip netns exec "$ns" env BRAID_HOSTID=$host "$exe" "$rank" 4 &
+  pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+[ $status -eq 0 ] && echo "two hosts (netns + veth): 4 ranks exact"
+exit $status
