@@ -21,8 +21,14 @@
 
 namespace braid {
 
+// Every transport buffers at least this many fragments per connection, and
+// schedules are verified against it.  Two, not one: a fused recv-reduce-send
+// holds its incoming fragment while it waits for room downstream, so a ring
+// whose every link already holds one fragment could never move with one slot.
+constexpr int kMinSlots = 2;
+
 struct VerifyOptions {
-  int slots = 1;         // chunks a connection buffers before a send blocks
+  int slots = kMinSlots;  // chunks a connection buffers before a send blocks
   size_t max_errors = 8; // stop collecting after this many
 };
 

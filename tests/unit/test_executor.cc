@@ -9,6 +9,7 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/verify.h"
 #include "src/exec/host/collective_task.h"
 
 using namespace braid;
@@ -76,7 +77,7 @@ struct MemoryTransport : Transport {
 std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes) {
   int n = schedule.nranks;
   Collective c = schedule.collective;
-  MemoryFabric fabric(tile_bytes, 1);  // one slot: the tightest buffering the verifier allows
+  MemoryFabric fabric(tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
   auto shared = std::make_shared<const Schedule>(schedule);
   std::vector<std::unique_ptr<MemoryTransport>> transports;
   std::vector<std::vector<int64_t>> inputs(n), outputs(n), scratch(n);
@@ -177,6 +178,7 @@ TEST_CASE("executor runs every built-in schedule exactly (in-memory transport)",
       for (uint64_t count : {1, 5, 33, 1000})
         for (bool in_place : {false, true}) {
           Schedule s = algo.make(n, algo.rooted ? n - 1 : 0);
+          INFO(s.name << " n=" << n << " count=" << count << (in_place ? " in place" : " out of place"));
           // 64-byte tiles: 8 int64 per fragment, so counts above span many tiles.
           check(s, count, run(s, count, in_place, 64));
         }

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   add_source_options(show, &source);
   show->add_flag("--json", as_json, "print braid's JSON form");
 
-  int slots = 1;
+  int slots = braid::kMinSlots;
   auto* verify = app.add_subcommand("verify", "symbolically verify a schedule");
   add_source_options(verify, &source);
   verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check)");

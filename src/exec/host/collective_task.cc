@@ -4,7 +4,7 @@
 // [begin_k + j*t, begin_k + (j+1)*t) clipped to the chunk, with t chosen so a
 // tile fits in one transport slot.  Every lane runs the whole op list once
 // per tile, so each op moves one fragment per chunk per tile, and the
-// schedule's deadlock freedom (verified with one buffered chunk per
+// schedule's deadlock freedom (verified with kMinSlots buffered chunks per
 // connection) carries over to any message size.  Dependencies are per tile.
 //
 // Lengths: user-buffer chunks have exact lengths; scratch chunks are

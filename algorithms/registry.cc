@@ -1,0 +1,21 @@
+// The table of built-in generators the planner, the CLI and the tests use.
+#include "braid/algorithms.h"
+
+namespace braid {
+
+const std::vector<AlgorithmInfo>& algorithm_registry() {
+  static const std::vector<AlgorithmInfo> registry = {
+      {"ring", Collective::AllReduce, false, [](int n, int) { return ring_allreduce(n); }},
+      {"rd", Collective::AllReduce, false, [](int n, int) { return recursive_doubling_allreduce(n); }},
+      {"ring", Collective::AllGather, false, [](int n, int) { return ring_allgather(n); }},
+      {"ring", Collective::ReduceScatter, false, [](int n, int) { return ring_reducescatter(n); }},
+      {"binomial", Collective::Broadcast, true, binomial_broadcast},
+      {"binomial", Collective::Reduce, true, binomial_reduce},
+      {"direct", Collective::Gather, true, direct_gather},
+      {"direct", Collective::Scatter, true, direct_scatter},
+      {"pairwise", Collective::AlltoAll, false, [](int n, int) { return pairwise_alltoall(n); }},
+  };
+  return registry;
+}
+
+}  // namespace braid
