@@ -1,0 +1,386 @@
+// TCP bootstrap (protocol in bootstrap.h).
+//
+// The unique id holds {version, flags, magic, root address}.  The root is a
+// detached thread that accepts connections, drops any that do not send a
+// well-formed hello with the right magic within a second, and, once all
+// ranks have said hello, sends each the table of rank listener addresses
+// plus a random nonce (so two communicators built from one NCCL_COMM_ID
+// still get different hashes).  Ranks then connect to each other lazily:
+// one outgoing connection per peer for sends, the peer's connection to us
+// for receives; messages are [tag, length, payload] and a message that
+// arrives for another tag waits in a queue until asked for.
+#include "src/core/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/core/net.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kIdVersion = 0x62726431;  // "brd1"
+constexpr uint32_t kRankZeroHostsRoot = 1;  // NCCL_COMM_ID: rank 0 starts the root in init
+constexpr int kMaxRanks = 1 << 20;
+constexpr auto kHelloTimeout = std::chrono::milliseconds(1000);
+
+struct IdLayout {
+  uint32_t version;
+  uint32_t flags;
+  uint64_t magic;
+  sockaddr_in root;
+};
+static_assert(sizeof(IdLayout) <= sizeof(ncclUniqueId));
+
+struct RootHello {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+  sockaddr_in listener;
+};
+struct RootReply {
+  uint64_t magic;
+  uint64_t nonce;
+};
+struct PeerHello {
+  uint64_t key;  // magic ^ nonce: only members of this communicator
+  int32_t rank;
+  int32_t pad;
+};
+struct MessageHeader {
+  int32_t tag;
+  int32_t pad;
+  uint64_t bytes;
+};
+
+uint64_t random64() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd() ^ (uint64_t(getpid()) << 16);
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64 finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000); }
+
+// Serves one rendezvous on listen_fd, then closes it.
+void serve_root(int listen_fd, uint64_t magic) {
+  const Deadline deadline = Deadline::after(timeout());
+  int nranks = -1, joined = 0;
+  std::vector<int> rank_fd;
+  std::vector<sockaddr_in> table;
+  std::vector<int> pending;  // accepted, hello not read yet
+  auto drop = [](int fd, const char* why) {
+    BRAID_INFO(kBootstrap, "bootstrap root: dropping a connection ({})", why);
+    ::close(fd);
+  };
+  while (nranks < 0 || joined < nranks) {
+    if (deadline.expired()) {
+      BRAID_WARN("bootstrap root: only {} of {} ranks arrived before the timeout (BRAID_TIMEOUT)", joined,
+                 nranks < 0 ? 0 : nranks);
+      break;
+    }
+    std::vector<pollfd> fds{{listen_fd, POLLIN, 0}};
+    for (int fd : pending) fds.push_back({fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+    if (fds[0].revents & POLLIN) {
+      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) pending.push_back(fd);
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      int fd = fds[i].fd;
+      std::erase(pending, fd);
+      RootHello hello{};
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), nullptr).is_ok()) {
+        drop(fd, "no complete hello");
+        continue;
+      }
+      if (hello.magic != magic) {
+        drop(fd, "wrong magic");
+        continue;
+      }
+      if (hello.nranks <= 0 || hello.nranks > kMaxRanks || (nranks > 0 && hello.nranks != nranks) ||
+          hello.rank < 0 || hello.rank >= hello.nranks) {
+        BRAID_WARN("bootstrap root: rank {} of {} does not fit this job ({} ranks); dropped", hello.rank,
+                   hello.nranks, nranks);
+        ::close(fd);
+        continue;
+      }
+      if (nranks < 0) {
+        nranks = hello.nranks;
+        rank_fd.assign(nranks, -1);
+        table.resize(nranks);
+      }
+      if (rank_fd[hello.rank] >= 0) {
+        BRAID_WARN("bootstrap root: rank {} joined twice; second one dropped", hello.rank);
+        ::close(fd);
+        continue;
+      }
+      rank_fd[hello.rank] = fd;
+      table[hello.rank] = hello.listener;
+      ++joined;
+    }
+  }
+  if (nranks > 0 && joined == nranks) {
+    RootReply reply{magic, random64()};
+    for (int r = 0; r < nranks; ++r) {
+      Status s = send_all(rank_fd[r], &reply, sizeof(reply), deadline, nullptr);
+      if (s.is_ok()) s = send_all(rank_fd[r], table.data(), table.size() * sizeof(sockaddr_in), deadline, nullptr);
+      if (!s.is_ok()) BRAID_WARN("bootstrap root: cannot answer rank {}: {}", r, s.to_string());
+    }
+  }
+  for (int fd : rank_fd)
+    if (fd >= 0) ::close(fd);
+  for (int fd : pending) ::close(fd);
+  ::close(listen_fd);
+}
+
+Status start_root(const sockaddr_in& addr, uint64_t magic, sockaddr_in* bound) {
+  int fd = -1;
+  BRAID_TRY(listen_tcp(addr, &fd, bound));
+  std::thread(serve_root, fd, magic).detach();
+  return Status::ok();
+}
+
+class SocketBootstrap final : public Bootstrap {
+ public:
+  SocketBootstrap(int rank, int nranks, uint64_t key, int listen_fd, std::vector<sockaddr_in> table)
+      : rank_(rank), nranks_(nranks), key_(key), listen_fd_(listen_fd), table_(std::move(table)),
+        out_fd_(nranks, -1), in_fd_(nranks, -1) {}
+
+  ~SocketBootstrap() override {
+    for (int fd : out_fd_)
+      if (fd >= 0) ::close(fd);
+    for (int fd : in_fd_)
+      if (fd >= 0) ::close(fd);
+    ::close(listen_fd_);
+  }
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  uint64_t comm_hash() const override { return mix(key_); }
+
+  Status send(int peer, int tag, const void* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    BRAID_TRY(check_peer(peer));
+    if (peer == rank_) {
+      const char* p = static_cast<const char*>(data);
+      queued_[{peer, tag}].emplace_back(p, p + bytes);
+      return Status::ok();
+    }
+    Deadline deadline = Deadline::after(timeout());
+    if (out_fd_[peer] < 0) {
+      int fd = -1;
+      BRAID_TRY(connect_tcp(table_[peer], deadline, &aborted_, &fd));
+      PeerHello hello{key_, rank_, 0};
+      Status s = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
+      if (!s.is_ok()) {
+        ::close(fd);
+        return std::move(s).context(fmt::format("bootstrap: rank {} -> {}", rank_, peer));
+      }
+      out_fd_[peer] = fd;
+    }
+    MessageHeader header{tag, 0, bytes};
+    Status s = send_all(out_fd_[peer], &header, sizeof(header), deadline, &aborted_);
+    if (s.is_ok()) s = send_all(out_fd_[peer], data, bytes, deadline, &aborted_);
+    if (!s.is_ok()) return std::move(s).context(fmt::format("bootstrap: rank {} sending to {}", rank_, peer));
+    return Status::ok();
+  }
+
+  Status recv(int peer, int tag, void* data, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    BRAID_TRY(check_peer(peer));
+    Deadline deadline = Deadline::after(timeout());
+    for (;;) {
+      auto it = queued_.find({peer, tag});
+      if (it != queued_.end() && !it->second.empty()) {
+        std::vector<char> msg = std::move(it->second.front());
+        it->second.pop_front();
+        if (msg.size() != bytes)
+          return BRAID_ERROR(ncclInternalError, "bootstrap: rank {} expected {} bytes from {} (tag {}), got {}",
+                             rank_, bytes, peer, tag, msg.size());
+        std::memcpy(data, msg.data(), bytes);
+        return Status::ok();
+      }
+      if (peer == rank_)
+        return BRAID_ERROR(ncclInternalError, "bootstrap: rank {} receives from itself with nothing sent", rank_);
+      BRAID_TRY(std::move(read_message(peer, deadline)).context(fmt::format("bootstrap: rank {} receiving from {}", rank_, peer)));
+    }
+  }
+
+  Status allgather(void* data, size_t bytes_per_rank) override {
+    // Ring: in step s pass on the slice that arrived in step s-1.  The
+    // messages are small (init metadata), so send-then-recv cannot stall.
+    char* base = static_cast<char*>(data);
+    const int next = (rank_ + 1) % nranks_, prev = (rank_ + nranks_ - 1) % nranks_;
+    for (int s = 0; s < nranks_ - 1; ++s) {
+      int send_slice = (rank_ - s + nranks_) % nranks_, recv_slice = (rank_ - s - 1 + nranks_) % nranks_;
+      BRAID_TRY(send(next, kAllgatherTag, base + size_t(send_slice) * bytes_per_rank, bytes_per_rank));
+      BRAID_TRY(recv(prev, kAllgatherTag, base + size_t(recv_slice) * bytes_per_rank, bytes_per_rank));
+    }
+    return Status::ok();
+  }
+
+  Status barrier() override {
+    std::vector<char> bytes(nranks_);
+    return allgather(bytes.data(), 1);
+  }
+
+  void abort() override {
+    aborted_.store(true);
+    // Wake anything blocked in poll on these sockets.  Descriptors are only
+    // shut down here (closed in the destructor) so no fd is reused under a waiter.
+    for (int fd : out_fd_snapshot_()) ::shutdown(fd, SHUT_RDWR);
+    ::shutdown(listen_fd_, SHUT_RDWR);
+  }
+
+ private:
+  static constexpr int kAllgatherTag = -0x7a11;
+
+  std::vector<int> out_fd_snapshot_() {
+    std::vector<int> fds;
+    for (int fd : out_fd_) if (fd >= 0) fds.push_back(fd);
+    for (int fd : in_fd_) if (fd >= 0) fds.push_back(fd);
+    return fds;
+  }
+
+  Status check_peer(int peer) const {
+    if (aborted_.load()) return BRAID_ERROR(ncclSystemError, "bootstrap: communicator aborted");
+    if (peer < 0 || peer >= nranks_)
+      return BRAID_ERROR(ncclInternalError, "bootstrap: peer {} out of range [0, {})", peer, nranks_);
+    return Status::ok();
+  }
+
+  // Accepts peers' connections until `peer`'s is there.
+  Status accept_from(int peer, Deadline deadline) {
+    while (in_fd_[peer] < 0) {
+      if (!wait_readable(listen_fd_, deadline, &aborted_))
+        return BRAID_ERROR(ncclSystemError, "rank {} never connected ({})", peer,
+                           aborted_ ? "aborted" : "timed out, BRAID_TIMEOUT");
+      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      PeerHello hello{};
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), &aborted_).is_ok() ||
+          hello.key != key_ || hello.rank < 0 || hello.rank >= nranks_ || in_fd_[hello.rank] >= 0) {
+        BRAID_INFO(kBootstrap, "bootstrap: rank {} dropped a connection without a valid hello", rank_);
+        ::close(fd);
+        continue;
+      }
+      set_nodelay(fd);
+      in_fd_[hello.rank] = fd;
+    }
+    return Status::ok();
+  }
+
+  // Reads one message from `peer` into its (peer, tag) queue.
+  Status read_message(int peer, Deadline deadline) {
+    BRAID_TRY(accept_from(peer, deadline));
+    MessageHeader header{};
+    BRAID_TRY(recv_all(in_fd_[peer], &header, sizeof(header), deadline, &aborted_));
+    if (header.bytes > (uint64_t(1) << 32))
+      return BRAID_ERROR(ncclRemoteError, "malformed bootstrap message ({} bytes)", header.bytes);
+    std::vector<char> msg(header.bytes);
+    BRAID_TRY(recv_all(in_fd_[peer], msg.data(), msg.size(), deadline, &aborted_));
+    queued_[{peer, header.tag}].push_back(std::move(msg));
+    return Status::ok();
+  }
+
+  const int rank_, nranks_;
+  const uint64_t key_;
+  const int listen_fd_;
+  const std::vector<sockaddr_in> table_;
+  std::vector<int> out_fd_, in_fd_;
+  std::map<std::pair<int, int>, std::deque<std::vector<char>>> queued_;
+  std::atomic<bool> aborted_{false};
+  std::mutex mutex_;
+};
+
+Status decode_id(const ncclUniqueId& id, IdLayout* out) {
+  std::memcpy(out, id.internal, sizeof(*out));
+  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0)
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "invalid or corrupted ncclUniqueId (not made by ncclGetUniqueId of this library)");
+  return Status::ok();
+}
+
+}  // namespace
+
+Status bootstrap_create_root(ncclUniqueId* id) {
+  IdLayout layout{};
+  layout.version = kIdVersion;
+  std::string comm_id = env_string("BRAID_COMM_ID");
+  if (comm_id.empty() && std::getenv("NCCL_COMM_ID")) comm_id = std::getenv("NCCL_COMM_ID");
+  if (!comm_id.empty()) {
+    // Every rank computes the same id from the variable; rank 0 hosts the root.
+    BRAID_TRY(std::move(parse_ipv4_endpoint(comm_id, &layout.root)).context("NCCL_COMM_ID/BRAID_COMM_ID"));
+    layout.flags = kRankZeroHostsRoot;
+    layout.magic = mix(std::hash<std::string>()(comm_id)) | 1;
+  } else {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    BRAID_TRY(local_ipv4(&addr.sin_addr));
+    layout.magic = random64() | 1;
+    BRAID_TRY(start_root(addr, layout.magic, &layout.root));
+    BRAID_INFO(kBootstrap, "bootstrap root listening on {}", to_string(layout.root));
+  }
+  std::memset(id->internal, 0, sizeof(id->internal));
+  std::memcpy(id->internal, &layout, sizeof(layout));
+  return Status::ok();
+}
+
+Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
+                          std::unique_ptr<Bootstrap>* out) {
+  IdLayout layout{};
+  BRAID_TRY(decode_id(id, &layout));
+  if (rank == 0 && (layout.flags & kRankZeroHostsRoot)) {
+    sockaddr_in bound{};
+    BRAID_TRY(std::move(start_root(layout.root, layout.magic, &bound)).context("starting the NCCL_COMM_ID root"));
+  }
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  BRAID_TRY(local_ipv4(&me.sin_addr));
+  int listen_fd = -1;
+  sockaddr_in listener{};
+  BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
+
+  int root_fd = -1;
+  RootReply reply{};
+  std::vector<sockaddr_in> table(nranks);
+  RootHello hello{layout.magic, rank, nranks, listener};
+  Status s = connect_tcp(layout.root, deadline, nullptr, &root_fd);
+  if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, nullptr);
+  if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, nullptr);
+  if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(sockaddr_in), deadline, nullptr);
+  if (root_fd >= 0) ::close(root_fd);
+  if (s.is_ok() && reply.magic != layout.magic)
+    s = BRAID_ERROR(ncclSystemError, "bootstrap root answered with a foreign magic");
+  if (!s.is_ok()) {
+    ::close(listen_fd);
+    return std::move(s).context(
+        fmt::format("rank {}/{}: rendezvous with the bootstrap root at {}", rank, nranks, to_string(layout.root)));
+  }
+  BRAID_INFO(kBootstrap, "rank {}/{}: bootstrap done, listening on {}", rank, nranks, to_string(listener));
+  *out = std::make_unique<SocketBootstrap>(rank, nranks, layout.magic ^ reply.nonce, listen_fd, std::move(table));
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,223 @@
+// Shared-memory transport: one segment per connection (sender, receiver,
+// channel), a single-producer single-consumer ring of `slots` slots.
+//
+// Segment = header (ready flag, geometry, head/tail counters, per-slot
+// lengths) + slot data.  Whichever side arrives first creates it with
+// O_EXCL and initializes it; the other attaches once it is marked ready.
+// Setup never blocks: until attached, try_acquire answers "not yet".  The
+// second side to attach unlinks the name, so nothing stays in /dev/shm even
+// if a process dies later; destructors unlink too (a peer that never came).
+//
+// head counts fragments published by the sender, tail those released by the
+// receiver; release/acquire ordering on them publishes the slot contents.
+// A dead peer process (same host, different pid) is noticed by polling
+// kill(pid, 0) while waiting, and reported as ncclRemoteError.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "braid/verify.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kReady = 0x5ea1ed;
+constexpr uint32_t kLivenessCheckEvery = 1 << 14;  // idle polls between kill(pid, 0) checks
+
+struct alignas(64) ShmHeader {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> attached;
+  uint32_t slots;
+  uint64_t slot_bytes;
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) uint64_t lengths[1];  // really `slots` entries
+};
+
+size_t header_bytes(uint32_t slots) {
+  size_t bytes = offsetof(ShmHeader, lengths) + sizeof(uint64_t) * slots;
+  return (bytes + 63) / 64 * 64;
+}
+
+class ShmPipe final : public SendPipe, public RecvPipe {
+ public:
+  ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, int32_t peer_pid,
+          const std::atomic<bool>* aborted)
+      : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), peer_(peer), peer_pid_(peer_pid),
+        aborted_(aborted) {}
+
+  ~ShmPipe() override {
+    if (map_) ::munmap(map_, map_bytes());
+    ::shm_unlink(name_.c_str());  // the peer never attached, or is gone: ENOENT is fine
+  }
+
+  Status try_acquire(void** slot) override {
+    *slot = nullptr;
+    BRAID_TRY(ready());
+    if (!h_) return Status::ok();
+    uint64_t head = h_->head.load(std::memory_order_relaxed);
+    if (head - h_->tail.load(std::memory_order_acquire) >= slots_) return idle();
+    *slot = data_ + (head % slots_) * slot_bytes_;
+    return Status::ok();
+  }
+
+  Status commit(size_t bytes) override {
+    uint64_t head = h_->head.load(std::memory_order_relaxed);
+    h_->lengths[head % slots_] = bytes;
+    h_->head.store(head + 1, std::memory_order_release);
+    idle_polls_ = 0;
+    return Status::ok();
+  }
+
+  Status try_acquire(const void** data, size_t* bytes) override {
+    *data = nullptr;
+    BRAID_TRY(ready());
+    if (!h_) return Status::ok();
+    uint64_t tail = h_->tail.load(std::memory_order_relaxed);
+    if (tail == h_->head.load(std::memory_order_acquire)) return idle();
+    *data = data_ + (tail % slots_) * slot_bytes_;
+    *bytes = h_->lengths[tail % slots_];
+    return Status::ok();
+  }
+
+  Status release() override {
+    h_->tail.store(h_->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    idle_polls_ = 0;
+    return Status::ok();
+  }
+
+ private:
+  size_t map_bytes() const { return header_bytes(slots_) + slots_ * slot_bytes_; }
+
+  // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
+  Status ready() {
+    if (aborted_->load(std::memory_order_relaxed))
+      return BRAID_ERROR(ncclSystemError, "shm connection with rank {}: communicator aborted", peer_);
+    if (h_) return Status::ok();
+    bool created = false;
+    int fd = ::shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd >= 0) {
+      created = true;
+      if (::ftruncate(fd, off_t(map_bytes())) != 0) {
+        int err = errno;
+        ::close(fd);
+        return BRAID_ERROR(ncclSystemError, "shm {}: ftruncate to {} bytes: {} (is /dev/shm large enough?)", name_,
+                           map_bytes(), std::strerror(err));
+      }
+    } else if (errno == EEXIST) {
+      fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
+      if (fd < 0) return idle();  // unlinked in between: a stale name; try again
+      struct stat st{};
+      if (::fstat(fd, &st) != 0 || size_t(st.st_size) < map_bytes()) {
+        ::close(fd);
+        return idle();  // the creator has not sized it yet
+      }
+    } else {
+      return BRAID_ERROR(ncclSystemError, "shm_open {}: {}", name_, std::strerror(errno));
+    }
+    void* map = ::mmap(nullptr, map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name_, std::strerror(errno));
+    auto* h = static_cast<ShmHeader*>(map);
+    if (created) {
+      h->slots = slots_;
+      h->slot_bytes = slot_bytes_;
+      h->head.store(0);
+      h->tail.store(0);
+      h->attached.store(0);
+      h->ready.store(kReady, std::memory_order_release);
+    } else if (h->ready.load(std::memory_order_acquire) != kReady) {
+      ::munmap(map, map_bytes());
+      return idle();
+    }
+    if (h->slots != slots_ || h->slot_bytes != slot_bytes_) {
+      ::munmap(map, map_bytes());
+      return BRAID_ERROR(ncclInvalidUsage, "shm geometry differs between ranks ({}x{} vs {}x{}): set "
+                         "BRAID_SHM_SLOTS / BRAID_SHM_SLOT_BYTES the same everywhere", h->slots, h->slot_bytes,
+                         slots_, slot_bytes_);
+    }
+    map_ = map;
+    h_ = h;
+    data_ = static_cast<char*>(map) + header_bytes(slots_);
+    if (h_->attached.fetch_add(1) + 1 == 2) ::shm_unlink(name_.c_str());
+    return Status::ok();
+  }
+
+  // Nothing to do yet; now and then make sure the peer process still exists.
+  Status idle() {
+    if (++idle_polls_ % kLivenessCheckEvery == 0 && peer_pid_ != getpid() && peer_pid_ > 0 &&
+        ::kill(peer_pid_, 0) != 0 && errno == ESRCH)
+      return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited while connected by shared memory", peer_,
+                         peer_pid_);
+    return Status::ok();
+  }
+
+  const std::string name_;
+  const uint32_t slots_;
+  const uint64_t slot_bytes_;
+  const int peer_;
+  const int32_t peer_pid_;
+  const std::atomic<bool>* aborted_;
+  void* map_ = nullptr;
+  ShmHeader* h_ = nullptr;
+  char* data_ = nullptr;
+  uint32_t idle_polls_ = 0;
+};
+
+class ShmTransport final : public Transport {
+ public:
+  explicit ShmTransport(const TransportContext& ctx)
+      : ctx_(ctx),
+        slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
+        slot_bytes_(uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64) {}
+
+  const char* name() const override { return "shm"; }
+  size_t slot_bytes() const override { return slot_bytes_; }
+  int slots() const override { return int(slots_); }
+  void abort() override { aborted_.store(true); }
+
+  Status send_pipe(int peer, int channel, SendPipe** out) override {
+    *out = pipe(ctx_.rank, peer, channel, peer);
+    return Status::ok();
+  }
+  Status recv_pipe(int peer, int channel, RecvPipe** out) override {
+    *out = pipe(peer, ctx_.rank, channel, peer);
+    return Status::ok();
+  }
+
+ private:
+  ShmPipe* pipe(int from, int to, int channel, int peer) {
+    auto& p = pipes_[{from, to, channel}];
+    if (!p) {
+      std::string name = fmt::format("/braid-{:016x}-{}-{}-{}", ctx_.comm_hash, from, to, channel);
+      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, ctx_.peers[peer].pid, &aborted_);
+    }
+    return p.get();
+  }
+
+  TransportContext ctx_;
+  const uint32_t slots_;
+  const uint64_t slot_bytes_;
+  std::atomic<bool> aborted_{false};
+  std::map<std::tuple<int, int, int>, std::unique_ptr<ShmPipe>> pipes_;
+};
+
+}  // namespace
+
+Status make_shm_transport(const TransportContext& ctx, std::unique_ptr<Transport>* out) {
+  *out = std::make_unique<ShmTransport>(ctx);
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,461 @@
+// TCP transport, for ranks on different hosts.
+//
+// Each connection (sender, receiver, channel) is one TCP stream carrying
+// fragments as [u64 length][payload].  The executor never touches a socket:
+// it fills and drains in-memory staging rings (single producer, single
+// consumer, like a shm segment), and one progress thread per communicator
+// moves bytes between rings and sockets with poll().  That keeps the
+// executor's try_acquire non-blocking and lets data keep flowing after the
+// executor has moved on (a committed fragment is always delivered).
+//
+// Setup: the listener opens before the bootstrap allgather so its address
+// travels in PeerInfo.  The sending side connects when its pipe is created
+// and introduces itself with {comm hash, rank, channel}; the progress thread
+// accepts and routes the stream to the matching receive pipe.  A peer that
+// closes or resets a stream we still wait on is reported as ncclRemoteError.
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "braid/verify.h"
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/core/net.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+namespace {
+
+constexpr uint32_t kSocketSlots = 4;
+
+struct Handshake {
+  uint64_t comm_hash;
+  int32_t rank;
+  int32_t channel;
+};
+
+// A single-producer single-consumer ring of staging slots.
+struct StagingRing {
+  StagingRing(uint32_t slots, size_t slot_bytes) : slots(slots), slot_bytes(slot_bytes), data(slots * slot_bytes), lengths(slots) {}
+  char* slot(uint64_t i) { return data.data() + (i % slots) * slot_bytes; }
+  uint64_t& length(uint64_t i) { return lengths[i % slots]; }
+  const uint32_t slots;
+  const size_t slot_bytes;
+  std::vector<char> data;
+  std::vector<uint64_t> lengths;
+  std::atomic<uint64_t> head{0};  // slots filled by the producer
+  std::atomic<uint64_t> tail{0};  // slots emptied by the consumer
+};
+
+// Shared by both pipe kinds: the stream, its ring, and a sticky error.
+struct Stream {
+  Stream(int peer, int channel, bool sending, size_t slot_bytes)
+      : peer(peer), channel(channel), sending(sending), ring(kSocketSlots, slot_bytes) {}
+  const int peer, channel;
+  const bool sending;
+  StagingRing ring;
+  int fd = -1;              // owned by the progress thread
+  size_t offset = 0;        // progress within the current [length][payload]
+  uint64_t wire_length = 0; // receive side: length header being read
+  std::atomic<bool> failed{false};
+  std::atomic<bool> eof{false};
+  std::mutex error_mutex;
+  std::string error;
+
+  void fail(std::string why) {
+    {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (error.empty()) error = std::move(why);
+    }
+    failed.store(true, std::memory_order_release);
+  }
+  Status status() {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    return BRAID_ERROR(ncclRemoteError, "socket connection with rank {} (channel {}): {}", peer, channel, error);
+  }
+};
+
+class SocketTransportImpl;
+
+class SocketSendPipe final : public SendPipe {
+ public:
+  SocketSendPipe(Stream* s, SocketTransportImpl* t) : s_(s), t_(t) {}
+  Status try_acquire(void** slot) override;
+  Status commit(size_t bytes) override;
+
+ private:
+  Stream* s_;
+  SocketTransportImpl* t_;
+};
+
+class SocketRecvPipe final : public RecvPipe {
+ public:
+  SocketRecvPipe(Stream* s, SocketTransportImpl* t) : s_(s), t_(t) {}
+  Status try_acquire(const void** data, size_t* bytes) override;
+  Status release() override;
+
+ private:
+  Stream* s_;
+  SocketTransportImpl* t_;
+};
+
+class ListenerImpl final : public SocketListener {
+ public:
+  explicit ListenerImpl(int fd) : fd(fd) {}
+  ~ListenerImpl() override {
+    if (fd >= 0) ::close(fd);
+  }
+  int fd;
+};
+
+class SocketTransportImpl final : public Transport {
+ public:
+  SocketTransportImpl(const TransportContext& ctx, int listen_fd)
+      : ctx_(ctx), listen_fd_(listen_fd),
+        slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
+        wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    thread_ = std::thread([this] { progress_loop(); });
+  }
+
+  ~SocketTransportImpl() override {
+    drain_sends();
+    stop_.store(true);
+    wake();
+    thread_.join();
+    for (auto* group : {&sends_, &recvs_})
+      for (auto& [key, s] : *group)
+        if (s->fd >= 0) ::close(s->fd);
+    for (int fd : handshaking_) ::close(fd);
+    ::close(listen_fd_);
+    ::close(wake_fd_);
+  }
+
+  const char* name() const override { return "socket"; }
+  size_t slot_bytes() const override { return slot_bytes_; }
+  int slots() const override { return int(kSocketSlots); }
+  void abort() override {
+    aborted_.store(true);
+    wake();
+  }
+  bool aborted() const { return aborted_.load(std::memory_order_relaxed); }
+
+  Status send_pipe(int peer, int channel, SendPipe** out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& s = sends_[{peer, channel}];
+    if (!s) {
+      s = std::make_unique<Stream>(peer, channel, true, slot_bytes_);
+      send_pipes_[{peer, channel}] = std::make_unique<SocketSendPipe>(s.get(), this);
+      to_connect_.push_back(s.get());
+      wake();
+    }
+    *out = send_pipes_[{peer, channel}].get();
+    return Status::ok();
+  }
+
+  Status recv_pipe(int peer, int channel, RecvPipe** out) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Stream* s = recv_stream_locked(peer, channel);
+    auto& p = recv_pipes_[{peer, channel}];
+    if (!p) p = std::make_unique<SocketRecvPipe>(s, this);
+    *out = p.get();
+    return Status::ok();
+  }
+
+  void wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+  }
+
+ private:
+  // A collective ends when its last fragment is committed, not delivered:
+  // before closing, let the progress thread push out what is still queued
+  // (bounded by BRAID_TIMEOUT; skipped after an abort or a failure).
+  void drain_sends() {
+    Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+    Waiter waiter;
+    for (;;) {
+      bool pending = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& [key, s] : sends_)
+          pending |= !s->failed && s->ring.head.load() != s->ring.tail.load(std::memory_order_acquire);
+      }
+      if (!pending || aborted() || deadline.expired()) return;
+      waiter.pause();
+    }
+  }
+
+  Stream* recv_stream_locked(int peer, int channel) {
+    auto& s = recvs_[{peer, channel}];
+    if (!s) s = std::make_unique<Stream>(peer, channel, false, slot_bytes_);
+    return s.get();
+  }
+
+  void progress_loop() {
+    std::vector<pollfd> fds;
+    std::vector<Stream*> owners;  // parallel to fds; nullptr for listener/wake/handshakes
+    while (!stop_.load()) {
+      connect_new_streams();
+      fds.clear();
+      owners.clear();
+      fds.push_back({wake_fd_, POLLIN, 0});
+      owners.push_back(nullptr);
+      fds.push_back({listen_fd_, POLLIN, 0});
+      owners.push_back(nullptr);
+      for (int fd : handshaking_) {
+        fds.push_back({fd, POLLIN, 0});
+        owners.push_back(nullptr);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& [key, s] : sends_) {
+          if (s->fd < 0 || s->failed) continue;
+          // Always watch for errors; ask for POLLOUT only with data queued.
+          bool pending = s->ring.head.load(std::memory_order_acquire) != s->ring.tail.load();
+          fds.push_back({s->fd, short(pending ? POLLOUT : 0), 0});
+          owners.push_back(s.get());
+        }
+        for (auto& [key, s] : recvs_) {
+          if (s->fd < 0 || s->failed || s->eof) continue;
+          // A full ring is left out until the executor releases a slot (it wakes us).
+          if (s->ring.head.load() - s->ring.tail.load(std::memory_order_acquire) >= s->ring.slots) continue;
+          fds.push_back({s->fd, POLLIN, 0});
+          owners.push_back(s.get());
+        }
+      }
+      int rc = ::poll(fds.data(), fds.size(), 100);
+      if (rc <= 0) continue;
+      if (fds[0].revents) {
+        uint64_t drained;
+        ssize_t ignored = ::read(wake_fd_, &drained, sizeof(drained));
+        (void)ignored;
+      }
+      // Index the poll set as it was built, before accept/handshake change handshaking_.
+      const size_t first_stream = 2 + handshaking_.size();
+      for (size_t i = 2; i < first_stream; ++i)
+        if (fds[i].revents) finish_handshake(fds[i].fd);
+      if (fds[1].revents & POLLIN) accept_one();
+      for (size_t i = first_stream; i < fds.size(); ++i) {
+        if (!fds[i].revents) continue;
+        Stream* s = owners[i];
+        if (s->sending) pump_send(s, fds[i].revents);
+        else pump_recv(s);
+      }
+    }
+  }
+
+  void connect_new_streams() {
+    std::vector<Stream*> todo;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      todo.swap(to_connect_);
+    }
+    for (Stream* s : todo) {
+      sockaddr_in addr{};
+      Status st = parse_ipv4_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
+      int fd = -1;
+      Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+      if (st.is_ok()) st = connect_tcp(addr, deadline, &aborted_, &fd);
+      Handshake hello{ctx_.comm_hash, ctx_.rank, s->channel};
+      if (st.is_ok()) st = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
+      if (!st.is_ok()) {
+        if (fd >= 0) ::close(fd);
+        s->fail(st.message());
+        continue;
+      }
+      set_nonblocking(fd);
+      std::lock_guard<std::mutex> lock(mutex_);
+      s->fd = fd;
+    }
+  }
+
+  void accept_one() {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    set_nodelay(fd);
+    handshaking_.push_back(fd);
+  }
+
+  void finish_handshake(int fd) {
+    std::erase(handshaking_, fd);
+    Handshake hello{};
+    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1)), &aborted_);
+    if (!st.is_ok() || hello.comm_hash != ctx_.comm_hash || hello.rank < 0 || hello.rank >= ctx_.nranks ||
+        hello.channel < 0) {
+      BRAID_INFO(kNet, "socket transport: dropped a connection without a valid handshake");
+      ::close(fd);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    Stream* s = recv_stream_locked(hello.rank, hello.channel);
+    if (s->fd >= 0) {
+      BRAID_WARN("socket transport: rank {} channel {} connected twice; dropped", hello.rank, hello.channel);
+      ::close(fd);
+      return;
+    }
+    s->fd = fd;
+  }
+
+  // Writes queued fragments until the socket would block.
+  void pump_send(Stream* s, short revents) {
+    StagingRing& r = s->ring;
+    while (r.tail.load(std::memory_order_relaxed) != r.head.load(std::memory_order_acquire)) {
+      uint64_t i = r.tail.load(std::memory_order_relaxed);
+      uint64_t len = r.length(i);
+      iovec iov[2];
+      int n = 0;
+      if (s->offset < sizeof(len)) {
+        iov[n++] = {reinterpret_cast<char*>(&r.length(i)) + s->offset, sizeof(len) - s->offset};
+        iov[n++] = {r.slot(i), len};
+      } else {
+        iov[n++] = {r.slot(i) + (s->offset - sizeof(len)), len - (s->offset - sizeof(len))};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n;
+      ssize_t w = ::sendmsg(s->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        s->fail(fmt::format("send failed: {}", std::strerror(errno)));
+        return;
+      }
+      s->offset += size_t(w);
+      if (s->offset < sizeof(len) + len) return;
+      s->offset = 0;
+      r.tail.store(i + 1, std::memory_order_release);
+    }
+    if (revents & (POLLHUP | POLLERR)) s->fail("the peer closed the connection");
+  }
+
+  // Reads fragments into free slots until the socket would block.
+  void pump_recv(Stream* s) {
+    StagingRing& r = s->ring;
+    while (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_acquire) < r.slots) {
+      uint64_t i = r.head.load(std::memory_order_relaxed);
+      char* dst;
+      size_t want;
+      if (s->offset < sizeof(uint64_t)) {
+        dst = reinterpret_cast<char*>(&s->wire_length) + s->offset;
+        want = sizeof(uint64_t) - s->offset;
+      } else {
+        if (s->wire_length > r.slot_bytes) {
+          s->fail(fmt::format("malformed fragment of {} bytes (slot is {})", s->wire_length, r.slot_bytes));
+          return;
+        }
+        size_t got = s->offset - sizeof(uint64_t);
+        dst = r.slot(i) + got;
+        want = s->wire_length - got;
+      }
+      ssize_t n = want ? ::recv(s->fd, dst, want, MSG_DONTWAIT) : 0;
+      if (want && n == 0) {
+        s->eof.store(true, std::memory_order_release);
+        if (s->offset) s->fail("the peer closed the connection in the middle of a fragment");
+        return;
+      }
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        s->fail(fmt::format("recv failed: {}", std::strerror(errno)));
+        return;
+      }
+      s->offset += size_t(n);
+      if (s->offset >= sizeof(uint64_t) && s->offset == sizeof(uint64_t) + s->wire_length) {
+        r.length(i) = s->wire_length;
+        s->offset = 0;
+        r.head.store(i + 1, std::memory_order_release);
+      }
+    }
+  }
+
+  TransportContext ctx_;
+  const int listen_fd_;
+  const size_t slot_bytes_;
+  const int wake_fd_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> aborted_{false};
+  std::mutex mutex_;  // guards the maps and to_connect_
+  std::map<std::pair<int, int>, std::unique_ptr<Stream>> sends_, recvs_;
+  std::map<std::pair<int, int>, std::unique_ptr<SocketSendPipe>> send_pipes_;
+  std::map<std::pair<int, int>, std::unique_ptr<SocketRecvPipe>> recv_pipes_;
+  std::vector<Stream*> to_connect_;
+  std::vector<int> handshaking_;  // progress thread only
+  std::thread thread_;
+};
+
+Status SocketSendPipe::try_acquire(void** slot) {
+  *slot = nullptr;
+  if (t_->aborted()) return BRAID_ERROR(ncclSystemError, "socket connection with rank {}: aborted", s_->peer);
+  if (s_->failed.load(std::memory_order_acquire)) return s_->status();
+  StagingRing& r = s_->ring;
+  uint64_t head = r.head.load(std::memory_order_relaxed);
+  if (head - r.tail.load(std::memory_order_acquire) < r.slots) *slot = r.slot(head);
+  return Status::ok();
+}
+
+Status SocketSendPipe::commit(size_t bytes) {
+  StagingRing& r = s_->ring;
+  uint64_t head = r.head.load(std::memory_order_relaxed);
+  r.length(head) = bytes;
+  r.head.store(head + 1, std::memory_order_release);
+  t_->wake();
+  return Status::ok();
+}
+
+Status SocketRecvPipe::try_acquire(const void** data, size_t* bytes) {
+  *data = nullptr;
+  if (t_->aborted()) return BRAID_ERROR(ncclSystemError, "socket connection with rank {}: aborted", s_->peer);
+  StagingRing& r = s_->ring;
+  uint64_t tail = r.tail.load(std::memory_order_relaxed);
+  if (tail != r.head.load(std::memory_order_acquire)) {
+    *data = r.slot(tail);
+    *bytes = r.length(tail);
+    return Status::ok();
+  }
+  if (s_->failed.load(std::memory_order_acquire)) return s_->status();
+  if (s_->eof.load(std::memory_order_acquire))
+    return BRAID_ERROR(ncclRemoteError, "socket connection with rank {} (channel {}): the peer closed it",
+                       s_->peer, s_->channel);
+  return Status::ok();
+}
+
+Status SocketRecvPipe::release() {
+  StagingRing& r = s_->ring;
+  r.tail.store(r.tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  t_->wake();  // the progress thread may be waiting for room
+  return Status::ok();
+}
+
+}  // namespace
+
+Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  BRAID_TRY(local_ipv4(&addr.sin_addr));
+  int fd = -1;
+  sockaddr_in bound{};
+  BRAID_TRY(listen_tcp(addr, &fd, &bound));
+  *address = to_string(bound);
+  *out = std::make_unique<ListenerImpl>(fd);
+  return Status::ok();
+}
+
+Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
+                             std::unique_ptr<Transport>* out) {
+  auto* impl = dynamic_cast<ListenerImpl*>(listener.get());
+  if (!impl || impl->fd < 0) return BRAID_ERROR(ncclInternalError, "socket transport without a listener");
+  int fd = impl->fd;
+  impl->fd = -1;  // the transport owns it now
+  *out = std::make_unique<SocketTransportImpl>(ctx, fd);
+  return Status::ok();
+}
+
+}  // namespace braid
