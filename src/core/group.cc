@@ -124,7 +124,8 @@ Status run_work(const std::vector<CollectiveCall>& collectives, const std::vecto
 
   std::map<ncclComm*, std::vector<P2POp>> batches;
   for (const P2PCall& p : p2ps)
-    batches[p.comm].push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), p.count * datatype_size(p.type)});
+    batches[p.comm].push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), p.count * datatype_size(p.type),
+                                    datatype_size(p.type)});
   for (auto& [comm, ops] : batches) {
     std::unique_ptr<Task> task;
     std::string label = fmt::format("send/recv batch of {} ops, rank {}/{}", ops.size(), comm->rank, comm->nranks);

@@ -24,6 +24,8 @@
 #include <map>
 #include <tuple>
 
+#include "src/core/deadline.h"
+
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "braid/verify.h"
@@ -90,6 +92,12 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *bytes = h_->lengths[tail % slots_];
     return Status::ok();
   }
+
+  // Everything sent has been consumed (or nothing was ever sent).
+  bool drained() const {
+    return !h_ || h_->tail.load(std::memory_order_acquire) == h_->head.load(std::memory_order_relaxed);
+  }
+  bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
     h_->tail.store(h_->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -181,6 +189,19 @@ class ShmTransport final : public Transport {
       : ctx_(ctx),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
         slot_bytes_(uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64) {}
+
+  // The last fragments of a collective may still sit in a segment the peer
+  // has not even attached yet; unmapping and unlinking now would lose them.
+  // Wait (bounded) until every peer has taken what we sent.
+  ~ShmTransport() override {
+    if (aborted_.load()) return;
+    Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+    Waiter waiter;
+    for (auto& [key, pipe] : pipes_) {
+      if (std::get<0>(key) != ctx_.rank || std::get<1>(key) == ctx_.rank) continue;
+      while (!pipe->drained() && pipe->peer_alive() && !deadline.expired()) waiter.pause();
+    }
+  }
 
   const char* name() const override { return "shm"; }
   size_t slot_bytes() const override { return slot_bytes_; }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <map>
 
+#include <fmt/format.h>
+
 namespace braid {
 namespace {
 
@@ -39,7 +41,19 @@ class P2PTask final : public Task {
     return Status::ok();
   }
 
-  std::string describe() const override { return label_; }
+  // "..., waiting on send to 3 (op 1/2), recv from 1 (op 0/1)": what a timeout names.
+  std::string describe() const override {
+    std::string out = label_;
+    const char* sep = ", waiting on ";
+    for (const auto* group : {&sends_, &recvs_})
+      for (const auto& [peer, s] : *group)
+        if (s.index < s.ops.size()) {
+          out += fmt::format("{}{} {} (op {}/{})", sep, group == &sends_ ? "send to" : "recv from", peer, s.index,
+                             s.ops.size());
+          sep = ", ";
+        }
+    return out;
+  }
 
   Status poll(bool* progressed, bool* done) override {
     bool all_done = true;
@@ -102,8 +116,9 @@ class P2PTask final : public Task {
       std::memcpy(&total, in, kHeader);
       if (total != op.bytes)
         return BRAID_ERROR(ncclInvalidUsage,
-                           "rank {} sent {} bytes but the matching ncclRecv expects {} bytes (count/datatype mismatch)",
-                           peer, total, op.bytes);
+                           "rank {} sent {} bytes ({} elements) but the matching ncclRecv expects {} bytes ({} "
+                           "elements): count/datatype mismatch",
+                           peer, total, total / op.elem_bytes, op.bytes, op.bytes / op.elem_bytes);
       in += kHeader;
       bytes -= kHeader;
       s.started = true;

@@ -15,6 +15,7 @@ struct P2POp {
   int peer = 0;
   char* buffer = nullptr;  // const for sends
   size_t bytes = 0;
+  size_t elem_bytes = 1;  // datatype size, for messages
 };
 
 // All sends to one peer travel in issue order on one connection, likewise all

@@ -1,0 +1,602 @@
+// The schedule verifier (see verify.h): symbolic execution, not numbers.
+//
+// A chunk's content is the set of (source rank, input chunk) pairs reduced
+// into it; a copy collective's chunk holds exactly one.  Every buffer chunk
+// of every rank is a "cell"; in place, aliased input and output chunks are
+// the same cell, so a schedule that overwrites input it still needs is
+// caught.  The run follows the host executor: each lane runs its ops in
+// order, an op waits for its deps, then moves its chunks one at a time; a
+// step needs its incoming chunk to be there and room (fewer than `slots`
+// queued) on its outgoing connection.  Lanes that can never move again are a
+// deadlock.  Each connection has one sending and one receiving lane, so the
+// outcome does not depend on the order we step lanes in.
+//
+// The executor runs the op list once per tile; the run does two tiles so a
+// schedule that only deadlocks once a second tile is queued is caught.
+// Content is tracked for the first tile (every tile moves the same chunks).
+// Races are checked within a tile (tiles touch disjoint bytes) using the
+// order of lanes and deps on one rank.
+#include "braid/verify.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+
+namespace braid {
+namespace {
+
+constexpr int kTiles = 2;
+
+bool is_rooted(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter;
+}
+// NCCL lets non-root ranks pass NULL for the buffers they do not use.
+bool has_input(const Schedule& s, int rank) {
+  bool rooted_input = s.collective == Collective::Broadcast || s.collective == Collective::Scatter;
+  return !rooted_input || rank == s.root;
+}
+bool has_output(const Schedule& s, int rank) {
+  bool rooted_output = s.collective == Collective::Reduce || s.collective == Collective::Gather;
+  return !rooted_output || rank == s.root;
+}
+uint32_t blocks_of(Collective c, BufferKind b, int n) {
+  bool input = b == BufferKind::Input;
+  switch (c) {
+    case Collective::ReduceScatter:
+    case Collective::Scatter: return input ? n : 1;
+    case Collective::AllGather:
+    case Collective::Gather: return input ? 1 : n;
+    case Collective::AlltoAll: return n;
+    default: return 1;
+  }
+}
+uint32_t chunks_of(const RankProgram& p, BufferKind b) {
+  return b == BufferKind::Input ? p.input_chunks : b == BufferKind::Output ? p.output_chunks : p.scratch_chunks;
+}
+bool has_buffer(const Schedule& s, int rank, BufferKind b) {
+  return b == BufferKind::Scratch || (b == BufferKind::Input ? has_input(s, rank) : has_output(s, rank));
+}
+std::string ref_name(ChunkRef ref, uint32_t offset = 0) {
+  return fmt::format("{}[{}]", to_string(ref.buffer), ref.index + offset);
+}
+
+class Errors {
+ public:
+  explicit Errors(size_t max) : max_(std::max<size_t>(max, 1)) {}
+  template <typename... Args>
+  void add(fmt::format_string<Args...> f, Args&&... args) {
+    if (errors_.size() < max_) errors_.push_back(fmt::format(f, std::forward<Args>(args)...));
+  }
+  bool full() const { return errors_.size() >= max_; }
+  bool any() const { return !errors_.empty(); }
+  std::vector<std::string> take() { return std::move(errors_); }
+
+ private:
+  size_t max_;
+  std::vector<std::string> errors_;
+};
+
+std::string where(const Schedule& s, int r, size_t l, size_t i) {
+  const Op& op = s.ranks[r].lanes[l].ops[i];
+  std::string what = to_string(op.type);
+  if (op_receives(op.type)) what += fmt::format(" from {}", op.recv_peer);
+  if (op_sends(op.type)) what += fmt::format(" to {}", op.send_peer);
+  if (op_reads_src(op.type)) what += " src " + ref_name(op.src);
+  if (op_writes_dst(op.type)) what += " dst " + ref_name(op.dst);
+  return fmt::format("rank {} lane {} op {} ({})", r, l, i, what);
+}
+
+// ---------------------------------------------------------------- structure
+
+void check_structure(const Schedule& s, const VerifyOptions& o, Errors& e) {
+  const int n = s.nranks;
+  if (n < 1) return e.add("nranks is {}; need at least 1", n);
+  if (int(s.ranks.size()) != n) return e.add("{} rank programs for nranks {}", s.ranks.size(), n);
+  if (is_rooted(s.collective) && (s.root < 0 || s.root >= n))
+    e.add("{} needs a root in [0, {}), got {}", to_string(s.collective), n, s.root);
+  if (o.slots < 1) e.add("slots is {}; a connection must buffer at least one chunk", o.slots);
+  if (!s.in_place && !s.out_of_place) e.add("schedule claims neither in-place nor out-of-place placement");
+  if (e.any()) return;
+  for (int r = 0; r < n; ++r) {
+    const RankProgram& p = s.ranks[r];
+    std::map<std::pair<int, int>, size_t> sender, receiver;  // (peer, channel) -> lane
+    for (size_t l = 0; l < p.lanes.size(); ++l) {
+      const Lane& lane = p.lanes[l];
+      for (size_t i = 0; i < lane.ops.size(); ++i) {
+        const Op& op = lane.ops[i];
+        if (uint8_t(op.type) > uint8_t(OpType::Nop)) {
+          e.add("rank {} lane {} op {}: invalid op type {}", r, l, i, int(op.type));
+          continue;
+        }
+        std::string at = where(s, r, l, i);
+        if (op.count == 0 && op.type != OpType::Nop) e.add("{}: count is 0", at);
+        auto check_peer = [&](bool used, int peer, const char* field, auto& lanes_by_conn, const char* verb) {
+          if (!used) {
+            if (peer != -1) e.add("{}: has {} {} but does not {}", at, field, peer, verb);
+            return;
+          }
+          if (peer < 0 || peer >= n) return e.add("{}: {} {} is not a rank in [0, {})", at, field, peer, n);
+          if (peer == r) return e.add("{}: {} itself (use copy)", at, field);
+          auto [it, fresh] = lanes_by_conn.emplace(std::pair{peer, int(lane.channel)}, l);
+          if (!fresh && it->second != l)
+            e.add("{}: lanes {} and {} both {} rank {} on channel {}", at, it->second, l, verb, peer, lane.channel);
+        };
+        check_peer(op_sends(op.type), op.send_peer, "send_peer", sender, "send");
+        check_peer(op_receives(op.type), op.recv_peer, "recv_peer", receiver, "receive");
+        auto check_ref = [&](bool used, ChunkRef ref, const char* role) {
+          if (!used) return;
+          if (uint8_t(ref.buffer) > uint8_t(BufferKind::Scratch))
+            return e.add("{}: {} has invalid buffer {}", at, role, int(ref.buffer));
+          uint64_t end = uint64_t(ref.index) + std::max<uint32_t>(op.count, 1);
+          if (end > chunks_of(p, ref.buffer))
+            e.add("{}: {} chunks [{}, {}) are outside the {} buffer's {} chunks", at, role, ref.index, end,
+                  to_string(ref.buffer), chunks_of(p, ref.buffer));
+          if (!has_buffer(s, r, ref.buffer))
+            e.add("{}: rank {} has no {} buffer in a {} rooted at {}", at, r, to_string(ref.buffer),
+                  to_string(s.collective), s.root);
+        };
+        check_ref(op_reads_src(op.type), op.src, "src");
+        check_ref(op_writes_dst(op.type), op.dst, "dst");
+        if (op_writes_dst(op.type) && op.dst.buffer == BufferKind::Input) e.add("{}: writes the input buffer", at);
+        for (const Dep& d : op.deps)
+          if (d.lane >= p.lanes.size() || d.op >= p.lanes[d.lane].ops.size())
+            e.add("{}: depends on lane {} op {}, which does not exist", at, d.lane, d.op);
+      }
+    }
+  }
+}
+
+// Chunks per block, the same for input and output on every rank that has
+// them; 0 (with errors) when the layout is irregular or the collective custom.
+uint32_t check_layout(const Schedule& s, Errors& e) {
+  if (s.collective == Collective::Custom) return 0;
+  uint32_t per_block = 0;
+  bool ok = true;
+  for (int r = 0; r < s.nranks; ++r) {
+    for (BufferKind b : {BufferKind::Input, BufferKind::Output}) {
+      uint32_t chunks = chunks_of(s.ranks[r], b), blocks = blocks_of(s.collective, b, s.nranks);
+      if (chunks % blocks != 0) {
+        e.add("rank {}: {} chunks of the {} buffer do not split into its {} blocks", r, chunks, to_string(b), blocks);
+        ok = false;
+        continue;
+      }
+      if (!has_buffer(s, r, b)) continue;
+      if (chunks == 0) {
+        e.add("rank {}: the {} buffer has no chunks", r, to_string(b));
+        ok = false;
+      } else if (per_block == 0) {
+        per_block = chunks / blocks;
+      } else if (chunks / blocks != per_block) {
+        e.add("rank {}: the {} buffer has {} chunks per block, expected {} like the other buffers", r, to_string(b),
+              chunks / blocks, per_block);
+        ok = false;
+      }
+    }
+  }
+  return ok ? per_block : 0;
+}
+
+// ------------------------------------------------------------------- order
+
+// Happens-before within one rank, from lane order and deps (one tile).
+class RankOrder {
+ public:
+  // Returns false (with an error) when the deps have a cycle.
+  bool build(const Schedule& s, int r, Errors& e) {
+    const RankProgram& p = s.ranks[r];
+    const size_t lanes = p.lanes.size();
+    base_.assign(lanes + 1, 0);
+    for (size_t l = 0; l < lanes; ++l) base_[l + 1] = base_[l] + p.lanes[l].ops.size();
+    const size_t nodes = base_[lanes];
+    std::vector<std::vector<size_t>> succ(nodes), pred(nodes);
+    auto edge = [&](size_t a, size_t b) { succ[a].push_back(b), pred[b].push_back(a); };
+    for (size_t l = 0; l < lanes; ++l)
+      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
+        if (i > 0) edge(node(l, i - 1), node(l, i));
+        for (const Dep& d : p.lanes[l].ops[i].deps) edge(node(d.lane, d.op), node(l, i));
+      }
+    clock_.assign(nodes, std::vector<uint32_t>(lanes, 0));
+    std::vector<size_t> indegree(nodes), ready;
+    for (size_t v = 0; v < nodes; ++v)
+      if ((indegree[v] = pred[v].size()) == 0) ready.push_back(v);
+    size_t done = 0;
+    while (!ready.empty()) {
+      size_t v = ready.back();
+      ready.pop_back();
+      ++done;
+      auto [l, i] = lane_op(v);
+      clock_[v][l] = std::max<uint32_t>(clock_[v][l], uint32_t(i + 1));
+      for (size_t w : succ[v]) {
+        for (size_t k = 0; k < lanes; ++k) clock_[w][k] = std::max(clock_[w][k], clock_[v][k]);
+        if (--indegree[w] == 0) ready.push_back(w);
+      }
+    }
+    if (done == nodes) return true;
+    // Walk back through unfinished predecessors until a node repeats.
+    size_t v = 0;
+    while (indegree[v] == 0) ++v;
+    std::vector<size_t> path;
+    std::vector<int> seen(nodes, -1);
+    while (seen[v] < 0) {
+      seen[v] = int(path.size());
+      path.push_back(v);
+      for (size_t u : pred[v])
+        if (indegree[u] > 0) {
+          v = u;
+          break;
+        }
+    }
+    std::string cycle;
+    for (size_t k = path.size(); k-- > size_t(seen[v]);) {
+      auto [l, i] = lane_op(path[k]);
+      cycle += fmt::format("lane {} op {} -> ", l, i);
+    }
+    auto [l, i] = lane_op(v);
+    e.add("rank {}: dependency cycle: {}lane {} op {}", r, cycle, l, i);
+    return false;
+  }
+
+  // Does op (la, ia) complete before op (lb, ib) starts?
+  bool before(size_t la, size_t ia, size_t lb, size_t ib) const { return clock_[node(lb, ib)][la] >= ia + 1; }
+
+ private:
+  size_t node(size_t l, size_t i) const { return base_[l] + i; }
+  std::pair<size_t, size_t> lane_op(size_t v) const {
+    size_t l = std::upper_bound(base_.begin(), base_.end(), v) - base_.begin() - 1;
+    return {l, v - base_[l]};
+  }
+  std::vector<size_t> base_;
+  std::vector<std::vector<uint32_t>> clock_;  // per op: ops of each lane known complete
+};
+
+// ------------------------------------------------------------------- cells
+
+// Maps a rank's chunks to storage cells, with the placement's aliasing.
+struct Cells {
+  std::vector<uint32_t> input, output, scratch;
+  uint32_t count = 0;
+
+  Cells(const Schedule& s, int r, bool in_place, uint32_t per_block) {
+    const RankProgram& p = s.ranks[r];
+    auto fresh = [&](std::vector<uint32_t>& v, uint32_t n) {
+      for (uint32_t i = 0; i < n; ++i) v.push_back(count++);
+    };
+    fresh(input, p.input_chunks);
+    fresh(output, p.output_chunks);
+    fresh(scratch, p.scratch_chunks);
+    if (!in_place || per_block == 0 || !has_input(s, r) || !has_output(s, r)) return;
+    const uint32_t c = per_block;
+    switch (s.collective) {
+      case Collective::AllGather:
+      case Collective::Gather:  // input is output block `r`
+        for (uint32_t i = 0; i < c; ++i) output[r * c + i] = input[i];
+        break;
+      case Collective::ReduceScatter:
+      case Collective::Scatter:  // output is input block `r`
+        for (uint32_t j = 0; j < c; ++j) output[j] = input[r * c + j];
+        break;
+      case Collective::Custom: break;
+      default:  // same bytes
+        output = input;
+        break;
+    }
+  }
+  uint32_t operator()(ChunkRef ref, uint32_t offset) const {
+    const auto& v = ref.buffer == BufferKind::Input ? input : ref.buffer == BufferKind::Output ? output : scratch;
+    return v[ref.index + offset];
+  }
+};
+
+// `reported` carries over between placements so a race is named once.
+using RaceSet = std::set<std::tuple<int, size_t, size_t, size_t, size_t>>;
+void check_races(const Schedule& s, int r, const RankOrder& order, const Cells& cells, const std::string& placement,
+                 RaceSet& reported, Errors& e) {
+  struct Access {
+    size_t lane, op;
+    bool write;
+    ChunkRef ref;
+    uint32_t offset;
+  };
+  std::vector<std::vector<Access>> by_cell(cells.count);
+  const RankProgram& p = s.ranks[r];
+  for (size_t l = 0; l < p.lanes.size(); ++l)
+    for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
+      const Op& op = p.lanes[l].ops[i];
+      for (uint32_t k = 0; k < std::max<uint32_t>(op.count, 1); ++k) {
+        if (op_reads_src(op.type)) by_cell[cells(op.src, k)].push_back({l, i, false, op.src, k});
+        if (op_writes_dst(op.type)) by_cell[cells(op.dst, k)].push_back({l, i, true, op.dst, k});
+      }
+    }
+  for (const auto& accesses : by_cell)
+    for (size_t a = 0; a < accesses.size(); ++a)
+      for (size_t b = a + 1; b < accesses.size(); ++b) {
+        const Access &x = accesses[a], &y = accesses[b];
+        if (x.lane == y.lane || !(x.write || y.write)) continue;
+        if (order.before(x.lane, x.op, y.lane, y.op) || order.before(y.lane, y.op, x.lane, x.op)) continue;
+        if (!reported.insert({r, x.lane, x.op, y.lane, y.op}).second) continue;
+        e.add("{}{} {} {} and {} {} {} are not ordered by deps", placement, where(s, r, x.lane, x.op),
+              x.write ? "writes" : "reads", ref_name(x.ref, x.offset), where(s, r, y.lane, y.op),
+              y.write ? "writes" : "reads", ref_name(y.ref, y.offset));
+      }
+}
+
+// -------------------------------------------------------------- simulation
+
+using Parts = std::vector<std::pair<int, uint32_t>>;  // sorted (rank, input chunk)
+
+// Shared and immutable: copying a chunk's content is cheap however many ranks it sums.
+struct Content {
+  enum Kind : uint8_t { Unwritten, Valid, Poisoned } kind = Unwritten;  // Poisoned: an error was reported
+  std::shared_ptr<const Parts> parts;                                     // non-empty when Valid
+
+  static Content valid(Parts p) { return {Valid, std::make_shared<const Parts>(std::move(p))}; }
+  static Content poisoned() { return {Poisoned, nullptr}; }
+  uint32_t position(uint32_t per_block) const { return (*parts)[0].second % per_block; }
+};
+
+std::string describe(const Parts& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size() && i < 6; ++i)
+    out += fmt::format("{}rank {} input[{}]", i ? ", " : "", parts[i].first, parts[i].second);
+  if (parts.size() > 6) out += fmt::format(", ... ({} in all)", parts.size());
+  return out.empty() ? "nothing" : out;
+}
+
+class Simulation {
+ public:
+  Simulation(const Schedule& s, const VerifyOptions& o, uint32_t per_block, bool in_place, Errors& e)
+      : s_(s), slots_(size_t(o.slots)), c_(per_block), e_(e), prefix_(in_place ? "in place: " : "out of place: ") {
+    for (int r = 0; r < s.nranks; ++r) {
+      cells_.emplace_back(s, r, in_place, per_block);
+      std::vector<Content> state(cells_.back().count);
+      for (uint32_t i = 0; i < s.ranks[r].input_chunks && has_input(s, r); ++i)
+        state[cells_.back().input[i]] = Content::valid({{r, i}});
+      state_.push_back(std::move(state));
+      lanes_.emplace_back(s.ranks[r].lanes.size());
+    }
+  }
+
+  const Cells& cells(int r) const { return cells_[r]; }
+  const std::string& prefix() const { return prefix_; }
+
+  // Runs every lane to completion; false (with an error) on deadlock.
+  bool run() {
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int r = 0; r < s_.nranks; ++r)
+        for (size_t l = 0; l < lanes_[r].size(); ++l)
+          while (step(r, l)) progress = true;
+    }
+    std::string blocked;
+    size_t count = 0;
+    for (int r = 0; r < s_.nranks; ++r)
+      for (size_t l = 0; l < lanes_[r].size(); ++l)
+        if (!finished(r, l) && count++ < 6) blocked += "; " + why_blocked(r, l);
+    if (count == 0) return true;
+    e_.add("deadlock with {} slot(s) per connection: {} lane(s) stuck{}{}", slots_, count, blocked,
+           count > 6 ? "; ..." : "");
+    return false;
+  }
+
+  // Every output chunk holds what the collective defines.
+  void check_outputs() {
+    if (c_ == 0) return;
+    for (int r = 0; r < s_.nranks && !e_.full(); ++r) {
+      if (!has_output(s_, r)) continue;
+      for (uint32_t j = 0; j < s_.ranks[r].output_chunks; ++j) {
+        const Content& got = state_[r][cells_[r].output[j]];
+        Parts want = expected(r, j);
+        if (got.kind == Content::Poisoned) continue;
+        if (got.kind == Content::Unwritten) {
+          e_.add("{}rank {} output[{}] is never written; it should hold {}", prefix_, r, j, describe(want));
+          continue;
+        }
+        const Parts& have = *got.parts;
+        if (have == want) continue;
+        Parts missing, extra;
+        std::set_difference(want.begin(), want.end(), have.begin(), have.end(), std::back_inserter(missing));
+        std::set_difference(have.begin(), have.end(), want.begin(), want.end(), std::back_inserter(extra));
+        e_.add("{}rank {} output[{}] ends wrong: missing {}; unexpected {}", prefix_, r, j, describe(missing),
+               describe(extra));
+      }
+    }
+  }
+
+ private:
+  struct LaneState {
+    size_t op = 0;
+    uint32_t chunk = 0;
+    int tile = 0;
+    uint64_t completed = 0;
+  };
+  using Queue = std::deque<Content>;
+
+  Parts expected(int r, uint32_t j) const {
+    const uint32_t c = c_, block = j / c, pos = j % c;
+    Parts want;
+    auto all_ranks = [&](uint32_t chunk) {
+      for (int q = 0; q < s_.nranks; ++q) want.push_back({q, chunk});
+    };
+    switch (s_.collective) {
+      case Collective::AllReduce:
+      case Collective::Reduce: all_ranks(j); break;
+      case Collective::ReduceScatter: all_ranks(r * c + j); break;
+      case Collective::AllGather:
+      case Collective::Gather: want.push_back({int(block), pos}); break;
+      case Collective::Broadcast: want.push_back({s_.root, j}); break;
+      case Collective::AlltoAll: want.push_back({int(block), r * c + pos}); break;
+      case Collective::Scatter: want.push_back({s_.root, r * c + j}); break;
+      case Collective::Custom: break;
+    }
+    return want;
+  }
+
+  const Lane& lane(int r, size_t l) const { return s_.ranks[r].lanes[l]; }
+  bool finished(int r, size_t l) const { return lanes_[r][l].tile >= kTiles || lane(r, l).ops.empty(); }
+  Queue& queue(int from, int to, int channel) { return queues_[{from, to, channel}]; }
+
+  const Dep* unmet_dep(int r, const Op& op, int tile) const {
+    for (const Dep& d : op.deps) {
+      const LaneState& other = lanes_[r][d.lane];
+      if (other.completed < uint64_t(tile) * lane(r, d.lane).ops.size() + d.op + 1) return &d;
+    }
+    return nullptr;
+  }
+
+  std::string why_blocked(int r, size_t l) {
+    const LaneState& st = lanes_[r][l];
+    const Op& op = lane(r, l).ops[st.op];
+    std::string at = fmt::format("{} tile {}", where(s_, r, l, st.op), st.tile);
+    if (const Dep* d = st.chunk == 0 ? unmet_dep(r, op, st.tile) : nullptr)
+      return fmt::format("{} waits for lane {} op {}", at, d->lane, d->op);
+    const int ch = lane(r, l).channel;
+    if (op_receives(op.type) && queue(op.recv_peer, r, ch).empty())
+      return fmt::format("{} waits for data from rank {} (channel {})", at, op.recv_peer, ch);
+    return fmt::format("{} waits for room to rank {} (channel {})", at, op.send_peer, ch);
+  }
+
+  // Moves one chunk of lane l's current op; false if it cannot.
+  bool step(int r, size_t l) {
+    if (finished(r, l)) return false;
+    LaneState& st = lanes_[r][l];
+    const Op& op = lane(r, l).ops[st.op];
+    if (st.chunk == 0 && unmet_dep(r, op, st.tile)) return false;
+    const int ch = lane(r, l).channel;
+    Queue* in = op_receives(op.type) ? &queue(op.recv_peer, r, ch) : nullptr;
+    Queue* out = op_sends(op.type) ? &queue(r, op.send_peer, ch) : nullptr;
+    if ((in && in->empty()) || (out && out->size() >= slots_)) return false;
+    Content received;
+    if (in) {
+      received = std::move(in->front());
+      in->pop_front();
+    }
+    Content sent = st.tile == 0 ? apply(r, l, st.op, st.chunk, std::move(received)) : Content{};
+    if (out) out->push_back(std::move(sent));
+    if (++st.chunk < std::max<uint32_t>(op.count, 1)) return true;
+    st.chunk = 0;
+    ++st.completed;
+    if (++st.op == lane(r, l).ops.size()) st.op = 0, ++st.tile;
+    return true;
+  }
+
+  // The symbolic effect of chunk k of an op; returns what it sends.
+  Content apply(int r, size_t l, size_t i, uint32_t k, Content received) {
+    const Op& op = lane(r, l).ops[i];
+    auto read = [&](ChunkRef ref) {
+      Content c = state_[r][cells_[r](ref, k)];
+      if (c.kind == Content::Unwritten) {
+        e_.add("{}{} reads {} before anything was written to it", prefix_, where(s_, r, l, i), ref_name(ref, k));
+        c.kind = Content::Poisoned;
+      }
+      return c;
+    };
+    auto combine = [&](Content a, const Content& b) {
+      if (a.kind != Content::Valid || b.kind != Content::Valid) return Content::poisoned();
+      if (c_ && a.position(c_) != b.position(c_)) {
+        e_.add("{}{} reduces chunks from different positions ({} with {})", prefix_, where(s_, r, l, i),
+               describe(*a.parts), describe(*b.parts));
+        return Content::poisoned();
+      }
+      Parts both, twice;
+      std::merge(a.parts->begin(), a.parts->end(), b.parts->begin(), b.parts->end(), std::back_inserter(both));
+      for (size_t k = 1; k < both.size(); ++k)
+        if (both[k] == both[k - 1]) twice.push_back(both[k]);
+      if (!twice.empty()) {
+        e_.add("{}{} counts {} twice", prefix_, where(s_, r, l, i), describe(twice));
+        return Content::poisoned();
+      }
+      return Content::valid(std::move(both));
+    };
+    auto write = [&](ChunkRef ref, Content c) {
+      // A user chunk's length depends on its position in a block; data from
+      // another position would not fit it when the count is uneven.
+      if (c_ && c.kind == Content::Valid && ref.buffer != BufferKind::Scratch &&
+          c.position(c_) != (ref.index + k) % c_) {
+        e_.add("{}{} writes {} into {}, a chunk of another position", prefix_, where(s_, r, l, i),
+               describe(*c.parts), ref_name(ref, k));
+        c = Content::poisoned();
+      }
+      state_[r][cells_[r](ref, k)] = std::move(c);
+    };
+    switch (op.type) {
+      case OpType::Send: return read(op.src);
+      case OpType::Recv: write(op.dst, std::move(received)); return {};
+      case OpType::RecvCopySend: write(op.dst, received); return received;
+      case OpType::RecvReduceSend: return combine(std::move(received), read(op.src));
+      case OpType::RecvReduceCopy: write(op.dst, combine(std::move(received), read(op.src))); return {};
+      case OpType::RecvReduceCopySend: {
+        Content v = combine(std::move(received), read(op.src));
+        write(op.dst, v);
+        return v;
+      }
+      case OpType::Copy: write(op.dst, read(op.src)); return {};
+      case OpType::Reduce: write(op.dst, combine(read(op.dst), read(op.src))); return {};
+      case OpType::Nop: return {};
+    }
+    return {};
+  }
+
+  const Schedule& s_;
+  size_t slots_;
+  uint32_t c_;
+  Errors& e_;
+  std::string prefix_;
+  std::vector<Cells> cells_;
+  std::vector<std::vector<Content>> state_;  // per rank, per cell
+  std::vector<std::vector<LaneState>> lanes_;
+  std::map<std::tuple<int, int, int>, Queue> queues_;  // (from, to, channel)
+};
+
+// Every connection carries as many chunks out as in.
+void check_matching(const Schedule& s, Errors& e) {
+  std::map<std::tuple<int, int, int>, std::pair<uint64_t, uint64_t>> chunks;  // (from, to, channel) -> sent, received
+  for (int r = 0; r < s.nranks; ++r)
+    for (const Lane& lane : s.ranks[r].lanes)
+      for (const Op& op : lane.ops) {
+        if (op_sends(op.type)) chunks[{r, op.send_peer, lane.channel}].first += op.count;
+        if (op_receives(op.type)) chunks[{op.recv_peer, r, lane.channel}].second += op.count;
+      }
+  for (const auto& [conn, counts] : chunks) {
+    auto [from, to, channel] = conn;
+    if (counts.first != counts.second)
+      e.add("rank {} sends {} chunk(s) to rank {} on channel {}, but rank {} receives {} from rank {} there", from,
+            counts.first, to, channel, to, counts.second, from);
+  }
+}
+
+}  // namespace
+
+VerifyResult verify(const Schedule& s, const VerifyOptions& options) {
+  Errors e(options.max_errors);
+  check_structure(s, options, e);
+  if (!e.any()) check_matching(s, e);
+  uint32_t per_block = e.any() ? 0 : check_layout(s, e);
+  std::vector<RankOrder> orders(e.any() ? 0 : s.nranks);
+  for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, r, e);
+  if (!e.any()) {
+    // A custom collective defines no aliasing: it is checked out of place only.
+    bool custom = s.collective == Collective::Custom;
+    RaceSet races;
+    for (bool in_place : {false, true}) {
+      bool claimed = custom ? !in_place : in_place ? s.in_place : s.out_of_place;
+      if (!claimed || e.full()) continue;
+      Simulation sim(s, options, per_block, in_place, e);
+      for (int r = 0; r < s.nranks; ++r)
+        check_races(s, r, orders[r], sim.cells(r), in_place ? sim.prefix() : "", races, e);
+      if (!sim.run()) break;  // the same deadlock in either placement
+      sim.check_outputs();
+    }
+  }
+  VerifyResult result;
+  result.errors = e.take();
+  result.ok = result.errors.empty();
+  return result;
+}
+
+}  // namespace braid
