@@ -7,6 +7,8 @@
 // gathers up the tree, smallest subtree first, accumulating in a scratch
 // chunk (non-root ranks have no output buffer) and fusing the last child's
 // reduction with the send to the parent.
+//
+// Cost: ceil(log2 n)(alpha + beta*m) on the critical path.  Any n >= 1, any root.
 #include <vector>
 
 #include "algorithms/builder.h"

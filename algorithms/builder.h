@@ -35,25 +35,35 @@ class ScheduleBuilder {
 
   void set_scratch(int rank, uint32_t chunks) { s_.ranks[rank].scratch_chunks = chunks; }
 
-  Dep send(int rank, int to, ChunkRef src) { return add(rank, {OpType::Send, to, -1, src, {}}); }
-  Dep recv(int rank, int from, ChunkRef dst) { return add(rank, {OpType::Recv, -1, from, {}, dst}); }
+  Dep send(int rank, int to, ChunkRef src) { return add(rank, make_op(OpType::Send, to, -1, src, {})); }
+  Dep recv(int rank, int from, ChunkRef dst) { return add(rank, make_op(OpType::Recv, -1, from, {}, dst)); }
   Dep recv_copy_send(int rank, int from, ChunkRef dst, int to) {
-    return add(rank, {OpType::RecvCopySend, to, from, {}, dst});
+    return add(rank, make_op(OpType::RecvCopySend, to, from, {}, dst));
   }
   Dep recv_reduce_send(int rank, int from, ChunkRef src, int to) {
-    return add(rank, {OpType::RecvReduceSend, to, from, src, {}});
+    return add(rank, make_op(OpType::RecvReduceSend, to, from, src, {}));
   }
   Dep recv_reduce_copy(int rank, int from, ChunkRef src, ChunkRef dst) {
-    return add(rank, {OpType::RecvReduceCopy, -1, from, src, dst});
+    return add(rank, make_op(OpType::RecvReduceCopy, -1, from, src, dst));
   }
   Dep recv_reduce_copy_send(int rank, int from, ChunkRef src, ChunkRef dst, int to) {
-    return add(rank, {OpType::RecvReduceCopySend, to, from, src, dst});
+    return add(rank, make_op(OpType::RecvReduceCopySend, to, from, src, dst));
   }
-  Dep copy(int rank, ChunkRef src, ChunkRef dst) { return add(rank, {OpType::Copy, -1, -1, src, dst}); }
+  Dep copy(int rank, ChunkRef src, ChunkRef dst) { return add(rank, make_op(OpType::Copy, -1, -1, src, dst)); }
 
   Schedule take() { return std::move(s_); }
 
  private:
+  static Op make_op(OpType type, int send_peer, int recv_peer, ChunkRef src, ChunkRef dst) {
+    Op op;
+    op.type = type;
+    op.send_peer = send_peer;
+    op.recv_peer = recv_peer;
+    op.src = src;
+    op.dst = dst;
+    return op;
+  }
+
   Dep add(int rank, Op op) {
     std::vector<Op>& ops = s_.ranks[rank].lanes[0].ops;
     ops.push_back(std::move(op));

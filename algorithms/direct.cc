@@ -1,6 +1,7 @@
 // Direct Gather and Scatter: the root exchanges one block with every other
 // rank.  The root's link carries (n-1) blocks, the minimum for these
 // collectives; there is nothing for intermediate ranks to add.
+// Cost: (n-1)(alpha + beta*m) at the root, m one block.  Any n >= 1, any root.
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 

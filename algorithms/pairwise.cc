@@ -4,6 +4,8 @@
 // buffered chunk per connection is enough, and block p is sent before the
 // block from p overwrites it, which makes the schedule correct in place.
 // When p == r the block is copied locally.
+//
+// Cost: (n-1)(alpha + beta*m), m one per-peer block.  Any n >= 1.
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 

@@ -8,6 +8,9 @@
 // at the end.  Both sides of an exchange send before they receive, so one
 // buffered chunk per connection suffices.  Reductions are commutative in
 // every NCCL type, so partners end with bit-identical results.
+//
+// Cost: log2(p)(alpha + beta*m), plus 2(alpha + beta*m) for the fold when
+// n is not a power of two.  Any n >= 1.
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 

@@ -7,6 +7,9 @@
 // (recv, reduce, forward), so a chunk flows around the ring without waiting
 // for the whole buffer, and the executor's tiling pipelines large chunks.
 //
+// Cost for an m-byte buffer: AllReduce 2(n-1)(alpha + beta*m/n); AllGather and
+// ReduceScatter (n-1)(alpha + beta*m/n), m the gathered size.  Any n >= 1.
+//
 // In place, input chunk k aliases output chunk k (AllReduce) or output is
 // input block `rank` (ReduceScatter) / input is output block `rank`
 // (AllGather); every input chunk is read before its alias is written.
