@@ -54,8 +54,8 @@ class Waiter {
   void reset() { idle_ = 0; }
 
  private:
-  static constexpr uint32_t kSpins = 200;
-  static constexpr uint32_t kYields = 2000;
+  static constexpr uint32_t kSpins = 1000;
+  static constexpr uint32_t kYields = 20000;  // ~5 ms: a yield is cheap when nobody else wants the core
   uint32_t idle_ = 0;
 };
 
