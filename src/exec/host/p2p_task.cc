@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <vector>
 #include <map>
 
 #include <fmt/format.h>
@@ -42,6 +44,12 @@ class P2PTask final : public Task {
   }
 
   // "..., waiting on send to 3 (op 1/2), recv from 1 (op 0/1)": what a timeout names.
+  // Keeps a private copy of `bytes` at `data` for the task's lifetime.
+  char* stage(const char* data, size_t bytes) {
+    staged_.emplace_back(data, data + bytes);
+    return staged_.back().data();
+  }
+
   std::string describe() const override {
     std::string out = label_;
     const char* sep = ", waiting on ";
@@ -143,6 +151,7 @@ class P2PTask final : public Task {
   size_t fragment_;
   std::string label_;
   std::map<int, Stream> sends_, recvs_;
+  std::deque<std::vector<char>> staged_;
 };
 
 }  // namespace
@@ -151,6 +160,16 @@ Status make_p2p_task(std::vector<P2POp> ops, Transport* transport, int channel, 
                      std::string label, std::unique_ptr<Task>* out) {
   if (fragment_bytes <= kHeader) return BRAID_ERROR(ncclInternalError, "fragment size {} too small", fragment_bytes);
   auto task = std::make_unique<P2PTask>(transport, fragment_bytes, std::move(label));
+  // A send whose buffer overlaps a receive of the same group (sendrecv in
+  // place) must send the data as it was at ncclGroupEnd: stage it first.
+  for (P2POp& send : ops) {
+    if (!send.is_send || send.bytes == 0) continue;
+    for (const P2POp& recv : ops)
+      if (!recv.is_send && recv.bytes && send.buffer < recv.buffer + recv.bytes && recv.buffer < send.buffer + send.bytes) {
+        send.buffer = task->stage(send.buffer, send.bytes);
+        break;
+      }
+  }
   for (const P2POp& op : ops) BRAID_TRY(task->add(op, channel));
   *out = std::move(task);
   return Status::ok();
