@@ -1,0 +1,99 @@
+// Bootstrap under bad conditions, through the public API only: strangers on
+// the root's port, a corrupted unique id, a rank that never arrives.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+
+#include "harness.h"
+
+using namespace mp;
+
+namespace {
+
+// The root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
+sockaddr_in root_address(const ncclUniqueId& id) {
+  sockaddr_in addr{};
+  std::memcpy(&addr, id.internal + 16, sizeof(addr));
+  return addr;
+}
+
+int connect_to(const sockaddr_in& addr) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[mp][bootstrap][faults]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  sockaddr_in root = root_address(id);
+  REQUIRE(root.sin_family == AF_INET);
+  int silent = connect_to(root);   // connects and never says anything
+  int garbage = connect_to(root);  // says something that is not a hello
+  REQUIRE(silent >= 0);
+  REQUIRE(garbage >= 0);
+  char junk[64];
+  std::memset(junk, 0xab, sizeof(junk));
+  REQUIRE(::write(garbage, junk, sizeof(junk)) == ssize_t(sizeof(junk)));
+
+  const int n = 3;
+  std::vector<std::thread> threads;
+  std::vector<ncclResult_t> results(n, ncclInternalError);
+  std::vector<float> sums(n, 0);
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      results[r] = ncclCommInitRank(&comm, n, id, r);
+      if (results[r] != ncclSuccess) return;
+      float one = 1, sum = 0;
+      results[r] = ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr);
+      sums[r] = sum;
+      ncclCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  ::close(silent);
+  ::close(garbage);
+  for (int r = 0; r < n; ++r) {
+    CHECK(results[r] == ncclSuccess);
+    CHECK(sums[r] == float(n));
+  }
+}
+
+TEST_CASE("a corrupted unique id is ncclInvalidArgument, not a hang", "[mp][bootstrap][faults]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::memset(id.internal, 0x5a, 32);  // version, magic and address all wrong
+  ncclComm_t comm = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclInvalidArgument);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  INFO(ncclGetLastError(nullptr));
+  CHECK(std::string(ncclGetLastError(nullptr)).find("UniqueId") != std::string::npos);
+}
+
+TEST_CASE("a rank that never arrives makes init fail within BRAID_TIMEOUT", "[mp][bootstrap][faults]") {
+  setenv("BRAID_TIMEOUT", "2", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  ncclResult_t r = ncclCommInitRank(&comm, 2, id, 0);  // rank 1 never comes
+  auto took = std::chrono::steady_clock::now() - start;
+  unsetenv("BRAID_TIMEOUT");
+  CHECK(r != ncclSuccess);
+  CHECK((r == ncclSystemError || r == ncclRemoteError));
+  CHECK(took < std::chrono::seconds(10));
+  INFO(ncclGetLastError(nullptr));
+  CHECK(std::string(ncclGetLastError(nullptr)).find("BRAID_TIMEOUT") != std::string::npos);
+}
