@@ -1,55 +1,64 @@
-// What each collective sends, receives, and must produce.  Indices: the
-// receive buffer is `recv_blocks` blocks of `count` elements; input(r, i)
-// is element i of rank r's send buffer.
+// What each collective sends, receives, and must produce.  Counts follow
+// nccl-tests' getCollByteCount: the size column is the larger of the send
+// and receive buffers, the count column the NCCL count argument.
 #include "perf/benchmarks.h"
 
 namespace perf {
 namespace {
 
 double one(int) { return 1; }
-double all_reduce_factor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0; }
-double spread_factor(int n) { return n > 1 ? double(n - 1) / n : 0; }
+double all_reduce_factor(int n) { return 2.0 * (n - 1) / n; }
+double spread_factor(int n) { return double(n - 1) / n; }
 
-Shape same(int) { return {1, 1, false, false}; }
-Shape gathered(int n) { return {1, size_t(n), false, true}; }
-Shape scattered(int n) { return {size_t(n), 1, true, false}; }
-Shape all_blocks(int n) { return {size_t(n), size_t(n), false, false}; }
+Counts same(size_t count, int) { return {count, count, count, 0, 0}; }
+Counts gathered(size_t count, int n) {
+  const size_t per = count / size_t(n);
+  return {per, per * size_t(n), per, per, 0};
+}
+Counts scattered(size_t count, int n) {
+  const size_t per = count / size_t(n);
+  return {per * size_t(n), per, per, 0, per};
+}
+Counts all_to_all(size_t count, int n) {
+  const size_t per = count / size_t(n);
+  return {per * size_t(n), per * size_t(n), per, 0, 0};
+}
 
-using Input = std::function<double(int, size_t)>;
-
-bool all_reduce_expected(int, int n, int, size_t, size_t i, ncclRedOp_t op, const Input& in, double* v) {
-  *v = reduce_over_ranks(n, op, [&](int k) { return in(k, i); });
+bool all_reduce_expected(int, int, int, size_t, size_t i, const Data& d, uint64_t* v) {
+  *v = d.reduced(i);
   return true;
 }
-bool reduce_expected(int rank, int n, int root, size_t count, size_t i, ncclRedOp_t op, const Input& in, double* v) {
-  return rank == root && all_reduce_expected(rank, n, root, count, i, op, in, v);
+bool reduce_expected(int rank, int, int root, size_t, size_t i, const Data& d, uint64_t* v) {
+  *v = d.reduced(i);
+  return rank == root;
 }
-bool reduce_scatter_expected(int rank, int n, int, size_t count, size_t i, ncclRedOp_t op, const Input& in,
-                             double* v) {
-  *v = reduce_over_ranks(n, op, [&](int k) { return in(k, size_t(rank) * count + i); });
+bool reduce_scatter_expected(int rank, int, int, size_t count, size_t i, const Data& d, uint64_t* v) {
+  *v = d.reduced(size_t(rank) * count + i);
   return true;
 }
-bool all_gather_expected(int, int, int, size_t count, size_t i, ncclRedOp_t, const Input& in, double* v) {
-  *v = in(int(i / count), i % count);
+bool all_gather_expected(int, int, int, size_t count, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input(int(i / count), i % count);
   return true;
 }
-bool gather_expected(int rank, int n, int root, size_t count, size_t i, ncclRedOp_t op, const Input& in, double* v) {
-  return rank == root && all_gather_expected(rank, n, root, count, i, op, in, v);
+bool gather_expected(int rank, int, int root, size_t count, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input(int(i / count), i % count);
+  return rank == root;
 }
-bool broadcast_expected(int, int, int root, size_t, size_t i, ncclRedOp_t, const Input& in, double* v) {
-  *v = in(root, i);
+bool broadcast_expected(int, int, int root, size_t, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input(root, i);
   return true;
 }
-bool scatter_expected(int rank, int, int root, size_t count, size_t i, ncclRedOp_t, const Input& in, double* v) {
-  *v = in(root, size_t(rank) * count + i);
+bool scatter_expected(int rank, int, int root, size_t count, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input(root, size_t(rank) * count + i);
   return true;
 }
-bool alltoall_expected(int rank, int, int, size_t count, size_t i, ncclRedOp_t, const Input& in, double* v) {
-  *v = in(int(i / count), size_t(rank) * count + i % count);  // block b came from rank b
+// Block b of rank r's output is block r of rank b's input.
+bool alltoall_expected(int rank, int, int, size_t count, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input(int(i / count), size_t(rank) * count + i % count);
   return true;
 }
-bool sendrecv_expected(int rank, int n, int, size_t, size_t i, ncclRedOp_t, const Input& in, double* v) {
-  *v = in((rank + n - 1) % n, i);
+bool sendrecv_expected(int rank, int n, int, size_t, size_t i, const Data& d, uint64_t* v) {
+  *v = d.input((rank + n - 1) % n, i);
   return true;
 }
 
@@ -85,15 +94,15 @@ ncclResult_t run_sendrecv(const Call& c) {
 
 }  // namespace
 
-const Benchmark kAllReduce{"AllReduce", true, false, 1, all_reduce_factor, same, run_all_reduce, all_reduce_expected};
-const Benchmark kAllGather{"AllGather", false, false, 0, spread_factor, gathered, run_all_gather, all_gather_expected};
-const Benchmark kReduceScatter{"ReduceScatter", true, false, 0, spread_factor, scattered, run_reduce_scatter,
+const Benchmark kAllReduce{"AllReduce", true, false, all_reduce_factor, same, run_all_reduce, all_reduce_expected};
+const Benchmark kAllGather{"AllGather", false, false, spread_factor, gathered, run_all_gather, all_gather_expected};
+const Benchmark kReduceScatter{"ReduceScatter", true, false, spread_factor, scattered, run_reduce_scatter,
                                reduce_scatter_expected};
-const Benchmark kBroadcast{"Broadcast", false, true, 1, one, same, run_broadcast, broadcast_expected};
-const Benchmark kReduce{"Reduce", true, true, 1, one, same, run_reduce, reduce_expected};
-const Benchmark kAlltoAll{"AlltoAll", false, false, 0, spread_factor, all_blocks, run_alltoall, alltoall_expected};
-const Benchmark kSendRecv{"SendRecv", false, false, 1, one, same, run_sendrecv, sendrecv_expected};
-const Benchmark kGather{"Gather", false, true, 0, spread_factor, gathered, run_gather, gather_expected};
-const Benchmark kScatter{"Scatter", false, true, 0, spread_factor, scattered, run_scatter, scatter_expected};
+const Benchmark kBroadcast{"Broadcast", false, true, one, same, run_broadcast, broadcast_expected};
+const Benchmark kReduce{"Reduce", true, true, one, same, run_reduce, reduce_expected};
+const Benchmark kAlltoAll{"AlltoAll", false, false, spread_factor, all_to_all, run_alltoall, alltoall_expected};
+const Benchmark kSendRecv{"SendRecv", false, false, one, same, run_sendrecv, sendrecv_expected};
+const Benchmark kGather{"Gather", false, true, spread_factor, gathered, run_gather, gather_expected};
+const Benchmark kScatter{"Scatter", false, true, spread_factor, scattered, run_scatter, scatter_expected};
 
 }  // namespace perf

@@ -1,7 +1,10 @@
-// The perf harness (see harness.h).  Ranks: `-t T` threads in each process,
-// times the number of MPI processes when launched by mpirun.  Process rank 0
-// makes the ncclUniqueId and MPI_Bcast spreads it; threads of a process meet
-// at a std::barrier.  Timings are reduced over all ranks per -a.
+// The perf harness (see harness.h), following nccl-tests' common.cu:
+// ranks are `-t` threads in each process, times the processes of an mpirun
+// job; process 0 makes the ncclUniqueId and MPI_Bcast spreads it; threads of
+// a process meet at a std::barrier and their first thread speaks MPI.  Per
+// size: one untimed call, a barrier, `-n` timed iterations (of `-m`
+// aggregated calls), the time reduced over ranks per `-a`, then `-c` checked
+// runs on freshly initialised buffers.  Output is nccl-tests' table.
 #include "perf/harness.h"
 
 #include <fmt/format.h>
@@ -11,9 +14,11 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -26,142 +31,277 @@
 namespace perf {
 namespace {
 
-struct RankBuffers {
-  std::vector<char> send_storage, recv_storage;
-  char* send = nullptr;
-  char* recv = nullptr;
+using Clock = std::chrono::steady_clock;
+
+std::string hostname() {
+  char h[256] = {};
+  gethostname(h, sizeof(h) - 1);
+  return h;
+}
+
+std::string now_string() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", int(c));
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// nccl-tests' getFloatStr: `width` characters, as many decimals as fit.
+std::string float_str(double value, int width) {
+  int power = 0;
+  for (uint64_t v = 1; value >= double(v) && power < 40; v *= 10) power++;
+  if (power < width - 2) return fmt::format("{:{}.2f}", value, width);
+  if (power < width - 1) return fmt::format("{:{}.1f}", value, width);
+  if (power < width + 1) return fmt::format("{:{}.0f}", value, width);
+  return fmt::format("{:{}.1e}", value, width);
+}
+
+struct AlignedBuffer {
+  char* data = nullptr;
+  size_t bytes = 0;
+  void allocate(size_t n) {
+    bytes = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
+    data = static_cast<char*>(std::aligned_alloc(4096, bytes));
+    if (data) std::memset(data, 0, bytes);
+  }
+  ~AlignedBuffer() { std::free(data); }
 };
 
-// Everything one row needs, shared by the threads of a process.
-struct Row {
-  size_t count = 0;
-  ncclDataType_t type = ncclFloat;
-  ncclRedOp_t op = ncclSum;
-  int root = 0;
+struct Placement {
+  double time_us = 0, algbw = 0, busbw = 0;
+  long wrong = 0;
 };
 
 class Runner {
  public:
-  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer)
-      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), barrier_(o.threads) {}
+  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool)
+      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), threads_(o.threads),
+        nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
+        comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
+        send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr) {}
 
-  int run() {
+  bool main_printer() const { return world_.proc() == 0; }
+
+  void print(const std::string& s) {
+    if (!main_printer()) return;
+    std::fputs(s.c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  int run(const ncclUniqueId& id) {
+    id_ = id;
+    for (int t = 0; t < threads_; ++t) {
+      send_[size_t(t)].allocate(opt_.max_bytes);
+      recv_[size_t(t)].allocate(opt_.max_bytes);
+      if (!send_[size_t(t)].data || !recv_[size_t(t)].data) {
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, opt_.max_bytes);
+        world_.abort(2);
+      }
+    }
+    if (!mpi_peer_ && !opt_.parallel_init) {
+      // As nccl-tests: the main thread creates every local communicator in one group.
+      check(ncclGroupStart(), 0, "ncclGroupStart");
+      for (int t = 0; t < threads_; ++t)
+        check(ncclCommInitRank(&comms_[size_t(t)], nranks_, id_, rank_of(t)), rank_of(t), "ncclCommInitRank");
+      check(ncclGroupEnd(), 0, "ncclGroupEnd (communicator init)");
+    }
+    print_table_header();
+    std::thread watchdog;
+    if (opt_.timeout_s > 0) watchdog = std::thread([this] { watch(); });
     std::vector<std::thread> threads;
-    for (int t = 1; t < opt_.threads; ++t) threads.emplace_back([this, t] { thread_main(t); });
+    for (int t = 1; t < threads_; ++t) threads.emplace_back([this, t] { thread_main(t); });
     thread_main(0);
     for (auto& t : threads) t.join();
-    return failed_.load() ? 1 : 0;
+    done_.store(true);
+    if (watchdog.joinable()) watchdog.join();
+
+    const int errors = int(world_.sum(double(errors_.load())));
+    const double avg_bw = bw_count_ ? bw_sum_ / double(bw_count_) : 0.0;
+    print(fmt::format("# {:<20} : {} {}\n", "Out of bounds values", errors, errors ? "FAILED" : "OK"));
+    print(fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_bw));
+    print(fmt::format("#\n# Collective test concluded: {}\n#\n", tool_));
+    if (!opt_.json_file.empty() && main_printer()) write_json(errors, avg_bw);
+    return errors ? 1 : 0;
+  }
+
+  void set_header_json(std::string config, std::string devices, std::string args) {
+    json_config_ = std::move(config);
+    json_devices_ = std::move(devices);
+    json_args_ = std::move(args);
+    json_start_ = now_string();
   }
 
  private:
-  int nranks() const { return world_.procs() * opt_.threads; }
+  int rank_of(int thread) const { return world_.proc() * threads_ + thread; }
+
+  void check(ncclResult_t r, int rank, const char* what, ncclComm_t comm = nullptr) {
+    if (r == ncclSuccess) return;
+    const char* last = ncclGetLastError(comm);
+    fmt::print(stderr, "{}: rank {}: {} failed: {} ({}){}{}\n", tool_, rank, what, ncclGetErrorString(r), int(r),
+               last && *last ? ": " : "", last ? last : "");
+    std::fflush(stderr);
+    // A rank that cannot go on would leave its peers waiting: stop the job.
+    world_.abort(2);
+  }
 
   void thread_main(int thread) {
-    const int rank = world_.proc() * opt_.threads + thread;
-    ncclComm_t comm = nullptr;
-    if (!mpi_peer_) {
-      ncclResult_t r = ncclCommInitRank(&comm, nranks(), world_.unique_id(), rank);
-      if (r != ncclSuccess) return fatal(rank, "ncclCommInitRank", r, comm);
-    }
-    double bw_sum = 0;
-    long rows = 0, wrong_total = 0;
-    if (thread == 0 && world_.proc() == 0) print_table_header();
+    const int rank = rank_of(thread);
+    ncclComm_t& comm = comms_[size_t(thread)];
+    if (!mpi_peer_ && opt_.parallel_init) check(ncclCommInitRank(&comm, nranks_, id_, rank), rank, "ncclCommInitRank");
+    register_buffers(thread, true);
+    uint64_t rep = 0;
     for (ncclDataType_t type : opt_.types)
       for (ncclRedOp_t op : opt_.ops)
-        for (int root : opt_.roots)
-          for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = opt_.next(bytes)) {
-            Row row{bytes_to_count(bytes, type), type, op, root};
-            RowResult res[2];
-            for (int in_place = 0; in_place < 2; ++in_place)
-              if (!measure(rank, thread, comm, row, in_place, &res[in_place])) return;
-            if (thread == 0 && world_.proc() == 0) print_row(row, res);
-            bw_sum += res[0].busbw + res[1].busbw;
-            rows += 2;
-            wrong_total += res[0].wrong + res[1].wrong;
-            if (opt_.max_bytes == 0 || bytes >= opt_.max_bytes) break;
-          }
-    if (comm) ncclCommDestroy(comm);
-    if (thread == 0 && world_.proc() == 0) {
-      fmt::print("# Out of bounds values : {} {}\n", wrong_total, wrong_total ? "FAILED" : "OK");
-      fmt::print("# Avg bus bandwidth    : {:g} \n#\n\n", rows ? bw_sum / double(rows) : 0.0);
-      std::fflush(stdout);
+        for (int root : opt_.roots) {
+          sync(thread);
+          warm_up(thread, type, op, root);
+          for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle)
+            for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = opt_.next(bytes)) {
+              const size_t count = bytes / type_size(type);
+              const Counts c = bench_.counts(count, nranks_);
+              const size_t row_bytes = std::max(c.send, c.recv) * type_size(type);
+              Placement res[2];
+              for (int in_place = 0; in_place < 2; ++in_place)
+                res[in_place] = bench_time(thread, type, op, root, c, row_bytes, in_place, ++rep);
+              if (thread == 0) report_row(type, op, root, c, row_bytes, res);
+              if (opt_.max_bytes == 0) break;
+            }
+        }
+    sync(thread);
+    register_buffers(thread, false);
+    if (comm) check(ncclCommDestroy(comm), rank, "ncclCommDestroy");
+  }
+
+  void register_buffers(int thread, bool on) {
+    ncclComm_t comm = comms_[size_t(thread)];
+    if (!comm || !opt_.local_register) return;
+    const int rank = rank_of(thread);
+    void* bufs[2] = {send_[size_t(thread)].data, recv_[size_t(thread)].data};
+    void** handles[2] = {&send_handles_[size_t(thread)], &recv_handles_[size_t(thread)]};
+    for (int b = 0; b < 2; ++b) {
+      const size_t bytes = b == 0 ? send_[size_t(thread)].bytes : recv_[size_t(thread)].bytes;
+      if (opt_.local_register == 2) {
+        ncclWindow_t* win = reinterpret_cast<ncclWindow_t*>(handles[b]);
+        if (on) check(ncclCommWindowRegister(comm, bufs[b], bytes, win, NCCL_WIN_COLL_SYMMETRIC), rank,
+                      "ncclCommWindowRegister", comm);
+        else check(ncclCommWindowDeregister(comm, *win), rank, "ncclCommWindowDeregister", comm);
+      } else {
+        if (on) check(ncclCommRegister(comm, bufs[b], bytes, handles[b]), rank, "ncclCommRegister", comm);
+        else check(ncclCommDeregister(comm, *handles[b]), rank, "ncclCommDeregister", comm);
+      }
     }
-    if (wrong_total) failed_.store(true);
   }
 
-  size_t bytes_to_count(size_t bytes, ncclDataType_t type) const {
-    size_t esize = type_size(type);
-    return bytes / esize / size_t(bench_.size_divisor == 1 ? 1 : nranks());
+  // nccl-tests warms up every size from -b to -e doubling, out of place.
+  void warm_up(int thread, ncclDataType_t type, ncclRedOp_t op, int root) {
+    if (opt_.warmup == 0) return;
+    for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = bytes ? bytes * 2 : 1) {
+      const Counts c = bench_.counts(bytes / type_size(type), nranks_);
+      Call call = make_call(thread, type, op, root, c, false);
+      OpHolder holder(this, thread, type, &call);
+      for (int i = 0; i < opt_.warmup; ++i) launch(call);
+      if (bytes == 0 && opt_.max_bytes == 0) break;
+    }
   }
 
-  struct RowResult {
-    double time_us = 0, algbw = 0, busbw = 0;
-    long wrong = 0;
+  Call make_call(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, bool in_place) {
+    const size_t es = type_size(type);
+    const int rank = rank_of(thread);
+    char* send = send_[size_t(thread)].data;
+    char* recv = recv_[size_t(thread)].data;
+    if (in_place) {
+      send = recv + c.send_inplace_offset * size_t(rank) * es;
+      recv = recv + c.recv_inplace_offset * size_t(rank) * es;
+    }
+    return Call{send, recv, c.param, type, op, root, rank, nranks_, comms_[size_t(thread)]};
+  }
+
+  // mulsum: a PreMulSum op with this rank's scalar for the lifetime of a call set.
+  struct OpHolder {
+    OpHolder(Runner* r, int thread, ncclDataType_t type, Call* call) : runner(r), call_(call) {
+      if (call->op != kMulSum) return;
+      Data d(type, kMulSum, r->nranks_, 0);
+      uint64_t scalar = d.scalar_bits(call->rank);
+      r->check(ncclRedOpCreatePreMulSum(&call->op, &scalar, type, ncclScalarHostImmediate, call->comm), call->rank,
+               "ncclRedOpCreatePreMulSum", call->comm);
+      created = true;
+    }
+    ~OpHolder() {
+      if (created) runner->check(ncclRedOpDestroy(call_->op, call_->comm), call_->rank, "ncclRedOpDestroy", call_->comm);
+    }
+    Runner* runner;
+    Call* call_;
+    bool created = false;
   };
 
-  // Times one placement and checks its data; false on a fatal error.
-  bool measure(int rank, int thread, ncclComm_t comm, const Row& row, bool in_place, RowResult* out) {
-    const int n = nranks();
-    const Shape shape = bench_.shape(n);
-    const size_t esize = type_size(row.type);
-    RankBuffers buf;
-    buf.send_storage.resize(std::max<size_t>(1, shape.send_blocks * row.count * esize));
-    buf.recv_storage.resize(std::max<size_t>(1, shape.recv_blocks * row.count * esize));
-    buf.send = buf.send_storage.data();
-    buf.recv = buf.recv_storage.data();
-    if (in_place) {
-      if (shape.send_inside_recv) buf.send = buf.recv + size_t(rank) * row.count * esize;
-      else if (shape.recv_inside_send) buf.recv = buf.send + size_t(rank) * row.count * esize;
-      else buf.send = buf.recv;
-    }
-    const ncclRedOp_t value_op = bench_.reduces ? row.op : ncclNumOps;  // ncclNumOps: plain copy pattern
-    auto input = [&](int r, size_t i) { return input_value(row.type, value_op, r, n, i); };
-    auto fill = [&] {
-      std::fill(buf.recv_storage.begin(), buf.recv_storage.end(), char(0x5a));
-      for (size_t i = 0; i < shape.send_blocks * row.count; ++i) store(row.type, buf.send, i, input(rank, i));
-    };
-    Call call{buf.send, buf.recv, row.count, row.type, row.op, row.root, rank, n, comm};
-    auto run_once = [&]() -> bool {
-      ncclResult_t r = bench_.run(call);
-      if (r != ncclSuccess) {
-        fatal(rank, bench_.name.c_str(), r, comm);
-        return false;
-      }
-      return true;
-    };
+  void launch(const Call& call) {
+    check(bench_.run(call), call.rank, bench_.name.c_str(), call.comm);
+    progress_.fetch_add(1, std::memory_order_relaxed);
+  }
 
-    fill();
-    for (int i = 0; i < opt_.warmup; ++i)
-      if (!run_once()) return false;
+  Placement bench_time(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
+                       bool in_place, uint64_t rep) {
+    const int rank = rank_of(thread);
+    const int data_op = bench_.reduces ? int(op) : kCopy;
+    Call call = make_call(thread, type, op, root, c, in_place);
+    OpHolder holder(this, thread, type, &call);
+    if (opt_.check) Data(type, data_op, nranks_, 99).fill(const_cast<void*>(call.send), rank, 0, c.send);
+
+    launch(call);  // untimed: connections, first touch
     sync(thread);
-    auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     for (int i = 0; i < opt_.iters; ++i) {
-      if (opt_.agg > 1 && comm) ncclGroupStart();
-      for (int a = 0; a < opt_.agg; ++a)
-        if (!run_once()) return false;
-      if (opt_.agg > 1 && comm) ncclGroupEnd();
-    }
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                double(std::max(1, opt_.iters * opt_.agg));
-    out->time_us = reduce_time(thread, us);
-
-    const double bytes = double(row.count) * double(type_size(row.type)) * (bench_.size_divisor == 1 ? 1 : n);
-    out->algbw = out->time_us > 0 ? bytes / 1e3 / out->time_us : 0;
-    out->busbw = out->algbw * bench_.bus_factor(n);
-
-    out->wrong = -1;
-    if (opt_.check) {
-      fill();
-      if (!run_once()) return false;
-      long wrong = 0;
-      for (size_t i = 0; i < shape.recv_blocks * row.count; ++i) {
-        double want = 0;
-        if (!bench_.expected(rank, n, row.root, row.count, i, row.op, input, &want)) continue;
-        wrong += !equal_stored(row.type, buf.recv, i, want);
+      if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
+      for (int a = 0; a < opt_.agg; ++a) {
+        launch(call);
+        if (opt_.blocking) sync(thread);
       }
-      out->wrong = sum_wrong(thread, wrong);
+      if (opt_.agg > 1 && call.comm) check(ncclGroupEnd(), rank, "ncclGroupEnd", call.comm);
     }
-    return true;
+    const double seconds =
+        std::chrono::duration<double>(Clock::now() - start).count() / double(opt_.iters * opt_.agg);
+    Placement out;
+    const double sec = combine(thread, seconds, opt_.average);
+    out.time_us = sec * 1e6;
+    out.algbw = sec > 0 ? double(row_bytes) / 1e9 / sec : 0;
+    out.busbw = nranks_ > 0 ? out.algbw * bench_.bus_factor(nranks_) : 0;
+    sync(thread);
+
+    for (int k = 0; k < opt_.check; ++k) {
+      const Data data(type, data_op, nranks_, rep * 1000003 + uint64_t(k));
+      char* recv = static_cast<char*>(call.recv);
+      const size_t es = type_size(type);
+      // Poison what the call writes, then lay the inputs (in place they may overlap).
+      std::memset(recv, 0xa5, c.recv * es);
+      data.fill(const_cast<void*>(call.send), rank, 0, c.send);
+      sync(thread);
+      launch(call);
+      long wrong = 0;
+      uint64_t want = 0;
+      for (size_t i = 0; i < c.recv; ++i)
+        if (bench_.expected(rank, nranks_, root, c.param, i, data, &want) && !data.matches(load(type, recv, i), want))
+          ++wrong;
+      if (wrong) errors_.fetch_add(1);
+      out.wrong = long(combine(thread, double(wrong), 4));
+      if (out.wrong) break;
+    }
+    if (!opt_.check) out.wrong = -1;
+    return out;
   }
 
   void sync(int thread) {
@@ -170,134 +310,226 @@ class Runner {
     barrier_.arrive_and_wait();
   }
 
-  // Combines per-rank times per -a (0 rank 0, 1 average, 2 min, 3 max).
-  double reduce_time(int thread, double us) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (thread_count_ == 0) {
-        t_sum_ = 0;
-        t_min_ = 1e300;
-        t_max_ = 0;
-        t_rank0_ = 0;
+  // Over all ranks: 0 rank 0's value, 1 mean, 2 min, 3 max, 4 sum.
+  double combine(int thread, double v, int how) {
+    slots_[size_t(thread)] = v;
+    barrier_.arrive_and_wait();
+    if (thread == 0) {
+      double sum = 0, mn = slots_[0], mx = slots_[0];
+      for (double s : slots_) {
+        sum += s;
+        mn = std::min(mn, s);
+        mx = std::max(mx, s);
       }
-      t_sum_ += us;
-      t_min_ = std::min(t_min_, us);
-      t_max_ = std::max(t_max_, us);
-      if (thread == 0) t_rank0_ = us;
-      ++thread_count_;
+      switch (how) {
+        case 0: result_ = world_.broadcast_from_zero(slots_[0]); break;
+        case 2: result_ = world_.min(mn); break;
+        case 3: result_ = world_.max(mx); break;
+        case 4: result_ = world_.sum(sum); break;
+        default: result_ = world_.sum(sum) / double(nranks_); break;
+      }
     }
     barrier_.arrive_and_wait();
-    if (thread == 0) {
-      thread_count_ = 0;
-      double sum = world_.sum(t_sum_), mn = world_.min(t_min_), mx = world_.max(t_max_);
-      double r0 = world_.broadcast_from_zero(t_rank0_);
-      shared_result_ = opt_.average == 0 ? r0 : opt_.average == 2 ? mn : opt_.average == 3 ? mx : sum / nranks();
+    return result_;
+  }
+
+  void print_table_header() {
+    const std::string time = opt_.cputime ? "cputime" : "time";
+    const char* ts_label = opt_.timestamps ? "timestamp" : "";
+    const char* ts_fmt = opt_.timestamps ? "%Y-%m-%d %H:%M:%S" : "";
+    const int ts_pad = opt_.timestamps ? 19 : 0;
+    std::string s = "#\n";
+    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
+                     "", "", "", "", "");
+    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
+                     "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
+                     "busbw", "#wrong", ts_label, ts_pad);
+    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
+                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+                     ts_fmt, ts_pad);
+    print(s);
+  }
+
+  void report_row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
+                  const Placement res[2]) {
+    const char* op_col = bench_.reduces ? op_name(op) : "none";
+    std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row_bytes, c.param, type_name(type), op_col, root);
+    std::string json = fmt::format(R"({{"size": {}, "count": {}, "type": "{}", "redop": "{}", "root": "{:>6}")",
+                                   row_bytes, c.param, type_name(type), op_col, root);
+    for (int p = 0; p < 2; ++p) {
+      const Placement& r = res[p];
+      line += fmt::format("  {}  {}  {}", float_str(r.time_us, 7), float_str(r.algbw, 6), float_str(r.busbw, 6));
+      line += r.wrong < 0 ? std::string("    N/A") : fmt::format("  {:6g}", double(r.wrong));
+      json += fmt::format(R"(, "{}": {{"{}": {}, "alg_bw": {}, "bus_bw": {}, "nwrong": {}}})",
+                          p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time", r.time_us,
+                          r.algbw, r.busbw, r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
+      bw_sum_ += r.busbw;
+      ++bw_count_;
     }
-    barrier_.arrive_and_wait();
-    return shared_result_;
+    if (opt_.timestamps) line += fmt::format("{:>21}", now_string());
+    json += fmt::format(R"(, "actual_iterations": {}, "experiment_name": ""}})", opt_.iters);
+    json_rows_.push_back(json);
+    print(line + "\n");
   }
 
-  long sum_wrong(int thread, long wrong) {
-    wrong_acc_.fetch_add(wrong);
-    barrier_.arrive_and_wait();
-    if (thread == 0) {
-      shared_wrong_ = long(world_.sum(double(wrong_acc_.load())));
-      wrong_acc_.store(0);
+  void write_json(int errors, double avg_bw) {
+    std::string path = opt_.json_file;
+    FILE* f = std::fopen(path.c_str(), "wx");
+    for (int k = 0; !f && errno == EEXIST && k < 1000; ++k) {
+      path = fmt::format("{}.{}", opt_.json_file, k);
+      f = std::fopen(path.c_str(), "wx");
     }
-    barrier_.arrive_and_wait();
-    return shared_wrong_;
+    if (!f) {
+      std::printf("# skipping json output; %s not accessible\n", opt_.json_file.c_str());
+      return;
+    }
+    int version = 0;
+    ncclGetVersion(&version);
+    std::string s = fmt::format(R"({{"version": 1, "start_time": "{}", "args": [{}], "nccl_version": {}, )",
+                                json_start_, json_args_, version);
+    s += fmt::format(R"("config": {}, "devices": [{}], "results": [)", json_config_, json_devices_);
+    for (size_t i = 0; i < json_rows_.size(); ++i) s += (i ? ", " : "") + json_rows_[i];
+    s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");
+    s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": "unchecked"}}, "errors": [], )", avg_bw);
+    s += fmt::format(R"("end_time": "{}"}})", now_string());
+    s += "\n";
+    std::fputs(s.c_str(), f);
+    std::fclose(f);
+    std::printf("# Wrote JSON output to %s\n", path.c_str());
   }
 
-  void fatal(int rank, const char* what, ncclResult_t r, ncclComm_t comm) {
-    fmt::print(stderr, "{}: rank {}: {} failed: {} ({})\n", bench_.name, rank, what, ncclGetErrorString(r),
-               ncclGetLastError(comm));
-    std::fflush(stderr);
-    // A rank that cannot go on would leave its peers waiting: stop the job.
-    world_.abort(2);
-  }
-
-  void print_table_header() const {
-    fmt::print("#\n# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:^31}  {:^31}\n", "", "", "", "", "", "out-of-place",
-               "in-place");
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
-               "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-               "#wrong");
-    fmt::print("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}\n",
-               "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    std::fflush(stdout);
-  }
-
-  void print_row(const Row& row, const RowResult res[2]) const {
-    const int n = nranks();
-    size_t elems = row.count * size_t(bench_.size_divisor == 1 ? 1 : n);
-    std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", elems * type_size(row.type), elems,
-                                   type_name(row.type), bench_.reduces ? op_name(row.op) : "none",
-                                   bench_.rooted ? row.root : -1);
-    for (int p = 0; p < 2; ++p)
-      line += fmt::format("  {:>7}  {:>6.2f}  {:>6.2f}  {:>6}", format_time(res[p].time_us), res[p].algbw,
-                          res[p].busbw, res[p].wrong < 0 ? std::string("N/A") : std::to_string(res[p].wrong));
-    fmt::print("{}\n", line);
-    std::fflush(stdout);
-  }
-
-  static std::string format_time(double us) {
-    if (us >= 1e7) return fmt::format("{:.2e}", us);
-    if (us >= 1e4) return fmt::format("{:.0f}", us);
-    if (us >= 100) return fmt::format("{:.1f}", us);
-    return fmt::format("{:.2f}", us);
+  // -T: no call completed for timeout_s seconds: report and stop the job.
+  void watch() {
+    uint64_t last = progress_.load();
+    auto since = Clock::now();
+    while (!done_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const uint64_t now = progress_.load();
+      if (now != last) {
+        last = now;
+        since = Clock::now();
+      } else if (Clock::now() - since > std::chrono::seconds(opt_.timeout_s)) {
+        std::printf("%s: Test timeout (%ds)\n", hostname().c_str(), opt_.timeout_s);
+        std::fflush(stdout);
+        for (ncclComm_t comm : comms_)
+          if (comm) ncclCommAbort(comm);
+        world_.abort(3);
+      }
+    }
   }
 
   const Options& opt_;
   const Benchmark& bench_;
   World& world_;
   const bool mpi_peer_;
+  const std::string tool_;
+  const int threads_, nranks_;
+  ncclUniqueId id_{};
   std::barrier<> barrier_;
-  std::mutex mutex_;
-  int thread_count_ = 0;
-  double t_sum_ = 0, t_min_ = 0, t_max_ = 0, t_rank0_ = 0, shared_result_ = 0;
-  std::atomic<long> wrong_acc_{0};
-  long shared_wrong_ = 0;
-  std::atomic<bool> failed_{false};
+  std::vector<double> slots_;
+  double result_ = 0;
+  std::vector<ncclComm_t> comms_;
+  std::vector<AlignedBuffer> send_, recv_;
+  std::vector<void*> send_handles_, recv_handles_;
+  std::atomic<long> errors_{0};
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<bool> done_{false};
+  double bw_sum_ = 0;
+  long bw_count_ = 0;
+  std::vector<std::string> json_rows_;
+  std::string json_config_ = "{}", json_devices_, json_args_, json_start_;
 };
+
+std::string basename_of(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
 
 }  // namespace
 
-double reduce_over_ranks(int nranks, ncclRedOp_t op, const std::function<double(int)>& input) {
-  double acc = input(0);
-  for (int k = 1; k < nranks; ++k) {
-    double v = input(k);
-    switch (op) {
-      case ncclSum: case ncclAvg: acc += v; break;
-      case ncclProd: acc *= v; break;
-      case ncclMax: acc = std::max(acc, v); break;
-      case ncclMin: acc = std::min(acc, v); break;
-      default: break;
-    }
-  }
-  return op == ncclAvg ? acc / nranks : acc;
-}
-
 int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
+  setlinebuf(stdout);
+  const std::string tool = basename_of(argv[0]);
+  std::string json_args;
+  for (int i = 0; i < argc; ++i) json_args += fmt::format("{}\"{}\"", i ? ", " : "", json_escape(argv[i]));
+
   Options opt;
   std::string error;
-  if (!parse_options(argc, argv, bench, mpi_peer, &opt, &error)) {
-    fmt::print(stderr, "{}: {}\n", argv[0], error);
+  bool help = false;
+  if (!parse_options(argc, argv, bench, mpi_peer, &opt, &error, &help)) {
+    if (help) {
+      std::printf("%s", usage());
+      return 0;
+    }
+    fmt::print(stderr, "{}: {}\n", tool, error);
     return 2;
   }
   std::unique_ptr<World> world = make_world(&argc, &argv, mpi_peer);
   if (!world) return 2;
   const int nranks = world->procs() * opt.threads;
-  if (bench.rooted) expand_roots(&opt, nranks);
+  expand_roots(&opt, bench, nranks);
   for (int root : opt.roots)
-    if (bench.rooted && (root < 0 || root >= nranks)) {
-      if (world->proc() == 0) fmt::print(stderr, "{}: root {} out of range for {} ranks\n", argv[0], root, nranks);
-      return 2;
+    if (bench.rooted && root >= nranks) {
+      if (world->proc() == 0) fmt::print(stderr, "{}: root {} out of range for {} ranks\n", tool, root, nranks);
+      return world->finish(2);
     }
-  if (!world->setup_unique_id()) return 2;
-  if (world->proc() == 0) print_header(opt, bench, *world);
-  world->print_devices(opt.threads);
-  Runner runner(opt, bench, *world, mpi_peer);
-  int rc = runner.run();
+
+  int version = 0;
+  if (!mpi_peer) ncclGetVersion(&version);
+  Runner runner(opt, bench, *world, mpi_peer, tool);
+  std::string head;
+  head += fmt::format("# nccl-tests version braid-perf nccl-headers={} nccl-library={}\n", NCCL_VERSION_CODE, version);
+  head += fmt::format("# Collective test starting: {}\n", tool);
+  head += fmt::format(
+      "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
+      "validation: {} graph: {}\n",
+      opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes, opt.step_factor > 1 ? opt.step_factor : opt.step_bytes,
+      opt.step_factor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, opt.agg, opt.check, opt.graph);
+  if (opt.blocking) head += "# Blocking Enabled: wait for completion and barrier after each collective \n";
+  if (opt.parallel_init) head += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
+  for (const std::string& note : opt.notes) head += "# " + note + "\n";
+  head += "#\n# Using devices\n";
+  std::string lines, json_devices;
+  const std::string host = hostname();
+  for (int t = 0; t < opt.threads; ++t)
+    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {:2} [cpu] host\n",
+                         world->proc() * opt.threads + t, 0, getpid(), host, t);
+  const std::string all_lines = world->gather_text(lines);
+  if (world->proc() == 0) {
+    std::fputs((head + all_lines).c_str(), stdout);
+    std::fflush(stdout);
+    int rank = 0, pid = 0, dev = 0, group = 0;
+    char hostbuf[256];
+    for (size_t pos = 0; pos < all_lines.size();) {
+      size_t end = all_lines.find('\n', pos);
+      if (end == std::string::npos) end = all_lines.size();
+      if (std::sscanf(all_lines.substr(pos, end - pos).c_str(), "#  Rank %d Group %d Pid %d on %255s device %d", &rank,
+                      &group, &pid, hostbuf, &dev) == 5)
+        json_devices += fmt::format(
+            R"({}{{"rank": {}, "group": {}, "pid": {}, "hostname": "{}", "device": {}, "device_hex": "cpu", "device_info": "host"}})",
+            json_devices.empty() ? "" : ", ", rank, group, pid, json_escape(hostbuf), dev);
+      pos = end + 1;
+    }
+  }
+  runner.set_header_json(
+      fmt::format(R"({{"nthreads": {}, "ngpus": {}, "minimum_bytes": {}, "maximum_bytes": {}, "{}": {}, )"
+                  R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
+                  R"("graph": {}, "blocking_collectives": {}, "parallel_init": {}}})",
+                  opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes,
+                  opt.step_factor > 1 ? "step_factor" : "step_bytes",
+                  opt.step_factor > 1 ? opt.step_factor : opt.step_bytes, opt.warmup, opt.iters, opt.agg, opt.check,
+                  opt.graph, opt.blocking ? "true" : "false", opt.parallel_init ? "true" : "false"),
+      json_devices, json_args);
+
+  ncclUniqueId id{};
+  if (!world->share_unique_id(&id)) return world->finish(2);
+  int rc = runner.run(id);
+  if (world->proc() == 0) {
+    const char* last = mpi_peer ? nullptr : ncclGetLastError(nullptr);
+    if (last && *last) std::printf("# error: %s\n", last);
+    else std::printf("\n");
+    std::fflush(stdout);
+  }
   return world->finish(rc);
 }
 

@@ -3,25 +3,28 @@
 #include <fmt/format.h>
 #include <getopt.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #include "perf/values.h"
-#include "perf/world.h"
 
 namespace perf {
 namespace {
 
-// "64M" -> 67108864 (K, M, G suffixes, powers of 1024 like nccl-tests).
+// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
 bool parse_size(const char* text, size_t* out) {
   char* end = nullptr;
   double v = std::strtod(text, &end);
   if (end == text || v < 0) return false;
+  while (*end == ' ') ++end;
   switch (*end) {
     case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
+    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
     case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
     default: break;
   }
+  if (*end == 'B' || *end == 'b') ++end;
   if (*end) return false;
   *out = size_t(v);
   return true;
@@ -35,108 +38,183 @@ bool parse_int(const char* text, int* out) {
   return true;
 }
 
-const char* kUsage =
-    "usage: [-t,--nthreads <n>] [-g,--ngpus 1] [-b,--minbytes <size>] [-e,--maxbytes <size>]\n"
-    "       [-i,--stepbytes <size>] [-f,--stepfactor <f>] [-n,--iters <n>] [-w,--warmup_iters <n>]\n"
-    "       [-m,--agg_iters <n>] [-c,--check <0/1>] [-o,--op <sum/prod/min/max/avg/all>]\n"
-    "       [-d,--datatype <type/all>] [-r,--root <root/all>] [-a,--average <0/1/2/3>]\n"
-    "       [-z,--blocking <0/1>] [-G,--cudagraph <0>] [-C,--report_cputime <0/1>] [-h,--help]";
-
 }  // namespace
 
-bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Options* o, std::string* error) {
+const char* usage() {
+  return "USAGE: <tool>\n"
+         "\t[-t,--nthreads <num threads>] \n"
+         "\t[-g,--ngpus <gpus per thread>] (1: host buffers, one rank per thread)\n"
+         "\t[-b,--minbytes <min size in bytes>] \n"
+         "\t[-e,--maxbytes <max size in bytes>] \n"
+         "\t[-i,--stepbytes <increment size>] \n"
+         "\t[-f,--stepfactor <increment factor>] \n"
+         "\t[-n,--iters <iteration count>] \n"
+         "\t[-m,--agg_iters <aggregated iteration count>] \n"
+         "\t[-w,--warmup_iters <warmup iteration count>] \n"
+         "\t[-N,--run_cycles <cycle count> run & print each cycle (default: 1; 0=infinite)] \n"
+         "\t[-p,--parallel_init <0/1>] \n"
+         "\t[-c,--check <check iteration count>] \n"
+         "\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] \n"
+         "\t[-d,--datatype <nccltype/all>] \n"
+         "\t[-r,--root <root> (-1: every rank)] \n"
+         "\t[-z,--blocking <0/1>] \n"
+         "\t[-y,--stream_null <0/1>] \n"
+         "\t[-T,--timeout <time in seconds>] \n"
+         "\t[-G,--cudagraph <num graph launches>] (not used with host buffers)\n"
+         "\t[-C,--report_cputime <0/1>] \n"
+         "\t[-S,--report_timestamps <0/1> report timestamps (default 0)] \n"
+         "\t[-J,--output_file <file> write output to filepath (json)] \n"
+         "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
+         "\t[-R,--local_register <0/1/2> enable local (1) or symmetric (2) buffer registration] \n"
+         "\t[-h,--help]\n";
+}
+
+bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Options* o, std::string* error,
+                   bool* help) {
   static const option long_opts[] = {
-      {"nthreads", required_argument, nullptr, 't'},   {"ngpus", required_argument, nullptr, 'g'},
-      {"minbytes", required_argument, nullptr, 'b'},   {"maxbytes", required_argument, nullptr, 'e'},
-      {"stepbytes", required_argument, nullptr, 'i'},  {"stepfactor", required_argument, nullptr, 'f'},
-      {"iters", required_argument, nullptr, 'n'},      {"warmup_iters", required_argument, nullptr, 'w'},
-      {"agg_iters", required_argument, nullptr, 'm'},  {"check", required_argument, nullptr, 'c'},
-      {"op", required_argument, nullptr, 'o'},         {"datatype", required_argument, nullptr, 'd'},
-      {"root", required_argument, nullptr, 'r'},       {"average", required_argument, nullptr, 'a'},
-      {"blocking", required_argument, nullptr, 'z'},   {"cudagraph", required_argument, nullptr, 'G'},
-      {"report_cputime", required_argument, nullptr, 'C'}, {"parallel_init", required_argument, nullptr, 'p'},
-      {"local_register", required_argument, nullptr, 'R'}, {"help", no_argument, nullptr, 'h'},
+      {"nthreads", required_argument, nullptr, 't'},
+      {"ngpus", required_argument, nullptr, 'g'},
+      {"minbytes", required_argument, nullptr, 'b'},
+      {"maxbytes", required_argument, nullptr, 'e'},
+      {"stepbytes", required_argument, nullptr, 'i'},
+      {"stepfactor", required_argument, nullptr, 'f'},
+      {"iters", required_argument, nullptr, 'n'},
+      {"agg_iters", required_argument, nullptr, 'm'},
+      {"warmup_iters", required_argument, nullptr, 'w'},
+      {"run_cycles", required_argument, nullptr, 'N'},
+      {"parallel_init", required_argument, nullptr, 'p'},
+      {"check", required_argument, nullptr, 'c'},
+      {"op", required_argument, nullptr, 'o'},
+      {"datatype", required_argument, nullptr, 'd'},
+      {"root", required_argument, nullptr, 'r'},
+      {"blocking", required_argument, nullptr, 'z'},
+      {"stream_null", required_argument, nullptr, 'y'},
+      {"timeout", required_argument, nullptr, 'T'},
+      {"cudagraph", required_argument, nullptr, 'G'},
+      {"report_cputime", required_argument, nullptr, 'C'},
+      {"report_timestamps", required_argument, nullptr, 'S'},
+      {"output_file", required_argument, nullptr, 'J'},
+      {"average", required_argument, nullptr, 'a'},
+      {"local_register", required_argument, nullptr, 'R'},
+      {"cta_policy", required_argument, nullptr, 'x'},
+      {"device_implementation", required_argument, nullptr, 'D'},
+      {"device_cta_count", required_argument, nullptr, 'V'},
+      {"memory", required_argument, nullptr, 'M'},
+      {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
-  int c, ignored;
-  bool ok = true;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:m:c:o:d:r:a:z:G:C:p:R:h", long_opts, nullptr)) != -1) {
+  opterr = 0;
+  *help = false;
+  int c, scratch = 0;
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:", long_opts,
+                          nullptr)) != -1) {
+    bool ok = true;
     switch (c) {
       case 't': ok = parse_int(optarg, &o->threads) && o->threads >= 1; break;
       case 'g': ok = parse_int(optarg, &o->gpus); break;
       case 'b': ok = parse_size(optarg, &o->min_bytes); break;
       case 'e': ok = parse_size(optarg, &o->max_bytes); break;
-      case 'i': ok = parse_size(optarg, &o->step_bytes); o->step_factor = 1; break;
-      case 'f': o->step_factor = std::strtod(optarg, nullptr); ok = o->step_factor >= 1; break;
-      case 'n': ok = parse_int(optarg, &o->iters) && o->iters >= 0; break;
-      case 'w': ok = parse_int(optarg, &o->warmup) && o->warmup >= 0; break;
+      case 'i': ok = parse_size(optarg, &o->step_bytes); break;
+      case 'f': ok = parse_int(optarg, &scratch) && scratch >= 0; o->step_factor = size_t(scratch); break;
+      case 'n': ok = parse_int(optarg, &o->iters) && o->iters >= 1; break;
       case 'm': ok = parse_int(optarg, &o->agg) && o->agg >= 1; break;
-      case 'c': ok = parse_int(optarg, &o->check); break;
+      case 'w': ok = parse_int(optarg, &o->warmup) && o->warmup >= 0; break;
+      case 'N': ok = parse_int(optarg, &o->cycles) && o->cycles >= 0; break;
+      case 'p': ok = parse_int(optarg, &o->parallel_init); break;
+      case 'c': ok = parse_int(optarg, &o->check) && o->check >= 0; break;
       case 'o': o->op_arg = optarg; break;
       case 'd': o->type_arg = optarg; break;
       case 'r':
-        if (std::string(optarg) == "all") o->all_roots = true;
-        else ok = parse_int(optarg, &o->root_arg);
+        if (std::string(optarg) == "all") o->root_arg = -1;
+        else ok = parse_int(optarg, &o->root_arg) && o->root_arg >= -1;
         break;
-      case 'a': ok = parse_int(optarg, &o->average) && o->average >= 0 && o->average <= 3; break;
       case 'z': ok = parse_int(optarg, &o->blocking); break;
-      case 'G': ok = parse_int(optarg, &o->graph); break;
-      case 'C': case 'p': case 'R': ok = parse_int(optarg, &ignored); break;
-      case 'h': *error = kUsage; return false;
-      default: *error = kUsage; return false;
+      case 'y': ok = parse_int(optarg, &scratch); break;  // no streams on the host backend
+      case 'T': ok = parse_int(optarg, &o->timeout_s) && o->timeout_s >= 0; break;
+      case 'G': ok = parse_int(optarg, &o->graph) && o->graph >= 0; break;
+      case 'C': ok = parse_int(optarg, &o->cputime); break;
+      case 'S': ok = parse_int(optarg, &o->timestamps); break;
+      case 'J': o->json_file = optarg; break;
+      case 'a': ok = parse_int(optarg, &o->average) && o->average >= 0 && o->average <= 3; break;
+      case 'R': ok = parse_int(optarg, &o->local_register) && o->local_register >= 0 && o->local_register <= 2; break;
+      case 'x': case 'V': case 'M':
+        ok = parse_int(optarg, &scratch);
+        o->notes.push_back(fmt::format("-{} {}: GPU-only option, ignored", char(c), optarg));
+        break;
+      case 'D':
+        ok = parse_int(optarg, &scratch);
+        if (ok && scratch != 0) {
+          *error = "-D: device implementations need GPU buffers; the perf tools use host buffers (use -D 0)";
+          return false;
+        }
+        break;
+      case 'h': *help = true; return false;
+      default:
+        *error = fmt::format("invalid option '{}'\n{}", argv[optind - 1], usage());
+        return false;
     }
     if (!ok) {
-      *error = fmt::format("bad value '{}' for -{}\n{}", optarg ? optarg : "", char(c), kUsage);
+      *error = fmt::format("bad value '{}' for -{}", optarg ? optarg : "", char(c));
       return false;
     }
   }
-  if (o->gpus != 1) {
-    *error = "-g: the host backend runs one rank per thread; use -t for more ranks per process";
+  if (optind < argc) {
+    *error = fmt::format("unexpected argument '{}'", argv[optind]);
     return false;
   }
-  if (o->graph != 0) {
-    *error = "-G: CUDA graphs need the CUDA backend; the host backend supports -G 0 only";
+  if (o->gpus != 1) {
+    *error = fmt::format(
+        "-g {}: braid's perf tools drive host buffers, one rank per thread; only -g 1 is supported "
+        "(use -t <ranks> for more ranks per process, or mpirun -np <procs>)",
+        o->gpus);
     return false;
+  }
+  if (o->graph > 0) {
+    o->notes.push_back(fmt::format("-G {}: CUDA graphs do not apply to host buffers; timing plain launches", o->graph));
+    o->graph = 0;
   }
   if (mpi_peer && o->threads != 1) {
     *error = "-t: the MPI peer tool runs one rank per process (launch more with mpirun -np)";
     return false;
   }
+  if (mpi_peer && o->local_register) o->local_register = 0;
   if (o->min_bytes > o->max_bytes) {
-    *error = fmt::format("-b {} is larger than -e {}", o->min_bytes, o->max_bytes);
+    *error = fmt::format("invalid sizes for 'minbytes' and 'maxbytes': {} > {}", o->min_bytes, o->max_bytes);
     return false;
   }
   if (!parse_types(o->type_arg, mpi_peer, &o->types)) {
-    *error = fmt::format("-d {}: unknown or unsupported datatype", o->type_arg);
+    *error = fmt::format("-d {}: unknown datatype{}", o->type_arg,
+                         mpi_peer ? " (or none MPI has: int8, uint8, int32, uint32, int64, uint64, float, double)" : "");
     return false;
   }
   o->ops = {ncclSum};
-  if (b.reduces && !parse_ops(o->op_arg, &o->ops)) {
-    *error = fmt::format("-o {}: unknown reduction (sum, prod, min, max, avg, all)", o->op_arg);
-    return false;
+  if (b.reduces) {
+    if (!parse_ops(o->op_arg, &o->ops)) {
+      *error = fmt::format("-o {}: unknown reduction (sum, prod, min, max, avg, mulsum, all)", o->op_arg);
+      return false;
+    }
+    if (mpi_peer) {
+      o->ops.erase(std::remove_if(o->ops.begin(), o->ops.end(),
+                                  [](ncclRedOp_t op) { return op == ncclAvg || op == kMulSum; }),
+                   o->ops.end());
+      if (o->ops.empty()) {
+        *error = fmt::format("-o {}: MPI has no such predefined reduction", o->op_arg);
+        return false;
+      }
+    }
   }
-  if (mpi_peer && std::find(o->ops.begin(), o->ops.end(), ncclAvg) != o->ops.end()) {
-    *error = "-o avg: MPI has no average reduction";
-    return false;
-  }
-  o->roots = {b.rooted ? o->root_arg : -1};
   return true;
 }
 
-void expand_roots(Options* o, int nranks) {
-  if (!o->all_roots) return;
+void expand_roots(Options* o, const Benchmark& b, int nranks) {
   o->roots.clear();
-  for (int r = 0; r < nranks; ++r) o->roots.push_back(r);
-}
-
-void print_header(const Options& o, const Benchmark& b, const World& w) {
-  fmt::print("# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
-             "validation: {} graph: {}\n#\n",
-             o.threads, o.gpus, o.min_bytes, o.max_bytes,
-             o.step_factor > 1 ? fmt::format("{:g}", o.step_factor) : std::to_string(o.step_bytes),
-             o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.agg, o.check, o.graph);
-  fmt::print("# Using devices\n");
-  std::fflush(stdout);
+  if (!b.rooted) {
+    o->roots.push_back(-1);
+  } else if (o->root_arg == -1) {
+    for (int r = 0; r < nranks; ++r) o->roots.push_back(r);
+  } else {
+    o->roots.push_back(o->root_arg);
+  }
 }
 
 }  // namespace perf

@@ -1,4 +1,4 @@
-// nccl-tests' command-line flags.
+// nccl-tests' command-line flags (same letters, long names and defaults).
 #pragma once
 
 #include <cstddef>
@@ -11,35 +11,44 @@
 namespace perf {
 
 struct Options {
-  int threads = 1;           // -t
-  int gpus = 1;              // -g (host backend: 1)
+  int threads = 1;  // -t
+  int gpus = 1;     // -g (host buffers: one rank per thread)
   size_t min_bytes = 32 * 1024 * 1024, max_bytes = 32 * 1024 * 1024;  // -b, -e
   size_t step_bytes = 1024 * 1024;  // -i
-  double step_factor = 1;    // -f (when > 1 it wins over -i)
-  int iters = 20;            // -n
-  int warmup = 1;            // -w
-  int agg = 1;               // -m
-  int check = 1;             // -c
-  int average = 1;           // -a
-  int blocking = 1;          // -z
-  int graph = 0;             // -G
+  size_t step_factor = 1;           // -f (when > 1 it wins over -i)
+  int iters = 20;                   // -n
+  int warmup = 1;                   // -w
+  int agg = 1;                      // -m
+  int cycles = 1;                   // -N (0: forever)
+  int check = 1;                    // -c (check iterations)
+  int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
+  int blocking = 0;                 // -z
+  int parallel_init = 0;            // -p
+  int graph = 0;                    // -G (ignored: no CUDA graphs on host buffers)
+  int cputime = 0;                  // -C
+  int timestamps = 0;               // -S
+  int local_register = 0;           // -R (1 ncclCommRegister, 2 symmetric window)
+  int timeout_s = 0;                // -T
+  std::string json_file;            // -J
   std::string op_arg = "sum", type_arg = "float";
+  int root_arg = 0;                 // -r (-1: every rank in turn)
   std::vector<ncclDataType_t> types;
   std::vector<ncclRedOp_t> ops;
-  std::vector<int> roots;    // -r (all: every rank)
-  int root_arg = 0;
-  bool all_roots = false;
+  std::vector<int> roots;
+  std::vector<std::string> notes;   // "# ..." lines for flags accepted but without effect
 
-  // The next size in the sweep; returns a value > max_bytes when done.
+  // The next size of the sweep; > max_bytes when done.
   size_t next(size_t bytes) const {
-    size_t n = step_factor > 1 ? size_t(double(bytes) * step_factor) : bytes + step_bytes;
+    size_t n = step_factor > 1 ? (bytes ? bytes * step_factor : 1) : bytes + step_bytes;
     return n > bytes ? n : max_bytes + 1;
   }
 };
 
-void print_header(const Options& o, const Benchmark& b, const class World& w);
-bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Options* out, std::string* error);
-// After the world is known: expands -r all.
-void expand_roots(Options* o, int nranks);
+// False with `error` set on bad flags; `help` set for -h.
+bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Options* out, std::string* error,
+                   bool* help);
+const char* usage();
+// Once the rank count is known: roots to run (-r -1: all of them).
+void expand_roots(Options* o, const Benchmark& b, int nranks);
 
 }  // namespace perf

@@ -1,9 +1,10 @@
 #include "perf/world.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #ifdef BRAID_PERF_MPI
 #include <mpi.h>
@@ -12,23 +13,12 @@
 namespace perf {
 namespace {
 
-std::string hostname() {
-  char h[256] = {};
-  gethostname(h, sizeof(h) - 1);
-  return h;
-}
-
-void print_rank_line(int rank, int proc) {
-  fmt::print("#  Rank {:2} Group  0 Pid {:6} on {:>10} device  0 [host] CPU (braid host backend, process {})\n", rank,
-             getpid(), hostname(), proc);
-}
-
 class SingleProcess final : public World {
  public:
   int procs() const override { return 1; }
   int proc() const override { return 0; }
-  bool setup_unique_id() override {
-    ncclResult_t r = ncclGetUniqueId(&id_);
+  bool share_unique_id(ncclUniqueId* id) override {
+    ncclResult_t r = ncclGetUniqueId(id);
     if (r != ncclSuccess) fmt::print(stderr, "ncclGetUniqueId failed: {}\n", ncclGetErrorString(r));
     return r == ncclSuccess;
   }
@@ -37,10 +27,7 @@ class SingleProcess final : public World {
   double min(double v) override { return v; }
   double max(double v) override { return v; }
   double broadcast_from_zero(double v) override { return v; }
-  void print_devices(int threads) override {
-    for (int t = 0; t < threads; ++t) print_rank_line(t, 0);
-    std::fflush(stdout);
-  }
+  std::string gather_text(const std::string& lines) override { return lines; }
   void abort(int code) override {
     std::fflush(nullptr);
     std::_Exit(code);
@@ -51,18 +38,22 @@ class SingleProcess final : public World {
 #ifdef BRAID_PERF_MPI
 class MpiWorld final : public World {
  public:
-  MpiWorld() {
+  explicit MpiWorld(bool peer_only) : peer_only_(peer_only) {
     MPI_Comm_size(MPI_COMM_WORLD, &procs_);
     MPI_Comm_rank(MPI_COMM_WORLD, &proc_);
   }
   int procs() const override { return procs_; }
   int proc() const override { return proc_; }
-  bool setup_unique_id() override {
+  bool share_unique_id(ncclUniqueId* id) override {
     int ok = 1;
-    if (proc_ == 0 && !peer_only_) ok = ncclGetUniqueId(&id_) == ncclSuccess;
+    if (proc_ == 0 && !peer_only_) {
+      ncclResult_t r = ncclGetUniqueId(id);
+      if (r != ncclSuccess) fmt::print(stderr, "ncclGetUniqueId failed: {}\n", ncclGetErrorString(r));
+      ok = r == ncclSuccess;
+    }
     MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    MPI_Bcast(&id_, sizeof(id_), MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (!ok && proc_ == 0) fmt::print(stderr, "ncclGetUniqueId failed\n");
+    MPI_Bcast(id, int(sizeof(*id)), MPI_BYTE, 0, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
     return ok;
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
@@ -73,13 +64,18 @@ class MpiWorld final : public World {
     MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return v;
   }
-  void print_devices(int threads) override {
+  std::string gather_text(const std::string& lines) override {
+    int len = int(lines.size());
+    std::vector<int> lens(static_cast<size_t>(procs_)), offsets(static_cast<size_t>(procs_));
+    MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    int total = 0;
     for (int p = 0; p < procs_; ++p) {
-      if (p == proc_)
-        for (int t = 0; t < threads; ++t) print_rank_line(proc_ * threads + t, proc_);
-      std::fflush(stdout);
-      MPI_Barrier(MPI_COMM_WORLD);
+      offsets[size_t(p)] = total;
+      total += lens[size_t(p)];
     }
+    std::string all(size_t(proc_ == 0 ? total : 0), '\0');
+    MPI_Gatherv(lines.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+    return all;
   }
   void abort(int code) override {
     std::fflush(nullptr);
@@ -92,7 +88,6 @@ class MpiWorld final : public World {
     MPI_Finalize();
     return worst;
   }
-  bool peer_only_ = false;
 
  private:
   double reduce(double v, MPI_Op op) {
@@ -100,11 +95,12 @@ class MpiWorld final : public World {
     MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
     return out;
   }
+  bool peer_only_;
   int procs_ = 1, proc_ = 0;
 };
 
 bool launched_by_mpirun() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_SIZE"})
     if (std::getenv(var)) return true;
   return false;
 }
@@ -115,17 +111,20 @@ bool launched_by_mpirun() {
 std::unique_ptr<World> make_world(int* argc, char*** argv, bool require_mpi) {
 #ifdef BRAID_PERF_MPI
   if (require_mpi || launched_by_mpirun()) {
+    // Only the first thread of a process calls MPI.
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-    auto w = std::make_unique<MpiWorld>();
-    w->peer_only_ = require_mpi;
-    return w;
+    return std::make_unique<MpiWorld>(require_mpi);
   }
 #else
   if (require_mpi) {
     fmt::print(stderr, "this tool needs MPI, and braid's perf tools were built without it\n");
     return nullptr;
   }
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (size && std::atoi(size) > 1)
+    fmt::print(stderr, "warning: launched by mpirun, but the perf tools were built without MPI: "
+                       "each process runs a separate job of its own threads\n");
 #endif
   return std::make_unique<SingleProcess>();
 }

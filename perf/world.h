@@ -1,7 +1,9 @@
-// The processes of a perf run: one (threads only) or an MPI job.
+// The processes of a perf run: one process (ranks as threads) or an MPI job.
+// Only the first thread of each process calls into a World.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "nccl.h"
 
@@ -13,23 +15,19 @@ class World {
   virtual int procs() const = 0;
   virtual int proc() const = 0;
   // Process 0 creates the id (ncclGetUniqueId) and shares it.
-  virtual bool setup_unique_id() = 0;
-  const ncclUniqueId& unique_id() const { return id_; }
-  // Collective over processes, called by one thread per process.
+  virtual bool share_unique_id(ncclUniqueId* id) = 0;
   virtual void barrier() = 0;
   virtual double sum(double v) = 0;
   virtual double min(double v) = 0;
   virtual double max(double v) = 0;
   virtual double broadcast_from_zero(double v) = 0;
-  virtual void print_devices(int threads) = 0;
+  // Process 0 gets every process's `lines`, in process order.
+  virtual std::string gather_text(const std::string& lines) = 0;
   [[noreturn]] virtual void abort(int code) = 0;
   virtual int finish(int rc) = 0;
-
- protected:
-  ncclUniqueId id_{};
 };
 
-// MPI when built with it and launched by mpirun (or when `require_mpi`).
+// An MPI world when built with MPI and launched by mpirun (or `require_mpi`).
 std::unique_ptr<World> make_world(int* argc, char*** argv, bool require_mpi);
 
 }  // namespace perf
