@@ -1,125 +1,27 @@
-// Host reductions for every NCCL datatype.
-//
-// Integer and float/double loops are plain element-wise loops the compiler
-// vectorizes.  Narrow floats (half, bfloat16, fp8) are widened to float in
-// blocks, combined, and rounded back (round to nearest even), which is how
-// NCCL's kernels compute them too.  Signed integers wrap like NCCL's (done in
-// unsigned arithmetic to stay defined behaviour in C++).
+// Host reductions for every NCCL datatype: loops over the element semantics
+// in src/core/reduce_ops.h, which the CUDA kernels share.
 #include "src/core/datatype.h"
 
-#include <algorithm>
-#include <array>
-#include <cstring>
-#include <type_traits>
-
-#include "src/core/float_formats.h"
+#include "src/core/reduce_ops.h"
 
 namespace braid {
 namespace {
 
-template <typename T>
-struct Sum { static T apply(T a, T b) { return a + b; } };
-template <typename T>
-struct Prod { static T apply(T a, T b) { return a * b; } };
-template <typename T>
-struct Max { static T apply(T a, T b) { return a > b ? a : b; } };
-template <typename T>
-struct Min { static T apply(T a, T b) { return a < b ? a : b; } };
-
-// Signed integer + and * in unsigned arithmetic (wraps, no UB).
-template <typename T>
-struct WrapSum {
-  static T apply(T a, T b) {
-    using U = std::make_unsigned_t<T>;
-    return T(U(a) + U(b));
-  }
-};
-template <typename T>
-struct WrapProd {
-  static T apply(T a, T b) {
-    using U = std::make_unsigned_t<T>;
-    return T(U(a) * U(b));
-  }
-};
-
-template <typename T, typename Op>
-void loop(T* dst, const T* a, const T* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = Op::apply(a[i], b[i]);
+// Whole-buffer loops over reduce_ops.h's element semantics.  The op is a
+// template parameter so each loop is branch-free and the compiler vectorizes
+// the native types; narrow floats convert element by element in registers.
+template <ReduceKind K, typename S>
+void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
+  S* d = static_cast<S*>(dst);
+  const S* x = static_cast<const S*>(a);
+  const S* y = static_cast<const S*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = reduce_elem<K>(x[i], y[i]);
 }
 
-template <typename T>
-void reduce_native(void* dst, const void* a, const void* b, size_t n, ncclRedOp_t op) {
-  T* d = static_cast<T*>(dst);
-  const T* x = static_cast<const T*>(a);
-  const T* y = static_cast<const T*>(b);
-  constexpr bool kSigned = std::is_integral_v<T> && std::is_signed_v<T>;
-  switch (op) {
-    case ncclSum:
-    case ncclAvg:
-      if constexpr (kSigned) loop<T, WrapSum<T>>(d, x, y, n);
-      else loop<T, Sum<T>>(d, x, y, n);
-      break;
-    case ncclProd:
-      if constexpr (kSigned) loop<T, WrapProd<T>>(d, x, y, n);
-      else loop<T, Prod<T>>(d, x, y, n);
-      break;
-    case ncclMax: loop<T, Max<T>>(d, x, y, n); break;
-    case ncclMin: loop<T, Min<T>>(d, x, y, n); break;
-    default: break;
-  }
-}
-
-// 64K-entry decode table: half -> float is on the hot path of fp16 reductions.
-const float* half_table() {
-  static const std::array<float, 65536>* table = [] {
-    auto* t = new std::array<float, 65536>;
-    for (uint32_t i = 0; i < 65536; ++i) (*t)[i] = half_to_float(uint16_t(i));
-    return t;
-  }();
-  return table->data();
-}
-
-inline uint16_t encode_half(float f) {
-#if defined(__FLT16_MAX__)
-  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
-#else
-  return float_to_half(f);
-#endif
-}
-
-template <typename Storage, typename Decode, typename Encode>
-void reduce_narrow(void* dst, const void* a, const void* b, size_t n, ncclRedOp_t op, Decode decode,
-                   Encode encode) {
-  Storage* d = static_cast<Storage*>(dst);
-  const Storage* x = static_cast<const Storage*>(a);
-  const Storage* y = static_cast<const Storage*>(b);
-  constexpr size_t kBlock = 256;
-  float fa[kBlock], fb[kBlock];
-  for (size_t base = 0; base < n; base += kBlock) {
-    size_t m = std::min(kBlock, n - base);
-    for (size_t i = 0; i < m; ++i) {
-      fa[i] = decode(x[base + i]);
-      fb[i] = decode(y[base + i]);
-    }
-    reduce_native<float>(fa, fa, fb, m, op);
-    for (size_t i = 0; i < m; ++i) d[base + i] = encode(fa[i]);
-  }
-}
-
-template <typename T>
-void divide_native(void* data, size_t n, int divisor) {
-  T* p = static_cast<T*>(data);
-  if constexpr (std::is_integral_v<T>) {
-    for (size_t i = 0; i < n; ++i) p[i] = T(p[i] / T(divisor));
-  } else {
-    for (size_t i = 0; i < n; ++i) p[i] = p[i] / T(divisor);
-  }
-}
-
-template <typename Storage, typename Decode, typename Encode>
-void divide_narrow(void* data, size_t n, int divisor, Decode decode, Encode encode) {
-  Storage* p = static_cast<Storage*>(data);
-  for (size_t i = 0; i < n; ++i) p[i] = encode(decode(p[i]) / float(divisor));
+template <typename S>
+void divide_loop(void* data, size_t n, int divisor) {
+  S* p = static_cast<S*>(data);
+  for (size_t i = 0; i < n; ++i) p[i] = divide_elem(p[i], divisor);
 }
 
 }  // namespace
@@ -164,43 +66,17 @@ const char* redop_name(ncclRedOp_t op) {
 }
 
 void reduce(void* dst, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op) {
-  switch (type) {
-    case ncclInt8: return reduce_native<int8_t>(dst, a, b, n, op);
-    case ncclUint8: return reduce_native<uint8_t>(dst, a, b, n, op);
-    case ncclInt32: return reduce_native<int32_t>(dst, a, b, n, op);
-    case ncclUint32: return reduce_native<uint32_t>(dst, a, b, n, op);
-    case ncclInt64: return reduce_native<int64_t>(dst, a, b, n, op);
-    case ncclUint64: return reduce_native<uint64_t>(dst, a, b, n, op);
-    case ncclFloat32: return reduce_native<float>(dst, a, b, n, op);
-    case ncclFloat64: return reduce_native<double>(dst, a, b, n, op);
-    case ncclFloat16: {
-      const float* table = half_table();
-      return reduce_narrow<uint16_t>(dst, a, b, n, op, [table](uint16_t h) { return table[h]; }, encode_half);
-    }
-    case ncclBfloat16: return reduce_narrow<uint16_t>(dst, a, b, n, op, bf16_to_float, float_to_bf16);
-    case ncclFloat8e4m3: return reduce_narrow<uint8_t>(dst, a, b, n, op, e4m3_to_float, float_to_e4m3);
-    case ncclFloat8e5m2: return reduce_narrow<uint8_t>(dst, a, b, n, op, e5m2_to_float, float_to_e5m2);
-    default: return;
-  }
+  ReduceKind kind;
+  if (!reduce_kind_of(op, &kind)) return;
+  with_storage_type(type, [&](auto storage) {
+    using S = decltype(storage);
+    with_reduce_kind(kind, [&](auto k) { reduce_loop<decltype(k)::value, S>(dst, a, b, n); });
+  });
 }
 
 void divide_by(void* data, size_t n, ncclDataType_t type, int divisor) {
   if (divisor == 1) return;
-  switch (type) {
-    case ncclInt8: return divide_native<int8_t>(data, n, divisor);
-    case ncclUint8: return divide_native<uint8_t>(data, n, divisor);
-    case ncclInt32: return divide_native<int32_t>(data, n, divisor);
-    case ncclUint32: return divide_native<uint32_t>(data, n, divisor);
-    case ncclInt64: return divide_native<int64_t>(data, n, divisor);
-    case ncclUint64: return divide_native<uint64_t>(data, n, divisor);
-    case ncclFloat32: return divide_native<float>(data, n, divisor);
-    case ncclFloat64: return divide_native<double>(data, n, divisor);
-    case ncclFloat16: return divide_narrow<uint16_t>(data, n, divisor, half_to_float, encode_half);
-    case ncclBfloat16: return divide_narrow<uint16_t>(data, n, divisor, bf16_to_float, float_to_bf16);
-    case ncclFloat8e4m3: return divide_narrow<uint8_t>(data, n, divisor, e4m3_to_float, float_to_e4m3);
-    case ncclFloat8e5m2: return divide_narrow<uint8_t>(data, n, divisor, e5m2_to_float, float_to_e5m2);
-    default: return;
-  }
+  with_storage_type(type, [&](auto storage) { divide_loop<decltype(storage)>(data, n, divisor); });
 }
 
 }  // namespace braid
