@@ -7,11 +7,13 @@
 // empty) trailing chunks.  Splitting per block keeps in-place aliasing exact:
 // AllGather's input chunk i is always output chunk rank*chunks_per_block + i.
 // Scratch chunks have the capacity of the largest input/output chunk.
+// BRAID_HD: the CUDA executor computes the same ranges in its kernels.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "braid/hd.h"
 #include "braid/schedule.h"
 
 namespace braid {
@@ -19,7 +21,7 @@ namespace braid {
 struct ElemRange {
   uint64_t begin = 0;
   uint64_t end = 0;
-  uint64_t size() const { return end - begin; }
+  BRAID_HD uint64_t size() const { return end - begin; }
 };
 
 struct BufferShape {
@@ -27,13 +29,13 @@ struct BufferShape {
   uint64_t block_elems = 0;
   uint32_t chunks = 0;
 
-  uint64_t elems() const { return blocks * block_elems; }
-  uint32_t chunks_per_block() const { return blocks ? uint32_t(chunks / blocks) : 0; }
-  uint64_t chunk_capacity() const {
+  BRAID_HD uint64_t elems() const { return blocks * block_elems; }
+  BRAID_HD uint32_t chunks_per_block() const { return blocks ? uint32_t(chunks / blocks) : 0; }
+  BRAID_HD uint64_t chunk_capacity() const {
     uint32_t per = chunks_per_block();
     return per ? (block_elems + per - 1) / per : 0;
   }
-  ElemRange chunk(uint32_t k) const {
+  BRAID_HD ElemRange chunk(uint32_t k) const {
     uint32_t per = chunks_per_block();
     uint64_t block = k / per, in_block = k % per, cap = chunk_capacity();
     uint64_t lo = std::min(in_block * cap, block_elems), hi = std::min((in_block + 1) * cap, block_elems);
@@ -42,7 +44,7 @@ struct BufferShape {
 };
 
 // Number of per-rank blocks in the input and output buffers of a collective.
-inline uint64_t input_blocks(Collective c, int nranks) {
+BRAID_HD uint64_t input_blocks(Collective c, int nranks) {
   switch (c) {
     case Collective::ReduceScatter:
     case Collective::AlltoAll:
@@ -50,7 +52,7 @@ inline uint64_t input_blocks(Collective c, int nranks) {
     default: return 1;
   }
 }
-inline uint64_t output_blocks(Collective c, int nranks) {
+BRAID_HD uint64_t output_blocks(Collective c, int nranks) {
   switch (c) {
     case Collective::AllGather:
     case Collective::AlltoAll:
@@ -61,13 +63,13 @@ inline uint64_t output_blocks(Collective c, int nranks) {
 
 // `count` is the NCCL call's count argument (per-peer count for AlltoAll,
 // sendcount for AllGather, recvcount for ReduceScatter).
-inline BufferShape input_shape(Collective c, int nranks, uint64_t count, uint32_t chunks) {
+BRAID_HD BufferShape input_shape(Collective c, int nranks, uint64_t count, uint32_t chunks) {
   return {input_blocks(c, nranks), count, chunks};
 }
-inline BufferShape output_shape(Collective c, int nranks, uint64_t count, uint32_t chunks) {
+BRAID_HD BufferShape output_shape(Collective c, int nranks, uint64_t count, uint32_t chunks) {
   return {output_blocks(c, nranks), count, chunks};
 }
-inline uint64_t scratch_chunk_capacity(const BufferShape& in, const BufferShape& out) {
+BRAID_HD uint64_t scratch_chunk_capacity(const BufferShape& in, const BufferShape& out) {
   return std::max(in.chunk_capacity(), out.chunk_capacity());
 }
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "src/core/hd.h"
+#include "braid/hd.h"
 
 namespace braid {
 

@@ -14,7 +14,7 @@
 
 #include "nccl.h"
 #include "src/core/float_formats.h"
-#include "src/core/hd.h"
+#include "braid/hd.h"
 
 namespace braid {
 
