@@ -9,6 +9,7 @@
 
 #include "src/core/env.h"
 #include "src/core/log.h"
+#include "src/exec/device_backend.h"
 #include "src/plan/planner.h"
 
 ncclComm::ncclComm() = default;
@@ -34,7 +35,7 @@ struct InitInfo {
   PeerInfo peer;
   uint64_t tile_bytes = 0;
   int32_t api_version = 0;
-  int32_t pad = 0;
+  int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
 };
 
 class RouterTransport final : public Transport {
@@ -138,6 +139,13 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
   std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
   mine.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   mine.api_version = NCCL_VERSION_CODE;
+  std::string backend = env_string("BRAID_BACKEND");
+  if (backend != "auto" && backend != "cuda" && backend != "host")
+    return BRAID_ERROR(ncclInvalidArgument, "BRAID_BACKEND={} (expected auto, cuda or host)", backend);
+  DeviceProbe probe = probe_device_backend();
+  if (backend == "cuda" && !probe.usable)
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
+  mine.wants_device = probe.usable;
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -149,6 +157,10 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
     if (info.api_version != NCCL_VERSION_CODE)
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
                          NCCL_VERSION_CODE);
+    if (info.wants_device != mine.wants_device)
+      return BRAID_ERROR(ncclInvalidUsage,
+                         "ranks disagree on the backend (some see a CUDA device, some do not): set BRAID_BACKEND "
+                         "to the same value (host or cuda) on every rank");
     ctx.peers.push_back(info.peer);
     comm->tile_bytes = std::min(comm->tile_bytes, info.tile_bytes);
   }
@@ -170,8 +182,12 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
   // A fragment must fit in every transport's slot.
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
   comm->plans = std::make_unique<PlanCache>();
+  if (probe.usable) {
+    BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
+    comm->cuda_device = probe.device;
+  }
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
-             mode, comm->tile_bytes);
+             comm->device ? "cuda" : mode, comm->tile_bytes);
   return Status::ok();
 }
 

@@ -21,12 +21,13 @@
 namespace braid {
 struct Schedule;
 class PlanCache;
+class DeviceBackend;
 }  // namespace braid
 
 struct ncclComm {
   int rank = -1;
   int nranks = 0;
-  int cuda_device = -1;  // host backend: no device
+  int cuda_device = -1;  // -1: host backend
   ncclConfig_t config{};
   uint64_t comm_hash = 0;
   uint64_t tile_bytes = 0;  // fragment size every rank agreed on at init
@@ -35,6 +36,9 @@ struct ncclComm {
   std::vector<braid::PeerInfo> peers;
   std::unique_ptr<braid::Transport> transport;  // routes each peer to shm or sockets
   std::unique_ptr<braid::PlanCache> plans;
+  // Set when the communicator runs on a GPU (see src/exec/device_backend.h);
+  // null: the host executor runs its work.
+  std::unique_ptr<braid::DeviceBackend> device;
   std::vector<char> scratch;  // grow-only, for schedules that use scratch chunks
 
   std::atomic<bool> aborting{false};

@@ -1,5 +1,7 @@
 #include "src/core/group.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <thread>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "src/core/datatype.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
+#include "src/exec/device_backend.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
@@ -88,7 +91,35 @@ Status run_inits(std::vector<InitCall>& inits) {
   return Status::ok();
 }
 
-Status run_work(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps) {
+// Device communicators: enqueue everything on their streams and return (the
+// work is asynchronous, as in NCCL); collectives in issue order, then the
+// send/recv batch, like the host path.
+Status run_device_work(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps) {
+  for (const CollectiveCall& c : collectives) {
+    std::shared_ptr<const Schedule> schedule;
+    BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * datatype_size(c.type),
+                                          &schedule));
+    BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on {}", to_string(c.collective), schedule->name, c.count,
+               datatype_name(c.type), c.comm->rank, c.comm->nranks, c.comm->device->name());
+    BRAID_TRY(c.comm->device->collective(c, *schedule));
+  }
+  std::map<ncclComm*, std::vector<P2PCall>> batches;
+  for (const P2PCall& p : p2ps) batches[p.comm].push_back(p);
+  for (auto& [comm, calls] : batches) BRAID_TRY(comm->device->p2p(calls));
+  return Status::ok();
+}
+
+Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps) {
+  auto on_device = [](const auto& call) { return call.comm->device != nullptr; };
+  std::vector<CollectiveCall> device_collectives;
+  std::vector<P2PCall> device_p2ps;
+  std::copy_if(collectives.begin(), collectives.end(), std::back_inserter(device_collectives), on_device);
+  std::copy_if(p2ps.begin(), p2ps.end(), std::back_inserter(device_p2ps), on_device);
+  std::erase_if(collectives, on_device);
+  std::erase_if(p2ps, on_device);
+  if (!device_collectives.empty() || !device_p2ps.empty()) BRAID_TRY(run_device_work(device_collectives, device_p2ps));
+  if (collectives.empty() && p2ps.empty()) return Status::ok();
+
   std::vector<ncclComm*> comms;
   std::map<ncclComm*, size_t> queue_of;
   auto queue_index = [&](ncclComm* comm) {

@@ -24,6 +24,7 @@ struct CollectiveCall {
   ncclDataType_t type = ncclFloat;
   ncclRedOp_t op = ncclSum;
   int root = 0;
+  cudaStream_t stream = nullptr;  // device backends enqueue on it; the host backend ignores it
 };
 
 struct P2PCall {
@@ -33,6 +34,7 @@ struct P2PCall {
   size_t count = 0;
   ncclDataType_t type = ncclFloat;
   int peer = 0;
+  cudaStream_t stream = nullptr;
 };
 
 struct InitCall {

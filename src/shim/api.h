@@ -49,4 +49,8 @@ Status check_op(ncclRedOp_t op);
 Status check_root(const ncclComm* comm, int root);
 Status check_buffer(const void* buffer, const char* name, size_t count);
 
+// Folds an error the device reported since the last look into the
+// communicator's async error (device backends fail asynchronously).
+void poll_device_error(ncclComm* comm);
+
 }  // namespace braid

@@ -12,6 +12,7 @@ namespace {
 
 Status check_usable(ncclComm* comm) {
   BRAID_TRY(check_comm(comm));
+  poll_device_error(comm);
   ncclResult_t async = ncclResult_t(comm->async_error.load());
   if (async != ncclSuccess)
     return Status::error(async, "communicator has an earlier asynchronous error; abort and recreate it");
@@ -25,7 +26,7 @@ struct CollectiveSpec {
 };
 
 Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
-                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm) {
+                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream) {
   BRAID_TRY(check_usable(comm));
   BRAID_TRY(check_type(type));
   if (spec.reduces) BRAID_TRY(check_op(op));
@@ -45,10 +46,12 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   call.type = type;
   call.op = spec.reduces ? op : ncclSum;
   call.root = spec.rooted ? root : 0;
+  call.stream = stream;
   return enqueue(call);
 }
 
-Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm) {
+Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
+           cudaStream_t stream) {
   BRAID_TRY(check_usable(comm));
   BRAID_TRY(check_type(type));
   if (peer < 0 || peer >= comm->nranks)
@@ -61,6 +64,7 @@ Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int pe
   call.count = count;
   call.type = type;
   call.peer = peer;
+  call.stream = stream;
   return enqueue(call);
 }
 
@@ -76,86 +80,86 @@ constexpr CollectiveSpec kScatter{Collective::Scatter, false, true};
 }  // namespace
 
 BRAID_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclAllReduce",
-                 [&] { return collective(kAllReduce, sendbuff, recvbuff, count, type, op, 0, comm); });
+                 [&] { return collective(kAllReduce, sendbuff, recvbuff, count, type, op, 0, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllReduce,
                       (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t type,
-                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclReduceScatter",
-                 [&] { return collective(kReduceScatter, sendbuff, recvbuff, recvcount, type, op, 0, comm); });
+                 [&] { return collective(kReduceScatter, sendbuff, recvbuff, recvcount, type, op, 0, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduceScatter,
                       (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t) {
+                                  ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclReduce",
-                 [&] { return collective(kReduce, sendbuff, recvbuff, count, type, op, root, comm); });
+                 [&] { return collective(kReduce, sendbuff, recvbuff, count, type, op, root, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduce,
                       (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t type,
-                                     ncclComm_t comm, cudaStream_t) {
+                                     ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclAllGather",
-                 [&] { return collective(kAllGather, sendbuff, recvbuff, sendcount, type, ncclSum, 0, comm); });
+                 [&] { return collective(kAllGather, sendbuff, recvbuff, sendcount, type, ncclSum, 0, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllGather,
                       (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
-                                     ncclComm_t comm, cudaStream_t) {
+                                     ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclBroadcast",
-                 [&] { return collective(kBroadcast, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+                 [&] { return collective(kBroadcast, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclBroadcast,
                       (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                                 cudaStream_t) {
+                                 cudaStream_t stream) {
   return guarded(comm, "ncclBcast",
-                 [&] { return collective(kBroadcast, buff, buff, count, type, ncclSum, root, comm); });
+                 [&] { return collective(kBroadcast, buff, buff, count, type, ncclSum, root, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclBcast, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
-                                    ncclComm_t comm, cudaStream_t) {
+                                    ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclAlltoAll",
-                 [&] { return collective(kAlltoAll, sendbuff, recvbuff, count, type, ncclSum, 0, comm); });
+                 [&] { return collective(kAlltoAll, sendbuff, recvbuff, count, type, ncclSum, 0, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclAlltoAll,
                       (const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
-                                  ncclComm_t comm, cudaStream_t) {
+                                  ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclGather",
-                 [&] { return collective(kGather, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+                 [&] { return collective(kGather, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGather,
                       (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type, int root,
-                                   ncclComm_t comm, cudaStream_t) {
+                                   ncclComm_t comm, cudaStream_t stream) {
   return guarded(comm, "ncclScatter",
-                 [&] { return collective(kScatter, sendbuff, recvbuff, count, type, ncclSum, root, comm); });
+                 [&] { return collective(kScatter, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclScatter,
                       (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                                cudaStream_t) {
+                                cudaStream_t stream) {
   return guarded(comm, "ncclSend",
-                 [&] { return p2p(true, const_cast<void*>(sendbuff), count, type, peer, comm); });
+                 [&] { return p2p(true, const_cast<void*>(sendbuff), count, type, peer, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclSend, (const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                                cudaStream_t) {
-  return guarded(comm, "ncclRecv", [&] { return p2p(false, recvbuff, count, type, peer, comm); });
+                                cudaStream_t stream) {
+  return guarded(comm, "ncclRecv", [&] { return p2p(false, recvbuff, count, type, peer, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclRecv, (void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 

@@ -2,6 +2,8 @@
 
 #include "src/shim/api.h"
 
+#include "src/exec/device_backend.h"
+
 namespace braid {
 namespace {
 std::mutex last_error_mutex;
@@ -63,6 +65,13 @@ Status check_root(const ncclComm* comm, int root) {
 Status check_buffer(const void* buffer, const char* name, size_t count) {
   if (!buffer && count > 0) return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
   return Status::ok();
+}
+
+void poll_device_error(ncclComm* comm) {
+  if (!comm->device) return;
+  ncclResult_t e = comm->device->poll_error();
+  int expected = ncclSuccess;
+  if (e != ncclSuccess) comm->async_error.compare_exchange_strong(expected, e);
 }
 
 }  // namespace braid

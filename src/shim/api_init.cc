@@ -5,6 +5,7 @@
 #include "src/core/group.h"
 #include "src/core/log.h"
 #include "src/shim/api.h"
+#include "src/exec/device_backend.h"
 
 using namespace braid;
 
@@ -140,6 +141,7 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator", static_cast<void*>(comm));
     comm->aborting = true;
+    if (comm->device) comm->device->abort();
     if (comm->transport) comm->transport->abort();
     if (comm->bootstrap) comm->bootstrap->abort();
     destroy(comm);
@@ -183,6 +185,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
     if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
+    poll_device_error(comm);
     *error = ncclResult_t(comm->async_error.load());
     return Status::ok();
   });

@@ -1,0 +1,477 @@
+// The CUDA backend of a communicator: FIFO arena, CUDA IPC peer mapping,
+// device plans, launches and error reporting (kernels in kernels.cu).
+//
+// Memory: each rank owns one arena holding the receive FIFOs of every
+// (sender, channel) pair; at init the ranks exchange arena handles through
+// the bootstrap (CUDA IPC across processes, the raw pointer between threads
+// of one process, where IPC refuses to open its own handle).  The p2p
+// channel follows the collective channels.  Ranks may share one GPU: there is
+// no one-rank-per-device rule, unlike NCCL.
+//
+// A plan (the schedule flattened into device records with its FIFOs
+// resolved) is built once per schedule and kept: launches then only pass
+// arguments by value, which keeps them capturable in CUDA graphs.  The only
+// per-call stream work besides the kernel is a memset of the lane counters.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <map>
+#include <utility>
+#include <mutex>
+
+#include "braid/chunking.h"
+#include "src/core/comm.h"
+#include "src/core/datatype.h"
+#include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/exec/cuda/launch.h"
+#include "src/exec/device_backend.h"
+
+namespace braid {
+namespace {
+
+using cuda::DevFifo;
+
+#define CUDA_TRY(expr)                                                                                     \
+  do {                                                                                                    \
+    cudaError_t e_ = (expr);                                                                              \
+    if (e_ != cudaSuccess)                                                                                \
+      return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {} ({})", #expr, cudaGetErrorString(e_),     \
+                         cudaGetErrorName(e_));                                                           \
+  } while (0)
+
+constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
+constexpr uint32_t kMaxSlots = 8;
+
+struct ArenaInfo {
+  cudaIpcMemHandle_t handle;
+  uint64_t address = 0;  // in the owner's address space
+  uint64_t host_hash = 0;
+  int32_t pid = 0;
+  int32_t device = -1;
+};
+
+struct DevicePlan {
+  cuda::DevLane* lanes = nullptr;  // all records in one allocation
+  cuda::DevOp* ops = nullptr;
+  cuda::DevDep* deps = nullptr;
+  DevFifo* fifos = nullptr;
+  uint32_t nlanes = 0;
+  void* block = nullptr;
+};
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  ~CudaBackend() override { release(); }
+
+  const char* name() const override { return "cuda"; }
+
+  Status init(ncclComm* comm, int device) {
+    comm_ = comm;
+    device_ = device;
+    CUDA_TRY(cudaSetDevice(device));
+    CUDA_TRY(cuda::preload_kernels());
+    channels_ = uint32_t(env_int("BRAID_CUDA_CHANNELS"));
+    nslots_ = uint32_t(env_int("BRAID_CUDA_SLOTS"));
+    slot_bytes_ = uint64_t(env_int("BRAID_CUDA_SLOT_BYTES"));
+    if (channels_ < 1 || channels_ > 64 || nslots_ < 2 || nslots_ > kMaxSlots || slot_bytes_ < 4096 ||
+        slot_bytes_ % 256)
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "BRAID_CUDA_CHANNELS={} (1..64), BRAID_CUDA_SLOTS={} (2..{}), BRAID_CUDA_SLOT_BYTES={} "
+                         "(>= 4096, multiple of 256)",
+                         channels_, nslots_, kMaxSlots, slot_bytes_);
+    timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
+    conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
+    const int n = comm->nranks;
+    arena_bytes_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
+    CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
+    CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
+    CUDA_TRY(cudaHostAlloc(&flags_host_, 2 * sizeof(int), cudaHostAllocMapped));
+    flags_host_[0] = flags_host_[1] = 0;
+    CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
+    lane_done_bytes_ = 256 * sizeof(uint32_t);
+    CUDA_TRY(cudaMalloc(&lane_done_, lane_done_bytes_));
+    p2p_bytes_ = 64 << 10;
+    CUDA_TRY(cudaMalloc(&p2p_dev_, p2p_bytes_));
+
+    std::vector<ArenaInfo> infos(n);
+    ArenaInfo& mine = infos[comm->rank];
+    CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
+    mine.address = reinterpret_cast<uintptr_t>(arena_);
+    mine.host_hash = host_hash();
+    mine.pid = getpid();
+    mine.device = device;
+    BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
+    peer_arena_.assign(n, nullptr);
+    opened_.assign(n, false);
+    for (int r = 0; r < n; ++r) {
+      const ArenaInfo& p = infos[r];
+      if (p.host_hash != mine.host_hash)
+        return BRAID_ERROR(ncclInvalidUsage,
+                           "rank {} is on another host: the CUDA backend connects ranks of one host only so far "
+                           "(set BRAID_BACKEND=host to use sockets with host buffers)",
+                           r);
+      if (p.pid == mine.pid) {
+        peer_arena_[r] = reinterpret_cast<char*>(p.address);
+      } else {
+        void* mapped = nullptr;
+        CUDA_TRY(cudaIpcOpenMemHandle(&mapped, p.handle, cudaIpcMemLazyEnablePeerAccess));
+        peer_arena_[r] = static_cast<char*>(mapped);
+        opened_[r] = true;
+      }
+    }
+    BRAID_INFO(kInit, "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes",
+               comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_);
+    return Status::ok();
+  }
+
+  Status collective(const CollectiveCall& c, const Schedule& schedule) override {
+    CUDA_TRY(cudaSetDevice(device_));
+    cudaStream_t stream = c.stream;
+    const RankProgram& prog = schedule.ranks.at(comm_->rank);
+    const size_t esize = datatype_size(c.type);
+    cuda::CollectiveLaunch L;
+    L.input_shape = input_shape(c.collective, comm_->nranks, c.count, prog.input_chunks);
+    L.output_shape = output_shape(c.collective, comm_->nranks, c.count, prog.output_chunks);
+    for (const BufferShape* s : {&L.input_shape, &L.output_shape})
+      if (s->chunks % s->blocks != 0)
+        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
+                           s->chunks, s->blocks);
+    L.scratch_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
+    bool has_input = !(c.collective == Collective::Broadcast || c.collective == Collective::Scatter) ||
+                     comm_->rank == c.root;
+    bool has_output = !(c.collective == Collective::Reduce || c.collective == Collective::Gather) ||
+                      comm_->rank == c.root;
+    L.input = has_input ? static_cast<const char*>(c.sendbuff) : nullptr;
+    L.output = has_output ? static_cast<char*>(c.recvbuff) : nullptr;
+    // Pointer queries are not stream work; skip them while a graph is being
+    // captured (the same buffers were checked by the uncaptured first call).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone) {
+      if (L.input) BRAID_TRY(check_device_memory(L.input, "sendbuff"));
+      if (L.output) BRAID_TRY(check_device_memory(L.output, "recvbuff"));
+    }
+
+    const DevicePlan* plan = nullptr;
+    BRAID_TRY(plan_for(schedule, stream, &plan));
+    uint64_t scratch_need = uint64_t(prog.scratch_chunks) * L.scratch_capacity * esize;
+    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, scratch_need, stream, "scratch"));
+    L.scratch = static_cast<char*>(scratch_);
+    L.lanes = plan->lanes;
+    L.ops = plan->ops;
+    L.deps = plan->deps;
+    L.fifos = plan->fifos;
+    L.esize = uint32_t(esize);
+    L.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
+    uint64_t max_chunk = std::max({L.input_shape.chunk_capacity(), L.output_shape.chunk_capacity(), L.scratch_capacity});
+    L.tiles = std::max<uint64_t>(1, (max_chunk + L.tile_elems - 1) / L.tile_elems);
+    L.nslots = nslots_;
+    L.slot_bytes = slot_bytes_;
+    L.type = c.type;
+    bool reduces = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
+                   c.collective == Collective::Reduce;
+    if (!reduce_kind_of(c.op, &L.kind)) {
+      if (reduces)
+        return BRAID_ERROR(ncclInvalidArgument, "reduction op {} is not supported by the cuda backend yet",
+                           int(c.op));
+      L.kind = ReduceKind::Sum;  // unused: the collective does not reduce
+    }
+    L.lane_done = lane_done_;
+    L.error = flags_dev_;
+    L.abort_flag = flags_dev_ + 1;
+    L.timeout_ns = timeout_ns_;
+    if (plan->nlanes == 0) return Status::ok();
+    CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * sizeof(uint32_t), stream));
+    CUDA_TRY(cuda::launch_collective(L, plan->nlanes, stream));
+    if (c.op == ncclAvg && reduces && L.output)
+      CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, comm_->nranks, stream));
+    return Status::ok();
+  }
+
+  Status p2p(const std::vector<P2PCall>& calls) override {
+    if (calls.empty()) return Status::ok();
+    CUDA_TRY(cudaSetDevice(device_));
+    cudaStream_t stream = calls[0].stream;
+    // One block per (peer, direction), ops in call order: same-connection
+    // messages must stay in order, as NCCL matches them.
+    std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
+    for (const P2PCall& p : calls) {
+      BRAID_TRY(check_device_memory(p.buffer, p.is_send ? "sendbuff" : "recvbuff"));
+      by_link[{p.peer, p.is_send}].push_back(&p);
+    }
+    // A send whose bytes a receive of the same batch overwrites (sendrecv in
+    // place) is copied aside first, in stream order, as the host executor does.
+    auto bytes_of = [](const P2PCall& p) { return p.count * datatype_size(p.type); };
+    auto overlaps_a_recv = [&](const P2PCall& send) {
+      const char* b = static_cast<const char*>(send.buffer);
+      for (const P2PCall& r : calls) {
+        const char* rb = static_cast<const char*>(r.buffer);
+        if (!r.is_send && b < rb + bytes_of(r) && rb < b + bytes_of(send)) return true;
+      }
+      return false;
+    };
+    std::map<const P2PCall*, uint64_t> staged;  // call -> offset in the staging buffer
+    uint64_t staging = 0;
+    for (const P2PCall& p : calls)
+      if (p.is_send && overlaps_a_recv(p)) staged[&p] = std::exchange(staging, (staging + bytes_of(p) + 255) & ~255ull);
+    if (staging) {
+      BRAID_TRY(ensure_capacity(&staging_, &staging_bytes_, staging, stream, "staging"));
+      for (auto [p, offset] : staged)
+        CUDA_TRY(cudaMemcpyAsync(static_cast<char*>(staging_) + offset, p->buffer, bytes_of(*p),
+                                 cudaMemcpyDeviceToDevice, stream));
+    }
+    std::vector<cuda::DevP2PBlock> blocks;
+    std::vector<cuda::DevP2POp> ops;
+    std::vector<DevFifo> fifos;
+    for (auto& [link, list] : by_link) {
+      auto [peer, is_send] = link;
+      fifos.push_back(is_send ? fifo_to(peer, channels_) : fifo_from(peer, channels_));
+      blocks.push_back({uint32_t(ops.size()), uint32_t(list.size())});
+      for (const P2PCall* p : list) {
+        auto it = staged.find(p);
+        char* buffer = it == staged.end() ? static_cast<char*>(p->buffer) : static_cast<char*>(staging_) + it->second;
+        ops.push_back({buffer, bytes_of(*p), int32_t(fifos.size() - 1), uint8_t(is_send)});
+      }
+    }
+    // The batch's records travel in a small device buffer that is reused
+    // once the stream has passed the previous batch's kernel.
+    size_t bytes = blocks.size() * sizeof(blocks[0]) + ops.size() * sizeof(ops[0]) + fifos.size() * sizeof(fifos[0]);
+    std::vector<char> host(bytes);
+    char* cursor = host.data();
+    auto put = [&](const void* src, size_t n) {
+      std::memcpy(cursor, src, n);
+      size_t off = size_t(cursor - host.data());
+      cursor += n;
+      return off;
+    };
+    size_t off_blocks = put(blocks.data(), blocks.size() * sizeof(blocks[0]));
+    size_t off_ops = put(ops.data(), ops.size() * sizeof(ops[0]));
+    size_t off_fifos = put(fifos.data(), fifos.size() * sizeof(fifos[0]));
+    BRAID_TRY(p2p_records(host, stream, &p2p_dev_));
+    cuda::P2PLaunch L;
+    char* base = static_cast<char*>(p2p_dev_);
+    L.blocks = reinterpret_cast<const cuda::DevP2PBlock*>(base + off_blocks);
+    L.ops = reinterpret_cast<const cuda::DevP2POp*>(base + off_ops);
+    L.fifos = reinterpret_cast<const DevFifo*>(base + off_fifos);
+    L.nslots = nslots_;
+    L.slot_bytes = slot_bytes_;
+    L.error = flags_dev_;
+    L.abort_flag = flags_dev_ + 1;
+    L.timeout_ns = timeout_ns_;
+    CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
+    return Status::ok();
+  }
+
+  ncclResult_t poll_error() override {
+    switch (*(volatile int*)flags_host_) {
+      case cuda::kDevOk: break;
+      case cuda::kDevTimeout: return ncclRemoteError;
+      case cuda::kDevAborted: return ncclInvalidUsage;
+      case cuda::kDevMismatch: return ncclInvalidUsage;
+      default: return ncclInternalError;
+    }
+    cudaError_t e = cudaPeekAtLastError();
+    return e == cudaSuccess || e == cudaErrorNotReady ? ncclSuccess : ncclUnhandledCudaError;
+  }
+
+  void abort() override {
+    if (flags_host_) *(volatile int*)(flags_host_ + 1) = 1;
+  }
+
+ private:
+  DevFifo fifo_at(char* arena, int sender, uint32_t channel) const {
+    char* base = arena + (uint64_t(sender) * (channels_ + 1) + channel) * conn_stride_;
+    DevFifo f;
+    f.tail = reinterpret_cast<uint64_t*>(base);
+    f.head = reinterpret_cast<uint64_t*>(base + 64);
+    f.lengths = reinterpret_cast<uint64_t*>(base + 128);
+    f.totals = reinterpret_cast<uint64_t*>(base + 192);
+    f.slots = base + kCtrlBytes;
+    return f;
+  }
+  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], comm_->rank, channel); }
+  DevFifo fifo_from(int peer, uint32_t channel) const {
+    return fifo_at(static_cast<char*>(arena_), peer, channel);
+  }
+
+  Status check_device_memory(const void* p, const char* what) const {
+    cudaPointerAttributes attr{};
+    cudaError_t e = cudaPointerGetAttributes(&attr, p);
+    if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
+      cudaGetLastError();  // clear a non-sticky error from the query
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "{} {} is not device memory: this communicator runs the CUDA backend (set "
+                         "BRAID_BACKEND=host to use host buffers)",
+                         what, p);
+    }
+    return Status::ok();
+  }
+
+  static Status capture_check(cudaStream_t stream, const char* what) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+    if (status != cudaStreamCaptureStatusNone)
+      return BRAID_ERROR(ncclInvalidUsage,
+                         "the first call of this shape needs {} memory, which cannot be allocated during CUDA "
+                         "graph capture: run it once before capturing",
+                         what);
+    return Status::ok();
+  }
+
+  // Grow-only device buffer, reallocated in stream order (cudaFreeAsync /
+  // cudaMallocAsync): no device-wide synchronisation, which would deadlock
+  // when another rank of this process has a kernel waiting for ours.
+  Status ensure_capacity(void** buffer, uint64_t* capacity, uint64_t need, cudaStream_t stream, const char* what) {
+    if (need <= *capacity) return Status::ok();
+    BRAID_TRY(capture_check(stream, what));
+    need = std::max<uint64_t>(need, 2 * *capacity);
+    if (*buffer) CUDA_TRY(cudaFreeAsync(*buffer, stream));
+    *buffer = nullptr;
+    *capacity = 0;
+    CUDA_TRY(cudaMallocAsync(buffer, need, stream));
+    *capacity = need;
+    return Status::ok();
+  }
+
+  Status p2p_records(const std::vector<char>& host, cudaStream_t stream, void** out) {
+    BRAID_TRY(ensure_capacity(&p2p_dev_, &p2p_bytes_, std::max<uint64_t>(host.size(), 4096), stream, "p2p"));
+    // Stream-ordered upload: safe against the previous batch still reading.
+    // (cudaMemcpyAsync from pageable memory stages the bytes before returning.)
+    CUDA_TRY(cudaMemcpyAsync(p2p_dev_, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    *out = p2p_dev_;
+    return Status::ok();
+  }
+
+  Status plan_for(const Schedule& schedule, cudaStream_t stream, const DevicePlan** out) {
+    auto it = plans_.find(&schedule);
+    if (it != plans_.end()) {
+      *out = &it->second;
+      return Status::ok();
+    }
+    BRAID_TRY(capture_check(stream, "plan"));
+    const RankProgram& prog = schedule.ranks.at(comm_->rank);
+    std::vector<cuda::DevLane> lanes;
+    std::vector<cuda::DevOp> ops;
+    std::vector<cuda::DevDep> deps;
+    std::vector<DevFifo> fifos;
+    for (const Lane& lane : prog.lanes) {
+      if (lane.channel >= channels_)
+        return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses channel {}; raise BRAID_CUDA_CHANNELS (now {})",
+                           schedule.name, lane.channel, channels_);
+      lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
+      for (const Op& op : lane.ops) {
+        cuda::DevOp d;
+        d.type = uint8_t(op.type);
+        d.src_buffer = uint8_t(op.src.buffer);
+        d.dst_buffer = uint8_t(op.dst.buffer);
+        d.src_index = op.src.index;
+        d.dst_index = op.dst.index;
+        d.count = op.count;
+        if (op_sends(op.type)) {
+          d.send_fifo = int32_t(fifos.size());
+          fifos.push_back(fifo_to(op.send_peer, lane.channel));
+        }
+        if (op_receives(op.type)) {
+          d.recv_fifo = int32_t(fifos.size());
+          fifos.push_back(fifo_from(op.recv_peer, lane.channel));
+        }
+        d.dep_begin = uint32_t(deps.size());
+        d.dep_count = uint32_t(op.deps.size());
+        for (const Dep& dep : op.deps) deps.push_back({dep.lane, dep.op});
+        ops.push_back(d);
+      }
+    }
+    static_assert(uint8_t(BufferKind::Input) == cuda::kDevInput && uint8_t(BufferKind::Output) == cuda::kDevOutput &&
+                  uint8_t(BufferKind::Scratch) == cuda::kDevScratch);
+    BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
+                              lanes.size() * sizeof(uint32_t), stream, "lane counter"));
+    auto align = [](size_t n) { return (n + 15) & ~size_t(15); };
+    size_t b_lanes = align(lanes.size() * sizeof(lanes[0])), b_ops = align(ops.size() * sizeof(ops[0]));
+    size_t b_deps = align(deps.size() * sizeof(deps[0])), b_fifos = align(fifos.size() * sizeof(fifos[0]));
+    std::vector<char> host(b_lanes + b_ops + b_deps + b_fifos + 16);
+    std::memcpy(host.data(), lanes.data(), lanes.size() * sizeof(lanes[0]));
+    std::memcpy(host.data() + b_lanes, ops.data(), ops.size() * sizeof(ops[0]));
+    std::memcpy(host.data() + b_lanes + b_ops, deps.data(), deps.size() * sizeof(deps[0]));
+    std::memcpy(host.data() + b_lanes + b_ops + b_deps, fifos.data(), fifos.size() * sizeof(fifos[0]));
+    DevicePlan plan;
+    // Plain (synchronous) copy into fresh memory: no kernel can be using it.
+    CUDA_TRY(cudaMalloc(&plan.block, host.size()));
+    CUDA_TRY(cudaMemcpy(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice));
+    char* base = static_cast<char*>(plan.block);
+    plan.lanes = reinterpret_cast<cuda::DevLane*>(base);
+    plan.ops = reinterpret_cast<cuda::DevOp*>(base + b_lanes);
+    plan.deps = reinterpret_cast<cuda::DevDep*>(base + b_lanes + b_ops);
+    plan.fifos = reinterpret_cast<DevFifo*>(base + b_lanes + b_ops + b_deps);
+    plan.nlanes = uint32_t(lanes.size());
+    BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
+               fifos.size());
+    *out = &plans_.emplace(&schedule, plan).first->second;
+    return Status::ok();
+  }
+
+  void release() {
+    if (device_ < 0) return;
+    cudaSetDevice(device_);
+    // Kernels of this communicator may still run (destroy without a sync, or
+    // abort releasing them): wait before freeing what they use.
+    cudaDeviceSynchronize();
+    for (auto& [schedule, plan] : plans_) cudaFree(plan.block);
+    for (size_t r = 0; r < peer_arena_.size(); ++r)
+      if (opened_[r]) cudaIpcCloseMemHandle(peer_arena_[r]);
+    if (scratch_) cudaFree(scratch_);
+    if (p2p_dev_) cudaFree(p2p_dev_);
+    if (staging_) cudaFree(staging_);
+    if (lane_done_) cudaFree(lane_done_);
+    if (arena_) cudaFree(arena_);
+    if (flags_host_) cudaFreeHost(flags_host_);
+    cudaGetLastError();
+  }
+
+  ncclComm* comm_ = nullptr;
+  int device_ = -1;
+  uint32_t channels_ = 0, nslots_ = 0;
+  uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
+  void* arena_ = nullptr;
+  std::vector<char*> peer_arena_;
+  std::vector<bool> opened_;
+  int* flags_host_ = nullptr;  // [0] error, [1] abort
+  int* flags_dev_ = nullptr;
+  uint32_t* lane_done_ = nullptr;
+  uint64_t lane_done_bytes_ = 0;
+  void* scratch_ = nullptr;
+  uint64_t scratch_bytes_ = 0;
+  void* p2p_dev_ = nullptr;
+  uint64_t p2p_bytes_ = 0;
+  void* staging_ = nullptr;  // sends copied aside (see p2p)
+  uint64_t staging_bytes_ = 0;
+  std::map<const Schedule*, DevicePlan> plans_;  // schedules live in the comm's PlanCache
+};
+
+}  // namespace
+
+DeviceProbe probe_device_backend() {
+  DeviceProbe probe;
+  std::string want = env_string("BRAID_BACKEND");
+  if (want == "host") return probe;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return probe;
+  }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return probe;
+  probe.usable = 1;
+  probe.device = device;
+  return probe;
+}
+
+Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out) {
+  auto backend = std::make_unique<CudaBackend>();
+  BRAID_TRY(backend->init(comm, device));
+  *out = std::move(backend);
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,376 @@
+// The CUDA executor: interprets a DevicePlan (see device_plan.h), one thread
+// block per lane, on the caller's stream.
+//
+// Each block walks its lane exactly as the host executor does
+// (src/exec/host/collective_task.cc): the buffers are cut into tiles of one
+// slot, and for every tile the lane runs its whole op list, each op moving
+// one fragment per chunk.  The chunk and tile arithmetic (braid/chunking.h)
+// and the element semantics (src/core/reduce_ops.h) are the same BRAID_HD
+// code the host runs, so the host tests exercise what the kernel computes.
+//
+// A fragment step: thread 0 waits for its FIFO slots (receive: the sender
+// posted one; send: the receiver freed one), the whole block moves/reduces
+// the bytes, then thread 0 publishes (tail for a send, head for a receive)
+// after a system-scope fence.  Cross-lane dependencies wait on per-lane
+// completion counters.  Every wait gives up after timeout_ns or when the
+// communicator is aborted, recording why in host-mapped memory: a dead peer
+// never hangs the GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "braid/schedule.h"
+#include "src/exec/cuda/device_plan.h"
+#include "src/exec/cuda/launch.h"
+
+namespace braid::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint64_t load_volatile(const uint64_t* p) { return *(const volatile uint64_t*)p; }
+__device__ __forceinline__ uint32_t load_volatile(const uint32_t* p) { return *(const volatile uint32_t*)p; }
+__device__ __forceinline__ void store_volatile(uint64_t* p, uint64_t v) { *(volatile uint64_t*)p = v; }
+
+// Spins (thread 0 only) until ready() holds; false on timeout or abort, with
+// the reason recorded.
+template <typename Ready>
+__device__ bool spin_until(Ready ready, int* error, const int* abort_flag, uint64_t timeout_ns) {
+  if (ready()) return true;
+  uint64_t start = now_ns();
+  for (uint32_t i = 1;; ++i) {
+    if (ready()) return true;
+    if ((i & 1023) == 0) {
+      if (*(const volatile int*)abort_flag) {
+        atomicCAS(error, kDevOk, kDevAborted);
+        return false;
+      }
+      if (*(volatile int*)error != kDevOk) return false;  // another block already failed
+      if (now_ns() - start > timeout_ns) {
+        atomicCAS(error, kDevOk, kDevTimeout);
+        return false;
+      }
+    }
+  }
+}
+
+__device__ void fail(int* error, int code) { atomicCAS(error, kDevOk, code); }
+
+// Byte copy by the whole block, 16 bytes at a time when alignment allows.
+// dst2 (may be null) receives the same bytes.
+__device__ void block_copy(char* dst, char* dst2, const char* src, uint64_t bytes) {
+  uintptr_t align = uintptr_t(dst) | uintptr_t(src) | (dst2 ? uintptr_t(dst2) : 0);
+  uint64_t done = 0;
+  if ((align & 15) == 0) {
+    uint64_t n = bytes / 16;
+    const uint4* s = reinterpret_cast<const uint4*>(src);
+    uint4* d = reinterpret_cast<uint4*>(dst);
+    uint4* d2 = reinterpret_cast<uint4*>(dst2);
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      uint4 v = s[i];
+      d[i] = v;
+      if (d2) d2[i] = v;
+    }
+    done = n * 16;
+  } else if ((align & 3) == 0) {
+    uint64_t n = bytes / 4;
+    const uint32_t* s = reinterpret_cast<const uint32_t*>(src);
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst);
+    uint32_t* d2 = reinterpret_cast<uint32_t*>(dst2);
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      uint32_t v = s[i];
+      d[i] = v;
+      if (d2) d2[i] = v;
+    }
+    done = n * 4;
+  }
+  for (uint64_t i = done + threadIdx.x; i < bytes; i += blockDim.x) {
+    char v = src[i];
+    dst[i] = v;
+    if (dst2) dst2[i] = v;
+  }
+}
+
+template <ReduceKind K, typename S>
+__device__ void block_reduce_typed(char* dst, char* dst2, const char* a, const char* b, uint64_t n) {
+  S* d = reinterpret_cast<S*>(dst);
+  S* d2 = reinterpret_cast<S*>(dst2);
+  const S* x = reinterpret_cast<const S*>(a);
+  const S* y = reinterpret_cast<const S*>(b);
+  for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    S v = reduce_elem<K>(x[i], y[i]);
+    d[i] = v;
+    if (d2) d2[i] = v;
+  }
+}
+
+// dst (and dst2 if not null) = a (op) b over n elements.
+__device__ void block_reduce(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* a,
+                             const char* b, uint64_t n) {
+  with_storage_type(type, [&](auto storage) {
+    using S = decltype(storage);
+    with_reduce_kind(kind, [&](auto k) { block_reduce_typed<decltype(k)::value, S>(dst, dst2, a, b, n); });
+  });
+}
+
+struct Span {
+  char* ptr;
+  uint64_t elems;
+  bool user;
+};
+
+__device__ Span span_of(const CollectiveLaunch& L, uint8_t buffer, uint32_t index, uint64_t tile) {
+  uint64_t lo, hi;
+  char* base;
+  if (buffer == kDevScratch) {
+    lo = uint64_t(index) * L.scratch_capacity;
+    hi = lo + L.scratch_capacity;
+    base = L.scratch;
+  } else {
+    const BufferShape& shape = buffer == kDevInput ? L.input_shape : L.output_shape;
+    ElemRange r = shape.chunk(index);
+    lo = r.begin;
+    hi = r.end;
+    base = buffer == kDevInput ? const_cast<char*>(L.input) : L.output;
+  }
+  uint64_t b = min(lo + tile * L.tile_elems, hi), e = min(b + L.tile_elems, hi);
+  return Span{base ? base + b * L.esize : nullptr, e - b, buffer != kDevScratch};
+}
+
+// Elements one step moves (same rule as the host executor's resolve_length):
+// user operands are exact and must agree; a received fragment must cover
+// them; scratch-only steps take the shortest.  Returns false on a bad plan.
+__device__ bool step_length(const Span* operands, int count, bool received, uint64_t recv_elems, uint64_t* n,
+                            int* code) {
+  uint64_t len = received ? recv_elems : ~0ull;
+  bool have_user = false;
+  uint64_t user_len = 0;
+  for (int i = 0; i < count; ++i) {
+    const Span& s = operands[i];
+    if (s.elems > 0 && !s.ptr) { *code = kDevBadPlan; return false; }
+    if (s.user) {
+      if (have_user && s.elems != user_len) { *code = kDevBadPlan; return false; }
+      have_user = true;
+      user_len = s.elems;
+    }
+    len = min(len, s.elems);
+  }
+  if (have_user) {
+    if (received && recv_elems < user_len) { *code = kDevMismatch; return false; }
+    len = user_len;
+  }
+  *n = len == ~0ull ? 0 : len;
+  return true;
+}
+
+__global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L) {
+  const DevLane lane = L.lanes[blockIdx.x];
+  __shared__ bool s_failed;
+  __shared__ const char* s_in;
+  __shared__ char* s_slot;
+  __shared__ uint64_t s_recv_bytes, s_head, s_tail;
+  if (threadIdx.x == 0) s_failed = false;
+  uint32_t completed = 0;
+  for (uint64_t tile = 0; tile < L.tiles; ++tile) {
+    for (uint32_t i = 0; i < lane.op_count; ++i) {
+      const DevOp op = L.ops[lane.op_begin + i];
+      const OpType type = OpType(op.type);
+      const bool receives = op_receives(type), sends = op_sends(type);
+      const DevFifo* rf = receives ? &L.fifos[op.recv_fifo] : nullptr;
+      const DevFifo* sf = sends ? &L.fifos[op.send_fifo] : nullptr;
+      if (threadIdx.x == 0) {
+        for (uint32_t d = 0; d < op.dep_count && !s_failed; ++d) {
+          const DevDep dep = L.deps[op.dep_begin + d];
+          const uint32_t need = uint32_t(tile) * L.lanes[dep.lane].op_count + dep.op + 1;
+          const uint32_t* counter = &L.lane_done[dep.lane];
+          if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns))
+            s_failed = true;
+        }
+      }
+      for (uint32_t c = 0; c < op.count; ++c) {
+        if (threadIdx.x == 0 && !s_failed) {
+          if (receives) {
+            uint64_t h = load_volatile(rf->head);
+            if (!spin_until([&] { return load_volatile(rf->tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+              s_failed = true;
+            } else {
+              uint64_t slot = h % L.nslots;
+              s_head = h;
+              s_in = rf->slots + slot * L.slot_bytes;
+              s_recv_bytes = load_volatile(&rf->lengths[slot]);
+            }
+          }
+          if (sends && !s_failed) {
+            uint64_t t = load_volatile(sf->tail);
+            if (!spin_until([&] { return t - load_volatile(sf->head) < L.nslots; }, L.error, L.abort_flag,
+                            L.timeout_ns)) {
+              s_failed = true;
+            } else {
+              s_tail = t;
+              s_slot = sf->slots + (t % L.nslots) * L.slot_bytes;
+            }
+          }
+        }
+        __syncthreads();
+        if (s_failed) return;
+        // Acquire: what the peer (or another lane) wrote before moving the
+        // counter thread 0 saw must not come from a stale L1 line.
+        __threadfence();
+
+        Span src = op_reads_src(type) ? span_of(L, op.src_buffer, op.src_index + c, tile) : Span{nullptr, 0, false};
+        Span dst = op_writes_dst(type) ? span_of(L, op.dst_buffer, op.dst_index + c, tile) : Span{nullptr, 0, false};
+        Span operands[2];
+        int nops = 0;
+        if (op_reads_src(type) && type != OpType::Copy && type != OpType::Reduce) operands[nops++] = src;
+        if (op_writes_dst(type)) operands[nops++] = dst;
+        if (type == OpType::Copy || type == OpType::Reduce) operands[nops++] = src;
+        uint64_t n = 0;
+        int code = kDevOk;
+        if (!step_length(operands, nops, receives, s_recv_bytes / L.esize, &n, &code)) {
+          if (threadIdx.x == 0) fail(L.error, code);
+          return;
+        }
+        const uint64_t bytes = n * L.esize;
+        switch (type) {
+          case OpType::Send: block_copy(s_slot, nullptr, src.ptr, bytes); break;
+          case OpType::Recv: block_copy(dst.ptr, nullptr, s_in, bytes); break;
+          case OpType::RecvCopySend: block_copy(dst.ptr, s_slot, s_in, bytes); break;
+          case OpType::RecvReduceSend: block_reduce(L.type, L.kind, s_slot, nullptr, s_in, src.ptr, n); break;
+          case OpType::RecvReduceCopy: block_reduce(L.type, L.kind, dst.ptr, nullptr, s_in, src.ptr, n); break;
+          case OpType::RecvReduceCopySend: block_reduce(L.type, L.kind, dst.ptr, s_slot, s_in, src.ptr, n); break;
+          case OpType::Copy:
+            if (src.ptr != dst.ptr) block_copy(dst.ptr, nullptr, src.ptr, bytes);
+            break;
+          case OpType::Reduce: block_reduce(L.type, L.kind, dst.ptr, nullptr, dst.ptr, src.ptr, n); break;
+          case OpType::Nop: break;
+        }
+        // Our writes (peer slot, local buffers) must be visible before the
+        // peer or another lane sees the counters move.
+        __threadfence_system();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          if (sends) {
+            store_volatile(&sf->lengths[s_tail % L.nslots], bytes);
+            __threadfence_system();
+            store_volatile(sf->tail, s_tail + 1);
+          }
+          if (receives) store_volatile(rf->head, s_head + 1);
+        }
+      }
+      if (threadIdx.x == 0) {
+        __threadfence();
+        *(volatile uint32_t*)&L.lane_done[blockIdx.x] = ++completed;
+      }
+    }
+  }
+}
+
+// Grouped send/recv: one block per (peer, direction).  A message travels as
+// slot-sized fragments; every fragment also carries the message's total
+// size, so a receiver expecting a different count fails instead of
+// truncating or reading someone else's bytes.
+__global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
+  const DevP2PBlock block = L.blocks[blockIdx.x];
+  __shared__ bool s_failed;
+  __shared__ char* s_ptr;
+  __shared__ uint64_t s_len, s_pos;
+  if (threadIdx.x == 0) s_failed = false;
+  for (uint32_t i = 0; i < block.op_count; ++i) {
+    const DevP2POp op = L.ops[block.op_begin + i];
+    const DevFifo& f = L.fifos[op.fifo];
+    uint64_t offset = 0;
+    do {
+      if (threadIdx.x == 0) {
+        if (op.is_send) {
+          uint64_t t = load_volatile(f.tail);
+          if (!spin_until([&] { return t - load_volatile(f.head) < L.nslots; }, L.error, L.abort_flag, L.timeout_ns))
+            s_failed = true;
+          s_pos = t;
+          s_ptr = f.slots + (t % L.nslots) * L.slot_bytes;
+          s_len = min(L.slot_bytes, op.bytes - offset);
+        } else {
+          uint64_t h = load_volatile(f.head);
+          if (!spin_until([&] { return load_volatile(f.tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+            s_failed = true;
+          } else {
+            uint64_t slot = h % L.nslots;
+            s_pos = h;
+            s_ptr = f.slots + slot * L.slot_bytes;
+            s_len = load_volatile(&f.lengths[slot]);
+            uint64_t total = load_volatile(&f.totals[slot]);
+            if (total != op.bytes || s_len > op.bytes - offset) {
+              fail(L.error, kDevMismatch);
+              s_failed = true;
+            }
+          }
+        }
+      }
+      __syncthreads();
+      if (s_failed) return;
+      __threadfence();  // acquire, as in collective_kernel
+      if (op.is_send) block_copy(s_ptr, nullptr, op.buffer + offset, s_len);
+      else block_copy(op.buffer + offset, nullptr, s_ptr, s_len);
+      __threadfence_system();
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        if (op.is_send) {
+          store_volatile(&f.lengths[s_pos % L.nslots], s_len);
+          store_volatile(&f.totals[s_pos % L.nslots], op.bytes);
+          __threadfence_system();
+          store_volatile(f.tail, s_pos + 1);
+        } else {
+          store_volatile(f.head, s_pos + 1);
+        }
+      }
+      offset += s_len;
+      __syncthreads();  // s_len is rewritten by the next fragment's thread 0
+    } while (offset < op.bytes);
+  }
+}
+
+template <typename S>
+__global__ void divide_kernel(S* data, uint64_t n, int divisor) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    data[i] = divide_elem(data[i], divisor);
+}
+
+}  // namespace
+
+cudaError_t preload_kernels() {
+  // CUDA loads modules lazily by default, and a first launch that loads one
+  // may wait for the device to go idle: with ranks of one process spinning
+  // on each other, that is a deadlock.  Load everything up front.
+  cudaFuncAttributes attr;
+  cudaError_t e = cudaFuncGetAttributes(&attr, collective_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, p2p_kernel);
+  for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
+    with_storage_type(type, [&](auto storage) { e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>); });
+  return e;
+}
+
+cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, cudaStream_t stream) {
+  collective_kernel<<<lanes, kThreads, 0, stream>>>(launch);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream) {
+  p2p_kernel<<<blocks, kThreads, 0, stream>>>(launch);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream) {
+  uint32_t blocks = uint32_t(std::min<uint64_t>(1024, (count + 255) / 256));
+  with_storage_type(type, [&](auto storage) {
+    using S = decltype(storage);
+    divide_kernel<S><<<blocks, 256, 0, stream>>>(static_cast<S*>(data), count, divisor);
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace braid::cuda

@@ -1,0 +1,19 @@
+// Host entry points of the CUDA kernels (kernels.cu).  All asynchronous on
+// `stream`; errors are launch errors only (what the kernels hit is reported
+// through the launch's host-mapped error word).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "src/exec/cuda/device_plan.h"
+
+namespace braid::cuda {
+
+// Loads every kernel now (see kernels.cu): call once per process and device.
+cudaError_t preload_kernels();
+cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, cudaStream_t stream);
+cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
+// data[i] /= divisor: ncclAvg's last step.
+cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);
+
+}  // namespace braid::cuda

@@ -1,0 +1,17 @@
+// Without CUDA (braid built where nvcc was not found), no device backend
+// exists: the probe says so and every communicator runs on the host.
+#include "src/exec/device_backend.h"
+
+#include "src/core/env.h"
+
+namespace braid {
+
+#if !BRAID_WITH_CUDA
+DeviceProbe probe_device_backend() { return DeviceProbe{}; }
+
+Status make_cuda_backend(ncclComm*, int, std::unique_ptr<DeviceBackend>*) {
+  return BRAID_ERROR(ncclInvalidUsage, "braid was built without CUDA (nvcc not found at build time)");
+}
+#endif
+
+}  // namespace braid
