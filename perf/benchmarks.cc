@@ -63,31 +63,31 @@ bool sendrecv_expected(int rank, int n, int, size_t, size_t i, const Data& d, ui
 }
 
 ncclResult_t run_all_reduce(const Call& c) {
-  return ncclAllReduce(c.send, c.recv, c.count, c.type, c.op, c.comm, nullptr);
+  return ncclAllReduce(c.send, c.recv, c.count, c.type, c.op, c.comm, c.stream);
 }
-ncclResult_t run_all_gather(const Call& c) { return ncclAllGather(c.send, c.recv, c.count, c.type, c.comm, nullptr); }
+ncclResult_t run_all_gather(const Call& c) { return ncclAllGather(c.send, c.recv, c.count, c.type, c.comm, c.stream); }
 ncclResult_t run_reduce_scatter(const Call& c) {
-  return ncclReduceScatter(c.send, c.recv, c.count, c.type, c.op, c.comm, nullptr);
+  return ncclReduceScatter(c.send, c.recv, c.count, c.type, c.op, c.comm, c.stream);
 }
 ncclResult_t run_broadcast(const Call& c) {
-  return ncclBroadcast(c.send, c.recv, c.count, c.type, c.root, c.comm, nullptr);
+  return ncclBroadcast(c.send, c.recv, c.count, c.type, c.root, c.comm, c.stream);
 }
 ncclResult_t run_reduce(const Call& c) {
-  return ncclReduce(c.send, c.recv, c.count, c.type, c.op, c.root, c.comm, nullptr);
+  return ncclReduce(c.send, c.recv, c.count, c.type, c.op, c.root, c.comm, c.stream);
 }
-ncclResult_t run_alltoall(const Call& c) { return ncclAlltoAll(c.send, c.recv, c.count, c.type, c.comm, nullptr); }
+ncclResult_t run_alltoall(const Call& c) { return ncclAlltoAll(c.send, c.recv, c.count, c.type, c.comm, c.stream); }
 ncclResult_t run_gather(const Call& c) {
-  return ncclGather(c.send, c.recv, c.count, c.type, c.root, c.comm, nullptr);
+  return ncclGather(c.send, c.recv, c.count, c.type, c.root, c.comm, c.stream);
 }
 ncclResult_t run_scatter(const Call& c) {
-  return ncclScatter(c.send, c.recv, c.count, c.type, c.root, c.comm, nullptr);
+  return ncclScatter(c.send, c.recv, c.count, c.type, c.root, c.comm, c.stream);
 }
 // Each rank sends to the next and receives from the previous, in one group.
 ncclResult_t run_sendrecv(const Call& c) {
   ncclResult_t r = ncclGroupStart();
   if (r != ncclSuccess) return r;
-  ncclResult_t s = ncclSend(c.send, c.count, c.type, (c.rank + 1) % c.nranks, c.comm, nullptr);
-  ncclResult_t q = ncclRecv(c.recv, c.count, c.type, (c.rank + c.nranks - 1) % c.nranks, c.comm, nullptr);
+  ncclResult_t s = ncclSend(c.send, c.count, c.type, (c.rank + 1) % c.nranks, c.comm, c.stream);
+  ncclResult_t q = ncclRecv(c.recv, c.count, c.type, (c.rank + c.nranks - 1) % c.nranks, c.comm, c.stream);
   r = ncclGroupEnd();
   return s != ncclSuccess ? s : q != ncclSuccess ? q : r;
 }

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/device.h"
 #include "perf/options.h"
 #include "perf/values.h"
 #include "perf/world.h"
@@ -93,7 +94,15 @@ class Runner {
       : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), threads_(o.threads),
         nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
-        send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr) {}
+        send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
+        dev_send_(size_t(o.threads), nullptr), dev_recv_(size_t(o.threads), nullptr),
+        streams_(size_t(o.threads), nullptr) {}
+
+  ~Runner() {
+    if (!device_buffers()) return;
+    for (void* p : dev_send_) buffer_free(p);
+    for (void* p : dev_recv_) buffer_free(p);
+  }
 
   bool main_printer() const { return world_.proc() == 0; }
 
@@ -110,6 +119,13 @@ class Runner {
       recv_[size_t(t)].allocate(opt_.max_bytes);
       if (!send_[size_t(t)].data || !recv_[size_t(t)].data) {
         fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, opt_.max_bytes);
+        world_.abort(2);
+      }
+      // Device buffers mirror the host ones (which lay out and check data).
+      dev_send_[size_t(t)] = device_buffers() ? buffer_alloc(send_[size_t(t)].bytes) : send_[size_t(t)].data;
+      dev_recv_[size_t(t)] = device_buffers() ? buffer_alloc(recv_[size_t(t)].bytes) : recv_[size_t(t)].data;
+      if (!dev_send_[size_t(t)] || !dev_recv_[size_t(t)]) {
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of {}\n", tool_, opt_.max_bytes, device_description());
         world_.abort(2);
       }
     }
@@ -162,6 +178,7 @@ class Runner {
   void thread_main(int thread) {
     const int rank = rank_of(thread);
     ncclComm_t& comm = comms_[size_t(thread)];
+    streams_[size_t(thread)] = stream_create();
     if (!mpi_peer_ && opt_.parallel_init) check(ncclCommInitRank(&comm, nranks_, id_, rank), rank, "ncclCommInitRank");
     register_buffers(thread, true);
     uint64_t rep = 0;
@@ -185,13 +202,14 @@ class Runner {
     sync(thread);
     register_buffers(thread, false);
     if (comm) check(ncclCommDestroy(comm), rank, "ncclCommDestroy");
+    stream_destroy(streams_[size_t(thread)]);
   }
 
   void register_buffers(int thread, bool on) {
     ncclComm_t comm = comms_[size_t(thread)];
     if (!comm || !opt_.local_register) return;
     const int rank = rank_of(thread);
-    void* bufs[2] = {send_[size_t(thread)].data, recv_[size_t(thread)].data};
+    void* bufs[2] = {dev_send_[size_t(thread)], dev_recv_[size_t(thread)]};
     void** handles[2] = {&send_handles_[size_t(thread)], &recv_handles_[size_t(thread)]};
     for (int b = 0; b < 2; ++b) {
       const size_t bytes = b == 0 ? send_[size_t(thread)].bytes : recv_[size_t(thread)].bytes;
@@ -215,6 +233,7 @@ class Runner {
       Call call = make_call(thread, type, op, root, c, false);
       OpHolder holder(this, thread, type, &call);
       for (int i = 0; i < opt_.warmup; ++i) launch(call);
+      stream_sync(call.stream);
       if (bytes == 0 && opt_.max_bytes == 0) break;
     }
   }
@@ -228,7 +247,26 @@ class Runner {
       send = recv + c.send_inplace_offset * size_t(rank) * es;
       recv = recv + c.recv_inplace_offset * size_t(rank) * es;
     }
-    return Call{send, recv, c.param, type, op, root, rank, nranks_, comms_[size_t(thread)]};
+    return Call{to_device(thread, send), to_device(thread, recv), c.param, type, op, root, rank, nranks_,
+                comms_[size_t(thread)], streams_[size_t(thread)]};
+  }
+
+  // The device buffer address mirroring a host buffer address, and back.
+  char* to_device(int thread, const char* host) const {
+    const size_t t = size_t(thread);
+    if (host >= recv_[t].data && host < recv_[t].data + recv_[t].bytes)
+      return static_cast<char*>(dev_recv_[t]) + (host - recv_[t].data);
+    return static_cast<char*>(dev_send_[t]) + (host - send_[t].data);
+  }
+  char* to_host(int thread, const void* device) const {
+    const size_t t = size_t(thread);
+    const char* d = static_cast<const char*>(device);
+    const char* dr = static_cast<const char*>(dev_recv_[t]);
+    if (d >= dr && d < dr + recv_[t].bytes) return recv_[t].data + (d - dr);
+    return send_[t].data + (d - static_cast<const char*>(dev_send_[t]));
+  }
+  void upload(int thread, const void* device, size_t bytes) {
+    if (device_buffers()) copy_to_buffer(const_cast<void*>(device), to_host(thread, device), bytes);
   }
 
   // mulsum: a PreMulSum op with this rank's scalar for the lifetime of a call set.
@@ -251,6 +289,7 @@ class Runner {
 
   void launch(const Call& call) {
     check(bench_.run(call), call.rank, bench_.name.c_str(), call.comm);
+    if (opt_.blocking) stream_sync(call.stream);
     progress_.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -260,9 +299,14 @@ class Runner {
     const int data_op = bench_.reduces ? int(op) : kCopy;
     Call call = make_call(thread, type, op, root, c, in_place);
     OpHolder holder(this, thread, type, &call);
-    if (opt_.check) Data(type, data_op, nranks_, 99).fill(const_cast<void*>(call.send), rank, 0, c.send);
+    const size_t es = type_size(type);
+    if (opt_.check) {
+      Data(type, data_op, nranks_, 99).fill(to_host(thread, call.send), rank, 0, c.send);
+      upload(thread, call.send, c.send * es);
+    }
 
     launch(call);  // untimed: connections, first touch
+    stream_sync(call.stream);
     sync(thread);
     const auto start = Clock::now();
     for (int i = 0; i < opt_.iters; ++i) {
@@ -273,6 +317,7 @@ class Runner {
       }
       if (opt_.agg > 1 && call.comm) check(ncclGroupEnd(), rank, "ncclGroupEnd", call.comm);
     }
+    stream_sync(call.stream);
     const double seconds =
         std::chrono::duration<double>(Clock::now() - start).count() / double(opt_.iters * opt_.agg);
     Placement out;
@@ -284,13 +329,16 @@ class Runner {
 
     for (int k = 0; k < opt_.check; ++k) {
       const Data data(type, data_op, nranks_, rep * 1000003 + uint64_t(k));
-      char* recv = static_cast<char*>(call.recv);
-      const size_t es = type_size(type);
+      char* recv = to_host(thread, call.recv);
       // Poison what the call writes, then lay the inputs (in place they may overlap).
       std::memset(recv, 0xa5, c.recv * es);
-      data.fill(const_cast<void*>(call.send), rank, 0, c.send);
+      data.fill(to_host(thread, call.send), rank, 0, c.send);
+      upload(thread, call.recv, c.recv * es);
+      upload(thread, call.send, c.send * es);
       sync(thread);
       launch(call);
+      stream_sync(call.stream);
+      if (device_buffers()) copy_from_buffer(recv, call.recv, c.recv * es);
       long wrong = 0;
       uint64_t want = 0;
       for (size_t i = 0; i < c.recv; ++i)
@@ -431,6 +479,8 @@ class Runner {
   std::vector<ncclComm_t> comms_;
   std::vector<AlignedBuffer> send_, recv_;
   std::vector<void*> send_handles_, recv_handles_;
+  std::vector<void*> dev_send_, dev_recv_;  // == the host buffers without a device
+  std::vector<cudaStream_t> streams_;
   std::atomic<long> errors_{0};
   std::atomic<uint64_t> progress_{0};
   std::atomic<bool> done_{false};
@@ -492,8 +542,8 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   std::string lines, json_devices;
   const std::string host = hostname();
   for (int t = 0; t < opt.threads; ++t)
-    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {:2} [cpu] host\n",
-                         world->proc() * opt.threads + t, 0, getpid(), host, t);
+    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, 0,
+                         getpid(), host, device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
   const std::string all_lines = world->gather_text(lines);
   if (world->proc() == 0) {
     std::fputs((head + all_lines).c_str(), stdout);

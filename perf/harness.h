@@ -25,6 +25,7 @@ struct Call {
   int root;
   int rank, nranks;
   ncclComm_t comm;  // nullptr in the MPI peer tool
+  cudaStream_t stream = nullptr;  // the rank's stream when buffers are on a device
 };
 
 // Element counts for one row, from count = size / sizeof(type).

@@ -1,0 +1,104 @@
+#include "perf/device.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#if BRAID_PERF_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace perf {
+
+#if BRAID_PERF_CUDA
+namespace {
+void die(cudaError_t e, const char* what) {
+  fmt::print(stderr, "perf: {} failed: {}\n", what, cudaGetErrorString(e));
+  std::exit(3);
+}
+#define PERF_CUDA(expr)                     \
+  do {                                      \
+    cudaError_t e_ = (expr);                \
+    if (e_ != cudaSuccess) die(e_, #expr);  \
+  } while (0)
+}  // namespace
+
+bool device_buffers() {
+  static const bool on = [] {
+    // Ranks that are threads of this process each have a stream whose
+    // kernels wait for the others'.  With more streams than hardware queues
+    // (CUDA_DEVICE_MAX_CONNECTIONS, default 8) streams share queues, and a
+    // rank's next launch can block a peer's current one behind it: a
+    // deadlock.  Ask for the most queues before CUDA starts.
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+    const char* backend = std::getenv("BRAID_BACKEND");
+    if (backend && std::string(backend) == "host") return false;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      cudaGetLastError();
+      return false;
+    }
+    return true;
+  }();
+  return on;
+}
+
+void* buffer_alloc(size_t bytes) {
+  if (!device_buffers()) return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
+  PERF_CUDA(cudaMemset(p, 0, bytes));
+  return p;
+}
+void buffer_free(void* p) {
+  if (!device_buffers()) return std::free(p);
+  cudaFree(p);
+}
+void copy_to_buffer(void* dst, const void* host, size_t bytes) {
+  if (!device_buffers()) return void(std::memcpy(dst, host, bytes));
+  PERF_CUDA(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
+}
+void copy_from_buffer(void* host, const void* src, size_t bytes) {
+  if (!device_buffers()) return void(std::memcpy(host, src, bytes));
+  PERF_CUDA(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
+}
+cudaStream_t stream_create() {
+  if (!device_buffers()) return nullptr;
+  cudaStream_t s;
+  // Non-blocking: ranks that are threads of one process must not serialise
+  // on the legacy default stream.
+  PERF_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void stream_destroy(cudaStream_t s) {
+  if (s) cudaStreamDestroy(s);
+}
+void stream_sync(cudaStream_t s) {
+  if (s) PERF_CUDA(cudaStreamSynchronize(s));
+}
+const char* device_description() {
+  static const std::string d = [] {
+    if (!device_buffers()) return std::string("host memory");
+    int dev = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceProp p{};
+    cudaGetDeviceProperties(&p, dev);
+    return fmt::format("cuda device {} ({})", dev, p.name);
+  }();
+  return d.c_str();
+}
+#else
+bool device_buffers() { return false; }
+void* buffer_alloc(size_t bytes) { return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096); }
+void buffer_free(void* p) { std::free(p); }
+void copy_to_buffer(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
+void copy_from_buffer(void* host, const void* src, size_t bytes) { std::memcpy(host, src, bytes); }
+cudaStream_t stream_create() { return nullptr; }
+void stream_destroy(cudaStream_t) {}
+void stream_sync(cudaStream_t) {}
+const char* device_description() { return "host memory"; }
+#endif
+
+}  // namespace perf

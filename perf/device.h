@@ -1,0 +1,24 @@
+// Where the perf tools put their buffers.  Like nccl-tests, the tools use
+// device memory when a CUDA device is visible (and BRAID_BACKEND is not
+// "host"); otherwise host memory.  Data is laid out and checked in host
+// mirrors, copied to and from the device around each checked call.
+#pragma once
+
+#include <cstddef>
+
+#include "nccl.h"
+
+namespace perf {
+
+bool device_buffers();  // decided once per process
+// All of these are no-ops / host equivalents without device buffers.
+void* buffer_alloc(size_t bytes);
+void buffer_free(void* p);
+void copy_to_buffer(void* dst, const void* host, size_t bytes);
+void copy_from_buffer(void* host, const void* src, size_t bytes);
+cudaStream_t stream_create();
+void stream_destroy(cudaStream_t s);
+void stream_sync(cudaStream_t s);  // exits the process on a CUDA error
+const char* device_description();  // "host memory" or "cuda device 0 (NVIDIA H100 ...)"
+
+}  // namespace perf
