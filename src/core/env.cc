@@ -23,7 +23,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
       {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
-      {"BRAID_CUDA_CHANNELS", "4", "cuda backend: connections per peer pair for schedule lanes"},
+      {"BRAID_CUDA_CHANNELS", "8", "cuda backend: connections per peer pair (schedule channels x parallel slices)"},
       {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
       {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
       {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective"},

@@ -43,6 +43,7 @@ using cuda::DevFifo;
 
 constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
 constexpr uint32_t kMaxSlots = 8;
+constexpr uint64_t kMinSliceBytes = 256 << 10;  // per buffer block, per slice
 
 struct ArenaInfo {
   cudaIpcMemHandle_t handle;
@@ -58,6 +59,8 @@ struct DevicePlan {
   cuda::DevDep* deps = nullptr;
   DevFifo* fifos = nullptr;
   uint32_t nlanes = 0;
+  uint32_t max_slices = 1;       // channels_ / channels the schedule uses
+  uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   void* block = nullptr;
 };
 
@@ -138,7 +141,7 @@ class CudaBackend final : public DeviceBackend {
       if (s->chunks % s->blocks != 0)
         return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
                            s->chunks, s->blocks);
-    L.scratch_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
+    const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
     bool has_input = !(c.collective == Collective::Broadcast || c.collective == Collective::Scatter) ||
                      comm_->rank == c.root;
     bool has_output = !(c.collective == Collective::Reduce || c.collective == Collective::Gather) ||
@@ -156,8 +159,14 @@ class CudaBackend final : public DeviceBackend {
 
     const DevicePlan* plan = nullptr;
     BRAID_TRY(plan_for(schedule, stream, &plan));
-    uint64_t scratch_need = uint64_t(prog.scratch_chunks) * L.scratch_capacity * esize;
-    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, scratch_need, stream, "scratch"));
+    // Slices: enough bytes per block to be worth a block each (a function of
+    // the call alone, so every rank picks the same number).
+    const uint64_t slices = std::clamp<uint64_t>(c.count * esize / kMinSliceBytes, 1, plan->max_slices);
+    L.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
+    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, L.scratch_stride * slices * esize, stream, "scratch"));
+    BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
+                              plan->nlanes * slices * sizeof(uint32_t), stream, "lane counter"));
+    L.fifos_per_slice = plan->fifos_per_slice;
     L.scratch = static_cast<char*>(scratch_);
     L.lanes = plan->lanes;
     L.ops = plan->ops;
@@ -165,8 +174,6 @@ class CudaBackend final : public DeviceBackend {
     L.fifos = plan->fifos;
     L.esize = uint32_t(esize);
     L.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
-    uint64_t max_chunk = std::max({L.input_shape.chunk_capacity(), L.output_shape.chunk_capacity(), L.scratch_capacity});
-    L.tiles = std::max<uint64_t>(1, (max_chunk + L.tile_elems - 1) / L.tile_elems);
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
@@ -183,8 +190,8 @@ class CudaBackend final : public DeviceBackend {
     L.abort_flag = flags_dev_ + 1;
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
-    CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * sizeof(uint32_t), stream));
-    CUDA_TRY(cuda::launch_collective(L, plan->nlanes, stream));
+    CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
+    CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
     if (c.op == ncclAvg && reduces && L.output)
       CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, comm_->nranks, stream));
     return Status::ok();
@@ -356,10 +363,16 @@ class CudaBackend final : public DeviceBackend {
     std::vector<cuda::DevOp> ops;
     std::vector<cuda::DevDep> deps;
     std::vector<DevFifo> fifos;
+    // Slice s of a lane on channel c uses connection channel s * used + c,
+    // where `used` is how many channels the schedule itself uses.
+    uint32_t used = 1;
+    for (const RankProgram& rp : schedule.ranks)
+      for (const Lane& lane : rp.lanes) used = std::max<uint32_t>(used, lane.channel + 1u);
+    if (used > channels_)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses {} channels; raise BRAID_CUDA_CHANNELS (now {})",
+                         schedule.name, used, channels_);
+    const uint32_t max_slices = channels_ / used;
     for (const Lane& lane : prog.lanes) {
-      if (lane.channel >= channels_)
-        return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses channel {}; raise BRAID_CUDA_CHANNELS (now {})",
-                           schedule.name, lane.channel, channels_);
       lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
       for (const Op& op : lane.ops) {
         cuda::DevOp d;
@@ -383,10 +396,27 @@ class CudaBackend final : public DeviceBackend {
         ops.push_back(d);
       }
     }
+    // The other slices' copies of the fifo table, on their own channels.
+    const size_t per_slice = fifos.size();
+    fifos.resize(per_slice * max_slices);
+    {
+      size_t i = 0;
+      for (const Lane& lane : prog.lanes)
+        for (const Op& op : lane.ops) {
+          for (int side = 0; side < 2; ++side) {
+            bool present = side == 0 ? op_sends(op.type) : op_receives(op.type);
+            if (!present) continue;
+            for (uint32_t slice = 1; slice < max_slices; ++slice) {
+              uint32_t channel = slice * used + lane.channel;
+              fifos[slice * per_slice + i] =
+                  side == 0 ? fifo_to(op.send_peer, channel) : fifo_from(op.recv_peer, channel);
+            }
+            ++i;
+          }
+        }
+    }
     static_assert(uint8_t(BufferKind::Input) == cuda::kDevInput && uint8_t(BufferKind::Output) == cuda::kDevOutput &&
                   uint8_t(BufferKind::Scratch) == cuda::kDevScratch);
-    BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
-                              lanes.size() * sizeof(uint32_t), stream, "lane counter"));
     auto align = [](size_t n) { return (n + 15) & ~size_t(15); };
     size_t b_lanes = align(lanes.size() * sizeof(lanes[0])), b_ops = align(ops.size() * sizeof(ops[0]));
     size_t b_deps = align(deps.size() * sizeof(deps[0])), b_fifos = align(fifos.size() * sizeof(fifos[0]));
@@ -405,6 +435,8 @@ class CudaBackend final : public DeviceBackend {
     plan.deps = reinterpret_cast<cuda::DevDep*>(base + b_lanes + b_ops);
     plan.fifos = reinterpret_cast<DevFifo*>(base + b_lanes + b_ops + b_deps);
     plan.nlanes = uint32_t(lanes.size());
+    plan.max_slices = max_slices;
+    plan.fifos_per_slice = uint32_t(per_slice);
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;

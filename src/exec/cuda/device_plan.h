@@ -61,16 +61,20 @@ struct CollectiveLaunch {
   const char* input = nullptr;
   char* output = nullptr;
   char* scratch = nullptr;
-  BufferShape input_shape, output_shape;
-  uint64_t scratch_capacity = 0;  // elements per scratch chunk
+  BufferShape input_shape, output_shape;  // of the whole call
+  uint64_t scratch_stride = 0;  // scratch elements each slice owns
   uint64_t tile_elems = 0;
-  uint64_t tiles = 0;
+  // The call runs as gridDim.y independent slices: slice s takes elements
+  // [count*s/S, count*(s+1)/S) of every buffer block and its own connections
+  // (fifos [s * fifos_per_slice, ...)), so S blocks per lane move data in
+  // parallel, like NCCL's channels.
+  uint32_t fifos_per_slice = 0;
   uint32_t esize = 0;
   uint32_t nslots = 0;
   uint64_t slot_bytes = 0;
   ncclDataType_t type = ncclFloat;
   ReduceKind kind = ReduceKind::Sum;
-  uint32_t* lane_done = nullptr;  // ops completed per lane (zeroed before each launch)
+  uint32_t* lane_done = nullptr;  // ops completed per (slice, lane), zeroed before each launch
   int* error = nullptr;           // host-mapped: first error code the kernel hit
   const int* abort_flag = nullptr;  // host-mapped: ncclCommAbort raised it
   uint64_t timeout_ns = 0;

@@ -62,17 +62,23 @@ __device__ bool spin_until(Ready ready, int* error, const int* abort_flag, uint6
 
 __device__ void fail(int* error, int code) { atomicCAS(error, kDevOk, code); }
 
-// Byte copy by the whole block, 16 bytes at a time when alignment allows.
-// dst2 (may be null) receives the same bytes.
+// Byte copy by the whole block, 16 bytes at a time (four loads in flight per
+// thread) when alignment allows.  dst2 (may be null) receives the same bytes.
 __device__ void block_copy(char* dst, char* dst2, const char* src, uint64_t bytes) {
   uintptr_t align = uintptr_t(dst) | uintptr_t(src) | (dst2 ? uintptr_t(dst2) : 0);
   uint64_t done = 0;
   if ((align & 15) == 0) {
-    uint64_t n = bytes / 16;
+    const uint64_t n = bytes / 16, step = blockDim.x;
     const uint4* s = reinterpret_cast<const uint4*>(src);
     uint4* d = reinterpret_cast<uint4*>(dst);
     uint4* d2 = reinterpret_cast<uint4*>(dst2);
-    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    uint64_t i = threadIdx.x;
+    for (; i + 3 * step < n; i += 4 * step) {
+      uint4 v0 = s[i], v1 = s[i + step], v2 = s[i + 2 * step], v3 = s[i + 3 * step];
+      d[i] = v0, d[i + step] = v1, d[i + 2 * step] = v2, d[i + 3 * step] = v3;
+      if (d2) d2[i] = v0, d2[i + step] = v1, d2[i + 2 * step] = v2, d2[i + 3 * step] = v3;
+    }
+    for (; i < n; i += step) {
       uint4 v = s[i];
       d[i] = v;
       if (d2) d2[i] = v;
@@ -97,13 +103,38 @@ __device__ void block_copy(char* dst, char* dst2, const char* src, uint64_t byte
   }
 }
 
+template <typename S>
+union Vec16 {
+  uint4 v;
+  S e[16 / sizeof(S)];
+};
+
 template <ReduceKind K, typename S>
 __device__ void block_reduce_typed(char* dst, char* dst2, const char* a, const char* b, uint64_t n) {
   S* d = reinterpret_cast<S*>(dst);
   S* d2 = reinterpret_cast<S*>(dst2);
   const S* x = reinterpret_cast<const S*>(a);
   const S* y = reinterpret_cast<const S*>(b);
-  for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) {
+  uint64_t done = 0;
+  uintptr_t align = uintptr_t(dst) | uintptr_t(a) | uintptr_t(b) | (dst2 ? uintptr_t(dst2) : 0);
+  if ((align & 15) == 0) {
+    // 16 bytes per load: the same element semantics, lane by lane.
+    constexpr int kPer = 16 / sizeof(S);
+    const uint64_t nv = n / kPer;
+    const uint4* xv = reinterpret_cast<const uint4*>(a);
+    const uint4* yv = reinterpret_cast<const uint4*>(b);
+    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+      Vec16<S> p, q, r;
+      p.v = xv[i];
+      q.v = yv[i];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) r.e[k] = reduce_elem<K>(p.e[k], q.e[k]);
+      reinterpret_cast<uint4*>(dst)[i] = r.v;
+      if (dst2) reinterpret_cast<uint4*>(dst2)[i] = r.v;
+    }
+    done = nv * kPer;
+  }
+  for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
     S v = reduce_elem<K>(x[i], y[i]);
     d[i] = v;
     if (d2) d2[i] = v;
@@ -125,18 +156,38 @@ struct Span {
   bool user;
 };
 
-__device__ Span span_of(const CollectiveLaunch& L, uint8_t buffer, uint32_t index, uint64_t tile) {
+// This slice's part [lo, lo + len) of a buffer block of `block_elems`.
+__device__ __forceinline__ void slice_of(uint64_t block_elems, uint64_t* lo, uint64_t* len) {
+  const uint64_t s = blockIdx.y, S = gridDim.y;
+  *lo = block_elems * s / S;
+  *len = block_elems * (s + 1) / S - *lo;
+}
+
+// The chunk's capacity inside this slice (chunking.h's rule on the slice).
+__device__ uint64_t slice_chunk_capacity(const BufferShape& shape) {
+  uint64_t lo, len;
+  slice_of(shape.block_elems, &lo, &len);
+  BufferShape sliced{shape.blocks, len, shape.chunks};
+  return sliced.chunk_capacity();
+}
+
+__device__ Span span_of(const CollectiveLaunch& L, uint64_t scratch_capacity, uint8_t buffer, uint32_t index,
+                        uint64_t tile) {
   uint64_t lo, hi;
   char* base;
   if (buffer == kDevScratch) {
-    lo = uint64_t(index) * L.scratch_capacity;
-    hi = lo + L.scratch_capacity;
+    lo = blockIdx.y * L.scratch_stride + uint64_t(index) * scratch_capacity;
+    hi = lo + scratch_capacity;
     base = L.scratch;
   } else {
     const BufferShape& shape = buffer == kDevInput ? L.input_shape : L.output_shape;
-    ElemRange r = shape.chunk(index);
-    lo = r.begin;
-    hi = r.end;
+    uint64_t slice_lo, slice_len;
+    slice_of(shape.block_elems, &slice_lo, &slice_len);
+    BufferShape sliced{shape.blocks, slice_len, shape.chunks};
+    ElemRange r = sliced.chunk(index);
+    const uint64_t block = index / shape.chunks_per_block();
+    lo = block * shape.block_elems + slice_lo + (r.begin - block * slice_len);
+    hi = lo + r.size();
     base = buffer == kDevInput ? const_cast<char*>(L.input) : L.output;
   }
   uint64_t b = min(lo + tile * L.tile_elems, hi), e = min(b + L.tile_elems, hi);
@@ -171,24 +222,31 @@ __device__ bool step_length(const Span* operands, int count, bool received, uint
 
 __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L) {
   const DevLane lane = L.lanes[blockIdx.x];
+  const DevFifo* fifos = L.fifos + uint64_t(blockIdx.y) * L.fifos_per_slice;
+  uint32_t* lane_done = L.lane_done + uint64_t(blockIdx.y) * gridDim.x;
+  // Tiles and scratch chunks are sized for this slice, the same way on
+  // every rank (all compute them from the call's count and the slice count).
+  const uint64_t scratch_capacity =
+      max(slice_chunk_capacity(L.input_shape), slice_chunk_capacity(L.output_shape));
+  const uint64_t tiles = std::max<uint64_t>(1, (scratch_capacity + L.tile_elems - 1) / L.tile_elems);
   __shared__ bool s_failed;
   __shared__ const char* s_in;
   __shared__ char* s_slot;
   __shared__ uint64_t s_recv_bytes, s_head, s_tail;
   if (threadIdx.x == 0) s_failed = false;
   uint32_t completed = 0;
-  for (uint64_t tile = 0; tile < L.tiles; ++tile) {
+  for (uint64_t tile = 0; tile < tiles; ++tile) {
     for (uint32_t i = 0; i < lane.op_count; ++i) {
       const DevOp op = L.ops[lane.op_begin + i];
       const OpType type = OpType(op.type);
       const bool receives = op_receives(type), sends = op_sends(type);
-      const DevFifo* rf = receives ? &L.fifos[op.recv_fifo] : nullptr;
-      const DevFifo* sf = sends ? &L.fifos[op.send_fifo] : nullptr;
+      const DevFifo* rf = receives ? &fifos[op.recv_fifo] : nullptr;
+      const DevFifo* sf = sends ? &fifos[op.send_fifo] : nullptr;
       if (threadIdx.x == 0) {
         for (uint32_t d = 0; d < op.dep_count && !s_failed; ++d) {
           const DevDep dep = L.deps[op.dep_begin + d];
           const uint32_t need = uint32_t(tile) * L.lanes[dep.lane].op_count + dep.op + 1;
-          const uint32_t* counter = &L.lane_done[dep.lane];
+          const uint32_t* counter = &lane_done[dep.lane];
           if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns))
             s_failed = true;
         }
@@ -223,8 +281,10 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         // counter thread 0 saw must not come from a stale L1 line.
         __threadfence();
 
-        Span src = op_reads_src(type) ? span_of(L, op.src_buffer, op.src_index + c, tile) : Span{nullptr, 0, false};
-        Span dst = op_writes_dst(type) ? span_of(L, op.dst_buffer, op.dst_index + c, tile) : Span{nullptr, 0, false};
+        Span src = op_reads_src(type) ? span_of(L, scratch_capacity, op.src_buffer, op.src_index + c, tile)
+                                      : Span{nullptr, 0, false};
+        Span dst = op_writes_dst(type) ? span_of(L, scratch_capacity, op.dst_buffer, op.dst_index + c, tile)
+                                       : Span{nullptr, 0, false};
         Span operands[2];
         int nops = 0;
         if (op_reads_src(type) && type != OpType::Copy && type != OpType::Reduce) operands[nops++] = src;
@@ -265,7 +325,7 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
       }
       if (threadIdx.x == 0) {
         __threadfence();
-        *(volatile uint32_t*)&L.lane_done[blockIdx.x] = ++completed;
+        *(volatile uint32_t*)&lane_done[blockIdx.x] = ++completed;
       }
     }
   }
@@ -354,8 +414,8 @@ cudaError_t preload_kernels() {
   return e;
 }
 
-cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, cudaStream_t stream) {
-  collective_kernel<<<lanes, kThreads, 0, stream>>>(launch);
+cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream) {
+  collective_kernel<<<dim3(lanes, slices), kThreads, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 

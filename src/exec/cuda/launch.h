@@ -11,7 +11,8 @@ namespace braid::cuda {
 
 // Loads every kernel now (see kernels.cu): call once per process and device.
 cudaError_t preload_kernels();
-cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, cudaStream_t stream);
+// lanes x slices blocks (see CollectiveLaunch).
+cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream);
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
 // data[i] /= divisor: ncclAvg's last step.
 cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);
