@@ -10,6 +10,7 @@
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
+#include "src/exec/forward.h"
 #include "src/plan/planner.h"
 
 ncclComm::ncclComm() = default;

@@ -22,6 +22,7 @@ namespace braid {
 struct Schedule;
 class PlanCache;
 class DeviceBackend;
+class RealComm;
 }  // namespace braid
 
 struct ncclComm {
@@ -39,6 +40,8 @@ struct ncclComm {
   // Set when the communicator runs on a GPU (see src/exec/device_backend.h);
   // null: the host executor runs its work.
   std::unique_ptr<braid::DeviceBackend> device;
+  // Its twin on the real NCCL (BRAID_NCCL_LIB), made on the first forwarded call.
+  std::unique_ptr<braid::RealComm> real;
   std::vector<char> scratch;  // grow-only, for schedules that use scratch chunks
 
   std::atomic<bool> aborting{false};

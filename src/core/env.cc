@@ -29,6 +29,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective"},
       {"BRAID_SCHEDULES", "", "directory of schedule files (JSON or MSCCL XML) to load"},
       {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
+      {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},
   };
   return vars;
 }

@@ -12,6 +12,7 @@
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
+#include "src/exec/forward.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
@@ -96,6 +97,10 @@ Status run_inits(std::vector<InitCall>& inits) {
 // send/recv batch, like the host path.
 Status run_device_work(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps) {
   for (const CollectiveCall& c : collectives) {
+    if (forward_wanted(c.collective)) {
+      BRAID_TRY(forward_collective(c));
+      continue;
+    }
     std::shared_ptr<const Schedule> schedule;
     BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * datatype_size(c.type),
                                           &schedule));

@@ -6,6 +6,7 @@
 #include "src/core/log.h"
 #include "src/shim/api.h"
 #include "src/exec/device_backend.h"
+#include "src/exec/forward.h"
 
 using namespace braid;
 
@@ -142,6 +143,7 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator", static_cast<void*>(comm));
     comm->aborting = true;
     if (comm->device) comm->device->abort();
+    if (comm->real) comm->real->abort();
     if (comm->transport) comm->transport->abort();
     if (comm->bootstrap) comm->bootstrap->abort();
     destroy(comm);
