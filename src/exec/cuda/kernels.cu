@@ -1,5 +1,7 @@
 // The CUDA executor: interprets a DevicePlan (see device_plan.h), one thread
-// block per lane, on the caller's stream.
+// block per (lane, slice), on the caller's stream.  A large call is cut into
+// slices, each a disjoint part of every buffer block with its own
+// connections, so that several SMs move one lane's data (NCCL's channels).
 //
 // Each block walks its lane exactly as the host executor does
 // (src/exec/host/collective_task.cc): the buffers are cut into tiles of one
