@@ -72,6 +72,7 @@ class CollectiveTask final : public Task {
   }
 
   std::string describe() const override { return a_.label; }
+  Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
   Status poll(bool* progressed, bool* done) override {
     for (LaneRun& run : lanes_) {

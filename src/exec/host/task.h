@@ -16,6 +16,8 @@
 
 namespace braid {
 
+class Doorbell;
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -24,6 +26,8 @@ class Task {
   virtual Status poll(bool* progressed, bool* done) = 0;
   // What the task is, for error messages ("allreduce ring n=4 rank 1").
   virtual std::string describe() const = 0;
+  // Where to sleep when poll() finds nothing to do (see Transport::doorbell).
+  virtual Doorbell* doorbell() const { return nullptr; }
 };
 
 // One communicator's tasks, run in order (same-communicator work shares
