@@ -2,6 +2,10 @@
 // in src/core/reduce_ops.h, which the CUDA kernels share.
 #include "src/core/datatype.h"
 
+#include <emmintrin.h>  // SSE2: part of every x86-64
+
+#include <cstring>
+
 #include "src/core/reduce_ops.h"
 
 namespace braid {
@@ -72,6 +76,75 @@ void reduce(void* dst, const void* a, const void* b, size_t n, ncclDataType_t ty
     using S = decltype(storage);
     with_reduce_kind(kind, [&](auto k) { reduce_loop<decltype(k)::value, S>(dst, a, b, n); });
   });
+}
+
+namespace {
+
+// Blocks the fused forms work in: small enough to stay in L1 between the
+// reduction and the copies out of it.
+constexpr size_t kBlockBytes = 8192;
+
+// Non-temporal copy: 16-byte streaming stores (SSE2, every x86-64) once dst
+// is aligned; the write-combining buffers merge them into full lines.
+void stream_copy(char* dst, const char* src, size_t bytes) {
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  if (head > bytes) head = bytes;
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  size_t body = bytes & ~size_t(63);
+  for (size_t i = 0; i < body; i += 64) {
+    __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), x0);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), x1);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), x2);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), x3);
+  }
+  std::memcpy(dst + body, src + body, bytes - body);
+}
+
+}  // namespace
+
+void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op,
+               bool stream) {
+  const size_t es = datatype_size(type);
+  if (!stream && !dst2) return reduce(dst, a, b, n, type, op);
+  const size_t block = kBlockBytes / es;
+  alignas(64) char tmp[kBlockBytes];
+  char* d = static_cast<char*>(dst);
+  char* d2 = static_cast<char*>(dst2);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  for (size_t i = 0; i < n; i += block) {
+    const size_t m = n - i < block ? n - i : block, off = i * es, bytes = m * es;
+    if (stream) {
+      reduce(tmp, x + off, y + off, m, type, op);
+      stream_copy(d + off, tmp, bytes);
+      if (d2) std::memcpy(d2 + off, tmp, bytes);
+    } else {
+      reduce(d + off, x + off, y + off, m, type, op);
+      std::memcpy(d2 + off, d + off, bytes);
+    }
+  }
+  if (stream) _mm_sfence();  // streaming stores are weakly ordered: publish before anyone looks
+}
+
+void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream) {
+  char* d = static_cast<char*>(dst);
+  char* d2 = static_cast<char*>(dst2);
+  const char* s = static_cast<const char*>(src);
+  // Block by block, so the second copy reads src from L1.
+  for (size_t off = 0; off < bytes; off += kBlockBytes) {
+    const size_t m = bytes - off < kBlockBytes ? bytes - off : kBlockBytes;
+    if (stream) stream_copy(d + off, s + off, m);
+    else std::memcpy(d + off, s + off, m);
+    if (d2) std::memcpy(d2 + off, s + off, m);
+  }
+  if (stream) _mm_sfence();
 }
 
 void divide_by(void* data, size_t n, ncclDataType_t type, int divisor) {

@@ -22,6 +22,12 @@
 namespace braid {
 namespace {
 
+// Outputs at least this large are written with non-temporal stores: they do
+// not fit the caches anyway, and skipping the read-for-ownership saves a
+// third of the write traffic.  Below, the output likely stays cached for
+// whoever reads it next.
+constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
+
 struct Span {
   char* ptr = nullptr;
   uint64_t elems = 0;
@@ -52,6 +58,7 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
+    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes;
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
     for (size_t l = 0; l < prog.lanes.size(); ++l) {
@@ -190,6 +197,10 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
+  // Writes into a large user buffer bypass the cache (see reduce_to); slots
+  // and scratch are read again soon and stay cached.
+  bool stream(const Span& dst) const { return stream_output_ && dst.user; }
+
   // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
   Status execute(const Op& op, LaneRun& run, uint64_t* sent) {
     const char* in = static_cast<const char*>(run.recv_data);
@@ -204,12 +215,11 @@ class CollectiveTask final : public Task {
         break;
       case OpType::Recv:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        std::memcpy(dst.ptr, in, n * esize_);
+        copy_to(dst.ptr, nullptr, in, n * esize_, stream(dst));
         break;
       case OpType::RecvCopySend:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        std::memcpy(dst.ptr, in, n * esize_);
-        std::memcpy(slot, in, n * esize_);
+        copy_to(dst.ptr, slot, in, n * esize_, stream(dst));
         break;
       case OpType::RecvReduceSend:
         BRAID_TRY(resolve_length({src}, true, &n));
@@ -217,17 +227,20 @@ class CollectiveTask final : public Task {
         break;
       case OpType::RecvReduceCopy:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
+        reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, stream(dst));
         break;
       case OpType::RecvReduceCopySend:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
-        std::memcpy(slot, dst.ptr, n * esize_);
+        reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op, stream(dst));
         break;
-      case OpType::Copy:
+      case OpType::Copy: {
         BRAID_TRY(resolve_length({src, dst}, false, &n));
-        if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, n * esize_);
+        const size_t bytes = n * esize_;
+        const bool disjoint = dst.ptr + bytes <= src.ptr || src.ptr + bytes <= dst.ptr;
+        if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst));
+        else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
         break;
+      }
       case OpType::Reduce:
         BRAID_TRY(resolve_length({src, dst}, false, &n));
         reduce(dst.ptr, dst.ptr, src.ptr, n, a_.type, a_.op);
@@ -244,6 +257,7 @@ class CollectiveTask final : public Task {
   uint64_t tile_elems_ = 0;
   uint64_t tiles_ = 0;
   uint64_t recv_elems_ = 0;
+  bool stream_output_ = false;
   std::vector<LaneRun> lanes_;
   size_t active_ = 0;
   bool finished_ = false;
