@@ -40,8 +40,9 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   return "";
 }
 
-std::string forced_algorithm(Collective c) {
-  std::string spec = env_string("BRAID_ALGO");
+namespace {
+
+std::string forced_in(const std::string& spec, Collective c) {
   if (spec.empty()) return "";
   // Either one name for every collective, or "coll=name,coll=name".
   if (spec.find('=') == std::string::npos) return spec;
@@ -57,12 +58,28 @@ std::string forced_algorithm(Collective c) {
   return "";
 }
 
+}  // namespace
+
+std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
+
+PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
+
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
                                std::shared_ptr<const Schedule>* out) {
-  std::string name = forced_algorithm(c);
+  if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes) {
+    *out = last_.schedule;
+    return Status::ok();
+  }
+  BRAID_TRY(lookup(c, nranks, root, bytes, out));
+  last_ = Last{c, nranks, root, bytes, *out};
+  return Status::ok();
+}
+
+Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out) {
+  std::string name = forced_in(algo_spec_, c);
   if (!name.empty() && !find_algorithm(c, name)) {
-    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default",
-                          env_string("BRAID_ALGO"), to_string(c), name));
+    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
+                          to_string(c), name));
     name.clear();
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes);

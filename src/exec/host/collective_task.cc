@@ -36,8 +36,10 @@ struct Span {
 
 struct LaneRun {
   const Lane* lane = nullptr;
-  std::vector<SendPipe*> send_pipes;  // per op, nullptr if the op does not send
-  std::vector<RecvPipe*> recv_pipes;
+  // Per op, nullptr where the op does not send / receive; both point into
+  // the task's one `pipes_` array (one allocation per task, not two per lane).
+  SendPipe** send_pipes = nullptr;
+  RecvPipe** recv_pipes = nullptr;
   uint32_t op = 0;
   uint32_t chunk = 0;  // chunk within the current op
   uint64_t tile = 0;
@@ -58,15 +60,21 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
-    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes && !getenv("XNOSTREAM");
+    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes;
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
+    size_t total_ops = 0;
+    for (const Lane& lane : prog.lanes) total_ops += lane.ops.size();
+    send_pipes_.assign(total_ops, nullptr);
+    recv_pipes_.assign(total_ops, nullptr);
+    size_t first_op = 0;
     for (size_t l = 0; l < prog.lanes.size(); ++l) {
       LaneRun& run = lanes_[l];
       run.lane = &prog.lanes[l];
       run.done = run.lane->ops.empty();
-      run.send_pipes.assign(run.lane->ops.size(), nullptr);
-      run.recv_pipes.assign(run.lane->ops.size(), nullptr);
+      run.send_pipes = send_pipes_.data() + first_op;
+      run.recv_pipes = recv_pipes_.data() + first_op;
+      first_op += run.lane->ops.size();
       int channel = a_.channel_base + run.lane->channel;
       for (size_t i = 0; i < run.lane->ops.size(); ++i) {
         const Op& op = run.lane->ops[i];
@@ -78,7 +86,11 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  std::string describe() const override { return a_.label; }
+  std::string describe() const override {
+    if (!a_.label.empty()) return a_.label;
+    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), a_.schedule->name, a_.count,
+                       datatype_name(a_.type), a_.rank, a_.nranks);
+  }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
   Status poll(bool* progressed, bool* done) override {
@@ -258,6 +270,8 @@ class CollectiveTask final : public Task {
   uint64_t tiles_ = 0;
   uint64_t recv_elems_ = 0;
   bool stream_output_ = false;
+  std::vector<SendPipe*> send_pipes_;
+  std::vector<RecvPipe*> recv_pipes_;
   std::vector<LaneRun> lanes_;
   size_t active_ = 0;
   bool finished_ = false;

@@ -18,6 +18,7 @@
 #include <chrono>
 
 #include "src/core/deadline.h"
+#include "src/core/env.h"
 #include "src/exec/host/task.h"
 #include "src/transport/doorbell.h"
 
@@ -26,7 +27,7 @@ namespace {
 
 // The doorbell to sleep on: only when exactly one queue has work left (a
 // thread driving several communicators could miss the others' traffic).
-Doorbell* sole_doorbell(const std::vector<TaskQueue>& queues, const std::vector<size_t>& head) {
+Doorbell* sole_doorbell(const std::vector<TaskQueue>& queues, const size_t* head) {
   Doorbell* bell = nullptr;
   int busy = 0;
   for (size_t i = 0; i < queues.size(); ++i) {
@@ -49,7 +50,10 @@ struct Armed {
 }  // namespace
 
 Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms) {
-  std::vector<size_t> head(queues.size(), 0);
+  // Almost always one queue: no allocation for the heads then.
+  size_t inline_head[4] = {};
+  std::vector<size_t> heap_head(queues.size() > 4 ? queues.size() : 0, 0);
+  size_t* head = queues.size() > 4 ? heap_head.data() : inline_head;
   size_t remaining = 0;
   for (auto& q : queues) remaining += q.tasks.size();
 
@@ -113,6 +117,7 @@ Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms) {
       moved_since_check = false;
       continue;
     }
+    if (timeout_ms < 0) timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
     if (std::chrono::duration_cast<std::chrono::milliseconds>(now - last_progress).count() < timeout_ms) continue;
     for (size_t i = 0; i < queues.size(); ++i)
       if (head[i] < queues[i].tasks.size())

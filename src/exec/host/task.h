@@ -38,7 +38,9 @@ struct TaskQueue {
 };
 
 // Runs every queue to completion, their heads concurrently.  Fails when a
-// task fails, a queue's abort flag rises, or nothing moves for `timeout_ms`.
-Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms);
+// task fails, a queue's abort flag rises, or nothing moves for `timeout_ms`
+// (-1: BRAID_TIMEOUT, read only once the queues have been idle a while, so
+// a quick call pays no getenv).
+Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms = -1);
 
 }  // namespace braid
