@@ -6,6 +6,7 @@
 #include "braid/algorithms.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
+#include "src/plan/host_tuning.h"
 
 namespace braid {
 namespace {
@@ -27,7 +28,7 @@ void warn_once(const std::string& message) {
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   switch (c) {
-    case Collective::AllReduce: return bytes <= kSmallAllReduceBytes ? "rd" : "ring";
+    case Collective::AllReduce: return bytes <= host_allreduce_rd_max_bytes(nranks) ? "rd" : "ring";
     case Collective::AllGather:
     case Collective::ReduceScatter: return "ring";
     case Collective::Broadcast:

@@ -16,8 +16,8 @@
 
 namespace braid {
 
-// Bytes at or below which AllReduce uses recursive doubling instead of ring.
-constexpr uint64_t kSmallAllReduceBytes = 32 * 1024;
+// AllReduce: recursive doubling up to host_allreduce_rd_max_bytes (a cost
+// model, src/plan/host_tuning.cc), ring above.
 
 // The algorithm name the planner picks (before BRAID_ALGO).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
