@@ -248,7 +248,8 @@ class CollectiveTask final : public Task {
       case OpType::Copy: {
         BRAID_TRY(resolve_length({src, dst}, false, &n));
         const size_t bytes = n * esize_;
-        const bool disjoint = dst.ptr + bytes <= src.ptr || src.ptr + bytes <= dst.ptr;
+        const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
+        const bool disjoint = d + bytes <= s || s + bytes <= d;
         if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst));
         else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
         break;
