@@ -20,6 +20,7 @@
 #include "src/plan/host_tuning.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -29,10 +30,13 @@ namespace {
 constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 15000;
 constexpr double kBetaNsPerByte = 0.1, kGammaNsPerByte = 0.1;
 
+// CPUs online (or this process's affinity if wider): mpirun binds each of
+// 2 ranks to its own core, which is not oversubscription.
 int usable_cores() {
   static const int cores = [] {
     cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+    int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return std::max({1, mine, int(sysconf(_SC_NPROCESSORS_ONLN))});
   }();
   return cores;
 }

@@ -281,12 +281,14 @@ class ShmTransport final : public Transport {
         bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, local_ranks(ctx)) {
     // Ranks outnumbering cores: a rank that spins only delays the peer it
     // waits for, so it yields at once, and sleeps after ~100 yields (values
-    // measured with 4 ranks on 2 cores, see engine.cc).  Otherwise spin a
-    // while first: a futex wake costs microseconds of latency.
-    cpu_set_t cpus;
-    int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    bool oversubscribed = local_ranks(ctx) > cores;
-    spin_polls_ = oversubscribed ? 0 : 4096;
+    // measured with 4 ranks on 2 cores, see engine.cc).  Otherwise spin for
+    // long (~2^20 polls, tens of ms) before yielding or sleeping: on a
+    // machine loaded by other work, a rank that yields or sleeps gives its
+    // core to that work for a whole time slice, and a small collective then
+    // takes ~10 ms instead of ~1 us (measured: 2 ranks, load ~15 on 2
+    // cores; OpenMPI, which spins, kept 0.6 us).
+    bool oversubscribed = local_ranks(ctx) > host_cores();
+    spin_polls_ = oversubscribed ? 0 : 1u << 20;
     yield_polls_ = oversubscribed ? 100 : 256;
   }
 
@@ -336,6 +338,15 @@ class ShmTransport final : public Transport {
     return p.get();
   }
 
+  // Cores the local ranks can share: the CPUs online, or this process's
+  // affinity if wider.  Not the affinity alone: mpirun binds each of 2
+  // ranks to its own core, and 1 core per process is no oversubscription.
+  static int host_cores() {
+    cpu_set_t cpus;
+    int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    return std::max<int>(mine, int(sysconf(_SC_NPROCESSORS_ONLN)));
+  }
+
   static int local_ranks(const TransportContext& ctx) {
     int n = 0;
     for (const PeerInfo& p : ctx.peers) n += p.host_hash == ctx.peers[ctx.rank].host_hash;
@@ -347,7 +358,7 @@ class ShmTransport final : public Transport {
   const uint64_t slot_bytes_;
   std::atomic<bool> aborted_{false};
   BellSegment bells_;
-  uint32_t spin_polls_ = 4096, yield_polls_ = 256;
+  uint32_t spin_polls_ = 1u << 20, yield_polls_ = 256;
   std::optional<Doorbell> bell_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<ShmPipe>> pipes_;
 };
