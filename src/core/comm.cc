@@ -68,6 +68,8 @@ class RouterTransport final : public Transport {
     if (shm_) shm_->abort();
     if (socket_) socket_->abort();
   }
+  // Socket traffic rings no doorbell: sleeping is only safe with shm alone.
+  Doorbell* doorbell() override { return shm_ && !socket_ ? shm_->doorbell() : nullptr; }
 
  private:
   Status check_peer(int peer) const {

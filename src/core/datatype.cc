@@ -2,6 +2,13 @@
 // in src/core/reduce_ops.h, which the CUDA kernels share.
 #include "src/core/datatype.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>  // SSE2 (every x86-64); AVX2/F16C paths are chosen at run time
+#endif
+
+#include <cstring>
+#include <type_traits>
+
 #include "src/core/reduce_ops.h"
 
 namespace braid {
@@ -16,6 +23,111 @@ void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
   const S* x = static_cast<const S*>(a);
   const S* y = static_cast<const S*>(b);
   for (size_t i = 0; i < n; ++i) d[i] = reduce_elem<K>(x[i], y[i]);
+}
+
+// fp8: decoding is a 256-entry table built from the shared decoder (so
+// bit-identical by construction); encoding stays the shared integer code.
+template <typename S, float (*Decode)(uint8_t)>
+struct Fp8Table {
+  float v[256];
+  Fp8Table() {
+    for (int i = 0; i < 256; ++i) v[i] = Decode(uint8_t(i));
+  }
+};
+
+template <ReduceKind K, typename S, float (*Decode)(uint8_t), uint8_t (*Encode)(float)>
+void fp8_loop(void* dst, const void* a, const void* b, size_t n) {
+  static const Fp8Table<S, Decode> table;
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  const uint8_t* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < n; ++i) d[i] = Encode(combine<K>(table.v[x[i]], table.v[y[i]]));
+}
+
+#if defined(__x86_64__)
+// half and bfloat16, 8 elements at a time in AVX2 registers: widen to float,
+// combine, round back to nearest even.  Same float arithmetic as
+// reduce_elem (a (op) b in that order: NaN propagation follows the first
+// operand as the scalar code does).  half uses the F16C converters; their
+// rounding is the same RNE, but a NaN result keeps its payload where the
+// shared encoder returns the canonical quiet NaN, so blocks holding a NaN
+// are redone by the scalar code.
+template <ReduceKind K>
+__attribute__((target("avx2,fma"))) inline __m256 combine8(__m256 a, __m256 b) {
+  if constexpr (K == ReduceKind::Sum) return _mm256_add_ps(a, b);
+  else if constexpr (K == ReduceKind::Prod) return _mm256_mul_ps(a, b);
+  else if constexpr (K == ReduceKind::Max) return _mm256_max_ps(a, b);  // a > b ? a : b, as combine()
+  else return _mm256_min_ps(a, b);                                       // a < b ? a : b
+}
+
+template <ReduceKind K>
+__attribute__((target("avx2,f16c,fma"))) size_t half_avx2(uint16_t* d, const uint16_t* x, const uint16_t* y,
+                                                           size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i)));
+    __m256 r = combine8<K>(a, b);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q))) {
+      for (size_t j = i; j < i + 8; ++j) d[j] = reduce_elem<K>(half_bits{x[j]}, half_bits{y[j]}).v;
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return i;
+}
+
+template <ReduceKind K>
+__attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x40);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i xa = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))), 16);
+    __m256i yb = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i))), 16);
+    __m256i u = _mm256_castps_si256(combine8<K>(_mm256_castsi256_ps(xa), _mm256_castsi256_ps(yb)));
+    // float_to_bf16: NaN -> (u >> 16) | 0x40; else round to nearest even.
+    __m256i rounded = _mm256_srli_epi32(
+        _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+    __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
+    r = _mm256_and_si256(r, _mm256_set1_epi32(0xffff));
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+  }
+  return i;
+}
+
+bool have_avx2_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+                          __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+// The loop for one (storage type, op): vector code where there is some,
+// the shared element semantics for the rest.
+template <ReduceKind K, typename S>
+void reduce_any(void* dst, const void* a, const void* b, size_t n) {
+  if constexpr (std::is_same_v<S, e4m3_bits>) {
+    fp8_loop<K, S, e4m3_to_float, float_to_e4m3>(dst, a, b, n);
+  } else if constexpr (std::is_same_v<S, e5m2_bits>) {
+    fp8_loop<K, S, e5m2_to_float, float_to_e5m2>(dst, a, b, n);
+  } else {
+    size_t done = 0;
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<S, half_bits> || std::is_same_v<S, bf16_bits>) {
+      if (have_avx2_f16c()) {
+        auto* d = static_cast<uint16_t*>(dst);
+        auto* x = static_cast<const uint16_t*>(a);
+        auto* y = static_cast<const uint16_t*>(b);
+        done = std::is_same_v<S, half_bits> ? half_avx2<K>(d, x, y, n) : bf16_avx2<K>(d, x, y, n);
+      }
+    }
+#endif
+    reduce_loop<K, S>(static_cast<S*>(dst) + done, static_cast<const S*>(a) + done, static_cast<const S*>(b) + done,
+                      n - done);
+  }
 }
 
 template <typename S>
@@ -70,8 +182,83 @@ void reduce(void* dst, const void* a, const void* b, size_t n, ncclDataType_t ty
   if (!reduce_kind_of(op, &kind)) return;
   with_storage_type(type, [&](auto storage) {
     using S = decltype(storage);
-    with_reduce_kind(kind, [&](auto k) { reduce_loop<decltype(k)::value, S>(dst, a, b, n); });
+    with_reduce_kind(kind, [&](auto k) { reduce_any<decltype(k)::value, S>(dst, a, b, n); });
   });
+}
+
+namespace {
+
+// Blocks the fused forms work in: small enough to stay in L1 between the
+// reduction and the copies out of it.
+constexpr size_t kBlockBytes = 8192;
+
+// Non-temporal copy: 16-byte streaming stores (SSE2, every x86-64) once dst
+// is aligned; the write-combining buffers merge them into full lines.
+#if defined(__x86_64__)
+void stream_copy(char* dst, const char* src, size_t bytes) {
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+  if (head > bytes) head = bytes;
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  size_t body = bytes & ~size_t(63);
+  for (size_t i = 0; i < body; i += 64) {
+    __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+    __m128i x2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+    __m128i x3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), x0);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), x1);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), x2);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), x3);
+  }
+  std::memcpy(dst + body, src + body, bytes - body);
+}
+void store_fence() { _mm_sfence(); }
+#else
+void stream_copy(char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void store_fence() {}
+#endif
+
+}  // namespace
+
+void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op,
+               bool stream) {
+  const size_t es = datatype_size(type);
+  if (!stream && !dst2) return reduce(dst, a, b, n, type, op);
+  const size_t block = kBlockBytes / es;
+  alignas(64) char tmp[kBlockBytes];
+  char* d = static_cast<char*>(dst);
+  char* d2 = static_cast<char*>(dst2);
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  for (size_t i = 0; i < n; i += block) {
+    const size_t m = n - i < block ? n - i : block, off = i * es, bytes = m * es;
+    if (stream) {
+      reduce(tmp, x + off, y + off, m, type, op);
+      stream_copy(d + off, tmp, bytes);
+      if (d2) std::memcpy(d2 + off, tmp, bytes);
+    } else {
+      reduce(d + off, x + off, y + off, m, type, op);
+      std::memcpy(d2 + off, d + off, bytes);
+    }
+  }
+  if (stream) store_fence();  // streaming stores are weakly ordered: publish before anyone looks
+}
+
+void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream) {
+  char* d = static_cast<char*>(dst);
+  char* d2 = static_cast<char*>(dst2);
+  const char* s = static_cast<const char*>(src);
+  // Block by block, so the second copy reads src from L1.
+  for (size_t off = 0; off < bytes; off += kBlockBytes) {
+    const size_t m = bytes - off < kBlockBytes ? bytes - off : kBlockBytes;
+    if (stream) stream_copy(d + off, s + off, m);
+    else std::memcpy(d + off, s + off, m);
+    if (d2) std::memcpy(d2 + off, s + off, m);
+  }
+  if (stream) store_fence();
 }
 
 void divide_by(void* data, size_t n, ncclDataType_t type, int divisor) {

@@ -17,6 +17,16 @@ const char* redop_name(ncclRedOp_t op);       // "sum", "prod", "max", "min", "a
 // are computed in float and rounded to nearest even.
 void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_t type, ncclRedOp_t op);
 
+// The executor's fused forms.  reduce_to: dst = a (op) b, and the same
+// values into dst2 unless it is nullptr (a fragment to send), in one pass
+// over the inputs.  copy_to: dst = src, and dst2 = src unless nullptr.
+// `stream`: dst is a large buffer nobody reads soon, so it is written with
+// non-temporal stores (no read-for-ownership: a third less memory traffic)
+// and fenced before returning.  dst may alias a or b (not dst2).
+void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t count, ncclDataType_t type,
+               ncclRedOp_t op, bool stream);
+void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream);
+
 // data[i] = data[i] / divisor (integer division for integer types): the
 // second half of ncclAvg.
 void divide_by(void* data, size_t count, ncclDataType_t type, int divisor);

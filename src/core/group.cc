@@ -67,8 +67,9 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
   a.tile_bytes = comm->tile_bytes;
   a.channel_base = 0;
   a.transport = comm->transport.get();
-  a.label = fmt::format("{}({}) count={} {} rank {}/{}", to_string(c.collective), a.schedule->name, c.count,
-                        datatype_name(c.type), comm->rank, comm->nranks);
+  a.collective = c.collective;  // the label is formatted only if needed (describe())
+  a.count = c.count;
+  a.nranks = comm->nranks;
   return make_collective_task(std::move(a), out);
 }
 
@@ -168,7 +169,7 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
     BRAID_TRY(make_p2p_task(std::move(ops), comm->transport.get(), kP2PChannel, comm->tile_bytes, label, &task));
     queues[queue_index(comm)].tasks.push_back(std::move(task));
   }
-  return run_task_queues(queues, env_int("BRAID_TIMEOUT") * 1000);
+  return run_task_queues(queues);
 }
 
 Status end_outermost() {

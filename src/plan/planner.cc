@@ -6,6 +6,7 @@
 #include "braid/algorithms.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
+#include "src/plan/host_tuning.h"
 
 namespace braid {
 namespace {
@@ -27,7 +28,7 @@ void warn_once(const std::string& message) {
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   switch (c) {
-    case Collective::AllReduce: return bytes <= kSmallAllReduceBytes ? "rd" : "ring";
+    case Collective::AllReduce: return bytes <= host_allreduce_rd_max_bytes(nranks) ? "rd" : "ring";
     case Collective::AllGather:
     case Collective::ReduceScatter: return "ring";
     case Collective::Broadcast:
@@ -40,8 +41,9 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   return "";
 }
 
-std::string forced_algorithm(Collective c) {
-  std::string spec = env_string("BRAID_ALGO");
+namespace {
+
+std::string forced_in(const std::string& spec, Collective c) {
   if (spec.empty()) return "";
   // Either one name for every collective, or "coll=name,coll=name".
   if (spec.find('=') == std::string::npos) return spec;
@@ -57,12 +59,28 @@ std::string forced_algorithm(Collective c) {
   return "";
 }
 
+}  // namespace
+
+std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
+
+PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
+
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
                                std::shared_ptr<const Schedule>* out) {
-  std::string name = forced_algorithm(c);
+  if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes) {
+    *out = last_.schedule;
+    return Status::ok();
+  }
+  BRAID_TRY(lookup(c, nranks, root, bytes, out));
+  last_ = Last{c, nranks, root, bytes, *out};
+  return Status::ok();
+}
+
+Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out) {
+  std::string name = forced_in(algo_spec_, c);
   if (!name.empty() && !find_algorithm(c, name)) {
-    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default",
-                          env_string("BRAID_ALGO"), to_string(c), name));
+    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
+                          to_string(c), name));
     name.clear();
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes);

@@ -25,6 +25,8 @@
 
 namespace braid {
 
+class Doorbell;
+
 class SendPipe {
  public:
   virtual ~SendPipe() = default;
@@ -64,6 +66,10 @@ class Transport {
   virtual int slots() const = 0;
   // Makes every pending and future try_acquire fail (ncclCommAbort).
   virtual void abort() = 0;
+  // Where this rank can sleep until a peer commits or releases a fragment on
+  // any of its pipes (doorbell.h), or nullptr where some traffic would not
+  // ring it (sockets) or it is not set up yet: then the caller polls.
+  virtual Doorbell* doorbell() { return nullptr; }
 };
 
 struct TransportContext {

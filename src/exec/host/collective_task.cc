@@ -22,6 +22,12 @@
 namespace braid {
 namespace {
 
+// Outputs at least this large are written with non-temporal stores: they do
+// not fit the caches anyway, and skipping the read-for-ownership saves a
+// third of the write traffic.  Below, the output likely stays cached for
+// whoever reads it next.
+constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
+
 struct Span {
   char* ptr = nullptr;
   uint64_t elems = 0;
@@ -30,8 +36,10 @@ struct Span {
 
 struct LaneRun {
   const Lane* lane = nullptr;
-  std::vector<SendPipe*> send_pipes;  // per op, nullptr if the op does not send
-  std::vector<RecvPipe*> recv_pipes;
+  // Per op, nullptr where the op does not send / receive; both point into
+  // the task's one `pipes_` array (one allocation per task, not two per lane).
+  SendPipe** send_pipes = nullptr;
+  RecvPipe** recv_pipes = nullptr;
   uint32_t op = 0;
   uint32_t chunk = 0;  // chunk within the current op
   uint64_t tile = 0;
@@ -52,14 +60,21 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
+    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes;
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
+    size_t total_ops = 0;
+    for (const Lane& lane : prog.lanes) total_ops += lane.ops.size();
+    send_pipes_.assign(total_ops, nullptr);
+    recv_pipes_.assign(total_ops, nullptr);
+    size_t first_op = 0;
     for (size_t l = 0; l < prog.lanes.size(); ++l) {
       LaneRun& run = lanes_[l];
       run.lane = &prog.lanes[l];
       run.done = run.lane->ops.empty();
-      run.send_pipes.assign(run.lane->ops.size(), nullptr);
-      run.recv_pipes.assign(run.lane->ops.size(), nullptr);
+      run.send_pipes = send_pipes_.data() + first_op;
+      run.recv_pipes = recv_pipes_.data() + first_op;
+      first_op += run.lane->ops.size();
       int channel = a_.channel_base + run.lane->channel;
       for (size_t i = 0; i < run.lane->ops.size(); ++i) {
         const Op& op = run.lane->ops[i];
@@ -71,7 +86,12 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  std::string describe() const override { return a_.label; }
+  std::string describe() const override {
+    if (!a_.label.empty()) return a_.label;
+    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), a_.schedule->name, a_.count,
+                       datatype_name(a_.type), a_.rank, a_.nranks);
+  }
+  Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
   Status poll(bool* progressed, bool* done) override {
     for (LaneRun& run : lanes_) {
@@ -189,6 +209,10 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
+  // Writes into a large user buffer bypass the cache (see reduce_to); slots
+  // and scratch are read again soon and stay cached.
+  bool stream(const Span& dst) const { return stream_output_ && dst.user; }
+
   // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
   Status execute(const Op& op, LaneRun& run, uint64_t* sent) {
     const char* in = static_cast<const char*>(run.recv_data);
@@ -203,12 +227,11 @@ class CollectiveTask final : public Task {
         break;
       case OpType::Recv:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        std::memcpy(dst.ptr, in, n * esize_);
+        copy_to(dst.ptr, nullptr, in, n * esize_, stream(dst));
         break;
       case OpType::RecvCopySend:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        std::memcpy(dst.ptr, in, n * esize_);
-        std::memcpy(slot, in, n * esize_);
+        copy_to(dst.ptr, slot, in, n * esize_, stream(dst));
         break;
       case OpType::RecvReduceSend:
         BRAID_TRY(resolve_length({src}, true, &n));
@@ -216,17 +239,21 @@ class CollectiveTask final : public Task {
         break;
       case OpType::RecvReduceCopy:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
+        reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, stream(dst));
         break;
       case OpType::RecvReduceCopySend:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce(dst.ptr, in, src.ptr, n, a_.type, a_.op);
-        std::memcpy(slot, dst.ptr, n * esize_);
+        reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op, stream(dst));
         break;
-      case OpType::Copy:
+      case OpType::Copy: {
         BRAID_TRY(resolve_length({src, dst}, false, &n));
-        if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, n * esize_);
+        const size_t bytes = n * esize_;
+        const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
+        const bool disjoint = d + bytes <= s || s + bytes <= d;
+        if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst));
+        else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
         break;
+      }
       case OpType::Reduce:
         BRAID_TRY(resolve_length({src, dst}, false, &n));
         reduce(dst.ptr, dst.ptr, src.ptr, n, a_.type, a_.op);
@@ -243,6 +270,9 @@ class CollectiveTask final : public Task {
   uint64_t tile_elems_ = 0;
   uint64_t tiles_ = 0;
   uint64_t recv_elems_ = 0;
+  bool stream_output_ = false;
+  std::vector<SendPipe*> send_pipes_;
+  std::vector<RecvPipe*> recv_pipes_;
   std::vector<LaneRun> lanes_;
   size_t active_ = 0;
   bool finished_ = false;

@@ -50,6 +50,8 @@ class P2PTask final : public Task {
     return staged_.back().data();
   }
 
+  Doorbell* doorbell() const override { return transport_->doorbell(); }
+
   std::string describe() const override {
     std::string out = label_;
     const char* sep = ", waiting on ";

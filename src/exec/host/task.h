@@ -16,6 +16,8 @@
 
 namespace braid {
 
+class Doorbell;
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -24,6 +26,8 @@ class Task {
   virtual Status poll(bool* progressed, bool* done) = 0;
   // What the task is, for error messages ("allreduce ring n=4 rank 1").
   virtual std::string describe() const = 0;
+  // Where to sleep when poll() finds nothing to do (see Transport::doorbell).
+  virtual Doorbell* doorbell() const { return nullptr; }
 };
 
 // One communicator's tasks, run in order (same-communicator work shares
@@ -34,7 +38,9 @@ struct TaskQueue {
 };
 
 // Runs every queue to completion, their heads concurrently.  Fails when a
-// task fails, a queue's abort flag rises, or nothing moves for `timeout_ms`.
-Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms);
+// task fails, a queue's abort flag rises, or nothing moves for `timeout_ms`
+// (-1: BRAID_TIMEOUT, read only once the queues have been idle a while, so
+// a quick call pays no getenv).
+Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms = -1);
 
 }  // namespace braid

@@ -1,0 +1,68 @@
+// AllReduce algorithm choice by size on the host backend.
+//
+// Model (per rank, m = per-rank bytes, p = largest power of two <= n,
+// L = log2 p, plus 2 fold steps when n is not a power of two):
+//   recursive doubling  L' (alpha + (beta + gamma) m)        every step moves
+//                        and reduces the whole buffer
+//   ring                2(n-1) alpha + 2(n-1)/n beta m + (n-1)/n gamma m
+// alpha: one dependent step (a fragment handed to a peer and picked up),
+// beta: bytes moved through shared memory, gamma: bytes reduced.  rd wins
+// below m* = alpha (2(n-1) - L') / ((L' - 2(n-1)/n) beta + (L' - (n-1)/n) gamma).
+//
+// Constants, measured on this project's 2-core VM (perf/compare,
+// perf/results/): a 2-rank 8 B allreduce (one rd step) takes ~1.3-1.5 us,
+// so alpha ~1.5 us with a core per rank; with 4 ranks on 2 cores a small
+// allreduce (2 rd steps) takes ~15-40 us, each step waiting for the peer
+// to be scheduled, so alpha ~15 us oversubscribed; copies and reductions
+// run at ~10 GB/s per rank, beta = gamma ~0.1 ns/B.  This gives m* ~30 KiB
+// for 2 and 4 ranks with a core each (the 32 KiB the planner used before,
+// now derived), and ~10x that oversubscribed, where steps, not bytes, cost.
+#include "src/plan/host_tuning.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace braid {
+namespace {
+
+constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 15000;
+constexpr double kBetaNsPerByte = 0.1, kGammaNsPerByte = 0.1;
+
+// CPUs online (or this process's affinity if wider): mpirun binds each of
+// 2 ranks to its own core, which is not oversubscription.
+int usable_cores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return std::max({1, mine, int(sysconf(_SC_NPROCESSORS_ONLN))});
+  }();
+  return cores;
+}
+
+}  // namespace
+
+uint64_t host_allreduce_rd_max_bytes(int nranks, bool oversubscribed) {
+  if (nranks <= 1) return UINT64_MAX;
+  int p = 1, log_p = 0;
+  while (p * 2 <= nranks) {
+    p *= 2;
+    ++log_p;
+  }
+  const double n = nranks;
+  const double rd_steps = log_p + (p == nranks ? 0 : 2);
+  const double ring_steps = 2 * (n - 1);
+  const double alpha = oversubscribed ? kAlphaOversubscribedNs : kAlphaNs;
+  const double extra_per_byte =
+      (rd_steps - 2 * (n - 1) / n) * kBetaNsPerByte + (rd_steps - (n - 1) / n) * kGammaNsPerByte;
+  if (ring_steps <= rd_steps) return 0;          // rd saves no step: ring everywhere
+  if (extra_per_byte <= 0) return UINT64_MAX;    // rd moves no more bytes: rd everywhere
+  return uint64_t(alpha * (ring_steps - rd_steps) / extra_per_byte);
+}
+
+uint64_t host_allreduce_rd_max_bytes(int nranks) {
+  return host_allreduce_rd_max_bytes(nranks, nranks > usable_cores());
+}
+
+}  // namespace braid

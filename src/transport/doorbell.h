@@ -1,0 +1,79 @@
+// Doorbell: how a rank with nothing to do sleeps until a peer gives it work,
+// without a syscall on the path where nobody sleeps.
+//
+// Every rank of a shared-memory communicator has one DoorbellWord in a
+// segment all local ranks map.  A rank that has polled every pipe and found
+// nothing arms its bell (sleepers += 1), reads the sequence number, polls
+// once more, and only then sleeps in futex(FUTEX_WAIT) on that number.  A
+// peer that publishes a fragment (commit) or frees a slot (release) rings
+// the bell of the rank on the other end: a fence and one load when nobody
+// sleeps, a sequence bump and futex(FUTEX_WAKE) when somebody does.
+//
+// Why it is race-free: the ringer stores its data, then (seq_cst fence)
+// loads `sleepers`; the sleeper increments `sleepers` (seq_cst), then polls.
+// One of them sees the other: either the ringer sees the sleeper and bumps
+// `seq` (so a futex wait on the old value returns at once), or the
+// sleeper's last poll sees the data and it never sleeps.  Sleeps are still
+// bounded (kNapNs) so timeouts and aborts are noticed.
+//
+// This is what makes oversubscribed ranks (more ranks than cores) fast: the
+// waiting rank hands its core to the peer it waits for, and is woken the
+// moment that peer has produced, instead of spinning out its time slice or
+// napping a fixed 50 us.
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdint>
+
+namespace braid {
+
+struct alignas(64) DoorbellWord {
+  std::atomic<uint32_t> seq;
+  std::atomic<uint32_t> sleepers;
+};
+
+// Wakes the owner of `w` if it sleeps.  Call after publishing (release store).
+inline void ring(DoorbellWord* w) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (w->sleepers.load(std::memory_order_relaxed) == 0) return;
+  w->seq.fetch_add(1, std::memory_order_seq_cst);
+  // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by other processes.
+  syscall(SYS_futex, &w->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// The waiting side, as the executor sees it.
+class Doorbell {
+ public:
+  // Idle poll rounds spent spinning (pause), then yielding, before sleeping.
+  Doorbell(DoorbellWord* w, uint32_t spin_polls, uint32_t yield_polls)
+      : w_(w), spin_polls_(spin_polls), idle_polls_(spin_polls + yield_polls) {}
+  uint32_t spin_polls() const { return spin_polls_; }
+  uint32_t idle_polls() const { return idle_polls_; }
+
+  // Announces a sleep; returns the sequence number to sleep on.  Poll once
+  // more after this, then sleep() or disarm().
+  uint32_t arm() {
+    w_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    return w_->seq.load(std::memory_order_seq_cst);
+  }
+  // Sleeps until rung (or kNapNs, or a signal); always disarms.
+  void sleep(uint32_t seen) {
+    timespec nap{0, kNapNs};
+    syscall(SYS_futex, &w_->seq, FUTEX_WAIT, seen, &nap, nullptr, 0);
+    disarm();
+  }
+  void disarm() { w_->sleepers.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  static constexpr long kNapNs = 2 * 1000 * 1000;  // 2 ms: timeouts and aborts stay prompt
+  DoorbellWord* w_;
+  uint32_t spin_polls_, idle_polls_;
+};
+
+}  // namespace braid
