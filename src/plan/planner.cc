@@ -58,7 +58,7 @@ std::string forced_algorithm(Collective c) {
 }
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
-                               std::shared_ptr<const Schedule>* out) {
+                               std::shared_ptr<const Schedule>* out, int straggler) {
   std::string name = forced_algorithm(c);
   if (!name.empty() && !find_algorithm(c, name)) {
     warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default",
@@ -66,12 +66,20 @@ Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t byte
     name.clear();
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes);
+  // A known straggler turns the bandwidth schedule into StragglAR.
+  if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" &&
+      forced_algorithm(c).empty())
+    name = "stragglar";
   const AlgorithmInfo* algo = find_algorithm(c, name);
   if (!algo) return BRAID_ERROR(ncclInternalError, "no algorithm '{}' for {}", name, to_string(c));
-  auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : -1, name);
+  // StragglAR is built for one straggler: it keys the cache like a root.
+  const bool stragglar = name == "stragglar";
+  if (stragglar && (straggler < 0 || straggler >= nranks)) straggler = nranks - 1;
+  auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : stragglar ? straggler : -1, name);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    auto schedule = std::make_shared<const Schedule>(algo->make(nranks, root));
+    auto schedule = std::make_shared<const Schedule>(stragglar ? stragglar_allreduce(nranks, straggler)
+                                                               : algo->make(nranks, root));
     BRAID_INFO(kTuning, "{} on {} ranks: generated schedule '{}'", to_string(c), nranks, schedule->name);
     it = cache_.emplace(key, std::move(schedule)).first;
   }

@@ -13,6 +13,7 @@
 
 #include "braid/schedule.h"
 #include "src/core/status.h"
+#include "src/plan/straggler.h"
 
 namespace braid {
 
@@ -27,11 +28,20 @@ std::string forced_algorithm(Collective c);
 
 class PlanCache {
  public:
-  // `bytes` is the per-rank input size.
-  Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out);
+  // `bytes` is the per-rank input size.  `straggler` >= 0 (AllReduce): that
+  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
+  Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
+                      int straggler = -1);
+
+  // The communicator's BRAID_STRAGGLER state, created on first use.
+  StragglerTracker& straggler(int nranks, int rank) {
+    if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
+    return *straggler_;
+  }
 
  private:
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
+  std::unique_ptr<StragglerTracker> straggler_;
 };
 
 }  // namespace braid

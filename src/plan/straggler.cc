@@ -1,0 +1,111 @@
+#include "src/plan/straggler.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "braid/stragglar.h"
+#include "src/core/env.h"
+#include "src/core/log.h"
+
+#include <fmt/ranges.h>
+#include "src/plan/planner.h"
+
+namespace braid {
+
+StragglerSetting straggler_setting(int nranks) {
+  std::string v = env_string("BRAID_STRAGGLER");
+  if (v.empty() || v == "off") return {};
+  if (v == "auto") return {StragglerMode::Auto, -1};
+  char* end = nullptr;
+  long rank = std::strtol(v.c_str(), &end, 10);
+  if (end != v.c_str() && *end == '\0' && rank >= 0 && rank < nranks) return {StragglerMode::Fixed, int(rank)};
+  BRAID_WARN("BRAID_STRAGGLER={} is not off, auto or a rank below {}; StragglAR stays off", v, nranks);
+  return {};
+}
+
+void StragglerDetector::observe(const std::vector<int64_t>& d, int64_t threshold_ns) {
+  last_ = -1;
+  if (d.size() < 2 || std::any_of(d.begin(), d.end(), [](int64_t x) { return x < 0; })) return;
+  // The shortest stay is the last arrival; the gap to the next shortest is
+  // how long everyone else had to wait for it alone.
+  int first = -1, second = -1;
+  for (int r = 0; r < int(d.size()); ++r) {
+    if (first < 0 || d[r] < d[first]) {
+      second = first;
+      first = r;
+    } else if (second < 0 || d[r] < d[second]) {
+      second = r;
+    }
+  }
+  // Late means apart from the pack, not just first by a hair: the gap must
+  // also be at least half the distance to the median stay, which timing
+  // noise on busy hosts rarely gives one rank several calls in a row.
+  std::vector<int64_t> sorted = d;
+  std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+  const int64_t median = sorted[sorted.size() / 2], gap = d[second] - d[first];
+  if (gap > threshold_ns && 2 * gap >= median - d[first]) last_ = first;
+
+  streak_ = last_ < 0 ? 0 : last_ == candidate_ ? streak_ + 1 : 1;
+  candidate_ = last_;
+  if (current_ >= 0) misses_ = last_ == current_ ? 0 : misses_ + 1;
+  if (streak_ >= options_.persist_calls && candidate_ != current_) {
+    current_ = candidate_;  // a new persistent straggler, or a different one
+    misses_ = 0;
+  } else if (current_ >= 0 && misses_ >= options_.release_calls) {
+    current_ = -1;
+    misses_ = 0;
+  }
+}
+
+int64_t straggler_threshold_ns(int n, uint64_t bytes) {
+  // Host model: shared-memory copies at a few GB/s per rank, microseconds of
+  // per-step latency.  StragglAR after arrival costs max(0, phase0 - delay)
+  // + phase1; ring costs the ring; the break-even delay is where they meet.
+  // A floor keeps scheduling noise from looking like a straggler.
+  constexpr int64_t kFloorNs = 200'000;
+  if (n < 2) return INT64_MAX;
+  AlphaBeta host{5e-6, 1.0 / 4e9};
+  const int rounds = stragglar_round_lower_bound(n);
+  const double phase0 = (n - 2) * (host.alpha + host.beta * double(bytes) / (n - 1));
+  const double phase1 = stragglar_post_arrival_model(n, rounds, double(bytes), host);
+  const double ring = ring_allreduce_model(n, double(bytes), host);
+  const double delay = std::max(0.0, phase0 + phase1 - ring);
+  return std::max<int64_t>(kFloorNs, int64_t(delay * 1e9));
+}
+
+StragglerTracker::StragglerTracker(int nranks, int rank)
+    : nranks_(nranks), rank_(rank), setting_(straggler_setting(nranks)), recv_(size_t(nranks), -1) {}
+
+int StragglerTracker::straggler_for(uint64_t bytes) const {
+  switch (setting_.mode) {
+    case StragglerMode::Off: return -1;
+    case StragglerMode::Fixed: return setting_.rank;
+    case StragglerMode::Auto: return detector_.current();
+  }
+  return -1;
+}
+
+bool StragglerTracker::tracks(uint64_t bytes) const {
+  return setting_.mode == StragglerMode::Auto && nranks_ >= 2 && bytes > kSmallAllReduceBytes;
+}
+
+void StragglerTracker::call_started(uint64_t bytes) {
+  bytes_ = bytes;
+  started_ = std::chrono::steady_clock::now();
+}
+
+void StragglerTracker::call_finished() {
+  auto now = std::chrono::steady_clock::now();
+  // What was gathered during this call are the durations of the previous one.
+  int before = detector_.current();
+  BRAID_TRACE(kTuning, "rank {}: durations of the previous call (ns): {}", rank_, fmt::join(recv_, " "));
+  detector_.observe(recv_, straggler_threshold_ns(nranks_, prev_bytes_));
+  if (detector_.current() != before)
+    BRAID_INFO(kTuning, "rank {}: StragglAR {} (straggler {})", rank_, detector_.current() >= 0 ? "on" : "off",
+               detector_.current() >= 0 ? detector_.current() : before);
+  send_ = std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_).count();
+  prev_bytes_ = bytes_;
+}
+
+}  // namespace braid
