@@ -355,11 +355,11 @@ class Runner {
 
   // --straggler: every iteration starts aligned (barrier), the straggler
   // sleeps, and the time counted runs from its arrival to the last rank's
-  // return.  The steady clock is system-wide, so this holds for ranks as
+  // return; the row reports the median over iterations.  The steady clock is system-wide, so this holds for ranks as
   // threads and as processes on one host (not across hosts).
   Placement straggler_time(int thread, const Call& call, size_t row_bytes, const Counts& c, ncclDataType_t type,
                            int data_op, int root, uint64_t rep) {
-    double total = 0;
+    std::vector<double> times;
     for (int i = 0; i < opt_.iters; ++i) {
       sync(thread);
       const double arrival_local = delay_if_straggler(thread);
@@ -367,10 +367,12 @@ class Runner {
       stream_sync(call.stream);
       const double end = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
       const double arrival = combine(thread, arrival_local, 3);
-      total += combine(thread, end, 3) - arrival;
+      times.push_back(combine(thread, end, 3) - arrival);
     }
+    // The median: one iteration descheduled on a busy host should not decide the row.
+    std::sort(times.begin(), times.end());
     Placement out;
-    fill_rates(total / opt_.iters, row_bytes, &out);
+    fill_rates(times[times.size() / 2], row_bytes, &out);
     sync(thread);
     check_results(thread, call, c, type, data_op, root, rep, &out);
     return out;

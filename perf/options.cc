@@ -195,7 +195,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   if (mpi_peer && o->local_register) o->local_register = 0;
   if (o->straggler_rank >= 0)
     o->notes.push_back(fmt::format("--straggler {}:{}: rank {} sleeps {} us before each call; time is from its "
-                                   "arrival to the last rank's completion",
+                                   "arrival to the last rank's completion (median over iterations)",
                                    o->straggler_rank, o->straggler_delay_us, o->straggler_rank, o->straggler_delay_us));
   if (o->min_bytes > o->max_bytes) {
     *error = fmt::format("invalid sizes for 'minbytes' and 'maxbytes': {} > {}", o->min_bytes, o->max_bytes);

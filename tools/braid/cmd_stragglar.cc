@@ -4,9 +4,13 @@
 //   --verify [-n N | --from A --to B] [-s RANK]   verify the schedules
 //   --model [--from 8 --to 256] [--alpha-us 3] [--gbps 450] [--bytes 1G]
 //                                       alpha-beta time after the straggler arrives, vs ring
+//   --host-work [--from 2 --to 16]      bytes the host executor touches after arrival, vs ring
 #include "tools/braid/cmd_stragglar.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "braid/algorithms.h"
 #include "braid/stragglar.h"
@@ -16,7 +20,7 @@ namespace braid::cli {
 namespace {
 
 struct Args {
-  bool rounds = false, plan = false, verify = false, model = false;
+  bool rounds = false, plan = false, verify = false, model = false, host_work = false;
   int n = 0, from = 2, to = 64, straggler = -1, plans_up_to = 64;
   double alpha_us = 3, gbps = 450, bytes = 1024.0 * 1024 * 1024;
 } args;
@@ -96,6 +100,47 @@ int print_model() {
   return 0;
 }
 
+// Buffer passes (reads + writes of one chunk) an op costs the host executor:
+// a send copies into the slot, a receive copies out of it, a reduction reads
+// two operands.  On a host with fewer cores than ranks this total, not the
+// per-link time of the alpha-beta model, is what the clock sees.
+int passes(OpType t) {
+  switch (t) {
+    case OpType::Send: case OpType::Recv: case OpType::Copy: return 2;
+    case OpType::RecvCopySend: case OpType::RecvReduceSend: case OpType::RecvReduceCopy: case OpType::Reduce: return 3;
+    case OpType::RecvReduceCopySend: return 4;
+    case OpType::Nop: return 0;
+  }
+  return 0;
+}
+
+// Passes in units of the whole buffer: all ranks (lanes from `first_lane`), and the busiest rank.
+std::pair<double, double> work(const Schedule& s, size_t first_lane) {
+  double total = 0, busiest = 0;
+  for (const RankProgram& p : s.ranks) {
+    double mine = 0;
+    for (size_t l = first_lane; l < p.lanes.size(); ++l)
+      for (const Op& op : p.lanes[l].ops) mine += double(passes(op.type)) * op.count / p.input_chunks;
+    total += mine;
+    busiest = std::max(busiest, mine);
+  }
+  return {total, busiest};
+}
+
+int print_host_work() {
+  int lo = args.n > 0 ? args.n : args.from, hi = args.n > 0 ? args.n : (args.to == 64 ? 16 : args.to);
+  fmt::print("# buffer passes after the straggler arrives (units of S): all ranks, busiest rank\n");
+  fmt::print("# (StragglAR: phase 1 only, phase 0 hidden; ring: everything)\n");
+  fmt::print("{:>4} {:>10} {:>12} {:>15} {:>17} {:>11}\n", "n", "ring_total", "ring_busiest", "stragglar_total",
+             "stragglar_busiest", "total_ratio");
+  for (int n = std::max(lo, 2); n <= hi; ++n) {
+    auto [rt, rb] = work(ring_allreduce(n), 0);
+    auto [st, sb] = work(stragglar_allreduce(n, n - 1), 1);
+    fmt::print("{:>4} {:>10.2f} {:>12.2f} {:>15.2f} {:>17.2f} {:>11.2f}\n", n, rt, rb, st, sb, rt / st);
+  }
+  return 0;
+}
+
 }  // namespace
 
 CLI::App* add_stragglar_command(CLI::App& app) {
@@ -104,6 +149,7 @@ CLI::App* add_stragglar_command(CLI::App& app) {
   cmd->add_flag("--plan", args.plan, "print the round plan for -n");
   cmd->add_flag("--verify", args.verify, "verify the schedules");
   cmd->add_flag("--model", args.model, "alpha-beta model vs ring (default n = 8..256)");
+  cmd->add_flag("--host-work", args.host_work, "buffer passes after arrival vs ring (default n = 2..16)");
   cmd->add_option("-n,--nranks", args.n, "one rank count");
   cmd->add_option("--from", args.from, "first rank count");
   cmd->add_option("--to", args.to, "last rank count");
@@ -121,7 +167,8 @@ int run_stragglar() {
   if (args.plan) rc |= print_plan();
   if (args.verify) rc |= verify_all();
   if (args.model) rc |= print_model();
-  if (!args.rounds && !args.plan && !args.verify && !args.model) rc = print_rounds();
+  if (args.host_work) rc |= print_host_work();
+  if (!args.rounds && !args.plan && !args.verify && !args.model && !args.host_work) rc = print_rounds();
   return rc;
 }
 
