@@ -137,6 +137,9 @@ class RoundPlanner {
     std::stable_sort(receivers.begin(), receivers.end(), [&](int a, int b) {
       int sa = slack(a, t), sb = slack(b, t);
       if (sa != sb) return sa < sb;
+      // Rank t+1 cannot forward what it gets now (its port is the
+      // straggler's next round); while senders are scarce that copy is lost.
+      if ((a == t + 1) != (b == t + 1)) return b == t + 1;
       // Ranks whose swap is still ahead lose a slot soon: serve them first.
       int da = a >= t ? a - t : n_ + a, db = b >= t ? b - t : n_ + b;
       if (variant_ & 2) return da > db;
