@@ -148,7 +148,7 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
     const CollectiveCall& c = collectives[0];
     uint64_t bytes = c.count * datatype_size(c.type);
     StragglerTracker& st = c.comm->plans->straggler(c.comm->nranks, c.comm->rank);
-    straggler = st.straggler_for(bytes);
+    BRAID_TRY(st.plan_call(c.comm, bytes, &straggler));
     if (st.tracks(bytes)) {
       tracked = &st;
       st.call_started(bytes);

@@ -12,18 +12,32 @@
 // for the same call by construction: a decision made after call k applies
 // from call k+1 on, and uses durations of call k-1.
 //
+// `eager` (beyond the paper, which proposed it): no history at all.  Each
+// call, the first n-1 ranks to arrive are the fast ones and start phase 0;
+// whoever comes last is the straggler.  Ranks agree through a word in shared
+// memory per call (ranks on one host, n <= 64): each sets its arrival bit
+// with one atomic fetch_or, the rank whose bit completes n-1 arrivals names
+// the missing one, and everyone plans StragglAR for that rank.  A fast rank
+// waits only for the other fast ranks, which phase 0 needs anyway.
+//
 // Tracked calls: an AllReduce that is the whole group (ncclAllReduce outside
 // ncclGroupStart) and large enough that the default would be ring; every rank
 // agrees on this since NCCL requires the same calls with the same counts.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
+
+#include "src/core/status.h"
+
+struct ncclComm;
 
 namespace braid {
 
-enum class StragglerMode : uint8_t { Off, Auto, Fixed };
+enum class StragglerMode : uint8_t { Off, Auto, Fixed, Eager };
 
 struct StragglerSetting {
   StragglerMode mode = StragglerMode::Off;
@@ -63,10 +77,17 @@ class StragglerDetector {
 // below it, phase 0 is not hidden enough for StragglAR to beat ring.
 int64_t straggler_threshold_ns(int nranks, uint64_t bytes);
 
+class ArrivalBoard;
+
 // One communicator's straggler state (owned by its PlanCache).
 class StragglerTracker {
  public:
   StragglerTracker(int nranks, int rank);
+  ~StragglerTracker();
+
+  // Everything before a lone AllReduce of `bytes` runs: the straggler to plan
+  // for (-1: none).  Eager mode waits here for n-1 arrivals.
+  Status plan_call(ncclComm* comm, uint64_t bytes, int* straggler);
 
   // For an AllReduce of `bytes` about to run alone: the straggler to plan for
   // (-1: none), and whether this call exchanges durations.
@@ -87,6 +108,8 @@ class StragglerTracker {
   int nranks_, rank_;
   StragglerSetting setting_;
   StragglerDetector detector_;
+  std::unique_ptr<ArrivalBoard> board_;  // eager mode
+  uint64_t eager_calls_ = 0;
   std::chrono::steady_clock::time_point started_{};
   uint64_t bytes_ = 0;
   uint64_t prev_bytes_ = 0;  // size of the call send_ timed

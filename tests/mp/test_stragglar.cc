@@ -99,3 +99,37 @@ TEST_CASE("BRAID_STRAGGLER=auto: results stay exact while the late rank changes"
           }
         }, 120, setup) == 0);
 }
+
+TEST_CASE("BRAID_STRAGGLER=eager: whoever comes last is the straggler, call by call", "[mp][processes][stragglar]") {
+  // The late rank changes every call (and sometimes nobody is late): the
+  // first n-1 arrivals run phase 0, the shared arrival word names the last.
+  for (int n : {2, 3, 5}) {
+    INFO("n=" << n);
+    auto setup = [](int) { setenv("BRAID_STRAGGLER", "eager", 1); };
+    CHECK(run_ranks_as_processes(n, [](int rank, int nr, ncclComm_t comm, Failures& f) {
+            for (int call = 0; call < 12; ++call) {
+              int late = call % (nr + 1) - 1;  // -1: nobody
+              if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+              CollCase c;
+              c.count = 100003;
+              c.in_place = call % 2;
+              run_and_check(c, rank, nr, comm, f);
+              c.count = 5;  // small calls stay off the board (rd), interleaved
+              run_and_check(c, rank, nr, comm, f);
+            }
+          }, 90, setup) == 0);
+  }
+}
+
+TEST_CASE("BRAID_STRAGGLER=eager on ranks as threads", "[mp][threads][stragglar]") {
+  ScopedEnv env("BRAID_STRAGGLER", "eager");
+  CHECK(run_ranks_as_threads(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (int call = 0; call < 10; ++call) {
+            if (rank == (call * 3) % n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            CollCase c;
+            c.count = 70001;
+            c.in_place = call % 2;
+            run_and_check(c, rank, n, comm, f);
+          }
+        }) == 0);
+}
