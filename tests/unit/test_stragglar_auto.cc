@@ -43,6 +43,11 @@ TEST_CASE("BRAID_STRAGGLER parses off, auto and a rank", "[stragglar][auto]") {
     CHECK(straggler_setting(4).mode == StragglerMode::Auto);
   }
   {
+    ScopedEnv e("BRAID_STRAGGLER", "eager");
+    CHECK(straggler_setting(4).mode == StragglerMode::Eager);
+    CHECK(straggler_setting(65).mode == StragglerMode::Off);  // one 64-bit arrival word
+  }
+  {
     ScopedEnv e("BRAID_STRAGGLER", "3");
     StragglerSetting s = straggler_setting(4);
     CHECK(s.mode == StragglerMode::Fixed);
