@@ -25,6 +25,9 @@
 // Any n >= 1 (n = 1 is a copy, n = 2 a single swap) and any straggler rank:
 // logical rank i maps to a physical rank so the straggler is logical n-1.
 #include <cmath>
+#include <map>
+#include <memory>
+#include <mutex>
 
 #include "braid/algorithms.h"
 #include "braid/stragglar.h"
@@ -58,6 +61,18 @@ class Emitter {
 };
 
 constexpr int kPhase0 = 0, kPhase1 = 1;
+
+// The plan depends only on n (the straggler is a relabelling), and searching
+// for it takes up to a second at 64 ranks: plan once per n per process, so a
+// straggler that changes under BRAID_STRAGGLER=auto or eager costs nothing.
+const StragglarRounds& rounds_for(int n) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<const StragglarRounds>> plans;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& plan = plans[n];
+  if (!plan) plan = std::make_unique<const StragglarRounds>(stragglar_rounds(n));
+  return *plan;
+}
 
 }  // namespace
 
@@ -112,7 +127,7 @@ Schedule stragglar_allreduce(int n, int straggler) {
     started[logical] = true;
     return deps;
   };
-  StragglarRounds plan = stragglar_rounds(n);
+  const StragglarRounds& plan = rounds_for(n);
   for (const std::vector<StragglarTransfer>& round : plan.rounds) {
     for (const StragglarTransfer& x : round) {
       // The straggler sends its own input; everyone else a final (or, in the
