@@ -7,6 +7,8 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
   static const std::vector<AlgorithmInfo> registry = {
       {"ring", Collective::AllReduce, false, [](int n, int) { return ring_allreduce(n); }},
       {"rd", Collective::AllReduce, false, [](int n, int) { return recursive_doubling_allreduce(n); }},
+      // The planner passes the straggler it chose; elsewhere rank n-1 is the straggler.
+      {"stragglar", Collective::AllReduce, false, [](int n, int) { return stragglar_allreduce(n, n - 1); }},
       {"ring", Collective::AllGather, false, [](int n, int) { return ring_allgather(n); }},
       {"ring", Collective::ReduceScatter, false, [](int n, int) { return ring_reducescatter(n); }},
       {"binomial", Collective::Broadcast, true, binomial_broadcast},

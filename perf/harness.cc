@@ -232,7 +232,15 @@ class Runner {
       const Counts c = bench_.counts(bytes / type_size(type), nranks_);
       Call call = make_call(thread, type, op, root, c, false);
       OpHolder holder(this, thread, type, &call);
-      for (int i = 0; i < opt_.warmup; ++i) launch(call);
+      for (int i = 0; i < opt_.warmup; ++i) {
+        // With a straggler, warm-up calls are late too (BRAID_STRAGGLER=auto learns from them).
+        if (straggling()) {
+          stream_sync(call.stream);
+          sync(thread);
+          delay_if_straggler(thread);
+        }
+        launch(call);
+      }
       stream_sync(call.stream);
       if (bytes == 0 && opt_.max_bytes == 0) break;
     }
@@ -308,6 +316,7 @@ class Runner {
     launch(call);  // untimed: connections, first touch
     stream_sync(call.stream);
     sync(thread);
+    if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const auto start = Clock::now();
     for (int i = 0; i < opt_.iters; ++i) {
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
@@ -322,10 +331,58 @@ class Runner {
         std::chrono::duration<double>(Clock::now() - start).count() / double(opt_.iters * opt_.agg);
     Placement out;
     const double sec = combine(thread, seconds, opt_.average);
-    out.time_us = sec * 1e6;
-    out.algbw = sec > 0 ? double(row_bytes) / 1e9 / sec : 0;
-    out.busbw = nranks_ > 0 ? out.algbw * bench_.bus_factor(nranks_) : 0;
+    fill_rates(sec, row_bytes, &out);
     sync(thread);
+    check_results(thread, call, c, type, data_op, root, rep, &out);
+    return out;
+  }
+
+  void fill_rates(double sec, size_t row_bytes, Placement* out) const {
+    out->time_us = sec * 1e6;
+    out->algbw = sec > 0 ? double(row_bytes) / 1e9 / sec : 0;
+    out->busbw = nranks_ > 0 ? out->algbw * bench_.bus_factor(nranks_) : 0;
+  }
+
+  bool straggling() const { return opt_.straggler_rank >= 0 && opt_.straggler_rank < nranks_; }
+
+  // Returns the straggler's arrival time (seconds on the steady clock), or
+  // -inf on other ranks, so a max over ranks yields the arrival.
+  double delay_if_straggler(int thread) {
+    if (rank_of(thread) != opt_.straggler_rank) return -1e300;
+    std::this_thread::sleep_for(std::chrono::microseconds(opt_.straggler_delay_us));
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  }
+
+  // --straggler: every iteration starts aligned (barrier), the straggler
+  // sleeps, and the time counted runs from its arrival to the last rank's
+  // return; the row reports the median over iterations.  The steady clock is system-wide, so this holds for ranks as
+  // threads and as processes on one host (not across hosts).
+  Placement straggler_time(int thread, const Call& call, size_t row_bytes, const Counts& c, ncclDataType_t type,
+                           int data_op, int root, uint64_t rep) {
+    std::vector<double> times;
+    for (int i = 0; i < opt_.iters; ++i) {
+      sync(thread);
+      const double arrival_local = delay_if_straggler(thread);
+      launch(call);
+      stream_sync(call.stream);
+      const double end = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+      const double arrival = combine(thread, arrival_local, 3);
+      times.push_back(combine(thread, end, 3) - arrival);
+    }
+    // The median: one iteration descheduled on a busy host should not decide the row.
+    std::sort(times.begin(), times.end());
+    Placement out;
+    fill_rates(times[times.size() / 2], row_bytes, &out);
+    sync(thread);
+    check_results(thread, call, c, type, data_op, root, rep, &out);
+    return out;
+  }
+
+  void check_results(int thread, const Call& call, const Counts& c, ncclDataType_t type, int data_op, int root,
+                     uint64_t rep, Placement* result) {
+    const int rank = rank_of(thread);
+    const size_t es = type_size(type);
+    Placement& out = *result;
 
     for (int k = 0; k < opt_.check; ++k) {
       const Data data(type, data_op, nranks_, rep * 1000003 + uint64_t(k));
@@ -349,7 +406,6 @@ class Runner {
       if (out.wrong) break;
     }
     if (!opt_.check) out.wrong = -1;
-    return out;
   }
 
   void sync(int thread) {

@@ -38,6 +38,9 @@ bool parse_int(const char* text, int* out) {
   return true;
 }
 
+// Long-only options get values past any short option letter.
+constexpr int kStragglerOption = 1000;
+
 }  // namespace
 
 const char* usage() {
@@ -66,6 +69,7 @@ const char* usage() {
          "\t[-J,--output_file <file> write output to filepath (json)] \n"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
          "\t[-R,--local_register <0/1/2> enable local (1) or symmetric (2) buffer registration] \n"
+         "\t[--straggler <rank>:<delay us>] delay that rank before each call; time from its arrival\n"
          "\t[-h,--help]\n";
 }
 
@@ -101,6 +105,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       {"device_cta_count", required_argument, nullptr, 'V'},
       {"memory", required_argument, nullptr, 'M'},
       {"help", no_argument, nullptr, 'h'},
+      {"straggler", required_argument, nullptr, kStragglerOption},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
   opterr = 0;
@@ -148,13 +153,23 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
           return false;
         }
         break;
+      case kStragglerOption: {
+        char* end = nullptr;
+        long rank = std::strtol(optarg, &end, 10);
+        long long delay = *end == ':' ? std::strtoll(end + 1, &end, 10) : -1;
+        ok = *end == '\0' && rank >= 0 && delay >= 0;
+        o->straggler_rank = int(rank);
+        o->straggler_delay_us = delay;
+        break;
+      }
       case 'h': *help = true; return false;
       default:
         *error = fmt::format("invalid option '{}'\n{}", argv[optind - 1], usage());
         return false;
     }
     if (!ok) {
-      *error = fmt::format("bad value '{}' for -{}", optarg ? optarg : "", char(c));
+      *error = c == kStragglerOption ? fmt::format("bad value '{}' for --straggler (RANK:DELAY_US)", optarg)
+                                     : fmt::format("bad value '{}' for -{}", optarg ? optarg : "", char(c));
       return false;
     }
   }
@@ -178,6 +193,10 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
     return false;
   }
   if (mpi_peer && o->local_register) o->local_register = 0;
+  if (o->straggler_rank >= 0)
+    o->notes.push_back(fmt::format("--straggler {}:{}: rank {} sleeps {} us before each call; time is from its "
+                                   "arrival to the last rank's completion (median over iterations)",
+                                   o->straggler_rank, o->straggler_delay_us, o->straggler_rank, o->straggler_delay_us));
   if (o->min_bytes > o->max_bytes) {
     *error = fmt::format("invalid sizes for 'minbytes' and 'maxbytes': {} > {}", o->min_bytes, o->max_bytes);
     return false;

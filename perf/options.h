@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ struct Options {
   std::vector<ncclRedOp_t> ops;
   std::vector<int> roots;
   std::vector<std::string> notes;   // "# ..." lines for flags accepted but without effect
+  // --straggler RANK:DELAY_US: that rank sleeps before every call, and the
+  // time reported runs from its arrival to the last rank's completion.
+  int straggler_rank = -1;
+  int64_t straggler_delay_us = 0;
 
   // The next size of the sweep; > max_bytes when done.
   size_t next(size_t bytes) const {

@@ -14,6 +14,9 @@ Schedule ring_allreduce(int nranks);
 Schedule ring_allgather(int nranks);
 Schedule ring_reducescatter(int nranks);
 Schedule recursive_doubling_allreduce(int nranks);  // latency-optimal, small messages
+// StragglAR: rank `straggler` (n-1 if out of range) joins late; the others
+// reduce-scatter while they wait (braid/stragglar.h has the round plan).
+Schedule stragglar_allreduce(int nranks, int straggler);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);
@@ -21,7 +24,7 @@ Schedule direct_scatter(int nranks, int root);
 Schedule pairwise_alltoall(int nranks);
 
 struct AlgorithmInfo {
-  std::string name;  // what BRAID_ALGO names: "ring", "rd", "binomial", "direct", "pairwise"
+  std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise"
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;

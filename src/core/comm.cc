@@ -11,6 +11,7 @@
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 
 ncclComm::ncclComm() = default;
@@ -37,6 +38,8 @@ struct InitInfo {
   uint64_t tile_bytes = 0;
   int32_t api_version = 0;
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
+  int32_t pad = 0;
+  uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
 };
 
 class RouterTransport final : public Transport {
@@ -149,6 +152,7 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
   if (backend == "cuda" && !probe.usable)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   mine.wants_device = probe.usable;
+  mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -185,6 +189,9 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
   // A fragment must fit in every transport's slot.
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
   comm->plans = std::make_unique<PlanCache>();
+  uint64_t rd_max_bytes = UINT64_MAX;
+  for (const InitInfo& info : infos) rd_max_bytes = std::min(rd_max_bytes, info.rd_max_bytes);
+  comm->plans->set_rd_max_bytes(rd_max_bytes);
   if (probe.usable) {
     BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
     comm->cuda_device = probe.device;

@@ -19,6 +19,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
       {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
       {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
+      {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
       {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory slot (fragment size)"},
       {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},

@@ -23,6 +23,9 @@ namespace {
 // Collectives use channels [0, kP2PChannel); send/recv have their own, so a
 // group's point-to-point traffic never interleaves with a schedule's.
 constexpr int kP2PChannel = 1 << 12;
+// The straggler detector's duration exchange (BRAID_STRAGGLER=auto) runs
+// beside an AllReduce, so it needs a channel no schedule uses.
+constexpr int kStragglerStampChannel = kP2PChannel - 1;
 
 struct GroupState {
   int depth = 0;
@@ -43,7 +46,7 @@ bool has_output(const CollectiveCall& c) {
 }
 
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
-                 std::unique_ptr<Task>* out) {
+                 std::unique_ptr<Task>* out, int channel_base = 0) {
   ncclComm* comm = c.comm;
   const RankProgram& prog = schedule->ranks.at(comm->rank);
   CollectiveArgs a;
@@ -65,7 +68,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
                            c.collective == Collective::Reduce;
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
   a.tile_bytes = comm->tile_bytes;
-  a.channel_base = 0;
+  a.channel_base = channel_base;
   a.transport = comm->transport.get();
   a.collective = c.collective;  // the label is formatted only if needed (describe())
   a.count = c.count;
@@ -138,13 +141,29 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   std::vector<TaskQueue> queues(comms.size());
   for (size_t i = 0; i < comms.size(); ++i) queues[i].abort = &comms[i]->aborting;
 
+  // BRAID_STRAGGLER (src/plan/straggler.h): a lone AllReduce may run
+  // StragglAR, and in auto mode carries the duration exchange.
+  StragglerTracker* tracked = nullptr;
+  int straggler = -1;
+  if (collectives.size() == 1 && p2ps.empty() && collectives[0].collective == Collective::AllReduce) {
+    const CollectiveCall& c = collectives[0];
+    uint64_t bytes = c.count * datatype_size(c.type);
+    StragglerTracker& st = c.comm->plans->straggler(c.comm->nranks, c.comm->rank);
+    BRAID_TRY(st.plan_call(c.comm, bytes, &straggler));
+    if (st.tracks(bytes)) {
+      tracked = &st;
+      st.call_started(bytes);
+    }
+  }
+
   // Plan every collective first: tasks of one communicator run one after
   // another, so they can share one scratch buffer sized for the largest.
   std::vector<std::shared_ptr<const Schedule>> schedules(collectives.size());
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
     size_t esize = datatype_size(c.type);
-    BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * esize, &schedules[i]));
+    BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * esize, &schedules[i],
+                                          straggler));
     const RankProgram& prog = schedules[i]->ranks.at(c.comm->rank);
     BufferShape in = input_shape(c.collective, c.comm->nranks, c.count, prog.input_chunks);
     BufferShape out = output_shape(c.collective, c.comm->nranks, c.count, prog.output_chunks);
@@ -169,7 +188,21 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
     BRAID_TRY(make_p2p_task(std::move(ops), comm->transport.get(), kP2PChannel, comm->tile_bytes, label, &task));
     queues[queue_index(comm)].tasks.push_back(std::move(task));
   }
-  return run_task_queues(queues);
+  if (tracked) {
+    // Its own queue, so it runs concurrently with the AllReduce.
+    ncclComm* comm = collectives[0].comm;
+    CollectiveCall stamps{comm, Collective::AllGather, tracked->stamp_send(), tracked->stamp_recv(), 1, ncclInt64};
+    std::shared_ptr<const Schedule> schedule;
+    BRAID_TRY(comm->plans->schedule_for(Collective::AllGather, comm->nranks, -1, sizeof(int64_t), &schedule));
+    std::unique_ptr<Task> task;
+    BRAID_TRY(make_task(stamps, schedule, nullptr, &task, kStragglerStampChannel));
+    queues.emplace_back();
+    queues.back().abort = &comm->aborting;
+    queues.back().tasks.push_back(std::move(task));
+  }
+  Status s = run_task_queues(queues);
+  if (s.is_ok() && tracked) tracked->call_finished();
+  return s;
 }
 
 Status end_outermost() {

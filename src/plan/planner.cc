@@ -27,8 +27,12 @@ void warn_once(const std::string& message) {
 }  // namespace
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
+  return default_algorithm(c, nranks, bytes, host_allreduce_rd_max_bytes(nranks));
+}
+
+std::string default_algorithm(Collective c, int nranks, uint64_t bytes, uint64_t rd_max_bytes) {
   switch (c) {
-    case Collective::AllReduce: return bytes <= host_allreduce_rd_max_bytes(nranks) ? "rd" : "ring";
+    case Collective::AllReduce: return bytes <= rd_max_bytes ? "rd" : "ring";
     case Collective::AllGather:
     case Collective::ReduceScatter: return "ring";
     case Collective::Broadcast:
@@ -66,30 +70,40 @@ std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_
 PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
-                               std::shared_ptr<const Schedule>* out) {
-  if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes) {
+                               std::shared_ptr<const Schedule>* out, int straggler) {
+  if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes &&
+      last_.straggler == straggler) {
     *out = last_.schedule;
     return Status::ok();
   }
-  BRAID_TRY(lookup(c, nranks, root, bytes, out));
-  last_ = Last{c, nranks, root, bytes, *out};
+  BRAID_TRY(lookup(c, nranks, root, bytes, straggler, out));
+  last_ = Last{c, nranks, root, bytes, straggler, *out};
   return Status::ok();
 }
 
-Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out) {
-  std::string name = forced_in(algo_spec_, c);
+Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler,
+                         std::shared_ptr<const Schedule>* out) {
+  const std::string forced = forced_in(algo_spec_, c);
+  std::string name = forced;
   if (!name.empty() && !find_algorithm(c, name)) {
     warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
                           to_string(c), name));
     name.clear();
   }
-  if (name.empty()) name = default_algorithm(c, nranks, bytes);
+  if (name.empty()) name = default_algorithm(c, nranks, bytes, rd_max_bytes_);
+  // A known straggler turns the bandwidth schedule into StragglAR.
+  if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
+    name = "stragglar";
   const AlgorithmInfo* algo = find_algorithm(c, name);
   if (!algo) return BRAID_ERROR(ncclInternalError, "no algorithm '{}' for {}", name, to_string(c));
-  auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : -1, name);
+  // StragglAR is built for one straggler: it keys the cache like a root.
+  const bool stragglar = name == "stragglar";
+  if (stragglar && (straggler < 0 || straggler >= nranks)) straggler = nranks - 1;
+  auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : stragglar ? straggler : -1, name);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    auto schedule = std::make_shared<const Schedule>(algo->make(nranks, root));
+    auto schedule = std::make_shared<const Schedule>(stragglar ? stragglar_allreduce(nranks, straggler)
+                                                               : algo->make(nranks, root));
     BRAID_INFO(kTuning, "{} on {} ranks: generated schedule '{}'", to_string(c), nranks, schedule->name);
     it = cache_.emplace(key, std::move(schedule)).first;
   }

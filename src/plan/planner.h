@@ -13,6 +13,7 @@
 
 #include "braid/schedule.h"
 #include "src/core/status.h"
+#include "src/plan/straggler.h"
 
 namespace braid {
 
@@ -20,6 +21,8 @@ namespace braid {
 // model, src/plan/host_tuning.cc), ring above.
 
 // The algorithm name the planner picks (before BRAID_ALGO).
+std::string default_algorithm(Collective c, int nranks, uint64_t bytes, uint64_t rd_max_bytes);
+// The same with this process's own crossover (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
@@ -30,21 +33,36 @@ std::string forced_algorithm(Collective c);
 class PlanCache {
  public:
   PlanCache();
-  // `bytes` is the per-rank input size.
-  Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out);
+  // The rd/ring crossover every rank agreed on at init (ranks on different
+  // machines could compute different ones and then run different schedules).
+  void set_rd_max_bytes(uint64_t bytes) { rd_max_bytes_ = bytes; }
+  // `bytes` is the per-rank input size.  `straggler` >= 0 (AllReduce): that
+  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
+  Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
+                      int straggler = -1);
+
+  // The communicator's BRAID_STRAGGLER state, created on first use.
+  StragglerTracker& straggler(int nranks, int rank) {
+    if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
+    return *straggler_;
+  }
 
  private:
-  Status lookup(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out);
+  Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler,
+                std::shared_ptr<const Schedule>* out);
 
   std::string algo_spec_;
+  uint64_t rd_max_bytes_ = 32 * 1024;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {
     Collective c = Collective::Custom;
     int nranks = -1, root = -1;
     uint64_t bytes = 0;
+    int straggler = -1;
     std::shared_ptr<const Schedule> schedule;
   } last_;
+  std::unique_ptr<StragglerTracker> straggler_;
 };
 
 }  // namespace braid

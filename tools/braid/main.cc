@@ -13,6 +13,7 @@
 #include "braid/schedule_json.h"
 #include "braid/verify.h"
 #include "src/core/env.h"
+#include "tools/braid/cmd_stragglar.h"
 #include "tools/braid/schedule_source.h"
 #include "tools/braid/schedule_text.h"
 
@@ -60,7 +61,9 @@ int main(int argc, char** argv) {
   add_source_options(verify, &source);
   verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check)");
 
+  auto* stragglar = braid::cli::add_stragglar_command(app);
   CLI11_PARSE(app, argc, argv);
+  if (stragglar->parsed()) return braid::cli::run_stragglar();
   if (env->parsed()) return print_env();
   if (algorithms->parsed()) return print_algorithms();
 

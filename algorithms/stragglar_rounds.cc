@@ -1,0 +1,288 @@
+// StragglAR phase 1: the rounds after the straggler arrives.
+//
+// Labels are logical: the straggler is rank s = n-1, the fast ranks 0..m-1
+// (m = n-1) each hold the partial sum of "their" chunk after phase 0.  A
+// round lets every rank send one chunk and receive one chunk (full duplex,
+// one port), as in the paper's model.  Two things happen in every round t:
+//  - the pipeline: for t < m, rank t and the straggler swap chunk t and both
+//    reduce, so both hold the final chunk F_t; the straggler ends round m-1
+//    holding every final chunk and is then a free sender;
+//  - the spread: every other rank that needs a final chunk may get one from a
+//    rank that has it.  Rank t cannot receive from a peer in round t (its port
+//    is taken by the swap), so ranks about to meet the straggler must be fed
+//    early: the paper's "critical window".
+//
+// The spread is planned round by round as a bipartite matching (senders on
+// one side, receivers on the other, an edge where the sender has a final
+// chunk the receiver lacks).  Receivers are offered in order of slack (free
+// receive slots left before a target round count minus chunks still needed),
+// and Kuhn's augmenting paths keep every matched receiver matched, so the
+// matched set is the best the priority order allows (greedy on a transversal
+// matroid).  Each matched pair then carries the rarest chunk it can, which
+// keeps the number of useful senders growing.  The plan is tried for a few
+// target round counts from the lower bound up and with a few tie-breaking
+// orders, and the shortest result is kept; the unit tests pin the counts.
+//
+// Lower bound: F_{m-1} is final at the end of round m-1 with two holders and
+// copies at most double each round, so R >= m-1 + ceil(log2 n) = n-2+ceil(log2 n).
+// For n = 2..64 the plan meets it for 42 rank counts (4 and 8 among them, the
+// paper's n-2+log2 n) and is one round over for the others (16, 32 and 64
+// included: the bound is so tight there that every round from the fourth on
+// must be a perfect matching, and the greedy misses by one).  Odd n, which
+// the paper leaves open, work the same way: nothing here depends on parity.
+// tests/unit/test_stragglar.cc prints and pins the counts.
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+
+#include "braid/stragglar.h"
+
+namespace braid {
+namespace {
+
+// Variants below kOrderVariants are fixed tie-break orders (bits of the
+// variant number); those up to kSeededVariantEnd add seeded shuffles.
+constexpr int kOrderVariants = 32;
+constexpr int kSeededVariantEnd = 64;
+
+int ceil_log2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+class RoundPlanner {
+ public:
+  RoundPlanner(int n, int target, int variant)
+      : n_(n), m_(n - 1), s_(n - 1), target_(target), variant_(variant),
+        words_((n + 62) / 64), has_(size_t(n) * words_, 0), holders_(n - 1, 0), need_(n, n - 2) {
+    need_[s_] = 0;  // the straggler gets every chunk through its swaps
+  }
+
+  // False if the plan runs past `cap` rounds (it never should; a guard).
+  bool run(int cap, StragglarRounds* out) {
+    out->nranks = n_;
+    out->rounds.clear();
+    for (int t = 0; t < m_ || remaining() > 0; ++t) {
+      if (t >= cap) return false;
+      out->rounds.push_back(round(t));
+    }
+    return true;
+  }
+
+ private:
+  bool has(int r, int c) const { return (has_[size_t(r) * words_ + c / 64] >> (c % 64)) & 1; }
+  void give(int r, int c) {
+    if (!has(r, c)) {
+      has_[size_t(r) * words_ + c / 64] |= uint64_t(1) << (c % 64);
+      ++holders_[c];
+    }
+  }
+  // Whether a has a final chunk b lacks and will not get from its own swap.
+  bool useful(int a, int b) const {
+    for (int w = 0; w < words_; ++w) {
+      uint64_t mask = has_[size_t(a) * words_ + w] & ~has_[size_t(b) * words_ + w];
+      if (b / 64 == w) mask &= ~(uint64_t(1) << (b % 64));
+      if (mask) return true;
+    }
+    return false;
+  }
+  bool holds_any(int r) const {
+    for (int w = 0; w < words_; ++w)
+      if (has_[size_t(r) * words_ + w]) return true;
+    return false;
+  }
+  int remaining() const { return std::accumulate(need_.begin(), need_.end(), 0); }
+
+  // The chunk a sends b, or -1 if a has nothing b can use.
+  int best_chunk(int a, int b, const std::vector<int>& pending) const {
+    int best = -1;
+    for (int c = 0; c < m_; ++c) {
+      if (c == b || !has(a, c) || has(b, c)) continue;
+      if (best < 0) {
+        best = c;
+        continue;
+      }
+      int hc = holders_[c] + pending[c], hb = holders_[best] + pending[best];
+      // Rarest first; ties toward the newest chunk (it has the least time left).
+      if (hc < hb || (hc == hb && (variant_ & 1 ? c < best : c > best))) best = c;
+    }
+    return best;
+  }
+
+  // Receive slots rank r has from round t up to the target, minus what it needs.
+  int slack(int r, int t) const {
+    int slots = std::max(0, target_ - t);
+    if (r >= t && r < target_) --slots;  // its swap round
+    return slots - need_[r];
+  }
+
+  std::vector<StragglarTransfer> round(int t) {
+    std::vector<StragglarTransfer> moves;
+    const bool swapping = t < m_;
+    if (swapping) {
+      moves.push_back({t, s_, t, true});
+      moves.push_back({s_, t, t, true});
+    }
+    std::vector<int> senders, receivers;
+    for (int r = 0; r < n_; ++r) {
+      if (swapping && (r == t || r == s_)) continue;
+      if (holds_any(r)) senders.push_back(r);
+      if (r != s_ && need_[r] > 0) receivers.push_back(r);
+    }
+    if (variant_ >= kOrderVariants) {
+      uint64_t x = rng_ ^ 0x9e3779b97f4a7c15ULL * uint64_t(t + 1);
+      for (size_t i = receivers.size(); i > 1; --i) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        std::swap(receivers[i - 1], receivers[(x >> 33) % i]);
+      }
+    }
+    std::stable_sort(receivers.begin(), receivers.end(), [&](int a, int b) {
+      int sa = slack(a, t), sb = slack(b, t);
+      if (sa != sb) return sa < sb;
+      // Rank t+1 cannot forward what it gets now (its port is the
+      // straggler's next round); while senders are scarce that copy is lost.
+      if ((a == t + 1) != (b == t + 1)) return b == t + 1;
+      // Ranks whose swap is still ahead lose a slot soon: serve them first.
+      int da = a >= t ? a - t : n_ + a, db = b >= t ? b - t : n_ + b;
+      // While copies are still doubling (the first ~log2 n rounds), a rank
+      // whose swap is far off forwards for longer: serve those first then.
+      bool far_first = (variant_ & 2) != 0;
+      if (t <= early_rounds_) far_first = !far_first;
+      if (far_first) return da > db;
+      return da < db;
+    });
+    if (variant_ & 4) std::reverse(senders.begin(), senders.end());
+    if (variant_ >= kOrderVariants) {
+      // Seeded shuffles: other tie-breaks among equally urgent ranks.
+      rng_ = rng_ * 6364136223846793005ULL + 1442695040888963407ULL;
+      uint64_t x = rng_;
+      for (size_t i = senders.size(); i > 1; --i) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        std::swap(senders[i - 1], senders[(x >> 33) % i]);
+      }
+    }
+    if (variant_ & 8) {
+      // Holders of rare chunks first, so receivers take from them when they can.
+      std::vector<int> rarest(n_, n_ + 1);
+      for (int a : senders)
+        for (int c = 0; c < m_; ++c)
+          if (has(a, c)) rarest[a] = std::min(rarest[a], holders_[c]);
+      std::stable_sort(senders.begin(), senders.end(), [&](int a, int b) { return rarest[a] < rarest[b]; });
+    }
+
+    std::vector<int> sender_of(n_, -1), receiver_of(n_, -1);
+    std::vector<int> pending(m_, 0);
+    std::vector<std::pair<int, int>> gets;
+    std::vector<StragglarTransfer> spread;
+    if (variant_ & 16) {
+      // Chunks whose doubling cannot afford a missed round go first: each of
+      // their idle holders feeds the most urgent receiver that lacks them.
+      std::vector<int> chunks;
+      for (int c = 0; c < std::min(t, m_); ++c)
+        if (holders_[c] < n_) chunks.push_back(c);
+      auto chunk_slack = [&](int c) { return (target_ - t) - ceil_log2((n_ + holders_[c] - 1) / holders_[c]); };
+      std::stable_sort(chunks.begin(), chunks.end(), [&](int a, int b) {
+        int sa = chunk_slack(a), sb = chunk_slack(b);
+        return sa != sb ? sa < sb : holders_[a] < holders_[b];
+      });
+      for (int c : chunks) {
+        if (chunk_slack(c) > 0) break;
+        size_t next = 0;
+        for (int a : senders) {
+          if (receiver_of[a] >= 0 || !has(a, c)) continue;
+          while (next < receivers.size() &&
+                 (sender_of[receivers[next]] >= 0 || has(receivers[next], c) || receivers[next] == c))
+            ++next;
+          if (next == receivers.size()) break;
+          int b = receivers[next];
+          sender_of[b] = a;
+          receiver_of[a] = b;
+          ++pending[c];
+          gets.push_back({b, c});
+          spread.push_back({a, b, c, false});
+        }
+      }
+    }
+    // Kuhn's algorithm, receivers in priority order.
+    std::vector<int> fixed = sender_of;
+    for (int b : receivers) {
+      if (fixed[b] >= 0) continue;
+      std::vector<bool> seen(n_, false);
+      augment(b, senders, seen, sender_of, receiver_of, fixed);
+    }
+    // Chunks: most urgent receivers pick first, each the rarest it can get.
+    moves.insert(moves.end(), spread.begin(), spread.end());
+    for (int b : receivers) {
+      int a = sender_of[b];
+      if (a < 0 || fixed[b] >= 0) continue;
+      int c = best_chunk(a, b, pending);
+      ++pending[c];
+      gets.push_back({b, c});
+      moves.push_back({a, b, c, false});
+    }
+    if (swapping) {
+      give(t, t);
+      give(s_, t);
+    }
+    for (auto [b, c] : gets) {
+      give(b, c);
+      --need_[b];
+    }
+    return moves;
+  }
+
+  bool augment(int b, const std::vector<int>& senders, std::vector<bool>& seen, std::vector<int>& sender_of,
+               std::vector<int>& receiver_of, const std::vector<int>& fixed) {
+    for (int a : senders) {
+      if (seen[a] || a == b || !useful(a, b)) continue;
+      if (receiver_of[a] >= 0 && fixed[receiver_of[a]] >= 0) continue;  // a critical-chunk pair
+      seen[a] = true;
+      if (receiver_of[a] < 0 || augment(receiver_of[a], senders, seen, sender_of, receiver_of, fixed)) {
+        receiver_of[a] = b;
+        sender_of[b] = a;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  int n_, m_, s_, target_, variant_;
+  int words_;
+  int early_rounds_ = ceil_log2(n_) + 1;
+  uint64_t rng_ = uint64_t(variant_) * 0x2545F4914F6CDD1DULL;
+  std::vector<uint64_t> has_;  // bit c of rank r: r holds final chunk c
+  std::vector<int> holders_;
+  std::vector<int> need_;
+};
+
+}  // namespace
+
+int stragglar_round_lower_bound(int n) {
+  if (n <= 1) return 0;
+  return n - 2 + ceil_log2(n);
+}
+
+StragglarRounds stragglar_rounds(int n) {
+  StragglarRounds best;
+  best.nranks = n;
+  if (n <= 1) return best;
+  const int lower = stragglar_round_lower_bound(n);
+  const int cap = 2 * n + 8;  // a guard; plans never get near it
+  // The deterministic orders first, then seeded shuffles at the lower bound
+  // (which find it for most n), then the next target up.  The budget keeps
+  // generation for 64 ranks well under a second.
+  auto attempt = [&](int target, int variant) {
+    StragglarRounds plan;
+    if (!RoundPlanner(n, target, variant).run(cap, &plan)) return false;
+    if (best.rounds.empty() || plan.rounds.size() < best.rounds.size()) best = std::move(plan);
+    return int(best.rounds.size()) == lower;
+  };
+  for (int variant = 0; variant < kSeededVariantEnd; ++variant)
+    if (attempt(lower, variant)) return best;
+  for (int variant = 0; variant < kOrderVariants; ++variant)
+    if (attempt(lower + 1, variant)) return best;
+  return best;
+}
+
+}  // namespace braid

@@ -1,0 +1,120 @@
+// Who is the straggler: BRAID_STRAGGLER=off|auto|<rank>.
+//
+// A fixed rank makes every large AllReduce run StragglAR with that rank late.
+// `auto` detects a persistent straggler online.  Each rank times how long it
+// spends inside each tracked AllReduce (entry to completion, its own clock:
+// no clock sync needed).  The last rank to arrive spends the least, and the
+// gap to the next shortest is how late it was.  These durations travel on the
+// next tracked call: a tiny allgather of one int64 per rank runs on its own
+// channel concurrently with that call's AllReduce, so it adds no round trip to
+// the critical path.  Every rank then feeds the same gathered vector to the
+// same deterministic StragglerDetector, so all ranks take the same decision
+// for the same call by construction: a decision made after call k applies
+// from call k+1 on, and uses durations of call k-1.
+//
+// `eager` (beyond the paper, which proposed it): no history at all.  Each
+// call, the first n-1 ranks to arrive are the fast ones and start phase 0;
+// whoever comes last is the straggler.  Ranks agree through a word in shared
+// memory per call (ranks on one host, n <= 64): each sets its arrival bit
+// with one atomic fetch_or, the rank whose bit completes n-1 arrivals names
+// the missing one, and everyone plans StragglAR for that rank.  A fast rank
+// waits only for the other fast ranks, which phase 0 needs anyway.
+//
+// Tracked calls: an AllReduce that is the whole group (ncclAllReduce outside
+// ncclGroupStart) and large enough that the default would be ring; every rank
+// agrees on this since NCCL requires the same calls with the same counts.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "src/core/status.h"
+
+struct ncclComm;
+
+namespace braid {
+
+enum class StragglerMode : uint8_t { Off, Auto, Fixed, Eager };
+
+struct StragglerSetting {
+  StragglerMode mode = StragglerMode::Off;
+  int rank = -1;  // Fixed: the straggler
+};
+
+// Parses BRAID_STRAGGLER for a communicator of `nranks`; a malformed value or
+// an out-of-range rank is off (with a warning).
+StragglerSetting straggler_setting(int nranks);
+
+// The auto-mode decision, a pure function of the gathered durations.
+class StragglerDetector {
+ public:
+  struct Options {
+    int persist_calls = 3;  // same rank last this many tracked calls in a row: switch to it
+    int release_calls = 3;  // it is not last this many in a row: switch back
+  };
+  StragglerDetector() = default;
+  explicit StragglerDetector(Options o) : options_(o) {}
+
+  // durations_ns[r]: time rank r spent in one call.  A call has a straggler
+  // when one rank's time is shortest by more than threshold_ns.
+  void observe(const std::vector<int64_t>& durations_ns, int64_t threshold_ns);
+  int current() const { return current_; }   // -1: none
+  int last_call_straggler() const { return last_; }
+
+ private:
+  Options options_;
+  int current_ = -1;
+  int candidate_ = -1;
+  int streak_ = 0;  // calls in a row with candidate_ last
+  int misses_ = 0;  // calls in a row without current_ last
+  int last_ = -1;
+};
+
+// Break-even arrival gap for an AllReduce of `bytes` on `nranks` host ranks:
+// below it, phase 0 is not hidden enough for StragglAR to beat ring.
+int64_t straggler_threshold_ns(int nranks, uint64_t bytes);
+
+class ArrivalBoard;
+
+// One communicator's straggler state (owned by its PlanCache).
+class StragglerTracker {
+ public:
+  StragglerTracker(int nranks, int rank);
+  ~StragglerTracker();
+
+  // Everything before a lone AllReduce of `bytes` runs: the straggler to plan
+  // for (-1: none).  Eager mode waits here for n-1 arrivals.
+  Status plan_call(ncclComm* comm, uint64_t bytes, int* straggler);
+
+  // For an AllReduce of `bytes` about to run alone: the straggler to plan for
+  // (-1: none), and whether this call exchanges durations.
+  int straggler_for(uint64_t bytes) const;
+  bool tracks(uint64_t bytes) const;
+
+  // Auto mode, around a tracked call: call_started before it runs; the
+  // exchange allgathers stamp_send() (1 x int64) into stamp_recv() (n x
+  // int64); call_finished after it completed.
+  void call_started(uint64_t bytes);
+  int64_t* stamp_send() { return &send_; }
+  int64_t* stamp_recv() { return recv_.data(); }
+  void call_finished();
+
+  const StragglerDetector& detector() const { return detector_; }
+
+ private:
+  int nranks_, rank_;
+  StragglerSetting setting_;
+  StragglerDetector detector_;
+  std::unique_ptr<ArrivalBoard> board_;  // eager mode
+  uint64_t eager_calls_ = 0;
+  std::chrono::steady_clock::time_point started_{};
+  uint64_t bytes_ = 0;
+  uint64_t prev_bytes_ = 0;  // size of the call send_ timed
+  int64_t send_ = -1;  // this rank's duration in the previous tracked call (-1: none yet)
+  std::vector<int64_t> recv_;
+};
+
+}  // namespace braid

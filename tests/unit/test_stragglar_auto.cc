@@ -1,0 +1,181 @@
+// BRAID_STRAGGLER=auto: the detector's decisions on synthetic durations, and
+// the whole path (duration exchange beside the AllReduce, agreement, switch
+// to StragglAR) on ranks as threads through braid's internal API.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "src/core/bootstrap.h"
+#include "src/core/comm.h"
+#include "src/core/group.h"
+#include "src/plan/planner.h"
+#include "src/plan/straggler.h"
+
+using namespace braid;
+
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// Durations of one call where `late` arrived `delay` after everyone else.
+std::vector<int64_t> call_with(int n, int late, int64_t delay, std::mt19937& rng) {
+  std::uniform_int_distribution<int64_t> jitter(0, kMs / 2);
+  std::vector<int64_t> d(n);
+  for (int r = 0; r < n; ++r) d[r] = 3 * kMs + jitter(rng) + (r == late ? 0 : delay);
+  return d;
+}
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+  const char* name;
+};
+
+}  // namespace
+
+TEST_CASE("BRAID_STRAGGLER parses off, auto and a rank", "[stragglar][auto]") {
+  {
+    ScopedEnv e("BRAID_STRAGGLER", "auto");
+    CHECK(straggler_setting(4).mode == StragglerMode::Auto);
+  }
+  {
+    ScopedEnv e("BRAID_STRAGGLER", "eager");
+    CHECK(straggler_setting(4).mode == StragglerMode::Eager);
+    CHECK(straggler_setting(65).mode == StragglerMode::Off);  // one 64-bit arrival word
+  }
+  {
+    ScopedEnv e("BRAID_STRAGGLER", "3");
+    StragglerSetting s = straggler_setting(4);
+    CHECK(s.mode == StragglerMode::Fixed);
+    CHECK(s.rank == 3);
+  }
+  for (const char* bad : {"4", "-1", "x", "2x"}) {
+    ScopedEnv e("BRAID_STRAGGLER", bad);
+    CHECK(straggler_setting(4).mode == StragglerMode::Off);
+  }
+  CHECK(straggler_setting(4).mode == StragglerMode::Off);
+}
+
+TEST_CASE("the detector picks a persistent straggler within persist_calls", "[stragglar][auto]") {
+  std::mt19937 rng(1);
+  StragglerDetector d;
+  for (int call = 0; call < 2; ++call) {
+    d.observe(call_with(8, 5, 20 * kMs, rng), kMs);
+    CHECK(d.current() == -1);
+  }
+  d.observe(call_with(8, 5, 20 * kMs, rng), kMs);
+  CHECK(d.current() == 5);
+  // A delay below the break-even threshold is not worth switching for.
+  StragglerDetector small;
+  for (int call = 0; call < 20; ++call) small.observe(call_with(8, 5, kMs / 2, rng), 2 * kMs);
+  CHECK(small.current() == -1);
+}
+
+TEST_CASE("the detector never picks anyone without a straggler", "[stragglar][auto]") {
+  // Jitter up to 4x the threshold, no persistent late rank.
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> jitter(0, 4 * kMs);
+  StragglerDetector d;
+  for (int call = 0; call < 2000; ++call) {
+    std::vector<int64_t> v(6);
+    for (int64_t& x : v) x = 10 * kMs + jitter(rng);
+    d.observe(v, kMs);
+    CHECK(d.current() == -1);
+  }
+}
+
+TEST_CASE("the detector follows a changing straggler and lets go", "[stragglar][auto]") {
+  std::mt19937 rng(3);
+  StragglerDetector d;
+  for (int call = 0; call < 5; ++call) d.observe(call_with(4, 1, 10 * kMs, rng), kMs);
+  CHECK(d.current() == 1);
+  // One late call by someone else, or one on-time call, changes nothing.
+  d.observe(call_with(4, 2, 10 * kMs, rng), kMs);
+  d.observe(call_with(4, -1, 0, rng), kMs);
+  d.observe(call_with(4, 1, 10 * kMs, rng), kMs);
+  CHECK(d.current() == 1);
+  // Another rank persistently late: switch straight to it.
+  for (int call = 0; call < 3; ++call) d.observe(call_with(4, 3, 10 * kMs, rng), kMs);
+  CHECK(d.current() == 3);
+  // The pattern goes away: back to none after release_calls.
+  for (int call = 0; call < 2; ++call) d.observe(call_with(4, -1, 0, rng), kMs);
+  CHECK(d.current() == 3);
+  d.observe(call_with(4, -1, 0, rng), kMs);
+  CHECK(d.current() == -1);
+  // Incomplete data (a rank's first call) is no evidence either way.
+  d.observe({-1, 5 * kMs, 5 * kMs, 5 * kMs}, kMs);
+  CHECK(d.current() == -1);
+}
+
+TEST_CASE("agreement: ranks with different local views decide alike", "[stragglar][auto]") {
+  // Every rank feeds the same gathered vector to its own detector; what it
+  // measured locally enters only through that vector, so the decisions
+  // match call for call even when the evidence is borderline.
+  std::mt19937 rng(11);
+  std::vector<StragglerDetector> ranks(5);
+  for (int call = 0; call < 300; ++call) {
+    int late = (call / 17) % 6 - 1;  // -1 (none) or a rank, changing every 17 calls
+    int64_t delay = (call % 5) * kMs / 2;  // sometimes under, sometimes over the threshold
+    std::vector<int64_t> gathered = call_with(5, late, delay, rng);
+    for (StragglerDetector& d : ranks) d.observe(gathered, kMs);
+    for (StragglerDetector& d : ranks) CHECK(d.current() == ranks[0].current());
+  }
+}
+
+TEST_CASE("threshold: the model's break-even delay grows with the message", "[stragglar][auto]") {
+  CHECK(straggler_threshold_ns(4, 1 << 20) <= straggler_threshold_ns(4, 64 << 20));
+  CHECK(straggler_threshold_ns(8, 256 << 20) > 10 * kMs);
+  CHECK(straggler_threshold_ns(4, 4096) >= 200'000);  // the noise floor
+}
+
+TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[stragglar][auto][threads]") {
+  ScopedEnv e("BRAID_STRAGGLER", "auto");
+  const int n = 4, late = 2, calls = 14;
+  ncclUniqueId id;
+  REQUIRE(bootstrap_create_root(&id).is_ok());
+  std::vector<std::unique_ptr<ncclComm>> comms(n);
+  std::vector<std::vector<int>> decisions(n);
+  std::vector<int> failures(n, 0);
+  std::vector<std::thread> threads;
+  const size_t count = 1 << 16;  // 256 KiB of floats: a tracked call
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      comms[r] = std::make_unique<ncclComm>();
+      if (!comm_init(comms[r].get(), id, n, r, nullptr).is_ok()) {
+        ++failures[r];
+        return;
+      }
+      std::vector<float> buf(count);
+      for (int call = 0; call < calls; ++call) {
+        for (size_t i = 0; i < count; ++i) buf[i] = float(r + 1 + (i % 7));
+        // 80 ms: far above the break-even delay and above scheduling noise
+        // on a loaded two-core machine.
+        if (r == late) std::this_thread::sleep_for(std::chrono::milliseconds(80));
+        CollectiveCall c;
+        c.comm = comms[r].get();
+        c.sendbuff = buf.data();
+        c.recvbuff = buf.data();
+        c.count = count;
+        if (!enqueue(c).is_ok()) ++failures[r];
+        for (size_t i = 0; i < count; ++i)
+          if (buf[i] != float(n * (n + 1) / 2 + n * (i % 7))) {
+            ++failures[r];
+            break;
+          }
+        decisions[r].push_back(comms[r]->plans->straggler(n, r).detector().current());
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) CHECK(failures[r] == 0);
+  for (int r = 1; r < n; ++r) CHECK(decisions[r] == decisions[0]);
+  // Durations travel one call late and persist_calls = 3: picked after call
+  // 4 at the earliest; allow noise to cost a few calls.
+  REQUIRE(decisions[0].size() == size_t(calls));
+  CHECK(decisions[0].back() == late);
+  CHECK(decisions[0][2] == -1);
+  comms.clear();
+}
