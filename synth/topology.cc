@@ -253,14 +253,16 @@ std::vector<std::pair<std::string, std::string>> builtin_topology_names() {
 }
 
 bool builtin_topology(const std::string& spec, int nodes, Topology* out, std::string* error) {
-  std::string name = spec;
-  size_t x = spec.rfind('x');
-  if (x != std::string::npos && x + 1 < spec.size() && spec.find_first_not_of("0123456789", x + 1) == std::string::npos) {
-    name = spec.substr(0, x);
+  NodeProfile p;
+  if (!builtin_profile(spec, &p)) {
+    // "dgx2x4": a built-in name, then "x" and a node count.
+    size_t x = spec.rfind('x');
+    bool counted = x != std::string::npos && x + 1 < spec.size() && spec.size() - x <= 5 &&
+                   spec.find_first_not_of("0123456789", x + 1) == std::string::npos;
+    if (!counted || !builtin_profile(spec.substr(0, x), &p))
+      return *error = fmt::format("unknown topology '{}' (braid topo lists the built-ins)", spec), false;
     nodes = std::stoi(spec.substr(x + 1));
   }
-  NodeProfile p;
-  if (!builtin_profile(name, &p)) return *error = fmt::format("unknown topology '{}'", spec), false;
   if (nodes < 1 || nodes > 1024) return *error = fmt::format("node count {} out of range", nodes), false;
   *out = replicate(p, nodes);
   return true;

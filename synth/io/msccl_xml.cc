@@ -121,13 +121,13 @@ long long output_alias(Collective c, int nranks, int rank, uint32_t in_chunks, u
     case Collective::AllReduce:
     case Collective::AlltoAll:
     case Collective::Broadcast:
-    case Collective::Reduce: return k < out_chunks ? k : -1;
+    case Collective::Reduce: return k < out_chunks ? (long long)k : -1LL;
     case Collective::AllGather:
     case Collective::Gather: return uint64_t(rank) * in_chunks + k;
     case Collective::ReduceScatter:
     case Collective::Scatter: {
       uint32_t begin = uint32_t(rank) * out_chunks;
-      return k >= begin && k < begin + out_chunks ? k - begin : -1;
+      return k >= begin && k < begin + out_chunks ? (long long)(k - begin) : -1LL;
     }
     case Collective::Custom: break;
   }
@@ -228,7 +228,7 @@ bool schedule_from_msccl_xml(const std::string& text, Schedule* out, std::string
   if (!inplace && !outofplace) return *error = "<algo> is neither in place nor out of place", false;
   if (!int_attr(algo, "minBytes", &minb, error, false, 0) || !int_attr(algo, "maxBytes", &maxb, error, false, -1)) return false;
   s.min_bytes = minb < 0 ? 0 : uint64_t(minb);
-  s.max_bytes = maxb < 0 ? UINT64_MAX : uint64_t(maxb);
+  s.max_bytes = maxb < 0 || maxb >= INT64_MAX ? UINT64_MAX : uint64_t(maxb);  // export writes INT64_MAX for unbounded
   s.ranks.resize(s.nranks);
   std::vector<bool> seen(s.nranks, false);
   for (pugi::xml_node gpu : algo.children("gpu")) {
