@@ -25,6 +25,21 @@ void warn_once(const std::string& message) {
 
 }  // namespace
 
+const ScheduleLibrary& file_schedules() {
+  static const ScheduleLibrary library = [] {
+    std::string dir = env_string("BRAID_SCHEDULES");
+    if (dir.empty()) return ScheduleLibrary{};
+    ScheduleLibrary lib = ScheduleLibrary::load_directory(dir);
+    for (const std::string& why : lib.rejected) BRAID_WARN("BRAID_SCHEDULES: skipping {}", why);
+    for (size_t i = 0; i < lib.schedules.size(); ++i)
+      BRAID_INFO(kInit | kTuning, "BRAID_SCHEDULES: loaded '{}' ({} on {} ranks, {} B..{} B) from {}", lib.schedules[i]->name,
+                 to_string(lib.schedules[i]->collective), lib.schedules[i]->nranks, lib.schedules[i]->min_bytes,
+                 lib.schedules[i]->max_bytes, lib.files[i]);
+    return lib;
+  }();
+  return library;
+}
+
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   switch (c) {
     case Collective::AllReduce: return bytes <= kSmallAllReduceBytes ? "rd" : "ring";
@@ -58,14 +73,26 @@ std::string forced_algorithm(Collective c) {
 }
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
-                               std::shared_ptr<const Schedule>* out) {
+                               std::shared_ptr<const Schedule>* out, Placement placement) {
   std::string name = forced_algorithm(c);
+  if (name.empty()) {
+    if (auto file = file_schedules().find(c, nranks, placement, bytes); file && (file->root < 0 || file->root == root)) {
+      // Per call, and visible with the default subsystems: users check what ran.
+      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: schedule '{}' (BRAID_SCHEDULES)", to_string(c), bytes,
+                 nranks, file->name);
+      *out = file;
+      return Status::ok();
+    }
+  }
   if (!name.empty() && !find_algorithm(c, name)) {
     warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default",
                           env_string("BRAID_ALGO"), to_string(c), name));
     name.clear();
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes);
+  if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: built-in '{}' (no BRAID_SCHEDULES match)", to_string(c),
+               bytes, nranks, name);
   const AlgorithmInfo* algo = find_algorithm(c, name);
   if (!algo) return BRAID_ERROR(ncclInternalError, "no algorithm '{}' for {}", name, to_string(c));
   auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : -1, name);
