@@ -269,6 +269,8 @@ bool schedule_from_msccl_xml(const std::string& text, Schedule* out, std::string
       if (!int_attr(tb, "send", &send, error) || !int_attr(tb, "recv", &recv, error) ||
           !int_attr(tb, "chan", &chan, error, false, 0))
         return false;
+      // msccl-tools writes chan="-1" on thread blocks that only compute locally.
+      if (chan == -1 && send == -1 && recv == -1) chan = 0;
       if (send < -1 || send >= s.nranks || recv < -1 || recv >= s.nranks || chan < 0 || chan > 65535)
         return *error = fmt::format("gpu {} tb {}: send/recv/chan out of range", id, tid), false;
       Lane lane;

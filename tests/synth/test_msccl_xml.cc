@@ -147,3 +147,39 @@ TEST_CASE("msccl xml: lanes that talk to several peers cannot be exported", "[sy
   CHECK_FALSE(schedule_to_msccl_xml(binomial_broadcast(8, 0), &xml, &error));
   CHECK(error.find("one peer") != std::string::npos);
 }
+
+TEST_CASE("msccl xml: local-only thread blocks may say chan=-1 (msccl-tools allpairs files)", "[synth][xml]") {
+  // Two ranks: each receives the peer's chunk into scratch, then reduces it
+  // into its (aliased, in-place) buffer in a local thread block.
+  const char* xml = R"(<algo name="pairs" proto="LL" nchannels="1" nchunksperloop="1" ngpus="2" coll="allreduce" inplace="1">
+  <gpu id="0" i_chunks="1" o_chunks="0" s_chunks="1">
+    <tb id="0" send="-1" recv="-1" chan="-1">
+      <step s="0" type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="1" deps="1" hasdep="0"/>
+    </tb>
+    <tb id="1" send="1" recv="1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="r" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="1"/>
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="1" o_chunks="0" s_chunks="1">
+    <tb id="0" send="-1" recv="-1" chan="-1">
+      <step s="0" type="re" srcbuf="s" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="1" deps="1" hasdep="0"/>
+    </tb>
+    <tb id="1" send="0" recv="0" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="r" srcbuf="i" srcoff="0" dstbuf="s" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="1"/>
+    </tb>
+  </gpu>
+</algo>)";
+  Schedule s;
+  std::string error;
+  REQUIRE(schedule_from_msccl_xml(xml, &s, &error));
+  CHECK(s.ranks[0].lanes[0].channel == 0);
+  CHECK(s.ranks[0].lanes[0].ops[0].type == OpType::Reduce);
+  CHECK(s.ranks[0].lanes[0].ops[0].dst == ChunkRef{BufferKind::Output, 0});
+  CHECK(s.in_place);
+  CHECK_FALSE(s.out_of_place);  // out of place the reduce would add into an output never initialised
+  VerifyResult v = verify(s);
+  INFO((v.errors.empty() ? "" : v.errors[0]));
+  CHECK(v.ok);
+}
