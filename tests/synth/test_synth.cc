@@ -175,3 +175,15 @@ TEST_CASE("synth: refusals", "[synth]") {
   CHECK_FALSE(synthesize(t, cut, o, &out, nullptr, &error));
   CHECK(error.find("unreachable") != std::string::npos);
 }
+
+TEST_CASE("synth: on one NDv2 node the MILP beats the greedy routes", "[synth]") {
+  Topology t = topo("ndv2");
+  Sketch s = sketch("ndv2-n1-chunkup2.json", 8);
+  SynthReport ag;
+  Schedule g = synth(t, s, Collective::AllGather, &ag);
+  CHECK(ag.milp_used);
+  CHECK(ag.milp_optimal);
+  CHECK(ag.heuristic_objective == Approx(184.0));
+  CHECK(ag.milp_objective == Approx(138.0));
+  CHECK(verify(g).ok);
+}
