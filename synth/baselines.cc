@@ -9,7 +9,7 @@
 // hierarchical AllGather: a ring inside each node, then a ring across nodes
 // between GPUs of equal local index carrying whole node blocks (count = GPUs
 // per node): (g-1) intra steps of S/n, then (N-1) network steps of g*S/n.
-// Hierarchical AllReduce and AlltoAll baselines are not written yet.
+// Hierarchical AllReduce: synth/hierarchical_allreduce.cc.  No AlltoAll one yet.
 #include <fmt/format.h>
 
 #include <functional>
@@ -20,6 +20,10 @@
 #include "braid/verify.h"
 
 namespace braid {
+
+// synth/hierarchical_allreduce.cc; `local` is the intra-node ring order.
+bool hierarchical_allreduce(const Topology& t, const std::vector<int>& local, Schedule* result, std::string* error);
+
 namespace {
 
 // A Hamiltonian path (cycle if `cycle`) over the intra-node links of node 0,
@@ -97,12 +101,13 @@ bool topology_ring(const Topology& t, Collective c, Schedule* result, std::strin
 }
 
 bool hierarchical(const Topology& t, Collective c, Schedule* result, std::string* error) {
-  if (c != Collective::AllGather) return *error = fmt::format("no hierarchical baseline for {} yet", to_string(c)), false;
   const int g = t.gpus_per_node, nodes = t.nodes, n = t.nranks();
   std::vector<int> local = node_path(t, true);
   if (local.empty()) local = node_path(t, false);
   if (local.empty())
     for (int i = 0; i < g; ++i) local.push_back(i);
+  if (c == Collective::AllReduce) return hierarchical_allreduce(t, local, result, error);
+  if (c != Collective::AllGather) return *error = fmt::format("no hierarchical baseline for {} yet", to_string(c)), false;
   ScheduleBuilder b("hierarchical_allgather", Collective::AllGather, n, -1, 1, n);
   for (int k = 0; k < nodes; ++k)
     for (int i = 0; i < g; ++i) {

@@ -187,3 +187,21 @@ TEST_CASE("synth: on one NDv2 node the MILP beats the greedy routes", "[synth]")
   CHECK(ag.milp_objective == Approx(138.0));
   CHECK(verify(g).ok);
 }
+
+TEST_CASE("synth: baselines verify on every built-in shape", "[synth][baselines]") {
+  for (const char* name : {"ndv2", "ndv2x2", "dgx2x2", "dgx-a100x3", "dgx-h100"}) {
+    INFO(name);
+    Topology t = topo(name);
+    std::string error;
+    for (Collective c : {Collective::AllGather, Collective::AllReduce}) {
+      Schedule ring, hier;
+      REQUIRE(topology_ring(t, c, &ring, &error));
+      CHECK(verify(ring).ok);
+      REQUIRE(hierarchical(t, c, &hier, &error));
+      CHECK(verify(hier).ok);
+      CHECK(hier.collective == c);
+    }
+    Schedule none;
+    CHECK_FALSE(hierarchical(t, Collective::AlltoAll, &none, &error));
+  }
+}
