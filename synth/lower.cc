@@ -12,8 +12,9 @@
 // relays receive into the output.  AlltoAll: chunk j from s to d is input
 // chunk d*u+j at s and output chunk s*u+j at d; relays hold it in scratch.
 // AllReduce: chunk o*u+j is reduced up the reversed tree of rank o's
-// AllGather chunk j (recv-reduce-copy into the output, in arrival order),
-// then sent back down it.
+// AllGather chunk j (children's partials land in scratch and are added into
+// the output in a per-chunk lane, in the scheduled order), then sent back
+// down it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -25,7 +26,7 @@ namespace braid::synth {
 namespace {
 
 struct Record {
-  int key = 0;  // 0 local, 1 + 2p sends to p, 2 + 2p receives from p
+  int key = 0;  // 0 local, 1 + 2p sends to p, 2 + 2p receives from p, kReduceLaneBase + chunk
   int seq = -1;
   Op op;
   std::vector<int> deps;  // record ids on the same rank
@@ -74,6 +75,7 @@ ChunkRef in(uint32_t i) { return {BufferKind::Input, i}; }
 ChunkRef out(uint32_t i) { return {BufferKind::Output, i}; }
 ChunkRef scratch(uint32_t i) { return {BufferKind::Scratch, i}; }
 int send_key(int peer) { return 1 + 2 * peer; }
+constexpr int kReduceLaneBase = 1 << 24;  // + chunk index: AllReduce's per-chunk reduction lanes
 int recv_key(int peer) { return 2 + 2 * peer; }
 
 }  // namespace
@@ -90,6 +92,23 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
   std::vector<std::vector<int>> have(nchunks, std::vector<int>(n, -1));
   std::vector<std::vector<int>> held_in(nchunks, std::vector<int>(n, -1));  // AlltoAll relay scratch slot
   std::vector<std::vector<int>> last_reduce = have, rs_sent = have;
+  // A rank's sends through one shared port (switch egress, NIC) keep the
+  // scheduled order: each waits for the previous one through that port.
+  // Lanes alone only order sends per link, and a port taken out of order can
+  // stall the plan of every link behind it.
+  std::vector<std::map<int, int>> last_port_send(n);
+  auto send = [&](const Link& l, int link, int seq, Op op, int dep) {
+    std::vector<int> deps;
+    if (dep >= 0) deps.push_back(dep);
+    for (int port : t.links[link].ports) {
+      auto it = last_port_send[l.src].find(port);
+      if (it != last_port_send[l.src].end() && std::find(deps.begin(), deps.end(), it->second) == deps.end())
+        deps.push_back(it->second);
+    }
+    int id = ranks[l.src].add(send_key(l.dst), seq, std::move(op), std::move(deps));
+    for (int port : t.links[link].ports) last_port_send[l.src][port] = id;
+    return id;
+  };
 
   s->collective = c;
   s->nranks = n;
@@ -105,7 +124,7 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       const Link& l = t.links[x.link];
       const Chunk& k = p.chunks[x.chunk];
       uint32_t idx = k.src * u + k.j;
-      ranks[l.src].add_if(send_key(l.dst), x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), have[x.chunk][l.src]);
+      send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), have[x.chunk][l.src]);
       have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, out(idx)), {});
     }
     s->in_place = s->out_of_place = true;
@@ -119,7 +138,7 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       const Link& l = t.links[x.link];
       const Chunk& k = p.chunks[x.chunk];
       ChunkRef from = l.src == k.src ? in(k.dst * u + k.j) : scratch(held_in[x.chunk][l.src]);
-      ranks[l.src].add_if(send_key(l.dst), x.seq, make(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
+      send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
       ChunkRef to = out(k.src * u + k.j);
       if (l.dst != k.dst) {
         held_in[x.chunk][l.dst] = int(scratch_used[l.dst]);
@@ -138,13 +157,19 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       if (x.reduce) {
         int w = l.src, v = l.dst;  // partial sum of w's subtree goes to its parent v
         int lw = last_reduce[x.chunk][w];
-        rs_sent[x.chunk][w] = ranks[w].add_if(send_key(v), x.seq, make(OpType::Send, v, -1, lw >= 0 ? out(idx) : in(idx), {}), lw);
-        int lv = last_reduce[x.chunk][v];
-        last_reduce[x.chunk][v] = ranks[v].add_if(
-            recv_key(w), x.seq, make(OpType::RecvReduceCopy, -1, w, lv >= 0 ? out(idx) : in(idx), out(idx)), lv);
+        rs_sent[x.chunk][w] = send(l, x.link, x.seq, make(OpType::Send, v, -1, lw >= 0 ? out(idx) : in(idx), {}), lw);
+        // The partial lands in scratch and is added in a lane of its own per
+        // chunk: the receive lane never waits for another child's partial,
+        // so a late one does not hold up everything behind it on that link.
+        uint32_t slot = scratch_used[v]++;
+        int got = ranks[v].add(recv_key(w), x.seq, make(OpType::Recv, -1, w, {}, scratch(slot)), {});
+        const int reduce_lane = kReduceLaneBase + int(idx);
+        if (last_reduce[x.chunk][v] < 0)
+          last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, -1, make(OpType::Copy, -1, -1, in(idx), out(idx)), {});
+        last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, x.seq, make(OpType::Reduce, -1, -1, scratch(slot), out(idx)), {got});
       } else {
         int from = l.src == k.src ? last_reduce[x.chunk][l.src] : have[x.chunk][l.src];
-        ranks[l.src].add_if(send_key(l.dst), x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), from);
+        send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), from);
         have[x.chunk][l.dst] =
             ranks[l.dst].add_if(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, out(idx)), rs_sent[x.chunk][l.dst]);
       }

@@ -1,8 +1,9 @@
 // Discrete-event simulation of a Schedule (model in include/braid/sim.h).
 //
 // Each step picks, among the next op of every lane that can start, the one
-// that starts earliest, and runs it to completion; so messages claim links
-// and ports in order of their ready time.  Cost per step is a scan over all
+// whose bytes can get on the wire earliest (its start, or for a send also
+// when its first link and ports are free), and runs it to completion; so
+// links and ports are claimed in time order, as in list scheduling.  Cost per step is a scan over all
 // lanes: O(ops * lanes) in total, milliseconds for a few thousand ops.
 #include "braid/sim.h"
 
@@ -118,7 +119,7 @@ bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResu
   out->time_us = 0;
   while (remaining > 0) {
     // The next op of each lane that can start now, and when it would.
-    double best = kNever;
+    double best = kNever, best_key = kNever;
     int best_r = -1, best_l = -1;
     for (int r = 0; r < n; ++r)
       for (size_t l = 0; l < lanes[r].size(); ++l) {
@@ -140,7 +141,18 @@ bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResu
           if (it == inflight.end() || it->second.size() < op.count) continue;
           for (uint32_t k = 0; k < op.count; ++k) start = std::max(start, it->second[k]);
         }
-        if (start < best) best = start, best_r = r, best_l = int(l);
+        // Rank candidates by when their bytes could get on the wire, so links
+        // and ports are claimed in time order (list scheduling) rather than
+        // in the order ops happened to become ready.
+        double key = start;
+        if (op_sends(op.type)) {
+          const std::vector<int>& path = path_of(r, op.send_peer);
+          if (!path.empty()) {
+            key = std::max(key, link_free[path[0]]);
+            for (int p : t.links[path[0]].ports) key = std::max(key, port_free[p]);
+          }
+        }
+        if (key < best_key) best_key = key, best = start, best_r = r, best_l = int(l);
       }
     if (best_r < 0)
       return *error = fmt::format("the schedule cannot finish: {} ops never become ready", remaining), false;

@@ -6,7 +6,7 @@
 // chunks have arrived.  A chunk message of b bytes occupies its link and the
 // link's ports (switch port, NIC) for beta*b; it arrives alpha after it leaves
 // the wire.  A busy link or port delays the next message (first come, first
-// served by ready time).  Ranks without a direct link are routed over the
+// served in time order).  Ranks without a direct link are routed over the
 // fewest hops, store-and-forward.  Local copies and reductions cost
 // local_beta per byte.  Chunks move whole (no sub-chunk pipelining).
 #pragma once

@@ -418,7 +418,7 @@ bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* err
         ++step;
       };
       for (const Op& op : lane.ops) {
-        for (size_t d = 0; d + 1 < op.deps.size(); ++d) emit("nop", op.src, op.dst, 1, &op.deps[d]);
+        for (size_t d = 0; d + 1 < op.deps.size(); ++d) emit("nop", ChunkRef{}, ChunkRef{}, 1, &op.deps[d]);
         ChunkRef src = op_reads_src(op.type) ? op.src : op.dst, dst = op_writes_dst(op.type) ? op.dst : op.src;
         emit(xml_type(op.type), src, dst, op.count, op.deps.empty() ? nullptr : &op.deps.back());
       }

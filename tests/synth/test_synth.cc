@@ -121,7 +121,15 @@ TEST_CASE("synth: DGX-2 x2 direct-map AllGather objective and XML round trip", "
   REQUIRE(schedule_to_msccl_xml(g, &xml, &error));
   Schedule back;
   REQUIRE(schedule_from_msccl_xml(xml, &back, &error));
-  CHECK(back == g);
+  // Sends wait for the previous send through the same port as well as for
+  // their data, so some ops carry two deps and come back behind a nop step;
+  // the XML itself is a fixed point.
+  CHECK(verify(back).ok);
+  CHECK(back.in_place == g.in_place);
+  CHECK(back.out_of_place == g.out_of_place);
+  std::string again;
+  REQUIRE(schedule_to_msccl_xml(back, &again, &error));
+  CHECK(again == xml);
 }
 
 TEST_CASE("synth: symmetry aliasing shrinks the model, heuristic mode needs no solver", "[synth]") {
