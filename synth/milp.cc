@@ -60,6 +60,7 @@ bool Milp::solve(double time_limit_s, const std::vector<double>& start, int log_
   for (int c = 0; c < ncols; ++c)
     if (integer_[c]) Cbc_setInteger(m, c);
   Cbc_setMaximumSeconds(m, std::max(1.0, time_limit_s));
+  Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall-clock, not CPU seconds
   Cbc_setLogLevel(m, log_level);
   if (!start.empty()) {
     std::vector<int> idx(ncols);

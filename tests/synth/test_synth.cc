@@ -213,3 +213,21 @@ TEST_CASE("synth: baselines verify on every built-in shape", "[synth][baselines]
     CHECK_FALSE(hierarchical(t, Collective::AlltoAll, &none, &error));
   }
 }
+
+TEST_CASE("synth: at the time limit the best incumbent is kept", "[synth]") {
+  Topology t = topo("ndv2");
+  Sketch s = sketch("ndv2-n1-chunkup4.json", 8);
+  SynthOptions o;
+  o.collective = Collective::AlltoAll;
+  o.time_limit_s = 1;
+  Schedule out;
+  SynthReport rep;
+  std::string error;
+  REQUIRE(synthesize(t, s, o, &out, &rep, &error));
+  CHECK(rep.milp_used);
+  CHECK(rep.heuristic_objective == Approx(828.0));
+  CHECK(rep.milp_objective < rep.heuristic_objective);  // CBC improved on its MIP start
+  CHECK(rep.milp_bound <= rep.milp_objective + 1e-6);
+  CHECK(rep.routing_s < 30);
+  CHECK(verify(out).ok);
+}
