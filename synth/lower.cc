@@ -10,7 +10,8 @@
 //
 // AllGather: chunk j of rank s is output chunk s*u+j (u = input_chunkup);
 // relays receive into the output.  AlltoAll: chunk j from s to d is input
-// chunk d*u+j at s and output chunk s*u+j at d; relays hold it in scratch.
+// chunk d*u+j at s and output chunk s*u+j at d; it travels through scratch
+// and a local copy puts it in place once d has sent what that cell held.
 // AllReduce: chunk o*u+j is reduced up the reversed tree of rank o's
 // AllGather chunk j (children's partials land in scratch and are added into
 // the output in a per-chunk lane, in the scheduled order), then sent back
@@ -134,20 +135,34 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       s->ranks[r].output_chunks = n * u;
       for (int j = 0; j < u; ++j) ranks[r].add(0, -1, make(OpType::Copy, -1, -1, in(r * u + j), out(r * u + j)), {});
     }
+    // Every chunk lands in scratch, and is copied to its output block once it
+    // is there and the destination has sent its own input chunk at the same
+    // index (in place that input chunk is the same memory): correct in both
+    // placements for one local copy per chunk.
+    std::vector<int> first_send(nchunks, -1), landed(nchunks, -1), last_seq(nchunks, -1);
+    std::vector<uint32_t> landed_slot(nchunks, 0);
     for (const Transfer& x : xs) {
       const Link& l = t.links[x.link];
       const Chunk& k = p.chunks[x.chunk];
       ChunkRef from = l.src == k.src ? in(k.dst * u + k.j) : scratch(held_in[x.chunk][l.src]);
-      send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
-      ChunkRef to = out(k.src * u + k.j);
-      if (l.dst != k.dst) {
-        held_in[x.chunk][l.dst] = int(scratch_used[l.dst]);
-        to = scratch(scratch_used[l.dst]++);
-      }
+      int sent = send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
+      if (l.src == k.src) first_send[x.chunk] = sent;
+      held_in[x.chunk][l.dst] = int(scratch_used[l.dst]);
+      ChunkRef to = scratch(scratch_used[l.dst]++);
       have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, to), {});
+      last_seq[x.chunk] = std::max(last_seq[x.chunk], x.seq);
+      if (l.dst == k.dst) landed[x.chunk] = have[x.chunk][l.dst], landed_slot[x.chunk] = to.index;
     }
-    s->in_place = false;  // a rank's input block for d is overwritten by d's data
-    s->out_of_place = true;
+    for (int c = 0; c < nchunks; ++c) {
+      const Chunk& k = p.chunks[c];
+      if (k.src == k.dst) continue;
+      int mirror = p.chunk_index(k.dst, k.src, k.j);  // what the destination sends from the same cell
+      std::vector<int> deps{landed[c]};
+      if (first_send[mirror] >= 0) deps.push_back(first_send[mirror]);
+      ranks[k.dst].add(0, std::max(last_seq[c], last_seq[mirror]),
+                       make(OpType::Copy, -1, -1, scratch(landed_slot[c]), out(k.src * u + k.j)), deps);
+    }
+    s->in_place = s->out_of_place = true;
   } else if (c == Collective::AllReduce) {
     for (int r = 0; r < n; ++r) s->ranks[r].input_chunks = s->ranks[r].output_chunks = n * u;
     for (const Transfer& x : xs) {
