@@ -78,7 +78,22 @@ double bus_bandwidth_gbps(Collective c, int n, uint64_t size, double time_us) {
   return algbw * factor;
 }
 
+namespace {
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error);
+}
+
 bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+  try {
+    return simulate_or_throw(s, t, size_bytes, out, error);
+  } catch (const std::exception& e) {
+    *error = fmt::format("simulation failed: {}", e.what());
+    return false;
+  }
+}
+
+namespace {
+
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
   if (s.nranks != t.nranks())
     return *error = fmt::format("schedule has {} ranks, topology {} has {}", s.nranks, t.name, t.nranks()), false;
   if (int(s.ranks.size()) != s.nranks) return *error = "schedule has the wrong number of rank programs", false;
@@ -198,5 +213,7 @@ bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResu
   }
   return true;
 }
+
+}  // namespace
 
 }  // namespace braid

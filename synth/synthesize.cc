@@ -9,8 +9,10 @@
 
 namespace braid {
 
-bool synthesize(const Topology& t, const Sketch& sketch, const SynthOptions& o, Schedule* out, SynthReport* report,
-                std::string* error) {
+namespace {
+
+bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOptions& o, Schedule* out,
+                         SynthReport* report, std::string* error) {
   using clock = std::chrono::steady_clock;
   auto seconds_since = [](clock::time_point a) { return std::chrono::duration<double>(clock::now() - a).count(); };
   auto t0 = clock::now();
@@ -65,6 +67,18 @@ bool synthesize(const Topology& t, const Sketch& sketch, const SynthOptions& o, 
   if (o.progress) o.progress(fmt::format("lowered and verified: {} ({:.2f} s total)", s.name, r.total_s));
   *out = std::move(s);
   return true;
+}
+
+}  // namespace
+
+bool synthesize(const Topology& t, const Sketch& sketch, const SynthOptions& o, Schedule* out, SynthReport* report,
+                std::string* error) {
+  try {
+    return synthesize_or_throw(t, sketch, o, out, report, error);
+  } catch (const std::exception& e) {  // allocation failure, or an internal inconsistency
+    *error = fmt::format("synthesis failed: {}", e.what());
+    return false;
+  }
 }
 
 }  // namespace braid

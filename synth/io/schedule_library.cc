@@ -48,9 +48,14 @@ ScheduleLibrary ScheduleLibrary::load_directory(const std::string& dir) {
   ScheduleLibrary lib;
   std::error_code ec;
   std::vector<std::string> paths;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    std::string p = entry.path().string();
-    if (entry.is_regular_file(ec) && (has_extension(p, ".json") || has_extension(p, ".xml"))) paths.push_back(p);
+  try {
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      std::string p = entry.path().string();
+      if (entry.is_regular_file(ec) && (has_extension(p, ".json") || has_extension(p, ".xml"))) paths.push_back(p);
+    }
+  } catch (const std::exception& e) {  // iteration itself can throw
+    lib.rejected.push_back(fmt::format("{}: {}", dir, e.what()));
+    return lib;
   }
   if (ec) {
     lib.rejected.push_back(fmt::format("{}: {}", dir, ec.message()));
