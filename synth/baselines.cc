@@ -9,7 +9,8 @@
 // hierarchical AllGather: a ring inside each node, then a ring across nodes
 // between GPUs of equal local index carrying whole node blocks (count = GPUs
 // per node): (g-1) intra steps of S/n, then (N-1) network steps of g*S/n.
-// Hierarchical AllReduce: synth/hierarchical_allreduce.cc.  No AlltoAll one yet.
+// Hierarchical AllReduce and AlltoAll: synth/hierarchical_allreduce.cc and
+// synth/hierarchical_alltoall.cc.
 #include <fmt/format.h>
 
 #include <functional>
@@ -23,6 +24,8 @@ namespace braid {
 
 // synth/hierarchical_allreduce.cc; `local` is the intra-node ring order.
 bool hierarchical_allreduce(const Topology& t, const std::vector<int>& local, Schedule* result, std::string* error);
+// synth/hierarchical_alltoall.cc.
+bool hierarchical_alltoall(const Topology& t, Schedule* result, std::string* error);
 
 namespace {
 
@@ -107,6 +110,7 @@ bool hierarchical(const Topology& t, Collective c, Schedule* result, std::string
   if (local.empty())
     for (int i = 0; i < g; ++i) local.push_back(i);
   if (c == Collective::AllReduce) return hierarchical_allreduce(t, local, result, error);
+  if (c == Collective::AlltoAll) return hierarchical_alltoall(t, result, error);
   if (c != Collective::AllGather) return *error = fmt::format("no hierarchical baseline for {} yet", to_string(c)), false;
   ScheduleBuilder b("hierarchical_allgather", Collective::AllGather, n, -1, 1, n);
   for (int k = 0; k < nodes; ++k)
