@@ -26,6 +26,21 @@ void warn_once(const std::string& message) {
 
 }  // namespace
 
+const ScheduleLibrary& file_schedules() {
+  static const ScheduleLibrary library = [] {
+    std::string dir = env_string("BRAID_SCHEDULES");
+    if (dir.empty()) return ScheduleLibrary{};
+    ScheduleLibrary lib = ScheduleLibrary::load_directory(dir);
+    for (const std::string& why : lib.rejected) BRAID_WARN("BRAID_SCHEDULES: skipping {}", why);
+    for (size_t i = 0; i < lib.schedules.size(); ++i)
+      BRAID_INFO(kInit | kTuning, "BRAID_SCHEDULES: loaded '{}' ({} on {} ranks, {} B..{} B) from {}", lib.schedules[i]->name,
+                 to_string(lib.schedules[i]->collective), lib.schedules[i]->nranks, lib.schedules[i]->min_bytes,
+                 lib.schedules[i]->max_bytes, lib.files[i]);
+    return lib;
+  }();
+  return library;
+}
+
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
   return default_algorithm(c, nranks, bytes, host_allreduce_rd_max_bytes(nranks));
 }
@@ -70,27 +85,41 @@ std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_
 PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
-                               std::shared_ptr<const Schedule>* out, int straggler) {
+                               std::shared_ptr<const Schedule>* out, int straggler, Placement placement) {
+  // The last answer again (loops repeat one call), except with a schedule
+  // directory, whose choice is logged per call.
   if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes &&
-      last_.straggler == straggler) {
+      last_.straggler == straggler && last_.placement == placement && file_schedules().schedules.empty()) {
     *out = last_.schedule;
     return Status::ok();
   }
-  BRAID_TRY(lookup(c, nranks, root, bytes, straggler, out));
-  last_ = Last{c, nranks, root, bytes, straggler, *out};
+  BRAID_TRY(lookup(c, nranks, root, bytes, straggler, placement, out));
+  last_ = Last{c, nranks, root, bytes, straggler, placement, *out};
   return Status::ok();
 }
 
-Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler,
+Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          std::shared_ptr<const Schedule>* out) {
   const std::string forced = forced_in(algo_spec_, c);
   std::string name = forced;
+  if (name.empty()) {
+    if (auto file = file_schedules().find(c, nranks, placement, bytes); file && (file->root < 0 || file->root == root)) {
+      // Per call, and visible with the default subsystems: users check what ran.
+      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: schedule '{}' (BRAID_SCHEDULES)", to_string(c), bytes,
+                 nranks, file->name);
+      *out = file;
+      return Status::ok();
+    }
+  }
   if (!name.empty() && !find_algorithm(c, name)) {
     warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
                           to_string(c), name));
     name.clear();
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes, rd_max_bytes_);
+  if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: built-in '{}' (no BRAID_SCHEDULES match)", to_string(c),
+               bytes, nranks, name);
   // A known straggler turns the bandwidth schedule into StragglAR.
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";

@@ -4,6 +4,11 @@
 // "allreduce=rd,allgather=ring"); otherwise the choice is by size: the
 // latency-optimal schedule for small messages, bandwidth-optimal for large.
 // Generated schedules are cached per communicator.
+//
+// BRAID_SCHEDULES=<dir>: schedule files (braid JSON, MSCCL XML) loaded once
+// per process and verified; a call uses the first one (file name order) that
+// matches its collective, rank count, placement and size, unless BRAID_ALGO
+// forces an algorithm for that collective.  Otherwise the built-ins run.
 #pragma once
 
 #include <map>
@@ -12,6 +17,7 @@
 #include <tuple>
 
 #include "braid/schedule.h"
+#include "braid/schedule_library.h"
 #include "src/core/status.h"
 #include "src/plan/straggler.h"
 
@@ -28,6 +34,10 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);
 
+// The schedules loaded from BRAID_SCHEDULES (empty when unset); loaded on
+// first use, once per process, rejected files reported as warnings.
+const ScheduleLibrary& file_schedules();
+
 // BRAID_ALGO is read once, when the communicator is created (so a call
 // does not pay for getenv, ~1k instructions with mpirun's environment).
 class PlanCache {
@@ -37,9 +47,11 @@ class PlanCache {
   // machines could compute different ones and then run different schedules).
   void set_rd_max_bytes(uint64_t bytes) { rd_max_bytes_ = bytes; }
   // `bytes` is the per-rank input size.  `straggler` >= 0 (AllReduce): that
-  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
+  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).  With
+  // Placement::Unknown only file schedules correct in both placements are
+  // eligible.
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
-                      int straggler = -1);
+                      int straggler = -1, Placement placement = Placement::Unknown);
 
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {
@@ -48,7 +60,7 @@ class PlanCache {
   }
 
  private:
-  Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler,
+  Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                 std::shared_ptr<const Schedule>* out);
 
   std::string algo_spec_;
@@ -60,6 +72,7 @@ class PlanCache {
     int nranks = -1, root = -1;
     uint64_t bytes = 0;
     int straggler = -1;
+    Placement placement = Placement::Unknown;
     std::shared_ptr<const Schedule> schedule;
   } last_;
   std::unique_ptr<StragglerTracker> straggler_;

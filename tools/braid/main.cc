@@ -3,7 +3,9 @@
 //   braid algorithms               the built-in schedule generators
 //   braid show  (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--json]
 //   braid verify (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--slots K]
-// (synth and sim arrive with the synthesizer and the simulator.)
+//   braid show ... -o X.svg [--topology T] [--size S]   per-link timeline picture
+//   braid synth, sim, convert, topo                      see synth_commands.h
+// FILE is braid JSON, or MSCCL XML when it ends in .xml.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -16,6 +18,7 @@
 #include "tools/braid/cmd_stragglar.h"
 #include "tools/braid/schedule_source.h"
 #include "tools/braid/schedule_text.h"
+#include "tools/braid/synth_commands.h"
 
 namespace {
 
@@ -52,9 +55,13 @@ int main(int argc, char** argv) {
 
   braid::cli::ScheduleSource source;
   bool as_json = false;
+  std::string svg_path, svg_topology, svg_size = "1M";
   auto* show = app.add_subcommand("show", "print a schedule");
   add_source_options(show, &source);
   show->add_flag("--json", as_json, "print braid's JSON form");
+  show->add_option("-o,--output", svg_path, "write an SVG per-link timeline (simulated) to this file");
+  show->add_option("--topology,-t", svg_topology, "topology for the SVG (default: all ranks on one switch)");
+  show->add_option("--size", svg_size, "message size for the SVG (nccl-tests' size column), e.g. 1M");
 
   int slots = braid::kMinSlots;
   auto* verify = app.add_subcommand("verify", "symbolically verify a schedule");
@@ -62,16 +69,29 @@ int main(int argc, char** argv) {
   verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check)");
 
   auto* stragglar = braid::cli::add_stragglar_command(app);
+  const braid::cli::Command synth_commands[] = {braid::cli::add_synth_command(app), braid::cli::add_sim_command(app),
+                                                 braid::cli::add_convert_command(app), braid::cli::add_topo_command(app)};
+
   CLI11_PARSE(app, argc, argv);
   if (stragglar->parsed()) return braid::cli::run_stragglar();
   if (env->parsed()) return print_env();
   if (algorithms->parsed()) return print_algorithms();
+  for (const braid::cli::Command& c : synth_commands)
+    if (c.app->parsed()) return c.run();
 
   braid::Schedule schedule;
   std::string error;
   if (!braid::cli::load_schedule(source, &schedule, &error)) {
     fmt::print(stderr, "braid: {}\n", error);
     return 2;
+  }
+  if (show->parsed() && !svg_path.empty()) {
+    uint64_t size = 0;
+    if (!braid::cli::parse_size(svg_size, &size)) {
+      fmt::print(stderr, "braid: bad --size '{}'\n", svg_size);
+      return 2;
+    }
+    return braid::cli::write_svg(schedule, svg_topology, size, svg_path);
   }
   if (show->parsed()) {
     fmt::print("{}", as_json ? braid::schedule_to_json(schedule) + "\n" : braid::cli::schedule_to_text(schedule));

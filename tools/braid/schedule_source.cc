@@ -2,24 +2,15 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "braid/algorithms.h"
-#include "braid/schedule_json.h"
+#include "braid/schedule_library.h"
 
 namespace braid::cli {
 
 bool load_schedule(const ScheduleSource& source, Schedule* out, std::string* error) {
   if (!source.file.empty()) {
-    std::ifstream in(source.file);
-    if (!in) {
-      *error = fmt::format("cannot open {}", source.file);
-      return false;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    return schedule_from_json(text.str(), out, error);
+    return load_schedule_file(source.file, out, error);  // braid JSON or MSCCL XML
   }
   auto collective = collective_from_string(source.collective);
   if (!collective) {

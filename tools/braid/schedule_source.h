@@ -1,4 +1,4 @@
-// Where the CLI gets a schedule: a JSON file, or a built-in generator named by
+// Where the CLI gets a schedule: a file (JSON or MSCCL XML), or a built-in generator named by
 // algorithm, collective, rank count and root.
 #pragma once
 
@@ -9,7 +9,7 @@
 namespace braid::cli {
 
 struct ScheduleSource {
-  std::string file;        // a schedule JSON file, or empty
+  std::string file;        // a schedule file (braid JSON, or MSCCL XML if .xml), or empty
   std::string algorithm;   // registry name, e.g. "ring"
   std::string collective;  // e.g. "allreduce"
   int nranks = 0;

@@ -1,0 +1,49 @@
+// The simulator: predicted time of a Schedule on a Topology, and the
+// per-link timeline the SVG renderer draws.
+//
+// Model (alpha-beta with contention): every lane runs its ops in order; an
+// op starts when its lane is free, its deps are done and (for a receive) its
+// chunks have arrived.  A chunk message of b bytes occupies its link and the
+// link's ports (switch port, NIC) for beta*b; it arrives alpha after it leaves
+// the wire.  A busy link or port delays the next message (first come, first
+// served in time order).  Ranks without a direct link are routed over the
+// fewest hops, store-and-forward.  Local copies and reductions cost
+// local_beta per byte.  Chunks move whole (no sub-chunk pipelining).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/schedule.h"
+#include "braid/topology.h"
+
+namespace braid {
+
+struct SimTransfer {
+  int src = 0, dst = 0;  // ranks (one hop)
+  int link = 0;          // index into Topology::links
+  double start_us = 0, end_us = 0;
+  int origin = 0;        // the rank whose op sent it (colour in the picture)
+  uint32_t chunk = 0;    // the sending op's chunk index
+};
+
+struct SimResult {
+  double time_us = 0;
+  std::vector<SimTransfer> transfers;  // every hop of every message
+};
+
+// `size_bytes` follows nccl-tests' size column: the per-rank buffer for
+// AllReduce/Broadcast/Reduce, the gathered total (count * nranks) for
+// AllGather, ReduceScatter, AlltoAll, Gather and Scatter.
+bool simulate(const Schedule& schedule, const Topology& topology, uint64_t size_bytes, SimResult* out,
+              std::string* error);
+
+// nccl-tests' bus bandwidth (GB/s) for a call of `size_bytes` taking `time_us`.
+double bus_bandwidth_gbps(Collective c, int nranks, uint64_t size_bytes, double time_us);
+
+// An SVG picture: one row per link used, one bar per message, coloured by the
+// sending rank.
+std::string render_svg(const Schedule& schedule, const Topology& topology, const SimResult& result);
+
+}  // namespace braid

@@ -1,0 +1,54 @@
+// TACCL-style schedule synthesis: topology + communication sketch ->
+// a verified Schedule.
+//
+// Stages (synth/README.md has the details and costs):
+//  1. routing MILP (COIN-OR CBC): which links each chunk takes, minimising a
+//     bandwidth-relaxed completion time, with symmetry as variable aliasing
+//     and a heuristic solution as the first incumbent and big-M bound;
+//  2. heuristic ordering: list scheduling of the chosen link transfers;
+//  3. lowering to braid's IR: one lane per (peer, direction) per rank, ops in
+//     link order, dependencies across lanes; then the verifier.
+// AllGather and AlltoAll are solved directly; AllReduce is a ReduceScatter on
+// the reversed AllGather trees followed by the AllGather.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "braid/schedule.h"
+#include "braid/sketch.h"
+#include "braid/topology.h"
+
+namespace braid {
+
+struct SynthOptions {
+  Collective collective = Collective::AllGather;  // AllGather, AlltoAll or AllReduce
+  double time_limit_s = 60;  // for the routing MILP; the best solution found by then is kept
+  double chunk_mb = 1.0;     // chunk size (MB) at which link costs are weighed
+  bool use_milp = true;      // false: heuristic routing only (no CBC)
+  int solver_log = 0;        // 1: CBC's own progress lines (incumbent, bound, time) on stdout
+  std::function<void(const std::string&)> progress;  // stage lines, or empty
+};
+
+struct SynthReport {
+  int chunks = 0;
+  int milp_columns = 0, milp_rows = 0;
+  bool milp_used = false, milp_optimal = false;
+  double heuristic_objective = 0, milp_objective = 0, milp_bound = 0;  // us, relaxed model
+  int symmetry_generators = 0;
+  double routing_s = 0, ordering_s = 0, lowering_s = 0, total_s = 0;
+  double ordered_makespan_us = 0;  // stage 2's estimate at chunk_mb
+};
+
+// Never throws.  The topology must have sketch.nnodes nodes.  The result is
+// verified before it is returned.
+bool synthesize(const Topology& topology, const Sketch& sketch, const SynthOptions& options, Schedule* out,
+                SynthReport* report, std::string* error);
+
+// Baselines on the same topology, for comparisons: a ring whose order follows
+// the intra-node links (NCCL-like), and a hierarchical AllGather/AllReduce
+// (intra-node ring, then rings across nodes between same-local-index GPUs).
+bool topology_ring(const Topology& topology, Collective c, Schedule* out, std::string* error);
+bool hierarchical(const Topology& topology, Collective c, Schedule* out, std::string* error);
+
+}  // namespace braid

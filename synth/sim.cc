@@ -1,0 +1,219 @@
+// Discrete-event simulation of a Schedule (model in include/braid/sim.h).
+//
+// Each step picks, among the next op of every lane that can start, the one
+// whose bytes can get on the wire earliest (its start, or for a send also
+// when its first link and ports are free), and runs it to completion; so
+// links and ports are claimed in time order, as in list scheduling.  Cost per step is a scan over all
+// lanes: O(ops * lanes) in total, milliseconds for a few thousand ops.
+#include "braid/sim.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "braid/chunking.h"
+
+namespace braid {
+namespace {
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// The hops from src to dst: the direct link, or a fewest-hops path.
+std::vector<int> route(const Topology& t, int src, int dst) {
+  int direct = t.link_index(src, dst);
+  if (direct >= 0) return {direct};
+  const int n = t.nranks();
+  std::vector<int> via(n, -1);  // link that reached each rank
+  std::vector<bool> seen(n, false);
+  std::deque<int> queue{src};
+  seen[src] = true;
+  while (!queue.empty()) {
+    int u = queue.front();
+    queue.pop_front();
+    for (size_t i = 0; i < t.links.size(); ++i) {
+      const Link& l = t.links[i];
+      if (l.src != u || seen[l.dst]) continue;
+      seen[l.dst] = true;
+      via[l.dst] = int(i);
+      queue.push_back(l.dst);
+    }
+  }
+  std::vector<int> path;
+  if (!seen[dst]) return path;
+  for (int v = dst; v != src; v = t.links[via[v]].src) path.push_back(via[v]);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
+uint64_t per_rank_count_bytes(Collective c, int nranks, uint64_t size) {
+  switch (c) {
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AlltoAll:
+    case Collective::Gather:
+    case Collective::Scatter: return size / uint64_t(nranks);
+    default: return size;
+  }
+}
+
+}  // namespace
+
+double bus_bandwidth_gbps(Collective c, int n, uint64_t size, double time_us) {
+  if (time_us <= 0) return 0;
+  double algbw = double(size) / (time_us * 1e3);  // bytes/us = MB/s; /1e3 -> GB/s
+  double factor = 1;
+  switch (c) {
+    case Collective::AllReduce: factor = 2.0 * (n - 1) / n; break;
+    case Collective::AllGather:
+    case Collective::ReduceScatter:
+    case Collective::AlltoAll:
+    case Collective::Gather:
+    case Collective::Scatter: factor = double(n - 1) / n; break;
+    default: break;
+  }
+  return algbw * factor;
+}
+
+namespace {
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error);
+}
+
+bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+  try {
+    return simulate_or_throw(s, t, size_bytes, out, error);
+  } catch (const std::exception& e) {
+    *error = fmt::format("simulation failed: {}", e.what());
+    return false;
+  }
+}
+
+namespace {
+
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+  if (s.nranks != t.nranks())
+    return *error = fmt::format("schedule has {} ranks, topology {} has {}", s.nranks, t.name, t.nranks()), false;
+  if (int(s.ranks.size()) != s.nranks) return *error = "schedule has the wrong number of rank programs", false;
+  const int n = s.nranks;
+  const uint64_t count = per_rank_count_bytes(s.collective, n, size_bytes);
+  auto chunk_bytes = [&](const RankProgram& p, BufferKind b) -> double {
+    BufferShape in = input_shape(s.collective, n, count, std::max<uint32_t>(p.input_chunks, 1));
+    BufferShape outb = output_shape(s.collective, n, count, std::max<uint32_t>(p.output_chunks, 1));
+    if (b == BufferKind::Input) return double(in.elems()) / std::max<uint32_t>(p.input_chunks, 1);
+    if (b == BufferKind::Output) return double(outb.elems()) / std::max<uint32_t>(p.output_chunks, 1);
+    return double(scratch_chunk_capacity(in, outb));
+  };
+  std::map<std::pair<int, int>, std::vector<int>> routes;
+  auto path_of = [&](int a, int b) -> const std::vector<int>& {
+    auto it = routes.find({a, b});
+    if (it == routes.end()) it = routes.emplace(std::make_pair(a, b), route(t, a, b)).first;
+    return it->second;
+  };
+  std::vector<double> link_free(t.links.size(), 0), port_free(t.ports.size(), 0);
+  // Arrival times of chunk messages per connection (sender, receiver, channel).
+  std::map<std::tuple<int, int, int>, std::deque<double>> inflight;
+
+  struct LaneState {
+    size_t pc = 0;
+    double free_at = 0;
+    std::vector<double> done;  // completion time per op
+  };
+  std::vector<std::vector<LaneState>> lanes(n);
+  size_t remaining = 0;
+  for (int r = 0; r < n; ++r) {
+    lanes[r].resize(s.ranks[r].lanes.size());
+    for (size_t l = 0; l < lanes[r].size(); ++l) {
+      lanes[r][l].done.assign(s.ranks[r].lanes[l].ops.size(), kNever);
+      remaining += s.ranks[r].lanes[l].ops.size();
+    }
+  }
+  out->transfers.clear();
+  out->time_us = 0;
+  while (remaining > 0) {
+    // The next op of each lane that can start now, and when it would.
+    double best = kNever, best_key = kNever;
+    int best_r = -1, best_l = -1;
+    for (int r = 0; r < n; ++r)
+      for (size_t l = 0; l < lanes[r].size(); ++l) {
+        LaneState& st = lanes[r][l];
+        const Lane& lane = s.ranks[r].lanes[l];
+        if (st.pc >= lane.ops.size()) continue;
+        const Op& op = lane.ops[st.pc];
+        double start = st.free_at;
+        bool ready = true;
+        for (const Dep& d : op.deps) {
+          if (d.lane >= lanes[r].size() || d.op >= lanes[r][d.lane].done.size()) return *error = "bad dep", false;
+          double at = lanes[r][d.lane].done[d.op];
+          if (at == kNever) ready = false;
+          start = std::max(start, at);
+        }
+        if (!ready) continue;
+        if (op_receives(op.type)) {
+          auto it = inflight.find({op.recv_peer, r, lane.channel});
+          if (it == inflight.end() || it->second.size() < op.count) continue;
+          for (uint32_t k = 0; k < op.count; ++k) start = std::max(start, it->second[k]);
+        }
+        // Rank candidates by when their bytes could get on the wire, so links
+        // and ports are claimed in time order (list scheduling) rather than
+        // in the order ops happened to become ready.
+        double key = start;
+        if (op_sends(op.type)) {
+          const std::vector<int>& path = path_of(r, op.send_peer);
+          if (!path.empty()) {
+            key = std::max(key, link_free[path[0]]);
+            for (int p : t.links[path[0]].ports) key = std::max(key, port_free[p]);
+          }
+        }
+        if (key < best_key) best_key = key, best = start, best_r = r, best_l = int(l);
+      }
+    if (best_r < 0)
+      return *error = fmt::format("the schedule cannot finish: {} ops never become ready", remaining), false;
+    LaneState& st = lanes[best_r][best_l];
+    const Lane& lane = s.ranks[best_r].lanes[best_l];
+    const Op& op = lane.ops[st.pc];
+    const RankProgram& prog = s.ranks[best_r];
+    double t_now = best;
+    if (op_receives(op.type)) {
+      auto& q = inflight[{op.recv_peer, best_r, lane.channel}];
+      for (uint32_t k = 0; k < op.count; ++k) q.pop_front();
+    }
+    double bytes = chunk_bytes(prog, op_writes_dst(op.type) ? op.dst.buffer : op.src.buffer) * op.count;
+    if (op_reduces(op.type) || op.type == OpType::Copy || (op_receives(op.type) && op_writes_dst(op.type)))
+      t_now += bytes * t.local_beta_us_per_mb / 1e6;
+    double finish = t_now;
+    if (op_sends(op.type)) {
+      const std::vector<int>& path = path_of(best_r, op.send_peer);
+      if (path.empty()) return *error = fmt::format("no route from rank {} to rank {} in {}", best_r, op.send_peer, t.name), false;
+      double per_chunk = bytes / op.count, ready = t_now;
+      auto& q = inflight[{best_r, op.send_peer, lane.channel}];
+      for (uint32_t k = 0; k < op.count; ++k) {
+        double hop_ready = ready;
+        for (size_t h = 0; h < path.size(); ++h) {
+          const Link& link = t.links[path[h]];
+          double begin = std::max(hop_ready, link_free[path[h]]);
+          for (int p : link.ports) begin = std::max(begin, port_free[p]);
+          double end = begin + link.beta_us_per_mb * per_chunk / 1e6;
+          link_free[path[h]] = end;
+          for (int p : link.ports) port_free[p] = end;
+          out->transfers.push_back({link.src, link.dst, path[h], begin, end, best_r,
+                                    (op_reads_src(op.type) ? op.src.index : op.dst.index) + k});
+          if (h == 0) ready = end, finish = std::max(finish, end);
+          hop_ready = end + link.alpha_us;
+        }
+        q.push_back(hop_ready);
+      }
+    }
+    st.done[st.pc++] = finish;
+    st.free_at = finish;
+    out->time_us = std::max(out->time_us, finish);
+    --remaining;
+  }
+  return true;
+}
+
+}  // namespace
+
+}  // namespace braid

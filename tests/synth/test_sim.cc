@@ -1,0 +1,104 @@
+// The simulator's cost model on cases small enough to compute by hand.
+#include <catch2/catch.hpp>
+
+#include "algorithms/builder.h"
+#include "braid/algorithms.h"
+#include "braid/sim.h"
+
+using namespace braid;
+
+namespace {
+
+// n GPUs, all pairs linked, alpha 1 us, beta 10 us/MB, free local copies.
+Topology clique(int n, bool switched) {
+  NodeProfile p;
+  p.name = switched ? "switch" : "mesh";
+  p.gpus_per_node = n;
+  p.switched = switched;
+  p.alpha_us = 1;
+  p.betas.assign(n, std::vector<double>(n, 10));
+  for (int i = 0; i < n; ++i) p.betas[i][i] = 0;
+  Topology t = replicate(p, 1);
+  t.local_beta_us_per_mb = 0;
+  return t;
+}
+
+Schedule two_to_one() {  // ranks 0 and 1 each send a chunk to rank 2
+  ScheduleBuilder b("two_to_one", Collective::Custom, 3, -1, 1, 2);
+  b.send(0, 2, in(0));
+  b.send(1, 2, in(0));
+  Schedule s = b.take();
+  Op r0, r1;
+  r0.type = r1.type = OpType::Recv;
+  r0.recv_peer = 0, r0.dst = out(0);
+  r1.recv_peer = 1, r1.dst = out(1);
+  s.ranks[2].lanes = {Lane{0, {r0}}, Lane{0, {r1}}};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("sim: one message costs alpha + beta * bytes", "[synth][sim]") {
+  SimResult r;
+  std::string error;
+  // AllGather of 2 MB total on 2 ranks: each sends its 1 MB once.
+  REQUIRE(simulate(ring_allgather(2), clique(2, false), 2000000, &r, &error));
+  CHECK(r.time_us == Approx(11.0));
+  REQUIRE(r.transfers.size() == 2);
+  CHECK(r.transfers[0].end_us - r.transfers[0].start_us == Approx(10.0));
+  CHECK(bus_bandwidth_gbps(Collective::AllGather, 2, 2000000, r.time_us) == Approx(2e6 / 11e3 / 2));
+  CHECK(bus_bandwidth_gbps(Collective::AllReduce, 4, 1000000, 10) == Approx(100.0 * 1.5));
+}
+
+TEST_CASE("sim: a shared switch port serialises, separate links do not", "[synth][sim]") {
+  SimResult mesh, sw;
+  std::string error;
+  // A custom schedule's size is its per-rank buffer: one 1 MB chunk each.
+  REQUIRE(simulate(two_to_one(), clique(3, false), 1000000, &mesh, &error));
+  CHECK(mesh.time_us == Approx(11.0));  // two links, in parallel
+  REQUIRE(simulate(two_to_one(), clique(3, true), 1000000, &sw, &error));
+  CHECK(sw.time_us == Approx(21.0));  // rank 2's switch ingress port takes one after the other
+}
+
+TEST_CASE("sim: ring AllReduce time matches the alpha-beta formula", "[synth][sim]") {
+  SimResult r;
+  std::string error;
+  const int n = 4;
+  // 4 MB buffer, chunks of 1 MB; 2(n-1) steps, each alpha + beta*1MB = 11 us.
+  REQUIRE(simulate(ring_allreduce(n), clique(n, false), 4000000, &r, &error));
+  CHECK(r.time_us == Approx(2 * (n - 1) * 11.0));
+}
+
+TEST_CASE("sim: multi-hop routes and refusals", "[synth][sim]") {
+  NodeProfile line;
+  line.name = "line";
+  line.gpus_per_node = 3;
+  line.alpha_us = 1;
+  line.betas = {{0, 10, 0}, {10, 0, 10}, {0, 10, 0}};
+  Topology t = replicate(line, 1);
+  t.local_beta_us_per_mb = 0;
+  ScheduleBuilder b("far", Collective::Custom, 3, -1, 1, 1);
+  b.send(0, 2, in(0));
+  b.recv(2, 0, out(0));
+  SimResult r;
+  std::string error;
+  REQUIRE(simulate(b.take(), t, 1000000, &r, &error));
+  CHECK(r.time_us == Approx(22.0));  // store and forward through rank 1
+  CHECK(r.transfers.size() == 2);
+  CHECK_FALSE(simulate(ring_allreduce(5), t, 1000, &r, &error));
+  CHECK(error.find("5 ranks") != std::string::npos);
+}
+
+TEST_CASE("sim: the SVG has a bar per message hop", "[synth][sim]") {
+  SimResult r;
+  std::string error;
+  Schedule s = ring_allgather(3);
+  Topology t = clique(3, true);
+  REQUIRE(simulate(s, t, 3000, &r, &error));
+  std::string svg = render_svg(s, t, r);
+  CHECK(svg.rfind("<svg", 0) == 0);
+  size_t bars = 0;
+  for (size_t p = svg.find("<rect"); p != std::string::npos; p = svg.find("<rect", p + 1)) ++bars;
+  CHECK(bars == r.transfers.size());
+  CHECK(svg.find("</svg>") != std::string::npos);
+}
