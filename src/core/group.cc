@@ -176,12 +176,13 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
 
 // Runs a whole group and records its outcome on each communicator.
 Status execute(GroupState& work) {
+  const std::vector<ncclComm*> comms = comms_of(work);  // before the work is moved out
   Status s = run_inits(work.inits);
   if (!s.is_ok())
     for (const auto& init : work.inits) init.comm->async_error = s.code();
   if (s.is_ok()) s = run_work(std::move(work.collectives), work.p2ps);
   if (!s.is_ok()) {
-    for (ncclComm* comm : comms_of(work)) {
+    for (ncclComm* comm : comms) {
       record_error(comm, s);
       // A transfer that failed midway leaves connections in an unknown state:
       // the communicator is unusable from here (NCCL's async error).  A
