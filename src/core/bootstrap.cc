@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/core/bootstrap_wire.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/core/net.h"
@@ -32,39 +33,8 @@
 namespace braid {
 namespace {
 
-constexpr uint32_t kIdVersion = 0x62726431;  // "brd1"
-constexpr uint32_t kRankZeroHostsRoot = 1;  // NCCL_COMM_ID: rank 0 starts the root in init
-constexpr int kMaxRanks = 1 << 20;
+using namespace wire;
 constexpr auto kHelloTimeout = std::chrono::milliseconds(1000);
-
-struct IdLayout {
-  uint32_t version;
-  uint32_t flags;
-  uint64_t magic;
-  sockaddr_in root;
-};
-static_assert(sizeof(IdLayout) <= sizeof(ncclUniqueId));
-
-struct RootHello {
-  uint64_t magic;
-  int32_t rank;
-  int32_t nranks;
-  sockaddr_in listener;
-};
-struct RootReply {
-  uint64_t magic;
-  uint64_t nonce;
-};
-struct PeerHello {
-  uint64_t key;  // magic ^ nonce: only members of this communicator
-  int32_t rank;
-  int32_t pad;
-};
-struct MessageHeader {
-  int32_t tag;
-  int32_t pad;
-  uint64_t bytes;
-};
 
 uint64_t random64() {
   std::random_device rd;
@@ -118,10 +88,9 @@ void serve_root(int listen_fd, uint64_t magic) {
         drop(fd, "wrong magic");
         continue;
       }
-      if (hello.nranks <= 0 || hello.nranks > kMaxRanks || (nranks > 0 && hello.nranks != nranks) ||
-          hello.rank < 0 || hello.rank >= hello.nranks) {
-        BRAID_WARN("bootstrap root: rank {} of {} does not fit this job ({} ranks); dropped", hello.rank,
-                   hello.nranks, nranks);
+      if (const char* problem = root_hello_problem(hello, magic, nranks)) {
+        BRAID_WARN("bootstrap root: hello from rank {} of {} does not fit this job ({} ranks): {}; dropped",
+                   hello.rank, hello.nranks, nranks, problem);
         ::close(fd);
         continue;
       }
@@ -280,7 +249,7 @@ class SocketBootstrap final : public Bootstrap {
       if (fd < 0) continue;
       PeerHello hello{};
       if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), &aborted_).is_ok() ||
-          hello.key != key_ || hello.rank < 0 || hello.rank >= nranks_ || in_fd_[hello.rank] >= 0) {
+          !peer_hello_ok(hello, key_, nranks_) || in_fd_[hello.rank] >= 0) {
         BRAID_INFO(kBootstrap, "bootstrap: rank {} dropped a connection without a valid hello", rank_);
         ::close(fd);
         continue;
@@ -296,8 +265,7 @@ class SocketBootstrap final : public Bootstrap {
     BRAID_TRY(accept_from(peer, deadline));
     MessageHeader header{};
     BRAID_TRY(recv_all(in_fd_[peer], &header, sizeof(header), deadline, &aborted_));
-    if (header.bytes > (uint64_t(1) << 32))
-      return BRAID_ERROR(ncclRemoteError, "malformed bootstrap message ({} bytes)", header.bytes);
+    BRAID_TRY(check_message_header(header));
     std::vector<char> msg(header.bytes);
     BRAID_TRY(recv_all(in_fd_[peer], msg.data(), msg.size(), deadline, &aborted_));
     queued_[{peer, header.tag}].push_back(std::move(msg));
@@ -314,13 +282,7 @@ class SocketBootstrap final : public Bootstrap {
   std::mutex mutex_;
 };
 
-Status decode_id(const ncclUniqueId& id, IdLayout* out) {
-  std::memcpy(out, id.internal, sizeof(*out));
-  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0)
-    return BRAID_ERROR(ncclInvalidArgument,
-                       "invalid or corrupted ncclUniqueId (not made by ncclGetUniqueId of this library)");
-  return Status::ok();
-}
+Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }
 
 
 Status create_root(ncclUniqueId* id, bool honour_comm_id) {

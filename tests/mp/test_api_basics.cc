@@ -15,7 +15,7 @@ TEST_CASE("version and error strings", "[api]") {
   CHECK(std::string(ncclGetErrorString(ncclResult_t(42))) == "unknown result code");
 }
 
-TEST_CASE("bad arguments get NCCL's codes and leave the communicator usable", "[api][errors]") {
+TEST_CASE("bad arguments get NCCL's codes and leave the communicator usable", "[api][errors][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           float a[4] = {1, 2, 3, 4}, b[4];
           auto expect = [&](ncclResult_t got, ncclResult_t want, const char* what) {

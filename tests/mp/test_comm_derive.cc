@@ -33,7 +33,7 @@ void check_allreduce(ncclComm_t comm, int expect_n, const std::function<int(int)
 
 }  // namespace
 
-TEST_CASE("split: colors, key order, NOCOLOR gives NULL", "[mp][split]") {
+TEST_CASE("split: colors, key order, NOCOLOR gives NULL", "[mp][split][threads]") {
   CHECK(run_ranks_as_threads(6, [](int rank, int n, ncclComm_t comm, Failures& f) {
           // Two colors by parity; rank 5 opts out; keys reverse the order.
           int color = rank == 5 ? NCCL_SPLIT_NOCOLOR : rank % 2;
@@ -74,7 +74,7 @@ TEST_CASE("split: equal keys keep parent order; children of children; processes"
         }) == 0);
 }
 
-TEST_CASE("split: a NULL config inherits the parent's, an explicit one wins", "[mp][split][nonblocking]") {
+TEST_CASE("split: a NULL config inherits the parent's, an explicit one wins", "[mp][split][nonblocking][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           // Parent is blocking: the child inherits blocking, returns success.
           ncclComm_t child = nullptr;
@@ -101,7 +101,7 @@ TEST_CASE("split: a NULL config inherits the parent's, an explicit one wins", "[
         }) == 0);
 }
 
-TEST_CASE("shrink: excluded ranks leave, the rest renumber in order", "[mp][shrink]") {
+TEST_CASE("shrink: excluded ranks leave, the rest renumber in order", "[mp][shrink][threads]") {
   CHECK(run_ranks_as_threads(5, [](int rank, int n, ncclComm_t comm, Failures& f) {
           int exclude[] = {1, 3};
           if (rank == 1 || rank == 3) {
@@ -150,7 +150,7 @@ TEST_CASE("shrink with NCCL_SHRINK_ABORT after a rank died mid-collective", "[mp
             60, [](int) { setenv("BRAID_TIMEOUT", "3", 1); }) == 1);  // exactly the killed rank fails
 }
 
-TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][revoke]") {
+TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][revoke][threads]") {
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           if (ncclCommRevoke(comm, 1) != ncclInvalidArgument) f.fail("bad revokeFlags accepted");
           MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
@@ -171,7 +171,7 @@ TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][rev
         }) == 0);
 }
 
-TEST_CASE("revoke from another thread releases a rank blocked in a collective", "[mp][revoke][faults]") {
+TEST_CASE("revoke from another thread releases a rank blocked in a collective", "[mp][revoke][faults][threads]") {
   // Rank 1 never joins the allreduce; rank 0's watchdog revokes after 300 ms.
   std::atomic<bool> released{false};
   CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -197,7 +197,7 @@ TEST_CASE("revoke from another thread releases a rank blocked in a collective", 
         }) == 0);
 }
 
-TEST_CASE("init with several roots (ncclCommInitRankScalable)", "[mp][scalable]") {
+TEST_CASE("init with several roots (ncclCommInitRankScalable)", "[mp][scalable][threads]") {
   for (int nroots : {1, 2, 3, 7}) {
     const int n = 7;
     INFO("roots " << nroots);

@@ -61,7 +61,7 @@ void nonblocking_rank(int rank, int n, const ncclUniqueId& id, Failures& f) {
 
 }  // namespace
 
-TEST_CASE("non-blocking init, collectives and p2p: InProgress then Success", "[mp][nonblocking]") {
+TEST_CASE("non-blocking init, collectives and p2p: InProgress then Success", "[mp][nonblocking][threads]") {
   const int n = 3;
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -95,7 +95,7 @@ TEST_CASE("non-blocking communicators in forked processes", "[mp][nonblocking]")
   }
 }
 
-TEST_CASE("one thread inits several non-blocking ranks in a group", "[mp][nonblocking]") {
+TEST_CASE("one thread inits several non-blocking ranks in a group", "[mp][nonblocking][threads]") {
   const int n = 4;
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -122,7 +122,7 @@ TEST_CASE("one thread inits several non-blocking ranks in a group", "[mp][nonblo
   CHECK(f.count == 0);
 }
 
-TEST_CASE("abort of a non-blocking init still in progress is prompt", "[mp][nonblocking][faults]") {
+TEST_CASE("abort of a non-blocking init still in progress is prompt", "[mp][nonblocking][faults][threads]") {
   setenv("BRAID_TIMEOUT", "60", 1);
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -140,7 +140,7 @@ TEST_CASE("abort of a non-blocking init still in progress is prompt", "[mp][nonb
   unsetenv("BRAID_TIMEOUT");
 }
 
-TEST_CASE("a failed non-blocking init reports its error through GetAsyncError", "[mp][nonblocking][faults]") {
+TEST_CASE("a failed non-blocking init reports its error through GetAsyncError", "[mp][nonblocking][faults][threads]") {
   setenv("BRAID_TIMEOUT", "1", 1);
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);

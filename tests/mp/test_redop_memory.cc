@@ -8,7 +8,7 @@
 
 using namespace mp;
 
-TEST_CASE("PreMulSum: immediate and pointer scalars, every collective that reduces", "[mp][premulsum]") {
+TEST_CASE("PreMulSum: immediate and pointer scalars, every collective that reduces", "[mp][premulsum][threads]") {
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           // Immediate scalar 0.5 (copied at creation), pointer scalar read at run time.
           float half = 0.5f;
@@ -51,7 +51,7 @@ TEST_CASE("PreMulSum: immediate and pointer scalars, every collective that reduc
         }) == 0);
 }
 
-TEST_CASE("PreMulSum on integers and half precision", "[mp][premulsum]") {
+TEST_CASE("PreMulSum on integers and half precision", "[mp][premulsum][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           int32_t k = -3;
           ncclRedOp_t op;
@@ -72,7 +72,7 @@ TEST_CASE("PreMulSum on integers and half precision", "[mp][premulsum]") {
         }) == 0);
 }
 
-TEST_CASE("buffer registration: handles, unknown handles refused", "[mp][register]") {
+TEST_CASE("buffer registration: handles, unknown handles refused", "[mp][register][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           std::vector<float> buf(1024, float(rank));
           void* h1 = nullptr;
@@ -116,7 +116,7 @@ TEST_CASE("windows: collective registration gathers every rank's extent", "[mp][
         }) == 0);
 }
 
-TEST_CASE("ncclGroupSimulateEnd estimates and discards the group", "[mp][simulate]") {
+TEST_CASE("ncclGroupSimulateEnd estimates and discards the group", "[mp][simulate][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           std::vector<float> in(1 << 20, 1.f), out(1 << 20, -7.f);
           ncclSimInfo_t small = NCCL_SIM_INFO_INITIALIZER, large = NCCL_SIM_INFO_INITIALIZER;
