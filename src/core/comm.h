@@ -86,9 +86,9 @@ struct ncclComm {
   std::mutex error_mutex;
   std::string last_error;
 
+  std::atomic<bool> ready{false};  // init finished: transport and bootstrap exist
   // ncclCommRevoke: no new work; in-flight work is stopped.  `stop` is what
   // the executor watches (abort or revoke).
-  std::atomic<bool> ready{false};  // init finished: transport and bootstrap exist
   std::atomic<bool> revoked{false};
   std::atomic<bool> stop{false};
   std::atomic<int> running{0};  // groups executing on this comm right now

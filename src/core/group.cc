@@ -96,11 +96,8 @@ Status run_inits(std::vector<InitCall>& inits) {
 // group is done, and the collective runs as Sum over them.
 Status stage_premul(std::vector<CollectiveCall>& collectives, std::vector<std::vector<char>>* staging) {
   for (CollectiveCall& c : collectives) {
-    if (int(c.op) < int(ncclNumOps)) continue;
-    auto it = c.comm->user_ops.find(int(c.op));
-    if (it == c.comm->user_ops.end())
-      return BRAID_ERROR(ncclInvalidArgument, "reduction op {} was destroyed before the group ran", int(c.op));
-    const PreMulSumOp& op = it->second;
+    if (!c.has_premul) continue;
+    const PreMulSumOp& op = c.premul;
     const void* scalar = op.residence == ncclScalarDevice ? op.pointer : &op.immediate;
     size_t elems = c.collective == Collective::ReduceScatter ? c.count * size_t(c.comm->nranks) : c.count;
     staging->emplace_back(elems * datatype_size(c.type));

@@ -12,6 +12,7 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
+#include "src/core/comm.h"
 #include "src/core/status.h"
 
 namespace braid {
@@ -25,6 +26,10 @@ struct CollectiveCall {
   ncclDataType_t type = ncclFloat;
   ncclRedOp_t op = ncclSum;
   int root = 0;
+  // op is a PreMulSum op: its definition, taken when the call was made (NCCL
+  // lets the op be destroyed as soon as the call that uses it returns).
+  bool has_premul = false;
+  PreMulSumOp premul;
 };
 
 struct P2PCall {

@@ -47,6 +47,10 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   call.type = type;
   call.op = spec.reduces ? op : ncclSum;
   call.root = spec.rooted ? root : 0;
+  if (spec.reduces && int(op) >= int(ncclNumOps)) {
+    call.has_premul = true;
+    call.premul = comm->user_ops.at(int(op));  // check_op found it
+  }
   return enqueue(call);
 }
 

@@ -21,9 +21,12 @@ BRAID_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, n
     BRAID_TRY(check_comm(comm));
     BRAID_TRY(check_type(datatype));
     if (!scalar) return BRAID_ERROR(ncclInvalidArgument, "scalar is NULL");
-    if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)
+    // Read as an int: a value outside the enum is what we are checking for.
+    int residence_value;
+    std::memcpy(&residence_value, &residence, sizeof(residence_value));
+    if (residence_value != ncclScalarDevice && residence_value != ncclScalarHostImmediate)
       return BRAID_ERROR(ncclInvalidArgument, "residence {} (expected ncclScalarDevice or ncclScalarHostImmediate)",
-                         int(residence));
+                         residence_value);
     if (comm->next_user_op == int(ncclMaxRedOp))
       return BRAID_ERROR(ncclInvalidUsage, "no reduction op ids left on this communicator");
     PreMulSumOp created;
@@ -45,7 +48,8 @@ BRAID_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
     BRAID_TRY(check_comm(comm));
     if (int(op) >= 0 && op < ncclNumOps)
       return BRAID_ERROR(ncclInvalidArgument, "op {} is a built-in reduction and cannot be destroyed", int(op));
-    // A queued group may still name the op: it is checked again when the group runs.
+    // Calls already made with the op keep their copy of it (NCCL allows
+    // destroying an op as soon as the last call using it has returned).
     if (comm->user_ops.erase(int(op)) == 0)
       return BRAID_ERROR(ncclInvalidArgument, "op {} was not created on this communicator (or was destroyed)", int(op));
     return Status::ok();

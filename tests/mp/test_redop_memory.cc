@@ -62,6 +62,14 @@ TEST_CASE("PreMulSum on integers and half precision", "[mp][premulsum][threads]"
           for (int i = 0; i < 100; ++i)
             if (out[i] != -3 * 3 * i) return f.fail(fmt::format("int32 premulsum at {}: {}", i, out[i]));
           MP_NCCL(f, ncclRedOpDestroy(op, comm));
+          // NCCL allows destroying the op right after the call that uses it,
+          // even inside a group that has not run yet.
+          MP_NCCL(f, ncclGroupStart());
+          MP_NCCL(f, ncclRedOpCreatePreMulSum(&op, &k, ncclInt32, ncclScalarHostImmediate, comm));
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 100, ncclInt32, op, comm, nullptr));
+          MP_NCCL(f, ncclRedOpDestroy(op, comm));
+          MP_NCCL(f, ncclGroupEnd());
+          if (out[7] != -3 * 3 * 7) f.fail("premulsum op destroyed inside the group changed the result");
           uint16_t two_half = 0x4000;  // 2.0 in IEEE half
           MP_NCCL(f, ncclRedOpCreatePreMulSum(&op, &two_half, ncclHalf, ncclScalarHostImmediate, comm));
           std::vector<uint16_t> hin(10, 0x3c00), hout(10);  // 1.0
