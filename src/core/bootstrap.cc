@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/core/bootstrap_wire.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/core/net.h"
@@ -32,39 +33,8 @@
 namespace braid {
 namespace {
 
-constexpr uint32_t kIdVersion = 0x62726431;  // "brd1"
-constexpr uint32_t kRankZeroHostsRoot = 1;  // NCCL_COMM_ID: rank 0 starts the root in init
-constexpr int kMaxRanks = 1 << 20;
+using namespace wire;
 constexpr auto kHelloTimeout = std::chrono::milliseconds(1000);
-
-struct IdLayout {
-  uint32_t version;
-  uint32_t flags;
-  uint64_t magic;
-  sockaddr_in root;
-};
-static_assert(sizeof(IdLayout) <= sizeof(ncclUniqueId));
-
-struct RootHello {
-  uint64_t magic;
-  int32_t rank;
-  int32_t nranks;
-  sockaddr_in listener;
-};
-struct RootReply {
-  uint64_t magic;
-  uint64_t nonce;
-};
-struct PeerHello {
-  uint64_t key;  // magic ^ nonce: only members of this communicator
-  int32_t rank;
-  int32_t pad;
-};
-struct MessageHeader {
-  int32_t tag;
-  int32_t pad;
-  uint64_t bytes;
-};
 
 uint64_t random64() {
   std::random_device rd;
@@ -118,10 +88,9 @@ void serve_root(int listen_fd, uint64_t magic) {
         drop(fd, "wrong magic");
         continue;
       }
-      if (hello.nranks <= 0 || hello.nranks > kMaxRanks || (nranks > 0 && hello.nranks != nranks) ||
-          hello.rank < 0 || hello.rank >= hello.nranks) {
-        BRAID_WARN("bootstrap root: rank {} of {} does not fit this job ({} ranks); dropped", hello.rank,
-                   hello.nranks, nranks);
+      if (const char* problem = root_hello_problem(hello, magic, nranks)) {
+        BRAID_WARN("bootstrap root: hello from rank {} of {} does not fit this job ({} ranks): {}; dropped",
+                   hello.rank, hello.nranks, nranks, problem);
         ::close(fd);
         continue;
       }
@@ -280,7 +249,7 @@ class SocketBootstrap final : public Bootstrap {
       if (fd < 0) continue;
       PeerHello hello{};
       if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), &aborted_).is_ok() ||
-          hello.key != key_ || hello.rank < 0 || hello.rank >= nranks_ || in_fd_[hello.rank] >= 0) {
+          !peer_hello_ok(hello, key_, nranks_) || in_fd_[hello.rank] >= 0) {
         BRAID_INFO(kBootstrap, "bootstrap: rank {} dropped a connection without a valid hello", rank_);
         ::close(fd);
         continue;
@@ -296,8 +265,7 @@ class SocketBootstrap final : public Bootstrap {
     BRAID_TRY(accept_from(peer, deadline));
     MessageHeader header{};
     BRAID_TRY(recv_all(in_fd_[peer], &header, sizeof(header), deadline, &aborted_));
-    if (header.bytes > (uint64_t(1) << 32))
-      return BRAID_ERROR(ncclRemoteError, "malformed bootstrap message ({} bytes)", header.bytes);
+    BRAID_TRY(check_message_header(header));
     std::vector<char> msg(header.bytes);
     BRAID_TRY(recv_all(in_fd_[peer], msg.data(), msg.size(), deadline, &aborted_));
     queued_[{peer, header.tag}].push_back(std::move(msg));
@@ -314,21 +282,14 @@ class SocketBootstrap final : public Bootstrap {
   std::mutex mutex_;
 };
 
-Status decode_id(const ncclUniqueId& id, IdLayout* out) {
-  std::memcpy(out, id.internal, sizeof(*out));
-  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0)
-    return BRAID_ERROR(ncclInvalidArgument,
-                       "invalid or corrupted ncclUniqueId (not made by ncclGetUniqueId of this library)");
-  return Status::ok();
-}
+Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }
 
-}  // namespace
 
-Status bootstrap_create_root(ncclUniqueId* id) {
+Status create_root(ncclUniqueId* id, bool honour_comm_id) {
   IdLayout layout{};
   layout.version = kIdVersion;
-  std::string comm_id = env_string("BRAID_COMM_ID");
-  if (comm_id.empty() && std::getenv("NCCL_COMM_ID")) comm_id = std::getenv("NCCL_COMM_ID");
+  std::string comm_id = honour_comm_id ? env_string("BRAID_COMM_ID") : "";
+  if (honour_comm_id && comm_id.empty() && std::getenv("NCCL_COMM_ID")) comm_id = std::getenv("NCCL_COMM_ID");
   if (!comm_id.empty()) {
     // Every rank computes the same id from the variable; rank 0 hosts the root.
     BRAID_TRY(std::move(parse_ipv4_endpoint(comm_id, &layout.root)).context("NCCL_COMM_ID/BRAID_COMM_ID"));
@@ -347,8 +308,26 @@ Status bootstrap_create_root(ncclUniqueId* id) {
   return Status::ok();
 }
 
+}  // namespace
+
+Status bootstrap_create_root(ncclUniqueId* id) { return create_root(id, true); }
+Status bootstrap_create_private_root(ncclUniqueId* id) { return create_root(id, false); }
+Status bootstrap_check_id(const ncclUniqueId& id) {
+  IdLayout layout{};
+  return decode_id(id, &layout);
+}
+
+int first_rank_of_root(int root, int nranks, int nroots) {
+  return root * (nranks / nroots) + std::min(root, nranks % nroots);
+}
+int root_of_rank(int rank, int nranks, int nroots) {
+  const int per = nranks / nroots, extra = nranks % nroots;
+  const int big = extra * (per + 1);  // ranks held by the roots with one more
+  return rank < big ? rank / (per + 1) : extra + (rank - big) / per;
+}
+
 Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
-                          std::unique_ptr<Bootstrap>* out) {
+                          std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort) {
   IdLayout layout{};
   BRAID_TRY(decode_id(id, &layout));
   if (rank == 0 && (layout.flags & kRankZeroHostsRoot)) {
@@ -366,10 +345,10 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   RootReply reply{};
   std::vector<sockaddr_in> table(nranks);
   RootHello hello{layout.magic, rank, nranks, listener};
-  Status s = connect_tcp(layout.root, deadline, nullptr, &root_fd);
-  if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, nullptr);
-  if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, nullptr);
-  if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(sockaddr_in), deadline, nullptr);
+  Status s = connect_tcp(layout.root, deadline, abort, &root_fd);
+  if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, abort);
+  if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, abort);
+  if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(sockaddr_in), deadline, abort);
   if (root_fd >= 0) ::close(root_fd);
   if (s.is_ok() && reply.magic != layout.magic)
     s = BRAID_ERROR(ncclSystemError, "bootstrap root answered with a foreign magic");
@@ -380,6 +359,84 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   }
   BRAID_INFO(kBootstrap, "rank {}/{}: bootstrap done, listening on {}", rank, nranks, to_string(listener));
   *out = std::make_unique<SocketBootstrap>(rank, nranks, layout.magic ^ reply.nonce, listen_fd, std::move(table));
+  return Status::ok();
+}
+
+Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int rank, int nranks, Deadline deadline,
+                                   std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort) {
+  const int nroots = int(ids.size());
+  if (nroots < 1 || nroots > nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "nId {} must be in [1, nranks = {}]", nroots, nranks);
+  std::vector<IdLayout> layouts(nroots);
+  for (int k = 0; k < nroots; ++k)
+    BRAID_TRY(std::move(decode_id(ids[k], &layouts[k])).context(fmt::format("commIds[{}]", k)));
+  if (nroots == 1) return connect(ids[0], rank, nranks, deadline, out, abort);
+
+  const int k = root_of_rank(rank, nranks, nroots);
+  const int first = first_rank_of_root(k, nranks, nroots);
+  const int size = first_rank_of_root(k + 1, nranks, nroots) - first;
+  const int size0 = first_rank_of_root(1, nranks, nroots);
+  // Block k > 0 meets at its own root; block 0 meets at root 0 together with
+  // the first rank ("leader") of every other block: the upper group.
+  std::unique_ptr<Bootstrap> block, upper;
+  if (k > 0) BRAID_TRY(connect(ids[k], rank - first, size, deadline, &block, abort));
+  const bool in_upper = k == 0 || rank == first;
+  const int upper_rank = k == 0 ? rank : size0 + k - 1;
+  if (in_upper) BRAID_TRY(connect(ids[0], upper_rank, size0 + nroots - 1, deadline, &upper, abort));
+
+  // The final communicator listens on its own socket.
+  sockaddr_in me{};
+  me.sin_family = AF_INET;
+  BRAID_TRY(local_ipv4(&me.sin_addr));
+  int listen_fd = -1;
+  sockaddr_in listener{};
+  BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
+  auto fail = [&](Status s) {
+    ::close(listen_fd);
+    return std::move(s).context(fmt::format("rank {}/{}: scalable bootstrap over {} roots", rank, nranks, nroots));
+  };
+
+  constexpr int kTag = 0x5ca1ab1e;
+  std::vector<sockaddr_in> blk(size);
+  blk[rank - first] = listener;
+  if (block) {
+    Status s = block->allgather(blk.data(), sizeof(sockaddr_in));
+    if (!s.is_ok()) return fail(std::move(s));
+  }
+  // Rank 0 collects every block's table, picks the nonce, sends the result
+  // to the upper group; leaders pass it on to their blocks.
+  std::vector<char> result(sizeof(uint64_t) + size_t(nranks) * sizeof(sockaddr_in));
+  auto* table = reinterpret_cast<sockaddr_in*>(result.data() + sizeof(uint64_t));
+  Status s;
+  if (rank == 0) {
+    table[0] = listener;
+    for (int u = 1; u < size0 + nroots - 1 && s.is_ok(); ++u) {
+      int from_block = u < size0 ? 0 : u - size0 + 1;
+      int at = u < size0 ? u : first_rank_of_root(from_block, nranks, nroots);
+      int count = u < size0 ? 1 : first_rank_of_root(from_block + 1, nranks, nroots) - at;
+      s = upper->recv(u, kTag, table + at, size_t(count) * sizeof(sockaddr_in));
+    }
+    uint64_t nonce = random64();
+    std::memcpy(result.data(), &nonce, sizeof(nonce));
+    for (int u = 1; u < size0 + nroots - 1 && s.is_ok(); ++u) s = upper->send(u, kTag, result.data(), result.size());
+  } else if (in_upper) {
+    s = k == 0 ? upper->send(0, kTag, &listener, sizeof(listener))
+               : upper->send(0, kTag, blk.data(), blk.size() * sizeof(sockaddr_in));
+    if (s.is_ok()) s = upper->recv(0, kTag, result.data(), result.size());
+  }
+  if (s.is_ok() && block) {
+    if (rank == first)
+      for (int b = 1; b < size && s.is_ok(); ++b) s = block->send(b, kTag, result.data(), result.size());
+    else
+      s = block->recv(0, kTag, result.data(), result.size());
+  }
+  if (!s.is_ok()) return fail(std::move(s));
+  uint64_t nonce = 0;
+  std::memcpy(&nonce, result.data(), sizeof(nonce));
+  std::vector<sockaddr_in> all(table, table + nranks);
+  BRAID_INFO(kBootstrap, "rank {}/{}: bootstrap over {} roots done, listening on {}", rank, nranks, nroots,
+             to_string(listener));
+  *out = std::make_unique<SocketBootstrap>(rank, nranks, layouts[0].magic ^ nonce, listen_fd, std::move(all));
   return Status::ok();
 }
 

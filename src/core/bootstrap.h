@@ -10,9 +10,11 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 #include "src/core/deadline.h"
@@ -22,14 +24,33 @@ namespace braid {
 
 // Fills *id with a fresh root address + magic and starts the root listener
 // (a background thread that serves one rendezvous and then exits).
+// NCCL_COMM_ID / BRAID_COMM_ID, when set, name the root instead.
 Status bootstrap_create_root(ncclUniqueId* id);
+// Always a fresh root on this host, whatever NCCL_COMM_ID says: for
+// communicators derived from another (split, shrink).
+Status bootstrap_create_private_root(ncclUniqueId* id);
+// Checks that id looks like one ncclGetUniqueId made (ncclInvalidArgument if not).
+Status bootstrap_check_id(const ncclUniqueId& id);
+
+// Several roots (ncclCommInitRankScalable): ranks are dealt to roots in
+// contiguous blocks, the first nranks % nroots roots taking one more, as NCCL
+// does.  root_of_rank(first_rank_of_root(k)) == k.
+int first_rank_of_root(int root, int nranks, int nroots);
+int root_of_rank(int rank, int nranks, int nroots);
 
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;
   // Rendezvous through the root named by `id`.
+  // `abort`, if given, makes the rendezvous give up early when it rises.
   static Status connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
-                        std::unique_ptr<Bootstrap>* out);
+                        std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort = nullptr);
+  // Rendezvous through several roots: each rank meets its block at
+  // ids[root_of_rank(rank)]; block 0 and the first rank of every other block
+  // then meet at ids[0], where rank 0 assembles the global address table and
+  // sends it back down.  One id behaves exactly like connect().
+  static Status connect_scalable(const std::vector<ncclUniqueId>& ids, int rank, int nranks, Deadline deadline,
+                                 std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort = nullptr);
 
   virtual int rank() const = 0;
   virtual int nranks() const = 0;

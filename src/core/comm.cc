@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "src/core/env.h"
 #include "src/core/log.h"
@@ -18,6 +19,21 @@ ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
 
 namespace braid {
+
+bool AsyncJob::wait(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex);
+  return cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done; });
+}
+
+void AsyncJob::finish(ncclResult_t r) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    result = r;
+    done = true;
+  }
+  cv.notify_all();
+}
+
 namespace {
 
 std::mutex registry_mutex;
@@ -102,6 +118,56 @@ bool comm_is_live(const ncclComm* comm) {
   std::lock_guard<std::mutex> lock(registry_mutex);
   return registry().count(comm) == 1;
 }
+bool comm_is_live_locked(const ncclComm* comm) { return registry().count(comm) == 1; }
+std::mutex& comm_registry_mutex() { return registry_mutex; }
+
+bool comm_acquire(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(registry_mutex);
+  if (registry().count(comm) == 0) return false;
+  comm->running.fetch_add(1);
+  return true;
+}
+void comm_release(ncclComm* comm) { comm->running.fetch_sub(1); }
+
+bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (comm->running.load() > 0) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+Status comm_wait_job(ncclComm* comm) {
+  std::shared_ptr<AsyncJob> job;
+  {
+    std::lock_guard<std::mutex> lock(comm->job_mutex);
+    job = comm->job;
+  }
+  if (!job) return Status::ok();
+  int64_t timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
+  if (!job->wait(timeout_ms + 1000))
+    return BRAID_ERROR(ncclSystemError, "the communicator's background work did not finish within BRAID_TIMEOUT");
+  return Status::ok();
+}
+
+ncclResult_t comm_async_state(ncclComm* comm) {
+  ncclResult_t sticky = ncclResult_t(comm->async_error.load());
+  if (sticky != ncclSuccess) return sticky;
+  std::shared_ptr<AsyncJob> job;
+  {
+    std::lock_guard<std::mutex> lock(comm->job_mutex);
+    job = comm->job;
+  }
+  if (job) {
+    std::lock_guard<std::mutex> lock(job->mutex);
+    if (!job->done) return ncclInProgress;
+    if (job->result != ncclSuccess) return job->result;
+  }
+  // Revoked: in progress until the work it interrupted has let go.
+  if (comm->revoked && comm->running.load() > 0) return ncclInProgress;
+  return ncclResult_t(comm->async_error.load());
+}
 
 uint64_t host_hash() {
   std::string id = env_string("BRAID_HOSTID");
@@ -121,13 +187,35 @@ Status make_router_transport(const TransportContext& ctx, std::unique_ptr<Transp
   return Status::ok();
 }
 
+namespace {
+// Everything after the bootstrap: peer exchange and transports.
+Status comm_setup(ncclComm* comm);
+}  // namespace
+
 Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, const ncclConfig_t* config) {
   int64_t timeout_s = env_int("BRAID_TIMEOUT");
   Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_s * 1000));
-  comm->rank = rank;
-  comm->nranks = nranks;
-  if (config) comm->config = *config;
-  BRAID_TRY(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap));
+  // rank, nranks and config were set by the caller before this (maybe
+  // background) init started, so queries never race with it.
+  (void)config;
+  BRAID_TRY(Bootstrap::connect(id, rank, nranks, deadline, &comm->bootstrap, &comm->stop));
+  return comm_setup(comm);
+}
+
+Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nranks, int rank,
+                          const ncclConfig_t* config) {
+  int64_t timeout_s = env_int("BRAID_TIMEOUT");
+  Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_s * 1000));
+  // rank, nranks and config were set by the caller before this (maybe
+  // background) init started, so queries never race with it.
+  (void)config;
+  BRAID_TRY(Bootstrap::connect_scalable(ids, rank, nranks, deadline, &comm->bootstrap, &comm->stop));
+  return comm_setup(comm);
+}
+
+namespace {
+Status comm_setup(ncclComm* comm) {
+  const int rank = comm->rank, nranks = comm->nranks;
   comm->comm_hash = comm->bootstrap->comm_hash();
 
   std::string mode = env_string("BRAID_TRANSPORT");
@@ -196,9 +284,11 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
     BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
     comm->cuda_device = probe.device;
   }
+  comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
              comm->device ? "cuda" : mode, comm->tile_bytes);
   return Status::ok();
 }
+}  // namespace
 
 }  // namespace braid

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,13 +25,54 @@ struct Schedule;
 class PlanCache;
 class DeviceBackend;
 class RealComm;
+
+// Work a non-blocking communicator runs in the background (its init, or a
+// group).  Shared by every communicator the work touches; `done` flips once,
+// after the worker wrote every result it will write.
+struct AsyncJob {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  ncclResult_t result = ncclSuccess;
+  // Blocks until done; false if `timeout_ms` passed first.
+  bool wait(int64_t timeout_ms);
+  void finish(ncclResult_t r);
+};
+
+// A ncclRedOpCreatePreMulSum op: sum of (scalar * input).  Immediate scalars
+// are copied at creation; "device" ones (host memory on this backend) are
+// read when a collective runs, as NCCL reads them when its kernel runs.
+struct PreMulSumOp {
+  ncclDataType_t type = ncclFloat;
+  ncclScalarResidence_t residence = ncclScalarHostImmediate;
+  uint64_t immediate = 0;         // the scalar's bytes (up to 8)
+  const void* pointer = nullptr;  // ncclScalarDevice
+};
+
+// One ncclCommRegister registration (the handle points at it).
+struct Registration {
+  void* base = nullptr;
+  size_t size = 0;
+};
 }  // namespace braid
+
+// A window from ncclCommWindowRegister: every rank's base and size, gathered
+// at registration (the device AlltoAll API reads peers' entries).
+struct ncclWindow_vidmem {
+  ncclComm* comm = nullptr;
+  int flags = 0;
+  struct Extent {
+    uint64_t base = 0;
+    uint64_t size = 0;
+  };
+  std::vector<Extent> ranks;  // indexed by rank; ranks[comm->rank] is ours
+};
 
 struct ncclComm {
   int rank = -1;
   int nranks = 0;
   int cuda_device = -1;  // -1: host backend
-  ncclConfig_t config{};
+  ncclConfig_t config NCCL_CONFIG_INITIALIZER;
   uint64_t comm_hash = 0;
   uint64_t tile_bytes = 0;  // fragment size every rank agreed on at init
 
@@ -50,6 +93,24 @@ struct ncclComm {
   std::mutex error_mutex;
   std::string last_error;
 
+  std::atomic<bool> ready{false};  // init finished: transport and bootstrap exist
+  // ncclCommRevoke: no new work; in-flight work is stopped.  `stop` is what
+  // the executor watches (abort or revoke).
+  std::atomic<bool> revoked{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int> running{0};  // groups executing on this comm right now
+  // Non-blocking communicators (config.blocking == 0): the background job in
+  // flight, if any (init or a group).
+  std::mutex job_mutex;
+  std::shared_ptr<braid::AsyncJob> job;
+  bool nonblocking() const { return config.blocking == 0; }
+
+  // Per-communicator objects the API hands out (touched by the owning thread).
+  std::map<int, braid::PreMulSumOp> user_ops;  // key: ncclRedOp_t value >= ncclNumOps
+  int next_user_op = ncclNumOps;
+  std::map<void*, std::unique_ptr<braid::Registration>> registrations;
+  std::map<ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
+
   ncclComm();
   ~ncclComm();
 };
@@ -59,12 +120,45 @@ namespace braid {
 // Runs the whole init protocol for one rank (bootstrap, peer exchange,
 // transports).  Leaves *comm ready for collectives.
 Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, const ncclConfig_t* config);
+// The same with several roots (ncclCommInitRankScalable): rank r meets the
+// others through ids[root_of_rank(r)] (see bootstrap.h).
+Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nranks, int rank,
+                          const ncclConfig_t* config);
 
 // Live-communicator registry: lets the API tell a valid handle from a
 // destroyed or garbage one without touching freed memory.
 void comm_register(ncclComm* comm);
+bool comm_is_live_locked(const ncclComm* comm);  // caller holds comm_registry_mutex()
 bool comm_unregister(ncclComm* comm);  // false if it was not live
 bool comm_is_live(const ncclComm* comm);
+// Runs fn(comm) only if comm is live, holding the registry lock so that no
+// ncclCommAbort/Destroy can free it meanwhile.
+template <class F>
+bool comm_if_live(ncclComm* comm, F&& fn);
+
+// Marks comm as in use by this call (false if it is not live).  Abort and
+// Destroy unregister first and then wait until no use is left, so a
+// communicator is never freed under a thread that is running on it.
+bool comm_acquire(ncclComm* comm);
+void comm_release(ncclComm* comm);
+// Waits until nothing runs on an (unregistered) comm; false on timeout.
+bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms);
+std::mutex& comm_registry_mutex();
+// Waits for the communicator's background job (non-blocking mode), bounded by
+// BRAID_TIMEOUT; its failure is not this call's failure.
+Status comm_wait_job(ncclComm* comm);
+// What ncclCommGetAsyncError reports: a sticky error, else ncclInProgress
+// while background work (or a revoked group) is still running, else the
+// outcome of the last background job.
+ncclResult_t comm_async_state(ncclComm* comm);
+
+template <class F>
+bool comm_if_live(ncclComm* comm, F&& fn) {
+  std::lock_guard<std::mutex> lock(comm_registry_mutex());
+  if (!comm_is_live_locked(comm)) return false;
+  fn(comm);
+  return true;
+}
 
 // Identity of this host (BRAID_HOSTID overrides), as a hash.
 uint64_t host_hash();

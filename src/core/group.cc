@@ -11,6 +11,7 @@
 #include "src/core/datatype.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
+#include "src/core/premul.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
 #include "src/exec/host/collective_task.h"
@@ -83,7 +84,9 @@ void record_error(ncclComm* comm, const Status& s) {
 
 Status run_inits(std::vector<InitCall>& inits) {
   auto init_one = [](InitCall& call) {
-    return comm_init(call.comm, call.id, call.nranks, call.rank, call.has_config ? &call.config : nullptr);
+    const ncclConfig_t* config = call.has_config ? &call.config : nullptr;
+    if (!call.scalable_ids.empty()) return comm_init_scalable(call.comm, call.scalable_ids, call.nranks, call.rank, config);
+    return comm_init(call.comm, call.id, call.nranks, call.rank, config);
   };
   if (inits.size() == 1) return init_one(inits[0]);
   // Several ranks initialised from one thread must rendezvous concurrently.
@@ -93,6 +96,22 @@ Status run_inits(std::vector<InitCall>& inits) {
     threads.emplace_back([&, i] { results[i] = init_one(inits[i]); });
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
+  return Status::ok();
+}
+
+// PreMulSum: the inputs are scaled into staging copies that live until the
+// group is done, and the collective runs as Sum over them.
+Status stage_premul(std::vector<CollectiveCall>& collectives, std::vector<std::vector<char>>* staging) {
+  for (CollectiveCall& c : collectives) {
+    if (!c.has_premul) continue;
+    const PreMulSumOp& op = c.premul;
+    const void* scalar = op.residence == ncclScalarDevice ? op.pointer : &op.immediate;
+    size_t elems = c.collective == Collective::ReduceScatter ? c.count * size_t(c.comm->nranks) : c.count;
+    staging->emplace_back(elems * datatype_size(c.type));
+    scale_by(staging->back().data(), c.sendbuff, elems, c.type, scalar);
+    c.sendbuff = staging->back().data();
+    c.op = ncclSum;
+  }
   return Status::ok();
 }
 
@@ -129,6 +148,9 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   if (!device_collectives.empty() || !device_p2ps.empty()) BRAID_TRY(run_device_work(device_collectives, device_p2ps));
   if (collectives.empty() && p2ps.empty()) return Status::ok();
 
+  BRAID_TRY(check_agreement(collectives));
+  std::vector<std::vector<char>> staging;
+  BRAID_TRY(stage_premul(collectives, &staging));
   std::vector<ncclComm*> comms;
   std::map<ncclComm*, size_t> queue_of;
   auto queue_index = [&](ncclComm* comm) {
@@ -139,7 +161,8 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   for (const auto& c : collectives) queue_index(c.comm);
   for (const auto& p : p2ps) queue_index(p.comm);
   std::vector<TaskQueue> queues(comms.size());
-  for (size_t i = 0; i < comms.size(); ++i) queues[i].abort = &comms[i]->aborting;
+  // Abort and revoke both raise `stop`.
+  for (size_t i = 0; i < comms.size(); ++i) queues[i].abort = &comms[i]->stop;
 
   // BRAID_STRAGGLER (src/plan/straggler.h): a lone AllReduce may run
   // StragglAR, and in auto mode carries the duration exchange.
@@ -197,7 +220,7 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
     std::unique_ptr<Task> task;
     BRAID_TRY(make_task(stamps, schedule, nullptr, &task, kStragglerStampChannel));
     queues.emplace_back();
-    queues.back().abort = &comm->aborting;
+    queues.back().abort = &comm->stop;
     queues.back().tasks.push_back(std::move(task));
   }
   Status s = run_task_queues(queues);
@@ -205,24 +228,87 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   return s;
 }
 
-Status end_outermost() {
-  GroupState work = std::move(group);
-  group = GroupState{};
+// Every communicator the group touches, once each.
+std::vector<ncclComm*> comms_of(const GroupState& work) {
+  std::vector<ncclComm*> comms;
+  auto add = [&](ncclComm* c) {
+    if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+  };
+  for (const auto& i : work.inits) add(i.comm);
+  for (const auto& c : work.collectives) add(c.comm);
+  for (const auto& p : work.p2ps) add(p.comm);
+  return comms;
+}
+
+// Runs a whole group and records its outcome on each communicator.
+Status execute(GroupState& work) {
+  const std::vector<ncclComm*> comms = comms_of(work);  // before the work is moved out
   Status s = run_inits(work.inits);
   if (!s.is_ok())
     for (const auto& init : work.inits) init.comm->async_error = s.code();
-  if (s.is_ok()) s = run_work(work.collectives, work.p2ps);
+  if (s.is_ok()) s = run_work(std::move(work.collectives), work.p2ps);
   if (!s.is_ok()) {
-    for (const auto& c : work.collectives) record_error(c.comm, s);
-    for (const auto& p : work.p2ps) record_error(p.comm, s);
-    // A transfer that failed midway leaves connections in an unknown state:
-    // the communicator is unusable from here (NCCL's async error).
-    if (s.code() == ncclRemoteError || s.code() == ncclSystemError || s.code() == ncclInternalError) {
-      for (const auto& c : work.collectives) c.comm->async_error = s.code();
-      for (const auto& p : work.p2ps) p.comm->async_error = s.code();
+    for (ncclComm* comm : comms) {
+      record_error(comm, s);
+      // A transfer that failed midway leaves connections in an unknown state:
+      // the communicator is unusable from here (NCCL's async error).  A
+      // revoked communicator is stopped on purpose: it reports quiescence.
+      bool broken = s.code() == ncclRemoteError || s.code() == ncclSystemError || s.code() == ncclInternalError;
+      if (comm->revoked) s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
+      else if (broken) comm->async_error = s.code();
     }
   }
   return s;
+}
+
+Status end_outermost() {
+  GroupState work = std::move(group);
+  group = GroupState{};
+  std::vector<ncclComm*> comms = comms_of(work);
+  // Hold every communicator so Abort/Destroy from another thread waits for us.
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!comm_acquire(comms[i])) {
+      for (size_t j = 0; j < i; ++j) comm_release(comms[j]);
+      return BRAID_ERROR(ncclInvalidArgument, "a communicator used in this group was destroyed before ncclGroupEnd");
+    }
+  }
+  auto release_all = [comms] {
+    for (ncclComm* c : comms) comm_release(c);
+  };
+  // Work on a communicator runs in call order: finish its background job first.
+  for (ncclComm* c : comms) {
+    Status s = comm_wait_job(c);
+    if (!s.is_ok()) {
+      release_all();
+      return s;
+    }
+  }
+  bool async = false;
+  for (ncclComm* c : comms) async |= c->nonblocking();
+  for (const auto& i : work.inits) async |= i.has_config && i.config.blocking == 0;
+  if (!async) {
+    Status s = execute(work);
+    release_all();
+    return s;
+  }
+  // Non-blocking: the group runs on a worker; callers poll ncclCommGetAsyncError.
+  auto job = std::make_shared<AsyncJob>();
+  for (ncclComm* c : comms) {
+    std::lock_guard<std::mutex> lock(c->job_mutex);
+    c->job = job;
+  }
+  std::thread([work = std::move(work), job, release_all]() mutable {
+    Status s;
+    try {
+      s = execute(work);
+    } catch (const std::exception& e) {
+      s = BRAID_ERROR(ncclInternalError, "unexpected exception in a background group: {}", e.what());
+    }
+    if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
+    job->finish(s.code());
+    release_all();
+  }).detach();
+  return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
 }
 
 }  // namespace
@@ -235,6 +321,20 @@ Status group_end() {
   if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");
   if (--group.depth > 0) return Status::ok();
   return end_outermost();
+}
+
+Status group_simulate_end(ncclSimInfo_t* sim) {
+  if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupSimulateEnd called without ncclGroupStart");
+  if (--group.depth > 0) return Status::ok();
+  GroupState work = std::move(group);
+  group = GroupState{};
+  BRAID_TRY(run_inits(work.inits));
+  for (ncclComm* c : comms_of(work))
+    if (!comm_is_live(c)) return BRAID_ERROR(ncclInvalidArgument, "a communicator of this group was destroyed");
+  double us = 0;
+  BRAID_TRY(estimate_group_us(work.collectives, work.p2ps, &us));
+  sim->estimatedTime = float(us);
+  return Status::ok();
 }
 
 Status enqueue(const CollectiveCall& call) {

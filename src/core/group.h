@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "braid/schedule.h"
 #include "nccl.h"
+#include "src/core/comm.h"
 #include "src/core/status.h"
 
 namespace braid {
@@ -25,6 +27,10 @@ struct CollectiveCall {
   ncclRedOp_t op = ncclSum;
   int root = 0;
   cudaStream_t stream = nullptr;  // device backends enqueue on it; the host backend ignores it
+  // op is a PreMulSum op: its definition, taken when the call was made (NCCL
+  // lets the op be destroyed as soon as the call that uses it returns).
+  bool has_premul = false;
+  PreMulSumOp premul;
 };
 
 struct P2PCall {
@@ -44,6 +50,7 @@ struct InitCall {
   int rank = 0;
   ncclConfig_t config{};
   bool has_config = false;
+  std::vector<ncclUniqueId> scalable_ids;  // ncclCommInitRankScalable: all the roots (else `id`)
 };
 
 void group_start();
@@ -56,5 +63,22 @@ bool group_active();
 Status enqueue(const CollectiveCall& call);
 Status enqueue(const P2PCall& call);
 Status enqueue(const InitCall& call);
+
+// ncclGroupSimulateEnd: ends the outermost group like group_end, but instead
+// of running the queued collectives and sends/receives it checks them (plans
+// a schedule for each), writes an alpha-beta estimate of their time in
+// microseconds to sim->estimatedTime, and discards them.  Queued inits run.
+Status group_simulate_end(ncclSimInfo_t* sim);
+
+// BRAID_CHECK=1: the ranks of each communicator compare what they queued
+// (collective, count, datatype, op, root) through the bootstrap before any
+// data moves; any difference fails the group on every rank with
+// ncclInvalidUsage.  Does nothing when BRAID_CHECK is 0.
+Status check_agreement(const std::vector<CollectiveCall>& collectives);
+
+// The alpha-beta estimate behind group_simulate_end (group_sim.cc); plans a
+// schedule for every collective, so a call no schedule can run fails here.
+Status estimate_group_us(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps,
+                         double* us);
 
 }  // namespace braid

@@ -9,6 +9,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "nccl.h"
 #include "src/core/comm.h"
@@ -45,7 +46,33 @@ ncclResult_t guarded(ncclComm* comm, const char* function, Body&& body) noexcept
 // Argument checks shared by the entry points (NCCL's codes and wording).
 Status check_comm(const ncclComm* comm);
 Status check_type(ncclDataType_t type);
-Status check_op(ncclRedOp_t op);
+// A built-in op, or a PreMulSum op created on this comm for this datatype.
+Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
+Status check_config(const ncclConfig_t* config);
+
+// Creates a communicator (ncclCommInitRank*, Split, Shrink): checks, queues
+// the init in the calling thread's group.  ncclInProgress (a non-blocking
+// config) leaves *out set; the init then completes in the background.
+// scalable_ids non-empty: ncclCommInitRankScalable's roots (id is unused).
+Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                 const std::vector<ncclUniqueId>& scalable_ids = {});
+// Frees a communicator nothing runs on any more.
+void destroy_comm(ncclComm* comm);
+
+// RAII use of a communicator by one API call (see comm_acquire).
+class CommUse {
+ public:
+  explicit CommUse(ncclComm* comm) : comm_(comm_acquire(comm) ? comm : nullptr) {}
+  ~CommUse() {
+    if (comm_) comm_release(comm_);
+  }
+  bool ok() const { return comm_ != nullptr; }
+  CommUse(const CommUse&) = delete;
+  CommUse& operator=(const CommUse&) = delete;
+
+ private:
+  ncclComm* comm_;
+};
 Status check_root(const ncclComm* comm, int root);
 Status check_buffer(const void* buffer, const char* name, size_t count);
 

@@ -13,6 +13,7 @@ namespace {
 Status check_usable(ncclComm* comm) {
   BRAID_TRY(check_comm(comm));
   poll_device_error(comm);
+  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
   ncclResult_t async = ncclResult_t(comm->async_error.load());
   if (async != ncclSuccess)
     return Status::error(async, "communicator has an earlier asynchronous error; abort and recreate it");
@@ -27,9 +28,10 @@ struct CollectiveSpec {
 
 Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
                   ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream) {
+  CommUse use(comm);  // an Abort from another thread waits for this call
   BRAID_TRY(check_usable(comm));
   BRAID_TRY(check_type(type));
-  if (spec.reduces) BRAID_TRY(check_op(op));
+  if (spec.reduces) BRAID_TRY(check_op(comm, op, type));
   if (spec.rooted) BRAID_TRY(check_root(comm, root));
   bool is_root = comm->rank == root;
   // NCCL lets non-root ranks pass NULL for the buffer they do not use.
@@ -47,11 +49,16 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   call.op = spec.reduces ? op : ncclSum;
   call.root = spec.rooted ? root : 0;
   call.stream = stream;
+  if (spec.reduces && int(op) >= int(ncclNumOps)) {
+    call.has_premul = true;
+    call.premul = comm->user_ops.at(int(op));  // check_op found it
+  }
   return enqueue(call);
 }
 
 Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
            cudaStream_t stream) {
+  CommUse use(comm);
   BRAID_TRY(check_usable(comm));
   BRAID_TRY(check_type(type));
   if (peer < 0 || peer >= comm->nranks)
@@ -175,3 +182,14 @@ BRAID_API ncclResult_t ncclGroupEnd() {
   return guarded(nullptr, "ncclGroupEnd", [] { return group_end(); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupEnd, ())
+
+BRAID_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  return guarded(nullptr, "ncclGroupSimulateEnd", [&] {
+    if (!simInfo) return BRAID_ERROR(ncclInvalidArgument, "simInfo is NULL");
+    if (simInfo->magic != 0x74685283)
+      return BRAID_ERROR(ncclInvalidArgument, "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (magic {:#x})",
+                         simInfo->magic);
+    return group_simulate_end(simInfo);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))

@@ -28,10 +28,10 @@ ncclResult_t report(ncclComm* comm, const char* function, Status status) {
   std::string message = fmt::format("{}: {}", function, status.to_string());
   BRAID_WARN("{}", message);
   set_global_last_error(message);
-  if (comm && comm_is_live(comm)) {
-    std::lock_guard<std::mutex> lock(comm->error_mutex);
-    comm->last_error = message;
-  }
+  if (comm) comm_if_live(comm, [&](ncclComm* c) {
+      std::lock_guard<std::mutex> lock(c->error_mutex);
+      c->last_error = message;
+    });
   return status.code();
 }
 
@@ -50,9 +50,28 @@ Status check_type(ncclDataType_t type) {
   return Status::ok();
 }
 
-Status check_op(ncclRedOp_t op) {
-  if (int(op) < 0 || op >= ncclNumOps)
-    return BRAID_ERROR(ncclInvalidArgument, "invalid reduction op {} (no such built-in or created op)", int(op));
+Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
+  if (int(op) >= 0 && op < ncclNumOps) return Status::ok();
+  auto it = comm->user_ops.find(int(op));
+  if (int(op) < 0 || it == comm->user_ops.end())
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "invalid reduction op {} (not a built-in op, nor one created on this communicator, or destroyed)",
+                       int(op));
+  if (it->second.type != type)
+    return BRAID_ERROR(ncclInvalidArgument, "reduction op {} was created for datatype {}, used with datatype {}",
+                       int(op), int(it->second.type), int(type));
+  return Status::ok();
+}
+
+Status check_config(const ncclConfig_t* config) {
+  if (!config) return Status::ok();
+  if (config->magic != 0xcafebeef)
+    return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic {:#x})",
+                       config->magic);
+  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+    return BRAID_ERROR(ncclInvalidArgument, "config size {} is too small", config->size);
+  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
+    return BRAID_ERROR(ncclInvalidArgument, "config blocking = {} (expected 0 or 1)", config->blocking);
   return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 #include <cstring>
 #include <thread>
 
+#include "src/core/env.h"
 #include "src/core/group.h"
 #include "src/core/log.h"
 #include "src/shim/api.h"
@@ -10,19 +11,10 @@
 
 using namespace braid;
 
-namespace {
+namespace braid {
 
-Status check_config(const ncclConfig_t* config) {
-  if (!config) return Status::ok();
-  if (config->magic != 0xcafebeef)
-    return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic {:#x})",
-                       config->magic);
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return BRAID_ERROR(ncclInvalidArgument, "config size {} is too small", config->size);
-  return Status::ok();
-}
-
-Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, ncclConfig_t* config) {
+Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                 const std::vector<ncclUniqueId>& scalable_ids) {
   if (!out) return BRAID_ERROR(ncclInvalidArgument, "comm pointer is NULL");
   *out = nullptr;
   if (nranks < 1) return BRAID_ERROR(ncclInvalidArgument, "nranks {} must be at least 1", nranks);
@@ -34,26 +26,66 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   call.id = id;
   call.nranks = nranks;
   call.rank = rank;
+  call.scalable_ids = scalable_ids;
   if (config) {
     // Copy only the fields the caller's (possibly older, smaller) struct has.
     call.config = ncclConfig_t NCCL_CONFIG_INITIALIZER;
     std::memcpy(&call.config, config, std::min(config->size, sizeof(ncclConfig_t)));
     call.has_config = true;
+    comm->config = call.config;
   }
+  // Set before the (maybe background) init starts: queries read them.
+  comm->rank = rank;
+  comm->nranks = nranks;
   comm_register(comm.get());
   Status s = enqueue(call);
-  if (!s.is_ok()) {
+  if (!s.is_ok() && s.code() != ncclInProgress) {
     comm_unregister(comm.get());
     return s;
   }
   *out = comm.release();
-  return Status::ok();
+  return s;
 }
 
-void destroy(ncclComm* comm) {
+void destroy_comm(ncclComm* comm) {
+  // A revoked, aborted or failed communicator has nothing worth draining to
+  // its peers: do not let the transports wait for them on the way out.
+  bool broken = comm->stop.load() || comm->async_error.load() != ncclSuccess;
+  if (broken && comm->transport) comm->transport->abort();
   comm->transport.reset();
   comm->bootstrap.reset();
   delete comm;
+}
+
+}  // namespace braid
+
+namespace {
+
+// Frees comm once no thread runs on it.  A thread that does not let go
+// within the timeout keeps the memory (leaked, with a warning) rather than
+// having it freed under it.
+Status retire(ncclComm* comm, const char* what) {
+  int64_t timeout_ms = env_int("BRAID_TIMEOUT") * 1000 + 1000;
+  if (!comm_wait_idle(comm, timeout_ms)) {
+    BRAID_WARN("{}: work on comm {} did not stop within BRAID_TIMEOUT; its memory is not freed",
+               what, static_cast<void*>(comm));
+    return BRAID_ERROR(ncclInternalError, "{}: communicator still in use after BRAID_TIMEOUT", what);
+  }
+  destroy_comm(comm);
+  return Status::ok();
+}
+
+// Stops everything running on comm: the executor watches `stop`, the
+// transports and the bootstrap are woken from their waits.
+void stop_comm(ncclComm* comm) {
+  comm->aborting = true;
+  comm->stop = true;
+  if (comm->ready.load(std::memory_order_acquire)) {
+    if (comm->device) comm->device->abort();  // releases kernels waiting on peers
+    if (comm->real) comm->real->abort();
+    if (comm->transport) comm->transport->abort();
+    if (comm->bootstrap) comm->bootstrap->abort();
+  }
 }
 
 }  // namespace
@@ -108,7 +140,7 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
     Status end = group_end();
     if (first.is_ok() && end.is_ok()) return Status::ok();
     for (int i = 0; i < ndev; ++i)
-      if (comms[i] && comm_unregister(comms[i])) destroy(comms[i]), comms[i] = nullptr;
+      if (comms[i] && comm_unregister(comms[i])) destroy_comm(comms[i]), comms[i] = nullptr;
     return first.is_ok() ? end : first;
   });
 }
@@ -117,7 +149,10 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int nd
 BRAID_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded(comm, "ncclCommFinalize", [&] {
     BRAID_TRY(check_comm(comm));
-    // Host collectives complete before their call returns: nothing is in flight.
+    if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "ncclCommFinalize after ncclCommRevoke is invalid");
+    // Blocking host collectives complete before their call returns; a
+    // non-blocking communicator's background work is waited for here.
+    BRAID_TRY(comm_wait_job(comm));
     comm->finalized = true;
     return Status::ok();
   });
@@ -130,8 +165,10 @@ BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed twice?)",
                          static_cast<void*>(comm));
-    destroy(comm);
-    return Status::ok();
+    // Pending background work finishes first (NCCL's Destroy waits too); if
+    // it cannot, it is stopped.
+    if (!comm_wait_idle(comm, env_int("BRAID_TIMEOUT") * 1000 + 1000)) stop_comm(comm);
+    return retire(comm, "ncclCommDestroy");
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
@@ -141,13 +178,8 @@ BRAID_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
     if (!comm) return Status::ok();  // NCCL: aborting NULL is a no-op
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator", static_cast<void*>(comm));
-    comm->aborting = true;
-    if (comm->device) comm->device->abort();
-    if (comm->real) comm->real->abort();
-    if (comm->transport) comm->transport->abort();
-    if (comm->bootstrap) comm->bootstrap->abort();
-    destroy(comm);
-    return Status::ok();
+    stop_comm(comm);
+    return retire(comm, "ncclCommAbort");
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
@@ -188,7 +220,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
     poll_device_error(comm);
-    *error = ncclResult_t(comm->async_error.load());
+    *error = comm_async_state(comm);
     return Status::ok();
   });
 }
@@ -213,12 +245,11 @@ BRAID_API const char* ncclGetLastError(ncclComm_t comm) {
   // Valid until this thread's next call (NCCL gives the same guarantee).
   thread_local std::string text;
   try {
-    if (comm && comm_is_live(comm)) {
-      std::lock_guard<std::mutex> lock(comm->error_mutex);
-      text = comm->last_error;
-    } else {
-      text = global_last_error();
-    }
+    bool live = comm && comm_if_live(comm, [&](ncclComm* c) {
+      std::lock_guard<std::mutex> lock(c->error_mutex);
+      text = c->last_error;
+    });
+    if (!live) text = global_last_error();
   } catch (...) {
     text.clear();
   }
@@ -228,3 +259,6 @@ BRAID_PROFILING_ALIAS(const char*, ncclGetLastError, (ncclComm_t comm))
 
 BRAID_API void ncclResetDebugInit() { log_reset(); }
 BRAID_PROFILING_ALIAS(void, ncclResetDebugInit, ())
+
+// NCCL exports this internal helper too; it re-reads the debug settings.
+BRAID_API void ncclResetDebugInitInternal() { log_reset(); }

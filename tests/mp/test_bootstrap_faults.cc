@@ -34,7 +34,7 @@ int connect_to(const sockaddr_in& addr) {
 
 }  // namespace
 
-TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[mp][bootstrap][faults]") {
+TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[mp][bootstrap][faults][threads]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   sockaddr_in root = root_address(id);

@@ -44,7 +44,7 @@ TEST_CASE("alltoallv through grouped send/recv, including self and zero counts",
   CHECK(run_ranks_as_processes(4, alltoallv) == 0);
 }
 
-TEST_CASE("ring exchange with several messages to the same peer keeps their order", "[mp][p2p]") {
+TEST_CASE("ring exchange with several messages to the same peer keeps their order", "[mp][p2p][threads]") {
   CHECK(run_ranks_as_threads(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           int next = (rank + 1) % n, prev = (rank + n - 1) % n;
           const size_t sizes[] = {1, 70000, 0, 3};  // several fragments, then tiny ones
@@ -88,7 +88,7 @@ TEST_CASE("send/recv size mismatch is reported, not silently truncated", "[mp][p
   unsetenv("BRAID_TIMEOUT");
 }
 
-TEST_CASE("one group mixing collectives and send/recv", "[mp][p2p]") {
+TEST_CASE("one group mixing collectives and send/recv", "[mp][p2p][threads]") {
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           std::vector<float> a(1000, float(rank + 1)), b(1000), c(3000), msg(10, float(rank)), got(10, -1);
           MP_NCCL(f, ncclGroupStart());
@@ -106,7 +106,7 @@ TEST_CASE("one group mixing collectives and send/recv", "[mp][p2p]") {
         }) == 0);
 }
 
-TEST_CASE("ncclCommInitAll and one thread driving a group over all its communicators", "[mp][initall]") {
+TEST_CASE("ncclCommInitAll and one thread driving a group over all its communicators", "[mp][initall][threads]") {
   const int n = 4;
   std::vector<ncclComm_t> comms(n);
   REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
@@ -129,7 +129,7 @@ TEST_CASE("ncclCommInitAll and one thread driving a group over all its communica
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
-TEST_CASE("init of several ranks inside one group from one thread", "[mp][initall]") {
+TEST_CASE("init of several ranks inside one group from one thread", "[mp][initall][threads]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comms[3] = {};

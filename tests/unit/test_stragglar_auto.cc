@@ -145,6 +145,8 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       comms[r] = std::make_unique<ncclComm>();
+      comms[r]->rank = r;  // comm_init expects the caller to have set these
+      comms[r]->nranks = n;
       if (!comm_init(comms[r].get(), id, n, r, nullptr).is_ok()) {
         ++failures[r];
         return;

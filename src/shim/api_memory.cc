@@ -1,0 +1,136 @@
+// Entry points for memory: ncclMemAlloc/Free, buffer registration and
+// symmetric windows.
+//
+// On the host backend buffers are host memory.  MemAlloc hands out page
+// aligned memory (NCCL_WIN_REQUIRED_ALIGNMENT) and remembers it, so freeing
+// a foreign pointer is an error, not heap corruption.  Registration is
+// bookkeeping (the host transports copy through their own staging, so there
+// is nothing to pin); the handle names a record the communicator owns.  A
+// window is collective: every rank's base and size are gathered into a
+// per-communicator table, which the device AlltoAll API will read.
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+#include "src/shim/api.h"
+
+using namespace braid;
+
+namespace {
+
+std::mutex alloc_mutex;
+std::set<void*>& allocations() {
+  static auto* live = new std::set<void*>;
+  return *live;
+}
+
+Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
+  if (!win) return BRAID_ERROR(ncclInvalidArgument, "win pointer is NULL");
+  *win = nullptr;
+  CommUse use(comm);
+  BRAID_TRY(check_comm(comm));
+  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  if (!buff && size > 0) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL with size {}", size);
+  if (flags != NCCL_WIN_DEFAULT && flags != NCCL_WIN_COLL_SYMMETRIC)
+    return BRAID_ERROR(ncclInvalidArgument, "winFlags {:#x} (expected NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC)",
+                       flags);
+  if ((flags & NCCL_WIN_COLL_SYMMETRIC) && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
+    return BRAID_ERROR(ncclInvalidArgument, "symmetric window base {} is not {}-byte aligned (use ncclMemAlloc)", buff,
+                       NCCL_WIN_REQUIRED_ALIGNMENT);
+  BRAID_TRY(comm_wait_job(comm));
+  struct Entry {
+    uint64_t base, size;
+    int64_t flags;
+  };
+  std::vector<Entry> all(comm->nranks);
+  all[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags)};
+  BRAID_TRY(std::move(comm->bootstrap->allgather(all.data(), sizeof(Entry))).context("ncclCommWindowRegister"));
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[r].flags != flags)  // every rank sees the same table: all fail alike
+      return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on winFlags ({:#x} on rank {}, {:#x} on rank {})", flags,
+                         comm->rank, all[r].flags, r);
+  auto window = std::make_unique<ncclWindow_vidmem>();
+  window->comm = comm;
+  window->flags = flags;
+  for (const Entry& e : all) window->ranks.push_back({e.base, e.size});
+  *win = window.get();
+  comm->windows.emplace(window.get(), std::move(window));
+  return Status::ok();
+}
+
+}  // namespace
+
+BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  return guarded(nullptr, "ncclMemAlloc", [&] {
+    if (!ptr) return BRAID_ERROR(ncclInvalidArgument, "ptr is NULL");
+    *ptr = nullptr;
+    if (size == 0) return BRAID_ERROR(ncclInvalidArgument, "size is 0");
+    void* p = nullptr;
+    if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size) != 0)
+      return BRAID_ERROR(ncclSystemError, "cannot allocate {} bytes of host memory", size);
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    allocations().insert(p);
+    *ptr = p;
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))
+
+BRAID_API ncclResult_t ncclMemFree(void* ptr) {
+  return guarded(nullptr, "ncclMemFree", [&] {
+    if (!ptr) return Status::ok();
+    std::lock_guard<std::mutex> lock(alloc_mutex);
+    if (allocations().erase(ptr) == 0)
+      return BRAID_ERROR(ncclInvalidArgument, "{} was not allocated by ncclMemAlloc (or was freed already)", ptr);
+    std::free(ptr);
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclMemFree, (void* ptr))
+
+BRAID_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded(comm, "ncclCommRegister", [&] {
+    if (!handle) return BRAID_ERROR(ncclInvalidArgument, "handle pointer is NULL");
+    *handle = nullptr;
+    BRAID_TRY(check_comm(comm));
+    if (!buff) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL");
+    if (size == 0) return BRAID_ERROR(ncclInvalidArgument, "size is 0");
+    auto reg = std::make_unique<Registration>(Registration{buff, size});
+    *handle = reg.get();
+    comm->registrations.emplace(reg.get(), std::move(reg));
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommRegister, (const ncclComm_t, void*, size_t, void**))
+
+BRAID_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guarded(comm, "ncclCommDeregister", [&] {
+    BRAID_TRY(check_comm(comm));
+    if (!handle) return BRAID_ERROR(ncclInvalidArgument, "handle is NULL");
+    if (comm->registrations.erase(handle) == 0)
+      return BRAID_ERROR(ncclInvalidArgument, "handle {} was not registered on this communicator (or deregistered)",
+                         handle);
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommDeregister, (const ncclComm_t, void*))
+
+BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                              int winFlags) {
+  return guarded(comm, "ncclCommWindowRegister", [&] { return window_register(comm, buff, size, win, winFlags); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))
+
+// Local bookkeeping only: nothing is mapped into peers on the host backend,
+// so no rank has to wait for the others.
+BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guarded(comm, "ncclCommWindowDeregister", [&] {
+    BRAID_TRY(check_comm(comm));
+    if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");
+    if (comm->windows.erase(win) == 0)
+      return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
+                         static_cast<void*>(win));
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))

@@ -1,0 +1,256 @@
+// Communicators made from communicators: ncclCommSplit (colors, key order,
+// NOCOLOR, config inheritance), ncclCommShrink (exclusions, the abort flag,
+// a dead excluded rank), ncclCommRevoke, and ncclCommInitRankScalable with
+// several roots.  Every new communicator proves itself with an exact
+// allreduce of rank numbers.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+
+#include "collective_check.h"
+
+using namespace mp;
+
+namespace {
+
+// Sum over the new communicator of `weight(new rank)`; checks every element.
+void check_allreduce(ncclComm_t comm, int expect_n, const std::function<int(int)>& weight, Failures& f,
+                     const std::string& what) {
+  int n = -1, r = -1;
+  MP_NCCL(f, ncclCommCount(comm, &n));
+  MP_NCCL(f, ncclCommUserRank(comm, &r));
+  if (n != expect_n) return f.fail(fmt::format("{}: {} ranks, want {}", what, n, expect_n));
+  std::vector<int32_t> in(1000, weight(r)), out(1000, -1);
+  MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr));
+  int32_t want = 0;
+  for (int i = 0; i < n; ++i) want += weight(i);
+  if (std::count(out.begin(), out.end(), want) != ptrdiff_t(out.size()))
+    f.fail(fmt::format("{}: rank {} got {} want {}", what, r, out[0], want));
+}
+
+}  // namespace
+
+TEST_CASE("split: colors, key order, NOCOLOR gives NULL", "[mp][split][threads]") {
+  CHECK(run_ranks_as_threads(6, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          // Two colors by parity; rank 5 opts out; keys reverse the order.
+          int color = rank == 5 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+          ncclComm_t child = reinterpret_cast<ncclComm_t>(0x1);
+          MP_NCCL(f, ncclCommSplit(comm, color, 100 - rank, &child, nullptr));
+          if (rank == 5) {
+            if (child != nullptr) f.fail("NOCOLOR rank got a communicator");
+            check_allreduce(comm, n, [](int r) { return r; }, f, "parent after split");
+            return;
+          }
+          if (!child) return f.fail("no child communicator");
+          int size = rank % 2 == 0 ? 3 : 2;  // evens {0,2,4}, odds {1,3}
+          int child_rank = -1;
+          MP_NCCL(f, ncclCommUserRank(child, &child_rank));
+          // Keys decrease with parent rank, so new rank order is reversed.
+          std::vector<int> members = rank % 2 == 0 ? std::vector<int>{4, 2, 0} : std::vector<int>{3, 1};
+          int want = int(std::find(members.begin(), members.end(), rank) - members.begin());
+          if (child_rank != want) f.fail(fmt::format("rank {} -> child rank {}, want {}", rank, child_rank, want));
+          check_allreduce(child, size, [&](int r) { return members[r] * 10 + 1; }, f, "split child");
+          // Parent still works next to the child.
+          check_allreduce(comm, n, [](int r) { return r; }, f, "parent after split");
+          MP_NCCL(f, ncclCommDestroy(child));
+        }) == 0);
+}
+
+TEST_CASE("split: equal keys keep parent order; children of children; processes", "[mp][split]") {
+  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          ncclComm_t all = nullptr, half = nullptr;
+          MP_NCCL(f, ncclCommSplit(comm, 7, 0, &all, nullptr));
+          if (!all) return;
+          int r = -1;
+          MP_NCCL(f, ncclCommUserRank(all, &r));
+          if (r != rank) f.fail(fmt::format("equal keys: rank {} became {}", rank, r));
+          MP_NCCL(f, ncclCommSplit(all, rank / 2, 0, &half, nullptr));
+          if (half) check_allreduce(half, 2, [&](int x) { return (rank / 2) * 2 + x; }, f, "grandchild");
+          if (half) MP_NCCL(f, ncclCommDestroy(half));
+          MP_NCCL(f, ncclCommDestroy(all));
+        }) == 0);
+}
+
+TEST_CASE("split: a NULL config inherits the parent's, an explicit one wins", "[mp][split][nonblocking][threads]") {
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          // Parent is blocking: the child inherits blocking, returns success.
+          ncclComm_t child = nullptr;
+          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &child, nullptr));
+          if (child) MP_NCCL(f, ncclCommDestroy(child));
+          // Explicit non-blocking config: the split returns InProgress and
+          // completes in the background.
+          ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+          config.blocking = 0;
+          ncclResult_t r = ncclCommSplit(comm, 0, rank, &child, &config);
+          if (r != ncclSuccess && r != ncclInProgress) return f.fail(fmt::format("nonblocking split -> {}", int(r)));
+          ncclResult_t state = ncclInProgress;
+          for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+            MP_NCCL(f, ncclCommGetAsyncError(child, &state));
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          if (state != ncclSuccess) return f.fail(fmt::format("nonblocking child state {}", int(state)));
+          // Its grandchild (NULL config) inherits non-blocking.
+          ncclComm_t grand = nullptr;
+          r = ncclCommSplit(child, 0, rank, &grand, nullptr);
+          if (r != ncclInProgress) f.fail(fmt::format("inherited non-blocking split returned {}", int(r)));
+          if (grand) MP_NCCL(f, ncclCommDestroy(grand));  // waits for its init
+          MP_NCCL(f, ncclCommDestroy(child));
+        }) == 0);
+}
+
+TEST_CASE("shrink: excluded ranks leave, the rest renumber in order", "[mp][shrink][threads]") {
+  CHECK(run_ranks_as_threads(5, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          int exclude[] = {1, 3};
+          if (rank == 1 || rank == 3) {
+            // Excluded ranks do not take part; calling is an error for them.
+            ncclComm_t none = nullptr;
+            if (ncclCommShrink(comm, exclude, 2, &none, nullptr, NCCL_SHRINK_DEFAULT) != ncclInvalidArgument)
+              f.fail("excluded rank calling shrink was not rejected");
+            return;
+          }
+          ncclComm_t small = nullptr;
+          MP_NCCL(f, ncclCommShrink(comm, exclude, 2, &small, nullptr, NCCL_SHRINK_DEFAULT));
+          if (!small) return;
+          const int members[] = {0, 2, 4};
+          int r = -1;
+          MP_NCCL(f, ncclCommUserRank(small, &r));
+          if (r != rank / 2) f.fail(fmt::format("rank {} -> {}", rank, r));
+          check_allreduce(small, 3, [&](int x) { return members[x] + 1; }, f, "shrunk");
+          MP_NCCL(f, ncclCommDestroy(small));
+        }) == 0);
+}
+
+TEST_CASE("shrink with NCCL_SHRINK_ABORT after a rank died mid-collective", "[mp][shrink][faults]") {
+  // Rank 2 is killed while the others are inside an allreduce; they see an
+  // error within BRAID_TIMEOUT, shrink it away with the abort flag and carry on.
+  CHECK(run_ranks_as_processes(
+            4,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              if (rank == 2) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                raise(SIGKILL);
+              }
+              std::vector<float> in(1 << 16, 1.f), out(1 << 16);
+              ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+              if (r == ncclSuccess) f.fail("allreduce with a dead rank succeeded");
+              int exclude = 2;
+              ncclComm_t small = nullptr;
+              MP_NCCL(f, ncclCommShrink(comm, &exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT));
+              if (!small) return;
+              const int members[] = {0, 1, 3};
+              check_allreduce(small, 3, [&](int x) { return members[x]; }, f, "after shrink");
+              MP_NCCL(f, ncclCommDestroy(small));
+              // The parent is revoked now: collectives refuse, abort is prompt.
+              if (ncclAllReduce(in.data(), out.data(), 1, ncclFloat, ncclSum, comm, nullptr) != ncclInvalidUsage)
+                f.fail("collective on the shrunk-with-abort parent was not refused");
+            },
+            60, [](int) { setenv("BRAID_TIMEOUT", "3", 1); }) == 1);  // exactly the killed rank fails
+}
+
+TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][revoke][threads]") {
+  CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          if (ncclCommRevoke(comm, 1) != ncclInvalidArgument) f.fail("bad revokeFlags accepted");
+          MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+          ncclResult_t state = ncclInternalError;
+          MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+          if (state != ncclSuccess) f.fail(fmt::format("idle revoked comm state {}", int(state)));
+          float x = 1, y = 0;
+          if (ncclAllReduce(&x, &y, 1, ncclFloat, ncclSum, comm, nullptr) != ncclInvalidUsage)
+            f.fail("allreduce on a revoked comm was not ncclInvalidUsage");
+          if (std::string(ncclGetLastError(comm)).find("revoked") == std::string::npos)
+            f.fail(fmt::format("last error does not say revoked: {}", ncclGetLastError(comm)));
+          if (ncclSend(&x, 1, ncclFloat, 0, comm, nullptr) != ncclInvalidUsage) f.fail("send on revoked comm");
+          if (ncclCommFinalize(comm) != ncclInvalidUsage) f.fail("finalize after revoke accepted");
+          ncclComm_t fresh = nullptr;
+          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &fresh, nullptr));
+          if (fresh) check_allreduce(fresh, n, [](int r) { return r + 1; }, f, "split of revoked");
+          if (fresh) MP_NCCL(f, ncclCommDestroy(fresh));
+        }) == 0);
+}
+
+TEST_CASE("revoke from another thread releases a rank blocked in a collective", "[mp][revoke][faults][threads]") {
+  // Rank 1 never joins the allreduce; rank 0's watchdog revokes after 300 ms.
+  std::atomic<bool> released{false};
+  CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          if (rank == 1) {
+            while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            return;
+          }
+          std::thread watchdog([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+          });
+          auto start = std::chrono::steady_clock::now();
+          std::vector<float> in(4096, 1.f), out(4096);
+          ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+          auto took = std::chrono::steady_clock::now() - start;
+          watchdog.join();
+          if (r != ncclInvalidUsage) f.fail(fmt::format("revoked allreduce returned {}", int(r)));
+          if (took > std::chrono::seconds(10)) f.fail("revoke did not release the collective promptly");
+          ncclResult_t state = ncclInProgress;
+          for (int i = 0; i < 1000 && state == ncclInProgress; ++i) MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+          if (state != ncclSuccess) f.fail(fmt::format("revoked comm never quiescent: {}", int(state)));
+          released = true;
+        }) == 0);
+}
+
+TEST_CASE("init with several roots (ncclCommInitRankScalable)", "[mp][scalable][threads]") {
+  for (int nroots : {1, 2, 3, 7}) {
+    const int n = 7;
+    INFO("roots " << nroots);
+    std::vector<ncclUniqueId> ids(nroots);
+    for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    std::vector<std::thread> threads;
+    std::vector<Failures> f(n);
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        ncclComm_t comm = nullptr;
+        MP_NCCL(f[r], ncclCommInitRankScalable(&comm, n, r, nroots, ids.data(), nullptr));
+        if (!comm) return;
+        check_allreduce(comm, n, [](int x) { return x * x; }, f[r], "scalable");
+        MP_NCCL(f[r], ncclCommDestroy(comm));
+      });
+    for (auto& t : threads) t.join();
+    int bad = 0;
+    for (auto& x : f) bad += x.count;
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("scalable init across processes, and its argument checks", "[mp][scalable]") {
+  std::vector<ncclUniqueId> ids(2);
+  for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 5; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(60);
+      Failures f;
+      ncclComm_t comm = nullptr;
+      MP_NCCL(f, ncclCommInitRankScalable(&comm, 5, r, 2, ids.data(), nullptr));
+      if (comm) check_allreduce(comm, 5, [](int x) { return 3 * x + 1; }, f, "scalable processes");
+      if (comm) MP_NCCL(f, ncclCommDestroy(comm));
+      std::fflush(nullptr);
+      _exit(f.count ? 1 : 0);
+    }
+    pids.push_back(pid);
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  ncclComm_t comm = nullptr;
+  CHECK(ncclCommInitRankScalable(&comm, 4, 0, 0, ids.data(), nullptr) == ncclInvalidArgument);
+  CHECK(ncclCommInitRankScalable(&comm, 1, 0, 2, ids.data(), nullptr) == ncclInvalidArgument);
+  CHECK(ncclCommInitRankScalable(&comm, 4, 0, 2, nullptr, nullptr) == ncclInvalidArgument);
+  CHECK(ncclCommInitRankScalable(nullptr, 4, 0, 2, ids.data(), nullptr) == ncclInvalidArgument);
+  ncclUniqueId bad[2] = {ids[0], ids[1]};
+  std::memset(bad[1].internal, 0x77, 32);
+  CHECK(ncclCommInitRankScalable(&comm, 4, 0, 2, bad, nullptr) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("commIds[1]") != std::string::npos);
+}

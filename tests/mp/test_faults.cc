@@ -1,0 +1,264 @@
+// Faults with real processes and threads:
+//  - a peer SIGKILLed in the middle of collectives (shared memory and TCP):
+//    every survivor's call fails with ncclRemoteError/ncclSystemError within
+//    BRAID_TIMEOUT, GetAsyncError reports it, ncclCommAbort returns promptly,
+//    and no call that returned success delivered wrong data;
+//  - ncclCommAbort from a watchdog thread releases a rank blocked in a
+//    collective whose peer never comes;
+//  - a bootstrap root that never appears (or died) fails init cleanly;
+//  - hellos with the right magic but an impossible rank are dropped.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "collective_check.h"
+
+using namespace mp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Exit codes of a survivor, so the parent can say what went wrong.
+enum : int { kOk = 0, kSucceededWrong = 10, kNoError = 11, kBadCode = 12, kSlow = 13, kAsync = 14, kAbort = 15,
+             kInit = 16 };
+
+// Survivor: allreduce until a call fails.  Every successful call must be exact.
+int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s) {
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
+  std::vector<float> in(1 << 18), out(1 << 18);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
+  const float ranksum = float(n * (n + 1) / 2);
+  ncclResult_t r = ncclSuccess;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  Clock::time_point last_ok = Clock::now();
+  while (Clock::now() < deadline) {
+    r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+    if (r != ncclSuccess) break;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] != ranksum * float(i % 13)) return kSucceededWrong;
+    last_ok = Clock::now();
+  }
+  if (r == ncclSuccess) return kNoError;
+  if (r != ncclRemoteError && r != ncclSystemError) return kBadCode;
+  // The failing call took at most BRAID_TIMEOUT (+ slack) after the last good one.
+  if (seconds_since(last_ok) > timeout_s + 5) return kSlow;
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || (async != ncclRemoteError && async != ncclSystemError))
+    return kAsync;
+  auto t = Clock::now();
+  if (ncclCommAbort(comm) != ncclSuccess || seconds_since(t) > 2) return kAbort;
+  return kOk;
+}
+
+// n ranks as processes; the last one is SIGKILLed by the parent after a
+// while.  Reaps children as they exit so a dead peer is seen as dead.
+void kill_one_mid_collective(int n, const char* transport) {
+  setenv("BRAID_TIMEOUT", "3", 1);
+  setenv("BRAID_TRANSPORT", transport, 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(90);
+      int code = survivor(r, n, id, 3);
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids.push_back(pid);
+  }
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_TRANSPORT");
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // init done, collectives running
+  REQUIRE(kill(pids.back(), SIGKILL) == 0);
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    int r = int(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+    INFO("rank " << r << " (" << transport << ")");
+    if (r == n - 1) {
+      CHECK(WIFSIGNALED(status));
+      continue;
+    }
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kOk);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (shm)", "[mp][faults]") {
+  kill_one_mid_collective(3, "shm");
+}
+
+TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (TCP)", "[mp][faults]") {
+  kill_one_mid_collective(3, "socket");
+}
+
+TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a collective", "[mp][faults][threads]") {
+  setenv("BRAID_TIMEOUT", "60", 1);  // only the abort can release it in time
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread peer([&] { CHECK(ncclCommInitRank(&comms[1], 2, id, 1) == ncclSuccess); });
+  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
+  peer.join();
+  ncclComm_t comm = comms[0];
+  std::atomic<bool> stop_polling{false};
+  std::atomic<int> abort_result{-1};
+  std::atomic<double> abort_took{0};
+  // PyTorch's watchdog: poll GetAsyncError, then abort.
+  std::thread watchdog([&] {
+    for (int i = 0; i < 30; ++i) {
+      ncclResult_t e;
+      ncclCommGetAsyncError(comm, &e);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto t = Clock::now();
+    abort_result = ncclCommAbort(comm);
+    abort_took = seconds_since(t);
+  });
+  auto start = Clock::now();
+  std::vector<float> in(1 << 16, 1.f), out(1 << 16, -1.f);
+  // Rank 1 never calls: rank 0 is stuck here until the abort.
+  ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+  double took = seconds_since(start);
+  watchdog.join();
+  stop_polling = true;
+  CHECK(r != ncclSuccess);
+  CHECK(took < 10);
+  CHECK(abort_result == ncclSuccess);
+  CHECK(abort_took < 5);
+  CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
+  unsetenv("BRAID_TIMEOUT");
+}
+
+TEST_CASE("ncclCommAbort from another thread while several ranks are mid-collective", "[mp][faults][threads]") {
+  // Both ranks run large allreduces in a loop; an outside thread aborts both.
+  // Each call returns success with exact data or an error; never wrong data.
+  ncclComm_t comms[2];
+  REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      std::vector<int32_t> in(1 << 18, r + 1), out(1 << 18);
+      for (int it = 0; it < 100000; ++it) {
+        ncclResult_t res = ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comms[r], nullptr);
+        if (res != ncclSuccess) {
+          ++errors;
+          return;
+        }
+        if (std::count(out.begin(), out.end(), 3) != ptrdiff_t(out.size())) ++wrong;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto t = Clock::now();
+  CHECK(ncclCommAbort(comms[0]) == ncclSuccess);
+  CHECK(ncclCommAbort(comms[1]) == ncclSuccess);
+  CHECK(seconds_since(t) < 5);
+  for (auto& th : ranks) th.join();
+  CHECK(wrong == 0);
+  CHECK(errors == 2);
+}
+
+TEST_CASE("a bootstrap root that never appears fails init cleanly", "[mp][faults][bootstrap]") {
+  // NCCL_COMM_ID names a port nobody listens on; only rank 0 would host it.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);  // the port is free again and nobody listens on it
+  std::string comm_id = fmt::format("127.0.0.1:{}", ntohs(addr.sin_port));
+  setenv("NCCL_COMM_ID", comm_id.c_str(), 1);
+  setenv("BRAID_TIMEOUT", "2", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  auto start = Clock::now();
+  ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);
+  double took = seconds_since(start);
+  unsetenv("NCCL_COMM_ID");
+  unsetenv("BRAID_TIMEOUT");
+  CHECK((r == ncclSystemError || r == ncclRemoteError));
+  CHECK(comm == nullptr);
+  CHECK(took < 8);
+  std::string msg = ncclGetLastError(nullptr);
+  INFO(msg);
+  CHECK(msg.find("bootstrap root") != std::string::npos);
+}
+
+TEST_CASE("a unique id whose root process died fails init cleanly", "[mp][faults][bootstrap]") {
+  int pipefd[2];
+  REQUIRE(pipe(pipefd) == 0);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ncclUniqueId id;
+    int ok = ncclGetUniqueId(&id) == ncclSuccess;
+    if (ok) (void)!write(pipefd[1], &id, sizeof(id));
+    _exit(ok ? 0 : 1);  // the root listener dies with this process
+  }
+  ncclUniqueId id;
+  REQUIRE(read(pipefd[0], &id, sizeof(id)) == ssize_t(sizeof(id)));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(pipefd[0]);
+  close(pipefd[1]);
+  setenv("BRAID_TIMEOUT", "2", 1);
+  ncclComm_t comm = nullptr;
+  auto start = Clock::now();
+  ncclResult_t r = ncclCommInitRank(&comm, 2, id, 0);
+  unsetenv("BRAID_TIMEOUT");
+  CHECK((r == ncclSystemError || r == ncclRemoteError));
+  CHECK(seconds_since(start) < 8);
+}
+
+TEST_CASE("hellos with the right magic but impossible ranks are dropped, the job goes on", "[mp][faults][bootstrap]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  sockaddr_in root{};
+  std::memcpy(&root, id.internal + 16, sizeof(root));
+  uint64_t magic;
+  std::memcpy(&magic, id.internal + 8, sizeof(magic));
+  struct Hello {
+    uint64_t magic;
+    int32_t rank, nranks;
+    sockaddr_in listener;
+  };
+  const Hello bad[] = {{magic, 7, 2, {}}, {magic, -1, 2, {}}, {magic, 0, 0, {}}, {magic, 0, 1 << 30, {}}};
+  std::vector<int> fds;
+  for (const Hello& h : bad) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&root), sizeof(root)) == 0);
+    REQUIRE(::write(fd, &h, sizeof(h)) == ssize_t(sizeof(h)));
+    fds.push_back(fd);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> ok(2, 0);
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, 2, id, r) != ncclSuccess) return;
+      int32_t x = r + 1, y = 0;
+      ok[r] = ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, comm, nullptr) == ncclSuccess && y == 3;
+      ncclCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  for (int fd : fds) ::close(fd);
+  CHECK(ok[0] == 1);
+  CHECK(ok[1] == 1);
+}

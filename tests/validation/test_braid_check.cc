@@ -1,0 +1,65 @@
+// BRAID_CHECK=1: ranks that disagree on a collective's count, datatype, op or
+// root all get ncclInvalidUsage before any byte moves (their output buffers
+// stay untouched), and the communicator keeps working for agreeing calls.
+// With the check off, agreeing calls are unaffected (checked elsewhere).
+#include <catch2/catch.hpp>
+
+#include "harness.h"
+
+#include <fmt/format.h>
+
+using namespace mp;
+
+namespace {
+
+struct Mismatch {
+  const char* what;
+  size_t count[2];
+  ncclDataType_t type[2];
+  ncclRedOp_t op[2];
+  int root[2];
+  bool rooted;
+};
+
+}  // namespace
+
+TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidUsage on every rank", "[validation][check]") {
+  setenv("BRAID_CHECK", "1", 1);
+  const Mismatch cases[] = {
+      {"count", {100, 101}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, false},
+      {"datatype", {100, 100}, {ncclFloat, ncclInt32}, {ncclSum, ncclSum}, {0, 0}, false},
+      {"op", {100, 100}, {ncclFloat, ncclFloat}, {ncclSum, ncclMax}, {0, 0}, false},
+      {"root", {100, 100}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 1}, true},
+  };
+  for (const Mismatch& m : cases) {
+    INFO("mismatch in " << m.what);
+    CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+            std::vector<float> in(200, 1.f), out(200, -5.f);
+            ncclResult_t r = m.rooted ? ncclReduce(in.data(), out.data(), m.count[rank], m.type[rank], m.op[rank],
+                                                   m.root[rank], comm, nullptr)
+                                      : ncclAllReduce(in.data(), out.data(), m.count[rank], m.type[rank], m.op[rank],
+                                                      comm, nullptr);
+            if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
+            if (std::string(ncclGetLastError(comm)).find("BRAID_CHECK") == std::string::npos)
+              f.fail(fmt::format("rank {}: message: {}", rank, ncclGetLastError(comm)));
+            for (float v : out)
+              if (v != -5.f) return f.fail(fmt::format("rank {}: output written despite the mismatch", rank));
+            // Agreeing calls still work, exactly.
+            MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 200, ncclFloat, ncclSum, comm, nullptr));
+            if (out[199] != 2.f) f.fail("allreduce after a mismatch wrong");
+          }) == 0);
+  }
+  // A group whose ranks queued different numbers of collectives.
+  CHECK(run_ranks_as_threads(3, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          std::vector<float> in(10, 1.f), out(10, -5.f);
+          ncclGroupStart();
+          ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr);
+          if (rank == 2) ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr);
+          ncclResult_t r = ncclGroupEnd();
+          if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: uneven group returned {}", rank, int(r)));
+          if (out[0] != -5.f) f.fail("output written");
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr));
+          if (out[9] != 3.f) f.fail("allreduce after uneven group wrong");
+        }) == 0);
+  unsetenv("BRAID_CHECK");
+}
