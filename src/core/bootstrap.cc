@@ -53,7 +53,10 @@ std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("
 
 // Serves one rendezvous on listen_fd, then closes it.
 void serve_root(int listen_fd, uint64_t magic) {
-  const Deadline deadline = Deadline::after(timeout());
+  // BRAID_TIMEOUT counts time without progress: each arrival restarts it, so
+  // ranks that reach init far apart (e.g. after detecting a failure at
+  // different times, then shrinking) still meet.
+  Deadline deadline = Deadline::after(timeout());
   int nranks = -1, joined = 0;
   std::vector<int> rank_fd;
   std::vector<sockaddr_in> table;
@@ -107,6 +110,7 @@ void serve_root(int listen_fd, uint64_t magic) {
       rank_fd[hello.rank] = fd;
       table[hello.rank] = hello.listener;
       ++joined;
+      deadline = Deadline::after(timeout());
     }
   }
   if (nranks > 0 && joined == nranks) {
