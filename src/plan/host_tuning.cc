@@ -16,7 +16,7 @@
 // to be scheduled, so alpha ~15 us oversubscribed; copies and reductions
 // run at ~10 GB/s per rank, beta = gamma ~0.1 ns/B.  This gives m* ~30 KiB
 // for 2 and 4 ranks with a core each (the 32 KiB the planner used before,
-// now derived), and ~10x that oversubscribed, where steps, not bytes, cost.
+// now derived); the same when oversubscribed (see kAlphaOversubscribedNs).
 #include "src/plan/host_tuning.h"
 
 #include <sched.h>
@@ -27,7 +27,11 @@
 namespace braid {
 namespace {
 
-constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 15000;
+// Oversubscribed alpha is NOT raised: measured 20:40 UTC with 4 ranks on 2
+// cores (perf/results/compare_20261122.txt), rd at 8-256 KiB took 0.12-2.7
+// ms where ring at 512 KiB took 0.39 ms: rd's full-buffer steps cost more
+// than ring's extra hand-overs there.
+constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 1500;
 constexpr double kBetaNsPerByte = 0.1, kGammaNsPerByte = 0.1;
 
 // CPUs online (or this process's affinity if wider): mpirun binds each of

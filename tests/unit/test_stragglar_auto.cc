@@ -151,6 +151,7 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
         ++failures[r];
         return;
       }
+      comm_register(comms[r].get());  // groups only run on live communicators
       std::vector<float> buf(count);
       for (int call = 0; call < calls; ++call) {
         for (size_t i = 0; i < count; ++i) buf[i] = float(r + 1 + (i % 7));
@@ -179,5 +180,7 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
   REQUIRE(decisions[0].size() == size_t(calls));
   CHECK(decisions[0].back() == late);
   CHECK(decisions[0][2] == -1);
+  for (auto& c : comms)
+    if (c) comm_unregister(c.get());
   comms.clear();
 }
