@@ -173,13 +173,13 @@ __device__ uint64_t slice_chunk_capacity(const BufferShape& shape) {
   return sliced.chunk_capacity();
 }
 
-__device__ Span span_of(const CollectiveLaunch& L, uint64_t scratch_capacity, uint8_t buffer, uint32_t index,
+__device__ Span span_of(const CollectiveLaunch& L, uint64_t chunk_capacity, uint8_t buffer, uint32_t index,
                         uint64_t tile) {
   uint64_t lo, hi;
   char* base;
   if (buffer == kDevScratch) {
-    lo = blockIdx.y * L.scratch_stride + uint64_t(index) * scratch_capacity;
-    hi = lo + scratch_capacity;
+    lo = blockIdx.y * L.scratch_stride + uint64_t(index) * chunk_capacity;
+    hi = lo + chunk_capacity;
     base = L.scratch;
   } else {
     const BufferShape& shape = buffer == kDevInput ? L.input_shape : L.output_shape;
@@ -228,9 +228,9 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   uint32_t* lane_done = L.lane_done + uint64_t(blockIdx.y) * gridDim.x;
   // Tiles and scratch chunks are sized for this slice, the same way on
   // every rank (all compute them from the call's count and the slice count).
-  const uint64_t scratch_capacity =
+  const uint64_t chunk_capacity =
       max(slice_chunk_capacity(L.input_shape), slice_chunk_capacity(L.output_shape));
-  const uint64_t tiles = std::max<uint64_t>(1, (scratch_capacity + L.tile_elems - 1) / L.tile_elems);
+  const uint64_t tiles = std::max<uint64_t>(1, (chunk_capacity + L.tile_elems - 1) / L.tile_elems);
   __shared__ bool s_failed;
   __shared__ const char* s_in;
   __shared__ char* s_slot;
@@ -283,9 +283,9 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         // counter thread 0 saw must not come from a stale L1 line.
         __threadfence();
 
-        Span src = op_reads_src(type) ? span_of(L, scratch_capacity, op.src_buffer, op.src_index + c, tile)
+        Span src = op_reads_src(type) ? span_of(L, chunk_capacity, op.src_buffer, op.src_index + c, tile)
                                       : Span{nullptr, 0, false};
-        Span dst = op_writes_dst(type) ? span_of(L, scratch_capacity, op.dst_buffer, op.dst_index + c, tile)
+        Span dst = op_writes_dst(type) ? span_of(L, chunk_capacity, op.dst_buffer, op.dst_index + c, tile)
                                        : Span{nullptr, 0, false};
         Span operands[2];
         int nops = 0;
