@@ -25,7 +25,13 @@ Status load(RealNccl* lib) {
   lib->path = env_string("BRAID_NCCL_LIB");
   if (lib->path.empty())
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_FORWARD is set but BRAID_NCCL_LIB does not name a real libnccl.so.2");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizer runtimes abort on RTLD_DEEPBIND (google/sanitizers#611);
+  // sanitizer builds only load the library, they never forward to it.
+  lib->handle = dlopen(lib->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+#else
   lib->handle = dlopen(lib->path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+#endif
   if (!lib->handle) return BRAID_ERROR(ncclSystemError, "BRAID_NCCL_LIB={}: {}", lib->path, dlerror());
   bool ok = resolve(lib->handle, "ncclGetVersion", &lib->GetVersion) &&
             resolve(lib->handle, "ncclGetUniqueId", &lib->GetUniqueId) &&
