@@ -54,16 +54,6 @@ class ScheduleBuilder {
   Schedule take() { return std::move(s_); }
 
  private:
-  static Op make_op(OpType type, int send_peer, int recv_peer, ChunkRef src, ChunkRef dst) {
-    Op op;
-    op.type = type;
-    op.send_peer = send_peer;
-    op.recv_peer = recv_peer;
-    op.src = src;
-    op.dst = dst;
-    return op;
-  }
-
   Dep add(int rank, Op op) {
     std::vector<Op>& ops = s_.ranks[rank].lanes[0].ops;
     ops.push_back(std::move(op));

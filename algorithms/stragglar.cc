@@ -44,12 +44,7 @@ class Emitter {
 
   Dep add(int rank, int lane, OpType type, int send_peer, int recv_peer, ChunkRef src, ChunkRef dst,
           std::vector<Dep> deps = {}) {
-    Op op;
-    op.type = type;
-    op.send_peer = send_peer;
-    op.recv_peer = recv_peer;
-    op.src = src;
-    op.dst = dst;
+    Op op = make_op(type, send_peer, recv_peer, src, dst);
     op.deps = std::move(deps);
     std::vector<Op>& ops = s_->ranks[rank].lanes[lane].ops;
     ops.push_back(std::move(op));

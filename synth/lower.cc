@@ -63,15 +63,6 @@ class RankOps {
   std::vector<Record> records_;
 };
 
-Op make(OpType type, int send_peer, int recv_peer, ChunkRef src, ChunkRef dst) {
-  Op op;
-  op.type = type;
-  op.send_peer = send_peer;
-  op.recv_peer = recv_peer;
-  op.src = src;
-  op.dst = dst;
-  return op;
-}
 ChunkRef in(uint32_t i) { return {BufferKind::Input, i}; }
 ChunkRef out(uint32_t i) { return {BufferKind::Output, i}; }
 ChunkRef scratch(uint32_t i) { return {BufferKind::Scratch, i}; }
@@ -119,21 +110,21 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       s->ranks[r].input_chunks = u;
       s->ranks[r].output_chunks = n * u;
       for (int j = 0; j < u; ++j)
-        have[p.chunk_index(r, -1, j)][r] = ranks[r].add(0, -1, make(OpType::Copy, -1, -1, in(j), out(r * u + j)), {});
+        have[p.chunk_index(r, -1, j)][r] = ranks[r].add(0, -1, make_op(OpType::Copy, -1, -1, in(j), out(r * u + j)), {});
     }
     for (const Transfer& x : xs) {
       const Link& l = t.links[x.link];
       const Chunk& k = p.chunks[x.chunk];
       uint32_t idx = k.src * u + k.j;
-      send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), have[x.chunk][l.src]);
-      have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, out(idx)), {});
+      send(l, x.link, x.seq, make_op(OpType::Send, l.dst, -1, out(idx), {}), have[x.chunk][l.src]);
+      have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make_op(OpType::Recv, -1, l.src, {}, out(idx)), {});
     }
     s->in_place = s->out_of_place = true;
   } else if (c == Collective::AlltoAll) {
     for (int r = 0; r < n; ++r) {
       s->ranks[r].input_chunks = n * u;
       s->ranks[r].output_chunks = n * u;
-      for (int j = 0; j < u; ++j) ranks[r].add(0, -1, make(OpType::Copy, -1, -1, in(r * u + j), out(r * u + j)), {});
+      for (int j = 0; j < u; ++j) ranks[r].add(0, -1, make_op(OpType::Copy, -1, -1, in(r * u + j), out(r * u + j)), {});
     }
     // Every chunk lands in scratch, and is copied to its output block once it
     // is there and the destination has sent its own input chunk at the same
@@ -145,11 +136,11 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       const Link& l = t.links[x.link];
       const Chunk& k = p.chunks[x.chunk];
       ChunkRef from = l.src == k.src ? in(k.dst * u + k.j) : scratch(held_in[x.chunk][l.src]);
-      int sent = send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
+      int sent = send(l, x.link, x.seq, make_op(OpType::Send, l.dst, -1, from, {}), have[x.chunk][l.src]);
       if (l.src == k.src) first_send[x.chunk] = sent;
       held_in[x.chunk][l.dst] = int(scratch_used[l.dst]);
       ChunkRef to = scratch(scratch_used[l.dst]++);
-      have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, to), {});
+      have[x.chunk][l.dst] = ranks[l.dst].add(recv_key(l.src), x.seq, make_op(OpType::Recv, -1, l.src, {}, to), {});
       last_seq[x.chunk] = std::max(last_seq[x.chunk], x.seq);
       if (l.dst == k.dst) landed[x.chunk] = have[x.chunk][l.dst], landed_slot[x.chunk] = to.index;
     }
@@ -160,7 +151,7 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       std::vector<int> deps{landed[c]};
       if (first_send[mirror] >= 0) deps.push_back(first_send[mirror]);
       ranks[k.dst].add(0, std::max(last_seq[c], last_seq[mirror]),
-                       make(OpType::Copy, -1, -1, scratch(landed_slot[c]), out(k.src * u + k.j)), deps);
+                       make_op(OpType::Copy, -1, -1, scratch(landed_slot[c]), out(k.src * u + k.j)), deps);
     }
     s->in_place = s->out_of_place = true;
   } else if (c == Collective::AllReduce) {
@@ -172,21 +163,21 @@ bool lower(const Problem& p, Collective c, const std::vector<Transfer>& transfer
       if (x.reduce) {
         int w = l.src, v = l.dst;  // partial sum of w's subtree goes to its parent v
         int lw = last_reduce[x.chunk][w];
-        rs_sent[x.chunk][w] = send(l, x.link, x.seq, make(OpType::Send, v, -1, lw >= 0 ? out(idx) : in(idx), {}), lw);
+        rs_sent[x.chunk][w] = send(l, x.link, x.seq, make_op(OpType::Send, v, -1, lw >= 0 ? out(idx) : in(idx), {}), lw);
         // The partial lands in scratch and is added in a lane of its own per
         // chunk: the receive lane never waits for another child's partial,
         // so a late one does not hold up everything behind it on that link.
         uint32_t slot = scratch_used[v]++;
-        int got = ranks[v].add(recv_key(w), x.seq, make(OpType::Recv, -1, w, {}, scratch(slot)), {});
+        int got = ranks[v].add(recv_key(w), x.seq, make_op(OpType::Recv, -1, w, {}, scratch(slot)), {});
         const int reduce_lane = kReduceLaneBase + int(idx);
         if (last_reduce[x.chunk][v] < 0)
-          last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, -1, make(OpType::Copy, -1, -1, in(idx), out(idx)), {});
-        last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, x.seq, make(OpType::Reduce, -1, -1, scratch(slot), out(idx)), {got});
+          last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, -1, make_op(OpType::Copy, -1, -1, in(idx), out(idx)), {});
+        last_reduce[x.chunk][v] = ranks[v].add(reduce_lane, x.seq, make_op(OpType::Reduce, -1, -1, scratch(slot), out(idx)), {got});
       } else {
         int from = l.src == k.src ? last_reduce[x.chunk][l.src] : have[x.chunk][l.src];
-        send(l, x.link, x.seq, make(OpType::Send, l.dst, -1, out(idx), {}), from);
+        send(l, x.link, x.seq, make_op(OpType::Send, l.dst, -1, out(idx), {}), from);
         have[x.chunk][l.dst] =
-            ranks[l.dst].add_if(recv_key(l.src), x.seq, make(OpType::Recv, -1, l.src, {}, out(idx)), rs_sent[x.chunk][l.dst]);
+            ranks[l.dst].add_if(recv_key(l.src), x.seq, make_op(OpType::Recv, -1, l.src, {}, out(idx)), rs_sent[x.chunk][l.dst]);
       }
     }
     s->in_place = s->out_of_place = true;

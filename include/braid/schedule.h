@@ -87,6 +87,17 @@ struct Op {
   friend bool operator==(const Op&, const Op&) = default;
 };
 
+// An op without dependencies (the common way producers start one).
+inline Op make_op(OpType type, int32_t send_peer = -1, int32_t recv_peer = -1, ChunkRef src = {}, ChunkRef dst = {}) {
+  Op op;
+  op.type = type;
+  op.send_peer = send_peer;
+  op.recv_peer = recv_peer;
+  op.src = src;
+  op.dst = dst;
+  return op;
+}
+
 struct Lane {
   uint16_t channel = 0;  // connections are keyed by (peer, channel)
   std::vector<Op> ops;

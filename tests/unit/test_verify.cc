@@ -38,15 +38,6 @@ void require_error(const Schedule& s, std::initializer_list<std::string> needles
   CHECK(found);
 }
 
-Op make_op(OpType type, int send_peer = -1, int recv_peer = -1, ChunkRef src = {}, ChunkRef dst = {}) {
-  Op op;
-  op.type = type;
-  op.send_peer = send_peer;
-  op.recv_peer = recv_peer;
-  op.src = src;
-  op.dst = dst;
-  return op;
-}
 
 Op& op_at(Schedule& s, int rank, size_t lane, size_t op) { return s.ranks[rank].lanes[lane].ops.at(op); }
 
