@@ -64,16 +64,16 @@ struct Transfer {
 double order_transfers(const Problem& p, const Routes& routes, bool allreduce, std::vector<Transfer>* out);
 
 // Stage 3: on inter-node links, picks consecutive transfers to send as one
-// message (contiguity MILP), then renumbers `seq` so every transfer still
-// comes after what it waits for.  Leaves `xs` unchanged unless that shortens
-// the makespan.
+// message (greedy, then the contiguity MILP when CBC is there and use_milp),
+// then renumbers `seq` so every transfer still comes after what it waits
+// for.  Leaves `xs` unchanged unless that shortens the makespan (or, at the
+// same makespan, brings chunks earlier).
 struct ContiguityStats {
   bool milp_used = false, optimal = false;
   int candidate_pairs = 0, merged = 0, columns = 0, rows = 0;
   double before_us = 0, after_us = 0, seconds = 0;
 };
-bool merge_contiguous(const Problem& p, const SynthOptions& o, std::vector<Transfer>* xs, ContiguityStats* stats,
-                      std::string* error);
+void merge_contiguous(const Problem& p, const SynthOptions& o, std::vector<Transfer>* xs, ContiguityStats* stats);
 // Whether lowering can send transfers a and b (consecutive on one link) as
 // one op over a contiguous chunk range at both ends.
 bool mergeable(const Problem& p, const std::vector<Transfer>& xs, int a, int b);

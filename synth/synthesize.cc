@@ -58,10 +58,10 @@ bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOpt
                            r.ordered_makespan_us, o.chunk_mb, r.ordering_s));
 
   r.contiguity_makespan_us = r.ordered_makespan_us;
-  if (o.contiguity && o.use_milp) {
+  if (o.contiguity) {
     stage = clock::now();
     synth::ContiguityStats cs;
-    if (!synth::merge_contiguous(p, o, &transfers, &cs, error)) return false;
+    synth::merge_contiguous(p, o, &transfers, &cs);
     r.contiguity_s = seconds_since(stage);
     r.contiguity_candidates = cs.candidate_pairs;
     r.merged_transfers = cs.merged;

@@ -30,7 +30,7 @@ struct SynthOptions {
   double contiguity_time_limit_s = 30;  // for the contiguity MILP (likewise)
   double chunk_mb = 1.0;     // chunk size (MB) at which link costs are weighed
   bool use_milp = true;      // false: heuristic routing only (no CBC)
-  bool contiguity = true;    // stage 3 (needs CBC; skipped without use_milp)
+  bool contiguity = true;    // stage 3 (greedy merges; then the MILP if use_milp and CBC)
   int solver_log = 0;        // 1: CBC's own progress lines (incumbent, bound, time) on stdout
   std::function<void(const std::string&)> progress;  // stage lines, or empty
 };
