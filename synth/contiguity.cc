@@ -250,6 +250,9 @@ bool solve_milp(const Problem& p, const SynthOptions& opt, const std::vector<Tra
   if (opt.progress)
     opt.progress(fmt::format("contiguity MILP: {} candidate pairs, {} columns, {} rows; greedy T = {:.2f} us; limit {:.0f} s",
                              pairs.size(), milp.cols(), milp.rows(), incumbent.makespan, opt.contiguity_time_limit_s));
+  // CBC 2.10's preprocessing can crash (CglPreProcess::postProcess) when the
+  // time limit stops it on this model; the incumbent makes it dispensable.
+  milp.set_parameter("preprocess", "off");
   Milp::Result r;
   std::string solver_error;
   if (!milp.solve(opt.contiguity_time_limit_s, start, opt.solver_log, &r, &solver_error)) {
