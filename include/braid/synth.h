@@ -6,8 +6,9 @@
 //     bandwidth-relaxed completion time, with symmetry as variable aliasing
 //     and a heuristic solution as the first incumbent and big-M bound;
 //  2. heuristic ordering: list scheduling of the chosen link transfers;
-//  3. contiguity MILP (CBC): which consecutive transfers on each inter-node
-//     link go as one message (alpha paid once), given stage 2's order;
+//  3. contiguity: which consecutive transfers on each inter-node link go as
+//     one message (alpha paid once), given stage 2's order: a greedy pass,
+//     then a MILP (CBC) started from it;
 // then lowering to braid's IR: one lane per (peer, direction[, phase]) per
 // rank with its channel, ops in link order, dependencies across lanes, a
 // merged message as one op over a contiguous chunk range; then the verifier.

@@ -31,6 +31,7 @@ Schedule synth(const Topology& t, const Sketch& s, Collective c, SynthReport* re
   SynthOptions o;
   o.collective = c;
   o.time_limit_s = 20;
+  o.contiguity_time_limit_s = 5;
   o.use_milp = milp;
   Schedule out;
   std::string error;

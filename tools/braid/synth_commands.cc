@@ -109,7 +109,7 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--time-limit", args->time_limit, "seconds for the routing MILP (best solution kept)");
   cmd->add_option("--contiguity-time-limit", args->contiguity_time_limit, "seconds for the contiguity MILP (best solution kept)");
   cmd->add_option("--chunk-mb", args->chunk_mb, "chunk size in MB at which link costs are weighed");
-  cmd->add_flag("--heuristic", args->heuristic, "skip the MILPs: greedy shortest-path routes, no merging");
+  cmd->add_flag("--heuristic", args->heuristic, "no MILP: greedy shortest-path routes, greedy merges (stage 3)");
   cmd->add_flag("--no-contiguity", args->no_contiguity, "skip stage 3: every chunk its own message on inter-node links");
   cmd->add_flag("--quiet,-q", args->quiet, "no progress lines");
   cmd->add_flag("--solver-log", args->solver_log, "show CBC's progress (incumbent, bound, time)");
