@@ -62,6 +62,7 @@ bool Milp::solve(double time_limit_s, const std::vector<double>& start, int log_
   Cbc_setMaximumSeconds(m, std::max(1.0, time_limit_s));
   Cbc_setParameter(m, "timeMode", "elapsed");  // the limit is wall-clock, not CPU seconds
   Cbc_setLogLevel(m, log_level);
+  for (auto& [name, value] : params_) Cbc_setParameter(m, name.c_str(), value.c_str());
   if (!start.empty()) {
     std::vector<int> idx(ncols);
     for (int c = 0; c < ncols; ++c) idx[c] = c;

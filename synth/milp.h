@@ -13,6 +13,8 @@ class Milp {
   int add_col(double lb, double ub, double objective, bool integer);
   // sense: 'L' (<=), 'G' (>=), 'E' (=).  Terms on the same column are summed.
   void add_row(std::vector<std::pair<int, double>> terms, char sense, double rhs);
+  // A CBC parameter by its command-line name ("preprocess", "off").
+  void set_parameter(std::string name, std::string value) { params_.push_back({std::move(name), std::move(value)}); }
   int cols() const { return int(lb_.size()); }
   int rows() const { return int(rows_.size()); }
 
@@ -37,6 +39,7 @@ class Milp {
   std::vector<double> lb_, ub_, obj_;
   std::vector<char> integer_;
   std::vector<Row> rows_;
+  std::vector<std::pair<std::string, std::string>> params_;
 };
 
 bool milp_available();

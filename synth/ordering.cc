@@ -29,7 +29,7 @@ double order_transfers(const Problem& p, const Routes& routes, bool allreduce, s
       for (int e : routes[c]) {
         const Link& l = t.links[e];
         rs_from[l.dst] = int(xs.size());
-        xs.push_back({int(c), t.link_index(l.dst, l.src), true, {}, 0, 0, 0, 0});
+        xs.push_back({int(c), t.link_index(l.dst, l.src), true, {}});
       }
       for (int e : routes[c]) {  // the partial sum leaves v after v's children arrive
         int v = t.links[e].dst;
@@ -46,7 +46,7 @@ double order_transfers(const Problem& p, const Routes& routes, bool allreduce, s
     }
     for (int e : order) {
       const Link& l = t.links[e];
-      Transfer x{int(c), e, false, {}, 0, 0, 0, 0};
+      Transfer x{int(c), e, false, {}};
       if (l.src != src) x.preds.push_back(ag_into[l.src]);
       else if (allreduce)
         for (int f : children[src]) x.preds.push_back(rs_from[t.links[f].dst]);
@@ -97,8 +97,7 @@ double order_transfers(const Problem& p, const Routes& routes, bool allreduce, s
     Transfer& x = xs[best];
     const Link& l = t.links[x.link];
     x.start = best_start;
-    x.end = best_start + p.load(x.link);
-    x.arrive = x.end + l.alpha_us;
+    x.end = x.arrive = best_start + p.cost(x.link);  // alpha holds the link too (the simulator's model)
     x.seq = int(placed);
     link_free[x.link] = x.end;
     for (int port : l.ports) port_free[port] = x.end;

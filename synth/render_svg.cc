@@ -40,7 +40,9 @@ std::string render_svg(const Schedule& s, const Topology& t, const SimResult& r)
     svg << fmt::format(
         "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{}\" fill=\"hsl({},70%,55%)\" stroke=\"#333\" "
         "stroke-width=\"0.3\"><title>rank {} chunk {}: {} -&gt; {}, {:.3f}..{:.3f} us</title></rect>\n",
-        x0, y, w, row_h - 2, hue, x.origin, x.chunk, x.src, x.dst, x.start_us, x.end_us);
+        x0, y, w, row_h - 2, hue, x.origin,
+        x.chunks > 1 ? fmt::format("{}..{}", x.chunk, x.chunk + x.chunks - 1) : fmt::format("{}", x.chunk), x.src, x.dst,
+        x.start_us, x.end_us);
   }
   double axis_y = top + rows * row_h + 12;
   for (int i = 0; i <= 10; ++i) {

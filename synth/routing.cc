@@ -7,8 +7,10 @@
 //   each destination of c has exactly one incoming x; other ranks at most one;
 //   x[c][(u,v)] <= sum x[c][(*,u)]         (u forwards only what it received)
 //   t[c][v] >= t[c][u] + cost(e) - M (1 - x[c][e])
-//   T >= t[c][d] for destinations;  T >= sum_c load(e) x[c][e] per link;
-//   T >= sum over links through a port of their loads (switch ports, NICs)
+//   T >= t[c][d] for destinations;  T >= sum_c cost(e) x[c][e] per link;
+//   T >= sum over links through a port of their costs (switch ports, NICs)
+//   (a transfer holds its link for alpha + beta: the simulator's model; the
+//   merging of stage 3 is not foreseen here)
 //   uc-min / uc-max switches: +/- a small weight per distinct pair used.
 // Symmetry is variable aliasing: (c, e) and (g(c), g(e)) share one column
 // (union-find), and per-chunk rows are written for one chunk per orbit.
@@ -199,8 +201,8 @@ bool route_chunks(const Problem& p, const SynthOptions& o, Routes* routes, Routi
     times->assign(nchunks, std::vector<double>(n, 0));
     for (int c = 0; c < nchunks; ++c) {
       for (int e : r[c]) {
-        lload[e] += p.load(e);
-        for (int port : t.links[e].ports) pload[port] += p.load(e);
+        lload[e] += p.cost(e);
+        for (int port : t.links[e].ports) pload[port] += p.cost(e);
       }
       // Tree edges in BFS order from the source.
       std::vector<bool> done(n, false);
@@ -229,7 +231,6 @@ bool route_chunks(const Problem& p, const SynthOptions& o, Routes* routes, Routi
   // Columns.
   Milp m;
   double max_cost = 0, min_load = 1e300;
-  for (const Link& l : t.links) (void)l;
   for (int c = 0; c < nchunks; ++c)
     for (int e : p.candidates[c]) max_cost = std::max(max_cost, p.cost(e)), min_load = std::min(min_load, p.load(e));
   const double M = T0 + max_cost;
@@ -283,8 +284,8 @@ bool route_chunks(const Problem& p, const SynthOptions& o, Routes* routes, Routi
   std::vector<std::vector<std::pair<int, double>>> link_terms(t.links.size()), port_terms(t.ports.size());
   for (int c = 0; c < nchunks; ++c)
     for (int e : p.candidates[c]) {
-      link_terms[e].push_back({X(c, e), -p.load(e)});
-      for (int port : t.links[e].ports) port_terms[port].push_back({X(c, e), -p.load(e)});
+      link_terms[e].push_back({X(c, e), -p.cost(e)});
+      for (int port : t.links[e].ports) port_terms[port].push_back({X(c, e), -p.cost(e)});
     }
   for (auto* group : {&link_terms, &port_terms})
     for (auto& terms : *group) {

@@ -187,24 +187,23 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
     if (op_sends(op.type)) {
       const std::vector<int>& path = path_of(best_r, op.send_peer);
       if (path.empty()) return *error = fmt::format("no route from rank {} to rank {} in {}", best_r, op.send_peer, t.name), false;
-      double per_chunk = bytes / op.count, ready = t_now;
-      auto& q = inflight[{best_r, op.send_peer, lane.channel}];
-      for (uint32_t k = 0; k < op.count; ++k) {
-        double hop_ready = ready;
-        for (size_t h = 0; h < path.size(); ++h) {
-          const Link& link = t.links[path[h]];
-          double begin = std::max(hop_ready, link_free[path[h]]);
-          for (int p : link.ports) begin = std::max(begin, port_free[p]);
-          double end = begin + link.beta_us_per_mb * per_chunk / 1e6;
-          link_free[path[h]] = end;
-          for (int p : link.ports) port_free[p] = end;
-          out->transfers.push_back({link.src, link.dst, path[h], begin, end, best_r,
-                                    (op_reads_src(op.type) ? op.src.index : op.dst.index) + k});
-          if (h == 0) ready = end, finish = std::max(finish, end);
-          hop_ready = end + link.alpha_us;
-        }
-        q.push_back(hop_ready);
+      // The op's chunks are contiguous: one message of all of them, which
+      // pays alpha once (an MSCCL step with cnt > 1 is one transfer).
+      double hop_ready = t_now;
+      for (size_t h = 0; h < path.size(); ++h) {
+        const Link& link = t.links[path[h]];
+        double begin = std::max(hop_ready, link_free[path[h]]);
+        for (int p : link.ports) begin = std::max(begin, port_free[p]);
+        double end = begin + link.alpha_us + link.beta_us_per_mb * bytes / 1e6;
+        link_free[path[h]] = end;
+        for (int p : link.ports) port_free[p] = end;
+        out->transfers.push_back({link.src, link.dst, path[h], begin, end, best_r,
+                                  op_reads_src(op.type) ? op.src.index : op.dst.index, op.count});
+        if (h == 0) finish = std::max(finish, end);
+        hop_ready = end;
       }
+      auto& q = inflight[{best_r, op.send_peer, lane.channel}];
+      for (uint32_t k = 0; k < op.count; ++k) q.push_back(hop_ready);
     }
     st.done[st.pc++] = finish;
     st.free_at = finish;

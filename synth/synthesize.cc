@@ -1,5 +1,5 @@
-// The synthesis driver: problem -> routing -> ordering -> lowering ->
-// verification, with timings and progress lines (see include/braid/synth.h).
+// The synthesis driver: problem -> routing -> ordering -> contiguity ->
+// lowering -> verification, with timings and progress lines (see include/braid/synth.h).
 #include <fmt/format.h>
 
 #include <chrono>
@@ -22,7 +22,8 @@ bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOpt
   const Collective c = o.collective;
   if (c != Collective::AllGather && c != Collective::AlltoAll && c != Collective::AllReduce)
     return *error = fmt::format("synthesis supports allgather, alltoall and allreduce, not {}", to_string(c)), false;
-  if (o.chunk_mb <= 0 || o.time_limit_s <= 0) return *error = "chunk size and time limit must be positive", false;
+  if (o.chunk_mb <= 0 || o.time_limit_s <= 0 || o.contiguity_time_limit_s <= 0)
+    return *error = "chunk size and time limits must be positive", false;
   synth::Problem p;
   if (!synth::build_problem(t, sketch, c == Collective::AlltoAll, o.chunk_mb, &p, error)) return false;
   r.chunks = int(p.chunks.size());
@@ -55,6 +56,17 @@ bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOpt
   if (o.progress)
     o.progress(fmt::format("ordering: {} transfers, estimated {:.2f} us at {} MB chunks ({:.2f} s)", transfers.size(),
                            r.ordered_makespan_us, o.chunk_mb, r.ordering_s));
+
+  r.contiguity_makespan_us = r.ordered_makespan_us;
+  if (o.contiguity) {
+    stage = clock::now();
+    synth::ContiguityStats cs;
+    synth::merge_contiguous(p, o, &transfers, &cs);
+    r.contiguity_s = seconds_since(stage);
+    r.contiguity_candidates = cs.candidate_pairs;
+    r.merged_transfers = cs.merged;
+    r.contiguity_makespan_us = cs.after_us;
+  }
 
   stage = clock::now();
   Schedule s;

@@ -3,10 +3,13 @@
 //
 // Model (alpha-beta with contention): every lane runs its ops in order; an
 // op starts when its lane is free, its deps are done and (for a receive) its
-// chunks have arrived.  A chunk message of b bytes occupies its link and the
-// link's ports (switch port, NIC) for beta*b; it arrives alpha after it leaves
-// the wire.  A busy link or port delays the next message (first come, first
-// served in time order).  Ranks without a direct link are routed over the
+// chunks have arrived.  A message of b bytes occupies its link and the link's
+// ports (switch port, NIC) for alpha + beta*b and has arrived when it leaves
+// them (TACCL's model: a transfer holds the link for its latency too, so k
+// chunks sent as one message cost alpha + k*beta*b, as k messages k times
+// alpha more).  An op of `count` chunks sends them as one message.  A busy
+// link or port delays the next message (first come, first served in time
+// order).  Ranks without a direct link are routed over the
 // fewest hops, store-and-forward.  Local copies and reductions cost
 // local_beta per byte.  Chunks move whole (no sub-chunk pipelining).
 #pragma once
@@ -25,7 +28,8 @@ struct SimTransfer {
   int link = 0;          // index into Topology::links
   double start_us = 0, end_us = 0;
   int origin = 0;        // the rank whose op sent it (colour in the picture)
-  uint32_t chunk = 0;    // the sending op's chunk index
+  uint32_t chunk = 0;    // the sending op's first chunk index
+  uint32_t chunks = 1;   // chunks in the message
 };
 
 struct SimResult {

@@ -45,7 +45,7 @@ TEST_CASE("sim: one message costs alpha + beta * bytes", "[synth][sim]") {
   REQUIRE(simulate(ring_allgather(2), clique(2, false), 2000000, &r, &error));
   CHECK(r.time_us == Approx(11.0));
   REQUIRE(r.transfers.size() == 2);
-  CHECK(r.transfers[0].end_us - r.transfers[0].start_us == Approx(10.0));
+  CHECK(r.transfers[0].end_us - r.transfers[0].start_us == Approx(11.0));  // alpha holds the link too
   CHECK(bus_bandwidth_gbps(Collective::AllGather, 2, 2000000, r.time_us) == Approx(2e6 / 11e3 / 2));
   CHECK(bus_bandwidth_gbps(Collective::AllReduce, 4, 1000000, 10) == Approx(100.0 * 1.5));
 }
@@ -57,7 +57,7 @@ TEST_CASE("sim: a shared switch port serialises, separate links do not", "[synth
   REQUIRE(simulate(two_to_one(), clique(3, false), 1000000, &mesh, &error));
   CHECK(mesh.time_us == Approx(11.0));  // two links, in parallel
   REQUIRE(simulate(two_to_one(), clique(3, true), 1000000, &sw, &error));
-  CHECK(sw.time_us == Approx(21.0));  // rank 2's switch ingress port takes one after the other
+  CHECK(sw.time_us == Approx(22.0));  // rank 2's switch ingress port takes one after the other
 }
 
 TEST_CASE("sim: ring AllReduce time matches the alpha-beta formula", "[synth][sim]") {
@@ -101,4 +101,35 @@ TEST_CASE("sim: the SVG has a bar per message hop", "[synth][sim]") {
   for (size_t p = svg.find("<rect"); p != std::string::npos; p = svg.find("<rect", p + 1)) ++bars;
   CHECK(bars == r.transfers.size());
   CHECK(svg.find("</svg>") != std::string::npos);
+}
+
+TEST_CASE("sim: an op of k chunks is one message, paying alpha once", "[synth][sim]") {
+  // Rank 0 sends its two 1 MB input chunks to rank 1: as two ops they hold
+  // the link 2 * (alpha + beta); as one op of count 2, alpha + 2 * beta.
+  auto two_chunks = [](bool one_op) {
+    ScheduleBuilder b("two_chunks", Collective::Custom, 2, -1, 2, 2);
+    Op send = make_op(OpType::Send, 1, -1, in(0), {}), recv = make_op(OpType::Recv, -1, 0, {}, out(0));
+    Schedule s = b.take();
+    if (one_op) {
+      send.count = recv.count = 2;
+      s.ranks[0].lanes = {Lane{0, {send}}};
+      s.ranks[1].lanes = {Lane{0, {recv}}};
+    } else {
+      Op send1 = send, recv1 = recv;
+      send1.src = in(1), recv1.dst = out(1);
+      s.ranks[0].lanes = {Lane{0, {send, send1}}};
+      s.ranks[1].lanes = {Lane{0, {recv, recv1}}};
+    }
+    return s;
+  };
+  SimResult split, merged;
+  std::string error;
+  // A custom schedule's size is its per-rank buffer: 2 MB in two chunks.
+  REQUIRE(simulate(two_chunks(false), clique(2, false), 2000000, &split, &error));
+  CHECK(split.time_us == Approx(2 * 11.0));
+  CHECK(split.transfers.size() == 2);
+  REQUIRE(simulate(two_chunks(true), clique(2, false), 2000000, &merged, &error));
+  CHECK(merged.time_us == Approx(1 + 2 * 10.0));
+  REQUIRE(merged.transfers.size() == 1);
+  CHECK(merged.transfers[0].chunks == 2);
 }

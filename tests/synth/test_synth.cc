@@ -31,6 +31,7 @@ Schedule synth(const Topology& t, const Sketch& s, Collective c, SynthReport* re
   SynthOptions o;
   o.collective = c;
   o.time_limit_s = 20;
+  o.contiguity_time_limit_s = 5;
   o.use_milp = milp;
   Schedule out;
   std::string error;
@@ -82,9 +83,9 @@ TEST_CASE("synth: NDv2 x2 relay, all three collectives, verified", "[synth]") {
   Sketch s = sketch("ndv2-x2-relay.json", 8);
   SynthReport ag, a2a, ar;
   Schedule g = synth(t, s, Collective::AllGather, &ag);
-  // The one NIC sends each of the node's 8 chunks once: 8 * 105 us.
+  // The one NIC sends each of the node's 8 chunks once: 8 * (2.6 + 105) us.
   CHECK(ag.milp_used);
-  CHECK(ag.milp_objective == Approx(840.0));
+  CHECK(ag.milp_objective == Approx(8 * 107.6));
   CHECK(ag.symmetry_generators == 1);
   CHECK(g.nranks == 16);
   CHECK(g.in_place);
@@ -99,7 +100,7 @@ TEST_CASE("synth: NDv2 x2 relay, all three collectives, verified", "[synth]") {
           CHECK(op.send_peer % 8 == 1);
         }
   Schedule x = synth(t, s, Collective::AlltoAll, &a2a);
-  CHECK(a2a.milp_objective == Approx(64 * 105.0));  // 64 chunks cross each way through one NIC
+  CHECK(a2a.milp_objective == Approx(64 * 107.6));  // 64 chunks cross each way through one NIC
   CHECK(x.out_of_place);
   CHECK(x.in_place);  // chunks pass through scratch, so both placements hold
   CHECK(verify(x).ok);
@@ -114,7 +115,7 @@ TEST_CASE("synth: DGX-2 x2 direct-map AllGather objective and XML round trip", "
   SynthReport rep;
   Schedule g = synth(t, s, Collective::AllGather, &rep);
   // Each GPU's switch ingress takes 15 local chunks and 15 relayed remote ones.
-  CHECK(rep.milp_objective == Approx(30 * 8.0));
+  CHECK(rep.milp_objective == Approx(30 * 8.3));  // alpha 0.3 + beta 8 each
   CHECK(rep.symmetry_generators == 2);
   CHECK(verify(g).ok);
   std::string xml, error;
@@ -191,8 +192,9 @@ TEST_CASE("synth: on one NDv2 node the MILP beats the greedy routes", "[synth]")
   Schedule g = synth(t, s, Collective::AllGather, &ag);
   CHECK(ag.milp_used);
   CHECK(ag.milp_optimal);
-  CHECK(ag.heuristic_objective == Approx(184.0));
-  CHECK(ag.milp_objective == Approx(138.0));
+  // Busy times of the busiest link: 4 chunks at 46 us and 3 at 46 (+ alpha 0.3 each).
+  CHECK(ag.heuristic_objective == Approx(4 * 46.3));
+  CHECK(ag.milp_objective == Approx(3 * 46.3));
   CHECK(verify(g).ok);
 }
 
@@ -228,7 +230,7 @@ TEST_CASE("synth: at the time limit the best incumbent is kept", "[synth]") {
   std::string error;
   REQUIRE(synthesize(t, s, o, &out, &rep, &error));
   CHECK(rep.milp_used);
-  CHECK(rep.heuristic_objective == Approx(828.0));
+  CHECK(rep.heuristic_objective == Approx(18 * 46.3));
   CHECK(rep.milp_objective < rep.heuristic_objective);  // CBC improved on its MIP start
   CHECK(rep.milp_bound <= rep.milp_objective + 1e-6);
   CHECK(rep.routing_s < 30);

@@ -97,8 +97,8 @@ int write_svg(const Schedule& s, const std::string& topology, uint64_t size, con
 Command add_synth_command(CLI::App& app) {
   struct Args {
     std::string topology, sketch, collective = "allgather", output;
-    double time_limit = 60, chunk_mb = 1;
-    bool heuristic = false, quiet = false, solver_log = false;
+    double time_limit = 60, contiguity_time_limit = 30, chunk_mb = 1;
+    bool heuristic = false, no_contiguity = false, quiet = false, solver_log = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("synth", "synthesize a schedule from a topology and a TACCL sketch");
@@ -107,8 +107,10 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--collective,-c", args->collective, "allgather, alltoall or allreduce");
   cmd->add_option("-o,--output", args->output, "output file: .json (braid) or .xml (MSCCL)")->required();
   cmd->add_option("--time-limit", args->time_limit, "seconds for the routing MILP (best solution kept)");
+  cmd->add_option("--contiguity-time-limit", args->contiguity_time_limit, "seconds for the contiguity MILP (best solution kept)");
   cmd->add_option("--chunk-mb", args->chunk_mb, "chunk size in MB at which link costs are weighed");
-  cmd->add_flag("--heuristic", args->heuristic, "skip the MILP: greedy shortest-path routes only");
+  cmd->add_flag("--heuristic", args->heuristic, "no MILP: greedy shortest-path routes, greedy merges (stage 3)");
+  cmd->add_flag("--no-contiguity", args->no_contiguity, "skip stage 3: every chunk its own message on inter-node links");
   cmd->add_flag("--quiet,-q", args->quiet, "no progress lines");
   cmd->add_flag("--solver-log", args->solver_log, "show CBC's progress (incumbent, bound, time)");
   return {cmd, [args]() {
@@ -133,6 +135,8 @@ Command add_synth_command(CLI::App& app) {
             o.time_limit_s = args->time_limit;
             o.chunk_mb = args->chunk_mb;
             o.use_milp = !args->heuristic;
+            o.contiguity = !args->no_contiguity;
+            o.contiguity_time_limit_s = args->contiguity_time_limit;
             o.solver_log = args->solver_log ? 1 : 0;
             if (!args->quiet)
               o.progress = [t0](const std::string& line) {
@@ -143,10 +147,13 @@ Command add_synth_command(CLI::App& app) {
             SynthReport report;
             if (!synthesize(t, sketch, o, &s, &report, &error)) return fmt::print(stderr, "braid: {}\n", error), 1;
             if (!save_schedule_file(args->output, s, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
-            fmt::print("{}: {} ranks, verified, written to {} (synthesis {:.2f} s; routing {:.2f} s{}{})\n", s.name,
-                       s.nranks, args->output, report.total_s, report.routing_s,
+            fmt::print("{}: {} ranks, verified, written to {} (synthesis {:.2f} s; routing {:.2f} s{}{}; ordering {:.2f} s, "
+                       "{:.2f} us; contiguity {:.2f} s, {:.2f} us, {} of {} candidate pairs merged)\n",
+                       s.name, s.nranks, args->output, report.total_s, report.routing_s,
                        report.milp_used ? (report.milp_optimal ? ", MILP optimal" : ", MILP at time limit") : ", heuristic routes",
-                       report.milp_used ? fmt::format(", T {:.2f} us vs heuristic {:.2f}", report.milp_objective, report.heuristic_objective) : "");
+                       report.milp_used ? fmt::format(", T {:.2f} us vs heuristic {:.2f}", report.milp_objective, report.heuristic_objective) : "",
+                       report.ordering_s, report.ordered_makespan_us, report.contiguity_s, report.contiguity_makespan_us,
+                       report.merged_transfers, report.contiguity_candidates);
             return 0;
           }};
 }
