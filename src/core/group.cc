@@ -151,12 +151,11 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   BRAID_TRY(check_agreement(collectives));
   std::vector<std::vector<char>> staging;
   BRAID_TRY(stage_premul(collectives, &staging));
-  std::vector<ncclComm*> comms;
-  std::map<ncclComm*, size_t> queue_of;
+  std::vector<ncclComm*> comms;  // a group touches few communicators: a linear search wins
   auto queue_index = [&](ncclComm* comm) {
-    auto [it, fresh] = queue_of.emplace(comm, comms.size());
-    if (fresh) comms.push_back(comm);
-    return it->second;
+    size_t i = std::find(comms.begin(), comms.end(), comm) - comms.begin();
+    if (i == comms.size()) comms.push_back(comm);
+    return i;
   };
   for (const auto& c : collectives) queue_index(c.comm);
   for (const auto& p : p2ps) queue_index(p.comm);
@@ -195,7 +194,8 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   }
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
-    std::unique_ptr<Task> task;
+    // The communicator's last task, rebound when it fits (no allocation).
+    std::unique_ptr<Task> task = std::move(c.comm->spare_task);
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
     BRAID_INFO(kColl, "{}", task->describe());
     queues[queue_index(c.comm)].tasks.push_back(std::move(task));
@@ -225,6 +225,8 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   }
   Status s = run_task_queues(queues);
   if (s.is_ok() && tracked) tracked->call_finished();
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (!queues[i].tasks.empty()) comms[i]->spare_task = std::move(queues[i].tasks.front());
   return s;
 }
 
