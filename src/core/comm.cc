@@ -285,12 +285,15 @@ Status comm_setup(ncclComm* comm) {
   for (const InitInfo& info : infos) rd_max_bytes = std::min(rd_max_bytes, info.rd_max_bytes);
   comm->plans->set_rd_max_bytes(rd_max_bytes);
   if (probe.usable) {
-    BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
+    // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
+    // device buffers go through the host transports instead.
+    if (remote_peer) BRAID_TRY(make_cuda_staged_backend(comm, probe.device, &comm->device));
+    else BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
     comm->cuda_device = probe.device;
   }
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
-             comm->device ? "cuda" : mode, comm->tile_bytes);
+             comm->device ? comm->device->name() : mode.c_str(), comm->tile_bytes);
   return Status::ok();
 }
 }  // namespace

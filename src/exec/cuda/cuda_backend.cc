@@ -129,7 +129,8 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
-  Status collective(const CollectiveCall& c, const Schedule& schedule) override {
+  Status collective(const CollectiveCall& c, const std::shared_ptr<const Schedule>& planned) override {
+    const Schedule& schedule = *planned;
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = c.stream;
     const RankProgram& prog = schedule.ranks.at(comm_->rank);
@@ -142,12 +143,8 @@ class CudaBackend final : public DeviceBackend {
         return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
                            s->chunks, s->blocks);
     const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
-    bool has_input = !(c.collective == Collective::Broadcast || c.collective == Collective::Scatter) ||
-                     comm_->rank == c.root;
-    bool has_output = !(c.collective == Collective::Reduce || c.collective == Collective::Gather) ||
-                      comm_->rank == c.root;
-    L.input = has_input ? static_cast<const char*>(c.sendbuff) : nullptr;
-    L.output = has_output ? static_cast<char*>(c.recvbuff) : nullptr;
+    L.input = has_input(c) ? static_cast<const char*>(c.sendbuff) : nullptr;
+    L.output = has_output(c) ? static_cast<char*>(c.recvbuff) : nullptr;
     // Pointer queries are not stream work; skip them while a graph is being
     // captured (the same buffers were checked by the uncaptured first call).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
