@@ -47,6 +47,11 @@ struct DeviceProbe {
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.
 DeviceProbe probe_device_backend();
 
+// ncclMemAlloc's memory where communicators run the CUDA backend: device
+// memory on the current device, `alignment`-aligned (a power of two).
+Status device_mem_alloc(size_t bytes, size_t alignment, void** out);
+Status device_mem_free(void* p);
+
 // Creates the CUDA backend for an initialised communicator (bootstrap and
 // peers ready).  Fails cleanly when braid was built without CUDA.
 Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out);

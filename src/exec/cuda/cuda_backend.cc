@@ -26,20 +26,13 @@
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/exec/cuda/launch.h"
+#include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"
 
 namespace braid {
 namespace {
 
 using cuda::DevFifo;
-
-#define CUDA_TRY(expr)                                                                                     \
-  do {                                                                                                    \
-    cudaError_t e_ = (expr);                                                                              \
-    if (e_ != cudaSuccess)                                                                                \
-      return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {} ({})", #expr, cudaGetErrorString(e_),     \
-                         cudaGetErrorName(e_));                                                           \
-  } while (0)
 
 constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
 constexpr uint32_t kMaxSlots = 8;

@@ -3,19 +3,12 @@
 // stream, and a stream synchronisation to wait.
 #include <cuda_runtime.h>
 
+#include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/host_staged.h"
 
 namespace braid {
 namespace {
-
-#define CUDA_TRY(expr)                                                                                 \
-  do {                                                                                                \
-    cudaError_t e_ = (expr);                                                                          \
-    if (e_ != cudaSuccess)                                                                            \
-      return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {} ({})", #expr, cudaGetErrorString(e_), \
-                         cudaGetErrorName(e_));                                                       \
-  } while (0)
 
 class CudaMemory final : public DeviceMemory {
  public:
