@@ -122,10 +122,12 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
-  Status collective(const CollectiveCall& c, const std::shared_ptr<const Schedule>& planned) override {
+  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& planned) override {
     const Schedule& schedule = *planned;
     CUDA_TRY(cudaSetDevice(device_));
-    cudaStream_t stream = c.stream;
+    cudaStream_t stream = call.stream;
+    CollectiveCall c = call;
+    BRAID_TRY(stage_premul(&c));
     const RankProgram& prog = schedule.ranks.at(comm_->rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
@@ -306,6 +308,20 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
+  // PreMulSum: the input scaled into a device copy (stream-ordered), then a
+  // plain Sum over it, as the host path does.
+  Status stage_premul(CollectiveCall* c) {
+    if (!c->has_premul) return Status::ok();
+    BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
+    const uint64_t elems = input_blocks(c->collective, comm_->nranks) * c->count;
+    BRAID_TRY(ensure_capacity(&premul_, &premul_bytes_, elems * datatype_size(c->type), c->stream, "PreMulSum"));
+    const void* scalar_device = c->premul.residence == ncclScalarDevice ? c->premul.pointer : nullptr;
+    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, c->premul.immediate, c->stream));
+    c->sendbuff = premul_;
+    c->op = ncclSum;
+    return Status::ok();
+  }
+
   static Status capture_check(cudaStream_t stream, const char* what) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(stream, &status));
@@ -445,6 +461,7 @@ class CudaBackend final : public DeviceBackend {
     if (scratch_) cudaFree(scratch_);
     if (p2p_dev_) cudaFree(p2p_dev_);
     if (staging_) cudaFree(staging_);
+    if (premul_) cudaFree(premul_);
     if (lane_done_) cudaFree(lane_done_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
@@ -466,6 +483,8 @@ class CudaBackend final : public DeviceBackend {
   uint64_t scratch_bytes_ = 0;
   void* p2p_dev_ = nullptr;
   uint64_t p2p_bytes_ = 0;
+  void* premul_ = nullptr;  // PreMulSum's scaled input
+  uint64_t premul_bytes_ = 0;
   void* staging_ = nullptr;  // sends copied aside (see p2p)
   uint64_t staging_bytes_ = 0;
   std::map<const Schedule*, DevicePlan> plans_;  // schedules live in the comm's PlanCache
