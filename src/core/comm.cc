@@ -12,6 +12,7 @@
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/exec/host/task.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 
@@ -54,7 +55,7 @@ struct InitInfo {
   uint64_t tile_bytes = 0;
   int32_t api_version = 0;
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
-  int32_t pad = 0;
+  int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
   uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
 };
 
@@ -240,6 +241,7 @@ Status comm_setup(ncclComm* comm) {
   if (backend == "cuda" && !probe.usable)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   mine.wants_device = probe.usable;
+  mine.check_args = env_int("BRAID_CHECK") != 0;
   mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
@@ -258,6 +260,8 @@ Status comm_setup(ncclComm* comm) {
                          "to the same value (host or cuda) on every rank");
     ctx.peers.push_back(info.peer);
     comm->tile_bytes = std::min(comm->tile_bytes, info.tile_bytes);
+    // One rank checking alone would wait for records nobody sends.
+    comm->check_args |= info.check_args != 0;
   }
   comm->peers = ctx.peers;
 
@@ -281,12 +285,15 @@ Status comm_setup(ncclComm* comm) {
   for (const InitInfo& info : infos) rd_max_bytes = std::min(rd_max_bytes, info.rd_max_bytes);
   comm->plans->set_rd_max_bytes(rd_max_bytes);
   if (probe.usable) {
-    BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
+    // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
+    // device buffers go through the host transports instead.
+    if (remote_peer) BRAID_TRY(make_cuda_staged_backend(comm, probe.device, &comm->device));
+    else BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
     comm->cuda_device = probe.device;
   }
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
-             comm->device ? "cuda" : mode, comm->tile_bytes);
+             comm->device ? comm->device->name() : mode.c_str(), comm->tile_bytes);
   return Status::ok();
 }
 }  // namespace

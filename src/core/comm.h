@@ -25,6 +25,7 @@ struct Schedule;
 class PlanCache;
 class DeviceBackend;
 class RealComm;
+class Task;
 
 // Work a non-blocking communicator runs in the background (its init, or a
 // group).  Shared by every communicator the work touches; `done` flips once,
@@ -75,6 +76,7 @@ struct ncclComm {
   ncclConfig_t config NCCL_CONFIG_INITIALIZER;
   uint64_t comm_hash = 0;
   uint64_t tile_bytes = 0;  // fragment size every rank agreed on at init
+  bool check_args = false;  // BRAID_CHECK, read once at init (src/core/group_check.cc)
 
   std::unique_ptr<braid::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;
@@ -86,6 +88,9 @@ struct ncclComm {
   // Its twin on the real NCCL (BRAID_NCCL_LIB), made on the first forwarded call.
   std::unique_ptr<braid::RealComm> real;
   std::vector<char> scratch;  // grow-only, for schedules that use scratch chunks
+  // The host task of the last group, kept so a repeated call can reuse it
+  // instead of allocating (src/exec/host/collective_task.h).
+  std::unique_ptr<braid::Task> spare_task;
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};

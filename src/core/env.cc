@@ -27,7 +27,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_CUDA_CHANNELS", "8", "cuda backend: connections per peer pair (schedule channels x parallel slices)"},
       {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
       {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
-      {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective"},
+      {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},
       {"BRAID_SCHEDULES", "", "directory of schedule files (JSON or MSCCL XML) to load"},
       {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
       {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},

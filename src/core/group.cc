@@ -14,6 +14,7 @@
 #include "src/core/premul.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/exec/host_staged.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
@@ -35,16 +36,6 @@ struct GroupState {
   std::vector<P2PCall> p2ps;
 };
 thread_local GroupState group;
-
-// Which buffers a rank has for a collective (NCCL lets the others pass NULL).
-bool has_input(const CollectiveCall& c) {
-  bool rooted_input = c.collective == Collective::Broadcast || c.collective == Collective::Scatter;
-  return !rooted_input || c.comm->rank == c.root;
-}
-bool has_output(const CollectiveCall& c) {
-  bool rooted_output = c.collective == Collective::Reduce || c.collective == Collective::Gather;
-  return !rooted_output || c.comm->rank == c.root;
-}
 
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
                  std::unique_ptr<Task>* out, int channel_base = 0) {
@@ -119,7 +110,18 @@ Status stage_premul(std::vector<CollectiveCall>& collectives, std::vector<std::v
 // work is asynchronous, as in NCCL); collectives in issue order, then the
 // send/recv batch, like the host path.
 Status run_device_work(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps) {
+  // Host-staged communicators run their part of the group as one batch (its
+  // work may depend on itself across communicators, like any group).
+  auto staged = [](const auto& call) { return call.comm->device->host_staged() != nullptr; };
+  std::vector<CollectiveCall> staged_collectives;
+  std::vector<P2PCall> staged_p2ps;
+  std::copy_if(collectives.begin(), collectives.end(), std::back_inserter(staged_collectives), staged);
+  std::copy_if(p2ps.begin(), p2ps.end(), std::back_inserter(staged_p2ps), staged);
+  if (!staged_collectives.empty() || !staged_p2ps.empty())
+    BRAID_TRY(run_host_staged(std::move(staged_collectives), std::move(staged_p2ps)));
+
   for (const CollectiveCall& c : collectives) {
+    if (staged(c)) continue;
     if (forward_wanted(c.collective)) {
       BRAID_TRY(forward_collective(c));
       continue;
@@ -129,10 +131,11 @@ Status run_device_work(const std::vector<CollectiveCall>& collectives, const std
                                           &schedule));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on {}", to_string(c.collective), schedule->name, c.count,
                datatype_name(c.type), c.comm->rank, c.comm->nranks, c.comm->device->name());
-    BRAID_TRY(c.comm->device->collective(c, *schedule));
+    BRAID_TRY(c.comm->device->collective(c, schedule));
   }
   std::map<ncclComm*, std::vector<P2PCall>> batches;
-  for (const P2PCall& p : p2ps) batches[p.comm].push_back(p);
+  for (const P2PCall& p : p2ps)
+    if (!staged(p)) batches[p.comm].push_back(p);
   for (auto& [comm, calls] : batches) BRAID_TRY(comm->device->p2p(calls));
   return Status::ok();
 }
@@ -146,17 +149,22 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   std::erase_if(collectives, on_device);
   std::erase_if(p2ps, on_device);
   if (!device_collectives.empty() || !device_p2ps.empty()) BRAID_TRY(run_device_work(device_collectives, device_p2ps));
+  return run_host_work(std::move(collectives), std::move(p2ps));
+}
+
+}  // namespace
+
+Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps) {
   if (collectives.empty() && p2ps.empty()) return Status::ok();
 
   BRAID_TRY(check_agreement(collectives));
   std::vector<std::vector<char>> staging;
   BRAID_TRY(stage_premul(collectives, &staging));
-  std::vector<ncclComm*> comms;
-  std::map<ncclComm*, size_t> queue_of;
+  std::vector<ncclComm*> comms;  // a group touches few communicators: a linear search wins
   auto queue_index = [&](ncclComm* comm) {
-    auto [it, fresh] = queue_of.emplace(comm, comms.size());
-    if (fresh) comms.push_back(comm);
-    return it->second;
+    size_t i = std::find(comms.begin(), comms.end(), comm) - comms.begin();
+    if (i == comms.size()) comms.push_back(comm);
+    return i;
   };
   for (const auto& c : collectives) queue_index(c.comm);
   for (const auto& p : p2ps) queue_index(p.comm);
@@ -195,7 +203,8 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   }
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
-    std::unique_ptr<Task> task;
+    // The communicator's last task, rebound when it fits (no allocation).
+    std::unique_ptr<Task> task = std::move(c.comm->spare_task);
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
     BRAID_INFO(kColl, "{}", task->describe());
     queues[queue_index(c.comm)].tasks.push_back(std::move(task));
@@ -225,8 +234,12 @@ Status run_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2
   }
   Status s = run_task_queues(queues);
   if (s.is_ok() && tracked) tracked->call_finished();
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (!queues[i].tasks.empty()) comms[i]->spare_task = std::move(queues[i].tasks.front());
   return s;
 }
+
+namespace {
 
 // Every communicator the group touches, once each.
 std::vector<ncclComm*> comms_of(const GroupState& work) {

@@ -59,6 +59,22 @@ void group_start();
 Status group_end();
 bool group_active();
 
+// Which buffers a rank has for a collective: NCCL lets the ranks that are not
+// the root pass NULL for Broadcast/Scatter inputs and Reduce/Gather outputs.
+inline bool has_input(const CollectiveCall& c) {
+  bool rooted_input = c.collective == Collective::Broadcast || c.collective == Collective::Scatter;
+  return !rooted_input || c.comm->rank == c.root;
+}
+inline bool has_output(const CollectiveCall& c) {
+  bool rooted_output = c.collective == Collective::Reduce || c.collective == Collective::Gather;
+  return !rooted_output || c.comm->rank == c.root;
+}
+
+// Runs one group's host-executor work (host buffers) to completion: the
+// collectives in order per communicator, then each communicator's send/recv
+// batch, all communicators concurrently.
+Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps);
+
 // Queue (inside a group) or run now (outside).
 Status enqueue(const CollectiveCall& call);
 Status enqueue(const P2PCall& call);

@@ -19,18 +19,23 @@ struct ncclComm;
 
 namespace braid {
 
+class HostStagedBackend;
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
   virtual const char* name() const = 0;
   // Enqueue one collective on call.stream, running `schedule`.
-  virtual Status collective(const CollectiveCall& call, const Schedule& schedule) = 0;
+  virtual Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& schedule) = 0;
   // Enqueue one group's send/recv batch (on the first call's stream).
   virtual Status p2p(const std::vector<P2PCall>& calls) = 0;
   // ncclSuccess, or the first error the device reported.
   virtual ncclResult_t poll_error() = 0;
   // Releases every kernel waiting on a peer (ncclCommAbort).
   virtual void abort() = 0;
+  // Non-null for communicators whose device buffers are staged through the
+  // host executor (src/exec/host_staged.h): their groups run as one batch.
+  virtual HostStagedBackend* host_staged() { return nullptr; }
 };
 
 // What a rank tells the others at init so that all pick the same backend.
@@ -42,8 +47,16 @@ struct DeviceProbe {
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.
 DeviceProbe probe_device_backend();
 
+// ncclMemAlloc's memory where communicators run the CUDA backend: device
+// memory on the current device, `alignment`-aligned (a power of two).
+Status device_mem_alloc(size_t bytes, size_t alignment, void** out);
+Status device_mem_free(void* p);
+
 // Creates the CUDA backend for an initialised communicator (bootstrap and
 // peers ready).  Fails cleanly when braid was built without CUDA.
 Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out);
+// The same for a communicator with ranks on other hosts: device buffers
+// staged through the host executor (src/exec/host_staged.h).
+Status make_cuda_staged_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out);
 
 }  // namespace braid

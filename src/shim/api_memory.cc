@@ -1,17 +1,19 @@
 // Entry points for memory: ncclMemAlloc/Free, buffer registration and
 // symmetric windows.
 //
-// On the host backend buffers are host memory.  MemAlloc hands out page
-// aligned memory (NCCL_WIN_REQUIRED_ALIGNMENT) and remembers it, so freeing
-// a foreign pointer is an error, not heap corruption.  Registration is
+// MemAlloc follows the backend communicators would get (BRAID_BACKEND and
+// the visible devices): device memory where that is cuda, host memory on
+// the host backend; either way NCCL_WIN_REQUIRED_ALIGNMENT-aligned and
+// remembered, so freeing a foreign pointer is an error, not heap corruption.  Registration is
 // bookkeeping (the host transports copy through their own staging, so there
 // is nothing to pin); the handle names a record the communicator owns.  A
 // window is collective: every rank's base and size are gathered into a
 // per-communicator table, which the device AlltoAll API will read.
 #include <cstdlib>
 #include <mutex>
-#include <set>
+#include <map>
 
+#include "src/exec/device_backend.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -19,8 +21,8 @@ using namespace braid;
 namespace {
 
 std::mutex alloc_mutex;
-std::set<void*>& allocations() {
-  static auto* live = new std::set<void*>;
+std::map<void*, bool>& allocations() {  // pointer -> on the device
+  static auto* live = new std::map<void*, bool>;
   return *live;
 }
 
@@ -66,10 +68,12 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     *ptr = nullptr;
     if (size == 0) return BRAID_ERROR(ncclInvalidArgument, "size is 0");
     void* p = nullptr;
-    if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size) != 0)
+    const bool on_device = probe_device_backend().usable;
+    if (on_device) BRAID_TRY(device_mem_alloc(size, NCCL_WIN_REQUIRED_ALIGNMENT, &p));
+    else if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size) != 0)
       return BRAID_ERROR(ncclSystemError, "cannot allocate {} bytes of host memory", size);
     std::lock_guard<std::mutex> lock(alloc_mutex);
-    allocations().insert(p);
+    allocations()[p] = on_device;
     *ptr = p;
     return Status::ok();
   });
@@ -79,9 +83,16 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))
 BRAID_API ncclResult_t ncclMemFree(void* ptr) {
   return guarded(nullptr, "ncclMemFree", [&] {
     if (!ptr) return Status::ok();
-    std::lock_guard<std::mutex> lock(alloc_mutex);
-    if (allocations().erase(ptr) == 0)
-      return BRAID_ERROR(ncclInvalidArgument, "{} was not allocated by ncclMemAlloc (or was freed already)", ptr);
+    bool on_device = false;
+    {
+      std::lock_guard<std::mutex> lock(alloc_mutex);
+      auto it = allocations().find(ptr);
+      if (it == allocations().end())
+        return BRAID_ERROR(ncclInvalidArgument, "{} was not allocated by ncclMemAlloc (or was freed already)", ptr);
+      on_device = it->second;
+      allocations().erase(it);
+    }
+    if (on_device) return device_mem_free(ptr);
     std::free(ptr);
     return Status::ok();
   });

@@ -57,6 +57,13 @@ def collectives(world, rank, dev):
     dist.all_reduce(x, op=dist.ReduceOp.AVG)
     check("all_reduce avg float16", torch.equal(x, torch.full_like(x, float(world + 1))))
 
+    # PreMulSum (ncclRedOpCreatePreMulSum), where this PyTorch exposes it.
+    make_premul = getattr(dist.distributed_c10d, "_make_nccl_premul_sum", None)
+    if make_premul is not None:
+        x = torch.full((1000,), float(rank + 1), dtype=torch.float32, device=dev)
+        dist.all_reduce(x, op=make_premul(0.5))
+        check("all_reduce premul_sum(0.5) float32", torch.equal(x, torch.full_like(x, world * (world + 1) / 4)))
+
     x = torch.arange(513, dtype=torch.int64, device=dev) * (rank + 1)
     out = torch.empty(513 * world, dtype=torch.int64, device=dev)
     dist.all_gather_into_tensor(out, x)

@@ -63,3 +63,20 @@ TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidUs
         }) == 0);
   unsetenv("BRAID_CHECK");
 }
+
+TEST_CASE("BRAID_CHECK set on one rank only still checks on all (agreed at init)", "[validation][check]") {
+  // Rank 1 alone has BRAID_CHECK=1.  Were it to check alone, it would wait for
+  // records rank 0 never sends; agreed at init, both check and both refuse.
+  auto setup = [](int rank) {
+    if (rank == 1) setenv("BRAID_CHECK", "1", 1);
+    else unsetenv("BRAID_CHECK");
+  };
+  CHECK(run_ranks_as_processes(2, [](int rank, int, ncclComm_t comm, Failures& f) {
+          std::vector<float> in(64, 1.f), out(64, -5.f);
+          ncclResult_t r = ncclAllReduce(in.data(), out.data(), rank == 0 ? 64 : 63, ncclFloat, ncclSum, comm, nullptr);
+          if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
+          if (out[0] != -5.f) f.fail(fmt::format("rank {}: output written despite the mismatch", rank));
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr));
+          if (out[63] != 2.f) f.fail("allreduce after the mismatch wrong");
+        }, 60, setup) == 0);
+}

@@ -26,20 +26,13 @@
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/exec/cuda/launch.h"
+#include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"
 
 namespace braid {
 namespace {
 
 using cuda::DevFifo;
-
-#define CUDA_TRY(expr)                                                                                     \
-  do {                                                                                                    \
-    cudaError_t e_ = (expr);                                                                              \
-    if (e_ != cudaSuccess)                                                                                \
-      return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {} ({})", #expr, cudaGetErrorString(e_),     \
-                         cudaGetErrorName(e_));                                                           \
-  } while (0)
 
 constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
 constexpr uint32_t kMaxSlots = 8;
@@ -129,9 +122,12 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
-  Status collective(const CollectiveCall& c, const Schedule& schedule) override {
+  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& planned) override {
+    const Schedule& schedule = *planned;
     CUDA_TRY(cudaSetDevice(device_));
-    cudaStream_t stream = c.stream;
+    cudaStream_t stream = call.stream;
+    CollectiveCall c = call;
+    BRAID_TRY(stage_premul(&c));
     const RankProgram& prog = schedule.ranks.at(comm_->rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
@@ -142,12 +138,8 @@ class CudaBackend final : public DeviceBackend {
         return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
                            s->chunks, s->blocks);
     const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
-    bool has_input = !(c.collective == Collective::Broadcast || c.collective == Collective::Scatter) ||
-                     comm_->rank == c.root;
-    bool has_output = !(c.collective == Collective::Reduce || c.collective == Collective::Gather) ||
-                      comm_->rank == c.root;
-    L.input = has_input ? static_cast<const char*>(c.sendbuff) : nullptr;
-    L.output = has_output ? static_cast<char*>(c.recvbuff) : nullptr;
+    L.input = has_input(c) ? static_cast<const char*>(c.sendbuff) : nullptr;
+    L.output = has_output(c) ? static_cast<char*>(c.recvbuff) : nullptr;
     // Pointer queries are not stream work; skip them while a graph is being
     // captured (the same buffers were checked by the uncaptured first call).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -316,6 +308,20 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
+  // PreMulSum: the input scaled into a device copy (stream-ordered), then a
+  // plain Sum over it, as the host path does.
+  Status stage_premul(CollectiveCall* c) {
+    if (!c->has_premul) return Status::ok();
+    BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
+    const uint64_t elems = input_blocks(c->collective, comm_->nranks) * c->count;
+    BRAID_TRY(ensure_capacity(&premul_, &premul_bytes_, elems * datatype_size(c->type), c->stream, "PreMulSum"));
+    const void* scalar_device = c->premul.residence == ncclScalarDevice ? c->premul.pointer : nullptr;
+    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, c->premul.immediate, c->stream));
+    c->sendbuff = premul_;
+    c->op = ncclSum;
+    return Status::ok();
+  }
+
   static Status capture_check(cudaStream_t stream, const char* what) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(stream, &status));
@@ -455,6 +461,7 @@ class CudaBackend final : public DeviceBackend {
     if (scratch_) cudaFree(scratch_);
     if (p2p_dev_) cudaFree(p2p_dev_);
     if (staging_) cudaFree(staging_);
+    if (premul_) cudaFree(premul_);
     if (lane_done_) cudaFree(lane_done_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
@@ -476,6 +483,8 @@ class CudaBackend final : public DeviceBackend {
   uint64_t scratch_bytes_ = 0;
   void* p2p_dev_ = nullptr;
   uint64_t p2p_bytes_ = 0;
+  void* premul_ = nullptr;  // PreMulSum's scaled input
+  uint64_t premul_bytes_ = 0;
   void* staging_ = nullptr;  // sends copied aside (see p2p)
   uint64_t staging_bytes_ = 0;
   std::map<const Schedule*, DevicePlan> plans_;  // schedules live in the comm's PlanCache

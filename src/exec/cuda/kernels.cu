@@ -402,6 +402,15 @@ __global__ void divide_kernel(S* data, uint64_t n, int divisor) {
     data[i] = divide_elem(data[i], divisor);
 }
 
+template <typename S>
+__global__ void scale_kernel(S* out, const S* in, uint64_t n, const S* scalar_device, uint64_t scalar_bits) {
+  S k;
+  if (scalar_device) k = *scalar_device;
+  else memcpy(&k, &scalar_bits, sizeof(S));
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    out[i] = reduce_elem<ReduceKind::Prod>(in[i], k);
+}
+
 }  // namespace
 
 cudaError_t preload_kernels() {
@@ -412,7 +421,10 @@ cudaError_t preload_kernels() {
   cudaError_t e = cudaFuncGetAttributes(&attr, collective_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, p2p_kernel);
   for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
-    with_storage_type(type, [&](auto storage) { e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>); });
+    with_storage_type(type, [&](auto storage) {
+      e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
+      if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, scale_kernel<decltype(storage)>);
+    });
   return e;
 }
 
@@ -431,6 +443,17 @@ cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int d
   with_storage_type(type, [&](auto storage) {
     using S = decltype(storage);
     divide_kernel<S><<<blocks, 256, 0, stream>>>(static_cast<S*>(data), count, divisor);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scale(void* out, const void* in, uint64_t count, ncclDataType_t type, const void* scalar_device,
+                         uint64_t scalar_bits, cudaStream_t stream) {
+  uint32_t blocks = uint32_t(std::max<uint64_t>(1, std::min<uint64_t>(1024, (count + 255) / 256)));
+  with_storage_type(type, [&](auto storage) {
+    using S = decltype(storage);
+    scale_kernel<S><<<blocks, 256, 0, stream>>>(static_cast<S*>(out), static_cast<const S*>(in), count,
+                                                static_cast<const S*>(scalar_device), scalar_bits);
   });
   return cudaGetLastError();
 }

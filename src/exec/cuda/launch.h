@@ -16,5 +16,10 @@ cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, ui
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
 // data[i] /= divisor: ncclAvg's last step.
 cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);
+// out[i] = in[i] * scalar (PreMulSum's first step): the scalar is read from
+// device memory at run time when scalar_device is set, else its bytes are
+// scalar_bits.
+cudaError_t launch_scale(void* out, const void* in, uint64_t count, ncclDataType_t type, const void* scalar_device,
+                         uint64_t scalar_bits, cudaStream_t stream);
 
 }  // namespace braid::cuda

@@ -52,9 +52,48 @@ struct LaneRun {
 
 class CollectiveTask final : public Task {
  public:
-  explicit CollectiveTask(CollectiveArgs a) : a_(std::move(a)) {}
 
-  Status init() {
+  // Same schedule, rank, channels and transport: the pipes (and the
+  // storage for lane state) of this task can serve `a` as they are.
+  bool can_serve(const CollectiveArgs& a) const {
+    return a.schedule == a_.schedule && a.rank == a_.rank && a.channel_base == a_.channel_base &&
+           a.transport == a_.transport;
+  }
+
+  // Looks up one pipe per sending / receiving op (once per task).
+  Status connect() {
+    const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
+    size_t total_ops = 0;
+    for (const Lane& lane : prog.lanes) total_ops += lane.ops.size();
+    send_pipes_.assign(total_ops, nullptr);
+    recv_pipes_.assign(total_ops, nullptr);
+    size_t first_op = 0;
+    for (const Lane& lane : prog.lanes) {
+      int channel = a_.channel_base + lane.channel;
+      for (size_t i = 0; i < lane.ops.size(); ++i) {
+        const Op& op = lane.ops[i];
+        if (op_sends(op.type)) BRAID_TRY(a_.transport->send_pipe(op.send_peer, channel, &send_pipes_[first_op + i]));
+        if (op_receives(op.type)) BRAID_TRY(a_.transport->recv_pipe(op.recv_peer, channel, &recv_pipes_[first_op + i]));
+      }
+      first_op += lane.ops.size();
+    }
+    point_lanes_at_pipes();
+    return Status::ok();
+  }
+
+  void point_lanes_at_pipes() {
+    size_t first_op = 0;
+    for (LaneRun& run : lanes_) {
+      run.send_pipes = send_pipes_.data() + first_op;
+      run.recv_pipes = recv_pipes_.data() + first_op;
+      first_op += run.lane->ops.size();
+    }
+  }
+
+  // Takes the call's buffers and sizes and rewinds every lane (a reused task
+  // allocates nothing here); point_lanes_at_pipes() must follow.
+  void bind(CollectiveArgs a) {
+    a_ = std::move(a);
     esize_ = datatype_size(a_.type);
     tile_elems_ = std::max<uint64_t>(1, a_.tile_bytes / esize_);
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
@@ -63,27 +102,15 @@ class CollectiveTask final : public Task {
     stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes;
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
-    size_t total_ops = 0;
-    for (const Lane& lane : prog.lanes) total_ops += lane.ops.size();
-    send_pipes_.assign(total_ops, nullptr);
-    recv_pipes_.assign(total_ops, nullptr);
-    size_t first_op = 0;
+    active_ = 0;
+    finished_ = false;
     for (size_t l = 0; l < prog.lanes.size(); ++l) {
       LaneRun& run = lanes_[l];
+      run = LaneRun{};
       run.lane = &prog.lanes[l];
       run.done = run.lane->ops.empty();
-      run.send_pipes = send_pipes_.data() + first_op;
-      run.recv_pipes = recv_pipes_.data() + first_op;
-      first_op += run.lane->ops.size();
-      int channel = a_.channel_base + run.lane->channel;
-      for (size_t i = 0; i < run.lane->ops.size(); ++i) {
-        const Op& op = run.lane->ops[i];
-        if (op_sends(op.type)) BRAID_TRY(a_.transport->send_pipe(op.send_peer, channel, &run.send_pipes[i]));
-        if (op_receives(op.type)) BRAID_TRY(a_.transport->recv_pipe(op.recv_peer, channel, &run.recv_pipes[i]));
-      }
       if (!run.done) ++active_;
     }
-    return Status::ok();
   }
 
   std::string describe() const override {
@@ -284,8 +311,14 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
   if (!args.schedule || args.rank < 0 || args.rank >= int(args.schedule->ranks.size()))
     return BRAID_ERROR(ncclInternalError, "collective task without a schedule for rank {}", args.rank);
   if (datatype_size(args.type) == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {}", int(args.type));
-  auto task = std::make_unique<CollectiveTask>(std::move(args));
-  BRAID_TRY(task->init());
+  if (auto* reusable = dynamic_cast<CollectiveTask*>(out->get()); reusable && reusable->can_serve(args)) {
+    reusable->bind(std::move(args));
+    reusable->point_lanes_at_pipes();
+    return Status::ok();
+  }
+  auto task = std::make_unique<CollectiveTask>();
+  task->bind(std::move(args));
+  BRAID_TRY(task->connect());
   *out = std::move(task);
   return Status::ok();
 }

@@ -1,0 +1,73 @@
+// DeviceMemory on the CUDA runtime, for host-staged communicators
+// (src/exec/host_staged.h): pinned staging memory, copies on the caller's
+// stream, and a stream synchronisation to wait.
+#include <cuda_runtime.h>
+
+#include "src/exec/cuda/cuda_try.h"
+#include "src/exec/device_backend.h"
+#include "src/exec/host_staged.h"
+
+namespace braid {
+namespace {
+
+class CudaMemory final : public DeviceMemory {
+ public:
+  explicit CudaMemory(int device) : device_(device) {}
+
+  Status check(const void* p, const char* what) override {
+    cudaPointerAttributes attr{};
+    cudaError_t e = cudaPointerGetAttributes(&attr, p);
+    if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
+      cudaGetLastError();  // clear a non-sticky error from the query
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "{} {} is not device memory: this communicator runs the CUDA backend (set "
+                         "BRAID_BACKEND=host to use host buffers)",
+                         what, p);
+    }
+    return Status::ok();
+  }
+  Status check_not_capturing(void* stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status));
+    if (status != cudaStreamCaptureStatusNone)
+      return BRAID_ERROR(ncclInvalidUsage,
+                         "this communicator spans hosts and stages its buffers through host memory: its calls "
+                         "cannot be captured into a CUDA graph");
+    return Status::ok();
+  }
+  Status to_host(void* host, const void* device, size_t bytes, void* stream) override {
+    CUDA_TRY(cudaSetDevice(device_));
+    CUDA_TRY(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
+    return Status::ok();
+  }
+  Status to_device(void* device, const void* host, size_t bytes, void* stream) override {
+    CUDA_TRY(cudaSetDevice(device_));
+    CUDA_TRY(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
+    return Status::ok();
+  }
+  Status wait(void* stream) override {
+    CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+    return Status::ok();
+  }
+  void* host_alloc(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void host_free(void* p) override { cudaFreeHost(p); }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+
+Status make_cuda_staged_backend(ncclComm*, int device, std::unique_ptr<DeviceBackend>* out) {
+  *out = std::make_unique<HostStagedBackend>(std::make_unique<CudaMemory>(device));
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,76 @@
+// Host-staged device communicators: device buffers, host data path.
+//
+// A CUDA communicator whose ranks span hosts cannot map its peers' memory
+// (CUDA IPC is per host) and braid has no InfiniBand transport yet.  Such a
+// communicator still takes device buffers, as NCCL's does: each group copies
+// its device inputs to host staging buffers, runs the work with the host
+// executor over the host transports (TCP across hosts, shared memory within
+// one), and copies the outputs back.  The copies are ordered on each call's
+// stream and waited for, so a call returns when its outputs are on the device
+// (synchronous, like the host backend; not capturable in a CUDA graph).
+//
+// All CUDA work goes through DeviceMemory, so the staging logic runs and is
+// tested on CPUs with a stand-in whose "device" pages are inaccessible
+// except inside its copy calls (tests/staged).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "src/core/group.h"
+#include "src/core/status.h"
+#include "src/exec/device_backend.h"
+
+struct ncclComm;
+
+namespace braid {
+
+// The device side of staging: copies ordered on a stream, and waiting.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // Fails (ncclInvalidArgument, naming `what`) unless p is device memory.
+  virtual Status check(const void* p, const char* what) = 0;
+  // ncclInvalidUsage while `stream` is being captured into a CUDA graph.
+  virtual Status check_not_capturing(void* stream) = 0;
+  // Enqueue a copy on `stream`; complete only after wait(stream).
+  virtual Status to_host(void* host, const void* device, size_t bytes, void* stream) = 0;
+  virtual Status to_device(void* device, const void* host, size_t bytes, void* stream) = 0;
+  virtual Status wait(void* stream) = 0;
+  // Host memory the copies run fastest from (pinned, for CUDA).
+  virtual void* host_alloc(size_t bytes) = 0;
+  virtual void host_free(void* p) = 0;
+};
+
+class HostStagedBackend final : public DeviceBackend {
+ public:
+  explicit HostStagedBackend(std::unique_ptr<DeviceMemory> memory) : memory_(std::move(memory)) {}
+  ~HostStagedBackend() override;
+  const char* name() const override { return "host-staged"; }
+  HostStagedBackend* host_staged() override { return this; }
+  // A single call is a group of one (run_device_work batches whole groups).
+  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& schedule) override;
+  Status p2p(const std::vector<P2PCall>& calls) override;
+  // Errors are returned by the calls themselves (they complete before returning).
+  ncclResult_t poll_error() override { return ncclSuccess; }
+  void abort() override {}  // the host executor watches the communicator's stop flag
+
+  DeviceMemory& memory() { return *memory_; }
+  // Host staging memory for one group: grows between groups (the previous
+  // group's copies are complete by then), never while one runs.
+  Status reserve(size_t bytes, char** out);
+
+ private:
+  std::unique_ptr<DeviceMemory> memory_;
+  char* staging_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Runs one group's work on host-staged communicators: stage in, run on the
+// host executor (concurrently, as one group), stage out.  On failure no
+// device output is written.
+Status run_host_staged(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps);
+
+
+}  // namespace braid
