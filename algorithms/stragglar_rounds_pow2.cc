@@ -25,15 +25,18 @@
 // stage 0, ending at offset -1 so that the next segment starts at offset 0,
 // the swapping rank, whose one "send" is the stage-k slot it skips), one of
 // length k-1 (stage 1), two of length k-2 (stage 2), ..., 2^(k-2) of length 1
-// (stage k-1).  Their lengths add up to m, in any order.
+// (stage k-1).  Their lengths add up to m, in any order.  Stage j < k then
+// has 2^(j-1) receivers and as many holders to send (so round j < k feeds as
+// many new ranks as there are fast holders), stage k 2^(k-1)-1 of each.
 //
 // The tail: from round m on nobody swaps and chunk m-1 has only stage 0
 // behind it; chunks below finish on the pattern by round c+k <= m+k-2.
 // Chunk m-1 instead doubles with the straggler's help: in round m-1+i the
-// pattern's slots of stages 1..i serve no chunk (those would be chunks m and
-// up), and by induction its 2^i - 1 fast holders are exactly the senders of
-// those stages' slots; they and the straggler feed the 2^i idle receivers
-// (those stages' receivers and offset 0).  No rank is both: a nonzero offset
+// pattern's slots of stages 1..i are free (they would serve chunk m-1, taken
+// off the pattern, and chunks m and up, which do not exist), and by induction
+// chunk m-1's 2^i - 1 fast holders are exactly the ranks in those stages'
+// send slots; they and the straggler feed the 2^i ranks in those stages'
+// receive slots and at offset 0.  No rank is both: a nonzero offset
 // is either a segment start (sends in stage k) or an inner cell (receives in
 // stage k).  After k-1 tail rounds all 2^k ranks hold it.
 #include <cstddef>
