@@ -17,9 +17,10 @@
 // straggler: the overlap needs no special support from the executor.
 //
 // Cost after the straggler arrives, S bytes: R rounds of one S/(n-1) chunk,
-// R*(alpha + beta*S/(n-1)), R at most one round over n-2+ceil(log2 n) for
-// n <= 64 (equal at n = 4 and 8, the paper's n-2+log2 n; see
-// stragglar_rounds.cc and `braid stragglar --rounds`).  Ring needs 2(n-1)(alpha + beta*S/n).  If the straggler
+// R*(alpha + beta*S/(n-1)), R = n-2+log2 n for every power of two (the
+// paper's count, stragglar_rounds_pow2.cc), and otherwise at most one round
+// over n-2+ceil(log2 n) for n <= 64 (stragglar_rounds.cc; `braid stragglar
+// --rounds`).  Ring needs 2(n-1)(alpha + beta*S/n).  If the straggler
 // is not late, phase 0 adds (n-2)(alpha + beta*S/(n-1)).
 //
 // Any n >= 1 (n = 1 is a copy, n = 2 a single swap) and any straggler rank:

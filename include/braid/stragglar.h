@@ -25,8 +25,13 @@ struct StragglarRounds {
 };
 
 // Phase 1 for n >= 2 ranks (n = 1 has no phase 1).  Each rank sends at most
-// one chunk and receives at most one chunk per round.
+// one chunk and receives at most one chunk per round.  Powers of two take
+// stragglar_rounds_power_of_two(); other n a round-by-round matching.
 StragglarRounds stragglar_rounds(int nranks);
+
+// The explicit construction for n = 2^k, exactly the lower bound n-2+k
+// rounds (empty for other n).
+StragglarRounds stragglar_rounds_power_of_two(int nranks);
 
 // No phase-1 plan can be shorter: the last chunk is final only after round
 // n-2, held by two ranks, and copies at most double per round afterwards.

@@ -1,22 +1,16 @@
 #include "src/plan/straggler.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <cstdlib>
 #include <string>
 
 #include "braid/stragglar.h"
 #include "src/core/comm.h"
-#include "src/core/deadline.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
 
 #include <fmt/ranges.h>
+#include "src/plan/arrival_board.h"
 #include "src/plan/planner.h"
 
 namespace braid {
@@ -91,104 +85,6 @@ int64_t straggler_threshold_ns(int n, uint64_t bytes) {
   return std::max<int64_t>(kFloorNs, int64_t(delay * 1e9));
 }
 
-// Eager mode's shared words: a few call slots, reused round robin (a rank is
-// never more than one call ahead of the slowest, since every call needs all).
-class ArrivalBoard {
- public:
-  static constexpr int kSlots = 4;
-  struct Slot {
-    std::atomic<uint64_t> arrived;   // bit r: rank r is in this call
-    std::atomic<int32_t> straggler;  // -1 until n-1 ranks arrived
-    std::atomic<uint32_t> seen;      // ranks that read straggler; the n-th resets the slot
-  };
-  struct Layout {
-    std::atomic<uint32_t> ready;
-    std::atomic<uint32_t> attached;
-    Slot slots[kSlots];
-  };
-
-  ~ArrivalBoard() {
-    if (board_) ::munmap(board_, sizeof(Layout));
-    if (!unlinked_) ::shm_unlink(name_.c_str());
-  }
-
-  // Rank 0 creates and initialises the segment; the others attach once it is ready.
-  static Status open(ncclComm* comm, std::unique_ptr<ArrivalBoard>* out) {
-    auto b = std::make_unique<ArrivalBoard>();
-    b->name_ = fmt::format("/braid-arrivals-{:016x}", comm->comm_hash);
-    b->nranks_ = comm->nranks;
-    Deadline deadline = Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000));
-    Waiter waiter;
-    int fd = -1;
-    if (comm->rank == 0) {
-      fd = ::shm_open(b->name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-      if (fd >= 0 && ::ftruncate(fd, sizeof(Layout)) != 0) {
-        ::close(fd);
-        fd = -1;
-      }
-    } else {
-      while ((fd = ::shm_open(b->name_.c_str(), O_RDWR, 0600)) < 0 && errno == ENOENT) {
-        if (deadline.expired() || comm->aborting.load())
-          return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: rank 0 never created {}", b->name_);
-        waiter.pause();
-      }
-    }
-    if (fd < 0) return BRAID_ERROR(ncclSystemError, "shm {}: {}", b->name_, std::strerror(errno));
-    void* map = ::mmap(nullptr, sizeof(Layout), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", b->name_, std::strerror(errno));
-    b->board_ = static_cast<Layout*>(map);
-    if (comm->rank == 0) {
-      for (Slot& s : b->board_->slots) {
-        s.arrived.store(0);
-        s.straggler.store(-1);
-        s.seen.store(0);
-      }
-      b->board_->ready.store(1, std::memory_order_release);
-    }
-    while (b->board_->ready.load(std::memory_order_acquire) != 1) {
-      if (deadline.expired() || comm->aborting.load())
-        return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: {} never became ready", b->name_);
-      waiter.pause();
-    }
-    // The last to attach removes the name; the mappings stay valid.
-    if (b->board_->attached.fetch_add(1) + 1 == uint32_t(b->nranks_)) {
-      ::shm_unlink(b->name_.c_str());
-      b->unlinked_ = true;
-    }
-    *out = std::move(b);
-    return Status::ok();
-  }
-
-  Status straggler_of_call(ncclComm* comm, uint64_t call, int* out) {
-    Slot& s = board_->slots[call % kSlots];
-    const uint64_t all = nranks_ == 64 ? ~uint64_t(0) : (uint64_t(1) << nranks_) - 1;
-    const uint64_t now = s.arrived.fetch_or(uint64_t(1) << comm->rank) | (uint64_t(1) << comm->rank);
-    if (__builtin_popcountll(now) == nranks_ - 1) s.straggler.store(__builtin_ctzll(all & ~now), std::memory_order_release);
-    Deadline deadline = Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000));
-    Waiter waiter;
-    int32_t straggler;
-    while ((straggler = s.straggler.load(std::memory_order_acquire)) < 0) {
-      if (deadline.expired() || comm->aborting.load())
-        return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: fewer than {} ranks reached the call", nranks_ - 1);
-      waiter.pause();
-    }
-    if (s.seen.fetch_add(1) + 1 == uint32_t(nranks_)) {
-      s.arrived.store(0);
-      s.straggler.store(-1);
-      s.seen.store(0, std::memory_order_release);
-    }
-    *out = straggler;
-    return Status::ok();
-  }
-
- private:
-  std::string name_;
-  int nranks_ = 0;
-  Layout* board_ = nullptr;
-  bool unlinked_ = false;
-};
-
 StragglerTracker::StragglerTracker(int nranks, int rank)
     : nranks_(nranks), rank_(rank), setting_(straggler_setting(nranks)), recv_(size_t(nranks), -1) {}
 
@@ -206,9 +102,16 @@ Status StragglerTracker::plan_call(ncclComm* comm, uint64_t bytes, int* straggle
       setting_ = {};
       return Status::ok();
     }
-    BRAID_TRY(ArrivalBoard::open(comm, &board_));
+    ArrivalBoard::Setup setup;
+    setup.name = fmt::format("/braid-arrivals-{:016x}", comm->comm_hash);
+    setup.rank = comm->rank;
+    setup.nranks = comm->nranks;
+    for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
+    setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+    setup.aborting = &comm->aborting;
+    BRAID_TRY(ArrivalBoard::open(std::move(setup), &board_));
   }
-  return board_->straggler_of_call(comm, eager_calls_++, straggler);
+  return board_->straggler_of_call(eager_calls_++, straggler);
 }
 
 int StragglerTracker::straggler_for(uint64_t bytes) const {

@@ -15,9 +15,10 @@
 // `eager` (beyond the paper, which proposed it): no history at all.  Each
 // call, the first n-1 ranks to arrive are the fast ones and start phase 0;
 // whoever comes last is the straggler.  Ranks agree through a word in shared
-// memory per call (ranks on one host, n <= 64): each sets its arrival bit
-// with one atomic fetch_or, the rank whose bit completes n-1 arrivals names
-// the missing one, and everyone plans StragglAR for that rank.  A fast rank
+// memory per call (ranks on one host, n <= 64; src/plan/arrival_board.h):
+// each sets its arrival bit with one atomic fetch_or, the rank whose bit
+// completes n-1 arrivals names the missing one, and everyone plans StragglAR
+// for that rank.  A fast rank
 // waits only for the other fast ranks, which phase 0 needs anyway.
 //
 // Tracked calls: an AllReduce that is the whole group (ncclAllReduce outside

@@ -67,15 +67,31 @@ TEST_CASE("stragglar round plans are one-port and complete, n = 2..64", "[stragg
     std::printf("  n=%-3d rounds=%-3d lower=%-3d ring=%d\n", n, rounds, lower, 2 * (n - 1));
     CHECK(rounds >= lower);
     CHECK(rounds <= lower + 1);
+    if ((n & (n - 1)) == 0) CHECK(rounds == lower);  // powers of two: the explicit construction
     CHECK(rounds < 2 * (n - 1) + (n <= 3 ? 1 : 0));  // fewer rounds than ring, except n = 3 (ties at 3 vs 4)
   }
 }
 
+TEST_CASE("powers of two take exactly n-2+log2 n rounds, up to n = 1024", "[stragglar]") {
+  for (int k = 1; k <= 10; ++k) {
+    const int n = 1 << k;
+    StragglarRounds plan = stragglar_rounds(n);
+    REQUIRE(plan.nranks == n);
+    check_plan(plan);
+    CHECK(int(plan.rounds.size()) == n - 2 + k);
+  }
+  // Not a power of two: the construction declines.
+  CHECK(stragglar_rounds_power_of_two(12).rounds.empty());
+}
+
 TEST_CASE("stragglar meets the paper's round counts", "[stragglar]") {
-  // Powers of two: n-2+log2 n at 4 and 8 (16 and up: one round more, see the note).
+  // Powers of two: n-2+log2 n.
   CHECK(stragglar_rounds(2).rounds.size() == 1);
   CHECK(stragglar_rounds(4).rounds.size() == 4);
   CHECK(stragglar_rounds(8).rounds.size() == 9);
+  CHECK(stragglar_rounds(16).rounds.size() == 18);
+  CHECK(stragglar_rounds(32).rounds.size() == 35);
+  CHECK(stragglar_rounds(64).rounds.size() == 68);
   // Even non-powers of two: the paper's matching needs 7 at n=6 and 15 at n=12.
   CHECK(stragglar_rounds(6).rounds.size() == 7);
   CHECK(stragglar_rounds(12).rounds.size() <= 15);
@@ -96,7 +112,7 @@ TEST_CASE("stragglar schedules verify for n = 1..64, straggler last", "[straggla
 }
 
 TEST_CASE("stragglar schedules verify with every rank as the straggler", "[stragglar][verify]") {
-  for (int n : {2, 3, 4, 5, 6, 7, 8, 9, 12, 13}) {
+  for (int n : {2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16}) {
     for (int straggler = 0; straggler < n; ++straggler) {
       Schedule s = stragglar_allreduce(n, straggler);
       INFO("n=" << n << " straggler=" << straggler);

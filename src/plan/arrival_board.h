@@ -1,0 +1,60 @@
+// BRAID_STRAGGLER=eager's arrival board: one small shared-memory segment per
+// communicator (ranks on one host, n <= 64) on which the ranks agree, call by
+// call, who arrived last.
+//
+// Each eager call uses one slot (calls reuse a few slots round robin).  A rank
+// entering the call sets its bit in the slot's arrival word with one atomic
+// fetch_or; the rank whose fetch_or completes n-1 arrivals publishes the one
+// missing rank as the call's straggler; every rank waits for that name (the
+// fast ones only for each other), and the n-th to read it resets the slot.
+// A rank cannot use a slot again before its reset: to reach call k+2 it must
+// have completed call k+1, which needs every rank's data for k+1, which each
+// rank sends only after it is done with the board for call k+1 (and k).
+//
+// Setup: rank 0 creates the segment (O_EXCL), sizes and initialises it and
+// marks it ready; the others attach once it has its full size and is ready.
+// The last rank to attach unlinks the name; the mappings stay valid.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core/status.h"
+
+namespace braid {
+
+class ArrivalBoard {
+ public:
+  struct Setup {
+    std::string name;           // shm name, the same on every rank of the communicator
+    int rank = 0, nranks = 0;   // nranks <= 64
+    std::vector<int32_t> pids;  // each rank's process, to notice one that died (0: unknown)
+    std::chrono::milliseconds timeout{0};
+    const std::atomic<bool>* aborting = nullptr;
+  };
+
+  // Rank 0 creates the segment; the others wait (bounded) until it is ready.
+  static Status open(Setup setup, std::unique_ptr<ArrivalBoard>* out);
+  ~ArrivalBoard();
+
+  // The straggler of eager call number `call` (every rank numbers its eager
+  // calls alike): waits until n-1 ranks have arrived.
+  Status straggler_of_call(uint64_t call, int* straggler);
+
+  struct Layout;
+
+ private:
+  ArrivalBoard() = default;
+  // The first rank of `ranks` (a bit mask) whose process is gone, or -1.
+  int dead_rank(uint64_t ranks) const;
+
+  Setup setup_;
+  Layout* board_ = nullptr;
+  bool unlinked_ = false;
+};
+
+}  // namespace braid
