@@ -23,8 +23,7 @@ using namespace mp;
 namespace {
 
 std::string data_dir() {
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind('/')) + "/../data/synth/schedules";
+  return BRAID_TEST_DATA "/synth/schedules";
 }
 
 std::string read_logs(const std::string& pattern_dir) {
