@@ -38,16 +38,6 @@ struct Failures {
       (failures).fail(std::string(#call) + " -> " + ncclGetErrorString(mp_r_) + ": " + ncclGetLastError(nullptr)); \
   } while (0)
 
-// Sanitizers slow ranks several-fold (ASan about 2-5x, more when the cores
-// are shared).  The alarms below are hang guards, not speed checks, so under
-// a sanitizer they stretch by this factor; 3 keeps the longest (90 s) inside
-// ctest's 300 s per test.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr unsigned kHangGuardScale = 3;
-#else
-inline constexpr unsigned kHangGuardScale = 1;
-#endif
-
 using RankBody = std::function<void(int rank, int nranks, ncclComm_t comm, Failures& failures)>;
 
 // Each rank creates its communicator, runs body, destroys the communicator.
@@ -80,7 +70,7 @@ inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned tim
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      alarm(timeout_s * kHangGuardScale);
+      alarm(timeout_s);
       if (setup) setup(r);
       Failures failures;
       ncclComm_t comm = nullptr;
