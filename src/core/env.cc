@@ -9,7 +9,10 @@
 namespace braid {
 
 const std::vector<EnvVar>& env_registry() {
-  static const std::vector<EnvVar> vars = {
+  // Never destroyed: a bootstrap root's listener thread (detached, one per
+  // unique id) may still read variables while the process runs its exit
+  // handlers; a static vector would be freed under it (found by TSan).
+  static const auto* vars = new std::vector<EnvVar>{
       {"BRAID_DEBUG", "", "log level: VERSION, WARN, INFO or TRACE (falls back to NCCL_DEBUG)"},
       {"BRAID_DEBUG_SUBSYS", "", "comma list of log subsystems, ^ negates (falls back to NCCL_DEBUG_SUBSYS)"},
       {"BRAID_DEBUG_FILE", "", "log file pattern, %h host, %p pid (falls back to NCCL_DEBUG_FILE)"},
@@ -32,7 +35,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
       {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},
   };
-  return vars;
+  return *vars;
 }
 
 static const EnvVar* find_var(const char* name) {

@@ -110,9 +110,13 @@ TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a col
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comms[2] = {nullptr, nullptr};
-  std::thread peer([&] { CHECK(ncclCommInitRank(&comms[1], 2, id, 1) == ncclSuccess); });
-  REQUIRE(ncclCommInitRank(&comms[0], 2, id, 0) == ncclSuccess);
+  // Catch2's assertions are not thread-safe: the peer thread only records its result.
+  ncclResult_t peer_init = ncclInternalError;
+  std::thread peer([&] { peer_init = ncclCommInitRank(&comms[1], 2, id, 1); });
+  ncclResult_t init = ncclCommInitRank(&comms[0], 2, id, 0);
   peer.join();
+  REQUIRE(init == ncclSuccess);
+  REQUIRE(peer_init == ncclSuccess);
   ncclComm_t comm = comms[0];
   std::atomic<bool> stop_polling{false};
   std::atomic<int> abort_result{-1};
