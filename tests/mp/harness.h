@@ -60,31 +60,68 @@ inline int run_ranks_as_threads(int nranks, const RankBody& body) {
   return total;
 }
 
-// setup(rank) runs in the child before init (e.g. setenv for that rank).
-inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned timeout_s = 60,
-                                  const std::function<void(int)>& setup = {}) {
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+// Forks one child per rank first, and only then makes `nids` unique ids and
+// hands them to every child through a pipe.  The order matters: the first
+// ncclGetUniqueId starts the bootstrap root's thread, and a fork while some
+// thread holds a lock leaves the child with that lock held forever.  glibc's
+// malloc guards against that with fork handlers; ASan's allocator (GCC 12)
+// does not, and forked ranks deadlocked in their first allocation.
+// child(rank, ids) runs in the child (after a hard alarm); its return value
+// is the child's exit status.  Returns the children's pids.
+inline std::vector<pid_t> fork_ranks(int nranks, unsigned timeout_s, int nids,
+                                     const std::function<int(int, const std::vector<ncclUniqueId>&)>& child) {
   std::fflush(nullptr);
   std::vector<pid_t> pids;
+  std::vector<int> writers;
   for (int r = 0; r < nranks; ++r) {
+    int fds[2];
+    if (pipe(fds) != 0) break;
     pid_t pid = fork();
     if (pid == 0) {
       alarm(timeout_s);
-      if (setup) setup(r);
-      Failures failures;
-      ncclComm_t comm = nullptr;
-      MP_NCCL(failures, ncclCommInitRank(&comm, nranks, id, r));
-      if (comm) {
-        body(r, nranks, comm, failures);
-        MP_NCCL(failures, ncclCommDestroy(comm));
+      for (int w : writers) close(w);  // earlier ranks' pipes
+      close(fds[1]);
+      std::vector<ncclUniqueId> ids(nids);
+      size_t want = ids.size() * sizeof(ncclUniqueId), got = 0;
+      while (got < want) {
+        ssize_t k = read(fds[0], reinterpret_cast<char*>(ids.data()) + got, want - got);
+        if (k <= 0) _exit(3);  // the parent could not make the ids
+        got += size_t(k);
       }
+      close(fds[0]);
+      int code = child(r, ids);
       std::fflush(nullptr);
-      _exit(failures.count ? 1 : 0);
+      _exit(code);
     }
+    close(fds[0]);
+    writers.push_back(fds[1]);
     pids.push_back(pid);
   }
-  int bad = 0;
+  std::vector<ncclUniqueId> ids(nids);
+  bool ok = true;
+  for (auto& id : ids) ok = ok && ncclGetUniqueId(&id) == ncclSuccess;
+  for (int w : writers) {
+    if (ok) (void)!write(w, ids.data(), ids.size() * sizeof(ncclUniqueId));
+    close(w);
+  }
+  return pids;
+}
+
+// setup(rank) runs in the child before init (e.g. setenv for that rank).
+inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned timeout_s = 60,
+                                  const std::function<void(int)>& setup = {}) {
+  std::vector<pid_t> pids = fork_ranks(nranks, timeout_s, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    if (setup) setup(r);
+    Failures failures;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(failures, ncclCommInitRank(&comm, nranks, ids[0], r));
+    if (comm) {
+      body(r, nranks, comm, failures);
+      MP_NCCL(failures, ncclCommDestroy(comm));
+    }
+    return failures.count ? 1 : 0;
+  });
+  int bad = int(nranks - pids.size());
   for (pid_t pid : pids) {
     int status = 0;
     waitpid(pid, &status, 0);

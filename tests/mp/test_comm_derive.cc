@@ -224,29 +224,22 @@ TEST_CASE("init with several roots (ncclCommInitRankScalable)", "[mp][scalable][
 }
 
 TEST_CASE("scalable init across processes, and its argument checks", "[mp][scalable]") {
-  std::vector<ncclUniqueId> ids(2);
-  for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 5; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      alarm(60);
-      Failures f;
-      ncclComm_t comm = nullptr;
-      MP_NCCL(f, ncclCommInitRankScalable(&comm, 5, r, 2, ids.data(), nullptr));
-      if (comm) check_allreduce(comm, 5, [](int x) { return 3 * x + 1; }, f, "scalable processes");
-      if (comm) MP_NCCL(f, ncclCommDestroy(comm));
-      std::fflush(nullptr);
-      _exit(f.count ? 1 : 0);
-    }
-    pids.push_back(pid);
-  }
+  std::vector<pid_t> pids = fork_ranks(5, 60, 2, [](int r, const std::vector<ncclUniqueId>& ids) {
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRankScalable(&comm, 5, r, 2, const_cast<ncclUniqueId*>(ids.data()), nullptr));
+    if (comm) check_allreduce(comm, 5, [](int x) { return 3 * x + 1; }, f, "scalable processes");
+    if (comm) MP_NCCL(f, ncclCommDestroy(comm));
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == 5);
   for (pid_t pid : pids) {
     int status = 0;
     waitpid(pid, &status, 0);
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   }
+  std::vector<ncclUniqueId> ids(2);  // well-formed ids for the argument checks
+  for (auto& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comm = nullptr;
   CHECK(ncclCommInitRankScalable(&comm, 4, 0, 0, ids.data(), nullptr) == ncclInvalidArgument);
   CHECK(ncclCommInitRankScalable(&comm, 1, 0, 2, ids.data(), nullptr) == ncclInvalidArgument);

@@ -63,20 +63,9 @@ int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s) {
 void kill_one_mid_collective(int n, const char* transport) {
   setenv("BRAID_TIMEOUT", "3", 1);
   setenv("BRAID_TRANSPORT", transport, 1);
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < n; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      alarm(90);
-      int code = survivor(r, n, id, 3);
-      std::fflush(nullptr);
-      _exit(code);
-    }
-    pids.push_back(pid);
-  }
+  std::vector<pid_t> pids =
+      fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3); });
+  REQUIRE(int(pids.size()) == n);
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_TRANSPORT");
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // init done, collectives running

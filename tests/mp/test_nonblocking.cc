@@ -73,21 +73,12 @@ TEST_CASE("non-blocking init, collectives and p2p: InProgress then Success", "[m
 }
 
 TEST_CASE("non-blocking communicators in forked processes", "[mp][nonblocking]") {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::fflush(nullptr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < 3; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      alarm(60);
-      Failures f;
-      nonblocking_rank(r, 3, id, f);
-      std::fflush(nullptr);
-      _exit(f.count ? 1 : 0);
-    }
-    pids.push_back(pid);
-  }
+  std::vector<pid_t> pids = fork_ranks(3, 60, 1, [](int r, const std::vector<ncclUniqueId>& ids) {
+    Failures f;
+    nonblocking_rank(r, 3, ids[0], f);
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == 3);
   for (pid_t pid : pids) {
     int status = 0;
     waitpid(pid, &status, 0);
