@@ -231,7 +231,9 @@ TEST_CASE("synth: at the time limit the best incumbent is kept", "[synth]") {
   REQUIRE(synthesize(t, s, o, &out, &rep, &error));
   CHECK(rep.milp_used);
   CHECK(rep.heuristic_objective == Approx(18 * 46.3));
-  CHECK(rep.milp_objective < rep.heuristic_objective);  // CBC improved on its MIP start
+  // The incumbent is kept: never worse than the MIP start (whether CBC improves
+  // on it within 1 s depends on the machine, e.g. under ASan on a loaded one).
+  CHECK(rep.milp_objective <= rep.heuristic_objective + 1e-6);
   CHECK(rep.milp_bound <= rep.milp_objective + 1e-6);
   CHECK(rep.routing_s < 30);
   CHECK(verify(out).ok);
