@@ -3,7 +3,7 @@
 // Teams are plain arithmetic over the communicator and work for real: world
 // is every rank, lsa ("load/store accessible") the ranks on this host, rail
 // the ranks with the same local index on every host.  Device communicators,
-// barriers and the LL AlltoAll need the cuda backend and report that.
+// barriers and the LL AlltoAll are not implemented yet and say so.
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -32,7 +32,7 @@ ncclTeam lsa_team(const ncclComm* comm) {
 bool usable(const ncclComm* comm) { return comm && comm_is_live(comm) && !comm->peers.empty(); }
 
 Status needs_cuda(const char* function) {
-  return BRAID_ERROR(ncclInvalidUsage, "{} needs the cuda backend; this communicator runs on the host backend",
+  return BRAID_ERROR(ncclInvalidUsage, "{} is part of NCCL's device API, which braid does not implement yet",
                      function);
 }
 

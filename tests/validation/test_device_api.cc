@@ -1,0 +1,70 @@
+// The host entry points of NCCL 2.28's device API (nccl_device/*.h), the rows
+// the bad-input table cannot hold: teams are arithmetic and work for real
+// (and give sentinels for a NULL or destroyed communicator); device
+// communicators, barriers and the LL AlltoAll are not implemented and must
+// say so with ncclInvalidUsage and a message naming the function, never
+// succeed, and leave the communicator working.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "harness.h"
+
+using namespace mp;
+
+extern "C" {
+struct ncclTeam {
+  int nRanks, rank, stride;
+};
+ncclTeam ncclTeamWorld(ncclComm_t comm);
+ncclTeam ncclTeamLsa(ncclComm_t comm);
+ncclTeam ncclTeamRail(ncclComm_t comm);
+int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam team, int rank);
+int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam team, int rank);
+ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* out);
+ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm);
+ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam team, int nBarriers, void* handle, void* req);
+ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam team, int nBarriers, void* handle, void* req);
+ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* handle, void* req);
+int ncclLLA2ACalcSlots(int maxElts, int maxEltSize);
+void ncclResetDebugInitInternal(void);
+}
+
+namespace {
+
+bool same(ncclTeam a, ncclTeam b) { return a.nRanks == b.nRanks && a.rank == b.rank && a.stride == b.stride; }
+
+}  // namespace
+
+TEST_CASE("device API host entry points: teams work, the rest says it is not implemented", "[validation][device]") {
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          ncclTeam world = ncclTeamWorld(comm);
+          if (!same(world, {2, rank, 1})) f.fail("ncclTeamWorld");
+          if (!same(ncclTeamLsa(comm), {2, rank, 1})) f.fail("ncclTeamLsa (one host)");
+          if (!same(ncclTeamRail(comm), {1, 0, 2})) f.fail("ncclTeamRail (one host)");
+          if (ncclTeamRankToWorld(comm, world, 1 - rank) != 1 - rank) f.fail("ncclTeamRankToWorld");
+          if (ncclTeamRankToLsa(comm, world, 1 - rank) != 1 - rank) f.fail("ncclTeamRankToLsa");
+          // Sentinels for a NULL communicator (no result code to return).
+          if (!same(ncclTeamWorld(nullptr), {0, -1, 1}) || ncclTeamRankToWorld(nullptr, world, 0) != -1)
+            f.fail("NULL communicator sentinels");
+
+          char scratch[256] = {};
+          auto refused = [&](const char* name, ncclResult_t r) {
+            if (r != ncclInvalidUsage) f.fail(std::string(name) + " returned " + std::to_string(int(r)));
+            if (std::string(ncclGetLastError(nullptr)).find(name) == std::string::npos)
+              f.fail(std::string(name) + ": message " + ncclGetLastError(nullptr));
+          };
+          refused("ncclDevCommCreate", ncclDevCommCreate(comm, scratch, scratch));
+          refused("ncclDevCommDestroy", ncclDevCommDestroy(comm, scratch));
+          refused("ncclLsaBarrierCreateRequirement", ncclLsaBarrierCreateRequirement(world, 1, scratch, scratch));
+          refused("ncclGinBarrierCreateRequirement", ncclGinBarrierCreateRequirement(comm, world, 1, scratch, scratch));
+          refused("ncclLLA2ACreateRequirement", ncclLLA2ACreateRequirement(1, 1, scratch, scratch));
+          if (ncclLLA2ACalcSlots(1024, 4) != -1) f.fail("ncclLLA2ACalcSlots returned a slot count");
+          ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
+
+          float in = float(rank + 1), out = 0;
+          MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
+          if (out != 3.f) f.fail("allreduce after the device API calls");
+        }) == 0);
+  CHECK(ncclDevCommCreate(nullptr, nullptr, nullptr) != ncclSuccess);
+}
