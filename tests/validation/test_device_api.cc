@@ -49,22 +49,30 @@ TEST_CASE("device API host entry points: teams work, the rest says it is not imp
             f.fail("NULL communicator sentinels");
 
           char scratch[256] = {};
+          // The communicator's own last error: the global one is shared with the other rank's thread.
           auto refused = [&](const char* name, ncclResult_t r) {
             if (r != ncclInvalidUsage) f.fail(std::string(name) + " returned " + std::to_string(int(r)));
-            if (std::string(ncclGetLastError(nullptr)).find(name) == std::string::npos)
-              f.fail(std::string(name) + ": message " + ncclGetLastError(nullptr));
+            if (std::string(ncclGetLastError(comm)).find(name) == std::string::npos)
+              f.fail(std::string(name) + ": message " + ncclGetLastError(comm));
           };
           refused("ncclDevCommCreate", ncclDevCommCreate(comm, scratch, scratch));
           refused("ncclDevCommDestroy", ncclDevCommDestroy(comm, scratch));
-          refused("ncclLsaBarrierCreateRequirement", ncclLsaBarrierCreateRequirement(world, 1, scratch, scratch));
           refused("ncclGinBarrierCreateRequirement", ncclGinBarrierCreateRequirement(comm, world, 1, scratch, scratch));
-          refused("ncclLLA2ACreateRequirement", ncclLLA2ACreateRequirement(1, 1, scratch, scratch));
-          if (ncclLLA2ACalcSlots(1024, 4) != -1) f.fail("ncclLLA2ACalcSlots returned a slot count");
-          ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
 
           float in = float(rank + 1), out = 0;
           MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
           if (out != 3.f) f.fail("allreduce after the device API calls");
         }) == 0);
+  // The functions without a communicator, from this thread alone (their
+  // message goes to the process-wide last error).
+  char scratch[256] = {};
+  ncclTeam world{2, 0, 1};
   CHECK(ncclDevCommCreate(nullptr, nullptr, nullptr) != ncclSuccess);
+  CHECK(ncclLsaBarrierCreateRequirement(world, 1, scratch, scratch) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLsaBarrierCreateRequirement") != std::string::npos);
+  CHECK(ncclLLA2ACreateRequirement(1, 1, scratch, scratch) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLLA2ACreateRequirement") != std::string::npos);
+  CHECK(ncclLLA2ACalcSlots(1024, 4) == -1);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLLA2ACalcSlots") != std::string::npos);
+  ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
 }
