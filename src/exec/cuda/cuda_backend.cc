@@ -295,19 +295,6 @@ class CudaBackend final : public DeviceBackend {
     return fifo_at(static_cast<char*>(arena_), peer, channel);
   }
 
-  Status check_device_memory(const void* p, const char* what) const {
-    cudaPointerAttributes attr{};
-    cudaError_t e = cudaPointerGetAttributes(&attr, p);
-    if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
-      cudaGetLastError();  // clear a non-sticky error from the query
-      return BRAID_ERROR(ncclInvalidArgument,
-                         "{} {} is not device memory: this communicator runs the CUDA backend (set "
-                         "BRAID_BACKEND=host to use host buffers)",
-                         what, p);
-    }
-    return Status::ok();
-  }
-
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
   // plain Sum over it, as the host path does.
   Status stage_premul(CollectiveCall* c) {

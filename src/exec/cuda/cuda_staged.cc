@@ -14,18 +14,7 @@ class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(int device) : device_(device) {}
 
-  Status check(const void* p, const char* what) override {
-    cudaPointerAttributes attr{};
-    cudaError_t e = cudaPointerGetAttributes(&attr, p);
-    if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
-      cudaGetLastError();  // clear a non-sticky error from the query
-      return BRAID_ERROR(ncclInvalidArgument,
-                         "{} {} is not device memory: this communicator runs the CUDA backend (set "
-                         "BRAID_BACKEND=host to use host buffers)",
-                         what, p);
-    }
-    return Status::ok();
-  }
+  Status check(const void* p, const char* what) override { return check_device_memory(p, what); }
   Status check_not_capturing(void* stream) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status));

@@ -12,3 +12,21 @@
       return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {} ({})", #expr, cudaGetErrorString(e_), \
                          cudaGetErrorName(e_));                                                       \
   } while (0)
+
+namespace braid {
+
+// ncclInvalidArgument unless p is device memory (`what` names the argument).
+inline Status check_device_memory(const void* p, const char* what) {
+  cudaPointerAttributes attr{};
+  cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
+    cudaGetLastError();  // clear a non-sticky error from the query
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "{} {} is not device memory: this communicator runs the CUDA backend (set "
+                       "BRAID_BACKEND=host to use host buffers)",
+                       what, p);
+  }
+  return Status::ok();
+}
+
+}  // namespace braid
