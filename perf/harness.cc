@@ -72,15 +72,26 @@ std::string float_str(double value, int width) {
   return fmt::format("{:{}.1e}", value, width);
 }
 
+// Host buffers (what the collectives use on the host backend, and the
+// mirror of device buffers otherwise).  With -R on the host backend they come
+// from ncclMemAlloc, as in nccl-tests, so that registration can share them.
 struct AlignedBuffer {
   char* data = nullptr;
   size_t bytes = 0;
-  void allocate(size_t n) {
+  bool nccl_mem = false;
+  void allocate(size_t n, bool from_nccl) {
     bytes = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
-    data = static_cast<char*>(std::aligned_alloc(4096, bytes));
+    nccl_mem = from_nccl;
+    void* p = nullptr;
+    if (!nccl_mem) p = std::aligned_alloc(4096, bytes);
+    else if (ncclMemAlloc(&p, bytes) != ncclSuccess) p = nullptr;
+    data = static_cast<char*>(p);
     if (data) std::memset(data, 0, bytes);
   }
-  ~AlignedBuffer() { std::free(data); }
+  ~AlignedBuffer() {
+    if (nccl_mem) ncclMemFree(data);
+    else std::free(data);
+  }
 };
 
 struct Placement {
@@ -115,8 +126,9 @@ class Runner {
   int run(const ncclUniqueId& id) {
     id_ = id;
     for (int t = 0; t < threads_; ++t) {
-      send_[size_t(t)].allocate(opt_.max_bytes);
-      recv_[size_t(t)].allocate(opt_.max_bytes);
+      const bool nccl_mem = opt_.local_register && !mpi_peer_ && !device_buffers();
+      send_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
+      recv_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
       if (!send_[size_t(t)].data || !recv_[size_t(t)].data) {
         fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, opt_.max_bytes);
         world_.abort(2);

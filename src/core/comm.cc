@@ -57,6 +57,7 @@ struct InitInfo {
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
   int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
   uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
+  uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
 };
 
 class RouterTransport final : public Transport {
@@ -243,6 +244,8 @@ Status comm_setup(ncclComm* comm) {
   mine.wants_device = probe.usable;
   mine.check_args = env_int("BRAID_CHECK") != 0;
   mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
+  const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
+  mine.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -250,6 +253,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.rank = rank;
   ctx.nranks = nranks;
   comm->tile_bytes = UINT64_MAX;
+  comm->direct_min_bytes = 0;
   for (const InitInfo& info : infos) {
     if (info.api_version != NCCL_VERSION_CODE)
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
@@ -262,6 +266,8 @@ Status comm_setup(ncclComm* comm) {
     comm->tile_bytes = std::min(comm->tile_bytes, info.tile_bytes);
     // One rank checking alone would wait for records nobody sends.
     comm->check_args |= info.check_args != 0;
+    // Ranks must take the direct path for the same calls.
+    comm->direct_min_bytes = std::max(comm->direct_min_bytes, info.direct_min_bytes);
   }
   comm->peers = ctx.peers;
 

@@ -17,6 +17,7 @@
 
 #include "nccl.h"
 #include "src/core/bootstrap.h"
+#include "src/core/host_memory.h"
 #include "src/core/status.h"
 #include "src/transport/transport.h"
 
@@ -58,15 +59,23 @@ struct Registration {
 }  // namespace braid
 
 // A window from ncclCommWindowRegister: every rank's base and size, gathered
-// at registration (the device AlltoAll API reads peers' entries).
+// at registration (the device AlltoAll API reads peers' entries).  On the
+// host backend a window is also "direct" when this process can load and
+// store every rank's window (threads of one process, or ncclMemAlloc memory
+// of processes on one host, see src/core/host_memory.h); every rank of the
+// communicator agrees on that at registration.
 struct ncclWindow_vidmem {
   ncclComm* comm = nullptr;
   int flags = 0;
+  uint64_t seq = 0;  // registration order, the same on every rank
   struct Extent {
     uint64_t base = 0;
     uint64_t size = 0;
   };
   std::vector<Extent> ranks;  // indexed by rank; ranks[comm->rank] is ours
+  bool direct = false;
+  std::vector<char*> views;   // direct: every rank's base as this process sees it
+  std::vector<std::unique_ptr<braid::PeerMapping>> mappings;  // what views point into
 };
 
 struct ncclComm {
@@ -115,6 +124,11 @@ struct ncclComm {
   int next_user_op = ncclNumOps;
   std::map<void*, std::unique_ptr<braid::Registration>> registrations;
   std::map<ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
+  uint64_t windows_registered = 0;  // ncclWindow_vidmem::seq of the next one
+  bool has_direct_window = false;   // one was ever registered (a collective fact)
+  // Calls of at least this many bytes whose buffers lie in direct windows run
+  // single-copy (src/exec/host/direct_task.h); agreed at init, UINT64_MAX: never.
+  uint64_t direct_min_bytes = UINT64_MAX;
 
   ncclComm();
   ~ncclComm();

@@ -16,6 +16,7 @@
 #include "src/exec/forward.h"
 #include "src/exec/host_staged.h"
 #include "src/exec/host/collective_task.h"
+#include "src/exec/host/direct_task.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
 
@@ -28,6 +29,8 @@ constexpr int kP2PChannel = 1 << 12;
 // The straggler detector's duration exchange (BRAID_STRAGGLER=auto) runs
 // beside an AllReduce, so it needs a channel no schedule uses.
 constexpr int kStragglerStampChannel = kP2PChannel - 1;
+// The direct path's descriptors and "done" messages (direct_task.h).
+constexpr int kDirectChannel = kP2PChannel - 2;
 
 struct GroupState {
   int depth = 0;
@@ -66,6 +69,28 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
   a.count = c.count;
   a.nranks = comm->nranks;
   return make_collective_task(std::move(a), out);
+}
+
+// Wraps a collective's schedule task in the direct path when every rank
+// will (the same facts on every rank: windows, size, BRAID_ALGO).
+Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
+  ncclComm* comm = c.comm;
+  const uint64_t bytes = c.count * datatype_size(c.type) *
+                         std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
+  if (!direct_supported(comm, c.collective, bytes) || comm->plans->forces(c.collective)) return Status::ok();
+  DirectArgs d;
+  d.comm = comm;
+  d.collective = c.collective;
+  d.input = has_input(c) ? c.sendbuff : nullptr;
+  d.output = has_output(c) ? c.recvbuff : nullptr;
+  d.count = c.count;
+  d.type = c.type;
+  d.op = c.op == ncclAvg ? ncclSum : c.op;
+  if (c.op == ncclAvg) d.divide_output_by = comm->nranks;
+  d.root = c.root;
+  d.channel = kDirectChannel;
+  d.fallback = std::move(*task);
+  return make_direct_task(std::move(d), task);
 }
 
 void record_error(ncclComm* comm, const Status& s) {
@@ -206,6 +231,7 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(c.comm->spare_task);
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
+    if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
     BRAID_INFO(kColl, "{}", task->describe());
     queues[queue_index(c.comm)].tasks.push_back(std::move(task));
   }

@@ -80,6 +80,8 @@ std::string forced_in(const std::string& spec, Collective c) {
 
 }  // namespace
 
+bool PlanCache::forces(Collective c) const { return !forced_in(algo_spec_, c).empty(); }
+
 std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
 
 PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}

@@ -53,6 +53,9 @@ class PlanCache {
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
                       int straggler = -1, Placement placement = Placement::Unknown);
 
+  // Whether BRAID_ALGO (as read at init) names an algorithm for `c`.
+  bool forces(Collective c) const;
+
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {
     if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);

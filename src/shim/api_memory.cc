@@ -2,17 +2,23 @@
 // symmetric windows.
 //
 // MemAlloc follows the backend communicators would get (BRAID_BACKEND and
-// the visible devices): device memory where that is cuda, host memory on
-// the host backend; either way NCCL_WIN_REQUIRED_ALIGNMENT-aligned and
-// remembered, so freeing a foreign pointer is an error, not heap corruption.  Registration is
-// bookkeeping (the host transports copy through their own staging, so there
-// is nothing to pin); the handle names a record the communicator owns.  A
-// window is collective: every rank's base and size are gathered into a
-// per-communicator table, which the device AlltoAll API will read.
+// the visible devices): device memory where that is cuda, shareable host
+// memory on the host backend (a memfd other processes can map); either way
+// NCCL_WIN_REQUIRED_ALIGNMENT-aligned and remembered, so freeing a foreign
+// pointer is an error, not heap corruption.  Registration is bookkeeping
+// (the host transports copy through their own staging, so there is nothing
+// to pin); the handle names a record the communicator owns.  A window is
+// collective: every rank's base and size are gathered into a
+// per-communicator table, which the device AlltoAll API will read, and on
+// the host backend each rank maps the others' windows where it can, so
+// that calls on window buffers run single-copy (src/exec/host/direct_task.h).
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <map>
 
+#include "src/core/host_memory.h"
+#include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/shim/api.h"
 
@@ -24,6 +30,43 @@ std::mutex alloc_mutex;
 std::map<void*, bool>& allocations() {  // pointer -> on the device
   static auto* live = new std::map<void*, bool>;
   return *live;
+}
+
+// Makes `window` direct if every rank's window can be reached from here:
+// same process, or shareable memory (host_memory.h) of a process on this
+// host.  Collective: all ranks learn whether all succeeded, and agree.
+Status make_direct(ncclComm* comm, ncclWindow_vidmem* window, const std::vector<braid::SharedHandle>& handles) {
+  const int me = comm->rank;
+  int64_t ok = comm->device == nullptr;
+  window->views.assign(comm->nranks, nullptr);
+  for (int r = 0; r < comm->nranks && ok; ++r) {
+    const ncclWindow_vidmem::Extent& e = window->ranks[r];
+    if (handles[r].pid == handles[me].pid) {
+      window->views[r] = reinterpret_cast<char*>(e.base);
+    } else if (comm->peers[r].host_hash != comm->peers[me].host_hash || handles[r].fd < 0) {
+      ok = 0;
+    } else {
+      std::unique_ptr<PeerMapping> mapping;
+      Status s = map_peer_range(handles[r], e.size, &mapping);
+      if (!s.is_ok()) {
+        BRAID_INFO(kInit, "window {}: rank {} cannot be mapped ({}): not direct", window->seq, r, s.to_string());
+        ok = 0;
+        break;
+      }
+      window->views[r] = mapping->base();
+      window->mappings.push_back(std::move(mapping));
+    }
+  }
+  std::vector<int64_t> all(comm->nranks);
+  all[me] = ok;
+  BRAID_TRY(std::move(comm->bootstrap->allgather(all.data(), sizeof(int64_t))).context("ncclCommWindowRegister"));
+  window->direct = std::all_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
+  if (!window->direct) {
+    window->views.clear();
+    window->mappings.clear();
+  }
+  comm->has_direct_window |= window->direct;
+  return Status::ok();
 }
 
 Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
@@ -43,9 +86,10 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   struct Entry {
     uint64_t base, size;
     int64_t flags;
+    SharedHandle handle;
   };
   std::vector<Entry> all(comm->nranks);
-  all[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags)};
+  all[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags), host_shared_handle(buff, size)};
   BRAID_TRY(std::move(comm->bootstrap->allgather(all.data(), sizeof(Entry))).context("ncclCommWindowRegister"));
   for (int r = 0; r < comm->nranks; ++r)
     if (all[r].flags != flags)  // every rank sees the same table: all fail alike
@@ -54,7 +98,13 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   auto window = std::make_unique<ncclWindow_vidmem>();
   window->comm = comm;
   window->flags = flags;
-  for (const Entry& e : all) window->ranks.push_back({e.base, e.size});
+  window->seq = comm->windows_registered++;
+  std::vector<SharedHandle> handles;
+  for (const Entry& e : all) {
+    window->ranks.push_back({e.base, e.size});
+    handles.push_back(e.handle);
+  }
+  BRAID_TRY(make_direct(comm, window.get(), handles));
   *win = window.get();
   comm->windows.emplace(window.get(), std::move(window));
   return Status::ok();
@@ -69,9 +119,9 @@ BRAID_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
     if (size == 0) return BRAID_ERROR(ncclInvalidArgument, "size is 0");
     void* p = nullptr;
     const bool on_device = probe_device_backend().usable;
+    static_assert(NCCL_WIN_REQUIRED_ALIGNMENT <= 4096, "host_shared_alloc aligns to pages");
     if (on_device) BRAID_TRY(device_mem_alloc(size, NCCL_WIN_REQUIRED_ALIGNMENT, &p));
-    else if (posix_memalign(&p, NCCL_WIN_REQUIRED_ALIGNMENT, size) != 0)
-      return BRAID_ERROR(ncclSystemError, "cannot allocate {} bytes of host memory", size);
+    else BRAID_TRY(host_shared_alloc(size, &p));
     std::lock_guard<std::mutex> lock(alloc_mutex);
     allocations()[p] = on_device;
     *ptr = p;
@@ -93,7 +143,8 @@ BRAID_API ncclResult_t ncclMemFree(void* ptr) {
       allocations().erase(it);
     }
     if (on_device) return device_mem_free(ptr);
-    std::free(ptr);
+    if (!host_shared_free(ptr))
+      return BRAID_ERROR(ncclInternalError, "{} is not a host allocation of ncclMemAlloc", ptr);
     return Status::ok();
   });
 }

@@ -34,8 +34,18 @@ inline std::string describe(const CollCase& c, int rank, int nranks) {
                      int(c.op), c.root, c.in_place ? "in-place" : "out-of-place", rank, nranks);
 }
 
+// Memory to run in instead of fresh heap buffers (e.g. ncclMemAlloc memory
+// registered in windows): `main` holds the receive buffer (and the send
+// buffer in place), `send` the send buffer out of place.
+struct Buffers {
+  char* main = nullptr;
+  char* send = nullptr;
+  size_t bytes = 0;  // of each
+};
+
 // Runs `c` on this rank and counts wrong elements into `failures`.
-inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& failures) {
+inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& failures,
+                          const Buffers* given = nullptr) {
   const size_t es = type_size(c.type), N = size_t(n);
   size_t send_elems = c.count, recv_elems = c.count;
   switch (c.coll) {
@@ -48,13 +58,19 @@ inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, F
   bool is_root = rank == c.root;
   // In place, the send buffer lives inside the receive buffer (or vice versa), as in nccl-tests.
   size_t total = std::max(send_elems, recv_elems);
-  std::vector<char> main(total * es + 1), send_copy;
-  char* recv = main.data();
-  char* send = main.data();
+  if (given && given->bytes < total * es) {
+    failures.fail(describe(c, rank, n) + ": the given buffers are too small");
+    return;
+  }
+  std::vector<char> main(given ? 0 : total * es + 1), send_copy;
+  char* recv = given ? given->main : main.data();
+  char* send = recv;
   std::vector<char> separate_send;
   if (c.in_place) {
     if (c.coll == Coll::AllGather || c.coll == Coll::Gather) send = recv + size_t(rank) * c.count * es;
     if (c.coll == Coll::ReduceScatter || c.coll == Coll::Scatter) recv = send + size_t(rank) * c.count * es;
+  } else if (given) {
+    send = given->send;
   } else {
     separate_send.resize(send_elems * es + 1);
     send = separate_send.data();

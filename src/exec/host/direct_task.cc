@@ -1,0 +1,323 @@
+// The direct path: see direct_task.h for the protocol and the work split.
+#include "src/exec/host/direct_task.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "braid/chunking.h"
+#include "src/core/comm.h"
+#include "src/core/datatype.h"
+#include "src/core/log.h"
+
+namespace braid {
+namespace {
+
+// Outputs at least this large are written with non-temporal stores (as in
+// the schedule executor: they leave the caches anyway).
+constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
+// Reductions fold all inputs into a block this size (stays in L1).
+constexpr size_t kBlockBytes = 8192;
+constexpr uint64_t kNoWindow = UINT64_MAX;
+
+// Where one rank's buffer is: a direct window (by its registration order,
+// the same on every rank) and the offset in that rank's part of it.
+struct BufferRef {
+  uint64_t window = kNoWindow;
+  uint64_t offset = 0;
+};
+
+struct Descriptor {
+  uint32_t collective = 0;
+  int32_t type = 0, op = 0, root = 0;
+  uint64_t count = 0;
+  BufferRef input, output;
+  uint64_t input_bytes = 0, output_bytes = 0;  // 0: this rank passes no such buffer
+  uint32_t overlapping = 0;  // input and output share bytes (in place)
+  bool same_call(const Descriptor& o) const {
+    return collective == o.collective && type == o.type && op == o.op && root == o.root && count == o.count;
+  }
+};
+
+struct Done {
+  uint64_t magic = 0x646f6e65;  // "done"
+};
+
+const ncclWindow_vidmem* window_by_seq(const ncclComm* comm, uint64_t seq) {
+  for (const auto& [w, owned] : comm->windows)
+    if (w->seq == seq) return w;
+  return nullptr;
+}
+
+// The direct window holding [p, p + bytes) on this rank, if any.
+BufferRef find_window(const ncclComm* comm, const void* p, uint64_t bytes) {
+  const uint64_t addr = reinterpret_cast<uint64_t>(p);
+  for (const auto& [w, owned] : comm->windows) {
+    if (!w->direct) continue;
+    const ncclWindow_vidmem::Extent& e = w->ranks[comm->rank];
+    if (addr >= e.base && addr + bytes <= e.base + e.size) return BufferRef{w->seq, addr - e.base};
+  }
+  return BufferRef{};
+}
+
+bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) { return a < b + b_bytes && b < a + a_bytes; }
+
+class DirectTask final : public Task {
+ public:
+  explicit DirectTask(DirectArgs a) : a_(std::move(a)) {
+    const ncclComm* comm = a_.comm;
+    me_ = comm->rank;
+    n_ = comm->nranks;
+    esize_ = datatype_size(a_.type);
+    const uint64_t in_blocks = input_blocks(a_.collective, n_), out_blocks = output_blocks(a_.collective, n_);
+    mine_.collective = uint32_t(a_.collective);
+    mine_.type = a_.type;
+    mine_.op = a_.op;
+    mine_.root = a_.root;
+    mine_.count = a_.count;
+    mine_.input_bytes = a_.input ? a_.count * in_blocks * esize_ : 0;
+    mine_.output_bytes = a_.output ? a_.count * out_blocks * esize_ : 0;
+    if (a_.input) mine_.input = find_window(comm, a_.input, mine_.input_bytes);
+    if (a_.output) mine_.output = find_window(comm, a_.output, mine_.output_bytes);
+    mine_.overlapping = a_.input && a_.output &&
+                        overlaps(reinterpret_cast<uint64_t>(a_.input), mine_.input_bytes,
+                                 reinterpret_cast<uint64_t>(a_.output), mine_.output_bytes);
+    output_bytes_ = a_.count * out_blocks * esize_;
+    descriptors_.resize(n_);
+    descriptors_[me_] = mine_;
+    inputs_.assign(n_, nullptr);
+    outputs_.assign(n_, nullptr);
+    sent_.assign(n_, false);
+    received_.assign(n_, false);
+    sent_[me_] = received_[me_] = true;
+  }
+
+  Status connect() {
+    send_pipes_.assign(n_, nullptr);
+    recv_pipes_.assign(n_, nullptr);
+    for (int p = 0; p < n_; ++p) {
+      if (p == me_) continue;
+      BRAID_TRY(a_.comm->transport->send_pipe(p, a_.channel, &send_pipes_[p]));
+      BRAID_TRY(a_.comm->transport->recv_pipe(p, a_.channel, &recv_pipes_[p]));
+    }
+    return Status::ok();
+  }
+
+  std::string describe() const override {
+    if (phase_ == Phase::Fallback) return a_.fallback->describe();
+    return fmt::format("{}(direct) count={} {} rank {}/{}", to_string(a_.collective), a_.count, datatype_name(a_.type),
+                       me_, n_);
+  }
+  Doorbell* doorbell() const override { return a_.comm->transport->doorbell(); }
+
+  Status poll(bool* progressed, bool* done) override {
+    switch (phase_) {
+      case Phase::Exchange:
+        BRAID_TRY(exchange(&mine_, sizeof mine_, descriptors_.data(), progressed));
+        if (!all_of(sent_) || !all_of(received_)) break;
+        BRAID_TRY(decide());
+        *progressed = true;
+        if (phase_ == Phase::Fallback) return a_.fallback->poll(progressed, done);
+        run_share();
+        reset_flags();
+        phase_ = Phase::Finish;
+        [[fallthrough]];
+      case Phase::Finish: {
+        Done token;
+        BRAID_TRY(exchange(&token, sizeof token, static_cast<Done*>(nullptr), progressed));
+        if (all_of(sent_) && all_of(received_)) phase_ = Phase::Finished;
+        break;
+      }
+      case Phase::Fallback:
+        return a_.fallback->poll(progressed, done);
+      case Phase::Finished:
+        break;
+    }
+    *done = phase_ == Phase::Finished;
+    return Status::ok();
+  }
+
+ private:
+  enum class Phase { Exchange, Finish, Fallback, Finished };
+
+  static bool all_of(const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); }
+  void reset_flags() {
+    std::fill(sent_.begin(), sent_.end(), false);
+    std::fill(received_.begin(), received_.end(), false);
+    sent_[me_] = received_[me_] = true;
+  }
+
+  // Sends `bytes` of `msg` to every peer and takes one message from each
+  // (into received[p] when given), as far as the pipes allow now.
+  template <typename Message>
+  Status exchange(const Message* msg, size_t bytes, Message* received, bool* progressed) {
+    for (int p = 0; p < n_; ++p) {
+      if (!sent_[p]) {
+        void* slot = nullptr;
+        BRAID_TRY(send_pipes_[p]->try_acquire(&slot));
+        if (slot) {
+          std::memcpy(slot, msg, bytes);
+          BRAID_TRY(send_pipes_[p]->commit(bytes));
+          sent_[p] = *progressed = true;
+        }
+      }
+      if (!received_[p]) {
+        const void* data = nullptr;
+        size_t got = 0;
+        BRAID_TRY(recv_pipes_[p]->try_acquire(&data, &got));
+        if (data) {
+          if (got != bytes)
+            return BRAID_ERROR(ncclInternalError, "direct path: rank {} sent a {}-byte message, expected {}", p, got,
+                               bytes);
+          if (received) std::memcpy(&received[p], data, bytes);
+          BRAID_TRY(recv_pipes_[p]->release());
+          received_[p] = *progressed = true;
+        }
+      }
+    }
+    return Status::ok();
+  }
+
+  // With every descriptor in hand: direct (pointers resolved), fallback, or
+  // an error every rank reports alike.
+  Status decide() {
+    for (int p = 0; p < n_; ++p)
+      if (!descriptors_[p].same_call(mine_))
+        return BRAID_ERROR(ncclInvalidUsage,
+                           "ranks disagree on the call: rank {} runs {} count={} type={} op={} root={}, rank {} "
+                           "count={} type={} op={} root={}",
+                           me_, to_string(a_.collective), mine_.count, mine_.type, mine_.op, mine_.root, p,
+                           descriptors_[p].count, descriptors_[p].type, descriptors_[p].op, descriptors_[p].root);
+    // Peers store into my output only where a reduction's share lands there;
+    // otherwise a rank writes its own output and only its input must be shared.
+    const bool shared_outputs = a_.collective == Collective::AllReduce || a_.collective == Collective::Reduce;
+    bool direct = true;
+    for (int p = 0; p < n_ && direct; ++p) {
+      const Descriptor& d = descriptors_[p];
+      direct = resolve(p, d.input, d.input_bytes, &inputs_[p]) &&
+               (!shared_outputs || resolve(p, d.output, d.output_bytes, &outputs_[p]));
+      // In-place AlltoAll: my writes would land on input a peer may not have read.
+      if (a_.collective == Collective::AlltoAll && d.overlapping) direct = false;
+    }
+    if (!shared_outputs) outputs_[me_] = static_cast<char*>(a_.output);
+    if (!direct) phase_ = Phase::Fallback;
+    (direct ? direct_stats().direct : direct_stats().fallback).fetch_add(1, std::memory_order_relaxed);
+    BRAID_INFO(kColl, "{}: {}", describe(),
+               direct ? "direct" : "not every rank's buffers are in direct windows: runs the schedule");
+    return Status::ok();
+  }
+
+  // Rank p's buffer as this process sees it; false if it is not reachable.
+  bool resolve(int p, BufferRef ref, uint64_t bytes, char** out) const {
+    *out = nullptr;
+    if (bytes == 0) return true;  // NCCL lets this rank pass none
+    if (ref.window == kNoWindow) return false;
+    const ncclWindow_vidmem* w = window_by_seq(a_.comm, ref.window);
+    if (!w || !w->direct || ref.offset + bytes > w->ranks[p].size) return false;
+    *out = w->views[p] + ref.offset;
+    return true;
+  }
+
+  // [lo, hi) of `count` elements: rank r's share, cut on 64-byte lines.
+  void share(uint64_t count, int r, uint64_t* lo, uint64_t* hi) const {
+    const uint64_t line = std::max<uint64_t>(1, 64 / esize_);
+    const uint64_t lines = (count + line - 1) / line;
+    *lo = std::min(count, lines * uint64_t(r) / uint64_t(n_) * line);
+    *hi = std::min(count, lines * uint64_t(r + 1) / uint64_t(n_) * line);
+  }
+
+  // The reduction of elements [lo, hi) (offset `shift` elements into each
+  // input) into every destination in `dsts`, block by block through L1.
+  void reduce_into(uint64_t shift, uint64_t lo, uint64_t hi, const std::vector<char*>& dsts, bool stream) {
+    alignas(64) char tmp[kBlockBytes];
+    const uint64_t block = kBlockBytes / esize_;
+    for (uint64_t i = lo; i < hi; i += block) {
+      const uint64_t m = std::min(block, hi - i), off = (shift + i) * esize_;
+      // Inputs folded in rank order, as a fixed order gives reproducible bits.
+      reduce(tmp, inputs_[0] + off, inputs_[1] + off, m, a_.type, a_.op);
+      for (int k = 2; k < n_; ++k) reduce(tmp, tmp, inputs_[k] + off, m, a_.type, a_.op);
+      if (a_.divide_output_by > 0) divide_by(tmp, m, a_.type, a_.divide_output_by);
+      for (char* d : dsts) copy_to(d + i * esize_, nullptr, tmp, m * esize_, stream);
+    }
+  }
+
+  void copy(char* dst, const char* src, uint64_t bytes, bool stream) {
+    if (dst != src && bytes) copy_to(dst, nullptr, src, bytes, stream);
+  }
+
+  void run_share() {
+    const uint64_t count = a_.count, bytes = count * esize_;
+    const bool stream = output_bytes_ >= kStreamOutputBytes;
+    uint64_t lo = 0, hi = 0;
+    switch (a_.collective) {
+      case Collective::AllReduce:
+        share(count, me_, &lo, &hi);
+        reduce_into(0, lo, hi, outputs_, stream);
+        break;
+      case Collective::Reduce:
+        share(count, me_, &lo, &hi);
+        reduce_into(0, lo, hi, {outputs_[a_.root]}, stream);
+        break;
+      case Collective::ReduceScatter:
+        reduce_into(uint64_t(me_) * count, 0, count, {outputs_[me_]}, stream);
+        break;
+      case Collective::AllGather:
+        for (int k = 0; k < n_; ++k) copy(outputs_[me_] + k * bytes, inputs_[k], bytes, stream);
+        break;
+      case Collective::AlltoAll:
+        for (int k = 0; k < n_; ++k) copy(outputs_[me_] + k * bytes, inputs_[k] + me_ * bytes, bytes, stream);
+        break;
+      case Collective::Broadcast:
+        copy(outputs_[me_], inputs_[a_.root], bytes, stream);
+        break;
+      default:
+        break;  // direct_supported() admits none other
+    }
+  }
+
+  DirectArgs a_;
+  int me_ = 0, n_ = 0;
+  size_t esize_ = 0;
+  uint64_t output_bytes_ = 0;  // of the call's output buffer (on ranks that have one)
+  Phase phase_ = Phase::Exchange;
+  Descriptor mine_;
+  std::vector<Descriptor> descriptors_;
+  std::vector<char*> inputs_, outputs_;  // every rank's buffers, as seen here
+  std::vector<bool> sent_, received_;
+  std::vector<SendPipe*> send_pipes_;
+  std::vector<RecvPipe*> recv_pipes_;
+};
+
+}  // namespace
+
+DirectStats& direct_stats() {
+  static DirectStats stats;
+  return stats;
+}
+
+bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {
+  if (!comm->has_direct_window || bytes < comm->direct_min_bytes || comm->nranks < 2) return false;
+  switch (c) {
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::ReduceScatter:
+    case Collective::AllGather:
+    case Collective::AlltoAll:
+    case Collective::Broadcast:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status make_direct_task(DirectArgs args, std::unique_ptr<Task>* out) {
+  if (!args.fallback) return BRAID_ERROR(ncclInternalError, "direct task without a fallback schedule");
+  auto task = std::make_unique<DirectTask>(std::move(args));
+  BRAID_TRY(task->connect());
+  *out = std::move(task);
+  return Status::ok();
+}
+
+}  // namespace braid

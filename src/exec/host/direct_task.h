@@ -1,0 +1,73 @@
+// Single-copy collectives on buffers every rank can map (host backend).
+//
+// When a call's buffers lie in direct windows (ncclCommWindowRegister on
+// threads of one process, or on ncclMemAlloc memory of processes on one
+// host; see ncclWindow_vidmem), no fragment has to travel through a
+// transport: each rank loads its peers' inputs and stores results where
+// they belong, so every input byte is read once and every output byte
+// written once, instead of being copied into a slot and out again.
+//
+// The ranks still talk over the transport, in two short messages per peer:
+//   1. a descriptor (which window and offset hold my buffers, and the call's
+//      signature): "my input is ready, here it is";
+//   2. after its share is done, "done": nobody may return (and let the user
+//      touch the buffers) before every peer has finished reading and
+//      writing them.
+// Every rank sees every descriptor, so all decide alike: if some rank's
+// buffers are not in a direct window (or an AlltoAll is in place, where a
+// rank would overwrite input a peer has not read yet), all run the
+// schedule `fallback` instead; if the signatures differ, all fail.
+//
+// Work is split into one contiguous share per rank, cut on 64-byte lines:
+//   AllReduce      my share of every input -> reduced -> every output
+//   Reduce         my share of every input -> reduced -> the root's output
+//   ReduceScatter  block `me` of every input -> reduced -> my output
+//   AllGather      every input -> its block of my output
+//   AlltoAll       block `me` of every input -> that rank's block of my output
+//   Broadcast      the root's input -> my output
+// A reduction runs through an L1-sized block (all inputs folded there, then
+// copied out), so it is safe in place: a rank only writes the part of a
+// buffer that no other rank reads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "braid/schedule.h"
+#include "nccl.h"
+#include "src/exec/host/task.h"
+
+struct ncclComm;
+
+namespace braid {
+
+struct DirectArgs {
+  const ncclComm* comm = nullptr;  // its rank, windows and transport
+  Collective collective = Collective::AllReduce;
+  const void* input = nullptr;  // nullptr where NCCL lets this rank pass none
+  void* output = nullptr;
+  uint64_t count = 0;  // NCCL's count (per block for multi-block buffers)
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;  // Sum, Prod, Max, Min
+  int divide_output_by = 0;  // Avg: divide the result by this (0: no)
+  int root = 0;
+  int channel = 0;  // for the descriptors and "done" messages
+  std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go direct
+};
+
+// Whether `c` is a collective the direct path implements, and the
+// communicator has a direct window (all ranks agree on both, so all of them
+// exchange descriptors for the same calls).
+bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
+
+Status make_direct_task(DirectArgs args, std::unique_ptr<Task>* out);
+
+// Calls of this process that ran direct, and that fell back to their
+// schedule (tests, and BRAID_DEBUG=INFO says which on each call).
+struct DirectStats {
+  std::atomic<uint64_t> direct{0}, fallback{0};
+};
+DirectStats& direct_stats();
+
+}  // namespace braid
