@@ -215,13 +215,22 @@ void stream_copy(char* dst, const char* src, size_t bytes) {
   }
   std::memcpy(dst + body, src + body, bytes - body);
 }
-void store_fence() { _mm_sfence(); }
 #else
 void stream_copy(char* dst, const char* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-void store_fence() {}
 #endif
 
 }  // namespace
+
+#if defined(__x86_64__)
+void store_fence() { _mm_sfence(); }
+#else
+void store_fence() {}
+#endif
+
+void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream) {
+  if (stream) stream_copy(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  else std::memcpy(dst, src, bytes);
+}
 
 void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op,
                bool stream) {

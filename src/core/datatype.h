@@ -26,6 +26,10 @@ void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_
 void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t count, ncclDataType_t type,
                ncclRedOp_t op, bool stream);
 void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream);
+// One copy, streaming or not, without copy_to's closing fence: for a caller
+// that writes many blocks and calls store_fence() once before publishing.
+void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream);
+void store_fence();
 
 // data[i] = data[i] / divisor (integer division for integer types): the
 // second half of ncclAvg.

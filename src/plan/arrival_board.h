@@ -11,9 +11,7 @@
 // have completed call k+1, which needs every rank's data for k+1, which each
 // rank sends only after it is done with the board for call k+1 (and k).
 //
-// Setup: rank 0 creates the segment (O_EXCL), sizes and initialises it and
-// marks it ready; the others attach once it has its full size and is ready.
-// The last rank to attach unlinks the name; the mappings stay valid.
+// Setup: a BoardMap (src/transport/shm_board.h).
 #pragma once
 
 #include <atomic>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "src/core/status.h"
+#include "src/transport/shm_board.h"
 
 namespace braid {
 
@@ -53,8 +52,8 @@ class ArrivalBoard {
   int dead_rank(uint64_t ranks) const;
 
   Setup setup_;
+  BoardMap map_;
   Layout* board_ = nullptr;
-  bool unlinked_ = false;
 };
 
 }  // namespace braid

@@ -239,12 +239,12 @@ class DirectTask final : public Task {
       reduce(tmp, inputs_[0] + off, inputs_[1] + off, m, a_.type, a_.op);
       for (int k = 2; k < n_; ++k) reduce(tmp, tmp, inputs_[k] + off, m, a_.type, a_.op);
       if (a_.divide_output_by > 0) divide_by(tmp, m, a_.type, a_.divide_output_by);
-      for (char* d : dsts) copy_to(d + i * esize_, nullptr, tmp, m * esize_, stream);
+      for (char* d : dsts) copy_unfenced(d + i * esize_, tmp, m * esize_, stream);
     }
   }
 
   void copy(char* dst, const char* src, uint64_t bytes, bool stream) {
-    if (dst != src && bytes) copy_to(dst, nullptr, src, bytes, stream);
+    if (dst != src && bytes) copy_unfenced(dst, src, bytes, stream);
   }
 
   void run_share() {
@@ -275,6 +275,7 @@ class DirectTask final : public Task {
       default:
         break;  // direct_supported() admits none other
     }
+    if (stream) store_fence();  // streaming stores are weakly ordered: before "done"
   }
 
   DirectArgs a_;

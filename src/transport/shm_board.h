@@ -1,0 +1,59 @@
+// A small shared-memory segment that every rank of a communicator on one
+// host maps, for protocols that need no transport connection: the
+// StragglAR arrival board and the one-shot small AllReduce.
+//
+// Setup: rank 0 creates the segment (O_EXCL), sizes it, lets the caller
+// initialise it and marks it ready; the others wait (bounded by the timeout,
+// an abort, or rank 0 dying) until it has its full size and is ready.  The
+// last rank to attach unlinks the name; the mappings stay valid.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/core/status.h"
+
+namespace braid {
+
+// The first bytes of every board.
+struct BoardHeader {
+  std::atomic<uint32_t> ready;
+  std::atomic<uint32_t> attached;
+};
+
+struct BoardSetup {
+  std::string name;           // shm name, the same on every rank of the communicator
+  std::string what;           // for messages ("BRAID_STRAGGLER=eager")
+  int rank = 0, nranks = 0;
+  std::vector<int32_t> pids;  // each rank's process, to notice one that died (0: unknown)
+  std::chrono::milliseconds timeout{0};
+  const std::atomic<bool>* aborting = nullptr;
+};
+
+// A mapped board; unmapped (and unlinked, if nobody did) when destroyed.
+class BoardMap {
+ public:
+  BoardMap() = default;
+  ~BoardMap();
+  BoardMap(const BoardMap&) = delete;
+  BoardMap& operator=(const BoardMap&) = delete;
+  // Maps `bytes` (a BoardHeader first); `init` runs on rank 0 before ready.
+  Status open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init);
+  void* base() const { return map_; }
+  const BoardSetup& setup() const { return setup_; }
+  // The first of `ranks` whose process is gone, or -1.
+  int dead_rank(const std::vector<int>& ranks) const;
+
+ private:
+  BoardSetup setup_;
+  void* map_ = nullptr;
+  size_t bytes_ = 0;
+  bool unlinked_ = false;
+};
+
+}  // namespace braid
