@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/exec/host/oneshot.h"
 #include "src/exec/host/task.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
@@ -58,6 +60,7 @@ struct InitInfo {
   int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
   uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
   uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
+  uint64_t oneshot_max_bytes = 0;  // BRAID_ONESHOT_MAX_BYTES (0 where it cannot apply); all use the smallest
 };
 
 class RouterTransport final : public Transport {
@@ -246,6 +249,16 @@ Status comm_setup(ncclComm* comm) {
   mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   mine.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
+  // One-shot needs the board every rank maps.  BRAID_ALGO forcing an
+  // AllReduce algorithm, or an AllReduce schedule file for this many ranks,
+  // means the user wants that schedule to run.
+  const int64_t oneshot_max = env_int("BRAID_ONESHOT_MAX_BYTES");
+  const auto& files = file_schedules().schedules;
+  const bool file_allreduce = std::any_of(files.begin(), files.end(), [&](const auto& s) {
+    return s->collective == Collective::AllReduce && s->nranks == nranks;
+  });
+  if (mode != "socket" && forced_algorithm(Collective::AllReduce).empty() && !file_allreduce && oneshot_max > 0)
+    mine.oneshot_max_bytes = uint64_t(std::min<int64_t>(oneshot_max, kOneShotLimitBytes));
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -254,6 +267,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.nranks = nranks;
   comm->tile_bytes = UINT64_MAX;
   comm->direct_min_bytes = 0;
+  comm->oneshot_max_bytes = UINT64_MAX;
   for (const InitInfo& info : infos) {
     if (info.api_version != NCCL_VERSION_CODE)
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
@@ -268,6 +282,7 @@ Status comm_setup(ncclComm* comm) {
     comm->check_args |= info.check_args != 0;
     // Ranks must take the direct path for the same calls.
     comm->direct_min_bytes = std::max(comm->direct_min_bytes, info.direct_min_bytes);
+    comm->oneshot_max_bytes = std::min(comm->oneshot_max_bytes, info.oneshot_max_bytes);
   }
   comm->peers = ctx.peers;
 
@@ -275,6 +290,7 @@ Status comm_setup(ncclComm* comm) {
   // whenever a peer shares this host.
   bool remote_peer = false;
   for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != mine.peer.host_hash;
+  if (remote_peer || nranks < 2) comm->oneshot_max_bytes = 0;
   std::unique_ptr<Transport> shm, socket;
   if (mode != "socket") BRAID_TRY(make_shm_transport(ctx, &shm));
   if (mode == "socket" || (remote_peer && mode != "shm")) {

@@ -17,6 +17,7 @@
 #include "src/exec/host_staged.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/direct_task.h"
+#include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
 
@@ -279,6 +280,50 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
   return comms;
 }
 
+// Records a failed group's error on a communicator it touched.
+void note_failure(ncclComm* comm, Status* s) {
+  record_error(comm, *s);
+  // A transfer that failed midway leaves connections in an unknown state:
+  // the communicator is unusable from here (NCCL's async error).  A
+  // revoked communicator is stopped on purpose: it reports quiescence.
+  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError;
+  if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
+  else if (broken) comm->async_error = s->code();
+}
+
+// A lone small AllReduce on a blocking host communicator whose ranks share
+// this host: one-shot (oneshot.h), without a plan, a task or the executor.
+// Every rank decides alike (the same call, the same agreed limit).
+bool oneshot_eligible(const CollectiveCall& c) {
+  const ncclComm* comm = c.comm;
+  return c.collective == Collective::AllReduce && !c.has_premul && !comm->device && !comm->check_args &&
+         !comm->nonblocking() && c.count * datatype_size(c.type) <= comm->oneshot_max_bytes;
+}
+
+Status run_oneshot(const CollectiveCall& c) {
+  ncclComm* comm = c.comm;
+  Status s = [&]() -> Status {
+    if (!comm->oneshot) {
+      BoardSetup setup;
+      setup.name = fmt::format("/braid-{:016x}-oneshot", comm->comm_hash);
+      setup.what = "one-shot AllReduce";
+      setup.rank = comm->rank;
+      setup.nranks = comm->nranks;
+      for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
+      setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+      setup.aborting = &comm->stop;
+      BRAID_TRY(OneShotBoard::open(std::move(setup), comm->oneshot_max_bytes, &comm->oneshot));
+    }
+    BRAID_INFO(kColl, "allreduce(oneshot) count={} {} rank {}/{}", c.count, datatype_name(c.type), comm->rank,
+               comm->nranks);
+    const ncclRedOp_t op = c.op == ncclAvg ? ncclSum : c.op;
+    return comm->oneshot->allreduce(++comm->oneshot_calls, c.sendbuff, c.recvbuff, c.count, c.type, op,
+                                    c.op == ncclAvg ? comm->nranks : 0, &comm->stop);
+  }();
+  if (!s.is_ok()) note_failure(comm, &s);
+  return s;
+}
+
 // Runs a whole group and records its outcome on each communicator.
 Status execute(GroupState& work) {
   const std::vector<ncclComm*> comms = comms_of(work);  // before the work is moved out
@@ -286,17 +331,8 @@ Status execute(GroupState& work) {
   if (!s.is_ok())
     for (const auto& init : work.inits) init.comm->async_error = s.code();
   if (s.is_ok()) s = run_work(std::move(work.collectives), work.p2ps);
-  if (!s.is_ok()) {
-    for (ncclComm* comm : comms) {
-      record_error(comm, s);
-      // A transfer that failed midway leaves connections in an unknown state:
-      // the communicator is unusable from here (NCCL's async error).  A
-      // revoked communicator is stopped on purpose: it reports quiescence.
-      bool broken = s.code() == ncclRemoteError || s.code() == ncclSystemError || s.code() == ncclInternalError;
-      if (comm->revoked) s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
-      else if (broken) comm->async_error = s.code();
-    }
-  }
+  if (!s.is_ok())
+    for (ncclComm* comm : comms) note_failure(comm, &s);
   return s;
 }
 
@@ -378,6 +414,7 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
 
 Status enqueue(const CollectiveCall& call) {
   if (call.count == 0) return Status::ok();  // NCCL: nothing to do
+  if (!group_active() && oneshot_eligible(call)) return run_oneshot(call);
   group_start();
   group.collectives.push_back(call);
   return group_end();

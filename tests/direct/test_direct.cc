@@ -117,6 +117,7 @@ void direct_body(int rank, int n, ncclComm_t comm, Failures& f) {
 void set_env() {
   setenv("BRAID_BACKEND", "host", 1);
   setenv("BRAID_DIRECT_MIN_BYTES", "0", 1);
+  setenv("BRAID_ONESHOT_MAX_BYTES", "0", 1);  // small AllReduces would go one-shot
 }
 
 }  // namespace

@@ -30,10 +30,10 @@ enum : int { kOk = 0, kSucceededWrong = 10, kNoError = 11, kBadCode = 12, kSlow 
              kInit = 16 };
 
 // Survivor: allreduce until a call fails.  Every successful call must be exact.
-int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s) {
+int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s, size_t count) {
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
-  std::vector<float> in(1 << 18), out(1 << 18);
+  std::vector<float> in(count), out(count);
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
   const float ranksum = float(n * (n + 1) / 2);
   ncclResult_t r = ncclSuccess;
@@ -60,11 +60,12 @@ int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s) {
 
 // n ranks as processes; the last one is SIGKILLed by the parent after a
 // while.  Reaps children as they exit so a dead peer is seen as dead.
-void kill_one_mid_collective(int n, const char* transport) {
+// `count` floats per AllReduce: 1 MB runs schedules, 64 B runs one-shot.
+void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 18) {
   setenv("BRAID_TIMEOUT", "3", 1);
   setenv("BRAID_TRANSPORT", transport, 1);
-  std::vector<pid_t> pids =
-      fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3); });
+  std::vector<pid_t> pids = fork_ranks(
+      n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3, count); });
   REQUIRE(int(pids.size()) == n);
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_TRANSPORT");
@@ -94,7 +95,15 @@ TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, ab
   kill_one_mid_collective(3, "socket");
 }
 
-TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a collective", "[mp][faults][threads]") {
+TEST_CASE("a peer killed amid one-shot AllReduces: survivors fail within BRAID_TIMEOUT", "[mp][faults]") {
+  kill_one_mid_collective(3, "shm", 16);
+}
+
+namespace {
+
+// Rank 1 of 2 never calls; rank 0's AllReduce of `count` floats is released
+// only by ncclCommAbort from a watchdog thread.
+void abort_releases_blocked_allreduce(size_t count) {
   setenv("BRAID_TIMEOUT", "60", 1);  // only the abort can release it in time
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -122,7 +131,7 @@ TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a col
     abort_took = seconds_since(t);
   });
   auto start = Clock::now();
-  std::vector<float> in(1 << 16, 1.f), out(1 << 16, -1.f);
+  std::vector<float> in(count, 1.f), out(count, -1.f);
   // Rank 1 never calls: rank 0 is stuck here until the abort.
   ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
   double took = seconds_since(start);
@@ -134,6 +143,17 @@ TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a col
   CHECK(abort_took < 5);
   CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
   unsetenv("BRAID_TIMEOUT");
+}
+
+}  // namespace
+
+TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a collective", "[mp][faults][threads]") {
+  abort_releases_blocked_allreduce(1 << 16);
+}
+
+TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a one-shot AllReduce",
+          "[mp][faults][threads]") {
+  abort_releases_blocked_allreduce(16);
 }
 
 TEST_CASE("ncclCommAbort from another thread while several ranks are mid-collective", "[mp][faults][threads]") {

@@ -1,0 +1,65 @@
+// One-shot AllReduce for small messages between the ranks of one host.
+//
+// Latency, not bandwidth, is what a small AllReduce costs, and on one host
+// the floor is a cache line or two crossing between cores.  A schedule run
+// by the executor pays for its generality (planning, a task, fragment
+// headers, slot counters) several times over that.  Here each rank copies its
+// input into its own slot of a shared board, publishes it with one release
+// store of the call's number (in the slot's first line, next to the first
+// 48 bytes of data), rings whoever sleeps, and reads every other rank's slot
+// once its number appears.  Every rank folds all inputs in rank order, so
+// all outputs are bitwise identical.
+//
+// Two slots per rank, used by odd and even calls, are enough without any
+// acknowledgement: to write slot (k+2)%2 a rank must have finished call
+// k+1, which needed every peer's k+1 input, which a peer publishes only after
+// finishing call k, i.e. after reading everyone's slot k%2.
+//
+// Waiting follows the executor (src/exec/host/engine.cc): spin, yield, then
+// sleep on this rank's doorbell in the board (src/transport/doorbell.h);
+// a dead peer, an abort and BRAID_TIMEOUT end the wait with an error.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "nccl.h"
+#include "src/core/status.h"
+#include "src/transport/shm_board.h"
+
+namespace braid {
+
+// The largest BRAID_ONESHOT_MAX_BYTES honoured (each rank's board is twice that).
+constexpr int64_t kOneShotLimitBytes = 64 * 1024;
+
+class OneShotBoard {
+ public:
+  // Opens (rank 0 creates) the board for messages up to `max_bytes`.
+  static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out);
+  ~OneShotBoard();
+
+  // AllReduce number `call` (1, 2, ... alike on every rank) of count
+  // elements (count * size <= max_bytes); op is Sum, Prod, Max or Min, and
+  // the result is divided by `divisor` when it is > 0 (Avg).  `stop` ends
+  // the wait (abort, revoke).
+  Status allreduce(uint64_t call, const void* input, void* output, size_t count, ncclDataType_t type,
+                   ncclRedOp_t op, int divisor, const std::atomic<bool>* stop);
+
+  struct Slot;
+
+ private:
+  OneShotBoard() = default;
+  Slot* slot(int rank, uint64_t call) const;
+  Status wait_for_peers(uint64_t call, const std::atomic<bool>* stop);
+
+  BoardMap map_;
+  size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
+  int rank_ = 0, nranks_ = 0;
+  uint32_t spin_polls_ = 0, yield_polls_ = 0;
+};
+
+// Whether more ranks share this host than it has cores (then spinning only
+// delays the peer a rank waits for).
+bool host_oversubscribed(int local_ranks);
+
+}  // namespace braid

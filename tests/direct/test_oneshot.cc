@@ -1,0 +1,98 @@
+// The one-shot small AllReduce (src/exec/host/oneshot.h): exact results for
+// every datatype and op, in and out of place, over many calls in a row (the
+// two slots per rank are reused) mixed with calls that run schedules, on
+// forked processes and on threads; and the communicator's own count of
+// one-shot calls proves which path ran.  Faults are in tests/mp/test_faults.cc.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "collective_check.h"
+#include "harness.h"
+#include "src/core/comm.h"
+
+using namespace mp;
+
+namespace {
+
+struct TypeOp {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+};
+constexpr TypeOp kTypeOps[] = {{ncclFloat, ncclSum},    {ncclInt32, ncclMax},   {ncclBfloat16, ncclSum},
+                               {ncclFloat64, ncclAvg},  {ncclUint8, ncclMin},   {ncclFloat16, ncclProd},
+                               {ncclInt64, ncclSum},    {ncclFloat8e4m3, ncclMax}};
+
+// Runs `c` and checks that it did (or did not) go one-shot.
+void check_path(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& f, bool oneshot) {
+  const uint64_t before = comm->oneshot_calls;
+  run_and_check(c, rank, n, comm, f);
+  if ((comm->oneshot_calls - before == 1) != oneshot)
+    f.fail(describe(c, rank, n) + (oneshot ? ": did not run one-shot" : ": ran one-shot"));
+}
+
+void oneshot_body(int rank, int n, ncclComm_t comm, Failures& f) {
+  // 4096 bytes is the default limit: 1024 floats go one-shot, 1025 do not.
+  for (const TypeOp& to : kTypeOps)
+    for (size_t count : {size_t(1), size_t(13), size_t(4096 / type_size(to.type))})
+      for (bool in_place : {false, true}) {
+        CollCase c;
+        c.count = count;
+        c.type = to.type;
+        c.op = to.op;
+        c.in_place = in_place;
+        check_path(c, rank, n, comm, f, true);
+      }
+  // Slot reuse and interleaving with the executor: alternate sizes for a while.
+  for (int i = 0; i < 300 && f.count == 0; ++i) {
+    CollCase c;
+    c.count = i % 3 == 2 ? 1025 : size_t(1 + i % 40);
+    c.in_place = i % 2 == 1;
+    check_path(c, rank, n, comm, f, c.count <= 1024);
+  }
+  // Inside a group the executor runs it (with the group's other work).
+  CollCase c;
+  c.count = 8;
+  const uint64_t before = comm->oneshot_calls;
+  std::vector<float> a(8, float(rank)), b(8);
+  MP_NCCL(f, ncclGroupStart());
+  MP_NCCL(f, ncclAllReduce(a.data(), b.data(), 8, ncclFloat, ncclSum, comm, nullptr));
+  MP_NCCL(f, ncclGroupEnd());
+  if (comm->oneshot_calls != before) f.fail("a grouped AllReduce ran one-shot");
+  if (b[7] != float(n * (n - 1) / 2)) f.fail("grouped AllReduce: wrong sum");
+}
+
+}  // namespace
+
+TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across processes", "[oneshot][processes]") {
+  setenv("BRAID_BACKEND", "host", 1);
+  for (int n : {2, 3, 4}) {
+    INFO(n << " processes");
+    CHECK(run_ranks_as_processes(n, oneshot_body, 120) == 0);
+  }
+}
+
+TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
+  setenv("BRAID_BACKEND", "host", 1);
+  CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
+}
+
+TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID_ALGO", "[oneshot][processes]") {
+  setenv("BRAID_BACKEND", "host", 1);
+  for (auto [var, value] : {std::pair{"BRAID_ONESHOT_MAX_BYTES", "0"}, std::pair{"BRAID_ALGO", "allreduce=rd"}}) {
+    INFO(var << "=" << value);
+    CHECK(run_ranks_as_processes(2, [var = var, value = value](int rank, int n, ncclComm_t comm, Failures& f) {
+            CollCase c;
+            c.count = 100;
+            check_path(c, rank, n, comm, f, false);
+          }, 60, [var = var, value = value](int) { setenv(var, value, 1); }) == 0);
+  }
+}
+
+TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[oneshot][processes]") {
+  setenv("BRAID_BACKEND", "host", 1);
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          CollCase c;
+          c.count = 100;
+          check_path(c, rank, n, comm, f, false);
+        }, 60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host-{}", rank).c_str(), 1); }) == 0);
+}
