@@ -270,6 +270,77 @@ void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream) 
   if (stream) store_fence();
 }
 
+namespace {
+
+// reduce_many for the types the compiler vectorizes: one 64-byte line of
+// elements at a time in a local array (registers), folded over every
+// source, then stored to every destination.
+template <ReduceKind K, typename S>
+void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, int divisor,
+                  bool stream) {
+  constexpr size_t kLine = 64 / sizeof(S);
+  const S* const* in = reinterpret_cast<const S* const*>(srcs);
+  S* const* out = reinterpret_cast<S* const*>(dsts);
+  bool aligned = true;  // streaming stores need 16-byte aligned lines
+  for (int d = 0; d < ndst; ++d) aligned &= reinterpret_cast<uintptr_t>(out[d]) % 16 == 0;
+  size_t i = 0;
+  for (; i + kLine <= n; i += kLine) {
+    alignas(64) S v[kLine];
+    for (size_t j = 0; j < kLine; ++j) v[j] = reduce_elem<K>(in[0][i + j], in[1][i + j]);
+    for (int s = 2; s < nsrc; ++s)
+      for (size_t j = 0; j < kLine; ++j) v[j] = reduce_elem<K>(v[j], in[s][i + j]);
+    if (divisor > 0)
+      for (size_t j = 0; j < kLine; ++j) v[j] = divide_elem(v[j], divisor);
+    for (int d = 0; d < ndst; ++d) {
+#if defined(__x86_64__)
+      if (stream && aligned) {
+        const __m128i* x = reinterpret_cast<const __m128i*>(v);
+        __m128i* y = reinterpret_cast<__m128i*>(out[d] + i);
+        _mm_stream_si128(y, _mm_load_si128(x));
+        _mm_stream_si128(y + 1, _mm_load_si128(x + 1));
+        _mm_stream_si128(y + 2, _mm_load_si128(x + 2));
+        _mm_stream_si128(y + 3, _mm_load_si128(x + 3));
+        continue;
+      }
+#endif
+      std::memcpy(out[d] + i, v, sizeof v);
+    }
+  }
+  for (; i < n; ++i) {
+    S v = reduce_elem<K>(in[0][i], in[1][i]);
+    for (int s = 2; s < nsrc; ++s) v = reduce_elem<K>(v, in[s][i]);
+    if (divisor > 0) v = divide_elem(v, divisor);
+    for (int d = 0; d < ndst; ++d) out[d][i] = v;
+  }
+}
+
+}  // namespace
+
+void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, ncclDataType_t type,
+                 ncclRedOp_t op, int divisor, bool stream) {
+  ReduceKind kind;
+  if (!reduce_kind_of(op, &kind)) return;
+  with_storage_type(type, [&](auto storage) {
+    using S = decltype(storage);
+    if constexpr (std::is_arithmetic_v<S>) {
+      with_reduce_kind(kind, [&](auto k) {
+        reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor, stream);
+      });
+    } else {
+      // half, bfloat16, fp8: their vector converters work a block at a time.
+      const size_t es = sizeof(S), block = kBlockBytes / es;
+      alignas(64) char tmp[kBlockBytes];
+      for (size_t i = 0; i < n; i += block) {
+        const size_t m = n - i < block ? n - i : block, off = i * es;
+        reduce(tmp, static_cast<const char*>(srcs[0]) + off, static_cast<const char*>(srcs[1]) + off, m, type, op);
+        for (int s = 2; s < nsrc; ++s) reduce(tmp, tmp, static_cast<const char*>(srcs[s]) + off, m, type, op);
+        if (divisor > 0) divide_by(tmp, m, type, divisor);
+        for (int d = 0; d < ndst; ++d) copy_unfenced(static_cast<char*>(dsts[d]) + off, tmp, m * es, stream);
+      }
+    }
+  });
+}
+
 void divide_by(void* data, size_t n, ncclDataType_t type, int divisor) {
   if (divisor == 1) return;
   with_storage_type(type, [&](auto storage) { divide_loop<decltype(storage)>(data, n, divisor); });

@@ -31,6 +31,15 @@ void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream);
 void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream);
 void store_fence();
 
+// The single-copy reduction: for i < count, v = srcs[0][i] (op) srcs[1][i]
+// (op) ... in that order, divided by `divisor` if > 0, stored into every
+// dsts[k][i].  Inputs are read once and outputs written once, line by line,
+// so the reads and writes of all buffers stay in flight together; `stream`
+// writes with non-temporal stores (not fenced: call store_fence() before
+// publishing).  nsrc >= 2.  A dst may alias a src only at the same index.
+void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count, ncclDataType_t type,
+                 ncclRedOp_t op, int divisor, bool stream);
+
 // data[i] = data[i] / divisor (integer division for integer types): the
 // second half of ncclAvg.
 void divide_by(void* data, size_t count, ncclDataType_t type, int divisor);

@@ -61,10 +61,15 @@ void oneshot_body(int rank, int n, ncclComm_t comm, Failures& f) {
   if (b[7] != float(n * (n - 1) / 2)) f.fail("grouped AllReduce: wrong sum");
 }
 
+void set_env() {
+  setenv("BRAID_BACKEND", "host", 1);
+  setenv("BRAID_ONESHOT_MAX_BYTES", "4096", 1);  // the default, whatever other tests here set
+}
+
 }  // namespace
 
 TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across processes", "[oneshot][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
+  set_env();
   for (int n : {2, 3, 4}) {
     INFO(n << " processes");
     CHECK(run_ranks_as_processes(n, oneshot_body, 120) == 0);
@@ -72,12 +77,12 @@ TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across
 }
 
 TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
-  setenv("BRAID_BACKEND", "host", 1);
+  set_env();
   CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
 }
 
 TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID_ALGO", "[oneshot][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
+  set_env();
   for (auto [var, value] : {std::pair{"BRAID_ONESHOT_MAX_BYTES", "0"}, std::pair{"BRAID_ALGO", "allreduce=rd"}}) {
     INFO(var << "=" << value);
     CHECK(run_ranks_as_processes(2, [var = var, value = value](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -89,7 +94,7 @@ TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID
 }
 
 TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[oneshot][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
+  set_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           CollCase c;
           c.count = 100;

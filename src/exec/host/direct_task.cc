@@ -18,8 +18,6 @@ namespace {
 // Outputs at least this large are written with non-temporal stores (as in
 // the schedule executor: they leave the caches anyway).
 constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
-// Reductions fold all inputs into a block this size (stays in L1).
-constexpr size_t kBlockBytes = 8192;
 constexpr uint64_t kNoWindow = UINT64_MAX;
 
 // Where one rank's buffer is: a direct window (by its registration order,
@@ -229,18 +227,16 @@ class DirectTask final : public Task {
   }
 
   // The reduction of elements [lo, hi) (offset `shift` elements into each
-  // input) into every destination in `dsts`, block by block through L1.
+  // input) into every destination in `dsts`, inputs folded in rank order
+  // (a fixed order gives reproducible bits).
   void reduce_into(uint64_t shift, uint64_t lo, uint64_t hi, const std::vector<char*>& dsts, bool stream) {
-    alignas(64) char tmp[kBlockBytes];
-    const uint64_t block = kBlockBytes / esize_;
-    for (uint64_t i = lo; i < hi; i += block) {
-      const uint64_t m = std::min(block, hi - i), off = (shift + i) * esize_;
-      // Inputs folded in rank order, as a fixed order gives reproducible bits.
-      reduce(tmp, inputs_[0] + off, inputs_[1] + off, m, a_.type, a_.op);
-      for (int k = 2; k < n_; ++k) reduce(tmp, tmp, inputs_[k] + off, m, a_.type, a_.op);
-      if (a_.divide_output_by > 0) divide_by(tmp, m, a_.type, a_.divide_output_by);
-      for (char* d : dsts) copy_unfenced(d + i * esize_, tmp, m * esize_, stream);
-    }
+    if (hi <= lo) return;
+    src_ptrs_.clear();
+    dst_ptrs_.clear();
+    for (char* in : inputs_) src_ptrs_.push_back(in + (shift + lo) * esize_);
+    for (char* d : dsts) dst_ptrs_.push_back(d + lo * esize_);
+    reduce_many(dst_ptrs_.data(), int(dst_ptrs_.size()), src_ptrs_.data(), int(src_ptrs_.size()), hi - lo, a_.type,
+                a_.op, a_.divide_output_by, stream);
   }
 
   void copy(char* dst, const char* src, uint64_t bytes, bool stream) {
@@ -286,6 +282,8 @@ class DirectTask final : public Task {
   Descriptor mine_;
   std::vector<Descriptor> descriptors_;
   std::vector<char*> inputs_, outputs_;  // every rank's buffers, as seen here
+  std::vector<const void*> src_ptrs_;
+  std::vector<void*> dst_ptrs_;
   std::vector<bool> sent_, received_;
   std::vector<SendPipe*> send_pipes_;
   std::vector<RecvPipe*> recv_pipes_;

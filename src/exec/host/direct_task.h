@@ -25,9 +25,10 @@
 //   AllGather      every input -> its block of my output
 //   AlltoAll       block `me` of every input -> that rank's block of my output
 //   Broadcast      the root's input -> my output
-// A reduction runs through an L1-sized block (all inputs folded there, then
-// copied out), so it is safe in place: a rank only writes the part of a
-// buffer that no other rank reads.
+// A reduction (reduce_many) reads a line of every input, folds it in
+// registers and stores it to every destination, so it is safe in place: a
+// rank only writes the part of a buffer that no other rank reads, after
+// reading it.
 #pragma once
 
 #include <atomic>
