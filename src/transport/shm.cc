@@ -1,15 +1,34 @@
 // Shared-memory transport: one segment per connection (sender, receiver,
 // channel), a single-producer single-consumer ring of `slots` slots.
 //
-// Segment = header (ready flag, geometry, head/tail counters, per-slot
-// lengths) + slot data.  Whichever side arrives first creates it with
+// Segment = header (ready flag, geometry; the receiver's `tail` on a line of
+// its own) + `slots` slots.  Whichever side arrives first creates it with
 // O_EXCL and initializes it; the other attaches once it is marked ready.
 // Setup never blocks: until attached, try_acquire answers "not yet".  The
 // second side to attach unlinks the name, so nothing stays in /dev/shm even
 // if a process dies later; destructors unlink too (a peer that never came).
 //
-// head counts fragments published by the sender, tail those released by the
-// receiver; release/acquire ordering on them publishes the slot contents.
+// Layout, shaped by what small messages cost: on a many-core machine every
+// access to a line the other core wrote last is a cross-core miss (~100 ns),
+// and a small collective is a chain of fragment hand-overs.  So each slot
+// begins with its own 16-byte header (a sequence number and the fragment
+// length) and the data follows in the same cache line: a receiver that polls
+// the slot it waits for gets flag, length and up to 48 bytes of data in one
+// miss.  The sender writes data, then length, then stores seq = index + 1
+// (release); the receiver, which knows which index comes next, waits for
+// exactly that value (acquire).  index + 1 is unique per lap, so a slot still
+// holding the previous lap's fragment never looks new, and the zero-filled
+// segment holds no fragment at all.  There is no shared head counter.
+//
+// Flow control: the receiver stores `tail` (fragments released, release
+// order) on every release; the sender keeps a private copy and reads the
+// shared one only when the ring looks full by that copy, i.e. about once per
+// lap instead of once per fragment.  The acquire load of `tail` orders the
+// receiver's reads of a slot before the sender's next writes to it.  Both
+// positions are otherwise private to their side.  Slot data stays 16-byte
+// aligned (the reductions use unaligned vector loads), the slot stride is a
+// multiple of 64, and slot_bytes() is still the data capacity of a slot.
+//
 // A dead peer process (same host, different pid) is noticed by polling
 // kill(pid, 0) while waiting, and reported as ncclRemoteError.
 //
@@ -53,15 +72,21 @@ struct alignas(64) ShmHeader {
   std::atomic<uint32_t> attached;
   uint32_t slots;
   uint64_t slot_bytes;
-  alignas(64) std::atomic<uint64_t> head;
+  // Fragments the receiver has released.  Its own line: the receiver writes
+  // it on every release, the sender reads it about once per lap.
   alignas(64) std::atomic<uint64_t> tail;
-  alignas(64) uint64_t lengths[1];  // really `slots` entries
 };
 
-size_t header_bytes(uint32_t slots) {
-  size_t bytes = offsetof(ShmHeader, lengths) + sizeof(uint64_t) * slots;
-  return (bytes + 63) / 64 * 64;
-}
+// The start of every slot; the fragment's data follows immediately, in the
+// same cache line.
+struct SlotHeader {
+  std::atomic<uint64_t> seq;  // index + 1 of the fragment the slot holds; 0: none yet
+  uint64_t bytes;             // its length; written before seq, read after it
+};
+static_assert(sizeof(SlotHeader) == 16 && std::atomic<uint64_t>::is_always_lock_free);
+
+// Distance between slots: header plus data, rounded up to whole lines.
+uint64_t slot_stride(uint64_t slot_bytes) { return (sizeof(SlotHeader) + slot_bytes + 63) / 64 * 64; }
 
 // The communicator's doorbells: a header and one DoorbellWord per rank.  Set
 // up like a pipe segment (first comer creates, the last local rank to attach
@@ -130,8 +155,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
  public:
   ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, int32_t peer_pid,
           const std::atomic<bool>* aborted, BellSegment* bells)
-      : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), peer_(peer), peer_pid_(peer_pid),
-        aborted_(aborted), bells_(bells) {}
+      : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), stride_(slot_stride(slot_bytes)),
+        peer_(peer), peer_pid_(peer_pid), aborted_(aborted), bells_(bells) {}
 
   ~ShmPipe() override {
     if (map_) ::munmap(map_, map_bytes());
@@ -142,16 +167,19 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *slot = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    uint64_t head = h_->head.load(std::memory_order_relaxed);
-    if (head - h_->tail.load(std::memory_order_acquire) >= slots_) return idle();
-    *slot = data_ + (head % slots_) * slot_bytes_;
+    if (send_ - tail_seen_ >= slots_) {
+      // Full by the cached tail: only now look at the receiver's line.
+      tail_seen_ = h_->tail.load(std::memory_order_acquire);
+      if (send_ - tail_seen_ >= slots_) return idle();
+    }
+    *slot = slot_at(send_) + 1;
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
-    uint64_t head = h_->head.load(std::memory_order_relaxed);
-    h_->lengths[head % slots_] = bytes;
-    h_->head.store(head + 1, std::memory_order_release);
+    SlotHeader* s = slot_at(send_);
+    s->bytes = bytes;
+    s->seq.store(++send_, std::memory_order_release);  // index + 1
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
@@ -161,28 +189,29 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *data = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    uint64_t tail = h_->tail.load(std::memory_order_relaxed);
-    if (tail == h_->head.load(std::memory_order_acquire)) return idle();
-    *data = data_ + (tail % slots_) * slot_bytes_;
-    *bytes = h_->lengths[tail % slots_];
+    const SlotHeader* s = slot_at(recv_);
+    if (s->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
+    *data = s + 1;
+    *bytes = s->bytes;
     return Status::ok();
   }
 
   // Everything sent has been consumed (or nothing was ever sent).
-  bool drained() const {
-    return !h_ || h_->tail.load(std::memory_order_acquire) == h_->head.load(std::memory_order_relaxed);
-  }
+  bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
-    h_->tail.store(h_->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    h_->tail.store(++recv_, std::memory_order_release);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
   }
 
  private:
-  size_t map_bytes() const { return header_bytes(slots_) + slots_ * slot_bytes_; }
+  size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
+  SlotHeader* slot_at(uint64_t index) const {
+    return reinterpret_cast<SlotHeader*>(slots_base_ + (index % slots_) * stride_);
+  }
 
   // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
   Status ready() {
@@ -221,8 +250,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     if (created) {
       h->slots = slots_;
       h->slot_bytes = slot_bytes_;
-      h->head.store(0);
-      h->tail.store(0);
+      h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
       h->attached.store(0);
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
@@ -237,7 +265,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     }
     map_ = map;
     h_ = h;
-    data_ = static_cast<char*>(map) + header_bytes(slots_);
+    slots_base_ = static_cast<char*>(map) + sizeof(ShmHeader);
     if (h_->attached.fetch_add(1) + 1 == 2) ::shm_unlink(name_.c_str());
     return Status::ok();
   }
@@ -260,6 +288,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   const std::string name_;
   const uint32_t slots_;
   const uint64_t slot_bytes_;
+  const uint64_t stride_;
   const int peer_;
   const int32_t peer_pid_;
   const std::atomic<bool>* aborted_;
@@ -267,7 +296,11 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   DoorbellWord* peer_bell_ = nullptr;
   void* map_ = nullptr;
   ShmHeader* h_ = nullptr;
-  char* data_ = nullptr;
+  char* slots_base_ = nullptr;
+  // Private positions.  A pipe to oneself is both ends, so they are kept apart.
+  uint64_t send_ = 0;       // sender: fragments committed
+  uint64_t tail_seen_ = 0;  // sender: the receiver's tail when last read
+  uint64_t recv_ = 0;       // receiver: fragments released
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
 };
