@@ -172,14 +172,14 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       tail_seen_ = h_->tail.load(std::memory_order_acquire);
       if (send_ - tail_seen_ >= slots_) return idle();
     }
-    *slot = slot_at(send_) + 1;
+    *slot = send_slot_ + 1;
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
-    SlotHeader* s = slot_at(send_);
-    s->bytes = bytes;
-    s->seq.store(++send_, std::memory_order_release);  // index + 1
+    send_slot_->bytes = bytes;
+    send_slot_->seq.store(++send_, std::memory_order_release);  // index + 1
+    send_slot_ = next(send_slot_);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
@@ -189,10 +189,9 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *data = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    const SlotHeader* s = slot_at(recv_);
-    if (s->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
-    *data = s + 1;
-    *bytes = s->bytes;
+    if (recv_slot_->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
+    *data = recv_slot_ + 1;
+    *bytes = recv_slot_->bytes;
     return Status::ok();
   }
 
@@ -201,6 +200,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
+    recv_slot_ = next(recv_slot_);
     h_->tail.store(++recv_, std::memory_order_release);
     ring(peer_bell_);
     idle_polls_ = 0;
@@ -209,15 +209,23 @@ class ShmPipe final : public SendPipe, public RecvPipe {
 
  private:
   size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
-  SlotHeader* slot_at(uint64_t index) const {
-    return reinterpret_cast<SlotHeader*>(slots_base_ + (index % slots_) * stride_);
+  // The slot after `s`, wrapping around.
+  SlotHeader* next(SlotHeader* s) const {
+    char* n = reinterpret_cast<char*>(s) + stride_;
+    return reinterpret_cast<SlotHeader*>(n == slots_end_ ? slots_base_ : n);
   }
 
-  // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
+  // Checked on every try_acquire, so kept small enough to inline; attach()
+  // does the rest once.
   Status ready() {
     if (aborted_->load(std::memory_order_relaxed))
       return BRAID_ERROR(ncclSystemError, "shm connection with rank {}: communicator aborted", peer_);
-    if (h_) return Status::ok();
+    if (h_) [[likely]] return Status::ok();
+    return attach();
+  }
+
+  // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
+  [[gnu::noinline]] Status attach() {
     bool bells_ok = false;
     BRAID_TRY(bells_->try_attach(&bells_ok));
     if (!bells_ok) return idle();
@@ -266,6 +274,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     map_ = map;
     h_ = h;
     slots_base_ = static_cast<char*>(map) + sizeof(ShmHeader);
+    slots_end_ = slots_base_ + slots_ * stride_;
+    send_slot_ = recv_slot_ = reinterpret_cast<SlotHeader*>(slots_base_);
     if (h_->attached.fetch_add(1) + 1 == 2) ::shm_unlink(name_.c_str());
     return Status::ok();
   }
@@ -297,10 +307,13 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   void* map_ = nullptr;
   ShmHeader* h_ = nullptr;
   char* slots_base_ = nullptr;
+  char* slots_end_ = nullptr;
   // Private positions.  A pipe to oneself is both ends, so they are kept apart.
-  uint64_t send_ = 0;       // sender: fragments committed
-  uint64_t tail_seen_ = 0;  // sender: the receiver's tail when last read
-  uint64_t recv_ = 0;       // receiver: fragments released
+  uint64_t send_ = 0;                // sender: fragments committed
+  uint64_t tail_seen_ = 0;           // sender: the receiver's tail when last read
+  SlotHeader* send_slot_ = nullptr;  // sender: slot of fragment send_
+  uint64_t recv_ = 0;                // receiver: fragments released
+  SlotHeader* recv_slot_ = nullptr;  // receiver: slot of fragment recv_
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
 };
