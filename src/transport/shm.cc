@@ -1,15 +1,41 @@
 // Shared-memory transport: one segment per connection (sender, receiver,
 // channel), a single-producer single-consumer ring of `slots` slots.
 //
-// Segment = header (ready flag, geometry, head/tail counters, per-slot
-// lengths) + slot data.  Whichever side arrives first creates it with
+// Segment = header (ready flag, geometry; the receiver's `tail` on a line of
+// its own) + `slots` slots.  Whichever side arrives first creates it with
 // O_EXCL and initializes it; the other attaches once it is marked ready.
 // Setup never blocks: until attached, try_acquire answers "not yet".  The
 // second side to attach unlinks the name, so nothing stays in /dev/shm even
 // if a process dies later; destructors unlink too (a peer that never came).
 //
-// head counts fragments published by the sender, tail those released by the
-// receiver; release/acquire ordering on them publishes the slot contents.
+// Layout, shaped by what small messages cost: on a many-core machine every
+// access to a line the other core wrote last is a cross-core miss (~100 ns),
+// and a small collective is a chain of fragment hand-overs.  So each slot
+// begins with its own 16-byte header (a sequence number and the fragment's
+// length) instead of shared counters.  The sender writes data, then length,
+// then stores seq = index + 1 (release); the receiver, which knows which
+// index comes next, waits for exactly that value (acquire).  index + 1 is
+// unique per lap, so a slot still holding the previous lap's fragment never
+// looks new, and the zero-filled segment holds no fragment at all.  There is
+// no shared head counter.
+//
+// Where the data goes is the sender's choice, told to the receiver in the
+// header: packed, right after the header in the same line, so a receiver
+// polling the slot gets flag, length and up to 48 bytes of data in one miss;
+// or aligned, from the slot's second line on, 64-byte aligned like the
+// caller's buffers (copies between buffers 16 bytes apart split every vector
+// load across two lines: ~8% slower at 1-4 MiB).  The sender picks before it
+// knows the length, so it goes by the connection's last fragment.  Either
+// way the sender writes in place and the receiver reads in place, and
+// slot_bytes() is the data capacity of a slot at either offset.
+//
+// Flow control: the receiver stores `tail` (fragments released, release
+// order) on every release; the sender keeps a private copy and reads the
+// shared one only when the ring looks full by that copy, i.e. about once per
+// lap instead of once per fragment.  The acquire load of `tail` orders the
+// receiver's reads of a slot before the sender's next writes to it.  Both
+// positions are otherwise private to their side.
+//
 // A dead peer process (same host, different pid) is noticed by polling
 // kill(pid, 0) while waiting, and reported as ncclRemoteError.
 //
@@ -53,15 +79,30 @@ struct alignas(64) ShmHeader {
   std::atomic<uint32_t> attached;
   uint32_t slots;
   uint64_t slot_bytes;
-  alignas(64) std::atomic<uint64_t> head;
+  // Fragments the receiver has released.  Its own line: the receiver writes
+  // it on every release, the sender reads it about once per lap.
   alignas(64) std::atomic<uint64_t> tail;
-  alignas(64) uint64_t lengths[1];  // really `slots` entries
 };
 
-size_t header_bytes(uint32_t slots) {
-  size_t bytes = offsetof(ShmHeader, lengths) + sizeof(uint64_t) * slots;
-  return (bytes + 63) / 64 * 64;
-}
+// The start of every slot.  The fragment's data follows right after it
+// (packed: flag, length and 48 bytes of data share a line), or from the
+// slot's second line on (aligned: 64-byte aligned like the caller's buffers).
+struct SlotHeader {
+  std::atomic<uint64_t> seq;  // index + 1 of the fragment the slot holds; 0: none yet
+  uint64_t info;              // its length | kAligned; written before seq, read after it
+};
+static_assert(sizeof(SlotHeader) == 16 && std::atomic<uint64_t>::is_always_lock_free);
+constexpr uint64_t kAligned = uint64_t(1) << 63;
+constexpr size_t kPackedOffset = sizeof(SlotHeader), kAlignedOffset = 64;
+
+// A sender packs the next fragment when the last one was at most this long.
+// Measured with 2 processes: an 8-byte hand-over takes ~75 ns packed and
+// ~120 ns aligned (two misses); a 1-4 MiB allreduce is ~8% faster aligned;
+// from 512 B to 2 KiB the two are within a few percent.
+constexpr size_t kPackedMaxBytes = 512;
+
+// Distance between slots: room for slot_bytes at either offset, in whole lines.
+uint64_t slot_stride(uint64_t slot_bytes) { return kAlignedOffset + (slot_bytes + 63) / 64 * 64; }
 
 // The communicator's doorbells: a header and one DoorbellWord per rank.  Set
 // up like a pipe segment (first comer creates, the last local rank to attach
@@ -130,8 +171,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
  public:
   ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, int32_t peer_pid,
           const std::atomic<bool>* aborted, BellSegment* bells)
-      : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), peer_(peer), peer_pid_(peer_pid),
-        aborted_(aborted), bells_(bells) {}
+      : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), stride_(slot_stride(slot_bytes)),
+        peer_(peer), peer_pid_(peer_pid), aborted_(aborted), bells_(bells) {}
 
   ~ShmPipe() override {
     if (map_) ::munmap(map_, map_bytes());
@@ -142,16 +183,20 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *slot = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    uint64_t head = h_->head.load(std::memory_order_relaxed);
-    if (head - h_->tail.load(std::memory_order_acquire) >= slots_) return idle();
-    *slot = data_ + (head % slots_) * slot_bytes_;
+    if (send_ - tail_seen_ >= slots_) {
+      // Full by the cached tail: only now look at the receiver's line.
+      tail_seen_ = h_->tail.load(std::memory_order_acquire);
+      if (send_ - tail_seen_ >= slots_) return idle();
+    }
+    *slot = reinterpret_cast<char*>(send_slot_) + (packed_ ? kPackedOffset : kAlignedOffset);
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
-    uint64_t head = h_->head.load(std::memory_order_relaxed);
-    h_->lengths[head % slots_] = bytes;
-    h_->head.store(head + 1, std::memory_order_release);
+    send_slot_->info = bytes | (packed_ ? 0 : kAligned);
+    send_slot_->seq.store(++send_, std::memory_order_release);  // index + 1
+    packed_ = bytes <= kPackedMaxBytes;  // fragments on a connection tend to repeat their size
+    send_slot_ = next(send_slot_);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
@@ -161,34 +206,44 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *data = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    uint64_t tail = h_->tail.load(std::memory_order_relaxed);
-    if (tail == h_->head.load(std::memory_order_acquire)) return idle();
-    *data = data_ + (tail % slots_) * slot_bytes_;
-    *bytes = h_->lengths[tail % slots_];
+    if (recv_slot_->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
+    uint64_t info = recv_slot_->info;
+    *data = reinterpret_cast<const char*>(recv_slot_) + (info & kAligned ? kAlignedOffset : kPackedOffset);
+    *bytes = info & ~kAligned;
     return Status::ok();
   }
 
   // Everything sent has been consumed (or nothing was ever sent).
-  bool drained() const {
-    return !h_ || h_->tail.load(std::memory_order_acquire) == h_->head.load(std::memory_order_relaxed);
-  }
+  bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
-    h_->tail.store(h_->tail.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    recv_slot_ = next(recv_slot_);
+    h_->tail.store(++recv_, std::memory_order_release);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
   }
 
  private:
-  size_t map_bytes() const { return header_bytes(slots_) + slots_ * slot_bytes_; }
+  size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
+  // The slot after `s`, wrapping around.
+  SlotHeader* next(SlotHeader* s) const {
+    char* n = reinterpret_cast<char*>(s) + stride_;
+    return reinterpret_cast<SlotHeader*>(n == slots_end_ ? slots_base_ : n);
+  }
 
-  // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
+  // Checked on every try_acquire, so kept small enough to inline; attach()
+  // does the rest once.
   Status ready() {
     if (aborted_->load(std::memory_order_relaxed))
       return BRAID_ERROR(ncclSystemError, "shm connection with rank {}: communicator aborted", peer_);
-    if (h_) return Status::ok();
+    if (h_) [[likely]] return Status::ok();
+    return attach();
+  }
+
+  // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
+  [[gnu::noinline]] Status attach() {
     bool bells_ok = false;
     BRAID_TRY(bells_->try_attach(&bells_ok));
     if (!bells_ok) return idle();
@@ -221,8 +276,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     if (created) {
       h->slots = slots_;
       h->slot_bytes = slot_bytes_;
-      h->head.store(0);
-      h->tail.store(0);
+      h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
       h->attached.store(0);
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
@@ -237,7 +291,9 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     }
     map_ = map;
     h_ = h;
-    data_ = static_cast<char*>(map) + header_bytes(slots_);
+    slots_base_ = static_cast<char*>(map) + sizeof(ShmHeader);
+    slots_end_ = slots_base_ + slots_ * stride_;
+    send_slot_ = recv_slot_ = reinterpret_cast<SlotHeader*>(slots_base_);
     if (h_->attached.fetch_add(1) + 1 == 2) ::shm_unlink(name_.c_str());
     return Status::ok();
   }
@@ -260,6 +316,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   const std::string name_;
   const uint32_t slots_;
   const uint64_t slot_bytes_;
+  const uint64_t stride_;
   const int peer_;
   const int32_t peer_pid_;
   const std::atomic<bool>* aborted_;
@@ -267,7 +324,15 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   DoorbellWord* peer_bell_ = nullptr;
   void* map_ = nullptr;
   ShmHeader* h_ = nullptr;
-  char* data_ = nullptr;
+  char* slots_base_ = nullptr;
+  char* slots_end_ = nullptr;
+  // Private positions.  A pipe to oneself is both ends, so they are kept apart.
+  uint64_t send_ = 0;                // sender: fragments committed
+  uint64_t tail_seen_ = 0;           // sender: the receiver's tail when last read
+  SlotHeader* send_slot_ = nullptr;  // sender: slot of fragment send_
+  bool packed_ = true;               // sender: where fragment send_'s data goes
+  uint64_t recv_ = 0;                // receiver: fragments released
+  SlotHeader* recv_slot_ = nullptr;  // receiver: slot of fragment recv_
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
 };
