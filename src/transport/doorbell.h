@@ -23,6 +23,7 @@
 #pragma once
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -45,6 +46,17 @@ inline void ring(DoorbellWord* w) {
   w->seq.fetch_add(1, std::memory_order_seq_cst);
   // Shared (not FUTEX_PRIVATE): the word lives in memory mapped by other processes.
   syscall(SYS_futex, &w->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Whether `local_ranks` ranks outnumber the cores they can share: the CPUs
+// online, or this process's affinity if wider (mpirun binds each of 2 ranks
+// to its own core, and 1 core per process is no oversubscription).  Then a
+// rank that spins only delays the peer it waits for.
+inline bool host_oversubscribed(int local_ranks) {
+  cpu_set_t cpus;
+  int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+  return local_ranks > (mine > online ? mine : online);
 }
 
 // The waiting side, as the executor sees it.

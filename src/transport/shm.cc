@@ -352,7 +352,7 @@ class ShmTransport final : public Transport {
     // core to that work for a whole time slice, and a small collective then
     // takes ~10 ms instead of ~1 us (measured: 2 ranks, load ~15 on 2
     // cores; OpenMPI, which spins, kept 0.6 us).
-    bool oversubscribed = local_ranks(ctx) > host_cores();
+    bool oversubscribed = host_oversubscribed(local_ranks(ctx));
     spin_polls_ = oversubscribed ? 0 : 1u << 20;
     yield_polls_ = oversubscribed ? 100 : 256;
   }
@@ -401,15 +401,6 @@ class ShmTransport final : public Transport {
       p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, ctx_.peers[peer].pid, &aborted_, &bells_);
     }
     return p.get();
-  }
-
-  // Cores the local ranks can share: the CPUs online, or this process's
-  // affinity if wider.  Not the affinity alone: mpirun binds each of 2
-  // ranks to its own core, and 1 core per process is no oversubscription.
-  static int host_cores() {
-    cpu_set_t cpus;
-    int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    return std::max<int>(mine, int(sysconf(_SC_NPROCESSORS_ONLN)));
   }
 
   static int local_ranks(const TransportContext& ctx) {

@@ -29,14 +29,6 @@ size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
-bool host_oversubscribed(int local_ranks) {
-  // The CPUs online, or this process's affinity if wider: mpirun binds each
-  // of 2 ranks to its own core, and 1 core per process is no oversubscription.
-  cpu_set_t cpus;
-  int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return local_ranks > std::max<int>(mine, int(sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
 OneShotBoard::~OneShotBoard() = default;
 
 Status OneShotBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out) {

@@ -58,8 +58,4 @@ class OneShotBoard {
   uint32_t spin_polls_ = 0, yield_polls_ = 0;
 };
 
-// Whether more ranks share this host than it has cores (then spinning only
-// delays the peer a rank waits for).
-bool host_oversubscribed(int local_ranks);
-
 }  // namespace braid
