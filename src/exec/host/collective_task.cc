@@ -22,11 +22,6 @@
 namespace braid {
 namespace {
 
-// Outputs at least this large are written with non-temporal stores: they do
-// not fit the caches anyway, and skipping the read-for-ownership saves a
-// third of the write traffic.  Below, the output likely stays cached for
-// whoever reads it next.
-constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
 
 struct Span {
   char* ptr = nullptr;

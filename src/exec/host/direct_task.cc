@@ -15,9 +15,6 @@
 namespace braid {
 namespace {
 
-// Outputs at least this large are written with non-temporal stores (as in
-// the schedule executor: they leave the caches anyway).
-constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
 constexpr uint64_t kNoWindow = UINT64_MAX;
 
 // Where one rank's buffer is: a direct window (by its registration order,
