@@ -388,11 +388,16 @@ class ShmTransport final : public Transport {
   }
 
   // The last fragments of a collective may still sit in a segment the peer
-  // has not even attached yet; unmapping and unlinking now would lose them.
-  // Wait (bounded) until every peer has taken what we sent.
+  // has not even attached yet; unmapping and unlinking now would lose them
+  // (the peer would create a fresh segment under the name and wait for
+  // ever).  Wait until every live peer has taken what we sent: up to
+  // BRAID_TIMEOUT, or 1 s after an abort, which must stay prompt but is
+  // also how a job ends right after a collective that finished here first
+  // (seen: ncclCommRevoke + ncclCommAbort after a non-blocking AllReduce
+  // lost a peer its last fragment about once in four runs).
   ~ShmTransport() override {
-    if (aborted_.load()) return;
-    Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+    Deadline deadline = aborted_.load() ? Deadline::after(std::chrono::seconds(1))
+                                        : Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
     Waiter waiter;
     for (auto& [key, pipe] : pipes_) {
       if (std::get<0>(key) != ctx_.rank || std::get<1>(key) == ctx_.rank) continue;
