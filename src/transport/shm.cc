@@ -65,6 +65,7 @@
 #include "src/core/log.h"
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
+#include "src/transport/shm_board.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -242,24 +243,6 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     return attach();
   }
 
-  // Makes every page of a fresh mapping present now, at connection setup:
-  // the creator writes the slots (zeros, as they already read), the other
-  // side reads a byte per page.  Otherwise each slot's first use pays for
-  // it inside a collective: measured on a 2-core VM, the 3rd and 4th 64 KB
-  // allreduce of a job took ~250 us instead of ~8 us (slots 4-7 used for the
-  // first time), with no page fault counted; MAP_POPULATE alone halved that.
-  void touch_pages(void* map, bool write) const {
-    char* slots = static_cast<char*>(map) + sizeof(ShmHeader);
-    const size_t bytes = map_bytes() - sizeof(ShmHeader);
-    if (write) {
-      std::memset(slots, 0, bytes);
-      return;
-    }
-    const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    volatile char sink = 0;
-    for (size_t off = 0; off < bytes; off += page) sink = sink + static_cast<volatile char*>(slots)[off];
-  }
-
   // Creates or attaches the segment; leaves h_ null while the peer is not there yet.
   [[gnu::noinline]] Status attach() {
     bool bells_ok = false;
@@ -292,7 +275,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name_, std::strerror(errno));
     auto* h = static_cast<ShmHeader*>(map);
     if (created) {
-      touch_pages(map, true);
+      make_pages_present(static_cast<char*>(map) + sizeof(ShmHeader), map_bytes() - sizeof(ShmHeader), true);
       h->slots = slots_;
       h->slot_bytes = slot_bytes_;
       h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
@@ -302,7 +285,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       ::munmap(map, map_bytes());
       return idle();
     } else {
-      touch_pages(map, false);
+      make_pages_present(static_cast<char*>(map) + sizeof(ShmHeader), map_bytes() - sizeof(ShmHeader), false);
     }
     if (h->slots != slots_ || h->slot_bytes != slot_bytes_) {
       ::munmap(map, map_bytes());

@@ -19,6 +19,16 @@ constexpr uint32_t kLivenessCheckEvery = 1 << 12;
 
 }  // namespace
 
+void make_pages_present(void* p, size_t bytes, bool creator) {
+  if (creator) {
+    std::memset(p, 0, bytes);
+    return;
+  }
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  volatile char sink = 0;
+  for (size_t off = 0; off < bytes; off += page) sink = sink + static_cast<volatile char*>(p)[off];
+}
+
 BoardMap::~BoardMap() {
   if (map_) ::munmap(map_, bytes_);
   // The creator removes the name if some rank never attached (ENOENT otherwise).
@@ -85,17 +95,14 @@ Status BoardMap::open(BoardSetup setup, size_t bytes, const std::function<void(v
   map_ = map;
   bytes_ = bytes;
   auto* header = static_cast<BoardHeader*>(map);
-  // Every page present now, not at its first use inside a call (see
-  // ShmPipe::touch_pages: ~100 us per first-used page on a VM).
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  char* body = static_cast<char*>(map) + sizeof(BoardHeader);
   if (s.rank == 0) {
-    std::memset(static_cast<char*>(map) + sizeof(BoardHeader), 0, bytes - sizeof(BoardHeader));
+    make_pages_present(body, bytes - sizeof(BoardHeader), true);
     if (init) init(map);
     header->ready.store(1, std::memory_order_release);
   }
   while (header->ready.load(std::memory_order_acquire) != 1) BRAID_TRY(stop_waiting("never became ready"));
-  volatile char sink = 0;
-  for (size_t off = 0; off < bytes; off += page) sink = sink + static_cast<volatile char*>(map)[off];
+  if (s.rank != 0) make_pages_present(body, bytes - sizeof(BoardHeader), false);
   if (header->attached.fetch_add(1) + 1 == uint32_t(s.nranks)) {
     ::shm_unlink(name);
     unlinked_ = true;
