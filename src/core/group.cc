@@ -230,7 +230,7 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
     // The communicator's last task, rebound when it fits (no allocation).
-    std::unique_ptr<Task> task = std::move(c.comm->spare_task);
+    std::unique_ptr<Task> task = schedule_task_of(std::move(c.comm->spare_task));
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
     if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
     BRAID_INFO(kColl, "{}", task->describe());

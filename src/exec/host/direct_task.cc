@@ -106,6 +106,7 @@ class DirectTask final : public Task {
                        me_, n_);
   }
   Doorbell* doorbell() const override { return a_.comm->transport->doorbell(); }
+  std::unique_ptr<Task> take_fallback() { return std::move(a_.fallback); }
 
   Status poll(bool* progressed, bool* done) override {
     switch (phase_) {
@@ -287,6 +288,11 @@ class DirectTask final : public Task {
 };
 
 }  // namespace
+
+std::unique_ptr<Task> schedule_task_of(std::unique_ptr<Task> task) {
+  if (auto* direct = dynamic_cast<DirectTask*>(task.get())) return direct->take_fallback();
+  return task;
+}
 
 DirectStats& direct_stats() {
   static DirectStats stats;

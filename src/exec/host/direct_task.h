@@ -64,6 +64,10 @@ bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 
 Status make_direct_task(DirectArgs args, std::unique_ptr<Task>* out);
 
+// The schedule task inside a direct task (else `task` itself), so that a
+// communicator's spare task can be rebound without allocating.
+std::unique_ptr<Task> schedule_task_of(std::unique_ptr<Task> task);
+
 // Calls of this process that ran direct, and that fell back to their
 // schedule (tests, and BRAID_DEBUG=INFO says which on each call).
 struct DirectStats {
