@@ -114,6 +114,18 @@ void direct_body(int rank, int n, ncclComm_t comm, Failures& f) {
   run_cases(rank, n, comm, f, w.bufs, all_cases(n));
 }
 
+// Two processes with windows (on ncclMemAlloc or heap memory) run an
+// AllReduce that must take the schedule without any descriptor exchange.
+int allreduce_runs_schedule_only(bool nccl_mem) {
+  return run_ranks_as_processes(2, [nccl_mem](int rank, int n, ncclComm_t comm, Failures& f) {
+    WindowBuffers w(comm, kBytes, nccl_mem, true, f);
+    if (f.count) return;
+    CollCase c;
+    c.count = 5000;
+    run_cases(rank, n, comm, f, w.bufs, {{c, -1}});
+  }, 120);
+}
+
 void set_env() {
   setenv("BRAID_BACKEND", "host", 1);
   setenv("BRAID_DIRECT_MIN_BYTES", "0", 1);
@@ -197,13 +209,7 @@ TEST_CASE("direct path: off with BRAID_DIRECT_MIN_BYTES=-1, and below the thresh
   for (const char* min : {"-1", "1000000"}) {
     setenv("BRAID_DIRECT_MIN_BYTES", min, 1);
     INFO("BRAID_DIRECT_MIN_BYTES=" << min);
-    CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
-            WindowBuffers w(comm, kBytes, true, true, f);
-            if (f.count) return;
-            CollCase c;
-            c.count = 1000;
-            run_cases(rank, n, comm, f, w.bufs, {{c, -1}});
-          }, 120) == 0);
+    CHECK(allreduce_runs_schedule_only(true) == 0);
   }
   setenv("BRAID_DIRECT_MIN_BYTES", "0", 1);
 }
@@ -211,11 +217,5 @@ TEST_CASE("direct path: off with BRAID_DIRECT_MIN_BYTES=-1, and below the thresh
 TEST_CASE("direct path: heap memory of separate processes is not direct (no exchange, the schedule runs)",
           "[direct][processes]") {
   set_env();
-  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          WindowBuffers w(comm, kBytes, false, true, f);
-          if (f.count) return;
-          CollCase c;
-          c.count = 5000;
-          run_cases(rank, n, comm, f, w.bufs, {{c, -1}});
-        }, 120) == 0);
+  CHECK(allreduce_runs_schedule_only(false) == 0);
 }
