@@ -61,7 +61,23 @@ struct InitInfo {
   uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
   uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
   uint64_t oneshot_max_bytes = 0;  // BRAID_ONESHOT_MAX_BYTES (0 where it cannot apply); all use the smallest
+  uint32_t oneshot_collectives = 0;  // bit per Collective it may serve; all use the common bits
 };
+
+// The collectives this rank lets run one-shot: BRAID_ALGO forcing an
+// algorithm, or a schedule file for this many ranks, means the user wants
+// that schedule to run.
+uint32_t oneshot_collectives(int nranks) {
+  const auto& files = file_schedules().schedules;
+  uint32_t bits = 0;
+  for (int i = 0; i < int(Collective::Custom); ++i) {
+    const Collective c = Collective(i);
+    const bool from_file =
+        std::any_of(files.begin(), files.end(), [&](const auto& s) { return s->collective == c && s->nranks == nranks; });
+    if (oneshot_serves(c) && forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
+  }
+  return bits;
+}
 
 class RouterTransport final : public Transport {
  public:
@@ -249,16 +265,11 @@ Status comm_setup(ncclComm* comm) {
   mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   mine.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
-  // One-shot needs the board every rank maps.  BRAID_ALGO forcing an
-  // AllReduce algorithm, or an AllReduce schedule file for this many ranks,
-  // means the user wants that schedule to run.
+  // One-shot needs the board every rank maps.
   const int64_t oneshot_max = env_int("BRAID_ONESHOT_MAX_BYTES");
-  const auto& files = file_schedules().schedules;
-  const bool file_allreduce = std::any_of(files.begin(), files.end(), [&](const auto& s) {
-    return s->collective == Collective::AllReduce && s->nranks == nranks;
-  });
-  if (mode != "socket" && forced_algorithm(Collective::AllReduce).empty() && !file_allreduce && oneshot_max > 0)
+  if (mode != "socket" && oneshot_max > 0)
     mine.oneshot_max_bytes = uint64_t(std::min<int64_t>(oneshot_max, kOneShotLimitBytes));
+  mine.oneshot_collectives = oneshot_collectives(nranks);
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -268,6 +279,7 @@ Status comm_setup(ncclComm* comm) {
   comm->tile_bytes = UINT64_MAX;
   comm->direct_min_bytes = 0;
   comm->oneshot_max_bytes = UINT64_MAX;
+  comm->oneshot_collectives = ~0u;
   for (const InitInfo& info : infos) {
     if (info.api_version != NCCL_VERSION_CODE)
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
@@ -283,6 +295,7 @@ Status comm_setup(ncclComm* comm) {
     // Ranks must take the direct path for the same calls.
     comm->direct_min_bytes = std::max(comm->direct_min_bytes, info.direct_min_bytes);
     comm->oneshot_max_bytes = std::min(comm->oneshot_max_bytes, info.oneshot_max_bytes);
+    comm->oneshot_collectives &= info.oneshot_collectives;
   }
   comm->peers = ctx.peers;
 

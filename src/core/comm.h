@@ -101,10 +101,12 @@ struct ncclComm {
   // The host task of the last group, kept so a repeated call can reuse it
   // instead of allocating (src/exec/host/collective_task.h).
   std::unique_ptr<braid::Task> spare_task;
-  // Blocking AllReduces of at most this many bytes, outside groups, run
+  // Blocking collectives (of the Collective bits in oneshot_collectives)
+  // with at most this many input bytes per rank, outside groups, run
   // one-shot on a shared board (src/exec/host/oneshot.h); agreed at init,
   // 0 where not every rank is on this host.  The board opens on first use.
   uint64_t oneshot_max_bytes = 0;
+  uint32_t oneshot_collectives = 0;
   uint64_t oneshot_calls = 0;
   std::unique_ptr<braid::OneShotBoard> oneshot;
 

@@ -291,13 +291,14 @@ void note_failure(ncclComm* comm, Status* s) {
   else if (broken) comm->async_error = s->code();
 }
 
-// A lone small AllReduce on a blocking host communicator whose ranks share
+// A lone small collective on a blocking host communicator whose ranks share
 // this host: one-shot (oneshot.h), without a plan, a task or the executor.
-// Every rank decides alike (the same call, the same agreed limit).
+// Every rank decides alike (the same call, the same agreed limits).
 bool oneshot_eligible(const CollectiveCall& c) {
   const ncclComm* comm = c.comm;
-  return c.collective == Collective::AllReduce && !c.has_premul && !comm->device && !comm->check_args &&
-         !comm->nonblocking() && c.count * datatype_size(c.type) <= comm->oneshot_max_bytes;
+  return (comm->oneshot_collectives >> int(c.collective) & 1) && !c.has_premul && !comm->device &&
+         !comm->check_args && !comm->nonblocking() &&
+         OneShotBoard::payload_bytes(c.collective, c.count, c.type, comm->nranks) <= comm->oneshot_max_bytes;
 }
 
 Status run_oneshot(const CollectiveCall& c) {
@@ -306,7 +307,7 @@ Status run_oneshot(const CollectiveCall& c) {
     if (!comm->oneshot) {
       BoardSetup setup;
       setup.name = fmt::format("/braid-{:016x}-oneshot", comm->comm_hash);
-      setup.what = "one-shot AllReduce";
+      setup.what = "one-shot collectives";
       setup.rank = comm->rank;
       setup.nranks = comm->nranks;
       for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
@@ -314,11 +315,18 @@ Status run_oneshot(const CollectiveCall& c) {
       setup.aborting = &comm->stop;
       BRAID_TRY(OneShotBoard::open(std::move(setup), comm->oneshot_max_bytes, &comm->oneshot));
     }
-    BRAID_INFO(kColl, "allreduce(oneshot) count={} {} rank {}/{}", c.count, datatype_name(c.type), comm->rank,
-               comm->nranks);
-    const ncclRedOp_t op = c.op == ncclAvg ? ncclSum : c.op;
-    return comm->oneshot->allreduce(++comm->oneshot_calls, c.sendbuff, c.recvbuff, c.count, c.type, op,
-                                    c.op == ncclAvg ? comm->nranks : 0, &comm->stop);
+    BRAID_INFO(kColl, "{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
+               comm->rank, comm->nranks);
+    OneShotCall call;
+    call.collective = c.collective;
+    call.input = has_input(c) ? c.sendbuff : nullptr;
+    call.output = has_output(c) ? c.recvbuff : nullptr;
+    call.count = c.count;
+    call.type = c.type;
+    call.op = c.op == ncclAvg ? ncclSum : c.op;
+    call.divisor = c.op == ncclAvg ? comm->nranks : 0;
+    call.root = c.root;
+    return comm->oneshot->run(++comm->oneshot_calls, call, &comm->stop);
   }();
   if (!s.is_ok()) note_failure(comm, &s);
   return s;

@@ -1,8 +1,9 @@
-// The one-shot small AllReduce (src/exec/host/oneshot.h): exact results for
-// every datatype and op, in and out of place, over many calls in a row (the
-// two slots per rank are reused) mixed with calls that run schedules, on
-// forked processes and on threads; and the communicator's own count of
-// one-shot calls proves which path ran.  Faults are in tests/mp/test_faults.cc.
+// One-shot small collectives (src/exec/host/oneshot.h): exact results for
+// every collective, datatype and op, in and out of place, over many calls in
+// a row (the two slots per rank are reused) mixed with calls that run
+// schedules, on forked processes and on threads; and the communicator's own
+// count of one-shot calls proves which path ran.  Faults are in
+// tests/mp/test_faults.cc.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
@@ -61,6 +62,41 @@ void oneshot_body(int rank, int n, ncclComm_t comm, Failures& f) {
   if (b[7] != float(n * (n - 1) / 2)) f.fail("grouped AllReduce: wrong sum");
 }
 
+// The other collectives, at 1 element, 13, and the most one-shot takes (4096
+// bytes of input per rank), with every rank as the root in turn; one
+// element more runs the schedule.  NULL buffers where NCCL allows them.
+void collectives_body(int rank, int n, ncclComm_t comm, Failures& f) {
+  const Coll colls[] = {Coll::Reduce,  Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll,
+                        Coll::Broadcast, Coll::Gather,      Coll::Scatter};
+  for (Coll coll : colls) {
+    const bool multi_block_input = coll == Coll::ReduceScatter || coll == Coll::AlltoAll || coll == Coll::Scatter;
+    for (const TypeOp& to : {kTypeOps[0], kTypeOps[3], kTypeOps[7]}) {
+      const size_t most = 4096 / type_size(to.type) / (multi_block_input ? size_t(n) : 1);
+      for (size_t count : {size_t(1), size_t(13), most, most + 1})
+        for (bool in_place : {false, true}) {
+          CollCase c;
+          c.coll = coll;
+          c.count = count;
+          c.type = to.type;
+          c.op = to.op;
+          c.root = int(count % size_t(n));
+          c.in_place = in_place;
+          c.null_unused = count == 13;
+          check_path(c, rank, n, comm, f, count <= most);
+        }
+    }
+  }
+  // Calls of every kind, one after another, on the same two slots.
+  for (int i = 0; i < 160 && f.count == 0; ++i) {
+    CollCase c;
+    c.coll = i % 5 == 4 ? Coll::AllReduce : colls[i % 7];
+    c.count = size_t(1 + i % 17);
+    c.root = i % n;
+    c.in_place = i % 3 == 0;
+    check_path(c, rank, n, comm, f, true);
+  }
+}
+
 void set_env() {
   setenv("BRAID_BACKEND", "host", 1);
   setenv("BRAID_ONESHOT_MAX_BYTES", "4096", 1);  // the default, whatever other tests here set
@@ -79,6 +115,29 @@ TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across
 TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
   set_env();
   CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
+}
+
+TEST_CASE("one-shot Reduce, ReduceScatter, AllGather, AlltoAll, Broadcast, Gather, Scatter: exact, any root",
+          "[oneshot][processes]") {
+  set_env();
+  for (int n : {2, 3}) {
+    INFO(n << " processes");
+    CHECK(run_ranks_as_processes(n, collectives_body, 120) == 0);
+  }
+  CHECK(run_ranks_as_threads(4, collectives_body) == 0);
+}
+
+TEST_CASE("one-shot: BRAID_ALGO for one collective keeps that one on its schedule, the others one-shot",
+          "[oneshot][processes]") {
+  set_env();
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          CollCase c;
+          c.count = 100;
+          c.coll = Coll::AllGather;
+          check_path(c, rank, n, comm, f, false);
+          c.coll = Coll::AllReduce;
+          check_path(c, rank, n, comm, f, true);
+        }, 60, [](int) { setenv("BRAID_ALGO", "allgather=ring", 1); }) == 0);
 }
 
 TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID_ALGO", "[oneshot][processes]") {

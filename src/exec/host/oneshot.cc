@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "braid/chunking.h"
 #include "src/core/datatype.h"
 #include "src/core/env.h"
 #include "src/transport/doorbell.h"
@@ -55,23 +56,78 @@ OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
   return reinterpret_cast<Slot*>(base + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
 }
 
-Status OneShotBoard::allreduce(uint64_t call, const void* input, void* output, size_t count, ncclDataType_t type,
-                               ncclRedOp_t op, int divisor, const std::atomic<bool>* stop) {
-  const size_t es = datatype_size(type), bytes = count * es;
-  if (bytes > max_bytes_)
-    return BRAID_ERROR(ncclInternalError, "one-shot AllReduce of {} bytes on a {}-byte board", bytes, max_bytes_);
+bool oneshot_serves(Collective c) {
+  switch (c) {
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::ReduceScatter:
+    case Collective::AllGather:
+    case Collective::AlltoAll:
+    case Collective::Broadcast:
+    case Collective::Gather:
+    case Collective::Scatter:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t OneShotBoard::payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
+  return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);
+}
+
+Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<bool>* stop) {
+  const size_t es = datatype_size(c.type), block = c.count * es;
+  const uint64_t payload = payload_bytes(c.collective, c.count, c.type, nranks_);
+  if (payload > max_bytes_)
+    return BRAID_ERROR(ncclInternalError, "one-shot {} of {} bytes on a {}-byte board", to_string(c.collective),
+                       payload, max_bytes_);
   Slot* mine = slot(rank_, call);
-  std::memcpy(mine->data, input, bytes);
+  if (c.input) std::memcpy(mine->data, c.input, payload);
   mine->call.store(call, std::memory_order_release);
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
     ring(reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kHeaderBytes + size_t(r) * rank_stride_));
   }
   BRAID_TRY(wait_for_peers(call, stop));
-  // All inputs from the board (in place, `output` is this rank's input).
-  reduce(output, slot(0, call)->data, slot(1, call)->data, count, type, op);
-  for (int r = 2; r < nranks_; ++r) reduce(output, output, slot(r, call)->data, count, type, op);
-  if (divisor > 0) divide_by(output, count, type, divisor);
+  // The output comes from the board alone (in place, `output` holds this rank's input).
+  auto data = [&](int r, size_t block_index) { return slot(r, call)->data + block_index * block; };
+  auto fold = [&](size_t block_index, void* out) {
+    reduce(out, data(0, block_index), data(1, block_index), c.count, c.type, c.op);
+    for (int r = 2; r < nranks_; ++r) reduce(out, out, data(r, block_index), c.count, c.type, c.op);
+    if (c.divisor > 0) divide_by(out, c.count, c.type, c.divisor);
+  };
+  char* out = static_cast<char*>(c.output);
+  const bool root = rank_ == c.root;
+  switch (c.collective) {
+    case Collective::AllReduce:
+      fold(0, out);
+      break;
+    case Collective::Reduce:
+      if (root) fold(0, out);
+      break;
+    case Collective::ReduceScatter:
+      fold(size_t(rank_), out);
+      break;
+    case Collective::AllGather:
+      for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, 0), block);
+      break;
+    case Collective::Gather:
+      if (root)
+        for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, 0), block);
+      break;
+    case Collective::AlltoAll:
+      for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, size_t(rank_)), block);
+      break;
+    case Collective::Broadcast:
+      std::memcpy(out, data(c.root, 0), block);
+      break;
+    case Collective::Scatter:
+      std::memcpy(out, data(c.root, size_t(rank_)), block);
+      break;
+    default:
+      return BRAID_ERROR(ncclInternalError, "one-shot has no {}", to_string(c.collective));
+  }
   return Status::ok();
 }
 
@@ -89,7 +145,7 @@ Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop
   };
   while (!arrived()) {
     if (stop && stop->load(std::memory_order_relaxed))
-      return BRAID_ERROR(ncclInvalidUsage, "communicator aborted during a one-shot AllReduce");
+      return BRAID_ERROR(ncclInvalidUsage, "communicator aborted during a one-shot collective");
     ++idle;
     if (idle <= bell.spin_polls()) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -116,11 +172,11 @@ Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop
       last_liveness = now;
       int dead = map_.dead_rank({next});
       if (dead >= 0)
-        return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during a one-shot AllReduce", dead,
+        return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during a one-shot collective", dead,
                            map_.setup().pids[dead]);
     }
     if (std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count() >= timeout_ms)
-      return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) in a one-shot AllReduce: rank {} "
+      return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) in a one-shot collective: rank {} "
                          "never published call {}", timeout_ms, next, call);
   }
   return Status::ok();

@@ -1,14 +1,22 @@
-// One-shot AllReduce for small messages between the ranks of one host.
+// One-shot collectives for small messages between the ranks of one host.
 //
-// Latency, not bandwidth, is what a small AllReduce costs, and on one host
+// Latency, not bandwidth, is what a small collective costs, and on one host
 // the floor is a cache line or two crossing between cores.  A schedule run
 // by the executor pays for its generality (planning, a task, fragment
 // headers, slot counters) several times over that.  Here each rank copies its
 // input into its own slot of a shared board, publishes it with one release
 // store of the call's number (in the slot's first line, next to the first
 // 48 bytes of data), rings whoever sleeps, and reads every other rank's slot
-// once its number appears.  Every rank folds all inputs in rank order, so
-// all outputs are bitwise identical.
+// once its number appears.  Then it builds its output from the slots alone:
+//   AllReduce, Reduce (root)   fold every slot, in rank order
+//   ReduceScatter              fold block `me` of every slot
+//   AllGather, Gather (root)   slot k -> output block k
+//   AlltoAll                   block `me` of slot k -> output block k
+//   Broadcast, Scatter         the root's slot (its block `me` for Scatter)
+// Folding in rank order makes all outputs bitwise identical, and reading
+// only slots makes every collective safe in place.  Every rank publishes
+// on every call, even one with no input (a Broadcast's non-roots): the
+// argument below needs each rank's call k+1 to prove it has finished k.
 //
 // Two slots per rank, used by odd and even calls, are enough without any
 // acknowledgement: to write slot (k+2)%2 a rank must have finished call
@@ -23,6 +31,7 @@
 #include <atomic>
 #include <memory>
 
+#include "braid/schedule.h"
 #include "nccl.h"
 #include "src/core/status.h"
 #include "src/transport/shm_board.h"
@@ -32,18 +41,33 @@ namespace braid {
 // The largest BRAID_ONESHOT_MAX_BYTES honoured (each rank's board is twice that).
 constexpr int64_t kOneShotLimitBytes = 64 * 1024;
 
+// The collectives one-shot serves (all but Send/Recv).
+bool oneshot_serves(Collective c);
+
+// One rank's part of a call.
+struct OneShotCall {
+  Collective collective = Collective::AllReduce;
+  const void* input = nullptr;  // nullptr where NCCL lets this rank pass none
+  void* output = nullptr;
+  size_t count = 0;  // NCCL's count (per block for multi-block buffers)
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;  // Sum, Prod, Max or Min
+  int divisor = 0;           // > 0: divide the reduction by it (Avg)
+  int root = 0;
+};
+
 class OneShotBoard {
  public:
   // Opens (rank 0 creates) the board for messages up to `max_bytes`.
   static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out);
   ~OneShotBoard();
 
-  // AllReduce number `call` (1, 2, ... alike on every rank) of count
-  // elements (count * size <= max_bytes); op is Sum, Prod, Max or Min, and
-  // the result is divided by `divisor` when it is > 0 (Avg).  `stop` ends
-  // the wait (abort, revoke).
-  Status allreduce(uint64_t call, const void* input, void* output, size_t count, ncclDataType_t type,
-                   ncclRedOp_t op, int divisor, const std::atomic<bool>* stop);
+  // Bytes of input a call of `c` puts on the board (at most max_bytes to run here).
+  static uint64_t payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
+
+  // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
+  // ends the wait (abort, revoke).
+  Status run(uint64_t call, const OneShotCall& c, const std::atomic<bool>* stop);
 
   struct Slot;
 
