@@ -73,6 +73,7 @@ bool oneshot_serves(Collective c) {
 }
 
 uint64_t OneShotBoard::payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
+  if (count > kOneShotLimitBytes) return UINT64_MAX;  // and no product below can wrap
   return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);
 }
 
