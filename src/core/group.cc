@@ -319,13 +319,12 @@ Status run_oneshot(const CollectiveCall& c) {
                comm->rank, comm->nranks);
     OneShotCall call;
     call.collective = c.collective;
-    call.input = has_input(c) ? c.sendbuff : nullptr;
-    call.output = has_output(c) ? c.recvbuff : nullptr;
+    call.input = c.sendbuff;
+    call.output = c.recvbuff;
     call.count = c.count;
     call.type = c.type;
     call.op = c.op == ncclAvg ? ncclSum : c.op;
     call.divisor = c.op == ncclAvg ? comm->nranks : 0;
-    call.root = c.root;
     return comm->oneshot->run(++comm->oneshot_calls, call, &comm->stop);
   }();
   if (!s.is_ok()) note_failure(comm, &s);

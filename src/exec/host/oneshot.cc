@@ -57,19 +57,8 @@ OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
 }
 
 bool oneshot_serves(Collective c) {
-  switch (c) {
-    case Collective::AllReduce:
-    case Collective::Reduce:
-    case Collective::ReduceScatter:
-    case Collective::AllGather:
-    case Collective::AlltoAll:
-    case Collective::Broadcast:
-    case Collective::Gather:
-    case Collective::Scatter:
-      return true;
-    default:
-      return false;
-  }
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
+         c == Collective::AlltoAll;
 }
 
 uint64_t OneShotBoard::payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
@@ -84,7 +73,7 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
     return BRAID_ERROR(ncclInternalError, "one-shot {} of {} bytes on a {}-byte board", to_string(c.collective),
                        payload, max_bytes_);
   Slot* mine = slot(rank_, call);
-  if (c.input) std::memcpy(mine->data, c.input, payload);
+  std::memcpy(mine->data, c.input, payload);
   mine->call.store(call, std::memory_order_release);
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
@@ -99,13 +88,9 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
     if (c.divisor > 0) divide_by(out, c.count, c.type, c.divisor);
   };
   char* out = static_cast<char*>(c.output);
-  const bool root = rank_ == c.root;
   switch (c.collective) {
     case Collective::AllReduce:
       fold(0, out);
-      break;
-    case Collective::Reduce:
-      if (root) fold(0, out);
       break;
     case Collective::ReduceScatter:
       fold(size_t(rank_), out);
@@ -113,18 +98,8 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
     case Collective::AllGather:
       for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, 0), block);
       break;
-    case Collective::Gather:
-      if (root)
-        for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, 0), block);
-      break;
     case Collective::AlltoAll:
       for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, size_t(rank_)), block);
-      break;
-    case Collective::Broadcast:
-      std::memcpy(out, data(c.root, 0), block);
-      break;
-    case Collective::Scatter:
-      std::memcpy(out, data(c.root, size_t(rank_)), block);
       break;
     default:
       return BRAID_ERROR(ncclInternalError, "one-shot has no {}", to_string(c.collective));
