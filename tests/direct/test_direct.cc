@@ -81,13 +81,7 @@ std::vector<std::pair<CollCase, int>> all_cases(int n) {
     for (size_t count : {size_t(1), size_t(1001), size_t(20000)})
       for (const TypeOp& to : type_ops)
         for (bool in_place : {false, true}) {
-          CollCase c;
-          c.coll = coll;
-          c.count = count;
-          c.type = to.type;
-          c.op = to.op;
-          c.root = n - 1;
-          c.in_place = in_place;
+          CollCase c{.coll = coll, .count = count, .type = to.type, .op = to.op, .root = n - 1, .in_place = in_place};
           // In place, an AlltoAll would overwrite input a peer has not read: it runs its schedule.
           cases.push_back({c, coll == Coll::AlltoAll && in_place ? 0 : 1});
         }

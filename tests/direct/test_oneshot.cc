@@ -35,14 +35,8 @@ void oneshot_body(int rank, int n, ncclComm_t comm, Failures& f) {
   // 4096 bytes is the default limit: 1024 floats go one-shot, 1025 do not.
   for (const TypeOp& to : kTypeOps)
     for (size_t count : {size_t(1), size_t(13), size_t(4096 / type_size(to.type))})
-      for (bool in_place : {false, true}) {
-        CollCase c;
-        c.count = count;
-        c.type = to.type;
-        c.op = to.op;
-        c.in_place = in_place;
-        check_path(c, rank, n, comm, f, true);
-      }
+      for (bool in_place : {false, true})
+        check_path({.count = count, .type = to.type, .op = to.op, .in_place = in_place}, rank, n, comm, f, true);
   // Slot reuse and interleaving with the executor: alternate sizes for a while.
   for (int i = 0; i < 300 && f.count == 0; ++i) {
     CollCase c;
@@ -72,15 +66,9 @@ void collectives_body(int rank, int n, ncclComm_t comm, Failures& f) {
     for (const TypeOp& to : {kTypeOps[0], kTypeOps[3], kTypeOps[7]}) {
       const size_t most = 4096 / type_size(to.type) / (multi_block_input ? size_t(n) : 1);
       for (size_t count : {size_t(1), size_t(13), most, most + 1})
-        for (bool in_place : {false, true}) {
-          CollCase c;
-          c.coll = coll;
-          c.count = count;
-          c.type = to.type;
-          c.op = to.op;
-          c.in_place = in_place;
-          check_path(c, rank, n, comm, f, count <= most);
-        }
+        for (bool in_place : {false, true})
+          check_path({.coll = coll, .count = count, .type = to.type, .op = to.op, .in_place = in_place}, rank, n,
+                     comm, f, count <= most);
     }
   }
   for (Coll coll : {Coll::Reduce, Coll::Broadcast, Coll::Gather, Coll::Scatter}) {
