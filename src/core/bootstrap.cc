@@ -130,7 +130,7 @@ void serve_root(int listen_fd, uint64_t magic) {
 Status start_root(const sockaddr_in& addr, uint64_t magic, sockaddr_in* bound) {
   int fd = -1;
   BRAID_TRY(listen_tcp(addr, &fd, bound));
-  std::thread(serve_root, fd, magic).detach();
+  std::thread(with_caller_env([fd, magic] { serve_root(fd, magic); })).detach();
   return Status::ok();
 }
 
@@ -293,7 +293,7 @@ Status create_root(ncclUniqueId* id, bool honour_comm_id) {
   IdLayout layout{};
   layout.version = kIdVersion;
   std::string comm_id = honour_comm_id ? env_string("BRAID_COMM_ID") : "";
-  if (honour_comm_id && comm_id.empty() && std::getenv("NCCL_COMM_ID")) comm_id = std::getenv("NCCL_COMM_ID");
+  if (honour_comm_id && comm_id.empty()) comm_id = env_raw("NCCL_COMM_ID");
   if (!comm_id.empty()) {
     // Every rank computes the same id from the variable; rank 0 hosts the root.
     BRAID_TRY(std::move(parse_ipv4_endpoint(comm_id, &layout.root)).context("NCCL_COMM_ID/BRAID_COMM_ID"));

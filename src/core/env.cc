@@ -1,5 +1,6 @@
 // The one table of braid's configuration variables.  Values are read from the
-// environment on every call (cheap, and tests may setenv between runs).
+// environment on every call (cheap, and tests may setenv between runs), or
+// from the snapshot a braid-owned thread installed.
 #include "src/core/env.h"
 
 #include <cassert>
@@ -40,6 +41,41 @@ const std::vector<EnvVar>& env_registry() {
   return *vars;
 }
 
+// The NCCL_* variables braid reads, besides its own registry.
+constexpr const char* kForeignNames[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID"};
+
+thread_local const EnvSnapshot* t_snapshot = nullptr;
+
+EnvSnapshot EnvSnapshot::capture() {
+  EnvSnapshot snap;
+  auto add = [&](const char* name) {
+    const char* value = std::getenv(name);
+    snap.values_.emplace_back(name, value ? value : "");
+  };
+  for (const EnvVar& v : env_registry()) add(v.name);
+  for (const char* name : kForeignNames) add(name);
+  return snap;
+}
+
+const std::string* EnvSnapshot::find(const char* name) const {
+  for (const auto& [n, v] : values_)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+ScopedEnv::ScopedEnv(const EnvSnapshot& snapshot) : previous_(t_snapshot) { t_snapshot = &snapshot; }
+ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }
+
+std::string env_raw(const char* name) {
+  if (t_snapshot) {
+    const std::string* value = t_snapshot->find(name);
+    assert(value && "variable missing from EnvSnapshot (add it to kForeignNames)");
+    return value ? *value : "";
+  }
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
 static const EnvVar* find_var(const char* name) {
   for (const EnvVar& v : env_registry())
     if (std::strcmp(v.name, name) == 0) return &v;
@@ -49,8 +85,8 @@ static const EnvVar* find_var(const char* name) {
 std::string env_string(const char* name) {
   const EnvVar* var = find_var(name);
   assert(var && "unregistered BRAID_* variable");
-  const char* value = std::getenv(name);
-  if (value && *value) return value;
+  std::string value = env_raw(name);
+  if (!value.empty()) return value;
   return var ? var->default_value : "";
 }
 
@@ -66,9 +102,6 @@ int64_t env_int(const char* name) {
   return v;
 }
 
-bool env_is_set(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value;
-}
+bool env_is_set(const char* name) { return !env_raw(name).empty(); }
 
 }  // namespace braid

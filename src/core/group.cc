@@ -110,7 +110,7 @@ Status run_inits(std::vector<InitCall>& inits) {
   std::vector<Status> results(inits.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < inits.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = init_one(inits[i]); });
+    threads.emplace_back(with_caller_env([&, i] { results[i] = init_one(inits[i]); }));
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
   return Status::ok();
@@ -250,7 +250,13 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
   if (tracked) {
     // Its own queue, so it runs concurrently with the AllReduce.
     ncclComm* comm = collectives[0].comm;
-    CollectiveCall stamps{comm, Collective::AllGather, tracked->stamp_send(), tracked->stamp_recv(), 1, ncclInt64};
+    CollectiveCall stamps;
+    stamps.comm = comm;
+    stamps.collective = Collective::AllGather;
+    stamps.sendbuff = tracked->stamp_send();
+    stamps.recvbuff = tracked->stamp_recv();
+    stamps.count = 1;
+    stamps.type = ncclInt64;
     std::shared_ptr<const Schedule> schedule;
     BRAID_TRY(comm->plans->schedule_for(Collective::AllGather, comm->nranks, -1, sizeof(int64_t), &schedule));
     std::unique_ptr<Task> task;
@@ -379,7 +385,7 @@ Status end_outermost() {
     std::lock_guard<std::mutex> lock(c->job_mutex);
     c->job = job;
   }
-  std::thread([work = std::move(work), job, release_all]() mutable {
+  std::thread(with_caller_env([work = std::move(work), job, release_all]() mutable {
     Status s;
     try {
       s = execute(work);
@@ -389,7 +395,7 @@ Status end_outermost() {
     if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
     job->finish(s.code());
     release_all();
-  }).detach();
+  })).detach();
   return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
 }
 

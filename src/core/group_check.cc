@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "src/core/comm.h"
+#include "src/core/env.h"
 #include "src/core/group.h"
 
 namespace braid {
@@ -74,7 +75,7 @@ Status check_agreement(const std::vector<CollectiveCall>& collectives) {
   std::vector<std::thread> threads;
   size_t i = 0;
   for (auto& [comm, records] : per_comm) {
-    threads.emplace_back([&, i, comm = comm] { results[i] = check_one(comm, per_comm[comm]); });
+    threads.emplace_back(with_caller_env([&, i, comm = comm] { results[i] = check_one(comm, per_comm[comm]); }));
     ++i;
   }
   for (auto& t : threads) t.join();

@@ -10,7 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <string_view>
+
+#include "src/core/env.h"
 
 namespace braid {
 namespace {
@@ -31,12 +34,13 @@ std::atomic<int> g_level{0};
 std::atomic<uint32_t> g_subsys{kAllSubsys};
 FILE* g_file = nullptr;  // guarded by g_mutex; nullptr means stderr
 
-const char* first_env(const char* a, const char* b) {
-  const char* v = std::getenv(a);
-  if (v && *v) return v;
-  v = std::getenv(b);
-  return (v && *v) ? v : nullptr;
+// The first of two variables that is set; "" when neither is.
+std::string first_env(const char* a, const char* b) {
+  std::string v = env_raw(a);
+  return v.empty() ? env_raw(b) : v;
 }
+
+const char* or_null(const std::string& s) { return s.empty() ? nullptr : s.c_str(); }
 
 LogLevel parse_level(const char* text) {
   if (!text) return LogLevel::None;
@@ -93,10 +97,10 @@ std::string expand_file_pattern(const char* pattern) {
 void init_locked() {
   if (g_file) std::fclose(g_file);
   g_file = nullptr;
-  const char* file = first_env("BRAID_DEBUG_FILE", "NCCL_DEBUG_FILE");
-  if (file) g_file = std::fopen(expand_file_pattern(file).c_str(), "w");
-  g_subsys.store(parse_subsys(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS")));
-  g_level.store(static_cast<int>(parse_level(first_env("BRAID_DEBUG", "NCCL_DEBUG"))));
+  std::string file = first_env("BRAID_DEBUG_FILE", "NCCL_DEBUG_FILE");
+  if (!file.empty()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
+  g_subsys.store(parse_subsys(or_null(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))));
+  g_level.store(static_cast<int>(parse_level(or_null(first_env("BRAID_DEBUG", "NCCL_DEBUG")))));
   g_initialized.store(true, std::memory_order_release);
 }
 

@@ -123,7 +123,7 @@ class SocketTransportImpl final : public Transport {
       : ctx_(ctx), listen_fd_(listen_fd),
         slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    thread_ = std::thread([this] { progress_loop(); });
+    thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
   }
 
   ~SocketTransportImpl() override {

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/core/datatype.h"
@@ -190,6 +193,30 @@ TEST_CASE("env registry: defaults, overrides, malformed values", "[env]") {
     CHECK(std::string(v.name).rfind("BRAID_", 0) == 0);
     CHECK(std::strlen(v.description) > 10);
   }
+}
+
+TEST_CASE("a braid-started thread reads the environment its starter saw", "[env]") {
+  setenv("BRAID_SHM_SLOTS", "5", 1);
+  setenv("NCCL_COMM_ID", "10.0.0.1:9", 1);
+  auto body = with_caller_env([] { return std::make_pair(env_int("BRAID_SHM_SLOTS"), env_raw("NCCL_COMM_ID")); });
+  setenv("BRAID_SHM_SLOTS", "6", 1);  // after the snapshot: the thread must not see it
+  unsetenv("NCCL_COMM_ID");
+  std::pair<int64_t, std::string> seen;
+  std::thread([&] { seen = body(); }).join();
+  CHECK(seen.first == 5);
+  CHECK(seen.second == "10.0.0.1:9");
+  CHECK(env_int("BRAID_SHM_SLOTS") == 6);  // the caller still reads the live environment
+  {
+    EnvSnapshot empty_shm;  // a snapshot taken with the variable unset reads the default
+    unsetenv("BRAID_SHM_SLOTS");
+    empty_shm = EnvSnapshot::capture();
+    setenv("BRAID_SHM_SLOTS", "7", 1);
+    ScopedEnv scoped(empty_shm);
+    CHECK(env_int("BRAID_SHM_SLOTS") == 8);
+    CHECK_FALSE(env_is_set("BRAID_SHM_SLOTS"));
+  }
+  CHECK(env_int("BRAID_SHM_SLOTS") == 7);  // restored when the scope ends
+  unsetenv("BRAID_SHM_SLOTS");
 }
 
 TEST_CASE("log levels and subsystem filter follow BRAID_DEBUG / NCCL_DEBUG", "[log]") {
