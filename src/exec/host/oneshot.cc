@@ -1,15 +1,10 @@
 #include "src/exec/host/oneshot.h"
 
-#include <sched.h>
-#include <unistd.h>
-
-#include <chrono>
 #include <cstring>
 
 #include "braid/chunking.h"
 #include "src/core/datatype.h"
-#include "src/core/env.h"
-#include "src/transport/doorbell.h"
+#include "src/exec/host/board_wait.h"
 
 namespace braid {
 
@@ -24,7 +19,6 @@ namespace {
 
 constexpr size_t kDataOffset = offsetof(OneShotBoard::Slot, data);
 constexpr size_t kHeaderBytes = 64;  // BoardHeader, padded to a line
-constexpr uint32_t kClockCheckEvery = 64;  // idle polls between looks at the clock
 
 size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
@@ -108,54 +102,18 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
 }
 
 Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop) {
-  auto* bell_word =
-      reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kHeaderBytes + size_t(rank_) * rank_stride_);
-  Doorbell bell(bell_word, spin_polls_, yield_polls_);
+  BoardWaiter waiter{.map = &map_,
+                     .bell = reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kHeaderBytes +
+                                                             size_t(rank_) * rank_stride_),
+                     .spin_polls = spin_polls_,
+                     .yield_polls = yield_polls_,
+                     .stop = stop,
+                     .what = "a one-shot collective"};
   int next = rank_ == 0 ? 1 : 0;  // the first rank not yet seen
-  uint32_t idle = 0;
-  std::chrono::steady_clock::time_point started{}, last_liveness{};
-  int64_t timeout_ms = -1;
-  auto arrived = [&] {
+  return waiter.wait([&] {
     while (next < nranks_ && (next == rank_ || slot(next, call)->call.load(std::memory_order_acquire) == call)) ++next;
-    return next == nranks_;
-  };
-  while (!arrived()) {
-    if (stop && stop->load(std::memory_order_relaxed))
-      return BRAID_ERROR(ncclInvalidUsage, "communicator aborted during a one-shot collective");
-    ++idle;
-    if (idle <= bell.spin_polls()) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    } else if (idle <= bell.idle_polls()) {
-      sched_yield();
-    } else {
-      // Announce the sleep, look once more, then sleep until rung (doorbell.h).
-      uint32_t seen = bell.arm();
-      if (arrived()) {
-        bell.disarm();
-        break;
-      }
-      bell.sleep(seen);
-    }
-    if (idle % kClockCheckEvery != 0 && idle <= bell.idle_polls()) continue;
-    auto now = std::chrono::steady_clock::now();
-    if (timeout_ms < 0) {
-      timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
-      started = last_liveness = now;
-    }
-    if (now - last_liveness > std::chrono::milliseconds(50)) {
-      last_liveness = now;
-      int dead = map_.dead_rank({next});
-      if (dead >= 0)
-        return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during a one-shot collective", dead,
-                           map_.setup().pids[dead]);
-    }
-    if (std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count() >= timeout_ms)
-      return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) in a one-shot collective: rank {} "
-                         "never published call {}", timeout_ms, next, call);
-  }
-  return Status::ok();
+    return next < nranks_ ? next : -1;
+  });
 }
 
 }  // namespace braid
