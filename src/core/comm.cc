@@ -13,6 +13,7 @@
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/task.h"
 #include "src/plan/host_tuning.h"
@@ -64,7 +65,8 @@ struct InitInfo {
   uint32_t oneshot_collectives = 0;  // bit per Collective it may serve; all use the common bits
 };
 
-// The collectives this rank lets run one-shot: BRAID_ALGO forcing an
+// The collectives this rank lets run on a board, one-shot or eager
+// (src/exec/host/oneshot.h, eager.h): BRAID_ALGO forcing an
 // algorithm, or a schedule file for this many ranks, means the user wants
 // that schedule to run.
 uint32_t oneshot_collectives(int nranks) {
@@ -74,7 +76,7 @@ uint32_t oneshot_collectives(int nranks) {
     const Collective c = Collective(i);
     const bool from_file =
         std::any_of(files.begin(), files.end(), [&](const auto& s) { return s->collective == c && s->nranks == nranks; });
-    if (oneshot_serves(c) && forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
+    if ((oneshot_serves(c) || eager_serves(c)) && forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
   }
   return bits;
 }

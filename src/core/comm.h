@@ -27,6 +27,7 @@ class PlanCache;
 class DeviceBackend;
 class RealComm;
 class Task;
+class EagerBoard;
 class OneShotBoard;
 
 // Work a non-blocking communicator runs in the background (its init, or a
@@ -102,13 +103,16 @@ struct ncclComm {
   // instead of allocating (src/exec/host/collective_task.h).
   std::unique_ptr<braid::Task> spare_task;
   // Blocking collectives (of the Collective bits in oneshot_collectives)
-  // with at most this many input bytes per rank, outside groups, run
-  // one-shot on a shared board (src/exec/host/oneshot.h); agreed at init,
-  // 0 where not every rank is on this host.  The board opens on first use.
+  // with at most this many input bytes per rank, outside groups, run on a
+  // shared board: one-shot (src/exec/host/oneshot.h), or eager for the
+  // rooted ones (src/exec/host/eager.h).  Agreed at init, 0 where not every
+  // rank is on this host.  Each board opens on its first use.
   uint64_t oneshot_max_bytes = 0;
   uint32_t oneshot_collectives = 0;
   uint64_t oneshot_calls = 0;
   std::unique_ptr<braid::OneShotBoard> oneshot;
+  uint64_t eager_calls = 0;
+  std::unique_ptr<braid::EagerBoard> eager;
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};

@@ -17,6 +17,7 @@
 #include "src/exec/host_staged.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/direct_task.h"
+#include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
@@ -298,39 +299,64 @@ void note_failure(ncclComm* comm, Status* s) {
 }
 
 // A lone small collective on a blocking host communicator whose ranks share
-// this host: one-shot (oneshot.h), without a plan, a task or the executor.
-// Every rank decides alike (the same call, the same agreed limits).
-bool oneshot_eligible(const CollectiveCall& c) {
+// this host runs on a board, without a plan, a task or the executor:
+// one-shot (oneshot.h), or eager for the rooted ones (eager.h).  Every rank
+// decides alike (the same call, the same agreed limits).
+bool board_eligible(const CollectiveCall& c) {
   const ncclComm* comm = c.comm;
-  return (comm->oneshot_collectives >> int(c.collective) & 1) && !c.has_premul && !comm->device &&
-         !comm->check_args && !comm->nonblocking() &&
-         OneShotBoard::payload_bytes(c.collective, c.count, c.type, comm->nranks) <= comm->oneshot_max_bytes;
+  if (!(comm->oneshot_collectives >> int(c.collective) & 1) || c.has_premul || comm->device || comm->check_args ||
+      comm->nonblocking())
+    return false;
+  const uint64_t bytes = eager_serves(c.collective)
+                             ? EagerBoard::payload_bytes(c.collective, c.count, c.type, comm->nranks)
+                             : OneShotBoard::payload_bytes(c.collective, c.count, c.type, comm->nranks);
+  return bytes <= comm->oneshot_max_bytes;
 }
 
-Status run_oneshot(const CollectiveCall& c) {
+BoardSetup board_setup(const ncclComm* comm, const char* suffix, const char* what) {
+  BoardSetup setup;
+  setup.name = fmt::format("/braid-{:016x}-{}", comm->comm_hash, suffix);
+  setup.what = what;
+  setup.rank = comm->rank;
+  setup.nranks = comm->nranks;
+  for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
+  setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+  setup.aborting = &comm->stop;
+  return setup;
+}
+
+Status run_on_board(const CollectiveCall& c) {
   ncclComm* comm = c.comm;
+  const bool avg = c.op == ncclAvg;  // the boards fold with Sum, then divide
   Status s = [&]() -> Status {
-    if (!comm->oneshot) {
-      BoardSetup setup;
-      setup.name = fmt::format("/braid-{:016x}-oneshot", comm->comm_hash);
-      setup.what = "one-shot collectives";
-      setup.rank = comm->rank;
-      setup.nranks = comm->nranks;
-      for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
-      setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-      setup.aborting = &comm->stop;
-      BRAID_TRY(OneShotBoard::open(std::move(setup), comm->oneshot_max_bytes, &comm->oneshot));
+    if (eager_serves(c.collective)) {
+      if (!comm->eager)
+        BRAID_TRY(EagerBoard::open(board_setup(comm, "eager", "eager rooted collectives"), comm->oneshot_max_bytes,
+                                   &comm->eager));
+      BRAID_INFO(kColl, "{}(eager) count={} {} root {} rank {}/{}", to_string(c.collective), c.count,
+                 datatype_name(c.type), c.root, comm->rank, comm->nranks);
+      EagerCall call{.collective = c.collective,
+                     .input = c.sendbuff,
+                     .output = c.recvbuff,
+                     .count = c.count,
+                     .type = c.type,
+                     .op = avg ? ncclSum : c.op,
+                     .divisor = avg ? comm->nranks : 0,
+                     .root = c.root};
+      return comm->eager->run(++comm->eager_calls, call, &comm->stop);
     }
+    if (!comm->oneshot)
+      BRAID_TRY(OneShotBoard::open(board_setup(comm, "oneshot", "one-shot collectives"), comm->oneshot_max_bytes,
+                                   &comm->oneshot));
     BRAID_INFO(kColl, "{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
                comm->rank, comm->nranks);
-    OneShotCall call;
-    call.collective = c.collective;
-    call.input = c.sendbuff;
-    call.output = c.recvbuff;
-    call.count = c.count;
-    call.type = c.type;
-    call.op = c.op == ncclAvg ? ncclSum : c.op;
-    call.divisor = c.op == ncclAvg ? comm->nranks : 0;
+    OneShotCall call{.collective = c.collective,
+                     .input = c.sendbuff,
+                     .output = c.recvbuff,
+                     .count = c.count,
+                     .type = c.type,
+                     .op = avg ? ncclSum : c.op,
+                     .divisor = avg ? comm->nranks : 0};
     return comm->oneshot->run(++comm->oneshot_calls, call, &comm->stop);
   }();
   if (!s.is_ok()) note_failure(comm, &s);
@@ -427,7 +453,7 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
 
 Status enqueue(const CollectiveCall& call) {
   if (call.count == 0) return Status::ok();  // NCCL: nothing to do
-  if (!group_active() && oneshot_eligible(call)) return run_oneshot(call);
+  if (!group_active() && board_eligible(call)) return run_on_board(call);
   group_start();
   group.collectives.push_back(call);
   return group_end();

@@ -58,7 +58,7 @@ void oneshot_body(int rank, int n, ncclComm_t comm, Failures& f) {
 
 // ReduceScatter, AllGather and AlltoAll at 1 element, 13, and the most
 // one-shot takes (4096 bytes of input per rank); one element more runs the
-// schedule.  Rooted collectives always run theirs.
+// schedule.  Rooted collectives never run one-shot (they run eager: test_eager.cc).
 void collectives_body(int rank, int n, ncclComm_t comm, Failures& f) {
   const Coll colls[] = {Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll};
   for (Coll coll : colls) {
@@ -109,7 +109,7 @@ TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
   CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
 }
 
-TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact; rooted collectives keep their schedules",
+TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact; rooted collectives not one-shot",
           "[oneshot][processes]") {
   set_env();
   for (int n : {2, 3}) {

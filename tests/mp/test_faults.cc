@@ -29,21 +29,26 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 enum : int { kOk = 0, kSucceededWrong = 10, kNoError = 11, kBadCode = 12, kSlow = 13, kAsync = 14, kAbort = 15,
              kInit = 16 };
 
-// Survivor: allreduce until a call fails.  Every successful call must be exact.
-int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s, size_t count) {
+// What the ranks run until one dies: AllReduce, or Broadcast from rank 0.
+enum class Call { AllReduce, Broadcast };
+
+// Survivor: run `call` until it fails.  Every successful call must be exact.
+int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s, size_t count, Call call) {
   ncclComm_t comm = nullptr;
   if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
   std::vector<float> in(count), out(count);
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
-  const float ranksum = float(n * (n + 1) / 2);
+  const float expected = call == Call::AllReduce ? float(n * (n + 1) / 2) : 1.f;  // sum, or rank 0's factor
   ncclResult_t r = ncclSuccess;
   auto deadline = Clock::now() + std::chrono::seconds(60);
   Clock::time_point last_ok = Clock::now();
   while (Clock::now() < deadline) {
-    r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+    r = call == Call::AllReduce
+            ? ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr)
+            : ncclBroadcast(in.data(), out.data(), in.size(), ncclFloat, 0, comm, nullptr);
     if (r != ncclSuccess) break;
     for (size_t i = 0; i < out.size(); ++i)
-      if (out[i] != ranksum * float(i % 13)) return kSucceededWrong;
+      if (out[i] != expected * float(i % 13)) return kSucceededWrong;
     last_ok = Clock::now();
   }
   if (r == ncclSuccess) return kNoError;
@@ -60,12 +65,13 @@ int survivor(int rank, int n, const ncclUniqueId& id, double timeout_s, size_t c
 
 // n ranks as processes; the last one is SIGKILLed by the parent after a
 // while.  Reaps children as they exit so a dead peer is seen as dead.
-// `count` floats per AllReduce: 1 MB runs schedules, 64 B runs one-shot.
-void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 18) {
+// `count` floats per call: 1 MB runs schedules, 64 B runs one-shot (eager
+// for Broadcast, where the root runs ahead until the dead rank's slots fill).
+void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 18, Call call = Call::AllReduce) {
   setenv("BRAID_TIMEOUT", "3", 1);
   setenv("BRAID_TRANSPORT", transport, 1);
   std::vector<pid_t> pids = fork_ranks(
-      n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3, count); });
+      n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3, count, call); });
   REQUIRE(int(pids.size()) == n);
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_TRANSPORT");
@@ -99,11 +105,15 @@ TEST_CASE("a peer killed amid one-shot AllReduces: survivors fail within BRAID_T
   kill_one_mid_collective(3, "shm", 16);
 }
 
+TEST_CASE("a peer killed amid eager Broadcasts: survivors fail within BRAID_TIMEOUT", "[mp][faults]") {
+  kill_one_mid_collective(3, "shm", 16, Call::Broadcast);
+}
+
 namespace {
 
-// Rank 1 of 2 never calls; rank 0's AllReduce of `count` floats is released
-// only by ncclCommAbort from a watchdog thread.
-void abort_releases_blocked_allreduce(size_t count) {
+// Rank 1 of 2 never calls; rank 0's `call` of `count` floats (a Broadcast
+// from rank 1) is released only by ncclCommAbort from a watchdog thread.
+void abort_releases_blocked_call(size_t count, Call call = Call::AllReduce) {
   setenv("BRAID_TIMEOUT", "60", 1);  // only the abort can release it in time
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -133,7 +143,9 @@ void abort_releases_blocked_allreduce(size_t count) {
   auto start = Clock::now();
   std::vector<float> in(count, 1.f), out(count, -1.f);
   // Rank 1 never calls: rank 0 is stuck here until the abort.
-  ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+  ncclResult_t r = call == Call::AllReduce
+                       ? ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr)
+                       : ncclBroadcast(in.data(), out.data(), in.size(), ncclFloat, 1, comm, nullptr);
   double took = seconds_since(start);
   watchdog.join();
   stop_polling = true;
@@ -148,12 +160,17 @@ void abort_releases_blocked_allreduce(size_t count) {
 }  // namespace
 
 TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a collective", "[mp][faults][threads]") {
-  abort_releases_blocked_allreduce(1 << 16);
+  abort_releases_blocked_call(1 << 16);
 }
 
 TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a one-shot AllReduce",
           "[mp][faults][threads]") {
-  abort_releases_blocked_allreduce(16);
+  abort_releases_blocked_call(16);
+}
+
+TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in an eager Broadcast",
+          "[mp][faults][threads]") {
+  abort_releases_blocked_call(16, Call::Broadcast);
 }
 
 TEST_CASE("ncclCommAbort from another thread while several ranks are mid-collective", "[mp][faults][threads]") {

@@ -1,0 +1,132 @@
+// Eager rooted collectives (src/exec/host/eager.h): exact results for
+// Broadcast, Reduce, Gather and Scatter over datatypes, ops, roots, in and
+// out of place and NULL where NCCL allows it; many calls in a row so every
+// slot is reused, mixed with one-shot and schedule calls; a root that runs
+// ahead of a rank that has not called yet; on forked processes and threads.
+// The communicator's own count of eager calls proves which path ran.
+// Faults (a dead peer, an abort) are in tests/mp/test_faults.cc.
+#include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "collective_check.h"
+#include "harness.h"
+#include "src/core/comm.h"
+#include "src/exec/host/eager.h"
+
+using namespace mp;
+
+namespace {
+
+constexpr Coll kRooted[] = {Coll::Broadcast, Coll::Reduce, Coll::Gather, Coll::Scatter};
+
+// Runs `c` and checks that it did (or did not) go eager.
+void check_eager(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& f, bool eager) {
+  const uint64_t before = comm->eager_calls;
+  run_and_check(c, rank, n, comm, f);
+  if ((comm->eager_calls - before == 1) != eager)
+    f.fail(describe(c, rank, n) + (eager ? ": did not run eager" : ": ran eager"));
+}
+
+// Each rooted collective at 1 element, 13, the most eager takes (4096 bytes
+// for the largest writer), and one more, which runs the schedule.
+void rooted_body(int rank, int n, ncclComm_t comm, Failures& f) {
+  struct TypeOp {
+    ncclDataType_t type;
+    ncclRedOp_t op;
+  };
+  for (Coll coll : kRooted)
+    for (TypeOp to : {TypeOp{ncclFloat, ncclSum}, TypeOp{ncclFloat64, ncclAvg}, TypeOp{ncclFloat8e4m3, ncclMax},
+                      TypeOp{ncclInt32, ncclProd}}) {
+      const size_t most = 4096 / type_size(to.type) / (coll == Coll::Scatter ? size_t(n) : 1);
+      for (size_t count : {size_t(1), size_t(13), most, most + 1})
+        for (bool in_place : {false, true})
+          check_eager({.coll = coll,
+                       .count = count,
+                       .type = to.type,
+                       .op = to.op,
+                       .root = int(count % size_t(n)),
+                       .in_place = in_place,
+                       .null_unused = !in_place},
+                      rank, n, comm, f, count <= most);
+    }
+  // Many calls of every kind, roots moving, so every slot is reused several
+  // times, with one-shot and schedule calls in between.
+  for (int i = 0; i < 5 * braid::kEagerMaxDepth && f.count == 0; ++i) {
+    CollCase c{.coll = kRooted[i % 4], .count = size_t(1 + i % 29), .root = i % n, .in_place = i % 3 == 0};
+    if (i % 7 == 6) c.coll = Coll::AllReduce;  // one-shot
+    if (i % 11 == 10) c.count = 5000;           // schedule
+    check_eager(c, rank, n, comm, f, c.coll != Coll::AllReduce && c.count < 5000);
+  }
+  // Inside a group the executor runs it.
+  MP_NCCL(f, ncclGroupStart());
+  std::vector<float> a(8, float(rank));
+  const uint64_t before = comm->eager_calls;
+  MP_NCCL(f, ncclBroadcast(a.data(), a.data(), 8, ncclFloat, 0, comm, nullptr));
+  MP_NCCL(f, ncclGroupEnd());
+  if (comm->eager_calls != before) f.fail("a grouped Broadcast ran eager");
+  if (a[7] != 0.f) f.fail("grouped Broadcast: wrong value");
+}
+
+void set_env() {
+  setenv("BRAID_BACKEND", "host", 1);
+  setenv("BRAID_ONESHOT_MAX_BYTES", "4096", 1);  // the default, whatever other tests here set
+}
+
+}  // namespace
+
+TEST_CASE("eager Broadcast, Reduce, Gather, Scatter: exact, slots reused, across processes", "[eager][processes]") {
+  set_env();
+  for (int n : {2, 3, 4}) {
+    INFO(n << " processes");
+    CHECK(run_ranks_as_processes(n, rooted_body, 120) == 0);
+  }
+}
+
+TEST_CASE("eager rooted collectives: ranks as threads", "[eager][threads]") {
+  set_env();
+  CHECK(run_ranks_as_threads(4, rooted_body) == 0);
+}
+
+TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a rank that has not called",
+          "[eager][threads]") {
+  set_env();
+  static std::atomic<bool> root_done{false};
+  root_done = false;
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          std::vector<int32_t> v(4);
+          // The first call maps the board on every rank, so both make it.
+          v.assign(4, rank == 0 ? 7 : 0);
+          MP_NCCL(f, ncclBroadcast(v.data(), v.data(), 4, ncclInt32, 0, comm, nullptr));
+          if (v[3] != 7) f.fail("first Broadcast: wrong value");
+          if (rank == 0) {
+            for (int k = 1; k <= comm->eager->depth(); ++k) {
+              v.assign(4, k);
+              MP_NCCL(f, ncclBroadcast(v.data(), v.data(), 4, ncclInt32, 0, comm, nullptr));
+            }
+            root_done = true;  // all returned with rank 1 still waiting below
+            return;
+          }
+          // Waits for the root to finish all its calls (bounded: a root that
+          // blocked on this rank would wait forever otherwise).
+          auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          while (!root_done && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (!root_done) f.fail("the root blocked on a rank that had not called yet");
+          for (int k = 1; k <= comm->eager->depth(); ++k) {
+            MP_NCCL(f, ncclBroadcast(nullptr, v.data(), 4, ncclInt32, 0, comm, nullptr));
+            if (v[0] != k || v[3] != k) f.fail(fmt::format("Broadcast {} read {} after the root ran ahead", k, v[0]));
+          }
+          (void)n;
+        }) == 0);
+}
+
+TEST_CASE("eager: BRAID_ALGO for Broadcast keeps it on its schedule, Reduce still eager", "[eager][processes]") {
+  set_env();
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          check_eager({.coll = Coll::Broadcast, .count = 100}, rank, n, comm, f, false);
+          check_eager({.coll = Coll::Reduce, .count = 100}, rank, n, comm, f, true);
+        }, 60, [](int) { setenv("BRAID_ALGO", "broadcast=binomial", 1); }) == 0);
+}
