@@ -232,28 +232,19 @@ void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream) {
   else std::memcpy(dst, src, bytes);
 }
 
-void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op,
-               bool stream) {
-  const size_t es = datatype_size(type);
-  if (!stream && !dst2) return reduce(dst, a, b, n, type, op);
-  const size_t block = kBlockBytes / es;
-  alignas(64) char tmp[kBlockBytes];
+void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op) {
+  if (!dst2) return reduce(dst, a, b, n, type, op);
+  // Block by block, so each block of dst is still in L1 when copied to dst2.
+  const size_t es = datatype_size(type), block = kBlockBytes / es;
   char* d = static_cast<char*>(dst);
   char* d2 = static_cast<char*>(dst2);
   const char* x = static_cast<const char*>(a);
   const char* y = static_cast<const char*>(b);
   for (size_t i = 0; i < n; i += block) {
-    const size_t m = n - i < block ? n - i : block, off = i * es, bytes = m * es;
-    if (stream) {
-      reduce(tmp, x + off, y + off, m, type, op);
-      stream_copy(d + off, tmp, bytes);
-      if (d2) std::memcpy(d2 + off, tmp, bytes);
-    } else {
-      reduce(d + off, x + off, y + off, m, type, op);
-      std::memcpy(d2 + off, d + off, bytes);
-    }
+    const size_t m = n - i < block ? n - i : block, off = i * es;
+    reduce(d + off, x + off, y + off, m, type, op);
+    std::memcpy(d2 + off, d + off, m * es);
   }
-  if (stream) store_fence();  // streaming stores are weakly ordered: publish before anyone looks
 }
 
 void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream) {

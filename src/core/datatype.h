@@ -17,20 +17,20 @@ const char* redop_name(ncclRedOp_t op);       // "sum", "prod", "max", "min", "a
 // are computed in float and rounded to nearest even.
 void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_t type, ncclRedOp_t op);
 
-// Output buffers at least this large are written with non-temporal stores
-// (`stream` below): they do not fit the caches anyway, and skipping the
-// read-for-ownership saves a third of the write traffic.  Below, the output
-// likely stays cached for whoever reads it next.
+// Output buffers at least this large are copied into with non-temporal
+// stores (`stream` below): they do not fit the caches anyway, and skipping
+// the read-for-ownership saves a third of the write traffic.  Below, the
+// output likely stays cached for whoever reads it next.
 constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;
 
 // The executor's fused forms.  reduce_to: dst = a (op) b, and the same
 // values into dst2 unless it is nullptr (a fragment to send), in one pass
-// over the inputs.  copy_to: dst = src, and dst2 = src unless nullptr.
-// `stream`: dst is a large buffer nobody reads soon, so it is written with
-// non-temporal stores (no read-for-ownership: a third less memory traffic)
-// and fenced before returning.  dst may alias a or b (not dst2).
+// over the inputs; dst may alias a or b (not dst2).  copy_to: dst = src, and
+// dst2 = src unless nullptr; `stream`: dst is a large buffer nobody reads
+// soon, so it is written with non-temporal stores (no read-for-ownership)
+// and fenced before returning.
 void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t count, ncclDataType_t type,
-               ncclRedOp_t op, bool stream);
+               ncclRedOp_t op);
 void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream);
 // One copy, streaming or not, without copy_to's closing fence: for a caller
 // that writes many blocks and calls store_fence() once before publishing.

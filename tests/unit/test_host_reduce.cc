@@ -2,7 +2,7 @@
 // semantics the CUDA kernels share (src/core/reduce_ops.h): bit for bit, on
 // random bit patterns (NaN, infinities, subnormals included), every
 // datatype and op, odd lengths and misaligned buffers; and the fused forms
-// (reduce_to / copy_to, streaming or not) against plain reduce / memcpy.
+// (reduce_to, and copy_to streaming or not) against plain reduce / memcpy.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -87,7 +87,7 @@ TEST_CASE("host reduce loops are bit-identical to reduce_elem on random bits", "
       }
 }
 
-TEST_CASE("reduce_to and copy_to equal reduce and memcpy, streaming or not", "[datatype][host]") {
+TEST_CASE("reduce_to and copy_to (streaming or not) equal reduce and memcpy", "[datatype][host]") {
   for (ncclDataType_t type : {ncclFloat32, ncclFloat16, ncclInt8, ncclFloat64})
     for (bool stream : {false, true})
       for (size_t n : {size_t(1), size_t(33), size_t(5000), size_t(70001)}) {
@@ -96,13 +96,13 @@ TEST_CASE("reduce_to and copy_to equal reduce and memcpy, streaming or not", "[d
         auto b = random_bytes(bytes + 64, uint32_t(n * 3 + type));
         std::vector<unsigned char> want(bytes), dst(bytes + 64, 0), dst2(bytes + 64, 0);
         reduce(want.data(), a.data() + 3 * es, b.data() + es, n, type, ncclSum);
-        reduce_to(dst.data() + 5 * es, dst2.data() + es, a.data() + 3 * es, b.data() + es, n, type, ncclSum, stream);
+        reduce_to(dst.data() + 5 * es, dst2.data() + es, a.data() + 3 * es, b.data() + es, n, type, ncclSum);
         INFO(datatype_name(type) << " stream=" << stream << " n=" << n);
         REQUIRE(std::memcmp(want.data(), dst.data() + 5 * es, bytes) == 0);
         REQUIRE(std::memcmp(want.data(), dst2.data() + es, bytes) == 0);
         // In place (dst aliases an input), no second copy.
         std::vector<unsigned char> inplace(a.begin() + 3 * es, a.begin() + 3 * es + bytes);
-        reduce_to(inplace.data(), nullptr, inplace.data(), b.data() + es, n, type, ncclSum, stream);
+        reduce_to(inplace.data(), nullptr, inplace.data(), b.data() + es, n, type, ncclSum);
         REQUIRE(std::memcmp(want.data(), inplace.data(), bytes) == 0);
 
         std::fill(dst.begin(), dst.end(), 0);
