@@ -94,7 +94,7 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
-    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kStreamOutputBytes;
+    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kExecutorStreamOutputBytes;
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
     active_ = 0;
