@@ -328,6 +328,14 @@ BoardSetup board_setup(const ncclComm* comm, const char* suffix, const char* wha
 Status run_on_board(const CollectiveCall& c) {
   ncclComm* comm = c.comm;
   const bool avg = c.op == ncclAvg;  // the boards fold with Sum, then divide
+  const BoardCall call{.collective = c.collective,
+                       .input = c.sendbuff,
+                       .output = c.recvbuff,
+                       .count = c.count,
+                       .type = c.type,
+                       .op = avg ? ncclSum : c.op,
+                       .divisor = avg ? comm->nranks : 0,
+                       .root = c.root};
   Status s = [&]() -> Status {
     if (eager_serves(c.collective)) {
       if (!comm->eager)
@@ -335,14 +343,6 @@ Status run_on_board(const CollectiveCall& c) {
                                    &comm->eager));
       BRAID_INFO(kColl, "{}(eager) count={} {} root {} rank {}/{}", to_string(c.collective), c.count,
                  datatype_name(c.type), c.root, comm->rank, comm->nranks);
-      EagerCall call{.collective = c.collective,
-                     .input = c.sendbuff,
-                     .output = c.recvbuff,
-                     .count = c.count,
-                     .type = c.type,
-                     .op = avg ? ncclSum : c.op,
-                     .divisor = avg ? comm->nranks : 0,
-                     .root = c.root};
       return comm->eager->run(++comm->eager_calls, call, &comm->stop);
     }
     if (!comm->oneshot)
@@ -350,13 +350,6 @@ Status run_on_board(const CollectiveCall& c) {
                                    &comm->oneshot));
     BRAID_INFO(kColl, "{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
                comm->rank, comm->nranks);
-    OneShotCall call{.collective = c.collective,
-                     .input = c.sendbuff,
-                     .output = c.recvbuff,
-                     .count = c.count,
-                     .type = c.type,
-                     .op = avg ? ncclSum : c.op,
-                     .divisor = avg ? comm->nranks : 0};
     return comm->oneshot->run(++comm->oneshot_calls, call, &comm->stop);
   }();
   if (!s.is_ok()) note_failure(comm, &s);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "collective_check.h"
+#include "board_cases.h"
 #include "harness.h"
 #include "src/core/comm.h"
 #include "src/exec/host/eager.h"
@@ -33,10 +34,6 @@ void check_eager(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& 
 // Each rooted collective at 1 element, 13, the most eager takes (4096 bytes
 // for the largest writer), and one more, which runs the schedule.
 void rooted_body(int rank, int n, ncclComm_t comm, Failures& f) {
-  struct TypeOp {
-    ncclDataType_t type;
-    ncclRedOp_t op;
-  };
   for (Coll coll : kRooted)
     for (TypeOp to : {TypeOp{ncclFloat, ncclSum}, TypeOp{ncclFloat64, ncclAvg}, TypeOp{ncclFloat8e4m3, ncclMax},
                       TypeOp{ncclInt32, ncclProd}}) {
@@ -70,15 +67,10 @@ void rooted_body(int rank, int n, ncclComm_t comm, Failures& f) {
   if (a[7] != 0.f) f.fail("grouped Broadcast: wrong value");
 }
 
-void set_env() {
-  setenv("BRAID_BACKEND", "host", 1);
-  setenv("BRAID_ONESHOT_MAX_BYTES", "4096", 1);  // the default, whatever other tests here set
-}
-
 }  // namespace
 
 TEST_CASE("eager Broadcast, Reduce, Gather, Scatter: exact, slots reused, across processes", "[eager][processes]") {
-  set_env();
+  set_board_env();
   for (int n : {2, 3, 4}) {
     INFO(n << " processes");
     CHECK(run_ranks_as_processes(n, rooted_body, 120) == 0);
@@ -86,13 +78,13 @@ TEST_CASE("eager Broadcast, Reduce, Gather, Scatter: exact, slots reused, across
 }
 
 TEST_CASE("eager rooted collectives: ranks as threads", "[eager][threads]") {
-  set_env();
+  set_board_env();
   CHECK(run_ranks_as_threads(4, rooted_body) == 0);
 }
 
 TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a rank that has not called",
           "[eager][threads]") {
-  set_env();
+  set_board_env();
   static std::atomic<bool> root_done{false};
   root_done = false;
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -124,7 +116,7 @@ TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a ra
 }
 
 TEST_CASE("eager: BRAID_ALGO for Broadcast keeps it on its schedule, Reduce still eager", "[eager][processes]") {
-  set_env();
+  set_board_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           check_eager({.coll = Coll::Broadcast, .count = 100}, rank, n, comm, f, false);
           check_eager({.coll = Coll::Reduce, .count = 100}, rank, n, comm, f, true);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "collective_check.h"
+#include "board_cases.h"
 #include "harness.h"
 #include "src/core/comm.h"
 
@@ -15,10 +16,6 @@ using namespace mp;
 
 namespace {
 
-struct TypeOp {
-  ncclDataType_t type;
-  ncclRedOp_t op;
-};
 constexpr TypeOp kTypeOps[] = {{ncclFloat, ncclSum},    {ncclInt32, ncclMax},   {ncclBfloat16, ncclSum},
                                {ncclFloat64, ncclAvg},  {ncclUint8, ncclMin},   {ncclFloat16, ncclProd},
                                {ncclInt64, ncclSum},    {ncclFloat8e4m3, ncclMax}};
@@ -89,15 +86,10 @@ void collectives_body(int rank, int n, ncclComm_t comm, Failures& f) {
   }
 }
 
-void set_env() {
-  setenv("BRAID_BACKEND", "host", 1);
-  setenv("BRAID_ONESHOT_MAX_BYTES", "4096", 1);  // the default, whatever other tests here set
-}
-
 }  // namespace
 
 TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across processes", "[oneshot][processes]") {
-  set_env();
+  set_board_env();
   for (int n : {2, 3, 4}) {
     INFO(n << " processes");
     CHECK(run_ranks_as_processes(n, oneshot_body, 120) == 0);
@@ -105,13 +97,13 @@ TEST_CASE("one-shot AllReduce: exact for every type and op, slots reused, across
 }
 
 TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
-  set_env();
+  set_board_env();
   CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
 }
 
 TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact; rooted collectives not one-shot",
           "[oneshot][processes]") {
-  set_env();
+  set_board_env();
   for (int n : {2, 3}) {
     INFO(n << " processes");
     CHECK(run_ranks_as_processes(n, collectives_body, 120) == 0);
@@ -121,7 +113,7 @@ TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact; rooted collective
 
 TEST_CASE("one-shot: BRAID_ALGO for one collective keeps that one on its schedule, the others one-shot",
           "[oneshot][processes]") {
-  set_env();
+  set_board_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           CollCase c;
           c.count = 100;
@@ -133,7 +125,7 @@ TEST_CASE("one-shot: BRAID_ALGO for one collective keeps that one on its schedul
 }
 
 TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID_ALGO", "[oneshot][processes]") {
-  set_env();
+  set_board_env();
   for (auto [var, value] : {std::pair{"BRAID_ONESHOT_MAX_BYTES", "0"}, std::pair{"BRAID_ALGO", "allreduce=rd"}}) {
     INFO(var << "=" << value);
     CHECK(run_ranks_as_processes(2, [var = var, value = value](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -145,7 +137,7 @@ TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID
 }
 
 TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[oneshot][processes]") {
-  set_env();
+  set_board_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           CollCase c;
           c.count = 100;

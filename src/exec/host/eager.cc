@@ -5,7 +5,6 @@
 
 #include "braid/chunking.h"
 #include "src/core/datatype.h"
-#include "src/exec/host/oneshot.h"
 
 namespace braid {
 
@@ -28,9 +27,6 @@ namespace {
 
 constexpr size_t kDataOffset = offsetof(EagerBoard::Slot, data);
 constexpr size_t kSlotsOffset = offsetof(EagerBoard::RankArea, slots);
-constexpr size_t kHeaderBytes = 64;  // BoardHeader, padded to a line
-
-size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
@@ -52,16 +48,12 @@ Status EagerBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<Eage
   b->rank_ = setup.rank;
   b->nranks_ = setup.nranks;
   b->max_bytes_ = max_bytes;
-  b->slot_stride_ = round_up(kDataOffset + max_bytes, 64);
+  b->slot_stride_ = round_up_to_line(kDataOffset + max_bytes);
   b->depth_ = int(std::clamp<size_t>(kEagerBoardBytes / (size_t(b->nranks_) * b->slot_stride_), 2, kEagerMaxDepth));
-  b->rank_stride_ = round_up(kSlotsOffset + size_t(b->depth_) * b->slot_stride_, 64);
-  // As the one-shot board and the shm transport: no spinning when ranks
-  // outnumber cores; otherwise spin long.
-  const bool oversubscribed = host_oversubscribed(setup.nranks);
-  b->spin_polls_ = oversubscribed ? 0 : 1u << 20;
-  b->yield_polls_ = oversubscribed ? 100 : 256;
+  b->rank_stride_ = round_up_to_line(kSlotsOffset + size_t(b->depth_) * b->slot_stride_);
+  b->polls_ = board_polls(setup.nranks);
   // A fresh object is zero-filled: no slot holds a call, no rank is done with one.
-  BRAID_TRY(b->map_.open(std::move(setup), kHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
+  BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
   b->area(b->rank_)->mapped.store(1, std::memory_order_release);
   b->ring_all();
   int next = 0;  // the first rank not yet seen mapping it
@@ -74,7 +66,7 @@ Status EagerBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<Eage
 }
 
 EagerBoard::RankArea* EagerBoard::area(int rank) const {
-  return reinterpret_cast<RankArea*>(static_cast<char*>(map_.base()) + kHeaderBytes + size_t(rank) * rank_stride_);
+  return reinterpret_cast<RankArea*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(rank) * rank_stride_);
 }
 
 EagerBoard::Slot* EagerBoard::slot(int rank, uint64_t call) const {
@@ -84,8 +76,7 @@ EagerBoard::Slot* EagerBoard::slot(int rank, uint64_t call) const {
 BoardWaiter EagerBoard::waiter(const std::atomic<bool>* stop) const {
   return BoardWaiter{.map = &map_,
                      .bell = &area(rank_)->bell,
-                     .spin_polls = spin_polls_,
-                     .yield_polls = yield_polls_,
+                     .polls = polls_,
                      .stop = stop,
                      .what = "an eager rooted collective"};
 }
@@ -118,7 +109,7 @@ Status EagerBoard::wait_written(uint64_t call, int writer, const std::atomic<boo
   return waiter(stop).wait([&] { return s->call.load(std::memory_order_acquire) == call ? -1 : writer; });
 }
 
-Status EagerBoard::run(uint64_t call, const EagerCall& c, const std::atomic<bool>* stop) {
+Status EagerBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
   const size_t block = c.count * datatype_size(c.type);
   const uint64_t payload = payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)

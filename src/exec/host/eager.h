@@ -34,7 +34,7 @@
 #include "braid/schedule.h"
 #include "nccl.h"
 #include "src/core/status.h"
-#include "src/exec/host/board_wait.h"
+#include "src/exec/host/board.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {
@@ -49,18 +49,6 @@ constexpr size_t kEagerBoardBytes = size_t(8) << 20;
 // The collectives eager serves: Broadcast, Reduce, Gather, Scatter.
 bool eager_serves(Collective c);
 
-// One rank's part of a call.
-struct EagerCall {
-  Collective collective = Collective::Broadcast;
-  const void* input = nullptr;
-  void* output = nullptr;
-  size_t count = 0;  // NCCL's count (per block for Gather and Scatter)
-  ncclDataType_t type = ncclFloat;
-  ncclRedOp_t op = ncclSum;  // Reduce: Sum, Prod, Max or Min
-  int divisor = 0;           // Reduce: > 0 divides the result by it (Avg)
-  int root = 0;
-};
-
 class EagerBoard {
  public:
   // Opens (rank 0 creates) the board for messages up to `max_bytes` and
@@ -73,7 +61,7 @@ class EagerBoard {
 
   // Runs call number `call` (1, 2, ... alike on every rank).  `stop` ends a
   // wait (abort, revoke).
-  Status run(uint64_t call, const EagerCall& c, const std::atomic<bool>* stop);
+  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
   int depth() const { return depth_; }
 
   struct Slot;
@@ -91,7 +79,7 @@ class EagerBoard {
   BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0, depth_ = 0;
-  uint32_t spin_polls_ = 0, yield_polls_ = 0;
+  BoardPolls polls_;
 };
 
 }  // namespace braid

@@ -4,7 +4,6 @@
 
 #include "braid/chunking.h"
 #include "src/core/datatype.h"
-#include "src/exec/host/board_wait.h"
 
 namespace braid {
 
@@ -18,9 +17,6 @@ struct OneShotBoard::Slot {
 namespace {
 
 constexpr size_t kDataOffset = offsetof(OneShotBoard::Slot, data);
-constexpr size_t kHeaderBytes = 64;  // BoardHeader, padded to a line
-
-size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 }  // namespace
 
@@ -31,22 +27,18 @@ Status OneShotBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<On
   b->rank_ = setup.rank;
   b->nranks_ = setup.nranks;
   b->max_bytes_ = max_bytes;
-  b->slot_stride_ = round_up(kDataOffset + max_bytes, 64);
+  b->slot_stride_ = round_up_to_line(kDataOffset + max_bytes);
   // Per rank: its doorbell word, then its two slots.
   b->rank_stride_ = sizeof(DoorbellWord) + 2 * b->slot_stride_;
-  // As the shm transport: no spinning when ranks outnumber cores; otherwise
-  // spin long, since yielding hands the core to other work for a time slice.
-  const bool oversubscribed = host_oversubscribed(setup.nranks);
-  b->spin_polls_ = oversubscribed ? 0 : 1u << 20;
-  b->yield_polls_ = oversubscribed ? 100 : 256;
+  b->polls_ = board_polls(setup.nranks);
   // A fresh object is zero-filled: every slot says call 0, which is never used.
-  BRAID_TRY(b->map_.open(std::move(setup), kHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
+  BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
   *out = std::move(b);
   return Status::ok();
 }
 
 OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
-  char* base = static_cast<char*>(map_.base()) + kHeaderBytes + size_t(rank) * rank_stride_;
+  char* base = static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(rank) * rank_stride_;
   return reinterpret_cast<Slot*>(base + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
 }
 
@@ -60,7 +52,7 @@ uint64_t OneShotBoard::payload_bytes(Collective c, size_t count, ncclDataType_t 
   return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);
 }
 
-Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<bool>* stop) {
+Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
   const size_t es = datatype_size(c.type), block = c.count * es;
   const uint64_t payload = payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)
@@ -71,7 +63,7 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
   mine->call.store(call, std::memory_order_release);
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    ring(reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kHeaderBytes + size_t(r) * rank_stride_));
+    ring(reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(r) * rank_stride_));
   }
   BRAID_TRY(wait_for_peers(call, stop));
   // The output comes from the board alone (in place, `output` holds this rank's input).
@@ -103,10 +95,9 @@ Status OneShotBoard::run(uint64_t call, const OneShotCall& c, const std::atomic<
 
 Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop) {
   BoardWaiter waiter{.map = &map_,
-                     .bell = reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kHeaderBytes +
+                     .bell = reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes +
                                                              size_t(rank_) * rank_stride_),
-                     .spin_polls = spin_polls_,
-                     .yield_polls = yield_polls_,
+                     .polls = polls_,
                      .stop = stop,
                      .what = "a one-shot collective"};
   int next = rank_ == 0 ? 1 : 0;  // the first rank not yet seen

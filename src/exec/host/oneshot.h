@@ -25,7 +25,7 @@
 // k+1, which needed every peer's k+1 input, which a peer publishes only after
 // finishing call k, i.e. after reading everyone's slot k%2.
 //
-// Waiting is board_wait.h's: spin, yield, then sleep on this rank's
+// Waiting is board.h's: spin, yield, then sleep on this rank's
 // doorbell in the board; a dead peer, an abort and BRAID_TIMEOUT end it.
 #pragma once
 
@@ -35,26 +35,13 @@
 #include "braid/schedule.h"
 #include "nccl.h"
 #include "src/core/status.h"
+#include "src/exec/host/board.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {
 
-// The largest BRAID_ONESHOT_MAX_BYTES honoured (each rank's board is twice that).
-constexpr int64_t kOneShotLimitBytes = 64 * 1024;
-
 // The collectives one-shot serves: AllReduce, ReduceScatter, AllGather, AlltoAll.
 bool oneshot_serves(Collective c);
-
-// One rank's part of a call.
-struct OneShotCall {
-  Collective collective = Collective::AllReduce;
-  const void* input = nullptr;
-  void* output = nullptr;
-  size_t count = 0;  // NCCL's count (per block for multi-block buffers)
-  ncclDataType_t type = ncclFloat;
-  ncclRedOp_t op = ncclSum;  // Sum, Prod, Max or Min
-  int divisor = 0;           // > 0: divide the reduction by it (Avg)
-};
 
 class OneShotBoard {
  public:
@@ -67,7 +54,7 @@ class OneShotBoard {
 
   // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
   // ends the wait (abort, revoke).
-  Status run(uint64_t call, const OneShotCall& c, const std::atomic<bool>* stop);
+  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
 
   struct Slot;
 
@@ -79,7 +66,7 @@ class OneShotBoard {
   BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0;
-  uint32_t spin_polls_ = 0, yield_polls_ = 0;
+  BoardPolls polls_;
 };
 
 }  // namespace braid

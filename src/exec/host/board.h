@@ -1,23 +1,56 @@
-// Waiting on a shared board (one-shot and eager collectives) with the
-// executor's policy (src/exec/host/engine.cc): spin, yield, then sleep on
-// this rank's doorbell until a peer rings it (src/transport/doorbell.h).
-// An abort, a dead awaited rank and BRAID_TIMEOUT end the wait with an error.
+// What the one-shot (oneshot.h) and eager (eager.h) boards share: the call
+// they run, their size limit and layout, and how they wait.
+//
+// Waiting follows the executor (src/exec/host/engine.cc): spin, yield,
+// then sleep on this rank's doorbell until a peer rings it
+// (src/transport/doorbell.h).  An abort, a dead awaited rank and
+// BRAID_TIMEOUT end the wait with an error.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 
+#include "braid/schedule.h"
+#include "nccl.h"
 #include "src/core/status.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {
 
+// The largest BRAID_ONESHOT_MAX_BYTES honoured (a slot's data bytes).
+constexpr int64_t kOneShotLimitBytes = 64 * 1024;
+constexpr size_t kBoardHeaderBytes = 64;  // BoardHeader, padded to a line
+
+inline size_t round_up_to_line(size_t x) { return (x + 63) / 64 * 64; }
+
+// One rank's part of a collective run on a board.
+struct BoardCall {
+  Collective collective = Collective::AllReduce;
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t count = 0;  // NCCL's count (per block for multi-block buffers)
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;  // Sum, Prod, Max or Min
+  int divisor = 0;           // > 0: divide the reduction by it (Avg)
+  int root = 0;              // rooted collectives (eager)
+};
+
+// Idle polls spent spinning, then yielding, before sleeping: as the shm
+// transport, no spinning when ranks outnumber cores; otherwise spin long,
+// since yielding hands the core to other work for a time slice.
+struct BoardPolls {
+  uint32_t spin = 0, yield = 0;
+};
+inline BoardPolls board_polls(int local_ranks) {
+  return host_oversubscribed(local_ranks) ? BoardPolls{0, 100} : BoardPolls{1u << 20, 256};
+}
+
 struct BoardWaiter {
   const BoardMap* map = nullptr;
   DoorbellWord* bell = nullptr;  // this rank's
-  uint32_t spin_polls = 0, yield_polls = 0;
+  BoardPolls polls;
   const std::atomic<bool>* stop = nullptr;  // abort, revoke
   const char* what = "";                    // for messages: "a one-shot collective"
 
@@ -37,7 +70,7 @@ struct BoardWaiter {
 
 template <class Missing>
 Status BoardWaiter::wait(Missing missing) const {
-  Doorbell doorbell(bell, spin_polls, yield_polls);
+  Doorbell doorbell(bell, polls.spin, polls.yield);
   Clock clock;
   uint32_t idle = 0;
   for (int awaited = missing(); awaited >= 0; awaited = missing()) {

@@ -1,4 +1,4 @@
-#include "src/exec/host/board_wait.h"
+#include "src/exec/host/board.h"
 
 #include "src/core/env.h"
 
