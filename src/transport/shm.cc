@@ -44,10 +44,7 @@
 // idle rank can sleep in the kernel and be woken by exactly the event it
 // waits for.  A pipe is usable only once that segment is mapped, so every
 // commit and release can ring.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -66,6 +63,7 @@
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"
+#include "src/transport/shm_segment.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -112,49 +110,26 @@ class BellSegment {
  public:
   BellSegment(std::string name, int nranks, int local_ranks)
       : name_(std::move(name)), nranks_(nranks), local_ranks_(local_ranks) {}
-  ~BellSegment() {
-    if (map_) ::munmap(map_, bytes());
-    ::shm_unlink(name_.c_str());
-  }
+  ~BellSegment() { ShmSegment::unlink(name_); }  // a rank never attached: ENOENT otherwise
   // Maps the segment; false while it is not there yet.
   Status try_attach(bool* ok) {
     *ok = words_ != nullptr;
     if (*ok) return Status::ok();
-    bool created = false;
-    int fd = ::shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0) {
-      created = true;
-      if (::ftruncate(fd, off_t(bytes())) != 0) {
-        int err = errno;
-        ::close(fd);
-        return BRAID_ERROR(ncclSystemError, "shm {}: ftruncate: {}", name_, std::strerror(err));
-      }
-    } else if (errno == EEXIST) {
-      fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
-      if (fd < 0) return Status::ok();
-      struct stat st{};
-      if (::fstat(fd, &st) != 0 || size_t(st.st_size) < bytes()) {
-        ::close(fd);
-        return Status::ok();
-      }
-    } else {
-      return BRAID_ERROR(ncclSystemError, "shm_open {}: {}", name_, std::strerror(errno));
-    }
-    void* map = ::mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name_, std::strerror(errno));
-    auto* h = static_cast<ShmHeader*>(map);
-    if (created) {
+    std::shared_ptr<ShmSegment> seg;
+    ShmSegment::Opened how;
+    BRAID_TRY(ShmSegment::open(name_, bytes(), ShmSegment::Mode::CreateOrAttach, &seg, &how));
+    if (!seg) return Status::ok();
+    auto* h = static_cast<ShmHeader*>(seg->base());
+    if (how == ShmSegment::Opened::Created) {
       h->slots = uint32_t(nranks_);  // a fresh segment is zero-filled: every word starts at 0
       h->attached.store(0);
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
-      ::munmap(map, bytes());
       return Status::ok();
     }
-    map_ = map;
-    words_ = reinterpret_cast<DoorbellWord*>(static_cast<char*>(map) + sizeof(ShmHeader));
-    if (h->attached.fetch_add(1) + 1 == uint32_t(local_ranks_)) ::shm_unlink(name_.c_str());
+    seg_ = std::move(seg);
+    words_ = reinterpret_cast<DoorbellWord*>(static_cast<char*>(seg_->base()) + sizeof(ShmHeader));
+    if (h->attached.fetch_add(1) + 1 == uint32_t(local_ranks_)) ShmSegment::unlink(name_);
     *ok = true;
     return Status::ok();
   }
@@ -164,7 +139,7 @@ class BellSegment {
   size_t bytes() const { return sizeof(ShmHeader) + sizeof(DoorbellWord) * size_t(nranks_); }
   const std::string name_;
   const int nranks_, local_ranks_;
-  void* map_ = nullptr;
+  std::shared_ptr<ShmSegment> seg_;
   DoorbellWord* words_ = nullptr;
 };
 
@@ -176,8 +151,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
         peer_(peer), peer_pid_(peer_pid), aborted_(aborted), bells_(bells) {}
 
   ~ShmPipe() override {
-    if (map_) ::munmap(map_, map_bytes());
-    ::shm_unlink(name_.c_str());  // the peer never attached, or is gone: ENOENT is fine
+    ShmSegment::unlink(name_);  // the peer never attached, or is gone: ENOENT is fine
   }
 
   Status try_acquire(void** slot) override {
@@ -249,56 +223,35 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     BRAID_TRY(bells_->try_attach(&bells_ok));
     if (!bells_ok) return idle();
     peer_bell_ = bells_->word(peer_);
-    bool created = false;
-    int fd = ::shm_open(name_.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd >= 0) {
-      created = true;
-      if (::ftruncate(fd, off_t(map_bytes())) != 0) {
-        int err = errno;
-        ::close(fd);
-        return BRAID_ERROR(ncclSystemError, "shm {}: ftruncate to {} bytes: {} (is /dev/shm large enough?)", name_,
-                           map_bytes(), std::strerror(err));
-      }
-    } else if (errno == EEXIST) {
-      fd = ::shm_open(name_.c_str(), O_RDWR, 0600);
-      if (fd < 0) return idle();  // unlinked in between: a stale name; try again
-      struct stat st{};
-      if (::fstat(fd, &st) != 0 || size_t(st.st_size) < map_bytes()) {
-        ::close(fd);
-        return idle();  // the creator has not sized it yet
-      }
-    } else {
-      return BRAID_ERROR(ncclSystemError, "shm_open {}: {}", name_, std::strerror(errno));
-    }
-    void* map = ::mmap(nullptr, map_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name_, std::strerror(errno));
-    auto* h = static_cast<ShmHeader*>(map);
-    if (created) {
-      make_pages_present(static_cast<char*>(map) + sizeof(ShmHeader), map_bytes() - sizeof(ShmHeader), true);
+    std::shared_ptr<ShmSegment> seg;
+    ShmSegment::Opened how;
+    BRAID_TRY(ShmSegment::open(name_, map_bytes(), ShmSegment::Mode::CreateOrAttach, &seg, &how));
+    if (!seg) return idle();
+    auto* h = static_cast<ShmHeader*>(seg->base());
+    char* slots = static_cast<char*>(seg->base()) + sizeof(ShmHeader);
+    if (how == ShmSegment::Opened::Created) {
+      make_pages_present(slots, map_bytes() - sizeof(ShmHeader), true);
       h->slots = slots_;
       h->slot_bytes = slot_bytes_;
       h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
       h->attached.store(0);
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
-      ::munmap(map, map_bytes());
       return idle();
-    } else {
-      make_pages_present(static_cast<char*>(map) + sizeof(ShmHeader), map_bytes() - sizeof(ShmHeader), false);
+    } else if (how == ShmSegment::Opened::Mapped) {
+      make_pages_present(slots, map_bytes() - sizeof(ShmHeader), false);
     }
     if (h->slots != slots_ || h->slot_bytes != slot_bytes_) {
-      ::munmap(map, map_bytes());
       return BRAID_ERROR(ncclInvalidUsage, "shm geometry differs between ranks ({}x{} vs {}x{}): set "
                          "BRAID_SHM_SLOTS / BRAID_SHM_SLOT_BYTES the same everywhere", h->slots, h->slot_bytes,
                          slots_, slot_bytes_);
     }
-    map_ = map;
+    seg_ = std::move(seg);
     h_ = h;
-    slots_base_ = static_cast<char*>(map) + sizeof(ShmHeader);
+    slots_base_ = slots;
     slots_end_ = slots_base_ + slots_ * stride_;
     send_slot_ = recv_slot_ = reinterpret_cast<SlotHeader*>(slots_base_);
-    if (h_->attached.fetch_add(1) + 1 == 2) ::shm_unlink(name_.c_str());
+    if (h_->attached.fetch_add(1) + 1 == 2) ShmSegment::unlink(name_);
     return Status::ok();
   }
 
@@ -326,7 +279,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   const std::atomic<bool>* aborted_;
   BellSegment* bells_;
   DoorbellWord* peer_bell_ = nullptr;
-  void* map_ = nullptr;
+  std::shared_ptr<ShmSegment> seg_;
   ShmHeader* h_ = nullptr;
   char* slots_base_ = nullptr;
   char* slots_end_ = nullptr;

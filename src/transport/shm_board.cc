@@ -1,15 +1,13 @@
 #include "src/transport/shm_board.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "src/core/deadline.h"
+#include "src/transport/shm_segment.h"
 
 namespace braid {
 namespace {
@@ -24,15 +22,16 @@ void make_pages_present(void* p, size_t bytes, bool creator) {
     std::memset(p, 0, bytes);
     return;
   }
+  // Relaxed atomic loads: a peer may already be writing these bytes.
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  volatile char sink = 0;
-  for (size_t off = 0; off < bytes; off += page) sink = sink + static_cast<volatile char*>(p)[off];
+  char sink = 0;
+  for (size_t off = 0; off < bytes; off += page) sink ^= __atomic_load_n(static_cast<char*>(p) + off, __ATOMIC_RELAXED);
+  asm volatile("" : : "r"(sink));
 }
 
 BoardMap::~BoardMap() {
-  if (map_) ::munmap(map_, bytes_);
   // The creator removes the name if some rank never attached (ENOENT otherwise).
-  if (setup_.rank == 0 && !unlinked_ && !setup_.name.empty()) ::shm_unlink(setup_.name.c_str());
+  if (setup_.rank == 0 && !unlinked_ && !setup_.name.empty()) ShmSegment::unlink(setup_.name);
 }
 
 int BoardMap::dead_rank(const std::vector<int>& ranks) const {
@@ -46,7 +45,6 @@ int BoardMap::dead_rank(const std::vector<int>& ranks) const {
 Status BoardMap::open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init) {
   setup_ = std::move(setup);
   const BoardSetup& s = setup_;
-  const char* name = s.name.c_str();
   Deadline deadline = Deadline::after(s.timeout);
   Waiter waiter;
   uint32_t polls = 0;
@@ -60,40 +58,20 @@ Status BoardMap::open(BoardSetup setup, size_t bytes, const std::function<void(v
     return Status::ok();
   };
 
-  int fd = -1;
+  // Rank 0 creates; the others wait for the name *and* its full size (see
+  // shm_segment.h: a rank that maps it before rank 0 has sized it and reads
+  // `ready` takes SIGBUS; once the eager StragglAR test's intermittent hang).
+  ShmSegment::Opened how;
   if (s.rank == 0) {
-    fd = ::shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0) return BRAID_ERROR(ncclSystemError, "shm_open {}: {}", s.name, std::strerror(errno));
-    if (::ftruncate(fd, off_t(bytes)) != 0) {
-      int err = errno;
-      ::close(fd);
-      ::shm_unlink(name);
-      return BRAID_ERROR(ncclSystemError, "shm {}: ftruncate: {}", s.name, std::strerror(err));
-    }
+    BRAID_TRY(ShmSegment::open(s.name, bytes, ShmSegment::Mode::Create, &seg_, &how));
   } else {
-    // Wait for the name *and* its full size.  Rank 0 creates the name and
-    // sizes it in two system calls; in between the object exists with 0
-    // bytes, and a rank that maps it then and reads `ready` takes SIGBUS (a
-    // page past the end of the object): once the eager StragglAR test's
-    // intermittent hang.
     for (;;) {
-      fd = ::shm_open(name, O_RDWR, 0600);
-      if (fd >= 0) {
-        struct stat st{};
-        if (::fstat(fd, &st) == 0 && size_t(st.st_size) >= bytes) break;
-        ::close(fd);
-        fd = -1;
-      } else if (errno != ENOENT) {
-        return BRAID_ERROR(ncclSystemError, "shm_open {}: {}", s.name, std::strerror(errno));
-      }
+      BRAID_TRY(ShmSegment::open(s.name, bytes, ShmSegment::Mode::Attach, &seg_, &how));
+      if (seg_) break;
       BRAID_TRY(stop_waiting("was never created"));
     }
   }
-  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", s.name, std::strerror(errno));
-  map_ = map;
-  bytes_ = bytes;
+  void* map = seg_->base();
   auto* header = static_cast<BoardHeader*>(map);
   char* body = static_cast<char*>(map) + sizeof(BoardHeader);
   if (s.rank == 0) {
@@ -102,9 +80,9 @@ Status BoardMap::open(BoardSetup setup, size_t bytes, const std::function<void(v
     header->ready.store(1, std::memory_order_release);
   }
   while (header->ready.load(std::memory_order_acquire) != 1) BRAID_TRY(stop_waiting("never became ready"));
-  if (s.rank != 0) make_pages_present(body, bytes - sizeof(BoardHeader), false);
+  if (how == ShmSegment::Opened::Mapped) make_pages_present(body, bytes - sizeof(BoardHeader), false);
   if (header->attached.fetch_add(1) + 1 == uint32_t(s.nranks)) {
-    ::shm_unlink(name);
+    ShmSegment::unlink(s.name);
     unlinked_ = true;
   }
   return Status::ok();

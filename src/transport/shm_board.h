@@ -13,10 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "src/core/status.h"
+#include "src/transport/shm_segment.h"
 
 namespace braid {
 
@@ -52,15 +54,14 @@ class BoardMap {
   BoardMap& operator=(const BoardMap&) = delete;
   // Maps `bytes` (a BoardHeader first); `init` runs on rank 0 before ready.
   Status open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init);
-  void* base() const { return map_; }
+  void* base() const { return seg_ ? seg_->base() : nullptr; }
   const BoardSetup& setup() const { return setup_; }
   // The first of `ranks` whose process is gone, or -1.
   int dead_rank(const std::vector<int>& ranks) const;
 
  private:
   BoardSetup setup_;
-  void* map_ = nullptr;
-  size_t bytes_ = 0;
+  std::shared_ptr<ShmSegment> seg_;
   bool unlinked_ = false;
 };
 

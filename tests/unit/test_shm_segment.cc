@@ -1,0 +1,93 @@
+// ShmSegment (src/transport/shm_segment.h): named segments, one mapping per
+// process, so ranks that are threads share addresses.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+
+#include "src/transport/shm_segment.h"
+
+using braid::ShmSegment;
+using Mode = ShmSegment::Mode;
+using Opened = ShmSegment::Opened;
+
+namespace {
+
+std::string unique_name(const char* what) {
+  static std::atomic<int> n{0};
+  return "/braid-test-" + std::to_string(::getpid()) + "-" + what + "-" + std::to_string(n++);
+}
+
+}  // namespace
+
+TEST_CASE("shm segment: opens of one name in a process share one mapping", "[shm]") {
+  const std::string name = unique_name("share");
+  std::shared_ptr<ShmSegment> a, b;
+  Opened how;
+  REQUIRE(ShmSegment::open(name, 4096, Mode::CreateOrAttach, &a, &how).is_ok());
+  REQUIRE(a);
+  CHECK(how == Opened::Created);
+  CHECK(static_cast<const char*>(a->base())[100] == 0);  // zero-filled
+  REQUIRE(ShmSegment::open(name, 4096, Mode::CreateOrAttach, &b, &how).is_ok());
+  REQUIRE(b);
+  CHECK(how == Opened::Shared);
+  CHECK(a->base() == b->base());
+  // Asking for more than the mapping holds is an error, not an overrun.
+  std::shared_ptr<ShmSegment> c;
+  CHECK(ShmSegment::open(name, 8192, Mode::Attach, &c, &how).code() == ncclInternalError);
+  // A name that exists cannot be created again.
+  CHECK(ShmSegment::open(name, 4096, Mode::Create, &c, &how).code() == ncclSystemError);
+  ShmSegment::unlink(name);
+}
+
+TEST_CASE("shm segment: attach waits for a name; unlink makes the next open a new object", "[shm]") {
+  const std::string name = unique_name("attach");
+  std::shared_ptr<ShmSegment> a, b;
+  Opened how;
+  REQUIRE(ShmSegment::open(name, 4096, Mode::Attach, &a, &how).is_ok());
+  CHECK(!a);  // nothing yet: try again later
+  REQUIRE(ShmSegment::open(name, 4096, Mode::Create, &a, &how).is_ok());
+  REQUIRE(a);
+  static_cast<char*>(a->base())[0] = 7;
+  ShmSegment::unlink(name);
+  ShmSegment::unlink(name);  // already gone: fine
+  CHECK(static_cast<char*>(a->base())[0] == 7);  // the mapping outlives the name
+  REQUIRE(ShmSegment::open(name, 4096, Mode::Attach, &b, &how).is_ok());
+  CHECK(!b);
+  REQUIRE(ShmSegment::open(name, 4096, Mode::CreateOrAttach, &b, &how).is_ok());
+  REQUIRE(b);
+  CHECK(how == Opened::Created);
+  CHECK(b->base() != a->base());
+  CHECK(static_cast<char*>(b->base())[0] == 0);
+  ShmSegment::unlink(name);
+}
+
+TEST_CASE("shm segment: another process maps the same bytes", "[shm]") {
+  const std::string name = unique_name("fork");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // Created by the parent after the fork: the child maps it on its own.
+    std::shared_ptr<ShmSegment> b;
+    Opened how = Opened::Shared;
+    for (int tries = 0; tries < 10000 && !b; ++tries) {
+      if (!ShmSegment::open(name, 4096, Mode::Attach, &b, &how).is_ok()) ::_exit(2);
+      if (!b) ::usleep(1000);
+    }
+    if (!b || how != Opened::Mapped) ::_exit(1);
+    static_cast<std::atomic<uint32_t>*>(b->base())->store(42);
+    ::_exit(0);
+  }
+  std::shared_ptr<ShmSegment> a;
+  Opened how;
+  REQUIRE(ShmSegment::open(name, 4096, Mode::Create, &a, &how).is_ok());
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(static_cast<std::atomic<uint32_t>*>(a->base())->load() == 42);
+  ShmSegment::unlink(name);
+}
