@@ -99,9 +99,11 @@ struct ncclComm {
   // Its twin on the real NCCL (BRAID_NCCL_LIB), made on the first forwarded call.
   std::unique_ptr<braid::RealComm> real;
   std::vector<char> scratch;  // grow-only, for schedules that use scratch chunks
-  // The host task of the last group, kept so a repeated call can reuse it
-  // instead of allocating (src/exec/host/collective_task.h).
-  std::unique_ptr<braid::Task> spare_task;
+  // The host tasks of the last group, kept so a repeated call can reuse
+  // them instead of allocating: its schedule task
+  // (src/exec/host/collective_task.h) and the last direct task around one
+  // (src/exec/host/direct_task.h).
+  std::unique_ptr<braid::Task> spare_task, spare_direct_task;
   // Blocking collectives (of the Collective bits in oneshot_collectives)
   // with at most this many input bytes per rank, outside groups, run on a
   // shared board: one-shot (src/exec/host/oneshot.h), or eager for the

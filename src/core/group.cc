@@ -92,7 +92,7 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
   d.root = c.root;
   d.channel = kDirectChannel;
   d.fallback = std::move(*task);
-  return make_direct_task(std::move(d), task);
+  return make_direct_task(std::move(d), std::move(comm->spare_direct_task), task);
 }
 
 void record_error(ncclComm* comm, const Status& s) {
@@ -231,7 +231,7 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
     // The communicator's last task, rebound when it fits (no allocation).
-    std::unique_ptr<Task> task = schedule_task_of(std::move(c.comm->spare_task));
+    std::unique_ptr<Task> task = std::move(c.comm->spare_task);
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
     if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
     BRAID_INFO(kColl, "{}", task->describe());
@@ -269,7 +269,8 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
   Status s = run_task_queues(queues);
   if (s.is_ok() && tracked) tracked->call_finished();
   for (size_t i = 0; i < comms.size(); ++i)
-    if (!queues[i].tasks.empty()) comms[i]->spare_task = std::move(queues[i].tasks.front());
+    if (!queues[i].tasks.empty())
+      recycle_task(std::move(queues[i].tasks.front()), &comms[i]->spare_task, &comms[i]->spare_direct_task);
   return s;
 }
 

@@ -61,12 +61,17 @@ bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) { retu
 
 class DirectTask final : public Task {
  public:
-  explicit DirectTask(DirectArgs a) : a_(std::move(a)) {
+  // Takes a call's arguments and rewinds (a reused task allocates nothing:
+  // the vectors keep their capacity).
+  void bind(DirectArgs a) {
+    a_ = std::move(a);
     const ncclComm* comm = a_.comm;
     me_ = comm->rank;
     n_ = comm->nranks;
     esize_ = datatype_size(a_.type);
+    phase_ = Phase::Exchange;
     const uint64_t in_blocks = input_blocks(a_.collective, n_), out_blocks = output_blocks(a_.collective, n_);
+    mine_ = Descriptor{};
     mine_.collective = uint32_t(a_.collective);
     mine_.type = a_.type;
     mine_.op = a_.op;
@@ -80,7 +85,7 @@ class DirectTask final : public Task {
                         overlaps(reinterpret_cast<uint64_t>(a_.input), mine_.input_bytes,
                                  reinterpret_cast<uint64_t>(a_.output), mine_.output_bytes);
     output_bytes_ = a_.count * out_blocks * esize_;
-    descriptors_.resize(n_);
+    descriptors_.assign(n_, Descriptor{});
     descriptors_[me_] = mine_;
     inputs_.assign(n_, nullptr);
     outputs_.assign(n_, nullptr);
@@ -88,6 +93,9 @@ class DirectTask final : public Task {
     received_.assign(n_, false);
     sent_[me_] = received_[me_] = true;
   }
+
+  // Whether this task's pipes serve `a` (the same communicator and channel).
+  bool can_serve(const DirectArgs& a) const { return a.comm == a_.comm && a.channel == a_.channel; }
 
   Status connect() {
     send_pipes_.assign(n_, nullptr);
@@ -227,12 +235,12 @@ class DirectTask final : public Task {
   // The reduction of elements [lo, hi) (offset `shift` elements into each
   // input) into every destination in `dsts`, inputs folded in rank order
   // (a fixed order gives reproducible bits).
-  void reduce_into(uint64_t shift, uint64_t lo, uint64_t hi, const std::vector<char*>& dsts, bool stream) {
+  void reduce_into(uint64_t shift, uint64_t lo, uint64_t hi, char* const* dsts, int ndsts, bool stream) {
     if (hi <= lo) return;
     src_ptrs_.clear();
     dst_ptrs_.clear();
     for (char* in : inputs_) src_ptrs_.push_back(in + (shift + lo) * esize_);
-    for (char* d : dsts) dst_ptrs_.push_back(d + lo * esize_);
+    for (int d = 0; d < ndsts; ++d) dst_ptrs_.push_back(dsts[d] + lo * esize_);
     reduce_many(dst_ptrs_.data(), int(dst_ptrs_.size()), src_ptrs_.data(), int(src_ptrs_.size()), hi - lo, a_.type,
                 a_.op, a_.divide_output_by, stream);
   }
@@ -248,14 +256,14 @@ class DirectTask final : public Task {
     switch (a_.collective) {
       case Collective::AllReduce:
         share(count, me_, &lo, &hi);
-        reduce_into(0, lo, hi, outputs_, stream);
+        reduce_into(0, lo, hi, outputs_.data(), n_, stream);
         break;
       case Collective::Reduce:
         share(count, me_, &lo, &hi);
-        reduce_into(0, lo, hi, {outputs_[a_.root]}, stream);
+        reduce_into(0, lo, hi, &outputs_[a_.root], 1, stream);
         break;
       case Collective::ReduceScatter:
-        reduce_into(uint64_t(me_) * count, 0, count, {outputs_[me_]}, stream);
+        reduce_into(uint64_t(me_) * count, 0, count, &outputs_[me_], 1, stream);
         break;
       case Collective::AllGather:
         for (int k = 0; k < n_; ++k) copy(outputs_[me_] + k * bytes, inputs_[k], bytes, stream);
@@ -289,9 +297,14 @@ class DirectTask final : public Task {
 
 }  // namespace
 
-std::unique_ptr<Task> schedule_task_of(std::unique_ptr<Task> task) {
-  if (auto* direct = dynamic_cast<DirectTask*>(task.get())) return direct->take_fallback();
-  return task;
+void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_task,
+                  std::unique_ptr<Task>* direct_task) {
+  if (auto* direct = dynamic_cast<DirectTask*>(done.get())) {
+    *schedule_task = direct->take_fallback();
+    *direct_task = std::move(done);
+  } else {
+    *schedule_task = std::move(done);
+  }
 }
 
 DirectStats& direct_stats() {
@@ -314,9 +327,15 @@ bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {
   }
 }
 
-Status make_direct_task(DirectArgs args, std::unique_ptr<Task>* out) {
+Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out) {
   if (!args.fallback) return BRAID_ERROR(ncclInternalError, "direct task without a fallback schedule");
-  auto task = std::make_unique<DirectTask>(std::move(args));
+  if (auto* reusable = dynamic_cast<DirectTask*>(reuse.get()); reusable && reusable->can_serve(args)) {
+    reusable->bind(std::move(args));
+    *out = std::move(reuse);
+    return Status::ok();
+  }
+  auto task = std::make_unique<DirectTask>();
+  task->bind(std::move(args));
   BRAID_TRY(task->connect());
   *out = std::move(task);
   return Status::ok();

@@ -62,11 +62,16 @@ struct DirectArgs {
 // exchange descriptors for the same calls).
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 
-Status make_direct_task(DirectArgs args, std::unique_ptr<Task>* out);
+// The direct task for `args`.  `reuse` may hold the direct task of an
+// earlier call on the same communicator (recycle_task()): it is rebound, so
+// a steady stream of calls allocates nothing.
+Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out);
 
-// The schedule task inside a direct task (else `task` itself), so that a
-// communicator's spare task can be rebound without allocating.
-std::unique_ptr<Task> schedule_task_of(std::unique_ptr<Task> task);
+// Takes a finished task apart for reuse: the schedule task goes to
+// *schedule_task; if it was a direct task, its shell (fallback taken out)
+// goes to *direct_task, which is left alone otherwise.
+void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_task,
+                  std::unique_ptr<Task>* direct_task);
 
 // Calls of this process that ran direct, and that fell back to their
 // schedule (tests, and BRAID_DEBUG=INFO says which on each call).
