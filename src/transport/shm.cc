@@ -2,8 +2,10 @@
 // channel), a single-producer single-consumer ring of `slots` slots.
 //
 // Segment = header (ready flag, geometry; the receiver's `tail` on a line of
-// its own) + `slots` slots.  Whichever side arrives first creates it with
-// O_EXCL and initializes it; the other attaches once it is marked ready.
+// its own) + `slots` slots.  Whichever side arrives first creates it
+// (ShmSegment, shm_segment.h: one mapping per process, so ranks that are
+// threads share it) and initializes it; the other attaches once it is
+// marked ready.
 // Setup never blocks: until attached, try_acquire answers "not yet".  The
 // second side to attach unlinks the name, so nothing stays in /dev/shm even
 // if a process dies later; destructors unlink too (a peer that never came).
