@@ -101,7 +101,7 @@ TEST_CASE("one-shot AllReduce: ranks as threads", "[oneshot][threads]") {
   CHECK(run_ranks_as_threads(5, oneshot_body) == 0);
 }
 
-TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact; rooted collectives not one-shot",
+TEST_CASE("one-shot ReduceScatter, AllGather, AlltoAll: exact, and rooted collectives not one-shot",
           "[oneshot][processes]") {
   set_board_env();
   for (int n : {2, 3}) {

@@ -59,7 +59,7 @@ TEST_CASE("split: colors, key order, NOCOLOR gives NULL", "[mp][split][threads]"
         }) == 0);
 }
 
-TEST_CASE("split: equal keys keep parent order; children of children; processes", "[mp][split]") {
+TEST_CASE("split: equal keys keep parent order, children of children, processes", "[mp][split]") {
   CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           ncclComm_t all = nullptr, half = nullptr;
           MP_NCCL(f, ncclCommSplit(comm, 7, 0, &all, nullptr));

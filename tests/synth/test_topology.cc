@@ -54,7 +54,7 @@ TEST_CASE("topology: replication adds NIC-shared network links", "[synth][topolo
   CHECK(link(t, 9, 8).kind == LinkKind::NVLink);
 }
 
-TEST_CASE("topology: DGX-2 switch ports and NIC per GPU pair; built-in names", "[synth][topology]") {
+TEST_CASE("topology: DGX-2 switch ports and NIC per GPU pair, and built-in names", "[synth][topology]") {
   Topology t = builtin("dgx2", 2);
   CHECK(t.nranks() == 32);
   CHECK(t.links.size() == 2 * 16 * 15 + 2 * 16 * 16);

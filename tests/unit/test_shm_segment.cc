@@ -43,7 +43,7 @@ TEST_CASE("shm segment: opens of one name in a process share one mapping", "[shm
   ShmSegment::unlink(name);
 }
 
-TEST_CASE("shm segment: attach waits for a name; unlink makes the next open a new object", "[shm]") {
+TEST_CASE("shm segment: attach waits for a name, and after unlink the next open is a new object", "[shm]") {
   const std::string name = unique_name("attach");
   std::shared_ptr<ShmSegment> a, b;
   Opened how;
