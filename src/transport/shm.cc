@@ -302,25 +302,14 @@ class ShmTransport final : public Transport {
       : ctx_(ctx),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
         slot_bytes_(uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64),
-        bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, local_ranks(ctx)) {
-    // Ranks outnumbering cores: a rank that spins only delays the peer it
-    // waits for, so it yields at once, and sleeps after ~100 yields (values
-    // measured with 4 ranks on 2 cores, see engine.cc).  Otherwise spin for
-    // long (~2^20 polls, tens of ms) before yielding or sleeping: on a
-    // machine loaded by other work, a rank that yields or sleeps gives its
-    // core to that work for a whole time slice, and a small collective then
-    // takes ~10 ms instead of ~1 us (measured: 2 ranks, load ~15 on 2
-    // cores; OpenMPI, which spins, kept 0.6 us).
-    bool oversubscribed = host_oversubscribed(local_ranks(ctx));
-    spin_polls_ = oversubscribed ? 0 : 1u << 20;
-    yield_polls_ = oversubscribed ? 100 : 256;
-  }
+        bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, local_ranks(ctx)),
+        polls_(idle_polls_for(local_ranks(ctx))) {}
 
   Doorbell* doorbell() override {
     if (!bell_) {
       bool ok = false;
       if (!bells_.try_attach(&ok).is_ok() || !ok) return nullptr;
-      bell_.emplace(bells_.word(ctx_.rank), spin_polls_, yield_polls_);
+      bell_.emplace(bells_.word(ctx_.rank), polls_);
     }
     return &*bell_;
   }
@@ -378,7 +367,7 @@ class ShmTransport final : public Transport {
   const uint64_t slot_bytes_;
   std::atomic<bool> aborted_{false};
   BellSegment bells_;
-  uint32_t spin_polls_ = 1u << 20, yield_polls_ = 256;
+  const IdlePolls polls_;
   std::optional<Doorbell> bell_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<ShmPipe>> pipes_;
 };

@@ -1,7 +1,8 @@
 // What the one-shot (oneshot.h) and eager (eager.h) boards share: the call
 // they run, their size limit and layout, and how they wait.
 //
-// Waiting follows the executor (src/exec/host/engine.cc): spin, yield,
+// Waiting follows the executor (src/exec/host/engine.cc) and its policy
+// (idle_polls_for): spin, yield,
 // then sleep on this rank's doorbell until a peer rings it
 // (src/transport/doorbell.h).  An abort, a dead awaited rank and
 // BRAID_TIMEOUT end the wait with an error.
@@ -37,20 +38,10 @@ struct BoardCall {
   int root = 0;              // rooted collectives (eager)
 };
 
-// Idle polls spent spinning, then yielding, before sleeping: as the shm
-// transport, no spinning when ranks outnumber cores; otherwise spin long,
-// since yielding hands the core to other work for a time slice.
-struct BoardPolls {
-  uint32_t spin = 0, yield = 0;
-};
-inline BoardPolls board_polls(int local_ranks) {
-  return host_oversubscribed(local_ranks) ? BoardPolls{0, 100} : BoardPolls{1u << 20, 256};
-}
-
 struct BoardWaiter {
   const BoardMap* map = nullptr;
   DoorbellWord* bell = nullptr;  // this rank's
-  BoardPolls polls;
+  IdlePolls polls;  // idle_polls_for() the board's ranks
   const std::atomic<bool>* stop = nullptr;  // abort, revoke
   const char* what = "";                    // for messages: "a one-shot collective"
 
@@ -70,7 +61,7 @@ struct BoardWaiter {
 
 template <class Missing>
 Status BoardWaiter::wait(Missing missing) const {
-  Doorbell doorbell(bell, polls.spin, polls.yield);
+  Doorbell doorbell(bell, polls);
   Clock clock;
   uint32_t idle = 0;
   for (int awaited = missing(); awaited >= 0; awaited = missing()) {

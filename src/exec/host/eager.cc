@@ -51,7 +51,7 @@ Status EagerBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<Eage
   b->slot_stride_ = round_up_to_line(kDataOffset + max_bytes);
   b->depth_ = int(std::clamp<size_t>(kEagerBoardBytes / (size_t(b->nranks_) * b->slot_stride_), 2, kEagerMaxDepth));
   b->rank_stride_ = round_up_to_line(kSlotsOffset + size_t(b->depth_) * b->slot_stride_);
-  b->polls_ = board_polls(setup.nranks);
+  b->polls_ = idle_polls_for(setup.nranks);
   // A fresh object is zero-filled: no slot holds a call, no rank is done with one.
   BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
   b->area(b->rank_)->mapped.store(1, std::memory_order_release);

@@ -79,7 +79,7 @@ class EagerBoard {
   BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0, depth_ = 0;
-  BoardPolls polls_;
+  IdlePolls polls_;
 };
 
 }  // namespace braid

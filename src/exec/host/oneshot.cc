@@ -30,16 +30,20 @@ Status OneShotBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<On
   b->slot_stride_ = round_up_to_line(kDataOffset + max_bytes);
   // Per rank: its doorbell word, then its two slots.
   b->rank_stride_ = sizeof(DoorbellWord) + 2 * b->slot_stride_;
-  b->polls_ = board_polls(setup.nranks);
+  b->polls_ = idle_polls_for(setup.nranks);
   // A fresh object is zero-filled: every slot says call 0, which is never used.
   BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
   *out = std::move(b);
   return Status::ok();
 }
 
+DoorbellWord* OneShotBoard::bell(int rank) const {
+  return reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes +
+                                         size_t(rank) * rank_stride_);
+}
+
 OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
-  char* base = static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(rank) * rank_stride_;
-  return reinterpret_cast<Slot*>(base + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
+  return reinterpret_cast<Slot*>(reinterpret_cast<char*>(bell(rank)) + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
 }
 
 bool oneshot_serves(Collective c) {
@@ -63,7 +67,7 @@ Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bo
   mine->call.store(call, std::memory_order_release);
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    ring(reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(r) * rank_stride_));
+    ring(bell(r));
   }
   BRAID_TRY(wait_for_peers(call, stop));
   // The output comes from the board alone (in place, `output` holds this rank's input).
@@ -95,8 +99,7 @@ Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bo
 
 Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop) {
   BoardWaiter waiter{.map = &map_,
-                     .bell = reinterpret_cast<DoorbellWord*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes +
-                                                             size_t(rank_) * rank_stride_),
+                     .bell = bell(rank_),
                      .polls = polls_,
                      .stop = stop,
                      .what = "a one-shot collective"};

@@ -60,13 +60,14 @@ class OneShotBoard {
 
  private:
   OneShotBoard() = default;
+  DoorbellWord* bell(int rank) const;  // the first thing in each rank's part
   Slot* slot(int rank, uint64_t call) const;
   Status wait_for_peers(uint64_t call, const std::atomic<bool>* stop);
 
   BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0;
-  BoardPolls polls_;
+  IdlePolls polls_;
 };
 
 }  // namespace braid
