@@ -25,7 +25,8 @@ void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_
 // copies come out of cache-hot slots, and streaming them paid off only
 // later (2-rank AllGather, 4 alternating runs per size: 8 MB 658-861 us
 // streamed vs 519-641 not, 16 MB 1223-1859 vs 1065-1584; AlltoAll even
-// at 8 MB, 10-20% better streamed at 16 MB).
+// at 8 MB, 10-20% better streamed at 16 MB; a later 2-rank AlltoAll run,
+// 4-32 MB, 3 alternating rounds: no consistent difference).
 constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;          // direct path
 constexpr uint64_t kExecutorStreamOutputBytes = uint64_t(32) << 20;  // schedule executor copies
 
