@@ -1,4 +1,4 @@
-// Shared by the one-shot and eager board tests.
+// Shared by the host fast-path tests (direct, one-shot, eager).
 #pragma once
 
 #include <cstdlib>

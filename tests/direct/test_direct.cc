@@ -7,6 +7,7 @@
 #include <string>
 
 #include "collective_check.h"
+#include "fast_path_cases.h"
 #include "harness.h"
 #include "src/exec/host/direct_task.h"
 
@@ -71,10 +72,6 @@ std::vector<std::pair<CollCase, int>> all_cases(int n) {
   std::vector<std::pair<CollCase, int>> cases;
   const Coll direct_colls[] = {Coll::AllReduce, Coll::Reduce, Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll,
                                Coll::Broadcast};
-  struct TypeOp {
-    ncclDataType_t type;
-    ncclRedOp_t op;
-  };
   const TypeOp type_ops[] = {{ncclFloat, ncclSum}, {ncclInt32, ncclMax}, {ncclBfloat16, ncclSum},
                              {ncclFloat64, ncclAvg}, {ncclUint8, ncclMin}, {ncclFloat16, ncclProd}};
   for (Coll coll : direct_colls)

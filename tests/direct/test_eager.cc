@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "collective_check.h"
-#include "board_cases.h"
+#include "fast_path_cases.h"
 #include "harness.h"
 #include "src/core/comm.h"
 #include "src/exec/host/eager.h"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "collective_check.h"
-#include "board_cases.h"
+#include "fast_path_cases.h"
 #include "harness.h"
 #include "src/core/comm.h"
 

@@ -30,7 +30,7 @@ std::vector<unsigned char> random_bytes(size_t n, uint32_t seed) {
 
 // reduce_elem applied one element at a time: the reference.
 void reference(void* dst, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op) {
-  ReduceKind kind;
+  ReduceKind kind = ReduceKind::Sum;  // set by reduce_kind_of (GCC cannot see REQUIRE throw)
   REQUIRE(reduce_kind_of(op, &kind));
   with_storage_type(type, [&](auto storage) {
     using S = decltype(storage);
