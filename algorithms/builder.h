@@ -4,6 +4,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "braid/schedule.h"
 
@@ -35,7 +36,21 @@ class ScheduleBuilder {
 
   void set_scratch(int rank, uint32_t chunks) { s_.ranks[rank].scratch_chunks = chunks; }
 
-  Dep send(int rank, int to, ChunkRef src) { return add(rank, make_op(OpType::Send, to, -1, src, {})); }
+  // Ops added for `rank` from now on go to its lane `lane` (created, with
+  // any lanes before it, if it does not exist yet).
+  void use_lane(int rank, uint16_t lane) {
+    std::vector<Lane>& lanes = s_.ranks[rank].lanes;
+    if (lanes.size() <= lane) lanes.resize(size_t(lane) + 1);
+    current_lane_.resize(s_.ranks.size());
+    current_lane_[size_t(rank)] = lane;
+  }
+
+  // `after`: ops of other lanes of `rank` this one waits for.
+  Dep send(int rank, int to, ChunkRef src, std::vector<Dep> after = {}) {
+    Op op = make_op(OpType::Send, to, -1, src, {});
+    op.deps = std::move(after);
+    return add(rank, std::move(op));
+  }
   Dep recv(int rank, int from, ChunkRef dst) { return add(rank, make_op(OpType::Recv, -1, from, {}, dst)); }
   Dep recv_copy_send(int rank, int from, ChunkRef dst, int to) {
     return add(rank, make_op(OpType::RecvCopySend, to, from, {}, dst));
@@ -55,12 +70,14 @@ class ScheduleBuilder {
 
  private:
   Dep add(int rank, Op op) {
-    std::vector<Op>& ops = s_.ranks[rank].lanes[0].ops;
+    const uint16_t lane = size_t(rank) < current_lane_.size() ? current_lane_[size_t(rank)] : 0;
+    std::vector<Op>& ops = s_.ranks[rank].lanes[lane].ops;
     ops.push_back(std::move(op));
-    return Dep{0, uint32_t(ops.size() - 1)};
+    return Dep{lane, uint32_t(ops.size() - 1)};
   }
 
   Schedule s_;
+  std::vector<uint16_t> current_lane_;  // per rank; empty: every rank on lane 0
 };
 
 }  // namespace braid

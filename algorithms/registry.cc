@@ -10,12 +10,14 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       // The planner passes the straggler it chose; elsewhere rank n-1 is the straggler.
       {"stragglar", Collective::AllReduce, false, [](int n, int) { return stragglar_allreduce(n, n - 1); }},
       {"ring", Collective::AllGather, false, [](int n, int) { return ring_allgather(n); }},
+      {"direct", Collective::AllGather, false, [](int n, int) { return direct_allgather(n); }},
       {"ring", Collective::ReduceScatter, false, [](int n, int) { return ring_reducescatter(n); }},
       {"binomial", Collective::Broadcast, true, binomial_broadcast},
       {"binomial", Collective::Reduce, true, binomial_reduce},
       {"direct", Collective::Gather, true, direct_gather},
       {"direct", Collective::Scatter, true, direct_scatter},
       {"pairwise", Collective::AlltoAll, false, [](int n, int) { return pairwise_alltoall(n); }},
+      {"direct", Collective::AlltoAll, false, [](int n, int) { return direct_alltoall(n); }},
   };
   return registry;
 }

@@ -22,6 +22,9 @@ Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);
 Schedule direct_scatter(int nranks, int root);
 Schedule pairwise_alltoall(int nranks);
+// One lane per peer: no rank waits on a fixed peer order (oversubscribed hosts).
+Schedule direct_allgather(int nranks);
+Schedule direct_alltoall(int nranks);
 
 struct AlgorithmInfo {
   std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise"

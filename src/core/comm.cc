@@ -59,7 +59,7 @@ struct InitInfo {
   int32_t api_version = 0;
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
   int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
-  uint64_t rd_max_bytes = 0;  // this rank's rd/ring crossover; all use the smallest
+  HostTuningReport tuning;  // for the schedule choices all ranks make alike
   uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
   uint64_t oneshot_max_bytes = 0;  // BRAID_ONESHOT_MAX_BYTES (0 where it cannot apply); all use the smallest
   uint32_t oneshot_collectives = 0;  // bit per Collective it may serve; all use the common bits
@@ -264,7 +264,7 @@ Status comm_setup(ncclComm* comm) {
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   mine.wants_device = probe.usable;
   mine.check_args = env_int("BRAID_CHECK") != 0;
-  mine.rd_max_bytes = host_allreduce_rd_max_bytes(nranks);
+  mine.tuning = {mine.peer.host_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   mine.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // One-shot needs the board every rank maps.
@@ -318,9 +318,9 @@ Status comm_setup(ncclComm* comm) {
   // A fragment must fit in every transport's slot.
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
   comm->plans = std::make_unique<PlanCache>();
-  uint64_t rd_max_bytes = UINT64_MAX;
-  for (const InitInfo& info : infos) rd_max_bytes = std::min(rd_max_bytes, info.rd_max_bytes);
-  comm->plans->set_rd_max_bytes(rd_max_bytes);
+  std::vector<HostTuningReport> reports;
+  for (const InitInfo& info : infos) reports.push_back(info.tuning);
+  comm->plans->set_tuning(agree_host_tuning(reports));
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
     // device buffers go through the host transports instead.

@@ -17,12 +17,31 @@
 // run at ~10 GB/s per rank, beta = gamma ~0.1 ns/B.  This gives m* ~30 KiB
 // for 2 and 4 ranks with a core each (the 32 KiB the planner used before,
 // now derived); the same when oversubscribed (see kAlphaOversubscribedNs).
+//
+// Exchanging with all peers at once (direct AllGather and AlltoAll, one
+// lane per peer) against ring or pairwise order: the same bytes cross, but
+// a ring or pairwise step waits for one particular peer.  With a core per
+// rank that wait is short; with more ranks than cores the named peer is
+// often descheduled (alpha ~15 us), and a rank that can take whichever
+// peer's data is there gets on.  Direct AllGather pays for it by reading
+// its input once per peer ((n-2) m more than ring, from cache while it
+// fits), so it wins below m ~ alpha/beta ~ 150 KB; direct AlltoAll reads
+// every block once, like pairwise, and has no such cost.  Measured with 4
+// ranks on 2 cores, 3 alternating runs each (median; OpenMPI alongside):
+//   AlltoAll  16K 30 -> 17 us, 256K 67-88 -> 44, 1M 182-304 -> 136-162,
+//             4M 739-1001 -> 611-889 (OpenMPI 41-62, 58-110, 167-265, 570-1154);
+//             16-64M within the run-to-run noise either way
+//   AllGather 64K 25-29 -> 15-19 us, 256K 40-64 -> 34-42, 512K even,
+//             1M 99-143 -> 127-145, 4M 469-736 -> 520-1049 (ring wins)
+// With a core per rank (2 ranks here: the two orders are the same schedule)
+// the established orders stay.
 #include "src/plan/host_tuning.h"
 
 #include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 
 namespace braid {
 namespace {
@@ -34,9 +53,11 @@ namespace {
 constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 1500;
 constexpr double kBetaNsPerByte = 0.1, kGammaNsPerByte = 0.1;
 
+}  // namespace
+
 // CPUs online (or this process's affinity if wider): mpirun binds each of
 // 2 ranks to its own core, which is not oversubscription.
-int usable_cores() {
+int host_usable_cores() {
   static const int cores = [] {
     cpu_set_t set;
     int mine = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
@@ -44,8 +65,6 @@ int usable_cores() {
   }();
   return cores;
 }
-
-}  // namespace
 
 uint64_t host_allreduce_rd_max_bytes(int nranks, bool oversubscribed) {
   if (nranks <= 1) return UINT64_MAX;
@@ -66,7 +85,22 @@ uint64_t host_allreduce_rd_max_bytes(int nranks, bool oversubscribed) {
 }
 
 uint64_t host_allreduce_rd_max_bytes(int nranks) {
-  return host_allreduce_rd_max_bytes(nranks, nranks > usable_cores());
+  return host_allreduce_rd_max_bytes(nranks, nranks > host_usable_cores());
+}
+
+HostTuning local_host_tuning(int nranks) {
+  return HostTuning{host_allreduce_rd_max_bytes(nranks), nranks > host_usable_cores()};
+}
+
+HostTuning agree_host_tuning(const std::vector<HostTuningReport>& reports) {
+  HostTuning t{UINT64_MAX, false};
+  std::map<uint64_t, int> ranks_on_host;
+  for (const HostTuningReport& r : reports) {
+    t.rd_max_bytes = std::min(t.rd_max_bytes, r.rd_max_bytes);
+    ranks_on_host[r.host]++;
+  }
+  for (const HostTuningReport& r : reports) t.oversubscribed |= ranks_on_host[r.host] > r.cores;
+  return t;
 }
 
 }  // namespace braid

@@ -1,8 +1,10 @@
-// Size crossovers for the host backend, from an alpha-beta-gamma model (see
+// Algorithm choices for the host backend: size crossovers from an
+// alpha-beta-gamma model, and when to exchange with all peers at once (see
 // host_tuning.cc).  The planner asks; nothing here touches a communicator.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace braid {
 
@@ -13,5 +15,33 @@ uint64_t host_allreduce_rd_max_bytes(int nranks);
 
 // The same, with the machine's state given (for tests and the CLI).
 uint64_t host_allreduce_rd_max_bytes(int nranks, bool oversubscribed);
+
+// CPUs this process may run on (its affinity, or all online if wider).
+int host_usable_cores();
+
+// On a host with more ranks than cores, AllGather (up to this many bytes
+// per rank) and AlltoAll (all sizes) exchange with every peer at once
+// ("direct") instead of in ring or pairwise order.
+constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
+
+// What the ranks of a communicator agree on at init, so that all of them
+// pick the same schedule for a call.
+struct HostTuning {
+  uint64_t rd_max_bytes = 32 * 1024;  // AllReduce: recursive doubling up to here, ring above
+  bool oversubscribed = false;        // some host runs more of the ranks than it has cores
+};
+
+// This process's view, for a communicator of `nranks` on this host alone.
+HostTuning local_host_tuning(int nranks);
+
+// What one rank reports at init, and the choice every rank computes alike
+// from all reports: the smallest rd/ring crossover, and whether some host
+// runs more of the ranks than it has cores.
+struct HostTuningReport {
+  uint64_t host = 0;          // host identity (ranks with equal values share a host)
+  uint64_t rd_max_bytes = 0;  // host_allreduce_rd_max_bytes
+  int32_t cores = 0;          // host_usable_cores
+};
+HostTuning agree_host_tuning(const std::vector<HostTuningReport>& reports);
 
 }  // namespace braid

@@ -42,19 +42,20 @@ const ScheduleLibrary& file_schedules() {
 }
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
-  return default_algorithm(c, nranks, bytes, host_allreduce_rd_max_bytes(nranks));
+  return default_algorithm(c, nranks, bytes, local_host_tuning(nranks));
 }
 
-std::string default_algorithm(Collective c, int nranks, uint64_t bytes, uint64_t rd_max_bytes) {
+std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
   switch (c) {
-    case Collective::AllReduce: return bytes <= rd_max_bytes ? "rd" : "ring";
+    case Collective::AllReduce: return bytes <= tuning.rd_max_bytes ? "rd" : "ring";
     case Collective::AllGather:
+      return tuning.oversubscribed && nranks > 2 && bytes <= kDirectAllGatherMaxBytes ? "direct" : "ring";
     case Collective::ReduceScatter: return "ring";
     case Collective::Broadcast:
     case Collective::Reduce: return "binomial";
     case Collective::Gather:
     case Collective::Scatter: return "direct";
-    case Collective::AlltoAll: return "pairwise";
+    case Collective::AlltoAll: return tuning.oversubscribed && nranks > 2 ? "direct" : "pairwise";
     case Collective::Custom: break;
   }
   return "";
@@ -118,7 +119,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
                           to_string(c), name));
     name.clear();
   }
-  if (name.empty()) name = default_algorithm(c, nranks, bytes, rd_max_bytes_);
+  if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: built-in '{}' (no BRAID_SCHEDULES match)", to_string(c),
                bytes, nranks, name);

@@ -19,16 +19,18 @@
 #include "braid/schedule.h"
 #include "braid/schedule_library.h"
 #include "src/core/status.h"
+#include "src/plan/host_tuning.h"
 #include "src/plan/straggler.h"
 
 namespace braid {
 
 // AllReduce: recursive doubling up to host_allreduce_rd_max_bytes (a cost
-// model, src/plan/host_tuning.cc), ring above.
+// model, src/plan/host_tuning.cc), ring above.  AllGather and AlltoAll:
+// ring and pairwise, or direct where a host has more ranks than cores.
 
-// The algorithm name the planner picks (before BRAID_ALGO).
-std::string default_algorithm(Collective c, int nranks, uint64_t bytes, uint64_t rd_max_bytes);
-// The same with this process's own crossover (tests, tools).
+// The algorithm name the planner picks (before BRAID_ALGO); `bytes` per rank.
+std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
+// The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
@@ -43,9 +45,9 @@ const ScheduleLibrary& file_schedules();
 class PlanCache {
  public:
   PlanCache();
-  // The rd/ring crossover every rank agreed on at init (ranks on different
-  // machines could compute different ones and then run different schedules).
-  void set_rd_max_bytes(uint64_t bytes) { rd_max_bytes_ = bytes; }
+  // What every rank agreed on at init (ranks on different machines could
+  // see different ones and then run different schedules).
+  void set_tuning(const HostTuning& tuning) { tuning_ = tuning; }
   // `bytes` is the per-rank input size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).  With
   // Placement::Unknown only file schedules correct in both placements are
@@ -67,7 +69,7 @@ class PlanCache {
                 std::shared_ptr<const Schedule>* out);
 
   std::string algo_spec_;
-  uint64_t rd_max_bytes_ = 32 * 1024;
+  HostTuning tuning_;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

@@ -111,6 +111,44 @@ TEST_CASE("BRAID_ALGO forces allreduce algorithms, any rank count", "[mp][thread
   unsetenv("BRAID_ALGO");
 }
 
+// AllGather and AlltoAll in either peer order: ring/pairwise (one lane) and
+// direct (a lane per peer), which hosts with more ranks than cores pick.
+RankBody exchange_sweep() {
+  return [](int rank, int n, ncclComm_t comm, Failures& f) {
+    for (size_t count : {1, 13, 70000})
+      for (Coll coll : {Coll::AllGather, Coll::AlltoAll})
+        for (bool in_place : {false, true}) {
+          CollCase c;
+          c.coll = coll;
+          c.count = count;
+          c.in_place = in_place;
+          run_and_check(c, rank, n, comm, f);
+        }
+  };
+}
+
+constexpr const char* kExchangeOrders[] = {"allgather=ring,alltoall=pairwise", "allgather=direct,alltoall=direct"};
+
+TEST_CASE("BRAID_ALGO forces allgather and alltoall orders on threads", "[mp][threads]") {
+  for (const char* algo : kExchangeOrders) {
+    setenv("BRAID_ALGO", algo, 1);
+    for (int n : {2, 3, 4, 5, 8}) {
+      INFO(algo << " nranks " << n);
+      CHECK(run_ranks_as_threads(n, exchange_sweep()) == 0);
+    }
+  }
+  unsetenv("BRAID_ALGO");
+}
+
+TEST_CASE("BRAID_ALGO forces allgather and alltoall orders on processes", "[mp][processes]") {
+  for (const char* algo : kExchangeOrders) {
+    setenv("BRAID_ALGO", algo, 1);
+    INFO(algo);
+    CHECK(run_ranks_as_processes(4, exchange_sweep()) == 0);
+  }
+  unsetenv("BRAID_ALGO");
+}
+
 TEST_CASE("sockets between processes that act as different hosts", "[mp][processes][socket]") {
   // Each rank claims its own host identity and binds its own loopback address,
   // so every byte crosses TCP as it would between machines.

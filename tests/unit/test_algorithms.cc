@@ -54,7 +54,8 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"ring", Collective::AllGather},     {"ring", Collective::ReduceScatter},
            {"binomial", Collective::Broadcast}, {"binomial", Collective::Reduce},
            {"direct", Collective::Gather},      {"direct", Collective::Scatter},
-           {"pairwise", Collective::AlltoAll}})
+           {"pairwise", Collective::AlltoAll},  {"direct", Collective::AllGather},
+           {"direct", Collective::AlltoAll}})
     CHECK(seen.count({name, c}) == 1);
 }
 

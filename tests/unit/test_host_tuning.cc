@@ -22,3 +22,32 @@ TEST_CASE("host allreduce crossover: rd for small, ring for large, later when ov
   CHECK(default_algorithm(Collective::AllReduce, 2, 8) == "rd");
   CHECK(default_algorithm(Collective::AllReduce, 2, 64 << 20) == "ring");
 }
+
+TEST_CASE("host tuning: direct AllGather and AlltoAll only where a host has more ranks than cores", "[plan][host]") {
+  const HostTuning spare{32 * 1024, false}, crowded{32 * 1024, true};
+  CHECK(default_algorithm(Collective::AlltoAll, 4, 1 << 20, spare) == "pairwise");
+  CHECK(default_algorithm(Collective::AlltoAll, 4, 1 << 20, crowded) == "direct");
+  CHECK(default_algorithm(Collective::AlltoAll, 4, uint64_t(1) << 30, crowded) == "direct");
+  CHECK(default_algorithm(Collective::AllGather, 4, 64 * 1024, spare) == "ring");
+  CHECK(default_algorithm(Collective::AllGather, 4, kDirectAllGatherMaxBytes, crowded) == "direct");
+  CHECK(default_algorithm(Collective::AllGather, 4, kDirectAllGatherMaxBytes + 1, crowded) == "ring");
+  // Two ranks: both orders are the same exchange; the established names stay.
+  CHECK(default_algorithm(Collective::AlltoAll, 2, 1 << 20, crowded) == "pairwise");
+  CHECK(default_algorithm(Collective::AllGather, 2, 1024, crowded) == "ring");
+  // Other collectives do not change.
+  CHECK(default_algorithm(Collective::ReduceScatter, 4, 1024, crowded) == "ring");
+  CHECK(default_algorithm(Collective::AllReduce, 4, 1 << 20, crowded) == "ring");
+}
+
+TEST_CASE("host tuning: every rank derives the same choice from all reports", "[plan][host]") {
+  // Two hosts with 2 cores each: 2 ranks on each is not crowded, 3 on one is.
+  std::vector<HostTuningReport> even = {{1, 40000, 2}, {1, 30000, 2}, {2, 50000, 2}, {2, 30000, 2}};
+  HostTuning t = agree_host_tuning(even);
+  CHECK(t.rd_max_bytes == 30000);  // the smallest crossover
+  CHECK_FALSE(t.oversubscribed);
+  std::vector<HostTuningReport> uneven = {{1, 40000, 2}, {1, 40000, 2}, {1, 40000, 2}, {2, 40000, 2}};
+  CHECK(agree_host_tuning(uneven).oversubscribed);
+  // A rank allowed fewer cores than its host's rank count makes it crowded.
+  std::vector<HostTuningReport> pinned = {{7, 40000, 1}, {7, 40000, 4}};
+  CHECK(agree_host_tuning(pinned).oversubscribed);
+}
