@@ -43,7 +43,9 @@ Schedule ring_allgather(int n) {
     const int next = mod(r + 1, n), prev = mod(r - 1, n);
     b.copy(r, in(0), out(r));
     if (n == 1) continue;
-    b.send(r, next, out(r));
+    // From the input, which the copy just read into cache; the output block
+    // may have been written around the cache (large outputs stream).
+    b.send(r, next, in(0));
     for (int t = 0; t < n - 2; ++t) b.recv_copy_send(r, prev, out(mod(r - 1 - t, n)), next);
     b.recv(r, prev, out(next));
   }
