@@ -53,7 +53,10 @@ Schedule binomial_broadcast(int n, int root) {
       b.recv_copy_send(r, node.parent, out(0), node.children[0]);
       first = 1;
     }
-    for (size_t c = first; c < node.children.size(); ++c) b.send(r, node.children[c], out(0));
+    // The root sends from its input, which the copy just read into cache
+    // (a large output is written around the cache).
+    const ChunkRef from = r == root ? in(0) : out(0);
+    for (size_t c = first; c < node.children.size(); ++c) b.send(r, node.children[c], from);
   }
   return b.take();
 }
