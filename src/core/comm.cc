@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -46,6 +47,17 @@ std::set<const ncclComm*>& registry() {
   return *live;
 }
 
+// A random value drawn once per process image.  With the pid it tells
+// whether two ranks share an address space: pids repeat across containers
+// and hosts, and a forked child keeps this value but not the pid.
+uint64_t this_process() {
+  static const uint64_t id = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd();
+  }();
+  return id;
+}
+
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -60,6 +72,7 @@ struct InitInfo {
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
   int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
   HostTuningReport tuning;  // for the schedule choices all ranks make alike
+  uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
   uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
   uint64_t oneshot_max_bytes = 0;  // BRAID_ONESHOT_MAX_BYTES (0 where it cannot apply); all use the smallest
   uint32_t oneshot_collectives = 0;  // bit per Collective it may serve; all use the common bits
@@ -253,6 +266,7 @@ Status comm_setup(ncclComm* comm) {
   InitInfo& mine = infos[rank];
   mine.peer.host_hash = host_hash();
   mine.peer.pid = int32_t(getpid());
+  mine.process = this_process();
   std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
   mine.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   mine.api_version = NCCL_VERSION_CODE;
@@ -321,6 +335,9 @@ Status comm_setup(ncclComm* comm) {
   std::vector<HostTuningReport> reports;
   for (const InitInfo& info : infos) reports.push_back(info.tuning);
   comm->plans->set_tuning(agree_host_tuning(reports));
+  comm->one_process = !probe.usable && nranks > 1 && std::all_of(infos.begin(), infos.end(), [&](const InitInfo& i) {
+    return i.process == mine.process && i.peer.pid == mine.peer.pid;
+  });
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
     // device buffers go through the host transports instead.

@@ -144,6 +144,10 @@ struct ncclComm {
   // Calls of at least this many bytes whose buffers lie in direct windows run
   // single-copy (src/exec/host/direct_task.h); agreed at init, UINT64_MAX: never.
   uint64_t direct_min_bytes = UINT64_MAX;
+  // Every rank is a thread of this process (host buffers): any buffer is
+  // reachable from every rank, so calls of direct_min_bytes or more run
+  // single-copy on plain user buffers too, without windows.
+  bool one_process = false;
 
   ncclComm();
   ~ncclComm();

@@ -153,6 +153,30 @@ TEST_CASE("direct path: windows on plain heap memory are direct between threads"
   CHECK(direct_calls() - before == 2);
 }
 
+TEST_CASE("direct path: threads of one process run direct on plain buffers, without windows", "[direct][threads]") {
+  set_env();
+  CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          WindowBuffers plain(comm, kBytes, false, false, f);
+          if (f.count) return;
+          for (const auto& [c, expect] : all_cases(n)) run_and_check(c, rank, n, comm, f, &plain.bufs);
+        }) == 0);
+  // Each of the two ranks counts its direct call, and an in-place AlltoAll
+  // still takes its schedule (a peer may not have read what it would overwrite).
+  uint64_t direct_before = direct_calls(), fallback_before = fallback_calls();
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          WindowBuffers plain(comm, kBytes, false, false, f);
+          if (f.count) return;
+          CollCase c;
+          c.count = 50000;
+          run_and_check(c, rank, n, comm, f, &plain.bufs);
+          c.coll = Coll::AlltoAll;
+          c.in_place = true;
+          run_and_check(c, rank, n, comm, f, &plain.bufs);
+        }) == 0);
+  CHECK(direct_calls() - direct_before == 2);
+  CHECK(fallback_calls() - fallback_before == 2);
+}
+
 TEST_CASE("direct path: a rank whose buffers are not in a window sends every rank to the schedule",
           "[direct][processes]") {
   set_env();

@@ -18,10 +18,12 @@ namespace {
 constexpr uint64_t kNoWindow = UINT64_MAX;
 
 // Where one rank's buffer is: a direct window (by its registration order,
-// the same on every rank) and the offset in that rank's part of it.
+// the same on every rank) and the offset in that rank's part of it; and its
+// address, which every rank can use when all are threads of one process.
 struct BufferRef {
   uint64_t window = kNoWindow;
   uint64_t offset = 0;
+  uint64_t address = 0;
 };
 
 struct Descriptor {
@@ -46,15 +48,15 @@ const ncclWindow_vidmem* window_by_seq(const ncclComm* comm, uint64_t seq) {
   return nullptr;
 }
 
-// The direct window holding [p, p + bytes) on this rank, if any.
+// [p, p + bytes) on this rank: the direct window holding it, if any.
 BufferRef find_window(const ncclComm* comm, const void* p, uint64_t bytes) {
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
   for (const auto& [w, owned] : comm->windows) {
     if (!w->direct) continue;
     const ncclWindow_vidmem::Extent& e = w->ranks[comm->rank];
-    if (addr >= e.base && addr + bytes <= e.base + e.size) return BufferRef{w->seq, addr - e.base};
+    if (addr >= e.base && addr + bytes <= e.base + e.size) return BufferRef{w->seq, addr - e.base, addr};
   }
-  return BufferRef{};
+  return BufferRef{kNoWindow, 0, addr};
 }
 
 bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) { return a < b + b_bytes && b < a + a_bytes; }
@@ -209,7 +211,7 @@ class DirectTask final : public Task {
     if (!direct) phase_ = Phase::Fallback;
     (direct ? direct_stats().direct : direct_stats().fallback).fetch_add(1, std::memory_order_relaxed);
     BRAID_INFO(kColl, "{}: {}", describe(),
-               direct ? "direct" : "not every rank's buffers are in direct windows: runs the schedule");
+               direct ? "direct" : "not every rank's buffers are reachable: runs the schedule");
     return Status::ok();
   }
 
@@ -217,6 +219,10 @@ class DirectTask final : public Task {
   bool resolve(int p, BufferRef ref, uint64_t bytes, char** out) const {
     *out = nullptr;
     if (bytes == 0) return true;  // NCCL lets this rank pass none
+    if (a_.comm->one_process) {
+      *out = reinterpret_cast<char*>(ref.address);
+      return true;
+    }
     if (ref.window == kNoWindow) return false;
     const ncclWindow_vidmem* w = window_by_seq(a_.comm, ref.window);
     if (!w || !w->direct || ref.offset + bytes > w->ranks[p].size) return false;
@@ -313,7 +319,8 @@ DirectStats& direct_stats() {
 }
 
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {
-  if (!comm->has_direct_window || bytes < comm->direct_min_bytes || comm->nranks < 2) return false;
+  const bool reachable = comm->has_direct_window || comm->one_process;
+  if (!reachable || bytes < comm->direct_min_bytes || comm->nranks < 2) return false;
   switch (c) {
     case Collective::AllReduce:
     case Collective::Reduce:

@@ -1,9 +1,9 @@
 // Single-copy collectives on buffers every rank can map (host backend).
 //
-// When a call's buffers lie in direct windows (ncclCommWindowRegister on
-// threads of one process, or on ncclMemAlloc memory of processes on one
-// host; see ncclWindow_vidmem), no fragment has to travel through a
-// transport: each rank loads its peers' inputs and stores results where
+// When a call's buffers are reachable from every rank (any buffer when all
+// ranks are threads of one process; between processes on one host, buffers
+// in direct windows: ncclCommWindowRegister on ncclMemAlloc memory, see
+// ncclWindow_vidmem), no fragment has to travel through a transport: each rank loads its peers' inputs and stores results where
 // they belong, so every input byte is read once and every output byte
 // written once, instead of being copied into a slot and out again.
 //
@@ -14,7 +14,7 @@
 //      touch the buffers) before every peer has finished reading and
 //      writing them.
 // Every rank sees every descriptor, so all decide alike: if some rank's
-// buffers are not in a direct window (or an AlltoAll is in place, where a
+// buffers are not reachable (or an AlltoAll is in place, where a
 // rank would overwrite input a peer has not read yet), all run the
 // schedule `fallback` instead; if the signatures differ, all fail.
 //
@@ -58,8 +58,9 @@ struct DirectArgs {
 };
 
 // Whether `c` is a collective the direct path implements, and the
-// communicator has a direct window (all ranks agree on both, so all of them
-// exchange descriptors for the same calls).
+// communicator can reach buffers directly (a direct window, or all ranks in
+// one process; all ranks agree on both, so all of them exchange descriptors
+// for the same calls).
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 
 // The direct task for `args`.  `reuse` may hold the direct task of an
