@@ -27,11 +27,13 @@
 // its input once per peer ((n-2) m more than ring, from cache while it
 // fits), so it wins below m ~ alpha/beta ~ 150 KB; direct AlltoAll reads
 // every block once, like pairwise, and has no such cost.  Measured with 4
-// ranks on 2 cores, 3 alternating runs each (median; OpenMPI alongside):
-//   AlltoAll  16K 30 -> 17 us, 256K 67-88 -> 44, 1M 182-304 -> 136-162,
+// ranks on 2 cores, 3 alternating runs each, pairwise/ring -> direct (the
+// range over the runs; sizes are the perf tools' whole buffers, so 512K of
+// AllGather is 128 KiB per rank):
+//   AlltoAll  16K 30-46 -> 16-19 us, 256K 67-88 -> 44, 1M 182-304 -> 136-162,
 //             4M 739-1001 -> 611-889 (OpenMPI 41-62, 58-110, 167-265, 570-1154);
 //             16-64M within the run-to-run noise either way
-//   AllGather 64K 25-29 -> 15-19 us, 256K 40-64 -> 34-42, 512K even,
+//   AllGather 64K 25-29 -> 15-19 us, 256K 40-64 -> 34-42, 512K 84-108 -> 72-84,
 //             1M 99-143 -> 127-145, 4M 469-736 -> 520-1049 (ring wins)
 // With a core per rank (2 ranks here: the two orders are the same schedule)
 // the established orders stay.

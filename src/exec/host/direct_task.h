@@ -1,11 +1,12 @@
-// Single-copy collectives on buffers every rank can map (host backend).
+// Single-copy collectives on buffers every rank can reach (host backend).
 //
 // When a call's buffers are reachable from every rank (any buffer when all
 // ranks are threads of one process; between processes on one host, buffers
 // in direct windows: ncclCommWindowRegister on ncclMemAlloc memory, see
-// ncclWindow_vidmem), no fragment has to travel through a transport: each rank loads its peers' inputs and stores results where
-// they belong, so every input byte is read once and every output byte
-// written once, instead of being copied into a slot and out again.
+// ncclWindow_vidmem), no fragment has to travel through a transport: each
+// rank loads its peers' inputs and stores results where they belong, so
+// every input byte is read once and every output byte written once,
+// instead of being copied into a slot and out again.
 //
 // The ranks still talk over the transport, in two short messages per peer:
 //   1. a descriptor (which window and offset hold my buffers, and the call's
