@@ -14,6 +14,7 @@
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"
+#include "src/exec/host/direct_task.h"
 #include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/task.h"
@@ -338,6 +339,7 @@ Status comm_setup(ncclComm* comm) {
   comm->one_process = !probe.usable && nranks > 1 && std::all_of(infos.begin(), infos.end(), [&](const InitInfo& i) {
     return i.process == mine.process && i.peer.pid == mine.peer.pid;
   });
+  if (comm->one_process) comm->direct_guard = direct_guard_for(comm->comm_hash);
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
     // device buffers go through the host transports instead.

@@ -29,6 +29,7 @@ class RealComm;
 class Task;
 class EagerBoard;
 class OneShotBoard;
+struct DirectGuard;
 
 // Work a non-blocking communicator runs in the background (its init, or a
 // group).  Shared by every communicator the work touches; `done` flips once,
@@ -148,6 +149,7 @@ struct ncclComm {
   // reachable from every rank, so calls of direct_min_bytes or more run
   // single-copy on plain user buffers too, without windows.
   bool one_process = false;
+  std::shared_ptr<braid::DirectGuard> direct_guard;  // with one_process (direct_task.h)
 
   ncclComm();
   ~ncclComm();

@@ -3,6 +3,9 @@
 // Real ranks (forked processes on ncclMemAlloc memory, and threads), exact
 // results, and braid's own counters to prove which path each call took.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <string>
 
@@ -175,6 +178,33 @@ TEST_CASE("direct path: threads of one process run direct on plain buffers, with
         }) == 0);
   CHECK(direct_calls() - direct_before == 2);
   CHECK(fallback_calls() - fallback_before == 2);
+}
+
+TEST_CASE("direct path: a thread-rank that leaves a call early keeps its peers off its buffers",
+          "[direct][threads]") {
+  set_env();
+  ncclComm_t comms[2];
+  REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+  {
+    // Rank 0 calls alone, is aborted while it waits, and frees its buffers.
+    std::vector<float> in(1 << 16, 1.0f), out(1 << 16);
+    std::thread watchdog([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      ncclCommAbort(comms[0]);
+    });
+    ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comms[0], nullptr);
+    watchdog.join();
+    CHECK(r != ncclSuccess);
+  }
+  // Rank 1 finds the descriptor rank 0 sent for that call: it must fail,
+  // not read or write the freed buffers (ASan would see it).
+  std::vector<float> in(1 << 16, 2.0f), out(1 << 16, 0.0f);
+  ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comms[1], nullptr);
+  CHECK(r == ncclRemoteError);
+  INFO(ncclGetLastError(comms[1]));
+  CHECK(std::string(ncclGetLastError(comms[1])).find("left a direct call early") != std::string::npos);
+  CHECK(std::count(out.begin(), out.end(), 0.0f) == ptrdiff_t(out.size()));
+  CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
 TEST_CASE("direct path: a rank whose buffers are not in a window sends every rank to the schedule",

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "braid/chunking.h"
@@ -118,15 +121,32 @@ class DirectTask final : public Task {
   Doorbell* doorbell() const override { return a_.comm->transport->doorbell(); }
   std::unique_ptr<Task> take_fallback() { return std::move(a_.fallback); }
 
+  void abandon() override {
+    if (phase_ == Phase::Fallback) return a_.fallback->abandon();
+    DirectGuard* guard = a_.comm->direct_guard.get();
+    if (!guard || phase_ == Phase::Finished) return;
+    // Peers may be inside their share, or about to start it.
+    guard->abandoned.store(true);
+    wait_for_shares(guard);
+  }
+
   Status poll(bool* progressed, bool* done) override {
+    // A peer that left marked the guard for good: waiting for its messages
+    // would only end at BRAID_TIMEOUT.
+    DirectGuard* guard = a_.comm->direct_guard.get();
+    if (guard && guard->abandoned.load() && (phase_ == Phase::Exchange || phase_ == Phase::Finish))
+      return fail_for_departed_peer(guard);
     switch (phase_) {
       case Phase::Exchange:
         BRAID_TRY(exchange(&mine_, sizeof mine_, descriptors_.data(), progressed));
         if (!all_of(sent_) || !all_of(received_)) break;
-        BRAID_TRY(decide());
+        if (Status s = decide(); !s.is_ok()) {
+          phase_ = Phase::Finished;  // every rank fails here: nobody touches a buffer
+          return s;
+        }
         *progressed = true;
         if (phase_ == Phase::Fallback) return a_.fallback->poll(progressed, done);
-        run_share();
+        BRAID_TRY(guarded_share());
         reset_flags();
         phase_ = Phase::Finish;
         [[fallthrough]];
@@ -255,6 +275,38 @@ class DirectTask final : public Task {
     if (dst != src && bytes) copy_unfenced(dst, src, bytes, stream);
   }
 
+  // run_share() under the communicator's guard, where it has one.
+  Status guarded_share() {
+    DirectGuard* guard = a_.comm->direct_guard.get();
+    if (!guard) {
+      run_share();
+      return Status::ok();
+    }
+    // seq_cst, paired with abandon(): either it sees this share in progress
+    // and waits for it, or this sees its mark and stays off the buffers.
+    guard->sharing.fetch_add(1);
+    if (guard->abandoned.load()) {
+      guard->sharing.fetch_sub(1);
+      return fail_for_departed_peer(guard);
+    }
+    run_share();
+    guard->sharing.fetch_sub(1);
+    return Status::ok();
+  }
+
+  // Peers already inside their share may be reading this rank's buffers,
+  // which the caller may free once the call returns.
+  static void wait_for_shares(DirectGuard* guard) {
+    while (guard->sharing.load() > 0) std::this_thread::yield();
+  }
+
+  Status fail_for_departed_peer(DirectGuard* guard) {
+    wait_for_shares(guard);
+    phase_ = Phase::Finished;
+    return BRAID_ERROR(ncclRemoteError, "{}: a peer left a direct call early (abort, timeout or failure)",
+                       describe());
+  }
+
   void run_share() {
     const uint64_t count = a_.count, bytes = count * esize_;
     const bool stream = output_bytes_ >= kStreamOutputBytes;
@@ -311,6 +363,16 @@ void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_ta
   } else {
     *schedule_task = std::move(done);
   }
+}
+
+std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash) {
+  static std::mutex mutex;
+  static auto* guards = new std::map<uint64_t, std::weak_ptr<DirectGuard>>;  // never destroyed: atexit paths
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto it = guards->begin(); it != guards->end();) it = it->second.expired() ? guards->erase(it) : std::next(it);
+  std::shared_ptr<DirectGuard> guard = (*guards)[comm_hash].lock();
+  if (!guard) (*guards)[comm_hash] = guard = std::make_shared<DirectGuard>();
+  return guard;
 }
 
 DirectStats& direct_stats() {

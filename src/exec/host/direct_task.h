@@ -75,6 +75,21 @@ Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::uniqu
 void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_task,
                   std::unique_ptr<Task>* direct_task);
 
+// Ranks that are threads of one process read and write each other's plain
+// buffers, which the owner may free as soon as its call returns.  A rank
+// that leaves a direct call before its end (abort, timeout, a failure)
+// marks the communicator's guard and waits until no peer is inside its
+// share; a peer that has not started its share then fails instead of
+// touching the buffers.  The mark stays: every later direct call of the
+// communicator fails at once (like NCCL, a communicator that lost a rank
+// is only good for ncclCommAbort).  One per communicator, shared by its
+// ranks.
+struct DirectGuard {
+  std::atomic<int> sharing{0};
+  std::atomic<bool> abandoned{false};
+};
+std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
+
 // Calls of this process that ran direct, and that fell back to their
 // schedule (tests, and BRAID_DEBUG=INFO says which on each call).
 struct DirectStats {

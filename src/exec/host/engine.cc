@@ -38,6 +38,17 @@ Doorbell* sole_doorbell(const std::vector<TaskQueue>& queues, const size_t* head
   return bell;
 }
 
+// On every way out of the loop before the end, tells each unfinished task
+// it is abandoned (its buffers go back to the caller).
+struct AbandonUnfinished {
+  std::vector<TaskQueue>& queues;
+  const size_t* head;
+  ~AbandonUnfinished() {
+    for (size_t i = 0; i < queues.size(); ++i)
+      for (size_t t = head[i]; t < queues[i].tasks.size(); ++t) queues[i].tasks[t]->abandon();
+  }
+};
+
 // Disarms a doorbell on every way out of the loop.
 struct Armed {
   Doorbell* bell = nullptr;
@@ -59,6 +70,7 @@ Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms) {
 
   Waiter waiter;
   Armed armed;
+  AbandonUnfinished abandon_unfinished{queues, head};
   auto last_progress = std::chrono::steady_clock::now();
   bool moved_since_check = false;
   uint32_t idle_polls = 0, idle_rounds = 0;

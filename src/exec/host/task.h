@@ -28,6 +28,9 @@ class Task {
   virtual std::string describe() const = 0;
   // Where to sleep when poll() finds nothing to do (see Transport::doorbell).
   virtual Doorbell* doorbell() const { return nullptr; }
+  // The engine gives up on the task before it finished (abort, timeout, an
+  // error elsewhere); the caller may free its buffers once this returns.
+  virtual void abandon() {}
 };
 
 // One communicator's tasks, run in order (same-communicator work shares
