@@ -1,13 +1,14 @@
 // The direct (single-copy) path, src/exec/host/direct_task.h: collectives on
-// buffers in windows every rank can map run without the transports' slots.
+// buffers every rank can reach (windows every rank maps, or any buffer when
+// the ranks are threads of one process) run without the transports' slots.
 // Real ranks (forked processes on ncclMemAlloc memory, and threads), exact
 // results, and braid's own counters to prove which path each call took.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "collective_check.h"
 #include "fast_path_cases.h"
