@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "src/core/cross_memory.h"
 #include "src/core/env.h"
 #include "src/core/log.h"
 #include "src/exec/device_backend.h"
@@ -18,6 +19,7 @@
 #include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/task.h"
+#include "src/plan/copy_path.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 
@@ -76,23 +78,42 @@ struct InitInfo {
   uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
   uint64_t direct_min_bytes = 0;  // BRAID_DIRECT_MIN_BYTES; all use the largest
   uint64_t oneshot_max_bytes = 0;  // BRAID_ONESHOT_MAX_BYTES (0 where it cannot apply); all use the smallest
-  uint32_t oneshot_collectives = 0;  // bit per Collective it may serve; all use the common bits
+  uint32_t unpinned_collectives = 0;  // bit per Collective no schedule is pinned to; all use the common bits
+  CmaMode cma_mode = CmaMode::Off;  // BRAID_CMA; all use the least
+  uint64_t cma_min_bytes = 0;       // BRAID_CMA_MIN_BYTES; all use the largest
+  CmaProbe cma_probe;               // for peers to try reading this process
 };
 
-// The collectives this rank lets run on a board, one-shot or eager
-// (src/exec/host/oneshot.h, eager.h): BRAID_ALGO forcing an
-// algorithm, or a schedule file for this many ranks, means the user wants
-// that schedule to run.
-uint32_t oneshot_collectives(int nranks) {
+// The collectives whose schedule this rank may replace by a fast path
+// (a board, src/exec/host/oneshot.h and eager.h, or the pull path,
+// direct_task.h): BRAID_ALGO forcing an algorithm, or a schedule file for
+// this many ranks, means the user wants that schedule to run.
+uint32_t unpinned_collectives(int nranks) {
   const auto& files = file_schedules().schedules;
   uint32_t bits = 0;
   for (int i = 0; i < int(Collective::Custom); ++i) {
     const Collective c = Collective(i);
     const bool from_file =
         std::any_of(files.begin(), files.end(), [&](const auto& s) { return s->collective == c && s->nranks == nranks; });
-    if ((oneshot_serves(c) || eager_serves(c)) && forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
+    if (forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
   }
   return bits;
+}
+
+uint32_t collectives_where(bool (*serves)(Collective)) {
+  uint32_t bits = 0;
+  for (int i = 0; i < int(Collective::Custom); ++i)
+    if (serves(Collective(i))) bits |= 1u << i;
+  return bits;
+}
+
+Status cma_mode_from_env(CmaMode* out) {
+  const std::string v = env_string("BRAID_CMA");
+  if (v == "off") *out = CmaMode::Off;
+  else if (v == "auto") *out = CmaMode::Auto;
+  else if (v == "on") *out = CmaMode::On;
+  else return BRAID_ERROR(ncclInvalidArgument, "BRAID_CMA={} (expected auto, on or off)", v);
+  return Status::ok();
 }
 
 class RouterTransport final : public Transport {
@@ -286,7 +307,11 @@ Status comm_setup(ncclComm* comm) {
   const int64_t oneshot_max = env_int("BRAID_ONESHOT_MAX_BYTES");
   if (mode != "socket" && oneshot_max > 0)
     mine.oneshot_max_bytes = uint64_t(std::min<int64_t>(oneshot_max, kOneShotLimitBytes));
-  mine.oneshot_collectives = oneshot_collectives(nranks);
+  mine.unpinned_collectives = unpinned_collectives(nranks);
+  BRAID_TRY(cma_mode_from_env(&mine.cma_mode));
+  const int64_t cma_min = env_int("BRAID_CMA_MIN_BYTES");
+  mine.cma_min_bytes = cma_min < 0 ? UINT64_MAX : uint64_t(cma_min);
+  if (mine.cma_mode != CmaMode::Off) mine.cma_probe = cma_probe_of_this_process();
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -296,7 +321,9 @@ Status comm_setup(ncclComm* comm) {
   comm->tile_bytes = UINT64_MAX;
   comm->direct_min_bytes = 0;
   comm->oneshot_max_bytes = UINT64_MAX;
-  comm->oneshot_collectives = ~0u;
+  uint32_t unpinned = ~0u;
+  CmaMode cma_mode = CmaMode::On;
+  uint64_t cma_min_bytes = 0;
   for (const InitInfo& info : infos) {
     if (info.api_version != NCCL_VERSION_CODE)
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on the NCCL API version ({} vs {})", info.api_version,
@@ -312,8 +339,11 @@ Status comm_setup(ncclComm* comm) {
     // Ranks must take the direct path for the same calls.
     comm->direct_min_bytes = std::max(comm->direct_min_bytes, info.direct_min_bytes);
     comm->oneshot_max_bytes = std::min(comm->oneshot_max_bytes, info.oneshot_max_bytes);
-    comm->oneshot_collectives &= info.oneshot_collectives;
+    unpinned &= info.unpinned_collectives;
+    cma_mode = std::min(cma_mode, info.cma_mode);
+    cma_min_bytes = std::max(cma_min_bytes, info.cma_min_bytes);
   }
+  comm->oneshot_collectives = unpinned & (collectives_where(oneshot_serves) | collectives_where(eager_serves));
   comm->peers = ctx.peers;
 
   // Sockets only when some peer is on another host (or forced); shared memory
@@ -340,6 +370,20 @@ Status comm_setup(ncclComm* comm) {
     return i.process == mine.process && i.peer.pid == mine.peer.pid;
   });
   if (comm->one_process) comm->direct_guard = direct_guard_for(comm->comm_hash);
+  // The pull path, between processes of this host on the host backend.
+  if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && cma_mode != CmaMode::Off) {
+    comm->pull_collectives = unpinned & collectives_where(pull_serves);
+    comm->pull_min_bytes = cma_min_bytes;
+    comm->pull_always = cma_mode == CmaMode::On;
+    comm->can_pull = true;
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && infos[r].peer.pid != mine.peer.pid)
+        comm->can_pull = comm->can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
+    if (rank == 0) comm->copy_paths = std::make_unique<CopyPathChooser>();
+    if (!comm->can_pull)
+      BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); copy collectives keep "
+                 "the shared-memory slots", comm->comm_hash, rank);
+  }
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
     // device buffers go through the host transports instead.

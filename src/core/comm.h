@@ -30,6 +30,12 @@ class Task;
 class EagerBoard;
 class OneShotBoard;
 struct DirectGuard;
+class CopyPathChooser;
+
+// BRAID_CMA: whether copy collectives between processes may pull peers'
+// buffers with cross-memory attach (src/core/cross_memory.h).  Ordered:
+// ranks use the least any of them asks for.
+enum class CmaMode : int32_t { Off = 0, Auto = 1, On = 2 };
 
 // Work a non-blocking communicator runs in the background (its init, or a
 // group).  Shared by every communicator the work touches; `done` flips once,
@@ -150,6 +156,17 @@ struct ncclComm {
   // single-copy on plain user buffers too, without windows.
   bool one_process = false;
   std::shared_ptr<braid::DirectGuard> direct_guard;  // with one_process (direct_task.h)
+  // The pull path (direct_task.h): between processes of this host, calls
+  // of the collectives in pull_collectives moving at least pull_min_bytes
+  // on plain buffers exchange descriptors first (agreed at init), and then
+  // every rank pulls its peers' inputs with process_vm_readv if every rank
+  // could read every other at init (can_pull, carried in the descriptors)
+  // and rank 0's copy_paths chooses it (always, with pull_always).
+  uint32_t pull_collectives = 0;
+  uint64_t pull_min_bytes = UINT64_MAX;
+  bool pull_always = false;
+  bool can_pull = false;
+  std::unique_ptr<braid::CopyPathChooser> copy_paths;  // rank 0 only
 
   ncclComm();
   ~ncclComm();

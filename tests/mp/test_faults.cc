@@ -109,6 +109,13 @@ TEST_CASE("a peer killed amid eager Broadcasts: survivors fail within BRAID_TIME
   kill_one_mid_collective(3, "shm", 16, Call::Broadcast);
 }
 
+TEST_CASE("a peer killed amid pulled Broadcasts (process_vm_readv): survivors fail within BRAID_TIMEOUT",
+          "[mp][faults]") {
+  setenv("BRAID_CMA", "on", 1);
+  kill_one_mid_collective(3, "shm", 1 << 18, Call::Broadcast);
+  unsetenv("BRAID_CMA");
+}
+
 namespace {
 
 // Rank 1 of 2 never calls; rank 0's `call` of `count` floats (a Broadcast

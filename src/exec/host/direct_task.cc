@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -12,8 +13,10 @@
 
 #include "braid/chunking.h"
 #include "src/core/comm.h"
+#include "src/core/cross_memory.h"
 #include "src/core/datatype.h"
 #include "src/core/log.h"
+#include "src/plan/copy_path.h"
 
 namespace braid {
 namespace {
@@ -36,6 +39,9 @@ struct Descriptor {
   BufferRef input, output;
   uint64_t input_bytes = 0, output_bytes = 0;  // 0: this rank passes no such buffer
   uint32_t overlapping = 0;  // input and output share bytes (in place)
+  int32_t pid = 0;           // for the pull path: whose memory `address` is in
+  uint8_t can_pull = 0;      // this rank could read every peer's memory at init
+  uint8_t path = 0;          // rank 0's CopyPath for this call (others: unused)
   bool same_call(const Descriptor& o) const {
     return collective == o.collective && type == o.type && op == o.op && root == o.root && count == o.count;
   }
@@ -43,7 +49,13 @@ struct Descriptor {
 
 struct Done {
   uint64_t magic = 0x646f6e65;  // "done"
+  uint32_t failed = 0;          // the sender's share failed (the pull path)
 };
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 const ncclWindow_vidmem* window_by_seq(const ncclComm* comm, uint64_t seq) {
   for (const auto& [w, owned] : comm->windows)
@@ -64,13 +76,21 @@ BufferRef find_window(const ncclComm* comm, const void* p, uint64_t bytes) {
 
 bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) { return a < b + b_bytes && b < a + a_bytes; }
 
+// Whether calls of `c` moving `bytes` (their larger buffer) exchange
+// descriptors for the pull path (the same answer on every rank).
+bool pull_admits(const ncclComm* comm, Collective c, uint64_t bytes) {
+  return (comm->pull_collectives >> int(c) & 1) && bytes >= comm->pull_min_bytes;
+}
+
 class DirectTask final : public Task {
  public:
   // Takes a call's arguments and rewinds (a reused task allocates nothing:
   // the vectors keep their capacity).
   void bind(DirectArgs a) {
     a_ = std::move(a);
-    const ncclComm* comm = a_.comm;
+    ncclComm* comm = a_.comm;
+    started_ns_ = -1;
+    share_status_ = Status::ok();
     me_ = comm->rank;
     n_ = comm->nranks;
     esize_ = datatype_size(a_.type);
@@ -90,7 +110,17 @@ class DirectTask final : public Task {
                         overlaps(reinterpret_cast<uint64_t>(a_.input), mine_.input_bytes,
                                  reinterpret_cast<uint64_t>(a_.output), mine_.output_bytes);
     output_bytes_ = a_.count * out_blocks * esize_;
+    call_bytes_ = a_.count * std::max(in_blocks, out_blocks) * esize_;
+    pulling_ = false;
+    mine_.pid = comm->peers[me_].pid;
+    mine_.can_pull = comm->can_pull;
+    if (me_ == 0 && pull_admits(comm, a_.collective, call_bytes_)) {
+      started_ns_ = now_ns();
+      const CopyPath path = comm->pull_always ? CopyPath::Pull : comm->copy_paths->choose(a_.collective, call_bytes_);
+      mine_.path = uint8_t(path);
+    }
     descriptors_.assign(n_, Descriptor{});
+    dones_.assign(n_, Done{});
     descriptors_[me_] = mine_;
     inputs_.assign(n_, nullptr);
     outputs_.assign(n_, nullptr);
@@ -115,8 +145,8 @@ class DirectTask final : public Task {
 
   std::string describe() const override {
     if (phase_ == Phase::Fallback) return a_.fallback->describe();
-    return fmt::format("{}(direct) count={} {} rank {}/{}", to_string(a_.collective), a_.count, datatype_name(a_.type),
-                       me_, n_);
+    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), pulling_ ? "pull" : "direct",
+                       a_.count, datatype_name(a_.type), me_, n_);
   }
   Doorbell* doorbell() const override { return a_.comm->transport->doorbell(); }
   std::unique_ptr<Task> take_fallback() { return std::move(a_.fallback); }
@@ -145,19 +175,28 @@ class DirectTask final : public Task {
           return s;
         }
         *progressed = true;
-        if (phase_ == Phase::Fallback) return a_.fallback->poll(progressed, done);
-        BRAID_TRY(guarded_share());
+        if (phase_ == Phase::Fallback) return poll_fallback(progressed, done);
+        share_status_ = guarded_share();
+        // A guard that says a peer left: nobody waits for this rank's "done".
+        if (phase_ == Phase::Finished) return std::move(share_status_);
         reset_flags();
         phase_ = Phase::Finish;
         [[fallthrough]];
       case Phase::Finish: {
         Done token;
-        BRAID_TRY(exchange(&token, sizeof token, static_cast<Done*>(nullptr), progressed));
-        if (all_of(sent_) && all_of(received_)) phase_ = Phase::Finished;
+        token.failed = !share_status_.is_ok();
+        BRAID_TRY(exchange(&token, sizeof token, dones_.data(), progressed));
+        if (!all_of(sent_) || !all_of(received_)) break;
+        phase_ = Phase::Finished;
+        if (!share_status_.is_ok()) return std::move(share_status_);
+        for (int p = 0; p < n_; ++p)
+          if (dones_[p].failed)
+            return BRAID_ERROR(ncclRemoteError, "rank {} failed its share of the call", p);
+        record_path(CopyPath::Pull);
         break;
       }
       case Phase::Fallback:
-        return a_.fallback->poll(progressed, done);
+        return poll_fallback(progressed, done);
       case Phase::Finished:
         break;
     }
@@ -169,6 +208,19 @@ class DirectTask final : public Task {
   enum class Phase { Exchange, Finish, Fallback, Finished };
 
   static bool all_of(const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); }
+
+  Status poll_fallback(bool* progressed, bool* done) {
+    BRAID_TRY(a_.fallback->poll(progressed, done));
+    if (*done) record_path(CopyPath::Slots);
+    return Status::ok();
+  }
+
+  // Rank 0 times the calls the copy-path chooser decided.
+  void record_path(CopyPath path) {
+    if (started_ns_ < 0 || !a_.comm->copy_paths) return;
+    a_.comm->copy_paths->record(a_.collective, call_bytes_, path, double(now_ns() - started_ns_) / 1e3);
+    started_ns_ = -1;
+  }
   void reset_flags() {
     std::fill(sent_.begin(), sent_.end(), false);
     std::fill(received_.begin(), received_.end(), false);
@@ -228,11 +280,38 @@ class DirectTask final : public Task {
       if (a_.collective == Collective::AlltoAll && d.overlapping) direct = false;
     }
     if (!shared_outputs) outputs_[me_] = static_cast<char*>(a_.output);
+    const bool mapped = direct;
+    if (!direct) pulling_ = direct = decide_pull();
     if (!direct) phase_ = Phase::Fallback;
+    // The chooser learns only from calls that took the path it chose.
+    const CopyPath taken = pulling_ ? CopyPath::Pull : CopyPath::Slots;
+    if (mapped || taken != CopyPath(mine_.path)) started_ns_ = -1;
     (direct ? direct_stats().direct : direct_stats().fallback).fetch_add(1, std::memory_order_relaxed);
+    if (pulling_) direct_stats().pulled.fetch_add(1, std::memory_order_relaxed);
     BRAID_INFO(kColl, "{}: {}", describe(),
-               direct ? "direct" : "not every rank's buffers are reachable: runs the schedule");
+               pulling_ ? "pulls peers' inputs (process_vm_readv)"
+               : direct ? "direct"
+                        : "not every rank's buffers are reachable: runs the schedule");
     return Status::ok();
+  }
+
+  // Whether this call pulls (every rank decides alike, from the
+  // descriptors).  A rank that could not read its peers at init turns the
+  // pull path off for the communicator's later calls, on every rank at once.
+  bool decide_pull() {
+    ncclComm* comm = a_.comm;
+    if (!pull_admits(comm, a_.collective, call_bytes_)) return false;
+    for (const Descriptor& d : descriptors_)
+      if (!d.can_pull) {
+        comm->pull_collectives = 0;
+        return false;
+      }
+    if (CopyPath(descriptors_[0].path) != CopyPath::Pull) return false;
+    // In-place AlltoAll: my output is input a peer may not have read yet.
+    if (a_.collective == Collective::AlltoAll)
+      for (const Descriptor& d : descriptors_)
+        if (d.overlapping) return false;
+    return true;
   }
 
   // Rank p's buffer as this process sees it; false if it is not reachable.
@@ -278,6 +357,7 @@ class DirectTask final : public Task {
   // run_share() under the communicator's guard, where it has one.
   Status guarded_share() {
     DirectGuard* guard = a_.comm->direct_guard.get();
+    if (pulling_) return run_pull();
     if (!guard) {
       run_share();
       return Status::ok();
@@ -338,10 +418,50 @@ class DirectTask final : public Task {
     if (stream) store_fence();  // streaming stores are weakly ordered: before "done"
   }
 
+  // The pull path's share: every block of my output that comes from a peer
+  // is read out of that peer's input; my own block is a local copy.  Peers
+  // in turn from the next rank on, so ranks do not all read one peer first.
+  Status run_pull() {
+    const uint64_t bytes = a_.count * esize_;
+    char* out = static_cast<char*>(a_.output);
+    const char* in = static_cast<const char*>(a_.input);
+    auto pull = [&](int p, uint64_t offset, char* to) {
+      return cma_read(descriptors_[p].pid, to, descriptors_[p].input.address + offset, bytes);
+    };
+    switch (a_.collective) {
+      case Collective::AllGather:
+        copy(out + me_ * bytes, in, bytes, false);
+        for (int k = 1; k < n_; ++k) {
+          const int p = (me_ + k) % n_;
+          BRAID_TRY(pull(p, 0, out + p * bytes));
+        }
+        break;
+      case Collective::AlltoAll:
+        copy(out + me_ * bytes, in + me_ * bytes, bytes, false);
+        for (int k = 1; k < n_; ++k) {
+          const int p = (me_ + k) % n_;
+          BRAID_TRY(pull(p, me_ * bytes, out + p * bytes));
+        }
+        break;
+      case Collective::Broadcast:
+        if (me_ == a_.root) copy(out, in, bytes, false);
+        else BRAID_TRY(pull(a_.root, 0, out));
+        break;
+      default:
+        return BRAID_ERROR(ncclInternalError, "the pull path does not serve this collective");
+    }
+    return Status::ok();
+  }
+
   DirectArgs a_;
   int me_ = 0, n_ = 0;
   size_t esize_ = 0;
   uint64_t output_bytes_ = 0;  // of the call's output buffer (on ranks that have one)
+  uint64_t call_bytes_ = 0;    // its larger buffer: what the thresholds and size classes go by
+  bool pulling_ = false;       // decided: the pull path
+  int64_t started_ns_ = -1;    // rank 0, a call the copy-path chooser decided: when it started
+  Status share_status_;
+  std::vector<Done> dones_;
   Phase phase_ = Phase::Exchange;
   Descriptor mine_;
   std::vector<Descriptor> descriptors_;
@@ -380,7 +500,12 @@ DirectStats& direct_stats() {
   return stats;
 }
 
+bool pull_serves(Collective c) {
+  return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
+}
+
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {
+  if (pull_admits(comm, c, bytes)) return true;
   const bool reachable = comm->has_direct_window || comm->one_process;
   if (!reachable || bytes < comm->direct_min_bytes || comm->nranks < 2) return false;
   switch (c) {

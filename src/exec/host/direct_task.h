@@ -19,6 +19,17 @@
 // rank would overwrite input a peer has not read yet), all run the
 // schedule `fallback` instead; if the signatures differ, all fail.
 //
+// The pull path is the same protocol for processes whose plain buffers
+// nobody can map: AllGather, AlltoAll and Broadcast, where a rank only
+// writes its own output, read their peers' inputs with process_vm_readv
+// (src/core/cross_memory.h) instead of loads, a kernel copy straight into
+// the output.  Descriptors carry each rank's pid and addresses, whether it
+// could read every peer at init, and rank 0's choice between pulling and
+// the schedule's shared-memory slots (src/plan/copy_path.h says why that
+// is measured, not fixed); every rank follows rank 0.  A rank whose pull
+// fails still says "done", marked failed, so its peers report the error
+// instead of waiting for it.
+//
 // Work is split into one contiguous share per rank, cut on 64-byte lines:
 //   AllReduce      my share of every input -> reduced -> every output
 //   Reduce         my share of every input -> reduced -> the root's output
@@ -45,7 +56,7 @@ struct ncclComm;
 namespace braid {
 
 struct DirectArgs {
-  const ncclComm* comm = nullptr;  // its rank, windows and transport
+  ncclComm* comm = nullptr;  // its rank, windows, transport and copy-path choices
   Collective collective = Collective::AllReduce;
   const void* input = nullptr;  // nullptr where NCCL lets this rank pass none
   void* output = nullptr;
@@ -62,7 +73,13 @@ struct DirectArgs {
 // communicator can reach buffers directly (a direct window, or all ranks in
 // one process; all ranks agree on both, so all of them exchange descriptors
 // for the same calls).
+// Calls of at least comm->pull_min_bytes of the collectives the pull path
+// serves exchange descriptors too (the same facts on every rank).
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
+
+// The collectives the pull path serves: those where a rank writes only its
+// own output.
+bool pull_serves(Collective c);
 
 // The direct task for `args`.  `reuse` may hold the direct task of an
 // earlier call on the same communicator (recycle_task()): it is rebound, so
@@ -93,7 +110,7 @@ std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
 // Calls of this process that ran direct, and that fell back to their
 // schedule (tests, and BRAID_DEBUG=INFO says which on each call).
 struct DirectStats {
-  std::atomic<uint64_t> direct{0}, fallback{0};
+  std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};  // pulled: also counted in direct
 };
 DirectStats& direct_stats();
 

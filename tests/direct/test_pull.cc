@@ -1,0 +1,185 @@
+// The pull path (src/exec/host/direct_task.h): processes on one host pull
+// AllGather, AlltoAll and Broadcast data out of their peers' plain buffers
+// with process_vm_readv.  Forked ranks, exact results, braid's counters to
+// prove the path, a peer that may not be read (the kernel refuses), and a
+// refusal that starts after init.
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "collective_check.h"
+#include "harness.h"
+#include "src/core/cross_memory.h"
+#include "src/exec/host/direct_task.h"
+
+using namespace mp;
+
+namespace {
+
+uint64_t pulled() { return braid::direct_stats().pulled.load(); }
+uint64_t direct_calls() { return braid::direct_stats().direct.load(); }
+uint64_t fallback_calls() { return braid::direct_stats().fallback.load(); }
+
+void set_env(const char* mode) {
+  setenv("BRAID_BACKEND", "host", 1);
+  setenv("BRAID_ONESHOT_MAX_BYTES", "0", 1);  // small calls would go to the boards
+  setenv("BRAID_CMA", mode, 1);
+  setenv("BRAID_CMA_MIN_BYTES", "0", 1);
+}
+
+// Whether a process may read its child here (a container's seccomp may say no).
+bool cma_works_here() {
+  int fds[2];
+  if (pipe(fds) != 0) return false;
+  pid_t pid = fork();
+  if (pid == 0) {
+    braid::CmaProbe p = braid::cma_probe_of_this_process();
+    (void)!write(fds[1], &p, sizeof p);
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  braid::CmaProbe p;
+  bool ok = read(fds[0], &p, sizeof p) == ssize_t(sizeof p) && braid::cma_can_read(pid, p);
+  close(fds[0]);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return ok;
+}
+
+// Makes this process's memory unreadable to its peers: not dumpable, and
+// no CAP_SYS_PTRACE (root would read it anyway) in any of them.
+void drop_ptrace_capability() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return;
+  data[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+  (void)syscall(SYS_capset, &header, data);
+}
+
+// Runs `c` and fails unless the call took `expect`: 1 pulled, 0 exchanged
+// and ran the schedule, -1 neither (no exchange at all).
+void run_expecting(const CollCase& c, int expect, int rank, int n, ncclComm_t comm, Failures& f) {
+  uint64_t p0 = pulled(), d0 = direct_calls(), f0 = fallback_calls();
+  run_and_check(c, rank, n, comm, f);
+  uint64_t p = pulled() - p0, d = direct_calls() - d0, fb = fallback_calls() - f0;
+  bool ok = expect == 1 ? p == 1 && d == 1 && fb == 0 : expect == 0 ? p == 0 && d == 0 && fb == 1 : p + d + fb == 0;
+  if (!ok)
+    f.fail(describe(c, rank, n) + fmt::format(": expected {}, counted pulled={} direct={} fallback={}",
+                                              expect == 1 ? "a pull" : expect == 0 ? "the slots" : "no exchange", p,
+                                              d, fb));
+}
+
+void pull_body(int rank, int n, ncclComm_t comm, Failures& f) {
+  for (Coll coll : {Coll::AllGather, Coll::AlltoAll, Coll::Broadcast})
+    for (size_t count : {size_t(1), size_t(1001), size_t(20000), size_t(300007)})
+      for (ncclDataType_t type : {ncclFloat, ncclInt8, ncclFloat64, ncclBfloat16})
+        for (bool in_place : {false, true}) {
+          if (count == 300007 && type != ncclFloat) continue;
+          CollCase c{.coll = coll, .count = count, .type = type, .root = int(count % unsigned(n)), .in_place = in_place};
+          // In place, an AlltoAll would overwrite input a peer has not read: it keeps its schedule.
+          run_expecting(c, coll == Coll::AlltoAll && in_place ? 0 : 1, rank, n, comm, f);
+        }
+  // Reductions are not pulled: they run their schedule without an exchange.
+  CollCase reduce{.coll = Coll::AllReduce, .count = 20000};
+  run_expecting(reduce, -1, rank, n, comm, f);
+  CollCase root_null{.coll = Coll::Broadcast, .count = 5000, .root = n - 1, .null_unused = true};
+  run_expecting(root_null, 1, rank, n, comm, f);
+}
+
+}  // namespace
+
+TEST_CASE("pull path: AllGather, AlltoAll and Broadcast on plain buffers are exact, across processes",
+          "[direct][pull][processes]") {
+  if (!cma_works_here()) {
+    WARN("process_vm_readv is not permitted here: the pull path cannot run");
+    return;
+  }
+  set_env("on");
+  for (int n : {2, 3, 4}) {
+    INFO(n << " processes");
+    CHECK(run_ranks_as_processes(n, pull_body, 240) == 0);
+  }
+}
+
+TEST_CASE("pull path: BRAID_CMA=off, and calls under BRAID_CMA_MIN_BYTES, never exchange", "[direct][pull][processes]") {
+  set_env("off");
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          run_expecting(CollCase{.coll = Coll::AllGather, .count = 50000}, -1, rank, n, comm, f);
+        }) == 0);
+  set_env("on");
+  setenv("BRAID_CMA_MIN_BYTES", "1000000", 1);
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 50000}, -1, rank, n, comm, f);  // 400 KB
+          if (cma_works_here()) run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 200000}, 1, rank, n, comm, f);
+        }) == 0);
+  setenv("BRAID_CMA", "sometimes", 1);
+  CHECK(run_ranks_as_processes(1, [](int, int, ncclComm_t, Failures&) {}) == 1);  // init refuses the value
+}
+
+TEST_CASE("pull path: auto mode times both paths and stays exact", "[direct][pull][processes]") {
+  if (!cma_works_here()) {
+    WARN("process_vm_readv is not permitted here: the pull path cannot run");
+    return;
+  }
+  set_env("auto");
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          uint64_t p0 = pulled(), f0 = fallback_calls();
+          for (int i = 0; i < 40 && !f.count; ++i)
+            run_and_check(CollCase{.coll = Coll::AllGather, .count = 100000}, rank, n, comm, f);
+          // Nothing measured at first: the slots once, then a pull, then the faster.
+          if (pulled() == p0 || fallback_calls() == f0)
+            f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
+        }) == 0);
+}
+
+TEST_CASE("pull path: a rank its peers may not read sends every rank to the slots", "[direct][pull][processes]") {
+  set_env("on");
+  CHECK(run_ranks_as_processes(
+            3,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              // The first call finds out (every rank sees rank 1's "cannot"),
+              // later calls do not even exchange.
+              run_expecting(CollCase{.coll = Coll::AllGather, .count = 30000}, 0, rank, n, comm, f);
+              run_expecting(CollCase{.coll = Coll::Broadcast, .count = 30000, .root = 1}, -1, rank, n, comm, f);
+              run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 30000}, -1, rank, n, comm, f);
+            },
+            120,
+            [](int rank) {
+              drop_ptrace_capability();
+              if (rank == 1) prctl(PR_SET_DUMPABLE, 0);
+            }) == 0);
+}
+
+TEST_CASE("pull path: a peer that becomes unreadable mid-job fails the call on every rank, promptly",
+          "[direct][pull][processes]") {
+  if (!cma_works_here()) {
+    WARN("process_vm_readv is not permitted here: the pull path cannot run");
+    return;
+  }
+  set_env("on");
+  setenv("BRAID_TIMEOUT", "30", 1);
+  CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          run_expecting(CollCase{.coll = Coll::AllGather, .count = 30000}, 1, rank, n, comm, f);
+          drop_ptrace_capability();
+          if (rank == 1) prctl(PR_SET_DUMPABLE, 0);
+          std::vector<float> in(30000, 1.0f), out(size_t(n) * in.size());
+          auto start = std::chrono::steady_clock::now();
+          ncclResult_t r = ncclAllGather(in.data(), out.data(), in.size(), ncclFloat, comm, nullptr);
+          double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          std::string last = ncclGetLastError(comm);
+          // Ranks 0 and 2 are refused reading rank 1; rank 1 hears that they failed.
+          ncclResult_t want = rank == 1 ? ncclRemoteError : ncclSystemError;
+          if (r != want) f.fail(fmt::format("rank {}: got {} ({}), want {}", rank, ncclGetErrorString(r), last,
+                                            ncclGetErrorString(want)));
+          if (took > 10) f.fail(fmt::format("rank {}: the failing call took {:.1f} s", rank, took));
+        }, 120) == 0);
+  unsetenv("BRAID_TIMEOUT");
+}
