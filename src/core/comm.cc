@@ -380,6 +380,7 @@ Status comm_setup(ncclComm* comm) {
       if (r != rank && infos[r].peer.pid != mine.peer.pid)
         comm->can_pull = comm->can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
     if (rank == 0) comm->copy_paths = std::make_unique<CopyPathChooser>();
+    comm->slot_leases = std::make_unique<SlotLeases>();
     if (!comm->can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); copy collectives keep "
                  "the shared-memory slots", comm->comm_hash, rank);

@@ -31,6 +31,7 @@ class EagerBoard;
 class OneShotBoard;
 struct DirectGuard;
 class CopyPathChooser;
+struct SlotLeases;
 
 // BRAID_CMA: whether copy collectives between processes may pull peers'
 // buffers with cross-memory attach (src/core/cross_memory.h).  Ordered:
@@ -167,6 +168,7 @@ struct ncclComm {
   bool pull_always = false;
   bool can_pull = false;
   std::unique_ptr<braid::CopyPathChooser> copy_paths;  // rank 0 only
+  std::unique_ptr<braid::SlotLeases> slot_leases;     // with pull_collectives
 
   ncclComm();
   ~ncclComm();

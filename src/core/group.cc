@@ -79,7 +79,9 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
   ncclComm* comm = c.comm;
   const uint64_t bytes = c.count * datatype_size(c.type) *
                          std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
-  if (!direct_supported(comm, c.collective, bytes) || comm->plans->forces(c.collective)) return Status::ok();
+  if (comm->plans->forces(c.collective) || take_slot_lease(comm, c.collective, bytes) ||
+      !direct_supported(comm, c.collective, bytes))
+    return Status::ok();
   DirectArgs d;
   d.comm = comm;
   d.collective = c.collective;

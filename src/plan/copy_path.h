@@ -20,16 +20,24 @@
 // this VM's cores between the two states every few seconds.
 //
 // So the choice is measured, per collective and size class (powers of
-// two): each path is timed twice first (the first call on a path pays for
-// cold pages and caches); then every call's duration on the faster path
-// feeds its moving average, and the slower path is timed again once the
-// calls on the faster one since its last sample add up to kExploreBudget
-// times the gap between the two (and at least kMinCallsBetweenChecks calls
-// went by).  A recheck costs at most the gap, so rechecking spends about
+// two).  A class's first calls time each path twice (the first call on a
+// path pays for cold pages and caches and does not count), unless the
+// class next to it is measured already: then its estimates, scaled by the
+// size, stand in (a sweep over sizes does not pay the warm-up at every
+// size).  From then on every call's duration on the faster path feeds its
+// moving average, and the slower path is timed again once the calls on
+// the faster one since its last sample add up to kExploreBudget times the
+// gap between the two (and at least kMinCallsBetweenChecks calls went by).
+// A recheck costs at most the gap, so rechecking spends about
 // 1/kExploreBudget of the time, whatever the sizes and call rates; a change
-// of placement is noticed within about kExploreBudget gaps.  Rank 0
-// chooses and its choice travels in its descriptor, so every rank takes
-// the same path.
+// of placement is noticed within about kExploreBudget gaps.
+//
+// Rank 0 chooses and its choice travels in its descriptor, so every rank
+// takes the same path.  Pulling needs that exchange on every call (peers
+// must know where to read), the slots do not: when the slots are chosen,
+// the choice comes with a lease, the number of following calls of the
+// class that run on the slots without exchanging anything (as many as
+// there are until the next recheck is due).
 #pragma once
 
 #include <array>
@@ -41,20 +49,39 @@ namespace braid {
 
 enum class CopyPath : uint8_t { Slots = 0, Pull = 1 };
 
+// The size class of a call whose larger buffer is `bytes`: its power of two.
+inline int copy_size_class(uint64_t bytes) { return bytes ? 63 - __builtin_clzll(bytes) : 0; }
+constexpr int kCopySizeClasses = 64;
+
+// Per collective and size class, how many more calls take the slots
+// without an exchange (the same on every rank: all make the same calls).
+struct SlotLeases {
+  uint32_t remaining[int(Collective::Custom)][kCopySizeClasses] = {};
+};
+
+struct CopyChoice {
+  CopyPath path = CopyPath::Slots;
+  uint32_t lease = 0;  // Slots: this many following calls of the class take the slots unasked
+};
+
 class CopyPathChooser {
  public:
   static constexpr double kExploreBudget = 20;  // rechecks cost ~5% at most
   static constexpr uint32_t kMinCallsBetweenChecks = 4;
+  static constexpr uint32_t kMaxLease = 256;  // so a class is looked at again now and then
 
   // The path for a call of `c` moving `bytes` (its larger buffer).
-  CopyPath choose(Collective c, uint64_t bytes) const;
+  CopyChoice choose(Collective c, uint64_t bytes);
   // A call that took `us` on `path`.
   void record(Collective c, uint64_t bytes, CopyPath path, double us);
+  // A call that ran on the slots under a lease (not timed).
+  void leased_call(Collective c, uint64_t bytes);
 
  private:
   struct Estimate {
     double us = 0;
-    uint32_t samples = 0;
+    uint32_t samples = 0;  // real ones
+    bool known = false;    // `us` means something: a warm sample, or a neighbour's estimate
   };
   struct SizeClass {
     Estimate path[2];
@@ -63,8 +90,8 @@ class CopyPathChooser {
     uint32_t calls_since_check = 0;
   };
   static constexpr int kCollectives = int(Collective::Custom);
-  static size_t log2_class(uint64_t bytes) { return bytes ? size_t(63 - __builtin_clzll(bytes)) : 0; }
-  std::array<std::array<SizeClass, 64>, kCollectives> classes_{};
+  SizeClass& size_class(Collective c, uint64_t bytes);
+  std::array<std::array<SizeClass, kCopySizeClasses>, kCollectives> classes_{};
 };
 
 }  // namespace braid

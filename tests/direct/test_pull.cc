@@ -124,20 +124,30 @@ TEST_CASE("pull path: BRAID_CMA=off, and calls under BRAID_CMA_MIN_BYTES, never 
   CHECK(run_ranks_as_processes(1, [](int, int, ncclComm_t, Failures&) {}) == 1);  // init refuses the value
 }
 
-TEST_CASE("pull path: auto mode times both paths and stays exact", "[direct][pull][processes]") {
+TEST_CASE("pull path: auto mode times both paths, leases the slots alike on every rank, and stays exact",
+          "[direct][pull][processes]") {
   if (!cma_works_here()) {
     WARN("process_vm_readv is not permitted here: the pull path cannot run");
     return;
   }
   set_env("auto");
-  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          uint64_t p0 = pulled(), f0 = fallback_calls();
-          for (int i = 0; i < 40 && !f.count; ++i)
-            run_and_check(CollCase{.coll = Coll::AllGather, .count = 100000}, rank, n, comm, f);
-          // Nothing measured at first: the slots once, then a pull, then the faster.
-          if (pulled() == p0 || fallback_calls() == f0)
-            f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
-        }) == 0);
+  for (int n : {2, 3}) {
+    INFO(n << " processes");
+    CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
+            uint64_t p0 = pulled(), f0 = fallback_calls();
+            // Two collectives and three size classes interleaved: each class
+            // has its own choice and lease, and ranks that disagreed on one
+            // would hang or mismatch here.
+            for (int i = 0; i < 120 && !f.count; ++i) {
+              const size_t count = size_t(40000) << (i % 3);
+              run_and_check(CollCase{.coll = i % 2 ? Coll::AlltoAll : Coll::AllGather, .count = count}, rank, n,
+                            comm, f);
+            }
+            // Nothing measured at first: each path is timed before any choice.
+            if (pulled() == p0 || fallback_calls() == f0)
+              f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
+          }, 240) == 0);
+  }
 }
 
 TEST_CASE("pull path: a rank its peers may not read sends every rank to the slots", "[direct][pull][processes]") {

@@ -1,73 +1,106 @@
 // The copy-path chooser (src/plan/copy_path.h): time both paths, take the
-// faster, time the other again at a cost bounded by the gap between them.
+// faster, time the other again at a cost bounded by the gap between them,
+// and lease the slots for the calls in between.
 #include <catch2/catch.hpp>
 
 #include "src/plan/copy_path.h"
 
 using braid::Collective;
+using braid::CopyChoice;
 using braid::CopyPath;
 using braid::CopyPathChooser;
 
 namespace {
 constexpr uint64_t kMB = 1 << 20;
 
-// `calls` calls on whatever is chosen, each taking `slots_us` or `pull_us`;
-// returns how many pulled.
-int run(CopyPathChooser& c, int calls, double slots_us, double pull_us, uint64_t bytes = kMB,
-        Collective coll = Collective::AllGather) {
-  int pulled = 0;
+struct Tally {
+  int pulled = 0, slots = 0, leased = 0;
+};
+
+// `calls` calls as the direct path makes them: a choice, then the call on
+// that path taking `slots_us` or `pull_us`, then the leased calls (untimed).
+Tally run(CopyPathChooser& c, int calls, double slots_us, double pull_us, uint64_t bytes = kMB,
+          Collective coll = Collective::AllGather) {
+  Tally t;
   for (int i = 0; i < calls; ++i) {
-    CopyPath p = c.choose(coll, bytes);
-    pulled += p == CopyPath::Pull;
-    c.record(coll, bytes, p, p == CopyPath::Pull ? pull_us : slots_us);
+    CopyChoice choice = c.choose(coll, bytes);
+    (choice.path == CopyPath::Pull ? t.pulled : t.slots)++;
+    c.record(coll, bytes, choice.path, choice.path == CopyPath::Pull ? pull_us : slots_us);
+    for (uint32_t l = 0; l < choice.lease && i + 1 < calls; ++l, ++i) {
+      c.leased_call(coll, bytes);
+      ++t.leased;
+    }
   }
-  return pulled;
+  return t;
 }
 }  // namespace
 
 TEST_CASE("copy path: each path is timed twice, the first (cold) time does not count", "[unit][copy_path]") {
   CopyPathChooser c;
   const Collective ag = Collective::AllGather;
-  CHECK(c.choose(ag, kMB) == CopyPath::Slots);
+  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);
   c.record(ag, kMB, CopyPath::Slots, 500);  // cold: pages and caches
-  CHECK(c.choose(ag, kMB) == CopyPath::Slots);
+  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);
   c.record(ag, kMB, CopyPath::Slots, 40);
-  CHECK(c.choose(ag, kMB) == CopyPath::Pull);
+  CHECK(c.choose(ag, kMB).path == CopyPath::Pull);
   c.record(ag, kMB, CopyPath::Pull, 300);
-  CHECK(c.choose(ag, kMB) == CopyPath::Pull);
+  CHECK(c.choose(ag, kMB).path == CopyPath::Pull);
+  CHECK(c.choose(ag, kMB).lease == 0);  // nothing is leased while a path is unknown
   c.record(ag, kMB, CopyPath::Pull, 60);
-  CHECK(c.choose(ag, kMB) == CopyPath::Slots);  // 40 < 60
+  CopyChoice next = c.choose(ag, kMB);
+  CHECK(next.path == CopyPath::Slots);  // 40 < 60
+  // A recheck is due after 20 x (60 - 40) us of slots: 10 calls, this one and 9 leased.
+  CHECK(next.lease == 9);
 }
 
 TEST_CASE("copy path: the faster path is kept, the slower timed again at ~1/20 of the time", "[unit][copy_path]") {
   CopyPathChooser c;
   run(c, 4, 100, 60);  // warm-up: pull is faster
   // Gap 40 us: a recheck after 20 x 40 us = 800 us of pulls (~14 calls),
-  // each costing the gap: ~5% of the time.
-  int pulled = run(c, 1500, 100, 60);
-  CHECK(pulled >= 1390);
-  CHECK(pulled <= 1420);
-  CHECK((1500 - pulled) * 40.0 <= 0.055 * pulled * 60);
-  // The same with the slots faster: gap 20 us, a recheck every ~11 calls.
+  // each costing the gap: ~5% of the time.  Pulls are never leased.
+  Tally t = run(c, 1500, 100, 60);
+  CHECK(t.leased == 0);
+  CHECK(t.slots >= 90);
+  CHECK(t.slots <= 110);
+  CHECK(t.slots * 40.0 <= 0.055 * t.pulled * 60);
+  // The slots faster: gap 20 us, a recheck every ~10 calls, and the calls
+  // in between leased, so only about one call in five exchanges anything.
   CopyPathChooser d;
   run(d, 4, 40, 60);
-  const int rechecks = run(d, 1500, 40, 60);
-  CHECK(rechecks >= 100);
-  CHECK(rechecks * 20.0 <= 0.055 * (1500 - rechecks) * 40);
+  t = run(d, 1500, 40, 60);
+  CHECK(t.pulled >= 100);
+  CHECK(t.pulled * 20.0 <= 0.055 * (1500 - t.pulled) * 40);
+  CHECK(t.leased >= 1500 * 3 / 4);
 }
 
-TEST_CASE("copy path: a change of which path is faster is followed within ~20 gaps", "[unit][copy_path]") {
+TEST_CASE("copy path: a change of which path is faster is followed", "[unit][copy_path]") {
   CopyPathChooser c;
   run(c, 4, 100, 60);
   run(c, 200, 100, 60);
   // The cores move: the slots become faster.  The next recheck of the slots
   // (within ~14 calls) finds it, and from then on the slots are taken.
-  int pulled = run(c, 30, 30, 60);
-  CHECK(pulled <= 15);
-  CHECK(c.choose(Collective::AllGather, kMB) == CopyPath::Slots);
-  // And back: pull faster again, noticed after ~20 x 30 us of slots.
-  run(c, 40, 100, 60);
-  CHECK(c.choose(Collective::AllGather, kMB) == CopyPath::Pull);
+  Tally t = run(c, 30, 30, 60);
+  CHECK(t.pulled <= 15);
+  CHECK(t.leased > 0);
+  // From then on the slots, with a recheck of pull every ~20 calls.
+  t = run(c, 200, 30, 60);
+  CHECK(t.pulled <= 12);
+  // And back: the slots slow down.  Their estimate moves only on calls
+  // that exchange (one per lease), so it takes a few leases; within 100
+  // calls pull is chosen again.
+  run(c, 100, 100, 60);
+  CHECK(c.choose(Collective::AllGather, kMB).path == CopyPath::Pull);
+}
+
+TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled", "[unit][copy_path]") {
+  CopyPathChooser c;
+  run(c, 10, 100, 50, kMB);  // 1 MB: pull twice as fast
+  // 2 MB, never timed: no warm-up, pull at once (its estimate: 2 x 50 us).
+  CHECK(c.choose(Collective::AllGather, 2 * kMB).path == CopyPath::Pull);
+  Tally t = run(c, 10, 200, 100, 2 * kMB);
+  CHECK(t.pulled == 10);
+  // Not next to a measured class: warm-up (slots first).
+  CHECK(c.choose(Collective::AllGather, 16 * kMB).path == CopyPath::Slots);
 }
 
 TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][copy_path]") {
@@ -75,8 +108,8 @@ TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][cop
   run(c, 10, 100, 50, kMB, Collective::AllGather);
   run(c, 10, 50, 100, 4 * kMB, Collective::AllGather);
   run(c, 10, 50, 100, kMB, Collective::Broadcast);
-  CHECK(c.choose(Collective::AllGather, kMB + 5) == CopyPath::Pull);  // same class as 1 MB
-  CHECK(c.choose(Collective::AllGather, 4 * kMB) == CopyPath::Slots);
-  CHECK(c.choose(Collective::Broadcast, kMB) == CopyPath::Slots);
-  CHECK(c.choose(Collective::AlltoAll, kMB) == CopyPath::Slots);  // never timed: the slots first
+  CHECK(c.choose(Collective::AllGather, kMB + 5).path == CopyPath::Pull);  // same class as 1 MB
+  CHECK(c.choose(Collective::AllGather, 4 * kMB).path == CopyPath::Slots);
+  CHECK(c.choose(Collective::Broadcast, kMB).path == CopyPath::Slots);
+  CHECK(c.choose(Collective::AlltoAll, kMB).path == CopyPath::Slots);  // never timed: the slots first
 }

@@ -42,6 +42,7 @@ struct Descriptor {
   int32_t pid = 0;           // for the pull path: whose memory `address` is in
   uint8_t can_pull = 0;      // this rank could read every peer's memory at init
   uint8_t path = 0;          // rank 0's CopyPath for this call (others: unused)
+  uint32_t lease = 0;        // rank 0, choosing the slots: following calls that take them unasked
   bool same_call(const Descriptor& o) const {
     return collective == o.collective && type == o.type && op == o.op && root == o.root && count == o.count;
   }
@@ -116,8 +117,10 @@ class DirectTask final : public Task {
     mine_.can_pull = comm->can_pull;
     if (me_ == 0 && pull_admits(comm, a_.collective, call_bytes_)) {
       started_ns_ = now_ns();
-      const CopyPath path = comm->pull_always ? CopyPath::Pull : comm->copy_paths->choose(a_.collective, call_bytes_);
-      mine_.path = uint8_t(path);
+      const CopyChoice choice =
+          comm->pull_always ? CopyChoice{CopyPath::Pull, 0} : comm->copy_paths->choose(a_.collective, call_bytes_);
+      mine_.path = uint8_t(choice.path);
+      mine_.lease = choice.lease;
     }
     descriptors_.assign(n_, Descriptor{});
     dones_.assign(n_, Done{});
@@ -306,7 +309,11 @@ class DirectTask final : public Task {
         comm->pull_collectives = 0;
         return false;
       }
-    if (CopyPath(descriptors_[0].path) != CopyPath::Pull) return false;
+    if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
+      if (!comm->has_direct_window)
+        comm->slot_leases->remaining[int(a_.collective)][copy_size_class(call_bytes_)] = descriptors_[0].lease;
+      return false;
+    }
     // In-place AlltoAll: my output is input a peer may not have read yet.
     if (a_.collective == Collective::AlltoAll)
       for (const Descriptor& d : descriptors_)
@@ -502,6 +509,15 @@ DirectStats& direct_stats() {
 
 bool pull_serves(Collective c) {
   return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
+}
+
+bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes) {
+  if (!pull_admits(comm, c, bytes) || comm->has_direct_window) return false;
+  uint32_t& left = comm->slot_leases->remaining[int(c)][copy_size_class(bytes)];
+  if (left == 0) return false;
+  --left;
+  if (comm->copy_paths) comm->copy_paths->leased_call(c, bytes);
+  return true;
 }
 
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {

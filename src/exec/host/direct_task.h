@@ -81,6 +81,12 @@ bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 // own output.
 bool pull_serves(Collective c);
 
+// Whether this call of `c` moving `bytes` takes the slots without an
+// exchange, under the lease rank 0 gave with its last choice of the slots
+// for this size class (src/plan/copy_path.h); counts the call against it.
+// Every rank calls this for the same calls and gets the same answer.
+bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes);
+
 // The direct task for `args`.  `reuse` may hold the direct task of an
 // earlier call on the same communicator (recycle_task()): it is rebound, so
 // a steady stream of calls allocates nothing.
