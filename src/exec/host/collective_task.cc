@@ -195,6 +195,10 @@ class CollectiveTask final : public Task {
   Status advance(LaneRun& run, bool* moved) {
     const Op& op = run.lane->ops[run.op];
     if (run.chunk == 0 && !run.recv_data && !run.send_slot && !deps_met(op, run.tile)) return Status::ok();
+    if (op.type == OpType::Copy && run.chunk == 0) {
+      BRAID_TRY(copy_and_send(run, moved));
+      if (*moved) return Status::ok();
+    }
     bool receives = op_receives(op.type), sends = op_sends(op.type);
     if (receives && !run.recv_data) {
       BRAID_TRY(run.recv_pipes[run.op]->try_acquire(&run.recv_data, &run.recv_bytes));
@@ -220,14 +224,47 @@ class CollectiveTask final : public Task {
     }
     *moved = true;
     if (++run.chunk < op.count) return Status::ok();
+    finish_op(run);
+    return Status::ok();
+  }
+
+  // The lane's current op is done for this tile: on to the next.
+  void finish_op(LaneRun& run) {
     run.chunk = 0;
     ++run.completed;
-    if (++run.op < run.lane->ops.size()) return Status::ok();
+    if (++run.op < run.lane->ops.size()) return;
     run.op = 0;
     if (++run.tile == tiles_) {
       run.done = true;
       --active_;
     }
+  }
+
+  // A Copy followed by a Send of the same chunk (an AllGather or AlltoAll
+  // keeping its own block and sending it on) in one pass over the input,
+  // block by block (copy_to): the input is read once for both, not twice.
+  // *moved: both ops done; otherwise the Copy runs alone (in place, or no
+  // slot free yet).
+  Status copy_and_send(LaneRun& run, bool* moved) {
+    const Op& copy = run.lane->ops[run.op];
+    if (run.op + 1 >= run.lane->ops.size()) return Status::ok();
+    const Op& send = run.lane->ops[run.op + 1];
+    if (send.type != OpType::Send || copy.count != 1 || send.count != 1 || !(send.src == copy.src) ||
+        !deps_met(send, run.tile))
+      return Status::ok();
+    const Span src = span(copy.src, 0, run.tile), dst = span(copy.dst, 0, run.tile);
+    const uint64_t bytes = src.elems * esize_;
+    const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
+    if (!src.ptr || !dst.ptr || src.elems == 0 || dst.elems != src.elems || !(d + bytes <= s || s + bytes <= d))
+      return Status::ok();
+    void* slot = nullptr;
+    BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot));
+    if (!slot) return Status::ok();
+    copy_to(dst.ptr, slot, src.ptr, bytes, stream(dst));
+    BRAID_TRY(run.send_pipes[run.op + 1]->commit(bytes));
+    finish_op(run);
+    finish_op(run);
+    *moved = true;
     return Status::ok();
   }
 
