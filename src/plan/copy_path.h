@@ -6,31 +6,38 @@
 //
 // Neither wins everywhere, and which one does depends on where the ranks'
 // cores sit, which can change while the job runs.  Measured on this
-// project's 2-core VM, 2-rank AllGather, best of 20 (core round trip from
-// perf/core_probe):
-//                         cores near (~55 ns)     cores far (~340 ns)
-//   1 MB  slots / pull        41 / 53 us            128 / 91 us
-//   4 MB                     183 / 205             568 / 342
-//   16 MB                   1544 / 1900           4062 / 2396
-// Near, the slots win by 15-25% (a user-space copy of data hot in a
+// project's 2-core VM with perf/copy_path_probe (2-process AllGather, best
+// of 20 calls, rounds tagged by the core-to-core round trip; the runs are
+// in perf/results/compare_20261125.txt), slots / pull in us:
+//                       cores near (~60 ns)     cores far (~210-350 ns)
+//   1 MB                     41 / 52                    -
+//   4 MB                    196 / 203        645 / 366 (fresh inputs), 1004 / 206 (reused)
+//   16 MB                  1760 / 1915       3939 / 2279 (fresh),      4920 / 2162 (reused)
+// Near, the slots win by 4-23% (a user-space copy of data hot in a
 // neighbour's cache beats the kernel's page-pinning copy); far, every slot
 // line crosses the slow link twice (the receiver's read, then the sender's
-// next write invalidating it) and pulling wins 1.4-2x, 4x when the inputs
+// next write invalidating it) and pulling wins 1.7x, 2-5x when the inputs
 // did not change since the last call (a benchmark loop).  The host moves
 // this VM's cores between the two states every few seconds.
 //
 // So the choice is measured, per collective and size class (powers of
-// two).  A class's first calls time each path twice (the first call on a
-// path pays for cold pages and caches and does not count), unless the
-// class next to it is measured already: then its estimates, scaled by the
-// size, stand in (a sweep over sizes does not pay the warm-up at every
-// size).  From then on every call's duration on the faster path feeds its
-// moving average, and the slower path is timed again once the calls on
-// the faster one since its last sample add up to kExploreBudget times the
-// gap between the two (and at least kMinCallsBetweenChecks calls went by).
-// A recheck costs at most the gap, so rechecking spends about
-// 1/kExploreBudget of the time, whatever the sizes and call rates; a change
-// of placement is noticed within about kExploreBudget gaps.
+// two).  A path's estimate is the faster of its last two calls: calls are
+// slowed down (a first call faulting its buffers in, a preemption) far more
+// often than sped up, and rarely twice in a row; a longer window would keep
+// a time from before the placement changed.  Until a class has kTrusted
+// calls on a path of its own, a neighbouring class that has them speaks
+// for it (its estimate scaled by the size), and lends it how sure it is
+// (how many calls it goes between rechecks): a sweep over sizes, or a mix
+// of sizes, does not explore afresh at every size.  The faster path is
+// taken; the slower is timed again after a number of calls that starts at
+// 1 and doubles each time a recheck confirms the choice, up to as many
+// calls as add up to kExploreBudget times the gap between the two.  A
+// recheck costs the gap, so in a steady state rechecking spends about
+// 1/kExploreBudget of the time, whatever the sizes and call rates; the
+// doubling from 1 corrects a first estimate that was wrong (a path first
+// timed while the buffers were still being faulted in looks several times
+// slower than it is), and a change of placement is noticed within about
+// kExploreBudget gaps.
 //
 // Rank 0 chooses and its choice travels in its descriptor, so every rank
 // takes the same path.  Pulling needs that exchange on every call (peers
@@ -67,8 +74,8 @@ struct CopyChoice {
 class CopyPathChooser {
  public:
   static constexpr double kExploreBudget = 20;  // rechecks cost ~5% at most
-  static constexpr uint32_t kMinCallsBetweenChecks = 4;
-  static constexpr uint32_t kMaxLease = 256;  // so a class is looked at again now and then
+  static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
+  static constexpr uint32_t kTrusted = 3;  // calls on a path before a class's own estimate counts
 
   // The path for a call of `c` moving `bytes` (its larger buffer).
   CopyChoice choose(Collective c, uint64_t bytes);
@@ -79,19 +86,28 @@ class CopyPathChooser {
 
  private:
   struct Estimate {
-    double us = 0;
-    uint32_t samples = 0;  // real ones
-    bool known = false;    // `us` means something: a warm sample, or a neighbour's estimate
+    double recent[2] = {};  // the last two calls' times
+    uint32_t count = 0;     // calls timed, ever
+    double us() const { return count > 1 && recent[1] < recent[0] ? recent[1] : recent[0]; }
+    void add(double us) { recent[count++ % 2] = us; }
   };
   struct SizeClass {
     Estimate path[2];
-    CopyPath best = CopyPath::Slots;
-    double us_since_check = 0;  // on `best`, since the other path was last timed
-    uint32_t calls_since_check = 0;
+    uint32_t calls_since_check = 0;  // on the faster path, since the slower was last timed
+    uint32_t check_every = 1;        // doubles while rechecks confirm the choice
   };
-  static constexpr int kCollectives = int(Collective::Custom);
-  SizeClass& size_class(Collective c, uint64_t bytes);
-  std::array<std::array<SizeClass, kCopySizeClasses>, kCollectives> classes_{};
+  using Classes = std::array<SizeClass, kCopySizeClasses>;
+  // What is known of class k: estimates of both paths (own, or a trusted
+  // neighbour's) and how often to recheck; false while a path is unknown
+  // (v->best is then that path).
+  struct View {
+    double us[2] = {};
+    CopyPath best = CopyPath::Slots;
+    uint32_t check_every = 1;
+  };
+  static bool view(const Classes& classes, int k, View* v);
+  static uint32_t calls_between_checks(const View& v);
+  std::array<Classes, int(Collective::Custom)> classes_{};
 };
 
 }  // namespace braid

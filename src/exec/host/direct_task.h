@@ -69,12 +69,11 @@ struct DirectArgs {
   std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go direct
 };
 
-// Whether `c` is a collective the direct path implements, and the
-// communicator can reach buffers directly (a direct window, or all ranks in
-// one process; all ranks agree on both, so all of them exchange descriptors
-// for the same calls).
-// Calls of at least comm->pull_min_bytes of the collectives the pull path
-// serves exchange descriptors too (the same facts on every rank).
+// Whether calls of `c` moving `bytes` (their larger buffer) exchange
+// descriptors: the direct path implements `c` and the communicator can
+// reach buffers directly (a direct window, or all ranks in one process),
+// or the pull path serves `c` at this size.  The same facts on every rank,
+// so all of them exchange descriptors for the same calls.
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 
 // The collectives the pull path serves: those where a rank writes only its
@@ -113,10 +112,11 @@ struct DirectGuard {
 };
 std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
 
-// Calls of this process that ran direct, and that fell back to their
-// schedule (tests, and BRAID_DEBUG=INFO says which on each call).
+// Calls of this process that ran direct (pulled ones included, and also
+// counted apart), and that fell back to their schedule (tests, and
+// BRAID_DEBUG=INFO says which on each call).
 struct DirectStats {
-  std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};  // pulled: also counted in direct
+  std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};
 };
 DirectStats& direct_stats();
 
