@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cma_child.h"
 #include "collective_check.h"
 #include "harness.h"
 #include "src/core/cross_memory.h"
@@ -32,26 +33,6 @@ void set_env(const char* mode) {
   setenv("BRAID_ONESHOT_MAX_BYTES", "0", 1);  // small calls would go to the boards
   setenv("BRAID_CMA", mode, 1);
   setenv("BRAID_CMA_MIN_BYTES", "0", 1);
-}
-
-// Whether a process may read its child here (a container's seccomp may say no).
-bool cma_works_here() {
-  int fds[2];
-  if (pipe(fds) != 0) return false;
-  pid_t pid = fork();
-  if (pid == 0) {
-    braid::CmaProbe p = braid::cma_probe_of_this_process();
-    (void)!write(fds[1], &p, sizeof p);
-    pause();
-    _exit(0);
-  }
-  close(fds[1]);
-  braid::CmaProbe p;
-  bool ok = read(fds[0], &p, sizeof p) == ssize_t(sizeof p) && braid::cma_can_read(pid, p);
-  close(fds[0]);
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return ok;
 }
 
 // Makes this process's memory unreadable to its peers: not dumpable, and
@@ -98,10 +79,7 @@ void pull_body(int rank, int n, ncclComm_t comm, Failures& f) {
 
 TEST_CASE("pull path: AllGather, AlltoAll and Broadcast on plain buffers are exact, across processes",
           "[direct][pull][processes]") {
-  if (!cma_works_here()) {
-    WARN("process_vm_readv is not permitted here: the pull path cannot run");
-    return;
-  }
+  if (!cma_works_here()) return;
   set_env("on");
   for (int n : {2, 3, 4}) {
     INFO(n << " processes");
@@ -114,11 +92,12 @@ TEST_CASE("pull path: BRAID_CMA=off, and calls under BRAID_CMA_MIN_BYTES, never 
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           run_expecting(CollCase{.coll = Coll::AllGather, .count = 50000}, -1, rank, n, comm, f);
         }) == 0);
+  const bool can_pull = cma_works_here();
   set_env("on");
   setenv("BRAID_CMA_MIN_BYTES", "1000000", 1);
-  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+  CHECK(run_ranks_as_processes(2, [can_pull](int rank, int n, ncclComm_t comm, Failures& f) {
           run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 50000}, -1, rank, n, comm, f);  // 400 KB
-          if (cma_works_here()) run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 200000}, 1, rank, n, comm, f);
+          if (can_pull) run_expecting(CollCase{.coll = Coll::AlltoAll, .count = 200000}, 1, rank, n, comm, f);
         }) == 0);
   setenv("BRAID_CMA", "sometimes", 1);
   CHECK(run_ranks_as_processes(1, [](int, int, ncclComm_t, Failures&) {}) == 1);  // init refuses the value
@@ -126,10 +105,7 @@ TEST_CASE("pull path: BRAID_CMA=off, and calls under BRAID_CMA_MIN_BYTES, never 
 
 TEST_CASE("pull path: auto mode times both paths, leases the slots alike on every rank, and stays exact",
           "[direct][pull][processes]") {
-  if (!cma_works_here()) {
-    WARN("process_vm_readv is not permitted here: the pull path cannot run");
-    return;
-  }
+  if (!cma_works_here()) return;
   set_env("auto");
   for (int n : {2, 3}) {
     INFO(n << " processes");
@@ -170,10 +146,7 @@ TEST_CASE("pull path: a rank its peers may not read sends every rank to the slot
 
 TEST_CASE("pull path: a peer that becomes unreadable mid-job fails the call on every rank, promptly",
           "[direct][pull][processes]") {
-  if (!cma_works_here()) {
-    WARN("process_vm_readv is not permitted here: the pull path cannot run");
-    return;
-  }
+  if (!cma_works_here()) return;
   set_env("on");
   setenv("BRAID_TIMEOUT", "30", 1);
   CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {

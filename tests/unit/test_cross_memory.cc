@@ -11,57 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "cma_child.h"
 #include "src/core/cross_memory.h"
 
-namespace {
-
-// A forked child that fills `buf` with `pattern`, takes its probe, reports
-// the probe through a pipe and waits until killed.
-struct Child {
-  pid_t pid = -1;
-  braid::CmaProbe probe;
-  Child(std::vector<char>& buf, char pattern) {
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      std::memset(buf.data(), pattern, buf.size());
-      braid::CmaProbe p = braid::cma_probe_of_this_process();
-      (void)!write(fds[1], &p, sizeof p);
-      pause();
-      _exit(0);
-    }
-    close(fds[1]);
-    REQUIRE(read(fds[0], &probe, sizeof probe) == ssize_t(sizeof probe));
-    close(fds[0]);
-  }
-  void end() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-  }
-  ~Child() { end(); }
-};
-
-// Whether this machine lets a parent read its child (seccomp may not).
-bool cma_available() {
-  std::vector<char> b(64, 0);
-  Child c(b, 1);
-  return braid::cma_can_read(c.pid, c.probe);
-}
-
-}  // namespace
+using mp::CmaChild;
 
 TEST_CASE("cross memory: a read returns the other process's bytes, not ours", "[unit][cma]") {
-  if (!cma_available()) {
-    WARN("process_vm_readv is not permitted here: nothing to test");
-    return;
-  }
+  if (!mp::cma_works_here()) return;
   std::vector<char> buf(3 << 20, 'p');  // same address in the child, its own copy after the write
-  Child child(buf, 'c');
+  CmaChild child(buf, 'c');
   std::vector<char> got(buf.size() - 100, 0);
   REQUIRE(braid::cma_read(child.pid, got.data(), reinterpret_cast<uint64_t>(buf.data()) + 100, got.size()).is_ok());
   CHECK(std::count(got.begin(), got.end(), 'c') == ptrdiff_t(got.size()));
@@ -74,12 +32,9 @@ TEST_CASE("cross memory: a read returns the other process's bytes, not ours", "[
 }
 
 TEST_CASE("cross memory: unmapped ranges and dead processes are errors that say so", "[unit][cma]") {
-  if (!cma_available()) {
-    WARN("process_vm_readv is not permitted here: nothing to test");
-    return;
-  }
+  if (!mp::cma_works_here()) return;
   std::vector<char> buf(4096);
-  Child child(buf, 'x');
+  CmaChild child(buf, 'x');
   char one = 0;
   braid::Status s = braid::cma_read(child.pid, &one, 16, 1);
   CHECK(s.code() == ncclRemoteError);
