@@ -73,6 +73,9 @@ class CommUse {
  private:
   ncclComm* comm_;
 };
+// check_comm for the communicator `use` holds: acquiring it already looked
+// it up among the live ones (one registry lookup per call, not two).
+Status check_comm(const CommUse& use, const ncclComm* comm);
 Status check_root(const ncclComm* comm, int root);
 Status check_buffer(const void* buffer, const char* name, size_t count);
 

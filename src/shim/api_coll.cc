@@ -10,8 +10,8 @@ using namespace braid;
 
 namespace {
 
-Status check_usable(ncclComm* comm) {
-  BRAID_TRY(check_comm(comm));
+Status check_usable(const CommUse& use, ncclComm* comm) {
+  BRAID_TRY(check_comm(use, comm));
   poll_device_error(comm);
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
   ncclResult_t async = ncclResult_t(comm->async_error.load());
@@ -29,7 +29,7 @@ struct CollectiveSpec {
 Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
                   ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream) {
   CommUse use(comm);  // an Abort from another thread waits for this call
-  BRAID_TRY(check_usable(comm));
+  BRAID_TRY(check_usable(use, comm));
   BRAID_TRY(check_type(type));
   if (spec.reduces) BRAID_TRY(check_op(comm, op, type));
   if (spec.rooted) BRAID_TRY(check_root(comm, root));
@@ -59,7 +59,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
 Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
            cudaStream_t stream) {
   CommUse use(comm);
-  BRAID_TRY(check_usable(comm));
+  BRAID_TRY(check_usable(use, comm));
   BRAID_TRY(check_type(type));
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);

@@ -35,14 +35,22 @@ ncclResult_t report(ncclComm* comm, const char* function, Status status) {
   return status.code();
 }
 
-Status check_comm(const ncclComm* comm) {
+namespace {
+
+Status check_comm_with(const ncclComm* comm, bool live) {
   if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
-  if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed?)",
-                                              static_cast<const void*>(comm));
+  if (!live) return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed?)",
+                                static_cast<const void*>(comm));
   if (comm->aborting) return BRAID_ERROR(ncclInvalidUsage, "communicator was aborted");
   if (comm->finalized) return BRAID_ERROR(ncclInvalidUsage, "communicator was finalized");
   return Status::ok();
 }
+
+}  // namespace
+
+Status check_comm(const ncclComm* comm) { return check_comm_with(comm, comm && comm_is_live(comm)); }
+
+Status check_comm(const CommUse& use, const ncclComm* comm) { return check_comm_with(comm, use.ok()); }
 
 Status check_type(ncclDataType_t type) {
   if (int(type) < 0 || type >= ncclNumTypes)

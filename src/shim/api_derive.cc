@@ -40,7 +40,7 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
   *newcomm = nullptr;
   CommUse use(comm);
-  BRAID_TRY(check_comm(comm));
+  BRAID_TRY(check_comm(use, comm));
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
   BRAID_TRY(check_config(config));
@@ -67,7 +67,7 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
   *newcomm = nullptr;
   CommUse use(comm);
-  BRAID_TRY(check_comm(comm));
+  BRAID_TRY(check_comm(use, comm));
   if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
     return BRAID_ERROR(ncclInvalidArgument, "shrinkFlags {} (expected NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT)", flags);
   if (nexclude < 0 || (nexclude > 0 && !exclude))

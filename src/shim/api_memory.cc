@@ -73,7 +73,7 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   if (!win) return BRAID_ERROR(ncclInvalidArgument, "win pointer is NULL");
   *win = nullptr;
   CommUse use(comm);
-  BRAID_TRY(check_comm(comm));
+  BRAID_TRY(check_comm(use, comm));
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
   if (!buff && size > 0) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL with size {}", size);
   if (flags != NCCL_WIN_DEFAULT && flags != NCCL_WIN_COLL_SYMMETRIC)
