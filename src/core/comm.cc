@@ -365,13 +365,17 @@ Status comm_setup(ncclComm* comm) {
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;
   for (const InitInfo& info : infos) reports.push_back(info.tuning);
-  comm->plans->set_tuning(agree_host_tuning(reports));
+  const HostTuning tuning = agree_host_tuning(reports);
+  comm->plans->set_tuning(tuning);
   comm->one_process = !probe.usable && nranks > 1 && std::all_of(infos.begin(), infos.end(), [&](const InitInfo& i) {
     return i.process == mine.process && i.peer.pid == mine.peer.pid;
   });
   if (comm->one_process) comm->direct_guard = direct_guard_for(comm->comm_hash);
   // The pull path, between processes of this host on the host backend.
-  if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && cma_mode != CmaMode::Off) {
+  // Where ranks outnumber cores, auto leaves it off: there the slots won at
+  // every size and collective measured (src/plan/copy_path.h).
+  const bool pull_wanted = cma_mode == CmaMode::On || (cma_mode == CmaMode::Auto && !tuning.oversubscribed);
+  if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && pull_wanted) {
     comm->pull_collectives = unpinned & collectives_where(pull_serves);
     comm->pull_min_bytes = cma_min_bytes;
     comm->pull_always = cma_mode == CmaMode::On;

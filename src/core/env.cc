@@ -28,7 +28,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
       {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},
       {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},
-      {"BRAID_CMA", "auto", "host backend, processes on one host: AllGather, AlltoAll and Broadcast on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (measured against the shared-memory slots, per collective and size), on (always) or off"},
+      {"BRAID_CMA", "auto", "host backend, processes on one host: AllGather, AlltoAll and Broadcast on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (measured against the shared-memory slots, per collective and size; never where ranks outnumber cores), on (always) or off"},
       {"BRAID_CMA_MIN_BYTES", "262144", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
       {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},

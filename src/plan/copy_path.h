@@ -20,7 +20,21 @@
 // did not change since the last call (a benchmark loop).  The host moves
 // this VM's cores between the two states every few seconds.
 //
-// So the choice is measured, per collective and size class (powers of
+// With more ranks than cores the slots won everywhere, near or far: out-of-
+// place us, slots / pull, -n 40 -w 5 (3 ranks at 384K / 1.5M / 6M; 4 ranks
+// at 512K / 2M / 8M), perf/results/compare_20261125b.txt:
+//   3 ranks   AlltoAll  24 / 45    99 / 185    739 / 1101
+//             AllGather 23 / 46    80 / 178    438 / 702
+//             Broadcast 35 / 85   136 / 293    541 / 856
+//   4 ranks   AlltoAll  42 / 71   243 / 252   1830 / 1795
+//             AllGather 48 / 73   202 / 259    869 / 1160
+//             Broadcast 28 / 82   125 / 314    909 / 1596
+// Every rank that waits there waits for a peer to be scheduled, whichever
+// path it is on, and pulling adds the kernel's page pinning to each copy.
+// So BRAID_CMA=auto pulls only where every rank has a core (the agreed
+// HostTuning::oversubscribed); BRAID_CMA=on still pulls everywhere.
+//
+// Where it may pull, the choice is measured, per collective and size class (powers of
 // two).  A path's estimate is the faster of its last two calls: calls are
 // slowed down (a first call faulting its buffers in, a preemption) far more
 // often than sped up, and rarely twice in a row; a longer window would keep

@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "src/core/cross_memory.h"
 #include "src/exec/host/direct_task.h"
+#include "src/plan/host_tuning.h"
 
 using namespace mp;
 
@@ -109,6 +110,7 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
   set_env("auto");
   for (int n : {2, 3}) {
     INFO(n << " processes");
+    if (n > braid::host_usable_cores()) continue;  // the next test case's ground
     CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
             uint64_t p0 = pulled(), f0 = fallback_calls();
             // Two collectives and three size classes interleaved: each class
@@ -122,6 +124,23 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
             // Nothing measured at first: each path is timed before any choice.
             if (pulled() == p0 || fallback_calls() == f0)
               f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
+          }, 240) == 0);
+  }
+}
+
+TEST_CASE("pull path: auto mode does not pull where ranks outnumber cores, BRAID_CMA=on still does", "[direct][pull][processes]") {
+  if (!cma_works_here()) return;
+  const int n = braid::host_usable_cores() + 1;
+  for (const char* mode : {"auto", "on"}) {
+    set_env(mode);
+    INFO("BRAID_CMA=" << mode << ", " << n << " processes");
+    const bool pulls = std::string(mode) == "on";
+    CHECK(run_ranks_as_processes(n, [pulls](int rank, int n, ncclComm_t comm, Failures& f) {
+            const uint64_t p0 = pulled();
+            for (int i = 0; i < 12 && !f.count; ++i)
+              run_and_check(CollCase{.coll = i % 2 ? Coll::AlltoAll : Coll::AllGather, .count = size_t(40000) << (i % 3)},
+                            rank, n, comm, f);
+            if ((pulled() > p0) != pulls) f.fail(fmt::format("pulled {} of 12 calls", pulled() - p0));
           }, 240) == 0);
   }
 }
