@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "src/core/cross_memory.h"
@@ -43,12 +42,6 @@ void AsyncJob::finish(ncclResult_t r) {
 }
 
 namespace {
-
-std::mutex registry_mutex;
-std::set<const ncclComm*>& registry() {
-  static auto* live = new std::set<const ncclComm*>;  // never destroyed: used from atexit paths
-  return *live;
-}
 
 // A random value drawn once per process image.  With the pid it tells
 // whether two ranks share an address space: pids repeat across containers
@@ -164,26 +157,12 @@ class RouterTransport final : public Transport {
 
 }  // namespace
 
-void comm_register(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  registry().insert(comm);
-}
-bool comm_unregister(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  return registry().erase(comm) == 1;
-}
-bool comm_is_live(const ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  return registry().count(comm) == 1;
-}
-bool comm_is_live_locked(const ncclComm* comm) { return registry().count(comm) == 1; }
-std::mutex& comm_registry_mutex() { return registry_mutex; }
+void comm_register(ncclComm* comm) { live_comms().insert(comm); }
+bool comm_unregister(ncclComm* comm) { return live_comms().erase(comm); }
+bool comm_is_live(const ncclComm* comm) { return live_comms().contains(comm); }
 
 bool comm_acquire(ncclComm* comm) {
-  std::lock_guard<std::mutex> lock(registry_mutex);
-  if (registry().count(comm) == 0) return false;
-  comm->running.fetch_add(1);
-  return true;
+  return live_comms().if_live(comm, [&] { comm->running.fetch_add(1); });
 }
 void comm_release(ncclComm* comm) { comm->running.fetch_sub(1); }
 

@@ -18,6 +18,7 @@
 #include "nccl.h"
 #include "src/core/bootstrap.h"
 #include "src/core/host_memory.h"
+#include "src/core/live_comms.h"
 #include "src/core/status.h"
 #include "src/transport/transport.h"
 
@@ -184,16 +185,18 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id, int nranks, int rank, c
 Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids, int nranks, int rank,
                           const ncclConfig_t* config);
 
-// Live-communicator registry: lets the API tell a valid handle from a
-// destroyed or garbage one without touching freed memory.
+// Live-communicator registry (src/core/live_comms.h): lets the API tell a
+// valid handle from a destroyed or garbage one without touching freed
+// memory, and without a lock.
 void comm_register(ncclComm* comm);
-bool comm_is_live_locked(const ncclComm* comm);  // caller holds comm_registry_mutex()
 bool comm_unregister(ncclComm* comm);  // false if it was not live
 bool comm_is_live(const ncclComm* comm);
-// Runs fn(comm) only if comm is live, holding the registry lock so that no
-// ncclCommAbort/Destroy can free it meanwhile.
+// Runs fn(comm) only if comm is live; no ncclCommAbort/Destroy can free it
+// meanwhile (fn should be short: they wait for it).
 template <class F>
-bool comm_if_live(ncclComm* comm, F&& fn);
+bool comm_if_live(ncclComm* comm, F&& fn) {
+  return live_comms().if_live(comm, [&] { fn(comm); });
+}
 
 // Marks comm as in use by this call (false if it is not live).  Abort and
 // Destroy unregister first and then wait until no use is left, so a
@@ -202,7 +205,6 @@ bool comm_acquire(ncclComm* comm);
 void comm_release(ncclComm* comm);
 // Waits until nothing runs on an (unregistered) comm; false on timeout.
 bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms);
-std::mutex& comm_registry_mutex();
 // Waits for the communicator's background job (non-blocking mode), bounded by
 // BRAID_TIMEOUT; its failure is not this call's failure.
 Status comm_wait_job(ncclComm* comm);
@@ -211,13 +213,6 @@ Status comm_wait_job(ncclComm* comm);
 // outcome of the last background job.
 ncclResult_t comm_async_state(ncclComm* comm);
 
-template <class F>
-bool comm_if_live(ncclComm* comm, F&& fn) {
-  std::lock_guard<std::mutex> lock(comm_registry_mutex());
-  if (!comm_is_live_locked(comm)) return false;
-  fn(comm);
-  return true;
-}
 
 // Identity of this host (BRAID_HOSTID overrides), as a hash.
 uint64_t host_hash();

@@ -1,0 +1,99 @@
+// The lock-free live-communicator table (src/core/live_comms.h).  Handles
+// here are fake addresses: the table stores and compares them, never
+// dereferences them.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "src/core/live_comms.h"
+
+using braid::LiveComms;
+
+namespace {
+
+// n distinct, never-dereferenced handles, 16-byte aligned like allocations.
+std::vector<const ncclComm*> fake_handles(size_t n, uintptr_t base = 0x7f0000000000) {
+  std::vector<const ncclComm*> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(reinterpret_cast<const ncclComm*>(base + 16 * i));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("live comms: insert, find, erase once, and garbage is never live", "[live_comms]") {
+  auto table = std::make_unique<LiveComms>();
+  auto h = fake_handles(3);
+  table->insert(h[0]);
+  table->insert(h[1]);
+  CHECK(table->contains(h[0]));
+  CHECK(table->contains(h[1]));
+  CHECK_FALSE(table->contains(h[2]));
+  CHECK_FALSE(table->contains(nullptr));
+  CHECK_FALSE(table->contains(reinterpret_cast<const ncclComm*>(uintptr_t(1))));  // the tombstone's value
+  int ran = 0;
+  CHECK(table->if_live(h[1], [&] { ++ran; }));
+  CHECK_FALSE(table->if_live(h[2], [&] { ++ran; }));
+  CHECK(ran == 1);
+  CHECK(table->erase(h[0]));
+  CHECK_FALSE(table->erase(h[0]));  // destroyed twice
+  CHECK_FALSE(table->contains(h[0]));
+  CHECK(table->contains(h[1]));  // its neighbour in the probe run survives the tombstone
+}
+
+TEST_CASE("live comms: more communicators than slots, and many lifetimes through the same slots", "[live_comms]") {
+  auto table = std::make_unique<LiveComms>();
+  auto h = fake_handles(LiveComms::kSlots + 100);
+  for (auto* c : h) table->insert(c);
+  for (auto* c : h) REQUIRE(table->contains(c));
+  int ran = 0;
+  CHECK(table->if_live(h.back(), [&] { ++ran; }));  // one of the overflow
+  CHECK(ran == 1);
+  for (size_t i = 0; i < h.size(); i += 2) REQUIRE(table->erase(h[i]));
+  for (size_t i = 0; i < h.size(); ++i) REQUIRE(table->contains(h[i]) == (i % 2 == 1));
+  for (size_t i = 1; i < h.size(); i += 2) REQUIRE(table->erase(h[i]));
+  // Create and destroy far more communicators than the table holds: the
+  // tombstones are reused and every new one is found.
+  auto later = fake_handles(20 * LiveComms::kSlots, 0x7e0000000000);
+  for (size_t i = 0; i < later.size(); ++i) {
+    table->insert(later[i]);
+    REQUIRE(table->contains(later[i]));
+    if (i >= 8) REQUIRE(table->erase(later[i - 8]));  // a few alive at a time
+  }
+  for (size_t i = later.size() - 8; i < later.size(); ++i) CHECK(table->contains(later[i]));
+  CHECK_FALSE(table->contains(later[0]));
+}
+
+TEST_CASE("live comms: once erase returns, no if_live of that communicator runs or starts", "[live_comms]") {
+  auto table = std::make_unique<LiveComms>();
+  auto h = fake_handles(2);
+  table->insert(h[0]);
+  table->insert(h[1]);
+  std::atomic<bool> stop{false};
+  std::atomic<int> inside{0};
+  std::atomic<uint64_t> runs{0}, other_runs{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        table->if_live(h[0], [&] {
+          inside.fetch_add(1);
+          std::this_thread::yield();  // stay inside a while
+          runs.fetch_add(1);
+          inside.fetch_sub(1);
+        });
+        table->if_live(h[1], [&] { other_runs.fetch_add(1); });
+      }
+    });
+  while (runs.load() < 1000) std::this_thread::yield();
+  REQUIRE(table->erase(h[0]));
+  const int inside_at_erase = inside.load();
+  const uint64_t runs_at_erase = runs.load();
+  const uint64_t other_at_erase = other_runs.load();
+  while (other_runs.load() < other_at_erase + 1000) std::this_thread::yield();  // readers keep going
+  stop.store(true);
+  for (auto& t : readers) t.join();
+  CHECK(inside_at_erase == 0);
+  CHECK(runs.load() == runs_at_erase);
+}
