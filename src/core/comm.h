@@ -213,7 +213,6 @@ Status comm_wait_job(ncclComm* comm);
 // outcome of the last background job.
 ncclResult_t comm_async_state(ncclComm* comm);
 
-
 // Identity of this host (BRAID_HOSTID overrides), as a hash.
 uint64_t host_hash();
 

@@ -1,6 +1,8 @@
 // The live-communicator table: see live_comms.h for the protocol.
 #include "src/core/live_comms.h"
 
+#include <thread>
+
 namespace braid {
 
 size_t LiveComms::home(const ncclComm* comm) {

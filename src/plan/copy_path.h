@@ -20,7 +20,7 @@
 // did not change since the last call (a benchmark loop).  The host moves
 // this VM's cores between the two states every few seconds.
 //
-// With more ranks than cores the slots won everywhere, near or far: out-of-
+// With more ranks than cores the slots won or tied everywhere, near or far: out-of-
 // place us, slots / pull, -n 40 -w 5 (3 ranks at 384K / 1.5M / 6M; 4 ranks
 // at 512K / 2M / 8M), perf/results/compare_20261125b.txt:
 //   3 ranks   AlltoAll  24 / 45    99 / 185    739 / 1101
@@ -34,8 +34,8 @@
 // So BRAID_CMA=auto pulls only where every rank has a core (the agreed
 // HostTuning::oversubscribed); BRAID_CMA=on still pulls everywhere.
 //
-// Where it may pull, the choice is measured, per collective and size class (powers of
-// two).  A path's estimate is the faster of its last two calls: calls are
+// Where it may pull, the choice is measured, per collective and size class
+// (powers of two).  A path's estimate is the faster of its last two calls: calls are
 // slowed down (a first call faulting its buffers in, a preemption) far more
 // often than sped up, and rarely twice in a row; a longer window would keep
 // a time from before the placement changed.  Until a class has kTrusted
