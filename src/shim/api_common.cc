@@ -48,7 +48,7 @@ Status check_comm_with(const ncclComm* comm, bool live) {
 
 }  // namespace
 
-Status check_comm(const ncclComm* comm) { return check_comm_with(comm, comm && comm_is_live(comm)); }
+Status check_comm(const ncclComm* comm) { return check_comm_with(comm, comm_is_live(comm)); }
 
 Status check_comm(const CommUse& use, const ncclComm* comm) { return check_comm_with(comm, use.ok()); }
 

@@ -128,7 +128,8 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
   }
 }
 
-TEST_CASE("pull path: auto mode does not pull where ranks outnumber cores, BRAID_CMA=on still does", "[direct][pull][processes]") {
+TEST_CASE("pull path: auto mode does not pull where ranks outnumber cores, BRAID_CMA=on still does",
+          "[direct][pull][processes]") {
   if (!cma_works_here()) return;
   const int n = braid::host_usable_cores() + 1;
   for (const char* mode : {"auto", "on"}) {
@@ -137,9 +138,11 @@ TEST_CASE("pull path: auto mode does not pull where ranks outnumber cores, BRAID
     const bool pulls = std::string(mode) == "on";
     CHECK(run_ranks_as_processes(n, [pulls](int rank, int n, ncclComm_t comm, Failures& f) {
             const uint64_t p0 = pulled();
-            for (int i = 0; i < 12 && !f.count; ++i)
-              run_and_check(CollCase{.coll = i % 2 ? Coll::AlltoAll : Coll::AllGather, .count = size_t(40000) << (i % 3)},
-                            rank, n, comm, f);
+            for (int i = 0; i < 12 && !f.count; ++i) {
+              const size_t count = size_t(40000) << (i % 3);
+              run_and_check(CollCase{.coll = i % 2 ? Coll::AlltoAll : Coll::AllGather, .count = count}, rank, n,
+                            comm, f);
+            }
             if ((pulled() > p0) != pulls) f.fail(fmt::format("pulled {} of 12 calls", pulled() - p0));
           }, 240) == 0);
   }

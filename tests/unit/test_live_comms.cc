@@ -3,7 +3,7 @@
 // dereferences them.
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -39,7 +39,7 @@ TEST_CASE("live comms: insert, find, erase once, and garbage is never live", "[l
   CHECK(table->erase(h[0]));
   CHECK_FALSE(table->erase(h[0]));  // destroyed twice
   CHECK_FALSE(table->contains(h[0]));
-  CHECK(table->contains(h[1]));  // its neighbour in the probe run survives the tombstone
+  CHECK(table->contains(h[1]));
 }
 
 TEST_CASE("live comms: more communicators than slots, and many lifetimes through the same slots", "[live_comms]") {
@@ -50,6 +50,8 @@ TEST_CASE("live comms: more communicators than slots, and many lifetimes through
   int ran = 0;
   CHECK(table->if_live(h.back(), [&] { ++ran; }));  // one of the overflow
   CHECK(ran == 1);
+  // A full table: every probe run now has tombstones in it, and the
+  // communicators past them must still be found.
   for (size_t i = 0; i < h.size(); i += 2) REQUIRE(table->erase(h[i]));
   for (size_t i = 0; i < h.size(); ++i) REQUIRE(table->contains(h[i]) == (i % 2 == 1));
   for (size_t i = 1; i < h.size(); i += 2) REQUIRE(table->erase(h[i]));
