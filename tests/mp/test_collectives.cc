@@ -46,6 +46,21 @@ TEST_CASE("large messages span many fragments (tiling, pipelining)", "[mp][proce
   CHECK(run_ranks_as_processes(3, sweep({(1u << 20) + 3})) == 0);
 }
 
+TEST_CASE("outputs of 32 MB and more are streamed to memory, exact all the same", "[mp][processes]") {
+  // From kExecutorStreamOutputBytes on, the executor writes user outputs
+  // with non-temporal stores (src/core/datatype.h).  Two processes over
+  // shared memory (pulling off, so every collective runs through the
+  // slots), then three over sockets, one rank per "host", whose ring steps
+  // also receive, reduce or copy, and send on.
+  const size_t count = (size_t(32) << 20) / sizeof(float) + 3;
+  CHECK(run_ranks_as_processes(2, sweep({count}), 120, [](int) { setenv("BRAID_CMA", "off", 1); }) == 0);
+  auto apart = [](int rank) {
+    setenv("BRAID_HOSTID", fmt::format("test-host-{}", rank).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank + 1).c_str(), 1);
+  };
+  CHECK(run_ranks_as_processes(3, sweep({count}), 120, apart) == 0);
+}
+
 TEST_CASE("non-root ranks may pass NULL for buffers they do not use", "[mp][threads]") {
   CHECK(run_ranks_as_threads(4, sweep({5, 300}, ncclFloat, true)) == 0);
 }
