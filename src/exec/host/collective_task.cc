@@ -273,6 +273,9 @@ class CollectiveTask final : public Task {
   // through the cache: streaming their output was slower on the 2-core VM
   // (2-rank AllReduce 64 MB, 3 alternating runs: 11.9-14.2 ms streamed,
   // 9.8-10.7 ms not; ReduceScatter 16-128 MB likewise, by 5-30%).
+  // Streaming the send slots as well won 5-15% there when the host had put
+  // the two cores far apart and lost 1.5-1.9x when near (sharing a cache);
+  // perf/results/compare_20261125d.txt section 3.
   bool stream(const Span& dst) const { return stream_output_ && dst.user; }
 
   // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
