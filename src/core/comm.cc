@@ -21,6 +21,7 @@
 #include "src/plan/copy_path.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
+#include "src/plan/slot_stores.h"
 
 ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
@@ -291,6 +292,8 @@ Status comm_setup(ncclComm* comm) {
   const int64_t cma_min = env_int("BRAID_CMA_MIN_BYTES");
   mine.cma_min_bytes = cma_min < 0 ? UINT64_MAX : uint64_t(cma_min);
   if (mine.cma_mode != CmaMode::Off) mine.cma_probe = cma_probe_of_this_process();
+  SlotStoresMode stores;  // this rank's own (src/plan/slot_stores.h)
+  BRAID_TRY(slot_stores_mode_from_env(&stores));
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;
@@ -367,6 +370,10 @@ Status comm_setup(ncclComm* comm) {
     if (!comm->can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); copy collectives keep "
                  "the shared-memory slots", comm->comm_hash, rank);
+  }
+  if (!probe.usable && nranks > 1) {
+    comm->stream_slots_always = stores == SlotStoresMode::Streamed;
+    if (stores == SlotStoresMode::Auto && !tuning.oversubscribed) comm->slot_stores = std::make_unique<SlotStoreChooser>();
   }
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the

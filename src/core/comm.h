@@ -31,7 +31,10 @@ class Task;
 class EagerBoard;
 class OneShotBoard;
 struct DirectGuard;
-class CopyPathChooser;
+template <class Option>
+class MeasuredChooser;
+enum class CopyPath : uint8_t;
+enum class SlotStores : uint8_t;
 struct SlotLeases;
 
 // BRAID_CMA: whether copy collectives between processes may pull peers'
@@ -168,8 +171,14 @@ struct ncclComm {
   uint64_t pull_min_bytes = UINT64_MAX;
   bool pull_always = false;
   bool can_pull = false;
-  std::unique_ptr<braid::CopyPathChooser> copy_paths;  // rank 0 only
+  std::unique_ptr<braid::MeasuredChooser<braid::CopyPath>> copy_paths;  // rank 0 only
   std::unique_ptr<braid::SlotLeases> slot_leases;     // with pull_collectives
+  // How the executor stores into the send slots on calls that stream their
+  // output (src/plan/slot_stores.h), this rank's own choice: streamed
+  // always, timed by slot_stores (BRAID_SLOT_STORES=auto where every rank
+  // has a core), or, with neither, through the cache.
+  bool stream_slots_always = false;
+  std::unique_ptr<braid::MeasuredChooser<braid::SlotStores>> slot_stores;
 
   ncclComm();
   ~ncclComm();

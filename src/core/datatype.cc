@@ -232,7 +232,8 @@ void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream) {
   else std::memcpy(dst, src, bytes);
 }
 
-void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op) {
+void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, ncclDataType_t type, ncclRedOp_t op,
+               bool stream_dst2) {
   if (!dst2) return reduce(dst, a, b, n, type, op);
   // Block by block, so each block of dst is still in L1 when copied to dst2.
   const size_t es = datatype_size(type), block = kBlockBytes / es;
@@ -243,22 +244,22 @@ void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t n, nc
   for (size_t i = 0; i < n; i += block) {
     const size_t m = n - i < block ? n - i : block, off = i * es;
     reduce(d + off, x + off, y + off, m, type, op);
-    std::memcpy(d2 + off, d + off, m * es);
+    copy_unfenced(d2 + off, d + off, m * es, stream_dst2);
   }
+  if (stream_dst2) store_fence();
 }
 
-void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream) {
+void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream, bool stream_dst2) {
   char* d = static_cast<char*>(dst);
   char* d2 = static_cast<char*>(dst2);
   const char* s = static_cast<const char*>(src);
   // Block by block, so the second copy reads src from L1.
   for (size_t off = 0; off < bytes; off += kBlockBytes) {
     const size_t m = bytes - off < kBlockBytes ? bytes - off : kBlockBytes;
-    if (stream) stream_copy(d + off, s + off, m);
-    else std::memcpy(d + off, s + off, m);
-    if (d2) std::memcpy(d2 + off, s + off, m);
+    copy_unfenced(d + off, s + off, m, stream);
+    if (d2) copy_unfenced(d2 + off, s + off, m, stream_dst2);
   }
-  if (stream) store_fence();
+  if (stream || (d2 && stream_dst2)) store_fence();
 }
 
 namespace {

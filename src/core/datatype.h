@@ -33,12 +33,13 @@ constexpr uint64_t kExecutorStreamOutputBytes = uint64_t(32) << 20;  // schedule
 // The executor's fused forms.  reduce_to: dst = a (op) b, and the same
 // values into dst2 unless it is nullptr (a fragment to send), in one pass
 // over the inputs; dst may alias a or b (not dst2).  copy_to: dst = src, and
-// dst2 = src unless nullptr; `stream`: dst is a large buffer nobody reads
-// soon, so it is written with non-temporal stores (no read-for-ownership)
-// and fenced before returning.
+// dst2 = src unless nullptr.  `stream`, `stream_dst2`: that destination is
+// written with non-temporal stores (no read-for-ownership, nothing left in
+// this core's cache: a large buffer nobody reads soon, or a slot a peer on
+// a far core reads next), fenced before returning.
 void reduce_to(void* dst, void* dst2, const void* a, const void* b, size_t count, ncclDataType_t type,
-               ncclRedOp_t op);
-void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream);
+               ncclRedOp_t op, bool stream_dst2);
+void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream, bool stream_dst2);
 // One copy, streaming or not, without copy_to's closing fence: for a caller
 // that writes many blocks and calls store_fence() once before publishing.
 void copy_unfenced(void* dst, const void* src, size_t bytes, bool stream);

@@ -30,6 +30,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},
       {"BRAID_CMA", "auto", "host backend, processes on one host: AllGather, AlltoAll and Broadcast on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (measured against the shared-memory slots, per collective and size; never where ranks outnumber cores), on (always) or off"},
       {"BRAID_CMA_MIN_BYTES", "262144", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
+      {"BRAID_SLOT_STORES", "auto", "host backend: how calls that stream their output (32 MiB and more) write the fragments they send into shared-memory slots: auto (timed per collective and size, through the cache or with streaming stores; through the cache where ranks outnumber cores), cached or streamed"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
       {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
       {"BRAID_CUDA_CHANNELS", "8", "cuda backend: connections per peer pair (schedule channels x parallel slices)"},

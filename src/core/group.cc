@@ -1,6 +1,7 @@
 #include "src/core/group.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <map>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/plan/planner.h"
+#include "src/plan/slot_stores.h"
 
 namespace braid {
 namespace {
@@ -43,7 +45,7 @@ struct GroupState {
 thread_local GroupState group;
 
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
-                 std::unique_ptr<Task>* out, int channel_base = 0) {
+                 std::unique_ptr<Task>* out, int channel_base = 0, SlotStores stores = SlotStores::Cached) {
   ncclComm* comm = c.comm;
   const RankProgram& prog = schedule->ranks.at(comm->rank);
   CollectiveArgs a;
@@ -65,6 +67,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
                            c.collective == Collective::Reduce;
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
   a.tile_bytes = comm->tile_bytes;
+  a.stream_send_slots = stores == SlotStores::Streamed;
   a.channel_base = channel_base;
   a.transport = comm->transport.get();
   a.collective = c.collective;  // the label is formatted only if needed (describe())
@@ -95,6 +98,16 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
   d.channel = kDirectChannel;
   d.fallback = std::move(*task);
   return make_direct_task(std::move(d), std::move(comm->spare_direct_task), task);
+}
+
+// How a call's executor stores into its send slots (src/plan/slot_stores.h):
+// only calls that stream their output (`output_bytes`) are concerned.
+SlotStores slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
+  const ncclComm* comm = c.comm;
+  if (output_bytes < kExecutorStreamOutputBytes) return SlotStores::Cached;
+  if (comm->stream_slots_always) return SlotStores::Streamed;
+  if (!comm->slot_stores) return SlotStores::Cached;
+  return comm->slot_stores->choose(c.collective, output_bytes).option;
 }
 
 void record_error(ncclComm* comm, const Status& s) {
@@ -230,12 +243,28 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
     if (c.comm->scratch.size() < need) c.comm->scratch.resize(need);
   }
+  // A lone collective on the slots whose store choice is measured is timed
+  // for its chooser.
+  struct StoreTiming {
+    SlotStoreChooser* chooser = nullptr;
+    Collective collective = Collective::Custom;
+    uint64_t output_bytes = 0;
+    SlotStores stores = SlotStores::Cached;
+  } timing;
   for (size_t i = 0; i < collectives.size(); ++i) {
     const CollectiveCall& c = collectives[i];
+    const uint64_t output_bytes =
+        has_output(c) ? c.count * datatype_size(c.type) * output_blocks(c.collective, c.comm->nranks) : 0;
+    const SlotStores stores = slot_stores_for(c, output_bytes);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(c.comm->spare_task);
-    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task));
+    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, stores));
+    const Task* on_slots = task.get();
     if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
+    // (a direct task may not use the slots at all: its time says nothing of them)
+    if (collectives.size() == 1 && p2ps.empty() && task.get() == on_slots && c.comm->slot_stores &&
+        output_bytes >= kExecutorStreamOutputBytes)
+      timing = {c.comm->slot_stores.get(), c.collective, output_bytes, stores};
     BRAID_INFO(kColl, "{}", task->describe());
     queues[queue_index(c.comm)].tasks.push_back(std::move(task));
   }
@@ -268,7 +297,12 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     queues.back().abort = &comm->stop;
     queues.back().tasks.push_back(std::move(task));
   }
+  const auto started = std::chrono::steady_clock::now();
   Status s = run_task_queues(queues);
+  if (s.is_ok() && timing.chooser) {
+    const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - started;
+    timing.chooser->record(timing.collective, timing.output_bytes, timing.stores, us.count());
+  }
   if (s.is_ok() && tracked) tracked->call_finished();
   for (size_t i = 0; i < comms.size(); ++i)
     if (!queues[i].tasks.empty())

@@ -34,26 +34,8 @@
 // So BRAID_CMA=auto pulls only where every rank has a core (the agreed
 // HostTuning::oversubscribed); BRAID_CMA=on still pulls everywhere.
 //
-// Where it may pull, the choice is measured, per collective and size class
-// (powers of two).  A path's estimate is the faster of its last two calls: calls are
-// slowed down (a first call faulting its buffers in, a preemption) far more
-// often than sped up, and rarely twice in a row; a longer window would keep
-// a time from before the placement changed.  Until a class has kTrusted
-// calls on a path of its own, a neighbouring class that has them speaks
-// for it (its estimate scaled by the size), and lends it how sure it is
-// (how many calls it goes between rechecks): a sweep over sizes, or a mix
-// of sizes, does not explore afresh at every size.  The faster path is
-// taken; the slower is timed again after a number of calls that starts at
-// 1 and doubles each time a recheck confirms the choice, up to as many
-// calls as add up to kExploreBudget times the gap between the two.  A
-// recheck costs the gap, so in a steady state rechecking spends about
-// 1/kExploreBudget of the time, whatever the sizes and call rates; the
-// doubling from 1 corrects a first estimate that was wrong (a path first
-// timed while the buffers were still being faulted in looks several times
-// slower than it is), and a change of placement is noticed within about
-// kExploreBudget gaps.
-//
-// Rank 0 chooses and its choice travels in its descriptor, so every rank
+// Where it may pull, the choice is measured (src/plan/measured_choice.h),
+// by rank 0, and its choice travels in its descriptor, so every rank
 // takes the same path.  Pulling needs that exchange on every call (peers
 // must know where to read), the slots do not: when the slots are chosen,
 // the choice comes with a lease, the number of following calls of the
@@ -61,67 +43,22 @@
 // there are until the next recheck is due).
 #pragma once
 
-#include <array>
 #include <cstdint>
 
 #include "braid/schedule.h"
+#include "src/plan/measured_choice.h"
 
 namespace braid {
 
-enum class CopyPath : uint8_t { Slots = 0, Pull = 1 };
-
-// The size class of a call whose larger buffer is `bytes`: its power of two.
-inline int copy_size_class(uint64_t bytes) { return bytes ? 63 - __builtin_clzll(bytes) : 0; }
-constexpr int kCopySizeClasses = 64;
+enum class CopyPath : uint8_t { Slots = 0, Pull = 1 };  // Slots: the default, leased
 
 // Per collective and size class, how many more calls take the slots
 // without an exchange (the same on every rank: all make the same calls).
 struct SlotLeases {
-  uint32_t remaining[int(Collective::Custom)][kCopySizeClasses] = {};
+  uint32_t remaining[int(Collective::Custom)][kSizeClasses] = {};
 };
 
-struct CopyChoice {
-  CopyPath path = CopyPath::Slots;
-  uint32_t lease = 0;  // Slots: this many following calls of the class take the slots unasked
-};
-
-class CopyPathChooser {
- public:
-  static constexpr double kExploreBudget = 20;  // rechecks cost ~5% at most
-  static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
-  static constexpr uint32_t kTrusted = 3;  // calls on a path before a class's own estimate counts
-
-  // The path for a call of `c` moving `bytes` (its larger buffer).
-  CopyChoice choose(Collective c, uint64_t bytes);
-  // A call that took `us` on `path`.
-  void record(Collective c, uint64_t bytes, CopyPath path, double us);
-  // A call that ran on the slots under a lease (not timed).
-  void leased_call(Collective c, uint64_t bytes);
-
- private:
-  struct Estimate {
-    double recent[2] = {};  // the last two calls' times
-    uint32_t count = 0;     // calls timed, ever
-    double us() const { return count > 1 && recent[1] < recent[0] ? recent[1] : recent[0]; }
-    void add(double us) { recent[count++ % 2] = us; }
-  };
-  struct SizeClass {
-    Estimate path[2];
-    uint32_t calls_since_check = 0;  // on the faster path, since the slower was last timed
-    uint32_t check_every = 1;        // doubles while rechecks confirm the choice
-  };
-  using Classes = std::array<SizeClass, kCopySizeClasses>;
-  // What is known of class k: estimates of both paths (own, or a trusted
-  // neighbour's) and how often to recheck; false while a path is unknown
-  // (v->best is then that path).
-  struct View {
-    double us[2] = {};
-    CopyPath best = CopyPath::Slots;
-    uint32_t check_every = 1;
-  };
-  static bool view(const Classes& classes, int k, View* v);
-  static uint32_t calls_between_checks(const View& v);
-  std::array<Classes, int(Collective::Custom)> classes_{};
-};
+using CopyChoice = MeasuredChoice<CopyPath>;
+using CopyPathChooser = MeasuredChooser<CopyPath>;
 
 }  // namespace braid

@@ -24,8 +24,8 @@ Tally run(CopyPathChooser& c, int calls, double slots_us, double pull_us, uint64
   Tally t;
   for (int i = 0; i < calls; ++i) {
     CopyChoice choice = c.choose(coll, bytes);
-    (choice.path == CopyPath::Pull ? t.pulled : t.slots)++;
-    c.record(coll, bytes, choice.path, choice.path == CopyPath::Pull ? pull_us : slots_us);
+    (choice.option == CopyPath::Pull ? t.pulled : t.slots)++;
+    c.record(coll, bytes, choice.option, choice.option == CopyPath::Pull ? pull_us : slots_us);
     for (uint32_t l = 0; l < choice.lease && i + 1 < calls; ++l, ++i) {
       c.leased_call(coll, bytes);
       ++t.leased;
@@ -39,17 +39,17 @@ TEST_CASE("copy path: the slots first, then pull, then the faster, and a cold fi
           "[unit][copy_path]") {
   CopyPathChooser c;
   const Collective ag = Collective::AllGather;
-  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);
+  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);
   c.record(ag, kMB, CopyPath::Slots, 500);  // cold: pages and caches
-  CHECK(c.choose(ag, kMB).path == CopyPath::Pull);
+  CHECK(c.choose(ag, kMB).option == CopyPath::Pull);
   c.record(ag, kMB, CopyPath::Pull, 300);  // cold too, but less: pull looks faster
   CopyChoice next = c.choose(ag, kMB);
-  CHECK(next.path == CopyPath::Pull);
+  CHECK(next.option == CopyPath::Pull);
   CHECK(next.lease == 0);  // pulls are never leased
   c.record(ag, kMB, CopyPath::Pull, 60);
-  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);  // the slots timed again after one call
+  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);  // the slots timed again after one call
   c.record(ag, kMB, CopyPath::Slots, 40);
-  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);  // 40 < 60
+  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);  // 40 < 60
 }
 
 TEST_CASE("copy path: in a steady state the slots are leased for 20 gaps' worth of calls", "[unit][copy_path]") {
@@ -57,7 +57,7 @@ TEST_CASE("copy path: in a steady state the slots are leased for 20 gaps' worth 
   run(c, 100, 40, 60);
   // 20 x (60 - 40) us of slots is 10 calls: this one and 9 leased.
   CopyChoice next = c.choose(Collective::AllGather, kMB);
-  CHECK(next.path == CopyPath::Slots);
+  CHECK(next.option == CopyPath::Slots);
   CHECK(next.lease + 1 <= 10);
   // Per 11 calls: a recheck of pull, one exchanged call on the slots, 9 leased.
   Tally t = run(c, 1000, 40, 60);
@@ -100,7 +100,7 @@ TEST_CASE("copy path: a change of which path is faster is followed", "[unit][cop
   // that exchange (one per lease), so it takes a few leases; within 100
   // calls pull is chosen again.
   run(c, 100, 100, 60);
-  CHECK(c.choose(Collective::AllGather, kMB).path == CopyPath::Pull);
+  CHECK(c.choose(Collective::AllGather, kMB).option == CopyPath::Pull);
 }
 
 TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled", "[unit][copy_path]") {
@@ -108,11 +108,11 @@ TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled
   run(c, 10, 100, 50, kMB);  // 1 MB: pull twice as fast
   // 2 MB, never timed: pull at once (its estimate: 2 x 50 us), and as
   // seldom a recheck of the slots as 1 MB had got to.
-  CHECK(c.choose(Collective::AllGather, 2 * kMB).path == CopyPath::Pull);
+  CHECK(c.choose(Collective::AllGather, 2 * kMB).option == CopyPath::Pull);
   Tally t = run(c, 10, 200, 100, 2 * kMB);
   CHECK(t.pulled >= 8);
   // Not next to a measured class: warm-up (slots first).
-  CHECK(c.choose(Collective::AllGather, 16 * kMB).path == CopyPath::Slots);
+  CHECK(c.choose(Collective::AllGather, 16 * kMB).option == CopyPath::Slots);
 }
 
 TEST_CASE("copy path: a path first timed cold is timed again within a few calls", "[unit][copy_path]") {
@@ -126,7 +126,7 @@ TEST_CASE("copy path: a path first timed cold is timed again within a few calls"
   // call on pull, not after 20 x (160 - 60) us of them, and win.
   Tally t = run(c, 8, 40, 60);
   CHECK(t.pulled <= 4);
-  CHECK(c.choose(ag, kMB).path == CopyPath::Slots);
+  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);
 }
 
 TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][copy_path]") {
@@ -134,8 +134,8 @@ TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][cop
   run(c, 10, 100, 50, kMB, Collective::AllGather);
   run(c, 10, 50, 100, 4 * kMB, Collective::AllGather);
   run(c, 10, 50, 100, kMB, Collective::Broadcast);
-  CHECK(c.choose(Collective::AllGather, kMB + 5).path == CopyPath::Pull);  // same class as 1 MB
-  CHECK(c.choose(Collective::AllGather, 4 * kMB).path == CopyPath::Slots);
-  CHECK(c.choose(Collective::Broadcast, kMB).path == CopyPath::Slots);
-  CHECK(c.choose(Collective::AlltoAll, kMB).path == CopyPath::Slots);  // never timed: the slots first
+  CHECK(c.choose(Collective::AllGather, kMB + 5).option == CopyPath::Pull);  // same class as 1 MB
+  CHECK(c.choose(Collective::AllGather, 4 * kMB).option == CopyPath::Slots);
+  CHECK(c.choose(Collective::Broadcast, kMB).option == CopyPath::Slots);
+  CHECK(c.choose(Collective::AlltoAll, kMB).option == CopyPath::Slots);  // never timed: the slots first
 }

@@ -95,6 +95,8 @@ class CollectiveTask final : public Task {
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
     stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kExecutorStreamOutputBytes;
+    stream_slots_ = a_.stream_send_slots;
+    if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
     lanes_.resize(prog.lanes.size());
     active_ = 0;
@@ -110,8 +112,8 @@ class CollectiveTask final : public Task {
 
   std::string describe() const override {
     if (!a_.label.empty()) return a_.label;
-    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), a_.schedule->name, a_.count,
-                       datatype_name(a_.type), a_.rank, a_.nranks);
+    return fmt::format("{}({}) count={} {} rank {}/{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
+                       datatype_name(a_.type), a_.rank, a_.nranks, stream_slots_ ? ", streamed send slots" : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
@@ -260,7 +262,7 @@ class CollectiveTask final : public Task {
     void* slot = nullptr;
     BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot));
     if (!slot) return Status::ok();
-    copy_to(dst.ptr, slot, src.ptr, bytes, stream(dst));
+    copy_to(dst.ptr, slot, src.ptr, bytes, stream(dst), stream_slots_);
     BRAID_TRY(run.send_pipes[run.op + 1]->commit(bytes));
     finish_op(run);
     finish_op(run);
@@ -268,14 +270,13 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // Copies into a large user buffer bypass the cache (see copy_to); slots
-  // and scratch are read again soon and stay cached.  Reductions write
-  // through the cache: streaming their output was slower on the 2-core VM
-  // (2-rank AllReduce 64 MB, 3 alternating runs: 11.9-14.2 ms streamed,
-  // 9.8-10.7 ms not; ReduceScatter 16-128 MB likewise, by 5-30%).
-  // Streaming the send slots as well won 5-15% there when the host had put
-  // the two cores far apart and lost 1.5-1.9x when near (sharing a cache);
-  // perf/results/compare_20261125d.txt section 3.
+  // Copies into a large user buffer bypass the cache (see copy_to); scratch
+  // is read again soon and stays cached, and so do the send slots unless
+  // the caller chose streamed stores for them (stream_slots_,
+  // src/plan/slot_stores.h).  Reductions write through the cache:
+  // streaming their output was slower on the 2-core VM (2-rank AllReduce
+  // 64 MB, 3 alternating runs: 11.9-14.2 ms streamed, 9.8-10.7 ms not;
+  // ReduceScatter 16-128 MB likewise, by 5-30%).
   bool stream(const Span& dst) const { return stream_output_ && dst.user; }
 
   // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
@@ -288,34 +289,41 @@ class CollectiveTask final : public Task {
     switch (op.type) {
       case OpType::Send:
         BRAID_TRY(resolve_length({src}, false, &n));
-        std::memcpy(slot, src.ptr, n * esize_);
+        copy_to(slot, nullptr, src.ptr, n * esize_, stream_slots_, false);
         break;
       case OpType::Recv:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        copy_to(dst.ptr, nullptr, in, n * esize_, stream(dst));
+        copy_to(dst.ptr, nullptr, in, n * esize_, stream(dst), false);
         break;
       case OpType::RecvCopySend:
         BRAID_TRY(resolve_length({dst}, true, &n));
-        copy_to(dst.ptr, slot, in, n * esize_, stream(dst));
+        copy_to(dst.ptr, slot, in, n * esize_, stream(dst), stream_slots_);
         break;
       case OpType::RecvReduceSend:
         BRAID_TRY(resolve_length({src}, true, &n));
-        reduce(slot, in, src.ptr, n, a_.type, a_.op);
+        if (stream_slots_) {
+          const void* srcs[2] = {in, src.ptr};
+          void* dsts[1] = {slot};
+          reduce_many(dsts, 1, srcs, 2, n, a_.type, a_.op, 0, true);
+          store_fence();
+        } else {
+          reduce(slot, in, src.ptr, n, a_.type, a_.op);
+        }
         break;
       case OpType::RecvReduceCopy:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op);
+        reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, false);
         break;
       case OpType::RecvReduceCopySend:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op);
+        reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op, stream_slots_);
         break;
       case OpType::Copy: {
         BRAID_TRY(resolve_length({src, dst}, false, &n));
         const size_t bytes = n * esize_;
         const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
         const bool disjoint = d + bytes <= s || s + bytes <= d;
-        if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst));
+        if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst), false);
         else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
         break;
       }
@@ -336,6 +344,7 @@ class CollectiveTask final : public Task {
   uint64_t tiles_ = 0;
   uint64_t recv_elems_ = 0;
   bool stream_output_ = false;
+  bool stream_slots_ = false;
   std::vector<SendPipe*> send_pipes_;
   std::vector<RecvPipe*> recv_pipes_;
   std::vector<LaneRun> lanes_;
@@ -344,6 +353,11 @@ class CollectiveTask final : public Task {
 };
 
 }  // namespace
+
+std::atomic<uint64_t>& streamed_slot_calls() {
+  static std::atomic<uint64_t> calls{0};
+  return calls;
+}
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
   if (!args.schedule || args.rank < 0 || args.rank >= int(args.schedule->ranks.size()))

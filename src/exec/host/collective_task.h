@@ -1,6 +1,8 @@
 // A Task that runs one rank's part of a Schedule (see collective_task.cc).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -24,6 +26,7 @@ struct CollectiveArgs {
   ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
   uint64_t tile_bytes = 0;        // the communicator's fragment size
+  bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;
   Transport* transport = nullptr;
   // For messages ("allreduce(ring) count=... float rank 1/4"), formatted
@@ -40,5 +43,9 @@ inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
 }
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
+
+// Calls of this process whose executor wrote its send slots with streaming
+// stores (tests, and BRAID_DEBUG=INFO says so on each call).
+std::atomic<uint64_t>& streamed_slot_calls();
 
 }  // namespace braid

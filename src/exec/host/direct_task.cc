@@ -119,7 +119,7 @@ class DirectTask final : public Task {
       started_ns_ = now_ns();
       const CopyChoice choice =
           comm->pull_always ? CopyChoice{CopyPath::Pull, 0} : comm->copy_paths->choose(a_.collective, call_bytes_);
-      mine_.path = uint8_t(choice.path);
+      mine_.path = uint8_t(choice.option);
       mine_.lease = choice.lease;
     }
     descriptors_.assign(n_, Descriptor{});
@@ -311,7 +311,7 @@ class DirectTask final : public Task {
       }
     if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
       if (!comm->has_direct_window)
-        comm->slot_leases->remaining[int(a_.collective)][copy_size_class(call_bytes_)] = descriptors_[0].lease;
+        comm->slot_leases->remaining[int(a_.collective)][size_class(call_bytes_)] = descriptors_[0].lease;
       return false;
     }
     // In-place AlltoAll: my output is input a peer may not have read yet.
@@ -513,7 +513,7 @@ bool pull_serves(Collective c) {
 
 bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes) {
   if (!pull_admits(comm, c, bytes) || comm->has_direct_window) return false;
-  uint32_t& left = comm->slot_leases->remaining[int(c)][copy_size_class(bytes)];
+  uint32_t& left = comm->slot_leases->remaining[int(c)][size_class(bytes)];
   if (left == 0) return false;
   --left;
   if (comm->copy_paths) comm->copy_paths->leased_call(c, bytes);

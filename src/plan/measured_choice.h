@@ -1,0 +1,154 @@
+// Choosing between two ways of running a call by timing both.
+//
+// Some choices on the host backend (where a copy collective moves its bytes,
+// src/plan/copy_path.h; how the executor stores into its send slots,
+// src/plan/slot_stores.h) have no winner that holds: which way is faster
+// depends on where the host has put the ranks' cores, and that changes while
+// the job runs.  So the choice is measured, per collective and size class
+// (powers of two).  A way's estimate is the faster of its last two calls:
+// calls are slowed down (a first call faulting its buffers in, a preemption)
+// far more often than sped up, and rarely twice in a row; a longer window
+// would keep a time from before the placement changed.  Until a class has
+// kTrusted calls on a way of its own, a neighbouring class that has them
+// speaks for it (its estimate scaled by the size), and lends it how sure it
+// is (how many calls it goes between rechecks): a sweep over sizes, or a mix
+// of sizes, does not explore afresh at every size.  The faster way is taken;
+// the slower is timed again after a number of calls that starts at 1 and
+// doubles each time a recheck confirms the choice, up to as many calls as
+// add up to kExploreBudget times the gap between the two.  A recheck costs
+// the gap, so in a steady state rechecking spends about 1/kExploreBudget of
+// the time, whatever the sizes and call rates; the doubling from 1 corrects
+// a first estimate that was wrong (a way first timed while the buffers were
+// still being faulted in looks several times slower than it is), and a
+// change of placement is noticed within about kExploreBudget gaps.
+//
+// Option is an enum of two values.  Option(0) is the default and is timed
+// first; when it is chosen, the choice comes with a lease: the number of
+// following calls of the class that take it without asking (as many as
+// there are until the next recheck is due), for callers that must agree
+// on a choice with their peers and need not when it is the default.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+#include "braid/schedule.h"
+
+namespace braid {
+
+// The size class of a call whose larger buffer is `bytes`: its power of two.
+inline int size_class(uint64_t bytes) { return bytes ? 63 - __builtin_clzll(bytes) : 0; }
+constexpr int kSizeClasses = 64;
+
+template <class Option>
+struct MeasuredChoice {
+  Option option = Option(0);
+  uint32_t lease = 0;  // Option(0): this many following calls of the class take it unasked
+};
+
+template <class Option>
+class MeasuredChooser {
+ public:
+  static constexpr double kExploreBudget = 20;  // rechecks cost ~5% at most
+  static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
+  static constexpr uint32_t kTrusted = 3;  // calls on a way before a class's own estimate counts
+
+  // The way for a call of `c` moving `bytes` (its larger buffer).
+  MeasuredChoice<Option> choose(Collective c, uint64_t bytes) const {
+    const Classes& classes = classes_[size_t(c)];
+    const int k = size_class(bytes);
+    View v;
+    if (!view(classes, k, &v)) return {v.best, 0};  // a way nothing is known of: time it
+    const uint32_t every = calls_between_checks(v), since = classes[size_t(k)].calls_since_check;
+    if (since >= every) return {other(v.best), 0};
+    // The default until the recheck is due, this call included.
+    return {v.best, v.best == Option(0) ? every - since - 1 : 0};
+  }
+
+  // A call that took `us` the way `option`.
+  void record(Collective c, uint64_t bytes, Option option, double us) {
+    Classes& classes = classes_[size_t(c)];
+    const int k = size_class(bytes);
+    SizeClass& s = classes[size_t(k)];
+    View before;
+    const bool knew = view(classes, k, &before);
+    s.way[int(option)].add(us);
+    View after;
+    if (!knew || !view(classes, k, &after)) return;
+    if (option == before.best) {
+      ++s.calls_since_check;
+      return;
+    }
+    // A recheck: it confirmed the choice (look less often) or overturned it.
+    s.calls_since_check = 0;
+    s.check_every = after.best == before.best ? std::min(2 * before.check_every, kMaxCallsBetweenChecks) : 1;
+  }
+
+  // A call that took the default under a lease (not timed).
+  void leased_call(Collective c, uint64_t bytes) { ++classes_[size_t(c)][size_t(size_class(bytes))].calls_since_check; }
+
+ private:
+  struct Estimate {
+    double recent[2] = {};  // the last two calls' times
+    uint32_t count = 0;     // calls timed, ever
+    double us() const { return count > 1 && recent[1] < recent[0] ? recent[1] : recent[0]; }
+    void add(double us) { recent[count++ % 2] = us; }
+  };
+  struct SizeClass {
+    Estimate way[2];
+    uint32_t calls_since_check = 0;  // on the faster way, since the slower was last timed
+    uint32_t check_every = 1;        // doubles while rechecks confirm the choice
+  };
+  using Classes = std::array<SizeClass, kSizeClasses>;
+  // What is known of class k: estimates of both ways (own, or a trusted
+  // neighbour's) and how often to recheck; false while a way is unknown
+  // (v->best is then that way).
+  struct View {
+    double us[2] = {};
+    Option best = Option(0);
+    uint32_t check_every = 1;
+  };
+
+  static Option other(Option o) { return o == Option(0) ? Option(1) : Option(0); }
+
+  static bool view(const Classes& classes, int k, View* v) {
+    const SizeClass& own = classes[size_t(k)];
+    v->check_every = own.check_every;
+    for (int p = 0; p < 2; ++p) {
+      const Estimate& e = own.way[p];
+      bool found = e.count >= kTrusted;
+      if (found) v->us[p] = e.us();
+      for (int j : {k - 1, k + 1}) {
+        if (found || j < 0 || j >= kSizeClasses) continue;
+        const SizeClass& n = classes[size_t(j)];
+        if (n.way[p].count < kTrusted) continue;
+        v->us[p] = std::ldexp(n.way[p].us(), k - j);  // time scales with size
+        v->check_every = std::max(v->check_every, n.check_every);
+        found = true;
+      }
+      if (!found && e.count > 0) {
+        v->us[p] = e.us();
+        found = true;
+      }
+      if (!found) {
+        v->best = Option(p);  // the way to time first
+        return false;
+      }
+    }
+    v->best = v->us[1] < v->us[0] ? Option(1) : Option(0);
+    return true;
+  }
+
+  static uint32_t calls_between_checks(const View& v) {
+    const double best_us = v.us[int(v.best)], gap = std::max(0.0, v.us[int(other(v.best))] - best_us);
+    // As many calls as take kExploreBudget gaps.
+    const double budget = best_us > 0 ? std::ceil(kExploreBudget * gap / best_us) : kMaxCallsBetweenChecks;
+    return std::min(v.check_every, uint32_t(std::clamp(budget, 1.0, double(kMaxCallsBetweenChecks))));
+  }
+
+  std::array<Classes, int(Collective::Custom)> classes_{};
+};
+
+}  // namespace braid

@@ -1,0 +1,46 @@
+// How the schedule executor writes the fragments it sends into a peer's
+// shared-memory slots, for calls large enough that it streams its output
+// (kExecutorStreamOutputBytes): through the cache (Cached), or with
+// non-temporal stores (Streamed).
+//
+// Cached, a fragment sits in the sender's cache until the receiver reads
+// it.  When the host has put the two cores on one cache cluster that read
+// is cheap; when it has put them far apart, every slot line crosses the
+// slow link twice (the receiver's read, then the sender's next write of the
+// slot taking the line back), and streamed stores, which leave nothing
+// in the sender's cache, win.  Measured on this project's 2-core VM,
+// 2-process AllReduce, out of place / in place us (perf/results/
+// compare_20261125d.txt section 3):
+//             cores far (~360 ns)              cores near (~45 ns)
+//             cached         streamed          cached         streamed
+//   32 MB      4371 / 4709    3585 / 2687       3189 / 2595    5132 / 4345
+//   64 MB      6542 / 9812    6053 / 5131       7511 / 4832   11013 / 9092
+//   128 MB    15621 / 18788  14441 / 12259     13060 / 10871  23290 / 19519
+// AlltoAll moved alike (far 0-33% faster streamed, near 1.2-1.6x slower).
+// The host moves the cores between the two states every few seconds, so a
+// fixed choice loses more than it wins; BRAID_SLOT_STORES=auto (the
+// default where every rank has a core) times both, per collective and size
+// class (src/plan/measured_choice.h).  The choice is each rank's own: how a
+// sender stores changes nothing its peers must know (the slot's release
+// is fenced either way), and ranks making the same calls and timing the
+// same collective mostly choose alike.  Where ranks outnumber cores the
+// results were mixed and mostly worse: auto keeps the cache there.
+#pragma once
+
+#include <cstdint>
+
+#include "src/core/status.h"
+#include "src/plan/measured_choice.h"
+
+namespace braid {
+
+enum class SlotStores : uint8_t { Cached = 0, Streamed = 1 };
+
+using SlotStoreChooser = MeasuredChooser<SlotStores>;
+
+// BRAID_SLOT_STORES: auto (measured; cached where ranks outnumber cores),
+// cached or streamed (always, for calls that stream their output).
+enum class SlotStoresMode : uint8_t { Auto, Cached, Streamed };
+Status slot_stores_mode_from_env(SlotStoresMode* out);
+
+}  // namespace braid
