@@ -169,7 +169,7 @@ void comm_release(ncclComm* comm) { comm->running.fetch_sub(1); }
 
 bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms) {
   auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (comm->running.load() > 0) {
+  while (comm->running.load() > 0 || live_comms().in_use(comm)) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

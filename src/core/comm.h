@@ -201,18 +201,21 @@ void comm_register(ncclComm* comm);
 bool comm_unregister(ncclComm* comm);  // false if it was not live
 bool comm_is_live(const ncclComm* comm);
 // Runs fn(comm) only if comm is live; no ncclCommAbort/Destroy can free it
-// meanwhile (fn should be short: they wait for it).
+// meanwhile (they wait for it in comm_wait_idle).
 template <class F>
 bool comm_if_live(ncclComm* comm, F&& fn) {
   return live_comms().if_live(comm, [&] { fn(comm); });
 }
 
-// Marks comm as in use by this call (false if it is not live).  Abort and
-// Destroy unregister first and then wait until no use is left, so a
-// communicator is never freed under a thread that is running on it.
+// Marks comm as in use by a group (false if it is not live), until
+// comm_release, which may run on another thread (a non-blocking group's
+// worker).  Abort and Destroy unregister first and then wait until no use
+// is left, so a communicator is never freed under a thread running on it.
+// (An API call's own use of its communicator is a CommUse, src/shim/api.h.)
 bool comm_acquire(ncclComm* comm);
 void comm_release(ncclComm* comm);
-// Waits until nothing runs on an (unregistered) comm; false on timeout.
+// Waits until nothing runs on an (unregistered) comm: no group (running)
+// and no thread's use (LiveComms::in_use); false on timeout.
 bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms);
 // Waits for the communicator's background job (non-blocking mode), bounded by
 // BRAID_TIMEOUT; its failure is not this call's failure.

@@ -28,7 +28,12 @@ namespace braid {
 void set_global_last_error(const std::string& message);
 std::string global_last_error();
 
-ncclResult_t report(ncclComm* comm, const char* function, Status status);
+// An entry point's result: its code, and for an error the message
+// recorded and printed (report_error, out of line).
+ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status);
+inline ncclResult_t report(ncclComm* comm, const char* function, const Status& status) {
+  return status.is_ok() ? ncclSuccess : report_error(comm, function, status);
+}
 
 template <class Body>
 ncclResult_t guarded(ncclComm* comm, const char* function, Body&& body) noexcept {
@@ -44,10 +49,17 @@ ncclResult_t guarded(ncclComm* comm, const char* function, Body&& body) noexcept
 }
 
 // Argument checks shared by the entry points (NCCL's codes and wording).
+// The common checks pass inline; their errors are built out of line.
 Status check_comm(const ncclComm* comm);
-Status check_type(ncclDataType_t type);
+Status type_error(ncclDataType_t type);
+inline Status check_type(ncclDataType_t type) {
+  return int(type) >= 0 && type < ncclNumTypes ? Status::ok() : type_error(type);
+}
 // A built-in op, or a PreMulSum op created on this comm for this datatype.
-Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
+Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
+inline Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
+  return int(op) >= 0 && op < ncclNumOps ? Status::ok() : check_user_op(comm, op, type);
+}
 Status check_config(const ncclConfig_t* config);
 
 // Creates a communicator (ncclCommInitRank*, Split, Shrink): checks, queues
@@ -59,25 +71,30 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
 // Frees a communicator nothing runs on any more.
 void destroy_comm(ncclComm* comm);
 
-// RAII use of a communicator by one API call (see comm_acquire).
+// RAII use of a communicator by one API call: an Abort or Destroy from
+// another thread does not free it before the call returns (comm_wait_idle).
 class CommUse {
  public:
-  explicit CommUse(ncclComm* comm) : comm_(comm_acquire(comm) ? comm : nullptr) {}
-  ~CommUse() {
-    if (comm_) comm_release(comm_);
-  }
-  bool ok() const { return comm_ != nullptr; }
-  CommUse(const CommUse&) = delete;
-  CommUse& operator=(const CommUse&) = delete;
+  explicit CommUse(ncclComm* comm) : use_(live_comms(), comm) {}
+  bool ok() const { return use_.live(); }
 
  private:
-  ncclComm* comm_;
+  LiveComms::Use use_;
 };
 // check_comm for the communicator `use` holds: acquiring it already looked
 // it up among the live ones (one registry lookup per call, not two).
-Status check_comm(const CommUse& use, const ncclComm* comm);
-Status check_root(const ncclComm* comm, int root);
-Status check_buffer(const void* buffer, const char* name, size_t count);
+Status comm_error(const ncclComm* comm, bool live);
+inline Status check_comm(const CommUse& use, const ncclComm* comm) {
+  return use.ok() && !comm->aborting && !comm->finalized ? Status::ok() : comm_error(comm, use.ok());
+}
+Status root_error(const ncclComm* comm, int root);
+inline Status check_root(const ncclComm* comm, int root) {
+  return root >= 0 && root < comm->nranks ? Status::ok() : root_error(comm, root);
+}
+Status null_buffer_error(const char* name, size_t count);
+inline Status check_buffer(const void* buffer, const char* name, size_t count) {
+  return buffer || count == 0 ? Status::ok() : null_buffer_error(name, count);
+}
 
 // Folds an error the device reported since the last look into the
 // communicator's async error (device backends fail asynchronously).

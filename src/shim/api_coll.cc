@@ -39,6 +39,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   bool needs_recv = !(spec.collective == Collective::Reduce || spec.collective == Collective::Gather) || is_root;
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
+  if (count == 0) return Status::ok();  // NCCL: nothing to do once the arguments pass
   CollectiveCall call;
   call.comm = comm;
   call.collective = spec.collective;

@@ -23,8 +23,8 @@ std::string global_last_error() {
   return last_error_storage();
 }
 
-ncclResult_t report(ncclComm* comm, const char* function, Status status) {
-  if (status.is_ok() || status.code() == ncclInProgress) return status.code();
+ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status) {
+  if (status.code() == ncclInProgress) return status.code();
   std::string message = fmt::format("{}: {}", function, status.to_string());
   BRAID_WARN("{}", message);
   set_global_last_error(message);
@@ -35,9 +35,7 @@ ncclResult_t report(ncclComm* comm, const char* function, Status status) {
   return status.code();
 }
 
-namespace {
-
-Status check_comm_with(const ncclComm* comm, bool live) {
+Status comm_error(const ncclComm* comm, bool live) {
   if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
   if (!live) return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed?)",
                                 static_cast<const void*>(comm));
@@ -46,20 +44,13 @@ Status check_comm_with(const ncclComm* comm, bool live) {
   return Status::ok();
 }
 
-}  // namespace
+Status check_comm(const ncclComm* comm) { return comm_error(comm, comm_is_live(comm)); }
 
-Status check_comm(const ncclComm* comm) { return check_comm_with(comm, comm_is_live(comm)); }
-
-Status check_comm(const CommUse& use, const ncclComm* comm) { return check_comm_with(comm, use.ok()); }
-
-Status check_type(ncclDataType_t type) {
-  if (int(type) < 0 || type >= ncclNumTypes)
-    return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {} (valid: 0..{})", int(type), int(ncclNumTypes) - 1);
-  return Status::ok();
+Status type_error(ncclDataType_t type) {
+  return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {} (valid: 0..{})", int(type), int(ncclNumTypes) - 1);
 }
 
-Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
-  if (int(op) >= 0 && op < ncclNumOps) return Status::ok();
+Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
   auto it = comm->user_ops.find(int(op));
   if (int(op) < 0 || it == comm->user_ops.end())
     return BRAID_ERROR(ncclInvalidArgument,
@@ -83,15 +74,12 @@ Status check_config(const ncclConfig_t* config) {
   return Status::ok();
 }
 
-Status check_root(const ncclComm* comm, int root) {
-  if (root < 0 || root >= comm->nranks)
-    return BRAID_ERROR(ncclInvalidArgument, "root {} out of range [0, {})", root, comm->nranks);
-  return Status::ok();
+Status root_error(const ncclComm* comm, int root) {
+  return BRAID_ERROR(ncclInvalidArgument, "root {} out of range [0, {})", root, comm->nranks);
 }
 
-Status check_buffer(const void* buffer, const char* name, size_t count) {
-  if (!buffer && count > 0) return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
-  return Status::ok();
+Status null_buffer_error(const char* name, size_t count) {
+  return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
 }
 
 void poll_device_error(ncclComm* comm) {

@@ -67,35 +67,80 @@ TEST_CASE("live comms: more communicators than slots, and many lifetimes through
   CHECK_FALSE(table->contains(later[0]));
 }
 
-TEST_CASE("live comms: once erase returns, no if_live of that communicator runs or starts", "[live_comms]") {
+TEST_CASE("live comms: a Use lasts its scope, nested beyond the thread's hazards too, and outlives an erase",
+          "[live_comms]") {
   auto table = std::make_unique<LiveComms>();
-  auto h = fake_handles(2);
+  auto h = fake_handles(3);
   table->insert(h[0]);
   table->insert(h[1]);
-  std::atomic<bool> stop{false};
-  std::atomic<int> inside{0};
-  std::atomic<uint64_t> runs{0}, other_runs{0};
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 3; ++t)
-    readers.emplace_back([&] {
-      while (!stop.load()) {
-        table->if_live(h[0], [&] {
-          inside.fetch_add(1);
-          std::this_thread::yield();  // stay inside a while
-          runs.fetch_add(1);
-          inside.fetch_sub(1);
-        });
-        table->if_live(h[1], [&] { other_runs.fetch_add(1); });
-      }
-    });
-  while (runs.load() < 1000) std::this_thread::yield();
-  REQUIRE(table->erase(h[0]));
-  const int inside_at_erase = inside.load();
-  const uint64_t runs_at_erase = runs.load();
-  const uint64_t other_at_erase = other_runs.load();
-  while (other_runs.load() < other_at_erase + 1000) std::this_thread::yield();  // readers keep going
-  stop.store(true);
-  for (auto& t : readers) t.join();
-  CHECK(inside_at_erase == 0);
-  CHECK(runs.load() == runs_at_erase);
+  {
+    LiveComms::Use outer(*table, h[0]);
+    CHECK(outer.live());
+    CHECK(table->in_use(h[0]));
+    CHECK_FALSE(table->in_use(h[1]));
+    std::vector<std::unique_ptr<LiveComms::Use>> nested;  // popped from the back: innermost first
+    for (int i = 0; i < LiveComms::kHazardsPerThread + 2; ++i) {
+      nested.push_back(std::make_unique<LiveComms::Use>(*table, h[1]));
+      CHECK(nested.back()->live());
+    }
+    CHECK(table->in_use(h[1]));
+    CHECK(table->erase(h[1]));
+    CHECK_FALSE(LiveComms::Use(*table, h[1]).live());  // no use starts after the erase
+    CHECK(table->in_use(h[1]));                         // the ones before still count
+    while (nested.size() > 1) {
+      nested.pop_back();
+      CHECK(table->in_use(h[1]));
+    }
+    nested.pop_back();
+    CHECK_FALSE(table->in_use(h[1]));
+    CHECK(table->in_use(h[0]));
+  }
+  CHECK_FALSE(table->in_use(h[0]));
+  CHECK_FALSE(LiveComms::Use(*table, h[2]).live());  // never inserted
+  CHECK_FALSE(table->in_use(h[2]));
+}
+
+TEST_CASE("live comms: after erase no use starts, and in_use covers every use that did", "[live_comms]") {
+  // Many lifetimes of one handle under readers that keep trying to use it:
+  // once erase returned and in_use says no, nothing may run on it until it
+  // is inserted again.
+  for (bool membarrier : {true, false}) {
+    INFO("membarrier " << membarrier);
+    auto table = std::make_unique<LiveComms>(membarrier);
+    auto h = fake_handles(2);
+    table->insert(h[1]);
+    std::atomic<bool> stop{false};
+    std::atomic<int> inside{0};
+    std::atomic<uint64_t> runs{0}, other_runs{0};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 3; ++t)
+      readers.emplace_back([&] {
+        while (!stop.load()) {
+          table->if_live(h[0], [&] {
+            inside.fetch_add(1);
+            std::this_thread::yield();  // stay inside a while
+            runs.fetch_add(1);
+            inside.fetch_sub(1);
+          });
+          table->if_live(h[1], [&] { other_runs.fetch_add(1); });
+        }
+      });
+    int ran_inside = 0, ran_after = 0;
+    for (int round = 0; round < 100; ++round) {
+      table->insert(h[0]);
+      const uint64_t before = runs.load();
+      while (runs.load() < before + 20) std::this_thread::yield();
+      REQUIRE(table->erase(h[0]));
+      while (table->in_use(h[0])) std::this_thread::yield();  // what freeing a communicator waits for
+      ran_inside += inside.load() != 0;
+      const uint64_t runs_when_unused = runs.load();
+      const uint64_t other = other_runs.load();
+      while (other_runs.load() < other + 50) std::this_thread::yield();  // readers keep trying
+      ran_after += runs.load() != runs_when_unused;
+    }
+    stop.store(true);
+    for (auto& t : readers) t.join();
+    CHECK(ran_inside == 0);
+    CHECK(ran_after == 0);
+  }
 }
