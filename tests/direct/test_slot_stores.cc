@@ -80,7 +80,8 @@ TEST_CASE("slot stores: auto times both ways and stays exact, and a bad BRAID_SL
   const int crowded = braid::host_usable_cores() + 1;
   CHECK(run_ranks_as_processes(crowded, [](int rank, int n, ncclComm_t comm, Failures& f) {
           const uint64_t before = streamed();
-          for (int i = 0; i < 3; ++i) run_and_check(CollCase{.coll = Coll::AllReduce, .count = kCount}, rank, n, comm, f);
+          for (int i = 0; i < 3; ++i)
+            run_and_check(CollCase{.coll = Coll::AllReduce, .count = kCount}, rank, n, comm, f);
           if (streamed() != before) f.fail(fmt::format("rank {}/{}: streamed while oversubscribed", rank, n));
         }, 120) == 0);
   setenv("BRAID_SLOT_STORES", "sometimes", 1);

@@ -289,7 +289,8 @@ class CollectiveTask final : public Task {
     switch (op.type) {
       case OpType::Send:
         BRAID_TRY(resolve_length({src}, false, &n));
-        copy_to(slot, nullptr, src.ptr, n * esize_, stream_slots_, false);
+        copy_unfenced(slot, src.ptr, n * esize_, stream_slots_);  // one memcpy when cached
+        if (stream_slots_) store_fence();
         break;
       case OpType::Recv:
         BRAID_TRY(resolve_length({dst}, true, &n));
