@@ -374,7 +374,7 @@ Status comm_setup(ncclComm* comm) {
   if (!probe.usable && nranks > 1) {
     comm->stream_slots_always = stores == SlotStoresMode::Streamed;
     if (stores == SlotStoresMode::Auto && !tuning.oversubscribed)
-      comm->slot_stores = std::make_unique<SlotStoreChooser>();
+      comm->slot_stores = std::make_unique<SlotStoreChooser>(kSlotStoresFirstCheckEvery);
   }
   if (probe.usable) {
     // CUDA IPC reaches the ranks of one host; with a peer elsewhere the

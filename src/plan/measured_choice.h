@@ -13,14 +13,15 @@
 // speaks for it (its estimate scaled by the size), and lends it how sure it
 // is (how many calls it goes between rechecks): a sweep over sizes, or a mix
 // of sizes, does not explore afresh at every size.  The faster way is taken;
-// the slower is timed again after a number of calls that starts at 1 and
-// doubles each time a recheck confirms the choice, up to as many calls as
-// add up to kExploreBudget times the gap between the two.  A recheck costs
-// the gap, so in a steady state rechecking spends about 1/kExploreBudget of
-// the time, whatever the sizes and call rates; the doubling from 1 corrects
-// a first estimate that was wrong (a way first timed while the buffers were
-// still being faulted in looks several times slower than it is), and a
-// change of placement is noticed within about kExploreBudget gaps.
+// the slower is timed again after a number of calls that starts at 1 (or
+// first_check_every) and doubles each time a recheck confirms the choice,
+// up to as many calls as add up to kExploreBudget times the gap between
+// the two.  A recheck costs the gap, so in a steady state rechecking spends
+// about 1/kExploreBudget of the time, whatever the sizes and call rates; the
+// doubling from 1 corrects a first estimate that was wrong (a way first
+// timed while the buffers were still being faulted in looks several times
+// slower than it is), and a change of placement is noticed within about
+// kExploreBudget gaps.
 //
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of
@@ -55,6 +56,14 @@ class MeasuredChooser {
   static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
   static constexpr uint32_t kTrusted = 3;  // calls on a way before a class's own estimate counts
 
+  // first_check_every: the calls between the first rechecks of a class (1:
+  // a first estimate that was wrong is corrected at once; more: fewer calls
+  // spent on the slower way while a class is new).
+  explicit MeasuredChooser(uint32_t first_check_every = 1) : first_check_every_(first_check_every) {
+    for (Classes& classes : classes_)
+      for (SizeClass& s : classes) s.check_every = first_check_every;
+  }
+
   // The way for a call of `c` moving `bytes` (its larger buffer).
   MeasuredChoice<Option> choose(Collective c, uint64_t bytes) const {
     const Classes& classes = classes_[size_t(c)];
@@ -83,7 +92,8 @@ class MeasuredChooser {
     }
     // A recheck: it confirmed the choice (look less often) or overturned it.
     s.calls_since_check = 0;
-    s.check_every = after.best == before.best ? std::min(2 * before.check_every, kMaxCallsBetweenChecks) : 1;
+    s.check_every =
+        after.best == before.best ? std::min(2 * before.check_every, kMaxCallsBetweenChecks) : first_check_every_;
   }
 
   // A call that took the default under a lease (not timed).
@@ -148,6 +158,7 @@ class MeasuredChooser {
     return std::min(v.check_every, uint32_t(std::clamp(budget, 1.0, double(kMaxCallsBetweenChecks))));
   }
 
+  uint32_t first_check_every_;
   std::array<Classes, int(Collective::Custom)> classes_{};
 };
 

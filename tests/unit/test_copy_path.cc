@@ -139,3 +139,17 @@ TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][cop
   CHECK(c.choose(Collective::Broadcast, kMB).option == CopyPath::Slots);
   CHECK(c.choose(Collective::AlltoAll, kMB).option == CopyPath::Slots);  // never timed: the slots first
 }
+
+TEST_CASE("measured choice: a larger first recheck interval spends fewer of a new class's calls on the slower way",
+          "[unit][copy_path]") {
+  // Ten calls of a new class where the default is faster (100 vs 160 us):
+  // from 1, the slower way is rechecked after 1, 2 and 4 calls; from 4,
+  // once, after 4.
+  for (uint32_t first : {1u, 4u}) {
+    braid::MeasuredChooser<CopyPath> c(first);
+    Tally t = run(c, 12, 100, 160);
+    INFO("first_check_every " << first);
+    CHECK(t.pulled + t.slots + t.leased == 12);
+    CHECK(t.pulled == (first == 1 ? 4 : 2));  // the first timing of each way included
+  }
+}
