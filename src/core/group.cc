@@ -102,12 +102,17 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
 
 // How a call's executor stores into its send slots (src/plan/slot_stores.h):
 // only calls that stream their output (`output_bytes`) are concerned.
-SlotStores slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
+// `timed`: the choice is the chooser's, and the call's time is wanted.
+struct SlotStoresChoice {
+  SlotStores stores = SlotStores::Cached;
+  bool timed = false;
+};
+SlotStoresChoice slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
   const ncclComm* comm = c.comm;
-  if (output_bytes < kExecutorStreamOutputBytes) return SlotStores::Cached;
-  if (comm->stream_slots_always) return SlotStores::Streamed;
-  if (!comm->slot_stores) return SlotStores::Cached;
-  return comm->slot_stores->choose(c.collective, output_bytes).option;
+  if (output_bytes < kExecutorStreamOutputBytes) return {};
+  if (comm->stream_slots_always) return {SlotStores::Streamed, false};
+  if (!comm->slot_stores) return {};
+  return {comm->slot_stores->choose(c.collective, output_bytes).option, true};
 }
 
 void record_error(ncclComm* comm, const Status& s) {
@@ -255,16 +260,15 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     const CollectiveCall& c = collectives[i];
     const uint64_t output_bytes =
         has_output(c) ? c.count * datatype_size(c.type) * output_blocks(c.collective, c.comm->nranks) : 0;
-    const SlotStores stores = slot_stores_for(c, output_bytes);
+    const SlotStoresChoice stores = slot_stores_for(c, output_bytes);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(c.comm->spare_task);
-    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, stores));
+    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, stores.stores));
     const Task* on_slots = task.get();
     if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
     // (a direct task may not use the slots at all: its time says nothing of them)
-    if (collectives.size() == 1 && p2ps.empty() && task.get() == on_slots && c.comm->slot_stores &&
-        output_bytes >= kExecutorStreamOutputBytes)
-      timing = {c.comm->slot_stores.get(), c.collective, output_bytes, stores};
+    if (stores.timed && collectives.size() == 1 && p2ps.empty() && task.get() == on_slots)
+      timing = {c.comm->slot_stores.get(), c.collective, output_bytes, stores.stores};
     BRAID_INFO(kColl, "{}", task->describe());
     queues[queue_index(c.comm)].tasks.push_back(std::move(task));
   }

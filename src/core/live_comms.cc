@@ -105,9 +105,13 @@ void LiveComms::barrier_all_threads() {
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
   // Registration is per process and survives fork; should it have been
   // lost, register again.  Failing that (it worked at startup, so this is
-  // not expected), give every store buffer far longer than it needs.
+  // not expected), the global command needs no registration (slower: it
+  // waits for every CPU to pass through the scheduler).
   if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
     return;
+  if (membarrier(MEMBARRIER_CMD_GLOBAL) == 0) return;
+  // Nothing left that orders other threads' stores: give every store
+  // buffer far longer than it needs to drain.
   std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
