@@ -9,10 +9,17 @@
 //   pull:  each process copies its own block, and reads the peer's block
 //          straight into its output with process_vm_readv (one kernel copy).
 //
-//   copy_path_probe [-s total_bytes] [-r rounds] [-f]
+//   copy_path_probe [-s total_bytes] [-r rounds] [-f] [-H]
 // -s: the AllGather's output size (default 4 MiB; each process has half);
 // -r: rounds (default 200); -f: each process rewrites its input before every
-// call (fresh data, as in training), instead of reusing it (as nccl-tests).
+// call (fresh data, as in training), instead of reusing it (as nccl-tests);
+// -H: the inputs and outputs are on transparent huge pages (madvise before
+// the first touch), as every large allocation is where the kernel's THP
+// setting is "always".  The kernel copy pins and maps the peer's buffer a
+// page at a time, so the page size decides its speed.  On the project's VM
+// (THP "madvise": plain buffers are 4 KiB pages), cores near, -s 64 MiB:
+// pull 8.8-9.1 ms on 4 KiB pages, 6.0-6.3 ms on huge pages, slots 6.1-6.6
+// ms either way (perf/results/compare_20261125i.txt).
 // Each round: the round trip (ns), then the best of 20 calls each way (us):
 // prints "round <i> round_trip_ns <ns> slots_us <us> pull_us <us>", and at
 // the end the means over rounds with the cores near (< 150 ns) and far.
@@ -128,11 +135,12 @@ bool pull(char* to, const void* from, size_t bytes) {
 int main(int argc, char** argv) {
   size_t total = size_t(4) << 20;
   int rounds = 200;
-  bool fresh = false;
+  bool fresh = false, huge = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-s") && i + 1 < argc) total = std::strtoull(argv[++i], nullptr, 0);
     else if (!std::strcmp(argv[i], "-r") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "-f")) fresh = true;
+    else if (!std::strcmp(argv[i], "-H")) huge = true;
   }
   const size_t ring_bytes = kSlotStride * kSlots + 4096;
   char* seg = static_cast<char*>(
@@ -146,8 +154,12 @@ int main(int argc, char** argv) {
   me = child == 0 ? 1 : 0;
   if (me == 1) prctl(PR_SET_PDEATHSIG, SIGKILL);
   const size_t block = total / 2;
-  char* in = static_cast<char*>(std::aligned_alloc(4096, (block + 4095) / 4096 * 4096));
-  char* out = static_cast<char*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096));
+  const size_t align = huge ? size_t(2) << 20 : 4096;
+  const size_t in_bytes = (block + align - 1) / align * align, out_bytes = (total + align - 1) / align * align;
+  char* in = static_cast<char*>(std::aligned_alloc(align, in_bytes));
+  char* out = static_cast<char*>(std::aligned_alloc(align, out_bytes));
+  if (huge && (madvise(in, in_bytes, MADV_HUGEPAGE) != 0 || madvise(out, out_bytes, MADV_HUGEPAGE) != 0) && me == 0)
+    std::printf("madvise(MADV_HUGEPAGE): %s; the buffers may be on 4 KiB pages\n", std::strerror(errno));
   std::memset(in, me + 1, block);
   std::memset(out, 0, total);
   shared->input[me] = in;
@@ -188,9 +200,9 @@ int main(int argc, char** argv) {
   if (me == 0) {
     for (int far = 0; far < 2; ++far)
       if (count[far] > 0)
-        std::printf("%s: %d rounds, slots %.1f us, pull %.1f us (%zu bytes, %s inputs)\n", far ? "far" : "near",
-                    int(count[far]), sum[far][0] / count[far], sum[far][1] / count[far], total,
-                    fresh ? "fresh" : "reused");
+        std::printf("%s: %d rounds, slots %.1f us, pull %.1f us (%zu bytes, %s inputs, %s pages)\n",
+                    far ? "far" : "near", int(count[far]), sum[far][0] / count[far], sum[far][1] / count[far], total,
+                    fresh ? "fresh" : "reused", huge ? "huge" : "default");
     waitpid(child, nullptr, 0);
   }
   return 0;

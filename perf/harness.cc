@@ -8,6 +8,7 @@
 #include "perf/harness.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,17 +76,25 @@ std::string float_str(double value, int width) {
 // Host buffers (what the collectives use on the host backend, and the
 // mirror of device buffers otherwise).  With -R on the host backend they come
 // from ncclMemAlloc, as in nccl-tests, so that registration can share them.
+// BRAID_PERF_HUGEPAGES=1 (every tool of the harness, braid's and its peers'
+// alike) puts plain buffers on transparent huge pages, as a host whose THP
+// setting is "always" does for every large allocation: the kernel copies of
+// cross-memory attach run several times faster on them (perf/copy_path_probe -H).
 struct AlignedBuffer {
   char* data = nullptr;
   size_t bytes = 0;
   bool nccl_mem = false;
   void allocate(size_t n, bool from_nccl) {
-    bytes = (std::max<size_t>(n, 1) + 4095) / 4096 * 4096;
+    const char* huge_env = std::getenv("BRAID_PERF_HUGEPAGES");
+    const bool huge = !from_nccl && huge_env && std::strcmp(huge_env, "0") != 0;
+    const size_t align = huge ? size_t(2) << 20 : 4096;
+    bytes = (std::max<size_t>(n, 1) + align - 1) / align * align;
     nccl_mem = from_nccl;
     void* p = nullptr;
-    if (!nccl_mem) p = std::aligned_alloc(4096, bytes);
+    if (!nccl_mem) p = std::aligned_alloc(align, bytes);
     else if (ncclMemAlloc(&p, bytes) != ncclSuccess) p = nullptr;
     data = static_cast<char*>(p);
+    if (data && huge) madvise(data, bytes, MADV_HUGEPAGE);  // before the first touch; advice, so failure is harmless
     if (data) std::memset(data, 0, bytes);
   }
   ~AlignedBuffer() {
