@@ -358,7 +358,7 @@ Status comm_setup(ncclComm* comm) {
   // every size and collective measured (src/plan/copy_path.h).
   const bool pull_wanted = cma_mode == CmaMode::On || (cma_mode == CmaMode::Auto && !tuning.oversubscribed);
   if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && pull_wanted) {
-    comm->pull_collectives = unpinned & collectives_where(pull_serves);
+    comm->pull_collectives = unpinned & collectives_where(cma_mode == CmaMode::On ? pull_serves : pull_in_auto);
     comm->pull_min_bytes = cma_min_bytes;
     comm->pull_always = cma_mode == CmaMode::On;
     comm->can_pull = true;
@@ -368,7 +368,7 @@ Status comm_setup(ncclComm* comm) {
     if (rank == 0) comm->copy_paths = std::make_unique<CopyPathChooser>();
     comm->slot_leases = std::make_unique<SlotLeases>();
     if (!comm->can_pull)
-      BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); copy collectives keep "
+      BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "
                  "the shared-memory slots", comm->comm_hash, rank);
   }
   if (!probe.usable && nranks > 1) {

@@ -37,8 +37,8 @@ enum class CopyPath : uint8_t;
 enum class SlotStores : uint8_t;
 struct SlotLeases;
 
-// BRAID_CMA: whether copy collectives between processes may pull peers'
-// buffers with cross-memory attach (src/core/cross_memory.h).  Ordered:
+// BRAID_CMA: whether collectives between processes may pull (and push)
+// peers' buffers with cross-memory attach (src/core/cross_memory.h).  Ordered:
 // ranks use the least any of them asks for.
 enum class CmaMode : int32_t { Off = 0, Auto = 1, On = 2 };
 

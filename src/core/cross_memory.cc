@@ -10,29 +10,44 @@
 
 namespace braid {
 
-Status cma_read(pid_t pid, void* local, uint64_t remote, size_t bytes) {
-  char* to = static_cast<char*>(local);
+namespace {
+
+// One process_vm_readv or process_vm_writev, repeated over partial
+// transfers until done or failed.
+Status cma_copy(pid_t pid, char* local, uint64_t remote, size_t bytes, bool write) {
+  const char* call = write ? "process_vm_writev" : "process_vm_readv";
+  auto unmapped = [&] {
+    return BRAID_ERROR(ncclRemoteError, "{} bytes at {:#x} are not mapped{} in process {} ({})", bytes, remote,
+                       write ? " writable" : "", pid, call);
+  };
   while (bytes > 0) {
-    iovec here{to, bytes};
+    iovec here{local, bytes};
     iovec there{reinterpret_cast<void*>(remote), bytes};
-    ssize_t got = process_vm_readv(pid, &here, 1, &there, 1, 0);
-    if (got < 0) {
+    const ssize_t moved =
+        write ? process_vm_writev(pid, &here, 1, &there, 1, 0) : process_vm_readv(pid, &here, 1, &there, 1, 0);
+    if (moved < 0) {
       if (errno == EINTR) continue;
       const int err = errno;
-      if (err == ESRCH) return BRAID_ERROR(ncclRemoteError, "process {} is gone (process_vm_readv)", pid);
-      if (err == EFAULT)
-        return BRAID_ERROR(ncclRemoteError, "{} bytes at {:#x} are not mapped in process {} (process_vm_readv)",
-                           bytes, remote, pid);
-      return BRAID_ERROR(ncclSystemError, "process_vm_readv from process {}: {}", pid, std::strerror(err));
+      if (err == ESRCH) return BRAID_ERROR(ncclRemoteError, "process {} is gone ({})", pid, call);
+      if (err == EFAULT) return unmapped();
+      return BRAID_ERROR(ncclSystemError, "{} in process {}: {}", call, pid, std::strerror(err));
     }
-    if (got == 0)  // a partial read stops at an unmapped page: the next call names it
-      return BRAID_ERROR(ncclRemoteError, "{} bytes at {:#x} are not mapped in process {} (process_vm_readv)", bytes,
-                         remote, pid);
-    to += got;
-    remote += uint64_t(got);
-    bytes -= size_t(got);
+    if (moved == 0) return unmapped();  // a partial transfer stops at a bad page: the next call names it
+    local += moved;
+    remote += uint64_t(moved);
+    bytes -= size_t(moved);
   }
   return Status::ok();
+}
+
+}  // namespace
+
+Status cma_read(pid_t pid, void* local, uint64_t remote, size_t bytes) {
+  return cma_copy(pid, static_cast<char*>(local), remote, bytes, false);
+}
+
+Status cma_write(pid_t pid, uint64_t remote, const void* local, size_t bytes) {
+  return cma_copy(pid, const_cast<char*>(static_cast<const char*>(local)), remote, bytes, true);
 }
 
 namespace {

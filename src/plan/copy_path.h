@@ -3,6 +3,8 @@
 // memory slots of its schedule (every byte copied in by the sender and out
 // by the receiver), or pulled by each receiver straight out of the senders'
 // buffers with cross-memory attach (one kernel copy; src/core/cross_memory.h).
+// (Reductions may pull too, but only under BRAID_CMA=on, where nothing is
+// chosen: see pull_in_auto in src/exec/host/direct_task.h.)
 //
 // Neither wins everywhere, and which one does depends on where the ranks'
 // cores sit, which can change while the job runs.  Measured on this

@@ -1,8 +1,9 @@
 // The pull path (src/exec/host/direct_task.h): processes on one host pull
 // AllGather, AlltoAll and Broadcast data out of their peers' plain buffers
-// with process_vm_readv.  Forked ranks, exact results, braid's counters to
-// prove the path, a peer that may not be read (the kernel refuses), and a
-// refusal that starts after init.
+// with process_vm_readv, and AllReduce, Reduce and ReduceScatter pull their
+// share, reduce it and push the result with process_vm_writev.  Forked
+// ranks, exact results, braid's counters to prove the path, a peer that may
+// not be read (the kernel refuses), and a refusal that starts after init.
 #include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -69,16 +70,27 @@ void pull_body(int rank, int n, ncclComm_t comm, Failures& f) {
           // In place, an AlltoAll would overwrite input a peer has not read: it keeps its schedule.
           run_expecting(c, coll == Coll::AlltoAll && in_place ? 0 : 1, rank, n, comm, f);
         }
-  // Reductions are not pulled: they run their schedule without an exchange.
-  CollCase reduce{.coll = Coll::AllReduce, .count = 20000};
-  run_expecting(reduce, -1, rank, n, comm, f);
+  // Reductions: several chunks (300007 floats is over 1 MiB), a share that
+  // is empty on some ranks (count 1), every op and Avg, in place.
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (size_t count : {size_t(1), size_t(1001), size_t(300007)})
+      for (ncclDataType_t type : {ncclFloat, ncclInt8, ncclFloat64, ncclBfloat16})
+        for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg})
+          for (bool in_place : {false, true}) {
+            if (count == 300007 && (type != ncclFloat || op == ncclProd || op == ncclMin)) continue;
+            CollCase c{.coll = coll, .count = count, .type = type, .op = op, .root = int(count % unsigned(n)),
+                       .in_place = in_place};
+            run_expecting(c, 1, rank, n, comm, f);
+          }
+  CollCase reduce_null{.coll = Coll::Reduce, .count = 5000, .root = n - 1, .null_unused = true};
+  run_expecting(reduce_null, 1, rank, n, comm, f);
   CollCase root_null{.coll = Coll::Broadcast, .count = 5000, .root = n - 1, .null_unused = true};
   run_expecting(root_null, 1, rank, n, comm, f);
 }
 
 }  // namespace
 
-TEST_CASE("pull path: AllGather, AlltoAll and Broadcast on plain buffers are exact, across processes",
+TEST_CASE("pull path: every collective it serves is exact on plain buffers, across processes",
           "[direct][pull][processes]") {
   if (!cma_works_here()) return;
   set_env("on");
@@ -124,6 +136,9 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
             // Nothing measured at first: each path is timed before any choice.
             if (pulled() == p0 || fallback_calls() == f0)
               f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
+            // Reductions pull only under BRAID_CMA=on: here they exchange nothing.
+            for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+              run_expecting(CollCase{.coll = coll, .count = 80000}, -1, rank, n, comm, f);
           }, 240) == 0);
   }
 }

@@ -1,6 +1,8 @@
 // Cross-memory attach (src/core/cross_memory.h) against real processes:
-// what a child wrote is what the parent reads, and failures say why.
+// what a child wrote is what the parent reads, what the parent writes lands
+// in the child only, and failures say why.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,4 +47,34 @@ TEST_CASE("cross memory: unmapped ranges and dead processes are errors that say 
   CHECK(s.code() == ncclRemoteError);
   CHECK(s.message().find("gone") != std::string::npos);
   CHECK_FALSE(braid::cma_can_read(gone, child.probe));
+}
+
+TEST_CASE("cross memory: a write lands in the other process only, and a read-only range is refused",
+          "[unit][cma]") {
+  if (!mp::cma_works_here()) return;
+  std::vector<char> buf(3 << 20, 'p');
+  // Read-only in the child as in the parent (inherited at the same address).
+  void* ro = mmap(nullptr, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(ro != MAP_FAILED);
+  CmaChild child(buf, 'c');
+  const uint64_t at = reinterpret_cast<uint64_t>(buf.data());
+  std::vector<char> ours(buf.size() - 300, 'w');
+  REQUIRE(braid::cma_write(child.pid, at + 100, ours.data(), ours.size()).is_ok());
+  std::vector<char> theirs(buf.size(), 0);
+  REQUIRE(braid::cma_read(child.pid, theirs.data(), at, theirs.size()).is_ok());
+  CHECK(std::count(theirs.begin(), theirs.begin() + 100, 'c') == 100);
+  CHECK(std::count(theirs.begin() + 100, theirs.end() - 200, 'w') == ptrdiff_t(ours.size()));
+  CHECK(std::count(theirs.end() - 200, theirs.end(), 'c') == 200);
+  CHECK(std::count(buf.begin(), buf.end(), 'p') == ptrdiff_t(buf.size()));  // ours untouched
+  braid::Status s = braid::cma_write(child.pid, reinterpret_cast<uint64_t>(ro), ours.data(), 64);
+  CHECK(s.code() == ncclRemoteError);
+  CHECK(s.message().find("writable") != std::string::npos);
+  s = braid::cma_write(child.pid, 16, ours.data(), 1);
+  CHECK(s.code() == ncclRemoteError);
+  const pid_t gone = child.pid;
+  child.end();
+  s = braid::cma_write(gone, at, ours.data(), 1);
+  CHECK(s.code() == ncclRemoteError);
+  CHECK(s.message().find("gone") != std::string::npos);
+  munmap(ro, 4096);
 }

@@ -20,13 +20,16 @@
 // schedule `fallback` instead; if the signatures differ, all fail.
 //
 // The pull path is the same protocol for processes whose plain buffers
-// nobody can map: AllGather, AlltoAll and Broadcast, where a rank only
-// writes its own output, read their peers' inputs with process_vm_readv
-// (src/core/cross_memory.h) instead of loads, a kernel copy straight into
-// the output.  Descriptors carry each rank's pid and addresses, whether it
-// could read every peer at init, and rank 0's choice between pulling and
-// the schedule's shared-memory slots (src/plan/copy_path.h says why that
-// is measured, not fixed); every rank follows rank 0.  A rank whose pull
+// nobody can map (src/core/cross_memory.h): AllGather, AlltoAll and
+// Broadcast read their peers' inputs with process_vm_readv instead of
+// loads, a kernel copy straight into the output; AllReduce, Reduce and
+// ReduceScatter read their share of every peer's input a chunk at a time
+// into staging that stays in cache, reduce it there, and write the result
+// into the outputs it belongs in, a peer's with process_vm_writev.
+// Descriptors carry each rank's pid and addresses, whether it could read
+// every peer at init, and rank 0's choice between pulling and the
+// schedule's shared-memory slots (src/plan/copy_path.h says why that is
+// measured, not fixed); every rank follows rank 0.  A rank whose pull
 // fails still says "done", marked failed, so its peers report the error
 // instead of waiting for it.
 //
@@ -76,9 +79,14 @@ struct DirectArgs {
 // so all of them exchange descriptors for the same calls.
 bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 
-// The collectives the pull path serves: those where a rank writes only its
-// own output.
+// The collectives the pull path serves (under BRAID_CMA=on), and those
+// BRAID_CMA=auto times it for: the copy collectives.  A pulled reduction
+// beat the slots only on huge pages with the cores far apart (2-process
+// AllReduce, 1-64 MiB: 1.2-1.45x); on 4 KiB pages, or near, it lost
+// (1.3-1.6x), and timing it cost auto 18-58% in a 22-call sweep
+// (perf/results/compare_20261125i.txt).  So reductions pull only when asked.
 bool pull_serves(Collective c);
+bool pull_in_auto(Collective c);
 
 // Whether this call of `c` moving `bytes` takes the slots without an
 // exchange, under the lease rank 0 gave with its last choice of the slots
