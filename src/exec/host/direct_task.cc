@@ -571,22 +571,12 @@ DirectStats& direct_stats() {
   return stats;
 }
 
-bool pull_serves(Collective c) {
-  switch (c) {
-    case Collective::AllGather:
-    case Collective::AlltoAll:
-    case Collective::Broadcast:
-    case Collective::AllReduce:
-    case Collective::Reduce:
-    case Collective::ReduceScatter:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool pull_in_auto(Collective c) {
   return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
+}
+
+bool pull_serves(Collective c) {
+  return pull_in_auto(c) || c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
 }
 
 bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes) {
