@@ -102,11 +102,9 @@ uint32_t collectives_where(bool (*serves)(Collective)) {
 }
 
 Status cma_mode_from_env(CmaMode* out) {
-  const std::string v = env_string("BRAID_CMA");
-  if (v == "off") *out = CmaMode::Off;
-  else if (v == "auto") *out = CmaMode::Auto;
-  else if (v == "on") *out = CmaMode::On;
-  else return BRAID_ERROR(ncclInvalidArgument, "BRAID_CMA={} (expected auto, on or off)", v);
+  int i = 0;
+  BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &i));  // CmaMode's order
+  *out = CmaMode(i);
   return Status::ok();
 }
 
@@ -256,9 +254,9 @@ Status comm_setup(ncclComm* comm) {
   const int rank = comm->rank, nranks = comm->nranks;
   comm->comm_hash = comm->bootstrap->comm_hash();
 
-  std::string mode = env_string("BRAID_TRANSPORT");
-  if (mode != "auto" && mode != "shm" && mode != "socket")
-    return BRAID_ERROR(ncclInvalidArgument, "BRAID_TRANSPORT={} (expected auto, shm or socket)", mode);
+  int choice = 0;  // BRAID_TRANSPORT and BRAID_BACKEND are checked here and compared as text below
+  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket"}, &choice));
+  const std::string mode = env_string("BRAID_TRANSPORT");
 
   std::unique_ptr<SocketListener> listener;
   std::string address;
@@ -272,9 +270,8 @@ Status comm_setup(ncclComm* comm) {
   std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
   mine.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   mine.api_version = NCCL_VERSION_CODE;
-  std::string backend = env_string("BRAID_BACKEND");
-  if (backend != "auto" && backend != "cuda" && backend != "host")
-    return BRAID_ERROR(ncclInvalidArgument, "BRAID_BACKEND={} (expected auto, cuda or host)", backend);
+  BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));
+  const std::string backend = env_string("BRAID_BACKEND");
   DeviceProbe probe = probe_device_backend();
   if (backend == "cuda" && !probe.usable)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");

@@ -107,4 +107,18 @@ int64_t env_int(const char* name) {
 
 bool env_is_set(const char* name) { return !env_raw(name).empty(); }
 
+Status env_choice(const char* name, std::initializer_list<const char*> allowed, int* index) {
+  const std::string value = env_string(name);
+  std::string words;
+  int i = 0;
+  for (const char* word : allowed) {
+    if (value == word) {
+      *index = i;
+      return Status::ok();
+    }
+    words += (i++ ? ", " : "") + std::string(word);
+  }
+  return BRAID_ERROR(ncclInvalidArgument, "{}={} (expected one of {})", name, value, words);
+}
+
 }  // namespace braid

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "src/core/status.h"
 
 namespace braid {
 
@@ -25,6 +28,9 @@ const std::vector<EnvVar>& env_registry();
 std::string env_string(const char* name);
 int64_t env_int(const char* name);
 bool env_is_set(const char* name);
+// A variable that takes one of a few words: *index is the value's position
+// in `allowed`; any other value is ncclInvalidArgument, naming the words.
+Status env_choice(const char* name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
 

@@ -195,6 +195,23 @@ TEST_CASE("env registry: defaults, overrides, malformed values", "[env]") {
   }
 }
 
+TEST_CASE("env choice: the word's position, its default when unset, and an error naming the words", "[env]") {
+  int index = -1;
+  unsetenv("BRAID_CMA");
+  REQUIRE(env_choice("BRAID_CMA", {"off", "auto", "on"}, &index).is_ok());
+  CHECK(index == 1);  // the registered default, auto
+  setenv("BRAID_CMA", "on", 1);
+  REQUIRE(env_choice("BRAID_CMA", {"off", "auto", "on"}, &index).is_ok());
+  CHECK(index == 2);
+  setenv("BRAID_CMA", "sometimes", 1);
+  index = -1;
+  Status s = env_choice("BRAID_CMA", {"off", "auto", "on"}, &index);
+  CHECK(s.code() == ncclInvalidArgument);
+  CHECK(s.message() == "BRAID_CMA=sometimes (expected one of off, auto, on)");
+  CHECK(index == -1);
+  unsetenv("BRAID_CMA");
+}
+
 TEST_CASE("a braid-started thread reads the environment its starter saw", "[env]") {
   setenv("BRAID_SHM_SLOTS", "5", 1);
   setenv("NCCL_COMM_ID", "10.0.0.1:9", 1);

@@ -91,29 +91,30 @@ TEST_CASE("reduce_to and copy_to (either destination streamed or not) equal redu
   for (ncclDataType_t type : {ncclFloat32, ncclFloat16, ncclInt8, ncclFloat64})
     for (bool stream : {false, true})
       for (bool stream2 : {false, true})
-      for (size_t n : {size_t(1), size_t(33), size_t(5000), size_t(70001)}) {
-        const size_t es = datatype_size(type), bytes = n * es;
-        auto a = random_bytes(bytes + 64, uint32_t(n + type));
-        auto b = random_bytes(bytes + 64, uint32_t(n * 3 + type));
-        std::vector<unsigned char> want(bytes), dst(bytes + 64, 0), dst2(bytes + 64, 0);
-        reduce(want.data(), a.data() + 3 * es, b.data() + es, n, type, ncclSum);
-        reduce_to(dst.data() + 5 * es, dst2.data() + es, a.data() + 3 * es, b.data() + es, n, type, ncclSum, stream2);
-        INFO(datatype_name(type) << " stream=" << stream << " stream2=" << stream2 << " n=" << n);
-        REQUIRE(std::memcmp(want.data(), dst.data() + 5 * es, bytes) == 0);
-        REQUIRE(std::memcmp(want.data(), dst2.data() + es, bytes) == 0);
-        // In place (dst aliases an input), no second copy.
-        std::vector<unsigned char> inplace(a.begin() + 3 * es, a.begin() + 3 * es + bytes);
-        reduce_to(inplace.data(), nullptr, inplace.data(), b.data() + es, n, type, ncclSum, stream2);
-        REQUIRE(std::memcmp(want.data(), inplace.data(), bytes) == 0);
+        for (size_t n : {size_t(1), size_t(33), size_t(5000), size_t(70001)}) {
+          const size_t es = datatype_size(type), bytes = n * es;
+          auto a = random_bytes(bytes + 64, uint32_t(n + type));
+          auto b = random_bytes(bytes + 64, uint32_t(n * 3 + type));
+          std::vector<unsigned char> want(bytes), dst(bytes + 64, 0), dst2(bytes + 64, 0);
+          reduce(want.data(), a.data() + 3 * es, b.data() + es, n, type, ncclSum);
+          reduce_to(dst.data() + 5 * es, dst2.data() + es, a.data() + 3 * es, b.data() + es, n, type, ncclSum,
+                    stream2);
+          INFO(datatype_name(type) << " stream=" << stream << " stream2=" << stream2 << " n=" << n);
+          REQUIRE(std::memcmp(want.data(), dst.data() + 5 * es, bytes) == 0);
+          REQUIRE(std::memcmp(want.data(), dst2.data() + es, bytes) == 0);
+          // In place (dst aliases an input), no second copy.
+          std::vector<unsigned char> inplace(a.begin() + 3 * es, a.begin() + 3 * es + bytes);
+          reduce_to(inplace.data(), nullptr, inplace.data(), b.data() + es, n, type, ncclSum, stream2);
+          REQUIRE(std::memcmp(want.data(), inplace.data(), bytes) == 0);
 
-        std::fill(dst.begin(), dst.end(), 0);
-        std::fill(dst2.begin(), dst2.end(), 0);
-        copy_to(dst.data() + 7, dst2.data() + 1, a.data() + 2, bytes, stream, stream2);
-        REQUIRE(std::memcmp(a.data() + 2, dst.data() + 7, bytes) == 0);
-        REQUIRE(std::memcmp(a.data() + 2, dst2.data() + 1, bytes) == 0);
-        REQUIRE(dst[6] == 0);
-        REQUIRE(dst[7 + bytes] == 0);
-        REQUIRE(dst2[0] == 0);
-        REQUIRE(dst2[1 + bytes] == 0);
-      }
+          std::fill(dst.begin(), dst.end(), 0);
+          std::fill(dst2.begin(), dst2.end(), 0);
+          copy_to(dst.data() + 7, dst2.data() + 1, a.data() + 2, bytes, stream, stream2);
+          REQUIRE(std::memcmp(a.data() + 2, dst.data() + 7, bytes) == 0);
+          REQUIRE(std::memcmp(a.data() + 2, dst2.data() + 1, bytes) == 0);
+          REQUIRE(dst[6] == 0);
+          REQUIRE(dst[7 + bytes] == 0);
+          REQUIRE(dst2[0] == 0);
+          REQUIRE(dst2[1 + bytes] == 0);
+        }
 }
