@@ -18,11 +18,39 @@ namespace {
 // template parameter so each loop is branch-free and the compiler vectorizes
 // the native types; narrow floats convert element by element in registers.
 template <ReduceKind K, typename S>
-void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
+inline void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
   S* d = static_cast<S*>(dst);
   const S* x = static_cast<const S*>(a);
   const S* y = static_cast<const S*>(b);
   for (size_t i = 0; i < n; ++i) d[i] = reduce_elem<K>(x[i], y[i]);
+}
+
+#if defined(__x86_64__)
+// The same loop compiled for AVX2 (32-byte vectors; the default build may
+// only assume SSE2).  Element-wise, so the bits are the same as the scalar
+// semantics.  It pays where the data is in cache, as the executor's slot
+// fragments are: reduce() of 256 KiB floats 4.9 -> 3.1 us on this project's
+// Zen 4 VM, 64 KiB 1.2 -> 1.0 us; from memory (32 MiB) no difference.
+// reduce_many's line loop stays on the default target: compiled for AVX2,
+// GCC kept its line in scalars and it ran up to 1.7x slower.
+bool have_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+template <ReduceKind K, typename S>
+__attribute__((target("avx2"))) void reduce_loop_avx2(void* dst, const void* a, const void* b, size_t n) {
+  reduce_loop<K, S>(dst, a, b, n);
+}
+#endif
+
+// reduce_loop for a native type, on the widest vectors this CPU has.
+template <ReduceKind K, typename S>
+void reduce_native(void* dst, const void* a, const void* b, size_t n) {
+#if defined(__x86_64__)
+  if (have_avx2()) return reduce_loop_avx2<K, S>(dst, a, b, n);
+#endif
+  reduce_loop<K, S>(dst, a, b, n);
 }
 
 // fp8: decoding is a 256-entry table built from the shared decoder (so
@@ -99,8 +127,7 @@ __attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t
 }
 
 bool have_avx2_f16c() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                          __builtin_cpu_supports("fma");
+  static const bool yes = have_avx2() && __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
   return yes;
 }
 #endif
@@ -109,7 +136,9 @@ bool have_avx2_f16c() {
 // the shared element semantics for the rest.
 template <ReduceKind K, typename S>
 void reduce_any(void* dst, const void* a, const void* b, size_t n) {
-  if constexpr (std::is_same_v<S, e4m3_bits>) {
+  if constexpr (std::is_arithmetic_v<S>) {
+    reduce_native<K, S>(dst, a, b, n);
+  } else if constexpr (std::is_same_v<S, e4m3_bits>) {
     fp8_loop<K, S, e4m3_to_float, float_to_e4m3>(dst, a, b, n);
   } else if constexpr (std::is_same_v<S, e5m2_bits>) {
     fp8_loop<K, S, e5m2_to_float, float_to_e5m2>(dst, a, b, n);
