@@ -51,12 +51,18 @@ uint64_t mix(uint64_t x) {  // splitmix64 finalizer
 
 std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000); }
 
+// The root waits this much longer than the ranks do.  A rank's wait starts
+// before its hello reaches the root, so with equal timeouts the two expire
+// together, and when the root's close wins the rank could only report "the
+// peer closed the connection" instead of its own, precise timeout.
+constexpr auto kRootGrace = std::chrono::milliseconds(1000);
+
 // Serves one rendezvous on listen_fd, then closes it.
 void serve_root(int listen_fd, uint64_t magic) {
   // BRAID_TIMEOUT counts time without progress: each arrival restarts it, so
   // ranks that reach init far apart (e.g. after detecting a failure at
   // different times, then shrinking) still meet.
-  Deadline deadline = Deadline::after(timeout());
+  Deadline deadline = Deadline::after(timeout() + kRootGrace);
   int nranks = -1, joined = 0;
   std::vector<int> rank_fd;
   std::vector<sockaddr_in> table;
@@ -110,7 +116,7 @@ void serve_root(int listen_fd, uint64_t magic) {
       rank_fd[hello.rank] = fd;
       table[hello.rank] = hello.listener;
       ++joined;
-      deadline = Deadline::after(timeout());
+      deadline = Deadline::after(timeout() + kRootGrace);
     }
   }
   if (nranks > 0 && joined == nranks) {
