@@ -32,7 +32,7 @@ inline void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
 // fragments are: reduce() of 256 KiB floats 4.9 -> 3.1 us on this project's
 // Zen 4 VM, 64 KiB 1.2 -> 1.0 us; from memory (32 MiB) no difference.
 // reduce_many's line loop stays on the default target: compiled for AVX2,
-// GCC kept its line in scalars and it ran up to 1.7x slower.
+// GCC kept its line in scalars and it ran up to 1.8x slower.
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;

@@ -22,6 +22,11 @@
 namespace braid {
 namespace {
 
+// Whether [a, a + bytes) and [b, b + bytes) do not overlap.
+bool disjoint(const void* a, const void* b, uint64_t bytes) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x + bytes <= y || y + bytes <= x;
+}
 
 struct Span {
   char* ptr = nullptr;
@@ -256,8 +261,7 @@ class CollectiveTask final : public Task {
       return Status::ok();
     const Span src = span(copy.src, 0, run.tile), dst = span(copy.dst, 0, run.tile);
     const uint64_t bytes = src.elems * esize_;
-    const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
-    if (!src.ptr || !dst.ptr || src.elems == 0 || dst.elems != src.elems || !(d + bytes <= s || s + bytes <= d))
+    if (!src.ptr || !dst.ptr || src.elems == 0 || dst.elems != src.elems || !disjoint(dst.ptr, src.ptr, bytes))
       return Status::ok();
     void* slot = nullptr;
     BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot));
@@ -279,17 +283,22 @@ class CollectiveTask final : public Task {
   // Whether a reduction streams its output: a large user buffer, out of
   // place.  Nothing may read the streamed values back (they are no longer in
   // cache), so a reduction that also sends them computes into the send slot
-  // and copies from there, or stores both from registers (reduce_many).  In
-  // place, the output lines were just read and are cached: writing through
-  // costs nothing more.  Measured on the 2-core VM, 2 ranks, 3 alternating
-  // rounds, near and far cores: AllReduce 64 MB 6.38-7.00 ms streamed
-  // against 7.58-7.68, ReduceScatter 64 MB 3.82-4.76 against 4.93-5.81.
-  // (a5143a2 had dropped an earlier form that streamed every reduction's
-  // output, in place too: then 11.9-14.2 ms against 9.8-10.7 at 64 MB.)
+  // and copies from there, or stores both from registers (reduce_streamed).
+  // In place, the output lines were just read and are cached: writing
+  // through costs nothing more.  2-rank AllReduce 64 MB on the 2-core VM,
+  // alternating runs: 6.63-6.92 ms against 7.04-7.18 before; ReduceScatter
+  // 64 MB 4.27-4.54 against 4.71-4.85 (perf/results/compare_20261125j.txt;
+  // a5143a2 had dropped an earlier form that streamed in place too).
   bool stream_reduced(const Span& dst, const Span& src, uint64_t n) const {
-    const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
-    const uint64_t bytes = n * esize_;
-    return stream(dst) && (d + bytes <= s || s + bytes <= d);
+    return stream(dst) && disjoint(dst.ptr, src.ptr, n * esize_);
+  }
+
+  // in (op) src into every destination, from registers, with streaming
+  // stores, fenced.
+  void reduce_streamed(std::initializer_list<void*> dsts, const void* in, const void* src, uint64_t n) const {
+    const void* srcs[2] = {in, src};
+    reduce_many(dsts.begin(), int(dsts.size()), srcs, 2, n, a_.type, a_.op, 0, true);
+    store_fence();
   }
 
   // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
@@ -326,24 +335,15 @@ class CollectiveTask final : public Task {
         break;
       case OpType::RecvReduceCopy:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
-        if (stream_reduced(dst, src, n)) {
-          const void* srcs[2] = {in, src.ptr};
-          void* dsts[1] = {dst.ptr};
-          reduce_many(dsts, 1, srcs, 2, n, a_.type, a_.op, 0, true);
-          store_fence();
-        } else {
-          reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, false);
-        }
+        if (stream_reduced(dst, src, n)) reduce_streamed({dst.ptr}, in, src.ptr, n);
+        else reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, false);
         break;
       case OpType::RecvReduceCopySend:
         BRAID_TRY(resolve_length({src, dst}, true, &n));
         if (!stream_reduced(dst, src, n)) {
           reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op, stream_slots_);
         } else if (stream_slots_) {
-          const void* srcs[2] = {in, src.ptr};
-          void* dsts[2] = {dst.ptr, slot};
-          reduce_many(dsts, 2, srcs, 2, n, a_.type, a_.op, 0, true);
-          store_fence();
+          reduce_streamed({dst.ptr, slot}, in, src.ptr, n);
         } else {  // into the cached slot, then from there to the output
           reduce_to(slot, dst.ptr, in, src.ptr, n, a_.type, a_.op, true);
         }
@@ -351,9 +351,7 @@ class CollectiveTask final : public Task {
       case OpType::Copy: {
         BRAID_TRY(resolve_length({src, dst}, false, &n));
         const size_t bytes = n * esize_;
-        const uintptr_t d = reinterpret_cast<uintptr_t>(dst.ptr), s = reinterpret_cast<uintptr_t>(src.ptr);
-        const bool disjoint = d + bytes <= s || s + bytes <= d;
-        if (disjoint) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst), false);
+        if (disjoint(dst.ptr, src.ptr, bytes)) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst), false);
         else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
         break;
       }
