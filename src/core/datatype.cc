@@ -31,8 +31,6 @@ inline void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
 // semantics.  It pays where the data is in cache, as the executor's slot
 // fragments are: reduce() of 256 KiB floats 4.9 -> 3.1 us on this project's
 // Zen 4 VM, 64 KiB 1.2 -> 1.0 us; from memory (32 MiB) no difference.
-// reduce_many's line loop stays on the default target: compiled for AVX2,
-// GCC kept its line in scalars and it ran up to 1.8x slower.
 bool have_avx2() {
   static const bool yes = __builtin_cpu_supports("avx2");
   return yes;
@@ -293,9 +291,11 @@ void copy_to(void* dst, void* dst2, const void* src, size_t bytes, bool stream, 
 
 namespace {
 
-// reduce_many for the types the compiler vectorizes: one 64-byte line of
-// elements at a time in a local array (registers), folded over every
-// source, then stored to every destination.
+// reduce_many's streamed form for the native types: one 64-byte line of
+// elements at a time in a local array (registers, SSE2: compiled for AVX2,
+// GCC spilled it), folded over every source, then stored to every
+// destination, so the loads of the sources and the streaming stores of the
+// outputs stay in flight together.
 template <ReduceKind K, typename S>
 void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, int divisor,
                   bool stream) {
@@ -340,26 +340,40 @@ void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc
 void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, ncclDataType_t type,
                  ncclRedOp_t op, int divisor, bool stream) {
   ReduceKind kind;
-  if (!reduce_kind_of(op, &kind)) return;
-  with_storage_type(type, [&](auto storage) {
-    using S = decltype(storage);
-    if constexpr (std::is_arithmetic_v<S>) {
-      with_reduce_kind(kind, [&](auto k) {
-        reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor, stream);
-      });
-    } else {
-      // half, bfloat16, fp8: their vector converters work a block at a time.
-      const size_t es = sizeof(S), block = kBlockBytes / es;
-      alignas(64) char tmp[kBlockBytes];
-      for (size_t i = 0; i < n; i += block) {
-        const size_t m = n - i < block ? n - i : block, off = i * es;
-        reduce(tmp, static_cast<const char*>(srcs[0]) + off, static_cast<const char*>(srcs[1]) + off, m, type, op);
-        for (int s = 2; s < nsrc; ++s) reduce(tmp, tmp, static_cast<const char*>(srcs[s]) + off, m, type, op);
-        if (divisor > 0) divide_by(tmp, m, type, divisor);
-        for (int d = 0; d < ndst; ++d) copy_unfenced(static_cast<char*>(dsts[d]) + off, tmp, m * es, stream);
-      }
-    }
-  });
+  const size_t es = datatype_size(type);
+  if (!reduce_kind_of(op, &kind) || es == 0) return;
+  // Streamed outputs out of place (large buffers, memory-bound): line by
+  // line.  Otherwise block by block through a staging block that stays in
+  // L1: reduce()'s vector loops (AVX2 where there is) fold every source into
+  // it, then it is copied to every destination.  The blocks were 1.4-2x
+  // faster than the lines in cache and in place, 15-30% slower streamed out
+  // of place (compare_20261125j.txt).  A destination aliasing a source (at
+  // the same index) is written only after that block of every source has
+  // been read.
+  const bool narrow_float =
+      type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
+  bool in_place = false;
+  for (int d = 0; d < ndst; ++d)
+    for (int s = 0; s < nsrc; ++s) in_place |= dsts[d] == srcs[s];
+  if (stream && !narrow_float && !in_place) {
+    with_storage_type(type, [&](auto storage) {
+      using S = decltype(storage);
+      if constexpr (std::is_arithmetic_v<S>)
+        with_reduce_kind(kind, [&](auto k) {
+          reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor, stream);
+        });
+    });
+    return;
+  }
+  const size_t block = kBlockBytes / es;
+  alignas(64) char tmp[kBlockBytes];
+  for (size_t i = 0; i < n; i += block) {
+    const size_t m = n - i < block ? n - i : block, off = i * es;
+    reduce(tmp, static_cast<const char*>(srcs[0]) + off, static_cast<const char*>(srcs[1]) + off, m, type, op);
+    for (int s = 2; s < nsrc; ++s) reduce(tmp, tmp, static_cast<const char*>(srcs[s]) + off, m, type, op);
+    if (divisor > 0) divide_by(tmp, m, type, divisor);
+    for (int d = 0; d < ndst; ++d) copy_unfenced(static_cast<char*>(dsts[d]) + off, tmp, m * es, stream);
+  }
 }
 
 void divide_by(void* data, size_t n, ncclDataType_t type, int divisor) {

@@ -118,3 +118,51 @@ TEST_CASE("reduce_to and copy_to (either destination streamed or not) equal redu
           REQUIRE(dst2[1 + bytes] == 0);
         }
 }
+
+TEST_CASE("reduce_many folds every source in order into every destination, in place too", "[datatype][host]") {
+  for (ncclDataType_t type : kTypes)
+    for (ncclRedOp_t op : kOps)
+      for (int nsrc : {2, 3, 5})
+        for (size_t n : {size_t(1), size_t(7), size_t(5003)}) {
+          const size_t es = datatype_size(type), bytes = n * es;
+          std::vector<std::vector<unsigned char>> in;
+          for (int s = 0; s < nsrc; ++s) in.push_back(random_bytes(bytes + es, uint32_t(n * 13 + type * 5 + op + s)));
+          // Reference: ((s0 op s1) op s2) ..., then / nsrc for the Avg form.
+          std::vector<unsigned char> want(bytes), want_avg(bytes);
+          reference(want.data(), in[0].data() + es, in[1].data() + es, n, type, op);
+          for (int s = 2; s < nsrc; ++s) reference(want.data(), want.data(), in[s].data() + es, n, type, op);
+          with_storage_type(type, [&](auto storage) {
+            using S = decltype(storage);
+            for (size_t i = 0; i < n; ++i) {
+              S v;
+              std::memcpy(&v, want.data() + i * es, es);
+              v = divide_elem(v, nsrc);
+              std::memcpy(want_avg.data() + i * es, &v, es);
+            }
+          });
+          std::vector<const void*> srcs;
+          for (auto& v : in) srcs.push_back(v.data() + es);  // misaligned by one element
+          for (bool stream : {false, true})
+            for (int divisor : {0, nsrc}) {
+              INFO(datatype_name(type) << " " << redop_name(op) << " nsrc=" << nsrc << " n=" << n
+                                       << " stream=" << stream << " divisor=" << divisor);
+              const auto& expect = divisor ? want_avg : want;
+              std::vector<unsigned char> d0(bytes + 64, 0), d1(bytes + 64, 0);
+              void* dsts[2] = {d0.data() + 16, d1.data() + es};
+              reduce_many(dsts, 2, srcs.data(), nsrc, n, type, op, divisor, stream);
+              store_fence();
+              REQUIRE(mismatches(expect.data(), d0.data() + 16, n, type) == 0);
+              REQUIRE(mismatches(expect.data(), d1.data() + es, n, type) == 0);
+              REQUIRE(d0[15] == 0);
+              REQUIRE(d0[16 + bytes] == 0);
+              // In place: the output is the last source.
+              std::vector<unsigned char> last(in.back());
+              std::vector<const void*> aliased(srcs);
+              aliased.back() = last.data() + es;
+              void* self[1] = {last.data() + es};
+              reduce_many(self, 1, aliased.data(), nsrc, n, type, op, divisor, stream);
+              store_fence();
+              REQUIRE(mismatches(expect.data(), last.data() + es, n, type) == 0);
+            }
+        }
+}
