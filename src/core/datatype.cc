@@ -294,11 +294,11 @@ namespace {
 // reduce_many's streamed form for the native types: one 64-byte line of
 // elements at a time in a local array (registers, SSE2: compiled for AVX2,
 // GCC spilled it), folded over every source, then stored to every
-// destination, so the loads of the sources and the streaming stores of the
+// destination with streaming stores (plain ones where a destination is not
+// 16-byte aligned), so the loads of the sources and the stores of the
 // outputs stay in flight together.
 template <ReduceKind K, typename S>
-void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, int divisor,
-                  bool stream) {
+void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t n, int divisor) {
   constexpr size_t kLine = 64 / sizeof(S);
   const S* const* in = reinterpret_cast<const S* const*>(srcs);
   S* const* out = reinterpret_cast<S* const*>(dsts);
@@ -314,7 +314,7 @@ void reduce_lines(void* const* dsts, int ndst, const void* const* srcs, int nsrc
       for (size_t j = 0; j < kLine; ++j) v[j] = divide_elem(v[j], divisor);
     for (int d = 0; d < ndst; ++d) {
 #if defined(__x86_64__)
-      if (stream && aligned) {
+      if (aligned) {
         const __m128i* x = reinterpret_cast<const __m128i*>(v);
         __m128i* y = reinterpret_cast<__m128i*>(out[d] + i);
         _mm_stream_si128(y, _mm_load_si128(x));
@@ -360,7 +360,7 @@ void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc,
       using S = decltype(storage);
       if constexpr (std::is_arithmetic_v<S>)
         with_reduce_kind(kind, [&](auto k) {
-          reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor, stream);
+          reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor);
         });
     });
     return;
