@@ -47,11 +47,12 @@ void store_fence();
 
 // The single-copy reduction: for i < count, v = srcs[0][i] (op) srcs[1][i]
 // (op) ... in that order, divided by `divisor` if > 0, stored into every
-// dsts[k][i].  Inputs are read once and outputs written once, an L1-sized
+// dsts[k][i].  Inputs are read once and outputs written once: an L1-sized
 // block at a time (folded at reduce()'s vector width in a staging block,
-// then copied out); `stream` writes with non-temporal stores (not fenced:
-// call store_fence() before publishing).  nsrc >= 2.  A dst may alias a src
-// only at the same index.
+// then copied out), or, for native types streamed out of place, a 64-byte
+// line at a time from registers.  `stream` writes with non-temporal stores
+// (not fenced: call store_fence() before publishing).  nsrc >= 2.  A dst
+// may alias a src only at the same index.
 void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc, size_t count, ncclDataType_t type,
                  ncclRedOp_t op, int divisor, bool stream);
 

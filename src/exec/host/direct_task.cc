@@ -496,9 +496,9 @@ class DirectTask final : public Task {
     const char* in = static_cast<const char*>(a_.input);
     char* out = static_cast<char*>(a_.output);
     const bool stream = output_bytes_ >= kStreamOutputBytes;
+    src_ptrs_.resize(n_);  // every entry is set for each chunk
     for (uint64_t b = lo; b < hi; b += chunk) {
       const uint64_t m = std::min(chunk, hi - b), bytes = m * esize_, from = (shift + b) * esize_;
-      src_ptrs_.assign(n_, nullptr);
       for (int k = 0; k < n_; ++k) {
         const int p = (me_ + k) % n_;  // from the next rank on, as in run_pull
         if (p == me_) {
