@@ -61,6 +61,11 @@ BRAID_HD uint64_t output_blocks(Collective c, int nranks) {
   }
 }
 
+// Collectives whose input (output) only the root has: NCCL lets the other
+// ranks pass NULL there.
+BRAID_HD bool rooted_input(Collective c) { return c == Collective::Broadcast || c == Collective::Scatter; }
+BRAID_HD bool rooted_output(Collective c) { return c == Collective::Reduce || c == Collective::Gather; }
+
 // `count` is the NCCL call's count argument (per-peer count for AlltoAll,
 // sendcount for AllGather, recvcount for ReduceScatter).
 BRAID_HD BufferShape input_shape(Collective c, int nranks, uint64_t count, uint32_t chunks) {

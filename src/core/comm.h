@@ -20,6 +20,7 @@
 #include "src/core/host_memory.h"
 #include "src/core/live_comms.h"
 #include "src/core/status.h"
+#include "src/plan/output_stores.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -179,6 +180,10 @@ struct ncclComm {
   // has a core), or, with neither, through the cache.
   bool stream_slots_always = false;
   std::unique_ptr<braid::MeasuredChooser<braid::SlotStores>> slot_stores;
+  // The last-level cache this rank runs under and how many of the
+  // communicator's ranks share it: which outputs the executor streams
+  // (src/plan/output_stores.h).
+  braid::CacheShare cache_share;
 
   ncclComm();
   ~ncclComm();

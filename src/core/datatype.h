@@ -21,14 +21,13 @@ void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_
 // (`stream` below): they do not fit the caches anyway, and skipping the
 // read-for-ownership saves a third of the write traffic.  Below, the output
 // likely stays cached for whoever reads it next.  The direct path writes
-// each output byte once, straight from the peers' inputs; the executor's
-// copies come out of cache-hot slots, and streaming them paid off only
-// later (2-rank AllGather, 4 alternating runs per size: 8 MB 658-861 us
-// streamed vs 519-641 not, 16 MB 1223-1859 vs 1065-1584; AlltoAll even
-// at 8 MB, 10-20% better streamed at 16 MB; a later 2-rank AlltoAll run,
-// 4-32 MB, 3 alternating rounds: no consistent difference).
+// each output byte once, straight from the peers' inputs.  The schedule
+// executor streams an out-of-place output when the buffers of the ranks
+// sharing the cache overflow it (src/plan/output_stores.h), an in-place one
+// from kExecutorStreamOutputBytes; outputs that large also choose how the
+// send slots are stored (src/plan/slot_stores.h).
 constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;          // direct path
-constexpr uint64_t kExecutorStreamOutputBytes = uint64_t(32) << 20;  // schedule executor copies
+constexpr uint64_t kExecutorStreamOutputBytes = uint64_t(32) << 20;  // schedule executor, in place
 
 // The executor's fused forms.  reduce_to: dst = a (op) b, and the same
 // values into dst2 unless it is nullptr (a fragment to send), in one pass

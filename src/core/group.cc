@@ -44,6 +44,19 @@ struct GroupState {
 };
 thread_local GroupState group;
 
+// Whether the executor writes this rank's output with streaming stores
+// (src/plan/output_stores.h).
+bool streams_output(const CollectiveCall& c) {
+  const int n = c.comm->nranks;
+  const uint64_t esize = datatype_size(c.type);
+  const uint64_t in_bytes = has_input(c) ? c.count * esize * input_blocks(c.collective, n) : 0;
+  const uint64_t out_bytes = c.count * esize * output_blocks(c.collective, n);
+  const auto in = reinterpret_cast<uintptr_t>(c.sendbuff), out = reinterpret_cast<uintptr_t>(c.recvbuff);
+  const bool in_place = in_bytes && in < out + out_bytes && out < in + in_bytes;
+  return executor_streams_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, c.count * esize), out_bytes,
+                                 in_place);
+}
+
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
                  std::unique_ptr<Task>* out, int channel_base = 0, SlotStores stores = SlotStores::Cached) {
   ncclComm* comm = c.comm;
@@ -67,6 +80,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
                            c.collective == Collective::Reduce;
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
   a.tile_bytes = comm->tile_bytes;
+  a.stream_output = a.output && streams_output(c);
   a.stream_send_slots = stores == SlotStores::Streamed;
   a.channel_base = channel_base;
   a.transport = comm->transport.get();

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "braid/chunking.h"
 #include "braid/schedule.h"
 #include "nccl.h"
 #include "src/core/comm.h"
@@ -61,14 +62,8 @@ bool group_active();
 
 // Which buffers a rank has for a collective: NCCL lets the ranks that are not
 // the root pass NULL for Broadcast/Scatter inputs and Reduce/Gather outputs.
-inline bool has_input(const CollectiveCall& c) {
-  bool rooted_input = c.collective == Collective::Broadcast || c.collective == Collective::Scatter;
-  return !rooted_input || c.comm->rank == c.root;
-}
-inline bool has_output(const CollectiveCall& c) {
-  bool rooted_output = c.collective == Collective::Reduce || c.collective == Collective::Gather;
-  return !rooted_output || c.comm->rank == c.root;
-}
+inline bool has_input(const CollectiveCall& c) { return !rooted_input(c.collective) || c.comm->rank == c.root; }
+inline bool has_output(const CollectiveCall& c) { return !rooted_output(c.collective) || c.comm->rank == c.root; }
 
 // Runs one group's host-executor work (host buffers) to completion: the
 // collectives in order per communicator, then each communicator's send/recv

@@ -99,7 +99,7 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
-    stream_output_ = a_.output && a_.output_shape.elems() * esize_ >= kExecutorStreamOutputBytes;
+    stream_output_ = a_.output && a_.stream_output;
     stream_slots_ = a_.stream_send_slots;
     if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);

@@ -26,6 +26,7 @@ struct CollectiveArgs {
   ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
   uint64_t tile_bytes = 0;        // the communicator's fragment size
+  bool stream_output = false;      // write the user output with streaming stores (src/plan/output_stores.h)
   bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;
   Transport* transport = nullptr;

@@ -1,0 +1,88 @@
+// See output_stores.h for the rule and the measurements behind it.
+#include "src/plan/output_stores.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "braid/chunking.h"
+#include "src/core/datatype.h"
+
+namespace braid {
+
+int cpu_list_count(const std::string& list) {
+  int count = 0;
+  std::stringstream ranges(list);
+  std::string range;
+  while (std::getline(ranges, range, ',')) {
+    if (range.empty() || range == "\n") continue;
+    char* end = nullptr;
+    long lo = std::strtol(range.c_str(), &end, 10), hi = lo;
+    if (end == range.c_str() || lo < 0) return 0;
+    if (*end == '-') {
+      const char* from = end + 1;
+      hi = std::strtol(from, &end, 10);
+      if (end == from || hi < lo) return 0;
+    }
+    if (*end != '\0' && *end != '\n') return 0;
+    count += int(hi - lo + 1);
+  }
+  return count;
+}
+
+CacheShare cache_share(uint64_t cache_bytes, int cache_cpus, int host_cpus, int ranks_on_host) {
+  CacheShare share;
+  if (cache_bytes) share.bytes = cache_bytes;
+  ranks_on_host = std::max(1, ranks_on_host);
+  if (cache_cpus <= 0 || host_cpus <= 0 || cache_cpus >= host_cpus) {
+    share.ranks = ranks_on_host;
+  } else {  // ranks spread evenly: ceil(ranks x the cache's share of the CPUs)
+    const int64_t sharing = (int64_t(ranks_on_host) * cache_cpus + host_cpus - 1) / host_cpus;
+    share.ranks = int(std::clamp<int64_t>(sharing, 1, ranks_on_host));
+  }
+  return share;
+}
+
+CacheShare cache_share(int ranks_on_host) {
+  const int cpu = std::max(0, sched_getcpu());
+  const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index";
+  int best_level = 0;
+  uint64_t bytes = 0;
+  int cpus = 0;
+  for (int index = 0; index < 16; ++index) {
+    int level = 0;
+    std::string size, list;
+    if (!(std::ifstream(dir + std::to_string(index) + "/level") >> level)) break;
+    std::ifstream(dir + std::to_string(index) + "/size") >> size;
+    std::ifstream(dir + std::to_string(index) + "/shared_cpu_list") >> list;
+    char* unit = nullptr;
+    uint64_t value = std::strtoull(size.c_str(), &unit, 10);
+    if (*unit == 'K') value <<= 10;
+    else if (*unit == 'M') value <<= 20;
+    if (level > best_level && value) {
+      best_level = level;
+      bytes = value;
+      cpus = cpu_list_count(list);
+    }
+  }
+  return cache_share(bytes, cpus, int(sysconf(_SC_NPROCESSORS_ONLN)), ranks_on_host);
+}
+
+uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes) {
+  const uint64_t n = uint64_t(std::max(1, nranks));
+  const uint64_t inputs = input_blocks(c, nranks) * block_bytes * (rooted_input(c) ? 1 : n);
+  const uint64_t outputs = output_blocks(c, nranks) * block_bytes * (rooted_output(c) ? 1 : n);
+  return (inputs + outputs) / n;
+}
+
+bool executor_streams_output(const CacheShare& share, uint64_t mean_rank_bytes, uint64_t output_bytes,
+                             bool in_place) {
+  if (in_place) return output_bytes >= kExecutorStreamOutputBytes;
+  return uint64_t(share.ranks) * mean_rank_bytes > share.bytes;
+}
+
+}  // namespace braid
