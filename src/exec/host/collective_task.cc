@@ -100,6 +100,7 @@ class CollectiveTask final : public Task {
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
     stream_output_ = a_.output && a_.stream_output;
+    if (stream_output_) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     stream_slots_ = a_.stream_send_slots;
     if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
@@ -117,8 +118,9 @@ class CollectiveTask final : public Task {
 
   std::string describe() const override {
     if (!a_.label.empty()) return a_.label;
-    return fmt::format("{}({}) count={} {} rank {}/{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
-                       datatype_name(a_.type), a_.rank, a_.nranks, stream_slots_ ? ", streamed send slots" : "");
+    return fmt::format("{}({}) count={} {} rank {}/{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
+                       datatype_name(a_.type), a_.rank, a_.nranks, stream_output_ ? ", streamed output" : "",
+                       stream_slots_ ? ", streamed send slots" : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
@@ -383,6 +385,10 @@ class CollectiveTask final : public Task {
 }  // namespace
 
 std::atomic<uint64_t>& streamed_slot_calls() {
+  static std::atomic<uint64_t> calls{0};
+  return calls;
+}
+std::atomic<uint64_t>& streamed_output_calls() {
   static std::atomic<uint64_t> calls{0};
   return calls;
 }

@@ -45,8 +45,9 @@ inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
 
-// Calls of this process whose executor wrote its send slots with streaming
-// stores (tests, and BRAID_DEBUG=INFO says so on each call).
+// Calls of this process whose executor wrote its send slots, or its user
+// output, with streaming stores (tests; BRAID_DEBUG=INFO names both on each call).
 std::atomic<uint64_t>& streamed_slot_calls();
+std::atomic<uint64_t>& streamed_output_calls();
 
 }  // namespace braid
