@@ -291,6 +291,8 @@ Status comm_setup(ncclComm* comm) {
   if (mine.cma_mode != CmaMode::Off) mine.cma_probe = cma_probe_of_this_process();
   SlotStoresMode stores;  // this rank's own (src/plan/slot_stores.h)
   BRAID_TRY(slot_stores_mode_from_env(&stores));
+  int reduce_isa_choice = 0;  // read where reductions run (src/core/datatype.cc); checked here
+  BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &reduce_isa_choice));
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
 
   TransportContext ctx;

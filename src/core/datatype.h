@@ -16,6 +16,10 @@ const char* redop_name(ncclRedOp_t op);       // "sum", "prod", "max", "min", "a
 // Sum followed by divide_by).  dst may alias a or b.  half, bfloat16 and fp8
 // are computed in float and rounded to nearest even.
 void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_t type, ncclRedOp_t op);
+// The vector code reduce() runs on: "avx2" where the CPU has it (chosen at
+// run time), else "baseline" (the build's own: SSE2 on x86-64), also where
+// BRAID_REDUCE_ISA=baseline asks for it.
+const char* reduce_isa();
 
 // Output buffers at least this large are written with non-temporal stores
 // (`stream` below): they do not fit the caches anyway, and skipping the

@@ -47,8 +47,9 @@ TEST_CASE("large messages span many fragments (tiling, pipelining)", "[mp][proce
 }
 
 TEST_CASE("outputs of 32 MB and more are streamed to memory, exact all the same", "[mp][processes]") {
-  // From kExecutorStreamOutputBytes on, the executor writes user outputs
-  // with non-temporal stores (src/core/datatype.h).  Two processes over
+  // The executor writes these outputs with non-temporal stores: in place
+  // from kExecutorStreamOutputBytes on, out of place because they overflow
+  // a last-level cache of up to 64 MB (src/plan/output_stores.h).  Two processes over
   // shared memory (pulling off, so every collective runs through the
   // slots), then three over sockets, one rank per "host", whose ring steps
   // also receive, reduce or copy, and send on.
@@ -92,6 +93,14 @@ TEST_CASE("every datatype and reduction op", "[mp][threads]") {
             }
           }) == 0);
   }
+}
+
+// ctest runs "every datatype and reduction op" a second time with
+// BRAID_REDUCE_ISA=baseline (tests/CMakeLists.txt): the loops a CPU without
+// AVX2 runs.  A value init does not know fails it.
+TEST_CASE("a bad BRAID_REDUCE_ISA fails init", "[mp][processes]") {
+  CHECK(run_ranks_as_processes(1, [](int, int, ncclComm_t, Failures&) {}, 60,
+                               [](int) { setenv("BRAID_REDUCE_ISA", "avx512", 1); }) == 1);
 }
 
 TEST_CASE("every root of rooted collectives", "[mp][threads]") {

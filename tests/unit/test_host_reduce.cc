@@ -5,8 +5,10 @@
 // (reduce_to, and copy_to streaming or not) against plain reduce / memcpy.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -70,6 +72,19 @@ size_t mismatches(const void* want, const void* got, size_t n, ncclDataType_t ty
 }
 
 }  // namespace
+
+// ctest runs the [datatype] tests twice: as the CPU allows, and with
+// BRAID_REDUCE_ISA=baseline (tests/CMakeLists.txt); this says which ran.
+TEST_CASE("reductions run on the vector code the CPU and BRAID_REDUCE_ISA allow", "[datatype][host]") {
+  const char* asked = std::getenv("BRAID_REDUCE_ISA");
+  const bool baseline = asked && std::string(asked) == "baseline";
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
+  CHECK(std::string(reduce_isa()) == (avx2 && !baseline ? "avx2" : "baseline"));
+}
 
 TEST_CASE("host reduce loops are bit-identical to reduce_elem on random bits", "[datatype][host]") {
   for (ncclDataType_t type : kTypes)
