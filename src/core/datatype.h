@@ -21,18 +21,6 @@ void reduce(void* dst, const void* a, const void* b, size_t count, ncclDataType_
 // BRAID_REDUCE_ISA=baseline asks for it.
 const char* reduce_isa();
 
-// Output buffers at least this large are written with non-temporal stores
-// (`stream` below): they do not fit the caches anyway, and skipping the
-// read-for-ownership saves a third of the write traffic.  Below, the output
-// likely stays cached for whoever reads it next.  The direct path writes
-// each output byte once, straight from the peers' inputs.  The schedule
-// executor streams an out-of-place output when the buffers of the ranks
-// sharing the cache overflow it (src/plan/output_stores.h), an in-place one
-// from kExecutorStreamOutputBytes; outputs that large also choose how the
-// send slots are stored (src/plan/slot_stores.h).
-constexpr uint64_t kStreamOutputBytes = uint64_t(8) << 20;          // direct path
-constexpr uint64_t kExecutorStreamOutputBytes = uint64_t(32) << 20;  // schedule executor, in place
-
 // The executor's fused forms.  reduce_to: dst = a (op) b, and the same
 // values into dst2 unless it is nullptr (a fragment to send), in one pass
 // over the inputs; dst may alias a or b (not dst2).  copy_to: dst = src, and

@@ -44,17 +44,16 @@ struct GroupState {
 };
 thread_local GroupState group;
 
-// Whether the executor writes this rank's output with streaming stores
-// (src/plan/output_stores.h).
+// Whether this rank writes outputs with streaming stores: the executor, and
+// the direct and pull paths (src/plan/output_stores.h).
 bool streams_output(const CollectiveCall& c) {
   const int n = c.comm->nranks;
-  const uint64_t esize = datatype_size(c.type);
-  const uint64_t in_bytes = has_input(c) ? c.count * esize * input_blocks(c.collective, n) : 0;
-  const uint64_t out_bytes = c.count * esize * output_blocks(c.collective, n);
+  const uint64_t block = c.count * datatype_size(c.type);
+  const uint64_t in_bytes = has_input(c) ? block * input_blocks(c.collective, n) : 0;
+  const uint64_t out_bytes = has_output(c) ? block * output_blocks(c.collective, n) : 0;
   const auto in = reinterpret_cast<uintptr_t>(c.sendbuff), out = reinterpret_cast<uintptr_t>(c.recvbuff);
-  const bool in_place = in_bytes && in < out + out_bytes && out < in + in_bytes;
-  return executor_streams_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, c.count * esize), out_bytes,
-                                 in_place);
+  const bool in_place = in_bytes && out_bytes && in < out + out_bytes && out < in + in_bytes;
+  return should_stream_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, block, in_place));
 }
 
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
@@ -110,6 +109,7 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
   if (c.op == ncclAvg) d.divide_output_by = comm->nranks;
   d.root = c.root;
   d.channel = kDirectChannel;
+  d.stream_output = streams_output(c);  // into every output this rank writes, its own or not
   d.fallback = std::move(*task);
   return make_direct_task(std::move(d), std::move(comm->spare_direct_task), task);
 }
@@ -123,7 +123,7 @@ struct SlotStoresChoice {
 };
 SlotStoresChoice slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
   const ncclComm* comm = c.comm;
-  if (output_bytes < kExecutorStreamOutputBytes) return {};
+  if (output_bytes < kSlotStoresMinOutputBytes) return {};
   if (comm->stream_slots_always) return {SlotStores::Streamed, false};
   if (!comm->slot_stores) return {};
   return {comm->slot_stores->choose(c.collective, output_bytes).option, true};

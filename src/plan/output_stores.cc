@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "braid/chunking.h"
-#include "src/core/datatype.h"
 
 namespace braid {
 
@@ -72,16 +71,18 @@ CacheShare cache_share(int ranks_on_host) {
   return cache_share(bytes, cpus, int(sysconf(_SC_NPROCESSORS_ONLN)), ranks_on_host);
 }
 
-uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes) {
+uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in_place) {
   const uint64_t n = uint64_t(std::max(1, nranks));
-  const uint64_t inputs = input_blocks(c, nranks) * block_bytes * (rooted_input(c) ? 1 : n);
-  const uint64_t outputs = output_blocks(c, nranks) * block_bytes * (rooted_output(c) ? 1 : n);
-  return (inputs + outputs) / n;
+  const uint64_t in = input_blocks(c, nranks) * block_bytes, out = output_blocks(c, nranks) * block_bytes;
+  auto spans = [&](bool has_input, bool has_output) {
+    const uint64_t i = has_input ? in : 0, o = has_output ? out : 0;
+    return in_place ? std::max(i, o) : i + o;
+  };
+  const uint64_t root = spans(true, true), others = spans(!rooted_input(c), !rooted_output(c));
+  return (root + (n - 1) * others) / n;
 }
 
-bool executor_streams_output(const CacheShare& share, uint64_t mean_rank_bytes, uint64_t output_bytes,
-                             bool in_place) {
-  if (in_place) return output_bytes >= kExecutorStreamOutputBytes;
+bool should_stream_output(const CacheShare& share, uint64_t mean_rank_bytes) {
   return uint64_t(share.ranks) * mean_rank_bytes > share.bytes;
 }
 

@@ -1,4 +1,5 @@
-// Which user outputs the schedule executor writes with streaming
+// Which user outputs the host paths (the schedule executor, and the direct
+// and pull paths of src/exec/host/direct_task.h) write with streaming
 // (non-temporal) stores.
 //
 // A streamed store skips the read-for-ownership of the line it writes and
@@ -7,11 +8,11 @@
 // cache keeps room for the slots the ranks hand fragments through), and
 // costs when they do fit (whoever reads the output next finds it in cache).
 // What has to fit is the buffers of every rank sharing the cache, not one
-// rank's: 4 ranks of a 4 MB AlltoAll touch 4 x (4 + 4) MB.  So out of place
-// the executor streams once the ranks sharing this cache touch more bytes
-// than it holds.  Measured on this project's 2-core VM (one 32 MB L3), out
-// of place, 4 alternating rounds, us, through the cache -> streamed
-// (perf/results/compare_20261125k.txt):
+// rank's: 4 ranks of a 4 MB AlltoAll touch 4 x (4 + 4) MB, or 4 x 4 MB in
+// place.  So an output streams once the ranks sharing this cache touch more
+// bytes than it holds.  Measured on this project's 2-core VM (one 32 MB L3),
+// out of place, us, through the cache -> streamed (perf/results/
+// compare_20261125k.txt).  The executor (plain buffers), 4 alternating rounds:
 //   2 ranks, 16 MB calls, 48-64 MB touched: AllGather 1064-1340 -> 970-1164,
 //     AlltoAll 1486-1698 -> 1343-1482, Broadcast 1786-2041 -> 1119-1541,
 //     ReduceScatter 830-1052 -> 769-926, AllReduce level (6 more rounds:
@@ -23,12 +24,21 @@
 // (An earlier run of 2-rank AllGather at 16 MB, 4 alternating rounds, had
 // it the other way, 1065-1584 -> 1223-1859, and AlltoAll 10-20% faster
 // streamed; this host's spread is wide, and those 2-rank 16 MB calls then
-// stayed cached.)
-// In place the lines a rank writes are mostly ones it has just read and
-// owns, and streaming them lost where the buffers barely overflow the cache
-// (2-rank AlltoAll 16 MB in place: 362-381 us through the cache, 861-939
-// streamed; AllReduce 803-867 against 1198-1524), so in place the executor
-// streams outputs of kExecutorStreamOutputBytes or more, as it always has.
+// stayed cached.)  The direct path (registered windows, -R 2), 2 rounds:
+//   2 ranks, 8 MB (24 MB touched): AllGather 204-244 -> 400-423, Broadcast
+//     249-380 -> 415-474; 16 MB (48-64 MB): AllGather 835-1381 -> 806-933,
+//     AlltoAll 1325-1656 -> 1094-1175, AllReduce 1524-1951 -> 1116-1211
+//   4 ranks, 8 MB: AllGather 934-1036 -> 871-872, AlltoAll 1434-1530 ->
+//     1129-1151
+// (Before, the executor streamed outputs of 32 MB or more, the direct path
+// those of 8 MB or more.)
+// In place the same rule holds with the shared buffer counted once.  There
+// streaming lost where the buffers just fill the cache (2 ranks, 16 MB in
+// place, 32 MB touched, on the executor: AlltoAll 362-381 us through the
+// cache, 861-939 streamed, AllReduce 803-867 against 1198-1524; on the
+// direct path AllGather 8 MB, 16 MB touched, 80-109 against 202-218) and
+// won where they overflow it (direct path, 4 ranks, AllGather 16 MB in
+// place, 64 MB touched: 1218-1381 streamed against 1624-2413).
 #pragma once
 
 #include <cstdint>
@@ -56,14 +66,13 @@ CacheShare cache_share(uint64_t cache_bytes, int cache_cpus, int host_cpus, int 
 // Number of CPUs in a sysfs CPU list ("0-3,8,10-11"); 0 if it does not parse.
 int cpu_list_count(const std::string& list);
 
-// Input plus output bytes of one rank, averaged over the ranks (a Broadcast
-// root's input, a Reduce root's output count once), for blocks of
-// `block_bytes` (the call's count times the element size).
-uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes);
+// Bytes one rank's buffers span, averaged over the ranks (a Broadcast root's
+// input, a Reduce root's output count once), for blocks of `block_bytes`
+// (the call's count times the element size): input plus output, or in place
+// the larger of the two.
+uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in_place);
 
-// Whether the executor streams a call's user output (`output_bytes` on this
-// rank; `in_place`: it overlaps this rank's input).
-bool executor_streams_output(const CacheShare& share, uint64_t mean_rank_bytes, uint64_t output_bytes,
-                             bool in_place);
+// Whether a call's user outputs are written with streaming stores.
+bool should_stream_output(const CacheShare& share, uint64_t mean_rank_bytes);
 
 }  // namespace braid

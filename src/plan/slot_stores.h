@@ -1,7 +1,7 @@
 // How the schedule executor writes the fragments it sends into a peer's
-// shared-memory slots, for calls large enough that it streams its output
-// (kExecutorStreamOutputBytes): through the cache (Cached), or with
-// non-temporal stores (Streamed).
+// shared-memory slots, for calls with outputs of kSlotStoresMinOutputBytes
+// or more: through the cache (Cached), or with non-temporal stores
+// (Streamed).
 //
 // Cached, a fragment sits in the sender's cache until the receiver reads
 // it.  When the host has put the two cores on one cache cluster that read
@@ -35,6 +35,10 @@
 namespace braid {
 
 enum class SlotStores : uint8_t { Cached = 0, Streamed = 1 };
+
+// Smaller calls keep the slots cached: their fragments are read from the
+// sender's cache while it still has them.
+constexpr uint64_t kSlotStoresMinOutputBytes = uint64_t(32) << 20;
 
 // The first rechecks of a class come after 4 calls, not 1: a new class
 // otherwise spends 3 of its first 10 calls on the slower way, which cost a

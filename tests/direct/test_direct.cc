@@ -86,7 +86,8 @@ std::vector<std::pair<CollCase, int>> all_cases(int n) {
           // In place, an AlltoAll would overwrite input a peer has not read: it runs its schedule.
           cases.push_back({c, coll == Coll::AlltoAll && in_place ? 0 : 1});
         }
-  // Beyond 8 MB the outputs are written with streaming stores.
+  // Large enough that 2 or 3 ranks overflow a 32 MB cache: the outputs are
+  // written with streaming stores (src/plan/output_stores.h).
   CollCase big;
   big.count = (size_t(9) << 20) / 4 + 7;
   cases.push_back({big, 1});

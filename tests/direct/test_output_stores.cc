@@ -1,13 +1,14 @@
-// Which user outputs the schedule executor streams (src/plan/output_stores.h):
-// every call streams exactly when the rule says so for this machine's cache
-// (braid's counter tells), and the results are exact either way.
+// Which user outputs the host paths stream (src/plan/output_stores.h): every
+// call, on the schedule executor and on the direct path, streams exactly
+// when the rule says so for this machine's cache (braid's counters tell),
+// and the results are exact either way.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "braid/chunking.h"
 #include "collective_check.h"
 #include "harness.h"
 #include "src/exec/host/collective_task.h"
+#include "src/exec/host/direct_task.h"
 #include "src/plan/output_stores.h"
 
 using namespace mp;
@@ -28,30 +29,68 @@ braid::Collective to_collective(Coll c) {
 bool rule_streams(Coll coll, int n, size_t count, bool in_place) {
   const braid::Collective c = to_collective(coll);
   const uint64_t block = count * sizeof(float);
-  return braid::executor_streams_output(braid::cache_share(n), braid::mean_rank_bytes(c, n, block),
-                                        block * braid::output_blocks(c, n), in_place);
+  return braid::should_stream_output(braid::cache_share(n), braid::mean_rank_bytes(c, n, block, in_place));
+}
+
+// 1 MB blocks fit any cache; 12 MB blocks overflow this project's 32 MB
+// out of place (2 ranks x (12 + 12) MB for AllReduce), and in place too
+// where the buffer has n blocks (2 x 24 MB for AllGather).
+// `streamed` counts this process's calls that streamed on the path under test.
+void run_sizes(int rank, int n, ncclComm_t comm, Failures& f, const Buffers* bufs,
+               const std::atomic<uint64_t>& streamed) {
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll})
+    for (size_t count : {size_t(1) << 18, size_t(3) << 20})
+      for (bool in_place : {false, true}) {
+        // An in-place AlltoAll never runs direct (it would overwrite input a peer has not read).
+        if (bufs && coll == Coll::AlltoAll && in_place) continue;
+        const uint64_t before = streamed.load();
+        run_and_check(CollCase{.coll = coll, .count = count, .in_place = in_place}, rank, n, comm, f, bufs);
+        const bool did = streamed.load() != before;
+        if (did != rule_streams(coll, n, count, in_place))
+          f.fail(fmt::format("rank {}: {} of {} floats{}: output {}streamed, the rule says otherwise", rank,
+                             coll_name(coll), count, in_place ? " in place" : "", did ? "" : "not "));
+      }
+}
+
+void set_env() {
+  setenv("BRAID_BACKEND", "host", 1);
+  setenv("BRAID_CMA", "off", 1);  // plain buffers through the slots
 }
 
 }  // namespace
 
-TEST_CASE("output stores: calls stream their output as the cache rule says, exact either way",
+TEST_CASE("output stores: executor calls stream their output as the cache rule says, exact either way",
           "[direct][output_stores][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
-  setenv("BRAID_CMA", "off", 1);  // every collective through the slots
+  set_env();
   const braid::CacheShare share = braid::cache_share(2);
   INFO("last-level cache " << (share.bytes >> 20) << " MB shared by " << share.ranks << " of 2 ranks");
-  // 1 MB blocks fit any cache; 12 MB blocks overflow this project's 32 MB
-  // (2 ranks x (12 + 12) MB for AllReduce) out of place, not in place.
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll})
-            for (size_t count : {size_t(1) << 18, size_t(3) << 20})
-              for (bool in_place : {false, true}) {
-                const uint64_t before = braid::streamed_output_calls().load();
-                run_and_check(CollCase{.coll = coll, .count = count, .in_place = in_place}, rank, n, comm, f);
-                const bool streamed = braid::streamed_output_calls().load() != before;
-                if (streamed != rule_streams(coll, n, count, in_place))
-                  f.fail(fmt::format("rank {}: {} of {} floats{}: output {}streamed, the rule says otherwise", rank,
-                                     coll_name(coll), count, in_place ? " in place" : "", streamed ? "" : "not "));
-              }
+          run_sizes(rank, n, comm, f, nullptr, braid::streamed_output_calls());
+        }, 120) == 0);
+}
+
+TEST_CASE("output stores: direct calls (windows) stream their outputs as the cache rule says, exact either way",
+          "[direct][output_stores][processes]") {
+  set_env();
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const size_t bytes = size_t(2 * 12) << 20;  // an AllGather's output of 12 MB blocks
+          Buffers bufs;
+          bufs.bytes = bytes;
+          ncclWindow_t windows[2] = {};
+          char** ptrs[2] = {&bufs.main, &bufs.send};
+          for (int i = 0; i < 2; ++i) {
+            void* p = nullptr;
+            MP_NCCL(f, ncclMemAlloc(&p, bytes));
+            *ptrs[i] = static_cast<char*>(p);
+            if (p) MP_NCCL(f, ncclCommWindowRegister(comm, p, bytes, &windows[i], NCCL_WIN_COLL_SYMMETRIC));
+          }
+          const uint64_t direct_before = braid::direct_stats().direct.load();
+          if (!f.count) run_sizes(rank, n, comm, f, &bufs, braid::direct_stats().streamed);
+          if (braid::direct_stats().direct.load() - direct_before != 14)
+            f.fail(fmt::format("rank {}: not every call ran direct", rank));
+          for (int i = 0; i < 2; ++i) {
+            if (windows[i]) ncclCommWindowDeregister(comm, windows[i]);
+            ncclMemFree(*ptrs[i]);
+          }
         }, 120) == 0);
 }

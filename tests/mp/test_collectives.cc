@@ -47,9 +47,9 @@ TEST_CASE("large messages span many fragments (tiling, pipelining)", "[mp][proce
 }
 
 TEST_CASE("outputs of 32 MB and more are streamed to memory, exact all the same", "[mp][processes]") {
-  // The executor writes these outputs with non-temporal stores: in place
-  // from kExecutorStreamOutputBytes on, out of place because they overflow
-  // a last-level cache of up to 64 MB (src/plan/output_stores.h).  Two processes over
+  // The executor writes these outputs with non-temporal stores: two ranks'
+  // buffers of 32 MB overflow a last-level cache of up to 64 MB in place,
+  // 128 MB out of place (src/plan/output_stores.h).  Two processes over
   // shared memory (pulling off, so every collective runs through the
   // slots), then three over sockets, one rank per "host", whose ring steps
   // also receive, reduce or copy, and send on.

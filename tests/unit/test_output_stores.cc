@@ -2,7 +2,6 @@
 // the cache-share arithmetic and the rule at the sizes it was measured at.
 #include <catch2/catch.hpp>
 
-#include "braid/chunking.h"
 #include "src/plan/output_stores.h"
 
 using namespace braid;
@@ -39,23 +38,28 @@ TEST_CASE("ranks spread evenly over a host's caches share them", "[plan][host]")
   CHECK(here.ranks <= 4);
 }
 
-TEST_CASE("the bytes a rank touches count a root's buffer once", "[plan][host]") {
+TEST_CASE("the bytes a rank's buffers span count a root's once, and in place the larger buffer", "[plan][host]") {
   const uint64_t b = 1000;
-  CHECK(mean_rank_bytes(Collective::AllReduce, 2, b) == 2 * b);
-  CHECK(mean_rank_bytes(Collective::AllGather, 2, b) == 3 * b);
-  CHECK(mean_rank_bytes(Collective::AlltoAll, 4, b) == 8 * b);
-  CHECK(mean_rank_bytes(Collective::ReduceScatter, 4, b) == 5 * b);
-  CHECK(mean_rank_bytes(Collective::Broadcast, 2, b) == 3 * b / 2);
-  CHECK(mean_rank_bytes(Collective::Reduce, 4, b) == 5 * b / 4);
-  CHECK(mean_rank_bytes(Collective::Gather, 4, b) == 2 * b);
-  CHECK(mean_rank_bytes(Collective::Scatter, 4, b) == 2 * b);
+  CHECK(mean_rank_bytes(Collective::AllReduce, 2, b, false) == 2 * b);
+  CHECK(mean_rank_bytes(Collective::AllGather, 2, b, false) == 3 * b);
+  CHECK(mean_rank_bytes(Collective::AlltoAll, 4, b, false) == 8 * b);
+  CHECK(mean_rank_bytes(Collective::ReduceScatter, 4, b, false) == 5 * b);
+  CHECK(mean_rank_bytes(Collective::Broadcast, 2, b, false) == 3 * b / 2);
+  CHECK(mean_rank_bytes(Collective::Reduce, 4, b, false) == 5 * b / 4);
+  CHECK(mean_rank_bytes(Collective::Gather, 4, b, false) == 2 * b);
+  CHECK(mean_rank_bytes(Collective::Scatter, 4, b, false) == 2 * b);
+  // In place.
+  CHECK(mean_rank_bytes(Collective::AllReduce, 2, b, true) == b);
+  CHECK(mean_rank_bytes(Collective::AllGather, 4, b, true) == 4 * b);
+  CHECK(mean_rank_bytes(Collective::ReduceScatter, 4, b, true) == 4 * b);
+  CHECK(mean_rank_bytes(Collective::Broadcast, 4, b, true) == b);
+  CHECK(mean_rank_bytes(Collective::Gather, 4, b, true) == 7 * b / 4);
 }
 
-TEST_CASE("outputs stream out of place once the sharing ranks overflow the cache, in place from 32 MB",
-          "[plan][host]") {
+TEST_CASE("outputs stream once the ranks sharing the cache overflow it", "[plan][host]") {
   const CacheShare two{32 * MB, 2}, four{32 * MB, 4};
   auto streams = [](const CacheShare& s, Collective c, int n, uint64_t block, bool in_place) {
-    return executor_streams_output(s, mean_rank_bytes(c, n, block), block * output_blocks(c, n), in_place);
+    return should_stream_output(s, mean_rank_bytes(c, n, block, in_place));
   };
   // The sizes of the measurements in output_stores.h (perf tools' sizes).
   CHECK(streams(two, Collective::AllGather, 2, 8 * MB, false));       // 16 MB: 48 MB touched
@@ -67,11 +71,12 @@ TEST_CASE("outputs stream out of place once the sharing ranks overflow the cache
   CHECK(streams(two, Collective::ReduceScatter, 2, 8 * MB, false));   // 48 MB
   CHECK(streams(four, Collective::AlltoAll, 4, 2 * MB, false));       // 8 MB: 64 MB
   CHECK_FALSE(streams(four, Collective::AlltoAll, 4, 1 * MB, false)); // 4 MB: 32 MB
-  // In place, by the output's own size.
-  CHECK_FALSE(streams(two, Collective::AlltoAll, 2, 8 * MB, true));
-  CHECK(streams(two, Collective::AlltoAll, 2, 16 * MB, true));
-  CHECK(streams(two, Collective::AllReduce, 2, 32 * MB, true));
-  CHECK_FALSE(streams(four, Collective::AllReduce, 4, 16 * MB, true));
+  // In place: the buffer once.
+  CHECK_FALSE(streams(two, Collective::AlltoAll, 2, 8 * MB, true));   // 16 MB: 32 MB
+  CHECK_FALSE(streams(two, Collective::AllReduce, 2, 16 * MB, true)); // 32 MB
+  CHECK(streams(two, Collective::AllReduce, 2, 32 * MB, true));       // 64 MB
+  CHECK(streams(four, Collective::AllGather, 4, 4 * MB, true));       // 16 MB: 64 MB
+  CHECK_FALSE(streams(four, Collective::AllGather, 4, 2 * MB, true)); // 8 MB: 32 MB
   // One rank alone under a large cache keeps its 16 MB output cached.
   CHECK_FALSE(streams(CacheShare{96 * MB, 1}, Collective::AllReduce, 2, 16 * MB, false));
 }

@@ -115,7 +115,6 @@ class DirectTask final : public Task {
     mine_.overlapping = a_.input && a_.output &&
                         overlaps(reinterpret_cast<uint64_t>(a_.input), mine_.input_bytes,
                                  reinterpret_cast<uint64_t>(a_.output), mine_.output_bytes);
-    output_bytes_ = a_.count * out_blocks * esize_;
     call_bytes_ = a_.count * std::max(in_blocks, out_blocks) * esize_;
     pulling_ = false;
     mine_.pid = comm->peers[me_].pid;
@@ -296,6 +295,7 @@ class DirectTask final : public Task {
     if (mapped || taken != CopyPath(mine_.path)) started_ns_ = -1;
     (direct ? direct_stats().direct : direct_stats().fallback).fetch_add(1, std::memory_order_relaxed);
     if (pulling_) direct_stats().pulled.fetch_add(1, std::memory_order_relaxed);
+    if (mapped && a_.stream_output) direct_stats().streamed.fetch_add(1, std::memory_order_relaxed);
     BRAID_INFO(kColl, "{}: {}", describe(),
                pulling_ ? "pulls peers' inputs (process_vm_readv)"
                : direct ? "direct"
@@ -401,7 +401,7 @@ class DirectTask final : public Task {
 
   void run_share() {
     const uint64_t count = a_.count, bytes = count * esize_;
-    const bool stream = output_bytes_ >= kStreamOutputBytes;
+    const bool stream = a_.stream_output;
     uint64_t lo = 0, hi = 0;
     switch (a_.collective) {
       case Collective::AllReduce:
@@ -495,7 +495,7 @@ class DirectTask final : public Task {
     char* result = stage + size_t(n_) * kPullChunkBytes;  // the folded chunk, where it is pushed
     const char* in = static_cast<const char*>(a_.input);
     char* out = static_cast<char*>(a_.output);
-    const bool stream = output_bytes_ >= kStreamOutputBytes;
+    const bool stream = a_.stream_output;
     src_ptrs_.resize(n_);  // every entry is set for each chunk
     for (uint64_t b = lo; b < hi; b += chunk) {
       const uint64_t m = std::min(chunk, hi - b), bytes = m * esize_, from = (shift + b) * esize_;
@@ -526,7 +526,6 @@ class DirectTask final : public Task {
   DirectArgs a_;
   int me_ = 0, n_ = 0;
   size_t esize_ = 0;
-  uint64_t output_bytes_ = 0;  // of the call's output buffer (on ranks that have one)
   uint64_t call_bytes_ = 0;    // its larger buffer: what the thresholds and size classes go by
   bool pulling_ = false;       // decided: the pull path
   int64_t started_ns_ = -1;    // rank 0, a call the copy-path chooser decided: when it started

@@ -69,6 +69,7 @@ struct DirectArgs {
   int divide_output_by = 0;  // Avg: divide the result by this (0: no)
   int root = 0;
   int channel = 0;  // for the descriptors and "done" messages
+  bool stream_output = false;  // write the outputs with streaming stores (src/plan/output_stores.h)
   std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go direct
 };
 
@@ -125,6 +126,7 @@ std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
 // BRAID_DEBUG=INFO says which on each call).
 struct DirectStats {
   std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};
+  std::atomic<uint64_t> streamed{0};  // direct (not pulled) calls that streamed their outputs
 };
 DirectStats& direct_stats();
 
