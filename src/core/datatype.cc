@@ -360,20 +360,21 @@ void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc,
   // of place (compare_20261125j.txt).  A destination aliasing a source (at
   // the same index) is written only after that block of every source has
   // been read.
-  const bool narrow_float =
-      type == ncclFloat16 || type == ncclBfloat16 || type == ncclFloat8e4m3 || type == ncclFloat8e5m2;
   bool in_place = false;
   for (int d = 0; d < ndst; ++d)
     for (int s = 0; s < nsrc; ++s) in_place |= dsts[d] == srcs[s];
-  if (stream && !narrow_float && !in_place) {
+  if (stream && !in_place) {
+    bool by_lines = false;  // native types only: the narrow floats convert a block at a time
     with_storage_type(type, [&](auto storage) {
       using S = decltype(storage);
-      if constexpr (std::is_arithmetic_v<S>)
+      if constexpr (std::is_arithmetic_v<S>) {
+        by_lines = true;
         with_reduce_kind(kind, [&](auto k) {
           reduce_lines<decltype(k)::value, S>(dsts, ndst, srcs, nsrc, n, divisor);
         });
+      }
     });
-    return;
+    if (by_lines) return;
   }
   const size_t block = kBlockBytes / es;
   alignas(64) char tmp[kBlockBytes];

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "braid/chunking.h"
+#include "src/core/byte_ranges.h"
 #include "src/core/comm.h"
 #include "src/core/datatype.h"
 #include "src/core/env.h"
@@ -51,8 +52,7 @@ bool streams_output(const CollectiveCall& c) {
   const uint64_t block = c.count * datatype_size(c.type);
   const uint64_t in_bytes = has_input(c) ? block * input_blocks(c.collective, n) : 0;
   const uint64_t out_bytes = has_output(c) ? block * output_blocks(c.collective, n) : 0;
-  const auto in = reinterpret_cast<uintptr_t>(c.sendbuff), out = reinterpret_cast<uintptr_t>(c.recvbuff);
-  const bool in_place = in_bytes && out_bytes && in < out + out_bytes && out < in + in_bytes;
+  const bool in_place = ranges_overlap(c.sendbuff, in_bytes, c.recvbuff, out_bytes);
   return should_stream_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, block, in_place));
 }
 

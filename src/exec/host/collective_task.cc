@@ -17,16 +17,14 @@
 
 #include <cstring>
 
+#include "src/core/byte_ranges.h"
 #include "src/core/datatype.h"
 
 namespace braid {
 namespace {
 
 // Whether [a, a + bytes) and [b, b + bytes) do not overlap.
-bool disjoint(const void* a, const void* b, uint64_t bytes) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x + bytes <= y || y + bytes <= x;
-}
+bool disjoint(const void* a, const void* b, uint64_t bytes) { return !ranges_overlap(a, bytes, b, bytes); }
 
 struct Span {
   char* ptr = nullptr;
@@ -99,8 +97,7 @@ class CollectiveTask final : public Task {
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
-    stream_output_ = a_.output && a_.stream_output;
-    if (stream_output_) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
+    if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     stream_slots_ = a_.stream_send_slots;
     if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
@@ -119,7 +116,7 @@ class CollectiveTask final : public Task {
   std::string describe() const override {
     if (!a_.label.empty()) return a_.label;
     return fmt::format("{}({}) count={} {} rank {}/{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
-                       datatype_name(a_.type), a_.rank, a_.nranks, stream_output_ ? ", streamed output" : "",
+                       datatype_name(a_.type), a_.rank, a_.nranks, a_.stream_output ? ", streamed output" : "",
                        stream_slots_ ? ", streamed send slots" : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
@@ -280,10 +277,10 @@ class CollectiveTask final : public Task {
   // is read again soon and stays cached, and so do the send slots unless
   // the caller chose streamed stores for them (stream_slots_,
   // src/plan/slot_stores.h).
-  bool stream(const Span& dst) const { return stream_output_ && dst.user; }
+  bool stream(const Span& dst) const { return a_.stream_output && dst.user; }
 
-  // Whether a reduction streams its output: a large user buffer, out of
-  // place.  Nothing may read the streamed values back (they are no longer in
+  // Whether a reduction streams its output: a user buffer the call streams
+  // (src/plan/output_stores.h), out of place.  Nothing may read the streamed values back (they are no longer in
   // cache), so a reduction that also sends them computes into the send slot
   // and copies from there, or stores both from registers (reduce_streamed).
   // In place, the output lines were just read and are cached: writing
@@ -373,7 +370,6 @@ class CollectiveTask final : public Task {
   uint64_t tile_elems_ = 0;
   uint64_t tiles_ = 0;
   uint64_t recv_elems_ = 0;
-  bool stream_output_ = false;
   bool stream_slots_ = false;
   std::vector<SendPipe*> send_pipes_;
   std::vector<RecvPipe*> recv_pipes_;

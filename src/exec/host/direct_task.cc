@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/chunking.h"
+#include "src/core/byte_ranges.h"
 #include "src/core/comm.h"
 #include "src/core/cross_memory.h"
 #include "src/core/datatype.h"
@@ -80,8 +81,6 @@ BufferRef find_window(const ncclComm* comm, const void* p, uint64_t bytes) {
   return BufferRef{kNoWindow, 0, addr};
 }
 
-bool overlaps(uint64_t a, uint64_t a_bytes, uint64_t b, uint64_t b_bytes) { return a < b + b_bytes && b < a + a_bytes; }
-
 // Whether calls of `c` moving `bytes` (their larger buffer) exchange
 // descriptors for the pull path (the same answer on every rank).
 bool pull_admits(const ncclComm* comm, Collective c, uint64_t bytes) {
@@ -112,9 +111,7 @@ class DirectTask final : public Task {
     mine_.output_bytes = a_.output ? a_.count * out_blocks * esize_ : 0;
     if (a_.input) mine_.input = find_window(comm, a_.input, mine_.input_bytes);
     if (a_.output) mine_.output = find_window(comm, a_.output, mine_.output_bytes);
-    mine_.overlapping = a_.input && a_.output &&
-                        overlaps(reinterpret_cast<uint64_t>(a_.input), mine_.input_bytes,
-                                 reinterpret_cast<uint64_t>(a_.output), mine_.output_bytes);
+    mine_.overlapping = ranges_overlap(a_.input, mine_.input_bytes, a_.output, mine_.output_bytes);
     call_bytes_ = a_.count * std::max(in_blocks, out_blocks) * esize_;
     pulling_ = false;
     mine_.pid = comm->peers[me_].pid;
