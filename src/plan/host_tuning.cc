@@ -45,6 +45,8 @@
 #include <algorithm>
 #include <map>
 
+#include "braid/verify.h"
+
 namespace braid {
 namespace {
 
@@ -88,6 +90,15 @@ uint64_t host_allreduce_rd_max_bytes(int nranks, bool oversubscribed) {
 
 uint64_t host_allreduce_rd_max_bytes(int nranks) {
   return host_allreduce_rd_max_bytes(nranks, nranks > host_usable_cores());
+}
+
+// Measured with 4 ranks on the 2-core VM, AlltoAll 4 MB (1 MB per peer),
+// vCPUs near, alternating runs, us: 8 slots of 256 KB per connection
+// 822-958; only 2 of the 8 in flight per connection (a window) 862-974; a
+// 2-slot ring 493-499 (perf/results/compare_20261125l.txt).  What helps is
+// the memory the fragments cycle through, not how many are in flight.
+int slots_per_connection(int slots, int connections) {
+  return std::max(kMinSlots, slots / std::max(1, connections));
 }
 
 HostTuning local_host_tuning(int nranks) {

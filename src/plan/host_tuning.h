@@ -24,6 +24,14 @@ int host_usable_cores();
 // ("direct") instead of in ring or pairwise order.
 constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 
+// How many of its `slots` each of the `connections` a call sends on at once
+// should cycle through (SendPipe::use_slots): together about one whole
+// ring's worth, at least kMinSlots each.  A rank exchanging with all its
+// peers at once otherwise spreads its fragments over connections x slots x
+// slot bytes of shared memory, which with 4 ranks (24 MB) pushes them out of
+// a 32 MB cache before the receiver copies them out (host_tuning.cc).
+int slots_per_connection(int slots, int connections);
+
 // What the ranks of a communicator agree on at init, so that all of them
 // pick the same schedule for a call.
 struct HostTuning {

@@ -31,6 +31,15 @@
 // way the sender writes in place and the receiver reads in place, and
 // slot_bytes() is the data capacity of a slot at either offset.
 //
+// How many of the ring's slots a connection cycles through is the sender's
+// choice (use_slots): a call writing to many connections at once uses few
+// slots on each, so its fragments pass through memory that stays in cache.
+// Each fragment's header says whether the next one is in the following
+// slot or back at slot 0 (kWrapsAfter), so the receiver needs no agreement
+// on the ring's length and the sender may change it between any two
+// fragments.  The sender remembers which fragment it last put in each slot:
+// a slot is free once the receiver has released that one.
+//
 // Flow control: the receiver stores `tail` (fragments released, release
 // order) on every release; the sender keeps a private copy and reads the
 // shared one only when the ring looks full by that copy, i.e. about once per
@@ -49,6 +58,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -57,6 +67,7 @@
 #include <optional>
 #include <sched.h>
 #include <tuple>
+#include <vector>
 
 #include "src/core/deadline.h"
 
@@ -90,10 +101,12 @@ struct alignas(64) ShmHeader {
 // slot's second line on (aligned: 64-byte aligned like the caller's buffers).
 struct SlotHeader {
   std::atomic<uint64_t> seq;  // index + 1 of the fragment the slot holds; 0: none yet
-  uint64_t info;              // its length | kAligned; written before seq, read after it
+  uint64_t info;              // its length | kAligned | kWrapsAfter; written before seq, read after it
 };
 static_assert(sizeof(SlotHeader) == 16 && std::atomic<uint64_t>::is_always_lock_free);
 constexpr uint64_t kAligned = uint64_t(1) << 63;
+constexpr uint64_t kWrapsAfter = uint64_t(1) << 62;  // the next fragment is in slot 0
+constexpr uint64_t kLengthMask = kWrapsAfter - 1;
 constexpr size_t kPackedOffset = sizeof(SlotHeader), kAlignedOffset = 64;
 
 // A sender packs the next fragment when the last one was at most this long.
@@ -160,24 +173,30 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *slot = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    if (send_ - tail_seen_ >= slots_) {
-      // Full by the cached tail: only now look at the receiver's line.
+    const uint64_t occupant = written_[send_index_];  // seq of the fragment last put there
+    if (tail_seen_ < occupant) {
+      // Not free by the cached tail: only now look at the receiver's line.
       tail_seen_ = h_->tail.load(std::memory_order_acquire);
-      if (send_ - tail_seen_ >= slots_) return idle();
+      if (tail_seen_ < occupant) return idle();
     }
     *slot = reinterpret_cast<char*>(send_slot_) + (packed_ ? kPackedOffset : kAlignedOffset);
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
-    send_slot_->info = bytes | (packed_ ? 0 : kAligned);
+    const bool wraps = send_index_ + 1 >= ring_;
+    send_slot_->info = bytes | (packed_ ? 0 : kAligned) | (wraps ? kWrapsAfter : 0);
     send_slot_->seq.store(++send_, std::memory_order_release);  // index + 1
+    written_[send_index_] = send_;
     packed_ = bytes <= kPackedMaxBytes;  // fragments on a connection tend to repeat their size
-    send_slot_ = next(send_slot_);
+    send_index_ = wraps ? 0 : send_index_ + 1;
+    send_slot_ = slot(send_index_);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
   }
+
+  void use_slots(int n) override { ring_ = uint32_t(std::clamp<int64_t>(n, kMinSlots, slots_)); }
 
   Status try_acquire(const void** data, size_t* bytes) override {
     *data = nullptr;
@@ -186,7 +205,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     if (recv_slot_->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
     uint64_t info = recv_slot_->info;
     *data = reinterpret_cast<const char*>(recv_slot_) + (info & kAligned ? kAlignedOffset : kPackedOffset);
-    *bytes = info & ~kAligned;
+    *bytes = info & kLengthMask;
+    recv_wraps_ = info & kWrapsAfter;
     return Status::ok();
   }
 
@@ -195,7 +215,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
-    recv_slot_ = next(recv_slot_);
+    recv_index_ = recv_wraps_ ? 0 : recv_index_ + 1;
+    recv_slot_ = slot(recv_index_);
     h_->tail.store(++recv_, std::memory_order_release);
     ring(peer_bell_);
     idle_polls_ = 0;
@@ -204,11 +225,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
 
  private:
   size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
-  // The slot after `s`, wrapping around.
-  SlotHeader* next(SlotHeader* s) const {
-    char* n = reinterpret_cast<char*>(s) + stride_;
-    return reinterpret_cast<SlotHeader*>(n == slots_end_ ? slots_base_ : n);
-  }
+  SlotHeader* slot(uint32_t index) const { return reinterpret_cast<SlotHeader*>(slots_base_ + index * stride_); }
 
   // Checked on every try_acquire, so kept small enough to inline; attach()
   // does the rest once.
@@ -251,8 +268,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     seg_ = std::move(seg);
     h_ = h;
     slots_base_ = slots;
-    slots_end_ = slots_base_ + slots_ * stride_;
-    send_slot_ = recv_slot_ = reinterpret_cast<SlotHeader*>(slots_base_);
+    send_slot_ = recv_slot_ = slot(0);
     if (h_->attached.fetch_add(1) + 1 == 2) ShmSegment::unlink(name_);
     return Status::ok();
   }
@@ -284,14 +300,18 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   std::shared_ptr<ShmSegment> seg_;
   ShmHeader* h_ = nullptr;
   char* slots_base_ = nullptr;
-  char* slots_end_ = nullptr;
   // Private positions.  A pipe to oneself is both ends, so they are kept apart.
   uint64_t send_ = 0;                // sender: fragments committed
   uint64_t tail_seen_ = 0;           // sender: the receiver's tail when last read
   SlotHeader* send_slot_ = nullptr;  // sender: slot of fragment send_
+  uint32_t send_index_ = 0;          // sender: its index
+  uint32_t ring_ = slots_;           // sender: slots it cycles through (use_slots)
+  std::vector<uint64_t> written_ = std::vector<uint64_t>(slots_);  // sender: per slot, seq last put there
   bool packed_ = true;               // sender: where fragment send_'s data goes
   uint64_t recv_ = 0;                // receiver: fragments released
   SlotHeader* recv_slot_ = nullptr;  // receiver: slot of fragment recv_
+  uint32_t recv_index_ = 0;          // receiver: its index
+  bool recv_wraps_ = false;          // receiver: fragment recv_ says the next is in slot 0
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
 };

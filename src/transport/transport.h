@@ -35,6 +35,14 @@ class SendPipe {
   virtual Status try_acquire(void** slot) = 0;
   // Publishes the acquired slot holding `bytes` (<= slot_bytes()).
   virtual Status commit(size_t bytes) = 0;
+  // From the next fragment on, cycles through only the first `n` slots of
+  // the connection (n clamped to [kMinSlots, slots()]), so a call that keeps
+  // many connections busy at once keeps the memory its fragments pass
+  // through small enough to stay in cache (slots_per_connection,
+  // src/plan/host_tuning.h).  Safe at any moment, also between two
+  // fragments of a call: the receiver goes where each fragment says the
+  // next one is.  Transports without slot rings ignore it.
+  virtual void use_slots(int n) { (void)n; }
 };
 
 class RecvPipe {

@@ -15,10 +15,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/core/byte_ranges.h"
 #include "src/core/datatype.h"
+#include "src/plan/host_tuning.h"
 
 namespace braid {
 namespace {
@@ -75,8 +77,18 @@ class CollectiveTask final : public Task {
       }
       first_op += lane.ops.size();
     }
-    point_lanes_at_pipes();
+    for (SendPipe* pipe : send_pipes_)
+      if (pipe && std::find(send_connections_.begin(), send_connections_.end(), pipe) == send_connections_.end())
+        send_connections_.push_back(pipe);
     return Status::ok();
+  }
+
+  // Before every call: the lanes run on this call's pipes, and the pipes
+  // cycle through as many slots as a call keeping all of them busy should.
+  void start() {
+    point_lanes_at_pipes();
+    const int slots = slots_per_connection(a_.transport->slots(), int(send_connections_.size()));
+    for (SendPipe* pipe : send_connections_) pipe->use_slots(slots);
   }
 
   void point_lanes_at_pipes() {
@@ -89,7 +101,7 @@ class CollectiveTask final : public Task {
   }
 
   // Takes the call's buffers and sizes and rewinds every lane (a reused task
-  // allocates nothing here); point_lanes_at_pipes() must follow.
+  // allocates nothing here); start() must follow.
   void bind(CollectiveArgs a) {
     a_ = std::move(a);
     esize_ = datatype_size(a_.type);
@@ -373,6 +385,7 @@ class CollectiveTask final : public Task {
   bool stream_slots_ = false;
   std::vector<SendPipe*> send_pipes_;
   std::vector<RecvPipe*> recv_pipes_;
+  std::vector<SendPipe*> send_connections_;  // send_pipes_ without nulls and repeats
   std::vector<LaneRun> lanes_;
   size_t active_ = 0;
   bool finished_ = false;
@@ -395,12 +408,13 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
   if (datatype_size(args.type) == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {}", int(args.type));
   if (auto* reusable = dynamic_cast<CollectiveTask*>(out->get()); reusable && reusable->can_serve(args)) {
     reusable->bind(std::move(args));
-    reusable->point_lanes_at_pipes();
+    reusable->start();
     return Status::ok();
   }
   auto task = std::make_unique<CollectiveTask>();
   task->bind(std::move(args));
   BRAID_TRY(task->connect());
+  task->start();
   *out = std::move(task);
   return Status::ok();
 }

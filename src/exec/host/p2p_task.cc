@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "src/plan/host_tuning.h"
+
 namespace braid {
 namespace {
 
@@ -41,6 +43,13 @@ class P2PTask final : public Task {
     }
     s.ops.push_back(op);
     return Status::ok();
+  }
+
+  // All sends start together: each connection cycles through its share of
+  // slots (slots_per_connection).
+  void size_slot_rings() {
+    const int slots = slots_per_connection(transport_->slots(), int(sends_.size()));
+    for (auto& [peer, s] : sends_) s.send->use_slots(slots);
   }
 
   // "..., waiting on send to 3 (op 1/2), recv from 1 (op 0/1)": what a timeout names.
@@ -173,6 +182,7 @@ Status make_p2p_task(std::vector<P2POp> ops, Transport* transport, int channel, 
       }
   }
   for (const P2POp& op : ops) BRAID_TRY(task->add(op, channel));
+  task->size_slot_rings();
   *out = std::move(task);
   return Status::ok();
 }
