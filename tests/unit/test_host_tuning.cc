@@ -2,6 +2,7 @@
 // puts it, and that the planner follows it.
 #include <catch2/catch.hpp>
 
+#include "braid/verify.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 
@@ -50,4 +51,14 @@ TEST_CASE("host tuning: every rank derives the same choice from all reports", "[
   // A rank allowed fewer cores than its host's rank count makes it crowded.
   std::vector<HostTuningReport> pinned = {{7, 40000, 1}, {7, 40000, 4}};
   CHECK(agree_host_tuning(pinned).oversubscribed);
+}
+
+TEST_CASE("host tuning: a call sending on many connections shares one ring's worth of slots", "[plan][host]") {
+  CHECK(slots_per_connection(8, 1) == 8);  // ring and pairwise schedules: the whole ring
+  CHECK(slots_per_connection(8, 2) == 4);  // a binomial root
+  CHECK(slots_per_connection(8, 3) == 2);  // 4 ranks exchanging with all peers
+  CHECK(slots_per_connection(8, 7) == 2);  // never below what deadlock freedom was verified with
+  CHECK(slots_per_connection(16, 3) == 5);
+  CHECK(slots_per_connection(8, 0) == 8);  // a call that sends nothing
+  CHECK(slots_per_connection(2, 5) == kMinSlots);
 }
