@@ -42,8 +42,8 @@
 //
 // Flow control: the receiver stores `tail` (fragments released, release
 // order) on every release; the sender keeps a private copy and reads the
-// shared one only when the ring looks full by that copy, i.e. about once per
-// lap instead of once per fragment.  The acquire load of `tail` orders the
+// shared one only when the next slot looks taken by that copy, i.e. about
+// once per lap instead of once per fragment.  The acquire load of `tail` orders the
 // receiver's reads of a slot before the sender's next writes to it.  Both
 // positions are otherwise private to their side.
 //
