@@ -326,9 +326,7 @@ Status comm_setup(ncclComm* comm) {
   }
   comm->oneshot_collectives = unpinned & (collectives_where(oneshot_serves) | collectives_where(eager_serves));
   comm->peers = ctx.peers;
-  comm->cache_share = cache_share(int(std::count_if(ctx.peers.begin(), ctx.peers.end(), [&](const PeerInfo& p) {
-    return p.host_hash == mine.peer.host_hash;
-  })));
+  comm->cache_share = cache_share(ranks_on_host(ctx.peers, ctx.rank));
 
   // Sockets only when some peer is on another host (or forced); shared memory
   // whenever a peer shares this host.

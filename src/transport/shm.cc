@@ -43,9 +43,9 @@
 // Flow control: the receiver stores `tail` (fragments released, release
 // order) on every release; the sender keeps a private copy and reads the
 // shared one only when the next slot looks taken by that copy, i.e. about
-// once per lap instead of once per fragment.  The acquire load of `tail` orders the
-// receiver's reads of a slot before the sender's next writes to it.  Both
-// positions are otherwise private to their side.
+// once per lap instead of once per fragment.  The acquire load of `tail`
+// orders the receiver's reads of a slot before the sender's next writes to
+// it.  Both positions are otherwise private to their side.
 //
 // A dead peer process (same host, different pid) is noticed by polling
 // kill(pid, 0) while waiting, and reported as ncclRemoteError.
@@ -376,11 +376,7 @@ class ShmTransport final : public Transport {
     return p.get();
   }
 
-  static int local_ranks(const TransportContext& ctx) {
-    int n = 0;
-    for (const PeerInfo& p : ctx.peers) n += p.host_hash == ctx.peers[ctx.rank].host_hash;
-    return std::max(n, 1);
-  }
+  static int local_ranks(const TransportContext& ctx) { return ranks_on_host(ctx.peers, ctx.rank); }
 
   TransportContext ctx_;
   const uint32_t slots_;

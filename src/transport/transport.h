@@ -80,6 +80,13 @@ class Transport {
   virtual Doorbell* doorbell() { return nullptr; }
 };
 
+// How many of `peers` share the host of peers[rank] (itself included).
+inline int ranks_on_host(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (const PeerInfo& p : peers) n += p.host_hash == peers[rank].host_hash;
+  return n > 0 ? n : 1;
+}
+
 struct TransportContext {
   uint64_t comm_hash = 0;  // unique per communicator, same on every rank
   int rank = 0;

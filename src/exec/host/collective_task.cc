@@ -292,9 +292,10 @@ class CollectiveTask final : public Task {
   bool stream(const Span& dst) const { return a_.stream_output && dst.user; }
 
   // Whether a reduction streams its output: a user buffer the call streams
-  // (src/plan/output_stores.h), out of place.  Nothing may read the streamed values back (they are no longer in
-  // cache), so a reduction that also sends them computes into the send slot
-  // and copies from there, or stores both from registers (reduce_streamed).
+  // (src/plan/output_stores.h), out of place.  Nothing may read the
+  // streamed values back (they are no longer in cache), so a reduction that
+  // also sends them computes into the send slot and copies from there, or
+  // stores both from registers (reduce_streamed).
   // In place, the output lines were just read and are cached: writing
   // through costs nothing more.  2-rank AllReduce 64 MB on the 2-core VM,
   // alternating runs: 6.63-6.92 ms against 7.04-7.18 before; ReduceScatter
