@@ -2,7 +2,8 @@
 // Broadcast, Reduce, Gather and Scatter over datatypes, ops, roots, in and
 // out of place and NULL where NCCL allows it; many calls in a row so every
 // slot is reused, mixed with one-shot and schedule calls; a root that runs
-// ahead of a rank that has not called yet; on forked processes and threads.
+// ahead of a rank that has not called yet, and waits for it beyond the
+// board's depth; on forked processes and threads.
 // The communicator's own count of eager calls proves which path ran.
 // Faults (a dead peer, an abort) are in tests/mp/test_faults.cc.
 #include <catch2/catch.hpp>
@@ -113,6 +114,49 @@ TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a ra
           }
           (void)n;
         }) == 0);
+}
+
+TEST_CASE("eager Broadcast: a root a board's depth ahead waits for the slowest reader, then all read exact values",
+          "[eager][threads]") {
+  set_board_env();
+  static std::atomic<int> root_returned{0};  // the last call the root returned from
+  // Rank 0 is the root, the last rank reads late, any other keeps up: the
+  // root must wait for the slowest reader, not the fastest.
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    std::vector<int32_t> v(4);
+    auto broadcast = [&](int k) {
+      v.assign(4, rank == 0 ? k : -1);
+      MP_NCCL(f, ncclBroadcast(v.data(), v.data(), 4, ncclInt32, 0, comm, nullptr));
+      if (v[0] != k || v[3] != k) f.fail(fmt::format("rank {}: Broadcast {} gave {}", rank, k, v[0]));
+    };
+    broadcast(1);  // opens the board, mapped by every rank once it returns
+    const int depth = comm->eager->depth();
+    const int last = 2 * depth + 3;  // slots reused twice, so the root must wait twice
+    if (rank < n - 1) {
+      for (int k = 2; k <= last && f.count == 0; ++k) {
+        broadcast(k);
+        if (rank == 0) root_returned = k;
+      }
+      return;
+    }
+    // Call depth + 2 reuses call 2's slot, which this rank has not read:
+    // the root may return from calls up to depth + 1, no further.
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (root_returned > depth + 1)
+      f.fail(fmt::format("the root returned from call {} with a reader at call 1 (depth {})", root_returned.load(),
+                         depth));
+    for (int k = 2; k <= depth + 2 && f.count == 0; ++k) broadcast(k);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (f.count == 0 && root_returned > 2 * depth + 2)
+      f.fail(fmt::format("the root returned from call {} with a reader at call {} (depth {})", root_returned.load(),
+                         depth + 2, depth));
+    for (int k = depth + 3; k <= last && f.count == 0; ++k) broadcast(k);
+  };
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    root_returned = 0;
+    CHECK(run_ranks_as_threads(n, body) == 0);
+  }
 }
 
 TEST_CASE("eager: BRAID_ALGO for Broadcast keeps it on its schedule, Reduce still eager", "[eager][processes]") {
