@@ -89,13 +89,20 @@ void EagerBoard::ring_all() {
 // Fills this rank's slot for `call` once every rank is done with the call
 // that used it last, and publishes it.
 Status EagerBoard::write(uint64_t call, const void* data, size_t bytes, const std::atomic<bool>* stop) {
-  if (call > uint64_t(depth_)) {
-    const uint64_t freed_by = call - uint64_t(depth_);
-    int next = 0;  // the first rank not yet seen past `freed_by`
+  const uint64_t freed_by = call > uint64_t(depth_) ? call - uint64_t(depth_) : 0;
+  if (peers_done_ < freed_by) {
+    uint64_t seen = UINT64_MAX;  // the least `done` among the peers, once all are past `freed_by`
+    int next = 0;                // the first rank not yet seen past `freed_by`
     BRAID_TRY(waiter(stop).wait([&] {
-      while (next < nranks_ && (next == rank_ || area(next)->done.load(std::memory_order_acquire) >= freed_by)) ++next;
+      for (; next < nranks_; ++next) {
+        if (next == rank_) continue;
+        const uint64_t done = area(next)->done.load(std::memory_order_acquire);
+        if (done < freed_by) break;
+        seen = std::min(seen, done);
+      }
       return next < nranks_ ? next : -1;
     }));
+    peers_done_ = seen;
   }
   Slot* mine = slot(rank_, call);
   std::memcpy(mine->data, data, bytes);

@@ -80,6 +80,12 @@ class EagerBoard {
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0, depth_ = 0;
   IdlePolls polls_;
+  // The least call the other ranks were last seen done with.  A writer
+  // reads the peers' `done` only when this is too old to free its next
+  // slot: each read pulls a line the peer keeps writing.  Reading it on
+  // every call, a steady stream of 8 B Broadcasts (2 ranks, cores far
+  // apart, -n 1000000) took 0.18-0.19 us a call; now 0.17-0.18.
+  uint64_t peers_done_ = 0;
 };
 
 }  // namespace braid
