@@ -179,18 +179,18 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       tail_seen_ = h_->tail.load(std::memory_order_acquire);
       if (tail_seen_ < occupant) return idle();
     }
-    *slot = reinterpret_cast<char*>(send_slot_) + (packed_ ? kPackedOffset : kAlignedOffset);
+    *slot = reinterpret_cast<char*>(this->slot(send_index_)) + (packed_ ? kPackedOffset : kAlignedOffset);
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
     const bool wraps = send_index_ + 1 >= ring_;
-    send_slot_->info = bytes | (packed_ ? 0 : kAligned) | (wraps ? kWrapsAfter : 0);
-    send_slot_->seq.store(++send_, std::memory_order_release);  // index + 1
+    SlotHeader* s = slot(send_index_);
+    s->info = bytes | (packed_ ? 0 : kAligned) | (wraps ? kWrapsAfter : 0);
+    s->seq.store(++send_, std::memory_order_release);  // index + 1
     written_[send_index_] = send_;
     packed_ = bytes <= kPackedMaxBytes;  // fragments on a connection tend to repeat their size
     send_index_ = wraps ? 0 : send_index_ + 1;
-    send_slot_ = slot(send_index_);
     ring(peer_bell_);
     idle_polls_ = 0;
     return Status::ok();
@@ -202,11 +202,11 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     *data = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
-    if (recv_slot_->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
-    uint64_t info = recv_slot_->info;
-    *data = reinterpret_cast<const char*>(recv_slot_) + (info & kAligned ? kAlignedOffset : kPackedOffset);
+    const SlotHeader* s = slot(recv_index_);
+    if (s->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
+    const uint64_t info = s->info;
+    *data = reinterpret_cast<const char*>(s) + (info & kAligned ? kAlignedOffset : kPackedOffset);
     *bytes = info & kLengthMask;
-    recv_wraps_ = info & kWrapsAfter;
     return Status::ok();
   }
 
@@ -215,8 +215,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
 
   Status release() override {
-    recv_index_ = recv_wraps_ ? 0 : recv_index_ + 1;
-    recv_slot_ = slot(recv_index_);
+    // The slot is still ours until `tail` moves: its header says where the next fragment is.
+    recv_index_ = slot(recv_index_)->info & kWrapsAfter ? 0 : recv_index_ + 1;
     h_->tail.store(++recv_, std::memory_order_release);
     ring(peer_bell_);
     idle_polls_ = 0;
@@ -268,7 +268,6 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     seg_ = std::move(seg);
     h_ = h;
     slots_base_ = slots;
-    send_slot_ = recv_slot_ = slot(0);
     if (h_->attached.fetch_add(1) + 1 == 2) ShmSegment::unlink(name_);
     return Status::ok();
   }
@@ -303,15 +302,12 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   // Private positions.  A pipe to oneself is both ends, so they are kept apart.
   uint64_t send_ = 0;                // sender: fragments committed
   uint64_t tail_seen_ = 0;           // sender: the receiver's tail when last read
-  SlotHeader* send_slot_ = nullptr;  // sender: slot of fragment send_
-  uint32_t send_index_ = 0;          // sender: its index
+  uint32_t send_index_ = 0;          // sender: slot of fragment send_
   uint32_t ring_ = slots_;           // sender: slots it cycles through (use_slots)
   std::vector<uint64_t> written_ = std::vector<uint64_t>(slots_);  // sender: per slot, seq last put there
   bool packed_ = true;               // sender: where fragment send_'s data goes
   uint64_t recv_ = 0;                // receiver: fragments released
-  SlotHeader* recv_slot_ = nullptr;  // receiver: slot of fragment recv_
-  uint32_t recv_index_ = 0;          // receiver: its index
-  bool recv_wraps_ = false;          // receiver: fragment recv_ says the next is in slot 0
+  uint32_t recv_index_ = 0;          // receiver: slot of fragment recv_
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
 };
@@ -322,8 +318,8 @@ class ShmTransport final : public Transport {
       : ctx_(ctx),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
         slot_bytes_(uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64),
-        bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, local_ranks(ctx)),
-        polls_(idle_polls_for(local_ranks(ctx))) {}
+        bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, ranks_on_host(ctx.peers, ctx.rank)),
+        polls_(idle_polls_for(ranks_on_host(ctx.peers, ctx.rank))) {}
 
   Doorbell* doorbell() override {
     if (!bell_) {
@@ -375,8 +371,6 @@ class ShmTransport final : public Transport {
     }
     return p.get();
   }
-
-  static int local_ranks(const TransportContext& ctx) { return ranks_on_host(ctx.peers, ctx.rank); }
 
   TransportContext ctx_;
   const uint32_t slots_;
