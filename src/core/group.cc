@@ -123,7 +123,7 @@ struct SlotStoresChoice {
 };
 SlotStoresChoice slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
   const ncclComm* comm = c.comm;
-  if (output_bytes < kSlotStoresMinOutputBytes) return {};
+  if (output_bytes < kSlotStoresMinOutputBytes || !streams_output(c)) return {};
   if (comm->stream_slots_always) return {SlotStores::Streamed, false};
   if (!comm->slot_stores) return {};
   return {comm->slot_stores->choose(c.collective, output_bytes).option, true};

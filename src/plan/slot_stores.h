@@ -1,7 +1,7 @@
 // How the schedule executor writes the fragments it sends into a peer's
-// shared-memory slots, for calls with outputs of kSlotStoresMinOutputBytes
-// or more: through the cache (Cached), or with non-temporal stores
-// (Streamed).
+// shared-memory slots, for calls that stream their output and have outputs
+// of kSlotStoresMinOutputBytes or more: through the cache (Cached), or with
+// non-temporal stores (Streamed).
 //
 // Cached, a fragment sits in the sender's cache until the receiver reads
 // it.  When the host has put the two cores on one cache cluster that read
@@ -36,9 +36,19 @@ namespace braid {
 
 enum class SlotStores : uint8_t { Cached = 0, Streamed = 1 };
 
-// Smaller calls keep the slots cached: their fragments are read from the
-// sender's cache while it still has them.
-constexpr uint64_t kSlotStoresMinOutputBytes = uint64_t(32) << 20;
+// Only calls that stream their output (src/plan/output_stores.h: their
+// buffers overflow the cache) with outputs of at least this size are timed;
+// smaller ones keep the slots cached, their fragments read from the
+// sender's cache while it still has them.  The limit was 32 MB; at 16 MB,
+// cores far (~400 ns), the cached slots made the 2-process AllReduce take
+// 2274-2508 us out of place (OpenMPI: 2600-3200), timed 1274-1480;
+// Broadcast 1592-1718 -> 1378-1398, AlltoAll level (4 alternating rounds).
+// Near, timing costs a 12-call sweep about 5% (AllReduce 1360-1409 ->
+// 1434-1485).  At 8 MB there was nothing to win: streamed stores were
+// level far and 2x slower near (perf/results/compare_20261126.txt).
+// Calls that fit the cache keep their slots cached: streamed stores lost
+// there even far (16 MB AllReduce in place: 1060-1150 cached, 1830 streamed).
+constexpr uint64_t kSlotStoresMinOutputBytes = uint64_t(16) << 20;
 
 // The first rechecks of a class come after 4 calls, not 1: a new class
 // otherwise spends 3 of its first 10 calls on the slower way, which cost a

@@ -9,28 +9,11 @@
 #include "harness.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/direct_task.h"
-#include "src/plan/output_stores.h"
+#include "stream_rule.h"
 
 using namespace mp;
 
 namespace {
-
-braid::Collective to_collective(Coll c) {
-  switch (c) {
-    case Coll::AllReduce: return braid::Collective::AllReduce;
-    case Coll::AllGather: return braid::Collective::AllGather;
-    case Coll::ReduceScatter: return braid::Collective::ReduceScatter;
-    case Coll::AlltoAll: return braid::Collective::AlltoAll;
-    default: return braid::Collective::Custom;  // not used below
-  }
-}
-
-// The rule for a call of `count` floats per block on n ranks of this host.
-bool rule_streams(Coll coll, int n, size_t count, bool in_place) {
-  const braid::Collective c = to_collective(coll);
-  const uint64_t block = count * sizeof(float);
-  return braid::should_stream_output(braid::cache_share(n), braid::mean_rank_bytes(c, n, block, in_place));
-}
 
 // 1 MB blocks fit any cache; 12 MB blocks overflow this project's 32 MB
 // out of place (2 ranks x (12 + 12) MB for AllReduce), and in place too

@@ -4,17 +4,22 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "braid/chunking.h"
 #include "collective_check.h"
 #include "harness.h"
 #include "src/exec/host/collective_task.h"
 #include "src/plan/host_tuning.h"
+#include "src/plan/slot_stores.h"
+#include "stream_rule.h"
 
 using namespace mp;
 
 namespace {
 
-constexpr size_t kCount = (size_t(32) << 20) / sizeof(float) + 5;  // outputs of 32 MB and more stream
+constexpr size_t kMB = size_t(1) << 20;
+constexpr size_t kCount = 32 * kMB / sizeof(float) + 5;  // outputs of 32 MB and more
 
 uint64_t streamed() { return braid::streamed_slot_calls().load(); }
 
@@ -24,21 +29,39 @@ void set_env(const char* mode) {
   setenv("BRAID_SLOT_STORES", mode, 1);
 }
 
-// Every collective with an output on every rank, once in place and once
-// out of place; expect 1: all of them streamed their send slots, 0: none.
-RankBody every_collective(int expect) {
-  return [expect](int rank, int n, ncclComm_t comm, Failures& f) {
-    const uint64_t before = streamed();
-    int calls = 0;
+// Whether a call's slot stores are concerned at all: its output is streamed
+// (the cache rule) and at least kSlotStoresMinOutputBytes.
+bool concerned(const CollCase& c, int n) {
+  const uint64_t output = c.count * sizeof(float) * braid::output_blocks(to_collective(c.coll), n);
+  return output >= braid::kSlotStoresMinOutputBytes && rule_streams(c.coll, n, c.count, c.in_place);
+}
+
+// Every collective with an output on every rank, in place and out of place,
+// at 32 MB; then calls either side of the limits (on a 32 MB cache: a 16 MB
+// AllReduce streams its output out of place, not in place; a ReduceScatter
+// with 7 MB out streams its output but is under kSlotStoresMinOutputBytes).
+// With the stores forced streamed, exactly the concerned calls stream their
+// send slots; forced cached, none.
+RankBody every_collective(bool forced_streamed) {
+  return [forced_streamed](int rank, int n, ncclComm_t comm, Failures& f) {
+    std::vector<CollCase> cases;
     for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::AlltoAll, Coll::Broadcast})
-      for (bool in_place : {false, true}) {
-        run_and_check(CollCase{.coll = coll, .count = kCount, .root = 1, .in_place = in_place}, rank, n, comm, f);
-        ++calls;
-      }
-    const uint64_t got = streamed() - before;
-    if (got != uint64_t(expect == 0 ? 0 : calls))
-      f.fail(fmt::format("rank {}/{}: {} of {} calls streamed their send slots, expected {}", rank, n, got, calls,
-                         expect == 0 ? 0 : calls));
+      for (bool in_place : {false, true})
+        cases.push_back({.coll = coll, .count = kCount, .root = 1, .in_place = in_place});
+    for (bool in_place : {false, true})
+      cases.push_back({.coll = Coll::AllReduce, .count = 16 * kMB / sizeof(float), .in_place = in_place});
+    cases.push_back({.coll = Coll::ReduceScatter, .count = 7 * kMB / sizeof(float)});
+    int concerned_calls = 0;
+    for (const CollCase& c : cases) {
+      const uint64_t before = streamed();
+      run_and_check(c, rank, n, comm, f);
+      const bool expect = forced_streamed && concerned(c, n), did = streamed() != before;
+      concerned_calls += concerned(c, n);
+      if (did != expect)
+        f.fail(fmt::format("{}: send slots {}streamed, expected {}", describe(c, rank, n), did ? "" : "not ",
+                           expect ? "streamed" : "cached"));
+    }
+    if (concerned_calls == 0) f.fail("no call was concerned: the test checks nothing on this machine");
   };
 }
 
@@ -50,10 +73,10 @@ TEST_CASE("slot stores: streamed send slots are exact on every collective, 2 and
   // 3 ranks on the ring also receive, reduce (or copy) and send on.
   for (int n : {2, 3}) {
     INFO(n << " processes");
-    CHECK(run_ranks_as_processes(n, every_collective(1), 120) == 0);
+    CHECK(run_ranks_as_processes(n, every_collective(true), 120) == 0);
   }
   set_env("cached");
-  CHECK(run_ranks_as_processes(2, every_collective(0), 120) == 0);
+  CHECK(run_ranks_as_processes(2, every_collective(false), 120) == 0);
 }
 
 TEST_CASE("slot stores: auto times both ways and stays exact, and a bad BRAID_SLOT_STORES fails init",
@@ -63,11 +86,13 @@ TEST_CASE("slot stores: auto times both ways and stays exact, and a bad BRAID_SL
     CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
             const uint64_t before = streamed();
             const int calls = 6;
-            for (int i = 0; i < calls && !f.count; ++i)
-              run_and_check(CollCase{.coll = Coll::AllReduce, .count = kCount}, rank, n, comm, f);
+            const CollCase big{.coll = Coll::AllReduce, .count = kCount};
+            for (int i = 0; i < calls && !f.count; ++i) run_and_check(big, rank, n, comm, f);
             // Nothing measured at first: the cache first, then the streamed stores.
             const uint64_t got = streamed() - before;
-            if (got == 0 || got == calls)
+            if (!concerned(big, n)) {
+              if (got != 0) f.fail(fmt::format("rank {}: a call not streaming its output streamed its slots", rank));
+            } else if (got == 0 || got == calls)
               f.fail(fmt::format("rank {}: {} of {} calls streamed; auto should have timed both ways", rank, got,
                                  calls));
             // Below the streaming size nothing streams.

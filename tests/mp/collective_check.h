@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "braid/schedule.h"
 #include "harness.h"
 #include "values.h"
 
@@ -17,6 +18,10 @@ inline const char* coll_name(Coll c) {
 }
 inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
                                      Coll::Reduce,    Coll::AlltoAll,  Coll::Gather,        Coll::Scatter};
+// The same collective in braid's schedule terms (the two enums share their order).
+inline braid::Collective to_collective(Coll c) { return braid::Collective(int(c)); }
+static_assert(int(braid::Collective::AlltoAll) == int(Coll::AlltoAll) &&
+              int(braid::Collective::Scatter) == int(Coll::Scatter));
 inline bool reduces(Coll c) { return c == Coll::AllReduce || c == Coll::ReduceScatter || c == Coll::Reduce; }
 
 struct CollCase {
