@@ -56,8 +56,15 @@ bool streams_output(const CollectiveCall& c) {
   return should_stream_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, block, in_place));
 }
 
+// How a call's task stores: into its user outputs (streamed or not,
+// src/plan/output_stores.h) and into its send slots (src/plan/slot_stores.h).
+struct TaskStores {
+  bool stream_output = false;
+  SlotStores slots = SlotStores::Cached;
+};
+
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
-                 std::unique_ptr<Task>* out, int channel_base = 0, SlotStores stores = SlotStores::Cached) {
+                 std::unique_ptr<Task>* out, int channel_base = 0, TaskStores stores = {}) {
   ncclComm* comm = c.comm;
   const RankProgram& prog = schedule->ranks.at(comm->rank);
   CollectiveArgs a;
@@ -79,8 +86,8 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
                            c.collective == Collective::Reduce;
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
   a.tile_bytes = comm->tile_bytes;
-  a.stream_output = a.output && streams_output(c);
-  a.stream_send_slots = stores == SlotStores::Streamed;
+  a.stream_output = a.output && stores.stream_output;
+  a.stream_send_slots = stores.slots == SlotStores::Streamed;
   a.channel_base = channel_base;
   a.transport = comm->transport.get();
   a.collective = c.collective;  // the label is formatted only if needed (describe())
@@ -91,7 +98,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
 
 // Wraps a collective's schedule task in the direct path when every rank
 // will (the same facts on every rank: windows, size, BRAID_ALGO).
-Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
+Status maybe_direct(const CollectiveCall& c, bool stream_output, std::unique_ptr<Task>* task) {
   ncclComm* comm = c.comm;
   const uint64_t bytes = c.count * datatype_size(c.type) *
                          std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
@@ -109,21 +116,22 @@ Status maybe_direct(const CollectiveCall& c, std::unique_ptr<Task>* task) {
   if (c.op == ncclAvg) d.divide_output_by = comm->nranks;
   d.root = c.root;
   d.channel = kDirectChannel;
-  d.stream_output = streams_output(c);  // into every output this rank writes, its own or not
+  d.stream_output = stream_output;  // into every output this rank writes, its own or not
   d.fallback = std::move(*task);
   return make_direct_task(std::move(d), std::move(comm->spare_direct_task), task);
 }
 
 // How a call's executor stores into its send slots (src/plan/slot_stores.h):
-// only calls that stream their output (`output_bytes`) are concerned.
+// only calls that stream their output (`stream_output`) of `output_bytes`
+// from kSlotStoresMinOutputBytes are concerned.
 // `timed`: the choice is the chooser's, and the call's time is wanted.
 struct SlotStoresChoice {
   SlotStores stores = SlotStores::Cached;
   bool timed = false;
 };
-SlotStoresChoice slot_stores_for(const CollectiveCall& c, uint64_t output_bytes) {
+SlotStoresChoice slot_stores_for(const CollectiveCall& c, uint64_t output_bytes, bool stream_output) {
   const ncclComm* comm = c.comm;
-  if (output_bytes < kSlotStoresMinOutputBytes || !streams_output(c)) return {};
+  if (output_bytes < kSlotStoresMinOutputBytes || !stream_output) return {};
   if (comm->stream_slots_always) return {SlotStores::Streamed, false};
   if (!comm->slot_stores) return {};
   return {comm->slot_stores->choose(c.collective, output_bytes).option, true};
@@ -274,12 +282,13 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     const CollectiveCall& c = collectives[i];
     const uint64_t output_bytes =
         has_output(c) ? c.count * datatype_size(c.type) * output_blocks(c.collective, c.comm->nranks) : 0;
-    const SlotStoresChoice stores = slot_stores_for(c, output_bytes);
+    const bool stream_output = streams_output(c);
+    const SlotStoresChoice stores = slot_stores_for(c, output_bytes, stream_output);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(c.comm->spare_task);
-    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, stores.stores));
+    BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, {stream_output, stores.stores}));
     const Task* on_slots = task.get();
-    if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, &task));
+    if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, stream_output, &task));
     // (a direct task may not use the slots at all: its time says nothing of them)
     if (stores.timed && collectives.size() == 1 && p2ps.empty() && task.get() == on_slots)
       timing = {c.comm->slot_stores.get(), c.collective, output_bytes, stores.stores};
@@ -310,7 +319,7 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     std::shared_ptr<const Schedule> schedule;
     BRAID_TRY(comm->plans->schedule_for(Collective::AllGather, comm->nranks, -1, sizeof(int64_t), &schedule));
     std::unique_ptr<Task> task;
-    BRAID_TRY(make_task(stamps, schedule, nullptr, &task, kStragglerStampChannel));
+    BRAID_TRY(make_task(stamps, schedule, nullptr, &task, kStragglerStampChannel));  // 8 B a rank: never streamed
     queues.emplace_back();
     queues.back().abort = &comm->stop;
     queues.back().tasks.push_back(std::move(task));
