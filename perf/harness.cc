@@ -338,8 +338,9 @@ class Runner {
     stream_sync(call.stream);
     sync(thread);
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
+    const int iters = opt_.iters_for(row_bytes);
     const auto start = Clock::now();
-    for (int i = 0; i < opt_.iters; ++i) {
+    for (int i = 0; i < iters; ++i) {
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
       for (int a = 0; a < opt_.agg; ++a) {
         launch(call);
@@ -349,7 +350,7 @@ class Runner {
     }
     stream_sync(call.stream);
     const double seconds =
-        std::chrono::duration<double>(Clock::now() - start).count() / double(opt_.iters * opt_.agg);
+        std::chrono::duration<double>(Clock::now() - start).count() / double(iters * opt_.agg);
     Placement out;
     const double sec = combine(thread, seconds, opt_.average);
     fill_rates(sec, row_bytes, &out);
@@ -381,7 +382,7 @@ class Runner {
   Placement straggler_time(int thread, const Call& call, size_t row_bytes, const Counts& c, ncclDataType_t type,
                            int data_op, int root, uint64_t rep) {
     std::vector<double> times;
-    for (int i = 0; i < opt_.iters; ++i) {
+    for (int i = 0; i < opt_.iters_for(row_bytes); ++i) {
       sync(thread);
       const double arrival_local = delay_if_straggler(thread);
       launch(call);
@@ -492,7 +493,7 @@ class Runner {
       ++bw_count_;
     }
     if (opt_.timestamps) line += fmt::format("{:>21}", now_string());
-    json += fmt::format(R"(, "actual_iterations": {}, "experiment_name": ""}})", opt_.iters);
+    json += fmt::format(R"(, "actual_iterations": {}, "experiment_name": ""}})", opt_.iters_for(row_bytes));
     json_rows_.push_back(json);
     print(line + "\n");
   }

@@ -12,6 +12,11 @@
 namespace perf {
 namespace {
 
+// Long-only options get values past any short option letter.
+constexpr int kStragglerOption = 1000;
+constexpr int kSmallItersOption = 1001;
+constexpr int kSmallBytesOption = 1002;
+
 // "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
 bool parse_size(const char* text, size_t* out) {
   char* end = nullptr;
@@ -30,6 +35,16 @@ bool parse_size(const char* text, size_t* out) {
   return true;
 }
 
+// How an error message names option `c`.
+std::string option_name(int c) {
+  switch (c) {
+    case kStragglerOption: return "--straggler (RANK:DELAY_US)";
+    case kSmallItersOption: return "--small_iters (a count >= 1)";
+    case kSmallBytesOption: return "--small_bytes (a size)";
+    default: return fmt::format("-{}", char(c));
+  }
+}
+
 bool parse_int(const char* text, int* out) {
   char* end = nullptr;
   long v = std::strtol(text, &end, 0);
@@ -37,9 +52,6 @@ bool parse_int(const char* text, int* out) {
   *out = int(v);
   return true;
 }
-
-// Long-only options get values past any short option letter.
-constexpr int kStragglerOption = 1000;
 
 }  // namespace
 
@@ -54,6 +66,8 @@ const char* usage() {
          "\t[-n,--iters <iteration count>] \n"
          "\t[-m,--agg_iters <aggregated iteration count>] \n"
          "\t[-w,--warmup_iters <warmup iteration count>] \n"
+         "\t[--small_iters <iteration count>] rows of at most --small_bytes run this many iterations instead of -n\n"
+         "\t[--small_bytes <size in bytes>] (default 1M)\n"
          "\t[-N,--run_cycles <cycle count> run & print each cycle (default: 1; 0=infinite)] \n"
          "\t[-p,--parallel_init <0/1>] \n"
          "\t[-c,--check <check iteration count>] \n"
@@ -106,6 +120,8 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       {"memory", required_argument, nullptr, 'M'},
       {"help", no_argument, nullptr, 'h'},
       {"straggler", required_argument, nullptr, kStragglerOption},
+      {"small_iters", required_argument, nullptr, kSmallItersOption},
+      {"small_bytes", required_argument, nullptr, kSmallBytesOption},
       {nullptr, 0, nullptr, 0}};
   optind = 1;
   opterr = 0;
@@ -124,6 +140,8 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       case 'n': ok = parse_int(optarg, &o->iters) && o->iters >= 1; break;
       case 'm': ok = parse_int(optarg, &o->agg) && o->agg >= 1; break;
       case 'w': ok = parse_int(optarg, &o->warmup) && o->warmup >= 0; break;
+      case kSmallItersOption: ok = parse_int(optarg, &o->small_iters) && o->small_iters >= 1; break;
+      case kSmallBytesOption: ok = parse_size(optarg, &o->small_max_bytes); break;
       case 'N': ok = parse_int(optarg, &o->cycles) && o->cycles >= 0; break;
       case 'p': ok = parse_int(optarg, &o->parallel_init); break;
       case 'c': ok = parse_int(optarg, &o->check) && o->check >= 0; break;
@@ -168,8 +186,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
         return false;
     }
     if (!ok) {
-      *error = c == kStragglerOption ? fmt::format("bad value '{}' for --straggler (RANK:DELAY_US)", optarg)
-                                     : fmt::format("bad value '{}' for -{}", optarg ? optarg : "", char(c));
+      *error = fmt::format("bad value '{}' for {}", optarg ? optarg : "", option_name(c));
       return false;
     }
   }
@@ -197,6 +214,9 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
     o->notes.push_back(fmt::format("--straggler {}:{}: rank {} sleeps {} us before each call; time is from its "
                                    "arrival to the last rank's completion (median over iterations)",
                                    o->straggler_rank, o->straggler_delay_us, o->straggler_rank, o->straggler_delay_us));
+  if (o->small_iters > 0)
+    o->notes.push_back(fmt::format("--small_iters {}: rows of at most {} bytes run {} iterations, larger ones {}",
+                                   o->small_iters, o->small_max_bytes, o->small_iters, o->iters));
   if (o->min_bytes > o->max_bytes) {
     *error = fmt::format("invalid sizes for 'minbytes' and 'maxbytes': {} > {}", o->min_bytes, o->max_bytes);
     return false;

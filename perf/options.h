@@ -18,6 +18,15 @@ struct Options {
   size_t step_bytes = 1024 * 1024;  // -i
   size_t step_factor = 1;           // -f (when > 1 it wins over -i)
   int iters = 20;                   // -n
+  // --small_iters N, --small_bytes B: rows of at most B bytes run N
+  // iterations instead of -n (0: -n for every row).  A row's time is an
+  // average over its calls, and the first and last calls of a loop carry the
+  // harness's own barrier and reduction with them; on an oversubscribed host
+  // these edges cost tens of microseconds, enough to swamp ten calls of a few
+  // microseconds.  OSU's micro-benchmarks run small messages longer for the
+  // same reason.
+  int small_iters = 0;
+  size_t small_max_bytes = 1024 * 1024;
   int warmup = 1;                   // -w
   int agg = 1;                      // -m
   int cycles = 1;                   // -N (0: forever)
@@ -41,6 +50,11 @@ struct Options {
   // time reported runs from its arrival to the last rank's completion.
   int straggler_rank = -1;
   int64_t straggler_delay_us = 0;
+
+  // Timed iterations of a row of `row_bytes`.
+  int iters_for(size_t row_bytes) const {
+    return small_iters > 0 && row_bytes <= small_max_bytes ? small_iters : iters;
+  }
 
   // The next size of the sweep; > max_bytes when done.
   size_t next(size_t bytes) const {
