@@ -344,6 +344,7 @@ Status comm_setup(ncclComm* comm) {
   BRAID_TRY(make_router_transport(ctx, std::move(shm), std::move(socket), &comm->transport));
   // A fragment must fit in every transport's slot.
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
+  comm->wide_tile_bytes = std::min<uint64_t>(kShmSlotFragments * comm->tile_bytes, comm->transport->slot_bytes());
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;
   for (const InitInfo& info : infos) reports.push_back(info.tuning);
@@ -384,8 +385,9 @@ Status comm_setup(ncclComm* comm) {
     comm->cuda_device = probe.device;
   }
   comm->ready.store(true, std::memory_order_release);
-  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes", comm->comm_hash, rank, nranks,
-             comm->device ? comm->device->name() : mode.c_str(), comm->tile_bytes);
+  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes ({} for large chunks)",
+             comm->comm_hash, rank, nranks, comm->device ? comm->device->name() : mode.c_str(), comm->tile_bytes,
+             comm->wide_tile_bytes);
   return Status::ok();
 }
 }  // namespace

@@ -99,7 +99,8 @@ struct ncclComm {
   int cuda_device = -1;  // -1: host backend
   ncclConfig_t config NCCL_CONFIG_INITIALIZER;
   uint64_t comm_hash = 0;
-  uint64_t tile_bytes = 0;  // fragment size every rank agreed on at init
+  uint64_t tile_bytes = 0;       // fragment size every rank agreed on at init
+  uint64_t wide_tile_bytes = 0;  // the widest every transport's slot takes (calls with large chunks)
   bool check_args = false;  // BRAID_CHECK, read once at init (src/core/group_check.cc)
 
   std::unique_ptr<braid::Bootstrap> bootstrap;

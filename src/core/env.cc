@@ -24,7 +24,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
       {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
       {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
-      {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory slot (fragment size)"},
+      {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment; a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},
       {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
       {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},
       {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},

@@ -22,6 +22,7 @@
 #include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
+#include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 #include "src/plan/slot_stores.h"
 
@@ -63,6 +64,23 @@ struct TaskStores {
   SlotStores slots = SlotStores::Cached;
 };
 
+// The fragment size of call `c` on `schedule` (src/plan/host_tuning.h,
+// call_tile_bytes), by the smallest chunk any rank cuts the call into: all
+// ranks must tile alike.  Only a call larger than kWideTileMinTiles wide
+// fragments can have chunks that large, so smaller ones never look at the ranks.
+uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) {
+  const ncclComm* comm = c.comm;
+  const uint64_t esize = datatype_size(c.type), wide = comm->wide_tile_bytes;
+  const uint64_t blocks = std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
+  if (wide <= comm->tile_bytes || c.count * esize * blocks < kWideTileMinTiles * wide) return comm->tile_bytes;
+  uint64_t least = UINT64_MAX;
+  for (const RankProgram& p : schedule.ranks)
+    for (const BufferShape& s : {input_shape(c.collective, comm->nranks, c.count, p.input_chunks),
+                                 output_shape(c.collective, comm->nranks, c.count, p.output_chunks)})
+      if (s.chunks > 0) least = std::min(least, s.chunk_capacity() * esize);
+  return call_tile_bytes(comm->tile_bytes, wide, least);
+}
+
 Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
                  std::unique_ptr<Task>* out, int channel_base = 0, TaskStores stores = {}) {
   ncclComm* comm = c.comm;
@@ -85,7 +103,8 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
   bool reduces_to_output = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
                            c.collective == Collective::Reduce;
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
-  a.tile_bytes = comm->tile_bytes;
+  a.tile_bytes = tile_bytes_for(c, *a.schedule);
+  a.narrow_tile_bytes = comm->tile_bytes;
   a.stream_output = a.output && stores.stream_output;
   a.stream_send_slots = stores.slots == SlotStores::Streamed;
   a.channel_base = channel_base;

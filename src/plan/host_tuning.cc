@@ -101,6 +101,10 @@ int slots_per_connection(int slots, int connections) {
   return std::max(kMinSlots, slots / std::max(1, connections));
 }
 
+uint64_t call_tile_bytes(uint64_t base, uint64_t wide, uint64_t min_chunk_bytes) {
+  return wide > base && min_chunk_bytes / kWideTileMinTiles >= wide ? wide : base;
+}
+
 HostTuning local_host_tuning(int nranks) {
   return HostTuning{host_allreduce_rd_max_bytes(nranks), nranks > host_usable_cores()};
 }

@@ -32,6 +32,24 @@ constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 // a 32 MB cache before the receiver copies them out (host_tuning.cc).
 int slots_per_connection(int slots, int connections);
 
+// Wide fragments.  A shared-memory slot holds kShmSlotFragments of the
+// communicator's fragments (BRAID_SHM_SLOT_BYTES, src/transport/transport.h).
+// A call whose every chunk spans at least kWideTileMinTiles slot-wide
+// fragments sends them that wide, through 1 / kShmSlotFragments of the slots
+// (the same memory); smaller calls keep the
+// finer fragments, which pipeline deeper.  Measured with 2 processes (ring
+// geometry as BRAID_SHM_SLOT_BYTES x BRAID_SHM_SLOTS, 2 MB either way): 512K
+// x 4 against 256K x 8 took AllReduce 64 MB 5.45-5.78 ms against 5.81-6.01,
+// 256 MB 23.0-24.0 against 24.4-24.9, and AlltoAll 4 MB 156-163 us against
+// 187-193; but AllGather, Broadcast and AlltoAll of 1 MB lost 10-40%
+// (chunks of 1 MB: two wide fragments each).  perf/results/compare_20261126c.txt.
+constexpr uint64_t kWideTileMinTiles = 4;
+
+// The fragment size of a call whose smallest chunk, on any rank, is
+// `min_chunk_bytes`: `wide` (the slot's capacity) or `base`.  Every rank
+// computes the same, as every rank must cut chunks into the same tiles.
+uint64_t call_tile_bytes(uint64_t base, uint64_t wide, uint64_t min_chunk_bytes);
+
 // What the ranks of a communicator agree on at init, so that all of them
 // pick the same schedule for a call.
 struct HostTuning {

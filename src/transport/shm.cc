@@ -29,7 +29,8 @@
 // load across two lines: ~8% slower at 1-4 MiB).  The sender picks before it
 // knows the length, so it goes by the connection's last fragment.  Either
 // way the sender writes in place and the receiver reads in place, and
-// slot_bytes() is the data capacity of a slot at either offset.
+// slot_bytes() is the data capacity of a slot at either offset:
+// kShmSlotFragments fragments of BRAID_SHM_SLOT_BYTES (transport.h).
 //
 // How many of the ring's slots a connection cycles through is the sender's
 // choice (use_slots): a call writing to many connections at once uses few
@@ -317,7 +318,7 @@ class ShmTransport final : public Transport {
   explicit ShmTransport(const TransportContext& ctx)
       : ctx_(ctx),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
-        slot_bytes_(uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64),
+        slot_bytes_(kShmSlotFragments * (uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64)),
         bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, ranks_on_host(ctx.peers, ctx.rank)),
         polls_(idle_polls_for(ranks_on_host(ctx.peers, ctx.rank))) {}
 

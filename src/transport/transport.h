@@ -27,6 +27,11 @@ namespace braid {
 
 class Doorbell;
 
+// A shared-memory slot holds this many of the fragments BRAID_SHM_SLOT_BYTES
+// sets, so that calls with large chunks can send wider ones
+// (src/plan/host_tuning.h, call_tile_bytes).
+constexpr uint64_t kShmSlotFragments = 2;
+
 class SendPipe {
  public:
   virtual ~SendPipe() = default;

@@ -62,3 +62,14 @@ TEST_CASE("host tuning: a call sending on many connections shares one ring's wor
   CHECK(slots_per_connection(8, 0) == 8);  // a call that sends nothing
   CHECK(slots_per_connection(2, 5) == kMinSlots);
 }
+
+TEST_CASE("host tuning: wide fragments only where every chunk holds enough of them", "[plan][host]") {
+  constexpr uint64_t kNarrow = 256 * 1024, kWide = 512 * 1024;
+  // A slot no wider than the communicator's fragment: always that fragment.
+  CHECK(call_tile_bytes(kNarrow, kNarrow, UINT64_MAX) == kNarrow);
+  // Chunks of kWideTileMinTiles wide fragments and more go wide; one byte less does not.
+  CHECK(call_tile_bytes(kNarrow, kWide, kWideTileMinTiles * kWide) == kWide);
+  CHECK(call_tile_bytes(kNarrow, kWide, 64 * kWide) == kWide);
+  CHECK(call_tile_bytes(kNarrow, kWide, kWideTileMinTiles * kWide - 1) == kNarrow);
+  CHECK(call_tile_bytes(kNarrow, kWide, 0) == kNarrow);
+}

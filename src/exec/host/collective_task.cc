@@ -87,8 +87,16 @@ class CollectiveTask final : public Task {
   // cycle through as many slots as a call keeping all of them busy should.
   void start() {
     point_lanes_at_pipes();
-    const int slots = slots_per_connection(a_.transport->slots(), int(send_connections_.size()));
+    const int slots = slots_per_connection(ring_slots(), int(send_connections_.size()));
     for (SendPipe* pipe : send_connections_) pipe->use_slots(slots);
+  }
+
+  bool wide() const { return a_.narrow_tile_bytes > 0 && a_.tile_bytes > a_.narrow_tile_bytes; }
+  // The slots a send connection may cycle through: wide fragments the
+  // memory the narrow ones would.
+  int ring_slots() const {
+    const int all = a_.transport->slots();
+    return wide() ? int(uint64_t(all) * a_.narrow_tile_bytes / a_.tile_bytes) : all;
   }
 
   void point_lanes_at_pipes() {
@@ -110,6 +118,7 @@ class CollectiveTask final : public Task {
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
+    if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
     stream_slots_ = a_.stream_send_slots;
     if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
     const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
@@ -127,9 +136,9 @@ class CollectiveTask final : public Task {
 
   std::string describe() const override {
     if (!a_.label.empty()) return a_.label;
-    return fmt::format("{}({}) count={} {} rank {}/{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
+    return fmt::format("{}({}) count={} {} rank {}/{}{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
                        datatype_name(a_.type), a_.rank, a_.nranks, a_.stream_output ? ", streamed output" : "",
-                       stream_slots_ ? ", streamed send slots" : "");
+                       stream_slots_ ? ", streamed send slots" : "", wide() ? ", wide fragments" : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
@@ -399,6 +408,11 @@ std::atomic<uint64_t>& streamed_slot_calls() {
   return calls;
 }
 std::atomic<uint64_t>& streamed_output_calls() {
+  static std::atomic<uint64_t> calls{0};
+  return calls;
+}
+
+std::atomic<uint64_t>& wide_fragment_calls() {
   static std::atomic<uint64_t> calls{0};
   return calls;
 }

@@ -25,7 +25,8 @@ struct CollectiveArgs {
   ncclDataType_t type = ncclFloat;
   ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
-  uint64_t tile_bytes = 0;        // the communicator's fragment size
+  uint64_t tile_bytes = 0;         // this call's fragment size (src/plan/host_tuning.h, call_tile_bytes)
+  uint64_t narrow_tile_bytes = 0;  // the communicator's; wider fragments cycle through proportionally fewer slots
   bool stream_output = false;      // write the user output with streaming stores (src/plan/output_stores.h)
   bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;
@@ -46,8 +47,10 @@ inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
 
 // Calls of this process whose executor wrote its send slots, or its user
-// output, with streaming stores (tests; BRAID_DEBUG=INFO names both on each call).
+// output, with streaming stores, or sent wide fragments (tests;
+// BRAID_DEBUG=INFO names all three on each call).
 std::atomic<uint64_t>& streamed_slot_calls();
 std::atomic<uint64_t>& streamed_output_calls();
+std::atomic<uint64_t>& wide_fragment_calls();
 
 }  // namespace braid
