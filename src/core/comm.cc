@@ -65,6 +65,7 @@ uint64_t fnv1a(const std::string& s) {
 struct InitInfo {
   PeerInfo peer;
   uint64_t tile_bytes = 0;
+  uint64_t wide_tile_bytes = 0;  // the widest fragment this rank's transports' slots take
   int32_t api_version = 0;
   int32_t wants_device = 0;  // DeviceProbe::usable: every rank must agree
   int32_t check_args = 0;    // BRAID_CHECK: on for all when any rank sets it
@@ -269,6 +270,8 @@ Status comm_setup(ncclComm* comm) {
   mine.process = this_process();
   std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
   mine.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  mine.wide_tile_bytes =
+      uint64_t(std::min<int64_t>(kShmSlotFragments * env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   mine.api_version = NCCL_VERSION_CODE;
   BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));
   const std::string backend = env_string("BRAID_BACKEND");
@@ -299,7 +302,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.comm_hash = comm->comm_hash;
   ctx.rank = rank;
   ctx.nranks = nranks;
-  comm->tile_bytes = UINT64_MAX;
+  comm->tile_bytes = comm->wide_tile_bytes = UINT64_MAX;
   comm->direct_min_bytes = 0;
   comm->oneshot_max_bytes = UINT64_MAX;
   uint32_t unpinned = ~0u;
@@ -315,6 +318,7 @@ Status comm_setup(ncclComm* comm) {
                          "to the same value (host or cuda) on every rank");
     ctx.peers.push_back(info.peer);
     comm->tile_bytes = std::min(comm->tile_bytes, info.tile_bytes);
+    comm->wide_tile_bytes = std::min(comm->wide_tile_bytes, info.wide_tile_bytes);
     // One rank checking alone would wait for records nobody sends.
     comm->check_args |= info.check_args != 0;
     // Ranks must take the direct path for the same calls.
@@ -344,7 +348,8 @@ Status comm_setup(ncclComm* comm) {
   BRAID_TRY(make_router_transport(ctx, std::move(shm), std::move(socket), &comm->transport));
   // A fragment must fit in every transport's slot.
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
-  comm->wide_tile_bytes = std::min<uint64_t>(kShmSlotFragments * comm->tile_bytes, comm->transport->slot_bytes());
+  // Calls with large chunks send fragments as wide as every rank's slots take (call_tile_bytes).
+  comm->wide_tile_bytes = std::min<uint64_t>(comm->wide_tile_bytes, comm->transport->slot_bytes());
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;
   for (const InitInfo& info : infos) reports.push_back(info.tuning);

@@ -52,3 +52,23 @@ TEST_CASE("wide fragments: large chunks go wide, small calls stay narrow, exact 
           }, 120) == 0);
   }
 }
+
+// Ranks whose slots differ (a socket fragment set on one rank only) must
+// still cut every call into the same tiles: they agree at init on the widest
+// fragment all of them take.
+TEST_CASE("wide fragments: ranks with different slot sizes agree on the width", "[direct][wide_fragments][processes]") {
+  setenv("BRAID_BACKEND", "host", 1);
+  setenv("BRAID_TRANSPORT", "socket", 1);
+  setenv("BRAID_SHM_SLOT_BYTES", std::to_string(kNarrow).c_str(), 1);
+  const auto setup = [](int rank) {
+    // Rank 0's sockets take 1.5 narrow fragments, the others' 1 MiB: wide
+    // would be 6 KiB on rank 0 and 8 KiB elsewhere if each went by itself.
+    setenv("BRAID_SOCKET_SLOT_BYTES", rank == 0 ? "6144" : "1048576", 1);
+  };
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::AlltoAll, Coll::Broadcast})
+            for (bool in_place : {false, true})
+              run_and_check(CollCase{.coll = coll, .count = 256 * 1024 + 7, .in_place = in_place}, rank, n, comm, f);
+        }, 120, setup) == 0);
+  unsetenv("BRAID_TRANSPORT");
+}
