@@ -40,10 +40,14 @@
 namespace braid {
 
 // Slots per rank (the depth): how many calls a writer may run ahead of the
-// slowest reader.  As many as fit kEagerBoardBytes, within [2, 64].  A
-// benchmark loop of small Broadcasts with 4 ranks on 2 cores took 1-3 us a
-// call at depth 16 and 0.15-0.2 us at 64 (OpenMPI's eager one: 0.2 us).
-constexpr int kEagerMaxDepth = 64;
+// slowest reader.  As many as fit kEagerBoardBytes, within [2, 256].  With
+// more ranks than cores a reader is descheduled for whole time slices, and
+// a writer that may not run further ahead waits them out.  A benchmark loop
+// of small Broadcasts with 4 ranks on 2 cores took 1-3 us a call at depth
+// 16; at depth 64, 0.17-0.24 us (10000 calls) and 0.16-0.31 (100 calls); at
+// 256, 0.13 and 0.08-0.13 (OpenMPI: 0.36-0.46 and 0.15-0.48).  With 2 ranks
+// it makes no difference (0.05-0.06 us).  perf/results/compare_20261126c.txt.
+constexpr int kEagerMaxDepth = 256;
 constexpr size_t kEagerBoardBytes = size_t(8) << 20;
 
 // The collectives eager serves: Broadcast, Reduce, Gather, Scatter.
