@@ -7,6 +7,7 @@
 
 #include "collective_check.h"
 #include "harness.h"
+#include "scoped_env.h"
 #include "src/exec/host/collective_task.h"
 #include "src/plan/host_tuning.h"
 #include "src/transport/transport.h"
@@ -29,9 +30,8 @@ size_t narrow_count(int n) { return (braid::kWideTileMinTiles * kWide - 1) / (si
 
 TEST_CASE("wide fragments: large chunks go wide, small calls stay narrow, exact either way",
           "[direct][wide_fragments][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
-  setenv("BRAID_CMA", "off", 1);  // every collective through the slots
-  setenv("BRAID_SHM_SLOT_BYTES", std::to_string(kNarrow).c_str(), 1);
+  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "off");  // every collective through the slots
+  ScopedEnv narrow("BRAID_SHM_SLOT_BYTES", std::to_string(kNarrow));
   for (int nranks : {2, 3}) {
     INFO(nranks << " ranks");
     CHECK(run_ranks_as_processes(nranks, [](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -57,9 +57,8 @@ TEST_CASE("wide fragments: large chunks go wide, small calls stay narrow, exact 
 // still cut every call into the same tiles: they agree at init on the widest
 // fragment all of them take.
 TEST_CASE("wide fragments: ranks with different slot sizes agree on the width", "[direct][wide_fragments][processes]") {
-  setenv("BRAID_BACKEND", "host", 1);
-  setenv("BRAID_TRANSPORT", "socket", 1);
-  setenv("BRAID_SHM_SLOT_BYTES", std::to_string(kNarrow).c_str(), 1);
+  ScopedEnv backend("BRAID_BACKEND", "host"), transport("BRAID_TRANSPORT", "socket");
+  ScopedEnv narrow("BRAID_SHM_SLOT_BYTES", std::to_string(kNarrow));
   const auto setup = [](int rank) {
     // Rank 0's sockets take 1.5 narrow fragments, the others' 1 MiB: wide
     // would be 6 KiB on rank 0 and 8 KiB elsewhere if each went by itself.
@@ -70,5 +69,4 @@ TEST_CASE("wide fragments: ranks with different slot sizes agree on the width", 
             for (bool in_place : {false, true})
               run_and_check(CollCase{.coll = coll, .count = 256 * 1024 + 7, .in_place = in_place}, rank, n, comm, f);
         }, 120, setup) == 0);
-  unsetenv("BRAID_TRANSPORT");
 }

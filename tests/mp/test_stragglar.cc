@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collective_check.h"
+#include "scoped_env.h"
 
 using namespace mp;
 
@@ -30,12 +31,6 @@ RankBody late_allreduce(int late, int delay_ms, std::vector<size_t> counts,
         }
   };
 }
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name); }
-  const char* name;
-};
 
 }  // namespace
 

@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "src/core/comm.h"
 #include "src/exec/host_staged.h"
+#include "scoped_env.h"
 
 using namespace mp;
 
@@ -136,12 +137,6 @@ FakeDeviceMemory* stage(ncclComm_t comm) {
   comm->device = std::make_unique<braid::HostStagedBackend>(std::move(memory));
   return raw;
 }
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-  const char* name;
-};
 
 // Small integers: every sum/max/average below is exact in float.
 float value(int rank, size_t i) { return float(rank * 100 + int(i % 97)); }

@@ -14,6 +14,7 @@
 #include "src/core/group.h"
 #include "src/plan/planner.h"
 #include "src/plan/straggler.h"
+#include "scoped_env.h"
 
 using namespace braid;
 
@@ -28,12 +29,6 @@ std::vector<int64_t> call_with(int n, int late, int64_t delay, std::mt19937& rng
   for (int r = 0; r < n; ++r) d[r] = 3 * kMs + jitter(rng) + (r == late ? 0 : delay);
   return d;
 }
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const char* value) : name(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-  const char* name;
-};
 
 }  // namespace
 
