@@ -57,6 +57,12 @@ bool streams_output(const CollectiveCall& c) {
   return should_stream_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, block, in_place));
 }
 
+// Bytes of the call's larger buffer on a rank (input or output).
+uint64_t larger_buffer_bytes(const CollectiveCall& c) {
+  const int n = c.comm->nranks;
+  return c.count * datatype_size(c.type) * std::max(input_blocks(c.collective, n), output_blocks(c.collective, n));
+}
+
 // How a call's task stores: into its user outputs (streamed or not,
 // src/plan/output_stores.h) and into its send slots (src/plan/slot_stores.h).
 struct TaskStores {
@@ -71,8 +77,7 @@ struct TaskStores {
 uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) {
   const ncclComm* comm = c.comm;
   const uint64_t esize = datatype_size(c.type), wide = comm->wide_tile_bytes;
-  const uint64_t blocks = std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
-  if (wide <= comm->tile_bytes || c.count * esize * blocks < kWideTileMinTiles * wide) return comm->tile_bytes;
+  if (larger_buffer_bytes(c) < kWideTileMinTiles * wide) return comm->tile_bytes;
   uint64_t least = UINT64_MAX;
   for (const RankProgram& p : schedule.ranks)
     for (const BufferShape& s : {input_shape(c.collective, comm->nranks, c.count, p.input_chunks),
@@ -119,8 +124,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
 // will (the same facts on every rank: windows, size, BRAID_ALGO).
 Status maybe_direct(const CollectiveCall& c, bool stream_output, std::unique_ptr<Task>* task) {
   ncclComm* comm = c.comm;
-  const uint64_t bytes = c.count * datatype_size(c.type) *
-                         std::max(input_blocks(c.collective, comm->nranks), output_blocks(c.collective, comm->nranks));
+  const uint64_t bytes = larger_buffer_bytes(c);
   if (comm->plans->forces(c.collective) || take_slot_lease(comm, c.collective, bytes) ||
       !direct_supported(comm, c.collective, bytes))
     return Status::ok();

@@ -36,8 +36,8 @@ int slots_per_connection(int slots, int connections);
 // communicator's fragments (BRAID_SHM_SLOT_BYTES, src/transport/transport.h).
 // A call whose every chunk spans at least kWideTileMinTiles slot-wide
 // fragments sends them that wide, through 1 / kShmSlotFragments of the slots
-// (the same memory); smaller calls keep the
-// finer fragments, which pipeline deeper.  Measured with 2 processes (ring
+// (the same memory); smaller calls keep the finer fragments, which pipeline
+// deeper.  Measured with 2 processes (ring
 // geometry as BRAID_SHM_SLOT_BYTES x BRAID_SHM_SLOTS, 2 MB either way): 512K
 // x 4 against 256K x 8 took AllReduce 64 MB 5.45-5.78 ms against 5.81-6.01,
 // 256 MB 23.0-24.0 against 24.4-24.9, and AlltoAll 4 MB 156-163 us against
