@@ -21,7 +21,13 @@
 // doubling from 1 corrects a first estimate that was wrong (a way first
 // timed while the buffers were still being faulted in looks several times
 // slower than it is), and a change of placement is noticed within about
-// kExploreBudget gaps.
+// kExploreBudget gaps.  A class's very first call is not timed at all: it
+// pays what only a first call pays (a schedule planned, slots and buffers
+// touched for the first time).  Timed, it made the default look slower
+// than the other way's first, warm, call: 2-process AllReduce of 64 MB,
+// cores near, first call (cached slots) 8.4-8.6 ms, then streamed slots
+// 7.7-8.2, so streamed was taken for 4 calls at 8-9.6 ms before a recheck
+// found the cached slots at 6.2 (perf/results/compare_20261127.txt).
 //
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of
@@ -81,6 +87,10 @@ class MeasuredChooser {
     Classes& classes = classes_[size_t(c)];
     const int k = size_class(bytes);
     SizeClass& s = classes[size_t(k)];
+    if (!s.warm) {  // the class's first call: cold, not timed
+      s.warm = true;
+      return;
+    }
     View before;
     const bool knew = view(classes, k, &before);
     s.way[int(option)].add(us);
@@ -110,6 +120,7 @@ class MeasuredChooser {
     Estimate way[2];
     uint32_t calls_since_check = 0;  // on the faster way, since the slower was last timed
     uint32_t check_every = 1;        // doubles while rechecks confirm the choice
+    bool warm = false;               // its first call is over (and was not timed)
   };
   using Classes = std::array<SizeClass, kSizeClasses>;
   // What is known of class k: estimates of both ways (own, or a trusted
