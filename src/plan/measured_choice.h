@@ -27,7 +27,7 @@
 // than the other way's first, warm, call: 2-process AllReduce of 64 MB,
 // cores near, first call (cached slots) 8.4-8.6 ms, then streamed slots
 // 7.7-8.2, so streamed was taken for 4 calls at 8-9.6 ms before a recheck
-// found the cached slots at 6.2 (perf/results/compare_20261127.txt).
+// found the cached slots at 6.2 (perf/results/compare_20261126e.txt).
 //
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of
