@@ -307,8 +307,7 @@ Status create_root(ncclUniqueId* id, bool honour_comm_id) {
     layout.magic = mix(std::hash<std::string>()(comm_id)) | 1;
   } else {
     sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    BRAID_TRY(local_ipv4(&addr.sin_addr));
+    BRAID_TRY(local_endpoint(&addr));
     layout.magic = random64() | 1;
     BRAID_TRY(start_root(addr, layout.magic, &layout.root));
     BRAID_INFO(kBootstrap, "bootstrap root listening on {}", to_string(layout.root));
@@ -345,8 +344,7 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
     BRAID_TRY(std::move(start_root(layout.root, layout.magic, &bound)).context("starting the NCCL_COMM_ID root"));
   }
   sockaddr_in me{};
-  me.sin_family = AF_INET;
-  BRAID_TRY(local_ipv4(&me.sin_addr));
+  BRAID_TRY(local_endpoint(&me));
   int listen_fd = -1;
   sockaddr_in listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
@@ -396,8 +394,7 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
 
   // The final communicator listens on its own socket.
   sockaddr_in me{};
-  me.sin_family = AF_INET;
-  BRAID_TRY(local_ipv4(&me.sin_addr));
+  BRAID_TRY(local_endpoint(&me));
   int listen_fd = -1;
   sockaddr_in listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));

@@ -76,6 +76,12 @@ Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out) {
   return Status::ok();
 }
 
+Status local_endpoint(sockaddr_in* out) {
+  *out = sockaddr_in{};
+  out->sin_family = AF_INET;
+  return local_ipv4(&out->sin_addr);
+}
+
 Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));

@@ -16,6 +16,8 @@ namespace braid {
 // The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the first
 // non-loopback interface that is up, else 127.0.0.1.
 Status local_ipv4(in_addr* out);
+// That address with port 0, for listen_tcp to pick a port.
+Status local_endpoint(sockaddr_in* out);
 
 std::string to_string(const sockaddr_in& addr);  // "1.2.3.4:5678"
 // Parses "a.b.c.d:port"; an IPv6 or host name is refused with a clear message.

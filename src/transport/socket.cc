@@ -438,8 +438,7 @@ Status SocketRecvPipe::release() {
 
 Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address) {
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  BRAID_TRY(local_ipv4(&addr.sin_addr));
+  BRAID_TRY(local_endpoint(&addr));
   int fd = -1;
   sockaddr_in bound{};
   BRAID_TRY(listen_tcp(addr, &fd, &bound));

@@ -6,16 +6,11 @@
 
 #include "braid/algorithms.h"
 #include "braid/verify.h"
+#include "verify_text.h"
 
 using namespace braid;
 
 namespace {
-
-std::string joined(const VerifyResult& r) {
-  std::string all;
-  for (const std::string& e : r.errors) all += e + "\n";
-  return all;
-}
 
 // Chunks rank r sends (or receives) in total.
 uint64_t chunks_sent(const Schedule& s, int r) {

@@ -9,16 +9,11 @@
 #include "braid/algorithms.h"
 #include "braid/stragglar.h"
 #include "braid/verify.h"
+#include "verify_text.h"
 
 using namespace braid;
 
 namespace {
-
-std::string joined(const VerifyResult& r) {
-  std::string all;
-  for (const std::string& e : r.errors) all += e + "\n";
-  return all;
-}
 
 // Replays a plan on sets of final chunks: one send and one receive per rank
 // per round, senders hold what they send, every rank ends with every chunk,

@@ -6,16 +6,11 @@
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 #include "braid/verify.h"
+#include "verify_text.h"
 
 using namespace braid;
 
 namespace {
-
-std::string joined(const VerifyResult& r) {
-  std::string all;
-  for (const std::string& e : r.errors) all += e + "\n";
-  return all;
-}
 
 void require_ok(const Schedule& s, const VerifyOptions& o = {}) {
   VerifyResult r = verify(s, o);
