@@ -52,6 +52,8 @@ BRAID_HD uint16_t float_to_bf16(float f) {
 // the all-ones pattern is NaN (e4m3).
 template <int E, int M, bool kIeeeSpecial>
 struct SmallFloat {
+  static constexpr int kExpBits = E, kManBits = M;
+  static constexpr bool kIeeeLike = kIeeeSpecial;
   static constexpr int kBias = (1 << (E - 1)) - 1;
   static constexpr uint32_t kExpAll = (1u << E) - 1;
   static constexpr uint32_t kSign = 1u << (E + M);
