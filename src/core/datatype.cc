@@ -129,46 +129,42 @@ __attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t
   return i;
 }
 
-// fp8 -> float on eight lanes: SmallFloat::decode's cases computed from
-// the bits and blended (gathering from fp8_table instead, fp8_avx2 ran at
-// half the speed on this project's VM):
-// normal (rebias the exponent), subnormal (mantissa times the format's
-// quantum, exact in float), and the format's specials.  The same bits as
-// fp8_table.
+// fp8 -> float on eight lanes, through half and the F16C converter (exact:
+// both formats fit in half with room to spare).  e5m2 is the top byte of a
+// half.  e4m3's seven magnitude bits, placed as a half's exponent and top
+// mantissa bits, read as the value times 2^-8 (normal and subnormal alike:
+// the exponent biases differ by 8), so the float is scaled back; its one NaN
+// pattern would read as a number, so it becomes half's quiet NaN.  The same
+// bits as fp8_table (F16C makes a NaN quiet and keeps its payload, as
+// decode() does).  Computing decode()'s cases in 32-bit lanes instead took
+// ~1.3x as long, gathering from fp8_table ~2x.
 template <class F>
-__attribute__((target("avx2,fma"))) inline __m256 fp8_decode8(const uint8_t* p) {
-  constexpr int M = F::kManBits, kBias = F::kBias;
-  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7f));
-  const __m256i man = _mm256_and_si256(b, _mm256_set1_epi32((1 << M) - 1));
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 24);
-  __m256i v = _mm256_add_epi32(_mm256_slli_epi32(mag, 23 - M), _mm256_set1_epi32((127 - kBias) << 23));
-  const __m256 quantum = _mm256_castsi256_ps(_mm256_set1_epi32((127 + 1 - kBias - M) << 23));
-  const __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(man), quantum));
-  v = _mm256_blendv_epi8(v, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(1 << M), mag));  // exponent 0
-  if constexpr (F::kIeeeLike) {  // top exponent: infinity, or NaN keeping its payload, made quiet
-    const __m256i nan_quiet = _mm256_andnot_si256(_mm256_cmpeq_epi32(man, _mm256_setzero_si256()),
-                                                  _mm256_set1_epi32(0x400000));
-    const __m256i special =
-        _mm256_or_si256(_mm256_or_si256(_mm256_set1_epi32(0x7f800000), _mm256_slli_epi32(man, 23 - M)), nan_quiet);
-    v = _mm256_blendv_epi8(v, special, _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(int(F::kMaxFinite))));
-  } else {  // only the all-ones pattern: the quiet NaN
-    v = _mm256_blendv_epi8(v, _mm256_set1_epi32(0x7fc00000), _mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f)));
+__attribute__((target("avx2,f16c,fma"))) inline __m256 fp8_decode8(const uint8_t* p) {
+  const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  if constexpr (F::kIeeeLike) {
+    static_assert(F::kExpBits == 5, "e5m2: a half's top byte");
+    return _mm256_cvtph_ps(_mm_slli_epi16(b, 8));
+  } else {
+    static_assert(F::kExpBits == 4 && F::kManBits == 3, "e4m3");
+    const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7f));
+    const __m128i sign = _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8);
+    const __m128i h = _mm_blendv_epi8(_mm_or_si128(_mm_slli_epi16(mag, 7), sign),
+                                      _mm_or_si128(_mm_set1_epi16(0x7e00), sign),  // half's quiet NaN
+                                      _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));  // a NaN passes unchanged
   }
-  return _mm256_castsi256_ps(_mm256_or_si256(v, sign));
 }
 
 // fp8, 8 elements at a time in AVX2 registers: decoded (fp8_decode8),
-// combined in float (combine8, as for half), and encoded with
-// SmallFloat::encode<true>'s integer steps on every lane at once: both of
-// its branches (a normal or a subnormal in the format) are computed and the
+// combined in float (combine8, as for half), and encoded as
+// SmallFloat::encode<true> does, on every lane at once: both of its
+// branches (a normal or a subnormal in the format) are computed and the
 // right one blended in, then NaN.  Bit for bit the scalar code, NaN
 // included (the format's NaN with the result's sign, as encode() gives).
-// The scalar loop bounded fp8 reductions, and still does less: reduce() of
-// 64 Ki elements (in cache) 116-120 us -> 45-52 us (half: 5 us), 2-process
-// AllReduce of 64 MB f8e4m3 63.6 -> 30.5 ms (perf/results/fp8_reduce.txt).
+// reduce() of 64 Ki elements in cache: 116-120 us in the scalar loop, here
+// 34 (e4m3) and 22 us (e5m2), half 5 us (perf/results/fp8_reduce.txt).
 template <ReduceKind K, class F>
-__attribute__((target("avx2,fma"))) size_t fp8_avx2(uint8_t* d, const uint8_t* x, const uint8_t* y, size_t n) {
+__attribute__((target("avx2,f16c,fma"))) size_t fp8_avx2(uint8_t* d, const uint8_t* x, const uint8_t* y, size_t n) {
   static_assert(F::kSign == 0x80, "an 8-bit format");
   constexpr int M = F::kManBits, kShift = 23 - M, kBias = F::kBias;
   const __m256i one = _mm256_set1_epi32(1), abs_mask = _mm256_set1_epi32(0x7fffffff);
@@ -177,8 +173,8 @@ __attribute__((target("avx2,fma"))) size_t fp8_avx2(uint8_t* d, const uint8_t* x
   const __m256i rebias = _mm256_set1_epi32((127 - kBias) << M);  // float exponent bias -> the format's
   const __m256i max_finite = _mm256_set1_epi32(int(F::kMaxFinite)), nan = _mm256_set1_epi32(int(F::kNaN));
   const __m256i below_normal = _mm256_set1_epi32(127 - kBias);  // biased float exponents of the format's subnormals
-  const __m256i shift_base = _mm256_set1_epi32(151 - kBias - M), max_shift = _mm256_set1_epi32(31);
-  const __m256i man_mask = _mm256_set1_epi32(0x7fffff), implicit = _mm256_set1_epi32(0x800000);
+  // 2^(24 - bias - M): a float whose last mantissa bit weighs the format's subnormal quantum.
+  const __m256 magic = _mm256_castsi256_ps(_mm256_set1_epi32((127 + 24 - kBias - M) << 23));
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 r = combine8<K>(fp8_decode8<F>(x + i), fp8_decode8<F>(y + i));
@@ -190,15 +186,12 @@ __attribute__((target("avx2,fma"))) size_t fp8_avx2(uint8_t* d, const uint8_t* x
     const __m256i rounded =
         _mm256_add_epi32(a, _mm256_add_epi32(round_bias, _mm256_and_si256(_mm256_srli_epi32(a, kShift), one)));
     const __m256i normal = _mm256_min_epi32(_mm256_sub_epi32(_mm256_srli_epi32(rounded, kShift), rebias), max_finite);
-    // Subnormal (or zero): the 24-bit significand shifted right by
-    // 151 - bias - M - exp, rounded to nearest even.  Shifts past 25 give 0,
-    // as in encode(); a float subnormal (exp 0) gets the largest and 0 too.
-    const __m256i shift = _mm256_min_epi32(_mm256_sub_epi32(shift_base, exp), max_shift);
-    const __m256i m24 = _mm256_or_si256(_mm256_and_si256(a, man_mask), implicit);
-    const __m256i half = _mm256_srli_epi32(_mm256_sllv_epi32(one, shift), 1);
-    const __m256i lsb = _mm256_and_si256(_mm256_srlv_epi32(m24, shift), one);
-    const __m256i sub =
-        _mm256_srlv_epi32(_mm256_add_epi32(m24, _mm256_add_epi32(_mm256_sub_epi32(half, one), lsb)), shift);
+    // Subnormal (or zero) in the format: adding `magic` makes the float
+    // unit round to nearest even at the format's quantum, so the sum's low
+    // bits are the quanta (the smallest normal, 1 << M, included).  Float
+    // subnormals give 0, as in encode().
+    const __m256i sub = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
+                                         _mm256_castps_si256(magic));
     __m256i res = _mm256_blendv_epi8(sub, normal, _mm256_cmpgt_epi32(exp, below_normal));
     res = _mm256_or_si256(_mm256_blendv_epi8(res, nan, _mm256_cmpgt_epi32(a, inf)), sign);
     // Eight 32-bit lanes (each < 256) to eight bytes, in order.
@@ -227,7 +220,7 @@ void reduce_any(void* dst, const void* a, const void* b, size_t n) {
     auto* y = static_cast<const uint8_t*>(b);
     size_t done = 0;
 #if defined(__x86_64__)
-    if (have_avx2()) done = fp8_avx2<K, F>(d, x, y, n);
+    if (have_avx2_f16c()) done = fp8_avx2<K, F>(d, x, y, n);
 #endif
     fp8_loop<K, F>(d + done, x + done, y + done, n - done);
   } else {
