@@ -54,10 +54,10 @@ void reduce_native(void* dst, const void* a, const void* b, size_t n) {
   reduce_loop<K, S>(dst, a, b, n);
 }
 
-// fp8 (F: E4M3 or E5M2 of float_formats.h): decoding is a 256-entry table
-// built from the shared decoder (so bit-identical by construction);
-// encoding is the shared integer code, here one element at a time, in
-// fp8_avx2 on eight at once.
+// fp8 (F: E4M3 or E5M2 of float_formats.h), one element at a time (the
+// baseline, and the tail of the vector loop fp8_avx2): decoding is a
+// 256-entry table built from the shared decoder (so bit-identical by
+// construction); encoding is the shared integer code.
 template <class F>
 const float* fp8_table() {
   static const struct Table {
