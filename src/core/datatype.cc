@@ -108,23 +108,43 @@ __attribute__((target("avx2,f16c,fma"))) size_t half_avx2(uint16_t* d, const uin
   return i;
 }
 
+// Eight bfloat16 (as the high halves of floats' bits) combined and rounded
+// to nearest even, each result in the low half of its 32-bit lane.
 template <ReduceKind K>
-__attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n) {
+__attribute__((target("avx2,fma"))) inline __m256i bf16_combine8(__m256i xa, __m256i yb) {
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
   const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x40);
+  __m256i u = _mm256_castps_si256(combine8<K>(_mm256_castsi256_ps(xa), _mm256_castsi256_ps(yb)));
+  // float_to_bf16: NaN -> (u >> 16) | 0x40; else round to nearest even
+  // (the logical shifts leave at most 16 bits, as the packs need).
+  __m256i rounded = _mm256_srli_epi32(
+      _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
+  __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+  return _mm256_blendv_epi8(rounded, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
+}
+
+// bfloat16, sixteen elements at a time: interleaving a register of them
+// with zeros makes two registers of floats (elements 0-3 and 8-11, then 4-7
+// and 12-15), and the pack of the two results puts them back in order.
+// Eight at a time for the rest.  reduce() of 64 Ki elements in cache: 10.3
+// -> 7.0 us (eight at a time, widened and packed each round).
+template <ReduceKind K>
+__attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n) {
+  const __m256i zero = _mm256_setzero_si256();
   size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i vx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i));
+    const __m256i vy = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i));
+    const __m256i lo = bf16_combine8<K>(_mm256_unpacklo_epi16(zero, vx), _mm256_unpacklo_epi16(zero, vy));
+    const __m256i hi = bf16_combine8<K>(_mm256_unpackhi_epi16(zero, vx), _mm256_unpackhi_epi16(zero, vy));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_packus_epi32(lo, hi));
+  }
   for (; i + 8 <= n; i += 8) {
-    __m256i xa = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))), 16);
-    __m256i yb = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i))), 16);
-    __m256i u = _mm256_castps_si256(combine8<K>(_mm256_castsi256_ps(xa), _mm256_castsi256_ps(yb)));
-    // float_to_bf16: NaN -> (u >> 16) | 0x40; else round to nearest even.
-    __m256i rounded = _mm256_srli_epi32(
-        _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one))), 16);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
-    __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet), nan);
-    r = _mm256_and_si256(r, _mm256_set1_epi32(0xffff));
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xD8);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+    const __m256i xa = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))), 16);
+    const __m256i yb = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(y + i))), 16);
+    const __m256i r = bf16_combine8<K>(xa, yb);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
   }
   return i;
 }
