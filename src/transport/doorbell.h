@@ -77,32 +77,48 @@ inline IdlePolls idle_polls_for(int local_ranks) {
   return host_oversubscribed(local_ranks) ? IdlePolls{0, 100} : IdlePolls{1u << 20, 256};
 }
 
-// The waiting side, as the executor sees it.
+// The waiting side, as the executor sees it: how long to spin and yield,
+// then arm, poll once more, and sleep until a peer gives it work.  A
+// transport provides one (FutexDoorbell for shared memory; sockets sleep in
+// poll(), src/transport/socket.cc) when every fragment it carries wakes it.
 class Doorbell {
  public:
-  Doorbell(DoorbellWord* w, IdlePolls polls)
-      : w_(w), spin_polls_(polls.spin), idle_polls_(polls.spin + polls.yield) {}
+  explicit Doorbell(IdlePolls polls) : spin_polls_(polls.spin), idle_polls_(polls.spin + polls.yield) {}
+  virtual ~Doorbell() = default;
   uint32_t spin_polls() const { return spin_polls_; }
   uint32_t idle_polls() const { return idle_polls_; }
 
-  // Announces a sleep; returns the sequence number to sleep on.  Poll once
-  // more after this, then sleep() or disarm().
-  uint32_t arm() {
+  // Announces a sleep; returns what to pass to sleep().  Poll once more
+  // after this, then sleep() or disarm().
+  virtual uint32_t arm() = 0;
+  // Sleeps until rung (or kNapNs, or a signal); always disarms.
+  virtual void sleep(uint32_t seen) = 0;
+  virtual void disarm() = 0;
+
+  static constexpr long kNapNs = 2 * 1000 * 1000;  // 2 ms: timeouts and aborts stay prompt
+
+ private:
+  uint32_t spin_polls_, idle_polls_;
+};
+
+// Sleeps on a DoorbellWord that peers ring().
+class FutexDoorbell final : public Doorbell {
+ public:
+  FutexDoorbell(DoorbellWord* w, IdlePolls polls) : Doorbell(polls), w_(w) {}
+
+  uint32_t arm() override {
     w_->sleepers.fetch_add(1, std::memory_order_seq_cst);
     return w_->seq.load(std::memory_order_seq_cst);
   }
-  // Sleeps until rung (or kNapNs, or a signal); always disarms.
-  void sleep(uint32_t seen) {
+  void sleep(uint32_t seen) override {
     timespec nap{0, kNapNs};
     syscall(SYS_futex, &w_->seq, FUTEX_WAIT, seen, &nap, nullptr, 0);
     disarm();
   }
-  void disarm() { w_->sleepers.fetch_sub(1, std::memory_order_relaxed); }
+  void disarm() override { w_->sleepers.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
-  static constexpr long kNapNs = 2 * 1000 * 1000;  // 2 ms: timeouts and aborts stay prompt
   DoorbellWord* w_;
-  uint32_t spin_polls_, idle_polls_;
 };
 
 }  // namespace braid

@@ -379,7 +379,7 @@ class ShmTransport final : public Transport {
   std::atomic<bool> aborted_{false};
   BellSegment bells_;
   const IdlePolls polls_;
-  std::optional<Doorbell> bell_;
+  std::optional<FutexDoorbell> bell_;
   std::map<std::tuple<int, int, int>, std::unique_ptr<ShmPipe>> pipes_;
 };
 

@@ -61,7 +61,7 @@ struct BoardWaiter {
 
 template <class Missing>
 Status BoardWaiter::wait(Missing missing) const {
-  Doorbell doorbell(bell, polls);
+  FutexDoorbell doorbell(bell, polls);
   Clock clock;
   uint32_t idle = 0;
   for (int awaited = missing(); awaited >= 0; awaited = missing()) {
