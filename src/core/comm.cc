@@ -138,8 +138,12 @@ class RouterTransport final : public Transport {
     if (shm_) shm_->abort();
     if (socket_) socket_->abort();
   }
-  // Socket traffic rings no doorbell: sleeping is only safe with shm alone.
-  Doorbell* doorbell() override { return shm_ && !socket_ ? shm_->doorbell() : nullptr; }
+  // Each transport's doorbell hears only its own traffic: sleeping on one
+  // is only safe when it carries everything.
+  Doorbell* doorbell() override {
+    if (shm_ && socket_) return nullptr;
+    return shm_ ? shm_->doorbell() : socket_->doorbell();
+  }
 
  private:
   Status check_peer(int peer) const {

@@ -81,7 +81,7 @@ class Transport {
   virtual void abort() = 0;
   // Where this rank can sleep until a peer commits or releases a fragment on
   // any of its pipes (doorbell.h), or nullptr where some traffic would not
-  // ring it (sockets) or it is not set up yet: then the caller polls.
+  // ring it or it is not set up yet: then the caller polls.
   virtual Doorbell* doorbell() { return nullptr; }
 };
 
