@@ -1,0 +1,259 @@
+// The TCP transport's pipes (src/transport/socket.cc) against a raw socket
+// playing the peer: what a receive pipe makes of a byte stream however it is
+// cut (headers and payloads split, many fragments in one read, a fragment
+// of 0 bytes, a malformed length, the peer closing), and what a send pipe
+// puts on the wire when the socket is full at commit and the caller has
+// moved on.  The wire format is [u64 length][payload] after a handshake of
+// {u64 comm hash, i32 rank, i32 channel}.
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/core/deadline.h"
+#include "src/core/env.h"
+#include "src/core/net.h"
+#include "src/transport/transport.h"
+
+using namespace braid;
+
+namespace {
+
+struct Handshake {
+  uint64_t comm_hash;
+  int32_t rank;
+  int32_t channel;
+};
+
+std::string pattern(size_t bytes, int seed) {
+  std::string s(bytes, '\0');
+  for (size_t i = 0; i < bytes; ++i) s[i] = char((i * 131 + size_t(seed) * 7 + 1) & 0xff);
+  return s;
+}
+
+std::string wire(const std::vector<std::string>& fragments) {
+  std::string out;
+  for (const std::string& f : fragments) {
+    uint64_t len = f.size();
+    out.append(reinterpret_cast<const char*>(&len), sizeof(len));
+    out += f;
+  }
+  return out;
+}
+
+// (No Catch2 assertions here: writers run on threads of their own.)
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+// Rank 0's socket transport; rank 1 is the test, listening on its own port.
+struct Rank0 {
+  uint64_t comm_hash = (uint64_t(getpid()) << 32) ^ uint64_t(std::random_device{}());
+  std::unique_ptr<Transport> transport;
+  std::string address;  // rank 0's listener
+  int peer_listener = -1;
+
+  Rank0() {
+    sockaddr_in addr{};
+    REQUIRE(local_endpoint(&addr).is_ok());
+    sockaddr_in bound{};
+    REQUIRE(listen_tcp(addr, &peer_listener, &bound).is_ok());
+    std::unique_ptr<SocketListener> listener;
+    REQUIRE(socket_listen(&listener, &address).is_ok());
+    TransportContext ctx;
+    ctx.comm_hash = comm_hash;
+    ctx.rank = 0;
+    ctx.nranks = 2;
+    ctx.peers.resize(2);
+    ctx.peers[0].host_hash = 1;
+    ctx.peers[1].host_hash = 2;
+    std::snprintf(ctx.peers[0].socket_addr, sizeof(ctx.peers[0].socket_addr), "%s", address.c_str());
+    std::snprintf(ctx.peers[1].socket_addr, sizeof(ctx.peers[1].socket_addr), "%s", to_string(bound).c_str());
+    REQUIRE(make_socket_transport(ctx, std::move(listener), &transport).is_ok());
+  }
+  ~Rank0() {
+    transport.reset();
+    ::close(peer_listener);
+  }
+
+  // A stream from "rank 1" into rank 0's receive pipe (1, channel 0).
+  int connect_as_rank1() {
+    sockaddr_in addr{};
+    REQUIRE(parse_ipv4_endpoint(address, &addr).is_ok());
+    int fd = -1;
+    REQUIRE(connect_tcp(addr, Deadline::after(std::chrono::seconds(5)), nullptr, &fd).is_ok());
+    Handshake hello{comm_hash, 1, 0};
+    REQUIRE(write_all(fd, reinterpret_cast<const char*>(&hello), sizeof(hello)));
+    return fd;
+  }
+
+  // The stream rank 0's send pipe to rank 1 opened, handshake checked.
+  int accept_from_rank0() {
+    pollfd p{peer_listener, POLLIN, 0};
+    REQUIRE(::poll(&p, 1, 5000) == 1);
+    int fd = ::accept(peer_listener, nullptr, nullptr);
+    REQUIRE(fd >= 0);
+    Handshake hello{};
+    REQUIRE(recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(5)), nullptr).is_ok());
+    CHECK(hello.comm_hash == comm_hash);
+    CHECK(hello.rank == 0);
+    CHECK(hello.channel == 0);
+    return fd;
+  }
+};
+
+// Takes `count` fragments from the pipe (releasing each), or stops at the
+// first error, which it returns.
+Status collect(RecvPipe* pipe, size_t count, std::vector<std::string>* out) {
+  Deadline deadline = Deadline::after(std::chrono::seconds(20));
+  while (out->size() < count) {
+    const void* data = nullptr;
+    size_t bytes = 0;
+    BRAID_TRY(pipe->try_acquire(&data, &bytes));
+    if (!data) {
+      if (deadline.expired()) return BRAID_ERROR(ncclInternalError, "test: no fragment within 20 s");
+      std::this_thread::yield();
+      continue;
+    }
+    out->emplace_back(static_cast<const char*>(data), bytes);
+    BRAID_TRY(pipe->release());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+TEST_CASE("socket pipe: fragments arrive whole however the byte stream is cut", "[socket]") {
+  const size_t slot = size_t(env_int("BRAID_SOCKET_SLOT_BYTES"));
+  std::vector<std::string> sent;
+  int seed = 0;
+  for (size_t bytes : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(4087), size_t(4088), size_t(4089),
+                       size_t(4096), size_t(0), size_t(5000), size_t(65536), slot, size_t(3)})
+    sent.push_back(pattern(bytes, ++seed));
+  const std::string bytes = wire(sent);
+  // Cuts: none (one write), and pieces that split headers and payloads
+  // everywhere, written with pauses so the reader sees them apart.
+  for (bool pieces : {false, true}) {
+    INFO("pieces " << pieces);
+    Rank0 r;
+    RecvPipe* pipe = nullptr;
+    REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+    int fd = r.connect_as_rank1();
+    bool written = true;
+    std::thread writer([&] {
+      if (!pieces) {
+        written = write_all(fd, bytes.data(), bytes.size());
+        return;
+      }
+      const size_t cuts[] = {1, 3, 8, 13, 4096, 5, 1000, 2};
+      for (size_t at = 0, k = 0; at < bytes.size() && written; ++k) {
+        size_t n = std::min(cuts[k % std::size(cuts)], bytes.size() - at);
+        written = write_all(fd, bytes.data() + at, n);
+        at += n;
+        if (k < 64) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    std::vector<std::string> got;
+    Status s = collect(pipe, sent.size(), &got);
+    writer.join();
+    CHECK(written);
+    INFO(s.message());
+    REQUIRE(s.is_ok());
+    REQUIRE(got.size() == sent.size());
+    for (size_t i = 0; i < sent.size(); ++i) {
+      INFO("fragment " << i << " of " << sent[i].size() << " bytes");
+      CHECK(got[i] == sent[i]);
+    }
+    ::close(fd);
+  }
+}
+
+TEST_CASE("socket pipe: a length beyond the slot is refused, not read", "[socket]") {
+  Rank0 r;
+  RecvPipe* pipe = nullptr;
+  REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+  int fd = r.connect_as_rank1();
+  const std::string good = wire({pattern(100, 1)});
+  uint64_t too_long = uint64_t(env_int("BRAID_SOCKET_SLOT_BYTES")) + 1;
+  std::string bytes = good + std::string(reinterpret_cast<const char*>(&too_long), sizeof(too_long)) + "xyz";
+  REQUIRE(write_all(fd, bytes.data(), bytes.size()));
+  std::vector<std::string> got;
+  Status s = collect(pipe, 2, &got);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0] == pattern(100, 1));
+  CHECK(s.code() == ncclRemoteError);
+  CHECK(s.message().find("malformed fragment") != std::string::npos);
+  ::close(fd);
+}
+
+TEST_CASE("socket pipe: the peer closing is an error, and a fragment it cut short is never delivered", "[socket]") {
+  for (bool mid_fragment : {false, true}) {
+    INFO("mid fragment " << mid_fragment);
+    Rank0 r;
+    RecvPipe* pipe = nullptr;
+    REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+    int fd = r.connect_as_rank1();
+    std::string bytes = wire({pattern(10, 1)});
+    if (mid_fragment) bytes += wire({pattern(100, 2)}).substr(0, 50);
+    REQUIRE(write_all(fd, bytes.data(), bytes.size()));
+    ::close(fd);
+    std::vector<std::string> got;
+    Status s = collect(pipe, 2, &got);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0] == pattern(10, 1));
+    CHECK(s.code() == ncclRemoteError);
+    CHECK(s.message().find(mid_fragment ? "in the middle of a fragment" : "the peer closed it") != std::string::npos);
+  }
+}
+
+TEST_CASE("socket pipe: committed fragments reach the wire whole and in order after the sender moved on", "[socket]") {
+  // More than the kernel's socket buffers hold while the peer does not
+  // read: commit sends what the socket takes and queues the rest, which the
+  // progress thread must deliver with no further call on the pipe.
+  const size_t slot = size_t(env_int("BRAID_SOCKET_SLOT_BYTES"));
+  Rank0 r;
+  SendPipe* pipe = nullptr;
+  REQUIRE(r.transport->send_pipe(1, 0, &pipe).is_ok());
+  std::vector<std::string> sent;
+  for (int i = 0; i < 24; ++i) sent.push_back(pattern(i % 5 == 4 ? 17 : slot - size_t(i), i));
+  int fd = r.accept_from_rank0();
+  const std::string expected = wire(sent);
+  std::string received(expected.size(), '\0');
+  Status read = Status::ok();
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the sender fill the socket
+    read = recv_all(fd, received.data(), received.size(), Deadline::after(std::chrono::seconds(20)), nullptr);
+  });
+  Deadline deadline = Deadline::after(std::chrono::seconds(20));
+  for (const std::string& f : sent) {
+    void* dst = nullptr;
+    Status s = Status::ok();
+    while (!dst && s.is_ok() && !deadline.expired()) {
+      s = pipe->try_acquire(&dst);
+      if (!dst) std::this_thread::yield();
+    }
+    INFO(s.message());
+    REQUIRE(dst);
+    std::memcpy(dst, f.data(), f.size());
+    REQUIRE(pipe->commit(f.size()).is_ok());
+  }
+  reader.join();
+  INFO(read.message());
+  REQUIRE(read.is_ok());
+  CHECK(received == expected);
+  ::close(fd);
+}
