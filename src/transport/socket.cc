@@ -45,6 +45,7 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kSocketSlots = 4;
+constexpr size_t kReadAhead = 4096;  // bytes a receive asks for beyond what it knows it needs
 
 struct Handshake {
   uint64_t comm_hash;
@@ -79,7 +80,8 @@ struct StagingRing {
 // Shared by both pipe kinds: the stream, its ring, and a sticky error.
 struct Stream {
   Stream(int peer, int channel, bool sending, size_t slot_bytes)
-      : peer(peer), channel(channel), sending(sending), ring(kSocketSlots, slot_bytes) {}
+      : peer(peer), channel(channel), sending(sending), ring(kSocketSlots, slot_bytes),
+        ahead(sending ? nullptr : new char[kReadAhead]) {}
   const int peer, channel;
   const bool sending;
   StagingRing ring;
@@ -90,6 +92,9 @@ struct Stream {
   std::mutex send_mutex;
   size_t offset = 0;        // progress within the current [length][payload]
   uint64_t wire_length = 0; // receive side: length header being read
+  // Receive side: bytes read past the fragment being filled, [begin, end).
+  std::unique_ptr<char[]> ahead;
+  size_t ahead_begin = 0, ahead_end = 0;
   std::atomic<bool> failed{false};
   std::atomic<bool> eof{false};
   std::mutex error_mutex;
@@ -142,42 +147,58 @@ bool send_queue_empty(Stream* s) {
   return s->ring.head.load(std::memory_order_acquire) == s->ring.tail.load(std::memory_order_acquire);
 }
 
-// Reads fragments into free slots until the socket would block (the
-// receiving executor's thread only).
+// Reads fragments into free slots (the receiving executor's thread only)
+// until the socket would block, or until one is complete and nothing read
+// is left over: a further recv would most likely find nothing, a wasted
+// syscall on a small message's path.  A recv for a header (or for a payload
+// that fits) asks for up to kReadAhead bytes, so a small fragment's header
+// and payload, and whatever follows, come in one call; the rest of a large
+// payload is read straight into its slot.
 void pump_recv(Stream* s) {
   StagingRing& r = s->ring;
-  while (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_acquire) < r.slots) {
-    uint64_t i = r.head.load(std::memory_order_relaxed);
-    char* dst;
-    size_t want;
-    if (s->offset < sizeof(uint64_t)) {
-      dst = reinterpret_cast<char*>(&s->wire_length) + s->offset;
-      want = sizeof(uint64_t) - s->offset;
-    } else {
-      if (s->wire_length > r.slot_bytes) {
-        s->fail(fmt::format("malformed fragment of {} bytes (slot is {})", s->wire_length, r.slot_bytes));
+  const int fd = s->fd.load(std::memory_order_relaxed);
+  while (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_relaxed) < r.slots) {
+    const uint64_t i = r.head.load(std::memory_order_relaxed);
+    const bool in_header = s->offset < sizeof(uint64_t);
+    char* dst = in_header ? reinterpret_cast<char*>(&s->wire_length) + s->offset
+                          : r.slot(i) + (s->offset - sizeof(uint64_t));
+    const size_t want = in_header ? sizeof(uint64_t) - s->offset : s->wire_length - (s->offset - sizeof(uint64_t));
+    size_t n = 0;
+    if (s->ahead_begin < s->ahead_end) {
+      n = std::min(want, s->ahead_end - s->ahead_begin);
+      std::memcpy(dst, s->ahead.get() + s->ahead_begin, n);
+      s->ahead_begin += n;
+    } else if (want > 0) {
+      const bool via_ahead = in_header || want <= kReadAhead;
+      const ssize_t got = ::recv(fd, via_ahead ? s->ahead.get() : dst, via_ahead ? kReadAhead : want, MSG_DONTWAIT);
+      if (got == 0) {
+        s->eof.store(true, std::memory_order_release);
+        if (s->offset) s->fail("the peer closed the connection in the middle of a fragment");
         return;
       }
-      size_t got = s->offset - sizeof(uint64_t);
-      dst = r.slot(i) + got;
-      want = s->wire_length - got;
+      if (got < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+        s->fail(fmt::format("recv failed: {}", std::strerror(errno)));
+        return;
+      }
+      if (via_ahead) {
+        s->ahead_begin = 0;
+        s->ahead_end = size_t(got);
+        continue;
+      }
+      n = size_t(got);
     }
-    ssize_t n = want ? ::recv(s->fd.load(std::memory_order_relaxed), dst, want, MSG_DONTWAIT) : 0;
-    if (want && n == 0) {
-      s->eof.store(true, std::memory_order_release);
-      if (s->offset) s->fail("the peer closed the connection in the middle of a fragment");
+    s->offset += n;
+    if (s->offset < sizeof(uint64_t)) continue;
+    if (in_header && s->wire_length > r.slot_bytes) {
+      s->fail(fmt::format("malformed fragment of {} bytes (slot is {})", s->wire_length, r.slot_bytes));
       return;
     }
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      s->fail(fmt::format("recv failed: {}", std::strerror(errno)));
-      return;
-    }
-    s->offset += size_t(n);
-    if (s->offset >= sizeof(uint64_t) && s->offset == sizeof(uint64_t) + s->wire_length) {
+    if (s->offset == sizeof(uint64_t) + s->wire_length) {
       r.length(i) = s->wire_length;
       s->offset = 0;
       r.head.store(i + 1, std::memory_order_release);
+      if (s->ahead_begin == s->ahead_end) return;
     }
   }
 }
