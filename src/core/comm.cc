@@ -210,16 +210,17 @@ ncclResult_t comm_async_state(ncclComm* comm) {
   return ncclResult_t(comm->async_error.load());
 }
 
+uint64_t machine_hash() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return fnv1a(std::string(host) + "/" + boot);
+}
+
 uint64_t host_hash() {
   std::string id = env_string("BRAID_HOSTID");
-  if (id.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    std::string boot;
-    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-    id = std::string(host) + "/" + boot;
-  }
-  return fnv1a(id);
+  return id.empty() ? machine_hash() : fnv1a(id);
 }
 
 Status make_router_transport(const TransportContext& ctx, std::unique_ptr<Transport> shm,
@@ -270,6 +271,7 @@ Status comm_setup(ncclComm* comm) {
   std::vector<InitInfo> infos(nranks);
   InitInfo& mine = infos[rank];
   mine.peer.host_hash = host_hash();
+  mine.peer.machine_hash = machine_hash();
   mine.peer.pid = int32_t(getpid());
   mine.process = this_process();
   std::snprintf(mine.peer.socket_addr, sizeof(mine.peer.socket_addr), "%s", address.c_str());
@@ -284,7 +286,7 @@ Status comm_setup(ncclComm* comm) {
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   mine.wants_device = probe.usable;
   mine.check_args = env_int("BRAID_CHECK") != 0;
-  mine.tuning = {mine.peer.host_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
+  mine.tuning = {mine.peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   mine.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // One-shot needs the board every rank maps.

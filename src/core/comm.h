@@ -233,6 +233,8 @@ ncclResult_t comm_async_state(ncclComm* comm);
 
 // Identity of this host (BRAID_HOSTID overrides), as a hash.
 uint64_t host_hash();
+// Identity of this machine (host name and boot), whatever BRAID_HOSTID says.
+uint64_t machine_hash();
 
 // The routing transport: shared memory to ranks on this host, sockets to
 // others (BRAID_TRANSPORT forces one).

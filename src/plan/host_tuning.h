@@ -64,7 +64,7 @@ HostTuning local_host_tuning(int nranks);
 // from all reports: the smallest rd/ring crossover, and whether some host
 // runs more of the ranks than it has cores.
 struct HostTuningReport {
-  uint64_t host = 0;          // host identity (ranks with equal values share a host)
+  uint64_t host = 0;          // machine identity (ranks with equal values share its cores)
   uint64_t rd_max_bytes = 0;  // host_allreduce_rd_max_bytes
   int32_t cores = 0;          // host_usable_cores
 };

@@ -243,7 +243,7 @@ class SocketTransportImpl final : public Transport {
         slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        bell_(this, idle_polls_for(ranks_on_host(ctx.peers, ctx.rank))) {
+        bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {
     thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
   }
 

@@ -62,7 +62,8 @@ class RecvPipe {
 
 // What every rank learns about every other at init (bootstrap allgather).
 struct PeerInfo {
-  uint64_t host_hash = 0;  // same value <=> same host (BRAID_HOSTID overrides)
+  uint64_t host_hash = 0;     // same value <=> same host (BRAID_HOSTID overrides)
+  uint64_t machine_hash = 0;  // same value <=> same machine, whatever BRAID_HOSTID says
   int32_t pid = 0;
   char socket_addr[64] = {};  // "ip:port" of the peer's data listener, if any
 };
@@ -89,6 +90,13 @@ class Transport {
 inline int ranks_on_host(const std::vector<PeerInfo>& peers, int rank) {
   int n = 0;
   for (const PeerInfo& p : peers) n += p.host_hash == peers[rank].host_hash;
+  return n > 0 ? n : 1;
+}
+// How many share its cores: ranks that BRAID_HOSTID places on different
+// hosts of one machine still compete for them (idle_polls_for).
+inline int ranks_on_machine(const std::vector<PeerInfo>& peers, int rank) {
+  int n = 0;
+  for (const PeerInfo& p : peers) n += p.machine_hash == peers[rank].machine_hash;
   return n > 0 ? n : 1;
 }
 
