@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 #include "src/plan/slot_stores.h"
+#include "src/transport/doorbell.h"
 
 ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
@@ -138,11 +140,17 @@ class RouterTransport final : public Transport {
     if (shm_) shm_->abort();
     if (socket_) socket_->abort();
   }
-  // Each transport's doorbell hears only its own traffic: sleeping on one
-  // is only safe when it carries everything.
+  // Each transport's doorbell hears only its own traffic: with both, sleep
+  // on shared memory's and have the sockets ring it.
   Doorbell* doorbell() override {
-    if (shm_ && socket_) return nullptr;
-    return shm_ ? shm_->doorbell() : socket_->doorbell();
+    if (!shm_ || !socket_) return shm_ ? shm_->doorbell() : socket_->doorbell();
+    if (!both_) {
+      Doorbell* shm = shm_->doorbell();
+      Doorbell* socket = socket_->doorbell();
+      if (!shm || !socket || !socket->forward_to(shm)) return nullptr;
+      both_.emplace(shm, socket);
+    }
+    return &*both_;
   }
 
  private:
@@ -157,6 +165,7 @@ class RouterTransport final : public Transport {
   }
   TransportContext ctx_;
   std::unique_ptr<Transport> shm_, socket_;
+  std::optional<ForwardedDoorbell> both_;
 };
 
 }  // namespace

@@ -83,10 +83,11 @@ inline IdlePolls idle_polls_for(int local_ranks) {
 // poll(), src/transport/socket.cc) when every fragment it carries wakes it.
 class Doorbell {
  public:
-  explicit Doorbell(IdlePolls polls) : spin_polls_(polls.spin), idle_polls_(polls.spin + polls.yield) {}
+  explicit Doorbell(IdlePolls polls) : polls_(polls) {}
   virtual ~Doorbell() = default;
-  uint32_t spin_polls() const { return spin_polls_; }
-  uint32_t idle_polls() const { return idle_polls_; }
+  IdlePolls polls() const { return polls_; }
+  uint32_t spin_polls() const { return polls_.spin; }
+  uint32_t idle_polls() const { return polls_.spin + polls_.yield; }
 
   // Announces a sleep; returns what to pass to sleep().  Poll once more
   // after this, then sleep() or disarm().
@@ -94,11 +95,19 @@ class Doorbell {
   // Sleeps until rung (or kNapNs, or a signal); always disarms.
   virtual void sleep(uint32_t seen) = 0;
   virtual void disarm() = 0;
+  // Wakes the sleeper, from another thread of this process.
+  virtual void ring() = 0;
+  // While armed, watch for this doorbell's events and ring `to` instead
+  // (for ForwardedDoorbell); false where it cannot.
+  virtual bool forward_to(Doorbell* to) {
+    (void)to;
+    return false;
+  }
 
   static constexpr long kNapNs = 2 * 1000 * 1000;  // 2 ms: timeouts and aborts stay prompt
 
  private:
-  uint32_t spin_polls_, idle_polls_;
+  IdlePolls polls_;
 };
 
 // Sleeps on a DoorbellWord that peers ring().
@@ -116,9 +125,36 @@ class FutexDoorbell final : public Doorbell {
     disarm();
   }
   void disarm() override { w_->sleepers.fetch_sub(1, std::memory_order_relaxed); }
+  void ring() override { braid::ring(w_); }
 
  private:
   DoorbellWord* w_;
+};
+
+// One sleep for two transports' traffic (peers on shared memory and on
+// sockets at once): sleeps on `sleeper`, and `forwarder` rings it for its
+// own events while armed.
+class ForwardedDoorbell final : public Doorbell {
+ public:
+  ForwardedDoorbell(Doorbell* sleeper, Doorbell* forwarder)
+      : Doorbell(sleeper->polls()), sleeper_(sleeper), forwarder_(forwarder) {}
+
+  uint32_t arm() override {
+    forwarder_->arm();
+    return sleeper_->arm();
+  }
+  void sleep(uint32_t seen) override {
+    sleeper_->sleep(seen);
+    forwarder_->disarm();
+  }
+  void disarm() override {
+    sleeper_->disarm();
+    forwarder_->disarm();
+  }
+  void ring() override { sleeper_->ring(); }
+
+ private:
+  Doorbell *sleeper_, *forwarder_;
 };
 
 }  // namespace braid

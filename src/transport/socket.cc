@@ -143,6 +143,10 @@ void pump_send(Stream* s) {
   }
 }
 
+bool recv_ring_full(Stream* s) {
+  return s->ring.head.load(std::memory_order_acquire) - s->ring.tail.load(std::memory_order_acquire) >= s->ring.slots;
+}
+
 bool send_queue_empty(Stream* s) {
   return s->ring.head.load(std::memory_order_acquire) == s->ring.tail.load(std::memory_order_acquire);
 }
@@ -324,7 +328,7 @@ class SocketTransportImpl final : public Transport {
   void progress_loop() {
     std::vector<pollfd> fds;
     std::vector<Stream*> owners;  // parallel to fds; nullptr for listener/wake/handshakes
-    // Receive streams are not watched: their executor reads them.
+    uint32_t rang_for_arm = 0;    // the arm() whose executor a receive stream's data has woken
     while (!stop_.load()) {
       connect_new_streams();
       fds.clear();
@@ -337,6 +341,12 @@ class SocketTransportImpl final : public Transport {
         fds.push_back({fd, POLLIN, 0});
         owners.push_back(nullptr);
       }
+      // Receive streams are the executor's to read.  Only while it sleeps on
+      // another doorbell (forwarded) are they watched here, until the first
+      // data wakes it.
+      const uint32_t arm = arms_.load(std::memory_order_acquire);
+      const bool watch_recvs =
+          forward_.load(std::memory_order_relaxed) && executor_sleepers_.load() > 0 && arm != rang_for_arm;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& [key, s] : sends_) {
@@ -344,6 +354,12 @@ class SocketTransportImpl final : public Transport {
           if (fd < 0 || s->failed) continue;
           // Always watch for errors; ask for POLLOUT only with data queued.
           fds.push_back({fd, short(send_queue_empty(s.get()) ? 0 : POLLOUT), 0});
+          owners.push_back(s.get());
+        }
+        for (auto& [key, s] : recvs_) {
+          const int fd = s->fd.load(std::memory_order_relaxed);
+          if (!watch_recvs || fd < 0 || s->failed || s->eof || recv_ring_full(s.get())) continue;
+          fds.push_back({fd, POLLIN, 0});
           owners.push_back(s.get());
         }
       }
@@ -358,6 +374,11 @@ class SocketTransportImpl final : public Transport {
       for (size_t i = first_stream; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         Stream* s = owners[i];
+        if (!s->sending) {
+          rang_for_arm = arm;
+          wake_executor();  // data to read
+          continue;
+        }
         {
           std::lock_guard<std::mutex> lock(s->send_mutex);
           pump_send(s);
@@ -434,7 +455,7 @@ class SocketTransportImpl final : public Transport {
       for (auto& [key, s] : recvs_) {
         const int fd = s->fd.load(std::memory_order_relaxed);
         // A full ring waits for the executor, not for the socket.
-        if (fd < 0 || s->failed || s->eof || s->ring.head.load() - s->ring.tail.load() >= s->ring.slots) continue;
+        if (fd < 0 || s->failed || s->eof || recv_ring_full(s.get())) continue;
         sleep_fds_.push_back({fd, POLLIN, 0});
       }
     }
@@ -445,7 +466,9 @@ class SocketTransportImpl final : public Transport {
   // Called by the progress thread after it changed what the executor waits on.
   void wake_executor() {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with arm() (doorbell.h explains)
-    if (executor_sleepers_.load(std::memory_order_relaxed)) signal(executor_wake_fd_);
+    if (!executor_sleepers_.load(std::memory_order_relaxed)) return;
+    if (Doorbell* to = forward_.load(std::memory_order_acquire)) to->ring();
+    else signal(executor_wake_fd_);
   }
 
   class SocketDoorbell final : public Doorbell {
@@ -453,6 +476,11 @@ class SocketTransportImpl final : public Transport {
     SocketDoorbell(SocketTransportImpl* t, IdlePolls polls) : Doorbell(polls), t_(t) {}
     uint32_t arm() override {
       t_->executor_sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      if (t_->forward_.load(std::memory_order_relaxed)) {
+        // Have the progress thread watch the receive streams for this sleep.
+        t_->arms_.fetch_add(1, std::memory_order_release);
+        t_->wake();
+      }
       return 0;
     }
     void sleep(uint32_t) override {
@@ -460,6 +488,11 @@ class SocketTransportImpl final : public Transport {
       disarm();
     }
     void disarm() override { t_->executor_sleepers_.fetch_sub(1, std::memory_order_relaxed); }
+    void ring() override { signal(t_->executor_wake_fd_); }
+    bool forward_to(Doorbell* to) override {
+      t_->forward_.store(to, std::memory_order_release);
+      return true;
+    }
 
    private:
     SocketTransportImpl* t_;
@@ -471,6 +504,8 @@ class SocketTransportImpl final : public Transport {
   const int wake_fd_;
   const int executor_wake_fd_;
   std::atomic<uint32_t> executor_sleepers_{0};
+  std::atomic<Doorbell*> forward_{nullptr};  // set: the executor sleeps on this doorbell instead
+  std::atomic<uint32_t> arms_{0};            // arm() calls while forwarding
   SocketDoorbell bell_;
   std::vector<pollfd> sleep_fds_;  // the executor's, reused
   std::atomic<bool> stop_{false};

@@ -183,6 +183,17 @@ TEST_CASE("sockets between processes that act as different hosts", "[mp][process
   CHECK(run_ranks_as_processes(3, sweep({1, 4099, 300000}), 90, setup) == 0);
 }
 
+TEST_CASE("two hosts of two ranks: shared memory within a host, sockets across", "[mp][processes][socket]") {
+  // Every wait sleeps on the shared-memory doorbell with the sockets
+  // forwarding their traffic to it (src/transport/doorbell.h,
+  // ForwardedDoorbell); four ranks on a machine of fewer cores sleep soon.
+  auto setup = [](int rank) {
+    setenv("BRAID_HOSTID", fmt::format("test-host-{}", rank / 2).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank / 2 + 1).c_str(), 1);
+  };
+  CHECK(run_ranks_as_processes(4, sweep({1, 4099, 300000}), 90, setup) == 0);
+}
+
 TEST_CASE("BRAID_TRANSPORT=socket on one host, ranks as threads", "[mp][threads][socket]") {
   setenv("BRAID_TRANSPORT", "socket", 1);
   CHECK(run_ranks_as_threads(3, sweep({1, 5000})) == 0);

@@ -21,6 +21,7 @@
 #include "src/core/deadline.h"
 #include "src/core/env.h"
 #include "src/core/net.h"
+#include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 
 using namespace braid;
@@ -255,5 +256,46 @@ TEST_CASE("socket pipe: committed fragments reach the wire whole and in order af
   INFO(read.message());
   REQUIRE(read.is_ok());
   CHECK(received == expected);
+  ::close(fd);
+}
+
+TEST_CASE("socket pipe: while armed to forward, data on a receive stream rings the other doorbell", "[socket]") {
+  // Peers on shared memory and on sockets at once: the executor sleeps on
+  // the shared-memory doorbell, and the socket transport's progress thread
+  // watches the receive streams for it (ForwardedDoorbell).
+  Rank0 r;
+  RecvPipe* pipe = nullptr;
+  REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+  int fd = r.connect_as_rank1();
+  DoorbellWord word{};
+  FutexDoorbell shm(&word, IdlePolls{0, 0});
+  Doorbell* socket = r.transport->doorbell();
+  REQUIRE(socket);
+  REQUIRE(socket->forward_to(&shm));
+  ForwardedDoorbell both(&shm, socket);
+  auto rung_within = [&](uint32_t seen, int ms) {
+    for (int i = 0; i < ms && word.seq.load() == seen; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return word.seq.load() != seen;
+  };
+  for (int round = 0; round < 3; ++round) {
+    INFO("round " << round);
+    const uint32_t seen = both.arm();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the progress thread starts watching
+    const std::string bytes = wire({pattern(64, round)});
+    REQUIRE(write_all(fd, bytes.data(), bytes.size()));
+    CHECK(rung_within(seen, 5000));
+    both.disarm();
+    std::vector<std::string> got;
+    REQUIRE(collect(pipe, 1, &got).is_ok());
+    CHECK(got[0] == pattern(64, round));
+  }
+  // Not armed: data is left to the executor, nobody is rung.
+  const uint32_t seen = word.seq.load();
+  const std::string bytes = wire({pattern(64, 9)});
+  REQUIRE(write_all(fd, bytes.data(), bytes.size()));
+  CHECK(!rung_within(seen, 50));
+  std::vector<std::string> got;
+  REQUIRE(collect(pipe, 1, &got).is_ok());
+  CHECK(got[0] == pattern(64, 9));
   ::close(fd);
 }
