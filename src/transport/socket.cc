@@ -16,6 +16,12 @@
 // 8 B over loopback took ~60 us, OpenMPI's TCP transport 9 us; nearly all
 // of it was kernel time waking threads (perf record).
 //
+// Waiting (the doorbell, doorbell.h): an executor with nothing to do sleeps
+// in poll() on its receive streams and on an eventfd the progress thread
+// signals when it frees room in a send ring.  One that also has peers on
+// shared memory sleeps on that transport's futex instead, and while it is
+// armed the progress thread watches the receive streams and rings it.
+//
 // Setup: the listener opens before the bootstrap allgather so its address
 // travels in PeerInfo.  The sending side connects when its pipe is created
 // and introduces itself with {comm hash, rank, channel}; the progress thread

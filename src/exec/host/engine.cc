@@ -8,9 +8,9 @@
 // sleeping matters there: measured with 4 ranks on 2 cores, futex sleep
 // alone gave ~95 us per small allreduce (each hand-over pays a wake-up and
 // a scheduler decision), yield-then-sleep 15-45 us, pure spinning ~15 ms.
-// Where no doorbell exists (peers over shared memory and sockets at once, or
-// one thread driving several communicators), back off with Waiter instead:
-// spin, yield, then nap.
+// Where no doorbell exists (one thread driving several communicators, or a
+// transport not set up yet), back off with Waiter instead: spin, yield,
+// then nap.
 //
 // The timeout counts time without progress, not total time: a large
 // transfer that keeps moving never times out, a dead peer does.
