@@ -91,6 +91,12 @@ struct Rank0 {
     ::close(peer_listener);
   }
 
+  RecvPipe* pipe_from_rank1() {
+    RecvPipe* pipe = nullptr;
+    REQUIRE(transport->recv_pipe(1, 0, &pipe).is_ok());
+    return pipe;
+  }
+
   // A stream from "rank 1" into rank 0's receive pipe (1, channel 0).
   int connect_as_rank1() {
     sockaddr_in addr{};
@@ -151,8 +157,7 @@ TEST_CASE("socket pipe: fragments arrive whole however the byte stream is cut", 
   for (bool pieces : {false, true}) {
     INFO("pieces " << pieces);
     Rank0 r;
-    RecvPipe* pipe = nullptr;
-    REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+    RecvPipe* pipe = r.pipe_from_rank1();
     int fd = r.connect_as_rank1();
     bool written = true;
     std::thread writer([&] {
@@ -185,8 +190,7 @@ TEST_CASE("socket pipe: fragments arrive whole however the byte stream is cut", 
 
 TEST_CASE("socket pipe: a length beyond the slot is refused, not read", "[socket]") {
   Rank0 r;
-  RecvPipe* pipe = nullptr;
-  REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+  RecvPipe* pipe = r.pipe_from_rank1();
   int fd = r.connect_as_rank1();
   const std::string good = wire({pattern(100, 1)});
   uint64_t too_long = uint64_t(env_int("BRAID_SOCKET_SLOT_BYTES")) + 1;
@@ -205,8 +209,7 @@ TEST_CASE("socket pipe: the peer closing is an error, and a fragment it cut shor
   for (bool mid_fragment : {false, true}) {
     INFO("mid fragment " << mid_fragment);
     Rank0 r;
-    RecvPipe* pipe = nullptr;
-    REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+    RecvPipe* pipe = r.pipe_from_rank1();
     int fd = r.connect_as_rank1();
     std::string bytes = wire({pattern(10, 1)});
     if (mid_fragment) bytes += wire({pattern(100, 2)}).substr(0, 50);
@@ -264,8 +267,7 @@ TEST_CASE("socket pipe: while armed to forward, data on a receive stream rings t
   // the shared-memory doorbell, and the socket transport's progress thread
   // watches the receive streams for it (ForwardedDoorbell).
   Rank0 r;
-  RecvPipe* pipe = nullptr;
-  REQUIRE(r.transport->recv_pipe(1, 0, &pipe).is_ok());
+  RecvPipe* pipe = r.pipe_from_rank1();
   int fd = r.connect_as_rank1();
   DoorbellWord word{};
   FutexDoorbell shm(&word, IdlePolls{0, 0});
