@@ -29,6 +29,9 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},
       {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},
       {"BRAID_CMA", "auto", "host backend, processes on one host: collectives on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (AllGather, AlltoAll and Broadcast, measured against the shared-memory slots, per collective and size; never where ranks outnumber cores), on (always, and AllReduce, Reduce and ReduceScatter too, pushing their results with process_vm_writev) or off"},
+      {"BRAID_LLC_BYTES", "0",
+       "host backend: last-level cache bytes the output-store rule counts on (0: sysfs's size; a VM sees its host's "
+       "whole cache)"},
       {"BRAID_CMA_MIN_BYTES", "262144", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
       {"BRAID_REDUCE_ISA", "auto", "host reductions: auto (AVX2 and F16C where the CPU has them, chosen at run time) or baseline (the build's own SSE2 loops; the results are bit-identical, this is for tests and timing)"},
       {"BRAID_SLOT_STORES", "auto", "host backend: how calls that stream their output (outputs of 16 MiB and more) write the fragments they send into shared-memory slots: auto (timed per collective and size, through the cache or with streaming stores; through the cache where ranks outnumber cores), cached or streamed"},

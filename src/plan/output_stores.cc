@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "braid/chunking.h"
+#include "src/core/env.h"
 
 namespace braid {
 
@@ -68,6 +69,9 @@ CacheShare cache_share(int ranks_on_host) {
       cpus = cpu_list_count(list);
     }
   }
+  // A VM reports its host's cache, which other guests share: the variable
+  // lets such a user (and the tests) say how much of it to count on.
+  if (const int64_t forced = env_int("BRAID_LLC_BYTES"); forced > 0) bytes = uint64_t(forced);
   return cache_share(bytes, cpus, int(sysconf(_SC_NPROCESSORS_ONLN)), ranks_on_host);
 }
 

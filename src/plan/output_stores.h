@@ -56,7 +56,8 @@ struct CacheShare {
   int ranks = 1;
 };
 
-// Read from sysfs; a 32 MB cache shared by every rank where it cannot be read.
+// Read from sysfs (its size overridden by BRAID_LLC_BYTES when set); a
+// 32 MB cache shared by every rank where it cannot be read.
 CacheShare cache_share(int ranks_on_host);
 
 // The same from given facts: the cache's size and how many of the host's

@@ -127,6 +127,7 @@ void set_env() {
   setenv("BRAID_CMA", "off", 1);  // plain buffers of processes: the pull path has its own tests
   setenv("BRAID_DIRECT_MIN_BYTES", "0", 1);
   setenv("BRAID_ONESHOT_MAX_BYTES", "0", 1);  // small AllReduces would go one-shot
+  setenv("BRAID_LLC_BYTES", "33554432", 1);  // "big" below streams its output on any machine
 }
 
 }  // namespace

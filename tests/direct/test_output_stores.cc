@@ -42,6 +42,7 @@ int run_sizes(int rank, int n, ncclComm_t comm, Failures& f, const Buffers* bufs
 void set_env() {
   setenv("BRAID_BACKEND", "host", 1);
   setenv("BRAID_CMA", "off", 1);  // plain buffers through the slots
+  setenv("BRAID_LLC_BYTES", "33554432", 1);  // both sides of the rule at the sizes below, on any machine
 }
 
 }  // namespace

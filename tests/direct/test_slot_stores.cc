@@ -27,6 +27,7 @@ void set_env(const char* mode) {
   setenv("BRAID_BACKEND", "host", 1);
   setenv("BRAID_CMA", "off", 1);  // every collective through the slots
   setenv("BRAID_SLOT_STORES", mode, 1);
+  setenv("BRAID_LLC_BYTES", "33554432", 1);  // the cases below are sized for a 32 MB cache
 }
 
 // Whether a call's slot stores are concerned at all: its output is streamed
