@@ -157,6 +157,7 @@ class SocketBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   uint64_t comm_hash() const override { return mix(key_); }
+  in_addr address() const override { return table_[rank_].sin_addr; }
 
   Status send(int peer, int tag, const void* data, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -344,7 +345,7 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
     BRAID_TRY(std::move(start_root(layout.root, layout.magic, &bound)).context("starting the NCCL_COMM_ID root"));
   }
   sockaddr_in me{};
-  BRAID_TRY(local_endpoint(&me));
+  BRAID_TRY(local_endpoint(&me, &layout.root.sin_addr));  // an interface that reaches the root
   int listen_fd = -1;
   sockaddr_in listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
@@ -394,7 +395,7 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
 
   // The final communicator listens on its own socket.
   sockaddr_in me{};
-  BRAID_TRY(local_endpoint(&me));
+  BRAID_TRY(local_endpoint(&me, &layouts[0].root.sin_addr));
   int listen_fd = -1;
   sockaddr_in listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));

@@ -275,7 +275,7 @@ Status comm_setup(ncclComm* comm) {
 
   std::unique_ptr<SocketListener> listener;
   std::string address;
-  if (mode != "shm") BRAID_TRY(socket_listen(&listener, &address));
+  if (mode != "shm") BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
 
   std::vector<InitInfo> infos(nranks);
   InitInfo& mine = infos[rank];

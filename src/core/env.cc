@@ -21,6 +21,9 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_COMM_ID", "", "ip:port of the bootstrap root; rank 0 listens there (also NCCL_COMM_ID)"},
       {"BRAID_HOSTID", "", "overrides host identity: ranks with equal values use shared memory"},
       {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
+      {"BRAID_SOCKET_IFNAME", "",
+       "interfaces the sockets may use, NCCL's syntax (eth,enp | =eth0 | ^docker,lo); unset: NCCL_SOCKET_IFNAME, else "
+       "chosen (src/core/net_interface.h)"},
       {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
       {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
       {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
@@ -49,7 +52,8 @@ const std::vector<EnvVar>& env_registry() {
 }
 
 // The NCCL_* variables braid reads, besides its own registry.
-constexpr const char* kForeignNames[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID"};
+constexpr const char* kForeignNames[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID",
+                                           "NCCL_SOCKET_IFNAME"};
 
 thread_local const EnvSnapshot* t_snapshot = nullptr;
 

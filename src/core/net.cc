@@ -2,8 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,6 +12,8 @@
 #include <thread>
 
 #include "src/core/env.h"
+#include "src/core/log.h"
+#include "src/core/net_interface.h"
 
 namespace braid {
 namespace {
@@ -35,23 +35,22 @@ bool wait_for(int fd, short events, Deadline deadline, const std::atomic<bool>* 
 
 }  // namespace
 
-Status local_ipv4(in_addr* out) {
+Status local_ipv4(in_addr* out, const in_addr* toward) {
   std::string forced = env_string("BRAID_SOCKET_ADDR");
   if (!forced.empty()) {
     if (inet_pton(AF_INET, forced.c_str(), out) != 1)
       return BRAID_ERROR(ncclInvalidArgument, "BRAID_SOCKET_ADDR={} is not an IPv4 address", forced);
     return Status::ok();
   }
-  out->s_addr = htonl(INADDR_LOOPBACK);
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return Status::ok();
-  for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) continue;
-    *out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
-    break;
-  }
-  freeifaddrs(list);
+  std::string spec_name = "BRAID_SOCKET_IFNAME", spec = env_string("BRAID_SOCKET_IFNAME");
+  if (spec.empty()) spec_name = "NCCL_SOCKET_IFNAME", spec = env_raw("NCCL_SOCKET_IFNAME");
+  NetInterface chosen;
+  BRAID_TRY(choose_interface(up_ipv4_interfaces(), spec_name, spec, toward, &chosen));
+  *out = chosen.addr;
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, out, ip, sizeof(ip));
+  BRAID_INFO(kNet | kBootstrap, "using interface {} ({}){}", chosen.name, ip,
+             spec.empty() ? "" : fmt::format(", {}={}", spec_name, spec));
   return Status::ok();
 }
 
@@ -76,10 +75,10 @@ Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out) {
   return Status::ok();
 }
 
-Status local_endpoint(sockaddr_in* out) {
+Status local_endpoint(sockaddr_in* out, const in_addr* toward) {
   *out = sockaddr_in{};
   out->sin_family = AF_INET;
-  return local_ipv4(&out->sin_addr);
+  return local_ipv4(&out->sin_addr, toward);
 }
 
 Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound) {

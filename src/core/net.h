@@ -13,11 +13,13 @@
 
 namespace braid {
 
-// The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the first
-// non-loopback interface that is up, else 127.0.0.1.
-Status local_ipv4(in_addr* out);
+// The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the
+// interface chosen as net_interface.h says (BRAID_SOCKET_IFNAME or
+// NCCL_SOCKET_IFNAME; unset, one on the subnet of `toward`, the bootstrap
+// root, if given).
+Status local_ipv4(in_addr* out, const in_addr* toward = nullptr);
 // That address with port 0, for listen_tcp to pick a port.
-Status local_endpoint(sockaddr_in* out);
+Status local_endpoint(sockaddr_in* out, const in_addr* toward = nullptr);
 
 std::string to_string(const sockaddr_in& addr);  // "1.2.3.4:5678"
 // Parses "a.b.c.d:port"; an IPv6 or host name is refused with a clear message.

@@ -580,9 +580,10 @@ Status SocketRecvPipe::release() {
 
 }  // namespace
 
-Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address) {
+Status socket_listen(in_addr ip, std::unique_ptr<SocketListener>* out, std::string* address) {
   sockaddr_in addr{};
-  BRAID_TRY(local_endpoint(&addr));
+  addr.sin_family = AF_INET;
+  addr.sin_addr = ip;
   int fd = -1;
   sockaddr_in bound{};
   BRAID_TRY(listen_tcp(addr, &fd, &bound));

@@ -15,6 +15,8 @@
 // Ops on the hot path make no allocation.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -117,7 +119,8 @@ class SocketListener {
  public:
   virtual ~SocketListener() = default;
 };
-Status socket_listen(std::unique_ptr<SocketListener>* out, std::string* address);
+// Listens on `ip` (the bootstrap's interface: Bootstrap::address), any port.
+Status socket_listen(in_addr ip, std::unique_ptr<SocketListener>* out, std::string* address);
 Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
                              std::unique_ptr<Transport>* out);
 

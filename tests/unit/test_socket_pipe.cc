@@ -74,7 +74,7 @@ struct Rank0 {
     sockaddr_in bound{};
     REQUIRE(listen_tcp(addr, &peer_listener, &bound).is_ok());
     std::unique_ptr<SocketListener> listener;
-    REQUIRE(socket_listen(&listener, &address).is_ok());
+    REQUIRE(socket_listen(addr.sin_addr, &listener, &address).is_ok());
     TransportContext ctx;
     ctx.comm_hash = comm_hash;
     ctx.rank = 0;

@@ -1,0 +1,71 @@
+// The interface the sockets use, through the public API: NCCL_SOCKET_IFNAME
+// (and BRAID_SOCKET_IFNAME over it) places the bootstrap root and the TCP
+// transport; a name matching nothing fails the call that needs a socket,
+// with NCCL's usage error and the reason.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "harness.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+// The root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
+in_addr root_ip(const ncclUniqueId& id) {
+  sockaddr_in addr{};
+  std::memcpy(&addr, id.internal + 16, sizeof(addr));
+  return addr.sin_addr;
+}
+
+bool is_loopback(in_addr a) { return a.s_addr == htonl(INADDR_LOOPBACK); }
+
+// AllReduce of (rank + 1) over 3000 floats: every element n(n+1)/2.
+void allreduce_ranks(int rank, int nranks, ncclComm_t comm, Failures& failures) {
+  std::vector<float> in(3000, float(rank + 1)), out(3000, -1.0f);
+  MP_NCCL(failures, ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr));
+  const float want = float(nranks * (nranks + 1) / 2);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i] != want) return failures.fail("element " + std::to_string(i) + " is " + std::to_string(out[i]));
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_SOCKET_IFNAME=lo: the root and the TCP transport use loopback", "[mp][processes][socket][net]") {
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
+  ScopedEnv transport("BRAID_TRANSPORT", "socket");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  CHECK(is_loopback(root_ip(id)));
+  CHECK(run_ranks_as_processes(3, allreduce_ranks) == 0);
+}
+
+TEST_CASE("BRAID_SOCKET_IFNAME is read before NCCL_SOCKET_IFNAME", "[mp][net]") {
+  ScopedEnv nccl("NCCL_SOCKET_IFNAME", "=no-such-if0");
+  ScopedEnv braid("BRAID_SOCKET_IFNAME", "=lo");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  CHECK(is_loopback(root_ip(id)));
+}
+
+TEST_CASE("an interface filter matching nothing fails with the reason, not a hang", "[mp][net][errors]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);  // before the variable: a good root
+  ScopedEnv ifname("NCCL_SOCKET_IFNAME", "=no-such-if0");
+  ncclUniqueId other;
+  CHECK(ncclGetUniqueId(&other) == ncclInvalidUsage);
+  std::string why = ncclGetLastError(nullptr);
+  INFO(why);
+  CHECK(why.find("NCCL_SOCKET_IFNAME==no-such-if0 matches no IPv4 interface that is up") != std::string::npos);
+  // A rank joining the good root cannot listen either: the same error, at once.
+  ncclComm_t comm = nullptr;
+  CHECK(ncclCommInitRank(&comm, 1, id, 0) == ncclInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("no-such-if0") != std::string::npos);
+}
