@@ -54,7 +54,7 @@ bool streams_output(const CollectiveCall& c) {
   const uint64_t in_bytes = has_input(c) ? block * input_blocks(c.collective, n) : 0;
   const uint64_t out_bytes = has_output(c) ? block * output_blocks(c.collective, n) : 0;
   const bool in_place = ranges_overlap(c.sendbuff, in_bytes, c.recvbuff, out_bytes);
-  return should_stream_output(c.comm->cache_share, mean_rank_bytes(c.collective, n, block, in_place));
+  return should_stream_output(c.comm->cache_share, c.collective, n, block, in_place);
 }
 
 // Bytes of the call's larger buffer on a rank (input or output).

@@ -37,6 +37,7 @@ int cpu_list_count(const std::string& list) {
 CacheShare cache_share(uint64_t cache_bytes, int cache_cpus, int host_cpus, int ranks_on_host) {
   CacheShare share;
   if (cache_bytes) share.bytes = cache_bytes;
+  if (cache_cpus > 0) share.bytes = std::min<uint64_t>(share.bytes, uint64_t(cache_cpus) * kMaxCacheBytesPerCpu);
   ranks_on_host = std::max(1, ranks_on_host);
   if (cache_cpus <= 0 || host_cpus <= 0 || cache_cpus >= host_cpus) {
     share.ranks = ranks_on_host;
@@ -69,10 +70,10 @@ CacheShare cache_share(int ranks_on_host) {
       cpus = cpu_list_count(list);
     }
   }
-  // A VM reports its host's cache, which other guests share: the variable
-  // lets such a user (and the tests) say how much of it to count on.
-  if (const int64_t forced = env_int("BRAID_LLC_BYTES"); forced > 0) bytes = uint64_t(forced);
-  return cache_share(bytes, cpus, int(sysconf(_SC_NPROCESSORS_ONLN)), ranks_on_host);
+  CacheShare share = cache_share(bytes, cpus, int(sysconf(_SC_NPROCESSORS_ONLN)), ranks_on_host);
+  // The user (or a test) may know better than sysfs, either way.
+  if (const int64_t forced = env_int("BRAID_LLC_BYTES"); forced > 0) share.bytes = uint64_t(forced);
+  return share;
 }
 
 uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in_place) {
@@ -86,8 +87,11 @@ uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in
   return (root + (n - 1) * others) / n;
 }
 
-bool should_stream_output(const CacheShare& share, uint64_t mean_rank_bytes) {
-  return uint64_t(share.ranks) * mean_rank_bytes > share.bytes;
+bool should_stream_output(const CacheShare& share, Collective c, int nranks, uint64_t block_bytes, bool in_place) {
+  const bool output_was_input = c == Collective::AllReduce || c == Collective::Reduce ||
+                                c == Collective::ReduceScatter || c == Collective::AlltoAll;
+  if (in_place && output_was_input) return false;
+  return uint64_t(share.ranks) * mean_rank_bytes(c, nranks, block_bytes, in_place) > share.bytes;
 }
 
 }  // namespace braid

@@ -60,7 +60,22 @@ struct CacheShare {
 // 32 MB cache shared by every rank where it cannot be read.
 CacheShare cache_share(int ranks_on_host);
 
-// The same from given facts: the cache's size and how many of the host's
+// The most last-level cache one CPU is counted to have.  A VM reports its
+// host's cache as its own: this project's 2-vCPU VM of 2026-11-26 reads a
+// 480 MB L3 in sysfs, but behaves as if ~100 MB were its own.  2 ranks, out
+// of place, us, counting the cache as 480 MB -> 96 MB (2 alternating rounds,
+// perf/results/llc_cap_20261126.txt): AllReduce 32 MB (128 MB touched)
+// 6306-6992 -> 5686-5761, 64 MB 15.5-16.2 ms -> 12.6-12.9; AllGather 128 MB
+// (384 MB) 23.5-23.9 ms -> 18.4-18.6, Broadcast 128 MB 28.1-28.6 ms ->
+// 23.5-23.9; while AllGather and Broadcast of 32 MB (96 MB touched) were
+// 20-50% and 8% faster through the cache, which this cap keeps.  (In place,
+// 2 x 64-128 MB touched, AllReduce and AlltoAll lost 5-33% streamed.)  No
+// CPU has more than 24 MB of L3 per hardware thread (AMD's 16-core
+// cache-stacked EPYC: 768 MB for 32 threads), so real caches are left alone.
+constexpr uint64_t kMaxCacheBytesPerCpu = uint64_t(48) << 20;
+
+// The same from given facts: the cache's size (capped at
+// kMaxCacheBytesPerCpu for each CPU sharing it) and how many of the host's
 // `host_cpus` CPUs share it.
 CacheShare cache_share(uint64_t cache_bytes, int cache_cpus, int host_cpus, int ranks_on_host);
 
@@ -73,7 +88,15 @@ int cpu_list_count(const std::string& list);
 // the larger of the two.
 uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in_place);
 
-// Whether a call's user outputs are written with streaming stores.
-bool should_stream_output(const CacheShare& share, uint64_t mean_rank_bytes);
+// Whether a call's user outputs are written with streaming stores: once the
+// ranks sharing the cache overflow it, except in place where the rank read
+// every byte of its output as input in the same call (AllReduce, Reduce,
+// ReduceScatter, AlltoAll).  There a streamed store saves no read: the line
+// was read anyway, and often still cached.  Measured on the 480 MB-L3 VM,
+// 2 ranks in place, cached against streamed (perf/results/llc_cap_20261126.txt):
+// AlltoAll 64 MB 4.6-4.8 ms against 6.9-7.9, 256 MB 22.9-23.7 against
+// 27.5-28.1; AllReduce 64 MB 10.9 against 11.7-12.3, 256 MB level; on the
+// 32 MB-L3 VM before, AllReduce and AlltoAll of 16 MB in place lost too.
+bool should_stream_output(const CacheShare& share, Collective c, int nranks, uint64_t block_bytes, bool in_place);
 
 }  // namespace braid

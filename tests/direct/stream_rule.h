@@ -10,9 +10,7 @@ namespace mp {
 
 // The rule for a call of `count` floats per block on n ranks of this host.
 inline bool rule_streams(Coll coll, int n, size_t count, bool in_place) {
-  const uint64_t block = count * sizeof(float);
-  return braid::should_stream_output(braid::cache_share(n),
-                                     braid::mean_rank_bytes(to_collective(coll), n, block, in_place));
+  return braid::should_stream_output(braid::cache_share(n), to_collective(coll), n, count * sizeof(float), in_place);
 }
 
 }  // namespace mp
