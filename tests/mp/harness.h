@@ -6,6 +6,7 @@
 // of hanging CI, and reports failure through its exit status.
 #pragma once
 
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,13 @@
 #include "nccl.h"
 
 namespace mp {
+
+// The bootstrap root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
+inline sockaddr_in root_address(const ncclUniqueId& id) {
+  sockaddr_in addr{};
+  std::memcpy(&addr, id.internal + 16, sizeof(addr));
+  return addr;
+}
 
 // Checks inside rank bodies: print and count, never throw across threads.
 struct Failures {

@@ -16,13 +16,6 @@ using namespace mp;
 
 namespace {
 
-// The root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
-sockaddr_in root_address(const ncclUniqueId& id) {
-  sockaddr_in addr{};
-  std::memcpy(&addr, id.internal + 16, sizeof(addr));
-  return addr;
-}
-
 int connect_to(const sockaddr_in& addr) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {

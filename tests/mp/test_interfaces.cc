@@ -7,7 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <string>
 
 #include "harness.h"
@@ -17,14 +16,7 @@ using namespace mp;
 
 namespace {
 
-// The root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
-in_addr root_ip(const ncclUniqueId& id) {
-  sockaddr_in addr{};
-  std::memcpy(&addr, id.internal + 16, sizeof(addr));
-  return addr.sin_addr;
-}
-
-bool is_loopback(in_addr a) { return a.s_addr == htonl(INADDR_LOOPBACK); }
+bool root_on_loopback(const ncclUniqueId& id) { return root_address(id).sin_addr.s_addr == htonl(INADDR_LOOPBACK); }
 
 // AllReduce of (rank + 1) over 3000 floats: every element n(n+1)/2.
 void allreduce_ranks(int rank, int nranks, ncclComm_t comm, Failures& failures) {
@@ -42,7 +34,7 @@ TEST_CASE("NCCL_SOCKET_IFNAME=lo: the root and the TCP transport use loopback", 
   ScopedEnv transport("BRAID_TRANSPORT", "socket");
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  CHECK(is_loopback(root_ip(id)));
+  CHECK(root_on_loopback(id));
   CHECK(run_ranks_as_processes(3, allreduce_ranks) == 0);
 }
 
@@ -51,7 +43,7 @@ TEST_CASE("BRAID_SOCKET_IFNAME is read before NCCL_SOCKET_IFNAME", "[mp][net]") 
   ScopedEnv braid("BRAID_SOCKET_IFNAME", "=lo");
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  CHECK(is_loopback(root_ip(id)));
+  CHECK(root_on_loopback(id));
 }
 
 TEST_CASE("an interface filter matching nothing fails with the reason, not a hang", "[mp][net][errors]") {
