@@ -29,7 +29,7 @@ void allreduce_ranks(int rank, int nranks, ncclComm_t comm, Failures& failures) 
 
 }  // namespace
 
-TEST_CASE("NCCL_SOCKET_IFNAME=lo: the root and the TCP transport use loopback", "[mp][processes][socket][net]") {
+TEST_CASE("NCCL_SOCKET_IFNAME=lo: the root listens on loopback, and 3 processes run over sockets", "[mp][processes][socket][net]") {
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   ScopedEnv transport("BRAID_TRANSPORT", "socket");
   ncclUniqueId id;
