@@ -35,7 +35,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_LLC_BYTES", "0",
        "host backend: last-level cache bytes the output-store rule counts on (0: sysfs's size; a VM sees its host's "
        "whole cache)"},
-      {"BRAID_CMA_MIN_BYTES", "262144", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
+      {"BRAID_CMA_MIN_BYTES", "32768", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
       {"BRAID_REDUCE_ISA", "auto", "host reductions: auto (AVX2 and F16C where the CPU has them, chosen at run time) or baseline (the build's own SSE2 loops; the results are bit-identical, this is for tests and timing)"},
       {"BRAID_SLOT_STORES", "auto", "host backend: how calls that stream their output (outputs of 16 MiB and more) write the fragments they send into shared-memory slots: auto (timed per collective and size, through the cache or with streaming stores; through the cache where ranks outnumber cores), cached or streamed"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
