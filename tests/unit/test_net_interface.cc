@@ -4,8 +4,8 @@
 #include <arpa/inet.h>
 
 #include <catch2/catch.hpp>
-#include <cstdlib>
 
+#include "scoped_env.h"
 #include "src/core/net.h"
 #include "src/core/net_interface.h"
 
@@ -133,19 +133,18 @@ TEST_CASE("interface choice by default: root's subnet, then InfiniBand, then not
 
 TEST_CASE("local_ipv4: BRAID_SOCKET_IFNAME over NCCL_SOCKET_IFNAME, BRAID_SOCKET_ADDR over both", "[net]") {
   in_addr a{};
-  setenv("NCCL_SOCKET_IFNAME", "=no-such-interface0", 1);
-  Status s = local_ipv4(&a);
-  CHECK(s.code() == ncclInvalidUsage);
-  CHECK(s.message().find("NCCL_SOCKET_IFNAME==no-such-interface0") != std::string::npos);
-  // Loopback is up on every machine this runs on.
-  setenv("BRAID_SOCKET_IFNAME", "lo", 1);
-  REQUIRE(local_ipv4(&a).is_ok());
-  CHECK(a.s_addr == htonl(INADDR_LOOPBACK));
-  setenv("BRAID_SOCKET_ADDR", "127.0.0.2", 1);
-  REQUIRE(local_ipv4(&a).is_ok());
-  CHECK(a.s_addr == ip("127.0.0.2").s_addr);
-  unsetenv("BRAID_SOCKET_ADDR");
-  unsetenv("BRAID_SOCKET_IFNAME");
-  unsetenv("NCCL_SOCKET_IFNAME");
-  REQUIRE(local_ipv4(&a).is_ok());
+  {
+    ScopedEnv nccl("NCCL_SOCKET_IFNAME", "=no-such-interface0");
+    Status s = local_ipv4(&a);
+    CHECK(s.code() == ncclInvalidUsage);
+    CHECK(s.message().find("NCCL_SOCKET_IFNAME==no-such-interface0") != std::string::npos);
+    // Loopback is up on every machine this runs on.
+    ScopedEnv braid("BRAID_SOCKET_IFNAME", "lo");
+    REQUIRE(local_ipv4(&a).is_ok());
+    CHECK(a.s_addr == htonl(INADDR_LOOPBACK));
+    ScopedEnv addr("BRAID_SOCKET_ADDR", "127.0.0.2");
+    REQUIRE(local_ipv4(&a).is_ok());
+    CHECK(a.s_addr == ip("127.0.0.2").s_addr);
+  }
+  REQUIRE(local_ipv4(&a).is_ok());  // every variable unset again
 }
