@@ -33,8 +33,15 @@
 //             Broadcast 28 / 82   125 / 314    909 / 1596
 // Every rank that waits there waits for a peer to be scheduled, whichever
 // path it is on, and pulling adds the kernel's page pinning to each copy.
-// So BRAID_CMA=auto pulls only where every rank has a core (the agreed
-// HostTuning::oversubscribed); BRAID_CMA=on still pulls everywhere.
+// That is not every machine's answer: on a 2-vCPU Intel VM with 2 MB of L2
+// per core, forced, pulling beat the slots 1.1-1.5x at 4 ranks from 256 KB
+// to 16 MB (not AlltoAll at 16 MB).  But timing both there did not pay:
+// per-call times of processes sharing cores spread wider than the gap, and
+// even timed until every rank was done and estimated over 6 calls, the
+// exploring cost as much as it won in a 13-call sweep
+// (perf/results/oversubscribed_pull_20261126.txt).  So BRAID_CMA=auto pulls
+// only where every rank has a core (the agreed HostTuning::oversubscribed);
+// BRAID_CMA=on still pulls everywhere.
 //
 // Where it may pull, the choice is measured (src/plan/measured_choice.h),
 // by rank 0, and its choice travels in its descriptor, so every rank
