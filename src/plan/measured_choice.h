@@ -5,7 +5,8 @@
 // src/plan/slot_stores.h) have no winner that holds: which way is faster
 // depends on where the host has put the ranks' cores, and that changes while
 // the job runs.  So the choice is measured, per collective and size class
-// (powers of two).  A way's estimate is the faster of its last two calls:
+// (powers of two).  A way's estimate is the faster of its last two calls
+// (by default; the window is the chooser's parameter):
 // calls are slowed down (a first call faulting its buffers in, a preemption)
 // far more often than sped up, and rarely twice in a row; a longer window
 // would keep a time from before the placement changed.  Until a class has
@@ -62,10 +63,16 @@ class MeasuredChooser {
   static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
   static constexpr uint32_t kTrusted = 3;  // calls on a way before a class's own estimate counts
 
+  static constexpr uint32_t kMaxWindow = 8;
+
   // first_check_every: the calls between the first rechecks of a class (1:
   // a first estimate that was wrong is corrected at once; more: fewer calls
-  // spent on the slower way while a class is new).
-  explicit MeasuredChooser(uint32_t first_check_every = 1) : first_check_every_(first_check_every) {
+  // spent on the slower way while a class is new).  window: how many of a
+  // way's last calls its estimate is the fastest of (2, as above; more
+  // where calls are slowed down more often than placements change, as
+  // where ranks outnumber cores and wait for one).
+  explicit MeasuredChooser(uint32_t first_check_every = 1, uint32_t window = 2)
+      : first_check_every_(first_check_every), window_(std::clamp<uint32_t>(window, 1, kMaxWindow)) {
     for (Classes& classes : classes_)
       for (SizeClass& s : classes) s.check_every = first_check_every;
   }
@@ -82,6 +89,15 @@ class MeasuredChooser {
     return {v.best, v.best == Option(0) ? every - since - 1 : 0};
   }
 
+  // The faster way of `c` at `bytes` by what is known now, leaving out
+  // the rechecks choose() schedules (the way to time first while one is
+  // unknown): for tests and logs.
+  Option faster(Collective c, uint64_t bytes) const {
+    View v;
+    view(classes_[size_t(c)], size_class(bytes), &v);
+    return v.best;
+  }
+
   // A call that took `us` the way `option`.
   void record(Collective c, uint64_t bytes, Option option, double us) {
     Classes& classes = classes_[size_t(c)];
@@ -93,7 +109,7 @@ class MeasuredChooser {
     }
     View before;
     const bool knew = view(classes, k, &before);
-    s.way[int(option)].add(us);
+    s.way[int(option)].add(us, window_);
     View after;
     if (!knew || !view(classes, k, &after)) return;
     if (option == before.best) {
@@ -111,10 +127,13 @@ class MeasuredChooser {
 
  private:
   struct Estimate {
-    double recent[2] = {};  // the last two calls' times
-    uint32_t count = 0;     // calls timed, ever
-    double us() const { return count > 1 && recent[1] < recent[0] ? recent[1] : recent[0]; }
-    void add(double us) { recent[count++ % 2] = us; }
+    double recent[kMaxWindow] = {};  // the last calls' times, a ring
+    uint32_t count = 0;              // calls timed, ever
+    double us(uint32_t window) const {
+      const uint32_t n = std::min(count, window);
+      return *std::min_element(recent, recent + std::max(n, 1u));
+    }
+    void add(double us, uint32_t window) { recent[count++ % window] = us; }
   };
   struct SizeClass {
     Estimate way[2];
@@ -134,23 +153,23 @@ class MeasuredChooser {
 
   static Option other(Option o) { return o == Option(0) ? Option(1) : Option(0); }
 
-  static bool view(const Classes& classes, int k, View* v) {
+  bool view(const Classes& classes, int k, View* v) const {
     const SizeClass& own = classes[size_t(k)];
     v->check_every = own.check_every;
     for (int p = 0; p < 2; ++p) {
       const Estimate& e = own.way[p];
       bool found = e.count >= kTrusted;
-      if (found) v->us[p] = e.us();
+      if (found) v->us[p] = e.us(window_);
       for (int j : {k - 1, k + 1}) {
         if (found || j < 0 || j >= kSizeClasses) continue;
         const SizeClass& n = classes[size_t(j)];
         if (n.way[p].count < kTrusted) continue;
-        v->us[p] = std::ldexp(n.way[p].us(), k - j);  // time scales with size
+        v->us[p] = std::ldexp(n.way[p].us(window_), k - j);  // time scales with size
         v->check_every = std::max(v->check_every, n.check_every);
         found = true;
       }
       if (!found && e.count > 0) {
-        v->us[p] = e.us();
+        v->us[p] = e.us(window_);
         found = true;
       }
       if (!found) {
@@ -170,6 +189,7 @@ class MeasuredChooser {
   }
 
   uint32_t first_check_every_;
+  uint32_t window_;
   std::array<Classes, int(Collective::Custom)> classes_{};
 };
 

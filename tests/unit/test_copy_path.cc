@@ -158,3 +158,24 @@ TEST_CASE("measured choice: a larger first recheck interval spends fewer of a ne
     CHECK(t.pulled == (first == 1 ? 3 : 2));  // the first timing of pull included
   }
 }
+
+TEST_CASE("measured choice: a longer window keeps a way's fast call in its estimate through that many calls",
+          "[unit][copy_path]") {
+  // The slots steady at 200 us; pull once at 100, then at 300.  With the
+  // default window (2) pull's estimate is 300 after two slow calls; with 4
+  // it stays 100 until four slow calls have pushed the fast one out.
+  for (uint32_t window : {2u, 4u}) {
+    INFO("window " << window);
+    braid::MeasuredChooser<CopyPath> c(1, window);
+    const Collective ag = Collective::AllGather;
+    c.record(ag, kMB, CopyPath::Slots, 9000);  // the class's first call: not timed
+    for (int i = 0; i < 3; ++i) c.record(ag, kMB, CopyPath::Slots, 200);
+    c.record(ag, kMB, CopyPath::Pull, 100);
+    for (int slow = 1; slow <= 4; ++slow) {
+      c.record(ag, kMB, CopyPath::Pull, 300);
+      INFO(slow << " slow pulls");
+      const bool fast_one_counts = slow < int(window);
+      CHECK((c.faster(ag, kMB) == CopyPath::Pull) == fast_one_counts);
+    }
+  }
+}
