@@ -375,18 +375,22 @@ Status comm_setup(ncclComm* comm) {
   });
   if (comm->one_process) comm->direct_guard = direct_guard_for(comm->comm_hash);
   // The pull path, between processes of this host on the host backend.
-  // Where ranks outnumber cores, auto leaves it off: there the slots won at
-  // every size and collective measured (src/plan/copy_path.h).
-  const bool pull_wanted = cma_mode == CmaMode::On || (cma_mode == CmaMode::Auto && !tuning.oversubscribed);
-  if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && pull_wanted) {
-    comm->pull_collectives = unpinned & collectives_where(cma_mode == CmaMode::On ? pull_serves : pull_in_auto);
-    comm->pull_min_bytes = cma_min_bytes;
+  if (!remote_peer && !comm->one_process && !probe.usable && nranks > 1 && cma_mode != CmaMode::Off) {
+    comm->pull_collectives = unpinned & collectives_where(cma_mode == CmaMode::On ? pull_serves
+                                                          : tuning.oversubscribed ? pull_in_auto_oversubscribed
+                                                                                  : pull_in_auto);
+    comm->pull_min_bytes = cma_mode == CmaMode::Auto && tuning.oversubscribed
+                               ? std::max(cma_min_bytes, kOversubscribedPullMinBytes)
+                               : cma_min_bytes;
     comm->pull_always = cma_mode == CmaMode::On;
+    comm->time_slot_calls_to_all_done = cma_mode == CmaMode::Auto && tuning.oversubscribed;
     comm->can_pull = true;
     for (int r = 0; r < nranks; ++r)
       if (r != rank && infos[r].peer.pid != mine.peer.pid)
         comm->can_pull = comm->can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
-    if (rank == 0) comm->copy_paths = std::make_unique<CopyPathChooser>();
+    if (rank == 0)
+      comm->copy_paths = std::make_unique<CopyPathChooser>(
+          1, tuning.oversubscribed ? kOversubscribedCopyPathWindow : kCopyPathWindow);
     comm->slot_leases = std::make_unique<SlotLeases>();
     if (!comm->can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "

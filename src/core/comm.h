@@ -175,6 +175,10 @@ struct ncclComm {
   bool can_pull = false;
   std::unique_ptr<braid::MeasuredChooser<braid::CopyPath>> copy_paths;  // rank 0 only
   std::unique_ptr<braid::SlotLeases> slot_leases;     // with pull_collectives
+  // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
+  // the slots ends with the pull path's "done" exchange, so both ways are
+  // timed until every rank is done (src/plan/copy_path.h).
+  bool time_slot_calls_to_all_done = false;
   // How the executor stores into the send slots on calls that stream their
   // output (src/plan/slot_stores.h), this rank's own choice: streamed
   // always, timed by slot_stores (BRAID_SLOT_STORES=auto where every rank

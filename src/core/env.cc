@@ -31,7 +31,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
       {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},
       {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},
-      {"BRAID_CMA", "auto", "host backend, processes on one host: collectives on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (AllGather, AlltoAll and Broadcast, measured against the shared-memory slots, per collective and size; never where ranks outnumber cores), on (always, and AllReduce, Reduce and ReduceScatter too, pushing their results with process_vm_writev) or off"},
+      {"BRAID_CMA", "auto", "host backend, processes on one host: collectives on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (AllGather, AlltoAll and Broadcast, measured against the shared-memory slots, per collective and size; where ranks outnumber cores, AllGather and AlltoAll of 256 KiB and more only), on (always, and AllReduce, Reduce and ReduceScatter too, pushing their results with process_vm_writev) or off"},
       {"BRAID_LLC_BYTES", "0",
        "host backend: last-level cache bytes the output-store rule counts on (0: sysfs's size; a VM sees its host's "
        "whole cache)"},

@@ -33,15 +33,26 @@
 //             Broadcast 28 / 82   125 / 314    909 / 1596
 // Every rank that waits there waits for a peer to be scheduled, whichever
 // path it is on, and pulling adds the kernel's page pinning to each copy.
-// That is not every machine's answer: on a 2-vCPU Intel VM with 2 MB of L2
-// per core, forced, pulling beat the slots 1.1-1.5x at 4 ranks from 256 KB
-// to 16 MB (not AlltoAll at 16 MB).  But timing both there did not pay:
-// per-call times of processes sharing cores spread wider than the gap, and
-// even timed until every rank was done and estimated over 6 calls, the
-// exploring cost as much as it won in a 13-call sweep
-// (perf/results/oversubscribed_pull_20261126.txt).  So BRAID_CMA=auto pulls
-// only where every rank has a core (the agreed HostTuning::oversubscribed);
-// BRAID_CMA=on still pulls everywhere.
+// That is not every machine's answer.  On a 2-vCPU Intel VM (2 MB of L2 per
+// core, and beyond it copies no faster than memory) pulling, forced, beat
+// the slots 1.1-1.5x at 4 ranks from 256 KB to 16 MB: a 4-rank AllGather or
+// AlltoAll copies each block 4 times pulled (once per receiver, and its
+// own) and 7 times through the slots.  So where ranks outnumber cores,
+// BRAID_CMA=auto times AllGather and AlltoAll from 256 KB too, with two
+// changes that made the timing hold there (perf/results/
+// oversubscribed_pull_20261126.txt):
+//  - a call rank 0 times on the slots ends with the pull path's "done"
+//    exchange, so both ways are timed until every rank is done (a rank
+//    that returns early leaves its peers' copying on the next call's time);
+//  - a way's estimate is the fastest of its last 6 calls, not 2: per-call
+//    times of processes sharing cores spread +-30%, more than the gap, and
+//    with 2 the choice flipped every few calls.
+// Over 200 calls this took 4-rank out-of-place AlltoAll of 512 KB-8 MB
+// 15-38% faster, and AllGather 0-34%; over the comparison's 13 calls per
+// size the exploring costs about what it wins (at 32 MB, more).  A pulled Broadcast (every peer
+// reading the root's buffer) did not beat the slots' tree there, and pulls
+// under 256 KB lost 2x (two exchanges, each waiting for every process to
+// be scheduled), so neither is timed.  BRAID_CMA=on still pulls everything.
 //
 // Where it may pull, the choice is measured (src/plan/measured_choice.h),
 // by rank 0, and its choice travels in its descriptor, so every rank
@@ -69,5 +80,8 @@ struct SlotLeases {
 
 using CopyChoice = MeasuredChoice<CopyPath>;
 using CopyPathChooser = MeasuredChooser<CopyPath>;
+constexpr uint32_t kCopyPathWindow = 2;
+constexpr uint32_t kOversubscribedCopyPathWindow = 6;
+constexpr uint64_t kOversubscribedPullMinBytes = 256 << 10;
 
 }  // namespace braid

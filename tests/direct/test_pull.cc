@@ -124,7 +124,7 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
     INFO(n << " processes");
     if (n > braid::host_usable_cores()) continue;  // the next test case's ground
     CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
-            uint64_t p0 = pulled(), f0 = fallback_calls();
+            const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::direct_stats().slots_finished.load();
             // Two collectives and three size classes interleaved: each class
             // has its own choice and lease, and ranks that disagreed on one
             // would hang or mismatch here.
@@ -136,6 +136,9 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
             // Nothing measured at first: each path is timed before any choice.
             if (pulled() == p0 || fallback_calls() == f0)
               f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
+            // Each rank has a core: a slots call ends when the rank's share does.
+            if (braid::direct_stats().slots_finished.load() != s0)
+              f.fail("slots calls ended with the done exchange where no rank waits for a core");
             // Reductions pull only under BRAID_CMA=on: here they exchange nothing.
             for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
               run_expecting(CollCase{.coll = coll, .count = 80000}, -1, rank, n, comm, f);
@@ -143,24 +146,32 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
   }
 }
 
-TEST_CASE("pull path: auto mode does not pull where ranks outnumber cores, BRAID_CMA=on still does",
+TEST_CASE("pull path: where ranks outnumber cores, auto times AllGather and AlltoAll until every rank is done, exactly",
           "[direct][pull][processes]") {
   if (!cma_works_here()) return;
+  set_env("auto");
   const int n = braid::host_usable_cores() + 1;
-  for (const char* mode : {"auto", "on"}) {
-    set_env(mode);
-    INFO("BRAID_CMA=" << mode << ", " << n << " processes");
-    const bool pulls = std::string(mode) == "on";
-    CHECK(run_ranks_as_processes(n, [pulls](int rank, int n, ncclComm_t comm, Failures& f) {
-            const uint64_t p0 = pulled();
-            for (int i = 0; i < 12 && !f.count; ++i) {
-              const size_t count = size_t(40000) << (i % 3);
-              run_and_check(CollCase{.coll = i % 2 ? Coll::AlltoAll : Coll::AllGather, .count = count}, rank, n,
-                            comm, f);
-            }
-            if ((pulled() > p0) != pulls) f.fail(fmt::format("pulled {} of 12 calls", pulled() - p0));
-          }, 240) == 0);
-  }
+  INFO(n << " processes");
+  CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::direct_stats().slots_finished.load();
+          // Two collectives and three size classes interleaved: a rank that
+          // ended a slots call without the "done" exchange its peers expect
+          // would read a token as the next call's descriptor, and fail or
+          // hang here.
+          for (int i = 0; i < 90 && !f.count; ++i) {
+            const size_t count = size_t(40000) << (i % 3);
+            run_and_check(CollCase{.coll = i / 3 % 2 ? Coll::AlltoAll : Coll::AllGather, .count = count}, rank, n,
+                          comm, f);
+          }
+          const uint64_t slots_finished = braid::direct_stats().slots_finished.load() - s0;
+          if (pulled() == p0 || fallback_calls() == f0 || slots_finished == 0)
+            f.fail(fmt::format("auto: pulled {}, slots {} ({} ended with the done exchange)", pulled() - p0,
+                               fallback_calls() - f0, slots_finished));
+          // Neither Broadcast nor calls under 256 KiB (this AllGather moves
+          // n x 40 KB) are timed here: they exchange nothing.
+          run_expecting(CollCase{.coll = Coll::Broadcast, .count = 200000, .root = n - 1}, -1, rank, n, comm, f);
+          run_expecting(CollCase{.coll = Coll::AllGather, .count = 10000}, -1, rank, n, comm, f);
+        }, 240) == 0);
 }
 
 TEST_CASE("pull path: a rank its peers may not read sends every rank to the slots", "[direct][pull][processes]") {

@@ -113,7 +113,7 @@ class DirectTask final : public Task {
     if (a_.output) mine_.output = find_window(comm, a_.output, mine_.output_bytes);
     mine_.overlapping = ranges_overlap(a_.input, mine_.input_bytes, a_.output, mine_.output_bytes);
     call_bytes_ = a_.count * std::max(in_blocks, out_blocks) * esize_;
-    pulling_ = false;
+    pulling_ = finish_after_fallback_ = false;
     mine_.pid = comm->peers[me_].pid;
     mine_.can_pull = comm->can_pull;
     if (me_ == 0 && pull_admits(comm, a_.collective, call_bytes_)) {
@@ -196,7 +196,7 @@ class DirectTask final : public Task {
         for (int p = 0; p < n_; ++p)
           if (dones_[p].failed)
             return BRAID_ERROR(ncclRemoteError, "rank {} failed its share of the call", p);
-        record_path(CopyPath::Pull);
+        record_path(pulling_ ? CopyPath::Pull : CopyPath::Slots);
         break;
       }
       case Phase::Fallback:
@@ -215,8 +215,19 @@ class DirectTask final : public Task {
 
   Status poll_fallback(bool* progressed, bool* done) {
     BRAID_TRY(a_.fallback->poll(progressed, done));
-    if (*done) record_path(CopyPath::Slots);
-    return Status::ok();
+    if (!*done) return Status::ok();
+    if (!finish_after_fallback_) {
+      record_path(CopyPath::Slots);
+      return Status::ok();
+    }
+    // Every rank's pipes to its peers are drained of the schedule's
+    // messages (each pipe is in order): the "done" tokens follow them.
+    *done = false;
+    direct_stats().slots_finished.fetch_add(1, std::memory_order_relaxed);
+    share_status_ = Status::ok();
+    reset_flags();
+    phase_ = Phase::Finish;
+    return poll(progressed, done);
   }
 
   // Rank 0 times the calls the copy-path chooser decided.
@@ -314,6 +325,7 @@ class DirectTask final : public Task {
     if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
       if (!comm->has_direct_window)
         comm->slot_leases->remaining[int(a_.collective)][size_class(call_bytes_)] = descriptors_[0].lease;
+      finish_after_fallback_ = comm->time_slot_calls_to_all_done;
       return false;
     }
     // In-place AlltoAll: my output is input a peer may not have read yet.
@@ -525,6 +537,7 @@ class DirectTask final : public Task {
   size_t esize_ = 0;
   uint64_t call_bytes_ = 0;    // its larger buffer: what the thresholds and size classes go by
   bool pulling_ = false;       // decided: the pull path
+  bool finish_after_fallback_ = false;  // a slots call ends with the "done" exchange
   int64_t started_ns_ = -1;    // rank 0, a call the copy-path chooser decided: when it started
   Status share_status_;
   std::vector<Done> dones_;
@@ -570,6 +583,8 @@ DirectStats& direct_stats() {
 bool pull_in_auto(Collective c) {
   return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
 }
+
+bool pull_in_auto_oversubscribed(Collective c) { return c == Collective::AllGather || c == Collective::AlltoAll; }
 
 bool pull_serves(Collective c) {
   return pull_in_auto(c) || c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;

@@ -88,6 +88,10 @@ bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
 // (perf/results/compare_20261125i.txt).  So reductions pull only when asked.
 bool pull_serves(Collective c);
 bool pull_in_auto(Collective c);
+// Where ranks outnumber cores, auto times AllGather and AlltoAll only: a
+// pulled Broadcast (every peer reading the root's one buffer) did not
+// beat the slots' tree there (src/plan/copy_path.h).
+bool pull_in_auto_oversubscribed(Collective c);
 
 // Whether this call of `c` moving `bytes` takes the slots without an
 // exchange, under the lease rank 0 gave with its last choice of the slots
@@ -127,6 +131,7 @@ std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
 struct DirectStats {
   std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};
   std::atomic<uint64_t> streamed{0};  // direct (not pulled) calls that streamed their outputs
+  std::atomic<uint64_t> slots_finished{0};  // slot calls ended with the "done" exchange (timed oversubscribed)
 };
 DirectStats& direct_stats();
 
