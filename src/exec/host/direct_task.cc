@@ -28,6 +28,7 @@ constexpr uint64_t kNoWindow = UINT64_MAX;
 // MiB, chunks of 128 KiB / 512 KiB / 1 MiB / 2 MiB: 10.1 / 8.8 / 8.0 / 8.1
 // ms).  One staging chunk per rank, and one for the result.
 constexpr uint64_t kPullChunkBytes = 1 << 20;
+constexpr uint64_t kPageBytes = 4096;
 
 // Where one rank's buffer is: a direct window (by its registration order,
 // the same on every rank) and the offset in that rank's part of it; and its
@@ -466,7 +467,7 @@ class DirectTask final : public Task {
         break;
       case Collective::Broadcast:
         if (me_ == a_.root) copy(out, in, bytes, false);
-        else BRAID_TRY(pull(a_.root, 0, out));
+        else BRAID_TRY(pull_broadcast(out, bytes));
         break;
       case Collective::AllReduce: {
         uint64_t lo = 0, hi = 0;
@@ -482,6 +483,24 @@ class DirectTask final : public Task {
         return pull_reduce(uint64_t(me_) * a_.count, 0, a_.count, me_);
       default:
         return BRAID_ERROR(ncclInternalError, "the pull path does not serve this collective");
+    }
+    return Status::ok();
+  }
+
+  // A Broadcast's pull: every peer reads the root's one buffer.  Readers
+  // that read the same pages at once contend in the kernel (each pins and
+  // unpins every page it copies), so the buffer is cut into one page-
+  // aligned segment per reader and each reader starts at its own, going
+  // round: at any moment they read different pages, as the other copy
+  // collectives' readers read different peers.
+  Status pull_broadcast(char* out, uint64_t bytes) {
+    const int readers = n_ - 1, me = (me_ - a_.root - 1 + n_) % n_;
+    const uint64_t segment = (bytes / uint64_t(readers) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    const Descriptor& root = descriptors_[a_.root];
+    for (int k = 0; k < readers; ++k) {
+      const uint64_t lo = std::min(bytes, uint64_t((me + k) % readers) * segment);
+      const uint64_t hi = std::min(bytes, lo + segment);
+      if (lo < hi) BRAID_TRY(cma_read(root.pid, out + lo, root.input.address + lo, hi - lo));
     }
     return Status::ok();
   }
