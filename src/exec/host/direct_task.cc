@@ -495,7 +495,8 @@ class DirectTask final : public Task {
   // collectives' readers read different peers.
   Status pull_broadcast(char* out, uint64_t bytes) {
     const int readers = n_ - 1, me = (me_ - a_.root - 1 + n_) % n_;
-    const uint64_t segment = (bytes / uint64_t(readers) + kPageBytes - 1) / kPageBytes * kPageBytes;
+    const uint64_t share = (bytes + uint64_t(readers) - 1) / uint64_t(readers);
+    const uint64_t segment = (share + kPageBytes - 1) / kPageBytes * kPageBytes;
     const Descriptor& root = descriptors_[a_.root];
     for (int k = 0; k < readers; ++k) {
       const uint64_t lo = std::min(bytes, uint64_t((me + k) % readers) * segment);
