@@ -488,11 +488,13 @@ class DirectTask final : public Task {
   }
 
   // A Broadcast's pull: every peer reads the root's one buffer.  Readers
-  // that read the same pages at once contend in the kernel (each pins and
-  // unpins every page it copies), so the buffer is cut into one page-
+  // that all read it from its start, at once, were slow (4 processes on 2
+  // cores, 8 MB: 1.88 ms, against 1.28-1.39 staggered; likely the kernel
+  // pinning the same pages for each), so the buffer is cut into one page-
   // aligned segment per reader and each reader starts at its own, going
-  // round: at any moment they read different pages, as the other copy
-  // collectives' readers read different peers.
+  // round: they read different pages, as the other copy collectives'
+  // readers read different peers (perf/results/
+  // oversubscribed_pull_20261126.txt, section 5).
   Status pull_broadcast(char* out, uint64_t bytes) {
     const int readers = n_ - 1, me = (me_ - a_.root - 1 + n_) % n_;
     const uint64_t share = (bytes + uint64_t(readers) - 1) / uint64_t(readers);
