@@ -390,7 +390,7 @@ Status comm_setup(ncclComm* comm) {
         comm->can_pull = comm->can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
     if (rank == 0)
       comm->copy_paths = std::make_unique<CopyPathChooser>(
-          1, tuning.oversubscribed ? kOversubscribedCopyPathWindow : kCopyPathWindow);
+          1, tuning.oversubscribed ? kOversubscribedCopyPathWindow : CopyPathChooser::kDefaultWindow);
     comm->slot_leases = std::make_unique<SlotLeases>();
     if (!comm->can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "

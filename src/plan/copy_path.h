@@ -49,10 +49,11 @@
 //    with 2 the choice flipped every few calls.
 // Over 200 calls this took 4-rank out-of-place AlltoAll of 512 KB-8 MB
 // 15-38% faster, and AllGather 0-34%; over the comparison's 13 calls per
-// size the exploring costs about what it wins (at 32 MB, more).  A pulled Broadcast (every peer
-// reading the root's buffer) did not beat the slots' tree there, and pulls
-// under 256 KB lost 2x (two exchanges, each waiting for every process to
-// be scheduled), so neither is timed.  BRAID_CMA=on still pulls everything.
+// size the exploring costs about what it wins (at 32 MB, more).  A pulled
+// Broadcast (every peer reading the root's buffer) did not beat the slots'
+// tree there, and pulls under 256 KB lost 2x (two exchanges, each waiting
+// for every process to be scheduled), so neither is timed.  BRAID_CMA=on
+// still pulls everything.
 //
 // Where it may pull, the choice is measured (src/plan/measured_choice.h),
 // by rank 0, and its choice travels in its descriptor, so every rank
@@ -80,7 +81,6 @@ struct SlotLeases {
 
 using CopyChoice = MeasuredChoice<CopyPath>;
 using CopyPathChooser = MeasuredChooser<CopyPath>;
-constexpr uint32_t kCopyPathWindow = 2;
 constexpr uint32_t kOversubscribedCopyPathWindow = 6;
 constexpr uint64_t kOversubscribedPullMinBytes = 256 << 10;
 

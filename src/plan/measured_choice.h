@@ -63,7 +63,7 @@ class MeasuredChooser {
   static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
   static constexpr uint32_t kTrusted = 3;  // calls on a way before a class's own estimate counts
 
-  static constexpr uint32_t kMaxWindow = 8;
+  static constexpr uint32_t kDefaultWindow = 2, kMaxWindow = 8;
 
   // first_check_every: the calls between the first rechecks of a class (1:
   // a first estimate that was wrong is corrected at once; more: fewer calls
@@ -71,7 +71,7 @@ class MeasuredChooser {
   // way's last calls its estimate is the fastest of (2, as above; more
   // where calls are slowed down more often than placements change, as
   // where ranks outnumber cores and wait for one).
-  explicit MeasuredChooser(uint32_t first_check_every = 1, uint32_t window = 2)
+  explicit MeasuredChooser(uint32_t first_check_every = 1, uint32_t window = kDefaultWindow)
       : first_check_every_(first_check_every), window_(std::clamp<uint32_t>(window, 1, kMaxWindow)) {
     for (Classes& classes : classes_)
       for (SizeClass& s : classes) s.check_every = first_check_every;

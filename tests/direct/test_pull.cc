@@ -20,6 +20,7 @@
 #include "harness.h"
 #include "src/core/cross_memory.h"
 #include "src/exec/host/direct_task.h"
+#include "src/plan/copy_path.h"
 #include "src/plan/host_tuning.h"
 
 using namespace mp;
@@ -167,10 +168,11 @@ TEST_CASE("pull path: where ranks outnumber cores, auto times AllGather and Allt
           if (pulled() == p0 || fallback_calls() == f0 || slots_finished == 0)
             f.fail(fmt::format("auto: pulled {}, slots {} ({} ended with the done exchange)", pulled() - p0,
                                fallback_calls() - f0, slots_finished));
-          // Neither Broadcast nor calls under 256 KiB (this AllGather moves
-          // n x 40 KB) are timed here: they exchange nothing.
+          // Neither Broadcast nor calls under 256 KiB (this AllGather's output
+          // is half of that, whatever n) are timed here: they exchange nothing.
           run_expecting(CollCase{.coll = Coll::Broadcast, .count = 200000, .root = n - 1}, -1, rank, n, comm, f);
-          run_expecting(CollCase{.coll = Coll::AllGather, .count = 10000}, -1, rank, n, comm, f);
+          const size_t small = braid::kOversubscribedPullMinBytes / sizeof(float) / size_t(n) / 2;
+          run_expecting(CollCase{.coll = Coll::AllGather, .count = small}, -1, rank, n, comm, f);
         }, 240) == 0);
 }
 
