@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -58,7 +59,7 @@ std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("
 constexpr auto kRootGrace = std::chrono::milliseconds(1000);
 
 // Serves one rendezvous on listen_fd, then closes it.
-void serve_root(int listen_fd, uint64_t magic) {
+void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
   // BRAID_TIMEOUT counts time without progress: each arrival restarts it, so
   // ranks that reach init far apart (e.g. after detecting a failure at
   // different times, then shrinking) still meet.
@@ -67,6 +68,15 @@ void serve_root(int listen_fd, uint64_t magic) {
   std::vector<int> rank_fd;
   std::vector<sockaddr_in> table;
   std::vector<int> pending;  // accepted, hello not read yet
+  // A process that forks while this thread is inside malloc leaves the
+  // child holding the allocator's lock for good (glibc's malloc guards
+  // against that, sanitizers' allocators do not), and callers do fork right
+  // after ncclGetUniqueId.  So the thread's start-up allocations are over
+  // before ncclGetUniqueId returns (`started`), and waiting for ranks
+  // allocates nothing: `fds` is reused.
+  std::vector<pollfd> fds;
+  fds.reserve(16);
+  started.set_value();
   auto drop = [](int fd, const char* why) {
     BRAID_INFO(kBootstrap, "bootstrap root: dropping a connection ({})", why);
     ::close(fd);
@@ -77,7 +87,7 @@ void serve_root(int listen_fd, uint64_t magic) {
                  nranks < 0 ? 0 : nranks);
       break;
     }
-    std::vector<pollfd> fds{{listen_fd, POLLIN, 0}};
+    fds.assign(1, pollfd{listen_fd, POLLIN, 0});
     for (int fd : pending) fds.push_back({fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents & POLLIN) {
@@ -136,7 +146,12 @@ void serve_root(int listen_fd, uint64_t magic) {
 Status start_root(const sockaddr_in& addr, uint64_t magic, sockaddr_in* bound) {
   int fd = -1;
   BRAID_TRY(listen_tcp(addr, &fd, bound));
-  std::thread(with_caller_env([fd, magic] { serve_root(fd, magic); })).detach();
+  std::promise<void> started;
+  std::future<void> ready = started.get_future();
+  std::thread(with_caller_env([fd, magic, started = std::move(started)]() mutable {
+    serve_root(fd, magic, std::move(started));
+  })).detach();
+  ready.wait();
   return Status::ok();
 }
 

@@ -73,7 +73,9 @@ inline int run_ranks_as_threads(int nranks, const RankBody& body) {
 // ncclGetUniqueId starts the bootstrap root's thread, and a fork while some
 // thread holds a lock leaves the child with that lock held forever.  glibc's
 // malloc guards against that with fork handlers; ASan's allocator (GCC 12)
-// does not, and forked ranks deadlocked in their first allocation.
+// does not, and forked ranks deadlocked in their first allocation.  (The
+// root's start-up is over when ncclGetUniqueId returns, test_fork.cc, but
+// the thread allocates again as ranks join.)
 // child(rank, ids) runs in the child (after a hard alarm); its return value
 // is the child's exit status.  Returns the children's pids.
 inline std::vector<pid_t> fork_ranks(int nranks, unsigned timeout_s, int nids,

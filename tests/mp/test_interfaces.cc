@@ -30,8 +30,8 @@ TEST_CASE("NCCL_SOCKET_IFNAME=lo: the root listens on loopback, and 3 processes 
   ScopedEnv ifname("NCCL_SOCKET_IFNAME", "lo");
   ScopedEnv transport("BRAID_TRANSPORT", "socket");
   CHECK(run_ranks_as_processes(3, allreduce_ranks) == 0);
-  // Only after the fork: a unique id starts the root's thread in this process,
-  // and a fork while it allocates leaves the children stuck (harness.h).
+  // After the fork, as harness.h forks before it makes ids (test_fork.cc
+  // covers a fork right after ncclGetUniqueId).
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   CHECK(root_on_loopback(id));
