@@ -23,9 +23,9 @@ std::map<uintptr_t, Allocation>& allocations() {  // start address -> allocation
   return *live;
 }
 
-size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
-
 }  // namespace
+
+size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
 
 Status host_shared_alloc(size_t bytes, void** out) {
   *out = nullptr;

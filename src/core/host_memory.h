@@ -16,6 +16,9 @@
 
 namespace braid {
 
+// The host's page size (sysconf(_SC_PAGESIZE)).
+size_t page_size();
+
 // Allocates `bytes` (rounded up to pages) of shareable, zeroed host memory,
 // aligned to at least 4096 bytes.
 Status host_shared_alloc(size_t bytes, void** out);

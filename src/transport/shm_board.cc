@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/core/deadline.h"
+#include "src/core/host_memory.h"
 #include "src/transport/shm_segment.h"
 
 namespace braid {
@@ -23,7 +24,7 @@ void make_pages_present(void* p, size_t bytes, bool creator) {
     return;
   }
   // Relaxed atomic loads: a peer may already be writing these bytes.
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t page = page_size();
   char sink = 0;
   for (size_t off = 0; off < bytes; off += page) sink ^= __atomic_load_n(static_cast<char*>(p) + off, __ATOMIC_RELAXED);
   asm volatile("" : : "r"(sink));

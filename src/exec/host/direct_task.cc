@@ -16,6 +16,7 @@
 #include "src/core/comm.h"
 #include "src/core/cross_memory.h"
 #include "src/core/datatype.h"
+#include "src/core/host_memory.h"
 #include "src/core/log.h"
 #include "src/plan/copy_path.h"
 
@@ -28,7 +29,6 @@ constexpr uint64_t kNoWindow = UINT64_MAX;
 // MiB, chunks of 128 KiB / 512 KiB / 1 MiB / 2 MiB: 10.1 / 8.8 / 8.0 / 8.1
 // ms).  One staging chunk per rank, and one for the result.
 constexpr uint64_t kPullChunkBytes = 1 << 20;
-constexpr uint64_t kPageBytes = 4096;
 
 // Where one rank's buffer is: a direct window (by its registration order,
 // the same on every rank) and the offset in that rank's part of it; and its
@@ -498,7 +498,7 @@ class DirectTask final : public Task {
   Status pull_broadcast(char* out, uint64_t bytes) {
     const int readers = n_ - 1, me = (me_ - a_.root - 1 + n_) % n_;
     const uint64_t share = (bytes + uint64_t(readers) - 1) / uint64_t(readers);
-    const uint64_t segment = (share + kPageBytes - 1) / kPageBytes * kPageBytes;
+    const uint64_t page = page_size(), segment = (share + page - 1) / page * page;
     const Descriptor& root = descriptors_[a_.root];
     for (int k = 0; k < readers; ++k) {
       const uint64_t lo = std::min(bytes, uint64_t((me + k) % readers) * segment);
