@@ -16,6 +16,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <utility>
 #include <mutex>
@@ -44,7 +49,23 @@ struct ArenaInfo {
   uint64_t host_hash = 0;
   int32_t pid = 0;
   int32_t device = -1;
+  cudaUUID_t uuid{};  // the physical device (ordinals differ between processes)
+  int32_t resident_blocks = 0;  // of the collective kernel, on that device
 };
+
+// Blocks each rank's collective launch may use so that the launches of all
+// ranks sharing a device are resident together: the least share over the
+// communicator's devices (every rank computes the same number).
+int32_t block_budget(const std::vector<ArenaInfo>& infos) {
+  int32_t budget = INT32_MAX;
+  for (const ArenaInfo& a : infos) {
+    int32_t sharers = 0;
+    for (const ArenaInfo& b : infos)
+      sharers += b.host_hash == a.host_hash && std::memcmp(&b.uuid, &a.uuid, sizeof a.uuid) == 0;
+    budget = std::min(budget, a.resident_blocks / sharers);
+  }
+  return budget;
+}
 
 struct DevicePlan {
   cuda::DevLane* lanes = nullptr;  // all records in one allocation
@@ -52,7 +73,7 @@ struct DevicePlan {
   cuda::DevDep* deps = nullptr;
   DevFifo* fifos = nullptr;
   uint32_t nlanes = 0;
-  uint32_t max_slices = 1;       // channels_ / channels the schedule uses
+  uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   void* block = nullptr;
 };
@@ -83,13 +104,18 @@ class CudaBackend final : public DeviceBackend {
     arena_bytes_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
-    CUDA_TRY(cudaHostAlloc(&flags_host_, 2 * sizeof(int), cudaHostAllocMapped));
-    flags_host_[0] = flags_host_[1] = 0;
+    CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
+    std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
-    lane_done_bytes_ = 256 * sizeof(uint32_t);
-    CUDA_TRY(cudaMalloc(&lane_done_, lane_done_bytes_));
-    p2p_bytes_ = 64 << 10;
-    CUDA_TRY(cudaMalloc(&p2p_dev_, p2p_bytes_));
+    // This rank's own pool for what calls allocate (see ensure_capacity),
+    // keeping what it frees cached instead of handing it back at each sync.
+    cudaMemPoolProps pool_props{};
+    pool_props.allocType = cudaMemAllocationTypePinned;
+    pool_props.location.type = cudaMemLocationTypeDevice;
+    pool_props.location.id = device;
+    CUDA_TRY(cudaMemPoolCreate(&pool_, &pool_props));
+    uint64_t keep = UINT64_MAX;
+    CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
 
     std::vector<ArenaInfo> infos(n);
     ArenaInfo& mine = infos[comm->rank];
@@ -98,7 +124,12 @@ class CudaBackend final : public DeviceBackend {
     mine.host_hash = host_hash();
     mine.pid = getpid();
     mine.device = device;
+    cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+    mine.uuid = prop.uuid;
+    CUDA_TRY(cuda::resident_collective_blocks(device, &mine.resident_blocks));
     BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
+    block_budget_ = block_budget(infos);
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
@@ -117,8 +148,9 @@ class CudaBackend final : public DeviceBackend {
         opened_[r] = true;
       }
     }
-    BRAID_INFO(kInit, "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes",
-               comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_);
+    BRAID_INFO(kInit,
+               "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, {} blocks a launch",
+               comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
     return Status::ok();
   }
 
@@ -179,7 +211,7 @@ class CudaBackend final : public DeviceBackend {
     }
     L.lane_done = lane_done_;
     L.error = flags_dev_;
-    L.abort_flag = flags_dev_ + 1;
+    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
@@ -257,14 +289,16 @@ class CudaBackend final : public DeviceBackend {
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.error = flags_dev_;
-    L.abort_flag = flags_dev_ + 1;
+    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
     return Status::ok();
   }
 
   ncclResult_t poll_error() override {
-    switch (*(volatile int*)flags_host_) {
+    const int code = *(volatile int*)flags_host_;
+    if (code != cuda::kDevOk && !error_reported_.exchange(true)) report_kernel_error(code);
+    switch (code) {
       case cuda::kDevOk: break;
       case cuda::kDevTimeout: return ncclRemoteError;
       case cuda::kDevAborted: return ncclInvalidUsage;
@@ -275,8 +309,43 @@ class CudaBackend final : public DeviceBackend {
     return e == cudaSuccess || e == cudaErrorNotReady ? ncclSuccess : ncclUnhandledCudaError;
   }
 
+  // Once per communicator: what later calls see is only "an earlier
+  // asynchronous error", so say here what the kernel hit.
+  void report_kernel_error(int code) const {
+    switch (code) {
+      case cuda::kDevTimeout: {
+        const volatile int* f = flags_host_;
+        static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer", "a free slot at the peer"};
+        const int kind = f[cuda::kFlagWaitKind];
+        BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late, gone, "
+                   "or its launch could not become resident beside this one; first wait to give up: block ({}, {}) "
+                   "op {} tile {}, waiting for {} (counter {}, wanted {})",
+                   comm_->comm_hash, comm_->rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
+                   f[cuda::kFlagWaitBlockY], f[cuda::kFlagWaitOp], f[cuda::kFlagWaitTile],
+                   kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[cuda::kFlagWaitSeen]),
+                   unsigned(f[cuda::kFlagWaitWant]));
+        break;
+      }
+      case cuda::kDevAborted:
+        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", comm_->comm_hash,
+                   comm_->rank);
+        break;
+      case cuda::kDevMismatch:
+        BRAID_WARN("comm {:#x} rank {}: a kernel received a message whose size does not match the call on this rank "
+                   "(ranks called with different counts or peers)",
+                   comm_->comm_hash, comm_->rank);
+        break;
+      case cuda::kDevBadPlan:
+        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", comm_->comm_hash,
+                   comm_->rank);
+        break;
+      default:
+        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", comm_->comm_hash, comm_->rank, code);
+    }
+  }
+
   void abort() override {
-    if (flags_host_) *(volatile int*)(flags_host_ + 1) = 1;
+    if (flags_host_) *(volatile int*)(flags_host_ + cuda::kFlagAbort) = 1;
   }
 
  private:
@@ -320,9 +389,14 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
-  // Grow-only device buffer, reallocated in stream order (cudaFreeAsync /
-  // cudaMallocAsync): no device-wide synchronisation, which would deadlock
-  // when another rank of this process has a kernel waiting for ours.
+  // Grow-only device buffer, reallocated in stream order from this rank's
+  // own pool.  Nothing a call does may order this rank's next launch behind
+  // work of other streams: a peer rank of this process may have a kernel
+  // waiting for that launch.  cudaMalloc would (CUDA's implicit
+  // synchronisation: commands of two streams do not overlap a device memory
+  // allocation issued between them), and so would the shared default pool,
+  // which may make this stream wait for a peer's stream before reusing memory
+  // the peer freed.
   Status ensure_capacity(void** buffer, uint64_t* capacity, uint64_t need, cudaStream_t stream, const char* what) {
     if (need <= *capacity) return Status::ok();
     BRAID_TRY(capture_check(stream, what));
@@ -330,7 +404,7 @@ class CudaBackend final : public DeviceBackend {
     if (*buffer) CUDA_TRY(cudaFreeAsync(*buffer, stream));
     *buffer = nullptr;
     *capacity = 0;
-    CUDA_TRY(cudaMallocAsync(buffer, need, stream));
+    CUDA_TRY(cudaMallocFromPoolAsync(buffer, need, pool_, stream));
     *capacity = need;
     return Status::ok();
   }
@@ -364,7 +438,17 @@ class CudaBackend final : public DeviceBackend {
     if (used > channels_)
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses {} channels; raise BRAID_CUDA_CHANNELS (now {})",
                          schedule.name, used, channels_);
-    const uint32_t max_slices = channels_ / used;
+    // Slices multiply the blocks of a launch: keep the widest rank's launch
+    // within the block budget, or ranks sharing a device could wait forever
+    // on a peer whose blocks never became resident.
+    uint32_t widest = 1;
+    for (const RankProgram& rp : schedule.ranks) widest = std::max<uint32_t>(widest, uint32_t(rp.lanes.size()));
+    if (int64_t(widest) > block_budget_)
+      BRAID_WARN("schedule {}: {} blocks a launch, but ranks sharing a device have room for {} each: kernels may "
+                 "wait on each other until BRAID_TIMEOUT",
+                 schedule.name, widest, block_budget_);
+    const uint32_t max_slices =
+        std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(std::max(block_budget_, 1)) / widest));
     for (const Lane& lane : prog.lanes) {
       lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
       for (const Op& op : lane.ops) {
@@ -419,9 +503,14 @@ class CudaBackend final : public DeviceBackend {
     std::memcpy(host.data() + b_lanes + b_ops, deps.data(), deps.size() * sizeof(deps[0]));
     std::memcpy(host.data() + b_lanes + b_ops + b_deps, fifos.data(), fifos.size() * sizeof(fifos[0]));
     DevicePlan plan;
-    // Plain (synchronous) copy into fresh memory: no kernel can be using it.
-    CUDA_TRY(cudaMalloc(&plan.block, host.size()));
-    CUDA_TRY(cudaMemcpy(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice));
+    // Stream-ordered, for the reason ensure_capacity gives (a plan is built
+    // at a call's first use of a schedule, while peers may already wait in
+    // their kernels); then this stream is drained so that calls on any
+    // stream find the plan in place.  Draining waits only for this rank's
+    // own earlier launches, never for a peer's later ones.
+    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, stream));
+    CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_TRY(cudaStreamSynchronize(stream));
     char* base = static_cast<char*>(plan.block);
     plan.lanes = reinterpret_cast<cuda::DevLane*>(base);
     plan.ops = reinterpret_cast<cuda::DevOp*>(base + b_lanes);
@@ -450,6 +539,7 @@ class CudaBackend final : public DeviceBackend {
     if (staging_) cudaFree(staging_);
     if (premul_) cudaFree(premul_);
     if (lane_done_) cudaFree(lane_done_);
+    if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
     cudaGetLastError();
@@ -458,11 +548,14 @@ class CudaBackend final : public DeviceBackend {
   ncclComm* comm_ = nullptr;
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
+  int32_t block_budget_ = 0;  // see block_budget()
+  std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
   void* arena_ = nullptr;
   std::vector<char*> peer_arena_;
   std::vector<bool> opened_;
-  int* flags_host_ = nullptr;  // [0] error, [1] abort
+  int* flags_host_ = nullptr;  // cuda::DevFlag words
+  cudaMemPool_t pool_ = nullptr;
   int* flags_dev_ = nullptr;
   uint32_t* lane_done_ = nullptr;
   uint64_t lane_done_bytes_ = 0;

@@ -110,4 +110,21 @@ enum DevError : int {
   kDevBadPlan = 4,   // the schedule touches a buffer this rank passed as NULL
 };
 
+// The host-mapped words a launch's `error` points at: the error code, the
+// abort flag, then where the first timed-out wait was, for the host's warning.
+enum DevFlag : int {
+  kFlagError = 0,
+  kFlagAbort = 1,
+  kFlagWaitTaken = 2,  // 1 once a timed-out wait recorded itself below
+  kFlagWaitKind = 3,   // a DevWait
+  kFlagWaitBlockX = 4,  // lane (collective) or peer-direction block (p2p)
+  kFlagWaitBlockY = 5,  // slice
+  kFlagWaitOp = 6,
+  kFlagWaitTile = 7,
+  kFlagWaitSeen = 8,  // the counter's value (low 32 bits)
+  kFlagWaitWant = 9,  // the value waited for (low 32 bits)
+  kFlagWords = 10,
+};
+enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3 };
+
 }  // namespace braid::cuda

@@ -64,6 +64,21 @@ __device__ bool spin_until(Ready ready, int* error, const int* abort_flag, uint6
 
 __device__ void fail(int* error, int code) { atomicCAS(error, kDevOk, code); }
 
+// After a failed spin_until: the first wait to time out says where it was
+// (error[kFlagWait...], see DevFlag); others, and aborts, record nothing.
+__device__ void record_timeout(int* error, int kind, uint32_t op, uint64_t tile, uint64_t seen, uint64_t want) {
+  if (*(volatile int*)error != kDevTimeout || atomicCAS(error + kFlagWaitTaken, 0, 1) != 0) return;
+  volatile int* f = error;
+  f[kFlagWaitKind] = kind;
+  f[kFlagWaitBlockX] = int(blockIdx.x);
+  f[kFlagWaitBlockY] = int(blockIdx.y);
+  f[kFlagWaitOp] = int(op);
+  f[kFlagWaitTile] = int(tile);
+  f[kFlagWaitSeen] = int(seen);
+  f[kFlagWaitWant] = int(want);
+  __threadfence_system();
+}
+
 // Byte copy by the whole block, 16 bytes at a time (four loads in flight per
 // thread) when alignment allows.  dst2 (may be null) receives the same bytes.
 __device__ void block_copy(char* dst, char* dst2, const char* src, uint64_t bytes) {
@@ -236,6 +251,9 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   __shared__ char* s_slot;
   __shared__ uint64_t s_recv_bytes, s_head, s_tail;
   if (threadIdx.x == 0) s_failed = false;
+  // Before any thread gets near s_failed: the compiler may load it ahead of
+  // a `threadIdx.x == 0 &&` test (compute-sanitizer's racecheck saw that).
+  __syncthreads();
   uint32_t completed = 0;
   for (uint64_t tile = 0; tile < tiles; ++tile) {
     for (uint32_t i = 0; i < lane.op_count; ++i) {
@@ -249,8 +267,10 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           const DevDep dep = L.deps[op.dep_begin + d];
           const uint32_t need = uint32_t(tile) * L.lanes[dep.lane].op_count + dep.op + 1;
           const uint32_t* counter = &lane_done[dep.lane];
-          if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns))
+          if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns)) {
+            record_timeout(L.error, kWaitDep, i, tile, load_volatile(counter), need);
             s_failed = true;
+          }
         }
       }
       for (uint32_t c = 0; c < op.count; ++c) {
@@ -258,6 +278,7 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           if (receives) {
             uint64_t h = load_volatile(rf->head);
             if (!spin_until([&] { return load_volatile(rf->tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+              record_timeout(L.error, kWaitData, i, tile, load_volatile(rf->tail), h + 1);
               s_failed = true;
             } else {
               uint64_t slot = h % L.nslots;
@@ -270,6 +291,7 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
             uint64_t t = load_volatile(sf->tail);
             if (!spin_until([&] { return t - load_volatile(sf->head) < L.nslots; }, L.error, L.abort_flag,
                             L.timeout_ns)) {
+              record_timeout(L.error, kWaitSlot, i, tile, load_volatile(sf->head), t - L.nslots + 1);
               s_failed = true;
             } else {
               s_tail = t;
@@ -351,14 +373,17 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
       if (threadIdx.x == 0) {
         if (op.is_send) {
           uint64_t t = load_volatile(f.tail);
-          if (!spin_until([&] { return t - load_volatile(f.head) < L.nslots; }, L.error, L.abort_flag, L.timeout_ns))
+          if (!spin_until([&] { return t - load_volatile(f.head) < L.nslots; }, L.error, L.abort_flag, L.timeout_ns)) {
+            record_timeout(L.error, kWaitSlot, i, offset, load_volatile(f.head), t - L.nslots + 1);
             s_failed = true;
+          }
           s_pos = t;
           s_ptr = f.slots + (t % L.nslots) * L.slot_bytes;
           s_len = min(L.slot_bytes, op.bytes - offset);
         } else {
           uint64_t h = load_volatile(f.head);
           if (!spin_until([&] { return load_volatile(f.tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+            record_timeout(L.error, kWaitData, i, offset, load_volatile(f.tail), h + 1);
             s_failed = true;
           } else {
             uint64_t slot = h % L.nslots;
@@ -425,6 +450,14 @@ cudaError_t preload_kernels() {
       e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
       if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, scale_kernel<decltype(storage)>);
     });
+  return e;
+}
+
+cudaError_t resident_collective_blocks(int device, int* blocks) {
+  int per_sm = 0, sms = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, collective_kernel, kThreads, 0);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  *blocks = per_sm * sms;
   return e;
 }
 

@@ -11,6 +11,10 @@ namespace braid::cuda {
 
 // Loads every kernel now (see kernels.cu): call once per process and device.
 cudaError_t preload_kernels();
+// How many blocks of the collective kernel `device` runs at once.  Ranks
+// spin on each other inside their kernels, so a launch must fit beside its
+// peers' launches on a shared device, or it may wait for them forever.
+cudaError_t resident_collective_blocks(int device, int* blocks);
 // lanes x slices blocks (see CollectiveLaunch).
 cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream);
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
