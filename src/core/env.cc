@@ -40,7 +40,7 @@ const std::vector<EnvVar>& env_registry() {
       {"BRAID_SLOT_STORES", "auto", "host backend: how calls that stream their output (outputs of 16 MiB and more) write the fragments they send into shared-memory slots: auto (timed per collective and size, through the cache or with streaming stores; through the cache where ranks outnumber cores), cached or streamed"},
       {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
       {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
-      {"BRAID_CUDA_CHANNELS", "8", "cuda backend: connections per peer pair (schedule channels x parallel slices)"},
+      {"BRAID_CUDA_CHANNELS", "32", "cuda backend: connections per peer pair (schedule channels x parallel slices; each costs slots x slot bytes of device memory per peer; launches stay within what ranks sharing a GPU can keep resident together)"},
       {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
       {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
       {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},
