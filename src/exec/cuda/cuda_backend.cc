@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -33,6 +32,7 @@
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"
+#include "src/exec/device_share.h"
 
 namespace braid {
 namespace {
@@ -46,26 +46,10 @@ constexpr uint64_t kMinSliceBytes = 256 << 10;  // per buffer block, per slice
 struct ArenaInfo {
   cudaIpcMemHandle_t handle;
   uint64_t address = 0;  // in the owner's address space
-  uint64_t host_hash = 0;
   int32_t pid = 0;
   int32_t device = -1;
-  cudaUUID_t uuid{};  // the physical device (ordinals differ between processes)
-  int32_t resident_blocks = 0;  // of the collective kernel, on that device
+  DeviceShare share;  // see launch_block_budget
 };
-
-// Blocks each rank's collective launch may use so that the launches of all
-// ranks sharing a device are resident together: the least share over the
-// communicator's devices (every rank computes the same number).
-int32_t block_budget(const std::vector<ArenaInfo>& infos) {
-  int32_t budget = INT32_MAX;
-  for (const ArenaInfo& a : infos) {
-    int32_t sharers = 0;
-    for (const ArenaInfo& b : infos)
-      sharers += b.host_hash == a.host_hash && std::memcmp(&b.uuid, &a.uuid, sizeof a.uuid) == 0;
-    budget = std::min(budget, a.resident_blocks / sharers);
-  }
-  return budget;
-}
 
 struct DevicePlan {
   cuda::DevLane* lanes = nullptr;  // all records in one allocation
@@ -121,20 +105,25 @@ class CudaBackend final : public DeviceBackend {
     ArenaInfo& mine = infos[comm->rank];
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
-    mine.host_hash = host_hash();
     mine.pid = getpid();
     mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-    mine.uuid = prop.uuid;
-    CUDA_TRY(cuda::resident_collective_blocks(device, &mine.resident_blocks));
+    mine.share.host_hash = host_hash();
+    static_assert(sizeof prop.uuid == sizeof mine.share.device_id);
+    std::memcpy(mine.share.device_id, &prop.uuid, sizeof prop.uuid);
+    CUDA_TRY(cuda::resident_collective_blocks(device, &mine.share.resident_blocks));
     BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
-    block_budget_ = block_budget(infos);
+    std::vector<DeviceShare> shares;
+    for (const ArenaInfo& a : infos) shares.push_back(a.share);
+    block_budget_ = launch_block_budget(shares);
+    for (const ArenaInfo& a : infos)
+      threads_on_device_ += a.pid == mine.pid && same_device(a.share, mine.share);
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
       const ArenaInfo& p = infos[r];
-      if (p.host_hash != mine.host_hash)
+      if (p.share.host_hash != mine.share.host_hash)
         return BRAID_ERROR(ncclInvalidUsage,
                            "rank {} is on another host: the CUDA backend connects ranks of one host only so far "
                            "(set BRAID_BACKEND=host to use sockets with host buffers)",
@@ -158,6 +147,7 @@ class CudaBackend final : public DeviceBackend {
     const Schedule& schedule = *planned;
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = call.stream;
+    warn_if_legacy_stream(stream);
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const RankProgram& prog = schedule.ranks.at(comm_->rank);
@@ -225,6 +215,7 @@ class CudaBackend final : public DeviceBackend {
     if (calls.empty()) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = calls[0].stream;
+    warn_if_legacy_stream(stream);
     // One block per (peer, direction), ops in call order: same-connection
     // messages must stay in order, as NCCL matches them.
     std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
@@ -307,6 +298,19 @@ class CudaBackend final : public DeviceBackend {
     }
     cudaError_t e = cudaPeekAtLastError();
     return e == cudaSuccess || e == cudaErrorNotReady ? ncclSuccess : ncclUnhandledCudaError;
+  }
+
+  // Thread-ranks sharing a device wait for each other inside their kernels,
+  // and the legacy default stream runs every kernel of the process one after
+  // another: a call that needs two of them running at once then hangs until
+  // BRAID_TIMEOUT.  Not an error, as calls that fit in the FIFOs complete.
+  void warn_if_legacy_stream(cudaStream_t stream) {
+    if (threads_on_device_ < 2 || (stream != nullptr && stream != cudaStreamLegacy)) return;
+    if (legacy_stream_warned_.exchange(true)) return;
+    BRAID_WARN("comm {:#x} rank {}: {} ranks of this process share device {} and this call is on the legacy default "
+               "stream, which runs their kernels one at a time while they wait for each other: give each rank its "
+               "own stream",
+               comm_->comm_hash, comm_->rank, threads_on_device_, device_);
   }
 
   // Once per communicator: what later calls see is only "an earlier
@@ -548,7 +552,9 @@ class CudaBackend final : public DeviceBackend {
   ncclComm* comm_ = nullptr;
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
-  int32_t block_budget_ = 0;  // see block_budget()
+  int32_t block_budget_ = 0;  // see launch_block_budget
+  int threads_on_device_ = 0;  // ranks of this process on this device, this one included
+  std::atomic<bool> legacy_stream_warned_{false};
   std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
   void* arena_ = nullptr;

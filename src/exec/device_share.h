@@ -1,0 +1,39 @@
+// How many blocks one rank's collective launch may use when ranks share GPUs.
+//
+// Ranks spin inside their kernels waiting for each other, so each launch
+// must be able to run at the same time as the launches of the peers on its
+// device: a kernel that fills the device could otherwise wait forever for a
+// peer whose blocks find no room.  Every rank reports its device (host and
+// device identity) and how many of the collective kernel's blocks that
+// device runs at once; a rank's share is that number over the ranks on its
+// device, and the communicator takes the least share, so every rank plans
+// the same number of slices.  Plain C++ (no CUDA), so it is unit-tested.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace braid {
+
+struct DeviceShare {
+  uint64_t host_hash = 0;
+  uint8_t device_id[16] = {};  // the physical device (ordinals differ between processes)
+  int32_t resident_blocks = 0;  // of the collective kernel, on that device
+};
+
+inline bool same_device(const DeviceShare& a, const DeviceShare& b) {
+  return a.host_hash == b.host_hash && std::memcmp(a.device_id, b.device_id, sizeof a.device_id) == 0;
+}
+
+inline int32_t launch_block_budget(const std::vector<DeviceShare>& ranks) {
+  int32_t budget = INT32_MAX;
+  for (const DeviceShare& a : ranks) {
+    const auto sharers = std::count_if(ranks.begin(), ranks.end(), [&](const DeviceShare& b) { return same_device(a, b); });
+    budget = std::min(budget, int32_t(a.resident_blocks / sharers));
+  }
+  return ranks.empty() ? 0 : budget;
+}
+
+}  // namespace braid
