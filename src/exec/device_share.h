@@ -30,7 +30,8 @@ inline bool same_device(const DeviceShare& a, const DeviceShare& b) {
 inline int32_t launch_block_budget(const std::vector<DeviceShare>& ranks) {
   int32_t budget = INT32_MAX;
   for (const DeviceShare& a : ranks) {
-    const auto sharers = std::count_if(ranks.begin(), ranks.end(), [&](const DeviceShare& b) { return same_device(a, b); });
+    const auto sharers =
+        std::count_if(ranks.begin(), ranks.end(), [&](const DeviceShare& b) { return same_device(a, b); });
     budget = std::min(budget, int32_t(a.resident_blocks / sharers));
   }
   return ranks.empty() ? 0 : budget;

@@ -138,7 +138,8 @@ class CudaBackend final : public DeviceBackend {
       }
     }
     BRAID_INFO(kInit,
-               "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, {} blocks a launch",
+               "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
+               "{} blocks a launch",
                comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
     return Status::ok();
   }
@@ -287,7 +288,7 @@ class CudaBackend final : public DeviceBackend {
   }
 
   ncclResult_t poll_error() override {
-    const int code = *(volatile int*)flags_host_;
+    const int code = *(volatile int*)(flags_host_ + cuda::kFlagError);
     if (code != cuda::kDevOk && !error_reported_.exchange(true)) report_kernel_error(code);
     switch (code) {
       case cuda::kDevOk: break;
@@ -319,11 +320,12 @@ class CudaBackend final : public DeviceBackend {
     switch (code) {
       case cuda::kDevTimeout: {
         const volatile int* f = flags_host_;
-        static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer", "a free slot at the peer"};
+        static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
+                                            "a free slot at the peer"};
         const int kind = f[cuda::kFlagWaitKind];
-        BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late, gone, "
-                   "or its launch could not become resident beside this one; first wait to give up: block ({}, {}) "
-                   "op {} tile {}, waiting for {} (counter {}, wanted {})",
+        BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
+                   "or its launch is held behind this one; first wait to give up: block ({}, {}) "
+                   "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
                    comm_->comm_hash, comm_->rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
                    f[cuda::kFlagWaitBlockY], f[cuda::kFlagWaitOp], f[cuda::kFlagWaitTile],
                    kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[cuda::kFlagWaitSeen]),

@@ -120,7 +120,7 @@ enum DevFlag : int {
   kFlagWaitBlockX = 4,  // lane (collective) or peer-direction block (p2p)
   kFlagWaitBlockY = 5,  // slice
   kFlagWaitOp = 6,
-  kFlagWaitTile = 7,
+  kFlagWaitTile = 7,  // tile (collective) or byte offset (p2p)
   kFlagWaitSeen = 8,  // the counter's value (low 32 bits)
   kFlagWaitWant = 9,  // the value waited for (low 32 bits)
   kFlagWords = 10,
