@@ -12,6 +12,15 @@
 // resolved) is built once per schedule and kept: launches then only pass
 // arguments by value, which keeps them capturable in CUDA graphs.  The only
 // per-call stream work besides the kernel is a memset of the lane counters.
+//
+// Ranks wait for each other inside their kernels, so two rules hold for
+// everything a call does (measured on an H200: perf/results/cuda_h200):
+// - nothing may order this rank's launch behind other streams' work, as a
+//   peer's kernel already running may be waiting for it: no cudaMalloc,
+//   cudaMemset or synchronous cudaMemcpy after init, only stream-ordered
+//   work from this rank's own memory pool (ensure_capacity, plan_for);
+// - the launches of the ranks on one device must fit on it together: a
+//   launch's blocks stay within the device's share (src/exec/device_share.h).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <unistd.h>
