@@ -56,7 +56,6 @@ struct ArenaInfo {
   cudaIpcMemHandle_t handle;
   uint64_t address = 0;  // in the owner's address space
   int32_t pid = 0;
-  int32_t device = -1;
   DeviceShare share;  // see launch_block_budget
 };
 
@@ -115,7 +114,6 @@ class CudaBackend final : public DeviceBackend {
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
-    mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     mine.share.host_hash = host_hash();
@@ -463,7 +461,7 @@ class CudaBackend final : public DeviceBackend {
                  "wait on each other until BRAID_TIMEOUT",
                  schedule.name, widest, block_budget_);
     const uint32_t max_slices =
-        std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(std::max(block_budget_, 1)) / widest));
+        std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(block_budget_) / widest));
     for (const Lane& lane : prog.lanes) {
       lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
       for (const Op& op : lane.ops) {
