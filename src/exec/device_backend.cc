@@ -2,7 +2,7 @@
 // exists: the probe says so and every communicator runs on the host.
 #include "src/exec/device_backend.h"
 
-#include "src/core/env.h"
+#include "src/base/env.h"
 
 namespace braid {
 

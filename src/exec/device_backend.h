@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "braid/schedule.h"
-#include "src/core/group.h"
-#include "src/core/status.h"
+#include "src/runtime/group.h"
+#include "src/base/status.h"
 
 struct ncclComm;
 

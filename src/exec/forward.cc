@@ -6,9 +6,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "src/core/comm.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/runtime/comm.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 
 namespace braid {
 namespace {

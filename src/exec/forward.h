@@ -13,8 +13,8 @@
 
 #include <memory>
 
-#include "src/core/group.h"
-#include "src/core/status.h"
+#include "src/runtime/group.h"
+#include "src/base/status.h"
 
 namespace braid {
 

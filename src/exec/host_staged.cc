@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "braid/chunking.h"
-#include "src/core/comm.h"
-#include "src/core/datatype.h"
+#include "src/runtime/comm.h"
+#include "src/ops/datatype.h"
 
 namespace braid {
 

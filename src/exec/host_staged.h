@@ -18,8 +18,8 @@
 #include <memory>
 #include <vector>
 
-#include "src/core/group.h"
-#include "src/core/status.h"
+#include "src/runtime/group.h"
+#include "src/base/status.h"
 #include "src/exec/device_backend.h"
 
 struct ncclComm;

@@ -2,7 +2,7 @@
 // buffers moves its data between processes on one host: through the shared-
 // memory slots of its schedule (every byte copied in by the sender and out
 // by the receiver), or pulled by each receiver straight out of the senders'
-// buffers with cross-memory attach (one kernel copy; src/core/cross_memory.h).
+// buffers with cross-memory attach (one kernel copy; src/transport/cross_memory.h).
 // (Reductions may pull too, but only under BRAID_CMA=on, where nothing is
 // chosen: see pull_in_auto in src/exec/host/direct_task.h.)
 //

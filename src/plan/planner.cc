@@ -4,8 +4,8 @@
 #include <set>
 
 #include "braid/algorithms.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {

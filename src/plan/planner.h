@@ -18,7 +18,7 @@
 
 #include "braid/schedule.h"
 #include "braid/schedule_library.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/straggler.h"
 

@@ -29,7 +29,7 @@
 
 #include <cstdint>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/plan/measured_choice.h"
 
 namespace braid {

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "braid/stragglar.h"
-#include "src/core/comm.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/runtime/comm.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 
 #include <fmt/ranges.h>
 #include "src/plan/arrival_board.h"

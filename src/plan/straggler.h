@@ -32,7 +32,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 struct ncclComm;
 

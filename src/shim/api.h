@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/core/comm.h"
-#include "src/core/log.h"
-#include "src/core/status.h"
+#include "src/runtime/comm.h"
+#include "src/base/log.h"
+#include "src/base/status.h"
 
 #define BRAID_API extern "C" __attribute__((visibility("default")))
 

@@ -3,7 +3,7 @@
 // Each call checks its arguments the way NCCL does (NULL comm or buffers,
 // bad datatype/op/root/peer: ncclInvalidArgument, with no side effect) and
 // hands the call to the group machinery, which runs it now or at GroupEnd.
-#include "src/core/group.h"
+#include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;

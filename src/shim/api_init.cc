@@ -2,9 +2,9 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/env.h"
-#include "src/core/group.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/runtime/group.h"
+#include "src/base/log.h"
 #include "src/shim/api.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/forward.h"

@@ -17,8 +17,8 @@
 #include <mutex>
 #include <map>
 
-#include "src/core/host_memory.h"
-#include "src/core/log.h"
+#include "src/transport/host_memory.h"
+#include "src/base/log.h"
 #include "src/exec/device_backend.h"
 #include "src/shim/api.h"
 

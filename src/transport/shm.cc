@@ -70,10 +70,10 @@
 #include <tuple>
 #include <vector>
 
-#include "src/core/deadline.h"
+#include "src/base/deadline.h"
 
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"

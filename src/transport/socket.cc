@@ -41,9 +41,9 @@
 #include <vector>
 
 #include "braid/verify.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
-#include "src/core/net.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/base/net.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 

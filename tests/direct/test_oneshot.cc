@@ -10,7 +10,7 @@
 #include "collective_check.h"
 #include "fast_path_cases.h"
 #include "harness.h"
-#include "src/core/comm.h"
+#include "src/runtime/comm.h"
 
 using namespace mp;
 

@@ -18,7 +18,7 @@
 #include "cma_child.h"
 #include "collective_check.h"
 #include "harness.h"
-#include "src/core/cross_memory.h"
+#include "src/transport/cross_memory.h"
 #include "src/exec/host/direct_task.h"
 #include "src/plan/copy_path.h"
 #include "src/plan/host_tuning.h"

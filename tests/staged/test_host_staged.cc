@@ -18,7 +18,7 @@
 #include <mutex>
 
 #include "harness.h"
-#include "src/core/comm.h"
+#include "src/runtime/comm.h"
 #include "src/exec/host_staged.h"
 #include "scoped_env.h"
 

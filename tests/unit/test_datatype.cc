@@ -11,10 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/datatype.h"
-#include "src/core/env.h"
-#include "src/core/float_formats.h"
-#include "src/core/log.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
+#include "src/base/env.h"
+#include "src/ops/float_formats.h"
+#include "src/base/log.h"
 
 using namespace braid;
 

@@ -9,9 +9,9 @@
 #include <random>
 #include <thread>
 
-#include "src/core/bootstrap.h"
-#include "src/core/comm.h"
-#include "src/core/group.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/runtime/comm.h"
+#include "src/runtime/group.h"
 #include "src/plan/planner.h"
 #include "src/plan/straggler.h"
 #include "scoped_env.h"

@@ -14,7 +14,7 @@
 #include "braid/algorithms.h"
 #include "braid/schedule_json.h"
 #include "braid/verify.h"
-#include "src/core/env.h"
+#include "src/base/env.h"
 #include "tools/braid/cmd_stragglar.h"
 #include "tools/braid/schedule_source.h"
 #include "tools/braid/schedule_text.h"

@@ -34,10 +34,11 @@
 #include <mutex>
 
 #include "braid/chunking.h"
-#include "src/core/comm.h"
-#include "src/core/datatype.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/runtime/comm.h"
+#include "src/ops/datatype.h"
+#include "src/base/env.h"
+#include "src/base/host_identity.h"
+#include "src/base/log.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"

@@ -15,7 +15,7 @@
 #include "braid/chunking.h"
 #include "braid/hd.h"
 #include "nccl.h"
-#include "src/core/reduce_ops.h"
+#include "src/ops/reduce_ops.h"
 
 namespace braid::cuda {
 

@@ -7,7 +7,7 @@
 // (src/exec/host/collective_task.cc): the buffers are cut into tiles of one
 // slot, and for every tile the lane runs its whole op list, each op moving
 // one fragment per chunk.  The chunk and tile arithmetic (braid/chunking.h)
-// and the element semantics (src/core/reduce_ops.h) are the same BRAID_HD
+// and the element semantics (src/ops/reduce_ops.h) are the same BRAID_HD
 // code the host runs, so the host tests exercise what the kernel computes.
 //
 // A fragment step: thread 0 waits for its FIFO slots (receive: the sender

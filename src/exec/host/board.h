@@ -14,7 +14,7 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"
 

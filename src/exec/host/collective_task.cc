@@ -18,8 +18,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/core/byte_ranges.h"
-#include "src/core/datatype.h"
+#include "src/base/byte_ranges.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {

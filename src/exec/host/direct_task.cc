@@ -12,12 +12,13 @@
 #include <vector>
 
 #include "braid/chunking.h"
-#include "src/core/byte_ranges.h"
-#include "src/core/comm.h"
-#include "src/core/cross_memory.h"
-#include "src/core/datatype.h"
-#include "src/core/host_memory.h"
-#include "src/core/log.h"
+#include "src/base/byte_ranges.h"
+#include "src/runtime/comm.h"
+#include "src/transport/cross_memory.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
+#include "src/transport/host_memory.h"
+#include "src/base/log.h"
 #include "src/plan/copy_path.h"
 
 namespace braid {

@@ -20,7 +20,7 @@
 // schedule `fallback` instead; if the signatures differ, all fail.
 //
 // The pull path is the same protocol for processes whose plain buffers
-// nobody can map (src/core/cross_memory.h): AllGather, AlltoAll and
+// nobody can map (src/transport/cross_memory.h): AllGather, AlltoAll and
 // Broadcast read their peers' inputs with process_vm_readv instead of
 // loads, a kernel copy straight into the output; AllReduce, Reduce and
 // ReduceScatter read their share of every peer's input a chunk at a time

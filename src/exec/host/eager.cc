@@ -4,7 +4,8 @@
 #include <cstring>
 
 #include "braid/chunking.h"
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
 
 namespace braid {
 

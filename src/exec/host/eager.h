@@ -33,7 +33,7 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/exec/host/board.h"
 #include "src/transport/shm_board.h"
 

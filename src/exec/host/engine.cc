@@ -18,8 +18,8 @@
 
 #include <chrono>
 
-#include "src/core/deadline.h"
-#include "src/core/env.h"
+#include "src/base/deadline.h"
+#include "src/base/env.h"
 #include "src/exec/host/task.h"
 #include "src/transport/doorbell.h"
 

@@ -3,7 +3,8 @@
 #include <cstring>
 
 #include "braid/chunking.h"
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
 
 namespace braid {
 

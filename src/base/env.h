@@ -1,0 +1,73 @@
+// The registry of braid's configuration variables.
+//
+// Every BRAID_* variable is declared once in env.cc with its default and a
+// one-line description; `braid env` prints the table.  Values are read from
+// the environment when asked for, except on threads braid owns (below).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace braid {
+
+struct EnvVar {
+  const char* name;
+  const char* default_value;
+  const char* description;
+};
+
+const std::vector<EnvVar>& env_registry();
+
+// The variable's value, or its registered default if unset.  Asking for an
+// unregistered name is a programming error (aborts in debug builds).
+std::string env_string(const char* name);
+int64_t env_int(const char* name);
+bool env_is_set(const char* name);
+// A variable that takes one of a few words: *index is the value's position
+// in `allowed`; any other value is ncclInvalidArgument, naming the words.
+Status env_choice(const char* name, std::initializer_list<const char*> allowed, int* index);
+// Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
+std::string env_raw(const char* name);
+
+// Threads braid starts (the bootstrap root, non-blocking groups) must not
+// call getenv: the application may setenv meanwhile, and getenv racing
+// setenv is undefined behaviour (TSan caught it).  The starting thread takes
+// a snapshot; the new thread installs it, and env_* there read the copy.
+class EnvSnapshot {
+ public:
+  static EnvSnapshot capture();
+  const std::string* find(const char* name) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;  // name, value ("" = unset)
+};
+
+// While alive, env_* calls on this thread read `snapshot` (which must outlive it).
+// Threads usually get one through with_caller_env below.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const EnvSnapshot& snapshot);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const EnvSnapshot* previous_;
+};
+
+// `fn`, wrapped to run under a snapshot of the calling thread's environment:
+// the body to give every thread braid starts.
+template <class Fn>
+auto with_caller_env(Fn fn) {
+  return [fn = std::move(fn), env = EnvSnapshot::capture()]() mutable {
+    ScopedEnv scoped(env);
+    return fn();
+  };
+}
+
+}  // namespace braid
