@@ -65,10 +65,11 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
 
 }  // namespace
 
-Status check_agreement(const std::vector<CollectiveCall>& collectives) {
+Status check_agreement(const std::vector<CommQueue>& queues) {
   std::map<ncclComm*, std::vector<Record>> per_comm;
-  for (const CollectiveCall& c : collectives)
-    if (c.comm->check_args) per_comm[c.comm].push_back(record_of(c));
+  for (const CommQueue& q : queues)
+    if (q.comm->check_args)
+      for (const CollectiveCall& c : q.work.collectives) per_comm[q.comm].push_back(record_of(c));
   if (per_comm.empty()) return Status::ok();
   if (per_comm.size() == 1) return check_one(per_comm.begin()->first, per_comm.begin()->second);
   std::vector<Status> results(per_comm.size());

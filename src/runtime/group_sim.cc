@@ -33,8 +33,8 @@ Link link_of(const ncclComm* comm) {
   return remote ? Link{25.0, 1.0 / 1.2e3} : Link{2.0, 1.0 / 10e3};
 }
 
-double collective_us(const CollectiveCall& c, const std::string& algo, const Link& l) {
-  const double n = c.comm->nranks, esize = double(datatype_size(c.type));
+double collective_us(const CollectiveCall& c, int nranks, const std::string& algo, const Link& l) {
+  const double n = nranks, esize = double(datatype_size(c.type));
   if (n <= 1) return 0;
   const double blk = double(c.count) * esize;  // one rank's block (or the whole buffer, for allreduce etc.)
   const double logn = std::ceil(std::log2(n));
@@ -52,25 +52,25 @@ double collective_us(const CollectiveCall& c, const std::string& algo, const Lin
 
 }  // namespace
 
-Status estimate_group_us(const std::vector<CollectiveCall>& collectives, const std::vector<P2PCall>& p2ps,
-                         double* us) {
-  std::map<ncclComm*, double> per_comm;
-  for (const CollectiveCall& c : collectives) {
-    std::shared_ptr<const Schedule> schedule;
-    BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * datatype_size(c.type),
-                                          &schedule));
-    std::string algo = forced_algorithm(c.collective);
-    if (algo.empty()) algo = default_algorithm(c.collective, c.comm->nranks, c.count * datatype_size(c.type));
-    per_comm[c.comm] += collective_us(c, algo, link_of(c.comm));
-  }
-  std::map<ncclComm*, double> p2p_bytes;
-  for (const P2PCall& p : p2ps) p2p_bytes[p.comm] += double(p.count * datatype_size(p.type));
-  for (auto& [comm, bytes] : p2p_bytes) {
-    Link l = link_of(comm);
-    per_comm[comm] += l.alpha_us + l.us_per_byte * bytes;
-  }
+Status estimate_group_us(const std::vector<CommQueue>& queues, double* us) {
   *us = 0;
-  for (auto& [comm, t] : per_comm) *us = std::max(*us, t);
+  for (const CommQueue& q : queues) {
+    ncclComm* comm = q.comm;
+    const Link link = link_of(comm);
+    double t = 0;
+    for (const CollectiveCall& c : q.work.collectives) {
+      std::shared_ptr<const Schedule> schedule;
+      BRAID_TRY(comm->plans->schedule_for(c.collective, comm->nranks, c.root, c.count * datatype_size(c.type),
+                                          &schedule));
+      std::string algo = forced_algorithm(c.collective);
+      if (algo.empty()) algo = default_algorithm(c.collective, comm->nranks, c.count * datatype_size(c.type));
+      t += collective_us(c, comm->nranks, algo, link);
+    }
+    double p2p_bytes = 0;
+    for (const P2PCall& p : q.work.p2ps) p2p_bytes += double(p.count * datatype_size(p.type));
+    if (!q.work.p2ps.empty()) t += link.alpha_us + link.us_per_byte * p2p_bytes;
+    *us = std::max(*us, t);
+  }
   return Status::ok();
 }
 

@@ -34,17 +34,23 @@
 #include <mutex>
 
 #include "braid/chunking.h"
-#include "src/runtime/comm.h"
 #include "src/ops/datatype.h"
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/device_share.h"
+#include "src/exec/forward.h"
+#include "src/plan/planner.h"
 
 namespace braid {
+
+// The CUDA backends' part of a group (their GroupRunner).
+Status run_cuda_group(std::span<CommWork> work);
+
 namespace {
 
 using cuda::DevFifo;
@@ -71,14 +77,15 @@ struct DevicePlan {
   void* block = nullptr;
 };
 
-class CudaBackend final : public DeviceBackend {
+class CudaBackend final : public Backend {
  public:
+  explicit CudaBackend(const BackendContext& ctx) : ctx_(ctx) {}
   ~CudaBackend() override { release(); }
 
   const char* name() const override { return "cuda"; }
+  GroupRunner group_runner() const override { return run_cuda_group; }
 
-  Status init(ncclComm* comm, int device) {
-    comm_ = comm;
+  Status init(int device) {
     device_ = device;
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cuda::preload_kernels());
@@ -93,7 +100,7 @@ class CudaBackend final : public DeviceBackend {
                          channels_, nslots_, kMaxSlots, slot_bytes_);
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
     conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
-    const int n = comm->nranks;
+    const int n = ctx_.comm.nranks;
     arena_bytes_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
@@ -111,7 +118,7 @@ class CudaBackend final : public DeviceBackend {
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
 
     std::vector<ArenaInfo> infos(n);
-    ArenaInfo& mine = infos[comm->rank];
+    ArenaInfo& mine = infos[ctx_.comm.rank];
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
@@ -121,7 +128,7 @@ class CudaBackend final : public DeviceBackend {
     static_assert(sizeof prop.uuid == sizeof mine.share.device_id);
     std::memcpy(mine.share.device_id, &prop.uuid, sizeof prop.uuid);
     CUDA_TRY(cuda::resident_collective_blocks(device, &mine.share.resident_blocks));
-    BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
+    BRAID_TRY(ctx_.bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
     std::vector<DeviceShare> shares;
     for (const ArenaInfo& a : infos) shares.push_back(a.share);
     block_budget_ = launch_block_budget(shares);
@@ -148,29 +155,37 @@ class CudaBackend final : public DeviceBackend {
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
                "{} blocks a launch",
-               comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
+               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
     return Status::ok();
   }
 
-  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& planned) override {
+  // Enqueues one collective on call.stream: its schedule's plan, or the
+  // real NCCL where BRAID_FORWARD asks for it.
+  Status collective(const CollectiveCall& call) {
+    if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
+    std::shared_ptr<const Schedule> planned;
+    BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
+                                       call.count * datatype_size(call.type), &planned));
+    BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
+               datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = call.stream;
     warn_if_legacy_stream(stream);
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
-    const RankProgram& prog = schedule.ranks.at(comm_->rank);
+    const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
-    L.input_shape = input_shape(c.collective, comm_->nranks, c.count, prog.input_chunks);
-    L.output_shape = output_shape(c.collective, comm_->nranks, c.count, prog.output_chunks);
+    L.input_shape = input_shape(c.collective, ctx_.comm.nranks, c.count, prog.input_chunks);
+    L.output_shape = output_shape(c.collective, ctx_.comm.nranks, c.count, prog.output_chunks);
     for (const BufferShape* s : {&L.input_shape, &L.output_shape})
       if (s->chunks % s->blocks != 0)
         return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
                            s->chunks, s->blocks);
     const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
-    L.input = has_input(c) ? static_cast<const char*>(c.sendbuff) : nullptr;
-    L.output = has_output(c) ? static_cast<char*>(c.recvbuff) : nullptr;
+    L.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
+    L.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
     // Pointer queries are not stream work; skip them while a graph is being
     // captured (the same buffers were checked by the uncaptured first call).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -200,14 +215,7 @@ class CudaBackend final : public DeviceBackend {
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
-    bool reduces = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
-                   c.collective == Collective::Reduce;
-    if (!reduce_kind_of(c.op, &L.kind)) {
-      if (reduces)
-        return BRAID_ERROR(ncclInvalidArgument, "reduction op {} is not supported by the cuda backend yet",
-                           int(c.op));
-      L.kind = ReduceKind::Sum;  // unused: the collective does not reduce
-    }
+    reduce_kind_of(c.reduction.fold, &L.kind);  // Sum, Prod, Max or Min: always a kind
     L.lane_done = lane_done_;
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
@@ -215,12 +223,13 @@ class CudaBackend final : public DeviceBackend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
-    if (c.op == ncclAvg && reduces && L.output)
-      CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, comm_->nranks, stream));
+    if (c.reduction.divisor > 0 && L.output)
+      CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
   }
 
-  Status p2p(const std::vector<P2PCall>& calls) override {
+  // Enqueues one group's send/recv batch (on the first call's stream).
+  Status p2p(const std::vector<P2PCall>& calls) {
     if (calls.empty()) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = calls[0].stream;
@@ -319,7 +328,7 @@ class CudaBackend final : public DeviceBackend {
     BRAID_WARN("comm {:#x} rank {}: {} ranks of this process share device {} and this call is on the legacy default "
                "stream, which runs their kernels one at a time while they wait for each other: give each rank its "
                "own stream",
-               comm_->comm_hash, comm_->rank, threads_on_device_, device_);
+               ctx_.comm.comm_hash, ctx_.comm.rank, threads_on_device_, device_);
   }
 
   // Once per communicator: what later calls see is only "an earlier
@@ -334,32 +343,33 @@ class CudaBackend final : public DeviceBackend {
         BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
                    "or its launch is held behind this one; first wait to give up: block ({}, {}) "
                    "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
-                   comm_->comm_hash, comm_->rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
+                   ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
                    f[cuda::kFlagWaitBlockY], f[cuda::kFlagWaitOp], f[cuda::kFlagWaitTile],
                    kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[cuda::kFlagWaitSeen]),
                    unsigned(f[cuda::kFlagWaitWant]));
         break;
       }
       case cuda::kDevAborted:
-        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", comm_->comm_hash,
-                   comm_->rank);
+        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", ctx_.comm.comm_hash,
+                   ctx_.comm.rank);
         break;
       case cuda::kDevMismatch:
         BRAID_WARN("comm {:#x} rank {}: a kernel received a message whose size does not match the call on this rank "
                    "(ranks called with different counts or peers)",
-                   comm_->comm_hash, comm_->rank);
+                   ctx_.comm.comm_hash, ctx_.comm.rank);
         break;
       case cuda::kDevBadPlan:
-        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", comm_->comm_hash,
-                   comm_->rank);
+        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", ctx_.comm.comm_hash,
+                   ctx_.comm.rank);
         break;
       default:
-        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", comm_->comm_hash, comm_->rank, code);
+        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", ctx_.comm.comm_hash, ctx_.comm.rank, code);
     }
   }
 
   void abort() override {
     if (flags_host_) *(volatile int*)(flags_host_ + cuda::kFlagAbort) = 1;
+    forwarder_.abort();
   }
 
  private:
@@ -373,7 +383,7 @@ class CudaBackend final : public DeviceBackend {
     f.slots = base + kCtrlBytes;
     return f;
   }
-  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], comm_->rank, channel); }
+  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], ctx_.comm.rank, channel); }
   DevFifo fifo_from(int peer, uint32_t channel) const {
     return fifo_at(static_cast<char*>(arena_), peer, channel);
   }
@@ -381,14 +391,15 @@ class CudaBackend final : public DeviceBackend {
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
   // plain Sum over it, as the host path does.
   Status stage_premul(CollectiveCall* c) {
-    if (!c->has_premul) return Status::ok();
+    if (!c->reduction.premul) return Status::ok();
+    const PreMulSumOp& op = c->reduction.scalar;
     BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
-    const uint64_t elems = input_blocks(c->collective, comm_->nranks) * c->count;
+    const uint64_t elems = input_blocks(c->collective, ctx_.comm.nranks) * c->count;
     BRAID_TRY(ensure_capacity(&premul_, &premul_bytes_, elems * datatype_size(c->type), c->stream, "PreMulSum"));
-    const void* scalar_device = c->premul.residence == ncclScalarDevice ? c->premul.pointer : nullptr;
-    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, c->premul.immediate, c->stream));
+    const void* scalar_device = op.residence == ncclScalarDevice ? op.pointer : nullptr;
+    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, op.immediate, c->stream));
     c->sendbuff = premul_;
-    c->op = ncclSum;
+    c->reduction.premul = false;
     return Status::ok();
   }
 
@@ -439,7 +450,7 @@ class CudaBackend final : public DeviceBackend {
       return Status::ok();
     }
     BRAID_TRY(capture_check(stream, "plan"));
-    const RankProgram& prog = schedule.ranks.at(comm_->rank);
+    const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
     std::vector<cuda::DevLane> lanes;
     std::vector<cuda::DevOp> ops;
     std::vector<cuda::DevDep> deps;
@@ -559,7 +570,8 @@ class CudaBackend final : public DeviceBackend {
     cudaGetLastError();
   }
 
-  ncclComm* comm_ = nullptr;
+  BackendContext ctx_;
+  Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
@@ -604,9 +616,20 @@ DeviceProbe probe_device_backend() {
   return probe;
 }
 
-Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out) {
-  auto backend = std::make_unique<CudaBackend>();
-  BRAID_TRY(backend->init(comm, device));
+// Each communicator's part runs on its own streams: collectives in issue
+// order, then its send/recv batch, as the host path orders them.
+Status run_cuda_group(std::span<CommWork> work) {
+  for (CommWork& w : work) {
+    CudaBackend& backend = static_cast<CudaBackend&>(*w.backend);
+    for (const CollectiveCall& c : w.collectives) BRAID_TRY(backend.collective(c));
+    BRAID_TRY(backend.p2p(w.p2ps));
+  }
+  return Status::ok();
+}
+
+Status make_cuda_backend(const BackendContext& ctx, int device, std::unique_ptr<Backend>* out) {
+  auto backend = std::make_unique<CudaBackend>(ctx);
+  BRAID_TRY(backend->init(device));
   *out = std::move(backend);
   return Status::ok();
 }

@@ -20,8 +20,6 @@
 
 namespace braid {
 
-// The largest BRAID_ONESHOT_MAX_BYTES honoured (a slot's data bytes).
-constexpr int64_t kOneShotLimitBytes = 64 * 1024;
 constexpr size_t kBoardHeaderBytes = 64;  // BoardHeader, padded to a line
 
 inline size_t round_up_to_line(size_t x) { return (x + 63) / 64 * 64; }

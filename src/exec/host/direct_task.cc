@@ -13,7 +13,6 @@
 
 #include "braid/chunking.h"
 #include "src/base/byte_ranges.h"
-#include "src/runtime/comm.h"
 #include "src/transport/cross_memory.h"
 #include "src/ops/datatype.h"
 #include "src/ops/host_kernels.h"
@@ -66,27 +65,11 @@ int64_t now_ns() {
       .count();
 }
 
-const ncclWindow_vidmem* window_by_seq(const ncclComm* comm, uint64_t seq) {
-  for (const auto& [w, owned] : comm->windows)
-    if (w->seq == seq) return w;
-  return nullptr;
-}
-
 // [p, p + bytes) on this rank: the direct window holding it, if any.
-BufferRef find_window(const ncclComm* comm, const void* p, uint64_t bytes) {
+BufferRef find_window(const DirectContext& ctx, const void* p, uint64_t bytes) {
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
-  for (const auto& [w, owned] : comm->windows) {
-    if (!w->direct) continue;
-    const ncclWindow_vidmem::Extent& e = w->ranks[comm->rank];
-    if (addr >= e.base && addr + bytes <= e.base + e.size) return BufferRef{w->seq, addr - e.base, addr};
-  }
-  return BufferRef{kNoWindow, 0, addr};
-}
-
-// Whether calls of `c` moving `bytes` (their larger buffer) exchange
-// descriptors for the pull path (the same answer on every rank).
-bool pull_admits(const ncclComm* comm, Collective c, uint64_t bytes) {
-  return (comm->pull_collectives >> int(c) & 1) && bytes >= comm->pull_min_bytes;
+  const HostWindow* w = ctx.windows->holding(ctx.rank, p, bytes);
+  return w ? BufferRef{w->seq, addr - w->ranks[ctx.rank].base, addr} : BufferRef{kNoWindow, 0, addr};
 }
 
 class DirectTask final : public Task {
@@ -95,11 +78,11 @@ class DirectTask final : public Task {
   // the vectors keep their capacity).
   void bind(DirectArgs a) {
     a_ = std::move(a);
-    ncclComm* comm = a_.comm;
+    const DirectContext& ctx = *a_.ctx;
     started_ns_ = -1;
     share_status_ = Status::ok();
-    me_ = comm->rank;
-    n_ = comm->nranks;
+    me_ = ctx.rank;
+    n_ = ctx.nranks;
     esize_ = datatype_size(a_.type);
     phase_ = Phase::Exchange;
     const uint64_t in_blocks = input_blocks(a_.collective, n_), out_blocks = output_blocks(a_.collective, n_);
@@ -111,17 +94,16 @@ class DirectTask final : public Task {
     mine_.count = a_.count;
     mine_.input_bytes = a_.input ? a_.count * in_blocks * esize_ : 0;
     mine_.output_bytes = a_.output ? a_.count * out_blocks * esize_ : 0;
-    if (a_.input) mine_.input = find_window(comm, a_.input, mine_.input_bytes);
-    if (a_.output) mine_.output = find_window(comm, a_.output, mine_.output_bytes);
+    if (a_.input) mine_.input = find_window(ctx, a_.input, mine_.input_bytes);
+    if (a_.output) mine_.output = find_window(ctx, a_.output, mine_.output_bytes);
     mine_.overlapping = ranges_overlap(a_.input, mine_.input_bytes, a_.output, mine_.output_bytes);
     call_bytes_ = a_.count * std::max(in_blocks, out_blocks) * esize_;
     pulling_ = finish_after_fallback_ = false;
-    mine_.pid = comm->peers[me_].pid;
-    mine_.can_pull = comm->can_pull;
-    if (me_ == 0 && pull_admits(comm, a_.collective, call_bytes_)) {
+    mine_.pid = ctx.pid;
+    mine_.can_pull = ctx.paths->settings().can_pull;
+    if (me_ == 0 && ctx.paths->pull_admits(a_.collective, call_bytes_)) {
       started_ns_ = now_ns();
-      const CopyChoice choice =
-          comm->pull_always ? CopyChoice{CopyPath::Pull, 0} : comm->copy_paths->choose(a_.collective, call_bytes_);
+      const CopyChoice choice = ctx.paths->choose_copy_path(a_.collective, call_bytes_);
       mine_.path = uint8_t(choice.option);
       mine_.lease = choice.lease;
     }
@@ -136,15 +118,15 @@ class DirectTask final : public Task {
   }
 
   // Whether this task's pipes serve `a` (the same communicator and channel).
-  bool can_serve(const DirectArgs& a) const { return a.comm == a_.comm && a.channel == a_.channel; }
+  bool can_serve(const DirectArgs& a) const { return a.ctx == a_.ctx && a.channel == a_.channel; }
 
   Status connect() {
     send_pipes_.assign(n_, nullptr);
     recv_pipes_.assign(n_, nullptr);
     for (int p = 0; p < n_; ++p) {
       if (p == me_) continue;
-      BRAID_TRY(a_.comm->transport->send_pipe(p, a_.channel, &send_pipes_[p]));
-      BRAID_TRY(a_.comm->transport->recv_pipe(p, a_.channel, &recv_pipes_[p]));
+      BRAID_TRY(a_.ctx->transport->send_pipe(p, a_.channel, &send_pipes_[p]));
+      BRAID_TRY(a_.ctx->transport->recv_pipe(p, a_.channel, &recv_pipes_[p]));
     }
     return Status::ok();
   }
@@ -154,12 +136,12 @@ class DirectTask final : public Task {
     return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), pulling_ ? "pull" : "direct",
                        a_.count, datatype_name(a_.type), me_, n_);
   }
-  Doorbell* doorbell() const override { return a_.comm->transport->doorbell(); }
+  Doorbell* doorbell() const override { return a_.ctx->transport->doorbell(); }
   std::unique_ptr<Task> take_fallback() { return std::move(a_.fallback); }
 
   void abandon() override {
     if (phase_ == Phase::Fallback) return a_.fallback->abandon();
-    DirectGuard* guard = a_.comm->direct_guard.get();
+    DirectGuard* guard = a_.ctx->guard;
     if (!guard || phase_ == Phase::Finished) return;
     // Peers may be inside their share, or about to start it.
     guard->abandoned.store(true);
@@ -169,7 +151,7 @@ class DirectTask final : public Task {
   Status poll(bool* progressed, bool* done) override {
     // A peer that left marked the guard for good: waiting for its messages
     // would only end at BRAID_TIMEOUT.
-    DirectGuard* guard = a_.comm->direct_guard.get();
+    DirectGuard* guard = a_.ctx->guard;
     if (guard && guard->abandoned.load() && (phase_ == Phase::Exchange || phase_ == Phase::Finish))
       return fail_for_departed_peer(guard);
     switch (phase_) {
@@ -234,8 +216,8 @@ class DirectTask final : public Task {
 
   // Rank 0 times the calls the copy-path chooser decided.
   void record_path(CopyPath path) {
-    if (started_ns_ < 0 || !a_.comm->copy_paths) return;
-    a_.comm->copy_paths->record(a_.collective, call_bytes_, path, double(now_ns() - started_ns_) / 1e3);
+    if (started_ns_ < 0) return;
+    a_.ctx->paths->record_copy_path(a_.collective, call_bytes_, path, double(now_ns() - started_ns_) / 1e3);
     started_ns_ = -1;
   }
   void reset_flags() {
@@ -317,17 +299,16 @@ class DirectTask final : public Task {
   // descriptors).  A rank that could not read its peers at init turns the
   // pull path off for the communicator's later calls, on every rank at once.
   bool decide_pull() {
-    ncclComm* comm = a_.comm;
-    if (!pull_admits(comm, a_.collective, call_bytes_)) return false;
+    HostPaths& paths = *a_.ctx->paths;
+    if (!paths.pull_admits(a_.collective, call_bytes_)) return false;
     for (const Descriptor& d : descriptors_)
       if (!d.can_pull) {
-        comm->pull_collectives = 0;
+        paths.pull_unavailable();
         return false;
       }
     if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
-      if (!comm->has_direct_window)
-        comm->slot_leases->remaining[int(a_.collective)][size_class(call_bytes_)] = descriptors_[0].lease;
-      finish_after_fallback_ = comm->time_slot_calls_to_all_done;
+      paths.lease_slots(a_.collective, call_bytes_, descriptors_[0].lease);
+      finish_after_fallback_ = paths.settings().time_slot_calls_to_all_done;
       return false;
     }
     // In-place AlltoAll: my output is input a peer may not have read yet.
@@ -341,13 +322,13 @@ class DirectTask final : public Task {
   bool resolve(int p, BufferRef ref, uint64_t bytes, char** out) const {
     *out = nullptr;
     if (bytes == 0) return true;  // NCCL lets this rank pass none
-    if (a_.comm->one_process) {
+    if (a_.ctx->paths->settings().one_process) {
       *out = reinterpret_cast<char*>(ref.address);
       return true;
     }
     if (ref.window == kNoWindow) return false;
-    const ncclWindow_vidmem* w = window_by_seq(a_.comm, ref.window);
-    if (!w || !w->direct || ref.offset + bytes > w->ranks[p].size) return false;
+    const HostWindow* w = a_.ctx->windows->by_seq(ref.window);
+    if (!w || ref.offset + bytes > w->ranks[p].size) return false;
     *out = w->views[p] + ref.offset;
     return true;
   }
@@ -379,7 +360,7 @@ class DirectTask final : public Task {
 
   // run_share() under the communicator's guard, where it has one.
   Status guarded_share() {
-    DirectGuard* guard = a_.comm->direct_guard.get();
+    DirectGuard* guard = a_.ctx->guard;
     if (pulling_) return run_pull();
     if (!guard) {
       run_share();
@@ -601,42 +582,6 @@ std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash) {
 DirectStats& direct_stats() {
   static DirectStats stats;
   return stats;
-}
-
-bool pull_in_auto(Collective c) {
-  return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
-}
-
-bool pull_in_auto_oversubscribed(Collective c) { return c == Collective::AllGather || c == Collective::AlltoAll; }
-
-bool pull_serves(Collective c) {
-  return pull_in_auto(c) || c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
-}
-
-bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes) {
-  if (!pull_admits(comm, c, bytes) || comm->has_direct_window) return false;
-  uint32_t& left = comm->slot_leases->remaining[int(c)][size_class(bytes)];
-  if (left == 0) return false;
-  --left;
-  if (comm->copy_paths) comm->copy_paths->leased_call(c, bytes);
-  return true;
-}
-
-bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes) {
-  if (pull_admits(comm, c, bytes)) return true;
-  const bool reachable = comm->has_direct_window || comm->one_process;
-  if (!reachable || bytes < comm->direct_min_bytes || comm->nranks < 2) return false;
-  switch (c) {
-    case Collective::AllReduce:
-    case Collective::Reduce:
-    case Collective::ReduceScatter:
-    case Collective::AllGather:
-    case Collective::AlltoAll:
-    case Collective::Broadcast:
-      return true;
-    default:
-      return false;
-  }
 }
 
 Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out) {

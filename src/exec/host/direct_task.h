@@ -52,14 +52,27 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
+#include "src/exec/host/host_windows.h"
 #include "src/exec/host/task.h"
-
-struct ncclComm;
+#include "src/plan/host_path.h"
+#include "src/transport/transport.h"
 
 namespace braid {
 
+struct DirectGuard;
+
+// What a direct task needs of its communicator (the host backend's).
+struct DirectContext {
+  int rank = 0, nranks = 0;
+  int32_t pid = 0;  // this rank's process
+  Transport* transport = nullptr;
+  const HostWindows* windows = nullptr;
+  DirectGuard* guard = nullptr;  // ranks that are threads of one process (below)
+  HostPaths* paths = nullptr;    // what the call may do, and where its outcome goes
+};
+
 struct DirectArgs {
-  ncclComm* comm = nullptr;  // its rank, windows, transport and copy-path choices
+  DirectContext* ctx = nullptr;
   Collective collective = Collective::AllReduce;
   const void* input = nullptr;  // nullptr where NCCL lets this rank pass none
   void* output = nullptr;
@@ -72,32 +85,6 @@ struct DirectArgs {
   bool stream_output = false;  // write the outputs with streaming stores (src/plan/output_stores.h)
   std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go direct
 };
-
-// Whether calls of `c` moving `bytes` (their larger buffer) exchange
-// descriptors: the direct path implements `c` and the communicator can
-// reach buffers directly (a direct window, or all ranks in one process),
-// or the pull path serves `c` at this size.  The same facts on every rank,
-// so all of them exchange descriptors for the same calls.
-bool direct_supported(const ncclComm* comm, Collective c, uint64_t bytes);
-
-// The collectives the pull path serves (under BRAID_CMA=on), and those
-// BRAID_CMA=auto times it for: the copy collectives.  A pulled reduction
-// beat the slots only on huge pages with the cores far apart (2-process
-// AllReduce, 1-64 MiB: 1.2-1.45x); on 4 KiB pages, or near, it lost
-// (1.3-1.6x), and timing it cost auto 18-58% in a 22-call sweep
-// (perf/results/compare_20261125i.txt).  So reductions pull only when asked.
-bool pull_serves(Collective c);
-bool pull_in_auto(Collective c);
-// Where ranks outnumber cores, auto times AllGather and AlltoAll only: a
-// pulled Broadcast (every peer reading the root's one buffer) did not
-// beat the slots' tree there (src/plan/copy_path.h).
-bool pull_in_auto_oversubscribed(Collective c);
-
-// Whether this call of `c` moving `bytes` takes the slots without an
-// exchange, under the lease rank 0 gave with its last choice of the slots
-// for this size class (src/plan/copy_path.h); counts the call against it.
-// Every rank calls this for the same calls and gets the same answer.
-bool take_slot_lease(ncclComm* comm, Collective c, uint64_t bytes);
 
 // The direct task for `args`.  `reuse` may hold the direct task of an
 // earlier call on the same communicator (recycle_task()): it is rebound, so

@@ -50,18 +50,12 @@ namespace braid {
 constexpr int kEagerMaxDepth = 256;
 constexpr size_t kEagerBoardBytes = size_t(8) << 20;
 
-// The collectives eager serves: Broadcast, Reduce, Gather, Scatter.
-bool eager_serves(Collective c);
-
 class EagerBoard {
  public:
   // Opens (rank 0 creates) the board for messages up to `max_bytes` and
   // waits until every rank has it mapped.
   static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<EagerBoard>* out);
   ~EagerBoard();
-
-  // Bytes the largest writer of a call of `c` puts on the board.
-  static uint64_t payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 
   // Runs call number `call` (1, 2, ... alike on every rank).  `stop` ends a
   // wait (abort, revoke).

@@ -40,17 +40,11 @@
 
 namespace braid {
 
-// The collectives one-shot serves: AllReduce, ReduceScatter, AllGather, AlltoAll.
-bool oneshot_serves(Collective c);
-
 class OneShotBoard {
  public:
   // Opens (rank 0 creates) the board for messages up to `max_bytes`.
   static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out);
   ~OneShotBoard();
-
-  // Bytes of input a call of `c` puts on the board (at most max_bytes to run here).
-  static uint64_t payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 
   // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
   // ends the wait (abort, revoke).
