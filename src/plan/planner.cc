@@ -143,4 +143,10 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   return Status::ok();
 }
 
+const std::shared_ptr<const RankRecords>& PlanCache::records(const Schedule& schedule, int rank) {
+  std::shared_ptr<const RankRecords>& r = records_[&schedule];
+  if (!r) r = std::make_shared<const RankRecords>(build_rank_records(schedule, rank));
+  return r;
+}
+
 }  // namespace braid

@@ -19,6 +19,7 @@
 #include "braid/schedule.h"
 #include "braid/schedule_library.h"
 #include "src/base/status.h"
+#include "src/ops/plan_records.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/straggler.h"
 
@@ -58,6 +59,9 @@ class PlanCache {
   // Whether BRAID_ALGO (as read at init) names an algorithm for `c`.
   bool forces(Collective c) const;
 
+  // `rank`'s records of a schedule this cache handed out (built on first use).
+  const std::shared_ptr<const RankRecords>& records(const Schedule& schedule, int rank);
+
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {
     if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
@@ -81,6 +85,7 @@ class PlanCache {
     std::shared_ptr<const Schedule> schedule;
   } last_;
   std::unique_ptr<StragglerTracker> straggler_;
+  std::map<const Schedule*, std::shared_ptr<const RankRecords>> records_;  // this rank's (one rank per cache)
 };
 
 }  // namespace braid

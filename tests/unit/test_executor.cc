@@ -73,8 +73,10 @@ struct MemoryTransport : Transport {
   int rank;
 };
 
-// Runs `schedule` on n ranks with int64 data; returns per-rank outputs.
-std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes) {
+// Runs `schedule` on n ranks with int64 data, in `slices` slices as the
+// CUDA kernel does (src/ops/op_step.h); returns per-rank outputs.
+std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes,
+                                      uint32_t slices = 1) {
   int n = schedule.nranks;
   Collective c = schedule.collective;
   MemoryFabric fabric(tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
@@ -88,7 +90,7 @@ std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, 
     inputs[r].resize(in.elems());
     std::iota(inputs[r].begin(), inputs[r].end(), int64_t(r) * 1000000);
     outputs[r].assign(out.elems(), -7);
-    scratch[r].assign(p.scratch_chunks * scratch_chunk_capacity(in, out), 0);
+    scratch[r].assign(scratch_elems(schedule, r, scratch_chunk_capacity(in, out), slices), 0);
     if (in_place) {  // build the aliasing the placement defines
       if (c == Collective::AllGather || c == Collective::Gather)
         std::copy(inputs[r].begin(), inputs[r].end(), outputs[r].begin() + r * count);
@@ -100,6 +102,8 @@ std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, 
     transports.push_back(std::make_unique<MemoryTransport>(fabric, r));
     CollectiveArgs a;
     a.schedule = shared;
+    a.records = std::make_shared<const RankRecords>(build_rank_records(schedule, r));
+    a.slices = slices;
     a.rank = r;
     a.input_shape = in;
     a.output_shape = out;
@@ -182,4 +186,20 @@ TEST_CASE("executor runs every built-in schedule exactly (in-memory transport)",
           // 64-byte tiles: 8 int64 per fragment, so counts above span many tiles.
           check(s, count, run(s, count, in_place, 64));
         }
+}
+
+TEST_CASE("executor runs every built-in schedule in several slices, as the CUDA kernel does", "[executor]") {
+  // Slices cut every buffer block into disjoint parts with their own
+  // channels, tiles and scratch (src/ops/op_step.h); counts below the slice
+  // count leave some slices empty, which must still meet their peers.
+  for (const AlgorithmInfo& algo : algorithm_registry())
+    for (int n : {2, 3, 4, 5})
+      for (uint32_t slices : {2u, 3u, 7u})
+        for (uint64_t count : {1, 6, 100, 1001})
+          for (bool in_place : {false, true}) {
+            Schedule s = algo.make(n, algo.rooted ? n - 1 : 0);
+            INFO(s.name << " n=" << n << " slices=" << slices << " count=" << count
+                        << (in_place ? " in place" : " out of place"));
+            check(s, count, run(s, count, in_place, 64, slices));
+          }
 }

@@ -67,9 +67,9 @@ struct ArenaInfo {
 };
 
 struct DevicePlan {
-  cuda::DevLane* lanes = nullptr;  // all records in one allocation
-  cuda::DevOp* ops = nullptr;
-  cuda::DevDep* deps = nullptr;
+  LaneRecord* lanes = nullptr;  // all records in one allocation
+  OpRecord* ops = nullptr;
+  DepRecord* deps = nullptr;
   DevFifo* fifos = nullptr;
   uint32_t nlanes = 0;
   uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
@@ -177,22 +177,23 @@ class CudaBackend final : public Backend {
     const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
-    L.input_shape = input_shape(c.collective, ctx_.comm.nranks, c.count, prog.input_chunks);
-    L.output_shape = output_shape(c.collective, ctx_.comm.nranks, c.count, prog.output_chunks);
-    for (const BufferShape* s : {&L.input_shape, &L.output_shape})
+    StepBuffers& B = L.buffers;
+    B.input_shape = input_shape(c.collective, ctx_.comm.nranks, c.count, prog.input_chunks);
+    B.output_shape = output_shape(c.collective, ctx_.comm.nranks, c.count, prog.output_chunks);
+    for (const BufferShape* s : {&B.input_shape, &B.output_shape})
       if (s->chunks % s->blocks != 0)
         return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
                            s->chunks, s->blocks);
-    const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
-    L.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
-    L.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
+    const uint64_t full_capacity = scratch_chunk_capacity(B.input_shape, B.output_shape);
+    B.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
+    B.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
     // Pointer queries are not stream work; skip them while a graph is being
     // captured (the same buffers were checked by the uncaptured first call).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone) {
-      if (L.input) BRAID_TRY(check_device_memory(L.input, "sendbuff"));
-      if (L.output) BRAID_TRY(check_device_memory(L.output, "recvbuff"));
+      if (B.input) BRAID_TRY(check_device_memory(B.input, "sendbuff"));
+      if (B.output) BRAID_TRY(check_device_memory(B.output, "recvbuff"));
     }
 
     const DevicePlan* plan = nullptr;
@@ -200,18 +201,18 @@ class CudaBackend final : public Backend {
     // Slices: enough bytes per block to be worth a block each (a function of
     // the call alone, so every rank picks the same number).
     const uint64_t slices = std::clamp<uint64_t>(c.count * esize / kMinSliceBytes, 1, plan->max_slices);
-    L.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
-    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, L.scratch_stride * slices * esize, stream, "scratch"));
+    B.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
+    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, B.scratch_stride * slices * esize, stream, "scratch"));
     BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
                               plan->nlanes * slices * sizeof(uint32_t), stream, "lane counter"));
     L.fifos_per_slice = plan->fifos_per_slice;
-    L.scratch = static_cast<char*>(scratch_);
+    B.scratch = static_cast<char*>(scratch_);
     L.lanes = plan->lanes;
     L.ops = plan->ops;
     L.deps = plan->deps;
     L.fifos = plan->fifos;
-    L.esize = uint32_t(esize);
-    L.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
+    B.esize = uint32_t(esize);
+    B.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
@@ -223,8 +224,8 @@ class CudaBackend final : public Backend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
-    if (c.reduction.divisor > 0 && L.output)
-      CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, c.reduction.divisor, stream));
+    if (c.reduction.divisor > 0 && B.output)
+      CUDA_TRY(cuda::launch_divide(B.output, B.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
   }
 
@@ -450,16 +451,13 @@ class CudaBackend final : public Backend {
       return Status::ok();
     }
     BRAID_TRY(capture_check(stream, "plan"));
-    const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
-    std::vector<cuda::DevLane> lanes;
-    std::vector<cuda::DevOp> ops;
-    std::vector<cuda::DevDep> deps;
-    std::vector<DevFifo> fifos;
+    const RankRecords& rec = *ctx_.plans->records(schedule, ctx_.comm.rank);
+    const std::vector<LaneRecord>& lanes = rec.lanes;
+    const std::vector<OpRecord>& ops = rec.ops;
+    const std::vector<DepRecord>& deps = rec.deps;
     // Slice s of a lane on channel c uses connection channel s * used + c,
     // where `used` is how many channels the schedule itself uses.
-    uint32_t used = 1;
-    for (const RankProgram& rp : schedule.ranks)
-      for (const Lane& lane : rp.lanes) used = std::max<uint32_t>(used, lane.channel + 1u);
+    const uint32_t used = rec.channels;
     if (used > channels_)
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses {} channels; raise BRAID_CUDA_CHANNELS (now {})",
                          schedule.name, used, channels_);
@@ -474,51 +472,15 @@ class CudaBackend final : public Backend {
                  schedule.name, widest, block_budget_);
     const uint32_t max_slices =
         std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(block_budget_) / widest));
-    for (const Lane& lane : prog.lanes) {
-      lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
-      for (const Op& op : lane.ops) {
-        cuda::DevOp d;
-        d.type = uint8_t(op.type);
-        d.src_buffer = uint8_t(op.src.buffer);
-        d.dst_buffer = uint8_t(op.dst.buffer);
-        d.src_index = op.src.index;
-        d.dst_index = op.dst.index;
-        d.count = op.count;
-        if (op_sends(op.type)) {
-          d.send_fifo = int32_t(fifos.size());
-          fifos.push_back(fifo_to(op.send_peer, lane.channel));
-        }
-        if (op_receives(op.type)) {
-          d.recv_fifo = int32_t(fifos.size());
-          fifos.push_back(fifo_from(op.recv_peer, lane.channel));
-        }
-        d.dep_begin = uint32_t(deps.size());
-        d.dep_count = uint32_t(op.deps.size());
-        for (const Dep& dep : op.deps) deps.push_back({dep.lane, dep.op});
-        ops.push_back(d);
+    // Every slice's copy of the connection table, on its own channels.
+    const size_t per_slice = rec.connections.size();
+    std::vector<DevFifo> fifos(per_slice * max_slices);
+    for (uint32_t slice = 0; slice < max_slices; ++slice)
+      for (size_t i = 0; i < per_slice; ++i) {
+        const ConnectionRecord& c = rec.connections[i];
+        const uint32_t channel = slice * used + c.channel;
+        fifos[slice * per_slice + i] = c.send ? fifo_to(c.peer, channel) : fifo_from(c.peer, channel);
       }
-    }
-    // The other slices' copies of the fifo table, on their own channels.
-    const size_t per_slice = fifos.size();
-    fifos.resize(per_slice * max_slices);
-    {
-      size_t i = 0;
-      for (const Lane& lane : prog.lanes)
-        for (const Op& op : lane.ops) {
-          for (int side = 0; side < 2; ++side) {
-            bool present = side == 0 ? op_sends(op.type) : op_receives(op.type);
-            if (!present) continue;
-            for (uint32_t slice = 1; slice < max_slices; ++slice) {
-              uint32_t channel = slice * used + lane.channel;
-              fifos[slice * per_slice + i] =
-                  side == 0 ? fifo_to(op.send_peer, channel) : fifo_from(op.recv_peer, channel);
-            }
-            ++i;
-          }
-        }
-    }
-    static_assert(uint8_t(BufferKind::Input) == cuda::kDevInput && uint8_t(BufferKind::Output) == cuda::kDevOutput &&
-                  uint8_t(BufferKind::Scratch) == cuda::kDevScratch);
     auto align = [](size_t n) { return (n + 15) & ~size_t(15); };
     size_t b_lanes = align(lanes.size() * sizeof(lanes[0])), b_ops = align(ops.size() * sizeof(ops[0]));
     size_t b_deps = align(deps.size() * sizeof(deps[0])), b_fifos = align(fifos.size() * sizeof(fifos[0]));
@@ -537,9 +499,9 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
     CUDA_TRY(cudaStreamSynchronize(stream));
     char* base = static_cast<char*>(plan.block);
-    plan.lanes = reinterpret_cast<cuda::DevLane*>(base);
-    plan.ops = reinterpret_cast<cuda::DevOp*>(base + b_lanes);
-    plan.deps = reinterpret_cast<cuda::DevDep*>(base + b_lanes + b_ops);
+    plan.lanes = reinterpret_cast<LaneRecord*>(base);
+    plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
+    plan.deps = reinterpret_cast<DepRecord*>(base + b_lanes + b_ops);
     plan.fifos = reinterpret_cast<DevFifo*>(base + b_lanes + b_ops + b_deps);
     plan.nlanes = uint32_t(lanes.size());
     plan.max_slices = max_slices;

@@ -10,18 +10,24 @@
 #include "braid/schedule.h"
 #include "nccl.h"
 #include "src/exec/host/task.h"
+#include "src/ops/plan_records.h"
 #include "src/transport/transport.h"
 
 namespace braid {
 
 struct CollectiveArgs {
   std::shared_ptr<const Schedule> schedule;
+  std::shared_ptr<const RankRecords> records;  // this rank's part of it (the plan cache's)
   int rank = 0;
   const void* input = nullptr;  // nullptr where this rank has no such buffer
   void* output = nullptr;
-  void* scratch = nullptr;      // schedule scratch_chunks * scratch_capacity elements
+  void* scratch = nullptr;      // scratch_elems() elements
   BufferShape input_shape, output_shape;
   uint64_t scratch_capacity = 0;  // elements per scratch chunk
+  // Independent parts of every buffer block, each on its own channels
+  // (src/ops/op_step.h): the CUDA kernel's slices, run the same way here;
+  // scratch holds slices x scratch_chunks x scratch_capacity elements.
+  uint32_t slices = 1;
   ncclDataType_t type = ncclFloat;
   ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
@@ -39,9 +45,9 @@ struct CollectiveArgs {
   int nranks = 0;
 };
 
-// Scratch elements a schedule needs for this call.
-inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
-  return uint64_t(s.ranks[rank].scratch_chunks) * capacity;
+// Scratch elements a schedule needs for a call run in `slices` slices.
+inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity, uint32_t slices = 1) {
+  return uint64_t(slices) * s.ranks[rank].scratch_chunks * capacity;
 }
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);

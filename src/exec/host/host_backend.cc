@@ -232,6 +232,7 @@ class HostGroup {
                            s->chunks, s->blocks);
     a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
     a.tile_bytes = h.paths_.tile_bytes_for(c, *schedule);
+    a.records = h.ctx_.plans->records(*schedule, rank);
     a.schedule = std::move(schedule);
     a.rank = rank;
     a.input = has_input(c, rank) ? c.sendbuff : nullptr;
