@@ -1,36 +1,49 @@
-// The registry of braid's configuration variables.
+// Reading braid's configuration variables.
 //
-// Every BRAID_* variable is declared once in env.cc with its default and a
-// one-line description; `braid env` prints the table.  Values are read from
-// the environment when asked for, except on threads braid owns (below).
+// Every BRAID_* variable is declared once in env_registry.h with its default
+// and a one-line description; `braid env` prints the table.  Values are read
+// from the environment when asked for, except on threads braid owns (below).
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include "src/base/env_registry.h"
 #include "src/base/status.h"
 
 namespace braid {
 
-struct EnvVar {
-  const char* name;
-  const char* default_value;
-  const char* description;
+std::span<const EnvVar> env_registry();
+
+// A registered variable's name, checked when braid compiles: env_int("BRAID_X")
+// with a name not in env_registry.h does not build.
+class EnvName {
+ public:
+  consteval EnvName(const char* name) : index_(find(name)) {}
+  const char* name() const { return kEnvVars[index_].name; }
+  const EnvVar& var() const { return kEnvVars[index_]; }
+
+ private:
+  static consteval size_t find(const char* name) {
+    for (size_t i = 0; i < std::size(kEnvVars); ++i)
+      if (std::string_view(kEnvVars[i].name) == name) return i;
+    throw "not a variable of src/base/env_registry.h";  // a compile error: consteval cannot throw
+  }
+  size_t index_;
 };
 
-const std::vector<EnvVar>& env_registry();
-
-// The variable's value, or its registered default if unset.  Asking for an
-// unregistered name is a programming error (aborts in debug builds).
-std::string env_string(const char* name);
-int64_t env_int(const char* name);
-bool env_is_set(const char* name);
+// The variable's value, or its registered default if unset.
+std::string env_string(EnvName name);
+int64_t env_int(EnvName name);
+bool env_is_set(EnvName name);
 // A variable that takes one of a few words: *index is the value's position
 // in `allowed`; any other value is ncclInvalidArgument, naming the words.
-Status env_choice(const char* name, std::initializer_list<const char*> allowed, int* index);
+Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
 
