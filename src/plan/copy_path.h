@@ -4,7 +4,7 @@
 // by the receiver), or pulled by each receiver straight out of the senders'
 // buffers with cross-memory attach (one kernel copy; src/transport/cross_memory.h).
 // (Reductions may pull too, but only under BRAID_CMA=on, where nothing is
-// chosen: see pull_in_auto in src/exec/host/direct_task.h.)
+// chosen: see pull_in_auto in src/exec/host/single_copy.h.)
 //
 // Neither wins everywhere, and which one does depends on where the ranks'
 // cores sit, which can change while the job runs.  Measured on this

@@ -19,7 +19,7 @@ bool eager_serves(Collective c) {
          c == Collective::Scatter;
 }
 
-bool direct_serves(Collective c) { return c != Collective::Gather && c != Collective::Scatter && c != Collective::Custom; }
+bool single_copy_serves(Collective c) { return c != Collective::Gather && c != Collective::Scatter && c != Collective::Custom; }
 
 bool pull_in_auto(Collective c) {
   return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
@@ -27,7 +27,7 @@ bool pull_in_auto(Collective c) {
 
 bool pull_in_auto_oversubscribed(Collective c) { return c == Collective::AllGather || c == Collective::AlltoAll; }
 
-bool pull_serves(Collective c) { return direct_serves(c); }
+bool pull_serves(Collective c) { return single_copy_serves(c); }
 
 uint32_t collectives_where(bool (*serves)(Collective)) {
   uint32_t bits = 0;
@@ -83,15 +83,15 @@ bool HostPaths::pull_admits(Collective c, uint64_t bytes) const {
 bool HostPaths::exchanges_descriptors(Collective c, uint64_t bytes) {
   if (s_.pinned_collectives >> int(c) & 1) return false;
   if (pull_admits(c, bytes)) {
-    if (direct_window_) return true;
+    if (mapped_window_) return true;
     uint32_t& left = leases_.remaining[int(c)][size_class(bytes)];
     if (left == 0) return true;
     --left;  // leased to the slots: no exchange
     if (copy_paths_) copy_paths_->leased_call(c, bytes);
     return false;
   }
-  const bool reachable = direct_window_ || s_.one_process;
-  return reachable && bytes >= s_.direct_min_bytes && s_.nranks > 1 && direct_serves(c);
+  const bool reachable = mapped_window_ || s_.one_process;
+  return reachable && bytes >= s_.direct_min_bytes && s_.nranks > 1 && single_copy_serves(c);
 }
 
 TaskStores HostPaths::stores_for(const CollectiveCall& c) const {
@@ -133,7 +133,7 @@ void HostPaths::record_copy_path(Collective c, uint64_t bytes, CopyPath path, do
 }
 
 void HostPaths::lease_slots(Collective c, uint64_t bytes, uint32_t lease) {
-  if (!direct_window_) leases_.remaining[int(c)][size_class(bytes)] = lease;
+  if (!mapped_window_) leases_.remaining[int(c)][size_class(bytes)] = lease;
 }
 
 void HostPaths::record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us) {

@@ -11,11 +11,11 @@
 //     No plan, no task, no executor.
 //  2. StragglAR: a lone AllReduce with a known late rank
 //     (src/plan/straggler.h) runs its schedule on the slots (4).
-//  3. A descriptor exchange (src/exec/host/direct_task.h), when the call's
-//     buffers may be reachable: direct windows or ranks that are threads of
+//  3. A descriptor exchange (src/exec/host/single_copy.h), when the call's
+//     buffers may be reachable: mapped windows or ranks that are threads of
 //     one process (calls of direct_min_bytes or more), or the pull path
 //     between processes (cross-memory attach, pull_collectives from
-//     pull_min_bytes).  The ranks then decide together: direct (every
+//     pull_min_bytes).  The ranks then decide together: mapped (every
 //     buffer reachable), pulled (rank 0's measured choice), or the slots.
 //     A pull-eligible call whose class rank 0 leased to the slots skips the
 //     exchange (take_slot_lease).
@@ -48,8 +48,8 @@ namespace braid {
 // The collectives each path serves.
 bool oneshot_serves(Collective c);  // AllReduce, ReduceScatter, AllGather, AlltoAll
 bool eager_serves(Collective c);    // Broadcast, Reduce, Gather, Scatter
-bool direct_serves(Collective c);   // every collective but Gather and Scatter
-// The pull path: every collective direct_serves under BRAID_CMA=on; the
+bool single_copy_serves(Collective c);   // every collective but Gather and Scatter
+// The pull path: every collective single_copy_serves under BRAID_CMA=on; the
 // copy collectives under auto (reductions lost where the chooser could
 // have picked them, perf/results/compare_20261125i.txt); where ranks
 // outnumber cores, AllGather and AlltoAll only (oversubscribed_pull_20261126.txt).
@@ -131,13 +131,13 @@ class HostPaths {
 
   // A window every rank can map was registered (a collective fact): calls
   // on plain buffers no longer skip the exchange on a lease.
-  void note_direct_window() { direct_window_ = true; }
-  bool has_direct_window() const { return direct_window_; }
+  void note_mapped_window() { mapped_window_ = true; }
+  bool has_mapped_window() const { return mapped_window_; }
 
  private:
   HostPathSettings s_;
   uint32_t pull_collectives_ = 0;
-  bool direct_window_ = false;
+  bool mapped_window_ = false;
   std::unique_ptr<CopyPathChooser> copy_paths_;    // rank 0, where it may pull and times it
   std::unique_ptr<SlotStoreChooser> slot_stores_;  // SlotStoresMode::Auto
   SlotLeases leases_;

@@ -1,5 +1,5 @@
 // Which user outputs the host paths (the schedule executor, and the direct
-// and pull paths of src/exec/host/direct_task.h) write with streaming
+// and pull paths of src/exec/host/single_copy.h) write with streaming
 // (non-temporal) stores.
 //
 // A streamed store skips the read-for-ownership of the line it writes and

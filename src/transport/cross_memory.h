@@ -3,7 +3,7 @@
 // copy, without the other process doing anything, on buffers it never
 // registered.
 //
-// The pull path (src/exec/host/direct_task.h) uses it where processes on one
+// The pull path (src/exec/host/single_copy.h) uses it where processes on one
 // host run collectives on plain buffers: each rank reads its peers' inputs
 // instead of receiving them through shared-memory slots (and a reduction
 // writes its share of the result into its peers' outputs).  The kernel

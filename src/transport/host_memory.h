@@ -1,6 +1,6 @@
 // Host memory that other processes on this host can map: what ncclMemAlloc
 // returns on the host backend, so that buffers registered in a window can be
-// read and written by the peers directly (src/exec/host/direct_task.h).
+// read and written by the peers directly (src/exec/host/single_copy.h).
 //
 // Each allocation is a memfd mapped MAP_SHARED.  A peer on the same host
 // maps it by opening /proc/<pid>/fd/<fd> (allowed for a process of the same

@@ -27,21 +27,21 @@ constexpr int kP2PChannel = 1 << 12;
 // The straggler detector's duration exchange (BRAID_STRAGGLER=auto) runs
 // beside an AllReduce, so it needs a channel no schedule uses.
 constexpr int kStragglerStampChannel = kP2PChannel - 1;
-// The direct path's descriptors and "done" messages (direct_task.h).
-constexpr int kDirectChannel = kP2PChannel - 2;
+// The direct path's descriptors and "done" messages (single_copy.h).
+constexpr int kSingleCopyChannel = kP2PChannel - 2;
 
 }  // namespace
 
 HostBackend::HostBackend(const BackendContext& ctx, const HostPathSettings& settings)
     : ctx_(ctx), paths_(settings) {
-  if (settings.one_process) guard_ = direct_guard_for(ctx.comm.comm_hash);
-  direct_.rank = ctx.comm.rank;
-  direct_.nranks = ctx.comm.nranks;
-  direct_.pid = ctx.comm.peers[ctx.comm.rank].pid;
-  direct_.transport = ctx.transport;
-  direct_.windows = &windows_;
-  direct_.guard = guard_.get();
-  direct_.paths = &paths_;
+  if (settings.one_process) guard_ = single_copy_guard_for(ctx.comm.comm_hash);
+  single_copy_.rank = ctx.comm.rank;
+  single_copy_.nranks = ctx.comm.nranks;
+  single_copy_.pid = ctx.comm.peers[ctx.comm.rank].pid;
+  single_copy_.transport = ctx.transport;
+  single_copy_.windows = &windows_;
+  single_copy_.guard = guard_.get();
+  single_copy_.paths = &paths_;
 }
 
 HostBackend::~HostBackend() = default;
@@ -55,7 +55,7 @@ BoardCounts HostBackend::board_counts() const {
 Status HostBackend::window_registered(const WindowInfo& window) {
   bool direct = false;
   BRAID_TRY(windows_.add(ctx_.comm, *ctx_.bootstrap, window, &direct));
-  if (direct) paths_.note_direct_window();
+  if (direct) paths_.note_mapped_window();
   return Status::ok();
 }
 
@@ -124,7 +124,7 @@ class HostGroup {
     if (s.is_ok() && tracked_) tracked_->call_finished();
     for (size_t i = 0; i < work_.size(); ++i)
       if (!queues_[i].tasks.empty())
-        recycle_task(std::move(queues_[i].tasks.front()), &host(i).spare_task_, &host(i).spare_direct_task_);
+        recycle_task(std::move(queues_[i].tasks.front()), &host(i).spare_task_, &host(i).spare_single_copy_task_);
     return s;
   }
 
@@ -207,9 +207,9 @@ class HostGroup {
     std::unique_ptr<Task> task = std::move(h.spare_task_);
     BRAID_TRY(make_task(i, c, schedules_[next_schedule_++], h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
-    if (straggler_ < 0 && !tracked_) BRAID_TRY(maybe_direct(i, c, stores.stream_output, &task));
+    if (straggler_ < 0 && !tracked_) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
-    // its chooser (a direct task may not use the slots at all).
+    // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
       timing_ = {&h.paths_, c.collective,
                  c.count * datatype_size(c.type) * output_blocks(c.collective, comm(i).nranks), stores.slots};
@@ -254,14 +254,14 @@ class HostGroup {
 
   // Wraps a collective's schedule task in the direct path where its ranks
   // exchange descriptors (the same answer on every rank).
-  Status maybe_direct(size_t i, const CollectiveCall& c, bool stream_output, std::unique_ptr<Task>* task) {
+  Status maybe_single_copy(size_t i, const CollectiveCall& c, bool stream_output, std::unique_ptr<Task>* task) {
     HostBackend& h = host(i);
     const int rank = comm(i).rank, nranks = comm(i).nranks;
     const uint64_t bytes =
         c.count * datatype_size(c.type) * std::max(input_blocks(c.collective, nranks), output_blocks(c.collective, nranks));
     if (!h.paths_.exchanges_descriptors(c.collective, bytes)) return Status::ok();
-    DirectArgs d;
-    d.ctx = &h.direct_;
+    SingleCopyArgs d;
+    d.ctx = &h.single_copy_;
     d.collective = c.collective;
     d.input = has_input(c, rank) ? c.sendbuff : nullptr;
     d.output = has_output(c, rank) ? c.recvbuff : nullptr;
@@ -270,10 +270,10 @@ class HostGroup {
     d.op = c.reduction.fold;
     d.divide_output_by = c.reduction.divisor;
     d.root = c.root;
-    d.channel = kDirectChannel;
+    d.channel = kSingleCopyChannel;
     d.stream_output = stream_output;  // into every output this rank writes, its own or not
     d.fallback = std::move(*task);
-    return make_direct_task(std::move(d), std::move(h.spare_direct_task_), task);
+    return make_single_copy_task(std::move(d), std::move(h.spare_single_copy_task_), task);
   }
 
   Status add_p2p_batch(size_t i) {

@@ -2,7 +2,7 @@
 // the host executor on the calling thread.  A call completes before it
 // returns (a group at ncclGroupEnd); the stream is accepted and not used.
 //
-// Which way a call goes (a board, the descriptor exchange of the direct and
+// Which way a call goes (a board, the descriptor exchange of the single-copy
 // pull paths, or the schedule on the transport's slots) is HostPaths'
 // answer (src/plan/host_path.h); this file only carries it out: it plans
 // schedules, builds the tasks (src/exec/host/task.h) and runs every
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "src/exec/backend.h"
-#include "src/exec/host/direct_task.h"
+#include "src/exec/host/single_copy.h"
 #include "src/exec/host/host_windows.h"
 #include "src/plan/host_path.h"
 
@@ -54,12 +54,12 @@ class HostBackend final : public Backend {
   BackendContext ctx_;
   HostPaths paths_;
   HostWindows windows_;
-  std::shared_ptr<DirectGuard> guard_;  // ranks that are threads of one process
-  DirectContext direct_;
+  std::shared_ptr<SingleCopyGuard> guard_;  // ranks that are threads of one process
+  SingleCopyContext single_copy_;
   std::vector<char> scratch_;  // grow-only, for schedules with scratch chunks
   // The last group's tasks, kept so that a repeated call rebinds them
-  // instead of allocating: its schedule task, and the direct task around one.
-  std::unique_ptr<Task> spare_task_, spare_direct_task_;
+  // instead of allocating: its schedule task, and the single-copy task around one.
+  std::unique_ptr<Task> spare_task_, spare_single_copy_task_;
   std::unique_ptr<OneShotBoard> oneshot_;  // each board opens on its first call
   std::unique_ptr<EagerBoard> eager_;
   uint64_t oneshot_calls_ = 0, eager_calls_ = 0;

@@ -2,7 +2,7 @@
 // store directly (ncclCommWindowRegister): threads of one process, or
 // ncclMemAlloc memory (src/transport/host_memory.h) of processes on one
 // host.  Calls whose buffers lie in them run single-copy
-// (src/exec/host/direct_task.h); a window some rank cannot reach is not
+// (src/exec/host/single_copy.h); a window some rank cannot reach is not
 // kept here (its calls run the schedule).
 #pragma once
 
@@ -33,9 +33,9 @@ class HostWindows {
   Status add(const TransportContext& comm, Bootstrap& bootstrap, const WindowInfo& window, bool* direct);
   void remove(uint64_t seq);
 
-  // The direct window registered `seq`-th, or nullptr.
+  // The mapped window registered `seq`-th, or nullptr.
   const HostWindow* by_seq(uint64_t seq) const;
-  // The direct window holding [p, p + bytes) of rank `rank`, or nullptr.
+  // The mapped window holding [p, p + bytes) of rank `rank`, or nullptr.
   const HostWindow* holding(int rank, const void* p, uint64_t bytes) const;
 
  private:

@@ -1,9 +1,9 @@
-// Single-copy collectives on buffers every rank can reach (host backend).
+// Single-copy collectives (host backend): the mapped path and the pull path.
 //
 // When a call's buffers are reachable from every rank (any buffer when all
 // ranks are threads of one process; between processes on one host, buffers
-// in direct windows: ncclCommWindowRegister on ncclMemAlloc memory, see
-// ncclWindow_vidmem), no fragment has to travel through a transport: each
+// in mapped windows: ncclCommWindowRegister on ncclMemAlloc memory, see
+// host_windows.h), no fragment has to travel through a transport: each
 // rank loads its peers' inputs and stores results where they belong, so
 // every input byte is read once and every output byte written once,
 // instead of being copied into a slot and out again.
@@ -59,20 +59,20 @@
 
 namespace braid {
 
-struct DirectGuard;
+struct SingleCopyGuard;
 
-// What a direct task needs of its communicator (the host backend's).
-struct DirectContext {
+// What a single-copy task needs of its communicator (the host backend's).
+struct SingleCopyContext {
   int rank = 0, nranks = 0;
   int32_t pid = 0;  // this rank's process
   Transport* transport = nullptr;
   const HostWindows* windows = nullptr;
-  DirectGuard* guard = nullptr;  // ranks that are threads of one process (below)
+  SingleCopyGuard* guard = nullptr;  // ranks that are threads of one process (below)
   HostPaths* paths = nullptr;    // what the call may do, and where its outcome goes
 };
 
-struct DirectArgs {
-  DirectContext* ctx = nullptr;
+struct SingleCopyArgs {
+  SingleCopyContext* ctx = nullptr;
   Collective collective = Collective::AllReduce;
   const void* input = nullptr;  // nullptr where NCCL lets this rank pass none
   void* output = nullptr;
@@ -83,43 +83,43 @@ struct DirectArgs {
   int root = 0;
   int channel = 0;  // for the descriptors and "done" messages
   bool stream_output = false;  // write the outputs with streaming stores (src/plan/output_stores.h)
-  std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go direct
+  std::unique_ptr<Task> fallback;  // the schedule, in case not every rank can go single-copy
 };
 
-// The direct task for `args`.  `reuse` may hold the direct task of an
+// The single-copy task for `args`.  `reuse` may hold the single-copy task of an
 // earlier call on the same communicator (recycle_task()): it is rebound, so
 // a steady stream of calls allocates nothing.
-Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out);
+Status make_single_copy_task(SingleCopyArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out);
 
 // Takes a finished task apart for reuse: the schedule task goes to
-// *schedule_task; if it was a direct task, its shell (fallback taken out)
-// goes to *direct_task, which is left alone otherwise.
+// *schedule_task; if it was a single-copy task, its shell (fallback taken out)
+// goes to *single_copy_task, which is left alone otherwise.
 void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_task,
-                  std::unique_ptr<Task>* direct_task);
+                  std::unique_ptr<Task>* single_copy_task);
 
 // Ranks that are threads of one process read and write each other's plain
 // buffers, which the owner may free as soon as its call returns.  A rank
-// that leaves a direct call before its end (abort, timeout, a failure)
+// that leaves a single-copy call before its end (abort, timeout, a failure)
 // marks the communicator's guard and waits until no peer is inside its
 // share; a peer that has not started its share then fails instead of
-// touching the buffers.  The mark stays: every later direct call of the
+// touching the buffers.  The mark stays: every later single-copy call of the
 // communicator fails at once (like NCCL, a communicator that lost a rank
 // is only good for ncclCommAbort).  One per communicator, shared by its
 // ranks.
-struct DirectGuard {
+struct SingleCopyGuard {
   std::atomic<int> sharing{0};
   std::atomic<bool> abandoned{false};
 };
-std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash);
+std::shared_ptr<SingleCopyGuard> single_copy_guard_for(uint64_t comm_hash);
 
-// Calls of this process that ran direct (pulled ones included, and also
+// Calls of this process that ran single-copy (pulled ones included, and also
 // counted apart), and that fell back to their schedule (tests, and
 // BRAID_DEBUG=INFO says which on each call).
-struct DirectStats {
-  std::atomic<uint64_t> direct{0}, fallback{0}, pulled{0};
-  std::atomic<uint64_t> streamed{0};  // direct (not pulled) calls that streamed their outputs
+struct SingleCopyStats {
+  std::atomic<uint64_t> ran{0}, fallback{0}, pulled{0};
+  std::atomic<uint64_t> streamed{0};  // mapped (not pulled) calls that streamed their outputs
   std::atomic<uint64_t> slots_finished{0};  // slot calls ended with the "done" exchange (timed oversubscribed)
 };
-DirectStats& direct_stats();
+SingleCopyStats& single_copy_stats();
 
 }  // namespace braid

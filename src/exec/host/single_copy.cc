@@ -1,5 +1,5 @@
-// The direct path: see direct_task.h for the protocol and the work split.
-#include "src/exec/host/direct_task.h"
+// The single-copy paths (mapped and pulled): see single_copy.h for the protocol and the work split.
+#include "src/exec/host/single_copy.h"
 
 #include <fmt/format.h>
 
@@ -30,7 +30,7 @@ constexpr uint64_t kNoWindow = UINT64_MAX;
 // ms).  One staging chunk per rank, and one for the result.
 constexpr uint64_t kPullChunkBytes = 1 << 20;
 
-// Where one rank's buffer is: a direct window (by its registration order,
+// Where one rank's buffer is: a mapped window (by its registration order,
 // the same on every rank) and the offset in that rank's part of it; and its
 // address, which every rank can use when all are threads of one process.
 struct BufferRef {
@@ -65,20 +65,20 @@ int64_t now_ns() {
       .count();
 }
 
-// [p, p + bytes) on this rank: the direct window holding it, if any.
-BufferRef find_window(const DirectContext& ctx, const void* p, uint64_t bytes) {
+// [p, p + bytes) on this rank: the mapped window holding it, if any.
+BufferRef find_window(const SingleCopyContext& ctx, const void* p, uint64_t bytes) {
   const uint64_t addr = reinterpret_cast<uint64_t>(p);
   const HostWindow* w = ctx.windows->holding(ctx.rank, p, bytes);
   return w ? BufferRef{w->seq, addr - w->ranks[ctx.rank].base, addr} : BufferRef{kNoWindow, 0, addr};
 }
 
-class DirectTask final : public Task {
+class SingleCopyTask final : public Task {
  public:
   // Takes a call's arguments and rewinds (a reused task allocates nothing:
   // the vectors keep their capacity).
-  void bind(DirectArgs a) {
+  void bind(SingleCopyArgs a) {
     a_ = std::move(a);
-    const DirectContext& ctx = *a_.ctx;
+    const SingleCopyContext& ctx = *a_.ctx;
     started_ns_ = -1;
     share_status_ = Status::ok();
     me_ = ctx.rank;
@@ -118,7 +118,7 @@ class DirectTask final : public Task {
   }
 
   // Whether this task's pipes serve `a` (the same communicator and channel).
-  bool can_serve(const DirectArgs& a) const { return a.ctx == a_.ctx && a.channel == a_.channel; }
+  bool can_serve(const SingleCopyArgs& a) const { return a.ctx == a_.ctx && a.channel == a_.channel; }
 
   Status connect() {
     send_pipes_.assign(n_, nullptr);
@@ -133,7 +133,7 @@ class DirectTask final : public Task {
 
   std::string describe() const override {
     if (phase_ == Phase::Fallback) return a_.fallback->describe();
-    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), pulling_ ? "pull" : "direct",
+    return fmt::format("{}({}) count={} {} rank {}/{}", to_string(a_.collective), pulling_ ? "pull" : "mapped",
                        a_.count, datatype_name(a_.type), me_, n_);
   }
   Doorbell* doorbell() const override { return a_.ctx->transport->doorbell(); }
@@ -141,7 +141,7 @@ class DirectTask final : public Task {
 
   void abandon() override {
     if (phase_ == Phase::Fallback) return a_.fallback->abandon();
-    DirectGuard* guard = a_.ctx->guard;
+    SingleCopyGuard* guard = a_.ctx->guard;
     if (!guard || phase_ == Phase::Finished) return;
     // Peers may be inside their share, or about to start it.
     guard->abandoned.store(true);
@@ -151,7 +151,7 @@ class DirectTask final : public Task {
   Status poll(bool* progressed, bool* done) override {
     // A peer that left marked the guard for good: waiting for its messages
     // would only end at BRAID_TIMEOUT.
-    DirectGuard* guard = a_.ctx->guard;
+    SingleCopyGuard* guard = a_.ctx->guard;
     if (guard && guard->abandoned.load() && (phase_ == Phase::Exchange || phase_ == Phase::Finish))
       return fail_for_departed_peer(guard);
     switch (phase_) {
@@ -207,7 +207,7 @@ class DirectTask final : public Task {
     // Every rank's pipes to its peers are drained of the schedule's
     // messages (each pipe is in order): the "done" tokens follow them.
     *done = false;
-    direct_stats().slots_finished.fetch_add(1, std::memory_order_relaxed);
+    single_copy_stats().slots_finished.fetch_add(1, std::memory_order_relaxed);
     share_status_ = Status::ok();
     reset_flags();
     phase_ = Phase::Finish;
@@ -246,7 +246,7 @@ class DirectTask final : public Task {
         BRAID_TRY(recv_pipes_[p]->try_acquire(&data, &got));
         if (data) {
           if (got != bytes)
-            return BRAID_ERROR(ncclInternalError, "direct path: rank {} sent a {}-byte message, expected {}", p, got,
+            return BRAID_ERROR(ncclInternalError, "single-copy path: rank {} sent a {}-byte message, expected {}", p, got,
                                bytes);
           if (received) std::memcpy(&received[p], data, bytes);
           BRAID_TRY(recv_pipes_[p]->release());
@@ -257,7 +257,7 @@ class DirectTask final : public Task {
     return Status::ok();
   }
 
-  // With every descriptor in hand: direct (pointers resolved), fallback, or
+  // With every descriptor in hand: mapped (pointers resolved), fallback, or
   // an error every rank reports alike.
   Status decide() {
     for (int p = 0; p < n_; ++p)
@@ -285,12 +285,12 @@ class DirectTask final : public Task {
     // The chooser learns only from calls that took the path it chose.
     const CopyPath taken = pulling_ ? CopyPath::Pull : CopyPath::Slots;
     if (mapped || taken != CopyPath(mine_.path)) started_ns_ = -1;
-    (direct ? direct_stats().direct : direct_stats().fallback).fetch_add(1, std::memory_order_relaxed);
-    if (pulling_) direct_stats().pulled.fetch_add(1, std::memory_order_relaxed);
-    if (mapped && a_.stream_output) direct_stats().streamed.fetch_add(1, std::memory_order_relaxed);
+    (direct ? single_copy_stats().ran : single_copy_stats().fallback).fetch_add(1, std::memory_order_relaxed);
+    if (pulling_) single_copy_stats().pulled.fetch_add(1, std::memory_order_relaxed);
+    if (mapped && a_.stream_output) single_copy_stats().streamed.fetch_add(1, std::memory_order_relaxed);
     BRAID_INFO(kColl, "{}: {}", describe(),
                pulling_ ? "pulls peers' inputs (process_vm_readv)"
-               : direct ? "direct"
+               : direct ? "single copy through mapped buffers"
                         : "not every rank's buffers are reachable: runs the schedule");
     return Status::ok();
   }
@@ -360,7 +360,7 @@ class DirectTask final : public Task {
 
   // run_share() under the communicator's guard, where it has one.
   Status guarded_share() {
-    DirectGuard* guard = a_.ctx->guard;
+    SingleCopyGuard* guard = a_.ctx->guard;
     if (pulling_) return run_pull();
     if (!guard) {
       run_share();
@@ -380,14 +380,14 @@ class DirectTask final : public Task {
 
   // Peers already inside their share may be reading this rank's buffers,
   // which the caller may free once the call returns.
-  static void wait_for_shares(DirectGuard* guard) {
+  static void wait_for_shares(SingleCopyGuard* guard) {
     while (guard->sharing.load() > 0) std::this_thread::yield();
   }
 
-  Status fail_for_departed_peer(DirectGuard* guard) {
+  Status fail_for_departed_peer(SingleCopyGuard* guard) {
     wait_for_shares(guard);
     phase_ = Phase::Finished;
-    return BRAID_ERROR(ncclRemoteError, "{}: a peer left a direct call early (abort, timeout or failure)",
+    return BRAID_ERROR(ncclRemoteError, "{}: a peer left a single-copy call early (abort, timeout or failure)",
                        describe());
   }
 
@@ -417,7 +417,7 @@ class DirectTask final : public Task {
         copy(outputs_[me_], inputs_[a_.root], bytes, stream);
         break;
       default:
-        break;  // direct_supported() admits none other
+        break;  // single_copy_serves() admits none other
     }
     if (stream) store_fence();  // streaming stores are weakly ordered: before "done"
   }
@@ -493,11 +493,11 @@ class DirectTask final : public Task {
   // A reduction's share on the pull path: elements [lo, hi) of the result
   // (offset `shift` elements into every input), a chunk at a time: the
   // chunk of every peer's input is pulled into staging, folded with mine
-  // in rank order (the direct path's bits), and the result stored to
+  // in rank order (the mapped path's bits), and the result stored to
   // `dest`'s output, or to every rank's (dest -1), pushed with
   // process_vm_writev where the output is a peer's.  The staging is
   // (n + 1) chunks, read back while still in the caches, so each remote
-  // byte crosses memory once each way, as on the direct path.  Safe in
+  // byte crosses memory once each way, as on the mapped path.  Safe in
   // place: the part of a peer's buffer this rank writes is its share, which
   // only this rank reads, and it reads each chunk before writing it.
   Status pull_reduce(uint64_t shift, uint64_t lo, uint64_t hi, int dest) {
@@ -536,7 +536,7 @@ class DirectTask final : public Task {
     return Status::ok();
   }
 
-  DirectArgs a_;
+  SingleCopyArgs a_;
   int me_ = 0, n_ = 0;
   size_t esize_ = 0;
   uint64_t call_bytes_ = 0;    // its larger buffer: what the thresholds and size classes go by
@@ -560,38 +560,38 @@ class DirectTask final : public Task {
 }  // namespace
 
 void recycle_task(std::unique_ptr<Task> done, std::unique_ptr<Task>* schedule_task,
-                  std::unique_ptr<Task>* direct_task) {
-  if (auto* direct = dynamic_cast<DirectTask*>(done.get())) {
+                  std::unique_ptr<Task>* single_copy_task) {
+  if (auto* direct = dynamic_cast<SingleCopyTask*>(done.get())) {
     *schedule_task = direct->take_fallback();
-    *direct_task = std::move(done);
+    *single_copy_task = std::move(done);
   } else {
     *schedule_task = std::move(done);
   }
 }
 
-std::shared_ptr<DirectGuard> direct_guard_for(uint64_t comm_hash) {
+std::shared_ptr<SingleCopyGuard> single_copy_guard_for(uint64_t comm_hash) {
   static std::mutex mutex;
-  static auto* guards = new std::map<uint64_t, std::weak_ptr<DirectGuard>>;  // never destroyed: atexit paths
+  static auto* guards = new std::map<uint64_t, std::weak_ptr<SingleCopyGuard>>;  // never destroyed: atexit paths
   std::lock_guard<std::mutex> lock(mutex);
   for (auto it = guards->begin(); it != guards->end();) it = it->second.expired() ? guards->erase(it) : std::next(it);
-  std::shared_ptr<DirectGuard> guard = (*guards)[comm_hash].lock();
-  if (!guard) (*guards)[comm_hash] = guard = std::make_shared<DirectGuard>();
+  std::shared_ptr<SingleCopyGuard> guard = (*guards)[comm_hash].lock();
+  if (!guard) (*guards)[comm_hash] = guard = std::make_shared<SingleCopyGuard>();
   return guard;
 }
 
-DirectStats& direct_stats() {
-  static DirectStats stats;
+SingleCopyStats& single_copy_stats() {
+  static SingleCopyStats stats;
   return stats;
 }
 
-Status make_direct_task(DirectArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out) {
-  if (!args.fallback) return BRAID_ERROR(ncclInternalError, "direct task without a fallback schedule");
-  if (auto* reusable = dynamic_cast<DirectTask*>(reuse.get()); reusable && reusable->can_serve(args)) {
+Status make_single_copy_task(SingleCopyArgs args, std::unique_ptr<Task> reuse, std::unique_ptr<Task>* out) {
+  if (!args.fallback) return BRAID_ERROR(ncclInternalError, "single-copy task without a fallback schedule");
+  if (auto* reusable = dynamic_cast<SingleCopyTask*>(reuse.get()); reusable && reusable->can_serve(args)) {
     reusable->bind(std::move(args));
     *out = std::move(reuse);
     return Status::ok();
   }
-  auto task = std::make_unique<DirectTask>();
+  auto task = std::make_unique<SingleCopyTask>();
   task->bind(std::move(args));
   BRAID_TRY(task->connect());
   *out = std::move(task);
