@@ -4,6 +4,7 @@
 #include <set>
 
 #include "braid/algorithms.h"
+#include "braid/chunking.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/plan/host_tuning.h"
@@ -143,10 +144,21 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   return Status::ok();
 }
 
-const std::shared_ptr<const RankRecords>& PlanCache::records(const Schedule& schedule, int rank) {
+Status PlanCache::records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out) {
   std::shared_ptr<const RankRecords>& r = records_[&schedule];
-  if (!r) r = std::make_shared<const RankRecords>(build_rank_records(schedule, rank));
-  return r;
+  if (!r) {
+    const RankProgram& p = schedule.ranks.at(rank);
+    const std::pair<uint32_t, uint64_t> buffers[] = {
+        {p.input_chunks, input_blocks(schedule.collective, schedule.nranks)},
+        {p.output_chunks, output_blocks(schedule.collective, schedule.nranks)}};
+    for (auto [chunks, blocks] : buffers)
+      if (chunks % blocks != 0)
+        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
+                           chunks, blocks);
+    r = std::make_shared<const RankRecords>(build_rank_records(schedule, rank));
+  }
+  *out = r;
+  return Status::ok();
 }
 
 }  // namespace braid

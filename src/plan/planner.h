@@ -59,8 +59,10 @@ class PlanCache {
   // Whether BRAID_ALGO (as read at init) names an algorithm for `c`.
   bool forces(Collective c) const;
 
-  // `rank`'s records of a schedule this cache handed out (built on first use).
-  const std::shared_ptr<const RankRecords>& records(const Schedule& schedule, int rank);
+  // `rank`'s records of a schedule this cache handed out (built on first
+  // use).  Fails for a schedule whose chunks do not split into its buffers'
+  // blocks (the verifier refuses those; built-ins are not verified here).
+  Status records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out);
 
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {

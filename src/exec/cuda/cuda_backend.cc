@@ -180,10 +180,6 @@ class CudaBackend final : public Backend {
     StepBuffers& B = L.buffers;
     B.input_shape = input_shape(c.collective, ctx_.comm.nranks, c.count, prog.input_chunks);
     B.output_shape = output_shape(c.collective, ctx_.comm.nranks, c.count, prog.output_chunks);
-    for (const BufferShape* s : {&B.input_shape, &B.output_shape})
-      if (s->chunks % s->blocks != 0)
-        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
-                           s->chunks, s->blocks);
     const uint64_t full_capacity = scratch_chunk_capacity(B.input_shape, B.output_shape);
     B.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
     B.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
@@ -451,7 +447,9 @@ class CudaBackend final : public Backend {
       return Status::ok();
     }
     BRAID_TRY(capture_check(stream, "plan"));
-    const RankRecords& rec = *ctx_.plans->records(schedule, ctx_.comm.rank);
+    std::shared_ptr<const RankRecords> records;
+    BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
+    const RankRecords& rec = *records;
     const std::vector<LaneRecord>& lanes = rec.lanes;
     const std::vector<OpRecord>& ops = rec.ops;
     const std::vector<DepRecord>& deps = rec.deps;

@@ -226,13 +226,9 @@ class HostGroup {
     CollectiveArgs a;
     a.input_shape = input_shape(c.collective, nranks, c.count, prog.input_chunks);
     a.output_shape = output_shape(c.collective, nranks, c.count, prog.output_chunks);
-    for (const BufferShape* s : {&a.input_shape, &a.output_shape})
-      if (s->chunks % s->blocks != 0)
-        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule->name,
-                           s->chunks, s->blocks);
     a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
     a.tile_bytes = h.paths_.tile_bytes_for(c, *schedule);
-    a.records = h.ctx_.plans->records(*schedule, rank);
+    BRAID_TRY(h.ctx_.plans->records(*schedule, rank, &a.records));
     a.schedule = std::move(schedule);
     a.rank = rank;
     a.input = has_input(c, rank) ? c.sendbuff : nullptr;
