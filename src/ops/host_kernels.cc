@@ -30,8 +30,8 @@ inline void reduce_loop(void* dst, const void* a, const void* b, size_t n) {
 // The same loop compiled for AVX2 (32-byte vectors; the default build may
 // only assume SSE2).  Element-wise, so the bits are the same as the scalar
 // semantics.  It pays where the data is in cache, as the executor's slot
-// fragments are: reduce() of 256 KiB floats 4.9 -> 3.1 us on this project's
-// Zen 4 VM, 64 KiB 1.2 -> 1.0 us; from memory (32 MiB) no difference.
+// fragments are; from memory it makes no difference (perf/results/
+// compare_20261125j.txt section 1).
 // BRAID_REDUCE_ISA=baseline keeps the build's own loops on a CPU with AVX2,
 // so that the tests run those too (comm init rejects other values).
 bool have_avx2() {
@@ -126,8 +126,9 @@ __attribute__((target("avx2,fma"))) inline __m256i bf16_combine8(__m256i xa, __m
 // bfloat16, sixteen elements at a time: interleaving a register of them
 // with zeros makes two registers of floats (elements 0-3 and 8-11, then 4-7
 // and 12-15), and the pack of the two results puts them back in order.
-// Eight at a time for the rest.  reduce() of 64 Ki elements in cache: 10.3
-// -> 7.0 us (eight at a time, widened and packed each round).
+// Eight at a time for the rest.  Faster in cache than the loop before it,
+// eight at a time, widened and packed each round (perf/results/
+// bf16_reduce.txt).
 template <ReduceKind K>
 __attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n) {
   const __m256i zero = _mm256_setzero_si256();
@@ -156,9 +157,9 @@ __attribute__((target("avx2,fma"))) size_t bf16_avx2(uint16_t* d, const uint16_t
 // the exponent biases differ by 8), so the float is scaled back; its one NaN
 // pattern would read as a number, so it becomes half's quiet NaN.  The same
 // bits as fp8_table (F16C makes a NaN quiet and keeps its payload, as
-// decode() does).  reduce() of 64 Ki elements, e4m3 / e5m2: 44 / 31 us
-// decoding here, 45 / 52 computing decode()'s cases in 32-bit lanes, 95 / 95
-// gathering from fp8_table (perf/results/fp8_reduce.txt).
+// decode() does).  At least as fast as computing decode()'s cases in
+// 32-bit lanes, and well ahead of gathering from fp8_table (perf/results/
+// fp8_reduce.txt).
 template <class F>
 __attribute__((target("avx2,f16c,fma"))) inline __m256 fp8_decode8(const uint8_t* p) {
   const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
@@ -182,8 +183,8 @@ __attribute__((target("avx2,f16c,fma"))) inline __m256 fp8_decode8(const uint8_t
 // branches (a normal or a subnormal in the format) are computed and the
 // right one blended in, then NaN.  Bit for bit the scalar code, NaN
 // included (the format's NaN with the result's sign, as encode() gives).
-// reduce() of 64 Ki elements in cache: 116-120 us in the scalar loop, here
-// 34 (e4m3) and 22 us (e5m2), half 5 us (perf/results/fp8_reduce.txt).
+// Several times faster than the scalar loop in cache, though still slower
+// than half (perf/results/fp8_reduce.txt).
 template <ReduceKind K, class F>
 __attribute__((target("avx2,f16c,fma"))) size_t fp8_avx2(uint8_t* d, const uint8_t* x, const uint8_t* y, size_t n) {
   static_assert(F::kSign == 0x80, "an 8-bit format");
@@ -417,9 +418,9 @@ void reduce_many(void* const* dsts, int ndst, const void* const* srcs, int nsrc,
   // Streamed outputs out of place (large buffers, memory-bound): line by
   // line.  Otherwise block by block through a staging block that stays in
   // L1: reduce()'s vector loops (AVX2 where there is) fold every source into
-  // it, then it is copied to every destination.  The blocks were 1.4-2x
-  // faster than the lines in cache and in place, 15-30% slower streamed out
-  // of place (compare_20261125j.txt).  A destination aliasing a source (at
+  // it, then it is copied to every destination.  The blocks won in cache
+  // and in place, and lost streamed out of place (perf/results/
+  // compare_20261125j.txt section 1).  A destination aliasing a source (at
   // the same index) is written only after that block of every source has
   // been read.
   bool in_place = false;

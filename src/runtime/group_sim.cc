@@ -6,10 +6,11 @@
 //   ring allreduce 2(n-1)(a + b m/n); rd allreduce ceil(log2 n)(a + b m);
 //   ring allgather/reducescatter (n-1)(a + b blk); binomial ceil(log2 n)(a + b m);
 //   direct / pairwise (n-1)(a + b blk); a send/recv batch: one a + b per byte.
-// a and b are rough host-backend figures: shared memory (same host) 2 us and
-// 10 GB/s, TCP 25 us and 1.2 GB/s.  Collectives of one communicator run one
-// after another (times add); communicators of one group run concurrently
-// (the slowest counts).  The result is in microseconds, like NCCL's.
+// a and b are rough host-backend figures (link_of: one pair for shared
+// memory on one host, one for TCP), not measurements of the machine the
+// estimate runs on.  Collectives of one communicator run one after another
+// (times add); communicators of one group run concurrently (the slowest
+// counts).  The result is in microseconds, like NCCL's.
 #include <algorithm>
 #include <cmath>
 #include <map>

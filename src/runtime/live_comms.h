@@ -5,8 +5,8 @@
 // read of freed memory; and ncclCommDestroy/Abort must not free one under a
 // call that found it.  A global mutex did both, and cost every collective
 // two atomic read-modify-writes on one shared line (thread-ranks queued on
-// it: a count-0 AllGather on 4 thread-ranks took 0.11-0.14 us with it,
-// 0.07-0.10 us with this table; perf/results/compare_20261125b.txt).
+// it: a count-0 AllGather on 4 thread-ranks was measurably slower with it
+// than with this table; perf/results/compare_20261125b.txt section 3).
 //
 // Lookups here only load: an open-addressing table (linear probing) of
 // slots, each holding a communicator (or nothing, or a tombstone where one
@@ -20,8 +20,8 @@
 // a communicator waits for it to say none is left.  The barrier on the rare
 // side lets the common side publish with plain stores: otherwise its
 // store-then-load needs a full fence, and the reader count and use count
-// this replaced cost a count-0 call four atomic read-modify-writes, 20 of
-// its 30 ns (perf/results/compare_20261125d.txt section 5).  Where
+// this replaced cost a count-0 call four atomic read-modify-writes, most
+// of its time (perf/results/compare_20261125d.txt section 5).  Where
 // membarrier is refused, readers publish with a fenced store instead.
 //
 // Insertions and removals take a mutex among themselves; communicators

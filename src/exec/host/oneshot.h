@@ -17,8 +17,9 @@
 //
 // Rooted collectives (Broadcast, Reduce, Gather, Scatter) go eager instead
 // (eager.h): here every rank waits for every other on each call, a barrier
-// they do not need.  Measured with 4 ranks on 2 cores, a one-shot Broadcast
-// of 8-4096 B took 9-11 us against 2.7-5.8 us on the binomial tree.
+// they do not need.  Measured with 4 ranks on 2 cores, a small one-shot
+// Broadcast was slower than the binomial tree (perf/results/
+// compare_20261123_session5.txt, run 1 against run 2).
 //
 // Two slots per rank, used by odd and even calls, are enough without any
 // acknowledgement: to write slot (k+2)%2 a rank must have finished call

@@ -25,9 +25,10 @@ namespace {
 
 constexpr uint64_t kNoWindow = UINT64_MAX;
 // A pulled reduction's chunk: every chunk costs a system call per peer each
-// way, which dominated below 1 MiB (2-process AllReduce on huge pages, 64
-// MiB, chunks of 128 KiB / 512 KiB / 1 MiB / 2 MiB: 10.1 / 8.8 / 8.0 / 8.1
-// ms).  One staging chunk per rank, and one for the result.
+// way, which dominated with smaller chunks; larger ones gained nothing
+// (2-process AllReduce of 64 MiB on huge pages, by chunk size:
+// perf/results/compare_20261125i.txt, section 3b).  One staging chunk per
+// rank, and one for the result.
 constexpr uint64_t kPullChunkBytes = 1 << 20;
 
 // Where one rank's buffer is: a mapped window (by its registration order,
@@ -471,11 +472,10 @@ class SingleCopyTask final : public Task {
 
   // A Broadcast's pull: every peer reads the root's one buffer.  Readers
   // that all read it from its start, at once, were slow (4 processes on 2
-  // cores, 8 MB: 1.88 ms, against 1.28-1.39 staggered; likely the kernel
-  // pinning the same pages for each), so the buffer is cut into one page-
-  // aligned segment per reader and each reader starts at its own, going
-  // round: they read different pages, as the other copy collectives'
-  // readers read different peers (perf/results/
+  // cores; likely the kernel pinning the same pages for each), so the
+  // buffer is cut into one page-aligned segment per reader and each reader
+  // starts at its own, going round: they read different pages, as the
+  // other copy collectives' readers read different peers (perf/results/
   // oversubscribed_pull_20261126.txt, section 5).
   Status pull_broadcast(char* out, uint64_t bytes) {
     const int readers = n_ - 1, me = (me_ - a_.root - 1 + n_) % n_;
