@@ -94,7 +94,7 @@ bool HostPaths::exchanges_descriptors(Collective c, uint64_t bytes) {
   return reachable && bytes >= s_.direct_min_bytes && s_.nranks > 1 && single_copy_serves(c);
 }
 
-TaskStores HostPaths::stores_for(const CollectiveCall& c) const {
+TaskStores HostPaths::stores_for(const CollectiveCall& c) {
   const CallBytes b = call_bytes(c, s_.rank, s_.nranks);
   const bool in_place = ranges_overlap(c.sendbuff, b.input, c.recvbuff, b.output);
   TaskStores t;

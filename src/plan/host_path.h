@@ -115,7 +115,7 @@ class HostPaths {
   bool pull_admits(Collective c, uint64_t bytes) const;
 
   // Path 4.
-  TaskStores stores_for(const CollectiveCall& c) const;
+  TaskStores stores_for(const CollectiveCall& c);  // may ask the slot-store chooser
   // The fragment size of call `c` on `schedule`: wide where every rank cuts
   // the call into chunks of kWideTileMinTiles wide fragments or more.
   uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const;
