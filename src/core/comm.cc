@@ -408,6 +408,8 @@ Status comm_setup(ncclComm* comm) {
     else BRAID_TRY(make_cuda_backend(comm, probe.device, &comm->device));
     comm->cuda_device = probe.device;
   }
+  // Schedule files needing deeper connections than these are not used.
+  comm->plans->set_slots(comm->device && comm->device->slots() ? comm->device->slots() : comm->transport->slots());
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: transport {}, fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->device ? comm->device->name() : mode.c_str(), comm->tile_bytes,

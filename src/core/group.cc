@@ -57,6 +57,23 @@ bool streams_output(const CollectiveCall& c) {
   return should_stream_output(c.comm->cache_share, c.collective, n, block, in_place);
 }
 
+// The call's placement on this rank, as NCCL and MSCCL define in place: the
+// send buffer exactly where the in-place form puts it (AllGather: block
+// `rank` of the output; ReduceScatter: the output is block `rank` of the
+// input; otherwise the same pointer).  Schedule files may claim only one.
+Placement placement_of(const CollectiveCall& c) {
+  const int n = c.comm->nranks;
+  const uint64_t block = c.count * datatype_size(c.type);
+  const char *send = static_cast<const char*>(c.sendbuff), *recv = static_cast<const char*>(c.recvbuff);
+  const uint64_t at = uint64_t(c.comm->rank) * block;
+  const bool in_place = c.collective == Collective::AllGather || c.collective == Collective::Gather ? send == recv + at
+                        : c.collective == Collective::ReduceScatter || c.collective == Collective::Scatter ? recv == send + at
+                                                                                                           : send == recv;
+  if (in_place) return Placement::InPlace;
+  const bool overlap = ranges_overlap(send, block * input_blocks(c.collective, n), recv, block * output_blocks(c.collective, n));
+  return overlap ? Placement::Unknown : Placement::OutOfPlace;  // partly overlapping: neither form fits
+}
+
 // Bytes of the call's larger buffer on a rank (input or output).
 uint64_t larger_buffer_bytes(const CollectiveCall& c) {
   const int n = c.comm->nranks;
@@ -110,6 +127,7 @@ Status make_task(const CollectiveCall& c, std::shared_ptr<const Schedule> schedu
   if (c.op == ncclAvg && reduces_to_output && a.output) a.divide_output_by = comm->nranks;
   a.tile_bytes = tile_bytes_for(c, *a.schedule);
   a.narrow_tile_bytes = comm->tile_bytes;
+  a.frame_bytes = comm->wide_tile_bytes;
   a.stream_output = a.output && stores.stream_output;
   a.stream_send_slots = stores.slots == SlotStores::Streamed;
   a.channel_base = channel_base;
@@ -220,7 +238,7 @@ Status run_device_work(const std::vector<CollectiveCall>& collectives, const std
     }
     std::shared_ptr<const Schedule> schedule;
     BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * datatype_size(c.type),
-                                          &schedule));
+                                          &schedule, -1, placement_of(c)));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on {}", to_string(c.collective), schedule->name, c.count,
                datatype_name(c.type), c.comm->rank, c.comm->nranks, c.comm->device->name());
     BRAID_TRY(c.comm->device->collective(c, schedule));
@@ -286,7 +304,7 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     const CollectiveCall& c = collectives[i];
     size_t esize = datatype_size(c.type);
     BRAID_TRY(c.comm->plans->schedule_for(c.collective, c.comm->nranks, c.root, c.count * esize, &schedules[i],
-                                          straggler));
+                                          straggler, placement_of(c)));
     const RankProgram& prog = schedules[i]->ranks.at(c.comm->rank);
     BufferShape in = input_shape(c.collective, c.comm->nranks, c.count, prog.input_chunks);
     BufferShape out = output_shape(c.collective, c.comm->nranks, c.count, prog.output_chunks);
@@ -311,7 +329,9 @@ Status run_host_work(std::vector<CollectiveCall> collectives, std::vector<P2PCal
     std::unique_ptr<Task> task = std::move(c.comm->spare_task);
     BRAID_TRY(make_task(c, schedules[i], c.comm->scratch.data(), &task, 0, {stream_output, stores.stores}));
     const Task* on_slots = task.get();
-    if (straggler < 0 && !tracked) BRAID_TRY(maybe_direct(c, stream_output, &task));
+    // A schedule file is what the user asked to run: no fast path replaces it.
+    if (straggler < 0 && !tracked && !is_file_schedule(schedules[i].get()))
+      BRAID_TRY(maybe_direct(c, stream_output, &task));
     // (a direct task may not use the slots at all: its time says nothing of them)
     if (stores.timed && collectives.size() == 1 && p2ps.empty() && task.get() == on_slots)
       timing = {c.comm->slot_stores.get(), c.collective, output_bytes, stores.stores};

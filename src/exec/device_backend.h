@@ -36,6 +36,10 @@ class DeviceBackend {
   // Non-null for communicators whose device buffers are staged through the
   // host executor (src/exec/host_staged.h): their groups run as one batch.
   virtual HostStagedBackend* host_staged() { return nullptr; }
+  // Fragments each of its connections buffers (a schedule needing more,
+  // Schedule::slots, could deadlock); 0 where its data goes through the
+  // communicator's host transport.
+  virtual int slots() const { return 0; }
 };
 
 // What a rank tells the others at init so that all pick the same backend.

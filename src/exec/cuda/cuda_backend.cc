@@ -34,6 +34,7 @@
 #include <mutex>
 
 #include "braid/chunking.h"
+#include "braid/verify.h"
 #include "src/core/comm.h"
 #include "src/core/datatype.h"
 #include "src/core/env.h"
@@ -151,8 +152,13 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
+  int slots() const override { return int(nslots_); }
+
   Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& planned) override {
     const Schedule& schedule = *planned;
+    if (schedule.slots > int(nslots_))  // the planner skips such files; never deadlock on one
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} needs {} slots per connection; BRAID_CUDA_SLOTS is {}",
+                         schedule.name, schedule.slots, nslots_);
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = call.stream;
     warn_if_legacy_stream(stream);
@@ -431,6 +437,24 @@ class CudaBackend final : public DeviceBackend {
     return Status::ok();
   }
 
+  // The kernels send each chunk of a multi-chunk op as a message of its
+  // own, where the host executor (and the verification a schedule file got
+  // at load) sends the op as one: such a schedule must also be free of
+  // deadlock that way, with this backend's slots.  Once per schedule.
+  Status check_chunk_messages(const Schedule& schedule) const {
+    bool multi = false;
+    for (const RankProgram& p : schedule.ranks)
+      for (const Lane& lane : p.lanes)
+        for (const Op& op : lane.ops) multi |= op.count > 1 && (op_sends(op.type) || op_receives(op.type));
+    if (!multi) return Status::ok();
+    VerifyResult v = verify(schedule, {.slots = int(nslots_), .chunk_messages = true, .max_errors = 1});
+    if (v.ok) return Status::ok();
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "schedule {}: the CUDA backend sends each chunk of a multi-chunk step as a message of its "
+                       "own, and so it fails with {} slots per connection (BRAID_CUDA_SLOTS): {}",
+                       schedule.name, nslots_, v.errors.empty() ? "" : v.errors[0]);
+  }
+
   Status plan_for(const Schedule& schedule, cudaStream_t stream, const DevicePlan** out) {
     auto it = plans_.find(&schedule);
     if (it != plans_.end()) {
@@ -438,6 +462,7 @@ class CudaBackend final : public DeviceBackend {
       return Status::ok();
     }
     BRAID_TRY(capture_check(stream, "plan"));
+    BRAID_TRY(check_chunk_messages(schedule));
     const RankProgram& prog = schedule.ranks.at(comm_->rank);
     std::vector<cuda::DevLane> lanes;
     std::vector<cuda::DevOp> ops;

@@ -3,9 +3,12 @@
 // The call's buffers are walked in tiles: tile j of chunk k is elements
 // [begin_k + j*t, begin_k + (j+1)*t) clipped to the chunk, with t chosen so a
 // tile fits in one transport slot.  Every lane runs the whole op list once
-// per tile, so each op moves one fragment per chunk per tile, and the
-// schedule's deadlock freedom (verified with kMinSlots buffered chunks per
-// connection) carries over to any message size.  Dependencies are per tile.
+// per tile, so each op moves one fragment per chunk per tile: one message,
+// or for an op moving several chunks to or from a peer, one framed message
+// holding all of them (run_frame; t then shrinks so that the largest frame
+// fits a slot).  The schedule's deadlock freedom (verified with
+// Schedule::slots messages per connection, which every connection here
+// gets) carries over to any message size.  Dependencies are per tile.
 //
 // Lengths: user-buffer chunks have exact lengths; scratch chunks are
 // full-capacity slots.  A fragment received from scratch may be longer than
@@ -50,6 +53,21 @@ struct LaneRun {
   void* send_slot = nullptr;
 };
 
+// Bytes before a framed message's first chunk: its chunk count and each
+// chunk's length (uint64_t each), padded to a cache line.
+constexpr uint64_t frame_header_bytes(uint32_t chunks) { return (8 * (uint64_t(chunks) + 1) + 63) / 64 * 64; }
+
+// The most chunks one framed message carries anywhere in the schedule:
+// every rank must cut its chunks into the same tiles.
+uint32_t largest_frame(const Schedule& s) {
+  uint32_t most = 1;
+  for (const RankProgram& p : s.ranks)
+    for (const Lane& lane : p.lanes)
+      for (const Op& op : lane.ops)
+        if (op_sends(op.type) || op_receives(op.type)) most = std::max(most, op.count);
+  return most;
+}
+
 class CollectiveTask final : public Task {
  public:
 
@@ -87,11 +105,23 @@ class CollectiveTask final : public Task {
   // cycle through as many slots as a call keeping all of them busy should.
   void start() {
     point_lanes_at_pipes();
-    const int slots = slots_per_connection(ring_slots(), int(send_connections_.size()));
+    const int slots = std::max(a_.schedule->slots,  // what its deadlock freedom was verified with
+                               slots_per_connection(ring_slots(), int(send_connections_.size())));
     for (SendPipe* pipe : send_connections_) pipe->use_slots(slots);
   }
 
-  bool wide() const { return a_.narrow_tile_bytes > 0 && a_.tile_bytes > a_.narrow_tile_bytes; }
+  // A fragment's bytes: the call's, or less where framed messages of
+  // max_frame_ chunks must fit a slot.  Every rank computes the same from
+  // the schedule and the agreed slot size.
+  uint64_t framed_tile_bytes() const {
+    if (max_frame_ <= 1) return a_.tile_bytes;
+    const uint64_t slot = a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes();
+    const uint64_t room = (slot - std::min(slot, frame_header_bytes(max_frame_))) / max_frame_;
+    const uint64_t bytes = std::min(a_.tile_bytes, room >= 64 ? room / 64 * 64 : room);
+    return std::max<uint64_t>(bytes, esize_);  // (a slot always holds more than a header and a few elements)
+  }
+
+  bool wide() const { return a_.narrow_tile_bytes > 0 && framed_tile_bytes() > a_.narrow_tile_bytes; }
   // The slots a send connection may cycle through: wide fragments the
   // memory the narrow ones would.
   int ring_slots() const {
@@ -113,7 +143,11 @@ class CollectiveTask final : public Task {
   void bind(CollectiveArgs a) {
     a_ = std::move(a);
     esize_ = datatype_size(a_.type);
-    tile_elems_ = std::max<uint64_t>(1, a_.tile_bytes / esize_);
+    if (a_.schedule.get() != framed_schedule_) {
+      framed_schedule_ = a_.schedule.get();
+      max_frame_ = largest_frame(*a_.schedule);
+    }
+    tile_elems_ = std::max<uint64_t>(1, framed_tile_bytes() / esize_);
     uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
                                    a_.scratch_capacity});
     tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
@@ -238,11 +272,19 @@ class CollectiveTask final : public Task {
       BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot));
       if (!run.send_slot) return Status::ok();
     }
-    recv_elems_ = run.recv_bytes / esize_;
-    uint64_t sent = 0;
-    BRAID_TRY(execute(op, run, &sent));
+    const bool framed = op.count > 1 && (receives || sends);
+    uint64_t sent_bytes = 0;
+    if (framed) {
+      BRAID_TRY(run_frame(op, run, &sent_bytes));
+    } else {
+      recv_elems_ = run.recv_bytes / esize_;
+      uint64_t sent = 0;
+      BRAID_TRY(execute(op, run.chunk, run.tile, static_cast<const char*>(run.recv_data),
+                        static_cast<char*>(run.send_slot), &sent));
+      sent_bytes = sent * esize_;
+    }
     if (sends) {
-      BRAID_TRY(run.send_pipes[run.op]->commit(sent * esize_));
+      BRAID_TRY(run.send_pipes[run.op]->commit(sent_bytes));
       run.send_slot = nullptr;
     }
     if (receives) {
@@ -250,8 +292,44 @@ class CollectiveTask final : public Task {
       run.recv_data = nullptr;
     }
     *moved = true;
-    if (++run.chunk < op.count) return Status::ok();
+    run.chunk = framed ? op.count : run.chunk + 1;
+    if (run.chunk < op.count) return Status::ok();
     finish_op(run);
+    return Status::ok();
+  }
+
+  // A framed op (one moving several chunks to or from a peer): its chunks'
+  // fragments of this tile travel in one message, each at a fixed stride
+  // after a header of their lengths, as MSCCL sends a step of cnt chunks.
+  // So a connection holds as many of these messages as the verifier
+  // assumed (Schedule::slots), however many chunks they carry.
+  Status run_frame(const Op& op, const LaneRun& run, uint64_t* sent_bytes) {
+    const uint64_t header = frame_header_bytes(op.count), stride = tile_elems_ * esize_;
+    const auto* in_header = static_cast<const uint64_t*>(run.recv_data);
+    auto* out_header = static_cast<uint64_t*>(run.send_slot);
+    if (in_header && (run.recv_bytes < header || in_header[0] != op.count))
+      return BRAID_ERROR(ncclInternalError, "schedule {}: a message of {} chunks for an op of {}", a_.schedule->name,
+                         run.recv_bytes < header ? 0 : in_header[0], op.count);
+    *sent_bytes = header;
+    for (uint32_t k = 0; k < op.count; ++k) {
+      const char* in = nullptr;
+      if (in_header) {
+        const uint64_t bytes = in_header[1 + k];
+        if (bytes > stride || header + k * stride + bytes > run.recv_bytes || bytes % esize_)
+          return BRAID_ERROR(ncclInternalError, "schedule {}: chunk {} of a message is {} bytes, not within its {}",
+                             a_.schedule->name, k, bytes, stride);
+        in = static_cast<const char*>(run.recv_data) + header + k * stride;
+        recv_elems_ = bytes / esize_;
+      }
+      char* slot = out_header ? static_cast<char*>(run.send_slot) + header + k * stride : nullptr;
+      uint64_t sent = 0;
+      BRAID_TRY(execute(op, k, run.tile, in, slot, &sent));
+      if (out_header) {
+        out_header[1 + k] = sent * esize_;
+        *sent_bytes = header + k * stride + sent * esize_;
+      }
+    }
+    if (out_header) out_header[0] = op.count;
     return Status::ok();
   }
 
@@ -322,12 +400,12 @@ class CollectiveTask final : public Task {
     store_fence();
   }
 
-  // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
-  Status execute(const Op& op, LaneRun& run, uint64_t* sent) {
-    const char* in = static_cast<const char*>(run.recv_data);
-    char* slot = static_cast<char*>(run.send_slot);
-    Span src = op_reads_src(op.type) ? span(op.src, run.chunk, run.tile) : Span{};
-    Span dst = op_writes_dst(op.type) ? span(op.dst, run.chunk, run.tile) : Span{};
+  // Chunk `chunk` of an op in tile `tile`: `in` holds its received
+  // fragment (recv_elems_ elements), `slot` takes what it sends.  *sent:
+  // elements placed in the slot.
+  Status execute(const Op& op, uint32_t chunk, uint64_t tile, const char* in, char* slot, uint64_t* sent) {
+    Span src = op_reads_src(op.type) ? span(op.src, chunk, tile) : Span{};
+    Span dst = op_writes_dst(op.type) ? span(op.dst, chunk, tile) : Span{};
     uint64_t n = 0;
     switch (op.type) {
       case OpType::Send:
@@ -388,6 +466,8 @@ class CollectiveTask final : public Task {
   }
 
   CollectiveArgs a_;
+  const Schedule* framed_schedule_ = nullptr;  // the schedule max_frame_ was found for
+  uint32_t max_frame_ = 1;                     // most chunks in one framed message, on any rank
   size_t esize_ = 0;
   uint64_t tile_elems_ = 0;
   uint64_t tiles_ = 0;
