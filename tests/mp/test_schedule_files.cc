@@ -6,9 +6,9 @@
 // tests/data/synth/schedules/ holds (regenerate with the commands in
 // synth/README.md): a_msccl_allreduce_small.xml (allreduce, 4 ranks, up to
 // 64 KiB), b_taccl_{allgather,allreduce,alltoall}.json (synthesized for two
-// nodes of two GPUs).  Every one of them is correct in both placements (the
-// planner is not told a call's placement, so it only picks such schedules).
-// A rank count with no file falls back to the built-ins.
+// nodes of two GPUs).  Every one of them is correct in both placements.
+// A rank count with no file falls back to the built-ins.  (Files of one
+// placement, MSCCL's own files and the msccl-tools-style ones: tests/msccl.)
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -62,11 +62,19 @@ TEST_CASE("BRAID_SCHEDULES: synthesized and MSCCL schedules run with exact resul
   CHECK(run_ranks_as_processes(4, body, 120, setup) == 0);
   std::string log = read_logs(logs);
   INFO(log.substr(0, 4000));
+  const std::string dir = data_dir();
   CHECK(log.find("loaded 'taccl_allgather_pair_switch_1MBx2_c2'") != std::string::npos);
-  CHECK(log.find("allgather of 28 B on 4 ranks: schedule 'taccl_allgather_pair_switch_1MBx2_c2'") != std::string::npos);
-  CHECK(log.find("allreduce of 4000 B on 4 ranks: schedule 'msccl_ring_allreduce_small'") != std::string::npos);
-  CHECK(log.find("allreduce of 1200028 B on 4 ranks: schedule 'taccl_allreduce_pair_switch_1MBx2_c2'") != std::string::npos);
-  CHECK(log.find("alltoall of 4 B on 4 ranks: schedule 'taccl_alltoall_pair_switch_1MBx2_c2'") != std::string::npos);
+  // Sizes are whole messages (x4 ranks for AllGather and AlltoAll), as MSCCL counts them.
+  CHECK(log.find("allgather of 28 B (out of place, 112 B message) on 4 ranks: schedule "
+                 "'taccl_allgather_pair_switch_1MBx2_c2' from " + dir + "/b_taccl_allgather.json") != std::string::npos);
+  CHECK(log.find("allgather of 28 B (in place, 112 B message) on 4 ranks: schedule "
+                 "'taccl_allgather_pair_switch_1MBx2_c2'") != std::string::npos);
+  CHECK(log.find("allreduce of 4000 B (out of place, 4000 B message) on 4 ranks: schedule 'msccl_ring_allreduce_small' "
+                 "from " + dir + "/a_msccl_allreduce_small.xml") != std::string::npos);
+  CHECK(log.find("allreduce of 1200028 B (in place, 1200028 B message) on 4 ranks: schedule "
+                 "'taccl_allreduce_pair_switch_1MBx2_c2'") != std::string::npos);
+  CHECK(log.find("alltoall of 4 B (out of place, 16 B message) on 4 ranks: schedule "
+                 "'taccl_alltoall_pair_switch_1MBx2_c2'") != std::string::npos);
   std::string cleanup = "rm -rf " + logs;
   CHECK(std::system(cleanup.c_str()) == 0);
 }
