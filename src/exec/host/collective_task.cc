@@ -118,7 +118,18 @@ class CollectiveTask final : public Task {
     const uint64_t slot = a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes();
     const uint64_t room = (slot - std::min(slot, frame_header_bytes(max_frame_))) / max_frame_;
     const uint64_t bytes = std::min(a_.tile_bytes, room >= 64 ? room / 64 * 64 : room);
-    return std::max<uint64_t>(bytes, esize_);  // (a slot always holds more than a header and a few elements)
+    return std::max<uint64_t>(bytes, esize_);  // check_frames() refuses a slot too small for one element each
+  }
+
+  // A frame of max_frame_ fragments must fit a slot (transports' slots hold
+  // kilobytes; a header and a few elements always fit them).
+  Status check_frames() const {
+    if (max_frame_ <= 1) return Status::ok();
+    const uint64_t slot = a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes();
+    if (frame_header_bytes(max_frame_) + max_frame_ * tile_elems_ * esize_ > slot)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot",
+                         a_.schedule->name, max_frame_, slot);
+    return Status::ok();
   }
 
   bool wide() const { return a_.narrow_tile_bytes > 0 && framed_tile_bytes() > a_.narrow_tile_bytes; }
@@ -503,11 +514,13 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
   if (datatype_size(args.type) == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {}", int(args.type));
   if (auto* reusable = dynamic_cast<CollectiveTask*>(out->get()); reusable && reusable->can_serve(args)) {
     reusable->bind(std::move(args));
+    BRAID_TRY(reusable->check_frames());
     reusable->start();
     return Status::ok();
   }
   auto task = std::make_unique<CollectiveTask>();
   task->bind(std::move(args));
+  BRAID_TRY(task->check_frames());
   BRAID_TRY(task->connect());
   task->start();
   *out = std::move(task);
