@@ -249,37 +249,46 @@ bool read_byte_range(const pugi::xml_node& algo, bool current_dialect, Schedule*
   return true;
 }
 
-// How many chunks `nchunksperloop` gives a buffer: MSCCL cuts the whole
-// message (count x nranks for AllGather, ReduceScatter and AlltoAll) into
-// that many equal chunks, whatever i_chunks and o_chunks say; 0 if it does
-// not divide into the buffer's blocks.
+// MSCCL cuts the whole message (count x nranks for AllGather,
+// ReduceScatter and AlltoAll) into nchunksperloop equal chunks, whatever
+// i_chunks and o_chunks say.  A buffer's share of them, or 0 where they do
+// not split into its blocks:
 uint32_t chunks_from_loop(Collective c, int nranks, BufferKind b, uint64_t per_loop) {
-  const bool per_peer = c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AlltoAll ||
-                        c == Collective::Gather || c == Collective::Scatter;
   const uint64_t blocks = b == BufferKind::Input ? input_blocks(c, nranks) : output_blocks(c, nranks);
-  const uint64_t whole = per_peer ? uint64_t(nranks) : 1;
+  const uint64_t whole = message_bytes(c, nranks, 1, 1);
   return per_loop * blocks % whole ? 0 : uint32_t(per_loop * blocks / whole);
 }
+// and the other way: the loop a buffer of `chunks` chunks implies.
+uint64_t loop_from_chunks(Collective c, int nranks, BufferKind b, uint64_t chunks) {
+  const uint64_t blocks = b == BufferKind::Input ? input_blocks(c, nranks) : output_blocks(c, nranks);
+  return chunks * message_bytes(c, nranks, 1, 1) / blocks;
+}
 
-// A buffer's chunk count: the one nchunksperloop implies (`per_loop` > 0),
-// which a file may leave at 0 for the buffer it aliases in place, or what
-// the file says.
-bool buffer_chunks(const Schedule& s, int gpu, BufferKind b, long long declared, uint64_t per_loop, uint32_t* out,
+// The input and output chunk counts: the ones nchunksperloop implies (a
+// file may leave the buffer it aliases in place at 0; without
+// nchunksperloop, the buffer it sizes says), a declared count that
+// disagrees refused.
+bool buffer_chunks(const Schedule& s, long long gpu, long long ic, long long oc, uint64_t per_loop, RankProgram* p,
                    std::string* error) {
-  const char* name = b == BufferKind::Input ? "i_chunks" : "o_chunks";
-  if (per_loop == 0 || s.collective == Collective::Custom) {
-    *out = uint32_t(declared);
+  if (s.collective == Collective::Custom) {
+    p->input_chunks = uint32_t(ic), p->output_chunks = uint32_t(oc);
     return true;
   }
-  uint32_t implied = chunks_from_loop(s.collective, s.nranks, b, per_loop);
-  if (implied == 0)
-    return *error = fmt::format("nchunksperloop={} does not split into the {} ranks' blocks", per_loop, s.nranks), false;
-  if (declared != 0 && declared != implied)
-    return *error = fmt::format(
-               "gpu {}: {}={} but nchunksperloop={} cuts that buffer into {} chunks (MSCCL sizes every chunk by "
-               "nchunksperloop, so this file would move other bytes than it names)",
-               gpu, name, declared, per_loop, implied), false;
-  *out = implied;
+  if (per_loop == 0)
+    per_loop = std::max(loop_from_chunks(s.collective, s.nranks, BufferKind::Input, uint64_t(ic)),
+                        loop_from_chunks(s.collective, s.nranks, BufferKind::Output, uint64_t(oc)));
+  for (auto [b, declared, out] : {std::tuple{BufferKind::Input, ic, &p->input_chunks},
+                                  std::tuple{BufferKind::Output, oc, &p->output_chunks}}) {
+    const uint32_t implied = chunks_from_loop(s.collective, s.nranks, b, per_loop);
+    if (implied == 0)
+      return *error = fmt::format("{} chunks per loop do not split into the {} ranks' blocks", per_loop, s.nranks), false;
+    if (declared != 0 && declared != implied)
+      return *error = fmt::format(
+                 "gpu {}: {}={}, but {} chunks per loop (nchunksperloop) make that buffer {} chunks (MSCCL sizes "
+                 "every chunk by nchunksperloop, so this file would move other bytes than it names)",
+                 gpu, b == BufferKind::Input ? "i_chunks" : "o_chunks", declared, per_loop, implied), false;
+    *out = implied;
+  }
   return true;
 }
 
@@ -328,8 +337,7 @@ bool read_step(const pugi::xml_node& step, int send, int recv, Op* op, long long
   return true;
 }
 
-bool read_gpu(const pugi::xml_node& gpu, long long id, uint64_t per_loop, bool inplace, Schedule* s,
-              std::string* error) {
+bool read_gpu(const pugi::xml_node& gpu, long long id, uint64_t per_loop, Schedule* s, std::string* error) {
   long long ic = 0, oc = 0, sc = 0;
   if (!int_attr(gpu, "i_chunks", &ic, error) || !int_attr(gpu, "o_chunks", &oc, error) ||
       !int_attr(gpu, "s_chunks", &sc, error))
@@ -337,21 +345,8 @@ bool read_gpu(const pugi::xml_node& gpu, long long id, uint64_t per_loop, bool i
   if (ic < 0 || oc < 0 || sc < 0 || ic > 1 << 20 || oc > 1 << 20 || sc > 1 << 20)
     return *error = fmt::format("<gpu id={}> chunk counts out of range", id), false;
   RankProgram& p = s->ranks[id];
-  if (!buffer_chunks(*s, int(id), BufferKind::Input, ic, per_loop, &p.input_chunks, error) ||
-      !buffer_chunks(*s, int(id), BufferKind::Output, oc, per_loop, &p.output_chunks, error))
-    return false;
+  if (!buffer_chunks(*s, id, ic, oc, per_loop, &p, error)) return false;
   p.scratch_chunks = uint32_t(sc);
-  // Without nchunksperloop, in-place files may leave the aliased buffer's size at 0.
-  if (inplace && p.output_chunks == 0) {
-    if (s->collective == Collective::AllGather || s->collective == Collective::Gather) p.output_chunks = p.input_chunks * s->nranks;
-    else if (s->collective == Collective::ReduceScatter || s->collective == Collective::Scatter) p.output_chunks = p.input_chunks / s->nranks;
-    else p.output_chunks = p.input_chunks;
-  }
-  if (inplace && p.input_chunks == 0) {
-    if (s->collective == Collective::AllGather || s->collective == Collective::Gather) p.input_chunks = p.output_chunks / s->nranks;
-    else if (s->collective == Collective::ReduceScatter || s->collective == Collective::Scatter) p.input_chunks = p.output_chunks * s->nranks;
-    else p.input_chunks = p.output_chunks;
-  }
   std::map<long long, pugi::xml_node> tbs;
   for (pugi::xml_node tb : gpu.children("tb")) {
     long long tid = 0;
@@ -420,7 +415,7 @@ bool schedule_from_msccl_xml(const std::string& text, Schedule* out, std::string
     if (!int_attr(gpu, "id", &id, error)) return false;
     if (id < 0 || id >= s.nranks || seen[id]) return *error = fmt::format("<gpu id={}> out of range or repeated", id), false;
     seen[id] = true;
-    if (!read_gpu(gpu, id, uint64_t(per_loop), inplace, &s, error)) return false;
+    if (!read_gpu(gpu, id, uint64_t(per_loop), &s, error)) return false;
   }
   for (int r = 0; r < s.nranks; ++r)
     if (!seen[r]) return *error = fmt::format("no <gpu id={}>", r), false;
@@ -491,10 +486,12 @@ bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* err
   uint32_t nchannels = 1, loop = 0;
   for (const RankProgram& p : s.ranks)
     for (const Lane& l : p.lanes) nchannels = std::max<uint32_t>(nchannels, l.channel + 1u);
-  if (!s.ranks.empty()) {
+  if (!s.ranks.empty()) {  // what import reads back (buffer_chunks)
     const RankProgram& p = s.ranks[0];
-    loop = s.collective == Collective::AllGather || s.collective == Collective::Gather ? p.output_chunks
-                                                                                         : std::max(p.input_chunks, p.output_chunks);
+    loop = s.collective == Collective::Custom
+               ? std::max(p.input_chunks, p.output_chunks)
+               : uint32_t(std::max(loop_from_chunks(s.collective, s.nranks, BufferKind::Input, p.input_chunks),
+                                   loop_from_chunks(s.collective, s.nranks, BufferKind::Output, p.output_chunks)));
   }
   // Ops with several deps get nops in front: each step carries one dep.
   // index_of[r][lane][op] = the step index the op lands on.

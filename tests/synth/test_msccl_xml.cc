@@ -317,10 +317,10 @@ TEST_CASE("msccl xml: nchunksperloop lays the chunks out", "[synth][xml]") {
   CHECK(s.ranks[0].input_chunks == 2);
   CHECK(s.ranks[0].output_chunks == 4);
   CHECK(fails_with(head + R"(<gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="4" s_chunks="0"/></algo>)",
-                   "o_chunks=2 but nchunksperloop=4"));
+                   "o_chunks=2, but 4 chunks per loop (nchunksperloop) make that buffer 4 chunks"));
   CHECK(fails_with(R"(<algo name="t" proto="LL" nchunksperloop="3" ngpus="2" coll="allgather" inplace="1" outofplace="0">
       <gpu id="0" i_chunks="0" o_chunks="3" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="3" s_chunks="0"/></algo>)",
-                   "does not split"));
+                   "do not split into the 2 ranks' blocks"));
   CHECK(fails_with(R"(<algo name="t" proto="Fast" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1" outofplace="0">
       <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="2" s_chunks="0"/></algo>)",
                    "Simple, LL and LL128"));
