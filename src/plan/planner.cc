@@ -18,6 +18,10 @@ const AlgorithmInfo* find_algorithm(Collective c, const std::string& name) {
   return nullptr;
 }
 
+const char* placement_name(Placement p) {
+  return p == Placement::InPlace ? "in place" : p == Placement::OutOfPlace ? "out of place" : "placement unknown";
+}
+
 void warn_once(const std::string& message) {
   static std::mutex mutex;
   static std::set<std::string> said;
@@ -119,13 +123,12 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
     auto file = file_schedules().find(c, nranks, placement, message, &path);
     if (file && file->slots > slots_) {
       warn_once(fmt::format("schedule '{}' from {} needs {} slots per connection to be free of deadlock; this "
-                            "communicator's transport buffers {} (BRAID_SHM_SLOTS; sockets 4): not used",
-                            file->name, path, file->slots, slots_));
+                            "communicator's connections buffer {} (BRAID_SHM_SLOTS, BRAID_CUDA_SLOTS; sockets 4): "
+                            "not used", file->name, path, file->slots, slots_));
     } else if (file && (file->root < 0 || file->root == root)) {
       // Per call, and visible with the default subsystems: users check what ran.
       BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
-                 to_string(c), bytes, placement == Placement::InPlace ? "in place" : "out of place", message, nranks,
-                 file->name, path);
+                 to_string(c), bytes, placement_name(placement), message, nranks, file->name, path);
       *out = file;
       return Status::ok();
     }
@@ -138,7 +141,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
-               to_string(c), bytes, placement == Placement::InPlace ? "in place" : "out of place", nranks, name);
+               to_string(c), bytes, placement_name(placement), nranks, name);
   // A known straggler turns the bandwidth schedule into StragglAR.
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";

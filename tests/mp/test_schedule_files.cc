@@ -78,3 +78,63 @@ TEST_CASE("BRAID_SCHEDULES: synthesized and MSCCL schedules run with exact resul
   std::string cleanup = "rm -rf " + logs;
   CHECK(std::system(cleanup.c_str()) == 0);
 }
+
+namespace {
+
+// An out-of-place AllGather on 2 ranks in MSCCL XML: each rank sends its 3
+// input chunks one step each before it receives any, so a connection must
+// hold 3 messages.
+std::string deep_allgather_xml() {
+  std::string x = R"(<algo name="deep" proto="Simple" nchannels="1" nchunksperloop="6" ngpus="2" coll="allgather" )"
+                  R"(inplace="0" outofplace="1" minBytes="0" maxBytes="0">)";
+  for (int r = 0; r < 2; ++r) {
+    const int peer = 1 - r;
+    x += "<gpu id=\"" + std::to_string(r) + R"(" i_chunks="3" o_chunks="6" s_chunks="0"><tb id="0" send=")" +
+         std::to_string(peer) + "\" recv=\"" + std::to_string(peer) + "\" chan=\"0\">";
+    for (int j = 0; j < 6; ++j) {
+      const bool send = j < 3;
+      const int k = send ? j : j - 3;
+      x += "<step s=\"" + std::to_string(j) + "\" type=\"" + (send ? "s" : "r") + "\" srcbuf=\"i\" srcoff=\"" +
+           std::to_string(k) + "\" dstbuf=\"o\" dstoff=\"" + std::to_string(peer * 3 + k) +
+           R"(" cnt="1" depid="-1" deps="-1" hasdep="0"/>)";
+    }
+    x += R"(</tb><tb id="1" send="-1" recv="-1" chan="-1"><step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff=")" +
+         std::to_string(r * 3) + R"(" cnt="3" depid="-1" deps="-1" hasdep="0"/></tb></gpu>)";
+  }
+  return x + "</algo>\n";
+}
+
+}  // namespace
+
+TEST_CASE("schedule files: a file needing more slots than the connections buffer is not used",
+          "[mp][processes][synth]") {
+  char tmpl[] = "/tmp/braid_sched_slots_XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl, file = dir + "/deep.xml";
+  std::ofstream(file) << deep_allgather_xml();
+  for (const char* slots : {"2", "8"}) {
+    auto setup = [&](int rank) {
+      setenv("BRAID_SCHEDULES", file.c_str(), 1);
+      setenv("BRAID_SHM_SLOTS", slots, 1);
+      setenv("BRAID_DEBUG", "INFO", 1);
+      setenv("BRAID_DEBUG_FILE", (dir + "/rank" + std::to_string(rank) + ".log").c_str(), 1);
+      ncclResetDebugInit();
+    };
+    auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+      CollCase c;
+      c.coll = Coll::AllGather;
+      c.count = 1000;
+      run_and_check(c, rank, n, comm, f);
+    };
+    CHECK(run_ranks_as_processes(2, body, 60, setup) == 0);
+    std::string log = read_logs(dir);
+    INFO(log.substr(0, 3000));
+    if (std::string(slots) == "2") {
+      CHECK(log.find("needs 3 slots per connection") != std::string::npos);
+      CHECK(log.find("built-in") != std::string::npos);
+    } else {
+      CHECK(log.find("schedule 'deep' from " + file) != std::string::npos);
+    }
+  }
+  CHECK(std::system(("rm -rf " + dir).c_str()) == 0);
+}
