@@ -44,8 +44,6 @@ struct ScheduleLibrary {
   // Each entry of a colon-separated list, in order.
   void add_list(const std::string& paths, bool recursive = true);
 
-  static ScheduleLibrary load_directory(const std::string& dir);
-
   // The first schedule loaded for this call: same collective and rank
   // count, the placement supported (Unknown: both must be), and
   // min_bytes <= message_bytes <= max_bytes (message_bytes in schedule.h);

@@ -173,12 +173,6 @@ void ScheduleLibrary::add_list(const std::string& list, bool recursive) {
   }
 }
 
-ScheduleLibrary ScheduleLibrary::load_directory(const std::string& dir) {
-  ScheduleLibrary lib;
-  lib.add(dir);
-  return lib;
-}
-
 std::shared_ptr<const Schedule> ScheduleLibrary::find(Collective c, int nranks, Placement placement,
                                                       uint64_t message_bytes, std::string* file) const {
   for (size_t i = 0; i < schedules.size(); ++i) {

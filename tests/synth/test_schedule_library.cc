@@ -33,7 +33,8 @@ TEST_CASE("schedule library: loads JSON and XML, rejects bad files, matches call
   std::ofstream(dir / "d.xml") << "<algo";
   std::ofstream(dir / "notes.txt") << "ignored";
 
-  ScheduleLibrary lib = ScheduleLibrary::load_directory(dir.string());
+  ScheduleLibrary lib;
+  lib.add(dir.string());
   REQUIRE(lib.schedules.size() == 2);
   CHECK(lib.rejected.size() == 2);
   CHECK(lib.find(Collective::AllReduce, 4, Placement::InPlace, 4096)->name == "a_small");
@@ -46,7 +47,9 @@ TEST_CASE("schedule library: loads JSON and XML, rejects bad files, matches call
   REQUIRE(load_schedule_file((dir / "a.json").string(), &back, &error));
   CHECK(back == small);
   CHECK_FALSE(load_schedule_file((dir / "missing.json").string(), &back, &error));
-  CHECK(ScheduleLibrary::load_directory((dir / "nope").string()).rejected.size() == 1);
+  ScheduleLibrary missing;
+  missing.add((dir / "nope").string());
+  CHECK(missing.rejected.size() == 1);
   fs::remove_all(dir);
 }
 
