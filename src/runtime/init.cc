@@ -256,6 +256,8 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_tuning(agree_host_tuning(reports));
   const HostPathSettings host = host_path_settings(comm, infos, agreed, local, *comm->transport);
   BRAID_TRY(make_backend(comm, local, host, ctx));
+  // Schedule files needing deeper connections than the backend's are not used.
+  comm->plans->set_slots(comm->backend->connection_slots());
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {}, fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, host.tile_bytes,
