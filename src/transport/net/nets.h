@@ -2,6 +2,7 @@
 // object per process, made on first use.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "src/base/status.h"
@@ -21,5 +22,8 @@ Status braid_socket_net(Net** out);
 // configured plugin that cannot be loaded, has no ncclNet braid knows, or
 // fails init is an error saying which.
 Status plugin_net(Net** out);
+// One ncclNetPlugin_v`version` table (v8..v11) as a Net, initialised; for
+// tests of every version's calls.
+Status open_plugin_table(int version, const void* table, const std::string& library, std::unique_ptr<Net>* out);
 
 }  // namespace braid

@@ -43,6 +43,20 @@ void plugin_logger(braidNcclDebugLogLevel level, unsigned long flags, const char
   log_write(l, kNet, fmt::format("net plugin: {} ({}:{})", text, file ? file : "?", line));
 }
 
+const char* result_name(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "an unknown result code";
+  }
+}
+
 class PluginNet final : public Net {
  public:
   PluginNet(void* lib, std::string library, int version, const void* table)
@@ -69,6 +83,7 @@ class PluginNet final : public Net {
       r = v8_->init(plugin_logger);
     }
     BRAID_TRY(check(r, "init"));
+    name_ = fmt::format("{} (net plugin v{}, {})", call_name(), version_, library_);  // init may name it
     int n = 0;
     BRAID_TRY(check(dispatch([&](auto* t) { return t->devices(&n); }), "devices"));
     devices_ = n;
@@ -214,7 +229,8 @@ class PluginNet final : public Net {
   Status check(ncclResult_t r, const char* call) const {
     if (r == ncclSuccess) return Status::ok();
     // A plugin's network failure is ncclSystemError; keep the plugin's code.
-    return Status::error(r, fmt::format("{}: {} failed: {}", name_, call, ncclGetErrorString(r)), __FILE__, __LINE__);
+    return Status::error(r, fmt::format("{}: {} failed: {} (the plugin's log says more)", name_, call, result_name(r)),
+                         __FILE__, __LINE__);
   }
 
   void* lib_;
@@ -272,6 +288,14 @@ Status load(const std::string& entry, bool quiet_if_absent, PluginNet** out) {
 }
 
 }  // namespace
+
+Status open_plugin_table(int version, const void* table, const std::string& library, std::unique_ptr<Net>* out) {
+  if (version < 8 || version > 11) return BRAID_ERROR(ncclInvalidArgument, "ncclNet v{} is not supported", version);
+  auto net = std::make_unique<PluginNet>(nullptr, library, version, table);
+  BRAID_TRY(net->init());
+  *out = std::move(net);
+  return Status::ok();
+}
 
 Status plugin_net(Net** out) {
   static std::mutex mutex;
