@@ -6,8 +6,10 @@
 namespace braid {
 namespace {
 
-// The first rank lacking `bit`, or -1.
-int first_without(const std::vector<uint32_t>& caps, uint32_t bit) {
+// A rank lacking `bit`, this one first (its own reason is the best there
+// is), else the first, else -1.
+int first_without(const std::vector<uint32_t>& caps, uint32_t bit, int rank) {
+  if (!(caps[size_t(rank)] & bit)) return rank;
   for (size_t r = 0; r < caps.size(); ++r)
     if (!(caps[r] & bit)) return int(r);
   return -1;
@@ -23,8 +25,8 @@ std::string lack(int rank, int who, const char* what, const std::string& my_reas
 Status decide_net(const std::string& mode, int rank, const std::vector<uint32_t>& caps, const NetReasons& my_reasons,
                   NetKind* kind, std::string* why) {
   why->clear();
-  const int no_plugin = first_without(caps, kNetPlugin);
-  const int no_ib = first_without(caps, kNetIb);
+  const int no_plugin = first_without(caps, kNetPlugin, rank);
+  const int no_ib = first_without(caps, kNetIb, rank);
   if (mode == "plugin") {
     if (no_plugin >= 0)
       return BRAID_ERROR(ncclSystemError, "BRAID_TRANSPORT=plugin: {}",

@@ -294,10 +294,10 @@ class NetTransport final : public Transport {
     *data = nullptr;
     std::lock_guard<std::mutex> lock(mutex_);
     if (c->taken == c->arrived) {
-      BRAID_TRY(usable(c));
-      if (!c->ready()) return Status::ok();
-      BRAID_TRY(complete_recvs(c));
-      if (c->taken == c->arrived) return Status::ok();
+      // What arrived counts even if the peer has gone since (it may close
+      // right after its last fragment): errors only where nothing did.
+      if (c->ready()) BRAID_TRY(complete_recvs(c));
+      if (c->taken == c->arrived) return usable(c);
     }
     const int i = int(c->taken % uint64_t(slots_));
     *data = c->ring.at(i);
@@ -305,10 +305,14 @@ class NetTransport final : public Transport {
     return Status::ok();
   }
 
+  // A credit that cannot be given (the peer is gone) is kept on the
+  // connection and reported when a fragment is waited for, not here: the
+  // peer may have sent its last and closed.
   Status recv_release(RecvConnection* c) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++c->taken;
-    return post_credits(c);
+    (void)post_credits(c);
+    return Status::ok();
   }
 
  private:
@@ -357,9 +361,10 @@ class NetTransport final : public Transport {
 
   // Keeps a Net error on the connection (sticky) and passes it on.
   static Status keep(Connection* c, Status s) {
-    if (!s.is_ok() && c->error.is_ok())
-      c->error = std::move(s).context(fmt::format("rank {} channel {}", c->peer, c->channel));
-    return c->error;
+    if (s.is_ok()) return s;
+    s = std::move(s).context(fmt::format("rank {} channel {}", c->peer, c->channel));
+    if (c->error.is_ok()) c->error = s;
+    return s;
   }
 
   Status post_sends(SendConnection* c) {
@@ -400,13 +405,15 @@ class NetTransport final : public Transport {
     return Status::ok();
   }
 
+  // Completes the oldest receive if it is done.  Only one: a later one's
+  // test may meet the end of a peer that sent all it had and closed.
   Status complete_recvs(RecvConnection* c) {
-    while (c->arrived < c->credited) {
+    if (c->arrived < c->credited) {
       const int i = int(c->arrived % uint64_t(slots_));
       bool done = false;
       size_t bytes = 0;
       BRAID_TRY(keep(c, net_->test(c->requests[i], &done, &bytes)));
-      if (!done) break;
+      if (!done) return Status::ok();
       c->lengths[i] = bytes;
       ++c->arrived;
       progressed_ = true;

@@ -283,7 +283,7 @@ class SocketNet final : public Net {
     if (r.busy) return Status::ok();
     r = SocketRequest{c, true, false, static_cast<char*>(data), bytes, 0, 0};
     ++c->posted;
-    progress(c);  // a send goes out at once when the socket takes it
+    if (c->sending) progress(c);  // a send goes out at once when the socket takes it
     *request = &r;
     return Status::ok();
   }
