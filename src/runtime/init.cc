@@ -116,6 +116,9 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   a.wide_tile_bytes = uint64_t(
       std::min<int64_t>(kShmSlotFragments * env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  // A net alone (no shared memory): its own fragments, whole.
+  if (local.transport == "ib" || local.transport == "plugin")
+    a.tile_bytes = a.wide_tile_bytes = uint64_t(std::max<int64_t>(4096, env_int("BRAID_NET_SLOT_BYTES")));
   a.check_args = env_int("BRAID_CHECK") != 0;
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
