@@ -191,12 +191,13 @@ Status qps_ready(IbComm* c) {
     ibv_qp* qp = c->qps[size_t(j)];
     if (int rc = ibv_modify_qp(qp, &m,
                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-      return BRAID_ERROR(ncclSystemError, "queue pair to ready-to-receive toward GID {} LID {}: {} ({})",
+                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+      // On RoCE the kernel resolves the peer's GID to a MAC here.
+      const bool unreachable = rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH || rc == EINVAL;
+      return BRAID_ERROR(ncclSystemError, "queue pair to ready-to-receive toward GID {} LID {}: {}{}",
                          gid_to_string(t.gid), t.lid, std::strerror(rc),
-                         rc == EINVAL || rc == ENETUNREACH || rc == EHOSTUNREACH ? "is the peer's GID reachable from "
-                                                                                  + p.describe() + "?"
-                                                                            : "verbs");
+                         unreachable ? " (is the peer's GID reachable from " + p.describe() + "?)" : "");
+    }
     ibv_qp_attr s{};
     s.qp_state = IBV_QPS_RTS;
     s.timeout = uint8_t(timeout);
@@ -424,8 +425,9 @@ class IbNet final : public Net {
       std::memcpy(handle->bytes, &h, sizeof(h));
     }
     if (!s.is_ok()) {
+      s = std::move(s).context(fmt::format("InfiniBand connect to {}", c->peer));
       destroy(c);
-      return std::move(s).context(fmt::format("InfiniBand connect to {}", c->peer));
+      return s;
     }
     if (c->stage == Stage::Ready) *send_comm = c;
     return Status::ok();
