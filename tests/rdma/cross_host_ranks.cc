@@ -7,7 +7,7 @@
 //   short        every collective at 1, 4099 and 300000 floats (in place
 //                and not), every datatype with every reduction op, grouped
 //                send/recv of every datatype between every pair: exact
-//   full         short, and every collective at 4 MB and 64 MB as well
+//   full         short, and every collective at 4 MB and 16 MB as well
 //   kill         collectives until the last rank of the job kills itself;
 //                every survivor's call must then fail with ncclRemoteError
 //                or ncclSystemError within BRAID_TIMEOUT (+5 s), its
@@ -19,7 +19,9 @@
 //                $EXPECT_WITHIN seconds, saying one of $EXPECT_ERROR's
 //                '|'-separated alternatives (a GID the peer cannot reach;
 //                a rank whose peer failed first sees the peer leave)
-// Exit status 0 when every rank did what its suite asks.
+// With EXPECT_TRANSPORT (e.g. "shm+IB"), a rank whose communicator took
+// another transport fails.  Exit status 0 when every rank did what its
+// suite asks.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cross_host_sweep.h"
@@ -56,8 +59,8 @@ int sweep(int rank, int n, ncclComm_t comm, bool full) {
   report(rank, f, "send/recv of every datatype", t0);
   if (full) {
     t0 = Clock::now();
-    every_collective(rank, n, comm, f, {1 << 20, 1 << 24});
-    report(rank, f, "every collective at 4 MB and 64 MB", t0);
+    every_collective(rank, n, comm, f, {1 << 20, 1 << 22});
+    report(rank, f, "every collective at 4 MB and 16 MB", t0);
   }
   return f.count ? 1 : 0;
 }
@@ -108,7 +111,33 @@ bool says(const char* what) {
   return false;
 }
 
+// With $EXPECT_TRANSPORT set, init logs to a file of this process, and the
+// communicator's transport (as "ready: ... transport MODE (NAME)" says) must
+// start with it: the traffic took the path the test is about.
+void log_init_to_file() {
+  if (!std::getenv("EXPECT_TRANSPORT")) return;
+  setenv("BRAID_DEBUG", "INFO", 1);
+  setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
+  setenv("BRAID_DEBUG_FILE", "/tmp/cross_host_ranks.%p.log", 1);
+}
+bool took_expected_transport(int rank) {
+  const char* expected = std::getenv("EXPECT_TRANSPORT");
+  if (!expected) return true;
+  std::string log;
+  if (FILE* f = std::fopen(("/tmp/cross_host_ranks." + std::to_string(getpid()) + ".log").c_str(), "r")) {
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) log.append(buf, got);
+    std::fclose(f);
+  }
+  const size_t at = log.find(" ready: ");
+  const size_t open = at == std::string::npos ? at : log.find(" (", log.find("transport ", at));
+  const bool ok = open != std::string::npos && log.compare(open + 2, std::strlen(expected), expected) == 0;
+  if (!ok) std::fprintf(stderr, "rank %d: not on transport %s: %s\n", rank, expected, log.c_str());
+  return ok;
+}
+
 int one_rank(const std::string& suite, int rank, int n) {
+  log_init_to_file();
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 2;  // NCCL_COMM_ID names the root
   ncclComm_t comm = nullptr;
@@ -139,6 +168,7 @@ int one_rank(const std::string& suite, int rank, int n) {
     return 1;
   }
   std::fprintf(stderr, "rank %d: init in %.1f s\n", rank, seconds_since(t0));
+  if (!took_expected_transport(rank)) return 1;
   int rc = suite == "kill" ? kill_suite(rank, n, comm) : sweep(rank, n, comm, suite == "full");
   if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
   return rc;
