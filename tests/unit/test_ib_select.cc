@@ -67,7 +67,7 @@ TEST_CASE("NCCL_IB_HCA: malformed specs are refused with the variable named", "[
   }
 }
 
-TEST_CASE("GID choice: RoCE v2 with an IPv4 address first, as NCCL; a forced index must exist", "[unit][ib]") {
+TEST_CASE("GID choice: RoCE v2 with an IPv4 address first, as NCCL, and a forced index must exist", "[unit][ib]") {
   // rxe's table: link-local IPv6 as v1 and v2, then the IPv4 address as v1 and v2.
   std::vector<GidEntry> table{gid(0, GidType::RoceV1, "fe80::5054:ff:fe77:1"), gid(1, GidType::RoceV2, "fe80::5054:ff:fe77:1"),
                               gid(2, GidType::RoceV1, "::ffff:10.77.0.1"), gid(3, GidType::RoceV2, "::ffff:10.77.0.1")};
