@@ -79,12 +79,14 @@ double bus_bandwidth_gbps(Collective c, int n, uint64_t size, double time_us) {
 }
 
 namespace {
-bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error);
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+                       const std::vector<double>& rank_start_us);
 }
 
-bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+              const std::vector<double>& rank_start_us) {
   try {
-    return simulate_or_throw(s, t, size_bytes, out, error);
+    return simulate_or_throw(s, t, size_bytes, out, error, rank_start_us);
   } catch (const std::exception& e) {
     *error = fmt::format("simulation failed: {}", e.what());
     return false;
@@ -93,7 +95,10 @@ bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResu
 
 namespace {
 
-bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+                       const std::vector<double>& rank_start_us) {
+  if (!rank_start_us.empty() && int(rank_start_us.size()) != s.nranks)
+    return *error = fmt::format("{} start times for {} ranks", rank_start_us.size(), s.nranks), false;
   if (s.nranks != t.nranks())
     return *error = fmt::format("schedule has {} ranks, topology {} has {}", s.nranks, t.name, t.nranks()), false;
   if (int(s.ranks.size()) != s.nranks) return *error = "schedule has the wrong number of rank programs", false;
@@ -127,6 +132,7 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
     lanes[r].resize(s.ranks[r].lanes.size());
     for (size_t l = 0; l < lanes[r].size(); ++l) {
       lanes[r][l].done.assign(s.ranks[r].lanes[l].ops.size(), kNever);
+      lanes[r][l].free_at = rank_start_us.empty() ? 0 : rank_start_us[size_t(r)];
       remaining += s.ranks[r].lanes[l].ops.size();
     }
   }

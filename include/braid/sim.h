@@ -40,8 +40,10 @@ struct SimResult {
 // `size_bytes` follows nccl-tests' size column: the per-rank buffer for
 // AllReduce/Broadcast/Reduce, the gathered total (count * nranks) for
 // AllGather, ReduceScatter, AlltoAll, Gather and Scatter.
+// `rank_start_us` (optional, one per rank): when each rank reaches the call;
+// a rank's ops start no earlier (a late rank, as StragglAR plans for).
 bool simulate(const Schedule& schedule, const Topology& topology, uint64_t size_bytes, SimResult* out,
-              std::string* error);
+              std::string* error, const std::vector<double>& rank_start_us = {});
 
 // nccl-tests' bus bandwidth (GB/s) for a call of `size_bytes` taking `time_us`.
 double bus_bandwidth_gbps(Collective c, int nranks, uint64_t size_bytes, double time_us);

@@ -133,3 +133,22 @@ TEST_CASE("sim: an op of k chunks is one message, paying alpha once", "[synth][s
   REQUIRE(merged.transfers.size() == 1);
   CHECK(merged.transfers[0].chunks == 2);
 }
+
+TEST_CASE("sim: a late rank starts late, and StragglAR's phase 1 alone remains after it", "[synth][sim]") {
+  SimResult on_time, late, sa;
+  std::string error;
+  const int n = 4;
+  const Topology t = clique(n, true);
+  REQUIRE(simulate(ring_allreduce(n), t, 3000000, &on_time, &error));
+  std::vector<double> starts(n, 0.0);
+  starts[3] = 1000;
+  REQUIRE(simulate(ring_allreduce(n), t, 3000000, &late, &error, starts));
+  // Ring waits for the late rank from its first step: at least its own time after arrival.
+  CHECK(late.time_us >= 1000 + on_time.time_us * 0.5);
+  // StragglAR with rank 3 late: phase 0 is over when it arrives; R rounds of one
+  // S/(n-1) = 1 MB chunk (11 us each) remain, R = 4 at n = 4.
+  REQUIRE(simulate(stragglar_allreduce(n, 3), t, 3000000, &sa, &error, starts));
+  CHECK(sa.time_us - 1000 == Approx(4 * 11.0));
+  std::vector<double> wrong(n - 1, 0.0);
+  CHECK_FALSE(simulate(ring_allreduce(n), t, 3000000, &late, &error, wrong));
+}
