@@ -365,6 +365,8 @@ Status comm_setup(ncclComm* comm) {
   comm->tile_bytes = std::min<uint64_t>(comm->tile_bytes, comm->transport->slot_bytes());
   // Calls with large chunks send fragments as wide as every rank's slots take (call_tile_bytes).
   comm->wide_tile_bytes = std::min<uint64_t>(comm->wide_tile_bytes, comm->transport->slot_bytes());
+  // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
+  if (remote_peer) comm->tile_bytes = comm->wide_tile_bytes = std::min(comm->tile_bytes, kRemoteFragmentBytes);
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;
   for (const InitInfo& info : infos) reports.push_back(info.tuning);
