@@ -162,6 +162,7 @@ Command add_synth_command(CLI::App& app) {
 Command add_sim_command(CLI::App& app) {
   struct Args {
     std::string file, topology, sizes = "1K,1M,64M", late;
+    uint64_t fragment = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("sim", "predicted time and busbw per size, against ring on the same topology");
@@ -170,6 +171,9 @@ Command add_sim_command(CLI::App& app) {
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (nccl-tests' size column), e.g. 1K,1M,64M");
   cmd->add_option("--late", args->late,
                   "RANK:US: that rank reaches the call US microseconds late; times are then from its arrival");
+  cmd->add_option("--fragment", args->fragment,
+                  "bytes: ops move in fragments of this size, tile by tile, as the host executor runs them "
+                  "(default 0: whole chunks, the synthesizer's model)");
   return {cmd, [args]() {
             std::string error;
             Schedule s;
@@ -179,26 +183,29 @@ Command add_sim_command(CLI::App& app) {
                 !parse_sizes(args->sizes, &sizes, &error))
               return fmt::print(stderr, "braid: {}\n", error), 2;
             // Every schedule, ring and the hierarchical one included, is timed with the same late rank.
-            std::vector<double> starts;
+            SimOptions options;
+            options.fragment_bytes = args->fragment;
             double late_us = 0;
             if (!args->late.empty()) {
               int rank = -1;
               if (std::sscanf(args->late.c_str(), "%d:%lf", &rank, &late_us) != 2 || rank < 0 || rank >= s.nranks ||
                   late_us < 0)
                 return fmt::print(stderr, "braid: --late {}: want RANK:US with 0 <= RANK < {}\n", args->late, s.nranks), 2;
-              starts.assign(size_t(s.nranks), 0.0);
-              starts[size_t(rank)] = late_us;
+              options.rank_start_us.assign(size_t(s.nranks), 0.0);
+              options.rank_start_us[size_t(rank)] = late_us;
             }
             auto sim = [&](const Schedule& x, uint64_t size, SimResult* r) {
-              if (!simulate(x, t, size, r, &error, starts)) return false;
+              if (!simulate(x, t, size, r, &error, options)) return false;
               r->time_us -= late_us;
               return true;
             };
             Schedule ring, hier;
             bool have_ring = topology_ring(t, s.collective, &ring, &error);
             bool have_hier = t.nodes > 1 && hierarchical(t, s.collective, &hier, &error);
-            fmt::print("# {} ({}, {} ranks) on {}{}\n", s.name, to_string(s.collective), s.nranks, t.name,
-                       late_us > 0 ? fmt::format("; times from rank {}'s arrival, {} us late", args->late.substr(0, args->late.find(':')), late_us) : "");
+            fmt::print("# {} ({}, {} ranks) on {}{}{}\n", s.name, to_string(s.collective), s.nranks, t.name,
+                       late_us > 0 ? fmt::format("; times from rank {}'s arrival, {} us late",
+                                                 args->late.substr(0, args->late.find(':')), late_us) : "",
+                       args->fragment ? fmt::format("; {}-byte fragments", args->fragment) : "");
             fmt::print("# {:>8} {:>12} {:>10} {:>12} {:>10} {:>8}{}\n", "size", "time(us)", "busbw", "ring(us)", "ring bw",
                        "speedup", have_hier ? fmt::format(" {:>12} {:>10}", "hier(us)", "hier bw") : "");
             for (uint64_t size : sizes) {
