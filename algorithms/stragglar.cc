@@ -24,11 +24,11 @@
 //   - every rank receives on one lane per (peer, channel); a receive waits
 //     for phase 0 (in place it overwrites inputs phase 0 reads) and a swap's
 //     receive for the swap's send (it overwrites what that send reads).
-// One lane for all of phase 1 (as before) made every op wait for the one
-// before it: an input chunk the straggler could send waited behind a receive,
-// and tile t+1 of a fast rank's swap behind the last rounds of tile t.  On
-// links of 100 MB/s (an emulated cluster, perf/results/cluster_*) that left
-// the straggler's NIC idle ~40% of phase 1.
+// One lane for all of phase 1 made every op wait for the one before it: an
+// input chunk the straggler could send waited behind a receive, and tile
+// t+1 of a fast rank's swap behind the last rounds of tile t, which left the
+// straggler's NIC idle for much of phase 1 on link-bound hosts
+// (perf/results/cluster_stragglar_*.txt).
 //
 // Cost after the straggler arrives, S bytes: R rounds of one S/(n-1) chunk,
 // R*(alpha + beta*S/(n-1)), R = n-2+log2 n for every power of two (the

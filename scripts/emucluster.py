@@ -382,14 +382,16 @@ class Cluster:
         stat1 = _cpu_times()
         busy = (stat1[0] - stat0[0]) / max(1e-9, stat1[1] - stat0[1])
         rank_cpu = sum(self._rusage.values())
+        user = sum(u for u, _ in self._rusage_split.values())
         self.procs = []
-        return codes, stdouts[0] if stdouts else "", stderrs, seconds, {"busy": busy, "rank_cpu_s": rank_cpu}
+        return codes, stdouts[0] if stdouts else "", stderrs, seconds, {"busy": busy, "rank_cpu_s": rank_cpu,
+                                                                         "rank_user_s": user}
 
     def _wait_all(self, timeout, capture):
         """Waits for every rank; the first to fail (or the timeout) stops the others 5 s later, as mpirun
         does.  Reaps with wait4 for each rank's CPU time; threads drain the pipes."""
         n = len(self.procs)
-        self._rusage = {}
+        self._rusage, self._rusage_split = {}, {}
         outs, errs = [""] * n, [""] * n
 
         def drain(stream, into, i):
@@ -413,6 +415,7 @@ class Cluster:
                     continue
                 p.returncode = os.waitstatus_to_exitcode(status)
                 self._rusage[i] = usage.ru_utime + usage.ru_stime
+                self._rusage_split[i] = (usage.ru_utime, usage.ru_stime)
                 if p.returncode != 0 and failed_at is None:
                     failed_at = time.time()
             if (failed_at is not None and time.time() - failed_at > 5) or (deadline and time.time() > deadline):
