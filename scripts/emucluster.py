@@ -346,6 +346,29 @@ class Cluster:
             server.kill()
             server.wait()
 
+    def measure_stream(self, megabytes=100):
+        """TCP payload rate (MB/s) of one stream from the first NIC's namespace to the second's."""
+        code = ("import socket,sys,time\n"
+                "if sys.argv[1]=='s':\n"
+                " l=socket.socket();l.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);l.bind(('',5998));l.listen(1)\n"
+                " print('ready',flush=True);c,_=l.accept();n=0;t=None\n"
+                " while (b:=c.recv(1<<20)):\n"
+                "  t=t or time.perf_counter();n+=len(b)\n"
+                " print(n/(time.perf_counter()-t)/1e6)\n"
+                "else:\n"
+                " c=socket.create_connection((sys.argv[2],5998));b=b'x'*(1<<20)\n"
+                " for i in range(int(sys.argv[3])):c.sendall(b)\n")
+        server = subprocess.Popen(self.exec_in(1, [sys.executable, "-c", code, "s"]), stdout=subprocess.PIPE,
+                                  text=True, start_new_session=True)
+        try:
+            server.stdout.readline()
+            run(self.exec_in(0, [sys.executable, "-c", code, "c", self.address(1), str(megabytes)]), timeout=120)
+            return float(server.communicate(timeout=60)[0].strip())
+        finally:
+            if server.poll() is None:
+                server.kill()
+                server.wait()
+
     def rank_env(self, rank, port):
         L = self.layout
         return {
@@ -385,7 +408,7 @@ class Cluster:
         user = sum(u for u, _ in self._rusage_split.values())
         self.procs = []
         return codes, stdouts[0] if stdouts else "", stderrs, seconds, {"busy": busy, "rank_cpu_s": rank_cpu,
-                                                                         "rank_user_s": user}
+                                                                         "rank_user_s": user, "samples": self._samples}
 
     def _wait_all(self, timeout, capture):
         """Waits for every rank; the first to fail (or the timeout) stops the others 5 s later, as mpirun
@@ -406,7 +429,11 @@ class Cluster:
             t.start()
         deadline = None if timeout is None else time.time() + timeout
         failed_at = None
+        self._samples, next_sample = [], 0.0
         while any(p.returncode is None for p in self.procs):
+            if time.time() >= next_sample:
+                next_sample = time.time() + 0.02
+                self._samples.append((time.time(), *_cpu_times(), [_process_ticks(p.pid) for p in self.procs]))
             for i, p in enumerate(self.procs):
                 if p.returncode is not None:
                     continue
@@ -437,6 +464,31 @@ class Cluster:
                 if stream:
                     stream.close()
         return [p.returncode for p in self.procs], outs, errs
+
+
+def _process_ticks(pid):
+    """A process's user + system CPU time in clock ticks (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def cpu_while(samples, active_rank=None):
+    """From launch()'s samples: (the machine's busy share, the ranks' CPU share) over the intervals where
+    `active_rank` used CPU (a late rank: after it arrived), or over the whole run."""
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = total = ranks = seconds = 0.0
+    for (t0, b0, tot0, r0), (t1, b1, tot1, r1) in zip(samples, samples[1:]):
+        if active_rank is not None and r1[active_rank] <= r0[active_rank]:
+            continue
+        busy, total, seconds = busy + b1 - b0, total + tot1 - tot0, seconds + t1 - t0
+        ranks += sum(max(0, b - a) for a, b in zip(r0, r1)) / hz
+    if seconds == 0:
+        return float("nan"), float("nan")
+    return busy / max(1, total), ranks / (seconds * os.cpu_count())
 
 
 def _cpu_times():
