@@ -2,25 +2,20 @@
 // exists: the probe says so and every communicator runs on the host.
 #include "src/exec/device_backend.h"
 
-#include "src/core/env.h"
-
 namespace braid {
 
 #if !BRAID_WITH_CUDA
-DeviceProbe probe_device_backend() { return DeviceProbe{}; }
+namespace {
+Status no_cuda() { return BRAID_ERROR(ncclInvalidUsage, "braid was built without CUDA (nvcc not found at build time)"); }
+}  // namespace
 
-Status make_cuda_backend(ncclComm*, int, std::unique_ptr<DeviceBackend>*) {
-  return BRAID_ERROR(ncclInvalidUsage, "braid was built without CUDA (nvcc not found at build time)");
+DeviceProbe probe_device_backend() { return DeviceProbe{}; }
+Status make_cuda_backend(const BackendContext&, int, std::unique_ptr<Backend>*) { return no_cuda(); }
+Status make_cuda_staged_backend(const BackendContext&, int, const HostPathSettings&, std::unique_ptr<Backend>*) {
+  return no_cuda();
 }
-Status device_mem_alloc(size_t, size_t, void**) {
-  return BRAID_ERROR(ncclInvalidUsage, "braid was built without CUDA (nvcc not found at build time)");
-}
-Status device_mem_free(void*) {
-  return BRAID_ERROR(ncclInvalidUsage, "braid was built without CUDA (nvcc not found at build time)");
-}
-Status make_cuda_staged_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out) {
-  return make_cuda_backend(comm, device, out);
-}
+Status device_mem_alloc(size_t, size_t, void**) { return no_cuda(); }
+Status device_mem_free(void*) { return no_cuda(); }
 #endif
 
 }  // namespace braid

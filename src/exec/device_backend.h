@@ -1,42 +1,17 @@
-// A device backend executes a communicator's work on an accelerator instead
-// of the host executor: asynchronously, on the caller's stream.
-//
-// The front end (argument checks, groups, planning) is shared; at GroupEnd a
-// communicator with a device backend hands it its planned collectives and its
-// send/recv batch instead of building host tasks.  Errors the device hits
-// later (a dead peer, an abort, mismatched sizes) surface through
-// poll_error(), which ncclCommGetAsyncError reports, as in NCCL.
+// The CUDA backends' entry points (src/exec/cuda): what the runtime asks
+// before and while it makes a communicator, and ncclMemAlloc's device
+// memory.  Built without CUDA, the probe finds no device and the makers
+// fail cleanly.
 #pragma once
 
+#include <cstddef>
 #include <memory>
-#include <vector>
 
-#include "braid/schedule.h"
-#include "src/core/group.h"
-#include "src/core/status.h"
-
-struct ncclComm;
+#include "src/base/status.h"
+#include "src/exec/backend.h"
+#include "src/plan/host_path.h"
 
 namespace braid {
-
-class HostStagedBackend;
-
-class DeviceBackend {
- public:
-  virtual ~DeviceBackend() = default;
-  virtual const char* name() const = 0;
-  // Enqueue one collective on call.stream, running `schedule`.
-  virtual Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& schedule) = 0;
-  // Enqueue one group's send/recv batch (on the first call's stream).
-  virtual Status p2p(const std::vector<P2PCall>& calls) = 0;
-  // ncclSuccess, or the first error the device reported.
-  virtual ncclResult_t poll_error() = 0;
-  // Releases every kernel waiting on a peer (ncclCommAbort).
-  virtual void abort() = 0;
-  // Non-null for communicators whose device buffers are staged through the
-  // host executor (src/exec/host_staged.h): their groups run as one batch.
-  virtual HostStagedBackend* host_staged() { return nullptr; }
-};
 
 // What a rank tells the others at init so that all pick the same backend.
 struct DeviceProbe {
@@ -52,11 +27,12 @@ DeviceProbe probe_device_backend();
 Status device_mem_alloc(size_t bytes, size_t alignment, void** out);
 Status device_mem_free(void* p);
 
-// Creates the CUDA backend for an initialised communicator (bootstrap and
-// peers ready).  Fails cleanly when braid was built without CUDA.
-Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out);
+// The CUDA backend of an initialised communicator (bootstrap and peers
+// ready): ranks of one host, CUDA IPC between them.
+Status make_cuda_backend(const BackendContext& ctx, int device, std::unique_ptr<Backend>* out);
 // The same for a communicator with ranks on other hosts: device buffers
-// staged through the host executor (src/exec/host_staged.h).
-Status make_cuda_staged_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out);
+// staged through a host backend with `host` settings (src/exec/host_staged.h).
+Status make_cuda_staged_backend(const BackendContext& ctx, int device, const HostPathSettings& host,
+                                std::unique_ptr<Backend>* out);
 
 }  // namespace braid

@@ -6,9 +6,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "src/core/comm.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 
 namespace braid {
 namespace {
@@ -67,17 +67,18 @@ Status real_status(const RealNccl& lib, ncclComm_t comm, ncclResult_t r, const c
                      last ? last : "");
 }
 
-Status make_real_comm(ncclComm* comm, const RealNccl& lib) {
+Status make_real_comm(const BackendContext& ctx, const RealNccl& lib, std::unique_ptr<RealComm>* out) {
+  const int rank = ctx.comm.rank, nranks = ctx.comm.nranks;
   ncclUniqueId id{};
-  if (comm->rank == 0) {
+  if (rank == 0) {
     BRAID_TRY(real_status(lib, nullptr, lib.GetUniqueId(&id), "ncclGetUniqueId"));
-    for (int r = 1; r < comm->nranks; ++r) BRAID_TRY(comm->bootstrap->send(r, kRealIdTag, &id, sizeof id));
+    for (int r = 1; r < nranks; ++r) BRAID_TRY(ctx.bootstrap->send(r, kRealIdTag, &id, sizeof id));
   } else {
-    BRAID_TRY(comm->bootstrap->recv(0, kRealIdTag, &id, sizeof id));
+    BRAID_TRY(ctx.bootstrap->recv(0, kRealIdTag, &id, sizeof id));
   }
   ncclComm_t real = nullptr;
-  BRAID_TRY(real_status(lib, nullptr, lib.CommInitRank(&real, comm->nranks, id, comm->rank), "ncclCommInitRank"));
-  comm->real = std::make_unique<RealComm>(real);
+  BRAID_TRY(real_status(lib, nullptr, lib.CommInitRank(&real, nranks, id, rank), "ncclCommInitRank"));
+  *out = std::make_unique<RealComm>(real);
   return Status::ok();
 }
 
@@ -111,17 +112,16 @@ bool forward_wanted(Collective c) {
   return false;
 }
 
-Status forward_collective(const CollectiveCall& c) {
+Status Forwarder::run(const CollectiveCall& c, const BackendContext& ctx) {
   const RealNccl* lib = nullptr;
   BRAID_TRY(real_nccl(&lib));
   if (c.op < ncclSum || c.op >= ncclNumOps)
     return BRAID_ERROR(ncclInvalidArgument, "op {} was created by braid; it cannot be forwarded to the real NCCL",
                        int(c.op));
-  ncclComm* comm = c.comm;
-  if (!comm->real) BRAID_TRY(make_real_comm(comm, *lib));
-  ncclComm_t real = comm->real->get();
-  BRAID_INFO(kColl, "{} count={} rank {}/{}: forwarded to {}", to_string(c.collective), c.count, comm->rank,
-             comm->nranks, lib->path);
+  if (!real_) BRAID_TRY(make_real_comm(ctx, *lib, &real_));
+  ncclComm_t real = real_->get();
+  BRAID_INFO(kColl, "{} count={} rank {}/{}: forwarded to {}", to_string(c.collective), c.count, ctx.comm.rank,
+             ctx.comm.nranks, lib->path);
   ncclResult_t r = ncclInternalError;
   switch (c.collective) {
     case Collective::AllReduce: r = lib->AllReduce(c.sendbuff, c.recvbuff, c.count, c.type, c.op, real, c.stream); break;

@@ -13,8 +13,9 @@
 
 #include <memory>
 
-#include "src/core/group.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
+#include "src/exec/backend.h"
+#include "src/plan/call.h"
 
 namespace braid {
 
@@ -59,8 +60,18 @@ class RealComm {
 // True when BRAID_FORWARD names this collective (or is "all").
 bool forward_wanted(Collective c);
 
-// Runs the call on the real NCCL, creating the twin communicator first if
-// needed (collective over the communicator's ranks, like the call itself).
-Status forward_collective(const CollectiveCall& call);
+// A communicator's way to the real NCCL.
+class Forwarder {
+ public:
+  // Runs the call on the real NCCL, creating the twin communicator first if
+  // needed (collective over the communicator's ranks, like the call itself).
+  Status run(const CollectiveCall& call, const BackendContext& ctx);
+  void abort() {
+    if (real_) real_->abort();
+  }
+
+ private:
+  std::unique_ptr<RealComm> real_;
+};
 
 }  // namespace braid

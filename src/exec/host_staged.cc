@@ -3,14 +3,15 @@
 #include <algorithm>
 
 #include "braid/chunking.h"
-#include "src/core/comm.h"
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
 
 namespace braid {
 
 HostStagedBackend::~HostStagedBackend() {
   if (staging_) memory_->host_free(staging_);
 }
+
+GroupRunner HostStagedBackend::group_runner() const { return run_host_staged; }
 
 Status HostStagedBackend::reserve(size_t bytes, char** out) {
   if (bytes > capacity_) {
@@ -24,19 +25,13 @@ Status HostStagedBackend::reserve(size_t bytes, char** out) {
   return Status::ok();
 }
 
-Status HostStagedBackend::collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>&) {
-  return run_host_staged({call}, {});
-}
-
-Status HostStagedBackend::p2p(const std::vector<P2PCall>& calls) { return run_host_staged({}, calls); }
-
 namespace {
 
-HostStagedBackend& backend_of(ncclComm* comm) { return *comm->device->host_staged(); }
+HostStagedBackend& staged(const CommWork& w) { return static_cast<HostStagedBackend&>(*w.backend); }
 
 // One device buffer of the group and where its host copy goes.
 struct Piece {
-  ncclComm* comm;
+  HostStagedBackend* backend;
   void* device;
   size_t bytes;
   void* stream;
@@ -51,20 +46,20 @@ constexpr size_t align_up(size_t n) { return (n + 63) & ~size_t(63); }
 
 // Checks every buffer, then carves each communicator's staging memory.
 Status place(std::vector<Piece>& pieces) {
-  std::vector<std::pair<ncclComm*, size_t>> totals;  // bytes per communicator
+  std::vector<std::pair<HostStagedBackend*, size_t>> totals;  // bytes per communicator
   for (Piece& p : pieces) {
-    DeviceMemory& memory = backend_of(p.comm).memory();
+    DeviceMemory& memory = p.backend->memory();
     BRAID_TRY(memory.check(p.device, p.input ? "sendbuff" : "recvbuff"));
     BRAID_TRY(memory.check_not_capturing(p.stream));
-    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == p.comm; });
-    if (it == totals.end()) it = totals.insert(totals.end(), {p.comm, 0});
+    auto it = std::find_if(totals.begin(), totals.end(), [&](auto& t) { return t.first == p.backend; });
+    if (it == totals.end()) it = totals.insert(totals.end(), {p.backend, 0});
     it->second += align_up(p.bytes);
   }
-  for (auto& [comm, bytes] : totals) {
+  for (auto& [backend, bytes] : totals) {
     char* base = nullptr;
-    BRAID_TRY(backend_of(comm).reserve(bytes, &base));
+    BRAID_TRY(backend->reserve(bytes, &base));
     for (Piece& p : pieces)
-      if (p.comm == comm) {
+      if (p.backend == backend) {
         p.host = base;
         if (p.field) *p.field = base;
         else *p.const_field = base;
@@ -78,7 +73,7 @@ Status place(std::vector<Piece>& pieces) {
 Status wait_streams(const std::vector<Piece>& pieces) {
   std::vector<std::pair<DeviceMemory*, void*>> done;
   for (const Piece& p : pieces) {
-    std::pair<DeviceMemory*, void*> key{&backend_of(p.comm).memory(), p.stream};
+    std::pair<DeviceMemory*, void*> key{&p.backend->memory(), p.stream};
     if (std::find(done.begin(), done.end(), key) != done.end()) continue;
     BRAID_TRY(key.first->wait(key.second));
     done.push_back(key);
@@ -88,42 +83,48 @@ Status wait_streams(const std::vector<Piece>& pieces) {
 
 // A PreMulSum scalar in device memory is read with the inputs; the op then
 // carries it by value.
-Status stage_scalar(CollectiveCall& c) {
-  if (!c.has_premul || c.premul.residence != ncclScalarDevice) return Status::ok();
-  DeviceMemory& memory = backend_of(c.comm).memory();
-  BRAID_TRY(memory.check(c.premul.pointer, "PreMulSum scalar"));
-  BRAID_TRY(memory.to_host(&c.premul.immediate, c.premul.pointer, datatype_size(c.premul.type), c.stream));
-  c.premul.residence = ncclScalarHostImmediate;
-  c.premul.pointer = nullptr;
+Status stage_scalar(DeviceMemory& memory, CollectiveCall& c) {
+  PreMulSumOp& op = c.reduction.scalar;
+  if (!c.reduction.premul || op.residence != ncclScalarDevice) return Status::ok();
+  BRAID_TRY(memory.check(op.pointer, "PreMulSum scalar"));
+  BRAID_TRY(memory.to_host(&op.immediate, op.pointer, datatype_size(op.type), c.stream));
+  op.residence = ncclScalarHostImmediate;
+  op.pointer = nullptr;
   return Status::ok();
 }
 
 }  // namespace
 
-Status run_host_staged(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps) {
+Status run_host_staged(std::span<CommWork> work) {
+  // The host backends' work: the same calls, on host copies of the buffers.
+  std::vector<CommWork> on_host;
+  for (CommWork& w : work) on_host.push_back(CommWork{&staged(w).host(), w.collectives, w.p2ps});
   std::vector<Piece> pieces;
-  for (CollectiveCall& c : collectives) {
-    const size_t esize = datatype_size(c.type);
-    const int n = c.comm->nranks;
-    if (has_input(c))
-      pieces.push_back({c.comm, const_cast<void*>(c.sendbuff), input_blocks(c.collective, n) * c.count * esize,
-                        c.stream, true, &c.sendbuff, nullptr});
-    if (has_output(c))
-      pieces.push_back({c.comm, c.recvbuff, output_blocks(c.collective, n) * c.count * esize, c.stream, false,
-                        nullptr, &c.recvbuff});
+  for (size_t i = 0; i < work.size(); ++i) {
+    HostStagedBackend* backend = &staged(work[i]);
+    const TransportContext& comm = backend->host().context().comm;
+    for (CollectiveCall& c : on_host[i].collectives) {
+      const size_t block = c.count * datatype_size(c.type);
+      if (has_input(c, comm.rank))
+        pieces.push_back({backend, const_cast<void*>(c.sendbuff), input_blocks(c.collective, comm.nranks) * block,
+                          c.stream, true, &c.sendbuff, nullptr});
+      if (has_output(c, comm.rank))
+        pieces.push_back({backend, c.recvbuff, output_blocks(c.collective, comm.nranks) * block, c.stream, false,
+                          nullptr, &c.recvbuff});
+    }
+    for (P2PCall& p : on_host[i].p2ps)
+      pieces.push_back({backend, p.buffer, p.count * datatype_size(p.type), p.stream, p.is_send, nullptr, &p.buffer});
   }
-  for (P2PCall& p : p2ps)
-    pieces.push_back({p.comm, p.buffer, p.count * datatype_size(p.type), p.stream, p.is_send,
-                      nullptr, &p.buffer});
   BRAID_TRY(place(pieces));
   for (const Piece& p : pieces)
-    if (p.input) BRAID_TRY(backend_of(p.comm).memory().to_host(p.host, p.device, p.bytes, p.stream));
-  for (CollectiveCall& c : collectives) BRAID_TRY(stage_scalar(c));
+    if (p.input) BRAID_TRY(p.backend->memory().to_host(p.host, p.device, p.bytes, p.stream));
+  for (size_t i = 0; i < work.size(); ++i)
+    for (CollectiveCall& c : on_host[i].collectives) BRAID_TRY(stage_scalar(staged(work[i]).memory(), c));
   // Inputs on the host, and the streams' earlier work done, before any byte moves.
   BRAID_TRY(wait_streams(pieces));
-  BRAID_TRY(run_host_work(std::move(collectives), std::move(p2ps)));
+  BRAID_TRY(run_host_group(on_host));
   for (const Piece& p : pieces)
-    if (!p.input) BRAID_TRY(backend_of(p.comm).memory().to_device(p.device, p.host, p.bytes, p.stream));
+    if (!p.input) BRAID_TRY(p.backend->memory().to_device(p.device, p.host, p.bytes, p.stream));
   // Outputs on the device when the call returns; the staging memory is free again.
   return wait_streams(pieces);
 }

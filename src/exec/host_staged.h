@@ -16,13 +16,12 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
-#include "src/core/group.h"
-#include "src/core/status.h"
-#include "src/exec/device_backend.h"
-
-struct ncclComm;
+#include "src/base/status.h"
+#include "src/exec/backend.h"
+#include "src/exec/host/host_backend.h"
 
 namespace braid {
 
@@ -43,34 +42,33 @@ class DeviceMemory {
   virtual void host_free(void* p) = 0;
 };
 
-class HostStagedBackend final : public DeviceBackend {
+class HostStagedBackend final : public Backend {
  public:
-  explicit HostStagedBackend(std::unique_ptr<DeviceMemory> memory) : memory_(std::move(memory)) {}
+  HostStagedBackend(std::unique_ptr<DeviceMemory> memory, std::unique_ptr<HostBackend> host)
+      : memory_(std::move(memory)), host_(std::move(host)) {}
   ~HostStagedBackend() override;
   const char* name() const override { return "host-staged"; }
-  HostStagedBackend* host_staged() override { return this; }
-  // A single call is a group of one (run_device_work batches whole groups).
-  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& schedule) override;
-  Status p2p(const std::vector<P2PCall>& calls) override;
-  // Errors are returned by the calls themselves (they complete before returning).
-  ncclResult_t poll_error() override { return ncclSuccess; }
-  void abort() override {}  // the host executor watches the communicator's stop flag
+  GroupRunner group_runner() const override;
+  int connection_slots() const override { return host_->connection_slots(); }
+  // Errors are returned by the calls themselves (they complete before
+  // returning); the host executor watches the communicator's stop flag.
 
   DeviceMemory& memory() { return *memory_; }
+  HostBackend& host() { return *host_; }
   // Host staging memory for one group: grows between groups (the previous
   // group's copies are complete by then), never while one runs.
   Status reserve(size_t bytes, char** out);
 
  private:
   std::unique_ptr<DeviceMemory> memory_;
+  std::unique_ptr<HostBackend> host_;
   char* staging_ = nullptr;
   size_t capacity_ = 0;
 };
 
-// Runs one group's work on host-staged communicators: stage in, run on the
-// host executor (concurrently, as one group), stage out.  On failure no
-// device output is written.
-Status run_host_staged(std::vector<CollectiveCall> collectives, std::vector<P2PCall> p2ps);
-
+// The staged backends' part of a group (their GroupRunner): stage in, run
+// on their host backends (concurrently, as one group), stage out.  On
+// failure no device output is written.
+Status run_host_staged(std::span<CommWork> work);
 
 }  // namespace braid

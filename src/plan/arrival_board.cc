@@ -1,7 +1,7 @@
 #include "src/plan/arrival_board.h"
 
-#include "src/core/deadline.h"
-#include "src/core/log.h"
+#include "src/base/deadline.h"
+#include "src/base/log.h"
 
 namespace braid {
 namespace {

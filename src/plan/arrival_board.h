@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {

@@ -2,57 +2,47 @@
 // buffers moves its data between processes on one host: through the shared-
 // memory slots of its schedule (every byte copied in by the sender and out
 // by the receiver), or pulled by each receiver straight out of the senders'
-// buffers with cross-memory attach (one kernel copy; src/core/cross_memory.h).
+// buffers with cross-memory attach (one kernel copy; src/transport/cross_memory.h).
 // (Reductions may pull too, but only under BRAID_CMA=on, where nothing is
-// chosen: see pull_in_auto in src/exec/host/direct_task.h.)
+// chosen: see pull_in_auto in src/exec/host/single_copy.h.)
 //
 // Neither wins everywhere, and which one does depends on where the ranks'
 // cores sit, which can change while the job runs.  Measured on this
-// project's 2-core VM with perf/copy_path_probe (2-process AllGather, best
-// of 20 calls, rounds tagged by the core-to-core round trip; the runs are
-// in perf/results/compare_20261125.txt), slots / pull in us:
-//                       cores near (~60 ns)     cores far (~210-350 ns)
-//   1 MB                     41 / 52                    -
-//   4 MB                    196 / 203        645 / 366 (fresh inputs), 1004 / 206 (reused)
-//   16 MB                  1760 / 1915       3939 / 2279 (fresh),      4920 / 2162 (reused)
-// Near, the slots win by 4-23% (a user-space copy of data hot in a
+// project's 2-core VM with perf/copy_path_probe (2-process AllGather,
+// rounds tagged by the core-to-core round trip; perf/results/
+// compare_20261125.txt, section 2): with the cores near (sharing a cache)
+// the slots win by a little (a user-space copy of data hot in a
 // neighbour's cache beats the kernel's page-pinning copy); far, every slot
 // line crosses the slow link twice (the receiver's read, then the sender's
-// next write invalidating it) and pulling wins 1.7x, 2-5x when the inputs
-// did not change since the last call (a benchmark loop).  The host moves
-// this VM's cores between the two states every few seconds.
+// next write invalidating it) and pulling wins clearly, by more when the
+// inputs did not change since the last call (a benchmark loop).  The host
+// moves this VM's cores between the two states every few seconds.
 //
-// With more ranks than cores the slots won or tied everywhere, near or far: out-of-
-// place us, slots / pull, -n 40 -w 5 (3 ranks at 384K / 1.5M / 6M; 4 ranks
-// at 512K / 2M / 8M), perf/results/compare_20261125b.txt:
-//   3 ranks   AlltoAll  24 / 45    99 / 185    739 / 1101
-//             AllGather 23 / 46    80 / 178    438 / 702
-//             Broadcast 35 / 85   136 / 293    541 / 856
-//   4 ranks   AlltoAll  42 / 71   243 / 252   1830 / 1795
-//             AllGather 48 / 73   202 / 259    869 / 1160
-//             Broadcast 28 / 82   125 / 314    909 / 1596
-// Every rank that waits there waits for a peer to be scheduled, whichever
-// path it is on, and pulling adds the kernel's page pinning to each copy.
+// With more ranks than cores the slots won or tied everywhere on that VM,
+// near or far: AlltoAll, AllGather and Broadcast at 3 and 4 ranks
+// (perf/results/compare_20261125b.txt, section 1).  Every rank that waits
+// there waits for a peer to be scheduled, whichever path it is on, and
+// pulling adds the kernel's page pinning to each copy.
 // That is not every machine's answer.  On a 2-vCPU Intel VM (2 MB of L2 per
 // core, and beyond it copies no faster than memory) pulling, forced, beat
-// the slots 1.1-1.5x at 4 ranks from 256 KB to 16 MB: a 4-rank AllGather or
-// AlltoAll copies each block 4 times pulled (once per receiver, and its
-// own) and 7 times through the slots.  So where ranks outnumber cores,
-// BRAID_CMA=auto times AllGather and AlltoAll from 256 KB too, with two
-// changes that made the timing hold there (perf/results/
+// the slots at 4 ranks from 256 KB to 16 MB (AlltoAll at 16 MB aside): a
+// 4-rank AllGather or AlltoAll copies each block 4 times pulled (once per
+// receiver, and its own) and 7 times through the slots.  So where ranks
+// outnumber cores, BRAID_CMA=auto times AllGather and AlltoAll from 256 KB
+// too, with two changes that made the timing hold there (perf/results/
 // oversubscribed_pull_20261126.txt):
 //  - a call rank 0 times on the slots ends with the pull path's "done"
 //    exchange, so both ways are timed until every rank is done (a rank
 //    that returns early leaves its peers' copying on the next call's time);
 //  - a way's estimate is the fastest of its last 6 calls, not 2: per-call
-//    times of processes sharing cores spread +-30%, more than the gap, and
-//    with 2 the choice flipped every few calls.
-// Over 200 calls this took 4-rank out-of-place AlltoAll of 512 KB-8 MB
-// 15-38% faster, and AllGather 0-34%; over the comparison's 13 calls per
-// size the exploring costs about what it wins (at 32 MB, more).  A pulled
-// Broadcast (every peer reading the root's buffer) did not beat the slots'
-// tree there, and pulls under 256 KB lost 2x (two exchanges, each waiting
-// for every process to be scheduled), so neither is timed.  BRAID_CMA=on
+//    times of processes sharing cores spread wider than the gap between
+//    the ways, and with 2 the choice flipped every few calls.
+// Over long runs this made 4-rank out-of-place AlltoAll and AllGather
+// faster; over the comparison's 13 calls per size the exploring costs
+// about what it wins (at the largest sizes, more).  A pulled Broadcast
+// (every peer reading the root's buffer) did not beat the slots' tree
+// there, and pulls under 256 KB lost (two exchanges, each waiting for
+// every process to be scheduled), so neither is timed.  BRAID_CMA=on
 // still pulls everything.
 //
 // Where it may pull, the choice is measured (src/plan/measured_choice.h),

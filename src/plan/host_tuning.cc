@@ -9,32 +9,28 @@
 // beta: bytes moved through shared memory, gamma: bytes reduced.  rd wins
 // below m* = alpha (2(n-1) - L') / ((L' - 2(n-1)/n) beta + (L' - (n-1)/n) gamma).
 //
-// Constants, measured on this project's 2-core VM (perf/compare,
-// perf/results/): a 2-rank 8 B allreduce (one rd step) takes ~1.3-1.5 us,
-// so alpha ~1.5 us with a core per rank; with 4 ranks on 2 cores a small
-// allreduce (2 rd steps) takes ~15-40 us, each step waiting for the peer
-// to be scheduled, so alpha ~15 us oversubscribed; copies and reductions
-// run at ~10 GB/s per rank, beta = gamma ~0.1 ns/B.  This gives m* ~30 KiB
-// for 2 and 4 ranks with a core each (the 32 KiB the planner used before,
-// now derived); the same when oversubscribed (see kAlphaOversubscribedNs).
+// Constants (kAlphaNs and the rest below), from this project's 2-core VM
+// (perf/compare): alpha is what a 2-rank 8 B allreduce (one rd step) takes
+// with a core per rank (perf/results/allreduce_vs_mpi.txt); with 4 ranks
+// on 2 cores a small allreduce takes far longer per step, each step
+// waiting for the peer to be scheduled; beta = gamma from the rate at
+// which one rank copies and reduces.  This gives m* ~30 KiB for 2 and 4
+// ranks with a core each (the 32 KiB the planner used before, now
+// derived); the same when oversubscribed (see kAlphaOversubscribedNs).
 //
 // Exchanging with all peers at once (direct AllGather and AlltoAll, one
 // lane per peer) against ring or pairwise order: the same bytes cross, but
 // a ring or pairwise step waits for one particular peer.  With a core per
 // rank that wait is short; with more ranks than cores the named peer is
-// often descheduled (alpha ~15 us), and a rank that can take whichever
-// peer's data is there gets on.  Direct AllGather pays for it by reading
-// its input once per peer ((n-2) m more than ring, from cache while it
-// fits), so it wins below m ~ alpha/beta ~ 150 KB; direct AlltoAll reads
-// every block once, like pairwise, and has no such cost.  Measured with 4
-// ranks on 2 cores, 3 alternating runs each, pairwise/ring -> direct (the
-// range over the runs; sizes are the perf tools' whole buffers, so 512K of
-// AllGather is 128 KiB per rank):
-//   AlltoAll  16K 30-46 -> 16-19 us, 256K 67-88 -> 44, 1M 182-304 -> 136-162,
-//             4M 739-1001 -> 611-889 (OpenMPI 41-62, 58-110, 167-265, 570-1154);
-//             16-64M within the run-to-run noise either way
-//   AllGather 64K 25-29 -> 15-19 us, 256K 40-64 -> 34-42, 512K 84-108 -> 72-84,
-//             1M 99-143 -> 127-145, 4M 469-736 -> 520-1049 (ring wins)
+// often descheduled (the long oversubscribed step above), and a rank that
+// can take whichever peer's data is there gets on.  Direct AllGather pays
+// for it by reading its input once per peer ((n-2) m more than ring, from
+// cache while it fits), so it wins below m ~ (that step) / beta, where
+// kDirectAllGatherMaxBytes sits; direct AlltoAll reads every block once,
+// like pairwise, and has no such cost.  Measured with 4 ranks on 2 cores,
+// 3 alternating runs each, pairwise/ring against direct: AlltoAll direct
+// faster up to 4 MB (the perf tools' whole buffer) and within the noise
+// above; AllGather direct faster up to 128 KiB per rank, ring above.
 // With a core per rank (2 ranks here: the two orders are the same schedule)
 // the established orders stay.
 #include "src/plan/host_tuning.h"
@@ -50,10 +46,10 @@
 namespace braid {
 namespace {
 
-// Oversubscribed alpha is NOT raised: measured 20:40 UTC with 4 ranks on 2
-// cores (perf/results/compare_20261122.txt), rd at 8-256 KiB took 0.12-2.7
-// ms where ring at 512 KiB took 0.39 ms: rd's full-buffer steps cost more
-// than ring's extra hand-overs there.
+// Oversubscribed alpha is NOT raised: with 4 ranks on 2 cores, rd at 8-256
+// KiB was slower than ring at 512 KiB (perf/results/compare_20261122.txt,
+// part 1): rd's full-buffer steps cost more than ring's extra hand-overs
+// there.
 constexpr double kAlphaNs = 1500, kAlphaOversubscribedNs = 1500;
 constexpr double kBetaNsPerByte = 0.1, kGammaNsPerByte = 0.1;
 
@@ -93,10 +89,10 @@ uint64_t host_allreduce_rd_max_bytes(int nranks) {
 }
 
 // Measured with 4 ranks on the 2-core VM, AlltoAll 4 MB (1 MB per peer),
-// vCPUs near, alternating runs, us: 8 slots of 256 KB per connection
-// 822-958; only 2 of the 8 in flight per connection (a window) 862-974; a
-// 2-slot ring 493-499 (perf/results/compare_20261125l.txt).  What helps is
-// the memory the fragments cycle through, not how many are in flight.
+// vCPUs near: a 2-slot ring was much faster than 8 slots per connection,
+// while keeping only 2 of the 8 in flight (a window) was not
+// (perf/results/compare_20261125l.txt section 1).  What helps is the
+// memory the fragments cycle through, not how many are in flight.
 int slots_per_connection(int slots, int connections) {
   return std::max(kMinSlots, slots / std::max(1, connections));
 }

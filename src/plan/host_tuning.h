@@ -37,12 +37,11 @@ int slots_per_connection(int slots, int connections);
 // A call whose every chunk spans at least kWideTileMinTiles slot-wide
 // fragments sends them that wide, through 1 / kShmSlotFragments of the slots
 // (the same memory); smaller calls keep the finer fragments, which pipeline
-// deeper.  Measured with 2 processes (ring
-// geometry as BRAID_SHM_SLOT_BYTES x BRAID_SHM_SLOTS, 2 MB either way): 512K
-// x 4 against 256K x 8 took AllReduce 64 MB 5.45-5.78 ms against 5.81-6.01,
-// 256 MB 23.0-24.0 against 24.4-24.9, and AlltoAll 4 MB 156-163 us against
-// 187-193; but AllGather, Broadcast and AlltoAll of 1 MB lost 10-40%
-// (chunks of 1 MB: two wide fragments each).  perf/results/compare_20261126c.txt.
+// deeper.  Measured with 2 processes, the same ring memory cut into fewer,
+// wider slots: large AllReduce and a 4 MB AlltoAll gained, but AllGather,
+// Broadcast and AlltoAll of 1 MB lost (chunks of 1 MB: two wide fragments
+// each), hence the kWideTileMinTiles floor (perf/results/
+// compare_20261126c.txt section 2).
 constexpr uint64_t kWideTileMinTiles = 4;
 
 // Fragments of a communicator with ranks on other hosts: at most this wide,

@@ -25,10 +25,11 @@
 // kExploreBudget gaps.  A class's very first call is not timed at all: it
 // pays what only a first call pays (a schedule planned, slots and buffers
 // touched for the first time).  Timed, it made the default look slower
-// than the other way's first, warm, call: 2-process AllReduce of 64 MB,
-// cores near, first call (cached slots) 8.4-8.6 ms, then streamed slots
-// 7.7-8.2, so streamed was taken for 4 calls at 8-9.6 ms before a recheck
-// found the cached slots at 6.2 (perf/results/compare_20261126e.txt).
+// than the other way's first, warm, call: in a 2-process AllReduce of
+// 64 MB with the cores near, the cold first call on the cached slots
+// looked slower than the streamed slots, so streamed was taken for several
+// calls before a recheck found the cached slots well ahead (perf/results/
+// compare_20261126e.txt section 1).
 //
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of

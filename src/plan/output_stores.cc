@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "braid/chunking.h"
-#include "src/core/env.h"
+#include "src/base/env.h"
 
 namespace braid {
 

@@ -1,5 +1,5 @@
 // Which user outputs the host paths (the schedule executor, and the direct
-// and pull paths of src/exec/host/direct_task.h) write with streaming
+// and pull paths of src/exec/host/single_copy.h) write with streaming
 // (non-temporal) stores.
 //
 // A streamed store skips the read-for-ownership of the line it writes and
@@ -11,34 +11,18 @@
 // rank's: 4 ranks of a 4 MB AlltoAll touch 4 x (4 + 4) MB, or 4 x 4 MB in
 // place.  So an output streams once the ranks sharing this cache touch more
 // bytes than it holds.  Measured on this project's 2-core VM (one 32 MB L3),
-// out of place, us, through the cache -> streamed (perf/results/
-// compare_20261125k.txt).  The executor (plain buffers), 4 alternating rounds:
-//   2 ranks, 16 MB calls, 48-64 MB touched: AllGather 1064-1340 -> 970-1164,
-//     AlltoAll 1486-1698 -> 1343-1482, Broadcast 1786-2041 -> 1119-1541,
-//     ReduceScatter 830-1052 -> 769-926, AllReduce level (6 more rounds:
-//     1517-1683 -> 1554-1638)
-//   2 ranks, 8 MB calls, 24-32 MB touched: AlltoAll 516-656 -> 614-664,
-//     ReduceScatter 265-503 -> 325-372, AllGather 356-528 -> 517-679
-//   4 ranks AlltoAll: 8 MB (64 MB touched) 1924-2388 -> 1673-2069; 4 MB
-//     (32 MB) level
-// (An earlier run of 2-rank AllGather at 16 MB, 4 alternating rounds, had
-// it the other way, 1065-1584 -> 1223-1859, and AlltoAll 10-20% faster
-// streamed; this host's spread is wide, and those 2-rank 16 MB calls then
-// stayed cached.)  The direct path (registered windows, -R 2), 2 rounds:
-//   2 ranks, 8 MB (24 MB touched): AllGather 204-244 -> 400-423, Broadcast
-//     249-380 -> 415-474; 16 MB (48-64 MB): AllGather 835-1381 -> 806-933,
-//     AlltoAll 1325-1656 -> 1094-1175, AllReduce 1524-1951 -> 1116-1211
-//   4 ranks, 8 MB: AllGather 934-1036 -> 871-872, AlltoAll 1434-1530 ->
-//     1129-1151
-// (Before, the executor streamed outputs of 32 MB or more, the direct path
-// those of 8 MB or more.)
-// In place the same rule holds with the shared buffer counted once.  There
-// streaming lost where the buffers just fill the cache (2 ranks, 16 MB in
-// place, 32 MB touched, on the executor: AlltoAll 362-381 us through the
-// cache, 861-939 streamed, AllReduce 803-867 against 1198-1524; on the
-// direct path AllGather 8 MB, 16 MB touched, 80-109 against 202-218) and
-// won where they overflow it (direct path, 4 ranks, AllGather 16 MB in
-// place, 64 MB touched: 1218-1381 streamed against 1624-2413).
+// out of place, through the cache against streamed (perf/results/
+// compare_20261125k.txt, sections 1 and 4): on the executor (plain buffers)
+// and on the direct path (registered windows) streaming won where the
+// touched bytes overflow the cache, and lost or tied where they fit; the
+// executor's AllReduce just past the cache came out level.  An earlier run
+// had 2-rank AllGather at 16 MB the other way (compare_20261123_session6.txt):
+// this host's spread is wide, and those calls then stayed cached.  Before,
+// the executor streamed outputs of 32 MB or more, the direct path those of
+// 8 MB or more.
+// In place the same rule holds with the shared buffer counted once: there
+// streaming lost where the buffers just fill the cache and won where they
+// overflow it (same file, sections 1 and 4).
 #pragma once
 
 #include <cstdint>
@@ -62,16 +46,14 @@ CacheShare cache_share(int ranks_on_host);
 
 // The most last-level cache one CPU is counted to have.  A VM reports its
 // host's cache as its own: this project's 2-vCPU VM of 2026-11-26 reads a
-// 480 MB L3 in sysfs, but behaves as if ~100 MB were its own.  2 ranks, out
-// of place, us, counting the cache as 480 MB -> 96 MB (2 alternating rounds,
-// perf/results/llc_cap_20261126.txt): AllReduce 32 MB (128 MB touched)
-// 6306-6992 -> 5686-5761, 64 MB 15.5-16.2 ms -> 12.6-12.9; AllGather 128 MB
-// (384 MB) 23.5-23.9 ms -> 18.4-18.6, Broadcast 128 MB 28.1-28.6 ms ->
-// 23.5-23.9; while AllGather and Broadcast of 32 MB (96 MB touched) were
-// 20-50% and 8% faster through the cache, which this cap keeps.  (In place,
-// 2 x 64-128 MB touched, AllReduce and AlltoAll lost 5-33% streamed.)  No
-// CPU has more than 24 MB of L3 per hardware thread (AMD's 16-core
-// cache-stacked EPYC: 768 MB for 32 threads), so real caches are left alone.
+// 480 MB L3 in sysfs, but behaves as if only a fraction of it were its own.
+// With 2 ranks, counting the cache as this cap allows instead of sysfs's
+// size made large out-of-place AllReduce, AllGather and Broadcast faster
+// (streamed), while the 32 MB AllGather and Broadcast, faster through the
+// cache, stay cached under the cap; in place, large AllReduce and AlltoAll
+// lost streamed (perf/results/llc_cap_20261126.txt).  No CPU has more
+// than 24 MB of L3 per hardware thread (AMD's 16-core cache-stacked EPYC:
+// 768 MB for 32 threads), so real caches are left alone.
 constexpr uint64_t kMaxCacheBytesPerCpu = uint64_t(48) << 20;
 
 // The same from given facts: the cache's size (capped at
@@ -93,10 +75,10 @@ uint64_t mean_rank_bytes(Collective c, int nranks, uint64_t block_bytes, bool in
 // every byte of its output as input in the same call (AllReduce, Reduce,
 // ReduceScatter, AlltoAll).  There a streamed store saves no read: the line
 // was read anyway, and often still cached.  Measured on the 480 MB-L3 VM,
-// 2 ranks in place, cached against streamed (perf/results/llc_cap_20261126.txt):
-// AlltoAll 64 MB 4.6-4.8 ms against 6.9-7.9, 256 MB 22.9-23.7 against
-// 27.5-28.1; AllReduce 64 MB 10.9 against 11.7-12.3, 256 MB level; on the
-// 32 MB-L3 VM before, AllReduce and AlltoAll of 16 MB in place lost too.
+// 2 ranks in place, streaming never won for AllReduce, AlltoAll or
+// ReduceScatter (perf/results/llc_cap_20261126.txt, sections C and D);
+// on the 32 MB-L3 VM before, AllReduce and AlltoAll of 16 MB in place
+// lost too (compare_20261125k.txt section 1).
 bool should_stream_output(const CacheShare& share, Collective c, int nranks, uint64_t block_bytes, bool in_place);
 
 }  // namespace braid

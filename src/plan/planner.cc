@@ -1,11 +1,13 @@
 #include "src/plan/planner.h"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
 #include "braid/algorithms.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "braid/chunking.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {
@@ -15,6 +17,10 @@ const AlgorithmInfo* find_algorithm(Collective c, const std::string& name) {
   for (const AlgorithmInfo& a : algorithm_registry())
     if (a.collective == c && a.name == name) return &a;
   return nullptr;
+}
+
+const char* placement_name(Placement p) {
+  return p == Placement::InPlace ? "in place" : p == Placement::OutOfPlace ? "out of place" : "placement unknown";
 }
 
 void warn_once(const std::string& message) {
@@ -28,17 +34,24 @@ void warn_once(const std::string& message) {
 
 const ScheduleLibrary& file_schedules() {
   static const ScheduleLibrary library = [] {
-    std::string dir = env_string("BRAID_SCHEDULES");
-    if (dir.empty()) return ScheduleLibrary{};
-    ScheduleLibrary lib = ScheduleLibrary::load_directory(dir);
-    for (const std::string& why : lib.rejected) BRAID_WARN("BRAID_SCHEDULES: skipping {}", why);
-    for (size_t i = 0; i < lib.schedules.size(); ++i)
-      BRAID_INFO(kInit | kTuning, "BRAID_SCHEDULES: loaded '{}' ({} on {} ranks, {} B..{} B) from {}", lib.schedules[i]->name,
-                 to_string(lib.schedules[i]->collective), lib.schedules[i]->nranks, lib.schedules[i]->min_bytes,
-                 lib.schedules[i]->max_bytes, lib.files[i]);
+    ScheduleLibrary lib = load_schedule_sources({env_string("BRAID_SCHEDULES"), env_string("MSCCL_XML_FILES"),
+                                                 env_string("MSCCL_CONFIG"), env_string("MSCCL_ALGO_DIR")});
+    for (const std::string& why : lib.rejected) BRAID_WARN("schedule files: skipping {}", why);
+    for (size_t i = 0; i < lib.schedules.size(); ++i) {
+      const Schedule& s = *lib.schedules[i];
+      BRAID_INFO(kInit | kTuning, "schedule files: loaded '{}' ({} on {} ranks, {}{}, messages of {} B..{}, {} slots) from {}",
+                 s.name, to_string(s.collective), s.nranks, s.in_place ? "in place" : "",
+                 s.in_place && s.out_of_place ? " and out of place" : s.out_of_place ? "out of place" : "", s.min_bytes,
+                 s.max_bytes == UINT64_MAX ? "unbounded" : fmt::format("{} B", s.max_bytes), s.slots, lib.files[i]);
+    }
     return lib;
   }();
   return library;
+}
+
+bool is_file_schedule(const Schedule* s) {
+  const auto& files = file_schedules().schedules;
+  return std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.get() == s; });
 }
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
@@ -106,10 +119,17 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   const std::string forced = forced_in(algo_spec_, c);
   std::string name = forced;
   if (name.empty()) {
-    if (auto file = file_schedules().find(c, nranks, placement, bytes); file && (file->root < 0 || file->root == root)) {
+    const uint64_t message = message_bytes(c, nranks, bytes, 1);
+    std::string path;
+    auto file = file_schedules().find(c, nranks, placement, message, &path);
+    if (file && file->slots > slots_) {
+      warn_once(fmt::format("schedule '{}' from {} needs {} slots per connection to be free of deadlock; this "
+                            "communicator's connections buffer {} (BRAID_SHM_SLOTS, BRAID_CUDA_SLOTS; sockets 4): "
+                            "not used", file->name, path, file->slots, slots_));
+    } else if (file && (file->root < 0 || file->root == root)) {
       // Per call, and visible with the default subsystems: users check what ran.
-      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: schedule '{}' (BRAID_SCHEDULES)", to_string(c), bytes,
-                 nranks, file->name);
+      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
+                 to_string(c), bytes, placement_name(placement), message, nranks, file->name, path);
       *out = file;
       return Status::ok();
     }
@@ -121,8 +141,8 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
-    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: built-in '{}' (no BRAID_SCHEDULES match)", to_string(c),
-               bytes, nranks, name);
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
+               to_string(c), bytes, placement_name(placement), nranks, name);
   // A known straggler turns the bandwidth schedule into StragglAR.
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";
@@ -140,6 +160,23 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
     it = cache_.emplace(key, std::move(schedule)).first;
   }
   *out = it->second;
+  return Status::ok();
+}
+
+Status PlanCache::records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out) {
+  std::shared_ptr<const RankRecords>& r = records_[&schedule];
+  if (!r) {
+    const RankProgram& p = schedule.ranks.at(rank);
+    const std::pair<uint32_t, uint64_t> buffers[] = {
+        {p.input_chunks, input_blocks(schedule.collective, schedule.nranks)},
+        {p.output_chunks, output_blocks(schedule.collective, schedule.nranks)}};
+    for (auto [chunks, blocks] : buffers)
+      if (chunks % blocks != 0)
+        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
+                           chunks, blocks);
+    r = std::make_shared<const RankRecords>(build_rank_records(schedule, rank));
+  }
+  *out = r;
   return Status::ok();
 }
 

@@ -1,6 +1,6 @@
 #include "src/plan/slot_stores.h"
 
-#include "src/core/env.h"
+#include "src/base/env.h"
 
 namespace braid {
 

@@ -8,15 +8,10 @@
 // is cheap; when it has put them far apart, every slot line crosses the
 // slow link twice (the receiver's read, then the sender's next write of the
 // slot taking the line back), and streamed stores, which leave nothing
-// in the sender's cache, win.  Measured on this project's 2-core VM,
-// 2-process AllReduce, out of place / in place us (perf/results/
-// compare_20261125d.txt section 3):
-//             cores far (~360 ns)              cores near (~45 ns)
-//             cached         streamed          cached         streamed
-//   32 MB      4371 / 4709    3585 / 2687       3189 / 2595    5132 / 4345
-//   64 MB      6542 / 9812    6053 / 5131       7511 / 4832   11013 / 9092
-//   128 MB    15621 / 18788  14441 / 12259     13060 / 10871  23290 / 19519
-// AlltoAll moved alike (far 0-33% faster streamed, near 1.2-1.6x slower).
+// in the sender's cache, win.  Measured on this project's 2-core VM with
+// 2-process AllReduce and AlltoAll of 32-128 MB: far, streamed slots won,
+// most in place; near, they lost as clearly (perf/results/
+// compare_20261125d.txt section 3).
 // The host moves the cores between the two states every few seconds, so a
 // fixed choice loses more than it wins; BRAID_SLOT_STORES=auto (the
 // default where every rank has a core) times both, per collective and size
@@ -29,7 +24,7 @@
 
 #include <cstdint>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/plan/measured_choice.h"
 
 namespace braid {
@@ -40,22 +35,21 @@ enum class SlotStores : uint8_t { Cached = 0, Streamed = 1 };
 // buffers overflow the cache) with outputs of at least this size are timed;
 // smaller ones keep the slots cached, their fragments read from the
 // sender's cache while it still has them.  The limit was 32 MB; at 16 MB,
-// cores far (~400 ns), the cached slots made the 2-process AllReduce take
-// 2274-2508 us out of place (OpenMPI: 2600-3200), timed 1274-1480;
-// Broadcast 1592-1718 -> 1378-1398, AlltoAll level (4 alternating rounds).
-// Near, timing costs a 12-call sweep about 5% (AllReduce 1360-1409 ->
-// 1434-1485).  At 8 MB there was nothing to win: streamed stores were
-// level far and 2x slower near (perf/results/compare_20261126.txt).
-// Calls that fit the cache keep their slots cached: streamed stores lost
-// there even far (16 MB AllReduce in place: 1060-1150 cached, 1830 streamed).
+// cores far, the cached slots made the 2-process out-of-place AllReduce
+// nearly as slow as one of 32 MB, and timing made it and Broadcast
+// clearly faster (AlltoAll level); near, timing costs a short sweep a
+// little.  At 8 MB there was nothing to win: streamed stores were level
+// far and slower near.  Calls that fit the cache keep their slots cached:
+// streamed stores lost there even far (16 MB AllReduce in place).  All in
+// perf/results/compare_20261126.txt.
 constexpr uint64_t kSlotStoresMinOutputBytes = uint64_t(16) << 20;
 
 // The first rechecks of a class come after 4 calls, not 1: a new class
 // otherwise spends 3 of its first 10 calls on the slower way, which cost a
-// 12-call benchmark sweep 12-20% where streaming lost (2-process AllGather
-// at 16 MB per rank, 32 MB out, cores near: perf/results/compare_20261125g.txt);
-// with 4, one call.  A wrong first estimate (a cold first call) then lasts
-// 4 calls instead of 1.
+// short benchmark sweep noticeably where streaming lost (2-process
+// AllGather at 16 MB per rank, 32 MB out, cores near: perf/results/
+// compare_20261125g.txt section 4); with 4, one call.  A wrong first
+// estimate (a cold first call) then lasts 4 calls instead of 1.
 constexpr uint32_t kSlotStoresFirstCheckEvery = 4;
 using SlotStoreChooser = MeasuredChooser<SlotStores>;
 

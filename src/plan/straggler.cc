@@ -5,9 +5,8 @@
 #include <string>
 
 #include "braid/stragglar.h"
-#include "src/core/comm.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 
 #include <fmt/ranges.h>
 #include "src/plan/arrival_board.h"
@@ -90,25 +89,26 @@ StragglerTracker::StragglerTracker(int nranks, int rank)
 
 StragglerTracker::~StragglerTracker() = default;
 
-Status StragglerTracker::plan_call(ncclComm* comm, uint64_t bytes, int* straggler) {
+Status StragglerTracker::plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes,
+                                   int* straggler) {
   *straggler = straggler_for(bytes);
   // Eager: only where StragglAR would replace ring, and only on one host.
   if (setting_.mode != StragglerMode::Eager || nranks_ < 2 || bytes <= kSmallAllReduceBytes) return Status::ok();
   if (!board_) {
     bool one_host = true;
-    for (const PeerInfo& p : comm->peers) one_host &= p.host_hash == comm->peers[0].host_hash;
+    for (const PeerInfo& p : comm.peers) one_host &= p.host_hash == comm.peers[0].host_hash;
     if (!one_host) {
       BRAID_WARN("BRAID_STRAGGLER=eager needs every rank on one host (shared memory); StragglAR stays off");
       setting_ = {};
       return Status::ok();
     }
     ArrivalBoard::Setup setup;
-    setup.name = fmt::format("/braid-arrivals-{:016x}", comm->comm_hash);
-    setup.rank = comm->rank;
-    setup.nranks = comm->nranks;
-    for (const PeerInfo& p : comm->peers) setup.pids.push_back(p.pid);
+    setup.name = fmt::format("/braid-arrivals-{:016x}", comm.comm_hash);
+    setup.rank = comm.rank;
+    setup.nranks = comm.nranks;
+    for (const PeerInfo& p : comm.peers) setup.pids.push_back(p.pid);
     setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-    setup.aborting = &comm->aborting;
+    setup.aborting = stop;
     BRAID_TRY(ArrivalBoard::open(std::move(setup), &board_));
   }
   return board_->straggler_of_call(eager_calls_++, straggler);

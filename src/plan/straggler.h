@@ -32,9 +32,8 @@
 #include <memory>
 #include <vector>
 
-#include "src/core/status.h"
-
-struct ncclComm;
+#include "src/base/status.h"
+#include "src/transport/transport.h"
 
 namespace braid {
 
@@ -87,8 +86,9 @@ class StragglerTracker {
   ~StragglerTracker();
 
   // Everything before a lone AllReduce of `bytes` runs: the straggler to plan
-  // for (-1: none).  Eager mode waits here for n-1 arrivals.
-  Status plan_call(ncclComm* comm, uint64_t bytes, int* straggler);
+  // for (-1: none).  Eager mode waits here for n-1 arrivals (`stop` ends
+  // the wait: abort, revoke).
+  Status plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes, int* straggler);
 
   // For an AllReduce of `bytes` about to run alone: the straggler to plan for
   // (-1: none), and whether this call exchanges durations.

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/core/comm.h"
-#include "src/core/log.h"
-#include "src/core/status.h"
+#include "src/runtime/comm.h"
+#include "src/base/log.h"
+#include "src/base/status.h"
 
 #define BRAID_API extern "C" __attribute__((visibility("default")))
 
@@ -96,8 +96,8 @@ inline Status check_buffer(const void* buffer, const char* name, size_t count) {
   return buffer || count == 0 ? Status::ok() : null_buffer_error(name, count);
 }
 
-// Folds an error the device reported since the last look into the
+// Folds an error the backend reported since the last look into the
 // communicator's async error (device backends fail asynchronously).
-void poll_device_error(ncclComm* comm);
+void poll_backend_error(ncclComm* comm);
 
 }  // namespace braid

@@ -3,7 +3,7 @@
 // Each call checks its arguments the way NCCL does (NULL comm or buffers,
 // bad datatype/op/root/peer: ncclInvalidArgument, with no side effect) and
 // hands the call to the group machinery, which runs it now or at GroupEnd.
-#include "src/core/group.h"
+#include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -12,7 +12,7 @@ namespace {
 
 Status check_usable(const CommUse& use, ncclComm* comm) {
   BRAID_TRY(check_comm(use, comm));
-  poll_device_error(comm);
+  poll_backend_error(comm);
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
   ncclResult_t async = ncclResult_t(comm->async_error.load());
   if (async != ncclSuccess)
@@ -41,20 +41,19 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
   if (count == 0) return Status::ok();  // NCCL: nothing to do once the arguments pass
   CollectiveCall call;
-  call.comm = comm;
   call.collective = spec.collective;
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
   call.count = count;
   call.type = type;
   call.op = spec.reduces ? op : ncclSum;
+  if (spec.reduces) {
+    const PreMulSumOp* premul = int(op) >= int(ncclNumOps) ? &comm->user_ops.at(int(op)) : nullptr;  // check_op found it
+    call.reduction = normalise_reduction(spec.collective, op, premul, comm->nranks);
+  }
   call.root = spec.rooted ? root : 0;
   call.stream = stream;
-  if (spec.reduces && int(op) >= int(ncclNumOps)) {
-    call.has_premul = true;
-    call.premul = comm->user_ops.at(int(op));  // check_op found it
-  }
-  return enqueue(call);
+  return enqueue(comm, call);
 }
 
 Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
@@ -66,14 +65,13 @@ Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int pe
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
   BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
   P2PCall call;
-  call.comm = comm;
   call.is_send = is_send;
   call.buffer = buffer;
   call.count = count;
   call.type = type;
   call.peer = peer;
   call.stream = stream;
-  return enqueue(call);
+  return enqueue(comm, call);
 }
 
 constexpr CollectiveSpec kAllReduce{Collective::AllReduce, true, false};

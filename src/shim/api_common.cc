@@ -2,8 +2,6 @@
 
 #include "src/shim/api.h"
 
-#include "src/exec/device_backend.h"
-
 namespace braid {
 namespace {
 std::mutex last_error_mutex;
@@ -82,9 +80,9 @@ Status null_buffer_error(const char* name, size_t count) {
   return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
 }
 
-void poll_device_error(ncclComm* comm) {
-  if (!comm->device) return;
-  ncclResult_t e = comm->device->poll_error();
+void poll_backend_error(ncclComm* comm) {
+  if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
+  ncclResult_t e = comm->backend->poll_error();
   int expected = ncclSuccess;
   if (e != ncclSuccess) comm->async_error.compare_exchange_strong(expected, e);
 }

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <set>
 
-#include "src/core/group.h"
+#include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;

@@ -2,12 +2,10 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/env.h"
-#include "src/core/group.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/runtime/group.h"
+#include "src/base/log.h"
 #include "src/shim/api.h"
-#include "src/exec/device_backend.h"
-#include "src/exec/forward.h"
 
 using namespace braid;
 
@@ -24,16 +22,9 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   InitCall call;
   call.comm = comm.get();
   call.id = id;
-  call.nranks = nranks;
-  call.rank = rank;
   call.scalable_ids = scalable_ids;
-  if (config) {
-    // Copy only the fields the caller's (possibly older, smaller) struct has.
-    call.config = ncclConfig_t NCCL_CONFIG_INITIALIZER;
-    std::memcpy(&call.config, config, std::min(config->size, sizeof(ncclConfig_t)));
-    call.has_config = true;
-    comm->config = call.config;
-  }
+  // Copy only the fields the caller's (possibly older, smaller) struct has.
+  if (config) std::memcpy(&comm->config, config, std::min(config->size, sizeof(ncclConfig_t)));
   // Set before the (maybe background) init starts: queries read them.
   comm->rank = rank;
   comm->nranks = nranks;
@@ -81,8 +72,7 @@ void stop_comm(ncclComm* comm) {
   comm->aborting = true;
   comm->stop = true;
   if (comm->ready.load(std::memory_order_acquire)) {
-    if (comm->device) comm->device->abort();  // releases kernels waiting on peers
-    if (comm->real) comm->real->abort();
+    if (comm->backend) comm->backend->abort();  // releases kernels waiting on peers
     if (comm->transport) comm->transport->abort();
     if (comm->bootstrap) comm->bootstrap->abort();
   }
@@ -219,7 +209,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
     if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
-    poll_device_error(comm);
+    poll_backend_error(comm);
     *error = comm_async_state(comm);
     return Status::ok();
   });

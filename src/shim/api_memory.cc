@@ -9,16 +9,17 @@
 // (the host transports copy through their own staging, so there is nothing
 // to pin); the handle names a record the communicator owns.  A window is
 // collective: every rank's base and size are gathered into a
-// per-communicator table, which the device AlltoAll API will read, and on
-// the host backend each rank maps the others' windows where it can, so
-// that calls on window buffers run single-copy (src/exec/host/direct_task.h).
+// per-communicator table, which the device AlltoAll API will read, and the
+// backend makes what it can of it (the host backend maps the others'
+// windows where it can, so that calls on window buffers run single-copy:
+// src/exec/host/host_windows.h).
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <map>
 
-#include "src/core/host_memory.h"
-#include "src/core/log.h"
+#include "src/transport/host_memory.h"
+#include "src/base/log.h"
 #include "src/exec/device_backend.h"
 #include "src/shim/api.h"
 
@@ -30,43 +31,6 @@ std::mutex alloc_mutex;
 std::map<void*, bool>& allocations() {  // pointer -> on the device
   static auto* live = new std::map<void*, bool>;
   return *live;
-}
-
-// Makes `window` direct if every rank's window can be reached from here:
-// same process, or shareable memory (host_memory.h) of a process on this
-// host.  Collective: all ranks learn whether all succeeded, and agree.
-Status make_direct(ncclComm* comm, ncclWindow_vidmem* window, const std::vector<braid::SharedHandle>& handles) {
-  const int me = comm->rank;
-  int64_t ok = comm->device == nullptr;
-  window->views.assign(comm->nranks, nullptr);
-  for (int r = 0; r < comm->nranks && ok; ++r) {
-    const ncclWindow_vidmem::Extent& e = window->ranks[r];
-    if (handles[r].pid == handles[me].pid) {
-      window->views[r] = reinterpret_cast<char*>(e.base);
-    } else if (comm->peers[r].host_hash != comm->peers[me].host_hash || handles[r].fd < 0) {
-      ok = 0;
-    } else {
-      std::unique_ptr<PeerMapping> mapping;
-      Status s = map_peer_range(handles[r], e.size, &mapping);
-      if (!s.is_ok()) {
-        BRAID_INFO(kInit, "window {}: rank {} cannot be mapped ({}): not direct", window->seq, r, s.to_string());
-        ok = 0;
-        break;
-      }
-      window->views[r] = mapping->base();
-      window->mappings.push_back(std::move(mapping));
-    }
-  }
-  std::vector<int64_t> all(comm->nranks);
-  all[me] = ok;
-  BRAID_TRY(std::move(comm->bootstrap->allgather(all.data(), sizeof(int64_t))).context("ncclCommWindowRegister"));
-  window->direct = std::all_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
-  if (!window->direct) {
-    window->views.clear();
-    window->mappings.clear();
-  }
-  comm->has_direct_window |= window->direct;
-  return Status::ok();
 }
 
 Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
@@ -99,12 +63,14 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   window->comm = comm;
   window->flags = flags;
   window->seq = comm->windows_registered++;
-  std::vector<SharedHandle> handles;
+  WindowInfo info;
+  info.seq = window->seq;
   for (const Entry& e : all) {
     window->ranks.push_back({e.base, e.size});
-    handles.push_back(e.handle);
+    info.handles.push_back(e.handle);
   }
-  BRAID_TRY(make_direct(comm, window.get(), handles));
+  info.ranks = window->ranks;
+  BRAID_TRY(comm->backend->window_registered(info));
   *win = window.get();
   comm->windows.emplace(window.get(), std::move(window));
   return Status::ok();
@@ -189,9 +155,12 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
   return guarded(comm, "ncclCommWindowDeregister", [&] {
     BRAID_TRY(check_comm(comm));
     if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");
-    if (comm->windows.erase(win) == 0)
+    auto it = comm->windows.find(win);
+    if (it == comm->windows.end())
       return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
                          static_cast<void*>(win));
+    comm->backend->window_deregistered(win->seq);
+    comm->windows.erase(it);
     return Status::ok();
   });
 }

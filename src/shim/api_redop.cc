@@ -9,7 +9,7 @@
 // kernels read it.
 #include <cstring>
 
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
 #include "src/shim/api.h"
 
 using namespace braid;

@@ -71,8 +71,9 @@ struct IdlePolls {
 // cores, see engine.cc).  Otherwise spin for long (~2^20 polls, tens of ms)
 // before yielding or sleeping: on a machine loaded by other work, a rank
 // that yields or sleeps gives its core to that work for a whole time slice,
-// and a small collective then takes ~10 ms instead of ~1 us (measured: 2
-// ranks, load ~15 on 2 cores; OpenMPI, which spins, kept 0.6 us).
+// and a small collective then takes time slices instead of a cache-line
+// hand-over (measured with 2 ranks on 2 heavily loaded cores; OpenMPI,
+// which spins, kept its speed).
 inline IdlePolls idle_polls_for(int local_ranks) {
   return host_oversubscribed(local_ranks) ? IdlePolls{0, 100} : IdlePolls{1u << 20, 256};
 }

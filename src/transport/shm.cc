@@ -26,11 +26,12 @@
 // polling the slot gets flag, length and up to 48 bytes of data in one miss;
 // or aligned, from the slot's second line on, 64-byte aligned like the
 // caller's buffers (copies between buffers 16 bytes apart split every vector
-// load across two lines: ~8% slower at 1-4 MiB).  The sender picks before it
-// knows the length, so it goes by the connection's last fragment.  Either
-// way the sender writes in place and the receiver reads in place, and
-// slot_bytes() is the data capacity of a slot at either offset:
-// kShmSlotFragments fragments of BRAID_SHM_SLOT_BYTES (transport.h).
+// load across two lines, measurably slower for large fragments).  The
+// sender picks before it knows the length, so it goes by the connection's
+// last fragment.  Either way the sender writes in place and the receiver
+// reads in place, and slot_bytes() is the data capacity of a slot at
+// either offset: kShmSlotFragments fragments of BRAID_SHM_SLOT_BYTES
+// (transport.h).
 //
 // How many of the ring's slots a connection cycles through is the sender's
 // choice (use_slots): a call writing to many connections at once uses few
@@ -70,10 +71,10 @@
 #include <tuple>
 #include <vector>
 
-#include "src/core/deadline.h"
+#include "src/base/deadline.h"
 
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"
@@ -111,9 +112,9 @@ constexpr uint64_t kLengthMask = kWrapsAfter - 1;
 constexpr size_t kPackedOffset = sizeof(SlotHeader), kAlignedOffset = 64;
 
 // A sender packs the next fragment when the last one was at most this long.
-// Measured with 2 processes: an 8-byte hand-over takes ~75 ns packed and
-// ~120 ns aligned (two misses); a 1-4 MiB allreduce is ~8% faster aligned;
-// from 512 B to 2 KiB the two are within a few percent.
+// Measured with 2 processes: a small hand-over is faster packed (one miss
+// instead of two), a MiB-sized allreduce faster aligned, and around this
+// size the two are nearly level.
 constexpr size_t kPackedMaxBytes = 512;
 
 // Distance between slots: room for slot_bytes at either offset, in whole lines.

@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/core/deadline.h"
-#include "src/core/host_memory.h"
+#include "src/base/deadline.h"
+#include "src/transport/host_memory.h"
 #include "src/transport/shm_segment.h"
 
 namespace braid {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/transport/shm_segment.h"
 
 namespace braid {
@@ -25,9 +25,10 @@ namespace braid {
 // Makes every page of a fresh shared mapping present now rather than at
 // its first use inside a collective: the creator writes the bytes (zeros, as
 // they already read), a process that attached reads one byte per page.
-// Measured on a 2-core VM: without it each first-used page cost tens of
-// microseconds with no page fault counted (the 3rd and 4th 64 KB AllReduce
-// of a job took ~250 us instead of ~8 us); MAP_POPULATE alone halved that.
+// Measured on a 2-core VM: without it each first-used page cost far more
+// than the call that touched it, with no page fault counted (a job's early
+// 64 KB AllReduces took many times their steady time); MAP_POPULATE alone
+// took off only part of that.
 void make_pages_present(void* p, size_t bytes, bool creator);
 
 // The first bytes of every board.

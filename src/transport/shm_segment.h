@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace braid {
 

@@ -12,9 +12,10 @@
 // commit, so a committed fragment is delivered after the executor has moved
 // on.  Why not the thread for every byte: each fragment then cost a wake-up
 // of that thread on both sides (an eventfd write, a socket waking poll()),
-// and a wake-up is the dearest thing on the path.  2-process AllReduce of
-// 8 B over loopback took ~60 us, OpenMPI's TCP transport 9 us; nearly all
-// of it was kernel time waking threads (perf record).
+// and a wake-up is the dearest thing on the path: a 2-process AllReduce
+// of 8 B over loopback then took several times as long as over OpenMPI's
+// TCP transport, nearly all of it kernel time waking threads (perf record;
+// perf/results/socket_transport.txt).
 //
 // Waiting (the doorbell, doorbell.h): an executor with nothing to do sleeps
 // in poll() on its receive streams and on an eventfd the progress thread
@@ -41,9 +42,9 @@
 #include <vector>
 
 #include "braid/verify.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
-#include "src/core/net.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/base/net.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace braid {
 

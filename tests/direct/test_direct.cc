@@ -1,4 +1,4 @@
-// The direct (single-copy) path, src/exec/host/direct_task.h: collectives on
+// The direct (single-copy) path, src/exec/host/single_copy.h: collectives on
 // buffers every rank can reach (windows every rank maps, or any buffer when
 // the ranks are threads of one process) run without the transports' slots.
 // Real ranks (forked processes on ncclMemAlloc memory, and threads), exact
@@ -13,14 +13,14 @@
 #include "collective_check.h"
 #include "fast_path_cases.h"
 #include "harness.h"
-#include "src/exec/host/direct_task.h"
+#include "src/exec/host/single_copy.h"
 
 using namespace mp;
 
 namespace {
 
-uint64_t direct_calls() { return braid::direct_stats().direct.load(); }
-uint64_t fallback_calls() { return braid::direct_stats().fallback.load(); }
+uint64_t direct_calls() { return braid::single_copy_stats().ran.load(); }
+uint64_t fallback_calls() { return braid::single_copy_stats().fallback.load(); }
 
 // Every rank's two buffers, from ncclMemAlloc (or the heap), optionally in
 // symmetric windows; released in the destructor.
@@ -132,7 +132,7 @@ void set_env() {
 
 }  // namespace
 
-TEST_CASE("direct path: every collective on ncclMemAlloc windows is exact, across processes", "[direct][processes]") {
+TEST_CASE("single-copy path: every collective on ncclMemAlloc windows is exact, across processes", "[direct][processes]") {
   set_env();
   for (int n : {2, 3}) {
     INFO(n << " processes");
@@ -140,7 +140,7 @@ TEST_CASE("direct path: every collective on ncclMemAlloc windows is exact, acros
   }
 }
 
-TEST_CASE("direct path: windows on plain heap memory are direct between threads", "[direct][threads]") {
+TEST_CASE("single-copy path: windows on plain heap memory are direct between threads", "[direct][threads]") {
   set_env();
   CHECK(run_ranks_as_threads(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           WindowBuffers w(comm, kBytes, false, true, f);
@@ -160,7 +160,7 @@ TEST_CASE("direct path: windows on plain heap memory are direct between threads"
   CHECK(direct_calls() - before == 2);
 }
 
-TEST_CASE("direct path: threads of one process run direct on plain buffers, without windows", "[direct][threads]") {
+TEST_CASE("single-copy path: threads of one process run direct on plain buffers, without windows", "[direct][threads]") {
   set_env();
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           WindowBuffers plain(comm, kBytes, false, false, f);
@@ -184,7 +184,7 @@ TEST_CASE("direct path: threads of one process run direct on plain buffers, with
   CHECK(fallback_calls() - fallback_before == 2);
 }
 
-TEST_CASE("direct path: a thread-rank that leaves a call early keeps its peers off its buffers",
+TEST_CASE("single-copy path: a thread-rank that leaves a call early keeps its peers off its buffers",
           "[direct][threads]") {
   set_env();
   ncclComm_t comms[2];
@@ -206,12 +206,12 @@ TEST_CASE("direct path: a thread-rank that leaves a call early keeps its peers o
   ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comms[1], nullptr);
   CHECK(r == ncclRemoteError);
   INFO(ncclGetLastError(comms[1]));
-  CHECK(std::string(ncclGetLastError(comms[1])).find("left a direct call early") != std::string::npos);
+  CHECK(std::string(ncclGetLastError(comms[1])).find("left a single-copy call early") != std::string::npos);
   CHECK(std::count(out.begin(), out.end(), 0.0f) == ptrdiff_t(out.size()));
   CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
 }
 
-TEST_CASE("direct path: a rank whose buffers are not in a window sends every rank to the schedule",
+TEST_CASE("single-copy path: a rank whose buffers are not in a window sends every rank to the schedule",
           "[direct][processes]") {
   set_env();
   CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -236,7 +236,7 @@ TEST_CASE("direct path: a rank whose buffers are not in a window sends every ran
         }, 120) == 0);
 }
 
-TEST_CASE("direct path: ranks that disagree on the call all fail, and the communicator goes on",
+TEST_CASE("single-copy path: ranks that disagree on the call all fail, and the communicator goes on",
           "[direct][processes]") {
   set_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
@@ -253,7 +253,7 @@ TEST_CASE("direct path: ranks that disagree on the call all fail, and the commun
         }, 120) == 0);
 }
 
-TEST_CASE("direct path: off with BRAID_DIRECT_MIN_BYTES=-1, and below the threshold", "[direct][processes]") {
+TEST_CASE("single-copy path: off with BRAID_DIRECT_MIN_BYTES=-1, and below the threshold", "[direct][processes]") {
   set_env();
   for (const char* min : {"-1", "1000000"}) {
     setenv("BRAID_DIRECT_MIN_BYTES", min, 1);
@@ -263,7 +263,7 @@ TEST_CASE("direct path: off with BRAID_DIRECT_MIN_BYTES=-1, and below the thresh
   setenv("BRAID_DIRECT_MIN_BYTES", "0", 1);
 }
 
-TEST_CASE("direct path: heap memory of separate processes is not direct (no exchange, the schedule runs)",
+TEST_CASE("single-copy path: heap memory of separate processes is not direct (no exchange, the schedule runs)",
           "[direct][processes]") {
   set_env();
   CHECK(allreduce_runs_schedule_only(false) == 0);

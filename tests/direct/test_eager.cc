@@ -15,20 +15,26 @@
 #include "collective_check.h"
 #include "fast_path_cases.h"
 #include "harness.h"
-#include "src/core/comm.h"
+#include "src/exec/host/host_backend.h"
+#include "src/runtime/comm.h"
 #include "src/exec/host/eager.h"
 
 using namespace mp;
 
 namespace {
 
+// The host backend's board counters (it runs every communicator here).
+braid::BoardCounts boards(ncclComm_t comm) {
+  return static_cast<braid::HostBackend&>(*comm->backend).board_counts();
+}
+
 constexpr Coll kRooted[] = {Coll::Broadcast, Coll::Reduce, Coll::Gather, Coll::Scatter};
 
 // Runs `c` and checks that it did (or did not) go eager.
 void check_eager(const CollCase& c, int rank, int n, ncclComm_t comm, Failures& f, bool eager) {
-  const uint64_t before = comm->eager_calls;
+  const uint64_t before = boards(comm).eager;
   run_and_check(c, rank, n, comm, f);
-  if ((comm->eager_calls - before == 1) != eager)
+  if ((boards(comm).eager - before == 1) != eager)
     f.fail(describe(c, rank, n) + (eager ? ": did not run eager" : ": ran eager"));
 }
 
@@ -61,10 +67,10 @@ void rooted_body(int rank, int n, ncclComm_t comm, Failures& f) {
   // Inside a group the executor runs it.
   MP_NCCL(f, ncclGroupStart());
   std::vector<float> a(8, float(rank));
-  const uint64_t before = comm->eager_calls;
+  const uint64_t before = boards(comm).eager;
   MP_NCCL(f, ncclBroadcast(a.data(), a.data(), 8, ncclFloat, 0, comm, nullptr));
   MP_NCCL(f, ncclGroupEnd());
-  if (comm->eager_calls != before) f.fail("a grouped Broadcast ran eager");
+  if (boards(comm).eager != before) f.fail("a grouped Broadcast ran eager");
   if (a[7] != 0.f) f.fail("grouped Broadcast: wrong value");
 }
 
@@ -95,7 +101,7 @@ TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a ra
           MP_NCCL(f, ncclBroadcast(v.data(), v.data(), 4, ncclInt32, 0, comm, nullptr));
           if (v[3] != 7) f.fail("first Broadcast: wrong value");
           if (rank == 0) {
-            for (int k = 1; k <= comm->eager->depth(); ++k) {
+            for (int k = 1; k <= boards(comm).eager_depth; ++k) {
               v.assign(4, k);
               MP_NCCL(f, ncclBroadcast(v.data(), v.data(), 4, ncclInt32, 0, comm, nullptr));
             }
@@ -108,7 +114,7 @@ TEST_CASE("eager Broadcast: the root runs a board's depth of calls ahead of a ra
           while (!root_done && std::chrono::steady_clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           if (!root_done) f.fail("the root blocked on a rank that had not called yet");
-          for (int k = 1; k <= comm->eager->depth(); ++k) {
+          for (int k = 1; k <= boards(comm).eager_depth; ++k) {
             MP_NCCL(f, ncclBroadcast(nullptr, v.data(), 4, ncclInt32, 0, comm, nullptr));
             if (v[0] != k || v[3] != k) f.fail(fmt::format("Broadcast {} read {} after the root ran ahead", k, v[0]));
           }
@@ -130,7 +136,7 @@ TEST_CASE("eager Broadcast: a root a board's depth ahead waits for the slowest r
       if (v[0] != k || v[3] != k) f.fail(fmt::format("rank {}: Broadcast {} gave {}", rank, k, v[0]));
     };
     broadcast(1);  // opens the board, mapped by every rank once it returns
-    const int depth = comm->eager->depth();
+    const int depth = boards(comm).eager_depth;
     const int last = 2 * depth + 3;  // slots reused twice, so the root must wait twice
     if (rank < n - 1) {
       for (int k = 2; k <= last && f.count == 0; ++k) {

@@ -1,5 +1,5 @@
 // Which user outputs the host paths stream (src/plan/output_stores.h): every
-// call, on the schedule executor and on the direct path, streams exactly
+// call, on the schedule executor and on the single-copy path, streams exactly
 // when the rule says so for this machine's cache (braid's counters tell),
 // and the results are exact either way.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include "collective_check.h"
 #include "harness.h"
 #include "src/exec/host/collective_task.h"
-#include "src/exec/host/direct_task.h"
+#include "src/exec/host/single_copy.h"
 #include "stream_rule.h"
 
 using namespace mp;
@@ -72,9 +72,9 @@ TEST_CASE("output stores: direct calls (windows) stream their outputs as the cac
             *ptrs[i] = static_cast<char*>(p);
             if (p) MP_NCCL(f, ncclCommWindowRegister(comm, p, bytes, &windows[i], NCCL_WIN_COLL_SYMMETRIC));
           }
-          const uint64_t direct_before = braid::direct_stats().direct.load();
-          const int calls = f.count ? 0 : run_sizes(rank, n, comm, f, &bufs, braid::direct_stats().streamed);
-          const uint64_t direct = braid::direct_stats().direct.load() - direct_before;
+          const uint64_t direct_before = braid::single_copy_stats().ran.load();
+          const int calls = f.count ? 0 : run_sizes(rank, n, comm, f, &bufs, braid::single_copy_stats().streamed);
+          const uint64_t direct = braid::single_copy_stats().ran.load() - direct_before;
           if (calls == 0 || direct != uint64_t(calls))
             f.fail(fmt::format("rank {}: {} of {} calls ran direct", rank, direct, calls));
           for (int i = 0; i < 2; ++i) {

@@ -1,4 +1,4 @@
-// The pull path (src/exec/host/direct_task.h): processes on one host pull
+// The pull path (src/exec/host/single_copy.h): processes on one host pull
 // AllGather, AlltoAll and Broadcast data out of their peers' plain buffers
 // with process_vm_readv, and AllReduce, Reduce and ReduceScatter pull their
 // share, reduce it and push the result with process_vm_writev.  Forked
@@ -18,8 +18,8 @@
 #include "cma_child.h"
 #include "collective_check.h"
 #include "harness.h"
-#include "src/core/cross_memory.h"
-#include "src/exec/host/direct_task.h"
+#include "src/transport/cross_memory.h"
+#include "src/exec/host/single_copy.h"
 #include "src/plan/copy_path.h"
 #include "src/plan/host_tuning.h"
 
@@ -27,9 +27,9 @@ using namespace mp;
 
 namespace {
 
-uint64_t pulled() { return braid::direct_stats().pulled.load(); }
-uint64_t direct_calls() { return braid::direct_stats().direct.load(); }
-uint64_t fallback_calls() { return braid::direct_stats().fallback.load(); }
+uint64_t pulled() { return braid::single_copy_stats().pulled.load(); }
+uint64_t direct_calls() { return braid::single_copy_stats().ran.load(); }
+uint64_t fallback_calls() { return braid::single_copy_stats().fallback.load(); }
 
 void set_env(const char* mode) {
   setenv("BRAID_BACKEND", "host", 1);
@@ -125,7 +125,7 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
     INFO(n << " processes");
     if (n > braid::host_usable_cores()) continue;  // the next test case's ground
     CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
-            const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::direct_stats().slots_finished.load();
+            const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::single_copy_stats().slots_finished.load();
             // Two collectives and three size classes interleaved: each class
             // has its own choice and lease, and ranks that disagreed on one
             // would hang or mismatch here.
@@ -138,7 +138,7 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
             if (pulled() == p0 || fallback_calls() == f0)
               f.fail(fmt::format("auto took one path only: pulled {} slots {}", pulled() - p0, fallback_calls() - f0));
             // Each rank has a core: a slots call ends when the rank's share does.
-            if (braid::direct_stats().slots_finished.load() != s0)
+            if (braid::single_copy_stats().slots_finished.load() != s0)
               f.fail("slots calls ended with the done exchange where no rank waits for a core");
             // Reductions pull only under BRAID_CMA=on: here they exchange nothing.
             for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
@@ -154,7 +154,7 @@ TEST_CASE("pull path: where ranks outnumber cores, auto times AllGather and Allt
   const int n = braid::host_usable_cores() + 1;
   INFO(n << " processes");
   CHECK(run_ranks_as_processes(n, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::direct_stats().slots_finished.load();
+          const uint64_t p0 = pulled(), f0 = fallback_calls(), s0 = braid::single_copy_stats().slots_finished.load();
           // Two collectives and three size classes interleaved: a rank that
           // ended a slots call without the "done" exchange its peers expect
           // would read a token as the next call's descriptor, and fail or
@@ -164,7 +164,7 @@ TEST_CASE("pull path: where ranks outnumber cores, auto times AllGather and Allt
             run_and_check(CollCase{.coll = i / 3 % 2 ? Coll::AlltoAll : Coll::AllGather, .count = count}, rank, n,
                           comm, f);
           }
-          const uint64_t slots_finished = braid::direct_stats().slots_finished.load() - s0;
+          const uint64_t slots_finished = braid::single_copy_stats().slots_finished.load() - s0;
           if (pulled() == p0 || fallback_calls() == f0 || slots_finished == 0)
             f.fail(fmt::format("auto: pulled {}, slots {} ({} ended with the done exchange)", pulled() - p0,
                                fallback_calls() - f0, slots_finished));

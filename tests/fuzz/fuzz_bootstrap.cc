@@ -1,5 +1,5 @@
 // libFuzzer target: the bootstrap's parsers of untrusted bytes (see
-// src/core/bootstrap_wire.h): a user's ncclUniqueId, the hello a stranger
+// src/bootstrap/bootstrap_wire.h): a user's ncclUniqueId, the hello a stranger
 // sends the root, a peer connection's hello, and message headers.  The input
 // is cut into those records; each check must answer without crashing, and
 // accepted records must satisfy the invariants the socket code relies on.
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "src/core/bootstrap_wire.h"
+#include "src/bootstrap/bootstrap_wire.h"
 
 using namespace braid::wire;
 

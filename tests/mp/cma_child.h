@@ -1,4 +1,4 @@
-// A forked child for cross-memory-attach tests (src/core/cross_memory.h):
+// A forked child for cross-memory-attach tests (src/transport/cross_memory.h):
 // it fills a buffer (inherited from the parent, at the same address),
 // publishes its CMA probe through a pipe and waits until killed.
 #pragma once
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "src/core/cross_memory.h"
+#include "src/transport/cross_memory.h"
 
 namespace mp {
 

@@ -18,7 +18,7 @@
 #include <mutex>
 
 #include "harness.h"
-#include "src/core/comm.h"
+#include "src/runtime/comm.h"
 #include "src/exec/host_staged.h"
 #include "scoped_env.h"
 
@@ -130,11 +130,12 @@ class FakeDeviceMemory final : public braid::DeviceMemory {
 };
 
 // Makes a host-backend communicator host-staged, as a CUDA communicator
-// spanning hosts is (comm.cc picks it there).
+// spanning hosts is (src/runtime/init.cc picks it there).
 FakeDeviceMemory* stage(ncclComm_t comm) {
   auto memory = std::make_unique<FakeDeviceMemory>();
   FakeDeviceMemory* raw = memory.get();
-  comm->device = std::make_unique<braid::HostStagedBackend>(std::move(memory));
+  std::unique_ptr<braid::HostBackend> host(static_cast<braid::HostBackend*>(comm->backend.release()));
+  comm->backend = std::make_unique<braid::HostStagedBackend>(std::move(memory), std::move(host));
   return raw;
 }
 

@@ -1,4 +1,4 @@
-// Cross-memory attach (src/core/cross_memory.h) against real processes:
+// Cross-memory attach (src/transport/cross_memory.h) against real processes:
 // what a child wrote is what the parent reads, what the parent writes lands
 // in the child only, and failures say why.
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cma_child.h"
-#include "src/core/cross_memory.h"
+#include "src/transport/cross_memory.h"
 
 using mp::CmaChild;
 

@@ -9,7 +9,9 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/msccl_xml.h"
 #include "braid/verify.h"
+#include "msccl_style.h"
 #include "src/exec/host/collective_task.h"
 
 using namespace braid;
@@ -73,11 +75,14 @@ struct MemoryTransport : Transport {
   int rank;
 };
 
-// Runs `schedule` on n ranks with int64 data; returns per-rank outputs.
-std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes) {
+// Runs `schedule` on n ranks with int64 data, in `slices` slices as the
+// CUDA kernel does (src/ops/op_step.h); returns per-rank outputs.  Slots
+// hold `slot_bytes` (default: one tile).
+std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes,
+                                      uint32_t slices = 1, size_t slot_bytes = 0) {
   int n = schedule.nranks;
   Collective c = schedule.collective;
-  MemoryFabric fabric(tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
+  MemoryFabric fabric(slot_bytes ? slot_bytes : tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
   auto shared = std::make_shared<const Schedule>(schedule);
   std::vector<std::unique_ptr<MemoryTransport>> transports;
   std::vector<std::vector<int64_t>> inputs(n), outputs(n), scratch(n);
@@ -88,7 +93,7 @@ std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, 
     inputs[r].resize(in.elems());
     std::iota(inputs[r].begin(), inputs[r].end(), int64_t(r) * 1000000);
     outputs[r].assign(out.elems(), -7);
-    scratch[r].assign(p.scratch_chunks * scratch_chunk_capacity(in, out), 0);
+    scratch[r].assign(scratch_elems(schedule, r, scratch_chunk_capacity(in, out), slices), 0);
     if (in_place) {  // build the aliasing the placement defines
       if (c == Collective::AllGather || c == Collective::Gather)
         std::copy(inputs[r].begin(), inputs[r].end(), outputs[r].begin() + r * count);
@@ -100,6 +105,8 @@ std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, 
     transports.push_back(std::make_unique<MemoryTransport>(fabric, r));
     CollectiveArgs a;
     a.schedule = shared;
+    a.records = std::make_shared<const RankRecords>(build_rank_records(schedule, r));
+    a.slices = slices;
     a.rank = r;
     a.input_shape = in;
     a.output_shape = out;
@@ -182,4 +189,67 @@ TEST_CASE("executor runs every built-in schedule exactly (in-memory transport)",
           // 64-byte tiles: 8 int64 per fragment, so counts above span many tiles.
           check(s, count, run(s, count, in_place, 64));
         }
+}
+
+TEST_CASE("executor runs every built-in schedule in several slices, as the CUDA kernel does", "[executor]") {
+  // Slices cut every buffer block into disjoint parts with their own
+  // channels, tiles and scratch (src/ops/op_step.h); counts below the slice
+  // count leave some slices empty, which must still meet their peers.
+  for (const AlgorithmInfo& algo : algorithm_registry())
+    for (int n : {2, 3, 4, 5})
+      for (uint32_t slices : {2u, 3u, 7u})
+        for (uint64_t count : {1, 6, 100, 1001})
+          for (bool in_place : {false, true}) {
+            Schedule s = algo.make(n, algo.rooted ? n - 1 : 0);
+            INFO(s.name << " n=" << n << " slices=" << slices << " count=" << count
+                        << (in_place ? " in place" : " out of place"));
+            check(s, count, run(s, count, in_place, 64, slices));
+          }
+}
+
+TEST_CASE("executor frames multi-chunk steps: msccl-tools-style files with two slots", "[executor]") {
+  // Allpairs sends each peer an n-chunk block in one step before receiving
+  // theirs: with two slots per connection it runs only if the block travels
+  // as one message.  512-byte slots (256-byte tiles where nothing is
+  // framed): frames of up to 8 chunks, tiles of a few elements, so counts
+  // span many tiles and trailing chunks are short.
+  for (int n : {2, 3, 5, 8}) {
+    std::vector<msccl_style::Algo> files = {msccl_style::allpairs(n, true), msccl_style::allpairs(n, false),
+                                            msccl_style::allpairs_alltoall(n, 3), msccl_style::ring_allgather(n)};
+    for (const msccl_style::Algo& file : files) {
+      Schedule s;
+      std::string error;
+      REQUIRE(schedule_from_msccl_xml(file.xml(), &s, &error));
+      REQUIRE(verify(s).ok);
+      for (uint64_t count : {1, 7, 100, 1000})
+        for (uint32_t slices : {1u, 3u}) {
+          INFO(s.name << " n=" << n << " count=" << count << " slices=" << slices);
+          check(s, count, run(s, count, s.in_place, 256, slices, 512));
+        }
+    }
+  }
+}
+
+TEST_CASE("executor refuses a frame that cannot fit a slot", "[executor]") {
+  Schedule s;
+  std::string error;
+  REQUIRE(schedule_from_msccl_xml(msccl_style::allpairs(8, true).xml(), &s, &error));
+  MemoryFabric fabric(64, kMinSlots);  // not even the header of an 8-chunk frame
+  MemoryTransport transport(fabric, 0);
+  std::vector<int64_t> data(64), scratch(64);
+  CollectiveArgs a;
+  a.schedule = std::make_shared<const Schedule>(s);
+  a.records = std::make_shared<const RankRecords>(build_rank_records(s, 0));
+  a.input_shape = input_shape(s.collective, 8, 8, s.ranks[0].input_chunks);
+  a.output_shape = output_shape(s.collective, 8, 8, s.ranks[0].output_chunks);
+  a.scratch_capacity = 1;
+  a.input = a.output = data.data();
+  a.scratch = scratch.data();
+  a.type = ncclInt64;
+  a.tile_bytes = 64;
+  a.transport = &transport;
+  std::unique_ptr<Task> task;
+  Status st = make_collective_task(a, &task);
+  REQUIRE_FALSE(st.is_ok());
+  CHECK(st.to_string().find("does not fit a 64-byte slot") != std::string::npos);
 }

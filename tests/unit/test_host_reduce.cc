@@ -1,5 +1,5 @@
-// The host data path's fast loops (src/core/datatype.cc) against the element
-// semantics the CUDA kernels share (src/core/reduce_ops.h): bit for bit, on
+// The host data path's fast loops (src/ops/host_kernels.cc) against the element
+// semantics the CUDA kernels share (src/ops/reduce_ops.h): bit for bit, on
 // random bit patterns (NaN, infinities, subnormals included), every
 // datatype and op, odd lengths and misaligned buffers; and the fused forms
 // (reduce_to, and copy_to streaming or not) against plain reduce / memcpy.
@@ -12,8 +12,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "src/core/datatype.h"
-#include "src/core/reduce_ops.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
+#include "src/ops/reduce_ops.h"
 
 using namespace braid;
 

@@ -1,4 +1,4 @@
-// The lock-free live-communicator table (src/core/live_comms.h).  Handles
+// The lock-free live-communicator table (src/runtime/live_comms.h).  Handles
 // here are fake addresses: the table stores and compares them, never
 // dereferences them.
 #include <atomic>
@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/live_comms.h"
+#include "src/runtime/live_comms.h"
 
 using braid::LiveComms;
 

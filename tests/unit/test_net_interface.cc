@@ -1,4 +1,4 @@
-// Which interface the sockets use (src/core/net_interface.h): NCCL's
+// Which interface the sockets use (src/base/net_interface.h): NCCL's
 // NCCL_SOCKET_IFNAME syntax, the default order, and the errors, on made-up
 // interface lists; then local_ipv4 with the variables set, on this machine.
 #include <arpa/inet.h>
@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 
 #include "scoped_env.h"
-#include "src/core/net.h"
-#include "src/core/net_interface.h"
+#include "src/base/net.h"
+#include "src/base/net_interface.h"
 
 using namespace braid;
 

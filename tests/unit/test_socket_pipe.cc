@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/deadline.h"
-#include "src/core/env.h"
-#include "src/core/net.h"
+#include "src/base/deadline.h"
+#include "src/base/env.h"
+#include "src/base/net.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 

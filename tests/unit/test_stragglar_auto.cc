@@ -9,9 +9,10 @@
 #include <random>
 #include <thread>
 
-#include "src/core/bootstrap.h"
-#include "src/core/comm.h"
-#include "src/core/group.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/runtime/comm.h"
+#include "src/runtime/group.h"
+#include "src/runtime/init.h"
 #include "src/plan/planner.h"
 #include "src/plan/straggler.h"
 #include "scoped_env.h"
@@ -142,7 +143,7 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
       comms[r] = std::make_unique<ncclComm>();
       comms[r]->rank = r;  // comm_init expects the caller to have set these
       comms[r]->nranks = n;
-      if (!comm_init(comms[r].get(), id, n, r, nullptr).is_ok()) {
+      if (!comm_init(comms[r].get(), id).is_ok()) {
         ++failures[r];
         return;
       }
@@ -154,11 +155,10 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
         // on a loaded two-core machine.
         if (r == late) std::this_thread::sleep_for(std::chrono::milliseconds(80));
         CollectiveCall c;
-        c.comm = comms[r].get();
         c.sendbuff = buf.data();
         c.recvbuff = buf.data();
         c.count = count;
-        if (!enqueue(c).is_ok()) ++failures[r];
+        if (!enqueue(comms[r].get(), c).is_ok()) ++failures[r];
         for (size_t i = 0; i < count; ++i)
           if (buf[i] != float(n * (n + 1) / 2 + n * (i % 7))) {
             ++failures[r];

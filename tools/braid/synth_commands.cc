@@ -163,6 +163,7 @@ Command add_sim_command(CLI::App& app) {
   struct Args {
     std::string file, topology, sizes = "1K,1M,64M", late;
     uint64_t fragment = 0;
+    bool unverified = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("sim", "predicted time and busbw per size, against ring on the same topology");
@@ -174,6 +175,7 @@ Command add_sim_command(CLI::App& app) {
   cmd->add_option("--fragment", args->fragment,
                   "bytes: ops move in fragments of this size, tile by tile, as the host executor runs them "
                   "(default 0: whole chunks, the synthesizer's model)");
+  cmd->add_flag("--unverified", args->unverified, "simulate a schedule that does not verify (wrong results or deadlock)");
   return {cmd, [args]() {
             std::string error;
             Schedule s;
@@ -182,6 +184,13 @@ Command add_sim_command(CLI::App& app) {
             if (!load_schedule_file(args->file, &s, &error) || !topology_for(s, args->topology, &t, &error) ||
                 !parse_sizes(args->sizes, &sizes, &error))
               return fmt::print(stderr, "braid: {}\n", error), 2;
+            // A schedule that computes the wrong thing has no speed worth printing.
+            if (VerifyResult v = verify(s); !v.ok) {
+              fmt::print(stderr, "braid: {} does not verify ({} slots per connection):\n", args->file, s.slots);
+              for (const std::string& e : v.errors) fmt::print(stderr, "  {}\n", e);
+              if (!args->unverified) return fmt::print(stderr, "braid: not simulated (--unverified simulates it anyway)\n"), 1;
+              fmt::print("# WARNING: {} does not verify; times below are for a wrong schedule\n", s.name);
+            }
             // Every schedule, ring and the hierarchical one included, is timed with the same late rank.
             SimOptions options;
             options.fragment_bytes = args->fragment;

@@ -34,16 +34,23 @@
 #include <mutex>
 
 #include "braid/chunking.h"
-#include "src/core/comm.h"
-#include "src/core/datatype.h"
-#include "src/core/env.h"
-#include "src/core/log.h"
+#include "src/ops/datatype.h"
+#include "src/base/env.h"
+#include "src/base/host_identity.h"
+#include "src/base/log.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/device_share.h"
+#include "src/exec/forward.h"
+#include "src/plan/planner.h"
 
 namespace braid {
+
+// The CUDA backends' part of a group (their GroupRunner).
+Status run_cuda_group(std::span<CommWork> work);
+
 namespace {
 
 using cuda::DevFifo;
@@ -60,24 +67,26 @@ struct ArenaInfo {
 };
 
 struct DevicePlan {
-  cuda::DevLane* lanes = nullptr;  // all records in one allocation
-  cuda::DevOp* ops = nullptr;
-  cuda::DevDep* deps = nullptr;
+  LaneRecord* lanes = nullptr;  // all records in one allocation
+  OpRecord* ops = nullptr;
+  DepRecord* deps = nullptr;
   DevFifo* fifos = nullptr;
   uint32_t nlanes = 0;
   uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
+  uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
   void* block = nullptr;
 };
 
-class CudaBackend final : public DeviceBackend {
+class CudaBackend final : public Backend {
  public:
+  explicit CudaBackend(const BackendContext& ctx) : ctx_(ctx) {}
   ~CudaBackend() override { release(); }
 
   const char* name() const override { return "cuda"; }
+  GroupRunner group_runner() const override { return run_cuda_group; }
 
-  Status init(ncclComm* comm, int device) {
-    comm_ = comm;
+  Status init(int device) {
     device_ = device;
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cuda::preload_kernels());
@@ -92,7 +101,7 @@ class CudaBackend final : public DeviceBackend {
                          channels_, nslots_, kMaxSlots, slot_bytes_);
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
     conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
-    const int n = comm->nranks;
+    const int n = ctx_.comm.nranks;
     arena_bytes_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
@@ -110,7 +119,7 @@ class CudaBackend final : public DeviceBackend {
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
 
     std::vector<ArenaInfo> infos(n);
-    ArenaInfo& mine = infos[comm->rank];
+    ArenaInfo& mine = infos[ctx_.comm.rank];
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
@@ -120,7 +129,7 @@ class CudaBackend final : public DeviceBackend {
     static_assert(sizeof prop.uuid == sizeof mine.share.device_id);
     std::memcpy(mine.share.device_id, &prop.uuid, sizeof prop.uuid);
     CUDA_TRY(cuda::resident_collective_blocks(device, &mine.share.resident_blocks));
-    BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
+    BRAID_TRY(ctx_.bootstrap->allgather(infos.data(), sizeof(ArenaInfo)));
     std::vector<DeviceShare> shares;
     for (const ArenaInfo& a : infos) shares.push_back(a.share);
     block_budget_ = launch_block_budget(shares);
@@ -147,36 +156,47 @@ class CudaBackend final : public DeviceBackend {
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
                "{} blocks a launch",
-               comm->comm_hash, comm->rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
+               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
     return Status::ok();
   }
 
-  Status collective(const CollectiveCall& call, const std::shared_ptr<const Schedule>& planned) override {
+  int connection_slots() const override { return int(nslots_); }
+
+  // Enqueues one collective on call.stream: its schedule's plan, or the
+  // real NCCL where BRAID_FORWARD asks for it.
+  Status collective(const CollectiveCall& call) {
+    if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
+    std::shared_ptr<const Schedule> planned;
+    BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
+                                       call.count * datatype_size(call.type), &planned, -1,
+                                       placement_of(call, ctx_.comm.rank, ctx_.comm.nranks)));
+    BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
+               datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
+    if (schedule.slots > int(nslots_))  // the planner skips such files; never deadlock on one
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} needs {} slots per connection; BRAID_CUDA_SLOTS is {}",
+                         schedule.name, schedule.slots, nslots_);
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = call.stream;
     warn_if_legacy_stream(stream);
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
-    const RankProgram& prog = schedule.ranks.at(comm_->rank);
+    const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
-    L.input_shape = input_shape(c.collective, comm_->nranks, c.count, prog.input_chunks);
-    L.output_shape = output_shape(c.collective, comm_->nranks, c.count, prog.output_chunks);
-    for (const BufferShape* s : {&L.input_shape, &L.output_shape})
-      if (s->chunks % s->blocks != 0)
-        return BRAID_ERROR(ncclInternalError, "schedule {}: {} chunks do not split into {} blocks", schedule.name,
-                           s->chunks, s->blocks);
-    const uint64_t full_capacity = scratch_chunk_capacity(L.input_shape, L.output_shape);
-    L.input = has_input(c) ? static_cast<const char*>(c.sendbuff) : nullptr;
-    L.output = has_output(c) ? static_cast<char*>(c.recvbuff) : nullptr;
+    StepBuffers& B = L.buffers;
+    B.input_shape = input_shape(c.collective, ctx_.comm.nranks, c.count, prog.input_chunks);
+    B.output_shape = output_shape(c.collective, ctx_.comm.nranks, c.count, prog.output_chunks);
+    const uint64_t full_capacity = scratch_chunk_capacity(B.input_shape, B.output_shape);
+    B.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
+    B.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
     // Pointer queries are not stream work; skip them while a graph is being
     // captured (the same buffers were checked by the uncaptured first call).
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
     if (capture == cudaStreamCaptureStatusNone) {
-      if (L.input) BRAID_TRY(check_device_memory(L.input, "sendbuff"));
-      if (L.output) BRAID_TRY(check_device_memory(L.output, "recvbuff"));
+      if (B.input) BRAID_TRY(check_device_memory(B.input, "sendbuff"));
+      if (B.output) BRAID_TRY(check_device_memory(B.output, "recvbuff"));
     }
 
     const DevicePlan* plan = nullptr;
@@ -184,29 +204,26 @@ class CudaBackend final : public DeviceBackend {
     // Slices: enough bytes per block to be worth a block each (a function of
     // the call alone, so every rank picks the same number).
     const uint64_t slices = std::clamp<uint64_t>(c.count * esize / kMinSliceBytes, 1, plan->max_slices);
-    L.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
-    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, L.scratch_stride * slices * esize, stream, "scratch"));
+    B.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
+    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, B.scratch_stride * slices * esize, stream, "scratch"));
     BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
                               plan->nlanes * slices * sizeof(uint32_t), stream, "lane counter"));
     L.fifos_per_slice = plan->fifos_per_slice;
-    L.scratch = static_cast<char*>(scratch_);
+    B.scratch = static_cast<char*>(scratch_);
     L.lanes = plan->lanes;
     L.ops = plan->ops;
     L.deps = plan->deps;
     L.fifos = plan->fifos;
-    L.esize = uint32_t(esize);
-    L.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
+    B.esize = uint32_t(esize);
+    const uint64_t tile_bytes = framed_tile_bytes(slot_bytes_, slot_bytes_, plan->max_frame, B.esize);
+    if (tile_bytes == 0)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot "
+                         "(BRAID_CUDA_SLOT_BYTES)", schedule.name, plan->max_frame, slot_bytes_);
+    B.tile_elems = std::max<uint64_t>(1, tile_bytes / esize);
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
-    bool reduces = c.collective == Collective::AllReduce || c.collective == Collective::ReduceScatter ||
-                   c.collective == Collective::Reduce;
-    if (!reduce_kind_of(c.op, &L.kind)) {
-      if (reduces)
-        return BRAID_ERROR(ncclInvalidArgument, "reduction op {} is not supported by the cuda backend yet",
-                           int(c.op));
-      L.kind = ReduceKind::Sum;  // unused: the collective does not reduce
-    }
+    reduce_kind_of(c.reduction.fold, &L.kind);  // Sum, Prod, Max or Min: always a kind
     L.lane_done = lane_done_;
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
@@ -214,12 +231,13 @@ class CudaBackend final : public DeviceBackend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
-    if (c.op == ncclAvg && reduces && L.output)
-      CUDA_TRY(cuda::launch_divide(L.output, L.output_shape.elems(), c.type, comm_->nranks, stream));
+    if (c.reduction.divisor > 0 && B.output)
+      CUDA_TRY(cuda::launch_divide(B.output, B.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
   }
 
-  Status p2p(const std::vector<P2PCall>& calls) override {
+  // Enqueues one group's send/recv batch (on the first call's stream).
+  Status p2p(const std::vector<P2PCall>& calls) {
     if (calls.empty()) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = calls[0].stream;
@@ -318,7 +336,7 @@ class CudaBackend final : public DeviceBackend {
     BRAID_WARN("comm {:#x} rank {}: {} ranks of this process share device {} and this call is on the legacy default "
                "stream, which runs their kernels one at a time while they wait for each other: give each rank its "
                "own stream",
-               comm_->comm_hash, comm_->rank, threads_on_device_, device_);
+               ctx_.comm.comm_hash, ctx_.comm.rank, threads_on_device_, device_);
   }
 
   // Once per communicator: what later calls see is only "an earlier
@@ -333,32 +351,33 @@ class CudaBackend final : public DeviceBackend {
         BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
                    "or its launch is held behind this one; first wait to give up: block ({}, {}) "
                    "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
-                   comm_->comm_hash, comm_->rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
+                   ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
                    f[cuda::kFlagWaitBlockY], f[cuda::kFlagWaitOp], f[cuda::kFlagWaitTile],
                    kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[cuda::kFlagWaitSeen]),
                    unsigned(f[cuda::kFlagWaitWant]));
         break;
       }
       case cuda::kDevAborted:
-        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", comm_->comm_hash,
-                   comm_->rank);
+        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", ctx_.comm.comm_hash,
+                   ctx_.comm.rank);
         break;
       case cuda::kDevMismatch:
         BRAID_WARN("comm {:#x} rank {}: a kernel received a message whose size does not match the call on this rank "
                    "(ranks called with different counts or peers)",
-                   comm_->comm_hash, comm_->rank);
+                   ctx_.comm.comm_hash, ctx_.comm.rank);
         break;
       case cuda::kDevBadPlan:
-        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", comm_->comm_hash,
-                   comm_->rank);
+        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", ctx_.comm.comm_hash,
+                   ctx_.comm.rank);
         break;
       default:
-        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", comm_->comm_hash, comm_->rank, code);
+        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", ctx_.comm.comm_hash, ctx_.comm.rank, code);
     }
   }
 
   void abort() override {
     if (flags_host_) *(volatile int*)(flags_host_ + cuda::kFlagAbort) = 1;
+    forwarder_.abort();
   }
 
  private:
@@ -372,7 +391,7 @@ class CudaBackend final : public DeviceBackend {
     f.slots = base + kCtrlBytes;
     return f;
   }
-  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], comm_->rank, channel); }
+  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], ctx_.comm.rank, channel); }
   DevFifo fifo_from(int peer, uint32_t channel) const {
     return fifo_at(static_cast<char*>(arena_), peer, channel);
   }
@@ -380,14 +399,15 @@ class CudaBackend final : public DeviceBackend {
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
   // plain Sum over it, as the host path does.
   Status stage_premul(CollectiveCall* c) {
-    if (!c->has_premul) return Status::ok();
+    if (!c->reduction.premul) return Status::ok();
+    const PreMulSumOp& op = c->reduction.scalar;
     BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
-    const uint64_t elems = input_blocks(c->collective, comm_->nranks) * c->count;
+    const uint64_t elems = input_blocks(c->collective, ctx_.comm.nranks) * c->count;
     BRAID_TRY(ensure_capacity(&premul_, &premul_bytes_, elems * datatype_size(c->type), c->stream, "PreMulSum"));
-    const void* scalar_device = c->premul.residence == ncclScalarDevice ? c->premul.pointer : nullptr;
-    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, c->premul.immediate, c->stream));
+    const void* scalar_device = op.residence == ncclScalarDevice ? op.pointer : nullptr;
+    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, op.immediate, c->stream));
     c->sendbuff = premul_;
-    c->op = ncclSum;
+    c->reduction.premul = false;
     return Status::ok();
   }
 
@@ -438,16 +458,15 @@ class CudaBackend final : public DeviceBackend {
       return Status::ok();
     }
     BRAID_TRY(capture_check(stream, "plan"));
-    const RankProgram& prog = schedule.ranks.at(comm_->rank);
-    std::vector<cuda::DevLane> lanes;
-    std::vector<cuda::DevOp> ops;
-    std::vector<cuda::DevDep> deps;
-    std::vector<DevFifo> fifos;
+    std::shared_ptr<const RankRecords> records;
+    BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
+    const RankRecords& rec = *records;
+    const std::vector<LaneRecord>& lanes = rec.lanes;
+    const std::vector<OpRecord>& ops = rec.ops;
+    const std::vector<DepRecord>& deps = rec.deps;
     // Slice s of a lane on channel c uses connection channel s * used + c,
     // where `used` is how many channels the schedule itself uses.
-    uint32_t used = 1;
-    for (const RankProgram& rp : schedule.ranks)
-      for (const Lane& lane : rp.lanes) used = std::max<uint32_t>(used, lane.channel + 1u);
+    const uint32_t used = rec.channels;
     if (used > channels_)
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} uses {} channels; raise BRAID_CUDA_CHANNELS (now {})",
                          schedule.name, used, channels_);
@@ -462,51 +481,15 @@ class CudaBackend final : public DeviceBackend {
                  schedule.name, widest, block_budget_);
     const uint32_t max_slices =
         std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(block_budget_) / widest));
-    for (const Lane& lane : prog.lanes) {
-      lanes.push_back({uint32_t(ops.size()), uint32_t(lane.ops.size())});
-      for (const Op& op : lane.ops) {
-        cuda::DevOp d;
-        d.type = uint8_t(op.type);
-        d.src_buffer = uint8_t(op.src.buffer);
-        d.dst_buffer = uint8_t(op.dst.buffer);
-        d.src_index = op.src.index;
-        d.dst_index = op.dst.index;
-        d.count = op.count;
-        if (op_sends(op.type)) {
-          d.send_fifo = int32_t(fifos.size());
-          fifos.push_back(fifo_to(op.send_peer, lane.channel));
-        }
-        if (op_receives(op.type)) {
-          d.recv_fifo = int32_t(fifos.size());
-          fifos.push_back(fifo_from(op.recv_peer, lane.channel));
-        }
-        d.dep_begin = uint32_t(deps.size());
-        d.dep_count = uint32_t(op.deps.size());
-        for (const Dep& dep : op.deps) deps.push_back({dep.lane, dep.op});
-        ops.push_back(d);
+    // Every slice's copy of the connection table, on its own channels.
+    const size_t per_slice = rec.connections.size();
+    std::vector<DevFifo> fifos(per_slice * max_slices);
+    for (uint32_t slice = 0; slice < max_slices; ++slice)
+      for (size_t i = 0; i < per_slice; ++i) {
+        const ConnectionRecord& c = rec.connections[i];
+        const uint32_t channel = slice * used + c.channel;
+        fifos[slice * per_slice + i] = c.send ? fifo_to(c.peer, channel) : fifo_from(c.peer, channel);
       }
-    }
-    // The other slices' copies of the fifo table, on their own channels.
-    const size_t per_slice = fifos.size();
-    fifos.resize(per_slice * max_slices);
-    {
-      size_t i = 0;
-      for (const Lane& lane : prog.lanes)
-        for (const Op& op : lane.ops) {
-          for (int side = 0; side < 2; ++side) {
-            bool present = side == 0 ? op_sends(op.type) : op_receives(op.type);
-            if (!present) continue;
-            for (uint32_t slice = 1; slice < max_slices; ++slice) {
-              uint32_t channel = slice * used + lane.channel;
-              fifos[slice * per_slice + i] =
-                  side == 0 ? fifo_to(op.send_peer, channel) : fifo_from(op.recv_peer, channel);
-            }
-            ++i;
-          }
-        }
-    }
-    static_assert(uint8_t(BufferKind::Input) == cuda::kDevInput && uint8_t(BufferKind::Output) == cuda::kDevOutput &&
-                  uint8_t(BufferKind::Scratch) == cuda::kDevScratch);
     auto align = [](size_t n) { return (n + 15) & ~size_t(15); };
     size_t b_lanes = align(lanes.size() * sizeof(lanes[0])), b_ops = align(ops.size() * sizeof(ops[0]));
     size_t b_deps = align(deps.size() * sizeof(deps[0])), b_fifos = align(fifos.size() * sizeof(fifos[0]));
@@ -525,13 +508,14 @@ class CudaBackend final : public DeviceBackend {
     CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
     CUDA_TRY(cudaStreamSynchronize(stream));
     char* base = static_cast<char*>(plan.block);
-    plan.lanes = reinterpret_cast<cuda::DevLane*>(base);
-    plan.ops = reinterpret_cast<cuda::DevOp*>(base + b_lanes);
-    plan.deps = reinterpret_cast<cuda::DevDep*>(base + b_lanes + b_ops);
+    plan.lanes = reinterpret_cast<LaneRecord*>(base);
+    plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
+    plan.deps = reinterpret_cast<DepRecord*>(base + b_lanes + b_ops);
     plan.fifos = reinterpret_cast<DevFifo*>(base + b_lanes + b_ops + b_deps);
     plan.nlanes = uint32_t(lanes.size());
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
+    plan.max_frame = rec.max_frame;
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;
@@ -558,7 +542,8 @@ class CudaBackend final : public DeviceBackend {
     cudaGetLastError();
   }
 
-  ncclComm* comm_ = nullptr;
+  BackendContext ctx_;
+  Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
@@ -603,9 +588,20 @@ DeviceProbe probe_device_backend() {
   return probe;
 }
 
-Status make_cuda_backend(ncclComm* comm, int device, std::unique_ptr<DeviceBackend>* out) {
-  auto backend = std::make_unique<CudaBackend>();
-  BRAID_TRY(backend->init(comm, device));
+// Each communicator's part runs on its own streams: collectives in issue
+// order, then its send/recv batch, as the host path orders them.
+Status run_cuda_group(std::span<CommWork> work) {
+  for (CommWork& w : work) {
+    CudaBackend& backend = static_cast<CudaBackend&>(*w.backend);
+    for (const CollectiveCall& c : w.collectives) BRAID_TRY(backend.collective(c));
+    BRAID_TRY(backend.p2p(w.p2ps));
+  }
+  return Status::ok();
+}
+
+Status make_cuda_backend(const BackendContext& ctx, int device, std::unique_ptr<Backend>* out) {
+  auto backend = std::make_unique<CudaBackend>(ctx);
+  BRAID_TRY(backend->init(device));
   *out = std::move(backend);
   return Status::ok();
 }

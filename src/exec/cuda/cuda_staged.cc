@@ -54,8 +54,10 @@ class CudaMemory final : public DeviceMemory {
 
 }  // namespace
 
-Status make_cuda_staged_backend(ncclComm*, int device, std::unique_ptr<DeviceBackend>* out) {
-  *out = std::make_unique<HostStagedBackend>(std::make_unique<CudaMemory>(device));
+Status make_cuda_staged_backend(const BackendContext& ctx, int device, const HostPathSettings& host,
+                                std::unique_ptr<Backend>* out) {
+  *out = std::make_unique<HostStagedBackend>(std::make_unique<CudaMemory>(device),
+                                             std::make_unique<HostBackend>(ctx, host));
   return Status::ok();
 }
 

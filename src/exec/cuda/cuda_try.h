@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 #define CUDA_TRY(expr)                                                                                 \
   do {                                                                                                \

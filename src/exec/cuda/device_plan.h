@@ -1,6 +1,7 @@
-// The schedule as the CUDA kernels read it: plain fixed-size records in
-// device memory (MSCCL++'s execution-plan idea), built once per (schedule,
-// rank) on the host and interpreted by one thread block per lane.
+// The schedule as the CUDA kernels read it: the rank's records
+// (src/ops/plan_records.h, the same the host executor interprets) copied to
+// device memory once per schedule, each connection resolved to a FIFO per
+// slice, and interpreted by one thread block per (lane, slice).
 //
 // Connections are FIFOs living in the *receiver's* memory (its arena, mapped
 // into the sender's address space with CUDA IPC, or directly when both ranks
@@ -15,7 +16,9 @@
 #include "braid/chunking.h"
 #include "braid/hd.h"
 #include "nccl.h"
-#include "src/core/reduce_ops.h"
+#include "src/ops/op_step.h"
+#include "src/ops/plan_records.h"
+#include "src/ops/reduce_ops.h"
 
 namespace braid::cuda {
 
@@ -30,46 +33,19 @@ struct DevFifo {
   uint64_t* head = nullptr;     // fragments consumed (written by the receiver)
 };
 
-enum DevBuffer : uint8_t { kDevInput = 0, kDevOutput = 1, kDevScratch = 2 };
-
-struct DevOp {
-  uint8_t type = 0;  // braid::OpType
-  uint8_t src_buffer = 0, dst_buffer = 0;
-  uint8_t pad = 0;
-  uint32_t src_index = 0, dst_index = 0;
-  uint32_t count = 1;
-  int32_t send_fifo = -1, recv_fifo = -1;  // indices into the plan's fifo table
-  uint32_t dep_begin = 0, dep_count = 0;   // into the plan's dep table
-};
-
-struct DevDep {
-  uint32_t lane = 0;
-  uint32_t op = 0;
-};
-
-struct DevLane {
-  uint32_t op_begin = 0, op_count = 0;
-};
-
 // What one launch needs, passed by value as the kernel argument (no per-call
 // device allocation, so launches can be captured in CUDA graphs).
 struct CollectiveLaunch {
-  const DevLane* lanes = nullptr;
-  const DevOp* ops = nullptr;
-  const DevDep* deps = nullptr;
+  const LaneRecord* lanes = nullptr;
+  const OpRecord* ops = nullptr;
+  const DepRecord* deps = nullptr;
+  // An op's send_conn / recv_conn, in slice s: fifos[s * fifos_per_slice + conn].
   const DevFifo* fifos = nullptr;
-  const char* input = nullptr;
-  char* output = nullptr;
-  char* scratch = nullptr;
-  BufferShape input_shape, output_shape;  // of the whole call
-  uint64_t scratch_stride = 0;  // scratch elements each slice owns
-  uint64_t tile_elems = 0;
-  // The call runs as gridDim.y independent slices: slice s takes elements
-  // [count*s/S, count*(s+1)/S) of every buffer block and its own connections
-  // (fifos [s * fifos_per_slice, ...)), so S blocks per lane move data in
-  // parallel, like NCCL's channels.
+  // The call runs as gridDim.y independent slices (op_step.h, slice_of):
+  // each its own part of every buffer block and its own connections, so S
+  // blocks per lane move data in parallel, like NCCL's channels.
+  StepBuffers buffers;
   uint32_t fifos_per_slice = 0;
-  uint32_t esize = 0;
   uint32_t nslots = 0;
   uint64_t slot_bytes = 0;
   ncclDataType_t type = ncclFloat;

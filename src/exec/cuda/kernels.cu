@@ -4,11 +4,11 @@
 // connections, so that several SMs move one lane's data (NCCL's channels).
 //
 // Each block walks its lane exactly as the host executor does
-// (src/exec/host/collective_task.cc): the buffers are cut into tiles of one
-// slot, and for every tile the lane runs its whole op list, each op moving
-// one fragment per chunk.  The chunk and tile arithmetic (braid/chunking.h)
-// and the element semantics (src/core/reduce_ops.h) are the same BRAID_HD
-// code the host runs, so the host tests exercise what the kernel computes.
+// (src/exec/host/collective_task.cc): the same records, and the same
+// BRAID_HD op step (src/ops/op_step.h: spans in a slice and tile, step
+// lengths, dependencies, the op switch) over the same element semantics
+// (src/ops/reduce_ops.h), so the host tests exercise what the kernel
+// computes, slices included.
 //
 // A fragment step: thread 0 waits for its FIFO slots (receive: the sender
 // posted one; send: the receiver freed one), the whole block moves/reduces
@@ -167,85 +167,41 @@ __device__ void block_reduce(ncclDataType_t type, ReduceKind kind, char* dst, ch
   });
 }
 
-struct Span {
-  char* ptr;
-  uint64_t elems;
-  bool user;
+// op_step's memory policy in a thread block (src/ops/op_step.h): the whole
+// block moves or reduces the bytes, 16 at a time where alignment allows.
+struct BlockMemory {
+  ncclDataType_t type;
+  ReduceKind kind;
+  uint32_t element_bytes;
+
+  __device__ uint32_t esize() const { return element_bytes; }
+  __device__ void copy(const StepSpan* dst, char* slot, const char* src, uint64_t bytes) const {
+    if (dst) block_copy(dst->ptr, slot, src, bytes);
+    else block_copy(slot, nullptr, src, bytes);
+  }
+  __device__ void reduce(const StepSpan* dst, char* slot, const char* in, const StepSpan& src, uint64_t n) const {
+    block_reduce(type, kind, dst ? dst->ptr : slot, dst ? slot : nullptr, in, src.ptr, n);
+  }
+  __device__ void local_copy(const StepSpan& dst, const StepSpan& src, uint64_t bytes) const {
+    if (src.ptr != dst.ptr) block_copy(dst.ptr, nullptr, src.ptr, bytes);
+  }
+  __device__ void local_reduce(const StepSpan& dst, const StepSpan& src, uint64_t n) const {
+    block_reduce(type, kind, dst.ptr, nullptr, dst.ptr, src.ptr, n);
+  }
 };
 
-// This slice's part [lo, lo + len) of a buffer block of `block_elems`.
-__device__ __forceinline__ void slice_of(uint64_t block_elems, uint64_t* lo, uint64_t* len) {
-  const uint64_t s = blockIdx.y, S = gridDim.y;
-  *lo = block_elems * s / S;
-  *len = block_elems * (s + 1) / S - *lo;
-}
-
-// The chunk's capacity inside this slice (chunking.h's rule on the slice).
-__device__ uint64_t slice_chunk_capacity(const BufferShape& shape) {
-  uint64_t lo, len;
-  slice_of(shape.block_elems, &lo, &len);
-  BufferShape sliced{shape.blocks, len, shape.chunks};
-  return sliced.chunk_capacity();
-}
-
-__device__ Span span_of(const CollectiveLaunch& L, uint64_t chunk_capacity, uint8_t buffer, uint32_t index,
-                        uint64_t tile) {
-  uint64_t lo, hi;
-  char* base;
-  if (buffer == kDevScratch) {
-    lo = blockIdx.y * L.scratch_stride + uint64_t(index) * chunk_capacity;
-    hi = lo + chunk_capacity;
-    base = L.scratch;
-  } else {
-    const BufferShape& shape = buffer == kDevInput ? L.input_shape : L.output_shape;
-    uint64_t slice_lo, slice_len;
-    slice_of(shape.block_elems, &slice_lo, &slice_len);
-    BufferShape sliced{shape.blocks, slice_len, shape.chunks};
-    ElemRange r = sliced.chunk(index);
-    const uint64_t block = index / shape.chunks_per_block();
-    lo = block * shape.block_elems + slice_lo + (r.begin - block * slice_len);
-    hi = lo + r.size();
-    base = buffer == kDevInput ? const_cast<char*>(L.input) : L.output;
-  }
-  uint64_t b = min(lo + tile * L.tile_elems, hi), e = min(b + L.tile_elems, hi);
-  return Span{base ? base + b * L.esize : nullptr, e - b, buffer != kDevScratch};
-}
-
-// Elements one step moves (same rule as the host executor's resolve_length):
-// user operands are exact and must agree; a received fragment must cover
-// them; scratch-only steps take the shortest.  Returns false on a bad plan.
-__device__ bool step_length(const Span* operands, int count, bool received, uint64_t recv_elems, uint64_t* n,
-                            int* code) {
-  uint64_t len = received ? recv_elems : ~0ull;
-  bool have_user = false;
-  uint64_t user_len = 0;
-  for (int i = 0; i < count; ++i) {
-    const Span& s = operands[i];
-    if (s.elems > 0 && !s.ptr) { *code = kDevBadPlan; return false; }
-    if (s.user) {
-      if (have_user && s.elems != user_len) { *code = kDevBadPlan; return false; }
-      have_user = true;
-      user_len = s.elems;
-    }
-    len = min(len, s.elems);
-  }
-  if (have_user) {
-    if (received && recv_elems < user_len) { *code = kDevMismatch; return false; }
-    len = user_len;
-  }
-  *n = len == ~0ull ? 0 : len;
-  return true;
-}
-
+// One block per (lane, slice): the walk op_step.h describes, thread 0
+// waiting for slots, counters and dependencies, the whole block moving bytes.
 __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L) {
-  const DevLane lane = L.lanes[blockIdx.x];
-  const DevFifo* fifos = L.fifos + uint64_t(blockIdx.y) * L.fifos_per_slice;
-  uint32_t* lane_done = L.lane_done + uint64_t(blockIdx.y) * gridDim.x;
+  const LaneRecord lane = L.lanes[blockIdx.x];
+  const uint32_t slice = blockIdx.y, slices = gridDim.y;
+  const DevFifo* fifos = L.fifos + uint64_t(slice) * L.fifos_per_slice;
+  uint32_t* lane_done = L.lane_done + uint64_t(slice) * gridDim.x;
   // Tiles and scratch chunks are sized for this slice, the same way on
   // every rank (all compute them from the call's count and the slice count).
-  const uint64_t chunk_capacity =
-      max(slice_chunk_capacity(L.input_shape), slice_chunk_capacity(L.output_shape));
-  const uint64_t tiles = std::max<uint64_t>(1, (chunk_capacity + L.tile_elems - 1) / L.tile_elems);
+  const uint64_t capacity = slice_capacity(L.buffers, slice, slices);
+  const uint64_t tiles = slice_tiles(capacity, L.buffers.tile_elems);
+  const BlockMemory memory{L.type, L.kind, L.buffers.esize};
   __shared__ bool s_failed;
   __shared__ const char* s_in;
   __shared__ char* s_slot;
@@ -257,15 +213,15 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   uint32_t completed = 0;
   for (uint64_t tile = 0; tile < tiles; ++tile) {
     for (uint32_t i = 0; i < lane.op_count; ++i) {
-      const DevOp op = L.ops[lane.op_begin + i];
+      const OpRecord op = L.ops[lane.op_begin + i];
       const OpType type = OpType(op.type);
-      const bool receives = op_receives(type), sends = op_sends(type);
-      const DevFifo* rf = receives ? &fifos[op.recv_fifo] : nullptr;
-      const DevFifo* sf = sends ? &fifos[op.send_fifo] : nullptr;
+      const bool receives = op.recv_conn >= 0, sends = op.send_conn >= 0;
+      const DevFifo* rf = receives ? &fifos[op.recv_conn] : nullptr;
+      const DevFifo* sf = sends ? &fifos[op.send_conn] : nullptr;
       if (threadIdx.x == 0) {
         for (uint32_t d = 0; d < op.dep_count && !s_failed; ++d) {
-          const DevDep dep = L.deps[op.dep_begin + d];
-          const uint32_t need = uint32_t(tile) * L.lanes[dep.lane].op_count + dep.op + 1;
+          const DepRecord dep = L.deps[op.dep_begin + d];
+          const uint32_t need = uint32_t(dep_completions(tile, L.lanes[dep.lane].op_count, dep.op));
           const uint32_t* counter = &lane_done[dep.lane];
           if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns)) {
             record_timeout(L.error, kWaitDep, i, tile, load_volatile(counter), need);
@@ -273,7 +229,11 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           }
         }
       }
-      for (uint32_t c = 0; c < op.count; ++c) {
+      // One message per chunk, or one frame holding all of them (op_step.h).
+      const bool framed = op_framed(op);
+      const uint32_t messages = framed ? 1 : op.count, per_message = framed ? op.count : 1;
+      const uint64_t stride = L.buffers.tile_elems * L.buffers.esize;
+      for (uint32_t m = 0; m < messages; ++m) {
         if (threadIdx.x == 0 && !s_failed) {
           if (receives) {
             uint64_t h = load_volatile(rf->head);
@@ -298,6 +258,11 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
               s_slot = sf->slots + (t % L.nslots) * L.slot_bytes;
             }
           }
+          if (framed && receives && !s_failed &&
+              (s_recv_bytes < frame_header_bytes(op.count) || load_volatile((const uint64_t*)s_in) != op.count)) {
+            fail(L.error, kDevMismatch);
+            s_failed = true;
+          }
         }
         __syncthreads();
         if (s_failed) return;
@@ -305,42 +270,55 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         // counter thread 0 saw must not come from a stale L1 line.
         __threadfence();
 
-        Span src = op_reads_src(type) ? span_of(L, chunk_capacity, op.src_buffer, op.src_index + c, tile)
-                                      : Span{nullptr, 0, false};
-        Span dst = op_writes_dst(type) ? span_of(L, chunk_capacity, op.dst_buffer, op.dst_index + c, tile)
-                                       : Span{nullptr, 0, false};
-        Span operands[2];
-        int nops = 0;
-        if (op_reads_src(type) && type != OpType::Copy && type != OpType::Reduce) operands[nops++] = src;
-        if (op_writes_dst(type)) operands[nops++] = dst;
-        if (type == OpType::Copy || type == OpType::Reduce) operands[nops++] = src;
-        uint64_t n = 0;
-        int code = kDevOk;
-        if (!step_length(operands, nops, receives, s_recv_bytes / L.esize, &n, &code)) {
-          if (threadIdx.x == 0) fail(L.error, code);
-          return;
+        uint64_t message_bytes = framed ? frame_header_bytes(op.count) : 0;
+        for (uint32_t k = 0; k < per_message; ++k) {
+          const uint32_t c = framed ? k : m;
+          const char* in = s_in;
+          char* slot = s_slot;
+          uint64_t recv_bytes = s_recv_bytes;
+          if (framed) {
+            const uint64_t at = frame_offset(op.count, k, stride);
+            if (receives) {
+              recv_bytes = load_volatile((const uint64_t*)s_in + 1 + k);
+              if (!frame_chunk_fits(op.count, k, stride, recv_bytes, s_recv_bytes, L.buffers.esize)) {
+                if (threadIdx.x == 0) fail(L.error, kDevMismatch);
+                return;
+              }
+              in = s_in + at;
+            }
+            if (sends) slot = s_slot + at;
+          }
+          const StepSpan src = op_reads_src(type)
+                                   ? step_span(L.buffers, capacity, slice, slices, op.src_buffer, op.src_index + c, tile)
+                                   : StepSpan{};
+          const StepSpan dst = op_writes_dst(type)
+                                   ? step_span(L.buffers, capacity, slice, slices, op.dst_buffer, op.dst_index + c, tile)
+                                   : StepSpan{};
+          StepSpan operands[2];
+          const int count = step_operands(type, src, dst, operands);
+          uint64_t n = 0;
+          const int code = step_length(operands, count, receives, recv_bytes / L.buffers.esize, &n);
+          if (code != kStepOk) {
+            if (threadIdx.x == 0) fail(L.error, code == kStepShortFragment ? kDevMismatch : kDevBadPlan);
+            return;
+          }
+          op_step(type, memory, src, dst, in, slot, n);
+          const uint64_t bytes = n * L.buffers.esize;
+          if (framed) {
+            if (sends && threadIdx.x == 0) store_volatile((uint64_t*)s_slot + 1 + k, bytes);
+            message_bytes = frame_offset(op.count, k, stride) + bytes;
+          } else {
+            message_bytes = bytes;
+          }
         }
-        const uint64_t bytes = n * L.esize;
-        switch (type) {
-          case OpType::Send: block_copy(s_slot, nullptr, src.ptr, bytes); break;
-          case OpType::Recv: block_copy(dst.ptr, nullptr, s_in, bytes); break;
-          case OpType::RecvCopySend: block_copy(dst.ptr, s_slot, s_in, bytes); break;
-          case OpType::RecvReduceSend: block_reduce(L.type, L.kind, s_slot, nullptr, s_in, src.ptr, n); break;
-          case OpType::RecvReduceCopy: block_reduce(L.type, L.kind, dst.ptr, nullptr, s_in, src.ptr, n); break;
-          case OpType::RecvReduceCopySend: block_reduce(L.type, L.kind, dst.ptr, s_slot, s_in, src.ptr, n); break;
-          case OpType::Copy:
-            if (src.ptr != dst.ptr) block_copy(dst.ptr, nullptr, src.ptr, bytes);
-            break;
-          case OpType::Reduce: block_reduce(L.type, L.kind, dst.ptr, nullptr, dst.ptr, src.ptr, n); break;
-          case OpType::Nop: break;
-        }
+        if (framed && sends && threadIdx.x == 0) store_volatile((uint64_t*)s_slot, uint64_t(op.count));
         // Our writes (peer slot, local buffers) must be visible before the
         // peer or another lane sees the counters move.
         __threadfence_system();
         __syncthreads();
         if (threadIdx.x == 0) {
           if (sends) {
-            store_volatile(&sf->lengths[s_tail % L.nslots], bytes);
+            store_volatile(&sf->lengths[s_tail % L.nslots], message_bytes);
             __threadfence_system();
             store_volatile(sf->tail, s_tail + 1);
           }

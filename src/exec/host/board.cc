@@ -1,6 +1,6 @@
 #include "src/exec/host/board.h"
 
-#include "src/core/env.h"
+#include "src/base/env.h"
 
 namespace braid {
 

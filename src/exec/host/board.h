@@ -14,14 +14,12 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {
 
-// The largest BRAID_ONESHOT_MAX_BYTES honoured (a slot's data bytes).
-constexpr int64_t kOneShotLimitBytes = 64 * 1024;
 constexpr size_t kBoardHeaderBytes = 64;  // BoardHeader, padded to a line
 
 inline size_t round_up_to_line(size_t x) { return (x + 63) / 64 * 64; }

@@ -1,16 +1,23 @@
-// Interprets one rank's lanes of a Schedule on host memory.
+// Interprets one rank's records of a Schedule (src/ops/plan_records.h) on
+// host memory, step by step as src/ops/op_step.h defines it: the same
+// spans, step lengths, dependency rule and op switch the CUDA kernel runs.
 //
 // The call's buffers are walked in tiles: tile j of chunk k is elements
 // [begin_k + j*t, begin_k + (j+1)*t) clipped to the chunk, with t chosen so a
 // tile fits in one transport slot.  Every lane runs the whole op list once
-// per tile, so each op moves one fragment per chunk per tile, and the
-// schedule's deadlock freedom (verified with kMinSlots buffered chunks per
-// connection) carries over to any message size.  Dependencies are per tile.
+// per tile, so each op moves one message per tile: one fragment, or for an
+// op moving several chunks to or from a peer, a frame of one fragment per
+// chunk (op_step.h; t then shrinks so that the largest frame fits a slot).
+// The schedule's deadlock freedom (verified with Schedule::slots messages
+// per connection, which every connection here gets) carries over to any
+// message size.  Dependencies are per tile.
+// A call may run as several slices, each its own lanes on its own channels
+// over a disjoint part of every buffer block (the kernel's blockIdx.y); the
+// host backend runs one.
 //
-// Lengths: user-buffer chunks have exact lengths; scratch chunks are
-// full-capacity slots.  A fragment received from scratch may be longer than
-// the logical chunk it carries; only its valid prefix ever reaches a user
-// buffer (user operand lengths are authoritative, see resolve_length).
+// What is the host's own: how bytes are stored (HostMemory below: streamed
+// outputs and send slots), and one fusion, a Copy followed by a Send of the
+// same chunk in one pass over the input (copy_and_send).
 #include "src/exec/host/collective_task.h"
 
 #include <fmt/format.h>
@@ -18,8 +25,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/core/byte_ranges.h"
-#include "src/core/datatype.h"
+#include "src/base/byte_ranges.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
+#include "src/ops/op_step.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {
@@ -28,16 +37,73 @@ namespace {
 // Whether [a, a + bytes) and [b, b + bytes) do not overlap.
 bool disjoint(const void* a, const void* b, uint64_t bytes) { return !ranges_overlap(a, bytes, b, bytes); }
 
-struct Span {
-  char* ptr = nullptr;
-  uint64_t elems = 0;
-  bool user = false;  // part of the caller's buffer (exact length)
+// op_step's memory policy on the host.  Copies into a large user buffer
+// bypass the cache where the call streams its output; scratch is read again
+// soon and stays cached, and so do the send slots unless the call streams
+// them too (src/plan/slot_stores.h).
+struct HostMemory {
+  ncclDataType_t type = ncclFloat;
+  ncclRedOp_t op = ncclSum;
+  uint32_t element_bytes = 1;
+  bool stream_output = false;
+  bool stream_slots = false;
+
+  uint32_t esize() const { return element_bytes; }
+  bool stream(const StepSpan& dst) const { return stream_output && dst.user; }
+
+  void copy(const StepSpan* dst, char* slot, const char* src, uint64_t bytes) const {
+    if (!dst) {  // a Send: one memcpy when cached
+      copy_unfenced(slot, src, bytes, stream_slots);
+      if (stream_slots) store_fence();
+      return;
+    }
+    copy_to(dst->ptr, slot, src, bytes, stream(*dst), slot && stream_slots);
+  }
+
+  // A reduction streams its output where the call streams a user buffer,
+  // out of place.  Nothing may read the streamed values back (they are no
+  // longer in cache), so one that also sends them computes into the send
+  // slot and copies from there, or stores both from registers.  In place
+  // the output lines were just read and are cached: writing through costs
+  // nothing more (perf/results/compare_20261125j.txt).
+  void reduce(const StepSpan* dst, char* slot, const char* in, const StepSpan& src, uint64_t n) const {
+    if (!dst) {  // RecvReduceSend
+      if (stream_slots) streamed({slot}, in, src.ptr, n);
+      else braid::reduce(slot, in, src.ptr, n, type, op);
+      return;
+    }
+    const bool stream_dst = stream(*dst) && disjoint(dst->ptr, src.ptr, n * element_bytes);
+    if (!stream_dst) reduce_to(dst->ptr, slot, in, src.ptr, n, type, op, slot && stream_slots);
+    else if (!slot) streamed({dst->ptr}, in, src.ptr, n);
+    else if (stream_slots) streamed({dst->ptr, slot}, in, src.ptr, n);
+    else reduce_to(slot, dst->ptr, in, src.ptr, n, type, op, true);  // into the cached slot, then out
+  }
+
+  void local_copy(const StepSpan& dst, const StepSpan& src, uint64_t bytes) const {
+    if (disjoint(dst.ptr, src.ptr, bytes)) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst), false);
+    else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
+  }
+
+  void local_reduce(const StepSpan& dst, const StepSpan& src, uint64_t n) const {
+    braid::reduce(dst.ptr, dst.ptr, src.ptr, n, type, op);
+  }
+
+  // in (op) src into every destination, from registers, with streaming
+  // stores, fenced.
+  void streamed(std::initializer_list<void*> dsts, const void* in, const void* src, uint64_t n) const {
+    const void* srcs[2] = {in, src};
+    reduce_many(dsts.begin(), int(dsts.size()), srcs, 2, n, type, op, 0, true);
+    store_fence();
+  }
 };
 
 struct LaneRun {
-  const Lane* lane = nullptr;
+  const LaneRecord* lane = nullptr;
+  uint32_t slice = 0;
+  uint64_t tiles = 1;     // of this lane's slice
+  uint64_t capacity = 0;  // slice_capacity() of this lane's slice
   // Per op, nullptr where the op does not send / receive; both point into
-  // the task's one `pipes_` array (one allocation per task, not two per lane).
+  // the task's pipe arrays (one allocation per task, not two per lane).
   SendPipe** send_pipes = nullptr;
   RecvPipe** recv_pipes = nullptr;
   uint32_t op = 0;
@@ -52,85 +118,95 @@ struct LaneRun {
 
 class CollectiveTask final : public Task {
  public:
-
-  // Same schedule, rank, channels and transport: the pipes (and the
+  // Same schedule, rank, slices, channels and transport: the pipes (and the
   // storage for lane state) of this task can serve `a` as they are.
   bool can_serve(const CollectiveArgs& a) const {
-    return a.schedule == a_.schedule && a.rank == a_.rank && a.channel_base == a_.channel_base &&
-           a.transport == a_.transport;
+    return a.schedule == a_.schedule && a.records == a_.records && a.rank == a_.rank && a.slices == a_.slices &&
+           a.channel_base == a_.channel_base && a.transport == a_.transport;
   }
 
-  // Looks up one pipe per sending / receiving op (once per task).
+  // Looks up one pipe per (slice, sending or receiving op), once per task.
   Status connect() {
-    const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
-    size_t total_ops = 0;
-    for (const Lane& lane : prog.lanes) total_ops += lane.ops.size();
-    send_pipes_.assign(total_ops, nullptr);
-    recv_pipes_.assign(total_ops, nullptr);
-    size_t first_op = 0;
-    for (const Lane& lane : prog.lanes) {
-      int channel = a_.channel_base + lane.channel;
-      for (size_t i = 0; i < lane.ops.size(); ++i) {
-        const Op& op = lane.ops[i];
-        if (op_sends(op.type)) BRAID_TRY(a_.transport->send_pipe(op.send_peer, channel, &send_pipes_[first_op + i]));
-        if (op_receives(op.type)) BRAID_TRY(a_.transport->recv_pipe(op.recv_peer, channel, &recv_pipes_[first_op + i]));
+    const RankRecords& rec = *a_.records;
+    const size_t ops = rec.ops.size();
+    send_pipes_.assign(ops * a_.slices, nullptr);
+    recv_pipes_.assign(ops * a_.slices, nullptr);
+    for (uint32_t s = 0; s < a_.slices; ++s)
+      for (size_t i = 0; i < ops; ++i) {
+        const OpRecord& op = rec.ops[i];
+        if (op.send_conn >= 0) BRAID_TRY(pipe(s, rec.connections[op.send_conn], &send_pipes_[s * ops + i], nullptr));
+        if (op.recv_conn >= 0) BRAID_TRY(pipe(s, rec.connections[op.recv_conn], nullptr, &recv_pipes_[s * ops + i]));
       }
-      first_op += lane.ops.size();
-    }
-    for (SendPipe* pipe : send_pipes_)
-      if (pipe && std::find(send_connections_.begin(), send_connections_.end(), pipe) == send_connections_.end())
-        send_connections_.push_back(pipe);
+    for (SendPipe* p : send_pipes_)
+      if (p && std::find(send_connections_.begin(), send_connections_.end(), p) == send_connections_.end())
+        send_connections_.push_back(p);
     return Status::ok();
   }
 
   // Before every call: the lanes run on this call's pipes, and the pipes
-  // cycle through as many slots as a call keeping all of them busy should.
+  // cycle through as many slots as a call keeping all of them busy should,
+  // and at least as many as the schedule was verified with.
   void start() {
-    point_lanes_at_pipes();
-    const int slots = slots_per_connection(ring_slots(), int(send_connections_.size()));
+    const size_t ops = a_.records->ops.size();
+    for (LaneRun& run : lanes_) {
+      run.send_pipes = send_pipes_.data() + run.slice * ops + run.lane->op_begin;
+      run.recv_pipes = recv_pipes_.data() + run.slice * ops + run.lane->op_begin;
+    }
+    const int slots =
+        std::max(a_.records->slots, slots_per_connection(ring_slots(), int(send_connections_.size())));
     for (SendPipe* pipe : send_connections_) pipe->use_slots(slots);
   }
 
-  bool wide() const { return a_.narrow_tile_bytes > 0 && a_.tile_bytes > a_.narrow_tile_bytes; }
+  // A frame of the schedule's largest chunk count must fit a slot.
+  Status check_frames() const {
+    if (tile_bytes_ > 0) return Status::ok();
+    return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot",
+                       a_.schedule->name, a_.records->max_frame, frame_slot_bytes());
+  }
+
+  uint64_t frame_slot_bytes() const { return a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes(); }
+  bool wide() const { return a_.narrow_tile_bytes > 0 && tile_bytes_ > a_.narrow_tile_bytes; }
   // The slots a send connection may cycle through: wide fragments the
   // memory the narrow ones would.
   int ring_slots() const {
     const int all = a_.transport->slots();
-    return wide() ? int(uint64_t(all) * a_.narrow_tile_bytes / a_.tile_bytes) : all;
-  }
-
-  void point_lanes_at_pipes() {
-    size_t first_op = 0;
-    for (LaneRun& run : lanes_) {
-      run.send_pipes = send_pipes_.data() + first_op;
-      run.recv_pipes = recv_pipes_.data() + first_op;
-      first_op += run.lane->ops.size();
-    }
+    return wide() ? int(uint64_t(all) * a_.narrow_tile_bytes / tile_bytes_) : all;
   }
 
   // Takes the call's buffers and sizes and rewinds every lane (a reused task
   // allocates nothing here); start() must follow.
   void bind(CollectiveArgs a) {
     a_ = std::move(a);
-    esize_ = datatype_size(a_.type);
-    tile_elems_ = std::max<uint64_t>(1, a_.tile_bytes / esize_);
-    uint64_t max_chunk = std::max({a_.input_shape.chunk_capacity(), a_.output_shape.chunk_capacity(),
-                                   a_.scratch_capacity});
-    tiles_ = std::max<uint64_t>(1, (max_chunk + tile_elems_ - 1) / tile_elems_);
+    const uint32_t esize = uint32_t(datatype_size(a_.type));
+    buffers_.input = static_cast<const char*>(a_.input);
+    buffers_.output = static_cast<char*>(a_.output);
+    buffers_.scratch = static_cast<char*>(a_.scratch);
+    buffers_.input_shape = a_.input_shape;
+    buffers_.output_shape = a_.output_shape;
+    buffers_.scratch_stride = uint64_t(a_.schedule->ranks.at(a_.rank).scratch_chunks) * a_.scratch_capacity;
+    tile_bytes_ = framed_tile_bytes(a_.tile_bytes, frame_slot_bytes(), a_.records->max_frame, esize);
+    buffers_.tile_elems = std::max<uint64_t>(1, tile_bytes_ / esize);
+    buffers_.esize = esize;
+    memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
-    stream_slots_ = a_.stream_send_slots;
-    if (stream_slots_) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
-    const RankProgram& prog = a_.schedule->ranks.at(a_.rank);
-    lanes_.resize(prog.lanes.size());
+    if (a_.stream_send_slots) streamed_slot_calls().fetch_add(1, std::memory_order_relaxed);
+    const RankRecords& rec = *a_.records;
+    lanes_.resize(rec.lanes.size() * a_.slices);
     active_ = 0;
     finished_ = false;
-    for (size_t l = 0; l < prog.lanes.size(); ++l) {
-      LaneRun& run = lanes_[l];
-      run = LaneRun{};
-      run.lane = &prog.lanes[l];
-      run.done = run.lane->ops.empty();
-      if (!run.done) ++active_;
+    for (uint32_t s = 0; s < a_.slices; ++s) {
+      const uint64_t capacity = slice_capacity(buffers_, s, a_.slices);
+      for (size_t l = 0; l < rec.lanes.size(); ++l) {
+        LaneRun& run = lanes_[s * rec.lanes.size() + l];
+        run = LaneRun{};
+        run.lane = &rec.lanes[l];
+        run.slice = s;
+        run.capacity = capacity;
+        run.tiles = slice_tiles(capacity, buffers_.tile_elems);
+        run.done = run.lane->op_count == 0;
+        if (!run.done) ++active_;
+      }
     }
   }
 
@@ -138,7 +214,7 @@ class CollectiveTask final : public Task {
     if (!a_.label.empty()) return a_.label;
     return fmt::format("{}({}) count={} {} rank {}/{}{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
                        datatype_name(a_.type), a_.rank, a_.nranks, a_.stream_output ? ", streamed output" : "",
-                       stream_slots_ ? ", streamed send slots" : "", wide() ? ", wide fragments" : "");
+                       a_.stream_send_slots ? ", streamed send slots" : "", wide() ? ", wide fragments" : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 
@@ -161,88 +237,73 @@ class CollectiveTask final : public Task {
   }
 
  private:
-  Span span(ChunkRef ref, uint32_t offset, uint64_t tile) const {
-    uint32_t index = ref.index + offset;
-    uint64_t lo, hi;
-    char* base;
-    bool user = ref.buffer != BufferKind::Scratch;
-    if (user) {
-      const BufferShape& shape = ref.buffer == BufferKind::Input ? a_.input_shape : a_.output_shape;
-      ElemRange r = shape.chunk(index);
-      lo = r.begin;
-      hi = r.end;
-      base = ref.buffer == BufferKind::Input ? const_cast<char*>(static_cast<const char*>(a_.input))
-                                             : static_cast<char*>(a_.output);
-    } else {
-      lo = uint64_t(index) * a_.scratch_capacity;
-      hi = lo + a_.scratch_capacity;
-      base = static_cast<char*>(a_.scratch);
-    }
-    uint64_t b = std::min(lo + tile * tile_elems_, hi), e = std::min(b + tile_elems_, hi);
-    return Span{base ? base + b * esize_ : nullptr, e - b, user};
+  Status pipe(uint32_t slice, const ConnectionRecord& c, SendPipe** send, RecvPipe** recv) const {
+    const int channel = a_.channel_base + int(slice * a_.records->channels + c.channel);
+    return send ? a_.transport->send_pipe(c.peer, channel, send) : a_.transport->recv_pipe(c.peer, channel, recv);
   }
 
-  bool deps_met(const Op& op, uint64_t tile) const {
-    for (const Dep& d : op.deps) {
-      const LaneRun& other = lanes_[d.lane];
-      if (other.completed < tile * other.lane->ops.size() + d.op + 1) return false;
+  const OpRecord& op_of(const LaneRun& run, uint32_t i) const { return a_.records->ops[run.lane->op_begin + i]; }
+
+  StepSpan span(const LaneRun& run, uint8_t buffer, uint32_t index, uint64_t tile) const {
+    return step_span(buffers_, run.capacity, run.slice, a_.slices, buffer, index, tile);
+  }
+
+  // The lanes of one slice are the `lanes` consecutive runs starting at its first.
+  bool deps_met(const LaneRun& run, const OpRecord& op, uint64_t tile) const {
+    const LaneRun* slice_lanes = &lanes_[size_t(run.slice) * a_.records->lanes.size()];
+    for (uint32_t d = 0; d < op.dep_count; ++d) {
+      const DepRecord& dep = a_.records->deps[op.dep_begin + d];
+      const LaneRun& other = slice_lanes[dep.lane];
+      if (other.completed < dep_completions(tile, other.lane->op_count, dep.op)) return false;
     }
     return true;
   }
 
-  // Elements an op step moves: user operands are exact and must agree; a
-  // received fragment must cover them; scratch-only steps take the shortest.
-  Status resolve_length(std::initializer_list<Span> operands, bool received, uint64_t* n) const {
-    uint64_t len = received ? recv_elems_ : UINT64_MAX;
-    bool have_user = false;
-    uint64_t user_len = 0;
-    for (const Span& s : operands) {
-      if (s.elems > 0 && !s.ptr)
+  Status step_error(int code, uint64_t user_len) const {
+    switch (code) {
+      case kStepNullBuffer:
         return BRAID_ERROR(ncclInvalidArgument, "schedule {} touches a buffer that rank {} did not pass (NULL)",
                            a_.schedule->name, a_.rank);
-      if (s.user) {
-        if (have_user && s.elems != user_len)
-          return BRAID_ERROR(ncclInternalError, "schedule {}: chunk lengths disagree ({} vs {} elements)",
-                             a_.schedule->name, user_len, s.elems);
-        have_user = true;
-        user_len = s.elems;
-      }
-      len = std::min(len, s.elems);
-    }
-    if (have_user) {
-      if (received && recv_elems_ < user_len)
+      case kStepLengthsDisagree:
+        return BRAID_ERROR(ncclInternalError, "schedule {}: chunk lengths disagree in one step", a_.schedule->name);
+      default:
         return BRAID_ERROR(ncclInternalError, "schedule {}: fragment of {} elements for a chunk of {}",
                            a_.schedule->name, recv_elems_, user_len);
-      len = user_len;
     }
-    *n = len == UINT64_MAX ? 0 : len;
-    return Status::ok();
   }
 
   Status advance(LaneRun& run, bool* moved) {
-    const Op& op = run.lane->ops[run.op];
-    if (run.chunk == 0 && !run.recv_data && !run.send_slot && !deps_met(op, run.tile)) return Status::ok();
-    if (op.type == OpType::Copy && run.chunk == 0) {
+    const OpRecord& op = op_of(run, run.op);
+    const OpType type = OpType(op.type);
+    if (run.chunk == 0 && !run.recv_data && !run.send_slot && !deps_met(run, op, run.tile)) return Status::ok();
+    if (type == OpType::Copy && run.chunk == 0) {
       BRAID_TRY(copy_and_send(run, moved));
       if (*moved) return Status::ok();
     }
-    bool receives = op_receives(op.type), sends = op_sends(op.type);
+    const bool receives = op.recv_conn >= 0, sends = op.send_conn >= 0;
     if (receives && !run.recv_data) {
       BRAID_TRY(run.recv_pipes[run.op]->try_acquire(&run.recv_data, &run.recv_bytes));
       if (!run.recv_data) return Status::ok();
-      if (run.recv_bytes % esize_)
+      if (run.recv_bytes % buffers_.esize)
         return BRAID_ERROR(ncclInternalError, "fragment of {} bytes is not a whole number of {}-byte elements",
-                           run.recv_bytes, esize_);
+                           run.recv_bytes, buffers_.esize);
     }
     if (sends && !run.send_slot) {
       BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot));
       if (!run.send_slot) return Status::ok();
     }
-    recv_elems_ = run.recv_bytes / esize_;
-    uint64_t sent = 0;
-    BRAID_TRY(execute(op, run, &sent));
+    const bool framed = op_framed(op);
+    uint64_t sent_bytes = 0;
+    if (framed) {
+      BRAID_TRY(run_frame(run, op, &sent_bytes));
+    } else {
+      uint64_t n = 0;
+      BRAID_TRY(run_chunk(run, op, run.chunk, static_cast<const char*>(run.recv_data), run.recv_bytes,
+                          static_cast<char*>(run.send_slot), &n));
+      sent_bytes = n * buffers_.esize;
+    }
     if (sends) {
-      BRAID_TRY(run.send_pipes[run.op]->commit(sent * esize_));
+      BRAID_TRY(run.send_pipes[run.op]->commit(sent_bytes));
       run.send_slot = nullptr;
     }
     if (receives) {
@@ -250,8 +311,60 @@ class CollectiveTask final : public Task {
       run.recv_data = nullptr;
     }
     *moved = true;
-    if (++run.chunk < op.count) return Status::ok();
+    run.chunk = framed ? op.count : run.chunk + 1;
+    if (run.chunk < op.count) return Status::ok();
     finish_op(run);
+    return Status::ok();
+  }
+
+  // Chunk `chunk` (op-relative) of an op in the current tile: `in` is its
+  // received fragment of `in_bytes`, `slot` takes what it sends.  *n:
+  // elements moved.
+  Status run_chunk(const LaneRun& run, const OpRecord& op, uint32_t chunk, const char* in, uint64_t in_bytes,
+                   char* slot, uint64_t* n) {
+    const OpType type = OpType(op.type);
+    recv_elems_ = in_bytes / buffers_.esize;
+    const StepSpan src = op_reads_src(type) ? span(run, op.src_buffer, op.src_index + chunk, run.tile) : StepSpan{};
+    const StepSpan dst = op_writes_dst(type) ? span(run, op.dst_buffer, op.dst_index + chunk, run.tile) : StepSpan{};
+    StepSpan operands[2];
+    const int count = step_operands(type, src, dst, operands);
+    if (int code = step_length(operands, count, op.recv_conn >= 0, recv_elems_, n); code != kStepOk)
+      return step_error(code, dst.user ? dst.elems : src.elems);
+    op_step(type, memory_, src, dst, in, slot, *n);
+    return Status::ok();
+  }
+
+  // An op's chunks of this tile as one frame (op_step.h): each chunk's
+  // fragment at its place after the header, the header written last.
+  // *sent_bytes: the frame's length up to its last chunk's end.
+  Status run_frame(const LaneRun& run, const OpRecord& op, uint64_t* sent_bytes) {
+    const uint32_t chunks = op.count;
+    const uint64_t stride = buffers_.tile_elems * buffers_.esize, header = frame_header_bytes(chunks);
+    const auto* in_header = static_cast<const uint64_t*>(run.recv_data);
+    auto* out_header = static_cast<uint64_t*>(run.send_slot);
+    if (in_header && (run.recv_bytes < header || in_header[0] != chunks))
+      return BRAID_ERROR(ncclInternalError, "schedule {}: a message of {} chunks for an op of {}", a_.schedule->name,
+                         run.recv_bytes < header ? 0 : in_header[0], chunks);
+    *sent_bytes = header;
+    for (uint32_t k = 0; k < chunks; ++k) {
+      const char* in = nullptr;
+      uint64_t in_bytes = 0;
+      if (in_header) {
+        in_bytes = in_header[1 + k];
+        if (!frame_chunk_fits(chunks, k, stride, in_bytes, run.recv_bytes, buffers_.esize))
+          return BRAID_ERROR(ncclInternalError, "schedule {}: chunk {} of a message is {} bytes, not within its {}",
+                             a_.schedule->name, k, in_bytes, stride);
+        in = static_cast<const char*>(run.recv_data) + frame_offset(chunks, k, stride);
+      }
+      char* slot = out_header ? static_cast<char*>(run.send_slot) + frame_offset(chunks, k, stride) : nullptr;
+      uint64_t n = 0;
+      BRAID_TRY(run_chunk(run, op, k, in, in_bytes, slot, &n));
+      if (out_header) {
+        out_header[1 + k] = n * buffers_.esize;
+        *sent_bytes = frame_offset(chunks, k, stride) + n * buffers_.esize;
+      }
+    }
+    if (out_header) out_header[0] = chunks;
     return Status::ok();
   }
 
@@ -259,9 +372,9 @@ class CollectiveTask final : public Task {
   void finish_op(LaneRun& run) {
     run.chunk = 0;
     ++run.completed;
-    if (++run.op < run.lane->ops.size()) return;
+    if (++run.op < run.lane->op_count) return;
     run.op = 0;
-    if (++run.tile == tiles_) {
+    if (++run.tile == run.tiles) {
       run.done = true;
       --active_;
     }
@@ -273,20 +386,21 @@ class CollectiveTask final : public Task {
   // *moved: both ops done; otherwise the Copy runs alone (in place, or no
   // slot free yet).
   Status copy_and_send(LaneRun& run, bool* moved) {
-    const Op& copy = run.lane->ops[run.op];
-    if (run.op + 1 >= run.lane->ops.size()) return Status::ok();
-    const Op& send = run.lane->ops[run.op + 1];
-    if (send.type != OpType::Send || copy.count != 1 || send.count != 1 || !(send.src == copy.src) ||
-        !deps_met(send, run.tile))
+    if (run.op + 1 >= run.lane->op_count) return Status::ok();
+    const OpRecord& copy = op_of(run, run.op);
+    const OpRecord& send = op_of(run, run.op + 1);
+    if (OpType(send.type) != OpType::Send || copy.count != 1 || send.count != 1 ||
+        send.src_buffer != copy.src_buffer || send.src_index != copy.src_index || !deps_met(run, send, run.tile))
       return Status::ok();
-    const Span src = span(copy.src, 0, run.tile), dst = span(copy.dst, 0, run.tile);
-    const uint64_t bytes = src.elems * esize_;
+    const StepSpan src = span(run, copy.src_buffer, copy.src_index, run.tile);
+    const StepSpan dst = span(run, copy.dst_buffer, copy.dst_index, run.tile);
+    const uint64_t bytes = src.elems * buffers_.esize;
     if (!src.ptr || !dst.ptr || src.elems == 0 || dst.elems != src.elems || !disjoint(dst.ptr, src.ptr, bytes))
       return Status::ok();
     void* slot = nullptr;
     BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot));
     if (!slot) return Status::ok();
-    copy_to(dst.ptr, slot, src.ptr, bytes, stream(dst), stream_slots_);
+    copy_to(dst.ptr, slot, src.ptr, bytes, memory_.stream(dst), memory_.stream_slots);
     BRAID_TRY(run.send_pipes[run.op + 1]->commit(bytes));
     finish_op(run);
     finish_op(run);
@@ -294,109 +408,15 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // Copies into a large user buffer bypass the cache (see copy_to); scratch
-  // is read again soon and stays cached, and so do the send slots unless
-  // the caller chose streamed stores for them (stream_slots_,
-  // src/plan/slot_stores.h).
-  bool stream(const Span& dst) const { return a_.stream_output && dst.user; }
-
-  // Whether a reduction streams its output: a user buffer the call streams
-  // (src/plan/output_stores.h), out of place.  Nothing may read the
-  // streamed values back (they are no longer in cache), so a reduction that
-  // also sends them computes into the send slot and copies from there, or
-  // stores both from registers (reduce_streamed).
-  // In place, the output lines were just read and are cached: writing
-  // through costs nothing more.  2-rank AllReduce 64 MB on the 2-core VM,
-  // alternating runs: 6.63-6.92 ms against 7.04-7.18 before; ReduceScatter
-  // 64 MB 4.27-4.54 against 4.71-4.85 (perf/results/compare_20261125j.txt;
-  // a5143a2 had dropped an earlier form that streamed in place too).
-  bool stream_reduced(const Span& dst, const Span& src, uint64_t n) const {
-    return stream(dst) && disjoint(dst.ptr, src.ptr, n * esize_);
-  }
-
-  // in (op) src into every destination, from registers, with streaming
-  // stores, fenced.
-  void reduce_streamed(std::initializer_list<void*> dsts, const void* in, const void* src, uint64_t n) const {
-    const void* srcs[2] = {in, src};
-    reduce_many(dsts.begin(), int(dsts.size()), srcs, 2, n, a_.type, a_.op, 0, true);
-    store_fence();
-  }
-
-  // One chunk of one op in the current tile.  *sent: elements placed in the send slot.
-  Status execute(const Op& op, LaneRun& run, uint64_t* sent) {
-    const char* in = static_cast<const char*>(run.recv_data);
-    char* slot = static_cast<char*>(run.send_slot);
-    Span src = op_reads_src(op.type) ? span(op.src, run.chunk, run.tile) : Span{};
-    Span dst = op_writes_dst(op.type) ? span(op.dst, run.chunk, run.tile) : Span{};
-    uint64_t n = 0;
-    switch (op.type) {
-      case OpType::Send:
-        BRAID_TRY(resolve_length({src}, false, &n));
-        copy_unfenced(slot, src.ptr, n * esize_, stream_slots_);  // one memcpy when cached
-        if (stream_slots_) store_fence();
-        break;
-      case OpType::Recv:
-        BRAID_TRY(resolve_length({dst}, true, &n));
-        copy_to(dst.ptr, nullptr, in, n * esize_, stream(dst), false);
-        break;
-      case OpType::RecvCopySend:
-        BRAID_TRY(resolve_length({dst}, true, &n));
-        copy_to(dst.ptr, slot, in, n * esize_, stream(dst), stream_slots_);
-        break;
-      case OpType::RecvReduceSend:
-        BRAID_TRY(resolve_length({src}, true, &n));
-        if (stream_slots_) {
-          const void* srcs[2] = {in, src.ptr};
-          void* dsts[1] = {slot};
-          reduce_many(dsts, 1, srcs, 2, n, a_.type, a_.op, 0, true);
-          store_fence();
-        } else {
-          reduce(slot, in, src.ptr, n, a_.type, a_.op);
-        }
-        break;
-      case OpType::RecvReduceCopy:
-        BRAID_TRY(resolve_length({src, dst}, true, &n));
-        if (stream_reduced(dst, src, n)) reduce_streamed({dst.ptr}, in, src.ptr, n);
-        else reduce_to(dst.ptr, nullptr, in, src.ptr, n, a_.type, a_.op, false);
-        break;
-      case OpType::RecvReduceCopySend:
-        BRAID_TRY(resolve_length({src, dst}, true, &n));
-        if (!stream_reduced(dst, src, n)) {
-          reduce_to(dst.ptr, slot, in, src.ptr, n, a_.type, a_.op, stream_slots_);
-        } else if (stream_slots_) {
-          reduce_streamed({dst.ptr, slot}, in, src.ptr, n);
-        } else {  // into the cached slot, then from there to the output
-          reduce_to(slot, dst.ptr, in, src.ptr, n, a_.type, a_.op, true);
-        }
-        break;
-      case OpType::Copy: {
-        BRAID_TRY(resolve_length({src, dst}, false, &n));
-        const size_t bytes = n * esize_;
-        if (disjoint(dst.ptr, src.ptr, bytes)) copy_to(dst.ptr, nullptr, src.ptr, bytes, stream(dst), false);
-        else if (src.ptr != dst.ptr) std::memmove(dst.ptr, src.ptr, bytes);
-        break;
-      }
-      case OpType::Reduce:
-        BRAID_TRY(resolve_length({src, dst}, false, &n));
-        reduce(dst.ptr, dst.ptr, src.ptr, n, a_.type, a_.op);
-        break;
-      case OpType::Nop:
-        break;
-    }
-    *sent = n;
-    return Status::ok();
-  }
-
   CollectiveArgs a_;
-  size_t esize_ = 0;
-  uint64_t tile_elems_ = 0;
-  uint64_t tiles_ = 0;
+  uint64_t tile_bytes_ = 0;  // a_.tile_bytes, or less where frames must fit a slot
+  StepBuffers buffers_;
+  HostMemory memory_;
   uint64_t recv_elems_ = 0;
-  bool stream_slots_ = false;
-  std::vector<SendPipe*> send_pipes_;
+  std::vector<SendPipe*> send_pipes_;  // [slice * ops + op]
   std::vector<RecvPipe*> recv_pipes_;
   std::vector<SendPipe*> send_connections_;  // send_pipes_ without nulls and repeats
-  std::vector<LaneRun> lanes_;
+  std::vector<LaneRun> lanes_;               // [slice * lanes + lane]
   size_t active_ = 0;
   bool finished_ = false;
 };
@@ -418,16 +438,19 @@ std::atomic<uint64_t>& wide_fragment_calls() {
 }
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
-  if (!args.schedule || args.rank < 0 || args.rank >= int(args.schedule->ranks.size()))
-    return BRAID_ERROR(ncclInternalError, "collective task without a schedule for rank {}", args.rank);
+  if (!args.schedule || args.rank < 0 || args.rank >= int(args.schedule->ranks.size()) || !args.records)
+    return BRAID_ERROR(ncclInternalError, "collective task without a schedule and records for rank {}", args.rank);
   if (datatype_size(args.type) == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {}", int(args.type));
+  if (args.slices < 1) return BRAID_ERROR(ncclInternalError, "collective task of {} slices", args.slices);
   if (auto* reusable = dynamic_cast<CollectiveTask*>(out->get()); reusable && reusable->can_serve(args)) {
     reusable->bind(std::move(args));
+    BRAID_TRY(reusable->check_frames());
     reusable->start();
     return Status::ok();
   }
   auto task = std::make_unique<CollectiveTask>();
   task->bind(std::move(args));
+  BRAID_TRY(task->check_frames());
   BRAID_TRY(task->connect());
   task->start();
   *out = std::move(task);

@@ -10,23 +10,30 @@
 #include "braid/schedule.h"
 #include "nccl.h"
 #include "src/exec/host/task.h"
+#include "src/ops/plan_records.h"
 #include "src/transport/transport.h"
 
 namespace braid {
 
 struct CollectiveArgs {
   std::shared_ptr<const Schedule> schedule;
+  std::shared_ptr<const RankRecords> records;  // this rank's part of it (the plan cache's)
   int rank = 0;
   const void* input = nullptr;  // nullptr where this rank has no such buffer
   void* output = nullptr;
-  void* scratch = nullptr;      // schedule scratch_chunks * scratch_capacity elements
+  void* scratch = nullptr;      // scratch_elems() elements
   BufferShape input_shape, output_shape;
   uint64_t scratch_capacity = 0;  // elements per scratch chunk
+  // Independent parts of every buffer block, each on its own channels
+  // (src/ops/op_step.h): the CUDA kernel's slices, run the same way here;
+  // scratch holds slices x scratch_chunks x scratch_capacity elements.
+  uint32_t slices = 1;
   ncclDataType_t type = ncclFloat;
   ncclRedOp_t op = ncclSum;       // Sum, Prod, Max or Min
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
   uint64_t tile_bytes = 0;         // this call's fragment size (src/plan/host_tuning.h, call_tile_bytes)
   uint64_t narrow_tile_bytes = 0;  // the communicator's; wider fragments cycle through proportionally fewer slots
+  uint64_t frame_bytes = 0;        // a slot's capacity, agreed by every rank (0: this transport's): framed messages fit it
   bool stream_output = false;      // write the user output with streaming stores (src/plan/output_stores.h)
   bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;
@@ -39,9 +46,9 @@ struct CollectiveArgs {
   int nranks = 0;
 };
 
-// Scratch elements a schedule needs for this call.
-inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity) {
-  return uint64_t(s.ranks[rank].scratch_chunks) * capacity;
+// Scratch elements a schedule needs for a call run in `slices` slices.
+inline uint64_t scratch_elems(const Schedule& s, int rank, uint64_t capacity, uint32_t slices = 1) {
+  return uint64_t(slices) * s.ranks[rank].scratch_chunks * capacity;
 }
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);

@@ -1,10 +1,13 @@
 #include "src/exec/host/eager.h"
 
+#include "src/plan/host_path.h"
+
 #include <algorithm>
 #include <cstring>
 
 #include "braid/chunking.h"
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
 
 namespace braid {
 
@@ -29,17 +32,6 @@ constexpr size_t kDataOffset = offsetof(EagerBoard::Slot, data);
 constexpr size_t kSlotsOffset = offsetof(EagerBoard::RankArea, slots);
 
 }  // namespace
-
-bool eager_serves(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-         c == Collective::Scatter;
-}
-
-uint64_t EagerBoard::payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
-  if (count > kOneShotLimitBytes) return UINT64_MAX;  // and no product below can wrap
-  const uint64_t block = uint64_t(count) * datatype_size(type);
-  return c == Collective::Scatter ? block * uint64_t(nranks) : block;
-}
 
 EagerBoard::~EagerBoard() = default;
 
@@ -118,7 +110,7 @@ Status EagerBoard::wait_written(uint64_t call, int writer, const std::atomic<boo
 
 Status EagerBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
   const size_t block = c.count * datatype_size(c.type);
-  const uint64_t payload = payload_bytes(c.collective, c.count, c.type, nranks_);
+  const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)
     return BRAID_ERROR(ncclInternalError, "eager {} of {} bytes on a {}-byte board", to_string(c.collective),
                        payload, max_bytes_);

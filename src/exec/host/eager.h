@@ -6,8 +6,9 @@
 // shared board and returns; each other rank copies it out when it gets
 // there.  With more ranks than cores this is what keeps small rooted calls
 // cheap: a rank runs many calls in one time slice instead of handing the
-// core over at each one (measured with 4 ranks on 2 cores, a tree Broadcast
-// of 8 B took 6-25 us a call; OpenMPI's eager one 0.2-1.6 us).
+// core over at each one (measured with 4 ranks on 2 cores, a small tree
+// Broadcast was many times slower than OpenMPI's eager one: perf/results/
+// compare_20261123_session6.txt, its header).
 //
 //   Broadcast   root writes its buffer; every other rank reads it
 //   Scatter     root writes all blocks; rank r reads block r
@@ -33,7 +34,7 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/exec/host/board.h"
 #include "src/transport/shm_board.h"
 
@@ -42,16 +43,13 @@ namespace braid {
 // Slots per rank (the depth): how many calls a writer may run ahead of the
 // slowest reader.  As many as fit kEagerBoardBytes, within [2, 256].  With
 // more ranks than cores a reader is descheduled for whole time slices, and
-// a writer that may not run further ahead waits them out.  A benchmark loop
-// of small Broadcasts with 4 ranks on 2 cores took 1-3 us a call at depth
-// 16; at depth 64, 0.17-0.24 us (10000 calls) and 0.16-0.31 (100 calls); at
-// 256, 0.13 and 0.08-0.13 (OpenMPI: 0.36-0.46 and 0.15-0.48).  With 2 ranks
-// it makes no difference (0.05-0.06 us).  perf/results/compare_20261126c.txt.
+// a writer that may not run further ahead waits them out.  In a benchmark
+// loop of small Broadcasts with 4 ranks on 2 cores each step up in depth
+// (16, 64, 256) made calls clearly faster; with 2 ranks the depth makes no
+// difference (perf/results/compare_20261123_session6.txt, its header, and
+// compare_20261126c.txt section 3).
 constexpr int kEagerMaxDepth = 256;
 constexpr size_t kEagerBoardBytes = size_t(8) << 20;
-
-// The collectives eager serves: Broadcast, Reduce, Gather, Scatter.
-bool eager_serves(Collective c);
 
 class EagerBoard {
  public:
@@ -59,9 +57,6 @@ class EagerBoard {
   // waits until every rank has it mapped.
   static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<EagerBoard>* out);
   ~EagerBoard();
-
-  // Bytes the largest writer of a call of `c` puts on the board.
-  static uint64_t payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 
   // Runs call number `call` (1, 2, ... alike on every rank).  `stop` ends a
   // wait (abort, revoke).
@@ -87,8 +82,8 @@ class EagerBoard {
   // The least call the other ranks were last seen done with.  A writer
   // reads the peers' `done` only when this is too old to free its next
   // slot: each read pulls a line the peer keeps writing.  Reading it on
-  // every call, a steady stream of 8 B Broadcasts (2 ranks, cores far
-  // apart, -n 1000000) took 0.18-0.19 us a call; now 0.17-0.18.
+  // every call made a steady stream of 8 B Broadcasts (2 ranks, cores far
+  // apart) measurably slower.
   uint64_t peers_done_ = 0;
 };
 

@@ -1,9 +1,12 @@
 #include "src/exec/host/oneshot.h"
 
+#include "src/plan/host_path.h"
+
 #include <cstring>
 
 #include "braid/chunking.h"
-#include "src/core/datatype.h"
+#include "src/ops/datatype.h"
+#include "src/ops/host_kernels.h"
 
 namespace braid {
 
@@ -46,19 +49,9 @@ OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
   return reinterpret_cast<Slot*>(reinterpret_cast<char*>(bell(rank)) + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
 }
 
-bool oneshot_serves(Collective c) {
-  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
-         c == Collective::AlltoAll;
-}
-
-uint64_t OneShotBoard::payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
-  if (count > kOneShotLimitBytes) return UINT64_MAX;  // and no product below can wrap
-  return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);
-}
-
 Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
   const size_t es = datatype_size(c.type), block = c.count * es;
-  const uint64_t payload = payload_bytes(c.collective, c.count, c.type, nranks_);
+  const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)
     return BRAID_ERROR(ncclInternalError, "one-shot {} of {} bytes on a {}-byte board", to_string(c.collective),
                        payload, max_bytes_);

@@ -17,8 +17,9 @@
 //
 // Rooted collectives (Broadcast, Reduce, Gather, Scatter) go eager instead
 // (eager.h): here every rank waits for every other on each call, a barrier
-// they do not need.  Measured with 4 ranks on 2 cores, a one-shot Broadcast
-// of 8-4096 B took 9-11 us against 2.7-5.8 us on the binomial tree.
+// they do not need.  Measured with 4 ranks on 2 cores, a small one-shot
+// Broadcast was slower than the binomial tree (perf/results/
+// compare_20261123_session5.txt, run 1 against run 2).
 //
 // Two slots per rank, used by odd and even calls, are enough without any
 // acknowledgement: to write slot (k+2)%2 a rank must have finished call
@@ -34,23 +35,17 @@
 
 #include "braid/schedule.h"
 #include "nccl.h"
-#include "src/core/status.h"
+#include "src/base/status.h"
 #include "src/exec/host/board.h"
 #include "src/transport/shm_board.h"
 
 namespace braid {
-
-// The collectives one-shot serves: AllReduce, ReduceScatter, AllGather, AlltoAll.
-bool oneshot_serves(Collective c);
 
 class OneShotBoard {
  public:
   // Opens (rank 0 creates) the board for messages up to `max_bytes`.
   static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out);
   ~OneShotBoard();
-
-  // Bytes of input a call of `c` puts on the board (at most max_bytes to run here).
-  static uint64_t payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 
   // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
   // ends the wait (abort, revoke).

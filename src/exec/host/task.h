@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "src/core/status.h"
+#include "src/base/status.h"
 
 namespace braid {
 

@@ -1,0 +1,80 @@
+// Reading braid's configuration variables (env_registry.h holds the table).
+// Values are read from the environment on every call (cheap, and tests may
+// setenv between runs), or from the snapshot a braid-owned thread installed.
+#include "src/base/env.h"
+
+#include <cassert>
+#include <cstdlib>
+#include <cstring>
+
+namespace braid {
+
+std::span<const EnvVar> env_registry() { return kEnvVars; }
+
+// The NCCL_* variables braid reads, besides its own registry.
+constexpr const char* kForeignNames[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID",
+                                           "NCCL_SOCKET_IFNAME"};
+
+thread_local const EnvSnapshot* t_snapshot = nullptr;
+
+EnvSnapshot EnvSnapshot::capture() {
+  EnvSnapshot snap;
+  auto add = [&](const char* name) {
+    const char* value = std::getenv(name);
+    snap.values_.emplace_back(name, value ? value : "");
+  };
+  for (const EnvVar& v : env_registry()) add(v.name);
+  for (const char* name : kForeignNames) add(name);
+  return snap;
+}
+
+const std::string* EnvSnapshot::find(const char* name) const {
+  for (const auto& [n, v] : values_)
+    if (n == name) return &v;
+  return nullptr;
+}
+
+ScopedEnv::ScopedEnv(const EnvSnapshot& snapshot) : previous_(t_snapshot) { t_snapshot = &snapshot; }
+ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }
+
+std::string env_raw(const char* name) {
+  if (t_snapshot) {
+    const std::string* value = t_snapshot->find(name);
+    assert(value && "variable missing from EnvSnapshot (add it to kForeignNames)");
+    return value ? *value : "";
+  }
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+std::string env_string(EnvName name) {
+  std::string value = env_raw(name.name());
+  return value.empty() ? name.var().default_value : value;
+}
+
+int64_t env_int(EnvName name) {
+  std::string text = env_string(name);
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  // A malformed value falls back to the default rather than to 0.
+  if (end == text.c_str() || *end != '\0') return std::strtoll(name.var().default_value, nullptr, 0);
+  return v;
+}
+
+bool env_is_set(EnvName name) { return !env_raw(name.name()).empty(); }
+
+Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index) {
+  const std::string value = env_string(name);
+  std::string words;
+  int i = 0;
+  for (const char* word : allowed) {
+    if (value == word) {
+      *index = i;
+      return Status::ok();
+    }
+    words += (i++ ? ", " : "") + std::string(word);
+  }
+  return BRAID_ERROR(ncclInvalidArgument, "{}={} (expected one of {})", name.name(), value, words);
+}
+
+}  // namespace braid

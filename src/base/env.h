@@ -1,0 +1,87 @@
+// Reading braid's configuration variables.
+//
+// Every BRAID_* variable (and the MSCCL_* ones braid honours as MSCCL does) is
+// declared once in env_registry.h with its default
+// and a one-line description; `braid env` prints the table.  Values are read
+// from the environment when asked for, except on threads braid owns (below).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "src/base/env_registry.h"
+#include "src/base/status.h"
+
+namespace braid {
+
+std::span<const EnvVar> env_registry();
+
+// A registered variable's name, checked when braid compiles: env_int("BRAID_X")
+// with a name not in env_registry.h does not build.
+class EnvName {
+ public:
+  consteval EnvName(const char* name) : index_(find(name)) {}
+  const char* name() const { return kEnvVars[index_].name; }
+  const EnvVar& var() const { return kEnvVars[index_]; }
+
+ private:
+  static consteval size_t find(const char* name) {
+    for (size_t i = 0; i < std::size(kEnvVars); ++i)
+      if (std::string_view(kEnvVars[i].name) == name) return i;
+    throw "not a variable of src/base/env_registry.h";  // a compile error: consteval cannot throw
+  }
+  size_t index_;
+};
+
+// The variable's value, or its registered default if unset.
+std::string env_string(EnvName name);
+int64_t env_int(EnvName name);
+bool env_is_set(EnvName name);
+// A variable that takes one of a few words: *index is the value's position
+// in `allowed`; any other value is ncclInvalidArgument, naming the words.
+Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
+// Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
+std::string env_raw(const char* name);
+
+// Threads braid starts (the bootstrap root, non-blocking groups) must not
+// call getenv: the application may setenv meanwhile, and getenv racing
+// setenv is undefined behaviour (TSan caught it).  The starting thread takes
+// a snapshot; the new thread installs it, and env_* there read the copy.
+class EnvSnapshot {
+ public:
+  static EnvSnapshot capture();
+  const std::string* find(const char* name) const;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;  // name, value ("" = unset)
+};
+
+// While alive, env_* calls on this thread read `snapshot` (which must outlive it).
+// Threads usually get one through with_caller_env below.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const EnvSnapshot& snapshot);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const EnvSnapshot* previous_;
+};
+
+// `fn`, wrapped to run under a snapshot of the calling thread's environment:
+// the body to give every thread braid starts.
+template <class Fn>
+auto with_caller_env(Fn fn) {
+  return [fn = std::move(fn), env = EnvSnapshot::capture()]() mutable {
+    ScopedEnv scoped(env);
+    return fn();
+  };
+}
+
+}  // namespace braid

@@ -1,0 +1,59 @@
+// The registry of braid's configuration variables: every BRAID_* variable,
+// declared once here with its default and a one-line description (`braid
+// env` prints the table).  A constant table, so that a name given to
+// env_int/env_string is checked when braid compiles (env.h, EnvName): a
+// mistyped name fails the build instead of reading nothing.
+#pragma once
+
+#include <cstddef>
+
+namespace braid {
+
+struct EnvVar {
+  const char* name;
+  const char* default_value;
+  const char* description;
+};
+
+inline constexpr EnvVar kEnvVars[] = {
+    {"BRAID_DEBUG", "", "log level: VERSION, WARN, INFO or TRACE (falls back to NCCL_DEBUG)"},
+    {"BRAID_DEBUG_SUBSYS", "", "comma list of log subsystems, ^ negates (falls back to NCCL_DEBUG_SUBSYS)"},
+    {"BRAID_DEBUG_FILE", "", "log file pattern, %h host, %p pid (falls back to NCCL_DEBUG_FILE)"},
+    {"BRAID_TIMEOUT", "300", "seconds without progress before a wait fails (bootstrap, collectives)"},
+    {"BRAID_COMM_ID", "", "ip:port of the bootstrap root; rank 0 listens there (also NCCL_COMM_ID)"},
+    {"BRAID_HOSTID", "", "overrides host identity: ranks with equal values use shared memory"},
+    {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
+    {"BRAID_SOCKET_IFNAME", "",
+     "interfaces the sockets may use, NCCL's syntax (eth,enp | =eth0 | ^docker,lo); unset: NCCL_SOCKET_IFNAME, else "
+     "chosen (src/base/net_interface.h)"},
+    {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
+    {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
+    {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
+    {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment; a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},
+    {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
+    {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},
+    {"BRAID_DIRECT_MIN_BYTES", "32768", "host backend: calls of at least this many bytes on buffers in windows every rank can map run single-copy (-1: never)"},
+    {"BRAID_CMA", "auto", "host backend, processes on one host: collectives on plain buffers may pull peers' inputs with process_vm_readv (cross-memory attach): auto (AllGather, AlltoAll and Broadcast, measured against the shared-memory slots, per collective and size; where ranks outnumber cores, AllGather and AlltoAll of 256 KiB and more only), on (always, and AllReduce, Reduce and ReduceScatter too, pushing their results with process_vm_writev) or off"},
+    {"BRAID_LLC_BYTES", "0",
+     "host backend: last-level cache bytes the output-store rule counts on (0: sysfs's size; a VM sees its host's "
+     "whole cache)"},
+    {"BRAID_CMA_MIN_BYTES", "32768", "host backend: calls whose larger buffer is smaller than this never pull (-1: never)"},
+    {"BRAID_REDUCE_ISA", "auto", "host reductions: auto (AVX2 and F16C where the CPU has them, chosen at run time) or baseline (the build's own SSE2 loops; the results are bit-identical, this is for tests and timing)"},
+    {"BRAID_SLOT_STORES", "auto", "host backend: how calls that stream their output (outputs of 16 MiB and more) write the fragments they send into shared-memory slots: auto (timed per collective and size, through the cache or with streaming stores; through the cache where ranks outnumber cores), cached or streamed"},
+    {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
+    {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
+    {"BRAID_CUDA_CHANNELS", "32", "cuda backend: connections per peer pair (schedule channels x parallel slices; each costs slots x slot bytes of device memory per peer; launches stay within what ranks sharing a GPU can keep resident together)"},
+    {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
+    {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
+    {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},
+    {"BRAID_SCHEDULES", "",
+     "schedule files to run (braid JSON, MSCCL XML): a file, a directory (searched recursively) or a colon list of "
+     "them; a call takes the first that fits it, searching these before the MSCCL_* ones"},
+    {"MSCCL_XML_FILES", "", "MSCCL: colon list of algorithm files (searched after BRAID_SCHEDULES)"},
+    {"MSCCL_CONFIG", "", "MSCCL: registration file, <msccl_algos><load path minbytes maxbytes proto/> (after MSCCL_XML_FILES)"},
+    {"MSCCL_ALGO_DIR", "", "MSCCL: directory of algorithm files, *.xml, not recursive (searched last)"},
+    {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
+    {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},
+};
+
+}  // namespace braid

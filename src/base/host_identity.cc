@@ -1,0 +1,34 @@
+#include "src/base/host_identity.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "src/base/env.h"
+
+namespace braid {
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+uint64_t machine_hash() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return fnv1a(std::string(host) + "/" + boot);
+}
+
+uint64_t host_hash() {
+  std::string id = env_string("BRAID_HOSTID");
+  return id.empty() ? machine_hash() : fnv1a(id);
+}
+
+}  // namespace braid

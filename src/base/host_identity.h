@@ -1,0 +1,16 @@
+// Which host and which machine this process runs on, as hashes every rank
+// publishes at init: equal host hashes put ranks on shared memory, equal
+// machine hashes mean they share cores.
+#pragma once
+
+#include <cstdint>
+
+namespace braid {
+
+// Identity of this host (BRAID_HOSTID overrides: an emulated cluster gives
+// each network namespace its own).
+uint64_t host_hash();
+// Identity of this machine (host name and boot), whatever BRAID_HOSTID says.
+uint64_t machine_hash();
+
+}  // namespace braid

@@ -1,0 +1,148 @@
+// NCCL-style logging.  Settings are parsed once (under a mutex) and cached in
+// atomics so log_enabled() costs two loads on the hot path.
+#include "src/base/log.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "src/base/env.h"
+
+namespace braid {
+namespace {
+
+struct SubsysName {
+  const char* name;
+  uint32_t bit;
+};
+constexpr SubsysName kSubsysNames[] = {
+    {"INIT", kInit}, {"COLL", kColl},   {"P2P", kP2P},     {"SHM", kShm},     {"NET", kNet},
+    {"GRAPH", kGraph}, {"TUNING", kTuning}, {"ENV", kEnv}, {"ALLOC", kAlloc}, {"BOOTSTRAP", kBootstrap},
+    {"ALL", kAllSubsys},
+};
+
+std::mutex g_mutex;
+std::atomic<bool> g_initialized{false};
+std::atomic<int> g_level{0};
+std::atomic<uint32_t> g_subsys{kAllSubsys};
+FILE* g_file = nullptr;  // guarded by g_mutex; nullptr means stderr
+
+// The first of two variables that is set; "" when neither is.
+std::string first_env(const char* a, const char* b) {
+  std::string v = env_raw(a);
+  return v.empty() ? env_raw(b) : v;
+}
+
+const char* or_null(const std::string& s) { return s.empty() ? nullptr : s.c_str(); }
+
+LogLevel parse_level(const char* text) {
+  if (!text) return LogLevel::None;
+  if (strcasecmp(text, "VERSION") == 0) return LogLevel::Version;
+  if (strcasecmp(text, "WARN") == 0) return LogLevel::Warn;
+  if (strcasecmp(text, "INFO") == 0) return LogLevel::Info;
+  if (strcasecmp(text, "TRACE") == 0 || strcasecmp(text, "ABORT") == 0) return LogLevel::Trace;
+  return LogLevel::None;
+}
+
+// "INIT,COLL" selects those; "^INIT" selects everything but INIT.
+uint32_t parse_subsys(const char* text) {
+  if (!text) return kInit | kBootstrap | kEnv;  // NCCL's default subsystem mask
+  bool negate = text[0] == '^';
+  if (negate) ++text;
+  uint32_t mask = 0;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    for (const SubsysName& s : kSubsysNames)
+      if (item.size() == std::strlen(s.name) && strncasecmp(item.data(), s.name, item.size()) == 0)
+        mask |= s.bit;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return negate ? ~mask : mask;
+}
+
+std::string hostname() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  char* dot = std::strchr(host, '.');
+  if (dot) *dot = '\0';
+  return host;
+}
+
+// Expands %h (host) and %p (pid) in a NCCL_DEBUG_FILE pattern.
+std::string expand_file_pattern(const char* pattern) {
+  std::string out;
+  for (const char* p = pattern; *p; ++p) {
+    if (p[0] == '%' && p[1] == 'h') {
+      out += hostname();
+      ++p;
+    } else if (p[0] == '%' && p[1] == 'p') {
+      out += std::to_string(getpid());
+      ++p;
+    } else {
+      out += *p;
+    }
+  }
+  return out;
+}
+
+void init_locked() {
+  if (g_file) std::fclose(g_file);
+  g_file = nullptr;
+  std::string file = first_env("BRAID_DEBUG_FILE", "NCCL_DEBUG_FILE");
+  if (!file.empty()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
+  g_subsys.store(parse_subsys(or_null(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))));
+  g_level.store(static_cast<int>(parse_level(or_null(first_env("BRAID_DEBUG", "NCCL_DEBUG")))));
+  g_initialized.store(true, std::memory_order_release);
+}
+
+void ensure_initialized() {
+  if (g_initialized.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_initialized.load()) init_locked();
+}
+
+const char* level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::Version: return "VERSION";
+    case LogLevel::Warn: return "WARN";
+    case LogLevel::Info: return "INFO";
+    case LogLevel::Trace: return "TRACE";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+bool log_enabled(LogLevel level, uint32_t subsys) {
+  ensure_initialized();
+  if (static_cast<int>(level) > g_level.load(std::memory_order_relaxed)) return false;
+  // Warnings and the version line are shown whatever the subsystem filter says.
+  if (level <= LogLevel::Warn) return true;
+  return (g_subsys.load(std::memory_order_relaxed) & subsys) != 0;
+}
+
+void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
+  static const std::string host = hostname();
+  long tid = syscall(SYS_gettid);
+  std::string line = fmt::format("{}:{}:{} [-] braid {} {}\n", host, getpid(), tid, level_name(level), message);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  FILE* out = g_file ? g_file : stderr;
+  std::fwrite(line.data(), 1, line.size(), out);
+  std::fflush(out);
+}
+
+void log_reset() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  init_locked();
+}
+
+}  // namespace braid

@@ -1,0 +1,176 @@
+#include "src/base/net.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/base/net_interface.h"
+
+namespace braid {
+namespace {
+
+constexpr int kPollSliceMs = 100;  // how often blocked I/O rechecks abort
+
+bool aborted(const std::atomic<bool>* abort) { return abort && abort->load(std::memory_order_relaxed); }
+
+// Waits for `events` on fd; false on deadline or abort.
+bool wait_for(int fd, short events, Deadline deadline, const std::atomic<bool>* abort) {
+  for (;;) {
+    if (aborted(abort) || deadline.expired()) return false;
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, std::min(kPollSliceMs, deadline.remaining_ms()));
+    if (rc > 0) return true;
+    if (rc < 0 && errno != EINTR) return true;  // let the I/O call report the error
+  }
+}
+
+}  // namespace
+
+Status local_ipv4(in_addr* out, const in_addr* toward) {
+  std::string forced = env_string("BRAID_SOCKET_ADDR");
+  if (!forced.empty()) {
+    if (inet_pton(AF_INET, forced.c_str(), out) != 1)
+      return BRAID_ERROR(ncclInvalidArgument, "BRAID_SOCKET_ADDR={} is not an IPv4 address", forced);
+    return Status::ok();
+  }
+  std::string spec_name = "BRAID_SOCKET_IFNAME", spec = env_string("BRAID_SOCKET_IFNAME");
+  if (spec.empty()) spec_name = "NCCL_SOCKET_IFNAME", spec = env_raw("NCCL_SOCKET_IFNAME");
+  NetInterface chosen;
+  BRAID_TRY(choose_interface(up_ipv4_interfaces(), spec_name, spec, toward, &chosen));
+  *out = chosen.addr;
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, out, ip, sizeof(ip));
+  BRAID_INFO(kNet | kBootstrap, "using interface {} ({}){}", chosen.name, ip,
+             spec.empty() ? "" : fmt::format(", {}={}", spec_name, spec));
+  return Status::ok();
+}
+
+std::string to_string(const sockaddr_in& addr) {
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+  return fmt::format("{}:{}", ip, ntohs(addr.sin_port));
+}
+
+Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out) {
+  size_t colon = text.rfind(':');
+  if (colon == std::string::npos || text.find('[') != std::string::npos)
+    return BRAID_ERROR(ncclInvalidArgument, "'{}' is not an IPv4 ip:port endpoint (IPv6 is not supported)", text);
+  std::string ip = text.substr(0, colon), port = text.substr(colon + 1);
+  *out = {};
+  out->sin_family = AF_INET;
+  char* end = nullptr;
+  long p = std::strtol(port.c_str(), &end, 10);
+  if (inet_pton(AF_INET, ip.c_str(), &out->sin_addr) != 1 || port.empty() || *end || p <= 0 || p > 65535)
+    return BRAID_ERROR(ncclInvalidArgument, "'{}' is not an IPv4 ip:port endpoint", text);
+  out->sin_port = htons(uint16_t(p));
+  return Status::ok();
+}
+
+Status local_endpoint(sockaddr_in* out, const in_addr* toward) {
+  *out = sockaddr_in{};
+  out->sin_family = AF_INET;
+  return local_ipv4(&out->sin_addr, toward);
+}
+
+Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound) {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
+  int one = 1;
+  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(s, 1024) != 0) {
+    int err = errno;
+    ::close(s);
+    return BRAID_ERROR(ncclSystemError, "cannot listen on {}: {}", to_string(addr), std::strerror(err));
+  }
+  socklen_t len = sizeof(*bound);
+  getsockname(s, reinterpret_cast<sockaddr*>(bound), &len);
+  *fd = s;
+  return Status::ok();
+}
+
+Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+  int delay_ms = 1;
+  for (;;) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
+    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      set_nodelay(s);
+      *fd = s;
+      return Status::ok();
+    }
+    int err = errno;
+    ::close(s);
+    bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
+                 err == EAGAIN || err == EINTR || err == ECONNRESET;
+    if (!retry) return BRAID_ERROR(ncclSystemError, "connect to {}: {}", to_string(addr), std::strerror(err));
+    if (aborted(abort)) return BRAID_ERROR(ncclSystemError, "connect to {}: aborted", to_string(addr));
+    if (deadline.expired())
+      return BRAID_ERROR(ncclSystemError, "connect to {}: {} until the timeout (BRAID_TIMEOUT)", to_string(addr),
+                         std::strerror(err));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delay_ms, deadline.remaining_ms())));
+    delay_ms = std::min(delay_ms * 2, 100);
+  }
+}
+
+Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= size_t(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!wait_for(fd, POLLOUT, deadline, abort))
+        return BRAID_ERROR(ncclSystemError, "send: {}", aborted(abort) ? "aborted" : "timed out (BRAID_TIMEOUT)");
+      continue;
+    }
+    return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::recv(fd, p, bytes, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= size_t(n);
+      continue;
+    }
+    if (n == 0) return BRAID_ERROR(ncclRemoteError, "recv: the peer closed the connection");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!wait_for(fd, POLLIN, deadline, abort))
+        return BRAID_ERROR(ncclSystemError, "recv: {}", aborted(abort) ? "aborted" : "timed out (BRAID_TIMEOUT)");
+      continue;
+    }
+    return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({})", std::strerror(errno));
+  }
+  return Status::ok();
+}
+
+bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort) {
+  return wait_for(fd, POLLIN, deadline, abort);
+}
+
+void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+}  // namespace braid

@@ -1,0 +1,45 @@
+// Small TCP helpers shared by the bootstrap and the socket transport: IPv4
+// addresses, listeners, and whole-message send/recv bounded by a Deadline.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+#include "src/base/deadline.h"
+#include "src/base/status.h"
+
+namespace braid {
+
+// The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the
+// interface chosen as net_interface.h says (BRAID_SOCKET_IFNAME or
+// NCCL_SOCKET_IFNAME; unset, one on the subnet of `toward`, the bootstrap
+// root, if given).
+Status local_ipv4(in_addr* out, const in_addr* toward = nullptr);
+// That address with port 0, for listen_tcp to pick a port.
+Status local_endpoint(sockaddr_in* out, const in_addr* toward = nullptr);
+
+std::string to_string(const sockaddr_in& addr);  // "1.2.3.4:5678"
+// Parses "a.b.c.d:port"; an IPv6 or host name is refused with a clear message.
+Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out);
+
+// A listening socket on `addr` (port 0 picks one); *out gets the bound address.
+Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound);
+// Connects, retrying refused/unreachable attempts until the deadline (the
+// peer's listener may not be up yet).
+Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
+
+// Whole-buffer I/O.  EOF or an error is ncclRemoteError / ncclSystemError;
+// running past the deadline or an abort is ncclSystemError.
+Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);
+Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);
+
+// Waits until fd is readable (true) or the deadline / abort (false).
+bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+
+}  // namespace braid

@@ -1,0 +1,58 @@
+// Which IPv4 interface braid's sockets use (the bootstrap and the TCP transport).
+//
+// A host often has several: the network the ranks share, but also docker0
+// or a libvirt bridge, whose addresses are the same on every host, so a rank
+// that advertised one would send its peers to their own bridge.  The choice
+// follows NCCL's, so a job that already sets NCCL_SOCKET_IFNAME behaves the same:
+//
+// - BRAID_SOCKET_IFNAME (else NCCL_SOCKET_IFNAME) filters by name, NCCL's
+//   syntax: a comma-separated list of prefixes ("eth,enp"), "=" before the
+//   list for exact names ("=eth0"), "^" before it to exclude instead
+//   ("^docker,lo", "^=eth1").  The first interface (in the kernel's order)
+//   that passes is used; none passing is an error naming the candidates.
+// - Unset: an interface whose subnet holds the bootstrap root's address (so
+//   the rank can reach the root, as NCCL does with NCCL_COMM_ID), else an
+//   InfiniBand one ("ib..."), else any but docker, libvirt bridges and
+//   loopback, else those, else 127.0.0.1.  (NCCL excludes docker and lo; braid
+//   excludes virbr too, for the same reason.)
+//
+// The choice is a pure function of the interface list, so it is tested
+// without the machine's interfaces (tests/unit/test_net_interface.cc).
+#pragma once
+
+#include <netinet/in.h>
+
+#include <string>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace braid {
+
+struct NetInterface {
+  std::string name;
+  in_addr addr{};
+  in_addr netmask{};
+  bool loopback = false;
+};
+
+// The parsed filter; an empty spec passes every interface.
+struct InterfaceFilter {
+  std::vector<std::string> names;
+  bool exclude = false;  // "^": pass what matches none
+  bool exact = false;    // "=": whole names, not prefixes
+  bool passes(const std::string& name) const;
+};
+InterfaceFilter parse_interface_filter(const std::string& spec);
+
+// Chooses among `up` (the IPv4 interfaces that are up, in the kernel's
+// order).  `spec_name`/`spec` are the variable that set the filter, for the
+// error message ("" when unset).  `toward`, if given and not loopback, is the
+// bootstrap root's address.  Loopback only (or nothing) gives 127.0.0.1 "lo".
+Status choose_interface(const std::vector<NetInterface>& up, const std::string& spec_name, const std::string& spec,
+                        const in_addr* toward, NetInterface* out);
+
+// The machine's IPv4 interfaces that are up (getifaddrs order).
+std::vector<NetInterface> up_ipv4_interfaces();
+
+}  // namespace braid

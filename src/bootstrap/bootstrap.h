@@ -1,0 +1,75 @@
+// Bootstrap: how ranks find each other and exchange small messages at init.
+//
+// ncclGetUniqueId starts a root listener and writes its address plus a random
+// magic into the 128-byte id (NCCL_COMM_ID / BRAID_COMM_ID instead name the
+// root address; then rank 0 runs the root).  Each rank opens its own listener,
+// connects to the root, proves it knows the magic, and sends its address; the
+// root answers every rank with the full address table.  After that ranks talk
+// directly (tagged point-to-point messages), and the root goes away.
+// Connections with a wrong magic or malformed messages are dropped.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/deadline.h"
+#include "src/base/status.h"
+
+namespace braid {
+
+// Fills *id with a fresh root address + magic and starts the root listener
+// (a background thread that serves one rendezvous and then exits).
+// NCCL_COMM_ID / BRAID_COMM_ID, when set, name the root instead.
+Status bootstrap_create_root(ncclUniqueId* id);
+// Always a fresh root on this host, whatever NCCL_COMM_ID says: for
+// communicators derived from another (split, shrink).
+Status bootstrap_create_private_root(ncclUniqueId* id);
+// Checks that id looks like one ncclGetUniqueId made (ncclInvalidArgument if not).
+Status bootstrap_check_id(const ncclUniqueId& id);
+
+// Several roots (ncclCommInitRankScalable): ranks are dealt to roots in
+// contiguous blocks, the first nranks % nroots roots taking one more, as NCCL
+// does.  root_of_rank(first_rank_of_root(k)) == k.
+int first_rank_of_root(int root, int nranks, int nroots);
+int root_of_rank(int rank, int nranks, int nroots);
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  // Rendezvous through the root named by `id`.
+  // `abort`, if given, makes the rendezvous give up early when it rises.
+  static Status connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
+                        std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort = nullptr);
+  // Rendezvous through several roots: each rank meets its block at
+  // ids[root_of_rank(rank)]; block 0 and the first rank of every other block
+  // then meet at ids[0], where rank 0 assembles the global address table and
+  // sends it back down.  One id behaves exactly like connect().
+  static Status connect_scalable(const std::vector<ncclUniqueId>& ids, int rank, int nranks, Deadline deadline,
+                                 std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort = nullptr);
+
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  // Same on every rank of this communicator, different across communicators.
+  virtual uint64_t comm_hash() const = 0;
+  // The IPv4 address this rank's bootstrap listens on (the interface chosen
+  // toward the root): the socket transport listens there too.
+  virtual in_addr address() const = 0;
+
+  // Tagged point-to-point: messages with the same (peer, tag) arrive in order.
+  virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;
+  virtual Status recv(int peer, int tag, void* data, size_t bytes) = 0;
+  // data holds nranks * bytes_per_rank; this rank's slice is already filled.
+  virtual Status allgather(void* data, size_t bytes_per_rank) = 0;
+  virtual Status barrier() = 0;
+  // Unblocks any waiting call with an error.
+  virtual void abort() = 0;
+};
+
+}  // namespace braid

@@ -1,0 +1,102 @@
+// A backend runs a communicator's work; every communicator has one.
+//
+//   host         host buffers; the host executor (src/exec/host): schedules,
+//                one-shot and eager boards, the direct and pull paths
+//   cuda         device buffers; one kernel per call on the caller's stream
+//                (src/exec/cuda), asynchronous like NCCL
+//   host-staged  device buffers of ranks on several hosts: copied to host
+//                memory, run by a host backend, copied back (host_staged.h)
+//
+// The runtime (src/runtime/group.cc) queues a group's calls per
+// communicator and at ncclGroupEnd hands each backend its part.  Backends of
+// one kind run their parts together, through their kind's GroupRunner: the
+// host executor drives every communicator of a group in one cooperative
+// loop, since a group may span several communicators driven by one thread
+// (ncclCommInitAll), which would deadlock if each ran alone.  Errors a
+// backend hits after a call returned (a kernel's) surface through
+// poll_error(), which ncclCommGetAsyncError reports, as in NCCL.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/plan/call.h"
+#include "src/transport/host_memory.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+
+class Backend;
+class Bootstrap;
+class PlanCache;
+
+// One communicator's part of a group: its collectives in call order, then
+// its sends and receives as one concurrent batch.
+struct CommWork {
+  Backend* backend = nullptr;
+  std::vector<CollectiveCall> collectives;
+  std::vector<P2PCall> p2ps;
+};
+
+// Runs (or, on a device, enqueues) the part of a group on every
+// communicator whose backend has this runner.
+using GroupRunner = Status (*)(std::span<CommWork> work);
+
+// What a backend is made from: the communicator's ranks and peers, its
+// control and data channels, its planner, and the flag that stops its waits
+// (ncclCommAbort, ncclCommRevoke).  All outlive the backend.
+struct BackendContext {
+  TransportContext comm;  // rank, nranks, comm hash, every rank's PeerInfo
+  Bootstrap* bootstrap = nullptr;
+  Transport* transport = nullptr;  // shared memory and sockets (src/transport/router.h)
+  PlanCache* plans = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// A window from ncclCommWindowRegister as every rank registered it: its
+// registration order (the same on every rank) and each rank's extent.
+struct WindowExtent {
+  uint64_t base = 0;
+  uint64_t size = 0;
+};
+struct WindowInfo {
+  uint64_t seq = 0;
+  std::vector<WindowExtent> ranks;  // indexed by rank
+  std::vector<SharedHandle> handles;  // what each rank's memory can be mapped by (src/transport/host_memory.h)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual GroupRunner group_runner() const = 0;
+  // A blocking call outside any group may take a path of the backend's own
+  // (the host's boards): *ran says whether it did; otherwise the runtime
+  // runs it as a group of one.
+  virtual Status run_alone(const CollectiveCall& call, bool* ran) {
+    (void)call;
+    *ran = false;
+    return Status::ok();
+  }
+  // Fragments each of its connections buffers: a schedule needing more
+  // (Schedule::slots) could deadlock on it.
+  virtual int connection_slots() const = 0;
+  // ncclSuccess, or the first error the backend hit asynchronously.
+  virtual ncclResult_t poll_error() { return ncclSuccess; }
+  // Releases everything waiting on a peer (ncclCommAbort).
+  virtual void abort() {}
+  // A window every rank just registered (collective: every rank of the
+  // communicator calls it for the same window), and one this rank dropped.
+  virtual Status window_registered(const WindowInfo& window) {
+    (void)window;
+    return Status::ok();
+  }
+  virtual void window_deregistered(uint64_t seq) { (void)seq; }
+};
+
+}  // namespace braid

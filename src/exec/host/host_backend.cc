@@ -1,0 +1,337 @@
+#include "src/exec/host/host_backend.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "braid/chunking.h"
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/exec/host/collective_task.h"
+#include "src/exec/host/eager.h"
+#include "src/exec/host/oneshot.h"
+#include "src/exec/host/p2p_task.h"
+#include "src/ops/datatype.h"
+#include "src/ops/premul.h"
+#include "src/plan/planner.h"
+
+namespace braid {
+namespace {
+
+// Collectives use channels [0, kP2PChannel); send/recv have their own, so a
+// group's point-to-point traffic never interleaves with a schedule's.
+constexpr int kP2PChannel = 1 << 12;
+// The straggler detector's duration exchange (BRAID_STRAGGLER=auto) runs
+// beside an AllReduce, so it needs a channel no schedule uses.
+constexpr int kStragglerStampChannel = kP2PChannel - 1;
+// The direct path's descriptors and "done" messages (single_copy.h).
+constexpr int kSingleCopyChannel = kP2PChannel - 2;
+
+}  // namespace
+
+HostBackend::HostBackend(const BackendContext& ctx, const HostPathSettings& settings)
+    : ctx_(ctx), paths_(settings) {
+  if (settings.one_process) guard_ = single_copy_guard_for(ctx.comm.comm_hash);
+  single_copy_.rank = ctx.comm.rank;
+  single_copy_.nranks = ctx.comm.nranks;
+  single_copy_.pid = ctx.comm.peers[ctx.comm.rank].pid;
+  single_copy_.transport = ctx.transport;
+  single_copy_.windows = &windows_;
+  single_copy_.guard = guard_.get();
+  single_copy_.paths = &paths_;
+}
+
+HostBackend::~HostBackend() = default;
+
+GroupRunner HostBackend::group_runner() const { return run_host_group; }
+
+BoardCounts HostBackend::board_counts() const {
+  return BoardCounts{oneshot_calls_, eager_calls_, eager_ ? eager_->depth() : 0};
+}
+
+Status HostBackend::window_registered(const WindowInfo& window) {
+  bool direct = false;
+  BRAID_TRY(windows_.add(ctx_.comm, *ctx_.bootstrap, window, &direct));
+  if (direct) paths_.note_mapped_window();
+  return Status::ok();
+}
+
+Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {
+  const HostPaths::Board board = paths_.board_for(call);
+  *ran = board != HostPaths::Board::None;
+  return *ran ? run_on_board(call, board) : Status::ok();
+}
+
+Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board board) {
+  const TransportContext& comm = ctx_.comm;
+  const BoardCall call{.collective = c.collective,
+                       .input = c.sendbuff,
+                       .output = c.recvbuff,
+                       .count = c.count,
+                       .type = c.type,
+                       .op = c.reduction.fold,
+                       .divisor = c.reduction.divisor,
+                       .root = c.root};
+  auto setup = [&](const char* suffix, const char* what) {
+    BoardSetup s;
+    s.name = fmt::format("/braid-{:016x}-{}", comm.comm_hash, suffix);
+    s.what = what;
+    s.rank = comm.rank;
+    s.nranks = comm.nranks;
+    for (const PeerInfo& p : comm.peers) s.pids.push_back(p.pid);
+    s.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+    s.aborting = ctx_.stop;
+    return s;
+  };
+  const uint64_t max_bytes = paths_.settings().board_max_bytes;
+  if (board == HostPaths::Board::Eager) {
+    if (!eager_) BRAID_TRY(EagerBoard::open(setup("eager", "eager rooted collectives"), max_bytes, &eager_));
+    BRAID_INFO(kColl, "{}(eager) count={} {} root {} rank {}/{}", to_string(c.collective), c.count,
+               datatype_name(c.type), c.root, comm.rank, comm.nranks);
+    return eager_->run(++eager_calls_, call, ctx_.stop);
+  }
+  if (!oneshot_) BRAID_TRY(OneShotBoard::open(setup("oneshot", "one-shot collectives"), max_bytes, &oneshot_));
+  BRAID_INFO(kColl, "{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
+             comm.rank, comm.nranks);
+  return oneshot_->run(++oneshot_calls_, call, ctx_.stop);
+}
+
+// One group's work on host backends, from tasks to completion.
+class HostGroup {
+ public:
+  explicit HostGroup(std::span<CommWork> work) : work_(work), queues_(work.size()) {
+    for (size_t i = 0; i < work.size(); ++i) queues_[i].abort = host(i).ctx_.stop;
+  }
+
+  Status run() {
+    BRAID_TRY(stage_premul());
+    BRAID_TRY(plan_straggler());
+    BRAID_TRY(plan_schedules());
+    for (size_t i = 0; i < work_.size(); ++i) {
+      for (size_t k = 0; k < work_[i].collectives.size(); ++k) BRAID_TRY(add_collective(i, k));
+      BRAID_TRY(add_p2p_batch(i));
+    }
+    if (tracked_) BRAID_TRY(add_straggler_stamps());
+    const auto started = std::chrono::steady_clock::now();
+    Status s = run_task_queues(queues_);
+    if (s.is_ok() && timing_.paths) {
+      const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - started;
+      timing_.paths->record_slot_stores(timing_.collective, timing_.output_bytes, timing_.stores, us.count());
+    }
+    if (s.is_ok() && tracked_) tracked_->call_finished();
+    for (size_t i = 0; i < work_.size(); ++i)
+      if (!queues_[i].tasks.empty())
+        recycle_task(std::move(queues_[i].tasks.front()), &host(i).spare_task_, &host(i).spare_single_copy_task_);
+    return s;
+  }
+
+ private:
+  HostBackend& host(size_t i) const { return static_cast<HostBackend&>(*work_[i].backend); }
+  const TransportContext& comm(size_t i) const { return host(i).ctx_.comm; }
+
+  size_t collective_count() const {
+    size_t n = 0;
+    for (const CommWork& w : work_) n += w.collectives.size();
+    return n;
+  }
+  bool has_p2p() const {
+    return std::any_of(work_.begin(), work_.end(), [](const CommWork& w) { return !w.p2ps.empty(); });
+  }
+
+  // PreMulSum: the inputs are scaled into staging copies that live until
+  // the group is done, and the collective runs as Sum over them.
+  Status stage_premul() {
+    for (size_t i = 0; i < work_.size(); ++i)
+      for (CollectiveCall& c : work_[i].collectives) {
+        if (!c.reduction.premul) continue;
+        const PreMulSumOp& op = c.reduction.scalar;
+        const void* scalar = op.residence == ncclScalarDevice ? op.pointer : &op.immediate;
+        const size_t elems = c.count * input_blocks(c.collective, comm(i).nranks);
+        staging_.emplace_back(elems * datatype_size(c.type));
+        scale_by(staging_.back().data(), c.sendbuff, elems, c.type, scalar);
+        c.sendbuff = staging_.back().data();
+        c.reduction.premul = false;
+      }
+    return Status::ok();
+  }
+
+  // BRAID_STRAGGLER (src/plan/straggler.h): an AllReduce that is the whole
+  // group may run StragglAR, and in auto mode carries the duration exchange.
+  Status plan_straggler() {
+    if (collective_count() != 1 || has_p2p()) return Status::ok();
+    size_t i = 0;
+    while (work_[i].collectives.empty()) ++i;
+    const CollectiveCall& c = work_[i].collectives[0];
+    if (c.collective != Collective::AllReduce) return Status::ok();
+    const uint64_t bytes = c.count * datatype_size(c.type);
+    HostBackend& h = host(i);
+    StragglerTracker& st = h.ctx_.plans->straggler(comm(i).nranks, comm(i).rank);
+    BRAID_TRY(st.plan_call(h.ctx_.comm, h.ctx_.stop, bytes, &straggler_));
+    if (st.tracks(bytes)) {
+      tracked_ = &st;
+      tracked_comm_ = i;
+      st.call_started(bytes);
+    }
+    return Status::ok();
+  }
+
+  // Every collective planned first: tasks of one communicator run one after
+  // another, so they share one scratch buffer sized for the largest.
+  Status plan_schedules() {
+    for (size_t i = 0; i < work_.size(); ++i) {
+      HostBackend& h = host(i);
+      const int rank = comm(i).rank, nranks = comm(i).nranks;
+      for (const CollectiveCall& c : work_[i].collectives) {
+        const size_t esize = datatype_size(c.type);
+        std::shared_ptr<const Schedule> schedule;
+        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler_,
+                                             placement_of(c, rank, nranks)));
+        const RankProgram& prog = schedule->ranks.at(rank);
+        const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
+        const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
+        const size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
+        if (h.scratch_.size() < need) h.scratch_.resize(need);
+        schedules_.push_back(std::move(schedule));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status add_collective(size_t i, size_t k) {
+    HostBackend& h = host(i);
+    const CollectiveCall& c = work_[i].collectives[k];
+    const TaskStores stores = h.paths_.stores_for(c);
+    // The communicator's last task, rebound when it fits (no allocation).
+    std::unique_ptr<Task> task = std::move(h.spare_task_);
+    BRAID_TRY(make_task(i, c, schedules_[next_schedule_++], h.scratch_.data(), 0, stores, &task));
+    const Task* on_slots = task.get();
+    if (straggler_ < 0 && !tracked_) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    // A lone call on the slots whose store choice is measured is timed for
+    // its chooser (a single-copy task may not use the slots at all).
+    if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
+      timing_ = {&h.paths_, c.collective,
+                 c.count * datatype_size(c.type) * output_blocks(c.collective, comm(i).nranks), stores.slots};
+    BRAID_INFO(kColl, "{}", task->describe());
+    queues_[i].tasks.push_back(std::move(task));
+    return Status::ok();
+  }
+
+  Status make_task(size_t i, const CollectiveCall& c, std::shared_ptr<const Schedule> schedule, void* scratch,
+                   int channel_base, const TaskStores& stores, std::unique_ptr<Task>* out) const {
+    const HostBackend& h = host(i);
+    const int rank = comm(i).rank, nranks = comm(i).nranks;
+    const RankProgram& prog = schedule->ranks.at(rank);
+    CollectiveArgs a;
+    a.input_shape = input_shape(c.collective, nranks, c.count, prog.input_chunks);
+    a.output_shape = output_shape(c.collective, nranks, c.count, prog.output_chunks);
+    a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
+    a.tile_bytes = h.paths_.tile_bytes_for(c, *schedule);
+    BRAID_TRY(h.ctx_.plans->records(*schedule, rank, &a.records));
+    a.schedule = std::move(schedule);
+    a.rank = rank;
+    a.input = has_input(c, rank) ? c.sendbuff : nullptr;
+    a.output = has_output(c, rank) ? c.recvbuff : nullptr;
+    a.scratch = scratch;
+    a.type = c.type;
+    a.op = c.reduction.fold;
+    if (a.output) a.divide_output_by = c.reduction.divisor;
+    a.narrow_tile_bytes = h.paths_.settings().tile_bytes;
+    a.frame_bytes = h.paths_.settings().wide_tile_bytes;  // a slot's capacity on every rank
+    a.stream_output = a.output && stores.stream_output;
+    a.stream_send_slots = stores.slots == SlotStores::Streamed;
+    a.channel_base = channel_base;
+    a.transport = h.ctx_.transport;
+    a.collective = c.collective;  // the label is formatted only if needed (describe())
+    a.count = c.count;
+    a.nranks = nranks;
+    return make_collective_task(std::move(a), out);
+  }
+
+  // Wraps a collective's schedule task in the direct path where its ranks
+  // exchange descriptors (the same answer on every rank).
+  Status maybe_single_copy(size_t i, const CollectiveCall& c, bool stream_output, std::unique_ptr<Task>* task) {
+    HostBackend& h = host(i);
+    const int rank = comm(i).rank, nranks = comm(i).nranks;
+    const uint64_t bytes =
+        c.count * datatype_size(c.type) * std::max(input_blocks(c.collective, nranks), output_blocks(c.collective, nranks));
+    if (!h.paths_.exchanges_descriptors(c.collective, bytes)) return Status::ok();
+    SingleCopyArgs d;
+    d.ctx = &h.single_copy_;
+    d.collective = c.collective;
+    d.input = has_input(c, rank) ? c.sendbuff : nullptr;
+    d.output = has_output(c, rank) ? c.recvbuff : nullptr;
+    d.count = c.count;
+    d.type = c.type;
+    d.op = c.reduction.fold;
+    d.divide_output_by = c.reduction.divisor;
+    d.root = c.root;
+    d.channel = kSingleCopyChannel;
+    d.stream_output = stream_output;  // into every output this rank writes, its own or not
+    d.fallback = std::move(*task);
+    return make_single_copy_task(std::move(d), std::move(h.spare_single_copy_task_), task);
+  }
+
+  Status add_p2p_batch(size_t i) {
+    const std::vector<P2PCall>& calls = work_[i].p2ps;
+    if (calls.empty()) return Status::ok();
+    HostBackend& h = host(i);
+    std::vector<P2POp> ops;
+    for (const P2PCall& p : calls)
+      ops.push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), p.count * datatype_size(p.type),
+                          datatype_size(p.type)});
+    std::unique_ptr<Task> task;
+    std::string label =
+        fmt::format("send/recv batch of {} ops, rank {}/{}", ops.size(), comm(i).rank, comm(i).nranks);
+    BRAID_TRY(make_p2p_task(std::move(ops), h.ctx_.transport, kP2PChannel, h.paths_.settings().tile_bytes, label,
+                            &task));
+    queues_[i].tasks.push_back(std::move(task));
+    return Status::ok();
+  }
+
+  // The duration exchange of BRAID_STRAGGLER=auto: an allgather of one
+  // int64 per rank, in its own queue so that it runs beside the AllReduce.
+  Status add_straggler_stamps() {
+    const size_t i = tracked_comm_;
+    HostBackend& h = host(i);
+    CollectiveCall stamps;
+    stamps.collective = Collective::AllGather;
+    stamps.sendbuff = tracked_->stamp_send();
+    stamps.recvbuff = tracked_->stamp_recv();
+    stamps.count = 1;
+    stamps.type = ncclInt64;
+    std::shared_ptr<const Schedule> schedule;
+    BRAID_TRY(h.ctx_.plans->schedule_for(Collective::AllGather, comm(i).nranks, -1, sizeof(int64_t), &schedule));
+    std::unique_ptr<Task> task;
+    BRAID_TRY(make_task(i, stamps, schedule, nullptr, kStragglerStampChannel, {}, &task));  // 8 B a rank: never streamed
+    queues_.emplace_back();
+    queues_.back().abort = h.ctx_.stop;
+    queues_.back().tasks.push_back(std::move(task));
+    return Status::ok();
+  }
+
+  std::span<CommWork> work_;
+  std::vector<TaskQueue> queues_;
+  std::vector<std::vector<char>> staging_;  // PreMulSum's scaled inputs
+  std::vector<std::shared_ptr<const Schedule>> schedules_;  // every collective's, in work order
+  size_t next_schedule_ = 0;
+  int straggler_ = -1;
+  StragglerTracker* tracked_ = nullptr;
+  size_t tracked_comm_ = 0;
+  // A lone collective on the slots whose store choice is measured.
+  struct {
+    HostPaths* paths = nullptr;
+    Collective collective = Collective::Custom;
+    uint64_t output_bytes = 0;
+    SlotStores stores = SlotStores::Cached;
+  } timing_;
+};
+
+Status run_host_group(std::span<CommWork> work) {
+  if (work.empty()) return Status::ok();
+  return HostGroup(work).run();
+}
+
+}  // namespace braid

@@ -1,0 +1,74 @@
+// The host backend: a communicator whose buffers are host memory, run by
+// the host executor on the calling thread.  A call completes before it
+// returns (a group at ncclGroupEnd); the stream is accepted and not used.
+//
+// Which way a call goes (a board, the descriptor exchange of the single-copy
+// pull paths, or the schedule on the transport's slots) is HostPaths'
+// answer (src/plan/host_path.h); this file only carries it out: it plans
+// schedules, builds the tasks (src/exec/host/task.h) and runs every
+// communicator's tasks of a group in one cooperative loop.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "src/exec/backend.h"
+#include "src/exec/host/single_copy.h"
+#include "src/exec/host/host_windows.h"
+#include "src/plan/host_path.h"
+
+namespace braid {
+
+class EagerBoard;
+class OneShotBoard;
+class Task;
+
+// Calls this backend ran on its boards, for tests and BRAID_DEBUG.
+struct BoardCounts {
+  uint64_t oneshot = 0;
+  uint64_t eager = 0;
+  int eager_depth = 0;  // slots per rank of the eager board (0: not open yet)
+};
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend(const BackendContext& ctx, const HostPathSettings& settings);
+  ~HostBackend() override;
+
+  const char* name() const override { return "host"; }
+  GroupRunner group_runner() const override;
+  int connection_slots() const override { return ctx_.transport->slots(); }
+  Status run_alone(const CollectiveCall& call, bool* ran) override;
+  Status window_registered(const WindowInfo& window) override;
+  void window_deregistered(uint64_t seq) override { windows_.remove(seq); }
+
+  BoardCounts board_counts() const;
+  const BackendContext& context() const { return ctx_; }
+  HostPaths& paths() { return paths_; }
+
+ private:
+  friend class HostGroup;
+  Status run_on_board(const CollectiveCall& call, HostPaths::Board board);
+
+  BackendContext ctx_;
+  HostPaths paths_;
+  HostWindows windows_;
+  std::shared_ptr<SingleCopyGuard> guard_;  // ranks that are threads of one process
+  SingleCopyContext single_copy_;
+  std::vector<char> scratch_;  // grow-only, for schedules with scratch chunks
+  // The last group's tasks, kept so that a repeated call rebinds them
+  // instead of allocating: its schedule task, and the single-copy task around one.
+  std::unique_ptr<Task> spare_task_, spare_single_copy_task_;
+  std::unique_ptr<OneShotBoard> oneshot_;  // each board opens on its first call
+  std::unique_ptr<EagerBoard> eager_;
+  uint64_t oneshot_calls_ = 0, eager_calls_ = 0;
+};
+
+// Runs the host backends' part of a group (their GroupRunner): every
+// communicator's collectives in order, then its send/recv batch, all
+// communicators concurrently, to completion.
+Status run_host_group(std::span<CommWork> work);
+
+}  // namespace braid

@@ -1,0 +1,63 @@
+#include "src/exec/host/host_windows.h"
+
+#include <algorithm>
+
+#include "src/base/log.h"
+#include "src/bootstrap/bootstrap.h"
+
+namespace braid {
+
+Status HostWindows::add(const TransportContext& comm, Bootstrap& bootstrap, const WindowInfo& info, bool* direct) {
+  const int me = comm.rank;
+  auto window = std::make_unique<HostWindow>();
+  window->seq = info.seq;
+  window->ranks = info.ranks;
+  window->views.assign(comm.nranks, nullptr);
+  int64_t ok = 1;
+  for (int r = 0; r < comm.nranks && ok; ++r) {
+    const WindowExtent& e = info.ranks[r];
+    const SharedHandle& h = info.handles[r];
+    if (h.pid == info.handles[me].pid) {
+      window->views[r] = reinterpret_cast<char*>(e.base);
+    } else if (comm.peers[r].host_hash != comm.peers[me].host_hash || h.fd < 0) {
+      ok = 0;
+    } else {
+      std::unique_ptr<PeerMapping> mapping;
+      Status s = map_peer_range(h, e.size, &mapping);
+      if (!s.is_ok()) {
+        BRAID_INFO(kInit, "window {}: rank {} cannot be mapped ({}): not direct", info.seq, r, s.to_string());
+        ok = 0;
+        break;
+      }
+      window->views[r] = mapping->base();
+      window->mappings.push_back(std::move(mapping));
+    }
+  }
+  std::vector<int64_t> all(comm.nranks);
+  all[me] = ok;
+  BRAID_TRY(std::move(bootstrap.allgather(all.data(), sizeof(int64_t))).context("ncclCommWindowRegister"));
+  *direct = std::all_of(all.begin(), all.end(), [](int64_t v) { return v != 0; });
+  if (*direct) windows_.push_back(std::move(window));
+  return Status::ok();
+}
+
+void HostWindows::remove(uint64_t seq) {
+  std::erase_if(windows_, [&](const std::unique_ptr<HostWindow>& w) { return w->seq == seq; });
+}
+
+const HostWindow* HostWindows::by_seq(uint64_t seq) const {
+  for (const auto& w : windows_)
+    if (w->seq == seq) return w.get();
+  return nullptr;
+}
+
+const HostWindow* HostWindows::holding(int rank, const void* p, uint64_t bytes) const {
+  const uint64_t addr = reinterpret_cast<uint64_t>(p);
+  for (const auto& w : windows_) {
+    const WindowExtent& e = w->ranks[rank];
+    if (addr >= e.base && addr + bytes <= e.base + e.size) return w.get();
+  }
+  return nullptr;
+}
+
+}  // namespace braid

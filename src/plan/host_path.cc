@@ -1,0 +1,143 @@
+#include "src/plan/host_path.h"
+
+#include <algorithm>
+
+#include "braid/chunking.h"
+#include "src/base/byte_ranges.h"
+#include "src/ops/datatype.h"
+#include "src/plan/host_tuning.h"
+
+namespace braid {
+
+bool oneshot_serves(Collective c) {
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
+         c == Collective::AlltoAll;
+}
+
+bool eager_serves(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter;
+}
+
+bool single_copy_serves(Collective c) { return c != Collective::Gather && c != Collective::Scatter && c != Collective::Custom; }
+
+bool pull_in_auto(Collective c) {
+  return c == Collective::AllGather || c == Collective::AlltoAll || c == Collective::Broadcast;
+}
+
+bool pull_in_auto_oversubscribed(Collective c) { return c == Collective::AllGather || c == Collective::AlltoAll; }
+
+bool pull_serves(Collective c) { return single_copy_serves(c); }
+
+uint32_t collectives_where(bool (*serves)(Collective)) {
+  uint32_t bits = 0;
+  for (int i = 0; i < int(Collective::Custom); ++i)
+    if (serves(Collective(i))) bits |= 1u << i;
+  return bits;
+}
+
+uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
+  if (count > uint64_t(kBoardLimitBytes)) return UINT64_MAX;  // and the product cannot wrap
+  return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);
+}
+
+namespace {
+
+// The bytes of a call's input and output on one rank (0 where NCCL lets it
+// pass none), and of its larger buffer on any rank.
+struct CallBytes {
+  uint64_t block = 0, input = 0, output = 0, larger = 0;
+};
+CallBytes call_bytes(const CollectiveCall& c, int rank, int nranks) {
+  CallBytes b;
+  b.block = c.count * datatype_size(c.type);
+  const uint64_t in = input_blocks(c.collective, nranks), out = output_blocks(c.collective, nranks);
+  b.input = has_input(c, rank) ? b.block * in : 0;
+  b.output = has_output(c, rank) ? b.block * out : 0;
+  b.larger = b.block * std::max(in, out);
+  return b;
+}
+
+}  // namespace
+
+HostPaths::HostPaths(const HostPathSettings& settings) : s_(settings), pull_collectives_(settings.pull_collectives) {
+  if (s_.pull_collectives && s_.rank == 0 && !s_.pull_always)
+    copy_paths_ = std::make_unique<CopyPathChooser>(
+        1, s_.oversubscribed ? kOversubscribedCopyPathWindow : CopyPathChooser::kDefaultWindow);
+  if (s_.slot_stores == SlotStoresMode::Auto) slot_stores_ = std::make_unique<SlotStoreChooser>(kSlotStoresFirstCheckEvery);
+}
+
+HostPaths::~HostPaths() = default;
+
+HostPaths::Board HostPaths::board_for(const CollectiveCall& c) const {
+  if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul ||
+      board_payload_bytes(c.collective, c.count, c.type, s_.nranks) > s_.board_max_bytes)
+    return Board::None;
+  return eager_serves(c.collective) ? Board::Eager : Board::OneShot;
+}
+
+bool HostPaths::pull_admits(Collective c, uint64_t bytes) const {
+  return (pull_collectives_ >> int(c) & 1) && bytes >= s_.pull_min_bytes;
+}
+
+bool HostPaths::exchanges_descriptors(Collective c, uint64_t bytes) {
+  if (s_.pinned_collectives >> int(c) & 1) return false;
+  if (pull_admits(c, bytes)) {
+    if (mapped_window_) return true;
+    uint32_t& left = leases_.remaining[int(c)][size_class(bytes)];
+    if (left == 0) return true;
+    --left;  // leased to the slots: no exchange
+    if (copy_paths_) copy_paths_->leased_call(c, bytes);
+    return false;
+  }
+  const bool reachable = mapped_window_ || s_.one_process;
+  return reachable && bytes >= s_.direct_min_bytes && s_.nranks > 1 && single_copy_serves(c);
+}
+
+TaskStores HostPaths::stores_for(const CollectiveCall& c) {
+  const CallBytes b = call_bytes(c, s_.rank, s_.nranks);
+  const bool in_place = ranges_overlap(c.sendbuff, b.input, c.recvbuff, b.output);
+  TaskStores t;
+  t.stream_output = b.output > 0 && should_stream_output(s_.cache_share, c.collective, s_.nranks, b.block, in_place);
+  // Only calls that stream their output, and large ones, choose how they
+  // store into the slots (src/plan/slot_stores.h).
+  if (!t.stream_output || b.output < kSlotStoresMinOutputBytes) return t;
+  if (s_.slot_stores == SlotStoresMode::Streamed) t.slots = SlotStores::Streamed;
+  if (slot_stores_) {
+    t.slots = slot_stores_->choose(c.collective, b.output).option;
+    t.timed = true;
+  }
+  return t;
+}
+
+uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const {
+  // Only a call larger than kWideTileMinTiles wide fragments can have
+  // chunks that large: smaller ones never look at the ranks' chunking.
+  const uint64_t esize = datatype_size(c.type), wide = s_.wide_tile_bytes;
+  if (call_bytes(c, s_.rank, s_.nranks).larger < kWideTileMinTiles * wide) return s_.tile_bytes;
+  uint64_t least = UINT64_MAX;  // every rank must tile alike: the smallest chunk any rank cuts
+  for (const RankProgram& p : schedule.ranks)
+    for (const BufferShape& shape : {input_shape(c.collective, s_.nranks, c.count, p.input_chunks),
+                                     output_shape(c.collective, s_.nranks, c.count, p.output_chunks)})
+      if (shape.chunks > 0) least = std::min(least, shape.chunk_capacity() * esize);
+  return call_tile_bytes(s_.tile_bytes, wide, least);
+}
+
+CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes) {
+  if (s_.pull_always) return CopyChoice{CopyPath::Pull, 0};
+  return copy_paths_ ? copy_paths_->choose(c, bytes) : CopyChoice{};
+}
+
+void HostPaths::record_copy_path(Collective c, uint64_t bytes, CopyPath path, double us) {
+  if (copy_paths_) copy_paths_->record(c, bytes, path, us);
+}
+
+void HostPaths::lease_slots(Collective c, uint64_t bytes, uint32_t lease) {
+  if (!mapped_window_) leases_.remaining[int(c)][size_class(bytes)] = lease;
+}
+
+void HostPaths::record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us) {
+  if (slot_stores_) slot_stores_->record(c, output_bytes, stores, us);
+}
+
+}  // namespace braid

@@ -1,0 +1,146 @@
+// Which way a call takes through the host backend, decided in one place.
+//
+// A collective on the host backend takes the first of these that applies
+// (docs/host-paths.md draws the decision):
+//
+//  1. A board (src/exec/host/oneshot.h, eager.h): a blocking call outside
+//     any group, every rank on this host, at most board_max_bytes of input,
+//     no PreMulSum.  One-shot for AllReduce, ReduceScatter, AllGather and
+//     AlltoAll (every rank stores its input, reads every peer's); eager for
+//     Broadcast, Reduce, Gather and Scatter (the giving side does not wait).
+//     No plan, no task, no executor.
+//  2. StragglAR: a lone AllReduce with a known late rank
+//     (src/plan/straggler.h) runs its schedule on the slots (4).
+//  3. A descriptor exchange (src/exec/host/single_copy.h), when the call's
+//     buffers may be reachable: mapped windows or ranks that are threads of
+//     one process (calls of direct_min_bytes or more), or the pull path
+//     between processes (cross-memory attach, pull_collectives from
+//     pull_min_bytes).  The ranks then decide together: mapped (every
+//     buffer reachable), pulled (rank 0's measured choice), or the slots.
+//     A pull-eligible call whose class rank 0 leased to the slots skips the
+//     exchange (take_slot_lease).
+//  4. The schedule on the transport's slots (src/exec/host/collective_task.h):
+//     the output written with streaming stores where it overflows the cache
+//     (src/plan/output_stores.h), the send slots cached or streamed
+//     (src/plan/slot_stores.h), fragments of tile_bytes (wide ones for
+//     calls with large chunks, src/plan/host_tuning.h).
+//
+// A fixed schedule (BRAID_ALGO, a schedule file) pins its collective to 4:
+// such collectives are left out of the board and pull sets at init.
+//
+// Every rank must take the same path for the same call, so everything a
+// path depends on is agreed at init (HostPathSettings) or exchanged with
+// the peers at the call (the descriptors).  The exceptions are this rank's
+// own: how it stores into its send slots and its output.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "braid/schedule.h"
+#include "src/plan/call.h"
+#include "src/plan/copy_path.h"
+#include "src/plan/output_stores.h"
+#include "src/plan/slot_stores.h"
+
+namespace braid {
+
+// The collectives each path serves.
+bool oneshot_serves(Collective c);  // AllReduce, ReduceScatter, AllGather, AlltoAll
+bool eager_serves(Collective c);    // Broadcast, Reduce, Gather, Scatter
+bool single_copy_serves(Collective c);   // every collective but Gather and Scatter
+// The pull path: every collective single_copy_serves under BRAID_CMA=on; the
+// copy collectives under auto (reductions lost where the chooser could
+// have picked them, perf/results/compare_20261125i.txt); where ranks
+// outnumber cores, AllGather and AlltoAll only (oversubscribed_pull_20261126.txt).
+bool pull_serves(Collective c);
+bool pull_in_auto(Collective c);
+bool pull_in_auto_oversubscribed(Collective c);
+// A bit per Collective where `serves` holds.
+uint32_t collectives_where(bool (*serves)(Collective));
+
+// The largest BRAID_ONESHOT_MAX_BYTES honoured: a board slot's data bytes.
+constexpr int64_t kBoardLimitBytes = 64 * 1024;
+// The bytes the largest writer of a call puts on a board: its input.
+uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
+
+// What the ranks of a communicator agreed on at init (src/runtime/init.cc),
+// and this rank's own settings.  Bits are per Collective.
+struct HostPathSettings {
+  int rank = 0, nranks = 1;
+  uint32_t pinned_collectives = 0;  // a fixed schedule (BRAID_ALGO, a schedule file): path 4 only
+  uint64_t tile_bytes = 0;       // the fragment size every transport's slot takes
+  uint64_t wide_tile_bytes = 0;  // the widest: calls with large chunks (call_tile_bytes)
+  uint32_t board_collectives = 0;  // path 1 (0: every rank is not on one host, or boards are off)
+  uint64_t board_max_bytes = 0;
+  uint64_t direct_min_bytes = UINT64_MAX;  // path 3 on reachable buffers
+  bool one_process = false;  // every rank a thread of this process: every buffer reachable
+  uint32_t pull_collectives = 0;  // path 3 between processes
+  uint64_t pull_min_bytes = UINT64_MAX;
+  bool pull_always = false;  // BRAID_CMA=on: no timing, always pull
+  bool can_pull = false;     // this rank could read every peer at init
+  bool oversubscribed = false;  // some host runs more ranks than it has cores
+  // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
+  // the slots ends with the descriptors' "done" exchange, so both ways are
+  // timed until every rank is done (src/plan/copy_path.h).
+  bool time_slot_calls_to_all_done = false;
+  // This rank's own (nothing its peers must know):
+  SlotStoresMode slot_stores = SlotStoresMode::Cached;  // Auto: timed (only where every rank has a core)
+  CacheShare cache_share;  // which outputs stream (src/plan/output_stores.h)
+};
+
+// How a call's schedule task stores (path 4).
+struct TaskStores {
+  bool stream_output = false;  // its user outputs, with streaming stores
+  SlotStores slots = SlotStores::Cached;
+  bool timed = false;  // the slot-store chooser wants this call's time (record_slot_stores)
+};
+
+class HostPaths {
+ public:
+  explicit HostPaths(const HostPathSettings& settings);
+  ~HostPaths();
+  const HostPathSettings& settings() const { return s_; }
+
+  // Path 1 for a blocking call outside any group.
+  enum class Board : uint8_t { None, OneShot, Eager };
+  Board board_for(const CollectiveCall& c) const;
+
+  // Path 3: whether a call of `c` whose larger buffer is `bytes` exchanges
+  // descriptors.  Counts a call taken on a slot lease (the same on every
+  // rank, as all make the same calls).
+  bool exchanges_descriptors(Collective c, uint64_t bytes);
+  // Whether the pull path admits calls of `c` moving `bytes` (its bits, and
+  // a rank that could not read its peers has not turned it off).
+  bool pull_admits(Collective c, uint64_t bytes) const;
+
+  // Path 4.
+  TaskStores stores_for(const CollectiveCall& c);  // may ask the slot-store chooser
+  // The fragment size of call `c` on `schedule`: wide where every rank cuts
+  // the call into chunks of kWideTileMinTiles wide fragments or more.
+  uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const;
+
+  // What the descriptors of path 3 carry from rank 0, and what the ranks
+  // report back.  choose_copy_path is rank 0's; every rank applies the
+  // outcome it read from rank 0's descriptor.
+  CopyChoice choose_copy_path(Collective c, uint64_t bytes);
+  void record_copy_path(Collective c, uint64_t bytes, CopyPath path, double us);
+  void lease_slots(Collective c, uint64_t bytes, uint32_t lease);
+  void pull_unavailable() { pull_collectives_ = 0; }  // a rank could not read its peers: all stop pulling
+  void record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us);
+
+  // A window every rank can map was registered (a collective fact): calls
+  // on plain buffers no longer skip the exchange on a lease.
+  void note_mapped_window() { mapped_window_ = true; }
+  bool has_mapped_window() const { return mapped_window_; }
+
+ private:
+  HostPathSettings s_;
+  uint32_t pull_collectives_ = 0;
+  bool mapped_window_ = false;
+  std::unique_ptr<CopyPathChooser> copy_paths_;    // rank 0, where it may pull and times it
+  std::unique_ptr<SlotStoreChooser> slot_stores_;  // SlotStoresMode::Auto
+  SlotLeases leases_;
+};
+
+}  // namespace braid

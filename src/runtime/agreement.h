@@ -1,0 +1,50 @@
+// The values the ranks of a communicator agree on at init.
+//
+// Every rank publishes its own value of each (from its environment and its
+// machine) in one bootstrap allgather, and every rank folds all of them by
+// the value's rule, so all end up with the same: ranks that took different
+// paths for the same call would wait for each other forever.  One line
+// here per value: its type, name, rule, and what it is.  Adding a value is
+// that line, setting this rank's value, and using the result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace braid {
+
+enum class Fold : uint8_t {
+  Equal,  // every rank must have the same value; a difference fails init on every rank
+  Min,
+  Max,
+  Any,  // non-zero on any rank
+  And,  // bits every rank has
+};
+
+#define BRAID_AGREED_VALUES(X)                                                                                      \
+  X(int32_t, api_version, Fold::Equal, "the NCCL API version braid was built for")                                 \
+  X(int32_t, wants_device, Fold::Equal,                                                                            \
+    "whether the rank sees a usable CUDA device: set BRAID_BACKEND to the same value (host or cuda) on every rank") \
+  X(uint64_t, tile_bytes, Fold::Min, "the fragment size every rank's transports' slots take")                       \
+  X(uint64_t, wide_tile_bytes, Fold::Min, "the widest fragment every rank's transports' slots take")                \
+  X(int32_t, check_args, Fold::Any, "BRAID_CHECK: one rank checking alone would wait for records nobody sends")    \
+  X(uint64_t, direct_min_bytes, Fold::Max, "BRAID_DIRECT_MIN_BYTES (UINT64_MAX: never)")                           \
+  X(uint64_t, board_max_bytes, Fold::Min, "BRAID_ONESHOT_MAX_BYTES, 0 where a rank cannot use a board")            \
+  X(uint32_t, unpinned_collectives, Fold::And,                                                                     \
+    "a bit per collective no fixed schedule (BRAID_ALGO, a schedule file) is pinned to")                           \
+  X(int32_t, cma_mode, Fold::Min, "BRAID_CMA: 0 off, 1 auto, 2 on")                                                \
+  X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")
+
+struct AgreedValues {
+#define BRAID_AGREED_FIELD(type, name, fold, what) type name{};
+  BRAID_AGREED_VALUES(BRAID_AGREED_FIELD)
+#undef BRAID_AGREED_FIELD
+};
+
+// Folds every rank's values (indexed by rank) into *out.  A Fold::Equal
+// value that differs fails with ncclInvalidUsage, naming it and the ranks.
+Status fold_agreed(const std::vector<AgreedValues>& ranks, AgreedValues* out);
+
+}  // namespace braid

@@ -1,0 +1,79 @@
+// The communicator's life: the live registry's glue, waiting for the work
+// that runs on it, and what ncclCommGetAsyncError reports.  (Its init is
+// init.cc.)
+#include "src/runtime/comm.h"
+
+#include <chrono>
+#include <thread>
+
+#include "src/base/env.h"
+
+ncclComm::ncclComm() = default;
+ncclComm::~ncclComm() = default;
+
+namespace braid {
+
+bool AsyncJob::wait(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(mutex);
+  return cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done; });
+}
+
+void AsyncJob::finish(ncclResult_t r) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    result = r;
+    done = true;
+  }
+  cv.notify_all();
+}
+
+void comm_register(ncclComm* comm) { live_comms().insert(comm); }
+bool comm_unregister(ncclComm* comm) { return live_comms().erase(comm); }
+bool comm_is_live(const ncclComm* comm) { return live_comms().contains(comm); }
+
+bool comm_acquire(ncclComm* comm) {
+  return live_comms().if_live(comm, [&] { comm->running.fetch_add(1); });
+}
+void comm_release(ncclComm* comm) { comm->running.fetch_sub(1); }
+
+bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (comm->running.load() > 0 || live_comms().in_use(comm)) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+Status comm_wait_job(ncclComm* comm) {
+  std::shared_ptr<AsyncJob> job;
+  {
+    std::lock_guard<std::mutex> lock(comm->job_mutex);
+    job = comm->job;
+  }
+  if (!job) return Status::ok();
+  int64_t timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
+  if (!job->wait(timeout_ms + 1000))
+    return BRAID_ERROR(ncclSystemError, "the communicator's background work did not finish within BRAID_TIMEOUT");
+  return Status::ok();
+}
+
+ncclResult_t comm_async_state(ncclComm* comm) {
+  ncclResult_t sticky = ncclResult_t(comm->async_error.load());
+  if (sticky != ncclSuccess) return sticky;
+  std::shared_ptr<AsyncJob> job;
+  {
+    std::lock_guard<std::mutex> lock(comm->job_mutex);
+    job = comm->job;
+  }
+  if (job) {
+    std::lock_guard<std::mutex> lock(job->mutex);
+    if (!job->done) return ncclInProgress;
+    if (job->result != ncclSuccess) return job->result;
+  }
+  // Revoked: in progress until the work it interrupted has let go.
+  if (comm->revoked && comm->running.load() > 0) return ncclInProgress;
+  return ncclResult_t(comm->async_error.load());
+}
+
+}  // namespace braid

@@ -1,0 +1,136 @@
+// The communicator: what ncclComm_t points at.
+//
+// It owns the bootstrap (control messages), the transports (data), the
+// planner's schedule cache and the backend that runs its work.  A
+// communicator is used by one thread at a time (NCCL's rule); the only
+// fields touched from other threads are the atomics (abort, async error).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/exec/backend.h"
+#include "src/ops/reduction.h"
+#include "src/plan/planner.h"
+#include "src/runtime/live_comms.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+
+// Work a non-blocking communicator runs in the background (its init, or a
+// group).  Shared by every communicator the work touches; `done` flips once,
+// after the worker wrote every result it will write.
+struct AsyncJob {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  ncclResult_t result = ncclSuccess;
+  // Blocks until done; false if `timeout_ms` passed first.
+  bool wait(int64_t timeout_ms);
+  void finish(ncclResult_t r);
+};
+
+// One ncclCommRegister registration (the handle points at it).
+struct Registration {
+  void* base = nullptr;
+  size_t size = 0;
+};
+}  // namespace braid
+
+// A window from ncclCommWindowRegister: every rank's extent, gathered at
+// registration, and its registration order (the same on every rank).  What
+// a backend makes of it (the host's direct windows) is the backend's.
+struct ncclWindow_vidmem {
+  ncclComm* comm = nullptr;
+  int flags = 0;
+  uint64_t seq = 0;
+  std::vector<braid::WindowExtent> ranks;  // indexed by rank
+};
+
+struct ncclComm {
+  int rank = -1;
+  int nranks = 0;
+  int cuda_device = -1;  // -1: not on the CUDA backend
+  ncclConfig_t config NCCL_CONFIG_INITIALIZER;
+  uint64_t comm_hash = 0;
+  bool check_args = false;  // BRAID_CHECK, agreed at init (src/runtime/group_check.cc)
+
+  std::unique_ptr<braid::Bootstrap> bootstrap;
+  std::vector<braid::PeerInfo> peers;
+  std::unique_ptr<braid::Transport> transport;  // routes each peer to shm or sockets
+  std::unique_ptr<braid::PlanCache> plans;
+  // Runs the communicator's work (src/exec/backend.h); set when init is done.
+  std::unique_ptr<braid::Backend> backend;
+
+  std::atomic<bool> aborting{false};
+  std::atomic<int> async_error{ncclSuccess};
+  bool finalized = false;
+  std::mutex error_mutex;
+  std::string last_error;
+
+  std::atomic<bool> ready{false};  // init finished: transport, bootstrap and backend exist
+  // ncclCommRevoke: no new work; in-flight work is stopped.  `stop` is what
+  // the backends watch (abort or revoke).
+  std::atomic<bool> revoked{false};
+  std::atomic<bool> stop{false};
+  std::atomic<int> running{0};  // groups executing on this comm right now
+  // Non-blocking communicators (config.blocking == 0): the background job in
+  // flight, if any (init or a group).
+  std::mutex job_mutex;
+  std::shared_ptr<braid::AsyncJob> job;
+  bool nonblocking() const { return config.blocking == 0; }
+
+  // Per-communicator objects the API hands out (touched by the owning thread).
+  std::map<int, braid::PreMulSumOp> user_ops;  // key: ncclRedOp_t value >= ncclNumOps
+  int next_user_op = ncclNumOps;
+  std::map<void*, std::unique_ptr<braid::Registration>> registrations;
+  std::map<ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
+  uint64_t windows_registered = 0;  // ncclWindow_vidmem::seq of the next one
+
+  ncclComm();
+  ~ncclComm();
+};
+
+namespace braid {
+
+// Live-communicator registry (src/runtime/live_comms.h): lets the API tell a
+// valid handle from a destroyed or garbage one without touching freed
+// memory, and without a lock.
+void comm_register(ncclComm* comm);
+bool comm_unregister(ncclComm* comm);  // false if it was not live
+bool comm_is_live(const ncclComm* comm);
+// Runs fn(comm) only if comm is live; no ncclCommAbort/Destroy can free it
+// meanwhile (they wait for it in comm_wait_idle).
+template <class F>
+bool comm_if_live(ncclComm* comm, F&& fn) {
+  return live_comms().if_live(comm, [&] { fn(comm); });
+}
+
+// Marks comm as in use by a group (false if it is not live), until
+// comm_release, which may run on another thread (a non-blocking group's
+// worker).  Abort and Destroy unregister first and then wait until no use
+// is left, so a communicator is never freed under a thread running on it.
+// (An API call's own use of its communicator is a CommUse, src/shim/api.h.)
+bool comm_acquire(ncclComm* comm);
+void comm_release(ncclComm* comm);
+// Waits until nothing runs on an (unregistered) comm: no group (running)
+// and no thread's use (LiveComms::in_use); false on timeout.
+bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms);
+// Waits for the communicator's background job (non-blocking mode), bounded by
+// BRAID_TIMEOUT; its failure is not this call's failure.
+Status comm_wait_job(ncclComm* comm);
+// What ncclCommGetAsyncError reports: a sticky error, else ncclInProgress
+// while background work (or a revoked group) is still running, else the
+// outcome of the last background job.
+ncclResult_t comm_async_state(ncclComm* comm);
+
+}  // namespace braid

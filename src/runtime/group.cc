@@ -1,0 +1,210 @@
+#include "src/runtime/group.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/runtime/comm.h"
+#include "src/runtime/init.h"
+
+namespace braid {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<InitCall> inits;
+  std::vector<CommQueue> queues;  // in order of each communicator's first call
+
+  CommWork& work_of(ncclComm* comm) {
+    for (CommQueue& q : queues)
+      if (q.comm == comm) return q.work;  // a group touches few communicators: a linear search wins
+    queues.push_back(CommQueue{comm, {}});
+    return queues.back().work;
+  }
+};
+thread_local GroupState group;
+
+void record_error(ncclComm* comm, const Status& s) {
+  std::lock_guard<std::mutex> lock(comm->error_mutex);
+  comm->last_error = s.to_string();
+}
+
+// Records a failed group's error on a communicator it touched.
+void note_failure(ncclComm* comm, Status* s) {
+  record_error(comm, *s);
+  // A transfer that failed midway leaves connections in an unknown state:
+  // the communicator is unusable from here (NCCL's async error).  A
+  // revoked communicator is stopped on purpose: it reports quiescence.
+  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError;
+  if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
+  else if (broken) comm->async_error = s->code();
+}
+
+Status run_inits(std::vector<InitCall>& inits) {
+  auto init_one = [](InitCall& call) {
+    if (!call.scalable_ids.empty()) return comm_init_scalable(call.comm, call.scalable_ids);
+    return comm_init(call.comm, call.id);
+  };
+  if (inits.size() == 1) return init_one(inits[0]);
+  // Several ranks initialised from one thread must rendezvous concurrently.
+  std::vector<Status> results(inits.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < inits.size(); ++i)
+    threads.emplace_back(with_caller_env([&, i] { results[i] = init_one(inits[i]); }));
+  for (auto& t : threads) t.join();
+  for (Status& s : results) BRAID_TRY(std::move(s));
+  return Status::ok();
+}
+
+// Hands every communicator's queue to its backend; backends of one kind
+// (one GroupRunner) get theirs together, kinds in order of first use.
+Status run_work(std::vector<CommQueue>& queues) {
+  if (queues.empty()) return Status::ok();
+  BRAID_TRY(check_agreement(queues));
+  std::vector<GroupRunner> runners;
+  for (CommQueue& q : queues) {
+    q.work.backend = q.comm->backend.get();
+    const GroupRunner runner = q.work.backend->group_runner();
+    if (std::find(runners.begin(), runners.end(), runner) == runners.end()) runners.push_back(runner);
+  }
+  if (runners.size() == 1) {
+    std::vector<CommWork> work;
+    for (CommQueue& q : queues) work.push_back(std::move(q.work));
+    return runners[0](work);
+  }
+  for (GroupRunner runner : runners) {
+    std::vector<CommWork> work;
+    for (CommQueue& q : queues)
+      if (q.work.backend->group_runner() == runner) work.push_back(std::move(q.work));
+    BRAID_TRY(runner(work));
+  }
+  return Status::ok();
+}
+
+// Every communicator the group touches, once each.
+std::vector<ncclComm*> comms_of(const GroupState& work) {
+  std::vector<ncclComm*> comms;
+  for (const auto& i : work.inits) comms.push_back(i.comm);
+  for (const auto& q : work.queues)
+    if (std::find(comms.begin(), comms.end(), q.comm) == comms.end()) comms.push_back(q.comm);
+  return comms;
+}
+
+// Runs a whole group and records its outcome on each communicator.
+Status execute(GroupState& work) {
+  const std::vector<ncclComm*> comms = comms_of(work);
+  Status s = run_inits(work.inits);
+  if (!s.is_ok())
+    for (const auto& init : work.inits) init.comm->async_error = s.code();
+  if (s.is_ok()) s = run_work(work.queues);
+  if (!s.is_ok())
+    for (ncclComm* comm : comms) note_failure(comm, &s);
+  return s;
+}
+
+Status end_outermost() {
+  GroupState work = std::move(group);
+  group = GroupState{};
+  std::vector<ncclComm*> comms = comms_of(work);
+  // Hold every communicator so Abort/Destroy from another thread waits for us.
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!comm_acquire(comms[i])) {
+      for (size_t j = 0; j < i; ++j) comm_release(comms[j]);
+      return BRAID_ERROR(ncclInvalidArgument, "a communicator used in this group was destroyed before ncclGroupEnd");
+    }
+  }
+  auto release_all = [comms] {
+    for (ncclComm* c : comms) comm_release(c);
+  };
+  // Work on a communicator runs in call order: finish its background job first.
+  for (ncclComm* c : comms) {
+    Status s = comm_wait_job(c);
+    if (!s.is_ok()) {
+      release_all();
+      return s;
+    }
+  }
+  const bool async = std::any_of(comms.begin(), comms.end(), [](ncclComm* c) { return c->nonblocking(); });
+  if (!async) {
+    Status s = execute(work);
+    release_all();
+    return s;
+  }
+  // Non-blocking: the group runs on a worker; callers poll ncclCommGetAsyncError.
+  auto job = std::make_shared<AsyncJob>();
+  for (ncclComm* c : comms) {
+    std::lock_guard<std::mutex> lock(c->job_mutex);
+    c->job = job;
+  }
+  std::thread(with_caller_env([work = std::move(work), job, release_all]() mutable {
+    Status s;
+    try {
+      s = execute(work);
+    } catch (const std::exception& e) {
+      s = BRAID_ERROR(ncclInternalError, "unexpected exception in a background group: {}", e.what());
+    }
+    if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
+    job->finish(s.code());
+    release_all();
+  })).detach();
+  return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
+}
+
+}  // namespace
+
+void group_start() { ++group.depth; }
+
+bool group_active() { return group.depth > 0; }
+
+Status group_end() {
+  if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");
+  if (--group.depth > 0) return Status::ok();
+  return end_outermost();
+}
+
+Status group_simulate_end(ncclSimInfo_t* sim) {
+  if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupSimulateEnd called without ncclGroupStart");
+  if (--group.depth > 0) return Status::ok();
+  GroupState work = std::move(group);
+  group = GroupState{};
+  BRAID_TRY(run_inits(work.inits));
+  for (ncclComm* c : comms_of(work))
+    if (!comm_is_live(c)) return BRAID_ERROR(ncclInvalidArgument, "a communicator of this group was destroyed");
+  double us = 0;
+  BRAID_TRY(estimate_group_us(work.queues, &us));
+  sim->estimatedTime = float(us);
+  return Status::ok();
+}
+
+Status enqueue(ncclComm* comm, const CollectiveCall& call) {
+  if (call.count == 0) return Status::ok();  // NCCL: nothing to do
+  // A blocking communicator's init is over before its handle is returned.
+  if (!group_active() && !comm->nonblocking()) {
+    bool ran = false;
+    Status s = comm->backend->run_alone(call, &ran);
+    if (ran) {
+      if (!s.is_ok()) note_failure(comm, &s);
+      return s;
+    }
+  }
+  group_start();
+  group.work_of(comm).collectives.push_back(call);
+  return group_end();
+}
+
+Status enqueue(ncclComm* comm, const P2PCall& call) {
+  if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
+  group_start();
+  group.work_of(comm).p2ps.push_back(call);
+  return group_end();
+}
+
+Status enqueue(const InitCall& call) {
+  group_start();
+  group.inits.push_back(call);
+  return group_end();
+}
+
+}  // namespace braid

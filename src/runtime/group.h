@@ -1,0 +1,61 @@
+// Group semantics (ncclGroupStart / ncclGroupEnd), per calling thread.
+//
+// Outside a group every call is a group of one (a blocking call may first
+// take its backend's own path: Backend::run_alone).  Inside, calls are
+// checked and queued per communicator; ncclGroupEnd runs queued
+// communicator inits concurrently, then hands every communicator's queue to
+// its backend (collectives in issue order, then its sends/receives as one
+// concurrent batch), backends of one kind together (src/exec/backend.h).
+#pragma once
+
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/exec/backend.h"
+#include "src/plan/call.h"
+
+struct ncclComm;
+
+namespace braid {
+
+struct InitCall {
+  ncclComm* comm = nullptr;
+  ncclUniqueId id{};
+  std::vector<ncclUniqueId> scalable_ids;  // ncclCommInitRankScalable: all the roots (else `id`)
+};
+
+// A communicator's calls queued in the group.
+struct CommQueue {
+  ncclComm* comm = nullptr;
+  CommWork work;
+};
+
+void group_start();
+// Ends one nesting level; runs the queued work when the outermost ends.
+// Fails with ncclInvalidUsage when no group is open.
+Status group_end();
+bool group_active();
+
+// Queue (inside a group) or run now (outside).
+Status enqueue(ncclComm* comm, const CollectiveCall& call);
+Status enqueue(ncclComm* comm, const P2PCall& call);
+Status enqueue(const InitCall& call);
+
+// ncclGroupSimulateEnd: ends the outermost group like group_end, but instead
+// of running the queued collectives and sends/receives it checks them (plans
+// a schedule for each), writes an alpha-beta estimate of their time in
+// microseconds to sim->estimatedTime, and discards them.  Queued inits run.
+Status group_simulate_end(ncclSimInfo_t* sim);
+
+// BRAID_CHECK=1: the ranks of each communicator compare what they queued
+// (collective, count, datatype, op, root) through the bootstrap before any
+// data moves; any difference fails the group on every rank with
+// ncclInvalidUsage.  Does nothing on communicators without BRAID_CHECK.
+Status check_agreement(const std::vector<CommQueue>& queues);
+
+// The alpha-beta estimate behind group_simulate_end (group_sim.cc); plans a
+// schedule for every collective, so a call no schedule can run fails here.
+Status estimate_group_us(const std::vector<CommQueue>& queues, double* us);
+
+}  // namespace braid

@@ -1,0 +1,285 @@
+// Communicator init after the bootstrap, in three steps:
+//   agree            every rank publishes its facts and settings in one
+//                    allgather and folds them (agreement.h)
+//   make transports  shared memory to the ranks of this host, sockets to
+//                    the others (BRAID_TRANSPORT may force one)
+//   make backend     CUDA where every rank sees a device (host-staged with
+//                    ranks on several hosts), else the host backend with the
+//                    host paths' settings (src/plan/host_path.h)
+#include "src/runtime/init.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "src/base/env.h"
+#include "src/base/host_identity.h"
+#include "src/base/log.h"
+#include "src/exec/device_backend.h"
+#include "src/exec/host/host_backend.h"
+#include "src/plan/copy_path.h"
+#include "src/plan/host_path.h"
+#include "src/plan/host_tuning.h"
+#include "src/plan/planner.h"
+#include "src/runtime/agreement.h"
+#include "src/runtime/comm.h"
+#include "src/transport/cross_memory.h"
+#include "src/transport/router.h"
+
+namespace braid {
+namespace {
+
+// A random value drawn once per process image.  With the pid it tells
+// whether two ranks share an address space: pids repeat across containers
+// and hosts, and a forked child keeps this value but not the pid.
+uint64_t this_process() {
+  static const uint64_t id = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd();
+  }();
+  return id;
+}
+
+// BRAID_CMA: whether collectives between processes may pull (and push)
+// peers' buffers with cross-memory attach (src/transport/cross_memory.h).
+// Ordered: ranks use the least any of them asks for.
+enum class CmaMode : int32_t { Off = 0, Auto = 1, On = 2 };
+
+// What every rank tells every other at init: the values all fold into one,
+// and the facts each rank keeps per peer.
+struct InitInfo {
+  AgreedValues agreed;
+  PeerInfo peer;
+  HostTuningReport tuning;  // folded by agree_host_tuning (src/plan/host_tuning.h)
+  uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
+  CmaProbe cma_probe;       // for peers to try reading this process
+};
+
+// What this rank's environment and machine say, before the others are heard.
+struct LocalChoices {
+  std::string transport;  // BRAID_TRANSPORT
+  DeviceProbe device;
+  SlotStoresMode slot_stores = SlotStoresMode::Auto;
+};
+
+// The collectives whose schedule this rank may replace by a fast path (a
+// board or the pull path): BRAID_ALGO forcing an algorithm, or a schedule
+// file for this many ranks, means the user wants that schedule to run.
+uint32_t unpinned_collectives(int nranks) {
+  const auto& files = file_schedules().schedules;
+  uint32_t bits = 0;
+  for (int i = 0; i < int(Collective::Custom); ++i) {
+    const Collective c = Collective(i);
+    const bool from_file =
+        std::any_of(files.begin(), files.end(), [&](const auto& s) { return s->collective == c && s->nranks == nranks; });
+    if (forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
+  }
+  return bits;
+}
+
+Status read_local_choices(LocalChoices* out) {
+  int choice = 0;
+  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket"}, &choice));
+  out->transport = env_string("BRAID_TRANSPORT");
+  BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));
+  out->device = probe_device_backend();
+  if (env_string("BRAID_BACKEND") == "cuda" && !out->device.usable)
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
+  BRAID_TRY(slot_stores_mode_from_env(&out->slot_stores));
+  // Read where reductions run (src/ops/host_kernels.cc); checked here.
+  BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &choice));
+  return Status::ok();
+}
+
+// This rank's InitInfo.
+Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const std::string& socket_address,
+                          InitInfo* mine) {
+  const int nranks = comm->nranks;
+  mine->peer.host_hash = host_hash();
+  mine->peer.machine_hash = machine_hash();
+  mine->peer.pid = int32_t(getpid());
+  std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
+  mine->process = this_process();
+  mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
+  AgreedValues& a = mine->agreed;
+  a.api_version = NCCL_VERSION_CODE;
+  a.wants_device = local.device.usable;
+  a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  a.wide_tile_bytes = uint64_t(
+      std::min<int64_t>(kShmSlotFragments * env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  a.check_args = env_int("BRAID_CHECK") != 0;
+  const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
+  a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
+  // A board needs every rank to map it: not over sockets alone.
+  const int64_t board_max = env_int("BRAID_ONESHOT_MAX_BYTES");
+  if (local.transport != "socket" && board_max > 0)
+    a.board_max_bytes = uint64_t(std::min<int64_t>(board_max, kBoardLimitBytes));
+  a.unpinned_collectives = unpinned_collectives(nranks);
+  int cma = 0;
+  BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
+  a.cma_mode = cma;
+  const int64_t cma_min = env_int("BRAID_CMA_MIN_BYTES");
+  a.cma_min_bytes = cma_min < 0 ? UINT64_MAX : uint64_t(cma_min);
+  if (CmaMode(cma) != CmaMode::Off) mine->cma_probe = cma_probe_of_this_process();
+  return Status::ok();
+}
+
+// The host paths' settings from what the ranks agreed on.
+HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<InitInfo>& infos, const AgreedValues& a,
+                                    const LocalChoices& local, const Transport& transport) {
+  const int rank = comm->rank, nranks = comm->nranks;
+  const InitInfo& mine = infos[rank];
+  bool remote_peer = false;
+  for (const InitInfo& i : infos) remote_peer |= i.peer.host_hash != mine.peer.host_hash;
+  std::vector<HostTuningReport> reports;
+  for (const InitInfo& i : infos) reports.push_back(i.tuning);
+  const HostTuning tuning = agree_host_tuning(reports);
+  HostPathSettings s;
+  s.rank = rank;
+  s.nranks = nranks;
+  s.pinned_collectives = ~a.unpinned_collectives & collectives_where([](Collective) { return true; });
+  // A fragment must fit in every transport's slot.
+  s.tile_bytes = std::min<uint64_t>(a.tile_bytes, transport.slot_bytes());
+  s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
+  // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
+  if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
+  // Boards serve lone blocking calls: not where every rank must compare its
+  // arguments first, nor on a communicator whose calls run in the background.
+  const bool boards = !remote_peer && nranks > 1 && !a.check_args && !comm->nonblocking();
+  s.board_collectives =
+      boards ? a.unpinned_collectives & (collectives_where(oneshot_serves) | collectives_where(eager_serves)) : 0;
+  s.board_max_bytes = boards ? a.board_max_bytes : 0;
+  s.direct_min_bytes = a.direct_min_bytes;
+  // Single-copy paths load and store user buffers: host memory only (a
+  // host-staged communicator's buffers are device memory).
+  const bool host_buffers = !local.device.usable;
+  s.one_process = host_buffers && nranks > 1 && std::all_of(infos.begin(), infos.end(), [&](const InitInfo& i) {
+                    return i.process == mine.process && i.peer.pid == mine.peer.pid;
+                  });
+  s.oversubscribed = tuning.oversubscribed;
+  // The pull path, between processes of this host.
+  const CmaMode cma = CmaMode(a.cma_mode);
+  if (host_buffers && !remote_peer && !s.one_process && nranks > 1 && cma != CmaMode::Off) {
+    s.pull_collectives = a.unpinned_collectives & collectives_where(cma == CmaMode::On ? pull_serves
+                                                                    : tuning.oversubscribed ? pull_in_auto_oversubscribed
+                                                                                            : pull_in_auto);
+    s.pull_min_bytes = cma == CmaMode::Auto && tuning.oversubscribed
+                           ? std::max(a.cma_min_bytes, kOversubscribedPullMinBytes)
+                           : a.cma_min_bytes;
+    s.pull_always = cma == CmaMode::On;
+    s.time_slot_calls_to_all_done = cma == CmaMode::Auto && tuning.oversubscribed;
+    s.can_pull = true;
+    for (int r = 0; r < nranks; ++r)
+      if (r != rank && infos[r].peer.pid != mine.peer.pid)
+        s.can_pull = s.can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
+    if (!s.can_pull)
+      BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "
+                 "the shared-memory slots", comm->comm_hash, rank);
+  }
+  if (host_buffers && nranks > 1) {
+    s.slot_stores = local.slot_stores;
+    if (s.slot_stores == SlotStoresMode::Auto && tuning.oversubscribed) s.slot_stores = SlotStoresMode::Cached;
+  } else {
+    s.slot_stores = SlotStoresMode::Cached;
+  }
+  std::vector<PeerInfo> peers;
+  for (const InitInfo& i : infos) peers.push_back(i.peer);
+  s.cache_share = cache_share(ranks_on_host(peers, rank));
+  return s;
+}
+
+Status make_transports(ncclComm* comm, const LocalChoices& local, std::unique_ptr<SocketListener> listener,
+                       const TransportContext& ctx) {
+  const std::string& mode = local.transport;
+  bool remote_peer = false;
+  for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
+  if (mode == "shm" && remote_peer)
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_TRANSPORT=shm but some ranks are on other hosts");
+  // Sockets only when some peer is on another host (or forced); shared
+  // memory whenever a peer shares this host.
+  std::unique_ptr<Transport> shm, socket;
+  if (mode != "socket") BRAID_TRY(make_shm_transport(ctx, &shm));
+  if (mode == "socket" || remote_peer) BRAID_TRY(make_socket_transport(ctx, std::move(listener), &socket));
+  return make_router_transport(ctx, std::move(shm), std::move(socket), &comm->transport);
+}
+
+Status make_backend(ncclComm* comm, const LocalChoices& local, const HostPathSettings& host,
+                    const TransportContext& ctx) {
+  BackendContext b;
+  b.comm = ctx;
+  b.bootstrap = comm->bootstrap.get();
+  b.transport = comm->transport.get();
+  b.plans = comm->plans.get();
+  b.stop = &comm->stop;
+  if (!local.device.usable) {
+    comm->backend = std::make_unique<HostBackend>(b, host);
+    return Status::ok();
+  }
+  // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
+  // device buffers go through the host transports instead.
+  bool remote_peer = false;
+  for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
+  if (remote_peer) BRAID_TRY(make_cuda_staged_backend(b, local.device.device, host, &comm->backend));
+  else BRAID_TRY(make_cuda_backend(b, local.device.device, &comm->backend));
+  comm->cuda_device = local.device.device;
+  return Status::ok();
+}
+
+// Everything after the bootstrap.
+Status comm_setup(ncclComm* comm) {
+  const int rank = comm->rank, nranks = comm->nranks;
+  comm->comm_hash = comm->bootstrap->comm_hash();
+  LocalChoices local;
+  BRAID_TRY(read_local_choices(&local));
+  std::unique_ptr<SocketListener> listener;
+  std::string address;
+  if (local.transport != "shm") BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
+
+  std::vector<InitInfo> infos(nranks);
+  BRAID_TRY(describe_this_rank(comm, local, address, &infos[rank]));
+  BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
+  std::vector<AgreedValues> values;
+  for (const InitInfo& i : infos) values.push_back(i.agreed);
+  AgreedValues agreed;
+  BRAID_TRY(fold_agreed(values, &agreed));
+  comm->check_args = agreed.check_args != 0;
+
+  TransportContext ctx;
+  ctx.comm_hash = comm->comm_hash;
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
+  comm->peers = ctx.peers;
+  BRAID_TRY(make_transports(comm, local, std::move(listener), ctx));
+  comm->plans = std::make_unique<PlanCache>();
+  std::vector<HostTuningReport> reports;
+  for (const InitInfo& i : infos) reports.push_back(i.tuning);
+  comm->plans->set_tuning(agree_host_tuning(reports));
+  const HostPathSettings host = host_path_settings(comm, infos, agreed, local, *comm->transport);
+  BRAID_TRY(make_backend(comm, local, host, ctx));
+  // Schedule files needing deeper connections than the backend's are not used.
+  comm->plans->set_slots(comm->backend->connection_slots());
+  comm->ready.store(true, std::memory_order_release);
+  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {}, fragment {} bytes ({} for large chunks)",
+             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, host.tile_bytes,
+             host.wide_tile_bytes);
+  return Status::ok();
+}
+
+Deadline init_deadline() { return Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000)); }
+
+}  // namespace
+
+Status comm_init(ncclComm* comm, const ncclUniqueId& id) {
+  BRAID_TRY(Bootstrap::connect(id, comm->rank, comm->nranks, init_deadline(), &comm->bootstrap, &comm->stop));
+  return comm_setup(comm);
+}
+
+Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
+  BRAID_TRY(
+      Bootstrap::connect_scalable(ids, comm->rank, comm->nranks, init_deadline(), &comm->bootstrap, &comm->stop));
+  return comm_setup(comm);
+}
+
+}  // namespace braid

@@ -1,0 +1,100 @@
+#include "src/transport/host_memory.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace braid {
+namespace {
+
+struct Allocation {
+  size_t bytes = 0;
+  int fd = -1;
+};
+
+std::mutex mutex;
+std::map<uintptr_t, Allocation>& allocations() {  // start address -> allocation
+  static auto* live = new std::map<uintptr_t, Allocation>;  // never freed: used from exit paths
+  return *live;
+}
+
+}  // namespace
+
+size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
+
+Status host_shared_alloc(size_t bytes, void** out) {
+  *out = nullptr;
+  const size_t page = page_size();
+  bytes = (bytes + page - 1) / page * page;
+  int fd = memfd_create("braid-memalloc", MFD_CLOEXEC);
+  if (fd < 0) return BRAID_ERROR(ncclSystemError, "memfd_create: {}", std::strerror(errno));
+  if (ftruncate(fd, off_t(bytes)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return BRAID_ERROR(ncclSystemError, "cannot allocate {} bytes of shareable host memory: {}", bytes,
+                       std::strerror(err));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    ::close(fd);
+    return BRAID_ERROR(ncclSystemError, "mmap of {} bytes: {}", bytes, std::strerror(err));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, fd};
+  *out = p;
+  return Status::ok();
+}
+
+bool host_shared_free(void* p) {
+  Allocation a;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = allocations().find(reinterpret_cast<uintptr_t>(p));
+    if (it == allocations().end()) return false;
+    a = it->second;
+    allocations().erase(it);
+  }
+  munmap(p, a.bytes);
+  ::close(a.fd);
+  return true;
+}
+
+SharedHandle host_shared_handle(const void* p, size_t bytes) {
+  SharedHandle h;
+  h.pid = int32_t(getpid());
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = allocations().upper_bound(addr);
+  if (it == allocations().begin()) return h;
+  --it;
+  if (addr + bytes > it->first + it->second.bytes) return h;
+  h.fd = it->second.fd;
+  h.offset = addr - it->first;
+  return h;
+}
+
+PeerMapping::~PeerMapping() { munmap(map_, map_bytes_); }
+
+Status map_peer_range(const SharedHandle& h, size_t bytes, std::unique_ptr<PeerMapping>* out) {
+  if (h.fd < 0) return BRAID_ERROR(ncclInvalidUsage, "pid {}'s buffer is not shareable memory", h.pid);
+  std::string path = fmt::format("/proc/{}/fd/{}", h.pid, h.fd);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return BRAID_ERROR(ncclSystemError, "open {}: {}", path, std::strerror(errno));
+  const size_t page = page_size();
+  const uint64_t first = h.offset / page * page;
+  const size_t map_bytes = std::max<size_t>(1, h.offset - first + bytes);
+  void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(first));
+  int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", path, std::strerror(err));
+  *out = std::make_unique<PeerMapping>(map, map_bytes, static_cast<char*>(map) + (h.offset - first));
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,54 @@
+// Host memory that other processes on this host can map: what ncclMemAlloc
+// returns on the host backend, so that buffers registered in a window can be
+// read and written by the peers directly (src/exec/host/single_copy.h).
+//
+// Each allocation is a memfd mapped MAP_SHARED.  A peer on the same host
+// maps it by opening /proc/<pid>/fd/<fd> (allowed for a process of the same
+// user, as ptrace-read access is); nothing has to be passed over a socket.
+// Allocations are looked up by any address inside them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "src/base/status.h"
+
+namespace braid {
+
+// The host's page size (sysconf(_SC_PAGESIZE)).
+size_t page_size();
+
+// Allocates `bytes` (rounded up to pages) of shareable, zeroed host memory,
+// aligned to at least 4096 bytes.
+Status host_shared_alloc(size_t bytes, void** out);
+// Frees what host_shared_alloc returned; false if `p` is not such a pointer.
+bool host_shared_free(void* p);
+
+// How a peer process finds [p, p + bytes): the memfd and offset within it.
+struct SharedHandle {
+  int32_t pid = 0;
+  int32_t fd = -1;      // -1: not in a shareable allocation
+  uint64_t offset = 0;  // of p from the allocation's start
+};
+// The handle of a range lying inside one shareable allocation (fd -1 if not).
+SharedHandle host_shared_handle(const void* p, size_t bytes);
+
+// A peer's range mapped into this process; unmapped when destroyed.
+class PeerMapping {
+ public:
+  PeerMapping(void* map, size_t map_bytes, char* base) : map_(map), map_bytes_(map_bytes), base_(base) {}
+  ~PeerMapping();
+  PeerMapping(const PeerMapping&) = delete;
+  PeerMapping& operator=(const PeerMapping&) = delete;
+  char* base() const { return base_; }  // the peer's p, as seen here
+
+ private:
+  void* map_;
+  size_t map_bytes_;
+  char* base_;
+};
+// Maps `bytes` at handle h of another process on this host.
+Status map_peer_range(const SharedHandle& h, size_t bytes, std::unique_ptr<PeerMapping>* out);
+
+}  // namespace braid
