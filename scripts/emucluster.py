@@ -220,7 +220,7 @@ class Layout:
 class Cluster:
     """Brings a Layout up as namespaces (context manager) and runs commands as its ranks."""
 
-    def __init__(self, layout, log=None):
+    def __init__(self, layout, log=None, nice=0):
         self.layout = layout
         self.tag = f"{PREFIX}{os.getpid()}"
         self.bridge = f"{self.tag}br"
@@ -229,6 +229,10 @@ class Cluster:
         self.latency_us = None
         self._launches = 0
         self._old_handlers = {}
+        # The ranks' scheduling priority (nice -20..19).  A real cluster's hosts do not share their CPUs
+        # with other work; where this machine is shared, a negative value keeps others' jobs from
+        # descheduling the ranks (a ring stalls at every rank that waits for a CPU).
+        self.nice = nice
 
     def namespace(self, nic):
         return f"{self.tag}n{nic}"
@@ -396,7 +400,8 @@ class Cluster:
         for rank in range(n):
             e = dict(base, **self.rank_env(rank, port))
             e["BRAID_PERF_NRANKS"] = e["WORLD_SIZE"] = str(n)
-            p = subprocess.Popen(self.exec_in(L.nic_of(rank), cmd), env=e, start_new_session=True, text=True,
+            niced = (["nice", "-n", str(self.nice)] if self.nice else []) + list(cmd)
+            p = subprocess.Popen(self.exec_in(L.nic_of(rank), niced), env=e, start_new_session=True, text=True,
                                  stdout=subprocess.PIPE if capture else None,
                                  stderr=subprocess.PIPE if capture else None)
             self.procs.append(p)
