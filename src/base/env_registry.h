@@ -48,6 +48,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},
     {"BRAID_SCHEDULES", "", "directory of schedule files (JSON or MSCCL XML) to load"},
     {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
+    {"BRAID_NCCL_VERSION", "",
+     "the NCCL version ncclGetVersion reports, X.Y.Z or its code, 2.28.0 up to braid's API level (unset: braid's "
+     "API level, 2.32.6): for a client that requires the library to equal the header it was built with "
+     "(docs/compatibility.md)"},
     {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},
 };
 

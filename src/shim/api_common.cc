@@ -60,18 +60,6 @@ Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) 
   return Status::ok();
 }
 
-Status check_config(const ncclConfig_t* config) {
-  if (!config) return Status::ok();
-  if (config->magic != 0xcafebeef)
-    return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic {:#x})",
-                       config->magic);
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return BRAID_ERROR(ncclInvalidArgument, "config size {} is too small", config->size);
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
-    return BRAID_ERROR(ncclInvalidArgument, "config blocking = {} (expected 0 or 1)", config->blocking);
-  return Status::ok();
-}
-
 Status root_error(const ncclComm* comm, int root) {
   return BRAID_ERROR(ncclInvalidArgument, "root {} out of range [0, {})", root, comm->nranks);
 }
@@ -82,6 +70,7 @@ Status null_buffer_error(const char* name, size_t count) {
 
 void poll_backend_error(ncclComm* comm) {
   if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
+  if (!comm->backend) return;  // suspended: nothing runs
   ncclResult_t e = comm->backend->poll_error();
   int expected = ncclSuccess;
   if (e != ncclSuccess) comm->async_error.compare_exchange_strong(expected, e);
