@@ -53,8 +53,14 @@ class PlanCache {
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).  With
   // Placement::Unknown only file schedules correct in both placements are
   // eligible.
+  // `algorithms` (a call's selection, CollectiveCall::algorithms) pins the
+  // choice to those algorithms: the size rule's if it is one of them, else
+  // the first; neither BRAID_ALGO nor a schedule file nor a straggler then
+  // changes it.
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
-                      int straggler = -1, Placement placement = Placement::Unknown);
+                      int straggler = -1, Placement placement = Placement::Unknown, uint32_t algorithms = 0);
+  // The schedule the last schedule_for answered with (tests, BRAID_DEBUG).
+  const Schedule* last_planned() const { return last_.schedule.get(); }
 
   // Whether BRAID_ALGO (as read at init) names an algorithm for `c`.
   bool forces(Collective c) const;
@@ -64,6 +70,10 @@ class PlanCache {
   // blocks (the verifier refuses those; built-ins are not verified here).
   Status records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out);
 
+  // Bytes of this rank's records of the schedules planned so far
+  // (ncclCommMemStats: they stay while the communicator is suspended).
+  uint64_t bytes_held() const;
+
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {
     if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
@@ -72,7 +82,7 @@ class PlanCache {
 
  private:
   Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
-                std::shared_ptr<const Schedule>* out);
+                uint32_t algorithms, std::shared_ptr<const Schedule>* out);
 
   std::string algo_spec_;
   HostTuning tuning_;
@@ -84,6 +94,7 @@ class PlanCache {
     uint64_t bytes = 0;
     int straggler = -1;
     Placement placement = Placement::Unknown;
+    uint32_t algorithms = 0;
     std::shared_ptr<const Schedule> schedule;
   } last_;
   std::unique_ptr<StragglerTracker> straggler_;

@@ -62,8 +62,9 @@ Status estimate_group_us(const std::vector<CommQueue>& queues, double* us) {
     for (const CollectiveCall& c : q.work.collectives) {
       std::shared_ptr<const Schedule> schedule;
       BRAID_TRY(comm->plans->schedule_for(c.collective, comm->nranks, c.root, c.count * datatype_size(c.type),
-                                          &schedule));
-      std::string algo = forced_algorithm(c.collective);
+                                          &schedule, -1, Placement::Unknown, c.algorithms));
+      // A selected algorithm's schedule is named "<algorithm>_<collective>".
+      std::string algo = c.algorithms ? schedule->name.substr(0, schedule->name.find('_')) : forced_algorithm(c.collective);
       if (algo.empty()) algo = default_algorithm(c.collective, comm->nranks, c.count * datatype_size(c.type));
       t += collective_us(c, comm->nranks, algo, link);
     }

@@ -165,7 +165,8 @@ class CudaBackend final : public Backend {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
-                                       call.count * datatype_size(call.type), &planned));
+                                       call.count * datatype_size(call.type), &planned, -1, Placement::Unknown,
+                                       call.algorithms));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
                datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
@@ -220,6 +221,11 @@ class CudaBackend final : public Backend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
+    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
+    // stream order: it completes when the kernel does, never before the
+    // launch has completed.  Later than NCCL's (CUDA's launch-completion
+    // attribute), so work waiting on it never overlaps the collective.
+    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, stream));
     if (c.reduction.divisor > 0 && B.output)
       CUDA_TRY(cuda::launch_divide(B.output, B.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
