@@ -311,8 +311,9 @@ class SocketBootstrap final : public Bootstrap {
 Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }
 
 
-Status create_root(ncclUniqueId* id, bool honour_comm_id) {
+Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
   IdLayout layout{};
+  layout.grow_from = grow_from;
   layout.version = kIdVersion;
   std::string comm_id = honour_comm_id ? env_string("BRAID_COMM_ID") : "";
   if (honour_comm_id && comm_id.empty()) comm_id = env_raw("NCCL_COMM_ID");
@@ -340,6 +341,15 @@ Status bootstrap_create_private_root(ncclUniqueId* id) { return create_root(id, 
 Status bootstrap_check_id(const ncclUniqueId& id) {
   IdLayout layout{};
   return decode_id(id, &layout);
+}
+Status bootstrap_create_grow_root(int parent_nranks, ncclUniqueId* id) {
+  return create_root(id, false, parent_nranks);
+}
+Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks) {
+  IdLayout layout{};
+  BRAID_TRY(decode_id(id, &layout));
+  *parent_nranks = layout.grow_from;
+  return Status::ok();
 }
 
 int first_rank_of_root(int root, int nranks, int nroots) {

@@ -2,6 +2,7 @@
 // that runs on it, and what ncclCommGetAsyncError reports.  (Its init is
 // init.cc.)
 #include "src/runtime/comm.h"
+#include "src/runtime/init.h"  // CommSetup, for ~ncclComm
 
 #include <chrono>
 #include <thread>

@@ -273,6 +273,13 @@ class SocketTransportImpl final : public Transport {
   }
 
   const char* name() const override { return "socket"; }
+  uint64_t bytes_held() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t bytes = 0;
+    for (auto* group : {&sends_, &recvs_})
+      for (const auto& [key, s] : *group) bytes += s->ring.data.size() + (s->ahead ? kReadAhead : 0);
+    return bytes;
+  }
   size_t slot_bytes() const override { return slot_bytes_; }
   int slots() const override { return int(kSocketSlots); }
   void abort() override {
@@ -517,7 +524,7 @@ class SocketTransportImpl final : public Transport {
   std::vector<pollfd> sleep_fds_;  // the executor's, reused
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
-  std::mutex mutex_;  // guards the maps and to_connect_
+  mutable std::mutex mutex_;  // guards the maps and to_connect_
   std::map<std::pair<int, int>, std::unique_ptr<Stream>> sends_, recvs_;
   std::map<std::pair<int, int>, std::unique_ptr<SocketSendPipe>> send_pipes_;
   std::map<std::pair<int, int>, std::unique_ptr<SocketRecvPipe>> recv_pipes_;
