@@ -10,10 +10,13 @@
 // Each rank runs a set of lanes (a thread block on GPU, a cooperative task on
 // CPU).  A lane is an ordered list of ops.  An op may wait for ops of other
 // lanes of the same rank (deps).  Point-to-point matching: on a connection
-// (sender rank, receiver rank, channel), the k-th chunk sent is the k-th chunk
-// received.  An op moving `count` chunks sends or receives `count` chunk
-// messages, in index order.  Within a rank, at most one lane sends to a given
-// (peer, channel) and at most one lane receives from it, so order is defined.
+// (sender rank, receiver rank, channel), the k-th message sent is the k-th
+// message received.  An op moving `count` chunks sends or receives them as
+// one message (per tile: a frame, src/ops/op_step.h), in index order, as
+// MSCCL sends a step of cnt chunks; its peer's matching op moves as many.
+// Both executors do so.  Within a
+// rank, at most one lane sends to a given (peer, channel) and at most one
+// lane receives from it, so order is defined.
 //
 // Op semantics (src/dst are chunk ranges of `count` chunks; "recv" takes the
 // next chunks from recv_peer; "send" posts chunks to send_peer; (+) is the
@@ -61,6 +64,13 @@ enum class OpType : uint8_t {
   Reduce,
   Nop,
 };
+
+// Every transport buffers at least this many fragments per connection, and
+// schedules ask for no fewer (Schedule::slots).  Two, not one: a fused
+// recv-reduce-send holds its incoming fragment while it waits for room
+// downstream, so a ring whose every link already holds one fragment could
+// never move with one slot.
+constexpr int kMinSlots = 2;
 
 // A contiguous range of chunks in one of a rank's buffers.
 struct ChunkRef {
@@ -123,13 +133,25 @@ struct Schedule {
   // output = input chunk block `rank`; AlltoAll: same bytes).
   bool in_place = true;
   bool out_of_place = true;
-  // Size range (bytes of the per-rank input) this schedule is meant for.
+  // Size range this schedule is meant for, inclusive, in the unit MSCCL
+  // selects with: the call's whole message, count x type size, times
+  // nranks for AllGather, ReduceScatter and AlltoAll (message_bytes).
   uint64_t min_bytes = 0;
   uint64_t max_bytes = UINT64_MAX;
   std::string protocol = "Simple";  // MSCCL protocol hint; host ignores it
+  // Fragments each connection must buffer for the schedule to be free of
+  // deadlock (verify.h); executors give every connection at least this many.
+  int slots = kMinSlots;
   std::vector<RankProgram> ranks;
   friend bool operator==(const Schedule&, const Schedule&) = default;
 };
+
+// The size a call is selected by (Schedule::min_bytes): `count` is the NCCL
+// call's count argument, as in chunking.h.
+constexpr uint64_t message_bytes(Collective c, int nranks, uint64_t count, uint64_t type_size) {
+  const bool per_peer = c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AlltoAll;
+  return count * type_size * (per_peer ? uint64_t(nranks) : 1);
+}
 
 const char* to_string(Collective c);
 const char* to_string(BufferKind b);

@@ -6,7 +6,8 @@
 //    per (peer, channel) on each rank, no op writes the input buffer, ranks
 //    that the collective says hold no buffer never touch it);
 //  - every send has its matching recv (same connection, same chunk count);
-//  - no lane can deadlock when each connection buffers at most `slots` chunks;
+//  - no lane can deadlock when each connection buffers at most `slots`
+//    messages (the schedule's own Schedule::slots unless told otherwise);
 //  - no two ops of one rank that are unordered (no path through lane order and
 //    deps) touch the same chunk when at least one of them writes it;
 //  - every output chunk ends holding exactly the right contributions: each
@@ -21,22 +22,27 @@
 
 namespace braid {
 
-// Every transport buffers at least this many fragments per connection, and
-// schedules are verified against it.  Two, not one: a fused recv-reduce-send
-// holds its incoming fragment while it waits for room downstream, so a ring
-// whose every link already holds one fragment could never move with one slot.
-constexpr int kMinSlots = 2;
+// The most fragments per connection a schedule may ask for (Schedule::slots):
+// what MSCCL's LL and LL128 protocols buffer (NCCL_STEPS), and what
+// BRAID_SHM_SLOTS gives by default.
+constexpr int kMaxScheduleSlots = 8;
 
 struct VerifyOptions {
-  int slots = kMinSlots;  // chunks a connection buffers before a send blocks
-  size_t max_errors = 8; // stop collecting after this many
+  int slots = 0;  // messages a connection buffers before a send blocks; 0: the schedule's own
+  size_t max_errors = 8;  // stop collecting after this many
 };
 
 struct VerifyResult {
   bool ok = true;
+  bool deadlock = false;            // it failed because lanes got stuck (more slots might help)
   std::vector<std::string> errors;  // human-readable, each names rank/lane/op
 };
 
 VerifyResult verify(const Schedule& schedule, const VerifyOptions& options = {});
+
+// Sets schedule->slots to the fewest, from kMinSlots to max_slots, with
+// which it verifies (only a deadlock depends on them: more never hurt), and
+// returns that verification; if none does, the one at max_slots.
+VerifyResult verify_fitting_slots(Schedule* schedule, int max_slots = kMaxScheduleSlots);
 
 }  // namespace braid

@@ -1,6 +1,7 @@
 // Reading braid's configuration variables.
 //
-// Every BRAID_* variable is declared once in env_registry.h with its default
+// Every BRAID_* variable (and the MSCCL_* ones braid honours as MSCCL does) is
+// declared once in env_registry.h with its default
 // and a one-line description; `braid env` prints the table.  Values are read
 // from the environment when asked for, except on threads braid owns (below).
 #pragma once

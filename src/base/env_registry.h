@@ -46,7 +46,12 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
     {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
     {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},
-    {"BRAID_SCHEDULES", "", "directory of schedule files (JSON or MSCCL XML) to load"},
+    {"BRAID_SCHEDULES", "",
+     "schedule files to run (braid JSON, MSCCL XML): a file, a directory (searched recursively) or a colon list of "
+     "them; a call takes the first that fits it, searching these before the MSCCL_* ones"},
+    {"MSCCL_XML_FILES", "", "MSCCL: colon list of algorithm files (searched after BRAID_SCHEDULES)"},
+    {"MSCCL_CONFIG", "", "MSCCL: registration file, <msccl_algos><load path minbytes maxbytes proto/> (after MSCCL_XML_FILES)"},
+    {"MSCCL_ALGO_DIR", "", "MSCCL: directory of algorithm files, *.xml, not recursive (searched last)"},
     {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
     {"BRAID_NCCL_VERSION", "",
      "the NCCL version ncclGetVersion reports, X.Y.Z or its code, 2.28.0 up to braid's API level (unset: braid's "

@@ -94,6 +94,9 @@ class Backend {
     *ran = false;
     return Status::ok();
   }
+  // Fragments each of its connections buffers: a schedule needing more
+  // (Schedule::slots) could deadlock on it.
+  virtual int connection_slots() const = 0;
   // ncclSuccess, or the first error the backend hit asynchronously.
   virtual ncclResult_t poll_error() { return ncclSuccess; }
   // Releases everything waiting on a peer (ncclCommAbort).

@@ -49,6 +49,7 @@ class HostStagedBackend final : public Backend {
   ~HostStagedBackend() override;
   const char* name() const override { return "host-staged"; }
   GroupRunner group_runner() const override;
+  int connection_slots() const override { return host_->connection_slots(); }
   // Errors are returned by the calls themselves (they complete before
   // returning); the host executor watches the communicator's stop flag.
 

@@ -3,6 +3,7 @@
 //   {"version": 1, "name": "ring_allreduce", "collective": "allreduce",
 //    "nranks": 2, "root": -1, "in_place": true, "out_of_place": true,
 //    "min_bytes": 0, "max_bytes": 18446744073709551615, "protocol": "Simple",
+//    ["slots": 4,]  (only where a schedule needs more than kMinSlots)
 //    "ranks": [{"input_chunks": 2, "output_chunks": 2, "scratch_chunks": 0,
 //               "lanes": [{"channel": 0, "ops": [
 //                 {"type": "send", "send_peer": 1, "src": {"buffer": "input", "index": 0}},
@@ -195,7 +196,7 @@ bool check_rank_ranges(Reader& rd, const RankProgram& p, const std::string& path
 
 bool parse_schedule(Reader& rd, const json& j, Schedule* s) {
   if (!rd.check_keys(j, "", {"version", "name", "collective", "nranks", "root", "in_place", "out_of_place",
-                             "min_bytes", "max_bytes", "protocol", "ranks"}))
+                             "min_bytes", "max_bytes", "protocol", "slots", "ranks"}))
     return false;
   int version = kFormatVersion;
   if (!rd.integer(j, "", "version", 0, INT32_MAX, false, &version)) return false;
@@ -210,7 +211,8 @@ bool parse_schedule(Reader& rd, const json& j, Schedule* s) {
       !rd.boolean(j, "", "in_place", &s->in_place) || !rd.boolean(j, "", "out_of_place", &s->out_of_place) ||
       !rd.integer(j, "", "min_bytes", 0, UINT64_MAX, false, &s->min_bytes) ||
       !rd.integer(j, "", "max_bytes", 0, UINT64_MAX, false, &s->max_bytes) ||
-      !rd.string(j, "", "protocol", false, &s->protocol))
+      !rd.string(j, "", "protocol", false, &s->protocol) ||
+      !rd.integer(j, "", "slots", kMinSlots, 1024, false, &s->slots))
     return false;
   const json* ranks;
   if (!rd.array(j, "", "ranks", &ranks)) return false;
@@ -273,8 +275,9 @@ std::string schedule_to_json(const Schedule& s) {
             {"out_of_place", s.out_of_place},
             {"min_bytes", s.min_bytes},
             {"max_bytes", s.max_bytes},
-            {"protocol", s.protocol},
-            {"ranks", std::move(ranks)}};
+            {"protocol", s.protocol}};
+  if (s.slots != kMinSlots) j["slots"] = s.slots;  // written only where it says more than every schedule needs
+  j["ranks"] = std::move(ranks);
   // One op per line: readable in a diff, still compact.
   std::string text = "{\n";
   bool first = true;

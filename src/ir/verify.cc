@@ -4,16 +4,18 @@
 // into it; a copy collective's chunk holds exactly one.  Every buffer chunk
 // of every rank is a "cell"; in place, aliased input and output chunks are
 // the same cell, so a schedule that overwrites input it still needs is
-// caught.  The run follows the host executor: each lane runs its ops in
-// order, an op waits for its deps, then moves its chunks one at a time; a
-// step needs its incoming chunk to be there and room (fewer than `slots`
-// queued) on its outgoing connection.  Lanes that can never move again are a
-// deadlock.  Each connection has one sending and one receiving lane, so the
-// outcome does not depend on the order we step lanes in.
+// caught.  The run follows the executors (src/ops/op_step.h): each lane
+// runs its ops in order, an op waits for its deps, then moves its chunks as
+// one message (a frame, when there are several); a step needs
+// its incoming message to be there and room (fewer than `slots` queued) on
+// its outgoing connection.  Lanes that can never move again are a deadlock.
+// Each connection has one sending and one receiving lane, so the outcome
+// does not depend on the order we step lanes in.
 //
 // The executor runs the op list once per tile; the run does two tiles so a
 // schedule that only deadlocks once a second tile is queued is caught.
 // Content is tracked for the first tile (every tile moves the same chunks).
+// `slots` is the schedule's own (Schedule::slots) unless the caller says.
 // Races are checked within a tile (tiles touch disjoint bytes) using the
 // order of lanes and deps on one rank.
 #include "braid/verify.h"
@@ -351,7 +353,8 @@ std::string describe(const Parts& parts) {
 class Simulation {
  public:
   Simulation(const Schedule& s, const VerifyOptions& o, uint32_t per_block, bool in_place, Errors& e)
-      : s_(s), slots_(size_t(o.slots)), c_(per_block), e_(e), prefix_(in_place ? "in place: " : "out of place: ") {
+      : s_(s), slots_(size_t(o.slots)), c_(per_block), e_(e),
+        prefix_(in_place ? "in place: " : "out of place: ") {
     for (int r = 0; r < s.nranks; ++r) {
       cells_.emplace_back(s, r, in_place, per_block);
       std::vector<Content> state(cells_.back().count);
@@ -415,7 +418,8 @@ class Simulation {
     int tile = 0;
     uint64_t completed = 0;
   };
-  using Queue = std::deque<Content>;
+  using Message = std::vector<Content>;  // the chunks one op moves at once
+  using Queue = std::deque<Message>;
 
   Parts expected(int r, uint32_t j) const {
     const uint32_t c = c_, block = j / c, pos = j % c;
@@ -461,7 +465,8 @@ class Simulation {
     return fmt::format("{} waits for room to rank {} (channel {})", at, op.send_peer, ch);
   }
 
-  // Moves one chunk of lane l's current op; false if it cannot.
+  // Moves one message of lane l's current op (all its chunks); false if it
+  // cannot.
   bool step(int r, size_t l) {
     if (finished(r, l)) return false;
     LaneState& st = lanes_[r][l];
@@ -471,14 +476,15 @@ class Simulation {
     Queue* in = op_receives(op.type) ? &queue(op.recv_peer, r, ch) : nullptr;
     Queue* out = op_sends(op.type) ? &queue(r, op.send_peer, ch) : nullptr;
     if ((in && in->empty()) || (out && out->size() >= slots_)) return false;
-    Content received;
+    const uint32_t count = std::max<uint32_t>(op.count, 1), moved = count;
+    Message received(moved), sent(moved);
     if (in) {
-      received = std::move(in->front());
+      received = std::move(in->front());  // check_matching made it `moved` chunks long
       in->pop_front();
     }
-    Content sent = st.tile == 0 ? apply(r, l, st.op, st.chunk, std::move(received)) : Content{};
+    for (uint32_t k = 0; k < moved && st.tile == 0; ++k) sent[k] = apply(r, l, st.op, st.chunk + k, std::move(received[k]));
     if (out) out->push_back(std::move(sent));
-    if (++st.chunk < std::max<uint32_t>(op.count, 1)) return true;
+    if ((st.chunk += moved) < count) return true;
     st.chunk = 0;
     ++st.completed;
     if (++st.op == lane(r, l).ops.size()) st.op = 0, ++st.tile;
@@ -553,29 +559,53 @@ class Simulation {
   std::map<std::tuple<int, int, int>, Queue> queues_;  // (from, to, channel)
 };
 
-// Every connection carries as many chunks out as in.
-void check_matching(const Schedule& s, Errors& e) {
-  std::map<std::tuple<int, int, int>, std::pair<uint64_t, uint64_t>> chunks;  // (from, to, channel) -> sent, received
+// Every connection carries as many chunks out as in, and (unless every
+// chunk is its own message) in messages of the same sizes, in order: one
+// lane sends on it and one receives (check_structure), so the k-th message
+// sent is the k-th received.
+void check_matching(const Schedule& s, const VerifyOptions& o, Errors& e) {
+  struct Traffic {
+    std::vector<uint32_t> sent, received;  // message sizes in lane order
+    uint64_t sent_chunks = 0, received_chunks = 0;
+  };
+  std::map<std::tuple<int, int, int>, Traffic> conns;  // (from, to, channel)
   for (int r = 0; r < s.nranks; ++r)
     for (const Lane& lane : s.ranks[r].lanes)
       for (const Op& op : lane.ops) {
-        if (op_sends(op.type)) chunks[{r, op.send_peer, lane.channel}].first += op.count;
-        if (op_receives(op.type)) chunks[{op.recv_peer, r, lane.channel}].second += op.count;
+        if (op_sends(op.type)) {
+          Traffic& t = conns[{r, op.send_peer, lane.channel}];
+          t.sent.push_back(op.count), t.sent_chunks += op.count;
+        }
+        if (op_receives(op.type)) {
+          Traffic& t = conns[{op.recv_peer, r, lane.channel}];
+          t.received.push_back(op.count), t.received_chunks += op.count;
+        }
       }
-  for (const auto& [conn, counts] : chunks) {
+  for (const auto& [conn, t] : conns) {
     auto [from, to, channel] = conn;
-    if (counts.first != counts.second)
+    if (t.sent_chunks != t.received_chunks) {
       e.add("rank {} sends {} chunk(s) to rank {} on channel {}, but rank {} receives {} from rank {} there", from,
-            counts.first, to, channel, to, counts.second, from);
+            t.sent_chunks, to, channel, to, t.received_chunks, from);
+      continue;
+    }
+    for (size_t k = 0; k < t.sent.size(); ++k)
+      if (t.sent[k] != t.received[k]) {
+        e.add("message {} from rank {} to rank {} on channel {}: {} chunk(s) sent as one, but received by an op of {}",
+              k, from, to, channel, t.sent[k], t.received[k]);
+        break;
+      }
   }
 }
 
 }  // namespace
 
-VerifyResult verify(const Schedule& s, const VerifyOptions& options) {
+VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
+  VerifyOptions options = given;
+  if (options.slots == 0) options.slots = s.slots;
   Errors e(options.max_errors);
+  bool deadlock = false;
   check_structure(s, options, e);
-  if (!e.any()) check_matching(s, e);
+  if (!e.any()) check_matching(s, options, e);
   uint32_t per_block = e.any() ? 0 : check_layout(s, e);
   std::vector<RankOrder> orders(e.any() ? 0 : s.nranks);
   for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, r, e);
@@ -589,14 +619,37 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& options) {
       Simulation sim(s, options, per_block, in_place, e);
       for (int r = 0; r < s.nranks; ++r)
         check_races(s, r, orders[r], sim.cells(r), in_place ? sim.prefix() : "", races, e);
-      if (!sim.run()) break;  // the same deadlock in either placement
+      if (!sim.run()) {
+        deadlock = true;
+        break;  // the same deadlock in either placement
+      }
       sim.check_outputs();
     }
   }
   VerifyResult result;
   result.errors = e.take();
   result.ok = result.errors.empty();
+  result.deadlock = deadlock;
   return result;
+}
+
+VerifyResult verify_fitting_slots(Schedule* s, int max_slots) {
+  // Deadlock freedom is monotone in the slots: search the least that works.
+  s->slots = kMinSlots;
+  VerifyResult r = verify(*s);
+  if (r.ok || !r.deadlock || max_slots <= kMinSlots) return r;
+  s->slots = max_slots;
+  VerifyResult at_most = verify(*s);
+  if (!at_most.ok) return at_most;
+  int lo = kMinSlots, hi = max_slots;  // deadlocks at lo, verifies at hi
+  while (hi - lo > 1) {
+    s->slots = lo + (hi - lo) / 2;
+    VerifyResult mid = verify(*s);
+    if (mid.ok) hi = s->slots, at_most = std::move(mid);
+    else lo = s->slots;  // only a deadlock can fail here: the rest does not depend on slots
+  }
+  s->slots = hi;
+  return at_most;
 }
 
 }  // namespace braid

@@ -27,6 +27,7 @@
 #include "braid/chunking.h"
 #include "braid/hd.h"
 #include "braid/schedule.h"
+#include "src/ops/plan_records.h"
 
 namespace braid {
 
@@ -140,6 +141,39 @@ BRAID_HD int step_length(const StepSpan* operands, int count, bool received, uin
   }
   *n = len == ~0ull ? 0 : len;
   return kStepOk;
+}
+
+// Frames.  An op moving count > 1 chunks to or from a peer (MSCCL's step of
+// cnt chunks) sends them, per tile, as one message: a frame, a header (the
+// chunk count, then each chunk's fragment length in bytes, 8 bytes each,
+// padded to a 64-byte line) and chunk k's fragment at header + k * stride,
+// one tile apart.  So a connection holds as many messages as the verifier
+// assumed (Schedule::slots), whatever their chunk counts; in exchange, a
+// schedule with frames cuts its tiles smaller, so that its largest frame
+// fits a slot.
+BRAID_HD bool op_framed(const OpRecord& op) { return op.count > 1 && (op.send_conn >= 0 || op.recv_conn >= 0); }
+BRAID_HD uint64_t frame_header_bytes(uint32_t chunks) { return (8 * (uint64_t(chunks) + 1) + 63) / 64 * 64; }
+// The fragment bytes of a call whose largest frame has `max_frame` chunks,
+// into slots of `slot_bytes`: `tile_bytes`, or less (whole lines) so that
+// such a frame fits; 0 when not one element each fits.  Every rank computes
+// the same from the schedule and the slot size all agreed on.
+BRAID_HD uint64_t framed_tile_bytes(uint64_t tile_bytes, uint64_t slot_bytes, uint32_t max_frame, uint32_t esize) {
+  if (max_frame <= 1) return tile_bytes;
+  const uint64_t header = frame_header_bytes(max_frame);
+  const uint64_t room = slot_bytes > header ? (slot_bytes - header) / max_frame : 0;
+  uint64_t bytes = room >= 64 ? room / 64 * 64 : room / esize * esize;
+  if (bytes > tile_bytes) bytes = tile_bytes;
+  return bytes;
+}
+// Where chunk k of a frame lies, and whether a received frame's chunk k
+// (its header says `len` bytes) is well formed: within its stride, inside
+// the message, whole elements.
+BRAID_HD uint64_t frame_offset(uint32_t chunks, uint32_t k, uint64_t stride) {
+  return frame_header_bytes(chunks) + k * stride;
+}
+BRAID_HD bool frame_chunk_fits(uint32_t chunks, uint32_t k, uint64_t stride, uint64_t len, uint64_t message_bytes,
+                               uint32_t esize) {
+  return len <= stride && frame_offset(chunks, k, stride) + len <= message_bytes && len % esize == 0;
 }
 
 // A dependency on op `op` of a lane of `lane_ops` ops is met in tile `tile`

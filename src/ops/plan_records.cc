@@ -6,8 +6,13 @@ namespace braid {
 
 RankRecords build_rank_records(const Schedule& schedule, int rank) {
   RankRecords r;
+  r.slots = schedule.slots;
   for (const RankProgram& p : schedule.ranks)
-    for (const Lane& lane : p.lanes) r.channels = std::max<uint32_t>(r.channels, lane.channel + 1u);
+    for (const Lane& lane : p.lanes) {
+      r.channels = std::max<uint32_t>(r.channels, lane.channel + 1u);
+      for (const Op& op : lane.ops)
+        if (op_sends(op.type) || op_receives(op.type)) r.max_frame = std::max(r.max_frame, op.count);
+    }
   for (const Lane& lane : schedule.ranks.at(rank).lanes) {
     r.lanes.push_back({uint32_t(r.ops.size()), uint32_t(lane.ops.size()), lane.channel});
     for (const Op& op : lane.ops) {

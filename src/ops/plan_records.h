@@ -51,6 +51,8 @@ struct RankRecords {
   std::vector<ConnectionRecord> connections;
   uint32_t channels = 1;  // channels the schedule uses on any rank: slice s of a lane on
                           // channel c runs on channel s * channels + c
+  uint32_t max_frame = 1;  // the most chunks one message carries on any rank (op_step.h, frames)
+  int slots = kMinSlots;   // messages each connection must buffer (Schedule::slots)
 };
 
 RankRecords build_rank_records(const Schedule& schedule, int rank);

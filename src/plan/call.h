@@ -9,6 +9,7 @@
 
 #include "braid/chunking.h"
 #include "braid/schedule.h"
+#include "braid/schedule_library.h"
 #include "nccl.h"
 #include "src/ops/reduction.h"
 
@@ -66,5 +67,13 @@ struct RmaCall {
 // outputs.
 inline bool has_input(const CollectiveCall& c, int rank) { return !rooted_input(c.collective) || rank == c.root; }
 inline bool has_output(const CollectiveCall& c, int rank) { return !rooted_output(c.collective) || rank == c.root; }
+
+// The call's placement on rank `rank`, as NCCL and MSCCL define in place: the
+// send buffer exactly where the in-place form puts it (AllGather and
+// Gather: block `rank` of the output; ReduceScatter and Scatter: the output
+// is block `rank` of the input; otherwise the same pointer).  Buffers that
+// partly overlap fit neither form (Placement::Unknown).  Schedule files may
+// claim only one placement.
+Placement placement_of(const CollectiveCall& c, int rank, int nranks);
 
 }  // namespace braid

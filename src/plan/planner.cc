@@ -1,5 +1,6 @@
 #include "src/plan/planner.h"
 
+#include <algorithm>
 #include <mutex>
 #include <set>
 
@@ -18,6 +19,10 @@ const AlgorithmInfo* find_algorithm(Collective c, const std::string& name) {
   return nullptr;
 }
 
+const char* placement_name(Placement p) {
+  return p == Placement::InPlace ? "in place" : p == Placement::OutOfPlace ? "out of place" : "placement unknown";
+}
+
 void warn_once(const std::string& message) {
   static std::mutex mutex;
   static std::set<std::string> said;
@@ -29,17 +34,24 @@ void warn_once(const std::string& message) {
 
 const ScheduleLibrary& file_schedules() {
   static const ScheduleLibrary library = [] {
-    std::string dir = env_string("BRAID_SCHEDULES");
-    if (dir.empty()) return ScheduleLibrary{};
-    ScheduleLibrary lib = ScheduleLibrary::load_directory(dir);
-    for (const std::string& why : lib.rejected) BRAID_WARN("BRAID_SCHEDULES: skipping {}", why);
-    for (size_t i = 0; i < lib.schedules.size(); ++i)
-      BRAID_INFO(kInit | kTuning, "BRAID_SCHEDULES: loaded '{}' ({} on {} ranks, {} B..{} B) from {}", lib.schedules[i]->name,
-                 to_string(lib.schedules[i]->collective), lib.schedules[i]->nranks, lib.schedules[i]->min_bytes,
-                 lib.schedules[i]->max_bytes, lib.files[i]);
+    ScheduleLibrary lib = load_schedule_sources({env_string("BRAID_SCHEDULES"), env_string("MSCCL_XML_FILES"),
+                                                 env_string("MSCCL_CONFIG"), env_string("MSCCL_ALGO_DIR")});
+    for (const std::string& why : lib.rejected) BRAID_WARN("schedule files: skipping {}", why);
+    for (size_t i = 0; i < lib.schedules.size(); ++i) {
+      const Schedule& s = *lib.schedules[i];
+      BRAID_INFO(kInit | kTuning, "schedule files: loaded '{}' ({} on {} ranks, {}{}, messages of {} B..{}, {} slots) from {}",
+                 s.name, to_string(s.collective), s.nranks, s.in_place ? "in place" : "",
+                 s.in_place && s.out_of_place ? " and out of place" : s.out_of_place ? "out of place" : "", s.min_bytes,
+                 s.max_bytes == UINT64_MAX ? "unbounded" : fmt::format("{} B", s.max_bytes), s.slots, lib.files[i]);
+    }
     return lib;
   }();
   return library;
+}
+
+bool is_file_schedule(const Schedule* s) {
+  const auto& files = file_schedules().schedules;
+  return std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.get() == s; });
 }
 
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes) {
@@ -128,10 +140,17 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
                                         : forced_in(algo_spec_, c);
   std::string name = forced;
   if (name.empty()) {
-    if (auto file = file_schedules().find(c, nranks, placement, bytes); file && (file->root < 0 || file->root == root)) {
+    const uint64_t message = message_bytes(c, nranks, bytes, 1);
+    std::string path;
+    auto file = file_schedules().find(c, nranks, placement, message, &path);
+    if (file && file->slots > slots_) {
+      warn_once(fmt::format("schedule '{}' from {} needs {} slots per connection to be free of deadlock; this "
+                            "communicator's connections buffer {} (BRAID_SHM_SLOTS, BRAID_CUDA_SLOTS; sockets 4): "
+                            "not used", file->name, path, file->slots, slots_));
+    } else if (file && (file->root < 0 || file->root == root)) {
       // Per call, and visible with the default subsystems: users check what ran.
-      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: schedule '{}' (BRAID_SCHEDULES)", to_string(c), bytes,
-                 nranks, file->name);
+      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
+                 to_string(c), bytes, placement_name(placement), message, nranks, file->name, path);
       *out = file;
       return Status::ok();
     }
@@ -143,8 +162,8 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   }
   if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
-    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B on {} ranks: built-in '{}' (no BRAID_SCHEDULES match)", to_string(c),
-               bytes, nranks, name);
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
+               to_string(c), bytes, placement_name(placement), nranks, name);
   // A known straggler turns the bandwidth schedule into StragglAR.
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";

@@ -5,10 +5,12 @@
 // latency-optimal schedule for small messages, bandwidth-optimal for large.
 // Generated schedules are cached per communicator.
 //
-// BRAID_SCHEDULES=<dir>: schedule files (braid JSON, MSCCL XML) loaded once
-// per process and verified; a call uses the first one (file name order) that
-// matches its collective, rank count, placement and size, unless BRAID_ALGO
-// forces an algorithm for that collective.  Otherwise the built-ins run.
+// Schedule files (braid JSON, MSCCL XML) named by BRAID_SCHEDULES and the
+// MSCCL variables (include/braid/schedule_library.h) are loaded once per
+// process and verified; a call uses the first one that matches its
+// collective, rank count, placement and message size, unless BRAID_ALGO
+// forces an algorithm for that collective, or the file needs more slots per
+// connection than the transport has.  Otherwise the built-ins run.
 #pragma once
 
 #include <map>
@@ -37,9 +39,12 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);
 
-// The schedules loaded from BRAID_SCHEDULES (empty when unset); loaded on
-// first use, once per process, rejected files reported as warnings.
+// The schedules loaded from BRAID_SCHEDULES, MSCCL_XML_FILES, MSCCL_CONFIG
+// and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per
+// process, rejected files reported as warnings.
 const ScheduleLibrary& file_schedules();
+// Whether `s` came from file_schedules().
+bool is_file_schedule(const Schedule* s);
 
 // BRAID_ALGO is read once, when the communicator is created (so a call
 // does not pay for getenv, ~1k instructions with mpirun's environment).
@@ -49,10 +54,15 @@ class PlanCache {
   // What every rank agreed on at init (ranks on different machines could
   // see different ones and then run different schedules).
   void set_tuning(const HostTuning& tuning) { tuning_ = tuning; }
-  // `bytes` is the per-rank input size.  `straggler` >= 0 (AllReduce): that
-  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).  With
-  // Placement::Unknown only file schedules correct in both placements are
-  // eligible.
+  // Fragments the communicator's transport buffers per connection: schedule
+  // files needing more (Schedule::slots) are not used.
+  void set_slots(int slots) { slots_ = slots; }
+  // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
+  // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
+  // `placement` is this rank's (as MSCCL decides it: the send buffer where
+  // the collective's in-place form puts it); with Placement::Unknown only
+  // file schedules correct in both placements are eligible.  Every rank must
+  // use the same placement when files declare only one, as with MSCCL.
   // `algorithms` (a call's selection, CollectiveCall::algorithms) pins the
   // choice to those algorithms: the size rule's if it is one of them, else
   // the first; neither BRAID_ALGO nor a schedule file nor a straggler then
@@ -86,6 +96,7 @@ class PlanCache {
 
   std::string algo_spec_;
   HostTuning tuning_;
+  int slots_ = kMinSlots;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

@@ -271,6 +271,8 @@ Status comm_setup(ncclComm* comm) {
   const HostPathSettings& host = setup->host;
   BRAID_TRY(make_backend(comm, *setup, ctx));
   comm->setup = std::move(setup);
+  // Schedule files needing deeper connections than the backend's are not used.
+  comm->plans->set_slots(comm->backend->connection_slots());
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {}, fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, host.tile_bytes,

@@ -8,6 +8,7 @@
 #include "braid/algorithms.h"
 #include "braid/msccl_xml.h"
 #include "braid/verify.h"
+#include "msccl_style.h"
 
 using namespace braid;
 
@@ -75,7 +76,7 @@ TEST_CASE("msccl xml: attributes the current runtime requires", "[synth][xml]") 
   CHECK(back.collective == Collective::ReduceScatter);
   CHECK(back.in_place);
   CHECK(back.min_bytes == 0);
-  CHECK(back.max_bytes == UINT64_MAX);
+  CHECK(back.max_bytes == (uint64_t(1) << 27) - 1);  // the older runtime's default: below 128 MiB
   CHECK(back.ranks == s.ranks);
 }
 
@@ -105,7 +106,7 @@ TEST_CASE("msccl xml: an msccl-tools style in-place allreduce imports and verifi
   CHECK(s.collective == Collective::AllReduce);
   CHECK(s.nranks == 4);
   CHECK(s.in_place);
-  CHECK(s.out_of_place);  // reads of unwritten chunks are input reads: right out of place too
+  CHECK_FALSE(s.out_of_place);  // as declared (load_schedule_file adds what verifies)
   CHECK(s.ranks[0].output_chunks == 4);
   // rrcs writes the aliased chunk: now a write of the output.
   CHECK(s.ranks[0].lanes[0].ops[3].dst == ChunkRef{BufferKind::Output, 1});
@@ -139,7 +140,12 @@ TEST_CASE("msccl xml: malformed input is refused with the element named", "[synt
   CHECK(fails_with(R"(<algo name="t" ngpus="2" coll="reduce_scatter" inplace="1">
       <gpu id="0" i_chunks="2" o_chunks="1" s_chunks="0"><tb id="0" send="-1" recv="1" chan="0">
       <step s="0" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/></tb></gpu>
-      <gpu id="1" i_chunks="2" o_chunks="1" s_chunks="0"/></algo>)", "no output alias"));
+      <gpu id="1" i_chunks="2" o_chunks="1" s_chunks="0"/></algo>)", "outside the output it shares in place"));
+  // Out of place the send buffer is read-only.
+  CHECK(fails_with(R"(<algo name="t" ngpus="2" coll="reduce_scatter" inplace="0">
+      <gpu id="0" i_chunks="2" o_chunks="1" s_chunks="0"><tb id="0" send="-1" recv="1" chan="0">
+      <step s="0" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/></tb></gpu>
+      <gpu id="1" i_chunks="2" o_chunks="1" s_chunks="0"/></algo>)", "writes the input buffer out of place"));
 }
 
 TEST_CASE("msccl xml: lanes that talk to several peers cannot be exported", "[synth][xml]") {
@@ -178,8 +184,162 @@ TEST_CASE("msccl xml: local-only thread blocks may say chan=-1 (msccl-tools allp
   CHECK(s.ranks[0].lanes[0].ops[0].type == OpType::Reduce);
   CHECK(s.ranks[0].lanes[0].ops[0].dst == ChunkRef{BufferKind::Output, 0});
   CHECK(s.in_place);
-  CHECK_FALSE(s.out_of_place);  // out of place the reduce would add into an output never initialised
+  CHECK_FALSE(s.out_of_place);
   VerifyResult v = verify(s);
   INFO((v.errors.empty() ? "" : v.errors[0]));
   CHECK(v.ok);
+}
+
+namespace {
+
+Schedule import(const std::string& xml) {
+  Schedule s;
+  std::string error;
+  INFO(xml.substr(0, 2000));
+  REQUIRE(schedule_from_msccl_xml(xml, &s, &error));
+  return s;
+}
+
+std::string with_attrs(const std::string& attrs) {
+  return R"(<algo name="t" proto="Simple" nchannels="1" ngpus="2" coll="allreduce" )" + attrs + R"(>
+  <gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="1" recv="1" chan="0">
+    <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    <step s="1" type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/></tb></gpu>
+  <gpu id="1" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="0" recv="0" chan="0">
+    <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    <step s="1" type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/></tb></gpu>
+</algo>)";
+}
+
+}  // namespace
+
+TEST_CASE("msccl xml: size ranges as each runtime reads them", "[synth][xml]") {
+  // msccl-executor (files with outofplace): maxBytes="0" is unbounded, the range inclusive.
+  Schedule s = import(with_attrs(R"(inplace="0" outofplace="1" minBytes="0" maxBytes="0")"));
+  CHECK(s.min_bytes == 0);
+  CHECK(s.max_bytes == UINT64_MAX);
+  s = import(with_attrs(R"(inplace="0" outofplace="1" minBytes="1024" maxBytes="1048575")"));
+  CHECK(s.min_bytes == 1024);
+  CHECK(s.max_bytes == 1048575);
+  // The older runtime: maxBytes exclusive, 128 MiB when absent.
+  s = import(with_attrs(R"(inplace="0" minBytes="64" maxBytes="4096")"));
+  CHECK(s.max_bytes == 4095);
+  s = import(with_attrs(R"(inplace="0")"));
+  CHECK(s.max_bytes == (uint64_t(1) << 27) - 1);
+  CHECK(fails_with(with_attrs(R"(inplace="0" outofplace="1" minBytes="4096" maxBytes="1024")"), "no call could choose it"));
+  CHECK(fails_with(with_attrs(R"(inplace="0" outofplace="1" minBytes="-1" maxBytes="0")"), "negative"));
+  // braid writes maxBytes="0" for no bound, as msccl-tools does.
+  std::string xml, error;
+  REQUIRE(schedule_to_msccl_xml(ring_allreduce(2), &xml, &error));
+  CHECK(xml.find(R"(maxBytes="0")") != std::string::npos);
+}
+
+TEST_CASE("msccl xml: message sizes count every rank's share where MSCCL does", "[synth][xml]") {
+  CHECK(message_bytes(Collective::AllReduce, 8, 1000, 4) == 4000);
+  CHECK(message_bytes(Collective::Broadcast, 8, 1000, 4) == 4000);
+  CHECK(message_bytes(Collective::AllGather, 8, 1000, 4) == 32000);
+  CHECK(message_bytes(Collective::ReduceScatter, 8, 1000, 2) == 16000);
+  CHECK(message_bytes(Collective::AlltoAll, 8, 1000, 1) == 8000);
+}
+
+TEST_CASE("msccl xml: nop steps carry dependencies only", "[synth][xml]") {
+  // msccl-tools' allpairs AllReduce: local thread blocks wait for every
+  // receive through nop steps (srcoff="-1" dstoff="-1" cnt="0").
+  const std::string xml = msccl_style::allpairs(4, true).xml();
+  REQUIRE(xml.find(R"(type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0")") != std::string::npos);
+  Schedule s = import(xml);
+  size_t nops = 0;
+  for (const Lane& lane : s.ranks[1].lanes)
+    for (const Op& op : lane.ops)
+      if (op.type == OpType::Nop) {
+        ++nops;
+        CHECK(op.deps.size() == 1);
+        CHECK(op.count == 1);
+      }
+  CHECK(nops > 0);
+  // A nop's offsets are not chunks; a step that uses a buffer must name one, and move something.
+  auto one_step = [](const char* step) {
+    return std::string(kHead) + R"(<gpu id="0" i_chunks="2" o_chunks="2" s_chunks="0"><tb id="0" send="1" recv="-1" chan="0">)" +
+           step + "</tb></gpu></algo>";
+  };
+  CHECK(fails_with(one_step(R"(<step s="0" type="s" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="1" depid="-1" deps="-1" hasdep="0"/>)"),
+                   "offset -1"));
+  CHECK(fails_with(one_step(R"(<step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="0" depid="-1" deps="-1" hasdep="0"/>)"),
+                   "cnt=0"));
+}
+
+TEST_CASE("msccl xml: a multi-chunk step is one message, so allpairs runs with two slots", "[synth][xml]") {
+  // Rank r sends its n-chunk block to each peer in one step (cnt=n) before
+  // it receives theirs: with each chunk a message of its own, every
+  // connection would need n slots (the executors frame such a step:
+  // src/ops/op_step.h).
+  for (int n : {2, 3, 4, 8}) {
+    INFO("ranks " << n);
+    Schedule s = import(msccl_style::allpairs(n, true).xml());
+    CHECK(s.ranks[0].lanes[0].ops[0].count == uint32_t(n));
+    VerifyResult v = verify(s);
+    INFO((v.errors.empty() ? "" : v.errors[0]));
+    CHECK(v.ok);
+    CHECK(s.slots == kMinSlots);
+  }
+  // A message's chunks must be received by an op of as many.
+  Schedule s = import(msccl_style::allpairs_alltoall(3, 2).xml());
+  s.ranks[1].lanes[0].ops[1].count = 1;
+  s.ranks[1].lanes[0].ops.insert(s.ranks[1].lanes[0].ops.begin() + 2, s.ranks[1].lanes[0].ops[1]);
+  s.ranks[1].lanes[0].ops[2].dst.index += 1;
+  VerifyResult v = verify(s);
+  REQUIRE_FALSE(v.ok);
+  CHECK(v.errors[0].find("2 chunk(s) sent as one, but received by an op of 1") != std::string::npos);
+}
+
+TEST_CASE("msccl xml: one-placement files keep their placement", "[synth][xml]") {
+  Schedule ag = import(msccl_style::ring_allgather(4).xml());  // names only the output, in place
+  CHECK(ag.in_place);
+  CHECK_FALSE(ag.out_of_place);
+  CHECK(ag.ranks[2].input_chunks == 1);  // given by nchunksperloop (the file says i_chunks="0")
+  CHECK(ag.ranks[2].output_chunks == 4);
+  CHECK(verify(ag).ok);
+  Schedule a2a = import(msccl_style::allpairs_alltoall(4, 2).xml());
+  CHECK(a2a.out_of_place);
+  CHECK_FALSE(a2a.in_place);
+  CHECK(verify(a2a).ok);
+}
+
+TEST_CASE("msccl xml: nchunksperloop lays the chunks out", "[synth][xml]") {
+  const std::string head = R"(<algo name="t" proto="LL" nchannels="1" nchunksperloop="4" ngpus="2" coll="allgather" inplace="1" outofplace="0" minBytes="0" maxBytes="0">)";
+  // i_chunks="0" in place: nchunksperloop says 4 output chunks, so 2 input chunks.
+  Schedule s = import(head + R"(<gpu id="0" i_chunks="0" o_chunks="4" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="4" s_chunks="0"/></algo>)");
+  CHECK(s.ranks[0].input_chunks == 2);
+  CHECK(s.ranks[0].output_chunks == 4);
+  CHECK(fails_with(head + R"(<gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="4" s_chunks="0"/></algo>)",
+                   "o_chunks=2, but 4 chunks per loop (nchunksperloop) make that buffer 4 chunks"));
+  CHECK(fails_with(R"(<algo name="t" proto="LL" nchunksperloop="3" ngpus="2" coll="allgather" inplace="1" outofplace="0">
+      <gpu id="0" i_chunks="0" o_chunks="3" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="3" s_chunks="0"/></algo>)",
+                   "do not split into the 2 ranks' blocks"));
+  CHECK(fails_with(R"(<algo name="t" proto="Fast" nchunksperloop="2" ngpus="2" coll="allgather" inplace="1" outofplace="0">
+      <gpu id="0" i_chunks="0" o_chunks="2" s_chunks="0"/><gpu id="1" i_chunks="0" o_chunks="2" s_chunks="0"/></algo>)",
+                   "Simple, LL and LL128"));
+}
+
+TEST_CASE("msccl xml: registration files", "[synth][xml]") {
+  std::vector<MscclRegistration> loads;
+  std::string error;
+  const std::string text = R"(<?xml version="1.0"?>
+<!-- written by msccl.init -->
+<msccl_algos>
+  <load path="/algos/a.xml" minbytes="1024" maxbytes="4096" proto="LL"/>
+  <load path="b.xml" proto="Simple"/>
+</msccl_algos>)";
+  CHECK(is_msccl_registration(text));
+  CHECK_FALSE(is_msccl_registration(with_attrs(R"(inplace="1")")));
+  REQUIRE(msccl_registrations_from_xml(text, &loads, &error));
+  REQUIRE(loads.size() == 2);
+  CHECK(loads[0].path == "/algos/a.xml");
+  CHECK(loads[0].min_bytes == 1024);
+  CHECK(loads[0].max_bytes == 4095);  // exclusive there
+  CHECK(loads[0].protocol == "LL");
+  CHECK(loads[1].min_bytes == 0);
+  CHECK(loads[1].max_bytes == UINT64_MAX);
+  CHECK_FALSE(msccl_registrations_from_xml("<msccl_algos><load minbytes=\"1\"/></msccl_algos>", &loads, &error));
+  CHECK(error.find("no path") != std::string::npos);
 }

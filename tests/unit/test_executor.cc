@@ -9,7 +9,9 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/msccl_xml.h"
 #include "braid/verify.h"
+#include "msccl_style.h"
 #include "src/exec/host/collective_task.h"
 
 using namespace braid;
@@ -74,12 +76,13 @@ struct MemoryTransport : Transport {
 };
 
 // Runs `schedule` on n ranks with int64 data, in `slices` slices as the
-// CUDA kernel does (src/ops/op_step.h); returns per-rank outputs.
+// CUDA kernel does (src/ops/op_step.h); returns per-rank outputs.  Slots
+// hold `slot_bytes` (default: one tile).
 std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, bool in_place, size_t tile_bytes,
-                                      uint32_t slices = 1) {
+                                      uint32_t slices = 1, size_t slot_bytes = 0) {
   int n = schedule.nranks;
   Collective c = schedule.collective;
-  MemoryFabric fabric(tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
+  MemoryFabric fabric(slot_bytes ? slot_bytes : tile_bytes, kMinSlots);  // the tightest buffering the verifier allows
   auto shared = std::make_shared<const Schedule>(schedule);
   std::vector<std::unique_ptr<MemoryTransport>> transports;
   std::vector<std::vector<int64_t>> inputs(n), outputs(n), scratch(n);
@@ -202,4 +205,51 @@ TEST_CASE("executor runs every built-in schedule in several slices, as the CUDA 
                         << (in_place ? " in place" : " out of place"));
             check(s, count, run(s, count, in_place, 64, slices));
           }
+}
+
+TEST_CASE("executor frames multi-chunk steps: msccl-tools-style files with two slots", "[executor]") {
+  // Allpairs sends each peer an n-chunk block in one step before receiving
+  // theirs: with two slots per connection it runs only if the block travels
+  // as one message.  512-byte slots (256-byte tiles where nothing is
+  // framed): frames of up to 8 chunks, tiles of a few elements, so counts
+  // span many tiles and trailing chunks are short.
+  for (int n : {2, 3, 5, 8}) {
+    std::vector<msccl_style::Algo> files = {msccl_style::allpairs(n, true), msccl_style::allpairs(n, false),
+                                            msccl_style::allpairs_alltoall(n, 3), msccl_style::ring_allgather(n)};
+    for (const msccl_style::Algo& file : files) {
+      Schedule s;
+      std::string error;
+      REQUIRE(schedule_from_msccl_xml(file.xml(), &s, &error));
+      REQUIRE(verify(s).ok);
+      for (uint64_t count : {1, 7, 100, 1000})
+        for (uint32_t slices : {1u, 3u}) {
+          INFO(s.name << " n=" << n << " count=" << count << " slices=" << slices);
+          check(s, count, run(s, count, s.in_place, 256, slices, 512));
+        }
+    }
+  }
+}
+
+TEST_CASE("executor refuses a frame that cannot fit a slot", "[executor]") {
+  Schedule s;
+  std::string error;
+  REQUIRE(schedule_from_msccl_xml(msccl_style::allpairs(8, true).xml(), &s, &error));
+  MemoryFabric fabric(64, kMinSlots);  // not even the header of an 8-chunk frame
+  MemoryTransport transport(fabric, 0);
+  std::vector<int64_t> data(64), scratch(64);
+  CollectiveArgs a;
+  a.schedule = std::make_shared<const Schedule>(s);
+  a.records = std::make_shared<const RankRecords>(build_rank_records(s, 0));
+  a.input_shape = input_shape(s.collective, 8, 8, s.ranks[0].input_chunks);
+  a.output_shape = output_shape(s.collective, 8, 8, s.ranks[0].output_chunks);
+  a.scratch_capacity = 1;
+  a.input = a.output = data.data();
+  a.scratch = scratch.data();
+  a.type = ncclInt64;
+  a.tile_bytes = 64;
+  a.transport = &transport;
+  std::unique_ptr<Task> task;
+  Status st = make_collective_task(a, &task);
+  REQUIRE_FALSE(st.is_ok());
+  CHECK(st.to_string().find("does not fit a 64-byte slot") != std::string::npos);
 }

@@ -63,10 +63,10 @@ int main(int argc, char** argv) {
   show->add_option("--topology,-t", svg_topology, "topology for the SVG (default: all ranks on one switch)");
   show->add_option("--size", svg_size, "message size for the SVG (nccl-tests' size column), e.g. 1M");
 
-  int slots = braid::kMinSlots;
+  int slots = 0;
   auto* verify = app.add_subcommand("verify", "symbolically verify a schedule");
   add_source_options(verify, &source);
-  verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check)");
+  verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check; default: the schedule's own)");
 
   auto* stragglar = braid::cli::add_stragglar_command(app);
   const braid::cli::Command synth_commands[] = {braid::cli::add_synth_command(app), braid::cli::add_sim_command(app),

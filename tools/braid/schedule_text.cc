@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "braid/chunking.h"
+
 namespace braid::cli {
 namespace {
 
@@ -23,6 +27,30 @@ std::string op_text(const Op& op) {
   return line;
 }
 
+// How braid runs what an MSCCL file says about protocol and chunking.
+std::string run_notes(const Schedule& s) {
+  std::string out = fmt::format(
+      "messages of {} B to {} (count x type size{}), {} slot(s) per connection\n", s.min_bytes,
+      s.max_bytes == UINT64_MAX ? "any size" : fmt::format("{} B", s.max_bytes),
+      message_bytes(s.collective, 2, 1, 1) == 2 ? " x nranks" : "", s.slots);
+  out += fmt::format(
+      "protocol {}: a hint for GPUs; the host backend moves every protocol's data alike (MSCCL's LL and LL128 "
+      "buffer 8 messages per connection, Simple 2; braid gives each connection the slots above)\n",
+      s.protocol);
+  if (!s.ranks.empty() && s.collective != Collective::Custom) {
+    const RankProgram& p = s.ranks[0];
+    const uint64_t loop = std::max<uint64_t>(uint64_t(p.input_chunks) * message_bytes(s.collective, s.nranks, 1, 1) /
+                                                 input_blocks(s.collective, s.nranks),
+                                             p.output_chunks * message_bytes(s.collective, s.nranks, 1, 1) /
+                                                 output_blocks(s.collective, s.nranks));
+    out += fmt::format(
+        "chunks: the message is cut into {} equal chunks (MSCCL's nchunksperloop); MSCCL runs a file only when the "
+        "count divides evenly, braid runs any count (trailing chunks shorter or empty)\n",
+        loop);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string schedule_to_text(const Schedule& s) {
@@ -30,6 +58,7 @@ std::string schedule_to_text(const Schedule& s) {
   if (s.root >= 0) out += fmt::format(", root {}", s.root);
   out += fmt::format(" ({}{}{})\n", s.in_place ? "in place" : "", s.in_place && s.out_of_place ? ", " : "",
                      s.out_of_place ? "out of place" : "");
+  out += run_notes(s);
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankProgram& p = s.ranks[r];
     out += fmt::format("rank {}: chunks input {} output {} scratch {}\n", r, p.input_chunks, p.output_chunks,

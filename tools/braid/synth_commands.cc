@@ -161,12 +161,14 @@ Command add_synth_command(CLI::App& app) {
 Command add_sim_command(CLI::App& app) {
   struct Args {
     std::string file, topology, sizes = "1K,1M,64M";
+    bool unverified = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("sim", "predicted time and busbw per size, against ring on the same topology");
   cmd->add_option("file", args->file, "schedule file (.json or MSCCL .xml)")->required();
   cmd->add_option("--topology,-t", args->topology, "built-in or JSON topology (default: all ranks on one switch)");
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (nccl-tests' size column), e.g. 1K,1M,64M");
+  cmd->add_flag("--unverified", args->unverified, "simulate a schedule that does not verify (wrong results or deadlock)");
   return {cmd, [args]() {
             std::string error;
             Schedule s;
@@ -175,6 +177,13 @@ Command add_sim_command(CLI::App& app) {
             if (!load_schedule_file(args->file, &s, &error) || !topology_for(s, args->topology, &t, &error) ||
                 !parse_sizes(args->sizes, &sizes, &error))
               return fmt::print(stderr, "braid: {}\n", error), 2;
+            // A schedule that computes the wrong thing has no speed worth printing.
+            if (VerifyResult v = verify(s); !v.ok) {
+              fmt::print(stderr, "braid: {} does not verify ({} slots per connection):\n", args->file, s.slots);
+              for (const std::string& e : v.errors) fmt::print(stderr, "  {}\n", e);
+              if (!args->unverified) return fmt::print(stderr, "braid: not simulated (--unverified simulates it anyway)\n"), 1;
+              fmt::print("# WARNING: {} does not verify; times below are for a wrong schedule\n", s.name);
+            }
             Schedule ring, hier;
             bool have_ring = topology_ring(t, s.collective, &ring, &error);
             bool have_hier = t.nodes > 1 && hierarchical(t, s.collective, &hier, &error);

@@ -74,6 +74,7 @@ struct DevicePlan {
   uint32_t nlanes = 0;
   uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
+  uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
   void* block = nullptr;
 };
 
@@ -159,17 +160,22 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
+  int connection_slots() const override { return int(nslots_); }
+
   // Enqueues one collective on call.stream: its schedule's plan, or the
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
-                                       call.count * datatype_size(call.type), &planned, -1, Placement::Unknown,
-                                       call.algorithms));
+                                       call.count * datatype_size(call.type), &planned, -1,
+                                       placement_of(call, ctx_.comm.rank, ctx_.comm.nranks), call.algorithms));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
                datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
+    if (schedule.slots > int(nslots_))  // the planner skips such files; never deadlock on one
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} needs {} slots per connection; BRAID_CUDA_SLOTS is {}",
+                         schedule.name, schedule.slots, nslots_);
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = call.stream;
     warn_if_legacy_stream(stream);
@@ -209,7 +215,11 @@ class CudaBackend final : public Backend {
     L.deps = plan->deps;
     L.fifos = plan->fifos;
     B.esize = uint32_t(esize);
-    B.tile_elems = std::max<uint64_t>(1, slot_bytes_ / esize);
+    const uint64_t tile_bytes = framed_tile_bytes(slot_bytes_, slot_bytes_, plan->max_frame, B.esize);
+    if (tile_bytes == 0)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot "
+                         "(BRAID_CUDA_SLOT_BYTES)", schedule.name, plan->max_frame, slot_bytes_);
+    B.tile_elems = std::max<uint64_t>(1, tile_bytes / esize);
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
@@ -510,6 +520,7 @@ class CudaBackend final : public Backend {
     plan.nlanes = uint32_t(lanes.size());
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
+    plan.max_frame = rec.max_frame;
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;

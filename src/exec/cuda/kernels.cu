@@ -229,7 +229,11 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           }
         }
       }
-      for (uint32_t c = 0; c < op.count; ++c) {
+      // One message per chunk, or one frame holding all of them (op_step.h).
+      const bool framed = op_framed(op);
+      const uint32_t messages = framed ? 1 : op.count, per_message = framed ? op.count : 1;
+      const uint64_t stride = L.buffers.tile_elems * L.buffers.esize;
+      for (uint32_t m = 0; m < messages; ++m) {
         if (threadIdx.x == 0 && !s_failed) {
           if (receives) {
             uint64_t h = load_volatile(rf->head);
@@ -254,6 +258,11 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
               s_slot = sf->slots + (t % L.nslots) * L.slot_bytes;
             }
           }
+          if (framed && receives && !s_failed &&
+              (s_recv_bytes < frame_header_bytes(op.count) || load_volatile((const uint64_t*)s_in) != op.count)) {
+            fail(L.error, kDevMismatch);
+            s_failed = true;
+          }
         }
         __syncthreads();
         if (s_failed) return;
@@ -261,28 +270,55 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         // counter thread 0 saw must not come from a stale L1 line.
         __threadfence();
 
-        const StepSpan src = op_reads_src(type)
-                                 ? step_span(L.buffers, capacity, slice, slices, op.src_buffer, op.src_index + c, tile)
-                                 : StepSpan{};
-        const StepSpan dst = op_writes_dst(type)
-                                 ? step_span(L.buffers, capacity, slice, slices, op.dst_buffer, op.dst_index + c, tile)
-                                 : StepSpan{};
-        StepSpan operands[2];
-        const int count = step_operands(type, src, dst, operands);
-        uint64_t n = 0;
-        const int code = step_length(operands, count, receives, s_recv_bytes / L.buffers.esize, &n);
-        if (code != kStepOk) {
-          if (threadIdx.x == 0) fail(L.error, code == kStepShortFragment ? kDevMismatch : kDevBadPlan);
-          return;
+        uint64_t message_bytes = framed ? frame_header_bytes(op.count) : 0;
+        for (uint32_t k = 0; k < per_message; ++k) {
+          const uint32_t c = framed ? k : m;
+          const char* in = s_in;
+          char* slot = s_slot;
+          uint64_t recv_bytes = s_recv_bytes;
+          if (framed) {
+            const uint64_t at = frame_offset(op.count, k, stride);
+            if (receives) {
+              recv_bytes = load_volatile((const uint64_t*)s_in + 1 + k);
+              if (!frame_chunk_fits(op.count, k, stride, recv_bytes, s_recv_bytes, L.buffers.esize)) {
+                if (threadIdx.x == 0) fail(L.error, kDevMismatch);
+                return;
+              }
+              in = s_in + at;
+            }
+            if (sends) slot = s_slot + at;
+          }
+          const StepSpan src = op_reads_src(type)
+                                   ? step_span(L.buffers, capacity, slice, slices, op.src_buffer, op.src_index + c, tile)
+                                   : StepSpan{};
+          const StepSpan dst = op_writes_dst(type)
+                                   ? step_span(L.buffers, capacity, slice, slices, op.dst_buffer, op.dst_index + c, tile)
+                                   : StepSpan{};
+          StepSpan operands[2];
+          const int count = step_operands(type, src, dst, operands);
+          uint64_t n = 0;
+          const int code = step_length(operands, count, receives, recv_bytes / L.buffers.esize, &n);
+          if (code != kStepOk) {
+            if (threadIdx.x == 0) fail(L.error, code == kStepShortFragment ? kDevMismatch : kDevBadPlan);
+            return;
+          }
+          op_step(type, memory, src, dst, in, slot, n);
+          const uint64_t bytes = n * L.buffers.esize;
+          if (framed) {
+            if (sends && threadIdx.x == 0) store_volatile((uint64_t*)s_slot + 1 + k, bytes);
+            message_bytes = frame_offset(op.count, k, stride) + bytes;
+          } else {
+            message_bytes = bytes;
+          }
         }
-        op_step(type, memory, src, dst, s_in, s_slot, n);
+        if (framed && sends && threadIdx.x == 0) store_volatile((uint64_t*)s_slot, uint64_t(op.count));
         // Our writes (peer slot, local buffers) must be visible before the
         // peer or another lane sees the counters move.
         __threadfence_system();
         __syncthreads();
         if (threadIdx.x == 0) {
           if (sends) {
-            store_volatile(&sf->lengths[s_tail % L.nslots], n * L.buffers.esize);
+            store_volatile(&sf->lengths[s_tail % L.nslots], message_bytes);
             __threadfence_system();
             store_volatile(sf->tail, s_tail + 1);
           }

@@ -5,9 +5,12 @@
 // The call's buffers are walked in tiles: tile j of chunk k is elements
 // [begin_k + j*t, begin_k + (j+1)*t) clipped to the chunk, with t chosen so a
 // tile fits in one transport slot.  Every lane runs the whole op list once
-// per tile, so each op moves one fragment per chunk per tile, and the
-// schedule's deadlock freedom (verified with kMinSlots buffered chunks per
-// connection) carries over to any message size.  Dependencies are per tile.
+// per tile, so each op moves one message per tile: one fragment, or for an
+// op moving several chunks to or from a peer, a frame of one fragment per
+// chunk (op_step.h; t then shrinks so that the largest frame fits a slot).
+// The schedule's deadlock freedom (verified with Schedule::slots messages
+// per connection, which every connection here gets) carries over to any
+// message size.  Dependencies are per tile.
 // A call may run as several slices, each its own lanes on its own channels
 // over a disjoint part of every buffer block (the kernel's blockIdx.y); the
 // host backend runs one.
@@ -141,23 +144,33 @@ class CollectiveTask final : public Task {
   }
 
   // Before every call: the lanes run on this call's pipes, and the pipes
-  // cycle through as many slots as a call keeping all of them busy should.
+  // cycle through as many slots as a call keeping all of them busy should,
+  // and at least as many as the schedule was verified with.
   void start() {
     const size_t ops = a_.records->ops.size();
     for (LaneRun& run : lanes_) {
       run.send_pipes = send_pipes_.data() + run.slice * ops + run.lane->op_begin;
       run.recv_pipes = recv_pipes_.data() + run.slice * ops + run.lane->op_begin;
     }
-    const int slots = slots_per_connection(ring_slots(), int(send_connections_.size()));
+    const int slots =
+        std::max(a_.records->slots, slots_per_connection(ring_slots(), int(send_connections_.size())));
     for (SendPipe* pipe : send_connections_) pipe->use_slots(slots);
   }
 
-  bool wide() const { return a_.narrow_tile_bytes > 0 && a_.tile_bytes > a_.narrow_tile_bytes; }
+  // A frame of the schedule's largest chunk count must fit a slot.
+  Status check_frames() const {
+    if (tile_bytes_ > 0) return Status::ok();
+    return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot",
+                       a_.schedule->name, a_.records->max_frame, frame_slot_bytes());
+  }
+
+  uint64_t frame_slot_bytes() const { return a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes(); }
+  bool wide() const { return a_.narrow_tile_bytes > 0 && tile_bytes_ > a_.narrow_tile_bytes; }
   // The slots a send connection may cycle through: wide fragments the
   // memory the narrow ones would.
   int ring_slots() const {
     const int all = a_.transport->slots();
-    return wide() ? int(uint64_t(all) * a_.narrow_tile_bytes / a_.tile_bytes) : all;
+    return wide() ? int(uint64_t(all) * a_.narrow_tile_bytes / tile_bytes_) : all;
   }
 
   // Takes the call's buffers and sizes and rewinds every lane (a reused task
@@ -171,7 +184,8 @@ class CollectiveTask final : public Task {
     buffers_.input_shape = a_.input_shape;
     buffers_.output_shape = a_.output_shape;
     buffers_.scratch_stride = uint64_t(a_.schedule->ranks.at(a_.rank).scratch_chunks) * a_.scratch_capacity;
-    buffers_.tile_elems = std::max<uint64_t>(1, a_.tile_bytes / esize);
+    tile_bytes_ = framed_tile_bytes(a_.tile_bytes, frame_slot_bytes(), a_.records->max_frame, esize);
+    buffers_.tile_elems = std::max<uint64_t>(1, tile_bytes_ / esize);
     buffers_.esize = esize;
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
@@ -278,17 +292,18 @@ class CollectiveTask final : public Task {
       BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot));
       if (!run.send_slot) return Status::ok();
     }
-    recv_elems_ = run.recv_bytes / buffers_.esize;
-    const StepSpan src = op_reads_src(type) ? span(run, op.src_buffer, op.src_index + run.chunk, run.tile) : StepSpan{};
-    const StepSpan dst = op_writes_dst(type) ? span(run, op.dst_buffer, op.dst_index + run.chunk, run.tile) : StepSpan{};
-    StepSpan operands[2];
-    const int count = step_operands(type, src, dst, operands);
-    uint64_t n = 0;
-    if (int code = step_length(operands, count, receives, recv_elems_, &n); code != kStepOk)
-      return step_error(code, dst.user ? dst.elems : src.elems);
-    op_step(type, memory_, src, dst, static_cast<const char*>(run.recv_data), static_cast<char*>(run.send_slot), n);
+    const bool framed = op_framed(op);
+    uint64_t sent_bytes = 0;
+    if (framed) {
+      BRAID_TRY(run_frame(run, op, &sent_bytes));
+    } else {
+      uint64_t n = 0;
+      BRAID_TRY(run_chunk(run, op, run.chunk, static_cast<const char*>(run.recv_data), run.recv_bytes,
+                          static_cast<char*>(run.send_slot), &n));
+      sent_bytes = n * buffers_.esize;
+    }
     if (sends) {
-      BRAID_TRY(run.send_pipes[run.op]->commit(n * buffers_.esize));
+      BRAID_TRY(run.send_pipes[run.op]->commit(sent_bytes));
       run.send_slot = nullptr;
     }
     if (receives) {
@@ -296,8 +311,60 @@ class CollectiveTask final : public Task {
       run.recv_data = nullptr;
     }
     *moved = true;
-    if (++run.chunk < op.count) return Status::ok();
+    run.chunk = framed ? op.count : run.chunk + 1;
+    if (run.chunk < op.count) return Status::ok();
     finish_op(run);
+    return Status::ok();
+  }
+
+  // Chunk `chunk` (op-relative) of an op in the current tile: `in` is its
+  // received fragment of `in_bytes`, `slot` takes what it sends.  *n:
+  // elements moved.
+  Status run_chunk(const LaneRun& run, const OpRecord& op, uint32_t chunk, const char* in, uint64_t in_bytes,
+                   char* slot, uint64_t* n) {
+    const OpType type = OpType(op.type);
+    recv_elems_ = in_bytes / buffers_.esize;
+    const StepSpan src = op_reads_src(type) ? span(run, op.src_buffer, op.src_index + chunk, run.tile) : StepSpan{};
+    const StepSpan dst = op_writes_dst(type) ? span(run, op.dst_buffer, op.dst_index + chunk, run.tile) : StepSpan{};
+    StepSpan operands[2];
+    const int count = step_operands(type, src, dst, operands);
+    if (int code = step_length(operands, count, op.recv_conn >= 0, recv_elems_, n); code != kStepOk)
+      return step_error(code, dst.user ? dst.elems : src.elems);
+    op_step(type, memory_, src, dst, in, slot, *n);
+    return Status::ok();
+  }
+
+  // An op's chunks of this tile as one frame (op_step.h): each chunk's
+  // fragment at its place after the header, the header written last.
+  // *sent_bytes: the frame's length up to its last chunk's end.
+  Status run_frame(const LaneRun& run, const OpRecord& op, uint64_t* sent_bytes) {
+    const uint32_t chunks = op.count;
+    const uint64_t stride = buffers_.tile_elems * buffers_.esize, header = frame_header_bytes(chunks);
+    const auto* in_header = static_cast<const uint64_t*>(run.recv_data);
+    auto* out_header = static_cast<uint64_t*>(run.send_slot);
+    if (in_header && (run.recv_bytes < header || in_header[0] != chunks))
+      return BRAID_ERROR(ncclInternalError, "schedule {}: a message of {} chunks for an op of {}", a_.schedule->name,
+                         run.recv_bytes < header ? 0 : in_header[0], chunks);
+    *sent_bytes = header;
+    for (uint32_t k = 0; k < chunks; ++k) {
+      const char* in = nullptr;
+      uint64_t in_bytes = 0;
+      if (in_header) {
+        in_bytes = in_header[1 + k];
+        if (!frame_chunk_fits(chunks, k, stride, in_bytes, run.recv_bytes, buffers_.esize))
+          return BRAID_ERROR(ncclInternalError, "schedule {}: chunk {} of a message is {} bytes, not within its {}",
+                             a_.schedule->name, k, in_bytes, stride);
+        in = static_cast<const char*>(run.recv_data) + frame_offset(chunks, k, stride);
+      }
+      char* slot = out_header ? static_cast<char*>(run.send_slot) + frame_offset(chunks, k, stride) : nullptr;
+      uint64_t n = 0;
+      BRAID_TRY(run_chunk(run, op, k, in, in_bytes, slot, &n));
+      if (out_header) {
+        out_header[1 + k] = n * buffers_.esize;
+        *sent_bytes = frame_offset(chunks, k, stride) + n * buffers_.esize;
+      }
+    }
+    if (out_header) out_header[0] = chunks;
     return Status::ok();
   }
 
@@ -342,6 +409,7 @@ class CollectiveTask final : public Task {
   }
 
   CollectiveArgs a_;
+  uint64_t tile_bytes_ = 0;  // a_.tile_bytes, or less where frames must fit a slot
   StepBuffers buffers_;
   HostMemory memory_;
   uint64_t recv_elems_ = 0;
@@ -376,11 +444,13 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {
   if (args.slices < 1) return BRAID_ERROR(ncclInternalError, "collective task of {} slices", args.slices);
   if (auto* reusable = dynamic_cast<CollectiveTask*>(out->get()); reusable && reusable->can_serve(args)) {
     reusable->bind(std::move(args));
+    BRAID_TRY(reusable->check_frames());
     reusable->start();
     return Status::ok();
   }
   auto task = std::make_unique<CollectiveTask>();
   task->bind(std::move(args));
+  BRAID_TRY(task->check_frames());
   BRAID_TRY(task->connect());
   task->start();
   *out = std::move(task);

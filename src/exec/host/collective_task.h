@@ -33,6 +33,7 @@ struct CollectiveArgs {
   int divide_output_by = 0;       // Avg: divide the output by this when done (0: no)
   uint64_t tile_bytes = 0;         // this call's fragment size (src/plan/host_tuning.h, call_tile_bytes)
   uint64_t narrow_tile_bytes = 0;  // the communicator's; wider fragments cycle through proportionally fewer slots
+  uint64_t frame_bytes = 0;        // a slot's capacity, agreed by every rank (0: this transport's): framed messages fit it
   bool stream_output = false;      // write the user output with streaming stores (src/plan/output_stores.h)
   bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;

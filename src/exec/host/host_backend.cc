@@ -227,7 +227,7 @@ class HostGroup {
         const size_t esize = datatype_size(c.type);
         std::shared_ptr<const Schedule> schedule;
         BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler_,
-                                             Placement::Unknown, c.algorithms));
+                                             placement_of(c, rank, nranks), c.algorithms));
         const RankProgram& prog = schedule->ranks.at(rank);
         const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
         const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
@@ -279,6 +279,7 @@ class HostGroup {
     a.op = c.reduction.fold;
     if (a.output) a.divide_output_by = c.reduction.divisor;
     a.narrow_tile_bytes = h.paths_.settings().tile_bytes;
+    a.frame_bytes = h.paths_.settings().wide_tile_bytes;  // a slot's capacity on every rank
     a.stream_output = a.output && stores.stream_output;
     a.stream_send_slots = stores.slots == SlotStores::Streamed;
     a.channel_base = channel_base;

@@ -40,6 +40,7 @@ class HostBackend final : public Backend {
 
   const char* name() const override { return "host"; }
   GroupRunner group_runner() const override;
+  int connection_slots() const override { return ctx_.transport->slots(); }
   Status run_alone(const CollectiveCall& call, bool* ran) override;
   Status window_registered(const WindowInfo& window) override;
   void window_deregistered(uint64_t seq) override;
