@@ -116,9 +116,6 @@ Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t byte
   return Status::ok();
 }
 
-namespace {
-
-// A call's selection: the size rule's algorithm if admitted, else the first admitted.
 std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
                                uint32_t algorithms) {
   const auto& registry = algorithm_registry();
@@ -131,8 +128,6 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
   }
   return first;
 }
-
-}  // namespace
 
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {

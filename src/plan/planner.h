@@ -38,6 +38,11 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);
+// A call's algorithm selection (CollectiveCall::algorithms, a bit per
+// algorithm_registry() index): the size rule's algorithm if the selection
+// admits it, else the first admitted one for `c` ("" if none).
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                               uint32_t algorithms);
 
 // The schedules loaded from BRAID_SCHEDULES, MSCCL_XML_FILES, MSCCL_CONFIG
 // and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per

@@ -55,7 +55,7 @@ Status comm_wait_job(ncclComm* comm) {
   if (!job) return Status::ok();
   int64_t timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
   if (!job->wait(timeout_ms + 1000))
-    return BRAID_ERROR(ncclSystemError, "the communicator's background work did not finish within BRAID_TIMEOUT");
+    return BRAID_ERROR(ncclTimeout, "the communicator's background work did not finish within BRAID_TIMEOUT");
   return Status::ok();
 }
 

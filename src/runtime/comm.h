@@ -109,6 +109,11 @@ struct ncclComm {
   // grow consumes it.
   bool grow_id_pending = false;
   ncclUniqueId grow_id{};
+  // NCCL_VERSION_CODE of the header the caller was built with, as its
+  // ncclConfig_t said (a derived communicator's config-less call inherits
+  // it); 0 when no config told.  Results 2.28's header lacks (ncclTimeout)
+  // are not returned to older callers (src/shim/api_common.cc).
+  unsigned client_version = 0;
 
   ncclComm();
   ~ncclComm();

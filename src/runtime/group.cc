@@ -37,7 +37,8 @@ void note_failure(ncclComm* comm, Status* s) {
   // A transfer that failed midway leaves connections in an unknown state:
   // the communicator is unusable from here (NCCL's async error).  A
   // revoked communicator is stopped on purpose: it reports quiescence.
-  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError;
+  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError ||
+                s->code() == ncclTimeout;
   if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
   else if (broken) comm->async_error = s->code();
 }

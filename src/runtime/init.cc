@@ -56,7 +56,24 @@ struct InitInfo {
   HostTuningReport tuning;  // folded by agree_host_tuning (src/plan/host_tuning.h)
   uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
   CmaProbe cma_probe;       // for peers to try reading this process
+  uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
 };
+
+// NCCL_MULTI_RANK_GPU_ENABLE (NCCL 2.30): NCCL refuses two ranks of one
+// communicator on one GPU unless it is set.  braid's CUDA backend has always
+// run them (they share the GPU like any two processes, docs/compatibility.md),
+// so braid allows them unless the variable is 0, which asks for NCCL's old
+// refusal.  Host ranks have no GPU to share.  Every rank looks at every
+// pair, so all of them refuse together.
+Status check_ranks_per_gpu(const std::vector<InitInfo>& infos) {
+  if (env_raw("NCCL_MULTI_RANK_GPU_ENABLE") != "0") return Status::ok();
+  for (size_t a = 0; a < infos.size(); ++a)
+    for (size_t b = a + 1; b < infos.size(); ++b)
+      if (infos[a].gpu && infos[a].gpu == infos[b].gpu && infos[a].peer.machine_hash == infos[b].peer.machine_hash)
+        return BRAID_ERROR(ncclInvalidUsage, "ranks {} and {} run on one GPU and NCCL_MULTI_RANK_GPU_ENABLE=0 "
+                           "forbids several ranks per GPU (unset it, or set 1, to allow them)", a, b);
+  return Status::ok();
+}
 
 // The collectives whose schedule this rank may replace by a fast path (a
 // board or the pull path): BRAID_ALGO forcing an algorithm, or a schedule
@@ -96,6 +113,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->peer.pid = int32_t(getpid());
   std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
   mine->process = this_process();
+  mine->gpu = local.device.usable ? local.device.gpu : 0;
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
@@ -252,6 +270,7 @@ Status comm_setup(ncclComm* comm) {
   for (const InitInfo& i : infos) values.push_back(i.agreed);
   AgreedValues agreed;
   BRAID_TRY(fold_agreed(values, &agreed));
+  BRAID_TRY(check_ranks_per_gpu(infos));
   comm->check_args = agreed.check_args != 0;
 
   TransportContext ctx;

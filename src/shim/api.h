@@ -31,6 +31,9 @@ std::string global_last_error();
 // An entry point's result: its code, and for an error the message
 // recorded and printed (report_error, out of line).
 ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status);
+// `code` as the caller of `function` on `comm` may see it: ncclTimeout
+// (2.29) is ncclSystemError for a caller that may have 2.28's header.
+ncclResult_t result_for_caller(const ncclComm* comm, const char* function, ncclResult_t code);
 inline ncclResult_t report(ncclComm* comm, const char* function, const Status& status) {
   return status.is_ok() ? ncclSuccess : report_error(comm, function, status);
 }

@@ -26,6 +26,7 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   call.id = id;
   call.scalable_ids = scalable_ids;
   comm->config = read;  // this library's struct, whatever release the caller's came from
+  if (config) std::memcpy(&comm->client_version, &config->version, sizeof(unsigned));
   // Set before the (maybe background) init starts: queries read them.
   comm->rank = rank;
   comm->nranks = nranks;
@@ -237,7 +238,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
     poll_backend_error(comm);
-    *error = comm_async_state(comm);
+    *error = result_for_caller(comm, "ncclCommGetAsyncError", comm_async_state(comm));
     return Status::ok();
   });
 }

@@ -45,6 +45,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/tls.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 
@@ -415,6 +416,7 @@ class SocketTransportImpl final : public Transport {
       int fd = -1;
       Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
       if (st.is_ok()) st = connect_tcp(addr, deadline, &aborted_, &fd);
+      if (st.is_ok()) st = tls_secure(&fd, TlsRole::Client);
       Handshake hello{ctx_.comm_hash, ctx_.rank, s->channel};
       if (st.is_ok()) st = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
       if (!st.is_ok()) {
@@ -433,6 +435,10 @@ class SocketTransportImpl final : public Transport {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     set_nodelay(fd);
+    if (!tls_secure(&fd, TlsRole::Server).is_ok()) {
+      ::close(fd);
+      return;
+    }
     handshaking_.push_back(fd);
   }
 

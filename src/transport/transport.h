@@ -87,8 +87,8 @@ class Transport {
   // ring it or it is not set up yet: then the caller polls.
   virtual Doorbell* doorbell() { return nullptr; }
   // Bytes of memory its connections hold now (slot rings, staging), for
-  // ncclCommMemStats.
-  virtual uint64_t bytes_held() const = 0;
+  // ncclCommMemStats.  (0: one that holds none of its own, as tests' fakes.)
+  virtual uint64_t bytes_held() const { return 0; }
 };
 
 // How many of `peers` share the host of peers[rank] (itself included).

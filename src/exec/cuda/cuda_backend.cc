@@ -76,6 +76,7 @@ struct DevicePlan {
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
   void* block = nullptr;
+  size_t bytes = 0;  // of block
 };
 
 class CudaBackend final : public Backend {
@@ -521,12 +522,25 @@ class CudaBackend final : public Backend {
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
     plan.max_frame = rec.max_frame;
+    plan.bytes = host.size();
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;
     return Status::ok();
   }
 
+ public:
+  // Device memory this communicator allocated (ncclCommMemStats): the FIFO
+  // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
+  MemoryHeld memory_held() const override {
+    MemoryHeld m;
+    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
+                   cuda::kFlagWords * sizeof(int);
+    for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
+    return m;
+  }
+
+ private:
   void release() {
     if (device_ < 0) return;
     cudaSetDevice(device_);
@@ -590,6 +604,13 @@ DeviceProbe probe_device_backend() {
   if (cudaGetDevice(&device) != cudaSuccess) return probe;
   probe.usable = 1;
   probe.device = device;
+  // The UUID names the GPU whatever CUDA_VISIBLE_DEVICES numbers it as.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a
+    for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
+    probe.gpu = h;
+  }
   return probe;
 }
 

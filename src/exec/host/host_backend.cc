@@ -61,7 +61,9 @@ Status HostBackend::window_registered(const WindowInfo& window) {
   // every rank registers it, so all connect together.
   if (!rma_) BRAID_TRY(rma_start());
   rma_->add_window(window);
-  return Status::ok();
+  // A peer may put into the window as soon as its registration returns:
+  // every rank's receiver must know the window by then.
+  return std::move(ctx_.bootstrap->barrier()).context("window registration");
 }
 
 void HostBackend::window_deregistered(uint64_t seq) {
