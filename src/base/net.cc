@@ -168,7 +168,7 @@ Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::
                               : BRAID_ERROR(ncclTimeout, "recv: timed out (BRAID_TIMEOUT)");
       continue;
     }
-    return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({})", std::strerror(errno));
+    return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({}){}", std::strerror(errno), tls_hint());
   }
   return Status::ok();
 }

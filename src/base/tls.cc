@@ -371,6 +371,8 @@ Status tls_configure(const char* psk) {
 
 bool tls_enabled() { return g_enabled.load(std::memory_order_acquire); }
 
+std::chrono::milliseconds tls_hello_grace() { return std::chrono::milliseconds(tls_enabled() ? 10000 : 0); }
+
 Status tls_secure(int* fd, TlsRole role) {
   if (!tls_enabled()) return Status::ok();
   int pair[2];

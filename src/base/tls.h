@@ -20,6 +20,7 @@
 // only by processes that turned TLS on.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "src/base/status.h"
@@ -39,6 +40,10 @@ enum class TlsRole { Client, Server };
 // new descriptor keeps the old one's O_NONBLOCK and is close-on-exec.
 // With TLS off: nothing changes.
 Status tls_secure(int* fd, TlsRole role);
+
+// How much longer than usual an accepted connection's first message may
+// take: with TLS on, the handshake comes first (0 with TLS off).
+std::chrono::milliseconds tls_hello_grace();
 
 // The last reason the relay closed a connection of this process ("" if it
 // never did), e.g. a handshake with a peer holding another key.

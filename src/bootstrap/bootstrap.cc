@@ -101,7 +101,7 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
       int fd = fds[i].fd;
       std::erase(pending, fd);
       RootHello hello{};
-      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), nullptr).is_ok()) {
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout + tls_hello_grace()), nullptr).is_ok()) {
         drop(fd, "no complete hello");
         continue;
       }
@@ -281,7 +281,7 @@ class SocketBootstrap final : public Bootstrap {
         continue;
       }
       PeerHello hello{};
-      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), &aborted_).is_ok() ||
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout + tls_hello_grace()), &aborted_).is_ok() ||
           !peer_hello_ok(hello, key_, nranks_) || in_fd_[hello.rank] >= 0) {
         BRAID_INFO(kBootstrap, "bootstrap: rank {} dropped a connection without a valid hello", rank_);
         ::close(fd);

@@ -445,7 +445,7 @@ class SocketTransportImpl final : public Transport {
   void finish_handshake(int fd) {
     std::erase(handshaking_, fd);
     Handshake hello{};
-    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1)), &aborted_);
+    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1) + tls_hello_grace()), &aborted_);
     if (!st.is_ok() || hello.comm_hash != ctx_.comm_hash || hello.rank < 0 || hello.rank >= ctx_.nranks ||
         hello.channel < 0) {
       BRAID_INFO(kNet, "socket transport: dropped a connection without a valid handshake");

@@ -163,8 +163,13 @@ static int existing_rank(int rank, const ncclUniqueId* id) {
 static int joining_rank(int rank) {
   ncclUniqueId grow_id;
   EXPECT(read(grow_pipe[0], &grow_id, sizeof(grow_id)) == (ssize_t)sizeof(grow_id));
+  /* The existing ranks' grown communicator inherits their config: the RMA
+   * geometry must agree everywhere. */
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.numRmaCtx = 2;
+  config.numRmaSig = 2;
   ncclComm_t grown;
-  CHECK(ncclCommGrow(NULL, GROWN, &grow_id, rank, &grown, NULL));
+  CHECK(ncclCommGrow(NULL, GROWN, &grow_id, rank, &grown, &config));
   if (allreduce_exact(rank, GROWN, grown)) return 1;
   CHECK(ncclCommDestroy(grown));
   return 0;
