@@ -145,7 +145,7 @@ typedef struct ncclConfig_v23200 {
   int graphUsageMode;      /* 2.29 */
   int numRmaCtx;           /* 2.29; 88 bytes */
   int maxP2pPeers;         /* 2.30 */
-  int graphStreamOrdering; /* 2.30.5; 96 bytes */
+  int graphStreamOrdering; /* 2.30.7 (in 2.30.3's tail padding); 96 bytes */
   int launchOrderImplicit; /* 2.31 */
   int numRmaSig;           /* 2.31 */
   int rmaEagerInit;        /* 2.31 */
@@ -207,6 +207,8 @@ typedef struct ncclCollConfig_v23200 {
   }
 
 /* TLS for the bootstrap and socket traffic (2.32): ncclSetEncryption. */
+/* The modes' values: NCCL documents the names; 2.32's header, with the
+ * numbers, was not public where this was written (docs/compatibility.md). */
 #define NCCL_ENCRYPTION_MODE_NONE 0
 #define NCCL_ENCRYPTION_MODE_PSK 1
 typedef struct ncclEncryptionConfig_v23200 {

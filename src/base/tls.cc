@@ -197,10 +197,10 @@ class Relay {
         for (auto& c : incoming_) conns.push_back(std::move(c));
         incoming_.clear();
       }
-      bool again = false;  // data OpenSSL holds that no poll would announce
+      bool again = false;  // data OpenSSL holds, that no poll would announce, and room for it
       for (auto& c : conns) {
         if (c && !step(*c, buffer)) c.reset();
-        again |= c && SSL_has_pending(c->ssl);
+        again |= c && c->to_app.empty() && !c->net_closed && SSL_has_pending(c->ssl);
       }
       std::erase(conns, nullptr);
       fds.assign(1, pollfd{wake_, POLLIN, 0});

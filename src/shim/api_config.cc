@@ -9,8 +9,9 @@
 // says 2.31 and is 80 bytes long did not come from NCCL_CONFIG_INITIALIZER
 // (or was copied into a smaller struct), and reading it would run past the
 // caller's memory.  Members a release added inside its struct's tail
-// padding (graphStreamOrdering, 2.30.5) are read only from structs of that
-// release on: an earlier 2.30 struct holds padding there.
+// padding (graphStreamOrdering: first in 2.30.7's header) are read only
+// from structs of that release on: an earlier 2.30 struct holds padding
+// there.
 //
 // A struct from a newer header than this library's is read up to this
 // library's size: its extra members are ones braid does not know.
@@ -46,7 +47,7 @@ constexpr Member kConfigMembers[] = {
     BRAID_MEMBER(graphUsageMode, NCCL_VERSION(2, 29, 0)),
     BRAID_MEMBER(numRmaCtx, NCCL_VERSION(2, 29, 0)),
     BRAID_MEMBER(maxP2pPeers, NCCL_VERSION(2, 30, 0)),
-    BRAID_MEMBER(graphStreamOrdering, NCCL_VERSION(2, 30, 5)),
+    BRAID_MEMBER(graphStreamOrdering, NCCL_VERSION(2, 30, 7)),
     BRAID_MEMBER(launchOrderImplicit, NCCL_VERSION(2, 31, 0)),
     BRAID_MEMBER(numRmaSig, NCCL_VERSION(2, 31, 0)),
     BRAID_MEMBER(rmaEagerInit, NCCL_VERSION(2, 31, 0)),

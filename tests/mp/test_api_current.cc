@@ -389,3 +389,68 @@ TEST_CASE("bad arguments of every function NCCL 2.29-2.32 added", "[api][errors]
           run_and_check(cc, rank, n, comm, f);
         }) == 0);
 }
+
+// The device API's host queries (nccl_device/core.h, 2.29-2.30): braid ships
+// no such header, so the test declares them as NCCL's header does.
+namespace {
+struct DeviceProperties {  // ncclCommProperties_t
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  bool deviceApiSupport, multimemSupport;
+  int ginType, nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
+struct MultimemHandle {
+  void* mcBasePtr;
+};
+}  // namespace
+extern "C" {
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, DeviceProperties* props);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, MultimemHandle mm, void** outPtr);
+}
+
+TEST_CASE("device API host queries: properties and peers' window pointers", "[api][device][threads]") {
+  constexpr int n = 3;
+  std::vector<std::vector<int32_t>> buffers(n, std::vector<int32_t>(1024));
+  CHECK(run_ranks_as_threads(n, [&](int rank, int, ncclComm_t comm, Failures& f) {
+          Expect expect{f, fmt::format("rank {} ", rank)};
+          DeviceProperties p{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION_CODE};
+          MP_NCCL(f, ncclCommQueryProperties(comm, &p));
+          if (p.rank != rank || p.nRanks != n || p.cudaDev != -1 || p.nLsaTeams != 1 || !p.hostRmaSupport ||
+              p.deviceApiSupport || p.multimemSupport || p.ginType != 0)
+            f.fail(fmt::format("rank {}: properties {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
+                               p.hostRmaSupport));
+          // A 2.29 struct (40 bytes): nothing past it is written.
+          DeviceProperties old{40, NCCL_API_MAGIC, NCCL_VERSION(2, 29, 2)};
+          old.nLsaTeams = -5;
+          MP_NCCL(f, ncclCommQueryProperties(comm, &old));
+          if (old.rank != rank || old.nLsaTeams != -5) f.fail("a 2.29-sized ncclCommProperties_t was overrun");
+          old.magic = 1;
+          expect(ncclCommQueryProperties(comm, &old), ncclInvalidArgument, "bad magic");
+          expect(ncclCommQueryProperties(comm, nullptr), ncclInvalidArgument, "NULL props");
+
+          ncclWindow_t win = nullptr;
+          MP_NCCL(f, ncclCommWindowRegister(comm, buffers[rank].data(), 4096, &win, NCCL_WIN_DEFAULT));
+          for (int peer = 0; peer < n; ++peer) {
+            void* ptr = nullptr;
+            MP_NCCL(f, ncclGetPeerDevicePointer(win, 64, peer, &ptr));
+            if (ptr != reinterpret_cast<char*>(buffers[peer].data()) + 64) f.fail("peer pointer");
+            MP_NCCL(f, ncclGetLsaDevicePointer(win, 0, peer, &ptr));
+            if (ptr != buffers[peer].data()) f.fail("lsa pointer");
+          }
+          void* ptr = nullptr;
+          expect(ncclGetPeerDevicePointer(win, 0, n, &ptr), ncclInvalidArgument, "peer out of range");
+          expect(ncclGetPeerDevicePointer(win, 8192, 0, &ptr), ncclInvalidArgument, "offset past the window");
+          expect(ncclGetPeerDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidArgument, "NULL window");
+          expect(ncclGetLsaDevicePointer(win, 0, n, &ptr), ncclInvalidArgument, "lsaRank out of range");
+          expect(ncclGetLsaMultimemDevicePointer(win, 0, &ptr), ncclInvalidUsage, "multimem");
+          expect(ncclGetMultimemDevicePointer(win, 0, MultimemHandle{nullptr}, &ptr), ncclInvalidUsage, "multimem");
+          MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+        }) == 0);
+}
