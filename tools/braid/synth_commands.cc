@@ -148,12 +148,12 @@ Command add_synth_command(CLI::App& app) {
             if (!synthesize(t, sketch, o, &s, &report, &error)) return fmt::print(stderr, "braid: {}\n", error), 1;
             if (!save_schedule_file(args->output, s, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
             fmt::print("{}: {} ranks, verified, written to {} (synthesis {:.2f} s; routing {:.2f} s{}{}; ordering {:.2f} s, "
-                       "{:.2f} us; contiguity {:.2f} s, {:.2f} us, {} of {} candidate pairs merged)\n",
+                       "{:.2f} us; contiguity {:.2f} s, {:.2f} us, {} of {} candidate pairs merged; simulated {:.2f} us at {} MB chunks)\n",
                        s.name, s.nranks, args->output, report.total_s, report.routing_s,
                        report.milp_used ? (report.milp_optimal ? ", MILP optimal" : ", MILP at time limit") : ", heuristic routes",
                        report.milp_used ? fmt::format(", T {:.2f} us vs heuristic {:.2f}", report.milp_objective, report.heuristic_objective) : "",
                        report.ordering_s, report.ordered_makespan_us, report.contiguity_s, report.contiguity_makespan_us,
-                       report.merged_transfers, report.contiguity_candidates);
+                       report.merged_transfers, report.contiguity_candidates, report.simulated_us, o.chunk_mb);
             return 0;
           }};
 }
