@@ -16,6 +16,9 @@ class RouterTransport final : public Transport {
   RouterTransport(const TransportContext& ctx, std::unique_ptr<Transport> shm, std::unique_ptr<Transport> socket)
       : ctx_(ctx), shm_(std::move(shm)), socket_(std::move(socket)) {}
   const char* name() const override { return "router"; }
+  uint64_t bytes_held() const override {
+    return (shm_ ? shm_->bytes_held() : 0) + (socket_ ? socket_->bytes_held() : 0);
+  }
   Status send_pipe(int peer, int channel, SendPipe** out) override {
     BRAID_TRY(check_peer(peer));
     return pick(peer)->send_pipe(peer, channel, out);
