@@ -27,8 +27,9 @@
 // One lane for all of phase 1 made every op wait for the one before it: an
 // input chunk the straggler could send waited behind a receive, and tile
 // t+1 of a fast rank's swap behind the last rounds of tile t, which left the
-// straggler's NIC idle for much of phase 1 on link-bound hosts
-// (perf/results/cluster_stragglar_*.txt).
+// straggler's NIC idle for much of phase 1 on link-bound hosts (seen in
+// the emulated cluster's runs while this was written; the results of the
+// schedule as it is now: perf/results/cluster_stragglar_*.txt).
 //
 // Cost after the straggler arrives, S bytes: R rounds of one S/(n-1) chunk,
 // R*(alpha + beta*S/(n-1)), R = n-2+log2 n for every power of two (the

@@ -51,7 +51,8 @@ constexpr uint64_t kWideTileMinTiles = 4;
 // (StragglAR's rounds, a synthesized schedule's relays) waits that long
 // before the next link can start on it: narrower fragments keep every link
 // of such a schedule busy, which ring, with no gaps to fill, does not need.
-// Measured on an emulated cluster: perf/results/cluster_*.txt.
+// Runs with it on the emulated cluster: perf/results/cluster_*.txt (a
+// side-by-side against wider fragments is not recorded there yet).
 constexpr uint64_t kRemoteFragmentBytes = 128 * 1024;
 
 // The fragment size of a call whose smallest chunk, on any rank, is
