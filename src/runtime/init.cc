@@ -159,6 +159,8 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   // A fragment must fit in every transport's slot.
   s.tile_bytes = std::min<uint64_t>(a.tile_bytes, transport.slot_bytes());
   s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
+  // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
+  if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
   // Boards serve lone blocking calls: not where every rank must compare its
   // arguments first, nor on a communicator whose calls run in the background.
   const bool boards = !remote_peer && nranks > 1 && !a.check_args && !comm->nonblocking();
