@@ -6,6 +6,7 @@
 // the C ABI.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -63,6 +64,22 @@ Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
 inline Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
   return int(op) >= 0 && op < ncclNumOps ? Status::ok() : check_user_op(comm, op, type);
 }
+// The members every versioned NCCL struct (ncclConfig_t, ncclCollConfig_t,
+// ncclEncryptionConfig_t, ncclCommProperties) begins with, as the caller's
+// release wrote them: they say how much of the rest its struct has.
+struct VersionedHeader {
+  size_t size = 0;
+  unsigned magic = 0, version = 0;
+};
+template <class T>
+VersionedHeader versioned_header(const T* user) {
+  VersionedHeader h;
+  std::memcpy(&h.size, &user->size, sizeof(h.size));
+  std::memcpy(&h.magic, &user->magic, sizeof(h.magic));
+  std::memcpy(&h.version, &user->version, sizeof(h.version));
+  return h;
+}
+
 // A caller's ncclConfig_t of any release since 2.14, read into this
 // library's struct (src/shim/api_config.cc): the members the caller's header
 // had, the rest at their defaults.  NULL reads as NCCL_CONFIG_INITIALIZER.

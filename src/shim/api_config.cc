@@ -112,11 +112,7 @@ Status read_config(const ncclConfig_t* user, ncclConfig_t* out) {
   *out = ncclConfig_t NCCL_CONFIG_INITIALIZER;
   if (!user) return Status::ok();
   // The header's three members first: every release has them.
-  size_t size = 0;
-  unsigned magic = 0, version = 0;
-  std::memcpy(&size, &user->size, sizeof(size));
-  std::memcpy(&magic, &user->magic, sizeof(magic));
-  std::memcpy(&version, &user->version, sizeof(version));
+  const auto [size, magic, version] = versioned_header(user);
   if (magic != NCCL_API_MAGIC)
     return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic {:#x})",
                        magic);
@@ -143,11 +139,7 @@ Status check_config(const ncclConfig_t* config) {
 Status read_coll_config(const ncclCollConfig_t* user, ncclCollConfig_t* out) {
   *out = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
   if (!user) return Status::ok();
-  size_t size = 0;
-  unsigned magic = 0, version = 0;
-  std::memcpy(&size, &user->size, sizeof(size));
-  std::memcpy(&magic, &user->magic, sizeof(magic));
-  std::memcpy(&version, &user->version, sizeof(version));
+  const auto [size, magic, version] = versioned_header(user);
   if (magic != NCCL_API_MAGIC)
     return BRAID_ERROR(ncclInvalidArgument,
                        "collective config was not initialised with NCCL_COLLCONFIG_INITIALIZER (bad magic {:#x})", magic);

@@ -57,11 +57,7 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   CommUse use(comm);
   BRAID_TRY(check_comm(use, comm));
   if (!user) return BRAID_ERROR(ncclInvalidArgument, "props is NULL");
-  size_t size = 0;
-  unsigned magic = 0, version = 0;
-  std::memcpy(&size, &user->size, sizeof(size));
-  std::memcpy(&magic, &user->magic, sizeof(magic));
-  std::memcpy(&version, &user->version, sizeof(version));
+  const auto [size, magic, version] = versioned_header(user);
   constexpr size_t k229 = offsetof(ncclCommProperties, nLsaTeams);
   if (magic != NCCL_API_MAGIC)
     return BRAID_ERROR(ncclInvalidArgument, "props was not initialised with NCCL_COMM_PROPERTIES_INITIALIZER (bad "

@@ -18,11 +18,7 @@ namespace {
 
 Status set_encryption(const ncclEncryptionConfig_t* user) {
   if (!user) return BRAID_ERROR(ncclInvalidArgument, "config is NULL");
-  size_t size = 0;
-  unsigned magic = 0, version = 0;
-  std::memcpy(&size, &user->size, sizeof(size));
-  std::memcpy(&magic, &user->magic, sizeof(magic));
-  std::memcpy(&version, &user->version, sizeof(version));
+  const auto [size, magic, version] = versioned_header(user);
   if (magic != NCCL_API_MAGIC)
     return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_ENCRYPTION_CONFIG_INITIALIZER "
                        "(bad magic {:#x})", magic);

@@ -298,10 +298,8 @@ TEST_CASE("bad arguments of every function NCCL 2.29-2.32 added", "[api][errors]
     ncclParamHandle_t forged = reinterpret_cast<ncclParamHandle_t>(&x);
     int8_t i8;
     int16_t i16;
-    int32_t i32;
     int64_t i64;
     uint8_t u8;
-    uint16_t u16;
     uint32_t u32;
     uint64_t u64;
     expect(ncclParamGetI8(nullptr, &i8), ncclInvalidArgument, "GetI8 NULL handle");

@@ -19,48 +19,14 @@ using Setup = std::function<void(int rank)>;
 
 // run_ranks with a config: numRmaCtx and numRmaSig for these tests.
 int run_with_config(Mode mode, int nranks, int contexts, int signals, const RankBody& body, const Setup& setup = {}) {
-  auto init = [=](ncclComm_t* comm, const ncclUniqueId& id, int r) {
+  InitRank init = [=](ncclComm_t* comm, int n, const ncclUniqueId& id, int r) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.numRmaCtx = contexts;
     config.numRmaSig = signals;
-    return ncclCommInitRankConfig(comm, nranks, id, r, &config);
+    return ncclCommInitRankConfig(comm, n, id, r, &config);
   };
-  if (mode == Mode::Threads) {
-    ncclUniqueId id;
-    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    std::vector<Failures> failures(nranks);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < nranks; ++r)
-      threads.emplace_back([&, r] {
-        ncclComm_t comm = nullptr;
-        MP_NCCL(failures[r], init(&comm, id, r));
-        if (!comm) return;
-        body(r, nranks, comm, failures[r]);
-        MP_NCCL(failures[r], ncclCommDestroy(comm));
-      });
-    for (auto& t : threads) t.join();
-    int total = 0;
-    for (auto& f : failures) total += f.count;
-    return total;
-  }
-  std::vector<pid_t> pids = fork_ranks(nranks, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    if (setup) setup(r);
-    Failures f;
-    ncclComm_t comm = nullptr;
-    MP_NCCL(f, init(&comm, ids[0], r));
-    if (comm) {
-      body(r, nranks, comm, f);
-      MP_NCCL(f, ncclCommDestroy(comm));
-    }
-    return f.count ? 1 : 0;
-  });
-  int bad = int(nranks - pids.size());
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-  }
-  return bad;
+  return mode == Mode::Threads ? run_ranks_as_threads(nranks, body, init)
+                               : run_ranks_as_processes(nranks, body, 90, setup, init);
 }
 
 constexpr size_t kBlock = 3000;  // floats each rank puts into each peer's window
