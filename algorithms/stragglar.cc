@@ -10,11 +10,26 @@
 // while the others copy finished chunks among themselves; afterwards the
 // straggler helps spread the last chunks.
 //
-// Lanes: phase 0 runs on lane 0 (channel 0) of the fast ranks, phase 1 on
-// lane 1 (channel 1), whose first op waits for lane 0.  The executor runs
-// each lane over the buffer tile by tile and dependencies are per tile, so
-// the fast ranks finish phase 0 on every tile before they block on the
-// straggler: the overlap needs no special support from the executor.
+// Lanes: phase 0 runs on lane 0 (channel 0) of the fast ranks.  The
+// executor runs each lane's ops in order, tile by tile, and dependencies are
+// per tile; so phase 1 puts in one lane only ops that must wait for each
+// other anyway, and says what each op waits for with explicit deps:
+//   - the straggler sends from one lane (channel 1), in round order: its own
+//     input chunks wait for nothing and stream back to back as it arrives;
+//     the final chunks it passes on afterwards wait for their swap;
+//   - a fast rank's swap send is a lane of its own (channel 1): it needs
+//     only phase 0, so it runs ahead while the straggler is away;
+//   - a fast rank's other sends are one lane (channel 2) in round order,
+//     each waiting for the receive that brought its chunk;
+//   - every rank receives on one lane per (peer, channel); a receive waits
+//     for phase 0 (in place it overwrites inputs phase 0 reads) and a swap's
+//     receive for the swap's send (it overwrites what that send reads).
+// One lane for all of phase 1 made every op wait for the one before it: an
+// input chunk the straggler could send waited behind a receive, and tile
+// t+1 of a fast rank's swap behind the last rounds of tile t, which left the
+// straggler's NIC idle for much of phase 1 on link-bound hosts (seen in
+// the emulated cluster's runs while this was written; the results of the
+// schedule as it is now: perf/results/cluster_stragglar_*.txt).
 //
 // Cost after the straggler arrives, S bytes: R rounds of one S/(n-1) chunk,
 // R*(alpha + beta*S/(n-1)), R = n-2+log2 n for every power of two (the
@@ -27,6 +42,7 @@
 // logical rank i maps to a physical rank so the straggler is logical n-1.
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <mutex>
 
@@ -56,7 +72,10 @@ class Emitter {
   Schedule* s_;
 };
 
-constexpr int kPhase0 = 0, kPhase1 = 1;
+constexpr int kPhase0 = 0;
+// Phase-1 lanes made up front (receiving lanes are appended per peer and channel).
+constexpr int kStragglerSends = 1, kSwapSend = 1, kCopySends = 2;
+constexpr uint16_t kSwapChannel = 1, kCopyChannel = 2;
 
 // The plan depends only on n (the straggler is a relabelling), and searching
 // for it takes up to a second at 64 ranks: plan once per n per process, so a
@@ -85,9 +104,10 @@ Schedule stragglar_allreduce(int n, int straggler) {
   auto phys = [&](int logical) { return logical == m ? straggler : (logical < straggler ? logical : logical + 1); };
   for (RankProgram& p : s.ranks) {
     p.input_chunks = p.output_chunks = uint32_t(std::max(m, 1));
-    p.lanes.resize(2);
+    p.lanes.resize(kCopySends + 1);
     p.lanes[kPhase0].channel = 0;
-    p.lanes[kPhase1].channel = 1;
+    p.lanes[kSwapSend].channel = kSwapChannel;  // the straggler's sends: kStragglerSends, the same lane
+    p.lanes[kCopySends].channel = kCopyChannel;
   }
   Emitter e(&s);
   if (n == 1) {
@@ -111,33 +131,51 @@ Schedule stragglar_allreduce(int n, int straggler) {
     phase0_done[r] = e.add(p, kPhase0, OpType::RecvReduceCopy, -1, prev, input_chunk(r), output_chunk(r));
   }
 
-  // Phase 1, round by round: each rank posts its send before its receive, so
-  // the round's exchanges (both swap directions included) cannot wait on
-  // each other.  The first phase-1 op of a fast rank waits for its phase 0:
-  // it needs its partial sum, and in place its received chunks overwrite
-  // inputs that phase 0 reads.
-  std::vector<bool> started(n, false);
-  auto deps_for = [&](int logical) {
-    std::vector<Dep> deps;
-    if (logical < m && !started[logical]) deps.push_back(phase0_done[logical]);
-    started[logical] = true;
-    return deps;
+  // Phase 1 in round order, each round's sends before its receives (the
+  // swap's receives wait for its sends), so every lane and every connection
+  // carries its ops in round order.
+  std::map<std::tuple<int, int, uint16_t>, int> recv_lane;  // (logical rank, from, channel) -> lane
+  auto receiving_lane = [&](int logical, int from, uint16_t channel) {
+    auto [it, added] = recv_lane.try_emplace({logical, from, channel}, 0);
+    if (added) {
+      std::vector<Lane>& lanes = s.ranks[phys(logical)].lanes;
+      lanes.push_back(Lane{channel, {}});
+      it->second = int(lanes.size() - 1);
+    }
+    return it->second;
   };
+  auto channel_of = [&](const StragglarTransfer& x) { return x.from == m || x.reduce ? kSwapChannel : kCopyChannel; };
+  std::vector<std::vector<Dep>> final_chunk(n, std::vector<Dep>(m));  // per logical rank: the receive that finished a chunk
+  std::vector<Dep> swap_sent(n);                                       // per logical rank: its send of the swap chunk
+  std::vector<Dep> straggler_sent(m);                                  // per chunk: the straggler's send of its input
   const StragglarRounds& plan = rounds_for(n);
   for (const std::vector<StragglarTransfer>& round : plan.rounds) {
     for (const StragglarTransfer& x : round) {
-      // The straggler sends its own input; everyone else a final (or, in the
-      // swap, partial) chunk in its output.
-      ChunkRef src = x.from == m ? (x.reduce ? input_chunk(x.chunk) : output_chunk(x.chunk)) : output_chunk(x.chunk);
-      e.add(phys(x.from), kPhase1, OpType::Send, phys(x.to), -1, src, {}, deps_for(x.from));
+      // The straggler sends its own input (swap) or a final chunk; a fast
+      // rank its partial sum (swap, after phase 0) or a final chunk (after
+      // the receive that brought it).
+      const bool from_straggler = x.from == m;
+      std::vector<Dep> deps;
+      if (!x.reduce) deps.push_back(final_chunk[x.from][x.chunk]);
+      else if (!from_straggler) deps.push_back(phase0_done[x.from]);
+      const int lane = from_straggler ? kStragglerSends : x.reduce ? kSwapSend : kCopySends;
+      const ChunkRef src = from_straggler && x.reduce ? input_chunk(x.chunk) : output_chunk(x.chunk);
+      const Dep sent = e.add(phys(x.from), lane, OpType::Send, phys(x.to), -1, src, {}, std::move(deps));
+      if (x.reduce) (from_straggler ? straggler_sent[x.chunk] : swap_sent[x.from]) = sent;
     }
     for (const StragglarTransfer& x : round) {
-      ChunkRef dst = output_chunk(x.chunk);
+      const bool to_straggler = x.to == m;
+      std::vector<Dep> deps;
+      if (!to_straggler) deps.push_back(phase0_done[x.to]);
+      if (x.reduce) deps.push_back(to_straggler ? straggler_sent[x.chunk] : swap_sent[x.to]);
+      const int lane = receiving_lane(x.to, x.from, channel_of(x));
+      const ChunkRef dst = output_chunk(x.chunk);
       if (x.reduce) {
-        ChunkRef mine = x.to == m ? input_chunk(x.chunk) : output_chunk(x.chunk);
-        e.add(phys(x.to), kPhase1, OpType::RecvReduceCopy, -1, phys(x.from), mine, dst, deps_for(x.to));
+        const ChunkRef mine = to_straggler ? input_chunk(x.chunk) : output_chunk(x.chunk);
+        final_chunk[x.to][x.chunk] =
+            e.add(phys(x.to), lane, OpType::RecvReduceCopy, -1, phys(x.from), mine, dst, std::move(deps));
       } else {
-        e.add(phys(x.to), kPhase1, OpType::Recv, -1, phys(x.from), {}, dst, deps_for(x.to));
+        final_chunk[x.to][x.chunk] = e.add(phys(x.to), lane, OpType::Recv, -1, phys(x.from), {}, dst, std::move(deps));
       }
     }
   }

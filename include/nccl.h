@@ -1,11 +1,20 @@
 /*
  * braid's NCCL-compatible C API.
  *
- * ABI-identical to NCCL 2.28: same types, enum values, struct layouts and
- * initializers, so a program compiled against NVIDIA's nccl.h runs against
- * braid's libnccl.so.2 unchanged (and the other way round).  The header does
- * not require CUDA: without cuda_runtime.h, cudaStream_t is declared as the
- * same opaque pointer type CUDA uses.
+ * The API of NCCL 2.32: every type, constant, struct layout, initializer and
+ * function of NCCL 2.30.7's nccl.h, the per-collective calls and structs of
+ * 2.31, and 2.32's TLS setup and struct members, ABI-identical to NVIDIA's
+ * header of each release.  A program compiled against NVIDIA's nccl.h of any
+ * release from 2.28 on runs against braid's libnccl.so.2 unchanged.
+ *
+ * Versioned structs (ncclConfig_t, ncclCollConfig_t, ncclEncryptionConfig_t)
+ * carry their size, NCCL_API_MAGIC and the header's NCCL_VERSION_CODE, so
+ * the library reads exactly the members the caller's header had: one built
+ * against 2.28 passes an 80-byte ncclConfig_t, one built against this header
+ * a 120-byte one (docs/compatibility.md: the version policy).
+ *
+ * The header does not require CUDA: without cuda_runtime.h, cudaStream_t and
+ * cudaEvent_t are declared as the same opaque pointer types CUDA uses.
  */
 #ifndef NCCL_H_
 #define NCCL_H_
@@ -19,16 +28,21 @@
 #ifndef BRAID_HAVE_CUDA_RUNTIME_H
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
+struct CUevent_st;
+typedef struct CUevent_st* cudaEvent_t;
 #endif
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
+/* The NCCL API level this header describes. */
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 32
+#define NCCL_PATCH 6
 #define NCCL_SUFFIX ""
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23206
+/* Releases up to 2.8 were coded X*1000 + Y*100 + Z, later ones X*10000 + Y*100 + Z. */
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
 
@@ -59,7 +73,8 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,
-  ncclNumResults = 8
+  ncclTimeout = 8, /* 2.29: a bounded wait gave up */
+  ncclNumResults = 9
 } ncclResult_t;
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
@@ -67,8 +82,15 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1
 #define NCCL_UNDEF_FLOAT -1.0f
 
+/* What every versioned struct's initializer puts in its magic member. */
+#define NCCL_API_MAGIC 0xcafebeef
+
+/* ncclCommWindowRegister flags. */
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02 /* 2.30: one-sided writes land in issue order */
+#define NCCL_WIN_GIN_ONLY 0x04        /* 2.32: only for GPU-initiated networking */
+#define NCCL_WIN_CFT_COUNTED 0x08     /* 2.32: Compute Fabric Transport counted writes */
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 #define NCCL_CTA_POLICY_DEFAULT 0x00
@@ -79,36 +101,126 @@ typedef enum {
 #define NCCL_SHRINK_ABORT 0x01
 #define NCCL_REVOKE_DEFAULT 0x00
 
-/* Communicator configuration; the layout and the magic are NCCL 2.28's. */
-typedef struct ncclConfig_v22800 {
+/* ncclCommSuspend flags (2.29). */
+#define NCCL_SUSPEND_MEM 0x01
+
+/* ncclConfig_t::hostCftMode (2.31). */
+typedef enum {
+  ncclHostCftDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclHostCftEnable = 1,
+  ncclHostCftDisable = 2,
+  ncclHostCftFallback = 3
+} ncclHostCftMode_t;
+
+/* ncclConfig_t::nvlsHostMode (2.32): bits that turn host NVLS parts off. */
+typedef enum {
+  ncclNvlsHostModeDefault = NCCL_CONFIG_UNDEF_INT,
+  ncclNvlsHostModeEnable = 0,
+  ncclNvlsHostModeDisableTransport = 1 << 0,
+  ncclNvlsHostModeDisableSymmetricMultimem = 1 << 1,
+  ncclNvlsHostModeDisable = INT_MAX
+} ncclNvlsHostMode_t;
+
+/* Communicator configuration.  Members are only ever appended; the comment
+ * on each says the release whose header first had it, which is how the
+ * library tells which members a caller's (older) struct holds. */
+typedef struct ncclConfig_v23200 {
+  size_t size;          /* sizeof(ncclConfig_t) of the caller's header */
+  unsigned int magic;   /* NCCL_API_MAGIC */
+  unsigned int version; /* NCCL_VERSION_CODE of the caller's header */
+  int blocking;         /* 2.14 */
+  int cgaClusterSize;   /* 2.17 */
+  int minCTAs;          /* 2.17 */
+  int maxCTAs;          /* 2.17 */
+  const char* netName;  /* 2.17 */
+  int splitShare;
+  int trafficClass;     /* 2.25 */
+  const char* commName;
+  int collnetEnable;    /* 2.27 */
+  int CTAPolicy;        /* 2.27 */
+  int shrinkShare;      /* 2.27 */
+  int nvlsCTAs;         /* 2.27 */
+  int nChannelsPerNetPeer; /* 2.28 */
+  int nvlinkCentricSched;  /* 2.28; a 2.28 struct ends here: 80 bytes */
+  int graphUsageMode;      /* 2.29 */
+  int numRmaCtx;           /* 2.29; 88 bytes */
+  int maxP2pPeers;         /* 2.30 */
+  int graphStreamOrdering; /* 2.30.7 (in 2.30.3's tail padding); 96 bytes */
+  int launchOrderImplicit; /* 2.31 */
+  int numRmaSig;           /* 2.31 */
+  int rmaEagerInit;        /* 2.31 */
+  int hostCftMode;         /* 2.31; 112 bytes */
+  int nvlsHostMode;        /* 2.32; 120 bytes */
+} ncclConfig_t;
+
+#define NCCL_CONFIG_INITIALIZER                                                                           \
+  {                                                                                                       \
+    sizeof(ncclConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,       \
+        NCCL_CONFIG_UNDEF_INT                                                                             \
+  }
+
+/* A vendor option for one collective (2.31): a list through `next`, keyed by
+ * (vendorId, optionId).  braid reads none and ignores them all, as NCCL does. */
+typedef struct ncclConfigExt {
+  struct ncclConfigExt* next;
+  struct {
+    int vendorId;
+    int optionId;
+  } key;
+  union {
+    int i;
+    const char* s;
+    void* raw;
+  } val;
+} ncclConfigExt_t;
+
+/* Per-collective configuration for the nccl*Config calls (2.31).  The same
+ * on every rank.  algSelection names the algorithms the call may run
+ * (case-insensitive name prefixes; ',' or, '+' and, '^' not); braid reads
+ * its own algorithm names and NCCL's (docs/compatibility.md). */
+typedef struct ncclCollConfig_v23200 {
   size_t size;
   unsigned int magic;
   unsigned int version;
-  int blocking;
-  int cgaClusterSize;
+  ncclConfigExt_t* ext;
   int minCTAs;
   int maxCTAs;
-  const char* netName;
-  int splitShare;
-  int trafficClass;
-  const char* commName;
-  int collnetEnable;
-  int CTAPolicy;
-  int shrinkShare;
   int nvlsCTAs;
-  int nChannelsPerNetPeer;
-  int nvlinkCentricSched;
-} ncclConfig_t;
+  int cgaClusterSize;
+  const char* algSelection; /* NULL or "": automatic */
+  int forceAlgSelection;    /* 1 (default): a selection that cannot run is an error; 0: fall back */
+  int CTAPolicy;
+  uint64_t userProfilerTag; /* a 2.31 struct ends here: 64 bytes */
+  cudaEvent_t launchCompletionEvent; /* 2.32; 72 bytes */
+} ncclCollConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                     \
-  {                                                                                 \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                \
+#define NCCL_COLLCONFIG_INITIALIZER                                                                  \
+  {                                                                                                  \
+    sizeof(ncclCollConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_PTR,              \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,  \
+        NCCL_CONFIG_UNDEF_PTR, 1, NCCL_CONFIG_UNDEF_INT, 0, NCCL_CONFIG_UNDEF_PTR                    \
   }
+
+/* TLS for the bootstrap and socket traffic (2.32): ncclSetEncryption. */
+/* The modes' values: NCCL documents the names; 2.32's header, with the
+ * numbers, was not public where this was written (docs/compatibility.md). */
+#define NCCL_ENCRYPTION_MODE_NONE 0
+#define NCCL_ENCRYPTION_MODE_PSK 1
+typedef struct ncclEncryptionConfig_v23200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int mode;        /* NCCL_ENCRYPTION_MODE_NONE or _PSK */
+  const char* psk; /* NUL-terminated pre-shared key of at least 32 bytes */
+} ncclEncryptionConfig_t;
+
+#define NCCL_ENCRYPTION_CONFIG_INITIALIZER \
+  { sizeof(ncclEncryptionConfig_t), NCCL_API_MAGIC, NCCL_VERSION_CODE, NCCL_ENCRYPTION_MODE_NONE, NCCL_CONFIG_UNDEF_PTR }
 
 typedef struct ncclSimInfo_v22200 {
   size_t size;
@@ -118,7 +230,7 @@ typedef struct ncclSimInfo_v22200 {
 } ncclSimInfo_t;
 
 #define NCCL_SIM_INFO_INITIALIZER \
-  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), NCCL_UNDEF_FLOAT }
+  { sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION_CODE, NCCL_UNDEF_FLOAT }
 
 /* Reduction operations.  Values >= ncclNumOps are user-created (PreMulSum). */
 typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
@@ -153,6 +265,26 @@ typedef enum {
   ncclScalarHostImmediate = 1
 } ncclScalarResidence_t;
 
+/* ncclCommMemStats selectors (2.29).  "Gpu" is NCCL's word: braid counts the
+ * memory of the communicator's backend, host memory on the host backend. */
+typedef enum {
+  ncclStatGpuMemSuspend = 0,   /* bytes ncclCommSuspend would release */
+  ncclStatGpuMemSuspended = 1, /* 1 while suspended, else 0 */
+  ncclStatGpuMemPersist = 2,   /* bytes that stay while suspended */
+  ncclStatGpuMemTotal = 3      /* all bytes the communicator holds */
+} ncclCommMemStat_t;
+
+/* ncclWaitSignal: wait for opCnt signals from `peer` on (sigIdx, ctx). */
+typedef struct {
+  int opCnt;
+  int peer;
+  int sigIdx;
+  int ctx;
+} ncclWaitSignalDesc_t;
+
+/* ncclParam*: braid's configuration variables by name (2.30). */
+typedef struct ncclParamHandle* ncclParamHandle_t;
+
 /* Each function also exists as pnccl<Name> (the profiling alias). */
 #define BRAID_DECLARE(ret, name, args) ret nccl##name args; ret pnccl##name args;
 
@@ -160,6 +292,7 @@ BRAID_DECLARE(ncclResult_t, MemAlloc, (void** ptr, size_t size))
 BRAID_DECLARE(ncclResult_t, MemFree, (void* ptr))
 BRAID_DECLARE(ncclResult_t, GetVersion, (int* version))
 BRAID_DECLARE(ncclResult_t, GetUniqueId, (ncclUniqueId* uniqueId))
+BRAID_DECLARE(ncclResult_t, SetEncryption, (const ncclEncryptionConfig_t* config))
 BRAID_DECLARE(ncclResult_t, CommInitRankConfig,
               (ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config))
 BRAID_DECLARE(ncclResult_t, CommInitRank, (ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank))
@@ -176,6 +309,13 @@ BRAID_DECLARE(ncclResult_t, CommSplit,
 BRAID_DECLARE(ncclResult_t, CommShrink,
               (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                ncclConfig_t* config, int shrinkFlags))
+/* Growing (2.29): one existing rank gets an id for the grow and hands it to
+ * the joining ranks; existing ranks call ncclCommGrow(comm, nRanks, NULL,
+ * -1, ...), joining ones ncclCommGrow(NULL, nRanks, &id, rank, ...). */
+BRAID_DECLARE(ncclResult_t, CommGetUniqueId, (ncclComm_t comm, ncclUniqueId* uniqueId))
+BRAID_DECLARE(ncclResult_t, CommGrow,
+              (ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+               ncclConfig_t* config))
 BRAID_DECLARE(const char*, GetErrorString, (ncclResult_t result))
 BRAID_DECLARE(const char*, GetLastError, (ncclComm_t comm))
 BRAID_DECLARE(ncclResult_t, CommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError))
@@ -184,9 +324,14 @@ BRAID_DECLARE(ncclResult_t, CommCuDevice, (const ncclComm_t comm, int* device))
 BRAID_DECLARE(ncclResult_t, CommUserRank, (const ncclComm_t comm, int* rank))
 BRAID_DECLARE(ncclResult_t, CommRegister, (const ncclComm_t comm, void* buff, size_t size, void** handle))
 BRAID_DECLARE(ncclResult_t, CommDeregister, (const ncclComm_t comm, void* handle))
+/* Releasing and restoring a communicator's buffers (2.29). */
+BRAID_DECLARE(ncclResult_t, CommSuspend, (ncclComm_t comm, int flags))
+BRAID_DECLARE(ncclResult_t, CommResume, (ncclComm_t comm))
+BRAID_DECLARE(ncclResult_t, CommMemStats, (ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value))
 BRAID_DECLARE(ncclResult_t, CommWindowRegister,
               (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags))
 BRAID_DECLARE(ncclResult_t, CommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))
+BRAID_DECLARE(ncclResult_t, WinGetUserPtr, (ncclComm_t comm, ncclWindow_t win, void** outUserPtr))
 BRAID_DECLARE(ncclResult_t, RedOpCreatePreMulSum,
               (ncclRedOp_t* op, void* scalar, ncclDataType_t datatype, ncclScalarResidence_t residence,
                ncclComm_t comm))
@@ -217,17 +362,68 @@ BRAID_DECLARE(ncclResult_t, Gather,
 BRAID_DECLARE(ncclResult_t, Scatter,
               (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                ncclComm_t comm, cudaStream_t stream))
+/* The collectives with a per-call configuration (2.31); config NULL is the plain call. */
+BRAID_DECLARE(ncclResult_t, AllReduceConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, BroadcastConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, ReduceConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+               int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, AllGatherConfig,
+              (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+               cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, ReduceScatterConfig,
+              (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, AlltoAllConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+               cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, GatherConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
+BRAID_DECLARE(ncclResult_t, ScatterConfig,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+               ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config))
 BRAID_DECLARE(ncclResult_t, Send,
               (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                cudaStream_t stream))
 BRAID_DECLARE(ncclResult_t, Recv,
               (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                cudaStream_t stream))
+/* One-sided (2.29): write into `peer`'s part of a window registered by every
+ * rank, then signal it; ncclSignal signals without data; ncclWaitSignal waits
+ * until the described signals arrived (and consumes them). */
+BRAID_DECLARE(ncclResult_t, PutSignal,
+              (const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin,
+               size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+               cudaStream_t stream))
+BRAID_DECLARE(ncclResult_t, Signal,
+              (int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream))
+BRAID_DECLARE(ncclResult_t, WaitSignal,
+              (int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream))
 BRAID_DECLARE(ncclResult_t, GroupStart, (void))
 BRAID_DECLARE(ncclResult_t, GroupEnd, (void))
 BRAID_DECLARE(ncclResult_t, GroupSimulateEnd, (ncclSimInfo_t* simInfo))
+/* Parameters by key (2.30): handles, typed and raw reads, every key, a dump. */
+BRAID_DECLARE(ncclResult_t, ParamBind, (ncclParamHandle_t* out, const char* key))
+BRAID_DECLARE(ncclResult_t, ParamGetI8, (ncclParamHandle_t h, int8_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetI16, (ncclParamHandle_t h, int16_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetI32, (ncclParamHandle_t h, int32_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetI64, (ncclParamHandle_t h, int64_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetU8, (ncclParamHandle_t h, uint8_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetU16, (ncclParamHandle_t h, uint16_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetU32, (ncclParamHandle_t h, uint32_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetU64, (ncclParamHandle_t h, uint64_t* out))
+BRAID_DECLARE(ncclResult_t, ParamGetStr, (ncclParamHandle_t h, const char** out))
+BRAID_DECLARE(ncclResult_t, ParamGet, (ncclParamHandle_t h, void* out, int maxLen, int* len))
+BRAID_DECLARE(ncclResult_t, ParamGetParameter, (const char* key, const char** value, int* valueLen))
+BRAID_DECLARE(ncclResult_t, ParamGetAllParameterKeys, (const char*** table, int* tableLen))
+BRAID_DECLARE(void, ParamDumpAll, (void))
 
-/* Deprecated in NCCL 2.28 and kept for ABI compatibility: re-reads NCCL_DEBUG. */
+/* Deprecated since NCCL 2.28 and kept for ABI compatibility: re-reads NCCL_DEBUG. */
 void ncclResetDebugInit(void);
 void pncclResetDebugInit(void);
 

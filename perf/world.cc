@@ -109,6 +109,7 @@ bool launched_by_mpirun() {
 }  // namespace
 
 std::unique_ptr<World> make_world(int* argc, char*** argv, bool require_mpi) {
+  if (!require_mpi && launched_by_environment()) return make_launcher_world();
 #ifdef BRAID_PERF_MPI
   if (require_mpi || launched_by_mpirun()) {
     // Only the first thread of a process calls MPI.

@@ -1,4 +1,5 @@
-// The processes of a perf run: one process (ranks as threads) or an MPI job.
+// The processes of a perf run: one process (ranks as threads), an MPI job, or
+// processes a launcher told their place (BRAID_PERF_RANK / BRAID_PERF_NRANKS).
 // Only the first thread of each process calls into a World.
 #pragma once
 
@@ -27,7 +28,13 @@ class World {
   virtual int finish(int rc) = 0;
 };
 
-// An MPI world when built with MPI and launched by mpirun (or `require_mpi`).
+// An MPI world when built with MPI and launched by mpirun (or `require_mpi`);
+// a launcher's world when BRAID_PERF_NRANKS is set (launcher_world.cc).
 std::unique_ptr<World> make_world(int* argc, char*** argv, bool require_mpi);
+
+// Processes told their rank and count by the environment (BRAID_PERF_RANK,
+// BRAID_PERF_NRANKS), as scripts/cluster starts them; nullptr on bad values.
+bool launched_by_environment();
+std::unique_ptr<World> make_launcher_world();
 
 }  // namespace perf

@@ -3,13 +3,15 @@
 // Each step picks, among the next op of every lane that can start, the one
 // whose bytes can get on the wire earliest (its start, or for a send also
 // when its first link and ports are free), and runs it to completion; so
-// links and ports are claimed in time order, as in list scheduling.  Cost per step is a scan over all
-// lanes: O(ops * lanes) in total, milliseconds for a few thousand ops.
+// links and ports are claimed in time order, as in list scheduling.  With
+// fragments, an op is run once per tile.  Cost per step is a scan over all
+// lanes: O(ops * tiles * lanes) in total, milliseconds for a few thousand ops.
 #include "braid/sim.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 #include <map>
@@ -79,12 +81,14 @@ double bus_bandwidth_gbps(Collective c, int n, uint64_t size, double time_us) {
 }
 
 namespace {
-bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error);
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+                       const SimOptions& options);
 }
 
-bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+              const SimOptions& options) {
   try {
-    return simulate_or_throw(s, t, size_bytes, out, error);
+    return simulate_or_throw(s, t, size_bytes, out, error, options);
   } catch (const std::exception& e) {
     *error = fmt::format("simulation failed: {}", e.what());
     return false;
@@ -93,7 +97,11 @@ bool simulate(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResu
 
 namespace {
 
-bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error) {
+bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes, SimResult* out, std::string* error,
+                       const SimOptions& options) {
+  const std::vector<double>& starts = options.rank_start_us;
+  if (!starts.empty() && int(starts.size()) != s.nranks)
+    return *error = fmt::format("{} start times for {} ranks", starts.size(), s.nranks), false;
   if (s.nranks != t.nranks())
     return *error = fmt::format("schedule has {} ranks, topology {} has {}", s.nranks, t.name, t.nranks()), false;
   if (int(s.ranks.size()) != s.nranks) return *error = "schedule has the wrong number of rank programs", false;
@@ -105,6 +113,22 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
     if (b == BufferKind::Input) return double(in.elems()) / std::max<uint32_t>(p.input_chunks, 1);
     if (b == BufferKind::Output) return double(outb.elems()) / std::max<uint32_t>(p.output_chunks, 1);
     return double(scratch_chunk_capacity(in, outb));
+  };
+  // Fragments: a rank runs its lanes once per tile, as many tiles as its
+  // largest chunk has fragments (the host executor's rule); tile k of a
+  // chunk is its bytes [k*f, (k+1)*f), possibly empty.  Whole chunks: one tile.
+  const double frag = options.fragment_bytes > 0 ? double(options.fragment_bytes) : 0;
+  std::vector<uint64_t> tiles(n, 1);
+  if (frag > 0)
+    for (int r = 0; r < n; ++r) {
+      const RankProgram& p = s.ranks[r];
+      double widest = 0;
+      for (BufferKind b : {BufferKind::Input, BufferKind::Output, BufferKind::Scratch})
+        widest = std::max(widest, chunk_bytes(p, b));
+      tiles[r] = std::max<uint64_t>(1, uint64_t(std::ceil(widest / frag)));
+    }
+  auto piece = [&](double bytes, uint64_t tile) {
+    return frag > 0 ? std::clamp(bytes - double(tile) * frag, 0.0, frag) : bytes;
   };
   std::map<std::pair<int, int>, std::vector<int>> routes;
   auto path_of = [&](int a, int b) -> const std::vector<int>& {
@@ -118,18 +142,22 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
 
   struct LaneState {
     size_t pc = 0;
+    uint64_t tile = 0;
     double free_at = 0;
-    std::vector<double> done;  // completion time per op
+    std::vector<double> done;  // completion time per op of the current and earlier tiles, [tile][op]
   };
   std::vector<std::vector<LaneState>> lanes(n);
   size_t remaining = 0;
   for (int r = 0; r < n; ++r) {
     lanes[r].resize(s.ranks[r].lanes.size());
     for (size_t l = 0; l < lanes[r].size(); ++l) {
-      lanes[r][l].done.assign(s.ranks[r].lanes[l].ops.size(), kNever);
-      remaining += s.ranks[r].lanes[l].ops.size();
+      const size_t ops = s.ranks[r].lanes[l].ops.size();
+      lanes[r][l].done.assign(ops * tiles[r], kNever);
+      lanes[r][l].free_at = starts.empty() ? 0 : starts[size_t(r)];
+      remaining += ops * tiles[r];
     }
   }
+  auto finished = [&](int r, size_t l) { return lanes[r][l].tile >= tiles[r]; };
   out->transfers.clear();
   out->time_us = 0;
   while (remaining > 0) {
@@ -140,13 +168,13 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
       for (size_t l = 0; l < lanes[r].size(); ++l) {
         LaneState& st = lanes[r][l];
         const Lane& lane = s.ranks[r].lanes[l];
-        if (st.pc >= lane.ops.size()) continue;
+        if (lane.ops.empty() || finished(r, l)) continue;
         const Op& op = lane.ops[st.pc];
         double start = st.free_at;
         bool ready = true;
         for (const Dep& d : op.deps) {
-          if (d.lane >= lanes[r].size() || d.op >= lanes[r][d.lane].done.size()) return *error = "bad dep", false;
-          double at = lanes[r][d.lane].done[d.op];
+          if (d.lane >= lanes[r].size() || d.op >= s.ranks[r].lanes[d.lane].ops.size()) return *error = "bad dep", false;
+          double at = lanes[r][d.lane].done[st.tile * s.ranks[r].lanes[d.lane].ops.size() + d.op];
           if (at == kNever) ready = false;
           start = std::max(start, at);
         }
@@ -180,7 +208,7 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
       auto& q = inflight[{op.recv_peer, best_r, lane.channel}];
       for (uint32_t k = 0; k < op.count; ++k) q.pop_front();
     }
-    double bytes = chunk_bytes(prog, op_writes_dst(op.type) ? op.dst.buffer : op.src.buffer) * op.count;
+    double bytes = piece(chunk_bytes(prog, op_writes_dst(op.type) ? op.dst.buffer : op.src.buffer), st.tile) * op.count;
     if (op_reduces(op.type) || op.type == OpType::Copy || (op_receives(op.type) && op_writes_dst(op.type)))
       t_now += bytes * t.local_beta_us_per_mb / 1e6;
     double finish = t_now;
@@ -205,7 +233,8 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
       auto& q = inflight[{best_r, op.send_peer, lane.channel}];
       for (uint32_t k = 0; k < op.count; ++k) q.push_back(hop_ready);
     }
-    st.done[st.pc++] = finish;
+    st.done[st.tile * lane.ops.size() + st.pc] = finish;
+    if (++st.pc == lane.ops.size()) st.pc = 0, ++st.tile;
     st.free_at = finish;
     out->time_us = std::max(out->time_us, finish);
     --remaining;

@@ -4,12 +4,24 @@
 
 #include <chrono>
 
+#include "braid/sim.h"
 #include "braid/verify.h"
 #include "synth/problem.h"
 
 namespace braid {
 
 namespace {
+
+// Simulated time at the size where the schedule's chunks are chunk_mb (the
+// size synthesis weighed link costs at), in nccl-tests' size convention.
+bool simulate_at_chunk_size(const Schedule& s, const Topology& t, double chunk_mb, double* us, std::string* error) {
+  uint64_t chunks = uint64_t(s.ranks[0].input_chunks);
+  if (s.collective != Collective::AllReduce) chunks *= uint64_t(s.nranks);
+  SimResult result;
+  if (!simulate(s, t, uint64_t(double(chunks) * chunk_mb * 1e6), &result, error)) return false;
+  *us = result.time_us;
+  return true;
+}
 
 bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOptions& o, Schedule* out,
                          SynthReport* report, std::string* error) {
@@ -57,22 +69,42 @@ bool synthesize_or_throw(const Topology& t, const Sketch& sketch, const SynthOpt
     o.progress(fmt::format("ordering: {} transfers, estimated {:.2f} us at {} MB chunks ({:.2f} s)", transfers.size(),
                            r.ordered_makespan_us, o.chunk_mb, r.ordering_s));
 
+  stage = clock::now();
+  Schedule s;
+  if (!synth::lower(p, c, transfers, &s, error)) return false;
+  r.lowering_s = seconds_since(stage);
+  if (!simulate_at_chunk_size(s, t, o.chunk_mb, &r.ordered_simulated_us, error)) return false;
+  r.simulated_us = r.ordered_simulated_us;
+
   r.contiguity_makespan_us = r.ordered_makespan_us;
   if (o.contiguity) {
     stage = clock::now();
     synth::ContiguityStats cs;
-    synth::merge_contiguous(p, o, &transfers, &cs);
-    r.contiguity_s = seconds_since(stage);
+    std::vector<synth::Transfer> merged = transfers;
+    synth::merge_contiguous(p, o, &merged, &cs);
     r.contiguity_candidates = cs.candidate_pairs;
-    r.merged_transfers = cs.merged;
-    r.contiguity_makespan_us = cs.after_us;
+    Schedule m;
+    double merged_us = 0;
+    if (cs.merged > 0 && synth::lower(p, c, merged, &m, error) &&
+        simulate_at_chunk_size(m, t, o.chunk_mb, &merged_us, error)) {
+      // Stage 3's model of a message is coarser than the simulator's, and an
+      // incumbent kept at the time limit can be worse than none: keep the
+      // merges only where the simulated time agrees they help.
+      if (merged_us <= r.ordered_simulated_us) {
+        s = std::move(m);
+        r.merged_transfers = cs.merged;
+        r.contiguity_makespan_us = cs.after_us;
+        r.simulated_us = merged_us;
+      } else if (o.progress) {
+        o.progress(fmt::format("contiguity: the merges simulate at {:.2f} us, slower than {:.2f} us without; not kept",
+                               merged_us, r.ordered_simulated_us));
+      }
+    } else if (cs.merged > 0) {
+      return false;
+    }
+    r.contiguity_s = seconds_since(stage);
   }
-
-  stage = clock::now();
-  Schedule s;
-  if (!synth::lower(p, c, transfers, &s, error)) return false;
   s.name = fmt::format("taccl_{}_{}_c{}", to_string(c), t.name, p.chunkup);
-  r.lowering_s = seconds_since(stage);
   VerifyResult v = verify(s);
   if (!v.ok) return *error = "internal: synthesized schedule does not verify: " + (v.errors.empty() ? "" : v.errors[0]), false;
   r.total_s = seconds_since(t0);

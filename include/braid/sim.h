@@ -11,7 +11,8 @@
 // link or port delays the next message (first come, first served in time
 // order).  Ranks without a direct link are routed over the
 // fewest hops, store-and-forward.  Local copies and reductions cost
-// local_beta per byte.  Chunks move whole (no sub-chunk pipelining).
+// local_beta per byte.  Chunks move whole (no sub-chunk pipelining), unless
+// SimOptions::fragment_bytes asks for the host executor's fragments.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +38,23 @@ struct SimResult {
   std::vector<SimTransfer> transfers;  // every hop of every message
 };
 
+struct SimOptions {
+  // Per rank, when it reaches the call (empty: all at 0); a rank's ops start
+  // no earlier (a late rank, as StragglAR plans for).
+  std::vector<double> rank_start_us;
+  // 0: every op moves its chunks whole (TACCL's model, the synthesizer's).
+  // > 0: as braid's host executor runs a schedule: the buffers are cut into
+  // fragments of this many bytes, every lane runs its ops once per fragment
+  // index ("tile") with dependencies per tile, and each fragment is its own
+  // message; so a chunk forwarded over several hops is pipelined.
+  uint64_t fragment_bytes = 0;
+};
+
 // `size_bytes` follows nccl-tests' size column: the per-rank buffer for
 // AllReduce/Broadcast/Reduce, the gathered total (count * nranks) for
 // AllGather, ReduceScatter, AlltoAll, Gather and Scatter.
 bool simulate(const Schedule& schedule, const Topology& topology, uint64_t size_bytes, SimResult* out,
-              std::string* error);
+              std::string* error, const SimOptions& options = {});
 
 // nccl-tests' bus bandwidth (GB/s) for a call of `size_bytes` taking `time_us`.
 double bus_bandwidth_gbps(Collective c, int nranks, uint64_t size_bytes, double time_us);

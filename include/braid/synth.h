@@ -48,6 +48,10 @@ struct SynthReport {
   // and the makespan after it (= ordered_makespan_us when nothing merged).
   int contiguity_candidates = 0, merged_transfers = 0;
   double contiguity_makespan_us = 0;
+  // The simulator's time (braid sim) at chunk_mb for stage 2's schedule and
+  // for the one returned; stage 3's merges are kept only where they do not
+  // make it slower (merged_transfers is 0 when they were dropped).
+  double ordered_simulated_us = 0, simulated_us = 0;
 };
 
 // Never throws.  The topology must have sketch.nnodes nodes.  The result is

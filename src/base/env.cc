@@ -12,8 +12,18 @@ namespace braid {
 std::span<const EnvVar> env_registry() { return kEnvVars; }
 
 // The NCCL_* variables braid reads, besides its own registry.
-constexpr const char* kForeignNames[] = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_COMM_ID",
-                                           "NCCL_SOCKET_IFNAME"};
+constexpr EnvVar kNcclVars[] = {
+    {"NCCL_DEBUG", "", "NCCL's log level; braid's when BRAID_DEBUG is unset"},
+    {"NCCL_DEBUG_SUBSYS", "", "NCCL's log subsystems; braid's when BRAID_DEBUG_SUBSYS is unset"},
+    {"NCCL_DEBUG_FILE", "", "NCCL's log file pattern; braid's when BRAID_DEBUG_FILE is unset"},
+    {"NCCL_COMM_ID", "", "ip:port of the bootstrap root, rank 0 listens there (BRAID_COMM_ID wins)"},
+    {"NCCL_SOCKET_IFNAME", "", "interfaces the sockets may use; braid's when BRAID_SOCKET_IFNAME is unset"},
+    {"NCCL_MULTI_RANK_GPU_ENABLE", "",
+     "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "
+     "allows them (braid always could, docs/compatibility.md)"},
+};
+
+std::span<const EnvVar> nccl_env_vars() { return kNcclVars; }
 
 thread_local const EnvSnapshot* t_snapshot = nullptr;
 
@@ -24,7 +34,7 @@ EnvSnapshot EnvSnapshot::capture() {
     snap.values_.emplace_back(name, value ? value : "");
   };
   for (const EnvVar& v : env_registry()) add(v.name);
-  for (const char* name : kForeignNames) add(name);
+  for (const EnvVar& v : kNcclVars) add(v.name);
   return snap;
 }
 
@@ -40,7 +50,7 @@ ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }
 std::string env_raw(const char* name) {
   if (t_snapshot) {
     const std::string* value = t_snapshot->find(name);
-    assert(value && "variable missing from EnvSnapshot (add it to kForeignNames)");
+    assert(value && "variable missing from EnvSnapshot (add it to kNcclVars)");
     return value ? *value : "";
   }
   const char* value = std::getenv(name);

@@ -20,6 +20,8 @@
 namespace braid {
 
 std::span<const EnvVar> env_registry();
+// The NCCL_* variables braid honours (env_raw reads them), with what each does.
+std::span<const EnvVar> nccl_env_vars();
 
 // A registered variable's name, checked when braid compiles: env_int("BRAID_X")
 // with a name not in env_registry.h does not build.

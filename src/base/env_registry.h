@@ -71,6 +71,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"MSCCL_CONFIG", "", "MSCCL: registration file, <msccl_algos><load path minbytes maxbytes proto/> (after MSCCL_XML_FILES)"},
     {"MSCCL_ALGO_DIR", "", "MSCCL: directory of algorithm files, *.xml, not recursive (searched last)"},
     {"BRAID_NCCL_LIB", "", "path of the real libnccl.so.2 to forward to"},
+    {"BRAID_NCCL_VERSION", "",
+     "the NCCL version ncclGetVersion reports, X.Y.Z or its code, 2.28.0 up to braid's API level (unset: braid's "
+     "API level, 2.32.6): for a client that requires the library to equal the header it was built with "
+     "(docs/compatibility.md)"},
     {"BRAID_FORWARD", "", "collectives (allreduce,allgather,...) or all to run on BRAID_NCCL_LIB (cuda backend)"},
 };
 

@@ -14,6 +14,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net_interface.h"
+#include "src/base/tls.h"
 
 namespace braid {
 namespace {
@@ -21,6 +22,14 @@ namespace {
 constexpr int kPollSliceMs = 100;  // how often blocked I/O rechecks abort
 
 bool aborted(const std::atomic<bool>* abort) { return abort && abort->load(std::memory_order_relaxed); }
+
+// With TLS on, a connection the relay closed looks like a peer that left:
+// say why the relay last closed one (tls.h).
+std::string tls_hint() {
+  if (!tls_enabled()) return "";
+  const std::string why = tls_last_failure();
+  return why.empty() ? " (TLS is on)" : fmt::format(" (TLS is on; last TLS failure in this process: {})", why);
+}
 
 // Waits for `events` on fd; false on deadline or abort.
 bool wait_for(int fd, short events, Deadline deadline, const std::atomic<bool>* abort) {
@@ -114,7 +123,7 @@ Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic
     if (!retry) return BRAID_ERROR(ncclSystemError, "connect to {}: {}", to_string(addr), std::strerror(err));
     if (aborted(abort)) return BRAID_ERROR(ncclSystemError, "connect to {}: aborted", to_string(addr));
     if (deadline.expired())
-      return BRAID_ERROR(ncclSystemError, "connect to {}: {} until the timeout (BRAID_TIMEOUT)", to_string(addr),
+      return BRAID_ERROR(ncclTimeout, "connect to {}: {} until the timeout (BRAID_TIMEOUT)", to_string(addr),
                          std::strerror(err));
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delay_ms, deadline.remaining_ms())));
     delay_ms = std::min(delay_ms * 2, 100);
@@ -133,10 +142,11 @@ Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (!wait_for(fd, POLLOUT, deadline, abort))
-        return BRAID_ERROR(ncclSystemError, "send: {}", aborted(abort) ? "aborted" : "timed out (BRAID_TIMEOUT)");
+        return aborted(abort) ? BRAID_ERROR(ncclSystemError, "send: aborted")
+                              : BRAID_ERROR(ncclTimeout, "send: timed out (BRAID_TIMEOUT)");
       continue;
     }
-    return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", std::strerror(errno));
+    return BRAID_ERROR(ncclRemoteError, "send: connection lost ({}){}", std::strerror(errno), tls_hint());
   }
   return Status::ok();
 }
@@ -150,14 +160,15 @@ Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::
       bytes -= size_t(n);
       continue;
     }
-    if (n == 0) return BRAID_ERROR(ncclRemoteError, "recv: the peer closed the connection");
+    if (n == 0) return BRAID_ERROR(ncclRemoteError, "recv: the peer closed the connection{}", tls_hint());
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       if (!wait_for(fd, POLLIN, deadline, abort))
-        return BRAID_ERROR(ncclSystemError, "recv: {}", aborted(abort) ? "aborted" : "timed out (BRAID_TIMEOUT)");
+        return aborted(abort) ? BRAID_ERROR(ncclSystemError, "recv: aborted")
+                              : BRAID_ERROR(ncclTimeout, "recv: timed out (BRAID_TIMEOUT)");
       continue;
     }
-    return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({})", std::strerror(errno));
+    return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({}){}", std::strerror(errno), tls_hint());
   }
   return Status::ok();
 }

@@ -30,6 +30,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/tls.h"
 
 namespace braid {
 namespace {
@@ -92,14 +93,15 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) pending.push_back(fd);
+      if (fd >= 0 && !tls_secure(&fd, TlsRole::Server).is_ok()) drop(fd, "TLS could not start");
+      else if (fd >= 0) pending.push_back(fd);
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
       int fd = fds[i].fd;
       std::erase(pending, fd);
       RootHello hello{};
-      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), nullptr).is_ok()) {
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout + tls_hello_grace()), nullptr).is_ok()) {
         drop(fd, "no complete hello");
         continue;
       }
@@ -187,7 +189,8 @@ class SocketBootstrap final : public Bootstrap {
       int fd = -1;
       BRAID_TRY(connect_tcp(table_[peer], deadline, &aborted_, &fd));
       PeerHello hello{key_, rank_, 0};
-      Status s = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
+      Status s = tls_secure(&fd, TlsRole::Client);
+      if (s.is_ok()) s = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
       if (!s.is_ok()) {
         ::close(fd);
         return std::move(s).context(fmt::format("bootstrap: rank {} -> {}", rank_, peer));
@@ -269,12 +272,16 @@ class SocketBootstrap final : public Bootstrap {
   Status accept_from(int peer, Deadline deadline) {
     while (in_fd_[peer] < 0) {
       if (!wait_readable(listen_fd_, deadline, &aborted_))
-        return BRAID_ERROR(ncclSystemError, "rank {} never connected ({})", peer,
-                           aborted_ ? "aborted" : "timed out, BRAID_TIMEOUT");
+        return aborted_ ? BRAID_ERROR(ncclSystemError, "rank {} never connected (aborted)", peer)
+                        : BRAID_ERROR(ncclTimeout, "rank {} never connected (timed out, BRAID_TIMEOUT)", peer);
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
+      if (!tls_secure(&fd, TlsRole::Server).is_ok()) {
+        ::close(fd);
+        continue;
+      }
       PeerHello hello{};
-      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout), &aborted_).is_ok() ||
+      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout + tls_hello_grace()), &aborted_).is_ok() ||
           !peer_hello_ok(hello, key_, nranks_) || in_fd_[hello.rank] >= 0) {
         BRAID_INFO(kBootstrap, "bootstrap: rank {} dropped a connection without a valid hello", rank_);
         ::close(fd);
@@ -311,8 +318,9 @@ class SocketBootstrap final : public Bootstrap {
 Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }
 
 
-Status create_root(ncclUniqueId* id, bool honour_comm_id) {
+Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
   IdLayout layout{};
+  layout.grow_from = grow_from;
   layout.version = kIdVersion;
   std::string comm_id = honour_comm_id ? env_string("BRAID_COMM_ID") : "";
   if (honour_comm_id && comm_id.empty()) comm_id = env_raw("NCCL_COMM_ID");
@@ -340,6 +348,15 @@ Status bootstrap_create_private_root(ncclUniqueId* id) { return create_root(id, 
 Status bootstrap_check_id(const ncclUniqueId& id) {
   IdLayout layout{};
   return decode_id(id, &layout);
+}
+Status bootstrap_create_grow_root(int parent_nranks, ncclUniqueId* id) {
+  return create_root(id, false, parent_nranks);
+}
+Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks) {
+  IdLayout layout{};
+  BRAID_TRY(decode_id(id, &layout));
+  *parent_nranks = layout.grow_from;
+  return Status::ok();
 }
 
 int first_rank_of_root(int root, int nranks, int nroots) {
@@ -370,6 +387,7 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   std::vector<sockaddr_in> table(nranks);
   RootHello hello{layout.magic, rank, nranks, listener};
   Status s = connect_tcp(layout.root, deadline, abort, &root_fd);
+  if (s.is_ok()) s = tls_secure(&root_fd, TlsRole::Client);
   if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, abort);
   if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, abort);
   if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(sockaddr_in), deadline, abort);

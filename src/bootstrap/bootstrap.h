@@ -33,6 +33,13 @@ Status bootstrap_create_root(ncclUniqueId* id);
 Status bootstrap_create_private_root(ncclUniqueId* id);
 // Checks that id looks like one ncclGetUniqueId made (ncclInvalidArgument if not).
 Status bootstrap_check_id(const ncclUniqueId& id);
+// A fresh private root for growing a communicator of `parent_nranks` ranks
+// (ncclCommGetUniqueId); the id says that size, so that a joining rank can
+// check the rank it asks for.
+Status bootstrap_create_grow_root(int parent_nranks, ncclUniqueId* id);
+// The size an id from bootstrap_create_grow_root grows from; 0 for other
+// ids.  ncclInvalidArgument for an id this library did not make.
+Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks);
 
 // Several roots (ncclCommInitRankScalable): ranks are dealt to roots in
 // contiguous blocks, the first nranks % nroots roots taking one more, as NCCL

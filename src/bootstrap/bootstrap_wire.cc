@@ -10,7 +10,8 @@ Status decode_id(const void* bytes, size_t size, IdLayout* out) {
   if (size < sizeof(IdLayout))
     return BRAID_ERROR(ncclInvalidArgument, "ncclUniqueId too short ({} bytes)", size);
   std::memcpy(out, bytes, sizeof(*out));
-  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0)
+  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0 ||
+      out->grow_from < 0 || out->grow_from >= kMaxRanks)
     return BRAID_ERROR(ncclInvalidArgument,
                        "invalid or corrupted ncclUniqueId (not made by ncclGetUniqueId of this library)");
   return Status::ok();

@@ -27,6 +27,8 @@ struct IdLayout {
   uint32_t flags;
   uint64_t magic;
   sockaddr_in root;
+  int32_t grow_from;  // an ncclCommGetUniqueId id: the ranks of the communicator it grows (else 0)
+  int32_t pad;
 };
 static_assert(sizeof(IdLayout) <= sizeof(ncclUniqueId));
 
@@ -55,7 +57,9 @@ struct MessageHeader {
   uint64_t bytes;
 };
 
-// ncclInvalidArgument unless the bytes are an id this library made.
+// ncclInvalidArgument unless the bytes are an id this library made.  Ids of
+// versions without grow_from have zeros there, as the unused bytes of every
+// id are zero.
 Status decode_id(const void* bytes, size_t size, IdLayout* out);
 
 // Why the root drops this hello, or nullptr to accept it.  job_nranks < 0:

@@ -36,11 +36,13 @@ class Bootstrap;
 class PlanCache;
 
 // One communicator's part of a group: its collectives in call order, then
-// its sends and receives as one concurrent batch.
+// its sends and receives as one concurrent batch, then its one-sided calls
+// (every write, then every wait).
 struct CommWork {
   Backend* backend = nullptr;
   std::vector<CollectiveCall> collectives;
   std::vector<P2PCall> p2ps;
+  std::vector<RmaCall> rma;
 };
 
 // Runs (or, on a device, enqueues) the part of a group on every
@@ -56,6 +58,15 @@ struct BackendContext {
   Transport* transport = nullptr;  // shared memory and sockets (src/transport/router.h)
   PlanCache* plans = nullptr;
   const std::atomic<bool>* stop = nullptr;
+  // One-sided RMA (ncclConfig_t numRmaCtx, numRmaSig, rmaEagerInit; agreed at init).
+  int rma_contexts = 1, rma_signals = 1;
+  bool rma_eager = false;  // set up RMA with the backend, not at the first window
+};
+
+// The memory a backend holds for its communicator (ncclCommMemStats).
+struct MemoryHeld {
+  uint64_t releasable = 0;  // what ncclCommSuspend gives back: slots, boards, staging, device FIFOs
+  uint64_t persistent = 0;  // what stays while suspended
 };
 
 // A window from ncclCommWindowRegister as every rank registered it: its
@@ -97,6 +108,36 @@ class Backend {
     return Status::ok();
   }
   virtual void window_deregistered(uint64_t seq) { (void)seq; }
+  // Where `peer`'s part of window `seq`, at `offset`, is in this process
+  // (the device API's ncclGetPeerDevicePointer), where it is mapped here.
+  virtual Status window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) {
+    (void)seq, (void)peer, (void)offset;
+    *out = nullptr;
+    return BRAID_ERROR(ncclInvalidUsage, "the {} backend maps no peer's window into this process", name());
+  }
+
+  // What this backend (with the transports it drives) holds now; the
+  // communicator's own transport is counted by the runtime.
+  virtual MemoryHeld memory_held() const { return {}; }
+
+  // One-sided RMA on registered windows.  A write lands in the peer's
+  // window and then raises its signal; a wait returns once the signals it
+  // names arrived, and consumes them.  Neither needs the peer to call
+  // anything.  rma_start is collective (every rank, at the first window or
+  // at init with rma_eager): it connects the ranks for one-sided traffic.
+  virtual bool has_rma() const { return false; }
+  virtual Status rma_start() { return no_rma(); }
+  virtual bool rma_started() const { return false; }
+  virtual Status rma_write(const RmaCall& call) { (void)call; return no_rma(); }
+  virtual Status rma_wait(const std::vector<SignalWait>& waits) { (void)waits; return no_rma(); }
+  // Signals that arrived and were not waited for yet.
+  virtual uint64_t rma_signals_pending() const { return 0; }
+
+ protected:
+  Status no_rma() const {
+    return BRAID_ERROR(ncclInvalidUsage, "one-sided RMA (ncclPutSignal, ncclSignal, ncclWaitSignal) is not "
+                       "implemented on the {} backend", name());
+  }
 };
 
 }  // namespace braid

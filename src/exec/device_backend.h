@@ -17,6 +17,7 @@ namespace braid {
 struct DeviceProbe {
   int32_t usable = 0;  // 1: this rank can and wants to run the CUDA backend
   int32_t device = -1;
+  uint64_t gpu = 0;  // the physical GPU (a hash of its UUID): equal on two ranks <=> one GPU
 };
 
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.

@@ -50,6 +50,8 @@ class HostStagedBackend final : public Backend {
   const char* name() const override { return "host-staged"; }
   GroupRunner group_runner() const override;
   int connection_slots() const override { return host_->connection_slots(); }
+  // Its host backend's memory (device copies are staged in host memory).
+  MemoryHeld memory_held() const override { return host_->memory_held(); }
   // Errors are returned by the calls themselves (they complete before
   // returning); the host executor watches the communicator's stop flag.
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "braid/chunking.h"
 #include "braid/schedule.h"
@@ -23,6 +25,12 @@ struct CollectiveCall {
   Reduction reduction;       // what executors fold with (src/ops/reduction.h)
   int root = 0;
   cudaStream_t stream = nullptr;  // device backends enqueue on it; the host backend ignores it
+  // A per-call configuration (ncclCollConfig_t, src/plan/alg_selection.h):
+  // a bit per algorithm_registry() index this call may run; 0 is automatic.
+  // A call with a selection runs a schedule, never a board or single-copy path.
+  uint32_t algorithms = 0;
+  // Recorded by device backends once the call's kernel is launched (2.32).
+  cudaEvent_t launch_event = nullptr;
 };
 
 struct P2PCall {
@@ -32,6 +40,26 @@ struct P2PCall {
   ncclDataType_t type = ncclFloat;
   int peer = 0;
   cudaStream_t stream = nullptr;
+};
+
+// One-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal; 2.29).
+struct SignalWait {
+  int peer = 0, ctx = 0, signal = 0;
+  uint64_t count = 0;  // signals to wait for (and consume)
+};
+struct RmaCall {
+  bool wait = false;  // ncclWaitSignal: `waits`; otherwise a write to `peer`
+  // The write: `bytes` from `data` into `peer`'s part of the window
+  // registered `window_seq`-th, at `offset` (none for ncclSignal), then one
+  // signal on (ctx, signal).
+  int peer = 0;
+  const void* data = nullptr;
+  uint64_t bytes = 0;
+  bool to_window = false;
+  uint64_t window_seq = 0;
+  uint64_t offset = 0;
+  int ctx = 0, signal = 0;
+  std::vector<SignalWait> waits;
 };
 
 // Which buffers rank `rank` has for a collective: NCCL lets the ranks that

@@ -70,7 +70,7 @@ HostPaths::HostPaths(const HostPathSettings& settings) : s_(settings), pull_coll
 HostPaths::~HostPaths() = default;
 
 HostPaths::Board HostPaths::board_for(const CollectiveCall& c) const {
-  if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul ||
+  if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul || c.algorithms ||
       board_payload_bytes(c.collective, c.count, c.type, s_.nranks) > s_.board_max_bytes)
     return Board::None;
   return eager_serves(c.collective) ? Board::Eager : Board::OneShot;

@@ -44,6 +44,17 @@ int slots_per_connection(int slots, int connections);
 // compare_20261126c.txt section 2).
 constexpr uint64_t kWideTileMinTiles = 4;
 
+// Fragments of a communicator with ranks on other hosts: at most this wide,
+// and never wide (the rule above is for shared memory, where a fragment is
+// handed over in microseconds).  Over a NIC a fragment takes its wire time
+// (1.3 ms for 128 KiB at 100 MB/s), and each dependency hop of a schedule
+// (StragglAR's rounds, a synthesized schedule's relays) waits that long
+// before the next link can start on it: narrower fragments keep every link
+// of such a schedule busy, which ring, with no gaps to fill, does not need.
+// Runs with it on the emulated cluster: perf/results/cluster_*.txt (a
+// side-by-side against wider fragments is not recorded there yet).
+constexpr uint64_t kRemoteFragmentBytes = 128 * 1024;
+
 // The fragment size of a call whose smallest chunk, on any rank, is
 // `min_chunk_bytes`: `wide` (the slot's capacity) or `base`.  Every rank
 // computes the same, as every rank must cut chunks into the same tiles.

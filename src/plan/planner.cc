@@ -101,22 +101,38 @@ std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_
 PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
-                               std::shared_ptr<const Schedule>* out, int straggler, Placement placement) {
+                               std::shared_ptr<const Schedule>* out, int straggler, Placement placement,
+                               uint32_t algorithms) {
   // The last answer again (loops repeat one call), except with a schedule
   // directory, whose choice is logged per call.
   if (last_.schedule && last_.c == c && last_.nranks == nranks && last_.root == root && last_.bytes == bytes &&
-      last_.straggler == straggler && last_.placement == placement && file_schedules().schedules.empty()) {
+      last_.straggler == straggler && last_.placement == placement && last_.algorithms == algorithms &&
+      file_schedules().schedules.empty()) {
     *out = last_.schedule;
     return Status::ok();
   }
-  BRAID_TRY(lookup(c, nranks, root, bytes, straggler, placement, out));
-  last_ = Last{c, nranks, root, bytes, straggler, placement, *out};
+  BRAID_TRY(lookup(c, nranks, root, bytes, straggler, placement, algorithms, out));
+  last_ = Last{c, nranks, root, bytes, straggler, placement, algorithms, *out};
   return Status::ok();
 }
 
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                               uint32_t algorithms) {
+  const auto& registry = algorithm_registry();
+  const std::string usual = default_algorithm(c, nranks, bytes, tuning);
+  std::string first;
+  for (size_t i = 0; i < registry.size(); ++i) {
+    if (!(algorithms >> i & 1) || registry[i].collective != c) continue;
+    if (registry[i].name == usual) return usual;
+    if (first.empty()) first = registry[i].name;
+  }
+  return first;
+}
+
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
-                         std::shared_ptr<const Schedule>* out) {
-  const std::string forced = forced_in(algo_spec_, c);
+                         uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
+  const std::string forced = algorithms ? selected_algorithm(c, nranks, bytes, tuning_, algorithms)
+                                        : forced_in(algo_spec_, c);
   std::string name = forced;
   if (name.empty()) {
     const uint64_t message = message_bytes(c, nranks, bytes, 1);
@@ -161,6 +177,15 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   }
   *out = it->second;
   return Status::ok();
+}
+
+uint64_t PlanCache::bytes_held() const {
+  uint64_t bytes = 0;
+  for (const auto& [schedule, r] : records_)
+    if (r)
+      bytes += r->lanes.capacity() * sizeof(LaneRecord) + r->ops.capacity() * sizeof(OpRecord) +
+               r->deps.capacity() * sizeof(DepRecord) + r->connections.capacity() * sizeof(ConnectionRecord);
+  return bytes;
 }
 
 Status PlanCache::records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out) {

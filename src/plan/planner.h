@@ -38,6 +38,11 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);
+// A call's algorithm selection (CollectiveCall::algorithms, a bit per
+// algorithm_registry() index): the size rule's algorithm if the selection
+// admits it, else the first admitted one for `c` ("" if none).
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                               uint32_t algorithms);
 
 // The schedules loaded from BRAID_SCHEDULES, MSCCL_XML_FILES, MSCCL_CONFIG
 // and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per
@@ -63,8 +68,14 @@ class PlanCache {
   // the collective's in-place form puts it); with Placement::Unknown only
   // file schedules correct in both placements are eligible.  Every rank must
   // use the same placement when files declare only one, as with MSCCL.
+  // `algorithms` (a call's selection, CollectiveCall::algorithms) pins the
+  // choice to those algorithms: the size rule's if it is one of them, else
+  // the first; neither BRAID_ALGO nor a schedule file nor a straggler then
+  // changes it.
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
-                      int straggler = -1, Placement placement = Placement::Unknown);
+                      int straggler = -1, Placement placement = Placement::Unknown, uint32_t algorithms = 0);
+  // The schedule the last schedule_for answered with (tests, BRAID_DEBUG).
+  const Schedule* last_planned() const { return last_.schedule.get(); }
 
   // Whether BRAID_ALGO (as read at init) names an algorithm for `c`.
   bool forces(Collective c) const;
@@ -74,6 +85,10 @@ class PlanCache {
   // blocks (the verifier refuses those; built-ins are not verified here).
   Status records(const Schedule& schedule, int rank, std::shared_ptr<const RankRecords>* out);
 
+  // Bytes of this rank's records of the schedules planned so far
+  // (ncclCommMemStats: they stay while the communicator is suspended).
+  uint64_t bytes_held() const;
+
   // The communicator's BRAID_STRAGGLER state, created on first use.
   StragglerTracker& straggler(int nranks, int rank) {
     if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
@@ -82,7 +97,7 @@ class PlanCache {
 
  private:
   Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
-                std::shared_ptr<const Schedule>* out);
+                uint32_t algorithms, std::shared_ptr<const Schedule>* out);
 
   std::string algo_spec_;
   HostTuning tuning_;
@@ -95,6 +110,7 @@ class PlanCache {
     uint64_t bytes = 0;
     int straggler = -1;
     Placement placement = Placement::Unknown;
+    uint32_t algorithms = 0;
     std::shared_ptr<const Schedule> schedule;
   } last_;
   std::unique_ptr<StragglerTracker> straggler_;

@@ -36,7 +36,10 @@ enum class Fold : uint8_t {
   X(uint32_t, unpinned_collectives, Fold::And,                                                                     \
     "a bit per collective no fixed schedule (BRAID_ALGO, a schedule file) is pinned to")                           \
   X(int32_t, cma_mode, Fold::Min, "BRAID_CMA: 0 off, 1 auto, 2 on")                                                \
-  X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")
+  X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")                              \
+  X(int32_t, rma_contexts, Fold::Equal, "config numRmaCtx: the RMA contexts every rank's signals are kept for")   \
+  X(int32_t, rma_signals, Fold::Equal, "config numRmaSig: the signal indexes per RMA context")                     \
+  X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")
 
 struct AgreedValues {
 #define BRAID_AGREED_FIELD(type, name, fold, what) type name{};

@@ -2,6 +2,7 @@
 // that runs on it, and what ncclCommGetAsyncError reports.  (Its init is
 // init.cc.)
 #include "src/runtime/comm.h"
+#include "src/runtime/init.h"  // CommSetup, for ~ncclComm
 
 #include <chrono>
 #include <thread>
@@ -54,7 +55,7 @@ Status comm_wait_job(ncclComm* comm) {
   if (!job) return Status::ok();
   int64_t timeout_ms = env_int("BRAID_TIMEOUT") * 1000;
   if (!job->wait(timeout_ms + 1000))
-    return BRAID_ERROR(ncclSystemError, "the communicator's background work did not finish within BRAID_TIMEOUT");
+    return BRAID_ERROR(ncclTimeout, "the communicator's background work did not finish within BRAID_TIMEOUT");
   return Status::ok();
 }
 

@@ -26,6 +26,8 @@
 
 namespace braid {
 
+struct CommSetup;  // src/runtime/init.h
+
 // Work a non-blocking communicator runs in the background (its init, or a
 // group).  Shared by every communicator the work touches; `done` flips once,
 // after the worker wrote every result it will write.
@@ -54,6 +56,7 @@ struct ncclWindow_vidmem {
   int flags = 0;
   uint64_t seq = 0;
   std::vector<braid::WindowExtent> ranks;  // indexed by rank
+  braid::WindowInfo info;  // as the backend got it (again after ncclCommResume)
 };
 
 struct ncclComm {
@@ -95,6 +98,22 @@ struct ncclComm {
   std::map<void*, std::unique_ptr<braid::Registration>> registrations;
   std::map<ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
   uint64_t windows_registered = 0;  // ncclWindow_vidmem::seq of the next one
+
+  // ncclCommSuspend: the backend and the transport are gone until
+  // ncclCommResume rebuilds them (src/runtime/init.h); only queries, Resume,
+  // Destroy and Abort work meanwhile.
+  bool suspended = false;
+  uint32_t resumes = 0;  // how often; tells each rebuild's connections apart
+  std::unique_ptr<braid::CommSetup> setup;  // what init decided, for the rebuild
+  // ncclCommGetUniqueId: the id of a grow this rank coordinates, until the
+  // grow consumes it.
+  bool grow_id_pending = false;
+  ncclUniqueId grow_id{};
+  // NCCL_VERSION_CODE of the header the caller was built with, as its
+  // ncclConfig_t said (a derived communicator's config-less call inherits
+  // it); 0 when no config told.  Results 2.28's header lacks (ncclTimeout)
+  // are not returned to older callers (src/shim/api_common.cc).
+  unsigned client_version = 0;
 
   ncclComm();
   ~ncclComm();

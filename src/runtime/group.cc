@@ -37,7 +37,8 @@ void note_failure(ncclComm* comm, Status* s) {
   // A transfer that failed midway leaves connections in an unknown state:
   // the communicator is unusable from here (NCCL's async error).  A
   // revoked communicator is stopped on purpose: it reports quiescence.
-  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError;
+  bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError ||
+                s->code() == ncclTimeout;
   if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
   else if (broken) comm->async_error = s->code();
 }
@@ -83,6 +84,27 @@ Status run_work(std::vector<CommQueue>& queues) {
   return Status::ok();
 }
 
+// The group's one-sided calls, taken out of the queues before the backends
+// get them: they run after the collectives and sends, every write of every
+// communicator first, then the waits (a rank waiting before its own writes
+// went out could wait for a peer that waits for those).
+using RmaQueue = std::vector<std::pair<ncclComm*, std::vector<RmaCall>>>;
+RmaQueue take_rma(std::vector<CommQueue>& queues) {
+  RmaQueue rma;
+  for (CommQueue& q : queues)
+    if (!q.work.rma.empty()) rma.emplace_back(q.comm, std::move(q.work.rma));
+  return rma;
+}
+Status run_rma(const RmaQueue& rma) {
+  for (const auto& [comm, calls] : rma)
+    for (const RmaCall& c : calls)
+      if (!c.wait) BRAID_TRY(comm->backend->rma_write(c));
+  for (const auto& [comm, calls] : rma)
+    for (const RmaCall& c : calls)
+      if (c.wait) BRAID_TRY(comm->backend->rma_wait(c.waits));
+  return Status::ok();
+}
+
 // Every communicator the group touches, once each.
 std::vector<ncclComm*> comms_of(const GroupState& work) {
   std::vector<ncclComm*> comms;
@@ -98,7 +120,9 @@ Status execute(GroupState& work) {
   Status s = run_inits(work.inits);
   if (!s.is_ok())
     for (const auto& init : work.inits) init.comm->async_error = s.code();
+  const RmaQueue rma = take_rma(work.queues);
   if (s.is_ok()) s = run_work(work.queues);
+  if (s.is_ok()) s = run_rma(rma);
   if (!s.is_ok())
     for (ncclComm* comm : comms) note_failure(comm, &s);
   return s;
@@ -198,6 +222,12 @@ Status enqueue(ncclComm* comm, const P2PCall& call) {
   if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
   group_start();
   group.work_of(comm).p2ps.push_back(call);
+  return group_end();
+}
+
+Status enqueue(ncclComm* comm, const RmaCall& call) {
+  group_start();
+  group.work_of(comm).rma.push_back(call);
   return group_end();
 }
 

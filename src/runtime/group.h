@@ -40,6 +40,7 @@ bool group_active();
 // Queue (inside a group) or run now (outside).
 Status enqueue(ncclComm* comm, const CollectiveCall& call);
 Status enqueue(ncclComm* comm, const P2PCall& call);
+Status enqueue(ncclComm* comm, const RmaCall& call);
 Status enqueue(const InitCall& call);
 
 // ncclGroupSimulateEnd: ends the outermost group like group_end, but instead

@@ -60,11 +60,13 @@ Status estimate_group_us(const std::vector<CommQueue>& queues, double* us) {
     const Link link = link_of(comm);
     double t = 0;
     for (const CollectiveCall& c : q.work.collectives) {
+      const uint64_t bytes = c.count * datatype_size(c.type);
       std::shared_ptr<const Schedule> schedule;
-      BRAID_TRY(comm->plans->schedule_for(c.collective, comm->nranks, c.root, c.count * datatype_size(c.type),
-                                          &schedule));
-      std::string algo = forced_algorithm(c.collective);
-      if (algo.empty()) algo = default_algorithm(c.collective, comm->nranks, c.count * datatype_size(c.type));
+      BRAID_TRY(comm->plans->schedule_for(c.collective, comm->nranks, c.root, bytes, &schedule, -1,
+                                          Placement::Unknown, c.algorithms));
+      std::string algo = c.algorithms ? selected_algorithm(c.collective, comm->nranks, bytes, HostTuning{}, c.algorithms)
+                                      : forced_algorithm(c.collective);
+      if (algo.empty()) algo = default_algorithm(c.collective, comm->nranks, bytes);
       t += collective_us(c, comm->nranks, algo, link);
     }
     double p2p_bytes = 0;

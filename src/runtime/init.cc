@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "src/base/env.h"
@@ -58,17 +60,24 @@ struct InitInfo {
   HostTuningReport tuning;  // folded by agree_host_tuning (src/plan/host_tuning.h)
   uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
   CmaProbe cma_probe;       // for peers to try reading this process
+  uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
 };
 
-// What this rank's environment and machine say, before the others are heard.
-struct LocalChoices {
-  std::string transport;  // BRAID_TRANSPORT
-  int transport_index = 0;
-  // socket, ib and plugin: that transport for every peer, no shared memory
-  bool one_transport() const { return transport == "socket" || transport == "ib" || transport == "plugin"; }
-  DeviceProbe device;
-  SlotStoresMode slot_stores = SlotStoresMode::Auto;
-};
+// NCCL_MULTI_RANK_GPU_ENABLE (NCCL 2.30): NCCL refuses two ranks of one
+// communicator on one GPU unless it is set.  braid's CUDA backend has always
+// run them (they share the GPU like any two processes, docs/compatibility.md),
+// so braid allows them unless the variable is 0, which asks for NCCL's old
+// refusal.  Host ranks have no GPU to share.  Every rank looks at every
+// pair, so all of them refuse together.
+Status check_ranks_per_gpu(const std::vector<InitInfo>& infos) {
+  if (env_raw("NCCL_MULTI_RANK_GPU_ENABLE") != "0") return Status::ok();
+  for (size_t a = 0; a < infos.size(); ++a)
+    for (size_t b = a + 1; b < infos.size(); ++b)
+      if (infos[a].gpu && infos[a].gpu == infos[b].gpu && infos[a].peer.machine_hash == infos[b].peer.machine_hash)
+        return BRAID_ERROR(ncclInvalidUsage, "ranks {} and {} run on one GPU and NCCL_MULTI_RANK_GPU_ENABLE=0 "
+                           "forbids several ranks per GPU (unset it, or set 1, to allow them)", a, b);
+  return Status::ok();
+}
 
 // The collectives whose schedule this rank may replace by a fast path (a
 // board or the pull path): BRAID_ALGO forcing an algorithm, or a schedule
@@ -108,6 +117,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->peer.pid = int32_t(getpid());
   std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
   mine->process = this_process();
+  mine->gpu = local.device.usable ? local.device.gpu : 0;
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
@@ -133,6 +143,10 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   const int64_t cma_min = env_int("BRAID_CMA_MIN_BYTES");
   a.cma_min_bytes = cma_min < 0 ? UINT64_MAX : uint64_t(cma_min);
   if (CmaMode(cma) != CmaMode::Off) mine->cma_probe = cma_probe_of_this_process();
+  const ncclConfig_t& c = comm->config;
+  a.rma_contexts = c.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaCtx;
+  a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
+  a.rma_eager = c.rmaEagerInit == 1;
   return Status::ok();
 }
 
@@ -153,6 +167,8 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   // A fragment must fit in every transport's slot.
   s.tile_bytes = std::min<uint64_t>(a.tile_bytes, transport.slot_bytes());
   s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
+  // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
+  if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
   // Boards serve lone blocking calls: not where every rank must compare its
   // arguments first, nor on a communicator whose calls run in the background.
   const bool boards = !remote_peer && nranks > 1 && !a.check_args && !comm->nonblocking();
@@ -223,33 +239,45 @@ Status make_transports(ncclComm* comm, const LocalChoices& local, std::unique_pt
   return make_router_transport(ctx, std::move(shm), std::move(remote), &comm->transport);
 }
 
-Status make_backend(ncclComm* comm, const LocalChoices& local, const HostPathSettings& host,
-                    const TransportContext& ctx) {
+Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportContext& ctx) {
+  const LocalChoices& local = setup.local;
   BackendContext b;
   b.comm = ctx;
   b.bootstrap = comm->bootstrap.get();
   b.transport = comm->transport.get();
   b.plans = comm->plans.get();
   b.stop = &comm->stop;
+  b.rma_contexts = setup.agreed.rma_contexts;
+  b.rma_signals = setup.agreed.rma_signals;
+  b.rma_eager = setup.agreed.rma_eager != 0;
+  // NCCL's rmaEagerInit: one-sided RMA connects now, with every rank, where
+  // the backend has it (on another it fails at the first RMA call, saying so).
+  auto start_rma = [&] {
+    if (!b.rma_eager) return Status::ok();
+    Status s = comm->backend->rma_start();
+    if (!s.is_ok()) BRAID_WARN("config rmaEagerInit = 1: {}", s.message());
+    return s.code() == ncclInvalidUsage ? Status::ok() : s;
+  };
   if (!local.device.usable) {
-    comm->backend = std::make_unique<HostBackend>(b, host);
-    return Status::ok();
+    comm->backend = std::make_unique<HostBackend>(b, setup.host);
+    return start_rma();
   }
   // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
   // device buffers go through the host transports instead.
   bool remote_peer = false;
   for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
-  if (remote_peer) BRAID_TRY(make_cuda_staged_backend(b, local.device.device, host, &comm->backend));
+  if (remote_peer) BRAID_TRY(make_cuda_staged_backend(b, local.device.device, setup.host, &comm->backend));
   else BRAID_TRY(make_cuda_backend(b, local.device.device, &comm->backend));
   comm->cuda_device = local.device.device;
-  return Status::ok();
+  return start_rma();
 }
 
 // Everything after the bootstrap.
 Status comm_setup(ncclComm* comm) {
   const int rank = comm->rank, nranks = comm->nranks;
   comm->comm_hash = comm->bootstrap->comm_hash();
-  LocalChoices local;
+  auto setup = std::make_unique<CommSetup>();
+  LocalChoices& local = setup->local;
   BRAID_TRY(read_local_choices(&local));
   std::unique_ptr<SocketListener> listener;
   std::string address;
@@ -262,6 +290,7 @@ Status comm_setup(ncclComm* comm) {
   for (const InitInfo& i : infos) values.push_back(i.agreed);
   AgreedValues agreed;
   BRAID_TRY(fold_agreed(values, &agreed));
+  BRAID_TRY(check_ranks_per_gpu(infos));
   comm->check_args = agreed.check_args != 0;
 
   TransportContext ctx;
@@ -275,8 +304,12 @@ Status comm_setup(ncclComm* comm) {
   std::vector<HostTuningReport> reports;
   for (const InitInfo& i : infos) reports.push_back(i.tuning);
   comm->plans->set_tuning(agree_host_tuning(reports));
-  const HostPathSettings host = host_path_settings(comm, infos, agreed, local, *comm->transport);
-  BRAID_TRY(make_backend(comm, local, host, ctx));
+  setup->agreed = agreed;
+  setup->host = host_path_settings(comm, infos, agreed, local, *comm->transport);
+  setup->ctx = ctx;
+  const HostPathSettings& host = setup->host;
+  BRAID_TRY(make_backend(comm, *setup, ctx));
+  comm->setup = std::move(setup);
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->ready.store(true, std::memory_order_release);
@@ -299,6 +332,65 @@ Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids) 
   BRAID_TRY(
       Bootstrap::connect_scalable(ids, comm->rank, comm->nranks, init_deadline(), &comm->bootstrap, &comm->stop));
   return comm_setup(comm);
+}
+
+Status comm_release_buffers(ncclComm* comm) {
+  // One allgather is the barrier and the check: a signal that arrived and
+  // was never waited for would be lost with the connections.
+  std::vector<uint64_t> pending(comm->nranks);
+  pending[comm->rank] = comm->backend->rma_signals_pending();
+  BRAID_TRY(std::move(comm->bootstrap->allgather(pending.data(), sizeof(uint64_t))).context("ncclCommSuspend"));
+  for (int r = 0; r < comm->nranks; ++r)
+    if (pending[r])
+      return BRAID_ERROR(ncclInvalidUsage, "ncclCommSuspend: rank {} has {} one-sided signals nobody waited for; "
+                         "wait for them first (they would be lost)", r, pending[r]);
+  comm->backend.reset();
+  comm->transport.reset();
+  return Status::ok();
+}
+
+Status comm_restore_buffers(ncclComm* comm) {
+  const CommSetup& setup = *comm->setup;
+  TransportContext ctx = setup.ctx;
+  // New names for the new segments and sockets: the old ones may still be
+  // going away on a slower peer.
+  ctx.comm_hash = comm->comm_hash ^ (uint64_t(++comm->resumes) * 0x9e3779b97f4a7c15ULL);
+  std::unique_ptr<SocketListener> listener;
+  std::string address;
+  if (setup.local.transport != "shm") BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
+  std::vector<PeerInfo> peers(comm->nranks);
+  std::snprintf(peers[comm->rank].socket_addr, sizeof(peers[comm->rank].socket_addr), "%s", address.c_str());
+  BRAID_TRY(std::move(comm->bootstrap->allgather(peers.data(), sizeof(PeerInfo))).context("ncclCommResume"));
+  for (int r = 0; r < comm->nranks; ++r) std::memcpy(ctx.peers[r].socket_addr, peers[r].socket_addr, 64);
+  BRAID_TRY(make_transports(comm, setup.local, std::move(listener), ctx));
+  BRAID_TRY(make_backend(comm, setup, ctx));
+  // Windows are registered collectively and dropped locally: announce again
+  // those every rank still has, in registration order.
+  std::vector<char> alive(size_t(comm->nranks) * comm->windows_registered, 1);
+  std::vector<char> mine(comm->windows_registered, 0);
+  for (const auto& [handle, w] : comm->windows) mine[w->seq] = 1;
+  std::copy(mine.begin(), mine.end(), alive.begin() + ptrdiff_t(comm->rank * comm->windows_registered));
+  if (comm->windows_registered)
+    BRAID_TRY(std::move(comm->bootstrap->allgather(alive.data(), comm->windows_registered)).context("ncclCommResume"));
+  std::vector<const ncclWindow_vidmem*> windows;
+  for (const auto& [handle, w] : comm->windows) windows.push_back(w.get());
+  std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
+  for (const ncclWindow_vidmem* w : windows) {
+    bool everywhere = true;
+    for (int r = 0; r < comm->nranks; ++r) everywhere &= alive[size_t(r) * comm->windows_registered + w->seq] != 0;
+    if (everywhere) BRAID_TRY(comm->backend->window_registered(w->info));
+  }
+  BRAID_INFO(kInit, "comm {:#x} rank {}/{} resumed: backend {}, {} windows", comm->comm_hash, comm->rank,
+             comm->nranks, comm->backend->name(), windows.size());
+  return Status::ok();
+}
+
+MemoryHeld comm_memory(const ncclComm* comm) {
+  MemoryHeld m;
+  if (comm->backend) m = comm->backend->memory_held();
+  if (comm->transport) m.releasable += comm->transport->bytes_held();
+  if (comm->plans) m.persistent += comm->plans->bytes_held();
+  return m;
 }
 
 }  // namespace braid

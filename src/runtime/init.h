@@ -3,14 +3,38 @@
 // backend.  Leaves the communicator ready for calls.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "nccl.h"
 #include "src/base/status.h"
+#include "src/exec/device_backend.h"
+#include "src/plan/host_path.h"
+#include "src/runtime/agreement.h"
+#include "src/transport/transport.h"
 
 struct ncclComm;
 
 namespace braid {
+
+// What this rank's environment and machine say, before the others are heard.
+struct LocalChoices {
+  std::string transport;  // BRAID_TRANSPORT
+  int transport_index = 0;
+  // socket, ib and plugin: that transport for every peer, no shared memory
+  bool one_transport() const { return transport == "socket" || transport == "ib" || transport == "plugin"; }
+  DeviceProbe device;
+  SlotStoresMode slot_stores = SlotStoresMode::Auto;
+};
+
+// What init decided, kept so that ncclCommResume can make the transport and
+// the backend again exactly as init made them.
+struct CommSetup {
+  LocalChoices local;
+  AgreedValues agreed;
+  HostPathSettings host;
+  TransportContext ctx;  // as at init: the first transport's hash and addresses
+};
 
 // comm->rank, nranks and config were set by the caller before this (maybe
 // background) init started, so queries never race with it.
@@ -18,5 +42,17 @@ Status comm_init(ncclComm* comm, const ncclUniqueId& id);
 // The same with several roots (ncclCommInitRankScalable): rank r meets the
 // others through ids[root_of_rank(r)] (see bootstrap.h).
 Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids);
+
+// ncclCommSuspend: once every rank is here (no peer still sends) and no
+// one-sided signal is left unread anywhere, the backend and the transport
+// are destroyed, releasing their memory.  Collective.
+Status comm_release_buffers(ncclComm* comm);
+// ncclCommResume: a new transport (new segments, new listeners) and
+// backend made as init made them, the windows every rank still has
+// announced to it again.  Collective.
+Status comm_restore_buffers(ncclComm* comm);
+// ncclCommMemStats: what the backend and transport hold (releasable) and
+// what stays while suspended (the plan cache).
+MemoryHeld comm_memory(const ncclComm* comm);
 
 }  // namespace braid

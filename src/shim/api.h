@@ -6,6 +6,7 @@
 // the C ABI.
 #pragma once
 
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -31,6 +32,9 @@ std::string global_last_error();
 // An entry point's result: its code, and for an error the message
 // recorded and printed (report_error, out of line).
 ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status);
+// `code` as the caller of `function` on `comm` may see it: ncclTimeout
+// (2.29) is ncclSystemError for a caller that may have 2.28's header.
+ncclResult_t result_for_caller(const ncclComm* comm, const char* function, ncclResult_t code);
 inline ncclResult_t report(ncclComm* comm, const char* function, const Status& status) {
   return status.is_ok() ? ncclSuccess : report_error(comm, function, status);
 }
@@ -60,7 +64,29 @@ Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type);
 inline Status check_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) {
   return int(op) >= 0 && op < ncclNumOps ? Status::ok() : check_user_op(comm, op, type);
 }
+// The members every versioned NCCL struct (ncclConfig_t, ncclCollConfig_t,
+// ncclEncryptionConfig_t, ncclCommProperties) begins with, as the caller's
+// release wrote them: they say how much of the rest its struct has.
+struct VersionedHeader {
+  size_t size = 0;
+  unsigned magic = 0, version = 0;
+};
+template <class T>
+VersionedHeader versioned_header(const T* user) {
+  VersionedHeader h;
+  std::memcpy(&h.size, &user->size, sizeof(h.size));
+  std::memcpy(&h.magic, &user->magic, sizeof(h.magic));
+  std::memcpy(&h.version, &user->version, sizeof(h.version));
+  return h;
+}
+
+// A caller's ncclConfig_t of any release since 2.14, read into this
+// library's struct (src/shim/api_config.cc): the members the caller's header
+// had, the rest at their defaults.  NULL reads as NCCL_CONFIG_INITIALIZER.
+Status read_config(const ncclConfig_t* user, ncclConfig_t* out);
 Status check_config(const ncclConfig_t* config);
+// The same for ncclCollConfig_t (2.31 and 2.32 structs).
+Status read_coll_config(const ncclCollConfig_t* user, ncclCollConfig_t* out);
 
 // Creates a communicator (ncclCommInitRank*, Split, Shrink): checks, queues
 // the init in the calling thread's group.  ncclInProgress (a non-blocking
@@ -87,6 +113,9 @@ Status comm_error(const ncclComm* comm, bool live);
 inline Status check_comm(const CommUse& use, const ncclComm* comm) {
   return use.ok() && !comm->aborting && !comm->finalized ? Status::ok() : comm_error(comm, use.ok());
 }
+// A communicator that can take work: live, not aborted, finalized,
+// revoked or suspended, and without an earlier asynchronous error.
+Status check_usable(const CommUse& use, ncclComm* comm);
 Status root_error(const ncclComm* comm, int root);
 inline Status check_root(const ncclComm* comm, int root) {
   return root >= 0 && root < comm->nranks ? Status::ok() : root_error(comm, root);

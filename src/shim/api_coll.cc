@@ -3,15 +3,18 @@
 // Each call checks its arguments the way NCCL does (NULL comm or buffers,
 // bad datatype/op/root/peer: ncclInvalidArgument, with no side effect) and
 // hands the call to the group machinery, which runs it now or at GroupEnd.
+#include "src/plan/alg_selection.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;
 
-namespace {
+namespace braid {
 
 Status check_usable(const CommUse& use, ncclComm* comm) {
   BRAID_TRY(check_comm(use, comm));
+  if (comm->suspended)
+    return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
   poll_backend_error(comm);
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
   ncclResult_t async = ncclResult_t(comm->async_error.load());
@@ -20,14 +23,45 @@ Status check_usable(const CommUse& use, ncclComm* comm) {
   return Status::ok();
 }
 
+}  // namespace braid
+
+namespace {
+
 struct CollectiveSpec {
   Collective collective;
   bool reduces;
   bool rooted;
 };
 
+// A per-call configuration (nccl*Config, 2.31): the algorithms its
+// algSelection admits for this collective (src/plan/alg_selection.h).  What
+// cannot be honoured is an error under forceAlgSelection, else the call
+// runs as if it had no selection.  The CTA counts, cluster size and CTA
+// policy shape GPU kernel launches NCCL makes; braid's launch geometry
+// follows its schedules, so it reads and checks them and goes on.  The
+// profiler tag has no profiler to go to (braid loads no profiler plugin).
+Status apply_coll_config(const ncclCollConfig_t* user, Collective c, CollectiveCall* call) {
+  ncclCollConfig_t config;
+  BRAID_TRY(read_coll_config(user, &config));
+  call->launch_event = config.launchCompletionEvent;
+  if (!config.algSelection || !*config.algSelection) return Status::ok();
+  uint32_t admitted = 0;
+  Status parsed = parse_alg_selection(config.algSelection, c, &admitted);
+  if (parsed.is_ok() && admitted) {
+    call->algorithms = admitted;
+    return Status::ok();
+  }
+  Status why = parsed.is_ok() ? BRAID_ERROR(ncclInvalidArgument, "algSelection \"{}\" admits none of braid's {} "
+                                            "algorithms", config.algSelection, to_string(c))
+                              : std::move(parsed);
+  if (config.forceAlgSelection) return std::move(why).context("forceAlgSelection is 1");
+  BRAID_INFO(kColl | kTuning, "{}; forceAlgSelection is 0: automatic choice", why.message());
+  return Status::ok();
+}
+
 Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
-                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream) {
+                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
+                  const ncclCollConfig_t* config = nullptr) {
   CommUse use(comm);  // an Abort from another thread waits for this call
   BRAID_TRY(check_usable(use, comm));
   BRAID_TRY(check_type(type));
@@ -39,7 +73,10 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   bool needs_recv = !(spec.collective == Collective::Reduce || spec.collective == Collective::Gather) || is_root;
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
-  if (count == 0) return Status::ok();  // NCCL: nothing to do once the arguments pass
+  if (count == 0) {  // NCCL: nothing to do once the arguments pass (the configuration's included)
+    CollectiveCall ignored;
+    return config ? apply_coll_config(config, spec.collective, &ignored) : Status::ok();
+  }
   CollectiveCall call;
   call.collective = spec.collective;
   call.sendbuff = sendbuff;
@@ -53,6 +90,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   }
   call.root = spec.rooted ? root : 0;
   call.stream = stream;
+  if (config) BRAID_TRY(apply_coll_config(config, spec.collective, &call));
   return enqueue(comm, call);
 }
 
@@ -155,6 +193,86 @@ BRAID_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t 
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclScatter,
                       (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+
+// The same collectives with a per-call configuration (2.31); NULL is the plain call.
+BRAID_API ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                           const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclAllReduceConfig", [&] {
+    return collective(kAllReduce, sendbuff, recvbuff, count, type, op, 0, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllReduceConfig, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                                          ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                               ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                                               cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclReduceScatterConfig", [&] {
+    return collective(kReduceScatter, sendbuff, recvbuff, recvcount, type, op, 0, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduceScatterConfig, (const void*, void*, size_t, ncclDataType_t,
+                                                              ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                                              const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                        const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclReduceConfig", [&] {
+    return collective(kReduce, sendbuff, recvbuff, count, type, op, root, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclReduceConfig, (const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int,
+                                                       ncclComm_t, cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t type,
+                                           ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclAllGatherConfig", [&] {
+    return collective(kAllGather, sendbuff, recvbuff, sendcount, type, ncclSum, 0, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAllGatherConfig, (const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                                          cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                           int root, ncclComm_t comm, cudaStream_t stream,
+                                           const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclBroadcastConfig", [&] {
+    return collective(kBroadcast, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclBroadcastConfig, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                                                          cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                          ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclAlltoAllConfig", [&] {
+    return collective(kAlltoAll, sendbuff, recvbuff, count, type, ncclSum, 0, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclAlltoAllConfig, (const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                                         cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                        int root, ncclComm_t comm, cudaStream_t stream,
+                                        const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclGatherConfig", [&] {
+    return collective(kGather, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGatherConfig, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                                                       cudaStream_t, const ncclCollConfig_t*))
+
+BRAID_API ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t type,
+                                         int root, ncclComm_t comm, cudaStream_t stream,
+                                         const ncclCollConfig_t* config) {
+  return guarded(comm, "ncclScatterConfig", [&] {
+    return collective(kScatter, sendbuff, recvbuff, count, type, ncclSum, root, comm, stream, config);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclScatterConfig, (const void*, void*, size_t, ncclDataType_t, int, ncclComm_t,
+                                                        cudaStream_t, const ncclCollConfig_t*))
 
 BRAID_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                                 cudaStream_t stream) {

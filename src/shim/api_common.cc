@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <iterator>
 #include <mutex>
+#include <string_view>
 
 #include "src/shim/api.h"
 
@@ -21,6 +24,33 @@ std::string global_last_error() {
   return last_error_storage();
 }
 
+namespace {
+
+// The functions of NCCL 2.28's header (REFERENCE.md section 1).  Their
+// callers may have been built against it.
+constexpr std::string_view kNccl228Functions[] = {
+    "ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitRankScalable",
+    "ncclCommInitAll", "ncclCommFinalize", "ncclCommDestroy", "ncclCommAbort", "ncclCommRevoke", "ncclCommShrink",
+    "ncclCommSplit", "ncclCommGetAsyncError", "ncclCommCount", "ncclCommCuDevice", "ncclCommUserRank",
+    "ncclCommRegister", "ncclCommDeregister", "ncclCommWindowRegister", "ncclCommWindowDeregister", "ncclMemAlloc",
+    "ncclMemFree", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclAllReduce", "ncclBroadcast", "ncclBcast",
+    "ncclReduce", "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend",
+    "ncclRecv", "ncclGroupStart", "ncclGroupEnd", "ncclGroupSimulateEnd"};
+
+}  // namespace
+
+ncclResult_t result_for_caller(const ncclComm* comm, const char* function, ncclResult_t code) {
+  if (code != ncclTimeout) return code;
+  // Only a 2.29 header or later has ncclTimeout: a function it introduced,
+  // or a communicator whose config came from such a header.
+  if (std::find(std::begin(kNccl228Functions), std::end(kNccl228Functions), function) ==
+      std::end(kNccl228Functions))
+    return code;
+  unsigned version = 0;
+  if (comm) comm_if_live(const_cast<ncclComm*>(comm), [&](ncclComm* c) { version = c->client_version; });
+  return version >= NCCL_VERSION(2, 29, 0) ? code : ncclSystemError;
+}
+
 ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status) {
   if (status.code() == ncclInProgress) return status.code();
   std::string message = fmt::format("{}: {}", function, status.to_string());
@@ -30,7 +60,7 @@ ncclResult_t report_error(ncclComm* comm, const char* function, const Status& st
       std::lock_guard<std::mutex> lock(c->error_mutex);
       c->last_error = message;
     });
-  return status.code();
+  return result_for_caller(comm, function, status.code());
 }
 
 Status comm_error(const ncclComm* comm, bool live) {
@@ -60,18 +90,6 @@ Status check_user_op(const ncclComm* comm, ncclRedOp_t op, ncclDataType_t type) 
   return Status::ok();
 }
 
-Status check_config(const ncclConfig_t* config) {
-  if (!config) return Status::ok();
-  if (config->magic != 0xcafebeef)
-    return BRAID_ERROR(ncclInvalidArgument, "config was not initialised with NCCL_CONFIG_INITIALIZER (bad magic {:#x})",
-                       config->magic);
-  if (config->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-    return BRAID_ERROR(ncclInvalidArgument, "config size {} is too small", config->size);
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1)
-    return BRAID_ERROR(ncclInvalidArgument, "config blocking = {} (expected 0 or 1)", config->blocking);
-  return Status::ok();
-}
-
 Status root_error(const ncclComm* comm, int root) {
   return BRAID_ERROR(ncclInvalidArgument, "root {} out of range [0, {})", root, comm->nranks);
 }
@@ -82,6 +100,7 @@ Status null_buffer_error(const char* name, size_t count) {
 
 void poll_backend_error(ncclComm* comm) {
   if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
+  if (!comm->backend) return;  // suspended: nothing runs
   ncclResult_t e = comm->backend->poll_error();
   int expected = ncclSuccess;
   if (e != ncclSuccess) comm->async_error.compare_exchange_strong(expected, e);

@@ -1,12 +1,24 @@
 // Entry points that make communicators from other communicators or from
-// several roots: ncclCommSplit, ncclCommShrink, ncclCommRevoke and
-// ncclCommInitRankScalable.
+// several roots: ncclCommSplit, ncclCommShrink, ncclCommGrow (with
+// ncclCommGetUniqueId), ncclCommRevoke and ncclCommInitRankScalable.
 //
 // Split and Shrink use the parent's bootstrap: the members of each new
 // communicator agree on its rank order, its first member starts a private
 // bootstrap root and sends the id to the others (point-to-point, so excluded
 // or dead ranks are never needed), and every member then runs a normal init
 // with that id.  A NULL config inherits the parent's (blocking mode included).
+//
+// Grow (NCCL 2.29) adds ranks to a live communicator.  One existing rank,
+// the coordinator, calls ncclCommGetUniqueId: it starts a private bootstrap
+// root whose id also says how many ranks the communicator has (so a joining
+// rank can check the rank it was given).  It hands the id to the joining
+// processes itself (out of band, as with ncclGetUniqueId).  Every existing
+// rank then calls ncclCommGrow (the coordinator with the id, the others
+// with NULL); one allgather over the parent's bootstrap gives them the id
+// and checks that they agree on the new size.  Existing ranks keep their
+// numbers, joining ones take theirs from [old size, new size), and all run
+// a normal init with the id: the grown communicator is a new one, the
+// parent stays usable.
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -20,6 +32,16 @@ namespace {
 
 constexpr int kDeriveTag = 0x5b117;  // bootstrap tag of the id hand-out
 
+// Init of a communicator made from `parent`: a NULL config inherits the
+// parent's, and with it what the parent knows of its caller's header.
+Status init_derived(const ncclComm* parent, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                    ncclComm_t* newcomm) {
+  ncclConfig_t inherited = parent->config;
+  Status s = init_rank(newcomm, nranks, id, rank, config ? config : &inherited);
+  if (*newcomm && !config) (*newcomm)->client_version = parent->client_version;
+  return s;
+}
+
 // members: parent ranks of the new communicator in new-rank order; this
 // rank is members[me].
 Status derive(ncclComm* parent, const std::vector<int>& members, int me, const ncclConfig_t* config,
@@ -32,8 +54,7 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   } else {
     BRAID_TRY(parent->bootstrap->recv(members[0], kDeriveTag, &id, sizeof(id)));
   }
-  ncclConfig_t inherited = parent->config;
-  return init_rank(newcomm, int(members.size()), id, me, config ? config : &inherited);
+  return init_derived(parent, int(members.size()), id, me, config, newcomm);
 }
 
 Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
@@ -101,7 +122,98 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   return derive(comm, members, me, config, newcomm);
 }
 
+Status get_grow_id(ncclComm* comm, ncclUniqueId* id) {
+  CommUse use(comm);
+  BRAID_TRY(check_comm(use, comm));
+  if (!id) return BRAID_ERROR(ncclInvalidArgument, "uniqueId pointer is NULL");
+  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  if (comm->grow_id_pending)
+    return BRAID_ERROR(ncclInvalidUsage, "this rank's previous ncclCommGetUniqueId id was not consumed by an "
+                       "ncclCommGrow yet (one grow at a time)");
+  BRAID_TRY(bootstrap_create_grow_root(comm->nranks, id));
+  comm->grow_id = *id;
+  comm->grow_id_pending = true;
+  return Status::ok();
+}
+
+// A rank that joins: comm NULL, the coordinator's id, its new rank.
+Status join_grow(int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm, const ncclConfig_t* config) {
+  if (!id) return BRAID_ERROR(ncclInvalidArgument, "a joining rank (comm NULL) needs the uniqueId from "
+                              "ncclCommGetUniqueId");
+  int parent = 0;
+  BRAID_TRY(bootstrap_grow_source(*id, &parent));
+  if (parent == 0)
+    return BRAID_ERROR(ncclInvalidArgument, "uniqueId was not made by ncclCommGetUniqueId (an ncclGetUniqueId id "
+                       "creates a communicator, it does not grow one)");
+  if (nranks <= parent)
+    return BRAID_ERROR(ncclInvalidArgument, "nRanks {} does not grow the communicator of {} ranks", nranks, parent);
+  if (rank < parent || rank >= nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "joining rank {} out of range [{}, {}) (ranks below {} are the existing "
+                       "ones)", rank, parent, nranks, parent);
+  return init_rank(newcomm, nranks, *id, rank, config);
+}
+
+// An existing rank: the coordinator passes its id, the others NULL; rank is -1.
+Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm,
+                     const ncclConfig_t* config) {
+  CommUse use(comm);
+  BRAID_TRY(check_comm(use, comm));
+  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  if (comm->suspended)
+    return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
+  if (rank != -1)
+    return BRAID_ERROR(ncclInvalidArgument, "rank {}: an existing rank passes -1 (it keeps rank {})", rank, comm->rank);
+  if (nranks <= comm->nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "nRanks {} does not grow the communicator of {} ranks", nranks,
+                       comm->nranks);
+  if (id && (!comm->grow_id_pending || std::memcmp(id, &comm->grow_id, sizeof(*id)) != 0))
+    return BRAID_ERROR(ncclInvalidArgument, "uniqueId is not the one this rank's ncclCommGetUniqueId made (or it "
+                       "was consumed already); the other existing ranks pass NULL");
+  BRAID_TRY(comm_wait_job(comm));
+  struct Offer {
+    int32_t coordinator;  // 1: this rank passed the id
+    int32_t nranks;
+    ncclUniqueId id;
+  };
+  std::vector<Offer> offers(comm->nranks);
+  offers[comm->rank] = {id ? 1 : 0, nranks, id ? *id : ncclUniqueId{}};
+  BRAID_TRY(std::move(comm->bootstrap->allgather(offers.data(), sizeof(Offer))).context("ncclCommGrow"));
+  comm->grow_id_pending = false;  // the rendezvous of the id is this grow's, whatever happens next
+  int coordinator = -1, coordinators = 0;
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (offers[r].nranks != nranks)
+      return BRAID_ERROR(ncclInvalidUsage, "ncclCommGrow: rank {} grows to {} ranks, rank {} to {}", comm->rank,
+                         nranks, r, offers[r].nranks);
+    if (offers[r].coordinator) coordinator = r, ++coordinators;
+  }
+  if (coordinators != 1)
+    return BRAID_ERROR(ncclInvalidUsage, "ncclCommGrow: {} existing ranks passed a uniqueId; exactly one (the one "
+                       "that called ncclCommGetUniqueId) must, the others pass NULL", coordinators);
+  return init_derived(comm, nranks, offers[coordinator].id, comm->rank, config, newcomm);
+}
+
+Status grow(ncclComm* comm, int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
+  *newcomm = nullptr;
+  BRAID_TRY(check_config(config));
+  if (group_active())
+    return BRAID_ERROR(ncclInvalidUsage, "ncclCommGrow inside a group is not supported by braid (call it outside)");
+  return comm ? grow_existing(comm, nranks, id, rank, newcomm, config) : join_grow(nranks, id, rank, newcomm, config);
+}
+
 }  // namespace
+
+BRAID_API ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  return guarded(comm, "ncclCommGetUniqueId", [&] { return get_grow_id(comm, uniqueId); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommGetUniqueId, (ncclComm_t, ncclUniqueId*))
+
+BRAID_API ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                    ncclComm_t* newcomm, ncclConfig_t* config) {
+  return guarded(comm, "ncclCommGrow", [&] { return grow(comm, nRanks, uniqueId, rank, newcomm, config); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommGrow,
+                      (ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*))
 
 BRAID_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return guarded(comm, "ncclCommSplit", [&] { return split(comm, color, key, newcomm, config); });

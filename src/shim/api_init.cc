@@ -1,4 +1,5 @@
 // Entry points: versions, unique ids, communicator life cycle and queries.
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -17,14 +18,15 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   *out = nullptr;
   if (nranks < 1) return BRAID_ERROR(ncclInvalidArgument, "nranks {} must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return BRAID_ERROR(ncclInvalidArgument, "rank {} out of range [0, {})", rank, nranks);
-  BRAID_TRY(check_config(config));
+  ncclConfig_t read;
+  BRAID_TRY(read_config(config, &read));
   auto comm = std::make_unique<ncclComm>();
   InitCall call;
   call.comm = comm.get();
   call.id = id;
   call.scalable_ids = scalable_ids;
-  // Copy only the fields the caller's (possibly older, smaller) struct has.
-  if (config) std::memcpy(&comm->config, config, std::min(config->size, sizeof(ncclConfig_t)));
+  comm->config = read;  // this library's struct, whatever release the caller's came from
+  if (config) std::memcpy(&comm->client_version, &config->version, sizeof(unsigned));
   // Set before the (maybe background) init starts: queries read them.
   comm->rank = rank;
   comm->nranks = nranks;
@@ -80,11 +82,37 @@ void stop_comm(ncclComm* comm) {
 
 }  // namespace
 
+namespace {
+
+// The version ncclGetVersion reports (docs/compatibility.md): the API
+// level of this library's header, or BRAID_NCCL_VERSION for a client that
+// requires the library to equal the header it was built with.  Only
+// releases this library serves: 2.28.0 up to its own.
+Status reported_version(int* version) {
+  *version = NCCL_VERSION_CODE;
+  const std::string text = env_string("BRAID_NCCL_VERSION");
+  if (text.empty()) return Status::ok();
+  int major = 0, minor = 0, patch = 0;
+  char tail = 0;
+  int code = -1;
+  if (std::sscanf(text.c_str(), "%d.%d.%d%c", &major, &minor, &patch, &tail) == 3 && major == 2 && minor >= 0 &&
+      minor < 100 && patch >= 0 && patch < 100)
+    code = NCCL_VERSION(major, minor, patch);
+  else if (std::sscanf(text.c_str(), "%d%c", &code, &tail) != 1)
+    code = -1;
+  if (code < NCCL_VERSION(2, 28, 0) || code > NCCL_VERSION_CODE)
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_NCCL_VERSION={} is not a release braid serves (2.28.0 = {} to {}.{}.{} "
+                       "= {})", text, NCCL_VERSION(2, 28, 0), NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_VERSION_CODE);
+  *version = code;
+  return Status::ok();
+}
+
+}  // namespace
+
 BRAID_API ncclResult_t ncclGetVersion(int* version) {
   return guarded(nullptr, "ncclGetVersion", [&] {
     if (!version) return BRAID_ERROR(ncclInvalidArgument, "version pointer is NULL");
-    *version = NCCL_VERSION_CODE;
-    return Status::ok();
+    return reported_version(version);
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetVersion, (int* version))
@@ -210,7 +238,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
     poll_backend_error(comm);
-    *error = comm_async_state(comm);
+    *error = result_for_caller(comm, "ncclCommGetAsyncError", comm_async_state(comm));
     return Status::ok();
   });
 }
@@ -226,6 +254,7 @@ BRAID_API const char* ncclGetErrorString(ncclResult_t result) {
     case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
     case ncclRemoteError: return "remote process exited or there was a network error";
     case ncclInProgress: return "NCCL operation in progress";
+    case ncclTimeout: return "timeout (a wait gave up after BRAID_TIMEOUT)";
     default: return "unknown result code";
   }
 }

@@ -39,10 +39,17 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   CommUse use(comm);
   BRAID_TRY(check_comm(use, comm));
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  if (comm->suspended)
+    return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
   if (!buff && size > 0) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL with size {}", size);
-  if (flags != NCCL_WIN_DEFAULT && flags != NCCL_WIN_COLL_SYMMETRIC)
-    return BRAID_ERROR(ncclInvalidArgument, "winFlags {:#x} (expected NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC)",
-                       flags);
+  // Strict ordering is what braid's one-sided writes always have (rma.h);
+  // GIN-only windows are plain windows here (no GPU-initiated networking).
+  constexpr int kKnown = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED;
+  if (flags < 0 || (flags & ~kKnown))
+    return BRAID_ERROR(ncclInvalidArgument, "winFlags {:#x} (expected NCCL_WIN_* flags: COLL_SYMMETRIC, "
+                       "STRICT_ORDERING, GIN_ONLY)", flags);
+  if (flags & NCCL_WIN_CFT_COUNTED)
+    return BRAID_ERROR(ncclInvalidUsage, "winFlags NCCL_WIN_CFT_COUNTED: braid has no Compute Fabric Transport");
   if ((flags & NCCL_WIN_COLL_SYMMETRIC) && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
     return BRAID_ERROR(ncclInvalidArgument, "symmetric window base {} is not {}-byte aligned (use ncclMemAlloc)", buff,
                        NCCL_WIN_REQUIRED_ALIGNMENT);
@@ -71,6 +78,7 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   }
   info.ranks = window->ranks;
   BRAID_TRY(comm->backend->window_registered(info));
+  window->info = std::move(info);
   *win = window.get();
   comm->windows.emplace(window.get(), std::move(window));
   return Status::ok();
@@ -159,9 +167,25 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
     if (it == comm->windows.end())
       return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
                          static_cast<void*>(win));
-    comm->backend->window_deregistered(win->seq);
+    if (comm->backend) comm->backend->window_deregistered(win->seq);  // none while suspended
     comm->windows.erase(it);
     return Status::ok();
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclWindow_t))
+
+// This rank's buffer of the window (2.29).
+BRAID_API ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
+  return guarded(comm, "ncclWinGetUserPtr", [&] {
+    BRAID_TRY(check_comm(comm));
+    if (!outUserPtr) return BRAID_ERROR(ncclInvalidArgument, "outUserPtr is NULL");
+    *outUserPtr = nullptr;
+    if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");
+    if (!comm->windows.count(win))
+      return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
+                         static_cast<void*>(win));
+    *outUserPtr = reinterpret_cast<void*>(win->ranks[comm->rank].base);
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclWinGetUserPtr, (ncclComm_t, ncclWindow_t, void**))

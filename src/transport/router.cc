@@ -23,6 +23,9 @@ class RouterTransport final : public Transport {
                             : "none";
   }
   const char* name() const override { return name_.c_str(); }
+  uint64_t bytes_held() const override {
+    return (shm_ ? shm_->bytes_held() : 0) + (socket_ ? socket_->bytes_held() : 0);
+  }
   Status send_pipe(int peer, int channel, SendPipe** out) override {
     BRAID_TRY(check_peer(peer));
     return pick(peer)->send_pipe(peer, channel, out);

@@ -212,6 +212,10 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     return Status::ok();
   }
 
+  // Bytes of the segment mapped for this pipe (0 until attached); read by
+  // any thread (ncclCommMemStats), hence its own flag.
+  uint64_t mapped_bytes() const { return attached_.load(std::memory_order_acquire) ? map_bytes() : 0; }
+
   // Everything sent has been consumed (or nothing was ever sent).
   bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
   bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
@@ -271,6 +275,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     h_ = h;
     slots_base_ = slots;
     if (h_->attached.fetch_add(1) + 1 == 2) ShmSegment::unlink(name_);
+    attached_.store(true, std::memory_order_release);
     return Status::ok();
   }
 
@@ -312,6 +317,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   uint32_t recv_index_ = 0;          // receiver: slot of fragment recv_
   uint32_t idle_polls_ = 0;
   std::chrono::steady_clock::time_point last_liveness_{};
+  std::atomic<bool> attached_{false};
 };
 
 class ShmTransport final : public Transport {
@@ -351,6 +357,11 @@ class ShmTransport final : public Transport {
   }
 
   const char* name() const override { return "shm"; }
+  uint64_t bytes_held() const override {
+    uint64_t bytes = 0;
+    for (const auto& [key, pipe] : pipes_) bytes += pipe->mapped_bytes();
+    return bytes;
+  }
   size_t slot_bytes() const override { return slot_bytes_; }
   int slots() const override { return int(slots_); }
   void abort() override { aborted_.store(true); }

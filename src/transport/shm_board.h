@@ -56,6 +56,7 @@ class BoardMap {
   // Maps `bytes` (a BoardHeader first); `init` runs on rank 0 before ready.
   Status open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init);
   void* base() const { return seg_ ? seg_->base() : nullptr; }
+  size_t bytes() const { return seg_ ? seg_->bytes() : 0; }  // mapped (ncclCommMemStats)
   const BoardSetup& setup() const { return setup_; }
   // The first of `ranks` whose process is gone, or -1.
   int dead_rank(const std::vector<int>& ranks) const;

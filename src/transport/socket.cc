@@ -45,6 +45,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/tls.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/transport.h"
 
@@ -273,6 +274,13 @@ class SocketTransportImpl final : public Transport {
   }
 
   const char* name() const override { return "socket"; }
+  uint64_t bytes_held() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t bytes = 0;
+    for (auto* group : {&sends_, &recvs_})
+      for (const auto& [key, s] : *group) bytes += s->ring.data.size() + (s->ahead ? kReadAhead : 0);
+    return bytes;
+  }
   size_t slot_bytes() const override { return slot_bytes_; }
   int slots() const override { return int(kSocketSlots); }
   void abort() override {
@@ -408,6 +416,7 @@ class SocketTransportImpl final : public Transport {
       int fd = -1;
       Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
       if (st.is_ok()) st = connect_tcp(addr, deadline, &aborted_, &fd);
+      if (st.is_ok()) st = tls_secure(&fd, TlsRole::Client);
       Handshake hello{ctx_.comm_hash, ctx_.rank, s->channel};
       if (st.is_ok()) st = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
       if (!st.is_ok()) {
@@ -426,13 +435,17 @@ class SocketTransportImpl final : public Transport {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
     set_nodelay(fd);
+    if (!tls_secure(&fd, TlsRole::Server).is_ok()) {
+      ::close(fd);
+      return;
+    }
     handshaking_.push_back(fd);
   }
 
   void finish_handshake(int fd) {
     std::erase(handshaking_, fd);
     Handshake hello{};
-    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1)), &aborted_);
+    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1) + tls_hello_grace()), &aborted_);
     if (!st.is_ok() || hello.comm_hash != ctx_.comm_hash || hello.rank < 0 || hello.rank >= ctx_.nranks ||
         hello.channel < 0) {
       BRAID_INFO(kNet, "socket transport: dropped a connection without a valid handshake");
@@ -517,7 +530,7 @@ class SocketTransportImpl final : public Transport {
   std::vector<pollfd> sleep_fds_;  // the executor's, reused
   std::atomic<bool> stop_{false};
   std::atomic<bool> aborted_{false};
-  std::mutex mutex_;  // guards the maps and to_connect_
+  mutable std::mutex mutex_;  // guards the maps and to_connect_
   std::map<std::pair<int, int>, std::unique_ptr<Stream>> sends_, recvs_;
   std::map<std::pair<int, int>, std::unique_ptr<SocketSendPipe>> send_pipes_;
   std::map<std::pair<int, int>, std::unique_ptr<SocketRecvPipe>> recv_pipes_;

@@ -86,6 +86,9 @@ class Transport {
   // any of its pipes (doorbell.h), or nullptr where some traffic would not
   // ring it or it is not set up yet: then the caller polls.
   virtual Doorbell* doorbell() { return nullptr; }
+  // Bytes of memory its connections hold now (slot rings, staging), for
+  // ncclCommMemStats.  (0: one that holds none of its own, as tests' fakes.)
+  virtual uint64_t bytes_held() const { return 0; }
 };
 
 // How many of `peers` share the host of peers[rank] (itself included).

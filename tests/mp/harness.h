@@ -47,9 +47,14 @@ struct Failures {
   } while (0)
 
 using RankBody = std::function<void(int rank, int nranks, ncclComm_t comm, Failures& failures)>;
+// How a rank makes its communicator (default: ncclCommInitRank), e.g. with a config.
+using InitRank = std::function<ncclResult_t(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank)>;
+inline ncclResult_t init_rank(const InitRank& init, ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+  return init ? init(comm, nranks, id, rank) : ncclCommInitRank(comm, nranks, id, rank);
+}
 
 // Each rank creates its communicator, runs body, destroys the communicator.
-inline int run_ranks_as_threads(int nranks, const RankBody& body) {
+inline int run_ranks_as_threads(int nranks, const RankBody& body, const InitRank& init = {}) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<Failures> failures(nranks);
@@ -57,7 +62,7 @@ inline int run_ranks_as_threads(int nranks, const RankBody& body) {
   for (int r = 0; r < nranks; ++r)
     threads.emplace_back([&, r] {
       ncclComm_t comm = nullptr;
-      MP_NCCL(failures[r], ncclCommInitRank(&comm, nranks, id, r));
+      MP_NCCL(failures[r], init_rank(init, &comm, nranks, id, r));
       if (!comm) return;
       body(r, nranks, comm, failures[r]);
       MP_NCCL(failures[r], ncclCommDestroy(comm));
@@ -119,12 +124,12 @@ inline std::vector<pid_t> fork_ranks(int nranks, unsigned timeout_s, int nids,
 
 // setup(rank) runs in the child before init (e.g. setenv for that rank).
 inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned timeout_s = 60,
-                                  const std::function<void(int)>& setup = {}) {
+                                  const std::function<void(int)>& setup = {}, const InitRank& init = {}) {
   std::vector<pid_t> pids = fork_ranks(nranks, timeout_s, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
     if (setup) setup(r);
     Failures failures;
     ncclComm_t comm = nullptr;
-    MP_NCCL(failures, ncclCommInitRank(&comm, nranks, ids[0], r));
+    MP_NCCL(failures, init_rank(init, &comm, nranks, ids[0], r));
     if (comm) {
       body(r, nranks, comm, failures);
       MP_NCCL(failures, ncclCommDestroy(comm));

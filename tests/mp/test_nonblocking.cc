@@ -141,7 +141,8 @@ TEST_CASE("a failed non-blocking init reports its error through GetAsyncError", 
   CHECK(ncclCommInitRankConfig(&comm, 2, id, 0, &config) == ncclInProgress);
   Failures f;
   ncclResult_t state = wait_done(comm, f, 20000);
-  CHECK((state == ncclSystemError || state == ncclRemoteError));
+  // This header's config says 2.32: a wait that gave up is ncclTimeout (2.29).
+  CHECK((state == ncclTimeout || state == ncclRemoteError));
   float x = 1;
   CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess);
   CHECK(ncclCommAbort(comm) == ncclSuccess);

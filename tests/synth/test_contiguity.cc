@@ -131,7 +131,12 @@ TEST_CASE("contiguity: never makes a published sketch's simulated time worse", "
     Schedule plain = synth(t, s, k.c, false, &plain_report);
     CHECK(merged_report.contiguity_makespan_us <= merged_report.ordered_makespan_us + 1e-6);
     CHECK(verify(merged).ok);
-    CHECK(simulated_us(merged, t) <= simulated_us(plain, t) * (1 + 1e-9));
+    // Against the same run's stage-2 schedule: two runs may route or merge
+    // differently when a MILP stops at its time limit (a loaded machine).
+    CHECK(simulated_us(merged, t) == Approx(merged_report.simulated_us));
+    CHECK(merged_report.simulated_us <= merged_report.ordered_simulated_us);
+    CHECK(plain_report.simulated_us == Approx(simulated_us(plain, t)));
+    CHECK(plain_report.simulated_us == plain_report.ordered_simulated_us);
   }
 }
 

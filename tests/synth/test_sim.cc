@@ -133,3 +133,47 @@ TEST_CASE("sim: an op of k chunks is one message, paying alpha once", "[synth][s
   REQUIRE(merged.transfers.size() == 1);
   CHECK(merged.transfers[0].chunks == 2);
 }
+
+TEST_CASE("sim: a late rank starts late, and StragglAR's phase 1 alone remains after it", "[synth][sim]") {
+  SimResult on_time, late, sa;
+  std::string error;
+  const int n = 4;
+  const Topology t = clique(n, true);
+  REQUIRE(simulate(ring_allreduce(n), t, 3000000, &on_time, &error));
+  std::vector<double> starts(n, 0.0);
+  starts[3] = 1000;
+  REQUIRE(simulate(ring_allreduce(n), t, 3000000, &late, &error, {starts}));
+  // Ring waits for the late rank from its first step: at least its own time after arrival.
+  CHECK(late.time_us >= 1000 + on_time.time_us * 0.5);
+  // StragglAR with rank 3 late: phase 0 is over when it arrives; R rounds of one
+  // S/(n-1) = 1 MB chunk (11 us each) remain, R = 4 at n = 4.
+  REQUIRE(simulate(stragglar_allreduce(n, 3), t, 3000000, &sa, &error, {starts}));
+  CHECK(sa.time_us - 1000 == Approx(4 * 11.0));
+  std::vector<double> wrong(n - 1, 0.0);
+  CHECK_FALSE(simulate(ring_allreduce(n), t, 3000000, &late, &error, {wrong}));
+}
+
+TEST_CASE("sim: fragments pipeline a chunk over hops, as the host executor does", "[synth][sim]") {
+  // A 3-rank chain 0 -> 1 -> 2 of one 1 MB chunk (AllGather-like forward):
+  // whole, the second hop starts when the first ends (2 x 11 us); in 4
+  // fragments of 250 KB (alpha 1 + 2.5 us each), the second hop follows the
+  // first a fragment behind: 5 fragment times.
+  ScheduleBuilder b("chain", Collective::Custom, 3, -1, 1, 1);
+  b.send(0, 1, in(0));
+  b.recv_copy_send(1, 0, out(0), 2);
+  b.recv(2, 1, out(0));
+  const Schedule s = b.take();
+  SimResult whole, pieces;
+  std::string error;
+  REQUIRE(simulate(s, clique(3, false), 1000000, &whole, &error));
+  CHECK(whole.time_us == Approx(22.0));
+  SimOptions o;
+  o.fragment_bytes = 250000;
+  REQUIRE(simulate(s, clique(3, false), 1000000, &pieces, &error, o));
+  CHECK(pieces.time_us == Approx(5 * 3.5));
+  CHECK(pieces.transfers.size() == 8);
+  // A fragment wider than the chunk is the whole chunk.
+  o.fragment_bytes = 4000000;
+  REQUIRE(simulate(s, clique(3, false), 1000000, &pieces, &error, o));
+  CHECK(pieces.time_us == Approx(22.0));
+}

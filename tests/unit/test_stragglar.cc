@@ -140,3 +140,42 @@ TEST_CASE("the alpha-beta model reproduces the paper's speedups over ring", "[st
   // With the generated plans (at most one round over the bound) at n = 8 the same.
   CHECK(ring_allreduce_model(8, gib, ab) / stragglar_post_arrival_model(8, 9, gib, ab) == Approx(1.36).epsilon(0.02));
 }
+
+TEST_CASE("stragglar phase 1: lanes hold only ops that wait for each other", "[stragglar]") {
+  // The straggler's input chunks go out back to back, waiting for nothing; a
+  // fast rank's swap send waits only for its phase 0; a receive waits for no
+  // earlier receive from another peer (one receiving lane per peer and channel).
+  for (int n : {3, 8, 16}) {
+    for (int straggler : {n - 1, 0}) {
+      INFO("n=" << n << " straggler=" << straggler);
+      Schedule s = stragglar_allreduce(n, straggler);
+      REQUIRE(verify(s).ok);
+      const std::vector<Lane>& sl = s.ranks[straggler].lanes;
+      int input_sends = 0;
+      for (const Op& op : sl[1].ops)
+        if (op.type == OpType::Send && op.src.buffer == BufferKind::Input) {
+          CHECK(op.deps.empty());
+          ++input_sends;
+        }
+      CHECK(input_sends == n - 1);
+      for (int r = 0; r < n; ++r) {
+        const RankProgram& p = s.ranks[r];
+        if (r != straggler) {
+          REQUIRE(p.lanes[1].ops.size() == 1);  // the swap send, alone
+          CHECK(p.lanes[1].ops[0].send_peer == straggler);
+          REQUIRE(p.lanes[1].ops[0].deps.size() == 1);
+          CHECK(p.lanes[1].ops[0].deps[0].lane == 0);
+        }
+        for (size_t l = 3; l < p.lanes.size(); ++l) {
+          std::set<int> peers;
+          for (const Op& op : p.lanes[l].ops) {
+            CHECK(op_receives(op.type));
+            CHECK_FALSE(op_sends(op.type));
+            peers.insert(op.recv_peer);
+          }
+          CHECK(peers.size() == 1);
+        }
+      }
+    }
+  }
+}

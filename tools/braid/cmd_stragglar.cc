@@ -5,6 +5,7 @@
 //   --model [--from 8 --to 256] [--alpha-us 3] [--gbps 450] [--bytes 1G]
 //                                       alpha-beta time after the straggler arrives, vs ring
 //   --host-work [--from 2 --to 16]      bytes the host executor touches after arrival, vs ring
+//   -n N [-s RANK] -o FILE              write the schedule (braid JSON, or MSCCL XML for .xml)
 #include "tools/braid/cmd_stragglar.h"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "braid/algorithms.h"
+#include "braid/schedule_library.h"
 #include "braid/stragglar.h"
 #include "braid/verify.h"
 
@@ -23,6 +25,7 @@ struct Args {
   bool rounds = false, plan = false, verify = false, model = false, host_work = false;
   int n = 0, from = 2, to = 64, straggler = -1, plans_up_to = 64;
   double alpha_us = 3, gbps = 450, bytes = 1024.0 * 1024 * 1024;
+  std::string output;
 } args;
 
 void range(int* lo, int* hi) {
@@ -141,6 +144,25 @@ int print_host_work() {
   return 0;
 }
 
+int write_schedule() {
+  if (args.n < 1) {
+    fmt::print(stderr, "braid stragglar -o: give -n N\n");
+    return 2;
+  }
+  const int straggler = args.straggler >= 0 ? args.straggler : args.n - 1;
+  if (straggler >= args.n) {
+    fmt::print(stderr, "braid stragglar: straggler {} out of range for {} ranks\n", straggler, args.n);
+    return 2;
+  }
+  std::string error;
+  if (!save_schedule_file(args.output, stragglar_allreduce(args.n, straggler), &error)) {
+    fmt::print(stderr, "braid: {}\n", error);
+    return 2;
+  }
+  fmt::print("stragglar_allreduce n={} straggler={} -> {}\n", args.n, straggler, args.output);
+  return 0;
+}
+
 }  // namespace
 
 CLI::App* add_stragglar_command(CLI::App& app) {
@@ -153,7 +175,8 @@ CLI::App* add_stragglar_command(CLI::App& app) {
   cmd->add_option("-n,--nranks", args.n, "one rank count");
   cmd->add_option("--from", args.from, "first rank count");
   cmd->add_option("--to", args.to, "last rank count");
-  cmd->add_option("-s,--straggler", args.straggler, "straggler rank for --verify (default n-1)");
+  cmd->add_option("-s,--straggler", args.straggler, "straggler rank for --verify and -o (default n-1)");
+  cmd->add_option("-o,--output", args.output, "write the schedule for -n and -s (.json braid, .xml MSCCL)");
   cmd->add_option("--alpha-us", args.alpha_us, "model: latency per step, microseconds");
   cmd->add_option("--gbps", args.gbps, "model: link bandwidth, GB/s");
   cmd->add_option("--bytes", args.bytes, "model: AllReduce size in bytes");
@@ -168,7 +191,9 @@ int run_stragglar() {
   if (args.verify) rc |= verify_all();
   if (args.model) rc |= print_model();
   if (args.host_work) rc |= print_host_work();
-  if (!args.rounds && !args.plan && !args.verify && !args.model && !args.host_work) rc = print_rounds();
+  if (!args.output.empty()) rc |= write_schedule();
+  if (!args.rounds && !args.plan && !args.verify && !args.model && !args.host_work && args.output.empty())
+    rc = print_rounds();
   return rc;
 }
 

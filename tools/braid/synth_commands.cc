@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 #include "braid/msccl_xml.h"
@@ -148,19 +149,20 @@ Command add_synth_command(CLI::App& app) {
             if (!synthesize(t, sketch, o, &s, &report, &error)) return fmt::print(stderr, "braid: {}\n", error), 1;
             if (!save_schedule_file(args->output, s, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
             fmt::print("{}: {} ranks, verified, written to {} (synthesis {:.2f} s; routing {:.2f} s{}{}; ordering {:.2f} s, "
-                       "{:.2f} us; contiguity {:.2f} s, {:.2f} us, {} of {} candidate pairs merged)\n",
+                       "{:.2f} us; contiguity {:.2f} s, {:.2f} us, {} of {} candidate pairs merged; simulated {:.2f} us at {} MB chunks)\n",
                        s.name, s.nranks, args->output, report.total_s, report.routing_s,
                        report.milp_used ? (report.milp_optimal ? ", MILP optimal" : ", MILP at time limit") : ", heuristic routes",
                        report.milp_used ? fmt::format(", T {:.2f} us vs heuristic {:.2f}", report.milp_objective, report.heuristic_objective) : "",
                        report.ordering_s, report.ordered_makespan_us, report.contiguity_s, report.contiguity_makespan_us,
-                       report.merged_transfers, report.contiguity_candidates);
+                       report.merged_transfers, report.contiguity_candidates, report.simulated_us, o.chunk_mb);
             return 0;
           }};
 }
 
 Command add_sim_command(CLI::App& app) {
   struct Args {
-    std::string file, topology, sizes = "1K,1M,64M";
+    std::string file, topology, sizes = "1K,1M,64M", late;
+    uint64_t fragment = 0;
     bool unverified = false;
   };
   auto args = std::make_shared<Args>();
@@ -168,6 +170,11 @@ Command add_sim_command(CLI::App& app) {
   cmd->add_option("file", args->file, "schedule file (.json or MSCCL .xml)")->required();
   cmd->add_option("--topology,-t", args->topology, "built-in or JSON topology (default: all ranks on one switch)");
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (nccl-tests' size column), e.g. 1K,1M,64M");
+  cmd->add_option("--late", args->late,
+                  "RANK:US: that rank reaches the call US microseconds late; times are then from its arrival");
+  cmd->add_option("--fragment", args->fragment,
+                  "bytes: ops move in fragments of this size, tile by tile, as the host executor runs them "
+                  "(default 0: whole chunks, the synthesizer's model)");
   cmd->add_flag("--unverified", args->unverified, "simulate a schedule that does not verify (wrong results or deadlock)");
   return {cmd, [args]() {
             std::string error;
@@ -184,20 +191,40 @@ Command add_sim_command(CLI::App& app) {
               if (!args->unverified) return fmt::print(stderr, "braid: not simulated (--unverified simulates it anyway)\n"), 1;
               fmt::print("# WARNING: {} does not verify; times below are for a wrong schedule\n", s.name);
             }
+            // Every schedule, ring and the hierarchical one included, is timed with the same late rank.
+            SimOptions options;
+            options.fragment_bytes = args->fragment;
+            double late_us = 0;
+            if (!args->late.empty()) {
+              int rank = -1;
+              if (std::sscanf(args->late.c_str(), "%d:%lf", &rank, &late_us) != 2 || rank < 0 || rank >= s.nranks ||
+                  late_us < 0)
+                return fmt::print(stderr, "braid: --late {}: want RANK:US with 0 <= RANK < {}\n", args->late, s.nranks), 2;
+              options.rank_start_us.assign(size_t(s.nranks), 0.0);
+              options.rank_start_us[size_t(rank)] = late_us;
+            }
+            auto sim = [&](const Schedule& x, uint64_t size, SimResult* r) {
+              if (!simulate(x, t, size, r, &error, options)) return false;
+              r->time_us -= late_us;
+              return true;
+            };
             Schedule ring, hier;
             bool have_ring = topology_ring(t, s.collective, &ring, &error);
             bool have_hier = t.nodes > 1 && hierarchical(t, s.collective, &hier, &error);
-            fmt::print("# {} ({}, {} ranks) on {}\n", s.name, to_string(s.collective), s.nranks, t.name);
+            fmt::print("# {} ({}, {} ranks) on {}{}{}\n", s.name, to_string(s.collective), s.nranks, t.name,
+                       late_us > 0 ? fmt::format("; times from rank {}'s arrival, {} us late",
+                                                 args->late.substr(0, args->late.find(':')), late_us) : "",
+                       args->fragment ? fmt::format("; {}-byte fragments", args->fragment) : "");
             fmt::print("# {:>8} {:>12} {:>10} {:>12} {:>10} {:>8}{}\n", "size", "time(us)", "busbw", "ring(us)", "ring bw",
                        "speedup", have_hier ? fmt::format(" {:>12} {:>10}", "hier(us)", "hier bw") : "");
             for (uint64_t size : sizes) {
               SimResult r, rr, hr;
-              if (!simulate(s, t, size, &r, &error)) return fmt::print(stderr, "braid: {}\n", error), 1;
+              if (!sim(s, size, &r)) return fmt::print(stderr, "braid: {}\n", error), 1;
               std::string ring_cols = "           -          -        -", hier_cols;
-              if (have_ring && simulate(ring, t, size, &rr, &error))
+              if (have_ring && sim(ring, size, &rr))
                 ring_cols = fmt::format("{:>12.2f} {:>10.2f} {:>7.2f}x", rr.time_us,
                                         bus_bandwidth_gbps(s.collective, s.nranks, size, rr.time_us), rr.time_us / r.time_us);
-              if (have_hier && simulate(hier, t, size, &hr, &error))
+              if (have_hier && sim(hier, size, &hr))
                 hier_cols = fmt::format(" {:>12.2f} {:>10.2f}", hr.time_us, bus_bandwidth_gbps(s.collective, s.nranks, size, hr.time_us));
               fmt::print("  {:>8} {:>12.2f} {:>10.2f} {}{}\n", fmt_size(size), r.time_us,
                          bus_bandwidth_gbps(s.collective, s.nranks, size, r.time_us), ring_cols, hier_cols);

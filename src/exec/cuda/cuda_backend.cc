@@ -76,6 +76,7 @@ struct DevicePlan {
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
   void* block = nullptr;
+  size_t bytes = 0;  // of block
 };
 
 class CudaBackend final : public Backend {
@@ -169,7 +170,7 @@ class CudaBackend final : public Backend {
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
                                        call.count * datatype_size(call.type), &planned, -1,
-                                       placement_of(call, ctx_.comm.rank, ctx_.comm.nranks)));
+                                       placement_of(call, ctx_.comm.rank, ctx_.comm.nranks), call.algorithms));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
                datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
@@ -231,6 +232,11 @@ class CudaBackend final : public Backend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
+    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
+    // stream order: it completes when the kernel does, never before the
+    // launch has completed.  Later than NCCL's (CUDA's launch-completion
+    // attribute), so work waiting on it never overlaps the collective.
+    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, stream));
     if (c.reduction.divisor > 0 && B.output)
       CUDA_TRY(cuda::launch_divide(B.output, B.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
@@ -516,12 +522,25 @@ class CudaBackend final : public Backend {
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
     plan.max_frame = rec.max_frame;
+    plan.bytes = host.size();
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;
     return Status::ok();
   }
 
+ public:
+  // Device memory this communicator allocated (ncclCommMemStats): the FIFO
+  // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
+  MemoryHeld memory_held() const override {
+    MemoryHeld m;
+    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
+                   cuda::kFlagWords * sizeof(int);
+    for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
+    return m;
+  }
+
+ private:
   void release() {
     if (device_ < 0) return;
     cudaSetDevice(device_);
@@ -585,6 +604,13 @@ DeviceProbe probe_device_backend() {
   if (cudaGetDevice(&device) != cudaSuccess) return probe;
   probe.usable = 1;
   probe.device = device;
+  // The UUID names the GPU whatever CUDA_VISIBLE_DEVICES numbers it as.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a
+    for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
+    probe.gpu = h;
+  }
   return probe;
 }
 

@@ -61,6 +61,7 @@ class EagerBoard {
   // Runs call number `call` (1, 2, ... alike on every rank).  `stop` ends a
   // wait (abort, revoke).
   Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
+  size_t bytes() const { return map_.bytes(); }  // the board's mapping
   int depth() const { return depth_; }
 
   struct Slot;

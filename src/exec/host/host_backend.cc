@@ -14,6 +14,7 @@
 #include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
+#include "src/exec/host/rma.h"
 #include "src/ops/datatype.h"
 #include "src/ops/premul.h"
 #include "src/plan/planner.h"
@@ -56,8 +57,48 @@ Status HostBackend::window_registered(const WindowInfo& window) {
   bool direct = false;
   BRAID_TRY(windows_.add(ctx_.comm, *ctx_.bootstrap, window, &direct));
   if (direct) paths_.note_mapped_window();
+  // The first window is where one-sided RMA starts (NCCL's rmaEagerInit = 0):
+  // every rank registers it, so all connect together.
+  if (!rma_) BRAID_TRY(rma_start());
+  rma_->add_window(window);
+  // A peer may put into the window as soon as its registration returns:
+  // every rank's receiver must know the window by then.
+  return std::move(ctx_.bootstrap->barrier()).context("window registration");
+}
+
+void HostBackend::window_deregistered(uint64_t seq) {
+  windows_.remove(seq);
+  if (rma_) rma_->remove_window(seq);
+}
+
+Status HostBackend::window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) {
+  *out = nullptr;
+  const HostWindow* w = windows_.by_seq(seq);
+  if (!w)
+    return BRAID_ERROR(ncclInvalidUsage, "the window is not mapped in this process: only threads of one process, or "
+                       "ncclMemAlloc memory of processes on one host, map each other's windows");
+  if (offset > w->ranks[peer].size)
+    return BRAID_ERROR(ncclInvalidArgument, "offset {} is past rank {}'s part of the window ({} bytes)", offset, peer,
+                       w->ranks[peer].size);
+  *out = w->views[peer] + offset;
   return Status::ok();
 }
+
+MemoryHeld HostBackend::memory_held() const {
+  MemoryHeld m;
+  m.releasable = scratch_.capacity() + (oneshot_ ? oneshot_->bytes() : 0) + (eager_ ? eager_->bytes() : 0) +
+                 (rma_ ? rma_->bytes_held() : 0);
+  return m;
+}
+
+Status HostBackend::rma_start() {
+  if (!rma_) BRAID_TRY(RmaEngine::start(ctx_, &rma_));
+  return Status::ok();
+}
+
+Status HostBackend::rma_write(const RmaCall& call) { return rma_->write(call); }
+Status HostBackend::rma_wait(const std::vector<SignalWait>& waits) { return rma_->wait(waits); }
+uint64_t HostBackend::rma_signals_pending() const { return rma_ ? rma_->signals_pending() : 0; }
 
 Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {
   const HostPaths::Board board = paths_.board_for(call);
@@ -188,7 +229,7 @@ class HostGroup {
         const size_t esize = datatype_size(c.type);
         std::shared_ptr<const Schedule> schedule;
         BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler_,
-                                             placement_of(c, rank, nranks)));
+                                             placement_of(c, rank, nranks), c.algorithms));
         const RankProgram& prog = schedule->ranks.at(rank);
         const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
         const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
@@ -208,7 +249,8 @@ class HostGroup {
     std::unique_ptr<Task> task = std::move(h.spare_task_);
     BRAID_TRY(make_task(i, c, schedules_[next_schedule_++], h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
-    if (straggler_ < 0 && !tracked_) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    // A call that selected its algorithms (ncclCollConfig_t) runs that schedule.
+    if (straggler_ < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
     // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)

@@ -22,6 +22,7 @@
 namespace braid {
 
 class EagerBoard;
+class RmaEngine;
 class OneShotBoard;
 class Task;
 
@@ -42,7 +43,16 @@ class HostBackend final : public Backend {
   int connection_slots() const override { return ctx_.transport->slots(); }
   Status run_alone(const CollectiveCall& call, bool* ran) override;
   Status window_registered(const WindowInfo& window) override;
-  void window_deregistered(uint64_t seq) override { windows_.remove(seq); }
+  void window_deregistered(uint64_t seq) override;
+  Status window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) override;
+  MemoryHeld memory_held() const override;
+
+  bool has_rma() const override { return true; }
+  Status rma_start() override;
+  bool rma_started() const override { return rma_ != nullptr; }
+  Status rma_write(const RmaCall& call) override;
+  Status rma_wait(const std::vector<SignalWait>& waits) override;
+  uint64_t rma_signals_pending() const override;
 
   BoardCounts board_counts() const;
   const BackendContext& context() const { return ctx_; }
@@ -63,6 +73,7 @@ class HostBackend final : public Backend {
   std::unique_ptr<Task> spare_task_, spare_single_copy_task_;
   std::unique_ptr<OneShotBoard> oneshot_;  // each board opens on its first call
   std::unique_ptr<EagerBoard> eager_;
+  std::unique_ptr<RmaEngine> rma_;  // one-sided RMA: from the first window (or init, rma_eager)
   uint64_t oneshot_calls_ = 0, eager_calls_ = 0;
 };
 

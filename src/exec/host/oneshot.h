@@ -50,6 +50,7 @@ class OneShotBoard {
   // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
   // ends the wait (abort, revoke).
   Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
+  size_t bytes() const { return map_.bytes(); }  // the board's mapping
 
   struct Slot;
 

@@ -1,6 +1,7 @@
 #include "src/transport/net/net_choice.h"
 
 #include "src/base/log.h"
+#include "src/base/tls.h"
 #include "src/transport/net/nets.h"
 
 namespace braid {
@@ -83,6 +84,10 @@ Status choose_net(const std::string& mode, Bootstrap* bootstrap, Net** out) {
   BRAID_TRY(decide_net(mode, bootstrap->rank(), caps, reasons, &kind, &why));
   if (!why.empty()) BRAID_INFO(kNet | kInit, "rank {}: between hosts: {}", bootstrap->rank(), why);
   *out = kind == kNetPlugin ? plugin : kind == kNetIb ? ib : nullptr;
+  // As NCCL's: ncclSetEncryption covers the bootstrap and sockets only.
+  if (*out && tls_enabled() && bootstrap->rank() == 0)
+    BRAID_WARN("TLS is on, but traffic between hosts takes {}, which is not encrypted "
+               "(BRAID_TRANSPORT=socket encrypts it)", kind == kNetPlugin ? "the net plugin" : "InfiniBand");
   return Status::ok();
 }
 

@@ -6,7 +6,9 @@
 // step down is logged at INFO with the reason.  =ib and =plugin force that
 // net (for every peer, also on one host): a rank without it fails init,
 // with the reason.  Ranks agree through one bootstrap allgather of what
-// each can use, so all take the same.
+// each can use, so all take the same.  TLS (ncclSetEncryption) covers the
+// bootstrap and sockets only, as NCCL's does: a net is used unencrypted,
+// with a warning.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,34 @@
+// Which of braid's algorithms a per-collective selection admits
+// (ncclCollConfig_t::algSelection, NCCL 2.31).
+//
+// NCCL's grammar: selection := term (',' term)*, term := factor ('+'
+// factor)*, factor := ['^'] name.  ',' is union, '+' intersection, '^' the
+// complement (among every selectable name); whitespace is ignored, case too,
+// and a name matches every selectable name it is a prefix of ("ring"
+// matches RING_LL, RING_LL128 and RING_SIMPLE).
+//
+// The selectable names are braid's algorithm names (algorithm_registry:
+// ring, rd, stragglar, direct, binomial, pairwise) and NCCL's.  NCCL's
+// RING_* select braid's ring where braid has one for the collective; its
+// other names (TREE_*, NVLS*, COLLNET*, PAT_SIMPLE, SYMK_*) are known and
+// select nothing braid runs, so a selection of them alone cannot be
+// honoured.  A name that is neither braid's nor NCCL's is an error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "braid/schedule.h"
+#include "src/base/status.h"
+
+namespace braid {
+
+// *admitted gets a bit per algorithm_registry() index of a `c` algorithm the
+// selection admits (0: none of braid's).  A malformed selection or an
+// unknown name is ncclInvalidArgument.
+Status parse_alg_selection(const std::string& selection, Collective c, uint32_t* admitted);
+
+// The names of the algorithms in `admitted` ("ring, stragglar"), for messages.
+std::string admitted_names(uint32_t admitted);
+
+}  // namespace braid

@@ -1,0 +1,154 @@
+// Host-side queries NCCL 2.29-2.30 added to its device API
+// (nccl_device/core.h): ncclCommQueryProperties and the window pointer
+// queries.  braid ships no nccl_device headers; these have NCCL's names,
+// signatures and struct layout, so a program built against NVIDIA's
+// headers links and runs.
+//
+// What they say on braid: a communicator's rank, size and device; no
+// device API (ncclDevCommCreate refuses), no multimem, no GPU-initiated
+// networking; host one-sided RMA where the backend has it.  A peer's window
+// pointer is where its buffer is mapped into this process: on the host
+// backend, ranks that are threads of one process, or processes of one host
+// whose windows are ncclMemAlloc memory (src/exec/host/host_windows.h).
+#include <cstring>
+
+#include "src/shim/api.h"
+
+using namespace braid;
+
+// nccl_device/core.h's ncclCommProperties (2.30.7), member for member.
+// 2.29's ends after ginType (40 bytes); 2.30 appended the last three.
+typedef enum { kGinNone = 0 } braid_gin_type_t;
+struct ncclCommProperties {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank;
+  int nRanks;
+  int cudaDev;
+  int nvmlDev;
+  bool deviceApiSupport;
+  bool multimemSupport;
+  braid_gin_type_t ginType;
+  int nLsaTeams;
+  bool hostRmaSupport;
+  braid_gin_type_t railedGinType;
+};
+static_assert(offsetof(ncclCommProperties, ginType) == 36 && offsetof(ncclCommProperties, nLsaTeams) == 40 &&
+              offsetof(ncclCommProperties, railedGinType) == 48 && sizeof(ncclCommProperties) == 56,
+              "NCCL 2.30.7's ncclCommProperties_t");
+struct ncclMultimemHandle {
+  void* mcBasePtr;
+};
+
+namespace {
+
+// The ranks on this rank's host (NCCL's lsa team), assumed contiguous as NCCL's is.
+void lsa_span(const ncclComm* comm, int* first, int* size) {
+  const uint64_t mine = comm->peers[comm->rank].host_hash;
+  int lo = comm->rank, hi = comm->rank;
+  while (lo > 0 && comm->peers[lo - 1].host_hash == mine) --lo;
+  while (hi + 1 < comm->nranks && comm->peers[hi + 1].host_hash == mine) ++hi;
+  *first = lo;
+  *size = hi - lo + 1;
+}
+
+Status query_properties(ncclComm* comm, ncclCommProperties* user) {
+  CommUse use(comm);
+  BRAID_TRY(check_comm(use, comm));
+  if (!user) return BRAID_ERROR(ncclInvalidArgument, "props is NULL");
+  const auto [size, magic, version] = versioned_header(user);
+  constexpr size_t k229 = offsetof(ncclCommProperties, nLsaTeams);
+  if (magic != NCCL_API_MAGIC)
+    return BRAID_ERROR(ncclInvalidArgument, "props was not initialised with NCCL_COMM_PROPERTIES_INITIALIZER (bad "
+                       "magic {:#x})", magic);
+  if (size < k229 || version < NCCL_VERSION(2, 29, 0))
+    return BRAID_ERROR(ncclInvalidArgument, "props of size {} and version {} is not an ncclCommProperties_t (2.29's "
+                       "is {} bytes)", size, version, k229);
+  BRAID_TRY(comm_wait_job(comm));  // a non-blocking init's peers are known once it is done
+  int lsa_first = 0, lsa_size = 1;
+  lsa_span(comm, &lsa_first, &lsa_size);
+  ncclCommProperties p{};
+  p.size = size;
+  p.magic = magic;
+  p.version = version;
+  p.rank = comm->rank;
+  p.nRanks = comm->nranks;
+  p.cudaDev = comm->cuda_device;  // -1 on the host backend
+  p.nvmlDev = -1;                 // braid does not use NVML
+  p.nLsaTeams = comm->nranks / lsa_size;
+  p.hostRmaSupport = comm->backend && comm->backend->has_rma();
+  // Only the members the caller's struct has.
+  std::memcpy(user, &p, std::min(size, sizeof(p)));
+  return Status::ok();
+}
+
+Status window_of(ncclWindow_t win, ncclComm** comm) {
+  if (!win) return BRAID_ERROR(ncclInvalidArgument, "window is NULL");
+  ncclComm* c = win->comm;
+  if (!c || !comm_is_live(c) || !c->windows.count(win))
+    return BRAID_ERROR(ncclInvalidArgument, "window {} is not a registered window of a live communicator",
+                       static_cast<void*>(win));
+  *comm = c;
+  return Status::ok();
+}
+
+Status peer_pointer(ncclWindow_t win, size_t offset, int peer, void** out) {
+  if (!out) return BRAID_ERROR(ncclInvalidArgument, "outPtr is NULL");
+  *out = nullptr;
+  ncclComm* comm = nullptr;
+  BRAID_TRY(window_of(win, &comm));
+  CommUse use(comm);
+  BRAID_TRY(check_usable(use, comm));
+  if (peer < 0 || peer >= comm->nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
+  return comm->backend->window_peer_pointer(win->seq, peer, offset, out);
+}
+
+Status no_multimem(const char* function) {
+  return BRAID_ERROR(ncclInvalidUsage, "{}: braid has no NVLink multicast (multimem) memory", function);
+}
+
+}  // namespace
+
+BRAID_API ncclResult_t ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties* props) {
+  return guarded(comm, "ncclCommQueryProperties", [&] { return query_properties(comm, props); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommQueryProperties, (ncclComm_t, ncclCommProperties*))
+
+BRAID_API ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+  return guarded(nullptr, "ncclGetPeerDevicePointer", [&] { return peer_pointer(window, offset, peer, outPtr); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetPeerDevicePointer, (ncclWindow_t, size_t, int, void**))
+
+BRAID_API ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+  return guarded(nullptr, "ncclGetLsaDevicePointer", [&] {
+    if (!outPtr) return BRAID_ERROR(ncclInvalidArgument, "outPtr is NULL");
+    *outPtr = nullptr;
+    ncclComm* comm = nullptr;
+    BRAID_TRY(window_of(window, &comm));
+    int first = 0, size = 1;
+    lsa_span(comm, &first, &size);
+    if (lsaRank < 0 || lsaRank >= size)
+      return BRAID_ERROR(ncclInvalidArgument, "lsaRank {} out of range [0, {}) (the ranks on this host)", lsaRank, size);
+    return peer_pointer(window, offset, first + lsaRank, outPtr);
+  });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetLsaDevicePointer, (ncclWindow_t, size_t, int, void**))
+
+BRAID_API ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
+  (void)window, (void)offset;
+  if (outPtr) *outPtr = nullptr;
+  return guarded(nullptr, "ncclGetLsaMultimemDevicePointer",
+                 [] { return no_multimem("ncclGetLsaMultimemDevicePointer"); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetLsaMultimemDevicePointer, (ncclWindow_t, size_t, void**))
+
+BRAID_API ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle multimem,
+                                                    void** outPtr) {
+  (void)window, (void)offset, (void)multimem;
+  if (outPtr) *outPtr = nullptr;
+  return guarded(nullptr, "ncclGetMultimemDevicePointer", [] { return no_multimem("ncclGetMultimemDevicePointer"); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetMultimemDevicePointer,
+                      (ncclWindow_t, size_t, ncclMultimemHandle, void**))

@@ -1,0 +1,454 @@
+// The API NCCL added after 2.28 (2.29-2.32) as a client built against
+// braid's header sees it: the version policy, ncclConfig_t of several
+// releases' sizes read member by member, the ncclParam* calls, the
+// per-collective nccl*Config calls choosing braid's schedules, and the
+// bad-input table with a row for every new function.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "collective_check.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+struct Expect {
+  Failures& f;
+  std::string who;
+  void operator()(ncclResult_t got, ncclResult_t want, const std::string& what) const {
+    if (got != want)
+      f.fail(fmt::format("{}{}: got {} ({}), want {}", who, what, int(got), ncclGetLastError(nullptr), int(want)));
+  }
+};
+
+// A one-rank communicator from `config`, or NULL (with the result in *r).
+ncclComm_t one_rank(ncclConfig_t* config, ncclResult_t* r) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return nullptr;
+  ncclComm_t comm = nullptr;
+  *r = ncclCommInitRankConfig(&comm, 1, id, 0, config);
+  return comm;
+}
+
+// Until a non-blocking init is done.
+ncclResult_t settle(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
+}  // namespace
+
+TEST_CASE("version policy: the header's API level, or BRAID_NCCL_VERSION", "[api][version]") {
+  int v = 0;
+  REQUIRE(ncclGetVersion(&v) == ncclSuccess);
+  CHECK(v == NCCL_VERSION_CODE);
+  CHECK(v == NCCL_VERSION(2, 32, 6));
+  {
+    ScopedEnv pin("BRAID_NCCL_VERSION", "2.30.4");  // a client that requires exactly its header's version
+    REQUIRE(ncclGetVersion(&v) == ncclSuccess);
+    CHECK(v == 23004);
+  }
+  {
+    ScopedEnv pin("BRAID_NCCL_VERSION", "22809");
+    REQUIRE(ncclGetVersion(&v) == ncclSuccess);
+    CHECK(v == 22809);
+  }
+  for (const char* bad : {"2.27.3", "2.33.0", "3.0.0", "banana", "2.30"}) {
+    ScopedEnv pin("BRAID_NCCL_VERSION", bad);
+    INFO(bad);
+    CHECK(ncclGetVersion(&v) == ncclInvalidUsage);
+  }
+  CHECK(std::string(ncclGetErrorString(ncclTimeout)).find("timeout") == 0);
+}
+
+TEST_CASE("ncclConfig_t of a 2.28, a 2.30 and a 2.32 header are each read member by member", "[api][config]") {
+  ncclResult_t r = ncclInternalError;
+  SECTION("2.28: 80 bytes, nothing past them is read") {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.size = 80;
+    c.version = NCCL_VERSION(2, 28, 9);
+    c.blocking = 0;          // read: the init returns ncclInProgress
+    c.numRmaCtx = -7;        // past a 2.28 struct: read, it would be refused
+    c.nvlsHostMode = 12345;  // likewise
+    ncclComm_t comm = one_rank(&c, &r);
+    CHECK(r == ncclInProgress);
+    REQUIRE(comm);
+    CHECK(settle(comm) == ncclSuccess);
+    // One RMA context and one signal index: the defaults, not what lay past the struct.
+    CHECK(ncclSignal(0, 0, 0, 0, comm, nullptr) == ncclInvalidUsage);  // arguments fine, no window yet
+    CHECK(ncclSignal(0, 0, 1, 0, comm, nullptr) == ncclInvalidArgument);
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+  SECTION("2.30: 96 bytes; numRmaCtx read, 2.31's numRmaSig not") {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.size = 96;
+    c.version = NCCL_VERSION(2, 30, 7);
+    c.numRmaCtx = 2;
+    c.numRmaSig = 0;  // 2.31's: would be refused if read
+    ncclComm_t comm = one_rank(&c, &r);
+    CHECK(r == ncclSuccess);
+    REQUIRE(comm);
+    CHECK(ncclSignal(0, 0, 1, 0, comm, nullptr) == ncclInvalidUsage);     // ctx 1 < 2
+    CHECK(ncclSignal(0, 1, 0, 0, comm, nullptr) == ncclInvalidArgument);  // sigIdx 1 >= 1
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+  SECTION("2.32: this header's 120 bytes, every member read") {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    CHECK(c.size == 120);
+    c.numRmaCtx = 2;
+    c.numRmaSig = 3;
+    c.rmaEagerInit = 1;
+    ncclComm_t comm = one_rank(&c, &r);
+    CHECK(r == ncclSuccess);
+    REQUIRE(comm);
+    // rmaEagerInit: RMA connected at init, so a signal needs no window.
+    CHECK(ncclSignal(0, 2, 1, 0, comm, nullptr) == ncclSuccess);
+    ncclWaitSignalDesc_t d{1, 0, 2, 1};
+    CHECK(ncclWaitSignal(1, &d, comm, nullptr) == ncclSuccess);
+    CHECK(ncclSignal(0, 3, 0, 0, comm, nullptr) == ncclInvalidArgument);
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+  SECTION("a size that does not fit the version is refused") {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.size = 80;
+    c.version = NCCL_VERSION(2, 31, 2);  // 2.31's struct is 112 bytes
+    ncclComm_t comm = one_rank(&c, &r);
+    CHECK(r == ncclInvalidArgument);
+    CHECK(comm == nullptr);
+    CHECK(std::string(ncclGetLastError(nullptr)).find("too small") != std::string::npos);
+  }
+}
+
+TEST_CASE("ncclParam*: braid's and NCCL's variables by name, typed and raw", "[api][param]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "117");
+  ncclParamHandle_t h = nullptr;
+  REQUIRE(ncclParamBind(&h, "BRAID_TIMEOUT") == ncclSuccess);
+  int8_t i8 = 0;
+  int32_t i32 = 0;
+  uint64_t u64 = 0;
+  CHECK(ncclParamGetI8(h, &i8) == ncclSuccess);
+  CHECK(i8 == 117);
+  CHECK(ncclParamGetI32(h, &i32) == ncclSuccess);
+  CHECK(i32 == 117);
+  CHECK(ncclParamGetU64(h, &u64) == ncclSuccess);
+  CHECK(u64 == 117);
+  const char* text = nullptr;
+  CHECK(ncclParamGetStr(h, &text) == ncclSuccess);
+  CHECK(std::string(text) == "117");
+  int64_t raw = 0;
+  int len = 0;
+  CHECK(ncclParamGet(h, &raw, sizeof(raw), &len) == ncclSuccess);
+  CHECK((raw == 117 && len == 8));
+  ncclParamHandle_t s = nullptr;
+  REQUIRE(ncclParamBind(&s, "BRAID_TRANSPORT") == ncclSuccess);
+  CHECK(ncclParamGetStr(s, &text) == ncclSuccess);
+  CHECK(std::string(text) == "auto");
+  CHECK(ncclParamGetI32(s, &i32) == ncclInvalidArgument);  // a string
+  char buf[16] = {};
+  CHECK(ncclParamGet(s, buf, sizeof(buf), &len) == ncclSuccess);
+  CHECK((std::string(buf) == "auto" && len == 5));
+  const char* value = nullptr;
+  int value_len = -1;
+  {
+    ScopedEnv debug("NCCL_DEBUG", "VERSION");
+    CHECK(ncclParamGetParameter("NCCL_DEBUG", &value, &value_len) == ncclSuccess);
+    CHECK((std::string(value) == "VERSION" && value_len == 7));
+  }
+  const char** keys = nullptr;
+  int nkeys = 0;
+  REQUIRE(ncclParamGetAllParameterKeys(&keys, &nkeys) == ncclSuccess);
+  std::set<std::string> names(keys, keys + nkeys);
+  CHECK(names.count("BRAID_TIMEOUT") == 1);
+  CHECK(names.count("NCCL_MULTI_RANK_GPU_ENABLE") == 1);
+  CHECK(names.size() == size_t(nkeys));
+  // The dump goes to standard output: every key, with its value.
+  std::fflush(stdout);
+  char path[] = "/tmp/braid_param_dump_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  int saved = dup(1);
+  dup2(fd, 1);
+  ncclParamDumpAll();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  std::ifstream dump(path);
+  std::stringstream all;
+  all << dump.rdbuf();
+  unlink(path);
+  CHECK(all.str().find("BRAID_TIMEOUT") != std::string::npos);
+  CHECK(all.str().find("Current value=117") != std::string::npos);
+  setenv("BRAID_TIMEOUT", "300", 1);
+  CHECK(ncclParamGetI8(h, &i8) == ncclInvalidArgument);  // does not fit
+  uint16_t u16 = 0;
+  CHECK(ncclParamGetU16(h, &u16) == ncclSuccess);
+  CHECK(u16 == 300);
+}
+
+TEST_CASE("nccl*Config: the algorithm selection picks braid's schedule per call", "[api][collconfig]") {
+  // Each rank logs the schedule every collective ran (NCCL_DEBUG=INFO, COLL).
+  std::vector<pid_t> pids = fork_ranks(4, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    const std::string log = fmt::format("/tmp/braid_collconfig_{}.log", getpid());
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+    setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+    ncclResetDebugInit();
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, 4, ids[0], rank));
+    if (!comm) return 1;
+    const int n = 4;
+    std::vector<float> in(40000, float(rank + 1)), out(in.size());
+    auto allreduce = [&](const char* selection, int force) {
+      ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+      c.algSelection = selection;
+      c.forceAlgSelection = force;
+      std::fill(out.begin(), out.end(), -1.0f);
+      ncclResult_t r = ncclAllReduceConfig(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr, &c);
+      if (r == ncclSuccess && std::count(out.begin(), out.end(), float(n * (n + 1) / 2)) != ptrdiff_t(out.size()))
+        f.fail(fmt::format("{}: wrong sums", selection));
+      return r;
+    };
+    // One call ring, the next StragglAR, then NCCL's spelling of ring.
+    MP_NCCL(f, allreduce("ring", 1));
+    MP_NCCL(f, allreduce("stragglar", 1));
+    MP_NCCL(f, allreduce("RING_SIMPLE", 1));
+    MP_NCCL(f, allreduce("^ring + ^rd", 1));  // leaves StragglAR
+    // NCCL's tree is not braid's: an error when forced, the usual choice when not.
+    if (allreduce("tree", 1) != ncclInvalidArgument) f.fail("forced tree was not refused");
+    MP_NCCL(f, allreduce("tree", 0));
+    // Every other collective with a selection braid has, exact.
+    ncclCollConfig_t ag = NCCL_COLLCONFIG_INITIALIZER;
+    ag.algSelection = "direct";
+    std::vector<int32_t> mine(1000, rank * 7), all(4000, -1);
+    MP_NCCL(f, ncclAllGatherConfig(mine.data(), all.data(), mine.size(), ncclInt32, comm, nullptr, &ag));
+    for (int r = 0; r < n; ++r)
+      if (all[size_t(r) * 1000 + 999] != r * 7) f.fail("direct allgather");
+    MP_NCCL(f, ncclCommDestroy(comm));
+    std::ifstream file(log);
+    std::stringstream text;
+    text << file.rdbuf();
+    const std::string s = text.str();
+    // The log names each call's schedule, in call order.
+    size_t ring1 = s.find("allreduce(ring_allreduce)");
+    size_t strag = s.find("allreduce(stragglar_allreduce)", ring1 == std::string::npos ? 0 : ring1);
+    size_t ring2 = s.find("allreduce(ring_allreduce)", strag == std::string::npos ? 0 : strag);
+    size_t strag2 = s.find("allreduce(stragglar_allreduce)", ring2 == std::string::npos ? 0 : ring2);
+    if (ring1 == std::string::npos || strag == std::string::npos || ring2 == std::string::npos ||
+        strag2 == std::string::npos)
+      f.fail(fmt::format("rank {}: the log does not show ring, stragglar, ring, stragglar in order", rank));
+    if (s.find("allgather(direct_allgather)") == std::string::npos) f.fail("the log does not show direct allgather");
+    unlink(log.c_str());
+    return f.count ? 1 : 0;
+  });
+  int bad = int(4 - pids.size());
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("bad arguments of every function NCCL 2.29-2.32 added", "[api][errors][threads]") {
+  // Without a communicator.
+  {
+    Failures f;
+    Expect expect{f, ""};
+    ncclComm_t nc = nullptr;
+    ncclUniqueId plain;
+    REQUIRE(ncclGetUniqueId(&plain) == ncclSuccess);
+    expect(ncclCommGetUniqueId(nullptr, &plain), ncclInvalidArgument, "GetUniqueId NULL comm");
+    expect(ncclCommGrow(nullptr, 3, nullptr, 2, &nc, nullptr), ncclInvalidArgument, "Grow: joiner without id");
+    expect(ncclCommGrow(nullptr, 3, &plain, 2, &nc, nullptr), ncclInvalidArgument, "Grow: not a grow id");
+    expect(ncclCommGrow(nullptr, 3, &plain, 2, nullptr, nullptr), ncclInvalidArgument, "Grow: NULL newcomm");
+    ncclConfig_t badc = NCCL_CONFIG_INITIALIZER;
+    badc.magic = 1;
+    expect(ncclCommGrow(nullptr, 3, &plain, 2, &nc, &badc), ncclInvalidArgument, "Grow: bad config");
+    expect(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument, "Suspend NULL comm");
+    expect(ncclCommResume(nullptr), ncclInvalidArgument, "Resume NULL comm");
+    uint64_t v = 0;
+    expect(ncclCommMemStats(nullptr, ncclStatGpuMemTotal, &v), ncclInvalidArgument, "MemStats NULL comm");
+    int x = 0;
+    expect(ncclPutSignal(&x, 1, ncclInt32, 0, nullptr, 0, 0, 0, 0, nullptr, nullptr), ncclInvalidArgument,
+           "PutSignal NULL comm");
+    expect(ncclSignal(0, 0, 0, 0, nullptr, nullptr), ncclInvalidArgument, "Signal NULL comm");
+    ncclWaitSignalDesc_t d{1, 0, 0, 0};
+    expect(ncclWaitSignal(1, &d, nullptr, nullptr), ncclInvalidArgument, "WaitSignal NULL comm");
+    void* p = nullptr;
+    expect(ncclWinGetUserPtr(nullptr, nullptr, &p), ncclInvalidArgument, "WinGetUserPtr NULL comm");
+    ncclParamHandle_t h = nullptr;
+    expect(ncclParamBind(nullptr, "BRAID_TIMEOUT"), ncclInvalidArgument, "ParamBind NULL out");
+    expect(ncclParamBind(&h, nullptr), ncclInvalidArgument, "ParamBind NULL key");
+    expect(ncclParamBind(&h, "NCCL_NO_SUCH_THING"), ncclInvalidArgument, "ParamBind unknown key");
+    REQUIRE(ncclParamBind(&h, "BRAID_TIMEOUT") == ncclSuccess);
+    ncclParamHandle_t forged = reinterpret_cast<ncclParamHandle_t>(&x);
+    int8_t i8;
+    int16_t i16;
+    int64_t i64;
+    uint8_t u8;
+    uint32_t u32;
+    uint64_t u64;
+    expect(ncclParamGetI8(nullptr, &i8), ncclInvalidArgument, "GetI8 NULL handle");
+    expect(ncclParamGetI16(forged, &i16), ncclInvalidArgument, "GetI16 forged handle");
+    expect(ncclParamGetI32(h, nullptr), ncclInvalidArgument, "GetI32 NULL out");
+    expect(ncclParamGetI64(forged, &i64), ncclInvalidArgument, "GetI64 forged handle");
+    expect(ncclParamGetU8(nullptr, &u8), ncclInvalidArgument, "GetU8 NULL handle");
+    expect(ncclParamGetU16(h, nullptr), ncclInvalidArgument, "GetU16 NULL out");
+    expect(ncclParamGetU32(forged, &u32), ncclInvalidArgument, "GetU32 forged handle");
+    expect(ncclParamGetU64(nullptr, &u64), ncclInvalidArgument, "GetU64 NULL handle");
+    const char* s = nullptr;
+    expect(ncclParamGetStr(nullptr, &s), ncclInvalidArgument, "GetStr NULL handle");
+    int len = 0;
+    char small[2];
+    expect(ncclParamGet(h, small, sizeof(small), &len), ncclInvalidArgument, "Get: buffer too small");
+    expect(ncclParamGet(h, small, sizeof(small), nullptr), ncclInvalidArgument, "Get: NULL len");
+    expect(ncclParamGetParameter(nullptr, &s, &len), ncclInvalidArgument, "GetParameter NULL key");
+    expect(ncclParamGetParameter("NCCL_NO_SUCH_THING", &s, &len), ncclInvalidArgument, "GetParameter unknown");
+    expect(ncclParamGetAllParameterKeys(nullptr, &len), ncclInvalidArgument, "GetAllParameterKeys NULL table");
+    ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    expect(ncclSetEncryption(nullptr), ncclInvalidArgument, "SetEncryption NULL");
+    e.magic = 0;
+    expect(ncclSetEncryption(&e), ncclInvalidArgument, "SetEncryption bad magic");
+    e = ncclEncryptionConfig_t NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    e.mode = 7;
+    expect(ncclSetEncryption(&e), ncclInvalidArgument, "SetEncryption unknown mode");
+    e.mode = NCCL_ENCRYPTION_MODE_PSK;
+    expect(ncclSetEncryption(&e), ncclInvalidArgument, "SetEncryption PSK NULL");
+    e.psk = "too short";
+    expect(ncclSetEncryption(&e), ncclInvalidArgument, "SetEncryption PSK under 32 bytes");
+    e = ncclEncryptionConfig_t NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+    expect(ncclSetEncryption(&e), ncclSuccess, "SetEncryption off");
+    CHECK(f.count == 0);
+  }
+  // On a live communicator: each bad call fails alone and the communicator still works.
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          Expect expect{f, fmt::format("rank {} ", rank)};
+          ncclUniqueId id;
+          expect(ncclCommGetUniqueId(comm, nullptr), ncclInvalidArgument, "GetUniqueId NULL id");
+          ncclComm_t nc = nullptr;
+          expect(ncclCommGrow(comm, n + 1, nullptr, -1, nullptr, nullptr), ncclInvalidArgument, "Grow NULL newcomm");
+          expect(ncclCommGrow(comm, n, nullptr, -1, &nc, nullptr), ncclInvalidArgument, "Grow to the same size");
+          expect(ncclCommGrow(comm, n + 1, nullptr, 0, &nc, nullptr), ncclInvalidArgument, "Grow: existing rank >= 0");
+          if (ncclGetUniqueId(&id) != ncclSuccess) return f.fail("ncclGetUniqueId");  // no Catch macros on rank threads
+          expect(ncclCommGrow(comm, n + 1, &id, -1, &nc, nullptr), ncclInvalidArgument, "Grow: someone else's id");
+          std::vector<float> a(64, 1.0f), b(64);
+          ncclCollConfig_t c = NCCL_COLLCONFIG_INITIALIZER;
+          c.magic = 0;
+          expect(ncclAllReduceConfig(a.data(), b.data(), 64, ncclFloat, ncclSum, comm, nullptr, &c),
+                 ncclInvalidArgument, "AllReduceConfig bad magic");
+          c = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
+          c.size = 40;
+          expect(ncclBroadcastConfig(a.data(), b.data(), 64, ncclFloat, 0, comm, nullptr, &c), ncclInvalidArgument,
+                 "BroadcastConfig short struct");
+          c = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
+          c.algSelection = "nosuch";
+          expect(ncclReduceConfig(a.data(), b.data(), 64, ncclFloat, ncclSum, 0, comm, nullptr, &c),
+                 ncclInvalidArgument, "ReduceConfig unknown algorithm");
+          c.algSelection = "ring,";
+          expect(ncclAllGatherConfig(a.data(), b.data(), 32, ncclFloat, comm, nullptr, &c), ncclInvalidArgument,
+                 "AllGatherConfig empty name");
+          c.algSelection = "stragglar";  // an AllReduce algorithm only
+          expect(ncclReduceScatterConfig(a.data(), b.data(), 32, ncclFloat, ncclSum, comm, nullptr, &c),
+                 ncclInvalidArgument, "ReduceScatterConfig: no such algorithm for it");
+          c = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
+          c.forceAlgSelection = 2;
+          expect(ncclAlltoAllConfig(a.data(), b.data(), 32, ncclFloat, comm, nullptr, &c), ncclInvalidArgument,
+                 "AlltoAllConfig forceAlgSelection 2");
+          c = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
+          c.CTAPolicy = 0x80;
+          expect(ncclGatherConfig(a.data(), b.data(), 32, ncclFloat, 0, comm, nullptr, &c), ncclInvalidArgument,
+                 "GatherConfig CTAPolicy");
+          c = ncclCollConfig_t NCCL_COLLCONFIG_INITIALIZER;
+          expect(ncclScatterConfig(a.data(), b.data(), 32, ncclFloat, n, comm, nullptr, &c), ncclInvalidArgument,
+                 "ScatterConfig root out of range");
+          // NULL is the plain call; a 2.31-sized struct (no launchCompletionEvent) is read too.
+          MP_NCCL(f, ncclAllReduceConfig(a.data(), b.data(), 64, ncclFloat, ncclSum, comm, nullptr, nullptr));
+          if (b[63] != float(n)) f.fail("AllReduceConfig with NULL config");
+          c.size = 64;
+          c.version = NCCL_VERSION(2, 31, 2);
+          MP_NCCL(f, ncclAllReduceConfig(a.data(), b.data(), 64, ncclFloat, ncclSum, comm, nullptr, &c));
+          if (b[63] != float(n)) f.fail("AllReduceConfig with a 2.31 config");
+          CollCase cc;
+          cc.count = 100;
+          run_and_check(cc, rank, n, comm, f);
+        }) == 0);
+}
+
+// The device API's host queries (nccl_device/core.h, 2.29-2.30): braid ships
+// no such header, so the test declares them as NCCL's header does.
+namespace {
+struct DeviceProperties {  // ncclCommProperties_t
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int rank, nRanks, cudaDev, nvmlDev;
+  bool deviceApiSupport, multimemSupport;
+  int ginType, nLsaTeams;
+  bool hostRmaSupport;
+  int railedGinType;
+};
+struct MultimemHandle {
+  void* mcBasePtr;
+};
+}  // namespace
+extern "C" {
+ncclResult_t ncclCommQueryProperties(ncclComm_t comm, DeviceProperties* props);
+ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
+ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
+ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, MultimemHandle mm, void** outPtr);
+}
+
+TEST_CASE("device API host queries: properties and peers' window pointers", "[api][device][threads]") {
+  constexpr int n = 3;
+  std::vector<std::vector<int32_t>> buffers(n, std::vector<int32_t>(1024));
+  CHECK(run_ranks_as_threads(n, [&](int rank, int, ncclComm_t comm, Failures& f) {
+          Expect expect{f, fmt::format("rank {} ", rank)};
+          DeviceProperties p{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION_CODE};
+          MP_NCCL(f, ncclCommQueryProperties(comm, &p));
+          if (p.rank != rank || p.nRanks != n || p.cudaDev != -1 || p.nLsaTeams != 1 || !p.hostRmaSupport ||
+              p.deviceApiSupport || p.multimemSupport || p.ginType != 0)
+            f.fail(fmt::format("rank {}: properties {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
+                               p.hostRmaSupport));
+          // A 2.29 struct (40 bytes): nothing past it is written.
+          DeviceProperties old{40, NCCL_API_MAGIC, NCCL_VERSION(2, 29, 2)};
+          old.nLsaTeams = -5;
+          MP_NCCL(f, ncclCommQueryProperties(comm, &old));
+          if (old.rank != rank || old.nLsaTeams != -5) f.fail("a 2.29-sized ncclCommProperties_t was overrun");
+          old.magic = 1;
+          expect(ncclCommQueryProperties(comm, &old), ncclInvalidArgument, "bad magic");
+          expect(ncclCommQueryProperties(comm, nullptr), ncclInvalidArgument, "NULL props");
+
+          ncclWindow_t win = nullptr;
+          MP_NCCL(f, ncclCommWindowRegister(comm, buffers[rank].data(), 4096, &win, NCCL_WIN_DEFAULT));
+          for (int peer = 0; peer < n; ++peer) {
+            void* ptr = nullptr;
+            MP_NCCL(f, ncclGetPeerDevicePointer(win, 64, peer, &ptr));
+            if (ptr != reinterpret_cast<char*>(buffers[peer].data()) + 64) f.fail("peer pointer");
+            MP_NCCL(f, ncclGetLsaDevicePointer(win, 0, peer, &ptr));
+            if (ptr != buffers[peer].data()) f.fail("lsa pointer");
+          }
+          void* ptr = nullptr;
+          expect(ncclGetPeerDevicePointer(win, 0, n, &ptr), ncclInvalidArgument, "peer out of range");
+          expect(ncclGetPeerDevicePointer(win, 8192, 0, &ptr), ncclInvalidArgument, "offset past the window");
+          expect(ncclGetPeerDevicePointer(nullptr, 0, 0, &ptr), ncclInvalidArgument, "NULL window");
+          expect(ncclGetLsaDevicePointer(win, 0, n, &ptr), ncclInvalidArgument, "lsaRank out of range");
+          expect(ncclGetLsaMultimemDevicePointer(win, 0, &ptr), ncclInvalidUsage, "multimem");
+          expect(ncclGetMultimemDevicePointer(win, 0, MultimemHandle{nullptr}, &ptr), ncclInvalidUsage, "multimem");
+          MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+        }) == 0);
+}

@@ -1,0 +1,102 @@
+// ncclSetEncryption (NCCL 2.32) across processes: with one key everywhere
+// the bootstrap and the socket transport (ranks on emulated hosts) run TLS
+// and the collectives and one-sided puts are exact; a rank with another
+// key, or without TLS, fails its init cleanly and soon, saying why.
+#include <catch2/catch.hpp>
+
+#include "collective_check.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+constexpr const char* kJobKey = "braid-test-only-job-psk-0123456789abcdef";
+constexpr const char* kOtherKey = "braid-test-only-other-psk-0123456789abcdef";
+
+ncclResult_t set_key(const char* psk) {
+  ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  if (psk) {
+    e.mode = NCCL_ENCRYPTION_MODE_PSK;
+    e.psk = psk;
+  }
+  return ncclSetEncryption(&e);
+}
+
+// The parent holds the bootstrap root (fork_ranks makes the id there).
+struct ParentKey {
+  explicit ParentKey(const char* psk) { REQUIRE(set_key(psk) == ncclSuccess); }
+  ~ParentKey() { set_key(nullptr); }
+};
+
+int wait_all(const std::vector<pid_t>& pids, int expected, std::vector<int>* codes) {
+  int missing = int(expected - pids.size());
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    codes->push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status));
+  }
+  return missing;
+}
+
+}  // namespace
+
+TEST_CASE("TLS: one key everywhere, exact collectives and puts over TLS sockets", "[mp][tls][hosts]") {
+  ParentKey key(kJobKey);
+  constexpr int n = 3;
+  std::vector<pid_t> pids = fork_ranks(n, 90, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    setenv("BRAID_HOSTID", fmt::format("tls-host-{}", rank).c_str(), 1);  // sockets between every pair
+    Failures f;
+    MP_NCCL(f, set_key(kJobKey));
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, n, ids[0], rank));
+    if (!comm) return 1;
+    for (Coll c : kAllColls) {
+      CollCase cc;
+      cc.coll = c;
+      cc.count = 70001;
+      cc.type = ncclInt32;
+      cc.root = 1;
+      run_and_check(cc, rank, n, comm, f);
+    }
+    std::vector<int32_t> window(1024, -1);
+    ncclWindow_t win = nullptr;
+    MP_NCCL(f, ncclCommWindowRegister(comm, window.data(), window.size() * 4, &win, NCCL_WIN_DEFAULT));
+    std::vector<int32_t> mine(1024, 500 + rank);
+    MP_NCCL(f, ncclPutSignal(mine.data(), mine.size(), ncclInt32, (rank + 1) % n, win, 0, 0, 0, 0, comm, nullptr));
+    ncclWaitSignalDesc_t d{1, (rank + n - 1) % n, 0, 0};
+    MP_NCCL(f, ncclWaitSignal(1, &d, comm, nullptr));
+    if (window[1023] != 500 + (rank + n - 1) % n) f.fail("the put over TLS did not land");
+    float x = 1, sum = 0;
+    MP_NCCL(f, ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr));
+    MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+    MP_NCCL(f, ncclCommDestroy(comm));
+    return f.count ? 1 : 0;
+  });
+  std::vector<int> codes;
+  CHECK(wait_all(pids, n, &codes) == 0);
+  for (int c : codes) CHECK(c == 0);
+}
+
+TEST_CASE("TLS: a rank with another key, or none, fails init cleanly", "[mp][tls][faults]") {
+  ParentKey key(kJobKey);
+  ScopedEnv quick("BRAID_TIMEOUT", "3");
+  constexpr int n = 3;
+  auto start = std::chrono::steady_clock::now();
+  // Rank 1 has another key, rank 2 none: neither may join; rank 0 then
+  // waits for them until BRAID_TIMEOUT.  Nobody hangs, nobody succeeds.
+  std::vector<pid_t> pids = fork_ranks(n, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    if (set_key(rank == 0 ? kJobKey : rank == 1 ? kOtherKey : nullptr) != ncclSuccess) return 10;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = ncclCommInitRank(&comm, n, ids[0], rank);
+    if (r == ncclSuccess) return 11;  // joined a job whose key it does not have
+    const std::string why = ncclGetLastError(nullptr);
+    std::fprintf(stderr, "rank %d: %s (%s)\n", rank, ncclGetErrorString(r), why.c_str());
+    if (rank == 1 && why.find("TLS") == std::string::npos) return 12;  // it must say TLS failed
+    return 0;
+  });
+  std::vector<int> codes;
+  CHECK(wait_all(pids, n, &codes) == 0);
+  for (int c : codes) CHECK(c == 0);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
