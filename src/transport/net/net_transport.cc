@@ -477,7 +477,7 @@ class NetTransport final : public Transport {
       if (k.send_comm && k.sends_done < k.sends_posted) (void)net_->arm_events(k.send_comm);
     }
     for (auto& [key, c] : sends_)
-      if (c->ready() && c->completed < c->committed) (void)net_->arm_events(c->comm);
+      if (c->ready() && c->completed < c->committed) (void)net_->arm_events(c->comm);  // credit or a freed slot
     for (auto& [key, c] : recvs_)
       if (c->ready() && c->arrived < c->credited) (void)net_->arm_events(c->comm);
     progressed_ = false;
@@ -504,7 +504,12 @@ class NetTransport final : public Transport {
       }
       (void)post_sends(c.get());
       (void)complete_sends(c.get());
-      busy |= c->completed < c->committed;
+      // Fragments waiting for credit are the thread's to send; sends in
+      // flight need it only where the net moves bytes in test (no event
+      // fd: TCP) or an executor sleeps until a slot frees.  A NIC finishes
+      // them alone, and the executor reclaims their slots when it needs one.
+      busy |= c->posted < c->committed ||
+              (c->completed < c->posted && (executor_sleeps || net_->event_fd() < 0));
     }
     for (auto& [key, c] : recvs_) {
       if (!c->error.is_ok() || !controls_[size_t(c->peer)].error.is_ok()) continue;
