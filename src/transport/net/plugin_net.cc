@@ -325,7 +325,8 @@ Status plugin_net(Net** out) {
         if (!p) continue;
         if (p->devices() <= 0) {
           BRAID_INFO(kNet | kInit, "{}: no device; not used", p->name());
-          continue;
+          if (failure.is_ok()) failure = BRAID_ERROR(ncclSystemError, "{} reports no device", p->name());
+          continue;  // p stays loaded: a plugin's init may not be undone
         }
         BRAID_INFO(kNet | kInit, "loaded {} with {} device(s); it does not give: {}", p->name(), p->devices(),
                    p->lacks());
