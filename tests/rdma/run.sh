@@ -9,6 +9,9 @@
 #   short     every collective, every datatype and op, send/recv: exact (ctest rdma.short)
 #   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
 #   plugin    short, through braid's own net plugin library over InfiniBand (ctest rdma.plugin)
+#   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
+#             libnccl-net*.so built elsewhere, e.g. Mellanox's
+#             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
 #   faults    a killed rank, a wrong NCCL_IB_HCA, a GID the peer cannot reach:
 #             each a clear error in bounded time (ctest rdma.faults)
 # Exits 77 (skip) where the guests cannot be had (scripts/verbs-vm).
@@ -33,6 +36,16 @@ case "$case" in
     cmd=$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
       "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'")
     pair "$cmd" "$cmd";;
+  external)
+    [ -f "${RDMA_PLUGIN:-}" ] || { echo "external: set RDMA_PLUGIN to a net plugin library"; exit 77; }
+    plugin=$(realpath "$RDMA_PLUGIN")
+    # The plugin for every peer (forced: init fails without it), and no
+    # log: nccl-rdma-sharp-plugins 2.7 passes a char for a %s in a WARN on
+    # a device without a PCI path (rxe's), which crashes any logger that
+    # prints warnings (NCCL's with NCCL_DEBUG=WARN too).
+    cmd=$(job short BRAID_TRANSPORT=plugin NCCL_NET_PLUGIN="$plugin" NCCL_DEBUG=VERSION ${RDMA_PRELOAD:+LD_PRELOAD=$RDMA_PRELOAD})
+    "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" --share "$build" --share "$(dirname "$plugin")" ${RDMA_PRELOAD:+--share "$(dirname "$RDMA_PRELOAD")"} \
+      -- "$cmd" "$cmd";;
   faults)
     # One boot of the pair for the three, one after the other.  Each guest
     # sets up the unreachable GID itself: an address on a subnet of its
