@@ -74,7 +74,7 @@ void exchange(Net& net, const Pair& p, size_t room, size_t size, int seed) {
   REQUIRE(sreq);
   CHECK(wait(net, sreq) == size);
   CHECK(wait(net, rreq) == size);
-  CHECK(std::memcmp(in.data(), out.data(), size) == 0);
+  if (size) CHECK(std::memcmp(in.data(), out.data(), size) == 0);  // (an empty vector's data() may be null)
   REQUIRE(net.dereg_mr(p.send, smh).is_ok());
   REQUIRE(net.dereg_mr(p.recv, rmh).is_ok());
 }
