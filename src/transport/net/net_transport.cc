@@ -427,13 +427,14 @@ class NetTransport final : public Transport {
     Deadline::Clock::duration nap = std::chrono::microseconds(20);
     std::vector<pollfd> fds;
     while (!stop_.load()) {
-      bool busy = false;
+      bool busy = false, progressed = false;
       {
         std::lock_guard<std::mutex> lock(mutex_);
         progressed_ = false;
         busy = progress_locked();
+        progressed = progressed_;  // executors set it too, under the lock
       }
-      if (progressed_) {
+      if (progressed) {
         wake_executor();
         nap = std::chrono::microseconds(20);
         continue;
