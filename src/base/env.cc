@@ -73,6 +73,20 @@ int64_t env_int(EnvName name) {
 
 bool env_is_set(EnvName name) { return !env_raw(name.name()).empty(); }
 
+std::string env_string_or_nccl(EnvName name, const char* nccl_name) {
+  std::string value = env_raw(name.name());
+  if (value.empty()) value = env_raw(nccl_name);
+  return value.empty() ? name.var().default_value : value;
+}
+
+int64_t env_int_or_nccl(EnvName name, const char* nccl_name) {
+  std::string text = env_string_or_nccl(name, nccl_name);
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  if (end == text.c_str() || *end != '\0') return std::strtoll(name.var().default_value, nullptr, 0);
+  return v;
+}
+
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index) {
   const std::string value = env_string(name);
   std::string words;

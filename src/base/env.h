@@ -49,6 +49,10 @@ bool env_is_set(EnvName name);
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
+// A BRAID_* variable that mirrors an NCCL one: its value if set, else the
+// NCCL variable's if set, else the registered default.
+std::string env_string_or_nccl(EnvName name, const char* nccl_name);
+int64_t env_int_or_nccl(EnvName name, const char* nccl_name);
 
 // Threads braid starts (the bootstrap root, non-blocking groups) must not
 // call getenv: the application may setenv meanwhile, and getenv racing

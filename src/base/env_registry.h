@@ -26,7 +26,25 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_SOCKET_IFNAME", "",
      "interfaces the sockets may use, NCCL's syntax (eth,enp | =eth0 | ^docker,lo); unset: NCCL_SOCKET_IFNAME, else "
      "chosen (src/base/net_interface.h)"},
-    {"BRAID_TRANSPORT", "auto", "auto (shm on one host, sockets across), shm or socket"},
+    {"BRAID_TRANSPORT", "auto",
+     "auto (shm on one host; across hosts the net plugin's network if one loaded, else InfiniBand verbs where every "
+     "rank has a usable device, else sockets; each fallback logged at INFO), shm, socket, ib or plugin (socket, ib "
+     "and plugin: that one for every peer, also on one host)"},
+    {"BRAID_IB_HCA", "",
+     "InfiniBand/RoCE devices and ports to use, NCCL's syntax (mlx5_0:1,mlx5_1 prefixes | =exact | ^exclude); unset: "
+     "NCCL_IB_HCA, else every active port"},
+    {"BRAID_IB_GID_INDEX", "-1",
+     "GID index on RoCE ports (-1: the first RoCE v2 GID holding an IPv4 address, as NCCL); unset: NCCL_IB_GID_INDEX"},
+    {"BRAID_IB_QPS_PER_CONNECTION", "2",
+     "queue pairs per InfiniBand connection, each message split across them (1..8); unset: NCCL_IB_QPS_PER_CONNECTION"},
+    {"BRAID_IB_TIMEOUT", "18",
+     "InfiniBand ack timeout exponent, 4.096 us * 2^value per try (1..31); unset: NCCL_IB_TIMEOUT"},
+    {"BRAID_IB_RETRY_CNT", "7", "InfiniBand retries before a send fails (0..7); unset: NCCL_IB_RETRY_CNT"},
+    {"BRAID_NET_PLUGIN", "",
+     "NCCL net plugin to load for the transport across hosts: a name (libnccl-net-NAME.so), a library file, or none; "
+     "unset: NCCL_NET_PLUGIN, else libnccl-net.so if it exists"},
+    {"BRAID_NET_SLOT_BYTES", "1048576", "bytes per fragment on InfiniBand and net-plugin connections"},
+    {"BRAID_NET_SLOTS", "4", "fragments in flight per InfiniBand or net-plugin connection (2..16)"},
     {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
     {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
     {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment; a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},

@@ -1,8 +1,10 @@
 // Communicator init after the bootstrap, in three steps:
 //   agree            every rank publishes its facts and settings in one
 //                    allgather and folds them (agreement.h)
-//   make transports  shared memory to the ranks of this host, sockets to
-//                    the others (BRAID_TRANSPORT may force one)
+//   make transports  shared memory to the ranks of this host; to the others
+//                    a net plugin, InfiniBand or sockets, as the ranks agree
+//                    (src/transport/net/net_choice.h; BRAID_TRANSPORT may
+//                    force one)
 //   make backend     CUDA where every rank sees a device (host-staged with
 //                    ranks on several hosts), else the host backend with the
 //                    host paths' settings (src/plan/host_path.h)
@@ -27,6 +29,8 @@
 #include "src/runtime/agreement.h"
 #include "src/runtime/comm.h"
 #include "src/transport/cross_memory.h"
+#include "src/transport/net/net_choice.h"
+#include "src/transport/net/net_transport.h"
 #include "src/transport/router.h"
 
 namespace braid {
@@ -92,7 +96,7 @@ uint32_t unpinned_collectives(int nranks) {
 
 Status read_local_choices(LocalChoices* out) {
   int choice = 0;
-  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket"}, &choice));
+  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket", "ib", "plugin"}, &out->transport_index));
   out->transport = env_string("BRAID_TRANSPORT");
   BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));
   out->device = probe_device_backend();
@@ -117,16 +121,20 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
+  a.transport_mode = local.transport_index;
   a.wants_device = local.device.usable;
   a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   a.wide_tile_bytes = uint64_t(
       std::min<int64_t>(kShmSlotFragments * env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
+  // A net alone (no shared memory): its own fragments, whole.
+  if (local.transport == "ib" || local.transport == "plugin")
+    a.tile_bytes = a.wide_tile_bytes = uint64_t(std::max<int64_t>(4096, env_int("BRAID_NET_SLOT_BYTES")));
   a.check_args = env_int("BRAID_CHECK") != 0;
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // A board needs every rank to map it: not over sockets alone.
   const int64_t board_max = env_int("BRAID_ONESHOT_MAX_BYTES");
-  if (local.transport != "socket" && board_max > 0)
+  if (!local.one_transport() && board_max > 0)
     a.board_max_bytes = uint64_t(std::min<int64_t>(board_max, kBoardLimitBytes));
   a.unpinned_collectives = unpinned_collectives(nranks);
   int cma = 0;
@@ -213,12 +221,22 @@ Status make_transports(ncclComm* comm, const LocalChoices& local, std::unique_pt
   for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
   if (mode == "shm" && remote_peer)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_TRANSPORT=shm but some ranks are on other hosts");
-  // Sockets only when some peer is on another host (or forced); shared
-  // memory whenever a peer shares this host.
-  std::unique_ptr<Transport> shm, socket;
-  if (mode != "socket") BRAID_TRY(make_shm_transport(ctx, &shm));
-  if (mode == "socket" || remote_peer) BRAID_TRY(make_socket_transport(ctx, std::move(listener), &socket));
-  return make_router_transport(ctx, std::move(shm), std::move(socket), &comm->transport);
+  // Shared memory whenever a peer shares this host (unless one transport
+  // is forced); across hosts a net or sockets.
+  std::unique_ptr<Transport> shm, remote;
+  if (!local.one_transport()) BRAID_TRY(make_shm_transport(ctx, &shm));
+  Net* net = nullptr;
+  if (mode == "ib" || mode == "plugin" || (mode == "auto" && remote_peer))
+    BRAID_TRY(choose_net(mode, comm->bootstrap.get(), &net));
+  if (net) {
+    std::vector<bool> serves(size_t(ctx.nranks));
+    for (int r = 0; r < ctx.nranks; ++r)
+      serves[size_t(r)] = !shm || ctx.peers[size_t(r)].host_hash != ctx.peers[size_t(ctx.rank)].host_hash;
+    BRAID_TRY(make_net_transport(ctx, comm->bootstrap.get(), net, serves, &remote));
+  } else if (mode == "socket" || remote_peer) {
+    BRAID_TRY(make_socket_transport(ctx, std::move(listener), &remote));
+  }
+  return make_router_transport(ctx, std::move(shm), std::move(remote), &comm->transport);
 }
 
 Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportContext& ctx) {
@@ -295,8 +313,8 @@ Status comm_setup(ncclComm* comm) {
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->ready.store(true, std::memory_order_release);
-  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {}, fragment {} bytes ({} for large chunks)",
-             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, host.tile_bytes,
+  BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
+             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
              host.wide_tile_bytes);
   return Status::ok();
 }

@@ -20,6 +20,9 @@ namespace braid {
 // What this rank's environment and machine say, before the others are heard.
 struct LocalChoices {
   std::string transport;  // BRAID_TRANSPORT
+  int transport_index = 0;
+  // socket, ib and plugin: that transport for every peer, no shared memory
+  bool one_transport() const { return transport == "socket" || transport == "ib" || transport == "plugin"; }
   DeviceProbe device;
   SlotStoresMode slot_stores = SlotStoresMode::Auto;
 };

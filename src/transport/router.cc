@@ -1,10 +1,12 @@
 // The routing transport: each peer's pipes come from shared memory when the
-// peer shares this host, from sockets otherwise.
+// peer shares this host, from the remote transport (sockets, or a net:
+// InfiniBand or a plugin) otherwise.
 #include "src/transport/router.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "src/transport/doorbell.h"
 
@@ -14,8 +16,13 @@ namespace {
 class RouterTransport final : public Transport {
  public:
   RouterTransport(const TransportContext& ctx, std::unique_ptr<Transport> shm, std::unique_ptr<Transport> socket)
-      : ctx_(ctx), shm_(std::move(shm)), socket_(std::move(socket)) {}
-  const char* name() const override { return "router"; }
+      : ctx_(ctx), shm_(std::move(shm)), socket_(std::move(socket)) {
+    name_ = shm_ && socket_ ? fmt::format("{}+{}", shm_->name(), socket_->name())
+            : shm_          ? shm_->name()
+            : socket_       ? socket_->name()
+                            : "none";
+  }
+  const char* name() const override { return name_.c_str(); }
   uint64_t bytes_held() const override {
     return (shm_ ? shm_->bytes_held() : 0) + (socket_ ? socket_->bytes_held() : 0);
   }
@@ -67,7 +74,8 @@ class RouterTransport final : public Transport {
     return (same_host && shm_) || !socket_ ? shm_.get() : socket_.get();
   }
   TransportContext ctx_;
-  std::unique_ptr<Transport> shm_, socket_;
+  std::string name_;
+  std::unique_ptr<Transport> shm_, socket_;  // socket_: the remote transport, whichever
   std::optional<ForwardedDoorbell> both_;
 };
 

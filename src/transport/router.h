@@ -1,6 +1,6 @@
 // The routing transport a communicator uses: shared memory to the ranks on
-// this host, sockets to the others (BRAID_TRANSPORT may force one; either
-// may be absent).
+// this host, the remote transport (sockets or a net) to the others
+// (BRAID_TRANSPORT may force one; either may be absent).
 #pragma once
 
 #include <memory>

@@ -101,6 +101,13 @@ TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, ab
   kill_one_mid_collective(3, "socket");
 }
 
+TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (net plugin)",
+          "[mp][faults][plugin]") {
+  setenv("NCCL_NET_PLUGIN", BRAID_NET_PLUGIN_LIB, 1);  // braid's own: TCP here
+  kill_one_mid_collective(3, "plugin");
+  unsetenv("NCCL_NET_PLUGIN");
+}
+
 TEST_CASE("a peer killed amid one-shot AllReduces: survivors fail within BRAID_TIMEOUT", "[mp][faults]") {
   kill_one_mid_collective(3, "shm", 16);
 }

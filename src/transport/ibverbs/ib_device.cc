@@ -1,0 +1,173 @@
+#include "src/transport/ibverbs/ib_device.h"
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+
+namespace braid {
+
+std::string IbPort::describe() const {
+  if (!roce) return fmt::format("{}:{} InfiniBand LID {}", device, port, lid);
+  return fmt::format("{}:{} RoCE GID {} {} ({})", device, port, gid.index, gid_to_string(gid.raw),
+                     gid.type == GidType::RoceV2 ? "v2" : "v1");
+}
+
+namespace {
+
+int speed_mbps(const ibv_port_attr& a) {
+  int lane_mbps = 0;
+  switch (a.active_speed) {
+    case 1: lane_mbps = 2500; break;
+    case 2: lane_mbps = 5000; break;
+    case 4: case 8: lane_mbps = 10000; break;
+    case 16: lane_mbps = 14000; break;
+    case 32: lane_mbps = 25000; break;
+    case 64: lane_mbps = 50000; break;
+    case 128: lane_mbps = 100000; break;
+    default: lane_mbps = 200000; break;
+  }
+  int lanes = a.active_width == 2 ? 4 : a.active_width == 4 ? 8 : a.active_width == 8 ? 12 : a.active_width == 16 ? 2 : 1;
+  return lane_mbps * lanes;
+}
+
+std::vector<GidEntry> read_gids(ibv_context* ctx, int port, int table_len) {
+  std::vector<GidEntry> out;
+  for (int i = 0; i < table_len; ++i) {
+    ibv_gid_entry entry{};
+    if (ibv_query_gid_ex(ctx, uint32_t(port), uint32_t(i), &entry, 0) != 0) continue;  // empty slots fail
+    GidEntry g;
+    g.index = i;
+    std::memcpy(g.raw, entry.gid.raw, 16);
+    if (gid_is_empty(g.raw)) continue;
+    g.type = entry.gid_type == IBV_GID_TYPE_ROCE_V2   ? GidType::RoceV2
+             : entry.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::RoceV1
+                                                      : GidType::IB;
+    out.push_back(g);
+  }
+  return out;
+}
+
+// Fork safety: registered memory must not be copied-on-write into a child
+// while a NIC writes it.  ibv_fork_init marks it MADV_DONTFORK where the
+// kernel needs that (kernels from 5.13 do not, and it is then a no-op).  It
+// must come before any other verbs call of the process; if the application
+// made one first, it fails and says so.
+void init_fork_safety() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    int rc = ibv_fork_init();
+    if (rc != 0)
+      BRAID_INFO(kNet | kInit, "ibv_fork_init: {} (verbs already in use by the application?); forked children must "
+                 "not touch braid's registered buffers", std::strerror(rc));
+    else if (ibv_is_fork_initialized() == IBV_FORK_UNNEEDED)
+      BRAID_TRACE(kNet, "ibv_fork_init: the kernel keeps registered memory safe across fork");
+  });
+}
+
+}  // namespace
+
+Status open_ib_ports(std::vector<IbPort>* out) {
+  out->clear();
+  init_fork_safety();
+  HcaFilter filter;
+  const std::string hca = env_string_or_nccl("BRAID_IB_HCA", "NCCL_IB_HCA");
+  const std::string hca_setting = env_is_set("BRAID_IB_HCA") ? "BRAID_IB_HCA" : "NCCL_IB_HCA";
+  BRAID_TRY(parse_hca_filter(hca_setting, hca, &filter));
+  const int forced_gid = int(env_int_or_nccl("BRAID_IB_GID_INDEX", "NCCL_IB_GID_INDEX"));
+  const std::string gid_setting = env_is_set("BRAID_IB_GID_INDEX") ? "BRAID_IB_GID_INDEX" : "NCCL_IB_GID_INDEX";
+
+  int ndev = 0;
+  ibv_device** list = ibv_get_device_list(&ndev);
+  if (!list || ndev == 0) {
+    if (list) ibv_free_device_list(list);
+    return BRAID_ERROR(ncclSystemError, "no InfiniBand/RoCE device (libibverbs found none)");
+  }
+  std::vector<std::string> seen;  // "dev:port state" for the error message
+  Status first_error;
+  for (int d = 0; d < ndev; ++d) {
+    const std::string name = ibv_get_device_name(list[d]);
+    ibv_context* ctx = ibv_open_device(list[d]);
+    if (!ctx) {
+      seen.push_back(fmt::format("{} (cannot open: {})", name, std::strerror(errno)));
+      continue;
+    }
+    ibv_device_attr dattr{};
+    bool used = false;
+    ibv_pd* pd = nullptr;
+    if (ibv_query_device(ctx, &dattr) == 0) {
+      for (int p = 1; p <= dattr.phys_port_cnt; ++p) {
+        ibv_port_attr pattr{};
+        if (ibv_query_port(ctx, uint8_t(p), &pattr) != 0) continue;
+        const bool active = pattr.state == IBV_PORT_ACTIVE;
+        seen.push_back(fmt::format("{}:{}{}", name, p, active ? "" : " (not active)"));
+        if (!active || !filter.passes(name, p)) continue;
+        IbPort port;
+        port.device = name;
+        port.port = p;
+        port.roce = pattr.link_layer == IBV_LINK_LAYER_ETHERNET;
+        port.lid = pattr.lid;
+        port.mtu = int(pattr.active_mtu);
+        port.speed_mbps = speed_mbps(pattr);
+        port.guid = dattr.node_guid;
+        std::vector<GidEntry> gids = read_gids(ctx, p, pattr.gid_tbl_len);
+        if (port.roce || forced_gid >= 0) {
+          Status s = choose_gid(gids, forced_gid, gid_setting, &port.gid);
+          if (!s.is_ok()) {
+            if (first_error.is_ok()) first_error = std::move(s).context(fmt::format("{}:{}", name, p));
+            continue;
+          }
+          port.use_gid = true;
+        }
+        char path[PATH_MAX];
+        if (realpath(fmt::format("/sys/class/infiniband/{}/device", name).c_str(), path)) port.pci_path = path;
+        if (!pd && !(pd = ibv_alloc_pd(ctx))) {
+          if (first_error.is_ok())
+            first_error = BRAID_ERROR(ncclSystemError, "{}: ibv_alloc_pd: {}", name, std::strerror(errno));
+          break;
+        }
+        port.context = ctx;
+        port.pd = pd;
+        used = true;
+        BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps", port.describe(), port.speed_mbps);
+        out->push_back(std::move(port));
+      }
+    }
+    if (!used) {
+      if (pd) ibv_dealloc_pd(pd);
+      ibv_close_device(ctx);
+    }
+  }
+  ibv_free_device_list(list);
+  if (!out->empty()) return Status::ok();
+  if (!first_error.is_ok()) return first_error;
+  std::string ports;
+  for (const std::string& s : seen) ports += (ports.empty() ? "" : ", ") + s;
+  if (!hca.empty())
+    return BRAID_ERROR(ncclSystemError, "{}={} matches no active port (ports: {})", hca_setting, hca,
+                       ports.empty() ? "none" : ports);
+  return BRAID_ERROR(ncclSystemError, "no active InfiniBand/RoCE port (ports: {})", ports.empty() ? "none" : ports);
+}
+
+void close_ib_ports(std::vector<IbPort>* ports) {
+  // Ports of one device share its context and protection domain.
+  for (size_t i = 0; i < ports->size(); ++i) {
+    IbPort& p = (*ports)[i];
+    bool last_of_device = true;
+    for (size_t j = i + 1; j < ports->size(); ++j) last_of_device &= (*ports)[j].context != p.context;
+    if (last_of_device) {
+      ibv_dealloc_pd(p.pd);
+      ibv_close_device(p.context);
+    }
+  }
+  ports->clear();
+}
+
+}  // namespace braid

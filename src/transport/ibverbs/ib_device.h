@@ -1,0 +1,42 @@
+// Opening the InfiniBand/RoCE ports braid's verbs network uses: every
+// active port of every device that BRAID_IB_HCA (else NCCL_IB_HCA) passes,
+// with its GID chosen (ib_select.h).  An InfiniBand port is addressed by
+// its LID, a RoCE (Ethernet) one by its GID.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/transport/ibverbs/ib_select.h"
+
+struct ibv_context;
+struct ibv_pd;
+
+namespace braid {
+
+
+struct IbPort {
+  std::string device;
+  int port = 0;
+  bool roce = false;     // Ethernet link layer: addressed by GID
+  GidEntry gid;          // RoCE: the chosen GID; InfiniBand: index 0 (used with a forced index only)
+  bool use_gid = false;  // send a global route header
+  uint16_t lid = 0;
+  int mtu = 0;           // enum ibv_mtu of the port's active MTU
+  int speed_mbps = 0;
+  uint64_t guid = 0;
+  std::string pci_path;
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;
+  std::string describe() const;  // "rxe0:1 RoCE GID 1 ::ffff:10.77.0.1 (v2)"
+};
+
+// Opens the selected ports (fork safety first: ibv_fork_init).  None usable
+// is ncclSystemError saying why (no device, none active, the filter matched
+// none, a bad GID index).
+Status open_ib_ports(std::vector<IbPort>* out);
+void close_ib_ports(std::vector<IbPort>* ports);
+
+}  // namespace braid

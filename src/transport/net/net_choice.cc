@@ -1,0 +1,94 @@
+#include "src/transport/net/net_choice.h"
+
+#include "src/base/log.h"
+#include "src/base/tls.h"
+#include "src/transport/net/nets.h"
+
+namespace braid {
+namespace {
+
+// A rank lacking `bit`, this one first (its own reason is the best there
+// is), else the first, else -1.
+int first_without(const std::vector<uint32_t>& caps, uint32_t bit, int rank) {
+  if (!(caps[size_t(rank)] & bit)) return rank;
+  for (size_t r = 0; r < caps.size(); ++r)
+    if (!(caps[r] & bit)) return int(r);
+  return -1;
+}
+
+std::string lack(int rank, int who, const char* what, const std::string& my_reason) {
+  if (who == rank) return fmt::format("this rank has no {}: {}", what, my_reason);
+  return fmt::format("rank {} has no {}", who, what);
+}
+
+}  // namespace
+
+Status decide_net(const std::string& mode, int rank, const std::vector<uint32_t>& caps, const NetReasons& my_reasons,
+                  NetKind* kind, std::string* why) {
+  why->clear();
+  const int no_plugin = first_without(caps, kNetPlugin, rank);
+  const int no_ib = first_without(caps, kNetIb, rank);
+  if (mode == "plugin") {
+    if (no_plugin >= 0)
+      return BRAID_ERROR(ncclSystemError, "BRAID_TRANSPORT=plugin: {}",
+                         lack(rank, no_plugin, "usable net plugin", my_reasons.plugin));
+    *kind = kNetPlugin;
+    return Status::ok();
+  }
+  if (mode == "ib") {
+    if (no_ib >= 0)
+      return BRAID_ERROR(ncclSystemError, "BRAID_TRANSPORT=ib: {}",
+                         lack(rank, no_ib, "usable InfiniBand/RoCE port", my_reasons.ib));
+    *kind = kNetIb;
+    return Status::ok();
+  }
+  if (mode != "auto") return BRAID_ERROR(ncclInternalError, "decide_net: mode {}", mode);
+  if (no_plugin < 0) {
+    *kind = kNetPlugin;
+    return Status::ok();
+  }
+  // Say why the plugin is not used only where one was asked for or found.
+  if (!my_reasons.plugin.empty() || (caps[size_t(rank)] & kNetPlugin))
+    *why = fmt::format("no net plugin ({}); ", lack(rank, no_plugin, "net plugin", my_reasons.plugin));
+  if (no_ib < 0) {
+    *kind = kNetIb;
+    return Status::ok();
+  }
+  *why += fmt::format("no InfiniBand ({}): sockets", lack(rank, no_ib, "usable InfiniBand/RoCE port", my_reasons.ib));
+  *kind = kNetSocket;
+  return Status::ok();
+}
+
+Status choose_net(const std::string& mode, Bootstrap* bootstrap, Net** out) {
+  *out = nullptr;
+  uint32_t mine = 0;
+  NetReasons reasons;
+  Net* plugin = nullptr;
+  Net* ib = nullptr;
+  if (mode == "auto" || mode == "plugin") {
+    Status s = plugin_net(&plugin);
+    if (plugin) mine |= kNetPlugin;
+    else if (!s.is_ok()) reasons.plugin = s.message();
+    else if (mode == "plugin") reasons.plugin = "none configured (BRAID_NET_PLUGIN, NCCL_NET_PLUGIN) nor libnccl-net.so";
+  }
+  if (mode == "auto" || mode == "ib") {
+    Status s = braid_ib_net(&ib);
+    if (ib) mine |= kNetIb;
+    else reasons.ib = s.message();
+  }
+  std::vector<uint32_t> caps(size_t(bootstrap->nranks()));
+  caps[size_t(bootstrap->rank())] = mine;
+  BRAID_TRY(bootstrap->allgather(caps.data(), sizeof(uint32_t)));
+  NetKind kind = kNetSocket;
+  std::string why;
+  BRAID_TRY(decide_net(mode, bootstrap->rank(), caps, reasons, &kind, &why));
+  if (!why.empty()) BRAID_INFO(kNet | kInit, "rank {}: between hosts: {}", bootstrap->rank(), why);
+  *out = kind == kNetPlugin ? plugin : kind == kNetIb ? ib : nullptr;
+  // As NCCL's: ncclSetEncryption covers the bootstrap and sockets only.
+  if (*out && tls_enabled() && bootstrap->rank() == 0)
+    BRAID_WARN("TLS is on, but traffic between hosts takes {}, which is not encrypted "
+               "(BRAID_TRANSPORT=socket encrypts it)", kind == kNetPlugin ? "the net plugin" : "InfiniBand");
+  return Status::ok();
+}
+
+}  // namespace braid

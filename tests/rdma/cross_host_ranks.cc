@@ -1,0 +1,209 @@
+// This host's ranks of a communicator that spans hosts: the program each
+// rdma guest runs (tests/rdma/run.sh).  Ranks meet through NCCL_COMM_ID.
+//
+//   cross_host_ranks SUITE FIRST_RANK LOCAL_RANKS NRANKS
+//
+// Forks LOCAL_RANKS processes, ranks FIRST_RANK.., and runs SUITE in each:
+//   short        every collective at 1, 4099 and 300000 floats (in place
+//                and not), every datatype with every reduction op, grouped
+//                send/recv of every datatype between every pair: exact
+//   full         short, and every collective at 4 MB and 16 MB as well
+//   kill         collectives until the last rank of the job kills itself;
+//                every survivor's call must then fail with ncclRemoteError
+//                or ncclSystemError within BRAID_TIMEOUT (+5 s), its
+//                async error say so, and ncclCommAbort return within 2 s
+//   init-fails   init must fail, with ncclSystemError and the message
+//                in $EXPECT_ERROR (a wrong NCCL_IB_HCA)
+//   call-fails   init may succeed; then the first AllReduce, or init,
+//                must fail with ncclRemoteError or ncclSystemError within
+//                $EXPECT_WITHIN seconds, saying one of $EXPECT_ERROR's
+//                '|'-separated alternatives (a GID the peer cannot reach;
+//                a rank whose peer failed first sees the peer leave)
+// With EXPECT_TRANSPORT (e.g. "shm+IB"), a rank whose communicator took
+// another transport fails.  Exit status 0 when every rank did what its
+// suite asks.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cross_host_sweep.h"
+
+using namespace mp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int report(int rank, Failures& f, const char* what, Clock::time_point t0) {
+  std::fprintf(stderr, "rank %d: %s %s in %.1f s\n", rank, what, f.count ? "FAILED" : "exact", seconds_since(t0));
+  return f.count ? 1 : 0;
+}
+
+int sweep(int rank, int n, ncclComm_t comm, bool full) {
+  Failures f;
+  auto t0 = Clock::now();
+  every_collective(rank, n, comm, f, {1, 4099, 300000});
+  report(rank, f, "every collective", t0);
+  t0 = Clock::now();
+  every_datatype(rank, n, comm, f, 1003);
+  report(rank, f, "every datatype and op", t0);
+  t0 = Clock::now();
+  every_send_recv(rank, n, comm, f, 5000);
+  report(rank, f, "send/recv of every datatype", t0);
+  if (full) {
+    t0 = Clock::now();
+    every_collective(rank, n, comm, f, {1 << 20, 1 << 22});
+    report(rank, f, "every collective at 4 MB and 16 MB", t0);
+  }
+  return f.count ? 1 : 0;
+}
+
+// The last rank dies after a few calls; the others must see it promptly.
+int kill_suite(int rank, int n, ncclComm_t comm) {
+  const double timeout_s = double(std::atoll(std::getenv("BRAID_TIMEOUT") ? std::getenv("BRAID_TIMEOUT") : "300"));
+  std::vector<float> in(1 << 18), out(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
+  const float sum = float(n * (n + 1) / 2);
+  auto last_ok = Clock::now();
+  ncclResult_t r = ncclSuccess;
+  for (int call = 0; call < 100000; ++call) {
+    if (rank == n - 1 && call == 5) raise(SIGKILL);
+    r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+    if (r != ncclSuccess) break;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] != sum * float(i % 13)) {
+        std::fprintf(stderr, "rank %d: a call that succeeded gave wrong data\n", rank);
+        return 1;
+      }
+    last_ok = Clock::now();
+  }
+  const double took = seconds_since(last_ok);
+  std::fprintf(stderr, "rank %d: after the kill: %s in %.1f s: %s\n", rank, ncclGetErrorString(r), took,
+               ncclGetLastError(comm));
+  if (r != ncclRemoteError && r != ncclSystemError) return 1;
+  if (took > timeout_s + 5) return 1;
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || (async != ncclRemoteError && async != ncclSystemError))
+    return 1;
+  auto t = Clock::now();
+  if (ncclCommAbort(comm) != ncclSuccess || seconds_since(t) > 2) return 1;
+  return 0;
+}
+
+// Whether `what` holds one of the '|'-separated alternatives of $EXPECT_ERROR.
+bool says(const char* what) {
+  const char* expected = std::getenv("EXPECT_ERROR");
+  if (!expected) return true;
+  std::string alternatives = expected;
+  for (size_t begin = 0; begin <= alternatives.size();) {
+    size_t end = alternatives.find('|', begin);
+    if (end == std::string::npos) end = alternatives.size();
+    if (std::string(what).find(alternatives.substr(begin, end - begin)) != std::string::npos) return true;
+    begin = end + 1;
+  }
+  return false;
+}
+
+// With $EXPECT_TRANSPORT set, init logs to a file of this process, and the
+// communicator's transport (as "ready: ... transport MODE (NAME)" says) must
+// start with it: the traffic took the path the test is about.
+void log_init_to_file() {
+  if (!std::getenv("EXPECT_TRANSPORT")) return;
+  setenv("BRAID_DEBUG", "INFO", 1);
+  setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
+  setenv("BRAID_DEBUG_FILE", "/tmp/cross_host_ranks.%p.log", 1);
+}
+bool took_expected_transport(int rank) {
+  const char* expected = std::getenv("EXPECT_TRANSPORT");
+  if (!expected) return true;
+  std::string log;
+  if (FILE* f = std::fopen(("/tmp/cross_host_ranks." + std::to_string(getpid()) + ".log").c_str(), "r")) {
+    char buf[4096];
+    for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) log.append(buf, got);
+    std::fclose(f);
+  }
+  const size_t at = log.find(" ready: ");
+  const size_t open = at == std::string::npos ? at : log.find(" (", log.find("transport ", at));
+  const bool ok = open != std::string::npos && log.compare(open + 2, std::strlen(expected), expected) == 0;
+  if (!ok) std::fprintf(stderr, "rank %d: not on transport %s: %s\n", rank, expected, log.c_str());
+  return ok;
+}
+
+int one_rank(const std::string& suite, int rank, int n) {
+  log_init_to_file();
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;  // NCCL_COMM_ID names the root
+  ncclComm_t comm = nullptr;
+  auto t0 = Clock::now();
+  ncclResult_t init = ncclCommInitRank(&comm, n, id, rank);
+  if (suite == "init-fails") {
+    const char* why = ncclGetLastError(nullptr);
+    std::fprintf(stderr, "rank %d: init: %s in %.1f s: %s\n", rank, ncclGetErrorString(init), seconds_since(t0), why);
+    return init == ncclSystemError && says(why) ? 0 : 1;
+  }
+  if (suite == "call-fails") {
+    const double within = std::atof(std::getenv("EXPECT_WITHIN") ? std::getenv("EXPECT_WITHIN") : "60");
+    ncclResult_t r = init;
+    std::string why = ncclGetLastError(nullptr);
+    if (r == ncclSuccess) {
+      std::vector<float> in(1 << 16, 1.f), out(in.size());
+      t0 = Clock::now();
+      r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+      why = ncclGetLastError(comm);
+    }
+    std::fprintf(stderr, "rank %d: %s %s in %.1f s: %s\n", rank, init == ncclSuccess ? "first call" : "init",
+                 ncclGetErrorString(r), seconds_since(t0), why.c_str());
+    if (comm) ncclCommAbort(comm);
+    return (r == ncclRemoteError || r == ncclSystemError) && seconds_since(t0) <= within && says(why.c_str()) ? 0 : 1;
+  }
+  if (init != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: init failed: %s: %s\n", rank, ncclGetErrorString(init), ncclGetLastError(nullptr));
+    return 1;
+  }
+  std::fprintf(stderr, "rank %d: init in %.1f s\n", rank, seconds_since(t0));
+  if (!took_expected_transport(rank)) return 1;
+  int rc = suite == "kill" ? kill_suite(rank, n, comm) : sweep(rank, n, comm, suite == "full");
+  if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s short|full|kill|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n", argv[0]);
+    return 2;
+  }
+  const std::string suite = argv[1];
+  const int first = std::atoi(argv[2]), local = std::atoi(argv[3]), n = std::atoi(argv[4]);
+  std::fflush(nullptr);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < local; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(1800);  // a hang fails instead of holding the guest
+      _exit(one_rank(suite, first + i, n));
+    }
+    pids.push_back(pid);
+  }
+  int bad = 0;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    const int rank = first + int(i);
+    const bool killed_on_purpose = suite == "kill" && rank == n - 1 && WIFSIGNALED(status);
+    if (!killed_on_purpose && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      std::fprintf(stderr, "rank %d: %s %d\n", rank, WIFSIGNALED(status) ? "killed by signal" : "exit status",
+                   WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}

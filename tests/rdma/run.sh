@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# braid's multi-process tests across two qemu guests with a kernel verbs
+# stack (scripts/verbs-vm): 2 ranks per guest, 4 in all, InfiniBand verbs
+# (soft-RoCE) between the guests, shared memory within each.
+#
+#   tests/rdma/run.sh BUILD_DIR CASE
+#
+# CASE:
+#   short     every collective, every datatype and op, send/recv: exact (ctest rdma.short)
+#   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
+#   plugin    short, through braid's own net plugin library over InfiniBand (ctest rdma.plugin)
+#   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
+#             libnccl-net*.so built elsewhere, e.g. Mellanox's
+#             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
+#   faults    a killed rank, a wrong NCCL_IB_HCA, a GID the peer cannot reach:
+#             each a clear error in bounded time (ctest rdma.faults)
+# Exits 77 (skip) where the guests cannot be had (scripts/verbs-vm).
+set -u
+build=$(realpath "$1") case=$2
+here=$(cd "$(dirname "$0")" && pwd)
+ranks="$build/tests/rdma/cross_host_ranks"
+[ -x "$ranks" ] || { echo "no $ranks"; exit 1; }
+# Every guest: rank 2*VM_ID and the next; rank 0's guest runs the bootstrap root.
+common="cd $build && export NCCL_COMM_ID=10.78.0.1:29500 BRAID_TIMEOUT=60 NCCL_DEBUG=WARN"
+job() {  # SUITE [ENV...]: the command for a guest
+  local suite=$1; shift
+  echo "($common $*; $ranks $suite \$((VM_ID * 2)) 2 4)"
+}
+pair() { "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" -- "$1" "$2"; }
+
+case "$case" in
+  short|full)
+    cmd=$(job "$case" BRAID_TRANSPORT=auto EXPECT_TRANSPORT=shm+IB)
+    pair "$cmd" "$cmd";;
+  plugin)
+    cmd=$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
+      "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'")
+    pair "$cmd" "$cmd";;
+  external)
+    [ -f "${RDMA_PLUGIN:-}" ] || { echo "external: set RDMA_PLUGIN to a net plugin library"; exit 77; }
+    plugin=$(realpath "$RDMA_PLUGIN")
+    # The plugin for every peer (forced: init fails without it), and no
+    # log: nccl-rdma-sharp-plugins 2.7 passes a char for a %s in a WARN on
+    # a device without a PCI path (rxe's), which crashes any logger that
+    # prints warnings (NCCL's with NCCL_DEBUG=WARN too).
+    cmd=$(job short BRAID_TRANSPORT=plugin NCCL_NET_PLUGIN="$plugin" NCCL_DEBUG=VERSION ${RDMA_PRELOAD:+LD_PRELOAD=$RDMA_PRELOAD})
+    "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" --share "$build" --share "$(dirname "$plugin")" ${RDMA_PRELOAD:+--share "$(dirname "$RDMA_PRELOAD")"} \
+      -- "$cmd" "$cmd";;
+  faults)
+    # One boot of the pair for the three, one after the other.  Each guest
+    # sets up the unreachable GID itself: an address on a subnet of its
+    # own, and the RoCE v2 GID rxe gives it.  (rxe sends out of its netdev
+    # even without a route, as on a link, so the guests also stop
+    # answering ARP for addresses outside the asker's subnet.)
+    gid_setup='ip addr add 10.79.$VM_ID.1/24 dev eth0; sleep 1;
+      echo 2 >/proc/sys/net/ipv4/conf/all/arp_ignore; echo 2 >/proc/sys/net/ipv4/conf/eth0/arp_ignore;
+      for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+        i=${f##*/}; [ "$(cat $f)" = "0000:0000:0000:0000:0000:ffff:0a4f:0$VM_ID""01" ] || continue
+        [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$i 2>/dev/null)" = "RoCE v2" ] && gid=$i
+      done; echo "guest $VM_ID: unreachable GID index ${gid:-none}"'
+    cmd="echo '== a killed rank'; $(job kill BRAID_TRANSPORT=ib BRAID_TIMEOUT=20) || exit 1;
+      echo '== a wrong NCCL_IB_HCA'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_HCA=mlx5_0 \
+        EXPECT_ERROR="'NCCL_IB_HCA=mlx5_0 matches no active port'") || exit 2;
+      echo '== a GID the peer cannot reach'; $gid_setup;
+      $(job call-fails BRAID_TRANSPORT=ib 'BRAID_IB_GID_INDEX=$gid' BRAID_IB_TIMEOUT=14 BRAID_TIMEOUT=30 \
+        EXPECT_WITHIN=60 "EXPECT_ERROR='reachable|closed|reset by peer|gone'") || exit 3"
+    pair "$cmd" "$cmd";;
+  *) echo "unknown case $case"; exit 2;;
+esac

@@ -1,0 +1,153 @@
+// The InfiniBand credit protocol (ib_protocol.h) against an in-memory wire:
+// credits travel in order, each queue pair delivers its writes in order,
+// and the queue pairs interleave at random.  Every message must land whole,
+// in the receive its credit named, with its exact length.
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <deque>
+#include <random>
+
+#include "src/transport/ibverbs/ib_protocol.h"
+
+using namespace braid;
+
+namespace {
+
+struct Write {
+  uint64_t addr;      // where in the receiver's memory
+  std::vector<char> bytes;
+};
+
+// One connection: `nqps` queue pairs, receives of `room` bytes each.
+void run_wire(int nqps, uint64_t seed, int messages) {
+  std::mt19937_64 rng(seed);
+  constexpr size_t kRoom = 300000;
+  std::vector<std::vector<char>> buffers(kIbMaxRequests, std::vector<char>(kRoom));  // the receiver's
+  IbCredits credits;
+  IbReceives receives(nqps);
+  std::deque<IbCredit> credit_wire;
+  std::vector<std::deque<Write>> qp_wire(static_cast<size_t>(nqps));
+  std::deque<uint64_t> posted;       // receives not yet complete, in order
+  std::vector<std::vector<char>> sent;  // message k's bytes
+  int received = 0;
+  auto message = [&](int k) {
+    // Sizes across the split threshold, zero included.
+    static const size_t sizes[] = {0, 1, 4095, kIbSplitMinBytes - 1, kIbSplitMinBytes, 100001, kRoom};
+    std::vector<char> m(sizes[size_t(k) % std::size(sizes)]);
+    for (size_t i = 0; i < m.size(); ++i) m[i] = char((k * 131 + int(i)) & 0xff);
+    return m;
+  };
+  while (received < messages) {
+    switch (rng() % 4) {
+      case 0: {  // the receiver posts a receive: a credit goes out
+        uint64_t seq = 0;
+        if (int(posted.size()) + received >= messages || !receives.start(&seq)) break;
+        credit_wire.push_back(IbCredit{seq % kIbMaxRequests, 0, uint32_t(kRoom), seq});
+        posted.push_back(seq);
+        break;
+      }
+      case 1:  // a credit arrives at the sender
+        if (credit_wire.empty()) break;
+        REQUIRE(credits.add(credit_wire.front()).is_ok());
+        credit_wire.pop_front();
+        break;
+      case 2: {  // the sender sends its next message, split over the queue pairs
+        if (credits.empty()) break;
+        const int k = int(sent.size());
+        sent.push_back(message(k));
+        const std::vector<char>& m = sent.back();
+        IbCredit c;
+        REQUIRE(credits.take(m.size(), &c).is_ok());
+        CHECK(c.seq == uint64_t(k));
+        uint64_t covered = 0;
+        for (int j = 0; j < nqps; ++j) {
+          IbPart p = ib_part(m.size(), nqps, j);
+          CHECK(p.offset + p.length <= m.size());
+          covered += p.length;
+          qp_wire[size_t(j)].push_back(Write{c.addr * kRoom + p.offset, {m.begin() + long(p.offset), m.begin() + long(p.offset + p.length)}});
+        }
+        CHECK(covered == m.size());
+        break;
+      }
+      default: {  // one queue pair, chosen at random, delivers its oldest write
+        const int j = int(rng() % uint64_t(nqps));
+        auto& q = qp_wire[size_t(j)];
+        if (q.empty()) break;
+        Write w = std::move(q.front());
+        q.pop_front();
+        std::copy(w.bytes.begin(), w.bytes.end(), buffers[w.addr / kRoom].begin() + long(w.addr % kRoom));
+        REQUIRE(receives.part_arrived(j, uint32_t(w.bytes.size())).is_ok());
+        // The oldest receive completes first, whole and exact.
+        uint64_t bytes = 0;
+        while (!posted.empty() && receives.finish(posted.front(), &bytes)) {
+          const uint64_t seq = posted.front();
+          posted.pop_front();
+          const std::vector<char>& m = sent[seq];
+          REQUIRE(bytes == m.size());
+          CHECK(std::equal(m.begin(), m.end(), buffers[seq % kIbMaxRequests].begin()));
+          ++received;
+        }
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("credit protocol: every message whole, in order, exact, over 1..4 queue pairs in any interleaving",
+          "[unit][ib]") {
+  for (int nqps : {1, 2, 3, 4})
+    for (uint64_t seed = 1; seed <= 5; ++seed) {
+      INFO("queue pairs " << nqps << " seed " << seed);
+      run_wire(nqps, seed, 200);
+    }
+}
+
+TEST_CASE("credit protocol: at most kIbMaxRequests receives outstanding, slots reused after finishing", "[unit][ib]") {
+  IbReceives r(2);
+  uint64_t seq = 0;
+  for (int i = 0; i < kIbMaxRequests; ++i) REQUIRE(r.start(&seq));
+  CHECK_FALSE(r.start(&seq));  // the sender has every credit there is
+  uint64_t bytes = 0;
+  CHECK_FALSE(r.finish(0, &bytes));
+  REQUIRE(r.part_arrived(1, 7).is_ok());  // queue pairs may arrive in either order
+  REQUIRE(r.part_arrived(0, 5).is_ok());
+  REQUIRE(r.finish(0, &bytes));
+  CHECK(bytes == 12);
+  CHECK(r.start(&seq));
+  CHECK(seq == uint64_t(kIbMaxRequests));
+}
+
+TEST_CASE("credit protocol: misuse is an error, not a wrong delivery", "[unit][ib]") {
+  IbCredits credits;
+  CHECK(credits.add(IbCredit{0, 0, 100, 1}).code() == ncclInternalError);  // out of order
+  REQUIRE(credits.add(IbCredit{0, 0, 100, 0}).is_ok());
+  IbCredit c;
+  Status s = credits.take(101, &c);  // larger than the receive
+  CHECK(s.code() == ncclInternalError);
+  CHECK(s.message().find("101 bytes for a receive of 100") != std::string::npos);
+
+  CHECK(IbReceives(2).part_arrived(0, 1).code() == ncclInternalError);  // no receive awaits it
+  IbReceives r(2);
+  uint64_t seq;
+  REQUIRE(r.start(&seq));
+  CHECK(r.part_arrived(2, 1).code() == ncclInternalError);  // no such queue pair
+  REQUIRE(r.part_arrived(0, 1).is_ok());
+  CHECK(r.part_arrived(0, 1).code() == ncclInternalError);  // queue pair 0's second write: message 1, not posted
+}
+
+TEST_CASE("credit protocol: large messages are split in page-aligned parts, small ones go whole", "[unit][ib]") {
+  CHECK(ib_part(100, 4, 0).length == 100);
+  CHECK(ib_part(100, 4, 3).length == 0);
+  const uint64_t big = 1 << 20;
+  uint64_t sum = 0;
+  for (int j = 0; j < 3; ++j) {
+    IbPart p = ib_part(big + 3, 3, j);
+    CHECK(p.offset % 4096 == 0);
+    sum += p.length;
+  }
+  CHECK(sum == big + 3);
+}

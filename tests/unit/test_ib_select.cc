@@ -1,0 +1,94 @@
+// Which InfiniBand ports and GID braid's verbs net takes (ib_select.h):
+// NCCL_IB_HCA's syntax and NCCL's GID rule, without a device.
+#include <arpa/inet.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "src/transport/ibverbs/ib_select.h"
+
+using namespace braid;
+
+namespace {
+
+HcaFilter parse(const std::string& spec) {
+  HcaFilter f;
+  Status s = parse_hca_filter("NCCL_IB_HCA", spec, &f);
+  INFO(s.to_string());
+  REQUIRE(s.is_ok());
+  return f;
+}
+
+GidEntry gid(int index, GidType type, const char* ip6) {
+  GidEntry g;
+  g.index = index;
+  g.type = type;
+  REQUIRE(inet_pton(AF_INET6, ip6, g.raw) == 1);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_IB_HCA: prefixes, ports, exact names, exclusion", "[unit][ib]") {
+  HcaFilter all = parse("");
+  CHECK(all.passes("mlx5_0", 1));
+  CHECK(all.passes("rxe0", 2));
+
+  HcaFilter f = parse("mlx5_0:1,mlx5_1");
+  CHECK(f.passes("mlx5_0", 1));
+  CHECK_FALSE(f.passes("mlx5_0", 2));  // port 1 only
+  CHECK(f.passes("mlx5_1", 2));        // any port
+  CHECK(f.passes("mlx5_10", 1));       // a prefix of mlx5_10 too, as NCCL
+  CHECK_FALSE(f.passes("mlx5_2", 1));
+
+  HcaFilter exact = parse("=mlx5_1");
+  CHECK(exact.passes("mlx5_1", 1));
+  CHECK_FALSE(exact.passes("mlx5_10", 1));
+
+  HcaFilter not_these = parse("^mlx5_0,rxe");
+  CHECK_FALSE(not_these.passes("mlx5_0", 1));
+  CHECK_FALSE(not_these.passes("rxe0", 1));
+  CHECK(not_these.passes("mlx5_1", 1));
+
+  HcaFilter not_exact = parse("^=rxe0:1");
+  CHECK_FALSE(not_exact.passes("rxe0", 1));
+  CHECK(not_exact.passes("rxe0", 2));
+  CHECK(not_exact.passes("rxe01", 1));
+}
+
+TEST_CASE("NCCL_IB_HCA: malformed specs are refused with the variable named", "[unit][ib]") {
+  for (const char* bad : {"mlx5_0:", "mlx5_0:x", "mlx5_0:0", ":1", "mlx5_0,,mlx5_1", "^", "=", "^="}) {
+    HcaFilter f;
+    Status s = parse_hca_filter("BRAID_IB_HCA", bad, &f);
+    INFO(bad);
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.message().find("BRAID_IB_HCA") != std::string::npos);
+  }
+}
+
+TEST_CASE("GID choice: RoCE v2 with an IPv4 address first, as NCCL, and a forced index must exist", "[unit][ib]") {
+  // rxe's table: link-local IPv6 as v1 and v2, then the IPv4 address as v1 and v2.
+  std::vector<GidEntry> table{gid(0, GidType::RoceV1, "fe80::5054:ff:fe77:1"), gid(1, GidType::RoceV2, "fe80::5054:ff:fe77:1"),
+                              gid(2, GidType::RoceV1, "::ffff:10.77.0.1"), gid(3, GidType::RoceV2, "::ffff:10.77.0.1")};
+  GidEntry chosen;
+  REQUIRE(choose_gid(table, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  CHECK(chosen.index == 3);
+  CHECK(gid_is_ipv4(chosen.raw));
+  CHECK(gid_to_string(chosen.raw) == "::ffff:10.77.0.1");
+
+  // No IPv4 one: the first RoCE v2.
+  REQUIRE(choose_gid({table[0], table[1]}, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  CHECK(chosen.index == 1);
+  // Only v1: the first.
+  REQUIRE(choose_gid({table[2], table[0]}, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  CHECK(chosen.index == 2);
+
+  REQUIRE(choose_gid(table, 2, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  CHECK(chosen.index == 2);
+  Status s = choose_gid(table, 7, "BRAID_IB_GID_INDEX", &chosen);
+  CHECK(s.code() == ncclSystemError);
+  CHECK(s.message().find("BRAID_IB_GID_INDEX=7") != std::string::npos);
+  CHECK(s.message().find("0, 1, 2, 3") != std::string::npos);
+  CHECK(choose_gid({}, -1, "NCCL_IB_GID_INDEX", &chosen).code() == ncclSystemError);
+}
