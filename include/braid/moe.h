@@ -1,0 +1,102 @@
+/* braid's MoE dispatch and combine (issue 40): a C API next to NCCL's.
+ *
+ * One handle per communicator and layer shape.  Dispatch sends each token's
+ * row to the ranks owning its top-k experts and leaves, on every rank, the
+ * rows its local experts must process; combine sends the experts' results
+ * back and sums each token's results weighted by its top-k weights.  Only
+ * routed rows travel, and each (sender, destination) pair adds a fixed
+ * number of signal words (one per local expert) per call.
+ *
+ * This release runs on the host backend: host buffers, ranks that are
+ * threads of one process or processes of one host (every rank's window is
+ * mapped by every other; see src/moe/host_moe.h).  Every call completes
+ * before it returns; the stream is accepted and not used.  Create, and
+ * destroy, are collective over the communicator; dispatch and combine are
+ * called by every rank, alternately (dispatch, combine, dispatch, ...).
+ * Errors are ncclResult_t codes with a message for ncclGetLastError;
+ * ncclTimeout when a peer did not signal within the timeout (late, or gone).
+ */
+#ifndef BRAID_MOE_H_
+#define BRAID_MOE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct braidMoe* braidMoe_t;
+
+typedef enum {
+  /* [local expert][source rank][rows]: each local expert's rows from every
+   * source back to back, the expert's total rounded up to tileRows (what a
+   * grouped GEMM over the local experts takes). */
+  braidMoeExpertMajor = 0,
+  /* [source rank][local expert][rows], each block rounded up to tileRows. */
+  braidMoeRankMajor = 1
+} braidMoeLayout_t;
+
+typedef struct {
+  size_t size;          /* sizeof(braidMoeConfig_t) */
+  int numExperts;       /* global experts, a multiple of the rank count; expert e lives on rank e / (numExperts / nranks) */
+  int topK;             /* choices per token */
+  int hidden;           /* elements per token row */
+  int maxTokensPerRank; /* tokens a rank passes to one dispatch, at most */
+  ncclDataType_t dtype; /* ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2 */
+  int tileRows;         /* padding unit of the receive blocks and outputs (0: 1) */
+  float capacityFactor; /* 0: worst-case capacity (no overflow); f > 0: f times the mean load per (rank, expert) */
+  braidMoeLayout_t layout;
+  int blocks;    /* host: agents (threads) per rank that put rows; 0: 1 */
+  int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
+} braidMoeConfig_t;
+
+#define BRAID_MOE_CONFIG_INITIALIZER \
+  { sizeof(braidMoeConfig_t), 0, 0, 0, 0, ncclBfloat16, 0, 0.0f, braidMoeExpertMajor, 0, 0 }
+
+typedef struct {
+  uint64_t dispatches, combines;
+  uint64_t rowsRouted;         /* (token, k) pairs with an expert, both calls' senders */
+  uint64_t rowsDropped;        /* of those, past capacity: not sent, left out of combine */
+  uint64_t payloadBytesRemote; /* row bytes put into other ranks' windows (dispatch and combine) */
+  uint64_t signalBytesRemote;  /* signal-word bytes put into other ranks' windows */
+  uint64_t bytesLocal;         /* row and signal bytes a rank put into its own window */
+  uint64_t signalsRemote, signalsLocal;
+  uint64_t fences;             /* ordering points: one per destination per call */
+} braidMoeStats_t;
+
+/* Collective.  Fails on every rank alike when the ranks' configs differ or
+ * some rank's window cannot be mapped by the others. */
+ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* config, braidMoe_t* moe);
+
+/* The rows a dispatch output (and combine input) may need (every block full,
+ * padding included), and the rows per (source, local expert) block. */
+ncclResult_t braidMoeGetInfo(braidMoe_t moe, size_t* maxOutputRows, int* capacity);
+
+/* tokens[numTokens][hidden], topkIdx[numTokens][topK] (global experts, -1:
+ * none).  Writes recvTokens (layout of the config, at most maxOutputRows
+ * rows), recvCounts[nranks][numExperts / nranks] (rows each source sent to
+ * each local expert) and, if not NULL, *droppedRows (this rank's rows past
+ * capacity). */
+ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t* topkIdx, int numTokens,
+                              void* recvTokens, int32_t* recvCounts, int64_t* droppedRows, cudaStream_t stream);
+
+/* expertOut: the experts' results in recvTokens' places; topkWeights
+ * [numTokens][topK] of the last dispatch.  outTokens[numTokens][hidden] =
+ * sum over k of weight * result (accumulated in float), dropped and
+ * unrouted choices left out. */
+ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights, void* outTokens,
+                             cudaStream_t stream);
+
+ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats);
+
+/* Collective. */
+ncclResult_t braidMoeDestroy(braidMoe_t moe);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRAID_MOE_H_ */

@@ -1,0 +1,35 @@
+// MoE signal words and epochs (issue 40), written once for host C++ and CUDA.
+//
+// A signal word is 64 bits: the epoch in the high half, the block's row
+// count in the low half (FlashMoE: the count travels in the signal, so the
+// receiver needs no separate count message, and an expert with no tokens
+// still gets a signal, of count 0, so its receiver can finish).
+//
+// Epochs instead of resets: every call of a kind (dispatch, combine) has
+// the next epoch, 1, 2, ... (0 is skipped when the counter wraps, since a
+// fresh window is all zeros and must read as "nothing yet").  A receiver
+// waits for the word to show its call's epoch; nobody ever clears a word, so
+// back-to-back layers need no reset and no extra synchronisation.  Epochs
+// compare wrap-safely (serial-number arithmetic): a word can be at most one
+// call ahead of its reader, since the protocol's own data dependencies keep
+// a sender from starting call n+1 before the reader finished call n.
+#pragma once
+
+#include <stdint.h>
+
+#include "braid/hd.h"
+
+namespace braid::moe {
+
+BRAID_HD uint64_t signal_word(uint32_t epoch, uint32_t count) { return (uint64_t(epoch) << 32) | count; }
+BRAID_HD uint32_t signal_epoch(uint64_t word) { return uint32_t(word >> 32); }
+BRAID_HD uint32_t signal_count(uint64_t word) { return uint32_t(word); }
+
+BRAID_HD uint32_t next_epoch(uint32_t epoch) { return epoch + 1 == 0 ? 1 : epoch + 1; }
+
+// Whether `seen` is `want` or later, wrap-safe.
+BRAID_HD bool epoch_reached(uint32_t seen, uint32_t want) {
+  return seen != 0 && int32_t(seen - want) >= 0;
+}
+
+}  // namespace braid::moe

@@ -1,0 +1,426 @@
+// moe_perf: MoE dispatch and combine (braid/moe.h) against the usual
+// PyTorch path, in the same run, nccl-tests style.
+//
+// Ranks are threads of this process (-t).  Each rank routes `--tokens`
+// tokens of `--hidden` elements to `--topk` of `--experts` experts (a
+// fraction `--skew` of the choices goes to the hot eighth of the experts).
+// Timed per layer, max over ranks of the mean over -n iterations:
+//   moe dispatch / combine        braidMoeDispatch / braidMoeCombine
+//   a2a dispatch                  permute rows by expert, count exchange
+//                                 (ncclAlltoAll of per-expert counts), then
+//                                 all_to_all_single with uneven splits
+//                                 (ncclSend/ncclRecv per peer in a group)
+//   a2a combine                   the reverse all_to_all_single, then the
+//                                 weighted sum back in token order
+// The experts compute nothing (the identity), so both paths move and sum
+// the same rows; -c checks every combined token exactly on both.
+// Columns: time, GB/s of routed payload (rows routed to other ranks, all
+// ranks together, per second), bytes on the wire per layer (all ranks; the
+// MoE path's from braidMoeGetStats, the baseline's from its splits and
+// counts) against the routed payload, signals per destination per call.
+#include <getopt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/moe.h"
+#include "nccl.h"
+#include "src/ops/float_formats.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3, blocks = 1;
+  int tile = 16, check = 1;
+  double skew = 0;
+  float capacity_factor = 0;
+  ncclDataType_t dtype = ncclBfloat16;
+  braidMoeLayout_t layout = braidMoeExpertMajor;
+};
+
+const char* kUsage =
+    "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
+    "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
+    "                [-n iters] [-w warmup] [-c 0|1]\n";
+
+bool parse(int argc, char** argv, Options* o) {
+  static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
+                                 {"tokens", required_argument, nullptr, 'T'},
+                                 {"hidden", required_argument, nullptr, 'H'},
+                                 {"topk", required_argument, nullptr, 'k'},
+                                 {"experts", required_argument, nullptr, 'E'},
+                                 {"dtype", required_argument, nullptr, 'd'},
+                                 {"skew", required_argument, nullptr, 's'},
+                                 {"capacity-factor", required_argument, nullptr, 'F'},
+                                 {"tile", required_argument, nullptr, 'R'},
+                                 {"layout", required_argument, nullptr, 'l'},
+                                 {"blocks", required_argument, nullptr, 'B'},
+                                 {"iters", required_argument, nullptr, 'n'},
+                                 {"warmup_iters", required_argument, nullptr, 'w'},
+                                 {"check", required_argument, nullptr, 'c'},
+                                 {"help", no_argument, nullptr, 'h'},
+                                 {nullptr, 0, nullptr, 0}};
+  int ch;
+  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:c:h", longs, nullptr)) != -1) {
+    switch (ch) {
+      case 't': o->nranks = atoi(optarg); break;
+      case 'T': o->tokens = atoi(optarg); break;
+      case 'H': o->hidden = atoi(optarg); break;
+      case 'k': o->topk = atoi(optarg); break;
+      case 'E': o->experts = atoi(optarg); break;
+      case 's': o->skew = atof(optarg); break;
+      case 'F': o->capacity_factor = float(atof(optarg)); break;
+      case 'R': o->tile = atoi(optarg); break;
+      case 'B': o->blocks = atoi(optarg); break;
+      case 'n': o->iters = atoi(optarg); break;
+      case 'w': o->warmup = atoi(optarg); break;
+      case 'c': o->check = atoi(optarg); break;
+      case 'l':
+        if (!strcmp(optarg, "expert")) o->layout = braidMoeExpertMajor;
+        else if (!strcmp(optarg, "rank")) o->layout = braidMoeRankMajor;
+        else return false;
+        break;
+      case 'd':
+        if (!strcmp(optarg, "bf16") || !strcmp(optarg, "bfloat16")) o->dtype = ncclBfloat16;
+        else if (!strcmp(optarg, "fp8") || !strcmp(optarg, "f8e4m3")) o->dtype = ncclFloat8e4m3;
+        else if (!strcmp(optarg, "half")) o->dtype = ncclFloat16;
+        else if (!strcmp(optarg, "float")) o->dtype = ncclFloat32;
+        else return false;
+        break;
+      default: return false;
+    }
+  }
+  return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
+         o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1;
+}
+
+int elem_bytes(ncclDataType_t t) { return t == ncclFloat32 ? 4 : t == ncclFloat8e4m3 ? 1 : 2; }
+float load(ncclDataType_t t, const char* p, size_t i) {
+  switch (t) {
+    case ncclFloat32: return reinterpret_cast<const float*>(p)[i];
+    case ncclFloat16: return braid::half_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
+    case ncclBfloat16: return braid::bf16_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
+    default: return braid::e4m3_to_float(reinterpret_cast<const uint8_t*>(p)[i]);
+  }
+}
+void store(ncclDataType_t t, char* p, size_t i, float v) {
+  switch (t) {
+    case ncclFloat32: reinterpret_cast<float*>(p)[i] = v; break;
+    case ncclFloat16: reinterpret_cast<uint16_t*>(p)[i] = braid::float_to_half(v); break;
+    case ncclBfloat16: reinterpret_cast<uint16_t*>(p)[i] = braid::float_to_bf16(v); break;
+    default: reinterpret_cast<uint8_t*>(p)[i] = braid::float_to_e4m3(v); break;
+  }
+}
+
+// The baseline's weighted sum, with the type switch outside the element
+// loop as braid's combine has it (a fair comparison of the data paths).
+void add_row(ncclDataType_t t, const char* row, float w, float* acc, int n) {
+  switch (t) {
+    case ncclFloat32:
+      for (int i = 0; i < n; ++i) acc[i] += w * reinterpret_cast<const float*>(row)[i];
+      break;
+    case ncclFloat16:
+      for (int i = 0; i < n; ++i) acc[i] += w * braid::half_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+      break;
+    case ncclBfloat16:
+      for (int i = 0; i < n; ++i) acc[i] += w * braid::bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+      break;
+    default:
+      for (int i = 0; i < n; ++i) acc[i] += w * braid::e4m3_to_float(reinterpret_cast<const uint8_t*>(row)[i]);
+      break;
+  }
+}
+void store_row(ncclDataType_t t, const float* acc, char* row, int n) {
+  switch (t) {
+    case ncclFloat32: std::memcpy(row, acc, size_t(n) * sizeof(float)); break;
+    case ncclFloat16:
+      for (int i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(row)[i] = braid::float_to_half(acc[i]);
+      break;
+    case ncclBfloat16:
+      for (int i = 0; i < n; ++i) reinterpret_cast<uint16_t*>(row)[i] = braid::float_to_bf16(acc[i]);
+      break;
+    default:
+      for (int i = 0; i < n; ++i) reinterpret_cast<uint8_t*>(row)[i] = braid::float_to_e4m3(acc[i]);
+      break;
+  }
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Distinct experts per token; a fraction `skew` of the choices among the hot eighth.
+std::vector<int32_t> route(const Options& o, int rank) {
+  uint64_t s = mix(uint64_t(rank) + 12345);
+  const int hot = std::max(o.topk, o.experts / 8);
+  std::vector<int32_t> topk(size_t(o.tokens) * o.topk);
+  for (int t = 0; t < o.tokens; ++t)
+    for (int k = 0; k < o.topk; ++k) {
+      int32_t e;
+      bool fresh;
+      do {
+        s = mix(s);
+        const bool is_hot = double(s >> 11) / double(1ull << 53) < o.skew;
+        s = mix(s);
+        e = int32_t(s % uint64_t(is_hot ? hot : o.experts));
+        fresh = true;
+        for (int j = 0; j < k; ++j) fresh = fresh && topk[size_t(t) * o.topk + j] != e;
+      } while (!fresh);
+      topk[size_t(t) * o.topk + k] = e;
+    }
+  return topk;
+}
+
+struct RankResult {
+  double moe_dispatch_us = 0, moe_combine_us = 0, a2a_dispatch_us = 0, a2a_combine_us = 0;
+  double routed_remote_bytes = 0;  // per layer: rows this rank routes to other ranks (not dropped) x row bytes
+  double moe_wire = 0, a2a_wire = 0;  // per layer, bytes this rank puts to other ranks
+  double signals_per_dest = 0, fences_per_call = 0;
+  int64_t dropped = 0, wrong = 0;
+  std::string error;
+};
+
+#define TRY(call)                                                                                  \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      res.error = std::string(#call) + ": " + ncclGetErrorString(r_) + ": " + ncclGetLastError(nullptr); \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
+double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& res) {
+  const int n = o.nranks, L = o.experts / n, K = o.topk, H = o.hidden, eb = elem_bytes(o.dtype);
+  const size_t row_bytes = size_t(H) * eb;
+  ncclComm_t comm = nullptr;
+  TRY(ncclCommInitRank(&comm, n, id, rank));
+  float one = 1, sum = 0;
+  auto barrier = [&] { return ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr); };
+
+  const std::vector<int32_t> topk = route(o, rank);
+  std::vector<char> tokens(size_t(o.tokens) * row_bytes);
+  for (int t = 0; t < o.tokens; ++t)
+    for (int h = 0; h < H; ++h) store(o.dtype, tokens.data(), size_t(t) * H + h, float((rank + t + h) % 7 - 3));
+  std::vector<float> weights(topk.size(), 1.0f);
+
+  // ---- braid MoE.
+  braidMoeConfig_t cfg = BRAID_MOE_CONFIG_INITIALIZER;
+  cfg.numExperts = o.experts;
+  cfg.topK = K;
+  cfg.hidden = H;
+  cfg.maxTokensPerRank = o.tokens;
+  cfg.dtype = o.dtype;
+  cfg.tileRows = o.tile;
+  cfg.capacityFactor = o.capacity_factor;
+  cfg.layout = o.layout;
+  cfg.blocks = o.blocks;
+  braidMoe_t moe = nullptr;
+  TRY(braidMoeCreate(comm, &cfg, &moe));
+  size_t max_rows = 0;
+  TRY(braidMoeGetInfo(moe, &max_rows, nullptr));
+  std::vector<char> recv(max_rows * row_bytes), out(tokens.size());
+  std::vector<int32_t> counts(size_t(n) * L);
+  braidMoeStats_t before{}, after{};
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    if (i == o.warmup) {
+      TRY(braidMoeGetStats(moe, &before));
+      res.moe_dispatch_us = res.moe_combine_us = 0;
+    }
+    TRY(barrier());
+    auto t0 = Clock::now();
+    TRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped, nullptr));
+    res.moe_dispatch_us += us_since(t0);
+    TRY(barrier());
+    t0 = Clock::now();
+    TRY(braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr));  // experts: the identity
+    res.moe_combine_us += us_since(t0);
+  }
+  TRY(braidMoeGetStats(moe, &after));
+  res.moe_dispatch_us /= o.iters;
+  res.moe_combine_us /= o.iters;
+  res.moe_wire = double(after.payloadBytesRemote + after.signalBytesRemote - before.payloadBytesRemote -
+                        before.signalBytesRemote) / o.iters;
+  res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * o.iters * std::max(1, n - 1));
+  res.fences_per_call = double(after.fences - before.fences) / (2.0 * o.iters);
+  // Routed payload: rows to other ranks, both ways, as sent (after capacity).
+  {
+    std::vector<int32_t> per_expert(size_t(o.experts), 0);
+    for (int32_t e : topk) per_expert[size_t(e)]++;
+    int capacity = 0;
+    TRY(braidMoeGetInfo(moe, nullptr, &capacity));
+    double rows = 0;
+    for (int e = 0; e < o.experts; ++e)
+      if (e / L != rank) rows += std::min(per_expert[size_t(e)], capacity);
+    for (int src = 0; src < n; ++src)
+      if (src != rank)
+        for (int le = 0; le < L; ++le) rows += counts[size_t(src) * L + le];
+    res.routed_remote_bytes = rows * double(row_bytes);
+    if (o.check) {  // every kept choice adds the token once (weights 1, identity experts)
+      std::vector<int32_t> taken(size_t(o.experts), 0);
+      for (int t = 0; t < o.tokens; ++t) {
+        int kept = 0;
+        for (int k = 0; k < K; ++k) kept += taken[size_t(topk[size_t(t) * K + k])]++ < capacity;
+        for (int h = 0; h < H; ++h) {
+          char want[4];
+          float sum = 0;  // as combine adds: +0 for no kept choice, never -0
+          for (int j = 0; j < kept; ++j) sum += load(o.dtype, tokens.data(), size_t(t) * H + h);
+          store(o.dtype, want, 0, sum);
+          if (std::memcmp(want, out.data() + (size_t(t) * H + h) * eb, size_t(eb)) != 0) ++res.wrong;
+        }
+      }
+    }
+  }
+  TRY(braidMoeDestroy(moe));
+
+  // ---- The PyTorch path: permute, count exchange, all_to_all_single x 2.
+  std::vector<int32_t> order(topk.size());  // (token, k) pairs sorted by expert, tokens in order
+  std::vector<int32_t> send_per_expert(size_t(o.experts), 0), recv_per_expert(size_t(o.experts));
+  std::vector<char> send, back, a2a_recv, a2a_out(tokens.size());
+  std::vector<size_t> send_off(size_t(n) + 1), recv_off(size_t(n) + 1);
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    if (i == o.warmup) res.a2a_dispatch_us = res.a2a_combine_us = 0;
+    TRY(barrier());
+    auto t0 = Clock::now();
+    std::fill(send_per_expert.begin(), send_per_expert.end(), 0);
+    for (int32_t e : topk) send_per_expert[size_t(e)]++;
+    std::vector<int32_t> start(size_t(o.experts) + 1, 0);
+    for (int e = 0; e < o.experts; ++e) start[size_t(e) + 1] = start[size_t(e)] + send_per_expert[size_t(e)];
+    {
+      std::vector<int32_t> fill(start.begin(), start.end() - 1);
+      for (size_t j = 0; j < topk.size(); ++j) order[size_t(fill[size_t(topk[j])]++)] = int32_t(j);
+    }
+    send.resize(topk.size() * row_bytes);
+    for (size_t j = 0; j < order.size(); ++j)
+      std::memcpy(send.data() + j * row_bytes, tokens.data() + size_t(order[j] / K) * row_bytes, row_bytes);
+    TRY(ncclAlltoAll(send_per_expert.data(), recv_per_expert.data(), size_t(L), ncclInt32, comm, nullptr));
+    for (int p = 0; p < n; ++p) {
+      send_off[size_t(p) + 1] = size_t(start[size_t(p + 1) * L]);
+      size_t rows = 0;
+      for (int le = 0; le < L; ++le) rows += size_t(recv_per_expert[size_t(p) * L + le]);
+      recv_off[size_t(p) + 1] = recv_off[size_t(p)] + rows;
+    }
+    a2a_recv.resize(recv_off[size_t(n)] * row_bytes);
+    TRY(ncclGroupStart());
+    for (int p = 0; p < n; ++p) {
+      TRY(ncclSend(send.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
+                   o.dtype, p, comm, nullptr));
+      TRY(ncclRecv(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
+                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
+    }
+    TRY(ncclGroupEnd());
+    res.a2a_dispatch_us += us_since(t0);
+    TRY(barrier());
+    t0 = Clock::now();
+    back.resize(send.size());
+    TRY(ncclGroupStart());
+    for (int p = 0; p < n; ++p) {  // experts: the identity, so a2a_recv goes back as is
+      TRY(ncclSend(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
+                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
+      TRY(ncclRecv(back.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
+                   o.dtype, p, comm, nullptr));
+    }
+    TRY(ncclGroupEnd());
+    std::vector<float> acc(size_t(o.tokens) * H, 0.0f);
+    for (size_t j = 0; j < order.size(); ++j) {
+      const size_t t = size_t(order[j] / K);
+      add_row(o.dtype, back.data() + j * row_bytes, weights[size_t(order[j])], &acc[t * H], H);
+    }
+    for (int t = 0; t < o.tokens; ++t) store_row(o.dtype, &acc[size_t(t) * H], a2a_out.data() + size_t(t) * row_bytes, H);
+    res.a2a_combine_us += us_since(t0);
+  }
+  res.a2a_dispatch_us /= o.iters;
+  res.a2a_combine_us /= o.iters;
+  res.a2a_wire = 2.0 * double(send.size() - (send_off[size_t(rank) + 1] - send_off[size_t(rank)]) * row_bytes) +
+                 double(n - 1) * L * sizeof(int32_t);
+  if (o.check && res.dropped == 0 && o.capacity_factor == 0) {
+    for (int t = 0; t < o.tokens; ++t)
+      for (int h = 0; h < H; ++h) {
+        char want[4];
+        store(o.dtype, want, 0, float(K) * load(o.dtype, tokens.data(), size_t(t) * H + h));
+        if (std::memcmp(want, a2a_out.data() + (size_t(t) * H + h) * eb, size_t(eb)) != 0) ++res.wrong;
+      }
+  }
+  TRY(ncclCommDestroy(comm));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, &o)) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  std::vector<RankResult> results(size_t(o.nranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(o, id, r, results[size_t(r)]); });
+  for (auto& t : threads) t.join();
+  int rc = 0;
+  for (int r = 0; r < o.nranks; ++r)
+    if (!results[size_t(r)].error.empty()) {
+      std::fprintf(stderr, "rank %d: %s\n", r, results[size_t(r)].error.c_str());
+      rc = 1;
+    }
+  if (rc) return rc;
+
+  auto max_of = [&](double RankResult::*m) {
+    double v = 0;
+    for (auto& r : results) v = std::max(v, r.*m);
+    return v;
+  };
+  auto sum_of = [&](double RankResult::*m) {
+    double v = 0;
+    for (auto& r : results) v += r.*m;
+    return v;
+  };
+  int64_t wrong = 0, dropped = 0;
+  for (auto& r : results) wrong += r.wrong, dropped += r.dropped;
+  const char* type = o.dtype == ncclBfloat16 ? "bf16" : o.dtype == ncclFloat8e4m3 ? "fp8e4m3"
+                     : o.dtype == ncclFloat16 ? "half" : "float";
+  std::printf("# moe_perf: %d ranks (threads), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
+              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d iters (+%d warmup)\n",
+              o.nranks, o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
+              o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
+              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.iters, o.warmup);
+  std::printf("# time: max over ranks of the mean per call; GB/s: routed payload (rows to other ranks, all ranks) "
+              "per second\n");
+  const double payload = sum_of(&RankResult::routed_remote_bytes) / 2;  // per direction
+  std::printf("# %-26s %12s %10s %16s %16s %10s\n", "phase", "time(us)", "GB/s", "wire B/layer", "payload B/layer",
+              "wire/payld");
+  auto row = [&](const char* name, double us, double wire) {
+    std::printf("  %-26s %12.1f %10.3f %16.0f %16.0f %10.4f\n", name, us, payload / (us * 1e3), wire,
+                2 * payload, wire / (2 * payload > 0 ? 2 * payload : 1));
+  };
+  const double moe_d = max_of(&RankResult::moe_dispatch_us), moe_c = max_of(&RankResult::moe_combine_us);
+  const double a2a_d = max_of(&RankResult::a2a_dispatch_us), a2a_c = max_of(&RankResult::a2a_combine_us);
+  row("moe dispatch", moe_d, sum_of(&RankResult::moe_wire));
+  row("moe combine", moe_c, sum_of(&RankResult::moe_wire));
+  row("a2a dispatch (counts+a2av)", a2a_d, sum_of(&RankResult::a2a_wire));
+  row("a2a combine (a2av+sum)", a2a_c, sum_of(&RankResult::a2a_wire));
+  std::printf("# wire and payload columns: one whole layer (dispatch + combine), on every row\n");
+  std::printf("# moe: %.1f signals per destination per call (one per local expert; per-row signalling would send "
+              "%.1f), %.1f fences per call (one per destination)\n",
+              max_of(&RankResult::signals_per_dest),
+              double(o.tokens) * o.topk / o.nranks, max_of(&RankResult::fences_per_call));
+  std::printf("# dispatch+combine: moe %.1f us, all_to_all_single baseline %.1f us, speedup %.2fx\n", moe_d + moe_c,
+              a2a_d + a2a_c, (a2a_d + a2a_c) / (moe_d + moe_c));
+  std::printf("# rows dropped past capacity (all ranks, last call): %lld\n", (long long)dropped);
+  std::printf("# #wrong: %lld%s\n", (long long)wrong, o.check ? "" : " (not checked: -c 0)");
+  return wrong ? 1 : 0;
+}

@@ -1,0 +1,83 @@
+// The C entry points of braid/moe.h: argument checks, then the host
+// implementation (host_moe.h); no exception crosses them (shim's guarded),
+// and every error is recorded for ncclGetLastError and NCCL_DEBUG=WARN.
+#include "braid/moe.h"
+
+#include <memory>
+
+#include "src/moe/host_moe.h"
+#include "src/shim/api.h"
+
+using namespace braid;
+
+struct braidMoe {
+  std::unique_ptr<moe::HostMoe> impl;
+};
+
+namespace {
+
+Status check_handle(braidMoe_t moe) {
+  if (!moe || !moe->impl) return BRAID_ERROR(ncclInvalidArgument, "MoE handle is NULL");
+  return Status::ok();
+}
+ncclComm* comm_of(braidMoe_t moe) { return moe && moe->impl ? moe->impl->comm() : nullptr; }
+
+}  // namespace
+
+BRAID_API ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* config, braidMoe_t* moe) {
+  return guarded(comm, "braidMoeCreate", [&]() -> Status {
+    if (!moe) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: moe is NULL");
+    *moe = nullptr;
+    BRAID_TRY(check_comm(comm));
+    if (!config) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: config is NULL");
+    auto handle = std::make_unique<braidMoe>();
+    BRAID_TRY(moe::HostMoe::create(comm, *config, &handle->impl));
+    *moe = handle.release();
+    return Status::ok();
+  });
+}
+
+BRAID_API ncclResult_t braidMoeGetInfo(braidMoe_t moe, size_t* maxOutputRows, int* capacity) {
+  return guarded(comm_of(moe), "braidMoeGetInfo", [&]() -> Status {
+    BRAID_TRY(check_handle(moe));
+    if (maxOutputRows) *maxOutputRows = size_t(moe->impl->shape().max_output_rows());
+    if (capacity) *capacity = moe->impl->shape().capacity;
+    return Status::ok();
+  });
+}
+
+BRAID_API ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t* topkIdx, int numTokens,
+                                        void* recvTokens, int32_t* recvCounts, int64_t* droppedRows,
+                                        cudaStream_t stream) {
+  return guarded(comm_of(moe), "braidMoeDispatch", [&]() -> Status {
+    BRAID_TRY(check_handle(moe));
+    return moe->impl->dispatch(tokens, topkIdx, numTokens, recvTokens, recvCounts, droppedRows);
+  });
+}
+
+BRAID_API ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights,
+                                       void* outTokens, cudaStream_t stream) {
+  return guarded(comm_of(moe), "braidMoeCombine", [&]() -> Status {
+    BRAID_TRY(check_handle(moe));
+    return moe->impl->combine(expertOut, topkWeights, outTokens);
+  });
+}
+
+BRAID_API ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats) {
+  return guarded(comm_of(moe), "braidMoeGetStats", [&]() -> Status {
+    BRAID_TRY(check_handle(moe));
+    if (!stats) return BRAID_ERROR(ncclInvalidArgument, "braidMoeGetStats: stats is NULL");
+    *stats = moe->impl->stats();
+    return Status::ok();
+  });
+}
+
+BRAID_API ncclResult_t braidMoeDestroy(braidMoe_t moe) {
+  ncclComm* comm = comm_of(moe);
+  return guarded(comm, "braidMoeDestroy", [&]() -> Status {
+    if (!moe) return BRAID_ERROR(ncclInvalidArgument, "braidMoeDestroy: moe is NULL");
+    std::unique_ptr<braidMoe> owned(moe);
+    if (!owned->impl) return Status::ok();
+    return owned->impl->destroy();
+  });
+}

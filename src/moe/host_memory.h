@@ -1,0 +1,72 @@
+// The host's memory model for the MoE protocol (include/braid/moe/protocol.h):
+// ranks that are threads of one process, or processes of one host, load and
+// store each other's windows directly (ncclMemAlloc memory registered with
+// ncclCommWindowRegister and mapped by every rank, as NCCL's LSA windows are
+// over NVLink).  A put is a memcpy into the mapped window, a signal a
+// release store of the word, a fence a full fence, an arrival an acq_rel
+// fetch-add.  The GCC builtins work on plain memory (a window shared by
+// processes is not a std::atomic) and are what ThreadSanitizer models.
+//
+// Each agent (block thread) has its own instance, whose counters of bytes,
+// signals and fences the caller adds up: the statistics are what the
+// protocol actually did, not what it should have done.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "src/base/deadline.h"
+
+namespace braid::moe {
+
+struct HostCounters {
+  uint64_t bytes_remote = 0, signal_bytes_remote = 0, bytes_local = 0;
+  uint64_t signals_remote = 0, signals_local = 0, fences = 0;
+  HostCounters& operator+=(const HostCounters& o) {
+    bytes_remote += o.bytes_remote;
+    signal_bytes_remote += o.signal_bytes_remote;
+    bytes_local += o.bytes_local;
+    signals_remote += o.signals_remote;
+    signals_local += o.signals_local;
+    fences += o.fences;
+    return *this;
+  }
+};
+
+class HostMemory {
+ public:
+  explicit HostMemory(int self) : self_(self) {}
+
+  void put(int peer, void* remote, const void* local, size_t bytes) {
+    std::memcpy(remote, local, bytes);
+    (peer == self_ ? counters_.bytes_local : counters_.bytes_remote) += bytes;
+  }
+  void fence() {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    ++counters_.fences;
+  }
+  void signal(int peer, uint64_t* remote, uint64_t word) {
+    __atomic_store_n(remote, word, __ATOMIC_RELEASE);
+    if (peer == self_) {
+      ++counters_.signals_local;
+      counters_.bytes_local += sizeof(word);
+    } else {
+      ++counters_.signals_remote;
+      counters_.signal_bytes_remote += sizeof(word);
+    }
+  }
+  uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  uint32_t arrive(uint32_t* counter) { return __atomic_fetch_add(counter, 1u, __ATOMIC_ACQ_REL); }
+  void pause() { waiter_.pause(); }
+  void progressed() { waiter_.reset(); }
+
+  const HostCounters& counters() const { return counters_; }
+  void clear() { counters_ = {}; }
+
+ private:
+  int self_;
+  HostCounters counters_;
+  Waiter waiter_;
+};
+
+}  // namespace braid::moe

@@ -1,0 +1,100 @@
+// MoE dispatch and combine on braid's host backend (issue 40): the protocol
+// of include/braid/moe/ run by threads-as-blocks over host windows.
+//
+// Why windows that every rank maps, and not the host backend's one-sided
+// RMA (ncclPutSignal, src/exec/host/rma.h): the protocol's point is that a
+// sender writes rows straight into the receiver's symmetric layout and
+// raises signal words that carry a count and an epoch.  Mapped windows run
+// exactly that, as a device runs it over NVLink (NCCL's LSA): a put is a
+// store, a signal a release store of the word, with nothing in between.
+// The RMA engine instead carries every put through a receiver thread that
+// copies it a second time, and its signals are additive counters without a
+// payload, so the count and epoch would need a second message.  The cost is
+// reach: every rank must map every window (threads of one process, or
+// processes of one host with ncclMemAlloc memory); create refuses a
+// communicator where some rank cannot, on every rank alike.
+//
+// Everything goes through NCCL's public API (ncclMemAlloc,
+// ncclCommWindowRegister, ncclGetPeerDevicePointer, ncclAllGather for the
+// agreement and ncclAllReduce for destroy's barrier), so this is also a
+// client of braid's window API, as a device library on NCCL's would be.
+//
+// One call, dispatch: plan (plan.h) -> every block puts its tokens' rows
+// into the owners' dispatch halves -> arrives per destination; the leader
+// commits (fence, signals with counts) -> the caller waits for every
+// (source, local expert) signal, bounded by the timeout -> copies the rows
+// into the output layout and writes the counts.  Combine is the same in
+// reverse: each block puts the results of its share of the received
+// blocks back into their sources' combine halves at the same rows, the
+// sources wait for every signal and sum each token's rows with its weights.
+//
+// Flow control needs no extra message: a rank writes a peer's dispatch
+// half for call n+1 only after that peer's combine signal of call n, which
+// the peer raises after it finished reading its dispatch half; likewise
+// for the combine half.  Hence dispatch and combine must alternate.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "braid/moe.h"
+#include "braid/moe/layout.h"
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/moe/blocks.h"
+#include "src/moe/host_memory.h"
+
+namespace braid::moe {
+
+class HostMoe {
+ public:
+  // Collective over comm's ranks.
+  static Status create(ncclComm_t comm, const braidMoeConfig_t& config, std::unique_ptr<HostMoe>* out);
+  ~HostMoe();
+
+  Status dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
+                  int64_t* dropped);
+  Status combine(const void* expert_out, const float* weights, void* out);
+  // Collective: a barrier, then the window is deregistered and freed.
+  Status destroy();
+
+  ncclComm_t comm() const { return comm_; }
+  const Shape& shape() const { return shape_; }
+  braidMoeStats_t stats() const;
+
+ private:
+  HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);
+  Status setup_window();
+  Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
+  void add(const std::vector<HostMemory>& agents);
+
+  const ncclComm_t comm_;
+  const int rank_;
+  const Shape shape_;
+  const WindowLayout window_;
+  const OutputLayout layout_;
+  const ncclDataType_t dtype_;
+  const int timeout_ms_;
+
+  void* memory_ = nullptr;
+  ncclWindow_t handle_ = nullptr;
+  std::vector<char*> bases_;  // every rank's window, as this process maps it
+
+  BlockPool pool_;
+  // Per destination, never reset (protocol.h arrive).  Separate words for
+  // the two halves since their calls count separately.
+  std::vector<uint32_t> dispatch_arrivals_, combine_arrivals_;
+  uint64_t dispatch_calls_ = 0, combine_calls_ = 0;
+  uint32_t dispatch_epoch_ = 0, combine_epoch_ = 0;
+  bool combine_due_ = false;
+
+  // The last dispatch, for its combine.
+  int32_t tokens_ = 0;
+  std::vector<int32_t> topk_, slots_, wanted_, sent_, received_;
+  std::vector<int64_t> first_row_;
+
+  braidMoeStats_t stats_{};
+};
+
+}  // namespace braid::moe

@@ -1,0 +1,171 @@
+// The MoE protocol core (include/braid/moe/) on its own: layout arithmetic,
+// capacity, planning, signal words and epochs, and the arrive/commit
+// leader election under real threads.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "braid/moe/layout.h"
+#include "braid/moe/plan.h"
+#include "braid/moe/protocol.h"
+#include "braid/moe/signal.h"
+
+using namespace braid::moe;
+
+namespace {
+
+Shape shape(int nranks, int experts, int top_k, int max_tokens, int tile, int capacity) {
+  Shape s;
+  s.nranks = nranks;
+  s.experts = experts;
+  s.local_experts = experts / nranks;
+  s.top_k = top_k;
+  s.hidden = 3;
+  s.elem_bytes = 2;
+  s.max_tokens = max_tokens;
+  s.tile_rows = tile;
+  s.capacity = capacity;
+  return s;
+}
+
+// A memory model over plain memory, counting what the protocol does.
+struct CountingMemory {
+  int puts = 0, fences = 0, signals = 0;
+  void put(int, void* d, const void* s, size_t n) { std::memcpy(d, s, n), ++puts; }
+  void fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST), ++fences; }
+  void signal(int, uint64_t* w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE), ++signals; }
+  uint64_t load(const uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+  uint32_t arrive(uint32_t* c) { return __atomic_fetch_add(c, 1u, __ATOMIC_ACQ_REL); }
+  void pause() { std::this_thread::yield(); }
+};
+
+}  // namespace
+
+TEST_CASE("moe capacity: worst case is the tokens rounded to the tile, a factor scales the mean load", "[moe]") {
+  CHECK(worst_case_capacity(100, 16) == 112);
+  CHECK(worst_case_capacity(128, 16) == 128);
+  CHECK(worst_case_capacity(5, 1) == 5);
+  // 128 tokens, top-8, 256 experts: the mean is 4 rows; f = 2 -> 8, rounded to 16.
+  CHECK(factor_capacity(128, 8, 256, 2.0, 16) == 16);
+  CHECK(factor_capacity(128, 8, 256, 2.0, 1) == 8);
+  CHECK(factor_capacity(128, 8, 256, 1.1, 1) == 5);         // ceil(4.4)
+  CHECK(factor_capacity(128, 8, 256, 1000.0, 16) == 128);   // capped at the worst case
+  CHECK(factor_capacity(3, 1, 64, 0.01, 1) == 1);           // at least one row
+}
+
+TEST_CASE("moe window layout: blocks [peer][local expert][row], signals apart, both halves alike", "[moe]") {
+  const Shape s = shape(4, 8, 2, 10, 4, 12);  // 2 local experts, row of 6 bytes
+  const WindowLayout w = WindowLayout::of(s);
+  CHECK(w.dispatch_signals == 0);
+  CHECK(w.combine_signals == 128);  // 8 words = 64 bytes, rounded to 128
+  CHECK(w.dispatch_data == 256);
+  CHECK(w.combine_data - w.dispatch_data >= uint64_t(s.max_output_rows() * s.row_bytes()));
+  CHECK(w.bytes == w.combine_data + (w.combine_data - w.dispatch_data));
+  CHECK(WindowLayout::signal_index(s, 3, 1) == 7);
+  CHECK(WindowLayout::row_offset(s, 0, 0, 0) == 0);
+  CHECK(WindowLayout::row_offset(s, 0, 1, 0) == 12 * 6);
+  CHECK(WindowLayout::row_offset(s, 2, 1, 5) == ((2 * 2 + 1) * 12 + 5) * 6);
+  CHECK(s.max_output_rows() == 4 * 2 * 12);
+}
+
+TEST_CASE("moe output layouts: rank-major pads each block, expert-major each expert", "[moe]") {
+  const Shape s = shape(3, 6, 2, 10, 4, 12);  // 2 local experts
+  const int32_t counts[6] = {1, 0, 5, 4, 0, 2};  // [src][le]
+  int64_t first[6];
+  CHECK(output_offsets(s, OutputLayout::RankMajor, counts, first) == 4 + 0 + 8 + 4 + 0 + 4);
+  CHECK(std::vector<int64_t>(first, first + 6) == std::vector<int64_t>{0, 4, 4, 12, 16, 16});
+  // Expert 0: sources 0, 1, 2 have 1, 5, 0 rows -> 6, padded to 8; expert 1: 0, 4, 2 -> 6 -> 8.
+  CHECK(output_offsets(s, OutputLayout::ExpertMajor, counts, first) == 16);
+  CHECK(std::vector<int64_t>(first, first + 6) == std::vector<int64_t>{0, 8, 1, 8, 6, 12});
+}
+
+TEST_CASE("moe planning: per-expert counts, slots in token order, overflow counted, -1 skipped, bad index found",
+          "[moe]") {
+  const Shape s = shape(2, 4, 2, 8, 1, 2);  // capacity 2 rows per block
+  const int32_t topk[] = {0, 1, 0, 3, 0, -1, 2, 0, -1, -1};
+  int32_t wanted[4], slots[10];
+  const PlanResult r = plan_routes(s, topk, 5, wanted, slots);
+  CHECK(r.bad_token == -1);
+  CHECK(r.routed == 7);
+  CHECK(r.dropped == 2);  // expert 0 wanted 4 rows, holds 2
+  CHECK(std::vector<int32_t>(wanted, wanted + 4) == std::vector<int32_t>{4, 1, 1, 1});
+  CHECK(std::vector<int32_t>(slots, slots + 10) ==
+        std::vector<int32_t>{0, 0, 1, 0, kNoSlot, kNoSlot, 0, kNoSlot, kNoSlot, kNoSlot});
+  CHECK(sent_rows(s, wanted, 0) == 2);
+  CHECK(sent_rows(s, wanted, 1) == 1);
+  const int32_t bad[] = {0, 1, 2, 4};
+  CHECK(plan_routes(s, bad, 2, wanted, slots).bad_token == 1);
+  const int32_t negative[] = {0, -2};
+  CHECK(plan_routes(s, negative, 1, wanted, slots).bad_token == 0);
+}
+
+TEST_CASE("moe signal words carry count and epoch, epochs skip 0 and compare across the wrap", "[moe]") {
+  const uint64_t w = signal_word(7, 12345);
+  CHECK(signal_epoch(w) == 7);
+  CHECK(signal_count(w) == 12345);
+  CHECK(next_epoch(1) == 2);
+  CHECK(next_epoch(0xffffffffu) == 1);
+  CHECK(epoch_reached(5, 5));
+  CHECK(epoch_reached(6, 5));
+  CHECK_FALSE(epoch_reached(4, 5));
+  CHECK_FALSE(epoch_reached(0, 1));  // a fresh window says nothing yet
+  CHECK(epoch_reached(1, 0xffffffffu));  // just past the wrap
+  CHECK_FALSE(epoch_reached(0xffffffffu, 1));
+}
+
+TEST_CASE("moe commit: one fence then one signal per local expert, with counts, then test() and a bounded wait",
+          "[moe]") {
+  const Shape s = shape(2, 6, 1, 8, 1, 8);  // 3 local experts
+  std::vector<uint64_t> signals(size_t(s.blocks()), 0);
+  CountingMemory mm;
+  const int32_t counts[3] = {4, 0, 2};
+  CHECK(commit(mm, 1, signals.data(), s, /*from=*/1, counts, 9) == 3);
+  CHECK(mm.fences == 1);
+  CHECK(mm.signals == 3);
+  uint32_t count = 99;
+  CHECK(test(mm, signals.data(), s, 1, 0, 9, &count));
+  CHECK(count == 4);
+  CHECK(test(mm, signals.data(), s, 1, 1, 9, &count));
+  CHECK(count == 0);  // an expert without rows is still signalled
+  CHECK_FALSE(test(mm, signals.data(), s, 1, 0, 10, &count));
+  CHECK_FALSE(test(mm, signals.data(), s, 0, 0, 9, &count));
+  int polls = 0;
+  auto expired = [&] { return ++polls > 5; };
+  CHECK(wait(mm, signals.data(), s, 0, 2, 9, &count, expired) == WaitResult::Timeout);
+  CHECK(polls == 6);
+  polls = 0;
+  CHECK(wait(mm, signals.data(), s, 1, 2, 9, &count, expired) == WaitResult::Ok);
+  CHECK(count == 2);
+}
+
+TEST_CASE("moe arrive: exactly one leader per destination per call, counters never reset, puts visible to it",
+          "[moe]") {
+  constexpr int kAgents = 4, kCalls = 300;
+  uint32_t counter = 0;
+  std::vector<int> data(kAgents * kCalls, 0);
+  std::atomic<int> leaders{0}, stale{0};
+  std::vector<std::thread> agents;
+  std::atomic<int> phase{0};
+  for (int a = 0; a < kAgents; ++a)
+    agents.emplace_back([&, a] {
+      CountingMemory mm;
+      for (int call = 1; call <= kCalls; ++call) {
+        while (phase.load(std::memory_order_acquire) < call) std::this_thread::yield();
+        data[size_t((call - 1) * kAgents + a)] = call;  // a plain "put"
+        if (arrive(mm, &counter, uint64_t(call), kAgents)) {
+          ++leaders;
+          for (int b = 0; b < kAgents; ++b)  // the leader sees every agent's put of this call
+            if (data[size_t((call - 1) * kAgents + b)] != call) ++stale;
+          phase.store(call + 1, std::memory_order_release);
+        }
+      }
+    });
+  phase.store(1, std::memory_order_release);
+  for (auto& t : agents) t.join();
+  CHECK(leaders == kCalls);
+  CHECK(stale == 0);
+  CHECK(counter == uint32_t(kAgents * kCalls));
+}

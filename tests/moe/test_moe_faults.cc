@@ -1,0 +1,187 @@
+// MoE dispatch/combine when things go wrong: a rank killed mid-run gives
+// its peers an error (ncclTimeout) within the handle's timeout, not a hang;
+// bad input is refused with ncclInvalidArgument / ncclInvalidUsage, a
+// message, and no side effect (the next good layer is exact).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+
+#include "moe_layer.h"
+
+using namespace moe_test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBadCode = 14, kSlow = 15 };
+
+constexpr int kTimeoutMs = 1500;
+constexpr int kLayersBeforeKill = 5;
+
+// Layers until one fails; every good one exact.  The failing call must be
+// ncclTimeout, and come within the timeout (+ slack) of the last good one.
+// (run_layer prints that expected failure as a "FAIL:" line; the exit code
+// is the verdict.)
+int survivor(int rank, int n, const ncclUniqueId& id) {
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
+  Case c;
+  c.experts = 2 * n;
+  c.top_k = 2;
+  c.max_tokens = 16;
+  braidMoeConfig_t cfg = config_of(c);
+  cfg.timeoutMs = kTimeoutMs;
+  braidMoe_t moe = nullptr;
+  if (braidMoeCreate(comm, &cfg, &moe) != ncclSuccess) return kCreate;
+  Expected x;
+  mp::Failures f;
+  Clock::time_point last_ok = Clock::now();
+  int layer = 0;
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < give_up) {
+    // The last rank dies by SIGKILL between two layers, once the layers run
+    // (a kill from the parent after a sleep could come before create ends
+    // on a slow, sanitized build).
+    if (rank == n - 1 && layer == kLayersBeforeKill) raise(SIGKILL);
+    if (!run_layer(c, rank, n, moe, layer++, f, &x)) break;
+    last_ok = Clock::now();
+  }
+  std::string why = ncclGetLastError(comm);
+  int code = kOk;
+  if (f.count == 0) code = kNoError;
+  else if (layer <= kLayersBeforeKill) code = kWrong;  // failed before the kill
+  else if (why.find("no signal from rank") == std::string::npos) code = kBadCode;  // a wrong row, not the timeout
+  else if (seconds_since(last_ok) > kTimeoutMs / 1000.0 + 5) code = kSlow;
+  ncclCommAbort(comm);
+  braidMoeDestroy(moe);  // its barrier fails at once on the aborted comm; the handle is freed
+  return code;
+}
+
+}  // namespace
+
+TEST_CASE("moe: a rank SIGKILLed between layers gives the others ncclTimeout within the timeout", "[moe][processes][faults]") {
+  const int n = 3;
+  setenv("BRAID_TIMEOUT", "3", 1);
+  std::vector<pid_t> pids =
+      mp::fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0]); });
+  unsetenv("BRAID_TIMEOUT");
+  REQUIRE(int(pids.size()) == n);
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    const int r = int(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+    INFO("rank " << r);
+    if (r == n - 1) {
+      CHECK(WIFSIGNALED(status));
+      continue;
+    }
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kOk);
+  }
+}
+
+namespace {
+
+// The message of the last error on `comm` (nullptr: the process's last
+// error, which every thread writes: read it only while the other ranks are
+// quiet).
+bool mentions(ncclComm_t comm, const char* text) {
+  return std::string(ncclGetLastError(comm)).find(text) != std::string::npos;
+}
+
+#define EXPECT_CODE(f, comm, call, code, text)                                                               \
+  do {                                                                                                       \
+    ncclResult_t r_ = (call);                                                                                \
+    if (r_ != (code) || !mentions(comm, text))                                                               \
+      (f).fail(fmt::format("{} -> {} ({}), want {} mentioning '{}'", #call, int(r_), ncclGetLastError(comm), \
+                           int(code), text));                                                                \
+  } while (0)
+
+}  // namespace
+
+TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
+  Case c;
+  c.experts = 4;
+  c.top_k = 2;
+  c.max_tokens = 8;
+  const int failures = mp::run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+    braidMoe_t moe = nullptr;
+    braidMoeConfig_t cfg = config_of(c);
+    // Refused before any collective step.
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, nullptr, &moe), ncclInvalidArgument, "config is NULL");
+    // Refused together, after the agreement: bad values, and configs that differ.
+    braidMoeConfig_t bad = cfg;
+    bad.numExperts = 3;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "multiple of the 2 ranks");
+    bad = cfg;
+    bad.size = 8;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "config.size");
+    bad = cfg;
+    bad.dtype = ncclInt32;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "not a MoE row type");
+    bad = cfg;
+    bad.topK = 5;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "topK 5");
+    bad = cfg;
+    if (rank == 1) bad.hidden = 17;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "hidden");
+    if (moe) f.fail("a refused create left a handle");
+
+    MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+    if (!moe) return;
+    std::vector<float> tokens(size_t(c.max_tokens) * c.hidden, 1.0f);
+    size_t rows = 0;
+    MP_NCCL(f, braidMoeGetInfo(moe, &rows, nullptr));
+    std::vector<float> recv(rows * size_t(c.hidden)), out(tokens.size());
+    std::vector<int32_t> counts(4), topk(size_t(c.max_tokens) * 2, 0);
+    std::vector<float> weights(topk.size(), 1.0f);
+    topk[5] = 4;  // not an expert
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 4, recv.data(), counts.data(), nullptr, nullptr),
+                ncclInvalidArgument, "token 2 routes to expert 4");
+    topk[5] = -3;
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 4, recv.data(), counts.data(), nullptr, nullptr),
+                ncclInvalidArgument, "expert -3");
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 9, recv.data(), counts.data(), nullptr, nullptr),
+                ncclInvalidArgument, "numTokens 9");
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, nullptr, topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr),
+                ncclInvalidArgument, "NULL");
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 2, nullptr, counts.data(), nullptr, nullptr),
+                ncclInvalidArgument, "NULL");
+    EXPECT_CODE(f, comm, braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr), ncclInvalidUsage,
+                "no dispatch to combine");
+    EXPECT_CODE(f, comm, braidMoeGetStats(moe, nullptr), ncclInvalidArgument, "stats is NULL");
+
+    // Nothing moved: the statistics are untouched and a good layer is exact.
+    braidMoeStats_t s{};
+    MP_NCCL(f, braidMoeGetStats(moe, &s));
+    if (s.dispatches != 0 || s.payloadBytesRemote != 0 || s.signalsRemote != 0)
+      f.fail("a refused dispatch moved something");
+    Expected x;
+    run_layer(c, rank, n, moe, 0, f, &x);
+
+    // Dispatch twice without combine: the windows are still in use.
+    topk.assign(topk.size(), 1);
+    MP_NCCL(f, braidMoeDispatch(moe, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr));
+    EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr),
+                ncclInvalidUsage, "combine has not run");
+    MP_NCCL(f, braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr));
+
+    // Calls without a communicator report through the process's last error:
+    // rank 0 alone, while rank 1 waits in destroy's barrier.
+    if (rank == 0) {
+      EXPECT_CODE(f, nullptr, braidMoeCreate(comm, &cfg, nullptr), ncclInvalidArgument, "moe is NULL");
+      braidMoe_t none = nullptr;
+      EXPECT_CODE(f, nullptr, braidMoeCreate(nullptr, &cfg, &none), ncclInvalidArgument, "comm argument is NULL");
+      EXPECT_CODE(f, nullptr,
+                  braidMoeDispatch(nullptr, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr),
+                  ncclInvalidArgument, "handle is NULL");
+      EXPECT_CODE(f, nullptr, braidMoeDestroy(nullptr), ncclInvalidArgument, "moe is NULL");
+    }
+    MP_NCCL(f, braidMoeDestroy(moe));
+  });
+  CHECK(failures == 0);
+}
