@@ -43,8 +43,8 @@ case "$case" in
     # log: nccl-rdma-sharp-plugins 2.7 passes a char for a %s in a WARN on
     # a device without a PCI path (rxe's), which crashes any logger that
     # prints warnings (NCCL's with NCCL_DEBUG=WARN too).
-    cmd=$(job short BRAID_TRANSPORT=plugin NCCL_NET_PLUGIN="$plugin" NCCL_DEBUG=VERSION ${RDMA_PRELOAD:+LD_PRELOAD=$RDMA_PRELOAD})
-    "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" --share "$build" --share "$(dirname "$plugin")" ${RDMA_PRELOAD:+--share "$(dirname "$RDMA_PRELOAD")"} \
+    cmd=$(job short BRAID_TRANSPORT=plugin NCCL_NET_PLUGIN="$plugin" NCCL_DEBUG=VERSION)
+    "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" --share "$build" --share "$(dirname "$plugin")" \
       -- "$cmd" "$cmd";;
   faults)
     # One boot of the pair for the three, one after the other.  Each guest
