@@ -19,8 +19,12 @@
 //     the final chunks it passes on afterwards wait for their swap;
 //   - a fast rank's swap send is a lane of its own (channel 1): it needs
 //     only phase 0, so it runs ahead while the straggler is away;
-//   - a fast rank's other sends are one lane (channel 2) in round order,
-//     each waiting for the receive that brought its chunk;
+//   - a fast rank's other sends are one lane per destination (channel 2),
+//     in round order, each waiting for the receive that brought its chunk.
+//     One lane for all of them made tile t+1 of an early round's copy wait
+//     for tile t of the last round's, whose chunk comes through a chain of
+//     hops behind the straggler: the fast ranks fell behind and finished
+//     after the straggler had sent its last byte;
 //   - every rank receives on one lane per (peer, channel); a receive waits
 //     for phase 0 (in place it overwrites inputs phase 0 reads) and a swap's
 //     receive for the swap's send (it overwrites what that send reads).
@@ -73,8 +77,9 @@ class Emitter {
 };
 
 constexpr int kPhase0 = 0;
-// Phase-1 lanes made up front (receiving lanes are appended per peer and channel).
-constexpr int kStragglerSends = 1, kSwapSend = 1, kCopySends = 2;
+// Phase-1 lanes made up front (copy-sending lanes are appended per
+// destination, receiving lanes per peer and channel).
+constexpr int kStragglerSends = 1, kSwapSend = 1;
 constexpr uint16_t kSwapChannel = 1, kCopyChannel = 2;
 
 // The plan depends only on n (the straggler is a relabelling), and searching
@@ -104,10 +109,9 @@ Schedule stragglar_allreduce(int n, int straggler) {
   auto phys = [&](int logical) { return logical == m ? straggler : (logical < straggler ? logical : logical + 1); };
   for (RankProgram& p : s.ranks) {
     p.input_chunks = p.output_chunks = uint32_t(std::max(m, 1));
-    p.lanes.resize(kCopySends + 1);
+    p.lanes.resize(kSwapSend + 1);
     p.lanes[kPhase0].channel = 0;
     p.lanes[kSwapSend].channel = kSwapChannel;  // the straggler's sends: kStragglerSends, the same lane
-    p.lanes[kCopySends].channel = kCopyChannel;
   }
   Emitter e(&s);
   if (n == 1) {
@@ -134,9 +138,10 @@ Schedule stragglar_allreduce(int n, int straggler) {
   // Phase 1 in round order, each round's sends before its receives (the
   // swap's receives wait for its sends), so every lane and every connection
   // carries its ops in round order.
-  std::map<std::tuple<int, int, uint16_t>, int> recv_lane;  // (logical rank, from, channel) -> lane
-  auto receiving_lane = [&](int logical, int from, uint16_t channel) {
-    auto [it, added] = recv_lane.try_emplace({logical, from, channel}, 0);
+  // (logical rank, peer, channel, sends?) -> lane: one lane per connection.
+  std::map<std::tuple<int, int, uint16_t, bool>, int> lane_of;
+  auto connection_lane = [&](int logical, int peer, uint16_t channel, bool sends) {
+    auto [it, added] = lane_of.try_emplace({logical, peer, channel, sends}, 0);
     if (added) {
       std::vector<Lane>& lanes = s.ranks[phys(logical)].lanes;
       lanes.push_back(Lane{channel, {}});
@@ -158,7 +163,9 @@ Schedule stragglar_allreduce(int n, int straggler) {
       std::vector<Dep> deps;
       if (!x.reduce) deps.push_back(final_chunk[x.from][x.chunk]);
       else if (!from_straggler) deps.push_back(phase0_done[x.from]);
-      const int lane = from_straggler ? kStragglerSends : x.reduce ? kSwapSend : kCopySends;
+      const int lane = from_straggler ? kStragglerSends
+                       : x.reduce     ? kSwapSend
+                                      : connection_lane(x.from, x.to, kCopyChannel, true);
       const ChunkRef src = from_straggler && x.reduce ? input_chunk(x.chunk) : output_chunk(x.chunk);
       const Dep sent = e.add(phys(x.from), lane, OpType::Send, phys(x.to), -1, src, {}, std::move(deps));
       if (x.reduce) (from_straggler ? straggler_sent[x.chunk] : swap_sent[x.from]) = sent;
@@ -168,7 +175,7 @@ Schedule stragglar_allreduce(int n, int straggler) {
       std::vector<Dep> deps;
       if (!to_straggler) deps.push_back(phase0_done[x.to]);
       if (x.reduce) deps.push_back(to_straggler ? straggler_sent[x.chunk] : swap_sent[x.to]);
-      const int lane = receiving_lane(x.to, x.from, channel_of(x));
+      const int lane = connection_lane(x.to, x.from, channel_of(x), false);
       const ChunkRef dst = output_chunk(x.chunk);
       if (x.reduce) {
         const ChunkRef mine = to_straggler ? input_chunk(x.chunk) : output_chunk(x.chunk);
