@@ -27,15 +27,20 @@
 namespace braid {
 namespace {
 
-// The doorbell to sleep on: only when exactly one queue has work left (a
-// thread driving several communicators could miss the others' traffic).
-Doorbell* sole_doorbell(const std::vector<TaskQueue>& queues, const size_t* head) {
+// The doorbell to sleep on: only when every queue with work left waits on
+// the same one (a thread driving several communicators could miss the
+// others' traffic).  Queues of one communicator share its transport's bell,
+// as the AllReduce and the duration exchange of BRAID_STRAGGLER=auto do:
+// without it, ranks waiting for a late one napped instead of sleeping and
+// took the CPU from the ranks with work (16 ranks on 2 cores:
+// perf/results/cluster_stragglar_16x1_*.txt).
+Doorbell* shared_doorbell(const std::vector<TaskQueue>& queues, const size_t* head) {
   Doorbell* bell = nullptr;
-  int busy = 0;
   for (size_t i = 0; i < queues.size(); ++i) {
     if (head[i] == queues[i].tasks.size()) continue;
-    if (++busy > 1) return nullptr;
-    bell = queues[i].tasks[head[i]]->doorbell();
+    Doorbell* mine = queues[i].tasks[head[i]]->doorbell();
+    if (!mine || (bell && mine != bell)) return nullptr;
+    bell = mine;
   }
   return bell;
 }
@@ -108,7 +113,7 @@ Status run_task_queues(std::vector<TaskQueue>& queues, int64_t timeout_ms) {
       Doorbell* bell = armed.bell;
       armed.bell = nullptr;
       bell->sleep(armed.seen);
-    } else if (Doorbell* bell = sole_doorbell(queues, head); bell && ++idle_rounds > bell->idle_polls()) {
+    } else if (Doorbell* bell = shared_doorbell(queues, head); bell && ++idle_rounds > bell->idle_polls()) {
       // Arm, then poll once more before sleeping (see doorbell.h for why
       // this cannot miss a wake-up).
       armed.seen = bell->arm();
