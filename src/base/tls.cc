@@ -326,19 +326,23 @@ class Relay {
 
 // The process's relay, started at the first secured connection.  A forked
 // child does not have the parent's thread: it starts its own (the parent's
-// connections are the parent's business).
+// connections are the parent's business).  The fork handler is registered
+// when the library loads, not on first use: a function-local static's
+// guard, taken by one thread of the parent while another forked, stayed
+// taken in the child, which then hung at its first secured connection (a
+// grown communicator's joining process, forked while the parent's bootstrap
+// root secured its first connection).
 std::mutex g_relay_mutex;
 Relay* g_relay = nullptr;
+const bool g_relay_fork_handler = [] {
+  pthread_atfork(nullptr, nullptr, [] {
+    new (&g_relay_mutex) std::mutex;
+    g_relay = nullptr;  // the parent's is left as it was (its thread is not here)
+  });
+  return true;
+}();
 
 Relay& relay() {
-  static const bool registered = [] {
-    pthread_atfork(nullptr, nullptr, [] {
-      new (&g_relay_mutex) std::mutex;
-      g_relay = nullptr;  // the parent's is left as it was (its thread is not here)
-    });
-    return true;
-  }();
-  (void)registered;
   std::lock_guard<std::mutex> lock(g_relay_mutex);
   if (!g_relay) g_relay = new Relay;
   return *g_relay;
@@ -351,6 +355,12 @@ Status tls_configure(const char* psk) {
     g_enabled.store(false);
     return Status::ok();
   }
+  // OpenSSL initialises itself (error strings included) on first use, under
+  // its global locks.  Done here, on the thread configuring TLS, rather than
+  // lazily on the relay thread: a process forking while that thread held
+  // the lock left the child waiting on it forever.
+  if (!OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr))
+    return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL does not initialise ({})", openssl_errors());
   const size_t bytes = std::strlen(psk);
   if (bytes < kMinPskBytes)
     return BRAID_ERROR(ncclInvalidArgument, "the pre-shared key has {} bytes; at least {} are required", bytes,
