@@ -63,8 +63,11 @@ constexpr auto kRootGrace = std::chrono::milliseconds(1000);
 void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
   // BRAID_TIMEOUT counts time without progress: each arrival restarts it, so
   // ranks that reach init far apart (e.g. after detecting a failure at
-  // different times, then shrinking) still meet.
-  Deadline deadline = Deadline::after(timeout() + kRootGrace);
+  // different times, then shrinking) still meet.  The clock starts with the
+  // first arrival, as NCCL's root waits for it without limit: a caller may do
+  // slow work between ncclGetUniqueId and init (allocate and fill buffers,
+  // load a model, pass the id through its launcher).
+  Deadline deadline = Deadline::never();
   int nranks = -1, joined = 0;
   std::vector<int> rank_fd;
   std::vector<sockaddr_in> table;

@@ -90,3 +90,25 @@ TEST_CASE("a rank that never arrives makes init fail within BRAID_TIMEOUT", "[mp
   INFO(ncclGetLastError(nullptr));
   CHECK(std::string(ncclGetLastError(nullptr)).find("BRAID_TIMEOUT") != std::string::npos);
 }
+
+// The root's clock starts at the first arrival: a caller may do slow work
+// between ncclGetUniqueId and init (a perf tool filling gigabytes of buffers
+// once outlived a root that counted from ncclGetUniqueId).
+TEST_CASE("init long after ncclGetUniqueId still meets the root", "[mp][bootstrap][faults][threads]") {
+  setenv("BRAID_TIMEOUT", "1", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past BRAID_TIMEOUT and the root's grace
+  const int n = 2;
+  std::vector<ncclResult_t> results(n, ncclInternalError);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      results[r] = ncclCommInitRank(&comm, n, id, r);
+      if (results[r] == ncclSuccess) ncclCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  unsetenv("BRAID_TIMEOUT");
+  for (int r = 0; r < n; ++r) CHECK(results[r] == ncclSuccess);
+}
