@@ -167,9 +167,11 @@ class CudaBackend final : public Backend {
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
+    int straggler = -1;
+    BRAID_TRY(plan_straggler(call, &straggler));
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
-                                       call.count * datatype_size(call.type), &planned, -1,
+                                       call.count * datatype_size(call.type), &planned, straggler,
                                        placement_of(call, ctx_.comm.rank, ctx_.comm.nranks), call.algorithms));
     BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
                datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
@@ -400,6 +402,24 @@ class CudaBackend final : public Backend {
   DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], ctx_.comm.rank, channel); }
   DevFifo fifo_from(int peer, uint32_t channel) const {
     return fifo_at(static_cast<char*>(arena_), peer, channel);
+  }
+
+  // BRAID_STRAGGLER (src/plan/straggler.h) for an AllReduce: a fixed rank,
+  // or eager (the last rank to reach the host call, through the arrival
+  // board), turns ring into StragglAR.  Auto needs the duration exchange,
+  // which only the host backend runs, so it stays off here (with a warning):
+  // on a GPU, arrival is the kernel's start, not the host call's.
+  Status plan_straggler(const CollectiveCall& call, int* straggler) {
+    if (call.collective != Collective::AllReduce) return Status::ok();
+    StragglerTracker& st = ctx_.plans->straggler(ctx_.comm.nranks, ctx_.comm.rank);
+    if (st.tracks(call.count * datatype_size(call.type))) {
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        BRAID_WARN("BRAID_STRAGGLER=auto is not implemented on the CUDA backend; use a rank or eager");
+      });
+      return Status::ok();
+    }
+    return st.plan_call(ctx_.comm, ctx_.stop, call.count * datatype_size(call.type), straggler);
   }
 
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
