@@ -60,6 +60,23 @@ KeyState& key_state() {
 }
 std::atomic<bool> g_enabled{false};
 
+// OpenSSL 3 takes global locks inside many calls (SSL_new, SSL_CTX_new,
+// handshakes) and registers no fork handlers, so a process that forks while
+// a braid thread is inside OpenSSL leaves the child with a lock held for
+// good: a grown communicator's joining process, forked while the parent's
+// bootstrap root set up a session, hung in SSL_CTX_new at its first secured
+// connection.  braid enters OpenSSL only inside a section that holds this
+// gate shared, and fork() waits until no braid thread is inside (its prepare
+// handler takes the gate exclusively; see g_fork_handlers).  Sections are
+// short: every socket is non-blocking.
+pthread_rwlock_t g_openssl_gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;  // a waiting fork goes first
+struct OpensslSection {
+  OpensslSection() { pthread_rwlock_rdlock(&g_openssl_gate); }
+  ~OpensslSection() { pthread_rwlock_unlock(&g_openssl_gate); }
+  OpensslSection(const OpensslSection&) = delete;
+  OpensslSection& operator=(const OpensslSection&) = delete;
+};
+
 std::string openssl_errors() {
   std::string out;
   while (unsigned long e = ERR_get_error()) {
@@ -149,22 +166,28 @@ void record_failure(const std::string& why) {
 class Relay {
  public:
   Relay() : wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    client_ = make_context(TlsRole::Client);
-    server_ = make_context(TlsRole::Server);
+    {
+      OpensslSection openssl;
+      client_ = make_context(TlsRole::Client);
+      server_ = make_context(TlsRole::Server);
+    }
     std::thread([this] { run(); }).detach();
   }
 
   Status add(int net, int app, TlsRole role) {
-    if (!client_ || !server_ || wake_ < 0)
-      return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL could not set up ({})", openssl_errors());
     auto c = std::make_unique<Conn>();
-    c->ssl = SSL_new(role == TlsRole::Client ? client_ : server_);
-    if (!c->ssl || !SSL_set_fd(c->ssl, net)) {
-      if (c->ssl) SSL_free(c->ssl);
-      return BRAID_ERROR(ncclSystemError, "TLS: cannot start a session ({})", openssl_errors());
+    {
+      OpensslSection openssl;
+      if (!client_ || !server_ || wake_ < 0)
+        return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL could not set up ({})", openssl_errors());
+      c->ssl = SSL_new(role == TlsRole::Client ? client_ : server_);
+      if (!c->ssl || !SSL_set_fd(c->ssl, net)) {
+        if (c->ssl) SSL_free(c->ssl);
+        return BRAID_ERROR(ncclSystemError, "TLS: cannot start a session ({})", openssl_errors());
+      }
+      if (role == TlsRole::Client) SSL_set_connect_state(c->ssl);
+      else SSL_set_accept_state(c->ssl);
     }
-    if (role == TlsRole::Client) SSL_set_connect_state(c->ssl);
-    else SSL_set_accept_state(c->ssl);
     c->net = net;
     c->app = app;
     sockaddr_in addr{};
@@ -198,9 +221,12 @@ class Relay {
         incoming_.clear();
       }
       bool again = false;  // data OpenSSL holds, that no poll would announce, and room for it
-      for (auto& c : conns) {
-        if (c && !step(*c, buffer)) c.reset();
-        again |= c && c->to_app.empty() && !c->net_closed && SSL_has_pending(c->ssl);
+      {
+        OpensslSection openssl;
+        for (auto& c : conns) {
+          if (c && !step(*c, buffer)) c.reset();
+          again |= c && c->to_app.empty() && !c->net_closed && SSL_has_pending(c->ssl);
+        }
       }
       std::erase(conns, nullptr);
       fds.assign(1, pollfd{wake_, POLLIN, 0});
@@ -326,19 +352,26 @@ class Relay {
 
 // The process's relay, started at the first secured connection.  A forked
 // child does not have the parent's thread: it starts its own (the parent's
-// connections are the parent's business).  The fork handler is registered
+// connections are the parent's business).  The fork handlers are registered
 // when the library loads, not on first use: a function-local static's
 // guard, taken by one thread of the parent while another forked, stayed
 // taken in the child, which then hung at its first secured connection (a
 // grown communicator's joining process, forked while the parent's bootstrap
-// root secured its first connection).
+// root secured its first connection).  The relay mutex is not taken around
+// fork (relay() holds it while entering the gate, so prepare taking both
+// could deadlock); the child makes a fresh one instead.
 std::mutex g_relay_mutex;
 Relay* g_relay = nullptr;
-const bool g_relay_fork_handler = [] {
-  pthread_atfork(nullptr, nullptr, [] {
-    new (&g_relay_mutex) std::mutex;
-    g_relay = nullptr;  // the parent's is left as it was (its thread is not here)
-  });
+const bool g_fork_handlers = [] {
+  pthread_atfork([] { pthread_rwlock_wrlock(&g_openssl_gate); },
+                 [] { pthread_rwlock_unlock(&g_openssl_gate); },
+                 [] {
+                   // A fresh gate: the child's thread has another id than the
+                   // one that took it, so unlocking would not release it.
+                   g_openssl_gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+                   new (&g_relay_mutex) std::mutex;
+                   g_relay = nullptr;  // the parent's is left as it was (its thread is not here)
+                 });
   return true;
 }();
 
@@ -359,21 +392,24 @@ Status tls_configure(const char* psk) {
   // its global locks.  Done here, on the thread configuring TLS, rather than
   // lazily on the relay thread: a process forking while that thread held
   // the lock left the child waiting on it forever.
-  if (!OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr))
-    return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL does not initialise ({})", openssl_errors());
   const size_t bytes = std::strlen(psk);
   if (bytes < kMinPskBytes)
     return BRAID_ERROR(ncclInvalidArgument, "the pre-shared key has {} bytes; at least {} are required", bytes,
                        kMinPskBytes);
-  unsigned char key[kKeyBytes];
-  unsigned int len = 0;
-  if (!EVP_Digest(psk, bytes, key, &len, EVP_sha256(), nullptr) || len != kKeyBytes)
-    return BRAID_ERROR(ncclSystemError, "TLS: cannot derive the key ({})", openssl_errors());
   {
-    std::lock_guard<std::mutex> lock(key_state().mutex);
-    std::memcpy(key_state().key, key, sizeof(key));
+    OpensslSection openssl;
+    if (!OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr))
+      return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL does not initialise ({})", openssl_errors());
+    unsigned char key[kKeyBytes];
+    unsigned int len = 0;
+    if (!EVP_Digest(psk, bytes, key, &len, EVP_sha256(), nullptr) || len != kKeyBytes)
+      return BRAID_ERROR(ncclSystemError, "TLS: cannot derive the key ({})", openssl_errors());
+    {
+      std::lock_guard<std::mutex> lock(key_state().mutex);
+      std::memcpy(key_state().key, key, sizeof(key));
+    }
+    OPENSSL_cleanse(key, sizeof(key));
   }
-  OPENSSL_cleanse(key, sizeof(key));
   g_enabled.store(true);
   BRAID_INFO(kInit | kNet | kBootstrap, "TLS 1.3 with a pre-shared key on the bootstrap and socket connections");
   return Status::ok();
