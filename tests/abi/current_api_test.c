@@ -35,6 +35,7 @@
   } while (0)
 
 static int grow_pipe[2];
+static int go_pipe[2]; /* one byte per existing rank: start */
 
 static int allreduce_exact(int rank, int nranks, ncclComm_t comm) {
   static double in[COUNT], out[COUNT];
@@ -139,6 +140,8 @@ static int suspend_resume(int rank, ncclComm_t comm) {
 }
 
 static int existing_rank(int rank, const ncclUniqueId* id) {
+  char go;
+  EXPECT(read(go_pipe[0], &go, 1) == 1);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.numRmaCtx = 2;
   config.numRmaSig = 2;
@@ -187,8 +190,27 @@ int main(void) {
   ncclUniqueId id;
   CHECK(ncclGetUniqueId(&id));
   if (pipe(grow_pipe) != 0) return 1;
+  if (pipe(go_pipe) != 0) return 1;
+  /* The existing ranks start together once released.  The joining rank is
+   * forked after that, while this process's bootstrap root secures their
+   * connections on its threads: braid must let a process fork then (it once
+   * left the child holding OpenSSL's locks).  Under AddressSanitizer every
+   * rank is forked before any starts: GCC 12's ASan allocator takes no lock
+   * around fork, so a child forked while another thread allocates can
+   * inherit that lock held, in any program. */
+#if defined(__SANITIZE_ADDRESS__)
+  const int fork_joiner_early = 1;
+#else
+  const int fork_joiner_early = 0;
+#endif
   pid_t pids[GROWN];
-  for (int r = 0; r < GROWN; ++r) {
+  for (int i = 0; i < GROWN + 1; ++i) {
+    if (i == (fork_joiner_early ? GROWN : N)) {  /* release the existing ranks */
+      char go[N] = {0};
+      if (write(go_pipe[1], go, N) != N) return 1;
+      continue;
+    }
+    const int r = i > N ? N + (i - N - 1) : i;
     fflush(NULL);
     pids[r] = fork();
     if (pids[r] == 0) {
