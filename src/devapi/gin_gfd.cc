@@ -74,10 +74,10 @@ Status decode_gfd(const uint64_t q[kGfdQwords], Gfd* out) {
     g.signal_id = uint16_t(field(q[5], 3, 2));
     g.signal_value = field(q[5], 5, 2) | (field(q[6], 1, 2) << 16) | (field(q[6], 3, 4) << 32);
   }
-  if (g.size == 0) {
-    if (!g.has_signal())
-      return BRAID_ERROR(ncclInvalidArgument, "GIN descriptor moves 0 bytes and signals nothing");
-  } else {
+  // A put of 0 bytes is legal (ncclGin::put posts one for an empty
+  // message, hasWins set): it moves nothing, and its counter and signal
+  // still count.  Its windows are not looked at.
+  if (g.size != 0) {
     if (g.dst_handle == 0)
       return BRAID_ERROR(ncclInvalidArgument, "GIN descriptor puts {} bytes to a null window", g.size);
     if (!g.has_inline() && g.src_handle == 0)

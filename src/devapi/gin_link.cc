@@ -14,7 +14,7 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
   if (bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_.resolve(dst_handle, dst_off, bytes, &dst));
-    std::memcpy(dst, src, bytes);
+    std::memmove(dst, src, bytes);  // a put to the rank itself may overlap its source
   }
   if (signal) BRAID_TRY(signals_.add(signal->id, signal->value));
   return Status::ok();

@@ -31,6 +31,9 @@ class GinLink {
                      const GinSignalAdd* signal) = 0;
   // Tells the target no more puts come (a closed link is then no error there).
   virtual Status close() { return Status::ok(); }
+  // Ends the link without that promise, after this rank failed: the target
+  // reports the link's end as an error instead of waiting out its deadline.
+  virtual void abort() {}
 };
 
 // The target's windows and signals mapped into this process: the rank

@@ -4,20 +4,17 @@
 // of cis, so a device that sees the new cis sees a clean slot and the count.
 #include "src/devapi/gin_proxy.h"
 
+#include <bit>
+#include <exception>
+
 #include "src/base/deadline.h"
 
 namespace braid::devapi {
 
-namespace {
-
-bool pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
-
-}  // namespace
-
 Status GinProxy::create(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
                         GinFault* fault, GinProxyOptions options, std::unique_ptr<GinProxy>* out) {
   if (q.nranks <= 0) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy for {} ranks", q.nranks);
-  if (!pow2(q.queue_size))
+  if (!std::has_single_bit(q.queue_size))
     return BRAID_ERROR(ncclInvalidArgument, "GIN queue size {} is not a power of two", q.queue_size);
   if (!q.gfds || !q.pis || !q.cis) return BRAID_ERROR(ncclInvalidArgument, "GIN queues without memory");
   if (q.counter_count && !q.counters) return BRAID_ERROR(ncclInvalidArgument, "GIN counters without memory");
@@ -50,7 +47,11 @@ Status GinProxy::stop() {
   closed_ = true;
   Status first;
   for (auto& link : links_) {
-    Status s = link->close();
+    // A proxy that faulted ends its links as failed, so the targets report
+    // it at once rather than when their waits time out.
+    Status s = Status::ok();
+    if (faulted_.load(std::memory_order_acquire)) link->abort();
+    else s = link->close();
     if (first.is_ok()) first = s;
   }
   return first;
@@ -60,7 +61,13 @@ void GinProxy::run() {
   Waiter waiter;
   while (!stop_.load(std::memory_order_acquire)) {
     bool progressed = false;
-    Status s = poll_once(&progressed);
+    Status s;
+    try {
+      s = poll_once(&progressed);
+    } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
+      faulted_.store(true, std::memory_order_release);
+      s = BRAID_ERROR(ncclInternalError, "GIN proxy: {}", e.what());
+    }
     if (!s.is_ok()) {
       fault_->set(std::move(s).context("GIN proxy"));
       return;
@@ -74,7 +81,13 @@ void GinProxy::run() {
 
 Status GinProxy::poll_once(bool* progressed) {
   *progressed = false;
-  for (int pe = 0; pe < q_.nranks; ++pe) BRAID_TRY(poll_target(pe, progressed));
+  for (int pe = 0; pe < q_.nranks; ++pe) {
+    Status s = poll_target(pe, progressed);
+    if (!s.is_ok()) {
+      faulted_.store(true, std::memory_order_release);
+      return s;
+    }
+  }
   return Status::ok();
 }
 
@@ -127,6 +140,7 @@ Status GinProxy::execute(int pe, const Gfd& g) {
     BRAID_TRY(sources_->resolve(g.src_handle, g.src_off, g.size, &p));
     src = p;
   }
+  if (g.size == 0 && !g.has_signal()) return Status::ok();  // an empty put: only its counter (if any) counts
   GinSignalAdd signal{g.signal_id, g.signal_add()};
   Status s = links_[pe]->put(g.dst_handle, g.dst_off, src, g.size, g.has_signal() ? &signal : nullptr);
   if (!s.is_ok()) return std::move(s).context(fmt::format("GIN put of {} bytes to rank {}", g.size, pe));

@@ -7,16 +7,17 @@
 // descriptor each per turn, and for the next slot of a target:
 //   1. waits, bounded, until all 8 valid flags are set (the four 16-byte
 //      stores land in any order);
-//   2. copies the descriptor and zeroes the slot (the device reuses it as
-//      soon as cis passes it);
-//   3. decodes and checks it, then performs the put (and its signal add) on
-//      the target's GinLink, in issue order, which is what makes a signal
-//      visible only after its own and every earlier payload to that target;
-//   4. adds 1 to counters[counterId] if asked (local completion: the source
+//   2. copies the descriptor, decodes and checks it, then performs the put
+//      (and its signal add) on the target's GinLink, in issue order, which
+//      is what makes a signal visible only after its own and every earlier
+//      payload to that target;
+//   3. zeroes the slot (the device reuses it as soon as cis passes it),
+//      adds 1 to counters[counterId] if asked (local completion: the source
 //      was consumed), then publishes cis[pe] + 1 with release order.
 // A descriptor that fails any check stops the proxy before its slot is
 // consumed, with the error in the GinFault: braid does not guess at a
-// malformed request, and every bounded wait then reports it.
+// malformed request, and every bounded wait then reports it.  stop() then
+// aborts the links (no close frames), so the targets see this rank fail.
 #pragma once
 
 #include <atomic>
@@ -80,6 +81,7 @@ class GinProxy {
   GinProxyOptions options_;
   std::vector<uint32_t> next_;  // per target: the next slot index to consume
   std::atomic<bool> stop_{false};
+  std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links
   std::atomic<uint64_t> executed_{0};
   std::thread thread_;
   bool closed_ = false;

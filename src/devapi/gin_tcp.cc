@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 
 #include "src/base/net.h"
 
@@ -51,12 +52,26 @@ Status TcpGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, u
   const Deadline deadline = Deadline::after(timeout_);
   Status s = send_all(fd_, &f, sizeof(f), deadline, nullptr);
   if (s.is_ok() && bytes) s = send_all(fd_, src, bytes, deadline, nullptr);
-  if (!s.is_ok()) return std::move(s).context(fmt::format("GIN put to rank {}", target_));
+  if (!s.is_ok()) {
+    broken_ = true;
+    return std::move(s).context(fmt::format("GIN put to rank {}", target_));
+  }
   return Status::ok();
+}
+
+void TcpGinLink::abort() {
+  if (fd_ < 0) return;
+  ::shutdown(fd_, SHUT_RDWR);  // the receiver sees the stream end without its close frame
+  ::close(fd_);
+  fd_ = -1;
 }
 
 Status TcpGinLink::close() {
   if (fd_ < 0) return Status::ok();
+  if (broken_) {
+    abort();
+    return BRAID_ERROR(ncclRemoteError, "GIN link to rank {} aborted after a failed put", target_);
+  }
   Frame f{kFrameMagic, kClose, 0, 0, 0, 0, 0, 0, 0};
   Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
   ::close(fd_);
@@ -131,12 +146,25 @@ Status GinTcpReceiver::apply_one(size_t i, bool* closed) {
 }
 
 void GinTcpReceiver::run() {
+  try {
+    serve();
+  } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
+    fault_->set(BRAID_ERROR(ncclInternalError, "GIN receiver: {}", e.what()));
+  }
+}
+
+void GinTcpReceiver::serve() {
   std::vector<pollfd> polls;
   size_t open = fds_.size();
   while (open > 0 && !stop_.load(std::memory_order_acquire)) {
     polls.clear();
     for (int fd : fds_) polls.push_back(pollfd{fd, POLLIN, 0});  // fd -1 is ignored by poll
-    if (::poll(polls.data(), polls.size(), 20) <= 0) continue;
+    const int ready = ::poll(polls.data(), polls.size(), 20);
+    if (ready < 0 && errno != EINTR) {
+      fault_->set(BRAID_ERROR(ncclSystemError, "GIN receiver: poll: {}", std::strerror(errno)));
+      return;
+    }
+    if (ready <= 0) continue;
     for (size_t i = 0; i < fds_.size(); ++i) {
       if (fds_[i] < 0 || !(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       bool closed = false;

@@ -27,7 +27,10 @@ class TcpGinLink : public GinLink {
   ~TcpGinLink() override;
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
+  // After a put that failed (its frame may be half sent), close() aborts:
+  // a close frame would then be read as payload.
   Status close() override;
+  void abort() override;
 
   // The first bytes on a new stream: the sender's world rank.
   static Status send_hello(int fd, int rank, Deadline deadline);
@@ -35,6 +38,7 @@ class TcpGinLink : public GinLink {
  private:
   int fd_;
   int target_;
+  bool broken_ = false;
   std::chrono::milliseconds timeout_;
 };
 
@@ -52,6 +56,7 @@ class GinTcpReceiver {
 
  private:
   void run();
+  void serve();
   Status apply_one(size_t i, bool* closed);
 
   std::vector<int> fds_;

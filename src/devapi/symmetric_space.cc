@@ -4,12 +4,11 @@
 #include "src/devapi/symmetric_space.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace braid::devapi {
 
 namespace {
-
-bool pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 // Rounds up, or returns false on overflow.
 bool round_up(uint64_t x, uint64_t unit, uint64_t* out) {
@@ -36,7 +35,7 @@ Status agreed_request(const std::vector<SymmetricRequest>& per_rank, SymmetricRe
   int empty_rank = -1, full_rank = -1;
   for (size_t r = 0; r < per_rank.size(); ++r) {
     const SymmetricRequest& q = per_rank[r];
-    if (q.align != 0 && !pow2(q.align))
+    if (q.align != 0 && !std::has_single_bit(q.align))
       return BRAID_ERROR(ncclInvalidArgument, "rank {} asks for alignment {}, not a power of two", r, q.align);
     (q.bytes == 0 ? empty_rank : full_rank) = int(r);
     merged.bytes = std::max(merged.bytes, q.bytes);
@@ -51,7 +50,7 @@ Status agreed_request(const std::vector<SymmetricRequest>& per_rank, SymmetricRe
 }
 
 Status SymmetricSpace::create(uint64_t capacity, uint64_t granularity, SymmetricSpace* out) {
-  if (!pow2(granularity))
+  if (!std::has_single_bit(granularity))
     return BRAID_ERROR(ncclInvalidArgument, "symmetric space granularity {} is not a power of two", granularity);
   if (capacity == 0 || capacity % granularity != 0)
     return BRAID_ERROR(ncclInvalidArgument, "symmetric space of {} bytes is not a positive multiple of {}", capacity,
@@ -67,7 +66,7 @@ Status SymmetricSpace::create(uint64_t capacity, uint64_t granularity, Symmetric
 Status SymmetricSpace::alloc(const SymmetricRequest& r, uint64_t* offset) {
   if (granularity_ == 0) return BRAID_ERROR(ncclInvalidUsage, "symmetric space was never created");
   if (r.bytes == 0) return BRAID_ERROR(ncclInvalidArgument, "symmetric allocation of 0 bytes");
-  if (r.align != 0 && !pow2(r.align))
+  if (r.align != 0 && !std::has_single_bit(r.align))
     return BRAID_ERROR(ncclInvalidArgument, "symmetric allocation alignment {} is not a power of two", r.align);
   const uint64_t align = std::max(r.align, granularity_);
   uint64_t bytes = 0;

@@ -133,7 +133,8 @@ BRAID_API ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offse
     int first = 0, size = 1;
     lsa_span(comm, &first, &size);
     if (lsaRank < 0 || lsaRank >= size)
-      return BRAID_ERROR(ncclInvalidArgument, "lsaRank {} out of range [0, {}) (the ranks on this host)", lsaRank, size);
+      return BRAID_ERROR(ncclInvalidArgument, "lsaRank {} out of range [0, {}) (the size of this rank's LSA team)",
+                         lsaRank, size);
     return peer_pointer(window, offset, first + lsaRank, outPtr);
   });
 }

@@ -4,6 +4,7 @@
 // Results are collected on the rank threads and checked here.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <thread>
 
@@ -111,7 +112,6 @@ TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason"
   cases.push_back({"both signal kinds", with([](Gfd& g) { g.op |= kGfdWithSignalInc | kGfdWithSignalAdd; }),
                    "both increments and adds"});
   cases.push_back({"9-byte inline", with([](Gfd& g) { g.op |= kGfdWithInline; g.size = 9; }), "inline value of 9"});
-  cases.push_back({"nothing to do", with([](Gfd& g) { g.size = 0; }), "0 bytes and signals nothing"});
   cases.push_back({"null destination", with([](Gfd& g) { g.dst_handle = 0; }), "to a null window"});
   cases.push_back({"unknown destination", with([](Gfd& g) { g.dst_handle = 77; }), "names no window"});
   cases.push_back({"unknown source", with([](Gfd& g) { g.src_handle = 78; }), "names no window"});
@@ -143,6 +143,32 @@ TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason"
   CHECK(rig.queues.cis[0] == 1);
   CHECK(check_chunk(0, 0, 0, rig.rank.recv.data()).find("word 8 ") != std::string::npos);  // 64 bytes, then zeros
   CHECK(std::memcmp(rig.rank.recv.data(), rig.rank.send.data(), 64) == 0);
+}
+
+// ncclGin::put posts a put of 0 bytes for an empty message (an alltoallv
+// with a zero count): it moves nothing, and its counter still counts.
+TEST_CASE("GIN proxy: a put of 0 bytes is consumed, moves nothing and counts", "[devapi][gin]") {
+  SelfRig rig;
+  fill_send(0, 1, rig.rank.send.data());
+  Gfd empty = put_gfd(kSendToken, 8, kRecvToken, 0, 0);
+  empty.op |= braid::devapi::kGfdWithCounter;
+  empty.counter_id = 1;
+  uint64_t words[kGfdQwords];
+  encode_gfd(empty, words);
+  REQUIRE(rig.feed(words).is_ok());
+  CHECK(rig.queues.cis[0] == 1);
+  CHECK(rig.queues.counter_words[1] == 1);
+  CHECK(rig.queues.counter_words[0] == 0);
+  CHECK(std::count(rig.rank.recv.begin(), rig.rank.recv.end(), 0) == std::ptrdiff_t(rig.rank.recv.size()));
+  CHECK(std::count(rig.queues.gfds.begin(), rig.queues.gfds.end(), 0) == std::ptrdiff_t(rig.queues.gfds.size()));
+  // Windows that do not exist are not looked at for 0 bytes, and a signal still lands.
+  Gfd signal_only = put_gfd(12345, 0, 54321, 0, 0);
+  signal_only.op |= braid::devapi::kGfdWithSignalInc;
+  signal_only.signal_id = 1;
+  encode_gfd(signal_only, words);
+  REQUIRE(rig.feed(words).is_ok());
+  CHECK(rig.queues.cis[0] == 2);
+  CHECK(rig.rank.signal_words[1] == 1);
 }
 
 TEST_CASE("GIN proxy: a torn descriptor is an error after a bounded wait", "[devapi][gin]") {

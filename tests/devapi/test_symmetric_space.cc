@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "src/devapi/symmetric_space.h"
@@ -173,4 +175,58 @@ TEST_CASE("symmetric space: ranks as processes get the same offsets", "[devapi][
   // And what they are: b's hole reused, alignment honoured.
   CHECK(expected == std::vector<uint64_t>{0, kG, 8 * kG, kG, 4 * kG, 9 * kG});
   munmap(board, kRanks * kMax * sizeof(uint64_t));
+}
+
+// First fit against a model: a bitmap of granules.  Random allocations of
+// random sizes and alignments, random frees; every offset must be the
+// model's lowest fit, every refusal the model's, and used() the model's
+// count.  Freeing everything must leave one hole: a full-capacity
+// allocation then fits at 0 (the neighbours coalesced).
+TEST_CASE("symmetric space: random allocations and frees match a first-fit model", "[devapi][symmetric]") {
+  constexpr uint64_t kUnits = 256;
+  SymmetricSpace s = make(kUnits * kG);
+  std::vector<bool> taken(kUnits, false);
+  std::vector<std::pair<uint64_t, uint64_t>> live;  // offset, units
+  std::mt19937_64 rng(20261128);
+  const uint64_t aligns[] = {0, kG, 2 * kG, 4 * kG, 8 * kG, 32 * kG};
+  uint64_t model_used = 0, refusals = 0;
+  for (int op = 0; op < 4000; ++op) {
+    INFO("op " << op);
+    if (live.empty() || rng() % 5 < 3) {
+      const uint64_t bytes = 1 + rng() % (24 * kG);
+      const uint64_t align = aligns[rng() % 6];
+      const uint64_t units = (bytes + kG - 1) / kG, step = std::max(align, kG) / kG;
+      uint64_t want = kUnits;  // the model's first fit; kUnits: none
+      for (uint64_t u = 0; u + units <= kUnits && want == kUnits; u += step) {
+        bool fits = true;
+        for (uint64_t k = u; k < u + units && fits; ++k) fits = !taken[k];
+        if (fits) want = u;
+      }
+      uint64_t off = ~uint64_t(0);
+      braid::Status st = s.alloc({bytes, align}, &off);
+      if (want == kUnits) {
+        CHECK(!st.is_ok());
+        ++refusals;
+      } else {
+        REQUIRE(st.is_ok());
+        REQUIRE(off == want * kG);
+        for (uint64_t k = want; k < want + units; ++k) taken[k] = true;
+        live.push_back({off, units});
+        model_used += units * kG;
+      }
+    } else {
+      const size_t i = rng() % live.size();
+      REQUIRE(s.free(live[i].first).is_ok());
+      for (uint64_t k = live[i].first / kG; k < live[i].first / kG + live[i].second; ++k) taken[k] = false;
+      model_used -= live[i].second * kG;
+      live.erase(live.begin() + std::ptrdiff_t(i));
+    }
+    REQUIRE(s.used() == model_used);
+    REQUIRE(s.allocations() == live.size());
+  }
+  CHECK(refusals > 0);  // the sequence did fill the space at times
+  for (auto& [off, units] : live) REQUIRE(s.free(off).is_ok());
+  CHECK(s.used() == 0);
+  CHECK(s.free(0).code() != ncclSuccess);  // nothing left to free
+  CHECK(must_alloc(s, kUnits * kG) == 0);
 }
