@@ -1,9 +1,15 @@
 // Host-side entry points of NCCL 2.28's device API (nccl_device/*.h).
 //
-// Teams are plain arithmetic over the communicator and work for real: world
-// is every rank, lsa ("load/store accessible") the ranks on this host, rail
-// the ranks with the same local index on every host.  Device communicators,
-// barriers and the LL AlltoAll are not implemented yet and say so.
+// Teams work for real, with NCCL 2.28.9's shapes (src/devapi/teams.h): world
+// is every rank, lsa ("load/store accessible") a block of consecutive ranks
+// on one host, all blocks the same size, rail the ranks with the same LSA
+// index.  Where NCCL returns whatever its arithmetic gives, braid refuses a
+// team or member that cannot exist (-1 and the reason in ncclGetLastError).
+// Device communicators, barriers and the LL AlltoAll are not implemented yet
+// and say so.
+#include <vector>
+
+#include "src/devapi/teams.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -17,19 +23,30 @@ struct ncclDevResourceRequirements;
 struct ncclLsaBarrierHandle;
 struct ncclGinBarrierHandle;
 struct ncclLLA2AHandle;
+static_assert(sizeof(ncclTeam) == sizeof(devapi::Team));
 
 namespace {
 
-// The ranks sharing this rank's host, assumed contiguous as NCCL's lsa team is.
-ncclTeam lsa_team(const ncclComm* comm) {
-  uint64_t mine = comm->peers[comm->rank].host_hash;
-  int first = comm->rank, last = comm->rank;
-  while (first > 0 && comm->peers[first - 1].host_hash == mine) --first;
-  while (last + 1 < comm->nranks && comm->peers[last + 1].host_hash == mine) ++last;
-  return ncclTeam{last - first + 1, comm->rank - first, 1};
+bool usable(const ncclComm* comm) { return comm && comm_is_live(comm) && !comm->peers.empty(); }
+
+Status comm_lsa(const ncclComm* comm, devapi::LsaShape* out) {
+  if (!usable(comm)) return BRAID_ERROR(ncclInvalidArgument, "communicator is NULL, destroyed or not initialised");
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].host_hash;
+  return devapi::lsa_shape(hosts, comm->rank, out);
 }
 
-bool usable(const ncclComm* comm) { return comm && comm_is_live(comm) && !comm->peers.empty(); }
+ncclTeam to_c(devapi::Team t) { return ncclTeam{t.nRanks, t.rank, t.stride}; }
+devapi::Team from_c(ncclTeam t) { return devapi::Team{t.nRanks, t.rank, t.stride}; }
+constexpr ncclTeam kNoTeam{0, -1, 1};
+
+// Runs a team function's body; a failure is reported and yields `fallback`.
+template <typename T, typename Body>
+T team_call(ncclComm* comm, const char* function, T fallback, Body&& body) noexcept {
+  T out = fallback;
+  ncclResult_t r = guarded(usable(comm) ? comm : nullptr, function, [&] { return body(&out); });
+  return r == ncclSuccess ? out : fallback;
+}
 
 Status needs_cuda(const char* function) {
   return BRAID_ERROR(ncclInvalidUsage, "{} is part of NCCL's device API, which braid does not implement yet",
@@ -39,35 +56,48 @@ Status needs_cuda(const char* function) {
 }  // namespace
 
 BRAID_API ncclTeam ncclTeamWorld(ncclComm_t comm) {
-  if (!usable(comm)) return ncclTeam{0, -1, 1};
-  return ncclTeam{comm->nranks, comm->rank, 1};
+  return team_call(comm, "ncclTeamWorld", kNoTeam, [&](ncclTeam* out) {
+    if (!usable(comm)) return BRAID_ERROR(ncclInvalidArgument, "communicator is NULL, destroyed or not initialised");
+    *out = to_c(devapi::world_team(comm->nranks, comm->rank));
+    return Status::ok();
+  });
 }
 BRAID_PROFILING_ALIAS(ncclTeam, ncclTeamWorld, (ncclComm_t))
 
 BRAID_API ncclTeam ncclTeamLsa(ncclComm_t comm) {
-  if (!usable(comm)) return ncclTeam{0, -1, 1};
-  return lsa_team(comm);
+  return team_call(comm, "ncclTeamLsa", kNoTeam, [&](ncclTeam* out) {
+    devapi::LsaShape lsa;
+    BRAID_TRY(comm_lsa(comm, &lsa));
+    *out = to_c(devapi::lsa_team(lsa));
+    return Status::ok();
+  });
 }
 BRAID_PROFILING_ALIAS(ncclTeam, ncclTeamLsa, (ncclComm_t))
 
 BRAID_API ncclTeam ncclTeamRail(ncclComm_t comm) {
-  if (!usable(comm)) return ncclTeam{0, -1, 1};
-  ncclTeam lsa = lsa_team(comm);
-  return ncclTeam{comm->nranks / lsa.nRanks, comm->rank / lsa.nRanks, lsa.nRanks};
+  return team_call(comm, "ncclTeamRail", kNoTeam, [&](ncclTeam* out) {
+    devapi::LsaShape lsa;
+    BRAID_TRY(comm_lsa(comm, &lsa));
+    *out = to_c(devapi::rail_team(comm->nranks, comm->rank, lsa));
+    return Status::ok();
+  });
 }
 BRAID_PROFILING_ALIAS(ncclTeam, ncclTeamRail, (ncclComm_t))
 
 BRAID_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam team, int rank) {
-  if (!usable(comm)) return -1;
-  return comm->rank + (rank - team.rank) * team.stride;
+  return team_call(comm, "ncclTeamRankToWorld", -1, [&](int* out) {
+    if (!usable(comm)) return BRAID_ERROR(ncclInvalidArgument, "communicator is NULL, destroyed or not initialised");
+    return devapi::team_rank_to_world(from_c(team), comm->nranks, comm->rank, rank, out);
+  });
 }
 BRAID_PROFILING_ALIAS(int, ncclTeamRankToWorld, (ncclComm_t, ncclTeam, int))
 
 BRAID_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam team, int rank) {
-  if (!usable(comm)) return -1;
-  ncclTeam lsa = lsa_team(comm);
-  int world = comm->rank + (rank - team.rank) * team.stride;
-  return world - (comm->rank - lsa.rank);
+  return team_call(comm, "ncclTeamRankToLsa", -1, [&](int* out) {
+    devapi::LsaShape lsa;
+    BRAID_TRY(comm_lsa(comm, &lsa));
+    return devapi::team_rank_to_lsa(from_c(team), comm->nranks, comm->rank, lsa, rank, out);
+  });
 }
 BRAID_PROFILING_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam, int))
 

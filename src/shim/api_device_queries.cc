@@ -11,7 +11,9 @@
 // backend, ranks that are threads of one process, or processes of one host
 // whose windows are ncclMemAlloc memory (src/exec/host/host_windows.h).
 #include <cstring>
+#include <vector>
 
+#include "src/devapi/teams.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -43,14 +45,15 @@ struct ncclMultimemHandle {
 
 namespace {
 
-// The ranks on this rank's host (NCCL's lsa team), assumed contiguous as NCCL's is.
+// This rank's LSA team as NCCL shapes it (src/devapi/teams.h): its first
+// world rank and its size.
 void lsa_span(const ncclComm* comm, int* first, int* size) {
-  const uint64_t mine = comm->peers[comm->rank].host_hash;
-  int lo = comm->rank, hi = comm->rank;
-  while (lo > 0 && comm->peers[lo - 1].host_hash == mine) --lo;
-  while (hi + 1 < comm->nranks && comm->peers[hi + 1].host_hash == mine) ++hi;
-  *first = lo;
-  *size = hi - lo + 1;
+  std::vector<uint64_t> hosts(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].host_hash;
+  devapi::LsaShape lsa;
+  if (!devapi::lsa_shape(hosts, comm->rank, &lsa).is_ok()) lsa = devapi::LsaShape{};  // a live comm always has one
+  *first = comm->rank - lsa.rank;
+  *size = lsa.size;
 }
 
 Status query_properties(ncclComm* comm, ncclCommProperties* user) {
@@ -130,7 +133,8 @@ BRAID_API ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offse
     int first = 0, size = 1;
     lsa_span(comm, &first, &size);
     if (lsaRank < 0 || lsaRank >= size)
-      return BRAID_ERROR(ncclInvalidArgument, "lsaRank {} out of range [0, {}) (the ranks on this host)", lsaRank, size);
+      return BRAID_ERROR(ncclInvalidArgument, "lsaRank {} out of range [0, {}) (the size of this rank's LSA team)",
+                         lsaRank, size);
     return peer_pointer(window, offset, first + lsaRank, outPtr);
   });
 }

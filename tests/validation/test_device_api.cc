@@ -76,3 +76,42 @@ TEST_CASE("device API host entry points: teams work, the rest says it is not imp
   CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLLA2ACalcSlots") != std::string::npos);
   ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
 }
+
+TEST_CASE("device API teams: NCCL's shapes over real hosts, bad teams and members refused", "[validation][device]") {
+  // 6 processes on 3 emulated hosts of 2: LSA teams of 2, rails of 3.
+  CHECK(run_ranks_as_processes(
+            6,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              if (!same(ncclTeamLsa(comm), {2, rank % 2, 1})) f.fail("ncclTeamLsa on 3 hosts of 2");
+              ncclTeam rail = ncclTeamRail(comm);
+              if (!same(rail, {3, rank / 2, 2})) f.fail("ncclTeamRail on 3 hosts of 2");
+              if (ncclTeamRankToWorld(comm, rail, 2) != 4 + rank % 2) f.fail("ncclTeamRankToWorld of the rail");
+              const int partner = rank ^ 1;  // the other rank on this host
+              if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), partner) != partner % 2) f.fail("ncclTeamRankToLsa");
+              // A world rank on another host has no LSA index: -1 and why.
+              const int far = (rank + 2) % n;
+              if (ncclTeamRankToLsa(comm, ncclTeamWorld(comm), far) != -1) f.fail("ncclTeamRankToLsa of another host");
+              if (std::string(ncclGetLastError(comm)).find("LSA team") == std::string::npos)
+                f.fail(std::string("message for another host: ") + ncclGetLastError(comm));
+              if (ncclTeamRankToWorld(comm, rail, 3) != -1) f.fail("member 3 of a rail of 3");
+              if (ncclTeamRankToWorld(comm, ncclTeam{4, 0, 0}, 0) != -1) f.fail("a team of stride 0");
+              if (ncclTeamRankToWorld(comm, ncclTeam{2, 5, 1}, 0) != -1) f.fail("a team rank past its size");
+              if (std::string(ncclGetLastError(comm)).find("is not a team") == std::string::npos)
+                f.fail(std::string("message for a bad team: ") + ncclGetLastError(comm));
+              if (ncclTeamRankToWorld(comm, ncclTeam{n, rank, 2}, 0) != -1) f.fail("a team reaching past the world");
+            },
+            60, [](int rank) { setenv("BRAID_HOSTID", ("devapi-host-" + std::to_string(rank / 2)).c_str(), 1); }) ==
+        0);
+  // Hosts of 3 and 1 ranks: NCCL's gcd makes every LSA team a single rank.
+  CHECK(run_ranks_as_processes(
+            4,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              if (!same(ncclTeamLsa(comm), {1, 0, 1})) f.fail("ncclTeamLsa on uneven hosts");
+              if (!same(ncclTeamRail(comm), {4, rank, 1})) f.fail("ncclTeamRail on uneven hosts");
+            },
+            60, [](int rank) { setenv("BRAID_HOSTID", rank < 3 ? "devapi-big" : "devapi-small", 1); }) == 0);
+  ncclTeam world{2, 0, 1};
+  CHECK(ncclTeamRankToLsa(nullptr, world, 0) == -1);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("ncclTeamRankToLsa") != std::string::npos);
+  CHECK(same(ncclTeamRail(nullptr), {0, -1, 1}));
+}

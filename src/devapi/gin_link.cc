@@ -1,0 +1,23 @@
+// The direct link: a copy into the target's mapped window, then the signal
+// add with release order, both from the proxy's one thread, so every earlier
+// copy to the target is ordered before the add.
+#include "src/devapi/gin_link.h"
+
+#include <cstring>
+
+namespace braid::devapi {
+
+Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
+                          const GinSignalAdd* signal) {
+  if (signal && signal->id >= signals_.count)  // before the payload: all or nothing
+    return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", signal->id, signals_.count);
+  if (bytes) {
+    char* dst = nullptr;
+    BRAID_TRY(windows_.resolve(dst_handle, dst_off, bytes, &dst));
+    std::memmove(dst, src, bytes);  // a put to the rank itself may overlap its source
+  }
+  if (signal) BRAID_TRY(signals_.add(signal->id, signal->value));
+  return Status::ok();
+}
+
+}  // namespace braid::devapi

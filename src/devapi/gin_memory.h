@@ -1,0 +1,65 @@
+// What a GIN descriptor's handles and ids name, on the rank that applies it.
+//
+// braid makes a window's ginWins[ctx] a symmetric token (the same number on
+// every rank for the same collective registration), so a descriptor's
+// (handle, offset) resolves on any rank with no address exchange: the
+// source on the posting rank, the destination on the target.  Every
+// resolution is bounds-checked, since the numbers come from a kernel
+// braid did not write.  GinFault keeps the first error of a proxy's
+// threads, for its bounded waits and for ncclCommGetAsyncError.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "src/base/deadline.h"
+#include "src/base/status.h"
+
+namespace braid::devapi {
+
+class GinWindowTable {
+ public:
+  // token: non-zero and under 2^63 (it travels in 63 bits of a GFD).
+  Status add(uint64_t token, char* base, uint64_t bytes);
+  Status remove(uint64_t token);
+  // [offset, offset + bytes) of window `token`, refused unless inside it.
+  Status resolve(uint64_t token, uint64_t offset, uint64_t bytes, char** out) const;
+
+ private:
+  struct Memory {
+    char* base;
+    uint64_t bytes;
+  };
+  std::map<uint64_t, Memory> windows_;
+};
+
+// A rank's signal array (ncclGinProxyGpuCtx_t::signals): 64-bit adds land here.
+struct GinSignals {
+  uint64_t* words = nullptr;
+  uint32_t count = 0;
+  // Adds with release order, so a reader that acquires the new value sees
+  // every byte written before it.
+  Status add(uint16_t id, uint64_t value) const;
+};
+
+class GinFault {
+ public:
+  void set(const Status& s);  // keeps the first
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  Status get() const;
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  Status first_;
+};
+
+// Waits until signal `id` reaches `at_least` (rolling 64-bit compare, as the
+// device's waitSignal), bounded: a fault of the proxy or the deadline ends
+// it with an error naming the signal.
+Status wait_signal(const GinSignals& signals, uint16_t id, uint64_t at_least, Deadline deadline,
+                   const GinFault* fault);
+
+}  // namespace braid::devapi

@@ -1,0 +1,72 @@
+// GIN between processes over TCP: for ranks whose memory this process
+// cannot map (other hosts; any host when asked).
+//
+// One stream per (sender, target).  A put is one frame, a fixed header and
+// the payload; the target's receiver thread writes the payload into the
+// resolved window and only then applies the frame's signal add, frame after
+// frame in stream order, so TCP's FIFO gives the put-before-signal order of
+// every earlier put on the stream.  A stream that ends without its close
+// frame means the sender died: the receiver reports it through the GinFault,
+// which ends every bounded wait on this rank with that error.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "src/base/deadline.h"
+#include "src/devapi/gin_link.h"
+
+namespace braid::devapi {
+
+class TcpGinLink : public GinLink {
+ public:
+  // fd: a connected stream to the target's receiver (owned from here on).
+  TcpGinLink(int fd, int target, std::chrono::milliseconds timeout) : fd_(fd), target_(target), timeout_(timeout) {}
+  ~TcpGinLink() override;
+  Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
+             const GinSignalAdd* signal) override;
+  // After a put that failed (its frame may be half sent), close() aborts:
+  // a close frame would then be read as payload.
+  Status close() override;
+  void abort() override;
+
+  // The first bytes on a new stream: the sender's world rank.
+  static Status send_hello(int fd, int rank, Deadline deadline);
+
+ private:
+  int fd_;
+  int target_;
+  bool broken_ = false;
+  std::chrono::milliseconds timeout_;
+};
+
+class GinTcpReceiver {
+ public:
+  // Applies the frames arriving on `fds` (one per sender, each already past
+  // its hello; sender_of[i] is fds[i]'s rank) to this rank's windows and
+  // signals, on its own thread, until every sender has closed or stop().
+  GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of, const GinWindowTable* windows, GinSignals signals,
+                 GinFault* fault, std::chrono::milliseconds timeout);
+  ~GinTcpReceiver();
+  void stop();
+  // Reads a hello: which rank a freshly accepted stream comes from.
+  static Status recv_hello(int fd, Deadline deadline, int* rank);
+
+ private:
+  void run();
+  void serve();
+  Status apply_one(size_t i, bool* closed);
+
+  std::vector<int> fds_;
+  std::vector<int> sender_of_;
+  const GinWindowTable* windows_;
+  GinSignals signals_;
+  GinFault* fault_;
+  std::chrono::milliseconds timeout_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace braid::devapi

@@ -1,0 +1,246 @@
+// The GIN proxy (src/devapi/gin_proxy.h) in one process: ranks as threads
+// with direct links, fed by a CPU producer that posts as the device does;
+// then every kind of malformed descriptor, a torn one, and bad arguments.
+// Results are collected on the rank threads and checked here.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "gin_workload.h"
+
+using namespace braid::devapi;
+using namespace devapi_test;
+using braid::Status;
+
+namespace {
+
+// One rank's memory and signals, in this process.
+struct ThreadRank {
+  explicit ThreadRank(int n) : send(send_bytes(n)), recv(recv_bytes(n)), signal_words(signal_count(n)) {
+    signals.words = signal_words.data();
+    signals.count = signal_count(n);
+  }
+  std::vector<char> send, recv;
+  std::vector<uint64_t> signal_words;
+  GinSignals signals;
+  GinWindowTable sources;
+};
+
+GinWindowTable one_window(uint64_t token, std::vector<char>& mem) {
+  GinWindowTable t;
+  REQUIRE(t.add(token, mem.data(), mem.size()).is_ok());
+  return t;
+}
+
+// A single rank whose only link is to itself, driven by poll_once.
+struct SelfRig {
+  SelfRig() : rank(1), queues(1, 4, 2, signal_count(1)) {
+    REQUIRE(rank.sources.add(kSendToken, rank.send.data(), rank.send.size()).is_ok());
+    std::vector<std::unique_ptr<GinLink>> links;
+    links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, rank.recv), rank.signals));
+    GinProxyOptions options;
+    options.torn_timeout = std::chrono::milliseconds(100);
+    REQUIRE(GinProxy::create(queues.q, std::move(links), &rank.sources, &fault, options, &proxy).is_ok());
+  }
+  // Posts raw words and lets the proxy look once: its verdict.
+  Status feed(const uint64_t words[kGfdQwords], int written = kGfdQwords) {
+    DeviceProducer dev(queues.q);
+    REQUIRE(dev.post_raw(0, words, written));
+    bool progressed = false;
+    return proxy->poll_once(&progressed);
+  }
+  ThreadRank rank;
+  QueueMemory queues;
+  GinFault fault;
+  std::unique_ptr<GinProxy> proxy;
+};
+
+}  // namespace
+
+TEST_CASE("GIN proxy: ranks as threads, puts, signals and counters in order", "[devapi][gin]") {
+  constexpr int n = 3;
+  std::vector<std::unique_ptr<ThreadRank>> ranks;
+  for (int r = 0; r < n; ++r) {
+    ranks.push_back(std::make_unique<ThreadRank>(n));
+    fill_send(r, n, ranks[r]->send.data());
+    REQUIRE(ranks[r]->sources.add(kSendToken, ranks[r]->send.data(), ranks[r]->send.size()).is_ok());
+  }
+  std::vector<std::unique_ptr<QueueMemory>> queues;
+  std::vector<GinFault> faults(n);
+  std::vector<std::unique_ptr<GinProxy>> proxies(n);
+  for (int r = 0; r < n; ++r) {
+    queues.push_back(std::make_unique<QueueMemory>(n, 8, n, signal_count(n)));  // 8 slots: 42 posts per target wrap them
+    std::vector<std::unique_ptr<GinLink>> links;
+    for (int t = 0; t < n; ++t)
+      links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, ranks[t]->recv), ranks[t]->signals));
+    REQUIRE(GinProxy::create(queues[r]->q, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r]).is_ok());
+    proxies[r]->start();
+  }
+  std::vector<std::string> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      results[r] = run_workload(r, n, queues[r]->q, ranks[r]->signals, ranks[r]->recv.data(), faults[r]);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(results[r] == "");
+    CHECK(proxies[r]->stop().is_ok());
+    CHECK(!faults[r].failed());
+    CHECK(proxies[r]->executed() == uint64_t(n) * (kRounds + 2));
+  }
+}
+
+TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason", "[devapi][gin]") {
+  Gfd good = put_gfd(kSendToken, 0, kRecvToken, 0, 64);
+  struct Case {
+    const char* what;
+    Gfd g;
+    const char* message;
+  };
+  std::vector<Case> cases;
+  auto with = [&](auto change) {
+    Gfd g = good;
+    change(g);
+    return g;
+  };
+  cases.push_back({"unknown op bit", with([](Gfd& g) { g.op |= 0x20; }), "unknown op bits"});
+  cases.push_back({"no Put bit", with([](Gfd& g) { g.op = kGfdWithCounter; }), "lacks the Put bit"});
+  cases.push_back({"both signal kinds", with([](Gfd& g) { g.op |= kGfdWithSignalInc | kGfdWithSignalAdd; }),
+                   "both increments and adds"});
+  cases.push_back({"9-byte inline", with([](Gfd& g) { g.op |= kGfdWithInline; g.size = 9; }), "inline value of 9"});
+  cases.push_back({"null destination", with([](Gfd& g) { g.dst_handle = 0; }), "to a null window"});
+  cases.push_back({"unknown destination", with([](Gfd& g) { g.dst_handle = 77; }), "names no window"});
+  cases.push_back({"unknown source", with([](Gfd& g) { g.src_handle = 78; }), "names no window"});
+  cases.push_back({"destination overrun", with([](Gfd& g) { g.dst_off = recv_bytes(1) - 8; }), "outside window"});
+  cases.push_back({"source overrun", with([](Gfd& g) { g.src_off = send_bytes(1); }), "outside window"});
+  cases.push_back({"signal out of range",
+                   with([](Gfd& g) { g.op |= kGfdWithSignalInc; g.signal_id = uint16_t(signal_count(1)); }),
+                   "signal 2 out of range"});
+  cases.push_back({"counter out of range", with([](Gfd& g) { g.op |= kGfdWithCounter; g.counter_id = 2; }),
+                   "counter 2 out of range"});
+  for (const Case& c : cases) {
+    INFO(c.what);
+    SelfRig rig;
+    uint64_t words[kGfdQwords];
+    encode_gfd(c.g, words);
+    Status s = rig.feed(words);
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains(c.message));
+    CHECK(rig.queues.cis[0] == 0);                                    // not consumed
+    CHECK(std::memcmp(rig.queues.gfds.data(), words, sizeof(words)) == 0);  // nor cleared
+    CHECK(rig.rank.recv[0] == 0);
+  }
+  // The same rig accepts the good one (the checks above are the cases', not the rig's).
+  SelfRig rig;
+  fill_send(0, 1, rig.rank.send.data());
+  uint64_t words[kGfdQwords];
+  encode_gfd(good, words);
+  REQUIRE(rig.feed(words).is_ok());
+  CHECK(rig.queues.cis[0] == 1);
+  CHECK(check_chunk(0, 0, 0, rig.rank.recv.data()).find("word 8 ") != std::string::npos);  // 64 bytes, then zeros
+  CHECK(std::memcmp(rig.rank.recv.data(), rig.rank.send.data(), 64) == 0);
+}
+
+// ncclGin::put posts a put of 0 bytes for an empty message (an alltoallv
+// with a zero count): it moves nothing, and its counter still counts.
+TEST_CASE("GIN proxy: a put of 0 bytes is consumed, moves nothing and counts", "[devapi][gin]") {
+  SelfRig rig;
+  fill_send(0, 1, rig.rank.send.data());
+  Gfd empty = put_gfd(kSendToken, 8, kRecvToken, 0, 0);
+  empty.op |= braid::devapi::kGfdWithCounter;
+  empty.counter_id = 1;
+  uint64_t words[kGfdQwords];
+  encode_gfd(empty, words);
+  REQUIRE(rig.feed(words).is_ok());
+  CHECK(rig.queues.cis[0] == 1);
+  CHECK(rig.queues.counter_words[1] == 1);
+  CHECK(rig.queues.counter_words[0] == 0);
+  CHECK(std::count(rig.rank.recv.begin(), rig.rank.recv.end(), 0) == std::ptrdiff_t(rig.rank.recv.size()));
+  CHECK(std::count(rig.queues.gfds.begin(), rig.queues.gfds.end(), 0) == std::ptrdiff_t(rig.queues.gfds.size()));
+  // Windows that do not exist are not looked at for 0 bytes, and a signal still lands.
+  Gfd signal_only = put_gfd(12345, 0, 54321, 0, 0);
+  signal_only.op |= braid::devapi::kGfdWithSignalInc;
+  signal_only.signal_id = 1;
+  encode_gfd(signal_only, words);
+  REQUIRE(rig.feed(words).is_ok());
+  CHECK(rig.queues.cis[0] == 2);
+  CHECK(rig.rank.signal_words[1] == 1);
+}
+
+TEST_CASE("GIN proxy: a torn descriptor is an error after a bounded wait", "[devapi][gin]") {
+  SelfRig rig;
+  uint64_t words[kGfdQwords];
+  encode_gfd(put_gfd(kSendToken, 0, kRecvToken, 0, 8), words);
+  const auto start = std::chrono::steady_clock::now();
+  Status s = rig.feed(words, 6);  // q6 and q7 never written
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(s.code() == ncclSystemError);
+  CHECK_THAT(s.message(), Catch::Contains("half-written"));
+  CHECK(waited >= std::chrono::milliseconds(100));
+  CHECK(waited < std::chrono::seconds(5));
+  CHECK(rig.queues.cis[0] == 0);
+}
+
+TEST_CASE("GIN proxy: a running proxy reports a bad descriptor to waiters", "[devapi][gin]") {
+  SelfRig rig;
+  rig.proxy->start();
+  DeviceProducer dev(rig.queues.q);
+  Gfd bad = put_gfd(kSendToken, 0, 99, 0, 8);
+  REQUIRE(dev.post(0, bad));
+  Status s = wait_signal(rig.rank.signals, 0, 1, braid::Deadline::after(std::chrono::seconds(20)), &rig.fault);
+  CHECK(s.code() == ncclInvalidArgument);
+  CHECK_THAT(s.message(), Catch::Contains("waiting for GIN signal 0") && Catch::Contains("names no window"));
+  CHECK(rig.proxy->stop().is_ok());
+}
+
+TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devapi][gin]") {
+  QueueMemory qm(2, 8, 1, 1);
+  GinFault fault;
+  GinWindowTable sources;
+  std::unique_ptr<GinProxy> proxy;
+  auto links = [] {
+    std::vector<std::unique_ptr<GinLink>> l;
+    for (int i = 0; i < 2; ++i) l.push_back(std::make_unique<DirectGinLink>(GinWindowTable{}, GinSignals{}));
+    return l;
+  };
+  GinQueues q = qm.q;
+  q.queue_size = 6;
+  CHECK(GinProxy::create(q, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  q = qm.q;
+  q.gfds = nullptr;
+  CHECK(GinProxy::create(q, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  auto one = links();
+  one.pop_back();
+  CHECK(GinProxy::create(qm.q, std::move(one), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  auto hole = links();
+  hole[1].reset();
+  CHECK(GinProxy::create(qm.q, std::move(hole), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create(qm.q, links(), nullptr, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(!proxy);
+  REQUIRE(GinProxy::create(qm.q, links(), &sources, &fault, {}, &proxy).is_ok());
+
+  char mem[64];
+  GinWindowTable t;
+  CHECK(t.add(0, mem, 64).code() == ncclInvalidArgument);
+  CHECK(t.add(uint64_t(1) << 63, mem, 64).code() == ncclInvalidArgument);
+  CHECK(t.add(1, nullptr, 64).code() == ncclInvalidArgument);
+  REQUIRE(t.add(1, mem, 64).is_ok());
+  CHECK(t.add(1, mem, 64).code() == ncclInvalidUsage);
+  char* p = nullptr;
+  CHECK(t.resolve(1, 64, 0, &p).is_ok());  // an empty access at the end
+  CHECK(t.resolve(1, 60, 8, &p).code() == ncclInvalidArgument);
+  CHECK(t.resolve(1, UINT64_MAX, 2, &p).code() == ncclInvalidArgument);
+  REQUIRE(t.remove(1).is_ok());
+  CHECK(t.remove(1).code() == ncclInvalidArgument);
+  uint64_t word = 0;
+  GinSignals sig{&word, 1};
+  CHECK(sig.add(1, 1).code() == ncclInvalidArgument);
+  CHECK(wait_signal(sig, 1, 1, braid::Deadline::never(), nullptr).code() == ncclInvalidArgument);
+  Status timed_out = wait_signal(sig, 0, 1, braid::Deadline::after(std::chrono::milliseconds(20)), nullptr);
+  CHECK(timed_out.code() == ncclSystemError);
+  CHECK_THAT(timed_out.message(), Catch::Contains("timed out waiting for GIN signal 0"));
+}

@@ -1,0 +1,296 @@
+// The GIN proxy between real processes: each forked rank has its own
+// memory (braid's shareable host memory, src/transport/host_memory.h), its
+// own queues, a CPU producer posting as the device does, and its proxy
+// thread; puts reach the other processes either through their memory
+// mapped here (one host) or over TCP.  The ranks publish their handles and
+// ports on a board shared from before the fork, and report what went
+// wrong there; the checks run here, on the main thread.  Then a dead peer:
+// a rank killed mid-job must turn the others' waits into errors in bounded
+// time, not hangs.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "gin_workload.h"
+#include "src/base/net.h"
+#include "src/devapi/gin_tcp.h"
+#include "src/transport/host_memory.h"
+
+using namespace braid;
+using namespace braid::devapi;
+using namespace devapi_test;
+
+namespace {
+
+constexpr int kMaxRanks = 4;
+
+struct RankSlot {
+  SharedHandle recv, signals;
+  uint16_t port;
+  char error[400];
+};
+struct Board {
+  std::atomic<int> arrived[4];
+  RankSlot ranks[kMaxRanks];
+};
+
+enum class Wire { Shm, Tcp };
+
+Board* make_board() {
+  void* p = mmap(nullptr, sizeof(Board), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  return new (p) Board{};
+}
+
+bool barrier(Board* b, int phase, int n) {
+  b->arrived[phase].fetch_add(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (b->arrived[phase].load() < n) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// Everything one rank owns, set up and connected.
+struct Rank {
+  int rank = 0, n = 0;
+  char* send = nullptr;
+  char* recv = nullptr;
+  uint64_t* signal_words = nullptr;
+  GinSignals signals;
+  GinWindowTable sources, receives;
+  std::unique_ptr<QueueMemory> queues;
+  GinFault fault;
+  std::vector<std::unique_ptr<PeerMapping>> mappings;
+  std::unique_ptr<GinTcpReceiver> receiver;
+  std::unique_ptr<GinProxy> proxy;
+  int listener = -1;
+};
+
+Status alloc_rank(Rank& r, Board* b) {
+  void *send = nullptr, *recv = nullptr, *sig = nullptr;
+  BRAID_TRY(host_shared_alloc(send_bytes(r.n), &send));
+  BRAID_TRY(host_shared_alloc(recv_bytes(r.n), &recv));
+  BRAID_TRY(host_shared_alloc(signal_count(r.n) * sizeof(uint64_t), &sig));
+  r.send = static_cast<char*>(send);
+  r.recv = static_cast<char*>(recv);
+  r.signal_words = static_cast<uint64_t*>(sig);
+  r.signals = GinSignals{r.signal_words, signal_count(r.n)};
+  fill_send(r.rank, r.n, r.send);
+  BRAID_TRY(r.sources.add(kSendToken, r.send, send_bytes(r.n)));
+  BRAID_TRY(r.receives.add(kRecvToken, r.recv, recv_bytes(r.n)));
+  r.queues = std::make_unique<QueueMemory>(r.n, 8, r.n, signal_count(r.n));
+  RankSlot& slot = b->ranks[r.rank];
+  slot.recv = host_shared_handle(r.recv, recv_bytes(r.n));
+  slot.signals = host_shared_handle(r.signal_words, signal_count(r.n) * sizeof(uint64_t));
+  sockaddr_in bound{};
+  BRAID_TRY(listen_tcp(loopback(0), &r.listener, &bound));
+  slot.port = ntohs(bound.sin_port);
+  return Status::ok();
+}
+
+// Links after every rank has published (barrier 0).
+Status connect_rank(Rank& r, Board* b, Wire wire) {
+  std::vector<std::unique_ptr<GinLink>> links;
+  const auto timeout = std::chrono::seconds(10);
+  if (wire == Wire::Shm) {
+    for (int t = 0; t < r.n; ++t) {
+      char* recv = r.recv;
+      uint64_t* sig = r.signal_words;
+      if (t != r.rank) {  // a peer process: map its memory here
+        std::unique_ptr<PeerMapping> m1, m2;
+        BRAID_TRY(map_peer_range(b->ranks[t].recv, recv_bytes(r.n), &m1));
+        BRAID_TRY(map_peer_range(b->ranks[t].signals, signal_count(r.n) * sizeof(uint64_t), &m2));
+        recv = m1->base();
+        sig = reinterpret_cast<uint64_t*>(m2->base());
+        r.mappings.push_back(std::move(m1));
+        r.mappings.push_back(std::move(m2));
+      }
+      GinWindowTable w;
+      BRAID_TRY(w.add(kRecvToken, recv, recv_bytes(r.n)));
+      links.push_back(std::make_unique<DirectGinLink>(std::move(w), GinSignals{sig, signal_count(r.n)}));
+    }
+  } else {
+    for (int t = 0; t < r.n; ++t) {  // itself too: a put to self goes the same way
+      int fd = -1;
+      BRAID_TRY(connect_tcp(loopback(b->ranks[t].port), Deadline::after(timeout), nullptr, &fd));
+      BRAID_TRY(TcpGinLink::send_hello(fd, r.rank, Deadline::after(timeout)));
+      links.push_back(std::make_unique<TcpGinLink>(fd, t, timeout));
+    }
+    std::vector<int> fds, senders;
+    for (int i = 0; i < r.n; ++i) {
+      if (!wait_readable(r.listener, Deadline::after(timeout), nullptr))
+        return BRAID_ERROR(ncclSystemError, "rank {}: only {} of {} GIN streams connected", r.rank, i, r.n);
+      int fd = ::accept(r.listener, nullptr, nullptr);
+      if (fd < 0) return BRAID_ERROR(ncclSystemError, "accept: {}", std::strerror(errno));
+      int sender = -1;
+      BRAID_TRY(GinTcpReceiver::recv_hello(fd, Deadline::after(timeout), &sender));
+      fds.push_back(fd);
+      senders.push_back(sender);
+    }
+    r.receiver = std::make_unique<GinTcpReceiver>(fds, senders, &r.receives, r.signals, &r.fault, timeout);
+  }
+  BRAID_TRY(GinProxy::create(r.queues->q, std::move(links), &r.sources, &r.fault, {}, &r.proxy));
+  r.proxy->start();
+  return Status::ok();
+}
+
+// The child's whole life; what it leaves in its slot's error is the verdict.
+std::string rank_main(int rank, int n, Board* b, Wire wire) {
+  Rank r;
+  r.rank = rank;
+  r.n = n;
+  if (Status s = alloc_rank(r, b); !s.is_ok()) return s.to_string();
+  if (!barrier(b, 0, n)) return "barrier 0 timed out";
+  if (Status s = connect_rank(r, b, wire); !s.is_ok()) return s.to_string();
+  std::string bad = run_workload(rank, n, r.queues->q, r.signals, r.recv, r.fault);
+  // Everyone has received everything before anyone closes.
+  if (!barrier(b, 1, n) && bad.empty()) bad = "barrier 1 timed out";
+  if (Status s = r.proxy->stop(); !s.is_ok() && bad.empty()) bad = s.to_string();
+  if (r.receiver) {
+    if (!barrier(b, 2, n) && bad.empty()) bad = "barrier 2 timed out";
+    r.receiver->stop();
+  }
+  if (r.fault.failed() && bad.empty()) bad = r.fault.get().to_string();
+  return bad;
+}
+
+// Forks n ranks running body(rank) -> error text; returns each exit status.
+template <typename Body>
+std::vector<int> run_processes(int n, Board* b, Body body) {
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < n; ++rank) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(90);
+      std::string e = body(rank);
+      std::snprintf(b->ranks[rank].error, sizeof(b->ranks[rank].error), "%s", e.c_str());
+      _exit(e.empty() ? 0 : 1);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    statuses.push_back(status);
+  }
+  return statuses;
+}
+
+}  // namespace
+
+TEST_CASE("GIN proxy across processes: puts, signals and counters exact", "[devapi][gin][mp]") {
+  for (Wire wire : {Wire::Shm, Wire::Tcp}) {
+    const int n = 3;
+    Board* b = make_board();
+    auto statuses = run_processes(n, b, [&](int rank) { return rank_main(rank, n, b, wire); });
+    for (int rank = 0; rank < n; ++rank) {
+      INFO((wire == Wire::Shm ? "shm" : "tcp") << " rank " << rank << ": " << b->ranks[rank].error);
+      CHECK(WIFEXITED(statuses[rank]));
+      CHECK(WEXITSTATUS(statuses[rank]) == 0);
+    }
+    munmap(b, sizeof(Board));
+  }
+}
+
+// Over TCP a dead peer is seen at once (its streams end without a close
+// frame).  Over shared memory it is not (a dead peer looks like a slow one,
+// and only the deadline ends a wait), so that wire is not part of this test.
+TEST_CASE("GIN proxy across processes: a killed peer ends the waits with an error", "[devapi][gin][mp]") {
+  const int n = 2;
+  Board* b = make_board();
+  auto statuses = run_processes(n, b, [&](int rank) -> std::string {
+    Rank r;
+    r.rank = rank;
+    r.n = n;
+    if (Status s = alloc_rank(r, b); !s.is_ok()) return s.to_string();
+    if (!barrier(b, 0, n)) return "barrier 0 timed out";
+    if (Status s = connect_rank(r, b, Wire::Tcp); !s.is_ok()) return s.to_string();
+    if (!barrier(b, 1, n)) return "barrier 1 timed out";
+    if (rank == 1) raise(SIGKILL);  // dies holding its connections, never signalling
+    // Rank 0 keeps posting to the dead rank and waits for its signal.
+    DeviceProducer dev(r.queues->q);
+    Gfd g = put_gfd(kSendToken, 0, kRecvToken, 0, kChunk);
+    g.op |= kGfdWithSignalInc;
+    g.signal_id = 0;
+    for (int i = 0; i < 4; ++i) (void)dev.post(1, g);
+    const auto start = std::chrono::steady_clock::now();
+    Status s = wait_signal(r.signals, 1, 1, Deadline::after(std::chrono::seconds(30)), &r.fault);
+    const auto took = std::chrono::steady_clock::now() - start;
+    (void)r.proxy->stop();
+    if (s.is_ok()) return "the wait on a dead peer succeeded";
+    if (took > std::chrono::seconds(10)) return "the wait took " + std::to_string(took.count()) + " ns";
+    const std::string text = s.to_string();
+    if (text.find("rank 1") == std::string::npos) return "unexpected error: " + text;
+    return "OK " + text;  // for the log; the parent accepts this
+  });
+  INFO(b->ranks[0].error);
+  CHECK(WIFSIGNALED(statuses[1]));
+  CHECK(std::string(b->ranks[0].error).rfind("OK ", 0) == 0);
+  munmap(b, sizeof(Board));
+}
+
+// A rank whose proxy stops on a bad descriptor ends its links without close
+// frames: its peer's wait fails at once, naming it, instead of at its
+// deadline (and no close frame lands in a window as payload).
+TEST_CASE("GIN proxy across processes: a faulted proxy's peers learn it at once", "[devapi][gin][mp]") {
+  const int n = 2;
+  Board* b = make_board();
+  auto statuses = run_processes(n, b, [&](int rank) -> std::string {
+    Rank r;
+    r.rank = rank;
+    r.n = n;
+    if (Status s = alloc_rank(r, b); !s.is_ok()) return s.to_string();
+    if (!barrier(b, 0, n)) return "barrier 0 timed out";
+    if (Status s = connect_rank(r, b, Wire::Tcp); !s.is_ok()) return s.to_string();
+    if (!barrier(b, 1, n)) return "barrier 1 timed out";
+    if (rank == 0) {
+      DeviceProducer dev(r.queues->q);
+      Gfd bad = put_gfd(77, 0, kRecvToken, 0, kChunk);  // no source window 77 here
+      bad.op |= kGfdWithSignalInc;
+      if (!dev.post(1, bad)) return "could not post";
+      Status s = wait_signal(r.signals, 0, 1, Deadline::after(std::chrono::seconds(10)), &r.fault);
+      (void)r.proxy->stop();
+      if (s.is_ok() || s.to_string().find("names no window") == std::string::npos)
+        return "rank 0's proxy did not fault: " + s.to_string();
+      return "";
+    }
+    const auto start = std::chrono::steady_clock::now();
+    Status s = wait_signal(r.signals, 0, 1, Deadline::after(std::chrono::seconds(30)), &r.fault);
+    const auto took = std::chrono::steady_clock::now() - start;
+    (void)r.proxy->stop();
+    if (s.is_ok()) return "the wait on a failed peer succeeded";
+    if (took > std::chrono::seconds(10)) return "the wait took " + std::to_string(took.count()) + " ns";
+    if (s.to_string().find("rank 0's GIN stream ended without a close") == std::string::npos)
+      return "unexpected error: " + s.to_string();
+    return "";
+  });
+  for (int rank = 0; rank < n; ++rank) {
+    INFO("rank " << rank << ": " << b->ranks[rank].error);
+    CHECK(WIFEXITED(statuses[rank]));
+    CHECK(WEXITSTATUS(statuses[rank]) == 0);
+  }
+  munmap(b, sizeof(Board));
+}
