@@ -29,7 +29,7 @@ Status GinProxy::create(const GinQueues& q, std::vector<std::unique_ptr<GinLink>
 
 GinProxy::GinProxy(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
                    GinFault* fault, GinProxyOptions options)
-    : q_(q), links_(std::move(links)), sources_(sources), fault_(fault), options_(options), next_(q.nranks) {
+    : q_(q), links_(std::move(links)), sources_(sources), fault_(fault), options_(options), next_(q.nranks), torn_since_(q.nranks) {
   // Resume where the consumer indices stand (zero for a fresh context).
   for (int pe = 0; pe < q.nranks; ++pe) next_[pe] = __atomic_load_n(&q.cis[pe], __ATOMIC_ACQUIRE);
 }
@@ -96,22 +96,23 @@ Status GinProxy::poll_target(int pe, bool* progressed) {
   uint64_t* slot = q_.gfds + (size_t(pe) * q_.queue_size + (idx & (q_.queue_size - 1))) * kGfdQwords;
   if (!(__atomic_load_n(&slot[0], __ATOMIC_ACQUIRE) & 1)) return Status::ok();
   uint64_t q[kGfdQwords];
-  const Deadline deadline = Deadline::after(options_.torn_timeout);
-  Waiter waiter;
-  for (;;) {
-    for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
-    if (gfd_complete(q)) break;
-    if (deadline.expired() || stop_.load(std::memory_order_acquire))
-      return BRAID_ERROR(ncclSystemError,
-                         "GIN descriptor {} to rank {} stayed half-written (flags {:08b}) past {} ms: the kernel that "
-                         "posted it died or the queue memory is corrupt",
-                         idx, pe, [&] {
-                           unsigned f = 0;
-                           for (int i = 0; i < kGfdQwords; ++i) f |= unsigned(q[i] & 1) << i;
-                           return f;
-                         }(), options_.torn_timeout.count());
-    waiter.pause();
+  for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
+  if (!gfd_complete(q)) {
+    // Half-written: the other targets go on meanwhile; this one is looked at
+    // again next turn, until torn_timeout from when it was first seen so.
+    const auto now = std::chrono::steady_clock::now();
+    if (torn_since_[pe] == std::chrono::steady_clock::time_point{}) torn_since_[pe] = now;
+    if (now - torn_since_[pe] < options_.torn_timeout) return Status::ok();
+    return BRAID_ERROR(ncclSystemError,
+                       "GIN descriptor {} to rank {} stayed half-written (flags {:08b}) past {} ms: the kernel that "
+                       "posted it died or the queue memory is corrupt",
+                       idx, pe, [&] {
+                         unsigned f = 0;
+                         for (int i = 0; i < kGfdQwords; ++i) f |= unsigned(q[i] & 1) << i;
+                         return f;
+                       }(), options_.torn_timeout.count());
   }
+  torn_since_[pe] = {};
   Gfd g;
   Status s = decode_gfd(q, &g);
   if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} to rank {}", idx, pe));

@@ -5,8 +5,9 @@
 // queue is full against cis[pe]) and writes a 64-byte GFD there; there is no
 // doorbell.  The proxy's thread visits the targets round-robin, at most one
 // descriptor each per turn, and for the next slot of a target:
-//   1. waits, bounded, until all 8 valid flags are set (the four 16-byte
-//      stores land in any order);
+//   1. takes it once all 8 valid flags are set (the four 16-byte stores
+//      land in any order); a slot still half-written torn_timeout after it
+//      was first seen so is an error (the other targets go on meanwhile);
 //   2. copies the descriptor, decodes and checks it, then performs the put
 //      (and its signal add) on the target's GinLink, in issue order, which
 //      is what makes a signal visible only after its own and every earlier
@@ -80,6 +81,8 @@ class GinProxy {
   GinFault* fault_;
   GinProxyOptions options_;
   std::vector<uint32_t> next_;  // per target: the next slot index to consume
+  // Per target: when its next slot was first seen half-written (zero: not).
+  std::vector<std::chrono::steady_clock::time_point> torn_since_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links
   std::atomic<uint64_t> executed_{0};
