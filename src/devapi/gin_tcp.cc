@@ -85,10 +85,12 @@ Status TcpGinLink::send_hello(int fd, int rank, Deadline deadline) {
   return send_all(fd, &h, sizeof(h), deadline, nullptr);
 }
 
-Status GinTcpReceiver::recv_hello(int fd, Deadline deadline, int* rank) {
+Status GinTcpReceiver::recv_hello(int fd, int nranks, Deadline deadline, int* rank) {
   Hello h{};
   BRAID_TRY(recv_all(fd, &h, sizeof(h), deadline, nullptr));
   if (h.magic != kFrameMagic) return BRAID_ERROR(ncclRemoteError, "not a GIN stream (magic {:#x})", h.magic);
+  if (h.rank < 0 || h.rank >= nranks)
+    return BRAID_ERROR(ncclRemoteError, "a GIN stream says it comes from rank {} of {}", h.rank, nranks);
   *rank = h.rank;
   return Status::ok();
 }

@@ -51,8 +51,8 @@ class GinTcpReceiver {
                  GinFault* fault, std::chrono::milliseconds timeout);
   ~GinTcpReceiver();
   void stop();
-  // Reads a hello: which rank a freshly accepted stream comes from.
-  static Status recv_hello(int fd, Deadline deadline, int* rank);
+  // Reads a hello: which rank (of nranks) a freshly accepted stream comes from.
+  static Status recv_hello(int fd, int nranks, Deadline deadline, int* rank);
 
  private:
   void run();

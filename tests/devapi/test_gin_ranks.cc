@@ -145,7 +145,7 @@ Status connect_rank(Rank& r, Board* b, Wire wire) {
       int fd = ::accept(r.listener, nullptr, nullptr);
       if (fd < 0) return BRAID_ERROR(ncclSystemError, "accept: {}", std::strerror(errno));
       int sender = -1;
-      BRAID_TRY(GinTcpReceiver::recv_hello(fd, Deadline::after(timeout), &sender));
+      BRAID_TRY(GinTcpReceiver::recv_hello(fd, r.n, Deadline::after(timeout), &sender));
       fds.push_back(fd);
       senders.push_back(sender);
     }
@@ -290,4 +290,25 @@ TEST_CASE("GIN proxy across processes: a faulted proxy's peers learn it at once"
     CHECK(WEXITSTATUS(statuses[rank]) == 0);
   }
   munmap(b, sizeof(Board));
+}
+
+TEST_CASE("GIN over TCP: a hello from no rank of the job, or no GIN stream, is refused", "[devapi][gin]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  int rank = -7;
+  REQUIRE(TcpGinLink::send_hello(sv[0], 2, Deadline::after(std::chrono::seconds(5))).is_ok());
+  REQUIRE(GinTcpReceiver::recv_hello(sv[1], 3, Deadline::after(std::chrono::seconds(5)), &rank).is_ok());
+  CHECK(rank == 2);
+  for (int bad : {3, -1}) {
+    REQUIRE(TcpGinLink::send_hello(sv[0], bad, Deadline::after(std::chrono::seconds(5))).is_ok());
+    Status s = GinTcpReceiver::recv_hello(sv[1], 3, Deadline::after(std::chrono::seconds(5)), &rank);
+    CHECK(s.code() == ncclRemoteError);
+    CHECK_THAT(s.message(), Catch::Contains("rank " + std::to_string(bad) + " of 3"));
+  }
+  const char junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  REQUIRE(::write(sv[0], junk, sizeof(junk)) == ssize_t(sizeof(junk)));
+  CHECK_THAT(GinTcpReceiver::recv_hello(sv[1], 3, Deadline::after(std::chrono::seconds(5)), &rank).message(),
+             Catch::Contains("not a GIN stream"));
+  ::close(sv[0]);
+  ::close(sv[1]);
 }
