@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -38,6 +39,24 @@ struct Hello {
   int32_t rank;
 };
 
+// The timeout counts time without progress, as BRAID_TIMEOUT does
+// everywhere: a payload moves in pieces, each with a fresh deadline, so a
+// large put on a slow link is no error and only a stream that stalls is.
+constexpr uint64_t kPiece = 1 << 20;
+
+Status send_pieces(int fd, const char* data, uint64_t bytes, std::chrono::milliseconds timeout) {
+  for (uint64_t done = 0; done < bytes; done += kPiece)
+    BRAID_TRY(send_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), nullptr));
+  return Status::ok();
+}
+
+Status recv_pieces(int fd, char* data, uint64_t bytes, std::chrono::milliseconds timeout,
+                   const std::atomic<bool>* stop) {
+  for (uint64_t done = 0; done < bytes; done += kPiece)
+    BRAID_TRY(recv_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), stop));
+  return Status::ok();
+}
+
 }  // namespace
 
 TcpGinLink::~TcpGinLink() {
@@ -49,9 +68,8 @@ Status TcpGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, u
   if (fd_ < 0) return BRAID_ERROR(ncclInvalidUsage, "GIN put to rank {} after its link was closed", target_);
   Frame f{kFrameMagic, kPut, dst_handle, dst_off, bytes, signal ? signal->value : 0, signal ? signal->id : uint16_t(0),
           uint16_t(signal ? 1 : 0), 0};
-  const Deadline deadline = Deadline::after(timeout_);
-  Status s = send_all(fd_, &f, sizeof(f), deadline, nullptr);
-  if (s.is_ok() && bytes) s = send_all(fd_, src, bytes, deadline, nullptr);
+  Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
+  if (s.is_ok()) s = send_pieces(fd_, static_cast<const char*>(src), bytes, timeout_);
   if (!s.is_ok()) {
     broken_ = true;
     return std::move(s).context(fmt::format("GIN put to rank {}", target_));
@@ -128,9 +146,8 @@ Status GinTcpReceiver::apply_one(size_t i, bool* closed) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::ok();
     return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream failed: {}", sender_of_[i], std::strerror(errno));
   }
-  const Deadline deadline = Deadline::after(timeout_);
   Frame f{};
-  BRAID_TRY(recv_all(fd, &f, sizeof(f), deadline, &stop_));
+  BRAID_TRY(recv_all(fd, &f, sizeof(f), Deadline::after(timeout_), &stop_));
   if (f.magic != kFrameMagic || (f.kind != kPut && f.kind != kClose))
     return BRAID_ERROR(ncclRemoteError, "malformed GIN frame from rank {} (magic {:#x}, kind {})", sender_of_[i],
                        f.magic, f.kind);
@@ -141,7 +158,7 @@ Status GinTcpReceiver::apply_one(size_t i, bool* closed) {
   if (f.bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &dst));
-    BRAID_TRY(recv_all(fd, dst, f.bytes, deadline, &stop_));
+    BRAID_TRY(recv_pieces(fd, dst, f.bytes, timeout_, &stop_));
   }
   if (f.has_signal) BRAID_TRY(signals_.add(f.signal_id, f.signal_value));
   return Status::ok();

@@ -312,3 +312,43 @@ TEST_CASE("GIN over TCP: a hello from no rank of the job, or no GIN stream, is r
   ::close(sv[0]);
   ::close(sv[1]);
 }
+
+// The link's timeout counts time without progress: a put that takes longer
+// than it in all, because its reader is slow, still succeeds; a reader that
+// stops makes it fail.
+TEST_CASE("GIN over TCP: a slow but moving stream is no timeout; a stalled one is", "[devapi][gin]") {
+  for (bool stall : {false, true}) {
+    INFO((stall ? "stalled reader" : "slow reader"));
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    const size_t payload = 6 << 20;
+    std::vector<char> src(payload, 'g');
+    std::atomic<size_t> read_total{0};
+    std::thread reader([&] {  // 256 KiB every 20 ms: ~80 ms a MiB, ~500 ms for the put
+      std::vector<char> buf(256 << 10);
+      const size_t want = sizeof(uint64_t) * 6 + payload;  // the 48-byte frame header, then the payload
+      while (read_total < want) {
+        if (stall && read_total > (1 << 20)) break;  // stops reading after a MiB
+        ssize_t n = ::recv(sv[1], buf.data(), buf.size(), 0);
+        if (n <= 0) break;
+        read_total += size_t(n);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    Status s;
+    {
+      TcpGinLink link(sv[0], 1, std::chrono::milliseconds(300));
+      s = link.put(kRecvToken, 0, src.data(), payload, nullptr);
+      if (stall) ::shutdown(sv[1], SHUT_RDWR);  // let the reader's last recv return
+    }  // closes sv[0]
+    reader.join();
+    ::close(sv[1]);
+    if (stall) {
+      CHECK(s.code() == ncclTimeout);
+    } else {
+      INFO(s.to_string());
+      CHECK(s.is_ok());
+      CHECK(read_total == 48 + payload);
+    }
+  }
+}
