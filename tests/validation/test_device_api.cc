@@ -77,7 +77,7 @@ TEST_CASE("device API host entry points: teams work, the rest says it is not imp
   ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
 }
 
-TEST_CASE("device API teams: NCCL's shapes over real hosts, bad teams and members refused", "[validation][device]") {
+TEST_CASE("device API teams: NCCL's shapes over real hosts, bad teams and members refused", "[validation][device][processes]") {
   // 6 processes on 3 emulated hosts of 2: LSA teams of 2, rails of 3.
   CHECK(run_ranks_as_processes(
             6,
