@@ -316,7 +316,7 @@ TEST_CASE("GIN over TCP: a hello from no rank of the job, or no GIN stream, is r
 // The link's timeout counts time without progress: a put that takes longer
 // than it in all, because its reader is slow, still succeeds; a reader that
 // stops makes it fail.
-TEST_CASE("GIN over TCP: a slow but moving stream is no timeout; a stalled one is", "[devapi][gin]") {
+TEST_CASE("GIN over TCP: a slow but moving stream is no timeout but a stalled one is", "[devapi][gin]") {
   for (bool stall : {false, true}) {
     INFO((stall ? "stalled reader" : "slow reader"));
     int sv[2];
