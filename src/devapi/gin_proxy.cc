@@ -70,7 +70,35 @@ void GinProxy::run() {
     }
     if (!s.is_ok()) {
       fault_->set(std::move(s).context("GIN proxy"));
+      drain();
       return;
+    }
+    if (progressed)
+      waiter.reset();
+    else
+      waiter.pause();
+  }
+}
+
+// After a fault: consume every complete descriptor without executing it,
+// until stop().  NCCL 2.28's device code has no abort flag; a kernel waiting
+// for a free slot or for its puts to be consumed (flush) would otherwise
+// spin forever.  Nothing moves and no counter counts: the fault, reported
+// to every bounded wait on the host, is the outcome.
+void GinProxy::drain() {
+  Waiter waiter;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool progressed = false;
+    for (int pe = 0; pe < q_.nranks; ++pe) {
+      const uint32_t idx = next_[pe];
+      uint64_t* slot = slot_of(pe, idx);
+      uint64_t q[kGfdQwords];
+      for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
+      if (!gfd_complete(q)) continue;
+      for (int i = 0; i < kGfdQwords; ++i) __atomic_store_n(&slot[i], uint64_t(0), __ATOMIC_RELAXED);
+      next_[pe] = idx + 1;
+      __atomic_store_n(&q_.cis[pe], idx + 1, __ATOMIC_RELEASE);
+      progressed = true;
     }
     if (progressed)
       waiter.reset();
@@ -93,7 +121,7 @@ Status GinProxy::poll_once(bool* progressed) {
 
 Status GinProxy::poll_target(int pe, bool* progressed) {
   const uint32_t idx = next_[pe];
-  uint64_t* slot = q_.gfds + (size_t(pe) * q_.queue_size + (idx & (q_.queue_size - 1))) * kGfdQwords;
+  uint64_t* slot = slot_of(pe, idx);
   if (!(__atomic_load_n(&slot[0], __ATOMIC_ACQUIRE) & 1)) return Status::ok();
   uint64_t q[kGfdQwords];
   for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);

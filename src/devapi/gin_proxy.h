@@ -17,8 +17,10 @@
 //      was consumed), then publishes cis[pe] + 1 with release order.
 // A descriptor that fails any check stops the proxy before its slot is
 // consumed, with the error in the GinFault: braid does not guess at a
-// malformed request, and every bounded wait then reports it.  stop() then
-// aborts the links (no close frames), so the targets see this rank fail.
+// malformed request, and every bounded wait then reports it.  The running
+// proxy then drains its queues (consumes descriptors without executing
+// them) so a kernel still posting cannot hang; stop() aborts the links (no
+// close frames), so the targets see this rank fail.
 #pragma once
 
 #include <atomic>
@@ -72,6 +74,10 @@ class GinProxy {
   GinProxy(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
            GinFault* fault, GinProxyOptions options);
   void run();
+  void drain();
+  uint64_t* slot_of(int pe, uint32_t idx) const {
+    return q_.gfds + (size_t(pe) * q_.queue_size + (idx & (q_.queue_size - 1))) * kGfdQwords;
+  }
   Status poll_target(int pe, bool* progressed);
   Status execute(int pe, const Gfd& g);
 

@@ -221,6 +221,27 @@ TEST_CASE("GIN proxy: a running proxy reports a bad descriptor to waiters", "[de
   CHECK(rig.proxy->stop().is_ok());
 }
 
+// NCCL 2.28's device code has no abort flag: after a fault the running
+// proxy keeps consuming (without executing) so a kernel still posting, or
+// flushing, is not stuck.
+TEST_CASE("GIN proxy: after a fault it drains the queue without executing", "[devapi][gin]") {
+  SelfRig rig;  // 4 slots
+  fill_send(0, 1, rig.rank.send.data());
+  rig.proxy->start();
+  DeviceProducer dev(rig.queues.q, std::chrono::seconds(10));
+  REQUIRE(dev.post(0, put_gfd(kSendToken, 0, 99, 0, 8)));  // names no window: the fault
+  Status s = wait_signal(rig.rank.signals, 0, 1, braid::Deadline::after(std::chrono::seconds(20)), &rig.fault);
+  REQUIRE(s.code() == ncclInvalidArgument);
+  Gfd counted = put_gfd(kSendToken, 0, kRecvToken, 0, 64);
+  counted.op |= braid::devapi::kGfdWithCounter;
+  for (int i = 0; i < 12; ++i) REQUIRE(dev.post(0, counted));  // three times the queue: needs slots freed
+  CHECK(dev.flush());
+  CHECK(rig.queues.cis[0] == 13);
+  CHECK(rig.queues.counter_words[0] == 0);  // nothing executed
+  CHECK(std::count(rig.rank.recv.begin(), rig.rank.recv.end(), 0) == std::ptrdiff_t(rig.rank.recv.size()));
+  CHECK(rig.proxy->stop().is_ok());
+}
+
 TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devapi][gin]") {
   QueueMemory qm(2, 8, 1, 1);
   GinFault fault;
