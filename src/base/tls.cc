@@ -388,16 +388,16 @@ Status tls_configure(const char* psk) {
     g_enabled.store(false);
     return Status::ok();
   }
-  // OpenSSL initialises itself (error strings included) on first use, under
-  // its global locks.  Done here, on the thread configuring TLS, rather than
-  // lazily on the relay thread: a process forking while that thread held
-  // the lock left the child waiting on it forever.
   const size_t bytes = std::strlen(psk);
   if (bytes < kMinPskBytes)
     return BRAID_ERROR(ncclInvalidArgument, "the pre-shared key has {} bytes; at least {} are required", bytes,
                        kMinPskBytes);
   {
     OpensslSection openssl;
+    // OpenSSL initialises itself (error strings included) on first use, under
+    // its global locks.  Done here, on the thread configuring TLS, rather
+    // than lazily on the relay thread: a process forking while that thread
+    // held the lock left the child waiting on it forever.
     if (!OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, nullptr))
       return BRAID_ERROR(ncclSystemError, "TLS: OpenSSL does not initialise ({})", openssl_errors());
     unsigned char key[kKeyBytes];

@@ -412,14 +412,15 @@ class CudaBackend final : public Backend {
   Status plan_straggler(const CollectiveCall& call, int* straggler) {
     if (call.collective != Collective::AllReduce) return Status::ok();
     StragglerTracker& st = ctx_.plans->straggler(ctx_.comm.nranks, ctx_.comm.rank);
-    if (st.tracks(call.count * datatype_size(call.type))) {
+    const uint64_t bytes = call.count * datatype_size(call.type);
+    if (st.tracks(bytes)) {
       static std::once_flag warned;
       std::call_once(warned, [] {
         BRAID_WARN("BRAID_STRAGGLER=auto is not implemented on the CUDA backend; use a rank or eager");
       });
       return Status::ok();
     }
-    return st.plan_call(ctx_.comm, ctx_.stop, call.count * datatype_size(call.type), straggler);
+    return st.plan_call(ctx_.comm, ctx_.stop, bytes, straggler);
   }
 
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
