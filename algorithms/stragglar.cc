@@ -35,6 +35,17 @@
 // the emulated cluster's runs while this was written; the results of the
 // schedule as it is now: perf/results/cluster_stragglar_*.txt).
 //
+// Compact lanes (StragglarLanes::Compact), for the CUDA backend: phase 1 of
+// a rank is two lanes on channel 1, its sends and its receives, each in
+// round order, with the same deps.  A GPU runs every lane as thread blocks,
+// one per slice, and the ranks sharing a device split a fixed block budget
+// by the widest rank's lane count: one lane per connection (12 at 8 ranks)
+// left 2 slices a lane where ring gets 32, while most of those lanes idle in
+// any round (perf/results/cuda_h100/20261128).  Three lanes (phase 0, sends,
+// receives) on two channels keep several times the slices.  Round order in
+// both lanes is free of deadlock: a send waits only for receives of earlier
+// rounds, and a round's receives for its sends.
+//
 // Cost after the straggler arrives, S bytes: R rounds of one S/(n-1) chunk,
 // R*(alpha + beta*S/(n-1)), R = n-2+log2 n for every power of two (the
 // paper's count, stragglar_rounds_pow2.cc), and otherwise at most one round
@@ -81,6 +92,8 @@ constexpr int kPhase0 = 0;
 // destination, receiving lanes per peer and channel).
 constexpr int kStragglerSends = 1, kSwapSend = 1;
 constexpr uint16_t kSwapChannel = 1, kCopyChannel = 2;
+// Compact: every phase-1 send on lane 1, every receive on lane 2.
+constexpr int kCompactSends = 1, kCompactReceives = 2;
 
 // The plan depends only on n (the straggler is a relabelling), and searching
 // for it takes up to a second at 64 ranks: plan once per n per process, so a
@@ -96,9 +109,10 @@ const StragglarRounds& rounds_for(int n) {
 
 }  // namespace
 
-Schedule stragglar_allreduce(int n, int straggler) {
+Schedule stragglar_allreduce(int n, int straggler, StragglarLanes layout) {
+  const bool compact = layout == StragglarLanes::Compact;
   Schedule s;
-  s.name = "stragglar_allreduce";
+  s.name = compact ? "stragglar_allreduce_compact" : "stragglar_allreduce";
   s.collective = Collective::AllReduce;
   s.nranks = n;
   s.ranks.resize(n);
@@ -109,9 +123,10 @@ Schedule stragglar_allreduce(int n, int straggler) {
   auto phys = [&](int logical) { return logical == m ? straggler : (logical < straggler ? logical : logical + 1); };
   for (RankProgram& p : s.ranks) {
     p.input_chunks = p.output_chunks = uint32_t(std::max(m, 1));
-    p.lanes.resize(kSwapSend + 1);
+    p.lanes.resize(compact ? kCompactReceives + 1 : kSwapSend + 1);
     p.lanes[kPhase0].channel = 0;
     p.lanes[kSwapSend].channel = kSwapChannel;  // the straggler's sends: kStragglerSends, the same lane
+    if (compact) p.lanes[kCompactReceives].channel = kSwapChannel;
   }
   Emitter e(&s);
   if (n == 1) {
@@ -163,9 +178,10 @@ Schedule stragglar_allreduce(int n, int straggler) {
       std::vector<Dep> deps;
       if (!x.reduce) deps.push_back(final_chunk[x.from][x.chunk]);
       else if (!from_straggler) deps.push_back(phase0_done[x.from]);
-      const int lane = from_straggler ? kStragglerSends
-                       : x.reduce     ? kSwapSend
-                                      : connection_lane(x.from, x.to, kCopyChannel, true);
+      const int lane = compact          ? kCompactSends
+                       : from_straggler ? kStragglerSends
+                       : x.reduce       ? kSwapSend
+                                        : connection_lane(x.from, x.to, kCopyChannel, true);
       const ChunkRef src = from_straggler && x.reduce ? input_chunk(x.chunk) : output_chunk(x.chunk);
       const Dep sent = e.add(phys(x.from), lane, OpType::Send, phys(x.to), -1, src, {}, std::move(deps));
       if (x.reduce) (from_straggler ? straggler_sent[x.chunk] : swap_sent[x.from]) = sent;
@@ -175,7 +191,7 @@ Schedule stragglar_allreduce(int n, int straggler) {
       std::vector<Dep> deps;
       if (!to_straggler) deps.push_back(phase0_done[x.to]);
       if (x.reduce) deps.push_back(to_straggler ? straggler_sent[x.chunk] : swap_sent[x.to]);
-      const int lane = connection_lane(x.to, x.from, channel_of(x), false);
+      const int lane = compact ? kCompactReceives : connection_lane(x.to, x.from, channel_of(x), false);
       const ChunkRef dst = output_chunk(x.chunk);
       if (x.reduce) {
         const ChunkRef mine = to_straggler ? input_chunk(x.chunk) : output_chunk(x.chunk);

@@ -16,7 +16,12 @@ Schedule ring_reducescatter(int nranks);
 Schedule recursive_doubling_allreduce(int nranks);  // latency-optimal, small messages
 // StragglAR: rank `straggler` (n-1 if out of range) joins late; the others
 // reduce-scatter while they wait (braid/stragglar.h has the round plan).
-Schedule stragglar_allreduce(int nranks, int straggler);
+// Phase 1's lanes: one per connection (hosts over links: no transfer waits
+// behind another peer's), or compact, a rank's sends on one lane and its
+// receives on another (GPUs: every lane holds thread blocks, so idle lanes
+// cost the slices that move data).  See algorithms/stragglar.cc.
+enum class StragglarLanes : uint8_t { PerConnection, Compact };
+Schedule stragglar_allreduce(int nranks, int straggler, StragglarLanes lanes = StragglarLanes::PerConnection);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);

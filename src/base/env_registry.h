@@ -47,6 +47,7 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_NET_SLOTS", "4", "fragments in flight per InfiniBand or net-plugin connection (2..16)"},
     {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
     {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
+    {"BRAID_STRAGGLAR_LANES", "auto", "StragglAR's phase 1: connection (one lane per connection: no transfer waits behind another peer's; the host backend's default), compact (a rank's sends on one lane, its receives on another: fewer thread blocks idle on a GPU; the cuda backend's default) or auto"},
     {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment; a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},
     {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
     {"BRAID_ONESHOT_MAX_BYTES", "4096", "host backend, ranks on one host: blocking AllReduce, ReduceScatter, AllGather and AlltoAll whose per-rank input is at most this size run one-shot on a shared board, Broadcast, Reduce, Gather and Scatter whose largest writer puts at most this much run eager (0: never)"},

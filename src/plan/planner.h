@@ -18,6 +18,7 @@
 #include <string>
 #include <tuple>
 
+#include "braid/algorithms.h"
 #include "braid/schedule.h"
 #include "braid/schedule_library.h"
 #include "src/base/status.h"
@@ -62,6 +63,9 @@ class PlanCache {
   // Fragments the communicator's transport buffers per connection: schedule
   // files needing more (Schedule::slots) are not used.
   void set_slots(int slots) { slots_ = slots; }
+  // How StragglAR lays out phase 1 (BRAID_STRAGGLAR_LANES, resolved for the
+  // communicator's backend at init, before any call is planned).
+  void set_stragglar_lanes(StragglarLanes lanes) { stragglar_lanes_ = lanes; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
   // `placement` is this rank's (as MSCCL decides it: the send buffer where
@@ -102,6 +106,7 @@ class PlanCache {
   std::string algo_spec_;
   HostTuning tuning_;
   int slots_ = kMinSlots;
+  StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

@@ -39,7 +39,9 @@ enum class Fold : uint8_t {
   X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")                              \
   X(int32_t, rma_contexts, Fold::Equal, "config numRmaCtx: the RMA contexts every rank's signals are kept for")   \
   X(int32_t, rma_signals, Fold::Equal, "config numRmaSig: the signal indexes per RMA context")                     \
-  X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")
+  X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")    \
+  X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
+    "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")
 
 struct AgreedValues {
 #define BRAID_AGREED_FIELD(type, name, fold, what) type name{};

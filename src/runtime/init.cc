@@ -147,6 +147,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_contexts = c.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaCtx;
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
   a.rma_eager = c.rmaEagerInit == 1;
+  BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   return Status::ok();
 }
 
@@ -272,6 +273,13 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   return start_rma();
 }
 
+// BRAID_STRAGGLAR_LANES as agreed (auto, connection, compact) for this
+// backend: auto is compact where lanes are thread blocks of one GPU launch.
+StragglarLanes stragglar_lanes(int32_t agreed, const std::string& backend) {
+  if (agreed == 0) return backend == "cuda" ? StragglarLanes::Compact : StragglarLanes::PerConnection;
+  return agreed == 2 ? StragglarLanes::Compact : StragglarLanes::PerConnection;
+}
+
 // Everything after the bootstrap.
 Status comm_setup(ncclComm* comm) {
   const int rank = comm->rank, nranks = comm->nranks;
@@ -312,6 +320,7 @@ Status comm_setup(ncclComm* comm) {
   comm->setup = std::move(setup);
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
+  comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,

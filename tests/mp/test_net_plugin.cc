@@ -50,30 +50,6 @@ std::string my_log() {
   return s.str();
 }
 
-// Every rank's init must fail with `code` and a message holding `says`.
-int init_must_fail(int nranks, const std::function<void(int)>& setup, ncclResult_t code, std::string says) {
-  std::vector<pid_t> pids = fork_ranks(nranks, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    setup(r);
-    setenv("BRAID_TIMEOUT", "20", 1);
-    ncclComm_t comm = nullptr;
-    ncclResult_t got = ncclCommInitRank(&comm, nranks, ids[0], r);
-    std::string why = ncclGetLastError(nullptr);
-    if (got != code || why.find(says) == std::string::npos) {
-      std::fprintf(stderr, "rank %d: init gave %d (%s), expected %d and '%s'\n", r, int(got), why.c_str(), int(code),
-                   says.c_str());
-      return 1;
-    }
-    return 0;
-  });
-  int bad = nranks - int(pids.size());
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bad += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  }
-  return bad;
-}
-
 }  // namespace
 
 TEST_CASE("braid runs every collective, datatype and send/recv through its own net plugin library",

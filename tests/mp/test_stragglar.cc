@@ -45,6 +45,33 @@ TEST_CASE("BRAID_STRAGGLER=<rank>: large AllReduce with a late rank, threads", "
     }
 }
 
+TEST_CASE("BRAID_STRAGGLAR_LANES=compact (the CUDA backend's layout) on the host, threads and processes",
+          "[mp][processes][stragglar]") {
+  // The schedule the CUDA backend runs by default, checked exactly on the
+  // host executor, which interprets the same records the kernels do.
+  for (int n : {2, 3, 4, 8})
+    for (int late : {0, n - 1}) {
+      ScopedEnv lanes("BRAID_STRAGGLAR_LANES", "compact");
+      ScopedEnv env("BRAID_STRAGGLER", std::to_string(late));
+      INFO("threads n=" << n << " straggler=" << late);
+      CHECK(run_ranks_as_threads(n, late_allreduce(late, 3, {70001, 3})) == 0);
+    }
+  auto setup = [](int) {
+    setenv("BRAID_STRAGGLAR_LANES", "compact", 1);
+    setenv("BRAID_STRAGGLER", "1", 1);
+  };
+  CHECK(run_ranks_as_processes(4, late_allreduce(1, 20, {300007}), 90, setup) == 0);
+}
+
+TEST_CASE("BRAID_STRAGGLAR_LANES: ranks that disagree fail init, a bad value is refused",
+          "[mp][processes][stragglar]") {
+  // A rank planning other lanes than its peers would wait for them forever.
+  auto disagree = [](int rank) { setenv("BRAID_STRAGGLAR_LANES", rank == 0 ? "compact" : "connection", 1); };
+  CHECK(init_must_fail(2, disagree, ncclInvalidUsage, "stragglar_lanes") == 0);
+  auto bad = [](int) { setenv("BRAID_STRAGGLAR_LANES", "diagonal", 1); };
+  CHECK(init_must_fail(2, bad, ncclInvalidArgument, "BRAID_STRAGGLAR_LANES=diagonal") == 0);
+}
+
 TEST_CASE("BRAID_ALGO=stragglar: tiny and uneven counts, every type class", "[mp][threads][stragglar]") {
   ScopedEnv algo("BRAID_ALGO", "allreduce=stragglar");
   for (int n : {1, 2, 3, 4, 6, 7}) {
