@@ -1,0 +1,151 @@
+// LL one-shot AllReduce: the low-latency protocol for small messages,
+// written once for CUDA kernels and host threads (BRAID_HD).
+//
+// A small AllReduce is latency: a FIFO schedule pays a block-wide barrier,
+// a counter store and a counter poll per fragment and hop.  Here the flag
+// travels with the data (NCCL's LL idea).  The input is cut into 8-byte
+// words; word i goes out as one 16-byte line {low 4 bytes, flag, high 4
+// bytes, flag}, stored into every peer's LL region at [sender][parity][i].
+// A reader polls its own region until both flags of a line equal the call's
+// flag: a line is stored by one 16-byte store and read by one 16-byte load
+// (a CUDA st/ld.volatile.v4), and each 4-byte half carries its own flag, so
+// 8-byte atomicity is all the protocol needs (the host uses two 8-byte
+// atomics).  Every rank then folds all n values of each word in rank order,
+// so every output is bitwise the same.  A small call is one store per peer
+// and word, and one poll per peer and word: no barrier, no counters.
+//
+// Workers (threads of a block, or host threads) each take words w, w+W, ...
+// and handle each word end to end (push, fold, store), so in place is safe:
+// a worker reads input word i before it writes output word i, and no other
+// worker touches either.
+//
+// Two parities alternate with the call sequence, and that is enough without
+// acknowledgements (as the host one-shot board, src/exec/host/oneshot.h): a
+// sender writes parity p of call k only after finishing call k-1, which
+// needed every peer's call k-1 lines, which a peer writes only after
+// finishing call k-2, the last reader of parity p.  That holds only if
+// every call reads at least one line of every peer: an empty call still
+// exchanges word 0 (without it, a rank ran two empty calls ahead and
+// overwrote lines a slower peer was still polling for call k-2, and both
+// waited forever: the host test caught it).  It also needs a rank's calls
+// to run one after another (one stream, as every braid CUDA schedule does).
+// The flag is the call's sequence number's low 32 bits, never 0 from call 1
+// on: a line left from call k-2 carries another flag, and the zeroed region
+// matches no call before the 2^32nd.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "braid/hd.h"
+#include "nccl.h"
+#include "src/ops/reduce_ops.h"
+
+namespace braid {
+
+struct LLLine {
+  uint32_t data0, flag0, data1, flag1;
+};
+static_assert(sizeof(LLLine) == 16);
+
+constexpr uint64_t kLLWordBytes = 8;  // payload per line
+
+BRAID_HD uint64_t ll_words(uint64_t bytes) { return (bytes + kLLWordBytes - 1) / kLLWordBytes; }
+
+// The LL region a rank owns (peers write into it): [sender][parity][word].
+BRAID_HD uint64_t ll_region_lines(int nranks, uint64_t max_bytes) { return uint64_t(nranks) * 2 * ll_words(max_bytes); }
+BRAID_HD uint64_t ll_line_index(int sender, uint64_t seq, uint64_t word, uint64_t max_bytes) {
+  return (uint64_t(sender) * 2 + (seq & 1)) * ll_words(max_bytes) + word;
+}
+
+struct LLAllReduceArgs {
+  const char* input = nullptr;
+  char* output = nullptr;
+  uint64_t bytes = 0;            // count x element size, at most max_bytes
+  uint64_t max_bytes = 0;        // the regions' capacity (words per sender and parity), at least 8
+  LLLine* const* regions = nullptr;  // regions[r]: rank r's LL region, as this rank maps it
+  int rank = 0, nranks = 1;
+  ncclDataType_t type = ncclFloat;
+  ReduceKind kind = ReduceKind::Sum;
+};
+
+// Reads word `i` of a buffer of `bytes` (zero past the end; any alignment).
+BRAID_HD uint64_t ll_load_word(const char* buffer, uint64_t bytes, uint64_t i) {
+  uint64_t v = 0;
+  const uint64_t at = i * kLLWordBytes, n = bytes - at < kLLWordBytes ? bytes - at : kLLWordBytes;
+  if (n == kLLWordBytes && (uintptr_t(buffer + at) & 7) == 0) return *reinterpret_cast<const uint64_t*>(buffer + at);
+  memcpy(&v, buffer + at, n);
+  return v;
+}
+
+BRAID_HD void ll_store_word(char* buffer, uint64_t bytes, uint64_t i, uint64_t v) {
+  const uint64_t at = i * kLLWordBytes, n = bytes - at < kLLWordBytes ? bytes - at : kLLWordBytes;
+  if (n == kLLWordBytes && (uintptr_t(buffer + at) & 7) == 0) *reinterpret_cast<uint64_t*>(buffer + at) = v;
+  else memcpy(buffer + at, &v, n);
+}
+
+// a (op) b, element by element over one 8-byte word of storage type S.
+template <ReduceKind K, typename S>
+BRAID_HD uint64_t ll_fold_word(uint64_t a, uint64_t b) {
+  constexpr int kPer = kLLWordBytes / sizeof(S);
+  S x[kPer], y[kPer];
+  memcpy(x, &a, sizeof x);
+  memcpy(y, &b, sizeof y);
+  for (int k = 0; k < kPer; ++k) x[k] = reduce_elem<K>(x[k], y[k]);
+  uint64_t r;
+  memcpy(&r, x, sizeof r);
+  return r;
+}
+
+BRAID_HD LLLine ll_line(uint64_t word, uint32_t flag) { return {uint32_t(word), flag, uint32_t(word >> 32), flag}; }
+BRAID_HD bool ll_ready(const LLLine& l, uint32_t flag) { return l.flag0 == flag && l.flag1 == flag; }
+BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t(l.data1) << 32; }
+
+// Worker `w` of `workers` runs its words of call `seq` (1, 2, ... alike on
+// every rank).  Mem provides store(LLLine*, LLLine), load(const LLLine*)
+// and keep_waiting(), polled while a line is not there (false: give up,
+// the call failed: timeout, abort).  Returns false when it gave up.
+template <ReduceKind K, typename S, typename Mem>
+BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
+  const uint32_t flag = uint32_t(seq);
+  const uint64_t words = a.bytes ? ll_words(a.bytes) : 1;  // one line at least: see the header
+  for (uint64_t i = w; i < words; i += workers) {
+    const uint64_t mine = ll_load_word(a.input, a.bytes, i);
+    const LLLine line = ll_line(mine, flag);
+    const uint64_t at_peer = ll_line_index(a.rank, seq, i, a.max_bytes);
+    for (int k = 1; k < a.nranks; ++k) {  // the next ranks first: no peer is everyone's first
+      const int peer = (a.rank + k) % a.nranks;
+      mem.store(a.regions[peer] + at_peer, line);
+    }
+    uint64_t acc = 0;
+    for (int r = 0; r < a.nranks; ++r) {
+      uint64_t v = mine;
+      if (r != a.rank) {
+        const LLLine* at = a.regions[a.rank] + ll_line_index(r, seq, i, a.max_bytes);
+        LLLine got = mem.load(at);
+        while (!ll_ready(got, flag)) {
+          if (!mem.keep_waiting()) return false;
+          got = mem.load(at);
+        }
+        v = ll_word(got);
+      }
+      acc = r == 0 ? v : ll_fold_word<K, S>(acc, v);
+    }
+    ll_store_word(a.output, a.bytes, i, acc);
+  }
+  return true;
+}
+
+// The same, dispatched on the call's type and reduction.
+template <typename Mem>
+BRAID_HD bool ll_allreduce(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
+  bool ok = false;
+  with_storage_type(a.type, [&](auto storage) {
+    with_reduce_kind(a.kind, [&](auto k) {
+      ok = ll_allreduce_worker<decltype(k)::value, decltype(storage)>(a, seq, w, workers, mem);
+    });
+  });
+  return ok;
+}
+
+}  // namespace braid
