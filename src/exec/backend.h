@@ -61,7 +61,17 @@ struct BackendContext {
   // One-sided RMA (ncclConfig_t numRmaCtx, numRmaSig, rmaEagerInit; agreed at init).
   int rma_contexts = 1, rma_signals = 1;
   bool rma_eager = false;  // set up RMA with the backend, not at the first window
+  // A bit per Collective a fixed schedule is pinned to (BRAID_ALGO, a
+  // schedule file; agreed): no fast path may replace it.
+  uint32_t pinned_collectives = 0;
+  // CUDA backend: AllReduce up to this many bytes runs the LL protocol
+  // (BRAID_CUDA_LL_MAX_BYTES, agreed: the least any rank asks for; 0: never).
+  uint64_t cuda_ll_max_bytes = 0;
 };
+
+// BRAID_CUDA_LL_MAX_BYTES's ceiling: every rank's LL region holds 2 x 2 x
+// this many bytes per peer (16-byte lines of 8 data bytes, two parities).
+constexpr int64_t kCudaLLMaxBytesLimit = 1 << 20;
 
 // The memory a backend holds for its communicator (ncclCommMemStats).
 struct MemoryHeld {

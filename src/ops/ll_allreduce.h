@@ -105,6 +105,9 @@ BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t
 // every rank).  Mem provides store(LLLine*, LLLine), load(const LLLine*)
 // and keep_waiting(), polled while a line is not there (false: give up,
 // the call failed: timeout, abort).  Returns false when it gave up.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable  // the kernel's Mem is device code only
+#endif
 template <ReduceKind K, typename S, typename Mem>
 BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
   const uint32_t flag = uint32_t(seq);
@@ -137,6 +140,9 @@ BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64
 }
 
 // The same, dispatched on the call's type and reduction.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable
+#endif
 template <typename Mem>
 BRAID_HD bool ll_allreduce(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
   bool ok = false;

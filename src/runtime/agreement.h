@@ -40,6 +40,7 @@ enum class Fold : uint8_t {
   X(int32_t, rma_contexts, Fold::Equal, "config numRmaCtx: the RMA contexts every rank's signals are kept for")   \
   X(int32_t, rma_signals, Fold::Equal, "config numRmaSig: the signal indexes per RMA context")                     \
   X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")    \
+  X(uint64_t, cuda_ll_max_bytes, Fold::Min, "BRAID_CUDA_LL_MAX_BYTES: each rank's LL region is sized by it")    \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")
 

@@ -147,6 +147,10 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_contexts = c.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaCtx;
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
   a.rma_eager = c.rmaEagerInit == 1;
+  const int64_t ll_max = env_int("BRAID_CUDA_LL_MAX_BYTES");
+  if (ll_max < 0 || ll_max > kCudaLLMaxBytesLimit)
+    return BRAID_ERROR(ncclInvalidArgument, "BRAID_CUDA_LL_MAX_BYTES={} (0..{})", ll_max, kCudaLLMaxBytesLimit);
+  a.cuda_ll_max_bytes = uint64_t(ll_max);
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   return Status::ok();
 }
@@ -251,6 +255,8 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.rma_contexts = setup.agreed.rma_contexts;
   b.rma_signals = setup.agreed.rma_signals;
   b.rma_eager = setup.agreed.rma_eager != 0;
+  b.pinned_collectives = setup.host.pinned_collectives;
+  b.cuda_ll_max_bytes = setup.agreed.cuda_ll_max_bytes;
   // NCCL's rmaEagerInit: one-sided RMA connects now, with every rank, where
   // the backend has it (on another it fails at the first RMA call, saying so).
   auto start_rma = [&] {

@@ -101,23 +101,26 @@ def collectives(world, rank, dev):
 
 
 def graph_capture(world, rank, dev):
-    y = torch.full((1 << 16,), float(rank + 1), device=dev)
-    dist.all_reduce(y)  # outside capture first: braid builds the plan here
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph, stream=stream):
-            dist.all_reduce(y)
-    torch.cuda.synchronize()
-    total = float(world * (world + 1) // 2)
-    for replay in range(3):
-        y.fill_(float(rank + 1))
+    # 256 KB runs a schedule; 4 KB the LL protocol, whose call counter lives
+    # on the device so that each replay is a new call.
+    for n in (1 << 16, 1 << 10):
+        y = torch.full((n,), float(rank + 1), device=dev)
+        dist.all_reduce(y)  # outside capture first: braid builds the plan here
         torch.cuda.synchronize()
-        graph.replay()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            with torch.cuda.graph(graph, stream=stream):
+                dist.all_reduce(y)
         torch.cuda.synchronize()
-        check(f"CUDA graph all_reduce replay {replay}", torch.equal(y, torch.full_like(y, total)))
+        total = float(world * (world + 1) // 2)
+        for replay in range(3):
+            y.fill_(float(rank + 1))
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            check(f"CUDA graph all_reduce of {4 * n} B, replay {replay}", torch.equal(y, torch.full_like(y, total)))
 
 
 def ddp_matches_gloo(world, rank, dev):

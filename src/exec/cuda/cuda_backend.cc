@@ -8,6 +8,10 @@
 // channel follows the collective channels.  Ranks may share one GPU: there is
 // no one-rank-per-device rule, unlike NCCL.
 //
+// Small AllReduce (up to BRAID_CUDA_LL_MAX_BYTES, agreed) skips schedules
+// and FIFOs: one block runs the LL protocol (src/ops/ll_allreduce.h) over
+// an LL region at the end of every rank's arena, where peers store lines.
+//
 // A plan (the schedule flattened into device records with its FIFOs
 // resolved) is built once per schedule and kept: launches then only pass
 // arguments by value, which keeps them capturable in CUDA graphs.  The only
@@ -103,7 +107,11 @@ class CudaBackend final : public Backend {
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
     conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
     const int n = ctx_.comm.nranks;
-    arena_bytes_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
+    // The arena: FIFOs, then the LL region, then this rank's LL call counter.
+    ll_max_bytes_ = ctx_.cuda_ll_max_bytes;
+    ll_offset_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
+    const uint64_t ll_bytes = ll_max_bytes_ ? ll_region_lines(n, ll_max_bytes_) * sizeof(LLLine) : 0;
+    arena_bytes_ = ll_offset_ + ll_bytes + 256;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
@@ -154,10 +162,19 @@ class CudaBackend final : public Backend {
         opened_[r] = true;
       }
     }
+    if (ll_max_bytes_) {
+      std::vector<LLLine*> regions(n);
+      for (int r = 0; r < n; ++r)
+        regions[r] = reinterpret_cast<LLLine*>((r == ctx_.comm.rank ? static_cast<char*>(arena_) : peer_arena_[r]) +
+                                               ll_offset_);
+      CUDA_TRY(cudaMalloc(&ll_regions_, n * sizeof(LLLine*)));
+      CUDA_TRY(cudaMemcpy(ll_regions_, regions.data(), n * sizeof(LLLine*), cudaMemcpyHostToDevice));
+    }
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
-               "{} blocks a launch",
-               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_);
+               "{} blocks a launch, LL AllReduce up to {} bytes",
+               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_,
+               ll_max_bytes_);
     return Status::ok();
   }
 
@@ -169,21 +186,79 @@ class CudaBackend final : public Backend {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
     int straggler = -1;
     BRAID_TRY(plan_straggler(call, &straggler));
+    CUDA_TRY(cudaSetDevice(device_));
+    warn_if_legacy_stream(call.stream);
+    CollectiveCall c = call;
+    BRAID_TRY(stage_premul(&c));
+    if (ll_serves(c, straggler)) BRAID_TRY(launch_ll(c));
+    else BRAID_TRY(launch_schedule(c, straggler));
+    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
+    // stream order: it completes when the kernel does, never before the
+    // launch has completed.  Later than NCCL's (CUDA's launch-completion
+    // attribute), so work waiting on it never overlaps the collective.
+    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
+    if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
+      CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
+                                   c.reduction.divisor, c.stream));
+    return Status::ok();
+  }
+
+  // The LL protocol serves a small AllReduce that no fixed schedule, call
+  // selection or straggler claims (the same answer on every rank: all
+  // inputs are agreed or the call's own).
+  bool ll_serves(const CollectiveCall& c, int straggler) const {
+    const uint64_t bytes = c.count * datatype_size(c.type);
+    return c.collective == Collective::AllReduce && bytes <= ll_max_bytes_ && straggler < 0 && c.algorithms == 0 &&
+           !(ctx_.pinned_collectives >> int(Collective::AllReduce) & 1) && ctx_.comm.nranks > 1;
+  }
+
+  Status launch_ll(const CollectiveCall& c) {
+    BRAID_INFO(kColl, "{}(ll_oneshot) count={} {} rank {}/{} on cuda", to_string(c.collective), c.count,
+               datatype_name(c.type), ctx_.comm.rank, ctx_.comm.nranks);
+    BRAID_TRY(check_buffers(c.sendbuff, c.recvbuff, c.stream));
+    cuda::LLLaunch L;
+    LLAllReduceArgs& a = L.args;
+    a.input = static_cast<const char*>(c.sendbuff);
+    a.output = static_cast<char*>(c.recvbuff);
+    a.bytes = c.count * datatype_size(c.type);
+    a.max_bytes = ll_max_bytes_;
+    a.regions = ll_regions_;
+    a.rank = ctx_.comm.rank;
+    a.nranks = ctx_.comm.nranks;
+    a.type = c.type;
+    reduce_kind_of(c.reduction.fold, &a.kind);
+    L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - 256);
+    L.error = flags_dev_;
+    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
+    L.timeout_ns = timeout_ns_;
+    CUDA_TRY(cuda::launch_ll_allreduce(L, c.stream));
+    return Status::ok();
+  }
+
+  // Pointer queries are not stream work; skip them while a graph is being
+  // captured (the same buffers were checked by the uncaptured first call).
+  Status check_buffers(const void* input, const void* output, cudaStream_t stream) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) return Status::ok();
+    if (input) BRAID_TRY(check_device_memory(input, "sendbuff"));
+    if (output) BRAID_TRY(check_device_memory(output, "recvbuff"));
+    return Status::ok();
+  }
+
+  // The call's schedule, as a DevicePlan run by one block per (lane, slice).
+  Status launch_schedule(const CollectiveCall& c, int straggler) {
     std::shared_ptr<const Schedule> planned;
-    BRAID_TRY(ctx_.plans->schedule_for(call.collective, ctx_.comm.nranks, call.root,
-                                       call.count * datatype_size(call.type), &planned, straggler,
-                                       placement_of(call, ctx_.comm.rank, ctx_.comm.nranks), call.algorithms));
-    BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(call.collective), planned->name, call.count,
-               datatype_name(call.type), ctx_.comm.rank, ctx_.comm.nranks);
+    BRAID_TRY(ctx_.plans->schedule_for(c.collective, ctx_.comm.nranks, c.root, c.count * datatype_size(c.type),
+                                       &planned, straggler, placement_of(c, ctx_.comm.rank, ctx_.comm.nranks),
+                                       c.algorithms));
+    BRAID_INFO(kColl, "{}({}) count={} {} rank {}/{} on cuda", to_string(c.collective), planned->name, c.count,
+               datatype_name(c.type), ctx_.comm.rank, ctx_.comm.nranks);
     const Schedule& schedule = *planned;
     if (schedule.slots > int(nslots_))  // the planner skips such files; never deadlock on one
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} needs {} slots per connection; BRAID_CUDA_SLOTS is {}",
                          schedule.name, schedule.slots, nslots_);
-    CUDA_TRY(cudaSetDevice(device_));
-    cudaStream_t stream = call.stream;
-    warn_if_legacy_stream(stream);
-    CollectiveCall c = call;
-    BRAID_TRY(stage_premul(&c));
+    cudaStream_t stream = c.stream;
     const RankProgram& prog = schedule.ranks.at(ctx_.comm.rank);
     const size_t esize = datatype_size(c.type);
     cuda::CollectiveLaunch L;
@@ -193,14 +268,7 @@ class CudaBackend final : public Backend {
     const uint64_t full_capacity = scratch_chunk_capacity(B.input_shape, B.output_shape);
     B.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
     B.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
-    // Pointer queries are not stream work; skip them while a graph is being
-    // captured (the same buffers were checked by the uncaptured first call).
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
-    if (capture == cudaStreamCaptureStatusNone) {
-      if (B.input) BRAID_TRY(check_device_memory(B.input, "sendbuff"));
-      if (B.output) BRAID_TRY(check_device_memory(B.output, "recvbuff"));
-    }
+    BRAID_TRY(check_buffers(B.input, B.output, stream));
 
     const DevicePlan* plan = nullptr;
     BRAID_TRY(plan_for(schedule, stream, &plan));
@@ -234,13 +302,6 @@ class CudaBackend final : public Backend {
     if (plan->nlanes == 0) return Status::ok();
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
-    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
-    // stream order: it completes when the kernel does, never before the
-    // launch has completed.  Later than NCCL's (CUDA's launch-completion
-    // attribute), so work waiting on it never overlaps the collective.
-    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, stream));
-    if (c.reduction.divisor > 0 && B.output)
-      CUDA_TRY(cuda::launch_divide(B.output, B.output_shape.elems(), c.type, c.reduction.divisor, stream));
     return Status::ok();
   }
 
@@ -555,7 +616,7 @@ class CudaBackend final : public Backend {
   // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
   MemoryHeld memory_held() const override {
     MemoryHeld m;
-    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
+    m.releasable = arena_bytes_ + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0) + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
                    cuda::kFlagWords * sizeof(int);
     for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
     return m;
@@ -576,6 +637,7 @@ class CudaBackend final : public Backend {
     if (staging_) cudaFree(staging_);
     if (premul_) cudaFree(premul_);
     if (lane_done_) cudaFree(lane_done_);
+    if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
@@ -591,6 +653,8 @@ class CudaBackend final : public Backend {
   std::atomic<bool> legacy_stream_warned_{false};
   std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
+  uint64_t ll_max_bytes_ = 0, ll_offset_ = 0;  // the LL region: arena_ + ll_offset_
+  LLLine** ll_regions_ = nullptr;  // device array: every rank's LL region as mapped here
   void* arena_ = nullptr;
   std::vector<char*> peer_arena_;
   std::vector<bool> opened_;

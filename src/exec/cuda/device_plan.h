@@ -16,6 +16,7 @@
 #include "braid/chunking.h"
 #include "braid/hd.h"
 #include "nccl.h"
+#include "src/ops/ll_allreduce.h"
 #include "src/ops/op_step.h"
 #include "src/ops/plan_records.h"
 #include "src/ops/reduce_ops.h"
@@ -72,6 +73,18 @@ struct P2PLaunch {
   const DevFifo* fifos = nullptr;
   uint32_t nslots = 0;
   uint64_t slot_bytes = 0;
+  int* error = nullptr;
+  const int* abort_flag = nullptr;
+  uint64_t timeout_ns = 0;
+};
+
+// A small AllReduce on the LL protocol (src/ops/ll_allreduce.h): one block.
+// `seq` (device memory, this rank's) counts the LL calls run so far; the
+// kernel reads it and stores the next value as it ends, so graph replays
+// keep counting without the host.
+struct LLLaunch {
+  LLAllReduceArgs args;  // args.regions: a device array of every rank's LL region as mapped here
+  uint64_t* seq = nullptr;
   int* error = nullptr;
   const int* abort_flag = nullptr;
   uint64_t timeout_ns = 0;

@@ -399,6 +399,59 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
   }
 }
 
+// The LL protocol's memory policy (src/ops/ll_allreduce.h): a line is one
+// 16-byte volatile store or load, so both flag-carrying halves move at once
+// and the reader's poll never sees a stale L1 copy.  Waits give up as
+// spin_until's do: timeout, abort, or another thread's failure.
+struct DeviceLLMemory {
+  int* error;
+  const int* abort_flag;
+  uint64_t timeout_ns;
+  uint64_t start = 0;
+  uint32_t spins = 0;
+
+  __device__ void store(LLLine* at, LLLine v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.data0), "r"(v.flag0),
+                 "r"(v.data1), "r"(v.flag1)
+                 : "memory");
+  }
+  __device__ LLLine load(const LLLine* at) {
+    LLLine v;
+    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.data0), "=r"(v.flag0), "=r"(v.data1), "=r"(v.flag1)
+                 : "l"(at)
+                 : "memory");
+    return v;
+  }
+  __device__ bool keep_waiting() {
+    if ((++spins & 1023) != 0) return true;
+    if (start == 0) start = now_ns();
+    if (*(const volatile int*)abort_flag) {
+      atomicCAS(error, kDevOk, kDevAborted);
+      return false;
+    }
+    if (*(volatile int*)error != kDevOk) return false;
+    if (now_ns() - start > timeout_ns) {
+      atomicCAS(error, kDevOk, kDevTimeout);
+      record_timeout(error, kWaitData, 0, 0, 0, 0);
+      return false;
+    }
+    return true;
+  }
+};
+
+__global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LLLaunch L) {
+  const uint64_t seq = load_volatile(L.seq) + 1;  // written back below, after every thread read it
+  DeviceLLMemory mem{L.error, L.abort_flag, L.timeout_ns};
+  with_storage_type(L.args.type, [&](auto storage) {
+    with_reduce_kind(L.args.kind, [&](auto k) {
+      ll_allreduce_worker<decltype(k)::value, decltype(storage)>(L.args, seq, threadIdx.x, blockDim.x, mem);
+    });
+  });
+  __syncthreads();
+  if (threadIdx.x == 0) store_volatile(L.seq, seq);
+}
+
 template <typename S>
 __global__ void divide_kernel(S* data, uint64_t n, int divisor) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
@@ -423,6 +476,7 @@ cudaError_t preload_kernels() {
   cudaFuncAttributes attr;
   cudaError_t e = cudaFuncGetAttributes(&attr, collective_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, p2p_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ll_allreduce_kernel);
   for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
     with_storage_type(type, [&](auto storage) {
       e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
@@ -441,6 +495,11 @@ cudaError_t resident_collective_blocks(int device, int* blocks) {
 
 cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream) {
   collective_kernel<<<dim3(lanes, slices), kThreads, 0, stream>>>(launch);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_ll_allreduce(const LLLaunch& launch, cudaStream_t stream) {
+  ll_allreduce_kernel<<<1, kThreads, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 
