@@ -227,7 +227,7 @@ class CudaBackend final : public Backend {
     a.nranks = ctx_.comm.nranks;
     a.type = c.type;
     reduce_kind_of(c.reduction.fold, &a.kind);
-    L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - 256);
+    L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - 256);  // after the LL region
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
