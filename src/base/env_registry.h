@@ -62,7 +62,7 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
     {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
     {"BRAID_CUDA_CHANNELS", "32", "cuda backend: connections per peer pair (schedule channels x parallel slices; each costs slots x slot bytes of device memory per peer; launches stay within what ranks sharing a GPU can keep resident together)"},
-    {"BRAID_CUDA_LL_MAX_BYTES", "65536", "cuda backend: AllReduce of up to this many bytes runs one-shot on the LL protocol (flags travel with the data: one store and one poll per peer and 8 bytes; 0: never, at most 1048576; the least any rank sets); each rank's arena holds 4 x this per peer"},
+    {"BRAID_CUDA_LL_MAX_BYTES", "65536", "cuda backend: AllReduce, ReduceScatter, AllGather and AlltoAll whose message (what a rank sends all peers) is at most this many bytes run one-shot on the LL protocol (flags travel with the data: one store and one poll per peer and 8 bytes; 0: never, at most 1048576; the least any rank sets); each rank's arena holds 4 x this per peer"},
     {"BRAID_CUDA_SLOTS", "4", "cuda backend: fragments a connection buffers (2..8)"},
     {"BRAID_CUDA_SLOT_BYTES", "262144", "cuda backend: bytes per fragment slot"},
     {"BRAID_CHECK", "0", "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for all)"},

@@ -8,9 +8,10 @@
 // channel follows the collective channels.  Ranks may share one GPU: there is
 // no one-rank-per-device rule, unlike NCCL.
 //
-// Small AllReduce (up to BRAID_CUDA_LL_MAX_BYTES, agreed) skips schedules
-// and FIFOs: one block runs the LL protocol (src/ops/ll_allreduce.h) over
-// an LL region at the end of every rank's arena, where peers store lines.
+// Small AllReduce, ReduceScatter, AllGather and AlltoAll (a rank moving up
+// to BRAID_CUDA_LL_MAX_BYTES, agreed) skip schedules and FIFOs: one block
+// runs the LL protocol (src/ops/ll_oneshot.h) over an LL region at the end
+// of every rank's arena, where peers store lines.
 //
 // A plan (the schedule flattened into device records with its FIFOs
 // resolved) is built once per schedule and kept: launches then only pass
@@ -190,7 +191,8 @@ class CudaBackend final : public Backend {
     warn_if_legacy_stream(call.stream);
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
-    if (ll_serves(c, straggler)) BRAID_TRY(launch_ll(c));
+    LLCollective ll;
+    if (ll_serves(c, straggler, &ll)) BRAID_TRY(launch_ll(c, ll));
     else BRAID_TRY(launch_schedule(c, straggler));
     // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
     // stream order: it completes when the kernel does, never before the
@@ -203,21 +205,32 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  // The LL protocol serves a small AllReduce that no fixed schedule, call
-  // selection or straggler claims (the same answer on every rank: all
-  // inputs are agreed or the call's own).
-  bool ll_serves(const CollectiveCall& c, int straggler) const {
-    const uint64_t bytes = c.count * datatype_size(c.type);
-    return c.collective == Collective::AllReduce && bytes <= ll_max_bytes_ && straggler < 0 && c.algorithms == 0 &&
-           !(ctx_.pinned_collectives >> int(Collective::AllReduce) & 1) && ctx_.comm.nranks > 1;
+  // The LL protocol serves a small AllReduce, ReduceScatter, AllGather or
+  // AlltoAll that no fixed schedule, call selection or straggler claims
+  // (the same answer on every rank: all inputs are agreed or the call's
+  // own).  Small: what a rank sends to every peer together (its message,
+  // message_bytes) within BRAID_CUDA_LL_MAX_BYTES; a block is then within
+  // each region's capacity.
+  bool ll_serves(const CollectiveCall& c, int straggler, LLCollective* which) const {
+    switch (c.collective) {
+      case Collective::AllReduce: *which = LLCollective::AllReduce; break;
+      case Collective::ReduceScatter: *which = LLCollective::ReduceScatter; break;
+      case Collective::AllGather: *which = LLCollective::AllGather; break;
+      case Collective::AlltoAll: *which = LLCollective::AlltoAll; break;
+      default: return false;
+    }
+    const int n = ctx_.comm.nranks;
+    return message_bytes(c.collective, n, c.count, datatype_size(c.type)) <= ll_max_bytes_ && straggler < 0 &&
+           c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1) && n > 1;
   }
 
-  Status launch_ll(const CollectiveCall& c) {
+  Status launch_ll(const CollectiveCall& c, LLCollective which) {
     BRAID_INFO(kColl, "{}(ll_oneshot) count={} {} rank {}/{} on cuda", to_string(c.collective), c.count,
                datatype_name(c.type), ctx_.comm.rank, ctx_.comm.nranks);
     BRAID_TRY(check_buffers(c.sendbuff, c.recvbuff, c.stream));
     cuda::LLLaunch L;
-    LLAllReduceArgs& a = L.args;
+    LLArgs& a = L.args;
+    a.collective = which;
     a.input = static_cast<const char*>(c.sendbuff);
     a.output = static_cast<char*>(c.recvbuff);
     a.bytes = c.count * datatype_size(c.type);
@@ -226,12 +239,12 @@ class CudaBackend final : public Backend {
     a.rank = ctx_.comm.rank;
     a.nranks = ctx_.comm.nranks;
     a.type = c.type;
-    reduce_kind_of(c.reduction.fold, &a.kind);
+    reduce_kind_of(c.reduction.fold, &a.op);  // any kind for the collectives that do not reduce
     L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - 256);  // after the LL region
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
-    CUDA_TRY(cuda::launch_ll_allreduce(L, c.stream));
+    CUDA_TRY(cuda::launch_ll(L, c.stream));
     return Status::ok();
   }
 

@@ -16,7 +16,7 @@
 #include "braid/chunking.h"
 #include "braid/hd.h"
 #include "nccl.h"
-#include "src/ops/ll_allreduce.h"
+#include "src/ops/ll_oneshot.h"
 #include "src/ops/op_step.h"
 #include "src/ops/plan_records.h"
 #include "src/ops/reduce_ops.h"
@@ -78,12 +78,12 @@ struct P2PLaunch {
   uint64_t timeout_ns = 0;
 };
 
-// A small AllReduce on the LL protocol (src/ops/ll_allreduce.h): one block.
+// A small collective on the LL protocol (src/ops/ll_oneshot.h): one block.
 // `seq` (device memory, this rank's) counts the LL calls run so far; the
 // kernel reads it and stores the next value as it ends, so graph replays
 // keep counting without the host.
 struct LLLaunch {
-  LLAllReduceArgs args;  // args.regions: a device array of every rank's LL region as mapped here
+  LLArgs args;  // args.regions: a device array of every rank's LL region as mapped here
   uint64_t* seq = nullptr;
   int* error = nullptr;
   const int* abort_flag = nullptr;

@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
   }
 }
 
-// The LL protocol's memory policy (src/ops/ll_allreduce.h): a line is one
+// The LL protocol's memory policy (src/ops/ll_oneshot.h): a line is one
 // 16-byte volatile store or load, so both flag-carrying halves move at once
 // and the reader's poll never sees a stale L1 copy.  Waits give up as
 // spin_until's do: timeout, abort, or another thread's failure.
@@ -440,12 +440,12 @@ struct DeviceLLMemory {
   }
 };
 
-__global__ void __launch_bounds__(kThreads) ll_allreduce_kernel(LLLaunch L) {
+__global__ void __launch_bounds__(kThreads) ll_kernel(LLLaunch L) {
   const uint64_t seq = load_volatile(L.seq) + 1;  // written back below, after every thread read it
   DeviceLLMemory mem{L.error, L.abort_flag, L.timeout_ns};
   with_storage_type(L.args.type, [&](auto storage) {
-    with_reduce_kind(L.args.kind, [&](auto k) {
-      ll_allreduce_worker<decltype(k)::value, decltype(storage)>(L.args, seq, threadIdx.x, blockDim.x, mem);
+    with_reduce_kind(L.args.op, [&](auto k) {
+      ll_worker<decltype(k)::value, decltype(storage)>(L.args, seq, threadIdx.x, blockDim.x, mem);
     });
   });
   __syncthreads();
@@ -476,7 +476,7 @@ cudaError_t preload_kernels() {
   cudaFuncAttributes attr;
   cudaError_t e = cudaFuncGetAttributes(&attr, collective_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, p2p_kernel);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ll_allreduce_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ll_kernel);
   for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
     with_storage_type(type, [&](auto storage) {
       e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
@@ -498,8 +498,8 @@ cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, ui
   return cudaGetLastError();
 }
 
-cudaError_t launch_ll_allreduce(const LLLaunch& launch, cudaStream_t stream) {
-  ll_allreduce_kernel<<<1, kThreads, 0, stream>>>(launch);
+cudaError_t launch_ll(const LLLaunch& launch, cudaStream_t stream) {
+  ll_kernel<<<1, kThreads, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 

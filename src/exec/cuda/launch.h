@@ -17,8 +17,8 @@ cudaError_t preload_kernels();
 cudaError_t resident_collective_blocks(int device, int* blocks);
 // lanes x slices blocks (see CollectiveLaunch).
 cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream);
-// One block: the LL one-shot AllReduce.
-cudaError_t launch_ll_allreduce(const LLLaunch& launch, cudaStream_t stream);
+// One block: an LL one-shot collective.
+cudaError_t launch_ll(const LLLaunch& launch, cudaStream_t stream);
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
 // data[i] /= divisor: ncclAvg's last step.
 cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);

@@ -1,23 +1,27 @@
-// LL one-shot AllReduce: the low-latency protocol for small messages,
+// LL one-shot collectives: the low-latency protocol for small messages,
 // written once for CUDA kernels and host threads (BRAID_HD).
 //
-// A small AllReduce is latency: a FIFO schedule pays a block-wide barrier,
+// A small collective is latency: a FIFO schedule pays a block-wide barrier,
 // a counter store and a counter poll per fragment and hop.  Here the flag
-// travels with the data (NCCL's LL idea).  The input is cut into 8-byte
-// words; word i goes out as one 16-byte line {low 4 bytes, flag, high 4
-// bytes, flag}, stored into every peer's LL region at [sender][parity][i].
+// travels with the data (NCCL's LL idea), and every rank exchanges with
+// every peer at once.  What a rank sends each peer is a block: its whole
+// input (AllReduce, AllGather) or the peer's block of it (ReduceScatter,
+// AlltoAll).  A block is cut into 8-byte words; word i goes out as one
+// 16-byte line {low 4 bytes, flag, high 4 bytes, flag}, stored into the
+// peer's LL region at [sender][parity][i].
 // A reader polls its own region until both flags of a line equal the call's
 // flag: a line is stored by one 16-byte store and read by one 16-byte load
 // (a CUDA st/ld.volatile.v4), and each 4-byte half carries its own flag, so
 // 8-byte atomicity is all the protocol needs (the host uses two 8-byte
-// atomics).  Every rank then folds all n values of each word in rank order,
-// so every output is bitwise the same.  A small call is one store per peer
-// and word, and one poll per peer and word: no barrier, no counters.
+// atomics).  The reducing collectives fold all n values of a word in rank
+// order, so every rank's output is bitwise the same; the others store word
+// i of the block from rank r into output block r.  A small call is one store
+// per peer and word, and one poll per peer and word: no barrier, no counters.
 //
 // Workers (threads of a block, or host threads) each take words w, w+W, ...
-// and handle each word end to end (push, fold, store), so in place is safe:
-// a worker reads input word i before it writes output word i, and no other
-// worker touches either.
+// and handle each word end to end, reading every input block's word i
+// before writing any output block's word i, so every placement NCCL allows
+// in place is safe: no other worker touches word i of any block.
 //
 // Two parities alternate with the call sequence, and that is enough without
 // acknowledgements (as the host one-shot board, src/exec/host/oneshot.h): a
@@ -58,15 +62,25 @@ BRAID_HD uint64_t ll_line_index(int sender, uint64_t seq, uint64_t word, uint64_
   return (uint64_t(sender) * 2 + (seq & 1)) * ll_words(max_bytes) + word;
 }
 
-struct LLAllReduceArgs {
+enum class LLCollective : uint8_t { AllReduce, ReduceScatter, AllGather, AlltoAll };
+
+// Peer p is sent input block p (else the whole input); outputs are folded
+// (else block r of the output comes from rank r).
+BRAID_HD bool ll_sends_peer_block(LLCollective c) {
+  return c == LLCollective::ReduceScatter || c == LLCollective::AlltoAll;
+}
+BRAID_HD bool ll_reduces(LLCollective c) { return c == LLCollective::AllReduce || c == LLCollective::ReduceScatter; }
+
+struct LLArgs {
+  LLCollective collective = LLCollective::AllReduce;
   const char* input = nullptr;
   char* output = nullptr;
-  uint64_t bytes = 0;            // count x element size, at most max_bytes
-  uint64_t max_bytes = 0;        // the regions' capacity (words per sender and parity), at least 8
+  uint64_t bytes = 0;      // of one block: count x element size, at most max_bytes
+  uint64_t max_bytes = 0;  // the regions' capacity (bytes per sender and parity), at least 8
   LLLine* const* regions = nullptr;  // regions[r]: rank r's LL region, as this rank maps it
   int rank = 0, nranks = 1;
   ncclDataType_t type = ncclFloat;
-  ReduceKind kind = ReduceKind::Sum;
+  ReduceKind op = ReduceKind::Sum;
 };
 
 // Reads word `i` of a buffer of `bytes` (zero past the end; any alignment).
@@ -109,16 +123,18 @@ BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t
 #pragma nv_exec_check_disable  // the kernel's Mem is device code only
 #endif
 template <ReduceKind K, typename S, typename Mem>
-BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
+BRAID_HD bool ll_worker(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
   const uint32_t flag = uint32_t(seq);
   const uint64_t words = a.bytes ? ll_words(a.bytes) : 1;  // one line at least: see the header
+  const bool per_peer = ll_sends_peer_block(a.collective), reduces = ll_reduces(a.collective);
+  auto input_block = [&](int r) { return a.input + (per_peer ? uint64_t(r) * a.bytes : 0); };
   for (uint64_t i = w; i < words; i += workers) {
-    const uint64_t mine = ll_load_word(a.input, a.bytes, i);
-    const LLLine line = ll_line(mine, flag);
+    const uint64_t mine = ll_load_word(input_block(a.rank), a.bytes, i);
     const uint64_t at_peer = ll_line_index(a.rank, seq, i, a.max_bytes);
     for (int k = 1; k < a.nranks; ++k) {  // the next ranks first: no peer is everyone's first
       const int peer = (a.rank + k) % a.nranks;
-      mem.store(a.regions[peer] + at_peer, line);
+      const uint64_t word = per_peer ? ll_load_word(input_block(peer), a.bytes, i) : mine;
+      mem.store(a.regions[peer] + at_peer, ll_line(word, flag));
     }
     uint64_t acc = 0;
     for (int r = 0; r < a.nranks; ++r) {
@@ -132,9 +148,10 @@ BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64
         }
         v = ll_word(got);
       }
-      acc = r == 0 ? v : ll_fold_word<K, S>(acc, v);
+      if (reduces) acc = r == 0 ? v : ll_fold_word<K, S>(acc, v);
+      else ll_store_word(a.output + uint64_t(r) * a.bytes, a.bytes, i, v);
     }
-    ll_store_word(a.output, a.bytes, i, acc);
+    if (reduces) ll_store_word(a.output, a.bytes, i, acc);
   }
   return true;
 }
@@ -144,11 +161,11 @@ BRAID_HD bool ll_allreduce_worker(const LLAllReduceArgs& a, uint64_t seq, uint64
 #pragma nv_exec_check_disable
 #endif
 template <typename Mem>
-BRAID_HD bool ll_allreduce(const LLAllReduceArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
+BRAID_HD bool ll_oneshot(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
   bool ok = false;
   with_storage_type(a.type, [&](auto storage) {
-    with_reduce_kind(a.kind, [&](auto k) {
-      ok = ll_allreduce_worker<decltype(k)::value, decltype(storage)>(a, seq, w, workers, mem);
+    with_reduce_kind(a.op, [&](auto k) {
+      ok = ll_worker<decltype(k)::value, decltype(storage)>(a, seq, w, workers, mem);
     });
   });
   return ok;
