@@ -87,6 +87,7 @@ struct LLArgs {
 BRAID_HD uint64_t ll_load_word(const char* buffer, uint64_t bytes, uint64_t i) {
   uint64_t v = 0;
   const uint64_t at = i * kLLWordBytes, n = bytes - at < kLLWordBytes ? bytes - at : kLLWordBytes;
+  if (n == 0) return v;  // an empty call's word 0 (a buffer may be NULL)
   if (n == kLLWordBytes && (uintptr_t(buffer + at) & 7) == 0) return *reinterpret_cast<const uint64_t*>(buffer + at);
   memcpy(&v, buffer + at, n);
   return v;
@@ -94,6 +95,7 @@ BRAID_HD uint64_t ll_load_word(const char* buffer, uint64_t bytes, uint64_t i) {
 
 BRAID_HD void ll_store_word(char* buffer, uint64_t bytes, uint64_t i, uint64_t v) {
   const uint64_t at = i * kLLWordBytes, n = bytes - at < kLLWordBytes ? bytes - at : kLLWordBytes;
+  if (n == 0) return;
   if (n == kLLWordBytes && (uintptr_t(buffer + at) & 7) == 0) *reinterpret_cast<uint64_t*>(buffer + at) = v;
   else memcpy(buffer + at, &v, n);
 }
