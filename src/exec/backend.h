@@ -64,7 +64,8 @@ struct BackendContext {
   // A bit per Collective a fixed schedule is pinned to (BRAID_ALGO, a
   // schedule file; agreed): no fast path may replace it.
   uint32_t pinned_collectives = 0;
-  // CUDA backend: AllReduce up to this many bytes runs the LL protocol
+  // CUDA backend: AllReduce, ReduceScatter, AllGather and AlltoAll whose
+  // message (message_bytes) is at most this runs the LL protocol
   // (BRAID_CUDA_LL_MAX_BYTES, agreed: the least any rank asks for; 0: never).
   uint64_t cuda_ll_max_bytes = 0;
 };

@@ -11,7 +11,7 @@
 // peer's LL region at [sender][parity][i].
 // A reader polls its own region until both flags of a line equal the call's
 // flag: a line is stored by one 16-byte store and read by one 16-byte load
-// (a CUDA st/ld.volatile.v4), and each 4-byte half carries its own flag, so
+// (a CUDA st/ld.volatile.v4), and each 8-byte half {4 data bytes, flag} is self-checking, so
 // 8-byte atomicity is all the protocol needs (the host uses two 8-byte
 // atomics).  The reducing collectives fold all n values of a word in rank
 // order, so every rank's output is bitwise the same; the others store word
@@ -33,9 +33,10 @@
 // overwrote lines a slower peer was still polling for call k-2, and both
 // waited forever: the host test caught it).  It also needs a rank's calls
 // to run one after another (one stream, as every braid CUDA schedule does).
-// The flag is the call's sequence number's low 32 bits, never 0 from call 1
-// on: a line left from call k-2 carries another flag, and the zeroed region
-// matches no call before the 2^32nd.
+// The flag (ll_flag) is the call's sequence number modulo 2^32 - 1, plus 1:
+// never 0, so the zeroed region matches no call, and a line left from call
+// k-2 carries another flag.  Only a line untouched for 2^32 - 1 calls of its
+// parity (a larger call after four billion smaller ones) could match again.
 #pragma once
 
 #include <cstdint>
@@ -113,6 +114,7 @@ BRAID_HD uint64_t ll_fold_word(uint64_t a, uint64_t b) {
   return r;
 }
 
+BRAID_HD uint32_t ll_flag(uint64_t seq) { return uint32_t(seq % 0xFFFFFFFFull) + 1; }
 BRAID_HD LLLine ll_line(uint64_t word, uint32_t flag) { return {uint32_t(word), flag, uint32_t(word >> 32), flag}; }
 BRAID_HD bool ll_ready(const LLLine& l, uint32_t flag) { return l.flag0 == flag && l.flag1 == flag; }
 BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t(l.data1) << 32; }
@@ -126,7 +128,7 @@ BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t
 #endif
 template <ReduceKind K, typename S, typename Mem>
 BRAID_HD bool ll_worker(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t workers, Mem& mem) {
-  const uint32_t flag = uint32_t(seq);
+  const uint32_t flag = ll_flag(seq);
   const uint64_t words = a.bytes ? ll_words(a.bytes) : 1;  // one line at least: see the header
   const bool per_peer = ll_sends_peer_block(a.collective), reduces = ll_reduces(a.collective);
   auto input_block = [&](int r) { return a.input + (per_peer ? uint64_t(r) * a.bytes : 0); };

@@ -245,7 +245,7 @@ TEST_CASE("LL one-shot: a line from two calls ago, or from none, is not taken", 
   std::vector<std::vector<LLLine>> regions(2, std::vector<LLLine>(ll_region_lines(2, max_bytes)));
   const uint64_t seq = 5;
   for (uint64_t i = 0; i < ll_words(max_bytes); ++i)
-    regions[0][ll_line_index(1, seq, i, max_bytes)] = ll_line(0x1234, uint32_t(seq - 2));
+    regions[0][ll_line_index(1, seq, i, max_bytes)] = ll_line(0x1234, ll_flag(seq - 2));
   LLLine* ptrs[] = {regions[0].data(), regions[1].data()};
   std::vector<char> in(max_bytes, 1), out(max_bytes, 0);
   LLArgs a;
@@ -266,11 +266,17 @@ TEST_CASE("LL one-shot: a line from two calls ago, or from none, is not taken", 
   }
   // Rank 0's line reached rank 1's region, flagged with the call's sequence.
   const LLLine sent = regions[1][ll_line_index(0, seq, 0, max_bytes)];
-  CHECK(ll_ready(sent, uint32_t(seq)));
+  CHECK(ll_ready(sent, ll_flag(seq)));
   CHECK(ll_word(sent) == 0x0101010101010101ull);
 }
 
-TEST_CASE("LL region layout: sender, parity, word", "[ll]") {
+TEST_CASE("LL region layout: sender, parity, word; flags", "[ll]") {
+  // Flags are never 0 (a zeroed line), and calls two apart never share one,
+  // also where the 32-bit flag wraps.
+  for (uint64_t seq : {1ull, 2ull, 0xFFFFFFFEull, 0xFFFFFFFFull, 0x100000000ull, 0x100000001ull, 0x1FFFFFFFEull}) {
+    CHECK(ll_flag(seq) != 0);
+    CHECK(ll_flag(seq) != ll_flag(seq + 2));
+  }
   CHECK(ll_words(0) == 0);
   CHECK(ll_words(1) == 1);
   CHECK(ll_words(8) == 1);

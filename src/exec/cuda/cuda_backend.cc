@@ -173,7 +173,7 @@ class CudaBackend final : public Backend {
     }
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
-               "{} blocks a launch, LL AllReduce up to {} bytes",
+               "{} blocks a launch, LL one-shot for messages up to {} bytes",
                ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_,
                ll_max_bytes_);
     return Status::ok();
@@ -194,14 +194,15 @@ class CudaBackend final : public Backend {
     LLCollective ll;
     if (ll_serves(c, straggler, &ll)) BRAID_TRY(launch_ll(c, ll));
     else BRAID_TRY(launch_schedule(c, straggler));
-    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernel in
-    // stream order: it completes when the kernel does, never before the
-    // launch has completed.  Later than NCCL's (CUDA's launch-completion
-    // attribute), so work waiting on it never overlaps the collective.
-    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
     if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
       CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
                                    c.reduction.divisor, c.stream));
+    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernels
+    // (Avg's divide included) in stream order: it completes when they do,
+    // never before the launch has completed.  Later than NCCL's (CUDA's
+    // launch-completion attribute), so work waiting on it never overlaps the
+    // collective.
+    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
     return Status::ok();
   }
 
@@ -220,8 +221,8 @@ class CudaBackend final : public Backend {
       default: return false;
     }
     const int n = ctx_.comm.nranks;
-    return message_bytes(c.collective, n, c.count, datatype_size(c.type)) <= ll_max_bytes_ && straggler < 0 &&
-           c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1) && n > 1;
+    return ll_regions_ && message_bytes(c.collective, n, c.count, datatype_size(c.type)) <= ll_max_bytes_ &&
+           straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1) && n > 1;
   }
 
   Status launch_ll(const CollectiveCall& c, LLCollective which) {
