@@ -270,7 +270,7 @@ TEST_CASE("LL one-shot: a line from two calls ago, or from none, is not taken", 
   CHECK(ll_word(sent) == 0x0101010101010101ull);
 }
 
-TEST_CASE("LL region layout: sender, parity, word; flags", "[ll]") {
+TEST_CASE("LL region layout (sender, parity, word) and flags", "[ll]") {
   // Flags are never 0 (a zeroed line), and calls two apart never share one,
   // also where the 32-bit flag wraps.
   for (uint64_t seq : {1ull, 2ull, 0xFFFFFFFEull, 0xFFFFFFFFull, 0x100000000ull, 0x100000001ull, 0x1FFFFFFFEull}) {
