@@ -11,9 +11,9 @@
 // peer's LL region at [sender][parity][i].
 // A reader polls its own region until both flags of a line equal the call's
 // flag: a line is stored by one 16-byte store and read by one 16-byte load
-// (a CUDA st/ld.volatile.v4), and each 8-byte half {4 data bytes, flag} is self-checking, so
-// 8-byte atomicity is all the protocol needs (the host uses two 8-byte
-// atomics).  The reducing collectives fold all n values of a word in rank
+// (a CUDA st/ld.volatile.v4), and each 8-byte half {4 data bytes, flag}
+// checks itself, so 8-byte atomicity is all the protocol needs (the host
+// uses two 8-byte atomics).  The reducing collectives fold all n values of a word in rank
 // order, so every rank's output is bitwise the same; the others store word
 // i of the block from rank r into output block r.  A small call is one store
 // per peer and word, and one poll per peer and word: no barrier, no counters.

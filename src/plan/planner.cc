@@ -170,8 +170,8 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   auto key = std::make_tuple(int(c), nranks, algo->rooted ? root : stragglar ? straggler : -1, name);
   auto it = cache_.find(key);
   if (it == cache_.end()) {
-    auto schedule = std::make_shared<const Schedule>(stragglar ? stragglar_allreduce(nranks, straggler, stragglar_lanes_)
-                                                               : algo->make(nranks, root));
+    auto schedule = std::make_shared<const Schedule>(
+        stragglar ? stragglar_allreduce(nranks, straggler, stragglar_lanes_) : algo->make(nranks, root));
     BRAID_INFO(kTuning, "{} on {} ranks: generated schedule '{}'", to_string(c), nranks, schedule->name);
     it = cache_.emplace(key, std::move(schedule)).first;
   }

@@ -63,6 +63,7 @@ using cuda::DevFifo;
 constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
 constexpr uint32_t kMaxSlots = 8;
 constexpr uint64_t kMinSliceBytes = 256 << 10;  // per buffer block, per slice
+constexpr uint64_t kLLCounterBytes = 256;       // the arena's last bytes: this rank's LL call counter
 
 struct ArenaInfo {
   cudaIpcMemHandle_t handle;
@@ -112,7 +113,7 @@ class CudaBackend final : public Backend {
     ll_max_bytes_ = ctx_.cuda_ll_max_bytes;
     ll_offset_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
     const uint64_t ll_bytes = ll_max_bytes_ ? ll_region_lines(n, ll_max_bytes_) * sizeof(LLLine) : 0;
-    arena_bytes_ = ll_offset_ + ll_bytes + 256;
+    arena_bytes_ = ll_offset_ + ll_bytes + kLLCounterBytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
@@ -241,7 +242,7 @@ class CudaBackend final : public Backend {
     a.nranks = ctx_.comm.nranks;
     a.type = c.type;
     reduce_kind_of(c.reduction.fold, &a.op);  // any kind for the collectives that do not reduce
-    L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - 256);  // after the LL region
+    L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - kLLCounterBytes);
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
@@ -630,8 +631,8 @@ class CudaBackend final : public Backend {
   // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
   MemoryHeld memory_held() const override {
     MemoryHeld m;
-    m.releasable = arena_bytes_ + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0) + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
-                   cuda::kFlagWords * sizeof(int);
+    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
+                   cuda::kFlagWords * sizeof(int) + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
     for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
     return m;
   }

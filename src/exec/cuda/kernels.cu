@@ -443,11 +443,7 @@ struct DeviceLLMemory {
 __global__ void __launch_bounds__(kThreads) ll_kernel(LLLaunch L) {
   const uint64_t seq = load_volatile(L.seq) + 1;  // written back below, after every thread read it
   DeviceLLMemory mem{L.error, L.abort_flag, L.timeout_ns};
-  with_storage_type(L.args.type, [&](auto storage) {
-    with_reduce_kind(L.args.op, [&](auto k) {
-      ll_worker<decltype(k)::value, decltype(storage)>(L.args, seq, threadIdx.x, blockDim.x, mem);
-    });
-  });
+  ll_oneshot(L.args, seq, threadIdx.x, blockDim.x, mem);  // a failure is in L.error already
   __syncthreads();
   if (threadIdx.x == 0) store_volatile(L.seq, seq);
 }
