@@ -26,6 +26,7 @@
 #include "nccl.h"
 #include "src/base/status.h"
 #include "src/plan/call.h"
+#include "src/plan/device_tuning.h"
 #include "src/transport/host_memory.h"
 #include "src/transport/transport.h"
 
@@ -64,15 +65,15 @@ struct BackendContext {
   // A bit per Collective a fixed schedule is pinned to (BRAID_ALGO, a
   // schedule file; agreed): no fast path may replace it.
   uint32_t pinned_collectives = 0;
-  // CUDA backend: AllReduce, ReduceScatter, AllGather and AlltoAll whose
-  // message (message_bytes) is at most this runs the LL protocol
-  // (BRAID_CUDA_LL_MAX_BYTES, agreed: the least any rank asks for; 0: never).
-  uint64_t cuda_ll_max_bytes = 0;
+  // CUDA backend: the communicator's settings (channels, slots, slot bytes,
+  // the LL limit), agreed at init from BRAID_CUDA_* and the tuning table
+  // (src/plan/device_tuning.h), and the table's per-call choices.
+  // AllReduce, ReduceScatter, AllGather and AlltoAll whose message
+  // (message_bytes) is at most cuda.ll_max_bytes may run the LL protocol.
+  CommTuning cuda;
+  std::shared_ptr<const DeviceTuning> cuda_calls;
 };
 
-// BRAID_CUDA_LL_MAX_BYTES's ceiling: every rank's LL region holds 2 x 2 x
-// this many bytes per peer (16-byte lines of 8 data bytes, two parities).
-constexpr int64_t kCudaLLMaxBytesLimit = 1 << 20;
 
 // The memory a backend holds for its communicator (ncclCommMemStats).
 struct MemoryHeld {

@@ -18,6 +18,7 @@ struct DeviceProbe {
   int32_t usable = 0;  // 1: this rank can and wants to run the CUDA backend
   int32_t device = -1;
   uint64_t gpu = 0;  // the physical GPU (a hash of its UUID): equal on two ranks <=> one GPU
+  char name[64] = {};  // its name (cudaDeviceProp::name, cut to fit): what tuning tables match
 };
 
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.

@@ -155,6 +155,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
                           to_string(c), name));
     name.clear();
   }
+  if (name.empty() && device_tuning_) name = device_tuning_->call(c, bytes).algorithm;
   if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",

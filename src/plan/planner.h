@@ -23,6 +23,7 @@
 #include "braid/schedule_library.h"
 #include "src/base/status.h"
 #include "src/ops/plan_records.h"
+#include "src/plan/device_tuning.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/straggler.h"
 
@@ -66,6 +67,11 @@ class PlanCache {
   // How StragglAR lays out phase 1 (BRAID_STRAGGLAR_LANES, resolved for the
   // communicator's backend at init, before any call is planned).
   void set_stragglar_lanes(StragglarLanes lanes) { stragglar_lanes_ = lanes; }
+  // The CUDA backend's tuning table (src/plan/device_tuning.h): where it
+  // names an algorithm for a collective and size, that replaces the size
+  // rule (BRAID_ALGO, schedule files, a call's selection and a straggler
+  // still come first).
+  void set_device_tuning(std::shared_ptr<const DeviceTuning> tuning) { device_tuning_ = std::move(tuning); }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
   // `placement` is this rank's (as MSCCL decides it: the send buffer where
@@ -107,6 +113,7 @@ class PlanCache {
   HostTuning tuning_;
   int slots_ = kMinSlots;
   StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;
+  std::shared_ptr<const DeviceTuning> device_tuning_;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

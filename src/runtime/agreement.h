@@ -40,7 +40,14 @@ enum class Fold : uint8_t {
   X(int32_t, rma_contexts, Fold::Equal, "config numRmaCtx: the RMA contexts every rank's signals are kept for")   \
   X(int32_t, rma_signals, Fold::Equal, "config numRmaSig: the signal indexes per RMA context")                     \
   X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")    \
-  X(uint64_t, cuda_ll_max_bytes, Fold::Min, "BRAID_CUDA_LL_MAX_BYTES: each rank's LL region is sized by it")    \
+  X(uint64_t, cuda_ll_max_bytes, Fold::Min,                                                                      \
+    "BRAID_CUDA_LL_MAX_BYTES (UINT64_MAX: unset): each rank's LL region is sized by it")                          \
+  X(uint32_t, cuda_channels, Fold::Equal, "BRAID_CUDA_CHANNELS: set it to the same value on every rank, or on none") \
+  X(uint32_t, cuda_slots, Fold::Equal, "BRAID_CUDA_SLOTS: set it to the same value on every rank, or on none")     \
+  X(uint64_t, cuda_slot_bytes, Fold::Equal,                                                                        \
+    "BRAID_CUDA_SLOT_BYTES: set it to the same value on every rank, or on none")                                  \
+  X(uint64_t, tuning_table, Fold::Equal,                                                                           \
+    "the tuning table's hash: give every rank the same BRAID_TUNING_FILE, or none")                               \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")
 

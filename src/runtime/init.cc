@@ -28,6 +28,7 @@
 #include "src/plan/planner.h"
 #include "src/runtime/agreement.h"
 #include "src/runtime/comm.h"
+#include "src/runtime/cuda_settings.h"
 #include "src/transport/cross_memory.h"
 #include "src/transport/net/net_choice.h"
 #include "src/transport/net/net_transport.h"
@@ -61,6 +62,7 @@ struct InitInfo {
   uint64_t process = 0;     // this_process(): with peer.pid, equal <=> one address space
   CmaProbe cma_probe;       // for peers to try reading this process
   uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
+  char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
 };
 
 // NCCL_MULTI_RANK_GPU_ENABLE (NCCL 2.30): NCCL refuses two ranks of one
@@ -103,6 +105,7 @@ Status read_local_choices(LocalChoices* out) {
   if (env_string("BRAID_BACKEND") == "cuda" && !out->device.usable)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   BRAID_TRY(slot_stores_mode_from_env(&out->slot_stores));
+  BRAID_TRY(TuningTable::current(&out->tuning_table));
   // Read where reductions run (src/ops/host_kernels.cc); checked here.
   BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &choice));
   return Status::ok();
@@ -118,6 +121,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
   mine->process = this_process();
   mine->gpu = local.device.usable ? local.device.gpu : 0;
+  if (local.device.usable) std::memcpy(mine->gpu_name, local.device.name, sizeof mine->gpu_name);
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
@@ -147,10 +151,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_contexts = c.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaCtx;
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
   a.rma_eager = c.rmaEagerInit == 1;
-  const int64_t ll_max = env_int("BRAID_CUDA_LL_MAX_BYTES");
-  if (ll_max < 0 || ll_max > kCudaLLMaxBytesLimit)
-    return BRAID_ERROR(ncclInvalidArgument, "BRAID_CUDA_LL_MAX_BYTES={} (0..{})", ll_max, kCudaLLMaxBytesLimit);
-  a.cuda_ll_max_bytes = uint64_t(ll_max);
+  BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   return Status::ok();
 }
@@ -256,7 +257,8 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.rma_signals = setup.agreed.rma_signals;
   b.rma_eager = setup.agreed.rma_eager != 0;
   b.pinned_collectives = setup.host.pinned_collectives;
-  b.cuda_ll_max_bytes = setup.agreed.cuda_ll_max_bytes;
+  b.cuda = setup.cuda.comm;
+  b.cuda_calls = setup.cuda.calls;
   // NCCL's rmaEagerInit: one-sided RMA connects now, with every rank, where
   // the backend has it (on another it fails at the first RMA call, saying so).
   auto start_rma = [&] {
@@ -319,6 +321,15 @@ Status comm_setup(ncclComm* comm) {
   for (const InitInfo& i : infos) reports.push_back(i.tuning);
   comm->plans->set_tuning(agree_host_tuning(reports));
   setup->agreed = agreed;
+  if (local.device.usable) {
+    std::vector<uint64_t> gpus;
+    std::vector<std::string> names;
+    for (const InitInfo& i : infos) {
+      gpus.push_back(i.gpu);
+      names.emplace_back(i.gpu_name, strnlen(i.gpu_name, sizeof i.gpu_name));
+    }
+    setup->cuda = resolve_cuda_settings(local.tuning_table, agreed, gpus, names);
+  }
   setup->host = host_path_settings(comm, infos, agreed, local, *comm->transport);
   setup->ctx = ctx;
   const HostPathSettings& host = setup->host;

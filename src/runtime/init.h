@@ -3,6 +3,7 @@
 // backend.  Leaves the communicator ready for calls.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "src/exec/device_backend.h"
 #include "src/plan/host_path.h"
 #include "src/runtime/agreement.h"
+#include "src/runtime/cuda_settings.h"
 #include "src/transport/transport.h"
 
 struct ncclComm;
@@ -25,6 +27,7 @@ struct LocalChoices {
   bool one_transport() const { return transport == "socket" || transport == "ib" || transport == "plugin"; }
   DeviceProbe device;
   SlotStoresMode slot_stores = SlotStoresMode::Auto;
+  std::shared_ptr<const TuningTable> tuning_table;  // BRAID_TUNING_FILE's rows, then the built-in ones
 };
 
 // What init decided, kept so that ncclCommResume can make the transport and
@@ -33,6 +36,7 @@ struct CommSetup {
   LocalChoices local;
   AgreedValues agreed;
   HostPathSettings host;
+  CudaSettings cuda;  // where every rank runs the CUDA backend
   TransportContext ctx;  // as at init: the first transport's hash and addresses
 };
 

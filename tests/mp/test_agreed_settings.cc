@@ -26,3 +26,36 @@ TEST_CASE("BRAID_CUDA_LL_MAX_BYTES out of range is refused at init", "[mp][proce
   auto negative = [](int) { setenv("BRAID_CUDA_LL_MAX_BYTES", "-1", 1); };
   CHECK(init_must_fail(2, negative, ncclInvalidArgument, "BRAID_CUDA_LL_MAX_BYTES=-1") == 0);
 }
+
+TEST_CASE("BRAID_CUDA_* and BRAID_TUNING_FILE: checked at init, and the same on every rank or none",
+          "[mp][processes][tuning]") {
+  // They lay out every rank's FIFOs and LL region (src/runtime/cuda_settings.h),
+  // so they are agreed on every backend.
+  auto channels_on_one = [](int rank) {
+    if (rank == 1) setenv("BRAID_CUDA_CHANNELS", "16", 1);
+  };
+  CHECK(init_must_fail(2, channels_on_one, ncclInvalidUsage, "cuda_channels (BRAID_CUDA_CHANNELS") == 0);
+  auto slots_differ = [](int rank) { setenv("BRAID_CUDA_SLOTS", rank == 0 ? "2" : "4", 1); };
+  CHECK(init_must_fail(2, slots_differ, ncclInvalidUsage, "cuda_slots") == 0);
+  auto odd_slot = [](int) { setenv("BRAID_CUDA_SLOT_BYTES", "5000", 1); };
+  CHECK(init_must_fail(2, odd_slot, ncclInvalidArgument, "BRAID_CUDA_SLOT_BYTES=5000 (4096..1073741824, a multiple "
+                                                           "of 256)") == 0);
+  auto words = [](int) { setenv("BRAID_CUDA_CHANNELS", "many", 1); };
+  CHECK(init_must_fail(2, words, ncclInvalidArgument, "BRAID_CUDA_CHANNELS=many (1..64)") == 0);
+  auto missing = [](int) { setenv("BRAID_TUNING_FILE", "/nonexistent/tuning.json", 1); };
+  CHECK(init_must_fail(2, missing, ncclInvalidArgument, "BRAID_TUNING_FILE=/nonexistent/tuning.json: cannot read") ==
+        0);
+  // A table on one rank only: the ranks would resolve different settings.
+  static char path[] = "/tmp/braid_tuning_agree_XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  const char table[] =
+      R"({"format": "braid-cuda-tuning-1", "rows": [{"channels": 8, "measured": "the agreement test"}]})";
+  REQUIRE(write(fd, table, sizeof table - 1) == ssize_t(sizeof table - 1));
+  close(fd);
+  auto file_on_one = [](int rank) {
+    if (rank == 0) setenv("BRAID_TUNING_FILE", path, 1);
+  };
+  CHECK(init_must_fail(2, file_on_one, ncclInvalidUsage, "tuning_table") == 0);
+  unlink(path);
+}

@@ -5,6 +5,7 @@
 //   braid verify (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--slots K]
 //   braid show ... -o X.svg [--topology T] [--size S]   per-link timeline picture
 //   braid synth, sim, convert, topo                      see synth_commands.h
+//   braid tuning                   the CUDA tuning table's settings, see cmd_tuning.h
 // FILE is braid JSON, or MSCCL XML when it ends in .xml.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "braid/verify.h"
 #include "src/base/env.h"
 #include "tools/braid/cmd_stragglar.h"
+#include "tools/braid/cmd_tuning.h"
 #include "tools/braid/schedule_source.h"
 #include "tools/braid/schedule_text.h"
 #include "tools/braid/synth_commands.h"
@@ -69,8 +71,10 @@ int main(int argc, char** argv) {
   verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check; default: the schedule's own)");
 
   auto* stragglar = braid::cli::add_stragglar_command(app);
-  const braid::cli::Command synth_commands[] = {braid::cli::add_synth_command(app), braid::cli::add_sim_command(app),
-                                                 braid::cli::add_convert_command(app), braid::cli::add_topo_command(app)};
+  const braid::cli::Command synth_commands[] = {
+      braid::cli::add_synth_command(app),   braid::cli::add_sim_command(app),
+      braid::cli::add_convert_command(app), braid::cli::add_topo_command(app),
+      braid::cli::add_tuning_command(app)};
 
   CLI11_PARSE(app, argc, argv);
   if (stragglar->parsed()) return braid::cli::run_stragglar();

@@ -23,6 +23,8 @@ std::string fmt_size(uint64_t b) {
   return fmt::format("{}", b);
 }
 
+}  // namespace
+
 bool parse_sizes(const std::string& list, std::vector<uint64_t>* out, std::string* error) {
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -35,8 +37,6 @@ bool parse_sizes(const std::string& list, std::vector<uint64_t>* out, std::strin
   }
   return true;
 }
-
-}  // namespace
 
 bool parse_size(const std::string& text, uint64_t* out) {
   if (text.empty()) return false;

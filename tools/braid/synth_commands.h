@@ -29,5 +29,7 @@ bool topology_for(const Schedule& s, const std::string& spec, Topology* out, std
 int write_svg(const Schedule& s, const std::string& topology, uint64_t size, const std::string& path);
 // "1K", "64M", "1G", "4096" -> bytes; false on bad input.
 bool parse_size(const std::string& text, uint64_t* out);
+// "8,64K,1M" -> sizes; false with *error on bad input.
+bool parse_sizes(const std::string& list, std::vector<uint64_t>* out, std::string* error);
 
 }  // namespace braid::cli

@@ -61,8 +61,6 @@ namespace {
 using cuda::DevFifo;
 
 constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
-constexpr uint32_t kMaxSlots = 8;
-constexpr uint64_t kMinSliceBytes = 256 << 10;  // per buffer block, per slice
 constexpr uint64_t kLLCounterBytes = 256;       // the arena's last bytes: this rank's LL call counter
 
 struct ArenaInfo {
@@ -97,20 +95,17 @@ class CudaBackend final : public Backend {
     device_ = device;
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cuda::preload_kernels());
-    channels_ = uint32_t(env_int("BRAID_CUDA_CHANNELS"));
-    nslots_ = uint32_t(env_int("BRAID_CUDA_SLOTS"));
-    slot_bytes_ = uint64_t(env_int("BRAID_CUDA_SLOT_BYTES"));
-    if (channels_ < 1 || channels_ > 64 || nslots_ < 2 || nslots_ > kMaxSlots || slot_bytes_ < 4096 ||
-        slot_bytes_ % 256)
-      return BRAID_ERROR(ncclInvalidArgument,
-                         "BRAID_CUDA_CHANNELS={} (1..64), BRAID_CUDA_SLOTS={} (2..{}), BRAID_CUDA_SLOT_BYTES={} "
-                         "(>= 4096, multiple of 256)",
-                         channels_, nslots_, kMaxSlots, slot_bytes_);
+    // Agreed at init (src/runtime/cuda_settings.h), ranges checked there.
+    const CommTuning& t = ctx_.cuda;
+    channels_ = t.channels;
+    nslots_ = t.slots;
+    slot_bytes_ = t.slot_bytes;
+    ctx_.plans->set_device_tuning(ctx_.cuda_calls);
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
     conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
     const int n = ctx_.comm.nranks;
     // The arena: FIFOs, then the LL region, then this rank's LL call counter.
-    ll_max_bytes_ = ctx_.cuda_ll_max_bytes;
+    ll_max_bytes_ = t.ll_max_bytes;
     ll_offset_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
     const uint64_t ll_bytes = ll_max_bytes_ ? ll_region_lines(n, ll_max_bytes_) * sizeof(LLLine) : 0;
     arena_bytes_ = ll_offset_ + ll_bytes + kLLCounterBytes;
@@ -177,6 +172,12 @@ class CudaBackend final : public Backend {
                "{} blocks a launch, LL one-shot for messages up to {} bytes",
                ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_,
                ll_max_bytes_);
+    const TuningKey& key = ctx_.cuda_calls->key();
+    BRAID_INFO(kInit | kTuning,
+               "comm {:#x} rank {}/{}: tuning for '{}', {} rank(s) per device: channels from {}; slots from {}; "
+               "slot bytes from {}; LL limit from {}",
+               ctx_.comm.comm_hash, ctx_.comm.rank, n, key.device, key.per_device, describe(t.channels_from),
+               describe(t.slots_from), describe(t.slot_bytes_from), describe(t.ll_max_bytes_from));
     return Status::ok();
   }
 
@@ -192,9 +193,10 @@ class CudaBackend final : public Backend {
     warn_if_legacy_stream(call.stream);
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
+    const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
     LLCollective ll;
-    if (ll_serves(c, straggler, &ll)) BRAID_TRY(launch_ll(c, ll));
-    else BRAID_TRY(launch_schedule(c, straggler));
+    if (ll_serves(c, straggler, tuned, &ll)) BRAID_TRY(launch_ll(c, ll));
+    else BRAID_TRY(launch_schedule(c, straggler, tuned));
     if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
       CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
                                    c.reduction.divisor, c.stream));
@@ -211,9 +213,10 @@ class CudaBackend final : public Backend {
   // AlltoAll that no fixed schedule, call selection or straggler claims
   // (the same answer on every rank: all inputs are agreed or the call's
   // own).  Small: what a rank sends to every peer together (its message,
-  // message_bytes) within BRAID_CUDA_LL_MAX_BYTES; a block is then within
-  // each region's capacity.
-  bool ll_serves(const CollectiveCall& c, int straggler, LLCollective* which) const {
+  // message_bytes) within the LL limit, so that a block is within each
+  // region's capacity, and the tuning table does not send the call's size
+  // to the schedules.
+  bool ll_serves(const CollectiveCall& c, int straggler, const CallTuning& tuned, LLCollective* which) const {
     switch (c.collective) {
       case Collective::AllReduce: *which = LLCollective::AllReduce; break;
       case Collective::ReduceScatter: *which = LLCollective::ReduceScatter; break;
@@ -221,9 +224,9 @@ class CudaBackend final : public Backend {
       case Collective::AlltoAll: *which = LLCollective::AlltoAll; break;
       default: return false;
     }
-    const int n = ctx_.comm.nranks;
-    return ll_regions_ && message_bytes(c.collective, n, c.count, datatype_size(c.type)) <= ll_max_bytes_ &&
-           straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1) && n > 1;
+    return ll_regions_ &&
+           ll_path(c.collective, ctx_.comm.nranks, c.count * datatype_size(c.type), ll_max_bytes_, tuned.path) &&
+           straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1);
   }
 
   Status launch_ll(const CollectiveCall& c, LLCollective which) {
@@ -262,7 +265,7 @@ class CudaBackend final : public Backend {
   }
 
   // The call's schedule, as a DevicePlan run by one block per (lane, slice).
-  Status launch_schedule(const CollectiveCall& c, int straggler) {
+  Status launch_schedule(const CollectiveCall& c, int straggler, const CallTuning& tuned) {
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(c.collective, ctx_.comm.nranks, c.root, c.count * datatype_size(c.type),
                                        &planned, straggler, placement_of(c, ctx_.comm.rank, ctx_.comm.nranks),
@@ -287,9 +290,10 @@ class CudaBackend final : public Backend {
 
     const DevicePlan* plan = nullptr;
     BRAID_TRY(plan_for(schedule, stream, &plan));
-    // Slices: enough bytes per block to be worth a block each (a function of
-    // the call alone, so every rank picks the same number).
-    const uint64_t slices = std::clamp<uint64_t>(c.count * esize / kMinSliceBytes, 1, plan->max_slices);
+    // Slices: enough bytes per block to be worth a block each (the tuning
+    // table's slice_bytes; a function of the call alone, so every rank
+    // picks the same number).
+    const uint64_t slices = std::clamp<uint64_t>(c.count * esize / tuned.slice_bytes, 1, plan->max_slices);
     B.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
     BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, B.scratch_stride * slices * esize, stream, "scratch"));
     BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
@@ -710,6 +714,7 @@ DeviceProbe probe_device_backend() {
     uint64_t h = 1469598103934665603ULL;  // FNV-1a
     for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
     probe.gpu = h;
+    std::snprintf(probe.name, sizeof probe.name, "%s", prop.name);
   }
   return probe;
 }
