@@ -1,6 +1,9 @@
 // GIN frames over TCP.  The receiver polls all its streams from one thread
-// with a short timeout, so stop() is seen promptly and one slow sender does
-// not hold the others: a frame is read whole once its first byte is there.
+// with a short timeout, so stop() is seen promptly.  It never blocks on one
+// stream: each keeps how far its current frame has come (header bytes, then
+// payload bytes, read straight into the window), and a turn reads only what
+// has arrived, up to kTurnBytes, so a slow or stalled sender does not hold
+// the others' frames, and a large put does not hold their signals.
 #include "src/devapi/gin_tcp.h"
 
 #include <poll.h>
@@ -21,17 +24,7 @@ namespace {
 constexpr uint32_t kFrameMagic = 0x6e696762;  // "bgin"
 enum FrameKind : uint32_t { kPut = 1, kClose = 2 };
 
-struct Frame {
-  uint32_t magic;
-  uint32_t kind;
-  uint64_t dst_handle;
-  uint64_t dst_off;
-  uint64_t bytes;
-  uint64_t signal_value;
-  uint16_t signal_id;
-  uint16_t has_signal;
-  uint32_t pad;
-};
+using Frame = GinTcpFrame;
 static_assert(sizeof(Frame) == 48);
 
 struct Hello {
@@ -50,12 +43,9 @@ Status send_pieces(int fd, const char* data, uint64_t bytes, std::chrono::millis
   return Status::ok();
 }
 
-Status recv_pieces(int fd, char* data, uint64_t bytes, std::chrono::milliseconds timeout,
-                   const std::atomic<bool>* stop) {
-  for (uint64_t done = 0; done < bytes; done += kPiece)
-    BRAID_TRY(recv_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), stop));
-  return Status::ok();
-}
+// What one stream may read in a turn of the receiver before the next
+// stream's turn (whatever has arrived, up to this).
+constexpr uint64_t kTurnBytes = 4 << 20;
 
 }  // namespace
 
@@ -115,19 +105,22 @@ Status GinTcpReceiver::recv_hello(int fd, int nranks, Deadline deadline, int* ra
 
 GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of, const GinWindowTable* windows,
                                GinSignals signals, GinFault* fault, std::chrono::milliseconds timeout)
-    : fds_(std::move(fds)),
-      sender_of_(std::move(sender_of)),
-      windows_(windows),
+    : windows_(windows),
       signals_(signals),
       fault_(fault),
       timeout_(timeout) {
+  for (size_t i = 0; i < fds.size(); ++i) {
+    streams_.emplace_back();
+    streams_.back().fd = fds[i];
+    streams_.back().sender = i < sender_of.size() ? sender_of[i] : -1;
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 GinTcpReceiver::~GinTcpReceiver() {
   stop();
-  for (int fd : fds_)
-    if (fd >= 0) ::close(fd);
+  for (const Stream& st : streams_)
+    if (st.fd >= 0) ::close(st.fd);
 }
 
 void GinTcpReceiver::stop() {
@@ -135,33 +128,59 @@ void GinTcpReceiver::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status GinTcpReceiver::apply_one(size_t i, bool* closed) {
-  const int fd = fds_[i];
-  char first;
-  ssize_t n = ::recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n == 0)
-    return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream ended without a close: the process died or aborted",
-                       sender_of_[i]);
-  if (n < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::ok();
-    return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream failed: {}", sender_of_[i], std::strerror(errno));
+// Reads what stream i has ready, up to kTurnBytes, applying each frame it
+// completes: a put's payload lands in the window as it arrives, its signal
+// once all of it has.  *closed at the close frame.
+Status GinTcpReceiver::advance(size_t i, bool* closed) {
+  Stream& st = streams_[i];
+  uint64_t budget = kTurnBytes;
+  while (budget > 0) {
+    const bool in_header = st.header_got < sizeof(Frame);
+    char* into = in_header ? reinterpret_cast<char*>(&st.frame) + st.header_got : st.dst + st.payload_got;
+    const uint64_t want = in_header ? sizeof(Frame) - st.header_got : std::min(budget, st.frame.bytes - st.payload_got);
+    const ssize_t n = ::recv(st.fd, into, want, MSG_DONTWAIT);  // want > 0: a frame is never done here
+    if (n == 0)
+      return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream ended without a close: the process died or aborted",
+                         st.sender);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+      return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream failed: {}", st.sender, std::strerror(errno));
+    }
+    st.last_progress = std::chrono::steady_clock::now();
+    budget -= std::min<uint64_t>(budget, uint64_t(n));
+    if (in_header) {
+      st.header_got += size_t(n);
+      if (st.header_got < sizeof(Frame)) continue;
+      const Frame& f = st.frame;
+      if (f.magic != kFrameMagic || (f.kind != kPut && f.kind != kClose))
+        return BRAID_ERROR(ncclRemoteError, "malformed GIN frame from rank {} (magic {:#x}, kind {})", st.sender,
+                           f.magic, f.kind);
+      if (f.kind == kClose) {
+        *closed = true;
+        return Status::ok();
+      }
+      if (f.bytes) BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &st.dst));
+    } else {
+      st.payload_got += uint64_t(n);
+    }
+    if (st.payload_got < st.frame.bytes) continue;
+    if (st.frame.has_signal) BRAID_TRY(signals_.add(st.frame.signal_id, st.frame.signal_value));
+    st.header_got = 0;  // the next frame
+    st.payload_got = 0;
+    st.dst = nullptr;
   }
-  Frame f{};
-  BRAID_TRY(recv_all(fd, &f, sizeof(f), Deadline::after(timeout_), &stop_));
-  if (f.magic != kFrameMagic || (f.kind != kPut && f.kind != kClose))
-    return BRAID_ERROR(ncclRemoteError, "malformed GIN frame from rank {} (magic {:#x}, kind {})", sender_of_[i],
-                       f.magic, f.kind);
-  if (f.kind == kClose) {
-    *closed = true;
-    return Status::ok();
-  }
-  if (f.bytes) {
-    char* dst = nullptr;
-    BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &dst));
-    BRAID_TRY(recv_pieces(fd, dst, f.bytes, timeout_, &stop_));
-  }
-  if (f.has_signal) BRAID_TRY(signals_.add(f.signal_id, f.signal_value));
   return Status::ok();
+}
+
+// A frame begun and not moving for the timeout: the sender is stuck (or
+// gone without its socket closing), and waiters should hear it.
+Status GinTcpReceiver::check_stalled(size_t i) const {
+  const Stream& st = streams_[i];
+  if (st.header_got == 0) return Status::ok();  // between frames: idle is no error
+  if (std::chrono::steady_clock::now() - st.last_progress < timeout_) return Status::ok();
+  return BRAID_ERROR(ncclTimeout, "rank {}'s GIN stream stopped mid-frame ({} of {} payload bytes) for {} ms",
+                     st.sender, st.payload_got, st.frame.bytes, timeout_.count());
 }
 
 void GinTcpReceiver::run() {
@@ -174,24 +193,24 @@ void GinTcpReceiver::run() {
 
 void GinTcpReceiver::serve() {
   std::vector<pollfd> polls;
-  size_t open = fds_.size();
+  size_t open = streams_.size();
   while (open > 0 && !stop_.load(std::memory_order_acquire)) {
     polls.clear();
-    for (int fd : fds_) polls.push_back(pollfd{fd, POLLIN, 0});  // fd -1 is ignored by poll
+    for (const Stream& st : streams_) polls.push_back(pollfd{st.fd, POLLIN, 0});  // fd -1 is ignored by poll
     const int ready = ::poll(polls.data(), polls.size(), 20);
     if (ready < 0 && errno != EINTR) {
       fault_->set(BRAID_ERROR(ncclSystemError, "GIN receiver: poll: {}", std::strerror(errno)));
       return;
     }
-    if (ready <= 0) continue;
-    for (size_t i = 0; i < fds_.size(); ++i) {
-      if (fds_[i] < 0 || !(polls[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      if (streams_[i].fd < 0) continue;
       bool closed = false;
-      Status s = apply_one(i, &closed);
+      Status s = ready > 0 && (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) ? advance(i, &closed)
+                                                                                : check_stalled(i);
       if (!s.is_ok()) fault_->set(std::move(s).context("GIN receiver"));
       if (closed || !s.is_ok()) {
-        ::close(fds_[i]);
-        fds_[i] = -1;
+        ::close(streams_[i].fd);
+        streams_[i].fd = -1;
         --open;
       }
     }

@@ -20,6 +20,19 @@
 
 namespace braid::devapi {
 
+// A frame's header on the wire: a put (its payload follows) or the close.
+struct GinTcpFrame {
+  uint32_t magic;
+  uint32_t kind;
+  uint64_t dst_handle;
+  uint64_t dst_off;
+  uint64_t bytes;
+  uint64_t signal_value;
+  uint16_t signal_id;
+  uint16_t has_signal;
+  uint32_t pad;
+};
+
 class TcpGinLink : public GinLink {
  public:
   // fd: a connected stream to the target's receiver (owned from here on).
@@ -55,12 +68,22 @@ class GinTcpReceiver {
   static Status recv_hello(int fd, int nranks, Deadline deadline, int* rank);
 
  private:
+  // One sender's stream and how far its current frame has come.
+  struct Stream {
+    int fd = -1;
+    int sender = -1;
+    GinTcpFrame frame{};  // its header, as it arrives
+    size_t header_got = 0;
+    char* dst = nullptr;  // where the payload goes, once the header is in
+    uint64_t payload_got = 0;
+    std::chrono::steady_clock::time_point last_progress;
+  };
   void run();
   void serve();
-  Status apply_one(size_t i, bool* closed);
+  Status advance(size_t i, bool* closed);
+  Status check_stalled(size_t i) const;
 
-  std::vector<int> fds_;
-  std::vector<int> sender_of_;
+  std::vector<Stream> streams_;
   const GinWindowTable* windows_;
   GinSignals signals_;
   GinFault* fault_;

@@ -352,3 +352,54 @@ TEST_CASE("GIN over TCP: a slow but moving stream is no timeout but a stalled on
     }
   }
 }
+
+// One receiver, two senders.  Sender 0 starts a 4 MiB put, sends half of
+// it and stops; sender 1's puts and signals must still land at once (the
+// receiver reads only what has arrived, and never waits on one stream), and
+// the stopped frame must then end in an error naming it, in bounded time.
+TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and then times out", "[devapi][gin]") {
+  int a[2], b[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, a) == 0);
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, b) == 0);
+  const uint64_t big = 4 << 20;
+  std::vector<char> window(big + 4096, 0);
+  GinWindowTable windows;
+  REQUIRE(windows.add(kRecvToken, window.data(), window.size()).is_ok());
+  std::vector<uint64_t> words(4, 0);
+  GinSignals signals{words.data(), uint32_t(words.size())};
+  GinFault fault;
+  const auto timeout = std::chrono::milliseconds(1500);
+  GinTcpReceiver receiver({a[1], b[1]}, {0, 1}, &windows, signals, &fault, timeout);
+
+  // Sender 0: a put frame's header (the wire format, gin_tcp.cc) and half its payload.
+  const GinTcpFrame head{0x6e696762, 1, kRecvToken, 0, big, 1, 0, 1, 0};
+  REQUIRE(::write(a[0], &head, sizeof head) == ssize_t(sizeof head));
+  std::vector<char> half(big / 2, 'a');
+  std::thread half_writer([&] { REQUIRE(braid::send_all(a[0], half.data(), half.size(), Deadline::never(), nullptr).is_ok()); });
+
+  // Sender 1: three puts behind the stopped frame, each with its signal.
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    TcpGinLink link(b[0], 0, std::chrono::seconds(5));
+    const char bytes[3] = {'x', 'y', 'z'};
+    for (int k = 0; k < 3; ++k) {
+      GinSignalAdd add{1, 1};
+      REQUIRE(link.put(kRecvToken, big + uint64_t(k), &bytes[k], 1, &add).is_ok());
+    }
+    REQUIRE(wait_signal(signals, 1, 3, Deadline::after(std::chrono::milliseconds(1000)), &fault).is_ok());
+    CHECK(std::chrono::steady_clock::now() - t0 < timeout);
+    CHECK(std::string(window.data() + big, 3) == "xyz");
+    CHECK(words[0] == 0);  // sender 0's signal: its payload is not all there
+    REQUIRE(link.close().is_ok());
+  }
+  half_writer.join();
+  // Sender 0 stays open and silent: the receiver reports the stopped frame.
+  Status s = wait_signal(signals, 0, 1, Deadline::after(std::chrono::seconds(10)), &fault);
+  CHECK(s.code() == ncclTimeout);
+  CHECK_THAT(s.message(), Catch::Contains("rank 0's GIN stream stopped mid-frame (2097152 of 4194304 payload bytes)"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8));
+  CHECK(window[0] == 'a');
+  CHECK(window[big / 2 - 1] == 'a');
+  receiver.stop();
+  ::close(a[0]);
+}
