@@ -375,7 +375,9 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
   const GinTcpFrame head{0x6e696762, 1, kRecvToken, 0, big, 1, 0, 1, 0};
   REQUIRE(::write(a[0], &head, sizeof head) == ssize_t(sizeof head));
   std::vector<char> half(big / 2, 'a');
-  std::thread half_writer([&] { REQUIRE(braid::send_all(a[0], half.data(), half.size(), Deadline::never(), nullptr).is_ok()); });
+  std::atomic<bool> half_sent{false};  // Catch's macros are not for other threads
+  std::thread half_writer(
+      [&] { half_sent = braid::send_all(a[0], half.data(), half.size(), Deadline::never(), nullptr).is_ok(); });
 
   // Sender 1: three puts behind the stopped frame, each with its signal.
   const auto t0 = std::chrono::steady_clock::now();
@@ -393,6 +395,7 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
     REQUIRE(link.close().is_ok());
   }
   half_writer.join();
+  REQUIRE(half_sent);
   // Sender 0 stays open and silent: the receiver reports the stopped frame.
   Status s = wait_signal(signals, 0, 1, Deadline::after(std::chrono::seconds(10)), &fault);
   CHECK(s.code() == ncclTimeout);
