@@ -5,10 +5,11 @@
 // on one host, all blocks the same size, rail the ranks with the same LSA
 // index.  Where NCCL returns whatever its arithmetic gives, braid refuses a
 // team or member that cannot exist (-1 and the reason in ncclGetLastError).
-// Device communicators, barriers and the LL AlltoAll are not implemented yet
-// and say so.
+// The requirement calls (barriers, LL AlltoAll) fill their structs as NCCL
+// does.  Device communicators are not implemented yet and say so.
 #include <vector>
 
+#include "src/devapi/resources.h"
 #include "src/devapi/teams.h"
 #include "src/shim/api.h"
 
@@ -46,6 +47,18 @@ T team_call(ncclComm* comm, const char* function, T fallback, Body&& body) noexc
   T out = fallback;
   ncclResult_t r = guarded(usable(comm) ? comm : nullptr, function, [&] { return body(&out); });
   return r == ncclSuccess ? out : fallback;
+}
+
+// The C API's opaque handles are braid's mirrors of NCCL 2.28.9's structs.
+devapi::v22809::LsaBarrierHandle* as_v22809(ncclLsaBarrierHandle* h) {
+  return reinterpret_cast<devapi::v22809::LsaBarrierHandle*>(h);
+}
+devapi::v22809::GinBarrierHandle* as_v22809(ncclGinBarrierHandle* h) {
+  return reinterpret_cast<devapi::v22809::GinBarrierHandle*>(h);
+}
+devapi::v22809::LLA2AHandle* as_v22809(ncclLLA2AHandle* h) { return reinterpret_cast<devapi::v22809::LLA2AHandle*>(h); }
+devapi::v22809::DevResourceRequirements* as_v22809(ncclDevResourceRequirements* r) {
+  return reinterpret_cast<devapi::v22809::DevResourceRequirements*>(r);
 }
 
 Status needs_cuda(const char* function) {
@@ -111,31 +124,43 @@ BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm*) {
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommDestroy, (ncclComm_t, const ncclDevComm*))
 
-BRAID_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam, int, ncclLsaBarrierHandle*,
-                                                       ncclDevResourceRequirements*) {
-  return guarded(nullptr, "ncclLsaBarrierCreateRequirement",
-                 [] { return needs_cuda("ncclLsaBarrierCreateRequirement"); });
+// The requirement calls fill the caller's structs by NCCL 2.28.9's formulas
+// (src/devapi/resources.h); they need no GPU and no communicator state.
+BRAID_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam team, int nBarriers, ncclLsaBarrierHandle* outHandle,
+                                                       ncclDevResourceRequirements* outReq) {
+  return guarded(nullptr, "ncclLsaBarrierCreateRequirement", [&] {
+    return devapi::lsa_barrier_requirement(from_c(team), nBarriers, as_v22809(outHandle), as_v22809(outReq));
+  });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclLsaBarrierCreateRequirement,
                       (ncclTeam, int, ncclLsaBarrierHandle*, ncclDevResourceRequirements*))
 
-BRAID_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam, int, ncclGinBarrierHandle*,
-                                                       ncclDevResourceRequirements*) {
-  return guarded(comm, "ncclGinBarrierCreateRequirement",
-                 [] { return needs_cuda("ncclGinBarrierCreateRequirement"); });
+// The communicator is not used (as in NCCL 2.28.9, where the barrier's size
+// depends on the GIN context limit alone).
+BRAID_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam, int nBarriers,
+                                                       ncclGinBarrierHandle* outHandle,
+                                                       ncclDevResourceRequirements* outReq) {
+  return guarded(nullptr, "ncclGinBarrierCreateRequirement", [&] {
+    return devapi::gin_barrier_requirement(nBarriers, as_v22809(outHandle), as_v22809(outReq));
+  });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGinBarrierCreateRequirement,
                       (ncclComm_t, ncclTeam, int, ncclGinBarrierHandle*, ncclDevResourceRequirements*))
 
-BRAID_API ncclResult_t ncclLLA2ACreateRequirement(int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*) {
-  return guarded(nullptr, "ncclLLA2ACreateRequirement", [] { return needs_cuda("ncclLLA2ACreateRequirement"); });
+BRAID_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle* outHandle,
+                                                  ncclDevResourceRequirements* outReq) {
+  return guarded(nullptr, "ncclLLA2ACreateRequirement", [&] {
+    return devapi::ll_a2a_requirement(nBlocks, nSlots, as_v22809(outHandle), as_v22809(outReq));
+  });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclLLA2ACreateRequirement,
                       (int, int, ncclLLA2AHandle*, ncclDevResourceRequirements*))
 
-// Returns a slot count, not a result code: -1 tells the caller there is none.
-BRAID_API int ncclLLA2ACalcSlots(int, int) {
-  (void)report(nullptr, "ncclLLA2ACalcSlots", needs_cuda("ncclLLA2ACalcSlots"));
-  return -1;
+// Returns a slot count, not a result code: -1 (and the reason) for bad input.
+BRAID_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  int slots = -1;
+  ncclResult_t r =
+      guarded(nullptr, "ncclLLA2ACalcSlots", [&] { return devapi::ll_a2a_slots(maxElts, maxEltSize, &slots); });
+  return r == ncclSuccess ? slots : -1;
 }
 BRAID_PROFILING_ALIAS(int, ncclLLA2ACalcSlots, (int, int))

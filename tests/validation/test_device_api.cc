@@ -1,11 +1,14 @@
 // The host entry points of NCCL 2.28's device API (nccl_device/*.h), the rows
 // the bad-input table cannot hold: teams are arithmetic and work for real
-// (and give sentinels for a NULL or destroyed communicator); device
-// communicators, barriers and the LL AlltoAll are not implemented and must
-// say so with ncclInvalidUsage and a message naming the function, never
-// succeed, and leave the communicator working.
+// (and give sentinels for a NULL or destroyed communicator); the
+// requirement calls fill their structs by NCCL's formulas, through the
+// exported symbols, and refuse bad input; device communicators are not
+// implemented and must say so with ncclInvalidUsage and a message naming
+// the function, never succeed, and leave the communicator working.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "harness.h"
@@ -15,6 +18,17 @@ using namespace mp;
 extern "C" {
 struct ncclTeam {
   int nRanks, rank, stride;
+};
+// NCCL 2.28.9's layouts (nccl_device/impl/*__types.h, core.h).
+struct Handle {  // ncclLsaBarrierHandle {bufHandle, nBarriers}, ncclGinBarrierHandle {signal0, bufHandle},
+  uint32_t a, b;  // ncclLLA2AHandle {bufHandle, nSlots}
+};
+struct ResourceRequirements {  // ncclDevResourceRequirements
+  ResourceRequirements* next;
+  size_t bufferSize, bufferAlign;
+  uint32_t* outBufferHandle;
+  int ginSignalCount, ginCounterCount;
+  uint32_t *outGinSignalStart, *outGinCounterStart;
 };
 ncclTeam ncclTeamWorld(ncclComm_t comm);
 ncclTeam ncclTeamLsa(ncclComm_t comm);
@@ -36,7 +50,8 @@ bool same(ncclTeam a, ncclTeam b) { return a.nRanks == b.nRanks && a.rank == b.r
 
 }  // namespace
 
-TEST_CASE("device API host entry points: teams work, the rest says it is not implemented", "[validation][device]") {
+TEST_CASE("device API host entry points: teams and requirements work, device comms say they are not implemented",
+          "[validation][device]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           ncclTeam world = ncclTeamWorld(comm);
           if (!same(world, {2, rank, 1})) f.fail("ncclTeamWorld");
@@ -57,7 +72,12 @@ TEST_CASE("device API host entry points: teams work, the rest says it is not imp
           };
           refused("ncclDevCommCreate", ncclDevCommCreate(comm, scratch, scratch));
           refused("ncclDevCommDestroy", ncclDevCommDestroy(comm, scratch));
-          refused("ncclGinBarrierCreateRequirement", ncclGinBarrierCreateRequirement(comm, world, 1, scratch, scratch));
+          Handle gin{};
+          ResourceRequirements req{};
+          MP_NCCL(f, ncclGinBarrierCreateRequirement(comm, world, 2, &gin, &req));
+          if (req.bufferSize != 2 * 4 * 4 || req.ginSignalCount != 2 || req.outGinSignalStart != &gin.a ||
+              req.outBufferHandle != &gin.b)
+            f.fail("ncclGinBarrierCreateRequirement's requirement");
 
           float in = float(rank + 1), out = 0;
           MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
@@ -68,11 +88,28 @@ TEST_CASE("device API host entry points: teams work, the rest says it is not imp
   char scratch[256] = {};
   ncclTeam world{2, 0, 1};
   CHECK(ncclDevCommCreate(nullptr, nullptr, nullptr) != ncclSuccess);
-  CHECK(ncclLsaBarrierCreateRequirement(world, 1, scratch, scratch) == ncclInvalidUsage);
+  (void)scratch;
+  Handle lsa{}, a2a{};
+  ResourceRequirements req;
+  std::memset(&req, 0x5a, sizeof req);
+  CHECK(ncclLsaBarrierCreateRequirement(world, 3, &lsa, &req) == ncclSuccess);
+  CHECK(req.bufferSize == (3 * 3 + 3 * 2) * 4);
+  CHECK(req.bufferAlign == 4);
+  CHECK(req.outBufferHandle == &lsa.a);
+  CHECK(lsa.b == 3);
+  CHECK(req.next == nullptr);
+  CHECK(ncclLLA2ACreateRequirement(2, 4, &a2a, &req) == ncclSuccess);
+  CHECK(req.bufferSize == 2 * (1 + 2 * 4) * 16);
+  CHECK(req.bufferAlign == 16);
+  CHECK(a2a.b == 4);
+  CHECK(ncclLLA2ACalcSlots(1024, 4) == 1024);
+  CHECK(ncclLLA2ACalcSlots(1024, 16) == 2048);
+  // Bad input: an error naming the call (NCCL checks none of it).
+  CHECK(ncclLsaBarrierCreateRequirement(world, -1, &lsa, &req) == ncclInvalidArgument);
   CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLsaBarrierCreateRequirement") != std::string::npos);
-  CHECK(ncclLLA2ACreateRequirement(1, 1, scratch, scratch) == ncclInvalidUsage);
+  CHECK(ncclLLA2ACreateRequirement(1, 1, nullptr, &req) == ncclInvalidArgument);
   CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLLA2ACreateRequirement") != std::string::npos);
-  CHECK(ncclLLA2ACalcSlots(1024, 4) == -1);
+  CHECK(ncclLLA2ACalcSlots(-5, 4) == -1);
   CHECK(std::string(ncclGetLastError(nullptr)).find("ncclLLA2ACalcSlots") != std::string::npos);
   ncclResetDebugInitInternal();  // NCCL's internal alias: must exist and not disturb anything
 }

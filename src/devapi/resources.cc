@@ -1,0 +1,144 @@
+#include "src/devapi/resources.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace braid::devapi {
+namespace {
+
+using v22809::DevResourceRequirements;
+
+constexpr uint64_t kMaxBufferBytes = uint64_t(1) << 39;  // handles (offset / 128) fit 32 bits
+constexpr size_t kMaxRequirements = 1 << 16;             // a longer list is taken for a loop
+
+Status null_output(const char* call) {
+  return BRAID_ERROR(ncclInvalidArgument, "{}: outHandle and outReq must not be NULL", call);
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
+
+}  // namespace
+
+Status lsa_barrier_requirement(v22809::Team team, int barriers, v22809::LsaBarrierHandle* handle,
+                               DevResourceRequirements* req) {
+  if (!handle || !req) return null_output("ncclLsaBarrierCreateRequirement");
+  if (barriers < 0 || team.nRanks < 1)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclLsaBarrierCreateRequirement: {} barriers on a team of {} ranks",
+                       barriers, team.nRanks);
+  std::memset(req, 0, sizeof *req);
+  handle->nBarriers = barriers;
+  req->bufferSize = (3 * uint64_t(barriers) + uint64_t(barriers) * uint64_t(team.nRanks)) * sizeof(uint32_t);
+  req->bufferAlign = alignof(uint32_t);
+  req->outBufferHandle = &handle->bufHandle;
+  return Status::ok();
+}
+
+Status gin_barrier_requirement(int barriers, v22809::GinBarrierHandle* handle, DevResourceRequirements* req) {
+  if (!handle || !req) return null_output("ncclGinBarrierCreateRequirement");
+  if (barriers < 0) return BRAID_ERROR(ncclInvalidArgument, "ncclGinBarrierCreateRequirement: {} barriers", barriers);
+  std::memset(req, 0, sizeof *req);
+  req->bufferSize = uint64_t(barriers) * v22809::kMaxGinContexts * sizeof(uint32_t);
+  req->bufferAlign = alignof(uint32_t);
+  req->outBufferHandle = &handle->bufHandle;
+  req->ginSignalCount = barriers;
+  req->outGinSignalStart = &handle->signal0;
+  return Status::ok();
+}
+
+Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, DevResourceRequirements* req) {
+  if (!handle || !req) return null_output("ncclLLA2ACreateRequirement");
+  if (blocks < 0 || slots < 0)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclLLA2ACreateRequirement: {} blocks of {} slots", blocks, slots);
+  handle->nSlots = uint32_t(slots);
+  std::memset(req, 0, sizeof *req);
+  req->bufferSize = uint64_t(blocks) * (1 + 2 * uint64_t(slots)) * 16;
+  req->bufferAlign = 16;
+  req->outBufferHandle = &handle->bufHandle;
+  return Status::ok();
+}
+
+Status ll_a2a_slots(int max_elements, int max_element_bytes, int* slots) {
+  const int64_t n = int64_t(max_elements) * ((int64_t(max_element_bytes) + 7) / 8);
+  if (max_elements < 0 || max_element_bytes < 1 || n > INT32_MAX)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclLLA2ACalcSlots: {} elements of {} bytes", max_elements,
+                       max_element_bytes);
+  *slots = int(n);
+  return Status::ok();
+}
+
+Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team lsa, int gin_contexts,
+                        uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
+                        v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out) {
+  if (!lsa_barrier || !rail_barrier || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
+  if (gin_contexts < 0 || gin_contexts > v22809::kMaxGinContexts || !power_of_two(granularity))
+    return BRAID_ERROR(ncclInvalidArgument, "resource layout: {} GIN contexts, granularity {}", gin_contexts,
+                       granularity);
+  if (reqs.barrierCount < 0 || reqs.lsaBarrierCount < 0 || reqs.railGinBarrierCount < 0 || reqs.ginSignalCount < 0 ||
+      reqs.ginCounterCount < 0)
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "ncclDevCommCreate: negative counts (barrierCount {}, lsaBarrierCount {}, railGinBarrierCount "
+                       "{}, ginSignalCount {}, ginCounterCount {})",
+                       reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount, reqs.ginSignalCount,
+                       reqs.ginCounterCount);
+  // The devComm's own barriers, into temporaries: nothing is written before
+  // the whole list has been checked.
+  v22809::LsaBarrierHandle lsa_handle{};
+  v22809::GinBarrierHandle rail_handle{};
+  DevResourceRequirements lsa_req{}, rail_req{};
+  BRAID_TRY(lsa_barrier_requirement(lsa, std::max(reqs.barrierCount, reqs.lsaBarrierCount), &lsa_handle, &lsa_req));
+  BRAID_TRY(gin_barrier_requirement(std::max(reqs.barrierCount, reqs.railGinBarrierCount), &rail_handle, &rail_req));
+  std::vector<const DevResourceRequirements*> list = {&rail_req, &lsa_req};
+  for (const DevResourceRequirements* r = reqs.resourceRequirementsList; r; r = r->next) {
+    if (list.size() > kMaxRequirements)
+      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: more than {} resource requirements (a loop?)",
+                         kMaxRequirements);
+    list.push_back(r);
+  }
+  // First pass: check and place, writing nothing.
+  struct Place {
+    uint64_t offset;
+    uint32_t signal, counter;
+  };
+  std::vector<Place> places;
+  uint64_t bytes = 0;
+  uint64_t signals = uint64_t(reqs.ginSignalCount), counters = uint64_t(reqs.ginCounterCount);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const DevResourceRequirements& r = *list[i];
+    const uint64_t align = std::max<uint64_t>(128, r.bufferAlign);
+    if ((r.bufferAlign && !power_of_two(r.bufferAlign)) || r.bufferAlign > kMaxBufferBytes || r.bufferSize > kMaxBufferBytes || r.ginSignalCount < 0 || r.ginCounterCount < 0)
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "ncclDevCommCreate: resource requirement {} asks for {} bytes aligned to {}, {} signals, {} "
+                         "counters",
+                         i, r.bufferSize, r.bufferAlign, r.ginSignalCount, r.ginCounterCount);
+    bytes = align_up(bytes, align);
+    places.push_back(Place{bytes, uint32_t(signals), uint32_t(counters)});
+    bytes += r.bufferSize;
+    signals += uint64_t(r.ginSignalCount);
+    counters += uint64_t(r.ginCounterCount);
+    if (bytes > kMaxBufferBytes || signals > INT32_MAX || counters > INT32_MAX)
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "ncclDevCommCreate: the requirements add up to {} bytes, {} signals, {} "
+                         "counters",
+                         bytes, signals, counters);
+  }
+  ResourceLayout layout;
+  layout.shadows_offset = align_up(bytes, 128);
+  layout.bytes = align_up(layout.shadows_offset + uint64_t(gin_contexts) * signals * sizeof(uint64_t), granularity);
+  layout.signals = uint32_t(signals);
+  layout.counters = uint32_t(counters);
+  // Second pass: write what each requirement asked for.
+  for (size_t i = 0; i < list.size(); ++i) {
+    const DevResourceRequirements& r = *list[i];
+    if (r.outBufferHandle) *r.outBufferHandle = uint32_t(places[i].offset / v22809::kResourceHandleUnit);
+    if (r.outGinSignalStart) *r.outGinSignalStart = places[i].signal;
+    if (r.outGinCounterStart) *r.outGinCounterStart = places[i].counter;
+  }
+  *lsa_barrier = lsa_handle;
+  *rail_barrier = rail_handle;
+  *out = layout;
+  return Status::ok();
+}
+
+}  // namespace braid::devapi

@@ -1,0 +1,60 @@
+// A device communicator's resource buffer (NCCL 2.28.9's device API): what
+// the requirement calls ask for, and where ncclDevCommCreate puts each.
+//
+// A requirement asks for bytes of the resource buffer (a size and an
+// alignment) and for GIN signals and counters.  The buffer is one symmetric
+// allocation per devComm, zero-filled, which device code reaches through a
+// handle: the byte offset in 128-byte units.  The requirement calls are
+// NCCL's formulas (src/nccl_device/{lsa_barrier,gin_barrier,ll_a2a}.cc of
+// 2.28.9):
+//   LSA barrier   (3 x barriers + barriers x team ranks) u32, u32-aligned
+//   GIN barrier   barriers x 4 contexts u32 of saved epochs, and one signal
+//                 per barrier
+//   LL AlltoAll   blocks x (1 + 2 x slots) 16-byte lines, 16-aligned;
+//                 slots = elements x ceil(element bytes / 8)
+// The layout (NCCL's ncclDevrCommCreateInternal): the devComm's own rail
+// GIN barrier and LSA barrier (max(barrierCount, rail/lsa count) each) go
+// before the user's list; each requirement starts at the next multiple of
+// max(128, its alignment) and gets that offset / 128 as its handle; signals
+// and counters are numbered in list order after the devComm's own
+// (ginSignalCount, ginCounterCount); then, at a 128-byte boundary, every
+// GIN context's shadow of every signal (8 bytes each); the total is
+// rounded up to the allocation granularity.  Unlike 2.28.9, whose deep copy
+// of the requirements drops a user requirement's signal and counter counts,
+// braid numbers them, as NCCL does from 2.29 on.
+//
+// Bad input (NULL outputs, negative counts, an alignment that is not a
+// power of two, a list that loops, sizes past 2^39, where handles would overflow) is refused with the
+// reason; NCCL checks none of it.
+#pragma once
+
+#include <cstdint>
+
+#include "src/base/status.h"
+#include "src/devapi/abi_v22809.h"
+
+namespace braid::devapi {
+
+Status lsa_barrier_requirement(v22809::Team team, int barriers, v22809::LsaBarrierHandle* handle,
+                               v22809::DevResourceRequirements* req);
+Status gin_barrier_requirement(int barriers, v22809::GinBarrierHandle* handle, v22809::DevResourceRequirements* req);
+Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, v22809::DevResourceRequirements* req);
+Status ll_a2a_slots(int max_elements, int max_element_bytes, int* slots);
+
+struct ResourceLayout {
+  uint64_t bytes = 0;           // the buffer, rounded up to the granularity (0: none)
+  uint64_t shadows_offset = 0;  // where the GIN signal shadows start
+  uint32_t signals = 0;         // GIN signals of the devComm, its own and the requirements'
+  uint32_t counters = 0;
+};
+
+// Lays `reqs` out for a devComm whose LSA team is `lsa`, with
+// `gin_contexts` GIN contexts (0..4) and memory allocated in
+// `granularity` bytes (a power of two): writes the devComm's own barrier
+// handles, and every requirement's handle, signal start and counter start
+// where it asks for them.  Nothing is written unless the whole list is valid.
+Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team lsa, int gin_contexts,
+                        uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
+                        v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out);
+
+}  // namespace braid::devapi

@@ -1,0 +1,184 @@
+// A device communicator's resource buffer (src/devapi/resources.h): the
+// requirement calls' formulas (NCCL 2.28.9's), ncclDevCommCreate's layout
+// of the devComm's own barriers and the user's list, and bad input refused
+// with nothing written.
+#include <catch2/catch.hpp>
+
+#include <climits>
+#include <cstring>
+
+#include "src/devapi/resources.h"
+
+using namespace braid;
+using namespace braid::devapi;
+namespace v = braid::devapi::v22809;
+
+namespace {
+
+// A requirement full of junk, to see that the calls clear what they do not set.
+v::DevResourceRequirements junk() {
+  v::DevResourceRequirements r;
+  std::memset(&r, 0x5a, sizeof r);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("device resources: the requirement calls give NCCL's sizes", "[devapi][resources]") {
+  v::LsaBarrierHandle lsa{};
+  v::DevResourceRequirements r = junk();
+  REQUIRE(lsa_barrier_requirement(v::Team{4, 1, 1}, 3, &lsa, &r).is_ok());
+  CHECK(r.bufferSize == (3 * 3 + 3 * 4) * 4);  // saved epochs, inbox counters, then one inbox slot per peer
+  CHECK(r.bufferAlign == 4);
+  CHECK(r.outBufferHandle == &lsa.bufHandle);
+  CHECK(lsa.nBarriers == 3);
+  CHECK(r.next == nullptr);
+  CHECK(r.ginSignalCount == 0);
+  CHECK(r.outGinSignalStart == nullptr);
+
+  v::GinBarrierHandle gin{};
+  r = junk();
+  REQUIRE(gin_barrier_requirement(2, &gin, &r).is_ok());
+  CHECK(r.bufferSize == 2 * 4 * 4);  // a saved epoch per barrier and GIN context
+  CHECK(r.bufferAlign == 4);
+  CHECK(r.ginSignalCount == 2);
+  CHECK(r.ginCounterCount == 0);
+  CHECK(r.outGinSignalStart == &gin.signal0);
+  CHECK(r.outBufferHandle == &gin.bufHandle);
+  CHECK(r.outGinCounterStart == nullptr);
+
+  v::LLA2AHandle a2a{};
+  r = junk();
+  REQUIRE(ll_a2a_requirement(3, 5, &a2a, &r).is_ok());
+  CHECK(r.bufferSize == 3 * (1 + 2 * 5) * 16);  // per block a header and two banks of slots
+  CHECK(r.bufferAlign == 16);
+  CHECK(a2a.nSlots == 5);
+  CHECK(r.outBufferHandle == &a2a.bufHandle);
+
+  int slots = -1;
+  REQUIRE(ll_a2a_slots(100, 12, &slots).is_ok());
+  CHECK(slots == 200);  // 12-byte elements take two 8-byte slots
+  REQUIRE(ll_a2a_slots(100, 8, &slots).is_ok());
+  CHECK(slots == 100);
+  REQUIRE(ll_a2a_slots(0, 1, &slots).is_ok());
+  CHECK(slots == 0);
+}
+
+TEST_CASE("device resources: bad requirement arguments are refused", "[devapi][resources]") {
+  v::LsaBarrierHandle lsa{};
+  v::GinBarrierHandle gin{};
+  v::LLA2AHandle a2a{};
+  v::DevResourceRequirements r{};
+  int slots = 7;
+  CHECK(lsa_barrier_requirement(v::Team{2, 0, 1}, 1, nullptr, &r).code() == ncclInvalidArgument);
+  CHECK(lsa_barrier_requirement(v::Team{2, 0, 1}, 1, &lsa, nullptr).code() == ncclInvalidArgument);
+  CHECK(lsa_barrier_requirement(v::Team{2, 0, 1}, -1, &lsa, &r).code() == ncclInvalidArgument);
+  CHECK(lsa_barrier_requirement(v::Team{0, 0, 1}, 1, &lsa, &r).code() == ncclInvalidArgument);
+  CHECK(gin_barrier_requirement(-2, &gin, &r).code() == ncclInvalidArgument);
+  CHECK(gin_barrier_requirement(1, nullptr, &r).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_requirement(-1, 4, &a2a, &r).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_requirement(1, -4, &a2a, &r).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_requirement(1, 4, &a2a, nullptr).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_slots(-1, 8, &slots).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_slots(8, 0, &slots).code() == ncclInvalidArgument);
+  Status overflow = ll_a2a_slots(INT_MAX, 16, &slots);
+  CHECK(overflow.code() == ncclInvalidArgument);
+  CHECK_THAT(overflow.message(), Catch::Contains("ncclLLA2ACalcSlots"));
+  CHECK(slots == 7);
+}
+
+TEST_CASE("device resources: the devComm's barriers, then the user's list, each at its alignment",
+          "[devapi][resources]") {
+  v::DevCommRequirements reqs{};
+  reqs.barrierCount = 2;
+  reqs.lsaBarrierCount = 1;       // the larger of the two counts wins
+  reqs.railGinBarrierCount = 3;
+  reqs.ginSignalCount = 5;        // the devComm's own signals come first
+  reqs.ginCounterCount = 4;
+  v::LLA2AHandle a2a{};
+  v::DevResourceRequirements a2a_req{};
+  REQUIRE(ll_a2a_requirement(2, 3, &a2a, &a2a_req).is_ok());  // 224 bytes, 16-aligned
+  uint32_t custom_handle = 77, custom_signal = 77, custom_counter = 77;
+  v::DevResourceRequirements custom{};
+  custom.bufferSize = 1000;
+  custom.bufferAlign = 4096;
+  custom.ginSignalCount = 2;
+  custom.ginCounterCount = 1;
+  custom.outBufferHandle = &custom_handle;
+  custom.outGinSignalStart = &custom_signal;
+  custom.outGinCounterStart = &custom_counter;
+  a2a_req.next = &custom;
+  reqs.resourceRequirementsList = &a2a_req;
+
+  v::LsaBarrierHandle lsa{};
+  v::GinBarrierHandle rail{};
+  ResourceLayout layout;
+  REQUIRE(layout_resources(reqs, v::Team{4, 1, 1}, 2, 2 << 20, &lsa, &rail, &layout).is_ok());
+  // Rail GIN barrier: offset 0, 3 x 4 x 4 = 48 bytes, signals 5..7.
+  CHECK(rail.bufHandle == 0);
+  CHECK(rail.signal0 == 5);
+  // LSA barrier: at 128 (handle 1), (3 x 2 + 2 x 4) x 4 = 56 bytes.
+  CHECK(lsa.bufHandle == 1);
+  CHECK(lsa.nBarriers == 2);
+  // LL AlltoAll: at 256 (handle 2), to 480.
+  CHECK(a2a.bufHandle == 2);
+  // The custom one: at 4096 (handle 32), signals from 8, counters from 4.
+  CHECK(custom_handle == 32);
+  CHECK(custom_signal == 8);
+  CHECK(custom_counter == 4);
+  CHECK(layout.signals == 10);
+  CHECK(layout.counters == 5);
+  CHECK(layout.shadows_offset == 5120);  // 4096 + 1000, to 128
+  CHECK(layout.bytes == 2 << 20);        // 5120 + 2 contexts x 10 signals x 8, to the granularity
+
+  // Nothing asked for: no buffer at all.
+  v::DevCommRequirements none{};
+  REQUIRE(layout_resources(none, v::Team{2, 0, 1}, 0, 4096, &lsa, &rail, &layout).is_ok());
+  CHECK(layout.bytes == 0);
+  CHECK(layout.signals == 0);
+  CHECK(lsa.nBarriers == 0);
+}
+
+TEST_CASE("device resources: a bad list is refused and nothing is written", "[devapi][resources]") {
+  uint32_t handle = 99;
+  v::DevResourceRequirements r{};
+  r.bufferSize = 64;
+  r.bufferAlign = 8;
+  r.outBufferHandle = &handle;
+  v::DevCommRequirements reqs{};
+  reqs.resourceRequirementsList = &r;
+  v::LsaBarrierHandle lsa{123, 456};
+  v::GinBarrierHandle rail{789, 1011};
+  ResourceLayout layout;
+  layout.bytes = 4242;
+  auto refused = [&](const char* why) {
+    Status s = layout_resources(reqs, v::Team{2, 0, 1}, 1, 4096, &lsa, &rail, &layout);
+    INFO(why << ": " << s.message());
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(handle == 99);
+    CHECK(lsa.bufHandle == 123);
+    CHECK(rail.signal0 == 789);
+    CHECK(layout.bytes == 4242);
+  };
+  r.next = &r;
+  refused("a list that loops");
+  r.next = nullptr;
+  r.bufferAlign = 48;
+  refused("an alignment that is not a power of two");
+  r.bufferAlign = 8;
+  r.bufferSize = uint64_t(1) << 40;
+  refused("more than handles can address");
+  r.bufferSize = 64;
+  r.ginSignalCount = -1;
+  refused("negative signals");
+  r.ginSignalCount = 0;
+  reqs.barrierCount = -1;
+  refused("negative barriers");
+  reqs.barrierCount = 0;
+  CHECK(layout_resources(reqs, v::Team{2, 0, 1}, 5, 4096, &lsa, &rail, &layout).code() == ncclInvalidArgument);
+  CHECK(layout_resources(reqs, v::Team{2, 0, 1}, 1, 3000, &lsa, &rail, &layout).code() == ncclInvalidArgument);
+  CHECK(layout_resources(reqs, v::Team{2, 0, 1}, 1, 4096, nullptr, &rail, &layout).code() == ncclInvalidArgument);
+  REQUIRE(layout_resources(reqs, v::Team{2, 0, 1}, 1, 4096, &lsa, &rail, &layout).is_ok());
+  CHECK(handle == 0);  // the barriers (none) take no bytes: it starts the buffer
+  CHECK(layout.bytes == 4096);
+}
