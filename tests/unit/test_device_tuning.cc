@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "src/exec/cuda_arena.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/planner.h"
 
@@ -235,4 +236,18 @@ TEST_CASE("tuning table: which calls the LL protocol takes", "[tuning]") {
   CHECK_FALSE(ll_path(Collective::Broadcast, 2, 8, 65536, TunedPath::LL));
   CHECK_FALSE(ll_path(Collective::AllReduce, 1, 8, 65536, TunedPath::Auto));
   CHECK_FALSE(ll_path(Collective::AllReduce, 2, 8, 0, TunedPath::Auto));
+}
+
+TEST_CASE("tuning table: what a communicator's settings cost in device memory", "[tuning]") {
+  // 2 ranks, 64 channels of 4 x 256 KiB slots, LL up to 64 KiB: 2 x 65
+  // FIFOs, then 2 ranks x 2 parities x 8192 words of 16-byte lines, then
+  // the counter.
+  CommTuning t;
+  t.channels = 64;
+  const CudaArenaLayout a(2, t);
+  CHECK(a.conn_stride == 256 + 4 * (256 << 10));
+  CHECK(a.ll_offset == 2 * 65 * a.conn_stride);
+  CHECK(a.bytes == a.ll_offset + 2 * 2 * 8192 * 16 + 256);
+  t.ll_max_bytes = 0;  // no LL region
+  CHECK(CudaArenaLayout(2, t).bytes == a.ll_offset + 256);
 }

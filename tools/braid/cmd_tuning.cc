@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "src/exec/cuda_arena.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/planner.h"
 #include "src/runtime/cuda_settings.h"
@@ -51,6 +52,10 @@ int run(const TuningArgs& args) {
   fmt::print("  {:<13} {:>10}  {}\n", "slots", t.slots, describe(t.slots_from));
   fmt::print("  {:<13} {:>10}  {}\n", "slot_bytes", t.slot_bytes, describe(t.slot_bytes_from));
   fmt::print("  {:<13} {:>10}  {}\n", "ll_max_bytes", t.ll_max_bytes, describe(t.ll_max_bytes_from));
+  // What the arenas cost (src/exec/cuda_arena.h): every rank holds one.
+  const uint64_t arena = CudaArenaLayout(key.nranks, t).bytes;
+  fmt::print("  device memory: {:.1f} MiB of FIFOs and LL region a rank, {:.1f} MiB on a device of {} ranks\n",
+             double(arena) / (1 << 20), double(arena) * key.per_device / (1 << 20), key.per_device);
   fmt::print(
       "calls (size: count x type size; the algorithm of the schedule path, by the table or else by the size "
       "rule as this machine's cores see it; from: what the table decided)\n");

@@ -46,6 +46,7 @@
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/exec/cuda_arena.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/device_share.h"
 #include "src/exec/forward.h"
@@ -60,8 +61,8 @@ namespace {
 
 using cuda::DevFifo;
 
-constexpr uint64_t kCtrlBytes = 256;  // tail, head, lengths[8], totals[8]
-constexpr uint64_t kLLCounterBytes = 256;       // the arena's last bytes: this rank's LL call counter
+constexpr uint64_t kCtrlBytes = CudaArenaLayout::kCtrlBytes;
+constexpr uint64_t kLLCounterBytes = CudaArenaLayout::kLLCounterBytes;
 
 struct ArenaInfo {
   cudaIpcMemHandle_t handle;
@@ -102,13 +103,12 @@ class CudaBackend final : public Backend {
     slot_bytes_ = t.slot_bytes;
     ctx_.plans->set_device_tuning(ctx_.cuda_calls);
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
-    conn_stride_ = kCtrlBytes + uint64_t(nslots_) * slot_bytes_;
     const int n = ctx_.comm.nranks;
-    // The arena: FIFOs, then the LL region, then this rank's LL call counter.
+    const CudaArenaLayout arena(n, t);  // FIFOs, the LL region, this rank's LL call counter
+    conn_stride_ = arena.conn_stride;
     ll_max_bytes_ = t.ll_max_bytes;
-    ll_offset_ = uint64_t(n) * (channels_ + 1) * conn_stride_;
-    const uint64_t ll_bytes = ll_max_bytes_ ? ll_region_lines(n, ll_max_bytes_) * sizeof(LLLine) : 0;
-    arena_bytes_ = ll_offset_ + ll_bytes + kLLCounterBytes;
+    ll_offset_ = arena.ll_offset;
+    arena_bytes_ = arena.bytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));

@@ -1,0 +1,30 @@
+// Where things lie in a CUDA-backend rank's arena, the one device
+// allocation its peers map: the receive FIFOs of every (sender, channel)
+// pair (channels + 1: the last is the point-to-point channel), each a
+// control block and its slots; then the LL region (src/ops/ll_oneshot.h);
+// then this rank's LL call counter.  Plain C++ (no CUDA), so the CLI can
+// say what a tuning costs (braid tuning) and tests can check it.
+#pragma once
+
+#include <cstdint>
+
+#include "src/ops/ll_oneshot.h"
+#include "src/plan/device_tuning.h"
+
+namespace braid {
+
+struct CudaArenaLayout {
+  static constexpr uint64_t kCtrlBytes = 256;       // a FIFO's tail, head, lengths[8], totals[8]
+  static constexpr uint64_t kLLCounterBytes = 256;  // the arena's last bytes: the LL call counter
+  uint64_t conn_stride = 0;  // one FIFO: control block and slots
+  uint64_t ll_offset = 0;    // the LL region
+  uint64_t bytes = 0;        // the whole arena
+
+  CudaArenaLayout(int nranks, const CommTuning& t)
+      : conn_stride(kCtrlBytes + uint64_t(t.slots) * t.slot_bytes),
+        ll_offset(uint64_t(nranks) * (t.channels + 1) * conn_stride),
+        bytes(ll_offset + (t.ll_max_bytes ? ll_region_lines(nranks, t.ll_max_bytes) * sizeof(LLLine) : 0) +
+              kLLCounterBytes) {}
+};
+
+}  // namespace braid
