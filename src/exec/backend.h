@@ -74,7 +74,6 @@ struct BackendContext {
   std::shared_ptr<const DeviceTuning> cuda_calls;
 };
 
-
 // The memory a backend holds for its communicator (ncclCommMemStats).
 struct MemoryHeld {
   uint64_t releasable = 0;  // what ncclCommSuspend gives back: slots, boards, staging, device FIFOs

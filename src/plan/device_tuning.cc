@@ -140,15 +140,16 @@ bool covers(const TuningTable::Row& r, const TuningKey& k) {
          r.per_device.covers(uint64_t(k.per_device));
 }
 
-// The first row of `rows` that `applies` and sets `field`: its value and source.
+// The first of `rows[indexes]` that `applies` and sets `field`: its value
+// and source.
 template <typename Field, typename Value, typename Applies>
-void take_first(const std::vector<TuningTable::Row>& rows, std::optional<Field> TuningTable::Row::*field,
-                Applies applies, Value* value, TuningSource* from) {
-  for (size_t i = 0; i < rows.size(); ++i) {
+void take_first(const std::vector<TuningTable::Row>& rows, const std::vector<size_t>& indexes,
+                std::optional<Field> TuningTable::Row::*field, Applies applies, Value* value, TuningSource* from) {
+  for (size_t i : indexes) {
     const TuningTable::Row& r = rows[i];
     if ((r.*field).has_value() && applies(r)) {
       *value = Value(*(r.*field));
-      *from = TuningSource{int(i), r.measured};
+      *from = TuningSource{int(i), r.measured.c_str()};
       return;
     }
   }
@@ -228,24 +229,34 @@ Status TuningTable::current(std::shared_ptr<const TuningTable>* out) {
   return Status::ok();
 }
 
+std::vector<size_t> TuningTable::rows_covering(const TuningKey& key) const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < rows_.size(); ++i)
+    if (covers(rows_[i], key)) out.push_back(i);
+  return out;
+}
+
 CommTuning TuningTable::comm(const TuningKey& key) const {
   CommTuning t;
-  auto applies = [&](const Row& r) { return covers(r, key); };
-  take_first(rows_, &Row::channels, applies, &t.channels, &t.channels_from);
-  take_first(rows_, &Row::slots, applies, &t.slots, &t.slots_from);
-  take_first(rows_, &Row::slot_bytes, applies, &t.slot_bytes, &t.slot_bytes_from);
-  take_first(rows_, &Row::ll_max_bytes, applies, &t.ll_max_bytes, &t.ll_max_bytes_from);
+  const std::vector<size_t> rows = rows_covering(key);
+  auto any = [](const Row&) { return true; };
+  take_first(rows_, rows, &Row::channels, any, &t.channels, &t.channels_from);
+  take_first(rows_, rows, &Row::slots, any, &t.slots, &t.slots_from);
+  take_first(rows_, rows, &Row::slot_bytes, any, &t.slot_bytes, &t.slot_bytes_from);
+  take_first(rows_, rows, &Row::ll_max_bytes, any, &t.ll_max_bytes, &t.ll_max_bytes_from);
   return t;
 }
 
 CallTuning TuningTable::call(const TuningKey& key, Collective c, uint64_t bytes) const {
+  return call(rows_covering(key), c, bytes);
+}
+
+CallTuning TuningTable::call(const std::vector<size_t>& rows, Collective c, uint64_t bytes) const {
   CallTuning t;
-  auto applies = [&](const Row& r) {
-    return covers(r, key) && (!r.collective || *r.collective == c) && r.bytes.covers(bytes);
-  };
-  take_first(rows_, &Row::path, applies, &t.path, &t.path_from);
-  take_first(rows_, &Row::algorithm, applies, &t.algorithm, &t.algorithm_from);
-  take_first(rows_, &Row::slice_bytes, applies, &t.slice_bytes, &t.slice_bytes_from);
+  auto applies = [&](const Row& r) { return (!r.collective || *r.collective == c) && r.bytes.covers(bytes); };
+  take_first(rows_, rows, &Row::path, applies, &t.path, &t.path_from);
+  take_first(rows_, rows, &Row::algorithm, applies, &t.algorithm, &t.algorithm_from);
+  take_first(rows_, rows, &Row::slice_bytes, applies, &t.slice_bytes, &t.slice_bytes_from);
   return t;
 }
 

@@ -60,11 +60,12 @@ struct TuningKey {
 
 // Where a resolved setting came from: a row of the table (its index and
 // what measured it), braid's default (kDefault), or a variable (kVariable,
-// `measured` naming it).
+// `measured` naming it).  `measured` points into the table (or at a
+// literal): a call's lookup copies no strings.
 struct TuningSource {
   static constexpr int kDefault = -1, kVariable = -2;
   int row = kDefault;
-  std::string measured;
+  const char* measured = "";
 };
 std::string describe(const TuningSource& from);
 
@@ -80,7 +81,7 @@ enum class TunedPath : uint8_t { Auto, LL, Schedule };
 
 struct CallTuning {
   TunedPath path = TunedPath::Auto;
-  std::string algorithm;  // "" : the planner's rule
+  std::string_view algorithm;  // "" : the planner's rule (a view into the table)
   uint64_t slice_bytes = 256 << 10;
   TuningSource path_from, algorithm_from, slice_bytes_from;
 };
@@ -115,6 +116,10 @@ class TuningTable {
 
   CommTuning comm(const TuningKey& key) const;
   CallTuning call(const TuningKey& key, Collective c, uint64_t bytes) const;
+  // The same over some rows only (`rows`: indexes, in order), for a key
+  // whose covering rows were found once (DeviceTuning).
+  CallTuning call(const std::vector<size_t>& rows, Collective c, uint64_t bytes) const;
+  std::vector<size_t> rows_covering(const TuningKey& key) const;
 
   const std::vector<Row>& rows() const { return rows_; }
   // FNV-1a of the text(s) the rows came from: equal on ranks that read the same.
@@ -127,17 +132,19 @@ class TuningTable {
   uint64_t hash_ = 0;
 };
 
-// A communicator's view of the table: its key, fixed at init.
+// A communicator's view of the table: its key, fixed at init, and the rows
+// that cover it (a call then looks at those alone).
 class DeviceTuning {
  public:
   DeviceTuning(std::shared_ptr<const TuningTable> table, TuningKey key)
-      : table_(std::move(table)), key_(std::move(key)) {}
-  CallTuning call(Collective c, uint64_t bytes) const { return table_->call(key_, c, bytes); }
+      : table_(std::move(table)), key_(std::move(key)), rows_(table_->rows_covering(key_)) {}
+  CallTuning call(Collective c, uint64_t bytes) const { return table_->call(rows_, c, bytes); }
   const TuningKey& key() const { return key_; }
 
  private:
   std::shared_ptr<const TuningTable> table_;
   TuningKey key_;
+  std::vector<size_t> rows_;
 };
 
 // BRAID_CUDA_CHANNELS, _SLOTS, _SLOT_BYTES and _LL_MAX_BYTES as the ranks

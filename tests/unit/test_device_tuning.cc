@@ -52,7 +52,7 @@ TEST_CASE("tuning table: the first row covering a case and setting a value wins"
   CommTuning h200 = t.comm(key("NVIDIA H200", 2, 2));
   CHECK(h200.channels == 64);
   CHECK(h200.channels_from.row == 0);
-  CHECK(h200.channels_from.measured == "a");
+  CHECK(std::string(h200.channels_from.measured) == "a");
   CHECK(h200.slots == 4);  // no row sets it for this case: braid's default
   CHECK(h200.slots_from.row == TuningSource::kDefault);
   CHECK(h200.slot_bytes == 1048576);  // "H" is a substring of the name
@@ -187,7 +187,7 @@ TEST_CASE("tuning table: a file's rows go before the built-in ones", "[tuning]")
   std::shared_ptr<const TuningTable> t;
   REQUIRE(TuningTable::current(&t).is_ok());
   CHECK(t->comm(key("NVIDIA H200", 2, 2)).channels == 8);
-  CHECK(t->comm(key("NVIDIA H200", 2, 2)).channels_from.measured == "this test");
+  CHECK(std::string(t->comm(key("NVIDIA H200", 2, 2)).channels_from.measured) == "this test");
   CHECK(t->rows().size() == TuningTable::builtin().rows().size() + 1);
   CHECK(t->hash() != TuningTable::builtin().hash());
   std::remove(path.c_str());

@@ -66,7 +66,7 @@ int run(const TuningArgs& args) {
       const CallTuning call = settings.calls->call(c, bytes);
       const bool ll = ll_path(c, key.nranks, bytes, t.ll_max_bytes, call.path);
       const std::string algorithm = ll                        ? "-"
-                                    : !call.algorithm.empty() ? call.algorithm
+                                    : !call.algorithm.empty() ? std::string(call.algorithm)
                                                               : default_algorithm(c, key.nranks, bytes);
       std::string from;  // the settings a row decided, not braid's defaults
       auto note = [&](const char* what, const TuningSource& source) {

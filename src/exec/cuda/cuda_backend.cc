@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cuda::preload_kernels());
     // Agreed at init (src/runtime/cuda_settings.h), ranges checked there.
+    if (!ctx_.cuda_calls) return BRAID_ERROR(ncclInternalError, "cuda backend made without its tuning");
     const CommTuning& t = ctx_.cuda;
     channels_ = t.channels;
     nslots_ = t.slots;
