@@ -121,8 +121,9 @@ BRAID_HD uint64_t ll_word(const LLLine& l) { return uint64_t(l.data0) | uint64_t
 
 // Worker `w` of `workers` runs its words of call `seq` (1, 2, ... alike on
 // every rank).  Mem provides store(LLLine*, LLLine), load(const LLLine*)
-// and keep_waiting(), polled while a line is not there (false: give up,
-// the call failed: timeout, abort).  Returns false when it gave up.
+// and keep_waiting(peer, word, flag seen, flag wanted), polled while a
+// line is not there (false: give up, the call failed: timeout, abort; the
+// arguments say which line, for the report).  Returns false when it gave up.
 #if defined(__CUDACC__)
 #pragma nv_exec_check_disable  // the kernel's Mem is device code only
 #endif
@@ -132,6 +133,8 @@ BRAID_HD bool ll_worker(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t work
   const uint64_t words = a.bytes ? ll_words(a.bytes) : 1;  // one line at least: see the header
   const bool per_peer = ll_sends_peer_block(a.collective), reduces = ll_reduces(a.collective);
   auto input_block = [&](int r) { return a.input + (per_peer ? uint64_t(r) * a.bytes : 0); };
+  // Every word out first, then every word in: a worker waits about one
+  // round trip per call, not one per word it carries.
   for (uint64_t i = w; i < words; i += workers) {
     const uint64_t mine = ll_load_word(input_block(a.rank), a.bytes, i);
     const uint64_t at_peer = ll_line_index(a.rank, seq, i, a.max_bytes);
@@ -140,6 +143,12 @@ BRAID_HD bool ll_worker(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t work
       const uint64_t word = per_peer ? ll_load_word(input_block(peer), a.bytes, i) : mine;
       mem.store(a.regions[peer] + at_peer, ll_line(word, flag));
     }
+  }
+  // In place, word i of the output is written only after word i of the
+  // input was read (above for the peers' blocks, here for this rank's), and
+  // only by this worker: no other word is touched.
+  for (uint64_t i = w; i < words; i += workers) {
+    const uint64_t mine = ll_load_word(input_block(a.rank), a.bytes, i);
     uint64_t acc = 0;
     for (int r = 0; r < a.nranks; ++r) {
       uint64_t v = mine;
@@ -147,7 +156,7 @@ BRAID_HD bool ll_worker(const LLArgs& a, uint64_t seq, uint64_t w, uint64_t work
         const LLLine* at = a.regions[a.rank] + ll_line_index(r, seq, i, a.max_bytes);
         LLLine got = mem.load(at);
         while (!ll_ready(got, flag)) {
-          if (!mem.keep_waiting()) return false;
+          if (!mem.keep_waiting(r, i, got.flag0, flag)) return false;
           got = mem.load(at);
         }
         v = ll_word(got);

@@ -40,7 +40,7 @@ struct HostLLMemory {
     std::memcpy(&v, h, sizeof v);
     return v;
   }
-  bool keep_waiting() {
+  bool keep_waiting(int, uint64_t, uint32_t, uint32_t) {
     ++waits;
     std::this_thread::yield();
     return std::chrono::steady_clock::now() < deadline;

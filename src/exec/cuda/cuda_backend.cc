@@ -37,6 +37,7 @@
 #include <map>
 #include <utility>
 #include <mutex>
+#include <optional>
 
 #include "braid/chunking.h"
 #include "src/ops/datatype.h"
@@ -68,7 +69,8 @@ struct ArenaInfo {
   cudaIpcMemHandle_t handle;
   uint64_t address = 0;  // in the owner's address space
   int32_t pid = 0;
-  DeviceShare share;  // see launch_block_budget
+  int32_t device = -1;  // the owner's device ordinal (meaningful to threads of its process)
+  DeviceShare share;    // see launch_block_budget
 };
 
 struct DevicePlan {
@@ -111,7 +113,8 @@ class CudaBackend final : public Backend {
     ll_offset_ = arena.ll_offset;
     arena_bytes_ = arena.bytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
-    CUDA_TRY(cudaMemset(arena_, 0, arena_bytes_));
+    BRAID_TRY(zero_arena());
+    CUDA_TRY(cudaEventCreateWithFlags(&last_call_done_, cudaEventDisableTiming));
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
     std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
@@ -130,6 +133,7 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
+    mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
     mine.share.host_hash = host_hash();
@@ -152,6 +156,7 @@ class CudaBackend final : public Backend {
                            "(set BRAID_BACKEND=host to use sockets with host buffers)",
                            r);
       if (p.pid == mine.pid) {
+        if (p.device != device) BRAID_TRY(enable_peer_access(p.device));
         peer_arena_[r] = reinterpret_cast<char*>(p.address);
       } else {
         void* mapped = nullptr;
@@ -184,6 +189,41 @@ class CudaBackend final : public Backend {
 
   int connection_slots() const override { return int(nslots_); }
 
+  // The arena zeroed before any peer can know where it is: a peer's first
+  // lines must not land before the zeros.  On a stream of its own, so that
+  // init waits for nothing else on the device (other communicators' kernels
+  // may be waiting for ranks that are still in this init).
+  Status zero_arena() {
+    cudaStream_t s = nullptr;
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaError_t e = cudaMemsetAsync(arena_, 0, arena_bytes_, s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+    cudaStreamDestroy(s);
+    CUDA_TRY(e);
+    return Status::ok();
+  }
+
+  // Ranks that are threads of one process on different GPUs use each
+  // other's arena pointers directly (CUDA IPC, which enables peer access
+  // for processes, refuses a process's own memory): this device must be
+  // allowed to reach the peer's.
+  Status enable_peer_access(int peer_device) {
+    int can = 0;
+    CUDA_TRY(cudaDeviceCanAccessPeer(&can, device_, peer_device));
+    if (!can)
+      return BRAID_ERROR(ncclSystemError,
+                         "GPU {} cannot access GPU {} (no peer access between them), which the CUDA backend needs "
+                         "for ranks of one process on both; run the ranks as processes or set BRAID_BACKEND=host",
+                         device_, peer_device);
+    const cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+      cudaGetLastError();  // not sticky: clear it
+      return Status::ok();
+    }
+    CUDA_TRY(e);
+    return Status::ok();
+  }
+
   // Enqueues one collective on call.stream: its schedule's plan, or the
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
@@ -192,6 +232,8 @@ class CudaBackend final : public Backend {
     BRAID_TRY(plan_straggler(call, &straggler));
     CUDA_TRY(cudaSetDevice(device_));
     warn_if_legacy_stream(call.stream);
+    bool capturing = false;
+    BRAID_TRY(begin_call(call.stream, &capturing));
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
@@ -207,6 +249,29 @@ class CudaBackend final : public Backend {
     // launch-completion attribute), so work waiting on it never overlaps the
     // collective.
     if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
+    return end_call(c.stream, capturing);
+  }
+
+  // A communicator's calls run in issue order whatever streams they are
+  // enqueued on, as NCCL's do: they share the FIFO counters, the LL call
+  // counter and the scratch buffers.  Each call records an event behind its
+  // work; a call on another stream than the last one's waits for it first.
+  // That is this rank's own work only, so no launch waits for a peer's.
+  // Not while the stream is being captured: the graph's own edges order
+  // what it holds, and an event recorded outside the capture cannot join it
+  // (eager calls on other streams are not ordered against graph replays).
+  Status begin_call(cudaStream_t stream, bool* capturing) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    CUDA_TRY(cudaStreamIsCapturing(stream, &status));
+    *capturing = status != cudaStreamCaptureStatusNone;
+    if (!*capturing && last_call_stream_ && *last_call_stream_ != stream)
+      CUDA_TRY(cudaStreamWaitEvent(stream, last_call_done_, 0));
+    return Status::ok();
+  }
+  Status end_call(cudaStream_t stream, bool capturing) {
+    if (capturing) return Status::ok();
+    CUDA_TRY(cudaEventRecord(last_call_done_, stream));
+    last_call_stream_ = stream;
     return Status::ok();
   }
 
@@ -331,6 +396,8 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = calls[0].stream;
     warn_if_legacy_stream(stream);
+    bool capturing = false;
+    BRAID_TRY(begin_call(stream, &capturing));
     // One block per (peer, direction), ops in call order: same-connection
     // messages must stay in order, as NCCL matches them.
     std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
@@ -398,7 +465,7 @@ class CudaBackend final : public Backend {
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
-    return Status::ok();
+    return end_call(stream, capturing);
   }
 
   ncclResult_t poll_error() override {
@@ -437,6 +504,13 @@ class CudaBackend final : public Backend {
         static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
                                             "a free slot at the peer"};
         const int kind = f[cuda::kFlagWaitKind];
+        if (kind == cuda::kWaitLL) {
+          BRAID_WARN("comm {:#x} rank {}: an LL kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late "
+                     "or gone; first wait to give up: the line of word {} from rank {} (flag {}, wanted {})",
+                     ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitTile],
+                     f[cuda::kFlagWaitOp], unsigned(f[cuda::kFlagWaitSeen]), unsigned(f[cuda::kFlagWaitWant]));
+          break;
+        }
         BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
                    "or its launch is held behind this one; first wait to give up: block ({}, {}) "
                    "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
@@ -661,11 +735,14 @@ class CudaBackend final : public Backend {
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
+    if (last_call_done_) cudaEventDestroy(last_call_done_);
     cudaGetLastError();
   }
 
   BackendContext ctx_;
   Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
+  cudaEvent_t last_call_done_ = nullptr;          // behind the last call's work (begin_call)
+  std::optional<cudaStream_t> last_call_stream_;  // its stream, once there was a call
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget

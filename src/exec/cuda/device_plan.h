@@ -114,6 +114,7 @@ enum DevFlag : int {
   kFlagWaitWant = 9,  // the value waited for (low 32 bits)
   kFlagWords = 10,
 };
-enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3 };
+// kWaitLL: an LL line (op: the peer, tile: the word, seen/want: its flags).
+enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4 };
 
 }  // namespace braid::cuda

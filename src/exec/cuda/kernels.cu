@@ -407,8 +407,10 @@ struct DeviceLLMemory {
   int* error;
   const int* abort_flag;
   uint64_t timeout_ns;
-  uint64_t start = 0;
+  uint64_t start = 0;  // when the wait for the current line began (0: not yet timed)
   uint32_t spins = 0;
+  int waited_peer = -1;
+  uint64_t waited_word = 0;
 
   __device__ void store(LLLine* at, LLLine v) {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.data0), "r"(v.flag0),
@@ -423,7 +425,14 @@ struct DeviceLLMemory {
                  : "memory");
     return v;
   }
-  __device__ bool keep_waiting() {
+  // The timeout counts from the start of the wait for this line: a thread
+  // that got its last line is making progress.
+  __device__ bool keep_waiting(int peer, uint64_t word, uint32_t seen, uint32_t want) {
+    if (peer != waited_peer || word != waited_word) {
+      waited_peer = peer;
+      waited_word = word;
+      start = 0;
+    }
     if ((++spins & 1023) != 0) return true;
     if (start == 0) start = now_ns();
     if (*(const volatile int*)abort_flag) {
@@ -433,7 +442,7 @@ struct DeviceLLMemory {
     if (*(volatile int*)error != kDevOk) return false;
     if (now_ns() - start > timeout_ns) {
       atomicCAS(error, kDevOk, kDevTimeout);
-      record_timeout(error, kWaitData, 0, 0, 0, 0);
+      record_timeout(error, kWaitLL, uint32_t(peer), word, seen, want);
       return false;
     }
     return true;
