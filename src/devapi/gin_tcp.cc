@@ -166,7 +166,8 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
     }
     if (st.payload_got < st.frame.bytes) continue;
     if (st.frame.has_signal) BRAID_TRY(signals_.add(st.frame.signal_id, st.frame.signal_value));
-    st.header_got = 0;  // the next frame
+    st.frame = Frame{};  // the next frame
+    st.header_got = 0;
     st.payload_got = 0;
     st.dst = nullptr;
   }
@@ -179,6 +180,9 @@ Status GinTcpReceiver::check_stalled(size_t i) const {
   const Stream& st = streams_[i];
   if (st.header_got == 0) return Status::ok();  // between frames: idle is no error
   if (std::chrono::steady_clock::now() - st.last_progress < timeout_) return Status::ok();
+  if (st.header_got < sizeof(Frame))
+    return BRAID_ERROR(ncclTimeout, "rank {}'s GIN stream stopped mid-frame ({} of {} header bytes) for {} ms",
+                       st.sender, st.header_got, sizeof(Frame), timeout_.count());
   return BRAID_ERROR(ncclTimeout, "rank {}'s GIN stream stopped mid-frame ({} of {} payload bytes) for {} ms",
                      st.sender, st.payload_got, st.frame.bytes, timeout_.count());
 }

@@ -19,6 +19,17 @@ Status null_output(const char* call) {
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
 bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 
+// A requirement's size, computed wide: counts up to INT_MAX multiply past
+// 64 bits, and a size no handle could address is refused.
+Status requirement_bytes(const char* call, unsigned __int128 bytes, size_t* out) {
+  if (bytes > kMaxBufferBytes)
+    return BRAID_ERROR(ncclInvalidArgument, "{}: the requirement would be {} bytes or more, past the {} a resource "
+                       "buffer can address", call, uint64_t(std::min<unsigned __int128>(bytes, UINT64_MAX)),
+                       kMaxBufferBytes);
+  *out = size_t(bytes);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status lsa_barrier_requirement(v22809::Team team, int barriers, v22809::LsaBarrierHandle* handle,
@@ -27,9 +38,13 @@ Status lsa_barrier_requirement(v22809::Team team, int barriers, v22809::LsaBarri
   if (barriers < 0 || team.nRanks < 1)
     return BRAID_ERROR(ncclInvalidArgument, "ncclLsaBarrierCreateRequirement: {} barriers on a team of {} ranks",
                        barriers, team.nRanks);
+  size_t bytes = 0;
+  BRAID_TRY(requirement_bytes("ncclLsaBarrierCreateRequirement",
+                              (unsigned __int128)(3 + uint64_t(team.nRanks)) * uint64_t(barriers) * sizeof(uint32_t),
+                              &bytes));
   std::memset(req, 0, sizeof *req);
   handle->nBarriers = barriers;
-  req->bufferSize = (3 * uint64_t(barriers) + uint64_t(barriers) * uint64_t(team.nRanks)) * sizeof(uint32_t);
+  req->bufferSize = bytes;
   req->bufferAlign = alignof(uint32_t);
   req->outBufferHandle = &handle->bufHandle;
   return Status::ok();
@@ -51,9 +66,12 @@ Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, De
   if (!handle || !req) return null_output("ncclLLA2ACreateRequirement");
   if (blocks < 0 || slots < 0)
     return BRAID_ERROR(ncclInvalidArgument, "ncclLLA2ACreateRequirement: {} blocks of {} slots", blocks, slots);
+  size_t bytes = 0;
+  BRAID_TRY(requirement_bytes("ncclLLA2ACreateRequirement",
+                              (unsigned __int128)(1 + 2 * uint64_t(slots)) * uint64_t(blocks) * 16, &bytes));
   handle->nSlots = uint32_t(slots);
   std::memset(req, 0, sizeof *req);
-  req->bufferSize = uint64_t(blocks) * (1 + 2 * uint64_t(slots)) * 16;
+  req->bufferSize = bytes;
   req->bufferAlign = 16;
   req->outBufferHandle = &handle->bufHandle;
   return Status::ok();
@@ -61,7 +79,7 @@ Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, De
 
 Status ll_a2a_slots(int max_elements, int max_element_bytes, int* slots) {
   const int64_t n = int64_t(max_elements) * ((int64_t(max_element_bytes) + 7) / 8);
-  if (max_elements < 0 || max_element_bytes < 1 || n > INT32_MAX)
+  if (max_elements < 0 || max_element_bytes < 0 || n > INT32_MAX)
     return BRAID_ERROR(ncclInvalidArgument, "ncclLLA2ACalcSlots: {} elements of {} bytes", max_elements,
                        max_element_bytes);
   *slots = int(n);
@@ -113,6 +131,9 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
                          "counters",
                          i, r.bufferSize, r.bufferAlign, r.ginSignalCount, r.ginCounterCount);
     bytes = align_up(bytes, align);
+    if (bytes >= kMaxBufferBytes)  // its handle, bytes / 128, would not fit 32 bits
+      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: resource requirement {} would start at byte {}, "
+                         "past what a handle addresses", i, bytes);
     places.push_back(Place{bytes, uint32_t(signals), uint32_t(counters)});
     bytes += r.bufferSize;
     signals += uint64_t(r.ginSignalCount);

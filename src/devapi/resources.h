@@ -24,8 +24,13 @@
 // braid numbers them, as NCCL does from 2.29 on.
 //
 // Bad input (NULL outputs, negative counts, an alignment that is not a
-// power of two, a list that loops, sizes past 2^39, where handles would overflow) is refused with the
-// reason; NCCL checks none of it.
+// power of two, a list that loops, sizes past 2^39, where handles would
+// overflow) is refused with the reason; NCCL checks none of it.
+//
+// These are 2.28.9's requirements, the device ABI braid serves (its
+// ncclDevComm, src/devapi/abi_v22809.h).  From 2.29.7 the GIN barrier asks
+// for barriers x team ranks signals and no buffer; a client built for that
+// ABI is not served yet (issue 39).
 #pragma once
 
 #include <cstdint>

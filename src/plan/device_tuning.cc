@@ -24,6 +24,12 @@ using json = nlohmann::json;
 
 constexpr std::string_view kFormat = "braid-cuda-tuning-1";
 
+// The collectives the LL protocol serves.
+bool ll_collective(Collective c) {
+  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
+         c == Collective::AlltoAll;
+}
+
 uint64_t fnv1a(std::string_view text, uint64_t h = 1469598103934665603ULL) {
   for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
   return h;
@@ -62,6 +68,9 @@ class RowReader {
       BRAID_TRY(text("path", &path));
       if (path != "ll" && path != "schedule") return fail(fmt::format("path '{}' is not ll or schedule", path));
       row->path = path == "ll" ? TunedPath::LL : TunedPath::Schedule;
+      if (row->collective && !ll_collective(*row->collective))
+        return fail(fmt::format("a path for {}: only allreduce, reducescatter, allgather and alltoall have an LL "
+                                "path", to_string(*row->collective)));
     }
     if (j_.contains("algorithm")) {
       row->algorithm.emplace();
@@ -295,9 +304,8 @@ const char* tuned_path_name(TunedPath p) {
 }
 
 bool ll_path(Collective c, int nranks, uint64_t bytes, uint64_t ll_max_bytes, TunedPath path) {
-  const bool served = c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
-                      c == Collective::AlltoAll;
-  return served && nranks > 1 && path != TunedPath::Schedule && message_bytes(c, nranks, bytes, 1) <= ll_max_bytes;
+  return ll_collective(c) && nranks > 1 && ll_max_bytes > 0 && path != TunedPath::Schedule &&
+         message_bytes(c, nranks, bytes, 1) <= ll_max_bytes;
 }
 
 }  // namespace braid

@@ -59,9 +59,12 @@ struct TuningKey {
 };
 
 // Where a resolved setting came from: a row of the table (its index and
-// what measured it), braid's default (kDefault), or a variable (kVariable,
-// `measured` naming it).  `measured` points into the table (or at a
-// literal): a call's lookup copies no strings.
+// what measured it; rows count from the first of BRAID_TUNING_FILE's),
+// braid's default (kDefault), or a variable (kVariable, `measured` naming
+// it).  `measured`, like CallTuning::algorithm, points into the table (or at
+// a literal), so that a call's lookup copies no strings: a lookup's result
+// lives as long as its table, which communicators hold by shared_ptr and
+// never move.
 struct TuningSource {
   static constexpr int kDefault = -1, kVariable = -2;
   int row = kDefault;

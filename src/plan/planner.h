@@ -69,8 +69,8 @@ class PlanCache {
   void set_stragglar_lanes(StragglarLanes lanes) { stragglar_lanes_ = lanes; }
   // The CUDA backend's tuning table (src/plan/device_tuning.h): where it
   // names an algorithm for a collective and size, that replaces the size
-  // rule (BRAID_ALGO, schedule files, a call's selection and a straggler
-  // still come first).
+  // rule (BRAID_ALGO, schedule files and a call's selection still come
+  // first; a known straggler turns ring into StragglAR, whoever chose ring).
   void set_device_tuning(std::shared_ptr<const DeviceTuning> tuning) { device_tuning_ = std::move(tuning); }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).

@@ -376,8 +376,16 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
   REQUIRE(::write(a[0], &head, sizeof head) == ssize_t(sizeof head));
   std::vector<char> half(big / 2, 'a');
   std::atomic<bool> half_sent{false};  // Catch's macros are not for other threads
-  std::thread half_writer(
-      [&] { half_sent = braid::send_all(a[0], half.data(), half.size(), Deadline::never(), nullptr).is_ok(); });
+  std::thread half_writer([&] {
+    half_sent = braid::send_all(a[0], half.data(), half.size(), Deadline::after(std::chrono::seconds(20)), nullptr)
+                    .is_ok();
+  });
+  struct Join {  // a failed REQUIRE below still joins it
+    std::thread& t;
+    ~Join() {
+      if (t.joinable()) t.join();
+    }
+  } join{half_writer};
 
   // Sender 1: three puts behind the stopped frame, each with its signal.
   const auto t0 = std::chrono::steady_clock::now();

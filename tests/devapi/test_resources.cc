@@ -80,11 +80,16 @@ TEST_CASE("device resources: bad requirement arguments are refused", "[devapi][r
   CHECK(ll_a2a_requirement(1, -4, &a2a, &r).code() == ncclInvalidArgument);
   CHECK(ll_a2a_requirement(1, 4, &a2a, nullptr).code() == ncclInvalidArgument);
   CHECK(ll_a2a_slots(-1, 8, &slots).code() == ncclInvalidArgument);
-  CHECK(ll_a2a_slots(8, 0, &slots).code() == ncclInvalidArgument);
+  CHECK(ll_a2a_slots(8, -1, &slots).code() == ncclInvalidArgument);
   Status overflow = ll_a2a_slots(INT_MAX, 16, &slots);
   CHECK(overflow.code() == ncclInvalidArgument);
   CHECK_THAT(overflow.message(), Catch::Contains("ncclLLA2ACalcSlots"));
   CHECK(slots == 7);
+  REQUIRE(ll_a2a_slots(8, 0, &slots).is_ok());  // as NCCL: no bytes, no slots
+  CHECK(slots == 0);
+  // Sizes past what a resource buffer addresses, where 64 bits would wrap.
+  CHECK(ll_a2a_requirement(1 << 30, 1 << 29, &a2a, &r).code() == ncclInvalidArgument);
+  CHECK(lsa_barrier_requirement(v::Team{INT_MAX, 0, 1}, INT_MAX, &lsa, &r).code() == ncclInvalidArgument);
 }
 
 TEST_CASE("device resources: the devComm's barriers, then the user's list, each at its alignment",
@@ -168,6 +173,15 @@ TEST_CASE("device resources: a bad list is refused and nothing is written", "[de
   r.bufferAlign = 8;
   r.bufferSize = uint64_t(1) << 40;
   refused("more than handles can address");
+  r.bufferSize = 64;
+  // Two requirements that fit apart but put the second one's start where a
+  // 32-bit handle (offset / 128) cannot reach.
+  v::DevResourceRequirements second{};
+  second.outBufferHandle = &handle;
+  r.bufferSize = (uint64_t(1) << 39) - 64;
+  r.next = &second;
+  refused("a start past what a handle addresses");
+  r.next = nullptr;
   r.bufferSize = 64;
   r.ginSignalCount = -1;
   refused("negative signals");

@@ -112,6 +112,7 @@ TEST_CASE("tuning table: bad tables are refused with the row and the reason", "[
   CHECK(refusal(R"({"collective": "allsum", "path": "ll", "measured": "m"})").find("no collective 'allsum'") !=
         std::string::npos);
   CHECK(refusal(R"({"algorithm": "ring", "measured": "m"})").find("needs the row's collective") != std::string::npos);
+  CHECK(refusal(R"({"collective": "broadcast", "path": "ll", "measured": "m"})").find("LL path") != std::string::npos);
   CHECK(refusal(R"({"collective": "allreduce", "algorithm": "pairwise", "measured": "m"})")
             .find("no allreduce algorithm 'pairwise'") != std::string::npos);
   CHECK(refusal(R"({"ranks": [5, 2], "channels": 8, "measured": "m"})").find("empty range") != std::string::npos);
@@ -236,6 +237,7 @@ TEST_CASE("tuning table: which calls the LL protocol takes", "[tuning]") {
   CHECK_FALSE(ll_path(Collective::Broadcast, 2, 8, 65536, TunedPath::LL));
   CHECK_FALSE(ll_path(Collective::AllReduce, 1, 8, 65536, TunedPath::Auto));
   CHECK_FALSE(ll_path(Collective::AllReduce, 2, 8, 0, TunedPath::Auto));
+  CHECK_FALSE(ll_path(Collective::AllReduce, 2, 0, 0, TunedPath::LL));  // no LL region at all
 }
 
 TEST_CASE("tuning table: what a communicator's settings cost in device memory", "[tuning]") {

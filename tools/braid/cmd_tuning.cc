@@ -45,8 +45,8 @@ int run(const TuningArgs& args) {
       resolve_cuda_settings(table, requests, gpus, std::vector<std::string>(args.nranks, args.device));
   const CommTuning& t = settings.comm;
   const TuningKey& key = settings.calls->key();
-  fmt::print("'{}', {} ranks, {} per device; {} table rows\n", key.device, key.nranks, key.per_device,
-             table->rows().size());
+  fmt::print("'{}', {} ranks, {} per device; {} table rows (BRAID_TUNING_FILE's first, then tuning/cuda.json's)\n",
+             key.device, key.nranks, key.per_device, table->rows().size());
   fmt::print("communicator\n");
   fmt::print("  {:<13} {:>10}  {}\n", "channels", t.channels, describe(t.channels_from));
   fmt::print("  {:<13} {:>10}  {}\n", "slots", t.slots, describe(t.slots_from));
