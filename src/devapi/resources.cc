@@ -23,9 +23,10 @@ bool power_of_two(uint64_t v) { return v && !(v & (v - 1)); }
 // 64 bits, and a size no handle could address is refused.
 Status requirement_bytes(const char* call, unsigned __int128 bytes, size_t* out) {
   if (bytes > kMaxBufferBytes)
-    return BRAID_ERROR(ncclInvalidArgument, "{}: the requirement would be {} bytes or more, past the {} a resource "
-                       "buffer can address", call, uint64_t(std::min<unsigned __int128>(bytes, UINT64_MAX)),
-                       kMaxBufferBytes);
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "{}: the requirement would be {} bytes or more, past the {} a resource "
+                       "buffer can address",
+                       call, uint64_t(std::min<unsigned __int128>(bytes, UINT64_MAX)), kMaxBufferBytes);
   *out = size_t(bytes);
   return Status::ok();
 }
@@ -125,15 +126,18 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
   for (size_t i = 0; i < list.size(); ++i) {
     const DevResourceRequirements& r = *list[i];
     const uint64_t align = std::max<uint64_t>(128, r.bufferAlign);
-    if ((r.bufferAlign && !power_of_two(r.bufferAlign)) || r.bufferAlign > kMaxBufferBytes || r.bufferSize > kMaxBufferBytes || r.ginSignalCount < 0 || r.ginCounterCount < 0)
+    const bool bad_align = (r.bufferAlign && !power_of_two(r.bufferAlign)) || r.bufferAlign > kMaxBufferBytes;
+    if (bad_align || r.bufferSize > kMaxBufferBytes || r.ginSignalCount < 0 || r.ginCounterCount < 0)
       return BRAID_ERROR(ncclInvalidArgument,
                          "ncclDevCommCreate: resource requirement {} asks for {} bytes aligned to {}, {} signals, {} "
                          "counters",
                          i, r.bufferSize, r.bufferAlign, r.ginSignalCount, r.ginCounterCount);
     bytes = align_up(bytes, align);
     if (bytes >= kMaxBufferBytes)  // its handle, bytes / 128, would not fit 32 bits
-      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: resource requirement {} would start at byte {}, "
-                         "past what a handle addresses", i, bytes);
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "ncclDevCommCreate: resource requirement {} would start at byte {}, "
+                         "past what a handle addresses",
+                         i, bytes);
     places.push_back(Place{bytes, uint32_t(signals), uint32_t(counters)});
     bytes += r.bufferSize;
     signals += uint64_t(r.ginSignalCount);
