@@ -8,10 +8,15 @@
 // Each rank issues 32 AllReduces alternating between two non-blocking
 // streams, small (the LL protocol) and large (a schedule) in turn, each on
 // its own buffers, then waits for both streams and checks every element.
+// Then a group sends to the next rank on one stream and receives from the
+// previous one on the other, and the received values are copied out on the
+// receive's stream alone: NCCL's rule for a group on several streams is
+// that each stream's later work waits for the group's.
 // Exit 0 when all are exact, 1 otherwise (with the first wrong values).
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -27,6 +32,17 @@ constexpr size_t kSizes[2] = {256, 256 << 10};  // floats: 1 KiB on LL, 1 MiB on
 
 std::atomic<int> failures{0};
 std::atomic<int> allocated{0};  // ranks done allocating (see rank_main)
+
+// Every rank has arrived `round` times (bounded: a rank that failed early
+// never arrives, and the others must not wait for it forever).
+bool all_allocated(int n, int round) {
+  allocated.fetch_add(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (allocated.load() < round * n)
+    if (std::chrono::steady_clock::now() > until) return false;
+    else std::this_thread::yield();
+  return true;
+}
 
 void fail(int rank, const std::string& what) {
   std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
@@ -55,8 +71,7 @@ void rank_main(int rank, int n, ncclUniqueId id) {
   }
   // No rank calls before every rank has allocated: an allocation can wait
   // for kernels already running, and those wait for this rank's.
-  allocated.fetch_add(1);
-  while (allocated.load() < n) std::this_thread::yield();
+  if (!all_allocated(n, 1)) return fail(rank, "a rank did not allocate its buffers");
   if (!ready) return fail(rank, "device buffers: " + std::string(cudaGetErrorString(cudaGetLastError())));
   for (int k = 0; k < kCalls; ++k)
     if (ncclAllReduce(send[k], recv[k], kSizes[k / 2 % 2], ncclFloat, ncclSum, comm, streams[k % 2]) != ncclSuccess)
@@ -82,6 +97,31 @@ void rank_main(int rank, int n, ncclUniqueId id) {
     cudaFree(send[k]);
     cudaFree(recv[k]);
   }
+  // The group on two streams; the copy on the receive's stream only.
+  constexpr size_t kRing = 64 << 10;
+  std::vector<float> host(kRing, float(rank + 1)), got(kRing, 0.f);
+  float *out = nullptr, *in = nullptr;
+  if (cudaMalloc(&out, kRing * sizeof(float)) != cudaSuccess || cudaMalloc(&in, kRing * sizeof(float)) != cudaSuccess)
+    return fail(rank, "device buffers for the group");
+  cudaMemcpy(out, host.data(), kRing * sizeof(float), cudaMemcpyHostToDevice);
+  cudaMemset(in, 0, kRing * sizeof(float));
+  if (!all_allocated(n, 2)) return fail(rank, "a rank did not allocate its group buffers");
+  ncclGroupStart();
+  ncclSend(out, kRing, ncclFloat, (rank + 1) % n, comm, streams[0]);
+  ncclRecv(in, kRing, ncclFloat, (rank + n - 1) % n, comm, streams[1]);
+  if (ncclGroupEnd() != ncclSuccess) return fail(rank, std::string("group: ") + ncclGetLastError(comm));
+  cudaMemcpyAsync(got.data(), in, kRing * sizeof(float), cudaMemcpyDeviceToHost, streams[1]);
+  cudaStreamSynchronize(streams[1]);
+  const float want = float((rank + n - 1) % n + 1);
+  for (size_t i = 0; i < kRing; ++i)
+    if (got[i] != want) {
+      fail(rank, "group on two streams: element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+                     " on the receive's stream, wanted " + std::to_string(want));
+      break;
+    }
+  cudaStreamSynchronize(streams[0]);
+  cudaFree(out);
+  cudaFree(in);
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
   ncclCommDestroy(comm);
 }
@@ -99,7 +139,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) ranks.emplace_back(rank_main, r, n, id);
   for (std::thread& t : ranks) t.join();
-  std::printf("streams_order: %d ranks, %d AllReduces alternating two streams: %s\n", n, kCalls,
-              failures ? "FAILED" : "all exact");
+  std::printf("streams_order: %d ranks, %d AllReduces alternating two streams, a group on two streams: %s\n", n,
+              kCalls, failures ? "FAILED" : "all exact");
   return failures ? 1 : 0;
 }

@@ -115,6 +115,7 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     BRAID_TRY(zero_arena());
     CUDA_TRY(cudaEventCreateWithFlags(&last_call_done_, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&group_join_, cudaEventDisableTiming));
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
     std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
@@ -272,6 +273,44 @@ class CudaBackend final : public Backend {
     if (capturing) return Status::ok();
     CUDA_TRY(cudaEventRecord(last_call_done_, stream));
     last_call_stream_ = stream;
+    return Status::ok();
+  }
+
+  // NCCL's rule for a group whose calls are on several streams: the group's
+  // work starts after every one of them has run what came before, and what
+  // comes after on any of them waits for the group's work.  The calls run in
+  // issue order (begin_call), collectives first, then the send/recv batch on
+  // its first call's stream: so the first launch waits for the other streams
+  // (*streams: all of them, the first launch's first), and they wait for the
+  // last call's event.  A captured group stays on one stream: ordering its
+  // calls across streams would need events inside the capture.
+  Status join_streams_before(const CommWork& w, std::vector<cudaStream_t>* streams) {
+    streams->clear();
+    auto add = [&](cudaStream_t s) {
+      if (std::find(streams->begin(), streams->end(), s) == streams->end()) streams->push_back(s);
+    };
+    for (const CollectiveCall& c : w.collectives)
+      if (!forward_wanted(c.collective)) add(c.stream);
+    for (const P2PCall& p : w.p2ps) add(p.stream);
+    if (streams->size() < 2) return Status::ok();
+    CUDA_TRY(cudaSetDevice(device_));
+    for (cudaStream_t s : *streams) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      CUDA_TRY(cudaStreamIsCapturing(s, &status));
+      if (status != cudaStreamCaptureStatusNone)
+        return BRAID_ERROR(ncclInvalidUsage, "a group captured in a CUDA graph has calls on {} streams of one "
+                           "communicator: capture them on one stream", streams->size());
+    }
+    for (size_t i = 1; i < streams->size(); ++i) {
+      CUDA_TRY(cudaEventRecord(group_join_, (*streams)[i]));
+      CUDA_TRY(cudaStreamWaitEvent((*streams)[0], group_join_, 0));
+    }
+    return Status::ok();
+  }
+  Status join_streams_after(const std::vector<cudaStream_t>& streams) {
+    if (streams.size() < 2 || !last_call_stream_) return Status::ok();
+    for (cudaStream_t s : streams)
+      if (s != *last_call_stream_) CUDA_TRY(cudaStreamWaitEvent(s, last_call_done_, 0));
     return Status::ok();
   }
 
@@ -736,6 +775,7 @@ class CudaBackend final : public Backend {
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
     if (last_call_done_) cudaEventDestroy(last_call_done_);
+    if (group_join_) cudaEventDestroy(group_join_);
     cudaGetLastError();
   }
 
@@ -743,6 +783,7 @@ class CudaBackend final : public Backend {
   Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
   cudaEvent_t last_call_done_ = nullptr;          // behind the last call's work (begin_call)
   std::optional<cudaStream_t> last_call_stream_;  // its stream, once there was a call
+  cudaEvent_t group_join_ = nullptr;               // join_streams_before's
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
@@ -802,8 +843,11 @@ DeviceProbe probe_device_backend() {
 Status run_cuda_group(std::span<CommWork> work) {
   for (CommWork& w : work) {
     CudaBackend& backend = static_cast<CudaBackend&>(*w.backend);
+    std::vector<cudaStream_t> streams;
+    BRAID_TRY(backend.join_streams_before(w, &streams));
     for (const CollectiveCall& c : w.collectives) BRAID_TRY(backend.collective(c));
     BRAID_TRY(backend.p2p(w.p2ps));
+    BRAID_TRY(backend.join_streams_after(streams));
   }
   return Status::ok();
 }
