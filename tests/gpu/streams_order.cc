@@ -9,9 +9,11 @@
 // streams, small (the LL protocol) and large (a schedule) in turn, each on
 // its own buffers, then waits for both streams and checks every element.
 // Then a group sends to the next rank on one stream and receives from the
-// previous one on the other, and the received values are copied out on the
-// receive's stream alone: NCCL's rule for a group on several streams is
-// that each stream's later work waits for the group's.
+// previous one on the other.  NCCL's rule for a group on several streams is
+// that the group's work waits for each stream's earlier work, and each
+// stream's later work waits for the group's: so the send buffer is filled
+// on the receive's stream just before (behind a 100 ms host function), and
+// the received values are copied out on the receive's stream alone.
 // Exit 0 when all are exact, 1 otherwise (with the first wrong values).
 #include <cuda_runtime.h>
 
@@ -31,14 +33,16 @@ constexpr int kCalls = 32;
 constexpr size_t kSizes[2] = {256, 256 << 10};  // floats: 1 KiB on LL, 1 MiB on a schedule
 
 std::atomic<int> failures{0};
-std::atomic<int> allocated{0};  // ranks done allocating (see rank_main)
+std::atomic<int> arrived{0};  // see all_arrived
 
 // Every rank has arrived `round` times (bounded: a rank that failed early
-// never arrives, and the others must not wait for it forever).
-bool all_allocated(int n, int round) {
-  allocated.fetch_add(1);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (allocated.load() < round * n)
+// never arrives, and the others must not wait for it forever).  Around
+// allocations and frees: those can wait for kernels already running, and
+// those wait for this rank's.
+bool all_arrived(int n, int round) {
+  arrived.fetch_add(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (arrived.load() < round * n)
     if (std::chrono::steady_clock::now() > until) return false;
     else std::this_thread::yield();
   return true;
@@ -69,9 +73,7 @@ void rank_main(int rank, int n, ncclUniqueId id) {
             cudaMalloc(&recv[k], count * sizeof(float)) == cudaSuccess &&
             cudaMemcpy(send[k], host.data(), count * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess;
   }
-  // No rank calls before every rank has allocated: an allocation can wait
-  // for kernels already running, and those wait for this rank's.
-  if (!all_allocated(n, 1)) return fail(rank, "a rank did not allocate its buffers");
+  if (!all_arrived(n, 1)) return fail(rank, "a rank did not allocate its buffers");
   if (!ready) return fail(rank, "device buffers: " + std::string(cudaGetErrorString(cudaGetLastError())));
   for (int k = 0; k < kCalls; ++k)
     if (ncclAllReduce(send[k], recv[k], kSizes[k / 2 % 2], ncclFloat, ncclSum, comm, streams[k % 2]) != ncclSuccess)
@@ -97,15 +99,23 @@ void rank_main(int rank, int n, ncclUniqueId id) {
     cudaFree(send[k]);
     cudaFree(recv[k]);
   }
-  // The group on two streams; the copy on the receive's stream only.
+  // The group on two streams: the send buffer filled on the receive's
+  // stream late, the received values read on it alone.
   constexpr size_t kRing = 64 << 10;
   std::vector<float> host(kRing, float(rank + 1)), got(kRing, 0.f);
-  float *out = nullptr, *in = nullptr;
-  if (cudaMalloc(&out, kRing * sizeof(float)) != cudaSuccess || cudaMalloc(&in, kRing * sizeof(float)) != cudaSuccess)
+  float *src = nullptr, *out = nullptr, *in = nullptr;
+  const size_t bytes = kRing * sizeof(float);
+  if (cudaMalloc(&src, bytes) != cudaSuccess || cudaMalloc(&out, bytes) != cudaSuccess ||
+      cudaMalloc(&in, bytes) != cudaSuccess)
     return fail(rank, "device buffers for the group");
-  cudaMemcpy(out, host.data(), kRing * sizeof(float), cudaMemcpyHostToDevice);
-  cudaMemset(in, 0, kRing * sizeof(float));
-  if (!all_allocated(n, 2)) return fail(rank, "a rank did not allocate its group buffers");
+  cudaMemcpy(src, host.data(), bytes, cudaMemcpyHostToDevice);
+  cudaMemset(out, 0, bytes);
+  cudaMemset(in, 0, bytes);
+  cudaDeviceSynchronize();
+  if (!all_arrived(n, 2)) return fail(rank, "a rank did not allocate its group buffers");
+  cudaLaunchHostFunc(
+      streams[1], [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }, nullptr);
+  cudaMemcpyAsync(out, src, bytes, cudaMemcpyDeviceToDevice, streams[1]);
   ncclGroupStart();
   ncclSend(out, kRing, ncclFloat, (rank + 1) % n, comm, streams[0]);
   ncclRecv(in, kRing, ncclFloat, (rank + n - 1) % n, comm, streams[1]);
@@ -120,6 +130,8 @@ void rank_main(int rank, int n, ncclUniqueId id) {
       break;
     }
   cudaStreamSynchronize(streams[0]);
+  all_arrived(n, 3);  // no rank frees while a peer's kernel may still wait for it
+  cudaFree(src);
   cudaFree(out);
   cudaFree(in);
   for (cudaStream_t s : streams) cudaStreamDestroy(s);

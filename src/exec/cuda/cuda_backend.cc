@@ -172,7 +172,9 @@ class CudaBackend final : public Backend {
         regions[r] = reinterpret_cast<LLLine*>((r == ctx_.comm.rank ? static_cast<char*>(arena_) : peer_arena_[r]) +
                                                ll_offset_);
       CUDA_TRY(cudaMalloc(&ll_regions_, n * sizeof(LLLine*)));
-      CUDA_TRY(cudaMemcpy(ll_regions_, regions.data(), n * sizeof(LLLine*), cudaMemcpyHostToDevice));
+      BRAID_TRY(on_own_stream([&](cudaStream_t s) {
+        return cudaMemcpyAsync(ll_regions_, regions.data(), n * sizeof(LLLine*), cudaMemcpyHostToDevice, s);
+      }));
     }
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
@@ -195,9 +197,15 @@ class CudaBackend final : public Backend {
   // init waits for nothing else on the device (other communicators' kernels
   // may be waiting for ranks that are still in this init).
   Status zero_arena() {
+    return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
+  }
+  // Init's device work, done and waited for on a stream of its own (waiting
+  // for nothing else on the device).
+  template <typename Work>
+  Status on_own_stream(Work work) {
     cudaStream_t s = nullptr;
     CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaError_t e = cudaMemsetAsync(arena_, 0, arena_bytes_, s);
+    cudaError_t e = work(s);
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     cudaStreamDestroy(s);
     CUDA_TRY(e);
@@ -257,22 +265,41 @@ class CudaBackend final : public Backend {
   // enqueued on, as NCCL's do: they share the FIFO counters, the LL call
   // counter and the scratch buffers.  Each call records an event behind its
   // work; a call on another stream than the last one's waits for it first.
-  // That is this rank's own work only, so no launch waits for a peer's.
-  // Not while the stream is being captured: the graph's own edges order
-  // what it holds, and an event recorded outside the capture cannot join it
-  // (eager calls on other streams are not ordered against graph replays).
+  // Streams are told apart by their id, not their handle (one
+  // cudaStreamPerThread handle is a stream per thread; a freed handle may
+  // come back).  That is this rank's own work only, so no launch waits for a
+  // peer's.  Not while the stream is being captured: the graph's own edges
+  // order what it holds, and an event recorded outside the capture cannot
+  // join it (eager calls on other streams are not ordered against replays).
   Status begin_call(cudaStream_t stream, bool* capturing) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    CUDA_TRY(cudaStreamIsCapturing(stream, &status));
-    *capturing = status != cudaStreamCaptureStatusNone;
-    if (!*capturing && last_call_stream_ && *last_call_stream_ != stream)
-      CUDA_TRY(cudaStreamWaitEvent(stream, last_call_done_, 0));
+    BRAID_TRY(capture_status(stream, capturing));
+    if (*capturing || !last_call_stream_) return Status::ok();
+    unsigned long long id = 0;
+    CUDA_TRY(cudaStreamGetId(stream, &id));
+    if (id != *last_call_stream_) CUDA_TRY(cudaStreamWaitEvent(stream, last_call_done_, 0));
     return Status::ok();
   }
   Status end_call(cudaStream_t stream, bool capturing) {
     if (capturing) return Status::ok();
+    unsigned long long id = 0;
+    CUDA_TRY(cudaStreamGetId(stream, &id));
     CUDA_TRY(cudaEventRecord(last_call_done_, stream));
-    last_call_stream_ = stream;
+    last_call_stream_ = id;
+    return Status::ok();
+  }
+  // Whether `stream` is being captured.  The legacy default stream cannot
+  // be asked while another thread captures a blocking stream (nor used):
+  // an error that is cleared and said plainly.
+  static Status capture_status(cudaStream_t stream, bool* capturing) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaError_t e = cudaStreamIsCapturing(stream, &status);
+    if (e == cudaErrorStreamCaptureImplicit) {
+      cudaGetLastError();
+      return BRAID_ERROR(ncclInvalidUsage, "a call on the legacy default stream while a stream is being captured "
+                         "into a CUDA graph: use a stream of your own");
+    }
+    CUDA_TRY(e);
+    *capturing = status != cudaStreamCaptureStatusNone;
     return Status::ok();
   }
 
@@ -281,10 +308,12 @@ class CudaBackend final : public Backend {
   // comes after on any of them waits for the group's work.  The calls run in
   // issue order (begin_call), collectives first, then the send/recv batch on
   // its first call's stream: so the first launch waits for the other streams
-  // (*streams: all of them, the first launch's first), and they wait for the
-  // last call's event.  A captured group stays on one stream: ordering its
-  // calls across streams would need events inside the capture.
-  Status join_streams_before(const CommWork& w, std::vector<cudaStream_t>* streams) {
+  // (group_streams: all of them, the first launch's first), and they wait
+  // for the last call's event.  A captured group stays on one stream:
+  // ordering its calls across streams would need events inside the capture.
+  // Every communicator of a group is checked before any launches, so that
+  // all ranks refuse alike rather than some launching and waiting.
+  Status group_streams(const CommWork& w, std::vector<cudaStream_t>* streams) {
     streams->clear();
     auto add = [&](cudaStream_t s) {
       if (std::find(streams->begin(), streams->end(), s) == streams->end()) streams->push_back(s);
@@ -295,22 +324,27 @@ class CudaBackend final : public Backend {
     if (streams->size() < 2) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
     for (cudaStream_t s : *streams) {
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      CUDA_TRY(cudaStreamIsCapturing(s, &status));
-      if (status != cudaStreamCaptureStatusNone)
+      warn_if_legacy_stream(s);
+      bool capturing = false;
+      BRAID_TRY(capture_status(s, &capturing));
+      if (capturing)
         return BRAID_ERROR(ncclInvalidUsage, "a group captured in a CUDA graph has calls on {} streams of one "
                            "communicator: capture them on one stream", streams->size());
     }
-    for (size_t i = 1; i < streams->size(); ++i) {
-      CUDA_TRY(cudaEventRecord(group_join_, (*streams)[i]));
-      CUDA_TRY(cudaStreamWaitEvent((*streams)[0], group_join_, 0));
+    return Status::ok();
+  }
+  Status join_streams_before(const std::vector<cudaStream_t>& streams) {
+    if (streams.size() < 2) return Status::ok();
+    CUDA_TRY(cudaSetDevice(device_));
+    for (size_t i = 1; i < streams.size(); ++i) {  // one event, recorded and waited on in turn
+      CUDA_TRY(cudaEventRecord(group_join_, streams[i]));
+      CUDA_TRY(cudaStreamWaitEvent(streams[0], group_join_, 0));
     }
     return Status::ok();
   }
   Status join_streams_after(const std::vector<cudaStream_t>& streams) {
-    if (streams.size() < 2 || !last_call_stream_) return Status::ok();
-    for (cudaStream_t s : streams)
-      if (s != *last_call_stream_) CUDA_TRY(cudaStreamWaitEvent(s, last_call_done_, 0));
+    if (streams.size() < 2) return Status::ok();
+    for (cudaStream_t s : streams) CUDA_TRY(cudaStreamWaitEvent(s, last_call_done_, 0));
     return Status::ok();
   }
 
@@ -782,7 +816,7 @@ class CudaBackend final : public Backend {
   BackendContext ctx_;
   Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
   cudaEvent_t last_call_done_ = nullptr;          // behind the last call's work (begin_call)
-  std::optional<cudaStream_t> last_call_stream_;  // its stream, once there was a call
+  std::optional<unsigned long long> last_call_stream_;  // its stream's id, once there was a call
   cudaEvent_t group_join_ = nullptr;               // join_streams_before's
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
@@ -841,13 +875,16 @@ DeviceProbe probe_device_backend() {
 // Each communicator's part runs on its own streams: collectives in issue
 // order, then its send/recv batch, as the host path orders them.
 Status run_cuda_group(std::span<CommWork> work) {
-  for (CommWork& w : work) {
+  std::vector<std::vector<cudaStream_t>> streams(work.size());
+  for (size_t i = 0; i < work.size(); ++i)
+    BRAID_TRY(static_cast<CudaBackend&>(*work[i].backend).group_streams(work[i], &streams[i]));
+  for (size_t i = 0; i < work.size(); ++i) {
+    CommWork& w = work[i];
     CudaBackend& backend = static_cast<CudaBackend&>(*w.backend);
-    std::vector<cudaStream_t> streams;
-    BRAID_TRY(backend.join_streams_before(w, &streams));
+    BRAID_TRY(backend.join_streams_before(streams[i]));
     for (const CollectiveCall& c : w.collectives) BRAID_TRY(backend.collective(c));
     BRAID_TRY(backend.p2p(w.p2ps));
-    BRAID_TRY(backend.join_streams_after(streams));
+    BRAID_TRY(backend.join_streams_after(streams[i]));
   }
   return Status::ok();
 }
