@@ -21,15 +21,18 @@ struct alignas(64) HazardRecord {
 };
 std::atomic<HazardRecord*> records{nullptr};
 
-// This thread's record and how many of its hazards are in use.  Initial-exec:
-// a shared library's thread_locals are otherwise reached through
-// __tls_get_addr, which took a sixth of a count-0 call.
+// This thread's record and how many of its hazards are in use.  Not
+// initial-exec, though __tls_get_addr costs a count-0 call a few ns: a
+// library with initial-exec thread-locals needs glibc's small static TLS
+// reserve and fails to load late, with dlopen, as Python, PyTorch, CuPy and
+// JAX load NCCL (tests/abi/late_dlopen_test.c; perf/results/
+// late_dlopen_20261128.txt).
 struct ThreadHazards {
   HazardRecord* record = nullptr;
   int depth = 0;
   bool exiting = false;
 };
-__attribute__((tls_model("initial-exec"))) thread_local ThreadHazards mine;
+thread_local ThreadHazards mine;
 
 struct RecordReturner {
   ~RecordReturner() {
