@@ -1,0 +1,250 @@
+"""braid's MoE dispatch and combine from Python (include/braid/moe.h).
+
+    import braid_moe
+    comm = braid_moe.Comm(nranks, unique_id, rank)     # or braid_moe.Comm.wrap(ncclComm_t pointer)
+    moe = braid_moe.Moe(comm, num_experts=256, top_k=8, hidden=7168, max_tokens_per_rank=128, dtype="bfloat16")
+    recv, counts, dropped = moe.dispatch(tokens, topk_idx)
+    out = moe.combine(expert_out, topk_weights)
+
+Buffers are PyTorch tensors (contiguous; the call runs on the current CUDA
+stream of their device, or the stream given) or, for host buffers, any
+writable contiguous buffer (bytearray, ctypes arrays, memoryview, array).
+Outputs not given are allocated like the inputs: tensors for tensors,
+bytearrays otherwise.  Nothing here needs PyTorch; it is imported only to
+read a tensor's stream.
+
+The library is braid's libnccl.so.2: BRAID_LIB names it, else the dynamic
+loader's libnccl.so.2 (braid's when it is first on LD_LIBRARY_PATH or
+preloaded); one without braidMoeCreate is refused.  Errors raise
+braid_moe.Error with ncclGetLastError's message.
+"""
+import ctypes
+import os
+
+__all__ = ["Error", "Comm", "Moe", "get_unique_id", "library"]
+
+DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "float8_e4m3": 10, "float8_e5m2": 11}
+DTYPE_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3": 1, "float8_e5m2": 1}
+LAYOUTS = {"expert": 0, "rank": 1}
+
+
+class Error(RuntimeError):
+    """A braid call failed: .code is its ncclResult_t."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class _UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * 128)]
+
+
+class _Config(ctypes.Structure):  # braidMoeConfig_t
+    _fields_ = [("size", ctypes.c_size_t), ("numExperts", ctypes.c_int), ("topK", ctypes.c_int),
+                ("hidden", ctypes.c_int), ("maxTokensPerRank", ctypes.c_int), ("dtype", ctypes.c_int),
+                ("tileRows", ctypes.c_int), ("capacityFactor", ctypes.c_float), ("layout", ctypes.c_int),
+                ("blocks", ctypes.c_int), ("timeoutMs", ctypes.c_int)]
+
+
+class _Stats(ctypes.Structure):  # braidMoeStats_t
+    _fields_ = [(name, ctypes.c_uint64) for name in
+                ("dispatches", "combines", "rowsRouted", "rowsDropped", "payloadBytesRemote", "signalBytesRemote",
+                 "bytesLocal", "signalsRemote", "signalsLocal", "fences")]
+
+
+_lib = None
+
+
+def library():
+    """braid's library, loaded once (see the module's doc)."""
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(os.environ.get("BRAID_LIB") or "libnccl.so.2")
+        if not hasattr(lib, "braidMoeCreate"):
+            raise Error(5, f"{lib._name} is not braid's libnccl.so.2 (no braidMoeCreate): set BRAID_LIB")
+        vp, i32, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+        signatures = {
+            "ncclGetUniqueId": [ctypes.POINTER(_UniqueId)],
+            "ncclCommInitRank": [ctypes.POINTER(vp), i32, _UniqueId, i32],
+            "ncclCommDestroy": [vp],
+            "ncclCommCount": [vp, ctypes.POINTER(i32)],
+            "ncclGetLastError": [vp],
+            "braidMoeCreate": [vp, ctypes.POINTER(_Config), ctypes.POINTER(vp)],
+            "braidMoeGetInfo": [vp, ctypes.POINTER(sz), ctypes.POINTER(i32)],
+            "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, ctypes.POINTER(ctypes.c_int64), vp],
+            "braidMoeCombine": [vp, vp, vp, vp, vp],
+            "braidMoeGetStats": [vp, ctypes.POINTER(_Stats)],
+            "braidMoeDestroy": [vp],
+        }
+        for name, args in signatures.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = ctypes.c_char_p if name == "ncclGetLastError" else ctypes.c_int
+        _lib = lib
+    return _lib
+
+
+def _check(code, comm=None):
+    if code != 0:
+        raise Error(code, library().ncclGetLastError(comm).decode(errors="replace"))
+
+
+def get_unique_id():
+    """A new ncclUniqueId, as 128 bytes to hand to every rank."""
+    uid = _UniqueId()
+    _check(library().ncclGetUniqueId(ctypes.byref(uid)))
+    return bytes(uid)  # all 128 bytes (the field's value would stop at a zero byte)
+
+
+class Comm:
+    """A communicator: made here (collective over `nranks`), or wrapping an existing ncclComm_t."""
+
+    def __init__(self, nranks, unique_id, rank):
+        if len(unique_id) != 128:
+            raise Error(4, f"a unique id is 128 bytes, not {len(unique_id)}")
+        uid = _UniqueId.from_buffer_copy(bytes(unique_id))
+        handle = ctypes.c_void_p()
+        _check(library().ncclCommInitRank(ctypes.byref(handle), nranks, uid, rank))
+        self.handle, self._owned = handle, True
+
+    @classmethod
+    def wrap(cls, pointer):
+        """An ncclComm_t made elsewhere (e.g. ProcessGroupNCCL._comm_ptr()); not destroyed here."""
+        self = cls.__new__(cls)
+        self.handle, self._owned = ctypes.c_void_p(pointer), False
+        return self
+
+    def destroy(self):
+        if self._owned and self.handle:
+            _check(library().ncclCommDestroy(self.handle))
+        self.handle = None
+
+
+def _is_tensor(x):
+    return hasattr(x, "data_ptr") and hasattr(x, "is_contiguous")
+
+
+def _nbytes(x):
+    return x.numel() * x.element_size() if _is_tensor(x) else memoryview(x).nbytes
+
+
+def _buffer(x, what, writable):
+    """(address, bytes) of a tensor or a contiguous buffer."""
+    if x is None:
+        return None, 0
+    if _is_tensor(x):
+        if not x.is_contiguous():
+            raise Error(4, f"{what}: the tensor is not contiguous")
+        return x.data_ptr(), x.numel() * x.element_size()
+    view = memoryview(x)
+    if not view.contiguous or (writable and view.readonly):
+        raise Error(4, f"{what}: a buffer that is contiguous{' and writable' if writable else ''}")
+    if view.nbytes == 0:
+        return None, 0
+    raw = view.cast("B")
+    if raw.readonly:  # ctypes needs a writable buffer to take an address; a read-only input is copied
+        raw = memoryview(bytearray(raw))
+        x = raw
+    holder = (ctypes.c_char * raw.nbytes).from_buffer(raw)
+    _buffer.keep.append((x, holder))  # alive until the call returns (see _call)
+    return ctypes.addressof(holder), raw.nbytes
+
+
+_buffer.keep = []
+
+
+def _stream(stream, like):
+    if stream is not None:
+        return stream if isinstance(stream, int) else getattr(stream, "cuda_stream", stream)
+    if _is_tensor(like) and getattr(like, "is_cuda", False):
+        import torch
+        return torch.cuda.current_stream(like.device).cuda_stream
+    return 0
+
+
+def _like(like, nbytes, shape, dtype_of):
+    """A new output: a tensor on `like`'s device (dtype_of: its dtype), or a bytearray."""
+    if _is_tensor(like):
+        import torch
+        return torch.empty(shape, dtype=dtype_of(torch), device=like.device)
+    return bytearray(nbytes)
+
+
+class Moe:
+    """One layer shape of dispatch and combine on a communicator (braidMoeCreate; collective)."""
+
+    def __init__(self, comm, num_experts, top_k, hidden, max_tokens_per_rank, dtype="bfloat16", tile_rows=0,
+                 capacity_factor=0.0, layout="expert", blocks=0, timeout_ms=0):
+        if dtype not in DTYPES or layout not in LAYOUTS:
+            raise Error(4, f"dtype is one of {sorted(DTYPES)} and layout one of {sorted(LAYOUTS)}")
+        config = _Config(ctypes.sizeof(_Config), num_experts, top_k, hidden, max_tokens_per_rank, DTYPES[dtype],
+                         tile_rows, capacity_factor, LAYOUTS[layout], blocks, timeout_ms)
+        self.comm, self.top_k, self.hidden, self.dtype = comm, top_k, hidden, dtype
+        self.handle = ctypes.c_void_p()
+        _check(library().braidMoeCreate(comm.handle, ctypes.byref(config), ctypes.byref(self.handle)), comm.handle)
+        rows, capacity = ctypes.c_size_t(), ctypes.c_int()
+        _check(library().braidMoeGetInfo(self.handle, ctypes.byref(rows), ctypes.byref(capacity)), comm.handle)
+        self.max_output_rows, self.capacity = rows.value, capacity.value
+        nranks = ctypes.c_int()
+        _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
+        self.nranks, self.local_experts = nranks.value, num_experts // nranks.value
+
+    def _call(self, fn, *args):
+        try:
+            _check(fn(*args), self.comm.handle)
+        finally:
+            _buffer.keep.clear()
+
+    def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
+        """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
+        recv_counts [nranks][local experts] int32, rows of this rank dropped past capacity)."""
+        row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
+        if recv_tokens is None:
+            recv_tokens = _like(tokens, self.max_output_rows * row_bytes, (self.max_output_rows, self.hidden),
+                                lambda torch: tokens.dtype)
+        if recv_counts is None:
+            recv_counts = _like(topk_idx, self.nranks * self.local_experts * 4, (self.nranks, self.local_experts),
+                                lambda torch: torch.int32)
+        t, t_bytes = _buffer(tokens, "tokens", False)
+        k, k_bytes = _buffer(topk_idx, "topk_idx", False)
+        r, r_bytes = _buffer(recv_tokens, "recv_tokens", True)
+        c, c_bytes = _buffer(recv_counts, "recv_counts", True)
+        num_tokens = k_bytes // (4 * self.top_k)
+        if t_bytes < num_tokens * row_bytes or r_bytes < self.max_output_rows * row_bytes or \
+                c_bytes < self.nranks * self.local_experts * 4:
+            _buffer.keep.clear()
+            raise Error(4, f"dispatch: tokens need {num_tokens} rows of {row_bytes} bytes, recv_tokens "
+                           f"{self.max_output_rows}, recv_counts {self.nranks * self.local_experts} int32")
+        dropped = ctypes.c_int64(0)
+        self._call(library().braidMoeDispatch, self.handle, t, k, num_tokens, r, c, ctypes.byref(dropped),
+                   _stream(stream, tokens))
+        return recv_tokens, recv_counts, dropped.value
+
+    def combine(self, expert_out, topk_weights, out_tokens=None, stream=None):
+        """expert_out in recv_tokens' places, topk_weights [n][top_k] float32 of the last dispatch.  Returns
+        out_tokens [n][hidden]: each token's weighted sum of its experts' results."""
+        num_tokens = _nbytes(topk_weights) // (4 * self.top_k)
+        row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
+        if out_tokens is None:
+            out_tokens = _like(expert_out, num_tokens * row_bytes, (num_tokens, self.hidden),
+                               lambda torch: expert_out.dtype)
+        e, _ = _buffer(expert_out, "expert_out", False)
+        w, _ = _buffer(topk_weights, "topk_weights", False)
+        o, o_bytes = _buffer(out_tokens, "out_tokens", True)
+        if o_bytes < num_tokens * row_bytes:
+            _buffer.keep.clear()
+            raise Error(4, f"combine: out_tokens needs {num_tokens} rows of {row_bytes} bytes")
+        self._call(library().braidMoeCombine, self.handle, e, w, o, _stream(stream, expert_out))
+        return out_tokens
+
+    def stats(self):
+        s = _Stats()
+        _check(library().braidMoeGetStats(self.handle, ctypes.byref(s)), self.comm.handle)
+        return {name: getattr(s, name) for name, _ in _Stats._fields_}
+
+    def close(self):
+        """Collective, like braidMoeDestroy."""
+        if self.handle:
+            _check(library().braidMoeDestroy(self.handle), self.comm.handle)
+        self.handle = None

@@ -1,0 +1,113 @@
+"""python/braid_moe.py end to end on the host backend: ranks as forked
+processes, float32 tokens in plain buffers (array, bytearray), random
+routings (experts with no tokens, unrouted choices), identity experts.
+Checks every received row and count against the routings every rank can
+recompute, every combined token exactly, the call counters, and bad input
+refused with braid's message.  Exit status: the number of failed ranks.
+
+    BRAID_LIB=build/libnccl.so.2 PYTHONPATH=python python3 tests/python/test_braid_moe.py [NRANKS]
+"""
+import array
+import os
+import random
+import sys
+
+import braid_moe
+
+TOKENS, HIDDEN, TOP_K, PER_RANK = 12, 8, 2, 3  # PER_RANK: local experts
+
+
+def routing(rank, n):
+    """Rank `rank`'s top-k choices: distinct experts or -1, the same on every rank that recomputes it."""
+    rng = random.Random(rank * 7919 + n)
+    choices = []
+    for _ in range(TOKENS):
+        picked = rng.sample(range(n * PER_RANK), TOP_K)
+        choices += [e if rng.random() > 0.2 else -1 for e in picked]
+    return choices
+
+
+def token_value(rank, t, j):
+    return float(rank * 1000 + t * 10 + j)
+
+
+def run(rank, n, uid):
+    comm = braid_moe.Comm(n, uid, rank)
+    moe = braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
+                        dtype="float32")
+    errors = []
+    try:
+        braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
+                      dtype="int8")
+        errors.append("dtype int8 was taken")
+    except braid_moe.Error:
+        pass
+    tokens = array.array("f", [token_value(rank, t, j) for t in range(TOKENS) for j in range(HIDDEN)])
+    topk = array.array("i", routing(rank, n))
+    try:
+        moe.dispatch(tokens, topk, recv_tokens=bytearray(4))
+        errors.append("a 4-byte recv_tokens was taken")
+    except braid_moe.Error as e:
+        if "recv_tokens" not in str(e):
+            errors.append(f"too small recv_tokens: {e}")
+    for layer in range(3):  # back to back, no reset
+        recv, counts, dropped = moe.dispatch(tokens, topk)
+        got_counts = array.array("i", bytes(counts))
+        # What each source routed to this rank's experts, in (local expert, source) order.
+        want_rows = []
+        want_counts = [0] * (n * PER_RANK)
+        for src in range(n):
+            choices = routing(src, n)
+            for t in range(TOKENS):
+                for e in choices[t * TOP_K:(t + 1) * TOP_K]:
+                    if e >= 0 and e // PER_RANK == rank:
+                        want_counts[src * PER_RANK + e % PER_RANK] += 1
+                        want_rows.append(tuple(token_value(src, t, j) for j in range(HIDDEN)))
+        if list(got_counts) != want_counts:
+            errors.append(f"layer {layer}: recv_counts {list(got_counts)}, wanted {want_counts}")
+        rows = array.array("f", bytes(recv))
+        got_rows = [tuple(rows[i * HIDDEN:(i + 1) * HIDDEN]) for i in range(sum(want_counts))]
+        if sorted(got_rows) != sorted(want_rows):
+            errors.append(f"layer {layer}: the received rows are not the routed ones")
+        if dropped != 0:
+            errors.append(f"layer {layer}: {dropped} rows dropped at worst-case capacity")
+        weights = array.array("f", [0.5, 0.25] * TOKENS)
+        out = array.array("f", bytes(moe.combine(recv, weights)))  # identity experts
+        for t in range(TOKENS):
+            ks = topk[t * TOP_K:(t + 1) * TOP_K]
+            for j in range(HIDDEN):
+                want = sum(w * token_value(rank, t, j) for w, e in zip((0.5, 0.25), ks) if e >= 0)
+                if out[t * HIDDEN + j] != want:
+                    errors.append(f"layer {layer}: token {t} element {j} is {out[t * HIDDEN + j]}, wanted {want}")
+                    break
+    stats = moe.stats()
+    if stats["dispatches"] != 3 or stats["combines"] != 3:
+        errors.append(f"stats count {stats['dispatches']} dispatches, {stats['combines']} combines")
+    moe.close()
+    comm.destroy()
+    for e in errors:
+        print(f"rank {rank}: {e}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    uid = braid_moe.get_unique_id()
+    pids = []
+    for rank in range(n):
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = run(rank, n, uid)
+            except Exception as e:  # a rank's failure is its exit status
+                print(f"rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
+            os._exit(code)
+        pids.append(pid)
+    failed = sum(1 for pid in pids if os.waitpid(pid, 0)[1] != 0)
+    print(f"braid_moe.py: {n} ranks, dispatch and combine x3: {'all exact' if not failed else f'{failed} failed'}")
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())
