@@ -6,9 +6,11 @@
     recv, counts, dropped = moe.dispatch(tokens, topk_idx)
     out = moe.combine(expert_out, topk_weights)
 
-Buffers are PyTorch tensors (contiguous; the call runs on the current CUDA
-stream of their device, or the stream given) or, for host buffers, any
-writable contiguous buffer (bytearray, ctypes arrays, memoryview, array).
+Buffers are PyTorch tensors (contiguous) or any contiguous buffer
+(bytearray, ctypes arrays, memoryview, array).  The C API runs on the host
+backend today (include/braid/moe.h), so tensors are CPU tensors; the
+stream argument (for a CUDA tensor, its device's current stream) is passed
+through for the device part of issue 40.
 Outputs not given are allocated like the inputs: tensors for tensors,
 bytearrays otherwise.  Nothing here needs PyTorch; it is imported only to
 read a tensor's stream.
