@@ -43,6 +43,7 @@
 #include <cstring>
 
 #include "braid/hd.h"
+#include "braid/schedule.h"
 #include "nccl.h"
 #include "src/ops/reduce_ops.h"
 
@@ -64,6 +65,17 @@ BRAID_HD uint64_t ll_line_index(int sender, uint64_t seq, uint64_t word, uint64_
 }
 
 enum class LLCollective : uint8_t { AllReduce, ReduceScatter, AllGather, AlltoAll };
+
+// The LL collective that serves `c`; false for the collectives LL does not serve.
+inline bool ll_collective_of(Collective c, LLCollective* out) {
+  switch (c) {
+    case Collective::AllReduce: *out = LLCollective::AllReduce; return true;
+    case Collective::ReduceScatter: *out = LLCollective::ReduceScatter; return true;
+    case Collective::AllGather: *out = LLCollective::AllGather; return true;
+    case Collective::AlltoAll: *out = LLCollective::AlltoAll; return true;
+    default: return false;
+  }
+}
 
 // Peer p is sent input block p (else the whole input); outputs are folded
 // (else block r of the output comes from rank r).

@@ -12,6 +12,7 @@
 #include "braid/algorithms.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/ops/ll_oneshot.h"
 
 namespace braid {
 
@@ -24,10 +25,10 @@ using json = nlohmann::json;
 
 constexpr std::string_view kFormat = "braid-cuda-tuning-1";
 
-// The collectives the LL protocol serves.
+// Whether the LL protocol serves `c`.
 bool ll_collective(Collective c) {
-  return c == Collective::AllReduce || c == Collective::ReduceScatter || c == Collective::AllGather ||
-         c == Collective::AlltoAll;
+  LLCollective which;
+  return ll_collective_of(c, &which);
 }
 
 uint64_t fnv1a(std::string_view text, uint64_t h = 1469598103934665603ULL) {

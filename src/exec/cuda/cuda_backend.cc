@@ -356,14 +356,7 @@ class CudaBackend final : public Backend {
   // region's capacity, and the tuning table does not send the call's size
   // to the schedules.
   bool ll_serves(const CollectiveCall& c, int straggler, const CallTuning& tuned, LLCollective* which) const {
-    switch (c.collective) {
-      case Collective::AllReduce: *which = LLCollective::AllReduce; break;
-      case Collective::ReduceScatter: *which = LLCollective::ReduceScatter; break;
-      case Collective::AllGather: *which = LLCollective::AllGather; break;
-      case Collective::AlltoAll: *which = LLCollective::AlltoAll; break;
-      default: return false;
-    }
-    return ll_regions_ &&
+    return ll_regions_ && ll_collective_of(c.collective, which) &&
            ll_path(c.collective, ctx_.comm.nranks, c.count * datatype_size(c.type), ll_max_bytes_, tuned.path) &&
            straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1);
   }
