@@ -13,6 +13,9 @@
 // runs the LL protocol (src/ops/ll_oneshot.h) over an LL region at the end
 // of every rank's arena, where peers store lines.
 //
+// A communicator's calls run in issue order across streams, as NCCL's do
+// (call_order.h); what a kernel's error word says is kernel_errors.h's.
+//
 // A plan (the schedule flattened into device records with its FIFOs
 // resolved) is built once per schedule and kept: launches then only pass
 // arguments by value, which keeps them capturable in CUDA graphs.  The only
@@ -37,13 +40,14 @@
 #include <map>
 #include <utility>
 #include <mutex>
-#include <optional>
 
 #include "braid/chunking.h"
 #include "src/ops/datatype.h"
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
+#include "src/exec/cuda/call_order.h"
+#include "src/exec/cuda/kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/bootstrap/bootstrap.h"
@@ -114,8 +118,7 @@ class CudaBackend final : public Backend {
     arena_bytes_ = arena.bytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     BRAID_TRY(zero_arena());
-    CUDA_TRY(cudaEventCreateWithFlags(&last_call_done_, cudaEventDisableTiming));
-    CUDA_TRY(cudaEventCreateWithFlags(&group_join_, cudaEventDisableTiming));
+    BRAID_TRY(order_.init());
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
     std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
@@ -242,13 +245,13 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaSetDevice(device_));
     warn_if_legacy_stream(call.stream);
     bool capturing = false;
-    BRAID_TRY(begin_call(call.stream, &capturing));
+    BRAID_TRY(order_.begin(call.stream, &capturing));
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
     LLCollective ll;
-    if (ll_serves(c, straggler, tuned, &ll)) BRAID_TRY(launch_ll(c, ll));
-    else BRAID_TRY(launch_schedule(c, straggler, tuned));
+    if (ll_serves(c, straggler, tuned, &ll)) BRAID_TRY(launch_ll(c, ll, capturing));
+    else BRAID_TRY(launch_schedule(c, straggler, tuned, capturing));
     if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
       CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
                                    c.reduction.divisor, c.stream));
@@ -258,61 +261,13 @@ class CudaBackend final : public Backend {
     // launch-completion attribute), so work waiting on it never overlaps the
     // collective.
     if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
-    return end_call(c.stream, capturing);
+    return order_.end(c.stream, capturing);
   }
 
-  // A communicator's calls run in issue order whatever streams they are
-  // enqueued on, as NCCL's do: they share the FIFO counters, the LL call
-  // counter and the scratch buffers.  Each call records an event behind its
-  // work; a call on another stream than the last one's waits for it first.
-  // Streams are told apart by their id, not their handle (one
-  // cudaStreamPerThread handle is a stream per thread; a freed handle may
-  // come back).  That is this rank's own work only, so no launch waits for a
-  // peer's.  Not while the stream is being captured: the graph's own edges
-  // order what it holds, and an event recorded outside the capture cannot
-  // join it (eager calls on other streams are not ordered against replays).
-  Status begin_call(cudaStream_t stream, bool* capturing) {
-    BRAID_TRY(capture_status(stream, capturing));
-    if (*capturing || !last_call_stream_) return Status::ok();
-    unsigned long long id = 0;
-    CUDA_TRY(cudaStreamGetId(stream, &id));
-    if (id != *last_call_stream_) CUDA_TRY(cudaStreamWaitEvent(stream, last_call_done_, 0));
-    return Status::ok();
-  }
-  Status end_call(cudaStream_t stream, bool capturing) {
-    if (capturing) return Status::ok();
-    unsigned long long id = 0;
-    CUDA_TRY(cudaStreamGetId(stream, &id));
-    CUDA_TRY(cudaEventRecord(last_call_done_, stream));
-    last_call_stream_ = id;
-    return Status::ok();
-  }
-  // Whether `stream` is being captured.  The legacy default stream cannot
-  // be asked while another thread captures a blocking stream (nor used):
-  // an error that is cleared and said plainly.
-  static Status capture_status(cudaStream_t stream, bool* capturing) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    const cudaError_t e = cudaStreamIsCapturing(stream, &status);
-    if (e == cudaErrorStreamCaptureImplicit) {
-      cudaGetLastError();
-      return BRAID_ERROR(ncclInvalidUsage, "a call on the legacy default stream while a stream is being captured "
-                         "into a CUDA graph: use a stream of your own");
-    }
-    CUDA_TRY(e);
-    *capturing = status != cudaStreamCaptureStatusNone;
-    return Status::ok();
-  }
-
-  // NCCL's rule for a group whose calls are on several streams: the group's
-  // work starts after every one of them has run what came before, and what
-  // comes after on any of them waits for the group's work.  The calls run in
-  // issue order (begin_call), collectives first, then the send/recv batch on
-  // its first call's stream: so the first launch waits for the other streams
-  // (group_streams: all of them, the first launch's first), and they wait
-  // for the last call's event.  A captured group stays on one stream:
-  // ordering its calls across streams would need events inside the capture.
-  // Every communicator of a group is checked before any launches, so that
-  // all ranks refuse alike rather than some launching and waiting.
+  // A group's streams (src/exec/cuda/call_order.h), the first launch's
+  // first: collectives run first, then the send/recv batch on its first
+  // call's stream.  Every communicator of a group is checked before any of
+  // them launches, so that all ranks refuse alike.
   Status group_streams(const CommWork& w, std::vector<cudaStream_t>* streams) {
     streams->clear();
     auto add = [&](cudaStream_t s) {
@@ -323,30 +278,15 @@ class CudaBackend final : public Backend {
     for (const P2PCall& p : w.p2ps) add(p.stream);
     if (streams->size() < 2) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
-    for (cudaStream_t s : *streams) {
-      warn_if_legacy_stream(s);
-      bool capturing = false;
-      BRAID_TRY(capture_status(s, &capturing));
-      if (capturing)
-        return BRAID_ERROR(ncclInvalidUsage, "a group captured in a CUDA graph has calls on {} streams of one "
-                           "communicator: capture them on one stream", streams->size());
-    }
-    return Status::ok();
+    for (cudaStream_t s : *streams) warn_if_legacy_stream(s);
+    return cuda::CallOrder::check_group(*streams);
   }
   Status join_streams_before(const std::vector<cudaStream_t>& streams) {
     if (streams.size() < 2) return Status::ok();
     CUDA_TRY(cudaSetDevice(device_));
-    for (size_t i = 1; i < streams.size(); ++i) {  // one event, recorded and waited on in turn
-      CUDA_TRY(cudaEventRecord(group_join_, streams[i]));
-      CUDA_TRY(cudaStreamWaitEvent(streams[0], group_join_, 0));
-    }
-    return Status::ok();
+    return order_.join_before(streams);
   }
-  Status join_streams_after(const std::vector<cudaStream_t>& streams) {
-    if (streams.size() < 2) return Status::ok();
-    for (cudaStream_t s : streams) CUDA_TRY(cudaStreamWaitEvent(s, last_call_done_, 0));
-    return Status::ok();
-  }
+  Status join_streams_after(const std::vector<cudaStream_t>& streams) { return order_.join_after(streams); }
 
   // The LL protocol serves a small AllReduce, ReduceScatter, AllGather or
   // AlltoAll that no fixed schedule, call selection or straggler claims
@@ -361,10 +301,10 @@ class CudaBackend final : public Backend {
            straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1);
   }
 
-  Status launch_ll(const CollectiveCall& c, LLCollective which) {
+  Status launch_ll(const CollectiveCall& c, LLCollective which, bool capturing) {
     BRAID_INFO(kColl, "{}(ll_oneshot) count={} {} rank {}/{} on cuda", to_string(c.collective), c.count,
                datatype_name(c.type), ctx_.comm.rank, ctx_.comm.nranks);
-    BRAID_TRY(check_buffers(c.sendbuff, c.recvbuff, c.stream));
+    BRAID_TRY(check_buffers(c.sendbuff, c.recvbuff, capturing));
     cuda::LLLaunch L;
     LLArgs& a = L.args;
     a.collective = which;
@@ -387,17 +327,15 @@ class CudaBackend final : public Backend {
 
   // Pointer queries are not stream work; skip them while a graph is being
   // captured (the same buffers were checked by the uncaptured first call).
-  Status check_buffers(const void* input, const void* output, cudaStream_t stream) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_TRY(cudaStreamIsCapturing(stream, &capture));
-    if (capture != cudaStreamCaptureStatusNone) return Status::ok();
+  Status check_buffers(const void* input, const void* output, bool capturing) {
+    if (capturing) return Status::ok();
     if (input) BRAID_TRY(check_device_memory(input, "sendbuff"));
     if (output) BRAID_TRY(check_device_memory(output, "recvbuff"));
     return Status::ok();
   }
 
   // The call's schedule, as a DevicePlan run by one block per (lane, slice).
-  Status launch_schedule(const CollectiveCall& c, int straggler, const CallTuning& tuned) {
+  Status launch_schedule(const CollectiveCall& c, int straggler, const CallTuning& tuned, bool capturing) {
     std::shared_ptr<const Schedule> planned;
     BRAID_TRY(ctx_.plans->schedule_for(c.collective, ctx_.comm.nranks, c.root, c.count * datatype_size(c.type),
                                        &planned, straggler, placement_of(c, ctx_.comm.rank, ctx_.comm.nranks),
@@ -418,7 +356,7 @@ class CudaBackend final : public Backend {
     const uint64_t full_capacity = scratch_chunk_capacity(B.input_shape, B.output_shape);
     B.input = has_input(c, ctx_.comm.rank) ? static_cast<const char*>(c.sendbuff) : nullptr;
     B.output = has_output(c, ctx_.comm.rank) ? static_cast<char*>(c.recvbuff) : nullptr;
-    BRAID_TRY(check_buffers(B.input, B.output, stream));
+    BRAID_TRY(check_buffers(B.input, B.output, capturing));
 
     const DevicePlan* plan = nullptr;
     BRAID_TRY(plan_for(schedule, stream, &plan));
@@ -463,7 +401,7 @@ class CudaBackend final : public Backend {
     cudaStream_t stream = calls[0].stream;
     warn_if_legacy_stream(stream);
     bool capturing = false;
-    BRAID_TRY(begin_call(stream, &capturing));
+    BRAID_TRY(order_.begin(stream, &capturing));
     // One block per (peer, direction), ops in call order: same-connection
     // messages must stay in order, as NCCL matches them.
     std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
@@ -531,12 +469,13 @@ class CudaBackend final : public Backend {
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
-    return end_call(stream, capturing);
+    return order_.end(stream, capturing);
   }
 
   ncclResult_t poll_error() override {
     const int code = *(volatile int*)(flags_host_ + cuda::kFlagError);
-    if (code != cuda::kDevOk && !error_reported_.exchange(true)) report_kernel_error(code);
+    if (code != cuda::kDevOk && !error_reported_.exchange(true))
+      cuda::warn_kernel_error(code, flags_host_, ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull);
     switch (code) {
       case cuda::kDevOk: break;
       case cuda::kDevTimeout: return ncclRemoteError;
@@ -563,47 +502,6 @@ class CudaBackend final : public Backend {
 
   // Once per communicator: what later calls see is only "an earlier
   // asynchronous error", so say here what the kernel hit.
-  void report_kernel_error(int code) const {
-    switch (code) {
-      case cuda::kDevTimeout: {
-        const volatile int* f = flags_host_;
-        static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
-                                            "a free slot at the peer"};
-        const int kind = f[cuda::kFlagWaitKind];
-        if (kind == cuda::kWaitLL) {
-          BRAID_WARN("comm {:#x} rank {}: an LL kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late "
-                     "or gone; first wait to give up: the line of word {} from rank {} (flag {}, wanted {})",
-                     ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitTile],
-                     f[cuda::kFlagWaitOp], unsigned(f[cuda::kFlagWaitSeen]), unsigned(f[cuda::kFlagWaitWant]));
-          break;
-        }
-        BRAID_WARN("comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
-                   "or its launch is held behind this one; first wait to give up: block ({}, {}) "
-                   "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
-                   ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull, f[cuda::kFlagWaitBlockX],
-                   f[cuda::kFlagWaitBlockY], f[cuda::kFlagWaitOp], f[cuda::kFlagWaitTile],
-                   kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[cuda::kFlagWaitSeen]),
-                   unsigned(f[cuda::kFlagWaitWant]));
-        break;
-      }
-      case cuda::kDevAborted:
-        BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", ctx_.comm.comm_hash,
-                   ctx_.comm.rank);
-        break;
-      case cuda::kDevMismatch:
-        BRAID_WARN("comm {:#x} rank {}: a kernel received a message whose size does not match the call on this rank "
-                   "(ranks called with different counts or peers)",
-                   ctx_.comm.comm_hash, ctx_.comm.rank);
-        break;
-      case cuda::kDevBadPlan:
-        BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", ctx_.comm.comm_hash,
-                   ctx_.comm.rank);
-        break;
-      default:
-        BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", ctx_.comm.comm_hash, ctx_.comm.rank, code);
-    }
-  }
-
   void abort() override {
     if (flags_host_) *(volatile int*)(flags_host_ + cuda::kFlagAbort) = 1;
     forwarder_.abort();
@@ -660,9 +558,9 @@ class CudaBackend final : public Backend {
   }
 
   static Status capture_check(cudaStream_t stream, const char* what) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    CUDA_TRY(cudaStreamIsCapturing(stream, &status));
-    if (status != cudaStreamCaptureStatusNone)
+    bool capturing = false;
+    BRAID_TRY(cuda::capture_status(stream, &capturing));
+    if (capturing)
       return BRAID_ERROR(ncclInvalidUsage,
                          "the first call of this shape needs {} memory, which cannot be allocated during CUDA "
                          "graph capture: run it once before capturing",
@@ -801,16 +699,13 @@ class CudaBackend final : public Backend {
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
-    if (last_call_done_) cudaEventDestroy(last_call_done_);
-    if (group_join_) cudaEventDestroy(group_join_);
+    order_.release();
     cudaGetLastError();
   }
 
   BackendContext ctx_;
   Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
-  cudaEvent_t last_call_done_ = nullptr;          // behind the last call's work (begin_call)
-  std::optional<unsigned long long> last_call_stream_;  // its stream's id, once there was a call
-  cudaEvent_t group_join_ = nullptr;               // join_streams_before's
+  cuda::CallOrder order_;  // this communicator's calls in issue order across streams
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
