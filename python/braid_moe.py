@@ -131,29 +131,31 @@ def _nbytes(x):
     return x.numel() * x.element_size() if _is_tensor(x) else memoryview(x).nbytes
 
 
-def _buffer(x, what, writable):
-    """(address, bytes) of a tensor or a contiguous buffer."""
-    if x is None:
-        return None, 0
-    if _is_tensor(x):
-        if not x.is_contiguous():
-            raise Error(4, f"{what}: the tensor is not contiguous")
-        return x.data_ptr(), x.numel() * x.element_size()
-    view = memoryview(x)
-    if not view.contiguous or (writable and view.readonly):
-        raise Error(4, f"{what}: a buffer that is contiguous{' and writable' if writable else ''}")
-    if view.nbytes == 0:
-        return None, 0
-    raw = view.cast("B")
-    if raw.readonly:  # ctypes needs a writable buffer to take an address; a read-only input is copied
-        raw = memoryview(bytearray(raw))
-        x = raw
-    holder = (ctypes.c_char * raw.nbytes).from_buffer(raw)
-    _buffer.keep.append((x, holder))  # alive until the call returns (see _call)
-    return ctypes.addressof(holder), raw.nbytes
+class _Addresses:
+    """A call's buffers as addresses, each (and the ctypes view that gave
+    its address) kept alive as long as this object: one per call, so that
+    calls from several threads never share it."""
 
+    def __init__(self):
+        self._keep = []
 
-_buffer.keep = []
+    def of(self, x, what, writable):
+        """(address, bytes) of a tensor or a contiguous buffer."""
+        if _is_tensor(x):
+            if not x.is_contiguous():
+                raise Error(4, f"{what}: the tensor is not contiguous")
+            return x.data_ptr(), x.numel() * x.element_size()
+        view = memoryview(x)
+        if not view.contiguous or (writable and view.readonly):
+            raise Error(4, f"{what}: a buffer that is contiguous{' and writable' if writable else ''}")
+        if view.nbytes == 0:
+            return None, 0
+        raw = view.cast("B")
+        if raw.readonly:  # ctypes takes addresses of writable buffers only: a read-only input is copied
+            raw = memoryview(bytearray(raw))
+        holder = (ctypes.c_char * raw.nbytes).from_buffer(raw)
+        self._keep.append((x, raw, holder))
+        return ctypes.addressof(holder), raw.nbytes
 
 
 def _stream(stream, like):
@@ -192,12 +194,6 @@ class Moe:
         _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
         self.nranks, self.local_experts = nranks.value, num_experts // nranks.value
 
-    def _call(self, fn, *args):
-        try:
-            _check(fn(*args), self.comm.handle)
-        finally:
-            _buffer.keep.clear()
-
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
         """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
         recv_counts [nranks][local experts] int32, rows of this rank dropped past capacity)."""
@@ -208,19 +204,19 @@ class Moe:
         if recv_counts is None:
             recv_counts = _like(topk_idx, self.nranks * self.local_experts * 4, (self.nranks, self.local_experts),
                                 lambda torch: torch.int32)
-        t, t_bytes = _buffer(tokens, "tokens", False)
-        k, k_bytes = _buffer(topk_idx, "topk_idx", False)
-        r, r_bytes = _buffer(recv_tokens, "recv_tokens", True)
-        c, c_bytes = _buffer(recv_counts, "recv_counts", True)
+        addresses = _Addresses()
+        t, t_bytes = addresses.of(tokens, "tokens", False)
+        k, k_bytes = addresses.of(topk_idx, "topk_idx", False)
+        r, r_bytes = addresses.of(recv_tokens, "recv_tokens", True)
+        c, c_bytes = addresses.of(recv_counts, "recv_counts", True)
         num_tokens = k_bytes // (4 * self.top_k)
         if t_bytes < num_tokens * row_bytes or r_bytes < self.max_output_rows * row_bytes or \
                 c_bytes < self.nranks * self.local_experts * 4:
-            _buffer.keep.clear()
             raise Error(4, f"dispatch: tokens need {num_tokens} rows of {row_bytes} bytes, recv_tokens "
                            f"{self.max_output_rows}, recv_counts {self.nranks * self.local_experts} int32")
         dropped = ctypes.c_int64(0)
-        self._call(library().braidMoeDispatch, self.handle, t, k, num_tokens, r, c, ctypes.byref(dropped),
-                   _stream(stream, tokens))
+        _check(library().braidMoeDispatch(self.handle, t, k, num_tokens, r, c, ctypes.byref(dropped),
+                                          _stream(stream, tokens)), self.comm.handle)
         return recv_tokens, recv_counts, dropped.value
 
     def combine(self, expert_out, topk_weights, out_tokens=None, stream=None):
@@ -231,13 +227,14 @@ class Moe:
         if out_tokens is None:
             out_tokens = _like(expert_out, num_tokens * row_bytes, (num_tokens, self.hidden),
                                lambda torch: expert_out.dtype)
-        e, _ = _buffer(expert_out, "expert_out", False)
-        w, _ = _buffer(topk_weights, "topk_weights", False)
-        o, o_bytes = _buffer(out_tokens, "out_tokens", True)
-        if o_bytes < num_tokens * row_bytes:
-            _buffer.keep.clear()
-            raise Error(4, f"combine: out_tokens needs {num_tokens} rows of {row_bytes} bytes")
-        self._call(library().braidMoeCombine, self.handle, e, w, o, _stream(stream, expert_out))
+        addresses = _Addresses()
+        e, e_bytes = addresses.of(expert_out, "expert_out", False)
+        w, _ = addresses.of(topk_weights, "topk_weights", False)
+        o, o_bytes = addresses.of(out_tokens, "out_tokens", True)
+        if e_bytes < self.max_output_rows * row_bytes or o_bytes < num_tokens * row_bytes:
+            raise Error(4, f"combine: expert_out needs {self.max_output_rows} rows of {row_bytes} bytes (recv_tokens' "
+                           f"places), out_tokens {num_tokens}")
+        _check(library().braidMoeCombine(self.handle, e, w, o, _stream(stream, expert_out)), self.comm.handle)
         return out_tokens
 
     def stats(self):

@@ -50,6 +50,12 @@ def run(rank, n, uid):
     except braid_moe.Error as e:
         if "recv_tokens" not in str(e):
             errors.append(f"too small recv_tokens: {e}")
+    try:
+        moe.combine(bytearray(4), array.array("f", [0.5, 0.25] * TOKENS))
+        errors.append("a 4-byte expert_out was taken")
+    except braid_moe.Error as e:
+        if "expert_out" not in str(e):
+            errors.append(f"too small expert_out: {e}")
     for layer in range(3):  # back to back, no reset
         recv, counts, dropped = moe.dispatch(tokens, topk)
         got_counts = array.array("i", bytes(counts))
