@@ -223,7 +223,7 @@ Status TuningTable::current(std::shared_ptr<const TuningTable>* out) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded.find(path);
   if (it == loaded.end()) {
-    auto table = std::make_shared<TuningTable>(builtin());
+    TuningTable table = builtin();
     if (!path.empty()) {
       std::ifstream in(path);
       std::stringstream text;
@@ -231,9 +231,9 @@ Status TuningTable::current(std::shared_ptr<const TuningTable>* out) {
       if (!in) return BRAID_ERROR(ncclInvalidArgument, "BRAID_TUNING_FILE={}: cannot read it", path);
       TuningTable file;
       BRAID_TRY(parse(text.str(), path, &file));
-      *table = chain(file, builtin());
+      table = chain(file, table);
     }
-    it = loaded.emplace(path, std::move(table)).first;
+    it = loaded.emplace(path, std::make_shared<const TuningTable>(std::move(table))).first;
   }
   *out = it->second;
   return Status::ok();
