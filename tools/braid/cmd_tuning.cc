@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "src/exec/cuda_arena.h"
 #include "src/plan/device_tuning.h"
