@@ -64,12 +64,31 @@ class ScheduleBuilder {
   Dep recv_reduce_copy_send(int rank, int from, ChunkRef src, ChunkRef dst, int to) {
     return add(rank, make_op(OpType::RecvReduceCopySend, to, from, src, dst));
   }
-  Dep copy(int rank, ChunkRef src, ChunkRef dst) { return add(rank, make_op(OpType::Copy, -1, -1, src, dst)); }
+  Dep copy(int rank, ChunkRef src, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Copy, -1, -1, src, dst), std::move(after));
+  }
+  Dep reduce(int rank, ChunkRef src, ChunkRef dst) { return add(rank, make_op(OpType::Reduce, -1, -1, src, dst)); }
+  // One-sided (schedule.h): `src` of put and `dst` of get name this rank's
+  // chunks; the other ref names the peer's.
+  Dep put(int rank, int to, ChunkRef src, ChunkRef peer_dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Put, to, -1, src, peer_dst), std::move(after));
+  }
+  Dep get(int rank, int from, ChunkRef peer_src, ChunkRef dst) {
+    return add(rank, make_op(OpType::Get, -1, from, peer_src, dst));
+  }
+  Dep get_reduce(int rank, int from, ChunkRef peer_src, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::GetReduce, -1, from, peer_src, dst), std::move(after));
+  }
+  Dep signal(int rank, int to, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Signal, to), std::move(after));
+  }
+  Dep wait(int rank, int from) { return add(rank, make_op(OpType::Wait, -1, from)); }
 
   Schedule take() { return std::move(s_); }
 
  private:
-  Dep add(int rank, Op op) {
+  Dep add(int rank, Op op, std::vector<Dep> after = {}) {
+    if (!after.empty()) op.deps = std::move(after);
     const uint16_t lane = size_t(rank) < current_lane_.size() ? current_lane_[size_t(rank)] : 0;
     std::vector<Op>& ops = s_.ranks[rank].lanes[lane].ops;
     ops.push_back(std::move(op));

@@ -18,6 +18,13 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"direct", Collective::Scatter, true, direct_scatter},
       {"pairwise", Collective::AlltoAll, false, [](int n, int) { return pairwise_alltoall(n); }},
       {"direct", Collective::AlltoAll, false, [](int n, int) { return direct_alltoall(n); }},
+      // One-sided: the planner offers them only where every rank can reach every peer's buffers.
+      {"oneshot", Collective::AllReduce, false, [](int n, int) { return oneshot_allreduce(n); }},
+      {"twoshot", Collective::AllReduce, false, [](int n, int) { return twoshot_allreduce(n); }},
+      {"oneshot", Collective::AllGather, false, [](int n, int) { return oneshot_allgather(n); }},
+      {"oneshot", Collective::ReduceScatter, false, [](int n, int) { return oneshot_reducescatter(n); }},
+      {"oneshot", Collective::Broadcast, true, oneshot_broadcast},
+      {"oneshot", Collective::AlltoAll, false, [](int n, int) { return oneshot_alltoall(n); }},
   };
   return registry;
 }

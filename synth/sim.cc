@@ -51,6 +51,17 @@ std::vector<int> route(const Topology& t, int src, int dst) {
   return path;
 }
 
+// Arrival times queued per message: one per chunk, or one for a signal.
+uint32_t entries(const Op& op) { return message_chunks(op) == 0 ? 1 : op.count; }
+
+// The link path an op's bytes take: (from, to), or (-1, -1) for a local op.
+// A send or put goes out to its peer; a get's bytes come in from its peer.
+std::pair<int, int> transfer_ends(int rank, const Op& op) {
+  if (op_sends(op.type) || op_puts(op.type)) return {rank, op.send_peer};
+  if (op_gets(op.type)) return {op.recv_peer, rank};
+  return {-1, -1};
+}
+
 uint64_t per_rank_count_bytes(Collective c, int nranks, uint64_t size) {
   switch (c) {
     case Collective::AllGather:
@@ -181,15 +192,15 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
         if (!ready) continue;
         if (op_receives(op.type)) {
           auto it = inflight.find({op.recv_peer, r, lane.channel});
-          if (it == inflight.end() || it->second.size() < op.count) continue;
-          for (uint32_t k = 0; k < op.count; ++k) start = std::max(start, it->second[k]);
+          if (it == inflight.end() || it->second.size() < entries(op)) continue;
+          for (uint32_t k = 0; k < entries(op); ++k) start = std::max(start, it->second[k]);
         }
         // Rank candidates by when their bytes could get on the wire, so links
         // and ports are claimed in time order (list scheduling) rather than
         // in the order ops happened to become ready.
         double key = start;
-        if (op_sends(op.type)) {
-          const std::vector<int>& path = path_of(r, op.send_peer);
+        if (const auto [from, to] = transfer_ends(r, op); from >= 0) {
+          const std::vector<int>& path = path_of(from, to);
           if (!path.empty()) {
             key = std::max(key, link_free[path[0]]);
             for (int p : t.links[path[0]].ports) key = std::max(key, port_free[p]);
@@ -206,15 +217,18 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
     double t_now = best;
     if (op_receives(op.type)) {
       auto& q = inflight[{op.recv_peer, best_r, lane.channel}];
-      for (uint32_t k = 0; k < op.count; ++k) q.pop_front();
+      for (uint32_t k = 0; k < entries(op); ++k) q.pop_front();
     }
-    double bytes = piece(chunk_bytes(prog, op_writes_dst(op.type) ? op.dst.buffer : op.src.buffer), st.tile) * op.count;
+    const double bytes =
+        message_chunks(op) == 0 && !op_one_sided(op.type)
+            ? 0
+            : piece(chunk_bytes(prog, op_writes_dst(op.type) ? op.dst.buffer : op.src.buffer), st.tile) * op.count;
     if (op_reduces(op.type) || op.type == OpType::Copy || (op_receives(op.type) && op_writes_dst(op.type)))
       t_now += bytes * t.local_beta_us_per_mb / 1e6;
     double finish = t_now;
-    if (op_sends(op.type)) {
-      const std::vector<int>& path = path_of(best_r, op.send_peer);
-      if (path.empty()) return *error = fmt::format("no route from rank {} to rank {} in {}", best_r, op.send_peer, t.name), false;
+    if (const auto [from, to] = transfer_ends(best_r, op); from >= 0) {
+      const std::vector<int>& path = path_of(from, to);
+      if (path.empty()) return *error = fmt::format("no route from rank {} to rank {} in {}", from, to, t.name), false;
       // The op's chunks are contiguous: one message of all of them, which
       // pays alpha once (an MSCCL step with cnt > 1 is one transfer).
       double hop_ready = t_now;
@@ -227,11 +241,15 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
         for (int p : link.ports) port_free[p] = end;
         out->transfers.push_back({link.src, link.dst, path[h], begin, end, best_r,
                                   op_reads_src(op.type) ? op.src.index : op.dst.index, op.count});
-        if (h == 0) finish = std::max(finish, end);
+        // A sender is free once the first hop is done; a put or get ends
+        // when its bytes are where they belong.
+        if (h == 0 || op_one_sided(op.type)) finish = std::max(finish, end);
         hop_ready = end;
       }
-      auto& q = inflight[{best_r, op.send_peer, lane.channel}];
-      for (uint32_t k = 0; k < op.count; ++k) q.push_back(hop_ready);
+      if (op_sends(op.type)) {
+        auto& q = inflight[{best_r, op.send_peer, lane.channel}];
+        for (uint32_t k = 0; k < entries(op); ++k) q.push_back(hop_ready);
+      }
     }
     st.done[st.tile * lane.ops.size() + st.pc] = finish;
     if (++st.pc == lane.ops.size()) st.pc = 0, ++st.tile;

@@ -31,8 +31,18 @@ Schedule pairwise_alltoall(int nranks);
 Schedule direct_allgather(int nranks);
 Schedule direct_alltoall(int nranks);
 
+// One-sided (algorithms/one_sided.cc): for ranks that load and store each
+// other's buffers; only executors with peer access run them.
+Schedule oneshot_allreduce(int nranks);   // small messages
+Schedule twoshot_allreduce(int nranks);   // large messages
+Schedule oneshot_allgather(int nranks);
+Schedule oneshot_reducescatter(int nranks);
+Schedule oneshot_broadcast(int nranks, int root);
+Schedule oneshot_alltoall(int nranks);
+
 struct AlgorithmInfo {
-  std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise"
+  std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise",
+                     // "oneshot", "twoshot"
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;

@@ -30,6 +30,22 @@
 //   Copy               dst = src
 //   Reduce             dst = dst (+) src
 //   Nop                nothing (a dependency carrier)
+//
+// One-sided ops reach into a peer's buffers directly, for ranks that can
+// load and store each other's memory (threads of one process, processes on
+// one host, GPUs of one NVLink domain).  Their peer-side ChunkRef names a
+// chunk of that peer's buffers:
+//   Put                peer send_peer's dst = src
+//   Get                dst = peer recv_peer's src
+//   GetReduce          dst = dst (+) peer recv_peer's src
+//   Signal             tell send_peer: a message of no chunks on the lane's
+//                      connection, matched like any other message
+//   Wait               wait for recv_peer's next message (its Signal)
+// A rank may touch a peer's buffers only while the peer is in the call: after
+// a Wait for a Signal from that peer earlier on its own rank (lane order or
+// deps), and before an op of the peer that the access happens before (a
+// signal chain back to it).  The verifier checks both, and that no two
+// unordered ops of any ranks touch the same bytes when one writes.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +79,13 @@ enum class OpType : uint8_t {
   Copy,
   Reduce,
   Nop,
+  Put,
+  Get,
+  GetReduce,
+  Signal,
+  Wait,
 };
+constexpr OpType kLastOpType = OpType::Wait;
 
 // Every transport buffers at least this many fragments per connection, and
 // schedules ask for no fewer (Schedule::slots).  Two, not one: a fused
@@ -159,26 +181,48 @@ const char* to_string(OpType t);
 std::optional<Collective> collective_from_string(const std::string& s);
 std::optional<OpType> op_type_from_string(const std::string& s);
 
-// Which parts of an op are meaningful.
+// Which parts of an op are meaningful.  Sending and receiving are messages
+// on the lane's connection to the peer (a Signal's carries no chunks);
+// src and dst, as read and written here, are the rank's own chunks.
 constexpr bool op_sends(OpType t) {
   return t == OpType::Send || t == OpType::RecvCopySend || t == OpType::RecvReduceSend ||
-         t == OpType::RecvReduceCopySend;
+         t == OpType::RecvReduceCopySend || t == OpType::Signal;
 }
 constexpr bool op_receives(OpType t) {
   return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceSend ||
-         t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend;
+         t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend || t == OpType::Wait;
 }
 constexpr bool op_reads_src(OpType t) {
   return t == OpType::Send || t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy ||
-         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce;
+         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce || t == OpType::Put;
 }
 constexpr bool op_writes_dst(OpType t) {
   return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceCopy ||
-         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce;
+         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce || t == OpType::Get ||
+         t == OpType::GetReduce;
 }
 constexpr bool op_reduces(OpType t) {
   return t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend ||
-         t == OpType::Reduce;
+         t == OpType::Reduce || t == OpType::GetReduce;
+}
+// One-sided: Put writes send_peer's dst; Get and GetReduce read recv_peer's src.
+constexpr bool op_puts(OpType t) { return t == OpType::Put; }
+constexpr bool op_gets(OpType t) { return t == OpType::Get || t == OpType::GetReduce; }
+constexpr bool op_one_sided(OpType t) { return op_puts(t) || op_gets(t); }
+// Whether an op's send_peer / recv_peer field names a rank.
+constexpr bool op_uses_send_peer(OpType t) { return op_sends(t) || op_puts(t); }
+constexpr bool op_uses_recv_peer(OpType t) { return op_receives(t) || op_gets(t); }
+// Chunks in the message an op sends or receives (a signal's: none).
+constexpr uint32_t message_chunks(const Op& op) {
+  return op.type == OpType::Signal || op.type == OpType::Wait ? 0 : op.count;
+}
+// Whether a schedule has one-sided ops (only executors with peer access run it).
+inline bool has_one_sided_ops(const Schedule& s) {
+  for (const RankProgram& p : s.ranks)
+    for (const Lane& lane : p.lanes)
+      for (const Op& op : lane.ops)
+        if (op_one_sided(op.type)) return true;
+  return false;
 }
 
 }  // namespace braid

@@ -9,7 +9,10 @@
 //  - no lane can deadlock when each connection buffers at most `slots`
 //    messages (the schedule's own Schedule::slots unless told otherwise);
 //  - no two ops of one rank that are unordered (no path through lane order and
-//    deps) touch the same chunk when at least one of them writes it;
+//    deps) touch the same chunk when at least one of them writes it; with
+//    one-sided ops (schedule.h), the same across ranks (paths then also go
+//    through messages), and a rank touches a peer's buffers only after a
+//    signal from it and before an op of it;
 //  - every output chunk ends holding exactly the right contributions: each
 //    rank's input chunk once for reductions, the right source for copies.
 // It checks the placements the schedule claims (in place, out of place).

@@ -477,6 +477,14 @@ bool msccl_registrations_from_xml(const std::string& text, std::vector<MscclRegi
 }
 
 bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* error, MscclDialect dialect) {
+  auto msccl_step = [](const Op& op) { return uint8_t(op.type) <= uint8_t(OpType::Nop); };
+  for (const RankProgram& p : s.ranks)
+    for (const Lane& lane : p.lanes)
+      if (!std::all_of(lane.ops.begin(), lane.ops.end(), msccl_step))
+        return *error = fmt::format("schedule {} has one-sided ops (put, get, signal, wait), which MSCCL XML "
+                                    "cannot express: its steps are sends and receives",
+                                    s.name),
+               false;
   auto letter = [](BufferKind b) { return b == BufferKind::Input ? "i" : b == BufferKind::Output ? "o" : "s"; };
   auto xml_type = [](OpType t) {
     for (const StepType& st : kStepTypes)

@@ -37,10 +37,10 @@ json chunk_to_json(const ChunkRef& c) { return {{"buffer", to_string(c.buffer)},
 
 json op_to_json(const Op& op) {
   json j = {{"type", to_string(op.type)}};
-  if (op.send_peer != -1 || op_sends(op.type)) j["send_peer"] = op.send_peer;
-  if (op.recv_peer != -1 || op_receives(op.type)) j["recv_peer"] = op.recv_peer;
-  if (op.src != ChunkRef{} || op_reads_src(op.type)) j["src"] = chunk_to_json(op.src);
-  if (op.dst != ChunkRef{} || op_writes_dst(op.type)) j["dst"] = chunk_to_json(op.dst);
+  if (op.send_peer != -1 || op_uses_send_peer(op.type)) j["send_peer"] = op.send_peer;
+  if (op.recv_peer != -1 || op_uses_recv_peer(op.type)) j["recv_peer"] = op.recv_peer;
+  if (op.src != ChunkRef{} || op_reads_src(op.type) || op_gets(op.type)) j["src"] = chunk_to_json(op.src);
+  if (op.dst != ChunkRef{} || op_writes_dst(op.type) || op_puts(op.type)) j["dst"] = chunk_to_json(op.dst);
   if (op.count != 1) j["count"] = op.count;
   if (!op.deps.empty()) {
     json deps = json::array();
@@ -151,8 +151,10 @@ bool parse_op(Reader& rd, const json& j, const std::string& path, int nranks, Op
       !rd.chunk(j, path, "src", &op->src) || !rd.chunk(j, path, "dst", &op->dst) ||
       !rd.integer(j, path, "count", 0, UINT32_MAX, false, &op->count))
     return false;
-  if (op_sends(op->type) && op->send_peer < 0) return rd.fail(path, fmt::format("'{}' needs a send_peer", type));
-  if (op_receives(op->type) && op->recv_peer < 0) return rd.fail(path, fmt::format("'{}' needs a recv_peer", type));
+  if (op_uses_send_peer(op->type) && op->send_peer < 0)
+    return rd.fail(path, fmt::format("'{}' needs a send_peer", type));
+  if (op_uses_recv_peer(op->type) && op->recv_peer < 0)
+    return rd.fail(path, fmt::format("'{}' needs a recv_peer", type));
   const json* deps;
   if (!rd.array(j, path, "deps", &deps)) return false;
   for (size_t i = 0; i < deps->size(); ++i) {

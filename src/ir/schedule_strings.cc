@@ -20,7 +20,7 @@ constexpr std::array<std::pair<Collective, const char*>, 9> kCollectives = {{
 }};
 
 // Short names follow MSCCL's instruction mnemonics (s, r, rcs, rrs, rrc, rrcs).
-constexpr std::array<std::pair<OpType, const char*>, 9> kOps = {{
+constexpr std::array<std::pair<OpType, const char*>, 14> kOps = {{
     {OpType::Send, "send"},
     {OpType::Recv, "recv"},
     {OpType::RecvCopySend, "rcs"},
@@ -30,6 +30,11 @@ constexpr std::array<std::pair<OpType, const char*>, 9> kOps = {{
     {OpType::Copy, "copy"},
     {OpType::Reduce, "reduce"},
     {OpType::Nop, "nop"},
+    {OpType::Put, "put"},
+    {OpType::Get, "get"},
+    {OpType::GetReduce, "get_reduce"},
+    {OpType::Signal, "signal"},
+    {OpType::Wait, "wait"},
 }};
 
 template <typename Table, typename E>

@@ -17,7 +17,9 @@
 // Content is tracked for the first tile (every tile moves the same chunks).
 // `slots` is the schedule's own (Schedule::slots) unless the caller says.
 // Races are checked within a tile (tiles touch disjoint bytes) using the
-// order of lanes and deps on one rank.
+// order of lanes and deps on one rank; with one-sided ops (Put, Get) also
+// across ranks, through messages (signals), and so is that a rank touches a
+// peer's buffers only while the peer is in the call.
 #include "braid/verify.h"
 
 #include <fmt/format.h>
@@ -87,10 +89,10 @@ class Errors {
 std::string where(const Schedule& s, int r, size_t l, size_t i) {
   const Op& op = s.ranks[r].lanes[l].ops[i];
   std::string what = to_string(op.type);
-  if (op_receives(op.type)) what += fmt::format(" from {}", op.recv_peer);
-  if (op_sends(op.type)) what += fmt::format(" to {}", op.send_peer);
-  if (op_reads_src(op.type)) what += " src " + ref_name(op.src);
-  if (op_writes_dst(op.type)) what += " dst " + ref_name(op.dst);
+  if (op_uses_recv_peer(op.type)) what += fmt::format(" from {}", op.recv_peer);
+  if (op_uses_send_peer(op.type)) what += fmt::format(" to {}", op.send_peer);
+  if (op_reads_src(op.type) || op_gets(op.type)) what += " src " + ref_name(op.src);
+  if (op_writes_dst(op.type) || op_puts(op.type)) what += " dst " + ref_name(op.dst);
   return fmt::format("rank {} lane {} op {} ({})", r, l, i, what);
 }
 
@@ -112,40 +114,58 @@ void check_structure(const Schedule& s, const VerifyOptions& o, Errors& e) {
       const Lane& lane = p.lanes[l];
       for (size_t i = 0; i < lane.ops.size(); ++i) {
         const Op& op = lane.ops[i];
-        if (uint8_t(op.type) > uint8_t(OpType::Nop)) {
+        if (uint8_t(op.type) > uint8_t(kLastOpType)) {
           e.add("rank {} lane {} op {}: invalid op type {}", r, l, i, int(op.type));
           continue;
         }
         std::string at = where(s, r, l, i);
         if (op.count == 0 && op.type != OpType::Nop) e.add("{}: count is 0", at);
-        auto check_peer = [&](bool used, int peer, const char* field, auto& lanes_by_conn, const char* verb) {
+        if (message_chunks(op) == 0 && op.count != 1)
+          e.add("{}: count is {}; a signal carries no chunks (count 1)", at, op.count);
+        // A message claims its connection; a one-sided op only names its peer.
+        bool peers_ok = true;
+        auto check_peer = [&](bool used, bool message, int peer, const char* field, auto& lanes_by_conn,
+                              const char* verb) {
           if (!used) {
             if (peer != -1) e.add("{}: has {} {} but does not {}", at, field, peer, verb);
             return;
           }
-          if (peer < 0 || peer >= n) return e.add("{}: {} {} is not a rank in [0, {})", at, field, peer, n);
-          if (peer == r) return e.add("{}: {} itself (use copy)", at, field);
+          if (peer < 0 || peer >= n) {
+            peers_ok = false;
+            return e.add("{}: {} {} is not a rank in [0, {})", at, field, peer, n);
+          }
+          if (peer == r) {
+            peers_ok = false;
+            return e.add("{}: {} itself (use copy)", at, field);
+          }
+          if (!message) return;
           auto [it, fresh] = lanes_by_conn.emplace(std::pair{peer, int(lane.channel)}, l);
           if (!fresh && it->second != l)
             e.add("{}: lanes {} and {} both {} rank {} on channel {}", at, it->second, l, verb, peer, lane.channel);
         };
-        check_peer(op_sends(op.type), op.send_peer, "send_peer", sender, "send");
-        check_peer(op_receives(op.type), op.recv_peer, "recv_peer", receiver, "receive");
-        auto check_ref = [&](bool used, ChunkRef ref, const char* role) {
+        check_peer(op_uses_send_peer(op.type), op_sends(op.type), op.send_peer, "send_peer", sender, "send");
+        check_peer(op_uses_recv_peer(op.type), op_receives(op.type), op.recv_peer, "recv_peer", receiver, "receive");
+        // `owner`: the rank whose buffer the ref names (a peer's, for one-sided ops).
+        auto check_ref = [&](bool used, ChunkRef ref, const char* role, int owner) {
           if (!used) return;
           if (uint8_t(ref.buffer) > uint8_t(BufferKind::Scratch))
             return e.add("{}: {} has invalid buffer {}", at, role, int(ref.buffer));
+          const RankProgram& q = s.ranks[owner];
+          const std::string whose = owner == r ? "the" : fmt::format("rank {}'s", owner);
           uint64_t end = uint64_t(ref.index) + std::max<uint32_t>(op.count, 1);
-          if (end > chunks_of(p, ref.buffer))
-            e.add("{}: {} chunks [{}, {}) are outside the {} buffer's {} chunks", at, role, ref.index, end,
-                  to_string(ref.buffer), chunks_of(p, ref.buffer));
-          if (!has_buffer(s, r, ref.buffer))
-            e.add("{}: rank {} has no {} buffer in a {} rooted at {}", at, r, to_string(ref.buffer),
+          if (end > chunks_of(q, ref.buffer))
+            e.add("{}: {} chunks [{}, {}) are outside {} {} buffer's {} chunks", at, role, ref.index, end, whose,
+                  to_string(ref.buffer), chunks_of(q, ref.buffer));
+          if (!has_buffer(s, owner, ref.buffer))
+            e.add("{}: rank {} has no {} buffer in a {} rooted at {}", at, owner, to_string(ref.buffer),
                   to_string(s.collective), s.root);
+          if (std::string(role) == "dst" && ref.buffer == BufferKind::Input)
+            e.add("{}: writes {} input buffer", at, whose);
         };
-        check_ref(op_reads_src(op.type), op.src, "src");
-        check_ref(op_writes_dst(op.type), op.dst, "dst");
-        if (op_writes_dst(op.type) && op.dst.buffer == BufferKind::Input) e.add("{}: writes the input buffer", at);
+        check_ref(op_reads_src(op.type), op.src, "src", r);
+        check_ref(op_writes_dst(op.type), op.dst, "dst", r);
+        if (peers_ok) check_ref(op_gets(op.type), op.src, "src", op.recv_peer);
+        if (peers_ok) check_ref(op_puts(op.type), op.dst, "dst", op.send_peer);
         for (const Dep& d : op.deps)
           if (d.lane >= p.lanes.size() || d.op >= p.lanes[d.lane].ops.size())
             e.add("{}: depends on lane {} op {}, which does not exist", at, d.lane, d.op);
@@ -186,23 +206,52 @@ uint32_t check_layout(const Schedule& s, Errors& e) {
 
 // ------------------------------------------------------------------- order
 
-// Happens-before within one rank, from lane order and deps (one tile).
-class RankOrder {
+// One op of the schedule.
+struct OpId {
+  int rank = 0;
+  size_t lane = 0, op = 0;
+};
+
+// Happens-before among ops (one tile), as vector clocks over lanes: lane
+// order and deps within a rank and, across ranks when `messages`, each
+// message's send before its receive (the k-th message of a connection).
+class OpOrder {
  public:
-  // Returns false (with an error) when the deps have a cycle.
-  bool build(const Schedule& s, int r, Errors& e) {
-    const RankProgram& p = s.ranks[r];
-    const size_t lanes = p.lanes.size();
-    base_.assign(lanes + 1, 0);
-    for (size_t l = 0; l < lanes; ++l) base_[l + 1] = base_[l] + p.lanes[l].ops.size();
-    const size_t nodes = base_[lanes];
+  // The ops of `ranks`.  Returns false when the order has a cycle: with
+  // `cycles` set, a dependency cycle is reported there; one through messages
+  // is a deadlock, which the simulation reports.
+  bool build(const Schedule& s, const std::vector<int>& ranks, bool messages, Errors* cycles, Errors& e) {
+    slot_.assign(s.nranks, -1);
+    lane_base_.assign(ranks.size() + 1, 0);
+    base_.assign(1, 0);
+    for (size_t k = 0; k < ranks.size(); ++k) {
+      slot_[ranks[k]] = int(k);
+      lane_base_[k + 1] = lane_base_[k] + s.ranks[ranks[k]].lanes.size();
+      for (const Lane& lane : s.ranks[ranks[k]].lanes) base_.push_back(base_.back() + lane.ops.size());
+    }
+    const size_t lanes = lane_base_.back(), nodes = base_.back();
+    if (double(nodes) * double(lanes) > kMaxClockEntries) {
+      e.add("too large to order: {} ops on {} lanes (one-sided ops are verified up to {} op-lane pairs)", nodes,
+            lanes, kMaxClockEntries);
+      return false;
+    }
     std::vector<std::vector<size_t>> succ(nodes), pred(nodes);
     auto edge = [&](size_t a, size_t b) { succ[a].push_back(b), pred[b].push_back(a); };
-    for (size_t l = 0; l < lanes; ++l)
-      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
-        if (i > 0) edge(node(l, i - 1), node(l, i));
-        for (const Dep& d : p.lanes[l].ops[i].deps) edge(node(d.lane, d.op), node(l, i));
-      }
+    std::map<std::tuple<int, int, int>, std::pair<std::vector<size_t>, std::vector<size_t>>> conns;
+    for (int r : ranks) {
+      const RankProgram& p = s.ranks[r];
+      for (size_t l = 0; l < p.lanes.size(); ++l)
+        for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
+          const Op& op = p.lanes[l].ops[i];
+          const size_t v = node({r, l, i});
+          if (i > 0) edge(node({r, l, i - 1}), v);
+          for (const Dep& d : op.deps) edge(node({r, d.lane, d.op}), v);
+          if (messages && op_sends(op.type)) conns[{r, op.send_peer, p.lanes[l].channel}].first.push_back(v);
+          if (messages && op_receives(op.type)) conns[{op.recv_peer, r, p.lanes[l].channel}].second.push_back(v);
+        }
+    }
+    for (const auto& [conn, ends] : conns)
+      for (size_t k = 0; k < std::min(ends.first.size(), ends.second.size()); ++k) edge(ends.first[k], ends.second[k]);
     clock_.assign(nodes, std::vector<uint32_t>(lanes, 0));
     std::vector<size_t> indegree(nodes), ready;
     for (size_t v = 0; v < nodes; ++v)
@@ -220,6 +269,7 @@ class RankOrder {
       }
     }
     if (done == nodes) return true;
+    if (!cycles) return false;
     // Walk back through unfinished predecessors until a node repeats.
     size_t v = 0;
     while (indegree[v] == 0) ++v;
@@ -237,23 +287,28 @@ class RankOrder {
     std::string cycle;
     for (size_t k = path.size(); k-- > size_t(seen[v]);) {
       auto [l, i] = lane_op(path[k]);
-      cycle += fmt::format("lane {} op {} -> ", l, i);
+      cycle += fmt::format("lane {} op {} -> ", l - lane_base_[0], i);
     }
     auto [l, i] = lane_op(v);
-    e.add("rank {}: dependency cycle: {}lane {} op {}", r, cycle, l, i);
+    cycles->add("rank {}: dependency cycle: {}lane {} op {}", ranks[0], cycle, l - lane_base_[0], i);
     return false;
   }
 
-  // Does op (la, ia) complete before op (lb, ib) starts?
-  bool before(size_t la, size_t ia, size_t lb, size_t ib) const { return clock_[node(lb, ib)][la] >= ia + 1; }
+  // Does op a complete before op b starts?  (Both among the built ranks.)
+  bool before(OpId a, OpId b) const { return clock_[node(b)][global_lane(a)] >= a.op + 1; }
 
  private:
-  size_t node(size_t l, size_t i) const { return base_[l] + i; }
+  static constexpr double kMaxClockEntries = 64e6;
+  size_t global_lane(OpId x) const { return lane_base_[slot_[x.rank]] + x.lane; }
+  size_t node(OpId x) const { return base_[global_lane(x)] + x.op; }
+  // (global lane, op) of a node.
   std::pair<size_t, size_t> lane_op(size_t v) const {
     size_t l = std::upper_bound(base_.begin(), base_.end(), v) - base_.begin() - 1;
     return {l, v - base_[l]};
   }
-  std::vector<size_t> base_;
+  std::vector<int> slot_;          // per rank of the schedule: its place among the built ranks, or -1
+  std::vector<size_t> lane_base_;  // per built rank: its first global lane
+  std::vector<size_t> base_;       // per global lane: its first node (and the end)
   std::vector<std::vector<uint32_t>> clock_;  // per op: ops of each lane known complete
 };
 
@@ -295,37 +350,86 @@ struct Cells {
   }
 };
 
-// `reported` carries over between placements so a race is named once.
-using RaceSet = std::set<std::tuple<int, size_t, size_t, size_t, size_t>>;
-void check_races(const Schedule& s, int r, const RankOrder& order, const Cells& cells, const std::string& placement,
-                 RaceSet& reported, Errors& e) {
+// Races on rank q's chunks: two accesses, at least one a write, that
+// `order` does not order.  The accesses are q's own ops' and, with
+// one-sided ops, its peers' Puts and Gets into q's buffers (then `order`
+// spans every rank).  `reported` carries over between placements so a race
+// is named once.
+using RaceSet = std::set<std::tuple<int, int, size_t, size_t, int, size_t, size_t>>;
+void check_races(const Schedule& s, int q, const OpOrder& order, const std::vector<Cells>& cells,
+                 bool one_sided, const std::string& placement, RaceSet& reported, Errors& e) {
   struct Access {
-    size_t lane, op;
+    OpId id;
     bool write;
     ChunkRef ref;
     uint32_t offset;
   };
-  std::vector<std::vector<Access>> by_cell(cells.count);
-  const RankProgram& p = s.ranks[r];
-  for (size_t l = 0; l < p.lanes.size(); ++l)
-    for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
-      const Op& op = p.lanes[l].ops[i];
-      for (uint32_t k = 0; k < std::max<uint32_t>(op.count, 1); ++k) {
-        if (op_reads_src(op.type)) by_cell[cells(op.src, k)].push_back({l, i, false, op.src, k});
-        if (op_writes_dst(op.type)) by_cell[cells(op.dst, k)].push_back({l, i, true, op.dst, k});
+  std::vector<std::vector<Access>> by_cell(cells[q].count);
+  auto add = [&](OpId id, const Op& op, bool write, ChunkRef ref) {
+    for (uint32_t k = 0; k < std::max<uint32_t>(op.count, 1); ++k)
+      by_cell[cells[q](ref, k)].push_back({id, write, ref, k});
+  };
+  for (int r = 0; r < s.nranks; ++r) {
+    if (r != q && !one_sided) continue;
+    const RankProgram& p = s.ranks[r];
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
+        const Op& op = p.lanes[l].ops[i];
+        if (r == q && op_reads_src(op.type)) add({r, l, i}, op, false, op.src);
+        if (r == q && op_writes_dst(op.type)) add({r, l, i}, op, true, op.dst);
+        if (op_gets(op.type) && op.recv_peer == q) add({r, l, i}, op, false, op.src);
+        if (op_puts(op.type) && op.send_peer == q) add({r, l, i}, op, true, op.dst);
       }
-    }
+  }
+  auto owned = [&](const Access& x) { return x.id.rank == q ? std::string() : fmt::format("rank {}'s ", q); };
   for (const auto& accesses : by_cell)
     for (size_t a = 0; a < accesses.size(); ++a)
       for (size_t b = a + 1; b < accesses.size(); ++b) {
         const Access &x = accesses[a], &y = accesses[b];
-        if (x.lane == y.lane || !(x.write || y.write)) continue;
-        if (order.before(x.lane, x.op, y.lane, y.op) || order.before(y.lane, y.op, x.lane, x.op)) continue;
-        if (!reported.insert({r, x.lane, x.op, y.lane, y.op}).second) continue;
-        e.add("{}{} {} {} and {} {} {} are not ordered by deps", placement, where(s, r, x.lane, x.op),
-              x.write ? "writes" : "reads", ref_name(x.ref, x.offset), where(s, r, y.lane, y.op),
-              y.write ? "writes" : "reads", ref_name(y.ref, y.offset));
+        if ((x.id.rank == y.id.rank && x.id.lane == y.id.lane) || !(x.write || y.write)) continue;
+        if (order.before(x.id, y.id) || order.before(y.id, x.id)) continue;
+        if (!reported.insert({q, x.id.rank, x.id.lane, x.id.op, y.id.rank, y.id.lane, y.id.op}).second) continue;
+        e.add("{}{} {} {}{} and {} {} {}{} are not ordered by deps{}", placement,
+              where(s, x.id.rank, x.id.lane, x.id.op), x.write ? "writes" : "reads", owned(x),
+              ref_name(x.ref, x.offset), where(s, y.id.rank, y.id.lane, y.id.op), y.write ? "writes" : "reads",
+              owned(y), ref_name(y.ref, y.offset), one_sided ? " or signals" : "");
       }
+}
+
+// A rank may touch a peer's buffers only while the peer is in the call
+// (schedule.h): after a Wait for the peer's signal on its own rank (which
+// is also how an executor learns where the peer's buffers are), and before
+// some op of the peer (so the peer cannot return, and let its caller reuse
+// the buffers, while the access is still running).
+void check_peer_lifetimes(const Schedule& s, const std::vector<OpOrder>& rank_orders, const OpOrder& all,
+                          Errors& e) {
+  for (int r = 0; r < s.nranks && !e.full(); ++r) {
+    const RankProgram& p = s.ranks[r];
+    std::map<int, std::vector<OpId>> waits;  // per peer: this rank's Waits for its signals
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i)
+        if (p.lanes[l].ops[i].type == OpType::Wait) waits[p.lanes[l].ops[i].recv_peer].push_back({r, l, i});
+    for (size_t l = 0; l < p.lanes.size(); ++l)
+      for (size_t i = 0; i < p.lanes[l].ops.size(); ++i) {
+        const Op& op = p.lanes[l].ops[i];
+        if (!op_one_sided(op.type)) continue;
+        const int q = op_puts(op.type) ? op.send_peer : op.recv_peer;
+        const OpId access{r, l, i};
+        const std::vector<OpId>& from_q = waits[q];
+        if (std::none_of(from_q.begin(), from_q.end(), [&](OpId w) { return rank_orders[r].before(w, access); }))
+          e.add("{}: touches rank {}'s buffers before waiting for a signal from it (a rank's buffers are known, and "
+                "free to use, only once it has signalled)",
+                where(s, r, l, i), q);
+        bool held = false;
+        for (size_t lq = 0; lq < s.ranks[q].lanes.size() && !held; ++lq)
+          if (!s.ranks[q].lanes[lq].ops.empty())
+            held = all.before(access, {q, lq, s.ranks[q].lanes[lq].ops.size() - 1});
+        if (!held)
+          e.add("{}: rank {} may leave the call before this access ends: no op of rank {} comes after it (signal "
+                "rank {} after the access, and have it wait)",
+                where(s, r, l, i), q, q, q);
+      }
+  }
 }
 
 // -------------------------------------------------------------- simulation
@@ -365,7 +469,7 @@ class Simulation {
     }
   }
 
-  const Cells& cells(int r) const { return cells_[r]; }
+  const std::vector<Cells>& cells() const { return cells_; }
   const std::string& prefix() const { return prefix_; }
 
   // Runs every lane to completion; false (with an error) on deadlock.
@@ -476,7 +580,8 @@ class Simulation {
     Queue* in = op_receives(op.type) ? &queue(op.recv_peer, r, ch) : nullptr;
     Queue* out = op_sends(op.type) ? &queue(r, op.send_peer, ch) : nullptr;
     if ((in && in->empty()) || (out && out->size() >= slots_)) return false;
-    const uint32_t count = std::max<uint32_t>(op.count, 1), moved = count;
+    const bool signal = message_chunks(op) == 0;  // a message without chunks
+    const uint32_t count = signal ? 0 : std::max<uint32_t>(op.count, 1), moved = count;
     Message received(moved), sent(moved);
     if (in) {
       received = std::move(in->front());  // check_matching made it `moved` chunks long
@@ -494,10 +599,14 @@ class Simulation {
   // The symbolic effect of chunk k of an op; returns what it sends.
   Content apply(int r, size_t l, size_t i, uint32_t k, Content received) {
     const Op& op = lane(r, l).ops[i];
-    auto read = [&](ChunkRef ref) {
-      Content c = state_[r][cells_[r](ref, k)];
+    // `q`: the rank whose chunk it is (a peer's, for one-sided ops).
+    auto whose = [&](int q) { return q == r ? std::string() : fmt::format("rank {}'s ", q); };
+    auto read = [&](ChunkRef ref, int q = -1) {
+      q = q < 0 ? r : q;
+      Content c = state_[q][cells_[q](ref, k)];
       if (c.kind == Content::Unwritten) {
-        e_.add("{}{} reads {} before anything was written to it", prefix_, where(s_, r, l, i), ref_name(ref, k));
+        e_.add("{}{} reads {}{} before anything was written to it", prefix_, where(s_, r, l, i), whose(q),
+               ref_name(ref, k));
         c.kind = Content::Poisoned;
       }
       return c;
@@ -519,16 +628,17 @@ class Simulation {
       }
       return Content::valid(std::move(both));
     };
-    auto write = [&](ChunkRef ref, Content c) {
+    auto write = [&](ChunkRef ref, Content c, int q = -1) {
+      q = q < 0 ? r : q;
       // A user chunk's length depends on its position in a block; data from
       // another position would not fit it when the count is uneven.
       if (c_ && c.kind == Content::Valid && ref.buffer != BufferKind::Scratch &&
           c.position(c_) != (ref.index + k) % c_) {
-        e_.add("{}{} writes {} into {}, a chunk of another position", prefix_, where(s_, r, l, i),
-               describe(*c.parts), ref_name(ref, k));
+        e_.add("{}{} writes {} into {}{}, a chunk of another position", prefix_, where(s_, r, l, i),
+               describe(*c.parts), whose(q), ref_name(ref, k));
         c = Content::poisoned();
       }
-      state_[r][cells_[r](ref, k)] = std::move(c);
+      state_[q][cells_[q](ref, k)] = std::move(c);
     };
     switch (op.type) {
       case OpType::Send: return read(op.src);
@@ -543,7 +653,12 @@ class Simulation {
       }
       case OpType::Copy: write(op.dst, read(op.src)); return {};
       case OpType::Reduce: write(op.dst, combine(read(op.dst), read(op.src))); return {};
-      case OpType::Nop: return {};
+      case OpType::Put: write(op.dst, read(op.src), op.send_peer); return {};
+      case OpType::Get: write(op.dst, read(op.src, op.recv_peer)); return {};
+      case OpType::GetReduce: write(op.dst, combine(read(op.dst), read(op.src, op.recv_peer))); return {};
+      case OpType::Nop:
+      case OpType::Signal:
+      case OpType::Wait: return {};
     }
     return {};
   }
@@ -572,13 +687,14 @@ void check_matching(const Schedule& s, const VerifyOptions& o, Errors& e) {
   for (int r = 0; r < s.nranks; ++r)
     for (const Lane& lane : s.ranks[r].lanes)
       for (const Op& op : lane.ops) {
+        const uint32_t chunks = message_chunks(op);
         if (op_sends(op.type)) {
           Traffic& t = conns[{r, op.send_peer, lane.channel}];
-          t.sent.push_back(op.count), t.sent_chunks += op.count;
+          t.sent.push_back(chunks), t.sent_chunks += chunks;
         }
         if (op_receives(op.type)) {
           Traffic& t = conns[{op.recv_peer, r, lane.channel}];
-          t.received.push_back(op.count), t.received_chunks += op.count;
+          t.received.push_back(chunks), t.received_chunks += chunks;
         }
       }
   for (const auto& [conn, t] : conns) {
@@ -588,9 +704,14 @@ void check_matching(const Schedule& s, const VerifyOptions& o, Errors& e) {
             t.sent_chunks, to, channel, to, t.received_chunks, from);
       continue;
     }
-    for (size_t k = 0; k < t.sent.size(); ++k)
+    if (t.sent.size() != t.received.size() && std::equal(t.sent.begin(), t.sent.begin() + std::min(t.sent.size(),
+                                                         t.received.size()), t.received.begin()))
+      e.add("rank {} sends {} message(s) to rank {} on channel {}, but rank {} receives {} (signals are messages)",
+            from, t.sent.size(), to, channel, to, t.received.size());
+    for (size_t k = 0; k < std::min(t.sent.size(), t.received.size()); ++k)
       if (t.sent[k] != t.received[k]) {
-        e.add("message {} from rank {} to rank {} on channel {}: {} chunk(s) sent as one, but received by an op of {}",
+        e.add("message {} from rank {} to rank {} on channel {}: {} chunk(s) sent as one, but received by an op of {}"
+              " (a signal's message has none)",
               k, from, to, channel, t.sent[k], t.received[k]);
         break;
       }
@@ -607,8 +728,16 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
   check_structure(s, options, e);
   if (!e.any()) check_matching(s, options, e);
   uint32_t per_block = e.any() ? 0 : check_layout(s, e);
-  std::vector<RankOrder> orders(e.any() ? 0 : s.nranks);
-  for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, r, e);
+  std::vector<OpOrder> orders(e.any() ? 0 : s.nranks);
+  for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, {r}, false, &e, e);
+  // One-sided ops order accesses across ranks, through signals: one order
+  // over every rank (a cycle there is a deadlock, which the run reports).
+  const bool one_sided = !e.any() && has_one_sided_ops(s);
+  OpOrder all;
+  std::vector<int> every_rank(s.nranks);
+  for (int r = 0; r < s.nranks; ++r) every_rank[r] = r;
+  const bool all_ordered = one_sided && all.build(s, every_rank, true, nullptr, e);
+  if (all_ordered) check_peer_lifetimes(s, orders, all, e);
   if (!e.any()) {
     // A custom collective defines no aliasing: it is checked out of place only.
     bool custom = s.collective == Collective::Custom;
@@ -617,8 +746,9 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
       bool claimed = custom ? !in_place : in_place ? s.in_place : s.out_of_place;
       if (!claimed || e.full()) continue;
       Simulation sim(s, options, per_block, in_place, e);
-      for (int r = 0; r < s.nranks; ++r)
-        check_races(s, r, orders[r], sim.cells(r), in_place ? sim.prefix() : "", races, e);
+      for (int r = 0; r < s.nranks && (!one_sided || all_ordered); ++r)
+        check_races(s, r, one_sided ? all : orders[r], sim.cells(), one_sided, in_place ? sim.prefix() : "", races,
+                    e);
       if (!sim.run()) {
         deadlock = true;
         break;  // the same deadlock in either placement

@@ -202,6 +202,13 @@ BRAID_HD void op_step(OpType type, Memory& m, const StepSpan& src, const StepSpa
     case OpType::Copy: m.local_copy(dst, src, bytes); break;
     case OpType::Reduce: m.local_reduce(dst, src, n); break;
     case OpType::Nop: break;
+    // The executors run these themselves: peers' buffers, and messages
+    // without chunks.
+    case OpType::Put:
+    case OpType::Get:
+    case OpType::GetReduce:
+    case OpType::Signal:
+    case OpType::Wait: break;
   }
 }
 

@@ -177,3 +177,22 @@ TEST_CASE("sim: fragments pipeline a chunk over hops, as the host executor does"
   REQUIRE(simulate(s, clique(3, false), 1000000, &pieces, &error, o));
   CHECK(pieces.time_us == Approx(22.0));
 }
+
+TEST_CASE("sim: one-sided ops cross the link their bytes take; signals cost alpha", "[synth][sim]") {
+  SimResult r;
+  std::string error;
+  // Two-shot on 2 ranks, 2 MB (1 MB blocks).  Each rank: a signal (0-1 us),
+  // the peer's signal arrives at 1; a get of the peer's block over the
+  // peer->me link (1-12); a put of my block over me->peer (12-23); the done
+  // signal (23-24).  The get and the peer's put share a link, one after
+  // the other.
+  REQUIRE(simulate(twoshot_allreduce(2), clique(2, false), 2000000, &r, &error));
+  CHECK(r.time_us == Approx(24.0));
+  CHECK(r.transfers.size() == 8);
+  // Latency: a small one-shot AllReduce on 8 ranks is two signal rounds
+  // and a put per peer, against ring's 2(n-1) steps in a row.
+  SimResult oneshot, ring;
+  REQUIRE(simulate(oneshot_allreduce(8), clique(8, false), 64, &oneshot, &error));
+  REQUIRE(simulate(ring_allreduce(8), clique(8, false), 64, &ring, &error));
+  CHECK(oneshot.time_us < ring.time_us);
+}

@@ -50,7 +50,10 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"binomial", Collective::Broadcast}, {"binomial", Collective::Reduce},
            {"direct", Collective::Gather},      {"direct", Collective::Scatter},
            {"pairwise", Collective::AlltoAll},  {"direct", Collective::AllGather},
-           {"direct", Collective::AlltoAll}})
+           {"direct", Collective::AlltoAll},    {"oneshot", Collective::AllReduce},
+           {"twoshot", Collective::AllReduce},  {"oneshot", Collective::AllGather},
+           {"oneshot", Collective::ReduceScatter}, {"oneshot", Collective::Broadcast},
+           {"oneshot", Collective::AlltoAll}})
     CHECK(seen.count({name, c}) == 1);
 }
 

@@ -136,8 +136,8 @@ TEST_CASE("malformed JSON is rejected with a useful message", "[ir][json]") {
              Catch::Contains("root"));
   CHECK_THAT(rejection(replace(kTwoRankSend, "\"nranks\": 2", "\"nranks\": 2, \"version\": 9")),
              Catch::Contains("version"));
-  CHECK_THAT(rejection(replace(kTwoRankSend, "\"type\": \"send\"", "\"type\": \"put\"")),
-             Catch::Contains("unknown op type 'put'"));
+  CHECK_THAT(rejection(replace(kTwoRankSend, "\"type\": \"send\"", "\"type\": \"fetch\"")),
+             Catch::Contains("unknown op type 'fetch'"));
   CHECK_THAT(rejection(replace(kTwoRankSend, "\"send_peer\": 1", "\"send_peer\": 2")),
              Catch::Contains("ranks[0].lanes[0].ops[1].send_peer"));
   CHECK_THAT(rejection(replace(kTwoRankSend, "\"send_peer\": 1", "\"send_peer\": -2")),

@@ -109,10 +109,11 @@ int print_model() {
 // per-link time of the alpha-beta model, is what the clock sees.
 int passes(OpType t) {
   switch (t) {
-    case OpType::Send: case OpType::Recv: case OpType::Copy: return 2;
-    case OpType::RecvCopySend: case OpType::RecvReduceSend: case OpType::RecvReduceCopy: case OpType::Reduce: return 3;
+    case OpType::Send: case OpType::Recv: case OpType::Copy: case OpType::Put: case OpType::Get: return 2;
+    case OpType::RecvCopySend: case OpType::RecvReduceSend: case OpType::RecvReduceCopy: case OpType::Reduce:
+    case OpType::GetReduce: return 3;
     case OpType::RecvReduceCopySend: return 4;
-    case OpType::Nop: return 0;
+    case OpType::Nop: case OpType::Signal: case OpType::Wait: return 0;
   }
   return 0;
 }

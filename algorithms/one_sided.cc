@@ -1,0 +1,162 @@
+// One-shot and two-shot collectives on one-sided ops: ranks that can load
+// and store each other's buffers (threads of one process, processes of one
+// host, GPUs of one NVLink domain) move every byte once, straight from the
+// buffer it is in to the buffer it belongs in, instead of through a
+// transport's slots (a copy in and a copy out per hop).
+//
+// Every schedule here opens with a "ready" round: each rank signals every
+// peer and waits for every peer's signal, so that no rank touches a peer's
+// buffers before the peer is in the call (and has said where they are).  It
+// closes with a round that keeps each rank in the call until its peers are
+// done with its buffers: a "done" round, or the signals that announce data
+// a peer then reads from its own memory.  Both rounds are what the verifier
+// checks (schedule.h).
+//
+// A rank has a lane per peer (its signals, waits and puts to that peer,
+// all at once: one thread block each on a GPU) and a local lane (copies,
+// and reductions, which must not run at once on one destination).
+//
+//   oneshot AllReduce   every rank puts its input into every peer's scratch
+//                       slot, then folds the slots in rank order: (n-1)
+//                       blocks written remotely per rank; small messages.
+//                       Rank order makes every output bitwise alike.
+//   twoshot AllReduce   rank r reduces block r of every input (gets), then
+//                       puts the result into block r of every output:
+//                       2(n-1)/n of the buffer in and out per rank, the
+//                       bandwidth minimum; large messages.
+//   oneshot AllGather   puts the input into block r of every output.
+//   oneshot ReduceScatter  gets block r of every input, reducing.
+//   oneshot Broadcast   the root puts into every output (ready signals to
+//                       the root, done signals from it: no all-to-all round).
+//   oneshot AlltoAll    puts block q into q's scratch slot r, then copies the
+//                       slots out: staged, because in place a direct store
+//                       into q's block r would race with q reading it.
+// Cost: 2 signal rounds (2 alpha, the peers in parallel) plus the bytes
+// above.  Any n >= 1 (with one rank, only local copies remain).
+#include "algorithms/builder.h"
+#include "braid/algorithms.h"
+
+namespace braid {
+namespace {
+
+// Rank r's lanes: one per peer, then the local lane.
+class Lanes {
+ public:
+  Lanes(ScheduleBuilder& b, int r, int n) : b_(b), r_(r), n_(n) {}
+  int peer(int k) const { return mod(r_ + k, n_); }  // k = 1 .. n-1
+  // Ops from now on go to peer k's lane, or the local lane.
+  ScheduleBuilder& on_peer(int k) { return b_.use_lane(r_, uint16_t(k - 1)), b_; }
+  ScheduleBuilder& on_local() { return b_.use_lane(r_, uint16_t(n_ - 1)), b_; }
+  // Signal and wait for peer k, on its lane; returns the wait.
+  Dep round(int k, std::vector<Dep> after = {}) {
+    on_peer(k);
+    b_.signal(r_, peer(k), std::move(after));
+    return b_.wait(r_, peer(k));
+  }
+  Dep ready(int k) { return round(k); }
+
+ private:
+  ScheduleBuilder& b_;
+  int r_, n_;
+};
+
+}  // namespace
+
+Schedule oneshot_allreduce(int n) {
+  ScheduleBuilder b("oneshot_allreduce", Collective::AllReduce, n, -1, 1, 1);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    b.set_scratch(r, uint32_t(n));
+    std::vector<Dep> landed;  // every peer's data signal
+    for (int k = 1; k < n; ++k) {
+      lanes.ready(k);  // the peer's scratch slots are free
+      b.put(r, lanes.peer(k), in(0), scratch(r));
+      landed.push_back(lanes.round(k));
+    }
+    lanes.on_local().copy(r, in(0), scratch(r));
+    b.copy(r, scratch(0), out(0), landed);
+    for (int q = 1; q < n; ++q) b.reduce(r, scratch(q), out(0));
+  }
+  return b.take();
+}
+
+Schedule twoshot_allreduce(int n) {
+  ScheduleBuilder b("twoshot_allreduce", Collective::AllReduce, n, -1, n, n);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    std::vector<Dep> ready;
+    for (int k = 1; k < n; ++k) ready.push_back(lanes.ready(k));
+    Dep reduced = lanes.on_local().copy(r, in(r), out(r));
+    for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(r), {ready[k - 1]});
+    for (int k = 1; k < n; ++k) {
+      lanes.on_peer(k).put(r, lanes.peer(k), out(r), out(r), {reduced});
+      lanes.round(k);  // done
+    }
+  }
+  return b.take();
+}
+
+Schedule oneshot_allgather(int n) {
+  ScheduleBuilder b("oneshot_allgather", Collective::AllGather, n, -1, 1, n);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    // In place the input is output block r: the (no-op) copy counts as a
+    // write of it, so the puts that read it come after.
+    const Dep copied = lanes.on_local().copy(r, in(0), out(r));
+    for (int k = 1; k < n; ++k) {
+      lanes.ready(k);
+      b.put(r, lanes.peer(k), in(0), out(r), {copied});
+      lanes.round(k);  // done
+    }
+  }
+  return b.take();
+}
+
+Schedule oneshot_reducescatter(int n) {
+  ScheduleBuilder b("oneshot_reducescatter", Collective::ReduceScatter, n, -1, n, 1);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    std::vector<Dep> ready;
+    for (int k = 1; k < n; ++k) ready.push_back(lanes.ready(k));
+    Dep reduced = lanes.on_local().copy(r, in(r), out(0));
+    for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(0), {ready[k - 1]});
+    for (int k = 1; k < n; ++k) lanes.round(k, {reduced});  // done
+  }
+  return b.take();
+}
+
+Schedule oneshot_broadcast(int n, int root) {
+  ScheduleBuilder b("oneshot_broadcast", Collective::Broadcast, n, root, 1, 1);
+  Lanes lanes(b, root, n);
+  const Dep copied = lanes.on_local().copy(root, in(0), out(0));  // first: in place it writes the input
+  for (int k = 1; k < n; ++k) {
+    lanes.on_peer(k).wait(root, lanes.peer(k));
+    b.put(root, lanes.peer(k), in(0), out(0), {copied});
+    b.signal(root, lanes.peer(k));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (r == root) continue;
+    b.signal(r, root);
+    b.wait(r, root);
+  }
+  return b.take();
+}
+
+Schedule oneshot_alltoall(int n) {
+  ScheduleBuilder b("oneshot_alltoall", Collective::AlltoAll, n, -1, n, n);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    b.set_scratch(r, uint32_t(n));
+    std::vector<Dep> landed;
+    for (int k = 1; k < n; ++k) {
+      lanes.ready(k);
+      b.put(r, lanes.peer(k), in(lanes.peer(k)), scratch(r));
+      landed.push_back(lanes.round(k));
+    }
+    lanes.on_local().copy(r, in(r), scratch(r));
+    for (int q = 0; q < n; ++q) b.copy(r, scratch(q), out(q), q == 0 ? landed : std::vector<Dep>{});
+  }
+  return b.take();
+}
+
+}  // namespace braid
