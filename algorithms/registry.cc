@@ -19,12 +19,12 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"pairwise", Collective::AlltoAll, false, [](int n, int) { return pairwise_alltoall(n); }},
       {"direct", Collective::AlltoAll, false, [](int n, int) { return direct_alltoall(n); }},
       // One-sided: the planner offers them only where every rank can reach every peer's buffers.
-      {"oneshot", Collective::AllReduce, false, [](int n, int) { return oneshot_allreduce(n); }},
-      {"twoshot", Collective::AllReduce, false, [](int n, int) { return twoshot_allreduce(n); }},
-      {"oneshot", Collective::AllGather, false, [](int n, int) { return oneshot_allgather(n); }},
-      {"oneshot", Collective::ReduceScatter, false, [](int n, int) { return oneshot_reducescatter(n); }},
-      {"oneshot", Collective::Broadcast, true, oneshot_broadcast},
-      {"oneshot", Collective::AlltoAll, false, [](int n, int) { return oneshot_alltoall(n); }},
+      {"oneshot", Collective::AllReduce, false, [](int n, int) { return oneshot_allreduce(n); }, true},
+      {"twoshot", Collective::AllReduce, false, [](int n, int) { return twoshot_allreduce(n); }, true},
+      {"oneshot", Collective::AllGather, false, [](int n, int) { return oneshot_allgather(n); }, true},
+      {"oneshot", Collective::ReduceScatter, false, [](int n, int) { return oneshot_reducescatter(n); }, true},
+      {"oneshot", Collective::Broadcast, true, oneshot_broadcast, true},
+      {"oneshot", Collective::AlltoAll, false, [](int n, int) { return oneshot_alltoall(n); }, true},
   };
   return registry;
 }

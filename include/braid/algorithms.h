@@ -46,6 +46,7 @@ struct AlgorithmInfo {
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;
+  bool one_sided = false;  // its schedules have one-sided ops (schedule.h)
 };
 
 // Every generator, for the planner, the CLI and the tests.

@@ -10,8 +10,13 @@ RankRecords build_rank_records(const Schedule& schedule, int rank) {
   for (const RankProgram& p : schedule.ranks)
     for (const Lane& lane : p.lanes) {
       r.channels = std::max<uint32_t>(r.channels, lane.channel + 1u);
-      for (const Op& op : lane.ops)
-        if (op_sends(op.type) || op_receives(op.type)) r.max_frame = std::max(r.max_frame, op.count);
+      for (const Op& op : lane.ops) {
+        r.one_sided |= op_one_sided(op.type);
+        if (op_sends(op.type) || op_receives(op.type)) {
+          r.max_frame = std::max(r.max_frame, message_chunks(op));
+          r.chunk_messages |= message_chunks(op) > 0;
+        }
+      }
     }
   for (const Lane& lane : schedule.ranks.at(rank).lanes) {
     r.lanes.push_back({uint32_t(r.ops.size()), uint32_t(lane.ops.size()), lane.channel});
@@ -23,6 +28,7 @@ RankRecords build_rank_records(const Schedule& schedule, int rank) {
       d.src_index = op.src.index;
       d.dst_index = op.dst.index;
       d.count = op.count;
+      if (op_one_sided(op.type)) d.peer = op_puts(op.type) ? op.send_peer : op.recv_peer;
       if (op_sends(op.type)) {
         d.send_conn = int32_t(r.connections.size());
         r.connections.push_back({op.send_peer, lane.channel, true});

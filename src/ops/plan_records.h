@@ -25,6 +25,7 @@ struct OpRecord {
   uint32_t src_index = 0, dst_index = 0;
   uint32_t count = 1;
   int32_t send_conn = -1, recv_conn = -1;  // into the rank's connections (per slice)
+  int32_t peer = -1;                       // one-sided ops: the rank whose buffers they touch
   uint32_t dep_begin = 0, dep_count = 0;   // into the rank's deps
 };
 
@@ -53,6 +54,10 @@ struct RankRecords {
                           // channel c runs on channel s * channels + c
   uint32_t max_frame = 1;  // the most chunks one message carries on any rank (op_step.h, frames)
   int slots = kMinSlots;   // messages each connection must buffer (Schedule::slots)
+  // Whether any message carries chunks.  Without (one-sided schedules, whose
+  // messages are signals), a call needs no fragments: one tile.
+  bool chunk_messages = false;
+  bool one_sided = false;  // some rank has one-sided ops: only an executor with peer access runs it
 };
 
 RankRecords build_rank_records(const Schedule& schedule, int rank);

@@ -79,6 +79,10 @@ struct HostPathSettings {
   uint64_t pull_min_bytes = UINT64_MAX;
   bool pull_always = false;  // BRAID_CMA=on: no timing, always pull
   bool can_pull = false;     // this rank could read every peer at init
+  bool cma_checked = false;  // can_pull was probed (the same on every rank)
+  // Every rank loads and stores every peer's buffers (threads of one
+  // process, or every rank could_pull): one-sided schedules run.  Agreed.
+  bool peer_access = false;
   bool oversubscribed = false;  // some host runs more ranks than it has cores
   // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
   // the slots ends with the descriptors' "done" exchange, so both ways are

@@ -8,6 +8,7 @@
 #include "braid/chunking.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {
@@ -131,6 +132,19 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
 
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
+  if (algorithms && !peer_access_) {  // one-sided algorithms cannot run here
+    const auto& registry = algorithm_registry();
+    uint32_t runnable = algorithms, for_c = 0;
+    for (size_t i = 0; i < registry.size(); ++i) {
+      if (registry[i].one_sided) runnable &= ~(1u << i);
+      if (registry[i].collective == c) for_c |= 1u << i;
+    }
+    if ((algorithms & for_c) && !(runnable & for_c))
+      return BRAID_ERROR(ncclInvalidUsage, "the call's algorithm selection admits only {} for {}, which need every "
+                         "rank to reach every peer's buffers; this communicator's ranks cannot (or its backend does "
+                         "not run one-sided schedules)", admitted_names(algorithms & for_c), to_string(c));
+    algorithms = runnable;
+  }
   const std::string forced = algorithms ? selected_algorithm(c, nranks, bytes, tuning_, algorithms)
                                         : forced_in(algo_spec_, c);
   std::string name = forced;
@@ -142,6 +156,9 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
       warn_once(fmt::format("schedule '{}' from {} needs {} slots per connection to be free of deadlock; this "
                             "communicator's connections buffer {} (BRAID_SHM_SLOTS, BRAID_CUDA_SLOTS; sockets 4): "
                             "not used", file->name, path, file->slots, slots_));
+    } else if (file && has_one_sided_ops(*file) && !peer_access_) {
+      warn_once(fmt::format("schedule '{}' from {} has one-sided ops (put, get), and not every rank of this "
+                            "communicator can reach every peer's buffers: not used", file->name, path));
     } else if (file && (file->root < 0 || file->root == root)) {
       // Per call, and visible with the default subsystems: users check what ran.
       BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
@@ -156,6 +173,13 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
     name.clear();
   }
   if (name.empty() && device_tuning_) name = device_tuning_->call(c, bytes).algorithm;
+  // BRAID_ALGO or a tuning row naming a one-sided algorithm where it cannot run.
+  if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_) {
+    warn_once(fmt::format("'{}' for {} needs every rank to reach every peer's buffers, and this communicator's "
+                          "ranks cannot (or its backend does not run one-sided schedules); using the default",
+                          name, to_string(c)));
+    name.clear();
+  }
   if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",

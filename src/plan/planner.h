@@ -72,6 +72,11 @@ class PlanCache {
   // rule (BRAID_ALGO, schedule files and a call's selection still come
   // first; a known straggler turns ring into StragglAR, whoever chose ring).
   void set_device_tuning(std::shared_ptr<const DeviceTuning> tuning) { device_tuning_ = std::move(tuning); }
+  // Whether the backend can run one-sided schedules (every rank loads and
+  // stores every peer's buffers; agreed at init).  Without it BRAID_ALGO
+  // naming one falls back to the default, a schedule file with one-sided
+  // ops is not used, and a call's selection of only those fails.
+  void set_peer_access(bool peer_access) { peer_access_ = peer_access; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
   // `placement` is this rank's (as MSCCL decides it: the send buffer where
@@ -114,6 +119,7 @@ class PlanCache {
   int slots_ = kMinSlots;
   StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;
   std::shared_ptr<const DeviceTuning> device_tuning_;
+  bool peer_access_ = false;
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

@@ -201,6 +201,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
     s.pull_always = cma == CmaMode::On;
     s.time_slot_calls_to_all_done = cma == CmaMode::Auto && tuning.oversubscribed;
     s.can_pull = true;
+    s.cma_checked = true;
     for (int r = 0; r < nranks; ++r)
       if (r != rank && infos[r].peer.pid != mine.peer.pid)
         s.can_pull = s.can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
@@ -218,6 +219,19 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   for (const InitInfo& i : infos) peers.push_back(i.peer);
   s.cache_share = cache_share(ranks_on_host(peers, rank));
   return s;
+}
+
+// Whether every rank can load and store every peer's buffers: threads of
+// one process can; processes of one host can where every one of them could
+// read every peer through CMA (one more allgather, only then).
+Status agree_peer_access(ncclComm* comm, HostPathSettings* s) {
+  s->peer_access = s->one_process || comm->nranks == 1;  // one rank has no peer to reach
+  if (s->one_process || !s->cma_checked) return Status::ok();
+  std::vector<uint8_t> can(size_t(comm->nranks));
+  can[size_t(comm->rank)] = s->can_pull;
+  BRAID_TRY(comm->bootstrap->allgather(can.data(), 1));
+  s->peer_access = std::all_of(can.begin(), can.end(), [](uint8_t c) { return c != 0; });
+  return Status::ok();
 }
 
 Status make_transports(ncclComm* comm, const LocalChoices& local, std::unique_ptr<SocketListener> listener,
@@ -331,6 +345,7 @@ Status comm_setup(ncclComm* comm) {
     setup->cuda = resolve_cuda_settings(local.tuning_table, agreed, gpus, names);
   }
   setup->host = host_path_settings(comm, infos, agreed, local, *comm->transport);
+  BRAID_TRY(agree_peer_access(comm, &setup->host));
   setup->ctx = ctx;
   const HostPathSettings& host = setup->host;
   BRAID_TRY(make_backend(comm, *setup, ctx));
@@ -338,6 +353,8 @@ Status comm_setup(ncclComm* comm) {
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
+  // One-sided schedules run on the host backend's executor only.
+  comm->plans->set_peer_access(!local.device.usable && host.peer_access);
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,

@@ -178,7 +178,7 @@ TEST_CASE("sim: fragments pipeline a chunk over hops, as the host executor does"
   CHECK(pieces.time_us == Approx(22.0));
 }
 
-TEST_CASE("sim: one-sided ops cross the link their bytes take; signals cost alpha", "[synth][sim]") {
+TEST_CASE("sim: one-sided ops cross the link their bytes take and signals cost alpha", "[synth][sim]") {
   SimResult r;
   std::string error;
   // Two-shot on 2 ranks, 2 MB (1 MB blocks).  Each rank: a signal (0-1 us),

@@ -186,7 +186,7 @@ TEST_CASE("one-sided: structural errors name the op", "[verify][one_sided]") {
   }
 }
 
-TEST_CASE("one-sided: schedules round-trip through JSON; MSCCL XML refuses them", "[verify][one_sided]") {
+TEST_CASE("one-sided: schedules round-trip through JSON and MSCCL XML refuses them", "[verify][one_sided]") {
   for (const Schedule& s : {oneshot_allreduce(4), twoshot_allreduce(4), oneshot_broadcast(3, 1)}) {
     std::string text = schedule_to_json(s), error;
     Schedule back;

@@ -607,6 +607,9 @@ class CudaBackend final : public Backend {
     std::shared_ptr<const RankRecords> records;
     BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
     const RankRecords& rec = *records;
+    if (rec.one_sided)  // the planner offers them only where peer access exists (PlanCache::set_peer_access)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} has one-sided ops (put, get), which the CUDA backend does "
+                         "not run yet", schedule.name);
     const std::vector<LaneRecord>& lanes = rec.lanes;
     const std::vector<OpRecord>& ops = rec.ops;
     const std::vector<DepRecord>& deps = rec.deps;

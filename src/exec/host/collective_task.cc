@@ -18,9 +18,19 @@
 // What is the host's own: how bytes are stored (HostMemory below: streamed
 // outputs and send slots), and one fusion, a Copy followed by a Send of the
 // same chunk in one pass over the input (copy_and_send).
+//
+// One-sided ops (schedule.h; only where every rank reaches every peer's
+// buffers, HostPathSettings::peer_access): a Signal's message carries where
+// this rank's buffers of the call are (PeerBuffers), and the peer's Wait
+// keeps it; the schedule's verified rule (a rank touches a peer's buffers
+// only after a Wait for that peer) makes it known in time.  Puts and Gets
+// then copy with memcpy between threads of one process, and with CMA
+// (process_vm_readv/writev) between processes.  A schedule whose messages
+// are all signals needs no fragments: a call runs as one tile.
 #include "src/exec/host/collective_task.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -30,6 +40,7 @@
 #include "src/ops/host_kernels.h"
 #include "src/ops/op_step.h"
 #include "src/plan/host_tuning.h"
+#include "src/transport/cross_memory.h"
 
 namespace braid {
 namespace {
@@ -95,6 +106,12 @@ struct HostMemory {
     reduce_many(dsts.begin(), int(dsts.size()), srcs, 2, n, type, op, 0, true);
     store_fence();
   }
+};
+
+// What a Signal carries: the sender's process and this call's buffers.
+struct PeerBuffers {
+  uint64_t pid = 0;  // 0: not known yet this call
+  uint64_t input = 0, output = 0, scratch = 0;
 };
 
 struct LaneRun {
@@ -186,6 +203,15 @@ class CollectiveTask final : public Task {
     buffers_.scratch_stride = uint64_t(a_.schedule->ranks.at(a_.rank).scratch_chunks) * a_.scratch_capacity;
     tile_bytes_ = framed_tile_bytes(a_.tile_bytes, frame_slot_bytes(), a_.records->max_frame, esize);
     buffers_.tile_elems = std::max<uint64_t>(1, tile_bytes_ / esize);
+    if (!a_.records->chunk_messages)  // signals only: one tile covers every chunk
+      buffers_.tile_elems = std::max({buffers_.tile_elems, a_.input_shape.elems(), a_.output_shape.elems(),
+                                      a_.scratch_capacity});
+    mine_ = PeerBuffers{uint64_t(getpid()), uint64_t(uintptr_t(a_.input)), uint64_t(uintptr_t(a_.output)),
+                        uint64_t(uintptr_t(a_.scratch))};
+    if (a_.records->one_sided) {
+      peers_.assign(a_.schedule->ranks.size(), PeerBuffers{});
+      one_sided_calls().fetch_add(1, std::memory_order_relaxed);
+    }
     buffers_.esize = esize;
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
@@ -294,7 +320,14 @@ class CollectiveTask final : public Task {
     }
     const bool framed = op_framed(op);
     uint64_t sent_bytes = 0;
-    if (framed) {
+    if (type == OpType::Signal) {
+      std::memcpy(run.send_slot, &mine_, sizeof mine_);
+      sent_bytes = sizeof mine_;
+    } else if (type == OpType::Wait) {
+      BRAID_TRY(take_peer_buffers(op, run.recv_data, run.recv_bytes));
+    } else if (op_one_sided(type)) {
+      BRAID_TRY(run_one_sided(run, op));
+    } else if (framed) {
       BRAID_TRY(run_frame(run, op, &sent_bytes));
     } else {
       uint64_t n = 0;
@@ -311,7 +344,7 @@ class CollectiveTask final : public Task {
       run.recv_data = nullptr;
     }
     *moved = true;
-    run.chunk = framed ? op.count : run.chunk + 1;
+    run.chunk = framed || op_one_sided(type) ? op.count : run.chunk + 1;
     if (run.chunk < op.count) return Status::ok();
     finish_op(run);
     return Status::ok();
@@ -368,6 +401,66 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
+  // A Wait's message: where the signalling peer's buffers are.
+  Status take_peer_buffers(const OpRecord& op, const void* data, size_t bytes) {
+    const int peer = a_.records->connections[op.recv_conn].peer;
+    if (bytes != sizeof(PeerBuffers))
+      return BRAID_ERROR(ncclInternalError, "schedule {}: a signal from rank {} of {} bytes, not {}",
+                         a_.schedule->name, peer, bytes, sizeof(PeerBuffers));
+    if (!peers_.empty()) std::memcpy(&peers_[size_t(peer)], data, sizeof(PeerBuffers));
+    return Status::ok();
+  }
+
+  // A Put, Get or GetReduce: every chunk of the op in this tile, between
+  // this rank's buffers and peer op.peer's.
+  Status run_one_sided(const LaneRun& run, const OpRecord& op) {
+    const OpType type = OpType(op.type);
+    const PeerBuffers& d = peers_.at(size_t(op.peer));
+    if (d.pid == 0)
+      return BRAID_ERROR(ncclInternalError, "schedule {}: rank {} touches rank {}'s buffers before its signal",
+                         a_.schedule->name, a_.rank, op.peer);
+    StepBuffers theirs = buffers_;
+    theirs.input = reinterpret_cast<const char*>(uintptr_t(d.input));
+    theirs.output = reinterpret_cast<char*>(uintptr_t(d.output));
+    theirs.scratch = reinterpret_cast<char*>(uintptr_t(d.scratch));
+    theirs.scratch_stride = uint64_t(a_.schedule->ranks.at(size_t(op.peer)).scratch_chunks) * a_.scratch_capacity;
+    const bool local = d.pid == uint64_t(getpid());
+    const bool put = op_puts(type);
+    for (uint32_t k = 0; k < op.count; ++k) {
+      // Mine is put's src and get's dst; theirs the other.
+      const StepSpan mine = put ? span(run, op.src_buffer, op.src_index + k, run.tile)
+                                : span(run, op.dst_buffer, op.dst_index + k, run.tile);
+      const StepSpan peer = put ? step_span(theirs, run.capacity, run.slice, a_.slices, op.dst_buffer,
+                                            op.dst_index + k, run.tile)
+                                : step_span(theirs, run.capacity, run.slice, a_.slices, op.src_buffer,
+                                            op.src_index + k, run.tile);
+      const StepSpan operands[2] = {mine, peer};
+      uint64_t n = 0;
+      if (int code = step_length(operands, 2, false, 0, &n); code != kStepOk)
+        return step_error(code, mine.elems);
+      const uint64_t bytes = n * buffers_.esize;
+      if (bytes == 0) continue;
+      if (put) {
+        if (local) std::memcpy(peer.ptr, mine.ptr, bytes);
+        else BRAID_TRY(cma_write(pid_t(d.pid), uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
+        continue;
+      }
+      const char* from = peer.ptr;
+      if (!local) {
+        if (type == OpType::Get) {
+          BRAID_TRY(cma_read(pid_t(d.pid), mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
+          continue;
+        }
+        if (staging_.size() < bytes) staging_.resize(bytes);
+        BRAID_TRY(cma_read(pid_t(d.pid), staging_.data(), uint64_t(uintptr_t(peer.ptr)), bytes));
+        from = staging_.data();
+      }
+      if (type == OpType::Get) std::memcpy(mine.ptr, from, bytes);
+      else braid::reduce(mine.ptr, mine.ptr, from, n, a_.type, a_.op);
+    }
+    return Status::ok();
+  }
+
   // The lane's current op is done for this tile: on to the next.
   void finish_op(LaneRun& run) {
     run.chunk = 0;
@@ -417,6 +510,9 @@ class CollectiveTask final : public Task {
   std::vector<RecvPipe*> recv_pipes_;
   std::vector<SendPipe*> send_connections_;  // send_pipes_ without nulls and repeats
   std::vector<LaneRun> lanes_;               // [slice * lanes + lane]
+  PeerBuffers mine_;                         // what this rank's Signals carry
+  std::vector<PeerBuffers> peers_;           // per rank, from its Signals (one-sided schedules)
+  std::vector<char> staging_;                // a GetReduce's bytes read from another process
   size_t active_ = 0;
   bool finished_ = false;
 };
@@ -433,6 +529,11 @@ std::atomic<uint64_t>& streamed_output_calls() {
 }
 
 std::atomic<uint64_t>& wide_fragment_calls() {
+  static std::atomic<uint64_t> calls{0};
+  return calls;
+}
+
+std::atomic<uint64_t>& one_sided_calls() {
   static std::atomic<uint64_t> calls{0};
   return calls;
 }

@@ -59,5 +59,7 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
 std::atomic<uint64_t>& streamed_slot_calls();
 std::atomic<uint64_t>& streamed_output_calls();
 std::atomic<uint64_t>& wide_fragment_calls();
+// Calls of this process that ran a one-sided schedule (tests).
+std::atomic<uint64_t>& one_sided_calls();
 
 }  // namespace braid

@@ -1,0 +1,93 @@
+// One-sided schedules (algorithms/one_sided.cc) on the host backend's
+// executor: ranks as threads (loads and stores) and as processes (CMA),
+// every collective they serve, both placements, exact results, and the
+// executor's counter proves the one-sided schedule is what ran.  Where the
+// ranks cannot reach each other (CMA off), BRAID_ALGO naming one falls back
+// to the default schedule, still exact.
+#include <catch2/catch.hpp>
+
+#include "collective_check.h"
+#include "harness.h"
+#include "scoped_env.h"
+#include "src/exec/host/collective_task.h"
+
+using namespace mp;
+
+namespace {
+
+constexpr const char* kOneShot = "allreduce=oneshot,allgather=oneshot,reducescatter=oneshot,broadcast=oneshot,"
+                                 "alltoall=oneshot";
+constexpr Coll kServed[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll};
+
+uint64_t one_sided() { return braid::one_sided_calls().load(); }
+
+// Every served collective at each count, both placements, every root for
+// Broadcast; AllReduce also in other types and ops.  Returns the calls that
+// ran (count > 0).
+size_t sweep(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_list<size_t> counts) {
+  size_t calls = 0;
+  for (size_t count : counts)
+    for (Coll coll : kServed)
+      for (int root = 0; root < (coll == Coll::Broadcast ? n : 1); ++root)
+        for (bool in_place : {false, true}) {
+          run_and_check(CollCase{.coll = coll, .count = count, .root = root, .in_place = in_place}, rank, n, comm, f);
+          calls += count > 0;  // a call of count 0 returns at once
+        }
+  for (auto [type, op] : {std::pair{ncclInt8, ncclProd}, {ncclFloat16, ncclMax}, {ncclBfloat16, ncclMin},
+                          {ncclDouble, ncclAvg}, {ncclUint64, ncclSum}}) {
+    run_and_check(CollCase{.count = 1031, .type = type, .op = op, .in_place = true}, rank, n, comm, f);
+    ++calls;
+  }
+  return calls;
+}
+
+}  // namespace
+
+TEST_CASE("one-sided: one-shot and two-shot schedules on threads are exact", "[direct][one_sided][threads]") {
+  ScopedEnv backend("BRAID_BACKEND", "host");
+  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+    ScopedEnv forced("BRAID_ALGO", algo);
+    for (int n : {1, 2, 3, 4, 5, 8}) {
+      INFO(algo << ", " << n << " ranks");
+      std::atomic<size_t> calls{0};
+      const uint64_t before = one_sided();
+      CHECK(run_ranks_as_threads(n, [&](int rank, int nr, ncclComm_t comm, Failures& f) {
+              calls += sweep(rank, nr, comm, f, {0, 1, 7, 1031, 70001});
+            }) == 0);
+      // Every call of every rank ran one: all five collectives are one-sided
+      // with the first setting; only AllReduce (a sixth of the calls, plus
+      // the type sweep) with the second.  One rank has no peers to reach.
+      const uint64_t ran = one_sided() - before;
+      if (n == 1) CHECK(ran == 0);
+      else if (algo == kOneShot) CHECK(ran == calls.load());
+      else CHECK(ran == size_t(n) * (4 * 2 + 5));  // AllReduce at the four counts above 0, both placements
+    }
+  }
+}
+
+TEST_CASE("one-sided: processes reach each other's buffers with CMA and are exact", "[direct][one_sided][processes]") {
+  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
+  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+    ScopedEnv forced("BRAID_ALGO", algo);
+    for (int n : {2, 3, 4}) {
+      INFO(algo << ", " << n << " ranks");
+      CHECK(run_ranks_as_processes(n, [&](int rank, int nr, ncclComm_t comm, Failures& f) {
+              const uint64_t before = one_sided();
+              const size_t calls = sweep(rank, nr, comm, f, {1, 4099, 300001});
+              const uint64_t ran = one_sided() - before;
+              const uint64_t want = algo == kOneShot ? calls : 3 * 2 + 5;
+              if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
+            }, 120) == 0);
+    }
+  }
+}
+
+TEST_CASE("one-sided: without peer access BRAID_ALGO falls back to the default and stays exact",
+          "[direct][one_sided][processes]") {
+  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "off"), forced("BRAID_ALGO", kOneShot);
+  CHECK(run_ranks_as_processes(3, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          const uint64_t before = one_sided();
+          sweep(rank, n, comm, f, {1, 4099});
+          if (one_sided() != before) f.fail(fmt::format("rank {} ran a one-sided schedule without CMA", rank));
+        }) == 0);
+}

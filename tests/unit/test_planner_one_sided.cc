@@ -1,0 +1,39 @@
+// The planner offers one-sided schedules only where the backend runs them
+// (PlanCache::set_peer_access): BRAID_ALGO naming one falls back to the
+// default without peer access, a call's selection of only those fails, and
+// a selection admitting others too takes one of the others.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "src/plan/alg_selection.h"
+#include "src/plan/planner.h"
+
+using namespace braid;
+
+TEST_CASE("planner: one-sided algorithms only with peer access", "[planner][one_sided]") {
+  setenv("BRAID_ALGO", "allreduce=oneshot,allgather=oneshot", 1);  // read when a cache is made
+  PlanCache without, with;
+  unsetenv("BRAID_ALGO");
+  with.set_peer_access(true);
+  std::shared_ptr<const Schedule> s;
+  REQUIRE(with.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK(s->name == "oneshot_allreduce");
+  REQUIRE(without.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK_FALSE(has_one_sided_ops(*s));
+  REQUIRE(without.schedule_for(Collective::AllGather, 4, -1, 8, &s).is_ok());
+  CHECK_FALSE(has_one_sided_ops(*s));
+
+  uint32_t only_twoshot = 0, twoshot_or_ring = 0;
+  REQUIRE(parse_alg_selection("twoshot", Collective::AllReduce, &only_twoshot).is_ok());
+  REQUIRE(parse_alg_selection("twoshot,ring", Collective::AllReduce, &twoshot_or_ring).is_ok());
+  PlanCache plain;
+  Status refused = plain.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, only_twoshot);
+  CHECK(refused.code() == ncclInvalidUsage);
+  CHECK(refused.message().find("admits only twoshot") != std::string::npos);
+  REQUIRE(plain.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, twoshot_or_ring).is_ok());
+  CHECK(s->name == "ring_allreduce");
+  plain.set_peer_access(true);
+  REQUIRE(plain.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, only_twoshot).is_ok());
+  CHECK(s->name == "twoshot_allreduce");
+}
