@@ -108,6 +108,9 @@ class Backend {
   // Fragments each of its connections buffers: a schedule needing more
   // (Schedule::slots) could deadlock on it.
   virtual int connection_slots() const = 0;
+  // Whether it runs one-sided schedules (schedule.h): every rank loads and
+  // stores every peer's buffers.  The same answer on every rank.
+  virtual bool runs_one_sided() const { return false; }
   // ncclSuccess, or the first error the backend hit asynchronously.
   virtual ncclResult_t poll_error() { return ncclSuccess; }
   // Releases everything waiting on a peer (ncclCommAbort).

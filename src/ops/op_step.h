@@ -176,6 +176,46 @@ BRAID_HD bool frame_chunk_fits(uint32_t chunks, uint32_t k, uint64_t stride, uin
   return len <= stride && frame_offset(chunks, k, stride) + len <= message_bytes && len % esize == 0;
 }
 
+// One-sided ops (schedule.h).  A Signal's message is the sender's
+// PeerBuffers: its process and where its buffers of this call are; a Wait
+// keeps the peer's.  The peer's StepBuffers are then this rank's with its
+// pointers and scratch stride (every rank cuts a call's buffers alike, from
+// the same count, shapes and slices).
+struct PeerBuffers {
+  uint64_t pid = 0;  // 0: not known yet this call
+  uint64_t input = 0, output = 0, scratch = 0;
+  uint64_t scratch_stride = 0;
+};
+BRAID_HD PeerBuffers peer_buffers_of(const StepBuffers& b, uint64_t pid) {
+  return PeerBuffers{pid, uint64_t(uintptr_t(b.input)), uint64_t(uintptr_t(b.output)),
+                     uint64_t(uintptr_t(b.scratch)), b.scratch_stride};
+}
+BRAID_HD StepBuffers peer_step_buffers(StepBuffers b, const PeerBuffers& p) {
+  b.input = reinterpret_cast<const char*>(uintptr_t(p.input));
+  b.output = reinterpret_cast<char*>(uintptr_t(p.output));
+  b.scratch = reinterpret_cast<char*>(uintptr_t(p.scratch));
+  b.scratch_stride = p.scratch_stride;
+  return b;
+}
+// Chunk k of a one-sided op in a tile: *mine is this rank's span (a put's
+// src, a get's dst), *theirs the peer's.
+BRAID_HD void one_sided_spans(const OpRecord& op, uint32_t k, const StepBuffers& mine, const StepBuffers& theirs,
+                              uint64_t capacity, uint32_t slice, uint32_t slices, uint64_t tile, StepSpan* my_span,
+                              StepSpan* their_span) {
+  const bool put = OpType(op.type) == OpType::Put;
+  *my_span = put ? step_span(mine, capacity, slice, slices, op.src_buffer, op.src_index + k, tile)
+                 : step_span(mine, capacity, slice, slices, op.dst_buffer, op.dst_index + k, tile);
+  *their_span = put ? step_span(theirs, capacity, slice, slices, op.dst_buffer, op.dst_index + k, tile)
+                    : step_span(theirs, capacity, slice, slices, op.src_buffer, op.src_index + k, tile);
+}
+// A schedule whose messages carry no chunks (one-sided: signals only)
+// needs no fragments: a tile this long covers every chunk of the call.
+BRAID_HD uint64_t whole_call_tile_elems(const StepBuffers& b, uint64_t scratch_capacity) {
+  uint64_t t = b.input_shape.elems() > b.output_shape.elems() ? b.input_shape.elems() : b.output_shape.elems();
+  t = t > scratch_capacity ? t : scratch_capacity;
+  return t > 0 ? t : 1;
+}
+
 // A dependency on op `op` of a lane of `lane_ops` ops is met in tile `tile`
 // once that lane has completed this many ops (over all tiles so far).
 BRAID_HD uint64_t dep_completions(uint64_t tile, uint32_t lane_ops, uint32_t op) {

@@ -28,7 +28,8 @@ RankRecords build_rank_records(const Schedule& schedule, int rank) {
       d.src_index = op.src.index;
       d.dst_index = op.dst.index;
       d.count = op.count;
-      if (op_one_sided(op.type)) d.peer = op_puts(op.type) ? op.send_peer : op.recv_peer;
+      if (op_one_sided(op.type) || message_chunks(op) == 0)  // signals too: a Wait keeps its peer's buffers
+        d.peer = op_uses_send_peer(op.type) ? op.send_peer : op.recv_peer;
       if (op_sends(op.type)) {
         d.send_conn = int32_t(r.connections.size());
         r.connections.push_back({op.send_peer, lane.channel, true});

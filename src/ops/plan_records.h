@@ -25,7 +25,7 @@ struct OpRecord {
   uint32_t src_index = 0, dst_index = 0;
   uint32_t count = 1;
   int32_t send_conn = -1, recv_conn = -1;  // into the rank's connections (per slice)
-  int32_t peer = -1;                       // one-sided ops: the rank whose buffers they touch
+  int32_t peer = -1;  // one-sided ops: the rank whose buffers they touch; Signal, Wait: the peer
   uint32_t dep_begin = 0, dep_count = 0;   // into the rank's deps
 };
 

@@ -353,8 +353,7 @@ Status comm_setup(ncclComm* comm) {
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
-  // One-sided schedules run on the host backend's executor only.
-  comm->plans->set_peer_access(!local.device.usable && host.peer_access);
+  comm->plans->set_peer_access(comm->backend->runs_one_sided());
   comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,

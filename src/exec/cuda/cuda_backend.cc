@@ -86,6 +86,8 @@ struct DevicePlan {
   uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
+  bool chunk_messages = true;    // false: signals only, the call runs as one tile
+  bool one_sided = false;        // Puts and Gets: the launch carries a peer table
   void* block = nullptr;
   size_t bytes = 0;  // of block
 };
@@ -148,8 +150,10 @@ class CudaBackend final : public Backend {
     std::vector<DeviceShare> shares;
     for (const ArenaInfo& a : infos) shares.push_back(a.share);
     block_budget_ = launch_block_budget(shares);
-    for (const ArenaInfo& a : infos)
+    for (const ArenaInfo& a : infos) {
       threads_on_device_ += a.pid == mine.pid && same_device(a.share, mine.share);
+      one_process_ = one_process_ && a.pid == mine.pid;
+    }
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
@@ -194,6 +198,11 @@ class CudaBackend final : public Backend {
   }
 
   int connection_slots() const override { return int(nslots_); }
+  // One-sided schedules between threads of one process: their buffers'
+  // device addresses mean the same to every rank (peer access is enabled
+  // between their devices above).  Processes would need every call's user
+  // buffers mapped through CUDA IPC: not done yet.
+  bool runs_one_sided() const override { return one_process_; }
 
   // The arena zeroed before any peer can know where it is: a peer's first
   // lines must not land before the zeros.  On a stream of its own, so that
@@ -380,6 +389,7 @@ class CudaBackend final : public Backend {
       return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot "
                          "(BRAID_CUDA_SLOT_BYTES)", schedule.name, plan->max_frame, slot_bytes_);
     B.tile_elems = std::max<uint64_t>(1, tile_bytes / esize);
+    if (!plan->chunk_messages) B.tile_elems = std::max(B.tile_elems, whole_call_tile_elems(B, full_capacity));
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
@@ -389,6 +399,14 @@ class CudaBackend final : public Backend {
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
+    if (plan->one_sided) {
+      const size_t table = slices * ctx_.comm.nranks * sizeof(PeerBuffers);
+      BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&peers_), &peers_bytes_, table, stream, "peer table"));
+      CUDA_TRY(cudaMemsetAsync(peers_, 0, table, stream));  // a stale entry must never pass for this call's
+      L.self = peer_buffers_of(B, uint64_t(getpid()));
+      L.peers = peers_;
+      L.nranks = uint32_t(ctx_.comm.nranks);
+    }
     CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
     return Status::ok();
@@ -607,9 +625,9 @@ class CudaBackend final : public Backend {
     std::shared_ptr<const RankRecords> records;
     BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
     const RankRecords& rec = *records;
-    if (rec.one_sided)  // the planner offers them only where peer access exists (PlanCache::set_peer_access)
-      return BRAID_ERROR(ncclInvalidUsage, "schedule {} has one-sided ops (put, get), which the CUDA backend does "
-                         "not run yet", schedule.name);
+    if (rec.one_sided && !one_process_)  // the planner offers them only where they run (runs_one_sided)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {} has one-sided ops (put, get), which the CUDA backend runs "
+                         "only between ranks that are threads of one process", schedule.name);
     const std::vector<LaneRecord>& lanes = rec.lanes;
     const std::vector<OpRecord>& ops = rec.ops;
     const std::vector<DepRecord>& deps = rec.deps;
@@ -665,6 +683,8 @@ class CudaBackend final : public Backend {
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
     plan.max_frame = rec.max_frame;
+    plan.chunk_messages = rec.chunk_messages;
+    plan.one_sided = rec.one_sided;
     plan.bytes = host.size();
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
@@ -677,7 +697,8 @@ class CudaBackend final : public Backend {
   // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
   MemoryHeld memory_held() const override {
     MemoryHeld m;
-    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + p2p_bytes_ + premul_bytes_ + staging_bytes_ +
+    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + peers_bytes_ + p2p_bytes_ + premul_bytes_ +
+                   staging_bytes_ +
                    cuda::kFlagWords * sizeof(int) + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
     for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
     return m;
@@ -698,6 +719,7 @@ class CudaBackend final : public Backend {
     if (staging_) cudaFree(staging_);
     if (premul_) cudaFree(premul_);
     if (lane_done_) cudaFree(lane_done_);
+    if (peers_) cudaFree(peers_);
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
@@ -713,6 +735,9 @@ class CudaBackend final : public Backend {
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
   int threads_on_device_ = 0;  // ranks of this process on this device, this one included
+  bool one_process_ = true;    // every rank a thread of this process
+  PeerBuffers* peers_ = nullptr;  // one-sided launches' peer tables (CollectiveLaunch::peers)
+  uint64_t peers_bytes_ = 0;
   std::atomic<bool> legacy_stream_warned_{false};
   std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;

@@ -52,6 +52,13 @@ struct CollectiveLaunch {
   ncclDataType_t type = ncclFloat;
   ReduceKind kind = ReduceKind::Sum;
   uint32_t* lane_done = nullptr;  // ops completed per (slice, lane), zeroed before each launch
+  // One-sided schedules (schedule.h): what this rank's Signals carry, and
+  // where its Waits keep their peers' (per slice, per rank; zeroed before
+  // each launch that has them).  Ranks that are threads of one process only:
+  // their buffers' addresses mean the same to every rank.
+  PeerBuffers self;
+  PeerBuffers* peers = nullptr;
+  uint32_t nranks = 0;
   int* error = nullptr;           // host-mapped: first error code the kernel hit
   const int* abort_flag = nullptr;  // host-mapped: ncclCommAbort raised it
   uint64_t timeout_ns = 0;

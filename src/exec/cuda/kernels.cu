@@ -167,6 +167,40 @@ __device__ void block_reduce(ncclDataType_t type, ReduceKind kind, char* dst, ch
   });
 }
 
+// PeerBuffers word by word past L1: a Wait of another block wrote them in
+// this launch (ordered by the dependency the verifier requires).
+__device__ PeerBuffers load_peer(const PeerBuffers* p) {
+  const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
+  return PeerBuffers{load_volatile(w), load_volatile(w + 1), load_volatile(w + 2), load_volatile(w + 3),
+                     load_volatile(w + 4)};
+}
+__device__ void store_peer(PeerBuffers* at, const PeerBuffers& v) {
+  uint64_t* w = reinterpret_cast<uint64_t*>(at);
+  store_volatile(w, v.pid), store_volatile(w + 1, v.input), store_volatile(w + 2, v.output);
+  store_volatile(w + 3, v.scratch), store_volatile(w + 4, v.scratch_stride);
+}
+
+// A Put, Get or GetReduce of chunk c in this tile, by the whole block,
+// between this rank's buffers and those its Wait for op.peer kept.
+// Returns a DevError.
+__device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, uint32_t c, uint64_t capacity,
+                              uint32_t slice, uint32_t slices, uint64_t tile) {
+  const PeerBuffers d = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
+  if (d.pid == 0) return kDevBadPlan;  // touched before the peer's signal: not a verified schedule
+  StepSpan mine, theirs;
+  one_sided_spans(op, c, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs);
+  const StepSpan operands[2] = {mine, theirs};
+  uint64_t n = 0;
+  if (step_length(operands, 2, false, 0, &n) != kStepOk) return kDevBadPlan;
+  const uint64_t bytes = n * L.buffers.esize;
+  switch (OpType(op.type)) {
+    case OpType::Put: block_copy(theirs.ptr, nullptr, mine.ptr, bytes); break;
+    case OpType::Get: block_copy(mine.ptr, nullptr, theirs.ptr, bytes); break;
+    default: block_reduce(L.type, L.kind, mine.ptr, nullptr, mine.ptr, theirs.ptr, n); break;
+  }
+  return kDevOk;
+}
+
 // op_step's memory policy in a thread block (src/ops/op_step.h): the whole
 // block moves or reduces the bytes, 16 at a time where alignment allows.
 struct BlockMemory {
@@ -287,6 +321,23 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
               in = s_in + at;
             }
             if (sends) slot = s_slot + at;
+          }
+          if (op_one_sided(type)) {
+            if (const int code = one_sided_step(L, op, c, capacity, slice, slices, tile); code != kDevOk) {
+              if (threadIdx.x == 0) fail(L.error, code);
+              return;
+            }
+            continue;
+          }
+          if (type == OpType::Signal || type == OpType::Wait) {  // a message of PeerBuffers
+            if (threadIdx.x == 0 && type == OpType::Signal) store_peer(reinterpret_cast<PeerBuffers*>(slot), L.self);
+            if (threadIdx.x == 0 && type == OpType::Wait) {
+              if (recv_bytes != sizeof(PeerBuffers)) fail(L.error, kDevMismatch);  // the host reports it
+              else store_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)],
+                              load_peer(reinterpret_cast<const PeerBuffers*>(in)));
+            }
+            message_bytes = sizeof(PeerBuffers);
+            continue;
           }
           const StepSpan src = op_reads_src(type)
                                    ? step_span(L.buffers, capacity, slice, slices, op.src_buffer, op.src_index + c, tile)

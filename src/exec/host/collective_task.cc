@@ -108,12 +108,6 @@ struct HostMemory {
   }
 };
 
-// What a Signal carries: the sender's process and this call's buffers.
-struct PeerBuffers {
-  uint64_t pid = 0;  // 0: not known yet this call
-  uint64_t input = 0, output = 0, scratch = 0;
-};
-
 struct LaneRun {
   const LaneRecord* lane = nullptr;
   uint32_t slice = 0;
@@ -203,16 +197,14 @@ class CollectiveTask final : public Task {
     buffers_.scratch_stride = uint64_t(a_.schedule->ranks.at(a_.rank).scratch_chunks) * a_.scratch_capacity;
     tile_bytes_ = framed_tile_bytes(a_.tile_bytes, frame_slot_bytes(), a_.records->max_frame, esize);
     buffers_.tile_elems = std::max<uint64_t>(1, tile_bytes_ / esize);
-    if (!a_.records->chunk_messages)  // signals only: one tile covers every chunk
-      buffers_.tile_elems = std::max({buffers_.tile_elems, a_.input_shape.elems(), a_.output_shape.elems(),
-                                      a_.scratch_capacity});
-    mine_ = PeerBuffers{uint64_t(getpid()), uint64_t(uintptr_t(a_.input)), uint64_t(uintptr_t(a_.output)),
-                        uint64_t(uintptr_t(a_.scratch))};
+    if (!a_.records->chunk_messages)
+      buffers_.tile_elems = std::max(buffers_.tile_elems, whole_call_tile_elems(buffers_, a_.scratch_capacity));
     if (a_.records->one_sided) {
       peers_.assign(a_.schedule->ranks.size(), PeerBuffers{});
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
+    mine_ = peer_buffers_of(buffers_, uint64_t(getpid()));
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
@@ -403,11 +395,10 @@ class CollectiveTask final : public Task {
 
   // A Wait's message: where the signalling peer's buffers are.
   Status take_peer_buffers(const OpRecord& op, const void* data, size_t bytes) {
-    const int peer = a_.records->connections[op.recv_conn].peer;
     if (bytes != sizeof(PeerBuffers))
       return BRAID_ERROR(ncclInternalError, "schedule {}: a signal from rank {} of {} bytes, not {}",
-                         a_.schedule->name, peer, bytes, sizeof(PeerBuffers));
-    if (!peers_.empty()) std::memcpy(&peers_[size_t(peer)], data, sizeof(PeerBuffers));
+                         a_.schedule->name, op.peer, bytes, sizeof(PeerBuffers));
+    if (!peers_.empty()) std::memcpy(&peers_.at(size_t(op.peer)), data, sizeof(PeerBuffers));
     return Status::ok();
   }
 
@@ -419,21 +410,12 @@ class CollectiveTask final : public Task {
     if (d.pid == 0)
       return BRAID_ERROR(ncclInternalError, "schedule {}: rank {} touches rank {}'s buffers before its signal",
                          a_.schedule->name, a_.rank, op.peer);
-    StepBuffers theirs = buffers_;
-    theirs.input = reinterpret_cast<const char*>(uintptr_t(d.input));
-    theirs.output = reinterpret_cast<char*>(uintptr_t(d.output));
-    theirs.scratch = reinterpret_cast<char*>(uintptr_t(d.scratch));
-    theirs.scratch_stride = uint64_t(a_.schedule->ranks.at(size_t(op.peer)).scratch_chunks) * a_.scratch_capacity;
+    const StepBuffers theirs = peer_step_buffers(buffers_, d);
     const bool local = d.pid == uint64_t(getpid());
     const bool put = op_puts(type);
     for (uint32_t k = 0; k < op.count; ++k) {
-      // Mine is put's src and get's dst; theirs the other.
-      const StepSpan mine = put ? span(run, op.src_buffer, op.src_index + k, run.tile)
-                                : span(run, op.dst_buffer, op.dst_index + k, run.tile);
-      const StepSpan peer = put ? step_span(theirs, run.capacity, run.slice, a_.slices, op.dst_buffer,
-                                            op.dst_index + k, run.tile)
-                                : step_span(theirs, run.capacity, run.slice, a_.slices, op.src_buffer,
-                                            op.src_index + k, run.tile);
+      StepSpan mine, peer;
+      one_sided_spans(op, k, buffers_, theirs, run.capacity, run.slice, a_.slices, run.tile, &mine, &peer);
       const StepSpan operands[2] = {mine, peer};
       uint64_t n = 0;
       if (int code = step_length(operands, 2, false, 0, &n); code != kStepOk)

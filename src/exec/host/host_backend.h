@@ -41,6 +41,7 @@ class HostBackend final : public Backend {
   const char* name() const override { return "host"; }
   GroupRunner group_runner() const override;
   int connection_slots() const override { return ctx_.transport->slots(); }
+  bool runs_one_sided() const override { return paths_.settings().peer_access; }
   Status run_alone(const CollectiveCall& call, bool* ran) override;
   Status window_registered(const WindowInfo& window) override;
   void window_deregistered(uint64_t seq) override;
