@@ -173,6 +173,17 @@ void abort_releases_blocked_call(size_t count, Call call = Call::AllReduce) {
 
 }  // namespace
 
+// One-sided schedules (algorithms/one_sided.cc): the survivors wait on
+// signals and copy straight from and to the dead rank's memory with CMA.
+TEST_CASE("a peer killed amid one-sided AllReduces: survivors fail within BRAID_TIMEOUT", "[mp][faults]") {
+  for (const char* algo : {"allreduce=twoshot", "allreduce=oneshot"}) {
+    INFO(algo);
+    setenv("BRAID_ALGO", algo, 1);
+    kill_one_mid_collective(3, "shm", 1 << 16);
+  }
+  unsetenv("BRAID_ALGO");
+}
+
 TEST_CASE("ncclCommAbort from a watchdog thread releases a rank blocked in a collective", "[mp][faults][threads]") {
   abort_releases_blocked_call(1 << 16);
 }
