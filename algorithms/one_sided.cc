@@ -47,13 +47,13 @@ class Lanes {
   // Ops from now on go to peer k's lane, or the local lane.
   ScheduleBuilder& on_peer(int k) { return b_.use_lane(r_, uint16_t(k - 1)), b_; }
   ScheduleBuilder& on_local() { return b_.use_lane(r_, uint16_t(n_ - 1)), b_; }
-  // Signal and wait for peer k, on its lane; returns the wait.
+  // Signal and wait for peer k, on its lane (a round: ready, data or
+  // done); returns the wait.
   Dep round(int k, std::vector<Dep> after = {}) {
     on_peer(k);
     b_.signal(r_, peer(k), std::move(after));
     return b_.wait(r_, peer(k));
   }
-  Dep ready(int k) { return round(k); }
 
  private:
   ScheduleBuilder& b_;
@@ -69,7 +69,7 @@ Schedule oneshot_allreduce(int n) {
     b.set_scratch(r, uint32_t(n));
     std::vector<Dep> landed;  // every peer's data signal
     for (int k = 1; k < n; ++k) {
-      lanes.ready(k);  // the peer's scratch slots are free
+      lanes.round(k);  // ready: the peer's scratch slots are free
       b.put(r, lanes.peer(k), in(0), scratch(r));
       landed.push_back(lanes.round(k));
     }
@@ -85,7 +85,7 @@ Schedule twoshot_allreduce(int n) {
   for (int r = 0; r < n; ++r) {
     Lanes lanes(b, r, n);
     std::vector<Dep> ready;
-    for (int k = 1; k < n; ++k) ready.push_back(lanes.ready(k));
+    for (int k = 1; k < n; ++k) ready.push_back(lanes.round(k));
     Dep reduced = lanes.on_local().copy(r, in(r), out(r));
     for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(r), {ready[k - 1]});
     for (int k = 1; k < n; ++k) {
@@ -104,7 +104,7 @@ Schedule oneshot_allgather(int n) {
     // write of it, so the puts that read it come after.
     const Dep copied = lanes.on_local().copy(r, in(0), out(r));
     for (int k = 1; k < n; ++k) {
-      lanes.ready(k);
+      lanes.round(k);  // ready
       b.put(r, lanes.peer(k), in(0), out(r), {copied});
       lanes.round(k);  // done
     }
@@ -117,7 +117,7 @@ Schedule oneshot_reducescatter(int n) {
   for (int r = 0; r < n; ++r) {
     Lanes lanes(b, r, n);
     std::vector<Dep> ready;
-    for (int k = 1; k < n; ++k) ready.push_back(lanes.ready(k));
+    for (int k = 1; k < n; ++k) ready.push_back(lanes.round(k));
     Dep reduced = lanes.on_local().copy(r, in(r), out(0));
     for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(0), {ready[k - 1]});
     for (int k = 1; k < n; ++k) lanes.round(k, {reduced});  // done
@@ -149,7 +149,7 @@ Schedule oneshot_alltoall(int n) {
     b.set_scratch(r, uint32_t(n));
     std::vector<Dep> landed;
     for (int k = 1; k < n; ++k) {
-      lanes.ready(k);
+      lanes.round(k);  // ready
       b.put(r, lanes.peer(k), in(lanes.peer(k)), scratch(r));
       landed.push_back(lanes.round(k));
     }

@@ -32,9 +32,10 @@
 //   Nop                nothing (a dependency carrier)
 //
 // One-sided ops reach into a peer's buffers directly, for ranks that can
-// load and store each other's memory (threads of one process, processes on
-// one host, GPUs of one NVLink domain).  Their peer-side ChunkRef names a
-// chunk of that peer's buffers:
+// load and store each other's memory (Backend::runs_one_sided: on the host
+// backend, threads of one process and processes of one host through CMA;
+// on the CUDA backend, threads of one process on one GPU so far).  Their
+// peer-side ChunkRef names a chunk of that peer's buffers:
 //   Put                peer send_peer's dst = src
 //   Get                dst = peer recv_peer's src
 //   GetReduce          dst = dst (+) peer recv_peer's src

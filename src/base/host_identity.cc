@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "src/base/env.h"
@@ -29,6 +30,14 @@ uint64_t machine_hash() {
 uint64_t host_hash() {
   std::string id = env_string("BRAID_HOSTID");
   return id.empty() ? machine_hash() : fnv1a(id);
+}
+
+uint64_t this_process() {
+  static const uint64_t id = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd();
+  }();
+  return id;
 }
 
 }  // namespace braid

@@ -12,5 +12,9 @@ namespace braid {
 uint64_t host_hash();
 // Identity of this machine (host name and boot), whatever BRAID_HOSTID says.
 uint64_t machine_hash();
+// A random value drawn once per process image.  With the pid it tells
+// whether two ranks share an address space: pids repeat across containers
+// and hosts, and a forked child keeps this value but not the pid.
+uint64_t this_process();
 
 }  // namespace braid

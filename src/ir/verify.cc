@@ -146,7 +146,8 @@ void check_structure(const Schedule& s, const VerifyOptions& o, Errors& e) {
         check_peer(op_uses_send_peer(op.type), op_sends(op.type), op.send_peer, "send_peer", sender, "send");
         check_peer(op_uses_recv_peer(op.type), op_receives(op.type), op.recv_peer, "recv_peer", receiver, "receive");
         // `owner`: the rank whose buffer the ref names (a peer's, for one-sided ops).
-        auto check_ref = [&](bool used, ChunkRef ref, const char* role, int owner) {
+        auto check_ref = [&](bool used, ChunkRef ref, bool dst, int owner) {
+          const char* role = dst ? "dst" : "src";
           if (!used) return;
           if (uint8_t(ref.buffer) > uint8_t(BufferKind::Scratch))
             return e.add("{}: {} has invalid buffer {}", at, role, int(ref.buffer));
@@ -159,13 +160,13 @@ void check_structure(const Schedule& s, const VerifyOptions& o, Errors& e) {
           if (!has_buffer(s, owner, ref.buffer))
             e.add("{}: rank {} has no {} buffer in a {} rooted at {}", at, owner, to_string(ref.buffer),
                   to_string(s.collective), s.root);
-          if (std::string(role) == "dst" && ref.buffer == BufferKind::Input)
+          if (dst && ref.buffer == BufferKind::Input)
             e.add("{}: writes {} input buffer", at, whose);
         };
-        check_ref(op_reads_src(op.type), op.src, "src", r);
-        check_ref(op_writes_dst(op.type), op.dst, "dst", r);
-        if (peers_ok) check_ref(op_gets(op.type), op.src, "src", op.recv_peer);
-        if (peers_ok) check_ref(op_puts(op.type), op.dst, "dst", op.send_peer);
+        check_ref(op_reads_src(op.type), op.src, false, r);
+        check_ref(op_writes_dst(op.type), op.dst, true, r);
+        if (peers_ok) check_ref(op_gets(op.type), op.src, false, op.recv_peer);
+        if (peers_ok) check_ref(op_puts(op.type), op.dst, true, op.send_peer);
         for (const Dep& d : op.deps)
           if (d.lane >= p.lanes.size() || d.op >= p.lanes[d.lane].ops.size())
             e.add("{}: depends on lane {} op {}, which does not exist", at, d.lane, d.op);
@@ -218,9 +219,9 @@ struct OpId {
 class OpOrder {
  public:
   // The ops of `ranks`.  Returns false when the order has a cycle: with
-  // `cycles` set, a dependency cycle is reported there; one through messages
-  // is a deadlock, which the simulation reports.
-  bool build(const Schedule& s, const std::vector<int>& ranks, bool messages, Errors* cycles, Errors& e) {
+  // `report_cycles`, a dependency cycle (one rank) is reported; one through
+  // messages is a deadlock, which the simulation reports.
+  bool build(const Schedule& s, const std::vector<int>& ranks, bool messages, bool report_cycles, Errors& e) {
     slot_.assign(s.nranks, -1);
     lane_base_.assign(ranks.size() + 1, 0);
     base_.assign(1, 0);
@@ -269,7 +270,7 @@ class OpOrder {
       }
     }
     if (done == nodes) return true;
-    if (!cycles) return false;
+    if (!report_cycles) return false;
     // Walk back through unfinished predecessors until a node repeats.
     size_t v = 0;
     while (indegree[v] == 0) ++v;
@@ -290,7 +291,7 @@ class OpOrder {
       cycle += fmt::format("lane {} op {} -> ", l - lane_base_[0], i);
     }
     auto [l, i] = lane_op(v);
-    cycles->add("rank {}: dependency cycle: {}lane {} op {}", ranks[0], cycle, l - lane_base_[0], i);
+    e.add("rank {}: dependency cycle: {}lane {} op {}", ranks[0], cycle, l - lane_base_[0], i);
     return false;
   }
 
@@ -729,14 +730,14 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
   if (!e.any()) check_matching(s, options, e);
   uint32_t per_block = e.any() ? 0 : check_layout(s, e);
   std::vector<OpOrder> orders(e.any() ? 0 : s.nranks);
-  for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, {r}, false, &e, e);
+  for (int r = 0; r < int(orders.size()); ++r) orders[r].build(s, {r}, false, true, e);
   // One-sided ops order accesses across ranks, through signals: one order
   // over every rank (a cycle there is a deadlock, which the run reports).
   const bool one_sided = !e.any() && has_one_sided_ops(s);
   OpOrder all;
   std::vector<int> every_rank(s.nranks);
   for (int r = 0; r < s.nranks; ++r) every_rank[r] = r;
-  const bool all_ordered = one_sided && all.build(s, every_rank, true, nullptr, e);
+  const bool all_ordered = one_sided && all.build(s, every_rank, true, false, e);
   if (all_ordered) check_peer_lifetimes(s, orders, all, e);
   if (!e.any()) {
     // A custom collective defines no aliasing: it is checked out of place only.

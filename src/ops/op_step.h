@@ -182,12 +182,14 @@ BRAID_HD bool frame_chunk_fits(uint32_t chunks, uint32_t k, uint64_t stride, uin
 // pointers and scratch stride (every rank cuts a call's buffers alike, from
 // the same count, shapes and slices).
 struct PeerBuffers {
-  uint64_t pid = 0;  // 0: not known yet this call
+  uint64_t pid = 0;      // 0: not known yet this call
+  uint64_t process = 0;  // with the pid, equal <=> one address space (this_process())
   uint64_t input = 0, output = 0, scratch = 0;
   uint64_t scratch_stride = 0;
 };
-BRAID_HD PeerBuffers peer_buffers_of(const StepBuffers& b, uint64_t pid) {
-  return PeerBuffers{pid, uint64_t(uintptr_t(b.input)), uint64_t(uintptr_t(b.output)),
+static_assert(sizeof(PeerBuffers) == 48, "signals carry PeerBuffers as six 64-bit words");
+BRAID_HD PeerBuffers peer_buffers_of(const StepBuffers& b, uint64_t pid, uint64_t process) {
+  return PeerBuffers{pid, process, uint64_t(uintptr_t(b.input)), uint64_t(uintptr_t(b.output)),
                      uint64_t(uintptr_t(b.scratch)), b.scratch_stride};
 }
 BRAID_HD StepBuffers peer_step_buffers(StepBuffers b, const PeerBuffers& p) {

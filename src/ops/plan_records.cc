@@ -12,6 +12,7 @@ RankRecords build_rank_records(const Schedule& schedule, int rank) {
       r.channels = std::max<uint32_t>(r.channels, lane.channel + 1u);
       for (const Op& op : lane.ops) {
         r.one_sided |= op_one_sided(op.type);
+        r.signals |= op.type == OpType::Signal || op.type == OpType::Wait;
         if (op_sends(op.type) || op_receives(op.type)) {
           r.max_frame = std::max(r.max_frame, message_chunks(op));
           r.chunk_messages |= message_chunks(op) > 0;

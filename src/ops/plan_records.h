@@ -58,6 +58,7 @@ struct RankRecords {
   // messages are signals), a call needs no fragments: one tile.
   bool chunk_messages = false;
   bool one_sided = false;  // some rank has one-sided ops: only an executor with peer access runs it
+  bool signals = false;    // some rank has Signals and Waits (their messages carry PeerBuffers)
 };
 
 RankRecords build_rank_records(const Schedule& schedule, int rank);

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
@@ -36,17 +35,6 @@
 
 namespace braid {
 namespace {
-
-// A random value drawn once per process image.  With the pid it tells
-// whether two ranks share an address space: pids repeat across containers
-// and hosts, and a forked child keeps this value but not the pid.
-uint64_t this_process() {
-  static const uint64_t id = [] {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-  }();
-  return id;
-}
 
 // BRAID_CMA: whether collectives between processes may pull (and push)
 // peers' buffers with cross-memory attach (src/transport/cross_memory.h).
@@ -203,7 +191,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
     s.can_pull = true;
     s.cma_checked = true;
     for (int r = 0; r < nranks; ++r)
-      if (r != rank && infos[r].peer.pid != mine.peer.pid)
+      if (r != rank && (infos[r].peer.pid != mine.peer.pid || infos[r].process != mine.process))
         s.can_pull = s.can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
     if (!s.can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "

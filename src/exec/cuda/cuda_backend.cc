@@ -87,7 +87,7 @@ struct DevicePlan {
   uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
   uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
   bool chunk_messages = true;    // false: signals only, the call runs as one tile
-  bool one_sided = false;        // Puts and Gets: the launch carries a peer table
+  bool signals = false;          // Signals and Waits: the launch carries a peer table
   void* block = nullptr;
   size_t bytes = 0;  // of block
 };
@@ -152,7 +152,7 @@ class CudaBackend final : public Backend {
     block_budget_ = launch_block_budget(shares);
     for (const ArenaInfo& a : infos) {
       threads_on_device_ += a.pid == mine.pid && same_device(a.share, mine.share);
-      one_process_ = one_process_ && a.pid == mine.pid;
+      one_device_ = one_device_ && a.pid == mine.pid && same_device(a.share, mine.share);
     }
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
@@ -198,11 +198,13 @@ class CudaBackend final : public Backend {
   }
 
   int connection_slots() const override { return int(nslots_); }
-  // One-sided schedules between threads of one process: their buffers'
-  // device addresses mean the same to every rank (peer access is enabled
-  // between their devices above).  Processes would need every call's user
-  // buffers mapped through CUDA IPC: not done yet.
-  bool runs_one_sided() const override { return one_process_; }
+  // One-sided schedules between threads of one process on one device: one
+  // context, so every rank's device addresses (user buffers of any
+  // allocator, scratch from the pool) are valid in every kernel.  Across
+  // devices, pool memory and cudaMallocAsync or VMM user buffers would need
+  // cudaMemPoolSetAccess / cuMemSetAccess for each peer device; processes,
+  // every call's user buffers mapped through CUDA IPC: neither done yet.
+  bool runs_one_sided() const override { return one_device_; }
 
   // The arena zeroed before any peer can know where it is: a peer's first
   // lines must not land before the zeros.  On a stream of its own, so that
@@ -399,11 +401,11 @@ class CudaBackend final : public Backend {
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
-    if (plan->one_sided) {
+    if (plan->signals) {
       const size_t table = slices * ctx_.comm.nranks * sizeof(PeerBuffers);
       BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&peers_), &peers_bytes_, table, stream, "peer table"));
       CUDA_TRY(cudaMemsetAsync(peers_, 0, table, stream));  // a stale entry must never pass for this call's
-      L.self = peer_buffers_of(B, uint64_t(getpid()));
+      L.self = peer_buffers_of(B, uint64_t(getpid()), this_process());
       L.peers = peers_;
       L.nranks = uint32_t(ctx_.comm.nranks);
     }
@@ -625,9 +627,9 @@ class CudaBackend final : public Backend {
     std::shared_ptr<const RankRecords> records;
     BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
     const RankRecords& rec = *records;
-    if (rec.one_sided && !one_process_)  // the planner offers them only where they run (runs_one_sided)
+    if (rec.one_sided && !one_device_)  // the planner offers them only where they run (runs_one_sided)
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} has one-sided ops (put, get), which the CUDA backend runs "
-                         "only between ranks that are threads of one process", schedule.name);
+                         "only between ranks that are threads of one process on one device", schedule.name);
     const std::vector<LaneRecord>& lanes = rec.lanes;
     const std::vector<OpRecord>& ops = rec.ops;
     const std::vector<DepRecord>& deps = rec.deps;
@@ -684,7 +686,7 @@ class CudaBackend final : public Backend {
     plan.fifos_per_slice = uint32_t(per_slice);
     plan.max_frame = rec.max_frame;
     plan.chunk_messages = rec.chunk_messages;
-    plan.one_sided = rec.one_sided;
+    plan.signals = rec.signals;
     plan.bytes = host.size();
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
@@ -735,7 +737,7 @@ class CudaBackend final : public Backend {
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
   int threads_on_device_ = 0;  // ranks of this process on this device, this one included
-  bool one_process_ = true;    // every rank a thread of this process
+  bool one_device_ = true;     // every rank a thread of this process on this device
   PeerBuffers* peers_ = nullptr;  // one-sided launches' peer tables (CollectiveLaunch::peers)
   uint64_t peers_bytes_ = 0;
   std::atomic<bool> legacy_stream_warned_{false};

@@ -171,21 +171,20 @@ __device__ void block_reduce(ncclDataType_t type, ReduceKind kind, char* dst, ch
 // this launch (ordered by the dependency the verifier requires).
 __device__ PeerBuffers load_peer(const PeerBuffers* p) {
   const uint64_t* w = reinterpret_cast<const uint64_t*>(p);
-  return PeerBuffers{load_volatile(w), load_volatile(w + 1), load_volatile(w + 2), load_volatile(w + 3),
-                     load_volatile(w + 4)};
+  return PeerBuffers{load_volatile(w),     load_volatile(w + 1), load_volatile(w + 2),
+                     load_volatile(w + 3), load_volatile(w + 4), load_volatile(w + 5)};
 }
 __device__ void store_peer(PeerBuffers* at, const PeerBuffers& v) {
   uint64_t* w = reinterpret_cast<uint64_t*>(at);
-  store_volatile(w, v.pid), store_volatile(w + 1, v.input), store_volatile(w + 2, v.output);
-  store_volatile(w + 3, v.scratch), store_volatile(w + 4, v.scratch_stride);
+  store_volatile(w, v.pid), store_volatile(w + 1, v.process), store_volatile(w + 2, v.input);
+  store_volatile(w + 3, v.output), store_volatile(w + 4, v.scratch), store_volatile(w + 5, v.scratch_stride);
 }
 
 // A Put, Get or GetReduce of chunk c in this tile, by the whole block,
-// between this rank's buffers and those its Wait for op.peer kept.
-// Returns a DevError.
-__device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, uint32_t c, uint64_t capacity,
-                              uint32_t slice, uint32_t slices, uint64_t tile) {
-  const PeerBuffers d = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
+// between this rank's buffers and the peer's `d` (what its Wait kept,
+// loaded once by thread 0 for the block).  Returns a DevError.
+__device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, const PeerBuffers& d, uint32_t c,
+                              uint64_t capacity, uint32_t slice, uint32_t slices, uint64_t tile) {
   if (d.pid == 0) return kDevBadPlan;  // touched before the peer's signal: not a verified schedule
   StepSpan mine, theirs;
   one_sided_spans(op, c, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs);
@@ -240,6 +239,10 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   __shared__ const char* s_in;
   __shared__ char* s_slot;
   __shared__ uint64_t s_recv_bytes, s_head, s_tail;
+  // A one-sided op's peer, as its Wait kept it (raw words: a __shared__
+  // variable cannot have PeerBuffers' initialisers).
+  __shared__ uint64_t s_peer_words[sizeof(PeerBuffers) / sizeof(uint64_t)];
+  PeerBuffers* const s_peer = reinterpret_cast<PeerBuffers*>(s_peer_words);
   if (threadIdx.x == 0) s_failed = false;
   // Before any thread gets near s_failed: the compiler may load it ahead of
   // a `threadIdx.x == 0 &&` test (compute-sanitizer's racecheck saw that).
@@ -292,6 +295,8 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
               s_slot = sf->slots + (t % L.nslots) * L.slot_bytes;
             }
           }
+          if (op_one_sided(type) && !s_failed)  // one value for the whole block
+            *s_peer = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
           if (framed && receives && !s_failed &&
               (s_recv_bytes < frame_header_bytes(op.count) || load_volatile((const uint64_t*)s_in) != op.count)) {
             fail(L.error, kDevMismatch);
@@ -323,19 +328,21 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
             if (sends) slot = s_slot + at;
           }
           if (op_one_sided(type)) {
-            if (const int code = one_sided_step(L, op, c, capacity, slice, slices, tile); code != kDevOk) {
+            if (const int code = one_sided_step(L, op, *s_peer, c, capacity, slice, slices, tile); code != kDevOk) {
               if (threadIdx.x == 0) fail(L.error, code);
               return;
             }
             continue;
           }
           if (type == OpType::Signal || type == OpType::Wait) {  // a message of PeerBuffers
-            if (threadIdx.x == 0 && type == OpType::Signal) store_peer(reinterpret_cast<PeerBuffers*>(slot), L.self);
-            if (threadIdx.x == 0 && type == OpType::Wait) {
-              if (recv_bytes != sizeof(PeerBuffers)) fail(L.error, kDevMismatch);  // the host reports it
-              else store_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)],
-                              load_peer(reinterpret_cast<const PeerBuffers*>(in)));
+            if (type == OpType::Wait && recv_bytes != sizeof(PeerBuffers)) {  // every thread sees the same length
+              if (threadIdx.x == 0) fail(L.error, kDevMismatch);
+              return;
             }
+            if (threadIdx.x == 0 && type == OpType::Signal) store_peer(reinterpret_cast<PeerBuffers*>(slot), L.self);
+            if (threadIdx.x == 0 && type == OpType::Wait && L.peers)
+              store_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)],
+                         load_peer(reinterpret_cast<const PeerBuffers*>(in)));
             message_bytes = sizeof(PeerBuffers);
             continue;
           }

@@ -36,6 +36,7 @@
 #include <cstring>
 
 #include "src/base/byte_ranges.h"
+#include "src/base/host_identity.h"
 #include "src/ops/datatype.h"
 #include "src/ops/host_kernels.h"
 #include "src/ops/op_step.h"
@@ -204,7 +205,7 @@ class CollectiveTask final : public Task {
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
-    mine_ = peer_buffers_of(buffers_, uint64_t(getpid()));
+    mine_ = peer_buffers_of(buffers_, uint64_t(getpid()), this_process());
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
@@ -411,7 +412,7 @@ class CollectiveTask final : public Task {
       return BRAID_ERROR(ncclInternalError, "schedule {}: rank {} touches rank {}'s buffers before its signal",
                          a_.schedule->name, a_.rank, op.peer);
     const StepBuffers theirs = peer_step_buffers(buffers_, d);
-    const bool local = d.pid == uint64_t(getpid());
+    const bool local = d.pid == mine_.pid && d.process == mine_.process;
     const bool put = op_puts(type);
     for (uint32_t k = 0; k < op.count; ++k) {
       StepSpan mine, peer;
