@@ -299,6 +299,10 @@ class CollectiveTask final : public Task {
       BRAID_TRY(copy_and_send(run, moved));
       if (*moved) return Status::ok();
     }
+    if (type == OpType::GetReduce && run.chunk == 0) {
+      BRAID_TRY(fused_get_reduce(run, moved));
+      if (*moved) return Status::ok();
+    }
     const bool receives = op.recv_conn >= 0, sends = op.send_conn >= 0;
     if (receives && !run.recv_data) {
       BRAID_TRY(run.recv_pipes[run.op]->try_acquire(&run.recv_data, &run.recv_bytes));
@@ -428,19 +432,61 @@ class CollectiveTask final : public Task {
         else BRAID_TRY(cma_write(pid_t(d.pid), uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
         continue;
       }
-      const char* from = peer.ptr;
-      if (!local) {
-        if (type == OpType::Get) {
-          BRAID_TRY(cma_read(pid_t(d.pid), mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
-          continue;
+      if (local) {
+        if (type == OpType::Get) std::memcpy(mine.ptr, peer.ptr, bytes);
+        else braid::reduce(mine.ptr, mine.ptr, peer.ptr, n, a_.type, a_.op);
+      } else if (type == OpType::Get) {
+        BRAID_TRY(cma_read(pid_t(d.pid), mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
+      } else {
+        // Another process's bytes come through staging that stays in cache,
+        // a piece at a time, each reduced before the next is read.
+        const uint64_t piece = kStagingBytes / buffers_.esize * buffers_.esize;
+        if (staging_.size() < piece) staging_.resize(piece);
+        for (uint64_t at = 0; at < bytes; at += piece) {
+          const uint64_t len = std::min(piece, bytes - at);
+          BRAID_TRY(cma_read(pid_t(d.pid), staging_.data(), uint64_t(uintptr_t(peer.ptr + at)), len));
+          braid::reduce(mine.ptr + at, mine.ptr + at, staging_.data(), len / buffers_.esize, a_.type, a_.op);
         }
-        if (staging_.size() < bytes) staging_.resize(bytes);
-        BRAID_TRY(cma_read(pid_t(d.pid), staging_.data(), uint64_t(uintptr_t(peer.ptr)), bytes));
-        from = staging_.data();
       }
-      if (type == OpType::Get) std::memcpy(mine.ptr, from, bytes);
-      else braid::reduce(mine.ptr, mine.ptr, from, n, a_.type, a_.op);
     }
+    return Status::ok();
+  }
+
+  // Consecutive GetReduces into one chunk from peers of this process (a
+  // two-shot's or a reduce-scatter's fold), as many as are ready, in one
+  // pass (reduce_many): every source read once and the destination written
+  // once, not read and written again for each peer.  The fold's order is
+  // the ops' order.  *moved: they are done (fewer than two ready: nothing).
+  Status fused_get_reduce(LaneRun& run, bool* moved) {
+    const OpRecord& first = op_of(run, run.op);
+    const void* srcs[kMaxFusedSources];
+    StepSpan dst;
+    int nsrc = 1;
+    uint64_t n = 0;
+    for (uint32_t i = run.op; i < run.lane->op_count && nsrc < kMaxFusedSources; ++i) {
+      const OpRecord& op = op_of(run, i);
+      if (OpType(op.type) != OpType::GetReduce || op.count != 1 || op.dst_buffer != first.dst_buffer ||
+          op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
+        break;
+      const PeerBuffers& d = peers_.at(size_t(op.peer));
+      if (d.pid != mine_.pid || d.process != mine_.process) break;  // another process: CMA, one by one
+      StepSpan mine, theirs;
+      one_sided_spans(op, 0, buffers_, peer_step_buffers(buffers_, d), run.capacity, run.slice, a_.slices, run.tile,
+                      &mine, &theirs);
+      const StepSpan operands[2] = {mine, theirs};
+      uint64_t len = 0;
+      if (step_length(operands, 2, false, 0, &len) != kStepOk || (nsrc > 1 && len != n)) break;
+      dst = mine, n = len;
+      srcs[nsrc++] = theirs.ptr;
+    }
+    if (nsrc < 3) return Status::ok();
+    srcs[0] = dst.ptr;
+    if (n > 0) {
+      void* const dsts[1] = {dst.ptr};
+      reduce_many(dsts, 1, srcs, nsrc, n, a_.type, a_.op, 0, false);
+    }
+    for (int k = 1; k < nsrc; ++k) finish_op(run);
+    *moved = true;
     return Status::ok();
   }
 
@@ -496,6 +542,8 @@ class CollectiveTask final : public Task {
   PeerBuffers mine_;                         // what this rank's Signals carry
   std::vector<PeerBuffers> peers_;           // per rank, from its Signals (one-sided schedules)
   std::vector<char> staging_;                // a GetReduce's bytes read from another process
+  static constexpr int kMaxFusedSources = 64;  // fused_get_reduce: the destination and up to 63 peers
+  static constexpr uint64_t kStagingBytes = 256 * 1024;  // run_one_sided's pieces read from another process
   size_t active_ = 0;
   bool finished_ = false;
 };
