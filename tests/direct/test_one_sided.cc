@@ -15,8 +15,9 @@ using namespace mp;
 
 namespace {
 
-constexpr const char* kOneShot = "allreduce=oneshot,allgather=oneshot,reducescatter=oneshot,broadcast=oneshot,"
-                                 "alltoall=oneshot";
+constexpr const char* kOneShot =
+    "allreduce=oneshot,allgather=oneshot,reducescatter=oneshot,broadcast=oneshot,"
+    "alltoall=oneshot";
 constexpr Coll kServed[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll};
 
 uint64_t one_sided() { return braid::one_sided_calls().load(); }
@@ -33,8 +34,11 @@ size_t sweep(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_lis
           run_and_check(CollCase{.coll = coll, .count = count, .root = root, .in_place = in_place}, rank, n, comm, f);
           calls += count > 0;  // a call of count 0 returns at once
         }
-  for (auto [type, op] : {std::pair{ncclInt8, ncclProd}, {ncclFloat16, ncclMax}, {ncclBfloat16, ncclMin},
-                          {ncclDouble, ncclAvg}, {ncclUint64, ncclSum}}) {
+  for (auto [type, op] : {std::pair{ncclInt8, ncclProd},
+                          {ncclFloat16, ncclMax},
+                          {ncclBfloat16, ncclMin},
+                          {ncclDouble, ncclAvg},
+                          {ncclUint64, ncclSum}}) {
     run_and_check(CollCase{.count = 1031, .type = type, .op = op, .in_place = true}, rank, n, comm, f);
     ++calls;
   }
@@ -58,9 +62,12 @@ TEST_CASE("one-sided: one-shot and two-shot schedules on threads are exact", "[d
       // with the first setting; only AllReduce (a sixth of the calls, plus
       // the type sweep) with the second.  One rank has no peers to reach.
       const uint64_t ran = one_sided() - before;
-      if (n == 1) CHECK(ran == 0);
-      else if (algo == kOneShot) CHECK(ran == calls.load());
-      else CHECK(ran == size_t(n) * (4 * 2 + 5));  // AllReduce at the four counts above 0, both placements
+      if (n == 1)
+        CHECK(ran == 0);
+      else if (algo == kOneShot)
+        CHECK(ran == calls.load());
+      else
+        CHECK(ran == size_t(n) * (4 * 2 + 5));  // AllReduce at the four counts above 0, both placements
     }
   }
 }
@@ -71,13 +78,16 @@ TEST_CASE("one-sided: processes reach each other's buffers with CMA and are exac
     ScopedEnv forced("BRAID_ALGO", algo);
     for (int n : {2, 3, 4}) {
       INFO(algo << ", " << n << " ranks");
-      CHECK(run_ranks_as_processes(n, [&](int rank, int nr, ncclComm_t comm, Failures& f) {
-              const uint64_t before = one_sided();
-              const size_t calls = sweep(rank, nr, comm, f, {1, 4099, 300001});
-              const uint64_t ran = one_sided() - before;
-              const uint64_t want = algo == kOneShot ? calls : 3 * 2 + 5;
-              if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
-            }, 120) == 0);
+      CHECK(run_ranks_as_processes(
+                n,
+                [&](int rank, int nr, ncclComm_t comm, Failures& f) {
+                  const uint64_t before = one_sided();
+                  const size_t calls = sweep(rank, nr, comm, f, {1, 4099, 300001});
+                  const uint64_t ran = one_sided() - before;
+                  const uint64_t want = algo == kOneShot ? calls : 3 * 2 + 5;
+                  if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
+                },
+                120) == 0);
     }
   }
 }

@@ -4,7 +4,6 @@
 // a selection admitting others too takes one of the others; and the plan
 // records say what the executors must know of them.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 
 #include "braid/algorithms.h"

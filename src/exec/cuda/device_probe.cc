@@ -1,0 +1,38 @@
+// Whether this process has a CUDA device the backend can use (see
+// device_backend.h): the device it would run on, and which GPU that is.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "src/base/env.h"
+#include "src/exec/device_backend.h"
+
+namespace braid {
+
+DeviceProbe probe_device_backend() {
+  DeviceProbe probe;
+  std::string want = env_string("BRAID_BACKEND");
+  if (want == "host") return probe;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return probe;
+  }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return probe;
+  probe.usable = 1;
+  probe.device = device;
+  // The UUID names the GPU whatever CUDA_VISIBLE_DEVICES numbers it as.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    uint64_t h = 1469598103934665603ULL;  // FNV-1a
+    for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
+    probe.gpu = h;
+    std::snprintf(probe.name, sizeof probe.name, "%s", prop.name);
+  }
+  return probe;
+}
+
+}  // namespace braid
