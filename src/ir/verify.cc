@@ -18,8 +18,8 @@
 // `slots` is the schedule's own (Schedule::slots) unless the caller says.
 // Races are checked within a tile (tiles touch disjoint bytes) using the
 // order of lanes and deps on one rank; with one-sided ops (Put, Get) also
-// across ranks, through messages (signals), and so is that a rank touches a
-// peer's buffers only while the peer is in the call.
+// across ranks, through messages (signals), and so is the rule that a rank
+// touches a peer's buffers only while the peer is in the call.
 #include "braid/verify.h"
 
 #include <fmt/format.h>
