@@ -130,11 +130,7 @@ bool simulate_or_throw(const Schedule& s, const Topology& t, uint64_t size_bytes
   // chunk is its bytes [k*f, (k+1)*f), possibly empty.  Whole chunks: one
   // tile; so too a schedule whose messages carry no chunks (signals only),
   // which the executors run as one tile.
-  bool chunk_messages = false;
-  for (const RankProgram& p : s.ranks)
-    for (const Lane& lane : p.lanes)
-      for (const Op& op : lane.ops) chunk_messages |= (op_sends(op.type) || op_receives(op.type)) && message_chunks(op);
-  const double frag = options.fragment_bytes > 0 && chunk_messages ? double(options.fragment_bytes) : 0;
+  const double frag = options.fragment_bytes > 0 && has_chunk_messages(s) ? double(options.fragment_bytes) : 0;
   std::vector<uint64_t> tiles(n, 1);
   if (frag > 0)
     for (int r = 0; r < n; ++r) {

@@ -217,6 +217,15 @@ constexpr bool op_uses_recv_peer(OpType t) { return op_receives(t) || op_gets(t)
 constexpr uint32_t message_chunks(const Op& op) {
   return op.type == OpType::Signal || op.type == OpType::Wait ? 0 : op.count;
 }
+// Whether some message of a schedule carries chunks (without, its messages
+// are signals: executors need no fragments, and run a call as one tile).
+inline bool has_chunk_messages(const Schedule& s) {
+  for (const RankProgram& p : s.ranks)
+    for (const Lane& lane : p.lanes)
+      for (const Op& op : lane.ops)
+        if ((op_sends(op.type) || op_receives(op.type)) && message_chunks(op) > 0) return true;
+  return false;
+}
 // Whether a schedule has one-sided ops (only executors with peer access run it).
 inline bool has_one_sided_ops(const Schedule& s) {
   for (const RankProgram& p : s.ranks)

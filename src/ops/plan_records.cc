@@ -7,16 +7,14 @@ namespace braid {
 RankRecords build_rank_records(const Schedule& schedule, int rank) {
   RankRecords r;
   r.slots = schedule.slots;
+  r.chunk_messages = has_chunk_messages(schedule);
+  r.one_sided = has_one_sided_ops(schedule);
   for (const RankProgram& p : schedule.ranks)
     for (const Lane& lane : p.lanes) {
       r.channels = std::max<uint32_t>(r.channels, lane.channel + 1u);
       for (const Op& op : lane.ops) {
-        r.one_sided |= op_one_sided(op.type);
         r.signals |= op.type == OpType::Signal || op.type == OpType::Wait;
-        if (op_sends(op.type) || op_receives(op.type)) {
-          r.max_frame = std::max(r.max_frame, message_chunks(op));
-          r.chunk_messages |= message_chunks(op) > 0;
-        }
+        if (op_sends(op.type) || op_receives(op.type)) r.max_frame = std::max(r.max_frame, message_chunks(op));
       }
     }
   for (const Lane& lane : schedule.ranks.at(rank).lanes) {

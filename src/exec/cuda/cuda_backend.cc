@@ -150,10 +150,8 @@ class CudaBackend final : public Backend {
     std::vector<DeviceShare> shares;
     for (const ArenaInfo& a : infos) shares.push_back(a.share);
     block_budget_ = launch_block_budget(shares);
-    for (const ArenaInfo& a : infos) {
+    for (const ArenaInfo& a : infos)
       threads_on_device_ += a.pid == mine.pid && same_device(a.share, mine.share);
-      one_device_ = one_device_ && a.pid == mine.pid && same_device(a.share, mine.share);
-    }
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
@@ -204,7 +202,7 @@ class CudaBackend final : public Backend {
   // devices, pool memory and cudaMallocAsync or VMM user buffers would need
   // cudaMemPoolSetAccess / cuMemSetAccess for each peer device; processes,
   // every call's user buffers mapped through CUDA IPC: neither done yet.
-  bool runs_one_sided() const override { return one_device_; }
+  bool runs_one_sided() const override { return one_device(); }
 
   // The arena zeroed before any peer can know where it is: a peer's first
   // lines must not land before the zeros.  On a stream of its own, so that
@@ -627,7 +625,7 @@ class CudaBackend final : public Backend {
     std::shared_ptr<const RankRecords> records;
     BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
     const RankRecords& rec = *records;
-    if (rec.one_sided && !one_device_)  // the planner offers them only where they run (runs_one_sided)
+    if (rec.one_sided && !one_device())  // the planner offers them only where they run (runs_one_sided)
       return BRAID_ERROR(ncclInvalidUsage, "schedule {} has one-sided ops (put, get), which the CUDA backend runs "
                          "only between ranks that are threads of one process on one device", schedule.name);
     const std::vector<LaneRecord>& lanes = rec.lanes;
@@ -737,7 +735,7 @@ class CudaBackend final : public Backend {
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget
   int threads_on_device_ = 0;  // ranks of this process on this device, this one included
-  bool one_device_ = true;     // every rank a thread of this process on this device
+  bool one_device() const { return threads_on_device_ == ctx_.comm.nranks; }  // every rank one of them
   PeerBuffers* peers_ = nullptr;  // one-sided launches' peer tables (CollectiveLaunch::peers)
   uint64_t peers_bytes_ = 0;
   std::atomic<bool> legacy_stream_warned_{false};

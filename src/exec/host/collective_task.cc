@@ -205,7 +205,8 @@ class CollectiveTask final : public Task {
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
-    mine_ = peer_buffers_of(buffers_, uint64_t(getpid()), this_process());
+    // What its Signals carry (getpid is a syscall: only for schedules with signals).
+    if (a_.records->signals) mine_ = peer_buffers_of(buffers_, uint64_t(getpid()), this_process());
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
