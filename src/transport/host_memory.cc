@@ -15,9 +15,11 @@ namespace {
 struct Allocation {
   size_t bytes = 0;
   int fd = -1;
+  uint64_t serial = 0;
 };
 
 std::mutex mutex;
+uint64_t last_serial = 0;  // under mutex
 std::map<uintptr_t, Allocation>& allocations() {  // start address -> allocation
   static auto* live = new std::map<uintptr_t, Allocation>;  // never freed: used from exit paths
   return *live;
@@ -46,7 +48,7 @@ Status host_shared_alloc(size_t bytes, void** out) {
     return BRAID_ERROR(ncclSystemError, "mmap of {} bytes: {}", bytes, std::strerror(err));
   }
   std::lock_guard<std::mutex> lock(mutex);
-  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, fd};
+  allocations()[reinterpret_cast<uintptr_t>(p)] = Allocation{bytes, fd, ++last_serial};
   *out = p;
   return Status::ok();
 }
@@ -76,7 +78,23 @@ SharedHandle host_shared_handle(const void* p, size_t bytes) {
   if (addr + bytes > it->first + it->second.bytes) return h;
   h.fd = it->second.fd;
   h.offset = addr - it->first;
+  h.serial = it->second.serial;
+  h.allocation_bytes = it->second.bytes;
   return h;
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (data_) host_shared_free(data_);
+}
+
+Status SharedBuffer::reserve(size_t bytes) {
+  if (bytes <= capacity_) return Status::ok();
+  if (data_) host_shared_free(data_);
+  data_ = nullptr;
+  capacity_ = 0;
+  BRAID_TRY(host_shared_alloc(bytes, &data_));
+  capacity_ = bytes;
+  return Status::ok();
 }
 
 PeerMapping::~PeerMapping() { munmap(map_, map_bytes_); }

@@ -25,14 +25,37 @@ Status host_shared_alloc(size_t bytes, void** out);
 // Frees what host_shared_alloc returned; false if `p` is not such a pointer.
 bool host_shared_free(void* p);
 
-// How a peer process finds [p, p + bytes): the memfd and offset within it.
+// How a peer process finds [p, p + bytes): the memfd and offset within it,
+// and which allocation that is (its serial is never reused in the process,
+// so a peer that cached an opening can tell a new allocation from the one it
+// opened, even where the fd number or the address repeats).
 struct SharedHandle {
   int32_t pid = 0;
   int32_t fd = -1;      // -1: not in a shareable allocation
   uint64_t offset = 0;  // of p from the allocation's start
+  uint64_t serial = 0;  // the allocation's, 1 and up in this process
+  uint64_t allocation_bytes = 0;
 };
 // The handle of a range lying inside one shareable allocation (fd -1 if not).
 SharedHandle host_shared_handle(const void* p, size_t bytes);
+
+// A grow-only buffer of shareable host memory, so that peers of other
+// processes can map it (a host communicator's scratch).  Growing replaces
+// the allocation (a new serial) and does not keep the contents.
+class SharedBuffer {
+ public:
+  SharedBuffer() = default;
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+  Status reserve(size_t bytes);
+  char* data() const { return static_cast<char*>(data_); }
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
 
 // A peer's range mapped into this process; unmapped when destroyed.
 class PeerMapping {

@@ -1,9 +1,10 @@
 // One-sided schedules (algorithms/one_sided.cc) on the host backend's
-// executor: ranks as threads (loads and stores) and as processes (CMA),
+// executor: ranks as threads (loads and stores) and as processes (CMA, and
+// loads and stores in shareable memory mapped once: src/exec/host/peer_reach.h),
 // every collective they serve, both placements, exact results, and the
-// executor's counter proves the one-sided schedule is what ran.  Where the
-// ranks cannot reach each other (CMA off), BRAID_ALGO naming one falls back
-// to the default schedule, still exact.
+// executor's counters prove the one-sided schedule is what ran and which way
+// it reached the peers.  Where the ranks cannot reach each other (CMA off),
+// BRAID_ALGO naming one falls back to the default schedule, still exact.
 #include <catch2/catch.hpp>
 
 #include "collective_check.h"
@@ -21,6 +22,8 @@ constexpr const char* kOneShot =
 constexpr Coll kServed[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll};
 
 uint64_t one_sided() { return braid::one_sided_calls().load(); }
+uint64_t cma_ops() { return braid::one_sided_cma_ops().load(); }
+uint64_t opens() { return braid::peer_memory_opens().load(); }
 
 // Every served collective at each count, both placements, every root for
 // Broadcast; AllReduce also in other types and ops.  Returns the calls that
@@ -100,4 +103,56 @@ TEST_CASE("one-sided: without peer access BRAID_ALGO falls back to the default a
           sweep(rank, n, comm, f, {1, 4099});
           if (one_sided() != before) f.fail(fmt::format("rank {} ran a one-sided schedule without CMA", rank));
         }) == 0);
+}
+
+// One-shot AllReduce and AlltoAll put into the peers' scratch, which is
+// shareable memory: between processes they need no CMA even on heap
+// buffers.  On ncclMemAlloc buffers nothing does, and the peers' memory is
+// mapped on the first calls only: a second sweep on the same buffers opens
+// nothing.
+TEST_CASE("one-sided: processes load and store each other's shareable memory and map it once",
+          "[direct][one_sided][processes]") {
+  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
+  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+    ScopedEnv forced("BRAID_ALGO", algo);
+    for (int n : {2, 3, 4}) {
+      INFO(algo << ", " << n << " ranks");
+      CHECK(run_ranks_as_processes(
+                n,
+                [&](int rank, int nr, ncclComm_t comm, Failures& f) {
+                  if (algo == kOneShot) {
+                    const uint64_t cma_before = cma_ops();
+                    for (Coll coll : {Coll::AllReduce, Coll::AlltoAll})
+                      for (bool in_place : {false, true})
+                        run_and_check(CollCase{.coll = coll, .count = 70001, .in_place = in_place}, rank, nr, comm, f);
+                    if (cma_ops() != cma_before)
+                      f.fail(fmt::format("rank {}: {} CMA ops putting into scratch", rank, cma_ops() - cma_before));
+                  }
+                  const size_t bytes = size_t(nr) * 300001 * sizeof(double);
+                  Buffers shared{nullptr, nullptr, bytes};
+                  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.main), bytes));
+                  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.send), bytes));
+                  if (!shared.main || !shared.send) return;
+                  const uint64_t ran_before = one_sided(), cma_before = cma_ops();
+                  uint64_t opens_after_first = 0;
+                  for (int sweep_round = 0; sweep_round < 2; ++sweep_round) {
+                    for (size_t count : {1, 4099, 300001})
+                      for (Coll coll : kServed)
+                        for (bool in_place : {false, true})
+                          run_and_check(CollCase{.coll = coll, .count = count, .in_place = in_place}, rank, nr, comm, f,
+                                        &shared);
+                    if (sweep_round == 0) opens_after_first = opens();
+                  }
+                  if (one_sided() == ran_before) f.fail(fmt::format("rank {} ran no one-sided schedule", rank));
+                  if (cma_ops() != cma_before)
+                    f.fail(fmt::format("rank {}: {} CMA ops on ncclMemAlloc buffers", rank, cma_ops() - cma_before));
+                  if (opens() != opens_after_first)
+                    f.fail(fmt::format("rank {}: {} peer allocations opened again on the same buffers", rank,
+                                       opens() - opens_after_first));
+                  MP_NCCL(f, ncclMemFree(shared.main));
+                  MP_NCCL(f, ncclMemFree(shared.send));
+                },
+                120) == 0);
+    }
+  }
 }

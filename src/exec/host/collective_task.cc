@@ -21,12 +21,14 @@
 //
 // One-sided ops (schedule.h; only where every rank reaches every peer's
 // buffers, HostPathSettings::peer_access): a Signal's message carries where
-// this rank's buffers of the call are (PeerBuffers), and the peer's Wait
-// keeps it; the schedule's verified rule (a rank touches a peer's buffers
-// only after a Wait for that peer) makes it known in time.  Puts and Gets
-// then copy with memcpy between threads of one process, and with CMA
-// (process_vm_readv/writev) between processes.  A schedule whose messages
-// are all signals needs no fragments: a call runs as one tile.
+// this rank's buffers of the call are, and the peer's Wait keeps it; the
+// schedule's verified rule (a rank touches a peer's buffers only after a
+// Wait for that peer) makes it known in time.  Puts and Gets then copy with
+// memcpy where this rank can load and store the peer's buffer (threads of
+// one process; another process's shareable memory, mapped once), and with
+// CMA (process_vm_readv/writev) otherwise: src/exec/host/peer_reach.h.  A
+// schedule whose messages are all signals needs no fragments: a call runs
+// as one tile.
 #include "src/exec/host/collective_task.h"
 
 #include <fmt/format.h>
@@ -37,6 +39,7 @@
 
 #include "src/base/byte_ranges.h"
 #include "src/base/host_identity.h"
+#include "src/exec/host/peer_reach.h"
 #include "src/ops/datatype.h"
 #include "src/ops/host_kernels.h"
 #include "src/ops/op_step.h"
@@ -201,12 +204,16 @@ class CollectiveTask final : public Task {
     if (!a_.records->chunk_messages)
       buffers_.tile_elems = std::max(buffers_.tile_elems, whole_call_tile_elems(buffers_, a_.scratch_capacity));
     if (a_.records->one_sided) {
-      peers_.assign(a_.schedule->ranks.size(), PeerBuffers{});
+      peers_.assign(a_.schedule->ranks.size(), PeerReach{});
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
     // What its Signals carry (getpid is a syscall: only for schedules with signals).
-    if (a_.records->signals) mine_ = peer_buffers_of(buffers_, uint64_t(getpid()), this_process());
+    if (a_.records->signals) {
+      const uint64_t bytes[3] = {a_.input_shape.elems() * esize, a_.output_shape.elems() * esize,
+                                 scratch_elems(*a_.schedule, a_.rank, a_.scratch_capacity, a_.slices) * esize};
+      mine_ = host_signal_of(buffers_, bytes, uint64_t(getpid()), this_process());
+    }
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
     if (wide()) wide_fragment_calls().fetch_add(1, std::memory_order_relaxed);
@@ -401,10 +408,13 @@ class CollectiveTask final : public Task {
 
   // A Wait's message: where the signalling peer's buffers are.
   Status take_peer_buffers(const OpRecord& op, const void* data, size_t bytes) {
-    if (bytes != sizeof(PeerBuffers))
+    if (bytes != sizeof(HostSignal))
       return BRAID_ERROR(ncclInternalError, "schedule {}: a signal from rank {} of {} bytes, not {}",
-                         a_.schedule->name, op.peer, bytes, sizeof(PeerBuffers));
-    if (!peers_.empty()) std::memcpy(&peers_.at(size_t(op.peer)), data, sizeof(PeerBuffers));
+                         a_.schedule->name, op.peer, bytes, sizeof(HostSignal));
+    if (peers_.empty()) return Status::ok();
+    HostSignal signal;
+    std::memcpy(&signal, data, sizeof signal);
+    peers_.at(size_t(op.peer)) = reach_peer(signal, mine_.buffers, buffers_, a_.peer_memory);
     return Status::ok();
   }
 
@@ -412,16 +422,17 @@ class CollectiveTask final : public Task {
   // this rank's buffers and peer op.peer's.
   Status run_one_sided(const LaneRun& run, const OpRecord& op) {
     const OpType type = OpType(op.type);
-    const PeerBuffers& d = peers_.at(size_t(op.peer));
-    if (d.pid == 0)
+    const PeerReach& d = peers_.at(size_t(op.peer));
+    if (!d.known())
       return BRAID_ERROR(ncclInternalError, "schedule {}: rank {} touches rank {}'s buffers before its signal",
                          a_.schedule->name, a_.rank, op.peer);
-    const StepBuffers theirs = peer_step_buffers(buffers_, d);
-    const bool local = d.pid == mine_.pid && d.process == mine_.process;
     const bool put = op_puts(type);
+    const bool direct = d.direct[uint8_t(put ? op.dst_buffer : op.src_buffer)];
+    const pid_t pid = pid_t(d.peer.pid);
+    if (!direct) one_sided_cma_ops().fetch_add(1, std::memory_order_relaxed);
     for (uint32_t k = 0; k < op.count; ++k) {
       StepSpan mine, peer;
-      one_sided_spans(op, k, buffers_, theirs, run.capacity, run.slice, a_.slices, run.tile, &mine, &peer);
+      one_sided_spans(op, k, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &peer);
       const StepSpan operands[2] = {mine, peer};
       uint64_t n = 0;
       if (int code = step_length(operands, 2, false, 0, &n); code != kStepOk)
@@ -429,15 +440,15 @@ class CollectiveTask final : public Task {
       const uint64_t bytes = n * buffers_.esize;
       if (bytes == 0) continue;
       if (put) {
-        if (local) std::memcpy(peer.ptr, mine.ptr, bytes);
-        else BRAID_TRY(cma_write(pid_t(d.pid), uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
+        if (direct) std::memcpy(peer.ptr, mine.ptr, bytes);
+        else BRAID_TRY(cma_write(pid, uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
         continue;
       }
-      if (local) {
+      if (direct) {
         if (type == OpType::Get) std::memcpy(mine.ptr, peer.ptr, bytes);
         else braid::reduce(mine.ptr, mine.ptr, peer.ptr, n, a_.type, a_.op);
       } else if (type == OpType::Get) {
-        BRAID_TRY(cma_read(pid_t(d.pid), mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
+        BRAID_TRY(cma_read(pid, mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
       } else {
         // Another process's bytes come through staging that stays in cache,
         // a piece at a time, each reduced before the next is read.
@@ -445,7 +456,7 @@ class CollectiveTask final : public Task {
         if (staging_.size() < piece) staging_.resize(piece);
         for (uint64_t at = 0; at < bytes; at += piece) {
           const uint64_t len = std::min(piece, bytes - at);
-          BRAID_TRY(cma_read(pid_t(d.pid), staging_.data(), uint64_t(uintptr_t(peer.ptr + at)), len));
+          BRAID_TRY(cma_read(pid, staging_.data(), uint64_t(uintptr_t(peer.ptr + at)), len));
           braid::reduce(mine.ptr + at, mine.ptr + at, staging_.data(), len / buffers_.esize, a_.type, a_.op);
         }
       }
@@ -453,10 +464,10 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // Consecutive GetReduces into one chunk from peers of this process (a
-  // two-shot's or a reduce-scatter's fold), as many as are ready, in one
-  // pass (reduce_many): every source read once and the destination written
-  // once, not read and written again for each peer.  The fold's order is
+  // Consecutive GetReduces into one chunk from peers this rank loads from
+  // directly (a two-shot's or a reduce-scatter's fold), as many as are
+  // ready, in one pass (reduce_many): every source read once and the
+  // destination written once, not read and written again for each peer.  The fold's order is
   // the ops' order.  *moved: they are done (fewer than two ready: nothing).
   Status fused_get_reduce(LaneRun& run, bool* moved) {
     const OpRecord& first = op_of(run, run.op);
@@ -469,11 +480,10 @@ class CollectiveTask final : public Task {
       if (OpType(op.type) != OpType::GetReduce || op.count != 1 || op.dst_buffer != first.dst_buffer ||
           op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
         break;
-      const PeerBuffers& d = peers_.at(size_t(op.peer));
-      if (d.pid != mine_.pid || d.process != mine_.process) break;  // another process: CMA, one by one
+      const PeerReach& d = peers_.at(size_t(op.peer));
+      if (!d.direct[uint8_t(op.src_buffer)]) break;  // through CMA: one by one
       StepSpan mine, theirs;
-      one_sided_spans(op, 0, buffers_, peer_step_buffers(buffers_, d), run.capacity, run.slice, a_.slices, run.tile,
-                      &mine, &theirs);
+      one_sided_spans(op, 0, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &theirs);
       const StepSpan operands[2] = {mine, theirs};
       uint64_t len = 0;
       if (step_length(operands, 2, false, 0, &len) != kStepOk || (nsrc > 1 && len != n)) break;
@@ -540,8 +550,8 @@ class CollectiveTask final : public Task {
   std::vector<RecvPipe*> recv_pipes_;
   std::vector<SendPipe*> send_connections_;  // send_pipes_ without nulls and repeats
   std::vector<LaneRun> lanes_;               // [slice * lanes + lane]
-  PeerBuffers mine_;                         // what this rank's Signals carry
-  std::vector<PeerBuffers> peers_;           // per rank, from its Signals (one-sided schedules)
+  HostSignal mine_;                          // what this rank's Signals carry
+  std::vector<PeerReach> peers_;             // per rank, from its Signals (one-sided schedules)
   std::vector<char> staging_;                // a GetReduce's bytes read from another process
   static constexpr int kMaxFusedSources = 64;  // fused_get_reduce: the destination and up to 63 peers
   static constexpr uint64_t kStagingBytes = 256 * 1024;  // run_one_sided's pieces read from another process
@@ -568,6 +578,11 @@ std::atomic<uint64_t>& wide_fragment_calls() {
 std::atomic<uint64_t>& one_sided_calls() {
   static std::atomic<uint64_t> calls{0};
   return calls;
+}
+
+std::atomic<uint64_t>& one_sided_cma_ops() {
+  static std::atomic<uint64_t> ops{0};
+  return ops;
 }
 
 Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out) {

@@ -9,6 +9,7 @@
 #include "braid/chunking.h"
 #include "braid/schedule.h"
 #include "nccl.h"
+#include "src/exec/host/peer_reach.h"
 #include "src/exec/host/task.h"
 #include "src/ops/plan_records.h"
 #include "src/transport/transport.h"
@@ -38,6 +39,9 @@ struct CollectiveArgs {
   bool stream_send_slots = false;  // write sent fragments with streaming stores (src/plan/slot_stores.h)
   int channel_base = 0;
   Transport* transport = nullptr;
+  // Peers' shareable memory this rank has mapped, kept across calls
+  // (one-sided schedules between processes; null: CMA for all of it).
+  PeerMemory* peer_memory = nullptr;
   // For messages ("allreduce(ring) count=... float rank 1/4"), formatted
   // only when one is needed: formatting on every call cost ~3k instructions.
   std::string label;              // if set, used as is
@@ -59,7 +63,9 @@ Status make_collective_task(CollectiveArgs args, std::unique_ptr<Task>* out);
 std::atomic<uint64_t>& streamed_slot_calls();
 std::atomic<uint64_t>& streamed_output_calls();
 std::atomic<uint64_t>& wide_fragment_calls();
-// Calls of this process that ran a one-sided schedule (tests).
+// Calls of this process that ran a one-sided schedule, and their ops that
+// reached another process's buffer through CMA rather than a mapping (tests).
 std::atomic<uint64_t>& one_sided_calls();
+std::atomic<uint64_t>& one_sided_cma_ops();
 
 }  // namespace braid

@@ -234,7 +234,7 @@ class HostGroup {
         const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
         const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
         const size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
-        if (h.scratch_.size() < need) h.scratch_.resize(need);
+        BRAID_TRY(h.scratch_.reserve(need));
         schedules_.push_back(std::move(schedule));
       }
     }
@@ -286,6 +286,7 @@ class HostGroup {
     a.stream_send_slots = stores.slots == SlotStores::Streamed;
     a.channel_base = channel_base;
     a.transport = h.ctx_.transport;
+    a.peer_memory = &host(i).peer_memory_;
     a.collective = c.collective;  // the label is formatted only if needed (describe())
     a.count = c.count;
     a.nranks = nranks;

@@ -17,6 +17,7 @@
 #include "src/exec/backend.h"
 #include "src/exec/host/single_copy.h"
 #include "src/exec/host/host_windows.h"
+#include "src/exec/host/peer_reach.h"
 #include "src/plan/host_path.h"
 
 namespace braid {
@@ -68,7 +69,8 @@ class HostBackend final : public Backend {
   HostWindows windows_;
   std::shared_ptr<SingleCopyGuard> guard_;  // ranks that are threads of one process
   SingleCopyContext single_copy_;
-  std::vector<char> scratch_;  // grow-only, for schedules with scratch chunks
+  SharedBuffer scratch_;      // for schedules with scratch chunks; peers of other processes map it
+  PeerMemory peer_memory_;    // theirs, as this rank mapped them (one-sided schedules)
   // The last group's tasks, kept so that a repeated call rebinds them
   // instead of allocating: its schedule task, and the single-copy task around one.
   std::unique_ptr<Task> spare_task_, spare_single_copy_task_;
