@@ -26,7 +26,7 @@
 // - nothing may order this rank's launch behind other streams' work, as a
 //   peer's kernel already running may be waiting for it: no cudaMalloc,
 //   cudaMemset or synchronous cudaMemcpy after init, only stream-ordered
-//   work from this rank's own memory pool (ensure_capacity, plan_for);
+//   work from this rank's own memory pool (stream_buffers.h, plan_for);
 // - the launches of the ranks on one device must fit on it together: a
 //   launch's blocks stay within the device's share (src/exec/device_share.h).
 #include <cuda_runtime.h>
@@ -49,6 +49,7 @@
 #include "src/exec/cuda/call_order.h"
 #include "src/exec/cuda/kernel_errors.h"
 #include "src/exec/cuda/launch.h"
+#include "src/exec/cuda/stream_buffers.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/exec/cuda_arena.h"
@@ -124,7 +125,7 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
     std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
-    // This rank's own pool for what calls allocate (see ensure_capacity),
+    // This rank's own pool for what calls allocate (stream_buffers.h),
     // keeping what it frees cached instead of handing it back at each sync.
     cudaMemPoolProps pool_props{};
     pool_props.allocType = cudaMemAllocationTypePinned;
@@ -133,6 +134,7 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaMemPoolCreate(&pool_, &pool_props));
     uint64_t keep = UINT64_MAX;
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    buffers_.set_pool(pool_);
 
     std::vector<ArenaInfo> infos(n);
     ArenaInfo& mine = infos[ctx_.comm.rank];
@@ -255,6 +257,7 @@ class CudaBackend final : public Backend {
     warn_if_legacy_stream(call.stream);
     bool capturing = false;
     BRAID_TRY(order_.begin(call.stream, &capturing));
+    if (capturing) buffers_.captured();  // what it uses must outlive the graph
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
@@ -374,11 +377,10 @@ class CudaBackend final : public Backend {
     // picks the same number).
     const uint64_t slices = std::clamp<uint64_t>(c.count * esize / tuned.slice_bytes, 1, plan->max_slices);
     B.scratch_stride = uint64_t(prog.scratch_chunks) * full_capacity;
-    BRAID_TRY(ensure_capacity(&scratch_, &scratch_bytes_, B.scratch_stride * slices * esize, stream, "scratch"));
-    BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&lane_done_), &lane_done_bytes_,
-                              plan->nlanes * slices * sizeof(uint32_t), stream, "lane counter"));
+    BRAID_TRY(buffers_.grow(&buffers_.scratch, B.scratch_stride * slices * esize, stream, "scratch"));
+    BRAID_TRY(buffers_.grow(&buffers_.lane_done, plan->nlanes * slices * sizeof(uint32_t), stream, "lane counter"));
     L.fifos_per_slice = plan->fifos_per_slice;
-    B.scratch = static_cast<char*>(scratch_);
+    B.scratch = buffers_.scratch.as<char>();
     L.lanes = plan->lanes;
     L.ops = plan->ops;
     L.deps = plan->deps;
@@ -394,20 +396,20 @@ class CudaBackend final : public Backend {
     L.slot_bytes = slot_bytes_;
     L.type = c.type;
     reduce_kind_of(c.reduction.fold, &L.kind);  // Sum, Prod, Max or Min: always a kind
-    L.lane_done = lane_done_;
+    L.lane_done = buffers_.lane_done.as<uint32_t>();
     L.error = flags_dev_;
     L.abort_flag = flags_dev_ + cuda::kFlagAbort;
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
     if (plan->signals) {
       const size_t table = slices * ctx_.comm.nranks * sizeof(PeerBuffers);
-      BRAID_TRY(ensure_capacity(reinterpret_cast<void**>(&peers_), &peers_bytes_, table, stream, "peer table"));
-      CUDA_TRY(cudaMemsetAsync(peers_, 0, table, stream));  // a stale entry must never pass for this call's
       L.self = peer_buffers_of(B, uint64_t(getpid()), this_process());
-      L.peers = peers_;
+      BRAID_TRY(buffers_.grow(&buffers_.peers, table, stream, "peer table"));
+      CUDA_TRY(cudaMemsetAsync(buffers_.peers.ptr, 0, table, stream));  // a stale entry must never pass for this call's
+      L.peers = buffers_.peers.as<PeerBuffers>();
       L.nranks = uint32_t(ctx_.comm.nranks);
     }
-    CUDA_TRY(cudaMemsetAsync(lane_done_, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
+    CUDA_TRY(cudaMemsetAsync(buffers_.lane_done.ptr, 0, plan->nlanes * slices * sizeof(uint32_t), stream));
     CUDA_TRY(cuda::launch_collective(L, plan->nlanes, uint32_t(slices), stream));
     return Status::ok();
   }
@@ -420,6 +422,7 @@ class CudaBackend final : public Backend {
     warn_if_legacy_stream(stream);
     bool capturing = false;
     BRAID_TRY(order_.begin(stream, &capturing));
+    if (capturing) buffers_.captured();
     // One block per (peer, direction), ops in call order: same-connection
     // messages must stay in order, as NCCL matches them.
     std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
@@ -443,9 +446,9 @@ class CudaBackend final : public Backend {
     for (const P2PCall& p : calls)
       if (p.is_send && overlaps_a_recv(p)) staged[&p] = std::exchange(staging, (staging + bytes_of(p) + 255) & ~255ull);
     if (staging) {
-      BRAID_TRY(ensure_capacity(&staging_, &staging_bytes_, staging, stream, "staging"));
+      BRAID_TRY(buffers_.grow(&buffers_.staging, staging, stream, "staging"));
       for (auto [p, offset] : staged)
-        CUDA_TRY(cudaMemcpyAsync(static_cast<char*>(staging_) + offset, p->buffer, bytes_of(*p),
+        CUDA_TRY(cudaMemcpyAsync(buffers_.staging.as<char>() + offset, p->buffer, bytes_of(*p),
                                  cudaMemcpyDeviceToDevice, stream));
     }
     std::vector<cuda::DevP2PBlock> blocks;
@@ -457,7 +460,7 @@ class CudaBackend final : public Backend {
       blocks.push_back({uint32_t(ops.size()), uint32_t(list.size())});
       for (const P2PCall* p : list) {
         auto it = staged.find(p);
-        char* buffer = it == staged.end() ? static_cast<char*>(p->buffer) : static_cast<char*>(staging_) + it->second;
+        char* buffer = it == staged.end() ? static_cast<char*>(p->buffer) : buffers_.staging.as<char>() + it->second;
         ops.push_back({buffer, bytes_of(*p), int32_t(fifos.size() - 1), uint8_t(is_send)});
       }
     }
@@ -475,9 +478,9 @@ class CudaBackend final : public Backend {
     size_t off_blocks = put(blocks.data(), blocks.size() * sizeof(blocks[0]));
     size_t off_ops = put(ops.data(), ops.size() * sizeof(ops[0]));
     size_t off_fifos = put(fifos.data(), fifos.size() * sizeof(fifos[0]));
-    BRAID_TRY(p2p_records(host, stream, &p2p_dev_));
+    char* base = nullptr;
+    BRAID_TRY(p2p_records(host, stream, &base));
     cuda::P2PLaunch L;
-    char* base = static_cast<char*>(p2p_dev_);
     L.blocks = reinterpret_cast<const cuda::DevP2PBlock*>(base + off_blocks);
     L.ops = reinterpret_cast<const cuda::DevP2POp*>(base + off_ops);
     L.fifos = reinterpret_cast<const DevFifo*>(base + off_fifos);
@@ -567,51 +570,20 @@ class CudaBackend final : public Backend {
     const PreMulSumOp& op = c->reduction.scalar;
     BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
     const uint64_t elems = input_blocks(c->collective, ctx_.comm.nranks) * c->count;
-    BRAID_TRY(ensure_capacity(&premul_, &premul_bytes_, elems * datatype_size(c->type), c->stream, "PreMulSum"));
+    BRAID_TRY(buffers_.grow(&buffers_.premul, elems * datatype_size(c->type), c->stream, "PreMulSum"));
     const void* scalar_device = op.residence == ncclScalarDevice ? op.pointer : nullptr;
-    CUDA_TRY(cuda::launch_scale(premul_, c->sendbuff, elems, c->type, scalar_device, op.immediate, c->stream));
-    c->sendbuff = premul_;
+    CUDA_TRY(cuda::launch_scale(buffers_.premul.ptr, c->sendbuff, elems, c->type, scalar_device, op.immediate, c->stream));
+    c->sendbuff = buffers_.premul.ptr;
     c->reduction.premul = false;
     return Status::ok();
   }
 
-  static Status capture_check(cudaStream_t stream, const char* what) {
-    bool capturing = false;
-    BRAID_TRY(cuda::capture_status(stream, &capturing));
-    if (capturing)
-      return BRAID_ERROR(ncclInvalidUsage,
-                         "the first call of this shape needs {} memory, which cannot be allocated during CUDA "
-                         "graph capture: run it once before capturing",
-                         what);
-    return Status::ok();
-  }
-
-  // Grow-only device buffer, reallocated in stream order from this rank's
-  // own pool.  Nothing a call does may order this rank's next launch behind
-  // work of other streams: a peer rank of this process may have a kernel
-  // waiting for that launch.  cudaMalloc would (CUDA's implicit
-  // synchronisation: commands of two streams do not overlap a device memory
-  // allocation issued between them), and so would the shared default pool,
-  // which may make this stream wait for a peer's stream before reusing memory
-  // the peer freed.
-  Status ensure_capacity(void** buffer, uint64_t* capacity, uint64_t need, cudaStream_t stream, const char* what) {
-    if (need <= *capacity) return Status::ok();
-    BRAID_TRY(capture_check(stream, what));
-    need = std::max<uint64_t>(need, 2 * *capacity);
-    if (*buffer) CUDA_TRY(cudaFreeAsync(*buffer, stream));
-    *buffer = nullptr;
-    *capacity = 0;
-    CUDA_TRY(cudaMallocFromPoolAsync(buffer, need, pool_, stream));
-    *capacity = need;
-    return Status::ok();
-  }
-
-  Status p2p_records(const std::vector<char>& host, cudaStream_t stream, void** out) {
-    BRAID_TRY(ensure_capacity(&p2p_dev_, &p2p_bytes_, std::max<uint64_t>(host.size(), 4096), stream, "p2p"));
+  Status p2p_records(const std::vector<char>& host, cudaStream_t stream, char** out) {
+    BRAID_TRY(buffers_.grow(&buffers_.p2p, std::max<uint64_t>(host.size(), 4096), stream, "p2p"));
     // Stream-ordered upload: safe against the previous batch still reading.
     // (cudaMemcpyAsync from pageable memory stages the bytes before returning.)
-    CUDA_TRY(cudaMemcpyAsync(p2p_dev_, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
-    *out = p2p_dev_;
+    CUDA_TRY(cudaMemcpyAsync(buffers_.p2p.ptr, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    *out = buffers_.p2p.as<char>();
     return Status::ok();
   }
 
@@ -621,7 +593,7 @@ class CudaBackend final : public Backend {
       *out = &it->second;
       return Status::ok();
     }
-    BRAID_TRY(capture_check(stream, "plan"));
+    BRAID_TRY(cuda::refuse_allocation_in_capture(stream, "plan"));
     std::shared_ptr<const RankRecords> records;
     BRAID_TRY(ctx_.plans->records(schedule, ctx_.comm.rank, &records));
     const RankRecords& rec = *records;
@@ -666,7 +638,7 @@ class CudaBackend final : public Backend {
     std::memcpy(host.data() + b_lanes + b_ops, deps.data(), deps.size() * sizeof(deps[0]));
     std::memcpy(host.data() + b_lanes + b_ops + b_deps, fifos.data(), fifos.size() * sizeof(fifos[0]));
     DevicePlan plan;
-    // Stream-ordered, for the reason ensure_capacity gives (a plan is built
+    // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
     // their kernels); then this stream is drained so that calls on any
     // stream find the plan in place.  Draining waits only for this rank's
@@ -697,9 +669,7 @@ class CudaBackend final : public Backend {
   // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
   MemoryHeld memory_held() const override {
     MemoryHeld m;
-    m.releasable = arena_bytes_ + scratch_bytes_ + lane_done_bytes_ + peers_bytes_ + p2p_bytes_ + premul_bytes_ +
-                   staging_bytes_ +
-                   cuda::kFlagWords * sizeof(int) + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
+    m.releasable = arena_bytes_ + buffers_.bytes_held() + cuda::kFlagWords * sizeof(int) + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
     for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
     return m;
   }
@@ -714,12 +684,7 @@ class CudaBackend final : public Backend {
     for (auto& [schedule, plan] : plans_) cudaFree(plan.block);
     for (size_t r = 0; r < peer_arena_.size(); ++r)
       if (opened_[r]) cudaIpcCloseMemHandle(peer_arena_[r]);
-    if (scratch_) cudaFree(scratch_);
-    if (p2p_dev_) cudaFree(p2p_dev_);
-    if (staging_) cudaFree(staging_);
-    if (premul_) cudaFree(premul_);
-    if (lane_done_) cudaFree(lane_done_);
-    if (peers_) cudaFree(peers_);
+    buffers_.free_all();
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
@@ -736,8 +701,6 @@ class CudaBackend final : public Backend {
   int32_t block_budget_ = 0;  // see launch_block_budget
   int threads_on_device_ = 0;  // ranks of this process on this device, this one included
   bool one_device() const { return threads_on_device_ == ctx_.comm.nranks; }  // every rank one of them
-  PeerBuffers* peers_ = nullptr;  // one-sided launches' peer tables (CollectiveLaunch::peers)
-  uint64_t peers_bytes_ = 0;
   std::atomic<bool> legacy_stream_warned_{false};
   std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
@@ -749,16 +712,9 @@ class CudaBackend final : public Backend {
   int* flags_host_ = nullptr;  // cuda::DevFlag words
   cudaMemPool_t pool_ = nullptr;
   int* flags_dev_ = nullptr;
-  uint32_t* lane_done_ = nullptr;
-  uint64_t lane_done_bytes_ = 0;
-  void* scratch_ = nullptr;
-  uint64_t scratch_bytes_ = 0;
-  void* p2p_dev_ = nullptr;
-  uint64_t p2p_bytes_ = 0;
-  void* premul_ = nullptr;  // PreMulSum's scaled input
-  uint64_t premul_bytes_ = 0;
-  void* staging_ = nullptr;  // sends copied aside (see p2p)
-  uint64_t staging_bytes_ = 0;
+  // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled
+  // input, sends copied aside (see p2p)
+  cuda::StreamBuffers buffers_;
   std::map<const Schedule*, DevicePlan> plans_;  // schedules live in the comm's PlanCache
 };
 
