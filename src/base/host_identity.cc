@@ -1,7 +1,9 @@
 #include "src/base/host_identity.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <random>
 #include <string>
@@ -38,6 +40,20 @@ uint64_t this_process() {
     return (uint64_t(rd()) << 32) ^ rd();
   }();
   return id;
+}
+
+namespace {
+std::atomic<int> known_pid{0};
+}  // namespace
+
+int this_pid() {
+  static const bool forget_in_children = pthread_atfork(nullptr, nullptr, [] { known_pid = 0; }) == 0;
+  int pid = known_pid.load(std::memory_order_relaxed);
+  if (pid == 0 || !forget_in_children) {
+    pid = int(getpid());
+    known_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
 }
 
 }  // namespace braid

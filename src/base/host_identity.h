@@ -16,5 +16,7 @@ uint64_t machine_hash();
 // whether two ranks share an address space: pids repeat across containers
 // and hosts, and a forked child keeps this value but not the pid.
 uint64_t this_process();
+// getpid(), without a system call after the first (a forked child asks again).
+int this_pid();
 
 }  // namespace braid

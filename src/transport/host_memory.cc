@@ -9,6 +9,8 @@
 #include <map>
 #include <mutex>
 
+#include "src/base/host_identity.h"
+
 namespace braid {
 namespace {
 
@@ -20,6 +22,7 @@ struct Allocation {
 
 std::mutex mutex;
 uint64_t last_serial = 0;  // under mutex
+
 std::map<uintptr_t, Allocation>& allocations() {  // start address -> allocation
   static auto* live = new std::map<uintptr_t, Allocation>;  // never freed: used from exit paths
   return *live;
@@ -69,7 +72,7 @@ bool host_shared_free(void* p) {
 
 SharedHandle host_shared_handle(const void* p, size_t bytes) {
   SharedHandle h;
-  h.pid = int32_t(getpid());
+  h.pid = int32_t(this_pid());
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   std::lock_guard<std::mutex> lock(mutex);
   auto it = allocations().upper_bound(addr);

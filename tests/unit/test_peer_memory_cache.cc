@@ -3,11 +3,15 @@
 // with a new serial, the least recently used dropped past the capacity,
 // failures remembered; and the serials shareable host memory hands out
 // (src/transport/host_memory.h), which are what tells allocations apart.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
+#include "src/base/host_identity.h"
 #include "src/transport/host_memory.h"
 #include "src/transport/peer_memory_cache.h"
 
@@ -131,4 +135,24 @@ TEST_CASE("shareable host memory: every allocation has its own serial and a hand
   CHECK(grown.allocation_bytes >= first.allocation_bytes * 4);
   std::vector<char> heap(64);
   CHECK(braid::host_shared_handle(heap.data(), heap.size()).fd == -1);
+}
+
+// Handles carry the owner's pid, which is kept to save a system call: a
+// forked child must not hand out its parent's.
+TEST_CASE("shareable host memory: a forked child's handles carry its own pid", "[unit][peer_memory]") {
+  REQUIRE(braid::this_pid() == int(getpid()));
+  braid::SharedBuffer buffer;
+  REQUIRE(buffer.reserve(4096).is_ok());
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const bool ok = braid::this_pid() == int(getpid()) &&
+                    braid::host_shared_handle(buffer.data(), 1).pid == int32_t(getpid());
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(braid::host_shared_handle(buffer.data(), 1).pid == int32_t(getpid()));
 }

@@ -403,9 +403,9 @@ class CudaBackend final : public Backend {
     if (plan->nlanes == 0) return Status::ok();
     if (plan->signals) {
       const size_t table = slices * ctx_.comm.nranks * sizeof(PeerBuffers);
-      L.self = peer_buffers_of(B, uint64_t(getpid()), this_process());
       BRAID_TRY(buffers_.grow(&buffers_.peers, table, stream, "peer table"));
       CUDA_TRY(cudaMemsetAsync(buffers_.peers.ptr, 0, table, stream));  // a stale entry must never pass for this call's
+      L.self = peer_buffers_of(B, uint64_t(this_pid()), this_process());
       L.peers = buffers_.peers.as<PeerBuffers>();
       L.nranks = uint32_t(ctx_.comm.nranks);
     }

@@ -208,11 +208,11 @@ class CollectiveTask final : public Task {
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
-    // What its Signals carry (getpid is a syscall: only for schedules with signals).
+    // What its Signals carry (only schedules with signals: three allocation lookups).
     if (a_.records->signals) {
       const uint64_t bytes[3] = {a_.input_shape.elems() * esize, a_.output_shape.elems() * esize,
                                  scratch_elems(*a_.schedule, a_.rank, a_.scratch_capacity, a_.slices) * esize};
-      mine_ = host_signal_of(buffers_, bytes, uint64_t(getpid()), this_process());
+      mine_ = host_signal_of(buffers_, bytes, uint64_t(this_pid()), this_process());
     }
     memory_ = HostMemory{a_.type, a_.op, esize, a_.stream_output, a_.stream_send_slots};
     if (a_.stream_output) streamed_output_calls().fetch_add(1, std::memory_order_relaxed);
