@@ -144,6 +144,11 @@ std::vector<std::vector<int64_t>> run(const Schedule& schedule, uint64_t count, 
   return outputs;
 }
 
+// Slots for a schedule: a signal's message (where the sender's buffers are)
+// needs more than a 64-byte tile, as every real transport's slot holds; 0:
+// one tile.
+size_t signal_slot_bytes(const Schedule& s) { return has_one_sided_ops(s) ? sizeof(HostSignal) : 0; }
+
 int64_t input_at(int rank, uint64_t i) { return int64_t(rank) * 1000000 + int64_t(i); }
 
 void check(const Schedule& s, uint64_t count, const std::vector<std::vector<int64_t>>& out) {
@@ -187,7 +192,7 @@ TEST_CASE("executor runs every built-in schedule exactly (in-memory transport)",
           Schedule s = algo.make(n, algo.rooted ? n - 1 : 0);
           INFO(s.name << " n=" << n << " count=" << count << (in_place ? " in place" : " out of place"));
           // 64-byte tiles: 8 int64 per fragment, so counts above span many tiles.
-          check(s, count, run(s, count, in_place, 64));
+          check(s, count, run(s, count, in_place, 64, 1, signal_slot_bytes(s)));
         }
 }
 
@@ -203,7 +208,7 @@ TEST_CASE("executor runs every built-in schedule in several slices, as the CUDA 
             Schedule s = algo.make(n, algo.rooted ? n - 1 : 0);
             INFO(s.name << " n=" << n << " slices=" << slices << " count=" << count
                         << (in_place ? " in place" : " out of place"));
-            check(s, count, run(s, count, in_place, 64, slices));
+            check(s, count, run(s, count, in_place, 64, slices, signal_slot_bytes(s)));
           }
 }
 
@@ -252,4 +257,27 @@ TEST_CASE("executor refuses a frame that cannot fit a slot", "[executor]") {
   Status st = make_collective_task(a, &task);
   REQUIRE_FALSE(st.is_ok());
   CHECK(st.to_string().find("does not fit a 64-byte slot") != std::string::npos);
+}
+
+TEST_CASE("executor refuses a one-sided schedule whose signal does not fit a slot", "[executor][one_sided]") {
+  const Schedule s = oneshot_allreduce(2);
+  MemoryFabric fabric(64, kMinSlots);
+  MemoryTransport transport(fabric, 0);
+  std::vector<int64_t> in(8), out(8), scratch(64);
+  CollectiveArgs a;
+  a.schedule = std::make_shared<const Schedule>(s);
+  a.records = std::make_shared<const RankRecords>(build_rank_records(s, 0));
+  a.input_shape = input_shape(s.collective, 2, 8, s.ranks[0].input_chunks);
+  a.output_shape = output_shape(s.collective, 2, 8, s.ranks[0].output_chunks);
+  a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
+  a.input = in.data();
+  a.output = out.data();
+  a.scratch = scratch.data();
+  a.type = ncclInt64;
+  a.tile_bytes = 64;
+  a.transport = &transport;
+  std::unique_ptr<Task> task;
+  const Status st = make_collective_task(a, &task);
+  CHECK(st.code() == ncclInvalidUsage);
+  CHECK(st.message().find("does not fit a 64-byte slot") != std::string::npos);
 }

@@ -174,9 +174,13 @@ class CollectiveTask final : public Task {
 
   // A frame of the schedule's largest chunk count must fit a slot.
   Status check_frames() const {
-    if (tile_bytes_ > 0) return Status::ok();
-    return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot",
-                       a_.schedule->name, a_.records->max_frame, frame_slot_bytes());
+    if (tile_bytes_ == 0)
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a message of {} chunks does not fit a {}-byte slot",
+                         a_.schedule->name, a_.records->max_frame, frame_slot_bytes());
+    if (a_.records->signals && a_.transport->slot_bytes() < sizeof(HostSignal))
+      return BRAID_ERROR(ncclInvalidUsage, "schedule {}: a signal ({} bytes) does not fit a {}-byte slot",
+                         a_.schedule->name, sizeof(HostSignal), a_.transport->slot_bytes());
+    return Status::ok();
   }
 
   uint64_t frame_slot_bytes() const { return a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes(); }
