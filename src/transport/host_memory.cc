@@ -107,13 +107,17 @@ Status map_peer_range(const SharedHandle& h, size_t bytes, std::unique_ptr<PeerM
   std::string path = fmt::format("/proc/{}/fd/{}", h.pid, h.fd);
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return BRAID_ERROR(ncclSystemError, "open {}: {}", path, std::strerror(errno));
+  Status s = std::move(map_shared_fd(fd, h, bytes, out)).context(path);
+  ::close(fd);
+  return s;
+}
+
+Status map_shared_fd(int fd, const SharedHandle& h, size_t bytes, std::unique_ptr<PeerMapping>* out) {
   const size_t page = page_size();
   const uint64_t first = h.offset / page * page;
   const size_t map_bytes = std::max<size_t>(1, h.offset - first + bytes);
   void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(first));
-  int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap {}: {}", path, std::strerror(err));
+  if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap of pid {}'s memory: {}", h.pid, std::strerror(errno));
   *out = std::make_unique<PeerMapping>(map, map_bytes, static_cast<char*>(map) + (h.offset - first));
   return Status::ok();
 }

@@ -71,7 +71,12 @@ class PeerMapping {
   size_t map_bytes_;
   char* base_;
 };
-// Maps `bytes` at handle h of another process on this host.
+// Maps `bytes` at handle h of another process on this host, opening its
+// descriptor through /proc/<pid>/fd (src/transport/fd_passing.h says when
+// that is allowed).
 Status map_peer_range(const SharedHandle& h, size_t bytes, std::unique_ptr<PeerMapping>* out);
+// The same, through a descriptor of the allocation this process holds (one
+// passed to it: fd_passing.h).
+Status map_shared_fd(int fd, const SharedHandle& h, size_t bytes, std::unique_ptr<PeerMapping>* out);
 
 }  // namespace braid

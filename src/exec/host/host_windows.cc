@@ -2,8 +2,10 @@
 
 #include <algorithm>
 
+#include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/transport/fd_passing.h"
 
 namespace braid {
 
@@ -13,17 +15,24 @@ Status HostWindows::add(const TransportContext& comm, Bootstrap& bootstrap, cons
   window->seq = info.seq;
   window->ranks = info.ranks;
   window->views.assign(comm.nranks, nullptr);
+  // The peers' memfds, passed to this process (a peer of another host or
+  // whose buffer is not shareable passes none).
+  const int my_fd[1] = {info.handles[me].fd};
+  std::vector<std::vector<UniqueFd>> passed;
+  BRAID_TRY(std::move(exchange_fds(comm, bootstrap, std::span<const int>(my_fd, my_fd[0] >= 0 ? 1 : 0), &passed,
+                                   Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")))))
+                .context("ncclCommWindowRegister"));
   int64_t ok = 1;
   for (int r = 0; r < comm.nranks && ok; ++r) {
     const WindowExtent& e = info.ranks[r];
     const SharedHandle& h = info.handles[r];
     if (h.pid == info.handles[me].pid) {
       window->views[r] = reinterpret_cast<char*>(e.base);
-    } else if (comm.peers[r].host_hash != comm.peers[me].host_hash || h.fd < 0) {
+    } else if (passed[r].size() != 1) {  // another host, not shareable, or not passed
       ok = 0;
     } else {
       std::unique_ptr<PeerMapping> mapping;
-      Status s = map_peer_range(h, e.size, &mapping);
+      Status s = map_shared_fd(passed[r][0].get(), h, e.size, &mapping);
       if (!s.is_ok()) {
         BRAID_INFO(kInit, "window {}: rank {} cannot be mapped ({}): not direct", info.seq, r, s.to_string());
         ok = 0;
