@@ -13,7 +13,7 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
     return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", signal->id, signals_.count);
   if (bytes) {
     char* dst = nullptr;
-    BRAID_TRY(windows_.resolve(dst_handle, dst_off, bytes, &dst));
+    BRAID_TRY(windows_->resolve(dst_handle, dst_off, bytes, &dst));
     std::memmove(dst, src, bytes);  // a put to the rank itself may overlap its source
   }
   if (signal) BRAID_TRY(signals_.add(signal->id, signal->value));

@@ -38,15 +38,18 @@ class GinLink {
 
 // The target's windows and signals mapped into this process: the rank
 // itself, a rank that is a thread of this process, or a process of this
-// host whose memory is mapped here (src/transport/host_memory.h).
+// host whose memory is mapped here (src/transport/host_memory.h).  The
+// table is shared with whoever maps the target's windows as they are
+// registered, so a window registered after the link was made is found.
 class DirectGinLink : public GinLink {
  public:
-  DirectGinLink(GinWindowTable windows, GinSignals signals) : windows_(std::move(windows)), signals_(signals) {}
+  DirectGinLink(std::shared_ptr<const GinWindowTable> windows, GinSignals signals)
+      : windows_(std::move(windows)), signals_(signals) {}
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
 
  private:
-  GinWindowTable windows_;
+  std::shared_ptr<const GinWindowTable> windows_;  // never null
   GinSignals signals_;
 };
 

@@ -6,17 +6,20 @@ namespace braid::devapi {
 Status GinWindowTable::add(uint64_t token, char* base, uint64_t bytes) {
   if (token == 0 || token >> 63) return BRAID_ERROR(ncclInvalidArgument, "GIN window token {:#x} is not in [1, 2^63)", token);
   if (!base || bytes == 0) return BRAID_ERROR(ncclInvalidArgument, "GIN window {:#x} has no memory", token);
+  std::unique_lock lock(mu_);
   if (!windows_.emplace(token, Memory{base, bytes}).second)
     return BRAID_ERROR(ncclInvalidUsage, "GIN window token {:#x} is registered twice", token);
   return Status::ok();
 }
 
 Status GinWindowTable::remove(uint64_t token) {
+  std::unique_lock lock(mu_);
   if (!windows_.erase(token)) return BRAID_ERROR(ncclInvalidArgument, "GIN window token {:#x} is not registered", token);
   return Status::ok();
 }
 
 Status GinWindowTable::resolve(uint64_t token, uint64_t offset, uint64_t bytes, char** out) const {
+  std::shared_lock lock(mu_);
   auto it = windows_.find(token);
   if (it == windows_.end()) return BRAID_ERROR(ncclInvalidArgument, "GIN window handle {:#x} names no window", token);
   const Memory& m = it->second;

@@ -5,7 +5,9 @@
 // (handle, offset) resolves on any rank with no address exchange: the
 // source on the posting rank, the destination on the target.  Every
 // resolution is bounds-checked, since the numbers come from a kernel
-// braid did not write.  GinFault keeps the first error of a proxy's
+// braid did not write.  Windows come and go (collective registration on
+// the user's threads) while a proxy resolves (its own thread): the table
+// is locked, shared for resolving.  GinFault keeps the first error of a proxy's
 // threads, for its bounded waits and for ncclCommGetAsyncError.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 
 #include "src/base/deadline.h"
 #include "src/base/status.h"
@@ -32,7 +35,8 @@ class GinWindowTable {
     char* base;
     uint64_t bytes;
   };
-  std::map<uint64_t, Memory> windows_;
+  mutable std::shared_mutex mu_;
+  std::map<uint64_t, Memory> windows_;  // under mu_
 };
 
 // A rank's signal array (ncclGinProxyGpuCtx_t::signals): 64-bit adds land here.

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -28,9 +30,9 @@ struct ThreadRank {
   GinWindowTable sources;
 };
 
-GinWindowTable one_window(uint64_t token, std::vector<char>& mem) {
-  GinWindowTable t;
-  REQUIRE(t.add(token, mem.data(), mem.size()).is_ok());
+std::shared_ptr<GinWindowTable> one_window(uint64_t token, std::vector<char>& mem) {
+  auto t = std::make_shared<GinWindowTable>();
+  REQUIRE(t->add(token, mem.data(), mem.size()).is_ok());
   return t;
 }
 
@@ -249,7 +251,7 @@ TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devap
   std::unique_ptr<GinProxy> proxy;
   auto links = [] {
     std::vector<std::unique_ptr<GinLink>> l;
-    for (int i = 0; i < 2; ++i) l.push_back(std::make_unique<DirectGinLink>(GinWindowTable{}, GinSignals{}));
+    for (int i = 0; i < 2; ++i) l.push_back(std::make_unique<DirectGinLink>(std::make_shared<GinWindowTable>(), GinSignals{}));
     return l;
   };
   GinQueues q = qm.q;
@@ -288,4 +290,47 @@ TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devap
   Status timed_out = wait_signal(sig, 0, 1, braid::Deadline::after(std::chrono::milliseconds(20)), nullptr);
   CHECK(timed_out.code() == ncclSystemError);
   CHECK_THAT(timed_out.message(), Catch::Contains("timed out waiting for GIN signal 0"));
+}
+
+// Windows are registered on the user's threads while the proxy resolves on
+// its own: a window added after the link was made is found, and adding and
+// removing others meanwhile races with nothing (TSan runs this).
+TEST_CASE("GIN proxy: windows registered while it runs are found, and registering does not race",
+          "[devapi][gin]") {
+  ThreadRank self(1);
+  fill_send(0, 1, self.send.data());
+  REQUIRE(self.sources.add(kSendToken, self.send.data(), self.send.size()).is_ok());
+  QueueMemory queues(1, 8, 1, signal_count(1));
+  auto targets = std::make_shared<GinWindowTable>();  // nothing registered yet
+  std::vector<std::unique_ptr<GinLink>> links;
+  links.push_back(std::make_unique<DirectGinLink>(targets, self.signals));
+  GinFault fault;
+  std::unique_ptr<GinProxy> proxy;
+  REQUIRE(GinProxy::create(queues.q, std::move(links), &self.sources, &fault, {}, &proxy).is_ok());
+  proxy->start();
+  REQUIRE(targets->add(kRecvToken, self.recv.data(), self.recv.size()).is_ok());
+  std::atomic<bool> done{false};
+  std::atomic<int> registrar_failures{0};
+  std::thread registrar([&] {  // other windows come and go on another thread (Catch asserts on this one only)
+    std::vector<char> other(64);
+    for (uint64_t round = 0; !done.load(); ++round) {
+      const uint64_t token = 100 + round % 7;
+      const bool ok = targets->add(token, other.data(), other.size()).is_ok() &&
+                      self.sources.add(token, other.data(), other.size()).is_ok() &&
+                      targets->remove(token).is_ok() && self.sources.remove(token).is_ok();
+      registrar_failures += !ok;
+    }
+  });
+  DeviceProducer dev(queues.q);
+  constexpr int kPuts = 200;
+  for (int k = 0; k < kPuts; ++k)
+    REQUIRE(dev.post(0, put_gfd(kSendToken, size_t(k % kRounds) * kChunk, kRecvToken, 0, kChunk)));
+  REQUIRE(dev.flush());
+  done = true;
+  registrar.join();
+  CHECK(registrar_failures == 0);
+  CHECK(queues.cis[0] == kPuts);
+  CHECK(!fault.failed());
+  CHECK(std::memcmp(self.recv.data(), self.send.data() + size_t((kPuts - 1) % kRounds) * kChunk, kChunk) == 0);
+  CHECK(proxy->stop().is_ok());
 }

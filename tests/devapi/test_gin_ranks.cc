@@ -127,8 +127,8 @@ Status connect_rank(Rank& r, Board* b, Wire wire) {
         r.mappings.push_back(std::move(m1));
         r.mappings.push_back(std::move(m2));
       }
-      GinWindowTable w;
-      BRAID_TRY(w.add(kRecvToken, recv, recv_bytes(r.n)));
+      auto w = std::make_shared<GinWindowTable>();
+      BRAID_TRY(w->add(kRecvToken, recv, recv_bytes(r.n)));
       links.push_back(std::make_unique<DirectGinLink>(std::move(w), GinSignals{sig, signal_count(r.n)}));
     }
   } else {
