@@ -34,7 +34,11 @@ constexpr int kSingleCopyChannel = kP2PChannel - 2;
 }  // namespace
 
 HostBackend::HostBackend(const BackendContext& ctx, const HostPathSettings& settings)
-    : ctx_(ctx), paths_(settings) {
+    : ctx_(ctx),
+      paths_(settings),
+      // Room for every peer's input, output and scratch of a call, and as many
+      // again: one-sided calls never evict what the next call names.
+      peer_memory_(size_t(std::max(16, 6 * ctx.comm.nranks))) {
   if (settings.one_process) guard_ = single_copy_guard_for(ctx.comm.comm_hash);
   single_copy_.rank = ctx.comm.rank;
   single_copy_.nranks = ctx.comm.nranks;
