@@ -98,7 +98,8 @@ Status stage_scalar(DeviceMemory& memory, CollectiveCall& c) {
 Status run_host_staged(std::span<CommWork> work) {
   // The host backends' work: the same calls, on host copies of the buffers.
   std::vector<CommWork> on_host;
-  for (CommWork& w : work) on_host.push_back(CommWork{&staged(w).host(), w.collectives, w.p2ps});
+  // (No RMA: a staged backend has none, so its calls were refused at the API.)
+  for (CommWork& w : work) on_host.push_back(CommWork{&staged(w).host(), w.collectives, w.p2ps, {}});
   std::vector<Piece> pieces;
   for (size_t i = 0; i < work.size(); ++i) {
     HostStagedBackend* backend = &staged(work[i]);
