@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,8 +32,7 @@ using Adjust = std::function<void(std::vector<PeerInfo>&)>;
 // number of ranks that failed.  The root starts after the fork, in the
 // parent, and its id reaches the children through pipes (as mp::fork_ranks
 // does: no thread runs while this process forks).
-int run_fd_ranks(int n, const Adjust& adjust,
-                 const std::function<bool(const TransportContext&, Bootstrap&)>& body) {
+int run_fd_ranks(int n, const Adjust& adjust, const std::function<bool(const TransportContext&, Bootstrap&)>& body) {
   std::fflush(nullptr);
   std::vector<pid_t> pids;
   std::vector<int> writers;
@@ -160,11 +158,15 @@ TEST_CASE("fd passing: ranks of another host or of one process pass nothing, and
                 return false;
               auto passed = [&](int from) { return theirs[size_t(from)].size(); };
               switch (comm.rank) {
-                case 0: return passed(1) == 0 && passed(2) == 0 && passed(3) == 0;
-                case 1: return passed(0) == 0 && passed(2) == 1 && passed(3) == 1 &&
-                               holds_page_of(theirs[2][0].get(), 2, 0) && holds_page_of(theirs[3][0].get(), 3, 0);
-                case 2: return passed(0) == 0 && passed(1) == 0 && passed(3) == 0;
-                default: return passed(0) == 0 && passed(1) == 0 && passed(2) == 0;
+                case 0:
+                  return passed(1) == 0 && passed(2) == 0 && passed(3) == 0;
+                case 1:
+                  return passed(0) == 0 && passed(2) == 1 && passed(3) == 1 &&
+                         holds_page_of(theirs[2][0].get(), 2, 0) && holds_page_of(theirs[3][0].get(), 3, 0);
+                case 2:
+                  return passed(0) == 0 && passed(1) == 0 && passed(3) == 0;
+                default:
+                  return passed(0) == 0 && passed(1) == 0 && passed(2) == 0;
               }
             }) == 0);
   // Nobody has a peer in another process of its host: nothing is exchanged,

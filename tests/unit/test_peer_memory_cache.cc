@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -146,8 +145,8 @@ TEST_CASE("shareable host memory: a forked child's handles carry its own pid", "
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    const bool ok = braid::this_pid() == int(getpid()) &&
-                    braid::host_shared_handle(buffer.data(), 1).pid == int32_t(getpid());
+    const bool ok =
+        braid::this_pid() == int(getpid()) && braid::host_shared_handle(buffer.data(), 1).pid == int32_t(getpid());
     _exit(ok ? 0 : 1);
   }
   int status = 0;

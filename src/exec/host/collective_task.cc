@@ -471,8 +471,9 @@ class CollectiveTask final : public Task {
   // Consecutive GetReduces into one chunk from peers this rank loads from
   // directly (a two-shot's or a reduce-scatter's fold), as many as are
   // ready, in one pass (reduce_many): every source read once and the
-  // destination written once, not read and written again for each peer.  The fold's order is
-  // the ops' order.  *moved: they are done (fewer than two ready: nothing).
+  // destination written once, not read and written again for each peer.
+  // The fold's order is the ops' order.  *moved: they are done (fewer than
+  // two ready: nothing).
   Status fused_get_reduce(LaneRun& run, bool* moved) {
     const OpRecord& first = op_of(run, run.op);
     const void* srcs[kMaxFusedSources];

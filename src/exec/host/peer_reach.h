@@ -38,9 +38,9 @@ HostSignal host_signal_of(const StepBuffers& b, const uint64_t bytes[3], uint64_
 
 // A peer's buffers of this call, as this rank reaches them.
 struct PeerReach {
-  PeerBuffers peer;      // its addresses (pid 0: no signal taken yet)
-  StepBuffers at;        // where each buffer is: mapped here, or the peer's address where not
-  bool direct[3] = {};   // by BufferKind: load and store at `at` (else CMA at the peer's address)
+  PeerBuffers peer;     // its addresses (pid 0: no signal taken yet)
+  StepBuffers at;       // where each buffer is: mapped here, or the peer's address where not
+  bool direct[3] = {};  // by BufferKind: load and store at `at` (else CMA at the peer's address)
   bool known() const { return peer.pid != 0; }
 };
 
