@@ -121,6 +121,19 @@ def graph_capture(world, rank, dev):
             graph.replay()
             torch.cuda.synchronize()
             check(f"CUDA graph all_reduce of {4 * n} B, replay {replay}", torch.equal(y, torch.full_like(y, total)))
+        # A larger call outside the graph grows braid's buffers (more slices,
+        # lane counters, scratch): the graph must still run on what it captured,
+        # which braid keeps rather than frees (src/exec/cuda/stream_buffers.h).
+        big = torch.full((1 << 24,), float(rank + 1), device=dev)
+        dist.all_reduce(big)
+        torch.cuda.synchronize()
+        check("all_reduce of 64 MB between replays", torch.equal(big, torch.full_like(big, total)))
+        del big
+        y.fill_(float(rank + 1))
+        torch.cuda.synchronize()
+        graph.replay()
+        torch.cuda.synchronize()
+        check(f"CUDA graph all_reduce of {4 * n} B after a larger call", torch.equal(y, torch.full_like(y, total)))
 
 
 def ddp_matches_gloo(world, rank, dev):
