@@ -13,7 +13,7 @@
 //    allocations cannot start at one address, so the old one was freed;
 //  - when more than `capacity` allocations are held, the least recently
 //    used first (its owner most likely freed it);
-//  - with every allocation of a process, by forget_process.
+//  - with the cache (its communicator's end).
 // Until then an opening keeps the peer's freed memory alive, which costs
 // memory but never correctness: a new allocation is a new serial.
 //
@@ -27,9 +27,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <tuple>
+#include <unordered_map>
 #include <utility>
-#include <vector>
 
 #include "src/base/status.h"
 
@@ -40,9 +42,6 @@ struct PeerAllocationKey {
   uint64_t process = 0;  // this_process() of the owner
   uint64_t serial = 0;   // unique in the owner's process
   uint64_t base = 0;     // where it starts in the owner's address space
-  bool same_allocation(const PeerAllocationKey& o) const {
-    return pid == o.pid && process == o.process && serial == o.serial;
-  }
   bool same_owner(const PeerAllocationKey& o) const { return pid == o.pid && process == o.process; }
 };
 
@@ -53,34 +52,28 @@ class PeerMemoryCache {
 
   // The opening of `key`'s allocation: made by open(key, &opening), a
   // Status-returning callable, the first time.  nullptr if that failed (now
-  // or before); *failure, if given, then says why.
+  // or before); *failure, if given, then says why.  A hit is one hash
+  // lookup; the scans below run on misses only.
   template <typename Open>
   const Opening* find_or_open(const PeerAllocationKey& key, Open&& open, Status* failure = nullptr) {
     ++tick_;
-    for (Entry& e : entries_)
-      if (e.key.same_allocation(key)) {
-        e.used = tick_;
-        if (failure && !e.opening) *failure = e.failure;
-        return e.opening.get();
-      }
+    if (auto it = entries_.find(id_of(key)); it != entries_.end()) {
+      it->second.used = tick_;
+      if (failure && !it->second.opening) *failure = it->second.failure;
+      return it->second.opening.get();
+    }
     // The owner freed whatever it had at this base.
-    std::erase_if(entries_, [&](const Entry& e) { return e.key.same_owner(key) && e.key.base == key.base; });
+    std::erase_if(entries_,
+                  [&](const auto& e) { return e.second.key.same_owner(key) && e.second.key.base == key.base; });
     if (entries_.size() >= capacity_)
       entries_.erase(std::min_element(entries_.begin(), entries_.end(),
-                                      [](const Entry& a, const Entry& b) { return a.used < b.used; }));
+                                      [](const auto& a, const auto& b) { return a.second.used < b.second.used; }));
     Entry e{key, nullptr, Status::ok(), tick_};
     e.failure = open(key, &e.opening);
     ++opens_;
     if (!e.failure.is_ok()) e.opening.reset();
     if (failure && !e.opening) *failure = e.failure;
-    entries_.push_back(std::move(e));
-    return entries_.back().opening.get();
-  }
-
-  // Drops every opening of that process's memory.
-  void forget_process(uint64_t pid, uint64_t process) {
-    const PeerAllocationKey owner{pid, process};
-    std::erase_if(entries_, [&](const Entry& e) { return e.key.same_owner(owner); });
+    return entries_.insert_or_assign(id_of(key), std::move(e)).first->second.opening.get();
   }
 
   size_t size() const { return entries_.size(); }  // openings held, failed ones included
@@ -93,8 +86,17 @@ class PeerMemoryCache {
     Status failure;
     uint64_t used = 0;
   };
+  using Id = std::tuple<uint64_t, uint64_t, uint64_t>;  // pid, process, serial: one allocation
+  struct IdHash {
+    size_t operator()(const Id& id) const {
+      const auto [pid, process, serial] = id;
+      return std::hash<uint64_t>()(process ^ (pid * 0x9e3779b97f4a7c15ull) ^ (serial * 0xc2b2ae3d27d4eb4full));
+    }
+  };
+  static Id id_of(const PeerAllocationKey& k) { return {k.pid, k.process, k.serial}; }
+
   size_t capacity_;
-  std::vector<Entry> entries_;
+  std::unordered_map<Id, Entry, IdHash> entries_;
   uint64_t tick_ = 0, opens_ = 0;
 };
 
