@@ -479,7 +479,7 @@ class CudaBackend final : public Backend {
     size_t off_ops = put(ops.data(), ops.size() * sizeof(ops[0]));
     size_t off_fifos = put(fifos.data(), fifos.size() * sizeof(fifos[0]));
     char* base = nullptr;
-    BRAID_TRY(p2p_records(host, stream, &base));
+    BRAID_TRY(p2p_records(std::move(host), stream, capturing, &base));
     cuda::P2PLaunch L;
     L.blocks = reinterpret_cast<const cuda::DevP2PBlock*>(base + off_blocks);
     L.ops = reinterpret_cast<const cuda::DevP2POp*>(base + off_ops);
@@ -578,11 +578,18 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status p2p_records(const std::vector<char>& host, cudaStream_t stream, char** out) {
+  Status p2p_records(std::vector<char> host, cudaStream_t stream, bool capturing, char** out) {
     BRAID_TRY(buffers_.grow(&buffers_.p2p, std::max<uint64_t>(host.size(), 4096), stream, "p2p"));
     // Stream-ordered upload: safe against the previous batch still reading.
-    // (cudaMemcpyAsync from pageable memory stages the bytes before returning.)
-    CUDA_TRY(cudaMemcpyAsync(buffers_.p2p.ptr, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    // (cudaMemcpyAsync from pageable memory stages the bytes before returning;
+    // a captured copy reads them again at each replay, so they are kept.)
+    const size_t bytes = host.size();
+    const char* src = host.data();
+    if (capturing) {
+      captured_records_.push_back(std::move(host));
+      src = captured_records_.back().data();  // the buffer moved with it
+    }
+    CUDA_TRY(cudaMemcpyAsync(buffers_.p2p.ptr, src, bytes, cudaMemcpyHostToDevice, stream));
     *out = buffers_.p2p.as<char>();
     return Status::ok();
   }
@@ -685,6 +692,7 @@ class CudaBackend final : public Backend {
     for (size_t r = 0; r < peer_arena_.size(); ++r)
       if (opened_[r]) cudaIpcCloseMemHandle(peer_arena_[r]);
     buffers_.free_all();
+    captured_records_.clear();
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
@@ -715,6 +723,7 @@ class CudaBackend final : public Backend {
   // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled
   // input, sends copied aside (see p2p)
   cuda::StreamBuffers buffers_;
+  std::vector<std::vector<char>> captured_records_;  // p2p records a captured graph copies at each replay
   std::map<const Schedule*, DevicePlan> plans_;  // schedules live in the comm's PlanCache
 };
 
