@@ -2,10 +2,13 @@
 // returns on the host backend, so that buffers registered in a window can be
 // read and written by the peers directly (src/exec/host/single_copy.h).
 //
-// Each allocation is a memfd mapped MAP_SHARED.  A peer on the same host
-// maps it by opening /proc/<pid>/fd/<fd> (allowed for a process of the same
-// user, as ptrace-read access is); nothing has to be passed over a socket.
-// Allocations are looked up by any address inside them.
+// Each allocation is a memfd mapped MAP_SHARED, with a serial this process
+// never reuses.  A peer on the same host maps it through the descriptor:
+// passed to it over a UNIX socket where ranks can meet collectively
+// (windows: src/transport/fd_passing.h), or opened as /proc/<pid>/fd/<fd>
+// where they cannot (a one-sided call's signal: allowed for a process of
+// the same user, as ptrace-read access is).  Allocations are looked up by
+// any address inside them.
 #pragma once
 
 #include <cstddef>
