@@ -30,7 +30,7 @@ DeviceProbe probe_device_backend() {
     uint64_t h = 1469598103934665603ULL;  // FNV-1a
     for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
     probe.gpu = h;
-    std::snprintf(probe.name, sizeof probe.name, "%s", prop.name);
+    std::snprintf(probe.name, sizeof probe.name, "%.*s", int(sizeof probe.name) - 1, prop.name);  // cut to fit
   }
   return probe;
 }
