@@ -16,13 +16,19 @@ Status HostWindows::add(const TransportContext& comm, Bootstrap& bootstrap, cons
   window->ranks = info.ranks;
   window->views.assign(comm.nranks, nullptr);
   // The peers' memfds, passed to this process (a peer of another host or
-  // whose buffer is not shareable passes none).
+  // whose buffer is not shareable passes none).  If the exchange fails this
+  // rank says so in the agreement below, where the others wait for it.
   const int my_fd[1] = {info.handles[me].fd};
   std::vector<std::vector<UniqueFd>> passed;
-  BRAID_TRY(std::move(exchange_fds(comm, bootstrap, std::span<const int>(my_fd, my_fd[0] >= 0 ? 1 : 0), &passed,
-                                   Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")))))
-                .context("ncclCommWindowRegister"));
   int64_t ok = 1;
+  if (Status s = exchange_fds(comm, bootstrap, std::span<const int>(my_fd, my_fd[0] >= 0 ? 1 : 0), &passed,
+                              Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT"))));
+      !s.is_ok()) {
+    BRAID_WARN("window {}: passing memory descriptors failed ({}): not direct", info.seq, s.to_string());
+    passed.clear();
+    passed.resize(size_t(comm.nranks));
+    ok = 0;
+  }
   for (int r = 0; r < comm.nranks && ok; ++r) {
     const WindowExtent& e = info.ranks[r];
     const SharedHandle& h = info.handles[r];
