@@ -33,8 +33,9 @@
 //
 // One-sided ops reach into a peer's buffers directly, for ranks that can
 // load and store each other's memory (Backend::runs_one_sided: on the host
-// backend, threads of one process and processes of one host through CMA;
-// on the CUDA backend, threads of one process on one GPU so far).  Their
+// backend, threads of one process and processes of one host, through
+// mapped shareable memory or CMA; on the CUDA backend, threads of one
+// process on one GPU so far).  Their
 // peer-side ChunkRef names a chunk of that peer's buffers:
 //   Put                peer send_peer's dst = src
 //   Get                dst = peer recv_peer's src

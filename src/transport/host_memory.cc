@@ -117,7 +117,8 @@ Status map_shared_fd(int fd, const SharedHandle& h, size_t bytes, std::unique_pt
   const uint64_t first = h.offset / page * page;
   const size_t map_bytes = std::max<size_t>(1, h.offset - first + bytes);
   void* map = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off_t(first));
-  if (map == MAP_FAILED) return BRAID_ERROR(ncclSystemError, "mmap of pid {}'s memory: {}", h.pid, std::strerror(errno));
+  if (map == MAP_FAILED)
+    return BRAID_ERROR(ncclSystemError, "mmap of pid {}'s memory: {}", h.pid, std::strerror(errno));
   *out = std::make_unique<PeerMapping>(map, map_bytes, static_cast<char*>(map) + (h.offset - first));
   return Status::ok();
 }

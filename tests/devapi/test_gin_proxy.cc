@@ -251,7 +251,8 @@ TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devap
   std::unique_ptr<GinProxy> proxy;
   auto links = [] {
     std::vector<std::unique_ptr<GinLink>> l;
-    for (int i = 0; i < 2; ++i) l.push_back(std::make_unique<DirectGinLink>(std::make_shared<GinWindowTable>(), GinSignals{}));
+    for (int i = 0; i < 2; ++i)
+      l.push_back(std::make_unique<DirectGinLink>(std::make_shared<GinWindowTable>(), GinSignals{}));
     return l;
   };
   GinQueues q = qm.q;

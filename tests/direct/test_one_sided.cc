@@ -7,6 +7,8 @@
 // BRAID_ALGO naming one falls back to the default schedule, still exact.
 #include <catch2/catch.hpp>
 
+#include <functional>
+
 #include "collective_check.h"
 #include "harness.h"
 #include "scoped_env.h"
@@ -26,15 +28,17 @@ uint64_t cma_ops() { return braid::one_sided_cma_ops().load(); }
 uint64_t opens() { return braid::peer_memory_opens().load(); }
 
 // Every served collective at each count, both placements, every root for
-// Broadcast; AllReduce also in other types and ops.  Returns the calls that
-// ran (count > 0).
-size_t sweep(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_list<size_t> counts) {
+// Broadcast; AllReduce also in other types and ops; in `given` buffers if
+// set (else fresh heap buffers).  Returns the calls that ran (count > 0).
+size_t sweep(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_list<size_t> counts,
+             const Buffers* given = nullptr) {
   size_t calls = 0;
   for (size_t count : counts)
     for (Coll coll : kServed)
       for (int root = 0; root < (coll == Coll::Broadcast ? n : 1); ++root)
         for (bool in_place : {false, true}) {
-          run_and_check(CollCase{.coll = coll, .count = count, .root = root, .in_place = in_place}, rank, n, comm, f);
+          run_and_check(CollCase{.coll = coll, .count = count, .root = root, .in_place = in_place}, rank, n, comm, f,
+                        given);
           calls += count > 0;  // a call of count 0 returns at once
         }
   for (auto [type, op] : {std::pair{ncclInt8, ncclProd},
@@ -42,10 +46,32 @@ size_t sweep(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_lis
                           {ncclBfloat16, ncclMin},
                           {ncclDouble, ncclAvg},
                           {ncclUint64, ncclSum}}) {
-    run_and_check(CollCase{.count = 1031, .type = type, .op = op, .in_place = true}, rank, n, comm, f);
+    run_and_check(CollCase{.count = 1031, .type = type, .op = op, .in_place = true}, rank, n, comm, f, given);
     ++calls;
   }
   return calls;
+}
+
+// The one-sided calls a sweep of `calls` over `counts` (none 0) runs with
+// BRAID_ALGO set to `algo`: all of them with kOneShot; with two-shot only
+// AllReduce's, both placements at each count and the type sweep.
+uint64_t one_sided_calls_of(const char* algo, size_t calls, size_t counts) {
+  return algo == kOneShot ? calls : counts * 2 + 5;
+}
+
+// Runs body(algo, rank, n, comm, f) on 2, 3 and 4 processes that reach each
+// other (CMA allowed), with BRAID_ALGO naming the one-shot schedules, then
+// two-shot AllReduce.
+void on_processes(const std::function<void(const char*, int, int, ncclComm_t, Failures&)>& body) {
+  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
+  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+    ScopedEnv forced("BRAID_ALGO", algo);
+    for (int n : {2, 3, 4}) {
+      INFO(algo << ", " << n << " ranks");
+      CHECK(run_ranks_as_processes(
+                n, [&](int rank, int nr, ncclComm_t comm, Failures& f) { body(algo, rank, nr, comm, f); }, 120) == 0);
+    }
+  }
 }
 
 }  // namespace
@@ -76,23 +102,12 @@ TEST_CASE("one-sided: one-shot and two-shot schedules on threads are exact", "[d
 }
 
 TEST_CASE("one-sided: processes reach each other's buffers with CMA and are exact", "[direct][one_sided][processes]") {
-  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
-  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
-    ScopedEnv forced("BRAID_ALGO", algo);
-    for (int n : {2, 3, 4}) {
-      INFO(algo << ", " << n << " ranks");
-      CHECK(run_ranks_as_processes(
-                n,
-                [&](int rank, int nr, ncclComm_t comm, Failures& f) {
-                  const uint64_t before = one_sided();
-                  const size_t calls = sweep(rank, nr, comm, f, {1, 4099, 300001});
-                  const uint64_t ran = one_sided() - before;
-                  const uint64_t want = algo == kOneShot ? calls : 3 * 2 + 5;
-                  if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
-                },
-                120) == 0);
-    }
-  }
+  on_processes([](const char* algo, int rank, int n, ncclComm_t comm, Failures& f) {
+    const uint64_t before = one_sided();
+    const size_t calls = sweep(rank, n, comm, f, {1, 4099, 300001});
+    const uint64_t ran = one_sided() - before, want = one_sided_calls_of(algo, calls, 3);
+    if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
+  });
 }
 
 TEST_CASE("one-sided: without peer access BRAID_ALGO falls back to the default and stays exact",
@@ -112,47 +127,33 @@ TEST_CASE("one-sided: without peer access BRAID_ALGO falls back to the default a
 // nothing.
 TEST_CASE("one-sided: processes load and store each other's shareable memory and map it once",
           "[direct][one_sided][processes]") {
-  ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
-  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
-    ScopedEnv forced("BRAID_ALGO", algo);
-    for (int n : {2, 3, 4}) {
-      INFO(algo << ", " << n << " ranks");
-      CHECK(run_ranks_as_processes(
-                n,
-                [&](int rank, int nr, ncclComm_t comm, Failures& f) {
-                  if (algo == kOneShot) {
-                    const uint64_t cma_before = cma_ops();
-                    for (Coll coll : {Coll::AllReduce, Coll::AlltoAll})
-                      for (bool in_place : {false, true})
-                        run_and_check(CollCase{.coll = coll, .count = 70001, .in_place = in_place}, rank, nr, comm, f);
-                    if (cma_ops() != cma_before)
-                      f.fail(fmt::format("rank {}: {} CMA ops putting into scratch", rank, cma_ops() - cma_before));
-                  }
-                  const size_t bytes = size_t(nr) * 300001 * sizeof(double);
-                  Buffers shared{nullptr, nullptr, bytes};
-                  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.main), bytes));
-                  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.send), bytes));
-                  if (!shared.main || !shared.send) return;
-                  const uint64_t ran_before = one_sided(), cma_before = cma_ops();
-                  uint64_t opens_after_first = 0;
-                  for (int sweep_round = 0; sweep_round < 2; ++sweep_round) {
-                    for (size_t count : {1, 4099, 300001})
-                      for (Coll coll : kServed)
-                        for (bool in_place : {false, true})
-                          run_and_check(CollCase{.coll = coll, .count = count, .in_place = in_place}, rank, nr, comm, f,
-                                        &shared);
-                    if (sweep_round == 0) opens_after_first = opens();
-                  }
-                  if (one_sided() == ran_before) f.fail(fmt::format("rank {} ran no one-sided schedule", rank));
-                  if (cma_ops() != cma_before)
-                    f.fail(fmt::format("rank {}: {} CMA ops on ncclMemAlloc buffers", rank, cma_ops() - cma_before));
-                  if (opens() != opens_after_first)
-                    f.fail(fmt::format("rank {}: {} peer allocations opened again on the same buffers", rank,
-                                       opens() - opens_after_first));
-                  MP_NCCL(f, ncclMemFree(shared.main));
-                  MP_NCCL(f, ncclMemFree(shared.send));
-                },
-                120) == 0);
+  on_processes([](const char* algo, int rank, int n, ncclComm_t comm, Failures& f) {
+    if (algo == kOneShot) {
+      const uint64_t cma_before = cma_ops();
+      for (Coll coll : {Coll::AllReduce, Coll::AlltoAll})
+        for (bool in_place : {false, true})
+          run_and_check(CollCase{.coll = coll, .count = 70001, .in_place = in_place}, rank, n, comm, f);
+      if (cma_ops() != cma_before)
+        f.fail(fmt::format("rank {}: {} CMA ops putting into scratch", rank, cma_ops() - cma_before));
     }
-  }
+    const size_t bytes = size_t(n) * 300001 * sizeof(double);
+    Buffers shared{nullptr, nullptr, bytes};
+    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.main), bytes));
+    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&shared.send), bytes));
+    if (!shared.main || !shared.send) return;
+    const uint64_t cma_before = cma_ops();
+    for (int round = 0; round < 2; ++round) {
+      const uint64_t ran_before = one_sided(), opens_before = opens();
+      const size_t calls = sweep(rank, n, comm, f, {1, 4099, 300001}, &shared);
+      const uint64_t ran = one_sided() - ran_before, want = one_sided_calls_of(algo, calls, 3);
+      if (ran != want) f.fail(fmt::format("rank {}: {} one-sided calls, expected {}", rank, ran, want));
+      if (round == 1 && opens() != opens_before)
+        f.fail(fmt::format("rank {}: {} peer allocations opened again on the same buffers", rank,
+                           opens() - opens_before));
+    }
+    if (cma_ops() != cma_before)
+      f.fail(fmt::format("rank {}: {} CMA ops on ncclMemAlloc buffers", rank, cma_ops() - cma_before));
+    MP_NCCL(f, ncclMemFree(shared.main));
+    MP_NCCL(f, ncclMemFree(shared.send));
+  });
 }

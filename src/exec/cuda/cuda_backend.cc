@@ -572,7 +572,8 @@ class CudaBackend final : public Backend {
     const uint64_t elems = input_blocks(c->collective, ctx_.comm.nranks) * c->count;
     BRAID_TRY(buffers_.grow(&buffers_.premul, elems * datatype_size(c->type), c->stream, "PreMulSum"));
     const void* scalar_device = op.residence == ncclScalarDevice ? op.pointer : nullptr;
-    CUDA_TRY(cuda::launch_scale(buffers_.premul.ptr, c->sendbuff, elems, c->type, scalar_device, op.immediate, c->stream));
+    CUDA_TRY(cuda::launch_scale(buffers_.premul.ptr, c->sendbuff, elems, c->type, scalar_device, op.immediate,
+                                c->stream));
     c->sendbuff = buffers_.premul.ptr;
     c->reduction.premul = false;
     return Status::ok();
@@ -676,7 +677,8 @@ class CudaBackend final : public Backend {
   // arena, scratch, staging and plans; all of it goes with ncclCommSuspend.
   MemoryHeld memory_held() const override {
     MemoryHeld m;
-    m.releasable = arena_bytes_ + buffers_.bytes_held() + cuda::kFlagWords * sizeof(int) + (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
+    m.releasable = arena_bytes_ + buffers_.bytes_held() + cuda::kFlagWords * sizeof(int) +
+                   (ll_regions_ ? ctx_.comm.nranks * sizeof(LLLine*) : 0);
     for (const auto& [schedule, plan] : plans_) m.releasable += plan.bytes;
     return m;
   }
