@@ -25,6 +25,7 @@
 
 #include "nccl.h"
 #include "src/base/status.h"
+#include "src/exec/device_api_memory.h"
 #include "src/plan/call.h"
 #include "src/plan/device_tuning.h"
 #include "src/transport/host_memory.h"
@@ -129,6 +130,11 @@ class Backend {
     *out = nullptr;
     return BRAID_ERROR(ncclInvalidUsage, "the {} backend maps no peer's window into this process", name());
   }
+
+  // The memory NCCL's device API lives in on this backend
+  // (ncclCommWindowRegister, ncclDevCommCreate): host memory unless the
+  // backend's kernels run elsewhere.
+  virtual DeviceApiMemory& device_api_memory() { return host_device_api_memory(); }
 
   // What this backend (with the transports it drives) holds now; the
   // communicator's own transport is counted by the runtime.
