@@ -2,6 +2,7 @@
 // that runs on it, and what ncclCommGetAsyncError reports.  (Its init is
 // init.cc.)
 #include "src/runtime/comm.h"
+#include "src/runtime/device_comm.h"  // DeviceComms, for ~ncclComm
 #include "src/runtime/init.h"  // CommSetup, for ~ncclComm
 
 #include <chrono>
@@ -13,6 +14,32 @@ ncclComm::ncclComm() = default;
 ncclComm::~ncclComm() = default;
 
 namespace braid {
+namespace {
+
+std::mutex owners_mutex;
+std::map<ncclWindow_t, ncclComm*>& owners() {
+  static auto* map = new std::map<ncclWindow_t, ncclComm*>;  // never freed: used from exit paths
+  return *map;
+}
+
+}  // namespace
+
+Window::~Window() {
+  if (!device) return;
+  std::lock_guard<std::mutex> lock(owners_mutex);
+  owners().erase(static_cast<ncclWindow_t>(device->device()));
+}
+
+ncclComm* window_owner(ncclWindow_t win) {
+  std::lock_guard<std::mutex> lock(owners_mutex);
+  auto it = owners().find(win);
+  return it == owners().end() ? nullptr : it->second;
+}
+
+void set_window_owner(ncclWindow_t win, ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(owners_mutex);
+  owners()[win] = comm;
+}
 
 bool AsyncJob::wait(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mutex);

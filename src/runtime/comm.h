@@ -22,6 +22,7 @@
 #include "src/ops/reduction.h"
 #include "src/plan/planner.h"
 #include "src/runtime/live_comms.h"
+#include "src/runtime/lsa_space.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -48,16 +49,29 @@ struct Registration {
 };
 }  // namespace braid
 
-// A window from ncclCommWindowRegister: every rank's extent, gathered at
-// registration, and its registration order (the same on every rank).  What
-// a backend makes of it (the host's direct windows) is the backend's.
-struct ncclWindow_vidmem {
+namespace braid {
+// A window from ncclCommWindowRegister, as the host sees it: every rank's
+// extent, gathered at registration, and its registration order (the same
+// on every rank).  What a backend makes of it (the host's direct windows)
+// is the backend's.  ncclWindow_t points at `device`'s struct, the bytes
+// NCCL's device code reads (src/runtime/lsa_space.h), whose winHost points
+// back here.
+struct Window {
   ncclComm* comm = nullptr;
   int flags = 0;
   uint64_t seq = 0;
-  std::vector<braid::WindowExtent> ranks;  // indexed by rank
-  braid::WindowInfo info;  // as the backend got it (again after ncclCommResume)
+  std::vector<WindowExtent> ranks;  // indexed by rank
+  WindowInfo info;  // as the backend got it (again after ncclCommResume)
+  std::unique_ptr<LsaWindow> device;
+  ~Window();  // forgets the owner (window_owner)
 };
+// The communicator that registered window `win`, for the calls that name
+// only a window (nullptr if none did, or it was deregistered).
+ncclComm* window_owner(ncclWindow_t win);
+void set_window_owner(ncclWindow_t win, ncclComm* comm);
+// Device communicators from ncclDevCommCreate (src/runtime/device_comm.h).
+class DeviceComms;
+}  // namespace braid
 
 struct ncclComm {
   int rank = -1;
@@ -96,8 +110,12 @@ struct ncclComm {
   std::map<int, braid::PreMulSumOp> user_ops;  // key: ncclRedOp_t value >= ncclNumOps
   int next_user_op = ncclNumOps;
   std::map<void*, std::unique_ptr<braid::Registration>> registrations;
-  std::map<ncclWindow_vidmem*, std::unique_ptr<ncclWindow_vidmem>> windows;
-  uint64_t windows_registered = 0;  // ncclWindow_vidmem::seq of the next one
+  // Symmetric memory (NCCL's device API), from the first window on; it
+  // outlives the windows and device communicators placed in it.
+  std::unique_ptr<braid::LsaSpace> lsa;
+  std::map<ncclWindow_t, std::unique_ptr<braid::Window>> windows;  // key: the struct ncclWindow_t points at
+  uint64_t windows_registered = 0;  // Window::seq of the next one
+  std::unique_ptr<braid::DeviceComms> dev_comms;
 
   // ncclCommSuspend: the backend and the transport are gone until
   // ncclCommResume rebuilds them (src/runtime/init.h); only queries, Resume,

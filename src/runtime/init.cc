@@ -402,10 +402,10 @@ Status comm_restore_buffers(ncclComm* comm) {
   std::copy(mine.begin(), mine.end(), alive.begin() + ptrdiff_t(comm->rank * comm->windows_registered));
   if (comm->windows_registered)
     BRAID_TRY(std::move(comm->bootstrap->allgather(alive.data(), comm->windows_registered)).context("ncclCommResume"));
-  std::vector<const ncclWindow_vidmem*> windows;
+  std::vector<const Window*> windows;
   for (const auto& [handle, w] : comm->windows) windows.push_back(w.get());
   std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
-  for (const ncclWindow_vidmem* w : windows) {
+  for (const Window* w : windows) {
     bool everywhere = true;
     for (int r = 0; r < comm->nranks; ++r) everywhere &= alive[size_t(r) * comm->windows_registered + w->seq] != 0;
     if (everywhere) BRAID_TRY(comm->backend->window_registered(w->info));

@@ -6,11 +6,12 @@
 // index.  Where NCCL returns whatever its arithmetic gives, braid refuses a
 // team or member that cannot exist (-1 and the reason in ncclGetLastError).
 // The requirement calls (barriers, LL AlltoAll) fill their structs as NCCL
-// does.  Device communicators are not implemented yet and say so.
+// does.  Device communicators: src/runtime/device_comm.h.
 #include <vector>
 
 #include "src/devapi/resources.h"
 #include "src/devapi/teams.h"
+#include "src/runtime/device_comm.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -61,11 +62,6 @@ devapi::v22809::DevResourceRequirements* as_v22809(ncclDevResourceRequirements* 
   return reinterpret_cast<devapi::v22809::DevResourceRequirements*>(r);
 }
 
-Status needs_cuda(const char* function) {
-  return BRAID_ERROR(ncclInvalidUsage, "{} is part of NCCL's device API, which braid does not implement yet",
-                     function);
-}
-
 }  // namespace
 
 BRAID_API ncclTeam ncclTeamWorld(ncclComm_t comm) {
@@ -114,13 +110,29 @@ BRAID_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam team, int rank) {
 }
 BRAID_PROFILING_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam, int))
 
-BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements*, ncclDevComm*) {
-  return guarded(comm, "ncclDevCommCreate", [] { return needs_cuda("ncclDevCommCreate"); });
+// Device communicators: src/runtime/device_comm.h says what is served and
+// what is refused.  Collective, like NCCL's; run at once, not deferred to
+// the end of an enclosing group.
+BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) {
+  return guarded(comm, "ncclDevCommCreate", [&] {
+    if (!reqs || !outDevComm) return BRAID_ERROR(ncclInvalidArgument, "reqs or outDevComm is NULL");
+    CommUse use(comm);
+    BRAID_TRY(check_usable(use, comm));
+    BRAID_TRY(comm_wait_job(comm));
+    if (!comm->dev_comms) comm->dev_comms = std::make_unique<DeviceComms>(comm);
+    return comm->dev_comms->create(reqs, reinterpret_cast<devapi::v22809::DevComm*>(outDevComm));
+  });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommCreate, (ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*))
 
-BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm*) {
-  return guarded(comm, "ncclDevCommDestroy", [] { return needs_cuda("ncclDevCommDestroy"); });
+BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm* devComm) {
+  return guarded(comm, "ncclDevCommDestroy", [&] {
+    if (!devComm) return BRAID_ERROR(ncclInvalidArgument, "devComm is NULL");
+    BRAID_TRY(check_comm(comm));
+    if (!comm->dev_comms)
+      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: this communicator has created no devComm");
+    return comm->dev_comms->destroy(*reinterpret_cast<const devapi::v22809::DevComm*>(devComm));
+  });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommDestroy, (ncclComm_t, const ncclDevComm*))
 

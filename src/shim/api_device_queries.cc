@@ -5,8 +5,10 @@
 // headers links and runs.
 //
 // What they say on braid: a communicator's rank, size and device; no
-// device API (ncclDevCommCreate refuses), no multimem, no GPU-initiated
-// networking; host one-sided RMA where the backend has it.  A peer's window
+// device API, since ncclDevCommCreate serves 2.28.9's device ABI only and
+// the clients that ask (built against 2.29 or later) would be refused; no
+// multimem, no GPU-initiated networking; host one-sided RMA where the
+// backend has it.  A peer's window
 // pointer is where its buffer is mapped into this process: on the host
 // backend, ranks that are threads of one process, or processes of one host
 // whose windows are ncclMemAlloc memory (src/exec/host/host_windows.h).
@@ -88,7 +90,7 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
 
 Status window_of(ncclWindow_t win, ncclComm** comm) {
   if (!win) return BRAID_ERROR(ncclInvalidArgument, "window is NULL");
-  ncclComm* c = win->comm;
+  ncclComm* c = window_owner(win);
   if (!c || !comm_is_live(c) || !c->windows.count(win))
     return BRAID_ERROR(ncclInvalidArgument, "window {} is not a registered window of a live communicator",
                        static_cast<void*>(win));
@@ -105,7 +107,7 @@ Status peer_pointer(ncclWindow_t win, size_t offset, int peer, void** out) {
   BRAID_TRY(check_usable(use, comm));
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
-  return comm->backend->window_peer_pointer(win->seq, peer, offset, out);
+  return comm->backend->window_peer_pointer(comm->windows.at(win)->seq, peer, offset, out);
 }
 
 Status no_multimem(const char* function) {

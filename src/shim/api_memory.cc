@@ -21,6 +21,7 @@
 #include "src/transport/host_memory.h"
 #include "src/base/log.h"
 #include "src/exec/device_backend.h"
+#include "src/runtime/device_comm.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -66,7 +67,7 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
     if (all[r].flags != flags)  // every rank sees the same table: all fail alike
       return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on winFlags ({:#x} on rank {}, {:#x} on rank {})", flags,
                          comm->rank, all[r].flags, r);
-  auto window = std::make_unique<ncclWindow_vidmem>();
+  auto window = std::make_unique<Window>();
   window->comm = comm;
   window->flags = flags;
   window->seq = comm->windows_registered++;
@@ -77,10 +78,15 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
     info.handles.push_back(e.handle);
   }
   info.ranks = window->ranks;
+  // The struct NCCL's device code reads, symmetric where every rank's
+  // buffer can be (src/runtime/lsa_space.h).
+  BRAID_TRY(symmetric_memory(comm).add_window(buff, size, window.get(), true, &window->device));
   BRAID_TRY(comm->backend->window_registered(info));
   window->info = std::move(info);
-  *win = window.get();
-  comm->windows.emplace(window.get(), std::move(window));
+  auto handle = static_cast<ncclWindow_t>(window->device->device());
+  set_window_owner(handle, comm);
+  *win = handle;
+  comm->windows.emplace(handle, std::move(window));
   return Status::ok();
 }
 
@@ -157,8 +163,8 @@ BRAID_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, size_t, ncclWindow_t*, int))
 
-// Local bookkeeping only: nothing is mapped into peers on the host backend,
-// so no rank has to wait for the others.
+// Local: this process unmaps its views of the peers' memory, which stays
+// theirs, so no rank has to wait for the others.
 BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guarded(comm, "ncclCommWindowDeregister", [&] {
     BRAID_TRY(check_comm(comm));
@@ -167,7 +173,7 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
     if (it == comm->windows.end())
       return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
                          static_cast<void*>(win));
-    if (comm->backend) comm->backend->window_deregistered(win->seq);  // none while suspended
+    if (comm->backend) comm->backend->window_deregistered(it->second->seq);  // none while suspended
     comm->windows.erase(it);
     return Status::ok();
   });
@@ -184,7 +190,7 @@ BRAID_API ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void
     if (!comm->windows.count(win))
       return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",
                          static_cast<void*>(win));
-    *outUserPtr = reinterpret_cast<void*>(win->ranks[comm->rank].base);
+    *outUserPtr = reinterpret_cast<void*>(comm->windows.at(win)->ranks[comm->rank].base);
     return Status::ok();
   });
 }

@@ -51,11 +51,12 @@ Status put_signal(const void* localbuff, size_t count, ncclDataType_t type, int 
   if (flags != 0) return BRAID_ERROR(ncclInvalidArgument, "flags {:#x} must be 0 (reserved)", flags);
   BRAID_TRY(check_buffer(localbuff, "localbuff", count));
   if (!win) return BRAID_ERROR(ncclInvalidArgument, "peerWin is NULL");
-  if (!comm->windows.count(win))
+  auto window = comm->windows.find(win);
+  if (window == comm->windows.end())
     return BRAID_ERROR(ncclInvalidArgument, "peerWin {} was not registered on this communicator (or deregistered)",
                        static_cast<void*>(win));
   const uint64_t bytes = uint64_t(count) * datatype_size(type);
-  const uint64_t size = win->ranks[peer].size;
+  const uint64_t size = window->second->ranks[peer].size;
   if (offset > size || bytes > size - offset)
     return BRAID_ERROR(ncclInvalidArgument, "{} bytes at peerWinOffset {} overrun rank {}'s part of the window ({} bytes)",
                        bytes, offset, peer, size);
@@ -65,7 +66,7 @@ Status put_signal(const void* localbuff, size_t count, ncclDataType_t type, int 
   call.data = localbuff;
   call.bytes = bytes;
   call.to_window = true;
-  call.window_seq = win->seq;
+  call.window_seq = window->second->seq;
   call.offset = offset;
   call.ctx = ctx;
   call.signal = sig;

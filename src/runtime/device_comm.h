@@ -1,0 +1,66 @@
+// Device communicators (ncclDevCommCreate/Destroy) of NCCL 2.28.9's device
+// API: the ncclDevComm a client kernel takes by value, and the resource
+// buffer behind it.
+//
+// A devComm names the communicator's ranks and LSA team, its window table,
+// and one symmetric, zero-filled resource buffer holding what the
+// requirements asked for: the LSA barrier, the LL AlltoAll lines, the
+// user's own resources (laid out as NCCL does: src/devapi/resources.h).
+// The buffer is a shareable allocation placed in the flat LSA range like a
+// window (src/runtime/lsa_space.h), so every LSA peer's copy is at the
+// address the inline device code computes.
+//
+// What braid cannot serve is refused at create time, never handed back as
+// a devComm that would hang or fault in the headers' inline code:
+//  - GPU-initiated networking (GIN): ginForceEnable, GIN signals or
+//    counters, the rail GIN barrier, and barrierCount (2.28.9's world
+//    barrier always runs the rail GIN barrier, even on one node);
+//  - several LSA teams (NCCL turns GIN on for several nodes);
+//  - multimem (NVLink SHARP), which braid does not have;
+//  - requirements from 2.29's or later headers (a size/magic/version
+//    header: the magic at byte 8), since braid serves 2.28.9's ABI;
+//  - a communicator whose resource buffer some rank cannot map.
+// Creation is collective and agreed: every rank gets a devComm, or every
+// rank gets an error.  Destroy is local, as deregistering a window is.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/devapi/abi_v22809.h"
+#include "src/runtime/lsa_space.h"
+
+struct ncclComm;
+
+namespace braid {
+
+// The communicator's symmetric memory, made at its first use (collective
+// then, as every use is).
+LsaSpace& symmetric_memory(ncclComm* comm);
+
+class DeviceComms {
+ public:
+  explicit DeviceComms(ncclComm* comm) : comm_(comm) {}
+  ~DeviceComms();
+
+  // `reqs` is the caller's struct: only its first 4 bytes past the 2.28
+  // layout's pointers are read before its version is known.
+  Status create(const void* reqs, devapi::v22809::DevComm* out);
+  Status destroy(const devapi::v22809::DevComm& dev);
+
+ private:
+  struct Created {
+    DeviceApiMemory* memory = nullptr;
+    void* resources = nullptr;  // the shareable allocation
+    std::unique_ptr<LsaWindow> window;
+    ~Created();
+  };
+  Status refuse_unservable(const devapi::v22809::DevCommRequirements& reqs) const;
+
+  ncclComm* comm_;
+  std::vector<std::unique_ptr<Created>> live_;
+  int without_resources_ = 0;  // live devComms whose requirements needed no buffer
+};
+
+}  // namespace braid
