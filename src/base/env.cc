@@ -21,6 +21,12 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "
      "allows them (braid always could, docs/compatibility.md)"},
+    {"NCCL_CUMEM_ENABLE", "",
+     "0: ncclMemAlloc on the CUDA backend is cudaMalloc memory, which cannot be in a symmetric window; unset or 1: "
+     "cuMem memory exportable as a POSIX descriptor, where the device can"},
+    {"NCCL_WIN_STRIDE", "",
+     "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
+     "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},
 };
 
 std::span<const EnvVar> nccl_env_vars() { return kNcclVars; }

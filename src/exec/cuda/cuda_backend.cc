@@ -47,6 +47,7 @@
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/exec/cuda/call_order.h"
+#include "src/exec/cuda/cuda_device_api_memory.h"
 #include "src/exec/cuda/kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
@@ -100,6 +101,7 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
   GroupRunner group_runner() const override { return run_cuda_group; }
+  DeviceApiMemory& device_api_memory() override { return cuda_device_api_memory(device_); }
 
   Status init(int device) {
     device_ = device;
