@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/resources.h"
@@ -19,12 +20,20 @@ namespace v = devapi::v22809;
 // 8-byte-aligned pointer, which can never be this odd number.
 constexpr uint32_t kVersionedMagic = 0xcafebeef;
 
-Status no_gin(const char* what) {
-  return BRAID_ERROR(ncclInvalidUsage,
-                     "ncclDevCommCreate: {} needs GPU-initiated networking (GIN), which braid's device "
-                     "communicators do not offer yet; LSA barriers (lsaBarrierCount), LL AlltoAll and the "
-                     "user's resource requirements are served",
-                     what);
+// NCCL's default queue depth per target (32 requests x 8 receives).
+constexpr uint32_t kGinQueueSize = 256;
+// A descriptor names signals and counters in 16 bits.
+constexpr uint64_t kGinIds = uint64_t(1) << 16;
+
+// Whether the requirements use GIN (see device_comm.h).
+bool wants_gin(const v::DevCommRequirements& reqs) {
+  if (reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount || reqs.railGinBarrierCount ||
+      reqs.barrierCount)
+    return true;
+  int i = 0;
+  for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
+    if (r->ginSignalCount > 0 || r->ginCounterCount > 0) return true;
+  return false;
 }
 
 }  // namespace
@@ -36,27 +45,26 @@ LsaSpace& symmetric_memory(ncclComm* comm) {
 }
 
 DeviceComms::Created::~Created() {
-  window.reset();  // unmaps the peers' copies first
+  gin.reset();     // stops its proxy first
+  window.reset();  // unmaps the peers' copies
   if (resources) memory->free_shareable(resources);
 }
 
 DeviceComms::~DeviceComms() = default;
 
-Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs) const {
-  if (reqs.ginForceEnable) return no_gin("ginForceEnable");
-  if (reqs.ginSignalCount || reqs.ginCounterCount) return no_gin("ginSignalCount or ginCounterCount");
-  if (reqs.railGinBarrierCount) return no_gin("railGinBarrierCount");
-  if (reqs.barrierCount) return no_gin("barrierCount (the world barrier runs the rail GIN barrier)");
-  int i = 0;
-  for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
-    if (r->ginSignalCount > 0 || r->ginCounterCount > 0) return no_gin("a resource requirement's GIN signals");
+Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool gin) const {
   if (reqs.lsaMultimem || reqs.teamRequirementsList)
     return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
   const devapi::LsaShape& lsa = comm_->lsa->lsa();
   if (lsa.size < comm_->nranks)
-    return no_gin(fmt::format("a communicator of {} LSA teams (ranks on several hosts)", comm_->nranks / lsa.size)
-                      .c_str());
+    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: a communicator of {} LSA teams (ranks on several hosts) "
+                       "needs GIN between hosts, which braid's device communicators do not offer yet",
+                       comm_->nranks / lsa.size);
+  if (gin && std::string(comm_->lsa->memory().name()) != "host")
+    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
+                       "ginForceEnable, barrierCount or railGinBarrierCount) is served on the host backend only; "
+                       "on the {} backend its proxy is not built yet", comm_->lsa->memory().name());
   return Status::ok();
 }
 
@@ -70,6 +78,7 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   const auto& reqs = *static_cast<const v::DevCommRequirements*>(reqs_bytes);
   LsaSpace& space = symmetric_memory(comm_);
   DeviceApiMemory& memory = space.memory();
+  const bool gin = wants_gin(reqs);
   // Everything local first, then one agreement, so that a rank that cannot
   // serve the request does not leave the others waiting in the collective.
   v::LsaBarrierHandle lsa_barrier{};
@@ -77,18 +86,34 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   devapi::ResourceLayout layout;
   auto created = std::make_unique<Created>();
   created->memory = &memory;
-  Status local = refuse_unservable(reqs);
+  void* signal_memory = nullptr;
+  uint32_t signals = 0, counters = 0;
+  Status local = refuse_unservable(reqs, gin);
   if (local.is_ok())
-    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), 0, memory.granularity(), &lsa_barrier,
-                                     &rail_barrier, &layout);
+    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, memory.granularity(),
+                                     &lsa_barrier, &rail_barrier, &layout);
   if (local.is_ok() && layout.bytes) local = memory.alloc_shareable(layout.bytes, &created->resources);
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
+  if (local.is_ok() && gin) {
+    signals = std::max<uint32_t>(layout.signals, 1);
+    counters = std::max<uint32_t>(layout.counters, 1);
+    if (signals > kGinIds || counters > kGinIds)
+      local = BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: {} GIN signals and {} counters (at most {} each: "
+                          "a descriptor names them in 16 bits)", signals, counters, kGinIds);
+    if (local.is_ok()) local = memory.alloc_shareable(signals * sizeof(uint64_t), &signal_memory);
+    if (local.is_ok()) local = memory.zero(signal_memory, signals * sizeof(uint64_t));
+  }
   std::vector<int64_t> oks(comm_->nranks);
   oks[comm_->rank] = local.is_ok();
-  BRAID_TRY(std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate"));
+  Status agreed = std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate");
+  if ((!agreed.is_ok() || !local.is_ok()) && signal_memory) memory.free_shareable(signal_memory);
+  BRAID_TRY(std::move(agreed));
   BRAID_TRY(std::move(local));
   for (int r = 0; r < comm_->nranks; ++r)
-    if (!oks[r]) return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
+    if (!oks[r]) {
+      if (signal_memory) memory.free_shareable(signal_memory);
+      return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
+    }
 
   v::DevComm dev{};
   if (layout.bytes) {
@@ -100,6 +125,17 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
     dev.resourceWindow_inlined = created->window->image();
   }
   const devapi::LsaShape& lsa = space.lsa();
+  if (gin) {
+    BRAID_TRY(DeviceGin::create(space, signal_memory, signals, counters, kGinQueueSize, &created->gin));
+    dev.ginContextCount = 1;
+    dev.ginTypes[0] = v::kGinTypeProxy;
+    dev.ginHandles[0] = created->gin->device_context();
+    // Each context's shadow of every signal, at the buffer's tail (own
+    // copy); no buffer when there are no signals to shadow.
+    if (created->window)
+      dev.ginSignalShadows =
+          reinterpret_cast<uint64_t*>(created->window->lsa_pointer(lsa.rank, layout.shadows_offset));
+  }
   dev.rank = comm_->rank;
   dev.nRanks = comm_->nranks;
   dev.nRanks_rcp32 = v::div_rcp32(uint32_t(comm_->nranks));
@@ -114,8 +150,8 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   dev.ginSignalCount = int(layout.signals);
   dev.ginCounterCount = int(layout.counters);
   *out = dev;
-  if (created->window) live_.push_back(std::move(created));
-  else ++without_resources_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.push_back(std::move(created));
   return Status::ok();
 }
 
@@ -123,20 +159,32 @@ Status DeviceComms::destroy(const v::DevComm& dev) {
   if (dev.rank != comm_->rank || dev.nRanks != comm_->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: devComm of rank {} of {} is not this "
                        "communicator's (rank {} of {})", dev.rank, dev.nRanks, comm_->rank, comm_->nranks);
-  if (!dev.resourceWindow) {
-    if (without_resources_ == 0)
-      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: no live devComm of this communicator matches "
-                         "(destroyed already?)");
-    --without_resources_;
-    return Status::ok();
+  // A devComm is known by its resource window and GIN context (both null
+  // for one that needed neither: any such one will do).
+  auto is = [&](const std::unique_ptr<Created>& c) {
+    return (c->window ? c->window->device() : nullptr) == static_cast<void*>(dev.resourceWindow) &&
+           (c->gin ? c->gin->device_context() : nullptr) == dev.ginHandles[0];
+  };
+  std::unique_ptr<Created> gone;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = std::find_if(live_.begin(), live_.end(), is);
+    if (it == live_.end())
+      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: no live devComm of this communicator has resource "
+                         "window {} and GIN context {} (destroyed already?)", static_cast<void*>(dev.resourceWindow),
+                         dev.ginHandles[0]);
+    gone = std::move(*it);
+    live_.erase(it);
   }
-  auto it = std::find_if(live_.begin(), live_.end(),
-                         [&](const auto& c) { return c->window->device() == static_cast<void*>(dev.resourceWindow); });
-  if (it == live_.end())
-    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: no live devComm of this communicator has resource "
-                       "window {} (destroyed already?)", static_cast<void*>(dev.resourceWindow));
-  live_.erase(it);
-  return Status::ok();
+  return Status::ok();  // `gone` is released outside the lock (it joins a proxy thread)
+}
+
+ncclResult_t DeviceComms::poll_error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& c : live_)
+    if (c->gin)
+      if (Status s = c->gin->fault(); !s.is_ok()) return s.code();
+  return ncclSuccess;
 }
 
 }  // namespace braid

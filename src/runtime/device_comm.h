@@ -10,12 +10,18 @@
 // window (src/runtime/lsa_space.h), so every LSA peer's copy is at the
 // address the inline device code computes.
 //
+// GPU-initiated networking (GIN) is one context on the proxy backend
+// (src/runtime/device_gin.h), made when the requirements use it: GIN
+// signals or counters, ginForceEnable, the rail GIN barrier, or
+// barrierCount (2.28.9's world barrier always runs the rail GIN barrier,
+// even on one node, where NCCL would hand out no GIN context for it).
+//
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
-//  - GPU-initiated networking (GIN): ginForceEnable, GIN signals or
-//    counters, the rail GIN barrier, and barrierCount (2.28.9's world
-//    barrier always runs the rail GIN barrier, even on one node);
-//  - several LSA teams (NCCL turns GIN on for several nodes);
+//  - GIN on the CUDA backend (its proxy needs host-pinned queues and
+//    copy-engine puts, not built yet);
+//  - several LSA teams (NCCL turns GIN on for several nodes; braid's GIN
+//    over TCP is not attached to device communicators yet);
 //  - multimem (NVLink SHARP), which braid does not have;
 //  - requirements from 2.29's or later headers (a size/magic/version
 //    header: the magic at byte 8), since braid serves 2.28.9's ABI;
@@ -25,10 +31,12 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/runtime/device_gin.h"
 #include "src/runtime/lsa_space.h"
 
 struct ncclComm;
@@ -48,19 +56,23 @@ class DeviceComms {
   // layout's pointers are read before its version is known.
   Status create(const void* reqs, devapi::v22809::DevComm* out);
   Status destroy(const devapi::v22809::DevComm& dev);
+  // The first fault of a live devComm's GIN proxy (ncclSuccess if none);
+  // any thread.
+  ncclResult_t poll_error() const;
 
  private:
   struct Created {
     DeviceApiMemory* memory = nullptr;
     void* resources = nullptr;  // the shareable allocation
     std::unique_ptr<LsaWindow> window;
+    std::unique_ptr<DeviceGin> gin;
     ~Created();
   };
-  Status refuse_unservable(const devapi::v22809::DevCommRequirements& reqs) const;
+  Status refuse_unservable(const devapi::v22809::DevCommRequirements& reqs, bool gin) const;
 
   ncclComm* comm_;
+  mutable std::mutex mutex_;  // live_, against poll_error's threads
   std::vector<std::unique_ptr<Created>> live_;
-  int without_resources_ = 0;  // live devComms whose requirements needed no buffer
 };
 
 }  // namespace braid

@@ -50,6 +50,8 @@ LsaSpace::LsaSpace(DeviceApiMemory& memory, const TransportContext& ctx, Bootstr
   std::vector<uint64_t> hosts(ctx.nranks);
   for (int r = 0; r < ctx.nranks; ++r) hosts[r] = ctx.peers[r].host_hash;
   if (!devapi::lsa_shape(hosts, ctx.rank, &lsa_).is_ok()) lsa_ = devapi::LsaShape{};
+  gin_local_ = std::make_shared<devapi::GinWindowTable>();
+  for (int i = 0; i < lsa_.size; ++i) gin_lsa_.push_back(std::make_shared<devapi::GinWindowTable>());
 }
 
 LsaSpace::~LsaSpace() {
@@ -175,11 +177,34 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
     w.stride4G = uint32_t(stride_ >> 32);
     w.ginOffset4K = uint32_t(all[0].offset / kWindowAlignment);
   }
+  BRAID_TRY(add_gin_token(buffer, bytes, all, window.get()));
+  for (void*& token : w.ginWins) token = reinterpret_cast<void*>(window->token_);
   BRAID_TRY(memory_.struct_alloc(LsaWindow::kStructBytes, &window->device_));
   BRAID_TRY(memory_.struct_write(window->device_, &w, sizeof(w)));
   if (symmetric && in_table)
     BRAID_TRY(table_insert(reinterpret_cast<uint64_t>(buffer), bytes, window->device_, &window->table_slot_));
   *out = std::move(window);
+  return Status::ok();
+}
+
+// Every rank takes the next token for every window, so tokens match across
+// ranks.  A symmetric window's token names whole allocations: this rank's,
+// and each LSA peer's copy in the flat range.
+Status LsaSpace::add_gin_token(const void* buffer, uint64_t bytes, const std::vector<Offer>& all,
+                               LsaWindow* window) {
+  const uint64_t token = next_token_++;
+  if (!buffer || bytes == 0) return Status::ok();
+  char* mine = static_cast<char*>(const_cast<void*>(buffer));
+  if (window->symmetric()) {
+    const Offer& me = all[ctx_.rank];
+    BRAID_TRY(gin_local_->add(token, mine - me.offset, me.allocation_bytes));
+    for (int i = 0; i < lsa_.size; ++i)
+      BRAID_TRY(gin_lsa_[i]->add(token, base_ + uint64_t(i) * stride_ + window->offset_,
+                                 all[ctx_.rank - lsa_.rank + i].allocation_bytes));
+  } else {
+    BRAID_TRY(gin_local_->add(token, mine, bytes));
+  }
+  window->token_ = token;
   return Status::ok();
 }
 
@@ -234,6 +259,11 @@ void LsaSpace::table_erase(int slot) {
 
 void LsaSpace::drop(LsaWindow* window) {
   if (window->table_slot_ >= 0) table_erase(window->table_slot_);
+  if (window->token_) {
+    (void)gin_local_->remove(window->token_);
+    if (window->symmetric())
+      for (auto& table : gin_lsa_) (void)table->remove(window->token_);
+  }
   for (auto [at, n] : window->maps_) memory_.unmap(at, n);
   if (window->symmetric()) (void)space_.free(window->offset_);
   if (window->device_) memory_.struct_free(window->device_);

@@ -20,6 +20,13 @@
 // with no flat base (what NCCL hands out without symmetric support), and
 // stays out of the window table, so ncclFindWindow never returns it.
 //
+// Every window also gets a GIN token, the same number on every rank (the
+// windows' collective order), which its struct's ginWins[] hold and a GIN
+// descriptor names: gin_local() resolves it to this rank's allocation (the
+// device's offsets, 4096 * ginOffset4K + offset, count from there), and
+// gin_lsa(i) to LSA rank i's copy in the flat range, for a proxy that
+// stores into it (src/devapi/gin_link.h).
+//
 // The stride is agreed at the first window: the largest NCCL_WIN_STRIDE, or
 // else the memory's size split among the ranks that share it, rounded up to
 // 4 GiB, so a rank can never need more.  Deregistration is local (unmapping
@@ -33,6 +40,7 @@
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/devapi/gin_memory.h"
 #include "src/devapi/symmetric_space.h"
 #include "src/devapi/teams.h"
 #include "src/exec/device_api_memory.h"
@@ -69,6 +77,7 @@ class LsaWindow {
   uint64_t offset_ = 0;  // in every slot; meaningful when symmetric
   std::vector<std::pair<char*, uint64_t>> maps_;  // this process's views: address, bytes
   int table_slot_ = -1;  // its entry in the window table (-1: none)
+  uint64_t token_ = 0;   // its GIN token (0: in no GIN table)
 };
 
 class LsaSpace {
@@ -85,9 +94,13 @@ class LsaSpace {
 
   DeviceApiMemory& memory() const { return memory_; }
   const devapi::LsaShape& lsa() const { return lsa_; }
+  int world_rank() const { return ctx_.rank; }
+  int world_size() const { return ctx_.nranks; }
   // The first block of the window table (device-readable).
   Status window_table(void** out);
   uint64_t stride() const { return stride_; }
+  std::shared_ptr<const devapi::GinWindowTable> gin_local() const { return gin_local_; }
+  std::shared_ptr<const devapi::GinWindowTable> gin_lsa(int lsa_rank) const { return gin_lsa_[size_t(lsa_rank)]; }
 
  private:
   friend class LsaWindow;
@@ -100,6 +113,7 @@ class LsaSpace {
   Status reserve_range();
   Status map_peers(const std::vector<Offer>& all, LsaWindow* window, bool* symmetric);
   Status table_insert(uint64_t base, uint64_t size, void* window, int* slot);
+  Status add_gin_token(const void* buffer, uint64_t bytes, const std::vector<Offer>& all, LsaWindow* window);
   void table_erase(int slot);
   void drop(LsaWindow* window);
 
@@ -115,6 +129,9 @@ class LsaSpace {
     devapi::v22809::DevCommWindowTable image{};
   };
   std::vector<TableBlock> table_;
+  uint64_t next_token_ = 1;
+  std::shared_ptr<devapi::GinWindowTable> gin_local_;
+  std::vector<std::shared_ptr<devapi::GinWindowTable>> gin_lsa_;  // by LSA rank
 };
 
 }  // namespace braid

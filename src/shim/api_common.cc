@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "src/runtime/device_comm.h"
 #include "src/shim/api.h"
 
 namespace braid {
@@ -102,6 +103,7 @@ void poll_backend_error(ncclComm* comm) {
   if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
   if (!comm->backend) return;  // suspended: nothing runs
   ncclResult_t e = comm->backend->poll_error();
+  if (e == ncclSuccess && comm->dev_comms) e = comm->dev_comms->poll_error();  // a GIN proxy's fault
   int expected = ncclSuccess;
   if (e != ncclSuccess) comm->async_error.compare_exchange_strong(expected, e);
 }

@@ -46,6 +46,13 @@ struct Failures {
       (failures).fail(std::string(#call) + " -> " + ncclGetErrorString(mp_r_) + ": " + ncclGetLastError(nullptr)); \
   } while (0)
 
+// Every rank has reached this point: a blocking AllReduce (host backend,
+// NULL stream), for tests whose ranks touch each other's memory directly.
+inline void barrier_all(ncclComm_t comm, Failures& f) {
+  float x = 1, sum = 0;
+  MP_NCCL(f, ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr));
+}
+
 using RankBody = std::function<void(int rank, int nranks, ncclComm_t comm, Failures& failures)>;
 // How a rank makes its communicator (default: ncclCommInitRank), e.g. with a config.
 using InitRank = std::function<ncclResult_t(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank)>;

@@ -36,12 +36,6 @@ char* lsa_pointer(const ncclWindow_vidmem& w, size_t offset, int peer) {
   return nccl::utility::add4G(w.lsaFlatBase, peer * int(w.stride4G)) + offset;
 }
 
-// Every rank has reached this point (a blocking AllReduce on the host backend).
-void barrier(ncclComm_t comm, Failures& f) {
-  float x = 1, sum = 0;
-  MP_NCCL(f, ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr));
-}
-
 // ncclFindWindow's scan of the window table (device-only in the headers).
 ncclWindow_t find_window(const ncclDevCommWindowTable* table, const void* p) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
@@ -80,7 +74,7 @@ void check_symmetric_windows(int rank, int n, ncclComm_t comm, Failures& f) {
   auto mark = [](int from, int to) { return char(1 + from * 8 + to); };
   for (int p = 0; p < lsa.nRanks; ++p) lsa_pointer(va, 0, p)[rank] = mark(rank, p);
   for (int p = 0; p < lsa.nRanks; ++p) lsa_pointer(*wb, 100, p)[rank] = mark(rank, p);
-  barrier(comm, f);
+  barrier_all(comm, f);
   for (int i = 0; i < n; ++i) {  // only the LSA team's marks arrived
     const char want = i >= first && i < first + lsa.nRanks ? mark(i, lsa.rank) : 0;
     if (a[i] != want) f.fail("window a: rank " + std::to_string(i) + "'s store");
@@ -110,10 +104,10 @@ void check_symmetric_windows(int rank, int n, ncclComm_t comm, Failures& f) {
   // A new window after a deregistration: every rank still agrees on its offset.
   ncclWindow_t wc = nullptr;
   MP_NCCL(f, ncclCommWindowRegister(comm, a, kBytes, &wc, NCCL_WIN_COLL_SYMMETRIC));
-  barrier(comm, f);
+  barrier_all(comm, f);
   if (wc) {
     for (int p = 0; p < lsa.nRanks; ++p) lsa_pointer(*wc, 8, p)[rank] = char('0' + rank);
-    barrier(comm, f);
+    barrier_all(comm, f);
     for (int i = first; i < first + lsa.nRanks; ++i)
       if (a[8 + i] != char('0' + i)) f.fail("window after a deregistration: rank " + std::to_string(i));
   }
@@ -164,9 +158,9 @@ void check_device_comm(int rank, int n, ncclComm_t comm, Failures& f) {
         break;
       }
   }
-  barrier(comm, f);
+  barrier_all(comm, f);
   for (int p = 0; p < lsa.nRanks; ++p) lsa_pointer(res, user, p)[lsa.rank] = char(1 + rank);
-  barrier(comm, f);
+  barrier_all(comm, f);
   const char* own = lsa_pointer(res, user, lsa.rank);
   for (int i = 0; i < lsa.nRanks; ++i)
     if (own[i] != char(1 + rank - lsa.rank + i)) f.fail("user resource: LSA rank " + std::to_string(i) + "'s store");
@@ -175,7 +169,7 @@ void check_device_comm(int rank, int n, ncclComm_t comm, Failures& f) {
 }
 
 // What braid cannot serve is refused on every rank, and the communicator
-// still works.
+// still works.  (GIN on the CUDA backend is refused too; that needs a GPU.)
 void check_refusals(int rank, int n, ncclComm_t comm, Failures& f) {
   auto refused = [&](const char* what, const ncclDevCommRequirements& reqs, const char* says) {
     ncclDevComm dev = {};
@@ -183,12 +177,15 @@ void check_refusals(int rank, int n, ncclComm_t comm, Failures& f) {
     if (std::string(ncclGetLastError(comm)).find(says) == std::string::npos)
       f.fail(std::string(what) + ": message " + ncclGetLastError(comm));
   };
-  ncclDevCommRequirements gin = {};
-  gin.ginSignalCount = 1;
-  refused("GIN signals", gin, "GIN");
+  // Served, not refused: the world barrier runs the rail GIN barrier, so
+  // it comes with a GIN context (tests/mp/test_device_gin.cc).
   ncclDevCommRequirements world = {};
-  world.barrierCount = 1;
-  refused("world barrier", world, "rail GIN barrier");
+  world.barrierCount = 2;
+  ncclDevComm with_gin = {};
+  MP_NCCL(f, ncclDevCommCreate(comm, &world, &with_gin));
+  if (with_gin.ginContextCount != 1 || with_gin.lsaBarrier.nBarriers != 2 || with_gin.ginSignalCount != 2)
+    f.fail("barrierCount: GIN context, LSA barriers or the rail barrier's signals");
+  MP_NCCL(f, ncclDevCommDestroy(comm, &with_gin));
   ncclDevCommRequirements multimem = {};
   multimem.lsaMultimem = true;
   refused("multimem", multimem, "multimem");

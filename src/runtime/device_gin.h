@@ -1,0 +1,53 @@
+// A device communicator's GIN context (GPU-initiated networking) on NCCL
+// 2.28.9's proxy backend, served by braid's proxy (src/devapi/gin_proxy.h).
+//
+// The device side is the headers' inline code: it writes 64-byte
+// descriptors into per-target queues, bumps producer indices, and polls
+// consumer indices, counters and its signal array, all reached through
+// one ncclGinProxyGpuCtx_t that the devComm's ginHandles[] names.  This
+// object lays that memory out and runs the proxy thread that consumes the
+// queues.  The signal array is a symmetric allocation
+// (src/runtime/lsa_space.h), so a put's signal add lands in the target's
+// array through the flat range, and a descriptor's window tokens resolve
+// through the space's GIN tables: the source in this rank's allocation,
+// the destination in the target's copy.  Targets are the LSA team's ranks
+// (one host); the proxy's TCP link for other hosts is not attached here
+// yet.  A descriptor the proxy refuses, or a peer that fails, is a fault
+// that ncclCommGetAsyncError reports.
+#pragma once
+
+#include <memory>
+
+#include "src/base/status.h"
+#include "src/devapi/gin_memory.h"
+#include "src/devapi/gin_proxy.h"
+#include "src/runtime/lsa_space.h"
+
+namespace braid {
+
+class DeviceGin {
+ public:
+  // Collective over the communicator (the signal array is placed as a
+  // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
+  // of `signals` words, owned from here on.  `signals` and `counters` are
+  // at least 1 and at most 2^16 (the descriptor's ids are 16 bits).
+  static Status create(LsaSpace& space, void* signal_memory, uint32_t signals, uint32_t counters,
+                       uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
+  ~DeviceGin();
+
+  void* device_context() const { return context_; }  // an ncclGinProxyGpuCtx_t
+  // The first error of the proxy (ok while there is none).
+  Status fault() const { return fault_.failed() ? fault_.get() : Status::ok(); }
+
+ private:
+  explicit DeviceGin(DeviceApiMemory& memory) : memory_(memory) {}
+  DeviceApiMemory& memory_;
+  void* context_ = nullptr;
+  void* queues_ = nullptr;  // GFDs, producer and consumer indices, counters: one block
+  void* signals_ = nullptr;
+  std::unique_ptr<LsaWindow> signals_window_;
+  devapi::GinFault fault_;
+  std::unique_ptr<devapi::GinProxy> proxy_;
+};
+
+}  // namespace braid

@@ -1,0 +1,198 @@
+// GPU-initiated networking (GIN) of a device communicator on the host
+// backend (src/runtime/device_gin.h), driven as a kernel built against
+// NVIDIA's installed 2.28.9 headers drives it: the CPU stands in for the
+// device and does what nccl_device/gin/proxy/gin_proxy.h's buildGfd and
+// postGfd do, with the headers' own descriptor type: claim a slot with
+// pis[pe]++, wait for credit against cis[pe], store the 64 bytes; handles
+// from the windows' ginWins[0], offsets 4096 * ginOffset4K + offset,
+// signal and counter ids past the devComm's bases.  Then it waits on its
+// signal array and counters as waitSignal and the counter reads do.
+//
+// An AlltoAll as NCCL's example 02_gin_alltoall_pure runs it (a put with
+// a signal increment to every rank, itself included), inline puts with
+// signal adds, and a descriptor the proxy must refuse, which
+// ncclCommGetAsyncError then reports.
+#include <catch2/catch.hpp>
+#include <sched.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include <nccl_device/core.h>
+#include <nccl_device/gin/proxy/gin_proxy_device_host_common.h>
+#include <nccl_device/impl/comm__types.h>
+#include <nccl_device/impl/core__types.h>
+
+#include "harness.h"
+
+using namespace mp;
+
+namespace {
+
+// What buildGfd writes for a put (or, with `inline_value`, a putValue).
+ncclGinProxyGfd_t build_gfd(int op, uint64_t size, uint64_t src_off, uint64_t src_handle, uint64_t dst_off,
+                            uint64_t dst_handle, uint16_t counter, uint16_t signal, uint64_t signal_value,
+                            uint64_t inline_value = 0) {
+  ncclGinProxyGfd_t g;
+  std::memset(&g, 0xee, sizeof g);  // the device's build buffer is not cleared either
+  g.qword[ncclGinProxyGfdHeader].header.flag = 1;
+  g.qword[ncclGinProxyGfdHeader].header.op = op;
+  g.qword[ncclGinProxyGfdHeader].header.size = size;
+  if (op & ncclGinProxyOpWithInline) {
+    g.qword[ncclGinProxyGfdInlineLow].inlineLow.flag = 1;
+    g.qword[ncclGinProxyGfdInlineLow].inlineLow.inlineValLow = uint32_t(inline_value);
+    g.qword[ncclGinProxyGfdInlineLow].inlineLow.inlineValLow2 = uint16_t(inline_value >> 32);
+    g.qword[ncclGinProxyGfdInlineHigh].inlineHigh.flag = 1;
+    g.qword[ncclGinProxyGfdInlineHigh].inlineHigh.inlineValHigh = uint16_t(inline_value >> 48);
+  } else {
+    g.qword[ncclGinProxyGfdSrcOff].srcOff.flag = 1;
+    g.qword[ncclGinProxyGfdSrcOff].srcOff.srcOff = src_off;
+    g.qword[ncclGinProxyGfdSrcHandle].srcHandle.flag = 1;
+    g.qword[ncclGinProxyGfdSrcHandle].srcHandle.srcHandle = src_handle;
+  }
+  g.qword[ncclGinProxyGfdDstOff].dstOff.flag = 1;
+  g.qword[ncclGinProxyGfdDstOff].dstOff.dstOff = dst_off;
+  g.qword[ncclGinProxyGfdDstHandle].dstHandle.flag = 1;
+  g.qword[ncclGinProxyGfdDstHandle].dstHandle.dstHandle = dst_handle;
+  g.qword[ncclGinProxyGfdCompletion].completion.flag = 1;
+  g.qword[ncclGinProxyGfdCompletion].completion.counterId = counter;
+  g.qword[ncclGinProxyGfdCompletion].completion.signalId = signal;
+  g.qword[ncclGinProxyGfdCompletion].completion.signalValLow = uint16_t(signal_value);
+  g.qword[ncclGinProxyGfdSignalVal].signalVal.flag = 1;
+  g.qword[ncclGinProxyGfdSignalVal].signalVal.signalValLow2 = uint16_t(signal_value >> 16);
+  g.qword[ncclGinProxyGfdSignalVal].signalVal.signalValHigh = uint32_t(signal_value >> 32);
+  g.qword[ncclGinProxyGfdReserved].flag.v = 1;
+  return g;
+}
+
+// postGfd: a slot of target `pe`'s queue, once the proxy gave credit.
+bool post(ncclGinProxyGpuCtx_t* ctx, int pe, const ncclGinProxyGfd_t& g) {
+  const uint32_t idx = __atomic_fetch_add(&ctx->pis[pe], 1u, __ATOMIC_RELAXED);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ctx->queueSize <= idx - __atomic_load_n(&ctx->cis[pe], __ATOMIC_ACQUIRE))
+    if (std::chrono::steady_clock::now() > until) return false;
+    else sched_yield();
+  uint64_t* slot = reinterpret_cast<uint64_t*>(&ctx->queues[size_t(pe) * ctx->queueSize + (idx & (ctx->queueSize - 1))]);
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(&g);
+  for (int w = 7; w >= 0; --w) __atomic_store_n(&slot[w], words[w], __ATOMIC_RELEASE);  // the header last
+  return true;
+}
+
+// waitSignal / a counter read: until *word reaches `value`, bounded.
+bool wait_at_least(const uint64_t* word, uint64_t value) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value)
+    if (std::chrono::steady_clock::now() > until) return false;
+    else sched_yield();
+  return true;
+}
+
+uint64_t handle(ncclWindow_t w) { return reinterpret_cast<uint64_t>(w->ginWins[0]); }
+
+constexpr size_t kChunk = 4096 + 40;  // bytes each rank sends each rank: not a multiple of anything
+
+void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
+  char *src = nullptr, *dst = nullptr;
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&src), n * kChunk));
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&dst), n * kChunk + 4096));
+  if (!src || !dst) return;
+  for (size_t i = 0; i < n * kChunk; ++i) src[i] = char(rank * 31 + i * 7);
+  ncclWindow_t src_win = nullptr, dst_win = nullptr;
+  MP_NCCL(f, ncclCommWindowRegister(comm, src, n * kChunk, &src_win, NCCL_WIN_COLL_SYMMETRIC));
+  MP_NCCL(f, ncclCommWindowRegister(comm, dst + 4096, n * kChunk, &dst_win, NCCL_WIN_COLL_SYMMETRIC));
+  ncclDevCommRequirements reqs = {};
+  reqs.ginSignalCount = 2;
+  reqs.ginCounterCount = 1;
+  ncclDevComm dev = {};
+  MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+  if (!src_win || !dst_win || dev.ginContextCount != 1) return f.fail("no GIN context");
+  if (dev.ginTypes[0] != NCCL_NET_DEVICE_GIN_PROXY || dev.ginSignalCount != 2 || dev.ginCounterCount != 1 ||
+      !dev.ginSignalShadows)
+    f.fail("devComm GIN fields");
+  auto* ctx = static_cast<ncclGinProxyGpuCtx_t*>(dev.ginHandles[0]);
+  if (ctx->nranks != n || ctx->queueSize == 0 || (ctx->queueSize & (ctx->queueSize - 1)))
+    f.fail("ncclGinProxyGpuCtx_t: nranks or queueSize");
+  const uint16_t sig = uint16_t(dev.ginSignalBase), counter = uint16_t(dev.ginCounterBase);
+  const uint64_t dst_base = 4096ull * dst_win->ginOffset4K;  // the window's offset in its allocation
+  // Three rounds on the same signals: each put increments the target's signal 0.
+  for (int round = 1; round <= 3; ++round) {
+    for (int k = 0; k < n; ++k) {
+      const int peer = (rank + k) % n;
+      const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc | ncclGinProxyOpWithCounter;
+      if (!post(ctx, peer, build_gfd(op, kChunk, 4096ull * src_win->ginOffset4K + peer * kChunk, handle(src_win),
+                                     dst_base + rank * kChunk, handle(dst_win), counter, sig, 0)))
+        return f.fail("post: no credit");
+    }
+    if (!wait_at_least(&ctx->signals[sig], uint64_t(round) * n)) return f.fail("signal 0 never reached");
+    if (!wait_at_least(&ctx->counters[counter], uint64_t(round) * n)) return f.fail("counter never reached");
+    for (int from = 0; from < n; ++from)
+      for (size_t i = 0; i < kChunk; ++i)
+        if (dst[4096 + from * kChunk + i] != char(from * 31 + (rank * kChunk + i) * 7)) {
+          f.fail("round " + std::to_string(round) + ": bytes from rank " + std::to_string(from));
+          break;
+        }
+    barrier_all(comm, f);  // nobody posts the next round into a chunk still being checked
+  }
+  // putValue: 8 inline bytes and a signal add naming the sender to every
+  // rank, so a signal landing on the wrong rank shows in the sum.
+  for (int peer = 0; peer < n; ++peer) {
+    const int op = ncclGinProxyOpPut | ncclGinProxyOpWithInline | ncclGinProxyOpWithSignalAdd;
+    if (!post(ctx, peer, build_gfd(op, 8, 0, 0, dst_base + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
+                                   uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
+      return f.fail("post putValue");
+  }
+  const uint64_t all_senders = uint64_t(n) * (n + 1) / 2 << 20;
+  if (!wait_at_least(&ctx->signals[sig + 1], all_senders)) return f.fail("signal 1 never reached");
+  if (__atomic_load_n(&ctx->signals[sig + 1], __ATOMIC_ACQUIRE) != all_senders) f.fail("signal 1 overshot");
+  for (int from = 0; from < n; ++from) {
+    uint64_t v = 0;
+    std::memcpy(&v, dst + 4096 + 8 * from, 8);
+    if (v != 0x0102030405060708ull * uint64_t(from + 1)) f.fail("putValue from rank " + std::to_string(from));
+  }
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess) f.fail("async error after good descriptors");
+  barrier_all(comm, f);
+  MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+  MP_NCCL(f, ncclCommWindowDeregister(comm, src_win));
+  MP_NCCL(f, ncclCommWindowDeregister(comm, dst_win));
+  MP_NCCL(f, ncclMemFree(src));
+  MP_NCCL(f, ncclMemFree(dst));
+}
+
+}  // namespace
+
+TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows",
+          "[device][gin]") {
+  CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
+  CHECK(run_ranks_as_processes(3, gin_alltoall) == 0);
+}
+
+TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous error on its rank", "[device][gin]") {
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          ncclDevCommRequirements reqs = {};
+          reqs.ginSignalCount = 1;
+          ncclDevComm dev = {};
+          MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+          auto* ctx = static_cast<ncclGinProxyGpuCtx_t*>(dev.ginHandles[0]);
+          if (!ctx) return f.fail("no GIN context");
+          if (rank == 0) {
+            const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc;
+            if (!post(ctx, 1, build_gfd(op, 64, 0, 999, 0, 998, 0, 0, 0))) return f.fail("post");
+            ncclResult_t async = ncclSuccess;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (async == ncclSuccess && std::chrono::steady_clock::now() < until) {
+              MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+              sched_yield();
+            }
+            if (async == ncclSuccess) f.fail("the bad descriptor was never reported");
+            if (std::string(ncclGetLastError(comm)).find("names no window") == std::string::npos &&
+                async != ncclInvalidArgument)
+              f.fail(std::string("async error ") + std::to_string(int(async)));
+          }
+          if (ncclDevCommDestroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
+          (void)n;
+        }) == 0);
+}
