@@ -25,9 +25,10 @@ constexpr uint32_t kGinQueueSize = 256;
 // A descriptor names signals and counters in 16 bits.
 constexpr uint64_t kGinIds = uint64_t(1) << 16;
 
-// Whether the requirements use GIN (see device_comm.h).
-bool wants_gin(const v::DevCommRequirements& reqs) {
-  if (reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount || reqs.railGinBarrierCount ||
+// Whether the devComm needs GIN (see device_comm.h): as NCCL, with several
+// LSA teams, or when the requirements use it.
+bool wants_gin(const v::DevCommRequirements& reqs, const devapi::LsaShape& lsa, int nranks) {
+  if (lsa.size < nranks || reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount || reqs.railGinBarrierCount ||
       reqs.barrierCount)
     return true;
   int i = 0;
@@ -56,15 +57,10 @@ Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool g
   if (reqs.lsaMultimem || reqs.teamRequirementsList)
     return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
-  const devapi::LsaShape& lsa = comm_->lsa->lsa();
-  if (lsa.size < comm_->nranks)
-    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: a communicator of {} LSA teams (ranks on several hosts) "
-                       "needs GIN between hosts, which braid's device communicators do not offer yet",
-                       comm_->nranks / lsa.size);
   if (gin && std::string(comm_->lsa->memory().name()) != "host")
     return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
-                       "ginForceEnable, barrierCount or railGinBarrierCount) is served on the host backend only; "
-                       "on the {} backend its proxy is not built yet", comm_->lsa->memory().name());
+                       "ginForceEnable, barrierCount, railGinBarrierCount, or ranks on several hosts) is served on the "
+                       "host backend only; on the {} backend its proxy is not built yet", comm_->lsa->memory().name());
   return Status::ok();
 }
 
@@ -78,7 +74,7 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   const auto& reqs = *static_cast<const v::DevCommRequirements*>(reqs_bytes);
   LsaSpace& space = symmetric_memory(comm_);
   DeviceApiMemory& memory = space.memory();
-  const bool gin = wants_gin(reqs);
+  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks);
   // Everything local first, then one agreement, so that a rank that cannot
   // serve the request does not leave the others waiting in the collective.
   v::LsaBarrierHandle lsa_barrier{};
@@ -126,7 +122,8 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   }
   const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, signal_memory, signals, counters, kGinQueueSize, &created->gin));
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, signal_memory, signals, counters, kGinQueueSize,
+                                &created->gin));
     dev.ginContextCount = 1;
     dev.ginTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = created->gin->device_context();

@@ -11,17 +11,16 @@
 // address the inline device code computes.
 //
 // GPU-initiated networking (GIN) is one context on the proxy backend
-// (src/runtime/device_gin.h), made when the requirements use it: GIN
-// signals or counters, ginForceEnable, the rail GIN barrier, or
-// barrierCount (2.28.9's world barrier always runs the rail GIN barrier,
-// even on one node, where NCCL would hand out no GIN context for it).
+// (src/runtime/device_gin.h), made as NCCL makes one, for ranks on several
+// hosts, and also when the requirements use it: GIN signals or counters,
+// ginForceEnable, the rail GIN barrier, or barrierCount (2.28.9's world
+// barrier always runs the rail GIN barrier, even on one node, where NCCL
+// would hand out no GIN context for it).
 //
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
 //  - GIN on the CUDA backend (its proxy needs host-pinned queues and
-//    copy-engine puts, not built yet);
-//  - several LSA teams (NCCL turns GIN on for several nodes; braid's GIN
-//    over TCP is not attached to device communicators yet);
+//    copy-engine puts, not built yet), so also several hosts there;
 //  - multimem (NVLink SHARP), which braid does not have;
 //  - requirements from 2.29's or later headers (a size/magic/version
 //    header: the magic at byte 8), since braid serves 2.28.9's ABI;

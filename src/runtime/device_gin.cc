@@ -1,6 +1,16 @@
 #include "src/runtime/device_gin.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <vector>
+
+#include "src/base/env.h"
+#include "src/base/net.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/transport/fd_passing.h"
 
 namespace braid {
 namespace {
@@ -11,8 +21,8 @@ uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
 
 }  // namespace
 
-Status DeviceGin::create(LsaSpace& space, void* signal_memory, uint32_t signals, uint32_t counters,
-                         uint32_t queue_size, std::unique_ptr<DeviceGin>* out) {
+Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals,
+                         uint32_t counters, uint32_t queue_size, std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
   gin->signals_ = signal_memory;
@@ -42,23 +52,70 @@ Status DeviceGin::create(LsaSpace& space, void* signal_memory, uint32_t signals,
   BRAID_TRY(memory.struct_alloc(sizeof(ctx), &gin->context_));
   BRAID_TRY(memory.struct_write(gin->context_, &ctx, sizeof(ctx)));
 
-  // A direct link to every rank of the LSA team; none elsewhere (a
-  // descriptor for such a target is refused by the proxy).
+  // A direct link to every rank of the LSA team, TCP to the others.
   std::vector<std::unique_ptr<devapi::GinLink>> links(static_cast<size_t>(nranks));
   const int me = space.world_rank();
   for (int i = 0; i < lsa.size; ++i) {
     devapi::GinSignals peer{reinterpret_cast<uint64_t*>(gin->signals_window_->lsa_pointer(i, 0)), signals};
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
+  if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signals, &links));
   BRAID_TRY(devapi::GinProxy::create(q, std::move(links), space.gin_local().get(), &gin->fault_, {}, &gin->proxy_));
   gin->proxy_->start();
   *out = std::move(gin);
   return Status::ok();
 }
 
+Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signals,
+                                      std::vector<std::unique_ptr<devapi::GinLink>>* links) {
+  const int me = space.world_rank(), nranks = space.world_size(), first = me - space.lsa().rank;
+  const auto timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+  auto outside = [&](int r) { return r < first || r >= first + space.lsa().size; };
+  sockaddr_in local{};
+  BRAID_TRY(local_endpoint(&local));
+  int listener = -1;
+  std::vector<sockaddr_in> addresses(static_cast<size_t>(nranks));
+  BRAID_TRY(listen_tcp(local, &listener, &addresses[size_t(me)]));
+  UniqueFd listening(listener);
+  BRAID_TRY(std::move(bootstrap.allgather(addresses.data(), sizeof(sockaddr_in))).context("GIN"));
+  // Connecting completes in the listener's backlog, before any accept, so
+  // every rank connects first and accepts after: no order can deadlock.
+  for (int t = 0; t < nranks; ++t) {
+    if (!outside(t)) continue;
+    int fd = -1;
+    BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
+    UniqueFd stream(fd);
+    BRAID_TRY(devapi::TcpGinLink::send_hello(fd, me, Deadline::after(timeout)));
+    (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout);
+  }
+  std::vector<int> fds, senders;
+  std::vector<UniqueFd> accepted;
+  for (int r = 0; r < nranks; ++r) {
+    if (!outside(r)) continue;
+    if (!wait_readable(listener, Deadline::after(timeout), nullptr))
+      return BRAID_ERROR(ncclRemoteError, "GIN: only {} of the other hosts' ranks connected within BRAID_TIMEOUT",
+                         fds.size());
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return BRAID_ERROR(ncclSystemError, "GIN: accept: {}", std::strerror(errno));
+    accepted.emplace_back(fd);
+    int sender = -1;
+    BRAID_TRY(devapi::GinTcpReceiver::recv_hello(fd, nranks, Deadline::after(timeout), &sender));
+    if (!outside(sender)) return BRAID_ERROR(ncclRemoteError, "GIN: rank {} of this host connected over TCP", sender);
+    fds.push_back(fd);
+    senders.push_back(sender);
+  }
+  for (UniqueFd& fd : accepted) (void)fd.release();  // the receiver owns them
+  receiver_ = std::make_unique<devapi::GinTcpReceiver>(
+      fds, senders, space.gin_local().get(), devapi::GinSignals{static_cast<uint64_t*>(signals_), signals}, &fault_,
+      timeout);
+  return Status::ok();
+}
+
 DeviceGin::~DeviceGin() {
   if (proxy_) (void)proxy_->stop();
   proxy_.reset();
+  if (receiver_) receiver_->stop();
+  receiver_.reset();
   signals_window_.reset();
   if (signals_) memory_.free_shareable(signals_);
   if (queues_) memory_.struct_free(queues_);

@@ -10,20 +10,26 @@
 // (src/runtime/lsa_space.h), so a put's signal add lands in the target's
 // array through the flat range, and a descriptor's window tokens resolve
 // through the space's GIN tables: the source in this rank's allocation,
-// the destination in the target's copy.  Targets are the LSA team's ranks
-// (one host); the proxy's TCP link for other hosts is not attached here
-// yet.  A descriptor the proxy refuses, or a peer that fails, is a fault
-// that ncclCommGetAsyncError reports.
+// the destination in the target's copy.  Ranks of other LSA teams (other
+// hosts) are reached over TCP (src/devapi/gin_tcp.h): one stream from each
+// rank to each such rank, whose receiver thread applies the frames to this
+// rank's windows and signals in stream order.  A descriptor the proxy
+// refuses, or a peer that fails, is a fault that ncclCommGetAsyncError
+// reports.
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "src/base/status.h"
 #include "src/devapi/gin_memory.h"
 #include "src/devapi/gin_proxy.h"
+#include "src/devapi/gin_tcp.h"
 #include "src/runtime/lsa_space.h"
 
 namespace braid {
+
+class Bootstrap;
 
 class DeviceGin {
  public:
@@ -31,8 +37,8 @@ class DeviceGin {
   // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
   // of `signals` words, owned from here on.  `signals` and `counters` are
   // at least 1 and at most 2^16 (the descriptor's ids are 16 bits).
-  static Status create(LsaSpace& space, void* signal_memory, uint32_t signals, uint32_t counters,
-                       uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
+  static Status create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals,
+                       uint32_t counters, uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   void* device_context() const { return context_; }  // an ncclGinProxyGpuCtx_t
@@ -41,12 +47,17 @@ class DeviceGin {
 
  private:
   explicit DeviceGin(DeviceApiMemory& memory) : memory_(memory) {}
+  // Collective: a TCP link to every rank outside this LSA team, and the
+  // receiver of theirs.
+  Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signals,
+                             std::vector<std::unique_ptr<devapi::GinLink>>* links);
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
   void* queues_ = nullptr;  // GFDs, producer and consumer indices, counters: one block
   void* signals_ = nullptr;
   std::unique_ptr<LsaWindow> signals_window_;
   devapi::GinFault fault_;
+  std::unique_ptr<devapi::GinTcpReceiver> receiver_;
   std::unique_ptr<devapi::GinProxy> proxy_;
 };
 

@@ -10,8 +10,9 @@
 //
 // An AlltoAll as NCCL's example 02_gin_alltoall_pure runs it (a put with
 // a signal increment to every rank, itself included), inline puts with
-// signal adds, and a descriptor the proxy must refuse, which
-// ncclCommGetAsyncError then reports.
+// signal adds, on one host and on two emulated hosts (TCP between them),
+// and a descriptor the proxy must refuse, which ncclCommGetAsyncError then
+// reports.
 #include <catch2/catch.hpp>
 #include <sched.h>
 
@@ -168,6 +169,10 @@ TEST_CASE("device API GIN: puts and signals posted as the device does land in ev
           "[device][gin]") {
   CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
   CHECK(run_ranks_as_processes(3, gin_alltoall) == 0);
+  // Two emulated hosts of 2: puts to the other host go over TCP.
+  CHECK(run_ranks_as_processes(4, gin_alltoall, 60, [](int rank) {
+          setenv("BRAID_HOSTID", ("gin-host-" + std::to_string(rank / 2)).c_str(), 1);
+        }) == 0);
 }
 
 TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous error on its rank", "[device][gin]") {
