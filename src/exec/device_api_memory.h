@@ -25,9 +25,9 @@ namespace braid {
 
 // How peers reach the shareable allocation holding a buffer.
 struct ExportedMemory {
-  int fd = -1;              // -1: the buffer is not in a shareable allocation
-  bool close_fd = false;    // a descriptor made for this export (cuMem), not the allocation's own (memfd)
-  uint64_t offset = 0;      // of the buffer from the allocation's start
+  int fd = -1;            // -1: the buffer is not in a shareable allocation
+  bool close_fd = false;  // a descriptor made for this export (cuMem), not the allocation's own (memfd)
+  uint64_t offset = 0;    // of the buffer from the allocation's start
   uint64_t allocation_bytes = 0;
 };
 

@@ -28,8 +28,8 @@ constexpr uint64_t kGinIds = uint64_t(1) << 16;
 // Whether the devComm needs GIN (see device_comm.h): as NCCL, with several
 // LSA teams, or when the requirements use it.
 bool wants_gin(const v::DevCommRequirements& reqs, const devapi::LsaShape& lsa, int nranks) {
-  if (lsa.size < nranks || reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount || reqs.railGinBarrierCount ||
-      reqs.barrierCount)
+  if (lsa.size < nranks || reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount ||
+      reqs.railGinBarrierCount || reqs.barrierCount)
     return true;
   int i = 0;
   for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
@@ -55,12 +55,15 @@ DeviceComms::~DeviceComms() = default;
 
 Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool gin) const {
   if (reqs.lsaMultimem || reqs.teamRequirementsList)
-    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
   if (gin && std::string(comm_->lsa->memory().name()) != "host")
-    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
                        "ginForceEnable, barrierCount, railGinBarrierCount, or ranks on several hosts) is served on the "
-                       "host backend only; on the {} backend its proxy is not built yet", comm_->lsa->memory().name());
+                       "host backend only; on the {} backend its proxy is not built yet",
+                       comm_->lsa->memory().name());
   return Status::ok();
 }
 
@@ -68,7 +71,8 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   uint32_t magic = 0;
   std::memcpy(&magic, static_cast<const char*>(reqs_bytes) + 8, sizeof(magic));
   if (magic == kVersionedMagic)
-    return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: these requirements come from NCCL 2.29 or later device "
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: these requirements come from NCCL 2.29 or later device "
                        "headers (NCCL_API_MAGIC at byte 8); braid serves NCCL 2.28.9's device ABI: build the kernel "
                        "against the 2.28.9 nccl_device.h");
   const auto& reqs = *static_cast<const v::DevCommRequirements*>(reqs_bytes);
@@ -94,8 +98,10 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
     signals = std::max<uint32_t>(layout.signals, 1);
     counters = std::max<uint32_t>(layout.counters, 1);
     if (signals > kGinIds || counters > kGinIds)
-      local = BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: {} GIN signals and {} counters (at most {} each: "
-                          "a descriptor names them in 16 bits)", signals, counters, kGinIds);
+      local = BRAID_ERROR(ncclInvalidArgument,
+                          "ncclDevCommCreate: {} GIN signals and {} counters (at most {} each: "
+                          "a descriptor names them in 16 bits)",
+                          signals, counters, kGinIds);
     if (local.is_ok()) local = memory.alloc_shareable(signals * sizeof(uint64_t), &signal_memory);
     if (local.is_ok()) local = memory.zero(signal_memory, signals * sizeof(uint64_t));
   }
@@ -115,23 +121,23 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   if (layout.bytes) {
     BRAID_TRY(space.add_window(created->resources, layout.bytes, created.get(), false, &created->window));
     if (!created->window->symmetric())
-      return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
+      return BRAID_ERROR(ncclInvalidUsage,
+                         "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
                          "peer (see the INFO log of ncclCommWindowRegister)");
     dev.resourceWindow = static_cast<v::WindowVidmem*>(created->window->device());
     dev.resourceWindow_inlined = created->window->image();
   }
   const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, signal_memory, signals, counters, kGinQueueSize,
-                                &created->gin));
+    BRAID_TRY(
+        DeviceGin::create(space, *comm_->bootstrap, signal_memory, signals, counters, kGinQueueSize, &created->gin));
     dev.ginContextCount = 1;
     dev.ginTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = created->gin->device_context();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
     if (created->window)
-      dev.ginSignalShadows =
-          reinterpret_cast<uint64_t*>(created->window->lsa_pointer(lsa.rank, layout.shadows_offset));
+      dev.ginSignalShadows = reinterpret_cast<uint64_t*>(created->window->lsa_pointer(lsa.rank, layout.shadows_offset));
   }
   dev.rank = comm_->rank;
   dev.nRanks = comm_->nranks;
@@ -154,8 +160,10 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
 
 Status DeviceComms::destroy(const v::DevComm& dev) {
   if (dev.rank != comm_->rank || dev.nRanks != comm_->nranks)
-    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: devComm of rank {} of {} is not this "
-                       "communicator's (rank {} of {})", dev.rank, dev.nRanks, comm_->rank, comm_->nranks);
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "ncclDevCommDestroy: devComm of rank {} of {} is not this "
+                       "communicator's (rank {} of {})",
+                       dev.rank, dev.nRanks, comm_->rank, comm_->nranks);
   // A devComm is known by its resource window and GIN context (both null
   // for one that needed neither: any such one will do).
   auto is = [&](const std::unique_ptr<Created>& c) {
@@ -167,9 +175,10 @@ Status DeviceComms::destroy(const v::DevComm& dev) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = std::find_if(live_.begin(), live_.end(), is);
     if (it == live_.end())
-      return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: no live devComm of this communicator has resource "
-                         "window {} and GIN context {} (destroyed already?)", static_cast<void*>(dev.resourceWindow),
-                         dev.ginHandles[0]);
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "ncclDevCommDestroy: no live devComm of this communicator has resource "
+                         "window {} and GIN context {} (destroyed already?)",
+                         static_cast<void*>(dev.resourceWindow), dev.ginHandles[0]);
     gone = std::move(*it);
     live_.erase(it);
   }

@@ -105,9 +105,9 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     senders.push_back(sender);
   }
   for (UniqueFd& fd : accepted) (void)fd.release();  // the receiver owns them
-  receiver_ = std::make_unique<devapi::GinTcpReceiver>(
-      fds, senders, space.gin_local().get(), devapi::GinSignals{static_cast<uint64_t*>(signals_), signals}, &fault_,
-      timeout);
+  receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(),
+                                                       devapi::GinSignals{static_cast<uint64_t*>(signals_), signals},
+                                                       &fault_, timeout);
   return Status::ok();
 }
 

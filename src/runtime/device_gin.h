@@ -37,8 +37,8 @@ class DeviceGin {
   // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
   // of `signals` words, owned from here on.  `signals` and `counters` are
   // at least 1 and at most 2^16 (the descriptor's ids are 16 bits).
-  static Status create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals,
-                       uint32_t counters, uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
+  static Status create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals, uint32_t counters,
+                       uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   void* device_context() const { return context_; }  // an ncclGinProxyGpuCtx_t

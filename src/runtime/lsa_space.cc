@@ -82,8 +82,10 @@ Status LsaSpace::reserve_range() {
     for (int q = team; q < team + lsa_.size && q < ctx_.nranks; ++q) sharing += all[q].memory == all[r].memory;
     share = std::max(share, all[r].share / uint64_t(std::max(sharing, 1)));
   }
-  if (env) stride_ = env;
-  else BRAID_TRY(devapi::flat_stride(std::max<uint64_t>(share, 1), &stride_));
+  if (env)
+    stride_ = env;
+  else
+    BRAID_TRY(devapi::flat_stride(std::max<uint64_t>(share, 1), &stride_));
   BRAID_TRY(devapi::SymmetricSpace::create(stride_, memory_.granularity(), &space_));
   const uint64_t align = std::max(kRangeAlignment, memory_.granularity());
   if (Status s = memory_.reserve(uint64_t(lsa_.size) * stride_, align, &base_); !s.is_ok())
@@ -190,8 +192,7 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
 // Every rank takes the next token for every window, so tokens match across
 // ranks.  A symmetric window's token names whole allocations: this rank's,
 // and each LSA peer's copy in the flat range.
-Status LsaSpace::add_gin_token(const void* buffer, uint64_t bytes, const std::vector<Offer>& all,
-                               LsaWindow* window) {
+Status LsaSpace::add_gin_token(const void* buffer, uint64_t bytes, const std::vector<Offer>& all, LsaWindow* window) {
   const uint64_t token = next_token_++;
   if (!buffer || bytes == 0) return Status::ok();
   char* mine = static_cast<char*>(const_cast<void*>(buffer));
@@ -242,8 +243,8 @@ Status LsaSpace::table_insert(uint64_t base, uint64_t size, void* window, int* s
   const int e = free_entry(table_[b].image);
   auto& entry = table_[b].image.entries[e];
   entry = {base, size, static_cast<v::WindowVidmem*>(window)};
-  BRAID_TRY(memory_.struct_write(static_cast<v::DevCommWindowTable*>(table_[b].device)->entries + e, &entry,
-                                 sizeof(entry)));
+  BRAID_TRY(
+      memory_.struct_write(static_cast<v::DevCommWindowTable*>(table_[b].device)->entries + e, &entry, sizeof(entry)));
   *slot = int(b) * kPerBlock + e;
   return Status::ok();
 }
@@ -252,8 +253,7 @@ void LsaSpace::table_erase(int slot) {
   TableBlock& block = table_[size_t(slot / v::kWindowTableEntries)];
   auto& entry = block.image.entries[slot % v::kWindowTableEntries];
   entry = {};
-  (void)memory_.struct_write(static_cast<v::DevCommWindowTable*>(block.device)->entries +
-                                 slot % v::kWindowTableEntries,
+  (void)memory_.struct_write(static_cast<v::DevCommWindowTable*>(block.device)->entries + slot % v::kWindowTableEntries,
                              &entry, sizeof(entry));
 }
 

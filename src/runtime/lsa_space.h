@@ -74,10 +74,10 @@ class LsaWindow {
   LsaSpace* space_;
   void* device_ = nullptr;
   devapi::v22809::WindowVidmem image_{};
-  uint64_t offset_ = 0;  // in every slot; meaningful when symmetric
+  uint64_t offset_ = 0;                           // in every slot; meaningful when symmetric
   std::vector<std::pair<char*, uint64_t>> maps_;  // this process's views: address, bytes
-  int table_slot_ = -1;  // its entry in the window table (-1: none)
-  uint64_t token_ = 0;   // its GIN token (0: in no GIN table)
+  int table_slot_ = -1;                           // its entry in the window table (-1: none)
+  uint64_t token_ = 0;                            // its GIN token (0: in no GIN table)
 };
 
 class LsaSpace {

@@ -11,18 +11,17 @@
 // really maps the peers' memory, at the offsets every rank agrees on.
 // Ranks run as threads and as processes; with two emulated hosts the LSA
 // teams are halves of the world.
-#include <catch2/catch.hpp>
-
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <string>
-
 #include <nccl_device/core.h>
 #include <nccl_device/impl/comm__types.h>
 #include <nccl_device/impl/core__funcs.h>
 #include <nccl_device/ll_a2a.h>
 #include <nccl_device/lsa_barrier.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include "harness.h"
 
@@ -144,8 +143,7 @@ void check_device_comm(int rank, int n, ncclComm_t comm, Failures& f) {
     f.fail("devComm: GIN contexts, LSA barriers, window table or resource window");
   const ncclWindow_vidmem& res = dev.resourceWindow_inlined;
   if (std::memcmp(&res, dev.resourceWindow, sizeof res) != 0) f.fail("resourceWindow_inlined is not *resourceWindow");
-  if (ncclGetResourceBufferOffset(mine_handle) % 256 != 0 || a2a.bufHandle == mine_handle)
-    f.fail("resource handles");
+  if (ncclGetResourceBufferOffset(mine_handle) % 256 != 0 || a2a.bufHandle == mine_handle) f.fail("resource handles");
   // Zero-filled in every LSA peer's copy: the barrier, the LL lines, the user's bytes.
   const size_t user = ncclGetResourceBufferOffset(mine_handle);
   for (int p = 0; p < lsa.nRanks; ++p) {
@@ -211,8 +209,7 @@ void two_hosts(int rank) { setenv("BRAID_HOSTID", ("devcomm-host-" + std::to_str
 
 }  // namespace
 
-TEST_CASE("device API: symmetric windows put LSA peers' memory where NCCL's arithmetic finds it",
-          "[device][windows]") {
+TEST_CASE("device API: symmetric windows put LSA peers' memory where NCCL's arithmetic finds it", "[device][windows]") {
   CHECK(run_ranks_as_threads(4, check_symmetric_windows) == 0);
   CHECK(run_ranks_as_processes(3, check_symmetric_windows) == 0);
   CHECK(run_ranks_as_processes(4, check_symmetric_windows, 60, two_hosts) == 0);  // LSA teams of 2

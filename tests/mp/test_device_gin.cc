@@ -13,18 +13,17 @@
 // signal adds, on one host and on two emulated hosts (TCP between them),
 // and a descriptor the proxy must refuse, which ncclCommGetAsyncError then
 // reports.
-#include <catch2/catch.hpp>
-#include <sched.h>
-
-#include <chrono>
-#include <cstdint>
-#include <cstring>
-#include <string>
-
 #include <nccl_device/core.h>
 #include <nccl_device/gin/proxy/gin_proxy_device_host_common.h>
 #include <nccl_device/impl/comm__types.h>
 #include <nccl_device/impl/core__types.h>
+#include <sched.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
 
 #include "harness.h"
 
@@ -73,10 +72,14 @@ bool post(ncclGinProxyGpuCtx_t* ctx, int pe, const ncclGinProxyGfd_t& g) {
   const uint32_t idx = __atomic_fetch_add(&ctx->pis[pe], 1u, __ATOMIC_RELAXED);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (ctx->queueSize <= idx - __atomic_load_n(&ctx->cis[pe], __ATOMIC_ACQUIRE))
-    if (std::chrono::steady_clock::now() > until) return false;
-    else sched_yield();
-  uint64_t* slot = reinterpret_cast<uint64_t*>(&ctx->queues[size_t(pe) * ctx->queueSize + (idx & (ctx->queueSize - 1))]);
-  const uint64_t* words = reinterpret_cast<const uint64_t*>(&g);
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    else
+      sched_yield();
+  uint64_t* slot =
+      reinterpret_cast<uint64_t*>(&ctx->queues[size_t(pe) * ctx->queueSize + (idx & (ctx->queueSize - 1))]);
+  uint64_t words[8];
+  std::memcpy(words, &g, sizeof words);
   for (int w = 7; w >= 0; --w) __atomic_store_n(&slot[w], words[w], __ATOMIC_RELEASE);  // the header last
   return true;
 }
@@ -85,8 +88,10 @@ bool post(ncclGinProxyGpuCtx_t* ctx, int pe, const ncclGinProxyGfd_t& g) {
 bool wait_at_least(const uint64_t* word, uint64_t value) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value)
-    if (std::chrono::steady_clock::now() > until) return false;
-    else sched_yield();
+    if (std::chrono::steady_clock::now() > until)
+      return false;
+    else
+      sched_yield();
   return true;
 }
 
@@ -122,8 +127,9 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
     for (int k = 0; k < n; ++k) {
       const int peer = (rank + k) % n;
       const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc | ncclGinProxyOpWithCounter;
-      if (!post(ctx, peer, build_gfd(op, kChunk, 4096ull * src_win->ginOffset4K + peer * kChunk, handle(src_win),
-                                     dst_base + rank * kChunk, handle(dst_win), counter, sig, 0)))
+      if (!post(ctx, peer,
+                build_gfd(op, kChunk, 4096ull * src_win->ginOffset4K + peer * kChunk, handle(src_win),
+                          dst_base + rank * kChunk, handle(dst_win), counter, sig, 0)))
         return f.fail("post: no credit");
     }
     if (!wait_at_least(&ctx->signals[sig], uint64_t(round) * n)) return f.fail("signal 0 never reached");
@@ -140,8 +146,9 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   // rank, so a signal landing on the wrong rank shows in the sum.
   for (int peer = 0; peer < n; ++peer) {
     const int op = ncclGinProxyOpPut | ncclGinProxyOpWithInline | ncclGinProxyOpWithSignalAdd;
-    if (!post(ctx, peer, build_gfd(op, 8, 0, 0, dst_base + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
-                                   uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
+    if (!post(ctx, peer,
+              build_gfd(op, 8, 0, 0, dst_base + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
+                        uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
       return f.fail("post putValue");
   }
   const uint64_t all_senders = uint64_t(n) * (n + 1) / 2 << 20;
@@ -165,8 +172,7 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
 
 }  // namespace
 
-TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows",
-          "[device][gin]") {
+TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows", "[device][gin]") {
   CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
   CHECK(run_ranks_as_processes(3, gin_alltoall) == 0);
   // Two emulated hosts of 2: puts to the other host go over TCP.

@@ -49,21 +49,20 @@ const Driver& driver() {
   static const Driver d = [] {
     Driver d;
     d.ok = lookup("cuDeviceGet", &d.DeviceGet) && lookup("cuDeviceGetAttribute", &d.DeviceGetAttribute) &&
-           lookup("cuMemGetAllocationGranularity", &d.GetAllocationGranularity) &&
-           lookup("cuMemCreate", &d.Create) && lookup("cuMemRelease", &d.Release) &&
-           lookup("cuMemAddressReserve", &d.AddressReserve) && lookup("cuMemAddressFree", &d.AddressFree) &&
-           lookup("cuMemMap", &d.Map) && lookup("cuMemUnmap", &d.Unmap) && lookup("cuMemSetAccess", &d.SetAccess) &&
-           lookup("cuMemExportToShareableHandle", &d.Export) &&
-           lookup("cuMemImportFromShareableHandle", &d.Import) &&
-           lookup("cuMemRetainAllocationHandle", &d.Retain) && lookup("cuMemGetAddressRange", &d.GetAddressRange);
+           lookup("cuMemGetAllocationGranularity", &d.GetAllocationGranularity) && lookup("cuMemCreate", &d.Create) &&
+           lookup("cuMemRelease", &d.Release) && lookup("cuMemAddressReserve", &d.AddressReserve) &&
+           lookup("cuMemAddressFree", &d.AddressFree) && lookup("cuMemMap", &d.Map) && lookup("cuMemUnmap", &d.Unmap) &&
+           lookup("cuMemSetAccess", &d.SetAccess) && lookup("cuMemExportToShareableHandle", &d.Export) &&
+           lookup("cuMemImportFromShareableHandle", &d.Import) && lookup("cuMemRetainAllocationHandle", &d.Retain) &&
+           lookup("cuMemGetAddressRange", &d.GetAddressRange);
     return d;
   }();
   return d;
 }
 
-#define CU_TRY(expr)                                                                                \
-  do {                                                                                              \
-    CUresult r_ = (expr);                                                                           \
+#define CU_TRY(expr)                                                                                              \
+  do {                                                                                                            \
+    CUresult r_ = (expr);                                                                                         \
     if (r_ != CUDA_SUCCESS) return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: CUresult {}", #expr, int(r_)); \
   } while (0)
 
@@ -88,7 +87,7 @@ CUmemAccessDesc access_from(int device) {
 }
 
 std::mutex mutex;
-std::map<uintptr_t, size_t>& allocations() {  // address -> mapped bytes
+std::map<uintptr_t, size_t>& allocations() {            // address -> mapped bytes
   static auto* live = new std::map<uintptr_t, size_t>;  // never freed: used from exit paths
   return *live;
 }
@@ -219,8 +218,8 @@ Status map(int device, int fd, uint64_t bytes, char* at) {
     if (r != CUDA_SUCCESS) d.Unmap(CUdeviceptr(at), bytes);
   }
   if (r != CUDA_SUCCESS)
-    return BRAID_ERROR(ncclUnhandledCudaError, "mapping a peer's cuMem allocation ({} bytes) at {}: CUresult {}",
-                       bytes, static_cast<void*>(at), int(r));
+    return BRAID_ERROR(ncclUnhandledCudaError, "mapping a peer's cuMem allocation ({} bytes) at {}: CUresult {}", bytes,
+                       static_cast<void*>(at), int(r));
   return Status::ok();
 }
 
