@@ -59,16 +59,22 @@ Status GinProxy::stop() {
 
 void GinProxy::run() {
   Waiter waiter;
+  auto next_watch = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
     bool progressed = false;
     Status s;
     try {
       s = poll_once(&progressed);
+      if (s.is_ok() && !progressed && options_.watch && std::chrono::steady_clock::now() >= next_watch) {
+        s = options_.watch();
+        next_watch = std::chrono::steady_clock::now() + options_.watch_interval;
+      }
     } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
       faulted_.store(true, std::memory_order_release);
       s = BRAID_ERROR(ncclInternalError, "GIN proxy: {}", e.what());
     }
     if (!s.is_ok()) {
+      faulted_.store(true, std::memory_order_release);
       fault_->set(std::move(s).context("GIN proxy"));
       drain();
       return;

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -50,6 +51,10 @@ struct GinQueues {
 struct GinProxyOptions {
   // How long a descriptor may stay half-written before the proxy gives up.
   std::chrono::milliseconds torn_timeout{5000};
+  // Called while the queues are idle, at most every watch_interval: an
+  // error (a target that died) faults the proxy as a bad descriptor does.
+  std::function<Status()> watch;
+  std::chrono::milliseconds watch_interval{100};
 };
 
 class GinProxy {

@@ -130,7 +130,8 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
     BRAID_TRY(
-        DeviceGin::create(space, *comm_->bootstrap, signal_memory, signals, counters, kGinQueueSize, &created->gin));
+        DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, signal_memory, signals, counters,
+                          kGinQueueSize, &created->gin));
     dev.ginContextCount = 1;
     dev.ginTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = created->gin->device_context();

@@ -1,6 +1,9 @@
 #include "src/runtime/device_gin.h"
 
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -8,6 +11,7 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
@@ -21,8 +25,9 @@ uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
 
 }  // namespace
 
-Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals,
-                         uint32_t counters, uint32_t queue_size, std::unique_ptr<DeviceGin>* out) {
+Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
+                         void* signal_memory, uint32_t signals, uint32_t counters, uint32_t queue_size,
+                         std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
   gin->signals_ = signal_memory;
@@ -60,7 +65,11 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, void* signal_mem
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
   if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signals, &links));
-  BRAID_TRY(devapi::GinProxy::create(q, std::move(links), space.gin_local().get(), &gin->fault_, {}, &gin->proxy_));
+  gin->watch_lsa_peers(space, peers);
+  devapi::GinProxyOptions options;
+  if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
+  BRAID_TRY(devapi::GinProxy::create(q, std::move(links), space.gin_local().get(), &gin->fault_, options,
+                                     &gin->proxy_));
   gin->proxy_->start();
   *out = std::move(gin);
   return Status::ok();
@@ -111,6 +120,31 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
   return Status::ok();
 }
 
+void DeviceGin::watch_lsa_peers(const LsaSpace& space, const std::vector<PeerInfo>& peers) {
+  const int me = space.world_rank(), first = me - space.lsa().rank;
+  for (int r = first; r < first + space.lsa().size; ++r) {
+    if (peers[size_t(r)].pid == peers[size_t(me)].pid) continue;  // a thread of this process
+    const int fd = int(syscall(SYS_pidfd_open, peers[size_t(r)].pid, 0));
+    if (fd < 0) {
+      BRAID_INFO(kInit, "GIN: rank {} (process {}) cannot be watched: {}", r, peers[size_t(r)].pid,
+                 std::strerror(errno));
+      continue;
+    }
+    watched_.push_back({r, peers[size_t(r)].pid, fd});
+  }
+}
+
+// A pidfd is readable once its process has exited.
+Status DeviceGin::check_lsa_peers() const {
+  for (const WatchedPeer& p : watched_) {
+    pollfd pfd{p.pidfd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0)
+      return BRAID_ERROR(ncclRemoteError, "GIN: rank {} (process {}) exited while its device communicator was live",
+                         p.rank, p.pid);
+  }
+  return Status::ok();
+}
+
 DeviceGin::~DeviceGin() {
   if (proxy_) (void)proxy_->stop();
   proxy_.reset();
@@ -120,6 +154,7 @@ DeviceGin::~DeviceGin() {
   if (signals_) memory_.free_shareable(signals_);
   if (queues_) memory_.struct_free(queues_);
   if (context_) memory_.struct_free(context_);
+  for (const WatchedPeer& p : watched_) ::close(p.pidfd);
 }
 
 }  // namespace braid

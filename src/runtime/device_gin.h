@@ -15,7 +15,10 @@
 // rank to each such rank, whose receiver thread applies the frames to this
 // rank's windows and signals in stream order.  A descriptor the proxy
 // refuses, or a peer that fails, is a fault that ncclCommGetAsyncError
-// reports.
+// reports: a TCP stream that ends without its close, and, watched by the
+// idle proxy through a pidfd, an LSA peer's process that exits.  (The
+// headers' own device-side waits cannot time out: a kernel spinning in one
+// keeps spinning; the host learns of the fault and can abort.)
 #pragma once
 
 #include <memory>
@@ -37,8 +40,10 @@ class DeviceGin {
   // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
   // of `signals` words, owned from here on.  `signals` and `counters` are
   // at least 1 and at most 2^16 (the descriptor's ids are 16 bits).
-  static Status create(LsaSpace& space, Bootstrap& bootstrap, void* signal_memory, uint32_t signals, uint32_t counters,
-                       uint32_t queue_size, std::unique_ptr<DeviceGin>* out);
+  // `peers`: every rank's PeerInfo (whose processes to watch).
+  static Status create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
+                       void* signal_memory, uint32_t signals, uint32_t counters, uint32_t queue_size,
+                       std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   void* device_context() const { return context_; }  // an ncclGinProxyGpuCtx_t
@@ -51,12 +56,19 @@ class DeviceGin {
   // receiver of theirs.
   Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signals,
                              std::vector<std::unique_ptr<devapi::GinLink>>* links);
+  // pidfds of the LSA peers in other processes, and the check of them.
+  void watch_lsa_peers(const LsaSpace& space, const std::vector<PeerInfo>& peers);
+  Status check_lsa_peers() const;
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
   void* queues_ = nullptr;  // GFDs, producer and consumer indices, counters: one block
   void* signals_ = nullptr;
   std::unique_ptr<LsaWindow> signals_window_;
   devapi::GinFault fault_;
+  struct WatchedPeer {
+    int rank, pid, pidfd;
+  };
+  std::vector<WatchedPeer> watched_;
   std::unique_ptr<devapi::GinTcpReceiver> receiver_;
   std::unique_ptr<devapi::GinProxy> proxy_;
 };

@@ -10,9 +10,9 @@
 //
 // An AlltoAll as NCCL's example 02_gin_alltoall_pure runs it (a put with
 // a signal increment to every rank, itself included), inline puts with
-// signal adds, on one host and on two emulated hosts (TCP between them),
-// and a descriptor the proxy must refuse, which ncclCommGetAsyncError then
-// reports.
+// signal adds, on one host and on two emulated hosts (TCP between them);
+// a descriptor the proxy must refuse, and a rank that dies, both of which
+// ncclCommGetAsyncError then reports.
 #include <nccl_device/core.h>
 #include <nccl_device/gin/proxy/gin_proxy_device_host_common.h>
 #include <nccl_device/impl/comm__types.h>
@@ -98,16 +98,22 @@ bool wait_at_least(const uint64_t* word, uint64_t value) {
 uint64_t handle(ncclWindow_t w) { return reinterpret_cast<uint64_t>(w->ginWins[0]); }
 
 constexpr size_t kChunk = 4096 + 40;  // bytes each rank sends each rank: not a multiple of anything
+constexpr int kRounds = 3;
+// Every round, and the inline puts after them, land in bytes of their own:
+// nothing is written where a rank already read.  (A rank's next round
+// cannot start before every rank checked the last one, but that order runs
+// through other processes, where ThreadSanitizer cannot see it.)
+size_t dst_bytes(int n) { return size_t(kRounds) * n * kChunk + 8 * size_t(n); }
 
 void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   char *src = nullptr, *dst = nullptr;
   MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&src), n * kChunk));
-  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&dst), n * kChunk + 4096));
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&dst), dst_bytes(n) + 4096));
   if (!src || !dst) return;
   for (size_t i = 0; i < n * kChunk; ++i) src[i] = char(rank * 31 + i * 7);
   ncclWindow_t src_win = nullptr, dst_win = nullptr;
   MP_NCCL(f, ncclCommWindowRegister(comm, src, n * kChunk, &src_win, NCCL_WIN_COLL_SYMMETRIC));
-  MP_NCCL(f, ncclCommWindowRegister(comm, dst + 4096, n * kChunk, &dst_win, NCCL_WIN_COLL_SYMMETRIC));
+  MP_NCCL(f, ncclCommWindowRegister(comm, dst + 4096, dst_bytes(n), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
   ncclDevCommRequirements reqs = {};
   reqs.ginSignalCount = 2;
   reqs.ginCounterCount = 1;
@@ -123,31 +129,31 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   const uint16_t sig = uint16_t(dev.ginSignalBase), counter = uint16_t(dev.ginCounterBase);
   const uint64_t dst_base = 4096ull * dst_win->ginOffset4K;  // the window's offset in its allocation
   // Three rounds on the same signals: each put increments the target's signal 0.
-  for (int round = 1; round <= 3; ++round) {
+  for (int round = 1; round <= kRounds; ++round) {
+    const size_t at = size_t(round - 1) * n * kChunk;  // this round's part of the window
     for (int k = 0; k < n; ++k) {
       const int peer = (rank + k) % n;
       const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc | ncclGinProxyOpWithCounter;
       if (!post(ctx, peer,
                 build_gfd(op, kChunk, 4096ull * src_win->ginOffset4K + peer * kChunk, handle(src_win),
-                          dst_base + rank * kChunk, handle(dst_win), counter, sig, 0)))
+                          dst_base + at + rank * kChunk, handle(dst_win), counter, sig, 0)))
         return f.fail("post: no credit");
     }
     if (!wait_at_least(&ctx->signals[sig], uint64_t(round) * n)) return f.fail("signal 0 never reached");
     if (!wait_at_least(&ctx->counters[counter], uint64_t(round) * n)) return f.fail("counter never reached");
     for (int from = 0; from < n; ++from)
       for (size_t i = 0; i < kChunk; ++i)
-        if (dst[4096 + from * kChunk + i] != char(from * 31 + (rank * kChunk + i) * 7)) {
+        if (dst[4096 + at + from * kChunk + i] != char(from * 31 + (rank * kChunk + i) * 7)) {
           f.fail("round " + std::to_string(round) + ": bytes from rank " + std::to_string(from));
           break;
         }
-    barrier_all(comm, f);  // nobody posts the next round into a chunk still being checked
   }
   // putValue: 8 inline bytes and a signal add naming the sender to every
   // rank, so a signal landing on the wrong rank shows in the sum.
   for (int peer = 0; peer < n; ++peer) {
     const int op = ncclGinProxyOpPut | ncclGinProxyOpWithInline | ncclGinProxyOpWithSignalAdd;
     if (!post(ctx, peer,
-              build_gfd(op, 8, 0, 0, dst_base + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
+              build_gfd(op, 8, 0, 0, dst_base + kRounds * n * kChunk + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
                         uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
       return f.fail("post putValue");
   }
@@ -156,7 +162,7 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   if (__atomic_load_n(&ctx->signals[sig + 1], __ATOMIC_ACQUIRE) != all_senders) f.fail("signal 1 overshot");
   for (int from = 0; from < n; ++from) {
     uint64_t v = 0;
-    std::memcpy(&v, dst + 4096 + 8 * from, 8);
+    std::memcpy(&v, dst + 4096 + kRounds * n * kChunk + 8 * from, 8);
     if (v != 0x0102030405060708ull * uint64_t(from + 1)) f.fail("putValue from rank " + std::to_string(from));
   }
   ncclResult_t async = ncclSuccess;
@@ -206,4 +212,41 @@ TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous erro
           if (ncclDevCommDestroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
           (void)n;
         }) == 0);
+}
+
+// A rank that dies while the others hold a devComm with it: their GIN
+// proxies see its process exit and ncclCommGetAsyncError reports it, in
+// bounded time, instead of leaving a wait for its signals to hang.
+TEST_CASE("device API GIN: a rank that dies is reported to the others in bounded time", "[device][gin][faults]") {
+  constexpr int kRanks = 3;
+  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, kRanks, ids[0], rank));
+    if (!comm) return 1;
+    ncclDevCommRequirements reqs = {};
+    reqs.ginSignalCount = 1;
+    ncclDevComm dev = {};
+    MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+    barrier_all(comm, f);
+    if (rank == kRanks - 1) raise(SIGKILL);
+    ncclResult_t async = ncclSuccess;
+    const auto start = std::chrono::steady_clock::now();
+    while (async == ncclSuccess && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+      MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+      sched_yield();
+    }
+    if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
+    MP_NCCL(f, ncclCommAbort(comm));
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (r == kRanks - 1)
+      CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    else
+      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
 }
