@@ -44,6 +44,9 @@ class DeviceApiMemory {
   virtual uint64_t capacity() const = 0;
   virtual uint64_t memory_id() const = 0;
 
+  // Whether this memory can make shareable allocations at all (a device
+  // that cannot export cuMem memory cannot).
+  virtual bool can_share() const = 0;
   // Which shareable allocation holds [p, p + bytes) (fd -1 if none).
   virtual Status describe(const void* p, size_t bytes, ExportedMemory* out) = 0;
   // Address space for the flat range, `bytes` long, aligned to `align`.

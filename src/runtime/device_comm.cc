@@ -14,11 +14,12 @@ namespace braid {
 namespace {
 
 namespace v = devapi::v22809;
+namespace v30 = devapi::v23000;
 
 // NCCL_API_MAGIC, which 2.29 and later put at byte 8 of their requirements
 // (after a size_t).  In 2.28.9's struct those bytes are the low half of an
 // 8-byte-aligned pointer, which can never be this odd number.
-constexpr uint32_t kVersionedMagic = 0xcafebeef;
+constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 
 // NCCL's default queue depth per target (32 requests x 8 receives).
 constexpr uint32_t kGinQueueSize = 256;
@@ -67,18 +68,80 @@ Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool g
   return Status::ok();
 }
 
-Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
+Status DeviceComms::create(const void* reqs_bytes, void* out) {
   uint32_t magic = 0;
   std::memcpy(&magic, static_cast<const char*>(reqs_bytes) + 8, sizeof(magic));
-  if (magic == kVersionedMagic)
+  if (magic != kVersionedMagic) {  // 2.28.9's unversioned requirements
+    v::DevComm dev{};
+    BRAID_TRY(create_v22809(*static_cast<const v::DevCommRequirements*>(reqs_bytes), Status::ok(), &dev));
+    std::memcpy(out, &dev, sizeof(dev));
+    return Status::ok();
+  }
+  v30::DevCommRequirements reqs{};
+  std::memcpy(&reqs, reqs_bytes, offsetof(v30::DevCommRequirements, resourceRequirementsList));
+  if (reqs.version < NCCL_VERSION(2, 30, 0) || reqs.size != sizeof(reqs))
     return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: these requirements come from NCCL 2.29 or later device "
-                       "headers (NCCL_API_MAGIC at byte 8); braid serves NCCL 2.28.9's device ABI: build the kernel "
-                       "against the 2.28.9 nccl_device.h");
-  const auto& reqs = *static_cast<const v::DevCommRequirements*>(reqs_bytes);
+                       "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL version {}: braid "
+                       "serves the device ABIs of NCCL 2.28.9 and 2.30 (whose requirements are {} bytes), not 2.29's",
+                       reqs.size, reqs.version, sizeof(reqs));
+  std::memcpy(&reqs, reqs_bytes, sizeof(reqs));
+  // 2.30's requirements in 2.28.9's terms: what both have means the same,
+  // and what only 2.30 has (its GIN) is refused, agreed with the others.
+  v::DevCommRequirements common{};
+  common.resourceRequirementsList = reqs.resourceRequirementsList;
+  common.teamRequirementsList = reqs.teamRequirementsList;
+  common.lsaMultimem = reqs.lsaMultimem;
+  common.lsaBarrierCount = reqs.lsaBarrierCount;
+  symmetric_memory(comm_);  // the LSA shape the refusal looks at
+  Status refused = refuse_v23000_gin(reqs);
+  v::DevComm dev{};
+  BRAID_TRY(create_v22809(common, std::move(refused), &dev));
+  v30::DevComm dev30{};
+  dev30.magic = kVersionedMagic;
+  dev30.version = reqs.version;
+  dev30.rank = dev.rank;
+  dev30.nRanks = dev.nRanks;
+  dev30.nRanks_rcp32 = dev.nRanks_rcp32;
+  dev30.lsaRank = dev.lsaRank;
+  dev30.lsaSize = dev.lsaSize;
+  dev30.lsaSize_rcp32 = dev.lsaSize_rcp32;
+  dev30.windowTable = dev.windowTable;
+  dev30.resourceWindow = dev.resourceWindow;
+  static_assert(sizeof(dev30.resourceWindow_inlined) <= sizeof(dev.resourceWindow_inlined));
+  std::memcpy(&dev30.resourceWindow_inlined, &dev.resourceWindow_inlined, sizeof(dev30.resourceWindow_inlined));
+  dev30.lsaMultimem = dev.lsaMultimem;
+  dev30.lsaBarrier = dev.lsaBarrier;
+  // abortFlag stays NULL, as NCCL leaves it in the devComms users create.
+  std::memcpy(out, &dev30, sizeof(dev30));
+  return Status::ok();
+}
+
+// GIN in 2.30's terms (its own descriptor format, connection types, world
+// barriers) is not served; the reasons name 2.30's fields.
+Status DeviceComms::refuse_v23000_gin(const v30::DevCommRequirements& reqs) const {
+  bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 || reqs.barrierCount > 0 ||
+                   reqs.railGinBarrierCount > 0 || reqs.worldGinBarrierCount > 0;
+  int i = 0;
+  for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
+    resources |= r->ginSignalCount > 0 || r->ginCounterCount > 0;
+  const bool connect = reqs.ginForceEnable || reqs.ginConnectionType != v30::kGinConnectionNone;
+  if (resources && !connect)
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "ncclDevCommCreate: GIN resources (signals, counters or barriers) "
+                       "requested with ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
+  if (resources || connect || comm_->lsa->lsa().size < comm_->nranks)
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: GPU-initiated networking for a client of NCCL 2.30's "
+                       "device headers (its ginConnectionType, GIN resources, or ranks on several hosts) is not served "
+                       "yet: braid's GIN proxy reads 2.28.9's descriptors; LSA windows, barriers and LL AlltoAll are "
+                       "served");
+  return Status::ok();
+}
+
+Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, Status refused, v::DevComm* out) {
   LsaSpace& space = symmetric_memory(comm_);
   DeviceApiMemory& memory = space.memory();
-  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks);
+  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks) && refused.is_ok();
   // Everything local first, then one agreement, so that a rank that cannot
   // serve the request does not leave the others waiting in the collective.
   v::LsaBarrierHandle lsa_barrier{};
@@ -88,7 +151,7 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   created->memory = &memory;
   void* signal_memory = nullptr;
   uint32_t signals = 0, counters = 0;
-  Status local = refuse_unservable(reqs, gin);
+  Status local = refused.is_ok() ? refuse_unservable(reqs, gin) : std::move(refused);
   if (local.is_ok())
     local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, memory.granularity(),
                                      &lsa_barrier, &rail_barrier, &layout);
@@ -129,9 +192,8 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   }
   const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
-    BRAID_TRY(
-        DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, signal_memory, signals, counters,
-                          kGinQueueSize, &created->gin));
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, signal_memory, signals, counters,
+                                kGinQueueSize, &created->gin));
     dev.ginContextCount = 1;
     dev.ginTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = created->gin->device_context();
@@ -159,17 +221,30 @@ Status DeviceComms::create(const void* reqs_bytes, v::DevComm* out) {
   return Status::ok();
 }
 
-Status DeviceComms::destroy(const v::DevComm& dev) {
-  if (dev.rank != comm_->rank || dev.nRanks != comm_->nranks)
+Status DeviceComms::destroy(const void* dev_bytes) {
+  // Either ABI's devComm: 2.30's starts with NCCL_API_MAGIC, 2.28.9's with
+  // a rank, which is never that.
+  uint32_t magic = 0;
+  std::memcpy(&magic, dev_bytes, sizeof(magic));
+  int rank = 0, nranks = 0;
+  void *resources = nullptr, *gin = nullptr;
+  if (magic == kVersionedMagic) {
+    const auto& d = *static_cast<const v30::DevComm*>(dev_bytes);
+    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow, gin = d.ginHandles[0];
+  } else {
+    const auto& d = *static_cast<const v::DevComm*>(dev_bytes);
+    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow, gin = d.ginHandles[0];
+  }
+  if (rank != comm_->rank || nranks != comm_->nranks)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommDestroy: devComm of rank {} of {} is not this "
                        "communicator's (rank {} of {})",
-                       dev.rank, dev.nRanks, comm_->rank, comm_->nranks);
+                       rank, nranks, comm_->rank, comm_->nranks);
   // A devComm is known by its resource window and GIN context (both null
   // for one that needed neither: any such one will do).
   auto is = [&](const std::unique_ptr<Created>& c) {
-    return (c->window ? c->window->device() : nullptr) == static_cast<void*>(dev.resourceWindow) &&
-           (c->gin ? c->gin->device_context() : nullptr) == dev.ginHandles[0];
+    return (c->window ? c->window->device() : nullptr) == resources &&
+           (c->gin ? c->gin->device_context() : nullptr) == gin;
   };
   std::unique_ptr<Created> gone;
   {
@@ -179,7 +254,7 @@ Status DeviceComms::destroy(const v::DevComm& dev) {
       return BRAID_ERROR(ncclInvalidArgument,
                          "ncclDevCommDestroy: no live devComm of this communicator has resource "
                          "window {} and GIN context {} (destroyed already?)",
-                         static_cast<void*>(dev.resourceWindow), dev.ginHandles[0]);
+                         resources, gin);
     gone = std::move(*it);
     live_.erase(it);
   }

@@ -1,6 +1,10 @@
-// Device communicators (ncclDevCommCreate/Destroy) of NCCL 2.28.9's device
-// API: the ncclDevComm a client kernel takes by value, and the resource
-// buffer behind it.
+// Device communicators (ncclDevCommCreate/Destroy) of NCCL's device API,
+// for kernels built against 2.28.9's headers (src/devapi/abi_v22809.h) or
+// 2.30's (abi_v23000.h): the ncclDevComm a client kernel takes by value,
+// and the resource buffer behind it.  The two are told apart as NCCL does,
+// by NCCL_API_MAGIC at byte 8 of 2.30's requirements (at byte 0 of its
+// devComm); 2.30's are served by the same code, in 2.28.9's terms, and its
+// 240-byte devComm written from the result.
 //
 // A devComm names the communicator's ranks and LSA team, its window table,
 // and one symmetric, zero-filled resource buffer holding what the
@@ -22,8 +26,8 @@
 //  - GIN on the CUDA backend (its proxy needs host-pinned queues and
 //    copy-engine puts, not built yet), so also several hosts there;
 //  - multimem (NVLink SHARP), which braid does not have;
-//  - requirements from 2.29's or later headers (a size/magic/version
-//    header: the magic at byte 8), since braid serves 2.28.9's ABI;
+//  - 2.29's requirements (a device ABI braid does not serve), and 2.30's
+//    GIN (its descriptor format is not 2.28.9's, which braid's proxy reads);
 //  - a communicator whose resource buffer some rank cannot map.
 // Creation is collective and agreed: every rank gets a devComm, or every
 // rank gets an error.  Destroy is local, as deregistering a window is.
@@ -35,6 +39,7 @@
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/devapi/abi_v23000.h"
 #include "src/runtime/device_gin.h"
 #include "src/runtime/lsa_space.h"
 
@@ -51,10 +56,10 @@ class DeviceComms {
   explicit DeviceComms(ncclComm* comm) : comm_(comm) {}
   ~DeviceComms();
 
-  // `reqs` is the caller's struct: only its first 4 bytes past the 2.28
-  // layout's pointers are read before its version is known.
-  Status create(const void* reqs, devapi::v22809::DevComm* out);
-  Status destroy(const devapi::v22809::DevComm& dev);
+  // `reqs` is the caller's struct, of either ABI: only its first 12 bytes
+  // are read before its version is known; `out` is that ABI's devComm.
+  Status create(const void* reqs, void* out);
+  Status destroy(const void* dev);
   // The first fault of a live devComm's GIN proxy (ncclSuccess if none);
   // any thread.
   ncclResult_t poll_error() const;
@@ -67,7 +72,11 @@ class DeviceComms {
     std::unique_ptr<DeviceGin> gin;
     ~Created();
   };
+  // The devComm of 2.28.9's requirements; `refused` (not ok) fails it on
+  // every rank, agreed, with that reason.
+  Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, Status refused, devapi::v22809::DevComm* out);
   Status refuse_unservable(const devapi::v22809::DevCommRequirements& reqs, bool gin) const;
+  Status refuse_v23000_gin(const devapi::v23000::DevCommRequirements& reqs) const;
 
   ncclComm* comm_;
   mutable std::mutex mutex_;  // live_, against poll_error's threads

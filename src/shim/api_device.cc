@@ -120,7 +120,7 @@ BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequi
     BRAID_TRY(check_usable(use, comm));
     BRAID_TRY(comm_wait_job(comm));
     if (!comm->dev_comms) comm->dev_comms = std::make_unique<DeviceComms>(comm);
-    return comm->dev_comms->create(reqs, reinterpret_cast<devapi::v22809::DevComm*>(outDevComm));
+    return comm->dev_comms->create(reqs, outDevComm);
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommCreate, (ncclComm_t, const ncclDevCommRequirements*, ncclDevComm*))
@@ -131,7 +131,7 @@ BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm* de
     BRAID_TRY(check_comm(comm));
     if (!comm->dev_comms)
       return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: this communicator has created no devComm");
-    return comm->dev_comms->destroy(*reinterpret_cast<const devapi::v22809::DevComm*>(devComm));
+    return comm->dev_comms->destroy(devComm);
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommDestroy, (ncclComm_t, const ncclDevComm*))

@@ -4,11 +4,11 @@
 // signatures and struct layout, so a program built against NVIDIA's
 // headers links and runs.
 //
-// What they say on braid: a communicator's rank, size and device; no
-// device API, since ncclDevCommCreate serves 2.28.9's device ABI only and
-// the clients that ask (built against 2.29 or later) would be refused; no
-// multimem, no GPU-initiated networking; host one-sided RMA where the
-// backend has it.  A peer's window
+// What they say on braid: a communicator's rank, size and device; device
+// API support on a GPU whose memory braid can share (cuMem), as
+// ncclDevCommCreate serves 2.30 clients there (LSA; not 2.30's GIN); no
+// multimem, no GPU-initiated networking for 2.30 clients; host one-sided
+// RMA where the backend has it.  A peer's window
 // pointer is where its buffer is mapped into this process: on the host
 // backend, ranks that are threads of one process, or processes of one host
 // whose windows are ncclMemAlloc memory (src/exec/host/host_windows.h).
@@ -83,6 +83,10 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   p.nvmlDev = -1;                 // braid does not use NVML
   p.nLsaTeams = comm->nranks / lsa_size;
   p.hostRmaSupport = comm->backend && comm->backend->has_rma();
+  // GPU kernels on NCCL 2.30's device API: devComms with symmetric memory
+  // on a GPU (src/runtime/device_comm.h).  The host backend serves devComms
+  // to CPU code only, so it does not say yes to a kernel.
+  p.deviceApiSupport = comm->cuda_device >= 0 && comm->backend && comm->backend->device_api_memory().can_share();
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));
   return Status::ok();

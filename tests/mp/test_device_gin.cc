@@ -115,12 +115,12 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclCommWindowRegister(comm, src, n * kChunk, &src_win, NCCL_WIN_COLL_SYMMETRIC));
   MP_NCCL(f, ncclCommWindowRegister(comm, dst + 4096, dst_bytes(n), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
   ncclDevCommRequirements reqs = {};
-  reqs.ginSignalCount = 2;
+  reqs.ginSignalCount = kRounds + 1;  // one per round (a fast rank's next round must not count), one for putValue
   reqs.ginCounterCount = 1;
   ncclDevComm dev = {};
   MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
   if (!src_win || !dst_win || dev.ginContextCount != 1) return f.fail("no GIN context");
-  if (dev.ginTypes[0] != NCCL_NET_DEVICE_GIN_PROXY || dev.ginSignalCount != 2 || dev.ginCounterCount != 1 ||
+  if (dev.ginTypes[0] != NCCL_NET_DEVICE_GIN_PROXY || dev.ginSignalCount != kRounds + 1 || dev.ginCounterCount != 1 ||
       !dev.ginSignalShadows)
     f.fail("devComm GIN fields");
   auto* ctx = static_cast<ncclGinProxyGpuCtx_t*>(dev.ginHandles[0]);
@@ -128,7 +128,8 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
     f.fail("ncclGinProxyGpuCtx_t: nranks or queueSize");
   const uint16_t sig = uint16_t(dev.ginSignalBase), counter = uint16_t(dev.ginCounterBase);
   const uint64_t dst_base = 4096ull * dst_win->ginOffset4K;  // the window's offset in its allocation
-  // Three rounds on the same signals: each put increments the target's signal 0.
+  // Three rounds, each with its own signal, which each put to the target
+  // increments; the counter counts every put's local completion.
   for (int round = 1; round <= kRounds; ++round) {
     const size_t at = size_t(round - 1) * n * kChunk;  // this round's part of the window
     for (int k = 0; k < n; ++k) {
@@ -136,10 +137,10 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
       const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc | ncclGinProxyOpWithCounter;
       if (!post(ctx, peer,
                 build_gfd(op, kChunk, 4096ull * src_win->ginOffset4K + peer * kChunk, handle(src_win),
-                          dst_base + at + rank * kChunk, handle(dst_win), counter, sig, 0)))
+                          dst_base + at + rank * kChunk, handle(dst_win), counter, uint16_t(sig + round - 1), 0)))
         return f.fail("post: no credit");
     }
-    if (!wait_at_least(&ctx->signals[sig], uint64_t(round) * n)) return f.fail("signal 0 never reached");
+    if (!wait_at_least(&ctx->signals[sig + round - 1], uint64_t(n))) return f.fail("a round's signal never reached");
     if (!wait_at_least(&ctx->counters[counter], uint64_t(round) * n)) return f.fail("counter never reached");
     for (int from = 0; from < n; ++from)
       for (size_t i = 0; i < kChunk; ++i)
@@ -153,13 +154,14 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
   for (int peer = 0; peer < n; ++peer) {
     const int op = ncclGinProxyOpPut | ncclGinProxyOpWithInline | ncclGinProxyOpWithSignalAdd;
     if (!post(ctx, peer,
-              build_gfd(op, 8, 0, 0, dst_base + kRounds * n * kChunk + 8 * rank, handle(dst_win), 0, uint16_t(sig + 1),
-                        uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
+              build_gfd(op, 8, 0, 0, dst_base + kRounds * n * kChunk + 8 * rank, handle(dst_win), 0,
+                        uint16_t(sig + kRounds), uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))))
       return f.fail("post putValue");
   }
   const uint64_t all_senders = uint64_t(n) * (n + 1) / 2 << 20;
-  if (!wait_at_least(&ctx->signals[sig + 1], all_senders)) return f.fail("signal 1 never reached");
-  if (__atomic_load_n(&ctx->signals[sig + 1], __ATOMIC_ACQUIRE) != all_senders) f.fail("signal 1 overshot");
+  if (!wait_at_least(&ctx->signals[sig + kRounds], all_senders)) return f.fail("putValue's signal never reached");
+  if (__atomic_load_n(&ctx->signals[sig + kRounds], __ATOMIC_ACQUIRE) != all_senders)
+    f.fail("putValue's signal overshot");
   for (int from = 0; from < n; ++from) {
     uint64_t v = 0;
     std::memcpy(&v, dst + 4096 + kRounds * n * kChunk + 8 * from, 8);

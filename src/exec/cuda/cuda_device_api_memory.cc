@@ -53,6 +53,7 @@ class CudaDeviceApiMemory final : public DeviceApiMemory {
   uint64_t capacity() const override { return capacity_; }
   uint64_t memory_id() const override { return id_; }
 
+  bool can_share() const override { return vmm::available(device_); }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     DeviceScope scope(device_);
     return vmm::describe(p, bytes, out);
