@@ -40,6 +40,45 @@ bool wants_gin(const v::DevCommRequirements& reqs, const devapi::LsaShape& lsa, 
 
 }  // namespace
 
+RequirementsCopy::RequirementsCopy(const void* reqs) {
+  const char* bytes = static_cast<const char*>(reqs);
+  uint32_t magic = 0;
+  std::memcpy(&magic, bytes + 8, sizeof(magic));
+  const bool versioned = magic == kVersionedMagic;
+  // A versioned struct is copied as far as its size says and 2.30's goes
+  // (create refuses any size but 2.30's).
+  size_t size = sizeof(v::DevCommRequirements);
+  if (versioned) {
+    uint64_t told = 0;
+    std::memcpy(&told, bytes, sizeof(told));
+    size = std::clamp<uint64_t>(told, 16, sizeof(v30::DevCommRequirements));
+  }
+  top_.assign(sizeof(v30::DevCommRequirements), 0);
+  std::memcpy(top_.data(), bytes, size);
+  const size_t lists = versioned ? offsetof(v30::DevCommRequirements, resourceRequirementsList)
+                                 : offsetof(v::DevCommRequirements, resourceRequirementsList);
+  // The lists, node by node, relinked (a loop is cut at 4096 nodes, which
+  // the layout then refuses as too long).
+  v::DevResourceRequirements* res = nullptr;
+  std::memcpy(&res, top_.data() + lists, sizeof(res));
+  v::DevResourceRequirements** link = reinterpret_cast<v::DevResourceRequirements**>(top_.data() + lists);
+  for (int i = 0; res && i <= 4096 && lists + 2 * sizeof(void*) <= size; res = res->next, ++i) {
+    resources_.push_back(*res);
+    v::DevResourceRequirements* copy = &resources_.back();
+    std::memcpy(link, &copy, sizeof(copy));
+    link = &copy->next;
+  }
+  v::TeamRequirements* team = nullptr;
+  std::memcpy(&team, top_.data() + lists + sizeof(void*), sizeof(team));
+  v::TeamRequirements** team_link = reinterpret_cast<v::TeamRequirements**>(top_.data() + lists + sizeof(void*));
+  for (int i = 0; team && i <= 4096 && lists + 2 * sizeof(void*) <= size; team = team->next, ++i) {
+    teams_.push_back(*team);
+    v::TeamRequirements* copy = &teams_.back();
+    std::memcpy(team_link, &copy, sizeof(copy));
+    team_link = &copy->next;
+  }
+}
+
 LsaSpace& symmetric_memory(ncclComm* comm) {
   if (!comm->lsa)
     comm->lsa = std::make_unique<LsaSpace>(comm->backend->device_api_memory(), comm->setup->ctx, *comm->bootstrap);

@@ -33,6 +33,7 @@
 // rank gets an error.  Destroy is local, as deregistering a window is.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -46,6 +47,22 @@
 struct ncclComm;
 
 namespace braid {
+
+// The caller's requirements, of either ABI, copied with their resource and
+// team lists: ncclDevCommCreate inside a group runs at the group's end,
+// when the caller's structs may be gone (NCCL copies them too).  The
+// lists' output pointers still point at the caller's memory, written at
+// the group's end, as in NCCL.
+class RequirementsCopy {
+ public:
+  explicit RequirementsCopy(const void* reqs);
+  const void* data() const { return top_.data(); }
+
+ private:
+  std::vector<char> top_;
+  std::deque<devapi::v22809::DevResourceRequirements> resources_;  // stable addresses
+  std::deque<devapi::v22809::TeamRequirements> teams_;
+};
 
 // The communicator's symmetric memory, made at its first use (collective
 // then, as every use is).

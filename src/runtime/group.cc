@@ -15,6 +15,7 @@ namespace {
 struct GroupState {
   int depth = 0;
   std::vector<InitCall> inits;
+  std::vector<SetupCall> setups;
   std::vector<CommQueue> queues;  // in order of each communicator's first call
 
   CommWork& work_of(ncclComm* comm) {
@@ -54,6 +55,27 @@ Status run_inits(std::vector<InitCall>& inits) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < inits.size(); ++i)
     threads.emplace_back(with_caller_env([&, i] { results[i] = init_one(inits[i]); }));
+  for (auto& t : threads) t.join();
+  for (Status& s : results) BRAID_TRY(std::move(s));
+  return Status::ok();
+}
+
+// Each communicator's setup calls in call order; several communicators'
+// concurrently, as their collective calls meet one another's.
+Status run_setups(std::vector<SetupCall>& setups) {
+  std::vector<ncclComm*> comms;
+  for (const SetupCall& c : setups)
+    if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
+  auto run_comm = [&](ncclComm* comm) {
+    for (SetupCall& c : setups)
+      if (c.comm == comm) BRAID_TRY(c.run());
+    return Status::ok();
+  };
+  if (comms.size() <= 1) return comms.empty() ? Status::ok() : run_comm(comms[0]);
+  std::vector<Status> results(comms.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i)
+    threads.emplace_back(with_caller_env([&, i] { results[i] = run_comm(comms[i]); }));
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
   return Status::ok();
@@ -109,6 +131,8 @@ Status run_rma(const RmaQueue& rma) {
 std::vector<ncclComm*> comms_of(const GroupState& work) {
   std::vector<ncclComm*> comms;
   for (const auto& i : work.inits) comms.push_back(i.comm);
+  for (const auto& c : work.setups)
+    if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
   for (const auto& q : work.queues)
     if (std::find(comms.begin(), comms.end(), q.comm) == comms.end()) comms.push_back(q.comm);
   return comms;
@@ -120,6 +144,7 @@ Status execute(GroupState& work) {
   Status s = run_inits(work.inits);
   if (!s.is_ok())
     for (const auto& init : work.inits) init.comm->async_error = s.code();
+  if (s.is_ok()) s = run_setups(work.setups);
   const RmaQueue rma = take_rma(work.queues);
   if (s.is_ok()) s = run_work(work.queues);
   if (s.is_ok()) s = run_rma(rma);
@@ -194,6 +219,7 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   GroupState work = std::move(group);
   group = GroupState{};
   BRAID_TRY(run_inits(work.inits));
+  BRAID_TRY(run_setups(work.setups));
   for (ncclComm* c : comms_of(work))
     if (!comm_is_live(c)) return BRAID_ERROR(ncclInvalidArgument, "a communicator of this group was destroyed");
   double us = 0;
@@ -234,6 +260,12 @@ Status enqueue(ncclComm* comm, const RmaCall& call) {
 Status enqueue(const InitCall& call) {
   group_start();
   group.inits.push_back(call);
+  return group_end();
+}
+
+Status enqueue(SetupCall call) {
+  group_start();
+  group.setups.push_back(std::move(call));
   return group_end();
 }
 

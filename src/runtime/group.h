@@ -8,6 +8,7 @@
 // concurrent batch), backends of one kind together (src/exec/backend.h).
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "nccl.h"
@@ -23,6 +24,15 @@ struct InitCall {
   ncclComm* comm = nullptr;
   ncclUniqueId id{};
   std::vector<ncclUniqueId> scalable_ids;  // ncclCommInitRankScalable: all the roots (else `id`)
+};
+
+// A collective setup call (ncclCommWindowRegister, ncclDevCommCreate) made
+// inside a group: NCCL runs it at the group's end, so that one thread can
+// set up several communicators, whose calls must then meet concurrently.
+// It runs after the group's inits and before its collectives.
+struct SetupCall {
+  ncclComm* comm = nullptr;
+  std::function<Status()> run;
 };
 
 // A communicator's calls queued in the group.
@@ -42,6 +52,7 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call);
 Status enqueue(ncclComm* comm, const P2PCall& call);
 Status enqueue(ncclComm* comm, const RmaCall& call);
 Status enqueue(const InitCall& call);
+Status enqueue(SetupCall call);
 
 // ncclGroupSimulateEnd: ends the outermost group like group_end, but instead
 // of running the queued collectives and sends/receives it checks them (plans

@@ -12,6 +12,7 @@
 #include "src/devapi/resources.h"
 #include "src/devapi/teams.h"
 #include "src/runtime/device_comm.h"
+#include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -111,15 +112,21 @@ BRAID_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam team, int rank) {
 BRAID_PROFILING_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam, int))
 
 // Device communicators: src/runtime/device_comm.h says what is served and
-// what is refused.  Collective, like NCCL's; run at once, not deferred to
-// the end of an enclosing group.
+// what is refused.  Collective, like NCCL's, and deferred to the end of an
+// enclosing group, as NCCL's are.
 BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) {
   return guarded(comm, "ncclDevCommCreate", [&] {
     if (!reqs || !outDevComm) return BRAID_ERROR(ncclInvalidArgument, "reqs or outDevComm is NULL");
     CommUse use(comm);
     BRAID_TRY(check_usable(use, comm));
-    BRAID_TRY(comm_wait_job(comm));
     if (!comm->dev_comms) comm->dev_comms = std::make_unique<DeviceComms>(comm);
+    // Inside a group it runs at the group's end, on a copy of the
+    // requirements (*outDevComm is written then), as NCCL's does.
+    if (group_active()) {
+      auto copy = std::make_shared<RequirementsCopy>(reqs);
+      return enqueue(SetupCall{comm, [comm, copy, outDevComm] { return comm->dev_comms->create(copy->data(), outDevComm); }});
+    }
+    BRAID_TRY(comm_wait_job(comm));
     return comm->dev_comms->create(reqs, outDevComm);
   });
 }

@@ -22,6 +22,7 @@
 #include "src/base/log.h"
 #include "src/exec/device_backend.h"
 #include "src/runtime/device_comm.h"
+#include "src/runtime/group.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -33,6 +34,8 @@ std::map<void*, bool>& allocations() {  // pointer -> on the device
   static auto* live = new std::map<void*, bool>;
   return *live;
 }
+
+Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags);
 
 Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   if (!win) return BRAID_ERROR(ncclInvalidArgument, "win pointer is NULL");
@@ -54,7 +57,17 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   if ((flags & NCCL_WIN_COLL_SYMMETRIC) && reinterpret_cast<uintptr_t>(buff) % NCCL_WIN_REQUIRED_ALIGNMENT != 0)
     return BRAID_ERROR(ncclInvalidArgument, "symmetric window base {} is not {}-byte aligned (use ncclMemAlloc)", buff,
                        NCCL_WIN_REQUIRED_ALIGNMENT);
+  // Inside a group the collective part runs at the group's end (*win is
+  // set then), as NCCL's does; the group waits for a non-blocking init.
+  if (group_active())
+    return enqueue(SetupCall{comm, [=] { return window_collective(comm, buff, size, win, flags); }});
   BRAID_TRY(comm_wait_job(comm));
+  return window_collective(comm, buff, size, win, flags);
+}
+
+// The collective part of a registration: every rank's part gathered, the
+// backend told, the device struct made (src/runtime/lsa_space.h).
+Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   struct Entry {
     uint64_t base, size;
     int64_t flags;

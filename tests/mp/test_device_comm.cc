@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "harness.h"
 
@@ -223,4 +224,53 @@ TEST_CASE("device API: ncclDevCommCreate lays out a zeroed resource buffer every
 
 TEST_CASE("device API: device communicators braid cannot serve are refused on every rank", "[device][devcomm]") {
   CHECK(run_ranks_as_threads(2, check_refusals) == 0);
+}
+
+// One thread sets up several communicators, as a single-process multi-GPU
+// program does: inside a group, registration and devComm creation are
+// deferred to ncclGroupEnd (NCCL's semantics), where the communicators'
+// collective calls meet.  The requirements live in a scope that ends
+// before ncclGroupEnd: they are copied at the call, as NCCL copies them.
+TEST_CASE("device API: one thread registers windows and creates devComms of several communicators in a group",
+          "[device][group]") {
+  constexpr int n = 3;
+  std::vector<ncclComm_t> comms(n);
+  REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
+  std::vector<char*> bufs(n);
+  std::vector<ncclWindow_t> wins(n);
+  std::vector<ncclDevComm> devs(n);
+  std::vector<ncclDevResourceHandle> handles(n, 12345);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(ncclMemAlloc(reinterpret_cast<void**>(&bufs[r]), kBytes) == ncclSuccess);
+    std::memset(bufs[r], 0, kBytes);
+    bufs[r][0] = char('a' + r);
+  }
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    ncclDevResourceRequirements mine = {};
+    mine.bufferSize = 300;
+    mine.outBufferHandle = &handles[r];
+    ncclDevCommRequirements reqs = {};
+    reqs.lsaBarrierCount = 2;
+    reqs.resourceRequirementsList = &mine;
+    CHECK(ncclCommWindowRegister(comms[r], bufs[r], kBytes, &wins[r], NCCL_WIN_COLL_SYMMETRIC) == ncclSuccess);
+    CHECK(wins[r] == nullptr);  // set at ncclGroupEnd
+    CHECK(ncclDevCommCreate(comms[r], &reqs, &devs[r]) == ncclSuccess);
+    std::memset(&mine, 0x5a, sizeof mine);  // gone, as far as the group is concerned
+  }
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(wins[r] != nullptr);
+    for (int p = 0; p < n; ++p) CHECK(lsa_pointer(*wins[r], 0, p)[0] == char('a' + p));
+    CHECK(devs[r].rank == r);
+    CHECK(devs[r].lsaBarrier.nBarriers == 2);
+    CHECK(handles[r] != 12345u);  // the copied requirement wrote the caller's handle
+    CHECK(handles[r] == handles[0]);
+  }
+  for (int r = 0; r < n; ++r) {
+    CHECK(ncclDevCommDestroy(comms[r], &devs[r]) == ncclSuccess);
+    CHECK(ncclCommWindowDeregister(comms[r], wins[r]) == ncclSuccess);
+    CHECK(ncclMemFree(bufs[r]) == ncclSuccess);
+  }
+  for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
