@@ -44,20 +44,25 @@ void note_failure(ncclComm* comm, Status* s) {
   else if (broken) comm->async_error = s->code();
 }
 
-Status run_inits(std::vector<InitCall>& inits) {
-  auto init_one = [](InitCall& call) {
-    if (!call.scalable_ids.empty()) return comm_init_scalable(call.comm, call.scalable_ids);
-    return comm_init(call.comm, call.id);
-  };
-  if (inits.size() == 1) return init_one(inits[0]);
-  // Several ranks initialised from one thread must rendezvous concurrently.
-  std::vector<Status> results(inits.size());
+// Runs body(0) .. body(n - 1) concurrently, one thread each (one inline
+// when n is 1), and returns the first failure.  For calls made by one
+// thread for several ranks, which must meet each other.
+Status run_concurrently(size_t n, const std::function<Status(size_t)>& body) {
+  if (n == 1) return body(0);
+  std::vector<Status> results(n);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < inits.size(); ++i)
-    threads.emplace_back(with_caller_env([&, i] { results[i] = init_one(inits[i]); }));
+  for (size_t i = 0; i < n; ++i) threads.emplace_back(with_caller_env([&, i] { results[i] = body(i); }));
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
   return Status::ok();
+}
+
+Status run_inits(std::vector<InitCall>& inits) {
+  return run_concurrently(inits.size(), [&](size_t i) {
+    const InitCall& call = inits[i];
+    if (!call.scalable_ids.empty()) return comm_init_scalable(call.comm, call.scalable_ids);
+    return comm_init(call.comm, call.id);
+  });
 }
 
 // Each communicator's setup calls in call order; several communicators'
@@ -66,19 +71,11 @@ Status run_setups(std::vector<SetupCall>& setups) {
   std::vector<ncclComm*> comms;
   for (const SetupCall& c : setups)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
-  auto run_comm = [&](ncclComm* comm) {
+  return run_concurrently(comms.size(), [&](size_t i) {
     for (SetupCall& c : setups)
-      if (c.comm == comm) BRAID_TRY(c.run());
+      if (c.comm == comms[i]) BRAID_TRY(c.run());
     return Status::ok();
-  };
-  if (comms.size() <= 1) return comms.empty() ? Status::ok() : run_comm(comms[0]);
-  std::vector<Status> results(comms.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < comms.size(); ++i)
-    threads.emplace_back(with_caller_env([&, i] { results[i] = run_comm(comms[i]); }));
-  for (auto& t : threads) t.join();
-  for (Status& s : results) BRAID_TRY(std::move(s));
-  return Status::ok();
+  });
 }
 
 // Hands every communicator's queue to its backend; backends of one kind

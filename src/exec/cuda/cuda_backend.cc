@@ -215,18 +215,6 @@ class CudaBackend final : public Backend {
   Status zero_arena() {
     return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
   }
-  // Init's device work, done and waited for on a stream of its own (waiting
-  // for nothing else on the device).
-  template <typename Work>
-  Status on_own_stream(Work work) {
-    cudaStream_t s = nullptr;
-    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    cudaError_t e = work(s);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    cudaStreamDestroy(s);
-    CUDA_TRY(e);
-    return Status::ok();
-  }
 
   // Ranks that are threads of one process on different GPUs use each
   // other's arena pointers directly (CUDA IPC, which enables peer access

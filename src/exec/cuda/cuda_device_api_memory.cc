@@ -24,20 +24,6 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-// Runs `fill` on a stream of its own and waits for it: the legacy default
-// stream would also wait for the application's streams, where a peer's
-// kernel may be waiting for this rank.
-template <typename Fill>
-Status on_own_stream(Fill&& fill) {
-  cudaStream_t s = nullptr;
-  CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaError_t e = fill(s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
-  CUDA_TRY(e);
-  return Status::ok();
-}
-
 class CudaDeviceApiMemory final : public DeviceApiMemory {
  public:
   explicit CudaDeviceApiMemory(int device) : device_(device) {
