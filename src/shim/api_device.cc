@@ -114,7 +114,8 @@ BRAID_PROFILING_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam, int))
 // Device communicators: src/runtime/device_comm.h says what is served and
 // what is refused.  Collective, like NCCL's, and deferred to the end of an
 // enclosing group, as NCCL's are.
-BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements* reqs, ncclDevComm* outDevComm) {
+BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequirements* reqs,
+                                         ncclDevComm* outDevComm) {
   return guarded(comm, "ncclDevCommCreate", [&] {
     if (!reqs || !outDevComm) return BRAID_ERROR(ncclInvalidArgument, "reqs or outDevComm is NULL");
     CommUse use(comm);
@@ -124,7 +125,8 @@ BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequi
     // requirements (*outDevComm is written then), as NCCL's does.
     if (group_active()) {
       auto copy = std::make_shared<RequirementsCopy>(reqs);
-      return enqueue(SetupCall{comm, [comm, copy, outDevComm] { return comm->dev_comms->create(copy->data(), outDevComm); }});
+      return enqueue(
+          SetupCall{comm, [comm, copy, outDevComm] { return comm->dev_comms->create(copy->data(), outDevComm); }});
     }
     BRAID_TRY(comm_wait_job(comm));
     return comm->dev_comms->create(reqs, outDevComm);
