@@ -8,10 +8,10 @@
 // API support on a GPU whose memory braid can share (cuMem), as
 // ncclDevCommCreate serves 2.30 clients there (LSA; not 2.30's GIN); no
 // multimem, no GPU-initiated networking for 2.30 clients; host one-sided
-// RMA where the backend has it.  A peer's window
-// pointer is where its buffer is mapped into this process: on the host
-// backend, ranks that are threads of one process, or processes of one host
-// whose windows are ncclMemAlloc memory (src/exec/host/host_windows.h).
+// RMA where the backend has it.  A peer's window pointer is its copy in the
+// flat LSA range where the window is symmetric; otherwise where the
+// backend maps it into this process (the host backend: ranks that are
+// threads of one process, src/exec/host/host_windows.h).
 #include <cstring>
 #include <vector>
 
@@ -111,7 +111,18 @@ Status peer_pointer(ncclWindow_t win, size_t offset, int peer, void** out) {
   BRAID_TRY(check_usable(use, comm));
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
-  return comm->backend->window_peer_pointer(comm->windows.at(win)->seq, peer, offset, out);
+  const Window& w = *comm->windows.at(win);
+  // A symmetric window's LSA peers are in the flat range, on any backend:
+  // the address NCCL's device code computes (src/runtime/lsa_space.h).
+  const int lsa_first = comm->rank - comm->lsa->lsa().rank;
+  if (w.device->symmetric() && peer >= lsa_first && peer < lsa_first + comm->lsa->lsa().size) {
+    if (offset > w.ranks[size_t(peer)].size)
+      return BRAID_ERROR(ncclInvalidArgument, "offset {} is past rank {}'s part of the window ({} bytes)", offset,
+                         peer, w.ranks[size_t(peer)].size);
+    *out = w.device->lsa_pointer(peer - lsa_first, offset);
+    return Status::ok();
+  }
+  return comm->backend->window_peer_pointer(w.seq, peer, offset, out);
 }
 
 Status no_multimem(const char* function) {

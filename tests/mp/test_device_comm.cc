@@ -28,6 +28,9 @@
 
 using namespace mp;
 
+// A 2.30 host query (NVIDIA's 2.28.9 headers here do not declare it).
+extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+
 namespace {
 
 // NCCL's ncclGetLsaPointer, which is device-only: the same arithmetic,
@@ -67,8 +70,13 @@ void check_symmetric_windows(int rank, int n, ncclComm_t comm, Failures& f) {
   if (wb->ginOffset4K != 1) f.fail("window b: ginOffset4K " + std::to_string(wb->ginOffset4K));
   if (lsa_pointer(va, 0, lsa.rank) == a) f.fail("own copy is the user buffer, not the flat range's");
   const int first = rank - lsa.rank;
-  for (int p = 0; p < lsa.nRanks; ++p)
+  for (int p = 0; p < lsa.nRanks; ++p) {
     if (lsa_pointer(va, kBytes - 1, p)[0] != char(100 + first + p)) f.fail("window a: LSA rank " + std::to_string(p));
+    // The host query answers with the same flat-range address.
+    void* queried = nullptr;
+    MP_NCCL(f, ncclGetPeerDevicePointer(wa, 64, first + p, &queried));
+    if (queried != lsa_pointer(va, 64, p)) f.fail("ncclGetPeerDevicePointer is not the flat range's address");
+  }
   // Each rank stores a mark naming itself and the target in every LSA
   // peer's window, at its own index.
   auto mark = [](int from, int to) { return char(1 + from * 8 + to); };
