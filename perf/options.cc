@@ -10,14 +10,7 @@
 #include "perf/values.h"
 
 namespace perf {
-namespace {
 
-// Long-only options get values past any short option letter.
-constexpr int kStragglerOption = 1000;
-constexpr int kSmallItersOption = 1001;
-constexpr int kSmallBytesOption = 1002;
-
-// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
 bool parse_size(const char* text, size_t* out) {
   char* end = nullptr;
   double v = std::strtod(text, &end);
@@ -34,6 +27,13 @@ bool parse_size(const char* text, size_t* out) {
   *out = size_t(v);
   return true;
 }
+
+namespace {
+
+// Long-only options get values past any short option letter.
+constexpr int kStragglerOption = 1000;
+constexpr int kSmallItersOption = 1001;
+constexpr int kSmallBytesOption = 1002;
 
 // How an error message names option `c`.
 std::string option_name(int c) {

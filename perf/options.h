@@ -11,6 +11,9 @@
 
 namespace perf {
 
+// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
+bool parse_size(const char* text, size_t* out);
+
 struct Options {
   int threads = 1;  // -t
   int gpus = 1;     // -g (host buffers: one rank per thread)

@@ -25,77 +25,14 @@
 #include <cstring>
 #include <string>
 
+#include "gin_host_poster.h"
 #include "harness.h"
 
 using namespace mp;
+using namespace gin_host;
 
 namespace {
 
-// What buildGfd writes for a put (or, with `inline_value`, a putValue).
-ncclGinProxyGfd_t build_gfd(int op, uint64_t size, uint64_t src_off, uint64_t src_handle, uint64_t dst_off,
-                            uint64_t dst_handle, uint16_t counter, uint16_t signal, uint64_t signal_value,
-                            uint64_t inline_value = 0) {
-  ncclGinProxyGfd_t g;
-  std::memset(&g, 0xee, sizeof g);  // the device's build buffer is not cleared either
-  g.qword[ncclGinProxyGfdHeader].header.flag = 1;
-  g.qword[ncclGinProxyGfdHeader].header.op = op;
-  g.qword[ncclGinProxyGfdHeader].header.size = size;
-  if (op & ncclGinProxyOpWithInline) {
-    g.qword[ncclGinProxyGfdInlineLow].inlineLow.flag = 1;
-    g.qword[ncclGinProxyGfdInlineLow].inlineLow.inlineValLow = uint32_t(inline_value);
-    g.qword[ncclGinProxyGfdInlineLow].inlineLow.inlineValLow2 = uint16_t(inline_value >> 32);
-    g.qword[ncclGinProxyGfdInlineHigh].inlineHigh.flag = 1;
-    g.qword[ncclGinProxyGfdInlineHigh].inlineHigh.inlineValHigh = uint16_t(inline_value >> 48);
-  } else {
-    g.qword[ncclGinProxyGfdSrcOff].srcOff.flag = 1;
-    g.qword[ncclGinProxyGfdSrcOff].srcOff.srcOff = src_off;
-    g.qword[ncclGinProxyGfdSrcHandle].srcHandle.flag = 1;
-    g.qword[ncclGinProxyGfdSrcHandle].srcHandle.srcHandle = src_handle;
-  }
-  g.qword[ncclGinProxyGfdDstOff].dstOff.flag = 1;
-  g.qword[ncclGinProxyGfdDstOff].dstOff.dstOff = dst_off;
-  g.qword[ncclGinProxyGfdDstHandle].dstHandle.flag = 1;
-  g.qword[ncclGinProxyGfdDstHandle].dstHandle.dstHandle = dst_handle;
-  g.qword[ncclGinProxyGfdCompletion].completion.flag = 1;
-  g.qword[ncclGinProxyGfdCompletion].completion.counterId = counter;
-  g.qword[ncclGinProxyGfdCompletion].completion.signalId = signal;
-  g.qword[ncclGinProxyGfdCompletion].completion.signalValLow = uint16_t(signal_value);
-  g.qword[ncclGinProxyGfdSignalVal].signalVal.flag = 1;
-  g.qword[ncclGinProxyGfdSignalVal].signalVal.signalValLow2 = uint16_t(signal_value >> 16);
-  g.qword[ncclGinProxyGfdSignalVal].signalVal.signalValHigh = uint32_t(signal_value >> 32);
-  g.qword[ncclGinProxyGfdReserved].flag.v = 1;
-  return g;
-}
-
-// postGfd: a slot of target `pe`'s queue, once the proxy gave credit.
-bool post(ncclGinProxyGpuCtx_t* ctx, int pe, const ncclGinProxyGfd_t& g) {
-  const uint32_t idx = __atomic_fetch_add(&ctx->pis[pe], 1u, __ATOMIC_RELAXED);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ctx->queueSize <= idx - __atomic_load_n(&ctx->cis[pe], __ATOMIC_ACQUIRE))
-    if (std::chrono::steady_clock::now() > until)
-      return false;
-    else
-      sched_yield();
-  uint64_t* slot =
-      reinterpret_cast<uint64_t*>(&ctx->queues[size_t(pe) * ctx->queueSize + (idx & (ctx->queueSize - 1))]);
-  uint64_t words[8];
-  std::memcpy(words, &g, sizeof words);
-  for (int w = 7; w >= 0; --w) __atomic_store_n(&slot[w], words[w], __ATOMIC_RELEASE);  // the header last
-  return true;
-}
-
-// waitSignal / a counter read: until *word reaches `value`, bounded.
-bool wait_at_least(const uint64_t* word, uint64_t value) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < value)
-    if (std::chrono::steady_clock::now() > until)
-      return false;
-    else
-      sched_yield();
-  return true;
-}
-
-uint64_t handle(ncclWindow_t w) { return reinterpret_cast<uint64_t>(w->ginWins[0]); }
 
 constexpr size_t kChunk = 4096 + 40;  // bytes each rank sends each rank: not a multiple of anything
 constexpr int kRounds = 3;

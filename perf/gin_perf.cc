@@ -1,0 +1,225 @@
+// gin_perf: an AlltoAll over GIN (a device communicator's GPU-initiated
+// puts, served by braid's proxy on the host backend) against braid's
+// ncclAlltoAll on the same buffers, and against this host's copy rate, in
+// one run, interleaved.
+//
+// Ranks are threads of this process (-t).  A GIN round is what NCCL's
+// example 02_gin_alltoall_pure does, with the CPU in the kernel's place
+// (tests/mp/gin_host_poster.h): every rank puts S bytes to every rank
+// (itself included) with a signal increment, then waits for its own
+// signal to count every rank.  Each round has its own signal, so no round
+// waits on another's.  The ncclAlltoAll round moves the same bytes.  Per
+// size, -r rounds of -n iterations alternate between the two; each
+// round's time is the slowest rank's mean, and the table gives the median
+// round of each, their ratio, and the bandwidth of each against the copy
+// rate C: one thread's memcpy of n x S bytes, measured in the same rounds.
+//   gin_perf [-t ranks] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]
+#include <getopt.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "perf/options.h"
+#include "tests/mp/gin_host_poster.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int nranks = 4, iters = 20, warmup = 3, rounds = 5;
+  size_t min_bytes = 8, max_bytes = 1 << 20, factor = 4;
+};
+
+bool parse(int argc, char** argv, Options* o) {
+  int c;
+  while ((c = getopt(argc, argv, "t:b:e:f:n:w:r:")) != -1) {
+    switch (c) {
+      case 't':
+        o->nranks = std::atoi(optarg);
+        break;
+      case 'b':
+        if (!perf::parse_size(optarg, &o->min_bytes)) return false;
+        break;
+      case 'e':
+        if (!perf::parse_size(optarg, &o->max_bytes)) return false;
+        break;
+      case 'f':
+        o->factor = std::strtoull(optarg, nullptr, 0);
+        break;
+      case 'n':
+        o->iters = std::atoi(optarg);
+        break;
+      case 'w':
+        o->warmup = std::atoi(optarg);
+        break;
+      case 'r':
+        o->rounds = std::atoi(optarg);
+        break;
+      default:
+        return false;
+    }
+  }
+  return o->nranks > 0 && o->min_bytes > 0 && o->max_bytes >= o->min_bytes && o->factor > 1 && o->iters > 0 &&
+         o->rounds > 0;
+}
+
+void die(const char* what, ncclResult_t r) {
+  std::fprintf(stderr, "gin_perf: %s: %s (%s)\n", what, ncclGetErrorString(r), ncclGetLastError(nullptr));
+  std::exit(1);
+}
+#define CHECK_NCCL(call)                   \
+  do {                                     \
+    ncclResult_t r_ = (call);              \
+    if (r_ != ncclSuccess) die(#call, r_); \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One rank's setup: windows over its send and receive buffers, and a
+// devComm with a signal for every round it will post.
+struct Rank {
+  ncclComm_t comm = nullptr;
+  char *send = nullptr, *recv = nullptr;
+  ncclWindow_t send_win = nullptr, recv_win = nullptr;
+  ncclDevComm dev{};
+  ncclGinProxyGpuCtx_t* ctx = nullptr;
+  uint32_t next_signal = 0;
+};
+
+struct Run {
+  Options o;
+  std::vector<Rank> ranks;
+  std::barrier<> sync;
+  std::vector<double> block_us;                              // per rank, the last timed block
+  std::vector<double> gin_rounds, nccl_rounds, copy_rounds;  // rank 0's record of the current size
+  std::vector<char> scratch;                                 // the copy rate's destination
+  explicit Run(const Options& opt)
+      : o(opt), ranks(size_t(opt.nranks)), sync(opt.nranks), block_us(size_t(opt.nranks)) {}
+  int signals() const {
+    int sizes = 0;
+    for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) ++sizes;
+    return sizes * o.rounds * (o.iters + o.warmup);
+  }
+};
+
+// One GIN AlltoAll of `bytes` per peer, on this round's own signal.
+void gin_round(Run& run, int rank, size_t bytes) {
+  Rank& r = run.ranks[size_t(rank)];
+  const int n = run.o.nranks;
+  const uint16_t sig = uint16_t(r.dev.ginSignalBase + r.next_signal++);
+  const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc;
+  for (int k = 0; k < n; ++k) {
+    const int peer = (rank + k) % n;
+    const auto g =
+        gin_host::build_gfd(op, bytes, 4096ull * r.send_win->ginOffset4K + peer * bytes, gin_host::handle(r.send_win),
+                            4096ull * r.recv_win->ginOffset4K + rank * bytes, gin_host::handle(r.recv_win), 0, sig, 0);
+    if (!gin_host::post(r.ctx, peer, g)) die("post: no credit from the proxy", ncclInternalError);
+  }
+  if (!gin_host::wait_at_least(&r.ctx->signals[sig], uint64_t(n))) die("a GIN round's signal", ncclInternalError);
+}
+
+// Rank 0, while the others wait: the slowest rank's time of the block
+// just run, and after the ncclAlltoAll block one thread's copy of the
+// bytes a rank sends.
+void record(Run& run, int path, size_t bytes) {
+  const double slowest = *std::max_element(run.block_us.begin(), run.block_us.end());
+  (path == 0 ? run.gin_rounds : run.nccl_rounds).push_back(slowest);
+  if (path == 0) return;
+  const size_t total = bytes * size_t(run.o.nranks);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < run.o.iters; ++i) {
+    std::memcpy(run.scratch.data(), run.ranks[0].send, total);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // each copy is made
+  }
+  run.copy_rounds.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.iters);
+}
+
+// Bandwidths are a rank's bytes sent (n x S) per second.
+void print_row(Run& run, size_t bytes) {
+  const double gin = median(run.gin_rounds), nccl = median(run.nccl_rounds), copy = median(run.copy_rounds);
+  const double sent = double(bytes) * run.o.nranks;
+  std::printf("%12zu %10.2f %10.2f %7.2f %9.3f %9.3f %9.3f\n", bytes, gin, nccl, nccl / gin, sent / gin / 1e3,
+              sent / nccl / 1e3, sent / copy / 1e3);
+  std::fflush(stdout);
+  run.gin_rounds.clear();
+  run.nccl_rounds.clear();
+  run.copy_rounds.clear();
+}
+
+void rank_main(Run& run, int rank, ncclUniqueId id) {
+  Rank& r = run.ranks[size_t(rank)];
+  const int n = run.o.nranks;
+  const size_t max = run.o.max_bytes * size_t(n);
+  CHECK_NCCL(ncclCommInitRank(&r.comm, n, id, rank));
+  CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.send), max));
+  CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recv), max));
+  for (size_t i = 0; i < max; ++i) r.send[i] = char(rank + i);
+  CHECK_NCCL(ncclCommWindowRegister(r.comm, r.send, max, &r.send_win, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK_NCCL(ncclCommWindowRegister(r.comm, r.recv, max, &r.recv_win, NCCL_WIN_COLL_SYMMETRIC));
+  ncclDevCommRequirements reqs = {};
+  reqs.ginSignalCount = run.signals();
+  CHECK_NCCL(ncclDevCommCreate(r.comm, &reqs, &r.dev));
+  r.ctx = static_cast<ncclGinProxyGpuCtx_t*>(r.dev.ginHandles[0]);
+  for (size_t bytes = run.o.min_bytes; bytes <= run.o.max_bytes; bytes *= run.o.factor) {
+    for (int round = 0; round < run.o.rounds; ++round) {
+      for (int path = 0; path < 2; ++path) {  // GIN, then ncclAlltoAll
+        auto once = [&] {
+          if (path == 0)
+            gin_round(run, rank, bytes);
+          else
+            CHECK_NCCL(ncclAlltoAll(r.send, r.recv, bytes, ncclInt8, r.comm, nullptr));
+        };
+        for (int w = 0; w < run.o.warmup; ++w) once();
+        run.sync.arrive_and_wait();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < run.o.iters; ++i) once();
+        run.block_us[size_t(rank)] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.iters;
+        run.sync.arrive_and_wait();  // rank 0 records the slowest rank's time, and the copy rate
+        if (rank == 0) record(run, path, bytes);
+        run.sync.arrive_and_wait();
+      }
+    }
+    if (rank == 0) print_row(run, bytes);
+  }
+  CHECK_NCCL(ncclDevCommDestroy(r.comm, &r.dev));
+  CHECK_NCCL(ncclCommWindowDeregister(r.comm, r.send_win));
+  CHECK_NCCL(ncclCommWindowDeregister(r.comm, r.recv_win));
+  CHECK_NCCL(ncclMemFree(r.send));
+  CHECK_NCCL(ncclMemFree(r.recv));
+  CHECK_NCCL(ncclCommDestroy(r.comm));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, &o)) {
+    std::fprintf(stderr,
+                 "usage: gin_perf [-t ranks] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]\n");
+    return 2;
+  }
+  Run run(o);
+  run.scratch.assign(o.max_bytes * size_t(o.nranks), 0);
+  ncclUniqueId id;
+  CHECK_NCCL(ncclGetUniqueId(&id));
+  std::printf("# gin_perf: %d ranks (threads), %d rounds of %d iterations (+%d warm-up) per path, medians of rounds\n",
+              o.nranks, o.rounds, o.iters, o.warmup);
+  std::printf("# %10s %10s %10s %7s %9s %9s %9s\n", "size(B)", "gin(us)", "a2a(us)", "a2a/gin", "gin GB/s", "a2a GB/s",
+              "copy GB/s");
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(run, r, id); });
+  for (auto& t : threads) t.join();
+  return 0;
+}
