@@ -29,9 +29,11 @@
 //
 // The stride is agreed at the first window: the largest NCCL_WIN_STRIDE, or
 // else the memory's size split among the ranks that share it, rounded up to
-// 4 GiB, so a rank can never need more.  Deregistration is local (unmapping
-// this process's views): the next offset is still the same everywhere,
-// because every rank frees and allocates in the same collective order.
+// 4 GiB.  A window that no longer fits is not symmetric, and says so in
+// the INFO log; NCCL_WIN_STRIDE gives a rank more room.  Deregistration is
+// local (unmapping this process's views): the next offset is still the
+// same everywhere, because every rank frees and allocates in the same
+// collective order.
 #pragma once
 
 #include <cstdint>
