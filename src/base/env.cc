@@ -24,6 +24,8 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_CUMEM_ENABLE", "",
      "0: ncclMemAlloc on the CUDA backend is cudaMalloc memory, which cannot be in a symmetric window; unset or 1: "
      "cuMem memory exportable as a POSIX descriptor, where the device can"},
+    {"NCCL_GIN_PROXY_QUEUE_SIZE", "",
+     "descriptors a device communicator's GIN queue holds per target rank, a power of two (default 256, as NCCL)"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},

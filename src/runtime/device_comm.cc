@@ -1,9 +1,12 @@
 #include "src/runtime/device_comm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/resources.h"
 #include "src/devapi/teams.h"
@@ -21,8 +24,16 @@ namespace v30 = devapi::v23000;
 // 8-byte-aligned pointer, which can never be this odd number.
 constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 
-// NCCL's default queue depth per target (32 requests x 8 receives).
-constexpr uint32_t kGinQueueSize = 256;
+// Descriptors a GIN context's queue holds per target: NCCL_GIN_PROXY_QUEUE_SIZE
+// if it is a power of two from 2 to 65536, else NCCL's default (32
+// requests x 8 receives).
+uint32_t gin_queue_size() {
+  const std::string text = env_raw("NCCL_GIN_PROXY_QUEUE_SIZE");
+  const long v = text.empty() ? 0 : std::strtol(text.c_str(), nullptr, 10);
+  if (v >= 2 && v <= 65536 && (v & (v - 1)) == 0) return uint32_t(v);
+  if (!text.empty()) BRAID_WARN("NCCL_GIN_PROXY_QUEUE_SIZE={} is not a power of two from 2 to 65536: 256", text);
+  return 256;
+}
 // A descriptor names signals and counters in 16 bits.
 constexpr uint64_t kGinIds = uint64_t(1) << 16;
 
@@ -232,7 +243,7 @@ Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, Status ref
   const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
     BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, signal_memory, signals, counters,
-                                kGinQueueSize, &created->gin));
+                                gin_queue_size(), &created->gin));
     dev.ginContextCount = 1;
     dev.ginTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = created->gin->device_context();

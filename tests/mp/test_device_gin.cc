@@ -22,17 +22,18 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "gin_host_poster.h"
 #include "harness.h"
+#include "scoped_env.h"
 
 using namespace mp;
 using namespace gin_host;
 
 namespace {
-
 
 constexpr size_t kChunk = 4096 + 40;  // bytes each rank sends each rank: not a multiple of anything
 constexpr int kRounds = 3;
@@ -61,7 +62,8 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
       !dev.ginSignalShadows)
     f.fail("devComm GIN fields");
   auto* ctx = static_cast<ncclGinProxyGpuCtx_t*>(dev.ginHandles[0]);
-  if (ctx->nranks != n || ctx->queueSize == 0 || (ctx->queueSize & (ctx->queueSize - 1)))
+  const char* depth = std::getenv("NCCL_GIN_PROXY_QUEUE_SIZE");
+  if (ctx->nranks != n || ctx->queueSize != (depth ? uint32_t(std::atoi(depth)) : 256u))
     f.fail("ncclGinProxyGpuCtx_t: nranks or queueSize");
   const uint16_t sig = uint16_t(dev.ginSignalBase), counter = uint16_t(dev.ginCounterBase);
   const uint64_t dst_base = 4096ull * dst_win->ginOffset4K;  // the window's offset in its allocation
@@ -120,6 +122,10 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
 TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows", "[device][gin]") {
   CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
   CHECK(run_ranks_as_processes(3, gin_alltoall) == 0);
+  {  // Queues of 2 descriptors per target: posting waits for the proxy's credit.
+    ScopedEnv depth("NCCL_GIN_PROXY_QUEUE_SIZE", "2");
+    CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
+  }
   // Two emulated hosts of 2: puts to the other host go over TCP.
   CHECK(run_ranks_as_processes(4, gin_alltoall, 60, [](int rank) {
           setenv("BRAID_HOSTID", ("gin-host-" + std::to_string(rank / 2)).c_str(), 1);
