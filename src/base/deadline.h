@@ -36,14 +36,18 @@ class Deadline {
 
 class Waiter {
  public:
+  Waiter() = default;
+  // `spins`: pauses before the first yield (the default suits a thread that
+  // has a core to itself).
+  explicit Waiter(uint32_t spins) : spins_(spins) {}
   // Call when a poll made no progress.
   void pause() {
     ++idle_;
-    if (idle_ < kSpins) {
+    if (idle_ < spins_) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
-    } else if (idle_ < kSpins + kYields) {
+    } else if (idle_ < spins_ + kYields) {
       sched_yield();
     } else {
       timespec nap{0, 50 * 1000};  // 50 us
@@ -56,6 +60,7 @@ class Waiter {
  private:
   static constexpr uint32_t kSpins = 1000;
   static constexpr uint32_t kYields = 20000;  // ~5 ms: a yield is cheap when nobody else wants the core
+  uint32_t spins_ = kSpins;
   uint32_t idle_ = 0;
 };
 

@@ -58,7 +58,7 @@ Status GinProxy::stop() {
 }
 
 void GinProxy::run() {
-  Waiter waiter;
+  Waiter waiter(options_.idle_spins);
   auto next_watch = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
     bool progressed = false;

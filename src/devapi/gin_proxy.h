@@ -55,6 +55,10 @@ struct GinProxyOptions {
   // error (a target that died) faults the proxy as a bad descriptor does.
   std::function<Status()> watch;
   std::chrono::milliseconds watch_interval{100};
+  // Pauses the idle proxy spins before it yields its core (base/deadline.h).
+  // Where the threads that post outnumber the cores, a spinning proxy keeps
+  // them from posting: 0 there.
+  uint32_t idle_spins = 1000;
 };
 
 class GinProxy {

@@ -5,9 +5,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "src/base/env.h"
@@ -68,6 +70,9 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const std::vecto
   gin->watch_lsa_peers(space, peers);
   devapi::GinProxyOptions options;
   if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
+  // On the host backend the posters are the ranks' threads: where they and
+  // the proxies outnumber the cores, an idle proxy yields at once.
+  if (2u * unsigned(lsa.size) > std::max(1u, std::thread::hardware_concurrency())) options.idle_spins = 0;
   BRAID_TRY(devapi::GinProxy::create(q, std::move(links), space.gin_local().get(), &gin->fault_, options,
                                      &gin->proxy_));
   gin->proxy_->start();
