@@ -157,3 +157,32 @@ TEST_CASE("device API 2.30: versioned requirements get a 2.30 devComm for LSA an
   CHECK(run_ranks_as_threads(3, serve_v230) == 0);
   CHECK(run_ranks_as_processes(2, serve_v230) == 0);
 }
+
+// Inside a group, a 2.30 client's requirements are copied at the call (its
+// versioned struct and its resource list) and its devComm written at
+// ncclGroupEnd.
+TEST_CASE("device API 2.30: a devComm created inside a group from requirements gone by ncclGroupEnd",
+          "[device][devcomm][v230][group]") {
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          DevComm230 dev{};
+          uint32_t handle = 999;
+          MP_NCCL(f, ncclGroupStart());
+          {
+            ResourceReq mine{};
+            mine.bufferSize = 256;
+            mine.outBufferHandle = &handle;
+            Reqs230 reqs = initializer();
+            reqs.lsaBarrierCount = 2;
+            reqs.resourceRequirementsList = &mine;
+            MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+            std::memset(&reqs, 0, sizeof reqs);  // gone before the group ends
+            std::memset(&mine, 0, sizeof mine);
+          }
+          if (dev.magic != 0) f.fail("the devComm was written before ncclGroupEnd");
+          MP_NCCL(f, ncclGroupEnd());
+          if (dev.magic != NCCL_API_MAGIC || dev.rank != rank || dev.nRanks != n || dev.lsaBarrier.b != 2)
+            f.fail("2.30 devComm made at ncclGroupEnd");
+          if (handle == 999) f.fail("the copied requirement did not write the caller's handle");
+          MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+        }) == 0);
+}
