@@ -91,6 +91,10 @@ struct WindowInfo {
   uint64_t seq = 0;
   std::vector<WindowExtent> ranks;  // indexed by rank
   std::vector<SharedHandle> handles;  // what each rank's memory can be mapped by (src/transport/host_memory.h)
+  // Where each rank's part is already mapped in this process (the runtime's
+  // symmetric memory, src/runtime/lsa_space.h), for every rank or for none:
+  // a backend that maps peers' memory can use these instead.
+  std::vector<char*> mapped;
 };
 
 class Backend {

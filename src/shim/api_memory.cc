@@ -93,7 +93,11 @@ Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* 
   info.ranks = window->ranks;
   // The struct NCCL's device code reads, symmetric where every rank's
   // buffer can be (src/runtime/lsa_space.h).
-  BRAID_TRY(symmetric_memory(comm).add_window(buff, size, window.get(), true, &window->device));
+  LsaSpace& space = symmetric_memory(comm);
+  BRAID_TRY(space.add_window(buff, size, window.get(), true, &window->device));
+  if (window->device->symmetric() && space.lsa().size == comm->nranks)  // every rank mapped here
+    for (int r = 0; r < comm->nranks; ++r)
+      info.mapped.push_back(r == comm->rank ? static_cast<char*>(buff) : window->device->lsa_pointer(r, 0));
   BRAID_TRY(comm->backend->window_registered(info));
   window->info = std::move(info);
   auto handle = static_cast<ncclWindow_t>(window->device->device());

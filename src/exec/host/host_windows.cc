@@ -15,6 +15,14 @@ Status HostWindows::add(const TransportContext& comm, Bootstrap& bootstrap, cons
   window->seq = info.seq;
   window->ranks = info.ranks;
   window->views.assign(comm.nranks, nullptr);
+  // Already mapped by the communicator's symmetric memory, on every rank
+  // alike (the runtime agreed on it): nothing to pass or map again.
+  if (info.mapped.size() == size_t(comm.nranks)) {
+    window->views = info.mapped;
+    windows_.push_back(std::move(window));
+    *direct = true;
+    return Status::ok();
+  }
   // The peers' memfds, passed to this process (a peer of another host or
   // whose buffer is not shareable passes none).  If the exchange fails this
   // rank says so in the agreement below, where the others wait for it.

@@ -29,7 +29,8 @@ class HostWindows {
  public:
   // Maps every rank's part of `window` where this process can, and agrees
   // with the peers (a bootstrap allgather) whether all could: *direct.
-  // Collective over the communicator's ranks.
+  // Collective over the communicator's ranks.  A window the runtime mapped
+  // already (WindowInfo::mapped) is direct at once, on every rank.
   Status add(const TransportContext& comm, Bootstrap& bootstrap, const WindowInfo& window, bool* direct);
   void remove(uint64_t seq);
 
