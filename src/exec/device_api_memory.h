@@ -47,6 +47,9 @@ class DeviceApiMemory {
   // Whether this memory can make shareable allocations at all (a device
   // that cannot export cuMem memory cannot).
   virtual bool can_share() const = 0;
+  // Whether a host thread can load and store it directly: what a GIN
+  // proxy's copies and signal adds into windows need (src/devapi/gin_link.h).
+  virtual bool host_reachable() const = 0;
   // Which shareable allocation holds [p, p + bytes) (fd -1 if none).
   virtual Status describe(const void* p, size_t bytes, ExportedMemory* out) = 0;
   // Address space for the flat range, `bytes` long, aligned to `align`.

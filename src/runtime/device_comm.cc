@@ -37,16 +37,43 @@ uint32_t gin_queue_size() {
 // A descriptor names signals and counters in 16 bits.
 constexpr uint64_t kGinIds = uint64_t(1) << 16;
 
+// Whether a resource requirement asks for GIN signals or counters (a list
+// that loops is cut at 4096 nodes, which the layout then refuses).
+bool list_wants_gin(const v::DevResourceRequirements* list) {
+  int i = 0;
+  for (const v::DevResourceRequirements* r = list; r && i < 4096; r = r->next, ++i)
+    if (r->ginSignalCount > 0 || r->ginCounterCount > 0) return true;
+  return false;
+}
+
 // Whether the devComm needs GIN (see device_comm.h): as NCCL, with several
 // LSA teams, or when the requirements use it.
 bool wants_gin(const v::DevCommRequirements& reqs, const devapi::LsaShape& lsa, int nranks) {
   if (lsa.size < nranks || reqs.ginForceEnable || reqs.ginSignalCount || reqs.ginCounterCount ||
       reqs.railGinBarrierCount || reqs.barrierCount)
     return true;
-  int i = 0;
-  for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
-    if (r->ginSignalCount > 0 || r->ginCounterCount > 0) return true;
-  return false;
+  return list_wants_gin(reqs.resourceRequirementsList);
+}
+
+}  // namespace
+
+namespace {
+
+// Copies the list `*head` points at into `nodes`, node by node, and points
+// `*head` and each copy's `next` at the copies (a loop is cut after 4096
+// nodes: the last copy still points into the caller's list, and the layout
+// then refuses the list as too long).
+template <typename Node>
+void copy_list(Node** head, std::deque<Node>* nodes) {
+  Node* link_target = nullptr;
+  std::memcpy(&link_target, head, sizeof(link_target));  // `head` is inside a byte copy
+  Node** link = head;
+  for (int i = 0; link_target && i <= 4096; link_target = link_target->next, ++i) {
+    nodes->push_back(*link_target);
+    Node* copy = &nodes->back();
+    std::memcpy(link, &copy, sizeof(copy));
+    link = &copy->next;
+  }
 }
 
 }  // namespace
@@ -68,26 +95,9 @@ RequirementsCopy::RequirementsCopy(const void* reqs) {
   std::memcpy(top_.data(), bytes, size);
   const size_t lists = versioned ? offsetof(v30::DevCommRequirements, resourceRequirementsList)
                                  : offsetof(v::DevCommRequirements, resourceRequirementsList);
-  // The lists, node by node, relinked (a loop is cut at 4096 nodes, which
-  // the layout then refuses as too long).
-  v::DevResourceRequirements* res = nullptr;
-  std::memcpy(&res, top_.data() + lists, sizeof(res));
-  v::DevResourceRequirements** link = reinterpret_cast<v::DevResourceRequirements**>(top_.data() + lists);
-  for (int i = 0; res && i <= 4096 && lists + 2 * sizeof(void*) <= size; res = res->next, ++i) {
-    resources_.push_back(*res);
-    v::DevResourceRequirements* copy = &resources_.back();
-    std::memcpy(link, &copy, sizeof(copy));
-    link = &copy->next;
-  }
-  v::TeamRequirements* team = nullptr;
-  std::memcpy(&team, top_.data() + lists + sizeof(void*), sizeof(team));
-  v::TeamRequirements** team_link = reinterpret_cast<v::TeamRequirements**>(top_.data() + lists + sizeof(void*));
-  for (int i = 0; team && i <= 4096 && lists + 2 * sizeof(void*) <= size; team = team->next, ++i) {
-    teams_.push_back(*team);
-    v::TeamRequirements* copy = &teams_.back();
-    std::memcpy(team_link, &copy, sizeof(copy));
-    team_link = &copy->next;
-  }
+  if (lists + 2 * sizeof(void*) > size) return;  // a struct too short to hold them (create refuses it)
+  copy_list(reinterpret_cast<v::DevResourceRequirements**>(top_.data() + lists), &resources_);
+  copy_list(reinterpret_cast<v::TeamRequirements**>(top_.data() + lists + sizeof(void*)), &teams_);
 }
 
 LsaSpace& symmetric_memory(ncclComm* comm) {
@@ -109,7 +119,7 @@ Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool g
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
-  if (gin && std::string(comm_->lsa->memory().name()) != "host")
+  if (gin && !comm_->lsa->memory().host_reachable())
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
                        "ginForceEnable, barrierCount, railGinBarrierCount, or ranks on several hosts) is served on the "
@@ -169,11 +179,9 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
 // GIN in 2.30's terms (its own descriptor format, connection types, world
 // barriers) is not served; the reasons name 2.30's fields.
 Status DeviceComms::refuse_v23000_gin(const v30::DevCommRequirements& reqs) const {
-  bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 || reqs.barrierCount > 0 ||
-                   reqs.railGinBarrierCount > 0 || reqs.worldGinBarrierCount > 0;
-  int i = 0;
-  for (const v::DevResourceRequirements* r = reqs.resourceRequirementsList; r && i < 4096; r = r->next, ++i)
-    resources |= r->ginSignalCount > 0 || r->ginCounterCount > 0;
+  const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 || reqs.barrierCount > 0 ||
+                         reqs.railGinBarrierCount > 0 || reqs.worldGinBarrierCount > 0 ||
+                         list_wants_gin(reqs.resourceRequirementsList);
   const bool connect = reqs.ginForceEnable || reqs.ginConnectionType != v30::kGinConnectionNone;
   if (resources && !connect)
     return BRAID_ERROR(ncclInvalidArgument,

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstring>
-#include <map>
 
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
@@ -45,11 +43,15 @@ char* LsaWindow::lsa_pointer(int peer, uint64_t offset) const {
   return reinterpret_cast<char*>(base + (uint64_t(uint32_t(peer) * image_.stride4G) << 32) + offset);
 }
 
+Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaShape* out) {
+  std::vector<uint64_t> hosts;
+  for (const PeerInfo& p : peers) hosts.push_back(p.host_hash);
+  return devapi::lsa_shape(hosts, rank, out);
+}
+
 LsaSpace::LsaSpace(DeviceApiMemory& memory, const TransportContext& ctx, Bootstrap& bootstrap)
     : memory_(memory), ctx_(ctx), bootstrap_(bootstrap) {
-  std::vector<uint64_t> hosts(ctx.nranks);
-  for (int r = 0; r < ctx.nranks; ++r) hosts[r] = ctx.peers[r].host_hash;
-  if (!devapi::lsa_shape(hosts, ctx.rank, &lsa_).is_ok()) lsa_ = devapi::LsaShape{};
+  if (!lsa_shape_of(ctx.peers, ctx.rank, &lsa_).is_ok()) lsa_ = devapi::LsaShape{};  // a live comm always has one
   gin_local_ = std::make_shared<devapi::GinWindowTable>();
   for (int i = 0; i < lsa_.size; ++i) gin_lsa_.push_back(std::make_shared<devapi::GinWindowTable>());
 }

@@ -53,6 +53,10 @@ namespace braid {
 class Bootstrap;
 class LsaSpace;
 
+// Rank `rank`'s LSA team as NCCL shapes it (src/devapi/teams.h), from every
+// rank's host.
+Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaShape* out);
+
 // What ncclWindow_t points at (NCCL 2.30's 88 bytes: 2.28.9's 72 and two
 // zeroed members, so kernels built for either read it), and where the
 // window sits in the flat range.  Destroying it unmaps this process's views,

@@ -34,9 +34,7 @@ bool usable(const ncclComm* comm) { return comm && comm_is_live(comm) && !comm->
 
 Status comm_lsa(const ncclComm* comm, devapi::LsaShape* out) {
   if (!usable(comm)) return BRAID_ERROR(ncclInvalidArgument, "communicator is NULL, destroyed or not initialised");
-  std::vector<uint64_t> hosts(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].host_hash;
-  return devapi::lsa_shape(hosts, comm->rank, out);
+  return lsa_shape_of(comm->peers, comm->rank, out);
 }
 
 ncclTeam to_c(devapi::Team t) { return ncclTeam{t.nRanks, t.rank, t.stride}; }

@@ -50,10 +50,8 @@ namespace {
 // This rank's LSA team as NCCL shapes it (src/devapi/teams.h): its first
 // world rank and its size.
 void lsa_span(const ncclComm* comm, int* first, int* size) {
-  std::vector<uint64_t> hosts(comm->nranks);
-  for (int r = 0; r < comm->nranks; ++r) hosts[r] = comm->peers[r].host_hash;
   devapi::LsaShape lsa;
-  if (!devapi::lsa_shape(hosts, comm->rank, &lsa).is_ok()) lsa = devapi::LsaShape{};  // a live comm always has one
+  if (!lsa_shape_of(comm->peers, comm->rank, &lsa).is_ok()) lsa = devapi::LsaShape{};  // a live comm always has one
   *first = comm->rank - lsa.rank;
   *size = lsa.size;
 }

@@ -40,6 +40,7 @@ class CudaDeviceApiMemory final : public DeviceApiMemory {
   uint64_t memory_id() const override { return id_; }
 
   bool can_share() const override { return vmm::available(device_); }
+  bool host_reachable() const override { return false; }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     DeviceScope scope(device_);
     return vmm::describe(p, bytes, out);

@@ -28,6 +28,7 @@ class HostDeviceApiMemory final : public DeviceApiMemory {
   uint64_t memory_id() const override { return 0; }  // the LSA peers are on this host: all share it
 
   bool can_share() const override { return true; }
+  bool host_reachable() const override { return true; }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     const SharedHandle h = host_shared_handle(p, bytes);
     *out = ExportedMemory{};
