@@ -54,6 +54,15 @@ struct DevCommRequirements {  // ncclDevCommRequirements (core.h)
   bool ginVaSignalsRequired;
 };
 
+// ncclWindow_vidmem: 2.28.9's 72 bytes, then the multi-segment GIN fields.
+// A window of one segment is put through ginWins and ginOffset4K, as in
+// 2.28.9, and its segment array is never read.
+struct WindowVidmem {
+  v22809::WindowVidmem v22809;
+  void* ginMultiSegmentWins;
+  int numSegments;
+};
+
 struct ResourceWindow {  // ncclResourceWindow_vidmem_t: the window's first 64 bytes
   char reserved1[8];
   char* lsaFlatBase;
@@ -93,12 +102,33 @@ struct DevComm {  // ncclDevComm (impl/comm__types.h)
   v22809::GinBarrierHandle worldGinBarrier;
 };
 
+// ncclGinProxyGpuCtx_t of 2.30 (gin/proxy/gin_proxy_device_host_common.h):
+// one per context, in an array ginHandles[connection] points at.  2.28.9's
+// fields, and three arrays only the device writes: signalOffsets (what
+// resetSignal makes the new zero of each signal), and per target the last
+// get issued and the last made visible by a flush.
+struct GinProxyGpuCtx {
+  int nranks;
+  uint32_t queueSize;
+  uint64_t* queues;  // nranks x queueSize GFDs of 16 qwords
+  uint32_t* pis;
+  uint32_t* cis;
+  uint64_t* counters;
+  uint64_t* signals;
+  uint64_t* signalOffsets;
+  uint32_t* lastIssuedGet;
+  uint32_t* lastVisibleGet;
+};
+
+static_assert(sizeof(GinProxyGpuCtx) == 72 && offsetof(GinProxyGpuCtx, signals) == 40 &&
+              offsetof(GinProxyGpuCtx, signalOffsets) == 48 && offsetof(GinProxyGpuCtx, lastVisibleGet) == 64);
 static_assert(sizeof(DevCommRequirements) == 96 && offsetof(DevCommRequirements, resourceRequirementsList) == 16 &&
               offsetof(DevCommRequirements, barrierCount) == 36 &&
               offsetof(DevCommRequirements, ginForceEnable) == 56 &&
               offsetof(DevCommRequirements, ginConnectionType) == 72 &&
               offsetof(DevCommRequirements, worldGinBarrierCount) == 88 &&
               offsetof(DevCommRequirements, ginVaSignalsRequired) == 93);
+static_assert(sizeof(WindowVidmem) == 88 && offsetof(WindowVidmem, numSegments) == 80);
 static_assert(sizeof(ResourceWindow) == 64 && offsetof(ResourceWindow, lsaFlatBase) == 8 &&
               offsetof(ResourceWindow, stride4G) == 24);
 static_assert(sizeof(DevComm) == 240 && offsetof(DevComm, rank) == 8 && offsetof(DevComm, windowTable) == 32 &&

@@ -9,14 +9,28 @@ namespace braid::devapi {
 
 Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
                           const GinSignalAdd* signal) {
-  if (signal && signal->id >= signals_.count)  // before the payload: all or nothing
-    return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", signal->id, signals_.count);
+  if (signal && signal->word >= signals_.count)  // before the payload: all or nothing
+    return BRAID_ERROR(ncclInvalidArgument, "GIN signal word {} out of range [0, {})", signal->word, signals_.count);
   if (bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_->resolve(dst_handle, dst_off, bytes, &dst));
     std::memmove(dst, src, bytes);  // a put to the rank itself may overlap its source
   }
-  if (signal) BRAID_TRY(signals_.add(signal->id, signal->value));
+  if (signal) BRAID_TRY(signals_.add(signal->word, signal->value));
+  return Status::ok();
+}
+
+Status DirectGinLink::add_at(uint64_t handle, uint64_t off, uint64_t value) {
+  char* word = nullptr;
+  BRAID_TRY(windows_->resolve(handle, off, sizeof(uint64_t), &word));
+  return add_to_word(word, value);
+}
+
+Status DirectGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) {
+  if (!bytes) return Status::ok();
+  char* src = nullptr;
+  BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
+  std::memmove(dst, src, bytes);  // a get from the rank itself may overlap
   return Status::ok();
 }
 

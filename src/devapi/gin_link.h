@@ -1,5 +1,7 @@
 // How a GIN proxy reaches one target rank: a put of bytes into a window of
-// the target, optionally followed by a signal add there.
+// the target, optionally followed by a signal add there; a 64-bit add to
+// a word of a window there (2.30's VA signal); a get of bytes from a window
+// there.
 //
 // The ordering contract of nccl_device/gin.h is the link's: a signal becomes
 // visible only after the payload of its put and of every earlier put on the
@@ -7,7 +9,8 @@
 // direct link in the calling thread (copy, then a release add), the TCP link
 // through one stream whose receiver applies frames in order.  When put()
 // returns, the source bytes have been consumed and may be reused: what the
-// proxy's counters and consumer indices report.
+// proxy's counters and consumer indices report.  When get() returns, the
+// bytes are in `dst`, so a flush has nothing left to wait for.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,7 @@
 namespace braid::devapi {
 
 struct GinSignalAdd {
-  uint16_t id = 0;
+  uint32_t word = 0;  // in the target's signal array (its context's signals start at the context's base)
   uint64_t value = 0;
 };
 
@@ -29,6 +32,12 @@ class GinLink {
   // bytes may be 0 (then dst is not touched, and the handle may be 0).
   virtual Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
                      const GinSignalAdd* signal) = 0;
+  // Adds `value` to the 8-byte-aligned word at (handle, off) of the
+  // target's windows, after every earlier put.
+  virtual Status add_at(uint64_t handle, uint64_t off, uint64_t value) = 0;
+  // Copies `bytes` at (src_handle, src_off) of the target's windows into
+  // `dst`, after every earlier put.
+  virtual Status get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) = 0;
   // Tells the target no more puts come (a closed link is then no error there).
   virtual Status close() { return Status::ok(); }
   // Ends the link without that promise, after this rank failed: the target
@@ -47,6 +56,8 @@ class DirectGinLink : public GinLink {
       : windows_(std::move(windows)), signals_(signals) {}
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
+  Status add_at(uint64_t handle, uint64_t off, uint64_t value) override;
+  Status get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) override;
 
  private:
   std::shared_ptr<const GinWindowTable> windows_;  // never null

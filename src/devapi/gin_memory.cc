@@ -30,9 +30,16 @@ Status GinWindowTable::resolve(uint64_t token, uint64_t offset, uint64_t bytes, 
   return Status::ok();
 }
 
-Status GinSignals::add(uint16_t id, uint64_t value) const {
+Status GinSignals::add(uint32_t id, uint64_t value) const {
   if (id >= count) return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", id, count);
   __atomic_fetch_add(&words[id], value, __ATOMIC_RELEASE);
+  return Status::ok();
+}
+
+Status add_to_word(char* word, uint64_t value) {
+  if (reinterpret_cast<uintptr_t>(word) % alignof(uint64_t))
+    return BRAID_ERROR(ncclInvalidArgument, "GIN VA signal word at {} is not 8-byte aligned", static_cast<void*>(word));
+  __atomic_fetch_add(reinterpret_cast<uint64_t*>(word), value, __ATOMIC_RELEASE);
   return Status::ok();
 }
 
@@ -49,7 +56,7 @@ Status GinFault::get() const {
   return first_;
 }
 
-Status wait_signal(const GinSignals& signals, uint16_t id, uint64_t at_least, Deadline deadline,
+Status wait_signal(const GinSignals& signals, uint32_t id, uint64_t at_least, Deadline deadline,
                    const GinFault* fault) {
   if (id >= signals.count)
     return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", id, signals.count);

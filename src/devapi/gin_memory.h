@@ -45,8 +45,12 @@ struct GinSignals {
   uint32_t count = 0;
   // Adds with release order, so a reader that acquires the new value sees
   // every byte written before it.
-  Status add(uint16_t id, uint64_t value) const;
+  Status add(uint32_t id, uint64_t value) const;
 };
+
+// A 64-bit add with release order to a word of a window (2.30's VA
+// signals), which must be 8-byte aligned.
+Status add_to_word(char* word, uint64_t value);
 
 class GinFault {
  public:
@@ -63,7 +67,7 @@ class GinFault {
 // Waits until signal `id` reaches `at_least` (rolling 64-bit compare, as the
 // device's waitSignal), bounded: a fault of the proxy or the deadline ends
 // it with an error naming the signal.
-Status wait_signal(const GinSignals& signals, uint16_t id, uint64_t at_least, Deadline deadline,
+Status wait_signal(const GinSignals& signals, uint32_t id, uint64_t at_least, Deadline deadline,
                    const GinFault* fault);
 
 }  // namespace braid::devapi

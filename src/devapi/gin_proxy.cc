@@ -11,27 +11,41 @@
 
 namespace braid::devapi {
 
-Status GinProxy::create(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
-                        GinFault* fault, GinProxyOptions options, std::unique_ptr<GinProxy>* out) {
-  if (q.nranks <= 0) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy for {} ranks", q.nranks);
-  if (!std::has_single_bit(q.queue_size))
-    return BRAID_ERROR(ncclInvalidArgument, "GIN queue size {} is not a power of two", q.queue_size);
-  if (!q.gfds || !q.pis || !q.cis) return BRAID_ERROR(ncclInvalidArgument, "GIN queues without memory");
-  if (q.counter_count && !q.counters) return BRAID_ERROR(ncclInvalidArgument, "GIN counters without memory");
-  if (int(links.size()) != q.nranks)
-    return BRAID_ERROR(ncclInvalidArgument, "GIN proxy has {} links for {} ranks", links.size(), q.nranks);
-  for (int pe = 0; pe < q.nranks; ++pe)
+Status GinProxy::create(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
+                        const GinWindowTable* sources, GinFault* fault, GinProxyOptions options,
+                        std::unique_ptr<GinProxy>* out) {
+  if (contexts.empty()) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy for no context");
+  const int nranks = contexts[0].nranks;
+  if (nranks <= 0) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy for {} ranks", nranks);
+  for (const GinQueues& q : contexts) {
+    if (q.nranks != nranks || q.format != contexts[0].format)
+      return BRAID_ERROR(ncclInvalidArgument, "GIN proxy contexts of different worlds or formats");
+    if (!std::has_single_bit(q.queue_size))
+      return BRAID_ERROR(ncclInvalidArgument, "GIN queue size {} is not a power of two", q.queue_size);
+    if (!q.gfds || !q.pis || !q.cis) return BRAID_ERROR(ncclInvalidArgument, "GIN queues without memory");
+    if (q.counter_count && !q.counters) return BRAID_ERROR(ncclInvalidArgument, "GIN counters without memory");
+  }
+  if (int(links.size()) != nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "GIN proxy has {} links for {} ranks", links.size(), nranks);
+  for (int pe = 0; pe < nranks; ++pe)
     if (!links[pe]) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy has no link to rank {}", pe);
   if (!sources || !fault) return BRAID_ERROR(ncclInvalidArgument, "GIN proxy without source windows or fault");
-  out->reset(new GinProxy(q, std::move(links), sources, fault, options));
+  out->reset(new GinProxy(std::move(contexts), std::move(links), sources, fault, options));
   return Status::ok();
 }
 
-GinProxy::GinProxy(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
-                   GinFault* fault, GinProxyOptions options)
-    : q_(q), links_(std::move(links)), sources_(sources), fault_(fault), options_(options), next_(q.nranks), torn_since_(q.nranks) {
+GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
+                   const GinWindowTable* sources, GinFault* fault, GinProxyOptions options)
+    : contexts_(std::move(contexts)),
+      nranks_(contexts_[0].nranks),
+      links_(std::move(links)),
+      sources_(sources),
+      fault_(fault),
+      options_(options),
+      next_(contexts_.size() * size_t(nranks_)),
+      torn_since_(next_.size()) {
   // Resume where the consumer indices stand (zero for a fresh context).
-  for (int pe = 0; pe < q.nranks; ++pe) next_[pe] = __atomic_load_n(&q.cis[pe], __ATOMIC_ACQUIRE);
+  for (size_t i = 0; i < next_.size(); ++i) next_[i] = __atomic_load_n(cis_of(i), __ATOMIC_ACQUIRE);
 }
 
 GinProxy::~GinProxy() { (void)stop(); }
@@ -95,15 +109,16 @@ void GinProxy::drain() {
   Waiter waiter;
   while (!stop_.load(std::memory_order_acquire)) {
     bool progressed = false;
-    for (int pe = 0; pe < q_.nranks; ++pe) {
-      const uint32_t idx = next_[pe];
-      uint64_t* slot = slot_of(pe, idx);
-      uint64_t q[kGfdQwords];
-      for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
-      if (!gfd_complete(q)) continue;
-      for (int i = 0; i < kGfdQwords; ++i) __atomic_store_n(&slot[i], uint64_t(0), __ATOMIC_RELAXED);
-      next_[pe] = idx + 1;
-      __atomic_store_n(&q_.cis[pe], idx + 1, __ATOMIC_RELEASE);
+    const int qwords = gfd_qwords(contexts_[0].format);
+    for (size_t i = 0; i < next_.size(); ++i) {
+      const uint32_t idx = next_[i];
+      uint64_t* slot = slot_of(i, idx);
+      uint64_t q[kGfdMaxQwords];
+      for (int w = 0; w < qwords; ++w) q[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
+      if (!gfd_complete(contexts_[0].format, q)) continue;
+      for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
+      next_[i] = idx + 1;
+      __atomic_store_n(cis_of(i), idx + 1, __ATOMIC_RELEASE);
       progressed = true;
     }
     if (progressed)
@@ -115,8 +130,8 @@ void GinProxy::drain() {
 
 Status GinProxy::poll_once(bool* progressed) {
   *progressed = false;
-  for (int pe = 0; pe < q_.nranks; ++pe) {
-    Status s = poll_target(pe, progressed);
+  for (size_t i = 0; i < next_.size(); ++i) {
+    Status s = poll_queue(i, progressed);
     if (!s.is_ok()) {
       faulted_.store(true, std::memory_order_release);
       return s;
@@ -125,50 +140,60 @@ Status GinProxy::poll_once(bool* progressed) {
   return Status::ok();
 }
 
-Status GinProxy::poll_target(int pe, bool* progressed) {
-  const uint32_t idx = next_[pe];
-  uint64_t* slot = slot_of(pe, idx);
+Status GinProxy::poll_queue(size_t i, bool* progressed) {
+  const GinQueues& q = contexts_[i / size_t(nranks_)];
+  const int pe = int(i % size_t(nranks_));
+  const int qwords = gfd_qwords(q.format);
+  const uint32_t idx = next_[i];
+  uint64_t* slot = slot_of(i, idx);
   if (!(__atomic_load_n(&slot[0], __ATOMIC_ACQUIRE) & 1)) return Status::ok();
-  uint64_t q[kGfdQwords];
-  for (int i = 0; i < kGfdQwords; ++i) q[i] = __atomic_load_n(&slot[i], __ATOMIC_ACQUIRE);
-  if (!gfd_complete(q)) {
-    // Half-written: the other targets go on meanwhile; this one is looked at
+  uint64_t words[kGfdMaxQwords];
+  for (int w = 0; w < qwords; ++w) words[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
+  const size_t context = i / size_t(nranks_);
+  if (!gfd_complete(q.format, words)) {
+    // Half-written: the other queues go on meanwhile; this one is looked at
     // again next turn, until torn_timeout from when it was first seen so.
     const auto now = std::chrono::steady_clock::now();
-    if (torn_since_[pe] == std::chrono::steady_clock::time_point{}) torn_since_[pe] = now;
-    if (now - torn_since_[pe] < options_.torn_timeout) return Status::ok();
+    if (torn_since_[i] == std::chrono::steady_clock::time_point{}) torn_since_[i] = now;
+    if (now - torn_since_[i] < options_.torn_timeout) return Status::ok();
     return BRAID_ERROR(ncclSystemError,
-                       "GIN descriptor {} to rank {} stayed half-written (flags {:08b}) past {} ms: the kernel that "
-                       "posted it died or the queue memory is corrupt",
-                       idx, pe, [&] {
+                       "GIN descriptor {} of context {} to rank {} stayed half-written (flags {:0{}b}) past {} ms: the "
+                       "kernel that posted it died or the queue memory is corrupt",
+                       idx, context, pe, [&] {
                          unsigned f = 0;
-                         for (int i = 0; i < kGfdQwords; ++i) f |= unsigned(q[i] & 1) << i;
+                         for (int w = 0; w < qwords; ++w) f |= unsigned(words[w] & 1) << w;
                          return f;
-                       }(), options_.torn_timeout.count());
+                       }(), qwords, options_.torn_timeout.count());
   }
-  torn_since_[pe] = {};
+  torn_since_[i] = {};
   Gfd g;
-  Status s = decode_gfd(q, &g);
-  if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} to rank {}", idx, pe));
-  BRAID_TRY(execute(pe, g));
-  for (int i = 0; i < kGfdQwords; ++i) __atomic_store_n(&slot[i], uint64_t(0), __ATOMIC_RELAXED);
-  if (g.has_counter()) __atomic_fetch_add(&q_.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
-  next_[pe] = idx + 1;
-  __atomic_store_n(&q_.cis[pe], idx + 1, __ATOMIC_RELEASE);
+  Status s = decode_gfd(q.format, words, &g);
+  if (s.is_ok()) s = execute(q, pe, g);
+  if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} of context {} to rank {}", idx, context, pe));
+  for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
+  if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
+  next_[i] = idx + 1;
+  __atomic_store_n(&q.cis[pe], idx + 1, __ATOMIC_RELEASE);
   executed_.fetch_add(1, std::memory_order_relaxed);
   *progressed = true;
   return Status::ok();
 }
 
-Status GinProxy::execute(int pe, const Gfd& g) {
-  if (g.has_counter() && g.counter_id >= q_.counter_count)
-    return BRAID_ERROR(ncclInvalidArgument, "GIN counter {} out of range [0, {}) in a put to rank {}", g.counter_id,
-                       q_.counter_count, pe);
+Status GinProxy::execute(const GinQueues& q, int pe, const Gfd& g) {
+  if (g.has_counter() && g.counter_id >= q.counter_count)
+    return BRAID_ERROR(ncclInvalidArgument, "GIN counter {} out of range [0, {})", g.counter_id, q.counter_count);
   // Checked here, before any byte moves: the target may be a process that
   // would only find out after the payload landed.
-  if (g.has_signal() && g.signal_id >= q_.signal_count)
-    return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {}) in a put to rank {}", g.signal_id,
-                       q_.signal_count, pe);
+  if (g.has_signal() && !g.is_va_signal() && g.signal_id >= q.signal_count)
+    return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", g.signal_id, q.signal_count);
+  if (g.is_flush()) return Status::ok();  // every earlier get is complete already
+  if (g.is_va_signal()) return links_[pe]->add_at(g.va_signal_handle, g.va_signal_off, g.signal_add());
+  if (g.is_get()) {
+    if (!g.size) return Status::ok();
+    char* dst = nullptr;
+    BRAID_TRY(sources_->resolve(g.dst_handle, g.dst_off, g.size, &dst));
+    return links_[pe]->get(g.src_handle, g.src_off, dst, g.size);
+  }
   const void* src = &g.inline_value;  // little-endian: the value's low `size` bytes first
   if (g.size && !g.has_inline()) {
     char* p = nullptr;
@@ -176,9 +201,9 @@ Status GinProxy::execute(int pe, const Gfd& g) {
     src = p;
   }
   if (g.size == 0 && !g.has_signal()) return Status::ok();  // an empty put: only its counter (if any) counts
-  GinSignalAdd signal{g.signal_id, g.signal_add()};
+  GinSignalAdd signal{q.signal_base + g.signal_id, g.signal_add()};
   Status s = links_[pe]->put(g.dst_handle, g.dst_off, src, g.size, g.has_signal() ? &signal : nullptr);
-  if (!s.is_ok()) return std::move(s).context(fmt::format("GIN put of {} bytes to rank {}", g.size, pe));
+  if (!s.is_ok()) return std::move(s).context(fmt::format("GIN put of {} bytes", g.size));
   return Status::ok();
 }
 

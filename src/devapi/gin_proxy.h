@@ -1,17 +1,23 @@
-// The GIN proxy: executes the descriptors a kernel posts to one GIN
-// context of NCCL 2.28.9's proxy backend (ncclGinProxyGpuCtx_t).
+// The GIN proxy: executes the descriptors a kernel posts to the GIN
+// contexts of NCCL's proxy backend (ncclGinProxyGpuCtx_t: 2.28.9's one
+// context with 64-byte GFDs, or 2.30's array of contexts with 128-byte
+// ones, src/devapi/gin_gfd.h).
 //
-// Per target rank pe the device claims slot pis[pe]++ (waiting while the
-// queue is full against cis[pe]) and writes a 64-byte GFD there; there is no
-// doorbell.  The proxy's thread visits the targets round-robin, at most one
-// descriptor each per turn, and for the next slot of a target:
-//   1. takes it once all 8 valid flags are set (the four 16-byte stores
-//      land in any order); a slot still half-written torn_timeout after it
-//      was first seen so is an error (the other targets go on meanwhile);
-//   2. copies the descriptor, decodes and checks it, then performs the put
-//      (and its signal add) on the target's GinLink, in issue order, which
-//      is what makes a signal visible only after its own and every earlier
-//      payload to that target;
+// Per context and target rank pe the device claims slot pis[pe]++ (waiting
+// while the queue is full against cis[pe]) and writes a GFD there; there is
+// no doorbell.  The proxy's one thread visits every (context, target)
+// round-robin, at most one descriptor each per turn, and for the next slot:
+//   1. takes it once all its valid flags are set (the 16-byte stores land
+//      in any order); a slot still half-written torn_timeout after it was
+//      first seen so is an error (the other queues go on meanwhile);
+//   2. copies the descriptor, decodes and checks it, then performs it on
+//      the target's GinLink (a put and its signal add to the context's
+//      signal word, a VA signal, a get into this rank's window), in issue
+//      order, which is what makes a signal visible only after its own and
+//      every earlier payload to that target.  Every context shares the
+//      target's link, so every signal is "strong" (2.30's term).  A get is
+//      complete when the link returns, so a flush has nothing to wait for;
+//      it is consumed like any descriptor;
 //   3. zeroes the slot (the device reuses it as soon as cis passes it),
 //      adds 1 to counters[counterId] if asked (local completion: the source
 //      was consumed), then publishes cis[pe] + 1 with release order.
@@ -38,14 +44,16 @@ namespace braid::devapi {
 // The host's view of one context's queues (the same memory the device's
 // ncclGinProxyGpuCtx_t points at; on the host backend, plain host memory).
 struct GinQueues {
+  GfdFormat format = GfdFormat::kV1;
   int nranks = 0;
   uint32_t queue_size = 0;     // a power of two
-  uint64_t* gfds = nullptr;    // nranks x queue_size x 8 qwords
+  uint64_t* gfds = nullptr;    // nranks x queue_size descriptors
   uint32_t* pis = nullptr;     // producer indices (written by the device)
   uint32_t* cis = nullptr;     // consumer indices (written here)
   uint64_t* counters = nullptr;
   uint32_t counter_count = 0;
-  uint32_t signal_count = 0;  // every rank's signal array has this many (symmetric)
+  uint32_t signal_count = 0;  // signals of this context (the same on every rank)
+  uint32_t signal_base = 0;   // where they start in every rank's signal array
 };
 
 struct GinProxyOptions {
@@ -63,16 +71,17 @@ struct GinProxyOptions {
 
 class GinProxy {
  public:
+  // One proxy for every context in `contexts` (of one format and world).
   // links[pe]: how to reach world rank pe (the rank itself included);
-  // sources: this rank's windows, where puts read from.
-  static Status create(const GinQueues& queues, std::vector<std::unique_ptr<GinLink>> links,
+  // sources: this rank's windows, where puts read from and gets write to.
+  static Status create(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
                        const GinWindowTable* sources, GinFault* fault, GinProxyOptions options,
                        std::unique_ptr<GinProxy>* out);
   ~GinProxy();  // stops the thread
 
   // Starts the executor thread.
   void start();
-  // Processes at most one descriptor per target; *progressed if any.  For
+  // Processes at most one descriptor per queue; *progressed if any.  For
   // callers that drive the proxy themselves instead of start().
   Status poll_once(bool* progressed);
   // Stops the thread (after what it is doing), then closes the links.
@@ -80,23 +89,28 @@ class GinProxy {
   uint64_t executed() const { return executed_.load(std::memory_order_relaxed); }
 
  private:
-  GinProxy(const GinQueues& q, std::vector<std::unique_ptr<GinLink>> links, const GinWindowTable* sources,
-           GinFault* fault, GinProxyOptions options);
+  GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
+           const GinWindowTable* sources, GinFault* fault, GinProxyOptions options);
   void run();
   void drain();
-  uint64_t* slot_of(int pe, uint32_t idx) const {
-    return q_.gfds + (size_t(pe) * q_.queue_size + (idx & (q_.queue_size - 1))) * kGfdQwords;
+  // Queue i is context i / nranks' queue to target i % nranks.
+  uint64_t* slot_of(size_t i, uint32_t idx) const {
+    const GinQueues& q = contexts_[i / size_t(nranks_)];
+    const int qwords = gfd_qwords(q.format);
+    return q.gfds + (size_t(i % size_t(nranks_)) * q.queue_size + (idx & (q.queue_size - 1))) * size_t(qwords);
   }
-  Status poll_target(int pe, bool* progressed);
-  Status execute(int pe, const Gfd& g);
+  uint32_t* cis_of(size_t i) const { return &contexts_[i / size_t(nranks_)].cis[i % size_t(nranks_)]; }
+  Status poll_queue(size_t i, bool* progressed);
+  Status execute(const GinQueues& q, int pe, const Gfd& g);
 
-  GinQueues q_;
+  std::vector<GinQueues> contexts_;
+  int nranks_;
   std::vector<std::unique_ptr<GinLink>> links_;
   const GinWindowTable* sources_;
   GinFault* fault_;
   GinProxyOptions options_;
-  std::vector<uint32_t> next_;  // per target: the next slot index to consume
-  // Per target: when its next slot was first seen half-written (zero: not).
+  std::vector<uint32_t> next_;  // per queue: the next slot index to consume
+  // Per queue: when its next slot was first seen half-written (zero: not).
   std::vector<std::chrono::steady_clock::time_point> torn_since_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links

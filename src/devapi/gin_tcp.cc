@@ -22,7 +22,14 @@ namespace braid::devapi {
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x6e696762;  // "bgin"
-enum FrameKind : uint32_t { kPut = 1, kClose = 2 };
+enum FrameKind : uint32_t {
+  kPut = 1,
+  kClose = 2,
+  kVaSignal = 3,   // to the target: add signal_value at (dst_handle, dst_off)
+  kGet = 4,        // to the target: send back `bytes` at (dst_handle, dst_off)
+  kGetReply = 5,   // from the target: the bytes follow
+  kGetRefused = 6  // from the target: they are outside its windows
+};
 
 using Frame = GinTcpFrame;
 static_assert(sizeof(Frame) == 48);
@@ -42,6 +49,11 @@ Status send_pieces(int fd, const char* data, uint64_t bytes, std::chrono::millis
     BRAID_TRY(send_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), nullptr));
   return Status::ok();
 }
+Status recv_pieces(int fd, char* data, uint64_t bytes, std::chrono::milliseconds timeout) {
+  for (uint64_t done = 0; done < bytes; done += kPiece)
+    BRAID_TRY(recv_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), nullptr));
+  return Status::ok();
+}
 
 // What one stream may read in a turn of the receiver before the next
 // stream's turn (whatever has arrived, up to this).
@@ -53,17 +65,45 @@ TcpGinLink::~TcpGinLink() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Status TcpGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
-                       const GinSignalAdd* signal) {
-  if (fd_ < 0) return BRAID_ERROR(ncclInvalidUsage, "GIN put to rank {} after its link was closed", target_);
-  Frame f{kFrameMagic, kPut, dst_handle, dst_off, bytes, signal ? signal->value : 0, signal ? signal->id : uint16_t(0),
-          uint16_t(signal ? 1 : 0), 0};
+Status TcpGinLink::send_frame(const Frame& f, const void* payload, const char* what) {
+  if (fd_ < 0) return BRAID_ERROR(ncclInvalidUsage, "GIN {} to rank {} after its link was closed", what, target_);
   Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
-  if (s.is_ok()) s = send_pieces(fd_, static_cast<const char*>(src), bytes, timeout_);
+  if (s.is_ok() && payload) s = send_pieces(fd_, static_cast<const char*>(payload), f.bytes, timeout_);
   if (!s.is_ok()) {
     broken_ = true;
-    return std::move(s).context(fmt::format("GIN put to rank {}", target_));
+    return std::move(s).context(fmt::format("GIN {} to rank {}", what, target_));
   }
+  return Status::ok();
+}
+
+Status TcpGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
+                       const GinSignalAdd* signal) {
+  return send_frame(Frame{kFrameMagic, kPut, dst_handle, dst_off, bytes, signal ? signal->value : 0,
+                          signal ? signal->word : 0, uint32_t(signal ? 1 : 0)},
+                    src, "put");
+}
+
+Status TcpGinLink::add_at(uint64_t handle, uint64_t off, uint64_t value) {
+  return send_frame(Frame{kFrameMagic, kVaSignal, handle, off, 0, value, 0, 0}, nullptr, "VA signal");
+}
+
+// The answer comes on this stream, whose other end only the target's
+// receiver writes, and only to answer a get: nothing else is in the way.
+Status TcpGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) {
+  BRAID_TRY(send_frame(Frame{kFrameMagic, kGet, src_handle, src_off, bytes, 0, 0, 0}, nullptr, "get"));
+  Frame reply{};
+  Status s = recv_all(fd_, &reply, sizeof(reply), Deadline::after(timeout_), nullptr);
+  if (s.is_ok() && (reply.magic != kFrameMagic || (reply.kind != kGetReply && reply.kind != kGetRefused) ||
+                    (reply.kind == kGetReply && reply.bytes != bytes)))
+    s = BRAID_ERROR(ncclRemoteError, "malformed answer to a GIN get (kind {}, {} bytes)", reply.kind, reply.bytes);
+  if (s.is_ok() && reply.kind == kGetReply) s = recv_pieces(fd_, static_cast<char*>(dst), bytes, timeout_);
+  if (!s.is_ok()) {
+    broken_ = true;
+    return std::move(s).context(fmt::format("GIN get of {} bytes from rank {}", bytes, target_));
+  }
+  if (reply.kind == kGetRefused)
+    return BRAID_ERROR(ncclInvalidArgument, "GIN get of [{}, +{}) of window {:#x}: outside rank {}'s windows", src_off,
+                       bytes, src_handle, target_);
   return Status::ok();
 }
 
@@ -80,7 +120,7 @@ Status TcpGinLink::close() {
     abort();
     return BRAID_ERROR(ncclRemoteError, "GIN link to rank {} aborted after a failed put", target_);
   }
-  Frame f{kFrameMagic, kClose, 0, 0, 0, 0, 0, 0, 0};
+  Frame f{kFrameMagic, kClose, 0, 0, 0, 0, 0, 0};
   Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
   ::close(fd_);
   fd_ = -1;
@@ -153,24 +193,46 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
       st.header_got += size_t(n);
       if (st.header_got < sizeof(Frame)) continue;
       const Frame& f = st.frame;
-      if (f.magic != kFrameMagic || (f.kind != kPut && f.kind != kClose))
+      if (f.magic != kFrameMagic || f.kind < kPut || f.kind > kGet)
         return BRAID_ERROR(ncclRemoteError, "malformed GIN frame from rank {} (magic {:#x}, kind {})", st.sender,
                            f.magic, f.kind);
       if (f.kind == kClose) {
         *closed = true;
         return Status::ok();
       }
-      if (f.bytes) BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &st.dst));
+      if (f.kind == kVaSignal) {
+        char* word = nullptr;
+        BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, sizeof(uint64_t), &word));
+        BRAID_TRY(add_to_word(word, f.signal_value));
+      }
+      if (f.kind == kGet) BRAID_TRY(answer_get(st));
+      if (f.kind == kPut && f.bytes) BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &st.dst));
+      if (f.kind != kPut) st.frame.bytes = 0;  // no payload follows
     } else {
       st.payload_got += uint64_t(n);
     }
     if (st.payload_got < st.frame.bytes) continue;
-    if (st.frame.has_signal) BRAID_TRY(signals_.add(st.frame.signal_id, st.frame.signal_value));
+    if (st.frame.has_signal) BRAID_TRY(signals_.add(st.frame.signal_word, st.frame.signal_value));
     st.frame = Frame{};  // the next frame
     st.header_got = 0;
     st.payload_got = 0;
     st.dst = nullptr;
   }
+  return Status::ok();
+}
+
+// The bytes a get asks for, back on its stream; bytes outside this rank's
+// windows are refused to the sender, whose descriptor it was, and are no
+// error here.  The sender waits for nothing else on the stream, so the
+// writes cannot meet a full buffer for long.
+Status GinTcpReceiver::answer_get(const Stream& st) const {
+  const Frame& f = st.frame;
+  char* src = nullptr;
+  const bool inside = f.bytes == 0 || windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &src).is_ok();
+  Frame reply{kFrameMagic, inside ? kGetReply : kGetRefused, f.dst_handle, f.dst_off, f.bytes, 0, 0, 0};
+  Status s = send_all(st.fd, &reply, sizeof(reply), Deadline::after(timeout_), nullptr);
+  if (s.is_ok() && inside) s = send_pieces(st.fd, src, f.bytes, timeout_);
+  if (!s.is_ok()) return std::move(s).context(fmt::format("answering rank {}'s GIN get", st.sender));
   return Status::ok();
 }
 

@@ -5,7 +5,10 @@
 // the payload; the target's receiver thread writes the payload into the
 // resolved window and only then applies the frame's signal add, frame after
 // frame in stream order, so TCP's FIFO gives the put-before-signal order of
-// every earlier put on the stream.  A stream that ends without its close
+// every earlier put on the stream.  A VA signal is a header alone, applied
+// in the same order.  A get is a header the receiver answers on the same
+// stream, back to the sender, with the bytes (or a refusal, when they are
+// outside the target's windows); the sender's proxy waits for the answer.  A stream that ends without its close
 // frame means the sender died: the receiver reports it through the GinFault,
 // which ends every bounded wait on this rank with that error.
 #pragma once
@@ -28,9 +31,8 @@ struct GinTcpFrame {
   uint64_t dst_off;
   uint64_t bytes;
   uint64_t signal_value;
-  uint16_t signal_id;
-  uint16_t has_signal;
-  uint32_t pad;
+  uint32_t signal_word;
+  uint32_t has_signal;
 };
 
 class TcpGinLink : public GinLink {
@@ -40,6 +42,8 @@ class TcpGinLink : public GinLink {
   ~TcpGinLink() override;
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
+  Status add_at(uint64_t handle, uint64_t off, uint64_t value) override;
+  Status get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) override;
   // After a put that failed (its frame may be half sent), close() aborts:
   // a close frame would then be read as payload.
   Status close() override;
@@ -49,6 +53,8 @@ class TcpGinLink : public GinLink {
   static Status send_hello(int fd, int rank, Deadline deadline);
 
  private:
+  Status send_frame(const GinTcpFrame& f, const void* payload, const char* what);
+
   int fd_;
   int target_;
   bool broken_ = false;
@@ -81,6 +87,7 @@ class GinTcpReceiver {
   void run();
   void serve();
   Status advance(size_t i, bool* closed);
+  Status answer_get(const Stream& st) const;
   Status check_stalled(size_t i) const;
 
   std::vector<Stream> streams_;

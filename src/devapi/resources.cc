@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 namespace braid::devapi {
@@ -63,6 +64,28 @@ Status gin_barrier_requirement(int barriers, v22809::GinBarrierHandle* handle, D
   return Status::ok();
 }
 
+Status gin_barrier_requirement_v23000(v22809::Team team, int barriers, v22809::GinBarrierHandle* handle,
+                                      DevResourceRequirements* req) {
+  if (!handle || !req) return null_output("ncclGinBarrierCreateRequirement");
+  const int64_t signals = int64_t(barriers) * team.nRanks;
+  if (barriers < 0 || team.nRanks < 1 || signals > INT32_MAX)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclGinBarrierCreateRequirement: {} barriers on a team of {} ranks",
+                       barriers, team.nRanks);
+  std::memset(req, 0, sizeof *req);
+  req->ginSignalCount = int(signals);
+  req->outGinSignalStart = &handle->signal0;
+  return Status::ok();
+}
+
+Status gin_barrier_requirement_any(v22809::Team team, int barriers, v22809::GinBarrierHandle* handle,
+                                   DevResourceRequirements* req) {
+  DevResourceRequirements v30{};
+  BRAID_TRY(gin_barrier_requirement_v23000(team, barriers, handle, &v30));
+  BRAID_TRY(gin_barrier_requirement(barriers, handle, req));
+  req->ginSignalCount = std::max(req->ginSignalCount, v30.ginSignalCount);
+  return Status::ok();
+}
+
 Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, DevResourceRequirements* req) {
   if (!handle || !req) return null_output("ncclLLA2ACreateRequirement");
   if (blocks < 0 || slots < 0)
@@ -87,29 +110,16 @@ Status ll_a2a_slots(int max_elements, int max_element_bytes, int* slots) {
   return Status::ok();
 }
 
-Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team lsa, int gin_contexts,
-                        uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
-                        v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out) {
-  if (!lsa_barrier || !rail_barrier || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
-  if (gin_contexts < 0 || gin_contexts > v22809::kMaxGinContexts || !power_of_two(granularity))
-    return BRAID_ERROR(ncclInvalidArgument, "resource layout: {} GIN contexts, granularity {}", gin_contexts,
-                       granularity);
-  if (reqs.barrierCount < 0 || reqs.lsaBarrierCount < 0 || reqs.railGinBarrierCount < 0 || reqs.ginSignalCount < 0 ||
-      reqs.ginCounterCount < 0)
-    return BRAID_ERROR(ncclInvalidArgument,
-                       "ncclDevCommCreate: negative counts (barrierCount {}, lsaBarrierCount {}, railGinBarrierCount "
-                       "{}, ginSignalCount {}, ginCounterCount {})",
-                       reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount, reqs.ginSignalCount,
-                       reqs.ginCounterCount);
-  // The devComm's own barriers, into temporaries: nothing is written before
-  // the whole list has been checked.
-  v22809::LsaBarrierHandle lsa_handle{};
-  v22809::GinBarrierHandle rail_handle{};
-  DevResourceRequirements lsa_req{}, rail_req{};
-  BRAID_TRY(lsa_barrier_requirement(lsa, std::max(reqs.barrierCount, reqs.lsaBarrierCount), &lsa_handle, &lsa_req));
-  BRAID_TRY(gin_barrier_requirement(std::max(reqs.barrierCount, reqs.railGinBarrierCount), &rail_handle, &rail_req));
-  std::vector<const DevResourceRequirements*> list = {&rail_req, &lsa_req};
-  for (const DevResourceRequirements* r = reqs.resourceRequirementsList; r; r = r->next) {
+namespace {
+
+// Places `own` (the devComm's own barriers), then the user's list, after
+// the devComm's own `signals` and `counters`: checks everything first and
+// writes nothing unless all is valid.
+Status place(const DevResourceRequirements* user, int64_t signals, int64_t counters,
+             const std::vector<const DevResourceRequirements*>& own, int gin_contexts, uint64_t granularity,
+             ResourceLayout* out) {
+  std::vector<const DevResourceRequirements*> list = own;
+  for (const DevResourceRequirements* r = user; r; r = r->next) {
     if (list.size() > kMaxRequirements)
       return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: more than {} resource requirements (a loop?)",
                          kMaxRequirements);
@@ -122,7 +132,6 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
   };
   std::vector<Place> places;
   uint64_t bytes = 0;
-  uint64_t signals = uint64_t(reqs.ginSignalCount), counters = uint64_t(reqs.ginCounterCount);
   for (size_t i = 0; i < list.size(); ++i) {
     const DevResourceRequirements& r = *list[i];
     const uint64_t align = std::max<uint64_t>(128, r.bufferAlign);
@@ -140,8 +149,8 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
                          i, bytes);
     places.push_back(Place{bytes, uint32_t(signals), uint32_t(counters)});
     bytes += r.bufferSize;
-    signals += uint64_t(r.ginSignalCount);
-    counters += uint64_t(r.ginCounterCount);
+    signals += r.ginSignalCount;
+    counters += r.ginCounterCount;
     if (bytes > kMaxBufferBytes || signals > INT32_MAX || counters > INT32_MAX)
       return BRAID_ERROR(ncclInvalidArgument,
                          "ncclDevCommCreate: the requirements add up to {} bytes, {} signals, {} "
@@ -150,7 +159,8 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
   }
   ResourceLayout layout;
   layout.shadows_offset = align_up(bytes, 128);
-  layout.bytes = align_up(layout.shadows_offset + uint64_t(gin_contexts) * signals * sizeof(uint64_t), granularity);
+  layout.bytes = align_up(layout.shadows_offset + uint64_t(gin_contexts) * uint64_t(signals) * sizeof(uint64_t),
+                          granularity);
   layout.signals = uint32_t(signals);
   layout.counters = uint32_t(counters);
   // Second pass: write what each requirement asked for.
@@ -160,9 +170,68 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
     if (r.outGinSignalStart) *r.outGinSignalStart = places[i].signal;
     if (r.outGinCounterStart) *r.outGinCounterStart = places[i].counter;
   }
+  *out = layout;
+  return Status::ok();
+}
+
+Status check_counts(const char* what, std::initializer_list<int> counts, int gin_contexts, int max_contexts,
+                    uint64_t granularity) {
+  if (gin_contexts < 0 || gin_contexts > max_contexts || !power_of_two(granularity))
+    return BRAID_ERROR(ncclInvalidArgument, "resource layout: {} GIN contexts, granularity {}", gin_contexts,
+                       granularity);
+  for (int c : counts)
+    if (c < 0) return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: negative counts ({})", what);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team lsa, int gin_contexts,
+                        uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
+                        v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out) {
+  if (!lsa_barrier || !rail_barrier || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
+  BRAID_TRY(check_counts("barrierCount, lsaBarrierCount, railGinBarrierCount, ginSignalCount, ginCounterCount",
+                         {reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount, reqs.ginSignalCount,
+                          reqs.ginCounterCount},
+                         gin_contexts, v22809::kMaxGinContexts, granularity));
+  // The devComm's own barriers, into temporaries: nothing is written before
+  // the whole list has been checked.
+  v22809::LsaBarrierHandle lsa_handle{};
+  v22809::GinBarrierHandle rail_handle{};
+  DevResourceRequirements lsa_req{}, rail_req{};
+  BRAID_TRY(lsa_barrier_requirement(lsa, std::max(reqs.barrierCount, reqs.lsaBarrierCount), &lsa_handle, &lsa_req));
+  BRAID_TRY(gin_barrier_requirement(std::max(reqs.barrierCount, reqs.railGinBarrierCount), &rail_handle, &rail_req));
+  BRAID_TRY(place(reqs.resourceRequirementsList, reqs.ginSignalCount, reqs.ginCounterCount, {&rail_req, &lsa_req},
+                  gin_contexts, granularity, out));
   *lsa_barrier = lsa_handle;
   *rail_barrier = rail_handle;
-  *out = layout;
+  return Status::ok();
+}
+
+Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::Team world, v22809::Team lsa,
+                               v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
+                               ResourceLayout* out) {
+  if (!dev || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
+  BRAID_TRY(check_counts("barrierCount, lsaBarrierCount, railGinBarrierCount, worldGinBarrierCount, "
+                         "ginSignalCount, ginCounterCount",
+                         {reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount,
+                          reqs.worldGinBarrierCount, reqs.ginSignalCount, reqs.ginCounterCount},
+                         gin_contexts, kMaxGinContextsV23000, granularity));
+  // Into a copy of the handles, written back only when all is placed.
+  v23000::DevComm d = *dev;
+  DevResourceRequirements world_req{}, rail_req{}, lsa_req{}, hybrid_world_req{}, hybrid_rail_req{}, hybrid_lsa_req{};
+  // A rail connection has no world barrier (NCCL refuses worldGinBarrierCount there).
+  const int hybrid_world = reqs.ginConnectionType == v23000::kGinConnectionRail ? 0 : reqs.barrierCount;
+  BRAID_TRY(gin_barrier_requirement_v23000(world, reqs.worldGinBarrierCount, &d.worldGinBarrier, &world_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(rail, reqs.railGinBarrierCount, &d.railGinBarrier, &rail_req));
+  BRAID_TRY(lsa_barrier_requirement(lsa, reqs.lsaBarrierCount, &d.lsaBarrier, &lsa_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(world, hybrid_world, &d.hybridWorldGinBarrier, &hybrid_world_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(rail, reqs.barrierCount, &d.hybridRailGinBarrier, &hybrid_rail_req));
+  BRAID_TRY(lsa_barrier_requirement(lsa, reqs.barrierCount, &d.hybridLsaBarrier, &hybrid_lsa_req));
+  BRAID_TRY(place(reqs.resourceRequirementsList, reqs.ginSignalCount, reqs.ginCounterCount,
+                  {&world_req, &rail_req, &lsa_req, &hybrid_world_req, &hybrid_rail_req, &hybrid_lsa_req},
+                  gin_contexts, granularity, out));
+  *dev = d;
   return Status::ok();
 }
 

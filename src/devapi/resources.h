@@ -27,22 +27,36 @@
 // power of two, a list that loops, sizes past 2^39, where handles would
 // overflow) is refused with the reason; NCCL checks none of it.
 //
-// These are 2.28.9's requirements, the device ABI braid serves (its
-// ncclDevComm, src/devapi/abi_v22809.h).  From 2.29.7 the GIN barrier asks
-// for barriers x team ranks signals and no buffer; a client built for that
-// ABI is not served yet (issue 39).
+// 2.30 changed the GIN barrier: barriers x team ranks signals (one per
+// barrier and peer) and no buffer, and gave the devComm six barriers of its
+// own, laid out before the user's list in this order: world GIN, rail GIN,
+// LSA, then the hybrid world GIN, rail GIN and LSA barriers of barrierCount
+// (NCCL's ncclDevrCommCreateInternal).  The public
+// ncclGinBarrierCreateRequirement cannot tell which headers its caller was
+// built with (the call and its structs did not change), so it asks for
+// both: 2.28.9's buffer and 2.30's signals, of which a 2.28.9 kernel uses
+// the first `barriers`.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/devapi/abi_v23000.h"
 
 namespace braid::devapi {
 
 Status lsa_barrier_requirement(v22809::Team team, int barriers, v22809::LsaBarrierHandle* handle,
                                v22809::DevResourceRequirements* req);
+// 2.28.9's GIN barrier (a buffer of saved epochs, a signal per barrier).
 Status gin_barrier_requirement(int barriers, v22809::GinBarrierHandle* handle, v22809::DevResourceRequirements* req);
+// 2.30's (a signal per barrier and team rank).
+Status gin_barrier_requirement_v23000(v22809::Team team, int barriers, v22809::GinBarrierHandle* handle,
+                                      v22809::DevResourceRequirements* req);
+// What ncclGinBarrierCreateRequirement gives: enough for either.
+Status gin_barrier_requirement_any(v22809::Team team, int barriers, v22809::GinBarrierHandle* handle,
+                                   v22809::DevResourceRequirements* req);
 Status ll_a2a_requirement(int blocks, int slots, v22809::LLA2AHandle* handle, v22809::DevResourceRequirements* req);
 Status ll_a2a_slots(int max_elements, int max_element_bytes, int* slots);
 
@@ -61,5 +75,13 @@ struct ResourceLayout {
 Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team lsa, int gin_contexts,
                         uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
                         v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out);
+
+// The same for 2.30's requirements, with up to kMaxGinContextsV23000
+// contexts, writing the devComm's six barrier handles into `dev`.  The
+// teams are the world, the LSA team and the rail team.
+constexpr int kMaxGinContextsV23000 = 32;
+Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::Team world, v22809::Team lsa,
+                               v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
+                               ResourceLayout* out);
 
 }  // namespace braid::devapi

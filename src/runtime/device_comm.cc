@@ -24,18 +24,30 @@ namespace v30 = devapi::v23000;
 // 8-byte-aligned pointer, which can never be this odd number.
 constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 
+bool queue_size_ok(long v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; }
+
 // Descriptors a GIN context's queue holds per target: NCCL_GIN_PROXY_QUEUE_SIZE
-// if it is a power of two from 2 to 65536, else NCCL's default (32
-// requests x 8 receives).
-uint32_t gin_queue_size() {
+// if it is a power of two from 2 to 65536, else the requirements' depth
+// (2.30's ginQueueDepth) if it is one, else NCCL's default (32 requests x 8
+// receives).
+uint32_t gin_queue_size(int asked = 0) {
   const std::string text = env_raw("NCCL_GIN_PROXY_QUEUE_SIZE");
   const long v = text.empty() ? 0 : std::strtol(text.c_str(), nullptr, 10);
-  if (v >= 2 && v <= 65536 && (v & (v - 1)) == 0) return uint32_t(v);
-  if (!text.empty()) BRAID_WARN("NCCL_GIN_PROXY_QUEUE_SIZE={} is not a power of two from 2 to 65536: 256", text);
-  return 256;
+  if (queue_size_ok(v)) return uint32_t(v);
+  if (!text.empty()) BRAID_WARN("NCCL_GIN_PROXY_QUEUE_SIZE={} is not a power of two from 2 to 65536", text);
+  return queue_size_ok(asked) ? uint32_t(asked) : 256;
 }
-// A descriptor names signals and counters in 16 bits.
-constexpr uint64_t kGinIds = uint64_t(1) << 16;
+
+// How many signals and counters a descriptor can name: 16 bits each in
+// 2.28.9's format, 24 and 23 in 2.30's.
+Status check_gin_ids(devapi::GfdFormat f, uint32_t signals, uint32_t counters) {
+  const bool v2 = f == devapi::GfdFormat::kV2;
+  const uint64_t max_signals = uint64_t(1) << (v2 ? 24 : 16), max_counters = uint64_t(1) << (v2 ? 23 : 16);
+  if (signals <= max_signals && counters <= max_counters) return Status::ok();
+  return BRAID_ERROR(ncclInvalidArgument,
+                     "ncclDevCommCreate: {} GIN signals and {} counters (at most {} and {}: what a descriptor names)",
+                     signals, counters, max_signals, max_counters);
+}
 
 // Whether a resource requirement asks for GIN signals or counters (a list
 // that loops is cut at 4096 nodes, which the layout then refuses).
@@ -114,16 +126,16 @@ DeviceComms::Created::~Created() {
 
 DeviceComms::~DeviceComms() = default;
 
-Status DeviceComms::refuse_unservable(const v::DevCommRequirements& reqs, bool gin) const {
-  if (reqs.lsaMultimem || reqs.teamRequirementsList)
+Status DeviceComms::refuse_unservable(bool multimem, bool gin) const {
+  if (multimem)
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
   if (gin && !comm_->lsa->memory().host_reachable())
     return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: GPU-initiated networking (GIN signals or counters, "
-                       "ginForceEnable, barrierCount, railGinBarrierCount, or ranks on several hosts) is served on the "
-                       "host backend only; on the {} backend its proxy is not built yet",
+                       "ncclDevCommCreate: GPU-initiated networking (GIN signals, counters or barriers, a GIN "
+                       "connection, or ranks on several hosts) is served on the host backend only; on the {} backend "
+                       "its proxy is not built yet",
                        comm_->lsa->memory().name());
   return Status::ok();
 }
@@ -133,7 +145,7 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
   std::memcpy(&magic, static_cast<const char*>(reqs_bytes) + 8, sizeof(magic));
   if (magic != kVersionedMagic) {  // 2.28.9's unversioned requirements
     v::DevComm dev{};
-    BRAID_TRY(create_v22809(*static_cast<const v::DevCommRequirements*>(reqs_bytes), Status::ok(), &dev));
+    BRAID_TRY(create_v22809(*static_cast<const v::DevCommRequirements*>(reqs_bytes), &dev));
     std::memcpy(out, &dev, sizeof(dev));
     return Status::ok();
   }
@@ -145,135 +157,182 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
                        "serves the device ABIs of NCCL 2.28.9 and 2.30 (whose requirements are {} bytes), not 2.29's",
                        reqs.size, reqs.version, sizeof(reqs));
   std::memcpy(&reqs, reqs_bytes, sizeof(reqs));
-  // 2.30's requirements in 2.28.9's terms: what both have means the same,
-  // and what only 2.30 has (its GIN) is refused, agreed with the others.
-  v::DevCommRequirements common{};
-  common.resourceRequirementsList = reqs.resourceRequirementsList;
-  common.teamRequirementsList = reqs.teamRequirementsList;
-  common.lsaMultimem = reqs.lsaMultimem;
-  common.lsaBarrierCount = reqs.lsaBarrierCount;
-  symmetric_memory(comm_);  // the LSA shape the refusal looks at
-  Status refused = refuse_v23000_gin(reqs);
-  v::DevComm dev{};
-  BRAID_TRY(create_v22809(common, std::move(refused), &dev));
-  v30::DevComm dev30{};
-  dev30.magic = kVersionedMagic;
-  dev30.version = reqs.version;
-  dev30.rank = dev.rank;
-  dev30.nRanks = dev.nRanks;
-  dev30.nRanks_rcp32 = dev.nRanks_rcp32;
-  dev30.lsaRank = dev.lsaRank;
-  dev30.lsaSize = dev.lsaSize;
-  dev30.lsaSize_rcp32 = dev.lsaSize_rcp32;
-  dev30.windowTable = dev.windowTable;
-  dev30.resourceWindow = dev.resourceWindow;
-  static_assert(sizeof(dev30.resourceWindow_inlined) <= sizeof(dev.resourceWindow_inlined));
-  std::memcpy(&dev30.resourceWindow_inlined, &dev.resourceWindow_inlined, sizeof(dev30.resourceWindow_inlined));
-  dev30.lsaMultimem = dev.lsaMultimem;
-  dev30.lsaBarrier = dev.lsaBarrier;
-  // abortFlag stays NULL, as NCCL leaves it in the devComms users create.
-  std::memcpy(out, &dev30, sizeof(dev30));
+  v30::DevComm dev{};
+  BRAID_TRY(create_v23000(reqs, &dev));
+  std::memcpy(out, &dev, sizeof(dev));
   return Status::ok();
 }
 
-// GIN in 2.30's terms (its own descriptor format, connection types, world
-// barriers) is not served; the reasons name 2.30's fields.
-Status DeviceComms::refuse_v23000_gin(const v30::DevCommRequirements& reqs) const {
+Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm* out) {
+  LsaSpace& space = symmetric_memory(comm_);
+  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks);
+  v::DevComm dev{};
+  devapi::ResourceLayout layout;
+  Status local = refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin);
+  if (local.is_ok())
+    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, space.memory().granularity(),
+                                     &dev.lsaBarrier, &dev.railGinBarrier, &layout);
+  const DeviceGinShape shape{devapi::GfdFormat::kV1, 1, std::max<uint32_t>(layout.signals, 1),
+                             std::max<uint32_t>(layout.counters, 1), gin_queue_size()};
+  Made made;
+  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
+  fill_common(made, &dev);
+  if (gin) {
+    dev.ginContextCount = 1;
+    dev.ginTypes[0] = v::kGinTypeProxy;
+    dev.ginHandles[0] = made.gin;
+    dev.ginSignalShadows = made.shadows;
+  }
+  dev.ginSignalCount = int(layout.signals);
+  dev.ginCounterCount = int(layout.counters);
+  *out = dev;
+  return Status::ok();
+}
+
+// 2.30's GIN is on when a connection is asked for (ginForceEnable means a
+// full one); its resources without one are NCCL's invalid argument.
+Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool gin) const {
   const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 || reqs.barrierCount > 0 ||
                          reqs.railGinBarrierCount > 0 || reqs.worldGinBarrierCount > 0 ||
                          list_wants_gin(reqs.resourceRequirementsList);
-  const bool connect = reqs.ginForceEnable || reqs.ginConnectionType != v30::kGinConnectionNone;
-  if (resources && !connect)
+  if (resources && !gin)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommCreate: GIN resources (signals, counters or barriers) "
                        "requested with ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
-  if (resources || connect || comm_->lsa->lsa().size < comm_->nranks)
-    return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: GPU-initiated networking for a client of NCCL 2.30's "
-                       "device headers (its ginConnectionType, GIN resources, or ranks on several hosts) is not served "
-                       "yet: braid's GIN proxy reads 2.28.9's descriptors; LSA windows, barriers and LL AlltoAll are "
-                       "served");
+  if (reqs.ginConnectionType < v30::kGinConnectionNone || reqs.ginConnectionType > v30::kGinConnectionRail)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginConnectionType {} is not NONE, FULL or RAIL",
+                       int(reqs.ginConnectionType));
+  if (reqs.worldGinBarrierCount > 0 && reqs.ginConnectionType == v30::kGinConnectionRail)
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "ncclDevCommCreate: a world GIN barrier with NCCL_GIN_CONNECTION_RAIL (as NCCL, refused)");
   return Status::ok();
 }
 
-Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, Status refused, v::DevComm* out) {
+Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::DevComm* out) {
   LsaSpace& space = symmetric_memory(comm_);
+  v30::DevCommRequirements reqs = asked;
+  if (reqs.ginForceEnable) reqs.ginConnectionType = v30::kGinConnectionFull;  // as NCCL (deprecated flag)
+  const bool gin = reqs.ginConnectionType != v30::kGinConnectionNone;
+  // ginContextCount is a hint (NCCL's words): at least one context, at most
+  // what one proxy thread is meant to poll.
+  const int contexts = gin ? std::clamp(reqs.ginContextCount, 1, devapi::kMaxGinContextsV23000) : 0;
+  if (gin && contexts != reqs.ginContextCount)
+    BRAID_INFO(kInit, "ncclDevCommCreate: {} GIN contexts asked for, {} made", reqs.ginContextCount, contexts);
+  v30::DevComm dev{};
+  devapi::ResourceLayout layout;
+  Status local = refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin);
+  if (local.is_ok()) local = check_v23000_gin(reqs, gin);
+  const devapi::LsaShape& lsa = space.lsa();
+  if (local.is_ok())
+    local = devapi::layout_resources_v23000(
+        reqs, devapi::world_team(comm_->nranks, comm_->rank), devapi::lsa_team(lsa),
+        devapi::rail_team(comm_->nranks, comm_->rank, lsa), contexts, space.memory().granularity(), &dev, &layout);
+  const DeviceGinShape shape{devapi::GfdFormat::kV2, uint32_t(std::max(contexts, 1)),
+                             std::max<uint32_t>(layout.signals, 1), std::max<uint32_t>(layout.counters, 1),
+                             gin_queue_size(reqs.ginQueueDepth)};
+  Made made;
+  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
+  v::DevComm common{};
+  fill_common(made, &common);
+  dev.magic = kVersionedMagic;
+  dev.version = reqs.version;
+  dev.rank = common.rank;
+  dev.nRanks = common.nRanks;
+  dev.nRanks_rcp32 = common.nRanks_rcp32;
+  dev.lsaRank = common.lsaRank;
+  dev.lsaSize = common.lsaSize;
+  dev.lsaSize_rcp32 = common.lsaSize_rcp32;
+  dev.windowTable = common.windowTable;
+  dev.resourceWindow = common.resourceWindow;
+  static_assert(sizeof(dev.resourceWindow_inlined) <= sizeof(common.resourceWindow_inlined));
+  std::memcpy(&dev.resourceWindow_inlined, &common.resourceWindow_inlined, sizeof(dev.resourceWindow_inlined));
+  if (gin) {
+    // One connection (braid's proxy reaches every rank), its contexts an
+    // array; world ranks are GIN ranks (not railed).
+    dev.ginConnectionCount = 1;
+    dev.ginNetDeviceTypes[0] = v::kGinTypeProxy;
+    dev.ginHandles[0] = made.gin;
+    dev.ginSignalShadows = made.shadows;
+    dev.ginContextCount = uint32_t(contexts);
+    dev.ginStrongLegacySignals = reqs.ginStrongSignalsRequired;  // braid's signals are all strong
+    dev.ginContextsRailed = reqs.ginConnectionType == v30::kGinConnectionRail;
+    dev.ginSignalCount = int(layout.signals);
+    dev.ginCounterCount = int(layout.counters);
+  }
+  // abortFlag stays NULL, as NCCL leaves it in the devComms users create.
+  *out = dev;
+  return Status::ok();
+}
+
+// What every devComm names: its ranks, the LSA team, the window table and
+// the resource window.
+void DeviceComms::fill_common(const Made& made, v::DevComm* dev) const {
+  const devapi::LsaShape& lsa = comm_->lsa->lsa();
+  dev->rank = comm_->rank;
+  dev->nRanks = comm_->nranks;
+  dev->nRanks_rcp32 = v::div_rcp32(uint32_t(comm_->nranks));
+  dev->lsaRank = lsa.rank;
+  dev->lsaSize = lsa.size;
+  dev->lsaSize_rcp32 = v::div_rcp32(uint32_t(lsa.size));
+  dev->windowTable = static_cast<v::DevCommWindowTable*>(made.window_table);
+  dev->resourceWindow = made.resource_window;
+  dev->resourceWindow_inlined = made.resource_image;
+}
+
+Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out) {
+  LsaSpace& space = *comm_->lsa;
   DeviceApiMemory& memory = space.memory();
-  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks) && refused.is_ok();
   // Everything local first, then one agreement, so that a rank that cannot
   // serve the request does not leave the others waiting in the collective.
-  v::LsaBarrierHandle lsa_barrier{};
-  v::GinBarrierHandle rail_barrier{};
-  devapi::ResourceLayout layout;
   auto created = std::make_unique<Created>();
   created->memory = &memory;
-  void* signal_memory = nullptr;
-  uint32_t signals = 0, counters = 0;
-  Status local = refused.is_ok() ? refuse_unservable(reqs, gin) : std::move(refused);
-  if (local.is_ok())
-    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, memory.granularity(),
-                                     &lsa_barrier, &rail_barrier, &layout);
+  void* signal_memory = nullptr;  // owned here until the GIN context takes it
+  auto free_signals = [&] {
+    if (signal_memory) memory.free_shareable(signal_memory);
+    signal_memory = nullptr;
+  };
+  const uint64_t signal_bytes = gin ? uint64_t(gin->contexts) * gin->signals * sizeof(uint64_t) : 0;
   if (local.is_ok() && layout.bytes) local = memory.alloc_shareable(layout.bytes, &created->resources);
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
-  if (local.is_ok() && gin) {
-    signals = std::max<uint32_t>(layout.signals, 1);
-    counters = std::max<uint32_t>(layout.counters, 1);
-    if (signals > kGinIds || counters > kGinIds)
-      local = BRAID_ERROR(ncclInvalidArgument,
-                          "ncclDevCommCreate: {} GIN signals and {} counters (at most {} each: "
-                          "a descriptor names them in 16 bits)",
-                          signals, counters, kGinIds);
-    if (local.is_ok()) local = memory.alloc_shareable(signals * sizeof(uint64_t), &signal_memory);
-    if (local.is_ok()) local = memory.zero(signal_memory, signals * sizeof(uint64_t));
-  }
+  if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
+  if (local.is_ok() && gin) local = memory.alloc_shareable(signal_bytes, &signal_memory);
+  if (local.is_ok() && gin) local = memory.zero(signal_memory, signal_bytes);
   std::vector<int64_t> oks(comm_->nranks);
   oks[comm_->rank] = local.is_ok();
   Status agreed = std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate");
-  if ((!agreed.is_ok() || !local.is_ok()) && signal_memory) memory.free_shareable(signal_memory);
+  if (!agreed.is_ok() || !local.is_ok()) free_signals();
   BRAID_TRY(std::move(agreed));
   BRAID_TRY(std::move(local));
   for (int r = 0; r < comm_->nranks; ++r)
     if (!oks[r]) {
-      if (signal_memory) memory.free_shareable(signal_memory);
+      free_signals();
       return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
     }
 
-  v::DevComm dev{};
+  Made made;
   if (layout.bytes) {
-    BRAID_TRY(space.add_window(created->resources, layout.bytes, created.get(), false, &created->window));
-    if (!created->window->symmetric())
-      return BRAID_ERROR(ncclInvalidUsage,
-                         "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
-                         "peer (see the INFO log of ncclCommWindowRegister)");
-    dev.resourceWindow = static_cast<v::WindowVidmem*>(created->window->device());
-    dev.resourceWindow_inlined = created->window->image();
+    Status s = space.add_window(created->resources, layout.bytes, created.get(), false, &created->window);
+    if (s.is_ok() && !created->window->symmetric())
+      s = BRAID_ERROR(ncclInvalidUsage,
+                      "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
+                      "peer (see the INFO log of ncclCommWindowRegister)");
+    if (!s.is_ok()) free_signals();
+    BRAID_TRY(std::move(s));
+    made.resource_window = static_cast<v::WindowVidmem*>(created->window->device());
+    made.resource_image = created->window->image();
   }
-  const devapi::LsaShape& lsa = space.lsa();
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, signal_memory, signals, counters,
-                                gin_queue_size(), &created->gin));
-    dev.ginContextCount = 1;
-    dev.ginTypes[0] = v::kGinTypeProxy;
-    dev.ginHandles[0] = created->gin->device_context();
+    void* taken = std::exchange(signal_memory, nullptr);
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, taken, *gin, &created->gin));
+    made.gin = created->gin->device_context();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
     if (created->window)
-      dev.ginSignalShadows = reinterpret_cast<uint64_t*>(created->window->lsa_pointer(lsa.rank, layout.shadows_offset));
+      made.shadows =
+          reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
-  dev.rank = comm_->rank;
-  dev.nRanks = comm_->nranks;
-  dev.nRanks_rcp32 = v::div_rcp32(uint32_t(comm_->nranks));
-  dev.lsaRank = lsa.rank;
-  dev.lsaSize = lsa.size;
-  dev.lsaSize_rcp32 = v::div_rcp32(uint32_t(lsa.size));
-  void* table = nullptr;
-  BRAID_TRY(space.window_table(&table));
-  dev.windowTable = static_cast<v::DevCommWindowTable*>(table);
-  dev.lsaBarrier = lsa_barrier;
-  dev.railGinBarrier = rail_barrier;
-  dev.ginSignalCount = int(layout.signals);
-  dev.ginCounterCount = int(layout.counters);
-  *out = dev;
+  BRAID_TRY(space.window_table(&made.window_table));
+  *out = made;
   std::lock_guard<std::mutex> lock(mutex_);
   live_.push_back(std::move(created));
   return Status::ok();
@@ -319,12 +378,12 @@ Status DeviceComms::destroy(const void* dev_bytes) {
   return Status::ok();  // `gone` is released outside the lock (it joins a proxy thread)
 }
 
-ncclResult_t DeviceComms::poll_error() const {
+Status DeviceComms::fault() const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& c : live_)
     if (c->gin)
-      if (Status s = c->gin->fault(); !s.is_ok()) return s.code();
-  return ncclSuccess;
+      if (Status s = c->gin->fault(); !s.is_ok()) return s;
+  return Status::ok();
 }
 
 }  // namespace braid

@@ -14,20 +14,26 @@
 // window (src/runtime/lsa_space.h), so every LSA peer's copy is at the
 // address the inline device code computes.
 //
-// GPU-initiated networking (GIN) is one context on the proxy backend
-// (src/runtime/device_gin.h), made as NCCL makes one, for ranks on several
-// hosts, and also when the requirements use it: GIN signals or counters,
-// ginForceEnable, the rail GIN barrier, or barrierCount (2.28.9's world
-// barrier always runs the rail GIN barrier, even on one node, where NCCL
-// would hand out no GIN context for it).
+// GPU-initiated networking (GIN) runs on the proxy backend
+// (src/runtime/device_gin.h), with braid's proxy reading the descriptor
+// format of the client's headers.
+//  - 2.28.9: one context, made as NCCL makes one, for ranks on several
+//    hosts, and also when the requirements use it: GIN signals or counters,
+//    ginForceEnable, the rail GIN barrier, or barrierCount (2.28.9's world
+//    barrier always runs the rail GIN barrier, even on one node, where NCCL
+//    would hand out no GIN context for it).
+//  - 2.30: when a connection is asked for (ginConnectionType, or
+//    ginForceEnable), ginContextCount contexts (1 to 32) of one
+//    connection, with 2.30's barriers (devapi/resources.h), VA signals,
+//    gets and flushes.  Every rank is reachable (FULL); a RAIL request is
+//    served by it, as NCCL serves one on a full connection.
 //
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
 //  - GIN on the CUDA backend (its proxy needs host-pinned queues and
 //    copy-engine puts, not built yet), so also several hosts there;
 //  - multimem (NVLink SHARP), which braid does not have;
-//  - 2.29's requirements (a device ABI braid does not serve), and 2.30's
-//    GIN (its descriptor format is not 2.28.9's, which braid's proxy reads);
+//  - 2.29's requirements (a device ABI braid does not serve);
 //  - a communicator whose resource buffer some rank cannot map.
 // Creation is collective and agreed: every rank gets a devComm, or every
 // rank gets an error.  Destroy is local, as deregistering a window is.
@@ -41,6 +47,7 @@
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
 #include "src/devapi/abi_v23000.h"
+#include "src/devapi/resources.h"
 #include "src/runtime/device_gin.h"
 #include "src/runtime/lsa_space.h"
 
@@ -77,9 +84,8 @@ class DeviceComms {
   // are read before its version is known; `out` is that ABI's devComm.
   Status create(const void* reqs, void* out);
   Status destroy(const void* dev);
-  // The first fault of a live devComm's GIN proxy (ncclSuccess if none);
-  // any thread.
-  ncclResult_t poll_error() const;
+  // The first fault of a live devComm's GIN proxy (ok if none); any thread.
+  Status fault() const;
 
  private:
   struct Created {
@@ -89,14 +95,26 @@ class DeviceComms {
     std::unique_ptr<DeviceGin> gin;
     ~Created();
   };
-  // The devComm of 2.28.9's requirements; `refused` (not ok) fails it on
-  // every rank, agreed, with that reason.
-  Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, Status refused, devapi::v22809::DevComm* out);
-  Status refuse_unservable(const devapi::v22809::DevCommRequirements& reqs, bool gin) const;
-  Status refuse_v23000_gin(const devapi::v23000::DevCommRequirements& reqs) const;
+  // What a devComm of either ABI points at, once made.
+  struct Made {
+    devapi::v22809::WindowVidmem* resource_window = nullptr;
+    devapi::v22809::WindowVidmem resource_image{};
+    uint64_t* shadows = nullptr;
+    void* window_table = nullptr;
+    void* gin = nullptr;  // ginHandles[0]
+  };
+  Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, devapi::v22809::DevComm* out);
+  Status create_v23000(const devapi::v23000::DevCommRequirements& reqs, devapi::v23000::DevComm* out);
+  Status refuse_unservable(bool multimem, bool gin) const;
+  Status check_v23000_gin(const devapi::v23000::DevCommRequirements& reqs, bool gin) const;
+  // Collective: agrees that every rank's `local` is ok, then allocates,
+  // zeroes and maps the resource buffer `layout` describes and the GIN
+  // contexts `gin` describes (null: none).
+  Status make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out);
+  void fill_common(const Made& made, devapi::v22809::DevComm* dev) const;
 
   ncclComm* comm_;
-  mutable std::mutex mutex_;  // live_, against poll_error's threads
+  mutable std::mutex mutex_;  // live_, against fault()'s threads
   std::vector<std::unique_ptr<Created>> live_;
 };
 

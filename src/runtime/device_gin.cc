@@ -22,65 +22,107 @@ namespace braid {
 namespace {
 
 namespace v = devapi::v22809;
+namespace v30 = devapi::v23000;
 
-uint64_t align8(uint64_t x) { return (x + 7) / 8 * 8; }
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// Where one context's arrays sit in its part of the queue block.
+struct ContextLayout {
+  uint64_t gfds = 0, pis, cis, counters, signal_offsets, issued_gets, visible_gets, bytes;
+  ContextLayout(const DeviceGinShape& shape, int nranks) {
+    const uint64_t indices = align_up(uint64_t(nranks) * sizeof(uint32_t), 8);
+    pis = uint64_t(nranks) * shape.queue_size * devapi::gfd_bytes(shape.format);
+    cis = pis + indices;
+    counters = cis + indices;
+    signal_offsets = counters + shape.counters * sizeof(uint64_t);
+    issued_gets = signal_offsets;
+    if (shape.format == devapi::GfdFormat::kV2) issued_gets += shape.signals * sizeof(uint64_t);
+    visible_gets = issued_gets + indices;
+    bytes = shape.format == devapi::GfdFormat::kV2 ? visible_gets + indices : issued_gets;
+    bytes = align_up(bytes, 128);  // the next context's descriptors stay 16-byte aligned
+  }
+};
 
 }  // namespace
 
 Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                         void* signal_memory, uint32_t signals, uint32_t counters, uint32_t queue_size,
-                         std::unique_ptr<DeviceGin>* out) {
+                         void* signal_memory, const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
   gin->signals_ = signal_memory;
   DeviceApiMemory& memory = gin->memory_;
-  BRAID_TRY(space.add_window(gin->signals_, signals * sizeof(uint64_t), gin.get(), false, &gin->signals_window_));
+  const bool v2 = shape.format == devapi::GfdFormat::kV2;
+  if (shape.contexts < 1 || (!v2 && shape.contexts != 1))
+    return BRAID_ERROR(ncclInternalError, "GIN: {} contexts in format {}", shape.contexts, v2 ? 2 : 1);
+  const uint32_t signal_words = shape.contexts * shape.signals;
+  BRAID_TRY(space.add_window(gin->signals_, signal_words * sizeof(uint64_t), gin.get(), false, &gin->signals_window_));
   if (!gin->signals_window_->symmetric())
     return BRAID_ERROR(ncclInvalidUsage, "GIN: the signal array could not be mapped by every LSA peer");
 
-  // The queues of every target of this world (only the LSA team's are used).
+  // Every context's queues to every target of this world (only the LSA
+  // team's are used), in one block, and the contexts' structs.
   const int nranks = space.world_size();
-  devapi::GinQueues q;
-  q.nranks = nranks;
-  q.queue_size = queue_size;
-  q.counter_count = counters;
-  q.signal_count = signals;
-  const uint64_t gfd_bytes = uint64_t(nranks) * queue_size * devapi::kGfdBytes;
-  const uint64_t index_bytes = align8(uint64_t(nranks) * sizeof(uint32_t));
-  const uint64_t total = gfd_bytes + 2 * index_bytes + counters * sizeof(uint64_t);
-  BRAID_TRY(memory.struct_alloc(total, &gin->queues_));
-  char* block = static_cast<char*>(gin->queues_);
-  q.gfds = reinterpret_cast<uint64_t*>(block);
-  q.pis = reinterpret_cast<uint32_t*>(block + gfd_bytes);
-  q.cis = reinterpret_cast<uint32_t*>(block + gfd_bytes + index_bytes);
-  q.counters = reinterpret_cast<uint64_t*>(block + gfd_bytes + 2 * index_bytes);
-
-  v::GinProxyGpuCtx ctx{nranks, queue_size, q.gfds, q.pis, q.cis, q.counters, static_cast<uint64_t*>(gin->signals_)};
-  BRAID_TRY(memory.struct_alloc(sizeof(ctx), &gin->context_));
-  BRAID_TRY(memory.struct_write(gin->context_, &ctx, sizeof(ctx)));
+  const ContextLayout at(shape, nranks);
+  BRAID_TRY(memory.struct_alloc(at.bytes * shape.contexts, &gin->queues_));
+  const size_t ctx_bytes = v2 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
+  BRAID_TRY(memory.struct_alloc(ctx_bytes * shape.contexts, &gin->context_));
+  std::vector<devapi::GinQueues> contexts;
+  for (uint32_t c = 0; c < shape.contexts; ++c) {
+    char* block = static_cast<char*>(gin->queues_) + at.bytes * c;
+    devapi::GinQueues q;
+    q.format = shape.format;
+    q.nranks = nranks;
+    q.queue_size = shape.queue_size;
+    q.gfds = reinterpret_cast<uint64_t*>(block + at.gfds);
+    q.pis = reinterpret_cast<uint32_t*>(block + at.pis);
+    q.cis = reinterpret_cast<uint32_t*>(block + at.cis);
+    q.counters = reinterpret_cast<uint64_t*>(block + at.counters);
+    q.counter_count = shape.counters;
+    q.signal_count = shape.signals;
+    q.signal_base = c * shape.signals;
+    uint64_t* signals = static_cast<uint64_t*>(gin->signals_) + q.signal_base;
+    char* ctx_at = static_cast<char*>(gin->context_) + ctx_bytes * c;
+    if (v2) {
+      v30::GinProxyGpuCtx ctx{nranks,
+                              shape.queue_size,
+                              q.gfds,
+                              q.pis,
+                              q.cis,
+                              q.counters,
+                              signals,
+                              reinterpret_cast<uint64_t*>(block + at.signal_offsets),
+                              reinterpret_cast<uint32_t*>(block + at.issued_gets),
+                              reinterpret_cast<uint32_t*>(block + at.visible_gets)};
+      BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));
+    } else {
+      v::GinProxyGpuCtx ctx{nranks, shape.queue_size, q.gfds, q.pis, q.cis, q.counters, signals};
+      BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));
+    }
+    contexts.push_back(q);
+  }
 
   // A direct link to every rank of the LSA team, TCP to the others.
   std::vector<std::unique_ptr<devapi::GinLink>> links(static_cast<size_t>(nranks));
   const int me = space.world_rank();
   for (int i = 0; i < lsa.size; ++i) {
-    devapi::GinSignals peer{reinterpret_cast<uint64_t*>(gin->signals_window_->lsa_pointer(i, 0)), signals};
+    devapi::GinSignals peer{reinterpret_cast<uint64_t*>(gin->signals_window_->lsa_pointer(i, 0)), signal_words};
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
-  if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signals, &links));
+  if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signal_words, &links));
   gin->watch_lsa_peers(space, peers);
   devapi::GinProxyOptions options;
   if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
   // On the host backend the posters are the ranks' threads: where they and
   // the proxies outnumber the cores, an idle proxy yields at once.
   if (2u * unsigned(lsa.size) > std::max(1u, std::thread::hardware_concurrency())) options.idle_spins = 0;
-  BRAID_TRY(devapi::GinProxy::create(q, std::move(links), space.gin_local().get(), &gin->fault_, options,
-                                     &gin->proxy_));
+  BRAID_TRY(devapi::GinProxy::create(std::move(contexts), std::move(links), space.gin_local().get(), &gin->fault_,
+                                     options, &gin->proxy_));
   gin->proxy_->start();
   *out = std::move(gin);
   return Status::ok();
 }
 
-Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signals,
+Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
                                       std::vector<std::unique_ptr<devapi::GinLink>>* links) {
   const int me = space.world_rank(), nranks = space.world_size(), first = me - space.lsa().rank;
   const auto timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
@@ -119,9 +161,8 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     senders.push_back(sender);
   }
   for (UniqueFd& fd : accepted) (void)fd.release();  // the receiver owns them
-  receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(),
-                                                       devapi::GinSignals{static_cast<uint64_t*>(signals_), signals},
-                                                       &fault_, timeout);
+  const devapi::GinSignals mine{static_cast<uint64_t*>(signals_), signal_words};
+  receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(), mine, &fault_, timeout);
   return Status::ok();
 }
 

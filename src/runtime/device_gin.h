@@ -1,12 +1,17 @@
-// A device communicator's GIN context (GPU-initiated networking) on NCCL
-// 2.28.9's proxy backend, served by braid's proxy (src/devapi/gin_proxy.h).
+// A device communicator's GIN contexts (GPU-initiated networking) on NCCL's
+// proxy backend, served by braid's proxy (src/devapi/gin_proxy.h): 2.28.9's
+// one context (64-byte descriptors, a 48-byte ncclGinProxyGpuCtx_t) or
+// 2.30's array of them (128-byte descriptors, 72-byte contexts that add
+// signal offsets and get bookkeeping, which only the device touches).
 //
-// The device side is the headers' inline code: it writes 64-byte
-// descriptors into per-target queues, bumps producer indices, and polls
-// consumer indices, counters and its signal array, all reached through
-// one ncclGinProxyGpuCtx_t that the devComm's ginHandles[] names.  This
-// object lays that memory out and runs the proxy thread that consumes the
-// queues.  The signal array is a symmetric allocation
+// The device side is the headers' inline code: it writes descriptors into
+// per-target queues, bumps producer indices, and polls consumer indices,
+// counters and its signal array, all reached through the
+// ncclGinProxyGpuCtx_t that the devComm's ginHandles[] names (2.30: indexed
+// by context).  This object lays that memory out and runs the one proxy
+// thread that consumes every context's queues.  Context c's signals are
+// words [c * signals, (c + 1) * signals) of one signal array, a symmetric
+// allocation
 // (src/runtime/lsa_space.h), so a put's signal add lands in the target's
 // array through the flat range, and a descriptor's window tokens resolve
 // through the space's GIN tables: the source in this rank's allocation,
@@ -34,19 +39,30 @@ namespace braid {
 
 class Bootstrap;
 
+// What the devComm asked for.  `signals` and `counters` (per context) are
+// at least 1 and fit the format's ids (16 bits in format 1; 24 and 23 in
+// format 2).
+struct DeviceGinShape {
+  devapi::GfdFormat format = devapi::GfdFormat::kV1;
+  uint32_t contexts = 1;  // format 1: 1
+  uint32_t signals = 1;
+  uint32_t counters = 1;
+  uint32_t queue_size = 256;  // a power of two
+};
+
 class DeviceGin {
  public:
   // Collective over the communicator (the signal array is placed as a
   // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
-  // of `signals` words, owned from here on.  `signals` and `counters` are
-  // at least 1 and at most 2^16 (the descriptor's ids are 16 bits).
-  // `peers`: every rank's PeerInfo (whose processes to watch).
+  // of contexts x signals words, owned from here on.  `peers`: every
+  // rank's PeerInfo (whose processes to watch).
   static Status create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                       void* signal_memory, uint32_t signals, uint32_t counters, uint32_t queue_size,
-                       std::unique_ptr<DeviceGin>* out);
+                       void* signal_memory, const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
-  void* device_context() const { return context_; }  // an ncclGinProxyGpuCtx_t
+  // What ginHandles[] holds: an ncclGinProxyGpuCtx_t (format 1), or the
+  // array of them (format 2).
+  void* device_context() const { return context_; }
   // The first error of the proxy (ok while there is none).
   Status fault() const { return fault_.failed() ? fault_.get() : Status::ok(); }
 
@@ -54,14 +70,16 @@ class DeviceGin {
   explicit DeviceGin(DeviceApiMemory& memory) : memory_(memory) {}
   // Collective: a TCP link to every rank outside this LSA team, and the
   // receiver of theirs.
-  Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signals,
+  Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
                              std::vector<std::unique_ptr<devapi::GinLink>>* links);
   // pidfds of the LSA peers in other processes, and the check of them.
   void watch_lsa_peers(const LsaSpace& space, const std::vector<PeerInfo>& peers);
   Status check_lsa_peers() const;
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
-  void* queues_ = nullptr;  // GFDs, producer and consumer indices, counters: one block
+  // Every context's GFDs, producer and consumer indices, counters (and in
+  // format 2 signal offsets and get indices): one block.
+  void* queues_ = nullptr;
   void* signals_ = nullptr;
   std::unique_ptr<LsaWindow> signals_window_;
   devapi::GinFault fault_;

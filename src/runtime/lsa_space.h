@@ -42,6 +42,7 @@
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/devapi/abi_v23000.h"
 #include "src/devapi/gin_memory.h"
 #include "src/devapi/symmetric_space.h"
 #include "src/devapi/teams.h"
@@ -57,13 +58,13 @@ class LsaSpace;
 // rank's host.
 Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaShape* out);
 
-// What ncclWindow_t points at (NCCL 2.30's 88 bytes: 2.28.9's 72 and two
-// zeroed members, so kernels built for either read it), and where the
+// What ncclWindow_t points at (NCCL 2.30's 88 bytes: 2.28.9's 72 and
+// 2.30's segment fields, one segment, so kernels built for either read it), and where the
 // window sits in the flat range.  Destroying it unmaps this process's views,
 // frees its offset, clears its table entry and frees the struct.
 class LsaWindow {
  public:
-  static constexpr size_t kStructBytes = 88;
+  static constexpr size_t kStructBytes = sizeof(devapi::v23000::WindowVidmem);
   ~LsaWindow();
   LsaWindow(const LsaWindow&) = delete;
   LsaWindow& operator=(const LsaWindow&) = delete;

@@ -154,13 +154,14 @@ BRAID_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam team, int nBarri
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclLsaBarrierCreateRequirement,
                       (ncclTeam, int, ncclLsaBarrierHandle*, ncclDevResourceRequirements*))
 
-// The communicator is not used (as in NCCL 2.28.9, where the barrier's size
-// depends on the GIN context limit alone).
-BRAID_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam, int nBarriers,
+// The communicator is not used.  The caller may be built against 2.28.9's
+// headers (a buffer and a signal per barrier) or 2.30's (a signal per
+// barrier and team rank), which nothing here tells apart: it gets both.
+BRAID_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t, ncclTeam team, int nBarriers,
                                                        ncclGinBarrierHandle* outHandle,
                                                        ncclDevResourceRequirements* outReq) {
   return guarded(nullptr, "ncclGinBarrierCreateRequirement", [&] {
-    return devapi::gin_barrier_requirement(nBarriers, as_v22809(outHandle), as_v22809(outReq));
+    return devapi::gin_barrier_requirement_any(from_c(team), nBarriers, as_v22809(outHandle), as_v22809(outReq));
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGinBarrierCreateRequirement,

@@ -6,9 +6,9 @@
 //
 // What they say on braid: a communicator's rank, size and device; device
 // API support on a GPU whose memory braid can share (cuMem), as
-// ncclDevCommCreate serves 2.30 clients there (LSA; not 2.30's GIN); no
-// multimem, no GPU-initiated networking for 2.30 clients; host one-sided
-// RMA where the backend has it.  A peer's window pointer is its copy in the
+// ncclDevCommCreate serves 2.30 clients there; no multimem; GIN of the
+// proxy type where braid's proxy serves it (memory the host reaches: the
+// host backend); host one-sided RMA where the backend has it.  A peer's window pointer is its copy in the
 // flat LSA range where the window is symmetric; otherwise where the
 // backend maps it into this process (the host backend: ranks that are
 // threads of one process, src/exec/host/host_windows.h).
@@ -22,7 +22,7 @@ using namespace braid;
 
 // nccl_device/core.h's ncclCommProperties (2.30.7), member for member.
 // 2.29's ends after ginType (40 bytes); 2.30 appended the last three.
-typedef enum { kGinNone = 0 } braid_gin_type_t;
+typedef enum { kGinNone = 0, kGinProxy = 2 } braid_gin_type_t;  // ncclGinType_t
 struct ncclCommProperties {
   size_t size;
   unsigned int magic;
@@ -85,6 +85,10 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   // on a GPU (src/runtime/device_comm.h).  The host backend serves devComms
   // to CPU code only, so it does not say yes to a kernel.
   p.deviceApiSupport = comm->cuda_device >= 0 && comm->backend && comm->backend->device_api_memory().can_share();
+  // The GIN devComms get (src/runtime/device_comm.h): braid's proxy, full
+  // and railed alike (a rail request is served by the full connection).
+  const bool gin = comm->backend && comm->backend->device_api_memory().host_reachable();
+  p.ginType = p.railedGinType = gin ? kGinProxy : kGinNone;
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));
   return Status::ok();

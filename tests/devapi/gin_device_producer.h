@@ -53,7 +53,7 @@ class DeviceProducer {
 
   bool post(int pe, const Gfd& g) {
     uint64_t words[kGfdQwords];
-    braid::devapi::encode_gfd(g, words);
+    braid::devapi::encode_gfd(braid::devapi::GfdFormat::kV1, g, words);
     return post_raw(pe, words, kGfdQwords);
   }
 

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <vector>
 
 #include <nccl_device/gin/proxy/gin_proxy_device_host_common.h>
 
@@ -63,7 +64,7 @@ Gfd decode(const ncclGinProxyGfd_t& d) {
   uint64_t q[kGfdQwords];
   std::memcpy(q, &d, sizeof(q));
   Gfd g;
-  braid::Status s = decode_gfd(q, &g);
+  braid::Status s = decode_gfd(GfdFormat::kV1, q, &g);
   INFO(s.to_string());
   REQUIRE(s.is_ok());
   return g;
@@ -100,7 +101,7 @@ TEST_CASE("GFD: braid's encoder writes what the device's buildGfd writes", "[dev
   put.signal_id = 0x1234;
   put.signal_value = 0x8877665544332211ull;
   uint64_t mine[kGfdQwords];
-  encode_gfd(put, mine);
+  encode_gfd(GfdFormat::kV1, put, mine);
   ncclGinProxyGfd_t theirs = device_build(0, put.op, 0, 0, false, put.src_off, put.src_handle, put.dst_off,
                                           put.dst_handle, put.size, put.counter_id, put.signal_id, put.signal_value);
   CHECK(std::memcmp(mine, &theirs, sizeof(mine)) == 0);
@@ -114,7 +115,7 @@ TEST_CASE("GFD: braid's encoder writes what the device's buildGfd writes", "[dev
     v.dst_off = 24;
     v.dst_handle = 9;
     v.signal_id = 3;
-    encode_gfd(v, mine);
+    encode_gfd(GfdFormat::kV1, v, mine);
     theirs = device_build(0, v.op, v.inline_value, bytes, true, 0, 0, v.dst_off, v.dst_handle, bytes, 0, v.signal_id, 0);
     INFO(bytes << "-byte inline value");
     CHECK(std::memcmp(mine, &theirs, sizeof(mine)) == 0);
@@ -152,4 +153,160 @@ TEST_CASE("GFD: braid decodes what the device writes, ignoring the bits it leave
     CHECK(s.signal_id == 11);
     CHECK(s.signal_add() == 1);
   }
+}
+
+// NCCL 2.30's 128-byte descriptors.  NVIDIA's installed headers are
+// 2.28.9's, so the reference here is numbers: the 16 qwords 2.30.7's
+// buildGfd (github NVIDIA/nccl, src/include/nccl_device/gin/proxy) writes
+// into a build buffer filled with 0xa5 first, measured by a host probe
+// compiled against those headers.  Bits buildGfd leaves alone keep 0xa5.
+namespace {
+
+struct Golden {
+  const char* what;
+  Gfd g;
+  uint64_t q[16];
+};
+
+Gfd make(uint16_t op, uint64_t size, uint64_t src_off, uint64_t src_handle, uint64_t dst_off, uint64_t dst_handle,
+         uint32_t counter, uint32_t signal, uint64_t signal_value, bool strong) {
+  Gfd g;
+  g.op = op;
+  g.size = size;
+  g.src_off = src_off;
+  g.src_handle = src_handle;
+  g.dst_off = dst_off;
+  g.dst_handle = dst_handle;
+  g.counter_id = counter;
+  g.signal_id = signal;
+  g.signal_value = signal_value;
+  g.strong_signal = strong;
+  return g;
+}
+
+constexpr uint64_t kA5 = 0xa5a5a5a5a5a5a5a5ull;
+
+std::vector<Golden> goldens() {
+  std::vector<Golden> v;
+  v.push_back({"put with a counter and a strong signal add, ids past 16 bits",
+               make(kGfdPut | kGfdWithCounter | kGfdWithSignalAdd, 4096, 0x123456789a, 7, 0x42, 9, 0x7abcde, 0xfedcba,
+                    0x1122334455667788ull, true),
+               {0x0000000000080025ull, 0x0000002468acf135ull, 0x000000000000000full, 0x0000000000000085ull,
+                0x0000000000000013ull, 0x7788fedcbaf579bdull, 0xa5112233445566a7ull, 0xa5a5a5a5a50015a5ull, kA5, kA5,
+                kA5, kA5, kA5, kA5, kA5, kA5}});
+  Gfd u64 = make(kGfdPut | kGfdWithInline | kGfdWithSignalInc, 8, 0, 0, 0x10, 3, 0, 5, 0, false);
+  u64.inline_value = 0x0807060504030201ull;
+  v.push_back({"putValue of 8 bytes with a signal increment", u64,
+               {0x0000000000000425ull, 0xa5060504030201a5ull, 0xa5a5a5a5a50807a5ull, 0x0000000000000021ull,
+                0x0000000000000007ull, 0x0000000005000001ull, 0xa5000000000000a5ull, 0xa5a5a5a5a5000ba5ull, kA5, kA5,
+                kA5, kA5, kA5, kA5, kA5, kA5}});
+  Gfd u32 = make(kGfdPut | kGfdWithInline, 4, 0, 0, 0x20, 3, 0, 0, 0, false);
+  u32.inline_value = 0xdeadbeef;
+  v.push_back({"putValue of 4 bytes", u32,
+               {0x0000000000000225ull, 0xa5a5a5deadbeefa5ull, kA5, 0x0000000000000041ull, 0x0000000000000007ull,
+                0x0000000000000001ull, 0xa5000000000000a5ull, 0xa5a5a5a5a50003a5ull, kA5, kA5, kA5, kA5, kA5, kA5, kA5,
+                kA5}});
+  Gfd va = make(kGfdVaSignal | kGfdWithSignalAdd, 0, 0, 0, 0, 0, 0, 0, 77, true);
+  va.va_signal_off = 0x1008;
+  va.va_signal_handle = 11;
+  v.push_back({"a strong VA signal add", va,
+               {0x0000000000000025ull, 0x0000000000002011ull, 0x0000000000000017ull, 0x0000000000000001ull,
+                0x0000000000000001ull, 0x004d000000000001ull, 0xa5000000000000a7ull, 0xa5a5a5a5a50030a5ull, kA5, kA5,
+                kA5, kA5, kA5, kA5, kA5, kA5}});
+  v.push_back({"a get", make(kGfdGet, 1000, 0x300, 4, 0x500, 6, 0, 0, 0, false),
+               {0x000000000001f425ull, 0x0000000000000601ull, 0x0000000000000009ull, 0x0000000000000a01ull,
+                0x000000000000000dull, 0x0000000000000001ull, 0xa5000000000000a5ull, 0xa5a5a5a5a50040a5ull, kA5, kA5,
+                kA5, kA5, kA5, kA5, kA5, kA5}});
+  v.push_back({"a flush", make(kGfdFlush, 0, 0, 0, 0, 0, 0, 0, 0, false),
+               {0x0000000000000025ull, kA5, kA5, kA5, kA5, kA5, kA5, 0xa5a5a5a5a50080a5ull, kA5, kA5, kA5, kA5, kA5,
+                kA5, kA5, kA5}});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("GFD v2: braid's encoder writes what 2.30's buildGfd writes", "[devapi][gfd][layout][v230]") {
+  for (const Golden& golden : goldens()) {
+    INFO(golden.what);
+    uint64_t mine[16];
+    encode_gfd(GfdFormat::kV2, golden.g, mine);
+    for (int i = 0; i < 16; ++i) {
+      INFO("qword " << i);
+      // Where buildGfd wrote nothing the golden keeps the junk and braid's
+      // encoder writes 0: the two may differ only in bits the junk set and
+      // braid left clear.
+      const uint64_t diff = mine[i] ^ golden.q[i];
+      CHECK((diff & (mine[i] | ~kA5)) == 0);
+    }
+    Gfd back;
+    REQUIRE(decode_gfd(GfdFormat::kV2, mine, &back).is_ok());
+    CHECK(back.op == golden.g.op);
+    CHECK(back.size == golden.g.size);
+  }
+}
+
+TEST_CASE("GFD v2: braid decodes what 2.30's buildGfd writes, junk included", "[devapi][gfd][layout][v230]") {
+  for (const Golden& golden : goldens()) {
+    INFO(golden.what);
+    Gfd g;
+    braid::Status s = decode_gfd(GfdFormat::kV2, golden.q, &g);
+    INFO(s.to_string());
+    REQUIRE(s.is_ok());
+    CHECK(g.op == golden.g.op);
+    CHECK(g.size == golden.g.size);
+    if (golden.g.is_flush()) continue;
+    CHECK(g.dst_off == golden.g.dst_off);
+    CHECK(g.dst_handle == golden.g.dst_handle);
+    if (g.has_inline()) {
+      CHECK(g.inline_value == golden.g.inline_value);
+    } else if (g.is_va_signal()) {
+      CHECK(g.va_signal_off == golden.g.va_signal_off);
+      CHECK(g.va_signal_handle == golden.g.va_signal_handle);
+    } else {
+      CHECK(g.src_off == golden.g.src_off);
+      CHECK(g.src_handle == golden.g.src_handle);
+    }
+    if (g.has_counter()) CHECK(g.counter_id == golden.g.counter_id);
+    if (g.has_signal()) {
+      CHECK(g.signal_add() == golden.g.signal_add());
+      CHECK(g.strong_signal == golden.g.strong_signal);
+      if (!g.is_va_signal()) CHECK(g.signal_id == golden.g.signal_id);
+    }
+  }
+}
+
+TEST_CASE("GFD v2: what no 2.30 device posts is refused", "[devapi][gfd][v230]") {
+  const std::vector<Golden> all = goldens();
+  const uint64_t* put = all[0].q;
+  auto refused = [](const uint64_t* q, const char* says) {
+    Gfd g;
+    braid::Status s = decode_gfd(GfdFormat::kV2, q, &g);
+    INFO(s.to_string());
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.message().find(says) != std::string::npos);
+  };
+  uint64_t q[16];
+  std::memcpy(q, put, sizeof q);
+  q[0] = (q[0] & ~uint64_t(0x1e)) | (1 << 1);  // version 1 in a 2.30 queue
+  refused(q, "version 1");
+  std::memcpy(q, put, sizeof q);
+  q[7] = (q[7] & ~uint64_t(0xffff00)) | (uint64_t(kGfdPut | kGfdGet) << 8);
+  refused(q, "not one of");
+  q[7] = (q[7] & ~uint64_t(0xffff00)) | (uint64_t(0x100) << 8);
+  refused(q, "unknown op bits");
+  q[7] = (q[7] & ~uint64_t(0xffff00)) | (uint64_t(kGfdGet | kGfdWithCounter) << 8);
+  refused(q, "no modifiers");
+  q[7] = (q[7] & ~uint64_t(0xffff00)) | (uint64_t(kGfdVaSignal) << 8);
+  refused(q, "SignalInc or SignalAdd");
+  std::memcpy(q, all[3].q, sizeof q);  // the VA signal, its word moved off 8-byte alignment
+  q[1] = 1 | (uint64_t(0x1004) << 1);
+  refused(q, "8-byte aligned");
+  std::memcpy(q, all[4].q, sizeof q);  // the get, from a null window
+  q[2] = 1;
+  refused(q, "null window");
+  // Not complete until all 16 flags are set (the last 8 carry nothing else).
+  std::memcpy(q, put, sizeof q);
+  q[12] &= ~uint64_t(1);
+  CHECK(!gfd_complete(GfdFormat::kV2, q));
+  CHECK(gfd_complete(GfdFormat::kV1, q));
 }

@@ -44,7 +44,7 @@ struct SelfRig {
     links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, rank.recv), rank.signals));
     GinProxyOptions options;
     options.torn_timeout = std::chrono::milliseconds(100);
-    REQUIRE(GinProxy::create(queues.q, std::move(links), &rank.sources, &fault, options, &proxy).is_ok());
+    REQUIRE(GinProxy::create({queues.q}, std::move(links), &rank.sources, &fault, options, &proxy).is_ok());
   }
   // Posts raw words and lets the proxy look once: its verdict.
   Status feed(const uint64_t words[kGfdQwords], int written = kGfdQwords) {
@@ -77,7 +77,8 @@ TEST_CASE("GIN proxy: ranks as threads, puts, signals and counters in order", "[
     std::vector<std::unique_ptr<GinLink>> links;
     for (int t = 0; t < n; ++t)
       links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, ranks[t]->recv), ranks[t]->signals));
-    REQUIRE(GinProxy::create(queues[r]->q, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r]).is_ok());
+    REQUIRE(GinProxy::create({queues[r]->q}, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r])
+                .is_ok());
     proxies[r]->start();
   }
   std::vector<std::string> results(n);
@@ -128,7 +129,7 @@ TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason"
     INFO(c.what);
     SelfRig rig;
     uint64_t words[kGfdQwords];
-    encode_gfd(c.g, words);
+    encode_gfd(braid::devapi::GfdFormat::kV1, c.g, words);
     Status s = rig.feed(words);
     CHECK(s.code() == ncclInvalidArgument);
     CHECK_THAT(s.message(), Catch::Contains(c.message));
@@ -140,7 +141,7 @@ TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason"
   SelfRig rig;
   fill_send(0, 1, rig.rank.send.data());
   uint64_t words[kGfdQwords];
-  encode_gfd(good, words);
+  encode_gfd(braid::devapi::GfdFormat::kV1, good, words);
   REQUIRE(rig.feed(words).is_ok());
   CHECK(rig.queues.cis[0] == 1);
   CHECK(check_chunk(0, 0, 0, rig.rank.recv.data()).find("word 8 ") != std::string::npos);  // 64 bytes, then zeros
@@ -156,7 +157,7 @@ TEST_CASE("GIN proxy: a put of 0 bytes is consumed, moves nothing and counts", "
   empty.op |= braid::devapi::kGfdWithCounter;
   empty.counter_id = 1;
   uint64_t words[kGfdQwords];
-  encode_gfd(empty, words);
+  encode_gfd(braid::devapi::GfdFormat::kV1, empty, words);
   REQUIRE(rig.feed(words).is_ok());
   CHECK(rig.queues.cis[0] == 1);
   CHECK(rig.queues.counter_words[1] == 1);
@@ -167,7 +168,7 @@ TEST_CASE("GIN proxy: a put of 0 bytes is consumed, moves nothing and counts", "
   Gfd signal_only = put_gfd(12345, 0, 54321, 0, 0);
   signal_only.op |= braid::devapi::kGfdWithSignalInc;
   signal_only.signal_id = 1;
-  encode_gfd(signal_only, words);
+  encode_gfd(braid::devapi::GfdFormat::kV1, signal_only, words);
   REQUIRE(rig.feed(words).is_ok());
   CHECK(rig.queues.cis[0] == 2);
   CHECK(rig.rank.signal_words[1] == 1);
@@ -188,10 +189,10 @@ TEST_CASE("GIN proxy: a torn descriptor is an error after a bounded wait, not bl
   GinProxyOptions options;
   options.torn_timeout = std::chrono::milliseconds(100);
   std::unique_ptr<GinProxy> proxy;
-  REQUIRE(GinProxy::create(queues.q, std::move(links), &self.sources, &fault, options, &proxy).is_ok());
+  REQUIRE(GinProxy::create({queues.q}, std::move(links), &self.sources, &fault, options, &proxy).is_ok());
   DeviceProducer dev(queues.q);
   uint64_t words[kGfdQwords];
-  encode_gfd(put_gfd(kSendToken, 0, kRecvToken, 0, 8), words);
+  encode_gfd(braid::devapi::GfdFormat::kV1, put_gfd(kSendToken, 0, kRecvToken, 0, 8), words);
   REQUIRE(dev.post_raw(0, words, 6));  // to rank 0: q6 and q7 never written
   REQUIRE(dev.post_raw(1, words, kGfdQwords));
   bool progressed = false;
@@ -257,19 +258,19 @@ TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devap
   };
   GinQueues q = qm.q;
   q.queue_size = 6;
-  CHECK(GinProxy::create(q, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create({q}, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
   q = qm.q;
   q.gfds = nullptr;
-  CHECK(GinProxy::create(q, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create({q}, links(), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
   auto one = links();
   one.pop_back();
-  CHECK(GinProxy::create(qm.q, std::move(one), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create({qm.q}, std::move(one), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
   auto hole = links();
   hole[1].reset();
-  CHECK(GinProxy::create(qm.q, std::move(hole), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
-  CHECK(GinProxy::create(qm.q, links(), nullptr, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create({qm.q}, std::move(hole), &sources, &fault, {}, &proxy).code() == ncclInvalidArgument);
+  CHECK(GinProxy::create({qm.q}, links(), nullptr, &fault, {}, &proxy).code() == ncclInvalidArgument);
   CHECK(!proxy);
-  REQUIRE(GinProxy::create(qm.q, links(), &sources, &fault, {}, &proxy).is_ok());
+  REQUIRE(GinProxy::create({qm.q}, links(), &sources, &fault, {}, &proxy).is_ok());
 
   char mem[64];
   GinWindowTable t;
@@ -307,7 +308,7 @@ TEST_CASE("GIN proxy: windows registered while it runs are found, and registerin
   links.push_back(std::make_unique<DirectGinLink>(targets, self.signals));
   GinFault fault;
   std::unique_ptr<GinProxy> proxy;
-  REQUIRE(GinProxy::create(queues.q, std::move(links), &self.sources, &fault, {}, &proxy).is_ok());
+  REQUIRE(GinProxy::create({queues.q}, std::move(links), &self.sources, &fault, {}, &proxy).is_ok());
   proxy->start();
   REQUIRE(targets->add(kRecvToken, self.recv.data(), self.recv.size()).is_ok());
   std::atomic<bool> done{false};

@@ -151,7 +151,7 @@ Status connect_rank(Rank& r, Board* b, Wire wire) {
     }
     r.receiver = std::make_unique<GinTcpReceiver>(fds, senders, &r.receives, r.signals, &r.fault, timeout);
   }
-  BRAID_TRY(GinProxy::create(r.queues->q, std::move(links), &r.sources, &r.fault, {}, &r.proxy));
+  BRAID_TRY(GinProxy::create({r.queues->q}, std::move(links), &r.sources, &r.fault, {}, &r.proxy));
   r.proxy->start();
   return Status::ok();
 }
@@ -372,7 +372,7 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
   GinTcpReceiver receiver({a[1], b[1]}, {0, 1}, &windows, signals, &fault, timeout);
 
   // Sender 0: a put frame's header (the wire format, gin_tcp.cc) and half its payload.
-  const GinTcpFrame head{0x6e696762, 1, kRecvToken, 0, big, 1, 0, 1, 0};
+  const GinTcpFrame head{0x6e696762, 1, kRecvToken, 0, big, 1, 0, 1};
   REQUIRE(::write(a[0], &head, sizeof head) == ssize_t(sizeof head));
   std::vector<char> half(big / 2, 'a');
   std::atomic<bool> half_sent{false};  // Catch's macros are not for other threads

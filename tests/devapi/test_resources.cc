@@ -196,3 +196,73 @@ TEST_CASE("device resources: a bad list is refused and nothing is written", "[de
   CHECK(handle == 0);  // the barriers (none) take no bytes: it starts the buffer
   CHECK(layout.bytes == 4096);
 }
+
+TEST_CASE("device resources: 2.30's GIN barrier, and the requirement that serves either ABI", "[devapi][resources]") {
+  v::GinBarrierHandle gin{};
+  v::DevResourceRequirements r = junk();
+  REQUIRE(gin_barrier_requirement_v23000(v::Team{3, 0, 1}, 2, &gin, &r).is_ok());
+  CHECK(r.bufferSize == 0);  // 2.30: no saved epochs, a signal per barrier and peer
+  CHECK(r.ginSignalCount == 2 * 3);
+  CHECK(r.outGinSignalStart == &gin.signal0);
+  CHECK(r.outBufferHandle == nullptr);
+  r = junk();
+  REQUIRE(gin_barrier_requirement_any(v::Team{3, 0, 1}, 2, &gin, &r).is_ok());
+  CHECK(r.bufferSize == 2 * 4 * 4);  // 2.28.9's epochs
+  CHECK(r.ginSignalCount == 2 * 3);  // 2.30's signals, of which 2.28.9 uses the first 2
+  CHECK(r.outBufferHandle == &gin.bufHandle);
+  CHECK(gin_barrier_requirement_v23000(v::Team{INT_MAX, 0, 1}, 4, &gin, &r).code() == ncclInvalidArgument);
+  CHECK(gin_barrier_requirement_any(v::Team{0, 0, 1}, 1, &gin, &r).code() == ncclInvalidArgument);
+}
+
+// NCCL 2.30's ncclDevrCommCreateInternal: the world, rail and LSA barriers,
+// then the hybrid world, rail and LSA barriers of barrierCount, then the
+// user's list; signals after the devComm's own ginSignalCount.
+TEST_CASE("device resources: 2.30's layout of the devComm's six barriers", "[devapi][resources][v230]") {
+  namespace v30 = braid::devapi::v23000;
+  v30::DevCommRequirements reqs{};
+  reqs.barrierCount = 2;
+  reqs.lsaBarrierCount = 1;
+  reqs.railGinBarrierCount = 3;
+  reqs.worldGinBarrierCount = 1;
+  reqs.ginSignalCount = 4;
+  reqs.ginCounterCount = 2;
+  reqs.ginConnectionType = v30::kGinConnectionFull;
+  uint32_t mine_handle = 99, mine_signal = 99;
+  v::DevResourceRequirements mine{};
+  mine.bufferSize = 64;
+  mine.ginSignalCount = 1;
+  mine.outBufferHandle = &mine_handle;
+  mine.outGinSignalStart = &mine_signal;
+  reqs.resourceRequirementsList = &mine;
+  // 8 ranks: 2 hosts of 4; this rank is world 5, LSA rank 1, rail rank 1.
+  const v::Team world{8, 5, 1}, lsa{4, 1, 1}, rail{2, 1, 4};
+  v30::DevComm dev{};
+  ResourceLayout layout;
+  REQUIRE(layout_resources_v23000(reqs, world, lsa, rail, 3, 4096, &dev, &layout).is_ok());
+  CHECK(dev.worldGinBarrier.signal0 == 4);                 // 1 x 8 signals: 4..11
+  CHECK(dev.railGinBarrier.signal0 == 12);                 // 3 x 2: 12..17
+  CHECK(dev.lsaBarrier.bufHandle == 0);                    // the first bytes: (3 + 4) x 4
+  CHECK(dev.lsaBarrier.nBarriers == 1);
+  CHECK(dev.hybridWorldGinBarrier.signal0 == 18);          // 2 x 8: 18..33
+  CHECK(dev.hybridRailGinBarrier.signal0 == 34);           // 2 x 2: 34..37
+  CHECK(dev.hybridLsaBarrier.bufHandle == 1);              // at 128
+  CHECK(dev.hybridLsaBarrier.nBarriers == 2);
+  CHECK(mine_handle == 2);                                 // (3 x 2 + 2 x 4) x 4 = 56 bytes later, at 256
+  CHECK(mine_signal == 38);
+  CHECK(layout.signals == 39);
+  CHECK(layout.counters == 2);
+  CHECK(layout.shadows_offset == 384);
+  CHECK(layout.bytes == 4096);  // 384 + 3 contexts x 39 x 8 = 1320, to the granularity
+
+  // A rail connection has no hybrid world barrier; more than 32 contexts,
+  // negative counts: refused, nothing written.
+  reqs.ginConnectionType = v30::kGinConnectionRail;
+  reqs.worldGinBarrierCount = 0;
+  REQUIRE(layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout).is_ok());
+  CHECK(dev.hybridWorldGinBarrier.signal0 == dev.hybridRailGinBarrier.signal0);  // it took no signals
+  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 33, 4096, &dev, &layout).code() == ncclInvalidArgument);
+  reqs.worldGinBarrierCount = -1;
+  mine_handle = 99;
+  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout).code() == ncclInvalidArgument);
+  CHECK(mine_handle == 99);
+}

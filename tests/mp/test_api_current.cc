@@ -421,9 +421,9 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
           DeviceProperties p{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION_CODE};
           MP_NCCL(f, ncclCommQueryProperties(comm, &p));
           if (p.rank != rank || p.nRanks != n || p.cudaDev != -1 || p.nLsaTeams != 1 || !p.hostRmaSupport ||
-              p.deviceApiSupport || p.multimemSupport || p.ginType != 0)
-            f.fail(fmt::format("rank {}: properties {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
-                               p.hostRmaSupport));
+              p.deviceApiSupport || p.multimemSupport || p.ginType != 2 /* PROXY */ || p.railedGinType != 2)
+            f.fail(fmt::format("rank {}: properties {} {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
+                               p.hostRmaSupport, p.ginType));
           // A 2.29 struct (40 bytes): nothing past it is written.
           DeviceProperties old{40, NCCL_API_MAGIC, NCCL_VERSION(2, 29, 2)};
           old.nLsaTeams = -5;

@@ -1,99 +1,23 @@
 // Device communicators for a client built against NCCL 2.30's device
 // headers (src/devapi/abi_v23000.h): versioned requirements in, the 240-byte
 // ncclDevComm out, served for LSA (windows, LSA barriers, LL AlltoAll,
-// the user's resources); 2.30's GIN refused with the reason.  NVIDIA's
-// installed headers are 2.28.9's, so the client's structs are written here
-// from 2.30.7's layout (offsets measured against NCCL's 2.30.7 headers).
+// the user's resources) and for GIN (its fields here; its traffic in
+// test_device_gin_v230.cc).  NVIDIA's installed headers are 2.28.9's, so
+// the client's structs are written from 2.30.7's layout
+// (devapi_v230_client.h).
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "devapi_v230_client.h"
 #include "harness.h"
 
 using namespace mp;
+using namespace v230;
 
 namespace {
-
-struct ResourceReq {  // ncclDevResourceRequirements (unchanged since 2.28)
-  ResourceReq* next;
-  size_t bufferSize, bufferAlign;
-  uint32_t* outBufferHandle;
-  int ginSignalCount, ginCounterCount;
-  uint32_t *outGinSignalStart, *outGinCounterStart;
-};
-struct Reqs230 {  // ncclDevCommRequirements, 2.30
-  size_t size;
-  uint32_t magic, version;
-  ResourceReq* resourceRequirementsList;
-  void* teamRequirementsList;
-  bool lsaMultimem;
-  int barrierCount, lsaBarrierCount, railGinBarrierCount;
-  int lsaLLA2ABlockCount, lsaLLA2ASlotCount;
-  bool ginForceEnable;
-  int ginContextCount, ginSignalCount, ginCounterCount;
-  int ginConnectionType;  // NONE 0, FULL 1, RAIL 2
-  bool ginExclusiveContexts;
-  int ginQueueDepth, ginTrafficClass, worldGinBarrierCount;
-  bool ginStrongSignalsRequired, ginVaSignalsRequired;
-};
-struct Handle {
-  uint32_t a, b;
-};
-struct DevComm230 {  // ncclDevComm, 2.30
-  uint32_t magic, version;
-  int rank, nRanks;
-  uint32_t nRanks_rcp32;
-  int lsaRank, lsaSize;
-  uint32_t lsaSize_rcp32;
-  void* windowTable;
-  void* resourceWindow;
-  struct {
-    char reserved1[8];
-    char* lsaFlatBase;
-    char reserved2[8];
-    uint32_t stride4G, mcOffset4K;
-    char reserved3[32];
-  } resourceWindow_inlined;
-  Handle hybridWorldGinBarrier;
-  void* lsaMultimem;
-  Handle lsaBarrier, railGinBarrier;
-  uint8_t ginConnectionCount;
-  uint8_t ginNetDeviceTypes[4];
-  void* ginHandles[4];
-  int ginSignalCount, ginCounterCount;
-  uint64_t* ginSignalShadows;
-  uint32_t ginContextCount;
-  bool ginConnectionsRailed, ginStrongLegacySignals, ginContextsRailed;
-  uint32_t* abortFlag;
-  Handle hybridLsaBarrier, hybridRailGinBarrier, worldGinBarrier;
-};
-static_assert(sizeof(Reqs230) == 96 && offsetof(Reqs230, worldGinBarrierCount) == 88);
-static_assert(sizeof(DevComm230) == 240 && offsetof(DevComm230, lsaBarrier) == 128 &&
-              offsetof(DevComm230, abortFlag) == 208);
-
-Reqs230 initializer() {  // NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER of 2.30.7's headers
-  Reqs230 r{};
-  r.size = sizeof(r);
-  r.magic = NCCL_API_MAGIC;
-  r.version = NCCL_VERSION(2, 30, 7);
-  r.ginContextCount = 4;
-  r.ginTrafficClass = NCCL_CONFIG_UNDEF_INT;
-  r.ginStrongSignalsRequired = r.ginVaSignalsRequired = true;
-  return r;
-}
-
-extern "C" ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*);
-extern "C" ncclResult_t ncclDevCommDestroy(ncclComm_t, const void*);
-extern "C" ncclResult_t ncclLLA2ACreateRequirement(int, int, Handle*, ResourceReq*);
-
-// LSA rank `peer`'s copy of byte `offset` of the resource buffer, by the
-// headers' arithmetic on the inlined window.
-char* resource(const DevComm230& d, int peer, size_t offset) {
-  const uint64_t base = reinterpret_cast<uint64_t>(d.resourceWindow_inlined.lsaFlatBase);
-  return reinterpret_cast<char*>(base + (uint64_t(uint32_t(peer) * d.resourceWindow_inlined.stride4G) << 32) + offset);
-}
 
 void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   Handle a2a{};
@@ -130,7 +54,8 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   if (ncclDevCommDestroy(comm, &dev) != ncclInvalidArgument) f.fail("destroying a 2.30 devComm twice");
 
   // 2.30's GIN: resources without a connection type are NCCL's invalid
-  // argument; with one, not served yet.  2.29's requirements are refused.
+  // argument, as is a world barrier on a rail connection; with a
+  // connection, served.  2.29's requirements are refused.
   auto refused = [&](const Reqs230& r, ncclResult_t want, const char* says, const char* what) {
     DevComm230 d{};
     if (ncclDevCommCreate(comm, &r, &d) != want) f.fail(std::string(what) + ": not refused as expected");
@@ -140,8 +65,27 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   Reqs230 signals = initializer();
   signals.ginSignalCount = 2;
   refused(signals, ncclInvalidArgument, "NCCL_GIN_CONNECTION_NONE", "GIN signals without a connection");
+  Reqs230 rail_world = initializer();
+  rail_world.ginConnectionType = 2;
+  rail_world.worldGinBarrierCount = 1;
+  refused(rail_world, ncclInvalidArgument, "NCCL_GIN_CONNECTION_RAIL", "a world barrier on a rail connection");
   signals.ginConnectionType = 1;
-  refused(signals, ncclInvalidUsage, "2.30", "GIN signals with a full connection");
+  signals.ginContextCount = 3;
+  signals.railGinBarrierCount = 1;
+  DevComm230 gin{};
+  MP_NCCL(f, ncclDevCommCreate(comm, &signals, &gin));
+  // The rail barrier's signals (one per rail rank: 1 on one host) follow
+  // the user's 2; each context has its own signals and counters.
+  if (gin.ginConnectionCount != 1 || gin.ginNetDeviceTypes[0] != 2 /* PROXY */ || gin.ginContextCount != 3 ||
+      gin.ginSignalCount != 3 || gin.railGinBarrier.a != 2 || !gin.ginSignalShadows || gin.ginConnectionsRailed ||
+      gin.ginContextsRailed || !gin.ginStrongLegacySignals)
+    f.fail("2.30 devComm GIN fields");
+  const auto* ctx = static_cast<const ProxyCtx230*>(gin.ginHandles[0]);
+  for (int c = 0; ctx && c < 3; ++c)
+    if (ctx[c].nranks != n || ctx[c].signals != ctx[0].signals + 3 * c || !ctx[c].signalOffsets ||
+        !ctx[c].lastIssuedGet || !ctx[c].lastVisibleGet || ctx[c].counters == ctx[(c + 1) % 3].counters)
+      f.fail("2.30 GIN context " + std::to_string(c));
+  MP_NCCL(f, ncclDevCommDestroy(comm, &gin));
   Reqs230 old = initializer();
   old.version = NCCL_VERSION(2, 29, 7);
   refused(old, ncclInvalidUsage, "2.29", "2.29 requirements");
@@ -152,7 +96,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
 
 }  // namespace
 
-TEST_CASE("device API 2.30: versioned requirements get a 2.30 devComm for LSA and 2.30 GIN is refused",
+TEST_CASE("device API 2.30: versioned requirements get a 2.30 devComm for LSA and GIN",
           "[device][devcomm][v230]") {
   CHECK(run_ranks_as_threads(3, serve_v230) == 0);
   CHECK(run_ranks_as_processes(2, serve_v230) == 0);

@@ -1,0 +1,186 @@
+// GPU-initiated networking for a client of NCCL 2.30's device headers on
+// the host backend: the CPU does what 2.30's inline device code does
+// (devapi_v230_client.h) to ginHandles[0]'s array of contexts, with
+// 128-byte descriptors, and checks what lands.
+//
+// Per context, an AlltoAll of puts with a signal increment and a counter;
+// a putValue with a signal add naming its sender; a VA signal (an add to a
+// word of a window); a get from the next rank's window followed by the
+// flush a Wait posts to its own queue.  On one host (threads, processes)
+// and on two emulated hosts (TCP between them, where the get is answered
+// over the stream).  Then a 2.28.9 descriptor in a 2.30 queue, which the
+// proxy refuses and ncclCommGetAsyncError reports.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "devapi_v230_client.h"
+#include "harness.h"
+#include "scoped_env.h"
+
+using namespace mp;
+using namespace v230;
+
+namespace {
+
+constexpr int kContexts = 2;
+constexpr size_t kChunk = 1000 + 24;  // bytes each rank puts to each rank, per context
+constexpr uint64_t kWinAlign = 4096;
+
+// What the device reads for a window (connection 0), as 2.30's put does
+// for a window of one segment.
+uint64_t handle(ncclWindow_t w) { return reinterpret_cast<uint64_t>(view(w).ginWins[0]); }
+uint64_t gin_off(ncclWindow_t w, size_t offset) { return 4096ull * view(w).ginOffset4K + offset; }
+char fill(int from, int to, int context, size_t i) { return char(from * 31 + to * 7 + context * 3 + i); }
+
+// The layout of each rank's receive window: per context an AlltoAll area,
+// then one 8-byte putValue slot per sender, the VA signal word, and the
+// bytes the get brings.
+struct Dst {
+  int n;
+  size_t a2a(int context, int from) const { return (size_t(context) * n + from) * kChunk; }
+  size_t put_value(int from) const { return size_t(kContexts) * n * kChunk + 8 * size_t(from); }
+  size_t va_word() const { return put_value(n); }
+  size_t got() const { return va_word() + 8; }
+  size_t bytes() const { return got() + kChunk; }
+};
+
+void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
+  const Dst at{n};
+  const size_t src_bytes = size_t(kContexts) * n * kChunk;
+  char *src = nullptr, *dst = nullptr;
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&src), src_bytes));
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&dst), at.bytes() + kWinAlign));
+  if (!src || !dst) return;
+  for (int c = 0; c < kContexts; ++c)
+    for (int to = 0; to < n; ++to)
+      for (size_t i = 0; i < kChunk; ++i) src[(size_t(c) * n + to) * kChunk + i] = fill(rank, to, c, i);
+  ncclWindow_t src_win = nullptr, dst_win = nullptr;
+  MP_NCCL(f, ncclCommWindowRegister(comm, src, src_bytes, &src_win, NCCL_WIN_COLL_SYMMETRIC));
+  MP_NCCL(f, ncclCommWindowRegister(comm, dst + kWinAlign, at.bytes(), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
+  Reqs230 reqs = initializer();
+  reqs.ginConnectionType = 1;  // FULL
+  reqs.ginContextCount = kContexts;
+  reqs.ginSignalCount = 2;  // 0: the AlltoAll's, 1: putValue's
+  reqs.ginCounterCount = 1;
+  DevComm230 dev{};
+  MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+  auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
+  if (!src_win || !dst_win || !ctx || dev.ginContextCount != kContexts) return f.fail("no 2.30 GIN contexts");
+  if (view(src_win).numSegments != 1 || view(dst_win).numSegments != 1) f.fail("windows of one segment");
+  const char* depth = std::getenv("NCCL_GIN_PROXY_QUEUE_SIZE");
+  if (ctx[0].nranks != n || ctx[0].queueSize != (depth ? uint32_t(std::atoi(depth)) : 256u))
+    f.fail("2.30 context: nranks or queueSize");
+
+  // Each context its own AlltoAll, signal 0 and counter 0.
+  for (int c = 0; c < kContexts; ++c)
+    for (int k = 0; k < n; ++k) {
+      const int peer = (rank + k) % n;
+      const Gfd2 g = build_gfd2(kPut | kSignalInc | kCounter, kChunk, gin_off(src_win, (size_t(c) * n + peer) * kChunk),
+                                handle(src_win), gin_off(dst_win, at.a2a(c, rank)), handle(dst_win), 0, 0, 0);
+      if (post2(&ctx[c], peer, g) < 0) return f.fail("post: no credit");
+    }
+  for (int c = 0; c < kContexts; ++c) {
+    if (!wait_at_least(&ctx[c].signals[0], uint64_t(n))) return f.fail("a context's signal never reached");
+    if (!wait_at_least(&ctx[c].counters[0], uint64_t(n))) return f.fail("a context's counter never reached");
+    for (int from = 0; from < n; ++from)
+      for (size_t i = 0; i < kChunk; ++i)
+        if (dst[kWinAlign + at.a2a(c, from) + i] != fill(from, rank, c, i)) {
+          f.fail("context " + std::to_string(c) + ": bytes from rank " + std::to_string(from));
+          break;
+        }
+  }
+  // putValue on context 1: 8 inline bytes, and an add naming the sender to
+  // signal 1, so a signal that lands on the wrong rank or context shows.
+  for (int peer = 0; peer < n; ++peer)
+    if (post2(&ctx[1], peer,
+              build_gfd2(kPut | kInline | kSignalAdd, 8, 0, 0, gin_off(dst_win, at.put_value(rank)), handle(dst_win), 0,
+                         1, uint64_t(rank + 1) << 20, 0x0102030405060708ull * uint64_t(rank + 1))) < 0)
+      return f.fail("post putValue");
+  // A VA signal on context 0: add rank + 1 to the word in every rank's window.
+  for (int peer = 0; peer < n; ++peer)
+    if (post2(&ctx[0], peer,
+              build_gfd2(kVaSignal | kSignalAdd, 0, gin_off(dst_win, at.va_word()), handle(dst_win), 0, 0, 0, 0,
+                         uint64_t(rank + 1))) < 0)
+      return f.fail("post VA signal");
+  const uint64_t senders = uint64_t(n) * (n + 1) / 2;
+  if (!wait_at_least(&ctx[1].signals[1], senders << 20)) return f.fail("putValue's signal never reached");
+  if (__atomic_load_n(&ctx[1].signals[1], __ATOMIC_ACQUIRE) != senders << 20) f.fail("putValue's signal overshot");
+  if (__atomic_load_n(&ctx[0].signals[1], __ATOMIC_ACQUIRE) != 0) f.fail("putValue's signal landed on context 0");
+  auto* word = reinterpret_cast<uint64_t*>(dst + kWinAlign + at.va_word());
+  if (!wait_at_least(word, senders) || __atomic_load_n(word, __ATOMIC_ACQUIRE) != senders) f.fail("the VA signal word");
+  for (int from = 0; from < n; ++from) {
+    uint64_t v = 0;
+    std::memcpy(&v, dst + kWinAlign + at.put_value(from), 8);
+    if (v != 0x0102030405060708ull * uint64_t(from + 1)) f.fail("putValue from rank " + std::to_string(from));
+  }
+  // A get on context 1 of what the next rank sends it in context 0, then
+  // the device's Wait: the get consumed, a flush to its own queue consumed.
+  const int next = (rank + 1) % n;
+  const int64_t got = post2(&ctx[1], next,
+                            build_gfd2(kGet, kChunk, gin_off(src_win, size_t(rank) * kChunk), handle(src_win),
+                                       gin_off(dst_win, at.got()), handle(dst_win), 0, 0, 0));
+  if (got < 0 || !wait_consumed(&ctx[1], next, uint32_t(got))) return f.fail("the get was never consumed");
+  const int64_t flushed = post2(&ctx[1], rank, build_gfd2(kFlush, 0, 0, 0, 0, 0, 0, 0, 0));
+  if (flushed < 0 || !wait_consumed(&ctx[1], rank, uint32_t(flushed))) return f.fail("the flush was never consumed");
+  for (size_t i = 0; i < kChunk; ++i)
+    if (dst[kWinAlign + at.got() + i] != fill(next, rank, 0, i)) {
+      f.fail("the bytes the get brought from rank " + std::to_string(next));
+      break;
+    }
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess) f.fail(std::string("async error after good descriptors: ") + ncclGetLastError(comm));
+  barrier_all(comm, f);  // no rank's proxy still reads a window about to go
+  MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+  MP_NCCL(f, ncclCommWindowDeregister(comm, src_win));
+  MP_NCCL(f, ncclCommWindowDeregister(comm, dst_win));
+  MP_NCCL(f, ncclMemFree(src));
+  MP_NCCL(f, ncclMemFree(dst));
+}
+
+}  // namespace
+
+TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.30's device does",
+          "[device][gin][v230]") {
+  CHECK(run_ranks_as_threads(3, gin_v230) == 0);
+  CHECK(run_ranks_as_processes(2, gin_v230) == 0);
+  {  // Queues of 2 descriptors per target: posting waits for the proxy's credit.
+    ScopedEnv depth("NCCL_GIN_PROXY_QUEUE_SIZE", "2");
+    CHECK(run_ranks_as_threads(4, gin_v230) == 0);
+  }
+  // Two emulated hosts of 2: puts, VA signals and gets to the other host go over TCP.
+  CHECK(run_ranks_as_processes(4, gin_v230, 60, [](int rank) {
+          setenv("BRAID_HOSTID", ("gin230-host-" + std::to_string(rank / 2)).c_str(), 1);
+        }) == 0);
+}
+
+TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynchronous error", "[device][gin][v230]") {
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          Reqs230 reqs = initializer();
+          reqs.ginConnectionType = 1;
+          reqs.ginContextCount = 1;
+          DevComm230 dev{};
+          MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+          auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
+          if (!ctx) return f.fail("no GIN context");
+          if (rank == 0) {
+            Gfd2 g = build_gfd2(kPut | kSignalInc, 0, 0, 0, 0, 0, 0, 0, 0);
+            g.q[0] = (g.q[0] & ~uint64_t(0x1e)) | (uint64_t(kPut | kSignalInc) << 1 & 0x1e);  // 2.28.9's op, no version
+            if (post2(ctx, 1, g) < 0) return f.fail("post");
+            ncclResult_t async = ncclSuccess;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            while (async == ncclSuccess && std::chrono::steady_clock::now() < until) {
+              MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+              sched_yield();
+            }
+            if (async != ncclInvalidArgument) f.fail("async error " + std::to_string(int(async)));
+            if (std::string(ncclGetLastError(comm)).find("version") == std::string::npos)
+              f.fail(std::string("message: ") + ncclGetLastError(comm));
+          }
+          if (ncclDevCommDestroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
+          (void)n;
+        }) == 0);
+}
