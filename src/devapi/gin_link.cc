@@ -14,7 +14,7 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
   if (bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_->resolve(dst_handle, dst_off, bytes, &dst));
-    std::memmove(dst, src, bytes);  // a put to the rank itself may overlap its source
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // a put to the rank itself may overlap its source
   }
   if (signal) BRAID_TRY(signals_.add(signal->word, signal->value));
   return Status::ok();
@@ -23,15 +23,14 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
 Status DirectGinLink::add_at(uint64_t handle, uint64_t off, uint64_t value) {
   char* word = nullptr;
   BRAID_TRY(windows_->resolve(handle, off, sizeof(uint64_t), &word));
-  return add_to_word(word, value);
+  return add_to_word(*signals_.ops, word, value);
 }
 
 Status DirectGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) {
   if (!bytes) return Status::ok();
   char* src = nullptr;
   BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
-  std::memmove(dst, src, bytes);  // a get from the rank itself may overlap
-  return Status::ok();
+  return signals_.ops->copy(dst, src, bytes);  // a get from the rank itself may overlap
 }
 
 }  // namespace braid::devapi

@@ -47,9 +47,10 @@ class GinLink {
 
 // The target's windows and signals mapped into this process: the rank
 // itself, a rank that is a thread of this process, or a process of this
-// host whose memory is mapped here (src/transport/host_memory.h).  The
-// table is shared with whoever maps the target's windows as they are
-// registered, so a window registered after the link was made is found.
+// host whose memory is mapped here (the flat LSA range).  The table is
+// shared with whoever maps the target's windows as they are registered,
+// so a window registered after the link was made is found.  Bytes and
+// adds go through the signals' GinMemoryOps (the host's, or a device's).
 class DirectGinLink : public GinLink {
  public:
   DirectGinLink(std::shared_ptr<const GinWindowTable> windows, GinSignals signals)

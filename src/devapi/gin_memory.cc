@@ -1,6 +1,8 @@
 // Window tokens, signal words and the first-error holder of a GIN proxy.
 #include "src/devapi/gin_memory.h"
 
+#include <cstring>
+
 namespace braid::devapi {
 
 Status GinWindowTable::add(uint64_t token, char* base, uint64_t bytes) {
@@ -30,17 +32,41 @@ Status GinWindowTable::resolve(uint64_t token, uint64_t offset, uint64_t bytes, 
   return Status::ok();
 }
 
-Status GinSignals::add(uint32_t id, uint64_t value) const {
-  if (id >= count) return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", id, count);
-  __atomic_fetch_add(&words[id], value, __ATOMIC_RELEASE);
-  return Status::ok();
+namespace {
+
+class HostGinMemory final : public GinMemoryOps {
+ public:
+  bool host_direct() const override { return true; }
+  bool adds_in_windows() const override { return true; }
+  Status copy(void* dst, const void* src, uint64_t bytes) const override {
+    std::memmove(dst, src, bytes);
+    return Status::ok();
+  }
+  Status add(uint64_t* word, uint64_t value) const override {
+    __atomic_fetch_add(word, value, __ATOMIC_RELEASE);
+    return Status::ok();
+  }
+};
+
+}  // namespace
+
+const GinMemoryOps& host_gin_memory() {
+  static const HostGinMemory ops;
+  return ops;
 }
 
-Status add_to_word(char* word, uint64_t value) {
+Status GinSignals::add(uint32_t id, uint64_t value) const {
+  if (id >= count) return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", id, count);
+  return ops->add(&words[id], value);
+}
+
+Status add_to_word(const GinMemoryOps& ops, char* word, uint64_t value) {
+  if (!ops.adds_in_windows())
+    return BRAID_ERROR(ncclInvalidUsage, "GIN VA signal: this backend cannot add to a word of window memory from "
+                       "the proxy (ginVaSignalsRequired = false is what it serves)");
   if (reinterpret_cast<uintptr_t>(word) % alignof(uint64_t))
     return BRAID_ERROR(ncclInvalidArgument, "GIN VA signal word at {} is not 8-byte aligned", static_cast<void*>(word));
-  __atomic_fetch_add(reinterpret_cast<uint64_t*>(word), value, __ATOMIC_RELEASE);
-  return Status::ok();
+  return ops.add(reinterpret_cast<uint64_t*>(word), value);
 }
 
 void GinFault::set(const Status& s) {

@@ -9,6 +9,13 @@
 // the user's threads) while a proxy resolves (its own thread): the table
 // is locked, shared for resolving.  GinFault keeps the first error of a proxy's
 // threads, for its bounded waits and for ncclCommGetAsyncError.
+//
+// GinMemoryOps is how the proxy's threads touch window and signal memory:
+// plain copies and atomics where the host reaches it (the host backend), a
+// device's copy engines and atomics where it does not (CUDA,
+// src/exec/cuda/cuda_gin_memory.h).  Every call is complete when it
+// returns, so an add is ordered after every copy before it: the order the
+// links promise (src/devapi/gin_link.h).
 #pragma once
 
 #include <atomic>
@@ -21,6 +28,25 @@
 #include "src/base/status.h"
 
 namespace braid::devapi {
+
+class GinMemoryOps {
+ public:
+  virtual ~GinMemoryOps() = default;
+  // Whether host code may load and store window memory itself (then TCP
+  // payloads go straight between the socket and the window).
+  virtual bool host_direct() const = 0;
+  // Either side may be window memory or plain host memory; they may overlap.
+  virtual Status copy(void* dst, const void* src, uint64_t bytes) const = 0;
+  // Whether add() reaches window memory (2.30's VA signals); signal
+  // arrays are host memory, which it always reaches.
+  virtual bool adds_in_windows() const = 0;
+  // A 64-bit add to an 8-byte-aligned word, with release order: a reader
+  // that acquires it sees every earlier copy.
+  virtual Status add(uint64_t* word, uint64_t value) const = 0;
+};
+
+// The host's: memmove and __atomic_fetch_add.
+const GinMemoryOps& host_gin_memory();
 
 class GinWindowTable {
  public:
@@ -43,6 +69,7 @@ class GinWindowTable {
 struct GinSignals {
   uint64_t* words = nullptr;
   uint32_t count = 0;
+  const GinMemoryOps* ops = &host_gin_memory();
   // Adds with release order, so a reader that acquires the new value sees
   // every byte written before it.
   Status add(uint32_t id, uint64_t value) const;
@@ -50,7 +77,7 @@ struct GinSignals {
 
 // A 64-bit add with release order to a word of a window (2.30's VA
 // signals), which must be 8-byte aligned.
-Status add_to_word(char* word, uint64_t value);
+Status add_to_word(const GinMemoryOps& ops, char* word, uint64_t value);
 
 class GinFault {
  public:

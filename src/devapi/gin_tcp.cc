@@ -55,6 +55,30 @@ Status recv_pieces(int fd, char* data, uint64_t bytes, std::chrono::milliseconds
   return Status::ok();
 }
 
+// The same for window memory, through `stage` where the host cannot reach it.
+Status send_window(int fd, const char* src, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
+                   std::chrono::milliseconds timeout) {
+  if (ops.host_direct()) return send_pieces(fd, src, bytes, timeout);
+  stage.resize(kPiece);
+  for (uint64_t done = 0; done < bytes; done += kPiece) {
+    const uint64_t piece = std::min(kPiece, bytes - done);
+    BRAID_TRY(ops.copy(stage.data(), src + done, piece));
+    BRAID_TRY(send_all(fd, stage.data(), piece, Deadline::after(timeout), nullptr));
+  }
+  return Status::ok();
+}
+Status recv_window(int fd, char* dst, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
+                   std::chrono::milliseconds timeout) {
+  if (ops.host_direct()) return recv_pieces(fd, dst, bytes, timeout);
+  stage.resize(kPiece);
+  for (uint64_t done = 0; done < bytes; done += kPiece) {
+    const uint64_t piece = std::min(kPiece, bytes - done);
+    BRAID_TRY(recv_all(fd, stage.data(), piece, Deadline::after(timeout), nullptr));
+    BRAID_TRY(ops.copy(dst + done, stage.data(), piece));
+  }
+  return Status::ok();
+}
+
 // What one stream may read in a turn of the receiver before the next
 // stream's turn (whatever has arrived, up to this).
 constexpr uint64_t kTurnBytes = 4 << 20;
@@ -68,7 +92,7 @@ TcpGinLink::~TcpGinLink() {
 Status TcpGinLink::send_frame(const Frame& f, const void* payload, const char* what) {
   if (fd_ < 0) return BRAID_ERROR(ncclInvalidUsage, "GIN {} to rank {} after its link was closed", what, target_);
   Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
-  if (s.is_ok() && payload) s = send_pieces(fd_, static_cast<const char*>(payload), f.bytes, timeout_);
+  if (s.is_ok() && payload) s = send_window(fd_, static_cast<const char*>(payload), f.bytes, ops_, stage_, timeout_);
   if (!s.is_ok()) {
     broken_ = true;
     return std::move(s).context(fmt::format("GIN {} to rank {}", what, target_));
@@ -96,7 +120,8 @@ Status TcpGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_
   if (s.is_ok() && (reply.magic != kFrameMagic || (reply.kind != kGetReply && reply.kind != kGetRefused) ||
                     (reply.kind == kGetReply && reply.bytes != bytes)))
     s = BRAID_ERROR(ncclRemoteError, "malformed answer to a GIN get (kind {}, {} bytes)", reply.kind, reply.bytes);
-  if (s.is_ok() && reply.kind == kGetReply) s = recv_pieces(fd_, static_cast<char*>(dst), bytes, timeout_);
+  if (s.is_ok() && reply.kind == kGetReply)
+    s = recv_window(fd_, static_cast<char*>(dst), bytes, ops_, stage_, timeout_);
   if (!s.is_ok()) {
     broken_ = true;
     return std::move(s).context(fmt::format("GIN get of {} bytes from rank {}", bytes, target_));
@@ -169,15 +194,20 @@ void GinTcpReceiver::stop() {
 }
 
 // Reads what stream i has ready, up to kTurnBytes, applying each frame it
-// completes: a put's payload lands in the window as it arrives, its signal
-// once all of it has.  *closed at the close frame.
+// completes: a put's payload lands in the window as it arrives (through
+// the staging buffer where the host cannot reach windows), its signal once
+// all of it has.  *closed at the close frame.
 Status GinTcpReceiver::advance(size_t i, bool* closed) {
   Stream& st = streams_[i];
+  const bool direct = signals_.ops->host_direct();
+  if (!direct) stage_.resize(kPiece);
   uint64_t budget = kTurnBytes;
   while (budget > 0) {
     const bool in_header = st.header_got < sizeof(Frame);
-    char* into = in_header ? reinterpret_cast<char*>(&st.frame) + st.header_got : st.dst + st.payload_got;
-    const uint64_t want = in_header ? sizeof(Frame) - st.header_got : std::min(budget, st.frame.bytes - st.payload_got);
+    char* into = in_header ? reinterpret_cast<char*>(&st.frame) + st.header_got
+                           : (direct ? st.dst + st.payload_got : stage_.data());
+    uint64_t want = in_header ? sizeof(Frame) - st.header_got : std::min(budget, st.frame.bytes - st.payload_got);
+    if (!in_header && !direct) want = std::min(want, kPiece);
     const ssize_t n = ::recv(st.fd, into, want, MSG_DONTWAIT);  // want > 0: a frame is never done here
     if (n == 0)
       return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream ended without a close: the process died or aborted",
@@ -203,12 +233,13 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
       if (f.kind == kVaSignal) {
         char* word = nullptr;
         BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, sizeof(uint64_t), &word));
-        BRAID_TRY(add_to_word(word, f.signal_value));
+        BRAID_TRY(add_to_word(*signals_.ops, word, f.signal_value));
       }
       if (f.kind == kGet) BRAID_TRY(answer_get(st));
       if (f.kind == kPut && f.bytes) BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &st.dst));
       if (f.kind != kPut) st.frame.bytes = 0;  // no payload follows
     } else {
+      if (!direct) BRAID_TRY(signals_.ops->copy(st.dst + st.payload_got, stage_.data(), uint64_t(n)));
       st.payload_got += uint64_t(n);
     }
     if (st.payload_got < st.frame.bytes) continue;
@@ -225,13 +256,13 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
 // windows are refused to the sender, whose descriptor it was, and are no
 // error here.  The sender waits for nothing else on the stream, so the
 // writes cannot meet a full buffer for long.
-Status GinTcpReceiver::answer_get(const Stream& st) const {
+Status GinTcpReceiver::answer_get(const Stream& st) {
   const Frame& f = st.frame;
   char* src = nullptr;
   const bool inside = f.bytes == 0 || windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &src).is_ok();
   Frame reply{kFrameMagic, inside ? kGetReply : kGetRefused, f.dst_handle, f.dst_off, f.bytes, 0, 0, 0};
   Status s = send_all(st.fd, &reply, sizeof(reply), Deadline::after(timeout_), nullptr);
-  if (s.is_ok() && inside) s = send_pieces(st.fd, src, f.bytes, timeout_);
+  if (s.is_ok() && inside) s = send_window(st.fd, src, f.bytes, *signals_.ops, stage_, timeout_);
   if (!s.is_ok()) return std::move(s).context(fmt::format("answering rank {}'s GIN get", st.sender));
   return Status::ok();
 }

@@ -8,9 +8,12 @@
 // every earlier put on the stream.  A VA signal is a header alone, applied
 // in the same order.  A get is a header the receiver answers on the same
 // stream, back to the sender, with the bytes (or a refusal, when they are
-// outside the target's windows); the sender's proxy waits for the answer.  A stream that ends without its close
-// frame means the sender died: the receiver reports it through the GinFault,
-// which ends every bounded wait on this rank with that error.
+// outside the target's windows); the sender's proxy waits for the answer.
+// Where the host cannot load and store window memory (a GPU's), payloads
+// pass through a host staging buffer and the GinMemoryOps' copies.
+// A stream that ends without its close frame means the sender died: the
+// receiver reports it through the GinFault, which ends every bounded wait
+// on this rank with that error.
 #pragma once
 
 #include <atomic>
@@ -37,8 +40,10 @@ struct GinTcpFrame {
 
 class TcpGinLink : public GinLink {
  public:
-  // fd: a connected stream to the target's receiver (owned from here on).
-  TcpGinLink(int fd, int target, std::chrono::milliseconds timeout) : fd_(fd), target_(target), timeout_(timeout) {}
+  // fd: a connected stream to the target's receiver (owned from here on);
+  // ops: how to read this rank's windows (put sources, get destinations).
+  TcpGinLink(int fd, int target, std::chrono::milliseconds timeout, const GinMemoryOps& ops = host_gin_memory())
+      : fd_(fd), target_(target), timeout_(timeout), ops_(ops) {}
   ~TcpGinLink() override;
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
@@ -59,6 +64,8 @@ class TcpGinLink : public GinLink {
   int target_;
   bool broken_ = false;
   std::chrono::milliseconds timeout_;
+  const GinMemoryOps& ops_;
+  std::vector<char> stage_;  // when the host cannot reach window memory
 };
 
 class GinTcpReceiver {
@@ -66,6 +73,7 @@ class GinTcpReceiver {
   // Applies the frames arriving on `fds` (one per sender, each already past
   // its hello; sender_of[i] is fds[i]'s rank) to this rank's windows and
   // signals, on its own thread, until every sender has closed or stop().
+  // The signals' ops are how it writes windows and signals.
   GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of, const GinWindowTable* windows, GinSignals signals,
                  GinFault* fault, std::chrono::milliseconds timeout);
   ~GinTcpReceiver();
@@ -87,7 +95,7 @@ class GinTcpReceiver {
   void run();
   void serve();
   Status advance(size_t i, bool* closed);
-  Status answer_get(const Stream& st) const;
+  Status answer_get(const Stream& st);
   Status check_stalled(size_t i) const;
 
   std::vector<Stream> streams_;
@@ -96,6 +104,7 @@ class GinTcpReceiver {
   GinFault* fault_;
   std::chrono::milliseconds timeout_;
   std::atomic<bool> stop_{false};
+  std::vector<char> stage_;  // when the host cannot reach window memory
   std::thread thread_;
 };
 

@@ -414,3 +414,64 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
   receiver.stop();
   ::close(a[0]);
 }
+
+namespace {
+
+// Window memory the host may not touch itself (as a GPU's): copies and
+// adds go through the ops, which count them, and TCP stages through host
+// buffers.  Plain memory underneath, so the result can be checked.
+class StagedOps final : public GinMemoryOps {
+ public:
+  bool host_direct() const override { return false; }
+  bool adds_in_windows() const override { return true; }
+  Status copy(void* dst, const void* src, uint64_t bytes) const override {
+    std::memmove(dst, src, bytes);
+    copies.fetch_add(1);
+    return Status::ok();
+  }
+  Status add(uint64_t* word, uint64_t value) const override {
+    __atomic_fetch_add(word, value, __ATOMIC_RELEASE);
+    adds.fetch_add(1);
+    return Status::ok();
+  }
+  mutable std::atomic<int> copies{0}, adds{0};
+};
+
+}  // namespace
+
+// A put, a VA signal and a get of several staging pieces each, between a
+// link and a receiver whose window memory the host does not reach: every
+// byte crosses through the ops' copies, in order with the signal.
+TEST_CASE("GIN over TCP: window memory the host does not reach is staged through the ops", "[devapi][gin]") {
+  int sv[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  StagedOps ops;
+  const uint64_t big = (3 << 20) + 5;  // over three 1 MiB pieces
+  std::vector<char> src(big), window(2 * big + 64, 0), back(big, 0);
+  for (uint64_t i = 0; i < big; ++i) src[i] = char(i * 13 + 1);
+  GinWindowTable windows;
+  REQUIRE(windows.add(kRecvToken, window.data(), window.size()).is_ok());
+  std::vector<uint64_t> words(2, 0);
+  GinSignals signals{words.data(), 2, &ops};
+  GinFault fault;
+  GinTcpReceiver receiver({sv[1]}, {0}, &windows, signals, &fault, std::chrono::seconds(10));
+  TcpGinLink link(sv[0], 1, std::chrono::seconds(10), ops);
+  GinSignalAdd add{1, 7};
+  REQUIRE(link.put(kRecvToken, 64, src.data(), big, &add).is_ok());
+  REQUIRE(link.add_at(kRecvToken, 8, 5).is_ok());                   // a VA signal into the window's word 1
+  REQUIRE(link.get(kRecvToken, 64, back.data(), big).is_ok());      // the put's bytes, back
+  REQUIRE(wait_signal(signals, 1, 7, Deadline::after(std::chrono::seconds(10)), &fault).is_ok());
+  CHECK(std::memcmp(window.data() + 64, src.data(), big) == 0);
+  CHECK(std::memcmp(back.data(), src.data(), big) == 0);
+  uint64_t va = 0;
+  std::memcpy(&va, window.data() + 8, 8);
+  CHECK(va == 5);
+  CHECK(ops.adds.load() == 2);      // the signal and the VA signal
+  CHECK(ops.copies.load() >= 3 * 4);  // the put's pieces received, the get's sent and received, the put's sent
+  Status refused = link.get(kRecvToken, window.size() - 8, back.data(), 64);  // past the window's end
+  CHECK(refused.code() == ncclInvalidArgument);
+  CHECK_THAT(refused.message(), Catch::Contains("outside rank 1's windows"));
+  CHECK(!fault.failed());  // a refused get is the asker's error, not the target's
+  REQUIRE(link.close().is_ok());
+  receiver.stop();
+}
