@@ -62,6 +62,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
     {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
     {"BRAID_CUDA_CHANNELS", "", "cuda backend: connections per peer pair, 1..64 (unset: the tuning table's, else 32; every rank sets the same): schedule channels x parallel slices; each costs slots x slot bytes of device memory per peer; launches stay within what ranks sharing a GPU can keep resident together"},
+    {"BRAID_CUDA_GIN", "0",
+     "cuda backend: 1 serves GPU-initiated networking (GIN) of NCCL's device API through braid's proxy (copy "
+     "engines, host-mapped signals); built, not yet run on a GPU, so off by default: devComms that need GIN are "
+     "refused"},
     {"BRAID_CUDA_LL_MAX_BYTES", "", "cuda backend: AllReduce, ReduceScatter, AllGather and AlltoAll whose message (what a rank sends all peers) is at most this many bytes run one-shot on the LL protocol (unset: the tuning table's, else 65536; flags travel with the data: one store and one poll per peer and 8 bytes; 0: never, at most 1048576; the least any rank sets); each rank's arena holds 4 x this per peer"},
     {"BRAID_CUDA_SLOTS", "", "cuda backend: fragments a connection buffers, 2..8 (unset: the tuning table's, else 4); every rank sets the same"},
     {"BRAID_CUDA_SLOT_BYTES", "", "cuda backend: bytes per fragment slot, >= 4096, a multiple of 256 (unset: the tuning table's, else 262144); every rank sets the same"},

@@ -14,12 +14,17 @@
 // The host backend does this with mmap of memfds; the CUDA backend with
 // cuMem (address reservation, POSIX-fd export and import, mapping).  The
 // runtime decides what goes where; a backend only provides these moves.
+// For GPU-initiated networking it also lets the device reach host memory
+// (the proxy's queues, consumer indices, counters and signals, which the
+// host writes with plain stores and atomics), and says how the proxy
+// copies into and out of windows.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "src/base/status.h"
+#include "src/devapi/gin_memory.h"
 
 namespace braid {
 
@@ -47,9 +52,11 @@ class DeviceApiMemory {
   // Whether this memory can make shareable allocations at all (a device
   // that cannot export cuMem memory cannot).
   virtual bool can_share() const = 0;
-  // Whether a host thread can load and store it directly: what a GIN
-  // proxy's copies and signal adds into windows need (src/devapi/gin_link.h).
-  virtual bool host_reachable() const = 0;
+  // How a GIN proxy copies into and out of this memory (src/devapi/
+  // gin_memory.h); null where braid's proxy is not served on it.  Signal
+  // adds go to host memory (host_register), never to this memory, except
+  // where the ops can add in windows (2.30's VA signals).
+  virtual const devapi::GinMemoryOps* gin_ops() const = 0;
   // Which shareable allocation holds [p, p + bytes) (fd -1 if none).
   virtual Status describe(const void* p, size_t bytes, ExportedMemory* out) = 0;
   // Address space for the flat range, `bytes` long, aligned to `align`.
@@ -69,6 +76,11 @@ class DeviceApiMemory {
   virtual Status struct_alloc(size_t bytes, void** out) = 0;
   virtual Status struct_write(void* dst, const void* src, size_t bytes) = 0;
   virtual void struct_free(void* p) = 0;
+
+  // Makes host memory [p, p + bytes) reachable from the device (pinned and
+  // mapped on a GPU): `device` is the device's address of it.
+  virtual Status host_register(void* p, size_t bytes, void** device) = 0;
+  virtual void host_unregister(void* p) = 0;
 };
 
 // The host backend's: memfds and mmap.  One object, shared by all.

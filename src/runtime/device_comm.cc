@@ -131,11 +131,11 @@ Status DeviceComms::refuse_unservable(bool multimem, bool gin) const {
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: multimem (lsaMultimem, team requirements) needs NVLink "
                        "SHARP, which braid does not have");
-  if (gin && !comm_->lsa->memory().host_reachable())
+  if (gin && !comm_->lsa->memory().gin_ops())
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: GPU-initiated networking (GIN signals, counters or barriers, a GIN "
-                       "connection, or ranks on several hosts) is served on the host backend only; on the {} backend "
-                       "its proxy is not built yet",
+                       "connection, or ranks on several hosts) is not served on the {} backend here (on CUDA its "
+                       "proxy is built but has not run on a GPU yet: BRAID_CUDA_GIN=1 enables it)",
                        comm_->lsa->memory().name());
   return Status::ok();
 }
@@ -202,6 +202,13 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
   if (reqs.ginConnectionType < v30::kGinConnectionNone || reqs.ginConnectionType > v30::kGinConnectionRail)
     return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginConnectionType {} is not NONE, FULL or RAIL",
                        int(reqs.ginConnectionType));
+  const devapi::GinMemoryOps* ops = comm_->lsa->memory().gin_ops();
+  if (gin && ops && reqs.ginVaSignalsRequired && !ops->adds_in_windows())
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: GIN VA signals are required (ginVaSignalsRequired, true in NCCL's "
+                       "initializer), and braid's proxy cannot add to window memory on the {} backend (as NCCL "
+                       "refuses a GIN plugin without them); set ginVaSignalsRequired = false",
+                       comm_->lsa->memory().name());
   if (reqs.worldGinBarrierCount > 0 && reqs.ginConnectionType == v30::kGinConnectionRail)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommCreate: a world GIN barrier with NCCL_GIN_CONNECTION_RAIL (as NCCL, refused)");
@@ -286,28 +293,16 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   // serve the request does not leave the others waiting in the collective.
   auto created = std::make_unique<Created>();
   created->memory = &memory;
-  void* signal_memory = nullptr;  // owned here until the GIN context takes it
-  auto free_signals = [&] {
-    if (signal_memory) memory.free_shareable(signal_memory);
-    signal_memory = nullptr;
-  };
-  const uint64_t signal_bytes = gin ? uint64_t(gin->contexts) * gin->signals * sizeof(uint64_t) : 0;
   if (local.is_ok() && layout.bytes) local = memory.alloc_shareable(layout.bytes, &created->resources);
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
   if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
-  if (local.is_ok() && gin) local = memory.alloc_shareable(signal_bytes, &signal_memory);
-  if (local.is_ok() && gin) local = memory.zero(signal_memory, signal_bytes);
   std::vector<int64_t> oks(comm_->nranks);
   oks[comm_->rank] = local.is_ok();
   Status agreed = std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate");
-  if (!agreed.is_ok() || !local.is_ok()) free_signals();
   BRAID_TRY(std::move(agreed));
   BRAID_TRY(std::move(local));
   for (int r = 0; r < comm_->nranks; ++r)
-    if (!oks[r]) {
-      free_signals();
-      return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
-    }
+    if (!oks[r]) return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
 
   Made made;
   if (layout.bytes) {
@@ -316,14 +311,12 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
       s = BRAID_ERROR(ncclInvalidUsage,
                       "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
                       "peer (see the INFO log of ncclCommWindowRegister)");
-    if (!s.is_ok()) free_signals();
     BRAID_TRY(std::move(s));
     made.resource_window = static_cast<v::WindowVidmem*>(created->window->device());
     made.resource_image = created->window->image();
   }
   if (gin) {
-    void* taken = std::exchange(signal_memory, nullptr);
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx.peers, taken, *gin, &created->gin));
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, &created->gin));
     made.gin = created->gin->device_context();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.

@@ -30,8 +30,10 @@
 //
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
-//  - GIN on the CUDA backend (its proxy needs host-pinned queues and
-//    copy-engine puts, not built yet), so also several hosts there;
+//  - GIN on the CUDA backend unless BRAID_CUDA_GIN=1 (its proxy, with
+//    host-mapped queues and signals and copy-engine puts, is built and has
+//    not run on a GPU yet), so also several hosts there; and there 2.30's
+//    VA signals (the proxy has no SM-free atomic on device memory);
 //  - multimem (NVLink SHARP), which braid does not have;
 //  - 2.29's requirements (a device ABI braid does not serve);
 //  - a communicator whose resource buffer some rank cannot map.

@@ -26,76 +26,94 @@ namespace v30 = devapi::v23000;
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
-// Where one context's arrays sit in its part of the queue block.
+// Where one context's arrays sit in the two blocks: what the proxy
+// writes and the device polls, in host memory the device maps (the
+// descriptors, consumer indices and counters, as NCCL's proxy places
+// them), and what only the device touches, in device memory (producer
+// indices, which the device's atomics claim; 2.30's signal offsets and get
+// indices).
 struct ContextLayout {
-  uint64_t gfds = 0, pis, cis, counters, signal_offsets, issued_gets, visible_gets, bytes;
+  // The host block.
+  uint64_t gfds = 0, cis, counters, host_bytes;
+  // The device block.
+  uint64_t pis = 0, signal_offsets, issued_gets, visible_gets, device_bytes;
   ContextLayout(const DeviceGinShape& shape, int nranks) {
     const uint64_t indices = align_up(uint64_t(nranks) * sizeof(uint32_t), 8);
-    pis = uint64_t(nranks) * shape.queue_size * devapi::gfd_bytes(shape.format);
-    cis = pis + indices;
+    cis = uint64_t(nranks) * shape.queue_size * devapi::gfd_bytes(shape.format);
     counters = cis + indices;
-    signal_offsets = counters + shape.counters * sizeof(uint64_t);
+    host_bytes = align_up(counters + shape.counters * sizeof(uint64_t), 128);  // descriptors stay 16-byte aligned
+    signal_offsets = indices;
     issued_gets = signal_offsets;
     if (shape.format == devapi::GfdFormat::kV2) issued_gets += shape.signals * sizeof(uint64_t);
     visible_gets = issued_gets + indices;
-    bytes = shape.format == devapi::GfdFormat::kV2 ? visible_gets + indices : issued_gets;
-    bytes = align_up(bytes, 128);  // the next context's descriptors stay 16-byte aligned
+    device_bytes = align_up(shape.format == devapi::GfdFormat::kV2 ? visible_gets + indices : issued_gets, 128);
   }
 };
 
 }  // namespace
 
-Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                         void* signal_memory, const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out) {
+Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
+                         const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
-  gin->signals_ = signal_memory;
   DeviceApiMemory& memory = gin->memory_;
+  const devapi::GinMemoryOps* ops = memory.gin_ops();
   const bool v2 = shape.format == devapi::GfdFormat::kV2;
-  if (shape.contexts < 1 || (!v2 && shape.contexts != 1))
-    return BRAID_ERROR(ncclInternalError, "GIN: {} contexts in format {}", shape.contexts, v2 ? 2 : 1);
+  if (!ops || shape.contexts < 1 || (!v2 && shape.contexts != 1))
+    return BRAID_ERROR(ncclInternalError, "GIN: {} contexts in format {} on {} memory", shape.contexts, v2 ? 2 : 1,
+                       memory.name());
   const uint32_t signal_words = shape.contexts * shape.signals;
-  BRAID_TRY(space.add_window(gin->signals_, signal_words * sizeof(uint64_t), gin.get(), false, &gin->signals_window_));
-  if (!gin->signals_window_->symmetric())
-    return BRAID_ERROR(ncclInvalidUsage, "GIN: the signal array could not be mapped by every LSA peer");
+  BRAID_TRY(GinSignalArray::create(memory, transport, bootstrap, lsa, signal_words, &gin->signals_));
 
   // Every context's queues to every target of this world (only the LSA
-  // team's are used), in one block, and the contexts' structs.
+  // team's are used), in the two blocks, and the contexts' structs.
   const int nranks = space.world_size();
   const ContextLayout at(shape, nranks);
-  BRAID_TRY(memory.struct_alloc(at.bytes * shape.contexts, &gin->queues_));
+  const size_t host_bytes = at.host_bytes * shape.contexts;
+  gin->host_block_ = std::aligned_alloc(4096, align_up(host_bytes, 4096));
+  if (!gin->host_block_) return BRAID_ERROR(ncclSystemError, "GIN: out of memory for {} bytes of queues", host_bytes);
+  std::memset(gin->host_block_, 0, host_bytes);
+  void* host_block_device = nullptr;
+  BRAID_TRY(memory.host_register(gin->host_block_, host_bytes, &host_block_device));
+  gin->host_block_registered_ = true;
+  BRAID_TRY(memory.struct_alloc(at.device_bytes * shape.contexts, &gin->device_block_));
   const size_t ctx_bytes = v2 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
   BRAID_TRY(memory.struct_alloc(ctx_bytes * shape.contexts, &gin->context_));
   std::vector<devapi::GinQueues> contexts;
   for (uint32_t c = 0; c < shape.contexts; ++c) {
-    char* block = static_cast<char*>(gin->queues_) + at.bytes * c;
+    char* host = static_cast<char*>(gin->host_block_) + at.host_bytes * c;              // as the proxy sees it
+    char* mapped = static_cast<char*>(host_block_device) + at.host_bytes * c;           // as the device does
+    char* device = static_cast<char*>(gin->device_block_) + at.device_bytes * c;
     devapi::GinQueues q;
     q.format = shape.format;
     q.nranks = nranks;
     q.queue_size = shape.queue_size;
-    q.gfds = reinterpret_cast<uint64_t*>(block + at.gfds);
-    q.pis = reinterpret_cast<uint32_t*>(block + at.pis);
-    q.cis = reinterpret_cast<uint32_t*>(block + at.cis);
-    q.counters = reinterpret_cast<uint64_t*>(block + at.counters);
+    q.gfds = reinterpret_cast<uint64_t*>(host + at.gfds);
+    q.pis = reinterpret_cast<uint32_t*>(device + at.pis);  // the device's (the proxy never reads it)
+    q.cis = reinterpret_cast<uint32_t*>(host + at.cis);
+    q.counters = reinterpret_cast<uint64_t*>(host + at.counters);
     q.counter_count = shape.counters;
     q.signal_count = shape.signals;
     q.signal_base = c * shape.signals;
-    uint64_t* signals = static_cast<uint64_t*>(gin->signals_) + q.signal_base;
+    auto* gfds = reinterpret_cast<uint64_t*>(mapped + at.gfds);
+    auto* cis = reinterpret_cast<uint32_t*>(mapped + at.cis);
+    auto* counters = reinterpret_cast<uint64_t*>(mapped + at.counters);
+    uint64_t* signals = gin->signals_->device() + q.signal_base;
     char* ctx_at = static_cast<char*>(gin->context_) + ctx_bytes * c;
     if (v2) {
       v30::GinProxyGpuCtx ctx{nranks,
                               shape.queue_size,
-                              q.gfds,
+                              gfds,
                               q.pis,
-                              q.cis,
-                              q.counters,
+                              cis,
+                              counters,
                               signals,
-                              reinterpret_cast<uint64_t*>(block + at.signal_offsets),
-                              reinterpret_cast<uint32_t*>(block + at.issued_gets),
-                              reinterpret_cast<uint32_t*>(block + at.visible_gets)};
+                              reinterpret_cast<uint64_t*>(device + at.signal_offsets),
+                              reinterpret_cast<uint32_t*>(device + at.issued_gets),
+                              reinterpret_cast<uint32_t*>(device + at.visible_gets)};
       BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));
     } else {
-      v::GinProxyGpuCtx ctx{nranks, shape.queue_size, q.gfds, q.pis, q.cis, q.counters, signals};
+      v::GinProxyGpuCtx ctx{nranks, shape.queue_size, gfds, q.pis, cis, counters, signals};
       BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));
     }
     contexts.push_back(q);
@@ -105,11 +123,11 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const std::vecto
   std::vector<std::unique_ptr<devapi::GinLink>> links(static_cast<size_t>(nranks));
   const int me = space.world_rank();
   for (int i = 0; i < lsa.size; ++i) {
-    devapi::GinSignals peer{reinterpret_cast<uint64_t*>(gin->signals_window_->lsa_pointer(i, 0)), signal_words};
+    const devapi::GinSignals peer{gin->signals_->lsa_peer(i), signal_words, ops};
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
   if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signal_words, &links));
-  gin->watch_lsa_peers(space, peers);
+  gin->watch_lsa_peers(space, transport.peers);
   devapi::GinProxyOptions options;
   if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
   // On the host backend the posters are the ranks' threads: where they and
@@ -142,7 +160,7 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
     UniqueFd stream(fd);
     BRAID_TRY(devapi::TcpGinLink::send_hello(fd, me, Deadline::after(timeout)));
-    (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout);
+    (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout, *memory_.gin_ops());
   }
   std::vector<int> fds, senders;
   std::vector<UniqueFd> accepted;
@@ -161,7 +179,7 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     senders.push_back(sender);
   }
   for (UniqueFd& fd : accepted) (void)fd.release();  // the receiver owns them
-  const devapi::GinSignals mine{static_cast<uint64_t*>(signals_), signal_words};
+  const devapi::GinSignals mine{signals_->host(), signal_words, memory_.gin_ops()};
   receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(), mine, &fault_, timeout);
   return Status::ok();
 }
@@ -196,9 +214,10 @@ DeviceGin::~DeviceGin() {
   proxy_.reset();
   if (receiver_) receiver_->stop();
   receiver_.reset();
-  signals_window_.reset();
-  if (signals_) memory_.free_shareable(signals_);
-  if (queues_) memory_.struct_free(queues_);
+  signals_.reset();
+  if (host_block_registered_) memory_.host_unregister(host_block_);
+  std::free(host_block_);
+  if (device_block_) memory_.struct_free(device_block_);
   if (context_) memory_.struct_free(context_);
   for (const WatchedPeer& p : watched_) ::close(p.pidfd);
 }

@@ -6,16 +6,18 @@
 //
 // The device side is the headers' inline code: it writes descriptors into
 // per-target queues, bumps producer indices, and polls consumer indices,
-// counters and its signal array, all reached through the
+// counters and its signal array (host memory the device maps:
+// src/runtime/gin_signals.h), all reached through the
 // ncclGinProxyGpuCtx_t that the devComm's ginHandles[] names (2.30: indexed
 // by context).  This object lays that memory out and runs the one proxy
 // thread that consumes every context's queues.  Context c's signals are
-// words [c * signals, (c + 1) * signals) of one signal array, a symmetric
-// allocation
-// (src/runtime/lsa_space.h), so a put's signal add lands in the target's
-// array through the flat range, and a descriptor's window tokens resolve
-// through the space's GIN tables: the source in this rank's allocation,
-// the destination in the target's copy.  Ranks of other LSA teams (other
+// words [c * signals, (c + 1) * signals) of one signal array, which every
+// LSA peer maps, so a put's signal add lands in the target's array; a
+// descriptor's window tokens resolve through the space's GIN tables
+// (src/runtime/lsa_space.h): the source in this rank's allocation, the
+// destination in the target's copy in the flat range.  Bytes move through
+// the memory's GinMemoryOps: plain copies on the host backend, the copy
+// engines on a GPU.  Ranks of other LSA teams (other
 // hosts) are reached over TCP (src/devapi/gin_tcp.h): one stream from each
 // rank to each such rank, whose receiver thread applies the frames to this
 // rank's windows and signals in stream order.  A descriptor the proxy
@@ -33,6 +35,7 @@
 #include "src/devapi/gin_memory.h"
 #include "src/devapi/gin_proxy.h"
 #include "src/devapi/gin_tcp.h"
+#include "src/runtime/gin_signals.h"
 #include "src/runtime/lsa_space.h"
 
 namespace braid {
@@ -52,12 +55,12 @@ struct DeviceGinShape {
 
 class DeviceGin {
  public:
-  // Collective over the communicator (the signal array is placed as a
-  // symmetric allocation).  `signal_memory`: a zeroed shareable allocation
-  // of contexts x signals words, owned from here on.  `peers`: every
-  // rank's PeerInfo (whose processes to watch).
-  static Status create(LsaSpace& space, Bootstrap& bootstrap, const std::vector<PeerInfo>& peers,
-                       void* signal_memory, const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out);
+  // Collective over the communicator (the signal array is shared with the
+  // LSA peers, the other hosts' ranks connected).  The space's memory must
+  // serve GIN (DeviceApiMemory::gin_ops).  `transport`: the communicator's
+  // ranks, with their PeerInfo (whose processes to watch).
+  static Status create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
+                       const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   // What ginHandles[] holds: an ncclGinProxyGpuCtx_t (format 1), or the
@@ -77,11 +80,13 @@ class DeviceGin {
   Status check_lsa_peers() const;
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
-  // Every context's GFDs, producer and consumer indices, counters (and in
-  // format 2 signal offsets and get indices): one block.
-  void* queues_ = nullptr;
-  void* signals_ = nullptr;
-  std::unique_ptr<LsaWindow> signals_window_;
+  // Every context's descriptors, consumer indices and counters (host
+  // memory the device maps), and its producer indices (and in format 2
+  // signal offsets and get indices; device memory).
+  void* host_block_ = nullptr;
+  bool host_block_registered_ = false;
+  void* device_block_ = nullptr;
+  std::unique_ptr<GinSignalArray> signals_;
   devapi::GinFault fault_;
   struct WatchedPeer {
     int rank, pid, pidfd;

@@ -87,7 +87,7 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   p.deviceApiSupport = comm->cuda_device >= 0 && comm->backend && comm->backend->device_api_memory().can_share();
   // The GIN devComms get (src/runtime/device_comm.h): braid's proxy, full
   // and railed alike (a rail request is served by the full connection).
-  const bool gin = comm->backend && comm->backend->device_api_memory().host_reachable();
+  const bool gin = comm->backend && comm->backend->device_api_memory().gin_ops();
   p.ginType = p.railedGinType = gin ? kGinProxy : kGinNone;
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));

@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "src/base/env.h"
+#include "src/exec/cuda/cuda_gin_memory.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/cuda/cuda_vmm.h"
 
@@ -40,7 +42,11 @@ class CudaDeviceApiMemory final : public DeviceApiMemory {
   uint64_t memory_id() const override { return id_; }
 
   bool can_share() const override { return vmm::available(device_); }
-  bool host_reachable() const override { return false; }
+  // The proxy on a GPU is built and has not run on one yet: opt-in until a
+  // GPU machine has run it (BRAID_CUDA_GIN=1; docs/compatibility.md).
+  const devapi::GinMemoryOps* gin_ops() const override {
+    return env_int("BRAID_CUDA_GIN") == 1 ? &cuda_gin_memory(device_) : nullptr;
+  }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     DeviceScope scope(device_);
     return vmm::describe(p, bytes, out);
@@ -72,6 +78,20 @@ class CudaDeviceApiMemory final : public DeviceApiMemory {
   void struct_free(void* p) override {
     DeviceScope scope(device_);
     cudaFree(p);
+  }
+
+  Status host_register(void* p, size_t bytes, void** device) override {
+    DeviceScope scope(device_);
+    CUDA_TRY(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+    if (cudaError_t e = cudaHostGetDevicePointer(device, p, 0); e != cudaSuccess) {
+      cudaHostUnregister(p);
+      CUDA_TRY(e);
+    }
+    return Status::ok();
+  }
+  void host_unregister(void* p) override {
+    DeviceScope scope(device_);
+    cudaHostUnregister(p);
   }
 
  private:

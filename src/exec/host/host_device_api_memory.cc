@@ -28,7 +28,7 @@ class HostDeviceApiMemory final : public DeviceApiMemory {
   uint64_t memory_id() const override { return 0; }  // the LSA peers are on this host: all share it
 
   bool can_share() const override { return true; }
-  bool host_reachable() const override { return true; }
+  const devapi::GinMemoryOps* gin_ops() const override { return &devapi::host_gin_memory(); }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     const SharedHandle h = host_shared_handle(p, bytes);
     *out = ExportedMemory{};
@@ -80,6 +80,12 @@ class HostDeviceApiMemory final : public DeviceApiMemory {
     return Status::ok();
   }
   void struct_free(void* p) override { std::free(p); }
+
+  Status host_register(void* p, size_t, void** device) override {
+    *device = p;  // the "device" is this host
+    return Status::ok();
+  }
+  void host_unregister(void*) override {}
 };
 
 }  // namespace

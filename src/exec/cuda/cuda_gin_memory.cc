@@ -1,0 +1,64 @@
+#include "src/exec/cuda/cuda_gin_memory.h"
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "src/exec/cuda/cuda_try.h"
+
+namespace braid {
+namespace {
+
+class CudaGinMemory final : public devapi::GinMemoryOps {
+ public:
+  explicit CudaGinMemory(int device) : device_(device) {}
+  bool host_direct() const override { return false; }
+  bool adds_in_windows() const override { return false; }
+
+  // On the calling thread's own stream (the proxy and a TCP receiver copy
+  // at once), never the default stream, which would wait for the
+  // application's kernels.
+  Status copy(void* dst, const void* src, uint64_t bytes) const override {
+    if (!bytes) return Status::ok();
+    CUDA_TRY(cudaSetDevice(device_));
+    cudaStream_t stream = nullptr;
+    BRAID_TRY(thread_stream(&stream));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+    CUDA_TRY(cudaStreamSynchronize(stream));
+    return Status::ok();
+  }
+  // Signal arrays and counters are host memory the device maps.
+  Status add(uint64_t* word, uint64_t value) const override {
+    __atomic_fetch_add(word, value, __ATOMIC_RELEASE);
+    return Status::ok();
+  }
+
+ private:
+  // A stream per thread and device, made at its first copy and kept for
+  // the thread's life (proxy and receiver threads live as long as a
+  // devComm; destroying streams at thread exit could run after the CUDA
+  // runtime is gone).
+  Status thread_stream(cudaStream_t* out) const {
+    thread_local std::map<int, cudaStream_t> streams;
+    cudaStream_t& s = streams[device_];
+    if (!s) CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    *out = s;
+    return Status::ok();
+  }
+  int device_;
+};
+
+}  // namespace
+
+const devapi::GinMemoryOps& cuda_gin_memory(int device) {
+  static std::mutex mutex;
+  static auto* by_device = new std::map<int, std::unique_ptr<CudaGinMemory>>;  // never freed: exit paths
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& ops = (*by_device)[device];
+  if (!ops) ops = std::make_unique<CudaGinMemory>(device);
+  return *ops;
+}
+
+}  // namespace braid

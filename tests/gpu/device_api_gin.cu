@@ -1,0 +1,163 @@
+// GPU-initiated networking (GIN) of NCCL's device API on braid's CUDA
+// backend, from a kernel built against NVIDIA's installed nccl_device
+// headers (2.28.9), as NCCL's examples/06_device_api/02_gin_alltoall_pure
+// runs it: a rail GIN barrier, then a put of every rank's chunk to every
+// rank (itself included) with a signal increment, a wait for the signal
+// to count every rank, and a flush.  Braid's proxy serves the descriptors
+// with the copy engines; the signals are host memory the GPU maps
+// (src/runtime/device_gin.h).  Needs BRAID_CUDA_GIN=1 (the proxy on a GPU
+// is opt-in until this test has run on one).
+//
+//   braid_gpu_device_api_gin NRANKS threads|processes
+//
+// Ranks share the GPUs there are (rank % devices).  Exit 0 when every
+// byte of every round is exact, 1 otherwise, 77 when GIN is not enabled.
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include <nccl_device.h>
+
+namespace {
+
+constexpr int kRounds = 5;
+constexpr size_t kChunk = (1 << 20) + 4096;  // bytes each rank puts to each rank
+
+__global__ void gin_alltoall(ncclWindow_t send, ncclWindow_t recv, size_t bytes, ncclDevComm dev) {
+  ncclGin gin{dev, 0};
+  const ncclTeam world = ncclTeamWorld(dev);
+  const uint64_t before = gin.readSignal(0);
+  ncclGinBarrierSession<ncclCoopCta> bar{ncclCoopCta(), gin, world, dev.railGinBarrier, 0};
+  bar.sync(ncclCoopCta(), cuda::memory_order_relaxed, ncclGinFenceLevel::Relaxed);  // every send window is written
+  for (int r = threadIdx.x; r < world.nRanks; r += blockDim.x)
+    gin.put(world, r, recv, size_t(dev.rank) * bytes, send, size_t(r) * bytes, bytes, ncclGin_SignalInc{0});
+  gin.waitSignal(ncclCoopCta(), 0, before + world.nRanks);
+  gin.flush(ncclCoopCta());
+}
+
+unsigned char value(int from, int to, int round, size_t i) {
+  return (unsigned char)(from * 37 + to * 11 + round * 5 + i);
+}
+
+#define CHECK_OR_FAIL(call)                                                       \
+  do {                                                                            \
+    auto r_ = (call);                                                             \
+    if (r_ != 0) {                                                                \
+      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_), \
+                   ncclGetLastError(nullptr));                                    \
+      return 1;                                                                   \
+    }                                                                             \
+  } while (0)
+
+int rank_main(int rank, int n, ncclUniqueId id) {
+  int devices = 0;
+  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
+  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
+  ncclComm_t comm = nullptr;
+  CHECK_OR_FAIL(ncclCommInitRank(&comm, n, id, rank));
+  const size_t bytes = kChunk * n;
+  unsigned char *send = nullptr, *recv = nullptr;
+  CHECK_OR_FAIL(ncclMemAlloc(reinterpret_cast<void**>(&send), bytes));
+  CHECK_OR_FAIL(ncclMemAlloc(reinterpret_cast<void**>(&recv), bytes));
+  ncclWindow_t send_win = nullptr, recv_win = nullptr;
+  CHECK_OR_FAIL(ncclCommWindowRegister(comm, send, bytes, &send_win, NCCL_WIN_COLL_SYMMETRIC));
+  CHECK_OR_FAIL(ncclCommWindowRegister(comm, recv, bytes, &recv_win, NCCL_WIN_COLL_SYMMETRIC));
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+  reqs.railGinBarrierCount = 1;
+  reqs.ginSignalCount = 1;
+  ncclDevComm dev;
+  CHECK_OR_FAIL(ncclDevCommCreate(comm, &reqs, &dev));
+  cudaStream_t stream;
+  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::vector<unsigned char> host(bytes);
+  int wrong = 0;
+  for (int round = 0; round < kRounds && !wrong; ++round) {
+    for (int to = 0; to < n; ++to)
+      for (size_t i = 0; i < kChunk; ++i) host[to * kChunk + i] = value(rank, to, round, i);
+    CHECK_OR_FAIL(cudaMemcpyAsync(send, host.data(), bytes, cudaMemcpyHostToDevice, stream));
+    gin_alltoall<<<1, 128, 0, stream>>>(send_win, recv_win, kChunk, dev);
+    CHECK_OR_FAIL(cudaGetLastError());
+    CHECK_OR_FAIL(cudaMemcpyAsync(host.data(), recv, bytes, cudaMemcpyDeviceToHost, stream));
+    CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+    for (int from = 0; from < n && wrong < 5; ++from)
+      for (size_t i = 0; i < kChunk; ++i)
+        if (host[from * kChunk + i] != value(from, rank, round, i)) {
+          std::fprintf(stderr, "rank %d round %d: byte %zu from rank %d is %d, want %d\n", rank, round, i, from,
+                       host[from * kChunk + i], value(from, rank, round, i));
+          ++wrong;
+          break;
+        }
+    // The next round's send buffer is written only after every rank read
+    // this one: the kernel's barrier is at its start, so a host barrier.
+    int one = 1, all = 0;
+    int* d = nullptr;
+    CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&d), 2 * sizeof(int), stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(d, &one, sizeof(int), cudaMemcpyHostToDevice, stream));
+    CHECK_OR_FAIL(ncclAllReduce(d, d + 1, 1, ncclInt, ncclSum, comm, stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(&all, d + 1, sizeof(int), cudaMemcpyDeviceToHost, stream));
+    CHECK_OR_FAIL(cudaFreeAsync(d, stream));
+    CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+    if (all != n) ++wrong;
+  }
+  ncclResult_t async = ncclSuccess;
+  CHECK_OR_FAIL(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess) {
+    std::fprintf(stderr, "rank %d: async error %d: %s\n", rank, int(async), ncclGetLastError(comm));
+    ++wrong;
+  }
+  CHECK_OR_FAIL(ncclDevCommDestroy(comm, &dev));
+  CHECK_OR_FAIL(ncclCommWindowDeregister(comm, send_win));
+  CHECK_OR_FAIL(ncclCommWindowDeregister(comm, recv_win));
+  CHECK_OR_FAIL(ncclMemFree(send));
+  CHECK_OR_FAIL(ncclMemFree(recv));
+  CHECK_OR_FAIL(cudaStreamDestroy(stream));
+  CHECK_OR_FAIL(ncclCommFinalize(comm));
+  CHECK_OR_FAIL(ncclCommDestroy(comm));
+  if (!wrong) std::printf("rank %d: %d GIN rounds of %zu bytes per peer exact\n", rank, kRounds, kChunk);
+  return wrong ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 2;
+  const bool processes = argc > 2 && std::string(argv[2]) == "processes";
+  const char* enabled = std::getenv("BRAID_CUDA_GIN");
+  if (!enabled || std::string(enabled) != "1") {
+    std::printf("SKIP: BRAID_CUDA_GIN=1 is not set\n");
+    return 77;
+  }
+  ncclUniqueId id;
+  if (n < 1 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  int failed = 0;
+  if (processes) {  // forked before this process touches CUDA
+    std::vector<pid_t> children;
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) _exit(rank_main(r, n, id));
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  } else {
+    std::vector<int> results(n, 1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = rank_main(r, n, id); });
+    for (auto& t : threads) t.join();
+    for (int r : results) failed += r != 0;
+  }
+  std::printf("%s: GIN, %d ranks as %s, %d failed\n", failed ? "FAIL" : "PASS", n, processes ? "processes" : "threads",
+              failed);
+  return failed ? 1 : 0;
+}
