@@ -18,6 +18,7 @@ namespace {
 
 namespace v = devapi::v22809;
 namespace v30 = devapi::v23000;
+namespace v22900 = devapi::v22900;
 
 // NCCL_API_MAGIC, which 2.29 and later put at byte 8 of their requirements
 // (after a size_t).  In 2.28.9's struct those bytes are the low half of an
@@ -149,26 +150,67 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
     std::memcpy(out, &dev, sizeof(dev));
     return Status::ok();
   }
+  // Versioned requirements: each release's struct is a prefix of 2.30's.
   v30::DevCommRequirements reqs{};
   std::memcpy(&reqs, reqs_bytes, offsetof(v30::DevCommRequirements, resourceRequirementsList));
-  if (reqs.version < NCCL_VERSION(2, 30, 0) || reqs.size != sizeof(reqs))
+  const bool v229 = reqs.version >= NCCL_VERSION(2, 29, 0) && reqs.version < NCCL_VERSION(2, 30, 0);
+  const size_t want = !v229                                  ? sizeof(reqs)
+                      : reqs.version >= v22900::kWideFrom ? v22900::kWideRequirementsBytes
+                                                          : v22900::kRequirementsBytes;
+  if (reqs.version < NCCL_VERSION(2, 29, 0) || reqs.size != want)
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL version {}: braid "
-                       "serves the device ABIs of NCCL 2.28.9 and 2.30 (whose requirements are {} bytes), not 2.29's",
-                       reqs.size, reqs.version, sizeof(reqs));
-  std::memcpy(&reqs, reqs_bytes, sizeof(reqs));
+                       "serves the device ABIs of NCCL 2.28.9, 2.29 and 2.30 (whose requirements for that version are "
+                       "{} bytes)",
+                       reqs.size, reqs.version, want);
+  std::memcpy(&reqs, reqs_bytes, want);
+  if (v229) return create_v22900(reqs, out);
   v30::DevComm dev{};
   BRAID_TRY(create_v23000(reqs, &dev));
   std::memcpy(out, &dev, sizeof(dev));
   return Status::ok();
 }
 
-Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm* out) {
+// 2.29's clients get LSA, as NCCL's compatibility layer serves them
+// (src/devapi/abi_v22900.h): GIN is refused, up to 2.29.4 barrierCount
+// means LSA barriers (it implied GIN only from 2.29.4 on), and the devComm
+// is 2.28.9's, widened from 2.29.5.
+Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* out) {
+  const bool wide = reqs.version >= v22900::kWideFrom;
+  const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 ||
+                         list_wants_gin(reqs.resourceRequirementsList) ||
+                         (wide && (reqs.barrierCount > 0 || reqs.railGinBarrierCount > 0));
+  const bool connect = reqs.ginForceEnable || (wide && reqs.ginConnectionType != v30::kGinConnectionNone);
+  Status refused = Status::ok();
+  if ((resources && connect) || (!wide && resources))
+    refused = BRAID_ERROR(ncclInvalidUsage,
+                          "ncclDevCommCreate: GPU-initiated networking for a kernel built against NCCL {}.{}.{}'s "
+                          "device headers, which neither braid nor NCCL's compatibility layer serves: rebuild it "
+                          "against 2.30's (or 2.28.9's) headers; LSA windows, barriers and LL AlltoAll are served",
+                          reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100);
+  else if (resources)
+    refused = BRAID_ERROR(ncclInvalidArgument,
+                          "ncclDevCommCreate: GIN resources (signals, counters or barriers) requested with "
+                          "ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
+  v::DevCommRequirements lsa{};
+  lsa.resourceRequirementsList = reqs.resourceRequirementsList;
+  lsa.teamRequirementsList = reqs.teamRequirementsList;
+  lsa.lsaMultimem = reqs.lsaMultimem;
+  lsa.lsaBarrierCount = wide ? reqs.lsaBarrierCount : std::max(reqs.lsaBarrierCount, reqs.barrierCount);
+  v22900::DevCommWide dev{};
+  BRAID_TRY(create_v22809(lsa, &dev.v22809, std::move(refused), /*lsa_only=*/true));
+  std::memcpy(out, &dev, wide ? sizeof(dev) : sizeof(dev.v22809));
+  return Status::ok();
+}
+
+Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm* out, Status refused,
+                                  bool lsa_only) {
   LsaSpace& space = symmetric_memory(comm_);
-  const bool gin = wants_gin(reqs, space.lsa(), comm_->nranks);
+  const bool gin = !lsa_only && wants_gin(reqs, space.lsa(), comm_->nranks);
   v::DevComm dev{};
   devapi::ResourceLayout layout;
-  Status local = refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin);
+  Status local = refused.is_ok() ? refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin)
+                                 : std::move(refused);
   if (local.is_ok())
     local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, space.memory().granularity(),
                                      &dev.lsaBarrier, &dev.railGinBarrier, &layout);

@@ -1,10 +1,11 @@
 // Device communicators (ncclDevCommCreate/Destroy) of NCCL's device API,
-// for kernels built against 2.28.9's headers (src/devapi/abi_v22809.h) or
-// 2.30's (abi_v23000.h): the ncclDevComm a client kernel takes by value,
-// and the resource buffer behind it.  The two are told apart as NCCL does,
-// by NCCL_API_MAGIC at byte 8 of 2.30's requirements (at byte 0 of its
-// devComm); 2.30's are served by the same code, in 2.28.9's terms, and its
-// 240-byte devComm written from the result.
+// for kernels built against 2.28.9's headers (src/devapi/abi_v22809.h),
+// 2.29's (abi_v22900.h, LSA only) or 2.30's (abi_v23000.h): the ncclDevComm
+// a client kernel takes by value, and the resource buffer behind it.  They
+// are told apart as NCCL tells them: NCCL_API_MAGIC at byte 8 of the
+// requirements marks 2.29's and later, whose version field then says which
+// (2.30's devComm also starts with the magic; 2.28.9's and 2.29's start
+// with a rank).
 //
 // A devComm names the communicator's ranks and LSA team, its window table,
 // and one symmetric, zero-filled resource buffer holding what the
@@ -35,7 +36,8 @@
 //    not run on a GPU yet), so also several hosts there; and there 2.30's
 //    VA signals (the proxy has no SM-free atomic on device memory);
 //  - multimem (NVLink SHARP), which braid does not have;
-//  - 2.29's requirements (a device ABI braid does not serve);
+//  - GIN for 2.29's clients (NCCL's compatibility layer does not serve it
+//    either); they get LSA, in 2.29's devComm;
 //  - a communicator whose resource buffer some rank cannot map.
 // Creation is collective and agreed: every rank gets a devComm, or every
 // rank gets an error.  Destroy is local, as deregistering a window is.
@@ -48,6 +50,7 @@
 
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
+#include "src/devapi/abi_v22900.h"
 #include "src/devapi/abi_v23000.h"
 #include "src/devapi/resources.h"
 #include "src/runtime/device_gin.h"
@@ -105,7 +108,11 @@ class DeviceComms {
     void* window_table = nullptr;
     void* gin = nullptr;  // ginHandles[0]
   };
-  Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, devapi::v22809::DevComm* out);
+  // `refused` (not ok) fails it on every rank, agreed, with that reason;
+  // `lsa_only` serves no GIN whatever the requirements (2.29's clients).
+  Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, devapi::v22809::DevComm* out,
+                       Status refused = Status::ok(), bool lsa_only = false);
+  Status create_v22900(const devapi::v23000::DevCommRequirements& reqs, void* out);
   Status create_v23000(const devapi::v23000::DevCommRequirements& reqs, devapi::v23000::DevComm* out);
   Status refuse_unservable(bool multimem, bool gin) const;
   Status check_v23000_gin(const devapi::v23000::DevCommRequirements& reqs, bool gin) const;

@@ -87,8 +87,13 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   p.deviceApiSupport = comm->cuda_device >= 0 && comm->backend && comm->backend->device_api_memory().can_share();
   // The GIN devComms get (src/runtime/device_comm.h): braid's proxy, full
   // and railed alike (a rail request is served by the full connection).
-  const bool gin = comm->backend && comm->backend->device_api_memory().gin_ops();
+  // 2.29's clients get no GIN (src/runtime/device_comm.h), nor, on several
+  // hosts, the device API, as NCCL's compatibility layer answers them.
+  // (2.29.2's ginType is a byte at 34, braid's padding: 0, NONE.)
+  const bool v229 = version < NCCL_VERSION(2, 30, 0);
+  const bool gin = !v229 && comm->backend && comm->backend->device_api_memory().gin_ops();
   p.ginType = p.railedGinType = gin ? kGinProxy : kGinNone;
+  if (v229) p.deviceApiSupport = p.deviceApiSupport && lsa_size == comm->nranks;
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));
   return Status::ok();

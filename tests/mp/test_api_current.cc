@@ -424,6 +424,10 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
               p.deviceApiSupport || p.multimemSupport || p.ginType != 2 /* PROXY */ || p.railedGinType != 2)
             f.fail(fmt::format("rank {}: properties {} {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
                                p.hostRmaSupport, p.ginType));
+          // A 2.29.7 client (2.30's layout): no GIN, which 2.29's clients are not served.
+          DeviceProperties v229{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION(2, 29, 7)};
+          MP_NCCL(f, ncclCommQueryProperties(comm, &v229));
+          if (v229.ginType != 0 || v229.railedGinType != 0 || v229.nRanks != n) f.fail("2.29.7 properties");
           // A 2.29 struct (40 bytes): nothing past it is written.
           DeviceProperties old{40, NCCL_API_MAGIC, NCCL_VERSION(2, 29, 2)};
           old.nLsaTeams = -5;

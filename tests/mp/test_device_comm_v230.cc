@@ -55,7 +55,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
 
   // 2.30's GIN: resources without a connection type are NCCL's invalid
   // argument, as is a world barrier on a rail connection; with a
-  // connection, served.  2.29's requirements are refused.
+  // connection, served.  Requirements of another version's size are refused.
   auto refused = [&](const Reqs230& r, ncclResult_t want, const char* says, const char* what) {
     DevComm230 d{};
     if (ncclDevCommCreate(comm, &r, &d) != want) f.fail(std::string(what) + ": not refused as expected");
@@ -88,7 +88,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclDevCommDestroy(comm, &gin));
   Reqs230 old = initializer();
   old.version = NCCL_VERSION(2, 29, 7);
-  refused(old, ncclInvalidUsage, "2.29", "2.29 requirements");
+  refused(old, ncclInvalidUsage, "are 88 bytes", "2.29.7's version on 2.30's struct");
   float in = 1, out = 0;
   MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
   if (out != float(n)) f.fail("allreduce after the refusals");
