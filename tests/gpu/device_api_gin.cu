@@ -13,16 +13,14 @@
 // Ranks share the GPUs there are (rank % devices).  Exit 0 when every
 // byte of every round is exact, 1 otherwise, 77 when GIN is not enabled.
 #include <cuda_runtime.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "rank_runner.h"
 #include <nccl_device.h>
 
 namespace {
@@ -45,16 +43,6 @@ __global__ void gin_alltoall(ncclWindow_t send, ncclWindow_t recv, size_t bytes,
 unsigned char value(int from, int to, int round, size_t i) {
   return (unsigned char)(from * 37 + to * 11 + round * 5 + i);
 }
-
-#define CHECK_OR_FAIL(call)                                                       \
-  do {                                                                            \
-    auto r_ = (call);                                                             \
-    if (r_ != 0) {                                                                \
-      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_), \
-                   ncclGetLastError(nullptr));                                    \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
 
 int rank_main(int rank, int n, ncclUniqueId id) {
   int devices = 0;
@@ -128,36 +116,10 @@ int rank_main(int rank, int n, ncclUniqueId id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 2;
-  const bool processes = argc > 2 && std::string(argv[2]) == "processes";
   const char* enabled = std::getenv("BRAID_CUDA_GIN");
   if (!enabled || std::string(enabled) != "1") {
     std::printf("SKIP: BRAID_CUDA_GIN=1 is not set\n");
     return 77;
   }
-  ncclUniqueId id;
-  if (n < 1 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
-  int failed = 0;
-  if (processes) {  // forked before this process touches CUDA
-    std::vector<pid_t> children;
-    for (int r = 0; r < n; ++r) {
-      const pid_t pid = fork();
-      if (pid == 0) _exit(rank_main(r, n, id));
-      children.push_back(pid);
-    }
-    for (pid_t pid : children) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-  } else {
-    std::vector<int> results(n, 1);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = rank_main(r, n, id); });
-    for (auto& t : threads) t.join();
-    for (int r : results) failed += r != 0;
-  }
-  std::printf("%s: GIN, %d ranks as %s, %d failed\n", failed ? "FAIL" : "PASS", n, processes ? "processes" : "threads",
-              failed);
-  return failed ? 1 : 0;
+  return run_gpu_ranks(argc, argv, rank_main, "GIN");
 }

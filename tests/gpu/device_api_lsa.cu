@@ -14,15 +14,13 @@
 // window, between two barrier syncs, 5 rounds over the same devComm.
 // Exit 0 when every element is exact, 1 otherwise.
 #include <cuda_runtime.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "nccl.h"
+#include "rank_runner.h"
 #include <nccl_device.h>
 
 namespace {
@@ -44,16 +42,6 @@ __global__ void lsa_allreduce(ncclWindow_t send, ncclWindow_t recv, size_t count
 }
 
 float input(int rank, int round, size_t i) { return float((rank + 1) * (round + 1) + int(i % 7)); }
-
-#define CHECK_OR_FAIL(call)                                                          \
-  do {                                                                               \
-    auto r_ = (call);                                                                \
-    if (r_ != 0) {                                                                   \
-      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_),    \
-                   ncclGetLastError(nullptr));                                       \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
 
 int rank_main(int rank, int n, ncclUniqueId id) {
   int devices = 0;
@@ -106,32 +94,4 @@ int rank_main(int rank, int n, ncclUniqueId id) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  const int n = argc > 1 ? std::atoi(argv[1]) : 2;
-  const bool processes = argc > 2 && std::string(argv[2]) == "processes";
-  ncclUniqueId id;
-  if (n < 1 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
-  int failed = 0;
-  if (processes) {  // forked before this process touches CUDA
-    std::vector<pid_t> children;
-    for (int r = 0; r < n; ++r) {
-      const pid_t pid = fork();
-      if (pid == 0) _exit(rank_main(r, n, id));
-      children.push_back(pid);
-    }
-    for (pid_t pid : children) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-  } else {
-    std::vector<int> results(n, 1);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = rank_main(r, n, id); });
-    for (auto& t : threads) t.join();
-    for (int r : results) failed += r != 0;
-  }
-  std::printf("%s: %d ranks as %s, %d failed\n", failed ? "FAIL" : "PASS", n, processes ? "processes" : "threads",
-              failed);
-  return failed ? 1 : 0;
-}
+int main(int argc, char** argv) { return run_gpu_ranks(argc, argv, rank_main, "LSA"); }

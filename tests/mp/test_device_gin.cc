@@ -27,8 +27,8 @@
 #include <string>
 
 #include "gin_host_poster.h"
+#include "gin_setups.h"
 #include "harness.h"
-#include "scoped_env.h"
 
 using namespace mp;
 using namespace gin_host;
@@ -120,16 +120,7 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
 }  // namespace
 
 TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows", "[device][gin]") {
-  CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
-  CHECK(run_ranks_as_processes(3, gin_alltoall) == 0);
-  {  // Queues of 2 descriptors per target: posting waits for the proxy's credit.
-    ScopedEnv depth("NCCL_GIN_PROXY_QUEUE_SIZE", "2");
-    CHECK(run_ranks_as_threads(4, gin_alltoall) == 0);
-  }
-  // Two emulated hosts of 2: puts to the other host go over TCP.
-  CHECK(run_ranks_as_processes(4, gin_alltoall, 60, [](int rank) {
-          setenv("BRAID_HOSTID", ("gin-host-" + std::to_string(rank / 2)).c_str(), 1);
-        }) == 0);
+  CHECK(run_gin_setups(gin_alltoall, "gin-host-") == 0);
 }
 
 TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous error on its rank", "[device][gin]") {
@@ -143,12 +134,7 @@ TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous erro
           if (rank == 0) {
             const int op = ncclGinProxyOpPut | ncclGinProxyOpWithSignalInc;
             if (!post(ctx, 1, build_gfd(op, 64, 0, 999, 0, 998, 0, 0, 0))) return f.fail("post");
-            ncclResult_t async = ncclSuccess;
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (async == ncclSuccess && std::chrono::steady_clock::now() < until) {
-              MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
-              sched_yield();
-            }
+            const ncclResult_t async = await_async_error(comm, f);
             if (async == ncclSuccess) f.fail("the bad descriptor was never reported");
             if (async != ncclInvalidArgument) f.fail(std::string("async error ") + std::to_string(int(async)));
             if (std::string(ncclGetLastError(comm)).find("names no window") == std::string::npos)
@@ -175,12 +161,7 @@ TEST_CASE("device API GIN: a rank that dies is reported to the others in bounded
     MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
     barrier_all(comm, f);
     if (rank == kRanks - 1) raise(SIGKILL);
-    ncclResult_t async = ncclSuccess;
-    const auto start = std::chrono::steady_clock::now();
-    while (async == ncclSuccess && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
-      MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
-      sched_yield();
-    }
+    const ncclResult_t async = await_async_error(comm, f);
     if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
     MP_NCCL(f, ncclCommAbort(comm));
     return f.count ? 1 : 0;

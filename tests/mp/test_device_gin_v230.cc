@@ -17,8 +17,8 @@
 #include <string>
 
 #include "devapi_v230_client.h"
+#include "gin_setups.h"
 #include "harness.h"
-#include "scoped_env.h"
 
 using namespace mp;
 using namespace v230;
@@ -145,16 +145,8 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
 
 TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.30's device does",
           "[device][gin][v230]") {
-  CHECK(run_ranks_as_threads(3, gin_v230) == 0);
-  CHECK(run_ranks_as_processes(2, gin_v230) == 0);
-  {  // Queues of 2 descriptors per target: posting waits for the proxy's credit.
-    ScopedEnv depth("NCCL_GIN_PROXY_QUEUE_SIZE", "2");
-    CHECK(run_ranks_as_threads(4, gin_v230) == 0);
-  }
-  // Two emulated hosts of 2: puts, VA signals and gets to the other host go over TCP.
-  CHECK(run_ranks_as_processes(4, gin_v230, 60, [](int rank) {
-          setenv("BRAID_HOSTID", ("gin230-host-" + std::to_string(rank / 2)).c_str(), 1);
-        }) == 0);
+  // On two emulated hosts, puts, VA signals and gets to the other host go over TCP.
+  CHECK(run_gin_setups(gin_v230, "gin230-host-") == 0);
 }
 
 TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynchronous error", "[device][gin][v230]") {
@@ -170,12 +162,7 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
             Gfd2 g = build_gfd2(kPut | kSignalInc, 0, 0, 0, 0, 0, 0, 0, 0);
             g.q[0] = (g.q[0] & ~uint64_t(0x1e)) | (uint64_t(kPut | kSignalInc) << 1 & 0x1e);  // 2.28.9's op, no version
             if (post2(ctx, 1, g) < 0) return f.fail("post");
-            ncclResult_t async = ncclSuccess;
-            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-            while (async == ncclSuccess && std::chrono::steady_clock::now() < until) {
-              MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
-              sched_yield();
-            }
+            const ncclResult_t async = await_async_error(comm, f);
             if (async != ncclInvalidArgument) f.fail("async error " + std::to_string(int(async)));
             if (std::string(ncclGetLastError(comm)).find("version") == std::string::npos)
               f.fail(std::string("message: ") + ncclGetLastError(comm));

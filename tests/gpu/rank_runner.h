@@ -1,0 +1,60 @@
+// What the device API GPU tests share: a CHECK_OR_FAIL for a rank's body,
+// and main()'s work of running that body as N ranks, threads of this
+// process or forked processes (before this process touches CUDA), on the
+// GPUs there are (the body picks rank % devices).
+//
+//   binary NRANKS threads|processes
+//
+// Prints PASS or FAIL with `what`; the exit status main() returns.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+
+// Inside int rank_main(int rank, ...): returns 1 when `call` is not 0.
+#define CHECK_OR_FAIL(call)                                                                                   \
+  do {                                                                                                        \
+    auto r_ = (call);                                                                                         \
+    if (r_ != 0) {                                                                                            \
+      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_), ncclGetLastError(nullptr)); \
+      return 1;                                                                                               \
+    }                                                                                                         \
+  } while (0)
+
+inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n, ncclUniqueId id), const char* what) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 2;
+  const bool processes = argc > 2 && std::string(argv[2]) == "processes";
+  ncclUniqueId id;
+  if (n < 1 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  int failed = 0;
+  if (processes) {
+    std::vector<pid_t> children;
+    for (int r = 0; r < n; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) _exit(rank_main(r, n, id));
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  } else {
+    std::vector<int> results(n, 1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = rank_main(r, n, id); });
+    for (auto& t : threads) t.join();
+    for (int r : results) failed += r != 0;
+  }
+  std::printf("%s: %s, %d ranks as %s, %d failed\n", failed ? "FAIL" : "PASS", what, n,
+              processes ? "processes" : "threads", failed);
+  return failed ? 1 : 0;
+}
