@@ -87,9 +87,12 @@ inline Reqs230 initializer() {  // NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER of 2.3
   return r;
 }
 
-extern "C" ncclResult_t ncclDevCommCreate(ncclComm_t, const void*, void*);
-extern "C" ncclResult_t ncclDevCommDestroy(ncclComm_t, const void*);
-extern "C" ncclResult_t ncclLLA2ACreateRequirement(int, int, Handle*, ResourceReq*);
+// The entry points, typed for these structs and bound to NCCL's symbols
+// by name, so that a file may also include NVIDIA's 2.28.9 headers, which
+// declare them for 2.28.9's structs.
+extern "C" ncclResult_t dev_comm_create(ncclComm_t, const void*, void*) __asm__("ncclDevCommCreate");
+extern "C" ncclResult_t dev_comm_destroy(ncclComm_t, const void*) __asm__("ncclDevCommDestroy");
+extern "C" ncclResult_t lla2a_create_requirement(int, int, Handle*, ResourceReq*) __asm__("ncclLLA2ACreateRequirement");
 
 // LSA rank `peer`'s copy of byte `offset` of the resource buffer, by the
 // headers' arithmetic on the inlined window.

@@ -66,7 +66,7 @@ void serve_v229(int rank, int n, ncclComm_t comm, Failures& f) {
     reqs.resourceRequirementsList = &mine;
     DevComm229 dev;
     std::memset(&dev, 0x77, sizeof dev);
-    MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+    MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
     if (dev.rank != rank || dev.nRanks != n || dev.lsaSize != n || dev.lsaRank != rank || !dev.windowTable ||
         !dev.resourceWindow || mine_handle == 999)
       f.fail(v + "devComm ranks, table or resources");
@@ -77,25 +77,25 @@ void serve_v229(int rank, int n, ncclComm_t comm, Failures& f) {
     const bool wide_written = dev.ginContextCount == 0 && dev.abortFlag == nullptr;
     if (patch >= 5 && !wide_written) f.fail(v + "2.29.5's members past 200 bytes");
     if (patch < 5 && dev.ginContextCount != 0x77777777) f.fail(v + "written past 2.29.2's 200 bytes");
-    MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+    MP_NCCL(f, dev_comm_destroy(comm, &dev));
 
     // GIN, which NCCL's layer does not serve 2.29 clients either.
     Reqs230 gin = reqs229(patch);
     gin.ginSignalCount = 1;
     if (patch >= 5) gin.ginConnectionType = 1;
     DevComm229 none{};
-    if (ncclDevCommCreate(comm, &gin, &none) != ncclInvalidUsage) f.fail(v + "GIN was not refused");
+    if (dev_comm_create(comm, &gin, &none) != ncclInvalidUsage) f.fail(v + "GIN was not refused");
     if (std::string(ncclGetLastError(comm)).find("rebuild it") == std::string::npos)
       f.fail(v + "message: " + ncclGetLastError(comm));
     if (patch >= 5) {  // resources without a connection: NCCL's invalid argument
       gin.ginConnectionType = 0;
-      if (ncclDevCommCreate(comm, &gin, &none) != ncclInvalidArgument) f.fail(v + "resources without a connection");
+      if (dev_comm_create(comm, &gin, &none) != ncclInvalidArgument) f.fail(v + "resources without a connection");
     }
   }
   Reqs230 odd = reqs229(7);
   odd.size = 72;  // 2.29.2's size with 2.29.7's version
   DevComm229 none{};
-  if (ncclDevCommCreate(comm, &odd, &none) != ncclInvalidUsage) f.fail("a 2.29.7 version on 72 bytes");
+  if (dev_comm_create(comm, &odd, &none) != ncclInvalidUsage) f.fail("a 2.29.7 version on 72 bytes");
   float in = 1, out = 0;
   MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
   if (out != float(n)) f.fail("allreduce after the 2.29 devComms");

@@ -22,7 +22,7 @@ namespace {
 void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   Handle a2a{};
   ResourceReq a2a_req{}, mine{};
-  MP_NCCL(f, ncclLLA2ACreateRequirement(2, 8, &a2a, &a2a_req));
+  MP_NCCL(f, lla2a_create_requirement(2, 8, &a2a, &a2a_req));
   uint32_t mine_handle = 0;
   mine.bufferSize = 512;
   mine.outBufferHandle = &mine_handle;
@@ -32,7 +32,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   reqs.resourceRequirementsList = &a2a_req;
   DevComm230 dev;
   std::memset(&dev, 0x77, sizeof dev);
-  MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+  MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
   if (dev.magic != NCCL_API_MAGIC || dev.version != reqs.version || dev.rank != rank || dev.nRanks != n ||
       dev.lsaSize != n || dev.lsaRank != rank)
     f.fail("2.30 devComm header and ranks");
@@ -50,15 +50,15 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   barrier_all(comm, f);
   for (int r = 0; r < n; ++r)
     if (resource(dev, rank, user)[r] != char(10 + r)) f.fail("user resource: rank " + std::to_string(r) + "'s store");
-  MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
-  if (ncclDevCommDestroy(comm, &dev) != ncclInvalidArgument) f.fail("destroying a 2.30 devComm twice");
+  MP_NCCL(f, dev_comm_destroy(comm, &dev));
+  if (dev_comm_destroy(comm, &dev) != ncclInvalidArgument) f.fail("destroying a 2.30 devComm twice");
 
   // 2.30's GIN: resources without a connection type are NCCL's invalid
   // argument, as is a world barrier on a rail connection; with a
   // connection, served.  Requirements of another version's size are refused.
   auto refused = [&](const Reqs230& r, ncclResult_t want, const char* says, const char* what) {
     DevComm230 d{};
-    if (ncclDevCommCreate(comm, &r, &d) != want) f.fail(std::string(what) + ": not refused as expected");
+    if (dev_comm_create(comm, &r, &d) != want) f.fail(std::string(what) + ": not refused as expected");
     if (std::string(ncclGetLastError(comm)).find(says) == std::string::npos)
       f.fail(std::string(what) + ": message " + ncclGetLastError(comm));
   };
@@ -73,7 +73,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   signals.ginContextCount = 3;
   signals.railGinBarrierCount = 1;
   DevComm230 gin{};
-  MP_NCCL(f, ncclDevCommCreate(comm, &signals, &gin));
+  MP_NCCL(f, dev_comm_create(comm, &signals, &gin));
   // The rail barrier's signals (one per rail rank: 1 on one host) follow
   // the user's 2; each context has its own signals and counters.
   if (gin.ginConnectionCount != 1 || gin.ginNetDeviceTypes[0] != 2 /* PROXY */ || gin.ginContextCount != 3 ||
@@ -85,7 +85,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
     if (ctx[c].nranks != n || ctx[c].signals != ctx[0].signals + 3 * c || !ctx[c].signalOffsets ||
         !ctx[c].lastIssuedGet || !ctx[c].lastVisibleGet || ctx[c].counters == ctx[(c + 1) % 3].counters)
       f.fail("2.30 GIN context " + std::to_string(c));
-  MP_NCCL(f, ncclDevCommDestroy(comm, &gin));
+  MP_NCCL(f, dev_comm_destroy(comm, &gin));
   Reqs230 old = initializer();
   old.version = NCCL_VERSION(2, 29, 7);
   refused(old, ncclInvalidUsage, "are 88 bytes", "2.29.7's version on 2.30's struct");
@@ -118,7 +118,7 @@ TEST_CASE("device API 2.30: a devComm created inside a group from requirements g
             Reqs230 reqs = initializer();
             reqs.lsaBarrierCount = 2;
             reqs.resourceRequirementsList = &mine;
-            MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+            MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
             std::memset(&reqs, 0, sizeof reqs);  // gone before the group ends
             std::memset(&mine, 0, sizeof mine);
           }
@@ -127,6 +127,6 @@ TEST_CASE("device API 2.30: a devComm created inside a group from requirements g
           if (dev.magic != NCCL_API_MAGIC || dev.rank != rank || dev.nRanks != n || dev.lsaBarrier.b != 2)
             f.fail("2.30 devComm made at ncclGroupEnd");
           if (handle == 999) f.fail("the copied requirement did not write the caller's handle");
-          MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+          MP_NCCL(f, dev_comm_destroy(comm, &dev));
         }) == 0);
 }

@@ -66,7 +66,7 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   reqs.ginSignalCount = 2;  // 0: the AlltoAll's, 1: putValue's
   reqs.ginCounterCount = 1;
   DevComm230 dev{};
-  MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+  MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
   auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
   if (!src_win || !dst_win || !ctx || dev.ginContextCount != kContexts) return f.fail("no 2.30 GIN contexts");
   if (view(src_win).numSegments != 1 || view(dst_win).numSegments != 1) f.fail("windows of one segment");
@@ -134,7 +134,7 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
   if (async != ncclSuccess) f.fail(std::string("async error after good descriptors: ") + ncclGetLastError(comm));
   barrier_all(comm, f);  // no rank's proxy still reads a window about to go
-  MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+  MP_NCCL(f, dev_comm_destroy(comm, &dev));
   MP_NCCL(f, ncclCommWindowDeregister(comm, src_win));
   MP_NCCL(f, ncclCommWindowDeregister(comm, dst_win));
   MP_NCCL(f, ncclMemFree(src));
@@ -155,7 +155,7 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
           reqs.ginConnectionType = 1;
           reqs.ginContextCount = 1;
           DevComm230 dev{};
-          MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+          MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
           auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
           if (!ctx) return f.fail("no GIN context");
           if (rank == 0) {
@@ -167,7 +167,7 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
             if (std::string(ncclGetLastError(comm)).find("version") == std::string::npos)
               f.fail(std::string("message: ") + ncclGetLastError(comm));
           }
-          if (ncclDevCommDestroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
+          if (dev_comm_destroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
           (void)n;
         }) == 0);
 }
