@@ -19,7 +19,8 @@
 // among the three; each round's time is the slowest rank's mean, and the
 // table gives the median round of each, the ratios, and the bandwidths
 // against the copy rate C: one thread's memcpy of n x S bytes, measured in
-// the same rounds.
+// the same rounds (a2a/gin and gin GB/s are of the 2.28.9 client where it
+// runs, else of the 2.30 one).
 //   gin_perf [-t ranks] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds] [-c contexts]
 //            [-a 228|230|both]
 #include <getopt.h>
@@ -195,8 +196,9 @@ void print_row(Run& run, size_t bytes) {
   const double gin = median(run.path_rounds[kGin228]), gin230 = median(run.path_rounds[kGin230]),
                nccl = median(run.path_rounds[kAlltoAll]), copy = median(run.copy_rounds);
   const double sent = double(bytes) * run.o.nranks;
+  const double first = run.o.v228 ? gin : gin230;  // the GIN path the a2a ratio and bandwidth are of
   std::printf("%12zu %10.2f %10.2f %10.2f %8.2f %7.2f %9.3f %9.3f %9.3f\n", bytes, gin, gin230, nccl, gin230 / gin,
-              nccl / gin, sent / gin / 1e3, sent / nccl / 1e3, sent / copy / 1e3);
+              nccl / first, sent / first / 1e3, sent / nccl / 1e3, sent / copy / 1e3);
   std::fflush(stdout);
   for (auto& rounds : run.path_rounds) rounds.clear();
   run.copy_rounds.clear();
