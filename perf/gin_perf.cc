@@ -12,9 +12,8 @@
 // round has its own signal, so no round waits on another's.  The 2.30
 // client's devComm has -c contexts, and puts to rank p go on context
 // p % c, so every rank's signal counts on its own context.  -a picks the
-// clients: 228, 230 or both (each devComm has its own proxy thread, so
-// "both" on a host with fewer cores than ranks x 3 threads measures the
-// threads' contention more than either path).  The ncclAlltoAll round
+// clients: 228, 230 or both (two devComms per rank, whose proxies the
+// communicator's one GIN progress thread steps).  The ncclAlltoAll round
 // moves the same bytes.  Per size, -r rounds of -n iterations alternate
 // among the three; each round's time is the slowest rank's mean, and the
 // table gives the median round of each, the ratios, and the bandwidths

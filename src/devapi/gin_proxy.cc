@@ -73,31 +73,35 @@ Status GinProxy::stop() {
 
 void GinProxy::run() {
   Waiter waiter(options_.idle_spins);
-  auto next_watch = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_acquire)) {
-    bool progressed = false;
-    Status s;
-    try {
-      s = poll_once(&progressed);
-      if (s.is_ok() && !progressed && options_.watch && std::chrono::steady_clock::now() >= next_watch) {
-        s = options_.watch();
-        next_watch = std::chrono::steady_clock::now() + options_.watch_interval;
-      }
-    } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
-      faulted_.store(true, std::memory_order_release);
-      s = BRAID_ERROR(ncclInternalError, "GIN proxy: {}", e.what());
-    }
-    if (!s.is_ok()) {
-      faulted_.store(true, std::memory_order_release);
-      fault_->set(std::move(s).context("GIN proxy"));
-      drain();
-      return;
-    }
-    if (progressed)
+    if (step())
       waiter.reset();
     else
       waiter.pause();
   }
+}
+
+bool GinProxy::step() {
+  bool progressed = false;
+  if (faulted_.load(std::memory_order_acquire)) {
+    drain_once(&progressed);
+    return progressed;
+  }
+  Status s;
+  try {
+    s = poll_once(&progressed);
+    if (s.is_ok() && !progressed && options_.watch && std::chrono::steady_clock::now() >= next_watch_) {
+      s = options_.watch();
+      next_watch_ = std::chrono::steady_clock::now() + options_.watch_interval;
+    }
+  } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
+    s = BRAID_ERROR(ncclInternalError, "GIN proxy: {}", e.what());
+  }
+  if (!s.is_ok()) {
+    faulted_.store(true, std::memory_order_release);
+    fault_->set(std::move(s).context("GIN proxy"));
+  }
+  return progressed;
 }
 
 // After a fault: consume every complete descriptor without executing it,
@@ -105,26 +109,18 @@ void GinProxy::run() {
 // for a free slot or for its puts to be consumed (flush) would otherwise
 // spin forever.  Nothing moves and no counter counts: the fault, reported
 // to every bounded wait on the host, is the outcome.
-void GinProxy::drain() {
-  Waiter waiter;
-  while (!stop_.load(std::memory_order_acquire)) {
-    bool progressed = false;
-    const int qwords = gfd_qwords(contexts_[0].format);
-    for (size_t i = 0; i < next_.size(); ++i) {
-      const uint32_t idx = next_[i];
-      uint64_t* slot = slot_of(i, idx);
-      uint64_t q[kGfdMaxQwords];
-      for (int w = 0; w < qwords; ++w) q[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
-      if (!gfd_complete(contexts_[0].format, q)) continue;
-      for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
-      next_[i] = idx + 1;
-      __atomic_store_n(cis_of(i), idx + 1, __ATOMIC_RELEASE);
-      progressed = true;
-    }
-    if (progressed)
-      waiter.reset();
-    else
-      waiter.pause();
+void GinProxy::drain_once(bool* progressed) {
+  const int qwords = gfd_qwords(contexts_[0].format);
+  for (size_t i = 0; i < next_.size(); ++i) {
+    const uint32_t idx = next_[i];
+    uint64_t* slot = slot_of(i, idx);
+    uint64_t q[kGfdMaxQwords];
+    for (int w = 0; w < qwords; ++w) q[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
+    if (!gfd_complete(contexts_[0].format, q)) continue;
+    for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
+    next_[i] = idx + 1;
+    __atomic_store_n(cis_of(i), idx + 1, __ATOMIC_RELEASE);
+    *progressed = true;
   }
 }
 

@@ -23,10 +23,14 @@
 //      was consumed), then publishes cis[pe] + 1 with release order.
 // A descriptor that fails any check stops the proxy before its slot is
 // consumed, with the error in the GinFault: braid does not guess at a
-// malformed request, and every bounded wait then reports it.  The running
-// proxy then drains its queues (consumes descriptors without executing
-// them) so a kernel still posting cannot hang; stop() aborts the links (no
-// close frames), so the targets see this rank fail.
+// malformed request, and every bounded wait then reports it.  The proxy
+// then drains its queues (consumes descriptors without executing them) so
+// a kernel still posting cannot hang; stop() aborts the links (no close
+// frames), so the targets see this rank fail.
+//
+// A proxy is driven by its own thread (start()), or by a GinProgress
+// thread that drives several (every devComm of a communicator, as NCCL
+// runs one GIN progress thread per communicator), or by hand (step()).
 #pragma once
 
 #include <atomic>
@@ -79,10 +83,14 @@ class GinProxy {
                        std::unique_ptr<GinProxy>* out);
   ~GinProxy();  // stops the thread
 
-  // Starts the executor thread.
+  // Starts a thread of its own that steps it.
   void start();
-  // Processes at most one descriptor per queue; *progressed if any.  For
-  // callers that drive the proxy themselves instead of start().
+  // One turn: at most one descriptor per queue, the watch when idle, and
+  // after a fault a drain; true if a descriptor was consumed.  From one
+  // thread at a time, never beside start()'s.
+  bool step();
+  // The turn without the fault handling: an error is returned (and the
+  // proxy marked faulted), for tests that look at it.
   Status poll_once(bool* progressed);
   // Stops the thread (after what it is doing), then closes the links.
   Status stop();
@@ -92,7 +100,7 @@ class GinProxy {
   GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
            const GinWindowTable* sources, GinFault* fault, GinProxyOptions options);
   void run();
-  void drain();
+  void drain_once(bool* progressed);
   // Queue i is context i / nranks' queue to target i % nranks.
   uint64_t* slot_of(size_t i, uint32_t idx) const {
     const GinQueues& q = contexts_[i / size_t(nranks_)];
@@ -112,6 +120,7 @@ class GinProxy {
   std::vector<uint32_t> next_;  // per queue: the next slot index to consume
   // Per queue: when its next slot was first seen half-written (zero: not).
   std::vector<std::chrono::steady_clock::time_point> torn_since_;
+  std::chrono::steady_clock::time_point next_watch_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links
   std::atomic<uint64_t> executed_{0};

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "src/base/env.h"
 #include "src/base/log.h"
@@ -358,7 +359,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
     made.resource_image = created->window->image();
   }
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, &created->gin));
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), &created->gin));
     made.gin = created->gin->device_context();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
@@ -411,6 +412,18 @@ Status DeviceComms::destroy(const void* dev_bytes) {
     live_.erase(it);
   }
   return Status::ok();  // `gone` is released outside the lock (it joins a proxy thread)
+}
+
+// On the host backend the posters are the ranks' threads: where they and
+// the progress threads outnumber the cores, an idle progress thread yields
+// at once instead of spinning on a core a poster needs.
+devapi::GinProgress& DeviceComms::gin_progress() {
+  if (!progress_) {
+    const unsigned threads = 2u * unsigned(comm_->lsa->lsa().size);
+    const bool crowded = threads > std::max(1u, std::thread::hardware_concurrency());
+    progress_ = std::make_unique<devapi::GinProgress>(crowded ? 0 : devapi::GinProxyOptions{}.idle_spins);
+  }
+  return *progress_;
 }
 
 Status DeviceComms::fault() const {

@@ -121,8 +121,12 @@ class DeviceComms {
   // contexts `gin` describes (null: none).
   Status make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out);
   void fill_common(const Made& made, devapi::v22809::DevComm* dev) const;
+  // The communicator's GIN progress thread, made at the first GIN devComm
+  // (from the collective create, so from one thread at a time).
+  devapi::GinProgress& gin_progress();
 
   ncclComm* comm_;
+  std::unique_ptr<devapi::GinProgress> progress_;  // before live_: outlives the proxies it steps
   mutable std::mutex mutex_;  // live_, against fault()'s threads
   std::vector<std::unique_ptr<Created>> live_;
 };

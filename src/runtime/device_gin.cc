@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "src/base/env.h"
@@ -53,7 +53,7 @@ struct ContextLayout {
 }  // namespace
 
 Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
-                         const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out) {
+                         const DeviceGinShape& shape, devapi::GinProgress& progress, std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
   DeviceApiMemory& memory = gin->memory_;
@@ -130,12 +130,10 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   gin->watch_lsa_peers(space, transport.peers);
   devapi::GinProxyOptions options;
   if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
-  // On the host backend the posters are the ranks' threads: where they and
-  // the proxies outnumber the cores, an idle proxy yields at once.
-  if (2u * unsigned(lsa.size) > std::max(1u, std::thread::hardware_concurrency())) options.idle_spins = 0;
   BRAID_TRY(devapi::GinProxy::create(std::move(contexts), std::move(links), space.gin_local().get(), &gin->fault_,
                                      options, &gin->proxy_));
-  gin->proxy_->start();
+  progress.add(gin->proxy_.get());
+  gin->progress_ = &progress;
   *out = std::move(gin);
   return Status::ok();
 }
@@ -210,6 +208,7 @@ Status DeviceGin::check_lsa_peers() const {
 }
 
 DeviceGin::~DeviceGin() {
+  if (progress_) progress_->remove(proxy_.get());
   if (proxy_) (void)proxy_->stop();
   proxy_.reset();
   if (receiver_) receiver_->stop();

@@ -9,8 +9,9 @@
 // counters and its signal array (host memory the device maps:
 // src/runtime/gin_signals.h), all reached through the
 // ncclGinProxyGpuCtx_t that the devComm's ginHandles[] names (2.30: indexed
-// by context).  This object lays that memory out and runs the one proxy
-// thread that consumes every context's queues.  Context c's signals are
+// by context).  This object lays that memory out and makes the proxy that
+// consumes every context's queues, which the communicator's one GIN
+// progress thread steps with its other devComms' (src/devapi/gin_progress.h).  Context c's signals are
 // words [c * signals, (c + 1) * signals) of one signal array, which every
 // LSA peer maps, so a put's signal add lands in the target's array; a
 // descriptor's window tokens resolve through the space's GIN tables
@@ -33,6 +34,7 @@
 
 #include "src/base/status.h"
 #include "src/devapi/gin_memory.h"
+#include "src/devapi/gin_progress.h"
 #include "src/devapi/gin_proxy.h"
 #include "src/devapi/gin_tcp.h"
 #include "src/runtime/gin_signals.h"
@@ -59,8 +61,10 @@ class DeviceGin {
   // LSA peers, the other hosts' ranks connected).  The space's memory must
   // serve GIN (DeviceApiMemory::gin_ops).  `transport`: the communicator's
   // ranks, with their PeerInfo (whose processes to watch).
+  // Its proxy is stepped by `progress` (the communicator's GIN thread)
+  // until this is destroyed.
   static Status create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
-                       const DeviceGinShape& shape, std::unique_ptr<DeviceGin>* out);
+                       const DeviceGinShape& shape, devapi::GinProgress& progress, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   // What ginHandles[] holds: an ncclGinProxyGpuCtx_t (format 1), or the
@@ -94,6 +98,7 @@ class DeviceGin {
   std::vector<WatchedPeer> watched_;
   std::unique_ptr<devapi::GinTcpReceiver> receiver_;
   std::unique_ptr<devapi::GinProxy> proxy_;
+  devapi::GinProgress* progress_ = nullptr;  // stepping proxy_ (set once it is)
 };
 
 }  // namespace braid
