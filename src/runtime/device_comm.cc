@@ -154,15 +154,15 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
   // Versioned requirements: each release's struct is a prefix of 2.30's.
   v30::DevCommRequirements reqs{};
   std::memcpy(&reqs, reqs_bytes, offsetof(v30::DevCommRequirements, resourceRequirementsList));
-  const bool v229 = reqs.version >= NCCL_VERSION(2, 29, 0) && reqs.version < NCCL_VERSION(2, 30, 0);
-  const size_t want = !v229                                  ? sizeof(reqs)
-                      : reqs.version >= v22900::kWideFrom ? v22900::kWideRequirementsBytes
-                                                          : v22900::kRequirementsBytes;
-  if (reqs.version < NCCL_VERSION(2, 29, 0) || reqs.size != want)
+  const bool narrow = reqs.version >= v22900::kNarrowFirst && reqs.version <= v22900::kNarrowLast;
+  const bool wide = reqs.version >= v22900::kWideFirst && reqs.version <= v22900::kWideLast;
+  const bool v229 = narrow || wide;
+  const size_t want = narrow ? v22900::kRequirementsBytes : wide ? v22900::kWideRequirementsBytes : sizeof(reqs);
+  if ((!v229 && reqs.version < NCCL_VERSION(2, 30, 0)) || reqs.size != want)
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL version {}: braid "
-                       "serves the device ABIs of NCCL 2.28.9, 2.29 and 2.30 (whose requirements for that version are "
-                       "{} bytes)",
+                       "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7 and 2.30 (whose "
+                       "requirements are {} bytes)",
                        reqs.size, reqs.version, want);
   std::memcpy(&reqs, reqs_bytes, want);
   if (v229) return create_v22900(reqs, out);
@@ -173,11 +173,11 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
 }
 
 // 2.29's clients get LSA, as NCCL's compatibility layer serves them
-// (src/devapi/abi_v22900.h): GIN is refused, up to 2.29.4 barrierCount
+// (src/devapi/abi_v22900.h): GIN is refused, in 2.29.2-2.29.3 barrierCount
 // means LSA barriers (it implied GIN only from 2.29.4 on), and the devComm
 // is 2.28.9's, widened from 2.29.5.
 Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* out) {
-  const bool wide = reqs.version >= v22900::kWideFrom;
+  const bool wide = reqs.version >= v22900::kWideFirst;
   const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 ||
                          list_wants_gin(reqs.resourceRequirementsList) ||
                          (wide && (reqs.barrierCount > 0 || reqs.railGinBarrierCount > 0));

@@ -61,7 +61,7 @@ void serve_v229(int rank, int n, ncclComm_t comm, Failures& f) {
     mine.outBufferHandle = &mine_handle;
     Reqs230 reqs = reqs229(patch);
     reqs.lsaBarrierCount = 2;
-    reqs.barrierCount = 3;  // up to 2.29.4 LSA barriers (NCCL's layer), GIN from 2.29.4: refused below
+    reqs.barrierCount = 3;  // 2.29.2-2.29.3: LSA barriers (NCCL's layer); from 2.29.4 GIN, refused below
     if (patch >= 5) reqs.barrierCount = 0;
     reqs.resourceRequirementsList = &mine;
     DevComm229 dev;
@@ -96,6 +96,10 @@ void serve_v229(int rank, int n, ncclComm_t comm, Failures& f) {
   odd.size = 72;  // 2.29.2's size with 2.29.7's version
   DevComm229 none{};
   if (dev_comm_create(comm, &odd, &none) != ncclInvalidUsage) f.fail("a 2.29.7 version on 72 bytes");
+  Reqs230 unknown = reqs229(4);  // no release NCCL serves either
+  if (dev_comm_create(comm, &unknown, &none) != ncclInvalidUsage) f.fail("2.29.4");
+  if (std::string(ncclGetLastError(comm)).find("2.29.5-2.29.7") == std::string::npos)
+    f.fail(std::string("2.29.4's message: ") + ncclGetLastError(comm));
   float in = 1, out = 0;
   MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
   if (out != float(n)) f.fail("allreduce after the 2.29 devComms");
