@@ -208,22 +208,28 @@ Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm
                                   bool lsa_only) {
   LsaSpace& space = symmetric_memory(comm_);
   const bool gin = !lsa_only && wants_gin(reqs, space.lsa(), comm_->nranks);
+  // ginContextCount is a hint: 1 to 4 contexts, each its own struct (the
+  // device wraps a context index into those there are).
+  const int contexts = gin ? std::clamp(reqs.ginContextCount, 1, v::kMaxGinContexts) : 0;
   v::DevComm dev{};
   devapi::ResourceLayout layout;
   Status local = refused.is_ok() ? refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin)
                                  : std::move(refused);
   if (local.is_ok())
-    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), gin ? 1 : 0, space.memory().granularity(),
+    local = devapi::layout_resources(reqs, devapi::lsa_team(space.lsa()), contexts, space.memory().granularity(),
                                      &dev.lsaBarrier, &dev.railGinBarrier, &layout);
-  const DeviceGinShape shape{devapi::GfdFormat::kV1, 1, std::max<uint32_t>(layout.signals, 1),
-                             std::max<uint32_t>(layout.counters, 1), gin_queue_size()};
+  const DeviceGinShape shape{devapi::GfdFormat::kV1, uint32_t(std::max(contexts, 1)),
+                             std::max<uint32_t>(layout.signals, 1), std::max<uint32_t>(layout.counters, 1),
+                             gin_queue_size()};
   Made made;
   BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
   fill_common(made, &dev);
   if (gin) {
-    dev.ginContextCount = 1;
-    dev.ginTypes[0] = v::kGinTypeProxy;
-    dev.ginHandles[0] = made.gin;
+    dev.ginContextCount = uint8_t(contexts);
+    for (int c = 0; c < contexts; ++c) {
+      dev.ginTypes[c] = v::kGinTypeProxy;
+      dev.ginHandles[c] = made.gin->device_context(uint32_t(c));
+    }
     dev.ginSignalShadows = made.shadows;
   }
   dev.ginSignalCount = int(layout.signals);
@@ -301,7 +307,7 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
     // array; world ranks are GIN ranks (not railed).
     dev.ginConnectionCount = 1;
     dev.ginNetDeviceTypes[0] = v::kGinTypeProxy;
-    dev.ginHandles[0] = made.gin;
+    dev.ginHandles[0] = made.gin->device_context();  // the array of contexts
     dev.ginSignalShadows = made.shadows;
     dev.ginContextCount = uint32_t(contexts);
     dev.ginStrongLegacySignals = reqs.ginStrongSignalsRequired;  // braid's signals are all strong
@@ -360,7 +366,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   }
   if (gin) {
     BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), &created->gin));
-    made.gin = created->gin->device_context();
+    made.gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
     if (created->window)

@@ -18,11 +18,12 @@
 // GPU-initiated networking (GIN) runs on the proxy backend
 // (src/runtime/device_gin.h), with braid's proxy reading the descriptor
 // format of the client's headers.
-//  - 2.28.9: one context, made as NCCL makes one, for ranks on several
-//    hosts, and also when the requirements use it: GIN signals or counters,
-//    ginForceEnable, the rail GIN barrier, or barrierCount (2.28.9's world
-//    barrier always runs the rail GIN barrier, even on one node, where NCCL
-//    would hand out no GIN context for it).
+//  - 2.28.9: ginContextCount contexts (1 to 4), made as NCCL makes them,
+//    for ranks on several hosts, and also when the requirements use it:
+//    GIN signals or counters, ginForceEnable, the rail GIN barrier, or
+//    barrierCount (2.28.9's world barrier always runs the rail GIN
+//    barrier, even on one node, where NCCL would hand out no GIN context
+//    for it).
 //  - 2.30: when a connection is asked for (ginConnectionType, or
 //    ginForceEnable), ginContextCount contexts (1 to 32) of one
 //    connection, with 2.30's barriers (devapi/resources.h), VA signals,
@@ -106,7 +107,7 @@ class DeviceComms {
     devapi::v22809::WindowVidmem resource_image{};
     uint64_t* shadows = nullptr;
     void* window_table = nullptr;
-    void* gin = nullptr;  // ginHandles[0]
+    const DeviceGin* gin = nullptr;  // its contexts are what ginHandles[] hold
   };
   // `refused` (not ok) fails it on every rank, agreed, with that reason;
   // `lsa_only` serves no GIN whatever the requirements (2.29's clients).

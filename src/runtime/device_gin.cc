@@ -59,7 +59,7 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   DeviceApiMemory& memory = gin->memory_;
   const devapi::GinMemoryOps* ops = memory.gin_ops();
   const bool v2 = shape.format == devapi::GfdFormat::kV2;
-  if (!ops || shape.contexts < 1 || (!v2 && shape.contexts != 1))
+  if (!ops || shape.contexts < 1 || (!v2 && shape.contexts > uint32_t(v::kMaxGinContexts)))
     return BRAID_ERROR(ncclInternalError, "GIN: {} contexts in format {} on {} memory", shape.contexts, v2 ? 2 : 1,
                        memory.name());
   const uint32_t signal_words = shape.contexts * shape.signals;
@@ -78,6 +78,7 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   gin->host_block_registered_ = true;
   BRAID_TRY(memory.struct_alloc(at.device_bytes * shape.contexts, &gin->device_block_));
   const size_t ctx_bytes = v2 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
+  gin->context_bytes_ = ctx_bytes;
   BRAID_TRY(memory.struct_alloc(ctx_bytes * shape.contexts, &gin->context_));
   std::vector<devapi::GinQueues> contexts;
   for (uint32_t c = 0; c < shape.contexts; ++c) {

@@ -1,7 +1,7 @@
 // A device communicator's GIN contexts (GPU-initiated networking) on NCCL's
 // proxy backend, served by braid's proxy (src/devapi/gin_proxy.h): 2.28.9's
-// one context (64-byte descriptors, a 48-byte ncclGinProxyGpuCtx_t) or
-// 2.30's array of them (128-byte descriptors, 72-byte contexts that add
+// contexts (64-byte descriptors, each a 48-byte ncclGinProxyGpuCtx_t of its
+// own) or 2.30's array of them (128-byte descriptors, 72-byte contexts that add
 // signal offsets and get bookkeeping, which only the device touches).
 //
 // The device side is the headers' inline code: it writes descriptors into
@@ -49,7 +49,7 @@ class Bootstrap;
 // format 2).
 struct DeviceGinShape {
   devapi::GfdFormat format = devapi::GfdFormat::kV1;
-  uint32_t contexts = 1;  // format 1: 1
+  uint32_t contexts = 1;  // format 1: up to 4, each its own struct; format 2: an array
   uint32_t signals = 1;
   uint32_t counters = 1;
   uint32_t queue_size = 256;  // a power of two
@@ -67,9 +67,10 @@ class DeviceGin {
                        const DeviceGinShape& shape, devapi::GinProgress& progress, std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
-  // What ginHandles[] holds: an ncclGinProxyGpuCtx_t (format 1), or the
-  // array of them (format 2).
-  void* device_context() const { return context_; }
+  // What ginHandles[] holds: context c's ncclGinProxyGpuCtx_t in
+  // ginHandles[c] (format 1), or the array of them in ginHandles[0]
+  // (format 2).
+  void* device_context(uint32_t c = 0) const { return static_cast<char*>(context_) + c * context_bytes_; }
   // The first error of the proxy (ok while there is none).
   Status fault() const { return fault_.failed() ? fault_.get() : Status::ok(); }
 
@@ -84,6 +85,7 @@ class DeviceGin {
   Status check_lsa_peers() const;
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
+  size_t context_bytes_ = 0;  // one context's struct
   // Every context's descriptors, consumer indices and counters (host
   // memory the device maps), and its producer indices (and in format 2
   // signal offsets and get indices; device memory).

@@ -123,6 +123,53 @@ TEST_CASE("device API GIN: puts and signals posted as the device does land in ev
   CHECK(run_gin_setups(gin_alltoall, "gin-host-") == 0);
 }
 
+// ginContextCount 3: three contexts, each its own ncclGinProxyGpuCtx_t in
+// ginHandles[c], with its own queues, counters and signals (words
+// [c * ginSignalCount, ...) of one array); a put on context c lands on the
+// target's context c signal, as 2.28.9's device code reads it.
+TEST_CASE("device API GIN: a 2.28.9 client's contexts are apart", "[device][gin]") {
+  CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          char* buf = nullptr;
+          MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 4096));
+          ncclWindow_t win = nullptr;
+          MP_NCCL(f, ncclCommWindowRegister(comm, buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+          ncclDevCommRequirements reqs = {};
+          reqs.ginContextCount = 3;
+          reqs.ginSignalCount = 2;
+          reqs.ginCounterCount = 1;
+          ncclDevComm dev = {};
+          MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+          if (!win || dev.ginContextCount != 3) return f.fail("three contexts");
+          ncclGinProxyGpuCtx_t* ctx[3];
+          for (int c = 0; c < 3; ++c) {
+            ctx[c] = static_cast<ncclGinProxyGpuCtx_t*>(dev.ginHandles[c]);
+            if (!ctx[c] || dev.ginTypes[c] != NCCL_NET_DEVICE_GIN_PROXY || ctx[c]->signals != ctx[0]->signals + 2 * c ||
+                (c && (ctx[c]->counters == ctx[0]->counters || ctx[c]->queues == ctx[0]->queues)))
+              return f.fail("context " + std::to_string(c));
+          }
+          // Every rank signals every rank on context (rank % 3), adding its rank + 1, and counts it.
+          const int mine = rank % 3;
+          for (int peer = 0; peer < n; ++peer)
+            if (!post(ctx[mine], peer,
+                      build_gfd(ncclGinProxyOpPut | ncclGinProxyOpWithSignalAdd | ncclGinProxyOpWithCounter, 0, 0, 0,
+                                0, 0, 0, 1, uint64_t(rank + 1))))
+              return f.fail("post");
+          if (!wait_at_least(&ctx[mine]->counters[0], uint64_t(n))) f.fail("the context's counter");
+          for (int c = 0; c < 3; ++c) {
+            uint64_t want = 0;
+            for (int r = 0; r < n; ++r) want += r % 3 == c ? uint64_t(r + 1) : 0;
+            const bool reached = wait_at_least(&ctx[c]->signals[1], want);
+            if (!reached || __atomic_load_n(&ctx[c]->signals[1], __ATOMIC_ACQUIRE) != want ||
+                __atomic_load_n(&ctx[c]->signals[0], __ATOMIC_ACQUIRE) != 0)
+              f.fail("context " + std::to_string(c) + "'s signal");
+          }
+          barrier_all(comm, f);
+          MP_NCCL(f, ncclDevCommDestroy(comm, &dev));
+          MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+          MP_NCCL(f, ncclMemFree(buf));
+        }) == 0);
+}
+
 TEST_CASE("device API GIN: a descriptor naming no window is an asynchronous error on its rank", "[device][gin]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           ncclDevCommRequirements reqs = {};
