@@ -62,6 +62,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_SOCKET_SLOT_BYTES", "1048576", "bytes per socket fragment"},
     {"BRAID_BACKEND", "auto", "executor backend: auto (cuda when a CUDA device is visible), cuda or host"},
     {"BRAID_CUDA_CHANNELS", "", "cuda backend: connections per peer pair, 1..64 (unset: the tuning table's, else 32; every rank sets the same): schedule channels x parallel slices; each costs slots x slot bytes of device memory per peer; launches stay within what ranks sharing a GPU can keep resident together"},
+    {"BRAID_TEST_GIN_AS_DEVICE", "0",
+     "host backend, for tests: 1 serves GIN as on a GPU (windows moved only through staged copies, no adds to "
+     "window memory, so no 2.30 VA signals), to run those paths without one"},
     {"BRAID_CUDA_GIN", "0",
      "cuda backend: 1 serves GPU-initiated networking (GIN) of NCCL's device API through braid's proxy (copy "
      "engines, host-mapped signals); built, not yet run on a GPU, so off by default: devComms that need GIN are "

@@ -48,10 +48,25 @@ class HostGinMemory final : public GinMemoryOps {
   }
 };
 
+class HostAsDeviceGinMemory final : public GinMemoryOps {
+ public:
+  bool host_direct() const override { return false; }
+  bool adds_in_windows() const override { return false; }
+  Status copy(void* dst, const void* src, uint64_t bytes) const override {
+    return host_gin_memory().copy(dst, src, bytes);
+  }
+  Status add(uint64_t* word, uint64_t value) const override { return host_gin_memory().add(word, value); }
+};
+
 }  // namespace
 
 const GinMemoryOps& host_gin_memory() {
   static const HostGinMemory ops;
+  return ops;
+}
+
+const GinMemoryOps& host_gin_memory_as_device() {
+  static const HostAsDeviceGinMemory ops;
   return ops;
 }
 

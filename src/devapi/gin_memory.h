@@ -47,6 +47,10 @@ class GinMemoryOps {
 
 // The host's: memmove and __atomic_fetch_add.
 const GinMemoryOps& host_gin_memory();
+// Host memory served as a GPU's is (cuda_gin_memory.h): the host does not
+// load or store windows itself (TCP stages through a buffer) and adds only
+// to signal memory, not to windows.  For testing those paths on a CPU.
+const GinMemoryOps& host_gin_memory_as_device();
 
 class GinWindowTable {
  public:

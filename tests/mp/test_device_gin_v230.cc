@@ -19,6 +19,7 @@
 #include "devapi_v230_client.h"
 #include "gin_setups.h"
 #include "harness.h"
+#include "scoped_env.h"
 
 using namespace mp;
 using namespace v230;
@@ -169,5 +170,72 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
           }
           if (dev_comm_destroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
           (void)n;
+        }) == 0);
+}
+
+// The paths a GPU takes, run on the CPU (BRAID_TEST_GIN_AS_DEVICE=1: the
+// host backend's GIN moves window bytes only through staged copies and
+// adds only to signal memory, as on CUDA).  2.30's default requirements
+// ask for VA signals, which such a backend refuses with the reason, as
+// NCCL refuses a GIN plugin without them; without them, puts, signals and
+// gets run, over TCP through the staging buffers; a VA signal descriptor
+// is then an asynchronous error.
+TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[device][gin][v230]") {
+  ScopedEnv as_device("BRAID_TEST_GIN_AS_DEVICE", "1");
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    Reqs230 va = initializer();  // ginVaSignalsRequired: true
+    va.ginConnectionType = 1;
+    DevComm230 none{};
+    if (dev_comm_create(comm, &va, &none) != ncclInvalidUsage) f.fail("VA signals were not refused");
+    if (std::string(ncclGetLastError(comm)).find("ginVaSignalsRequired") == std::string::npos)
+      f.fail(std::string("message: ") + ncclGetLastError(comm));
+    char* buf = nullptr;
+    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
+    ncclWindow_t win = nullptr;
+    MP_NCCL(f, ncclCommWindowRegister(comm, buf, 2 * kWinAlign, &win, NCCL_WIN_COLL_SYMMETRIC));
+    if (!buf || !win) return;
+    for (int i = 0; i < 64; ++i) buf[i] = char(rank * 3 + i);
+    barrier_all(comm, f);  // every rank's bytes are written
+    Reqs230 reqs = initializer();
+    reqs.ginConnectionType = 1;
+    reqs.ginVaSignalsRequired = false;
+    reqs.ginContextCount = 1;
+    reqs.ginSignalCount = 1;
+    DevComm230 dev{};
+    MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+    auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
+    if (!ctx) return f.fail("no GIN context");
+    // Every rank puts its 64 bytes into every rank's slot for it, and gets the next rank's.
+    for (int peer = 0; peer < n; ++peer)
+      if (post2(ctx, peer,
+                build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win), gin_off(win, kWinAlign + 64 * rank),
+                           handle(win), 0, 0, 0)) < 0)
+        return f.fail("post");
+    if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("the puts' signal");
+    for (int from = 0; from < n; ++from)
+      for (int i = 0; i < 64; ++i)
+        if (buf[kWinAlign + 64 * from + i] != char(from * 3 + i)) return f.fail("bytes from " + std::to_string(from));
+    const int next = (rank + 1) % n;
+    const int64_t got = post2(
+        ctx, next,
+        build_gfd2(kGet, 64, gin_off(win, 0), handle(win), gin_off(win, kWinAlign + 64 * n), handle(win), 0, 0, 0));
+    if (got < 0 || !wait_consumed(ctx, next, uint32_t(got))) return f.fail("the get");
+    for (int i = 0; i < 64; ++i)
+      if (buf[kWinAlign + 64 * n + i] != char(next * 3 + i)) return f.fail("the get's bytes");
+    barrier_all(comm, f);  // no rank's proxy reads the window any more
+    if (rank == 0) {       // a VA signal, which this backend cannot apply
+      if (post2(ctx, 0, build_gfd2(kVaSignal | kSignalAdd, 0, gin_off(win, 8), handle(win), 0, 0, 0, 0, 1)) < 0)
+        return f.fail("post VA signal");
+      if (await_async_error(comm, f) != ncclInvalidUsage) f.fail("the VA signal was not an error");
+      if (std::string(ncclGetLastError(comm)).find("window memory") == std::string::npos)
+        f.fail(std::string("VA message: ") + ncclGetLastError(comm));
+    }
+    MP_NCCL(f, dev_comm_destroy(comm, &dev));
+    MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+    MP_NCCL(f, ncclMemFree(buf));
+  };
+  CHECK(run_ranks_as_threads(3, body) == 0);
+  CHECK(run_ranks_as_processes(4, body, 60, [](int rank) {  // two emulated hosts: TCP through the staging
+          setenv("BRAID_HOSTID", ("as-device-host-" + std::to_string(rank / 2)).c_str(), 1);
         }) == 0);
 }

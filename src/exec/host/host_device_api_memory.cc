@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "src/base/env.h"
 #include "src/exec/device_api_memory.h"
 #include "src/transport/host_memory.h"
 
@@ -28,7 +29,10 @@ class HostDeviceApiMemory final : public DeviceApiMemory {
   uint64_t memory_id() const override { return 0; }  // the LSA peers are on this host: all share it
 
   bool can_share() const override { return true; }
-  const devapi::GinMemoryOps* gin_ops() const override { return &devapi::host_gin_memory(); }
+  const devapi::GinMemoryOps* gin_ops() const override {
+    return env_int("BRAID_TEST_GIN_AS_DEVICE") == 1 ? &devapi::host_gin_memory_as_device()
+                                                    : &devapi::host_gin_memory();
+  }
   Status describe(const void* p, size_t bytes, ExportedMemory* out) override {
     const SharedHandle h = host_shared_handle(p, bytes);
     *out = ExportedMemory{};
