@@ -60,81 +60,27 @@ struct SelfRig {
   std::unique_ptr<GinProxy> proxy;
 };
 
-}  // namespace
-
-TEST_CASE("GIN proxy: ranks as threads, puts, signals and counters in order", "[devapi][gin]") {
-  constexpr int n = 3;
-  std::vector<std::unique_ptr<ThreadRank>> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.push_back(std::make_unique<ThreadRank>(n));
-    fill_send(r, n, ranks[r]->send.data());
-    REQUIRE(ranks[r]->sources.add(kSendToken, ranks[r]->send.data(), ranks[r]->send.size()).is_ok());
+// n ranks as threads of this process, every one's proxy made (not
+// started) with a direct link to every rank; run() runs the workload on
+// every rank and checks it, once the proxies are being stepped.
+struct ThreadRanks {
+  explicit ThreadRanks(int n) : n(n), faults(size_t(n)), proxies(size_t(n)) {
+    for (int r = 0; r < n; ++r) {
+      ranks.push_back(std::make_unique<ThreadRank>(n));
+      fill_send(r, n, ranks[r]->send.data());
+      REQUIRE(ranks[r]->sources.add(kSendToken, ranks[r]->send.data(), ranks[r]->send.size()).is_ok());
+    }
+    for (int r = 0; r < n; ++r) {
+      queues.push_back(std::make_unique<QueueMemory>(n, 8, n, signal_count(n)));  // 8 slots: 42 posts per target
+      std::vector<std::unique_ptr<GinLink>> links;
+      for (int t = 0; t < n; ++t)
+        links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, ranks[t]->recv), ranks[t]->signals));
+      REQUIRE(GinProxy::create({queues[r]->q}, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r])
+                  .is_ok());
+    }
   }
-  std::vector<std::unique_ptr<QueueMemory>> queues;
-  std::vector<GinFault> faults(n);
-  std::vector<std::unique_ptr<GinProxy>> proxies(n);
-  for (int r = 0; r < n; ++r) {
-    queues.push_back(std::make_unique<QueueMemory>(n, 8, n, signal_count(n)));  // 8 slots: 42 posts per target wrap them
-    std::vector<std::unique_ptr<GinLink>> links;
-    for (int t = 0; t < n; ++t)
-      links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, ranks[t]->recv), ranks[t]->signals));
-    REQUIRE(GinProxy::create({queues[r]->q}, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r])
-                .is_ok());
-    proxies[r]->start();
-  }
-  std::vector<std::string> results(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      results[r] = run_workload(r, n, queues[r]->q, ranks[r]->signals, ranks[r]->recv.data(), faults[r]);
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) {
-    INFO("rank " << r);
-    CHECK(results[r] == "");
-    CHECK(proxies[r]->stop().is_ok());
-    CHECK(!faults[r].failed());
-    CHECK(proxies[r]->executed() == uint64_t(n) * (kRounds + 2));
-  }
-}
-
-// One GinProgress thread steps every rank's proxy (as it steps every
-// devComm of a communicator), and a fifth proxy that faults on its first
-// descriptor keeps draining beside them without holding them up.
-TEST_CASE("GIN progress: one thread steps several proxies, a faulted one among them", "[devapi][gin]") {
-  constexpr int n = 3;
-  std::vector<std::unique_ptr<ThreadRank>> ranks;
-  for (int r = 0; r < n; ++r) {
-    ranks.push_back(std::make_unique<ThreadRank>(n));
-    fill_send(r, n, ranks[r]->send.data());
-    REQUIRE(ranks[r]->sources.add(kSendToken, ranks[r]->send.data(), ranks[r]->send.size()).is_ok());
-  }
-  std::vector<std::unique_ptr<QueueMemory>> queues;
-  std::vector<GinFault> faults(n + 1);
-  std::vector<std::unique_ptr<GinProxy>> proxies(n + 1);
-  for (int r = 0; r < n; ++r) {
-    queues.push_back(std::make_unique<QueueMemory>(n, 8, n, signal_count(n)));
-    std::vector<std::unique_ptr<GinLink>> links;
-    for (int t = 0; t < n; ++t)
-      links.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, ranks[t]->recv), ranks[t]->signals));
-    REQUIRE(GinProxy::create({queues[r]->q}, std::move(links), &ranks[r]->sources, &faults[r], {}, &proxies[r])
-                .is_ok());
-  }
-  ThreadRank lone(1);  // the proxy that faults: one rank, linked to itself
-  queues.push_back(std::make_unique<QueueMemory>(1, 2, 1, signal_count(1)));
-  std::vector<std::unique_ptr<GinLink>> self;
-  self.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, lone.recv), lone.signals));
-  REQUIRE(GinProxy::create({queues[n]->q}, std::move(self), &lone.sources, &faults[n], {}, &proxies[n]).is_ok());
-  {
-    GinProgress progress(0);
-    for (auto& p : proxies) progress.add(p.get());
-    CHECK(progress.size() == size_t(n + 1));
-    // The lone rank posts from a window it does not have, then keeps
-    // posting: the faulted proxy drains, so its producer gets credit.
-    DeviceProducer lone_dev(queues[n]->q);
-    REQUIRE(lone_dev.post(0, put_gfd(77, 0, kRecvToken, 0, 8)));
-    for (int i = 0; i < 6; ++i) CHECK(lone_dev.post(0, put_gfd(kSendToken, 0, kRecvToken, 0, 8)));
-    std::vector<std::string> results(n);
+  void run() {
+    std::vector<std::string> results(static_cast<size_t>(n));
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
@@ -147,13 +93,54 @@ TEST_CASE("GIN progress: one thread steps several proxies, a faulted one among t
       CHECK(!faults[r].failed());
       CHECK(proxies[r]->executed() == uint64_t(n) * (kRounds + 2));
     }
-    CHECK(faults[n].failed());
-    CHECK_THAT(faults[n].get().message(), Catch::Contains("names no window"));
-    CHECK(proxies[n]->executed() == 0);
-    for (auto& p : proxies) progress.remove(p.get());
+  }
+  int n;
+  std::vector<std::unique_ptr<ThreadRank>> ranks;
+  std::vector<std::unique_ptr<QueueMemory>> queues;
+  std::vector<GinFault> faults;
+  std::vector<std::unique_ptr<GinProxy>> proxies;
+};
+
+}  // namespace
+
+TEST_CASE("GIN proxy: ranks as threads, puts, signals and counters in order", "[devapi][gin]") {
+  ThreadRanks rig(3);
+  for (auto& p : rig.proxies) p->start();
+  rig.run();
+  for (auto& p : rig.proxies) CHECK(p->stop().is_ok());
+}
+
+// One GinProgress thread steps every rank's proxy (as it steps every
+// devComm of a communicator), and a fifth proxy that faults on its first
+// descriptor keeps draining beside them without holding them up.
+TEST_CASE("GIN progress: one thread steps several proxies, a faulted one among them", "[devapi][gin]") {
+  ThreadRanks rig(3);
+  ThreadRank lone(1);  // the proxy that faults: one rank, linked to itself
+  QueueMemory lone_queues(1, 2, 1, signal_count(1));
+  std::vector<std::unique_ptr<GinLink>> self;
+  self.push_back(std::make_unique<DirectGinLink>(one_window(kRecvToken, lone.recv), lone.signals));
+  GinFault lone_fault;
+  std::unique_ptr<GinProxy> lone_proxy;
+  REQUIRE(GinProxy::create({lone_queues.q}, std::move(self), &lone.sources, &lone_fault, {}, &lone_proxy).is_ok());
+  {
+    GinProgress progress(0);
+    for (auto& p : rig.proxies) progress.add(p.get());
+    progress.add(lone_proxy.get());
+    CHECK(progress.size() == 4);
+    // The lone rank posts from a window it does not have, then keeps
+    // posting: the faulted proxy drains, so its producer gets credit.
+    DeviceProducer lone_dev(lone_queues.q);
+    REQUIRE(lone_dev.post(0, put_gfd(77, 0, kRecvToken, 0, 8)));
+    for (int i = 0; i < 6; ++i) CHECK(lone_dev.post(0, put_gfd(kSendToken, 0, kRecvToken, 0, 8)));
+    rig.run();
+    CHECK(lone_fault.failed());
+    CHECK_THAT(lone_fault.get().message(), Catch::Contains("names no window"));
+    CHECK(lone_proxy->executed() == 0);
+    for (auto& p : rig.proxies) progress.remove(p.get());
+    progress.remove(lone_proxy.get());
     CHECK(progress.size() == 0);
   }  // the thread ends with the progress
-  for (int r = 0; r < n; ++r) CHECK(proxies[r]->stop().is_ok());
+  for (auto& p : rig.proxies) CHECK(p->stop().is_ok());
 }
 
 TEST_CASE("GIN proxy: malformed descriptors stop it unconsumed, with the reason", "[devapi][gin]") {
