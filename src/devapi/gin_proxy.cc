@@ -37,6 +37,7 @@ Status GinProxy::create(std::vector<GinQueues> contexts, std::vector<std::unique
 GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<GinLink>> links,
                    const GinWindowTable* sources, GinFault* fault, GinProxyOptions options)
     : contexts_(std::move(contexts)),
+      format_(contexts_[0].format),
       nranks_(contexts_[0].nranks),
       links_(std::move(links)),
       sources_(sources),
@@ -110,18 +111,29 @@ bool GinProxy::step() {
 // spin forever.  Nothing moves and no counter counts: the fault, reported
 // to every bounded wait on the host, is the outcome.
 void GinProxy::drain_once(bool* progressed) {
-  const int qwords = gfd_qwords(contexts_[0].format);
   for (size_t i = 0; i < next_.size(); ++i) {
-    const uint32_t idx = next_[i];
-    uint64_t* slot = slot_of(i, idx);
-    uint64_t q[kGfdMaxQwords];
-    for (int w = 0; w < qwords; ++w) q[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
-    if (!gfd_complete(contexts_[0].format, q)) continue;
-    for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
-    next_[i] = idx + 1;
-    __atomic_store_n(cis_of(i), idx + 1, __ATOMIC_RELEASE);
+    uint64_t words[kGfdMaxQwords];
+    if (!gfd_complete(format_, read_slot(i, words))) continue;
+    consume(i);
     *progressed = true;
   }
+}
+
+const uint64_t* GinProxy::read_slot(size_t i, uint64_t* words) const {
+  const uint64_t* slot = slot_of(i, next_[i]);
+  for (int w = 0; w < gfd_qwords(format_); ++w) words[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
+  return words;
+}
+
+// Clears queue i's next slot (the device reuses it as soon as cis passes
+// it), then publishes cis + 1 with release order: a device that sees the
+// new cis sees a clean slot and every counter bumped before.
+void GinProxy::consume(size_t i) {
+  const uint32_t idx = next_[i];
+  uint64_t* slot = slot_of(i, idx);
+  for (int w = 0; w < gfd_qwords(format_); ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
+  next_[i] = idx + 1;
+  __atomic_store_n(cis_of(i), idx + 1, __ATOMIC_RELEASE);
 }
 
 Status GinProxy::poll_once(bool* progressed) {
@@ -137,16 +149,14 @@ Status GinProxy::poll_once(bool* progressed) {
 }
 
 Status GinProxy::poll_queue(size_t i, bool* progressed) {
-  const GinQueues& q = contexts_[i / size_t(nranks_)];
-  const int pe = int(i % size_t(nranks_));
-  const int qwords = gfd_qwords(q.format);
-  const uint32_t idx = next_[i];
-  uint64_t* slot = slot_of(i, idx);
-  if (!(__atomic_load_n(&slot[0], __ATOMIC_ACQUIRE) & 1)) return Status::ok();
-  uint64_t words[kGfdMaxQwords];
-  for (int w = 0; w < qwords; ++w) words[w] = __atomic_load_n(&slot[w], __ATOMIC_ACQUIRE);
   const size_t context = i / size_t(nranks_);
-  if (!gfd_complete(q.format, words)) {
+  const GinQueues& q = contexts_[context];
+  const int pe = int(i % size_t(nranks_));
+  const int qwords = gfd_qwords(format_);
+  const uint32_t idx = next_[i];
+  if (!(__atomic_load_n(slot_of(i, idx), __ATOMIC_ACQUIRE) & 1)) return Status::ok();
+  uint64_t words[kGfdMaxQwords];
+  if (!gfd_complete(format_, read_slot(i, words))) {
     // Half-written: the other queues go on meanwhile; this one is looked at
     // again next turn, until torn_timeout from when it was first seen so.
     const auto now = std::chrono::steady_clock::now();
@@ -163,13 +173,12 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
   }
   torn_since_[i] = {};
   Gfd g;
-  Status s = decode_gfd(q.format, words, &g);
+  Status s = decode_gfd(format_, words, &g);
   if (s.is_ok()) s = execute(q, pe, g);
   if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} of context {} to rank {}", idx, context, pe));
-  for (int w = 0; w < qwords; ++w) __atomic_store_n(&slot[w], uint64_t(0), __ATOMIC_RELAXED);
+  // Local completion (the source was consumed), before consume()'s release.
   if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
-  next_[i] = idx + 1;
-  __atomic_store_n(&q.cis[pe], idx + 1, __ATOMIC_RELEASE);
+  consume(i);
   executed_.fetch_add(1, std::memory_order_relaxed);
   *progressed = true;
   return Status::ok();

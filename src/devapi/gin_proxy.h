@@ -18,9 +18,9 @@
 //      target's link, so every signal is "strong" (2.30's term).  A get is
 //      complete when the link returns, so a flush has nothing to wait for;
 //      it is consumed like any descriptor;
-//   3. zeroes the slot (the device reuses it as soon as cis passes it),
-//      adds 1 to counters[counterId] if asked (local completion: the source
-//      was consumed), then publishes cis[pe] + 1 with release order.
+//   3. adds 1 to counters[counterId] if asked (local completion: the
+//      source was consumed), zeroes the slot (the device reuses it as soon
+//      as cis passes it), then publishes cis[pe] + 1 with release order.
 // A descriptor that fails any check stops the proxy before its slot is
 // consumed, with the error in the GinFault: braid does not guess at a
 // malformed request, and every bounded wait then reports it.  The proxy
@@ -104,14 +104,17 @@ class GinProxy {
   // Queue i is context i / nranks' queue to target i % nranks.
   uint64_t* slot_of(size_t i, uint32_t idx) const {
     const GinQueues& q = contexts_[i / size_t(nranks_)];
-    const int qwords = gfd_qwords(q.format);
-    return q.gfds + (size_t(i % size_t(nranks_)) * q.queue_size + (idx & (q.queue_size - 1))) * size_t(qwords);
+    return q.gfds + (size_t(i % size_t(nranks_)) * q.queue_size + (idx & (q.queue_size - 1))) * gfd_qwords(format_);
   }
+  // Queue i's next slot's words, loaded with acquire order, into `words`.
+  const uint64_t* read_slot(size_t i, uint64_t* words) const;
+  void consume(size_t i);
   uint32_t* cis_of(size_t i) const { return &contexts_[i / size_t(nranks_)].cis[i % size_t(nranks_)]; }
   Status poll_queue(size_t i, bool* progressed);
   Status execute(const GinQueues& q, int pe, const Gfd& g);
 
   std::vector<GinQueues> contexts_;
+  GfdFormat format_;  // every context's
   int nranks_;
   std::vector<std::unique_ptr<GinLink>> links_;
   const GinWindowTable* sources_;
