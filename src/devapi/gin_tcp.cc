@@ -44,35 +44,31 @@ struct Hello {
 // large put on a slow link is no error and only a stream that stalls is.
 constexpr uint64_t kPiece = 1 << 20;
 
-Status send_pieces(int fd, const char* data, uint64_t bytes, std::chrono::milliseconds timeout) {
-  for (uint64_t done = 0; done < bytes; done += kPiece)
-    BRAID_TRY(send_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), nullptr));
-  return Status::ok();
-}
-Status recv_pieces(int fd, char* data, uint64_t bytes, std::chrono::milliseconds timeout) {
-  for (uint64_t done = 0; done < bytes; done += kPiece)
-    BRAID_TRY(recv_all(fd, data + done, std::min(kPiece, bytes - done), Deadline::after(timeout), nullptr));
-  return Status::ok();
-}
-
-// The same for window memory, through `stage` where the host cannot reach it.
+// Window memory to and from a stream, piece by piece: straight where the
+// host reaches it, else through `stage` (kPiece bytes) and the ops' copies.
 Status send_window(int fd, const char* src, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
                    std::chrono::milliseconds timeout) {
-  if (ops.host_direct()) return send_pieces(fd, src, bytes, timeout);
-  stage.resize(kPiece);
   for (uint64_t done = 0; done < bytes; done += kPiece) {
     const uint64_t piece = std::min(kPiece, bytes - done);
-    BRAID_TRY(ops.copy(stage.data(), src + done, piece));
-    BRAID_TRY(send_all(fd, stage.data(), piece, Deadline::after(timeout), nullptr));
+    const char* from = src + done;
+    if (!ops.host_direct()) {
+      stage.resize(kPiece);
+      BRAID_TRY(ops.copy(stage.data(), from, piece));
+      from = stage.data();
+    }
+    BRAID_TRY(send_all(fd, from, piece, Deadline::after(timeout), nullptr));
   }
   return Status::ok();
 }
 Status recv_window(int fd, char* dst, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
                    std::chrono::milliseconds timeout) {
-  if (ops.host_direct()) return recv_pieces(fd, dst, bytes, timeout);
-  stage.resize(kPiece);
   for (uint64_t done = 0; done < bytes; done += kPiece) {
     const uint64_t piece = std::min(kPiece, bytes - done);
+    if (ops.host_direct()) {
+      BRAID_TRY(recv_all(fd, dst + done, piece, Deadline::after(timeout), nullptr));
+      continue;
+    }
+    stage.resize(kPiece);
     BRAID_TRY(recv_all(fd, stage.data(), piece, Deadline::after(timeout), nullptr));
     BRAID_TRY(ops.copy(dst + done, stage.data(), piece));
   }
@@ -174,6 +170,7 @@ GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of,
       signals_(signals),
       fault_(fault),
       timeout_(timeout) {
+  if (!signals_.ops->host_direct()) stage_.resize(kPiece);  // before the thread: advance() reads into it
   for (size_t i = 0; i < fds.size(); ++i) {
     streams_.emplace_back();
     streams_.back().fd = fds[i];
@@ -200,7 +197,6 @@ void GinTcpReceiver::stop() {
 Status GinTcpReceiver::advance(size_t i, bool* closed) {
   Stream& st = streams_[i];
   const bool direct = signals_.ops->host_direct();
-  if (!direct) stage_.resize(kPiece);
   uint64_t budget = kTurnBytes;
   while (budget > 0) {
     const bool in_header = st.header_got < sizeof(Frame);
