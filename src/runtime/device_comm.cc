@@ -60,6 +60,19 @@ bool list_wants_gin(const v::DevResourceRequirements* list) {
   return false;
 }
 
+// Whether versioned requirements (2.29's or 2.30's) ask for GIN resources:
+// signals, counters, or barriers where they imply GIN (2.29.4 on).
+bool asks_gin_resources(const v30::DevCommRequirements& r, bool barriers_imply_gin) {
+  return r.ginSignalCount > 0 || r.ginCounterCount > 0 || list_wants_gin(r.resourceRequirementsList) ||
+         (barriers_imply_gin && (r.barrierCount > 0 || r.railGinBarrierCount > 0 || r.worldGinBarrierCount > 0));
+}
+
+Status resources_without_connection() {
+  return BRAID_ERROR(ncclInvalidArgument,
+                     "ncclDevCommCreate: GIN resources (signals, counters or barriers) requested with "
+                     "ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
+}
+
 // Whether the devComm needs GIN (see device_comm.h): as NCCL, with several
 // LSA teams, or when the requirements use it.
 bool wants_gin(const v::DevCommRequirements& reqs, const devapi::LsaShape& lsa, int nranks) {
@@ -98,7 +111,7 @@ RequirementsCopy::RequirementsCopy(const void* reqs) {
   std::memcpy(&magic, bytes + 8, sizeof(magic));
   const bool versioned = magic == kVersionedMagic;
   // A versioned struct is copied as far as its size says and 2.30's goes
-  // (create refuses any size but 2.30's).
+  // (2.29's are prefixes of 2.30's; create refuses a size not its version's).
   size_t size = sizeof(v::DevCommRequirements);
   if (versioned) {
     uint64_t told = 0;
@@ -178,9 +191,7 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
 // is 2.28.9's, widened from 2.29.5.
 Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* out) {
   const bool wide = reqs.version >= v22900::kWideFirst;
-  const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 ||
-                         list_wants_gin(reqs.resourceRequirementsList) ||
-                         (wide && (reqs.barrierCount > 0 || reqs.railGinBarrierCount > 0));
+  const bool resources = asks_gin_resources(reqs, wide);
   const bool connect = reqs.ginForceEnable || (wide && reqs.ginConnectionType != v30::kGinConnectionNone);
   Status refused = Status::ok();
   if ((resources && connect) || (!wide && resources))
@@ -190,9 +201,7 @@ Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* ou
                           "against 2.30's (or 2.28.9's) headers; LSA windows, barriers and LL AlltoAll are served",
                           reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100);
   else if (resources)
-    refused = BRAID_ERROR(ncclInvalidArgument,
-                          "ncclDevCommCreate: GIN resources (signals, counters or barriers) requested with "
-                          "ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
+    refused = resources_without_connection();
   v::DevCommRequirements lsa{};
   lsa.resourceRequirementsList = reqs.resourceRequirementsList;
   lsa.teamRequirementsList = reqs.teamRequirementsList;
@@ -241,13 +250,7 @@ Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm
 // 2.30's GIN is on when a connection is asked for (ginForceEnable means a
 // full one); its resources without one are NCCL's invalid argument.
 Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool gin) const {
-  const bool resources = reqs.ginSignalCount > 0 || reqs.ginCounterCount > 0 || reqs.barrierCount > 0 ||
-                         reqs.railGinBarrierCount > 0 || reqs.worldGinBarrierCount > 0 ||
-                         list_wants_gin(reqs.resourceRequirementsList);
-  if (resources && !gin)
-    return BRAID_ERROR(ncclInvalidArgument,
-                       "ncclDevCommCreate: GIN resources (signals, counters or barriers) "
-                       "requested with ginConnectionType NCCL_GIN_CONNECTION_NONE (as NCCL, refused)");
+  if (!gin && asks_gin_resources(reqs, true)) return resources_without_connection();
   if (reqs.ginConnectionType < v30::kGinConnectionNone || reqs.ginConnectionType > v30::kGinConnectionRail)
     return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginConnectionType {} is not NONE, FULL or RAIL",
                        int(reqs.ginConnectionType));
