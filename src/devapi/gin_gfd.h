@@ -46,7 +46,6 @@ enum class GfdFormat : uint8_t {
 };
 constexpr int kGfdQwords = 8;  // format 1
 constexpr int kGfdMaxQwords = 16;
-constexpr size_t kGfdBytes = 64;
 constexpr int gfd_qwords(GfdFormat f) { return f == GfdFormat::kV2 ? 16 : 8; }
 constexpr size_t gfd_bytes(GfdFormat f) { return size_t(gfd_qwords(f)) * 8; }
 

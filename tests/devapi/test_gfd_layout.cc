@@ -19,7 +19,7 @@ static_assert(int(ncclGinProxyOpPut) == kGfdPut && int(ncclGinProxyOpWithInline)
               int(ncclGinProxyOpWithCounter) == kGfdWithCounter &&
               int(ncclGinProxyOpWithSignalInc) == kGfdWithSignalInc &&
               int(ncclGinProxyOpWithSignalAdd) == kGfdWithSignalAdd);
-static_assert(sizeof(ncclGinProxyGfd_t) == kGfdBytes && ncclGinProxyGfdQwords == kGfdQwords);
+static_assert(sizeof(ncclGinProxyGfd_t) == gfd_bytes(GfdFormat::kV1) && ncclGinProxyGfdQwords == kGfdQwords);
 
 namespace {
 
