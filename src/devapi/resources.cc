@@ -174,13 +174,17 @@ Status place(const DevResourceRequirements* user, int64_t signals, int64_t count
   return Status::ok();
 }
 
-Status check_counts(const char* what, std::initializer_list<int> counts, int gin_contexts, int max_contexts,
-                    uint64_t granularity) {
+struct Count {
+  const char* name;
+  int value;
+};
+
+Status check_counts(std::initializer_list<Count> counts, int gin_contexts, int max_contexts, uint64_t granularity) {
   if (gin_contexts < 0 || gin_contexts > max_contexts || !power_of_two(granularity))
     return BRAID_ERROR(ncclInvalidArgument, "resource layout: {} GIN contexts, granularity {}", gin_contexts,
                        granularity);
-  for (int c : counts)
-    if (c < 0) return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: negative counts ({})", what);
+  for (const Count& c : counts)
+    if (c.value < 0) return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: {} is {}", c.name, c.value);
   return Status::ok();
 }
 
@@ -190,9 +194,11 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
                         uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
                         v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out) {
   if (!lsa_barrier || !rail_barrier || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
-  BRAID_TRY(check_counts("barrierCount, lsaBarrierCount, railGinBarrierCount, ginSignalCount, ginCounterCount",
-                         {reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount, reqs.ginSignalCount,
-                          reqs.ginCounterCount},
+  BRAID_TRY(check_counts({{"barrierCount", reqs.barrierCount},
+                          {"lsaBarrierCount", reqs.lsaBarrierCount},
+                          {"railGinBarrierCount", reqs.railGinBarrierCount},
+                          {"ginSignalCount", reqs.ginSignalCount},
+                          {"ginCounterCount", reqs.ginCounterCount}},
                          gin_contexts, v22809::kMaxGinContexts, granularity));
   // The devComm's own barriers, into temporaries: nothing is written before
   // the whole list has been checked.
@@ -212,10 +218,12 @@ Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::
                                v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
                                ResourceLayout* out) {
   if (!dev || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
-  BRAID_TRY(check_counts("barrierCount, lsaBarrierCount, railGinBarrierCount, worldGinBarrierCount, "
-                         "ginSignalCount, ginCounterCount",
-                         {reqs.barrierCount, reqs.lsaBarrierCount, reqs.railGinBarrierCount,
-                          reqs.worldGinBarrierCount, reqs.ginSignalCount, reqs.ginCounterCount},
+  BRAID_TRY(check_counts({{"barrierCount", reqs.barrierCount},
+                          {"lsaBarrierCount", reqs.lsaBarrierCount},
+                          {"railGinBarrierCount", reqs.railGinBarrierCount},
+                          {"worldGinBarrierCount", reqs.worldGinBarrierCount},
+                          {"ginSignalCount", reqs.ginSignalCount},
+                          {"ginCounterCount", reqs.ginCounterCount}},
                          gin_contexts, kMaxGinContextsV23000, granularity));
   // Into a copy of the handles, written back only when all is placed.
   v23000::DevComm d = *dev;

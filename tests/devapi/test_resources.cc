@@ -263,6 +263,8 @@ TEST_CASE("device resources: 2.30's layout of the devComm's six barriers", "[dev
   CHECK(layout_resources_v23000(reqs, world, lsa, rail, 33, 4096, &dev, &layout).code() == ncclInvalidArgument);
   reqs.worldGinBarrierCount = -1;
   mine_handle = 99;
-  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout).code() == ncclInvalidArgument);
+  Status negative = layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout);
+  CHECK(negative.code() == ncclInvalidArgument);
+  CHECK_THAT(negative.message(), Catch::Contains("worldGinBarrierCount is -1"));
   CHECK(mine_handle == 99);
 }
