@@ -2,14 +2,12 @@
 
 #include <sys/mman.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <span>
 
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
-#include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
 #include "src/transport/host_memory.h"
@@ -29,12 +27,12 @@ struct Offer {
 Status GinSignalArray::create(DeviceApiMemory& memory, const TransportContext& ctx, Bootstrap& bootstrap,
                               const devapi::LsaShape& lsa, uint64_t words, std::unique_ptr<GinSignalArray>* out) {
   std::unique_ptr<GinSignalArray> array(new GinSignalArray(memory));
-  BRAID_TRY(array->map_peers(ctx, bootstrap, lsa, words * sizeof(uint64_t)));
+  BRAID_TRY(array->share(ctx, bootstrap, lsa, words * sizeof(uint64_t)));
   *out = std::move(array);
   return Status::ok();
 }
 
-Status GinSignalArray::map_peers(const TransportContext& ctx, Bootstrap& bootstrap, const devapi::LsaShape& lsa,
+Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, const devapi::LsaShape& lsa,
                                  uint64_t bytes) {
   // Local first, then one agreement: no rank is left waiting in a
   // collective another skipped.

@@ -46,7 +46,7 @@ class GinSignalArray {
 
  private:
   explicit GinSignalArray(DeviceApiMemory& memory) : memory_(memory) {}
-  Status map_peers(const TransportContext& ctx, Bootstrap& bootstrap, const devapi::LsaShape& lsa, uint64_t bytes);
+  Status share(const TransportContext& ctx, Bootstrap& bootstrap, const devapi::LsaShape& lsa, uint64_t bytes);
 
   DeviceApiMemory& memory_;
   uint64_t* mine_ = nullptr;
