@@ -29,18 +29,15 @@ ArrivalBoard::~ArrivalBoard() = default;
 
 int ArrivalBoard::dead_rank(uint64_t ranks) const {
   std::vector<int> list;
-  for (int r = 0; r < setup_.nranks; ++r)
+  for (int r = 0; r < map_.setup().nranks; ++r)
     if ((ranks >> r) & 1) list.push_back(r);
   return map_.dead_rank(list);
 }
 
-Status ArrivalBoard::open(Setup setup, std::unique_ptr<ArrivalBoard>* out) {
+Status ArrivalBoard::open(BoardSetup setup, std::unique_ptr<ArrivalBoard>* out) {
   std::unique_ptr<ArrivalBoard> b(new ArrivalBoard());
-  b->setup_ = setup;
-  BoardSetup board{setup.name, "BRAID_STRAGGLER=eager", setup.rank, setup.nranks, setup.pids, setup.timeout,
-                   setup.aborting};
   // A fresh object is zero-filled, and straggler 0 would be a valid answer.
-  BRAID_TRY(b->map_.open(std::move(board), sizeof(Layout), [](void* map) {
+  BRAID_TRY(b->map_.open(std::move(setup), sizeof(Layout), [](void* map) {
     for (Slot& slot : static_cast<Layout*>(map)->slots) {
       slot.arrived.store(0);
       slot.straggler.store(-1);
@@ -53,18 +50,19 @@ Status ArrivalBoard::open(Setup setup, std::unique_ptr<ArrivalBoard>* out) {
 }
 
 Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
-  const int n = setup_.nranks;
+  const BoardSetup& setup = map_.setup();
+  const int n = setup.nranks;
   Slot& slot = board_->slots[call % kSlots];
-  const uint64_t all = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1, me = uint64_t(1) << setup_.rank;
+  const uint64_t all = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1, me = uint64_t(1) << setup.rank;
   const uint64_t now = slot.arrived.fetch_or(me) | me;
   // fetch_or is one read-modify-write, so exactly one rank sees n-1 bits.
   if (__builtin_popcountll(now) == n - 1) slot.straggler.store(__builtin_ctzll(all & ~now), std::memory_order_release);
-  Deadline deadline = Deadline::after(setup_.timeout);
+  Deadline deadline = Deadline::after(setup.timeout);
   Waiter waiter;
   uint32_t polls = 0;
   int32_t named;
   while ((named = slot.straggler.load(std::memory_order_acquire)) < 0) {
-    if (deadline.expired() || (setup_.aborting && setup_.aborting->load()))
+    if (deadline.expired() || (setup.aborting && setup.aborting->load()))
       return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: fewer than {} ranks reached the call", n - 1);
     if (++polls % kLivenessCheckEvery == 0) {
       int dead = dead_rank(all & ~slot.arrived.load());

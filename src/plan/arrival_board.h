@@ -28,16 +28,9 @@ namespace braid {
 
 class ArrivalBoard {
  public:
-  struct Setup {
-    std::string name;           // shm name, the same on every rank of the communicator
-    int rank = 0, nranks = 0;   // nranks <= 64
-    std::vector<int32_t> pids;  // each rank's process, to notice one that died (0: unknown)
-    std::chrono::milliseconds timeout{0};
-    const std::atomic<bool>* aborting = nullptr;
-  };
-
-  // Rank 0 creates the segment; the others wait (bounded) until it is ready.
-  static Status open(Setup setup, std::unique_ptr<ArrivalBoard>* out);
+  // Rank 0 creates the segment; the others wait (bounded) until it is
+  // ready.  setup.nranks <= 64.
+  static Status open(BoardSetup setup, std::unique_ptr<ArrivalBoard>* out);
   ~ArrivalBoard();
 
   // The straggler of eager call number `call` (every rank numbers its eager
@@ -51,7 +44,6 @@ class ArrivalBoard {
   // The first rank of `ranks` (a bit mask) whose process is gone, or -1.
   int dead_rank(uint64_t ranks) const;
 
-  Setup setup_;
   BoardMap map_;
   Layout* board_ = nullptr;
 };

@@ -4,18 +4,55 @@
 #include <cstdlib>
 #include <string>
 
+#include <fmt/ranges.h>
+
 #include "braid/stragglar.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
-
-#include <fmt/ranges.h>
 #include "src/plan/arrival_board.h"
+#include "src/plan/duration_board.h"
 #include "src/plan/planner.h"
 
 namespace braid {
+namespace {
 
 // AllReduces at or below this size are latency-bound: no straggler logic.
 constexpr uint64_t kSmallAllReduceBytes = 32 * 1024;
+
+bool one_host(const TransportContext& comm) {
+  for (const PeerInfo& p : comm.peers)
+    if (p.host_hash != comm.peers[0].host_hash) return false;
+  return true;
+}
+
+// A straggler board of the communicator (`kind`: its shm name's part).
+BoardSetup board_setup(const TransportContext& comm, const std::atomic<bool>* stop, const char* kind,
+                       const char* what) {
+  BoardSetup setup;
+  setup.name = fmt::format("/braid-{}-{:016x}", kind, comm.comm_hash);
+  setup.what = what;
+  setup.rank = comm.rank;
+  setup.nranks = comm.nranks;
+  for (const PeerInfo& p : comm.peers) setup.pids.push_back(p.pid);
+  setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+  setup.aborting = stop;
+  return setup;
+}
+
+// The break-even delay on a link: StragglAR after arrival costs
+// max(0, phase0 - delay) + phase1, ring costs the ring, and the two meet
+// at this delay.  The floor keeps timing noise from looking like a straggler.
+int64_t threshold_ns(int n, uint64_t bytes, AlphaBeta link, int64_t floor_ns) {
+  if (n < 2) return INT64_MAX;
+  const int rounds = stragglar_round_lower_bound(n);
+  const double phase0 = (n - 2) * (link.alpha + link.beta * double(bytes) / (n - 1));
+  const double phase1 = stragglar_post_arrival_model(n, rounds, double(bytes), link);
+  const double ring = ring_allreduce_model(n, double(bytes), link);
+  const double delay = std::max(0.0, phase0 + phase1 - ring);
+  return std::max<int64_t>(floor_ns, int64_t(delay * 1e9));
+}
+
+}  // namespace
 
 
 StragglerSetting straggler_setting(int nranks) {
@@ -69,19 +106,15 @@ void StragglerDetector::observe(const std::vector<int64_t>& d, int64_t threshold
 }
 
 int64_t straggler_threshold_ns(int n, uint64_t bytes) {
-  // Host model: shared-memory copies at a few GB/s per rank, microseconds of
-  // per-step latency.  StragglAR after arrival costs max(0, phase0 - delay)
-  // + phase1; ring costs the ring; the break-even delay is where they meet.
-  // A floor keeps scheduling noise from looking like a straggler.
-  constexpr int64_t kFloorNs = 200'000;
-  if (n < 2) return INT64_MAX;
-  AlphaBeta host{5e-6, 1.0 / 4e9};
-  const int rounds = stragglar_round_lower_bound(n);
-  const double phase0 = (n - 2) * (host.alpha + host.beta * double(bytes) / (n - 1));
-  const double phase1 = stragglar_post_arrival_model(n, rounds, double(bytes), host);
-  const double ring = ring_allreduce_model(n, double(bytes), host);
-  const double delay = std::max(0.0, phase0 + phase1 - ring);
-  return std::max<int64_t>(kFloorNs, int64_t(delay * 1e9));
+  // Shared-memory copies at a few GB/s per rank, microseconds per step;
+  // host ranks are descheduled for hundreds of microseconds.
+  return threshold_ns(n, bytes, AlphaBeta{5e-6, 1.0 / 4e9}, 200'000);
+}
+
+int64_t device_straggler_threshold_ns(int n, uint64_t bytes) {
+  // The model's device link (AlphaBeta's defaults, not measured per GPU);
+  // a kernel's start varies by microseconds, not by a host's time slices.
+  return threshold_ns(n, bytes, AlphaBeta{}, 20'000);
 }
 
 StragglerTracker::StragglerTracker(int nranks, int rank)
@@ -95,21 +128,12 @@ Status StragglerTracker::plan_call(const TransportContext& comm, const std::atom
   // Eager: only where StragglAR would replace ring, and only on one host.
   if (setting_.mode != StragglerMode::Eager || nranks_ < 2 || bytes <= kSmallAllReduceBytes) return Status::ok();
   if (!board_) {
-    bool one_host = true;
-    for (const PeerInfo& p : comm.peers) one_host &= p.host_hash == comm.peers[0].host_hash;
-    if (!one_host) {
+    if (!one_host(comm)) {
       BRAID_WARN("BRAID_STRAGGLER=eager needs every rank on one host (shared memory); StragglAR stays off");
       setting_ = {};
       return Status::ok();
     }
-    ArrivalBoard::Setup setup;
-    setup.name = fmt::format("/braid-arrivals-{:016x}", comm.comm_hash);
-    setup.rank = comm.rank;
-    setup.nranks = comm.nranks;
-    for (const PeerInfo& p : comm.peers) setup.pids.push_back(p.pid);
-    setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-    setup.aborting = stop;
-    BRAID_TRY(ArrivalBoard::open(std::move(setup), &board_));
+    BRAID_TRY(ArrivalBoard::open(board_setup(comm, stop, "arrivals", "BRAID_STRAGGLER=eager"), &board_));
   }
   return board_->straggler_of_call(eager_calls_++, straggler);
 }
@@ -136,14 +160,42 @@ void StragglerTracker::call_started(uint64_t bytes) {
 void StragglerTracker::call_finished() {
   auto now = std::chrono::steady_clock::now();
   // What was gathered during this call are the durations of the previous one.
-  int before = detector_.current();
-  BRAID_TRACE(kTuning, "rank {}: durations of the previous call (ns): {}", rank_, fmt::join(recv_, " "));
-  detector_.observe(recv_, straggler_threshold_ns(nranks_, prev_bytes_));
+  observe(straggler_threshold_ns(nranks_, prev_bytes_));
+  send_ = std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_).count();
+  prev_bytes_ = bytes_;
+}
+
+void StragglerTracker::observe(int64_t threshold_ns) {
+  const int before = detector_.current();
+  BRAID_TRACE(kTuning, "rank {}: durations of a tracked call (ns): {}", rank_, fmt::join(recv_, " "));
+  detector_.observe(recv_, threshold_ns);
   if (detector_.current() != before)
     BRAID_INFO(kTuning, "rank {}: StragglAR {} (straggler {})", rank_, detector_.current() >= 0 ? "on" : "off",
                detector_.current() >= 0 ? detector_.current() : before);
-  send_ = std::chrono::duration_cast<std::chrono::nanoseconds>(now - started_).count();
-  prev_bytes_ = bytes_;
+}
+
+Status StragglerTracker::open_duration_board(const TransportContext& comm, const std::atomic<bool>* stop) {
+  if (setting_.mode != StragglerMode::Auto || nranks_ < 2 || durations_) return Status::ok();
+  if (!one_host(comm))
+    return BRAID_ERROR(ncclInvalidUsage, "BRAID_STRAGGLER=auto on a device backend needs every rank on one host");
+  device_bytes_.assign(DurationBoard::kSlots, 0);
+  return DurationBoard::open(board_setup(comm, stop, "durations", "BRAID_STRAGGLER=auto"), &durations_);
+}
+
+Status StragglerTracker::plan_device_call(uint64_t bytes, int* straggler, uint64_t* call) {
+  static_assert(kDeviceLag < DurationBoard::kSlots);
+  if (!durations_) return BRAID_ERROR(ncclInternalError, "BRAID_STRAGGLER=auto: the duration board is not open");
+  const uint64_t t = device_calls_;
+  if (t >= kDeviceLag) {
+    const uint64_t seen = t - kDeviceLag;
+    BRAID_TRY(durations_->gather(seen, &recv_));
+    observe(device_straggler_threshold_ns(nranks_, device_bytes_[seen % DurationBoard::kSlots]));
+  }
+  device_bytes_[t % DurationBoard::kSlots] = bytes;
+  ++device_calls_;
+  *straggler = detector_.current();
+  *call = t;
+  return Status::ok();
 }
 
 }  // namespace braid

@@ -21,9 +21,20 @@
 // for that rank.  A fast rank
 // waits only for the other fast ranks, which phase 0 needs anyway.
 //
+// `auto` on the CUDA backend (duration_board.h): a rank's arrival is its
+// device starting the call, not its host calling, and a host must not wait
+// for its device after every call.  Two tiny kernels around each tracked
+// call stamp its duration on a shared board, and the host decides tracked
+// call t from the durations of calls up to t - kDeviceLag, waiting for
+// those only if its device is that far behind.  Every rank reads the same
+// board entries in the same order, so all decide alike.  A call captured
+// into a CUDA graph is not tracked (a replay would stamp the captured call
+// again); it runs what was decided when it was captured.
+//
 // Tracked calls: an AllReduce that is the whole group (ncclAllReduce outside
-// ncclGroupStart) and large enough that the default would be ring; every rank
-// agrees on this since NCCL requires the same calls with the same counts.
+// ncclGroupStart; on the CUDA backend, any AllReduce) and large enough that
+// the default would be ring; every rank agrees on this since NCCL requires
+// the same calls with the same counts.
 #pragma once
 
 #include <atomic>
@@ -76,8 +87,11 @@ class StragglerDetector {
 // Break-even arrival gap for an AllReduce of `bytes` on `nranks` host ranks:
 // below it, phase 0 is not hidden enough for StragglAR to beat ring.
 int64_t straggler_threshold_ns(int nranks, uint64_t bytes);
+// The same for ranks on GPUs (the AlphaBeta model's device link).
+int64_t device_straggler_threshold_ns(int nranks, uint64_t bytes);
 
 class ArrivalBoard;
+class DurationBoard;
 
 // One communicator's straggler state (owned by its PlanCache).
 class StragglerTracker {
@@ -103,14 +117,32 @@ class StragglerTracker {
   int64_t* stamp_recv() { return recv_.data(); }
   void call_finished();
 
+  // Auto mode on a device backend (see above).  The board is opened by
+  // every rank of the communicator, at init; its kernels stamp entry(call).
+  // The lag: a host enqueues up to 4 tracked calls ahead of its device
+  // before it waits, and a persistent straggler's third late call counts
+  // 4 calls later.
+  static constexpr uint64_t kDeviceLag = 4;
+  Status open_duration_board(const TransportContext& comm, const std::atomic<bool>* stop);
+  const DurationBoard* duration_board() const { return durations_.get(); }
+  // A tracked call there: observes the durations of tracked call number
+  // kDeviceLag before this one (waiting for them, bounded), then gives
+  // this call's straggler (-1: none) and number.
+  Status plan_device_call(uint64_t bytes, int* straggler, uint64_t* call);
+
   const StragglerDetector& detector() const { return detector_; }
 
  private:
+  void observe(int64_t threshold_ns);  // recv_, logging a switch
+
   int nranks_, rank_;
   StragglerSetting setting_;
   StragglerDetector detector_;
   std::unique_ptr<ArrivalBoard> board_;  // eager mode
   uint64_t eager_calls_ = 0;
+  std::unique_ptr<DurationBoard> durations_;  // auto mode on a device backend
+  uint64_t device_calls_ = 0;
+  std::vector<uint64_t> device_bytes_;  // per board slot: the size of the call there
   std::chrono::steady_clock::time_point started_{};
   uint64_t bytes_ = 0;
   uint64_t prev_bytes_ = 0;  // size of the call send_ timed

@@ -23,9 +23,10 @@ using namespace braid;
 
 namespace {
 
-ArrivalBoard::Setup setup_for(const std::string& name, int rank, int n, std::chrono::milliseconds timeout) {
-  ArrivalBoard::Setup s;
+BoardSetup setup_for(const std::string& name, int rank, int n, std::chrono::milliseconds timeout) {
+  BoardSetup s;
   s.name = name;
+  s.what = "the test's arrival board";
   s.rank = rank;
   s.nranks = n;
   s.pids.assign(size_t(n), int32_t(::getpid()));
@@ -129,13 +130,13 @@ TEST_CASE("arrival board: a dead rank process ends the wait long before the time
   const auto timeout = std::chrono::seconds(60);
 
   SECTION("rank 0 died before creating the board") {
-    ArrivalBoard::Setup s = setup_for(board_name("dead-creator"), 1, 2, timeout);
+    BoardSetup s = setup_for(board_name("dead-creator"), 1, 2, timeout);
     s.pids[0] = int32_t(child);
     std::unique_ptr<ArrivalBoard> board;
     CHECK(ArrivalBoard::open(s, &board).code() == ncclRemoteError);
   }
   SECTION("two of three ranks died before the call") {
-    ArrivalBoard::Setup s = setup_for(board_name("dead-peers"), 0, 3, timeout);
+    BoardSetup s = setup_for(board_name("dead-peers"), 0, 3, timeout);
     s.pids[1] = s.pids[2] = int32_t(child);
     std::unique_ptr<ArrivalBoard> board;
     REQUIRE(ArrivalBoard::open(s, &board).is_ok());
