@@ -19,7 +19,8 @@
 // A plan (the schedule flattened into device records with its FIFOs
 // resolved) is built once per schedule and kept: launches then only pass
 // arguments by value, which keeps them capturable in CUDA graphs.  The only
-// per-call stream work besides the kernel is a memset of the lane counters.
+// per-call stream work besides the kernel is a memset of the lane counters
+// (and BRAID_STRAGGLER=auto's stamps, cuda_straggler.h).
 //
 // Ranks wait for each other inside their kernels, so two rules hold for
 // everything a call does (measured on an H200: perf/results/cuda_h200):
@@ -48,6 +49,7 @@
 #include "src/base/log.h"
 #include "src/exec/cuda/call_order.h"
 #include "src/exec/cuda/cuda_device_api_memory.h"
+#include "src/exec/cuda/cuda_straggler.h"
 #include "src/exec/cuda/kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
@@ -137,6 +139,7 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     buffers_.set_pool(pool_);
+    BRAID_TRY(straggler_.init(ctx_));
 
     std::vector<ArenaInfo> infos(n);
     ArenaInfo& mine = infos[ctx_.comm.rank];
@@ -241,13 +244,13 @@ class CudaBackend final : public Backend {
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
-    int straggler = -1;
-    BRAID_TRY(plan_straggler(call, &straggler));
     CUDA_TRY(cudaSetDevice(device_));
     warn_if_legacy_stream(call.stream);
     bool capturing = false;
     BRAID_TRY(order_.begin(call.stream, &capturing));
     if (capturing) buffers_.captured();  // what it uses must outlive the graph
+    int straggler = -1;
+    BRAID_TRY(straggler_.begin(call, capturing, &straggler));
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
@@ -257,6 +260,7 @@ class CudaBackend final : public Backend {
     if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
       CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
                                    c.reduction.divisor, c.stream));
+    BRAID_TRY(straggler_.end(c.stream));
     // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernels
     // (Avg's divide included) in stream order: it completes when they do,
     // never before the launch has completed.  Later than NCCL's (CUDA's
@@ -534,25 +538,6 @@ class CudaBackend final : public Backend {
     return fifo_at(static_cast<char*>(arena_), peer, channel);
   }
 
-  // BRAID_STRAGGLER (src/plan/straggler.h) for an AllReduce: a fixed rank,
-  // or eager (the last rank to reach the host call, through the arrival
-  // board), turns ring into StragglAR.  Auto needs the duration exchange,
-  // which only the host backend runs, so it stays off here (with a warning):
-  // on a GPU, arrival is the kernel's start, not the host call's.
-  Status plan_straggler(const CollectiveCall& call, int* straggler) {
-    if (call.collective != Collective::AllReduce) return Status::ok();
-    StragglerTracker& st = ctx_.plans->straggler(ctx_.comm.nranks, ctx_.comm.rank);
-    const uint64_t bytes = call.count * datatype_size(call.type);
-    if (st.tracks(bytes)) {
-      static std::once_flag warned;
-      std::call_once(warned, [] {
-        BRAID_WARN("BRAID_STRAGGLER=auto is not implemented on the CUDA backend; use a rank or eager");
-      });
-      return Status::ok();
-    }
-    return st.plan_call(ctx_.comm, ctx_.stop, bytes, straggler);
-  }
-
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a
   // plain Sum over it, as the host path does.
   Status stage_premul(CollectiveCall* c) {
@@ -689,6 +674,7 @@ class CudaBackend final : public Backend {
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
     if (flags_host_) cudaFreeHost(flags_host_);
+    straggler_.release();
     order_.release();
     cudaGetLastError();
   }
@@ -696,6 +682,7 @@ class CudaBackend final : public Backend {
   BackendContext ctx_;
   Forwarder forwarder_;  // BRAID_FORWARD's twin communicator on the real NCCL
   cuda::CallOrder order_;  // this communicator's calls in issue order across streams
+  CudaStraggler straggler_;  // BRAID_STRAGGLER
   int device_ = -1;
   uint32_t channels_ = 0, nslots_ = 0;
   int32_t block_budget_ = 0;  // see launch_block_budget

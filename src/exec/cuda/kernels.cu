@@ -24,6 +24,7 @@
 #include "braid/schedule.h"
 #include "src/exec/cuda/device_plan.h"
 #include "src/exec/cuda/launch.h"
+#include "src/plan/duration_stamp.h"
 
 namespace braid::cuda {
 namespace {
@@ -530,6 +531,13 @@ __global__ void scale_kernel(S* out, const S* in, uint64_t n, const S* scalar_de
     out[i] = reduce_elem<ReduceKind::Prod>(in[i], k);
 }
 
+// BRAID_STRAGGLER=auto's stamps around a tracked call (src/plan/duration_stamp.h):
+// one thread each, so they fit beside the peers' waiting launches.
+__global__ void stamp_arrival_kernel(DurationEntry* entry) { stamp_arrival(entry, now_ns()); }
+__global__ void stamp_completion_kernel(DurationEntry* entry, uint64_t call) {
+  stamp_completion(entry, call, now_ns());
+}
+
 }  // namespace
 
 cudaError_t preload_kernels() {
@@ -540,6 +548,8 @@ cudaError_t preload_kernels() {
   cudaError_t e = cudaFuncGetAttributes(&attr, collective_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, p2p_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ll_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, stamp_arrival_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, stamp_completion_kernel);
   for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
     with_storage_type(type, [&](auto storage) {
       e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
@@ -563,6 +573,16 @@ cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, ui
 
 cudaError_t launch_ll(const LLLaunch& launch, cudaStream_t stream) {
   ll_kernel<<<1, kThreads, 0, stream>>>(launch);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_stamp_arrival(DurationEntry* entry, cudaStream_t stream) {
+  stamp_arrival_kernel<<<1, 1, 0, stream>>>(entry);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_stamp_completion(DurationEntry* entry, uint64_t call, cudaStream_t stream) {
+  stamp_completion_kernel<<<1, 1, 0, stream>>>(entry, call);
   return cudaGetLastError();
 }
 

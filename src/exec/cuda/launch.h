@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "src/exec/cuda/device_plan.h"
+#include "src/plan/duration_stamp.h"
 
 namespace braid::cuda {
 
@@ -19,6 +20,10 @@ cudaError_t resident_collective_blocks(int device, int* blocks);
 cudaError_t launch_collective(const CollectiveLaunch& launch, uint32_t lanes, uint32_t slices, cudaStream_t stream);
 // One block: an LL one-shot collective.
 cudaError_t launch_ll(const LLLaunch& launch, cudaStream_t stream);
+// BRAID_STRAGGLER=auto: one thread stamps a tracked call's arrival, or its
+// completion, on the duration board (`entry`: its device address).
+cudaError_t launch_stamp_arrival(DurationEntry* entry, cudaStream_t stream);
+cudaError_t launch_stamp_completion(DurationEntry* entry, uint64_t call, cudaStream_t stream);
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
 // data[i] /= divisor: ncclAvg's last step.
 cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);
