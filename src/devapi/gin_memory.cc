@@ -89,6 +89,7 @@ void GinFault::set(const Status& s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (failed_.load(std::memory_order_relaxed)) return;
   first_ = s;
+  if (on_first_) on_first_(s);  // before failed(): whoever sees the fault sees what it set off
   failed_.store(true, std::memory_order_release);
 }
 

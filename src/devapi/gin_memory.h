@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -88,11 +89,15 @@ class GinFault {
   void set(const Status& s);  // keeps the first
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   Status get() const;
+  // Called with the first fault, on the thread that sets it, before
+  // failed() says so (given before any thread may set one).
+  void notify(std::function<void(const Status&)> on_first) { on_first_ = std::move(on_first); }
 
  private:
   std::atomic<bool> failed_{false};
   mutable std::mutex mu_;
   Status first_;
+  std::function<void(const Status&)> on_first_;
 };
 
 // Waits until signal `id` reaches `at_least` (rolling 64-bit compare, as the

@@ -209,6 +209,7 @@ Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* ou
   lsa.lsaBarrierCount = wide ? reqs.lsaBarrierCount : std::max(reqs.lsaBarrierCount, reqs.barrierCount);
   v22900::DevCommWide dev{};
   BRAID_TRY(create_v22809(lsa, &dev.v22809, std::move(refused), /*lsa_only=*/true));
+  dev.abortFlag = liveness_->device_flag();  // made by create_v22809 (see create_v23000)
   std::memcpy(out, &dev, wide ? sizeof(dev) : sizeof(dev.v22809));
   return Status::ok();
 }
@@ -318,7 +319,9 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
     dev.ginSignalCount = int(layout.signals);
     dev.ginCounterCount = int(layout.counters);
   }
-  // abortFlag stays NULL, as NCCL leaves it in the devComms users create.
+  // NCCL leaves abortFlag NULL in the devComms users create; braid's is
+  // raised when the communicator cannot complete (device_liveness.h).
+  dev.abortFlag = made.abort_flag;
   *out = dev;
   return Status::ok();
 }
@@ -348,6 +351,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   if (local.is_ok() && layout.bytes) local = memory.alloc_shareable(layout.bytes, &created->resources);
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
   if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
+  if (local.is_ok()) local = make_liveness();
   std::vector<int64_t> oks(comm_->nranks);
   oks[comm_->rank] = local.is_ok();
   Status agreed = std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate");
@@ -368,7 +372,8 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
     made.resource_image = created->window->image();
   }
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), &created->gin));
+    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
+                                &created->gin));
     made.gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
@@ -377,6 +382,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
           reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
   BRAID_TRY(space.window_table(&made.window_table));
+  made.abort_flag = liveness_->device_flag();
   *out = made;
   std::lock_guard<std::mutex> lock(mutex_);
   live_.push_back(std::move(created));
@@ -440,6 +446,29 @@ Status DeviceComms::fault() const {
   for (const auto& c : live_)
     if (c->gin)
       if (Status s = c->gin->fault(); !s.is_ok()) return s;
+  return liveness_ ? liveness_->reason() : Status::ok();
+}
+
+void DeviceComms::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (liveness_) liveness_->raise(BRAID_ERROR(ncclInvalidUsage, "the communicator was aborted (ncclCommAbort)"));
+}
+
+// The LSA peers in other processes are the ones whose exit a devComm's
+// kernels must hear of (threads of this process cannot exit alone; other
+// hosts' ranks are GIN's TCP links' to report).
+Status DeviceComms::make_liveness() {
+  if (liveness_) return Status::ok();
+  const LsaSpace& space = *comm_->lsa;
+  const std::vector<PeerInfo>& peers = comm_->setup->ctx.peers;
+  const int me = space.world_rank(), first = me - space.lsa().rank;
+  std::vector<WatchedProcess> watched;
+  for (int r = first; r < first + space.lsa().size; ++r)
+    if (peers[size_t(r)].pid != peers[size_t(me)].pid) watched.push_back({r, peers[size_t(r)].pid});
+  std::unique_ptr<DeviceLiveness> made;
+  BRAID_TRY(DeviceLiveness::create(space.memory(), watched, &made));
+  std::lock_guard<std::mutex> lock(mutex_);
+  liveness_ = std::move(made);
   return Status::ok();
 }
 

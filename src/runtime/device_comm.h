@@ -30,6 +30,10 @@
 //    gets and flushes.  Every rank is reachable (FULL); a RAIL request is
 //    served by it, as NCCL serves one on a full connection.
 //
+// Every devComm of 2.29.5 and later carries the communicator's abort flag
+// (device_liveness.h), raised when a peer dies, a GIN proxy faults or the
+// communicator is aborted, so the inline code's waits end.
+//
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
 //  - GIN on the CUDA backend unless BRAID_CUDA_GIN=1 (its proxy, with
@@ -55,6 +59,7 @@
 #include "src/devapi/abi_v23000.h"
 #include "src/devapi/resources.h"
 #include "src/runtime/device_gin.h"
+#include "src/runtime/device_liveness.h"
 #include "src/runtime/lsa_space.h"
 
 struct ncclComm;
@@ -90,8 +95,11 @@ class DeviceComms {
   // are read before its version is known; `out` is that ABI's devComm.
   Status create(const void* reqs, void* out);
   Status destroy(const void* dev);
-  // The first fault of a live devComm's GIN proxy (ok if none); any thread.
+  // The first fault of a live devComm's GIN proxy, else why the
+  // communicator's devComms were told to abort (ok if neither); any thread.
   Status fault() const;
+  // ncclCommAbort: raises the abortFlag of every devComm (device_liveness.h).
+  void abort();
 
  private:
   struct Created {
@@ -108,6 +116,7 @@ class DeviceComms {
     uint64_t* shadows = nullptr;
     void* window_table = nullptr;
     const DeviceGin* gin = nullptr;  // its contexts are what ginHandles[] hold
+    uint32_t* abort_flag = nullptr;  // 2.29's and 2.30's abortFlag
   };
   // `refused` (not ok) fails it on every rank, agreed, with that reason;
   // `lsa_only` serves no GIN whatever the requirements (2.29's clients).
@@ -125,9 +134,14 @@ class DeviceComms {
   // The communicator's GIN progress thread, made at the first GIN devComm
   // (from the collective create, so from one thread at a time).
   devapi::GinProgress& gin_progress();
+  // The communicator's DeviceLiveness, made at the first devComm (from
+  // the collective create, so from one thread at a time).
+  Status make_liveness();
 
   ncclComm* comm_;
-  std::unique_ptr<devapi::GinProgress> progress_;  // before live_: outlives the proxies it steps
+  // Before live_: outlive the proxies that watch and step them.
+  std::unique_ptr<DeviceLiveness> liveness_;
+  std::unique_ptr<devapi::GinProgress> progress_;
   mutable std::mutex mutex_;  // live_, against fault()'s threads
   std::vector<std::unique_ptr<Created>> live_;
 };

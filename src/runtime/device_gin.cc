@@ -1,8 +1,6 @@
 #include "src/runtime/device_gin.h"
 
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,7 +51,8 @@ struct ContextLayout {
 }  // namespace
 
 Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
-                         const DeviceGinShape& shape, devapi::GinProgress& progress, std::unique_ptr<DeviceGin>* out) {
+                         const DeviceGinShape& shape, devapi::GinProgress& progress, DeviceLiveness& liveness,
+                         std::unique_ptr<DeviceGin>* out) {
   const devapi::LsaShape& lsa = space.lsa();
   std::unique_ptr<DeviceGin> gin(new DeviceGin(space.memory()));
   DeviceApiMemory& memory = gin->memory_;
@@ -128,9 +127,9 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
   if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signal_words, &links));
-  gin->watch_lsa_peers(space, transport.peers);
+  gin->fault_.notify([l = &liveness](const Status& s) { l->raise(s); });
   devapi::GinProxyOptions options;
-  if (!gin->watched_.empty()) options.watch = [g = gin.get()] { return g->check_lsa_peers(); };
+  options.watch = [l = &liveness] { return l->reason(); };
   BRAID_TRY(devapi::GinProxy::create(std::move(contexts), std::move(links), space.gin_local().get(), &gin->fault_,
                                      options, &gin->proxy_));
   progress.add(gin->proxy_.get());
@@ -183,31 +182,6 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
   return Status::ok();
 }
 
-void DeviceGin::watch_lsa_peers(const LsaSpace& space, const std::vector<PeerInfo>& peers) {
-  const int me = space.world_rank(), first = me - space.lsa().rank;
-  for (int r = first; r < first + space.lsa().size; ++r) {
-    if (peers[size_t(r)].pid == peers[size_t(me)].pid) continue;  // a thread of this process
-    const int fd = int(syscall(SYS_pidfd_open, peers[size_t(r)].pid, 0));
-    if (fd < 0) {
-      BRAID_INFO(kInit, "GIN: rank {} (process {}) cannot be watched: {}", r, peers[size_t(r)].pid,
-                 std::strerror(errno));
-      continue;
-    }
-    watched_.push_back({r, peers[size_t(r)].pid, fd});
-  }
-}
-
-// A pidfd is readable once its process has exited.
-Status DeviceGin::check_lsa_peers() const {
-  for (const WatchedPeer& p : watched_) {
-    pollfd pfd{p.pidfd, POLLIN, 0};
-    if (::poll(&pfd, 1, 0) > 0)
-      return BRAID_ERROR(ncclRemoteError, "GIN: rank {} (process {}) exited while its device communicator was live",
-                         p.rank, p.pid);
-  }
-  return Status::ok();
-}
-
 DeviceGin::~DeviceGin() {
   if (progress_) progress_->remove(proxy_.get());
   if (proxy_) (void)proxy_->stop();
@@ -219,7 +193,6 @@ DeviceGin::~DeviceGin() {
   std::free(host_block_);
   if (device_block_) memory_.struct_free(device_block_);
   if (context_) memory_.struct_free(context_);
-  for (const WatchedPeer& p : watched_) ::close(p.pidfd);
 }
 
 }  // namespace braid

@@ -23,10 +23,10 @@
 // rank to each such rank, whose receiver thread applies the frames to this
 // rank's windows and signals in stream order.  A descriptor the proxy
 // refuses, or a peer that fails, is a fault that ncclCommGetAsyncError
-// reports: a TCP stream that ends without its close, and, watched by the
-// idle proxy through a pidfd, an LSA peer's process that exits.  (The
-// headers' own device-side waits cannot time out: a kernel spinning in one
-// keeps spinning; the host learns of the fault and can abort.)
+// reports: a TCP stream that ends without its close, and an LSA peer's
+// process that exits (the communicator's DeviceLiveness watches those; the
+// idle proxy asks it).  A fault raises the liveness word, which 2.29's and
+// 2.30's device-side waits read as their abortFlag (device_liveness.h).
 #pragma once
 
 #include <memory>
@@ -37,6 +37,7 @@
 #include "src/devapi/gin_progress.h"
 #include "src/devapi/gin_proxy.h"
 #include "src/devapi/gin_tcp.h"
+#include "src/runtime/device_liveness.h"
 #include "src/runtime/gin_signals.h"
 #include "src/runtime/lsa_space.h"
 
@@ -60,11 +61,12 @@ class DeviceGin {
   // Collective over the communicator (the signal array is shared with the
   // LSA peers, the other hosts' ranks connected).  The space's memory must
   // serve GIN (DeviceApiMemory::gin_ops).  `transport`: the communicator's
-  // ranks, with their PeerInfo (whose processes to watch).
-  // Its proxy is stepped by `progress` (the communicator's GIN thread)
-  // until this is destroyed.
+  // ranks.  Its proxy is stepped by `progress` (the communicator's GIN
+  // thread) until this is destroyed; it faults when `liveness` is raised,
+  // and its faults raise it (both outlive this).
   static Status create(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
-                       const DeviceGinShape& shape, devapi::GinProgress& progress, std::unique_ptr<DeviceGin>* out);
+                       const DeviceGinShape& shape, devapi::GinProgress& progress, DeviceLiveness& liveness,
+                       std::unique_ptr<DeviceGin>* out);
   ~DeviceGin();
 
   // What ginHandles[] holds: context c's ncclGinProxyGpuCtx_t in
@@ -80,9 +82,6 @@ class DeviceGin {
   // receiver of theirs.
   Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
                              std::vector<std::unique_ptr<devapi::GinLink>>* links);
-  // pidfds of the LSA peers in other processes, and the check of them.
-  void watch_lsa_peers(const LsaSpace& space, const std::vector<PeerInfo>& peers);
-  Status check_lsa_peers() const;
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
   size_t context_bytes_ = 0;  // one context's struct
@@ -94,10 +93,6 @@ class DeviceGin {
   void* device_block_ = nullptr;
   std::unique_ptr<GinSignalArray> signals_;
   devapi::GinFault fault_;
-  struct WatchedPeer {
-    int rank, pid, pidfd;
-  };
-  std::vector<WatchedPeer> watched_;
   std::unique_ptr<devapi::GinTcpReceiver> receiver_;
   std::unique_ptr<devapi::GinProxy> proxy_;
   devapi::GinProgress* progress_ = nullptr;  // stepping proxy_ (set once it is)

@@ -6,6 +6,10 @@
 // the client's structs are written from 2.30.7's layout
 // (devapi_v230_client.h).
 #include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -37,7 +41,7 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
       dev.lsaSize != n || dev.lsaRank != rank)
     f.fail("2.30 devComm header and ranks");
   if (!dev.windowTable || !dev.resourceWindow || dev.lsaBarrier.b != 3 || dev.ginConnectionCount != 0 ||
-      dev.ginContextCount != 0 || dev.abortFlag != nullptr || dev.hybridLsaBarrier.b != 0)
+      dev.ginContextCount != 0 || !dev.abortFlag || *dev.abortFlag != 0 || dev.hybridLsaBarrier.b != 0)
     f.fail("2.30 devComm: table, resources, barriers, GIN or abortFlag");
   // The inlined window is the window struct's first 64 bytes (host memory here).
   if (std::memcmp(&dev.resourceWindow_inlined, dev.resourceWindow, sizeof dev.resourceWindow_inlined) != 0)
@@ -129,4 +133,53 @@ TEST_CASE("device API 2.30: a devComm created inside a group from requirements g
           if (handle == 999) f.fail("the copied requirement did not write the caller's handle");
           MP_NCCL(f, dev_comm_destroy(comm, &dev));
         }) == 0);
+}
+
+// A kernel waiting in 2.30's inline code for a rank whose process died:
+// the waits read *abortFlag every 10000 spins (nccl_device/utility.h,
+// testAbort) and leave once it is set.  braid raises it when it sees the
+// process exit (device_liveness.h), so the wait below, written as those
+// loops are, ends in bounded time and the host says why.
+TEST_CASE("device API 2.30: abortFlag ends a kernel's wait for a rank whose process died", "[device][devcomm][v230]") {
+  constexpr int kRanks = 3;
+  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, kRanks, ids[0], rank));
+    if (!comm) return 1;
+    Reqs230 reqs = initializer();
+    reqs.lsaBarrierCount = 1;
+    DevComm230 dev{};
+    MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+    if (!dev.abortFlag) return 1;
+    barrier_all(comm, f);
+    if (rank == kRanks - 1) raise(SIGKILL);
+    // Waiting for a word the dead rank would have stored.
+    const volatile uint32_t never = 0;
+    const auto start = std::chrono::steady_clock::now();
+    uint32_t steps = 0;
+    bool aborted = false;
+    while (never == 0 && !aborted && std::chrono::steady_clock::now() - start < std::chrono::seconds(30))
+      if (++steps >= 10000) {
+        steps = 0;
+        aborted = __atomic_load_n(dev.abortFlag, __ATOMIC_RELAXED) != 0;
+      }
+    if (!aborted) f.fail("abortFlag was not raised within 30 s of rank 2's death");
+    ncclResult_t async = ncclSuccess;
+    MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+    if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
+    if (std::string(ncclGetLastError(comm)).find("rank 2 (process") == std::string::npos)
+      f.fail(std::string("message: ") + ncclGetLastError(comm));
+    MP_NCCL(f, ncclCommAbort(comm));
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    if (r == kRanks - 1)
+      CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    else
+      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
 }

@@ -167,6 +167,9 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
             if (async != ncclInvalidArgument) f.fail("async error " + std::to_string(int(async)));
             if (std::string(ncclGetLastError(comm)).find("version") == std::string::npos)
               f.fail(std::string("message: ") + ncclGetLastError(comm));
+            // The fault raised the abortFlag its kernels' waits read (device_liveness.h).
+            if (!dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 1)
+              f.fail("the GIN fault left abortFlag down");
           }
           if (dev_comm_destroy(comm, &dev) != ncclSuccess) f.fail("destroy after a fault");
           (void)n;

@@ -1,0 +1,74 @@
+// What the device communicators of one communicator know of its health,
+// and what they tell kernels through the abortFlag of 2.29's and 2.30's
+// ncclDevComm.
+//
+// Those headers' waits (signals, counters, GIN flushes, LSA and GIN
+// barriers) read *abortFlag every 10000 spins and stop waiting once it is
+// not 0.  NCCL leaves it NULL in the devComms users create, so a kernel
+// waiting there for a peer that is gone spins forever.  braid points it at
+// one word per communicator and raises it when the communicator can no
+// longer complete: ncclCommAbort, a GIN proxy's fault (a malformed
+// descriptor, a peer over TCP that died), an LSA peer's process exiting.
+// The kernel then runs on with what its waits had, and ncclCommGetAsyncError
+// says why.  2.28.9's devComm has no such field: there a faulted GIN proxy
+// drains its queues, so posting kernels do not hang, but a wait for a signal
+// that never comes still spins until the host tears the context down.
+//
+// LSA peers in other processes are watched through pidfds by a thread that
+// sleeps in poll() until one exits (none when every LSA peer is a thread of
+// this process, which cannot exit alone).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/exec/device_api_memory.h"
+
+namespace braid {
+
+struct WatchedProcess {
+  int rank = -1;
+  int pid = 0;
+};
+
+class DeviceLiveness {
+ public:
+  // The word, zeroed and reachable from the device, and the watch of
+  // `peers` (a peer whose process cannot be watched is logged and skipped).
+  static Status create(DeviceApiMemory& memory, const std::vector<WatchedProcess>& peers,
+                       std::unique_ptr<DeviceLiveness>* out);
+  ~DeviceLiveness();  // stops the watch; the word goes with it
+  DeviceLiveness(const DeviceLiveness&) = delete;
+  DeviceLiveness& operator=(const DeviceLiveness&) = delete;
+
+  // What a devComm's abortFlag holds: the word as the device reaches it.
+  uint32_t* device_flag() const { return device_word_; }
+  // Raises the word, keeping the first reason (any thread).
+  void raise(const Status& why);
+  // Why the word was raised (ok while it is not).
+  Status reason() const;
+
+ private:
+  explicit DeviceLiveness(DeviceApiMemory& memory) : memory_(memory) {}
+  void watch();
+
+  DeviceApiMemory& memory_;
+  uint32_t* word_ = nullptr;         // host memory, one page
+  uint32_t* device_word_ = nullptr;  // the same, as the device reaches it
+  bool registered_ = false;
+  std::atomic<bool> raised_{false};
+  mutable std::mutex mu_;
+  Status first_;
+  struct Watched {
+    int rank, pid, pidfd;
+  };
+  std::vector<Watched> watched_;
+  int stop_fd_ = -1;  // an eventfd that ends the watch
+  std::thread thread_;
+};
+
+}  // namespace braid
