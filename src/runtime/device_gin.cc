@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "src/base/env.h"
-#include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
