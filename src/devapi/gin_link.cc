@@ -27,10 +27,14 @@ Status DirectGinLink::add_at(uint64_t handle, uint64_t off, uint64_t value) {
 }
 
 Status DirectGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) {
-  if (!bytes) return Status::ok();
-  char* src = nullptr;
-  BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
-  return signals_.ops->copy(dst, src, bytes);  // a get from the rank itself may overlap
+  if (bytes) {
+    char* src = nullptr;
+    BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // a get from the rank itself may overlap
+  }
+  ++gets_issued_;
+  ++gets_landed_;
+  return Status::ok();
 }
 
 }  // namespace braid::devapi

@@ -9,8 +9,9 @@
 // direct link in the calling thread (copy, then a release add), the TCP link
 // through one stream whose receiver applies frames in order.  When put()
 // returns, the source bytes have been consumed and may be reused: what the
-// proxy's counters and consumer indices report.  When get() returns, the
-// bytes are in `dst`, so a flush has nothing left to wait for.
+// proxy's counters and consumer indices report.  A get has landed once
+// gets_landed() counts it (the direct link's at once; the TCP link's when
+// the answer has arrived, through progress()): what a flush waits for.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +36,23 @@ class GinLink {
   // Adds `value` to the 8-byte-aligned word at (handle, off) of the
   // target's windows, after every earlier put.
   virtual Status add_at(uint64_t handle, uint64_t off, uint64_t value) = 0;
-  // Copies `bytes` at (src_handle, src_off) of the target's windows into
-  // `dst`, after every earlier put.
+  // Starts copying `bytes` at (src_handle, src_off) of the target's
+  // windows into `dst`, after every earlier put: get number gets_issued()
+  // (after the call), landed once gets_landed() reaches it.
   virtual Status get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) = 0;
+  // Lands what has arrived for earlier gets, without waiting; a refused or
+  // stalled get is an error of the link.
+  virtual Status progress() { return Status::ok(); }
+  uint64_t gets_issued() const { return gets_issued_; }
+  uint64_t gets_landed() const { return gets_landed_; }
   // Tells the target no more puts come (a closed link is then no error there).
   virtual Status close() { return Status::ok(); }
   // Ends the link without that promise, after this rank failed: the target
   // reports the link's end as an error instead of waiting out its deadline.
   virtual void abort() {}
+
+ protected:
+  uint64_t gets_issued_ = 0, gets_landed_ = 0;  // the proxy's thread's alone
 };
 
 // The target's windows and signals mapped into this process: the rank

@@ -44,7 +44,8 @@ GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<
       fault_(fault),
       options_(options),
       next_(contexts_.size() * size_t(nranks_)),
-      torn_since_(next_.size()) {
+      torn_since_(next_.size()),
+      flush_upto_(next_.size()) {
   // Resume where the consumer indices stand (zero for a fresh context).
   for (size_t i = 0; i < next_.size(); ++i) next_[i] = __atomic_load_n(cis_of(i), __ATOMIC_ACQUIRE);
 }
@@ -138,14 +139,30 @@ void GinProxy::consume(size_t i) {
 
 Status GinProxy::poll_once(bool* progressed) {
   *progressed = false;
-  for (size_t i = 0; i < next_.size(); ++i) {
-    Status s = poll_queue(i, progressed);
-    if (!s.is_ok()) {
-      faulted_.store(true, std::memory_order_release);
-      return s;
-    }
+  Status s = land_gets(progressed);
+  for (size_t i = 0; s.is_ok() && i < next_.size(); ++i) s = poll_queue(i, progressed);
+  if (!s.is_ok()) faulted_.store(true, std::memory_order_release);
+  return s;
+}
+
+Status GinProxy::land_gets(bool* progressed) {
+  for (auto& link : links_) {
+    const uint64_t landed = link->gets_landed();
+    if (landed == link->gets_issued()) continue;
+    BRAID_TRY(link->progress());
+    *progressed |= link->gets_landed() != landed;
   }
   return Status::ok();
+}
+
+bool GinProxy::flush_done(size_t i) {
+  std::vector<uint64_t>& upto = flush_upto_[i];
+  if (upto.empty())
+    for (const auto& link : links_) upto.push_back(link->gets_issued());
+  for (size_t t = 0; t < links_.size(); ++t)
+    if (links_[t]->gets_landed() < upto[t]) return false;
+  upto.clear();
+  return true;
 }
 
 Status GinProxy::poll_queue(size_t i, bool* progressed) {
@@ -174,6 +191,7 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
   torn_since_[i] = {};
   Gfd g;
   Status s = decode_gfd(format_, words, &g);
+  if (s.is_ok() && g.is_flush() && !flush_done(i)) return Status::ok();  // looked at again next turn
   if (s.is_ok()) s = execute(q, pe, g);
   if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} of context {} to rank {}", idx, context, pe));
   // Local completion (the source was consumed), before consume()'s release.
@@ -191,7 +209,7 @@ Status GinProxy::execute(const GinQueues& q, int pe, const Gfd& g) {
   // would only find out after the payload landed.
   if (g.has_signal() && !g.is_va_signal() && g.signal_id >= q.signal_count)
     return BRAID_ERROR(ncclInvalidArgument, "GIN signal {} out of range [0, {})", g.signal_id, q.signal_count);
-  if (g.is_flush()) return Status::ok();  // every earlier get is complete already
+  if (g.is_flush()) return Status::ok();  // poll_queue saw every earlier get land
   if (g.is_va_signal()) return links_[pe]->add_at(g.va_signal_handle, g.va_signal_off, g.signal_add());
   if (g.is_get()) {
     if (!g.size) return Status::ok();

@@ -16,8 +16,11 @@
 //      order, which is what makes a signal visible only after its own and
 //      every earlier payload to that target.  Every context shares the
 //      target's link, so every signal is "strong" (2.30's term).  A get is
-//      complete when the link returns, so a flush has nothing to wait for;
-//      it is consumed like any descriptor;
+//      consumed once it is asked for; its bytes land later (the TCP link's
+//      answers, which every turn lands as they arrive).  A flush is
+//      consumed only once every get issued before it was first seen has
+//      landed, on every link: the device's Wait posts one to make its gets'
+//      bytes visible;
 //   3. adds 1 to counters[counterId] if asked (local completion: the
 //      source was consumed), zeroes the slot (the device reuses it as soon
 //      as cis passes it), then publishes cis[pe] + 1 with release order.
@@ -112,6 +115,11 @@ class GinProxy {
   uint32_t* cis_of(size_t i) const { return &contexts_[i / size_t(nranks_)].cis[i % size_t(nranks_)]; }
   Status poll_queue(size_t i, bool* progressed);
   Status execute(const GinQueues& q, int pe, const Gfd& g);
+  // Lands what has arrived for the links' gets in flight.
+  Status land_gets(bool* progressed);
+  // Whether queue i's flush may be consumed: every get issued on any link
+  // before it was first seen has landed.
+  bool flush_done(size_t i);
 
   std::vector<GinQueues> contexts_;
   GfdFormat format_;  // every context's
@@ -123,6 +131,9 @@ class GinProxy {
   std::vector<uint32_t> next_;  // per queue: the next slot index to consume
   // Per queue: when its next slot was first seen half-written (zero: not).
   std::vector<std::chrono::steady_clock::time_point> torn_since_;
+  // Per queue whose next descriptor is a flush: each link's gets issued
+  // when it was first seen (empty: none waiting).
+  std::vector<std::vector<uint64_t>> flush_upto_;
   std::chrono::steady_clock::time_point next_watch_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links

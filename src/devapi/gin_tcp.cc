@@ -44,37 +44,6 @@ struct Hello {
 // large put on a slow link is no error and only a stream that stalls is.
 constexpr uint64_t kPiece = 1 << 20;
 
-// Window memory to and from a stream, piece by piece: straight where the
-// host reaches it, else through `stage` (kPiece bytes) and the ops' copies.
-Status send_window(int fd, const char* src, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
-                   std::chrono::milliseconds timeout) {
-  for (uint64_t done = 0; done < bytes; done += kPiece) {
-    const uint64_t piece = std::min(kPiece, bytes - done);
-    const char* from = src + done;
-    if (!ops.host_direct()) {
-      stage.resize(kPiece);
-      BRAID_TRY(ops.copy(stage.data(), from, piece));
-      from = stage.data();
-    }
-    BRAID_TRY(send_all(fd, from, piece, Deadline::after(timeout), nullptr));
-  }
-  return Status::ok();
-}
-Status recv_window(int fd, char* dst, uint64_t bytes, const GinMemoryOps& ops, std::vector<char>& stage,
-                   std::chrono::milliseconds timeout) {
-  for (uint64_t done = 0; done < bytes; done += kPiece) {
-    const uint64_t piece = std::min(kPiece, bytes - done);
-    if (ops.host_direct()) {
-      BRAID_TRY(recv_all(fd, dst + done, piece, Deadline::after(timeout), nullptr));
-      continue;
-    }
-    stage.resize(kPiece);
-    BRAID_TRY(recv_all(fd, stage.data(), piece, Deadline::after(timeout), nullptr));
-    BRAID_TRY(ops.copy(dst + done, stage.data(), piece));
-  }
-  return Status::ok();
-}
-
 // What one stream may read in a turn of the receiver before the next
 // stream's turn (whatever has arrived, up to this).
 constexpr uint64_t kTurnBytes = 4 << 20;
@@ -87,11 +56,55 @@ TcpGinLink::~TcpGinLink() {
 
 Status TcpGinLink::send_frame(const Frame& f, const void* payload, const char* what) {
   if (fd_ < 0) return BRAID_ERROR(ncclInvalidUsage, "GIN {} to rank {} after its link was closed", what, target_);
-  Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
-  if (s.is_ok() && payload) s = send_window(fd_, static_cast<const char*>(payload), f.bytes, ops_, stage_, timeout_);
+  Status s = send_bytes(reinterpret_cast<const char*>(&f), sizeof(f));
+  // The payload piece by piece: straight where the host reaches window
+  // memory, else staged through the ops' copies.
+  const char* src = static_cast<const char*>(payload);
+  for (uint64_t done = 0; s.is_ok() && payload && done < f.bytes; done += kPiece) {
+    const uint64_t piece = std::min(kPiece, f.bytes - done);
+    const char* from = src + done;
+    if (!ops_.host_direct()) {
+      send_stage_.resize(kPiece);
+      s = ops_.copy(send_stage_.data(), from, piece);
+      from = send_stage_.data();
+    }
+    if (s.is_ok()) s = send_bytes(from, piece);
+  }
   if (!s.is_ok()) {
     broken_ = true;
     return std::move(s).context(fmt::format("GIN {} to rank {}", what, target_));
+  }
+  return Status::ok();
+}
+
+// The target reads nothing more from this stream while it sends an answer
+// here, so a sender that only wrote could wait on it forever: while the
+// socket is full, answers are read.  The timeout counts time without
+// progress either way.
+Status TcpGinLink::send_bytes(const char* p, uint64_t bytes) {
+  auto last = std::chrono::steady_clock::now();
+  while (bytes > 0) {
+    const ssize_t n = ::send(fd_, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      bytes -= uint64_t(n);
+      last = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", std::strerror(errno));
+    pollfd pfd{fd_, short(POLLOUT | (gets_.empty() ? 0 : POLLIN)), 0};
+    if (::poll(&pfd, 1, 20) < 0 && errno != EINTR)
+      return BRAID_ERROR(ncclSystemError, "poll: {}", std::strerror(errno));
+    if (pfd.revents & POLLIN) {
+      const uint64_t landed = gets_landed_, got = answer_got_;
+      BRAID_TRY(receive_answers());
+      if (gets_landed_ != landed || answer_got_ != got) last = std::chrono::steady_clock::now();
+    }
+    if (std::chrono::steady_clock::now() - last > timeout_)
+      return BRAID_ERROR(ncclTimeout, "send: rank {} took nothing for {} ms (BRAID_TIMEOUT)", target_,
+                         timeout_.count());
   }
   return Status::ok();
 }
@@ -108,23 +121,67 @@ Status TcpGinLink::add_at(uint64_t handle, uint64_t off, uint64_t value) {
 }
 
 // The answer comes on this stream, whose other end only the target's
-// receiver writes, and only to answer a get: nothing else is in the way.
+// receiver writes, and only to answer gets, in their order.
 Status TcpGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) {
-  BRAID_TRY(send_frame(Frame{kFrameMagic, kGet, src_handle, src_off, bytes, 0, 0, 0}, nullptr, "get"));
-  Frame reply{};
-  Status s = recv_all(fd_, &reply, sizeof(reply), Deadline::after(timeout_), nullptr);
-  if (s.is_ok() && (reply.magic != kFrameMagic || (reply.kind != kGetReply && reply.kind != kGetRefused) ||
-                    (reply.kind == kGetReply && reply.bytes != bytes)))
-    s = BRAID_ERROR(ncclRemoteError, "malformed answer to a GIN get (kind {}, {} bytes)", reply.kind, reply.bytes);
-  if (s.is_ok() && reply.kind == kGetReply)
-    s = recv_window(fd_, static_cast<char*>(dst), bytes, ops_, stage_, timeout_);
+  if (gets_.empty()) last_answer_ = std::chrono::steady_clock::now();  // the wait for an answer starts
+  gets_.push_back({static_cast<char*>(dst), bytes, src_handle, src_off});
+  ++gets_issued_;
+  return send_frame(Frame{kFrameMagic, kGet, src_handle, src_off, bytes, 0, 0, 0}, nullptr, "get");
+}
+
+Status TcpGinLink::progress() {
+  if (gets_.empty()) return Status::ok();
+  Status s = receive_answers();
+  if (s.is_ok() && !gets_.empty() && std::chrono::steady_clock::now() - last_answer_ > timeout_)
+    s = BRAID_ERROR(ncclTimeout, "no answer for {} ms (BRAID_TIMEOUT)", timeout_.count());
   if (!s.is_ok()) {
     broken_ = true;
-    return std::move(s).context(fmt::format("GIN get of {} bytes from rank {}", bytes, target_));
+    const PendingGet& g = gets_.front();
+    return std::move(s).context(fmt::format("GIN get of [{}, +{}) of window {:#x} from rank {}", g.off, g.bytes,
+                                            g.handle, target_));
   }
-  if (reply.kind == kGetRefused)
-    return BRAID_ERROR(ncclInvalidArgument, "GIN get of [{}, +{}) of window {:#x}: outside rank {}'s windows", src_off,
-                       bytes, src_handle, target_);
+  return Status::ok();
+}
+
+Status TcpGinLink::receive_answers() {
+  const bool direct = ops_.host_direct();
+  while (!gets_.empty()) {
+    const PendingGet& g = gets_.front();
+    const bool in_header = answer_got_ < sizeof(Frame);
+    const uint64_t done = in_header ? 0 : answer_got_ - sizeof(Frame);
+    char* into = reinterpret_cast<char*>(&answer_) + answer_got_;
+    uint64_t want = sizeof(Frame) - answer_got_;
+    if (!in_header) {
+      want = g.bytes - done;
+      into = g.dst + done;
+      if (!direct) {
+        recv_stage_.resize(kPiece);
+        want = std::min(want, kPiece);
+        into = recv_stage_.data();
+      }
+    }
+    const ssize_t n = ::recv(fd_, into, want, MSG_DONTWAIT);  // want > 0: a landed get is popped below
+    if (n == 0) return BRAID_ERROR(ncclRemoteError, "rank {} closed the stream", target_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+      return BRAID_ERROR(ncclRemoteError, "recv: {}", std::strerror(errno));
+    }
+    last_answer_ = std::chrono::steady_clock::now();
+    if (!in_header && !direct && n > 0) BRAID_TRY(ops_.copy(g.dst + done, recv_stage_.data(), uint64_t(n)));
+    answer_got_ += uint64_t(n);
+    if (answer_got_ == sizeof(Frame)) {  // the header is in: check it
+      if (answer_.magic != kFrameMagic || (answer_.kind != kGetReply && answer_.kind != kGetRefused) ||
+          (answer_.kind == kGetReply && answer_.bytes != g.bytes))
+        return BRAID_ERROR(ncclRemoteError, "malformed answer (kind {}, {} bytes)", answer_.kind, answer_.bytes);
+      if (answer_.kind == kGetRefused)
+        return BRAID_ERROR(ncclInvalidArgument, "outside rank {}'s windows", target_);
+    }
+    if (answer_got_ < sizeof(Frame) + g.bytes) continue;
+    gets_.pop_front();
+    ++gets_landed_;
+    answer_got_ = 0;
+  }
   return Status::ok();
 }
 
@@ -231,7 +288,7 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
         BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, sizeof(uint64_t), &word));
         BRAID_TRY(add_to_word(*signals_.ops, word, f.signal_value));
       }
-      if (f.kind == kGet) BRAID_TRY(answer_get(st));
+      if (f.kind == kGet) start_answer(st);
       if (f.kind == kPut && f.bytes) BRAID_TRY(windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &st.dst));
       if (f.kind != kPut) st.frame.bytes = 0;  // no payload follows
     } else {
@@ -244,22 +301,62 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
     st.header_got = 0;
     st.payload_got = 0;
     st.dst = nullptr;
+    if (st.answering) BRAID_TRY(continue_answer(i));  // most answers fit the socket at once
+    if (st.answering) return Status::ok();           // the rest when it takes more; no reading meanwhile
   }
   return Status::ok();
 }
 
 // The bytes a get asks for, back on its stream; bytes outside this rank's
 // windows are refused to the sender, whose descriptor it was, and are no
-// error here.  The sender waits for nothing else on the stream, so the
-// writes cannot meet a full buffer for long.
-Status GinTcpReceiver::answer_get(const Stream& st) {
+// error here.
+void GinTcpReceiver::start_answer(Stream& st) {
   const Frame& f = st.frame;
   char* src = nullptr;
   const bool inside = f.bytes == 0 || windows_->resolve(f.dst_handle, f.dst_off, f.bytes, &src).is_ok();
-  Frame reply{kFrameMagic, inside ? kGetReply : kGetRefused, f.dst_handle, f.dst_off, f.bytes, 0, 0, 0};
-  Status s = send_all(st.fd, &reply, sizeof(reply), Deadline::after(timeout_), nullptr);
-  if (s.is_ok() && inside) s = send_window(st.fd, src, f.bytes, *signals_.ops, stage_, timeout_);
-  if (!s.is_ok()) return std::move(s).context(fmt::format("answering rank {}'s GIN get", st.sender));
+  st.answer = Frame{kFrameMagic, inside ? kGetReply : kGetRefused, f.dst_handle, f.dst_off, f.bytes, 0, 0, 0};
+  st.answer_src = src;
+  st.answer_sent = 0;
+  st.staged_from = st.staged_to = 0;
+  st.answering = true;
+}
+
+// Sends what the socket takes (the header, then the payload: straight from
+// the window where the host reaches it, else staged piece by piece through
+// the ops' copies); the answer is done when all of it went.
+Status GinTcpReceiver::continue_answer(size_t i) {
+  Stream& st = streams_[i];
+  const uint64_t payload = st.answer.kind == kGetReply ? st.answer.bytes : 0;
+  const bool direct = signals_.ops->host_direct();
+  while (st.answer_sent < sizeof(Frame) + payload) {
+    const char* from = reinterpret_cast<const char*>(&st.answer) + st.answer_sent;
+    uint64_t want = sizeof(Frame) - st.answer_sent;
+    if (st.answer_sent >= sizeof(Frame)) {
+      const uint64_t done = st.answer_sent - sizeof(Frame);
+      from = st.answer_src + done;
+      want = payload - done;
+      if (!direct) {
+        if (done >= st.staged_to) {
+          const uint64_t piece = std::min(kPiece, payload - done);
+          st.answer_stage.resize(kPiece);
+          BRAID_TRY(signals_.ops->copy(st.answer_stage.data(), st.answer_src + done, piece));
+          st.staged_from = done;
+          st.staged_to = done + piece;
+        }
+        from = st.answer_stage.data() + (done - st.staged_from);
+        want = st.staged_to - done;
+      }
+    }
+    const ssize_t n = ::send(st.fd, from, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
+      return BRAID_ERROR(ncclRemoteError, "answering rank {}'s GIN get: {}", st.sender, std::strerror(errno));
+    }
+    st.answer_sent += uint64_t(n);
+    st.last_progress = std::chrono::steady_clock::now();
+  }
+  st.answering = false;
   return Status::ok();
 }
 
@@ -267,8 +364,11 @@ Status GinTcpReceiver::answer_get(const Stream& st) {
 // gone without its socket closing), and waiters should hear it.
 Status GinTcpReceiver::check_stalled(size_t i) const {
   const Stream& st = streams_[i];
-  if (st.header_got == 0) return Status::ok();  // between frames: idle is no error
+  if (st.header_got == 0 && !st.answering) return Status::ok();  // between frames: idle is no error
   if (std::chrono::steady_clock::now() - st.last_progress < timeout_) return Status::ok();
+  if (st.answering)
+    return BRAID_ERROR(ncclTimeout, "rank {} took nothing of the answer to its GIN get ({} of {} bytes sent) for {} ms",
+                       st.sender, st.answer_sent, sizeof(Frame) + st.answer.bytes, timeout_.count());
   if (st.header_got < sizeof(Frame))
     return BRAID_ERROR(ncclTimeout, "rank {}'s GIN stream stopped mid-frame ({} of {} header bytes) for {} ms",
                        st.sender, st.header_got, sizeof(Frame), timeout_.count());
@@ -289,7 +389,8 @@ void GinTcpReceiver::serve() {
   size_t open = streams_.size();
   while (open > 0 && !stop_.load(std::memory_order_acquire)) {
     polls.clear();
-    for (const Stream& st : streams_) polls.push_back(pollfd{st.fd, POLLIN, 0});  // fd -1 is ignored by poll
+    for (const Stream& st : streams_)  // fd -1 is ignored by poll
+      polls.push_back(pollfd{st.fd, short(st.answering ? POLLOUT : POLLIN), 0});
     const int ready = ::poll(polls.data(), polls.size(), 20);
     if (ready < 0 && errno != EINTR) {
       fault_->set(BRAID_ERROR(ncclSystemError, "GIN receiver: poll: {}", std::strerror(errno)));
@@ -298,8 +399,8 @@ void GinTcpReceiver::serve() {
     for (size_t i = 0; i < streams_.size(); ++i) {
       if (streams_[i].fd < 0) continue;
       bool closed = false;
-      Status s = ready > 0 && (polls[i].revents & (POLLIN | POLLHUP | POLLERR)) ? advance(i, &closed)
-                                                                                : check_stalled(i);
+      const bool moved = ready > 0 && (polls[i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR));
+      Status s = !moved ? check_stalled(i) : streams_[i].answering ? continue_answer(i) : advance(i, &closed);
       if (!s.is_ok()) fault_->set(std::move(s).context("GIN receiver"));
       if (closed || !s.is_ok()) {
         ::close(streams_[i].fd);

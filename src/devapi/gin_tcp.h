@@ -8,7 +8,12 @@
 // every earlier put on the stream.  A VA signal is a header alone, applied
 // in the same order.  A get is a header the receiver answers on the same
 // stream, back to the sender, with the bytes (or a refusal, when they are
-// outside the target's windows); the sender's proxy waits for the answer.
+// outside the target's windows).  Neither end blocks on an answer: the
+// sender goes on with its other descriptors and lands answers as they come
+// (a flush waits for them), and the receiver sends one as the socket takes
+// it, reading nothing more from that stream meanwhile (its other streams go
+// on), so the sender's later puts cannot reach the bytes before they left.
+// A sender writing while an answer waits for it reads it as it writes.
 // Where the host cannot load and store window memory (a GPU's), payloads
 // pass through a host staging buffer and the GinMemoryOps' copies.
 // A stream that ends without its close frame means the sender died: the
@@ -17,7 +22,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -49,6 +56,7 @@ class TcpGinLink : public GinLink {
              const GinSignalAdd* signal) override;
   Status add_at(uint64_t handle, uint64_t off, uint64_t value) override;
   Status get(uint64_t src_handle, uint64_t src_off, void* dst, uint64_t bytes) override;
+  Status progress() override;
   // After a put that failed (its frame may be half sent), close() aborts:
   // a close frame would then be read as payload.
   Status close() override;
@@ -59,13 +67,27 @@ class TcpGinLink : public GinLink {
 
  private:
   Status send_frame(const GinTcpFrame& f, const void* payload, const char* what);
+  // Sends all of [p, p + bytes), landing answers as they arrive meanwhile.
+  Status send_bytes(const char* p, uint64_t bytes);
+  // Lands what has arrived of the answers to the gets in flight.
+  Status receive_answers();
 
+  struct PendingGet {
+    char* dst;
+    uint64_t bytes, handle, off;
+  };
   int fd_;
   int target_;
   bool broken_ = false;
   std::chrono::milliseconds timeout_;
   const GinMemoryOps& ops_;
-  std::vector<char> stage_;  // when the host cannot reach window memory
+  std::deque<PendingGet> gets_;  // in flight, oldest first, as their answers come
+  GinTcpFrame answer_{};         // the oldest's answer header, as it arrives
+  uint64_t answer_got_ = 0;      // of it: header bytes, then payload bytes
+  std::chrono::steady_clock::time_point last_answer_{};
+  // Where the host cannot reach window memory: a put's piece going out,
+  // an answer's piece coming in.
+  std::vector<char> send_stage_, recv_stage_;
 };
 
 class GinTcpReceiver {
@@ -91,11 +113,21 @@ class GinTcpReceiver {
     char* dst = nullptr;  // where the payload goes, once the header is in
     uint64_t payload_got = 0;
     std::chrono::steady_clock::time_point last_progress;
+    // A get's answer going out; the stream is not read until it is sent.
+    bool answering = false;
+    GinTcpFrame answer{};
+    const char* answer_src = nullptr;  // the window bytes asked for
+    uint64_t answer_sent = 0;          // of the header, then the payload
+    std::vector<char> answer_stage;    // where the host cannot reach window memory
+    uint64_t staged_from = 0, staged_to = 0;  // the payload bytes in answer_stage
   };
   void run();
   void serve();
   Status advance(size_t i, bool* closed);
-  Status answer_get(const Stream& st);
+  // Resolves the get in st.frame and starts its answer (or refusal).
+  void start_answer(Stream& st);
+  // Sends what the socket takes of stream i's answer.
+  Status continue_answer(size_t i);
   Status check_stalled(size_t i) const;
 
   std::vector<Stream> streams_;

@@ -291,6 +291,117 @@ TEST_CASE("GIN proxy: after a fault it drains the queue without executing", "[de
   CHECK(rig.proxy->stop().is_ok());
 }
 
+namespace {
+
+// A link whose gets land only when the test lets them, as a TCP link's
+// answers arrive some time after the get was asked for.
+class HeldGetLink final : public GinLink {
+ public:
+  Status put(uint64_t, uint64_t, const void*, uint64_t, const GinSignalAdd*) override { return Status::ok(); }
+  Status add_at(uint64_t, uint64_t, uint64_t) override { return Status::ok(); }
+  Status get(uint64_t, uint64_t, void* dst, uint64_t bytes) override {
+    held.push_back({static_cast<char*>(dst), bytes});
+    ++gets_issued_;
+    return Status::ok();
+  }
+  Status progress() override {
+    for (; release > 0 && !held.empty(); --release) {
+      std::memset(held.front().first, 0x5a, held.front().second);
+      held.erase(held.begin());
+      ++gets_landed_;
+    }
+    return Status::ok();
+  }
+  std::vector<std::pair<char*, uint64_t>> held;
+  int release = 0;  // gets the next progress() may land
+};
+
+// One 2.30 context of two ranks (rank 0 is this one), its descriptors
+// written whole, as the device's stores land.
+struct V2Queues {
+  V2Queues() : gfds(2 * kSize * 16), pis(2), cis(2), counters(1) {
+    q.format = GfdFormat::kV2;
+    q.nranks = 2;
+    q.queue_size = kSize;
+    q.gfds = gfds.data();
+    q.pis = pis.data();
+    q.cis = cis.data();
+    q.counters = counters.data();
+    q.counter_count = 1;
+    q.signal_count = 1;
+  }
+  void post(int pe, const Gfd& g) {
+    encode_gfd(GfdFormat::kV2, g, &gfds[(size_t(pe) * kSize + (pis[size_t(pe)] % kSize)) * 16]);
+    ++pis[size_t(pe)];
+  }
+  static constexpr uint32_t kSize = 8;
+  std::vector<uint64_t> gfds;
+  std::vector<uint32_t> pis, cis;
+  std::vector<uint64_t> counters;
+  GinQueues q;
+};
+
+}  // namespace
+
+// The device's Wait waits for its get to be consumed, posts a flush to its
+// own queue and waits for that to be consumed, then reads what its gets
+// brought: a flush must wait for every get issued before it, and only for
+// those.
+TEST_CASE("GIN proxy: a flush is consumed once the gets before it have landed", "[devapi][gin]") {
+  std::vector<char> window(256, 0);
+  GinWindowTable sources;
+  REQUIRE(sources.add(kRecvToken, window.data(), window.size()).is_ok());
+  V2Queues v2;
+  std::vector<std::unique_ptr<GinLink>> links;
+  links.push_back(std::make_unique<HeldGetLink>());
+  links.push_back(std::make_unique<HeldGetLink>());
+  auto* to_peer = static_cast<HeldGetLink*>(links[1].get());
+  GinFault fault;
+  std::unique_ptr<GinProxy> proxy;
+  REQUIRE(GinProxy::create({v2.q}, std::move(links), &sources, &fault, {}, &proxy).is_ok());
+  Gfd get;
+  get.op = kGfdGet;
+  get.size = 64;
+  get.src_handle = kSendToken;
+  get.dst_handle = kRecvToken;
+  Gfd flush;
+  flush.op = kGfdFlush;
+  auto turn = [&] {
+    bool progressed = false;
+    REQUIRE(proxy->poll_once(&progressed).is_ok());
+  };
+
+  v2.post(1, get);  // 64 bytes from rank 1 into window[0, 64)
+  turn();
+  CHECK(v2.cis[1] == 1);  // the get: consumed once asked for
+  v2.post(0, flush);
+  turn();
+  turn();
+  CHECK(v2.cis[0] == 0);  // the flush: held while the get is in flight
+  get.dst_off = 64;
+  v2.post(1, get);  // a get after the flush was first seen does not hold it
+  turn();
+  CHECK(v2.cis[1] == 2);
+  CHECK(v2.cis[0] == 0);
+  to_peer->release = 1;  // the first get's answer arrives
+  turn();
+  CHECK(v2.cis[0] == 1);
+  CHECK(window[0] == 0x5a);
+  CHECK(window[63] == 0x5a);
+  CHECK(window[64] == 0);  // the second is still in flight
+  v2.post(0, flush);  // now that one holds the next flush
+  turn();
+  CHECK(v2.cis[0] == 1);
+  to_peer->release = 1;
+  turn();
+  CHECK(v2.cis[0] == 2);
+  CHECK(window[127] == 0x5a);
+  v2.post(0, flush);  // nothing in flight: consumed at once
+  turn();
+  CHECK(v2.cis[0] == 3);
+  CHECK(!fault.failed());
+}
+
 TEST_CASE("GIN proxy: bad construction and table arguments are refused", "[devapi][gin]") {
   QueueMemory qm(2, 8, 1, 1);
   GinFault fault;

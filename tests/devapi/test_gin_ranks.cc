@@ -417,6 +417,16 @@ TEST_CASE("GIN over TCP: a sender stopped mid-frame holds no other sender and th
 
 namespace {
 
+// Lands a link's gets in flight, as the proxy's turns do (bounded).
+Status land_gets(GinLink& link) {
+  const Deadline deadline = Deadline::after(std::chrono::seconds(20));
+  while (link.gets_landed() < link.gets_issued()) {
+    BRAID_TRY(link.progress());
+    if (deadline.expired()) return BRAID_ERROR(ncclTimeout, "gets never landed");
+  }
+  return Status::ok();
+}
+
 // Window memory the host may not touch itself (as a GPU's): copies and
 // adds go through the ops, which count them, and TCP stages through host
 // buffers.  Plain memory underneath, so the result can be checked.
@@ -460,6 +470,7 @@ TEST_CASE("GIN over TCP: window memory the host does not reach is staged through
   REQUIRE(link.put(kRecvToken, 64, src.data(), big, &add).is_ok());
   REQUIRE(link.add_at(kRecvToken, 8, 5).is_ok());                   // a VA signal into the window's word 1
   REQUIRE(link.get(kRecvToken, 64, back.data(), big).is_ok());      // the put's bytes, back
+  REQUIRE(land_gets(link).is_ok());
   REQUIRE(wait_signal(signals, 1, 7, Deadline::after(std::chrono::seconds(10)), &fault).is_ok());
   CHECK(std::memcmp(window.data() + 64, src.data(), big) == 0);
   CHECK(std::memcmp(back.data(), src.data(), big) == 0);
@@ -468,10 +479,52 @@ TEST_CASE("GIN over TCP: window memory the host does not reach is staged through
   CHECK(va == 5);
   CHECK(ops.adds.load() == 2);      // the signal and the VA signal
   CHECK(ops.copies.load() >= 3 * 4);  // the put's pieces received, the get's sent and received, the put's sent
-  Status refused = link.get(kRecvToken, window.size() - 8, back.data(), 64);  // past the window's end
+  REQUIRE(link.get(kRecvToken, window.size() - 8, back.data(), 64).is_ok());  // past the window's end
+  Status refused = land_gets(link);
   CHECK(refused.code() == ncclInvalidArgument);
   CHECK_THAT(refused.message(), Catch::Contains("outside rank 1's windows"));
   CHECK(!fault.failed());  // a refused get is the asker's error, not the target's
-  REQUIRE(link.close().is_ok());
+  CHECK(link.close().code() == ncclRemoteError);  // after its error the link ends aborted
   receiver.stop();
+}
+
+// A get's answer larger than the socket's buffers, then a put as large on
+// the same stream, before the answer is read: the target reads nothing
+// more of the stream while it answers, so the sender must read the answer
+// while it writes the put, or both wait until the timeout.  Both memories:
+// the host's, and one reached only through copies (staged).
+TEST_CASE("GIN over TCP: a large get's answer and a large put cross on one stream", "[devapi][gin]") {
+  StagedOps staged;
+  for (const GinMemoryOps* ops : {&host_gin_memory(), static_cast<const GinMemoryOps*>(&staged)}) {
+    int sv[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    const uint64_t big = 24 << 20;
+    std::vector<char> window(2 * big, 0), src(big), back(big, 0);
+    for (uint64_t i = 0; i < big; ++i) {
+      window[i] = char(i * 7 + 3);  // what the get brings
+      src[i] = char(i * 11 + 5);    // what the put writes after it
+    }
+    GinWindowTable windows;
+    REQUIRE(windows.add(kRecvToken, window.data(), window.size()).is_ok());
+    std::vector<uint64_t> words(1, 0);
+    GinSignals signals{words.data(), 1, ops};
+    GinFault fault;
+    GinTcpReceiver receiver({sv[1]}, {0}, &windows, signals, &fault, std::chrono::seconds(5));
+    TcpGinLink link(sv[0], 1, std::chrono::seconds(5), *ops);
+    GinSignalAdd add{0, 1};
+    REQUIRE(link.get(kRecvToken, 0, back.data(), big).is_ok());
+    REQUIRE(link.put(kRecvToken, big, src.data(), big, &add).is_ok());
+    REQUIRE(link.get(kRecvToken, 0, back.data(), 16).is_ok());  // answered after the put's bytes landed
+    REQUIRE(land_gets(link).is_ok());
+    REQUIRE(wait_signal(signals, 0, 1, Deadline::after(std::chrono::seconds(10)), &fault).is_ok());
+    for (uint64_t i = 0; i < big; ++i)
+      if (back[i] != char(i * 7 + 3) || window[big + i] != src[i]) {
+        FAIL_CHECK("byte " << i);
+        break;
+      }
+    CHECK(link.gets_landed() == 2);
+    CHECK(!fault.failed());
+    REQUIRE(link.close().is_ok());
+    receiver.stop();
+  }
 }

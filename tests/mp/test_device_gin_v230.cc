@@ -223,6 +223,8 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
         ctx, next,
         build_gfd2(kGet, 64, gin_off(win, 0), handle(win), gin_off(win, kWinAlign + 64 * n), handle(win), 0, 0, 0));
     if (got < 0 || !wait_consumed(ctx, next, uint32_t(got))) return f.fail("the get");
+    const int64_t flushed = post2(ctx, rank, build_gfd2(kFlush, 0, 0, 0, 0, 0, 0, 0, 0));  // the device's Wait
+    if (flushed < 0 || !wait_consumed(ctx, rank, uint32_t(flushed))) return f.fail("the flush");
     for (int i = 0; i < 64; ++i)
       if (buf[kWinAlign + 64 * n + i] != char(next * 3 + i)) return f.fail("the get's bytes");
     barrier_all(comm, f);  // no rank's proxy reads the window any more
