@@ -3,7 +3,9 @@
 // stream: each keeps how far its current frame has come (header bytes, then
 // payload bytes, read straight into the window), and a turn reads only what
 // has arrived, up to kTurnBytes, so a slow or stalled sender does not hold
-// the others' frames, and a large put does not hold their signals.
+// the others' frames, and a large put does not hold their signals.  An
+// answer to a get goes out the same way, as much as the socket takes per
+// turn.
 #include "src/devapi/gin_tcp.h"
 
 #include <poll.h>
@@ -168,7 +170,7 @@ Status TcpGinLink::receive_answers() {
       return BRAID_ERROR(ncclRemoteError, "recv: {}", std::strerror(errno));
     }
     last_answer_ = std::chrono::steady_clock::now();
-    if (!in_header && !direct && n > 0) BRAID_TRY(ops_.copy(g.dst + done, recv_stage_.data(), uint64_t(n)));
+    if (!in_header && !direct) BRAID_TRY(ops_.copy(g.dst + done, recv_stage_.data(), uint64_t(n)));
     answer_got_ += uint64_t(n);
     if (answer_got_ == sizeof(Frame)) {  // the header is in: check it
       if (answer_.magic != kFrameMagic || (answer_.kind != kGetReply && answer_.kind != kGetRefused) ||

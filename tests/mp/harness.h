@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -150,6 +151,23 @@ inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned tim
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       std::fprintf(stderr, "rank process %d %s %d\n", int(pid), WIFSIGNALED(status) ? "killed by signal" : "exited",
                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// Reaps forked ranks (fork_ranks) where rank `killed` must have died of
+// SIGKILL and every other must have exited 0: how many did not.
+inline int reap_with_one_killed(const std::vector<pid_t>& pids, int killed) {
+  int bad = 0;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int status = 0;
+    waitpid(pids[r], &status, 0);
+    const bool ok = int(r) == killed ? WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
+                                     : WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok) {
+      std::fprintf(stderr, "rank %zu: status %#x\n", r, unsigned(status));
       ++bad;
     }
   }

@@ -418,18 +418,25 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
   std::vector<std::vector<int32_t>> buffers(n, std::vector<int32_t>(1024));
   CHECK(run_ranks_as_threads(n, [&](int rank, int, ncclComm_t comm, Failures& f) {
           Expect expect{f, fmt::format("rank {} ", rank)};
-          DeviceProperties p{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION_CODE};
+          auto properties = [](size_t size, unsigned version) {
+            DeviceProperties d{};
+            d.size = size;
+            d.magic = NCCL_API_MAGIC;
+            d.version = version;
+            return d;
+          };
+          DeviceProperties p = properties(sizeof(DeviceProperties), NCCL_VERSION_CODE);
           MP_NCCL(f, ncclCommQueryProperties(comm, &p));
           if (p.rank != rank || p.nRanks != n || p.cudaDev != -1 || p.nLsaTeams != 1 || !p.hostRmaSupport ||
               p.deviceApiSupport || p.multimemSupport || p.ginType != 2 /* PROXY */ || p.railedGinType != 2)
             f.fail(fmt::format("rank {}: properties {} {} {} {} {} {}", rank, p.rank, p.nRanks, p.cudaDev, p.nLsaTeams,
                                p.hostRmaSupport, p.ginType));
           // A 2.29.7 client (2.30's layout): no GIN, which 2.29's clients are not served.
-          DeviceProperties v229{sizeof(DeviceProperties), NCCL_API_MAGIC, NCCL_VERSION(2, 29, 7)};
+          DeviceProperties v229 = properties(sizeof(DeviceProperties), NCCL_VERSION(2, 29, 7));
           MP_NCCL(f, ncclCommQueryProperties(comm, &v229));
           if (v229.ginType != 0 || v229.railedGinType != 0 || v229.nRanks != n) f.fail("2.29.7 properties");
           // A 2.29 struct (40 bytes): nothing past it is written.
-          DeviceProperties old{40, NCCL_API_MAGIC, NCCL_VERSION(2, 29, 2)};
+          DeviceProperties old = properties(40, NCCL_VERSION(2, 29, 2));
           old.nLsaTeams = -5;
           MP_NCCL(f, ncclCommQueryProperties(comm, &old));
           if (old.rank != rank || old.nLsaTeams != -5) f.fail("a 2.29-sized ncclCommProperties_t was overrun");

@@ -214,12 +214,5 @@ TEST_CASE("device API GIN: a rank that dies is reported to the others in bounded
     return f.count ? 1 : 0;
   });
   REQUIRE(pids.size() == size_t(kRanks));
-  for (int r = 0; r < kRanks; ++r) {
-    int status = 0;
-    waitpid(pids[r], &status, 0);
-    if (r == kRanks - 1)
-      CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
-    else
-      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  CHECK(reap_with_one_killed(pids, kRanks - 1) == 0);
 }

@@ -17,24 +17,16 @@
 #include <thread>
 #include <vector>
 
+#include "board_setups.h"
 #include "src/plan/arrival_board.h"
 
 using namespace braid;
 
+using board_test::setup_for;
+
 namespace {
 
-BoardSetup setup_for(const std::string& name, int rank, int n, std::chrono::milliseconds timeout) {
-  BoardSetup s;
-  s.name = name;
-  s.what = "the test's arrival board";
-  s.rank = rank;
-  s.nranks = n;
-  s.pids.assign(size_t(n), int32_t(::getpid()));
-  s.timeout = timeout;
-  return s;
-}
-
-std::string board_name(const char* what) { return "/braid-test-arrivals-" + std::to_string(::getpid()) + "-" + what; }
+std::string board_name(const char* what) { return board_test::board_name("arrivals", what); }
 
 }  // namespace
 

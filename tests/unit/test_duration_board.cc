@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "board_setups.h"
 #include "scoped_env.h"
 #include "src/plan/duration_board.h"
 #include "src/plan/straggler.h"
@@ -25,18 +26,8 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
-std::string board_name(const char* what) { return "/braid-test-durations-" + std::to_string(::getpid()) + "-" + what; }
-
-BoardSetup setup_for(const std::string& name, int rank, int n, std::chrono::milliseconds timeout) {
-  BoardSetup s;
-  s.name = name;
-  s.what = "the test's duration board";
-  s.rank = rank;
-  s.nranks = n;
-  s.pids.assign(size_t(n), int32_t(::getpid()));
-  s.timeout = timeout;
-  return s;
-}
+std::string board_name(const char* what) { return board_test::board_name("durations", what); }
+using board_test::setup_for;
 
 // What a rank's two stamp kernels do around tracked call `call`, on a clock
 // of the test's own: arrival at `start`, completion `duration` later.
