@@ -126,6 +126,10 @@ TEST_CASE("threshold: the model's break-even delay grows with the message", "[st
   CHECK(straggler_threshold_ns(4, 1 << 20) <= straggler_threshold_ns(4, 64 << 20));
   CHECK(straggler_threshold_ns(8, 256 << 20) > 10 * kMs);
   CHECK(straggler_threshold_ns(4, 4096) >= 200'000);  // the noise floor
+  // On GPUs: the launch-skew floor, and a faster link's smaller break-even.
+  CHECK(device_straggler_threshold_ns(4, 4096) == 100'000);
+  CHECK(device_straggler_threshold_ns(8, 1ull << 30) > device_straggler_threshold_ns(8, 1 << 20));
+  CHECK(device_straggler_threshold_ns(8, 256 << 20) < straggler_threshold_ns(8, 256 << 20));
 }
 
 TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[stragglar][auto][threads]") {
