@@ -449,9 +449,9 @@ Status DeviceComms::fault() const {
   return liveness_ ? liveness_->reason() : Status::ok();
 }
 
-void DeviceComms::abort() {
+void DeviceComms::stop() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (liveness_) liveness_->raise(BRAID_ERROR(ncclInvalidUsage, "the communicator was aborted (ncclCommAbort)"));
+  if (liveness_) liveness_->stop();
 }
 
 // The LSA peers in other processes are the ones whose exit a devComm's

@@ -32,7 +32,7 @@
 //
 // Every devComm of 2.29.5 and later carries the communicator's abort flag
 // (device_liveness.h), raised when a peer dies, a GIN proxy faults or the
-// communicator is aborted, so the inline code's waits end.
+// communicator is aborted or revoked, so the inline code's waits end.
 //
 // What braid cannot serve is refused at create time, never handed back as
 // a devComm that would hang or fault in the headers' inline code:
@@ -98,8 +98,9 @@ class DeviceComms {
   // The first fault of a live devComm's GIN proxy, else why the
   // communicator's devComms were told to abort (ok if neither); any thread.
   Status fault() const;
-  // ncclCommAbort: raises the abortFlag of every devComm (device_liveness.h).
-  void abort();
+  // ncclCommAbort, ncclCommRevoke: raises the abortFlag of every devComm
+  // (device_liveness.h), so kernels waiting in the headers' code stop.
+  void stop();
 
  private:
   struct Created {

@@ -7,10 +7,11 @@
 // not 0.  NCCL leaves it NULL in the devComms users create, so a kernel
 // waiting there for a peer that is gone spins forever.  braid points it at
 // one word per communicator and raises it when the communicator can no
-// longer complete: ncclCommAbort, a GIN proxy's fault (a malformed
-// descriptor, a peer over TCP that died), an LSA peer's process exiting.
-// The kernel then runs on with what its waits had, and ncclCommGetAsyncError
-// says why.  2.28.9's devComm has no such field: there a faulted GIN proxy
+// longer complete: a GIN proxy's fault (a malformed descriptor, a peer over
+// TCP that died), an LSA peer's process exiting, and ncclCommAbort and
+// ncclCommRevoke, which stop in-flight work.  The kernel then runs on with
+// what its waits had, and ncclCommGetAsyncError says why (a fault; an abort
+// or revoke is no error of the communicator's).  2.28.9's devComm has no such field: there a faulted GIN proxy
 // drains its queues, so posting kernels do not hang, but a wait for a signal
 // that never comes still spins until the host tears the context down.
 //
@@ -47,9 +48,12 @@ class DeviceLiveness {
 
   // What a devComm's abortFlag holds: the word as the device reaches it.
   uint32_t* device_flag() const { return device_word_; }
-  // Raises the word, keeping the first reason (any thread).
+  // A fault: raises the word, keeping the first reason (any thread).
   void raise(const Status& why);
-  // Why the word was raised (ok while it is not).
+  // A deliberate stop (ncclCommAbort, ncclCommRevoke): raises the word,
+  // with no fault to report.
+  void stop() { __atomic_store_n(word_, uint32_t(1), __ATOMIC_RELEASE); }
+  // The first fault (ok while there is none).
   Status reason() const;
 
  private:

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <set>
 
+#include "src/runtime/device_comm.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
 
@@ -31,6 +32,14 @@ using namespace braid;
 namespace {
 
 constexpr int kDeriveTag = 0x5b117;  // bootstrap tag of the id hand-out
+
+// Stops what runs on `comm` for good (ncclCommRevoke, NCCL_SHRINK_ABORT):
+// host work watches `stop`, device API kernels their devComms' abortFlag.
+void revoke(ncclComm* comm) {
+  comm->revoked = true;
+  comm->stop = true;
+  if (comm->dev_comms) comm->dev_comms->stop();
+}
 
 // Init of a communicator made from `parent`: a NULL config inherits the
 // parent's, and with it what the parent knows of its caller's header.
@@ -110,8 +119,7 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   if (flags == NCCL_SHRINK_ABORT) {
     // Terminate whatever still runs on the parent (e.g. a collective stuck
     // on a dead rank, in another thread); the parent is revoked from here.
-    comm->revoked = true;
-    comm->stop = true;
+    revoke(comm);
   } else {
     BRAID_TRY(comm_wait_job(comm));
   }
@@ -236,8 +244,7 @@ BRAID_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     BRAID_TRY(check_comm(comm));
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       return BRAID_ERROR(ncclInvalidArgument, "revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
-    comm->revoked = true;
-    comm->stop = true;
+    revoke(comm);
     return Status::ok();
   });
 }

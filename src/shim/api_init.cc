@@ -75,7 +75,7 @@ void stop_comm(ncclComm* comm) {
   comm->aborting = true;
   comm->stop = true;
   if (comm->ready.load(std::memory_order_acquire)) {
-    if (comm->dev_comms) comm->dev_comms->abort();  // releases device API waits (2.29's and 2.30's)
+    if (comm->dev_comms) comm->dev_comms->stop();  // releases device API waits (2.29's and 2.30's)
     if (comm->backend) comm->backend->abort();  // releases kernels waiting on peers
     if (comm->transport) comm->transport->abort();
     if (comm->bootstrap) comm->bootstrap->abort();

@@ -134,6 +134,25 @@ TEST_CASE("device API 2.30: a devComm created inside a group from requirements g
         }) == 0);
 }
 
+// ncclCommRevoke stops all in-flight work, a kernel's waits in the headers'
+// code included: the abortFlag goes up, and the communicator reports no
+// error (it is quiescent, so destroy may proceed).
+TEST_CASE("device API 2.30: ncclCommRevoke raises the abortFlag", "[device][devcomm][v230]") {
+  CHECK(run_ranks_as_threads(2, [](int, int, ncclComm_t comm, Failures& f) {
+          Reqs230 reqs = initializer();
+          reqs.lsaBarrierCount = 1;
+          DevComm230 dev{};
+          MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+          if (!dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 0) return f.fail("abortFlag up early");
+          MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+          if (__atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 1) f.fail("ncclCommRevoke left abortFlag down");
+          ncclResult_t async = ncclInProgress;
+          MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+          if (async != ncclSuccess) f.fail("async state after revoke " + std::to_string(int(async)));
+          MP_NCCL(f, dev_comm_destroy(comm, &dev));
+        }) == 0);
+}
+
 // A kernel waiting in 2.30's inline code for a rank whose process died:
 // the waits read *abortFlag every 10000 spins (nccl_device/utility.h,
 // testAbort) and leave once it is set.  braid raises it when it sees the

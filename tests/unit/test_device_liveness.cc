@@ -1,7 +1,8 @@
 // DeviceLiveness (src/runtime/device_liveness.h): the word 2.29's and 2.30's
-// devComms carry as abortFlag, raised with the first reason, by a caller or
-// by the watch of an LSA peer's process exiting; the watch ends promptly
-// when the object goes while every peer lives.
+// devComms carry as abortFlag, raised with the first reason by a fault (a
+// caller's, or the watch seeing an LSA peer's process exit), or with none by
+// a deliberate stop; the watch ends promptly when the object goes while
+// every peer lives.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -42,6 +43,14 @@ TEST_CASE("device liveness: raise keeps the first reason and sets the word", "[d
   CHECK(raised(*l));
   CHECK(l->reason().code() == ncclInvalidUsage);
   CHECK(l->reason().message() == "first");
+}
+
+TEST_CASE("device liveness: a deliberate stop raises the word and reports no fault", "[device][liveness]") {
+  std::unique_ptr<DeviceLiveness> l;
+  REQUIRE(DeviceLiveness::create(host_device_api_memory(), {}, &l).is_ok());
+  l->stop();
+  CHECK(raised(*l));
+  CHECK(l->reason().is_ok());
 }
 
 TEST_CASE("device liveness: a watched process that exits raises the word, naming its rank", "[device][liveness]") {
