@@ -143,7 +143,8 @@ TEST_CASE("device API 2.30: ncclCommRevoke raises the abortFlag", "[device][devc
           reqs.lsaBarrierCount = 1;
           DevComm230 dev{};
           MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
-          if (!dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 0) return f.fail("abortFlag up early");
+          if (!dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 0)
+            return f.fail("abortFlag missing or up early");
           MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
           if (__atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 1) f.fail("ncclCommRevoke left abortFlag down");
           ncclResult_t async = ncclInProgress;
