@@ -54,7 +54,6 @@ int64_t threshold_ns(int n, uint64_t bytes, AlphaBeta link, int64_t floor_ns) {
 
 }  // namespace
 
-
 StragglerSetting straggler_setting(int nranks) {
   std::string v = env_string("BRAID_STRAGGLER");
   if (v.empty() || v == "off") return {};
