@@ -209,7 +209,7 @@ Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* ou
   lsa.lsaBarrierCount = wide ? reqs.lsaBarrierCount : std::max(reqs.lsaBarrierCount, reqs.barrierCount);
   v22900::DevCommWide dev{};
   BRAID_TRY(create_v22809(lsa, &dev.v22809, std::move(refused), /*lsa_only=*/true));
-  dev.abortFlag = liveness_->device_flag();  // made by create_v22809 (see create_v23000)
+  dev.abortFlag = liveness_->device_flag();  // made with the devComm (make_liveness; see create_v23000)
   std::memcpy(out, &dev, wide ? sizeof(dev) : sizeof(dev.v22809));
   return Status::ok();
 }
@@ -321,7 +321,7 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
   }
   // NCCL leaves abortFlag NULL in the devComms users create; braid's is
   // raised when the communicator cannot complete (device_liveness.h).
-  dev.abortFlag = made.abort_flag;
+  dev.abortFlag = liveness_->device_flag();
   *out = dev;
   return Status::ok();
 }
@@ -382,7 +382,6 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
           reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
   BRAID_TRY(space.window_table(&made.window_table));
-  made.abort_flag = liveness_->device_flag();
   *out = made;
   std::lock_guard<std::mutex> lock(mutex_);
   live_.push_back(std::move(created));

@@ -117,7 +117,6 @@ class DeviceComms {
     uint64_t* shadows = nullptr;
     void* window_table = nullptr;
     const DeviceGin* gin = nullptr;  // its contexts are what ginHandles[] hold
-    uint32_t* abort_flag = nullptr;  // 2.29's and 2.30's abortFlag
   };
   // `refused` (not ok) fails it on every rank, agreed, with that reason;
   // `lsa_only` serves no GIN whatever the requirements (2.29's clients).
