@@ -6,7 +6,10 @@
 // the client's structs are written from 2.30.7's layout
 // (devapi_v230_client.h).
 #include <catch2/catch.hpp>
+#include <sched.h>
+#include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
@@ -161,7 +164,12 @@ TEST_CASE("device API 2.30: ncclCommRevoke raises the abortFlag", "[device][devc
 // loops are, ends in bounded time and the host says why.
 TEST_CASE("device API 2.30: abortFlag ends a kernel's wait for a rank whose process died", "[device][devcomm][v230]") {
   constexpr int kRanks = 3;
-  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+  // The survivors leave only once both have checked: one that exited first
+  // would be a second dead peer for the other's watch to report.
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* checked = new (shared) std::atomic<int>(0);
+  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [checked](int rank, const std::vector<ncclUniqueId>& ids) {
     Failures f;
     ncclComm_t comm = nullptr;
     MP_NCCL(f, ncclCommInitRank(&comm, kRanks, ids[0], rank));
@@ -189,9 +197,13 @@ TEST_CASE("device API 2.30: abortFlag ends a kernel's wait for a rank whose proc
     if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
     if (std::string(ncclGetLastError(comm)).find("rank 2 (process") == std::string::npos)
       f.fail(std::string("message: ") + ncclGetLastError(comm));
+    checked->fetch_add(1);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (checked->load() < kRanks - 1 && std::chrono::steady_clock::now() < until) sched_yield();
     MP_NCCL(f, ncclCommAbort(comm));
     return f.count ? 1 : 0;
   });
   REQUIRE(pids.size() == size_t(kRanks));
   CHECK(reap_with_one_killed(pids, kRanks - 1) == 0);
+  munmap(shared, sizeof(std::atomic<int>));
 }
