@@ -15,26 +15,21 @@
 // drains its queues, so posting kernels do not hang, but a wait for a signal
 // that never comes still spins until the host tears the context down.
 //
-// LSA peers in other processes are watched through pidfds by a thread that
-// sleeps in poll() until one exits (none when every LSA peer is a thread of
-// this process, which cannot exit alone).
+// LSA peers in other processes are watched (src/base/process_watch.h; no
+// thread when every LSA peer is a thread of this process, which cannot exit
+// alone).
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
+#include "src/base/process_watch.h"
 #include "src/base/status.h"
 #include "src/exec/device_api_memory.h"
 
 namespace braid {
-
-struct WatchedProcess {
-  int rank = -1;
-  int pid = 0;
-};
 
 class DeviceLiveness {
  public:
@@ -58,7 +53,6 @@ class DeviceLiveness {
 
  private:
   explicit DeviceLiveness(DeviceApiMemory& memory) : memory_(memory) {}
-  void watch();
 
   DeviceApiMemory& memory_;
   uint32_t* word_ = nullptr;         // host memory, one page
@@ -67,12 +61,7 @@ class DeviceLiveness {
   std::atomic<bool> raised_{false};
   mutable std::mutex mu_;
   Status first_;
-  struct Watched {
-    int rank, pid, pidfd;
-  };
-  std::vector<Watched> watched_;
-  int stop_fd_ = -1;  // an eventfd that ends the watch
-  std::thread thread_;
+  std::unique_ptr<ProcessWatch> watch_;  // last: it ends before what it raises goes
 };
 
 }  // namespace braid

@@ -1,0 +1,56 @@
+// A watch over other processes of this host: one thread sleeps in poll() on
+// their pidfds and reports the first that exits, as an error that names its
+// rank.  A pidfd turns readable at the exit itself, zombie or not, and costs
+// nothing while its process lives, where kill(pid, 0) must be asked again
+// and again and answers "alive" for a zombie its parent has not reaped.
+//
+// Users: the device communicators' abort flag (src/runtime/device_liveness.h)
+// and the CUDA backend, whose kernels would otherwise wait for a dead peer
+// until BRAID_TIMEOUT.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/base/status.h"
+
+namespace braid {
+
+struct WatchedProcess {
+  int rank = -1;
+  int pid = 0;
+};
+
+class ProcessWatch {
+ public:
+  // Called once, from the watch's thread: ncclRemoteError "rank R (process
+  // P) exited", or a system error if the watch itself failed.
+  using OnEnd = std::function<void(const Status&)>;
+
+  // Watches `processes` (one that cannot be watched, already gone say, is
+  // logged as `what`'s and skipped); no thread when none is left.
+  static Status start(const std::vector<WatchedProcess>& processes, const std::string& what, OnEnd on_end,
+                      std::unique_ptr<ProcessWatch>* out);
+  ~ProcessWatch();  // ends the watch (never calls on_end after it returns)
+  ProcessWatch(const ProcessWatch&) = delete;
+  ProcessWatch& operator=(const ProcessWatch&) = delete;
+
+  size_t watched() const { return watched_.size(); }
+
+ private:
+  explicit ProcessWatch(OnEnd on_end) : on_end_(std::move(on_end)) {}
+  Status watch();
+
+  OnEnd on_end_;
+  struct Watched {
+    int rank, pid, pidfd;
+  };
+  std::vector<Watched> watched_;
+  int stop_fd_ = -1;  // an eventfd that ends the watch
+  std::thread thread_;
+};
+
+}  // namespace braid
