@@ -120,6 +120,11 @@ class Backend {
   virtual ncclResult_t poll_error() { return ncclSuccess; }
   // Releases everything waiting on a peer (ncclCommAbort).
   virtual void abort() {}
+  // Stops in-flight work on purpose, with no error to report
+  // (ncclCommRevoke); quiescent() once what it enqueued has ended.  Host
+  // work watches the communicator's `stop` instead.
+  virtual void revoke() {}
+  virtual bool quiescent() { return true; }
   // A window every rank just registered (collective: every rank of the
   // communicator calls it for the same window), and one this rank dropped.
   virtual Status window_registered(const WindowInfo& window) {

@@ -99,8 +99,12 @@ ncclResult_t comm_async_state(ncclComm* comm) {
     if (!job->done) return ncclInProgress;
     if (job->result != ncclSuccess) return job->result;
   }
-  // Revoked: in progress until the work it interrupted has let go.
-  if (comm->revoked && comm->running.load() > 0) return ncclInProgress;
+  // Revoked: in progress until the work it interrupted has let go (host
+  // threads, and kernels the backend enqueued).
+  if (comm->revoked) {
+    const bool kernels = comm->ready.load(std::memory_order_acquire) && comm->backend && !comm->backend->quiescent();
+    if (comm->running.load() > 0 || kernels) return ncclInProgress;
+  }
   return ncclResult_t(comm->async_error.load());
 }
 

@@ -34,10 +34,12 @@ namespace {
 constexpr int kDeriveTag = 0x5b117;  // bootstrap tag of the id hand-out
 
 // Stops what runs on `comm` for good (ncclCommRevoke, NCCL_SHRINK_ABORT):
-// host work watches `stop`, device API kernels their devComms' abortFlag.
+// host work watches `stop`, braid's kernels their abort flag, device API
+// kernels their devComms' abortFlag.
 void revoke(ncclComm* comm) {
   comm->revoked = true;
   comm->stop = true;
+  if (comm->ready.load(std::memory_order_acquire) && comm->backend) comm->backend->revoke();
   if (comm->dev_comms) comm->dev_comms->stop();
 }
 

@@ -128,7 +128,9 @@ class CudaBackend final : public Backend {
     BRAID_TRY(order_.init());
     CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
     std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
-    CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_dev_), flags_host_, 0));
+    int* flags_device = nullptr;
+    CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_device), flags_host_, 0));
+    errors_.init(flags_host_, flags_device, ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull);
     // This rank's own pool for what calls allocate (stream_buffers.h),
     // keeping what it frees cached instead of handing it back at each sync.
     cudaMemPoolProps pool_props{};
@@ -178,6 +180,10 @@ class CudaBackend final : public Backend {
         opened_[r] = true;
       }
     }
+    std::vector<WatchedProcess> other_processes;
+    for (int r = 0; r < n; ++r)
+      if (infos[r].pid != mine.pid) other_processes.push_back({r, infos[r].pid});
+    BRAID_TRY(errors_.watch_peers(other_processes));
     if (ll_max_bytes_) {
       std::vector<LLLine*> regions(n);
       for (int r = 0; r < n; ++r)
@@ -324,8 +330,8 @@ class CudaBackend final : public Backend {
     a.type = c.type;
     reduce_kind_of(c.reduction.fold, &a.op);  // any kind for the collectives that do not reduce
     L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - kLLCounterBytes);
-    L.error = flags_dev_;
-    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
+    L.error = errors_.device_words();
+    L.abort_flag = errors_.device_abort_flag();
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_ll(L, c.stream));
     return Status::ok();
@@ -391,8 +397,8 @@ class CudaBackend final : public Backend {
     L.type = c.type;
     reduce_kind_of(c.reduction.fold, &L.kind);  // Sum, Prod, Max or Min: always a kind
     L.lane_done = buffers_.lane_done.as<uint32_t>();
-    L.error = flags_dev_;
-    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
+    L.error = errors_.device_words();
+    L.abort_flag = errors_.device_abort_flag();
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
     if (plan->signals) {
@@ -480,24 +486,15 @@ class CudaBackend final : public Backend {
     L.fifos = reinterpret_cast<const DevFifo*>(base + off_fifos);
     L.nslots = nslots_;
     L.slot_bytes = slot_bytes_;
-    L.error = flags_dev_;
-    L.abort_flag = flags_dev_ + cuda::kFlagAbort;
+    L.error = errors_.device_words();
+    L.abort_flag = errors_.device_abort_flag();
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
     return order_.end(stream, capturing);
   }
 
   ncclResult_t poll_error() override {
-    const int code = *(volatile int*)(flags_host_ + cuda::kFlagError);
-    if (code != cuda::kDevOk && !error_reported_.exchange(true))
-      cuda::warn_kernel_error(code, flags_host_, ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull);
-    switch (code) {
-      case cuda::kDevOk: break;
-      case cuda::kDevTimeout: return ncclRemoteError;
-      case cuda::kDevAborted: return ncclInvalidUsage;
-      case cuda::kDevMismatch: return ncclInvalidUsage;
-      default: return ncclInternalError;
-    }
+    if (ncclResult_t e = errors_.poll(); e != ncclSuccess) return e;
     cudaError_t e = cudaPeekAtLastError();
     return e == cudaSuccess || e == cudaErrorNotReady ? ncclSuccess : ncclUnhandledCudaError;
   }
@@ -515,12 +512,18 @@ class CudaBackend final : public Backend {
                ctx_.comm.comm_hash, ctx_.comm.rank, threads_on_device_, device_);
   }
 
-  // Once per communicator: what later calls see is only "an earlier
-  // asynchronous error", so say here what the kernel hit.
   void abort() override {
-    if (flags_host_) *(volatile int*)(flags_host_ + cuda::kFlagAbort) = 1;
+    errors_.abort();
     forwarder_.abort();
   }
+
+  // Kernels stop at their next wait; the forwarded twin goes (only
+  // destroy, split and shrink follow a revoke).
+  void revoke() override {
+    errors_.revoke();
+    forwarder_.abort();
+  }
+  bool quiescent() override { return order_.idle(); }
 
  private:
   DevFifo fifo_at(char* arena, int sender, uint32_t channel) const {
@@ -673,6 +676,7 @@ class CudaBackend final : public Backend {
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
     if (arena_) cudaFree(arena_);
+    errors_.release();
     if (flags_host_) cudaFreeHost(flags_host_);
     straggler_.release();
     order_.release();
@@ -689,7 +693,6 @@ class CudaBackend final : public Backend {
   int threads_on_device_ = 0;  // ranks of this process on this device, this one included
   bool one_device() const { return threads_on_device_ == ctx_.comm.nranks; }  // every rank one of them
   std::atomic<bool> legacy_stream_warned_{false};
-  std::atomic<bool> error_reported_{false};
   uint64_t slot_bytes_ = 0, conn_stride_ = 0, arena_bytes_ = 0, timeout_ns_ = 0;
   uint64_t ll_max_bytes_ = 0, ll_offset_ = 0;  // the LL region: arena_ + ll_offset_
   LLLine** ll_regions_ = nullptr;  // device array: every rank's LL region as mapped here
@@ -697,8 +700,8 @@ class CudaBackend final : public Backend {
   std::vector<char*> peer_arena_;
   std::vector<bool> opened_;
   int* flags_host_ = nullptr;  // cuda::DevFlag words
+  cuda::KernelErrors errors_;  // what they say, and the abort flag's raising
   cudaMemPool_t pool_ = nullptr;
-  int* flags_dev_ = nullptr;
   // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled
   // input, sends copied aside (see p2p)
   cuda::StreamBuffers buffers_;

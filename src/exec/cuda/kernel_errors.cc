@@ -1,5 +1,7 @@
 #include "src/exec/cuda/kernel_errors.h"
 
+#include <fmt/format.h>
+
 #include "src/base/log.h"
 #include "src/exec/cuda/device_plan.h"
 
@@ -41,6 +43,70 @@ void warn_kernel_error(int code, const volatile int* f, uint64_t comm_hash, int 
       break;
     default:
       BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", comm_hash, rank, code);
+  }
+}
+
+void KernelErrors::init(int* host, int* device, uint64_t comm_hash, int rank, uint64_t timeout_s) {
+  host_ = host;
+  device_ = device;
+  comm_hash_ = comm_hash;
+  rank_ = rank;
+  timeout_s_ = timeout_s;
+}
+
+Status KernelErrors::watch_peers(const std::vector<WatchedProcess>& peers) {
+  return ProcessWatch::start(peers, fmt::format("comm {:#x} rank {}", comm_hash_, rank_),
+                             [this](const Status& why) {
+                               {
+                                 std::lock_guard<std::mutex> lock(mu_);
+                                 peer_exit_ = why;
+                               }
+                               raise_abort_flag();
+                             },
+                             &watch_);
+}
+
+void KernelErrors::release() {
+  watch_.reset();  // no raise after this
+  host_ = device_ = nullptr;
+}
+
+const int* KernelErrors::device_abort_flag() const { return device_ + kFlagAbort; }
+
+void KernelErrors::raise_abort_flag() {
+  if (host_) __atomic_store_n(host_ + kFlagAbort, 1, __ATOMIC_RELEASE);
+}
+
+void KernelErrors::abort() { raise_abort_flag(); }
+
+void KernelErrors::revoke() {
+  revoked_.store(true);
+  raise_abort_flag();
+}
+
+ncclResult_t KernelErrors::poll() {
+  if (!host_) return ncclSuccess;
+  const int code = __atomic_load_n(host_ + kFlagError, __ATOMIC_ACQUIRE);
+  if (code == kDevOk) return ncclSuccess;
+  if (code == kDevAborted && revoked_.load()) return ncclSuccess;  // stopped on purpose
+  Status exited;
+  if (code == kDevAborted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited = peer_exit_;
+  }
+  if (!warned_.exchange(true)) {
+    if (!exited.is_ok())
+      BRAID_WARN("comm {:#x} rank {}: a kernel stopped waiting for its peers: {}", comm_hash_, rank_,
+                 exited.message());
+    else
+      warn_kernel_error(code, host_, comm_hash_, rank_, timeout_s_);
+  }
+  if (!exited.is_ok()) return exited.code();
+  switch (code) {
+    case kDevTimeout: return ncclRemoteError;
+    case kDevAborted: return ncclInvalidUsage;
+    case kDevMismatch: return ncclInvalidUsage;
+    default: return ncclInternalError;
   }
 }
 
