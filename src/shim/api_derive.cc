@@ -239,8 +239,9 @@ BRAID_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, in
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommShrink, (ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int))
 
 // Revoke: no new work; work in flight on this rank stops (the executor
-// watches `stop`) and ncclCommGetAsyncError says ncclInProgress until it
-// has, then ncclSuccess.  The bootstrap stays up for Split and Shrink.
+// watches `stop`, the CUDA kernels their abort flag) and
+// ncclCommGetAsyncError says ncclInProgress until it has, then ncclSuccess.
+// The bootstrap stays up for Split and Shrink.
 BRAID_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded(comm, "ncclCommRevoke", [&] {
     BRAID_TRY(check_comm(comm));

@@ -1,0 +1,175 @@
+// braid's kernels stop waiting for peers long before BRAID_TIMEOUT (120 s
+// here) when waiting can no longer help (src/exec/cuda/kernel_errors.h):
+//
+//   braid_gpu_kernel_stops exit NRANKS                       (processes)
+//   braid_gpu_kernel_stops revoke NRANKS threads|processes
+//
+// exit: after one checked AllReduce, the last rank kills itself (SIGKILL)
+// while the others' next AllReduce (64 MB) waits for it.  Each survivor's
+// ncclCommGetAsyncError must turn to ncclRemoteError, and its stream drain,
+// within 10 s.
+// revoke: the last rank never joins the next AllReduce; the others revoke
+// the communicator while their kernels wait for it.  ncclCommGetAsyncError
+// must go from ncclInProgress to ncclSuccess (a revoke is no error) and the
+// stream drain within 10 s, a later call be refused, and ncclCommDestroy
+// succeed.  The last rank revokes and destroys after the others are done,
+// so no kernel writes to its memory once it is freed.
+//
+// main must not touch CUDA before forking the ranks (run_if_gpu.sh skips the
+// test without a device).
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "rank_runner.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kCount = 16 << 20;  // floats: 64 MB
+constexpr auto kBound = std::chrono::seconds(10);
+
+bool revoke_mode = false;
+std::atomic<int>* revoked_ranks = nullptr;  // shared with forked ranks: survivors done with their revoke
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Polls ncclCommGetAsyncError until it is neither ncclSuccess nor
+// ncclInProgress (want_settled: until it is ncclSuccess after
+// ncclInProgress), or the bound passes; the last answer.
+ncclResult_t poll_async(ncclComm_t comm, bool want_settled) {
+  const auto until = Clock::now() + kBound;
+  ncclResult_t state = ncclSuccess;
+  do {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (want_settled ? state == ncclSuccess : (state != ncclSuccess && state != ncclInProgress)) return state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (Clock::now() < until);
+  return state;
+}
+
+int rank_main(int rank, int n, ncclUniqueId id) {
+  int devices = 0;
+  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
+  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
+  ncclComm_t comm = nullptr;
+  CHECK_OR_FAIL(ncclCommInitRank(&comm, n, id, rank));
+  cudaStream_t stream;
+  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  float *send = nullptr, *recv = nullptr;
+  CHECK_OR_FAIL(cudaMalloc(&send, kCount * sizeof(float)));
+  CHECK_OR_FAIL(cudaMalloc(&recv, kCount * sizeof(float)));
+  std::vector<float> host(kCount, float(rank + 1));
+  CHECK_OR_FAIL(cudaMemcpy(send, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice));
+  // A checked call first: the communicator works before anything stops it.
+  CHECK_OR_FAIL(ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+  CHECK_OR_FAIL(cudaMemcpy(host.data(), recv, kCount * sizeof(float), cudaMemcpyDeviceToHost));
+  const float want = float(n * (n + 1) / 2);
+  for (size_t i = 0; i < kCount; i += 4099)
+    if (host[i] != want) {
+      std::fprintf(stderr, "rank %d: element %zu is %g, wanted %g\n", rank, i, host[i], want);
+      return 1;
+    }
+
+  const bool last = rank == n - 1;
+  if (last && !revoke_mode) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others' kernels wait by now
+    ::kill(::getpid(), SIGKILL);
+  }
+  if (last) {  // revoke: stays out of the call until the others are done (or failed)
+    const auto until = Clock::now() + 6 * kBound;
+    while (revoked_ranks->load() < n - 1 && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK_OR_FAIL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    CHECK_OR_FAIL(poll_async(comm, true));
+    CHECK_OR_FAIL(ncclCommDestroy(comm));
+    return 0;
+  }
+
+  CHECK_OR_FAIL(ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, stream));
+  int failed = 0;
+  if (revoke_mode) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the kernel waits for the last rank
+    const auto t0 = Clock::now();
+    CHECK_OR_FAIL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    const ncclResult_t settled = poll_async(comm, true);
+    CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+    const double took = seconds_since(t0);
+    const ncclResult_t refused = ncclAllReduce(send, recv, 1, ncclFloat, ncclSum, comm, stream);
+    std::printf("rank %d: revoke settled (%s) and the stream drained in %.3f s; a later call: %s\n", rank,
+                ncclGetErrorString(settled), took, ncclGetErrorString(refused));
+    failed = settled != ncclSuccess || took > 10.0 || refused != ncclInvalidUsage;
+    revoked_ranks->fetch_add(1);
+    if (!failed) CHECK_OR_FAIL(ncclCommDestroy(comm));
+  } else {
+    const auto t0 = Clock::now();
+    const ncclResult_t seen = poll_async(comm, false);
+    const cudaError_t drained = cudaStreamSynchronize(stream);
+    const double took = seconds_since(t0);
+    std::printf("rank %d: the last rank's exit gave %s and the stream drained (%s) %.3f s after the call\n", rank,
+                ncclGetErrorString(seen), cudaGetErrorString(drained), took);
+    failed = seen != ncclRemoteError || drained != cudaSuccess || took > 10.0;
+    ncclCommAbort(comm);
+  }
+  cudaFree(send);
+  cudaFree(recv);
+  cudaStreamDestroy(stream);
+  return failed;
+}
+
+// exit: every rank a process; the last must die of its SIGKILL, the others
+// pass.
+int run_exit(int n, const ncclUniqueId& id) {
+  std::vector<pid_t> children;
+  for (int r = 0; r < n; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) _exit(rank_main(r, n, id));
+    children.push_back(pid);
+  }
+  int failed = 0;
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    waitpid(children[r], &status, 0);
+    const bool killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    const bool passed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    failed += r == n - 1 ? !killed : !passed;
+  }
+  std::printf("%s: a dead peer stops braid's kernels, %d ranks as processes, %d failed\n", failed ? "FAIL" : "PASS", n,
+              failed);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (argc < 3 || (mode != "exit" && mode != "revoke")) {
+    std::fprintf(stderr, "usage: %s exit NRANKS | revoke NRANKS threads|processes\n", argv[0]);
+    return 2;
+  }
+  setenv("BRAID_TIMEOUT", "120", 1);  // far above the 10 s bound: the stop must not be a timeout
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return 2;
+  revoked_ranks = new (shared) std::atomic<int>(0);
+  revoke_mode = mode == "revoke";
+  const int n = std::atoi(argv[2]);
+  if (n < 2) return 2;
+  if (revoke_mode)
+    return run_gpu_ranks(argc - 1, argv + 1, rank_main, "ncclCommRevoke stops braid's waiting kernels");
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  return run_exit(n, id);
+}
