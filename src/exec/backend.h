@@ -116,8 +116,8 @@ class Backend {
   // Whether it runs one-sided schedules (schedule.h): every rank loads and
   // stores every peer's buffers.  The same answer on every rank.
   virtual bool runs_one_sided() const { return false; }
-  // ncclSuccess, or the first error the backend hit asynchronously.
-  virtual ncclResult_t poll_error() { return ncclSuccess; }
+  // Ok, or the first error the backend hit asynchronously, with why.
+  virtual Status poll_error() { return Status::ok(); }
   // Releases everything waiting on a peer (ncclCommAbort).
   virtual void abort() {}
   // Stops in-flight work on purpose, with no error to report

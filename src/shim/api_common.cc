@@ -102,16 +102,12 @@ Status null_buffer_error(const char* name, size_t count) {
 void poll_backend_error(ncclComm* comm) {
   if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
   if (!comm->backend) return;  // suspended: nothing runs
-  ncclResult_t e = comm->backend->poll_error();
-  Status gin = Status::ok();
-  if (e == ncclSuccess && comm->dev_comms) gin = comm->dev_comms->fault();  // a GIN proxy's
-  if (!gin.is_ok()) e = gin.code();
+  Status error = comm->backend->poll_error();
+  if (error.is_ok() && comm->dev_comms) error = comm->dev_comms->fault();  // a GIN proxy's
   int expected = ncclSuccess;
-  if (e == ncclSuccess || !comm->async_error.compare_exchange_strong(expected, e)) return;
-  if (!gin.is_ok()) {  // ncclGetLastError(comm) says why, as for a failed call
-    std::lock_guard<std::mutex> lock(comm->error_mutex);
-    comm->last_error = fmt::format("ncclCommGetAsyncError: {}", gin.to_string());
-  }
+  if (error.is_ok() || !comm->async_error.compare_exchange_strong(expected, error.code())) return;
+  std::lock_guard<std::mutex> lock(comm->error_mutex);  // ncclGetLastError(comm) says why, as for a failed call
+  comm->last_error = fmt::format("ncclCommGetAsyncError: {}", error.to_string());
 }
 
 }  // namespace braid

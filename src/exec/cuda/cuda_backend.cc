@@ -493,10 +493,12 @@ class CudaBackend final : public Backend {
     return order_.end(stream, capturing);
   }
 
-  ncclResult_t poll_error() override {
-    if (ncclResult_t e = errors_.poll(); e != ncclSuccess) return e;
-    cudaError_t e = cudaPeekAtLastError();
-    return e == cudaSuccess || e == cudaErrorNotReady ? ncclSuccess : ncclUnhandledCudaError;
+  Status poll_error() override {
+    BRAID_TRY(errors_.poll());
+    const cudaError_t e = cudaPeekAtLastError();
+    if (e == cudaSuccess || e == cudaErrorNotReady) return Status::ok();
+    return Status::error(ncclUnhandledCudaError,
+                         fmt::format("CUDA error on device {}: {}", device_, cudaGetErrorString(e)));
   }
 
   // Thread-ranks sharing a device wait for each other inside their kernels,

@@ -2,49 +2,57 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "src/base/log.h"
 #include "src/exec/cuda/device_plan.h"
 
 namespace braid::cuda {
 
-void warn_kernel_error(int code, const volatile int* f, uint64_t comm_hash, int rank, uint64_t timeout_s) {
+namespace {
+
+// What the kernels' error word `code` says, and where the first timed-out
+// wait was (`f`: the words).
+std::string describe(int code, const volatile int* f, uint64_t timeout_s) {
   switch (code) {
     case kDevTimeout: {
       static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
                                           "a free slot at the peer"};
       const int kind = f[kFlagWaitKind];
-      if (kind == kWaitLL) {
-        BRAID_WARN(
-            "comm {:#x} rank {}: an LL kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late "
-            "or gone; first wait to give up: the line of word {} from rank {} (flag {}, wanted {})",
-            comm_hash, rank, timeout_s, f[kFlagWaitTile], f[kFlagWaitOp], unsigned(f[kFlagWaitSeen]),
-            unsigned(f[kFlagWaitWant]));
-        break;
-      }
-      BRAID_WARN(
-          "comm {:#x} rank {}: a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, "
-          "or its launch is held behind this one; first wait to give up: block ({}, {}) "
-          "op {} tile {} (p2p: byte offset), waiting for {} (counter {}, wanted {})",
-          comm_hash, rank, timeout_s, f[kFlagWaitBlockX], f[kFlagWaitBlockY], f[kFlagWaitOp], f[kFlagWaitTile],
+      if (kind == kWaitLL)
+        return fmt::format(
+            "an LL kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone; first wait to give "
+            "up: the line of word {} from rank {} (flag {}, wanted {})",
+            timeout_s, f[kFlagWaitTile], f[kFlagWaitOp], unsigned(f[kFlagWaitSeen]), unsigned(f[kFlagWaitWant]));
+      return fmt::format(
+          "a kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone, or its launch is held "
+          "behind this one; first wait to give up: block ({}, {}) op {} tile {} (p2p: byte offset), waiting for {} "
+          "(counter {}, wanted {})",
+          timeout_s, f[kFlagWaitBlockX], f[kFlagWaitBlockY], f[kFlagWaitOp], f[kFlagWaitTile],
           kinds[kind >= 0 && kind <= 3 ? kind : 0], unsigned(f[kFlagWaitSeen]), unsigned(f[kFlagWaitWant]));
-      break;
     }
     case kDevAborted:
-      BRAID_WARN("comm {:#x} rank {}: a kernel stopped because the communicator was aborted", comm_hash, rank);
-      break;
+      return "a kernel stopped because the communicator was aborted";
     case kDevMismatch:
-      BRAID_WARN(
-          "comm {:#x} rank {}: a kernel received a message whose size does not match the call on this rank "
-          "(ranks called with different counts or peers)",
-          comm_hash, rank);
-      break;
+      return "a kernel received a message whose size does not match the call on this rank (ranks called with "
+             "different counts or peers)";
     case kDevBadPlan:
-      BRAID_WARN("comm {:#x} rank {}: the schedule touches a buffer this rank passed as NULL", comm_hash, rank);
-      break;
+      return "the schedule touches a buffer this rank passed as NULL";
     default:
-      BRAID_WARN("comm {:#x} rank {}: a kernel reported error code {}", comm_hash, rank, code);
+      return fmt::format("a kernel reported error code {}", code);
   }
 }
+
+ncclResult_t result_of(int code) {
+  switch (code) {
+    case kDevTimeout: return ncclRemoteError;
+    case kDevAborted: return ncclInvalidUsage;
+    case kDevMismatch: return ncclInvalidUsage;
+    default: return ncclInternalError;
+  }
+}
+
+}  // namespace
 
 void KernelErrors::init(int* host, int* device, uint64_t comm_hash, int rank, uint64_t timeout_s) {
   host_ = host;
@@ -84,30 +92,20 @@ void KernelErrors::revoke() {
   raise_abort_flag();
 }
 
-ncclResult_t KernelErrors::poll() {
-  if (!host_) return ncclSuccess;
+Status KernelErrors::poll() {
+  if (!host_) return Status::ok();
   const int code = __atomic_load_n(host_ + kFlagError, __ATOMIC_ACQUIRE);
-  if (code == kDevOk) return ncclSuccess;
-  if (code == kDevAborted && revoked_.load()) return ncclSuccess;  // stopped on purpose
-  Status exited;
+  if (code == kDevOk) return Status::ok();
+  if (code == kDevAborted && revoked_.load()) return Status::ok();  // stopped on purpose
+  Status error;
   if (code == kDevAborted) {
     std::lock_guard<std::mutex> lock(mu_);
-    exited = peer_exit_;
+    if (!peer_exit_.is_ok())
+      error = Status::error(peer_exit_.code(), "a kernel stopped waiting for its peers: " + peer_exit_.message());
   }
-  if (!warned_.exchange(true)) {
-    if (!exited.is_ok())
-      BRAID_WARN("comm {:#x} rank {}: a kernel stopped waiting for its peers: {}", comm_hash_, rank_,
-                 exited.message());
-    else
-      warn_kernel_error(code, host_, comm_hash_, rank_, timeout_s_);
-  }
-  if (!exited.is_ok()) return exited.code();
-  switch (code) {
-    case kDevTimeout: return ncclRemoteError;
-    case kDevAborted: return ncclInvalidUsage;
-    case kDevMismatch: return ncclInvalidUsage;
-    default: return ncclInternalError;
-  }
+  if (error.is_ok()) error = Status::error(result_of(code), describe(code, host_, timeout_s_));
+  if (!warned_.exchange(true)) BRAID_WARN("comm {:#x} rank {}: {}", comm_hash_, rank_, error.message());
+  return error;
 }
 
 }  // namespace braid::cuda

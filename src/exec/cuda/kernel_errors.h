@@ -31,9 +31,6 @@
 
 namespace braid::cuda {
 
-// `flags`: the host-mapped words a launch reports through (kFlagWords).
-void warn_kernel_error(int code, const volatile int* flags, uint64_t comm_hash, int rank, uint64_t timeout_s);
-
 class KernelErrors {
  public:
   // `host`: the kFlagWords words, zeroed; `device`: the same as kernels
@@ -49,8 +46,8 @@ class KernelErrors {
 
   void abort();   // ncclCommAbort
   void revoke();  // ncclCommRevoke
-  // ncclSuccess, or what the kernels hit (warned once).
-  ncclResult_t poll();
+  // Ok, or what the kernels hit (warned once).
+  Status poll();
 
  private:
   void raise_abort_flag();
