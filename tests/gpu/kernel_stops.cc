@@ -1,5 +1,5 @@
 // braid's kernels stop waiting for peers long before BRAID_TIMEOUT (120 s
-// here) when waiting can no longer help (src/exec/cuda/kernel_errors.h):
+// here) when waiting can no longer help (src/exec/cuda_kernel_errors.h):
 //
 //   braid_gpu_kernel_stops exit NRANKS                       (processes)
 //   braid_gpu_kernel_stops revoke NRANKS threads|processes

@@ -1,4 +1,4 @@
-// KernelErrors (src/exec/cuda/kernel_errors.h), the host side of the CUDA
+// KernelErrors (src/exec/cuda_kernel_errors.h), the host side of the CUDA
 // kernels' error words and abort flag, driven by host threads that wait as
 // the kernels' spin_until does (src/exec/cuda/kernels.cu): a peer process
 // that exits stops a waiting kernel and is reported as ncclRemoteError
@@ -6,8 +6,6 @@
 // stops kernels with no error; an abort is ncclInvalidUsage; a timeout
 // ncclRemoteError.
 #include <catch2/catch.hpp>
-
-#if BRAID_WITH_CUDA
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,7 +17,7 @@
 #include <thread>
 
 #include "src/exec/cuda/device_plan.h"
-#include "src/exec/cuda/kernel_errors.h"
+#include "src/exec/cuda_kernel_errors.h"
 
 using namespace braid;
 using namespace braid::cuda;
@@ -126,5 +124,3 @@ TEST_CASE("kernel errors: an abort is invalid usage and a timeout a remote error
     CHECK(k.errors.poll().code() == ncclRemoteError);
   }
 }
-
-#endif  // BRAID_WITH_CUDA

@@ -14,7 +14,8 @@
 // of every rank's arena, where peers store lines.
 //
 // A communicator's calls run in issue order across streams, as NCCL's do
-// (call_order.h); what a kernel's error word says is kernel_errors.h's.
+// (call_order.h); what the kernels' error words say, and their abort flag,
+// are src/exec/cuda_kernel_errors.h's.
 //
 // A plan (the schedule flattened into device records with its FIFOs
 // resolved) is built once per schedule and kept: launches then only pass
@@ -50,7 +51,7 @@
 #include "src/exec/cuda/call_order.h"
 #include "src/exec/cuda/cuda_device_api_memory.h"
 #include "src/exec/cuda/cuda_straggler.h"
-#include "src/exec/cuda/kernel_errors.h"
+#include "src/exec/cuda_kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
 #include "src/exec/cuda/cuda_try.h"

@@ -1,4 +1,4 @@
-#include "src/exec/cuda/kernel_errors.h"
+#include "src/exec/cuda_kernel_errors.h"
 
 #include <fmt/format.h>
 

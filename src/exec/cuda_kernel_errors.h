@@ -16,8 +16,9 @@
 //   a job's end) is no error.  Its writes all landed before it exited, so a
 //   kernel that still has data of its to read finds it without waiting.
 //
-// Plain host code (the words are the caller's), so the CPU tests drive it
-// with a host thread that waits as the kernels do.
+// Plain C++ (no CUDA; the words are the caller's), so the CPU tests, the
+// sanitizers' among them, drive it with host threads that wait as the
+// kernels do.
 #pragma once
 
 #include <atomic>
