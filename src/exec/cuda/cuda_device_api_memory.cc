@@ -7,6 +7,7 @@
 
 #include "src/base/env.h"
 #include "src/exec/cuda/cuda_gin_memory.h"
+#include "src/exec/cuda/host_registration.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/cuda/cuda_vmm.h"
 
@@ -82,16 +83,11 @@ class CudaDeviceApiMemory final : public DeviceApiMemory {
 
   Status host_register(void* p, size_t bytes, void** device) override {
     DeviceScope scope(device_);
-    CUDA_TRY(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
-    if (cudaError_t e = cudaHostGetDevicePointer(device, p, 0); e != cudaSuccess) {
-      cudaHostUnregister(p);
-      CUDA_TRY(e);
-    }
-    return Status::ok();
+    return cuda::register_host(p, bytes, device);
   }
   void host_unregister(void* p) override {
     DeviceScope scope(device_);
-    cudaHostUnregister(p);
+    cuda::unregister_host(p);
   }
 
  private:

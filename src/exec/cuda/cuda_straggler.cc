@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "src/exec/cuda/cuda_try.h"
+#include "src/exec/cuda/host_registration.h"
 #include "src/exec/cuda/launch.h"
 #include "src/ops/datatype.h"
 #include "src/plan/duration_board.h"
@@ -16,17 +17,15 @@ Status CudaStraggler::init(const BackendContext& ctx) {
   BRAID_TRY(st.open_duration_board(ctx.comm, ctx.stop));
   const DurationBoard* board = st.duration_board();
   if (!board) return Status::ok();
-  // Portable: ranks that are threads of one process may be on other devices.
-  CUDA_TRY(cudaHostRegister(board->base(), board->bytes(), cudaHostRegisterMapped | cudaHostRegisterPortable));
-  registered_ = board->base();
   void* device = nullptr;
-  CUDA_TRY(cudaHostGetDevicePointer(&device, registered_, 0));
+  BRAID_TRY(cuda::register_host(board->base(), board->bytes(), &device));
+  registered_ = board->base();
   device_base_ = static_cast<char*>(device);
   return Status::ok();
 }
 
 void CudaStraggler::release() {
-  if (registered_) cudaHostUnregister(registered_);
+  if (registered_) cuda::unregister_host(registered_);
   registered_ = nullptr;
 }
 
