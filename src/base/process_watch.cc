@@ -13,28 +13,36 @@
 
 namespace braid {
 
-Status ProcessWatch::start(const std::vector<WatchedProcess>& processes, const std::string& what, OnEnd on_end,
+namespace {
+
+Status exited(int rank, int pid) {
+  return Status::error(ncclRemoteError, fmt::format("rank {} (process {}) exited", rank, pid));
+}
+
+}  // namespace
+
+Status ProcessWatch::start(const std::vector<WatchedProcess>& processes, const std::string& what, OnExit on_exit,
                            std::unique_ptr<ProcessWatch>* out) {
-  std::unique_ptr<ProcessWatch> w(new ProcessWatch(std::move(on_end)));
+  std::unique_ptr<ProcessWatch> w(new ProcessWatch(std::move(on_exit), what));
   for (const WatchedProcess& p : processes) {
     const int fd = int(::syscall(SYS_pidfd_open, p.pid, 0));
-    if (fd < 0) {
+    if (fd < 0 && errno == ESRCH) {
+      w->on_exit_(p.rank, exited(p.rank, p.pid));
+    } else if (fd < 0) {
       BRAID_INFO(kInit, "{}: rank {} (process {}) cannot be watched: {}", what, p.rank, p.pid, std::strerror(errno));
-      continue;
+    } else {
+      w->watched_.push_back({p.rank, p.pid, fd});
     }
-    w->watched_.push_back({p.rank, p.pid, fd});
   }
   if (!w->watched_.empty()) {
     w->stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (w->stop_fd_ < 0) return BRAID_ERROR(ncclSystemError, "{}: eventfd: {}", what, std::strerror(errno));
     w->thread_ = std::thread([p = w.get()] {
-      Status end;
       try {
-        end = p->watch();
+        p->watch();
       } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
-        end = Status::error(ncclInternalError, e.what());
+        BRAID_WARN("{}: the watch of peer processes stopped: {}", p->what_, e.what());
       }
-      if (!end.is_ok()) p->on_end_(end);
     });
   }
   *out = std::move(w);
@@ -51,22 +59,24 @@ ProcessWatch::~ProcessWatch() {
   for (const Watched& w : watched_) ::close(w.pidfd);
 }
 
-// A pidfd is readable once its process has exited; the eventfd once the
-// watch should end (then ok: nothing to report).
-Status ProcessWatch::watch() {
+// A pidfd is readable once its process has exited (then left out of later
+// polls: a negative fd is ignored); the eventfd once the watch should end.
+void ProcessWatch::watch() {
   std::vector<pollfd> fds;
   for (const Watched& w : watched_) fds.push_back({w.pidfd, POLLIN, 0});
   fds.push_back({stop_fd_, POLLIN, 0});
   for (;;) {
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
-      return BRAID_ERROR(ncclSystemError, "watching peer processes: poll: {}", std::strerror(errno));
+      BRAID_WARN("{}: the watch of peer processes stopped: poll: {}", what_, std::strerror(errno));
+      return;
     }
-    if (fds.back().revents) return Status::ok();
+    if (fds.back().revents) return;
     for (size_t i = 0; i < watched_.size(); ++i)
-      if (fds[i].revents)
-        return Status::error(ncclRemoteError,
-                             fmt::format("rank {} (process {}) exited", watched_[i].rank, watched_[i].pid));
+      if (fds[i].fd >= 0 && fds[i].revents) {
+        fds[i].fd = -1;
+        on_exit_(watched_[i].rank, exited(watched_[i].rank, watched_[i].pid));
+      }
   }
 }
 

@@ -2,18 +2,33 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "src/base/log.h"
-#include "src/exec/cuda/device_plan.h"
 
 namespace braid::cuda {
 
 namespace {
 
+ncclResult_t result_of(int code) {
+  switch (code) {
+    case kDevTimeout: return ncclRemoteError;
+    case kDevPeerExited: return ncclRemoteError;
+    case kDevAborted: return ncclInvalidUsage;
+    case kDevMismatch: return ncclInvalidUsage;
+    default: return ncclInternalError;
+  }
+}
+
+}  // namespace
+
 // What the kernels' error word `code` says, and where the first timed-out
-// wait was (`f`: the words).
-std::string describe(int code, const volatile int* f, uint64_t timeout_s) {
+// wait was.
+std::string KernelErrors::describe(int code) const {
+  const volatile int* f = host_;
+  const uint64_t timeout_s = timeout_s_;
   switch (code) {
     case kDevTimeout: {
       static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
@@ -33,6 +48,13 @@ std::string describe(int code, const volatile int* f, uint64_t timeout_s) {
     }
     case kDevAborted:
       return "a kernel stopped because the communicator was aborted";
+    case kDevPeerExited: {
+      std::string ranks;
+      for (int r = 0; r < nranks_; ++r)
+        if (__atomic_load_n(host_ + kFlagWords + r, __ATOMIC_ACQUIRE))
+          ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+      return fmt::format("a kernel stopped waiting for a peer whose process exited (exited: rank {})", ranks);
+    }
     case kDevMismatch:
       return "a kernel received a message whose size does not match the call on this rank (ranks called with "
              "different counts or peers)";
@@ -43,43 +65,30 @@ std::string describe(int code, const volatile int* f, uint64_t timeout_s) {
   }
 }
 
-ncclResult_t result_of(int code) {
-  switch (code) {
-    case kDevTimeout: return ncclRemoteError;
-    case kDevAborted: return ncclInvalidUsage;
-    case kDevMismatch: return ncclInvalidUsage;
-    default: return ncclInternalError;
-  }
-}
-
-}  // namespace
-
-void KernelErrors::init(int* host, int* device, uint64_t comm_hash, int rank, uint64_t timeout_s) {
+void KernelErrors::init(int* host, int* device, int nranks, uint64_t comm_hash, int rank, uint64_t timeout_s) {
   host_ = host;
   device_ = device;
+  nranks_ = nranks;
   comm_hash_ = comm_hash;
   rank_ = rank;
   timeout_s_ = timeout_s;
 }
 
 Status KernelErrors::watch_peers(const std::vector<WatchedProcess>& peers) {
-  return ProcessWatch::start(peers, fmt::format("comm {:#x} rank {}", comm_hash_, rank_),
-                             [this](const Status& why) {
-                               {
-                                 std::lock_guard<std::mutex> lock(mu_);
-                                 peer_exit_ = why;
-                               }
-                               raise_abort_flag();
-                             },
-                             &watch_);
+  return ProcessWatch::start(
+      peers, fmt::format("comm {:#x} rank {}", comm_hash_, rank_),
+      [this](int rank, const Status& why) {
+        BRAID_INFO(kInit, "comm {:#x} rank {}: {}; this rank's kernels stop waiting for it", comm_hash_, rank_,
+                   why.message());
+        if (host_ && rank >= 0 && rank < nranks_) __atomic_store_n(host_ + kFlagWords + rank, 1, __ATOMIC_RELEASE);
+      },
+      &watch_);
 }
 
 void KernelErrors::release() {
-  watch_.reset();  // no raise after this
+  watch_.reset();  // no store after this
   host_ = device_ = nullptr;
 }
-
-const int* KernelErrors::device_abort_flag() const { return device_ + kFlagAbort; }
 
 void KernelErrors::raise_abort_flag() {
   if (host_) __atomic_store_n(host_ + kFlagAbort, 1, __ATOMIC_RELEASE);
@@ -97,13 +106,12 @@ Status KernelErrors::poll() {
   const int code = __atomic_load_n(host_ + kFlagError, __ATOMIC_ACQUIRE);
   if (code == kDevOk) return Status::ok();
   if (code == kDevAborted && revoked_.load()) return Status::ok();  // stopped on purpose
-  Status error;
-  if (code == kDevAborted) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!peer_exit_.is_ok())
-      error = Status::error(peer_exit_.code(), "a kernel stopped waiting for its peers: " + peer_exit_.message());
+  if (code == kDevTimeout) {  // the wait that gave up publishes where it was right after the code
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (__atomic_load_n(host_ + kFlagWaitTaken, __ATOMIC_ACQUIRE) != 2 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
   }
-  if (error.is_ok()) error = Status::error(result_of(code), describe(code, host_, timeout_s_));
+  Status error = Status::error(result_of(code), describe(code));
   if (!warned_.exchange(true)) BRAID_WARN("comm {:#x} rank {}: {}", comm_hash_, rank_, error.message());
   return error;
 }

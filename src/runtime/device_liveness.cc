@@ -20,7 +20,7 @@ Status DeviceLiveness::create(DeviceApiMemory& memory, const std::vector<Watched
   l->device_word_ = static_cast<uint32_t*>(device);
   BRAID_TRY(ProcessWatch::start(
       peers, "device API",
-      [p = l.get()](const Status& why) {
+      [p = l.get()](int, const Status& why) {
         p->raise(Status::error(why.code(), "device API, an LSA peer of a live device communicator: " + why.message()));
       },
       &l->watch_));

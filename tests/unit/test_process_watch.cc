@@ -1,7 +1,7 @@
-// ProcessWatch (src/base/process_watch.h): the first watched process to
-// exit is reported once, naming its rank, even while it is an unreaped
-// zombie; a process that cannot be watched is skipped; the watch ends
-// promptly, reporting nothing, when it goes while its processes live.
+// ProcessWatch (src/base/process_watch.h): each watched process that exits
+// is reported once, naming its rank, even while it is an unreaped zombie;
+// one already gone is reported at once; the watch ends promptly, reporting
+// nothing, when it goes while its processes live.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "src/base/process_watch.h"
@@ -30,48 +31,54 @@ pid_t sleeper() {
   return pid;
 }
 
-// What on_end was called with, from the watch's thread.
-struct Ends {
+// What on_exit was called with, from the watch's thread.
+struct Exits {
   std::mutex mu;
-  std::vector<Status> seen;
-  ProcessWatch::OnEnd callback() {
-    return [this](const Status& s) {
+  std::vector<std::pair<int, Status>> seen;
+  ProcessWatch::OnExit callback() {
+    return [this](int rank, const Status& s) {
       std::lock_guard<std::mutex> lock(mu);
-      seen.push_back(s);
+      seen.emplace_back(rank, s);
     };
   }
   size_t count() {
     std::lock_guard<std::mutex> lock(mu);
     return seen.size();
   }
-  bool wait_for_one() {
+  bool wait_for(size_t n) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (count() == 0 && std::chrono::steady_clock::now() < until)
+    while (count() < n && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return count() > 0;
+    return count() >= n;
   }
 };
 
 }  // namespace
 
-TEST_CASE("process watch: an exit is reported once naming its rank even as a zombie", "[process_watch]") {
+TEST_CASE("process watch: each exit is reported once naming its rank even as a zombie", "[process_watch]") {
   const pid_t a = sleeper(), b = sleeper();
   REQUIRE(a > 0);
   REQUIRE(b > 0);
-  Ends ends;
+  Exits exits;
   std::unique_ptr<ProcessWatch> w;
-  REQUIRE(ProcessWatch::start({{3, int(a)}, {7, int(b)}}, "test", ends.callback(), &w).is_ok());
+  REQUIRE(ProcessWatch::start({{3, int(a)}, {7, int(b)}}, "test", exits.callback(), &w).is_ok());
   CHECK(w->watched() == 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(ends.count() == 0);  // both alive
-  ::kill(b, SIGKILL);        // not reaped yet: kill(b, 0) would still say it lives
-  REQUIRE(ends.wait_for_one());
+  CHECK(exits.count() == 0);  // both alive
+  ::kill(b, SIGKILL);         // not reaped yet: kill(b, 0) would still say it lives
+  REQUIRE(exits.wait_for(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(exits.count() == 1);  // b once, though its pidfd stays readable
   ::kill(a, SIGKILL);
+  REQUIRE(exits.wait_for(2));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   w.reset();
-  REQUIRE(ends.count() == 1);  // the first exit only
-  CHECK(ends.seen[0].code() == ncclRemoteError);
-  CHECK_THAT(ends.seen[0].message(), Catch::Contains("rank 7 (process " + std::to_string(b) + ") exited"));
+  REQUIRE(exits.count() == 2);
+  CHECK(exits.seen[0].first == 7);
+  CHECK(exits.seen[0].second.code() == ncclRemoteError);
+  CHECK_THAT(exits.seen[0].second.message(), Catch::Contains("rank 7 (process " + std::to_string(b) + ") exited"));
+  CHECK(exits.seen[1].first == 3);
+  CHECK_THAT(exits.seen[1].second.message(), Catch::Contains("rank 3 (process " + std::to_string(a) + ") exited"));
   ::waitpid(a, nullptr, 0);
   ::waitpid(b, nullptr, 0);
 }
@@ -79,28 +86,29 @@ TEST_CASE("process watch: an exit is reported once naming its rank even as a zom
 TEST_CASE("process watch: ends promptly and reports nothing while its processes live", "[process_watch]") {
   const pid_t peer = sleeper();
   REQUIRE(peer > 0);
-  Ends ends;
+  Exits exits;
   const auto start = std::chrono::steady_clock::now();
   {
     std::unique_ptr<ProcessWatch> w;
-    REQUIRE(ProcessWatch::start({{1, int(peer)}}, "test", ends.callback(), &w).is_ok());
+    REQUIRE(ProcessWatch::start({{1, int(peer)}}, "test", exits.callback(), &w).is_ok());
     CHECK(w->watched() == 1);
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
-  CHECK(ends.count() == 0);
+  CHECK(exits.count() == 0);
   ::kill(peer, SIGKILL);
   ::waitpid(peer, nullptr, 0);
 }
 
-TEST_CASE("process watch: a process already gone is skipped, not reported", "[process_watch]") {
+TEST_CASE("process watch: a process already gone is reported at once", "[process_watch]") {
   const pid_t gone = sleeper();
   REQUIRE(gone > 0);
   ::kill(gone, SIGKILL);
   ::waitpid(gone, nullptr, 0);  // reaped: its pid names no process
-  Ends ends;
+  Exits exits;
   std::unique_ptr<ProcessWatch> w;
-  REQUIRE(ProcessWatch::start({{2, int(gone)}}, "test", ends.callback(), &w).is_ok());
+  REQUIRE(ProcessWatch::start({{2, int(gone)}}, "test", exits.callback(), &w).is_ok());
   CHECK(w->watched() == 0);
-  w.reset();
-  CHECK(ends.count() == 0);
+  REQUIRE(exits.count() == 1);
+  CHECK(exits.seen[0].first == 2);
+  CHECK(exits.seen[0].second.code() == ncclRemoteError);
 }

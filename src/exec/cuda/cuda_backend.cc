@@ -127,11 +127,12 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
     BRAID_TRY(zero_arena());
     BRAID_TRY(order_.init());
-    CUDA_TRY(cudaHostAlloc(&flags_host_, cuda::kFlagWords * sizeof(int), cudaHostAllocMapped));
-    std::fill_n(flags_host_, int(cuda::kFlagWords), 0);
+    const size_t words = cuda::KernelErrors::words(n);
+    CUDA_TRY(cudaHostAlloc(&flags_host_, words * sizeof(int), cudaHostAllocMapped));
+    std::fill_n(flags_host_, words, 0);
     int* flags_device = nullptr;
     CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flags_device), flags_host_, 0));
-    errors_.init(flags_host_, flags_device, ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull);
+    errors_.init(flags_host_, flags_device, n, ctx_.comm.comm_hash, ctx_.comm.rank, timeout_ns_ / 1000000000ull);
     // This rank's own pool for what calls allocate (stream_buffers.h),
     // keeping what it frees cached instead of handing it back at each sync.
     cudaMemPoolProps pool_props{};
@@ -333,6 +334,7 @@ class CudaBackend final : public Backend {
     L.seq = reinterpret_cast<uint64_t*>(static_cast<char*>(arena_) + arena_bytes_ - kLLCounterBytes);
     L.error = errors_.device_words();
     L.abort_flag = errors_.device_abort_flag();
+    L.exited = errors_.device_exited();
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_ll(L, c.stream));
     return Status::ok();
@@ -400,6 +402,7 @@ class CudaBackend final : public Backend {
     L.lane_done = buffers_.lane_done.as<uint32_t>();
     L.error = errors_.device_words();
     L.abort_flag = errors_.device_abort_flag();
+    L.exited = errors_.device_exited();
     L.timeout_ns = timeout_ns_;
     if (plan->nlanes == 0) return Status::ok();
     if (plan->signals) {
@@ -489,6 +492,7 @@ class CudaBackend final : public Backend {
     L.slot_bytes = slot_bytes_;
     L.error = errors_.device_words();
     L.abort_flag = errors_.device_abort_flag();
+    L.exited = errors_.device_exited();
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
     return order_.end(stream, capturing);
@@ -539,9 +543,15 @@ class CudaBackend final : public Backend {
     f.slots = base + kCtrlBytes;
     return f;
   }
-  DevFifo fifo_to(int peer, uint32_t channel) const { return fifo_at(peer_arena_[peer], ctx_.comm.rank, channel); }
+  DevFifo fifo_to(int peer, uint32_t channel) const {
+    DevFifo f = fifo_at(peer_arena_[peer], ctx_.comm.rank, channel);
+    f.peer = peer;
+    return f;
+  }
   DevFifo fifo_from(int peer, uint32_t channel) const {
-    return fifo_at(static_cast<char*>(arena_), peer, channel);
+    DevFifo f = fifo_at(static_cast<char*>(arena_), peer, channel);
+    f.peer = peer;
+    return f;
   }
 
   // PreMulSum: the input scaled into a device copy (stream-ordered), then a

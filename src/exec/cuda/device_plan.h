@@ -32,6 +32,7 @@ struct DevFifo {
   uint64_t* totals = nullptr;   // per slot: bytes of the whole message (point-to-point)
   uint64_t* tail = nullptr;     // fragments posted (written by the sender)
   uint64_t* head = nullptr;     // fragments consumed (written by the receiver)
+  int32_t peer = -1;            // the rank at the other end
 };
 
 // What one launch needs, passed by value as the kernel argument (no per-call
@@ -60,7 +61,8 @@ struct CollectiveLaunch {
   PeerBuffers* peers = nullptr;
   uint32_t nranks = 0;
   int* error = nullptr;           // host-mapped: first error code the kernel hit
-  const int* abort_flag = nullptr;  // host-mapped: ncclCommAbort raised it
+  const int* abort_flag = nullptr;  // host-mapped: ncclCommAbort or ncclCommRevoke raised it
+  const int* exited = nullptr;      // host-mapped: a word per rank, raised once its process exited
   uint64_t timeout_ns = 0;
 };
 
@@ -82,6 +84,7 @@ struct P2PLaunch {
   uint64_t slot_bytes = 0;
   int* error = nullptr;
   const int* abort_flag = nullptr;
+  const int* exited = nullptr;
   uint64_t timeout_ns = 0;
 };
 
@@ -94,6 +97,7 @@ struct LLLaunch {
   uint64_t* seq = nullptr;
   int* error = nullptr;
   const int* abort_flag = nullptr;
+  const int* exited = nullptr;
   uint64_t timeout_ns = 0;
 };
 
@@ -104,14 +108,40 @@ enum DevError : int {
   kDevAborted = 2,   // ncclCommAbort
   kDevMismatch = 3,  // send/recv sizes disagree, or a fragment is too short
   kDevBadPlan = 4,   // the schedule touches a buffer this rank passed as NULL
+  kDevPeerExited = 5,  // the process of the rank a wait was for exited
 };
+
+// A word the host raises while kernels run (the abort flag, an exited
+// word): volatile on the device, an atomic load where the CPU tests run it.
+BRAID_HD int load_raised(const int* word) {
+#if defined(__CUDA_ARCH__)
+  return *(const volatile int*)word;
+#else
+  return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+#endif
+}
+
+// The exited word of `peer` (nullptr: a wait for this rank's own lanes).
+BRAID_HD const int* exited_word(const int* exited, int32_t peer) {
+  return exited && peer >= 0 ? exited + peer : nullptr;
+}
+
+// Why a kernel's wait stops before what it waits for comes (kDevOk: it
+// does not): the abort flag stops every wait, a peer's exited word only the
+// waits for that peer, which may have finished its part of the call before
+// it exited.  The CPU tests wait through it too.
+BRAID_HD int wait_stop(const int* abort_flag, const int* peer_exited) {
+  if (load_raised(abort_flag)) return kDevAborted;
+  if (peer_exited && load_raised(peer_exited)) return kDevPeerExited;
+  return kDevOk;
+}
 
 // The host-mapped words a launch's `error` points at: the error code, the
 // abort flag, then where the first timed-out wait was, for the host's warning.
 enum DevFlag : int {
   kFlagError = 0,
   kFlagAbort = 1,
-  kFlagWaitTaken = 2,  // 1 once a timed-out wait recorded itself below
+  kFlagWaitTaken = 2,  // 1 while a timed-out wait records itself below, 2 once it has
   kFlagWaitKind = 3,   // a DevWait
   kFlagWaitBlockX = 4,  // lane (collective) or peer-direction block (p2p)
   kFlagWaitBlockY = 5,  // slice
@@ -119,7 +149,7 @@ enum DevFlag : int {
   kFlagWaitTile = 7,  // tile (collective) or byte offset (p2p)
   kFlagWaitSeen = 8,  // the counter's value (low 32 bits)
   kFlagWaitWant = 9,  // the value waited for (low 32 bits)
-  kFlagWords = 10,
+  kFlagWords = 10,  // then the exited words, one per rank (CollectiveLaunch::exited)
 };
 // kWaitLL: an LL line (op: the peer, tile: the word, seen/want: its flags).
 enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4 };

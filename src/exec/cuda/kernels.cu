@@ -41,17 +41,18 @@ __device__ __forceinline__ uint64_t load_volatile(const uint64_t* p) { return *(
 __device__ __forceinline__ uint32_t load_volatile(const uint32_t* p) { return *(const volatile uint32_t*)p; }
 __device__ __forceinline__ void store_volatile(uint64_t* p, uint64_t v) { *(volatile uint64_t*)p = v; }
 
-// Spins (thread 0 only) until ready() holds; false on timeout or abort, with
-// the reason recorded.
+// Spins (thread 0 only) until ready() holds; false on timeout, or when
+// wait_stop says (`peer_exited`: see exited_word), with the reason recorded.
 template <typename Ready>
-__device__ bool spin_until(Ready ready, int* error, const int* abort_flag, uint64_t timeout_ns) {
+__device__ bool spin_until(Ready ready, int* error, const int* abort_flag, const int* peer_exited,
+                           uint64_t timeout_ns) {
   if (ready()) return true;
   uint64_t start = now_ns();
   for (uint32_t i = 1;; ++i) {
     if (ready()) return true;
     if ((i & 1023) == 0) {
-      if (*(const volatile int*)abort_flag) {
-        atomicCAS(error, kDevOk, kDevAborted);
+      if (const int stop = wait_stop(abort_flag, peer_exited); stop != kDevOk) {
+        atomicCAS(error, kDevOk, stop);
         return false;
       }
       if (*(volatile int*)error != kDevOk) return false;  // another block already failed
@@ -78,6 +79,7 @@ __device__ void record_timeout(int* error, int kind, uint32_t op, uint64_t tile,
   f[kFlagWaitSeen] = int(seen);
   f[kFlagWaitWant] = int(want);
   __threadfence_system();
+  f[kFlagWaitTaken] = 2;  // after the fence: the host reads the fields only once it sees this
 }
 
 // Byte copy by the whole block, 16 bytes at a time (four loads in flight per
@@ -261,7 +263,8 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           const DepRecord dep = L.deps[op.dep_begin + d];
           const uint32_t need = uint32_t(dep_completions(tile, L.lanes[dep.lane].op_count, dep.op));
           const uint32_t* counter = &lane_done[dep.lane];
-          if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, L.timeout_ns)) {
+          if (!spin_until([&] { return load_volatile(counter) >= need; }, L.error, L.abort_flag, nullptr,
+                          L.timeout_ns)) {
             record_timeout(L.error, kWaitDep, i, tile, load_volatile(counter), need);
             s_failed = true;
           }
@@ -275,7 +278,8 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         if (threadIdx.x == 0 && !s_failed) {
           if (receives) {
             uint64_t h = load_volatile(rf->head);
-            if (!spin_until([&] { return load_volatile(rf->tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+            if (!spin_until([&] { return load_volatile(rf->tail) > h; }, L.error, L.abort_flag,
+                            exited_word(L.exited, rf->peer), L.timeout_ns)) {
               record_timeout(L.error, kWaitData, i, tile, load_volatile(rf->tail), h + 1);
               s_failed = true;
             } else {
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
           if (sends && !s_failed) {
             uint64_t t = load_volatile(sf->tail);
             if (!spin_until([&] { return t - load_volatile(sf->head) < L.nslots; }, L.error, L.abort_flag,
-                            L.timeout_ns)) {
+                            exited_word(L.exited, sf->peer), L.timeout_ns)) {
               record_timeout(L.error, kWaitSlot, i, tile, load_volatile(sf->head), t - L.nslots + 1);
               s_failed = true;
             } else {
@@ -410,7 +414,8 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
       if (threadIdx.x == 0) {
         if (op.is_send) {
           uint64_t t = load_volatile(f.tail);
-          if (!spin_until([&] { return t - load_volatile(f.head) < L.nslots; }, L.error, L.abort_flag, L.timeout_ns)) {
+          if (!spin_until([&] { return t - load_volatile(f.head) < L.nslots; }, L.error, L.abort_flag,
+                          exited_word(L.exited, f.peer), L.timeout_ns)) {
             record_timeout(L.error, kWaitSlot, i, offset, load_volatile(f.head), t - L.nslots + 1);
             s_failed = true;
           }
@@ -419,7 +424,8 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
           s_len = min(L.slot_bytes, op.bytes - offset);
         } else {
           uint64_t h = load_volatile(f.head);
-          if (!spin_until([&] { return load_volatile(f.tail) > h; }, L.error, L.abort_flag, L.timeout_ns)) {
+          if (!spin_until([&] { return load_volatile(f.tail) > h; }, L.error, L.abort_flag,
+                          exited_word(L.exited, f.peer), L.timeout_ns)) {
             record_timeout(L.error, kWaitData, i, offset, load_volatile(f.tail), h + 1);
             s_failed = true;
           } else {
@@ -461,10 +467,12 @@ __global__ void __launch_bounds__(kThreads) p2p_kernel(P2PLaunch L) {
 // The LL protocol's memory policy (src/ops/ll_oneshot.h): a line is one
 // 16-byte volatile store or load, so both flag-carrying halves move at once
 // and the reader's poll never sees a stale L1 copy.  Waits give up as
-// spin_until's do: timeout, abort, or another thread's failure.
+// spin_until's do: timeout, abort, the exit of the peer waited for, or
+// another thread's failure.
 struct DeviceLLMemory {
   int* error;
   const int* abort_flag;
+  const int* exited;
   uint64_t timeout_ns;
   uint64_t start = 0;  // when the wait for the current line began (0: not yet timed)
   uint32_t spins = 0;
@@ -494,8 +502,8 @@ struct DeviceLLMemory {
     }
     if ((++spins & 1023) != 0) return true;
     if (start == 0) start = now_ns();
-    if (*(const volatile int*)abort_flag) {
-      atomicCAS(error, kDevOk, kDevAborted);
+    if (const int stop = wait_stop(abort_flag, exited_word(exited, peer)); stop != kDevOk) {
+      atomicCAS(error, kDevOk, stop);
       return false;
     }
     if (*(volatile int*)error != kDevOk) return false;
@@ -510,7 +518,7 @@ struct DeviceLLMemory {
 
 __global__ void __launch_bounds__(kThreads) ll_kernel(LLLaunch L) {
   const uint64_t seq = load_volatile(L.seq) + 1;  // written back below, after every thread read it
-  DeviceLLMemory mem{L.error, L.abort_flag, L.timeout_ns};
+  DeviceLLMemory mem{L.error, L.abort_flag, L.exited, L.timeout_ns};
   ll_oneshot(L.args, seq, threadIdx.x, blockDim.x, mem);  // a failure is in L.error already
   __syncthreads();
   if (threadIdx.x == 0) store_volatile(L.seq, seq);
