@@ -1,6 +1,7 @@
 #include "src/base/host_identity.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -54,6 +55,11 @@ int this_pid() {
     known_pid.store(pid, std::memory_order_relaxed);
   }
   return pid;
+}
+
+uint64_t pid_namespace() {
+  struct stat st {};
+  return ::stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
 }
 
 }  // namespace braid

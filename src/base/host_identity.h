@@ -18,5 +18,8 @@ uint64_t machine_hash();
 uint64_t this_process();
 // getpid(), without a system call after the first (a forked child asks again).
 int this_pid();
+// This process's pid namespace (the inode of /proc/self/ns/pid; 0 when it
+// cannot be read): a pid names the same process only within one.
+uint64_t pid_namespace();
 
 }  // namespace braid

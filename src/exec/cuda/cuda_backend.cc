@@ -77,10 +77,14 @@ constexpr uint64_t kLLCounterBytes = CudaArenaLayout::kLLCounterBytes;
 struct ArenaInfo {
   cudaIpcMemHandle_t handle;
   uint64_t address = 0;  // in the owner's address space
+  uint64_t process = 0;  // this_process(): with the pid, which ranks share an address space
+  uint64_t pid_ns = 0;   // pid_namespace(): whose pids this rank can watch
   int32_t pid = 0;
   int32_t device = -1;  // the owner's device ordinal (meaningful to threads of its process)
   DeviceShare share;    // see launch_block_budget
 };
+
+bool same_process(const ArenaInfo& a, const ArenaInfo& b) { return a.pid == b.pid && a.process == b.process; }
 
 struct DevicePlan {
   LaneRecord* lanes = nullptr;  // all records in one allocation
@@ -150,6 +154,8 @@ class CudaBackend final : public Backend {
     CUDA_TRY(cudaIpcGetMemHandle(&mine.handle, arena_));
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
+    mine.process = this_process();
+    mine.pid_ns = pid_namespace();
     mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
@@ -162,7 +168,7 @@ class CudaBackend final : public Backend {
     for (const ArenaInfo& a : infos) shares.push_back(a.share);
     block_budget_ = launch_block_budget(shares);
     for (const ArenaInfo& a : infos)
-      threads_on_device_ += a.pid == mine.pid && same_device(a.share, mine.share);
+      threads_on_device_ += same_process(a, mine) && same_device(a.share, mine.share);
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
@@ -172,7 +178,7 @@ class CudaBackend final : public Backend {
                            "rank {} is on another host: the CUDA backend connects ranks of one host only so far "
                            "(set BRAID_BACKEND=host to use sockets with host buffers)",
                            r);
-      if (p.pid == mine.pid) {
+      if (same_process(p, mine)) {
         if (p.device != device) BRAID_TRY(enable_peer_access(p.device));
         peer_arena_[r] = reinterpret_cast<char*>(p.address);
       } else {
@@ -182,9 +188,12 @@ class CudaBackend final : public Backend {
         opened_[r] = true;
       }
     }
+    // Other processes' exits stop the waits for them (cuda_kernel_errors.h),
+    // where their pids mean the same here.
     std::vector<WatchedProcess> other_processes;
     for (int r = 0; r < n; ++r)
-      if (infos[r].pid != mine.pid) other_processes.push_back({r, infos[r].pid});
+      if (!same_process(infos[r], mine) && infos[r].pid_ns == mine.pid_ns && mine.pid_ns != 0)
+        other_processes.push_back({r, infos[r].pid});
     BRAID_TRY(errors_.watch_peers(other_processes));
     if (ll_max_bytes_) {
       std::vector<LLLine*> regions(n);
