@@ -268,6 +268,23 @@ class CudaBackend final : public Backend {
     if (capturing) buffers_.captured();  // what it uses must outlive the graph
     int straggler = -1;
     BRAID_TRY(straggler_.begin(call, capturing, &straggler));
+    Status launched = launch_collective(call, straggler, capturing);
+    // A tracked call is completed on the board even when its launch failed:
+    // every rank's decision four calls later waits for this entry.
+    BRAID_TRY(straggler_.end(call.stream));
+    BRAID_TRY(std::move(launched));
+    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernels
+    // (Avg's divide included) in stream order: it completes when they do,
+    // never before the launch has completed.  Later than NCCL's (CUDA's
+    // launch-completion attribute), so work waiting on it never overlaps the
+    // collective.
+    if (call.launch_event) CUDA_TRY(cudaEventRecord(call.launch_event, call.stream));
+    return order_.end(call.stream, capturing);
+  }
+
+  // The call's kernels: PreMulSum's scaling, the LL protocol or the
+  // schedule, Avg's divide.
+  Status launch_collective(const CollectiveCall& call, int straggler, bool capturing) {
     CollectiveCall c = call;
     BRAID_TRY(stage_premul(&c));
     const CallTuning tuned = ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type));
@@ -277,14 +294,7 @@ class CudaBackend final : public Backend {
     if (c.reduction.divisor > 0 && has_output(c, ctx_.comm.rank))
       CUDA_TRY(cuda::launch_divide(c.recvbuff, output_shape(c.collective, ctx_.comm.nranks, c.count, 1).elems(), c.type,
                                    c.reduction.divisor, c.stream));
-    BRAID_TRY(straggler_.end(c.stream));
-    // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernels
-    // (Avg's divide included) in stream order: it completes when they do,
-    // never before the launch has completed.  Later than NCCL's (CUDA's
-    // launch-completion attribute), so work waiting on it never overlaps the
-    // collective.
-    if (c.launch_event) CUDA_TRY(cudaEventRecord(c.launch_event, c.stream));
-    return order_.end(c.stream, capturing);
+    return Status::ok();
   }
 
   // A group's streams (src/exec/cuda/call_order.h), the first launch's
