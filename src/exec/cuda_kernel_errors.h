@@ -49,7 +49,7 @@ class KernelErrors {
 
   void abort();   // ncclCommAbort
   void revoke();  // ncclCommRevoke
-  // Ok, or what the kernels hit (warned once).
+  // Ok, or what the kernels hit (described and warned the first time).
   Status poll();
 
  private:

@@ -143,7 +143,7 @@ int StragglerTracker::straggler_for(uint64_t bytes) const {
   switch (setting_.mode) {
     case StragglerMode::Off: return -1;
     case StragglerMode::Fixed: return setting_.rank;
-    case StragglerMode::Auto: return detector_.current();
+    case StragglerMode::Auto: return tracks(bytes) ? detector_.current() : -1;  // small calls: their fast path
     case StragglerMode::Eager: return -1;  // decided per call, in plan_call
   }
   return -1;

@@ -179,6 +179,11 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
   REQUIRE(decisions[0].size() == size_t(calls));
   CHECK(decisions[0].back() == late);
   CHECK(decisions[0][2] == -1);
+  // The pick is for the calls it tracks: small ones keep their fast paths
+  // (the CUDA backend's LL protocol, which a straggler would turn off).
+  const StragglerTracker& tracker = comms[0]->plans->straggler(n, 0);
+  CHECK(tracker.straggler_for(count * sizeof(float)) == late);
+  CHECK(tracker.straggler_for(8) == -1);
   for (auto& c : comms)
     if (c) comm_unregister(c.get());
   comms.clear();
