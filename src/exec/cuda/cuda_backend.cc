@@ -271,8 +271,9 @@ class CudaBackend final : public Backend {
     Status launched = launch_collective(call, straggler, capturing);
     // A tracked call is completed on the board even when its launch failed:
     // every rank's decision four calls later waits for this entry.
-    BRAID_TRY(straggler_.end(call.stream));
+    Status stamped = straggler_.end(call.stream);
     BRAID_TRY(std::move(launched));
+    BRAID_TRY(std::move(stamped));
     // ncclCollConfig_t::launchCompletionEvent, recorded behind the kernels
     // (Avg's divide included) in stream order: it completes when they do,
     // never before the launch has completed.  Later than NCCL's (CUDA's
