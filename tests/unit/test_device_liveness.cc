@@ -14,20 +14,11 @@
 #include <thread>
 
 #include "src/runtime/device_liveness.h"
+#include "sleeper.h"
 
 using namespace braid;
 
 namespace {
-
-// A process that lives until it is killed.
-pid_t sleeper() {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  return pid;
-}
 
 bool raised(const DeviceLiveness& l) { return __atomic_load_n(l.device_flag(), __ATOMIC_ACQUIRE) != 0; }
 

@@ -18,21 +18,12 @@
 
 #include "src/exec/cuda/device_plan.h"
 #include "src/exec/cuda_kernel_errors.h"
+#include "sleeper.h"
 
 using namespace braid;
 using namespace braid::cuda;
 
 namespace {
-
-// A process that lives until it is killed.
-pid_t sleeper() {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  return pid;
-}
 
 constexpr int kRanks = 4;
 

@@ -16,20 +16,11 @@
 #include <vector>
 
 #include "src/base/process_watch.h"
+#include "sleeper.h"
 
 using namespace braid;
 
 namespace {
-
-// A process that lives until it is killed.
-pid_t sleeper() {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::pause();
-    ::_exit(0);
-  }
-  return pid;
-}
 
 // What on_exit was called with, from the watch's thread.
 struct Exits {
