@@ -45,11 +45,8 @@ unsigned char value(int from, int to, int round, size_t i) {
 }
 
 int rank_main(int rank, int n, ncclUniqueId id) {
-  int devices = 0;
-  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
-  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
   ncclComm_t comm = nullptr;
-  CHECK_OR_FAIL(ncclCommInitRank(&comm, n, id, rank));
+  CHECK_OR_FAIL(init_rank_on_device(rank, n, id, &comm));
   const size_t bytes = kChunk * n;
   unsigned char *send = nullptr, *recv = nullptr;
   CHECK_OR_FAIL(ncclMemAlloc(reinterpret_cast<void**>(&send), bytes));

@@ -44,11 +44,8 @@ __global__ void lsa_allreduce(ncclWindow_t send, ncclWindow_t recv, size_t count
 float input(int rank, int round, size_t i) { return float((rank + 1) * (round + 1) + int(i % 7)); }
 
 int rank_main(int rank, int n, ncclUniqueId id) {
-  int devices = 0;
-  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
-  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
   ncclComm_t comm = nullptr;
-  CHECK_OR_FAIL(ncclCommInitRank(&comm, n, id, rank));
+  CHECK_OR_FAIL(init_rank_on_device(rank, n, id, &comm));
   float *send = nullptr, *recv = nullptr;
   CHECK_OR_FAIL(ncclMemAlloc(reinterpret_cast<void**>(&send), kCount * sizeof(float)));
   CHECK_OR_FAIL(ncclMemAlloc(reinterpret_cast<void**>(&recv), kCount * sizeof(float)));

@@ -69,11 +69,8 @@ ncclResult_t poll_async(ncclComm_t comm, bool want_settled) {
 }
 
 int rank_main(int rank, int n, ncclUniqueId id) {
-  int devices = 0;
-  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
-  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
   ncclComm_t comm = nullptr;
-  CHECK_OR_FAIL(ncclCommInitRank(&comm, n, id, rank));
+  CHECK_OR_FAIL(init_rank_on_device(rank, n, id, &comm));
   cudaStream_t stream;
   CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   float *send = nullptr, *recv = nullptr;

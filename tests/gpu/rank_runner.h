@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "nccl.h"
 
 // Inside int rank_main(int rank, ...): returns 1 when `call` is not 0.
@@ -28,6 +30,16 @@
       return 1;                                                                                               \
     }                                                                                                         \
   } while (0)
+
+// A rank's start: its device (rank % the devices there are), then its
+// communicator.  0, or 1 after saying what failed.
+inline int init_rank_on_device(int rank, int n, const ncclUniqueId& id, ncclComm_t* comm) {
+  int devices = 0;
+  CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
+  CHECK_OR_FAIL(cudaSetDevice(rank % devices));
+  CHECK_OR_FAIL(ncclCommInitRank(comm, n, id, rank));
+  return 0;
+}
 
 inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n, ncclUniqueId id), const char* what) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
