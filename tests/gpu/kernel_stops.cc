@@ -55,8 +55,8 @@ Shared* shared = nullptr;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Polls ncclCommGetAsyncError until it is neither ncclSuccess nor
-// ncclInProgress (want_settled: until it is ncclSuccess after
-// ncclInProgress), or the bound passes; the last answer.
+// ncclInProgress (want_settled: until it is ncclSuccess, a revoke having
+// settled), or the bound passes; the last answer.
 ncclResult_t poll_async(ncclComm_t comm, bool want_settled) {
   const auto until = Clock::now() + kBound;
   ncclResult_t state = ncclSuccess;
