@@ -462,8 +462,10 @@ Status DeviceComms::make_liveness() {
   const std::vector<PeerInfo>& peers = comm_->setup->ctx.peers;
   const int me = space.world_rank(), first = me - space.lsa().rank;
   std::vector<WatchedProcess> watched;
-  for (int r = first; r < first + space.lsa().size; ++r)
-    if (peers[size_t(r)].pid != peers[size_t(me)].pid) watched.push_back({r, peers[size_t(r)].pid});
+  const PeerInfo& mine = peers[size_t(me)];
+  for (int r = first; r < first + space.lsa().size; ++r)  // other processes, whose pids mean the same here
+    if (const PeerInfo& p = peers[size_t(r)]; p.pid != mine.pid && p.pid_ns == mine.pid_ns && mine.pid_ns != 0)
+      watched.push_back({r, p.pid});
   std::unique_ptr<DeviceLiveness> made;
   BRAID_TRY(DeviceLiveness::create(space.memory(), watched, &made));
   std::lock_guard<std::mutex> lock(mutex_);

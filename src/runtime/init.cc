@@ -106,6 +106,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->peer.host_hash = host_hash();
   mine->peer.machine_hash = machine_hash();
   mine->peer.pid = int32_t(getpid());
+  mine->peer.pid_ns = pid_namespace();
   std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
   mine->process = this_process();
   mine->gpu = local.device.usable ? local.device.gpu : 0;

@@ -68,6 +68,7 @@ struct PeerInfo {
   uint64_t machine_hash = 0;  // same value <=> same machine, whatever BRAID_HOSTID says
   int32_t pid = 0;
   char socket_addr[64] = {};  // "ip:port" of the peer's data listener, if any
+  uint64_t pid_ns = 0;        // pid_namespace(): the pid names the peer only where this is equal
 };
 
 class Transport {
