@@ -49,6 +49,17 @@ Status CallOrder::end(cudaStream_t stream, bool capturing) {
   return Status::ok();
 }
 
+// Relaxed capture mode for this thread: in the default global mode, a query
+// while any thread captures is a prohibited call that invalidates that
+// capture.
+bool CallOrder::idle() const {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  const bool idle = cudaEventQuery(last_done_) != cudaErrorNotReady;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return idle;
+}
+
 Status CallOrder::check_group(const std::vector<cudaStream_t>& streams) {
   if (streams.size() < 2) return Status::ok();
   for (cudaStream_t s : streams) {

@@ -42,8 +42,9 @@ class CallOrder {
   Status begin(cudaStream_t stream, bool* capturing);
   Status end(cudaStream_t stream, bool capturing);
   // Whether the last call's work has ended (and with it every earlier
-  // call's; graph replays are not counted).
-  bool idle() const { return cudaEventQuery(last_done_) != cudaErrorNotReady; }
+  // call's; graph replays are not counted).  Any thread, also while another
+  // captures a stream.
+  bool idle() const;
   // A group's streams (the first launch's first): refused if any is being
   // captured while there are several; then the joins before and after.
   static Status check_group(const std::vector<cudaStream_t>& streams);
