@@ -35,8 +35,8 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kWindow = 1;  // the target's window token
 
 struct Options {
-  int gets = 16, iters = 20, warmup = 3, rounds = 7;
-  size_t min_bytes = 8, max_bytes = 1 << 20, factor = 8;
+  int gets = 16;
+  perf::Sweep sweep{.factor = 8, .rounds = 7};
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -46,30 +46,11 @@ bool parse(int argc, char** argv, Options* o) {
       case 'k':
         o->gets = std::atoi(optarg);
         break;
-      case 'b':
-        if (!perf::parse_size(optarg, &o->min_bytes)) return false;
-        break;
-      case 'e':
-        if (!perf::parse_size(optarg, &o->max_bytes)) return false;
-        break;
-      case 'f':
-        o->factor = std::strtoull(optarg, nullptr, 0);
-        break;
-      case 'n':
-        o->iters = std::atoi(optarg);
-        break;
-      case 'w':
-        o->warmup = std::atoi(optarg);
-        break;
-      case 'r':
-        o->rounds = std::atoi(optarg);
-        break;
       default:
-        return false;
+        if (!perf::sweep_flag(c, optarg, &o->sweep)) return false;
     }
   }
-  return o->gets >= 1 && o->iters >= 1 && o->rounds >= 1 && o->min_bytes >= 1 && o->factor >= 2 &&
-         o->min_bytes <= o->max_bytes;
+  return o->gets >= 1 && o->sweep.valid();
 }
 
 void check(const Status& s, const char* what) {
@@ -93,10 +74,10 @@ void gets(TcpGinLink& link, int k, size_t bytes, char* dst, bool pipelined) {
 
 // Mean us per iteration over `iters`, after `warmup` untimed ones.
 double time_gets(TcpGinLink& link, const Options& o, size_t bytes, char* dst, bool pipelined) {
-  for (int i = 0; i < o.warmup; ++i) gets(link, o.gets, bytes, dst, pipelined);
+  for (int i = 0; i < o.sweep.warmup; ++i) gets(link, o.gets, bytes, dst, pipelined);
   const auto start = Clock::now();
-  for (int i = 0; i < o.iters; ++i) gets(link, o.gets, bytes, dst, pipelined);
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / o.iters;
+  for (int i = 0; i < o.sweep.iters; ++i) gets(link, o.gets, bytes, dst, pipelined);
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / o.sweep.iters;
 }
 
 double median(std::vector<double> v) {
@@ -128,7 +109,7 @@ int main(int argc, char** argv) {
   set_nodelay(link_fd);
   set_nodelay(served_fd);
 
-  std::vector<char> window(size_t(o.gets) * o.max_bytes), dst(window.size());
+  std::vector<char> window(size_t(o.gets) * o.sweep.max_bytes), dst(window.size());
   for (size_t i = 0; i < window.size(); ++i) window[i] = char(i * 7 + 1);
   GinWindowTable windows;
   check(windows.add(kWindow, window.data(), window.size()), "window");
@@ -139,11 +120,11 @@ int main(int argc, char** argv) {
   TcpGinLink link(link_fd, 1, std::chrono::seconds(30));
 
   std::printf("# gin_get_perf: %d gets to one peer over loopback TCP, then landed; %d rounds of %d iterations\n",
-              o.gets, o.rounds, o.iters);
+              o.gets, o.sweep.rounds, o.sweep.iters);
   std::printf("# %10s %14s %14s %10s %8s\n", "bytes", "serial us", "pipelined us", "ratio", "wrong");
-  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
+  for (size_t bytes = o.sweep.min_bytes; bytes <= o.sweep.max_bytes; bytes *= o.sweep.factor) {
     std::vector<double> serial, pipelined;
-    for (int r = 0; r < o.rounds; ++r) {  // alternating, so both see the same machine
+    for (int r = 0; r < o.sweep.rounds; ++r) {  // alternating, so both see the same machine
       serial.push_back(time_gets(link, o, bytes, dst.data(), false));
       pipelined.push_back(time_gets(link, o, bytes, dst.data(), true));
     }

@@ -45,9 +45,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  int nranks = 4, iters = 20, warmup = 3, rounds = 5, contexts = 2;
+  int nranks = 4, contexts = 2;
   bool v228 = true, v230 = false;
-  size_t min_bytes = 8, max_bytes = 1 << 20, factor = 4;
+  perf::Sweep sweep;
 };
 
 bool parse(int argc, char** argv, Options* o) {
@@ -56,24 +56,6 @@ bool parse(int argc, char** argv, Options* o) {
     switch (c) {
       case 't':
         o->nranks = std::atoi(optarg);
-        break;
-      case 'b':
-        if (!perf::parse_size(optarg, &o->min_bytes)) return false;
-        break;
-      case 'e':
-        if (!perf::parse_size(optarg, &o->max_bytes)) return false;
-        break;
-      case 'f':
-        o->factor = std::strtoull(optarg, nullptr, 0);
-        break;
-      case 'n':
-        o->iters = std::atoi(optarg);
-        break;
-      case 'w':
-        o->warmup = std::atoi(optarg);
-        break;
-      case 'r':
-        o->rounds = std::atoi(optarg);
         break;
       case 'c':
         o->contexts = std::atoi(optarg);
@@ -84,11 +66,10 @@ bool parse(int argc, char** argv, Options* o) {
         if (std::strcmp(optarg, "228") && std::strcmp(optarg, "230") && std::strcmp(optarg, "both")) return false;
         break;
       default:
-        return false;
+        if (!perf::sweep_flag(c, optarg, &o->sweep)) return false;
     }
   }
-  return o->nranks > 0 && o->min_bytes > 0 && o->max_bytes >= o->min_bytes && o->factor > 1 && o->iters > 0 &&
-         o->rounds > 0 && o->contexts > 0 && o->contexts <= 32;
+  return o->nranks > 0 && o->sweep.valid() && o->contexts > 0 && o->contexts <= 32;
 }
 
 void die(const char* what, ncclResult_t r) {
@@ -127,8 +108,8 @@ struct Run {
       : o(opt), ranks(size_t(opt.nranks)), sync(opt.nranks), block_us(size_t(opt.nranks)) {}
   int signals() const {
     int sizes = 0;
-    for (size_t s = o.min_bytes; s <= o.max_bytes; s *= o.factor) ++sizes;
-    return sizes * o.rounds * (o.iters + o.warmup);
+    for (size_t s = o.sweep.min_bytes; s <= o.sweep.max_bytes; s *= o.sweep.factor) ++sizes;
+    return sizes * o.sweep.rounds * (o.sweep.iters + o.sweep.warmup);
   }
 };
 
@@ -175,11 +156,11 @@ void record(Run& run, int path, size_t bytes) {
   if (path != kAlltoAll) return;
   const size_t total = bytes * size_t(run.o.nranks);
   const auto t0 = Clock::now();
-  for (int i = 0; i < run.o.iters; ++i) {
+  for (int i = 0; i < run.o.sweep.iters; ++i) {
     std::memcpy(run.scratch.data(), run.ranks[0].send, total);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // each copy is made
   }
-  run.copy_rounds.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.iters);
+  run.copy_rounds.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.sweep.iters);
 }
 
 // Bandwidths are a rank's bytes sent (n x S) per second.
@@ -206,7 +187,7 @@ void print_row(Run& run, size_t bytes) {
 void rank_main(Run& run, int rank, ncclUniqueId id) {
   Rank& r = run.ranks[size_t(rank)];
   const int n = run.o.nranks;
-  const size_t max = run.o.max_bytes * size_t(n);
+  const size_t max = run.o.sweep.max_bytes * size_t(n);
   CHECK_NCCL(ncclCommInitRank(&r.comm, n, id, rank));
   CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.send), max));
   CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&r.recv), max));
@@ -227,8 +208,8 @@ void rank_main(Run& run, int rank, ncclUniqueId id) {
     CHECK_NCCL(v230::dev_comm_create(r.comm, &reqs230, &r.dev230));
     r.ctx230 = static_cast<v230::ProxyCtx230*>(r.dev230.ginHandles[0]);
   }
-  for (size_t bytes = run.o.min_bytes; bytes <= run.o.max_bytes; bytes *= run.o.factor) {
-    for (int round = 0; round < run.o.rounds; ++round) {
+  for (size_t bytes = run.o.sweep.min_bytes; bytes <= run.o.sweep.max_bytes; bytes *= run.o.sweep.factor) {
+    for (int round = 0; round < run.o.sweep.rounds; ++round) {
       for (int path = 0; path < kPaths; ++path) {
         if ((path == kGin228 && !run.o.v228) || (path == kGin230 && !run.o.v230)) continue;
         auto once = [&] {
@@ -239,11 +220,12 @@ void rank_main(Run& run, int rank, ncclUniqueId id) {
           else
             CHECK_NCCL(ncclAlltoAll(r.send, r.recv, bytes, ncclInt8, r.comm, nullptr));
         };
-        for (int w = 0; w < run.o.warmup; ++w) once();
+        for (int w = 0; w < run.o.sweep.warmup; ++w) once();
         run.sync.arrive_and_wait();
         const auto t0 = Clock::now();
-        for (int i = 0; i < run.o.iters; ++i) once();
-        run.block_us[size_t(rank)] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.iters;
+        for (int i = 0; i < run.o.sweep.iters; ++i) once();
+        run.block_us[size_t(rank)] =
+            std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / run.o.sweep.iters;
         run.sync.arrive_and_wait();  // rank 0 records the slowest rank's time, and the copy rate
         if (rank == 0) record(run, path, bytes);
         run.sync.arrive_and_wait();
@@ -271,12 +253,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   Run run(o);
-  run.scratch.assign(o.max_bytes * size_t(o.nranks), 0);
+  run.scratch.assign(o.sweep.max_bytes * size_t(o.nranks), 0);
   ncclUniqueId id;
   CHECK_NCCL(ncclGetUniqueId(&id));
   std::printf("# gin_perf: %d ranks (threads), %d rounds of %d iterations (+%d warm-up) per path, medians of rounds; "
               "gin230: %d contexts\n",
-              o.nranks, o.rounds, o.iters, o.warmup, o.contexts);
+              o.nranks, o.sweep.rounds, o.sweep.iters, o.sweep.warmup, o.contexts);
   std::printf("# %10s %10s %10s %10s %8s %7s %9s %9s %9s\n", "size(B)", "gin(us)", "gin230(us)", "a2a(us)", "230/228",
               "a2a/gin", "gin GB/s", "a2a GB/s", "copy GB/s");
   std::vector<std::thread> threads;

@@ -28,6 +28,18 @@ bool parse_size(const char* text, size_t* out) {
   return true;
 }
 
+bool sweep_flag(int c, const char* arg, Sweep* s) {
+  switch (c) {
+    case 'b': return parse_size(arg, &s->min_bytes);
+    case 'e': return parse_size(arg, &s->max_bytes);
+    case 'f': s->factor = std::strtoull(arg, nullptr, 0); return true;
+    case 'n': s->iters = std::atoi(arg); return true;
+    case 'w': s->warmup = std::atoi(arg); return true;
+    case 'r': s->rounds = std::atoi(arg); return true;
+    default: return false;
+  }
+}
+
 namespace {
 
 // Long-only options get values past any short option letter.

@@ -66,6 +66,19 @@ struct Options {
   }
 };
 
+// The flags the interleaved A/B tools (gin_perf, gin_get_perf) share: a
+// size sweep, and rounds of timed iterations per size.
+struct Sweep {
+  size_t min_bytes = 8, max_bytes = 1 << 20, factor = 4;  // -b, -e, -f
+  int iters = 20, warmup = 3, rounds = 5;                 // -n, -w, -r
+  bool valid() const {
+    return min_bytes >= 1 && min_bytes <= max_bytes && factor >= 2 && iters >= 1 && warmup >= 0 && rounds >= 1;
+  }
+};
+// Sets one of those flags from getopt's `c` and `arg`; false when `c` is
+// none of them or its value does not parse.
+bool sweep_flag(int c, const char* arg, Sweep* s);
+
 // False with `error` set on bad flags; `help` set for -h.
 bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Options* out, std::string* error,
                    bool* help);
