@@ -26,17 +26,9 @@ bool one_host(const TransportContext& comm) {
 }
 
 // A straggler board of the communicator (`kind`: its shm name's part).
-BoardSetup board_setup(const TransportContext& comm, const std::atomic<bool>* stop, const char* kind,
-                       const char* what) {
-  BoardSetup setup;
-  setup.name = fmt::format("/braid-{}-{:016x}", kind, comm.comm_hash);
-  setup.what = what;
-  setup.rank = comm.rank;
-  setup.nranks = comm.nranks;
-  for (const PeerInfo& p : comm.peers) setup.pids.push_back(p.pid);
-  setup.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-  setup.aborting = stop;
-  return setup;
+BoardSetup straggler_board(const TransportContext& comm, const std::atomic<bool>* stop, const char* kind,
+                           const char* what) {
+  return board_setup(comm, fmt::format("/braid-{}-{:016x}", kind, comm.comm_hash), what, stop);
 }
 
 // The break-even delay on a link: StragglAR after arrival costs
@@ -134,7 +126,7 @@ Status StragglerTracker::plan_call(const TransportContext& comm, const std::atom
       setting_ = {};
       return Status::ok();
     }
-    BRAID_TRY(ArrivalBoard::open(board_setup(comm, stop, "arrivals", "BRAID_STRAGGLER=eager"), &board_));
+    BRAID_TRY(ArrivalBoard::open(straggler_board(comm, stop, "arrivals", "BRAID_STRAGGLER=eager"), &board_));
   }
   return board_->straggler_of_call(eager_calls_++, straggler);
 }
@@ -180,7 +172,7 @@ Status StragglerTracker::open_duration_board(const TransportContext& comm, const
   if (!one_host(comm))
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_STRAGGLER=auto on a device backend needs every rank on one host");
   device_bytes_.assign(DurationBoard::kSlots, 0);
-  return DurationBoard::open(board_setup(comm, stop, "durations", "BRAID_STRAGGLER=auto"), &durations_);
+  return DurationBoard::open(straggler_board(comm, stop, "durations", "BRAID_STRAGGLER=auto"), &durations_);
 }
 
 Status StragglerTracker::plan_device_call(uint64_t bytes, int* straggler, uint64_t* call) {

@@ -464,7 +464,7 @@ Status DeviceComms::make_liveness() {
   std::vector<WatchedProcess> watched;
   const PeerInfo& mine = peers[size_t(me)];
   for (int r = first; r < first + space.lsa().size; ++r)  // other processes, whose pids mean the same here
-    if (const PeerInfo& p = peers[size_t(r)]; p.pid != mine.pid && p.pid_ns == mine.pid_ns && mine.pid_ns != 0)
+    if (const PeerInfo& p = peers[size_t(r)]; !same_process(p, mine) && watchable_pid(p, mine) != 0)
       watched.push_back({r, p.pid});
   std::unique_ptr<DeviceLiveness> made;
   BRAID_TRY(DeviceLiveness::create(space.memory(), watched, &made));

@@ -7,7 +7,6 @@
 #include <span>
 
 #include "src/base/env.h"
-#include "src/base/host_identity.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
 #include "src/transport/host_memory.h"
@@ -18,7 +17,7 @@ namespace {
 // What each rank says of its array.
 struct Offer {
   int64_t ok;
-  int32_t pid, fd;  // the fd is the rank's own (a thread of this process can use it)
+  int32_t fd;  // the rank's own (a thread of this process can use it)
   uint64_t address, offset, allocation_bytes;
 };
 
@@ -48,7 +47,7 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
   const SharedHandle h = local.is_ok() ? host_shared_handle(mine, bytes) : SharedHandle{};
   std::vector<Offer> all(size_t(ctx.nranks));
   all[size_t(ctx.rank)] = {
-      local.is_ok() && h.fd >= 0, int32_t(this_pid()), h.fd, reinterpret_cast<uint64_t>(mine), h.offset,
+      local.is_ok() && h.fd >= 0, h.fd, reinterpret_cast<uint64_t>(mine), h.offset,
       h.allocation_bytes};
   BRAID_TRY(std::move(bootstrap.allgather(all.data(), sizeof(Offer))).context("GIN signals"));
   const int me_fd[1] = {h.fd};
@@ -63,7 +62,8 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
       local = BRAID_ERROR(ncclInvalidUsage, "GIN signals: LSA rank {} could not share its array", i);
       break;
     }
-    if (o.pid == all[size_t(ctx.rank)].pid) {  // this rank, or a thread of this process
+    // This rank, or a thread of this process.
+    if (same_process(ctx.peers[size_t(first + i)], ctx.peers[size_t(ctx.rank)])) {
       peers_.push_back(reinterpret_cast<uint64_t*>(o.address));
       continue;
     }

@@ -191,9 +191,10 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
     s.time_slot_calls_to_all_done = cma == CmaMode::Auto && tuning.oversubscribed;
     s.can_pull = true;
     s.cma_checked = true;
-    for (int r = 0; r < nranks; ++r)
+    for (int r = 0; r < nranks; ++r)  // a peer of another pid namespace: its pid is not its name here
       if (r != rank && (infos[r].peer.pid != mine.peer.pid || infos[r].process != mine.process))
-        s.can_pull = s.can_pull && cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
+        s.can_pull = s.can_pull && watchable_pid(infos[r].peer, mine.peer) != 0 &&
+                     cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
     if (!s.can_pull)
       BRAID_INFO(kInit, "comm {:#x} rank {}: cannot read peers' memory (process_vm_readv); collectives keep "
                  "the shared-memory slots", comm->comm_hash, rank);

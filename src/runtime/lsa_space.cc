@@ -4,7 +4,6 @@
 #include <charconv>
 
 #include "src/base/env.h"
-#include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
@@ -114,7 +113,8 @@ Status LsaSpace::map_peers(const std::vector<Offer>& all, LsaWindow* window, boo
   const int first = ctx_.rank - lsa_.rank;
   for (int i = 0; i < lsa_.size && ok; ++i) {
     const int r = first + i;
-    const bool here = all[r].pid == all[ctx_.rank].pid;  // a thread of this process: its descriptor works here
+    // A thread of this process: its descriptor works here.
+    const bool here = same_process(ctx_.peers[size_t(r)], ctx_.peers[size_t(ctx_.rank)]);
     if (!here && passed[r].size() != 1) {
       ok = 0;
       break;
@@ -151,7 +151,7 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
   // with it: after map_peers' agreement.
   UniqueFd exported(mine.close_fd ? mine.fd : -1);
   std::vector<Offer> all(ctx_.nranks);
-  all[ctx_.rank] = {mine.fd >= 0 && bytes > 0, int32_t(this_pid()), mine.fd, mine.offset, mine.allocation_bytes};
+  all[ctx_.rank] = {mine.fd >= 0 && bytes > 0, mine.fd, mine.offset, mine.allocation_bytes};
   BRAID_TRY(std::move(bootstrap_.allgather(all.data(), sizeof(Offer))).context("ncclCommWindowRegister"));
   bool symmetric = true;
   std::vector<devapi::SymmetricRequest> requests;

@@ -114,7 +114,7 @@ class LsaSpace {
   // What each rank says of its part of a window.
   struct Offer {
     int64_t shareable;
-    int32_t pid, fd;  // the fd is the rank's own (a thread of this process can use it)
+    int32_t fd;  // the rank's own (a thread of this process can use it)
     uint64_t offset, allocation_bytes;
   };
   Status reserve_range();

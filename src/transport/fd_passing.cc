@@ -129,7 +129,7 @@ Status exchange_fds(const TransportContext& comm, Bootstrap& bootstrap, std::spa
   theirs->resize(size_t(n));
   // Whether rank a passes to rank b: one host, another process.
   auto passes = [&](int a, int b) {
-    return a != b && comm.peers[a].host_hash == comm.peers[b].host_hash && comm.peers[a].pid != comm.peers[b].pid;
+    return a != b && comm.peers[a].host_hash == comm.peers[b].host_hash && !same_process(comm.peers[a], comm.peers[b]);
   };
   bool any = false;  // the same answer on every rank (one peer table): all take part, or none
   for (int a = 0; a < n && !any; ++a)

@@ -50,7 +50,8 @@
 // it.  Both positions are otherwise private to their side.
 //
 // A dead peer process (same host, different pid) is noticed by polling
-// kill(pid, 0) while waiting, and reported as ncclRemoteError.
+// kill(pid, 0) while waiting, and reported as ncclRemoteError; one in
+// another pid namespace only by the waits' timeout (watchable_pid).
 //
 // Doorbells (doorbell.h): one more segment per communicator holds a futex
 // word per rank; commit rings the receiver's, release the sender's, so an
@@ -380,7 +381,8 @@ class ShmTransport final : public Transport {
     auto& p = pipes_[{from, to, channel}];
     if (!p) {
       std::string name = fmt::format("/braid-{:016x}-{}-{}-{}", ctx_.comm_hash, from, to, channel);
-      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, ctx_.peers[peer].pid, &aborted_, &bells_);
+      const int32_t pid = watchable_pid(ctx_.peers[size_t(peer)], ctx_.peers[size_t(ctx_.rank)]);
+      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, pid, &aborted_, &bells_);
     }
     return p.get();
   }

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/base/deadline.h"
+#include "src/base/env.h"
 #include "src/transport/host_memory.h"
 #include "src/transport/shm_segment.h"
 
@@ -28,6 +29,19 @@ void make_pages_present(void* p, size_t bytes, bool creator) {
   char sink = 0;
   for (size_t off = 0; off < bytes; off += page) sink ^= __atomic_load_n(static_cast<char*>(p) + off, __ATOMIC_RELAXED);
   asm volatile("" : : "r"(sink));
+}
+
+BoardSetup board_setup(const TransportContext& comm, std::string name, std::string what,
+                       const std::atomic<bool>* aborting) {
+  BoardSetup s;
+  s.name = std::move(name);
+  s.what = std::move(what);
+  s.rank = comm.rank;
+  s.nranks = comm.nranks;
+  for (const PeerInfo& p : comm.peers) s.pids.push_back(watchable_pid(p, comm.peers[size_t(comm.rank)]));
+  s.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+  s.aborting = aborting;
+  return s;
 }
 
 BoardMap::~BoardMap() {

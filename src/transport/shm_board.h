@@ -19,6 +19,7 @@
 
 #include "src/base/status.h"
 #include "src/transport/shm_segment.h"
+#include "src/transport/transport.h"
 
 namespace braid {
 
@@ -45,6 +46,11 @@ struct BoardSetup {
   std::chrono::milliseconds timeout{0};
   const std::atomic<bool>* aborting = nullptr;
 };
+
+// The setup of a board of `comm` named `name`: every rank's pid where this
+// process can watch it (watchable_pid), BRAID_TIMEOUT, and `aborting`.
+BoardSetup board_setup(const TransportContext& comm, std::string name, std::string what,
+                       const std::atomic<bool>* aborting);
 
 // A mapped board; unmapped (and unlinked, if nobody did) when destroyed.
 class BoardMap {

@@ -92,6 +92,21 @@ class Transport {
   virtual uint64_t bytes_held() const { return 0; }
 };
 
+// The pid by which this process can ask whether `peer`'s process still
+// exists (kill(pid, 0)), or 0 where it cannot.  A peer in another pid
+// namespace (a container sharing /dev/shm and the host name, but not its
+// pids) has a pid that names another process here, or none: asking about it
+// would report a live rank dead.  Such a peer's death is noticed by the
+// waits' timeouts (BRAID_TIMEOUT) and by its transport (a closed socket).
+inline int32_t watchable_pid(const PeerInfo& peer, const PeerInfo& me) {
+  return peer.pid_ns == me.pid_ns && me.pid_ns != 0 ? peer.pid : 0;
+}
+
+// Whether ranks `a` and `b` are threads of one process: the same pid in the
+// same pid namespace.  Equal pids alone are not: ranks in containers with
+// pid namespaces of their own often have small, equal pids.
+inline bool same_process(const PeerInfo& a, const PeerInfo& b) { return a.pid == b.pid && a.pid_ns == b.pid_ns; }
+
 // How many of `peers` share the host of peers[rank] (itself included).
 inline int ranks_on_host(const std::vector<PeerInfo>& peers, int rank) {
   int n = 0;

@@ -15,8 +15,9 @@ namespace mp {
 
 // Runs `body` as 3-4 thread ranks, 2-3 process ranks, thread ranks whose
 // GIN queues hold 2 descriptors (posting waits for the proxy's credit),
-// and 4 processes on two emulated hosts (GIN between them over TCP).  The
-// number of setups that failed.
+// 4 processes on two emulated hosts (GIN between them over TCP), and, where
+// this process may make them, 3 processes in pid namespaces of their own
+// (all pid 2, as in containers).  The number of setups that failed.
 inline int run_gin_setups(const RankBody& body, const std::string& host_prefix) {
   int failed = run_ranks_as_threads(4, body) != 0;
   failed += run_ranks_as_processes(3, body) != 0;
@@ -27,6 +28,7 @@ inline int run_gin_setups(const RankBody& body, const std::string& host_prefix) 
   failed += run_ranks_as_processes(4, body, 60, [&](int rank) {
               setenv("BRAID_HOSTID", (host_prefix + std::to_string(rank / 2)).c_str(), 1);
             }) != 0;
+  if (can_make_pid_namespaces()) failed += run_ranks_as_processes(3, body, 60, {}, {}, true) != 0;
   return failed;
 }
 

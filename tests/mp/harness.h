@@ -7,6 +7,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -130,19 +131,63 @@ inline std::vector<pid_t> fork_ranks(int nranks, unsigned timeout_s, int nids,
   return pids;
 }
 
-// setup(rank) runs in the child before init (e.g. setenv for that rank).
-inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned timeout_s = 60,
-                                  const std::function<void(int)>& setup = {}, const InitRank& init = {}) {
-  std::vector<pid_t> pids = fork_ranks(nranks, timeout_s, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    if (setup) setup(r);
-    Failures failures;
-    ncclComm_t comm = nullptr;
-    MP_NCCL(failures, init_rank(init, &comm, nranks, ids[0], r));
-    if (comm) {
-      body(r, nranks, comm, failures);
-      MP_NCCL(failures, ncclCommDestroy(comm));
+inline int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// Runs `rank` in a new pid namespace, as a container's processes run, and
+// returns its exit code, or kNoPidNamespace where none can be made (not
+// root).  The namespace's first process (pid 1, its init) only waits for
+// `rank`, which runs as pid 2: an init ignores the signals it has no
+// handler for, its alarm and its own SIGKILL included.
+constexpr int kNoPidNamespace = 77;
+inline int in_new_pid_namespace(unsigned timeout_s, const std::function<int()>& rank) {
+  if (unshare(CLONE_NEWPID) != 0) return kNoPidNamespace;
+  const pid_t init = fork();
+  if (init < 0) return kNoPidNamespace;
+  if (init == 0) {
+    const pid_t child = fork();
+    if (child == 0) {
+      alarm(timeout_s);
+      const int code = rank();
+      std::fflush(nullptr);
+      _exit(code);
     }
-    return failures.count ? 1 : 0;
+    int status = 0;
+    if (child < 0 || waitpid(child, &status, 0) != child) _exit(kNoPidNamespace);
+    _exit(exit_code(status));
+  }
+  int status = 0;
+  if (waitpid(init, &status, 0) != init) return kNoPidNamespace;
+  return exit_code(status);
+}
+
+// Whether this process may make pid namespaces (asked in a child, so that
+// this process's own children stay in its namespace).
+inline bool can_make_pid_namespaces() {
+  const pid_t child = fork();
+  if (child == 0) _exit(unshare(CLONE_NEWPID) == 0 ? 0 : 1);
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child && exit_code(status) == 0;
+}
+
+// setup(rank) runs in the child before init (e.g. setenv for that rank).
+// With own_pid_namespace, each rank runs in a pid namespace of its own, so
+// that all of them are pid 2 (see in_new_pid_namespace).
+inline int run_ranks_as_processes(int nranks, const RankBody& body, unsigned timeout_s = 60,
+                                  const std::function<void(int)>& setup = {}, const InitRank& init = {},
+                                  bool own_pid_namespace = false) {
+  std::vector<pid_t> pids = fork_ranks(nranks, timeout_s, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    auto rank = [&] {
+      if (setup) setup(r);
+      Failures failures;
+      ncclComm_t comm = nullptr;
+      MP_NCCL(failures, init_rank(init, &comm, nranks, ids[0], r));
+      if (comm) {
+        body(r, nranks, comm, failures);
+        MP_NCCL(failures, ncclCommDestroy(comm));
+      }
+      return failures.count ? 1 : 0;
+    };
+    return own_pid_namespace ? in_new_pid_namespace(timeout_s, rank) : rank();
   });
   int bad = int(nranks - pids.size());
   for (pid_t pid : pids) {
@@ -198,10 +243,15 @@ inline int init_must_fail(int nranks, const std::function<void(int)>& setup, ncc
   return bad;
 }
 
-enum class Mode { Threads, Processes };
-inline const char* mode_name(Mode m) { return m == Mode::Threads ? "threads" : "processes"; }
+// How ranks run: threads of this process, forked processes, or forked
+// processes each in a pid namespace of its own (as in containers: all pid 2).
+enum class Mode { Threads, Processes, PidNamespaces };
+inline const char* mode_name(Mode m) {
+  return m == Mode::Threads ? "threads" : m == Mode::Processes ? "processes" : "processes in pid namespaces";
+}
 inline int run_ranks(Mode mode, int nranks, const RankBody& body) {
-  return mode == Mode::Threads ? run_ranks_as_threads(nranks, body) : run_ranks_as_processes(nranks, body);
+  return mode == Mode::Threads ? run_ranks_as_threads(nranks, body)
+                               : run_ranks_as_processes(nranks, body, 60, {}, {}, mode == Mode::PidNamespaces);
 }
 
 }  // namespace mp

@@ -222,12 +222,15 @@ TEST_CASE("device API: symmetric windows put LSA peers' memory where NCCL's arit
   CHECK(run_ranks_as_threads(4, check_symmetric_windows) == 0);
   CHECK(run_ranks_as_processes(3, check_symmetric_windows) == 0);
   CHECK(run_ranks_as_processes(4, check_symmetric_windows, 60, two_hosts) == 0);  // LSA teams of 2
+  if (can_make_pid_namespaces())  // every rank pid 2 (containers): none is a thread of another's process
+    CHECK(run_ranks_as_processes(3, check_symmetric_windows, 60, {}, {}, true) == 0);
 }
 
 TEST_CASE("device API: ncclDevCommCreate lays out a zeroed resource buffer every LSA peer reaches",
           "[device][devcomm]") {
   CHECK(run_ranks_as_threads(3, check_device_comm) == 0);
   CHECK(run_ranks_as_processes(4, check_device_comm) == 0);
+  if (can_make_pid_namespaces()) CHECK(run_ranks_as_processes(3, check_device_comm, 60, {}, {}, true) == 0);
 }
 
 TEST_CASE("device API: device communicators braid cannot serve are refused on every rank", "[device][devcomm]") {

@@ -26,7 +26,7 @@ int run_with_config(Mode mode, int nranks, int contexts, int signals, const Rank
     return ncclCommInitRankConfig(comm, n, id, r, &config);
   };
   return mode == Mode::Threads ? run_ranks_as_threads(nranks, body, init)
-                               : run_ranks_as_processes(nranks, body, 90, setup, init);
+                               : run_ranks_as_processes(nranks, body, 90, setup, init, mode == Mode::PidNamespaces);
 }
 
 constexpr size_t kBlock = 3000;  // floats each rank puts into each peer's window
@@ -180,6 +180,16 @@ TEST_CASE("put/signal/wait exact, threads", "[mp][rma][threads]") {
 
 TEST_CASE("put/signal/wait exact, processes on one host (shared memory)", "[mp][rma]") {
   CHECK(run_with_config(Mode::Processes, 4, 2, 3, put_signal_wait) == 0);
+}
+
+// Containers that share /dev/shm but not pids: every rank is pid 2, and
+// none may take a peer for a thread of its own process.
+TEST_CASE("put/signal/wait exact, processes in pid namespaces of their own", "[mp][rma][pid_namespace]") {
+  if (!can_make_pid_namespaces()) {
+    WARN("skipped: cannot make pid namespaces here (needs root)");
+    return;
+  }
+  CHECK(run_with_config(Mode::PidNamespaces, 3, 2, 3, put_signal_wait) == 0);
 }
 
 TEST_CASE("put/signal/wait exact, processes on emulated hosts (sockets)", "[mp][rma][hosts]") {

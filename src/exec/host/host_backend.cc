@@ -7,7 +7,6 @@
 #include <chrono>
 
 #include "braid/chunking.h"
-#include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/exec/host/collective_task.h"
@@ -121,15 +120,7 @@ Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board board
                        .divisor = c.reduction.divisor,
                        .root = c.root};
   auto setup = [&](const char* suffix, const char* what) {
-    BoardSetup s;
-    s.name = fmt::format("/braid-{:016x}-{}", comm.comm_hash, suffix);
-    s.what = what;
-    s.rank = comm.rank;
-    s.nranks = comm.nranks;
-    for (const PeerInfo& p : comm.peers) s.pids.push_back(p.pid);
-    s.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-    s.aborting = ctx_.stop;
-    return s;
+    return board_setup(comm, fmt::format("/braid-{:016x}-{}", comm.comm_hash, suffix), what, ctx_.stop);
   };
   const uint64_t max_bytes = paths_.settings().board_max_bytes;
   if (board == HostPaths::Board::Eager) {

@@ -40,7 +40,7 @@ Status HostWindows::add(const TransportContext& comm, Bootstrap& bootstrap, cons
   for (int r = 0; r < comm.nranks && ok; ++r) {
     const WindowExtent& e = info.ranks[r];
     const SharedHandle& h = info.handles[r];
-    if (h.pid == info.handles[me].pid) {
+    if (same_process(comm.peers[size_t(r)], comm.peers[size_t(me)])) {
       window->views[r] = reinterpret_cast<char*>(e.base);
     } else if (passed[r].size() != 1) {  // another host, not shareable, or not passed
       ok = 0;
