@@ -1,5 +1,6 @@
 #include "src/base/process_watch.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -25,7 +26,7 @@ Status ProcessWatch::start(const std::vector<WatchedProcess>& processes, const s
                            std::unique_ptr<ProcessWatch>* out) {
   std::unique_ptr<ProcessWatch> w(new ProcessWatch(std::move(on_exit), what));
   for (const WatchedProcess& p : processes) {
-    const int fd = int(::syscall(SYS_pidfd_open, p.pid, 0));
+    const int fd = p.pidfd >= 0 ? ::fcntl(p.pidfd, F_DUPFD_CLOEXEC, 0) : int(::syscall(SYS_pidfd_open, p.pid, 0));
     if (fd < 0 && errno == ESRCH) {
       w->on_exit_(p.rank, exited(p.rank, p.pid));
     } else if (fd < 0) {

@@ -20,7 +20,8 @@ namespace braid {
 
 struct WatchedProcess {
   int rank = -1;
-  int pid = 0;
+  int pid = 0;     // for messages; opened as a pidfd where none is given
+  int pidfd = -1;  // borrowed (the watch keeps a duplicate): right in any pid namespace
 };
 
 class ProcessWatch {

@@ -13,6 +13,7 @@
 #include "src/devapi/teams.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/init.h"
+#include "src/transport/peer_processes.h"
 
 namespace braid {
 namespace {
@@ -459,13 +460,10 @@ void DeviceComms::stop() {
 Status DeviceComms::make_liveness() {
   if (liveness_) return Status::ok();
   const LsaSpace& space = *comm_->lsa;
-  const std::vector<PeerInfo>& peers = comm_->setup->ctx.peers;
   const int me = space.world_rank(), first = me - space.lsa().rank;
-  std::vector<WatchedProcess> watched;
-  const PeerInfo& mine = peers[size_t(me)];
-  for (int r = first; r < first + space.lsa().size; ++r)  // other processes, whose pids mean the same here
-    if (const PeerInfo& p = peers[size_t(r)]; !same_process(p, mine) && watchable_pid(p, mine) != 0)
-      watched.push_back({r, p.pid});
+  std::vector<WatchedProcess> watched;  // the LSA team's other processes
+  for (const WatchedProcess& p : comm_->setup->ctx.processes->watchable())
+    if (p.rank >= first && p.rank < first + space.lsa().size) watched.push_back(p);
   std::unique_ptr<DeviceLiveness> made;
   BRAID_TRY(DeviceLiveness::create(space.memory(), watched, &made));
   std::lock_guard<std::mutex> lock(mutex_);

@@ -31,6 +31,7 @@
 #include "src/transport/cross_memory.h"
 #include "src/transport/net/net_choice.h"
 #include "src/transport/net/net_transport.h"
+#include "src/transport/peer_processes.h"
 #include "src/transport/router.h"
 
 namespace braid {
@@ -319,6 +320,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.nranks = nranks;
   for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
   comm->peers = ctx.peers;
+  BRAID_TRY(PeerProcesses::create(ctx, *comm->bootstrap, &ctx.processes));
   BRAID_TRY(make_transports(comm, local, std::move(listener), ctx));
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;

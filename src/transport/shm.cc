@@ -49,22 +49,19 @@
 // orders the receiver's reads of a slot before the sender's next writes to
 // it.  Both positions are otherwise private to their side.
 //
-// A dead peer process (same host, different pid) is noticed by polling
-// kill(pid, 0) while waiting, and reported as ncclRemoteError; one in
-// another pid namespace only by the waits' timeout (watchable_pid).
+// A dead peer process (same host, another process) is noticed by asking
+// its pidfd (PeerProcesses) while waiting, and reported as ncclRemoteError.
 //
 // Doorbells (doorbell.h): one more segment per communicator holds a futex
 // word per rank; commit rings the receiver's, release the sender's, so an
 // idle rank can sleep in the kernel and be woken by exactly the event it
 // waits for.  A pipe is usable only once that segment is mapped, so every
 // commit and release can ring.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -78,6 +75,7 @@
 #include "src/base/log.h"
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
+#include "src/transport/peer_processes.h"
 #include "src/transport/shm_board.h"
 #include "src/transport/shm_segment.h"
 #include "src/transport/transport.h"
@@ -86,7 +84,7 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kReady = 0x5ea1ed;
-constexpr uint32_t kLivenessCheckEvery = 1 << 14;  // idle polls between kill(pid, 0) checks
+constexpr uint32_t kLivenessCheckEvery = 1 << 14;  // idle polls between asking whether the peer exited
 constexpr uint32_t kClockCheckEvery = 64;          // idle polls between looks at the clock
 
 struct alignas(64) ShmHeader {
@@ -163,10 +161,10 @@ class BellSegment {
 
 class ShmPipe final : public SendPipe, public RecvPipe {
  public:
-  ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, int32_t peer_pid,
+  ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, const PeerProcesses* processes,
           const std::atomic<bool>* aborted, BellSegment* bells)
       : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), stride_(slot_stride(slot_bytes)),
-        peer_(peer), peer_pid_(peer_pid), aborted_(aborted), bells_(bells) {}
+        peer_(peer), processes_(processes), aborted_(aborted), bells_(bells) {}
 
   ~ShmPipe() override {
     ShmSegment::unlink(name_);  // the peer never attached, or is gone: ENOENT is fine
@@ -219,7 +217,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
 
   // Everything sent has been consumed (or nothing was ever sent).
   bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
-  bool peer_alive() const { return peer_pid_ == getpid() || peer_pid_ <= 0 || ::kill(peer_pid_, 0) == 0 || errno != ESRCH; }
+  bool peer_alive() const { return !processes_->exited(peer_); }
 
   Status release() override {
     // The slot is still ours until `tail` moves: its header says where the next fragment is.
@@ -289,9 +287,9 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     if (idle_polls_ % kLivenessCheckEvery != 0 && now - last_liveness_ < std::chrono::milliseconds(50))
       return Status::ok();
     last_liveness_ = now;
-    if (peer_pid_ != getpid() && peer_pid_ > 0 && ::kill(peer_pid_, 0) != 0 && errno == ESRCH)
+    if (processes_->exited(peer_))
       return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited while connected by shared memory", peer_,
-                         peer_pid_);
+                         processes_->pid(peer_));
     return Status::ok();
   }
 
@@ -300,7 +298,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   const uint64_t slot_bytes_;
   const uint64_t stride_;
   const int peer_;
-  const int32_t peer_pid_;
+  const PeerProcesses* processes_;
   const std::atomic<bool>* aborted_;
   BellSegment* bells_;
   DoorbellWord* peer_bell_ = nullptr;
@@ -325,6 +323,7 @@ class ShmTransport final : public Transport {
  public:
   explicit ShmTransport(const TransportContext& ctx)
       : ctx_(ctx),
+        processes_(ctx.processes ? ctx.processes : PeerProcesses::local(ctx)),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
         slot_bytes_(kShmSlotFragments * (uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64)),
         bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, ranks_on_host(ctx.peers, ctx.rank)),
@@ -381,13 +380,13 @@ class ShmTransport final : public Transport {
     auto& p = pipes_[{from, to, channel}];
     if (!p) {
       std::string name = fmt::format("/braid-{:016x}-{}-{}-{}", ctx_.comm_hash, from, to, channel);
-      const int32_t pid = watchable_pid(ctx_.peers[size_t(peer)], ctx_.peers[size_t(ctx_.rank)]);
-      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, pid, &aborted_, &bells_);
+      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, processes_.get(), &aborted_, &bells_);
     }
     return p.get();
   }
 
   TransportContext ctx_;
+  const std::shared_ptr<const PeerProcesses> processes_;  // outlives the pipes, which point to it
   const uint32_t slots_;
   const uint64_t slot_bytes_;
   std::atomic<bool> aborted_{false};

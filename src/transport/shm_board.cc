@@ -1,20 +1,19 @@
 #include "src/transport/shm_board.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 
 #include "src/base/deadline.h"
 #include "src/base/env.h"
+#include "src/transport/peer_processes.h"
 #include "src/transport/host_memory.h"
 #include "src/transport/shm_segment.h"
 
 namespace braid {
 namespace {
 
-// Idle polls between looks for a dead rank 0 (kill(pid, 0) is a syscall).
+// Idle polls between looks for a dead rank 0 (asking its pidfd is a syscall).
 constexpr uint32_t kLivenessCheckEvery = 1 << 12;
 
 }  // namespace
@@ -38,7 +37,7 @@ BoardSetup board_setup(const TransportContext& comm, std::string name, std::stri
   s.what = std::move(what);
   s.rank = comm.rank;
   s.nranks = comm.nranks;
-  for (const PeerInfo& p : comm.peers) s.pids.push_back(watchable_pid(p, comm.peers[size_t(comm.rank)]));
+  s.processes = comm.processes ? comm.processes : PeerProcesses::local(comm);
   s.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
   s.aborting = aborting;
   return s;
@@ -50,10 +49,8 @@ BoardMap::~BoardMap() {
 }
 
 int BoardMap::dead_rank(const std::vector<int>& ranks) const {
-  for (int r : ranks) {
-    const int32_t pid = r < int(setup_.pids.size()) ? setup_.pids[r] : 0;
-    if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) return r;
-  }
+  for (int r : ranks)
+    if (setup_.processes && setup_.processes->exited(r)) return r;
   return -1;
 }
 

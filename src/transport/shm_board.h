@@ -42,13 +42,13 @@ struct BoardSetup {
   std::string name;           // shm name, the same on every rank of the communicator
   std::string what;           // for messages ("BRAID_STRAGGLER=eager")
   int rank = 0, nranks = 0;
-  std::vector<int32_t> pids;  // each rank's process, to notice one that died (0: unknown)
+  std::shared_ptr<const PeerProcesses> processes;  // the ranks' processes, to notice one that died (null: none)
   std::chrono::milliseconds timeout{0};
   const std::atomic<bool>* aborting = nullptr;
 };
 
-// The setup of a board of `comm` named `name`: every rank's pid where this
-// process can watch it (watchable_pid), BRAID_TIMEOUT, and `aborting`.
+// The setup of a board of `comm` named `name`: its ranks' processes,
+// BRAID_TIMEOUT, and `aborting`.
 BoardSetup board_setup(const TransportContext& comm, std::string name, std::string what,
                        const std::atomic<bool>* aborting);
 

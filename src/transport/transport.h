@@ -96,8 +96,7 @@ class Transport {
 // exists (kill(pid, 0)), or 0 where it cannot.  A peer in another pid
 // namespace (a container sharing /dev/shm and the host name, but not its
 // pids) has a pid that names another process here, or none: asking about it
-// would report a live rank dead.  Such a peer's death is noticed by the
-// waits' timeouts (BRAID_TIMEOUT) and by its transport (a closed socket).
+// would report a live rank dead.  Its pidfd answers instead (PeerProcesses).
 inline int32_t watchable_pid(const PeerInfo& peer, const PeerInfo& me) {
   return peer.pid_ns == me.pid_ns && me.pid_ns != 0 ? peer.pid : 0;
 }
@@ -121,11 +120,16 @@ inline int ranks_on_machine(const std::vector<PeerInfo>& peers, int rank) {
   return n > 0 ? n : 1;
 }
 
+class PeerProcesses;
+
 struct TransportContext {
   uint64_t comm_hash = 0;  // unique per communicator, same on every rank
   int rank = 0;
   int nranks = 0;
   std::vector<PeerInfo> peers;  // indexed by rank, includes self
+  // This host's other processes, to ask whether a peer exited
+  // (peer_processes.h; null: the transports watch pids alone).
+  std::shared_ptr<const PeerProcesses> processes;
 };
 
 // Shared memory between processes (and threads) on one host.

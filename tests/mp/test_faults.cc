@@ -68,6 +68,23 @@ TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, ab
   unsetenv("NCCL_NET_PLUGIN");
 }
 
+// Its parent reaps the killed rank only after the survivors have ended: a
+// zombie all along, which kill(pid, 0) finds; its pidfd says it exited.
+TEST_CASE("a peer killed and left unreaped (a zombie): survivors fail at once, not at BRAID_TIMEOUT", "[mp][faults]") {
+  setenv("BRAID_TIMEOUT", "60", 1);
+  setenv("BRAID_TRANSPORT", "shm", 1);
+  const int n = 3;
+  std::vector<pid_t> pids = fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    return survivor(r, n, ids[0], 3, 1 << 18, Call::AllReduce);  // failing within 3 + 5 s
+  });
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_TRANSPORT");
+  REQUIRE(int(pids.size()) == n);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  REQUIRE(kill(pids.back(), SIGKILL) == 0);
+  CHECK(reap_with_one_killed(pids, n - 1) == 0);  // in rank order: the killed one last
+}
+
 TEST_CASE("a peer killed amid one-shot AllReduces: survivors fail within BRAID_TIMEOUT", "[mp][faults]") {
   kill_one_mid_collective(3, "shm", 16);
 }

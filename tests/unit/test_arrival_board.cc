@@ -122,14 +122,13 @@ TEST_CASE("arrival board: a dead rank process ends the wait long before the time
   const auto timeout = std::chrono::seconds(60);
 
   SECTION("rank 0 died before creating the board") {
-    BoardSetup s = setup_for(board_name("dead-creator"), 1, 2, timeout);
-    s.pids[0] = int32_t(child);
+    BoardSetup s = setup_for(board_name("dead-creator"), 1, 2, timeout, {int32_t(child), int32_t(::getpid())});
     std::unique_ptr<ArrivalBoard> board;
     CHECK(ArrivalBoard::open(s, &board).code() == ncclRemoteError);
   }
   SECTION("two of three ranks died before the call") {
-    BoardSetup s = setup_for(board_name("dead-peers"), 0, 3, timeout);
-    s.pids[1] = s.pids[2] = int32_t(child);
+    BoardSetup s =
+        setup_for(board_name("dead-peers"), 0, 3, timeout, {int32_t(::getpid()), int32_t(child), int32_t(child)});
     std::unique_ptr<ArrivalBoard> board;
     REQUIRE(ArrivalBoard::open(s, &board).is_ok());
     int named = -1;

@@ -151,8 +151,8 @@ TEST_CASE("duration board: a dead rank process ends the wait long before the tim
     ::_exit(0);
   }
   REQUIRE(child > 0);
-  BoardSetup setup = setup_for(name, 0, 2, std::chrono::seconds(60));
-  setup.pids[1] = int32_t(child);  // as the communicator's init learns it
+  // As the communicator's init learns them.
+  BoardSetup setup = setup_for(name, 0, 2, std::chrono::seconds(60), {int32_t(::getpid()), int32_t(child)});
   std::unique_ptr<DurationBoard> mine;
   REQUIRE(DurationBoard::open(setup, &mine).is_ok());
   REQUIRE(::waitpid(child, nullptr, 0) == child);  // reaped: kill(pid, 0) says it is gone

@@ -58,6 +58,7 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/exec/cuda_arena.h"
 #include "src/exec/device_backend.h"
+#include "src/transport/peer_processes.h"
 #include "src/exec/device_share.h"
 #include "src/exec/forward.h"
 #include "src/plan/planner.h"
@@ -78,7 +79,6 @@ struct ArenaInfo {
   cudaIpcMemHandle_t handle;
   uint64_t address = 0;  // in the owner's address space
   uint64_t process = 0;  // this_process(): with the pid, which ranks share an address space
-  uint64_t pid_ns = 0;   // pid_namespace(): whose pids this rank can watch
   int32_t pid = 0;
   int32_t device = -1;  // the owner's device ordinal (meaningful to threads of its process)
   DeviceShare share;    // see launch_block_budget
@@ -155,7 +155,6 @@ class CudaBackend final : public Backend {
     mine.address = reinterpret_cast<uintptr_t>(arena_);
     mine.pid = getpid();
     mine.process = this_process();
-    mine.pid_ns = pid_namespace();
     mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
@@ -188,13 +187,9 @@ class CudaBackend final : public Backend {
         opened_[r] = true;
       }
     }
-    // Other processes' exits stop the waits for them (cuda_kernel_errors.h),
-    // where their pids mean the same here.
-    std::vector<WatchedProcess> other_processes;
-    for (int r = 0; r < n; ++r)
-      if (!same_process(infos[r], mine) && infos[r].pid_ns == mine.pid_ns && mine.pid_ns != 0)
-        other_processes.push_back({r, infos[r].pid});
-    BRAID_TRY(errors_.watch_peers(other_processes));
+    // Other processes' exits stop the waits for them (cuda_kernel_errors.h).
+    const auto processes = ctx_.comm.processes ? ctx_.comm.processes : PeerProcesses::local(ctx_.comm);
+    BRAID_TRY(errors_.watch_peers(processes->watchable()));
     if (ll_max_bytes_) {
       std::vector<LLLine*> regions(n);
       for (int r = 0; r < n; ++r)

@@ -1,6 +1,7 @@
 #include "src/exec/host/board.h"
 
 #include "src/base/env.h"
+#include "src/transport/peer_processes.h"
 
 namespace braid {
 
@@ -14,7 +15,8 @@ Status BoardWaiter::check(int awaited, Clock* clock) const {
     clock->last_liveness = now;
     int dead = map->dead_rank({awaited});
     if (dead >= 0)
-      return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during {}", dead, map->setup().pids[dead], what);
+      return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during {}", dead, map->setup().processes->pid(dead),
+                         what);
   }
   if (std::chrono::duration_cast<std::chrono::milliseconds>(now - clock->started).count() >= clock->timeout_ms)
     return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) in {}: still waiting for rank {}",
