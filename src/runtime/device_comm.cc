@@ -462,7 +462,7 @@ Status DeviceComms::make_liveness() {
   const LsaSpace& space = *comm_->lsa;
   const int me = space.world_rank(), first = me - space.lsa().rank;
   std::vector<WatchedProcess> watched;  // the LSA team's other processes
-  for (const WatchedProcess& p : comm_->setup->ctx.processes->watchable())
+  for (const WatchedProcess& p : PeerProcesses::of(comm_->setup->ctx)->watchable())
     if (p.rank >= first && p.rank < first + space.lsa().size) watched.push_back(p);
   std::unique_ptr<DeviceLiveness> made;
   BRAID_TRY(DeviceLiveness::create(space.memory(), watched, &made));

@@ -41,6 +41,10 @@ class PeerProcesses {
   // What this process finds alone: pidfds of the peer processes of its pid
   // namespace, no exchange (also for transports made without create).
   static std::shared_ptr<const PeerProcesses> local(const TransportContext& ctx);
+  // ctx.processes, or local(ctx) where the context has none.
+  static std::shared_ptr<const PeerProcesses> of(const TransportContext& ctx) {
+    return ctx.processes ? ctx.processes : local(ctx);
+  }
 
   // Whether rank r's process has exited.  False for ranks of this process,
   // of other hosts, and for those that cannot be watched.  One syscall.

@@ -37,7 +37,7 @@ BoardSetup board_setup(const TransportContext& comm, std::string name, std::stri
   s.what = std::move(what);
   s.rank = comm.rank;
   s.nranks = comm.nranks;
-  s.processes = comm.processes ? comm.processes : PeerProcesses::local(comm);
+  s.processes = PeerProcesses::of(comm);
   s.timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
   s.aborting = aborting;
   return s;

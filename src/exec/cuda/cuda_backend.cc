@@ -188,8 +188,7 @@ class CudaBackend final : public Backend {
       }
     }
     // Other processes' exits stop the waits for them (cuda_kernel_errors.h).
-    const auto processes = ctx_.comm.processes ? ctx_.comm.processes : PeerProcesses::local(ctx_.comm);
-    BRAID_TRY(errors_.watch_peers(processes->watchable()));
+    BRAID_TRY(errors_.watch_peers(PeerProcesses::of(ctx_.comm)->watchable()));
     if (ll_max_bytes_) {
       std::vector<LLLine*> regions(n);
       for (int r = 0; r < n; ++r)
