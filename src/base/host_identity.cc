@@ -35,17 +35,21 @@ uint64_t host_hash() {
   return id.empty() ? machine_hash() : fnv1a(id);
 }
 
-uint64_t this_process() {
-  static const uint64_t id = [] {
-    std::random_device rd;
-    return (uint64_t(rd()) << 32) ^ rd();
-  }();
-  return id;
-}
-
 namespace {
+std::atomic<uint64_t> process_id{0};
 std::atomic<int> known_pid{0};
 }  // namespace
+
+uint64_t this_process() {
+  static const bool forget_in_children = pthread_atfork(nullptr, nullptr, [] { process_id = 0; }) == 0;
+  (void)forget_in_children;  // without the handler a child keeps its parent's value, told apart by its pid
+  uint64_t id = process_id.load(std::memory_order_relaxed);
+  if (id != 0) return id;
+  std::random_device rd;
+  uint64_t drawn = ((uint64_t(rd()) << 32) ^ rd()) | 1;  // never 0, which means "not drawn yet"
+  // Threads that draw at once agree on the first value stored.
+  return process_id.compare_exchange_strong(id, drawn, std::memory_order_relaxed) ? drawn : id;
+}
 
 int this_pid() {
   static const bool forget_in_children = pthread_atfork(nullptr, nullptr, [] { known_pid = 0; }) == 0;

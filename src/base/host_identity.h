@@ -12,9 +12,10 @@ namespace braid {
 uint64_t host_hash();
 // Identity of this machine (host name and boot), whatever BRAID_HOSTID says.
 uint64_t machine_hash();
-// A random value drawn once per process image.  With the pid it tells
-// whether two ranks share an address space: pids repeat across containers
-// and hosts, and a forked child keeps this value but not the pid.
+// A random value drawn once per process, and again in each forked child.
+// With the pid it tells whether two ranks share an address space: pids
+// repeat across containers and hosts, and forked children in pid namespaces
+// of their own have equal pids (all 2, say).
 uint64_t this_process();
 // getpid(), without a system call after the first (a forked child asks again).
 int this_pid();

@@ -54,6 +54,10 @@ struct InitInfo {
   char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
 };
 
+bool one_address_space(const InitInfo& a, const InitInfo& b) {
+  return a.process == b.process && same_process(a.peer, b.peer);
+}
+
 // NCCL_MULTI_RANK_GPU_ENABLE (NCCL 2.30): NCCL refuses two ranks of one
 // communicator on one GPU unless it is set.  braid's CUDA backend has always
 // run them (they share the GPU like any two processes, docs/compatibility.md),
@@ -176,7 +180,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   // host-staged communicator's buffers are device memory).
   const bool host_buffers = !local.device.usable;
   s.one_process = host_buffers && nranks > 1 && std::all_of(infos.begin(), infos.end(), [&](const InitInfo& i) {
-                    return i.process == mine.process && i.peer.pid == mine.peer.pid;
+                    return one_address_space(i, mine);
                   });
   s.oversubscribed = tuning.oversubscribed;
   // The pull path, between processes of this host.
@@ -193,7 +197,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
     s.can_pull = true;
     s.cma_checked = true;
     for (int r = 0; r < nranks; ++r)  // a peer of another pid namespace: its pid is not its name here
-      if (r != rank && (infos[r].peer.pid != mine.peer.pid || infos[r].process != mine.process))
+      if (r != rank && !one_address_space(infos[r], mine))
         s.can_pull = s.can_pull && watchable_pid(infos[r].peer, mine.peer) != 0 &&
                      cma_can_read(infos[r].peer.pid, infos[r].cma_probe);
     if (!s.can_pull)

@@ -133,6 +133,10 @@ TEST_CASE("every collective exact with each rank in a pid namespace of its own",
     WARN("skipped: cannot make pid namespaces here (needs root)");
     return;
   }
+  // A communicator in this process first, as a job's earlier ones: the
+  // children then inherit what it drew (this_process()) and must not
+  // take each other for one process.
+  CHECK(run_ranks_as_threads(2, [](int, int, ncclComm_t comm, Failures& f) { barrier_all(comm, f); }) == 0);
   setenv("BRAID_TRANSPORT", "shm", 1);
   setenv("BRAID_CMA", "on", 1);
   CHECK(run_ranks(Mode::PidNamespaces, 3, [](int rank, int n, ncclComm_t comm, Failures& f) {
