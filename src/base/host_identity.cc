@@ -30,9 +30,14 @@ uint64_t machine_hash() {
   return fnv1a(std::string(host) + "/" + boot);
 }
 
+uint64_t shm_identity() {
+  struct stat st {};
+  return ::stat("/dev/shm", &st) == 0 ? uint64_t(st.st_dev) : 0;
+}
+
 uint64_t host_hash() {
   std::string id = env_string("BRAID_HOSTID");
-  return id.empty() ? machine_hash() : fnv1a(id);
+  return id.empty() ? fnv1a(std::to_string(machine_hash()) + "/" + std::to_string(shm_identity())) : fnv1a(id);
 }
 
 namespace {

@@ -7,9 +7,14 @@
 
 namespace braid {
 
-// Identity of this host (BRAID_HOSTID overrides: an emulated cluster gives
-// each network namespace its own).
+// Identity of this host: its machine and the memory behind /dev/shm, where
+// shm_open puts segments (BRAID_HOSTID overrides: an emulated cluster gives
+// each network namespace its own).  Containers of one machine with a
+// /dev/shm each (docker without --ipc=host) cannot map each other's
+// segments, so they are different hosts: sockets between them.
 uint64_t host_hash();
+// The file system behind /dev/shm (its device number; 0 if none).
+uint64_t shm_identity();
 // Identity of this machine (host name and boot), whatever BRAID_HOSTID says.
 uint64_t machine_hash();
 // A random value drawn once per process, and again in each forked child.

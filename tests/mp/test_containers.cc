@@ -1,6 +1,12 @@
-// Ranks in different pid namespaces on one host: containers that share the
-// host name and /dev/shm (docker --network=host --ipc=host) but not their
-// pids.  braid's shared-memory paths then connect them, and a pid from
+// Ranks in containers on one machine.
+//
+// A rank with a /dev/shm of its own (docker without --ipc=host) cannot map
+// the others' segments: it is another host to them (host_hash), reached by
+// sockets.  Before, it took the shared-memory paths and waited for segments
+// that never appeared, until BRAID_TIMEOUT.
+//
+// Ranks in different pid namespaces that share the host name and /dev/shm
+// (docker --network=host --ipc=host) but not their pids.  braid's shared-memory paths then connect them, and a pid from
 // another namespace names some other process here, or none: asking
 // kill(pid, 0) about it took live ranks for dead, and equal pids made
 // ranks of two containers look like threads of one process.  Processes are
@@ -9,6 +15,7 @@
 //
 // Needs root (unshare(CLONE_NEWPID)); says it skipped, and passes, otherwise.
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +26,7 @@
 #include <thread>
 
 #include "collective_check.h"
+#include "scoped_env.h"
 #include "survivor.h"
 
 using namespace mp;
@@ -146,4 +154,42 @@ TEST_CASE("every collective exact with each rank in a pid namespace of its own",
         }) == 0);
   unsetenv("BRAID_TRANSPORT");
   unsetenv("BRAID_CMA");
+}
+
+namespace {
+
+// Gives this process a /dev/shm of its own: a mount namespace (its mounts
+// private, so nothing reaches the machine's) with a fresh tmpfs there.
+bool own_dev_shm() {
+  return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+         mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0;
+}
+
+bool can_make_mount_namespaces() {
+  const pid_t child = fork();
+  if (child == 0) _exit(own_dev_shm() ? 0 : 1);
+  int status = 0;
+  return child > 0 && waitpid(child, &status, 0) == child && exit_code(status) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a rank with a /dev/shm of its own is reached by sockets: every collective exact",
+          "[mp][processes][containers]") {
+  if (!can_make_mount_namespaces()) {
+    WARN("skipped: cannot make mount namespaces here (needs root)");
+    return;
+  }
+  ScopedEnv quick("BRAID_TIMEOUT", "20");  // bounds the failure this guards against
+  CHECK(run_ranks_as_processes(
+            3,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              for (Coll c : kAllColls)
+                for (size_t count : {size_t(7), size_t(1) << 16})
+                  run_and_check({.coll = c, .count = count, .root = 1}, rank, n, comm, f);
+            },
+            120,
+            [](int rank) {
+              if (rank == 2 && !own_dev_shm()) _exit(5);
+            }) == 0);
 }
