@@ -9,7 +9,7 @@ namespace {
 // Slots reused round robin.  Two would do (see the header: a rank is at most
 // one call ahead of the slowest on the board); four leave room.
 constexpr int kSlots = 4;
-// Idle polls between looks for a dead peer process (kill(pid, 0) is a syscall).
+// Idle polls between looks for a dead peer process (asking its pidfd is a syscall).
 constexpr uint32_t kLivenessCheckEvery = 1 << 12;
 
 struct Slot {

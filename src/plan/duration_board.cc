@@ -7,7 +7,7 @@
 namespace braid {
 namespace {
 
-// Idle polls between looks for a dead peer process (kill(pid, 0) is a syscall).
+// Idle polls between looks for a dead peer process (asking its pidfd is a syscall).
 constexpr uint32_t kLivenessCheckEvery = 1 << 12;
 
 // The board: a BoardHeader, then from its second cache line the entries,
