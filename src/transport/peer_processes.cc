@@ -1,6 +1,7 @@
 #include "src/transport/peer_processes.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,6 +23,10 @@ bool has_exited(int pidfd) {
   return ::poll(&q, 1, 0) == 1 && (q.revents & POLLIN);
 }
 
+// shared_pidfd's, by pid.
+std::mutex pidfds_mutex;
+std::map<int32_t, std::weak_ptr<const UniqueFd>> pidfds_opened;
+
 // A pidfd of process `pid` of this namespace, shared by every communicator
 // that watches it: a job with many communicators holds one descriptor per
 // peer process, not one per peer and communicator.  A cached one whose
@@ -29,15 +34,18 @@ bool has_exited(int pidfd) {
 // process now).  Null where none can be opened (the process is gone, or
 // pidfds are missing: Linux before 5.3).
 std::shared_ptr<const UniqueFd> shared_pidfd(int32_t pid) {
-  static std::mutex mutex;
-  static std::map<int32_t, std::weak_ptr<const UniqueFd>> opened;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::erase_if(opened, [](const auto& entry) { return entry.second.expired(); });
-  if (auto it = opened.find(pid); it != opened.end())
+  // A fork waits until no thread is here, so that a child never inherits
+  // the map half-changed or the mutex held.
+  static const bool fork_safe =
+      pthread_atfork([] { pidfds_mutex.lock(); }, [] { pidfds_mutex.unlock(); }, [] { pidfds_mutex.unlock(); }) == 0;
+  (void)fork_safe;
+  std::lock_guard<std::mutex> lock(pidfds_mutex);
+  std::erase_if(pidfds_opened, [](const auto& entry) { return entry.second.expired(); });
+  if (auto it = pidfds_opened.find(pid); it != pidfds_opened.end())
     if (auto fd = it->second.lock(); fd && !has_exited(fd->get())) return fd;
   auto fd = std::make_shared<const UniqueFd>(int(::syscall(SYS_pidfd_open, pid, 0)));
   if (fd->get() < 0) return nullptr;
-  opened[pid] = fd;
+  pidfds_opened[pid] = fd;
   return fd;
 }
 
