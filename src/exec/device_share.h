@@ -18,13 +18,13 @@
 namespace braid {
 
 struct DeviceShare {
-  uint64_t host_hash = 0;
+  uint64_t machine_hash = 0;  // machine_hash(): a GPU is shared by the ranks of its machine, whatever /dev/shm
   uint8_t device_id[16] = {};  // the physical device (ordinals differ between processes)
   int32_t resident_blocks = 0;  // of the collective kernel, on that device
 };
 
 inline bool same_device(const DeviceShare& a, const DeviceShare& b) {
-  return a.host_hash == b.host_hash && std::memcmp(a.device_id, b.device_id, sizeof a.device_id) == 0;
+  return a.machine_hash == b.machine_hash && std::memcmp(a.device_id, b.device_id, sizeof a.device_id) == 0;
 }
 
 inline int32_t launch_block_budget(const std::vector<DeviceShare>& ranks) {

@@ -13,7 +13,7 @@ namespace {
 
 DeviceShare on(uint64_t host, uint8_t device, int32_t resident) {
   DeviceShare s;
-  s.host_hash = host;
+  s.machine_hash = host;
   s.device_id[0] = device;
   s.resident_blocks = resident;
   return s;

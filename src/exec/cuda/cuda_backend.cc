@@ -158,7 +158,7 @@ class CudaBackend final : public Backend {
     mine.device = device;
     cudaDeviceProp prop;
     CUDA_TRY(cudaGetDeviceProperties(&prop, device));
-    mine.share.host_hash = host_hash();
+    mine.share.machine_hash = machine_hash();
     static_assert(sizeof prop.uuid == sizeof mine.share.device_id);
     std::memcpy(mine.share.device_id, &prop.uuid, sizeof prop.uuid);
     CUDA_TRY(cuda::resident_collective_blocks(device, &mine.share.resident_blocks));
@@ -172,17 +172,17 @@ class CudaBackend final : public Backend {
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
       const ArenaInfo& p = infos[r];
-      if (p.share.host_hash != mine.share.host_hash)
+      if (p.share.machine_hash != mine.share.machine_hash)
         return BRAID_ERROR(ncclInvalidUsage,
-                           "rank {} is on another host: the CUDA backend connects ranks of one host only so far "
-                           "(set BRAID_BACKEND=host to use sockets with host buffers)",
+                           "rank {} is on another machine: the CUDA backend connects ranks of one machine only so "
+                           "far (set BRAID_BACKEND=host to use sockets with host buffers)",
                            r);
       if (same_process(p, mine)) {
         if (p.device != device) BRAID_TRY(enable_peer_access(p.device));
         peer_arena_[r] = reinterpret_cast<char*>(p.address);
       } else {
         void* mapped = nullptr;
-        CUDA_TRY(cudaIpcOpenMemHandle(&mapped, p.handle, cudaIpcMemLazyEnablePeerAccess));
+        BRAID_TRY(open_peer_arena(r, p.handle, &mapped));
         peer_arena_[r] = static_cast<char*>(mapped);
         opened_[r] = true;
       }
@@ -249,6 +249,22 @@ class CudaBackend final : public Backend {
     }
     CUDA_TRY(e);
     return Status::ok();
+  }
+
+  // Maps rank r's arena (another process's) through its legacy CUDA IPC
+  // handle.  Such a handle names its exporter by pid, so it does not open
+  // across pid namespaces (containers need a shared one: docker --pid=host
+  // or --pid=container:<id>); that failure says so.
+  Status open_peer_arena(int r, const cudaIpcMemHandle_t& handle, void** mapped) {
+    const cudaError_t e = cudaIpcOpenMemHandle(mapped, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (e == cudaSuccess) return Status::ok();
+    const std::vector<PeerInfo>& peers = ctx_.comm.peers;
+    const bool other_namespace = peers[size_t(r)].pid_ns != peers[size_t(ctx_.comm.rank)].pid_ns;
+    return BRAID_ERROR(ncclUnhandledCudaError, "cudaIpcOpenMemHandle of rank {}'s arena failed: {} ({}){}", r,
+                       cudaGetErrorString(e), cudaGetErrorName(e),
+                       other_namespace ? "; that rank is in another pid namespace, and CUDA IPC handles open only "
+                                         "within one (share it: docker --pid=host; or set BRAID_BACKEND=host)"
+                                       : "");
   }
 
   // Enqueues one collective on call.stream: its schedule's plan, or the
