@@ -6,14 +6,15 @@
 // that never appeared, until BRAID_TIMEOUT.
 //
 // Ranks in different pid namespaces that share the host name and /dev/shm
-// (docker --network=host --ipc=host) but not their pids.  braid's shared-memory paths then connect them, and a pid from
-// another namespace names some other process here, or none: asking
-// kill(pid, 0) about it took live ranks for dead, and equal pids made
-// ranks of two containers look like threads of one process.  Processes are
-// told apart by pid and pid namespace (same_process), and watched through
-// the pidfds the ranks pass each other at init (PeerProcesses).
+// (docker --network=host --ipc=host) but not their pids are joined by the
+// shared-memory paths, and a pid from another namespace names some other
+// process here, or none: asking kill(pid, 0) about it took live ranks for
+// dead, and equal pids made ranks of two containers look like threads of
+// one process.  Processes are told apart by pid and pid namespace
+// (same_process), and watched through the pidfds the ranks pass each other
+// at init (PeerProcesses).
 //
-// Needs root (unshare(CLONE_NEWPID)); says it skipped, and passes, otherwise.
+// Needs root (namespaces); says it skipped, and passes, otherwise.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
