@@ -128,7 +128,7 @@ struct TransportContext {
   int nranks = 0;
   std::vector<PeerInfo> peers;  // indexed by rank, includes self
   // This host's other processes, to ask whether a peer exited
-  // (peer_processes.h; null: the transports watch pids alone).
+  // (peer_processes.h; null: each user makes PeerProcesses::local's).
   std::shared_ptr<const PeerProcesses> processes;
 };
 

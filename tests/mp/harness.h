@@ -160,13 +160,18 @@ inline int in_new_pid_namespace(unsigned timeout_s, const std::function<int()>& 
   return exit_code(status);
 }
 
-// Whether this process may make pid namespaces (asked in a child, so that
-// this process's own children stay in its namespace).
-inline bool can_make_pid_namespaces() {
+// Whether `can` returns true in a forked child: for what changes the
+// process that asks (entering namespaces), so that this one stays as it is.
+inline bool true_in_a_child(const std::function<bool()>& can) {
   const pid_t child = fork();
-  if (child == 0) _exit(unshare(CLONE_NEWPID) == 0 ? 0 : 1);
+  if (child == 0) _exit(can() ? 0 : 1);
   int status = 0;
   return child > 0 && waitpid(child, &status, 0) == child && exit_code(status) == 0;
+}
+
+// Whether this process may make pid namespaces.
+inline bool can_make_pid_namespaces() {
+  return true_in_a_child([] { return unshare(CLONE_NEWPID) == 0; });
 }
 
 // setup(rank) runs in the child before init (e.g. setenv for that rank).

@@ -166,18 +166,11 @@ bool own_dev_shm() {
          mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0;
 }
 
-bool can_make_mount_namespaces() {
-  const pid_t child = fork();
-  if (child == 0) _exit(own_dev_shm() ? 0 : 1);
-  int status = 0;
-  return child > 0 && waitpid(child, &status, 0) == child && exit_code(status) == 0;
-}
-
 }  // namespace
 
 TEST_CASE("a rank with a /dev/shm of its own is reached by sockets: every collective exact",
           "[mp][processes][containers]") {
-  if (!can_make_mount_namespaces()) {
+  if (!true_in_a_child(own_dev_shm)) {
     WARN("skipped: cannot make mount namespaces here (needs root)");
     return;
   }

@@ -58,10 +58,10 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/exec/cuda_arena.h"
 #include "src/exec/device_backend.h"
-#include "src/transport/peer_processes.h"
 #include "src/exec/device_share.h"
 #include "src/exec/forward.h"
 #include "src/plan/planner.h"
+#include "src/transport/peer_processes.h"
 
 namespace braid {
 
