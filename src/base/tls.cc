@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -442,6 +443,36 @@ Status tls_secure(int* fd, TlsRole role) {
 std::string tls_last_failure() {
   std::lock_guard<std::mutex> lock(key_state().mutex);
   return key_state().last_failure;
+}
+
+// A relayed descriptor is our end of a UNIX socket pair: shutting down its
+// writing side tells the relay the application is done; the relay flushes
+// what it holds to the TCP socket and then closes its end, which reads here
+// as an end of file.  Whatever the peer still sends meanwhile is discarded.
+void tls_close(std::span<const int> fds, Deadline deadline) {
+  std::vector<pollfd> relayed;
+  for (int fd : fds) {
+    if (fd < 0) continue;
+    int domain = 0;
+    socklen_t len = sizeof(domain);
+    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX &&
+        ::shutdown(fd, SHUT_WR) == 0)
+      relayed.push_back({fd, POLLIN, 0});
+    else
+      ::close(fd);
+  }
+  char discard[4096];
+  while (!relayed.empty() && !deadline.expired()) {
+    if (::poll(relayed.data(), relayed.size(), deadline.remaining_ms()) < 0 && errno != EINTR) break;
+    std::erase_if(relayed, [&](const pollfd& p) {
+      if (!p.revents) return false;
+      const ssize_t r = ::recv(p.fd, discard, sizeof(discard), MSG_DONTWAIT);
+      if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return false;
+      ::close(p.fd);  // the relay has closed its end: everything written is on the TCP socket
+      return true;
+    });
+  }
+  for (const pollfd& p : relayed) ::close(p.fd);
 }
 
 }  // namespace braid

@@ -1,12 +1,14 @@
 // The TLS relay (src/base/tls.h) on real loopback TCP connections: data
 // crosses exactly and never in the clear, and a man in the middle that
 // alters one byte of a record makes the receiving end fail (authentication)
-// instead of delivering the altered data.
+// instead of delivering the altered data; what a process wrote before it
+// closed and exited still arrives.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,6 +180,52 @@ TEST_CASE("TLS: a byte altered in flight fails authentication, nothing altered i
     CHECK(s.to_string().find("TLS") != std::string::npos);
     CHECK(tls_last_failure().find("TLS receive") != std::string::npos);
   }
+  ::close(listen_fd);
+}
+
+// A process that closes a connection and exits at once: on plain TCP the
+// kernel still delivers what was written.  Over TLS the relay thread holds
+// the unsent tail and dies with the process, unless tls_close waits for it.
+// The reader starts late, so the TCP buffers are full and the relay is still
+// holding data when the writer is done writing.
+TEST_CASE("TLS: what a process wrote before tls_close and _exit arrives", "[tls]") {
+  TlsOn on;
+  int listen_fd = -1;
+  sockaddr_in server{};
+  REQUIRE(listen_tcp(loopback(), &listen_fd, &server).is_ok());
+  std::vector<char> data(16 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 13 + 5);
+  std::fflush(nullptr);
+  const pid_t writer = ::fork();
+  REQUIRE(writer >= 0);
+  if (writer == 0) {
+    alarm(60);
+    int fd = -1;
+    const auto deadline = Deadline::after(std::chrono::seconds(30));
+    if (!connect_tcp(server, deadline, nullptr, &fd).is_ok() || !tls_secure(&fd, TlsRole::Client).is_ok()) _exit(2);
+    if (!send_all(fd, data.data(), data.size(), deadline, nullptr).is_ok()) _exit(3);
+    tls_close({&fd, 1}, deadline);
+    _exit(0);
+  }
+  REQUIRE(wait_readable(listen_fd, Deadline::after(std::chrono::seconds(20)), nullptr));
+  int fd = ::accept(listen_fd, nullptr, nullptr);
+  REQUIRE(fd >= 0);
+  REQUIRE(tls_secure(&fd, TlsRole::Server).is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the writer fills every buffer meanwhile
+  std::vector<char> got(data.size());
+  size_t received = 0;
+  while (received < got.size() &&
+         recv_all(fd, got.data() + received, 1, Deadline::after(std::chrono::seconds(30)), nullptr).is_ok())
+    ++received;
+  CHECK(received == data.size());
+  CHECK(std::equal(got.begin(), got.begin() + long(received), data.begin()));
+  char byte;
+  CHECK(recv_all(fd, &byte, 1, Deadline::after(std::chrono::seconds(10)), nullptr).code() == ncclRemoteError);
+  int status = 0;
+  REQUIRE(::waitpid(writer, &status, 0) == writer);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  tls_close({&fd, 1}, Deadline::after(std::chrono::seconds(10)));
   ::close(listen_fd);
 }
 
