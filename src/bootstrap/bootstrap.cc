@@ -142,9 +142,8 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
       if (!s.is_ok()) BRAID_WARN("bootstrap root: cannot answer rank {}: {}", r, s.to_string());
     }
   }
-  for (int fd : rank_fd)
-    if (fd >= 0) ::close(fd);
-  for (int fd : pending) ::close(fd);
+  rank_fd.insert(rank_fd.end(), pending.begin(), pending.end());
+  tls_close(rank_fd, Deadline::after(timeout()));  // the replies arrive even if this process exits now
   ::close(listen_fd);
 }
 
@@ -167,10 +166,10 @@ class SocketBootstrap final : public Bootstrap {
         out_fd_(nranks, -1), in_fd_(nranks, -1) {}
 
   ~SocketBootstrap() override {
-    for (int fd : out_fd_)
-      if (fd >= 0) ::close(fd);
-    for (int fd : in_fd_)
-      if (fd >= 0) ::close(fd);
+    std::vector<int> fds = out_fd_;
+    fds.insert(fds.end(), in_fd_.begin(), in_fd_.end());
+    // The last messages arrive even if this process exits now (not waited for after an abort).
+    tls_close(fds, Deadline::after(aborted_.load() ? std::chrono::milliseconds(0) : timeout()));
     ::close(listen_fd_);
   }
 

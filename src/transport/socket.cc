@@ -264,10 +264,14 @@ class SocketTransportImpl final : public Transport {
     stop_.store(true);
     wake();
     thread_.join();
+    // Closed as TCP closes them: what the last sends handed over still
+    // arrives after this process exits, TLS or not (tls_close).  After an
+    // abort nothing is waited for.
+    std::vector<int> fds = handshaking_;
     for (auto* group : {&sends_, &recvs_})
-      for (auto& [key, s] : *group)
-        if (s->fd >= 0) ::close(s->fd.load());
-    for (int fd : handshaking_) ::close(fd);
+      for (auto& [key, s] : *group) fds.push_back(s->fd.load());
+    tls_close(fds, aborted() ? Deadline::after(std::chrono::milliseconds(0))
+                             : Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT"))));
     ::close(listen_fd_);
     ::close(wake_fd_);
     ::close(executor_wake_fd_);

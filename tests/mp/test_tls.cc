@@ -78,6 +78,39 @@ TEST_CASE("TLS: one key everywhere, exact collectives and puts over TLS sockets"
   for (int c : codes) CHECK(c == 0);
 }
 
+// A rank's last send completes once it is queued; the rank may then destroy
+// its communicator and exit at once, as on plain TCP, and what it sent must
+// still arrive.  The receiver is late, so the bytes are still on their way
+// (in TLS's relay, without the fix) when the sender's process is gone.
+TEST_CASE("TLS: what a rank sent before it destroyed its communicator and exited arrives", "[mp][tls][hosts]") {
+  ParentKey key(kJobKey);
+  constexpr int n = 2;
+  constexpr size_t kCount = size_t(8) << 20;  // int32s: more than the TCP buffers hold
+  std::vector<pid_t> pids = fork_ranks(n, 90, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
+    setenv("BRAID_HOSTID", fmt::format("tls-exit-host-{}", rank).c_str(), 1);
+    Failures f;
+    MP_NCCL(f, set_key(kJobKey));
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, n, ids[0], rank));
+    if (!comm) return 1;
+    std::vector<int32_t> data(kCount);
+    if (rank == 0) {
+      for (size_t i = 0; i < kCount; ++i) data[i] = int32_t(i * 7 + 3);
+      MP_NCCL(f, ncclSend(data.data(), kCount, ncclInt32, 1, comm, nullptr));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the sender is gone by now
+      MP_NCCL(f, ncclRecv(data.data(), kCount, ncclInt32, 0, comm, nullptr));
+      for (size_t i = 0; i < kCount && !f.count; ++i)
+        if (data[i] != int32_t(i * 7 + 3)) f.fail(fmt::format("element {} is {}", i, data[i]));
+    }
+    MP_NCCL(f, ncclCommDestroy(comm));
+    return f.count ? 1 : 0;
+  });
+  std::vector<int> codes;
+  CHECK(wait_all(pids, n, &codes) == 0);
+  for (int c : codes) CHECK(c == 0);
+}
+
 TEST_CASE("TLS: a rank with another key, or none, fails init cleanly", "[mp][tls][faults]") {
   ParentKey key(kJobKey);
   ScopedEnv quick("BRAID_TIMEOUT", "3");
