@@ -6,6 +6,7 @@
 
 #include "collective_check.h"
 #include "scoped_env.h"
+#include "tls_key.h"
 
 using namespace mp;
 
@@ -13,21 +14,6 @@ namespace {
 
 constexpr const char* kJobKey = "braid-test-only-job-psk-0123456789abcdef";
 constexpr const char* kOtherKey = "braid-test-only-other-psk-0123456789abcdef";
-
-ncclResult_t set_key(const char* psk) {
-  ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
-  if (psk) {
-    e.mode = NCCL_ENCRYPTION_MODE_PSK;
-    e.psk = psk;
-  }
-  return ncclSetEncryption(&e);
-}
-
-// The parent holds the bootstrap root (fork_ranks makes the id there).
-struct ParentKey {
-  explicit ParentKey(const char* psk) { REQUIRE(set_key(psk) == ncclSuccess); }
-  ~ParentKey() { set_key(nullptr); }
-};
 
 int wait_all(const std::vector<pid_t>& pids, int expected, std::vector<int>* codes) {
   int missing = int(expected - pids.size());
@@ -42,12 +28,13 @@ int wait_all(const std::vector<pid_t>& pids, int expected, std::vector<int>* cod
 }  // namespace
 
 TEST_CASE("TLS: one key everywhere, exact collectives and puts over TLS sockets", "[mp][tls][hosts]") {
-  ParentKey key(kJobKey);
+  ScopedTlsKey key(kJobKey);  // the parent holds the bootstrap root (fork_ranks makes the id there)
+  REQUIRE(key.ok);
   constexpr int n = 3;
   std::vector<pid_t> pids = fork_ranks(n, 90, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
     setenv("BRAID_HOSTID", fmt::format("tls-host-{}", rank).c_str(), 1);  // sockets between every pair
     Failures f;
-    MP_NCCL(f, set_key(kJobKey));
+    MP_NCCL(f, set_tls_key(kJobKey));
     ncclComm_t comm = nullptr;
     MP_NCCL(f, ncclCommInitRank(&comm, n, ids[0], rank));
     if (!comm) return 1;
@@ -85,13 +72,14 @@ TEST_CASE("TLS: one key everywhere, exact collectives and puts over TLS sockets"
 // arrives" is the deterministic one (it fails every time without tls_close's
 // wait, this one only sometimes).
 TEST_CASE("TLS: what a rank sent before it destroyed its communicator and exited arrives", "[mp][tls][hosts]") {
-  ParentKey key(kJobKey);
+  ScopedTlsKey key(kJobKey);
+  REQUIRE(key.ok);
   constexpr int n = 2;
   constexpr size_t kCount = size_t(8) << 20;  // int32s: more than the TCP buffers hold
   std::vector<pid_t> pids = fork_ranks(n, 90, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
     setenv("BRAID_HOSTID", fmt::format("tls-exit-host-{}", rank).c_str(), 1);
     Failures f;
-    MP_NCCL(f, set_key(kJobKey));
+    MP_NCCL(f, set_tls_key(kJobKey));
     ncclComm_t comm = nullptr;
     MP_NCCL(f, ncclCommInitRank(&comm, n, ids[0], rank));
     if (!comm) return 1;
@@ -114,14 +102,15 @@ TEST_CASE("TLS: what a rank sent before it destroyed its communicator and exited
 }
 
 TEST_CASE("TLS: a rank with another key, or none, fails init cleanly", "[mp][tls][faults]") {
-  ParentKey key(kJobKey);
+  ScopedTlsKey key(kJobKey);
+  REQUIRE(key.ok);
   ScopedEnv quick("BRAID_TIMEOUT", "3");
   constexpr int n = 3;
   auto start = std::chrono::steady_clock::now();
   // Rank 1 has another key, rank 2 none: neither may join; rank 0 then
   // waits for them until BRAID_TIMEOUT.  Nobody hangs, nobody succeeds.
   std::vector<pid_t> pids = fork_ranks(n, 60, 1, [](int rank, const std::vector<ncclUniqueId>& ids) {
-    if (set_key(rank == 0 ? kJobKey : rank == 1 ? kOtherKey : nullptr) != ncclSuccess) return 10;
+    if (set_tls_key(rank == 0 ? kJobKey : rank == 1 ? kOtherKey : nullptr) != ncclSuccess) return 10;
     ncclComm_t comm = nullptr;
     ncclResult_t r = ncclCommInitRank(&comm, n, ids[0], rank);
     if (r == ncclSuccess) return 11;  // joined a job whose key it does not have
