@@ -18,6 +18,7 @@
 #include <exception>
 
 #include "src/base/net.h"
+#include "src/base/tls.h"
 
 namespace braid::devapi {
 
@@ -202,7 +203,7 @@ Status TcpGinLink::close() {
   }
   Frame f{kFrameMagic, kClose, 0, 0, 0, 0, 0, 0};
   Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
-  ::close(fd_);
+  tls_close({&fd_, 1}, Deadline::after(timeout_));  // the close frame arrives even if this process exits now
   fd_ = -1;
   if (!s.is_ok()) return std::move(s).context(fmt::format("closing the GIN link to rank {}", target_));
   return Status::ok();

@@ -12,6 +12,7 @@
 
 #include "src/base/env.h"
 #include "src/base/net.h"
+#include "src/base/tls.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
 
@@ -156,6 +157,9 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     int fd = -1;
     BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
     UniqueFd stream(fd);
+    BRAID_TRY(tls_secure(&fd, TlsRole::Client));  // under ncclSetEncryption, as braid's other TCP connections
+    (void)stream.release();                         // (the relay's, if TLS took it)
+    stream = UniqueFd(fd);
     BRAID_TRY(devapi::TcpGinLink::send_hello(fd, me, Deadline::after(timeout)));
     (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout, *memory_.gin_ops());
   }
@@ -166,8 +170,11 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     if (!wait_readable(listener, Deadline::after(timeout), nullptr))
       return BRAID_ERROR(ncclRemoteError, "GIN: only {} of the other hosts' ranks connected within BRAID_TIMEOUT",
                          fds.size());
-    const int fd = ::accept(listener, nullptr, nullptr);
+    int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) return BRAID_ERROR(ncclSystemError, "GIN: accept: {}", std::strerror(errno));
+    UniqueFd tcp(fd);
+    BRAID_TRY(tls_secure(&fd, TlsRole::Server));
+    (void)tcp.release();
     accepted.emplace_back(fd);
     int sender = -1;
     BRAID_TRY(devapi::GinTcpReceiver::recv_hello(fd, nranks, Deadline::after(timeout), &sender));

@@ -29,6 +29,7 @@
 #include "gin_host_poster.h"
 #include "gin_setups.h"
 #include "harness.h"
+#include "tls_key.h"
 
 using namespace mp;
 using namespace gin_host;
@@ -121,6 +122,18 @@ void gin_alltoall(int rank, int n, ncclComm_t comm, Failures& f) {
 
 TEST_CASE("device API GIN: puts and signals posted as the device does land in every rank's windows", "[device][gin]") {
   CHECK(run_gin_setups(gin_alltoall, "gin-host-") == 0);
+}
+
+// With ncclSetEncryption the GIN streams between hosts are TLS connections
+// too (src/base/tls.h): the same AlltoAll, exact through the relay, and each
+// link's close frame delivered before its process exits.  The key is set
+// here, before the ranks fork, so every rank and the bootstrap root have it.
+TEST_CASE("device API GIN: with ncclSetEncryption, GIN between hosts runs over TLS, exact", "[device][gin][tls]") {
+  ScopedTlsKey key("braid-test-only-gin-psk-0123456789abcdef");
+  REQUIRE(key.ok);
+  CHECK(run_ranks_as_processes(4, gin_alltoall, 60, [](int rank) {
+          setenv("BRAID_HOSTID", ("gin-tls-host-" + std::to_string(rank / 2)).c_str(), 1);
+        }) == 0);
 }
 
 // ginContextCount 3: three contexts, each its own ncclGinProxyGpuCtx_t in
