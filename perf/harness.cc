@@ -7,6 +7,7 @@
 // runs on freshly initialised buffers.  Output is nccl-tests' table.
 #include "perf/harness.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -34,6 +35,30 @@ namespace perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// BRAID_PERF_TLS_KEY=<key of 32+ bytes> in every process's environment turns
+// TLS on (ncclSetEncryption, NCCL 2.32) before the unique id and init, to
+// measure what it costs.  Looked up at run time: a library without it (NCCL
+// before 2.32) still runs every other measurement.
+bool encrypt_if_asked() {
+  const char* key = std::getenv("BRAID_PERF_TLS_KEY");
+  if (!key || !*key) return true;
+  using SetEncryption = ncclResult_t (*)(const ncclEncryptionConfig_t*);
+  auto set = reinterpret_cast<SetEncryption>(dlsym(RTLD_DEFAULT, "ncclSetEncryption"));
+  if (!set) {
+    std::fprintf(stderr, "BRAID_PERF_TLS_KEY: this NCCL library has no ncclSetEncryption\n");
+    return false;
+  }
+  ncclEncryptionConfig_t config = NCCL_ENCRYPTION_CONFIG_INITIALIZER;
+  config.mode = NCCL_ENCRYPTION_MODE_PSK;
+  config.psk = key;
+  if (const ncclResult_t r = set(&config); r != ncclSuccess) {
+    std::fprintf(stderr, "BRAID_PERF_TLS_KEY: ncclSetEncryption: %s (%s)\n", ncclGetErrorString(r),
+                 ncclGetLastError(nullptr));
+    return false;
+  }
+  return true;
+}
 
 std::string hostname() {
   char h[256] = {};
@@ -649,6 +674,7 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
                   opt.graph, opt.blocking ? "true" : "false", opt.parallel_init ? "true" : "false"),
       json_devices, json_args);
 
+  if (!encrypt_if_asked()) return world->finish(2);
   ncclUniqueId id{};
   if (!world->share_unique_id(&id)) return world->finish(2);
   int rc = runner.run(id);
