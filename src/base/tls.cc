@@ -140,6 +140,10 @@ SSL_CTX* make_context(TlsRole role) {
   // end of file, as on plain TCP; braid's own framing notices truncation.
   SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Reads take whatever has arrived, many records a syscall, instead of a
+  // record's header and then its body.
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, kChunk);
   if (role == TlsRole::Client) SSL_CTX_set_psk_use_session_callback(ctx, client_psk);
   else SSL_CTX_set_psk_find_session_callback(ctx, server_psk);
   return ctx;
@@ -281,12 +285,15 @@ class Relay {
       moved = false;
       c.net_events = c.app_events = 0;
       // The peer to the application.
-      if (c.to_app.empty() && !c.net_closed) {
+      // SSL_read gives one record (16 KB at most) a call: as many as have
+      // arrived, up to a chunk, go to the application in one send.
+      for (size_t filled = 0; c.to_app.empty() && !c.net_closed;) {
         size_t got = 0;
         ERR_clear_error();
-        if (SSL_read_ex(c.ssl, buffer.data(), buffer.size(), &got)) {
-          c.to_app.assign(buffer.data(), buffer.data() + got);
+        if (SSL_read_ex(c.ssl, buffer.data() + filled, buffer.size() - filled, &got)) {
+          filled += got;
           moved = true;
+          if (filled < buffer.size()) continue;
         } else {
           const int e = SSL_get_error(c.ssl, 0);
           if (e == SSL_ERROR_WANT_READ) c.net_events |= POLLIN;
@@ -294,6 +301,8 @@ class Relay {
           else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) c.net_closed = true;
           else return fail(c, "receive", e);  // e.g. a record that fails its authentication
         }
+        c.to_app.assign(buffer.data(), buffer.data() + filled);
+        break;
       }
       if (!c.to_app.empty()) {
         const ssize_t w = ::send(c.app, c.to_app.data() + c.to_app_done, c.to_app.size() - c.to_app_done,
