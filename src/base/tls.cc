@@ -287,22 +287,21 @@ class Relay {
       // The peer to the application.
       // SSL_read gives one record (16 KB at most) a call: as many as have
       // arrived, up to a chunk, go to the application in one send.
-      for (size_t filled = 0; c.to_app.empty() && !c.net_closed;) {
-        size_t got = 0;
+      if (c.to_app.empty() && !c.net_closed) {
+        size_t filled = 0, got = 0;
         ERR_clear_error();
-        if (SSL_read_ex(c.ssl, buffer.data() + filled, buffer.size() - filled, &got)) {
+        while (filled < buffer.size() && SSL_read_ex(c.ssl, buffer.data() + filled, buffer.size() - filled, &got)) {
           filled += got;
-          moved = true;
-          if (filled < buffer.size()) continue;
-        } else {
+          ERR_clear_error();
+        }
+        if (filled < buffer.size()) {  // the last read failed: why
           const int e = SSL_get_error(c.ssl, 0);
           if (e == SSL_ERROR_WANT_READ) c.net_events |= POLLIN;
           else if (e == SSL_ERROR_WANT_WRITE) c.net_events |= POLLOUT;
           else if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) c.net_closed = true;
           else return fail(c, "receive", e);  // e.g. a record that fails its authentication
         }
-        c.to_app.assign(buffer.data(), buffer.data() + filled);
-        break;
+        if (filled) c.to_app.assign(buffer.data(), buffer.data() + filled), moved = true;
       }
       if (!c.to_app.empty()) {
         const ssize_t w = ::send(c.app, c.to_app.data() + c.to_app_done, c.to_app.size() - c.to_app_done,
