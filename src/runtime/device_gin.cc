@@ -156,10 +156,10 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
     if (!outside(t)) continue;
     int fd = -1;
     BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
-    UniqueFd stream(fd);
+    UniqueFd tcp(fd);
     BRAID_TRY(tls_secure(&fd, TlsRole::Client));  // under ncclSetEncryption, as braid's other TCP connections
-    (void)stream.release();                         // (the relay's, if TLS took it)
-    stream = UniqueFd(fd);
+    (void)tcp.release();                            // now the relay's, if TLS took it
+    UniqueFd stream(fd);
     BRAID_TRY(devapi::TcpGinLink::send_hello(fd, me, Deadline::after(timeout)));
     (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout, *memory_.gin_ops());
   }
