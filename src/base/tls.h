@@ -1,26 +1,20 @@
-// TLS on braid's TCP connections (ncclSetEncryption, NCCL 2.32): the
-// bootstrap's and the socket transport's, with a pre-shared key (PSK).
+// TLS under code that wants a plain descriptor (ncclSetEncryption, NCCL
+// 2.32): the bootstrap's connections, the one-sided RMA's and GIN's
+// sockets.  The socket transport drives its sessions itself (tls_session.h).
 //
-// TLS 1.3 in PSK-with-(EC)DHE mode (OpenSSL 3): the key every process was
-// given authenticates both ends of each handshake, and each connection gets
-// fresh traffic keys.  A peer with another key, or without TLS, fails the
-// handshake; a record altered in flight fails its authentication tag.  In
-// both cases the connection is closed and the failure is logged and kept
-// for error messages (tls_last_failure).
-//
-// How it sits under the existing socket code: tls_secure swaps a connected
-// TCP socket for one end of a local socket pair, and a relay thread (one per
-// process) moves bytes between the pair's other end and the TLS session on
-// the TCP socket.  The callers keep their plain, non-blocking socket calls
-// and their own deadlines, and a connection behaves as TCP does: writes are
-// buffered at once (so a rank may send before its peer accepted, as the
-// bootstrap's ring does), and a failed or closed peer is an end of file.
-// Closing is the one difference: the kernel delivers what a closed TCP
-// socket still held after its process exits, but the relay thread ends with
-// the process, so callers close with tls_close, which waits for the relay.
-// The handshake itself runs in the relay, so tls_secure never waits for the
-// peer.  What it costs: one more copy and a thread hop per message, paid
-// only by processes that turned TLS on.
+// tls_secure swaps a connected TCP socket for one end of a local socket
+// pair, and a relay thread (one per process) moves bytes between the pair's
+// other end and a TlsSession on the TCP socket.  The callers keep their
+// plain, non-blocking socket calls and their own deadlines, and a
+// connection behaves as TCP does: writes are buffered at once (so a rank may
+// send before its peer accepted, as the bootstrap's ring does), and a failed
+// or closed peer is an end of file.  Closing is the one difference: the
+// kernel delivers what a closed TCP socket still held after its process
+// exits, but the relay thread ends with the process, so callers close with
+// tls_close, which waits for the relay.  The handshake itself runs in the
+// relay, so tls_secure never waits for the peer.  What it costs: one more
+// copy and a thread hop per message, paid only by processes that turned TLS
+// on.
 #pragma once
 
 #include <chrono>
@@ -29,15 +23,9 @@
 
 #include "src/base/deadline.h"
 #include "src/base/status.h"
+#include "src/base/tls_session.h"
 
 namespace braid {
-
-// Turns TLS on for connections made from now on, keyed by `psk` (at least
-// 32 bytes of text), or off (psk nullptr).  Process-wide.
-Status tls_configure(const char* psk);
-bool tls_enabled();
-
-enum class TlsRole { Client, Server };
 
 // With TLS on: *fd, a connected TCP socket, becomes a socket-pair end that
 // carries the same byte stream in the clear while the relay carries it
@@ -57,9 +45,5 @@ void tls_close(std::span<const int> fds, Deadline deadline);
 // How much longer than usual an accepted connection's first message may
 // take: with TLS on, the handshake comes first (0 with TLS off).
 std::chrono::milliseconds tls_hello_grace();
-
-// The last reason the relay closed a connection of this process ("" if it
-// never did), e.g. a handshake with a peer holding another key.
-std::string tls_last_failure();
 
 }  // namespace braid
