@@ -28,6 +28,11 @@
 // and introduces itself with {comm hash, rank, channel}; the progress thread
 // accepts and routes the stream to the matching receive pipe.  A peer that
 // closes or resets a stream we still wait on is reported as ncclRemoteError.
+//
+// TLS (ncclSetEncryption): each stream runs its own session, handshaken by
+// the progress thread before the hello and then driven by the pumps in
+// whichever thread moves the bytes (socket_stream.h), so encryption costs
+// the crypto and nothing else: no thread hop, no extra copy.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -38,6 +43,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -45,15 +51,12 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
-#include "src/base/tls.h"
 #include "src/transport/doorbell.h"
+#include "src/transport/socket_stream.h"
 #include "src/transport/transport.h"
 
 namespace braid {
 namespace {
-
-constexpr uint32_t kSocketSlots = 4;
-constexpr size_t kReadAhead = 4096;  // bytes a receive asks for beyond what it knows it needs
 
 struct Handshake {
   uint64_t comm_hash;
@@ -70,149 +73,6 @@ void drain(int event_fd) {
   uint64_t count;
   ssize_t ignored = ::read(event_fd, &count, sizeof(count));
   (void)ignored;
-}
-
-// A single-producer single-consumer ring of staging slots.
-struct StagingRing {
-  StagingRing(uint32_t slots, size_t slot_bytes) : slots(slots), slot_bytes(slot_bytes), data(slots * slot_bytes), lengths(slots) {}
-  char* slot(uint64_t i) { return data.data() + (i % slots) * slot_bytes; }
-  uint64_t& length(uint64_t i) { return lengths[i % slots]; }
-  const uint32_t slots;
-  const size_t slot_bytes;
-  std::vector<char> data;
-  std::vector<uint64_t> lengths;
-  std::atomic<uint64_t> head{0};  // slots filled by the producer
-  std::atomic<uint64_t> tail{0};  // slots emptied by the consumer
-};
-
-// Shared by both pipe kinds: the stream, its ring, and a sticky error.
-struct Stream {
-  Stream(int peer, int channel, bool sending, size_t slot_bytes)
-      : peer(peer), channel(channel), sending(sending), ring(kSocketSlots, slot_bytes),
-        ahead(sending ? nullptr : new char[kReadAhead]) {}
-  const int peer, channel;
-  const bool sending;
-  StagingRing ring;
-  std::atomic<int> fd{-1};   // set once, by the progress thread (connect or accept)
-  // Sending side: whoever holds send_mutex pumps the ring into the socket
-  // (the executor at commit, else the progress thread).  Receiving side:
-  // only the executor reads.
-  std::mutex send_mutex;
-  size_t offset = 0;        // progress within the current [length][payload]
-  uint64_t wire_length = 0; // receive side: length header being read
-  // Receive side: bytes read past the fragment being filled, [begin, end).
-  std::unique_ptr<char[]> ahead;
-  size_t ahead_begin = 0, ahead_end = 0;
-  std::atomic<bool> failed{false};
-  std::atomic<bool> eof{false};
-  std::mutex error_mutex;
-  std::string error;
-
-  void fail(std::string why) {
-    {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (error.empty()) error = std::move(why);
-    }
-    failed.store(true, std::memory_order_release);
-  }
-  Status status() {
-    std::lock_guard<std::mutex> lock(error_mutex);
-    return BRAID_ERROR(ncclRemoteError, "socket connection with rank {} (channel {}): {}", peer, channel, error);
-  }
-};
-
-// Writes queued fragments until the socket would block.  Hold s->send_mutex.
-void pump_send(Stream* s) {
-  StagingRing& r = s->ring;
-  while (r.tail.load(std::memory_order_relaxed) != r.head.load(std::memory_order_acquire)) {
-    uint64_t i = r.tail.load(std::memory_order_relaxed);
-    uint64_t len = r.length(i);
-    iovec iov[2];
-    int n = 0;
-    if (s->offset < sizeof(len)) {
-      iov[n++] = {reinterpret_cast<char*>(&r.length(i)) + s->offset, sizeof(len) - s->offset};
-      iov[n++] = {r.slot(i), len};
-    } else {
-      iov[n++] = {r.slot(i) + (s->offset - sizeof(len)), len - (s->offset - sizeof(len))};
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    ssize_t w = ::sendmsg(s->fd.load(std::memory_order_relaxed), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-      s->fail(fmt::format("send failed: {}", std::strerror(errno)));
-      return;
-    }
-    s->offset += size_t(w);
-    if (s->offset < sizeof(len) + len) return;
-    s->offset = 0;
-    r.tail.store(i + 1, std::memory_order_release);
-  }
-}
-
-bool recv_ring_full(Stream* s) {
-  return s->ring.head.load(std::memory_order_acquire) - s->ring.tail.load(std::memory_order_acquire) >= s->ring.slots;
-}
-
-bool send_queue_empty(Stream* s) {
-  return s->ring.head.load(std::memory_order_acquire) == s->ring.tail.load(std::memory_order_acquire);
-}
-
-// Reads fragments into free slots (the receiving executor's thread only)
-// until the socket would block, or until one is complete and nothing read
-// is left over: a further recv would most likely find nothing, a wasted
-// syscall on a small message's path.  A recv for a header (or for a payload
-// that fits) asks for up to kReadAhead bytes, so a small fragment's header
-// and payload, and whatever follows, come in one call; the rest of a large
-// payload is read straight into its slot.
-void pump_recv(Stream* s) {
-  StagingRing& r = s->ring;
-  const int fd = s->fd.load(std::memory_order_relaxed);
-  while (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_relaxed) < r.slots) {
-    const uint64_t i = r.head.load(std::memory_order_relaxed);
-    const bool in_header = s->offset < sizeof(uint64_t);
-    char* dst = in_header ? reinterpret_cast<char*>(&s->wire_length) + s->offset
-                          : r.slot(i) + (s->offset - sizeof(uint64_t));
-    const size_t want = in_header ? sizeof(uint64_t) - s->offset : s->wire_length - (s->offset - sizeof(uint64_t));
-    size_t n = 0;
-    if (s->ahead_begin < s->ahead_end) {
-      n = std::min(want, s->ahead_end - s->ahead_begin);
-      std::memcpy(dst, s->ahead.get() + s->ahead_begin, n);
-      s->ahead_begin += n;
-    } else if (want > 0) {
-      const bool via_ahead = in_header || want <= kReadAhead;
-      const ssize_t got = ::recv(fd, via_ahead ? s->ahead.get() : dst, via_ahead ? kReadAhead : want, MSG_DONTWAIT);
-      if (got == 0) {
-        s->eof.store(true, std::memory_order_release);
-        if (s->offset) s->fail("the peer closed the connection in the middle of a fragment");
-        return;
-      }
-      if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
-        s->fail(fmt::format("recv failed: {}", std::strerror(errno)));
-        return;
-      }
-      if (via_ahead) {
-        s->ahead_begin = 0;
-        s->ahead_end = size_t(got);
-        continue;
-      }
-      n = size_t(got);
-    }
-    s->offset += n;
-    if (s->offset < sizeof(uint64_t)) continue;
-    if (in_header && s->wire_length > r.slot_bytes) {
-      s->fail(fmt::format("malformed fragment of {} bytes (slot is {})", s->wire_length, r.slot_bytes));
-      return;
-    }
-    if (s->offset == sizeof(uint64_t) + s->wire_length) {
-      r.length(i) = s->wire_length;
-      s->offset = 0;
-      r.head.store(i + 1, std::memory_order_release);
-      if (s->ahead_begin == s->ahead_end) return;
-    }
-  }
 }
 
 class SocketTransportImpl;
@@ -248,14 +108,6 @@ class ListenerImpl final : public SocketListener {
   int fd;
 };
 
-// The threads a rank's socket traffic needs a core for, for the idle
-// policy: its own per local rank, and with TLS on the process's relay (it
-// encrypts and decrypts every byte) as much again, so that ranks that would
-// spin while the relay waits for a core yield to it instead.
-int threads_on_path(const TransportContext& ctx) {
-  return ranks_on_machine(ctx.peers, ctx.rank) * (tls_enabled() ? 2 : 1);
-}
-
 class SocketTransportImpl final : public Transport {
  public:
   SocketTransportImpl(const TransportContext& ctx, int listen_fd)
@@ -263,7 +115,7 @@ class SocketTransportImpl final : public Transport {
         slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        bell_(this, idle_polls_for(threads_on_path(ctx))) {
+        bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {
     thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
   }
 
@@ -273,13 +125,12 @@ class SocketTransportImpl final : public Transport {
     wake();
     thread_.join();
     // Closed as TCP closes them: what the last sends handed over still
-    // arrives after this process exits, TLS or not (tls_close).  After an
-    // abort nothing is waited for.
-    std::vector<int> fds = handshaking_;
+    // arrives after this process exits, TLS or not (a session's records are
+    // on the socket once its send took them).
+    for (const auto& o : opening_) ::close(o->fd);
     for (auto* group : {&sends_, &recvs_})
-      for (auto& [key, s] : *group) fds.push_back(s->fd.load());
-    tls_close(fds, aborted() ? Deadline::after(std::chrono::milliseconds(0))
-                             : Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT"))));
+      for (auto& [key, s] : *group)
+        if (s->fd >= 0) ::close(s->fd);
     ::close(listen_fd_);
     ::close(wake_fd_);
     ::close(executor_wake_fd_);
@@ -290,7 +141,7 @@ class SocketTransportImpl final : public Transport {
     std::lock_guard<std::mutex> lock(mutex_);
     uint64_t bytes = 0;
     for (auto* group : {&sends_, &recvs_})
-      for (const auto& [key, s] : *group) bytes += s->ring.data.size() + (s->ahead ? kReadAhead : 0);
+      for (const auto& [key, s] : *group) bytes += s->ring.data.size() + (s->ahead ? kSocketReadAhead : 0);
     return bytes;
   }
   size_t slot_bytes() const override { return slot_bytes_; }
@@ -364,8 +215,8 @@ class SocketTransportImpl final : public Transport {
       owners.push_back(nullptr);
       fds.push_back({listen_fd_, POLLIN, 0});
       owners.push_back(nullptr);
-      for (int fd : handshaking_) {
-        fds.push_back({fd, POLLIN, 0});
+      for (const auto& o : opening_) {
+        fds.push_back({o->fd, o->events, 0});
         owners.push_back(nullptr);
       }
       // Receive streams are the executor's to read.  Only while it sleeps on
@@ -391,12 +242,11 @@ class SocketTransportImpl final : public Transport {
         }
       }
       int rc = ::poll(fds.data(), fds.size(), 100);
+      // Index the poll set as it was built, before accepts change opening_.
+      const size_t first_stream = 2 + opening_.size();
+      advance_openings(std::span(fds).subspan(2, opening_.size()));
       if (rc <= 0) continue;
       if (fds[0].revents) drain(wake_fd_);
-      // Index the poll set as it was built, before accept/handshake change handshaking_.
-      const size_t first_stream = 2 + handshaking_.size();
-      for (size_t i = 2; i < first_stream; ++i)
-        if (fds[i].revents) finish_handshake(fds[i].fd);
       if (fds[1].revents & POLLIN) accept_one();
       for (size_t i = first_stream; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
@@ -416,6 +266,21 @@ class SocketTransportImpl final : public Transport {
     }
   }
 
+  // A connection being set up: the TLS handshake (with TLS on), then the
+  // hello {comm hash, rank, channel}, which the connecting side sends and
+  // the accepting side reads to route the stream.  The progress thread
+  // drives every step without blocking: two ranks that connect to each
+  // other at once each need the other's thread to answer their handshake.
+  struct Opening {
+    int fd = -1;
+    std::unique_ptr<TlsSession> tls;
+    Stream* stream = nullptr;  // the sending stream it opens; nullptr: accepted
+    Handshake hello{};
+    size_t hello_done = 0;
+    short events = 0;  // what it waits for
+    Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+  };
+
   void connect_new_streams() {
     std::vector<Stream*> todo;
     {
@@ -425,54 +290,111 @@ class SocketTransportImpl final : public Transport {
     for (Stream* s : todo) {
       sockaddr_in addr{};
       Status st = parse_ipv4_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
-      int fd = -1;
-      Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
-      if (st.is_ok()) st = connect_tcp(addr, deadline, &aborted_, &fd);
-      if (st.is_ok()) st = tls_secure(&fd, TlsRole::Client);
-      Handshake hello{ctx_.comm_hash, ctx_.rank, s->channel};
-      if (st.is_ok()) st = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
+      auto o = std::make_unique<Opening>();
+      if (st.is_ok()) st = connect_tcp(addr, o->deadline, &aborted_, &o->fd);
+      if (st.is_ok()) set_nonblocking(o->fd);
+      if (st.is_ok() && tls_enabled()) st = TlsSession::open(o->fd, TlsRole::Client, &o->tls);
       if (!st.is_ok()) {
-        if (fd >= 0) ::close(fd);
+        if (o->fd >= 0) ::close(o->fd);
         s->fail(st.message());
         wake_executor();
         continue;
       }
-      set_nonblocking(fd);
-      std::lock_guard<std::mutex> lock(mutex_);
-      s->fd = fd;
+      o->stream = s;
+      o->hello = Handshake{ctx_.comm_hash, ctx_.rank, s->channel};
+      if (advance(*o)) opening_.push_back(std::move(o));
     }
   }
 
   void accept_one() {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    set_nodelay(fd);
-    if (!tls_secure(&fd, TlsRole::Server).is_ok()) {
-      ::close(fd);
+    auto o = std::make_unique<Opening>();
+    o->fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (o->fd < 0) return;
+    set_nodelay(o->fd);
+    if (tls_enabled() && !TlsSession::open(o->fd, TlsRole::Server, &o->tls).is_ok()) {
+      ::close(o->fd);
       return;
     }
-    handshaking_.push_back(fd);
+    if (advance(*o)) opening_.push_back(std::move(o));
   }
 
-  void finish_handshake(int fd) {
-    std::erase(handshaking_, fd);
-    Handshake hello{};
-    Status st = recv_all(fd, &hello, sizeof(hello), Deadline::after(std::chrono::seconds(1) + tls_hello_grace()), &aborted_);
-    if (!st.is_ok() || hello.comm_hash != ctx_.comm_hash || hello.rank < 0 || hello.rank >= ctx_.nranks ||
-        hello.channel < 0) {
-      BRAID_INFO(kNet, "socket transport: dropped a connection without a valid handshake");
-      ::close(fd);
-      return;
+  // Steps the openings whose descriptors poll() reported (`polled`, in
+  // opening_'s order) and drops those past their deadline.
+  void advance_openings(std::span<const pollfd> polled) {
+    for (size_t i = 0; i < polled.size(); ++i) {
+      Opening& o = *opening_[i];
+      if (polled[i].revents && !advance(o)) {
+        o.fd = -1;  // handed over or closed
+      } else if (o.deadline.expired()) {
+        drop(o, "it did not complete its handshake in time");
+        o.fd = -1;
+      }
     }
+    std::erase_if(opening_, [](const auto& o) { return o->fd < 0; });
+  }
+
+  // Moves an opening connection on as far as its socket allows: true while
+  // it is still opening (poll for o.events), false once it was handed to
+  // its stream or dropped.
+  bool advance(Opening& o) {
+    if (o.tls && !o.tls->established()) {
+      bool done = false;
+      Status st = o.tls->handshake(&done);
+      if (!st.is_ok()) return drop(o, st.message());
+      if (!done) return o.events = o.tls->wants(), true;
+    }
+    char* hello = reinterpret_cast<char*>(&o.hello);
+    while (o.hello_done < sizeof(o.hello)) {
+      const ssize_t n = o.stream ? send_some(o.tls.get(), o.fd, hello + o.hello_done, sizeof(o.hello) - o.hello_done)
+                                 : recv_some(o.tls.get(), o.fd, hello + o.hello_done, sizeof(o.hello) - o.hello_done);
+      if (n > 0) {
+        o.hello_done += size_t(n);
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        o.events = o.tls ? o.tls->wants() : short(o.stream ? POLLOUT : POLLIN);
+        return true;
+      }
+      return drop(o, n == 0 ? std::string("the peer closed it") : io_failure(o.tls.get(), "the hello"));
+    }
+    return o.stream ? opened(o) : accepted(o);
+  }
+
+  bool drop(Opening& o, const std::string& why) {
+    if (o.stream) {
+      o.stream->fail(why);
+      wake_executor();
+    } else {
+      BRAID_INFO(kNet, "socket transport: dropped a connection without a valid handshake ({})", why);
+    }
+    ::close(o.fd);
+    return false;
+  }
+
+  // The sending side: the stream may now be pumped.
+  bool opened(Opening& o) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    o.stream->tls = std::move(o.tls);
+    o.stream->fd.store(o.fd, std::memory_order_release);  // the next poll pumps what was committed meanwhile
+    return false;
+  }
+
+  // The receiving side: routed by its hello to the matching receive stream.
+  bool accepted(Opening& o) {
+    const Handshake& hello = o.hello;
+    if (hello.comm_hash != ctx_.comm_hash || hello.rank < 0 || hello.rank >= ctx_.nranks || hello.channel < 0)
+      return drop(o, "a hello of another communicator, or malformed");
     std::lock_guard<std::mutex> lock(mutex_);
     Stream* s = recv_stream_locked(hello.rank, hello.channel);
     if (s->fd >= 0) {
       BRAID_WARN("socket transport: rank {} channel {} connected twice; dropped", hello.rank, hello.channel);
-      ::close(fd);
-      return;
+      ::close(o.fd);
+      return false;
     }
-    s->fd = fd;
+    s->tls = std::move(o.tls);
+    s->fd.store(o.fd, std::memory_order_release);
     wake_executor();  // a stream it may be waiting on can now be read
+    return false;
   }
 
   // The executor's side of the doorbell: it sleeps in poll() on the streams
@@ -547,7 +469,7 @@ class SocketTransportImpl final : public Transport {
   std::map<std::pair<int, int>, std::unique_ptr<SocketSendPipe>> send_pipes_;
   std::map<std::pair<int, int>, std::unique_ptr<SocketRecvPipe>> recv_pipes_;
   std::vector<Stream*> to_connect_;
-  std::vector<int> handshaking_;  // progress thread only
+  std::vector<std::unique_ptr<Opening>> opening_;  // progress thread only
   std::thread thread_;
 };
 
@@ -564,7 +486,7 @@ Status SocketSendPipe::try_acquire(void** slot) {
 Status SocketSendPipe::commit(size_t bytes) {
   StagingRing& r = s_->ring;
   uint64_t head = r.head.load(std::memory_order_relaxed);
-  r.length(head) = bytes;
+  r.set_length(head, bytes);
   r.head.store(head + 1, std::memory_order_release);
   // Send now, unless the progress thread is at it (it sees the new head) or
   // the stream is not connected yet; wake it for what the socket refuses.
