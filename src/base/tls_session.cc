@@ -36,7 +36,7 @@ constexpr unsigned char kIdentity[] = "braid-nccl-psk";
 constexpr size_t kIdentityBytes = sizeof(kIdentity) - 1;
 constexpr unsigned char kAes128GcmSha256[] = {0x13, 0x01};  // its TLS 1.3 cipher-suite code
 constexpr size_t kKeyBytes = 32;
-constexpr size_t kMinPskBytes = 32;       // NCCL's minimum
+constexpr size_t kMinPskBytes = 32;          // NCCL's minimum
 constexpr long kReadBufferBytes = 64 << 10;  // what one read from the socket may take
 
 // The key, read by the handshake callbacks.
@@ -155,8 +155,10 @@ SSL_CTX* make_context(TlsRole role) {
   // record's header and then its body.
   SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_default_read_buffer_len(ctx, kReadBufferBytes);
-  if (role == TlsRole::Client) SSL_CTX_set_psk_use_session_callback(ctx, client_psk);
-  else SSL_CTX_set_psk_find_session_callback(ctx, server_psk);
+  if (role == TlsRole::Client)
+    SSL_CTX_set_psk_use_session_callback(ctx, client_psk);
+  else
+    SSL_CTX_set_psk_find_session_callback(ctx, server_psk);
   return ctx;
 }
 
@@ -183,8 +185,8 @@ int bio_create(BIO* b) { return BIO_set_init(b, 1), 1; }
 
 BIO_METHOD* make_socket_bio() {
   BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "braid socket");
-  if (m && BIO_meth_set_write_ex(m, bio_write) && BIO_meth_set_read_ex(m, bio_read) &&
-      BIO_meth_set_ctrl(m, bio_ctrl) && BIO_meth_set_create(m, bio_create))
+  if (m && BIO_meth_set_write_ex(m, bio_write) && BIO_meth_set_read_ex(m, bio_read) && BIO_meth_set_ctrl(m, bio_ctrl) &&
+      BIO_meth_set_create(m, bio_create))
     return m;
   if (m) BIO_meth_free(m);
   return nullptr;
@@ -250,8 +252,10 @@ Status TlsSession::open(int fd, TlsRole role, std::unique_ptr<TlsSession>* out) 
     if (!bio) return BRAID_ERROR(ncclSystemError, "TLS: cannot start a session ({})", openssl_errors());
     BIO_set_data(bio, reinterpret_cast<void*>(intptr_t(fd)));
     SSL_set_bio(s->ssl_, bio, bio);  // the session owns it now
-    if (role == TlsRole::Client) SSL_set_connect_state(s->ssl_);
-    else SSL_set_accept_state(s->ssl_);
+    if (role == TlsRole::Client)
+      SSL_set_connect_state(s->ssl_);
+    else
+      SSL_set_accept_state(s->ssl_);
   }
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);
@@ -278,6 +282,15 @@ ssize_t TlsSession::failed(const char* what, int ssl_error) {
   return -1;
 }
 
+// Whether an SSL error means "try again when the socket is ready": then
+// wants() says for what, and errno is EAGAIN.
+bool TlsSession::would_block(int ssl_error) {
+  if (ssl_error != SSL_ERROR_WANT_READ && ssl_error != SSL_ERROR_WANT_WRITE) return false;
+  wants_ = ssl_error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+  errno = EAGAIN;
+  return true;
+}
+
 Status TlsSession::handshake(bool* done) {
   *done = established_;
   if (established_) return Status::ok();
@@ -290,10 +303,7 @@ Status TlsSession::handshake(bool* done) {
     return Status::ok();
   }
   const int e = SSL_get_error(ssl_, r);
-  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-    wants_ = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-    return Status::ok();
-  }
+  if (would_block(e)) return Status::ok();
   failed("handshake", e);
   return BRAID_ERROR(ncclRemoteError, "{}", error_);
 }
@@ -304,11 +314,7 @@ ssize_t TlsSession::send(const void* data, size_t bytes) {
   size_t n = 0;
   if (SSL_write_ex(ssl_, data, bytes, &n)) return ssize_t(n);
   const int e = SSL_get_error(ssl_, 0);
-  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
-    wants_ = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-    errno = EAGAIN;
-    return -1;
-  }
+  if (would_block(e)) return -1;
   if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno) return -1;  // the socket's error, as errno says
   return failed("send", e);
 }
@@ -319,14 +325,10 @@ ssize_t TlsSession::recv(void* data, size_t bytes) {
   size_t n = 0;
   if (SSL_read_ex(ssl_, data, bytes, &n)) return ssize_t(n);
   const int e = SSL_get_error(ssl_, 0);
-  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-    wants_ = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-    errno = EAGAIN;
-    return -1;
-  }
+  if (would_block(e)) return -1;
   if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && !errno)) return 0;
   if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) return -1;  // the socket's error, as errno says
-  return failed("receive", e);  // e.g. a record that fails its authentication
+  return failed("receive", e);                                     // e.g. a record that fails its authentication
 }
 
 bool TlsSession::buffered() const {

@@ -75,6 +75,7 @@ class TlsSession {
  private:
   TlsSession() = default;
   ssize_t failed(const char* what, int ssl_error);
+  bool would_block(int ssl_error);
 
   ::ssl_st* ssl_ = nullptr;
   std::string peer_;  // "ip:port", for messages

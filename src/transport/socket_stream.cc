@@ -39,7 +39,6 @@ std::string io_failure(TlsSession* tls, const char* what) {
   return fmt::format("{} failed: {}", what, std::strerror(errno));
 }
 
-
 void pump_send(Stream* s) {
   StagingRing& r = s->ring;
   const int fd = s->fd.load(std::memory_order_relaxed);
@@ -83,8 +82,8 @@ void pump_recv(Stream* s) {
   while (r.head.load(std::memory_order_relaxed) - r.tail.load(std::memory_order_relaxed) < r.slots) {
     const uint64_t i = r.head.load(std::memory_order_relaxed);
     const bool in_header = s->offset < sizeof(uint64_t);
-    char* dst = in_header ? reinterpret_cast<char*>(&s->wire_length) + s->offset
-                          : r.slot(i) + (s->offset - sizeof(uint64_t));
+    char* dst =
+        in_header ? reinterpret_cast<char*>(&s->wire_length) + s->offset : r.slot(i) + (s->offset - sizeof(uint64_t));
     const size_t want = in_header ? sizeof(uint64_t) - s->offset : s->wire_length - (s->offset - sizeof(uint64_t));
     size_t n = 0;
     if (s->ahead_begin < s->ahead_end) {

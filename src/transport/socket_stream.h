@@ -50,12 +50,15 @@ struct StagingRing {
 // Shared by both pipe kinds: the stream, its ring, and a sticky error.
 struct Stream {
   Stream(int peer, int channel, bool sending, size_t slot_bytes)
-      : peer(peer), channel(channel), sending(sending), ring(kSocketSlots, slot_bytes),
+      : peer(peer),
+        channel(channel),
+        sending(sending),
+        ring(kSocketSlots, slot_bytes),
         ahead(sending ? nullptr : new char[kSocketReadAhead]) {}
   const int peer, channel;
   const bool sending;
   StagingRing ring;
-  std::atomic<int> fd{-1};  // set once, by the progress thread (connect or accept)
+  std::atomic<int> fd{-1};          // set once, by the progress thread (connect or accept)
   std::unique_ptr<TlsSession> tls;  // with TLS on; set before fd
   // Sending side: whoever holds send_mutex pumps the ring into the socket
   // (the executor at commit, else the progress thread).  Receiving side:
