@@ -65,6 +65,28 @@ TEST_CASE("TLS: one key everywhere, exact collectives and puts over TLS sockets"
   for (int c : codes) CHECK(c == 0);
 }
 
+// Ranks as threads of one process over TLS sockets: every session's
+// handshake on a progress thread, its records in the executors and progress
+// threads that move the bytes, all in one process where TSan sees them.
+TEST_CASE("TLS: ranks as threads over TLS sockets, every collective exact", "[mp][threads][tls]") {
+  ScopedTlsKey key(kJobKey);
+  REQUIRE(key.ok);
+  ScopedEnv transport("BRAID_TRANSPORT", "socket");
+  CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (size_t count : {size_t(1), size_t(5000), size_t(300000)})
+            for (Coll c : kAllColls)
+              for (bool in_place : {false, true}) {
+                CollCase cc;
+                cc.coll = c;
+                cc.count = count;
+                cc.type = ncclFloat;
+                cc.root = n - 1;
+                cc.in_place = in_place;
+                run_and_check(cc, rank, n, comm, f);
+              }
+        }) == 0);
+}
+
 // A rank may destroy its communicator and exit right after its last send,
 // as on plain TCP, and what it sent must still arrive, with a receiver that
 // posts late.  End to end through the transport's and the bootstrap's
