@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "src/base/log.h"
 #include "src/base/net.h"
@@ -162,19 +163,36 @@ SSL_CTX* make_context(TlsRole role) {
   return ctx;
 }
 
-// The socket BIO: the descriptor is the BIO's data.  Would-block sets the
+}  // namespace
+
+// Where a session's records go: the socket, or while it seals, the outbox.
+struct TlsWire {
+  int fd = -1;
+  bool sealing = false;
+  std::vector<char> outbox;  // sealed records not yet on the socket
+  size_t outbox_sent = 0;
+};
+
+namespace {
+
+// The socket BIO: its data is the session's TlsWire.  Would-block sets the
 // retry flags, which SSL_get_error turns into WANT_READ / WANT_WRITE.
-int socket_of(BIO* b) { return int(reinterpret_cast<intptr_t>(BIO_get_data(b))); }
+TlsWire& wire_of(BIO* b) { return *static_cast<TlsWire*>(BIO_get_data(b)); }
 int bio_write(BIO* b, const char* data, size_t bytes, size_t* written) {
   BIO_clear_retry_flags(b);
-  const ssize_t n = ::send(socket_of(b), data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+  TlsWire& w = wire_of(b);
+  if (w.sealing) {
+    w.outbox.insert(w.outbox.end(), data, data + bytes);
+    return *written = bytes, 1;
+  }
+  const ssize_t n = ::send(w.fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n >= 0) return *written = size_t(n), 1;
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
   return 0;
 }
 int bio_read(BIO* b, char* data, size_t bytes, size_t* got) {
   BIO_clear_retry_flags(b);
-  const ssize_t n = ::recv(socket_of(b), data, bytes, MSG_DONTWAIT);
+  const ssize_t n = ::recv(wire_of(b).fd, data, bytes, MSG_DONTWAIT);
   if (n > 0) return *got = size_t(n), 1;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
   if (n == 0) errno = 0;  // the end of the stream, no error
@@ -244,13 +262,15 @@ Status TlsSession::open(int fd, TlsRole role, std::unique_ptr<TlsSession>* out) 
   set_nonblocking(fd);
   set_nodelay(fd);
   std::unique_ptr<TlsSession> s(new TlsSession);
+  s->wire_ = std::make_unique<TlsWire>();
+  s->wire_->fd = fd;
   {
     OpensslSection openssl;
     ERR_clear_error();
     s->ssl_ = SSL_new(role == TlsRole::Client ? g_client.load() : g_server.load());
     BIO* bio = s->ssl_ ? BIO_new(g_socket_bio.load()) : nullptr;
     if (!bio) return BRAID_ERROR(ncclSystemError, "TLS: cannot start a session ({})", openssl_errors());
-    BIO_set_data(bio, reinterpret_cast<void*>(intptr_t(fd)));
+    BIO_set_data(bio, s->wire_.get());
     SSL_set_bio(s->ssl_, bio, bio);  // the session owns it now
     if (role == TlsRole::Client)
       SSL_set_connect_state(s->ssl_);
@@ -318,6 +338,45 @@ ssize_t TlsSession::send(const void* data, size_t bytes) {
   if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno) return -1;  // the socket's error, as errno says
   return failed("send", e);
 }
+
+Status TlsSession::seal(const void* data, size_t bytes) {
+  OpensslSection openssl;
+  wire_->sealing = true;
+  for (size_t done = 0, n = 0; done < bytes; done += n) {
+    ERR_clear_error();
+    if (!SSL_write_ex(ssl_, static_cast<const char*>(data) + done, bytes - done, &n)) {
+      wire_->sealing = false;
+      failed("send", SSL_get_error(ssl_, 0));  // the outbox takes everything: never "would block"
+      return BRAID_ERROR(ncclSystemError, "{}", error_);
+    }
+  }
+  wire_->sealing = false;
+  return Status::ok();
+}
+
+ssize_t TlsSession::flush() {
+  TlsWire& w = *wire_;
+  while (w.outbox_sent < w.outbox.size()) {
+    const ssize_t n =
+        ::send(w.fd, w.outbox.data() + w.outbox_sent, w.outbox.size() - w.outbox_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (errno == EWOULDBLOCK) errno = EAGAIN;
+      wants_ = POLLOUT;
+      return -1;
+    }
+    w.outbox_sent += size_t(n);
+  }
+  w.outbox.clear();  // (keeps its capacity for the next fragment)
+  w.outbox_sent = 0;
+  return 0;
+}
+
+// TLS 1.3 records carry at most 16 KB of data and add 22 bytes each (a
+// 5-byte header, the content type, a 16-byte tag).
+size_t TlsSession::sealed_bytes(size_t bytes) { return bytes + (bytes / 16384 + 1) * 22; }
+
+void TlsSession::reserve_outbox(size_t bytes) { wire_->outbox.reserve(sealed_bytes(bytes)); }
 
 ssize_t TlsSession::recv(void* data, size_t bytes) {
   OpensslSection openssl;

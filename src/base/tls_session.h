@@ -39,6 +39,8 @@ std::string tls_last_failure();
 
 enum class TlsRole { Client, Server };
 
+struct TlsWire;  // tls_session.cc
+
 class TlsSession {
  public:
   // A session on `fd`, a connected TCP socket, which this makes
@@ -63,6 +65,17 @@ class TlsSession {
   ssize_t recv(void* data, size_t bytes);
   // POLLIN or POLLOUT: what the last call that would block waits for.
   short wants() const { return wants_; }
+  // The other way to send, for a thread that should not encrypt while the
+  // socket is full: seal() encrypts all `bytes` at once into the session's
+  // outbox (nothing goes to the socket), flush() then sends what the socket
+  // takes: 0 once the outbox is empty, else -1 with errno (EAGAIN: poll for
+  // wants()).  Not while a send() that would block is still to be repeated.
+  Status seal(const void* data, size_t bytes);
+  ssize_t flush();
+  // Allocates the outbox for sealing up to `bytes` at a time, now rather
+  // than at the first seal; sealed_bytes(bytes) is its size.
+  void reserve_outbox(size_t bytes);
+  static size_t sealed_bytes(size_t bytes);
   // Bytes taken off the socket that recv has not returned yet: poll() does
   // not announce them, so a reader must drain them before it sleeps.
   bool buffered() const;
@@ -78,7 +91,8 @@ class TlsSession {
   bool would_block(int ssl_error);
 
   ::ssl_st* ssl_ = nullptr;
-  std::string peer_;  // "ip:port", for messages
+  std::unique_ptr<TlsWire> wire_;  // the BIO's data: the socket, the outbox
+  std::string peer_;               // "ip:port", for messages
   bool established_ = false;
   short wants_ = 0;
   std::string error_;

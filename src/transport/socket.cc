@@ -30,9 +30,10 @@
 // closes or resets a stream we still wait on is reported as ncclRemoteError.
 //
 // TLS (ncclSetEncryption): each stream runs its own session, handshaken by
-// the progress thread before the hello and then driven by the pumps in
-// whichever thread moves the bytes (socket_stream.h), so encryption costs
-// the crypto and nothing else: no thread hop, no extra copy.
+// the progress thread before the hello and then driven by the pumps
+// (socket_stream.h): the executor decrypts what it receives, and encrypts a
+// fragment whole when it commits it, so the progress thread, finishing a
+// send, only hands ciphertext to the kernel.  No relay thread, no hop.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -108,15 +109,6 @@ class ListenerImpl final : public SocketListener {
   int fd;
 };
 
-// The threads a rank's socket traffic needs a core for, for the idle
-// policy: its executor per local rank, and with TLS on its progress thread
-// as much again (it encrypts what commit left queued, while plain TCP's
-// only hands bytes to the kernel), so that ranks that would spin while it
-// waits for a core yield to it instead.
-int threads_on_path(const TransportContext& ctx) {
-  return ranks_on_machine(ctx.peers, ctx.rank) * (tls_enabled() ? 2 : 1);
-}
-
 class SocketTransportImpl final : public Transport {
  public:
   SocketTransportImpl(const TransportContext& ctx, int listen_fd)
@@ -124,7 +116,7 @@ class SocketTransportImpl final : public Transport {
         slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-        bell_(this, idle_polls_for(threads_on_path(ctx))) {
+        bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {
     thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
   }
 
@@ -150,7 +142,9 @@ class SocketTransportImpl final : public Transport {
     std::lock_guard<std::mutex> lock(mutex_);
     uint64_t bytes = 0;
     for (auto* group : {&sends_, &recvs_})
-      for (const auto& [key, s] : *group) bytes += s->ring.data.size() + (s->ahead ? kSocketReadAhead : 0);
+      for (const auto& [key, s] : *group)
+        bytes += s->ring.data.size() + (s->ahead ? kSocketReadAhead : 0) +
+                 (s->sending && s->tls ? TlsSession::sealed_bytes(sizeof(uint64_t) + slot_bytes_) : 0);
     return bytes;
   }
   size_t slot_bytes() const override { return slot_bytes_; }
@@ -382,6 +376,7 @@ class SocketTransportImpl final : public Transport {
 
   // The sending side: the stream may now be pumped.
   bool opened(Opening& o) {
+    if (o.tls) o.tls->reserve_outbox(sizeof(uint64_t) + slot_bytes_);  // a fragment, sealed whole
     std::lock_guard<std::mutex> lock(mutex_);
     o.stream->tls = std::move(o.tls);
     o.stream->fd.store(o.fd, std::memory_order_release);  // the next poll pumps what was committed meanwhile

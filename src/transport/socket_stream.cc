@@ -39,22 +39,40 @@ std::string io_failure(TlsSession* tls, const char* what) {
   return fmt::format("{} failed: {}", what, std::strerror(errno));
 }
 
+// With TLS a fragment is sealed whole (encrypted into the session's outbox)
+// by the first pump that reaches it, most often the executor's at commit,
+// and then flushed like plain bytes: so whichever thread finishes a send
+// that the socket refused at first only hands ciphertext to the kernel, as
+// over plain TCP, and never waits for a core to encrypt.  Its slot is
+// released once all of it is on the socket.
 void pump_send(Stream* s) {
   StagingRing& r = s->ring;
   const int fd = s->fd.load(std::memory_order_relaxed);
+  TlsSession* tls = s->tls.get();
   while (r.tail.load(std::memory_order_relaxed) != r.head.load(std::memory_order_acquire)) {
     const uint64_t i = r.tail.load(std::memory_order_relaxed);
     const size_t frame_bytes = sizeof(uint64_t) + r.length(i);
-    // A TLS send that would block holds a record half-written: the retry
-    // passes the same bytes (offset does not move until some are taken).
-    const ssize_t w = send_some(s->tls.get(), fd, r.frame(i) + s->offset, frame_bytes - s->offset);
-    if (w < 0) {
-      if (!would_block()) s->fail(io_failure(s->tls.get(), "send"));
-      return;
+    if (tls) {
+      if (!s->sealed) {
+        Status st = tls->seal(r.frame(i), frame_bytes);
+        if (!st.is_ok()) return s->fail(st.message());
+        s->sealed = true;
+      }
+      if (tls->flush() < 0) {
+        if (!would_block()) s->fail(io_failure(tls, "send"));
+        return;
+      }
+      s->sealed = false;
+    } else {
+      const ssize_t w = ::send(fd, r.frame(i) + s->offset, frame_bytes - s->offset, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (w < 0) {
+        if (!would_block()) s->fail(io_failure(nullptr, "send"));
+        return;
+      }
+      s->offset += size_t(w);
+      if (s->offset < frame_bytes) return;
+      s->offset = 0;
     }
-    s->offset += size_t(w);
-    if (s->offset < frame_bytes) return;
-    s->offset = 0;
     r.tail.store(i + 1, std::memory_order_release);
   }
 }

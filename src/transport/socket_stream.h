@@ -3,12 +3,11 @@
 // slots on each side, and the non-blocking pumps that move them between the
 // ring and the socket.
 //
-// With TLS on (ncclSetEncryption) the stream holds its own TlsSession and
-// the pumps encrypt and decrypt in the thread that moves the bytes, as they
-// would call send(2) and recv(2): no relay thread, no copy through a local
-// socket pair.  A session is used by one thread at a time, as the stream's
-// socket already is: the sending side by whoever holds send_mutex, the
-// receiving side by the executor alone.
+// With TLS on (ncclSetEncryption) the stream holds its own TlsSession, and
+// the pumps seal (encrypt) and open records themselves: no relay thread, no
+// copy through a local socket pair.  A session is used by one thread at a
+// time, as the stream's socket already is: the sending side by whoever
+// holds send_mutex, the receiving side by the executor alone.
 #pragma once
 
 #include <sys/types.h>
@@ -65,6 +64,7 @@ struct Stream {
   // only the executor reads.
   std::mutex send_mutex;
   size_t offset = 0;         // progress within the current [length][payload]
+  bool sealed = false;       // TLS: the current fragment is in the session's outbox
   uint64_t wire_length = 0;  // receive side: length header being read
   // Receive side, plain TCP: bytes read past the fragment being filled,
   // [begin, end).  (A TLS session keeps its own.)
