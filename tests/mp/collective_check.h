@@ -133,4 +133,22 @@ inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, F
     failures.fail(describe(c, rank, n) + ": send buffer was modified");
 }
 
+// Runs every collective for each count and placement inside one communicator.
+inline RankBody sweep(std::vector<size_t> counts, ncclDataType_t type = ncclFloat, bool null_unused = false) {
+  return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+    for (size_t count : counts)
+      for (Coll coll : kAllColls)
+        for (bool in_place : {false, true}) {
+          CollCase c;
+          c.coll = coll;
+          c.count = count;
+          c.type = type;
+          c.root = n - 1;
+          c.in_place = in_place;
+          c.null_unused = null_unused && !in_place;
+          run_and_check(c, rank, n, comm, f);
+        }
+  };
+}
+
 }  // namespace mp

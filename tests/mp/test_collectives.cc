@@ -5,28 +5,6 @@
 
 using namespace mp;
 
-namespace {
-
-// Runs every collective for each count and placement inside one communicator.
-RankBody sweep(std::vector<size_t> counts, ncclDataType_t type = ncclFloat, bool null_unused = false) {
-  return [=](int rank, int n, ncclComm_t comm, Failures& f) {
-    for (size_t count : counts)
-      for (Coll coll : kAllColls)
-        for (bool in_place : {false, true}) {
-          CollCase c;
-          c.coll = coll;
-          c.count = count;
-          c.type = type;
-          c.root = n - 1;
-          c.in_place = in_place;
-          c.null_unused = null_unused && !in_place;
-          run_and_check(c, rank, n, comm, f);
-        }
-  };
-}
-
-}  // namespace
-
 TEST_CASE("every collective on threads, rank counts 1..5 and 8, sizes 0/1/odd", "[mp][threads]") {
   for (int n : {1, 2, 3, 4, 5, 8}) {
     INFO("nranks " << n);

@@ -72,19 +72,7 @@ TEST_CASE("TLS: ranks as threads over TLS sockets, every collective exact", "[mp
   ScopedTlsKey key(kJobKey);
   REQUIRE(key.ok);
   ScopedEnv transport("BRAID_TRANSPORT", "socket");
-  CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          for (size_t count : {size_t(1), size_t(5000), size_t(300000)})
-            for (Coll c : kAllColls)
-              for (bool in_place : {false, true}) {
-                CollCase cc;
-                cc.coll = c;
-                cc.count = count;
-                cc.type = ncclFloat;
-                cc.root = n - 1;
-                cc.in_place = in_place;
-                run_and_check(cc, rank, n, comm, f);
-              }
-        }) == 0);
+  CHECK(run_ranks_as_threads(3, sweep({1, 5000, 300000})) == 0);
 }
 
 // A rank may destroy its communicator and exit right after its last send,
