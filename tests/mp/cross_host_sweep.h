@@ -15,16 +15,7 @@ inline constexpr ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt
 inline constexpr ncclRedOp_t kAllOps[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 
 inline void every_collective(int rank, int n, ncclComm_t comm, Failures& f, std::initializer_list<size_t> counts) {
-  for (size_t count : counts)
-    for (Coll coll : kAllColls)
-      for (bool in_place : {false, true}) {
-        CollCase c;
-        c.coll = coll;
-        c.count = count;
-        c.root = n - 1;
-        c.in_place = in_place;
-        run_and_check(c, rank, n, comm, f);
-      }
+  sweep(counts)(rank, n, comm, f);
 }
 
 inline void every_datatype(int rank, int n, ncclComm_t comm, Failures& f, size_t count) {
