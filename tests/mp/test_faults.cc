@@ -1,5 +1,6 @@
 // Faults with real processes and threads:
-//  - a peer SIGKILLed in the middle of collectives (shared memory and TCP):
+//  - a peer SIGKILLed in the middle of collectives (shared memory, TCP, TCP
+//    with TLS):
 //    every survivor's call fails with ncclRemoteError/ncclSystemError within
 //    BRAID_TIMEOUT, GetAsyncError reports it, ncclCommAbort returns promptly,
 //    and no call that returned success delivered wrong data;
@@ -18,6 +19,7 @@
 
 #include "collective_check.h"
 #include "survivor.h"
+#include "tls_key.h"
 
 using namespace mp;
 
@@ -58,6 +60,13 @@ TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, ab
 }
 
 TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (TCP)", "[mp][faults]") {
+  kill_one_mid_collective(3, "socket");
+}
+
+TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (TCP with TLS)",
+          "[mp][faults][tls]") {
+  ScopedTlsKey key("braid-test-only-faults-psk-0123456789abcdef");  // the ranks inherit it
+  REQUIRE(key.ok);
   kill_one_mid_collective(3, "socket");
 }
 
