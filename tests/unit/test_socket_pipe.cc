@@ -395,8 +395,10 @@ TEST_CASE("socket pipe over TLS: a peer without TLS fails the sending stream at 
   int fd = ::accept(r.peer_listener, nullptr, nullptr);
   REQUIRE(fd >= 0);
   // A plain peer answers the ClientHello with bytes that are no TLS.
+  pollfd hello_in{fd, POLLIN, 0};
+  REQUIRE(::poll(&hello_in, 1, 5000) == 1);
   char hello[512];
-  CHECK(::recv(fd, hello, sizeof(hello), 0) > 0);
+  CHECK(::recv(fd, hello, sizeof(hello), MSG_DONTWAIT) > 0);
   Handshake plain{r.comm_hash, 1, 0};
   REQUIRE(::send(fd, &plain, sizeof(plain), MSG_NOSIGNAL) == ssize_t(sizeof(plain)));
   Status s = Status::ok();
