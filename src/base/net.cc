@@ -130,10 +130,11 @@ Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic
   }
 }
 
-Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort) {
+Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,
+                TlsSession* tls) {
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
-    ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = send_some(tls, fd, p, bytes);
     if (n > 0) {
       p += n;
       bytes -= size_t(n);
@@ -141,20 +142,22 @@ Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd, POLLOUT, deadline, abort))
+      if (!wait_for(fd, tls ? tls->wants() : POLLOUT, deadline, abort))
         return aborted(abort) ? BRAID_ERROR(ncclSystemError, "send: aborted")
                               : BRAID_ERROR(ncclTimeout, "send: timed out (BRAID_TIMEOUT)");
       continue;
     }
+    if (tls && errno == EPROTO) return BRAID_ERROR(ncclRemoteError, "send: {}", tls->error());
     return BRAID_ERROR(ncclRemoteError, "send: connection lost ({}){}", std::strerror(errno), tls_hint());
   }
   return Status::ok();
 }
 
-Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort) {
+Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,
+                TlsSession* tls) {
   char* p = static_cast<char*>(data);
   while (bytes > 0) {
-    ssize_t n = ::recv(fd, p, bytes, MSG_DONTWAIT);
+    ssize_t n = recv_some(tls, fd, p, bytes);
     if (n > 0) {
       p += n;
       bytes -= size_t(n);
@@ -163,11 +166,12 @@ Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::
     if (n == 0) return BRAID_ERROR(ncclRemoteError, "recv: the peer closed the connection{}", tls_hint());
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_for(fd, POLLIN, deadline, abort))
+      if (!wait_for(fd, tls ? tls->wants() : POLLIN, deadline, abort))
         return aborted(abort) ? BRAID_ERROR(ncclSystemError, "recv: aborted")
                               : BRAID_ERROR(ncclTimeout, "recv: timed out (BRAID_TIMEOUT)");
       continue;
     }
+    if (tls && errno == EPROTO) return BRAID_ERROR(ncclRemoteError, "recv: {}", tls->error());
     return BRAID_ERROR(ncclRemoteError, "recv: connection lost ({}){}", std::strerror(errno), tls_hint());
   }
   return Status::ok();

@@ -13,6 +13,8 @@
 
 namespace braid {
 
+class TlsSession;
+
 // The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the
 // interface chosen as net_interface.h says (BRAID_SOCKET_IFNAME or
 // NCCL_SOCKET_IFNAME; unset, one on the subnet of `toward`, the bootstrap
@@ -31,10 +33,13 @@ Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound);
 // peer's listener may not be up yet).
 Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
 
-// Whole-buffer I/O.  EOF or an error is ncclRemoteError / ncclSystemError;
-// running past the deadline or an abort is ncclSystemError.
-Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);
-Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort);
+// Whole-buffer I/O, through `tls` where there is one (tls_session.h).  EOF
+// or an error is ncclRemoteError / ncclSystemError; running past the
+// deadline or an abort is ncclSystemError.
+Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,
+                TlsSession* tls = nullptr);
+Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,
+                TlsSession* tls = nullptr);
 
 // Waits until fd is readable (true) or the deadline / abort (false).
 bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort);

@@ -395,6 +395,38 @@ bool TlsSession::buffered() const {
   return SSL_pending(ssl_) > 0 || SSL_has_pending(ssl_);
 }
 
+int TlsSession::fd() const { return wire_->fd; }
+
+ssize_t send_some(TlsSession* tls, int fd, const void* data, size_t bytes) {
+  return tls ? tls->send(data, bytes) : ::send(fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+ssize_t recv_some(TlsSession* tls, int fd, void* data, size_t bytes) {
+  return tls ? tls->recv(data, bytes) : ::recv(fd, data, bytes, MSG_DONTWAIT);
+}
+
+std::string io_failure(TlsSession* tls, const char* what) {
+  if (tls && errno == EPROTO) return tls->error();
+  return fmt::format("{} failed: {}", what, std::strerror(errno));
+}
+
+Status tls_handshake_all(std::span<TlsSession* const> sessions, Deadline deadline) {
+  std::vector<pollfd> waiting;
+  for (;;) {
+    waiting.clear();
+    for (TlsSession* s : sessions) {
+      bool done = false;
+      BRAID_TRY(s->handshake(&done));
+      if (!done) waiting.push_back({s->fd(), s->wants(), 0});
+    }
+    if (waiting.empty()) return Status::ok();
+    if (deadline.expired())
+      return BRAID_ERROR(ncclTimeout, "TLS: {} handshake(s) not done within BRAID_TIMEOUT", waiting.size());
+    if (::poll(waiting.data(), waiting.size(), std::min(deadline.remaining_ms(), 100)) < 0 && errno != EINTR)
+      return BRAID_ERROR(ncclSystemError, "TLS: poll: {}", std::strerror(errno));
+  }
+}
+
 void TlsSession::close_notify() {
   OpensslSection openssl;
   if (established_) SSL_shutdown(ssl_);

@@ -20,8 +20,10 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <span>
 #include <string>
 
+#include "src/base/deadline.h"
 #include "src/base/status.h"
 
 struct ssl_st;  // OpenSSL's SSL
@@ -84,6 +86,7 @@ class TlsSession {
   // Sends close_notify if the socket takes it now (the peer reads an end of
   // stream either way when the socket closes).
   void close_notify();
+  int fd() const;
 
  private:
   TlsSession() = default;
@@ -97,5 +100,16 @@ class TlsSession {
   short wants_ = 0;
   std::string error_;
 };
+
+// send(2) and recv(2) with MSG_DONTWAIT, through `tls` where there is one.
+ssize_t send_some(TlsSession* tls, int fd, const void* data, size_t bytes);
+ssize_t recv_some(TlsSession* tls, int fd, void* data, size_t bytes);
+// Why the last of those failed (errno, or the session's TLS failure).
+std::string io_failure(TlsSession* tls, const char* what);
+
+// Completes the handshakes of `sessions` together, by `deadline`: for
+// connections that ranks open to each other at once, where each side's
+// handshake needs the other's answer.
+Status tls_handshake_all(std::span<TlsSession* const> sessions, Deadline deadline);
 
 }  // namespace braid

@@ -26,19 +26,6 @@ Status Stream::status() {
   return BRAID_ERROR(ncclRemoteError, "socket connection with rank {} (channel {}): {}", peer, channel, error);
 }
 
-ssize_t send_some(TlsSession* tls, int fd, const void* data, size_t bytes) {
-  return tls ? tls->send(data, bytes) : ::send(fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-ssize_t recv_some(TlsSession* tls, int fd, void* data, size_t bytes) {
-  return tls ? tls->recv(data, bytes) : ::recv(fd, data, bytes, MSG_DONTWAIT);
-}
-
-std::string io_failure(TlsSession* tls, const char* what) {
-  if (tls && errno == EPROTO) return tls->error();
-  return fmt::format("{} failed: {}", what, std::strerror(errno));
-}
-
 // With TLS a fragment is sealed whole (encrypted into the session's outbox)
 // by the first pump that reaches it, most often the executor's at commit,
 // and then flushed like plain bytes: so whichever thread finishes a send

@@ -79,12 +79,6 @@ struct Stream {
   Status status();
 };
 
-// send(2) / recv(2) with MSG_DONTWAIT, through `tls` where there is one.
-ssize_t send_some(TlsSession* tls, int fd, const void* data, size_t bytes);
-ssize_t recv_some(TlsSession* tls, int fd, void* data, size_t bytes);
-// Why the last of those failed (errno, or the session's TLS failure).
-std::string io_failure(TlsSession* tls, const char* what);
-
 // Writes queued fragments until the socket would block.  Hold s->send_mutex.
 void pump_send(Stream* s);
 // Reads fragments into free slots (the receiving executor's thread only).
