@@ -18,7 +18,7 @@
 #include <exception>
 
 #include "src/base/net.h"
-#include "src/base/tls.h"
+#include "src/base/tls_session.h"
 
 namespace braid::devapi {
 
@@ -87,7 +87,7 @@ Status TcpGinLink::send_frame(const Frame& f, const void* payload, const char* w
 Status TcpGinLink::send_bytes(const char* p, uint64_t bytes) {
   auto last = std::chrono::steady_clock::now();
   while (bytes > 0) {
-    const ssize_t n = ::send(fd_, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = send_some(tls_.get(), fd_, p, bytes);  // (TLS: repeated with the same bytes until taken)
     if (n > 0) {
       p += n;
       bytes -= uint64_t(n);
@@ -96,11 +96,11 @@ Status TcpGinLink::send_bytes(const char* p, uint64_t bytes) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", std::strerror(errno));
-    pollfd pfd{fd_, short(POLLOUT | (gets_.empty() ? 0 : POLLIN)), 0};
+      return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", io_failure(tls_.get(), "send"));
+    pollfd pfd{fd_, short((tls_ ? tls_->wants() : POLLOUT) | (gets_.empty() ? 0 : POLLIN)), 0};
     if (::poll(&pfd, 1, 20) < 0 && errno != EINTR)
       return BRAID_ERROR(ncclSystemError, "poll: {}", std::strerror(errno));
-    if (pfd.revents & POLLIN) {
+    if ((pfd.revents & POLLIN) || (!gets_.empty() && tls_ && tls_->buffered())) {
       const uint64_t landed = gets_landed_, got = answer_got_;
       BRAID_TRY(receive_answers());
       if (gets_landed_ != landed || answer_got_ != got) last = std::chrono::steady_clock::now();
@@ -163,12 +163,12 @@ Status TcpGinLink::receive_answers() {
         into = recv_stage_.data();
       }
     }
-    const ssize_t n = ::recv(fd_, into, want, MSG_DONTWAIT);  // want > 0: a landed get is popped below
+    const ssize_t n = recv_some(tls_.get(), fd_, into, want);  // want > 0: a landed get is popped below
     if (n == 0) return BRAID_ERROR(ncclRemoteError, "rank {} closed the stream", target_);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
-      return BRAID_ERROR(ncclRemoteError, "recv: {}", std::strerror(errno));
+      return BRAID_ERROR(ncclRemoteError, "{}", io_failure(tls_.get(), "recv"));
     }
     last_answer_ = std::chrono::steady_clock::now();
     if (!in_header && !direct) BRAID_TRY(ops_.copy(g.dst + done, recv_stage_.data(), uint64_t(n)));
@@ -202,21 +202,21 @@ Status TcpGinLink::close() {
     return BRAID_ERROR(ncclRemoteError, "GIN link to rank {} aborted after a failed put", target_);
   }
   Frame f{kFrameMagic, kClose, 0, 0, 0, 0, 0, 0};
-  Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr);
-  tls_close({&fd_, 1}, Deadline::after(timeout_));  // the close frame arrives even if this process exits now
+  Status s = send_all(fd_, &f, sizeof(f), Deadline::after(timeout_), nullptr, tls_.get());
+  ::close(fd_);  // (the kernel delivers the close frame even if this process exits now)
   fd_ = -1;
   if (!s.is_ok()) return std::move(s).context(fmt::format("closing the GIN link to rank {}", target_));
   return Status::ok();
 }
 
-Status TcpGinLink::send_hello(int fd, int rank, Deadline deadline) {
+Status TcpGinLink::send_hello(int fd, int rank, Deadline deadline, TlsSession* tls) {
   Hello h{kFrameMagic, rank};
-  return send_all(fd, &h, sizeof(h), deadline, nullptr);
+  return send_all(fd, &h, sizeof(h), deadline, nullptr, tls);
 }
 
-Status GinTcpReceiver::recv_hello(int fd, int nranks, Deadline deadline, int* rank) {
+Status GinTcpReceiver::recv_hello(int fd, int nranks, Deadline deadline, int* rank, TlsSession* tls) {
   Hello h{};
-  BRAID_TRY(recv_all(fd, &h, sizeof(h), deadline, nullptr));
+  BRAID_TRY(recv_all(fd, &h, sizeof(h), deadline, nullptr, tls));
   if (h.magic != kFrameMagic) return BRAID_ERROR(ncclRemoteError, "not a GIN stream (magic {:#x})", h.magic);
   if (h.rank < 0 || h.rank >= nranks)
     return BRAID_ERROR(ncclRemoteError, "a GIN stream says it comes from rank {} of {}", h.rank, nranks);
@@ -225,7 +225,8 @@ Status GinTcpReceiver::recv_hello(int fd, int nranks, Deadline deadline, int* ra
 }
 
 GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of, const GinWindowTable* windows,
-                               GinSignals signals, GinFault* fault, std::chrono::milliseconds timeout)
+                               GinSignals signals, GinFault* fault, std::chrono::milliseconds timeout,
+                               std::vector<std::unique_ptr<TlsSession>> tls)
     : windows_(windows),
       signals_(signals),
       fault_(fault),
@@ -235,6 +236,7 @@ GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of,
     streams_.emplace_back();
     streams_.back().fd = fds[i];
     streams_.back().sender = i < sender_of.size() ? sender_of[i] : -1;
+    if (i < tls.size()) streams_.back().tls = std::move(tls[i]);
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -264,14 +266,15 @@ Status GinTcpReceiver::advance(size_t i, bool* closed) {
                            : (direct ? st.dst + st.payload_got : stage_.data());
     uint64_t want = in_header ? sizeof(Frame) - st.header_got : std::min(budget, st.frame.bytes - st.payload_got);
     if (!in_header && !direct) want = std::min(want, kPiece);
-    const ssize_t n = ::recv(st.fd, into, want, MSG_DONTWAIT);  // want > 0: a frame is never done here
+    const ssize_t n = recv_some(st.tls.get(), st.fd, into, want);  // want > 0: a frame is never done here
     if (n == 0)
       return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream ended without a close: the process died or aborted",
                          st.sender);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
-      return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream failed: {}", st.sender, std::strerror(errno));
+      return BRAID_ERROR(ncclRemoteError, "rank {}'s GIN stream failed: {}", st.sender,
+                         io_failure(st.tls.get(), "recv"));
     }
     st.last_progress = std::chrono::steady_clock::now();
     budget -= std::min<uint64_t>(budget, uint64_t(n));
@@ -350,11 +353,12 @@ Status GinTcpReceiver::continue_answer(size_t i) {
         want = st.staged_to - done;
       }
     }
-    const ssize_t n = ::send(st.fd, from, want, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = send_some(st.tls.get(), st.fd, from, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::ok();
-      return BRAID_ERROR(ncclRemoteError, "answering rank {}'s GIN get: {}", st.sender, std::strerror(errno));
+      return BRAID_ERROR(ncclRemoteError, "answering rank {}'s GIN get: {}", st.sender,
+                         io_failure(st.tls.get(), "send"));
     }
     st.answer_sent += uint64_t(n);
     st.last_progress = std::chrono::steady_clock::now();
@@ -392,9 +396,12 @@ void GinTcpReceiver::serve() {
   size_t open = streams_.size();
   while (open > 0 && !stop_.load(std::memory_order_acquire)) {
     polls.clear();
-    for (const Stream& st : streams_)  // fd -1 is ignored by poll
+    bool buffered = false;  // frames a TLS session holds, which poll() does not announce
+    for (const Stream& st : streams_) {  // fd -1 is ignored by poll
       polls.push_back(pollfd{st.fd, short(st.answering ? POLLOUT : POLLIN), 0});
-    const int ready = ::poll(polls.data(), polls.size(), 20);
+      if (st.fd >= 0 && !st.answering && st.tls && st.tls->buffered()) polls.back().revents = POLLIN, buffered = true;
+    }
+    const int ready = buffered ? int(polls.size()) : ::poll(polls.data(), polls.size(), 20);
     if (ready < 0 && errno != EINTR) {
       fault_->set(BRAID_ERROR(ncclSystemError, "GIN receiver: poll: {}", std::strerror(errno)));
       return;

@@ -18,17 +18,21 @@
 // pass through a host staging buffer and the GinMemoryOps' copies.
 // A stream that ends without its close frame means the sender died: the
 // receiver reports it through the GinFault, which ends every bounded wait
-// on this rank with that error.
+// on this rank with that error.  With TLS on (ncclSetEncryption) each end
+// runs the stream's TlsSession in its own thread (the proxy's, the
+// receiver's): the same frames, encrypted, with no relay in between.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "src/base/deadline.h"
+#include "src/base/tls_session.h"
 #include "src/devapi/gin_link.h"
 
 namespace braid::devapi {
@@ -49,8 +53,10 @@ class TcpGinLink : public GinLink {
  public:
   // fd: a connected stream to the target's receiver (owned from here on);
   // ops: how to read this rank's windows (put sources, get destinations).
-  TcpGinLink(int fd, int target, std::chrono::milliseconds timeout, const GinMemoryOps& ops = host_gin_memory())
-      : fd_(fd), target_(target), timeout_(timeout), ops_(ops) {}
+  // tls: the stream's session, with TLS on (ncclSetEncryption), handshaken.
+  TcpGinLink(int fd, int target, std::chrono::milliseconds timeout, const GinMemoryOps& ops = host_gin_memory(),
+             std::unique_ptr<TlsSession> tls = nullptr)
+      : fd_(fd), target_(target), timeout_(timeout), ops_(ops), tls_(std::move(tls)) {}
   ~TcpGinLink() override;
   Status put(uint64_t dst_handle, uint64_t dst_off, const void* src, uint64_t bytes,
              const GinSignalAdd* signal) override;
@@ -63,7 +69,7 @@ class TcpGinLink : public GinLink {
   void abort() override;
 
   // The first bytes on a new stream: the sender's world rank.
-  static Status send_hello(int fd, int rank, Deadline deadline);
+  static Status send_hello(int fd, int rank, Deadline deadline, TlsSession* tls = nullptr);
 
  private:
   Status send_frame(const GinTcpFrame& f, const void* payload, const char* what);
@@ -81,6 +87,7 @@ class TcpGinLink : public GinLink {
   bool broken_ = false;
   std::chrono::milliseconds timeout_;
   const GinMemoryOps& ops_;
+  std::unique_ptr<TlsSession> tls_;
   std::deque<PendingGet> gets_;  // in flight, oldest first, as their answers come
   GinTcpFrame answer_{};         // the oldest's answer header, as it arrives
   uint64_t answer_got_ = 0;      // of it: header bytes, then payload bytes
@@ -96,17 +103,19 @@ class GinTcpReceiver {
   // its hello; sender_of[i] is fds[i]'s rank) to this rank's windows and
   // signals, on its own thread, until every sender has closed or stop().
   // The signals' ops are how it writes windows and signals.
+  // tls[i]: fds[i]'s session, with TLS on (ncclSetEncryption), handshaken.
   GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of, const GinWindowTable* windows, GinSignals signals,
-                 GinFault* fault, std::chrono::milliseconds timeout);
+                 GinFault* fault, std::chrono::milliseconds timeout, std::vector<std::unique_ptr<TlsSession>> tls = {});
   ~GinTcpReceiver();
   void stop();
   // Reads a hello: which rank (of nranks) a freshly accepted stream comes from.
-  static Status recv_hello(int fd, int nranks, Deadline deadline, int* rank);
+  static Status recv_hello(int fd, int nranks, Deadline deadline, int* rank, TlsSession* tls = nullptr);
 
  private:
   // One sender's stream and how far its current frame has come.
   struct Stream {
     int fd = -1;
+    std::unique_ptr<TlsSession> tls;
     int sender = -1;
     GinTcpFrame frame{};  // its header, as it arrives
     size_t header_got = 0;

@@ -12,7 +12,7 @@
 
 #include "src/base/env.h"
 #include "src/base/net.h"
-#include "src/base/tls.h"
+#include "src/base/tls_session.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/fd_passing.h"
 
@@ -152,39 +152,57 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
   BRAID_TRY(std::move(bootstrap.allgather(addresses.data(), sizeof(sockaddr_in))).context("GIN"));
   // Connecting completes in the listener's backlog, before any accept, so
   // every rank connects first and accepts after: no order can deadlock.
+  // With TLS the handshakes come next, all together (each side's needs the
+  // other's answer), and then the hellos, inside the sessions.
+  struct Connection {
+    UniqueFd fd;
+    std::unique_ptr<TlsSession> tls;
+    int rank = -1;  // the target; for an accepted one, its hello's sender
+  };
+  std::vector<Connection> out, in;
   for (int t = 0; t < nranks; ++t) {
     if (!outside(t)) continue;
     int fd = -1;
     BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
-    UniqueFd tcp(fd);
-    BRAID_TRY(tls_secure(&fd, TlsRole::Client));  // under ncclSetEncryption, as braid's other TCP connections
-    (void)tcp.release();                            // now the relay's, if TLS took it
-    UniqueFd stream(fd);
-    BRAID_TRY(devapi::TcpGinLink::send_hello(fd, me, Deadline::after(timeout)));
-    (*links)[size_t(t)] = std::make_unique<devapi::TcpGinLink>(stream.release(), t, timeout, *memory_.gin_ops());
+    out.push_back({UniqueFd(fd), nullptr, t});
   }
-  std::vector<int> fds, senders;
-  std::vector<UniqueFd> accepted;
   for (int r = 0; r < nranks; ++r) {
     if (!outside(r)) continue;
     if (!wait_readable(listener, Deadline::after(timeout), nullptr))
       return BRAID_ERROR(ncclRemoteError, "GIN: only {} of the other hosts' ranks connected within BRAID_TIMEOUT",
-                         fds.size());
+                         in.size());
     int fd = ::accept(listener, nullptr, nullptr);
     if (fd < 0) return BRAID_ERROR(ncclSystemError, "GIN: accept: {}", std::strerror(errno));
-    UniqueFd tcp(fd);
-    BRAID_TRY(tls_secure(&fd, TlsRole::Server));
-    (void)tcp.release();
-    accepted.emplace_back(fd);
-    int sender = -1;
-    BRAID_TRY(devapi::GinTcpReceiver::recv_hello(fd, nranks, Deadline::after(timeout), &sender));
-    if (!outside(sender)) return BRAID_ERROR(ncclRemoteError, "GIN: rank {} of this host connected over TCP", sender);
-    fds.push_back(fd);
-    senders.push_back(sender);
+    in.push_back({UniqueFd(fd), nullptr, -1});
   }
-  for (UniqueFd& fd : accepted) (void)fd.release();  // the receiver owns them
+  if (tls_enabled()) {  // under ncclSetEncryption, as braid's other TCP connections
+    std::vector<TlsSession*> sessions;
+    for (auto* group : {&out, &in})
+      for (Connection& c : *group) {
+        BRAID_TRY(TlsSession::open(c.fd.get(), group == &out ? TlsRole::Client : TlsRole::Server, &c.tls));
+        sessions.push_back(c.tls.get());
+      }
+    BRAID_TRY(std::move(tls_handshake_all(sessions, Deadline::after(timeout))).context("GIN"));
+  }
+  for (Connection& c : out) {
+    BRAID_TRY(devapi::TcpGinLink::send_hello(c.fd.get(), me, Deadline::after(timeout), c.tls.get()));
+    (*links)[size_t(c.rank)] =
+        std::make_unique<devapi::TcpGinLink>(c.fd.release(), c.rank, timeout, *memory_.gin_ops(), std::move(c.tls));
+  }
+  std::vector<int> fds, senders;
+  std::vector<std::unique_ptr<TlsSession>> sessions;
+  for (Connection& c : in) {
+    BRAID_TRY(devapi::GinTcpReceiver::recv_hello(c.fd.get(), nranks, Deadline::after(timeout), &c.rank, c.tls.get()));
+    if (!outside(c.rank)) return BRAID_ERROR(ncclRemoteError, "GIN: rank {} of this host connected over TCP", c.rank);
+  }
+  for (Connection& c : in) {  // the receiver owns them
+    fds.push_back(c.fd.release());
+    senders.push_back(c.rank);
+    sessions.push_back(std::move(c.tls));
+  }
   const devapi::GinSignals mine{signals_->host(), signal_words, memory_.gin_ops()};
-  receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(), mine, &fault_, timeout);
+  receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(), mine, &fault_, timeout,
+                                                       std::move(sessions));
   return Status::ok();
 }
 
