@@ -1,6 +1,6 @@
 // TLS under code that wants a plain descriptor (ncclSetEncryption, NCCL
-// 2.32): the bootstrap's connections, the one-sided RMA's and GIN's
-// sockets.  The socket transport drives its sessions itself (tls_session.h).
+// 2.32): the bootstrap's connections.  The socket transport and GIN's TCP
+// streams drive their sessions themselves (tls_session.h).
 //
 // tls_secure swaps a connected TCP socket for one end of a local socket
 // pair, and a relay thread (one per process) moves bytes between the pair's
