@@ -492,12 +492,29 @@ TEST_CASE("GIN over TCP: window memory the host does not reach is staged through
 // the same stream, before the answer is read: the target reads nothing
 // more of the stream while it answers, so the sender must read the answer
 // while it writes the put, or both wait until the timeout.  Both memories:
-// the host's, and one reached only through copies (staged).
-TEST_CASE("GIN over TCP: a large get's answer and a large put cross on one stream", "[devapi][gin]") {
+// the host's, and one reached only through copies (staged).  With TLS too:
+// then the sender reads records while its session has a put's record
+// half-written, to be repeated.
+TEST_CASE("GIN over TCP: a large get's answer and a large put cross on one stream", "[devapi][gin][tls]") {
+  const bool tls = GENERATE(false, true);
+  INFO("TLS " << tls);
+  struct TlsOn {
+    explicit TlsOn(bool on) {
+      if (on) REQUIRE(tls_configure("unit-test-only-gin-psk-0123456789abcdef").is_ok());
+    }
+    ~TlsOn() { (void)tls_configure(nullptr); }
+  } on(tls);
   StagedOps staged;
   for (const GinMemoryOps* ops : {&host_gin_memory(), static_cast<const GinMemoryOps*>(&staged)}) {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    std::vector<std::unique_ptr<TlsSession>> sessions(2);
+    if (tls) {
+      REQUIRE(TlsSession::open(sv[0], TlsRole::Client, &sessions[0]).is_ok());
+      REQUIRE(TlsSession::open(sv[1], TlsRole::Server, &sessions[1]).is_ok());
+      TlsSession* both[] = {sessions[0].get(), sessions[1].get()};
+      REQUIRE(tls_handshake_all(both, Deadline::after(std::chrono::seconds(10))).is_ok());
+    }
     const uint64_t big = 24 << 20;
     std::vector<char> window(2 * big, 0), src(big), back(big, 0);
     for (uint64_t i = 0; i < big; ++i) {
@@ -509,8 +526,11 @@ TEST_CASE("GIN over TCP: a large get's answer and a large put cross on one strea
     std::vector<uint64_t> words(1, 0);
     GinSignals signals{words.data(), 1, ops};
     GinFault fault;
-    GinTcpReceiver receiver({sv[1]}, {0}, &windows, signals, &fault, std::chrono::seconds(5));
-    TcpGinLink link(sv[0], 1, std::chrono::seconds(5), *ops);
+    std::vector<std::unique_ptr<TlsSession>> receiver_session;
+    receiver_session.push_back(std::move(sessions[1]));
+    GinTcpReceiver receiver({sv[1]}, {0}, &windows, signals, &fault, std::chrono::seconds(5),
+                            std::move(receiver_session));
+    TcpGinLink link(sv[0], 1, std::chrono::seconds(5), *ops, std::move(sessions[0]));
     GinSignalAdd add{0, 1};
     REQUIRE(link.get(kRecvToken, 0, back.data(), big).is_ok());
     REQUIRE(link.put(kRecvToken, big, src.data(), big, &add).is_ok());
