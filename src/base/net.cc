@@ -181,6 +181,8 @@ bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort) {
   return wait_for(fd, POLLIN, deadline, abort);
 }
 
+bool errno_would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
 void set_nonblocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 void set_nodelay(int fd) {

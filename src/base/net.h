@@ -44,6 +44,10 @@ Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::
 // Waits until fd is readable (true) or the deadline / abort (false).
 bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort);
 
+// Whether errno says a non-blocking socket call would block, or was
+// interrupted: try again later, no error.
+bool errno_would_block();
+
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
 

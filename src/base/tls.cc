@@ -132,7 +132,7 @@ class Relay {
           moved = true;
           c.to_app_done += size_t(w);
           if (c.to_app_done == c.to_app.size()) c.to_app.clear(), c.to_app_done = 0;
-        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        } else if (w < 0 && errno_would_block()) {
           c.app_events |= POLLOUT;
         } else {
           return finish(c);  // the application closed its end
@@ -144,7 +144,7 @@ class Relay {
         if (r > 0) {
           c.to_net.assign(buffer.data(), buffer.data() + r);
           moved = true;
-        } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        } else if (r < 0 && errno_would_block()) {
           c.app_events |= POLLIN;
         } else {
           c.app_closed = true;  // closed or shut down: flush, then close the connection
@@ -247,7 +247,7 @@ void tls_close(std::span<const int> fds, Deadline deadline) {
     std::erase_if(relayed, [&](const pollfd& p) {
       if (!p.revents) return false;
       const ssize_t r = ::recv(p.fd, discard, sizeof(discard), MSG_DONTWAIT);
-      if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) return false;
+      if (r > 0 || (r < 0 && errno_would_block())) return false;
       ::close(p.fd);  // the relay has closed its end: everything written is on the TCP socket
       return true;
     });

@@ -187,14 +187,14 @@ int bio_write(BIO* b, const char* data, size_t bytes, size_t* written) {
   }
   const ssize_t n = ::send(w.fd, data, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (n >= 0) return *written = size_t(n), 1;
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(b);
+  if (errno_would_block()) BIO_set_retry_write(b);
   return 0;
 }
 int bio_read(BIO* b, char* data, size_t bytes, size_t* got) {
   BIO_clear_retry_flags(b);
   const ssize_t n = ::recv(wire_of(b).fd, data, bytes, MSG_DONTWAIT);
   if (n > 0) return *got = size_t(n), 1;
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  if (n < 0 && errno_would_block()) BIO_set_retry_read(b);
   if (n == 0) errno = 0;  // the end of the stream, no error
   return 0;
 }

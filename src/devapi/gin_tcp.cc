@@ -96,7 +96,7 @@ Status TcpGinLink::send_bytes(const char* p, uint64_t bytes) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return BRAID_ERROR(ncclRemoteError, "send: connection lost ({})", io_failure(tls_.get(), "send"));
+      return BRAID_ERROR(ncclRemoteError, "{}", io_failure(tls_.get(), "send"));
     pollfd pfd{fd_, short((tls_ ? tls_->wants() : POLLOUT) | (gets_.empty() ? 0 : POLLIN)), 0};
     if (::poll(&pfd, 1, 20) < 0 && errno != EINTR)
       return BRAID_ERROR(ncclSystemError, "poll: {}", std::strerror(errno));

@@ -354,7 +354,7 @@ class SocketTransportImpl final : public Transport {
         o.hello_done += size_t(n);
         continue;
       }
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      if (n < 0 && errno_would_block()) {
         o.events = o.tls ? o.tls->wants() : short(o.stream ? POLLOUT : POLLIN);
         return true;
       }

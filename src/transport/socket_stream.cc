@@ -6,12 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "src/base/net.h"
+
 namespace braid {
-namespace {
-
-bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
-
-}  // namespace
 
 void Stream::fail(std::string why) {
   {
@@ -46,14 +43,14 @@ void pump_send(Stream* s) {
         s->sealed = true;
       }
       if (tls->flush() < 0) {
-        if (!would_block()) s->fail(io_failure(tls, "send"));
+        if (!errno_would_block()) s->fail(io_failure(tls, "send"));
         return;
       }
       s->sealed = false;
     } else {
       const ssize_t w = ::send(fd, r.frame(i) + s->offset, frame_bytes - s->offset, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
-        if (!would_block()) s->fail(io_failure(nullptr, "send"));
+        if (!errno_would_block()) s->fail(io_failure(nullptr, "send"));
         return;
       }
       s->offset += size_t(w);
@@ -104,7 +101,7 @@ void pump_recv(Stream* s) {
         return;
       }
       if (got < 0) {
-        if (!would_block()) s->fail(io_failure(tls, "recv"));
+        if (!errno_would_block()) s->fail(io_failure(tls, "recv"));
         return;
       }
       if (via_ahead) {

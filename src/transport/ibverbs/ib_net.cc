@@ -337,7 +337,7 @@ Status read_some(int fd, void* dst, size_t want, size_t* got) {
     ssize_t r = ::recv(fd, static_cast<char*>(dst) + *got, want - *got, MSG_DONTWAIT);
     if (r == 0) return BRAID_ERROR(ncclRemoteError, "the peer closed the connection during setup");
     if (r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::ok();
+      if (errno_would_block()) return Status::ok();
       return BRAID_ERROR(ncclSystemError, "recv during setup: {}", errno_text());
     }
     *got += size_t(r);
@@ -441,7 +441,7 @@ class IbNet final : public Net {
       socklen_t len = sizeof(from);
       int fd = ::accept4(l->fd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return Status::ok();
+        if (errno_would_block()) return Status::ok();
         return BRAID_ERROR(ncclSystemError, "InfiniBand accept: {}", errno_text());
       }
       set_nodelay(fd);

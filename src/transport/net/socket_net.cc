@@ -69,7 +69,6 @@ Status io_error(const char* what) {
     return BRAID_ERROR(ncclRemoteError, "{}: the peer closed the connection", what);
   return BRAID_ERROR(ncclSystemError, "{}: {}", what, std::strerror(errno));
 }
-bool would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 
 // Moves the bytes of the oldest unfinished requests until the socket would block.
 void progress(SocketComm* c) {
@@ -87,7 +86,7 @@ void progress(SocketComm* c) {
       msg.msg_iovlen = size_t(n);
       ssize_t w = ::sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (w < 0) {
-        if (!would_block()) c->fail(io_error("send"));
+        if (!errno_would_block()) c->fail(io_error("send"));
         return;
       }
       r.moved += uint64_t(w);
@@ -107,7 +106,7 @@ void progress(SocketComm* c) {
         ssize_t got = ::recv(c->fd, dst, size_t(want), MSG_DONTWAIT);
         if (got == 0) return c->fail(BRAID_ERROR(ncclRemoteError, "the peer closed the connection"));
         if (got < 0) {
-          if (!would_block()) c->fail(io_error("recv"));
+          if (!errno_would_block()) c->fail(io_error("recv"));
           return;
         }
         r.moved += uint64_t(got);
@@ -199,7 +198,7 @@ class SocketNet final : public Net {
       sockaddr_in from{};
       socklen_t len = sizeof(from);
       int fd = ::accept4(l->fd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) return would_block() ? Status::ok() : io_error("socket accept");
+      if (fd < 0) return errno_would_block() ? Status::ok() : io_error("socket accept");
       set_nodelay(fd);
       l->accepting = new SocketComm;
       l->accepting->fd = fd;
@@ -209,7 +208,7 @@ class SocketNet final : public Net {
     while (c->magic_bytes < sizeof(c->magic_got)) {
       ssize_t got = ::recv(c->fd, reinterpret_cast<char*>(&c->magic_got) + c->magic_bytes,
                            sizeof(c->magic_got) - c->magic_bytes, MSG_DONTWAIT);
-      if (got < 0 && would_block()) return Status::ok();
+      if (got < 0 && errno_would_block()) return Status::ok();
       if (got <= 0) {
         l->accepting = nullptr;
         destroy(c);
