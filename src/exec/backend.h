@@ -158,7 +158,7 @@ class Backend {
   virtual Status rma_start() { return no_rma(); }
   virtual bool rma_started() const { return false; }
   virtual Status rma_write(const RmaCall& call) { (void)call; return no_rma(); }
-  virtual Status rma_wait(const std::vector<SignalWait>& waits) { (void)waits; return no_rma(); }
+  virtual Status rma_wait(const RmaCall& call) { (void)call; return no_rma(); }
   // Signals that arrived and were not waited for yet.
   virtual uint64_t rma_signals_pending() const { return 0; }
 

@@ -60,6 +60,7 @@ struct RmaCall {
   uint64_t offset = 0;
   int ctx = 0, signal = 0;
   std::vector<SignalWait> waits;
+  int64_t wait_ms = 0;  // the wait's bound; 0: BRAID_TIMEOUT (ncclWaitSignal's)
 };
 
 // Which buffers rank `rank` has for a collective: NCCL lets the ranks that

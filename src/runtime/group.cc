@@ -120,7 +120,7 @@ Status run_rma(const RmaQueue& rma) {
       if (!c.wait) BRAID_TRY(comm->backend->rma_write(c));
   for (const auto& [comm, calls] : rma)
     for (const RmaCall& c : calls)
-      if (c.wait) BRAID_TRY(comm->backend->rma_wait(c.waits));
+      if (c.wait) BRAID_TRY(comm->backend->rma_wait(c));
   return Status::ok();
 }
 

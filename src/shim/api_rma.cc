@@ -8,6 +8,7 @@
 #include "src/ops/datatype.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
+#include "src/shim/rma_wait.h"
 
 using namespace braid;
 
@@ -86,13 +87,14 @@ Status signal(int peer, int sig, int ctx, unsigned flags, ncclComm* comm) {
   return enqueue(comm, call);
 }
 
-Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm) {
+Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm, int64_t bound_ms) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
   if (ndesc < 0) return BRAID_ERROR(ncclInvalidArgument, "nDesc {} is negative", ndesc);
   if (ndesc > 0 && !descs) return BRAID_ERROR(ncclInvalidArgument, "signalDescs is NULL with nDesc {}", ndesc);
   RmaCall call;
   call.wait = true;
+  call.wait_ms = bound_ms;
   for (int i = 0; i < ndesc; ++i) {
     const ncclWaitSignalDesc_t& d = descs[i];
     BRAID_TRY(std::move(check_signal(comm, d.peer, d.sigIdx, d.ctx)).context(fmt::format("signalDescs[{}]", i)));
@@ -105,6 +107,11 @@ Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm)
 }
 
 }  // namespace
+
+Status braid::wait_signals_within(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t* descs, int64_t bound_ms) {
+  BRAID_TRY(check_comm(comm));
+  return wait_signal(ndesc, descs, comm, bound_ms);
+}
 
 BRAID_API ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
                                      ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
@@ -127,6 +134,6 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclSignal, (int, int, int, unsigned int, nc
 BRAID_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
                                       cudaStream_t stream) {
   (void)stream;
-  return guarded(comm, "ncclWaitSignal", [&] { return wait_signal(nDesc, signalDescs, comm); });
+  return guarded(comm, "ncclWaitSignal", [&] { return wait_signal(nDesc, signalDescs, comm, 0); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclWaitSignal, (int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t))

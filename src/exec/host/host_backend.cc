@@ -100,7 +100,7 @@ Status HostBackend::rma_start() {
 }
 
 Status HostBackend::rma_write(const RmaCall& call) { return rma_->write(call); }
-Status HostBackend::rma_wait(const std::vector<SignalWait>& waits) { return rma_->wait(waits); }
+Status HostBackend::rma_wait(const RmaCall& call) { return rma_->wait(call.waits, call.wait_ms); }
 uint64_t HostBackend::rma_signals_pending() const { return rma_ ? rma_->signals_pending() : 0; }
 
 Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {

@@ -53,7 +53,7 @@ class HostBackend final : public Backend {
   Status rma_start() override;
   bool rma_started() const override { return rma_ != nullptr; }
   Status rma_write(const RmaCall& call) override;
-  Status rma_wait(const std::vector<SignalWait>& waits) override;
+  Status rma_wait(const RmaCall& call) override;
   uint64_t rma_signals_pending() const override;
 
   BoardCounts board_counts() const;

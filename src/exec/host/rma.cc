@@ -187,7 +187,7 @@ Status RmaEngine::write(const RmaCall& call) {
   return Status::ok();
 }
 
-Status RmaEngine::wait(const std::vector<SignalWait>& waits) {
+Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
   // The same (peer, ctx, signal) may be named twice: its counts add up.
   std::map<size_t, uint64_t> need;
   for (const SignalWait& w : waits) {
@@ -199,7 +199,7 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits) {
       if (arrived_[index].load(std::memory_order_acquire) - consumed_[index] < n) return false;
     return true;
   };
-  const Deadline deadline = Deadline::after(timeout());
+  const Deadline deadline = Deadline::after(bound_ms > 0 ? std::chrono::milliseconds(bound_ms) : timeout());
   waiters_.fetch_add(1, std::memory_order_acq_rel);
   Status s;
   {
@@ -224,7 +224,8 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits) {
           missing += fmt::format("{}{} of {} from rank {} (ctx {}, sigIdx {})", missing.empty() ? "" : ", ", got, n,
                                  peer, ctx, sig);
         }
-        s = BRAID_ERROR(ncclTimeout, "ncclWaitSignal: {} after BRAID_TIMEOUT", missing);
+        s = BRAID_ERROR(ncclTimeout, "ncclWaitSignal: {} after {}", missing,
+                        bound_ms > 0 ? fmt::format("{} ms", bound_ms) : std::string("BRAID_TIMEOUT"));
         break;
       }
       signal_cv_.wait_for(lock, std::chrono::milliseconds(1));

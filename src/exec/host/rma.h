@@ -51,7 +51,8 @@ class RmaEngine {
   void remove_window(uint64_t seq);
 
   Status write(const RmaCall& call);
-  Status wait(const std::vector<SignalWait>& waits);
+  // Bounded by bound_ms, or BRAID_TIMEOUT when 0.
+  Status wait(const std::vector<SignalWait>& waits, int64_t bound_ms = 0);
   uint64_t signals_pending() const;
   uint64_t bytes_held() const;
 
