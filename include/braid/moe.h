@@ -8,9 +8,12 @@
  * number of signal words (one per local expert) per call.
  *
  * This release runs on the host backend: host buffers, ranks that are
- * threads of one process or processes of one host (every rank's window is
- * mapped by every other; see src/moe/host_moe.h).  Every call completes
- * before it returns; the stream is accepted and not used.  Create, and
+ * threads or processes of one host or of several.  A rank stores straight
+ * into the windows it maps and reaches the others through one-sided RMA
+ * over whatever transport the communicator has (src/moe/host_moe.h,
+ * window_routes.h).  Create splits a communicator of its own off comm.
+ * Every call completes before it returns; the stream is accepted and not
+ * used.  Create, and
  * destroy, are collective over the communicator; dispatch and combine are
  * called by every rank, alternately (dispatch, combine, dispatch, ...).
  * Errors are ncclResult_t codes with a message for ncclGetLastError;
@@ -67,8 +70,7 @@ typedef struct {
   uint64_t fences;             /* ordering points: one per destination per call */
 } braidMoeStats_t;
 
-/* Collective.  Fails on every rank alike when the ranks' configs differ or
- * some rank's window cannot be mapped by the others. */
+/* Collective.  Fails on every rank alike when the ranks' configs differ. */
 ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* config, braidMoe_t* moe);
 
 /* The rows a dispatch output (and combine input) may need (every block full,

@@ -6,6 +6,9 @@
 // release store of the word, a fence a full fence, an arrival an acq_rel
 // fetch-add.  The GCC builtins work on plain memory (a window shared by
 // processes is not a std::atomic) and are what ThreadSanitizer models.
+// A peer whose window this process cannot map (another host) is reached
+// through one-sided RMA instead: puts and signal words go through
+// WindowRoutes (window_routes.h), which says why the ordering still holds.
 //
 // Each agent (block thread) has its own instance, whose counters of bytes,
 // signals and fences the caller adds up: the statistics are what the
@@ -16,6 +19,7 @@
 #include <cstring>
 
 #include "src/base/deadline.h"
+#include "src/moe/window_routes.h"
 
 namespace braid::moe {
 
@@ -35,10 +39,13 @@ struct HostCounters {
 
 class HostMemory {
  public:
-  explicit HostMemory(int self) : self_(self) {}
+  HostMemory(int self, WindowRoutes* routes) : self_(self), routes_(routes) {}
 
   void put(int peer, void* remote, const void* local, size_t bytes) {
-    std::memcpy(remote, local, bytes);
+    if (routes_->direct(peer))
+      std::memcpy(remote, local, bytes);
+    else
+      routes_->put(peer, remote, local, bytes, WindowRoutes::kRowSignal);
     (peer == self_ ? counters_.bytes_local : counters_.bytes_remote) += bytes;
   }
   void fence() {
@@ -46,7 +53,10 @@ class HostMemory {
     ++counters_.fences;
   }
   void signal(int peer, uint64_t* remote, uint64_t word) {
-    __atomic_store_n(remote, word, __ATOMIC_RELEASE);
+    if (routes_->direct(peer))
+      __atomic_store_n(remote, word, __ATOMIC_RELEASE);
+    else
+      routes_->put(peer, remote, &word, sizeof(word), WindowRoutes::kWordSignal);
     if (peer == self_) {
       ++counters_.signals_local;
       counters_.bytes_local += sizeof(word);
@@ -65,6 +75,7 @@ class HostMemory {
 
  private:
   int self_;
+  WindowRoutes* routes_;
   HostCounters counters_;
   Waiter waiter_;
 };

@@ -14,10 +14,18 @@
 // processes of one host with ncclMemAlloc memory); create refuses a
 // communicator where some rank cannot, on every rank alike.
 //
-// Everything goes through NCCL's public API (ncclMemAlloc,
-// ncclCommWindowRegister, ncclGetPeerDevicePointer, ncclAllGather for the
-// agreement and ncclAllReduce for destroy's barrier), so this is also a
-// client of braid's window API, as a device library on NCCL's would be.
+// Ranks on several hosts: a peer whose window this process cannot map is
+// reached through one-sided RMA (ncclPutSignal) instead, pair by pair, as
+// window_routes.h describes; the protocol is the same.  BRAID_MOE_RMA=1
+// takes that route to every other rank, even where windows map.
+//
+// Everything goes through NCCL's public API (ncclCommSplit for the handle's
+// own communicator, whose signals and windows are then the handle's alone;
+// ncclMemAlloc, ncclCommWindowRegister, ncclGetPeerDevicePointer,
+// ncclPutSignal and a bounded ncclWaitSignal; ncclAllGather for the
+// agreements and ncclAllReduce for destroy's barrier), so this is also a
+// client of braid's window and RMA API, as a device library on NCCL's would
+// be.
 //
 // One call, dispatch: plan (plan.h) -> every block puts its tokens' rows
 // into the owners' dispatch halves -> arrives per destination; the leader
@@ -44,6 +52,7 @@
 #include "src/base/status.h"
 #include "src/moe/blocks.h"
 #include "src/moe/host_memory.h"
+#include "src/moe/window_routes.h"
 
 namespace braid::moe {
 
@@ -77,9 +86,10 @@ class HostMoe {
   const ncclDataType_t dtype_;
   const int timeout_ms_;
 
+  ncclComm_t own_ = nullptr;  // the handle's communicator, split from comm_
   void* memory_ = nullptr;
   ncclWindow_t handle_ = nullptr;
-  std::vector<char*> bases_;  // every rank's window, as this process maps it
+  std::unique_ptr<WindowRoutes> routes_;
 
   BlockPool pool_;
   // Per destination, never reset (protocol.h arrive).  Separate words for

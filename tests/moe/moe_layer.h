@@ -198,4 +198,24 @@ inline mp::RankBody layers_body(const Case& c, int layers, bool expect_drops = f
   };
 }
 
+// Random shapes: experts a multiple of n, top-k up to min(8, experts).
+inline Case random_case(int n, uint64_t seed) {
+  Rng rng{mix(seed + 17)};
+  Case c;
+  c.seed = seed;
+  c.experts = n * (1 + rng.below(4));
+  c.top_k = 1 + rng.below(std::min(8, c.experts));
+  c.hidden = 1 + rng.below(40);
+  c.max_tokens = 1 + rng.below(48);
+  c.tile = 1 << rng.below(4);
+  c.layout = rng.below(2) ? braidMoeRankMajor : braidMoeExpertMajor;
+  static const ncclDataType_t types[] = {ncclFloat32, ncclBfloat16, ncclFloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+  c.dtype = types[rng.below(5)];
+  c.blocks = 1 + rng.below(3);
+  c.masked = rng.below(3) == 0 ? 0.2 : 0;
+  c.cold = rng.below(2) == 0;
+  c.skew = rng.below(3) == 0 ? 0.8 : 0;
+  return c;
+}
+
 }  // namespace moe_test

@@ -1,0 +1,81 @@
+// How one rank reaches every rank's MoE window: by loads and stores where
+// this process maps it, through one-sided RMA where it cannot (another
+// host).  This is what lets dispatch and combine span hosts on any
+// transport braid has (shared memory, sockets, InfiniBand), where NVIDIA's
+// stacks tie the low-latency mode to IBGDA NICs and the normal one to
+// NVLink.
+//
+// Over RMA (the handle's own communicator, NCCL 2.29's host calls), a put
+// is ncclPutSignal into the peer's part of the window, and a signal word is
+// a put of its 8 bytes.  The protocol's ordering holds because:
+//   - braid lands one rank's writes to another in issue order (the window
+//     is registered NCCL_WIN_STRICT_ORDERING; src/exec/host/rma.h);
+//   - the leader issues a destination's signal words only after every
+//     agent's puts to it were issued (protocol.h arrive), so the words land
+//     after the rows they count;
+//   - the receiver learns that a source's words landed by waiting for their
+//     signals: each word put raises kWordSignal, exactly L (local experts)
+//     per source and call, a number the receiver knows.  Row puts raise
+//     kRowSignal, which nobody waits for (ncclPutSignal always raises one).
+// A fence is then free: issue order is the ordering point.
+//
+// Which route a pair takes is agreed: the sender stores only where it maps
+// the receiver's window, and the receiver waits for signals from exactly
+// the senders that do not (the map every rank publishes at create).
+//
+// The agents (threads) of one rank share the communicator, whose calls
+// NCCL does not allow at once: their RMA calls go one at a time under a
+// mutex, which is also what makes "issued before" well defined.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/status.h"
+
+namespace braid::moe {
+
+class WindowRoutes {
+ public:
+  static constexpr int kWordSignal = 0, kRowSignal = 1, kSignals = 2;
+
+  // mapped[r]: rank r's window as this process maps it, or null.
+  // reaches[s * nranks + r]: whether rank s maps rank r's window (agreed).
+  WindowRoutes(ncclComm_t comm, ncclWindow_t window, int self, std::vector<char*> mapped, std::vector<uint8_t> reaches);
+
+  // This rank stores into peer's window (else it puts over RMA).
+  bool direct(int peer) const { return reaches_[size_t(self_) * nranks_ + size_t(peer)] != 0; }
+  // Where the protocol addresses peer's window: its mapping, or for a peer
+  // reached over RMA this rank's own window (the same layout), which put()
+  // turns back into an offset.
+  char* base(int peer) const { return direct(peer) ? mapped_[size_t(peer)] : mapped_[size_t(self_)]; }
+  // The senders that reach this rank over RMA.
+  int rma_sources() const { return int(rma_sources_.size()); }
+
+  // An RMA put to a peer that is not direct.  The first failure is kept and
+  // makes later puts no-ops: failure() reports it after the agents ran.
+  void put(int peer, const void* remote, const void* local, size_t bytes, int signal);
+  Status failure() const;
+
+  // Waits until `words` word signals of the call arrived from every RMA
+  // source, and consumes them, within bound_ms.
+  Status wait_words(int32_t words, int64_t bound_ms);
+
+ private:
+  const ncclComm_t comm_;
+  const ncclWindow_t window_;
+  const int self_;
+  const size_t nranks_;
+  const std::vector<char*> mapped_;
+  const std::vector<uint8_t> reaches_;
+  std::vector<int> rma_sources_;
+  std::vector<ncclWaitSignalDesc_t> waits_;
+
+  mutable std::mutex mutex_;
+  Status failure_;
+};
+
+}  // namespace braid::moe
