@@ -17,6 +17,8 @@ namespace {
 constexpr int kChannel = 0;  // the RMA transport carries nothing else
 constexpr uint64_t kSalt = 0x726d615f73616c74ULL;  // its segments' names differ from the communicator's
 constexpr int kFragmentsPerTurn = 16;  // per peer, before the receiver looks at the next one
+constexpr uint32_t kBriskPolls = 20000;  // yields after the last message (~5 ms, as base/deadline.h's Waiter)
+constexpr uint32_t kBriskWaitPolls = 4000;  // a waiter's yields before it sleeps (~1 ms)
 
 std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000); }
 
@@ -201,6 +203,10 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
   };
   const Deadline deadline = Deadline::after(bound_ms > 0 ? std::chrono::milliseconds(bound_ms) : timeout());
   waiters_.fetch_add(1, std::memory_order_acq_rel);
+  // Yield a while before sleeping: a signal that comes within it costs no
+  // wake-up (a futex wake and a schedule, tens of microseconds here).
+  for (uint32_t i = 0; i < kBriskWaitPolls && !ready() && !failed_.load(std::memory_order_acquire); ++i)
+    std::this_thread::yield();
   Status s;
   {
     std::unique_lock<std::mutex> lock(signal_mutex_);
@@ -331,11 +337,14 @@ void RmaEngine::receive_loop() {
       idle = 0;
       continue;
     }
-    // Brisk while a wait is on (or data just came), lazy when idle: a
-    // communicator whose windows nobody writes costs a wake-up a millisecond.
+    // Brisk while a wait is on or data came lately: a yield, which costs
+    // little when other threads want the core, where a nap costs the
+    // timer's slack (tens of microseconds) on every message.  Lazy when
+    // idle: a communicator whose windows nobody writes costs a wake-up a
+    // millisecond.
     ++idle;
-    if (idle < 64) std::this_thread::yield();
-    else if (waiters_.load(std::memory_order_relaxed) > 0 || idle < 512) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (idle < kBriskPolls || waiters_.load(std::memory_order_relaxed) > 0) std::this_thread::yield();
+    else if (idle < kBriskPolls + 512) std::this_thread::sleep_for(std::chrono::microseconds(20));
     else std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
