@@ -39,34 +39,39 @@ struct HostCounters {
 
 class HostMemory {
  public:
-  HostMemory(int self, WindowRoutes* routes) : self_(self), routes_(routes) {}
+  HostMemory(int self, WindowRoutes* routes) : self_(self), routes_(routes), runs_(routes) {}
 
   void put(int peer, void* remote, const void* local, size_t bytes) {
     if (routes_->direct(peer))
       std::memcpy(remote, local, bytes);
     else
-      routes_->put(peer, remote, local, bytes, WindowRoutes::kRowSignal);
+      runs_.add(peer, static_cast<char*>(remote), local, bytes);
     (peer == self_ ? counters_.bytes_local : counters_.bytes_remote) += bytes;
   }
   void fence() {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     ++counters_.fences;
   }
-  void signal(int peer, uint64_t* remote, uint64_t word) {
-    if (routes_->direct(peer))
-      __atomic_store_n(remote, word, __ATOMIC_RELEASE);
-    else
-      routes_->put(peer, remote, &word, sizeof(word), WindowRoutes::kWordSignal);
-    if (peer == self_) {
-      ++counters_.signals_local;
-      counters_.bytes_local += sizeof(word);
+  void signal_words(int peer, uint64_t* remote, const uint64_t* words, int32_t n) {
+    if (routes_->direct(peer)) {
+      for (int32_t i = 0; i < n; ++i) __atomic_store_n(remote + i, words[i], __ATOMIC_RELEASE);
     } else {
-      ++counters_.signals_remote;
-      counters_.signal_bytes_remote += sizeof(word);
+      routes_->put(peer, remote, words, size_t(n) * sizeof(uint64_t), WindowRoutes::kWordSignal);
+    }
+    if (peer == self_) {
+      counters_.signals_local += uint64_t(n);
+      counters_.bytes_local += uint64_t(n) * sizeof(uint64_t);
+    } else {
+      counters_.signals_remote += uint64_t(n);
+      counters_.signal_bytes_remote += uint64_t(n) * sizeof(uint64_t);
     }
   }
   uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-  uint32_t arrive(uint32_t* counter) { return __atomic_fetch_add(counter, 1u, __ATOMIC_ACQ_REL); }
+  // Gathered RMA puts leave first: the leader's signals must follow them.
+  uint32_t arrive(uint32_t* counter) {
+    runs_.flush();
+    return __atomic_fetch_add(counter, 1u, __ATOMIC_ACQ_REL);
+  }
   void pause() { waiter_.pause(); }
   void progressed() { waiter_.reset(); }
 
@@ -76,6 +81,7 @@ class HostMemory {
  private:
   int self_;
   WindowRoutes* routes_;
+  PutRuns runs_;
   HostCounters counters_;
   Waiter waiter_;
 };

@@ -33,11 +33,41 @@ Status WindowRoutes::failure() const {
   return failure_.is_ok() ? Status::ok() : Status::error(failure_.code(), failure_.message());
 }
 
-Status WindowRoutes::wait_words(int32_t words, int64_t bound_ms) {
+Status WindowRoutes::wait_words(int32_t batches, int64_t bound_ms) {
   if (rma_sources_.empty()) return Status::ok();
   waits_.clear();
-  for (int s : rma_sources_) waits_.push_back({words, s, kWordSignal, 0});
+  for (int s : rma_sources_) waits_.push_back({batches, s, kWordSignal, 0});
   return wait_signals_within(comm_, int(waits_.size()), waits_.data(), bound_ms > 0 ? bound_ms : 1);
+}
+
+void PutRuns::add(int peer, char* remote, const void* local, size_t bytes) {
+  const auto* from = static_cast<const char*>(local);
+  auto it = by_end_.find({peer, remote});
+  if (it == by_end_.end() && bytes >= kAloneBytes) {
+    routes_->put(peer, remote, local, bytes, WindowRoutes::kRowSignal);
+    return;
+  }
+  size_t index;
+  if (it != by_end_.end()) {
+    index = it->second;
+    by_end_.erase(it);
+  } else {
+    index = runs_.size();
+    runs_.push_back({peer, remote, {}});
+  }
+  Run& run = runs_[index];
+  run.data.insert(run.data.end(), from, from + bytes);
+  by_end_[{peer, run.remote + run.data.size()}] = index;
+  held_ += bytes;
+  if (held_ >= kHeldBytes) flush();
+}
+
+void PutRuns::flush() {
+  for (const Run& run : runs_)
+    routes_->put(run.peer, run.remote, run.data.data(), run.data.size(), WindowRoutes::kRowSignal);
+  runs_.clear();
+  by_end_.clear();
+  held_ = 0;
 }
 
 }  // namespace braid::moe

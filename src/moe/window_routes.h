@@ -6,16 +6,20 @@
 // NVLink.
 //
 // Over RMA (the handle's own communicator, NCCL 2.29's host calls), a put
-// is ncclPutSignal into the peer's part of the window, and a signal word is
-// a put of its 8 bytes.  The protocol's ordering holds because:
+// is ncclPutSignal into the peer's part of the window, and a batch of
+// signal words (protocol.h signal_words) one put of their bytes.  An
+// agent's small puts are gathered first (PutRuns): rows bound for one block
+// from consecutive tokens leave as one message.  The protocol's ordering
+// holds because:
 //   - braid lands one rank's writes to another in issue order (the window
 //     is registered NCCL_WIN_STRICT_ORDERING; src/exec/host/rma.h);
 //   - the leader issues a destination's signal words only after every
 //     agent's puts to it were issued (protocol.h arrive), so the words land
 //     after the rows they count;
+//   - an agent's gathered puts are all issued before it arrives;
 //   - the receiver learns that a source's words landed by waiting for their
-//     signals: each word put raises kWordSignal, exactly L (local experts)
-//     per source and call, a number the receiver knows.  Row puts raise
+//     signals: each batch of words raises kWordSignal, word_batches(L) per
+//     source and call, a number the receiver knows.  Row puts raise
 //     kRowSignal, which nobody waits for (ncclPutSignal always raises one).
 // A fence is then free: issue order is the ordering point.
 //
@@ -30,7 +34,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -60,9 +66,9 @@ class WindowRoutes {
   void put(int peer, const void* remote, const void* local, size_t bytes, int signal);
   Status failure() const;
 
-  // Waits until `words` word signals of the call arrived from every RMA
+  // Waits until `batches` word signals of the call arrived from every RMA
   // source, and consumes them, within bound_ms.
-  Status wait_words(int32_t words, int64_t bound_ms);
+  Status wait_words(int32_t batches, int64_t bound_ms);
 
  private:
   const ncclComm_t comm_;
@@ -76,6 +82,31 @@ class WindowRoutes {
 
   mutable std::mutex mutex_;
   Status failure_;
+};
+
+// One agent's RMA puts, gathered: a put whose remote place continues an
+// earlier one's to the same peer joins it, so that the rows an agent sends
+// to one block leave as one message, not one each.  flush() sends them all;
+// the agent calls it before it arrives.  Large puts go as they are.
+class PutRuns {
+ public:
+  explicit PutRuns(WindowRoutes* routes) : routes_(routes) {}
+  void add(int peer, char* remote, const void* local, size_t bytes);
+  void flush();
+
+ private:
+  static constexpr size_t kAloneBytes = size_t(32) << 10;  // a put this large that joins nothing goes at once
+  static constexpr size_t kHeldBytes = size_t(4) << 20;    // flushed past this much gathered
+
+  struct Run {
+    int peer;
+    char* remote;
+    std::vector<char> data;
+  };
+  WindowRoutes* routes_;
+  std::vector<Run> runs_;
+  std::map<std::pair<int, const char*>, size_t> by_end_;  // (peer, remote end) -> run
+  size_t held_ = 0;
 };
 
 }  // namespace braid::moe

@@ -15,9 +15,10 @@ struct DeviceMemory {
       static_cast<char*>(remote)[i] = static_cast<const char*>(local)[i];
   }
   __device__ void fence() { __threadfence_system(); }
-  __device__ void signal(int, uint64_t* remote, uint64_t word) {
+  __device__ void signal_words(int, uint64_t* remote, const uint64_t* words, int32_t n) {
     __threadfence_system();
-    atomicExch(reinterpret_cast<unsigned long long*>(remote), (unsigned long long)word);
+    for (int32_t i = 0; i < n; ++i)
+      atomicExch(reinterpret_cast<unsigned long long*>(remote + i), (unsigned long long)words[i]);
   }
   __device__ uint64_t load(const uint64_t* word) {
     return *reinterpret_cast<const volatile unsigned long long*>(word);

@@ -33,10 +33,13 @@ Shape shape(int nranks, int experts, int top_k, int max_tokens, int tile, int ca
 
 // A memory model over plain memory, counting what the protocol does.
 struct CountingMemory {
-  int puts = 0, fences = 0, signals = 0;
+  int puts = 0, fences = 0, signals = 0, batches = 0;
   void put(int, void* d, const void* s, size_t n) { std::memcpy(d, s, n), ++puts; }
   void fence() { __atomic_thread_fence(__ATOMIC_SEQ_CST), ++fences; }
-  void signal(int, uint64_t* w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELEASE), ++signals; }
+  void signal_words(int, uint64_t* w, const uint64_t* v, int32_t n) {
+    for (int32_t i = 0; i < n; ++i) __atomic_store_n(w + i, v[i], __ATOMIC_RELEASE), ++signals;
+    ++batches;
+  }
   uint64_t load(const uint64_t* w) { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
   uint32_t arrive(uint32_t* c) { return __atomic_fetch_add(c, 1u, __ATOMIC_ACQ_REL); }
   void pause() { std::this_thread::yield(); }
@@ -125,6 +128,7 @@ TEST_CASE("moe commit: one fence then one signal per local expert, with counts, 
   CHECK(commit(mm, 1, signals.data(), s, /*from=*/1, counts, 9) == 3);
   CHECK(mm.fences == 1);
   CHECK(mm.signals == 3);
+  CHECK(mm.batches == 1);
   uint32_t count = 99;
   CHECK(test(mm, signals.data(), s, 1, 0, 9, &count));
   CHECK(count == 4);
@@ -139,6 +143,26 @@ TEST_CASE("moe commit: one fence then one signal per local expert, with counts, 
   polls = 0;
   CHECK(wait(mm, signals.data(), s, 1, 2, 9, &count, expired) == WaitResult::Ok);
   CHECK(count == 2);
+}
+
+TEST_CASE("moe commit: many local experts' words go in batches of consecutive words, each word right", "[moe]") {
+  const Shape s = shape(2, 2 * 150, 1, 8, 1, 8);  // 150 local experts: batches of 64, 64, 22
+  std::vector<uint64_t> signals(size_t(s.blocks()), 0);
+  std::vector<int32_t> counts(150);
+  for (int i = 0; i < 150; ++i) counts[size_t(i)] = i % 9;
+  CountingMemory mm;
+  CHECK(commit(mm, 0, signals.data(), s, /*from=*/1, counts.data(), 3) == 150);
+  CHECK(mm.batches == 3);
+  CHECK(word_batches(150) == 3);
+  CHECK(word_batches(64) == 1);
+  CHECK(word_batches(1) == 1);
+  for (int le = 0; le < 150; ++le) {
+    INFO("local expert " << le);
+    uint32_t count = 99;
+    CHECK(test(mm, signals.data(), s, 1, le, 3, &count));
+    CHECK(count == uint32_t(le % 9));
+    CHECK(signals[size_t(le)] == 0);  // source 0's words untouched
+  }
 }
 
 TEST_CASE("moe arrive: exactly one leader per destination per call, counters never reset, puts visible to it",

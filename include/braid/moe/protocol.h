@@ -19,7 +19,10 @@
 //   put(peer, void* remote, const void* local, size_t bytes)  no ordering
 //   fence()                            orders this agent's puts, and those
 //                                      its arrival acquired, before its later signals
-//   signal(peer, uint64_t* remote, uint64_t word)  a release store of a word
+//   signal_words(peer, uint64_t* remote, const uint64_t* words, int32_t n)
+//                                      n consecutive words, each a release
+//                                      store (one message where the
+//                                      transport has messages)
 //   uint64_t load(const uint64_t* word)            an acquire load
 //   uint32_t arrive(uint32_t* counter)             acq_rel fetch-add 1, the old value
 //   pause()                            back off while polling
@@ -58,16 +61,27 @@ BRAID_HD bool arrive(MM& mm, uint32_t* counter, uint64_t call, uint32_t agents) 
   return uint32_t(before + 1) == uint32_t(call * agents);
 }
 
+// Signal words go out kWordsPerBatch at a time: a source's words for one
+// destination are consecutive (signal_index), so a transport with messages
+// sends ceil(L / kWordsPerBatch) of them per destination and call, not L.
+constexpr int32_t kWordsPerBatch = 64;
+BRAID_HD int32_t word_batches(int32_t local_experts) {
+  return (local_experts + kWordsPerBatch - 1) / kWordsPerBatch;
+}
+
 // The leader's commit to one destination: one ordering point, then every
 // local expert's signal word (count, epoch) in the destination's half.
-// Returns the signals sent.
+// Returns the signal words sent.
 template <class MM>
 BRAID_HD int32_t commit(MM& mm, int32_t peer, uint64_t* peer_half_signals, const Shape& s, int32_t from,
                         const int32_t* counts /* [local_experts] */, uint32_t epoch) {
   mm.fence();
-  for (int32_t le = 0; le < s.local_experts; ++le)
-    mm.signal(peer, peer_half_signals + WindowLayout::signal_index(s, from, le),
-              signal_word(epoch, uint32_t(counts[le])));
+  uint64_t words[kWordsPerBatch];
+  for (int32_t first = 0; first < s.local_experts; first += kWordsPerBatch) {
+    const int32_t n = s.local_experts - first < kWordsPerBatch ? s.local_experts - first : kWordsPerBatch;
+    for (int32_t i = 0; i < n; ++i) words[i] = signal_word(epoch, uint32_t(counts[first + i]));
+    mm.signal_words(peer, peer_half_signals + WindowLayout::signal_index(s, from, first), words, n);
+  }
   return s.local_experts;
 }
 
