@@ -1,7 +1,10 @@
 // moe_perf: MoE dispatch and combine (braid/moe.h) against the usual
 // PyTorch path, in the same run, nccl-tests style.
 //
-// Ranks are threads of this process (-t).  Each rank routes `--tokens`
+// Ranks are threads of this process (-t), or with --hosts H forked
+// processes on H emulated hosts (BRAID_HOSTID; ranks r*H/n share one):
+// between hosts, MoE puts over one-sided RMA and the baseline's sends go
+// over the same sockets.  Each rank routes `--tokens`
 // tokens of `--hidden` elements to `--topk` of `--experts` experts (a
 // fraction `--skew` of the choices goes to the hot eighth of the experts).
 // Timed per layer, max over ranks of the mean over -n iterations:
@@ -19,6 +22,9 @@
 // MoE path's from braidMoeGetStats, the baseline's from its splits and
 // counts) against the routed payload, signals per destination per call.
 #include <getopt.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,7 +47,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
   int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3, blocks = 1;
-  int tile = 16, check = 1;
+  int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
   double skew = 0;
   float capacity_factor = 0;
   ncclDataType_t dtype = ncclBfloat16;
@@ -50,7 +57,7 @@ struct Options {
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
     "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
-    "                [-n iters] [-w warmup] [-c 0|1]\n";
+    "                [-n iters] [-w warmup] [-c 0|1] [--hosts H]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
@@ -67,10 +74,11 @@ bool parse(int argc, char** argv, Options* o) {
                                  {"iters", required_argument, nullptr, 'n'},
                                  {"warmup_iters", required_argument, nullptr, 'w'},
                                  {"check", required_argument, nullptr, 'c'},
+                                 {"hosts", required_argument, nullptr, 'P'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:c:h", longs, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:c:P:h", longs, nullptr)) != -1) {
     switch (ch) {
       case 't': o->nranks = atoi(optarg); break;
       case 'T': o->tokens = atoi(optarg); break;
@@ -84,6 +92,7 @@ bool parse(int argc, char** argv, Options* o) {
       case 'n': o->iters = atoi(optarg); break;
       case 'w': o->warmup = atoi(optarg); break;
       case 'c': o->check = atoi(optarg); break;
+      case 'P': o->hosts = atoi(optarg); break;
       case 'l':
         if (!strcmp(optarg, "expert")) o->layout = braidMoeExpertMajor;
         else if (!strcmp(optarg, "rank")) o->layout = braidMoeRankMajor;
@@ -100,7 +109,8 @@ bool parse(int argc, char** argv, Options* o) {
     }
   }
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
-         o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1;
+         o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
+         o->hosts >= 0 && o->hosts <= o->nranks;
 }
 
 int elem_bytes(ncclDataType_t t) { return t == ncclFloat32 ? 4 : t == ncclFloat8e4m3 ? 1 : 2; }
@@ -189,14 +199,14 @@ struct RankResult {
   double moe_wire = 0, a2a_wire = 0;  // per layer, bytes this rank puts to other ranks
   double signals_per_dest = 0, fences_per_call = 0;
   int64_t dropped = 0, wrong = 0;
-  std::string error;
+  char error[512] = {};  // plain bytes: forked ranks return results in shared memory
 };
 
 #define TRY(call)                                                                                  \
   do {                                                                                             \
     ncclResult_t r_ = (call);                                                                      \
     if (r_ != ncclSuccess) {                                                                       \
-      res.error = std::string(#call) + ": " + ncclGetErrorString(r_) + ": " + ncclGetLastError(nullptr); \
+      snprintf(res.error, sizeof(res.error), "%s: %s: %s", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
       return;                                                                                      \
     }                                                                                              \
   } while (0)
@@ -357,6 +367,33 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   TRY(ncclCommDestroy(comm));
 }
 
+// Ranks as forked processes, rank r on emulated host r * hosts / nranks;
+// their results come back through shared memory.  Nonzero if a rank died.
+int run_processes(const Options& o, const ncclUniqueId& id, RankResult* results) {
+  const size_t bytes = sizeof(RankResult) * size_t(o.nranks);
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return 1;
+  auto* out = new (shared) RankResult[size_t(o.nranks)];
+  std::vector<pid_t> pids;
+  for (int r = 0; r < o.nranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("BRAID_HOSTID", ("moe-perf-host-" + std::to_string(r * o.hosts / o.nranks)).c_str(), 1);
+      rank_main(o, id, r, out[r]);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  for (int r = 0; r < o.nranks; ++r) results[r] = out[r];
+  munmap(shared, bytes);
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -368,13 +405,15 @@ int main(int argc, char** argv) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<RankResult> results(size_t(o.nranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(o, id, r, results[size_t(r)]); });
-  for (auto& t : threads) t.join();
-  int rc = 0;
+  int rc = o.hosts > 0 ? run_processes(o, id, results.data()) : 0;
+  if (o.hosts == 0) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(o, id, r, results[size_t(r)]); });
+    for (auto& t : threads) t.join();
+  }
   for (int r = 0; r < o.nranks; ++r)
-    if (!results[size_t(r)].error.empty()) {
-      std::fprintf(stderr, "rank %d: %s\n", r, results[size_t(r)].error.c_str());
+    if (results[size_t(r)].error[0]) {
+      std::fprintf(stderr, "rank %d: %s\n", r, results[size_t(r)].error);
       rc = 1;
     }
   if (rc) return rc;
@@ -393,9 +432,10 @@ int main(int argc, char** argv) {
   for (auto& r : results) wrong += r.wrong, dropped += r.dropped;
   const char* type = o.dtype == ncclBfloat16 ? "bf16" : o.dtype == ncclFloat8e4m3 ? "fp8e4m3"
                      : o.dtype == ncclFloat16 ? "half" : "float";
-  std::printf("# moe_perf: %d ranks (threads), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
+  const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts" : "threads";
+  std::printf("# moe_perf: %d ranks (%s), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
               "capacity %s, tile %d, %s-major, %d block(s)/rank, %d iters (+%d warmup)\n",
-              o.nranks, o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
+              o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
               o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.iters, o.warmup);
   std::printf("# time: max over ranks of the mean per call; GB/s: routed payload (rows to other ranks, all ranks) "
