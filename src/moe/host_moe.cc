@@ -226,8 +226,8 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
   // below are already there.  Then the one deadline bounds the rest.
   Status rma = routes_->wait_words(word_batches(shape_.local_experts), std::max(deadline.remaining_ms(), 1));
   if (!rma.is_ok())
-    return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: the ranks reached over RMA did not all signal within {} ms ({})",
-                       rank_, what, epoch, timeout_ms_, rma.message());
+    return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: waiting for the signals of the ranks reached over RMA "
+                       "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());
   HostMemory mm(rank_, routes_.get());
   const int32_t L = shape_.local_experts;
   for (int32_t i = 0; i < shape_.nranks; ++i) {

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <thread>
 
 #include "moe_layer.h"
 
@@ -88,7 +89,60 @@ void kill_last_rank(bool own_hosts) {
   }
 }
 
+// Each rank on a host of its own; the last rank is late (alive, asleep)
+// for its third layer.  The others' dispatch must fail within the handle's
+// timeoutMs (not BRAID_TIMEOUT, 300 s), waiting for it over RMA.
+constexpr int kLateTimeoutMs = 500;
+int late_peer(int rank, int n, const ncclUniqueId& id) {
+  setenv("BRAID_HOSTID", fmt::format("moe-late-host-{}", rank).c_str(), 1);
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
+  Case c;
+  c.experts = 2 * n;
+  c.max_tokens = 8;
+  braidMoeConfig_t cfg = config_of(c);
+  cfg.timeoutMs = kLateTimeoutMs;
+  braidMoe_t moe = nullptr;
+  if (braidMoeCreate(comm, &cfg, &moe) != ncclSuccess) return kCreate;
+  Expected x;
+  mp::Failures f;
+  int code = kOk;
+  for (int layer = 0; layer < 2 && code == kOk; ++layer)
+    if (!run_layer(c, rank, n, moe, layer, f, &x)) code = kWrong;
+  if (code == kOk && rank == n - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(4 * kLateTimeoutMs));
+  } else if (code == kOk) {
+    const Clock::time_point start = Clock::now();
+    const bool ok = run_layer(c, rank, n, moe, 2, f, &x);  // prints its expected failure as "FAIL:"
+    const std::string why = ncclGetLastError(comm);
+    if (ok) code = kNoError;
+    else if (why.find("reached over RMA") == std::string::npos || why.find(fmt::format("from rank {}", n - 1)) ==
+                                                                           std::string::npos)
+      code = kBadCode;
+    else if (seconds_since(start) < kLateTimeoutMs / 1000.0 * 0.9 || seconds_since(start) > kLateTimeoutMs / 1000.0 + 5)
+      code = kSlow;
+  }
+  ncclCommAbort(comm);
+  braidMoeDestroy(moe);
+  return code;
+}
+
 }  // namespace
+
+TEST_CASE("moe across hosts: a late rank fails the others' RMA waits at the handle's timeoutMs",
+          "[moe][processes][faults][hosts]") {
+  const int n = 3;
+  std::vector<pid_t> pids =
+      mp::fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return late_peer(r, n, ids[0]); });
+  REQUIRE(int(pids.size()) == n);
+  for (pid_t pid : pids) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("pid " << pid);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kOk);
+  }
+}
 
 TEST_CASE("moe: a rank SIGKILLed between layers gives the others ncclTimeout within the timeout", "[moe][processes][faults]") {
   kill_last_rank(false);
