@@ -8,12 +8,7 @@
 #include "braid/moe/protocol.h"
 #include "src/base/deadline.h"
 #include "src/base/env.h"
-#include "src/base/log.h"
 #include "src/moe/elements.h"
-
-// NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
-// src/shim/api_device_queries.cc defines it with NCCL's signature.
-extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
 
 namespace braid::moe {
 
@@ -138,97 +133,30 @@ Status HostMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, std::uni
   }
 
   std::unique_ptr<HostMoe> moe(new HostMoe(comm, rank, shape, config));
-  // The handle's own communicator: two signal indexes (window_routes.h),
-  // and windows and signals no other user of comm sees.
-  ncclConfig_t own = NCCL_CONFIG_INITIALIZER;
-  own.numRmaSig = WindowRoutes::kSignals;
-  BRAID_TRY(nccl_status(comm, ncclCommSplit(comm, 0, rank, &moe->own_, &own), "ncclCommSplit for the MoE handle"));
-  Status s = moe->setup_window();
-  if (!s.is_ok()) {
-    ncclCommAbort(moe->own_);
-    return s;
-  }
+  BRAID_TRY(OwnWindow::open(comm, moe->window_.bytes, "MoE", &moe->own_));
   *out = std::move(moe);
   return Status::ok();
 }
 
-Status HostMoe::setup_window() {
-  // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
-  // Strict ordering: RMA routes rely on writes landing in issue order.
-  BRAID_TRY(nccl_status(own_, ncclMemAlloc(&memory_, window_.bytes), "ncclMemAlloc of the MoE window"));
-  std::memset(memory_, 0, window_.bytes);
-  Status s = nccl_status(own_, ncclCommWindowRegister(own_, memory_, window_.bytes, &handle_, NCCL_WIN_STRICT_ORDERING),
-                         "ncclCommWindowRegister of the MoE window");
-  if (!s.is_ok()) {
-    ncclMemFree(memory_);
-    memory_ = nullptr;
-    return s;
-  }
-  // Which windows this process maps, then every rank's answer (routes are agreed).
-  const int n = shape_.nranks;
-  const bool rma_only = env_int("BRAID_MOE_RMA") != 0;
-  std::vector<char*> mapped(size_t(n), nullptr);
-  std::vector<uint8_t> mine(size_t(n), 0), reaches(size_t(n) * n, 0);
-  for (int r = 0; r < n; ++r) {
-    void* p = nullptr;
-    if (ncclGetPeerDevicePointer(handle_, 0, r, &p) == ncclSuccess && p) mapped[size_t(r)] = static_cast<char*>(p);
-    mine[size_t(r)] = mapped[size_t(r)] && (r == rank_ || !rma_only);
-  }
-  mapped[size_t(rank_)] = static_cast<char*>(memory_);
-  mine[size_t(rank_)] = 1;
-  s = nccl_status(own_, ncclAllGather(mine.data(), reaches.data(), size_t(n), ncclUint8, own_, nullptr),
-                  "the routes' agreement (ncclAllGather)");
-  if (!s.is_ok()) {
-    ncclCommWindowDeregister(own_, handle_);
-    ncclMemFree(memory_);
-    memory_ = nullptr;
-    handle_ = nullptr;
-    return s;
-  }
-  routes_ = std::make_unique<WindowRoutes>(own_, handle_, rank_, std::move(mapped), std::move(reaches));
-  int direct = 0;
-  for (int r = 0; r < n; ++r) direct += r != rank_ && routes_->direct(r);
-  BRAID_INFO(kInit | kColl, "MoE rank {}: stores to {} of {} peers' windows, RMA to the others; {} peers put to it "
-             "over RMA", rank_, direct, n - 1, routes_->rma_sources());
-  return Status::ok();
-}
-
 Status HostMoe::destroy() {
-  if (!memory_) return Status::ok();
-  // No peer writes this window after the barrier (all its calls are over).
-  // Without the barrier (a peer gone, or comm aborted) the handle's
-  // communicator is aborted, which ends its RMA, and the window is left
-  // mapped, not freed under a peer that may still store into it.
-  int32_t one = 1, sum = 0;
-  Status s = nccl_status(comm_, ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, comm_, nullptr),
-                         "braidMoeDestroy's barrier (ncclAllReduce)");
-  if (!s.is_ok()) {
-    ncclCommAbort(own_);
-    own_ = nullptr;
-    memory_ = nullptr;
-    return s;
-  }
-  s = nccl_status(own_, ncclCommWindowDeregister(own_, handle_), "ncclCommWindowDeregister");
-  const Status f = nccl_status(own_, ncclMemFree(memory_), "ncclMemFree");
-  const Status d = nccl_status(nullptr, ncclCommDestroy(own_), "ncclCommDestroy of the handle's communicator");
-  memory_ = nullptr;
-  handle_ = nullptr;
-  own_ = nullptr;
-  return !s.is_ok() ? s : !f.is_ok() ? f : d;
+  if (!own_) return Status::ok();
+  Status s = own_->close(comm_);
+  own_.reset();
+  return std::move(s).context("braidMoeDestroy");
 }
 
 Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what) {
   const auto* signals = reinterpret_cast<const uint64_t*>(
-      routes_->base(rank_) + (dispatch_half ? window_.dispatch_signals : window_.combine_signals));
+      own_->base(rank_) + (dispatch_half ? window_.dispatch_signals : window_.combine_signals));
   const Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_ms_));
   auto expired = [&] { return deadline.expired(); };
   // Senders over RMA first: once their words' signals are in, the words
   // below are already there.  Then the one deadline bounds the rest.
-  Status rma = routes_->wait_words(word_batches(shape_.local_experts), std::max(deadline.remaining_ms(), 1));
+  Status rma = own_->routes().wait_words(word_batches(shape_.local_experts), std::max(deadline.remaining_ms(), 1));
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: waiting for the signals of the ranks reached over RMA "
                        "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());
-  HostMemory mm(rank_, routes_.get());
+  HostMemory mm(rank_, &own_->routes());
   const int32_t L = shape_.local_experts;
   for (int32_t i = 0; i < shape_.nranks; ++i) {
     const int32_t peer = (rank_ + i) % shape_.nranks;  // this rank's own blocks first
@@ -293,7 +221,7 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   const uint32_t epoch = dispatch_epoch_ = next_epoch(dispatch_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, routes_.get()));
+  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, &own_->routes()));
   pool_.run([&](int b) {
     HostMemory& mm = agents[size_t(b)];
     const int64_t lo = int64_t(ntokens) * b / B, hi = int64_t(ntokens) * (b + 1) / B;
@@ -302,18 +230,18 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
         const int32_t slot = slots_[size_t(t * K + k)];
         if (slot == kNoSlot) continue;
         const int32_t e = topk_[size_t(t * K + k)], dst = shape_.owner(e);
-        put_row(mm, dst, routes_->base(dst) + window_.dispatch_data, shape_, rank_, shape_.local(e), slot,
+        put_row(mm, dst, own_->base(dst) + window_.dispatch_data, shape_, rank_, shape_.local(e), slot,
                 static_cast<const char*>(tokens) + t * row_bytes);
       }
     for (int32_t i = 1; i <= shape_.nranks; ++i) {
       const int32_t dst = (rank_ + i) % shape_.nranks;  // peers first, this rank last
       if (arrive(mm, &dispatch_arrivals_[size_t(dst)], call, uint32_t(B)))
-        commit(mm, dst, reinterpret_cast<uint64_t*>(routes_->base(dst) + window_.dispatch_signals), shape_, rank_,
+        commit(mm, dst, reinterpret_cast<uint64_t*>(own_->base(dst) + window_.dispatch_signals), shape_, rank_,
                &sent_[size_t(dst) * L], epoch);
     }
   });
   add(agents);
-  BRAID_TRY(std::move(routes_->failure()).context(fmt::format("rank {}: dispatch", rank_)));
+  BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
   stats_.dispatches++;
   stats_.rowsRouted += uint64_t(plan.routed);
   stats_.rowsDropped += uint64_t(plan.dropped);
@@ -321,7 +249,7 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
 
   BRAID_TRY(wait_all(epoch, true, &received_, "dispatch"));
   output_offsets(shape_, layout_, received_.data(), first_row_.data());
-  const char* half = routes_->base(rank_) + window_.dispatch_data;
+  const char* half = own_->base(rank_) + window_.dispatch_data;
   pool_.run([&](int b) {
     for (int64_t i = b; i < shape_.blocks(); i += B) {
       const int32_t src = int32_t(i / L), le = int32_t(i % L);
@@ -345,24 +273,24 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, routes_.get()));
+  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, &own_->routes()));
   // Each received block goes back to its source, to the rows it came from.
   pool_.run([&](int b) {
     HostMemory& mm = agents[size_t(b)];
     for (int64_t i = b; i < shape_.blocks(); i += B) {
       const int32_t src = int32_t(i / L), le = int32_t(i % L);
-      put_rows(mm, src, routes_->base(src) + window_.combine_data, shape_, rank_, le, 0, received_[size_t(i)],
+      put_rows(mm, src, own_->base(src) + window_.combine_data, shape_, rank_, le, 0, received_[size_t(i)],
                static_cast<const char*>(expert_out) + first_row_[size_t(i)] * row_bytes);
     }
     for (int32_t i = 1; i <= shape_.nranks; ++i) {
       const int32_t dst = (rank_ + i) % shape_.nranks;
       if (arrive(mm, &combine_arrivals_[size_t(dst)], call, uint32_t(B)))
-        commit(mm, dst, reinterpret_cast<uint64_t*>(routes_->base(dst) + window_.combine_signals), shape_, rank_,
+        commit(mm, dst, reinterpret_cast<uint64_t*>(own_->base(dst) + window_.combine_signals), shape_, rank_,
                &received_[size_t(dst) * L], epoch);
     }
   });
   add(agents);
-  BRAID_TRY(std::move(routes_->failure()).context(fmt::format("rank {}: combine", rank_)));
+  BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
   stats_.combines++;
 
   std::vector<int32_t> back(size_t(shape_.blocks()));
@@ -373,7 +301,7 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
       return BRAID_ERROR(ncclInternalError, "rank {}: combine: expert {} returned {} rows, {} were sent", rank_, e,
                          back[size_t(e)], sent_[size_t(e)]);
 
-  const char* half = routes_->base(rank_) + window_.combine_data;
+  const char* half = own_->base(rank_) + window_.combine_data;
   const int64_t H = shape_.hidden;
   pool_.run([&](int b) {
     std::vector<float> acc(static_cast<size_t>(H));

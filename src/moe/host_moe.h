@@ -52,7 +52,7 @@
 #include "src/base/status.h"
 #include "src/moe/blocks.h"
 #include "src/moe/host_memory.h"
-#include "src/moe/window_routes.h"
+#include "src/moe/own_window.h"
 
 namespace braid::moe {
 
@@ -74,7 +74,6 @@ class HostMoe {
 
  private:
   HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);
-  Status setup_window();
   Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
   void add(const std::vector<HostMemory>& agents);
 
@@ -86,10 +85,7 @@ class HostMoe {
   const ncclDataType_t dtype_;
   const int timeout_ms_;
 
-  ncclComm_t own_ = nullptr;  // the handle's communicator, split from comm_
-  void* memory_ = nullptr;
-  ncclWindow_t handle_ = nullptr;
-  std::unique_ptr<WindowRoutes> routes_;
+  std::unique_ptr<OwnWindow> own_;  // the window, on a communicator split off comm_
 
   BlockPool pool_;
   // Per destination, never reset (protocol.h arrive).  Separate words for

@@ -1,0 +1,97 @@
+#include "src/moe/own_window.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+
+// NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
+// src/shim/api_device_queries.cc defines it with NCCL's signature.
+extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+
+namespace braid::moe {
+
+namespace {
+
+Status nccl_status(ncclComm_t comm, ncclResult_t r, const std::string& what) {
+  if (r == ncclSuccess) return Status::ok();
+  return BRAID_ERROR(r, "{} failed: {}", what, ncclGetLastError(comm));
+}
+
+}  // namespace
+
+Status OwnWindow::open(ncclComm_t parent, size_t bytes, const char* what, std::unique_ptr<OwnWindow>* out) {
+  int nranks = 0, rank = 0;
+  BRAID_TRY(nccl_status(parent, ncclCommCount(parent, &nranks), "ncclCommCount"));
+  BRAID_TRY(nccl_status(parent, ncclCommUserRank(parent, &rank), "ncclCommUserRank"));
+  std::unique_ptr<OwnWindow> w(new OwnWindow());
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.numRmaSig = WindowRoutes::kSignals;
+  BRAID_TRY(nccl_status(parent, ncclCommSplit(parent, 0, rank, &w->comm_, &config),
+                        fmt::format("ncclCommSplit for the {} handle", what)));
+  BRAID_TRY(w->map(rank, nranks, bytes, what));
+  *out = std::move(w);
+  return Status::ok();
+}
+
+Status OwnWindow::map(int rank, int nranks, size_t bytes, const char* what) {
+  // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
+  // Strict ordering: RMA routes rely on writes landing in issue order.
+  BRAID_TRY(nccl_status(comm_, ncclMemAlloc(&memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what)));
+  std::memset(memory_, 0, bytes);
+  Status s = nccl_status(comm_, ncclCommWindowRegister(comm_, memory_, bytes, &handle_, NCCL_WIN_STRICT_ORDERING),
+                         fmt::format("ncclCommWindowRegister of the {} window", what));
+  if (!s.is_ok()) {
+    handle_ = nullptr;
+    return s;
+  }
+  // Which windows this process maps, then every rank's answer (routes are agreed).
+  const bool rma_only = env_int("BRAID_MOE_RMA") != 0;
+  std::vector<char*> mapped(size_t(nranks), nullptr);
+  std::vector<uint8_t> mine(size_t(nranks), 0), reaches(size_t(nranks) * nranks, 0);
+  for (int r = 0; r < nranks; ++r) {
+    void* p = nullptr;
+    if (ncclGetPeerDevicePointer(handle_, 0, r, &p) == ncclSuccess && p) mapped[size_t(r)] = static_cast<char*>(p);
+    mine[size_t(r)] = mapped[size_t(r)] && (r == rank || !rma_only);
+  }
+  mapped[size_t(rank)] = static_cast<char*>(memory_);
+  mine[size_t(rank)] = 1;
+  BRAID_TRY(nccl_status(comm_, ncclAllGather(mine.data(), reaches.data(), size_t(nranks), ncclUint8, comm_, nullptr),
+                        "the routes' agreement (ncclAllGather)"));
+  routes_ = std::make_unique<WindowRoutes>(comm_, handle_, rank, std::move(mapped), std::move(reaches));
+  int direct = 0;
+  for (int r = 0; r < nranks; ++r) direct += r != rank && routes_->direct(r);
+  BRAID_INFO(kInit | kColl, "{} rank {}: stores to {} of {} peers' windows, RMA to the others; {} peers put to it "
+             "over RMA", what, rank, direct, nranks - 1, routes_->rma_sources());
+  return Status::ok();
+}
+
+OwnWindow::~OwnWindow() {
+  if (!comm_) return;
+  // A create that failed part way: other ranks may have failed elsewhere,
+  // so nothing collective; the memory goes only if no window exposes it.
+  ncclCommAbort(comm_);
+  if (memory_ && !handle_) ncclMemFree(memory_);
+}
+
+Status OwnWindow::close(ncclComm_t parent) {
+  if (!comm_) return Status::ok();
+  int32_t one = 1, sum = 0;
+  Status s = nccl_status(parent, ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, parent, nullptr),
+                         "the closing barrier (ncclAllReduce)");
+  if (!s.is_ok()) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+    return s;
+  }
+  s = nccl_status(comm_, ncclCommWindowDeregister(comm_, handle_), "ncclCommWindowDeregister");
+  const Status f = nccl_status(comm_, ncclMemFree(memory_), "ncclMemFree");
+  const Status d = nccl_status(nullptr, ncclCommDestroy(comm_), "ncclCommDestroy of the handle's communicator");
+  comm_ = nullptr;
+  return !s.is_ok() ? s : !f.is_ok() ? f : d;
+}
+
+}  // namespace braid::moe

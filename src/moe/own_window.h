@@ -1,0 +1,48 @@
+// A window of a handle's own, for braid's libraries on the public API (MoE
+// dispatch/combine, the device-count AlltoAllv): a communicator split off
+// the caller's, so that its windows and RMA signals are the handle's alone;
+// zeroed ncclMemAlloc memory registered on it with strict ordering; and the
+// agreed routes to every rank's copy (window_routes.h: stores where this
+// process maps it, one-sided RMA where it cannot).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/moe/window_routes.h"
+
+namespace braid::moe {
+
+class OwnWindow {
+ public:
+  // Collective over parent's ranks.  `what` names the handle in messages.
+  static Status open(ncclComm_t parent, size_t bytes, const char* what, std::unique_ptr<OwnWindow>* out);
+  OwnWindow(const OwnWindow&) = delete;
+  OwnWindow& operator=(const OwnWindow&) = delete;
+  // Aborts the communicator when close() did not run (a failed create).
+  ~OwnWindow();
+
+  // Collective: a barrier on parent (after it no peer stores into this
+  // window: all calls are over), then the window is deregistered and freed
+  // and the communicator destroyed.  Without the barrier (a peer gone, or
+  // parent aborted) the communicator is aborted, which ends its RMA, and
+  // the memory is left mapped, not freed under a peer that may still store
+  // into it.
+  Status close(ncclComm_t parent);
+
+  WindowRoutes& routes() { return *routes_; }
+  char* base(int rank) const { return routes_->base(rank); }
+
+ private:
+  OwnWindow() = default;
+  Status map(int rank, int nranks, size_t bytes, const char* what);
+
+  ncclComm_t comm_ = nullptr;
+  void* memory_ = nullptr;
+  ncclWindow_t handle_ = nullptr;
+  std::unique_ptr<WindowRoutes> routes_;
+};
+
+}  // namespace braid::moe
