@@ -1,10 +1,13 @@
-"""braid's MoE dispatch and combine from Python (include/braid/moe.h).
+"""braid's MoE dispatch and combine from Python (include/braid/moe.h), and
+its AlltoAllv whose counts live in memory (include/braid/alltoallv.h).
 
     import braid_moe
     comm = braid_moe.Comm(nranks, unique_id, rank)     # or braid_moe.Comm.wrap(ncclComm_t pointer)
     moe = braid_moe.Moe(comm, num_experts=256, top_k=8, hidden=7168, max_tokens_per_rank=128, dtype="bfloat16")
     recv, counts, dropped = moe.dispatch(tokens, topk_idx)
     out = moe.combine(expert_out, topk_weights)
+    a2a = braid_moe.AlltoAllv(comm, max_count_per_peer=4096, dtype="bfloat16")
+    recv, recv_counts = a2a(send, send_counts)          # all_to_all_single, splits as int64 in memory
 
 Buffers are PyTorch tensors (contiguous) or any contiguous buffer
 (bytearray, ctypes arrays, memoryview, array).  The C API runs on the host
@@ -23,11 +26,15 @@ braid_moe.Error with ncclGetLastError's message.
 import ctypes
 import os
 
-__all__ = ["Error", "Comm", "Moe", "get_unique_id", "library"]
+__all__ = ["Error", "Comm", "Moe", "AlltoAllv", "get_unique_id", "library"]
 
 DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "float8_e4m3": 10, "float8_e5m2": 11}
 DTYPE_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3": 1, "float8_e5m2": 1}
 LAYOUTS = {"expert": 0, "rank": 1}
+# Every NCCL datatype, for AlltoAllv (which moves elements and reduces nothing): (ncclDataType_t, bytes).
+A2A_DTYPES = {"int8": (0, 1), "uint8": (1, 1), "int32": (2, 4), "uint32": (3, 4), "int64": (4, 8), "uint64": (5, 8),
+              "float16": (6, 2), "float32": (7, 4), "float64": (8, 8), "bfloat16": (9, 2), "float8_e4m3": (10, 1),
+              "float8_e5m2": (11, 1)}
 
 
 class Error(RuntimeError):
@@ -78,6 +85,9 @@ def library():
             "braidMoeCombine": [vp, vp, vp, vp, vp],
             "braidMoeGetStats": [vp, ctypes.POINTER(_Stats)],
             "braidMoeDestroy": [vp],
+            "braidAlltoAllvCreate": [vp, i32, sz, i32, ctypes.POINTER(vp)],
+            "braidAlltoAllv": [vp, vp, vp, vp, vp, vp],
+            "braidAlltoAllvDestroy": [vp],
         }
         for name, args in signatures.items():
             f = getattr(lib, name)
@@ -246,4 +256,46 @@ class Moe:
         """Collective, like braidMoeDestroy."""
         if self.handle:
             _check(library().braidMoeDestroy(self.handle), self.comm.handle)
+        self.handle = None
+
+
+class AlltoAllv:
+    """PyTorch's all_to_all_single with uneven splits whose sizes stay in memory (braidAlltoAllvCreate;
+    collective): a rank sends each peer up to max_count_per_peer elements of `dtype` per call."""
+
+    def __init__(self, comm, max_count_per_peer, dtype="float32", timeout_ms=0):
+        if dtype not in A2A_DTYPES:
+            raise Error(4, f"dtype is one of {sorted(A2A_DTYPES)}")
+        self.comm, self.max_count, self.dtype = comm, max_count_per_peer, dtype
+        nranks = ctypes.c_int()
+        _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
+        self.nranks = nranks.value
+        self.handle = ctypes.c_void_p()
+        _check(library().braidAlltoAllvCreate(comm.handle, A2A_DTYPES[dtype][0], max_count_per_peer, timeout_ms,
+                                              ctypes.byref(self.handle)), comm.handle)
+
+    def __call__(self, send, send_counts, recv=None, recv_counts=None, stream=None):
+        """send: each rank's elements back to back; send_counts [nranks] int64.  Returns (recv: each rank's
+        elements back to back, room for nranks x max_count_per_peer; recv_counts [nranks] int64)."""
+        elem = A2A_DTYPES[self.dtype][1]
+        if recv is None:
+            recv = _like(send, self.nranks * self.max_count * elem, (self.nranks * self.max_count,),
+                         lambda torch: send.dtype)
+        if recv_counts is None:
+            recv_counts = _like(send_counts, self.nranks * 8, (self.nranks,), lambda torch: torch.int64)
+        addresses = _Addresses()
+        s, _ = addresses.of(send, "send", False)
+        sc, sc_bytes = addresses.of(send_counts, "send_counts", False)
+        r, r_bytes = addresses.of(recv, "recv", True)
+        rc, rc_bytes = addresses.of(recv_counts, "recv_counts", True)
+        if sc_bytes < self.nranks * 8 or rc_bytes < self.nranks * 8 or r_bytes < self.nranks * self.max_count * elem:
+            raise Error(4, f"alltoallv: send_counts and recv_counts hold {self.nranks} int64, recv "
+                           f"{self.nranks * self.max_count} elements of {elem} bytes")
+        _check(library().braidAlltoAllv(self.handle, s, sc, r, rc, _stream(stream, send)), self.comm.handle)
+        return recv, recv_counts
+
+    def close(self):
+        """Collective, like braidAlltoAllvDestroy."""
+        if self.handle:
+            _check(library().braidAlltoAllvDestroy(self.handle), self.comm.handle)
         self.handle = None

@@ -39,7 +39,9 @@ struct HostCounters {
 
 class HostMemory {
  public:
-  HostMemory(int self, WindowRoutes* routes) : self_(self), routes_(routes), runs_(routes) {}
+  // Signal words raise `word_signal` where they go over RMA.
+  HostMemory(int self, WindowRoutes* routes, int word_signal = WindowRoutes::kWordSignal)
+      : self_(self), word_signal_(word_signal), routes_(routes), runs_(routes) {}
 
   void put(int peer, void* remote, const void* local, size_t bytes) {
     if (routes_->direct(peer))
@@ -56,7 +58,7 @@ class HostMemory {
     if (routes_->direct(peer)) {
       for (int32_t i = 0; i < n; ++i) __atomic_store_n(remote + i, words[i], __ATOMIC_RELEASE);
     } else {
-      routes_->put(peer, remote, words, size_t(n) * sizeof(uint64_t), WindowRoutes::kWordSignal);
+      routes_->put(peer, remote, words, size_t(n) * sizeof(uint64_t), word_signal_);
     }
     if (peer == self_) {
       counters_.signals_local += uint64_t(n);
@@ -69,9 +71,11 @@ class HostMemory {
   uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   // Gathered RMA puts leave first: the leader's signals must follow them.
   uint32_t arrive(uint32_t* counter) {
-    runs_.flush();
+    flush();
     return __atomic_fetch_add(counter, 1u, __ATOMIC_ACQ_REL);
   }
+  // Issues the gathered RMA puts (a caller without arrivals calls it before its signals).
+  void flush() { runs_.flush(); }
   void pause() { waiter_.pause(); }
   void progressed() { waiter_.reset(); }
 
@@ -80,6 +84,7 @@ class HostMemory {
 
  private:
   int self_;
+  int word_signal_;
   WindowRoutes* routes_;
   PutRuns runs_;
   HostCounters counters_;

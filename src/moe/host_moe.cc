@@ -152,7 +152,8 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
   auto expired = [&] { return deadline.expired(); };
   // Senders over RMA first: once their words' signals are in, the words
   // below are already there.  Then the one deadline bounds the rest.
-  Status rma = own_->routes().wait_words(word_batches(shape_.local_experts), std::max(deadline.remaining_ms(), 1));
+  Status rma = own_->routes().wait_from_rma_sources(WindowRoutes::kWordSignal, word_batches(shape_.local_experts),
+                                                        std::max(deadline.remaining_ms(), 1));
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: waiting for the signals of the ranks reached over RMA "
                        "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());

@@ -33,10 +33,10 @@ Status WindowRoutes::failure() const {
   return failure_.is_ok() ? Status::ok() : Status::error(failure_.code(), failure_.message());
 }
 
-Status WindowRoutes::wait_words(int32_t batches, int64_t bound_ms) {
+Status WindowRoutes::wait_from_rma_sources(int signal, int32_t count, int64_t bound_ms) {
   if (rma_sources_.empty()) return Status::ok();
   waits_.clear();
-  for (int s : rma_sources_) waits_.push_back({batches, s, kWordSignal, 0});
+  for (int s : rma_sources_) waits_.push_back({count, s, signal, 0});
   return wait_signals_within(comm_, int(waits_.size()), waits_.data(), bound_ms > 0 ? bound_ms : 1);
 }
 

@@ -46,7 +46,10 @@ namespace braid::moe {
 
 class WindowRoutes {
  public:
-  static constexpr int kWordSignal = 0, kRowSignal = 1, kSignals = 2;
+  // Signal indexes on the handle's communicator: signal words, rows (never
+  // waited for), and acknowledgements (a receiver's "read it", for handles
+  // whose flow control needs one: alltoallv.h).
+  static constexpr int kWordSignal = 0, kRowSignal = 1, kAckSignal = 2, kSignals = 3;
 
   // mapped[r]: rank r's window as this process maps it, or null.
   // reaches[s * nranks + r]: whether rank s maps rank r's window (agreed).
@@ -66,9 +69,9 @@ class WindowRoutes {
   void put(int peer, const void* remote, const void* local, size_t bytes, int signal);
   Status failure() const;
 
-  // Waits until `batches` word signals of the call arrived from every RMA
-  // source, and consumes them, within bound_ms.
-  Status wait_words(int32_t batches, int64_t bound_ms);
+  // Waits until `count` signals `signal` of the call arrived from every
+  // rank that reaches this one over RMA, and consumes them, within bound_ms.
+  Status wait_from_rma_sources(int signal, int32_t count, int64_t bound_ms);
 
  private:
   const ncclComm_t comm_;

@@ -2,7 +2,7 @@
 # braid's library exports every function of NCCL's current public header
 # (the list recorded in nccl_functions.txt) with its pnccl alias, every
 # nccl*/pnccl* symbol the installed real NCCL exports (clients break on a
-# missing symbol), braid's MoE extension (braid/moe.h), and nothing else.
+# missing symbol), braid's own extensions (braid/moe.h, braid/alltoallv.h), and nothing else.
 # Usage: check_symbols.sh LIB FUNCTIONS_TXT [REAL_LIB]
 set -euo pipefail
 braid_lib=$1
@@ -34,12 +34,13 @@ else
   echo "no real NCCL at $real_lib: only the recorded list was checked"
 fi
 
-# braid's own C extensions (include/braid/moe.h) are exported too, and only those.
+# braid's own C extensions (include/braid/moe.h, alltoallv.h) are exported too, and only those.
 moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeDestroy"
+moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvDestroy"
 for f in $moe_functions; do
-  nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" || { echo "braid's $braid_lib lacks $f (braid/moe.h)"; exit 1; }
+  nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" || { echo "braid's $braid_lib lacks $f (braid/*.h)"; exit 1; }
 done
-echo "the $(wc -w <<<"$moe_functions") functions of braid/moe.h are exported"
+echo "the $(wc -w <<<"$moe_functions") functions of braid/moe.h and braid/alltoallv.h are exported"
 
 leaked=$(nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -vE '^(p?nccl|_init|_fini|_edata|_end|__bss_start)' |
          grep -vxF -f <(tr ' ' '\n' <<<"$moe_functions") || true)

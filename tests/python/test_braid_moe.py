@@ -1,6 +1,7 @@
 """python/braid_moe.py end to end on the host backend: ranks as forked
 processes, float32 tokens in plain buffers (array, bytearray), random
-routings (experts with no tokens, unrouted choices), identity experts.
+routings (experts with no tokens, unrouted choices), identity experts;
+then AlltoAllv with counts in memory, counts changing call to call.
 Checks every received row and count against the routings every rank can
 recompute, every combined token exactly, the call counters, and bad input
 refused with braid's message.  Exit status: the number of failed ranks.
@@ -29,6 +30,31 @@ def routing(rank, n):
 
 def token_value(rank, t, j):
     return float(rank * 1000 + t * 10 + j)
+
+
+def a2a_count(src, dst, call):
+    return (src * 5 + dst * 3 + call) % 7  # 0..6, the capacity 6 included
+
+
+def a2a_errors(rank, n, comm, errors):
+    """AlltoAllv with counts in memory: int64 elements, counts changing call to call, every element checked."""
+    a2a = braid_moe.AlltoAllv(comm, max_count_per_peer=6, dtype="int64")
+    try:
+        a2a(array.array("q"), array.array("q", [0] * (n - 1)))
+        errors.append("alltoallv: a short send_counts was taken")
+    except braid_moe.Error as e:
+        if "send_counts" not in str(e):
+            errors.append(f"alltoallv: short send_counts: {e}")
+    for call in range(4):
+        counts = [a2a_count(rank, d, call) for d in range(n)]
+        send = array.array("q", [rank * 10000 + d * 100 + call * 10 + i for d in range(n) for i in range(counts[d])])
+        recv, recv_counts = a2a(send, array.array("q", counts))
+        got_counts = list(array.array("q", bytes(recv_counts)))
+        want_counts = [a2a_count(s, rank, call) for s in range(n)]
+        want = [s * 10000 + rank * 100 + call * 10 + i for s in range(n) for i in range(want_counts[s])]
+        if got_counts != want_counts or list(array.array("q", bytes(recv)))[:len(want)] != want:
+            errors.append(f"alltoallv call {call}: counts {got_counts} (wanted {want_counts}) or elements wrong")
+    a2a.close()
 
 
 def run(rank, n, uid):
@@ -86,6 +112,7 @@ def run(rank, n, uid):
                 if out[t * HIDDEN + j] != want:
                     errors.append(f"layer {layer}: token {t} element {j} is {out[t * HIDDEN + j]}, wanted {want}")
                     break
+    a2a_errors(rank, n, comm, errors)
     stats = moe.stats()
     if stats["dispatches"] != 3 or stats["combines"] != 3:
         errors.append(f"stats count {stats['dispatches']} dispatches, {stats['combines']} combines")
@@ -111,7 +138,8 @@ def main():
             os._exit(code)
         pids.append(pid)
     failed = sum(1 for pid in pids if os.waitpid(pid, 0)[1] != 0)
-    print(f"braid_moe.py: {n} ranks, dispatch and combine x3: {'all exact' if not failed else f'{failed} failed'}")
+    print(f"braid_moe.py: {n} ranks, dispatch and combine x3, alltoallv x4: "
+          f"{'all exact' if not failed else f'{failed} failed'}")
     return failed
 
 

@@ -1,0 +1,233 @@
+// The AlltoAllv whose counts live in memory (braid/alltoallv.h) on real
+// ranks: threads, forked processes, processes on emulated hosts (one-sided
+// RMA between them) and threads forced onto RMA (BRAID_MOE_RMA=1, where
+// ThreadSanitizer sees both ends).  Every call's received bytes and counts
+// are checked exactly, over random counts that change call to call (zeros
+// and full blocks included) and every element size; bad arguments fail
+// every rank's call with a clear error; a late or dead rank fails the
+// others within the handle's timeout.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "braid/alltoallv.h"
+#include "harness.h"
+#include "moe_reference.h"
+#include "scoped_env.h"
+
+using moe_test::mix;
+
+namespace {
+
+// The byte `b` of element `i` that `src` sends `dst` in call `call`.
+unsigned char pattern(int src, int dst, int call, int64_t i, size_t b) {
+  return static_cast<unsigned char>(
+      mix(uint64_t(src) * 1000003 + uint64_t(dst) * 7919 + uint64_t(call) * 104729 + uint64_t(i) * 31 + b) >> 17);
+}
+
+// How many elements `src` sends `dst` in call `call`: 0 a quarter of the
+// time, the whole block sometimes, anything between otherwise.
+int64_t count_of(int src, int dst, int call, int64_t max_count, uint64_t seed) {
+  const uint64_t r = mix(seed + uint64_t(src) * 131 + uint64_t(dst) * 17 + uint64_t(call) * 7);
+  switch (r % 8) {
+    case 0:
+    case 1:
+      return 0;
+    case 2:
+      return max_count;
+    default:
+      return int64_t((r >> 8) % uint64_t(max_count + 1));
+  }
+}
+
+size_t elem_bytes(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+struct Case {
+  ncclDataType_t type = ncclFloat32;
+  int64_t max_count = 37;
+  int calls = 4;
+  uint64_t seed = 1;
+};
+
+mp::RankBody calls_body(const Case& c) {
+  return [=](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+    braidAlltoAllv_t a2a = nullptr;
+    MP_NCCL(f, braidAlltoAllvCreate(comm, c.type, size_t(c.max_count), 0, &a2a));
+    if (!a2a) return;
+    const size_t eb = elem_bytes(c.type);
+    std::vector<unsigned char> send(size_t(n) * c.max_count * eb), recv(send.size());
+    std::vector<int64_t> send_counts(static_cast<size_t>(n)), recv_counts(static_cast<size_t>(n));
+    for (int call = 0; call < c.calls && f.count == 0; ++call) {
+      size_t at = 0;
+      for (int d = 0; d < n; ++d) {
+        send_counts[size_t(d)] = count_of(rank, d, call, c.max_count, c.seed);
+        for (int64_t i = 0; i < send_counts[size_t(d)]; ++i)
+          for (size_t b = 0; b < eb; ++b) send[at++] = pattern(rank, d, call, i, b);
+      }
+      std::fill(recv.begin(), recv.end(), 0xa5);
+      std::fill(recv_counts.begin(), recv_counts.end(), -7);
+      MP_NCCL(f, braidAlltoAllv(a2a, send.data(), send_counts.data(), recv.data(), recv_counts.data(), nullptr));
+      size_t got = 0, wrong = 0;
+      for (int s = 0; s < n && f.count == 0; ++s) {
+        const int64_t want = count_of(s, rank, call, c.max_count, c.seed);
+        if (recv_counts[size_t(s)] != want)
+          f.fail(fmt::format("rank {} call {}: recvCounts[{}] = {}, want {}", rank, call, s, recv_counts[size_t(s)],
+                             want));
+        for (int64_t i = 0; i < want; ++i)
+          for (size_t b = 0; b < eb; ++b) wrong += recv[got++] != pattern(s, rank, call, i, b);
+      }
+      for (size_t i = got; i < recv.size(); ++i) wrong += recv[i] != 0xa5;  // nothing written past the data
+      if (wrong) f.fail(fmt::format("rank {} call {}: {} wrong bytes", rank, call, wrong));
+    }
+    MP_NCCL(f, braidAlltoAllvDestroy(a2a));
+  };
+}
+
+std::function<void(int)> two_per_host() {
+  return [](int rank) { setenv("BRAID_HOSTID", fmt::format("a2av-host-{}", rank / 2).c_str(), 1); };
+}
+
+}  // namespace
+
+TEST_CASE("alltoallv with counts in memory: exact, counts change every call, threads and processes",
+          "[moe][alltoallv][threads][processes]") {
+  const ncclDataType_t types[] = {ncclUint8, ncclBfloat16, ncclFloat32, ncclInt64};
+  for (int n : {2, 3, 5, 8}) {
+    Case c{.type = types[n % 4], .max_count = 1 + n * 9, .calls = 6, .seed = uint64_t(n)};
+    INFO("threads n=" << n);
+    CHECK(mp::run_ranks_as_threads(n, calls_body(c)) == 0);
+  }
+  for (int n : {2, 4}) {
+    Case c{.type = ncclFloat16, .max_count = 300, .calls = 5, .seed = uint64_t(40 + n)};
+    INFO("processes n=" << n);
+    CHECK(mp::run_ranks_as_processes(n, calls_body(c), 120) == 0);
+  }
+}
+
+TEST_CASE("alltoallv across hosts and over RMA: exact, 100 calls back to back", "[moe][alltoallv][hosts]") {
+  CHECK(mp::run_ranks_as_processes(4, calls_body(Case{.type = ncclInt32, .max_count = 1000, .calls = 8, .seed = 5}),
+                                   120, two_per_host()) == 0);
+  CHECK(mp::run_ranks_as_processes(3, calls_body(Case{.type = ncclUint8, .max_count = 5, .calls = 100, .seed = 6}), 120,
+                                   two_per_host()) == 0);
+  ScopedEnv rma("BRAID_MOE_RMA", "1");
+  CHECK(mp::run_ranks_as_threads(3, calls_body(Case{.type = ncclFloat64, .max_count = 64, .calls = 100, .seed = 7})) ==
+        0);
+}
+
+TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses further calls", "[moe][alltoallv]") {
+  CHECK(braidAlltoAllv(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == ncclInvalidArgument);
+  CHECK(braidAlltoAllvDestroy(nullptr) == ncclInvalidArgument);
+  CHECK(mp::run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+          auto expect = [&](ncclResult_t got, ncclResult_t want, const char* text, const char* what) {
+            const std::string why = ncclGetLastError(comm);
+            if (got != want || why.find(text) == std::string::npos)
+              f.fail(fmt::format("rank {}: {} -> {} ({}), want {} mentioning '{}'", rank, what, int(got), why,
+                                 int(want), text));
+          };
+          braidAlltoAllv_t a2a = nullptr;
+          expect(braidAlltoAllvCreate(comm, ncclFloat32, 0, 0, &a2a), ncclInvalidArgument, "maxCountPerPeer",
+                 "maxCountPerPeer 0");
+          expect(braidAlltoAllvCreate(comm, ncclFloat32, rank == 1 ? 8 : 9, 0, &a2a), ncclInvalidArgument,
+                 "maxCountPerPeer", "ranks disagree");
+          expect(braidAlltoAllvCreate(comm, ncclNumTypes, 8, 0, &a2a), ncclInvalidArgument, "datatype", "bad datatype");
+          expect(braidAlltoAllvCreate(comm, ncclFloat32, 8, 0, nullptr), ncclInvalidArgument, "handle is NULL",
+                 "NULL handle");
+          MP_NCCL(f, braidAlltoAllvCreate(comm, ncclFloat32, 8, 2000, &a2a));
+          if (!a2a) return;
+          std::vector<float> send(size_t(8) * n, 1.0f), recv(send.size());
+          std::vector<int64_t> counts(static_cast<size_t>(n), 2), got(static_cast<size_t>(n));
+          MP_NCCL(f, braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr));
+          if (rank == 2) counts[0] = 9;  // past maxCountPerPeer: rank 2's error, and everyone's
+          expect(braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr), ncclInvalidArgument,
+                 rank == 2 ? "sendCounts[0] = 9" : "rank 2 passed bad arguments", "a count past the capacity");
+          expect(braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr), ncclInvalidUsage,
+                 "an earlier call of this handle failed", "a call after a failed one");
+          MP_NCCL(f, braidAlltoAllvDestroy(a2a));
+        }) == 0);
+}
+
+namespace {
+
+enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBadText = 14, kSlow = 15 };
+constexpr int kTimeoutMs = 600;
+
+// Ranks on hosts of their own.  The last rank is late (asleep) for call 2,
+// or dies (SIGKILL) before it; the others' call 2 must fail within the
+// timeout (plus slack), naming what they waited for.
+int late_or_dead(int rank, int n, const ncclUniqueId& id, bool dies) {
+  setenv("BRAID_HOSTID", fmt::format("a2av-fault-host-{}", rank).c_str(), 1);
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
+  braidAlltoAllv_t a2a = nullptr;
+  if (braidAlltoAllvCreate(comm, ncclInt32, 16, kTimeoutMs, &a2a) != ncclSuccess) return kCreate;
+  std::vector<int32_t> send(size_t(16) * n, rank), recv(send.size());
+  std::vector<int64_t> counts(static_cast<size_t>(n), 3), got(static_cast<size_t>(n));
+  int code = kOk;
+  for (int call = 0; call < 2 && code == kOk; ++call)
+    if (braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr) != ncclSuccess) code = kWrong;
+  if (code == kOk && rank == n - 1) {
+    if (dies) raise(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4 * kTimeoutMs));
+  } else if (code == kOk) {
+    const auto start = std::chrono::steady_clock::now();
+    const ncclResult_t r = braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string why = ncclGetLastError(comm);
+    if (r == ncclSuccess)
+      code = kNoError;
+    else if (why.find("reached over RMA") == std::string::npos)
+      code = kBadText;
+    else if ((!dies && took < kTimeoutMs / 1000.0 * 0.9) || took > kTimeoutMs / 1000.0 + 5)
+      code = kSlow;
+    if (code != kOk) std::fprintf(stderr, "rank %d: code %d after %.2f s: %s\n", rank, code, took, why.c_str());
+  }
+  ncclCommAbort(comm);
+  braidAlltoAllvDestroy(a2a);
+  return code;
+}
+
+void run_fault(bool dies) {
+  const int n = 3;
+  std::vector<pid_t> pids = mp::fork_ranks(
+      n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return late_or_dead(r, n, ids[0], dies); });
+  REQUIRE(int(pids.size()) == n);
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    REQUIRE(waitpid(pids[size_t(r)], &status, 0) == pids[size_t(r)]);
+    INFO("rank " << r);
+    if (dies && r == n - 1) {
+      CHECK(WIFSIGNALED(status));
+      continue;
+    }
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kOk);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("alltoallv: a late rank fails the others at the handle's timeout, a dead one within it",
+          "[moe][alltoallv][processes][faults][hosts]") {
+  run_fault(false);
+  run_fault(true);
+}
