@@ -56,6 +56,7 @@ class Waiter {
   }
   // Call when a poll made progress.
   void reset() { idle_ = 0; }
+  uint32_t spins() const { return spins_; }
 
  private:
   static constexpr uint32_t kSpins = 1000;

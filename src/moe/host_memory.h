@@ -41,7 +41,7 @@ class HostMemory {
  public:
   // Signal words raise `word_signal` where they go over RMA.
   HostMemory(int self, WindowRoutes* routes, int word_signal = WindowRoutes::kWordSignal)
-      : self_(self), word_signal_(word_signal), routes_(routes), runs_(routes) {}
+      : self_(self), word_signal_(word_signal), routes_(routes), runs_(routes), waiter_(routes->idle_spins()) {}
 
   void put(int peer, void* remote, const void* local, size_t bytes) {
     if (routes_->direct(peer))

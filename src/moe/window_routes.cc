@@ -1,6 +1,10 @@
 #include "src/moe/window_routes.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
+
+#include "src/base/deadline.h"
 
 #include "src/shim/rma_wait.h"
 
@@ -14,8 +18,12 @@ WindowRoutes::WindowRoutes(ncclComm_t comm, ncclWindow_t window, int self, std::
       nranks_(mapped.size()),
       mapped_(std::move(mapped)),
       reaches_(std::move(reaches)) {
-  for (size_t s = 0; s < nranks_; ++s)
+  unsigned mapped_ranks = 0;
+  for (size_t s = 0; s < nranks_; ++s) {
     if (!reaches_[s * nranks_ + size_t(self_)]) rma_sources_.push_back(int(s));
+    mapped_ranks += reaches_[size_t(self_) * nranks_ + s];
+  }
+  idle_spins_ = mapped_ranks > std::max(1u, std::thread::hardware_concurrency()) ? 0 : Waiter().spins();
 }
 
 void WindowRoutes::put(int peer, const void* remote, const void* local, size_t bytes, int signal) {

@@ -63,6 +63,10 @@ class WindowRoutes {
   char* base(int peer) const { return direct(peer) ? mapped_[size_t(peer)] : mapped_[size_t(self_)]; }
   // The senders that reach this rank over RMA.
   int rma_sources() const { return int(rma_sources_.size()); }
+  // Pauses a poller spins before it yields (base/deadline.h's Waiter): none
+  // where the ranks this process maps outnumber the cores, so that a waiter
+  // does not spin on a core the rank it waits for needs.
+  uint32_t idle_spins() const { return idle_spins_; }
 
   // An RMA put to a peer that is not direct.  The first failure is kept and
   // makes later puts no-ops: failure() reports it after the agents ran.
@@ -82,6 +86,7 @@ class WindowRoutes {
   const std::vector<uint8_t> reaches_;
   std::vector<int> rma_sources_;
   std::vector<ncclWaitSignalDesc_t> waits_;
+  uint32_t idle_spins_ = 0;
 
   mutable std::mutex mutex_;
   Status failure_;
