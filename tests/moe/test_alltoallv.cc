@@ -109,32 +109,38 @@ std::function<void(int)> two_per_host() {
 
 }  // namespace
 
-TEST_CASE("alltoallv with counts in memory: exact, counts change every call, threads and processes",
-          "[moe][alltoallv][threads][processes]") {
+TEST_CASE("alltoallv with counts in memory: exact, counts change every call, ranks as threads",
+          "[moe][alltoallv][threads]") {
   const ncclDataType_t types[] = {ncclUint8, ncclBfloat16, ncclFloat32, ncclInt64};
   for (int n : {2, 3, 5, 8}) {
     Case c{.type = types[n % 4], .max_count = 1 + n * 9, .calls = 6, .seed = uint64_t(n)};
     INFO("threads n=" << n);
     CHECK(mp::run_ranks_as_threads(n, calls_body(c)) == 0);
   }
+}
+
+TEST_CASE("alltoallv with counts in memory: exact, ranks as processes of one host and of several",
+          "[moe][alltoallv][processes][hosts]") {
   for (int n : {2, 4}) {
     Case c{.type = ncclFloat16, .max_count = 300, .calls = 5, .seed = uint64_t(40 + n)};
     INFO("processes n=" << n);
     CHECK(mp::run_ranks_as_processes(n, calls_body(c), 120) == 0);
   }
-}
-
-TEST_CASE("alltoallv across hosts and over RMA: exact, 100 calls back to back", "[moe][alltoallv][hosts]") {
   CHECK(mp::run_ranks_as_processes(4, calls_body(Case{.type = ncclInt32, .max_count = 1000, .calls = 8, .seed = 5}),
                                    120, two_per_host()) == 0);
   CHECK(mp::run_ranks_as_processes(3, calls_body(Case{.type = ncclUint8, .max_count = 5, .calls = 100, .seed = 6}), 120,
                                    two_per_host()) == 0);
+}
+
+TEST_CASE("alltoallv over RMA between threads (BRAID_MOE_RMA=1): exact, 100 calls back to back",
+          "[moe][alltoallv][threads][hosts]") {
   ScopedEnv rma("BRAID_MOE_RMA", "1");
   CHECK(mp::run_ranks_as_threads(3, calls_body(Case{.type = ncclFloat64, .max_count = 64, .calls = 100, .seed = 7})) ==
         0);
 }
 
-TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses further calls", "[moe][alltoallv]") {
+TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses further calls",
+          "[moe][alltoallv][threads]") {
   CHECK(braidAlltoAllv(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == ncclInvalidArgument);
   CHECK(braidAlltoAllvDestroy(nullptr) == ncclInvalidArgument);
   CHECK(mp::run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, mp::Failures& f) {
