@@ -7,7 +7,9 @@
 // over the same sockets.  Each rank routes `--tokens`
 // tokens of `--hidden` elements to `--topk` of `--experts` experts (a
 // fraction `--skew` of the choices goes to the hot eighth of the experts).
-// Timed per layer, max over ranks of the mean over -n iterations:
+// -r rounds alternate between the two paths, -n layers of each per round
+// (after -w warm-up layers of both); a phase's time is its median round of
+// the slowest rank's mean per call:
 //   moe dispatch / combine        braidMoeDispatch / braidMoeCombine
 //   a2a dispatch                  permute rows by expert, count exchange
 //                                 (ncclAlltoAll of per-expert counts), then
@@ -44,9 +46,11 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kMaxRounds = 64;
 
 struct Options {
   int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3, blocks = 1;
+  int rounds = 5;
   int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
   double skew = 0;
   float capacity_factor = 0;
@@ -57,7 +61,7 @@ struct Options {
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
     "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
-    "                [-n iters] [-w warmup] [-c 0|1] [--hosts H]\n";
+    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--hosts H]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
@@ -73,12 +77,13 @@ bool parse(int argc, char** argv, Options* o) {
                                  {"blocks", required_argument, nullptr, 'B'},
                                  {"iters", required_argument, nullptr, 'n'},
                                  {"warmup_iters", required_argument, nullptr, 'w'},
+                                 {"rounds", required_argument, nullptr, 'r'},
                                  {"check", required_argument, nullptr, 'c'},
                                  {"hosts", required_argument, nullptr, 'P'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:c:P:h", longs, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:r:c:P:h", longs, nullptr)) != -1) {
     switch (ch) {
       case 't': o->nranks = atoi(optarg); break;
       case 'T': o->tokens = atoi(optarg); break;
@@ -91,6 +96,7 @@ bool parse(int argc, char** argv, Options* o) {
       case 'B': o->blocks = atoi(optarg); break;
       case 'n': o->iters = atoi(optarg); break;
       case 'w': o->warmup = atoi(optarg); break;
+      case 'r': o->rounds = atoi(optarg); break;
       case 'c': o->check = atoi(optarg); break;
       case 'P': o->hosts = atoi(optarg); break;
       case 'l':
@@ -110,7 +116,7 @@ bool parse(int argc, char** argv, Options* o) {
   }
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
          o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
-         o->hosts >= 0 && o->hosts <= o->nranks;
+         o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds;
 }
 
 int elem_bytes(ncclDataType_t t) { return t == ncclFloat32 ? 4 : t == ncclFloat8e4m3 ? 1 : 2; }
@@ -194,7 +200,9 @@ std::vector<int32_t> route(const Options& o, int rank) {
 }
 
 struct RankResult {
-  double moe_dispatch_us = 0, moe_combine_us = 0, a2a_dispatch_us = 0, a2a_combine_us = 0;
+  // Per round, this rank's mean per call.
+  double moe_dispatch_us[kMaxRounds] = {}, moe_combine_us[kMaxRounds] = {};
+  double a2a_dispatch_us[kMaxRounds] = {}, a2a_combine_us[kMaxRounds] = {};
   double routed_remote_bytes = 0;  // per layer: rows this rank routes to other ranks (not dropped) x row bytes
   double moe_wire = 0, a2a_wire = 0;  // per layer, bytes this rank puts to other ranks
   double signals_per_dest = 0, fences_per_call = 0;
@@ -209,6 +217,13 @@ struct RankResult {
       snprintf(res.error, sizeof(res.error), "%s: %s: %s", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
       return;                                                                                      \
     }                                                                                              \
+  } while (0)
+
+// In the per-layer lambdas, which return the failed call's result.
+#define LTRY(call)                              \
+  do {                                          \
+    const ncclResult_t r_ = (call);             \
+    if (r_ != ncclSuccess) return r_;           \
   } while (0)
 
 double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
@@ -244,28 +259,98 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   TRY(braidMoeGetInfo(moe, &max_rows, nullptr));
   std::vector<char> recv(max_rows * row_bytes), out(tokens.size());
   std::vector<int32_t> counts(size_t(n) * L);
-  braidMoeStats_t before{}, after{};
-  for (int i = 0; i < o.warmup + o.iters; ++i) {
-    if (i == o.warmup) {
-      TRY(braidMoeGetStats(moe, &before));
-      res.moe_dispatch_us = res.moe_combine_us = 0;
-    }
-    TRY(barrier());
+  // One MoE layer, its two calls' times added to *d and *c.
+  auto moe_layer = [&](double* d, double* c) -> ncclResult_t {
+    LTRY(barrier());
     auto t0 = Clock::now();
-    TRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped, nullptr));
-    res.moe_dispatch_us += us_since(t0);
-    TRY(barrier());
+    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped, nullptr));
+    *d += us_since(t0);
+    LTRY(barrier());
     t0 = Clock::now();
-    TRY(braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr));  // experts: the identity
-    res.moe_combine_us += us_since(t0);
+    LTRY(braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr));  // experts: the identity
+    *c += us_since(t0);
+    return ncclSuccess;
+  };
+  // ---- The PyTorch path: permute, count exchange, all_to_all_single x 2.
+  std::vector<int32_t> order(topk.size());  // (token, k) pairs sorted by expert, tokens in order
+  std::vector<int32_t> send_per_expert(size_t(o.experts), 0), recv_per_expert(size_t(o.experts));
+  std::vector<char> send, back, a2a_recv, a2a_out(tokens.size());
+  std::vector<size_t> send_off(size_t(n) + 1), recv_off(size_t(n) + 1);
+  // One layer of the PyTorch path, its two halves' times added to *d and *c.
+  auto a2a_layer = [&](double* d, double* c) -> ncclResult_t {
+    LTRY(barrier());
+    auto t0 = Clock::now();
+    std::fill(send_per_expert.begin(), send_per_expert.end(), 0);
+    for (int32_t e : topk) send_per_expert[size_t(e)]++;
+    std::vector<int32_t> start(size_t(o.experts) + 1, 0);
+    for (int e = 0; e < o.experts; ++e) start[size_t(e) + 1] = start[size_t(e)] + send_per_expert[size_t(e)];
+    {
+      std::vector<int32_t> fill(start.begin(), start.end() - 1);
+      for (size_t j = 0; j < topk.size(); ++j) order[size_t(fill[size_t(topk[j])]++)] = int32_t(j);
+    }
+    send.resize(topk.size() * row_bytes);
+    for (size_t j = 0; j < order.size(); ++j)
+      std::memcpy(send.data() + j * row_bytes, tokens.data() + size_t(order[j] / K) * row_bytes, row_bytes);
+    LTRY(ncclAlltoAll(send_per_expert.data(), recv_per_expert.data(), size_t(L), ncclInt32, comm, nullptr));
+    for (int p = 0; p < n; ++p) {
+      send_off[size_t(p) + 1] = size_t(start[size_t(p + 1) * L]);
+      size_t rows = 0;
+      for (int le = 0; le < L; ++le) rows += size_t(recv_per_expert[size_t(p) * L + le]);
+      recv_off[size_t(p) + 1] = recv_off[size_t(p)] + rows;
+    }
+    a2a_recv.resize(recv_off[size_t(n)] * row_bytes);
+    LTRY(ncclGroupStart());
+    for (int p = 0; p < n; ++p) {
+      LTRY(ncclSend(send.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
+                   o.dtype, p, comm, nullptr));
+      LTRY(ncclRecv(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
+                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
+    }
+    LTRY(ncclGroupEnd());
+    *d += us_since(t0);
+    LTRY(barrier());
+    t0 = Clock::now();
+    back.resize(send.size());
+    LTRY(ncclGroupStart());
+    for (int p = 0; p < n; ++p) {  // experts: the identity, so a2a_recv goes back as is
+      LTRY(ncclSend(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
+                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
+      LTRY(ncclRecv(back.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
+                   o.dtype, p, comm, nullptr));
+    }
+    LTRY(ncclGroupEnd());
+    std::vector<float> acc(size_t(o.tokens) * H, 0.0f);
+    for (size_t j = 0; j < order.size(); ++j) {
+      const size_t t = size_t(order[j] / K);
+      add_row(o.dtype, back.data() + j * row_bytes, weights[size_t(order[j])], &acc[t * H], H);
+    }
+    for (int t = 0; t < o.tokens; ++t) store_row(o.dtype, &acc[size_t(t) * H], a2a_out.data() + size_t(t) * row_bytes, H);
+    *c += us_since(t0);
+    return ncclSuccess;
+  };
+
+  // Warm-up, then rounds that alternate: every round runs -n layers of each.
+  double ignored = 0;
+  for (int i = 0; i < o.warmup; ++i) {
+    TRY(moe_layer(&ignored, &ignored));
+    TRY(a2a_layer(&ignored, &ignored));
+  }
+  braidMoeStats_t before{}, after{};
+  TRY(braidMoeGetStats(moe, &before));
+  for (int r = 0; r < o.rounds; ++r) {
+    for (int i = 0; i < o.iters; ++i) TRY(moe_layer(&res.moe_dispatch_us[r], &res.moe_combine_us[r]));
+    for (int i = 0; i < o.iters; ++i) TRY(a2a_layer(&res.a2a_dispatch_us[r], &res.a2a_combine_us[r]));
+    res.moe_dispatch_us[r] /= o.iters;
+    res.moe_combine_us[r] /= o.iters;
+    res.a2a_dispatch_us[r] /= o.iters;
+    res.a2a_combine_us[r] /= o.iters;
   }
   TRY(braidMoeGetStats(moe, &after));
-  res.moe_dispatch_us /= o.iters;
-  res.moe_combine_us /= o.iters;
+  const double layers = double(o.rounds) * o.iters;
   res.moe_wire = double(after.payloadBytesRemote + after.signalBytesRemote - before.payloadBytesRemote -
-                        before.signalBytesRemote) / o.iters;
-  res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * o.iters * std::max(1, n - 1));
-  res.fences_per_call = double(after.fences - before.fences) / (2.0 * o.iters);
+                        before.signalBytesRemote) / layers;
+  res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * layers * std::max(1, n - 1));
+  res.fences_per_call = double(after.fences - before.fences) / (2.0 * layers);
   // Routed payload: rows to other ranks, both ways, as sent (after capacity).
   {
     std::vector<int32_t> per_expert(size_t(o.experts), 0);
@@ -294,66 +379,6 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
       }
     }
   }
-  TRY(braidMoeDestroy(moe));
-
-  // ---- The PyTorch path: permute, count exchange, all_to_all_single x 2.
-  std::vector<int32_t> order(topk.size());  // (token, k) pairs sorted by expert, tokens in order
-  std::vector<int32_t> send_per_expert(size_t(o.experts), 0), recv_per_expert(size_t(o.experts));
-  std::vector<char> send, back, a2a_recv, a2a_out(tokens.size());
-  std::vector<size_t> send_off(size_t(n) + 1), recv_off(size_t(n) + 1);
-  for (int i = 0; i < o.warmup + o.iters; ++i) {
-    if (i == o.warmup) res.a2a_dispatch_us = res.a2a_combine_us = 0;
-    TRY(barrier());
-    auto t0 = Clock::now();
-    std::fill(send_per_expert.begin(), send_per_expert.end(), 0);
-    for (int32_t e : topk) send_per_expert[size_t(e)]++;
-    std::vector<int32_t> start(size_t(o.experts) + 1, 0);
-    for (int e = 0; e < o.experts; ++e) start[size_t(e) + 1] = start[size_t(e)] + send_per_expert[size_t(e)];
-    {
-      std::vector<int32_t> fill(start.begin(), start.end() - 1);
-      for (size_t j = 0; j < topk.size(); ++j) order[size_t(fill[size_t(topk[j])]++)] = int32_t(j);
-    }
-    send.resize(topk.size() * row_bytes);
-    for (size_t j = 0; j < order.size(); ++j)
-      std::memcpy(send.data() + j * row_bytes, tokens.data() + size_t(order[j] / K) * row_bytes, row_bytes);
-    TRY(ncclAlltoAll(send_per_expert.data(), recv_per_expert.data(), size_t(L), ncclInt32, comm, nullptr));
-    for (int p = 0; p < n; ++p) {
-      send_off[size_t(p) + 1] = size_t(start[size_t(p + 1) * L]);
-      size_t rows = 0;
-      for (int le = 0; le < L; ++le) rows += size_t(recv_per_expert[size_t(p) * L + le]);
-      recv_off[size_t(p) + 1] = recv_off[size_t(p)] + rows;
-    }
-    a2a_recv.resize(recv_off[size_t(n)] * row_bytes);
-    TRY(ncclGroupStart());
-    for (int p = 0; p < n; ++p) {
-      TRY(ncclSend(send.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
-                   o.dtype, p, comm, nullptr));
-      TRY(ncclRecv(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
-                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
-    }
-    TRY(ncclGroupEnd());
-    res.a2a_dispatch_us += us_since(t0);
-    TRY(barrier());
-    t0 = Clock::now();
-    back.resize(send.size());
-    TRY(ncclGroupStart());
-    for (int p = 0; p < n; ++p) {  // experts: the identity, so a2a_recv goes back as is
-      TRY(ncclSend(a2a_recv.data() + recv_off[size_t(p)] * row_bytes,
-                   (recv_off[size_t(p) + 1] - recv_off[size_t(p)]) * H, o.dtype, p, comm, nullptr));
-      TRY(ncclRecv(back.data() + send_off[size_t(p)] * row_bytes, (send_off[size_t(p) + 1] - send_off[size_t(p)]) * H,
-                   o.dtype, p, comm, nullptr));
-    }
-    TRY(ncclGroupEnd());
-    std::vector<float> acc(size_t(o.tokens) * H, 0.0f);
-    for (size_t j = 0; j < order.size(); ++j) {
-      const size_t t = size_t(order[j] / K);
-      add_row(o.dtype, back.data() + j * row_bytes, weights[size_t(order[j])], &acc[t * H], H);
-    }
-    for (int t = 0; t < o.tokens; ++t) store_row(o.dtype, &acc[size_t(t) * H], a2a_out.data() + size_t(t) * row_bytes, H);
-    res.a2a_combine_us += us_since(t0);
-  }
-  res.a2a_dispatch_us /= o.iters;
-  res.a2a_combine_us /= o.iters;
   res.a2a_wire = 2.0 * double(send.size() - (send_off[size_t(rank) + 1] - send_off[size_t(rank)]) * row_bytes) +
                  double(n - 1) * L * sizeof(int32_t);
   if (o.check && res.dropped == 0 && o.capacity_factor == 0) {
@@ -364,6 +389,7 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
         if (std::memcmp(want, a2a_out.data() + (size_t(t) * H + h) * eb, size_t(eb)) != 0) ++res.wrong;
       }
   }
+  TRY(braidMoeDestroy(moe));
   TRY(ncclCommDestroy(comm));
 }
 
@@ -418,6 +444,18 @@ int main(int argc, char** argv) {
     }
   if (rc) return rc;
 
+  // A phase's time: per round the slowest rank's mean, then the median round.
+  using PerRound = double (RankResult::*)[kMaxRounds];
+  auto median_round = [&](PerRound m) {
+    std::vector<double> rounds;
+    for (int r = 0; r < o.rounds; ++r) {
+      double slowest = 0;
+      for (auto& res : results) slowest = std::max(slowest, (res.*m)[r]);
+      rounds.push_back(slowest);
+    }
+    std::sort(rounds.begin(), rounds.end());
+    return rounds[rounds.size() / 2];
+  };
   auto max_of = [&](double RankResult::*m) {
     double v = 0;
     for (auto& r : results) v = std::max(v, r.*m);
@@ -434,11 +472,11 @@ int main(int argc, char** argv) {
                      : o.dtype == ncclFloat16 ? "half" : "float";
   const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts" : "threads";
   std::printf("# moe_perf: %d ranks (%s), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
-              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d iters (+%d warmup)\n",
+              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d rounds of %d layers of each path, interleaved (+%d warmup)\n",
               o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
-              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.iters, o.warmup);
-  std::printf("# time: max over ranks of the mean per call; GB/s: routed payload (rows to other ranks, all ranks) "
+              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.rounds, o.iters, o.warmup);
+  std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other ranks, all ranks) "
               "per second\n");
   const double payload = sum_of(&RankResult::routed_remote_bytes) / 2;  // per direction
   std::printf("# %-26s %12s %10s %16s %16s %10s\n", "phase", "time(us)", "GB/s", "wire B/layer", "payload B/layer",
@@ -447,8 +485,8 @@ int main(int argc, char** argv) {
     std::printf("  %-26s %12.1f %10.3f %16.0f %16.0f %10.4f\n", name, us, payload / (us * 1e3), wire,
                 2 * payload, wire / (2 * payload > 0 ? 2 * payload : 1));
   };
-  const double moe_d = max_of(&RankResult::moe_dispatch_us), moe_c = max_of(&RankResult::moe_combine_us);
-  const double a2a_d = max_of(&RankResult::a2a_dispatch_us), a2a_c = max_of(&RankResult::a2a_combine_us);
+  const double moe_d = median_round(&RankResult::moe_dispatch_us), moe_c = median_round(&RankResult::moe_combine_us);
+  const double a2a_d = median_round(&RankResult::a2a_dispatch_us), a2a_c = median_round(&RankResult::a2a_combine_us);
   row("moe dispatch", moe_d, sum_of(&RankResult::moe_wire));
   row("moe combine", moe_c, sum_of(&RankResult::moe_wire));
   row("a2a dispatch (counts+a2av)", a2a_d, sum_of(&RankResult::a2a_wire));
