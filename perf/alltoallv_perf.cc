@@ -15,9 +15,6 @@
 // ranks, and braid/baseline.  Every received element and count is checked.
 //   alltoallv_perf [-t ranks] [--hosts H] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]
 #include <getopt.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +27,7 @@
 
 #include "braid/alltoallv.h"
 #include "nccl.h"
+#include "perf/forked_ranks.h"
 #include "perf/options.h"
 
 namespace {
@@ -37,8 +35,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
-  int nranks = 4, hosts = 1, iters = 20, warmup = 3, rounds = 5, factor = 4;
-  size_t min_bytes = 1 << 10, max_bytes = 1 << 20;
+  int nranks = 4, hosts = 1;
+  perf::Sweep sweep{.min_bytes = 1 << 10, .max_bytes = 1 << 20};
 };
 
 const char* kUsage =
@@ -56,30 +54,11 @@ bool parse(int argc, char** argv, Options* o) {
       case 'H':
         o->hosts = std::atoi(optarg);
         break;
-      case 'b':
-        if (!perf::parse_size(optarg, &o->min_bytes)) return false;
-        break;
-      case 'e':
-        if (!perf::parse_size(optarg, &o->max_bytes)) return false;
-        break;
-      case 'f':
-        o->factor = std::atoi(optarg);
-        break;
-      case 'n':
-        o->iters = std::atoi(optarg);
-        break;
-      case 'w':
-        o->warmup = std::atoi(optarg);
-        break;
-      case 'r':
-        o->rounds = std::atoi(optarg);
-        break;
       default:
-        return false;
+        if (!perf::sweep_flag(c, optarg, &o->sweep)) return false;
     }
   }
-  return o->nranks >= 2 && o->hosts >= 1 && o->hosts <= o->nranks && o->min_bytes >= 4 &&
-         o->max_bytes >= o->min_bytes && o->factor >= 2 && o->iters >= 1 && o->warmup >= 0 && o->rounds >= 1;
+  return o->nranks >= 2 && o->hosts >= 1 && o->hosts <= o->nranks && o->sweep.valid() && o->sweep.min_bytes >= 4;
 }
 
 struct Row {
@@ -89,8 +68,7 @@ struct Row {
 };
 
 struct Shared {
-  int failed;
-  char error[512];
+  perf::RankError error;
   Row rows[64];
 };
 
@@ -105,21 +83,7 @@ int64_t count_of(int src, int dst, uint64_t call, int64_t max_count) {
 }
 float value_of(int src, int dst, uint64_t call, int64_t i) { return float((src * 31 + dst * 7 + call * 3 + i) % 4093); }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-#define TRY(call)                                                                                          \
-  do {                                                                                                     \
-    ncclResult_t r_ = (call);                                                                              \
-    if (r_ != ncclSuccess) {                                                                               \
-      snprintf(out->error, sizeof(out->error), "rank %d: %s: %s: %s", rank, #call, ncclGetErrorString(r_), \
-               ncclGetLastError(nullptr));                                                                 \
-      out->failed = 1;                                                                                     \
-      return 1;                                                                                            \
-    }                                                                                                      \
-  } while (0)
+#define TRY(call) PERF_RANK_TRY(out->error, rank, call)
 
 int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
   const int n = o.nranks;
@@ -127,7 +91,8 @@ int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
   TRY(ncclCommInitRank(&comm, n, id, rank));
   double mine = 0, slowest = 0;
   int row = 0;
-  for (size_t bytes = o.min_bytes; bytes <= o.max_bytes && row < 64; bytes *= size_t(o.factor), ++row) {
+  for (size_t bytes = o.sweep.min_bytes; bytes <= o.sweep.max_bytes && row < 64;
+       bytes *= size_t(o.sweep.factor), ++row) {
     const int64_t max_count = int64_t(bytes / sizeof(float));
     braidAlltoAllv_t a2a = nullptr;
     TRY(braidAlltoAllvCreate(comm, ncclFloat32, size_t(max_count), 0, &a2a));
@@ -174,10 +139,10 @@ int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
       return ncclGroupEnd();
     };
     std::vector<double> braid_rounds, base_rounds;
-    for (int round = -1; round < o.rounds; ++round) {  // -1: the warm-up of both
+    for (int round = -1; round < o.sweep.rounds; ++round) {  // -1: the warm-up of both
       for (int path = 0; path < 2; ++path) {
         TRY(ncclAllReduce(&mine, &slowest, 1, ncclFloat64, ncclMax, comm, nullptr));  // line up
-        const int iters = round < 0 ? o.warmup : o.iters;
+        const int iters = round < 0 ? o.sweep.warmup : o.sweep.iters;
         double busy = 0;
         for (int i = 0; i < iters; ++i) {
           fill();
@@ -195,7 +160,8 @@ int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
     int64_t all_wrong = 0;
     TRY(ncclAllReduce(&wrong, &all_wrong, 1, ncclInt64, ncclSum, comm, nullptr));
     if (rank == 0)
-      out->rows[row] = Row{bytes, median(braid_rounds), median(base_rounds), sent / double(call), all_wrong};
+      out->rows[row] =
+          Row{bytes, perf::median(braid_rounds), perf::median(base_rounds), sent / double(call), all_wrong};
   }
   TRY(ncclCommDestroy(comm));
   return 0;
@@ -211,29 +177,16 @@ int main(int argc, char** argv) {
   }
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  auto* shared =
-      static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (shared == MAP_FAILED) return 1;
-  std::memset(shared, 0, sizeof(Shared));
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.nranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setenv("BRAID_HOSTID", ("a2av-perf-host-" + std::to_string(r * o.hosts / o.nranks)).c_str(), 1);
-      _exit(rank_main(o, id, r, shared));
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  if (shared->failed) std::fprintf(stderr, "%s\n", shared->error);
+  perf::SharedArray<Shared> results(1);
+  Shared* shared = results.data();
+  if (!shared) return 1;
+  const int rc =
+      perf::run_forked_ranks(o.nranks, o.hosts, "a2av-perf-host-", [&](int r) { return rank_main(o, id, r, shared); });
+  if (shared->error.failed) std::fprintf(stderr, "%s\n", shared->error.text);
   std::printf(
       "# alltoallv_perf: %d ranks (processes on %d emulated hosts), float32, each pair 0..S bytes per call; "
       "%d rounds of %d calls (+%d warmup), median round\n",
-      o.nranks, o.hosts, o.rounds, o.iters, o.warmup);
+      o.nranks, o.hosts, o.sweep.rounds, o.sweep.iters, o.sweep.warmup);
   std::printf("# %12s %14s %12s %10s %12s %10s %12s %8s\n", "S(B)", "sent B/call", "braid(us)", "braid GB/s",
               "base(us)", "base GB/s", "braid/base", "#wrong");
   int64_t wrong = 0;

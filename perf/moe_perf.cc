@@ -24,9 +24,6 @@
 // MoE path's from braidMoeGetStats, the baseline's from its splits and
 // counts) against the routed payload, signals per destination per call.
 #include <getopt.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +38,7 @@
 
 #include "braid/moe.h"
 #include "nccl.h"
+#include "perf/forked_ranks.h"
 #include "src/ops/float_formats.h"
 
 namespace {
@@ -263,7 +261,8 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   auto moe_layer = [&](double* d, double* c) -> ncclResult_t {
     LTRY(barrier());
     auto t0 = Clock::now();
-    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped, nullptr));
+    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped,
+                          nullptr));
     *d += us_since(t0);
     LTRY(barrier());
     t0 = Clock::now();
@@ -393,33 +392,6 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   TRY(ncclCommDestroy(comm));
 }
 
-// Ranks as forked processes, rank r on emulated host r * hosts / nranks;
-// their results come back through shared memory.  Nonzero if a rank died.
-int run_processes(const Options& o, const ncclUniqueId& id, RankResult* results) {
-  const size_t bytes = sizeof(RankResult) * size_t(o.nranks);
-  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) return 1;
-  auto* out = new (shared) RankResult[size_t(o.nranks)];
-  std::vector<pid_t> pids;
-  for (int r = 0; r < o.nranks; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      setenv("BRAID_HOSTID", ("moe-perf-host-" + std::to_string(r * o.hosts / o.nranks)).c_str(), 1);
-      rank_main(o, id, r, out[r]);
-      _exit(0);
-    }
-    pids.push_back(pid);
-  }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
-  for (int r = 0; r < o.nranks; ++r) results[r] = out[r];
-  munmap(shared, bytes);
-  return rc;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -431,8 +403,16 @@ int main(int argc, char** argv) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<RankResult> results(size_t(o.nranks));
-  int rc = o.hosts > 0 ? run_processes(o, id, results.data()) : 0;
-  if (o.hosts == 0) {
+  int rc = 0;
+  if (o.hosts > 0) {  // forked ranks hand their results back through shared memory
+    perf::SharedArray<RankResult> shared(size_t(o.nranks));
+    if (!shared.data()) return 1;
+    rc = perf::run_forked_ranks(o.nranks, o.hosts, "moe-perf-host-", [&](int r) {
+      rank_main(o, id, r, shared[size_t(r)]);
+      return 0;
+    });
+    std::copy(shared.data(), shared.data() + o.nranks, results.begin());
+  } else {
     std::vector<std::thread> threads;
     for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(o, id, r, results[size_t(r)]); });
     for (auto& t : threads) t.join();
@@ -472,12 +452,13 @@ int main(int argc, char** argv) {
                      : o.dtype == ncclFloat16 ? "half" : "float";
   const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts" : "threads";
   std::printf("# moe_perf: %d ranks (%s), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
-              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d rounds of %d layers of each path, interleaved (+%d warmup)\n",
+              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d rounds of %d layers of each path, interleaved "
+              "(+%d warmup)\n",
               o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
               o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.rounds, o.iters, o.warmup);
-  std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other ranks, all ranks) "
-              "per second\n");
+  std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other "
+              "ranks, all ranks) per second\n");
   const double payload = sum_of(&RankResult::routed_remote_bytes) / 2;  // per direction
   std::printf("# %-26s %12s %10s %16s %16s %10s\n", "phase", "time(us)", "GB/s", "wire B/layer", "payload B/layer",
               "wire/payld");

@@ -38,7 +38,8 @@ fi
 moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeDestroy"
 moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvDestroy"
 for f in $moe_functions; do
-  nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" || { echo "braid's $braid_lib lacks $f (braid/*.h)"; exit 1; }
+  nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" ||
+    { echo "braid's $braid_lib lacks $f (braid/*.h)"; exit 1; }
 done
 echo "the $(wc -w <<<"$moe_functions") functions of braid/moe.h and braid/alltoallv.h are exported"
 

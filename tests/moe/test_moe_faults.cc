@@ -144,7 +144,8 @@ TEST_CASE("moe across hosts: a late rank fails the others' RMA waits at the hand
   }
 }
 
-TEST_CASE("moe: a rank SIGKILLed between layers gives the others ncclTimeout within the timeout", "[moe][processes][faults]") {
+TEST_CASE("moe: a rank SIGKILLed between layers gives the others ncclTimeout within the timeout",
+          "[moe][processes][faults]") {
   kill_last_rank(false);
 }
 
