@@ -190,7 +190,15 @@ int late_or_dead(int rank, int n, const ncclUniqueId& id, bool dies) {
   std::vector<int64_t> counts(static_cast<size_t>(n), 3), got(static_cast<size_t>(n));
   int code = kOk;
   for (int call = 0; call < 2 && code == kOk; ++call)
-    if (braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr) != ncclSuccess) code = kWrong;
+    if (braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr) != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: call %d failed: %s\n", rank, call, ncclGetLastError(comm));
+      code = kWrong;
+    }
+  // A barrier first: over sockets a rank killed while its peers still
+  // finish call 1 could reset connections under data they need.
+  mp::Failures f;
+  mp::barrier_all(comm, f);
+  if (f.count) code = kWrong;
   if (code == kOk && rank == n - 1) {
     if (dies) raise(SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(4 * kTimeoutMs));
@@ -199,13 +207,15 @@ int late_or_dead(int rank, int n, const ncclUniqueId& id, bool dies) {
     const ncclResult_t r = braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string why = ncclGetLastError(comm);
-    if (r == ncclSuccess)
-      code = kNoError;
-    else if (why.find("reached over RMA") == std::string::npos)
+    if (r == ncclSuccess) code = kNoError;
+    // Late: its wait gives up.  Dead: that wait, or a put to the dead rank, fails.
+    else if (why.find(dies ? fmt::format("rank {}", n - 1) : std::string("reached over RMA")) == std::string::npos)
       code = kBadText;
     else if ((!dies && took < kTimeoutMs / 1000.0 * 0.9) || took > kTimeoutMs / 1000.0 + 5)
       code = kSlow;
     if (code != kOk) std::fprintf(stderr, "rank %d: code %d after %.2f s: %s\n", rank, code, took, why.c_str());
+    // Closing now would cut short another survivor's wait: stay until every wait has timed out.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs));
   }
   ncclCommAbort(comm);
   braidAlltoAllvDestroy(a2a);

@@ -47,7 +47,12 @@ int survivor(int rank, int n, const ncclUniqueId& id) {
     // The last rank dies by SIGKILL between two layers, once the layers run
     // (a kill from the parent after a sleep could come before create ends
     // on a slow, sanitized build).
-    if (rank == n - 1 && layer == kLayersBeforeKill) raise(SIGKILL);
+    // A barrier first: over sockets a rank killed while its peers still
+    // finish the last layer could reset connections under data they need.
+    if (layer == kLayersBeforeKill) {
+      mp::barrier_all(comm, f);
+      if (rank == n - 1) raise(SIGKILL);
+    }
     if (!run_layer(c, rank, n, moe, layer++, f, &x)) break;
     last_ok = Clock::now();
   }
@@ -121,6 +126,9 @@ int late_peer(int rank, int n, const ncclUniqueId& id) {
       code = kBadCode;
     else if (seconds_since(start) < kLateTimeoutMs / 1000.0 * 0.9 || seconds_since(start) > kLateTimeoutMs / 1000.0 + 5)
       code = kSlow;
+    // Closing now would cut short another survivor's wait (its connection
+    // to this rank would fail first): stay until every wait has timed out.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kLateTimeoutMs));
   }
   ncclCommAbort(comm);
   braidMoeDestroy(moe);
