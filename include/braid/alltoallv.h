@@ -13,8 +13,8 @@
  *
  * This release runs on the host backend, on one host or several: ranks store
  * straight into the windows they map and reach the others through one-sided
- * RMA (src/moe/window_routes.h).  Create splits a communicator of its own off
- * comm.  Every call completes before it returns; the stream is accepted and
+ * RMA (src/moe/window_routes.h); where ranks span hosts, create splits a
+ * communicator of its own off comm.  Every call completes before it returns; the stream is accepted and
  * not used.  Create and destroy are collective; every rank calls
  * braidAlltoAllv the same number of times.  Errors are ncclResult_t codes
  * with a message for ncclGetLastError; ncclTimeout when a peer did not

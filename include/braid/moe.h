@@ -11,7 +11,8 @@
  * threads or processes of one host or of several.  A rank stores straight
  * into the windows it maps and reaches the others through one-sided RMA
  * over whatever transport the communicator has (src/moe/host_moe.h,
- * window_routes.h).  Create splits a communicator of its own off comm.
+ * window_routes.h).  Where ranks span hosts, create splits a communicator
+ * of its own off comm (its RMA signals are the handle's alone).
  * Every call completes before it returns; the stream is accepted and not
  * used.  Create, and
  * destroy, are collective over the communicator; dispatch and combine are

@@ -19,8 +19,8 @@
 // window_routes.h describes; the protocol is the same.  BRAID_MOE_RMA=1
 // takes that route to every other rank, even where windows map.
 //
-// Everything goes through NCCL's public API (ncclCommSplit for the handle's
-// own communicator, whose signals and windows are then the handle's alone;
+// Everything goes through NCCL's public API (ncclCommSplit, where ranks
+// span hosts, for a communicator whose RMA signals are the handle's alone;
 // ncclMemAlloc, ncclCommWindowRegister, ncclGetPeerDevicePointer,
 // ncclPutSignal and a bounded ncclWaitSignal; ncclAllGather for the
 // agreements and ncclAllReduce for destroy's barrier), so this is also a

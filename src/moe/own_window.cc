@@ -28,20 +28,40 @@ Status OwnWindow::open(ncclComm_t parent, size_t bytes, const char* what, std::u
   BRAID_TRY(nccl_status(parent, ncclCommCount(parent, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(parent, ncclCommUserRank(parent, &rank), "ncclCommUserRank"));
   std::unique_ptr<OwnWindow> w(new OwnWindow());
+  // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
+  BRAID_TRY(nccl_status(parent, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what)));
+  std::memset(w->memory_, 0, bytes);
+  // First on the caller's communicator: where every rank stores into every
+  // window (one host), no signal is used and that is all.  Otherwise the
+  // window moves to a communicator of the handle's own, whose signals and
+  // RMA connections serve it alone (each costs a receiver thread and
+  // connections: only handles that span hosts pay for one).
+  w->comm_ = parent;
+  BRAID_TRY(w->map(rank, nranks, bytes, what));
+  if (w->routes_->all_direct()) {
+    w->log_routes(rank, nranks, what);
+    *out = std::move(w);
+    return Status::ok();
+  }
+  w->routes_.reset();
+  const ncclWindow_t on_parent = w->handle_;
+  w->handle_ = nullptr;
+  BRAID_TRY(nccl_status(parent, ncclCommWindowDeregister(parent, on_parent), "ncclCommWindowDeregister"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.numRmaSig = WindowRoutes::kSignals;
-  BRAID_TRY(nccl_status(parent, ncclCommSplit(parent, 0, rank, &w->comm_, &config),
+  ncclComm_t own = nullptr;
+  BRAID_TRY(nccl_status(parent, ncclCommSplit(parent, 0, rank, &own, &config),
                         fmt::format("ncclCommSplit for the {} handle", what)));
+  w->comm_ = own;
+  w->owned_ = true;
   BRAID_TRY(w->map(rank, nranks, bytes, what));
+  w->log_routes(rank, nranks, what);
   *out = std::move(w);
   return Status::ok();
 }
 
 Status OwnWindow::map(int rank, int nranks, size_t bytes, const char* what) {
-  // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
   // Strict ordering: RMA routes rely on writes landing in issue order.
-  BRAID_TRY(nccl_status(comm_, ncclMemAlloc(&memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what)));
-  std::memset(memory_, 0, bytes);
   Status s = nccl_status(comm_, ncclCommWindowRegister(comm_, memory_, bytes, &handle_, NCCL_WIN_STRICT_ORDERING),
                          fmt::format("ncclCommWindowRegister of the {} window", what));
   if (!s.is_ok()) {
@@ -62,18 +82,22 @@ Status OwnWindow::map(int rank, int nranks, size_t bytes, const char* what) {
   BRAID_TRY(nccl_status(comm_, ncclAllGather(mine.data(), reaches.data(), size_t(nranks), ncclUint8, comm_, nullptr),
                         "the routes' agreement (ncclAllGather)"));
   routes_ = std::make_unique<WindowRoutes>(comm_, handle_, rank, std::move(mapped), std::move(reaches));
+  return Status::ok();
+}
+
+void OwnWindow::log_routes(int rank, int nranks, const char* what) const {
   int direct = 0;
   for (int r = 0; r < nranks; ++r) direct += r != rank && routes_->direct(r);
   BRAID_INFO(kInit | kColl, "{} rank {}: stores to {} of {} peers' windows, RMA to the others; {} peers put to it "
-             "over RMA", what, rank, direct, nranks - 1, routes_->rma_sources());
-  return Status::ok();
+             "over RMA{}", what, rank, direct, nranks - 1, routes_->rma_sources(),
+             owned_ ? " (on a communicator of its own)" : "");
 }
 
 OwnWindow::~OwnWindow() {
   if (!comm_) return;
   // A create that failed part way: other ranks may have failed elsewhere,
   // so nothing collective; the memory goes only if no window exposes it.
-  ncclCommAbort(comm_);
+  if (owned_) ncclCommAbort(comm_);
   if (memory_ && !handle_) ncclMemFree(memory_);
 }
 
@@ -83,13 +107,14 @@ Status OwnWindow::close(ncclComm_t parent) {
   Status s = nccl_status(parent, ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, parent, nullptr),
                          "the closing barrier (ncclAllReduce)");
   if (!s.is_ok()) {
-    ncclCommAbort(comm_);
+    if (owned_) ncclCommAbort(comm_);
     comm_ = nullptr;
     return s;
   }
   s = nccl_status(comm_, ncclCommWindowDeregister(comm_, handle_), "ncclCommWindowDeregister");
   const Status f = nccl_status(comm_, ncclMemFree(memory_), "ncclMemFree");
-  const Status d = nccl_status(nullptr, ncclCommDestroy(comm_), "ncclCommDestroy of the handle's communicator");
+  const Status d = owned_ ? nccl_status(nullptr, ncclCommDestroy(comm_), "ncclCommDestroy of the handle's communicator")
+                          : Status::ok();
   comm_ = nullptr;
   return !s.is_ok() ? s : !f.is_ok() ? f : d;
 }

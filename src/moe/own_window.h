@@ -1,9 +1,11 @@
 // A window of a handle's own, for braid's libraries on the public API (MoE
-// dispatch/combine, the device-count AlltoAllv): a communicator split off
-// the caller's, so that its windows and RMA signals are the handle's alone;
-// zeroed ncclMemAlloc memory registered on it with strict ordering; and the
-// agreed routes to every rank's copy (window_routes.h: stores where this
-// process maps it, one-sided RMA where it cannot).
+// dispatch/combine, the device-count AlltoAllv): zeroed ncclMemAlloc memory
+// registered with strict ordering, and the agreed routes to every rank's
+// copy (window_routes.h: stores where this process maps it, one-sided RMA
+// where it cannot).  Where every route is a store (one host), the window is
+// registered on the caller's communicator and no signal is used; where
+// some route needs RMA, on a communicator split off the caller's, so that
+// its RMA signals are the handle's alone.
 #pragma once
 
 #include <cstddef>
@@ -38,8 +40,10 @@ class OwnWindow {
  private:
   OwnWindow() = default;
   Status map(int rank, int nranks, size_t bytes, const char* what);
+  void log_routes(int rank, int nranks, const char* what) const;
 
-  ncclComm_t comm_ = nullptr;
+  ncclComm_t comm_ = nullptr;  // the caller's, or (owned_) the handle's own
+  bool owned_ = false;
   void* memory_ = nullptr;
   ncclWindow_t handle_ = nullptr;
   std::unique_ptr<WindowRoutes> routes_;

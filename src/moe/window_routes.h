@@ -61,6 +61,12 @@ class WindowRoutes {
   // reached over RMA this rank's own window (the same layout), which put()
   // turns back into an offset.
   char* base(int peer) const { return direct(peer) ? mapped_[size_t(peer)] : mapped_[size_t(self_)]; }
+  // Whether every rank stores into every rank's window (no RMA at all).
+  bool all_direct() const {
+    for (uint8_t r : reaches_)
+      if (!r) return false;
+    return true;
+  }
   // The senders that reach this rank over RMA.
   int rma_sources() const { return int(rma_sources_.size()); }
   // Pauses a poller spins before it yields (base/deadline.h's Waiter): none
