@@ -86,3 +86,37 @@ TEST_CASE("moe 100 layers back to back, no reset (epochs), threads and processes
   run(Mode::Threads, 4, c, 100);
   run(Mode::Processes, 3, Case{.experts = 6, .top_k = 3, .hidden = 4, .max_tokens = 12}, 100);
 }
+
+namespace {
+
+int threads_of_this_process() {
+  int threads = -1;
+  FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "Threads: %d", &threads) == 1) break;
+  if (f) std::fclose(f);
+  return threads;
+}
+
+}  // namespace
+
+TEST_CASE("moe handles on one host cost no thread each: windows on the caller's communicator, no split",
+          "[moe][processes]") {
+  CHECK(mp::run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+          const int before = threads_of_this_process();
+          Case c;
+          c.experts = 2 * n;
+          std::vector<braidMoe_t> handles(8, nullptr);
+          for (braidMoe_t& h : handles) {
+            braidMoeConfig_t cfg = config_of(c);
+            MP_NCCL(f, braidMoeCreate(comm, &cfg, &h));
+          }
+          // At most the caller's communicator's one RMA receiver, started by the first window.
+          const int after = threads_of_this_process();
+          if (after > before + 1)
+            f.fail(fmt::format("rank {}: {} threads before 8 MoE handles, {} after", rank, before, after));
+          for (braidMoe_t h : handles)
+            if (h) MP_NCCL(f, braidMoeDestroy(h));
+        }) == 0);
+}
