@@ -21,8 +21,8 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_DEBUG_FILE", "", "log file pattern, %h host, %p pid (falls back to NCCL_DEBUG_FILE)"},
     {"BRAID_TIMEOUT", "300", "seconds without progress before a wait fails (bootstrap, collectives)"},
     {"BRAID_MOE_RMA", "0",
-     "1: MoE dispatch/combine reaches every other rank through one-sided RMA, even where windows map (tests, "
-     "benchmarks)"},
+     "1: MoE dispatch/combine and braidAlltoAllv reach every other rank through one-sided RMA, even where windows "
+     "map (tests, benchmarks)"},
     {"BRAID_COMM_ID", "", "ip:port of the bootstrap root; rank 0 listens there (also NCCL_COMM_ID)"},
     {"BRAID_HOSTID", "", "overrides host identity: ranks with equal values use shared memory"},
     {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
