@@ -1,9 +1,12 @@
 // What a communicator spanning hosts must get exactly right: every
 // collective (in place and not, several sizes), every datatype with every
-// reduction op, and grouped send/recv between every pair of ranks in every
-// datatype.  Shared by the net-plugin tests on this machine and the rdma
-// tests across qemu guests (tests/rdma).
+// reduction op, grouped send/recv between every pair of ranks in every
+// datatype, and one-sided puts with signals between every pair.  Shared by
+// the net-plugin tests on this machine and the rdma tests across qemu
+// guests (tests/rdma).
 #pragma once
+
+#include <vector>
 
 #include "collective_check.h"
 
@@ -70,6 +73,34 @@ inline void every_send_recv(int rank, int n, ncclComm_t comm, Failures& f, size_
         f.fail(fmt::format("send/recv type {} count {}: rank {} got wrong bytes from {}", int(t), count, rank, p));
     }
   }
+}
+
+// Every rank puts `count` ints into every rank's window (itself included)
+// with a signal (ncclPutSignal), waits for every rank's signal
+// (ncclWaitSignal), and checks what landed.
+inline void every_put_signal(int rank, int n, ncclComm_t comm, Failures& f, size_t count) {
+  const size_t bytes = count * sizeof(int32_t) * size_t(n);
+  void* mem = nullptr;
+  ncclWindow_t win = nullptr;
+  MP_NCCL(f, ncclMemAlloc(&mem, bytes));
+  if (mem) MP_NCCL(f, ncclCommWindowRegister(comm, mem, bytes, &win, NCCL_WIN_DEFAULT));
+  if (!win) return;
+  std::vector<int32_t> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = int32_t(rank * 1000003 + int64_t(i));
+  for (int p = 0; p < n; ++p)
+    MP_NCCL(f, ncclPutSignal(mine.data(), count, ncclInt32, p, win, size_t(rank) * count * sizeof(int32_t), 0, 0, 0,
+                             comm, nullptr));
+  std::vector<ncclWaitSignalDesc_t> waits;
+  for (int p = 0; p < n; ++p) waits.push_back({1, p, 0, 0});
+  MP_NCCL(f, ncclWaitSignal(n, waits.data(), comm, nullptr));
+  const auto* got = static_cast<const int32_t*>(mem);
+  size_t wrong = 0;
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i) wrong += got[size_t(p) * count + i] != int32_t(p * 1000003 + int64_t(i));
+  if (wrong) f.fail(fmt::format("rank {}: put/signal: {} wrong ints", rank, wrong));
+  barrier_all(comm, f);  // nobody deregisters while a peer may still put
+  MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+  MP_NCCL(f, ncclMemFree(mem));
 }
 
 }  // namespace mp

@@ -8,7 +8,6 @@
 //  - a forced net that is not there (BRAID_TRANSPORT=ib without a port, a
 //    plugin that does not load) fails init with the reason, on every rank.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -74,6 +73,23 @@ TEST_CASE("auto across hosts: shared memory within a host, the net plugin betwee
       f.fail("the log does not say shm+BraidSocket: " + log);
     if (log.find("it does not give: ") == std::string::npos) f.fail("the plugin's missing features are not said");
     every_collective(rank, n, comm, f, {1, 70000});
+  };
+  CHECK(run_ranks_as_processes(4, body, 120, setup) == 0);
+}
+
+// One-sided RMA between hosts takes the communicator's net too (InfiniBand
+// in the rdma guests; braid's own plugin here).
+TEST_CASE("one-sided RMA across hosts goes over the net plugin, exact, said at INFO",
+          "[mp][processes][net][plugin][rma]") {
+  auto setup = [](int rank) {
+    hosts(2, "auto", BRAID_NET_PLUGIN_LIB)(rank);
+    log_to_file();
+  };
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    every_put_signal(rank, n, comm, f, 70000);  // several fragments per put
+    const std::string log = my_log();
+    if (log.find("one-sided RMA over shm+BraidSocket (net plugin") == std::string::npos)
+      f.fail("RMA is not over the net plugin: " + log);
   };
   CHECK(run_ranks_as_processes(4, body, 120, setup) == 0);
 }
