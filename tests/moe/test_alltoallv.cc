@@ -13,95 +13,12 @@
 #include <chrono>
 #include <thread>
 
-#include "braid/alltoallv.h"
-#include "harness.h"
-#include "moe_reference.h"
+#include "alltoallv_calls.h"
 #include "scoped_env.h"
 
-using moe_test::mix;
+using namespace moe_test;
 
 namespace {
-
-// The byte `b` of element `i` that `src` sends `dst` in call `call`.
-unsigned char pattern(int src, int dst, int call, int64_t i, size_t b) {
-  return static_cast<unsigned char>(
-      mix(uint64_t(src) * 1000003 + uint64_t(dst) * 7919 + uint64_t(call) * 104729 + uint64_t(i) * 31 + b) >> 17);
-}
-
-// How many elements `src` sends `dst` in call `call`: 0 a quarter of the
-// time, the whole block sometimes, anything between otherwise.
-int64_t count_of(int src, int dst, int call, int64_t max_count, uint64_t seed) {
-  const uint64_t r = mix(seed + uint64_t(src) * 131 + uint64_t(dst) * 17 + uint64_t(call) * 7);
-  switch (r % 8) {
-    case 0:
-    case 1:
-      return 0;
-    case 2:
-      return max_count;
-    default:
-      return int64_t((r >> 8) % uint64_t(max_count + 1));
-  }
-}
-
-size_t elem_bytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
-struct Case {
-  ncclDataType_t type = ncclFloat32;
-  int64_t max_count = 37;
-  int calls = 4;
-  uint64_t seed = 1;
-};
-
-mp::RankBody calls_body(const Case& c) {
-  return [=](int rank, int n, ncclComm_t comm, mp::Failures& f) {
-    braidAlltoAllv_t a2a = nullptr;
-    MP_NCCL(f, braidAlltoAllvCreate(comm, c.type, size_t(c.max_count), 0, &a2a));
-    if (!a2a) return;
-    const size_t eb = elem_bytes(c.type);
-    std::vector<unsigned char> send(size_t(n) * c.max_count * eb), recv(send.size());
-    std::vector<int64_t> send_counts(static_cast<size_t>(n)), recv_counts(static_cast<size_t>(n));
-    for (int call = 0; call < c.calls && f.count == 0; ++call) {
-      size_t at = 0;
-      for (int d = 0; d < n; ++d) {
-        send_counts[size_t(d)] = count_of(rank, d, call, c.max_count, c.seed);
-        for (int64_t i = 0; i < send_counts[size_t(d)]; ++i)
-          for (size_t b = 0; b < eb; ++b) send[at++] = pattern(rank, d, call, i, b);
-      }
-      std::fill(recv.begin(), recv.end(), 0xa5);
-      std::fill(recv_counts.begin(), recv_counts.end(), -7);
-      MP_NCCL(f, braidAlltoAllv(a2a, send.data(), send_counts.data(), recv.data(), recv_counts.data(), nullptr));
-      size_t got = 0, wrong = 0;
-      for (int s = 0; s < n && f.count == 0; ++s) {
-        const int64_t want = count_of(s, rank, call, c.max_count, c.seed);
-        if (recv_counts[size_t(s)] != want)
-          f.fail(fmt::format("rank {} call {}: recvCounts[{}] = {}, want {}", rank, call, s, recv_counts[size_t(s)],
-                             want));
-        for (int64_t i = 0; i < want; ++i)
-          for (size_t b = 0; b < eb; ++b) wrong += recv[got++] != pattern(s, rank, call, i, b);
-      }
-      for (size_t i = got; i < recv.size(); ++i) wrong += recv[i] != 0xa5;  // nothing written past the data
-      if (wrong) f.fail(fmt::format("rank {} call {}: {} wrong bytes", rank, call, wrong));
-    }
-    MP_NCCL(f, braidAlltoAllvDestroy(a2a));
-  };
-}
 
 std::function<void(int)> two_per_host() {
   return [](int rank) { setenv("BRAID_HOSTID", fmt::format("a2av-host-{}", rank / 2).c_str(), 1); };
@@ -113,7 +30,7 @@ TEST_CASE("alltoallv with counts in memory: exact, counts change every call, ran
           "[moe][alltoallv][threads]") {
   const ncclDataType_t types[] = {ncclUint8, ncclBfloat16, ncclFloat32, ncclInt64};
   for (int n : {2, 3, 5, 8}) {
-    Case c{.type = types[n % 4], .max_count = 1 + n * 9, .calls = 6, .seed = uint64_t(n)};
+    A2aCase c{.type = types[n % 4], .max_count = 1 + n * 9, .calls = 6, .seed = uint64_t(n)};
     INFO("threads n=" << n);
     CHECK(mp::run_ranks_as_threads(n, calls_body(c)) == 0);
   }
@@ -122,21 +39,21 @@ TEST_CASE("alltoallv with counts in memory: exact, counts change every call, ran
 TEST_CASE("alltoallv with counts in memory: exact, ranks as processes of one host and of several",
           "[moe][alltoallv][processes][hosts]") {
   for (int n : {2, 4}) {
-    Case c{.type = ncclFloat16, .max_count = 300, .calls = 5, .seed = uint64_t(40 + n)};
+    A2aCase c{.type = ncclFloat16, .max_count = 300, .calls = 5, .seed = uint64_t(40 + n)};
     INFO("processes n=" << n);
     CHECK(mp::run_ranks_as_processes(n, calls_body(c), 120) == 0);
   }
-  CHECK(mp::run_ranks_as_processes(4, calls_body(Case{.type = ncclInt32, .max_count = 1000, .calls = 8, .seed = 5}),
+  CHECK(mp::run_ranks_as_processes(4, calls_body(A2aCase{.type = ncclInt32, .max_count = 1000, .calls = 8, .seed = 5}),
                                    120, two_per_host()) == 0);
-  CHECK(mp::run_ranks_as_processes(3, calls_body(Case{.type = ncclUint8, .max_count = 5, .calls = 100, .seed = 6}), 120,
-                                   two_per_host()) == 0);
+  CHECK(mp::run_ranks_as_processes(3, calls_body(A2aCase{.type = ncclUint8, .max_count = 5, .calls = 100, .seed = 6}),
+                                   120, two_per_host()) == 0);
 }
 
 TEST_CASE("alltoallv over RMA between threads (BRAID_MOE_RMA=1): exact, 100 calls back to back",
           "[moe][alltoallv][threads][hosts]") {
   ScopedEnv rma("BRAID_MOE_RMA", "1");
-  CHECK(mp::run_ranks_as_threads(3, calls_body(Case{.type = ncclFloat64, .max_count = 64, .calls = 100, .seed = 7})) ==
-        0);
+  CHECK(mp::run_ranks_as_threads(
+            3, calls_body(A2aCase{.type = ncclFloat64, .max_count = 64, .calls = 100, .seed = 7})) == 0);
 }
 
 TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses further calls",

@@ -6,7 +6,10 @@
 // Forks LOCAL_RANKS processes, ranks FIRST_RANK.., and runs SUITE in each:
 //   short        every collective at 1, 4099 and 300000 floats (in place
 //                and not), every datatype with every reduction op, grouped
-//                send/recv of every datatype between every pair: exact
+//                send/recv of every datatype between every pair, one-sided
+//                puts with signals between every pair, MoE dispatch and
+//                combine, and braidAlltoAllv (stores within a guest, RMA
+//                between them): exact
 //   full         short, and every collective at 4 MB and 16 MB as well
 //   kill         collectives until the last rank of the job kills itself;
 //                every survivor's call must then fail with ncclRemoteError
@@ -32,7 +35,9 @@
 #include <cstring>
 #include <string>
 
+#include "alltoallv_calls.h"
 #include "cross_host_sweep.h"
+#include "moe_layer.h"
 
 using namespace mp;
 using Clock = std::chrono::steady_clock;
@@ -40,6 +45,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// With $EXPECT_TRANSPORT, whether this process's log has `what` followed by it.
+bool log_says(int rank, const char* what);
 
 int report(int rank, Failures& f, const char* what, Clock::time_point t0) {
   std::fprintf(stderr, "rank %d: %s %s in %.1f s\n", rank, what, f.count ? "FAILED" : "exact", seconds_since(t0));
@@ -57,6 +65,21 @@ int sweep(int rank, int n, ncclComm_t comm, bool full) {
   t0 = Clock::now();
   every_send_recv(rank, n, comm, f, 5000);
   report(rank, f, "send/recv of every datatype", t0);
+  t0 = Clock::now();
+  every_put_signal(rank, n, comm, f, 300000);
+  if (!log_says(rank, "one-sided RMA over ")) f.fail("no one-sided RMA on the expected transport");
+  report(rank, f, "put/signal between every pair", t0);
+  t0 = Clock::now();
+  moe_test::Case moe;
+  moe.experts = 4 * n;
+  moe.top_k = 4;
+  moe.hidden = 256;
+  moe.max_tokens = 64;
+  moe.dtype = ncclBfloat16;
+  moe_test::layers_body(moe, 10)(rank, n, comm, f);
+  moe_test::calls_body(moe_test::A2aCase{.type = ncclFloat32, .max_count = 5000, .calls = 10, .seed = 3})(rank, n,
+                                                                                                          comm, f);
+  report(rank, f, "MoE dispatch/combine and AlltoAllv", t0);
   if (full) {
     t0 = Clock::now();
     every_collective(rank, n, comm, f, {1 << 20, 1 << 22});
@@ -120,20 +143,33 @@ void log_init_to_file() {
   setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
   setenv("BRAID_DEBUG_FILE", "/tmp/cross_host_ranks.%p.log", 1);
 }
-bool took_expected_transport(int rank) {
-  const char* expected = std::getenv("EXPECT_TRANSPORT");
-  if (!expected) return true;
+std::string my_log() {
   std::string log;
   if (FILE* f = std::fopen(("/tmp/cross_host_ranks." + std::to_string(getpid()) + ".log").c_str(), "r")) {
     char buf[4096];
     for (size_t got; (got = std::fread(buf, 1, sizeof buf, f)) > 0;) log.append(buf, got);
     std::fclose(f);
   }
+  return log;
+}
+bool took_expected_transport(int rank) {
+  const char* expected = std::getenv("EXPECT_TRANSPORT");
+  if (!expected) return true;
+  const std::string log = my_log();
   const size_t at = log.find(" ready: ");
   const size_t open = at == std::string::npos ? at : log.find(" (", log.find("transport ", at));
   const bool ok = open != std::string::npos && log.compare(open + 2, std::strlen(expected), expected) == 0;
   if (!ok) std::fprintf(stderr, "rank %d: not on transport %s: %s\n", rank, expected, log.c_str());
   return ok;
+}
+
+bool log_says(int rank, const char* what) {
+  const char* expected = std::getenv("EXPECT_TRANSPORT");
+  if (!expected) return true;
+  const std::string log = my_log(), want = std::string(what) + expected;
+  if (log.find(want) != std::string::npos) return true;
+  std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());
+  return false;
 }
 
 int one_rank(const std::string& suite, int rank, int n) {
