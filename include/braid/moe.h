@@ -10,7 +10,7 @@
  * This release runs on the host backend: host buffers, ranks that are
  * threads or processes of one host or of several.  A rank stores straight
  * into the windows it maps and reaches the others through one-sided RMA
- * (TCP between hosts; src/moe/host_moe.h,
+ * (InfiniBand, a net plugin or TCP between hosts; src/moe/host_moe.h,
  * window_routes.h).  Where ranks span hosts, create splits a communicator
  * of its own off comm (its RMA signals are the handle's alone).
  * Every call completes before it returns; the stream is accepted and not

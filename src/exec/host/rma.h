@@ -3,8 +3,9 @@
 // hosts.
 //
 // Each communicator that uses RMA gets its own connections for it: a
-// transport of its own (shared memory to the ranks of this host, sockets to
-// the others, as the communicator's; its own segments and listener), one
+// transport of its own (shared memory to the ranks of this host; to the
+// others InfiniBand verbs or a net plugin where the communicator has one,
+// else sockets, as the communicator's; its own segments and listener), one
 // connection per ordered pair of ranks.  A write is a message on the
 // writer's connection to the target: a header (window, offset, length,
 // signal) and the data, cut into fragments of the transport's slot size.
