@@ -43,8 +43,9 @@ ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t datatype, size
 /* sendCounts[nranks]: the elements for each rank, back to back in sendbuff in
  * rank order.  Writes recvCounts[nranks] (what each rank sent this one) and
  * recvbuff: each rank's elements back to back in rank order.  A count that
- * is negative or over maxCountPerPeer fails the call on every rank (the
- * handle can only be destroyed after that). */
+ * is negative or over maxCountPerPeer fails the call on every rank.  After
+ * any failed call (that, a timeout, a peer gone) the handle refuses further
+ * calls: destroy it. */
 ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendbuff, const int64_t* sendCounts, void* recvbuff,
                             int64_t* recvCounts, cudaStream_t stream);
 
