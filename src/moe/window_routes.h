@@ -2,9 +2,9 @@
 // loads and stores where this process maps it, through one-sided RMA where
 // it cannot (another host).  This is what lets dispatch and combine span
 // hosts without a special NIC, where NVIDIA's stacks tie the low-latency
-// mode to IBGDA NICs and the normal one to NVLink.  braid's host RMA runs over shared memory
-// on a host and, between hosts, over the communicator's net (InfiniBand
-// verbs or a net plugin) or TCP (src/exec/host/rma.h).
+// mode to IBGDA NICs and the normal one to NVLink.  braid's host RMA runs
+// over shared memory on a host and, between hosts, over the communicator's
+// net (InfiniBand verbs or a net plugin) or TCP (src/exec/host/rma.h).
 //
 // Over RMA (the handle's own communicator, NCCL 2.29's host calls), a put
 // is ncclPutSignal into the peer's part of the window, and a batch of
