@@ -56,12 +56,12 @@ class Waiter {
   }
   // Call when a poll made progress.
   void reset() { idle_ = 0; }
-  uint32_t spins() const { return spins_; }
+
+  static constexpr uint32_t kDefaultSpins = 1000;
 
  private:
-  static constexpr uint32_t kSpins = 1000;
   static constexpr uint32_t kYields = 20000;  // ~5 ms: a yield is cheap when nobody else wants the core
-  uint32_t spins_ = kSpins;
+  uint32_t spins_ = kDefaultSpins;
   uint32_t idle_ = 0;
 };
 

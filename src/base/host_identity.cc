@@ -1,6 +1,7 @@
 #include "src/base/host_identity.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,6 +70,13 @@ int this_pid() {
 uint64_t pid_namespace() {
   struct stat st {};
   return ::stat("/proc/self/ns/pid", &st) == 0 ? uint64_t(st.st_ino) : 0;
+}
+
+bool host_oversubscribed(int local_ranks) {
+  cpu_set_t cpus;
+  int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+  return local_ranks > (mine > online ? mine : online);
 }
 
 }  // namespace braid

@@ -27,5 +27,11 @@ int this_pid();
 // This process's pid namespace (the inode of /proc/self/ns/pid; 0 when it
 // cannot be read): a pid names the same process only within one.
 uint64_t pid_namespace();
+// Whether `local_ranks` ranks (or busy threads) outnumber the cores they can
+// share: the CPUs online, or this process's affinity if wider (mpirun binds
+// each of 2 ranks to its own core, and 1 core per process is no
+// oversubscription).  Then a thread that spins only delays the one it
+// waits for.
+bool host_oversubscribed(int local_ranks);
 
 }  // namespace braid

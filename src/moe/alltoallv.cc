@@ -8,6 +8,7 @@
 #include "braid/moe/signal.h"
 #include "src/base/env.h"
 #include "src/moe/host_memory.h"
+#include "src/moe/nccl_call.h"
 #include "src/ops/datatype.h"
 
 namespace braid::moe {
@@ -16,11 +17,6 @@ namespace {
 
 constexpr uint32_t kBadCount = 0xffffffffu;  // a count word's "this call fails": no data follows
 constexpr size_t kMaxCount = size_t(1) << 31;
-
-Status nccl_status(ncclComm_t comm, ncclResult_t r, const char* what) {
-  if (r == ncclSuccess) return Status::ok();
-  return BRAID_ERROR(r, "{} failed: {}", what, ncclGetLastError(comm));
-}
 
 }  // namespace
 
@@ -91,7 +87,7 @@ Status HostAlltoAllv::destroy() {
 
 Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, const char* what) {
   const Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_ms_));
-  Status rma = own_->routes().wait_from_rma_sources(signal, 1, std::max(deadline.remaining_ms(), 1));
+  Status rma = own_->routes().wait_from_rma_sources(signal, 1, deadline);
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(),
                        "rank {}: call {}: waiting for the {} of the ranks reached over RMA (bound {} ms): {}", rank_,

@@ -9,15 +9,11 @@
 #include "src/base/deadline.h"
 #include "src/base/env.h"
 #include "src/moe/elements.h"
+#include "src/moe/nccl_call.h"
 
 namespace braid::moe {
 
 namespace {
-
-Status nccl_status(ncclComm_t comm, ncclResult_t r, const char* what) {
-  if (r == ncclSuccess) return Status::ok();
-  return BRAID_ERROR(r, "{} failed: {}", what, ncclGetLastError(comm));
-}
 
 // What a rank's config fails, or "" (the rank count, the backend).
 std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
@@ -134,6 +130,7 @@ Status HostMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, std::uni
 
   std::unique_ptr<HostMoe> moe(new HostMoe(comm, rank, shape, config));
   BRAID_TRY(OwnWindow::open(comm, moe->window_.bytes, "MoE", &moe->own_));
+  moe->agents_.assign(size_t(moe->pool_.blocks()), HostMemory(rank, &moe->own_->routes()));
   *out = std::move(moe);
   return Status::ok();
 }
@@ -152,8 +149,8 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
   auto expired = [&] { return deadline.expired(); };
   // Senders over RMA first: once their words' signals are in, the words
   // below are already there.  Then the one deadline bounds the rest.
-  Status rma = own_->routes().wait_from_rma_sources(WindowRoutes::kWordSignal, word_batches(shape_.local_experts),
-                                                        std::max(deadline.remaining_ms(), 1));
+  Status rma =
+      own_->routes().wait_from_rma_sources(WindowRoutes::kWordSignal, word_batches(shape_.local_experts), deadline);
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: waiting for the signals of the ranks reached over RMA "
                        "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());
@@ -178,8 +175,8 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
   return Status::ok();
 }
 
-void HostMoe::add(const std::vector<HostMemory>& agents) {
-  for (const auto& a : agents) {
+void HostMoe::collect_stats() {
+  for (auto& a : agents_) {
     const HostCounters& c = a.counters();
     stats_.payloadBytesRemote += c.bytes_remote;
     stats_.signalBytesRemote += c.signal_bytes_remote;
@@ -187,6 +184,7 @@ void HostMoe::add(const std::vector<HostMemory>& agents) {
     stats_.signalsRemote += c.signals_remote;
     stats_.signalsLocal += c.signals_local;
     stats_.fences += c.fences;
+    a.clear();
   }
 }
 
@@ -222,9 +220,8 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   const uint32_t epoch = dispatch_epoch_ = next_epoch(dispatch_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, &own_->routes()));
   pool_.run([&](int b) {
-    HostMemory& mm = agents[size_t(b)];
+    HostMemory& mm = agents_[size_t(b)];
     const int64_t lo = int64_t(ntokens) * b / B, hi = int64_t(ntokens) * (b + 1) / B;
     for (int64_t t = lo; t < hi; ++t)
       for (int32_t k = 0; k < K; ++k) {
@@ -241,7 +238,7 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
                &sent_[size_t(dst) * L], epoch);
     }
   });
-  add(agents);
+  collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
   stats_.dispatches++;
   stats_.rowsRouted += uint64_t(plan.routed);
@@ -274,10 +271,9 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  std::vector<HostMemory> agents(static_cast<size_t>(B), HostMemory(rank_, &own_->routes()));
   // Each received block goes back to its source, to the rows it came from.
   pool_.run([&](int b) {
-    HostMemory& mm = agents[size_t(b)];
+    HostMemory& mm = agents_[size_t(b)];
     for (int64_t i = b; i < shape_.blocks(); i += B) {
       const int32_t src = int32_t(i / L), le = int32_t(i % L);
       put_rows(mm, src, own_->base(src) + window_.combine_data, shape_, rank_, le, 0, received_[size_t(i)],
@@ -290,7 +286,7 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
                &received_[size_t(dst) * L], epoch);
     }
   });
-  add(agents);
+  collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
   stats_.combines++;
 

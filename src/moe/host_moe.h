@@ -75,7 +75,8 @@ class HostMoe {
  private:
   HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);
   Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
-  void add(const std::vector<HostMemory>& agents);
+  // Adds the agents' counters of the call to stats_, and clears them.
+  void collect_stats();
 
   const ncclComm_t comm_;
   const int rank_;
@@ -88,6 +89,7 @@ class HostMoe {
   std::unique_ptr<OwnWindow> own_;  // the window, on a communicator split off comm_
 
   BlockPool pool_;
+  std::vector<HostMemory> agents_;  // one per block, kept: their gathering buffers serve every call
   // Per destination, never reset (protocol.h arrive).  Separate words for
   // the two halves since their calls count separately.
   std::vector<uint32_t> dispatch_arrivals_, combine_arrivals_;

@@ -7,21 +7,13 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/moe/nccl_call.h"
 
 // NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
 // src/shim/api_device_queries.cc defines it with NCCL's signature.
 extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
 
 namespace braid::moe {
-
-namespace {
-
-Status nccl_status(ncclComm_t comm, ncclResult_t r, const std::string& what) {
-  if (r == ncclSuccess) return Status::ok();
-  return BRAID_ERROR(r, "{} failed: {}", what, ncclGetLastError(comm));
-}
-
-}  // namespace
 
 Status OwnWindow::open(ncclComm_t parent, size_t bytes, const char* what, std::unique_ptr<OwnWindow>* out) {
   int nranks = 0, rank = 0;

@@ -1,11 +1,9 @@
 #include "src/moe/window_routes.h"
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
-#include "src/base/deadline.h"
-
+#include "src/base/host_identity.h"
 #include "src/shim/rma_wait.h"
 
 namespace braid::moe {
@@ -18,12 +16,12 @@ WindowRoutes::WindowRoutes(ncclComm_t comm, ncclWindow_t window, int self, std::
       nranks_(mapped.size()),
       mapped_(std::move(mapped)),
       reaches_(std::move(reaches)) {
-  unsigned mapped_ranks = 0;
+  int mapped_ranks = 0;
   for (size_t s = 0; s < nranks_; ++s) {
     if (!reaches_[s * nranks_ + size_t(self_)]) rma_sources_.push_back(int(s));
     mapped_ranks += reaches_[size_t(self_) * nranks_ + s];
   }
-  idle_spins_ = mapped_ranks > std::max(1u, std::thread::hardware_concurrency()) ? 0 : Waiter().spins();
+  idle_spins_ = host_oversubscribed(mapped_ranks) ? 0 : Waiter::kDefaultSpins;
 }
 
 void WindowRoutes::put(int peer, const void* remote, const void* local, size_t bytes, int signal) {
@@ -41,41 +39,40 @@ Status WindowRoutes::failure() const {
   return failure_.is_ok() ? Status::ok() : Status::error(failure_.code(), failure_.message());
 }
 
-Status WindowRoutes::wait_from_rma_sources(int signal, int32_t count, int64_t bound_ms) {
+Status WindowRoutes::wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline) {
   if (rma_sources_.empty()) return Status::ok();
   waits_.clear();
   for (int s : rma_sources_) waits_.push_back({count, s, signal, 0});
-  return wait_signals_within(comm_, int(waits_.size()), waits_.data(), bound_ms > 0 ? bound_ms : 1);
+  return wait_signals_within(comm_, int(waits_.size()), waits_.data(), std::max(deadline.remaining_ms(), 1));
 }
 
 void PutRuns::add(int peer, char* remote, const void* local, size_t bytes) {
-  const auto* from = static_cast<const char*>(local);
-  auto it = by_end_.find({peer, remote});
-  if (it == by_end_.end() && bytes >= kAloneBytes) {
+  // The run this put continues: the latest first, since an agent's rows to
+  // one block follow each other (at most a few hundred runs are live).
+  Run* run = nullptr;
+  for (size_t i = live_; i-- > 0 && !run;)
+    if (runs_[i].peer == peer && runs_[i].end() == remote) run = &runs_[i];
+  if (!run && bytes >= kAloneBytes) {
     routes_->put(peer, remote, local, bytes, WindowRoutes::kRowSignal);
     return;
   }
-  size_t index;
-  if (it != by_end_.end()) {
-    index = it->second;
-    by_end_.erase(it);
-  } else {
-    index = runs_.size();
-    runs_.push_back({peer, remote, {}});
+  if (!run) {
+    if (live_ == runs_.size()) runs_.emplace_back();
+    run = &runs_[live_++];
+    run->peer = peer;
+    run->remote = remote;
+    run->data.clear();
   }
-  Run& run = runs_[index];
-  run.data.insert(run.data.end(), from, from + bytes);
-  by_end_[{peer, run.remote + run.data.size()}] = index;
+  const auto* from = static_cast<const char*>(local);
+  run->data.insert(run->data.end(), from, from + bytes);
   held_ += bytes;
   if (held_ >= kHeldBytes) flush();
 }
 
 void PutRuns::flush() {
-  for (const Run& run : runs_)
-    routes_->put(run.peer, run.remote, run.data.data(), run.data.size(), WindowRoutes::kRowSignal);
-  runs_.clear();
-  by_end_.clear();
-  held_ = 0;
+  for (size_t i = 0; i < live_; ++i)
+    routes_->put(runs_[i].peer, runs_[i].remote, runs_[i].data.data(), runs_[i].data.size(), WindowRoutes::kRowSignal);
+  live_ = held_ = 0;
 }
 
 }  // namespace braid::moe

@@ -35,12 +35,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "nccl.h"
+#include "src/base/deadline.h"
 #include "src/base/status.h"
 
 namespace braid::moe {
@@ -81,8 +81,8 @@ class WindowRoutes {
   Status failure() const;
 
   // Waits until `count` signals `signal` of the call arrived from every
-  // rank that reaches this one over RMA, and consumes them, within bound_ms.
-  Status wait_from_rma_sources(int signal, int32_t count, int64_t bound_ms);
+  // rank that reaches this one over RMA, and consumes them, by `deadline`.
+  Status wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline);
 
  private:
   const ncclComm_t comm_;
@@ -102,7 +102,8 @@ class WindowRoutes {
 // One agent's RMA puts, gathered: a put whose remote place continues an
 // earlier one's to the same peer joins it, so that the rows an agent sends
 // to one block leave as one message, not one each.  flush() sends them all;
-// the agent calls it before it arrives.  Large puts go as they are.
+// the agent calls it before it arrives.  Large puts go as they are.  The
+// gathering buffers are kept from call to call (a handle keeps its agents).
 class PutRuns {
  public:
   explicit PutRuns(WindowRoutes* routes) : routes_(routes) {}
@@ -117,11 +118,11 @@ class PutRuns {
     int peer;
     char* remote;
     std::vector<char> data;
+    char* end() const { return remote + data.size(); }
   };
   WindowRoutes* routes_;
-  std::vector<Run> runs_;
-  std::map<std::pair<int, const char*>, size_t> by_end_;  // (peer, remote end) -> run
-  size_t held_ = 0;
+  std::vector<Run> runs_;  // the first live_ are this call's; the rest keep their buffers
+  size_t live_ = 0, held_ = 0;
 };
 
 }  // namespace braid::moe

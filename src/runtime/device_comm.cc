@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "src/base/env.h"
+#include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/resources.h"
@@ -434,8 +435,7 @@ Status DeviceComms::destroy(const void* dev_bytes) {
 // at once instead of spinning on a core a poster needs.
 devapi::GinProgress& DeviceComms::gin_progress() {
   if (!progress_) {
-    const unsigned threads = 2u * unsigned(comm_->lsa->lsa().size);
-    const bool crowded = threads > std::max(1u, std::thread::hardware_concurrency());
+    const bool crowded = host_oversubscribed(2 * comm_->lsa->lsa().size);
     progress_ = std::make_unique<devapi::GinProgress>(crowded ? 0 : devapi::GinProxyOptions{}.idle_spins);
   }
   return *progress_;

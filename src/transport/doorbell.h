@@ -32,6 +32,8 @@
 #include <climits>
 #include <cstdint>
 
+#include "src/base/host_identity.h"
+
 namespace braid {
 
 struct alignas(64) DoorbellWord {
@@ -48,16 +50,6 @@ inline void ring(DoorbellWord* w) {
   syscall(SYS_futex, &w->seq, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
-// Whether `local_ranks` ranks outnumber the cores they can share: the CPUs
-// online, or this process's affinity if wider (mpirun binds each of 2 ranks
-// to its own core, and 1 core per process is no oversubscription).  Then a
-// rank that spins only delays the peer it waits for.
-inline bool host_oversubscribed(int local_ranks) {
-  cpu_set_t cpus;
-  int mine = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  int online = int(sysconf(_SC_NPROCESSORS_ONLN));
-  return local_ranks > (mine > online ? mine : online);
-}
 
 // Idle poll rounds a waiter spends spinning (pause), then yielding, before
 // it sleeps.
