@@ -161,6 +161,12 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
   return true;
 }
 
+// A case in one line, for a failed check's message.
+inline std::string describe(const Case& c) {
+  return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={}", c.experts, c.top_k, c.seed,
+                     c.factor, int(c.layout), int(c.dtype), c.blocks);
+}
+
 inline braidMoeConfig_t config_of(const Case& c) {
   braidMoeConfig_t cfg = BRAID_MOE_CONFIG_INITIALIZER;
   cfg.numExperts = c.experts;

@@ -23,21 +23,25 @@ enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBad
 constexpr int kTimeoutMs = 1500;
 constexpr int kLayersBeforeKill = 5;
 
+// A rank's communicator and MoE handle, with `timeout_ms`; 0, or the code
+// of the step that failed.
+int open_handle(int rank, int n, const ncclUniqueId& id, const Case& c, int timeout_ms, ncclComm_t* comm,
+                braidMoe_t* moe) {
+  if (ncclCommInitRank(comm, n, id, rank) != ncclSuccess) return kInit;
+  braidMoeConfig_t cfg = config_of(c);
+  cfg.timeoutMs = timeout_ms;
+  return braidMoeCreate(*comm, &cfg, moe) == ncclSuccess ? 0 : kCreate;
+}
+
 // Layers until one fails; every good one exact.  The failing call must be
 // ncclTimeout, and come within the timeout (+ slack) of the last good one.
 // (run_layer prints that expected failure as a "FAIL:" line; the exit code
 // is the verdict.)
 int survivor(int rank, int n, const ncclUniqueId& id) {
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
-  Case c;
-  c.experts = 2 * n;
-  c.top_k = 2;
-  c.max_tokens = 16;
-  braidMoeConfig_t cfg = config_of(c);
-  cfg.timeoutMs = kTimeoutMs;
   braidMoe_t moe = nullptr;
-  if (braidMoeCreate(comm, &cfg, &moe) != ncclSuccess) return kCreate;
+  const Case c{.experts = 2 * n, .top_k = 2, .max_tokens = 16};
+  if (const int code = open_handle(rank, n, id, c, kTimeoutMs, &comm, &moe)) return code;
   Expected x;
   mp::Failures f;
   Clock::time_point last_ok = Clock::now();
@@ -101,14 +105,9 @@ constexpr int kLateTimeoutMs = 500;
 int late_peer(int rank, int n, const ncclUniqueId& id) {
   setenv("BRAID_HOSTID", fmt::format("moe-late-host-{}", rank).c_str(), 1);
   ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return kInit;
-  Case c;
-  c.experts = 2 * n;
-  c.max_tokens = 8;
-  braidMoeConfig_t cfg = config_of(c);
-  cfg.timeoutMs = kLateTimeoutMs;
   braidMoe_t moe = nullptr;
-  if (braidMoeCreate(comm, &cfg, &moe) != ncclSuccess) return kCreate;
+  const Case c{.experts = 2 * n, .max_tokens = 8};
+  if (const int code = open_handle(rank, n, id, c, kLateTimeoutMs, &comm, &moe)) return code;
   Expected x;
   mp::Failures f;
   int code = kOk;

@@ -23,9 +23,7 @@ std::function<void(int)> hosts_of(int ranks_per_host) {
 }
 
 void run_hosts(int n, int ranks_per_host, const Case& c, int layers, bool expect_drops = false) {
-  INFO("n=" << n << " ranks/host=" << ranks_per_host << " experts=" << c.experts << " top_k=" << c.top_k
-            << " seed=" << c.seed << " factor=" << c.factor << " layout=" << int(c.layout) << " dtype=" << int(c.dtype)
-            << " blocks=" << c.blocks);
+  INFO("n=" << n << " ranks/host=" << ranks_per_host << " " << describe(c));
   CHECK(mp::run_ranks_as_processes(n, layers_body(c, layers, expect_drops), 240, hosts_of(ranks_per_host)) == 0);
 }
 

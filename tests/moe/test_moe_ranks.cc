@@ -15,9 +15,7 @@ using mp::Mode;
 namespace {
 
 void run(Mode mode, int n, const Case& c, int layers, bool expect_drops = false) {
-  INFO(mp::mode_name(mode) << " n=" << n << " experts=" << c.experts << " top_k=" << c.top_k << " seed=" << c.seed
-                           << " factor=" << c.factor << " layout=" << int(c.layout) << " dtype=" << int(c.dtype)
-                           << " blocks=" << c.blocks);
+  INFO(mp::mode_name(mode) << " n=" << n << " " << describe(c));
   const mp::RankBody body = layers_body(c, layers, expect_drops);
   const int failures =
       mode == Mode::Threads ? mp::run_ranks_as_threads(n, body) : mp::run_ranks_as_processes(n, body, 240);
