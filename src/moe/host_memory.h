@@ -43,6 +43,7 @@ class HostMemory {
   HostMemory(int self, WindowRoutes* routes, int word_signal = WindowRoutes::kWordSignal)
       : self_(self), word_signal_(word_signal), routes_(routes), runs_(routes), waiter_(routes->idle_spins()) {}
 
+  char* window(int peer) const { return routes_->base(peer); }
   void put(int peer, void* remote, const void* local, size_t bytes) {
     if (routes_->direct(peer))
       std::memcpy(remote, local, bytes);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "braid/moe/calls.h"
 #include "braid/moe/plan.h"
 #include "braid/moe/protocol.h"
 #include "src/base/deadline.h"
@@ -220,24 +221,9 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   const uint32_t epoch = dispatch_epoch_ = next_epoch(dispatch_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  pool_.run([&](int b) {
-    HostMemory& mm = agents_[size_t(b)];
-    const int64_t lo = int64_t(ntokens) * b / B, hi = int64_t(ntokens) * (b + 1) / B;
-    for (int64_t t = lo; t < hi; ++t)
-      for (int32_t k = 0; k < K; ++k) {
-        const int32_t slot = slots_[size_t(t * K + k)];
-        if (slot == kNoSlot) continue;
-        const int32_t e = topk_[size_t(t * K + k)], dst = shape_.owner(e);
-        put_row(mm, dst, own_->base(dst) + window_.dispatch_data, shape_, rank_, shape_.local(e), slot,
-                static_cast<const char*>(tokens) + t * row_bytes);
-      }
-    for (int32_t i = 1; i <= shape_.nranks; ++i) {
-      const int32_t dst = (rank_ + i) % shape_.nranks;  // peers first, this rank last
-      if (arrive(mm, &dispatch_arrivals_[size_t(dst)], call, uint32_t(B)))
-        commit(mm, dst, reinterpret_cast<uint64_t*>(own_->base(dst) + window_.dispatch_signals), shape_, rank_,
-               &sent_[size_t(dst) * L], epoch);
-    }
-  });
+  const CallState c{rank_, call, epoch, dispatch_arrivals_.data()};
+  const DispatchRows rows{static_cast<const char*>(tokens), topk_.data(), slots_.data(), sent_.data(), ntokens};
+  pool_.run([&](int b) { dispatch_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
   stats_.dispatches++;
@@ -266,26 +252,15 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
   if ((tokens_ > 0 && (!weights || !out)) || !expert_out)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
 
-  const int32_t K = shape_.top_k, L = shape_.local_experts;
+  const int32_t K = shape_.top_k;
   const uint64_t call = ++combine_calls_;
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
   // Each received block goes back to its source, to the rows it came from.
-  pool_.run([&](int b) {
-    HostMemory& mm = agents_[size_t(b)];
-    for (int64_t i = b; i < shape_.blocks(); i += B) {
-      const int32_t src = int32_t(i / L), le = int32_t(i % L);
-      put_rows(mm, src, own_->base(src) + window_.combine_data, shape_, rank_, le, 0, received_[size_t(i)],
-               static_cast<const char*>(expert_out) + first_row_[size_t(i)] * row_bytes);
-    }
-    for (int32_t i = 1; i <= shape_.nranks; ++i) {
-      const int32_t dst = (rank_ + i) % shape_.nranks;
-      if (arrive(mm, &combine_arrivals_[size_t(dst)], call, uint32_t(B)))
-        commit(mm, dst, reinterpret_cast<uint64_t*>(own_->base(dst) + window_.combine_signals), shape_, rank_,
-               &received_[size_t(dst) * L], epoch);
-    }
-  });
+  const CallState c{rank_, call, epoch, combine_arrivals_.data()};
+  const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data()};
+  pool_.run([&](int b) { combine_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
   stats_.combines++;
