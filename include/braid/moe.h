@@ -7,15 +7,26 @@
  * routed rows travel, and each (sender, destination) pair adds a fixed
  * number of signal words (one per local expert) per call.
  *
- * This release runs on the host backend: host buffers, ranks that are
- * threads or processes of one host or of several.  A rank stores straight
- * into the windows it maps and reaches the others through one-sided RMA
- * (InfiniBand, a net plugin or TCP between hosts; src/moe/host_moe.h,
- * window_routes.h).  Where ranks span hosts, create splits a communicator
- * of its own off comm (its RMA signals are the handle's alone).
- * Every call completes before it returns; the stream is accepted and not
- * used.  Create, and
- * destroy, are collective over the communicator; dispatch and combine are
+ * On the host backend (host buffers): ranks are threads or processes of
+ * one host or of several.  A rank stores straight into the windows it maps
+ * and reaches the others through one-sided RMA (InfiniBand, a net plugin or
+ * TCP between hosts; src/moe/host_moe.h, window_routes.h).  Where ranks span
+ * hosts, create splits a communicator of its own off comm (its RMA signals
+ * are the handle's alone).  Every call completes before it returns; the
+ * stream is accepted and not used.
+ *
+ * On a CUDA communicator (device buffers): every rank's window must be
+ * within reach of LSA pointers (NVLink peers, or ranks sharing a GPU).
+ * Dispatch and combine launch one kernel each on the stream and return;
+ * recvCounts and droppedRows are device memory written by the kernel, so a
+ * dispatch+combine can be captured in a CUDA graph and replayed.  Calls of
+ * one handle must be ordered on the device (one stream, or streams the
+ * caller orders).  What a kernel hits (a timeout, a bad expert index) is
+ * reported by the handle's next call and by braidMoeGetAsyncError; then
+ * the handle takes no more calls.  The device library under these kernels,
+ * for a user's own kernel, is braid/moe.cuh.
+ *
+ * Create and destroy are collective over the communicator; dispatch and combine are
  * called by every rank, alternately (dispatch, combine, dispatch, ...).
  * Errors are ncclResult_t codes with a message for ncclGetLastError;
  * ncclTimeout when a peer did not signal within the timeout (late, or gone).
@@ -53,7 +64,7 @@ typedef struct {
   int tileRows;         /* padding unit of the receive blocks and outputs (0: 1) */
   float capacityFactor; /* 0: worst-case capacity (no overflow); f > 0: f times the mean load per (rank, expert) */
   braidMoeLayout_t layout;
-  int blocks;    /* host: agents (threads) per rank that put rows; 0: 1 */
+  int blocks;    /* agents per rank that put rows: host threads (0: 1), CUDA CTAs (0: 8) */
   int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
 } braidMoeConfig_t;
 
@@ -93,7 +104,12 @@ ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t*
 ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights, void* outTokens,
                              cudaStream_t stream);
 
+/* CUDA: the counts of the kernels that completed (synchronize the stream
+ * first for a call's). */
 ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats);
+/* *asyncError: what a call that already returned hit since (CUDA: its
+ * kernels), with its message for ncclGetLastError; ncclSuccess if nothing. */
+ncclResult_t braidMoeGetAsyncError(braidMoe_t moe, ncclResult_t* asyncError);
 
 /* Collective. */
 ncclResult_t braidMoeDestroy(braidMoe_t moe);

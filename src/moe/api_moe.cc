@@ -1,17 +1,22 @@
-// The C entry points of braid/moe.h: argument checks, then the host
-// implementation (host_moe.h); no exception crosses them (shim's guarded),
-// and every error is recorded for ncclGetLastError and NCCL_DEBUG=WARN.
+// The C entry points of braid/moe.h: argument checks, then the backend the
+// communicator's device picks (host_moe.h, or cuda/cuda_moe.h); no
+// exception crosses them (shim's guarded), and every error is recorded for
+// ncclGetLastError and NCCL_DEBUG=WARN.
 #include "braid/moe.h"
 
 #include <memory>
 
 #include "src/moe/host_moe.h"
+#include "src/moe/nccl_call.h"
 #include "src/shim/api.h"
+#if BRAID_MOE_CUDA
+#include "src/moe/cuda/cuda_moe.h"
+#endif
 
 using namespace braid;
 
 struct braidMoe {
-  std::unique_ptr<moe::HostMoe> impl;
+  std::unique_ptr<moe::MoeBackend> impl;
 };
 
 namespace {
@@ -30,8 +35,19 @@ BRAID_API ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* c
     *moe = nullptr;
     BRAID_TRY(check_comm(comm));
     if (!config) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: config is NULL");
+    int device = -1;
+    BRAID_TRY(moe::nccl_status(comm, ncclCommCuDevice(comm, &device), "ncclCommCuDevice"));
     auto handle = std::make_unique<braidMoe>();
-    BRAID_TRY(moe::HostMoe::create(comm, *config, &handle->impl));
+    if (device < 0) {
+      BRAID_TRY(moe::HostMoe::create(comm, *config, &handle->impl));
+    } else {
+#if BRAID_MOE_CUDA
+      BRAID_TRY(moe::cuda::CudaMoe::create(comm, *config, device, &handle->impl));
+#else
+      return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: the communicator is on a CUDA device, and this braid "
+                         "was built without the CUDA MoE kernels (no CUDA, or no nccl_device headers)");
+#endif
+    }
     *moe = handle.release();
     return Status::ok();
   });
@@ -51,7 +67,7 @@ BRAID_API ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, cons
                                         cudaStream_t stream) {
   return guarded(comm_of(moe), "braidMoeDispatch", [&]() -> Status {
     BRAID_TRY(check_handle(moe));
-    return moe->impl->dispatch(tokens, topkIdx, numTokens, recvTokens, recvCounts, droppedRows);
+    return moe->impl->dispatch(tokens, topkIdx, numTokens, recvTokens, recvCounts, droppedRows, stream);
   });
 }
 
@@ -59,7 +75,7 @@ BRAID_API ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, co
                                        void* outTokens, cudaStream_t stream) {
   return guarded(comm_of(moe), "braidMoeCombine", [&]() -> Status {
     BRAID_TRY(check_handle(moe));
-    return moe->impl->combine(expertOut, topkWeights, outTokens);
+    return moe->impl->combine(expertOut, topkWeights, outTokens, stream);
   });
 }
 
@@ -67,7 +83,16 @@ BRAID_API ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats) 
   return guarded(comm_of(moe), "braidMoeGetStats", [&]() -> Status {
     BRAID_TRY(check_handle(moe));
     if (!stats) return BRAID_ERROR(ncclInvalidArgument, "braidMoeGetStats: stats is NULL");
-    *stats = moe->impl->stats();
+    return moe->impl->stats(stats);
+  });
+}
+
+BRAID_API ncclResult_t braidMoeGetAsyncError(braidMoe_t moe, ncclResult_t* asyncError) {
+  return guarded(comm_of(moe), "braidMoeGetAsyncError", [&]() -> Status {
+    BRAID_TRY(check_handle(moe));
+    if (!asyncError) return BRAID_ERROR(ncclInvalidArgument, "braidMoeGetAsyncError: asyncError is NULL");
+    // Its message goes to ncclGetLastError, as a failed call's would.
+    *asyncError = report(comm_of(moe), "braidMoeGetAsyncError", moe->impl->async_error());
     return Status::ok();
   });
 }

@@ -18,24 +18,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "braid/moe/counters.h"
 #include "src/base/deadline.h"
 #include "src/moe/window_routes.h"
 
 namespace braid::moe {
-
-struct HostCounters {
-  uint64_t bytes_remote = 0, signal_bytes_remote = 0, bytes_local = 0;
-  uint64_t signals_remote = 0, signals_local = 0, fences = 0;
-  HostCounters& operator+=(const HostCounters& o) {
-    bytes_remote += o.bytes_remote;
-    signal_bytes_remote += o.signal_bytes_remote;
-    bytes_local += o.bytes_local;
-    signals_remote += o.signals_remote;
-    signals_local += o.signals_local;
-    fences += o.fences;
-    return *this;
-  }
-};
 
 class HostMemory {
  public:
@@ -49,7 +36,7 @@ class HostMemory {
       std::memcpy(remote, local, bytes);
     else
       runs_.add(peer, static_cast<char*>(remote), local, bytes);
-    (peer == self_ ? counters_.bytes_local : counters_.bytes_remote) += bytes;
+    counters_.put(peer == self_, bytes);
   }
   void fence() {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -61,13 +48,7 @@ class HostMemory {
     } else {
       routes_->put(peer, remote, words, size_t(n) * sizeof(uint64_t), word_signal_);
     }
-    if (peer == self_) {
-      counters_.signals_local += uint64_t(n);
-      counters_.bytes_local += uint64_t(n) * sizeof(uint64_t);
-    } else {
-      counters_.signals_remote += uint64_t(n);
-      counters_.signal_bytes_remote += uint64_t(n) * sizeof(uint64_t);
-    }
+    counters_.signals(peer == self_, n);
   }
   uint64_t load(const uint64_t* word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
   // Gathered RMA puts leave first: the leader's signals must follow them.
@@ -80,7 +61,7 @@ class HostMemory {
   void pause() { waiter_.pause(); }
   void progressed() { waiter_.reset(); }
 
-  const HostCounters& counters() const { return counters_; }
+  const Counters& counters() const { return counters_; }
   void clear() { counters_ = {}; }
 
  private:
@@ -88,7 +69,7 @@ class HostMemory {
   int word_signal_;
   WindowRoutes* routes_;
   PutRuns runs_;
-  HostCounters counters_;
+  Counters counters_;
   Waiter waiter_;
 };
 

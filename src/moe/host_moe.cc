@@ -10,80 +10,10 @@
 #include "src/base/deadline.h"
 #include "src/base/env.h"
 #include "src/moe/elements.h"
+#include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 
 namespace braid::moe {
-
-namespace {
-
-// What a rank's config fails, or "" (the rank count, the backend).
-std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
-  if (c.size != sizeof(braidMoeConfig_t))
-    return fmt::format("config.size is {}, not sizeof(braidMoeConfig_t) = {} (use BRAID_MOE_CONFIG_INITIALIZER)",
-                       c.size, sizeof(braidMoeConfig_t));
-  if (device >= 0)
-    return "the communicator is on a CUDA device; MoE dispatch/combine runs on the host backend only (the device "
-           "library is issue 40's GPU part)";
-  if (c.numExperts <= 0 || c.numExperts % nranks != 0)
-    return fmt::format("numExperts {} is not a positive multiple of the {} ranks", c.numExperts, nranks);
-  if (c.topK <= 0 || c.topK > c.numExperts)
-    return fmt::format("topK {} is not in [1, numExperts = {}]", c.topK, c.numExperts);
-  if (c.hidden <= 0) return fmt::format("hidden {} is not positive", c.hidden);
-  if (c.maxTokensPerRank <= 0) return fmt::format("maxTokensPerRank {} is not positive", c.maxTokensPerRank);
-  if (element_bytes(c.dtype) == 0)
-    return fmt::format("dtype {} is not a MoE row type (float32, float16, bfloat16, fp8 e4m3, fp8 e5m2)",
-                       int(c.dtype));
-  if (c.tileRows < 0 || c.tileRows > 4096) return fmt::format("tileRows {} is not in [0, 4096]", c.tileRows);
-  if (!(c.capacityFactor >= 0.0f) || c.capacityFactor > 1e6f)
-    return fmt::format("capacityFactor {} is not 0 (worst case) or positive", c.capacityFactor);
-  if (c.layout != braidMoeExpertMajor && c.layout != braidMoeRankMajor)
-    return fmt::format("layout {} is neither braidMoeExpertMajor nor braidMoeRankMajor", int(c.layout));
-  if (c.blocks < 0 || c.blocks > 64) return fmt::format("blocks {} is not in [0, 64]", c.blocks);
-  if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
-  // The window: two halves of every block full.
-  const double bytes = 2.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
-                       double(c.hidden) * element_bytes(c.dtype);
-  if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
-  return "";
-}
-
-Shape shape_of(const braidMoeConfig_t& c, int nranks) {
-  Shape s;
-  s.nranks = nranks;
-  s.experts = c.numExperts;
-  s.local_experts = c.numExperts / nranks;
-  s.top_k = c.topK;
-  s.hidden = c.hidden;
-  s.elem_bytes = element_bytes(c.dtype);
-  s.max_tokens = c.maxTokensPerRank;
-  s.tile_rows = c.tileRows > 0 ? c.tileRows : 1;
-  s.capacity = c.capacityFactor > 0
-                   ? factor_capacity(s.max_tokens, s.top_k, s.experts, double(c.capacityFactor), s.tile_rows)
-                   : worst_case_capacity(s.max_tokens, s.tile_rows);
-  return s;
-}
-
-// What every rank must have alike, then whether this rank's config passed.
-constexpr int kAgreed = 9;
-void agreement(const Shape& s, const braidMoeConfig_t& c, bool ok, int64_t* v) {
-  v[0] = ok;
-  v[1] = s.experts;
-  v[2] = s.top_k;
-  v[3] = s.hidden;
-  v[4] = s.max_tokens;
-  v[5] = int64_t(c.dtype);
-  v[6] = s.tile_rows;
-  v[7] = s.capacity;
-  v[8] = int64_t(c.layout);
-}
-const char* const kAgreedNames[kAgreed] = {"ok",  "numExperts", "topK",     "hidden", "maxTokensPerRank",
-                                           "dtype", "tileRows", "capacity", "layout"};
-
-int timeout_of(const braidMoeConfig_t& c) {
-  return c.timeoutMs > 0 ? c.timeoutMs : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
-}
-
-}  // namespace
 
 HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config)
     : comm_(comm),
@@ -92,7 +22,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
       window_(WindowLayout::of(shape)),
       layout_(config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor),
       dtype_(config.dtype),
-      timeout_ms_(timeout_of(config)),
+      timeout_ms_(timeout_ms_of(config)),
       pool_(config.blocks),
       dispatch_arrivals_(size_t(shape.nranks), 0),
       combine_arrivals_(size_t(shape.nranks), 0),
@@ -103,32 +33,11 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
 
 HostMoe::~HostMoe() = default;
 
-Status HostMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, std::unique_ptr<HostMoe>* out) {
-  int nranks = 0, rank = 0, device = -1;
-  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+Status HostMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, std::unique_ptr<MoeBackend>* out) {
+  int rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
-  BRAID_TRY(nccl_status(comm, ncclCommCuDevice(comm, &device), "ncclCommCuDevice"));
-
-  // Every rank takes part in the agreement even with a bad config, so that
-  // all fail alike instead of some waiting for the others in the window's
-  // registration.
-  const std::string problem = check_config(config, nranks, device);
-  const Shape shape = problem.empty() ? shape_of(config, nranks) : Shape{};
-  std::vector<int64_t> mine(kAgreed), all(size_t(kAgreed) * nranks);
-  agreement(shape, config, problem.empty(), mine.data());
-  BRAID_TRY(nccl_status(comm, ncclAllGather(mine.data(), all.data(), kAgreed, ncclInt64, comm, nullptr),
-                        "the config agreement (ncclAllGather)"));
-  if (!problem.empty()) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: {}", problem);
-  for (int r = 0; r < nranks; ++r) {
-    const int64_t* theirs = &all[size_t(r) * kAgreed];
-    if (!theirs[0])
-      return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: rank {}'s config is invalid (its error says why)", r);
-    for (int i = 1; i < kAgreed; ++i)
-      if (theirs[i] != mine[i])
-        return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: rank {} has {} = {}, rank {} has {}", r,
-                           kAgreedNames[i], theirs[i], rank, mine[i]);
-  }
-
+  Shape shape;
+  BRAID_TRY(agree_config(comm, config, -1, &shape));
   std::unique_ptr<HostMoe> moe(new HostMoe(comm, rank, shape, config));
   BRAID_TRY(OwnWindow::open(comm, moe->window_.bytes, "MoE", &moe->own_));
   moe->agents_.assign(size_t(moe->pool_.blocks()), HostMemory(rank, &moe->own_->routes()));
@@ -178,7 +87,7 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
 
 void HostMoe::collect_stats() {
   for (auto& a : agents_) {
-    const HostCounters& c = a.counters();
+    const Counters& c = a.counters();
     stats_.payloadBytesRemote += c.bytes_remote;
     stats_.signalBytesRemote += c.signal_bytes_remote;
     stats_.bytesLocal += c.bytes_local;
@@ -190,7 +99,7 @@ void HostMoe::collect_stats() {
 }
 
 Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
-                         int64_t* dropped) {
+                         int64_t* dropped, cudaStream_t) {
   if (combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
                        "combine alternate: the windows still hold that call's rows)");
@@ -246,7 +155,7 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   return Status::ok();
 }
 
-Status HostMoe::combine(const void* expert_out, const float* weights, void* out) {
+Status HostMoe::combine(const void* expert_out, const float* weights, void* out, cudaStream_t) {
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
   if ((tokens_ > 0 && (!weights || !out)) || !expert_out)
@@ -293,6 +202,9 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out)
   return Status::ok();
 }
 
-braidMoeStats_t HostMoe::stats() const { return stats_; }
+Status HostMoe::stats(braidMoeStats_t* out) {
+  *out = stats_;
+  return Status::ok();
+}
 
 }  // namespace braid::moe

@@ -52,25 +52,25 @@
 #include "src/base/status.h"
 #include "src/moe/blocks.h"
 #include "src/moe/host_memory.h"
+#include "src/moe/moe_backend.h"
 #include "src/moe/own_window.h"
 
 namespace braid::moe {
 
-class HostMoe {
+// Every call completes before it returns; the stream is not used.
+class HostMoe : public MoeBackend {
  public:
   // Collective over comm's ranks.
-  static Status create(ncclComm_t comm, const braidMoeConfig_t& config, std::unique_ptr<HostMoe>* out);
-  ~HostMoe();
+  static Status create(ncclComm_t comm, const braidMoeConfig_t& config, std::unique_ptr<MoeBackend>* out);
+  ~HostMoe() override;
 
   Status dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
-                  int64_t* dropped);
-  Status combine(const void* expert_out, const float* weights, void* out);
-  // Collective: a barrier, then the window is deregistered and freed.
-  Status destroy();
-
-  ncclComm_t comm() const { return comm_; }
-  const Shape& shape() const { return shape_; }
-  braidMoeStats_t stats() const;
+                  int64_t* dropped, cudaStream_t stream) override;
+  Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) override;
+  Status destroy() override;
+  Status stats(braidMoeStats_t* out) override;
+  ncclComm_t comm() const override { return comm_; }
+  const Shape& shape() const override { return shape_; }
 
  private:
   HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);

@@ -35,7 +35,7 @@ else
 fi
 
 # braid's own C extensions (include/braid/moe.h, alltoallv.h) are exported too, and only those.
-moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeDestroy"
+moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeGetAsyncError braidMoeDestroy"
 moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvDestroy"
 for f in $moe_functions; do
   nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" ||

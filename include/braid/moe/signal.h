@@ -26,6 +26,10 @@ BRAID_HD uint32_t signal_epoch(uint64_t word) { return uint32_t(word >> 32); }
 BRAID_HD uint32_t signal_count(uint64_t word) { return uint32_t(word); }
 
 BRAID_HD uint32_t next_epoch(uint32_t epoch) { return epoch + 1 == 0 ? 1 : epoch + 1; }
+// The epoch of call number `call` (1, 2, ...): next_epoch applied `call`
+// times to 0, for a caller that keeps the call count and not the epoch (a
+// kernel replayed from a CUDA graph reads the count from memory).
+BRAID_HD uint32_t epoch_of_call(uint64_t call) { return uint32_t((call - 1) % 0xffffffffull) + 1; }
 
 // Whether `seen` is `want` or later, wrap-safe.
 BRAID_HD bool epoch_reached(uint32_t seen, uint32_t want) {

@@ -1,0 +1,224 @@
+// braid's MoE device library (issue 40): dispatch and combine primitives a
+// user's kernel calls, on NCCL's device API.  Header-only; include it from
+// CUDA code built against NCCL's nccl_device headers (2.28 or later), with
+// braid's include/ on the path.
+//
+// The protocol is include/braid/moe/protocol.h, written once for the host
+// and the device: rows go out as plain puts with no signal; every agent
+// (here: a cooperative group the caller picks, a CTA, a warp, a warp span)
+// arrives on a per-destination counter; the last arriver is the leader and
+// does one ordering point, then the destination's signal words, each
+// carrying a row count and the call's epoch.  The layout
+// (include/braid/moe/layout.h) is symmetric, so a sender computes every
+// remote offset itself; signals are never reset, epochs move on instead.
+//
+// What this header adds for a device:
+//   LsaMemory<Coop>   the memory model over an ncclWindow_t whose peers are
+//                     in this rank's LSA team (NVLink, or ranks sharing a
+//                     GPU): a put is a cooperative copy through
+//                     ncclGetPeerPointer, the fence a system-scope fence,
+//                     a signal word a system-scope release store, an
+//                     arrival an acq_rel fetch-add whose result the whole
+//                     group sees.  It counts what it moved (counters.h).
+//   Timeout           a bounded wait's clock (%globaltimer), which also
+//                     stops when a shared stop word is raised.
+//   plan_routes_coop  planning from the top-k indices by one group, with
+//                     exactly the slots of plan.h's sequential planner, so
+//                     host and device outputs match row for row.
+//   copy_coop         the group's vectorised copy the puts use.
+// With those the primitives are protocol.h's put_row / put_rows / arrive /
+// commit / test / wait, and calls.h's dispatch_agent / combine_agent, all
+// called by every thread of the group.
+//
+// A usage sketch, inside a persistent kernel (one CTA per agent):
+//   braid::moe::LsaMemory<ncclCoopCta> mm(ncclCoopCta(), window, 0);
+//   braid::moe::dispatch_agent(mm, shape, layout, call, rows, blockIdx.x, gridDim.x);
+//   ... then test()/wait() on this rank's dispatch_signals half.
+// src/moe/cuda/moe_kernels.cu is this library's own host-launched user.
+#pragma once
+
+#include <cuda/atomic>
+#include <nccl_device.h>
+#include <stdint.h>
+
+#include "braid/moe/calls.h"
+#include "braid/moe/counters.h"
+#include "braid/moe/layout.h"
+#include "braid/moe/plan.h"
+#include "braid/moe/protocol.h"
+#include "braid/moe/signal.h"
+
+namespace braid::moe {
+
+// Thread 0's value, for every thread of the group.
+template <int N>
+__device__ __forceinline__ uint32_t coop_broadcast(ncclCoopTile<N> coop, uint32_t v) {
+  return __shfl_sync(coop.laneMask(), v, 0, N);
+}
+__device__ __forceinline__ uint32_t coop_broadcast(ncclCoopLanes coop, uint32_t v) {
+  return __shfl_sync(coop.lmask, v, __ffs(coop.lmask) - 1);
+}
+__device__ __forceinline__ uint32_t coop_broadcast(ncclCoopCta coop, uint32_t v) {
+  __shared__ uint32_t slot;
+  coop.sync();
+  if (coop.thread_rank() == 0) slot = v;
+  coop.sync();
+  return slot;
+}
+__device__ __forceinline__ uint32_t coop_broadcast(ncclCoopWarpSpan coop, uint32_t v) {
+  __shared__ uint32_t slots[16];  // one per span id (NCCL: ids are 0..15)
+  coop.sync();
+  if (coop.thread_rank() == 0) slots[coop.id] = v;
+  coop.sync();
+  return slots[coop.id];
+}
+
+// The group copies `bytes` from `src` to `dst`, 16 bytes at a time where
+// both are 16-byte aligned, bytes after.  No ordering (a put).
+template <class Coop>
+__device__ __forceinline__ void copy_coop(Coop coop, void* dst, const void* src, size_t bytes) {
+  size_t done = 0;
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
+    const size_t n16 = bytes / 16;
+    uint4* d = static_cast<uint4*>(dst);
+    const uint4* s = static_cast<const uint4*>(src);
+    for (size_t i = coop.thread_rank(); i < n16; i += coop.size()) d[i] = s[i];
+    done = n16 * 16;
+  }
+  for (size_t i = done + coop.thread_rank(); i < bytes; i += coop.size())
+    static_cast<char*>(dst)[i] = static_cast<const char*>(src)[i];
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
+// protocol.h's memory model for peers in this rank's LSA team, with the
+// protocol's region at `offset` of every rank's `window`.  Every method is
+// called by every thread of the group; thread 0 does the ordering and the
+// signal stores, and the counting.
+template <class Coop>
+class LsaMemory {
+ public:
+  __device__ LsaMemory(Coop coop, ncclWindow_t window, size_t offset, int self)
+      : coop_(coop), window_(window), offset_(offset), self_(self) {}
+
+  __device__ char* window(int peer) const { return static_cast<char*>(ncclGetPeerPointer(window_, offset_, peer)); }
+  __device__ void put(int peer, void* remote, const void* local, size_t bytes) {
+    copy_coop(coop_, remote, local, bytes);
+    if (coop_.thread_rank() == 0) counters_.put(peer == self_, bytes);
+  }
+  // Every thread's puts, and those the leader's arrival acquired, before
+  // the signals that follow.
+  __device__ void fence() {
+    coop_.sync();
+    if (coop_.thread_rank() == 0) {
+      cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
+      ++counters_.fences;
+    }
+    coop_.sync();
+  }
+  __device__ void signal_words(int peer, uint64_t* remote, const uint64_t* words, int32_t n) {
+    if (coop_.thread_rank() == 0) {
+      for (int32_t i = 0; i < n; ++i)
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(remote[i]).store(words[i], cuda::memory_order_release);
+      counters_.signals(peer == self_, n);
+    }
+    coop_.sync();
+  }
+  __device__ uint64_t load(const uint64_t* word) {
+    return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*const_cast<uint64_t*>(word))
+        .load(cuda::memory_order_acquire);
+  }
+  // The group's puts are done (sync), then thread 0's release-acquire
+  // fetch-add; every thread gets the old value.
+  __device__ uint32_t arrive(uint32_t* counter) {
+    coop_.sync();
+    uint32_t before = 0;
+    if (coop_.thread_rank() == 0) {
+      cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
+      before = cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*counter).fetch_add(1u,
+                                                                                          cuda::memory_order_acq_rel);
+    }
+    return coop_broadcast(coop_, before);
+  }
+  __device__ void pause() { __nanosleep(64); }
+
+  __device__ const Counters& counters() const { return counters_; }  // thread 0's are the group's
+
+ private:
+  Coop coop_;
+  ncclWindow_t window_;
+  size_t offset_;
+  int self_;
+  Counters counters_;
+};
+
+// A bounded wait's `expired` (protocol.h wait): past `deadline_ns` on the
+// %globaltimer clock, or `stop` raised (another agent of this call gave up,
+// so this one stops waiting too).
+struct Timeout {
+  uint64_t deadline_ns;
+  const int32_t* stop;  // may be null
+  __device__ static Timeout after(uint64_t ns, const int32_t* stop) { return {globaltimer_ns() + ns, stop}; }
+  __device__ bool operator()() const {
+    if (stop && cuda::atomic_ref<int32_t, cuda::thread_scope_system>(*const_cast<int32_t*>(stop))
+                        .load(cuda::memory_order_relaxed))
+      return true;
+    return globaltimer_ns() > deadline_ns;
+  }
+};
+
+// plan.h's plan_routes by a group, with the same slots: the thread that
+// owns expert e scans the (token, k) choices in order (staged through
+// `stage`, `stage_len` ints of shared memory) and numbers e's choices as
+// the sequential planner does.  The result is thread 0's.
+template <class Coop>
+__device__ PlanResult plan_routes_coop(Coop coop, const Shape& s, const int32_t* topk, int32_t tokens, int32_t* wanted,
+                                       int32_t* slots, int32_t* stage, int32_t stage_len) {
+  const int64_t n = int64_t(tokens) * s.top_k;
+  // Choices of no expert (-1) send nothing; any other out of range is a bad index.
+  int32_t bad_token = -1;
+  for (int64_t i = coop.thread_rank(); i < n; i += coop.size()) {
+    const int32_t e = topk[i];
+    if (e >= 0 && e < s.experts) continue;
+    slots[i] = kNoSlot;
+    if (e != -1 && bad_token < 0) bad_token = int32_t(i / s.top_k);
+  }
+  for (int32_t e0 = 0; e0 < s.experts; e0 += coop.size()) {
+    const int32_t e = e0 + coop.thread_rank();
+    int32_t count = 0;
+    for (int64_t first = 0; first < n; first += stage_len) {
+      const int32_t len = int32_t(n - first < stage_len ? n - first : stage_len);
+      coop.sync();
+      for (int32_t j = coop.thread_rank(); j < len; j += coop.size()) stage[j] = topk[first + j];
+      coop.sync();
+      if (e < s.experts)
+        for (int32_t j = 0; j < len; ++j)
+          if (stage[j] == e) {
+            slots[first + j] = count < s.capacity ? count : kNoSlot;
+            ++count;
+          }
+    }
+    if (e < s.experts) wanted[e] = count;
+  }
+  coop.sync();
+  if (coop.thread_rank() == 0) stage[0] = INT32_MAX;
+  coop.sync();
+  if (bad_token >= 0) atomicMin(&stage[0], bad_token);
+  coop.sync();
+  PlanResult r;
+  if (coop.thread_rank() == 0) {
+    for (int32_t e = 0; e < s.experts; ++e) {
+      r.routed += wanted[e];
+      if (wanted[e] > s.capacity) r.dropped += wanted[e] - s.capacity;
+    }
+    r.bad_token = stage[0] == INT32_MAX ? -1 : stage[0];
+  }
+  coop.sync();  // `stage` is the caller's again
+  return r;
+}
+
+}  // namespace braid::moe

@@ -1,0 +1,80 @@
+// What the host-launched MoE kernels (moe_kernels.cu) read and write, set up
+// by CudaMoe (cuda_moe.h).  Plain C++: the host side is compiled without
+// nvcc.
+//
+// A CUDA graph replays a kernel with the arguments it was captured with, so
+// nothing that changes from call to call is an argument: the call number
+// (and from it the epoch, signal.h epoch_of_call) lives in DeviceMoeState,
+// read by every CTA when the kernel starts and advanced by the last CTA to
+// finish.  Calls of one handle are stream-ordered (one stream, or streams
+// the caller orders), as NCCL's calls on one communicator are.
+#pragma once
+
+#include <cstdint>
+
+#include "braid/moe.h"
+#include "braid/moe/layout.h"
+#include "nccl.h"
+
+namespace braid::moe::cuda {
+
+// Device memory, zeroed at create.
+struct DeviceMoeState {
+  uint64_t dispatch_calls, combine_calls;  // calls completed
+  uint64_t dispatch_exits, combine_exits;  // CTAs that finished a call, all calls
+  uint64_t plan_ready;                     // the dispatch call whose plan CTA 0 wrote
+  int32_t tokens;                          // the last dispatch's token count, for its combine
+  int32_t stop;                            // raised with the first error: every wait gives up
+  braidMoeStats_t stats;
+};
+
+// What went wrong on the device, in mapped host memory: the first error
+// claims it, fills it, then publishes `code`.
+enum DeviceErrorCode : int32_t {
+  kDeviceOk = 0,
+  kDeviceTimeout = 1,       // no signal from `peer` for `local_expert` within the timeout
+  kDeviceOverCapacity = 2,  // `peer` signalled `value` rows for `local_expert`, over capacity
+  kDeviceBadExpert = 3,     // token `value` routes to an expert out of range
+  kDeviceRowsMismatch = 4,  // combine: `peer` returned `value` rows for `local_expert`, not what was sent
+};
+struct DeviceMoeError {
+  int32_t claimed;
+  int32_t code;
+  int32_t combine;  // 0: dispatch, 1: combine
+  int32_t peer, local_expert;
+  int64_t value;
+  uint64_t epoch;
+};
+
+struct DeviceMoe {
+  Shape shape;
+  WindowLayout layout;
+  OutputLayout output = OutputLayout::ExpertMajor;
+  ncclWindow_t window = nullptr;  // every rank's, in this rank's LSA team
+  int32_t rank = 0;
+  ncclDataType_t dtype = ncclBfloat16;
+  uint64_t timeout_ns = 0;
+  DeviceMoeState* state = nullptr;
+  uint32_t *dispatch_arrivals = nullptr, *combine_arrivals = nullptr;  // [nranks], never reset
+  int32_t *wanted = nullptr, *sent = nullptr;                          // [experts]
+  int32_t *topk = nullptr, *slots = nullptr;                           // [max_tokens][top_k], the last dispatch's
+  int32_t* received = nullptr;                                         // [nranks][local experts]
+  int64_t* first_row = nullptr;                                        // [nranks][local experts]
+  DeviceMoeError* error = nullptr;                                     // mapped host memory
+};
+
+// Shared memory a CTA of either kernel takes.
+size_t kernel_shared_bytes(const Shape& s);
+constexpr int kThreadsPerCta = 512;
+
+// On `stream`; 0 or a cudaError_t.  droppedRows: device memory or null.
+int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int32_t* topk, int32_t ntokens,
+                    void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
+int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
+                   cudaStream_t stream);
+
+// The ranks of comm's LSA team (those whose windows this rank's kernels
+// reach through ncclGetPeerPointer).
+int lsa_team_size(ncclComm_t comm);
+
+}  // namespace braid::moe::cuda

@@ -1,0 +1,249 @@
+// Host-launched MoE dispatch and combine (issue 40): one kernel each, on the
+// caller's stream, with counts kept on the device, so a dispatch+combine can
+// be captured in a CUDA graph.  They are users of braid's device library
+// (include/braid/moe.cuh): every CTA is one agent of calls.h's
+// dispatch_agent / combine_agent over LsaMemory, exactly what the host
+// backend's block threads run.
+//
+// Dispatch: CTA 0 copies the top-k indices (combine needs them after the
+// caller's buffer moved on) and plans (plan_routes_coop: the host planner's
+// slots); the other CTAs wait for its plan_ready word.  Then every CTA
+// puts its share of tokens and arrives; the leaders commit.  Then every
+// CTA waits, bounded, for every (source, local expert) signal of this
+// rank's dispatch half, computes the output offsets and copies its share of
+// the blocks into the output; CTA 0 writes the counts.
+// Combine: every CTA puts its share of the received blocks back into the
+// sources' combine halves and arrives; then it waits for every block of
+// its own combine half, checks the rows that came back, and sums its share
+// of tokens with their weights, in float, rounding as the host does.
+//
+// All CTAs of a kernel must be resident at once (CTAs wait for CTA 0's plan
+// and for peers): the host launches few (config blocks, default 8).  A
+// failed wait raises the state's stop word, so the CTAs still waiting give
+// up at once, and records the first error for the host (DeviceMoeError).
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include "braid/moe.cuh"
+#include "src/moe/cuda/device_moe.h"
+#include "src/ops/float_formats.h"
+
+namespace braid::moe::cuda {
+
+namespace {
+
+constexpr int32_t kStage = 1024;  // ints of shared memory the planner stages the indices through
+
+template <class T>
+__device__ __forceinline__ T load_acquire(const T& v) {
+  return ::cuda::atomic_ref<T, ::cuda::thread_scope_system>(const_cast<T&>(v)).load(::cuda::memory_order_acquire);
+}
+template <class T>
+__device__ __forceinline__ void store_release(T& v, T x) {
+  ::cuda::atomic_ref<T, ::cuda::thread_scope_system>(v).store(x, ::cuda::memory_order_release);
+}
+
+// The first error of the handle, for the host; then every wait stops.
+__device__ void report(const DeviceMoe& h, DeviceErrorCode code, bool combine, int32_t peer, int32_t le,
+                       int64_t value, uint32_t epoch) {
+  store_release(h.state->stop, int32_t(1));
+  if (atomicCAS(&h.error->claimed, 0, 1) != 0) return;
+  h.error->combine = combine;
+  h.error->peer = peer;
+  h.error->local_expert = le;
+  h.error->value = value;
+  h.error->epoch = epoch;
+  store_release(h.error->code, int32_t(code));
+}
+
+// Every (source, local expert) signal of one half, by the CTA's threads;
+// counts[] gets the counts (0 where the wait gave up).
+__device__ void wait_half(const DeviceMoe& h, LsaMemory<ncclCoopCta>& mm, uint64_t signals_at, uint32_t epoch,
+                          bool combine, int32_t* counts) {
+  const Shape& s = h.shape;
+  const auto* signals = reinterpret_cast<const uint64_t*>(mm.window(h.rank) + signals_at);
+  Timeout expired = Timeout::after(h.timeout_ns, &h.state->stop);
+  for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x) {
+    const int32_t src = int32_t(i / s.local_experts), le = int32_t(i % s.local_experts);
+    uint32_t count = 0;
+    if (wait(mm, signals, s, src, le, epoch, &count, expired) != WaitResult::Ok) {
+      if (!load_acquire(h.state->stop)) report(h, kDeviceTimeout, combine, src, le, 0, epoch);
+      count = 0;
+    } else if (count > uint32_t(s.capacity)) {
+      report(h, kDeviceOverCapacity, combine, src, le, count, epoch);
+      count = 0;
+    }
+    counts[i] = int32_t(count);
+  }
+  __syncthreads();
+}
+
+// Thread 0 adds the CTA's counters to the handle's statistics; the last
+// CTA of the call advances the call number.
+__device__ void finish(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, uint64_t call, bool combine) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  braidMoeStats_t& st = h.state->stats;
+  const Counters& c = mm.counters();
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.payloadBytesRemote), c.bytes_remote);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.signalBytesRemote), c.signal_bytes_remote);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.bytesLocal), c.bytes_local);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.signalsRemote), c.signals_remote);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.signalsLocal), c.signals_local);
+  atomicAdd(reinterpret_cast<unsigned long long*>(&st.fences), c.fences);
+  uint64_t& exits = combine ? h.state->combine_exits : h.state->dispatch_exits;
+  __threadfence();
+  if (atomicAdd(reinterpret_cast<unsigned long long*>(&exits), 1ull) + 1 == call * gridDim.x)
+    (combine ? h.state->combine_calls : h.state->dispatch_calls) = call;
+}
+
+__global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* topk, int32_t ntokens, char* out,
+                                int32_t* recv_counts, int64_t* dropped) {
+  extern __shared__ int64_t shared[];
+  const Shape& s = h.shape;
+  int64_t* first_row = shared;                                        // [blocks]
+  int32_t* counts = reinterpret_cast<int32_t*>(first_row + s.blocks());  // [blocks]
+  int32_t* stage = counts + s.blocks();                               // [kStage]
+  const ncclCoopCta cta;
+  const uint64_t call = h.state->dispatch_calls + 1;
+  const uint32_t epoch = epoch_of_call(call);
+
+  if (blockIdx.x == 0) {
+    copy_coop(cta, h.topk, topk, size_t(ntokens) * s.top_k * sizeof(int32_t));
+    const PlanResult plan = plan_routes_coop(cta, s, topk, ntokens, h.wanted, h.slots, stage, kStage);
+    for (int32_t e = threadIdx.x; e < s.experts; e += blockDim.x) h.sent[e] = sent_rows(s, h.wanted, e);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      if (plan.bad_token >= 0) report(h, kDeviceBadExpert, false, h.rank, -1, plan.bad_token, epoch);
+      h.state->stats.dispatches += 1;
+      h.state->stats.rowsRouted += uint64_t(plan.routed);
+      h.state->stats.rowsDropped += uint64_t(plan.dropped);
+      if (dropped) *dropped = plan.dropped;
+      h.state->tokens = ntokens;
+      __threadfence();
+      store_release(h.state->plan_ready, call);
+    }
+  } else if (threadIdx.x == 0) {
+    while (load_acquire(h.state->plan_ready) != call) __nanosleep(32);
+  }
+  __syncthreads();
+
+  LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
+  const CallState c{h.rank, call, epoch, h.dispatch_arrivals};
+  dispatch_agent(mm, s, h.layout, c, DispatchRows{tokens, h.topk, h.slots, h.sent, ntokens}, int32_t(blockIdx.x),
+                 int32_t(gridDim.x));
+
+  wait_half(h, mm, h.layout.dispatch_signals, epoch, false, counts);
+  if (threadIdx.x == 0) output_offsets(s, h.output, counts, first_row);
+  __syncthreads();
+  const char* half = mm.window(h.rank) + h.layout.dispatch_data;
+  for (int64_t i = blockIdx.x; i < s.blocks(); i += gridDim.x) {
+    const int32_t src = int32_t(i / s.local_experts), le = int32_t(i % s.local_experts);
+    copy_coop(cta, out + first_row[i] * s.row_bytes(), half + WindowLayout::row_offset(s, src, le, 0),
+              size_t(counts[i]) * size_t(s.row_bytes()));
+  }
+  if (blockIdx.x == 0)
+    for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x) {
+      recv_counts[i] = counts[i];
+      h.received[i] = counts[i];
+      h.first_row[i] = first_row[i];
+    }
+  finish(h, mm, call, false);
+}
+
+template <ncclDataType_t T>
+__device__ __forceinline__ float element(const char* row, int64_t i) {
+  if constexpr (T == ncclFloat32) return reinterpret_cast<const float*>(row)[i];
+  if constexpr (T == ncclFloat16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+  if constexpr (T == ncclBfloat16) return bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
+  if constexpr (T == ncclFloat8e4m3) return e4m3_to_float(reinterpret_cast<const uint8_t*>(row)[i]);
+  if constexpr (T == ncclFloat8e5m2) return e5m2_to_float(reinterpret_cast<const uint8_t*>(row)[i]);
+  return 0.0f;
+}
+template <ncclDataType_t T>
+__device__ __forceinline__ void set_element(char* row, int64_t i, float v) {
+  if constexpr (T == ncclFloat32) reinterpret_cast<float*>(row)[i] = v;
+  if constexpr (T == ncclFloat16) reinterpret_cast<uint16_t*>(row)[i] = float_to_half(v);
+  if constexpr (T == ncclBfloat16) reinterpret_cast<uint16_t*>(row)[i] = float_to_bf16(v);
+  if constexpr (T == ncclFloat8e4m3) reinterpret_cast<uint8_t*>(row)[i] = float_to_e4m3(v);
+  if constexpr (T == ncclFloat8e5m2) reinterpret_cast<uint8_t*>(row)[i] = float_to_e5m2(v);
+}
+
+template <ncclDataType_t T>
+__global__ void combine_kernel(DeviceMoe h, const char* expert_out, const float* weights, char* out) {
+  extern __shared__ int64_t shared[];
+  const Shape& s = h.shape;
+  int32_t* back = reinterpret_cast<int32_t*>(shared + s.blocks());
+  const ncclCoopCta cta;
+  const uint64_t call = h.state->combine_calls + 1;
+  const uint32_t epoch = epoch_of_call(call);
+
+  LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
+  const CallState c{h.rank, call, epoch, h.combine_arrivals};
+  combine_agent(mm, s, h.layout, c, CombineRows{expert_out, h.received, h.first_row}, int32_t(blockIdx.x),
+                int32_t(gridDim.x));
+
+  wait_half(h, mm, h.layout.combine_signals, epoch, true, back);
+  if (blockIdx.x == 0)
+    for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x)
+      if (back[i] != h.sent[i] && !load_acquire(h.state->stop))
+        report(h, kDeviceRowsMismatch, true, int32_t(i / s.local_experts), int32_t(i % s.local_experts), back[i],
+               epoch);
+
+  // Each token's rows, in k order, weighted and summed as the host does:
+  // products and sums rounded to float one by one (no fused multiply-add).
+  const char* half = mm.window(h.rank) + h.layout.combine_data;
+  const int32_t K = s.top_k, tokens = h.state->tokens;
+  const int64_t lo = int64_t(tokens) * blockIdx.x / gridDim.x, hi = int64_t(tokens) * (blockIdx.x + 1) / gridDim.x;
+  for (int64_t t = lo; t < hi; ++t)
+    for (int64_t x = threadIdx.x; x < s.hidden; x += blockDim.x) {
+      float acc = 0.0f;
+      for (int32_t k = 0; k < K; ++k) {
+        const int32_t slot = h.slots[t * K + k];
+        if (slot == kNoSlot) continue;
+        const int32_t e = h.topk[t * K + k];
+        const char* row = half + WindowLayout::row_offset(s, s.owner(e), s.local(e), slot);
+        acc = __fadd_rn(acc, __fmul_rn(weights[t * K + k], element<T>(row, x)));
+      }
+      set_element<T>(out + t * s.row_bytes(), x, acc);
+    }
+  if (blockIdx.x == 0 && threadIdx.x == 0) h.state->stats.combines += 1;
+  finish(h, mm, call, true);
+}
+
+template <ncclDataType_t T>
+int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
+                      cudaStream_t stream) {
+  combine_kernel<T><<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
+      h, static_cast<const char*>(expert_out), weights, static_cast<char*>(out));
+  return int(cudaGetLastError());
+}
+
+}  // namespace
+
+size_t kernel_shared_bytes(const Shape& s) {
+  return size_t(s.blocks()) * (sizeof(int64_t) + sizeof(int32_t)) + kStage * sizeof(int32_t);
+}
+
+int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int32_t* topk, int32_t ntokens,
+                    void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream) {
+  dispatch_kernel<<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
+      h, static_cast<const char*>(tokens), topk, ntokens, static_cast<char*>(out), recv_counts, dropped);
+  return int(cudaGetLastError());
+}
+
+int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
+                   cudaStream_t stream) {
+  switch (h.dtype) {
+    case ncclFloat32: return launch_combine_as<ncclFloat32>(h, ctas, expert_out, weights, out, stream);
+    case ncclFloat16: return launch_combine_as<ncclFloat16>(h, ctas, expert_out, weights, out, stream);
+    case ncclBfloat16: return launch_combine_as<ncclBfloat16>(h, ctas, expert_out, weights, out, stream);
+    case ncclFloat8e4m3: return launch_combine_as<ncclFloat8e4m3>(h, ctas, expert_out, weights, out, stream);
+    case ncclFloat8e5m2: return launch_combine_as<ncclFloat8e5m2>(h, ctas, expert_out, weights, out, stream);
+    default: return int(cudaErrorInvalidValue);
+  }
+}
+
+int lsa_team_size(ncclComm_t comm) { return ncclTeamLsa(comm).nRanks; }
+
+}  // namespace braid::moe::cuda

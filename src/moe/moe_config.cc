@@ -1,0 +1,149 @@
+#include "src/moe/moe_config.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "src/base/env.h"
+#include "src/moe/elements.h"
+#include "src/moe/nccl_call.h"
+
+#if BRAID_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace braid::moe {
+
+namespace {
+
+// What a rank's config fails, or "" (the rank count, the backend).
+std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
+  if (c.size != sizeof(braidMoeConfig_t))
+    return fmt::format("config.size is {}, not sizeof(braidMoeConfig_t) = {} (use BRAID_MOE_CONFIG_INITIALIZER)",
+                       c.size, sizeof(braidMoeConfig_t));
+#if !BRAID_WITH_CUDA
+  if (device >= 0) return "the communicator is on a CUDA device, and this braid was built without CUDA";
+#endif
+  if (c.numExperts <= 0 || c.numExperts % nranks != 0)
+    return fmt::format("numExperts {} is not a positive multiple of the {} ranks", c.numExperts, nranks);
+  if (c.topK <= 0 || c.topK > c.numExperts)
+    return fmt::format("topK {} is not in [1, numExperts = {}]", c.topK, c.numExperts);
+  if (c.hidden <= 0) return fmt::format("hidden {} is not positive", c.hidden);
+  if (c.maxTokensPerRank <= 0) return fmt::format("maxTokensPerRank {} is not positive", c.maxTokensPerRank);
+  if (element_bytes(c.dtype) == 0)
+    return fmt::format("dtype {} is not a MoE row type (float32, float16, bfloat16, fp8 e4m3, fp8 e5m2)",
+                       int(c.dtype));
+  if (c.tileRows < 0 || c.tileRows > 4096) return fmt::format("tileRows {} is not in [0, 4096]", c.tileRows);
+  if (!(c.capacityFactor >= 0.0f) || c.capacityFactor > 1e6f)
+    return fmt::format("capacityFactor {} is not 0 (worst case) or positive", c.capacityFactor);
+  if (c.layout != braidMoeExpertMajor && c.layout != braidMoeRankMajor)
+    return fmt::format("layout {} is neither braidMoeExpertMajor nor braidMoeRankMajor", int(c.layout));
+  if (c.blocks < 0 || c.blocks > 64) return fmt::format("blocks {} is not in [0, 64]", c.blocks);
+  if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
+  // The window: two halves of every block full.
+  const double bytes = 2.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
+                       double(c.hidden) * element_bytes(c.dtype);
+  if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
+  return "";
+}
+
+Shape shape_of(const braidMoeConfig_t& c, int nranks) {
+  Shape s;
+  s.nranks = nranks;
+  s.experts = c.numExperts;
+  s.local_experts = c.numExperts / nranks;
+  s.top_k = c.topK;
+  s.hidden = c.hidden;
+  s.elem_bytes = element_bytes(c.dtype);
+  s.max_tokens = c.maxTokensPerRank;
+  s.tile_rows = c.tileRows > 0 ? c.tileRows : 1;
+  s.capacity = c.capacityFactor > 0
+                   ? factor_capacity(s.max_tokens, s.top_k, s.experts, double(c.capacityFactor), s.tile_rows)
+                   : worst_case_capacity(s.max_tokens, s.tile_rows);
+  return s;
+}
+
+// What every rank must have alike, then whether this rank's config passed.
+constexpr int kAgreed = 9;
+void agreement(const Shape& s, const braidMoeConfig_t& c, bool ok, int64_t* v) {
+  v[0] = ok;
+  v[1] = s.experts;
+  v[2] = s.top_k;
+  v[3] = s.hidden;
+  v[4] = s.max_tokens;
+  v[5] = int64_t(c.dtype);
+  v[6] = s.tile_rows;
+  v[7] = s.capacity;
+  v[8] = int64_t(c.layout);
+}
+const char* const kAgreedNames[kAgreed] = {"ok",  "numExperts", "topK",     "hidden", "maxTokensPerRank",
+                                           "dtype", "tileRows", "capacity", "layout"};
+
+}  // namespace
+
+int timeout_ms_of(const braidMoeConfig_t& c) {
+  return c.timeoutMs > 0 ? c.timeoutMs : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
+}
+
+
+Status all_gather_words(ncclComm_t comm, int device, const int64_t* mine, int64_t* all, size_t count,
+                        const std::string& what) {
+  int nranks = 0;
+  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+  if (device < 0)
+    return nccl_status(comm, ncclAllGather(mine, all, count, ncclInt64, comm, nullptr), what + " (ncclAllGather)");
+#if BRAID_WITH_CUDA
+  const size_t bytes = count * sizeof(int64_t), total = bytes * size_t(nranks);
+  int64_t* staged = nullptr;
+  cudaStream_t stream = nullptr;
+  auto cuda = [&](cudaError_t e, const char* call) {
+    return e == cudaSuccess ? Status::ok()
+                            : BRAID_ERROR(ncclUnhandledCudaError, "{}: {} failed: {}", what, call, cudaGetErrorString(e));
+  };
+  Status s = cuda(cudaSetDevice(device), "cudaSetDevice");
+  if (s.is_ok()) s = cuda(cudaMalloc(reinterpret_cast<void**>(&staged), bytes + total), "cudaMalloc");
+  if (s.is_ok()) s = cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (s.is_ok()) s = cuda(cudaMemcpy(staged, mine, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  if (s.is_ok())
+    s = nccl_status(comm, ncclAllGather(staged, staged + count, count, ncclInt64, comm, stream),
+                    what + " (ncclAllGather)");
+  if (s.is_ok()) s = cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  if (s.is_ok()) s = cuda(cudaMemcpy(all, staged + count, total, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  if (stream) cudaStreamDestroy(stream);
+  if (staged) cudaFree(staged);
+  return s;
+#else
+  return BRAID_ERROR(ncclInvalidArgument, "{}: the communicator is on a CUDA device, and this braid was built "
+                     "without CUDA", what);
+#endif
+}
+
+Status gather_word(ncclComm_t comm, int device, int64_t mine, std::vector<int64_t>* all, const std::string& what) {
+  int nranks = 0;
+  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+  all->assign(size_t(nranks), 0);
+  return all_gather_words(comm, device, &mine, all->data(), 1, what);
+}
+
+Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device, Shape* shape) {
+  int nranks = 0, rank = 0;
+  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+  BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
+  const std::string problem = check_config(config, nranks, device);
+  *shape = problem.empty() ? shape_of(config, nranks) : Shape{};
+  std::vector<int64_t> mine(kAgreed), all(size_t(kAgreed) * nranks);
+  agreement(*shape, config, problem.empty(), mine.data());
+  BRAID_TRY(all_gather_words(comm, device, mine.data(), all.data(), kAgreed, "the config agreement"));
+  if (!problem.empty()) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: {}", problem);
+  for (int r = 0; r < nranks; ++r) {
+    const int64_t* theirs = &all[size_t(r) * kAgreed];
+    if (!theirs[0])
+      return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: rank {}'s config is invalid (its error says why)", r);
+    for (int i = 1; i < kAgreed; ++i)
+      if (theirs[i] != mine[i])
+        return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: rank {} has {} = {}, rank {} has {}", r,
+                           kAgreedNames[i], theirs[i], rank, mine[i]);
+  }
+  return Status::ok();
+}
+
+}  // namespace braid::moe

@@ -1,0 +1,31 @@
+// A MoE handle's config (braid/moe.h): checked on every rank, turned into
+// the protocol's Shape, and agreed on by all ranks before any memory is
+// taken, for the host and the CUDA handle alike.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "braid/moe.h"
+#include "braid/moe/layout.h"
+#include "nccl.h"
+#include "src/base/status.h"
+
+namespace braid::moe {
+
+// Collective over comm's ranks.  Every rank takes part even with a bad
+// config, so that all fail alike instead of some waiting for the others;
+// then *shape is the agreed shape.  `device`: comm's CUDA device, or -1.
+Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device, Shape* shape);
+
+// The bound of every wait: the config's, or BRAID_TIMEOUT.
+int timeout_ms_of(const braidMoeConfig_t& config);
+
+// An AllGather of int64 words from host memory, on a host or a CUDA
+// communicator (staged through device memory there, with a stream of its own).
+Status all_gather_words(ncclComm_t comm, int device, const int64_t* mine, int64_t* all, size_t count,
+                        const std::string& what);
+// One word from every rank: *all[r] is rank r's.
+Status gather_word(ncclComm_t comm, int device, int64_t mine, std::vector<int64_t>* all, const std::string& what);
+
+}  // namespace braid::moe
