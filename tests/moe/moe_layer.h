@@ -56,8 +56,26 @@ inline std::vector<int64_t> first_rows(const Case& c, int n, const std::vector<i
   return first;
 }
 
+// Where a layer's buffers are when braid gets them: host memory as they are
+// (the host backend).  A CUDA communicator's side (tests/gpu/moe_cuda.cc)
+// hands braid device copies on its stream instead, and copies the outputs
+// back in done(), so both backends run these same checks.
+struct HostSide {
+  const void* in(const void* p, size_t) { return p; }
+  void* out(void* p, size_t) { return p; }
+  cudaStream_t stream() const { return nullptr; }
+  bool done(mp::Failures&) { return true; }  // the outputs are in the caller's vectors
+  void sum(ncclComm_t comm, double* v, mp::Failures& f) {
+    double all = 0;
+    MP_NCCL(f, ncclAllReduce(v, &all, 1, ncclFloat64, ncclSum, comm, nullptr));
+    *v = all;
+  }
+};
+
 // Runs layer `layer`; returns false after the first failure (f counts it).
-inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Failures& f, Expected* x) {
+template <class Side = HostSide>
+bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Failures& f, Expected* x,
+               Side& side) {
   const int L = c.experts / n, H = c.hidden, K = c.top_k, eb = elem_bytes(c.dtype);
   const size_t row_bytes = size_t(H) * eb;
   size_t max_rows = 0;
@@ -73,9 +91,12 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
   std::vector<char> recv(max_rows * row_bytes, char(0x7f));
   std::vector<int32_t> counts(size_t(n) * L, -1);
   int64_t dropped = -1;
-  MP_NCCL(f, braidMoeDispatch(moe, tokens.data(), mine.topk.data(), mine.tokens, recv.data(), counts.data(), &dropped,
-                              nullptr));
-  if (f.count != before) return false;
+  MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
+                              static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)), mine.tokens,
+                              side.out(recv.data(), recv.size()),
+                              static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)),
+                              static_cast<int64_t*>(side.out(&dropped, sizeof(dropped))), side.stream()));
+  if (f.count != before || !side.done(f)) return false;
 
   // What every source sent here.
   const SourcePlan my_plan = source_plan(c, mine, capacity);
@@ -119,8 +140,10 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
   std::vector<float> weights(mine.topk.size());
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = weight(int(i % size_t(K)));
   std::vector<char> out(size_t(mine.tokens) * row_bytes, char(0x7f));
-  MP_NCCL(f, braidMoeCombine(moe, expert_out.data(), weights.data(), out.data(), nullptr));
-  if (f.count != before) return false;
+  MP_NCCL(f, braidMoeCombine(moe, side.in(expert_out.data(), expert_out.size()),
+                             static_cast<const float*>(side.in(weights.data(), weights.size() * 4)),
+                             side.out(out.data(), out.size()), side.stream()));
+  if (f.count != before || !side.done(f)) return false;
   std::vector<char> scaled(static_cast<size_t>(eb)), want(static_cast<size_t>(eb));
   for (int t = 0; t < mine.tokens; ++t)
     for (int h = 0; h < H; ++h) {
@@ -161,6 +184,11 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
   return true;
 }
 
+inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Failures& f, Expected* x) {
+  HostSide side;
+  return run_layer(c, rank, n, moe, layer, f, x, side);
+}
+
 // A case in one line, for a failed check's message.
 inline std::string describe(const Case& c) {
   return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={}", c.experts, c.top_k, c.seed,
@@ -185,19 +213,21 @@ inline braidMoeConfig_t config_of(const Case& c) {
 // A rank body: create, `layers` layers checked, statistics checked, destroy.
 // `expect_drops`: the ranks together must have dropped rows (the case is
 // meant to overflow its capacity).
-inline mp::RankBody layers_body(const Case& c, int layers, bool expect_drops = false) {
+template <class Side = HostSide>
+mp::RankBody layers_body(const Case& c, int layers, bool expect_drops = false) {
   return [=](int rank, int n, ncclComm_t comm, mp::Failures& f) {
     braidMoeConfig_t cfg = config_of(c);
     braidMoe_t moe = nullptr;
     MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
     if (!moe) return;
+    Side side;
     Expected x;
     for (int layer = 0; layer < layers; ++layer)
-      if (!run_layer(c, rank, n, moe, layer, f, &x)) break;
+      if (!run_layer(c, rank, n, moe, layer, f, &x, side)) break;
     if (f.count == 0) check_stats(moe, x, f, rank);
     if (expect_drops && f.count == 0) {
-      double mine = double(x.dropped), all = 0;
-      MP_NCCL(f, ncclAllReduce(&mine, &all, 1, ncclFloat64, ncclSum, comm, nullptr));
+      double all = double(x.dropped);
+      side.sum(comm, &all, f);
       if (all <= 0) f.fail(fmt::format("rank {}: the case dropped no row; it was meant to overflow", rank));
     }
     MP_NCCL(f, braidMoeDestroy(moe));

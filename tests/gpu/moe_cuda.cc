@@ -1,0 +1,334 @@
+// MoE dispatch and combine on CUDA communicators (issue 40): braid's kernels
+// (src/moe/cuda/) under the host backend's exact checks (tests/moe/
+// moe_layer.h), ranks as threads or processes on the GPUs there are.
+//
+//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout
+//
+// layers:  random cases (every element type, both layouts, skew, masked
+//          choices, cold experts, ranks with no tokens), a capacity
+//          overflow, 100 back-to-back layers, and the issue's shape (128
+//          tokens per rank, hidden 7168, top-8, 256 experts, bf16): every
+//          received row, count and combined element bitwise, and the
+//          statistics exactly (bytes on the wire, signals, fences).
+// graph:   one dispatch+combine captured in a CUDA graph, replayed 20 times
+//          with new tokens and routings copied into the captured buffers:
+//          counts and combined tokens exact each time, and the statistics
+//          count 20 calls, L signal words per destination per call.
+// timeout: the last rank never dispatches; the others' kernels give up
+//          within the handle's timeout and braidMoeGetAsyncError says
+//          ncclTimeout, then every rank destroys its handle.
+// Exit 0 when every check holds.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "moe_layer.h"
+#include "rank_runner.h"
+
+using namespace moe_test;
+
+namespace {
+
+// moe_layer.h's Side for a CUDA communicator: device copies of the inputs,
+// device outputs (prefilled with the host's garbage) copied back in done().
+class GpuSide {
+ public:
+  GpuSide() { cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
+  ~GpuSide() {
+    release();
+    cudaStreamDestroy(stream_);
+  }
+  const void* in(const void* p, size_t bytes) {
+    void* d = alloc(bytes);
+    if (d) cudaMemcpyAsync(d, p, bytes, cudaMemcpyHostToDevice, stream_);
+    return d;
+  }
+  void* out(void* p, size_t bytes) {
+    void* d = alloc(bytes);
+    if (d) cudaMemcpyAsync(d, p, bytes, cudaMemcpyHostToDevice, stream_);
+    outs_.push_back({p, d, bytes});
+    return d;
+  }
+  cudaStream_t stream() const { return stream_; }
+  bool done(mp::Failures& f) {
+    for (const Out& o : outs_)
+      if (o.device) cudaMemcpyAsync(o.host, o.device, o.bytes, cudaMemcpyDeviceToHost, stream_);
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    release();
+    if (e != cudaSuccess) f.fail(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
+    return e == cudaSuccess;
+  }
+  void sum(ncclComm_t comm, double* v, mp::Failures& f) {
+    double* d = static_cast<double*>(const_cast<void*>(in(v, sizeof(double))));
+    MP_NCCL(f, ncclAllReduce(d, d, 1, ncclFloat64, ncclSum, comm, stream_));
+    out(v, sizeof(double));
+    cudaMemcpyAsync(outs_.back().device, d, sizeof(double), cudaMemcpyDeviceToDevice, stream_);
+    done(f);
+  }
+
+ private:
+  struct Out {
+    void* host;
+    void* device;
+    size_t bytes;
+  };
+  void* alloc(size_t bytes) {
+    void* d = nullptr;
+    if (bytes && cudaMalloc(&d, bytes) != cudaSuccess) return nullptr;
+    if (d) owned_.push_back(d);
+    return d;
+  }
+  void release() {
+    for (void* d : owned_) cudaFree(d);
+    owned_.clear();
+    outs_.clear();
+  }
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> owned_;
+  std::vector<Out> outs_;
+};
+
+void say_async_error(braidMoe_t moe, int rank, mp::Failures& f) {
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL(f, braidMoeGetAsyncError(moe, &async));
+  if (async != ncclSuccess)
+    f.fail(fmt::format("rank {}: the kernels failed: {}", rank, ncclGetLastError(nullptr)));
+}
+
+// `layers` layers of case c, checked as the host backend's are.
+void run_case(const Case& c, int layers, int rank, int n, ncclComm_t comm, mp::Failures& f, bool expect_drops = false) {
+  braidMoeConfig_t cfg = config_of(c);
+  braidMoe_t moe = nullptr;
+  MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+  if (!moe) return;
+  const int before = f.count;
+  GpuSide side;
+  Expected x;
+  for (int layer = 0; layer < layers; ++layer)
+    if (!run_layer(c, rank, n, moe, layer, f, &x, side)) break;
+  say_async_error(moe, rank, f);
+  if (f.count == before) check_stats(moe, x, f, rank);
+  if (expect_drops && f.count == before) {
+    double all = double(x.dropped);
+    side.sum(comm, &all, f);
+    if (all <= 0) f.fail(fmt::format("rank {}: the case dropped no row; it was meant to overflow", rank));
+  }
+  if (f.count != before) std::fprintf(stderr, "rank %d: case %s\n", rank, describe(c).c_str());
+  MP_NCCL(f, braidMoeDestroy(moe));
+}
+
+Case issue_shape() {
+  Case c;
+  c.experts = 256;
+  c.top_k = 8;
+  c.hidden = 7168;
+  c.max_tokens = 128;
+  c.tile = 1;
+  c.dtype = ncclBfloat16;
+  c.blocks = 8;
+  return c;
+}
+
+int layers_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
+  for (uint64_t seed = 1; seed <= 12 && f.count == 0; ++seed) {
+    Case c = random_case(n, seed);
+    c.blocks = 1 + int(seed % 8);
+    run_case(c, 3, rank, n, comm, f);
+  }
+  Case overflow;
+  overflow.experts = 2 * n;
+  overflow.top_k = 2;
+  overflow.factor = 0.5f;
+  overflow.skew = 0.9;
+  overflow.dtype = ncclBfloat16;
+  if (f.count == 0) run_case(overflow, 4, rank, n, comm, f, /*expect_drops=*/true);
+  Case many;
+  many.experts = n;
+  many.empty_ranks = true;
+  many.blocks = 4;
+  if (f.count == 0) run_case(many, 100, rank, n, comm, f);
+  if (f.count == 0) run_case(issue_shape(), 3, rank, n, comm, f);
+  return f.count;
+}
+
+// Every rank sends all max_tokens tokens, each to top_k distinct experts
+// (a graph captures the token count with the call).
+Routing full_routing(const Case& c, int rank, int layer) {
+  Rng rng{mix(c.seed * 31 + uint64_t(rank) * 7919 + uint64_t(layer) * 104729)};
+  Routing r;
+  r.tokens = c.max_tokens;
+  r.topk.assign(size_t(c.max_tokens) * c.top_k, -1);
+  for (int t = 0; t < c.max_tokens; ++t)
+    for (int k = 0; k < c.top_k; ++k) {
+      int32_t* row = &r.topk[size_t(t) * c.top_k];
+      bool fresh = false;
+      while (!fresh) {
+        row[k] = rng.below(c.experts);
+        fresh = true;
+        for (int j = 0; j < k; ++j) fresh = fresh && row[j] != row[k];
+      }
+    }
+  return r;
+}
+
+// One rank's captured dispatch+combine, replayed with new inputs; the
+// experts are the identity (combine reads the dispatch output), so token t
+// comes back as token t times the weights of its sent choices.
+int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
+  Case c;
+  c.experts = 4 * n;
+  c.top_k = 4;
+  c.hidden = 256;
+  c.max_tokens = 64;
+  c.tile = 8;
+  c.dtype = ncclBfloat16;
+  c.blocks = 4;
+  constexpr int kReplays = 20;
+  braidMoeConfig_t cfg = config_of(c);
+  braidMoe_t moe = nullptr;
+  MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+  if (!moe) return f.count;
+  size_t max_rows = 0;
+  int capacity = 0;
+  MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, &capacity));
+  const int K = c.top_k, H = c.hidden, L = c.experts / n;
+  const size_t row_bytes = size_t(H) * 2;
+  cudaStream_t stream;
+  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  void *tokens, *recv, *out;
+  int32_t *topk, *counts;
+  float* weights;
+  CHECK_OR_FAIL(cudaMalloc(&tokens, size_t(c.max_tokens) * row_bytes));
+  CHECK_OR_FAIL(cudaMalloc(&topk, size_t(c.max_tokens) * K * 4));
+  CHECK_OR_FAIL(cudaMalloc(&weights, size_t(c.max_tokens) * K * 4));
+  CHECK_OR_FAIL(cudaMalloc(&recv, max_rows * row_bytes));
+  CHECK_OR_FAIL(cudaMalloc(&counts, size_t(n) * L * 4));
+  CHECK_OR_FAIL(cudaMalloc(&out, size_t(c.max_tokens) * row_bytes));
+  auto routing_of = [&](int r, int layer) { return full_routing(c, r, layer); };
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK_OR_FAIL(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  MP_NCCL(f, braidMoeDispatch(moe, tokens, topk, c.max_tokens, recv, counts, nullptr, stream));
+  MP_NCCL(f, braidMoeCombine(moe, recv, weights, out, stream));
+  CHECK_OR_FAIL(cudaStreamEndCapture(stream, &graph));
+  CHECK_OR_FAIL(cudaGraphInstantiate(&exec, graph, 0));
+
+  std::vector<char> host_tokens(size_t(c.max_tokens) * row_bytes), host_out(host_tokens.size());
+  std::vector<float> host_weights(size_t(c.max_tokens) * K);
+  std::vector<int32_t> host_counts(size_t(n) * L);
+  for (int layer = 0; layer < kReplays && f.count == 0; ++layer) {
+    const Routing mine = routing_of(rank, layer);
+    for (int t = 0; t < c.max_tokens; ++t)
+      for (int h = 0; h < H; ++h) put(c.dtype, host_tokens.data(), size_t(t) * H + h, token_value(rank, layer, t, h));
+    for (size_t i = 0; i < host_weights.size(); ++i) host_weights[i] = weight(int(i % size_t(K)));
+    CHECK_OR_FAIL(cudaMemcpyAsync(tokens, host_tokens.data(), host_tokens.size(), cudaMemcpyHostToDevice, stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(topk, mine.topk.data(), mine.topk.size() * 4, cudaMemcpyHostToDevice, stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(weights, host_weights.data(), host_weights.size() * 4, cudaMemcpyHostToDevice,
+                                  stream));
+    CHECK_OR_FAIL(cudaGraphLaunch(exec, stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+    CHECK_OR_FAIL(cudaMemcpyAsync(host_out.data(), out, host_out.size(), cudaMemcpyDeviceToHost, stream));
+    CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+    say_async_error(moe, rank, f);
+    for (int src = 0; src < n; ++src) {
+      const SourcePlan p = source_plan(c, routing_of(src, layer), capacity);
+      for (int le = 0; le < L; ++le)
+        if (host_counts[size_t(src) * L + le] != int32_t(p.rows[size_t(rank * L + le)].size()))
+          f.fail(fmt::format("rank {} replay {}: {} rows from rank {} for local expert {}, want {}", rank, layer,
+                             host_counts[size_t(src) * L + le], src, le, p.rows[size_t(rank * L + le)].size()));
+    }
+    for (int t = 0; t < c.max_tokens && f.count == 0; ++t) {
+      float w = 0;
+      for (int k = 0; k < K; ++k) w += host_weights[size_t(t) * K + k];  // worst-case capacity: all sent
+      for (int h = 0; h < H; ++h) {
+        std::vector<char> want(2);
+        put(c.dtype, want.data(), 0, w * load(c.dtype, host_tokens.data(), size_t(t) * H + h));
+        if (std::memcmp(want.data(), host_out.data() + (size_t(t) * H + h) * 2, 2) != 0) {
+          f.fail(fmt::format("rank {} replay {}: token {} element {} is {}, want {}", rank, layer, t, h,
+                             load(c.dtype, host_out.data(), size_t(t) * H + h), load(c.dtype, want.data(), 0)));
+          break;
+        }
+      }
+    }
+  }
+  braidMoeStats_t st{};
+  MP_NCCL(f, braidMoeGetStats(moe, &st));
+  const uint64_t R = kReplays;
+  if (f.count == 0 && (st.dispatches != R || st.combines != R || st.signalsRemote != 2 * R * (n - 1) * L ||
+                       st.fences != 2 * R * n))
+    f.fail(fmt::format("rank {}: stats after {} replays: {} dispatches, {} combines, {} remote signals, {} fences; "
+                       "want {}, {}, {}, {}", rank, R, st.dispatches, st.combines, st.signalsRemote, st.fences, R, R,
+                       2 * R * (n - 1) * L, 2 * R * n));
+  if (rank == 0 && f.count == 0)
+    std::printf("graph: %d replays exact; per layer and destination %d signal words per call (one per local expert), "
+                "against %.1f routed rows per destination\n", kReplays, L,
+                double(st.rowsRouted) / double(R) / double(n));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  MP_NCCL(f, braidMoeDestroy(moe));
+  for (void* p : {tokens, recv, out, static_cast<void*>(topk), static_cast<void*>(counts),
+                  static_cast<void*>(weights)})
+    cudaFree(p);
+  cudaStreamDestroy(stream);
+  return f.count;
+}
+
+int timeout_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
+  Case c;
+  c.experts = 2 * n;
+  braidMoeConfig_t cfg = config_of(c);
+  cfg.timeoutMs = 2000;
+  braidMoe_t moe = nullptr;
+  MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+  if (!moe) return f.count;
+  if (rank != n - 1) {
+    size_t max_rows = 0;
+    MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, nullptr));
+    const Routing mine = full_routing(c, rank, 0);
+    std::vector<char> tokens(size_t(c.max_tokens) * c.hidden * 4), recv(max_rows * c.hidden * 4);
+    std::vector<int32_t> counts(size_t(c.experts));
+    GpuSide side;
+    const auto start = std::chrono::steady_clock::now();
+    MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
+                                static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)),
+                                c.max_tokens, side.out(recv.data(), recv.size()),
+                                static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)), nullptr,
+                                side.stream()));
+    side.done(f);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ncclResult_t async = ncclSuccess;
+    MP_NCCL(f, braidMoeGetAsyncError(moe, &async));
+    const std::string says = ncclGetLastError(nullptr);
+    if (async == ncclSuccess || says.find("no signal from rank") == std::string::npos)
+      f.fail(fmt::format("rank {}: async error {} ({}), want a timeout", rank, int(async), says));
+    if (s > 30) f.fail(fmt::format("rank {}: the timed-out dispatch took {:.1f} s, bound 2 s", rank, s));
+    if (braidMoeCombine(moe, recv.data(), nullptr, nullptr, nullptr) == ncclSuccess)
+      f.fail(fmt::format("rank {}: the handle took a call after its kernels failed", rank));
+  }
+  MP_NCCL(f, braidMoeDestroy(moe));
+  return f.count;
+}
+
+std::string g_mode = "layers";
+
+int rank_main(int rank, int n, ncclUniqueId id) {
+  ncclComm_t comm = nullptr;
+  if (init_rank_on_device(rank, n, id, &comm)) return 1;
+  mp::Failures f;
+  const int failed = g_mode == "graph" ? graph_mode(rank, n, comm, f)
+                     : g_mode == "timeout" ? timeout_mode(rank, n, comm, f)
+                                           : layers_mode(rank, n, comm, f);
+  ncclCommDestroy(comm);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 3) g_mode = argv[3];
+  return run_gpu_ranks(argc, argv, rank_main, ("MoE on CUDA, " + g_mode).c_str());
+}
