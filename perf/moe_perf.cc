@@ -39,22 +39,12 @@
 #include "braid/moe.h"
 #include "nccl.h"
 #include "perf/forked_ranks.h"
+#include "perf/moe_perf.h"
 #include "src/ops/float_formats.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr int kMaxRounds = 64;
-
-struct Options {
-  int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3, blocks = 1;
-  int rounds = 5;
-  int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
-  double skew = 0;
-  float capacity_factor = 0;
-  ncclDataType_t dtype = ncclBfloat16;
-  braidMoeLayout_t layout = braidMoeExpertMajor;
-};
+using namespace moe_perf;
 
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
@@ -117,24 +107,6 @@ bool parse(int argc, char** argv, Options* o) {
          o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds;
 }
 
-int elem_bytes(ncclDataType_t t) { return t == ncclFloat32 ? 4 : t == ncclFloat8e4m3 ? 1 : 2; }
-float load(ncclDataType_t t, const char* p, size_t i) {
-  switch (t) {
-    case ncclFloat32: return reinterpret_cast<const float*>(p)[i];
-    case ncclFloat16: return braid::half_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
-    case ncclBfloat16: return braid::bf16_to_float(reinterpret_cast<const uint16_t*>(p)[i]);
-    default: return braid::e4m3_to_float(reinterpret_cast<const uint8_t*>(p)[i]);
-  }
-}
-void store(ncclDataType_t t, char* p, size_t i, float v) {
-  switch (t) {
-    case ncclFloat32: reinterpret_cast<float*>(p)[i] = v; break;
-    case ncclFloat16: reinterpret_cast<uint16_t*>(p)[i] = braid::float_to_half(v); break;
-    case ncclBfloat16: reinterpret_cast<uint16_t*>(p)[i] = braid::float_to_bf16(v); break;
-    default: reinterpret_cast<uint8_t*>(p)[i] = braid::float_to_e4m3(v); break;
-  }
-}
-
 // The baseline's weighted sum, with the type switch outside the element
 // loop as braid's combine has it (a fair comparison of the data paths).
 void add_row(ncclDataType_t t, const char* row, float w, float* acc, int n) {
@@ -167,64 +139,6 @@ void store_row(ncclDataType_t t, const float* acc, char* row, int n) {
       break;
   }
 }
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Distinct experts per token; a fraction `skew` of the choices among the hot eighth.
-std::vector<int32_t> route(const Options& o, int rank) {
-  uint64_t s = mix(uint64_t(rank) + 12345);
-  const int hot = std::max(o.topk, o.experts / 8);
-  std::vector<int32_t> topk(size_t(o.tokens) * o.topk);
-  for (int t = 0; t < o.tokens; ++t)
-    for (int k = 0; k < o.topk; ++k) {
-      int32_t e;
-      bool fresh;
-      do {
-        s = mix(s);
-        const bool is_hot = double(s >> 11) / double(1ull << 53) < o.skew;
-        s = mix(s);
-        e = int32_t(s % uint64_t(is_hot ? hot : o.experts));
-        fresh = true;
-        for (int j = 0; j < k; ++j) fresh = fresh && topk[size_t(t) * o.topk + j] != e;
-      } while (!fresh);
-      topk[size_t(t) * o.topk + k] = e;
-    }
-  return topk;
-}
-
-struct RankResult {
-  // Per round, this rank's mean per call.
-  double moe_dispatch_us[kMaxRounds] = {}, moe_combine_us[kMaxRounds] = {};
-  double a2a_dispatch_us[kMaxRounds] = {}, a2a_combine_us[kMaxRounds] = {};
-  double routed_remote_bytes = 0;  // per layer: rows this rank routes to other ranks (not dropped) x row bytes
-  double moe_wire = 0, a2a_wire = 0;  // per layer, bytes this rank puts to other ranks
-  double signals_per_dest = 0, fences_per_call = 0;
-  int64_t dropped = 0, wrong = 0;
-  char error[512] = {};  // plain bytes: forked ranks return results in shared memory
-};
-
-#define TRY(call)                                                                                  \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      snprintf(res.error, sizeof(res.error), "%s: %s: %s", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
-      return;                                                                                      \
-    }                                                                                              \
-  } while (0)
-
-// In the per-layer lambdas, which return the failed call's result.
-#define LTRY(call)                              \
-  do {                                          \
-    const ncclResult_t r_ = (call);             \
-    if (r_ != ncclSuccess) return r_;           \
-  } while (0)
-
-double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
 void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& res) {
   const int n = o.nranks, L = o.experts / n, K = o.topk, H = o.hidden, eb = elem_bytes(o.dtype);
@@ -350,44 +264,10 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
                         before.signalBytesRemote) / layers;
   res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * layers * std::max(1, n - 1));
   res.fences_per_call = double(after.fences - before.fences) / (2.0 * layers);
-  // Routed payload: rows to other ranks, both ways, as sent (after capacity).
-  {
-    std::vector<int32_t> per_expert(size_t(o.experts), 0);
-    for (int32_t e : topk) per_expert[size_t(e)]++;
-    int capacity = 0;
-    TRY(braidMoeGetInfo(moe, nullptr, &capacity));
-    double rows = 0;
-    for (int e = 0; e < o.experts; ++e)
-      if (e / L != rank) rows += std::min(per_expert[size_t(e)], capacity);
-    for (int src = 0; src < n; ++src)
-      if (src != rank)
-        for (int le = 0; le < L; ++le) rows += counts[size_t(src) * L + le];
-    res.routed_remote_bytes = rows * double(row_bytes);
-    if (o.check) {  // every kept choice adds the token once (weights 1, identity experts)
-      std::vector<int32_t> taken(size_t(o.experts), 0);
-      for (int t = 0; t < o.tokens; ++t) {
-        int kept = 0;
-        for (int k = 0; k < K; ++k) kept += taken[size_t(topk[size_t(t) * K + k])]++ < capacity;
-        for (int h = 0; h < H; ++h) {
-          char want[4];
-          float sum = 0;  // as combine adds: +0 for no kept choice, never -0
-          for (int j = 0; j < kept; ++j) sum += load(o.dtype, tokens.data(), size_t(t) * H + h);
-          store(o.dtype, want, 0, sum);
-          if (std::memcmp(want, out.data() + (size_t(t) * H + h) * eb, size_t(eb)) != 0) ++res.wrong;
-        }
-      }
-    }
-  }
-  res.a2a_wire = 2.0 * double(send.size() - (send_off[size_t(rank) + 1] - send_off[size_t(rank)]) * row_bytes) +
-                 double(n - 1) * L * sizeof(int32_t);
-  if (o.check && res.dropped == 0 && o.capacity_factor == 0) {
-    for (int t = 0; t < o.tokens; ++t)
-      for (int h = 0; h < H; ++h) {
-        char want[4];
-        store(o.dtype, want, 0, float(K) * load(o.dtype, tokens.data(), size_t(t) * H + h));
-        if (std::memcmp(want, a2a_out.data() + (size_t(t) * H + h) * eb, size_t(eb)) != 0) ++res.wrong;
-      }
-  }
+  int capacity = 0;
+  TRY(braidMoeGetInfo(moe, nullptr, &capacity));
+  const size_t own_rows = send_off[size_t(rank) + 1] - send_off[size_t(rank)];
+  finish_rank(o, rank, capacity, topk, tokens, counts, out, a2a_out, send.size() - own_rows * row_bytes, res);
   TRY(braidMoeDestroy(moe));
   TRY(ncclCommDestroy(comm));
 }

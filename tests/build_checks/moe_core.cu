@@ -1,50 +1,38 @@
-// The MoE protocol core (include/braid/moe/) compiles for a CUDA device as
-// written: a device memory model (system-scope fences and atomics, the
-// %globaltimer clock) and one kernel that plans, puts, arrives, commits and
-// waits with it.  Compiled (not run) by ctest moe_core_nvcc where nvcc exists.
-#include "braid/moe/layout.h"
-#include "braid/moe/plan.h"
-#include "braid/moe/protocol.h"
-#include "braid/moe/signal.h"
+// braid's MoE device library (include/braid/moe.cuh, on NCCL's nccl_device
+// headers, over the protocol core of include/braid/moe/) compiles for a
+// device as a user's kernel would use it: the memory model with every kind
+// of NCCL cooperative group (a CTA, a warp, a tile, some lanes, a warp
+// span), the planner, the senders of calls.h, and bounded waits.  Compiled
+// (not run) by ctest moe_core_nvcc where nvcc exists; tests/gpu runs it.
+#include "braid/moe.cuh"
 
 using namespace braid::moe;
 
-struct DeviceMemory {
-  __device__ void put(int, void* remote, const void* local, size_t bytes) {
-    for (size_t i = threadIdx.x; i < bytes; i += blockDim.x)
-      static_cast<char*>(remote)[i] = static_cast<const char*>(local)[i];
-  }
-  __device__ void fence() { __threadfence_system(); }
-  __device__ void signal_words(int, uint64_t* remote, const uint64_t* words, int32_t n) {
-    __threadfence_system();
-    for (int32_t i = 0; i < n; ++i)
-      atomicExch(reinterpret_cast<unsigned long long*>(remote + i), (unsigned long long)words[i]);
-  }
-  __device__ uint64_t load(const uint64_t* word) {
-    return *reinterpret_cast<const volatile unsigned long long*>(word);
-  }
-  __device__ uint32_t arrive(uint32_t* counter) { return atomicAdd(counter, 1u); }
-  __device__ void pause() { __nanosleep(100); }
-};
-
-__device__ uint64_t globaltimer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
+template <class Coop>
+__device__ void every_primitive(Coop coop, ncclWindow_t window, const Shape& s, const WindowLayout& w,
+                                const CallState& call, const DispatchRows& d, const CombineRows& c, int32_t* stop) {
+  LsaMemory<Coop> mm(coop, window, 0, call.rank);
+  dispatch_agent(mm, s, w, call, d, 0, 1);
+  combine_agent(mm, s, w, call, c, 0, 1);
+  put_rows(mm, 1, mm.window(1) + w.dispatch_data, s, call.rank, 0, 0, 1, d.tokens);
+  if (arrive(mm, call.arrivals, call.call, 1))
+    commit(mm, 1, reinterpret_cast<uint64_t*>(mm.window(1) + w.dispatch_signals), s, call.rank, d.sent, call.epoch);
+  Timeout expired = Timeout::after(1000000000ull, stop);
+  uint32_t count = 0;
+  const auto* mine = reinterpret_cast<const uint64_t*>(mm.window(call.rank) + w.dispatch_signals);
+  if (wait(mm, mine, s, 0, 0, call.epoch, &count, expired) == WaitResult::Timeout) *stop = 1;
+  if (test(mm, mine, s, 1, 0, call.epoch, &count)) *stop = int32_t(count);
 }
 
-__global__ void moe_protocol_kernel(Shape s, const int32_t* topk, int32_t tokens, int32_t* wanted, int32_t* slots,
-                                    char* peer_data, uint64_t* peer_signals, uint32_t* arrivals, const char* rows,
-                                    uint64_t* my_signals, int32_t* counts_out, int64_t* first) {
-  DeviceMemory mm;
-  if (blockIdx.x == 0 && threadIdx.x == 0) plan_routes(s, topk, tokens, wanted, slots);
-  __syncthreads();
-  put_row(mm, 1, peer_data, s, 0, 0, 0, rows);
-  if (threadIdx.x == 0 && arrive(mm, arrivals, 1, gridDim.x)) commit(mm, 1, peer_signals, s, 0, wanted, 1);
-  const uint64_t deadline = globaltimer() + 1000000000ull;
-  auto expired = [&] { return globaltimer() > deadline; };
-  uint32_t count = 0;
-  if (threadIdx.x == 0 && wait(mm, my_signals, s, 0, 0, 1, &count, expired) == WaitResult::Ok)
-    counts_out[0] = int32_t(count);
-  if (blockIdx.x == 0 && threadIdx.x == 0) output_offsets(s, OutputLayout::ExpertMajor, counts_out, first);
+__global__ void moe_device_library(ncclWindow_t window, Shape s, CallState call, DispatchRows d, CombineRows c,
+                                   int32_t* topk, int32_t* wanted, int32_t* slots, int32_t* stop) {
+  __shared__ int32_t stage[256];
+  const WindowLayout w = WindowLayout::of(s);
+  const PlanResult plan = plan_routes_coop(ncclCoopCta(), s, topk, 64, wanted, slots, stage, 256);
+  if (plan.bad_token >= 0) *stop = 1;
+  every_primitive(ncclCoopCta(), window, s, w, call, d, c, stop);
+  every_primitive(ncclCoopWarp(), window, s, w, call, d, c, stop);
+  every_primitive(ncclCoopTile<8>(), window, s, w, call, d, c, stop);
+  every_primitive(ncclCoopLanes(0xffu), window, s, w, call, d, c, stop);
+  every_primitive(ncclCoopWarpSpan(0, 2, 1), window, s, w, call, d, c, stop);
 }

@@ -26,7 +26,7 @@
 
 #include "braid/moe.cuh"
 #include "src/moe/cuda/device_moe.h"
-#include "src/ops/float_formats.h"
+#include "src/moe/elements.h"
 
 namespace braid::moe::cuda {
 
@@ -152,24 +152,6 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
 }
 
 template <ncclDataType_t T>
-__device__ __forceinline__ float element(const char* row, int64_t i) {
-  if constexpr (T == ncclFloat32) return reinterpret_cast<const float*>(row)[i];
-  if constexpr (T == ncclFloat16) return half_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
-  if constexpr (T == ncclBfloat16) return bf16_to_float(reinterpret_cast<const uint16_t*>(row)[i]);
-  if constexpr (T == ncclFloat8e4m3) return e4m3_to_float(reinterpret_cast<const uint8_t*>(row)[i]);
-  if constexpr (T == ncclFloat8e5m2) return e5m2_to_float(reinterpret_cast<const uint8_t*>(row)[i]);
-  return 0.0f;
-}
-template <ncclDataType_t T>
-__device__ __forceinline__ void set_element(char* row, int64_t i, float v) {
-  if constexpr (T == ncclFloat32) reinterpret_cast<float*>(row)[i] = v;
-  if constexpr (T == ncclFloat16) reinterpret_cast<uint16_t*>(row)[i] = float_to_half(v);
-  if constexpr (T == ncclBfloat16) reinterpret_cast<uint16_t*>(row)[i] = float_to_bf16(v);
-  if constexpr (T == ncclFloat8e4m3) reinterpret_cast<uint8_t*>(row)[i] = float_to_e4m3(v);
-  if constexpr (T == ncclFloat8e5m2) reinterpret_cast<uint8_t*>(row)[i] = float_to_e5m2(v);
-}
-
-template <ncclDataType_t T>
 __global__ void combine_kernel(DeviceMoe h, const char* expert_out, const float* weights, char* out) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
@@ -234,14 +216,10 @@ int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int3
 
 int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
                    cudaStream_t stream) {
-  switch (h.dtype) {
-    case ncclFloat32: return launch_combine_as<ncclFloat32>(h, ctas, expert_out, weights, out, stream);
-    case ncclFloat16: return launch_combine_as<ncclFloat16>(h, ctas, expert_out, weights, out, stream);
-    case ncclBfloat16: return launch_combine_as<ncclBfloat16>(h, ctas, expert_out, weights, out, stream);
-    case ncclFloat8e4m3: return launch_combine_as<ncclFloat8e4m3>(h, ctas, expert_out, weights, out, stream);
-    case ncclFloat8e5m2: return launch_combine_as<ncclFloat8e5m2>(h, ctas, expert_out, weights, out, stream);
-    default: return int(cudaErrorInvalidValue);
-  }
+  if (element_bytes(h.dtype) == 0) return int(cudaErrorInvalidValue);
+  return with_element_type(h.dtype, [&]<ncclDataType_t T>() {
+    return launch_combine_as<T>(h, ctas, expert_out, weights, out, stream);
+  });
 }
 
 int lsa_team_size(ncclComm_t comm) { return ncclTeamLsa(comm).nRanks; }
