@@ -49,7 +49,7 @@ using namespace moe_perf;
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
     "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
-    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--hosts H]\n";
+    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--hosts H | --device]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
@@ -68,10 +68,11 @@ bool parse(int argc, char** argv, Options* o) {
                                  {"rounds", required_argument, nullptr, 'r'},
                                  {"check", required_argument, nullptr, 'c'},
                                  {"hosts", required_argument, nullptr, 'P'},
+                                 {"device", no_argument, nullptr, 'g'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:r:c:P:h", longs, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:r:c:P:gh", longs, nullptr)) != -1) {
     switch (ch) {
       case 't': o->nranks = atoi(optarg); break;
       case 'T': o->tokens = atoi(optarg); break;
@@ -87,6 +88,7 @@ bool parse(int argc, char** argv, Options* o) {
       case 'r': o->rounds = atoi(optarg); break;
       case 'c': o->check = atoi(optarg); break;
       case 'P': o->hosts = atoi(optarg); break;
+      case 'g': o->device = 1; break;
       case 'l':
         if (!strcmp(optarg, "expert")) o->layout = braidMoeExpertMajor;
         else if (!strcmp(optarg, "rank")) o->layout = braidMoeRankMajor;
@@ -104,7 +106,8 @@ bool parse(int argc, char** argv, Options* o) {
   }
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
          o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
-         o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds;
+         o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds &&
+         !(o->device && o->hosts);
 }
 
 // The baseline's weighted sum, with the type switch outside the element
@@ -293,8 +296,20 @@ int main(int argc, char** argv) {
     });
     std::copy(shared.data(), shared.data() + o.nranks, results.begin());
   } else {
+#if !BRAID_MOE_PERF_CUDA
+    if (o.device) {
+      std::fputs("moe_perf: --device needs a build with CUDA and NCCL's nccl_device headers\n", stderr);
+      return 2;
+    }
+#endif
     std::vector<std::thread> threads;
-    for (int r = 0; r < o.nranks; ++r) threads.emplace_back([&, r] { rank_main(o, id, r, results[size_t(r)]); });
+    for (int r = 0; r < o.nranks; ++r)
+      threads.emplace_back([&, r] {
+#if BRAID_MOE_PERF_CUDA
+        if (o.device) return cuda_rank_main(o, id, r, results[size_t(r)]);
+#endif
+        rank_main(o, id, r, results[size_t(r)]);
+      });
     for (auto& t : threads) t.join();
   }
   for (int r = 0; r < o.nranks; ++r)
@@ -330,7 +345,8 @@ int main(int argc, char** argv) {
   for (auto& r : results) wrong += r.wrong, dropped += r.dropped;
   const char* type = o.dtype == ncclBfloat16 ? "bf16" : o.dtype == ncclFloat8e4m3 ? "fp8e4m3"
                      : o.dtype == ncclFloat16 ? "half" : "float";
-  const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts" : "threads";
+  const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts"
+                            : o.device ? "threads on CUDA devices" : "threads";
   std::printf("# moe_perf: %d ranks (%s), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
               "capacity %s, tile %d, %s-major, %d block(s)/rank, %d rounds of %d layers of each path, interleaved "
               "(+%d warmup)\n",
