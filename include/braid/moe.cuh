@@ -22,9 +22,8 @@
 //                     group sees.  It counts what it moved (counters.h).
 //   Timeout           a bounded wait's clock (%globaltimer), which also
 //                     stops when a shared stop word is raised.
-//   plan_routes_coop  planning from the top-k indices by one group, with
-//                     exactly the slots of plan.h's sequential planner, so
-//                     host and device outputs match row for row.
+// plan.h's plan_routes_coop plans by one group with exactly the slots of
+// the sequential planner, so host and device outputs match row for row.
 //   copy_coop         the group's vectorised copy the puts use.
 // With those the primitives are protocol.h's put_row / put_rows / arrive /
 // commit / test / wait, and calls.h's dispatch_agent / combine_agent, all
@@ -170,55 +169,5 @@ struct Timeout {
     return globaltimer_ns() > deadline_ns;
   }
 };
-
-// plan.h's plan_routes by a group, with the same slots: the thread that
-// owns expert e scans the (token, k) choices in order (staged through
-// `stage`, `stage_len` ints of shared memory) and numbers e's choices as
-// the sequential planner does.  The result is thread 0's.
-template <class Coop>
-__device__ PlanResult plan_routes_coop(Coop coop, const Shape& s, const int32_t* topk, int32_t tokens, int32_t* wanted,
-                                       int32_t* slots, int32_t* stage, int32_t stage_len) {
-  const int64_t n = int64_t(tokens) * s.top_k;
-  // Choices of no expert (-1) send nothing; any other out of range is a bad index.
-  int32_t bad_token = -1;
-  for (int64_t i = coop.thread_rank(); i < n; i += coop.size()) {
-    const int32_t e = topk[i];
-    if (e >= 0 && e < s.experts) continue;
-    slots[i] = kNoSlot;
-    if (e != -1 && bad_token < 0) bad_token = int32_t(i / s.top_k);
-  }
-  for (int32_t e0 = 0; e0 < s.experts; e0 += coop.size()) {
-    const int32_t e = e0 + coop.thread_rank();
-    int32_t count = 0;
-    for (int64_t first = 0; first < n; first += stage_len) {
-      const int32_t len = int32_t(n - first < stage_len ? n - first : stage_len);
-      coop.sync();
-      for (int32_t j = coop.thread_rank(); j < len; j += coop.size()) stage[j] = topk[first + j];
-      coop.sync();
-      if (e < s.experts)
-        for (int32_t j = 0; j < len; ++j)
-          if (stage[j] == e) {
-            slots[first + j] = count < s.capacity ? count : kNoSlot;
-            ++count;
-          }
-    }
-    if (e < s.experts) wanted[e] = count;
-  }
-  coop.sync();
-  if (coop.thread_rank() == 0) stage[0] = INT32_MAX;
-  coop.sync();
-  if (bad_token >= 0) atomicMin(&stage[0], bad_token);
-  coop.sync();
-  PlanResult r;
-  if (coop.thread_rank() == 0) {
-    for (int32_t e = 0; e < s.experts; ++e) {
-      r.routed += wanted[e];
-      if (wanted[e] > s.capacity) r.dropped += wanted[e] - s.capacity;
-    }
-    r.bad_token = stage[0] == INT32_MAX ? -1 : stage[0];
-  }
-  coop.sync();  // `stage` is the caller's again
-  return r;
-}
 
 }  // namespace braid::moe

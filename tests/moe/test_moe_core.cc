@@ -3,7 +3,9 @@
 // leader election under real threads.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -44,6 +46,39 @@ struct CountingMemory {
   uint32_t arrive(uint32_t* c) { return __atomic_fetch_add(c, 1u, __ATOMIC_ACQ_REL); }
   void pause() { std::this_thread::yield(); }
 };
+
+// NCCL's cooperative-group interface over host threads: what
+// plan_routes_coop needs (thread_rank, size, sync), a std::barrier for sync.
+class ThreadCoop {
+ public:
+  ThreadCoop(int rank, std::barrier<>* barrier, int size) : rank_(rank), size_(size), barrier_(barrier) {}
+  int thread_rank() const { return rank_; }
+  int size() const { return size_; }
+  void sync() { barrier_->arrive_and_wait(); }
+
+ private:
+  int rank_, size_;
+  std::barrier<>* barrier_;
+};
+
+// plan_routes_coop run by `threads` host threads, with a stage of `stage_len`.
+PlanResult plan_by_threads(const Shape& s, const std::vector<int32_t>& topk, int tokens, int threads, int stage_len,
+                           std::vector<int32_t>* wanted, std::vector<int32_t>* slots) {
+  std::barrier<> barrier(threads);
+  std::vector<int32_t> stage(size_t(stage_len), 0);
+  wanted->assign(size_t(s.experts), -7);
+  slots->assign(topk.size(), -7);
+  PlanResult r;
+  std::vector<std::thread> group;
+  for (int t = 0; t < threads; ++t)
+    group.emplace_back([&, t] {
+      const PlanResult mine = plan_routes_coop(ThreadCoop(t, &barrier, threads), s, topk.data(), tokens,
+                                               wanted->data(), slots->data(), stage.data(), stage_len);
+      if (t == 0) r = mine;
+    });
+  for (auto& g : group) g.join();
+  return r;
+}
 
 }  // namespace
 
@@ -105,12 +140,41 @@ TEST_CASE("moe planning: per-expert counts, slots in token order, overflow count
   CHECK(plan_routes(s, negative, 1, wanted, slots).bad_token == 0);
 }
 
+TEST_CASE("moe planning by a group of threads gives the sequential planner's slots, counts and bad index", "[moe]") {
+  uint64_t seed = 7;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, int32_t(seed >> 33); };
+  for (int trial = 0; trial < 40; ++trial) {
+    const int experts = 1 + next() % 40, top_k = 1 + next() % std::min(8, experts), tokens = next() % 70;
+    const int capacity = 1 + next() % 12, threads = 1 + next() % 9, stage_len = 2 + next() % 50;
+    const Shape s = shape(1, experts, top_k, 70, 1, capacity);
+    std::vector<int32_t> topk(size_t(tokens) * top_k);
+    for (auto& e : topk) e = next() % 10 == 0 ? -1 : next() % experts;
+    if (trial % 5 == 4 && !topk.empty()) topk[size_t(next()) % topk.size()] = trial % 2 ? experts + 3 : -5;
+    std::vector<int32_t> want_wanted(static_cast<size_t>(experts)), want_slots(topk.size() + 1), wanted, slots;
+    const PlanResult want = plan_routes(s, topk.data(), tokens, want_wanted.data(), want_slots.data());
+    const PlanResult got = plan_by_threads(s, topk, tokens, threads, stage_len, &wanted, &slots);
+    INFO("trial " << trial << ": " << experts << " experts, top-" << top_k << ", " << tokens << " tokens, capacity "
+                  << capacity << ", " << threads << " threads, stage " << stage_len);
+    CHECK(got.routed == want.routed);
+    CHECK(got.dropped == want.dropped);
+    CHECK(got.bad_token == want.bad_token);
+    CHECK(wanted == want_wanted);
+    want_slots.resize(topk.size());
+    CHECK(slots == want_slots);
+  }
+}
+
 TEST_CASE("moe signal words carry count and epoch, epochs skip 0 and compare across the wrap", "[moe]") {
   const uint64_t w = signal_word(7, 12345);
   CHECK(signal_epoch(w) == 7);
   CHECK(signal_count(w) == 12345);
   CHECK(next_epoch(1) == 2);
   CHECK(next_epoch(0xffffffffu) == 1);
+  uint32_t e = 0;  // epoch_of_call is next_epoch applied call times, across the wrap too
+  for (uint64_t call = 1; call < 5; ++call) CHECK(epoch_of_call(call) == (e = next_epoch(e)));
+  CHECK(epoch_of_call(0xffffffffull) == 0xffffffffu);
+  CHECK(epoch_of_call(0x100000000ull) == 1);
+  CHECK(epoch_of_call(0x100000001ull) == 2);
   CHECK(epoch_reached(5, 5));
   CHECK(epoch_reached(6, 5));
   CHECK_FALSE(epoch_reached(4, 5));
