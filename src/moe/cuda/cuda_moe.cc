@@ -2,8 +2,8 @@
 
 #include <cuda_runtime.h>
 
-#include <cstring>
-#include <vector>
+#include <cstdint>
+
 
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
@@ -12,30 +12,11 @@ namespace braid::moe::cuda {
 
 namespace {
 
-Status cuda_status(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return Status::ok();
-  return BRAID_ERROR(ncclUnhandledCudaError, "{} failed: {}", what, cudaGetErrorString(e));
-}
-
-// The handle's device is current while it lives; the caller's comes back.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) cudaSetDevice(device);
-  }
-  ~OnDevice() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
-
 // Carves `n` T's, 16-byte aligned, off a buffer being laid out.
 template <class T>
 T* carve(char* base, size_t* used, size_t n) {
   *used = (*used + 15) / 16 * 16;
-  T* p = reinterpret_cast<T*>(base + *used);
+  T* p = reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(base) + *used);  // base may be null: measuring
   *used += n * sizeof(T);
   return p;
 }
@@ -63,19 +44,8 @@ constexpr size_t kMaxSharedBytes = 48 << 10;  // what a kernel takes without opt
 Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int device, std::unique_ptr<MoeBackend>* out) {
   Shape shape;
   BRAID_TRY(agree_config(comm, config, device, &shape));
-  int nranks = 0, rank = 0;
-  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+  int rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
-  // The kernels store into every rank's window: every rank's LSA team must
-  // be the whole communicator (agreed, so that all fail alike).
-  std::vector<int64_t> teams;
-  BRAID_TRY(gather_word(comm, device, lsa_team_size(comm), &teams, "the LSA teams' agreement"));
-  for (int r = 0; r < nranks; ++r)
-    if (teams[size_t(r)] != nranks)
-      return BRAID_ERROR(ncclInvalidArgument,
-                         "braidMoeCreate: rank {}'s LSA team has {} of the {} ranks; MoE on CUDA needs every rank's "
-                         "window within reach of LSA pointers (NVLink, or one GPU); over GIN it is not built yet",
-                         r, teams[size_t(r)], nranks);
   if (kernel_shared_bytes(shape) > kMaxSharedBytes)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: {} experts need {} bytes of shared memory per CTA, over "
                        "{}", shape.experts, kernel_shared_bytes(shape), kMaxSharedBytes);
@@ -88,69 +58,22 @@ Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int devi
   d.rank = rank;
   d.dtype = config.dtype;
   d.timeout_ns = uint64_t(timeout_ms_of(config)) * 1000000ull;
-  const OnDevice on(device);
-  BRAID_TRY(moe->allocate(d.layout.bytes));
+  const size_t state_bytes = lay_out_state(nullptr, &d);
+  BRAID_TRY(LsaWindow::open(comm, device, d.layout.bytes, state_bytes, "braidMoeCreate", &moe->window_));
+  d.window = moe->window_->window();
+  d.error = moe->window_->device_error();
+  lay_out_state(static_cast<char*>(moe->window_->state()), &d);
   *out = std::move(moe);
   return Status::ok();
 }
 
-Status CudaMoe::allocate(size_t window_bytes) {
-  // This rank's memory first, then whether every rank got its own, and
-  // only then the collective registration.
-  const size_t state_bytes = lay_out_state(nullptr, &dev_);
-  cudaStream_t stream = nullptr;
-  Status s = nccl_status(comm_, ncclMemAlloc(&window_memory_, window_bytes), "ncclMemAlloc of the MoE window");
-  if (s.is_ok()) s = cuda_status(cudaMalloc(&state_memory_, state_bytes), "cudaMalloc of the MoE state");
-  if (s.is_ok())
-    s = cuda_status(cudaHostAlloc(reinterpret_cast<void**>(&error_host_), sizeof(DeviceMoeError), cudaHostAllocMapped),
-                    "cudaHostAlloc of the MoE error record");
-  if (s.is_ok()) {
-    std::memset(error_host_, 0, sizeof(DeviceMoeError));
-    s = cuda_status(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_.error), error_host_, 0),
-                    "cudaHostGetDevicePointer");
-  }
-  if (s.is_ok()) s = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(window_memory_, 0, window_bytes, stream), "cudaMemsetAsync");
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(state_memory_, 0, state_bytes, stream), "cudaMemsetAsync");
-  if (s.is_ok()) s = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  if (stream) cudaStreamDestroy(stream);
-  if (s.is_ok()) lay_out_state(static_cast<char*>(state_memory_), &dev_);
-
-  std::vector<int64_t> all;
-  BRAID_TRY(gather_word(comm_, device_, s.is_ok(), &all, "the MoE memory's agreement"));
-  if (!s.is_ok()) return std::move(s).context("braidMoeCreate");
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r])
-      return BRAID_ERROR(ncclSystemError, "braidMoeCreate: rank {} could not allocate its MoE memory (its error says "
-                         "why)", r);
-  BRAID_TRY(nccl_status(comm_, ncclCommWindowRegister(comm_, window_memory_, window_bytes, &dev_.window,
-                                                      NCCL_WIN_COLL_SYMMETRIC),
-                        "ncclCommWindowRegister of the MoE window"));
-  registered_ = true;
-  return Status::ok();
-}
-
-void CudaMoe::release() {
-  if (state_memory_) cudaFree(state_memory_);
-  if (error_host_) cudaFreeHost(error_host_);
-  // Registered memory a peer may still store into stays (destroy frees it
-  // after its barrier).
-  if (window_memory_ && !registered_) ncclMemFree(window_memory_);
-  state_memory_ = nullptr;
-  error_host_ = nullptr;
-  window_memory_ = nullptr;
-}
-
-CudaMoe::~CudaMoe() {
-  const OnDevice on(device_);
-  release();
-}
+CudaMoe::~CudaMoe() = default;
 
 Status CudaMoe::async_error() {
-  if (!error_host_) return Status::ok();
-  const int32_t code = __atomic_load_n(&error_host_->code, __ATOMIC_ACQUIRE);
+  if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
+  DeviceMoeError e{};
+  const int32_t code = window_->error_code(&e);
   if (code == kDeviceOk) return Status::ok();
-  const DeviceMoeError& e = *error_host_;
   const char* call = e.combine ? "combine" : "dispatch";
   const int rank = dev_.rank;
   switch (code) {
@@ -213,21 +136,10 @@ Status CudaMoe::stats(braidMoeStats_t* out) {
 }
 
 Status CudaMoe::destroy() {
-  if (!registered_) return Status::ok();
-  const OnDevice on(device_);
-  // This rank's kernels are done; after the barrier every rank's are, and
-  // no peer stores into the window any more.
-  Status s = last_stream_ ? cuda_status(cudaStreamSynchronize(last_stream_), "braidMoeDestroy: cudaStreamSynchronize")
-                          : Status::ok();
-  std::vector<int64_t> all;
-  BRAID_TRY(gather_word(comm_, device_, 1, &all, "braidMoeDestroy: the closing barrier"));
-  const Status d =
-      nccl_status(comm_, ncclCommWindowDeregister(comm_, dev_.window), "braidMoeDestroy: ncclCommWindowDeregister");
-  const Status f = nccl_status(comm_, ncclMemFree(window_memory_), "braidMoeDestroy: ncclMemFree");
-  registered_ = false;
-  window_memory_ = nullptr;
-  release();
-  return !s.is_ok() ? s : !d.is_ok() ? d : f;
+  if (!window_) return Status::ok();
+  Status s = window_->close(last_stream_);
+  window_.reset();
+  return s;
 }
 
 }  // namespace braid::moe::cuda

@@ -3,10 +3,8 @@
 // stream, over a window every rank of the communicator reaches through
 // NCCL's LSA pointers (NVLink peers, ranks sharing a GPU).
 //
-// Create is collective: the config is agreed (moe_config.h), every rank
-// checks that its LSA team is the whole communicator, then each takes
-// ncclMemAlloc memory for the window (zeroed: no signal yet), registers it
-// (NCCL_WIN_COLL_SYMMETRIC) and allocates the kernels' state.  Dispatch
+// Create is collective: the config is agreed (moe_config.h), then the
+// window and the kernels' state (lsa_window.h).  Dispatch
 // and combine only launch: they return before the kernels run, and their
 // counts stay on the device, so both can be captured in a CUDA graph and
 // replayed (the call number lives in device memory, device_moe.h).  What a
@@ -19,6 +17,7 @@
 #include <memory>
 
 #include "src/moe/cuda/device_moe.h"
+#include "src/moe/cuda/lsa_window.h"
 #include "src/moe/moe_backend.h"
 
 namespace braid::moe::cuda {
@@ -40,17 +39,12 @@ class CudaMoe : public MoeBackend {
 
  private:
   CudaMoe(ncclComm_t comm, int device, int ctas) : comm_(comm), device_(device), ctas_(ctas) {}
-  Status allocate(size_t window_bytes);
-  void release();  // frees what allocate took (not collective)
 
   const ncclComm_t comm_;
   const int device_;
   const int ctas_;
   DeviceMoe dev_;
-  void* window_memory_ = nullptr;
-  void* state_memory_ = nullptr;
-  DeviceMoeError* error_host_ = nullptr;  // dev_.error, as the host sees it
-  bool registered_ = false;
+  std::unique_ptr<LsaWindow> window_;
   bool combine_due_ = false;
   int32_t tokens_ = 0;  // the last dispatch's
   cudaStream_t last_stream_ = nullptr;

@@ -1,0 +1,69 @@
+// What braid's CUDA MoE and AlltoAllv handles stand on: a window every rank
+// of the communicator reaches through NCCL's LSA pointers (ncclMemAlloc
+// memory, zeroed, registered NCCL_WIN_COLL_SYMMETRIC), device memory for
+// the kernels' state (zeroed), and the error record the kernels fill
+// (DeviceMoeError, in mapped host memory).
+//
+// Open is collective and fails on every rank alike: every rank's LSA team
+// must be the whole communicator, and every rank must get its memory,
+// before any registers the window.  Close is collective: this rank's last
+// stream is synchronised, then a barrier (after it no peer's kernel stores
+// into the window), then the window is deregistered and freed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "nccl.h"
+#include "src/base/status.h"
+#include "src/moe/cuda/device_moe.h"
+
+namespace braid::moe::cuda {
+
+class LsaWindow {
+ public:
+  static Status open(ncclComm_t comm, int device, size_t window_bytes, size_t state_bytes, const char* what,
+                     std::unique_ptr<LsaWindow>* out);
+  LsaWindow(const LsaWindow&) = delete;
+  LsaWindow& operator=(const LsaWindow&) = delete;
+  ~LsaWindow();  // frees what close() did not; a registered window stays (a peer may still store into it)
+
+  Status close(cudaStream_t last_stream);
+
+  ncclWindow_t window() const { return window_; }
+  void* state() const { return state_; }
+  DeviceMoeError* device_error() const { return device_error_; }
+  // The kernels' first error, or kDeviceOk; *e its record.
+  int32_t error_code(DeviceMoeError* e) const;
+  int device() const { return device_; }
+
+ private:
+  LsaWindow(ncclComm_t comm, int device, const char* what) : comm_(comm), device_(device), what_(what) {}
+  Status allocate(size_t window_bytes, size_t state_bytes);
+  void release();
+
+  const ncclComm_t comm_;
+  const int device_;
+  const std::string what_;
+  void* memory_ = nullptr;
+  ncclWindow_t window_ = nullptr;
+  void* state_ = nullptr;
+  DeviceMoeError* host_error_ = nullptr;
+  DeviceMoeError* device_error_ = nullptr;
+};
+
+// The handle's device is current while a call runs; the caller's comes back.
+class OnDevice {
+ public:
+  explicit OnDevice(int device);
+  ~OnDevice();
+
+ private:
+  int previous_ = -1;
+};
+
+Status cuda_status(cudaError_t e, const std::string& what);
+
+}  // namespace braid::moe::cuda
