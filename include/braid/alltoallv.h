@@ -11,14 +11,24 @@
  * maxCountPerPeer elements per call.  Only the counted elements travel, plus
  * one 8-byte word per (sender, receiver) pair and one acknowledgement back.
  *
- * This release runs on the host backend, on one host or several: ranks store
+ * On the host backend (host buffers), on one host or several: ranks store
  * straight into the windows they map and reach the others through one-sided
  * RMA (src/moe/window_routes.h); where ranks span hosts, create splits a
- * communicator of its own off comm.  Every call completes before it returns; the stream is accepted and
- * not used.  Create and destroy are collective; every rank calls
- * braidAlltoAllv the same number of times.  Errors are ncclResult_t codes
- * with a message for ncclGetLastError; ncclTimeout when a peer did not
- * answer within the timeout (late, or gone).
+ * communicator of its own off comm.  Every call completes before it
+ * returns; the stream is accepted and not used.
+ *
+ * On a CUDA communicator (device buffers, counts in device memory): every
+ * rank's window must be within reach of LSA pointers (NVLink peers, or
+ * ranks sharing a GPU).  A call launches one kernel on the stream and
+ * returns; the kernel reads sendCounts and writes recvCounts, so the call
+ * can be captured in a CUDA graph.  Calls of one handle must be ordered on
+ * the device.  What a kernel hits (a bad count, a timeout) is reported by
+ * the handle's next call and braidAlltoAllvGetAsyncError.
+ *
+ * Create and destroy are collective; every rank calls braidAlltoAllv the
+ * same number of times.  Errors are ncclResult_t codes with a message for
+ * ncclGetLastError; ncclTimeout when a peer did not answer within the
+ * timeout (late, or gone).
  */
 #ifndef BRAID_ALLTOALLV_H_
 #define BRAID_ALLTOALLV_H_
@@ -48,6 +58,10 @@ ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t datatype, size
  * calls: destroy it. */
 ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendbuff, const int64_t* sendCounts, void* recvbuff,
                             int64_t* recvCounts, cudaStream_t stream);
+
+/* *asyncError: what a call that already returned hit since (CUDA: its
+ * kernel), with its message for ncclGetLastError; ncclSuccess if nothing. */
+ncclResult_t braidAlltoAllvGetAsyncError(braidAlltoAllv_t handle, ncclResult_t* asyncError);
 
 /* Collective. */
 ncclResult_t braidAlltoAllvDestroy(braidAlltoAllv_t handle);

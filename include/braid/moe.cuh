@@ -26,8 +26,9 @@
 // the sequential planner, so host and device outputs match row for row.
 //   copy_coop         the group's vectorised copy the puts use.
 // With those the primitives are protocol.h's put_row / put_rows / arrive /
-// commit / test / wait, and calls.h's dispatch_agent / combine_agent, all
-// called by every thread of the group.
+// commit / test / wait, LsaMemory's flush, and calls.h's dispatch_agent /
+// combine_agent: put, flush, fence, signal_words and arrive are called by
+// every thread of the group, load and pause by any thread.
 //
 // A usage sketch, inside a persistent kernel (one CTA per agent):
 //   braid::moe::LsaMemory<ncclCoopCta> mm(ncclCoopCta(), window, 0);
@@ -95,9 +96,8 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
 }
 
 // protocol.h's memory model for peers in this rank's LSA team, with the
-// protocol's region at `offset` of every rank's `window`.  Every method is
-// called by every thread of the group; thread 0 does the ordering and the
-// signal stores, and the counting.
+// protocol's region at `offset` of every rank's `window`.  Thread 0 does
+// the ordering, the signal stores and the counting.
 template <class Coop>
 class LsaMemory {
  public:
@@ -142,6 +142,13 @@ class LsaMemory {
                                                                                           cuda::memory_order_acq_rel);
     }
     return coop_broadcast(coop_, before);
+  }
+  // The group's puts so far are visible system-wide (to the signals and
+  // stores that follow, and to the peers that see those).
+  __device__ void flush() {
+    coop_.sync();
+    if (coop_.thread_rank() == 0) cuda::atomic_thread_fence(cuda::memory_order_seq_cst, cuda::thread_scope_system);
+    coop_.sync();
   }
   __device__ void pause() { __nanosleep(64); }
 

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
-#include "braid/moe/layout.h"
 #include "braid/moe/signal.h"
 #include "src/base/env.h"
 #include "src/moe/host_memory.h"
+#include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 #include "src/ops/datatype.h"
 
@@ -15,7 +15,6 @@ namespace braid::moe {
 
 namespace {
 
-constexpr uint32_t kBadCount = 0xffffffffu;  // a count word's "this call fails": no data follows
 constexpr size_t kMaxCount = size_t(1) << 31;
 
 }  // namespace
@@ -27,25 +26,20 @@ HostAlltoAllv::HostAlltoAllv(ncclComm_t comm, int rank, int nranks, ncclDataType
       nranks_(nranks),
       elem_bytes_(datatype_size(type)),
       max_count_(max_count),
-      timeout_ms_(timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX))),
-      offsets_(size_t(nranks) + 1) {
-  const uint64_t words = uint64_t(round_up(int64_t(nranks) * 8, 128));
-  counts_offset_ = 0;
-  acks_offset_ = words;
-  data_offset_ = 2 * words;
-  bytes_ = data_offset_ + uint64_t(nranks) * max_count * elem_bytes_;
+      timeout_ms_(alltoallv_timeout_ms(timeout_ms)),
+      window_(AlltoAllvLayout::of(nranks, datatype_size(type), max_count)),
+      offsets_(size_t(nranks) + 1) {}
+
+int alltoallv_timeout_ms(int timeout_ms) {
+  return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
 }
 
-Status HostAlltoAllv::create(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms,
-                             std::unique_ptr<HostAlltoAllv>* out) {
-  int nranks = 0, rank = 0, device = -1;
+Status agree_alltoallv(ncclComm_t comm, int device, ncclDataType_t type, size_t max_count, int timeout_ms) {
+  int nranks = 0, rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
-  BRAID_TRY(nccl_status(comm, ncclCommCuDevice(comm, &device), "ncclCommCuDevice"));
   std::string problem;
-  if (device >= 0)
-    problem = "the communicator is on a CUDA device; this release runs on the host backend only";
-  else if (datatype_size(type) == 0)
+  if (datatype_size(type) == 0)
     problem = fmt::format("datatype {} is not an NCCL datatype", int(type));
   else if (max_count == 0 || max_count >= kMaxCount)
     problem = fmt::format("maxCountPerPeer {} is not in [1, 2^31)", max_count);
@@ -56,24 +50,29 @@ Status HostAlltoAllv::create(ncclComm_t comm, ncclDataType_t type, size_t max_co
   // Every rank takes part in the agreement, so that all fail alike.
   int64_t mine[3] = {problem.empty(), int64_t(type), int64_t(max_count)};
   std::vector<int64_t> all(size_t(3) * nranks);
-  BRAID_TRY(nccl_status(comm, ncclAllGather(mine, all.data(), 3, ncclInt64, comm, nullptr),
-                        "the arguments' agreement (ncclAllGather)"));
+  BRAID_TRY(all_gather_words(comm, device, mine, all.data(), 3, "the arguments' agreement"));
   if (!problem.empty()) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvCreate: {}", problem);
   for (int r = 0; r < nranks; ++r) {
     const int64_t* theirs = &all[size_t(r) * 3];
     if (!theirs[0])
       return BRAID_ERROR(ncclInvalidArgument,
-                         "braidAlltoAllvCreate: rank {}'s arguments are invalid (its error "
-                         "says why)",
-                         r);
+                         "braidAlltoAllvCreate: rank {}'s arguments are invalid (its error says why)", r);
     if (theirs[1] != mine[1] || theirs[2] != mine[2])
       return BRAID_ERROR(ncclInvalidArgument,
-                         "braidAlltoAllvCreate: rank {} has datatype {} and maxCountPerPeer {}, "
-                         "rank {} has {} and {}",
+                         "braidAlltoAllvCreate: rank {} has datatype {} and maxCountPerPeer {}, rank {} has {} and {}",
                          r, theirs[1], theirs[2], rank, mine[1], mine[2]);
   }
+  return Status::ok();
+}
+
+Status HostAlltoAllv::create(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms,
+                             std::unique_ptr<AlltoAllvBackend>* out) {
+  int rank = 0, nranks = 0;
+  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
+  BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
+  BRAID_TRY(agree_alltoallv(comm, -1, type, max_count, timeout_ms));
   std::unique_ptr<HostAlltoAllv> a(new HostAlltoAllv(comm, rank, nranks, type, max_count, timeout_ms));
-  BRAID_TRY(OwnWindow::open(comm, a->bytes_, "AlltoAllv", &a->own_));
+  BRAID_TRY(OwnWindow::open(comm, a->window_.bytes, "AlltoAllv", &a->own_));
   *out = std::move(a);
   return Status::ok();
 }
@@ -109,19 +108,17 @@ Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, co
   return Status::ok();
 }
 
-Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts) {
+Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
+                         cudaStream_t) {
   if (failed_)
     return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle failed; destroy it");
   // Checked first: a bad argument fails this rank's call and, through the
   // marker it sends instead of data, every peer's (none waits in vain).
   std::string problem;
-  offsets_[0] = 0;
-  for (int d = 0; d < nranks_ && send_counts; ++d) {
-    const int64_t c = send_counts[d];
-    if (problem.empty() && (c < 0 || uint64_t(c) > max_count_))
-      problem = fmt::format("sendCounts[{}] = {} is not in [0, maxCountPerPeer = {}]", d, c, max_count_);
-    offsets_[size_t(d) + 1] = offsets_[size_t(d)] + std::max<int64_t>(c, 0);
-  }
+  const int32_t bad_dest = send_counts ? send_offsets(send_counts, nranks_, max_count_, offsets_.data()) : -1;
+  if (bad_dest >= 0)
+    problem = fmt::format("sendCounts[{}] = {} is not in [0, maxCountPerPeer = {}]", bad_dest, send_counts[bad_dest],
+                          max_count_);
   if (!send_counts || !recv_counts)
     problem = "sendCounts or recvCounts is NULL";
   else if (problem.empty() && offsets_[size_t(nranks_)] > 0 && !send)
@@ -132,42 +129,29 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
 
   const uint32_t epoch = next_epoch(epoch_);
   failed_ = true;  // until this call has done its part of the protocol
-  if (epoch_ != 0) BRAID_TRY(wait_words(acks_offset_, WindowRoutes::kAckSignal, epoch_, "acknowledgement"));
+  if (epoch_ != 0) BRAID_TRY(wait_words(window_.acks, WindowRoutes::kAckSignal, epoch_, "acknowledgement"));
   epoch_ = epoch;
 
   WindowRoutes& routes = own_->routes();
   HostMemory mm(rank_, &routes);
-  for (int i = 1; i <= nranks_; ++i) {
-    const int d = (rank_ + i) % nranks_;  // peers first, this rank last
-    const uint64_t count = bad ? 0 : uint64_t(send_counts[d]);
-    if (count)
-      mm.put(d, own_->base(d) + block_offset(rank_), static_cast<const char*>(send) + offsets_[size_t(d)] * elem_bytes_,
-             count * elem_bytes_);
-    mm.flush();
-    const uint64_t word = signal_word(epoch, bad ? kBadCount : uint32_t(count));
-    mm.signal_words(d, reinterpret_cast<uint64_t*>(own_->base(d) + counts_offset_) + rank_, &word, 1);
-  }
+  alltoallv_send(mm, window_, rank_, static_cast<const char*>(send), offsets_.data(), bad, epoch, 0, 1);
   BRAID_TRY(std::move(routes.failure()).context(fmt::format("rank {}: braidAlltoAllv", rank_)));
   if (bad) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: {}", problem);
 
-  BRAID_TRY(wait_words(counts_offset_, WindowRoutes::kWordSignal, epoch, "count"));
-  const auto* words = reinterpret_cast<const uint64_t*>(own_->base(rank_) + counts_offset_);
+  BRAID_TRY(wait_words(window_.counts, WindowRoutes::kWordSignal, epoch, "count"));
+  const auto* words = reinterpret_cast<const uint64_t*>(own_->base(rank_) + window_.counts);
   char* out = static_cast<char*>(recv);
   for (int s = 0; s < nranks_; ++s) {
     const uint32_t count = signal_count(mm.load(&words[s]));
     if (count == kBadCount)
       return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: rank {} passed bad arguments (its error says which)", s);
-    std::memcpy(out, own_->base(rank_) + block_offset(s), size_t(count) * elem_bytes_);
+    std::memcpy(out, own_->base(rank_) + window_.block(s), size_t(count) * elem_bytes_);
     out += size_t(count) * elem_bytes_;
     recv_counts[s] = int64_t(count);
   }
 
   HostMemory acks(rank_, &routes, WindowRoutes::kAckSignal);
-  const uint64_t ack = signal_word(epoch, 0);
-  for (int i = 1; i <= nranks_; ++i) {
-    const int s = (rank_ + i) % nranks_;
-    acks.signal_words(s, reinterpret_cast<uint64_t*>(own_->base(s) + acks_offset_) + rank_, &ack, 1);
-  }
+  alltoallv_ack(acks, window_, rank_, epoch);
   BRAID_TRY(std::move(routes.failure()).context(fmt::format("rank {}: braidAlltoAllv", rank_)));
   failed_ = false;
   return Status::ok();

@@ -5,7 +5,8 @@
 //
 // Every rank's window holds, per source rank, a count word and a data block
 // of maxCountPerPeer elements, and per destination rank an acknowledgement
-// word.  One call, with epoch e:
+// word (alltoallv_protocol.h, shared with the CUDA kernel).  One call, with
+// epoch e:
 //   1. wait until every destination acknowledged call e - 1 (it copied out
 //      what this rank sent it, so its block may be written again);
 //   2. read sendCounts; put each destination's elements into its block at
@@ -26,32 +27,51 @@
 #include "nccl.h"
 #include "src/base/deadline.h"
 #include "src/base/status.h"
+#include "src/moe/alltoallv_protocol.h"
 #include "src/moe/own_window.h"
 
 namespace braid::moe {
 
-class HostAlltoAllv {
+// What a braidAlltoAllv handle runs on: this host backend, or the CUDA
+// kernel (cuda/cuda_alltoallv.h), picked by the communicator's device.
+class AlltoAllvBackend {
+ public:
+  virtual ~AlltoAllvBackend() = default;
+  virtual Status run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
+                     cudaStream_t stream) = 0;
+  virtual Status destroy() = 0;  // collective
+  virtual Status async_error() { return Status::ok(); }
+  virtual ncclComm_t comm() const = 0;
+};
+
+// Collective: checks the arguments on every rank and agrees on them (all
+// ranks fail alike).  `device`: comm's CUDA device, or -1.
+Status agree_alltoallv(ncclComm_t comm, int device, ncclDataType_t type, size_t max_count, int timeout_ms);
+// The bound of every wait: timeout_ms, or BRAID_TIMEOUT.
+int alltoallv_timeout_ms(int timeout_ms);
+
+class HostAlltoAllv : public AlltoAllvBackend {
  public:
   // Collective over comm's ranks.
   static Status create(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms,
-                       std::unique_ptr<HostAlltoAllv>* out);
-  Status run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts);
-  // Collective.
-  Status destroy();
-  ncclComm_t comm() const { return comm_; }
+                       std::unique_ptr<AlltoAllvBackend>* out);
+  // Completes before it returns; the stream is not used.
+  Status run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
+             cudaStream_t stream) override;
+  Status destroy() override;
+  ncclComm_t comm() const override { return comm_; }
 
  private:
   HostAlltoAllv(ncclComm_t comm, int rank, int nranks, ncclDataType_t type, size_t max_count, int timeout_ms);
   // Waits until every rank's word at `offset` + 8 x rank in this rank's
   // window shows `epoch` (those over RMA first, by their `signal`).
   Status wait_words(uint64_t offset, int signal, uint32_t epoch, const char* what);
-  uint64_t block_offset(int source) const { return data_offset_ + uint64_t(source) * max_count_ * elem_bytes_; }
 
   const ncclComm_t comm_;
   const int rank_, nranks_;
   const size_t elem_bytes_, max_count_;
   const int timeout_ms_;
-  uint64_t counts_offset_ = 0, acks_offset_ = 0, data_offset_ = 0, bytes_ = 0;
+  const AlltoAllvLayout window_;
   std::unique_ptr<OwnWindow> own_;
   uint32_t epoch_ = 0;  // the last call's
   bool failed_ = false;

@@ -1,16 +1,21 @@
-// The C entry points of braid/alltoallv.h: argument checks, then the host
-// implementation (alltoallv.h); no exception crosses them (shim's guarded),
-// and every error is recorded for ncclGetLastError and NCCL_DEBUG=WARN.
+// The C entry points of braid/alltoallv.h: argument checks, then the backend
+// the communicator's device picks (alltoallv.h, or cuda/cuda_alltoallv.h);
+// no exception crosses them (shim's guarded), and every error is recorded
+// for ncclGetLastError and NCCL_DEBUG=WARN.
 #include <memory>
 
 #include "braid/alltoallv.h"
 #include "src/moe/alltoallv.h"
+#include "src/moe/nccl_call.h"
 #include "src/shim/api.h"
+#if BRAID_MOE_CUDA
+#include "src/moe/cuda/cuda_alltoallv.h"
+#endif
 
 using namespace braid;
 
 struct braidAlltoAllvHandle {
-  std::unique_ptr<moe::HostAlltoAllv> impl;
+  std::unique_ptr<moe::AlltoAllvBackend> impl;
 };
 
 namespace {
@@ -25,8 +30,19 @@ BRAID_API ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t data
     if (!handle) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvCreate: handle is NULL");
     *handle = nullptr;
     BRAID_TRY(check_comm(comm));
+    int device = -1;
+    BRAID_TRY(moe::nccl_status(comm, ncclCommCuDevice(comm, &device), "ncclCommCuDevice"));
     auto h = std::make_unique<braidAlltoAllvHandle>();
-    BRAID_TRY(moe::HostAlltoAllv::create(comm, datatype, maxCountPerPeer, timeoutMs, &h->impl));
+    if (device < 0) {
+      BRAID_TRY(moe::HostAlltoAllv::create(comm, datatype, maxCountPerPeer, timeoutMs, &h->impl));
+    } else {
+#if BRAID_MOE_CUDA
+      BRAID_TRY(moe::cuda::CudaAlltoAllv::create(comm, device, datatype, maxCountPerPeer, timeoutMs, &h->impl));
+#else
+      return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvCreate: the communicator is on a CUDA device, and this "
+                         "braid was built without the CUDA kernels (no CUDA, or no nccl_device headers)");
+#endif
+    }
     *handle = h.release();
     return Status::ok();
   });
@@ -34,10 +50,20 @@ BRAID_API ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t data
 
 BRAID_API ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendbuff, const int64_t* sendCounts,
                                       void* recvbuff, int64_t* recvCounts, cudaStream_t stream) {
-  (void)stream;
   return guarded(comm_of(handle), "braidAlltoAllv", [&]() -> Status {
     if (!handle || !handle->impl) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: handle is NULL");
-    return handle->impl->run(sendbuff, sendCounts, recvbuff, recvCounts);
+    return handle->impl->run(sendbuff, sendCounts, recvbuff, recvCounts, stream);
+  });
+}
+
+BRAID_API ncclResult_t braidAlltoAllvGetAsyncError(braidAlltoAllv_t handle, ncclResult_t* asyncError) {
+  return guarded(comm_of(handle), "braidAlltoAllvGetAsyncError", [&]() -> Status {
+    if (!handle || !handle->impl)
+      return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvGetAsyncError: handle is NULL");
+    if (!asyncError) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvGetAsyncError: asyncError is NULL");
+    // Its message goes to ncclGetLastError, as a failed call's would.
+    *asyncError = report(comm_of(handle), "braidAlltoAllvGetAsyncError", handle->impl->async_error());
+    return Status::ok();
   });
 }
 

@@ -36,7 +36,7 @@ fi
 
 # braid's own C extensions (include/braid/moe.h, alltoallv.h) are exported too, and only those.
 moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeGetAsyncError braidMoeDestroy"
-moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvDestroy"
+moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvGetAsyncError braidAlltoAllvDestroy"
 for f in $moe_functions; do
   nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" ||
     { echo "braid's $braid_lib lacks $f (braid/*.h)"; exit 1; }

@@ -1,5 +1,6 @@
-// What the host-launched MoE kernels (moe_kernels.cu) read and write, set up
-// by CudaMoe (cuda_moe.h).  Plain C++: the host side is compiled without
+// What the host-launched MoE and AlltoAllv kernels (moe_kernels.cu,
+// alltoallv_kernels.cu) read and write, set up by CudaMoe (cuda_moe.h) and
+// CudaAlltoAllv (cuda_alltoallv.h).  Plain C++: the host side is compiled without
 // nvcc.
 //
 // A CUDA graph replays a kernel with the arguments it was captured with, so
@@ -15,6 +16,7 @@
 #include "braid/moe.h"
 #include "braid/moe/layout.h"
 #include "nccl.h"
+#include "src/moe/alltoallv_protocol.h"
 
 namespace braid::moe::cuda {
 
@@ -36,6 +38,8 @@ enum DeviceErrorCode : int32_t {
   kDeviceOverCapacity = 2,  // `peer` signalled `value` rows for `local_expert`, over capacity
   kDeviceBadExpert = 3,     // token `value` routes to an expert out of range
   kDeviceRowsMismatch = 4,  // combine: `peer` returned `value` rows for `local_expert`, not what was sent
+  kDeviceBadCount = 5,      // AlltoAllv: `peer`'s sendCounts[`value`] is out of range
+  kDeviceCountOverMax = 6,  // AlltoAllv: `peer` signalled `value` elements, over maxCountPerPeer
 };
 struct DeviceMoeError {
   int32_t claimed;
@@ -63,7 +67,24 @@ struct DeviceMoe {
   DeviceMoeError* error = nullptr;                                     // mapped host memory
 };
 
-// Shared memory a CTA of either kernel takes.
+// The AlltoAllv's kernel (alltoallv_kernels.cu; the protocol is
+// src/moe/alltoallv.h's, its window alltoallv_protocol.h's).
+struct DeviceAlltoAllvState {
+  uint64_t calls, exits;
+  int32_t stop;
+};
+struct DeviceAlltoAllv {
+  AlltoAllvLayout layout;
+  ncclWindow_t window = nullptr;
+  int32_t rank = 0;
+  uint64_t timeout_ns = 0;
+  DeviceAlltoAllvState* state = nullptr;  // device memory, zeroed at create
+  DeviceMoeError* error = nullptr;        // mapped host memory
+};
+int launch_alltoallv(const DeviceAlltoAllv& h, int ctas, const void* send, const int64_t* send_counts, void* recv,
+                     int64_t* recv_counts, cudaStream_t stream);
+
+// Shared memory a CTA of either MoE kernel takes.
 size_t kernel_shared_bytes(const Shape& s);
 constexpr int kThreadsPerCta = 512;
 

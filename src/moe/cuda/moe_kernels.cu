@@ -21,11 +21,11 @@
 // and for peers): the host launches few (config blocks, default 8).  A
 // failed wait raises the state's stop word, so the CTAs still waiting give
 // up at once, and records the first error for the host (DeviceMoeError).
-#include <cuda/atomic>
 #include <cuda_runtime.h>
 
 #include "braid/moe.cuh"
 #include "src/moe/cuda/device_moe.h"
+#include "src/moe/cuda/kernel_common.cuh"
 #include "src/moe/elements.h"
 
 namespace braid::moe::cuda {
@@ -34,26 +34,9 @@ namespace {
 
 constexpr int32_t kStage = 1024;  // ints of shared memory the planner stages the indices through
 
-template <class T>
-__device__ __forceinline__ T load_acquire(const T& v) {
-  return ::cuda::atomic_ref<T, ::cuda::thread_scope_system>(const_cast<T&>(v)).load(::cuda::memory_order_acquire);
-}
-template <class T>
-__device__ __forceinline__ void store_release(T& v, T x) {
-  ::cuda::atomic_ref<T, ::cuda::thread_scope_system>(v).store(x, ::cuda::memory_order_release);
-}
-
-// The first error of the handle, for the host; then every wait stops.
 __device__ void report(const DeviceMoe& h, DeviceErrorCode code, bool combine, int32_t peer, int32_t le,
                        int64_t value, uint32_t epoch) {
-  store_release(h.state->stop, int32_t(1));
-  if (atomicCAS(&h.error->claimed, 0, 1) != 0) return;
-  h.error->combine = combine;
-  h.error->peer = peer;
-  h.error->local_expert = le;
-  h.error->value = value;
-  h.error->epoch = epoch;
-  store_release(h.error->code, int32_t(code));
+  cuda::report(h.error, &h.state->stop, code, combine, peer, le, value, epoch);
 }
 
 // Every (source, local expert) signal of one half, by the CTA's threads;
@@ -91,9 +74,7 @@ __device__ void finish(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, uin
   atomicAdd(reinterpret_cast<unsigned long long*>(&st.signalsRemote), c.signals_remote);
   atomicAdd(reinterpret_cast<unsigned long long*>(&st.signalsLocal), c.signals_local);
   atomicAdd(reinterpret_cast<unsigned long long*>(&st.fences), c.fences);
-  uint64_t& exits = combine ? h.state->combine_exits : h.state->dispatch_exits;
-  __threadfence();
-  if (atomicAdd(reinterpret_cast<unsigned long long*>(&exits), 1ull) + 1 == call * gridDim.x)
+  if (last_to_finish(combine ? &h.state->combine_exits : &h.state->dispatch_exits, call))
     (combine ? h.state->combine_calls : h.state->dispatch_calls) = call;
 }
 
