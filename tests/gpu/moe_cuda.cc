@@ -2,7 +2,7 @@
 // (src/moe/cuda/) under the host backend's exact checks (tests/moe/
 // moe_layer.h), ranks as threads or processes on the GPUs there are.
 //
-//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout
+//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout|alltoallv
 //
 // layers:  random cases (every element type, both layouts, skew, masked
 //          choices, cold experts, ranks with no tokens), a capacity
@@ -17,6 +17,10 @@
 // timeout: the last rank never dispatches; the others' kernels give up
 //          within the handle's timeout and braidMoeGetAsyncError says
 //          ncclTimeout, then every rank destroys its handle.
+// alltoallv: braidAlltoAllv on the same ranks (tests/moe/alltoallv_calls.h's
+//          exact checks: counts drawn anew each call, zeros and full
+//          blocks), every element size; then a send count out of range on
+//          rank 0, which every rank's braidAlltoAllvGetAsyncError reports.
 // Exit 0 when every check holds.
 #include <cuda_runtime.h>
 
@@ -25,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "alltoallv_calls.h"
 #include "moe_layer.h"
 #include "rank_runner.h"
 
@@ -313,15 +318,50 @@ int timeout_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   return f.count;
 }
 
+int alltoallv_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
+  for (const ncclDataType_t type : {ncclInt8, ncclBfloat16, ncclFloat32, ncclFloat64}) {
+    A2aCase c;
+    c.type = type;
+    c.max_count = type == ncclInt8 ? 4099 : 37;
+    c.calls = 20;
+    c.seed = uint64_t(type) + 1;
+    if (f.count == 0) calls_body<GpuSide>(c)(rank, n, comm, f);
+  }
+  if (f.count) return f.count;
+  braidAlltoAllv_t a2a = nullptr;
+  MP_NCCL(f, braidAlltoAllvCreate(comm, ncclFloat32, 8, 5000, &a2a));
+  if (!a2a) return f.count;
+  std::vector<int64_t> counts(size_t(n), 1);
+  if (rank == 0) counts[1 % n] = 9;  // over maxCountPerPeer
+  std::vector<float> send(size_t(n) * 8), recv(send.size());
+  std::vector<int64_t> recv_counts(static_cast<size_t>(n));
+  GpuSide side;
+  MP_NCCL(f, braidAlltoAllv(a2a, side.in(send.data(), send.size() * 4),
+                            static_cast<const int64_t*>(side.in(counts.data(), counts.size() * 8)),
+                            side.out(recv.data(), recv.size() * 4),
+                            static_cast<int64_t*>(side.out(recv_counts.data(), recv_counts.size() * 8)), side.stream()));
+  side.done(f);
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL(f, braidAlltoAllvGetAsyncError(a2a, &async));
+  const std::string says = ncclGetLastError(nullptr);
+  const std::string want = rank == 0 ? "sendCounts[1]" : "rank 0 passed bad arguments";
+  if (async != ncclInvalidArgument || says.find(want) == std::string::npos)
+    f.fail(fmt::format("rank {}: async error {} ({}), want ncclInvalidArgument saying '{}'", rank, int(async), says,
+                       want));
+  MP_NCCL(f, braidAlltoAllvDestroy(a2a));
+  return f.count;
+}
+
 std::string g_mode = "layers";
 
 int rank_main(int rank, int n, ncclUniqueId id) {
   ncclComm_t comm = nullptr;
   if (init_rank_on_device(rank, n, id, &comm)) return 1;
   mp::Failures f;
-  const int failed = g_mode == "graph" ? graph_mode(rank, n, comm, f)
-                     : g_mode == "timeout" ? timeout_mode(rank, n, comm, f)
-                                           : layers_mode(rank, n, comm, f);
+  const int failed = g_mode == "graph"       ? graph_mode(rank, n, comm, f)
+                     : g_mode == "timeout"   ? timeout_mode(rank, n, comm, f)
+                     : g_mode == "alltoallv" ? alltoallv_mode(rank, n, comm, f)
+                                             : layers_mode(rank, n, comm, f);
   ncclCommDestroy(comm);
   return failed ? 1 : 0;
 }

@@ -11,6 +11,7 @@
 
 #include "braid/alltoallv.h"
 #include "harness.h"
+#include "host_side.h"
 #include "moe_reference.h"
 
 namespace moe_test {
@@ -62,11 +63,13 @@ struct A2aCase {
   uint64_t seed = 1;
 };
 
-inline mp::RankBody calls_body(const A2aCase& c) {
+template <class Side = HostSide>
+mp::RankBody calls_body(const A2aCase& c) {
   return [=](int rank, int n, ncclComm_t comm, mp::Failures& f) {
     braidAlltoAllv_t a2a = nullptr;
     MP_NCCL(f, braidAlltoAllvCreate(comm, c.type, size_t(c.max_count), 0, &a2a));
     if (!a2a) return;
+    Side side;
     const size_t eb = any_elem_bytes(c.type);
     std::vector<unsigned char> send(size_t(n) * c.max_count * eb), recv(send.size());
     std::vector<int64_t> send_counts(static_cast<size_t>(n)), recv_counts(static_cast<size_t>(n));
@@ -79,7 +82,12 @@ inline mp::RankBody calls_body(const A2aCase& c) {
       }
       std::fill(recv.begin(), recv.end(), 0xa5);
       std::fill(recv_counts.begin(), recv_counts.end(), -7);
-      MP_NCCL(f, braidAlltoAllv(a2a, send.data(), send_counts.data(), recv.data(), recv_counts.data(), nullptr));
+      MP_NCCL(f, braidAlltoAllv(a2a, side.in(send.data(), send.size()),
+                                static_cast<const int64_t*>(side.in(send_counts.data(), send_counts.size() * 8)),
+                                side.out(recv.data(), recv.size()),
+                                static_cast<int64_t*>(side.out(recv_counts.data(), recv_counts.size() * 8)),
+                                side.stream()));
+      if (!side.done(f)) break;
       size_t got = 0, wrong = 0;
       for (int s = 0; s < n && f.count == 0; ++s) {
         const int64_t want = count_of(s, rank, call, c.max_count, c.seed);

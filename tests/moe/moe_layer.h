@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "host_side.h"
 #include "moe_reference.h"
 
 namespace moe_test {
@@ -55,22 +56,6 @@ inline std::vector<int64_t> first_rows(const Case& c, int n, const std::vector<i
   }
   return first;
 }
-
-// Where a layer's buffers are when braid gets them: host memory as they are
-// (the host backend).  A CUDA communicator's side (tests/gpu/moe_cuda.cc)
-// hands braid device copies on its stream instead, and copies the outputs
-// back in done(), so both backends run these same checks.
-struct HostSide {
-  const void* in(const void* p, size_t) { return p; }
-  void* out(void* p, size_t) { return p; }
-  cudaStream_t stream() const { return nullptr; }
-  bool done(mp::Failures&) { return true; }  // the outputs are in the caller's vectors
-  void sum(ncclComm_t comm, double* v, mp::Failures& f) {
-    double all = 0;
-    MP_NCCL(f, ncclAllReduce(v, &all, 1, ncclFloat64, ncclSum, comm, nullptr));
-    *v = all;
-  }
-};
 
 // Runs layer `layer`; returns false after the first failure (f counts it).
 template <class Side = HostSide>
