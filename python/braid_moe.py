@@ -10,10 +10,12 @@ its AlltoAllv whose counts live in memory (include/braid/alltoallv.h).
     recv, recv_counts = a2a(send, send_counts)          # all_to_all_single, splits as int64 in memory
 
 Buffers are PyTorch tensors (contiguous) or any contiguous buffer
-(bytearray, ctypes arrays, memoryview, array).  The C API runs on the host
-backend today (include/braid/moe.h), so tensors are CPU tensors; the
-stream argument (for a CUDA tensor, its device's current stream) is passed
-through for the device part of issue 40.
+(bytearray, ctypes arrays, memoryview, array).  On a communicator of the
+host backend they are host memory and every call completes before it
+returns.  On a CUDA communicator they are CUDA tensors: a call launches its
+kernel on the stream (default: the tensor's device's current stream) and
+returns at once, the counts (and dispatch's dropped rows) come back as
+device tensors, and check() raises what a kernel hit since.
 Outputs not given are allocated like the inputs: tensors for tensors,
 bytearrays otherwise.  Nothing here needs PyTorch; it is imported only to
 read a tensor's stream.
@@ -81,12 +83,14 @@ def library():
             "ncclGetLastError": [vp],
             "braidMoeCreate": [vp, ctypes.POINTER(_Config), ctypes.POINTER(vp)],
             "braidMoeGetInfo": [vp, ctypes.POINTER(sz), ctypes.POINTER(i32)],
-            "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, ctypes.POINTER(ctypes.c_int64), vp],
+            "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, vp, vp],
             "braidMoeCombine": [vp, vp, vp, vp, vp],
             "braidMoeGetStats": [vp, ctypes.POINTER(_Stats)],
+            "braidMoeGetAsyncError": [vp, ctypes.POINTER(i32)],
             "braidMoeDestroy": [vp],
             "braidAlltoAllvCreate": [vp, i32, sz, i32, ctypes.POINTER(vp)],
             "braidAlltoAllv": [vp, vp, vp, vp, vp, vp],
+            "braidAlltoAllvGetAsyncError": [vp, ctypes.POINTER(i32)],
             "braidAlltoAllvDestroy": [vp],
         }
         for name, args in signatures.items():
@@ -100,6 +104,12 @@ def library():
 def _check(code, comm=None):
     if code != 0:
         raise Error(code, library().ncclGetLastError(comm).decode(errors="replace"))
+
+
+def _check_async(function, handle, comm):
+    code = ctypes.c_int(0)
+    _check(function(handle, ctypes.byref(code)), comm)
+    _check(code.value, comm)
 
 
 def get_unique_id():
@@ -206,7 +216,8 @@ class Moe:
 
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
         """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
-        recv_counts [nranks][local experts] int32, rows of this rank dropped past capacity)."""
+        recv_counts [nranks][local experts] int32, rows of this rank dropped past capacity: an int, or for
+        CUDA tensors a one-element int64 tensor on their device, written by the kernel)."""
         row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
         if recv_tokens is None:
             recv_tokens = _like(tokens, self.max_output_rows * row_bytes, (self.max_output_rows, self.hidden),
@@ -224,10 +235,16 @@ class Moe:
                 c_bytes < self.nranks * self.local_experts * 4:
             raise Error(4, f"dispatch: tokens need {num_tokens} rows of {row_bytes} bytes, recv_tokens "
                            f"{self.max_output_rows}, recv_counts {self.nranks * self.local_experts} int32")
-        dropped = ctypes.c_int64(0)
-        _check(library().braidMoeDispatch(self.handle, t, k, num_tokens, r, c, ctypes.byref(dropped),
+        if getattr(tokens, "is_cuda", False):
+            import torch
+            dropped = torch.zeros(1, dtype=torch.int64, device=tokens.device)
+            d = dropped.data_ptr()
+        else:
+            dropped = ctypes.c_int64(0)
+            d = ctypes.addressof(dropped)
+        _check(library().braidMoeDispatch(self.handle, t, k, num_tokens, r, c, ctypes.c_void_p(d),
                                           _stream(stream, tokens)), self.comm.handle)
-        return recv_tokens, recv_counts, dropped.value
+        return recv_tokens, recv_counts, dropped if not isinstance(dropped, ctypes.c_int64) else dropped.value
 
     def combine(self, expert_out, topk_weights, out_tokens=None, stream=None):
         """expert_out in recv_tokens' places, topk_weights [n][top_k] float32 of the last dispatch.  Returns
@@ -246,6 +263,10 @@ class Moe:
                            f"places), out_tokens {num_tokens}")
         _check(library().braidMoeCombine(self.handle, e, w, o, _stream(stream, expert_out)), self.comm.handle)
         return out_tokens
+
+    def check(self):
+        """Raises what a call that already returned hit since (CUDA: its kernels)."""
+        _check_async(library().braidMoeGetAsyncError, self.handle, self.comm.handle)
 
     def stats(self):
         s = _Stats()
@@ -293,6 +314,10 @@ class AlltoAllv:
                            f"{self.nranks * self.max_count} elements of {elem} bytes")
         _check(library().braidAlltoAllv(self.handle, s, sc, r, rc, _stream(stream, send)), self.comm.handle)
         return recv, recv_counts
+
+    def check(self):
+        """Raises what a call that already returned hit since (CUDA: its kernel)."""
+        _check_async(library().braidAlltoAllvGetAsyncError, self.handle, self.comm.handle)
 
     def close(self):
         """Collective, like braidAlltoAllvDestroy."""

@@ -54,6 +54,7 @@ def a2a_errors(rank, n, comm, errors):
         want = [s * 10000 + rank * 100 + call * 10 + i for s in range(n) for i in range(want_counts[s])]
         if got_counts != want_counts or list(array.array("q", bytes(recv)))[:len(want)] != want:
             errors.append(f"alltoallv call {call}: counts {got_counts} (wanted {want_counts}) or elements wrong")
+    a2a.check()  # nothing went wrong since: no error
     a2a.close()
 
 
@@ -113,6 +114,7 @@ def run(rank, n, uid):
                     errors.append(f"layer {layer}: token {t} element {j} is {out[t * HIDDEN + j]}, wanted {want}")
                     break
     a2a_errors(rank, n, comm, errors)
+    moe.check()
     stats = moe.stats()
     if stats["dispatches"] != 3 or stats["combines"] != 3:
         errors.append(f"stats count {stats['dispatches']} dispatches, {stats['combines']} combines")
