@@ -16,12 +16,14 @@
 //      ready queue; warp 1, the scheduler: hands the ready blocks to the
 //      processors round robin, in arrival order;
 //      processors: for each block handed to them, the expert (rows times a
-//      per-expert scale, into scratch), then put_rows back into the
-//      source's combine half; once a processor's blocks are done it
+//      per-expert scale, into scratch), then back into the source's
+//      combine half tile by tile (put_rows, then signal_tile: LSA
+//      combine's per-tile signal); once a processor's blocks are done it
 //      arrives on every destination's combine counter (arrive_everywhere,
 //      P agents; the leaders commit);
-//   4. every CTA waits (bounded) for this rank's combine signals and sums
-//      its share of tokens with their weights;
+//   4. every CTA sums its share of tokens, each row once its tile's word
+//      says it landed (test_tile), then waits (bounded) for the blocks'
+//      signals: their counts, and the flow control;
 //   5. a grid barrier (a counter) before the next layer's plan overwrites
 //      this one's.
 // Exit 0 when every layer's every combined element is exact (float32,
@@ -39,7 +41,7 @@ using namespace braid::moe;
 namespace {
 
 constexpr int kLayers = 6, kProcessors = 4, kThreads = 256, kStage = 1024;
-constexpr int kTokens = 48, kTopK = 2, kHidden = 128, kExpertsPerRank = 2;
+constexpr int kTokens = 48, kTopK = 2, kHidden = 128, kExpertsPerRank = 2, kTileRows = 4;
 constexpr uint64_t kTimeoutNs = 20ull * 1000 * 1000 * 1000;
 
 __host__ __device__ float scale_of(int expert) { return float(expert % 4 + 1); }
@@ -159,7 +161,13 @@ __global__ void moe_layers(Args a) {
         const float scale = scale_of(a.rank * L + le);
         for (int32_t x = threadIdx.x; x < rows_in * H; x += blockDim.x) scratch[x] = __fmul_rn(in[x], scale);
         __syncthreads();  // the whole block's results, before the group puts them
-        put_rows(mm, src, mm.window(src) + a.w.combine_data, s, a.rank, le, 0, rows_in, scratch);
+        // Back tile by tile, each tile's word raised as it lands (LSA combine).
+        auto* tiles = reinterpret_cast<uint64_t*>(mm.window(src) + a.w.combine_tiles);
+        for (int32_t first = 0, tile = 0; first < rows_in; first += s.tile_rows, ++tile) {
+          const int32_t rows = min(s.tile_rows, rows_in - first);
+          put_rows(mm, src, mm.window(src) + a.w.combine_data, s, a.rank, le, first, rows, scratch + first * H);
+          signal_tile(mm, src, tiles, s, a.rank, le, tile, uint32_t(rows), epoch);
+        }
       }
       if (ok)
         arrive_everywhere(mm, s, CallState{a.rank, call, epoch, a.combine_arrivals}, a.w.combine_signals, a.received,
@@ -168,18 +176,26 @@ __global__ void moe_layers(Args a) {
     __syncthreads();
     if (!ok) break;
 
-    // 4. Every CTA: this rank's combine signals, then its share of tokens.
-    const auto* back = reinterpret_cast<const uint64_t*>(mm.window(a.rank) + a.w.combine_signals);
-    for (int32_t i = threadIdx.x; i < B; i += blockDim.x) {
-      uint32_t count = 0;
-      if (wait(mm, back, s, i / L, i % L, epoch, &count, expired) != WaitResult::Ok || int32_t(count) != a.sent[i])
-        ok = 0;
-    }
-    __syncthreads();
-    if (!ok) break;
+    // 4. Every CTA sums its share of tokens, each row as soon as its tile's
+    // word says it landed; then waits for the blocks' signals (their counts,
+    // and the flow control: every rank's combine is done before the next
+    // dispatch writes into it).
     const char* half = mm.window(a.rank) + a.w.combine_data;
+    const auto* tiles = reinterpret_cast<const uint64_t*>(mm.window(a.rank) + a.w.combine_tiles);
     float* out = a.out + size_t(layer) * kTokens * H;
-    for (int t = me; t < kTokens; t += gridDim.x)
+    for (int t = me; t < kTokens; t += gridDim.x) {  // ok changes only before a barrier: read after one
+      for (int k = 0; k < K; ++k) {
+        const int32_t slot = a.slots[t * K + k], e = topk[t * K + k];
+        if (slot == kNoSlot) continue;
+        if (threadIdx.x == 0)
+          while (!test_tile(mm, tiles, s, s.owner(e), s.local(e), slot / s.tile_rows, epoch))
+            if (expired()) {
+              ok = 0;
+              break;
+            }
+      }
+      __syncthreads();
+      if (!ok) break;
       for (int x = threadIdx.x; x < H; x += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < K; ++k) {
@@ -192,6 +208,15 @@ __global__ void moe_layers(Args a) {
         }
         out[t * H + x] = acc;
       }
+    }
+    const auto* back = reinterpret_cast<const uint64_t*>(mm.window(a.rank) + a.w.combine_signals);
+    for (int32_t i = threadIdx.x; i < B; i += blockDim.x) {
+      uint32_t count = 0;
+      if (wait(mm, back, s, i / L, i % L, epoch, &count, expired) != WaitResult::Ok || int32_t(count) != a.sent[i])
+        ok = 0;
+    }
+    __syncthreads();
+    if (!ok) break;
 
     // 5. This CTA is done with the layer.
     __syncthreads();
@@ -228,8 +253,8 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   s.hidden = kHidden;
   s.elem_bytes = 4;
   s.max_tokens = kTokens;
-  s.tile_rows = 1;
-  s.capacity = worst_case_capacity(kTokens, 1);
+  s.tile_rows = kTileRows;
+  s.capacity = worst_case_capacity(kTokens, kTileRows);
   const WindowLayout w = WindowLayout::of(s);
   void* memory = nullptr;
   CHECK_OR_FAIL(ncclMemAlloc(&memory, w.bytes));

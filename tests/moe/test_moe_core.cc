@@ -99,7 +99,10 @@ TEST_CASE("moe window layout: blocks [peer][local expert][row], signals apart, b
   const WindowLayout w = WindowLayout::of(s);
   CHECK(w.dispatch_signals == 0);
   CHECK(w.combine_signals == 128);  // 8 words = 64 bytes, rounded to 128
-  CHECK(w.dispatch_data == 256);
+  CHECK(w.combine_tiles == 256);
+  CHECK(WindowLayout::tiles_per_block(s) == 3);  // capacity 12, tiles of 4 rows
+  CHECK(WindowLayout::tile_index(s, 3, 1, 2) == 7 * 3 + 2);
+  CHECK(w.dispatch_data == 256 + 256);  // 8 blocks x 3 tiles x 8 bytes = 192, rounded to 256
   CHECK(w.combine_data - w.dispatch_data >= uint64_t(s.max_output_rows() * s.row_bytes()));
   CHECK(w.bytes == w.combine_data + (w.combine_data - w.dispatch_data));
   CHECK(WindowLayout::signal_index(s, 3, 1) == 7);
@@ -107,6 +110,40 @@ TEST_CASE("moe window layout: blocks [peer][local expert][row], signals apart, b
   CHECK(WindowLayout::row_offset(s, 0, 1, 0) == 12 * 6);
   CHECK(WindowLayout::row_offset(s, 2, 1, 5) == ((2 * 2 + 1) * 12 + 5) * 6);
   CHECK(s.max_output_rows() == 4 * 2 * 12);
+}
+
+TEST_CASE("moe per-tile combine signals: a tile's rows are there once its word shows the epoch", "[moe]") {
+  const Shape s = shape(2, 2, 1, 64, 4, 64);  // 1 local expert, 16 tiles of 4 rows, rows of 6 bytes
+  const WindowLayout w = WindowLayout::of(s);
+  std::vector<char> window(w.bytes, 0);
+  auto* tiles = reinterpret_cast<uint64_t*>(window.data() + w.combine_tiles);
+  char* data = window.data() + w.combine_data;
+  const int rows_bytes = 4 * 6;
+  for (uint32_t epoch = 1; epoch <= 50; ++epoch) {
+    std::thread sender([&] {  // rank 1 returns its block's tiles in reverse order
+      CountingMemory mm;
+      for (int32_t tile = 15; tile >= 0; --tile) {
+        std::vector<char> rows(static_cast<size_t>(rows_bytes), char(epoch + tile));
+        put_rows(mm, 0, data, s, 1, 0, tile * 4, 4, rows.data());
+        signal_tile(mm, 0, tiles, s, 1, 0, tile, 4, epoch);
+      }
+      CHECK(mm.fences == 16);
+      CHECK(mm.signals == 16);
+    });
+    CountingMemory mm;
+    std::vector<bool> seen(16, false);
+    for (int done = 0; done < 16;)
+      for (int32_t tile = 0; tile < 16; ++tile) {
+        if (seen[size_t(tile)] || !test_tile(mm, tiles, s, 1, 0, tile, epoch)) continue;
+        const char* rows = data + WindowLayout::row_offset(s, 1, 0, tile * 4);
+        for (int b = 0; b < rows_bytes; ++b)
+          if (rows[b] != char(epoch + tile)) FAIL("epoch " << epoch << " tile " << tile << " byte " << b);
+        seen[size_t(tile)] = true;
+        ++done;
+      }
+    sender.join();
+    CHECK_FALSE(test_tile(mm, tiles, s, 1, 0, 0, epoch + 1));
+  }
 }
 
 TEST_CASE("moe output layouts: rank-major pads each block, expert-major each expert", "[moe]") {

@@ -71,20 +71,33 @@ BRAID_HD int32_t factor_capacity(int32_t max_tokens, int32_t top_k, int32_t expe
 }
 
 // Byte offsets inside every rank's window.  Signal words are 8 bytes, kept
-// on their own cache lines apart from the data.
+// on their own cache lines apart from the data.  The combine half also has
+// one tile word per (peer, local expert, tile of tile_rows rows): a sender
+// that returns results tile by tile over LSA may raise each tile's word as
+// it lands (protocol.h signal_tile), so that the source can start on the
+// tokens whose rows are in before the whole block is.
 struct WindowLayout {
-  uint64_t dispatch_signals = 0, combine_signals = 0, dispatch_data = 0, combine_data = 0, bytes = 0;
+  uint64_t dispatch_signals = 0, combine_signals = 0, combine_tiles = 0, dispatch_data = 0, combine_data = 0,
+           bytes = 0;
 
   BRAID_HD static WindowLayout of(const Shape& s) {
     const uint64_t signal_bytes = uint64_t(round_up(s.blocks() * 8, 128));
+    const uint64_t tile_bytes = uint64_t(round_up(s.blocks() * tiles_per_block(s) * 8, 128));
     const uint64_t data_bytes = uint64_t(round_up(s.max_output_rows() * s.row_bytes(), 128));
     WindowLayout w;
     w.dispatch_signals = 0;
     w.combine_signals = signal_bytes;
-    w.dispatch_data = 2 * signal_bytes;
+    w.combine_tiles = 2 * signal_bytes;
+    w.dispatch_data = w.combine_tiles + tile_bytes;
     w.combine_data = w.dispatch_data + data_bytes;
     w.bytes = w.combine_data + data_bytes;
     return w;
+  }
+  BRAID_HD static int64_t tiles_per_block(const Shape& s) { return (s.capacity + s.tile_rows - 1) / s.tile_rows; }
+  // The tile word of rows [tile * tile_rows, (tile + 1) * tile_rows) of
+  // block (peer, local expert), as an index of 8-byte words from combine_tiles.
+  BRAID_HD static int64_t tile_index(const Shape& s, int32_t peer, int32_t local_expert, int32_t tile) {
+    return (int64_t(peer) * s.local_experts + local_expert) * tiles_per_block(s) + tile;
   }
   // The signal word of block (peer, local expert), as an index of 8-byte words from the half's base.
   BRAID_HD static int64_t signal_index(const Shape& s, int32_t peer, int32_t local_expert) {

@@ -25,6 +25,7 @@
 //                                      transport has messages)
 //   uint64_t load(const uint64_t* word)            an acquire load
 //   uint32_t arrive(uint32_t* counter)             acq_rel fetch-add 1, the old value
+//   (signal_tile / test_tile, for LSA combine tile by tile, use the same)
 //   pause()                            back off while polling
 // The host's (threads or processes over mapped windows) is src/moe/host_memory.h.
 #pragma once
@@ -94,6 +95,27 @@ BRAID_HD bool test(MM& mm, const uint64_t* my_half_signals, const Shape& s, int3
   if (!epoch_reached(signal_epoch(word), epoch)) return false;
   *count = signal_count(word);
   return true;
+}
+
+// The per-tile signal of LSA combine: the rows of tile `tile` of block
+// (from, local_expert) are in `peer`'s combine half (the caller put them);
+// one ordering point, then the tile's word (epoch, rows in the tile).  A
+// tile word is a signal of its own: the block's commit still follows, for
+// the counts and the flow control.
+template <class MM>
+BRAID_HD void signal_tile(MM& mm, int32_t peer, uint64_t* peer_tiles, const Shape& s, int32_t from,
+                          int32_t local_expert, int32_t tile, uint32_t rows, uint32_t epoch) {
+  mm.fence();
+  const uint64_t word = signal_word(epoch, rows);
+  mm.signal_words(peer, peer_tiles + WindowLayout::tile_index(s, from, local_expert, tile), &word, 1);
+}
+
+// Non-blocking: whether tile `tile` of block (from, local_expert) of this
+// rank's combine half has landed for `epoch`.
+template <class MM>
+BRAID_HD bool test_tile(MM& mm, const uint64_t* my_tiles, const Shape& s, int32_t from, int32_t local_expert,
+                        int32_t tile, uint32_t epoch) {
+  return epoch_reached(signal_epoch(mm.load(my_tiles + WindowLayout::tile_index(s, from, local_expert, tile))), epoch);
 }
 
 enum class WaitResult : int32_t { Ok = 0, Timeout = 1 };
