@@ -96,8 +96,8 @@ Status all_gather_words(ncclComm_t comm, int device, const int64_t* mine, int64_
   int64_t* staged = nullptr;
   cudaStream_t stream = nullptr;
   auto cuda = [&](cudaError_t e, const char* call) {
-    return e == cudaSuccess ? Status::ok()
-                            : BRAID_ERROR(ncclUnhandledCudaError, "{}: {} failed: {}", what, call, cudaGetErrorString(e));
+    if (e == cudaSuccess) return Status::ok();
+    return BRAID_ERROR(ncclUnhandledCudaError, "{}: {} failed: {}", what, call, cudaGetErrorString(e));
   };
   Status s = cuda(cudaSetDevice(device), "cudaSetDevice");
   if (s.is_ok()) s = cuda(cudaMalloc(reinterpret_cast<void**>(&staged), bytes + total), "cudaMalloc");

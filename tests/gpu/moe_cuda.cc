@@ -339,7 +339,8 @@ int alltoallv_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   MP_NCCL(f, braidAlltoAllv(a2a, side.in(send.data(), send.size() * 4),
                             static_cast<const int64_t*>(side.in(counts.data(), counts.size() * 8)),
                             side.out(recv.data(), recv.size() * 4),
-                            static_cast<int64_t*>(side.out(recv_counts.data(), recv_counts.size() * 8)), side.stream()));
+                            static_cast<int64_t*>(side.out(recv_counts.data(), recv_counts.size() * 8)),
+                            side.stream()));
   side.done(f);
   ncclResult_t async = ncclSuccess;
   MP_NCCL(f, braidAlltoAllvGetAsyncError(a2a, &async));

@@ -89,7 +89,8 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
   __syncthreads();
   const char* mine = mm.window(h.rank);
   for (int32_t s = blockIdx.x; s < n; s += gridDim.x)
-    copy_coop(cta, recv + counts[s] * w.elem_bytes, mine + w.block(s), size_t(counts[s + 1] - counts[s]) * w.elem_bytes);
+    copy_coop(cta, recv + counts[s] * w.elem_bytes, mine + w.block(s),
+              size_t(counts[s + 1] - counts[s]) * w.elem_bytes);
 
   // The last CTA out acknowledges: every block of this call was copied.
   __syncthreads();

@@ -105,7 +105,8 @@ Status CudaMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
                        ntokens, dev_.shape.max_tokens);
   if (ntokens > 0 && (!tokens || !topk))
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: tokens or topkIdx is NULL");
-  if (!out || !recv_counts) return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: recvTokens or recvCounts is NULL");
+  if (!out || !recv_counts)
+    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: recvTokens or recvCounts is NULL");
   const OnDevice on(device_);
   const int e = launch_dispatch(dev_, ctas_, tokens, topk, ntokens, out, recv_counts, dropped, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeDispatch: the kernel's launch");
