@@ -158,16 +158,7 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   std::vector<float> weights(topk.size(), 1.0f);
 
   // ---- braid MoE.
-  braidMoeConfig_t cfg = BRAID_MOE_CONFIG_INITIALIZER;
-  cfg.numExperts = o.experts;
-  cfg.topK = K;
-  cfg.hidden = H;
-  cfg.maxTokensPerRank = o.tokens;
-  cfg.dtype = o.dtype;
-  cfg.tileRows = o.tile;
-  cfg.capacityFactor = o.capacity_factor;
-  cfg.layout = o.layout;
-  cfg.blocks = o.blocks;
+  braidMoeConfig_t cfg = config_of(o);
   braidMoe_t moe = nullptr;
   TRY(braidMoeCreate(comm, &cfg, &moe));
   size_t max_rows = 0;
@@ -245,28 +236,7 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
     return ncclSuccess;
   };
 
-  // Warm-up, then rounds that alternate: every round runs -n layers of each.
-  double ignored = 0;
-  for (int i = 0; i < o.warmup; ++i) {
-    TRY(moe_layer(&ignored, &ignored));
-    TRY(a2a_layer(&ignored, &ignored));
-  }
-  braidMoeStats_t before{}, after{};
-  TRY(braidMoeGetStats(moe, &before));
-  for (int r = 0; r < o.rounds; ++r) {
-    for (int i = 0; i < o.iters; ++i) TRY(moe_layer(&res.moe_dispatch_us[r], &res.moe_combine_us[r]));
-    for (int i = 0; i < o.iters; ++i) TRY(a2a_layer(&res.a2a_dispatch_us[r], &res.a2a_combine_us[r]));
-    res.moe_dispatch_us[r] /= o.iters;
-    res.moe_combine_us[r] /= o.iters;
-    res.a2a_dispatch_us[r] /= o.iters;
-    res.a2a_combine_us[r] /= o.iters;
-  }
-  TRY(braidMoeGetStats(moe, &after));
-  const double layers = double(o.rounds) * o.iters;
-  res.moe_wire = double(after.payloadBytesRemote + after.signalBytesRemote - before.payloadBytesRemote -
-                        before.signalBytesRemote) / layers;
-  res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * layers * std::max(1, n - 1));
-  res.fences_per_call = double(after.fences - before.fences) / (2.0 * layers);
+  TRY(run_rounds(o, moe, moe_layer, a2a_layer, res));
   int capacity = 0;
   TRY(braidMoeGetInfo(moe, nullptr, &capacity));
   const size_t own_rows = send_off[size_t(rank) + 1] - send_off[size_t(rank)];

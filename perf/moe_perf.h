@@ -109,6 +109,56 @@ inline double us_since(Clock::time_point t) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
 }
 
+inline braidMoeConfig_t config_of(const Options& o) {
+  braidMoeConfig_t cfg = BRAID_MOE_CONFIG_INITIALIZER;
+  cfg.numExperts = o.experts;
+  cfg.topK = o.topk;
+  cfg.hidden = o.hidden;
+  cfg.maxTokensPerRank = o.tokens;
+  cfg.dtype = o.dtype;
+  cfg.tileRows = o.tile;
+  cfg.capacityFactor = o.capacity_factor;
+  cfg.layout = o.layout;
+  cfg.blocks = o.blocks;
+  return cfg;
+}
+
+// Warm-up, then rounds that alternate: every round runs -n layers of each
+// path (moe_layer, a2a_layer: (double* dispatch_us, double* combine_us) ->
+// ncclResult_t, adding a layer's times); then the MoE path's bytes on the
+// wire, signals and fences per layer from its statistics, and what its
+// kernels hit (CUDA).
+template <class MoeLayer, class A2aLayer>
+ncclResult_t run_rounds(const Options& o, braidMoe_t moe, MoeLayer&& moe_layer, A2aLayer&& a2a_layer,
+                        RankResult& res) {
+  double ignored = 0;
+  for (int i = 0; i < o.warmup; ++i) {
+    LTRY(moe_layer(&ignored, &ignored));
+    LTRY(a2a_layer(&ignored, &ignored));
+  }
+  braidMoeStats_t before{}, after{};
+  LTRY(braidMoeGetStats(moe, &before));
+  for (int r = 0; r < o.rounds; ++r) {
+    for (int i = 0; i < o.iters; ++i) LTRY(moe_layer(&res.moe_dispatch_us[r], &res.moe_combine_us[r]));
+    for (int i = 0; i < o.iters; ++i) LTRY(a2a_layer(&res.a2a_dispatch_us[r], &res.a2a_combine_us[r]));
+    res.moe_dispatch_us[r] /= o.iters;
+    res.moe_combine_us[r] /= o.iters;
+    res.a2a_dispatch_us[r] /= o.iters;
+    res.a2a_combine_us[r] /= o.iters;
+  }
+  LTRY(braidMoeGetStats(moe, &after));
+  ncclResult_t async = ncclSuccess;
+  LTRY(braidMoeGetAsyncError(moe, &async));
+  LTRY(async);
+  const double layers = double(o.rounds) * o.iters;
+  res.moe_wire = double(after.payloadBytesRemote + after.signalBytesRemote - before.payloadBytesRemote -
+                        before.signalBytesRemote) / layers;
+  res.signals_per_dest =
+      double(after.signalsRemote - before.signalsRemote) / (2.0 * layers * std::max(1, o.nranks - 1));
+  res.fences_per_call = double(after.fences - before.fences) / (2.0 * layers);
+  return ncclSuccess;
+}
+
 // A rank's last layer, summed up and checked (-c): the routed payload (rows
 // to other ranks, both ways, as sent after capacity), the baseline's bytes
 // on the wire (`a2a_remote_bytes` of rows one way, plus the counts), and

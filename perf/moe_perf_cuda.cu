@@ -144,16 +144,7 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   CTRY(cudaMemcpy(d_weights, weights.data(), pairs * 4, cudaMemcpyHostToDevice));
 
   // ---- braid MoE.
-  braidMoeConfig_t cfg = BRAID_MOE_CONFIG_INITIALIZER;
-  cfg.numExperts = o.experts;
-  cfg.topK = K;
-  cfg.hidden = H;
-  cfg.maxTokensPerRank = o.tokens;
-  cfg.dtype = o.dtype;
-  cfg.tileRows = o.tile;
-  cfg.capacityFactor = o.capacity_factor;
-  cfg.layout = o.layout;
-  cfg.blocks = o.blocks;
+  braidMoeConfig_t cfg = config_of(o);
   braidMoe_t moe = nullptr;
   TRY(braidMoeCreate(comm, &cfg, &moe));
   size_t max_rows = 0;
@@ -237,30 +228,7 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
     return ncclSuccess;
   };
 
-  double ignored = 0;
-  for (int i = 0; i < o.warmup; ++i) {
-    TRY(moe_layer(&ignored, &ignored));
-    TRY(a2a_layer(&ignored, &ignored));
-  }
-  braidMoeStats_t before{}, after{};
-  TRY(braidMoeGetStats(moe, &before));
-  for (int r = 0; r < o.rounds; ++r) {
-    for (int i = 0; i < o.iters; ++i) TRY(moe_layer(&res.moe_dispatch_us[r], &res.moe_combine_us[r]));
-    for (int i = 0; i < o.iters; ++i) TRY(a2a_layer(&res.a2a_dispatch_us[r], &res.a2a_combine_us[r]));
-    res.moe_dispatch_us[r] /= o.iters;
-    res.moe_combine_us[r] /= o.iters;
-    res.a2a_dispatch_us[r] /= o.iters;
-    res.a2a_combine_us[r] /= o.iters;
-  }
-  TRY(braidMoeGetStats(moe, &after));
-  ncclResult_t async = ncclSuccess;
-  TRY(braidMoeGetAsyncError(moe, &async));
-  TRY(async);
-  const double layers = double(o.rounds) * o.iters;
-  res.moe_wire = double(after.payloadBytesRemote + after.signalBytesRemote - before.payloadBytesRemote -
-                        before.signalBytesRemote) / layers;
-  res.signals_per_dest = double(after.signalsRemote - before.signalsRemote) / (2.0 * layers * std::max(1, n - 1));
-  res.fences_per_call = double(after.fences - before.fences) / (2.0 * layers);
+  TRY(run_rounds(o, moe, moe_layer, a2a_layer, res));
 
   std::vector<int32_t> counts(size_t(n) * L);
   std::vector<char> out(tokens.size()), a2a_out(tokens.size());
