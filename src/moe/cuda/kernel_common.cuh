@@ -36,10 +36,13 @@ __device__ inline void report(DeviceMoeError* error, int32_t* stop, DeviceErrorC
 }
 
 // Thread 0 of each CTA, at the end of call `call`: whether this CTA is the
-// last of the call to finish (after every other CTA's work, acquired).
+// last of the call to finish.  The fences make every CTA's work (its reads
+// of the window too) come before what the last one does next.
 __device__ inline bool last_to_finish(uint64_t* exits, uint64_t call) {
   __threadfence();
-  return atomicAdd(reinterpret_cast<unsigned long long*>(exits), 1ull) + 1 == call * gridDim.x;
+  const bool last = atomicAdd(reinterpret_cast<unsigned long long*>(exits), 1ull) + 1 == call * gridDim.x;
+  if (last) __threadfence();
+  return last;
 }
 
 }  // namespace braid::moe::cuda

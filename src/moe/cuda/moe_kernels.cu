@@ -136,7 +136,7 @@ template <ncclDataType_t T>
 __global__ void combine_kernel(DeviceMoe h, const char* expert_out, const float* weights, char* out) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
-  int32_t* back = reinterpret_cast<int32_t*>(shared + s.blocks());
+  int32_t* back = reinterpret_cast<int32_t*>(shared);  // [blocks]
   const ncclCoopCta cta;
   const uint64_t call = h.state->combine_calls + 1;
   const uint32_t epoch = epoch_of_call(call);
