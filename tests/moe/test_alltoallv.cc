@@ -92,7 +92,10 @@ TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses f
 namespace {
 
 enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBadText = 14, kSlow = 15 };
-constexpr int kTimeoutMs = 600;
+constexpr int kTimeoutMs = 2000;  // every wait's bound, the first calls' too: slack for a loaded machine
+// How long a rank stays after its part, so that a survivor whose wait began
+// late still times out on the last rank, not on a connection closed first.
+constexpr int kLingerMs = 3000;
 
 // Ranks on hosts of their own.  The last rank is late (asleep) for call 2,
 // or dies (SIGKILL) before it; the others' call 2 must fail within the
@@ -118,7 +121,7 @@ int late_or_dead(int rank, int n, const ncclUniqueId& id, bool dies) {
   if (f.count) code = kWrong;
   if (code == kOk && rank == n - 1) {
     if (dies) raise(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(4 * kTimeoutMs));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs + kLingerMs));
   } else if (code == kOk) {
     const auto start = std::chrono::steady_clock::now();
     const ncclResult_t r = braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr);
@@ -132,7 +135,7 @@ int late_or_dead(int rank, int n, const ncclUniqueId& id, bool dies) {
       code = kSlow;
     if (code != kOk) std::fprintf(stderr, "rank %d: code %d after %.2f s: %s\n", rank, code, took, why.c_str());
     // Closing now would cut short another survivor's wait: stay until every wait has timed out.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTimeoutMs));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLingerMs));
   }
   ncclCommAbort(comm);
   braidAlltoAllvDestroy(a2a);

@@ -101,7 +101,11 @@ void kill_last_rank(bool own_hosts) {
 // Each rank on a host of its own; the last rank is late (alive, asleep)
 // for its third layer.  The others' dispatch must fail within the handle's
 // timeoutMs (not BRAID_TIMEOUT, 300 s), waiting for it over RMA.
-constexpr int kLateTimeoutMs = 500;
+constexpr int kLateTimeoutMs = 2000;  // every wait's bound, the first two layers' too: slack for a loaded machine
+// How long a rank stays after its part, so that a survivor whose wait began
+// late (a loaded machine) still times out on the late rank, not on a
+// connection the others closed first.
+constexpr int kLingerMs = 3000;
 int late_peer(int rank, int n, const ncclUniqueId& id) {
   setenv("BRAID_HOSTID", fmt::format("moe-late-host-{}", rank).c_str(), 1);
   ncclComm_t comm = nullptr;
@@ -114,7 +118,7 @@ int late_peer(int rank, int n, const ncclUniqueId& id) {
   for (int layer = 0; layer < 2 && code == kOk; ++layer)
     if (!run_layer(c, rank, n, moe, layer, f, &x)) code = kWrong;
   if (code == kOk && rank == n - 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(4 * kLateTimeoutMs));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kLateTimeoutMs + kLingerMs));
   } else if (code == kOk) {
     const Clock::time_point start = Clock::now();
     const bool ok = run_layer(c, rank, n, moe, 2, f, &x);  // prints its expected failure as "FAIL:"
@@ -127,7 +131,7 @@ int late_peer(int rank, int n, const ncclUniqueId& id) {
       code = kSlow;
     // Closing now would cut short another survivor's wait (its connection
     // to this rank would fail first): stay until every wait has timed out.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2 * kLateTimeoutMs));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kLingerMs));
   }
   ncclCommAbort(comm);
   braidMoeDestroy(moe);
