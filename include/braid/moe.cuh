@@ -22,19 +22,20 @@
 //                     group sees.  It counts what it moved (counters.h).
 //   Timeout           a bounded wait's clock (%globaltimer), which also
 //                     stops when a shared stop word is raised.
-// plan.h's plan_routes_coop plans by one group with exactly the slots of
-// the sequential planner, so host and device outputs match row for row.
 //   copy_coop         the group's vectorised copy the puts use.
-// With those the primitives are protocol.h's put_row / put_rows / arrive /
-// commit / test / wait, LsaMemory's flush, and calls.h's dispatch_agent /
-// combine_agent: put, flush, fence, signal_words and arrive are called by
-// every thread of the group, load and pause by any thread.
+// With those the primitives are plan.h's plan_routes_coop (planning by one
+// group, with the sequential planner's slots, so host and device outputs
+// match row for row), protocol.h's put_row / put_rows / arrive / commit /
+// test / wait / signal_tile / test_tile, LsaMemory's flush, and calls.h's
+// dispatch_agent / combine_agent.  put, flush, fence, signal_words and
+// arrive are called by every thread of the group, load and pause by any.
 //
 // A usage sketch, inside a persistent kernel (one CTA per agent):
-//   braid::moe::LsaMemory<ncclCoopCta> mm(ncclCoopCta(), window, 0);
+//   braid::moe::LsaMemory<ncclCoopCta> mm(ncclCoopCta(), window, 0, rank);
 //   braid::moe::dispatch_agent(mm, shape, layout, call, rows, blockIdx.x, gridDim.x);
 //   ... then test()/wait() on this rank's dispatch_signals half.
-// src/moe/cuda/moe_kernels.cu is this library's own host-launched user.
+// src/moe/cuda/moe_kernels.cu is this library's own host-launched user;
+// tests/gpu/moe_persistent.cu a persistent kernel with FlashMoE's roles.
 #pragma once
 
 #include <cuda/atomic>
