@@ -84,21 +84,26 @@ __global__ void weighted_sum(char* out, const char* back, const int32_t* positio
     if ((call) != cudaSuccess) return ncclUnhandledCudaError;                \
   } while (0)
 
-// Device memory of `bytes`, freed with the rank.
+// Device memory of `bytes`, freed with the rank; stream-ordered, since a
+// cudaMalloc or cudaFree that waited for the device would wait for a peer
+// rank's kernel (threads share the GPU's context), which may be waiting
+// for this rank's next one.
 class DeviceBuffers {
  public:
+  explicit DeviceBuffers(cudaStream_t stream) : stream_(stream) {}
   ~DeviceBuffers() {
-    for (void* p : owned_) cudaFree(p);
+    for (void* p : owned_) cudaFreeAsync(p, stream_);
   }
   template <class T>
   T* get(size_t bytes) {
     void* p = nullptr;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) return nullptr;
+    if (cudaMallocAsync(&p, bytes ? bytes : 16, stream_) != cudaSuccess) return nullptr;
     owned_.push_back(p);
     return static_cast<T*>(p);
   }
 
  private:
+  cudaStream_t stream_;
   std::vector<void*> owned_;
 };
 
@@ -116,11 +121,17 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   CTRY(cudaSetDevice(rank % devices));
   ncclComm_t comm = nullptr;
   TRY(ncclCommInitRank(&comm, n, id, rank));
-  cudaStream_t stream;
-  CTRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  DeviceBuffers mem;
+  struct OwnedStream {
+    cudaStream_t s = nullptr;
+    ~OwnedStream() {
+      if (s) cudaStreamDestroy(s);
+    }
+  } owned;  // destroyed after `mem`, whose frees are ordered on it
+  CTRY(cudaStreamCreateWithFlags(&owned.s, cudaStreamNonBlocking));
+  const cudaStream_t stream = owned.s;
+  DeviceBuffers mem(stream);
   float* zero = mem.get<float>(sizeof(float));
-  if (zero) CTRY(cudaMemset(zero, 0, sizeof(float)));
+  if (zero) CTRY(cudaMemsetAsync(zero, 0, sizeof(float), stream));
   auto barrier = [&]() -> ncclResult_t {
     LTRY(ncclAllReduce(zero, zero, 1, ncclFloat, ncclSum, comm, stream));
     LCUDA(cudaStreamSynchronize(stream));
@@ -139,9 +150,10 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
     snprintf(res.error, sizeof(res.error), "cudaMalloc failed");
     return;
   }
-  CTRY(cudaMemcpy(d_tokens, tokens.data(), tokens.size(), cudaMemcpyHostToDevice));
-  CTRY(cudaMemcpy(d_topk, topk.data(), pairs * 4, cudaMemcpyHostToDevice));
-  CTRY(cudaMemcpy(d_weights, weights.data(), pairs * 4, cudaMemcpyHostToDevice));
+  CTRY(cudaMemcpyAsync(d_tokens, tokens.data(), tokens.size(), cudaMemcpyHostToDevice, stream));
+  CTRY(cudaMemcpyAsync(d_topk, topk.data(), pairs * 4, cudaMemcpyHostToDevice, stream));
+  CTRY(cudaMemcpyAsync(d_weights, weights.data(), pairs * 4, cudaMemcpyHostToDevice, stream));
+  CTRY(cudaStreamSynchronize(stream));
 
   // ---- braid MoE.
   braidMoeConfig_t cfg = config_of(o);
@@ -232,14 +244,14 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
 
   std::vector<int32_t> counts(size_t(n) * L);
   std::vector<char> out(tokens.size()), a2a_out(tokens.size());
-  CTRY(cudaMemcpy(counts.data(), d_counts, counts.size() * 4, cudaMemcpyDeviceToHost));
-  CTRY(cudaMemcpy(&res.dropped, d_dropped, 8, cudaMemcpyDeviceToHost));
-  CTRY(cudaMemcpy(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost));
-  CTRY(cudaMemcpy(a2a_out.data(), d_a2a_out, a2a_out.size(), cudaMemcpyDeviceToHost));
+  CTRY(cudaMemcpyAsync(counts.data(), d_counts, counts.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CTRY(cudaMemcpyAsync(&res.dropped, d_dropped, 8, cudaMemcpyDeviceToHost, stream));
+  CTRY(cudaMemcpyAsync(out.data(), d_out, out.size(), cudaMemcpyDeviceToHost, stream));
+  CTRY(cudaMemcpyAsync(a2a_out.data(), d_a2a_out, a2a_out.size(), cudaMemcpyDeviceToHost, stream));
+  CTRY(cudaStreamSynchronize(stream));
   const size_t own_rows = send_off[size_t(rank) + 1] - send_off[size_t(rank)];
   finish_rank(o, rank, capacity, topk, tokens, counts, out, a2a_out, (pairs - own_rows) * row_bytes, res);
   TRY(braidMoeDestroy(moe));
-  cudaStreamDestroy(stream);
   TRY(ncclCommDestroy(comm));
 }
 

@@ -64,7 +64,7 @@ typedef struct {
   int tileRows;         /* padding unit of the receive blocks and outputs (0: 1) */
   float capacityFactor; /* 0: worst-case capacity (no overflow); f > 0: f times the mean load per (rank, expert) */
   braidMoeLayout_t layout;
-  int blocks;    /* agents per rank that put rows: host threads (0: 1), CUDA CTAs (0: 8) */
+  int blocks;    /* agents per rank that put rows: host threads (0: 1, at most 64), CUDA CTAs (0: 8, at most 16) */
   int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
 } braidMoeConfig_t;
 

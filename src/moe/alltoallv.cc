@@ -34,7 +34,7 @@ int alltoallv_timeout_ms(int timeout_ms) {
   return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
 }
 
-Status agree_alltoallv(ncclComm_t comm, int device, ncclDataType_t type, size_t max_count, int timeout_ms) {
+Status agree_alltoallv(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms) {
   int nranks = 0, rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
@@ -50,7 +50,7 @@ Status agree_alltoallv(ncclComm_t comm, int device, ncclDataType_t type, size_t 
   // Every rank takes part in the agreement, so that all fail alike.
   int64_t mine[3] = {problem.empty(), int64_t(type), int64_t(max_count)};
   std::vector<int64_t> all(size_t(3) * nranks);
-  BRAID_TRY(all_gather_words(comm, device, mine, all.data(), 3, "the arguments' agreement"));
+  BRAID_TRY(all_gather_words(comm, mine, all.data(), 3, "the arguments' agreement"));
   if (!problem.empty()) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvCreate: {}", problem);
   for (int r = 0; r < nranks; ++r) {
     const int64_t* theirs = &all[size_t(r) * 3];
@@ -70,7 +70,7 @@ Status HostAlltoAllv::create(ncclComm_t comm, ncclDataType_t type, size_t max_co
   int rank = 0, nranks = 0;
   BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
-  BRAID_TRY(agree_alltoallv(comm, -1, type, max_count, timeout_ms));
+  BRAID_TRY(agree_alltoallv(comm, type, max_count, timeout_ms));
   std::unique_ptr<HostAlltoAllv> a(new HostAlltoAllv(comm, rank, nranks, type, max_count, timeout_ms));
   BRAID_TRY(OwnWindow::open(comm, a->window_.bytes, "AlltoAllv", &a->own_));
   *out = std::move(a);

@@ -45,8 +45,8 @@ class AlltoAllvBackend {
 };
 
 // Collective: checks the arguments on every rank and agrees on them (all
-// ranks fail alike).  `device`: comm's CUDA device, or -1.
-Status agree_alltoallv(ncclComm_t comm, int device, ncclDataType_t type, size_t max_count, int timeout_ms);
+// ranks fail alike).
+Status agree_alltoallv(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms);
 // The bound of every wait: timeout_ms, or BRAID_TIMEOUT.
 int alltoallv_timeout_ms(int timeout_ms);
 

@@ -6,10 +6,8 @@
 #include "src/base/env.h"
 #include "src/moe/elements.h"
 #include "src/moe/nccl_call.h"
+#include "src/shim/host_exchange.h"
 
-#if BRAID_WITH_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace braid::moe {
 
@@ -23,6 +21,7 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
 #if !BRAID_WITH_CUDA
   if (device >= 0) return "the communicator is on a CUDA device, and this braid was built without CUDA";
 #endif
+  constexpr int kMaxDeviceBlocks = 16;
   if (c.numExperts <= 0 || c.numExperts % nranks != 0)
     return fmt::format("numExperts {} is not a positive multiple of the {} ranks", c.numExperts, nranks);
   if (c.topK <= 0 || c.topK > c.numExperts)
@@ -38,6 +37,10 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (c.layout != braidMoeExpertMajor && c.layout != braidMoeRankMajor)
     return fmt::format("layout {} is neither braidMoeExpertMajor nor braidMoeRankMajor", int(c.layout));
   if (c.blocks < 0 || c.blocks > 64) return fmt::format("blocks {} is not in [0, 64]", c.blocks);
+  // A kernel's CTAs wait for each other: all must be resident beside the
+  // other ranks' (ranks may share a GPU).
+  if (device >= 0 && c.blocks > kMaxDeviceBlocks)
+    return fmt::format("blocks {} is over {}, the most CTAs a CUDA rank's kernel takes", c.blocks, kMaxDeviceBlocks);
   if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
   // The window: two halves of every block full.
   const double bytes = 2.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
@@ -85,43 +88,18 @@ int timeout_ms_of(const braidMoeConfig_t& c) {
 }
 
 
-Status all_gather_words(ncclComm_t comm, int device, const int64_t* mine, int64_t* all, size_t count,
-                        const std::string& what) {
-  int nranks = 0;
-  BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
-  if (device < 0)
-    return nccl_status(comm, ncclAllGather(mine, all, count, ncclInt64, comm, nullptr), what + " (ncclAllGather)");
-#if BRAID_WITH_CUDA
-  const size_t bytes = count * sizeof(int64_t), total = bytes * size_t(nranks);
-  int64_t* staged = nullptr;
-  cudaStream_t stream = nullptr;
-  auto cuda = [&](cudaError_t e, const char* call) {
-    if (e == cudaSuccess) return Status::ok();
-    return BRAID_ERROR(ncclUnhandledCudaError, "{}: {} failed: {}", what, call, cudaGetErrorString(e));
-  };
-  Status s = cuda(cudaSetDevice(device), "cudaSetDevice");
-  if (s.is_ok()) s = cuda(cudaMalloc(reinterpret_cast<void**>(&staged), bytes + total), "cudaMalloc");
-  if (s.is_ok()) s = cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  if (s.is_ok()) s = cuda(cudaMemcpy(staged, mine, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  if (s.is_ok())
-    s = nccl_status(comm, ncclAllGather(staged, staged + count, count, ncclInt64, comm, stream),
-                    what + " (ncclAllGather)");
-  if (s.is_ok()) s = cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  if (s.is_ok()) s = cuda(cudaMemcpy(all, staged + count, total, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  if (stream) cudaStreamDestroy(stream);
-  if (staged) cudaFree(staged);
-  return s;
-#else
-  return BRAID_ERROR(ncclInvalidArgument, "{}: the communicator is on a CUDA device, and this braid was built "
-                     "without CUDA", what);
-#endif
+Status all_gather_words(ncclComm_t comm, const int64_t* mine, int64_t* all, size_t count, const std::string& what) {
+  int rank = 0;
+  BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
+  std::copy(mine, mine + count, all + size_t(rank) * count);
+  return std::move(host_allgather(comm, all, count * sizeof(int64_t))).context(what);
 }
 
-Status gather_word(ncclComm_t comm, int device, int64_t mine, std::vector<int64_t>* all, const std::string& what) {
+Status gather_word(ncclComm_t comm, int64_t mine, std::vector<int64_t>* all, const std::string& what) {
   int nranks = 0;
   BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
   all->assign(size_t(nranks), 0);
-  return all_gather_words(comm, device, &mine, all->data(), 1, what);
+  return all_gather_words(comm, &mine, all->data(), 1, what);
 }
 
 Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device, Shape* shape) {
@@ -132,7 +110,7 @@ Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device,
   *shape = problem.empty() ? shape_of(config, nranks) : Shape{};
   std::vector<int64_t> mine(kAgreed), all(size_t(kAgreed) * nranks);
   agreement(*shape, config, problem.empty(), mine.data());
-  BRAID_TRY(all_gather_words(comm, device, mine.data(), all.data(), kAgreed, "the config agreement"));
+  BRAID_TRY(all_gather_words(comm, mine.data(), all.data(), kAgreed, "the config agreement"));
   if (!problem.empty()) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: {}", problem);
   for (int r = 0; r < nranks; ++r) {
     const int64_t* theirs = &all[size_t(r) * kAgreed];

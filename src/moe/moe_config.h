@@ -21,11 +21,11 @@ Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device,
 // The bound of every wait: the config's, or BRAID_TIMEOUT.
 int timeout_ms_of(const braidMoeConfig_t& config);
 
-// An AllGather of int64 words from host memory, on a host or a CUDA
-// communicator (staged through device memory there, with a stream of its own).
-Status all_gather_words(ncclComm_t comm, int device, const int64_t* mine, int64_t* all, size_t count,
-                        const std::string& what);
-// One word from every rank: *all[r] is rank r's.
-Status gather_word(ncclComm_t comm, int device, int64_t mine, std::vector<int64_t>* all, const std::string& what);
+// An AllGather of `count` int64 words per rank, on the host (the
+// communicator's bootstrap, src/shim/host_exchange.h: no device work, on a
+// CUDA communicator too).  Collective.
+Status all_gather_words(ncclComm_t comm, const int64_t* mine, int64_t* all, size_t count, const std::string& what);
+// One word from every rank: (*all)[r] is rank r's.
+Status gather_word(ncclComm_t comm, int64_t mine, std::vector<int64_t>* all, const std::string& what);
 
 }  // namespace braid::moe

@@ -39,6 +39,9 @@ namespace {
 
 // moe_layer.h's Side for a CUDA communicator: device copies of the inputs,
 // device outputs (prefilled with the host's garbage) copied back in done().
+// Allocated and freed stream-ordered: a cudaMalloc or cudaFree that waited
+// for the device would wait for a peer rank's kernel (threads share the
+// GPU's context), which may be waiting for this rank's next call.
 class GpuSide {
  public:
   GpuSide() { cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
@@ -82,12 +85,12 @@ class GpuSide {
   };
   void* alloc(size_t bytes) {
     void* d = nullptr;
-    if (bytes && cudaMalloc(&d, bytes) != cudaSuccess) return nullptr;
+    if (bytes && cudaMallocAsync(&d, bytes, stream_) != cudaSuccess) return nullptr;
     if (d) owned_.push_back(d);
     return d;
   }
   void release() {
-    for (void* d : owned_) cudaFree(d);
+    for (void* d : owned_) cudaFreeAsync(d, stream_);
     owned_.clear();
     outs_.clear();
   }
@@ -96,11 +99,10 @@ class GpuSide {
   std::vector<Out> outs_;
 };
 
-void say_async_error(braidMoe_t moe, int rank, mp::Failures& f) {
+void say_async_error(braidMoe_t moe, ncclComm_t comm, int rank, mp::Failures& f) {
   ncclResult_t async = ncclSuccess;
   MP_NCCL(f, braidMoeGetAsyncError(moe, &async));
-  if (async != ncclSuccess)
-    f.fail(fmt::format("rank {}: the kernels failed: {}", rank, ncclGetLastError(nullptr)));
+  if (async != ncclSuccess) f.fail(fmt::format("rank {}: the kernels failed: {}", rank, ncclGetLastError(comm)));
 }
 
 // `layers` layers of case c, checked as the host backend's are.
@@ -114,7 +116,7 @@ void run_case(const Case& c, int layers, int rank, int n, ncclComm_t comm, mp::F
   Expected x;
   for (int layer = 0; layer < layers; ++layer)
     if (!run_layer(c, rank, n, moe, layer, f, &x, side)) break;
-  say_async_error(moe, rank, f);
+  say_async_error(moe, comm, rank, f);
   if (f.count == before) check_stats(moe, x, f, rank);
   if (expect_drops && f.count == before) {
     double all = double(x.dropped);
@@ -206,12 +208,13 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   void *tokens, *recv, *out;
   int32_t *topk, *counts;
   float* weights;
-  CHECK_OR_FAIL(cudaMalloc(&tokens, size_t(c.max_tokens) * row_bytes));
-  CHECK_OR_FAIL(cudaMalloc(&topk, size_t(c.max_tokens) * K * 4));
-  CHECK_OR_FAIL(cudaMalloc(&weights, size_t(c.max_tokens) * K * 4));
-  CHECK_OR_FAIL(cudaMalloc(&recv, max_rows * row_bytes));
-  CHECK_OR_FAIL(cudaMalloc(&counts, size_t(n) * L * 4));
-  CHECK_OR_FAIL(cudaMalloc(&out, size_t(c.max_tokens) * row_bytes));
+  CHECK_OR_FAIL(cudaMallocAsync(&tokens, size_t(c.max_tokens) * row_bytes, stream));
+  CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&topk), size_t(c.max_tokens) * K * 4, stream));
+  CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&weights), size_t(c.max_tokens) * K * 4, stream));
+  CHECK_OR_FAIL(cudaMallocAsync(&recv, max_rows * row_bytes, stream));
+  CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&counts), size_t(n) * L * 4, stream));
+  CHECK_OR_FAIL(cudaMallocAsync(&out, size_t(c.max_tokens) * row_bytes, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
   auto routing_of = [&](int r, int layer) { return full_routing(c, r, layer); };
 
   cudaGraph_t graph;
@@ -221,6 +224,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   MP_NCCL(f, braidMoeCombine(moe, recv, weights, out, stream));
   CHECK_OR_FAIL(cudaStreamEndCapture(stream, &graph));
   CHECK_OR_FAIL(cudaGraphInstantiate(&exec, graph, 0));
+  if (!thread_ranks_meet()) f.fail(fmt::format("rank {}: a rank did not reach the first replay", rank));
 
   std::vector<char> host_tokens(size_t(c.max_tokens) * row_bytes), host_out(host_tokens.size());
   std::vector<float> host_weights(size_t(c.max_tokens) * K);
@@ -238,7 +242,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
     CHECK_OR_FAIL(cudaMemcpyAsync(host_counts.data(), counts, host_counts.size() * 4, cudaMemcpyDeviceToHost, stream));
     CHECK_OR_FAIL(cudaMemcpyAsync(host_out.data(), out, host_out.size(), cudaMemcpyDeviceToHost, stream));
     CHECK_OR_FAIL(cudaStreamSynchronize(stream));
-    say_async_error(moe, rank, f);
+    say_async_error(moe, comm, rank, f);
     for (int src = 0; src < n; ++src) {
       const SourcePlan p = source_plan(c, routing_of(src, layer), capacity);
       for (int le = 0; le < L; ++le)
@@ -277,7 +281,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   MP_NCCL(f, braidMoeDestroy(moe));
   for (void* p : {tokens, recv, out, static_cast<void*>(topk), static_cast<void*>(counts),
                   static_cast<void*>(weights)})
-    cudaFree(p);
+    cudaFreeAsync(p, stream);
   cudaStreamDestroy(stream);
   return f.count;
 }
@@ -290,13 +294,13 @@ int timeout_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   braidMoe_t moe = nullptr;
   MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
   if (!moe) return f.count;
+  GpuSide side;  // its stream outlives the handle's last launch
   if (rank != n - 1) {
     size_t max_rows = 0;
     MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, nullptr));
     const Routing mine = full_routing(c, rank, 0);
     std::vector<char> tokens(size_t(c.max_tokens) * c.hidden * 4), recv(max_rows * c.hidden * 4);
     std::vector<int32_t> counts(size_t(c.experts));
-    GpuSide side;
     const auto start = std::chrono::steady_clock::now();
     MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
                                 static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)),
@@ -307,7 +311,7 @@ int timeout_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ncclResult_t async = ncclSuccess;
     MP_NCCL(f, braidMoeGetAsyncError(moe, &async));
-    const std::string says = ncclGetLastError(nullptr);
+    const std::string says = ncclGetLastError(comm);
     if (async == ncclSuccess || says.find("no signal from rank") == std::string::npos)
       f.fail(fmt::format("rank {}: async error {} ({}), want a timeout", rank, int(async), says));
     if (s > 30) f.fail(fmt::format("rank {}: the timed-out dispatch took {:.1f} s, bound 2 s", rank, s));
@@ -344,7 +348,7 @@ int alltoallv_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   side.done(f);
   ncclResult_t async = ncclSuccess;
   MP_NCCL(f, braidAlltoAllvGetAsyncError(a2a, &async));
-  const std::string says = ncclGetLastError(nullptr);
+  const std::string says = ncclGetLastError(comm);
   const std::string want = rank == 0 ? "sendCounts[1]" : "rank 0 passed bad arguments";
   if (async != ncclInvalidArgument || says.find(want) == std::string::npos)
     f.fail(fmt::format("rank {}: async error {} ({}), want ncclInvalidArgument saying '{}'", rank, int(async), says,

@@ -82,7 +82,7 @@ __device__ void give_up(const Args& a) {
 
 __global__ void moe_layers(Args a) {
   __shared__ int32_t stage[kStage];
-  __shared__ int32_t ok;
+  __shared__ volatile int32_t ok;  // read in loops while other threads may clear it
   const Shape& s = a.s;
   const int32_t B = int32_t(s.blocks()), L = s.local_experts, K = s.top_k, H = s.hidden;
   const bool control = blockIdx.x == gridDim.x - 1;
@@ -234,11 +234,14 @@ int32_t expert(int rank, int layer, int t, int k, int experts) {
   return int32_t((rank * 7 + layer * 11 + t * 3 + k * (experts / kTopK)) % experts);
 }
 
+// Stream-ordered: a cudaMalloc that waited for the device would wait for a
+// peer rank's kernel (threads share the GPU's context), which may be
+// waiting for this rank's.
 template <class T>
-T* device_array(size_t n, int fill = 0) {
+T* device_array(cudaStream_t stream, size_t n, int fill = 0) {
   T* p = nullptr;
-  if (cudaMalloc(&p, n * sizeof(T)) != cudaSuccess) return nullptr;
-  cudaMemset(p, fill, n * sizeof(T));
+  if (cudaMallocAsync(reinterpret_cast<void**>(&p), n * sizeof(T), stream) != cudaSuccess) return nullptr;
+  cudaMemsetAsync(p, fill, n * sizeof(T), stream);
   return p;
 }
 
@@ -256,13 +259,8 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   s.tile_rows = kTileRows;
   s.capacity = worst_case_capacity(kTokens, kTileRows);
   const WindowLayout w = WindowLayout::of(s);
-  void* memory = nullptr;
-  CHECK_OR_FAIL(ncclMemAlloc(&memory, w.bytes));
-  CHECK_OR_FAIL(cudaMemset(memory, 0, w.bytes));
-  CHECK_OR_FAIL(cudaDeviceSynchronize());
-  ncclWindow_t window = nullptr;
-  CHECK_OR_FAIL(ncclCommWindowRegister(comm, memory, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC));
-
+  cudaStream_t stream;
+  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const int B = int(s.blocks());
   std::vector<float> tokens(size_t(kLayers) * kTokens * kHidden);
   std::vector<int32_t> topk(size_t(kLayers) * kTokens * kTopK);
@@ -274,40 +272,45 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   Args a{};
   a.s = s;
   a.w = w;
-  a.window = window;
   a.rank = rank;
-  float* d_tokens = device_array<float>(tokens.size());
-  int32_t* d_topk = device_array<int32_t>(topk.size());
-  CHECK_OR_FAIL(cudaMemcpy(d_tokens, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice));
-  CHECK_OR_FAIL(cudaMemcpy(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice));
+  float* d_tokens = device_array<float>(stream, tokens.size());
+  int32_t* d_topk = device_array<int32_t>(stream, topk.size());
+  CHECK_OR_FAIL(cudaMemcpyAsync(d_tokens, tokens.data(), tokens.size() * 4, cudaMemcpyHostToDevice, stream));
+  CHECK_OR_FAIL(cudaMemcpyAsync(d_topk, topk.data(), topk.size() * 4, cudaMemcpyHostToDevice, stream));
   a.tokens = d_tokens;
   a.topk = d_topk;
-  a.out = device_array<float>(tokens.size());
-  a.dispatch_arrivals = device_array<uint32_t>(size_t(n));
-  a.combine_arrivals = device_array<uint32_t>(size_t(n));
-  a.wanted = device_array<int32_t>(size_t(s.experts));
-  a.sent = device_array<int32_t>(size_t(s.experts));
-  a.slots = device_array<int32_t>(size_t(kTokens) * kTopK);
-  a.received = device_array<int32_t>(size_t(B), 0xff);  // -1: not arrived
-  a.plan_word = device_array<uint64_t>(1);
-  a.finished = device_array<uint64_t>(1);
-  a.ready = device_array<int32_t>(size_t(B));
-  a.ready_seq = device_array<uint64_t>(size_t(B));
-  a.tasks = device_array<int32_t>(size_t(kProcessors) * B);
-  a.task_seq = device_array<uint64_t>(size_t(kProcessors) * B);
-  a.scratch = device_array<float>(size_t(kProcessors) * s.capacity * kHidden);
-  a.stop = device_array<int32_t>(1);
-  CHECK_OR_FAIL(cudaDeviceSynchronize());
+  a.out = device_array<float>(stream, tokens.size());
+  a.dispatch_arrivals = device_array<uint32_t>(stream, size_t(n));
+  a.combine_arrivals = device_array<uint32_t>(stream, size_t(n));
+  a.wanted = device_array<int32_t>(stream, size_t(s.experts));
+  a.sent = device_array<int32_t>(stream, size_t(s.experts));
+  a.slots = device_array<int32_t>(stream, size_t(kTokens) * kTopK);
+  a.received = device_array<int32_t>(stream, size_t(B), 0xff);  // -1: not arrived
+  a.plan_word = device_array<uint64_t>(stream, 1);
+  a.finished = device_array<uint64_t>(stream, 1);
+  a.ready = device_array<int32_t>(stream, size_t(B));
+  a.ready_seq = device_array<uint64_t>(stream, size_t(B));
+  a.tasks = device_array<int32_t>(stream, size_t(kProcessors) * B);
+  a.task_seq = device_array<uint64_t>(stream, size_t(kProcessors) * B);
+  a.scratch = device_array<float>(stream, size_t(kProcessors) * s.capacity * kHidden);
+  a.stop = device_array<int32_t>(stream, 1);
+  void* memory = nullptr;
+  CHECK_OR_FAIL(ncclMemAlloc(&memory, w.bytes));
+  CHECK_OR_FAIL(cudaMemsetAsync(memory, 0, w.bytes, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+  // Collective, and the last thing before the launch: no rank's kernel
+  // starts before every rank is done with its setup.
+  ncclWindow_t window = nullptr;
+  CHECK_OR_FAIL(ncclCommWindowRegister(comm, memory, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC));
+  a.window = window;
 
-  cudaStream_t stream;
-  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   moe_layers<<<kProcessors + 1, kThreads, 0, stream>>>(a);
   CHECK_OR_FAIL(cudaGetLastError());
-  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
   int32_t stopped = 0;
-  CHECK_OR_FAIL(cudaMemcpy(&stopped, a.stop, 4, cudaMemcpyDeviceToHost));
   std::vector<float> out(tokens.size());
-  CHECK_OR_FAIL(cudaMemcpy(out.data(), a.out, out.size() * 4, cudaMemcpyDeviceToHost));
+  CHECK_OR_FAIL(cudaMemcpyAsync(&stopped, a.stop, 4, cudaMemcpyDeviceToHost, stream));
+  CHECK_OR_FAIL(cudaMemcpyAsync(out.data(), a.out, out.size() * 4, cudaMemcpyDeviceToHost, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
   int wrong = stopped ? 1 : 0;
   if (stopped) std::fprintf(stderr, "rank %d: a wait gave up (timeout)\n", rank);
   for (int l = 0; l < kLayers && !wrong; ++l)

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -41,6 +43,34 @@ inline int init_rank_on_device(int rank, int n, const ncclUniqueId& id, ncclComm
   return 0;
 }
 
+// Ranks that are threads share one CUDA context, where an allocation or a
+// free that waits for the device waits for a peer's kernel, which may wait
+// for this rank's next one.  Thread ranks meet here after such calls and
+// before the kernels that wait for peers; processes have contexts of their
+// own and go on.
+// Bounded (false after 60 s: a rank that failed never comes); every thread
+// rank calls it equally often.
+struct ThreadRanks {
+  int n = 0;  // 0: ranks are processes
+  std::atomic<int> arrived{0};
+};
+inline ThreadRanks& thread_ranks() {
+  static ThreadRanks ranks;
+  return ranks;
+}
+inline bool thread_ranks_meet() {
+  ThreadRanks& t = thread_ranks();
+  if (t.n == 0) return true;
+  thread_local int round = 0;
+  ++round;
+  t.arrived.fetch_add(1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (t.arrived.load() < round * t.n)
+    if (std::chrono::steady_clock::now() > until) return false;
+    else std::this_thread::yield();
+  return true;
+}
+
 inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n, ncclUniqueId id), const char* what) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   const bool processes = argc > 2 && std::string(argv[2]) == "processes";
@@ -61,6 +91,7 @@ inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n
     }
   } else {
     std::vector<int> results(n, 1);
+    thread_ranks().n = n;
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { results[r] = rank_main(r, n, id); });
     for (auto& t : threads) t.join();

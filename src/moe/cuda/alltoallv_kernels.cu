@@ -67,7 +67,8 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
     }
     if (epoch_reached(signal_epoch(mm.load(&words[s])), epoch)) count = signal_count(mm.load(&words[s]));
     if (count == kBadCount) {
-      report(h.error, &h.state->stop, kDeviceBadCount, false, s, -1, -1, epoch);
+      // This rank's own marker: CTA 0 reported it, naming the count.
+      if (s != h.rank) report(h.error, &h.state->stop, kDeviceBadCount, false, s, -1, -1, epoch);
       count = 0;
     } else if (count > w.max_count) {
       report(h.error, &h.state->stop, kDeviceCountOverMax, false, s, -1, count, epoch);

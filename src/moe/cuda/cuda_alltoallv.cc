@@ -7,7 +7,7 @@ namespace braid::moe::cuda {
 
 Status CudaAlltoAllv::create(ncclComm_t comm, int device, ncclDataType_t type, size_t max_count, int timeout_ms,
                              std::unique_ptr<AlltoAllvBackend>* out) {
-  BRAID_TRY(agree_alltoallv(comm, device, type, max_count, timeout_ms));
+  BRAID_TRY(agree_alltoallv(comm, type, max_count, timeout_ms));
   int nranks = 0, rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommCount(comm, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
@@ -55,13 +55,13 @@ Status CudaAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
   const OnDevice on(device_);
   const int e = launch_alltoallv(dev_, kCtas, send, send_counts, recv, recv_counts, stream);
   if (e) return cuda_status(cudaError_t(e), "braidAlltoAllv: the kernel's launch");
-  last_stream_ = stream;
+  window_->launched(stream);
   return Status::ok();
 }
 
 Status CudaAlltoAllv::destroy() {
   if (!window_) return Status::ok();
-  Status s = window_->close(last_stream_);
+  Status s = window_->close();
   window_.reset();
   return s;
 }

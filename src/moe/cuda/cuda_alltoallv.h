@@ -35,7 +35,6 @@ class CudaAlltoAllv : public AlltoAllvBackend {
   const int device_;
   DeviceAlltoAllv dev_;
   std::unique_ptr<LsaWindow> window_;
-  cudaStream_t last_stream_ = nullptr;
 };
 
 }  // namespace braid::moe::cuda

@@ -85,6 +85,10 @@ Status CudaMoe::async_error() {
       return BRAID_ERROR(ncclInvalidArgument, "rank {}: braidMoeDispatch: token {} routes to an expert not in [0, {}) "
                          "or -1 (its other choices were sent); the handle takes no more calls", rank, e.value,
                          dev_.shape.experts);
+    case kDevicePlanTimeout:
+      return BRAID_ERROR(ncclTimeout, "rank {}: dispatch epoch {}: the kernel's CTAs waited {} ms for CTA 0's plan (not "
+                         "all resident at once? fewer blocks); the handle takes no more calls", rank, e.epoch,
+                         dev_.timeout_ns / 1000000);
     case kDeviceOverCapacity:
       return BRAID_ERROR(ncclInternalError, "rank {}: {}: rank {} signalled {} rows for local expert {}, capacity {}",
                          rank, call, e.peer, e.value, e.local_expert, dev_.shape.capacity);
@@ -110,7 +114,7 @@ Status CudaMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   const OnDevice on(device_);
   const int e = launch_dispatch(dev_, ctas_, tokens, topk, ntokens, out, recv_counts, dropped, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeDispatch: the kernel's launch");
-  last_stream_ = stream;
+  window_->launched(stream);
   combine_due_ = true;
   tokens_ = ntokens;
   return Status::ok();
@@ -125,20 +129,19 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
   const OnDevice on(device_);
   const int e = launch_combine(dev_, ctas_, expert_out, weights, out, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeCombine: the kernel's launch");
-  last_stream_ = stream;
+  window_->launched(stream);
   combine_due_ = false;
   return Status::ok();
 }
 
 Status CudaMoe::stats(braidMoeStats_t* out) {
-  const OnDevice on(device_);
-  return cuda_status(cudaMemcpy(out, &dev_.state->stats, sizeof(*out), cudaMemcpyDeviceToHost),
-                     "braidMoeGetStats: cudaMemcpy");
+  if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
+  return window_->read(out, &dev_.state->stats, sizeof(*out));
 }
 
 Status CudaMoe::destroy() {
   if (!window_) return Status::ok();
-  Status s = window_->close(last_stream_);
+  Status s = window_->close();
   window_.reset();
   return s;
 }

@@ -47,7 +47,6 @@ class CudaMoe : public MoeBackend {
   std::unique_ptr<LsaWindow> window_;
   bool combine_due_ = false;
   int32_t tokens_ = 0;  // the last dispatch's
-  cudaStream_t last_stream_ = nullptr;
 };
 
 }  // namespace braid::moe::cuda

@@ -40,6 +40,7 @@ enum DeviceErrorCode : int32_t {
   kDeviceRowsMismatch = 4,  // combine: `peer` returned `value` rows for `local_expert`, not what was sent
   kDeviceBadCount = 5,      // AlltoAllv: `peer`'s sendCounts[`value`] is out of range
   kDeviceCountOverMax = 6,  // AlltoAllv: `peer` signalled `value` elements, over maxCountPerPeer
+  kDevicePlanTimeout = 7,   // dispatch: CTA 0's plan did not come within the timeout
 };
 struct DeviceMoeError {
   int32_t claimed;

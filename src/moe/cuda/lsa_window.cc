@@ -1,12 +1,55 @@
 #include "src/moe/cuda/lsa_window.h"
 
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 
 namespace braid::moe::cuda {
+
+namespace {
+
+// Mapped pinned error records, never freed: cudaFreeHost would wait for
+// every kernel of the process, a peer rank's waiting ones among them.  A
+// closed handle's record serves the next handle.
+class ErrorRecords {
+ public:
+  Status take(DeviceMoeError** host, DeviceMoeError** device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (free_.empty()) {
+      constexpr size_t kPerPage = 64;
+      void* page = nullptr;
+      BRAID_TRY(cuda_status(cudaHostAlloc(&page, kPerPage * sizeof(DeviceMoeError),
+                                          cudaHostAllocMapped | cudaHostAllocPortable),
+                            "cudaHostAlloc of the error records"));
+      for (size_t i = 0; i < kPerPage; ++i) free_.push_back(static_cast<DeviceMoeError*>(page) + i);
+    }
+    DeviceMoeError* e = free_.back();
+    BRAID_TRY(cuda_status(cudaHostGetDevicePointer(reinterpret_cast<void**>(device), e, 0),
+                          "cudaHostGetDevicePointer of an error record"));
+    free_.pop_back();
+    std::memset(e, 0, sizeof(*e));
+    *host = e;
+    return Status::ok();
+  }
+  void give(DeviceMoeError* e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<DeviceMoeError*> free_;
+};
+
+ErrorRecords& error_records() {
+  static ErrorRecords* records = new ErrorRecords();  // never destroyed: handles may outlive static destruction
+  return *records;
+}
+
+}  // namespace
 
 Status cuda_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return Status::ok();
@@ -27,7 +70,7 @@ Status LsaWindow::open(ncclComm_t comm, int device, size_t window_bytes, size_t 
   // The kernels store into every rank's window: every rank's LSA team must
   // be the whole communicator (agreed, so that all fail alike).
   std::vector<int64_t> teams;
-  BRAID_TRY(gather_word(comm, device, lsa_team_size(comm), &teams, "the LSA teams' agreement"));
+  BRAID_TRY(gather_word(comm, lsa_team_size(comm), &teams, "the LSA teams' agreement"));
   for (int r = 0; r < nranks; ++r)
     if (teams[size_t(r)] != nranks)
       return BRAID_ERROR(ncclInvalidArgument,
@@ -43,26 +86,19 @@ Status LsaWindow::open(ncclComm_t comm, int device, size_t window_bytes, size_t 
 
 Status LsaWindow::allocate(size_t window_bytes, size_t state_bytes) {
   // This rank's memory first, then whether every rank got its own, and
-  // only then the collective registration.
-  cudaStream_t stream = nullptr;
-  Status s = nccl_status(comm_, ncclMemAlloc(&memory_, window_bytes), "ncclMemAlloc of the window");
-  if (s.is_ok()) s = cuda_status(cudaMalloc(&state_, state_bytes), "cudaMalloc of the kernels' state");
-  if (s.is_ok())
-    s = cuda_status(cudaHostAlloc(reinterpret_cast<void**>(&host_error_), sizeof(DeviceMoeError), cudaHostAllocMapped),
-                    "cudaHostAlloc of the error record");
-  if (s.is_ok()) {
-    std::memset(host_error_, 0, sizeof(DeviceMoeError));
-    s = cuda_status(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_error_), host_error_, 0),
-                    "cudaHostGetDevicePointer");
-  }
-  if (s.is_ok()) s = cuda_status(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(memory_, 0, window_bytes, stream), "cudaMemsetAsync");
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(state_, 0, state_bytes, stream), "cudaMemsetAsync");
-  if (s.is_ok()) s = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  if (stream) cudaStreamDestroy(stream);
+  // only then the collective registration (after it, nothing here waits
+  // for the device: a peer may launch at once).
+  Status s = cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  if (s.is_ok()) s = cuda_status(cudaEventCreateWithFlags(&last_launch_, cudaEventDisableTiming), "cudaEventCreate");
+  if (s.is_ok()) s = nccl_status(comm_, ncclMemAlloc(&memory_, window_bytes), "ncclMemAlloc of the window");
+  if (s.is_ok()) s = cuda_status(cudaMallocAsync(&state_, state_bytes, stream_), "cudaMallocAsync of the state");
+  if (s.is_ok()) s = error_records().take(&host_error_, &device_error_);
+  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(memory_, 0, window_bytes, stream_), "cudaMemsetAsync");
+  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(state_, 0, state_bytes, stream_), "cudaMemsetAsync");
+  if (s.is_ok()) s = cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 
   std::vector<int64_t> all;
-  BRAID_TRY(gather_word(comm_, device_, s.is_ok(), &all, "the memory's agreement"));
+  BRAID_TRY(gather_word(comm_, s.is_ok(), &all, "the memory's agreement"));
   if (!s.is_ok()) return std::move(s).context(what_);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r]) return BRAID_ERROR(ncclSystemError, "{}: rank {} could not allocate its memory (its error says why)",
@@ -71,14 +107,31 @@ Status LsaWindow::allocate(size_t window_bytes, size_t state_bytes) {
                      what_ + ": ncclCommWindowRegister");
 }
 
+void LsaWindow::launched(cudaStream_t stream) {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone) return;
+  launched_ = cudaEventRecord(last_launch_, stream) == cudaSuccess || launched_;
+}
+
+Status LsaWindow::read(void* host, const void* device, size_t bytes) {
+  const OnDevice on(device_);
+  BRAID_TRY(cuda_status(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), what_ + ": a read"));
+  return cuda_status(cudaStreamSynchronize(stream_), what_ + ": a read");
+}
+
 void LsaWindow::release() {
-  if (state_) cudaFree(state_);
-  if (host_error_) cudaFreeHost(host_error_);
+  // Stream-ordered: nothing here waits for the device.
+  if (state_) cudaFreeAsync(state_, stream_);
+  if (host_error_) error_records().give(host_error_);
   if (memory_ && !window_) ncclMemFree(memory_);
+  if (last_launch_) cudaEventDestroy(last_launch_);
+  if (stream_) cudaStreamDestroy(stream_);
   state_ = nullptr;
   host_error_ = nullptr;
   device_error_ = nullptr;
   memory_ = nullptr;
+  last_launch_ = nullptr;
+  stream_ = nullptr;
 }
 
 LsaWindow::~LsaWindow() {
@@ -93,15 +146,15 @@ int32_t LsaWindow::error_code(DeviceMoeError* e) const {
   return code;
 }
 
-Status LsaWindow::close(cudaStream_t last_stream) {
+Status LsaWindow::close() {
   if (!window_) return Status::ok();
   const OnDevice on(device_);
   // This rank's kernels are done; after the barrier every rank's are, and
   // no peer stores into the window any more.
-  const Status s = last_stream ? cuda_status(cudaStreamSynchronize(last_stream), what_ + ": cudaStreamSynchronize")
-                               : Status::ok();
+  const Status s = launched_ ? cuda_status(cudaEventSynchronize(last_launch_), what_ + ": waiting for its kernels")
+                             : Status::ok();
   std::vector<int64_t> all;
-  BRAID_TRY(gather_word(comm_, device_, 1, &all, what_ + ": the closing barrier"));
+  BRAID_TRY(gather_word(comm_, 1, &all, what_ + ": the closing barrier"));
   const Status d = nccl_status(comm_, ncclCommWindowDeregister(comm_, window_), what_ + ": ncclCommWindowDeregister");
   const Status f = nccl_status(comm_, ncclMemFree(memory_), what_ + ": ncclMemFree");
   window_ = nullptr;

@@ -4,11 +4,21 @@
 // the kernels' state (zeroed), and the error record the kernels fill
 // (DeviceMoeError, in mapped host memory).
 //
+// Ranks may be threads sharing one GPU, whose kernels wait for each other:
+// nothing here may block on device work while a peer's kernel could be
+// waiting for this rank's next one.  So the agreements and the closing
+// barrier run on the host (src/shim/host_exchange.h), the state is
+// allocated and freed stream-ordered on a stream of the handle's own, the
+// error records are pooled rather than freed (cudaFreeHost waits for every
+// kernel), and the handle's reads of its state go through its own stream.
+//
 // Open is collective and fails on every rank alike: every rank's LSA team
 // must be the whole communicator, and every rank must get its memory,
 // before any registers the window.  Close is collective: this rank's last
-// stream is synchronised, then a barrier (after it no peer's kernel stores
-// into the window), then the window is deregistered and freed.
+// launch is waited for (an event the handle recorded after it, on the
+// caller's stream, which may be gone by then), then a barrier (after it no
+// peer's kernel stores into the window), then the window is deregistered
+// and freed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,13 +40,18 @@ class LsaWindow {
   LsaWindow& operator=(const LsaWindow&) = delete;
   ~LsaWindow();  // frees what close() did not; a registered window stays (a peer may still store into it)
 
-  Status close(cudaStream_t last_stream);
+  // After each launch on `stream`: close() waits for it (a launch being
+  // captured into a graph is not: its replays are the caller's to wait for).
+  void launched(cudaStream_t stream);
+  Status close();
 
   ncclWindow_t window() const { return window_; }
   void* state() const { return state_; }
   DeviceMoeError* device_error() const { return device_error_; }
   // The kernels' first error, or kDeviceOk; *e its record.
   int32_t error_code(DeviceMoeError* e) const;
+  // `bytes` of the state at `device` into `host`, through the handle's stream.
+  Status read(void* host, const void* device, size_t bytes);
   int device() const { return device_; }
 
  private:
@@ -49,6 +64,9 @@ class LsaWindow {
   const std::string what_;
   void* memory_ = nullptr;
   ncclWindow_t window_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t last_launch_ = nullptr;
+  bool launched_ = false;
   void* state_ = nullptr;
   DeviceMoeError* host_error_ = nullptr;
   DeviceMoeError* device_error_ = nullptr;

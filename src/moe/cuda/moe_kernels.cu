@@ -105,9 +105,20 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
       store_release(h.state->plan_ready, call);
     }
   } else if (threadIdx.x == 0) {
-    while (load_acquire(h.state->plan_ready) != call) __nanosleep(32);
+    // Bounded: CTA 0 may not be resident if the grid is too large for the
+    // device beside the other ranks' grids.
+    const Timeout expired = Timeout::after(h.timeout_ns, &h.state->stop);
+    while (load_acquire(h.state->plan_ready) != call) {
+      if (expired()) {
+        report(h, kDevicePlanTimeout, false, h.rank, -1, 0, epoch);
+        break;
+      }
+      __nanosleep(32);
+    }
   }
   __syncthreads();
+  // Without the plan this CTA sends nothing: the peers' waits give up too.
+  if (load_acquire(h.state->plan_ready) != call) return;
 
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
   const CallState c{h.rank, call, epoch, h.dispatch_arrivals};
