@@ -10,7 +10,12 @@
 // and on two emulated hosts (TCP between them, where the get is answered
 // over the stream).  Then a 2.28.9 descriptor in a 2.30 queue, which the
 // proxy refuses and ncclCommGetAsyncError reports.
+#include <sched.h>
+#include <sys/mman.h>
+
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -185,7 +190,13 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
 // is then an asynchronous error.
 TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[device][gin][v230]") {
   ScopedEnv as_device("BRAID_TEST_GIN_AS_DEVICE", "1");
-  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+  // Rank 0 has seen its VA signal's error: until then the others stay (one
+  // exiting first would be rank 0's asynchronous error instead).  Shared
+  // memory, so that forked ranks see it too.
+  auto* checked = static_cast<std::atomic<int>*>(
+      mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  REQUIRE(checked != MAP_FAILED);
+  auto body = [checked](int rank, int n, ncclComm_t comm, Failures& f) {
     Reqs230 va = initializer();  // ginVaSignalsRequired: true
     va.ginConnectionType = 1;
     DevComm230 none{};
@@ -234,13 +245,19 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
       if (await_async_error(comm, f) != ncclInvalidUsage) f.fail("the VA signal was not an error");
       if (std::string(ncclGetLastError(comm)).find("window memory") == std::string::npos)
         f.fail(std::string("VA message: ") + ncclGetLastError(comm));
+      checked->fetch_add(1);
+    } else {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (checked->load() == 0 && std::chrono::steady_clock::now() < until) sched_yield();
     }
     MP_NCCL(f, dev_comm_destroy(comm, &dev));
     MP_NCCL(f, ncclCommWindowDeregister(comm, win));
     MP_NCCL(f, ncclMemFree(buf));
   };
   CHECK(run_ranks_as_threads(3, body) == 0);
+  checked->store(0);
   CHECK(run_ranks_as_processes(4, body, 60, [](int rank) {  // two emulated hosts: TCP through the staging
           setenv("BRAID_HOSTID", ("as-device-host-" + std::to_string(rank / 2)).c_str(), 1);
         }) == 0);
+  munmap(checked, sizeof(std::atomic<int>));
 }
