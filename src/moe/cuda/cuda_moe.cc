@@ -86,9 +86,10 @@ Status CudaMoe::async_error() {
                          "or -1 (its other choices were sent); the handle takes no more calls", rank, e.value,
                          dev_.shape.experts);
     case kDevicePlanTimeout:
-      return BRAID_ERROR(ncclTimeout, "rank {}: dispatch epoch {}: the kernel's CTAs waited {} ms for CTA 0's plan (not "
-                         "all resident at once? fewer blocks); the handle takes no more calls", rank, e.epoch,
-                         dev_.timeout_ns / 1000000);
+      return BRAID_ERROR(ncclTimeout,
+                         "rank {}: dispatch epoch {}: the kernel's CTAs waited {} ms for CTA 0's plan (not all "
+                         "resident at once? fewer blocks); the handle takes no more calls",
+                         rank, e.epoch, dev_.timeout_ns / 1000000);
     case kDeviceOverCapacity:
       return BRAID_ERROR(ncclInternalError, "rank {}: {}: rank {} signalled {} rows for local expert {}, capacity {}",
                          rank, call, e.peer, e.value, e.local_expert, dev_.shape.capacity);
