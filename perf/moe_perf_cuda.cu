@@ -119,6 +119,12 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   int devices = 0;
   CTRY(cudaGetDeviceCount(&devices));
   CTRY(cudaSetDevice(rank % devices));
+  // Stream-ordered frees keep their memory: trimming the pool at a
+  // synchronize could wait for a peer rank's kernel.
+  cudaMemPool_t pool;
+  uint64_t keep = UINT64_MAX;
+  CTRY(cudaDeviceGetDefaultMemPool(&pool, rank % devices));
+  CTRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   ncclComm_t comm = nullptr;
   TRY(ncclCommInitRank(&comm, n, id, rank));
   struct OwnedStream {

@@ -25,6 +25,7 @@ loader's libnccl.so.2 (braid's when it is first on LD_LIBRARY_PATH or
 preloaded); one without braidMoeCreate is refused.  Errors raise
 braid_moe.Error with ncclGetLastError's message.
 """
+import contextlib
 import ctypes
 import os
 
@@ -187,6 +188,15 @@ def _stream(stream, like):
     return 0
 
 
+def _on_stream(stream, like):
+    """Where a call's outputs are made: for CUDA tensors and an explicit stream, on that stream (the caching
+    allocator then hands their memory to nothing else while the call's kernel writes them)."""
+    if stream is not None and _is_tensor(like) and getattr(like, "is_cuda", False):
+        import torch
+        return torch.cuda.stream(torch.cuda.ExternalStream(_stream(stream, like), device=like.device))
+    return contextlib.nullcontext()
+
+
 def _like(like, nbytes, shape, dtype_of):
     """A new output: a tensor on `like`'s device (dtype_of: its dtype), or a bytearray."""
     if _is_tensor(like):
@@ -219,12 +229,16 @@ class Moe:
         recv_counts [nranks][local experts] int32, rows of this rank dropped past capacity: an int, or for
         CUDA tensors a one-element int64 tensor on their device, written by the kernel)."""
         row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
-        if recv_tokens is None:
-            recv_tokens = _like(tokens, self.max_output_rows * row_bytes, (self.max_output_rows, self.hidden),
-                                lambda torch: tokens.dtype)
-        if recv_counts is None:
-            recv_counts = _like(topk_idx, self.nranks * self.local_experts * 4, (self.nranks, self.local_experts),
-                                lambda torch: torch.int32)
+        with _on_stream(stream, tokens):
+            if recv_tokens is None:
+                recv_tokens = _like(tokens, self.max_output_rows * row_bytes, (self.max_output_rows, self.hidden),
+                                    lambda torch: tokens.dtype)
+            if recv_counts is None:
+                recv_counts = _like(topk_idx, self.nranks * self.local_experts * 4, (self.nranks, self.local_experts),
+                                    lambda torch: torch.int32)
+            if getattr(tokens, "is_cuda", False):
+                import torch
+                dropped = torch.empty(1, dtype=torch.int64, device=tokens.device)  # the kernel writes it
         addresses = _Addresses()
         t, t_bytes = addresses.of(tokens, "tokens", False)
         k, k_bytes = addresses.of(topk_idx, "topk_idx", False)
@@ -236,8 +250,6 @@ class Moe:
             raise Error(4, f"dispatch: tokens need {num_tokens} rows of {row_bytes} bytes, recv_tokens "
                            f"{self.max_output_rows}, recv_counts {self.nranks * self.local_experts} int32")
         if getattr(tokens, "is_cuda", False):
-            import torch
-            dropped = torch.zeros(1, dtype=torch.int64, device=tokens.device)
             d = dropped.data_ptr()
         else:
             dropped = ctypes.c_int64(0)
@@ -252,8 +264,9 @@ class Moe:
         num_tokens = _nbytes(topk_weights) // (4 * self.top_k)
         row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
         if out_tokens is None:
-            out_tokens = _like(expert_out, num_tokens * row_bytes, (num_tokens, self.hidden),
-                               lambda torch: expert_out.dtype)
+            with _on_stream(stream, expert_out):
+                out_tokens = _like(expert_out, num_tokens * row_bytes, (num_tokens, self.hidden),
+                                   lambda torch: expert_out.dtype)
         addresses = _Addresses()
         e, e_bytes = addresses.of(expert_out, "expert_out", False)
         w, _ = addresses.of(topk_weights, "topk_weights", False)
@@ -274,7 +287,8 @@ class Moe:
         return {name: getattr(s, name) for name, _ in _Stats._fields_}
 
     def close(self):
-        """Collective, like braidMoeDestroy."""
+        """Collective, like braidMoeDestroy (it waits for this handle's last call; replays of a CUDA graph that
+        holds its calls are the caller's to synchronize first)."""
         if self.handle:
             _check(library().braidMoeDestroy(self.handle), self.comm.handle)
         self.handle = None
@@ -299,11 +313,12 @@ class AlltoAllv:
         """send: each rank's elements back to back; send_counts [nranks] int64.  Returns (recv: each rank's
         elements back to back, room for nranks x max_count_per_peer; recv_counts [nranks] int64)."""
         elem = A2A_DTYPES[self.dtype][1]
-        if recv is None:
-            recv = _like(send, self.nranks * self.max_count * elem, (self.nranks * self.max_count,),
-                         lambda torch: send.dtype)
-        if recv_counts is None:
-            recv_counts = _like(send_counts, self.nranks * 8, (self.nranks,), lambda torch: torch.int64)
+        with _on_stream(stream, send):
+            if recv is None:
+                recv = _like(send, self.nranks * self.max_count * elem, (self.nranks * self.max_count,),
+                             lambda torch: send.dtype)
+            if recv_counts is None:
+                recv_counts = _like(send_counts, self.nranks * 8, (self.nranks,), lambda torch: torch.int64)
         addresses = _Addresses()
         s, _ = addresses.of(send, "send", False)
         sc, sc_bytes = addresses.of(send_counts, "send_counts", False)
@@ -320,7 +335,8 @@ class AlltoAllv:
         _check_async(library().braidAlltoAllvGetAsyncError, self.handle, self.comm.handle)
 
     def close(self):
-        """Collective, like braidAlltoAllvDestroy."""
+        """Collective, like braidAlltoAllvDestroy (it waits for this handle's last call; replays of a CUDA graph
+        that holds its calls are the caller's to synchronize first)."""
         if self.handle:
             _check(library().braidAlltoAllvDestroy(self.handle), self.comm.handle)
         self.handle = None

@@ -63,7 +63,9 @@ ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendbuff, const
  * kernel), with its message for ncclGetLastError; ncclSuccess if nothing. */
 ncclResult_t braidAlltoAllvGetAsyncError(braidAlltoAllv_t handle, ncclResult_t* asyncError);
 
-/* Collective. */
+/* Collective.  On CUDA it first waits for the handle's last launched call;
+ * replays of a CUDA graph that holds its calls are the caller's to
+ * synchronize before. */
 ncclResult_t braidAlltoAllvDestroy(braidAlltoAllv_t handle);
 
 #ifdef __cplusplus

@@ -111,7 +111,9 @@ ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats);
  * kernels), with its message for ncclGetLastError; ncclSuccess if nothing. */
 ncclResult_t braidMoeGetAsyncError(braidMoe_t moe, ncclResult_t* asyncError);
 
-/* Collective. */
+/* Collective.  On CUDA it first waits for the handle's last launched call;
+ * replays of a CUDA graph that holds its calls are the caller's to
+ * synchronize before. */
 ncclResult_t braidMoeDestroy(braidMoe_t moe);
 
 #ifdef __cplusplus

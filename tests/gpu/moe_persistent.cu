@@ -298,11 +298,14 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   CHECK_OR_FAIL(ncclMemAlloc(&memory, w.bytes));
   CHECK_OR_FAIL(cudaMemsetAsync(memory, 0, w.bytes, stream));
   CHECK_OR_FAIL(cudaStreamSynchronize(stream));
-  // Collective, and the last thing before the launch: no rank's kernel
-  // starts before every rank is done with its setup.
+  // Collective, and the last thing before the launch (with the meet
+  // below): no rank's kernel starts before every rank is done with its setup.
   ncclWindow_t window = nullptr;
   CHECK_OR_FAIL(ncclCommWindowRegister(comm, memory, w.bytes, &window, NCCL_WIN_COLL_SYMMETRIC));
   a.window = window;
+  // Registering allocates after its exchange: thread ranks wait for each
+  // other here, so that no kernel waits for a rank still allocating.
+  if (!thread_ranks_meet()) return 1;
 
   moe_layers<<<kProcessors + 1, kThreads, 0, stream>>>(a);
   CHECK_OR_FAIL(cudaGetLastError());
@@ -329,7 +332,8 @@ int rank_main(int rank, int n, ncclUniqueId id) {
         }
       }
   CHECK_OR_FAIL(cudaStreamDestroy(stream));
-  CHECK_OR_FAIL(ncclCommWindowDeregister(comm, window));  // collective: every rank's kernel is done
+  // Every peer's last write into this window came before this rank's kernel ended.
+  CHECK_OR_FAIL(ncclCommWindowDeregister(comm, window));
   CHECK_OR_FAIL(ncclMemFree(memory));
   CHECK_OR_FAIL(ncclCommDestroy(comm));
   if (!wrong) std::printf("rank %d: %d layers in one persistent kernel exact\n", rank, kLayers);

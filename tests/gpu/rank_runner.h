@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -39,6 +40,13 @@ inline int init_rank_on_device(int rank, int n, const ncclUniqueId& id, ncclComm
   int devices = 0;
   CHECK_OR_FAIL(cudaGetDeviceCount(&devices));
   CHECK_OR_FAIL(cudaSetDevice(rank % devices));
+  // Stream-ordered frees keep their memory: trimming the pool at a
+  // synchronize could wait for a peer rank's kernel (threads share the
+  // GPU's context).
+  cudaMemPool_t pool;
+  uint64_t keep = UINT64_MAX;
+  CHECK_OR_FAIL(cudaDeviceGetDefaultMemPool(&pool, rank % devices));
+  CHECK_OR_FAIL(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   CHECK_OR_FAIL(ncclCommInitRank(comm, n, id, rank));
   return 0;
 }

@@ -7,6 +7,10 @@
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 
+// NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
+// src/shim/api_device_queries.cc defines it with NCCL's signature.
+extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
+
 namespace braid::moe::cuda {
 
 namespace {
@@ -84,17 +88,38 @@ Status LsaWindow::open(ncclComm_t comm, int device, size_t window_bytes, size_t 
   return Status::ok();
 }
 
+namespace {
+
+// Whether `window` is symmetric here: every rank's part in one flat range,
+// a fixed stride (a multiple of 4 GiB) apart, as NCCL's device code
+// (ncclGetPeerPointer) computes it.  A window on memory that is not (no
+// VMM) would make the kernels store to wrong addresses.
+bool symmetric(ncclWindow_t window, int nranks) {
+  std::vector<uintptr_t> at(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    void* p = nullptr;
+    if (ncclGetPeerDevicePointer(window, 0, r, &p) != ncclSuccess || !p) return false;
+    at[size_t(r)] = reinterpret_cast<uintptr_t>(p);
+  }
+  const uintptr_t stride = nranks > 1 ? at[1] - at[0] : 0;
+  for (int r = 0; r < nranks; ++r)
+    if (at[size_t(r)] != at[0] + uintptr_t(r) * stride) return false;
+  return nranks == 1 || (stride != 0 && stride % (uintptr_t(1) << 32) == 0);
+}
+
+}  // namespace
+
 Status LsaWindow::allocate(size_t window_bytes, size_t state_bytes) {
+  // The kernels' state sits after the window in the same allocation: no
+  // cudaMalloc or cudaFree of its own, which could wait for the device.
+  const size_t state_at = (window_bytes + 255) / 256 * 256, bytes = state_at + state_bytes;
   // This rank's memory first, then whether every rank got its own, and
-  // only then the collective registration (after it, nothing here waits
-  // for the device: a peer may launch at once).
+  // only then the collective registration.
   Status s = cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   if (s.is_ok()) s = cuda_status(cudaEventCreateWithFlags(&last_launch_, cudaEventDisableTiming), "cudaEventCreate");
-  if (s.is_ok()) s = nccl_status(comm_, ncclMemAlloc(&memory_, window_bytes), "ncclMemAlloc of the window");
-  if (s.is_ok()) s = cuda_status(cudaMallocAsync(&state_, state_bytes, stream_), "cudaMallocAsync of the state");
+  if (s.is_ok()) s = nccl_status(comm_, ncclMemAlloc(&memory_, bytes), "ncclMemAlloc of the window");
   if (s.is_ok()) s = error_records().take(&host_error_, &device_error_);
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(memory_, 0, window_bytes, stream_), "cudaMemsetAsync");
-  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(state_, 0, state_bytes, stream_), "cudaMemsetAsync");
+  if (s.is_ok()) s = cuda_status(cudaMemsetAsync(memory_, 0, bytes, stream_), "cudaMemsetAsync");
   if (s.is_ok()) s = cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 
   std::vector<int64_t> all;
@@ -103,8 +128,21 @@ Status LsaWindow::allocate(size_t window_bytes, size_t state_bytes) {
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r]) return BRAID_ERROR(ncclSystemError, "{}: rank {} could not allocate its memory (its error says why)",
                                     what_, r);
-  return nccl_status(comm_, ncclCommWindowRegister(comm_, memory_, window_bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
-                     what_ + ": ncclCommWindowRegister");
+  BRAID_TRY(nccl_status(comm_, ncclCommWindowRegister(comm_, memory_, bytes, &window_, NCCL_WIN_COLL_SYMMETRIC),
+                        what_ + ": ncclCommWindowRegister"));
+  state_ = static_cast<char*>(memory_) + state_at;
+  // Agreed last: every rank's window is symmetric, and every rank is done
+  // with what registering does (allocations that may wait for the device)
+  // before any launches a kernel that waits for it.
+  BRAID_TRY(gather_word(comm_, symmetric(window_, int(all.size())), &all, "the windows' agreement"));
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r]) {
+      ncclCommWindowDeregister(comm_, window_);  // every rank fails here alike
+      window_ = nullptr;
+      return BRAID_ERROR(ncclInvalidUsage, "{}: rank {}'s window is not symmetric (every rank's part at a fixed "
+                         "stride: ncclMemAlloc memory on a GPU with virtual memory management)", what_, r);
+    }
+  return Status::ok();
 }
 
 void LsaWindow::launched(cudaStream_t stream) {
@@ -120,13 +158,11 @@ Status LsaWindow::read(void* host, const void* device, size_t bytes) {
 }
 
 void LsaWindow::release() {
-  // Stream-ordered: nothing here waits for the device.
-  if (state_) cudaFreeAsync(state_, stream_);
   if (host_error_) error_records().give(host_error_);
   if (memory_ && !window_) ncclMemFree(memory_);
   if (last_launch_) cudaEventDestroy(last_launch_);
   if (stream_) cudaStreamDestroy(stream_);
-  state_ = nullptr;
+  state_ = nullptr;  // part of memory_
   host_error_ = nullptr;
   device_error_ = nullptr;
   memory_ = nullptr;
@@ -160,6 +196,9 @@ Status LsaWindow::close() {
   window_ = nullptr;
   memory_ = nullptr;
   release();
+  // Deregistering and freeing may wait for the device: no rank goes on to
+  // launch what could wait for this one until every rank is past them.
+  BRAID_TRY(gather_word(comm_, 1, &all, what_ + ": the barrier after freeing"));
   return !s.is_ok() ? s : !d.is_ok() ? d : f;
 }
 

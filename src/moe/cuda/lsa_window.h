@@ -6,19 +6,21 @@
 //
 // Ranks may be threads sharing one GPU, whose kernels wait for each other:
 // nothing here may block on device work while a peer's kernel could be
-// waiting for this rank's next one.  So the agreements and the closing
-// barrier run on the host (src/shim/host_exchange.h), the state is
-// allocated and freed stream-ordered on a stream of the handle's own, the
-// error records are pooled rather than freed (cudaFreeHost waits for every
-// kernel), and the handle's reads of its state go through its own stream.
+// waiting for this rank's next one.  So the agreements and the barriers run
+// on the host (src/shim/host_exchange.h), the state shares the window's
+// allocation, the error records are pooled rather than freed (cudaFreeHost
+// waits for every kernel), the handle's reads of its state go through its
+// own stream, and what may wait for the device (registering, deregistering
+// and freeing the window) is fenced by host barriers on both sides.
 //
 // Open is collective and fails on every rank alike: every rank's LSA team
 // must be the whole communicator, and every rank must get its memory,
-// before any registers the window.  Close is collective: this rank's last
-// launch is waited for (an event the handle recorded after it, on the
-// caller's stream, which may be gone by then), then a barrier (after it no
-// peer's kernel stores into the window), then the window is deregistered
-// and freed.
+// before any registers the window; then every rank's window must be
+// symmetric.  Close is collective: this rank's last launch is waited for
+// (an event the handle recorded after it, on the caller's stream, which may
+// be gone by then; a graph's replays are the caller's to wait for), then a
+// barrier (after it no peer's kernel stores into the window), then the
+// window is deregistered and freed, then a second barrier.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -89,13 +89,13 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
   const uint64_t call = h.state->dispatch_calls + 1;
   const uint32_t epoch = epoch_of_call(call);
 
+  __shared__ int32_t planned;  // thread 0's answer, so that the whole CTA goes on or returns alike
   if (blockIdx.x == 0) {
     copy_coop(cta, h.topk, topk, size_t(ntokens) * s.top_k * sizeof(int32_t));
     const PlanResult plan = plan_routes_coop(cta, s, topk, ntokens, h.wanted, h.slots, stage, kStage);
     for (int32_t e = threadIdx.x; e < s.experts; e += blockDim.x) h.sent[e] = sent_rows(s, h.wanted, e);
     __syncthreads();
     if (threadIdx.x == 0) {
-      if (plan.bad_token >= 0) report(h, kDeviceBadExpert, false, h.rank, -1, plan.bad_token, epoch);
       h.state->stats.dispatches += 1;
       h.state->stats.rowsRouted += uint64_t(plan.routed);
       h.state->stats.rowsDropped += uint64_t(plan.dropped);
@@ -103,14 +103,21 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
       h.state->tokens = ntokens;
       __threadfence();
       store_release(h.state->plan_ready, call);
+      // After the plan is out: the call still sends its valid choices, so
+      // the peers finish it; only this rank's error says what was wrong.
+      if (plan.bad_token >= 0) report(h, kDeviceBadExpert, false, h.rank, -1, plan.bad_token, epoch);
+      planned = 1;
     }
   } else if (threadIdx.x == 0) {
-    // Bounded: CTA 0 may not be resident if the grid is too large for the
-    // device beside the other ranks' grids.
-    const Timeout expired = Timeout::after(h.timeout_ns, &h.state->stop);
+    // Bounded (CTA 0 may not be resident if the grid is too large for the
+    // device beside the other ranks' grids), and not by the stop word: a
+    // bad index raises it, and the plan comes all the same.
+    const Timeout expired = Timeout::after(h.timeout_ns, nullptr);
+    planned = 1;
     while (load_acquire(h.state->plan_ready) != call) {
       if (expired()) {
         report(h, kDevicePlanTimeout, false, h.rank, -1, 0, epoch);
+        planned = 0;
         break;
       }
       __nanosleep(32);
@@ -118,7 +125,7 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
   }
   __syncthreads();
   // Without the plan this CTA sends nothing: the peers' waits give up too.
-  if (load_acquire(h.state->plan_ready) != call) return;
+  if (!planned) return;
 
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
   const CallState c{h.rank, call, epoch, h.dispatch_arrivals};
