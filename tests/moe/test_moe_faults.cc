@@ -210,6 +210,11 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
     bad = cfg;
     if (rank == 1) bad.hidden = 17;
     EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "hidden");
+    // Inside a group: create's agreement runs on the host at once, so it is
+    // refused on every rank, before anything is exchanged.
+    MP_NCCL(f, ncclGroupStart());
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &cfg, &moe), ncclInvalidUsage, "inside a group");
+    MP_NCCL(f, ncclGroupEnd());
     if (moe) f.fail("a refused create left a handle");
 
     MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
