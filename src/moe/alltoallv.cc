@@ -1,11 +1,9 @@
 #include "src/moe/alltoallv.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "braid/moe/signal.h"
-#include "src/base/env.h"
 #include "src/moe/host_memory.h"
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
@@ -24,15 +22,9 @@ HostAlltoAllv::HostAlltoAllv(ncclComm_t comm, int rank, int nranks, ncclDataType
     : comm_(comm),
       rank_(rank),
       nranks_(nranks),
-      elem_bytes_(datatype_size(type)),
-      max_count_(max_count),
-      timeout_ms_(alltoallv_timeout_ms(timeout_ms)),
+      timeout_ms_(wait_bound_ms(timeout_ms)),
       window_(AlltoAllvLayout::of(nranks, datatype_size(type), max_count)),
       offsets_(size_t(nranks) + 1) {}
-
-int alltoallv_timeout_ms(int timeout_ms) {
-  return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
-}
 
 Status agree_alltoallv(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms) {
   int nranks = 0, rank = 0;
@@ -115,10 +107,10 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
   // Checked first: a bad argument fails this rank's call and, through the
   // marker it sends instead of data, every peer's (none waits in vain).
   std::string problem;
-  const int32_t bad_dest = send_counts ? send_offsets(send_counts, nranks_, max_count_, offsets_.data()) : -1;
+  const int32_t bad_dest = send_counts ? send_offsets(send_counts, nranks_, window_.max_count, offsets_.data()) : -1;
   if (bad_dest >= 0)
     problem = fmt::format("sendCounts[{}] = {} is not in [0, maxCountPerPeer = {}]", bad_dest, send_counts[bad_dest],
-                          max_count_);
+                          window_.max_count);
   if (!send_counts || !recv_counts)
     problem = "sendCounts or recvCounts is NULL";
   else if (problem.empty() && offsets_[size_t(nranks_)] > 0 && !send)
@@ -145,8 +137,8 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
     const uint32_t count = signal_count(mm.load(&words[s]));
     if (count == kBadCount)
       return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: rank {} passed bad arguments (its error says which)", s);
-    std::memcpy(out, own_->base(rank_) + window_.block(s), size_t(count) * elem_bytes_);
-    out += size_t(count) * elem_bytes_;
+    std::memcpy(out, own_->base(rank_) + window_.block(s), size_t(count) * window_.elem_bytes);
+    out += size_t(count) * window_.elem_bytes;
     recv_counts[s] = int64_t(count);
   }
 

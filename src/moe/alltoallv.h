@@ -47,8 +47,6 @@ class AlltoAllvBackend {
 // Collective: checks the arguments on every rank and agrees on them (all
 // ranks fail alike).
 Status agree_alltoallv(ncclComm_t comm, ncclDataType_t type, size_t max_count, int timeout_ms);
-// The bound of every wait: timeout_ms, or BRAID_TIMEOUT.
-int alltoallv_timeout_ms(int timeout_ms);
 
 class HostAlltoAllv : public AlltoAllvBackend {
  public:
@@ -69,7 +67,6 @@ class HostAlltoAllv : public AlltoAllvBackend {
 
   const ncclComm_t comm_;
   const int rank_, nranks_;
-  const size_t elem_bytes_, max_count_;
   const int timeout_ms_;
   const AlltoAllvLayout window_;
   std::unique_ptr<OwnWindow> own_;

@@ -8,7 +8,6 @@
 #include "braid/moe/plan.h"
 #include "braid/moe/protocol.h"
 #include "src/base/deadline.h"
-#include "src/base/env.h"
 #include "src/moe/elements.h"
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
@@ -22,7 +21,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
       window_(WindowLayout::of(shape)),
       layout_(config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor),
       dtype_(config.dtype),
-      timeout_ms_(timeout_ms_of(config)),
+      timeout_ms_(wait_bound_ms(config.timeoutMs)),
       pool_(config.blocks),
       dispatch_arrivals_(size_t(shape.nranks), 0),
       combine_arrivals_(size_t(shape.nranks), 0),

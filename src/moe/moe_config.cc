@@ -13,6 +13,10 @@ namespace braid::moe {
 
 namespace {
 
+// A CUDA rank's kernel takes at most this many CTAs: they wait for each
+// other, so all must be resident beside the other ranks' (ranks may share a GPU).
+constexpr int kMaxDeviceBlocks = 16;
+
 // What a rank's config fails, or "" (the rank count, the backend).
 std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (c.size != sizeof(braidMoeConfig_t))
@@ -21,7 +25,6 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
 #if !BRAID_WITH_CUDA
   if (device >= 0) return "the communicator is on a CUDA device, and this braid was built without CUDA";
 #endif
-  constexpr int kMaxDeviceBlocks = 16;
   if (c.numExperts <= 0 || c.numExperts % nranks != 0)
     return fmt::format("numExperts {} is not a positive multiple of the {} ranks", c.numExperts, nranks);
   if (c.topK <= 0 || c.topK > c.numExperts)
@@ -37,8 +40,6 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (c.layout != braidMoeExpertMajor && c.layout != braidMoeRankMajor)
     return fmt::format("layout {} is neither braidMoeExpertMajor nor braidMoeRankMajor", int(c.layout));
   if (c.blocks < 0 || c.blocks > 64) return fmt::format("blocks {} is not in [0, 64]", c.blocks);
-  // A kernel's CTAs wait for each other: all must be resident beside the
-  // other ranks' (ranks may share a GPU).
   if (device >= 0 && c.blocks > kMaxDeviceBlocks)
     return fmt::format("blocks {} is over {}, the most CTAs a CUDA rank's kernel takes", c.blocks, kMaxDeviceBlocks);
   if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
@@ -83,10 +84,9 @@ const char* const kAgreedNames[kAgreed] = {"ok",  "numExperts", "topK",     "hid
 
 }  // namespace
 
-int timeout_ms_of(const braidMoeConfig_t& c) {
-  return c.timeoutMs > 0 ? c.timeoutMs : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
+int wait_bound_ms(int timeout_ms) {
+  return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
 }
-
 
 Status all_gather_words(ncclComm_t comm, const int64_t* mine, int64_t* all, size_t count, const std::string& what) {
   int rank = 0;

@@ -18,8 +18,9 @@ namespace braid::moe {
 // then *shape is the agreed shape.  `device`: comm's CUDA device, or -1.
 Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device, Shape* shape);
 
-// The bound of every wait: the config's, or BRAID_TIMEOUT.
-int timeout_ms_of(const braidMoeConfig_t& config);
+// The bound of every wait of a handle (MoE, AlltoAllv): its timeoutMs, or
+// BRAID_TIMEOUT where that is 0.
+int wait_bound_ms(int timeout_ms);
 
 // An AllGather of `count` int64 words per rank, on the host (the
 // communicator's bootstrap, src/shim/host_exchange.h: no device work, on a

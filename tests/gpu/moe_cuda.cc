@@ -70,10 +70,8 @@ class GpuSide {
     return e == cudaSuccess;
   }
   void sum(ncclComm_t comm, double* v, mp::Failures& f) {
-    double* d = static_cast<double*>(const_cast<void*>(in(v, sizeof(double))));
+    double* d = static_cast<double*>(out(v, sizeof(double)));  // reduced in place, copied back by done()
     MP_NCCL(f, ncclAllReduce(d, d, 1, ncclFloat64, ncclSum, comm, stream_));
-    out(v, sizeof(double));
-    cudaMemcpyAsync(outs_.back().device, d, sizeof(double), cudaMemcpyDeviceToDevice, stream_);
     done(f);
   }
 
@@ -215,8 +213,6 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&counts), size_t(n) * L * 4, stream));
   CHECK_OR_FAIL(cudaMallocAsync(&out, size_t(c.max_tokens) * row_bytes, stream));
   CHECK_OR_FAIL(cudaStreamSynchronize(stream));
-  auto routing_of = [&](int r, int layer) { return full_routing(c, r, layer); };
-
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CHECK_OR_FAIL(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -230,7 +226,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   std::vector<float> host_weights(size_t(c.max_tokens) * K);
   std::vector<int32_t> host_counts(size_t(n) * L);
   for (int layer = 0; layer < kReplays && f.count == 0; ++layer) {
-    const Routing mine = routing_of(rank, layer);
+    const Routing mine = full_routing(c, rank, layer);
     for (int t = 0; t < c.max_tokens; ++t)
       for (int h = 0; h < H; ++h) put(c.dtype, host_tokens.data(), size_t(t) * H + h, token_value(rank, layer, t, h));
     for (size_t i = 0; i < host_weights.size(); ++i) host_weights[i] = weight(int(i % size_t(K)));
@@ -244,7 +240,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
     CHECK_OR_FAIL(cudaStreamSynchronize(stream));
     say_async_error(moe, comm, rank, f);
     for (int src = 0; src < n; ++src) {
-      const SourcePlan p = source_plan(c, routing_of(src, layer), capacity);
+      const SourcePlan p = source_plan(c, full_routing(c, src, layer), capacity);
       for (int le = 0; le < L; ++le)
         if (host_counts[size_t(src) * L + le] != int32_t(p.rows[size_t(rank * L + le)].size()))
           f.fail(fmt::format("rank {} replay {}: {} rows from rank {} for local expert {}, want {}", rank, layer,

@@ -24,15 +24,6 @@ struct Counters {
       signal_bytes_remote += uint64_t(n) * sizeof(uint64_t);
     }
   }
-  BRAID_HD Counters& operator+=(const Counters& o) {
-    bytes_remote += o.bytes_remote;
-    signal_bytes_remote += o.signal_bytes_remote;
-    bytes_local += o.bytes_local;
-    signals_remote += o.signals_remote;
-    signals_local += o.signals_local;
-    fences += o.fences;
-    return *this;
-  }
 };
 
 }  // namespace braid::moe

@@ -1,5 +1,6 @@
 #include "src/moe/cuda/cuda_alltoallv.h"
 
+#include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 #include "src/ops/datatype.h"
 
@@ -15,7 +16,7 @@ Status CudaAlltoAllv::create(ncclComm_t comm, int device, ncclDataType_t type, s
   DeviceAlltoAllv& d = a->dev_;
   d.layout = AlltoAllvLayout::of(nranks, datatype_size(type), max_count);
   d.rank = rank;
-  d.timeout_ns = uint64_t(alltoallv_timeout_ms(timeout_ms)) * 1000000ull;
+  d.timeout_ns = uint64_t(wait_bound_ms(timeout_ms)) * 1000000ull;
   BRAID_TRY(LsaWindow::open(comm, device, d.layout.bytes, sizeof(DeviceAlltoAllvState), "braidAlltoAllvCreate",
                             &a->window_));
   d.window = a->window_->window();

@@ -57,7 +57,7 @@ Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int devi
   d.output = config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor;
   d.rank = rank;
   d.dtype = config.dtype;
-  d.timeout_ns = uint64_t(timeout_ms_of(config)) * 1000000ull;
+  d.timeout_ns = uint64_t(wait_bound_ms(config.timeoutMs)) * 1000000ull;
   const size_t state_bytes = lay_out_state(nullptr, &d);
   BRAID_TRY(LsaWindow::open(comm, device, d.layout.bytes, state_bytes, "braidMoeCreate", &moe->window_));
   d.window = moe->window_->window();

@@ -54,7 +54,6 @@ class LsaWindow {
   int32_t error_code(DeviceMoeError* e) const;
   // `bytes` of the state at `device` into `host`, through the handle's stream.
   Status read(void* host, const void* device, size_t bytes);
-  int device() const { return device_; }
 
  private:
   LsaWindow(ncclComm_t comm, int device, const char* what) : comm_(comm), device_(device), what_(what) {}
