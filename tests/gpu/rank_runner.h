@@ -24,14 +24,19 @@
 
 #include "nccl.h"
 
+// What a failed call said: CUDA's error string, or braid's last error.
+inline const char* failure_text(cudaError_t r) { return cudaGetErrorString(r); }
+inline const char* failure_text(ncclResult_t) { return ncclGetLastError(nullptr); }
+inline const char* failure_text(int) { return "(what failed is said above)"; }
+
 // Inside int rank_main(int rank, ...): returns 1 when `call` is not 0.
-#define CHECK_OR_FAIL(call)                                                                                   \
-  do {                                                                                                        \
-    auto r_ = (call);                                                                                         \
-    if (r_ != 0) {                                                                                            \
-      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_), ncclGetLastError(nullptr)); \
-      return 1;                                                                                               \
-    }                                                                                                         \
+#define CHECK_OR_FAIL(call)                                                                           \
+  do {                                                                                                \
+    auto r_ = (call);                                                                                 \
+    if (r_ != 0) {                                                                                    \
+      std::fprintf(stderr, "rank %d: %s failed (%d): %s\n", rank, #call, int(r_), failure_text(r_)); \
+      return 1;                                                                                       \
+    }                                                                                                 \
   } while (0)
 
 // A rank's start: its device (rank % the devices there are), then its
