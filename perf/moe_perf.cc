@@ -111,8 +111,14 @@ bool parse(int argc, char** argv, Options* o) {
 }
 
 // The baseline's weighted sum, with the type switch outside the element
-// loop as braid's combine has it (a fair comparison of the data paths).
-void add_row(ncclDataType_t t, const char* row, float w, float* acc, int n) {
+// loop and AVX2 where the CPU has it (no FMA), as braid's combine has them
+// (src/ops/weighted_sum.cc): a fair comparison of the data paths.
+#if defined(__x86_64__)
+#define BASELINE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BASELINE_CLONES
+#endif
+BASELINE_CLONES void add_row(ncclDataType_t t, const char* row, float w, float* acc, int n) {
   switch (t) {
     case ncclFloat32:
       for (int i = 0; i < n; ++i) acc[i] += w * reinterpret_cast<const float*>(row)[i];
@@ -128,7 +134,7 @@ void add_row(ncclDataType_t t, const char* row, float w, float* acc, int n) {
       break;
   }
 }
-void store_row(ncclDataType_t t, const float* acc, char* row, int n) {
+BASELINE_CLONES void store_row(ncclDataType_t t, const float* acc, char* row, int n) {
   switch (t) {
     case ncclFloat32: std::memcpy(row, acc, size_t(n) * sizeof(float)); break;
     case ncclFloat16:

@@ -65,9 +65,9 @@ __global__ void weighted_sum(char* out, const char* back, const int32_t* positio
     for (int x = threadIdx.x; x < hidden; x += blockDim.x) {
       float acc = 0.0f;
       for (int j = 0; j < k; ++j)
-        acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], braid::moe::element<T>(
+        acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], braid::element<T>(
                                                                back + size_t(position[t * k + j]) * row_bytes, x)));
-      braid::moe::set_element<T>(out + size_t(t) * row_bytes, x, acc);
+      braid::set_element<T>(out + size_t(t) * row_bytes, x, acc);
     }
 }
 
@@ -238,7 +238,7 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
                     o.dtype, p, comm, stream));
     }
     LTRY(ncclGroupEnd());
-    braid::moe::with_element_type(o.dtype, [&]<ncclDataType_t T>() {
+    braid::with_element_type(o.dtype, [&]<ncclDataType_t T>() {
       weighted_sum<T><<<256, 256, 0, stream>>>(d_a2a_out, d_back, d_position, d_weights, o.tokens, K, H, row_bytes);
     });
     LCUDA(cudaStreamSynchronize(stream));

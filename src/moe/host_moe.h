@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "braid/moe.h"
@@ -101,6 +102,10 @@ class HostMoe : public MoeBackend {
   int32_t tokens_ = 0;
   std::vector<int32_t> topk_, slots_, wanted_, sent_, received_;
   std::vector<int64_t> first_row_;
+  // Combine's sums: the rows that came back as (offset in the window,
+  // t * topK + k), in window order; a float sum per token element.
+  std::vector<std::pair<int64_t, int64_t>> returned_;
+  std::vector<float> sums_;
 
   braidMoeStats_t stats_{};
 };
