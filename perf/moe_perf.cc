@@ -237,7 +237,8 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
       const size_t t = size_t(order[j] / K);
       add_row(o.dtype, back.data() + j * row_bytes, weights[size_t(order[j])], &acc[t * H], H);
     }
-    for (int t = 0; t < o.tokens; ++t) store_row(o.dtype, &acc[size_t(t) * H], a2a_out.data() + size_t(t) * row_bytes, H);
+    for (int t = 0; t < o.tokens; ++t)
+      store_row(o.dtype, &acc[size_t(t) * H], a2a_out.data() + size_t(t) * row_bytes, H);
     *c += us_since(t0);
     return ncclSuccess;
   };
@@ -259,6 +260,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  // Thread ranks on a GPU: a stream each, whose kernels wait for the
+  // others'; streams sharing one of CUDA's 8 default hardware queues could
+  // block each other (perf/device.cc).  Before CUDA starts.
+  if (o.device) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<RankResult> results(size_t(o.nranks));

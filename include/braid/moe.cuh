@@ -120,10 +120,14 @@ class LsaMemory {
     }
     coop_.sync();
   }
+  // One release fence, then plain (relaxed) atomic stores: each word is
+  // still a release of what came before, without a system-scope barrier
+  // per word (a call signals local experts x destinations words).
   __device__ void signal_words(int peer, uint64_t* remote, const uint64_t* words, int32_t n) {
     if (coop_.thread_rank() == 0) {
+      cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
       for (int32_t i = 0; i < n; ++i)
-        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(remote[i]).store(words[i], cuda::memory_order_release);
+        cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(remote[i]).store(words[i], cuda::memory_order_relaxed);
       counters_.signals(peer == self_, n);
     }
     coop_.sync();

@@ -82,7 +82,9 @@ __device__ void give_up(const Args& a) {
 
 __global__ void moe_layers(Args a) {
   __shared__ int32_t stage[kStage];
-  __shared__ volatile int32_t ok;  // read in loops while other threads may clear it
+  // Read in loops while other threads may clear it; whether to stop is one
+  // __syncthreads_and(ok), the same answer for every thread.
+  __shared__ volatile int32_t ok;
   const Shape& s = a.s;
   const int32_t B = int32_t(s.blocks()), L = s.local_experts, K = s.top_k, H = s.hidden;
   const bool control = blockIdx.x == gridDim.x - 1;
@@ -110,8 +112,7 @@ __global__ void moe_layers(Args a) {
     } else if (threadIdx.x == 0 && !wait_word(a.plan_word, call, expired)) {
       ok = 0;
     }
-    __syncthreads();
-    if (!ok) break;
+    if (!__syncthreads_and(ok)) break;
 
     // 2. Dispatch: every CTA is a sender.
     const DispatchRows rows{reinterpret_cast<const char*>(a.tokens + size_t(layer) * kTokens * H), topk, a.slots,
@@ -153,8 +154,7 @@ __global__ void moe_layers(Args a) {
       float* scratch = a.scratch + size_t(me) * s.capacity * H;
       for (int32_t q = 0; me + q * processors < B; ++q) {  // tasks me, me + P, ... of the layer
         if (threadIdx.x == 0 && !wait_word(&a.task_seq[me * B + q], call, expired)) ok = 0;
-        __syncthreads();
-        if (!ok) break;
+        if (!__syncthreads_and(ok)) break;
         const int32_t blk = a.tasks[me * B + q], src = blk / L, le = blk % L, rows_in = a.received[blk];
         const float* in = reinterpret_cast<const float*>(mm.window(a.rank) + a.w.dispatch_data +
                                                          WindowLayout::row_offset(s, src, le, 0));
@@ -173,8 +173,7 @@ __global__ void moe_layers(Args a) {
         arrive_everywhere(mm, s, CallState{a.rank, call, epoch, a.combine_arrivals}, a.w.combine_signals, a.received,
                           processors);
     }
-    __syncthreads();
-    if (!ok) break;
+    if (!__syncthreads_and(ok)) break;
 
     // 4. Every CTA sums its share of tokens, each row as soon as its tile's
     // word says it landed; then waits for the blocks' signals (their counts,
@@ -194,8 +193,7 @@ __global__ void moe_layers(Args a) {
               break;
             }
       }
-      __syncthreads();
-      if (!ok) break;
+      if (!__syncthreads_and(ok)) break;
       for (int x = threadIdx.x; x < H; x += blockDim.x) {
         float acc = 0.0f;
         for (int k = 0; k < K; ++k) {
@@ -215,8 +213,7 @@ __global__ void moe_layers(Args a) {
       if (wait(mm, back, s, i / L, i % L, epoch, &count, expired) != WaitResult::Ok || int32_t(count) != a.sent[i])
         ok = 0;
     }
-    __syncthreads();
-    if (!ok) break;
+    if (!__syncthreads_and(ok)) break;
 
     // 5. This CTA is done with the layer.
     __syncthreads();

@@ -105,6 +105,11 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
 
 }  // namespace
 
+int preload_alltoallv_kernel() {
+  cudaFuncAttributes attr;
+  return int(cudaFuncGetAttributes(&attr, alltoallv_kernel));
+}
+
 int launch_alltoallv(const DeviceAlltoAllv& h, int ctas, const void* send, const int64_t* send_counts, void* recv,
                      int64_t* recv_counts, cudaStream_t stream) {
   const size_t shared = 2 * (size_t(h.layout.nranks) + 1) * sizeof(int64_t);

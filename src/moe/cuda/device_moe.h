@@ -31,7 +31,7 @@ struct DeviceMoeState {
 };
 
 // What went wrong on the device, in mapped host memory: the first error
-// claims it, fills it, then publishes `code`.
+// (the first to raise the state's stop word) fills it, then publishes `code`.
 enum DeviceErrorCode : int32_t {
   kDeviceOk = 0,
   kDeviceTimeout = 1,       // no signal from `peer` for `local_expert` within the timeout
@@ -43,7 +43,6 @@ enum DeviceErrorCode : int32_t {
   kDevicePlanTimeout = 7,   // dispatch: CTA 0's plan did not come within the timeout
 };
 struct DeviceMoeError {
-  int32_t claimed;
   int32_t code;
   int32_t combine;  // 0: dispatch, 1: combine
   int32_t peer, local_expert;
@@ -94,6 +93,13 @@ int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int3
                     void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
 int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
                    cudaStream_t stream);
+
+// CUDA loads kernels lazily, and loading one may wait for the device to go
+// idle: a first launch while a peer rank's kernel spins waiting for this
+// rank would never return.  These load the MoE and AlltoAllv kernels now
+// (at create, before any of the handle's launches); 0 or a cudaError_t.
+int preload_moe_kernels();
+int preload_alltoallv_kernel();
 
 // The ranks of comm's LSA team (those whose windows this rank's kernels
 // reach through ncclGetPeerPointer).

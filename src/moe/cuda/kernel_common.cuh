@@ -23,10 +23,12 @@ __device__ __forceinline__ void store_release(T& v, T x) {
 }
 
 // The first error of the handle, for the host; then every wait stops.
+// Whoever raises the stop word (device memory) first fills the record: no
+// atomic on the mapped host memory, which PCIe may not carry.
 __device__ inline void report(DeviceMoeError* error, int32_t* stop, DeviceErrorCode code, bool combine, int32_t peer,
                               int32_t le, int64_t value, uint32_t epoch) {
-  store_release(*stop, int32_t(1));
-  if (atomicCAS(&error->claimed, 0, 1) != 0) return;
+  if (::cuda::atomic_ref<int32_t, ::cuda::thread_scope_system>(*stop).exchange(1, ::cuda::memory_order_acq_rel) != 0)
+    return;
   error->combine = combine;
   error->peer = peer;
   error->local_expert = le;

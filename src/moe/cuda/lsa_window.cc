@@ -119,6 +119,8 @@ Status LsaWindow::allocate(size_t window_bytes, size_t state_bytes) {
   if (s.is_ok()) s = cuda_status(cudaEventCreateWithFlags(&last_launch_, cudaEventDisableTiming), "cudaEventCreate");
   if (s.is_ok()) s = nccl_status(comm_, ncclMemAlloc(&memory_, bytes), "ncclMemAlloc of the window");
   if (s.is_ok()) s = error_records().take(&host_error_, &device_error_);
+  if (s.is_ok()) s = cuda_status(cudaError_t(preload_moe_kernels()), "loading the MoE kernels");
+  if (s.is_ok()) s = cuda_status(cudaError_t(preload_alltoallv_kernel()), "loading the AlltoAllv kernel");
   if (s.is_ok()) s = cuda_status(cudaMemsetAsync(memory_, 0, bytes, stream_), "cudaMemsetAsync");
   if (s.is_ok()) s = cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
 

@@ -221,6 +221,17 @@ int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const f
   });
 }
 
+int preload_moe_kernels() {
+  cudaFuncAttributes attr;
+  int e = int(cudaFuncGetAttributes(&attr, dispatch_kernel));
+  for (ncclDataType_t type : {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2})
+    if (e == 0)
+      e = with_element_type(type, [&]<ncclDataType_t T>() {
+        return int(cudaFuncGetAttributes(&attr, combine_kernel<T>));
+      });
+  return e;
+}
+
 int lsa_team_size(ncclComm_t comm) { return ncclTeamLsa(comm).nRanks; }
 
 }  // namespace braid::moe::cuda
