@@ -262,12 +262,8 @@ int main(int argc, char** argv) {
   }
   // Thread ranks on a GPU: a stream each, whose kernels wait for the
   // others'; streams sharing one of CUDA's 8 default hardware queues could
-  // block each other, and a kernel loaded lazily at its first launch may
-  // wait for the device (perf/device.cc).  Before CUDA starts.
-  if (o.device) {
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  }
+  // block each other (perf/device.cc).  Before CUDA starts.
+  if (o.device) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<RankResult> results(size_t(o.nranks));
