@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s [NRANKS: 2..64]\n", argv[0]);
     return 2;
   }
+  // Thread ranks with two streams each: every stream its own hardware
+  // queue (perf/device.cc says why).  Before CUDA starts.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<std::thread> ranks;
