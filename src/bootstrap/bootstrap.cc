@@ -483,4 +483,14 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
   return Status::ok();
 }
 
+Status Bootstrap::agree(Status local, const std::string& what) {
+  std::vector<int64_t> oks(static_cast<size_t>(nranks()));
+  oks[size_t(rank())] = local.is_ok();
+  BRAID_TRY(std::move(allgather(oks.data(), sizeof(int64_t))).context(what));
+  BRAID_TRY(std::move(local));
+  for (int r = 0; r < nranks(); ++r)
+    if (!oks[size_t(r)]) return BRAID_ERROR(ncclInvalidUsage, "{} failed on rank {} (its log says why)", what, r);
+  return Status::ok();
+}
+
 }  // namespace braid

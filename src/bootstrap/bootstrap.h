@@ -75,6 +75,10 @@ class Bootstrap {
   // data holds nranks * bytes_per_rank; this rank's slice is already filled.
   virtual Status allgather(void* data, size_t bytes_per_rank) = 0;
   virtual Status barrier() = 0;
+  // A barrier that also agrees on an outcome: `local` if it failed, else
+  // an error naming a rank whose `local` failed (`what` failed there), else
+  // ok; the same verdict on every rank.
+  Status agree(Status local, const std::string& what);
   // Unblocks any waiting call with an error.
   virtual void abort() = 0;
 };

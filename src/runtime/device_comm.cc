@@ -354,13 +354,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
   if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
   if (local.is_ok()) local = make_liveness();
-  std::vector<int64_t> oks(comm_->nranks);
-  oks[comm_->rank] = local.is_ok();
-  Status agreed = std::move(comm_->bootstrap->allgather(oks.data(), sizeof(int64_t))).context("ncclDevCommCreate");
-  BRAID_TRY(std::move(agreed));
-  BRAID_TRY(std::move(local));
-  for (int r = 0; r < comm_->nranks; ++r)
-    if (!oks[r]) return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate failed on rank {} (its log says why)", r);
+  BRAID_TRY(comm_->bootstrap->agree(std::move(local), "ncclDevCommCreate"));
 
   Made made;
   if (layout.bytes) {
@@ -383,7 +377,12 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
       made.shadows =
           reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
-  BRAID_TRY(space.window_table(&made.window_table));
+  // Agreed once more at the end: no rank returns (and launches a kernel
+  // that waits for its peers, in barriers with no timeout) while a thread
+  // rank of its process still allocates above (cudaMalloc and
+  // cudaHostRegister may wait for the device); and a rank that failed here
+  // fails them all.
+  BRAID_TRY(comm_->bootstrap->agree(space.window_table(&made.window_table), "ncclDevCommCreate"));
   *out = made;
   std::lock_guard<std::mutex> lock(mutex_);
   live_.push_back(std::move(created));

@@ -98,7 +98,11 @@ Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* 
   if (window->device->symmetric() && space.lsa().size == comm->nranks)  // every rank mapped here
     for (int r = 0; r < comm->nranks; ++r)
       info.mapped.push_back(r == comm->rank ? static_cast<char*>(buff) : window->device->lsa_pointer(r, 0));
-  BRAID_TRY(comm->backend->window_registered(info));
+  // Agreed at the end: no rank returns (and launches a kernel that waits
+  // for its peers) while a thread rank of its process is still in what
+  // registering does on the device, which may wait for it; and a rank whose
+  // backend failed fails them all.
+  BRAID_TRY(comm->bootstrap->agree(comm->backend->window_registered(info), "ncclCommWindowRegister"));
   window->info = std::move(info);
   auto handle = static_cast<ncclWindow_t>(window->device->device());
   set_window_owner(handle, comm);

@@ -63,8 +63,13 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   cudaStream_t stream;
   CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<unsigned char> host(bytes);
+  if (!thread_ranks_meet()) return 1;  // every thread rank done with its setup before the first kernel
   int wrong = 0;
-  for (int round = 0; round < kRounds && !wrong; ++round) {
+  // Rounds end on every rank alike (the host barrier below carries whether
+  // every rank was exact): a rank that stopped alone would leave the others
+  // in the kernel's barrier, which has no timeout.
+  bool everyone_exact = true;
+  for (int round = 0; round < kRounds && everyone_exact; ++round) {
     for (int to = 0; to < n; ++to)
       for (size_t i = 0; i < kChunk; ++i) host[to * kChunk + i] = value(rank, to, round, i);
     CHECK_OR_FAIL(cudaMemcpyAsync(send, host.data(), bytes, cudaMemcpyHostToDevice, stream));
@@ -82,7 +87,7 @@ int rank_main(int rank, int n, ncclUniqueId id) {
         }
     // The next round's send buffer is written only after every rank read
     // this one: the kernel's barrier is at its start, so a host barrier.
-    int one = 1, all = 0;
+    int one = wrong == 0, all = 0;
     int* d = nullptr;
     CHECK_OR_FAIL(cudaMallocAsync(reinterpret_cast<void**>(&d), 2 * sizeof(int), stream));
     CHECK_OR_FAIL(cudaMemcpyAsync(d, &one, sizeof(int), cudaMemcpyHostToDevice, stream));
@@ -90,7 +95,11 @@ int rank_main(int rank, int n, ncclUniqueId id) {
     CHECK_OR_FAIL(cudaMemcpyAsync(&all, d + 1, sizeof(int), cudaMemcpyDeviceToHost, stream));
     CHECK_OR_FAIL(cudaFreeAsync(d, stream));
     CHECK_OR_FAIL(cudaStreamSynchronize(stream));
-    if (all != n) ++wrong;
+    everyone_exact = all == n;
+    if (!everyone_exact && !wrong) {
+      std::fprintf(stderr, "rank %d round %d: %d of %d ranks were exact\n", rank, round, all, n);
+      ++wrong;
+    }
   }
   ncclResult_t async = ncclSuccess;
   CHECK_OR_FAIL(ncclCommGetAsyncError(comm, &async));

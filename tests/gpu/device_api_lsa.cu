@@ -60,8 +60,11 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   cudaStream_t stream;
   CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<float> host(kCount);
+  if (!thread_ranks_meet()) return 1;  // every thread rank done with its setup before the first kernel
   int wrong = 0;
-  for (int round = 0; round < kRounds && !wrong; ++round) {
+  // Every round on every rank, wrong or not: a rank that stopped early would
+  // leave the others in the kernel's barrier, which has no timeout.
+  for (int round = 0; round < kRounds; ++round) {
     for (size_t i = 0; i < kCount; ++i) host[i] = input(rank, round, i);
     CHECK_OR_FAIL(cudaMemcpyAsync(send, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice, stream));
     lsa_allreduce<<<kBlocks, kThreads, 0, stream>>>(send_win, recv_win, kCount, dev);

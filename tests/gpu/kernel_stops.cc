@@ -78,6 +78,9 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   CHECK_OR_FAIL(cudaMalloc(&recv, kCount * sizeof(float)));
   std::vector<float> host(kCount, float(rank + 1));
   CHECK_OR_FAIL(cudaMemcpy(send, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice));
+  // Thread ranks: every one done allocating (cudaMalloc and cudaMemcpy may
+  // wait for the device) before any launches a kernel that waits for them.
+  if (!thread_ranks_meet()) return 1;
   // A checked call first: the communicator works before anything stops it.
   CHECK_OR_FAIL(ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, comm, stream));
   CHECK_OR_FAIL(cudaStreamSynchronize(stream));

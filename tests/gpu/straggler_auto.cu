@@ -56,6 +56,9 @@ int rank_main(int rank, int n, ncclUniqueId id) {
     CHECK_OR_FAIL(cudaMalloc(&recv[k], kCount * sizeof(float)));
     CHECK_OR_FAIL(cudaMemcpy(send[k], host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice));
   }
+  // Thread ranks: every one done allocating (cudaMalloc and cudaMemcpy may
+  // wait for the device) before any launches a kernel that waits for them.
+  if (!thread_ranks_meet()) return 1;
   for (int k = 0; k < kCalls; ++k) {
     if (rank == n - 1) spin_for<<<1, 1, 0, stream>>>(kLateNs);
     CHECK_OR_FAIL(ncclAllReduce(send[k], recv[k], kCount, ncclFloat, ncclSum, comm, stream));

@@ -669,12 +669,16 @@ class CudaBackend final : public Backend {
     DevicePlan plan;
     // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
-    // their kernels); then this stream is drained so that calls on any
-    // stream find the plan in place.  Draining waits only for this rank's
-    // own earlier launches, never for a peer's later ones.
-    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, stream));
-    CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
-    CUDA_TRY(cudaStreamSynchronize(stream));
+    // their kernels), on a stream of its own that is then drained, so that
+    // calls on any stream find the plan in place.  Not on the call's stream:
+    // draining that would wait for this rank's earlier launches, which may
+    // wait for a peer whose calls this thread has yet to launch (one thread
+    // driving several communicators in a group).
+    BRAID_TRY(on_own_stream([&](cudaStream_t s) {
+      cudaError_t e = cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, s);
+      if (e == cudaSuccess) e = cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, s);
+      return e;
+    }));
     char* base = static_cast<char*>(plan.block);
     plan.lanes = reinterpret_cast<LaneRecord*>(base);
     plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
