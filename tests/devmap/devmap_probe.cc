@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -23,7 +24,16 @@ void check(bool ok, const char* what) {
   }
 }
 
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
+}
+
 void mapped() {
+  // Set for thread ranks sharing a GPU before the program ran (the test
+  // leaves both unset; CUDA_MODULE_LOADING set by the caller would stay).
+  check(env_is("CUDA_DEVICE_MAX_CONNECTIONS", "32"), "32 hardware queues asked for");
+  check(env_is("CUDA_MODULE_LOADING", "EAGER"), "kernels loaded at start");
   int n = 0;
   check(cudaGetDeviceCount(&n) == cudaSuccess && n == 8, "8 devices seen");
   // Each rank thread picks device `rank`, as the examples do.
@@ -62,6 +72,8 @@ void mapped() {
 }
 
 void passthrough() {
+  check(!std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") && !std::getenv("CUDA_MODULE_LOADING"),
+        "the environment left alone");
   int n = 0;
   check(cudaGetDeviceCount(&n) == cudaSuccess && n == 2, "the real count");
   check(cudaSetDevice(1) == cudaSuccess && fake_cudart_current() == 1, "cudaSetDevice(1) unchanged");

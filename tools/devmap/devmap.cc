@@ -14,6 +14,14 @@
 // device's own memory: allowed, and enabling it succeeds without a call.
 // braid itself (its static CUDA runtime) sees the real devices and allows
 // several ranks per GPU.  Without BRAID_DEVICES every call passes through.
+//
+// Such programs run their ranks as threads (the examples do): several
+// ranks then share one GPU's context, where a rank's kernel waits for its
+// peers'.  So, before the program starts CUDA, this library asks for 32
+// hardware queues (8 by default: a kernel queued behind a peer's waiting
+// one would never start) and for every kernel loaded at start (a lazy load
+// at a first launch may wait for the device, where a peer's kernel spins),
+// unless the environment already says otherwise.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -63,6 +71,12 @@ int real_of(int v) {
 thread_local int chosen = -1;  // the index this thread set, if any
 
 bool mapping() { return virtual_count() > 0; }
+
+__attribute__((constructor)) void settle_thread_ranks() {
+  if (!mapping()) return;
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
 
 }  // namespace
 
