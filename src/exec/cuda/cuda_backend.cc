@@ -147,6 +147,9 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     buffers_.set_pool(pool_);
+    // Made now, while no kernel of this communicator waits: a stream made
+    // later could share a hardware queue with one whose kernel spins.
+    CUDA_TRY(cudaStreamCreateWithFlags(&plan_stream_, cudaStreamNonBlocking));
     BRAID_TRY(straggler_.init(ctx_));
 
     std::vector<ArenaInfo> infos(n);
@@ -669,16 +672,14 @@ class CudaBackend final : public Backend {
     DevicePlan plan;
     // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
-    // their kernels), on a stream of its own that is then drained, so that
-    // calls on any stream find the plan in place.  Not on the call's stream:
-    // draining that would wait for this rank's earlier launches, which may
-    // wait for a peer whose calls this thread has yet to launch (one thread
-    // driving several communicators in a group).
-    BRAID_TRY(on_own_stream([&](cudaStream_t s) {
-      cudaError_t e = cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, s);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, s);
-      return e;
-    }));
+    // their kernels), on the communicator's plan stream, then drained, so
+    // that calls on any stream find the plan in place.  Not on the call's
+    // stream: draining that would wait for this rank's earlier launches,
+    // which may wait for a peer whose calls this thread has yet to launch
+    // (one thread driving several communicators in a group).
+    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, plan_stream_));
+    CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, plan_stream_));
+    CUDA_TRY(cudaStreamSynchronize(plan_stream_));
     char* base = static_cast<char*>(plan.block);
     plan.lanes = reinterpret_cast<LaneRecord*>(base);
     plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
@@ -722,6 +723,7 @@ class CudaBackend final : public Backend {
     captured_records_.clear();
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
+    if (plan_stream_) cudaStreamDestroy(plan_stream_);
     if (arena_) cudaFree(arena_);
     errors_.release();
     if (flags_host_) cudaFreeHost(flags_host_);
@@ -749,6 +751,7 @@ class CudaBackend final : public Backend {
   int* flags_host_ = nullptr;  // cuda::DevFlag words
   cuda::KernelErrors errors_;  // what they say, and the abort flag's raising
   cudaMemPool_t pool_ = nullptr;
+  cudaStream_t plan_stream_ = nullptr;  // plan uploads (plan_for)
   // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled
   // input, sends copied aside (see p2p)
   cuda::StreamBuffers buffers_;
