@@ -101,8 +101,14 @@ Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* 
   // Agreed at the end: no rank returns (and launches a kernel that waits
   // for its peers) while a thread rank of its process is still in what
   // registering does on the device, which may wait for it; and a rank whose
-  // backend failed fails them all.
-  BRAID_TRY(comm->bootstrap->agree(comm->backend->window_registered(info), "ncclCommWindowRegister"));
+  // backend failed fails them all (the others undo their backend's part).
+  Status registered = comm->backend->window_registered(info);
+  const bool registered_here = registered.is_ok();
+  Status agreed = comm->bootstrap->agree(std::move(registered), "ncclCommWindowRegister");
+  if (!agreed.is_ok()) {
+    if (registered_here) comm->backend->window_deregistered(window->seq);
+    return agreed;
+  }
   window->info = std::move(info);
   auto handle = static_cast<ncclWindow_t>(window->device->device());
   set_window_owner(handle, comm);
