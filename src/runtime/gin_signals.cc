@@ -80,14 +80,7 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
     maps_.emplace_back(at, o.allocation_bytes);
     peers_.push_back(reinterpret_cast<uint64_t*>(static_cast<char*>(at) + o.offset));
   }
-  std::vector<int64_t> oks(size_t(ctx.nranks));
-  oks[size_t(ctx.rank)] = local.is_ok();
-  BRAID_TRY(std::move(bootstrap.allgather(oks.data(), sizeof(int64_t))).context("GIN signals"));
-  BRAID_TRY(std::move(local));
-  for (int r = 0; r < ctx.nranks; ++r)
-    if (!oks[size_t(r)])
-      return BRAID_ERROR(ncclInvalidUsage, "GIN signals: rank {} could not map its peers' arrays", r);
-  return Status::ok();
+  return bootstrap.agree(std::move(local), "GIN signals: mapping the peers' arrays");
 }
 
 GinSignalArray::~GinSignalArray() {
