@@ -25,17 +25,20 @@ void die(cudaError_t e, const char* what) {
   } while (0)
 }  // namespace
 
+void prepare_thread_ranks() {
+  // Ranks that are threads of this process each have a stream whose
+  // kernels wait for the others'.  With more streams than hardware queues
+  // (CUDA_DEVICE_MAX_CONNECTIONS, default 8) streams share queues, and a
+  // rank's next launch can block a peer's current one behind it: a
+  // deadlock.  And a kernel loaded lazily at its first launch may wait for
+  // the device, where a peer's kernel spins.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 bool device_buffers() {
   static const bool on = [] {
-    // Ranks that are threads of this process each have a stream whose
-    // kernels wait for the others'.  With more streams than hardware queues
-    // (CUDA_DEVICE_MAX_CONNECTIONS, default 8) streams share queues, and a
-    // rank's next launch can block a peer's current one behind it: a
-    // deadlock.  Ask for the most queues before CUDA starts, and load
-    // kernels at start (a lazy load at a first launch may wait for the
-    // device, where a peer's kernel spins).
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
-    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    prepare_thread_ranks();
     const char* backend = std::getenv("BRAID_BACKEND");
     if (backend && std::string(backend) == "host") return false;
     int n = 0;

@@ -11,6 +11,9 @@
 namespace perf {
 
 bool device_buffers();  // decided once per process
+// Before CUDA starts, for ranks that are threads sharing a GPU (kept if the
+// environment says otherwise): 32 hardware queues and kernels loaded at start.
+void prepare_thread_ranks();
 // All of these are no-ops / host equivalents without device buffers.
 void* buffer_alloc(size_t bytes);
 void buffer_free(void* p);

@@ -38,6 +38,7 @@
 
 #include "braid/moe.h"
 #include "nccl.h"
+#include "perf/device.h"
 #include "perf/forked_ranks.h"
 #include "perf/moe_perf.h"
 #include "src/ops/float_formats.h"
@@ -260,10 +261,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  // Thread ranks on a GPU: a stream each, whose kernels wait for the
-  // others'; streams sharing one of CUDA's 8 default hardware queues could
-  // block each other (perf/device.cc).  Before CUDA starts.
-  if (o.device) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  if (o.device) perf::prepare_thread_ranks();  // before CUDA starts
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<RankResult> results(size_t(o.nranks));

@@ -119,13 +119,6 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   int devices = 0;
   CTRY(cudaGetDeviceCount(&devices));
   CTRY(cudaSetDevice(rank % devices));
-  // The baseline's kernels loaded now: loading one at its first launch may
-  // wait for the device, where peer ranks' kernels wait for this rank.
-  cudaFuncAttributes attr;
-  CTRY(cudaFuncGetAttributes(&attr, sort_by_expert));
-  CTRY(cudaFuncGetAttributes(&attr, gather_rows));
-  CTRY(braid::with_element_type(o.dtype,
-                                [&]<ncclDataType_t T>() { return cudaFuncGetAttributes(&attr, weighted_sum<T>); }));
   // Stream-ordered frees keep their memory: trimming the pool at a
   // synchronize could wait for a peer rank's kernel.
   cudaMemPool_t pool;

@@ -84,13 +84,17 @@ inline bool thread_ranks_meet() {
   return true;
 }
 
-inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n, ncclUniqueId id), const char* what) {
-  // Thread ranks' streams must not share hardware queues (8 by default):
-  // a rank's kernel queued behind a peer's waiting one is a deadlock.  And
-  // the tests' kernels load at start: a lazy load at a first launch may
-  // wait for the device, where a peer's kernel spins.  Before CUDA starts.
+// Before CUDA starts: thread ranks' streams must not share hardware queues
+// (8 by default: a rank's kernel queued behind a peer's waiting one is a
+// deadlock), and the tests' kernels load at start (a lazy load at a first
+// launch may wait for the device, where a peer's kernel spins).
+inline void prepare_thread_ranks() {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
+inline int run_gpu_ranks(int argc, char** argv, int (*rank_main)(int rank, int n, ncclUniqueId id), const char* what) {
+  prepare_thread_ranks();
   const int n = argc > 1 ? std::atoi(argv[1]) : 2;
   const bool processes = argc > 2 && std::string(argv[2]) == "processes";
   ncclUniqueId id;

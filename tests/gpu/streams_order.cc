@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "rank_runner.h"
 
 namespace {
 
@@ -146,9 +147,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s [NRANKS: 2..64]\n", argv[0]);
     return 2;
   }
-  // Thread ranks with two streams each: every stream its own hardware
-  // queue (perf/device.cc says why).  Before CUDA starts.
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  prepare_thread_ranks();  // ranks are threads, with two streams each
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<std::thread> ranks;
