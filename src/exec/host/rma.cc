@@ -136,9 +136,12 @@ Status RmaEngine::failure() const {
   return error_;
 }
 
+// The fences pair with wait()'s: either the waiter sees the signal, or
+// this sees the waiter and wakes it.
 void RmaEngine::raise(int ctx, int signal, int from) {
   arrived(ctx, signal, from).fetch_add(1, std::memory_order_release);
-  if (waiters_.load(std::memory_order_acquire) > 0) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_relaxed) > 0) {
     std::lock_guard<std::mutex> lock(signal_mutex_);
     signal_cv_.notify_all();
   }
@@ -212,7 +215,8 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
     return true;
   };
   const Deadline deadline = Deadline::after(bound_ms > 0 ? std::chrono::milliseconds(bound_ms) : timeout());
-  waiters_.fetch_add(1, std::memory_order_acq_rel);
+  waiters_.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with raise()'s
   // Yield a while before sleeping: a signal that comes within it costs no
   // wake-up (a futex wake and a schedule, tens of microseconds here).
   for (uint32_t i = 0; i < kBriskWaitPolls && !ready() && !failed_.load(std::memory_order_acquire); ++i)
