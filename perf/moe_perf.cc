@@ -10,7 +10,10 @@
 // -r rounds alternate between the two paths, -n layers of each per round
 // (after -w warm-up layers of both); a phase's time is its median round of
 // the slowest rank's mean per call:
-//   moe dispatch / combine        braidMoeDispatch / braidMoeCombine
+//   moe dispatch / combine        braidMoeDispatch / braidMoeCombine (with
+//                                 --zero-copy 1, dispatch writes into the
+//                                 combine buffer, braidMoeGetCombineBuffer,
+//                                 and combine's sources read it in place)
 //   a2a dispatch                  permute rows by expert, count exchange
 //                                 (ncclAlltoAll of per-expert counts), then
 //                                 all_to_all_single with uneven splits
@@ -50,7 +53,7 @@ using namespace moe_perf;
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
     "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
-    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--hosts H | --device]\n";
+    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--zero-copy 0|1] [--hosts H | --device]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
@@ -70,10 +73,11 @@ bool parse(int argc, char** argv, Options* o) {
                                  {"check", required_argument, nullptr, 'c'},
                                  {"hosts", required_argument, nullptr, 'P'},
                                  {"device", no_argument, nullptr, 'g'},
+                                 {"zero-copy", required_argument, nullptr, 'z'},
                                  {"help", no_argument, nullptr, 'h'},
                                  {nullptr, 0, nullptr, 0}};
   int ch;
-  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:r:c:P:gh", longs, nullptr)) != -1) {
+  while ((ch = getopt_long(argc, argv, "t:T:H:k:E:d:s:F:R:l:B:n:w:r:c:P:gz:h", longs, nullptr)) != -1) {
     switch (ch) {
       case 't': o->nranks = atoi(optarg); break;
       case 'T': o->tokens = atoi(optarg); break;
@@ -90,6 +94,7 @@ bool parse(int argc, char** argv, Options* o) {
       case 'c': o->check = atoi(optarg); break;
       case 'P': o->hosts = atoi(optarg); break;
       case 'g': o->device = 1; break;
+      case 'z': o->zero_copy = atoi(optarg); break;
       case 'l':
         if (!strcmp(optarg, "expert")) o->layout = braidMoeExpertMajor;
         else if (!strcmp(optarg, "rank")) o->layout = braidMoeRankMajor;
@@ -108,7 +113,7 @@ bool parse(int argc, char** argv, Options* o) {
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
          o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
          o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds &&
-         !(o->device && o->hosts);
+         !(o->device && o->hosts) && !(o->device && o->zero_copy);
 }
 
 // The baseline's weighted sum, with the type switch outside the element
@@ -170,18 +175,20 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   TRY(braidMoeCreate(comm, &cfg, &moe));
   size_t max_rows = 0;
   TRY(braidMoeGetInfo(moe, &max_rows, nullptr));
-  std::vector<char> recv(max_rows * row_bytes), out(tokens.size());
+  std::vector<char> recv_memory(o.zero_copy ? 0 : max_rows * row_bytes), out(tokens.size());
+  char* recv = recv_memory.data();  // the experts' rows, then (the identity) their results
+  if (o.zero_copy) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&recv)));
   std::vector<int32_t> counts(size_t(n) * L);
   // One MoE layer, its two calls' times added to *d and *c.
   auto moe_layer = [&](double* d, double* c) -> ncclResult_t {
     LTRY(barrier());
     auto t0 = Clock::now();
-    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv.data(), counts.data(), &res.dropped,
+    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv, counts.data(), &res.dropped,
                           nullptr));
     *d += us_since(t0);
     LTRY(barrier());
     t0 = Clock::now();
-    LTRY(braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr));  // experts: the identity
+    LTRY(braidMoeCombine(moe, recv, weights.data(), out.data(), nullptr));  // experts: the identity
     *c += us_since(t0);
     return ncclSuccess;
   };
@@ -327,11 +334,12 @@ int main(int argc, char** argv) {
   const std::string where = o.hosts > 0 ? "processes on " + std::to_string(o.hosts) + " emulated hosts"
                             : o.device ? "threads on CUDA devices" : "threads";
   std::printf("# moe_perf: %d ranks (%s), %d tokens/rank, hidden %d, top-%d, %d experts, %s, skew %.2f, "
-              "capacity %s, tile %d, %s-major, %d block(s)/rank, %d rounds of %d layers of each path, interleaved "
-              "(+%d warmup)\n",
+              "capacity %s, tile %d, %s-major, %d block(s)/rank, %s, %d rounds of %d layers of each path, "
+              "interleaved (+%d warmup)\n",
               o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
-              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks, o.rounds, o.iters, o.warmup);
+              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks,
+              o.zero_copy ? "zero-copy combine" : "combine from the caller's memory", o.rounds, o.iters, o.warmup);
   std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other "
               "ranks, all ranks) per second\n");
   const double payload = sum_of(&RankResult::routed_remote_bytes) / 2;  // per direction

@@ -25,6 +25,7 @@ struct Options {
   int rounds = 5;
   int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
   int device = 0;                       // 1: ranks are threads on the GPUs (CUDA communicators)
+  int zero_copy = 0;                    // 1: dispatch into the combine buffer, combine from it (host)
   double skew = 0;
   float capacity_factor = 0;
   ncclDataType_t dtype = ncclBfloat16;

@@ -86,6 +86,7 @@ def library():
             "braidMoeGetInfo": [vp, ctypes.POINTER(sz), ctypes.POINTER(i32)],
             "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, vp, vp],
             "braidMoeCombine": [vp, vp, vp, vp, vp],
+            "braidMoeGetCombineBuffer": [vp, ctypes.POINTER(vp)],
             "braidMoeGetStats": [vp, ctypes.POINTER(_Stats)],
             "braidMoeGetAsyncError": [vp, ctypes.POINTER(i32)],
             "braidMoeDestroy": [vp],
@@ -276,6 +277,16 @@ class Moe:
                            f"places), out_tokens {num_tokens}")
         _check(library().braidMoeCombine(self.handle, e, w, o, _stream(stream, expert_out)), self.comm.handle)
         return out_tokens
+
+    def combine_buffer(self):
+        """Zero-copy combine (host backend): a writable memoryview of max_output_rows rows in the handle's
+        window, in recv_tokens' layout.  Dispatch into it (recv_tokens=) or write the experts' results there,
+        and pass it to combine as expert_out: the ranks that map this rank's window read their results in place.
+        Write it only between a dispatch and its combine; it is gone with close()."""
+        p = ctypes.c_void_p()
+        _check(library().braidMoeGetCombineBuffer(self.handle, ctypes.byref(p)), self.comm.handle)
+        nbytes = self.max_output_rows * self.hidden * DTYPE_BYTES[self.dtype]
+        return memoryview((ctypes.c_char * nbytes).from_address(p.value)).cast("B")
 
     def check(self):
         """Raises what a call that already returned hit since (CUDA: its kernels)."""

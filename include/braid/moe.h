@@ -104,6 +104,18 @@ ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t*
 ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights, void* outTokens,
                              cudaStream_t stream);
 
+/* Zero-copy combine (host backend).  *expertOut: a buffer of maxOutputRows
+ * rows in the handle's window, in the dispatch output's layout.  Write the
+ * experts' results there (or dispatch straight into it, for experts that
+ * work in place) and pass it to braidMoeCombine as expertOut: the sources
+ * that map this rank's window then read their results from it, and only
+ * the sources reached over RMA get them put.  The buffer is the handle's
+ * from braidMoeCombine until the next braidMoeDispatch returns: write it
+ * only between a dispatch and its combine.  Its pages cost memory only
+ * once written.  A CUDA handle refuses this (ncclInvalidUsage): its combine
+ * puts the results from any device buffer. */
+ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut);
+
 /* CUDA: the counts of the kernels that completed (synchronize the stream
  * first for a call's). */
 ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats);

@@ -79,6 +79,15 @@ BRAID_API ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, co
   });
 }
 
+BRAID_API ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut) {
+  return guarded(comm_of(moe), "braidMoeGetCombineBuffer", [&]() -> Status {
+    if (!expertOut) return BRAID_ERROR(ncclInvalidArgument, "braidMoeGetCombineBuffer: expertOut is NULL");
+    *expertOut = nullptr;
+    BRAID_TRY(check_handle(moe));
+    return moe->impl->combine_buffer(expertOut);
+  });
+}
+
 BRAID_API ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats) {
   return guarded(comm_of(moe), "braidMoeGetStats", [&]() -> Status {
     BRAID_TRY(check_handle(moe));

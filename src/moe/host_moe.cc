@@ -18,7 +18,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
     : comm_(comm),
       rank_(rank),
       shape_(shape),
-      window_(WindowLayout::of(shape)),
+      window_(WindowLayout::of(shape, true)),
       layout_(config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor),
       dtype_(config.dtype),
       timeout_ms_(wait_bound_ms(config.timeoutMs)),
@@ -28,7 +28,8 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
       wanted_(size_t(shape.experts)),
       sent_(size_t(shape.experts)),
       received_(size_t(shape.blocks())),
-      first_row_(size_t(shape.blocks())) {}
+      first_row_(size_t(shape.blocks())),
+      pulled_(size_t(shape.nranks)) {}
 
 HostMoe::~HostMoe() = default;
 
@@ -154,20 +155,51 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   return Status::ok();
 }
 
+Status HostMoe::combine_buffer(void** out) {
+  *out = own_->base(rank_) + window_.combine_buffer;
+  return Status::ok();
+}
+
+const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
+  const int32_t e = topk_[size_t(i)], owner = shape_.owner(e), le = shape_.local(e), slot = slots_[size_t(i)];
+  *pulled = false;
+  if (own_->routes().direct(owner)) {
+    const char* theirs = own_->base(owner);
+    int64_t first = 0;
+    std::memcpy(&first, theirs + window_.pull_index + (size_t(rank_) * shape_.local_experts + le) * 8, 8);
+    if (first != WindowLayout::kRowsPut) {
+      *pulled = true;
+      return theirs + window_.combine_buffer + (first + slot) * shape_.row_bytes();
+    }
+  }
+  return own_->base(rank_) + window_.combine_data + WindowLayout::row_offset(shape_, owner, le, slot);
+}
+
 Status HostMoe::combine(const void* expert_out, const float* weights, void* out, cudaStream_t) {
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
   if ((tokens_ > 0 && (!weights || !out)) || !expert_out)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
 
-  const int32_t K = shape_.top_k;
+  const int32_t K = shape_.top_k, L = shape_.local_experts;
   const uint64_t call = ++combine_calls_;
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
+  // Results left in the combine buffer are read there by the sources that
+  // map this window: say where, before the signals (host_moe.h).
+  const bool in_buffer = expert_out == own_->base(rank_) + window_.combine_buffer;
+  auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
+  for (int32_t src = 0; src < shape_.nranks; ++src) {
+    pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
+    for (int32_t le = 0; le < L; ++le) {
+      const size_t i = size_t(src) * L + le;
+      index[i] = pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
+    }
+  }
   // Each received block goes back to its source, to the rows it came from.
   const CallState c{rank_, call, epoch, combine_arrivals_.data()};
-  const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data()};
+  const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data(), pulled_.data()};
   pool_.run([&](int b) { combine_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
@@ -181,16 +213,21 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
       return BRAID_ERROR(ncclInternalError, "rank {}: combine: expert {} returned {} rows, {} were sent", rank_, e,
                          back[size_t(e)], sent_[size_t(e)]);
 
-  // Summed in window order, not token by token: one scan of the window
-  // that the prefetcher follows, into a float sum for every token, took
-  // the sum from 3.0 to 1.8 ms at the shape (perf/results/
-  // moe_host_combine_20261202.txt).  Each block sums its own tokens.
-  const char* half = own_->base(rank_) + window_.combine_data;
+  // Summed in address order, not token by token: one scan of each place
+  // the rows are in, which the prefetcher follows, into a float sum for
+  // every token, took the sum from 3.0 to 1.8 ms at the shape
+  // (perf/results/moe_host_combine_20261202.txt).  Rows read in a peer's
+  // buffer count as payload it would have put (stats), so the totals do
+  // not depend on where the results were read.  Each block sums its own
+  // tokens.
   returned_.clear();
   for (int64_t i = 0; i < int64_t(tokens_) * K; ++i) {
-    const int32_t slot = slots_[size_t(i)], e = topk_[size_t(i)];
-    if (slot != kNoSlot)
-      returned_.emplace_back(WindowLayout::row_offset(shape_, shape_.owner(e), shape_.local(e), slot), i);
+    if (slots_[size_t(i)] == kNoSlot) continue;
+    bool pulled = false;
+    returned_.emplace_back(reinterpret_cast<uintptr_t>(returned_row(i, &pulled)), i);
+    if (!pulled) continue;
+    if (shape_.owner(topk_[size_t(i)]) == rank_) stats_.bytesLocal += uint64_t(row_bytes);
+    else stats_.payloadBytesRemote += uint64_t(row_bytes);
   }
   std::sort(returned_.begin(), returned_.end());
   const size_t H = size_t(shape_.hidden);
@@ -198,9 +235,10 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   pool_.run([&](int b) {
     const int64_t lo = int64_t(tokens_) * b / B, hi = int64_t(tokens_) * (b + 1) / B;
     std::fill(sums_.begin() + lo * int64_t(H), sums_.begin() + hi * int64_t(H), 0.0f);
-    for (const auto& [offset, i] : returned_) {
+    for (const auto& [row, i] : returned_) {
       const int64_t t = i / K;
-      if (t >= lo && t < hi) add_scaled_row(&sums_[size_t(t) * H], half + offset, weights[i], H, dtype_);
+      if (t >= lo && t < hi)
+        add_scaled_row(&sums_[size_t(t) * H], reinterpret_cast<const char*>(row), weights[i], H, dtype_);
     }
     for (int64_t t = lo; t < hi; ++t)
       store_row(static_cast<char*>(out) + t * row_bytes, &sums_[size_t(t) * H], H, dtype_);

@@ -40,6 +40,15 @@
 // half for call n+1 only after that peer's combine signal of call n, which
 // the peer raises after it finished reading its dispatch half; likewise
 // for the combine half.  Hence dispatch and combine must alternate.
+//
+// Zero-copy combine (braidMoeGetCombineBuffer): where combine's expertOut is
+// this rank's combine buffer, in its window, the rows for a source that
+// maps the window are not put.  The rank writes, per block, where its rows
+// start in the buffer into its pull index, then signals as always; the
+// source, once signalled, reads the index and the rows in place.  The rank
+// writes the buffer and the index again only after its next dispatch
+// returned, which every source's dispatch signal preceded, each raised
+// after that source's combine finished reading.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +77,7 @@ class HostMoe : public MoeBackend {
   Status dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
                   int64_t* dropped, cudaStream_t stream) override;
   Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) override;
+  Status combine_buffer(void** out) override;
   Status destroy() override;
   Status stats(braidMoeStats_t* out) override;
   ncclComm_t comm() const override { return comm_; }
@@ -76,6 +86,9 @@ class HostMoe : public MoeBackend {
  private:
   HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);
   Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
+  // Where the results of this rank's row (t, k), k-th choice of token t,
+  // came back: its combine half, or the owner's combine buffer (pulled).
+  const char* returned_row(int64_t i, bool* pulled) const;
   // Adds the agents' counters of the call to stats_, and clears them.
   void collect_stats();
 
@@ -102,9 +115,10 @@ class HostMoe : public MoeBackend {
   int32_t tokens_ = 0;
   std::vector<int32_t> topk_, slots_, wanted_, sent_, received_;
   std::vector<int64_t> first_row_;
-  // Combine's sums: the rows that came back as (offset in the window,
-  // t * topK + k), in window order; a float sum per token element.
-  std::vector<std::pair<int64_t, int64_t>> returned_;
+  // Combine's sums: the rows that came back as (address, t * topK + k), in
+  // address order; a float sum per token element.
+  std::vector<std::pair<uintptr_t, int64_t>> returned_;
+  std::vector<uint8_t> pulled_;  // [nranks]: whether that source reads its results in this rank's buffer
   std::vector<float> sums_;
 
   braidMoeStats_t stats_{};

@@ -18,6 +18,8 @@ class MoeBackend {
   virtual Status dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
                           int64_t* dropped, cudaStream_t stream) = 0;
   virtual Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) = 0;
+  // braidMoeGetCombineBuffer: where this rank's expert results may be left for its sources to read.
+  virtual Status combine_buffer(void** out) = 0;
   // Collective: a barrier, then the window is deregistered and freed.
   virtual Status destroy() = 0;
   virtual Status stats(braidMoeStats_t* out) = 0;

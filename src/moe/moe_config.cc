@@ -43,8 +43,8 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (device >= 0 && c.blocks > kMaxDeviceBlocks)
     return fmt::format("blocks {} is over {}, the most CTAs a CUDA rank's kernel takes", c.blocks, kMaxDeviceBlocks);
   if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
-  // The window: two halves of every block full.
-  const double bytes = 2.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
+  // The window: two halves of every block full, and the combine buffer.
+  const double bytes = 3.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
                        double(c.hidden) * element_bytes(c.dtype);
   if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
   return "";

@@ -58,6 +58,8 @@ class WindowRoutes {
 
   // This rank stores into peer's window (else it puts over RMA).
   bool direct(int peer) const { return reaches_[size_t(self_) * nranks_ + size_t(peer)] != 0; }
+  // Whether peer loads and stores this rank's window (it may read what this rank leaves there).
+  bool reached_by(int peer) const { return reaches_[size_t(peer) * nranks_ + size_t(self_)] != 0; }
   // Where the protocol addresses peer's window: its mapping, or for a peer
   // reached over RMA this rank's own window (the same layout), which put()
   // turns back into an offset.

@@ -196,6 +196,9 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   braidMoe_t moe = nullptr;
   MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
   if (!moe) return f.count;
+  void* buffer = nullptr;  // zero-copy combine is the host backend's only
+  if (braidMoeGetCombineBuffer(moe, &buffer) != ncclInvalidUsage || buffer)
+    f.fail(fmt::format("rank {}: braidMoeGetCombineBuffer on a CUDA handle was not refused", rank));
   size_t max_rows = 0;
   int capacity = 0;
   MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, &capacity));

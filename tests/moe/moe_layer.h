@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,20 @@ inline std::vector<int64_t> first_rows(const Case& c, int n, const std::vector<i
   return first;
 }
 
+// Whether rank s loads and stores rank o's window (host_moe.h): every pair
+// of one host, unless BRAID_MOE_RMA=1 sends every other rank over RMA.
+inline bool maps(const Case& c, int s, int o) {
+  if (s == o) return true;
+  const char* rma = std::getenv("BRAID_MOE_RMA");
+  if (rma && std::string(rma) == "1") return false;
+  return c.ranks_per_host == 0 || s / c.ranks_per_host == o / c.ranks_per_host;
+}
+
+// Whether rank r leaves its results of layer `layer` in its combine buffer.
+inline bool results_in_buffer(const Case& c, int r, int layer) {
+  return c.zero_copy == 1 || c.zero_copy == 2 || (c.zero_copy == 3 && (r + layer) % 2 == 0);
+}
+
 // Runs layer `layer`; returns false after the first failure (f counts it).
 template <class Side = HostSide>
 bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Failures& f, Expected* x,
@@ -73,12 +89,16 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   for (int t = 0; t < mine.tokens; ++t)
     for (int h = 0; h < H; ++h) put(c.dtype, tokens.data(), size_t(t) * H + h, token_value(rank, layer, t, h));
 
-  std::vector<char> recv(max_rows * row_bytes, char(0x7f));
+  char* buffer = nullptr;  // zero-copy combine's (host backend only)
+  if (c.zero_copy) MP_NCCL(f, braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&buffer)));
+  const bool in_buffer = results_in_buffer(c, rank, layer), in_place = c.zero_copy == 2;
+  if (f.count != before || (c.zero_copy && !buffer)) return false;
+  std::vector<char> recv(in_place ? 0 : max_rows * row_bytes, char(0x7f));
   std::vector<int32_t> counts(size_t(n) * L, -1);
   int64_t dropped = -1;
   MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
                               static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)), mine.tokens,
-                              side.out(recv.data(), recv.size()),
+                              in_place ? buffer : side.out(recv.data(), recv.size()),
                               static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)),
                               static_cast<int64_t*>(side.out(&dropped, sizeof(dropped))), side.stream()));
   if (f.count != before || !side.done(f)) return false;
@@ -100,7 +120,11 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
     return false;
   }
   const std::vector<int64_t> first = first_rows(c, n, counts);
-  std::vector<char> expert_out(recv.size(), char(0x7f));  // padding rows stay garbage: combine must not read them
+  const char* received = in_place ? buffer : recv.data();
+  // Padding rows stay garbage: combine must not read them.
+  std::vector<char> own_out(in_buffer ? 0 : max_rows * row_bytes, char(0x7f));
+  char* expert_out = in_buffer ? buffer : own_out.data();
+  if (in_buffer && !in_place) std::memset(buffer, 0x7f, max_rows * row_bytes);
   for (int src = 0; src < n; ++src)
     for (int le = 0; le < L; ++le) {
       const auto& rows = plans[size_t(src)].rows[size_t(rank * L + le)];
@@ -111,13 +135,13 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
           std::vector<char> one(static_cast<size_t>(eb));
           put(c.dtype, one.data(), 0, token_value(src, layer, rows[j], h));
           const float want = load(c.dtype, one.data(), 0);
-          const float got = load(c.dtype, recv.data(), i);
-          if (std::memcmp(recv.data() + i * eb, one.data(), size_t(eb)) != 0) {
+          const float got = load(c.dtype, received, i);
+          if (std::memcmp(received + i * eb, one.data(), size_t(eb)) != 0) {
             f.fail(fmt::format("rank {} layer {}: row {} (source {} expert {} #{} = token {}) element {} is {}, want {}",
                                rank, layer, row, src, rank * L + le, j, rows[j], h, got, want));
             return false;
           }
-          put(c.dtype, expert_out.data(), i, got * expert_scale(rank * L + le));
+          put(c.dtype, expert_out, i, got * expert_scale(rank * L + le));
         }
       }
     }
@@ -125,7 +149,7 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   std::vector<float> weights(mine.topk.size());
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = weight(int(i % size_t(K)));
   std::vector<char> out(size_t(mine.tokens) * row_bytes, char(0x7f));
-  MP_NCCL(f, braidMoeCombine(moe, side.in(expert_out.data(), expert_out.size()),
+  MP_NCCL(f, braidMoeCombine(moe, in_buffer ? expert_out : side.in(expert_out, own_out.size()),
                              static_cast<const float*>(side.in(weights.data(), weights.size() * 4)),
                              side.out(out.data(), out.size()), side.stream()));
   if (f.count != before || !side.done(f)) return false;
@@ -150,17 +174,23 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
     }
 
   // The wire: routed rows to other ranks, both ways, and L signal words per
-  // destination per call; nothing else.
+  // destination per call; nothing else.  A result a source reads in its
+  // expert's buffer counts at the source, as the put it replaces would at
+  // the expert.
   x->dispatches++;
   x->combines++;
   x->routed += uint64_t(my_plan.routed);
   x->dropped += uint64_t(my_plan.dropped_rows);
+  auto pulled = [&](int src, int owner) { return results_in_buffer(c, owner, layer) && maps(c, src, owner); };
   for (int e = 0; e < c.experts; ++e) {
     const uint64_t out_rows = my_plan.rows[size_t(e)].size();
-    (e / L == rank ? x->bytes_local : x->payload_remote) += out_rows * row_bytes;
+    const int owner = e / L;
+    (owner == rank ? x->bytes_local : x->payload_remote) += out_rows * row_bytes * (pulled(rank, owner) ? 2 : 1);
   }
-  for (size_t i = 0; i < counts.size(); ++i)
-    (int(i) / L == rank ? x->bytes_local : x->payload_remote) += uint64_t(counts[i]) * row_bytes;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int src = int(i) / L;
+    if (!pulled(src, rank)) (src == rank ? x->bytes_local : x->payload_remote) += uint64_t(counts[i]) * row_bytes;
+  }
   x->signals_remote += 2ull * uint64_t(n - 1) * uint64_t(L);
   x->signal_bytes_remote += 2ull * uint64_t(n - 1) * uint64_t(L) * 8;
   x->signals_local += 2ull * uint64_t(L);
@@ -176,8 +206,8 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
 
 // A case in one line, for a failed check's message.
 inline std::string describe(const Case& c) {
-  return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={}", c.experts, c.top_k, c.seed,
-                     c.factor, int(c.layout), int(c.dtype), c.blocks);
+  return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={} zero_copy={}", c.experts,
+                     c.top_k, c.seed, c.factor, int(c.layout), int(c.dtype), c.blocks, c.zero_copy);
 }
 
 inline braidMoeConfig_t config_of(const Case& c) {

@@ -26,6 +26,12 @@ struct Case {
   double masked = 0;     // probability a choice is -1
   bool cold = false;     // a quarter of the experts never get a token
   bool empty_ranks = false;  // odd ranks send no tokens at all
+  // Zero-copy combine (braidMoeGetCombineBuffer): 0 off; 1 the results are
+  // written into the buffer; 2 dispatch writes into the buffer and the
+  // experts work in place; 3 as 1 on the ranks whose rank + layer is even,
+  // the others pass their own memory.
+  int zero_copy = 0;
+  int ranks_per_host = 0;  // emulated hosts of that many ranks each (0: one host)
 };
 
 inline uint64_t mix(uint64_t x) {  // splitmix64

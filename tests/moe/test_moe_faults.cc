@@ -240,6 +240,7 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
     EXPECT_CODE(f, comm, braidMoeCombine(moe, recv.data(), weights.data(), out.data(), nullptr), ncclInvalidUsage,
                 "no dispatch to combine");
     EXPECT_CODE(f, comm, braidMoeGetStats(moe, nullptr), ncclInvalidArgument, "stats is NULL");
+    EXPECT_CODE(f, comm, braidMoeGetCombineBuffer(moe, nullptr), ncclInvalidArgument, "expertOut is NULL");
 
     // Nothing moved: the statistics are untouched and a good layer is exact.
     braidMoeStats_t s{};
@@ -266,6 +267,9 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
                   braidMoeDispatch(nullptr, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr),
                   ncclInvalidArgument, "handle is NULL");
       EXPECT_CODE(f, nullptr, braidMoeDestroy(nullptr), ncclInvalidArgument, "moe is NULL");
+      void* buffer = &none;
+      EXPECT_CODE(f, nullptr, braidMoeGetCombineBuffer(nullptr, &buffer), ncclInvalidArgument, "handle is NULL");
+      if (buffer) f.fail("a refused braidMoeGetCombineBuffer left *expertOut set");
     }
     MP_NCCL(f, braidMoeDestroy(moe));
   });

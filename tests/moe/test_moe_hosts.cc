@@ -22,7 +22,8 @@ std::function<void(int)> hosts_of(int ranks_per_host) {
   };
 }
 
-void run_hosts(int n, int ranks_per_host, const Case& c, int layers, bool expect_drops = false) {
+void run_hosts(int n, int ranks_per_host, Case c, int layers, bool expect_drops = false) {
+  c.ranks_per_host = ranks_per_host;
   INFO("n=" << n << " ranks/host=" << ranks_per_host << " " << describe(c));
   CHECK(mp::run_ranks_as_processes(n, layers_body(c, layers, expect_drops), 240, hosts_of(ranks_per_host)) == 0);
 }
@@ -56,6 +57,15 @@ TEST_CASE("moe across hosts: zero-token experts, skew and overflow, 100 layers",
   run_hosts(3, 1, Case{.experts = 6, .top_k = 2, .hidden = 4, .max_tokens = 12, .blocks = 2}, 100);
 }
 
+TEST_CASE("moe across hosts, zero-copy combine: read in place within a host, put between hosts",
+          "[moe][processes][hosts]") {
+  for (int zero_copy : {1, 2, 3}) {
+    Case c = random_case(4, uint64_t(700 + zero_copy));
+    c.zero_copy = zero_copy;
+    run_hosts(4, 2, c, 4);
+  }
+}
+
 TEST_CASE("moe with BRAID_MOE_RMA=1: ranks as threads put to each other over RMA, exact", "[moe][threads][hosts]") {
   ScopedEnv rma("BRAID_MOE_RMA", "1");
   for (int n : {2, 4})
@@ -64,6 +74,12 @@ TEST_CASE("moe with BRAID_MOE_RMA=1: ranks as threads put to each other over RMA
       INFO("n=" << n << " seed=" << c.seed);
       CHECK(mp::run_ranks_as_threads(n, layers_body(c, 3)) == 0);
     }
+  for (int zero_copy : {1, 3}) {  // only a rank's own results are read in place
+    Case c = random_case(4, uint64_t(900 + zero_copy));
+    c.zero_copy = zero_copy;
+    INFO("zero_copy=" << zero_copy);
+    CHECK(mp::run_ranks_as_threads(4, layers_body(c, 3)) == 0);
+  }
   Case busy;
   busy.experts = 8;
   busy.top_k = 4;

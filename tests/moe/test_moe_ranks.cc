@@ -85,6 +85,38 @@ TEST_CASE("moe 100 layers back to back, no reset (epochs), threads and processes
   run(Mode::Processes, 3, Case{.experts = 6, .top_k = 3, .hidden = 4, .max_tokens = 12}, 100);
 }
 
+TEST_CASE("moe zero-copy combine: results read in place in the experts' buffers, exact, 100 layers",
+          "[moe][threads][processes]") {
+  for (int n : {2, 4, 8})
+    for (int zero_copy : {1, 2, 3}) {
+      Case c = random_case(n, uint64_t(n * 10 + zero_copy));
+      c.zero_copy = zero_copy;
+      run(Mode::Threads, n, c, 4);
+    }
+  Case overflow;
+  overflow.experts = 16;
+  overflow.top_k = 4;
+  overflow.skew = 0.9;
+  overflow.factor = 1.0f;
+  overflow.tile = 2;
+  overflow.max_tokens = 48;
+  overflow.blocks = 3;
+  overflow.zero_copy = 1;
+  run(Mode::Threads, 4, overflow, 4, /*expect_drops=*/true);
+  // The buffers are rewritten every layer while peers may still be reading
+  // the last one's, were the protocol's ordering wrong.
+  Case layers{.experts = 8, .top_k = 3, .hidden = 24, .max_tokens = 16, .blocks = 2, .zero_copy = 2};
+  run(Mode::Threads, 4, layers, 100);
+  layers.experts = 6;
+  layers.zero_copy = 3;
+  run(Mode::Processes, 3, layers, 100);
+  for (int zero_copy : {1, 3}) {
+    Case c = random_case(4, uint64_t(4000 + zero_copy));
+    c.zero_copy = zero_copy;
+    run(Mode::Processes, 4, c, 3);
+  }
+}
+
 namespace {
 
 int threads_of_this_process() {

@@ -1,6 +1,7 @@
 """python/braid_moe.py end to end on the host backend: ranks as forked
 processes, float32 tokens in plain buffers (array, bytearray), random
-routings (experts with no tokens, unrouted choices), identity experts;
+routings (experts with no tokens, unrouted choices), identity experts, one
+layer zero-copy (dispatched into the combine buffer, combined from it);
 then AlltoAllv with counts in memory, counts changing call to call.
 Checks every received row and count against the routings every rank can
 recompute, every combined token exactly, the call counters, and bad input
@@ -83,8 +84,9 @@ def run(rank, n, uid):
     except braid_moe.Error as e:
         if "expert_out" not in str(e):
             errors.append(f"too small expert_out: {e}")
-    for layer in range(3):  # back to back, no reset
-        recv, counts, dropped = moe.dispatch(tokens, topk)
+    buffer = moe.combine_buffer()
+    for layer in range(3):  # back to back, no reset; layer 1 zero-copy (dispatch into the combine buffer)
+        recv, counts, dropped = moe.dispatch(tokens, topk, recv_tokens=buffer if layer == 1 else None)
         got_counts = array.array("i", bytes(counts))
         # What each source routed to this rank's experts, in (local expert, source) order.
         want_rows = []

@@ -9,7 +9,8 @@
 // routed (token, k) row at its planned slot of block (this rank, local
 // expert) in the expert owner's dispatch half.  Combine: agent a takes the
 // received blocks a, a+A, ... and puts each block's results back at the
-// same rows of block (this rank, local expert) in the source's combine half.
+// same rows of block (this rank, local expert) in the source's combine half,
+// unless the source pulls them (layout.h; it is still signalled).
 // Every agent then arrives on every destination, peers first and this rank
 // last, so that a leader commits to the peers before its own copy.
 //
@@ -46,6 +47,7 @@ struct CombineRows {
   const char* expert_out;    // the experts' results in the dispatch output's places
   const int32_t* received;   // [nranks][local experts] rows received per block
   const int64_t* first_row;  // [nranks][local experts] where each block starts in expert_out
+  const uint8_t* pulled = nullptr;  // [nranks]: that source reads its results here (layout.h pull); nullptr: none
 };
 
 // Every agent arrives on every destination; the leader commits `counts`
@@ -83,6 +85,7 @@ BRAID_HD void combine_agent(MM& mm, const Shape& s, const WindowLayout& w, const
   const int32_t L = s.local_experts;
   for (int64_t i = agent; i < s.blocks(); i += agents) {
     const int32_t src = int32_t(i / L), le = int32_t(i % L);
+    if (r.pulled && r.pulled[src]) continue;
     put_rows(mm, src, mm.window(src) + w.combine_data, s, c.rank, le, 0, r.received[i],
              r.expert_out + r.first_row[i] * s.row_bytes());
   }

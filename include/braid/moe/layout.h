@@ -76,11 +76,20 @@ BRAID_HD int32_t factor_capacity(int32_t max_tokens, int32_t top_k, int32_t expe
 // that returns results tile by tile over LSA may raise each tile's word as
 // it lands (protocol.h signal_tile), so that the source can start on the
 // tokens whose rows are in before the whole block is.
+//
+// With `pull` (the host backend's zero-copy combine, braidMoeGetCombineBuffer)
+// the window ends with a buffer for this rank's expert results, in the
+// dispatch output's layout, and before it a pull index: per (source, local
+// expert) block, the buffer row where its results start, or kRowsPut.  A
+// source that maps this window reads its results there instead of having
+// them put into its combine half.
 struct WindowLayout {
   uint64_t dispatch_signals = 0, combine_signals = 0, combine_tiles = 0, dispatch_data = 0, combine_data = 0,
-           bytes = 0;
+           pull_index = 0, combine_buffer = 0, bytes = 0;
 
-  BRAID_HD static WindowLayout of(const Shape& s) {
+  static constexpr int64_t kRowsPut = -1;  // a pull index entry: this block's results were put, not left here
+
+  BRAID_HD static WindowLayout of(const Shape& s, bool pull = false) {
     const uint64_t signal_bytes = uint64_t(round_up(s.blocks() * 8, 128));
     const uint64_t tile_bytes = uint64_t(round_up(s.blocks() * tiles_per_block(s) * 8, 128));
     const uint64_t data_bytes = uint64_t(round_up(s.max_output_rows() * s.row_bytes(), 128));
@@ -91,6 +100,11 @@ struct WindowLayout {
     w.dispatch_data = w.combine_tiles + tile_bytes;
     w.combine_data = w.dispatch_data + data_bytes;
     w.bytes = w.combine_data + data_bytes;
+    if (pull) {
+      w.pull_index = w.bytes;
+      w.combine_buffer = w.pull_index + signal_bytes;
+      w.bytes = w.combine_buffer + data_bytes;
+    }
     return w;
   }
   BRAID_HD static int64_t tiles_per_block(const Shape& s) { return (s.capacity + s.tile_rows - 1) / s.tile_rows; }

@@ -135,6 +135,14 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
   return Status::ok();
 }
 
+// Sources reading results from an owner's window would save a copy on the
+// device too (an LSA load instead of a put), but no GPU has run it.
+Status CudaMoe::combine_buffer(void** out) {
+  *out = nullptr;
+  return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: zero-copy combine is built for the host backend "
+                     "only; a CUDA handle's combine puts the results from any device buffer");
+}
+
 Status CudaMoe::stats(braidMoeStats_t* out) {
   if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
   return window_->read(out, &dev_.state->stats, sizeof(*out));
