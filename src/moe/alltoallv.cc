@@ -64,7 +64,7 @@ Status HostAlltoAllv::create(ncclComm_t comm, ncclDataType_t type, size_t max_co
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
   BRAID_TRY(agree_alltoallv(comm, type, max_count, timeout_ms));
   std::unique_ptr<HostAlltoAllv> a(new HostAlltoAllv(comm, rank, nranks, type, max_count, timeout_ms));
-  BRAID_TRY(OwnWindow::open(comm, a->window_.bytes, "AlltoAllv", &a->own_));
+  BRAID_TRY(OwnWindow::open(comm, a->window_.bytes, a->window_.data, "AlltoAllv", &a->own_));
   *out = std::move(a);
   return Status::ok();
 }

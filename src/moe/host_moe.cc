@@ -39,7 +39,7 @@ Status HostMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, std::uni
   Shape shape;
   BRAID_TRY(agree_config(comm, config, -1, &shape));
   std::unique_ptr<HostMoe> moe(new HostMoe(comm, rank, shape, config));
-  BRAID_TRY(OwnWindow::open(comm, moe->window_.bytes, "MoE", &moe->own_));
+  BRAID_TRY(OwnWindow::open(comm, moe->window_.bytes, moe->window_.dispatch_data, "MoE", &moe->own_));
   moe->agents_.assign(size_t(moe->pool_.blocks()), HostMemory(rank, &moe->own_->routes()));
   *out = std::move(moe);
   return Status::ok();

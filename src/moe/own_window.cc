@@ -1,5 +1,6 @@
 #include "src/moe/own_window.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -15,14 +16,15 @@ extern "C" ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t off
 
 namespace braid::moe {
 
-Status OwnWindow::open(ncclComm_t parent, size_t bytes, const char* what, std::unique_ptr<OwnWindow>* out) {
+Status OwnWindow::open(ncclComm_t parent, size_t bytes, size_t words, const char* what,
+                       std::unique_ptr<OwnWindow>* out) {
   int nranks = 0, rank = 0;
   BRAID_TRY(nccl_status(parent, ncclCommCount(parent, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(parent, ncclCommUserRank(parent, &rank), "ncclCommUserRank"));
   std::unique_ptr<OwnWindow> w(new OwnWindow());
   // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
   BRAID_TRY(nccl_status(parent, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what)));
-  std::memset(w->memory_, 0, bytes);
+  std::memset(w->memory_, 0, std::min(words, bytes));
   // First on the caller's communicator: where every rank stores into every
   // window (one host), no signal is used and that is all.  Otherwise the
   // window moves to a communicator of the handle's own, whose signals and

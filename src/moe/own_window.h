@@ -1,6 +1,6 @@
 // A window of a handle's own, for braid's libraries on the public API (MoE
-// dispatch/combine, the device-count AlltoAllv): zeroed ncclMemAlloc memory
-// registered with strict ordering, and the agreed routes to every rank's
+// dispatch/combine, the device-count AlltoAllv): ncclMemAlloc memory whose
+// signal words are zeroed, registered with strict ordering, and the agreed routes to every rank's
 // copy (window_routes.h: stores where this process maps it, one-sided RMA
 // where it cannot).  Where every route is a store (one host), the window is
 // registered on the caller's communicator and no signal is used; where
@@ -19,8 +19,12 @@ namespace braid::moe {
 
 class OwnWindow {
  public:
-  // Collective over parent's ranks.  `what` names the handle in messages.
-  static Status open(ncclComm_t parent, size_t bytes, const char* what, std::unique_ptr<OwnWindow>* out);
+  // Collective over parent's ranks.  The first `words` bytes (the signal
+  // words) are zeroed; the rest is left as ncclMemAlloc gives it, so that
+  // the pages of rows nobody writes (capacity never used) cost no memory.
+  // `what` names the handle in messages.
+  static Status open(ncclComm_t parent, size_t bytes, size_t words, const char* what,
+                     std::unique_ptr<OwnWindow>* out);
   OwnWindow(const OwnWindow&) = delete;
   OwnWindow& operator=(const OwnWindow&) = delete;
   // Aborts the communicator when close() did not run (a failed create).

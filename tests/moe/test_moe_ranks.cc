@@ -7,6 +7,9 @@
 // plus L signal words per destination; 100 layers back to back.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <cstdio>
+
 #include "moe_layer.h"
 
 using namespace moe_test;
@@ -129,7 +132,41 @@ int threads_of_this_process() {
   return threads;
 }
 
+// Resident memory of this process: private pages and shared ones (memfd).
+int64_t resident_kb() {
+  int64_t kb = 0, v = 0;
+  FILE* f = std::fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "RssAnon: %ld", &v) == 1 || std::sscanf(line, "RssShmem: %ld", &v) == 1) kb += v;
+  if (f) std::fclose(f);
+  return kb;
+}
+
 }  // namespace
+
+TEST_CASE("moe window pages cost memory only where written: worst-case capacity never used is free",
+          "[moe][threads]") {
+  // Two ranks' windows of 3 x 512 MB each (worst case for 8192 tokens of 16 KB).
+  Case c{.experts = 4, .top_k = 1, .hidden = 4096, .max_tokens = 8192};
+  const int64_t before = resident_kb();
+  std::atomic<int64_t> grew{0};
+  CHECK(mp::run_ranks_as_threads(2, [&](int rank, int, ncclComm_t comm, mp::Failures& f) {
+          braidMoeConfig_t cfg = config_of(c);
+          braidMoe_t moe = nullptr;
+          MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+          size_t rows = 0;
+          if (moe) MP_NCCL(f, braidMoeGetInfo(moe, &rows, nullptr));
+          if (rows * 16384 < (size_t(512) << 20)) f.fail(fmt::format("rank {}: {} output rows", rank, rows));
+          float one = 1, sum = 0;
+          MP_NCCL(f, ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr));  // both created
+          if (rank == 0) grew = resident_kb() - before;
+          MP_NCCL(f, ncclAllReduce(&one, &sum, 1, ncclFloat, ncclSum, comm, nullptr));
+          if (moe) MP_NCCL(f, braidMoeDestroy(moe));
+        }) == 0);
+  INFO("resident memory grew by " << grew.load() << " KB with two 1.5 GB windows");
+  CHECK(grew.load() < 64 * 1024);
+}
 
 TEST_CASE("moe handles on one host cost no thread each: windows on the caller's communicator, no split",
           "[moe][processes]") {
