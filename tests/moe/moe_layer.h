@@ -182,12 +182,14 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   x->routed += uint64_t(my_plan.routed);
   x->dropped += uint64_t(my_plan.dropped_rows);
   auto pulled = [&](int src, int owner) { return results_in_buffer(c, owner, layer) && maps(c, src, owner); };
-  for (int e = 0; e < c.experts; ++e) {
-    const uint64_t out_rows = my_plan.rows[size_t(e)].size();
+  for (int e = 0; e < c.experts; ++e) {  // this rank as the source
+    const uint64_t bytes = my_plan.rows[size_t(e)].size() * row_bytes;
     const int owner = e / L;
-    (owner == rank ? x->bytes_local : x->payload_remote) += out_rows * row_bytes * (pulled(rank, owner) ? 2 : 1);
+    uint64_t& where = owner == rank ? x->bytes_local : x->payload_remote;
+    where += bytes;                           // dispatch: the rows put
+    if (pulled(rank, owner)) where += bytes;  // combine: their results read in the owner's buffer
   }
-  for (size_t i = 0; i < counts.size(); ++i) {
+  for (size_t i = 0; i < counts.size(); ++i) {  // this rank as the expert: combine's results put back
     const int src = int(i) / L;
     if (!pulled(src, rank)) (src == rank ? x->bytes_local : x->payload_remote) += uint64_t(counts[i]) * row_bytes;
   }

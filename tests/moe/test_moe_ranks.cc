@@ -96,15 +96,8 @@ TEST_CASE("moe zero-copy combine: results read in place in the experts' buffers,
       c.zero_copy = zero_copy;
       run(Mode::Threads, n, c, 4);
     }
-  Case overflow;
-  overflow.experts = 16;
-  overflow.top_k = 4;
-  overflow.skew = 0.9;
-  overflow.factor = 1.0f;
-  overflow.tile = 2;
-  overflow.max_tokens = 48;
-  overflow.blocks = 3;
-  overflow.zero_copy = 1;
+  const Case overflow{
+      .experts = 16, .top_k = 4, .max_tokens = 48, .tile = 2, .factor = 1.0f, .blocks = 3, .skew = 0.9, .zero_copy = 1};
   run(Mode::Threads, 4, overflow, 4, /*expect_drops=*/true);
   // The buffers are rewritten every layer while peers may still be reading
   // the last one's, were the protocol's ordering wrong.
