@@ -113,7 +113,7 @@ bool parse(int argc, char** argv, Options* o) {
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
          o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
          o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds &&
-         !(o->device && o->hosts) && !(o->device && o->zero_copy);
+         !(o->device && o->hosts) && (o->zero_copy == 0 || o->zero_copy == 1);
 }
 
 // The baseline's weighted sum, with the type switch outside the element

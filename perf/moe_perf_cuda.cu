@@ -168,7 +168,9 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   size_t max_rows = 0;
   int capacity = 0;
   TRY(braidMoeGetInfo(moe, &max_rows, &capacity));
-  char* d_recv = mem.get<char>(max_rows * row_bytes);
+  char* d_recv = nullptr;  // the experts' rows, then (the identity) their results
+  if (o.zero_copy) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&d_recv)));
+  else d_recv = mem.get<char>(max_rows * row_bytes);
   char* d_out = mem.get<char>(tokens.size());
   int32_t* d_counts = mem.get<int32_t>(size_t(n) * L * 4);
   int64_t* d_dropped = mem.get<int64_t>(8);

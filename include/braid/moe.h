@@ -66,10 +66,15 @@ typedef struct {
   braidMoeLayout_t layout;
   int blocks;    /* agents per rank that put rows: host threads (0: 1, at most 64), CUDA CTAs (0: 8, at most 16) */
   int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
+  /* 1: the window also holds a combine buffer (braidMoeGetCombineBuffer),
+   * maxOutputRows rows: CUDA device memory; on the host, pages taken only
+   * once written.  A client built before this field passes the shorter
+   * size, and gets 0. */
+  int zeroCopyCombine;
 } braidMoeConfig_t;
 
 #define BRAID_MOE_CONFIG_INITIALIZER \
-  { sizeof(braidMoeConfig_t), 0, 0, 0, 0, ncclBfloat16, 0, 0.0f, braidMoeExpertMajor, 0, 0 }
+  { sizeof(braidMoeConfig_t), 0, 0, 0, 0, ncclBfloat16, 0, 0.0f, braidMoeExpertMajor, 0, 0, 0 }
 
 typedef struct {
   uint64_t dispatches, combines;
@@ -104,16 +109,15 @@ ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t*
 ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights, void* outTokens,
                              cudaStream_t stream);
 
-/* Zero-copy combine (host backend).  *expertOut: a buffer of maxOutputRows
- * rows in the handle's window, in the dispatch output's layout.  Write the
- * experts' results there (or dispatch straight into it, for experts that
- * work in place) and pass it to braidMoeCombine as expertOut: the sources
- * that map this rank's window then read their results from it, and only
- * the sources reached over RMA get them put.  The buffer is the handle's
- * from braidMoeCombine until the next braidMoeDispatch returns: write it
- * only between a dispatch and its combine.  Its pages cost memory only
- * once written.  A CUDA handle refuses this (ncclInvalidUsage): its combine
- * puts the results from any device buffer. */
+/* Zero-copy combine (config.zeroCopyCombine = 1; else ncclInvalidUsage).
+ * *expertOut: a buffer of maxOutputRows rows in the handle's window (device
+ * memory on CUDA), in the dispatch output's layout.  Write the experts'
+ * results there (or dispatch straight into it, for experts that work in
+ * place) and pass it to braidMoeCombine as expertOut: the sources that map
+ * this rank's window (LSA peers on CUDA) then read their results from it,
+ * and only the sources reached over RMA get them put.  The buffer is the
+ * handle's from braidMoeCombine until the next braidMoeDispatch completes:
+ * write it only between a dispatch and its combine. */
 ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut);
 
 /* CUDA: the counts of the kernels that completed (synchronize the stream

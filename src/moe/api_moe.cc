@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "src/moe/host_moe.h"
+#include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 #include "src/shim/api.h"
 #if BRAID_MOE_CUDA
@@ -37,12 +38,13 @@ BRAID_API ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* c
     if (!config) return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: config is NULL");
     int device = -1;
     BRAID_TRY(moe::nccl_status(comm, ncclCommCuDevice(comm, &device), "ncclCommCuDevice"));
+    const braidMoeConfig_t whole = moe::complete_config(config);
     auto handle = std::make_unique<braidMoe>();
     if (device < 0) {
-      BRAID_TRY(moe::HostMoe::create(comm, *config, &handle->impl));
+      BRAID_TRY(moe::HostMoe::create(comm, whole, &handle->impl));
     } else {
 #if BRAID_MOE_CUDA
-      BRAID_TRY(moe::cuda::CudaMoe::create(comm, *config, device, &handle->impl));
+      BRAID_TRY(moe::cuda::CudaMoe::create(comm, whole, device, &handle->impl));
 #else
       return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: the communicator is on a CUDA device, and this braid "
                          "was built without the CUDA MoE kernels (no CUDA, or no nccl_device headers)");

@@ -18,7 +18,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
     : comm_(comm),
       rank_(rank),
       shape_(shape),
-      window_(WindowLayout::of(shape, true)),
+      window_(WindowLayout::of(shape, config.zeroCopyCombine != 0)),
       layout_(config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor),
       dtype_(config.dtype),
       timeout_ms_(wait_bound_ms(config.timeoutMs)),
@@ -156,6 +156,9 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
 }
 
 Status HostMoe::combine_buffer(void** out) {
+  if (!window_.combine_buffer)
+    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
+                       "config.zeroCopyCombine = 1");
   *out = own_->base(rank_) + window_.combine_buffer;
   return Status::ok();
 }
@@ -163,7 +166,7 @@ Status HostMoe::combine_buffer(void** out) {
 const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
   const int32_t e = topk_[size_t(i)], owner = shape_.owner(e), le = shape_.local(e), slot = slots_[size_t(i)];
   *pulled = false;
-  if (own_->routes().direct(owner)) {
+  if (window_.combine_buffer && own_->routes().direct(owner)) {
     const char* theirs = own_->base(owner);
     int64_t first = 0;
     std::memcpy(&first, theirs + window_.pull_index + (size_t(rank_) * shape_.local_experts + le) * 8, 8);
@@ -188,10 +191,11 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   const int64_t row_bytes = shape_.row_bytes();
   // Results left in the combine buffer are read there by the sources that
   // map this window: say where, before the signals (host_moe.h).
-  const bool in_buffer = expert_out == own_->base(rank_) + window_.combine_buffer;
-  auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
+  const bool in_buffer = window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer;
   for (int32_t src = 0; src < shape_.nranks; ++src) {
     pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
+    if (!window_.combine_buffer) continue;
+    auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
     for (int32_t le = 0; le < L; ++le) {
       const size_t i = size_t(src) * L + le;
       index[i] = pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;

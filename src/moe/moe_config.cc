@@ -1,6 +1,8 @@
 #include "src/moe/moe_config.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <vector>
 
 #include "src/base/env.h"
@@ -43,9 +45,11 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (device >= 0 && c.blocks > kMaxDeviceBlocks)
     return fmt::format("blocks {} is over {}, the most CTAs a CUDA rank's kernel takes", c.blocks, kMaxDeviceBlocks);
   if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
-  // The window: two halves of every block full, and the combine buffer.
-  const double bytes = 3.0 * double(nranks) * (c.numExperts / nranks) * double(c.maxTokensPerRank + c.tileRows) *
-                       double(c.hidden) * element_bytes(c.dtype);
+  if (c.zeroCopyCombine != 0 && c.zeroCopyCombine != 1)
+    return fmt::format("zeroCopyCombine {} is neither 0 nor 1", c.zeroCopyCombine);
+  // The window: two halves of every block full, and the combine buffer if asked for.
+  const double bytes = (c.zeroCopyCombine ? 3.0 : 2.0) * double(nranks) * (c.numExperts / nranks) *
+                       double(c.maxTokensPerRank + c.tileRows) * double(c.hidden) * element_bytes(c.dtype);
   if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
   return "";
 }
@@ -67,7 +71,7 @@ Shape shape_of(const braidMoeConfig_t& c, int nranks) {
 }
 
 // What every rank must have alike, then whether this rank's config passed.
-constexpr int kAgreed = 9;
+constexpr int kAgreed = 10;
 void agreement(const Shape& s, const braidMoeConfig_t& c, bool ok, int64_t* v) {
   v[0] = ok;
   v[1] = s.experts;
@@ -78,11 +82,22 @@ void agreement(const Shape& s, const braidMoeConfig_t& c, bool ok, int64_t* v) {
   v[6] = s.tile_rows;
   v[7] = s.capacity;
   v[8] = int64_t(c.layout);
+  v[9] = c.zeroCopyCombine;
 }
-const char* const kAgreedNames[kAgreed] = {"ok",  "numExperts", "topK",     "hidden", "maxTokensPerRank",
-                                           "dtype", "tileRows", "capacity", "layout"};
+const char* const kAgreedNames[kAgreed] = {"ok",    "numExperts", "topK",     "hidden", "maxTokensPerRank",
+                                           "dtype", "tileRows",   "capacity", "layout", "zeroCopyCombine"};
 
 }  // namespace
+
+braidMoeConfig_t complete_config(const braidMoeConfig_t* config) {
+  constexpr size_t kBeforeZeroCopy = offsetof(braidMoeConfig_t, zeroCopyCombine);
+  braidMoeConfig_t c{};
+  size_t size = 0;
+  std::memcpy(&size, config, sizeof(size));
+  std::memcpy(&c, config, std::clamp(size, sizeof(size), sizeof(c)));
+  if (size == kBeforeZeroCopy) c.size = sizeof(c);
+  return c;
+}
 
 int wait_bound_ms(int timeout_ms) {
   return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));

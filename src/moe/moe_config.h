@@ -13,6 +13,11 @@
 
 namespace braid::moe {
 
+// The caller's config, whole: one from a client built before
+// zeroCopyCombine existed (its size ends before that field) reads as
+// zeroCopyCombine = 0.  Reads no more than config.size bytes of it.
+braidMoeConfig_t complete_config(const braidMoeConfig_t* config);
+
 // Collective over comm's ranks.  Every rank takes part even with a bad
 // config, so that all fail alike instead of some waiting for the others;
 // then *shape is the agreed shape.  `device`: comm's CUDA device, or -1.

@@ -54,7 +54,9 @@ ncclResult_t result_for_caller(const ncclComm* comm, const char* function, ncclR
 
 ncclResult_t report_error(ncclComm* comm, const char* function, const Status& status) {
   if (status.code() == ncclInProgress) return status.code();
-  std::string message = fmt::format("{}: {}", function, status.to_string());
+  // Named once: many messages already start with the function's name.
+  const std::string text = status.to_string(), prefix = fmt::format("{}: ", function);
+  const std::string message = text.rfind(prefix, 0) == 0 ? text : prefix + text;
   BRAID_WARN("{}", message);
   set_global_last_error(message);
   if (comm) comm_if_live(comm, [&](ncclComm* c) {

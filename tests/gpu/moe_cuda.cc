@@ -7,9 +7,10 @@
 // layers:  random cases (every element type, both layouts, skew, masked
 //          choices, cold experts, ranks with no tokens), a capacity
 //          overflow, 100 back-to-back layers, and the issue's shape (128
-//          tokens per rank, hidden 7168, top-8, 256 experts, bf16): every
-//          received row, count and combined element bitwise, and the
-//          statistics exactly (bytes on the wire, signals, fences).
+//          tokens per rank, hidden 7168, top-8, 256 experts, bf16), each
+//          also with zero-copy combine: every received row, count and
+//          combined element bitwise, and the statistics exactly (bytes on
+//          the wire, signals, fences).
 // graph:   one dispatch+combine captured in a CUDA graph, replayed 20 times
 //          with new tokens and routings copied into the captured buffers:
 //          counts and combined tokens exact each time, and the statistics
@@ -68,6 +69,13 @@ class GpuSide {
     release();
     if (e != cudaSuccess) f.fail(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
     return e == cudaSuccess;
+  }
+  void to(void* place, const void* host, size_t bytes) {
+    cudaMemcpyAsync(place, host, bytes, cudaMemcpyHostToDevice, stream_);
+  }
+  void from(void* host, const void* place, size_t bytes) {
+    cudaMemcpyAsync(host, place, bytes, cudaMemcpyDeviceToHost, stream_);
+    cudaStreamSynchronize(stream_);
   }
   void sum(ncclComm_t comm, double* v, mp::Failures& f) {
     double* d = static_cast<double*>(out(v, sizeof(double)));  // reduced in place, copied back by done()
@@ -156,6 +164,16 @@ int layers_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   many.blocks = 4;
   if (f.count == 0) run_case(many, 100, rank, n, comm, f);
   if (f.count == 0) run_case(issue_shape(), 3, rank, n, comm, f);
+  // Zero-copy combine: the sources read their results in the owners' buffers
+  // over LSA (1, 2), or some owners put them (3: by rank and layer).
+  for (int zero_copy = 1; zero_copy <= 3 && f.count == 0; ++zero_copy) {
+    Case c = random_case(n, uint64_t(50 + zero_copy));
+    c.zero_copy = zero_copy;
+    run_case(c, 6, rank, n, comm, f);
+  }
+  Case zero_copy_issue = issue_shape();
+  zero_copy_issue.zero_copy = 1;
+  if (f.count == 0) run_case(zero_copy_issue, 3, rank, n, comm, f);
   return f.count;
 }
 
@@ -196,9 +214,9 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   braidMoe_t moe = nullptr;
   MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
   if (!moe) return f.count;
-  void* buffer = nullptr;  // zero-copy combine is the host backend's only
+  void* buffer = nullptr;  // only with config.zeroCopyCombine
   if (braidMoeGetCombineBuffer(moe, &buffer) != ncclInvalidUsage || buffer)
-    f.fail(fmt::format("rank {}: braidMoeGetCombineBuffer on a CUDA handle was not refused", rank));
+    f.fail(fmt::format("rank {}: braidMoeGetCombineBuffer without zeroCopyCombine was not refused", rank));
   size_t max_rows = 0;
   int capacity = 0;
   MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, &capacity));

@@ -4,8 +4,9 @@
 
 Every rank uses the same GPU (cuda:0).  The ranks meet over gloo (the unique id), then open a braid
 communicator on the GPU and run, with CUDA tensors on the current stream:
-- MoE layers: dispatch, the experts (each scales its rows), combine; every combined token checked
-  against a reference every rank computes from every rank's inputs (all-gathered over gloo);
+- MoE layers: dispatch, the experts (each scales its rows), combine (the last layer zero-copy: the
+  results written into the combine buffer); every combined token checked against a reference every
+  rank computes from every rank's inputs (all-gathered over gloo);
 - the same layer captured in a CUDA graph (torch.cuda.graph) and replayed with new inputs copied into
   the captured tensors, checked each time;
 - braidAlltoAllv with send counts in a device tensor, checked element by element.
@@ -69,7 +70,7 @@ def main():
     comm = braid_moe.Comm(world, uid[0], rank)
     experts = world * EXPERTS_PER_RANK
     moe = braid_moe.Moe(comm, num_experts=experts, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
-                        dtype="bfloat16", timeout_ms=30000)
+                        dtype="bfloat16", timeout_ms=30000, zero_copy_combine=True)
     weights = torch.tensor([[0.5, 0.25]] * TOKENS, dtype=torch.float32, device=dev)
 
     for layer in range(3):
@@ -78,7 +79,12 @@ def main():
         torch.cuda.current_stream().synchronize()
         moe.check()
         check(f"layer {layer}: no row dropped", int(dropped.item()) == 0)
-        out = moe.combine(expert_outputs(recv, counts, rank, world, dev), weights)
+        results = expert_outputs(recv, counts, rank, world, dev)
+        if layer == 2:  # zero-copy: the results go into the combine buffer, where the sources read them
+            buffer = moe.combine_buffer(like=recv)
+            buffer.copy_(results)
+            results = buffer
+        out = moe.combine(results, weights)
         torch.cuda.current_stream().synchronize()
         moe.check()
         check(f"layer {layer}: combined tokens exact", torch.equal(out, reference(tokens, topk, weights, experts)))

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 #include "harness.h"
 #include "nccl.h"
@@ -18,6 +19,9 @@ struct HostSide {
   void* out(void* p, size_t) { return p; }
   cudaStream_t stream() const { return nullptr; }
   bool done(mp::Failures&) { return true; }  // the outputs are in the caller's vectors
+  // Copies into, and out of, memory braid gave (a combine buffer).
+  void to(void* place, const void* host, size_t bytes) { std::memcpy(place, host, bytes); }
+  void from(void* host, const void* place, size_t bytes) { std::memcpy(host, place, bytes); }
   void sum(ncclComm_t comm, double* v, mp::Failures& f) {
     double all = 0;
     MP_NCCL(f, ncclAllReduce(v, &all, 1, ncclFloat64, ncclSum, comm, nullptr));

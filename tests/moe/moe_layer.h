@@ -89,11 +89,11 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   for (int t = 0; t < mine.tokens; ++t)
     for (int h = 0; h < H; ++h) put(c.dtype, tokens.data(), size_t(t) * H + h, token_value(rank, layer, t, h));
 
-  char* buffer = nullptr;  // zero-copy combine's (host backend only)
+  char* buffer = nullptr;  // zero-copy combine's, in braid's memory (the side's copies reach it)
   if (c.zero_copy) MP_NCCL(f, braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&buffer)));
   const bool in_buffer = results_in_buffer(c, rank, layer), in_place = c.zero_copy == 2;
   if (f.count != before || (c.zero_copy && !buffer)) return false;
-  std::vector<char> recv(in_place ? 0 : max_rows * row_bytes, char(0x7f));
+  std::vector<char> recv(max_rows * row_bytes, char(0x7f));
   std::vector<int32_t> counts(size_t(n) * L, -1);
   int64_t dropped = -1;
   MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
@@ -102,6 +102,7 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
                               static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)),
                               static_cast<int64_t*>(side.out(&dropped, sizeof(dropped))), side.stream()));
   if (f.count != before || !side.done(f)) return false;
+  if (in_place) side.from(recv.data(), buffer, recv.size());
 
   // What every source sent here.
   const SourcePlan my_plan = source_plan(c, mine, capacity);
@@ -120,11 +121,7 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
     return false;
   }
   const std::vector<int64_t> first = first_rows(c, n, counts);
-  const char* received = in_place ? buffer : recv.data();
-  // Padding rows stay garbage: combine must not read them.
-  std::vector<char> own_out(in_buffer ? 0 : max_rows * row_bytes, char(0x7f));
-  char* expert_out = in_buffer ? buffer : own_out.data();
-  if (in_buffer && !in_place) std::memset(buffer, 0x7f, max_rows * row_bytes);
+  std::vector<char> expert_out(recv.size(), char(0x7f));  // padding rows stay garbage: combine must not read them
   for (int src = 0; src < n; ++src)
     for (int le = 0; le < L; ++le) {
       const auto& rows = plans[size_t(src)].rows[size_t(rank * L + le)];
@@ -135,13 +132,13 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
           std::vector<char> one(static_cast<size_t>(eb));
           put(c.dtype, one.data(), 0, token_value(src, layer, rows[j], h));
           const float want = load(c.dtype, one.data(), 0);
-          const float got = load(c.dtype, received, i);
-          if (std::memcmp(received + i * eb, one.data(), size_t(eb)) != 0) {
+          const float got = load(c.dtype, recv.data(), i);
+          if (std::memcmp(recv.data() + i * eb, one.data(), size_t(eb)) != 0) {
             f.fail(fmt::format("rank {} layer {}: row {} (source {} expert {} #{} = token {}) element {} is {}, want {}",
                                rank, layer, row, src, rank * L + le, j, rows[j], h, got, want));
             return false;
           }
-          put(c.dtype, expert_out, i, got * expert_scale(rank * L + le));
+          put(c.dtype, expert_out.data(), i, got * expert_scale(rank * L + le));
         }
       }
     }
@@ -149,7 +146,8 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   std::vector<float> weights(mine.topk.size());
   for (size_t i = 0; i < weights.size(); ++i) weights[i] = weight(int(i % size_t(K)));
   std::vector<char> out(size_t(mine.tokens) * row_bytes, char(0x7f));
-  MP_NCCL(f, braidMoeCombine(moe, in_buffer ? expert_out : side.in(expert_out, own_out.size()),
+  if (in_buffer) side.to(buffer, expert_out.data(), expert_out.size());  // the experts write there
+  MP_NCCL(f, braidMoeCombine(moe, in_buffer ? buffer : side.in(expert_out.data(), expert_out.size()),
                              static_cast<const float*>(side.in(weights.data(), weights.size() * 4)),
                              side.out(out.data(), out.size()), side.stream()));
   if (f.count != before || !side.done(f)) return false;
@@ -224,6 +222,7 @@ inline braidMoeConfig_t config_of(const Case& c) {
   cfg.layout = c.layout;
   cfg.blocks = c.blocks;
   cfg.timeoutMs = 20000;
+  cfg.zeroCopyCombine = c.zero_copy != 0;
   return cfg;
 }
 

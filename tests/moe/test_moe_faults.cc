@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstddef>
 #include <thread>
 
 #include "moe_layer.h"
@@ -210,6 +211,26 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
     bad = cfg;
     if (rank == 1) bad.hidden = 17;
     EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "hidden");
+    bad = cfg;
+    bad.zeroCopyCombine = 2;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopyCombine 2");
+    bad = cfg;
+    bad.zeroCopyCombine = rank;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopyCombine");
+    // A client built before zeroCopyCombine passes the shorter struct: served, without the buffer.
+    bad = cfg;
+    bad.zeroCopyCombine = 1;  // past the size it says: not read
+    bad.size = offsetof(braidMoeConfig_t, zeroCopyCombine);
+    MP_NCCL(f, braidMoeCreate(comm, &bad, &moe));
+    void* buffer = &bad;
+    if (moe) {
+      EXPECT_CODE(f, comm, braidMoeGetCombineBuffer(moe, &buffer), ncclInvalidUsage, "zeroCopyCombine = 1");
+      if (buffer) f.fail("a refused braidMoeGetCombineBuffer left *expertOut set");
+      Expected x;
+      run_layer(c, rank, n, moe, 0, f, &x);
+      MP_NCCL(f, braidMoeDestroy(moe));
+      moe = nullptr;
+    }
     // Inside a group: create's agreement runs on the host at once, so it is
     // refused on every rank, before anything is exchanged.
     MP_NCCL(f, ncclGroupStart());

@@ -62,7 +62,7 @@ def a2a_errors(rank, n, comm, errors):
 def run(rank, n, uid):
     comm = braid_moe.Comm(n, uid, rank)
     moe = braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
-                        dtype="float32")
+                        dtype="float32", zero_copy_combine=True)
     errors = []
     try:
         braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,

@@ -48,6 +48,7 @@ struct CombineRows {
   const int32_t* received;   // [nranks][local experts] rows received per block
   const int64_t* first_row;  // [nranks][local experts] where each block starts in expert_out
   const uint8_t* pulled = nullptr;  // [nranks]: that source reads its results here (layout.h pull); nullptr: none
+  bool pulled_all = false;          // every source does (LSA peers, all of them)
 };
 
 // Every agent arrives on every destination; the leader commits `counts`
@@ -85,7 +86,7 @@ BRAID_HD void combine_agent(MM& mm, const Shape& s, const WindowLayout& w, const
   const int32_t L = s.local_experts;
   for (int64_t i = agent; i < s.blocks(); i += agents) {
     const int32_t src = int32_t(i / L), le = int32_t(i % L);
-    if (r.pulled && r.pulled[src]) continue;
+    if (r.pulled_all || (r.pulled && r.pulled[src])) continue;
     put_rows(mm, src, mm.window(src) + w.combine_data, s, c.rank, le, 0, r.received[i],
              r.expert_out + r.first_row[i] * s.row_bytes());
   }

@@ -77,12 +77,12 @@ BRAID_HD int32_t factor_capacity(int32_t max_tokens, int32_t top_k, int32_t expe
 // it lands (protocol.h signal_tile), so that the source can start on the
 // tokens whose rows are in before the whole block is.
 //
-// With `pull` (the host backend's zero-copy combine, braidMoeGetCombineBuffer)
-// the window ends with a buffer for this rank's expert results, in the
-// dispatch output's layout, and before it a pull index: per (source, local
-// expert) block, the buffer row where its results start, or kRowsPut.  A
-// source that maps this window reads its results there instead of having
-// them put into its combine half.
+// With `pull` (zero-copy combine, config.zeroCopyCombine) the window ends
+// with a buffer for this rank's expert results, in the dispatch output's
+// layout, and before it a pull index: per (source, local expert) block, the
+// buffer row where its results start, or kRowsPut.  A source that maps this
+// window reads its results there instead of having them put into its
+// combine half.
 struct WindowLayout {
   uint64_t dispatch_signals = 0, combine_signals = 0, combine_tiles = 0, dispatch_data = 0, combine_data = 0,
            pull_index = 0, combine_buffer = 0, bytes = 0;

@@ -53,7 +53,7 @@ Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int devi
   std::unique_ptr<CudaMoe> moe(new CudaMoe(comm, device, config.blocks > 0 ? config.blocks : 8));
   DeviceMoe& d = moe->dev_;
   d.shape = shape;
-  d.layout = WindowLayout::of(shape);
+  d.layout = WindowLayout::of(shape, config.zeroCopyCombine != 0);
   d.output = config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor;
   d.rank = rank;
   d.dtype = config.dtype;
@@ -128,19 +128,21 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
   if (!expert_out || (tokens_ > 0 && (!weights || !out)))
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
   const OnDevice on(device_);
-  const int e = launch_combine(dev_, ctas_, expert_out, weights, out, stream);
+  const bool pull = dev_.layout.combine_buffer && expert_out == window_->base() + dev_.layout.combine_buffer;
+  const int e = launch_combine(dev_, ctas_, expert_out, pull, weights, out, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeCombine: the kernel's launch");
   window_->launched(stream);
   combine_due_ = false;
   return Status::ok();
 }
 
-// Sources reading results from an owner's window would save a copy on the
-// device too (an LSA load instead of a put), but no GPU has run it.
 Status CudaMoe::combine_buffer(void** out) {
-  *out = nullptr;
-  return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: zero-copy combine is built for the host backend "
-                     "only; a CUDA handle's combine puts the results from any device buffer");
+  if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
+  if (!dev_.layout.combine_buffer)
+    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
+                       "config.zeroCopyCombine = 1");
+  *out = window_->base() + dev_.layout.combine_buffer;
+  return Status::ok();
 }
 
 Status CudaMoe::stats(braidMoeStats_t* out) {

@@ -91,7 +91,9 @@ constexpr int kThreadsPerCta = 512;
 // On `stream`; 0 or a cudaError_t.  droppedRows: device memory or null.
 int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int32_t* topk, int32_t ntokens,
                     void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
-int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
+// pull: expert_out is this rank's combine buffer, read in place by its
+// sources (zero-copy combine, layout.h).
+int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights, void* out,
                    cudaStream_t stream);
 
 // CUDA loads kernels lazily, and loading one may wait for the device to go

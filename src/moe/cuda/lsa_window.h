@@ -48,6 +48,7 @@ class LsaWindow {
   Status close();
 
   ncclWindow_t window() const { return window_; }
+  char* base() const { return static_cast<char*>(memory_); }  // this rank's part, at the window's offset 0
   void* state() const { return state_; }
   DeviceMoeError* device_error() const { return device_error_; }
   // The kernels' first error, or kDeviceOk; *e its record.

@@ -150,19 +150,49 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
   finish(h, mm, call, false);
 }
 
+// Where the results of the row (expert e, slot) this rank sent came back:
+// its combine half, or the owner's combine buffer (zero-copy combine: the
+// owner's pull index says where, layout.h).
+__device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, int32_t e, int32_t slot,
+                                    bool* pulled) {
+  const Shape& s = h.shape;
+  const int32_t owner = s.owner(e), le = s.local(e);
+  *pulled = false;
+  if (h.layout.combine_buffer) {
+    const char* theirs = mm.window(owner);
+    const int64_t first =
+        reinterpret_cast<const int64_t*>(theirs + h.layout.pull_index)[int64_t(h.rank) * s.local_experts + le];
+    if (first != WindowLayout::kRowsPut) {
+      *pulled = true;
+      return theirs + h.layout.combine_buffer + (first + slot) * s.row_bytes();
+    }
+  }
+  return mm.window(h.rank) + h.layout.combine_data + WindowLayout::row_offset(s, owner, le, slot);
+}
+
 template <ncclDataType_t T>
-__global__ void combine_kernel(DeviceMoe h, const char* expert_out, const float* weights, char* out) {
+__global__ void combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
-  int32_t* back = reinterpret_cast<int32_t*>(shared);  // [blocks]
+  int32_t* back = reinterpret_cast<int32_t*>(shared);              // [blocks]
+  const char** rows = reinterpret_cast<const char**>(shared + (s.blocks() + 1) / 2);  // [top_k], after back
   const ncclCoopCta cta;
   const uint64_t call = h.state->combine_calls + 1;
   const uint32_t epoch = epoch_of_call(call);
 
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
+  // Zero-copy combine: where this rank's results for each source start in
+  // its buffer, or kRowsPut, written before any arrival (so before every
+  // signal of the call) and read by the sources once signalled.
+  if (h.layout.combine_buffer && blockIdx.x == 0) {
+    auto* index = reinterpret_cast<int64_t*>(mm.window(h.rank) + h.layout.pull_index);
+    for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x)
+      index[i] = pull ? h.first_row[i] : WindowLayout::kRowsPut;
+  }
   const CallState c{h.rank, call, epoch, h.combine_arrivals};
-  combine_agent(mm, s, h.layout, c, CombineRows{expert_out, h.received, h.first_row}, int32_t(blockIdx.x),
-                int32_t(gridDim.x));
+  CombineRows results{expert_out, h.received, h.first_row};
+  results.pulled_all = pull;
+  combine_agent(mm, s, h.layout, c, results, int32_t(blockIdx.x), int32_t(gridDim.x));
 
   wait_half(h, mm, h.layout.combine_signals, epoch, true, back);
   if (blockIdx.x == 0)
@@ -173,35 +203,48 @@ __global__ void combine_kernel(DeviceMoe h, const char* expert_out, const float*
 
   // Each token's rows, in k order, weighted and summed as the host does:
   // products and sums rounded to float one by one (no fused multiply-add).
-  const char* half = mm.window(h.rank) + h.layout.combine_data;
+  // The first top_k threads find the token's rows; results read in an
+  // owner's buffer count as the payload its put would have (the host's
+  // statistics do the same).
   const int32_t K = s.top_k, tokens = h.state->tokens;
   const int64_t lo = int64_t(tokens) * blockIdx.x / gridDim.x, hi = int64_t(tokens) * (blockIdx.x + 1) / gridDim.x;
-  for (int64_t t = lo; t < hi; ++t)
+  uint64_t pulled_remote = 0, pulled_local = 0;
+  for (int64_t t = lo; t < hi; ++t) {
+    for (int32_t k = int32_t(threadIdx.x); k < K; k += int32_t(blockDim.x)) {
+      const int32_t slot = h.slots[t * K + k], e = h.topk[t * K + k];
+      bool pulled = false;
+      rows[k] = slot == kNoSlot ? nullptr : returned_row(h, mm, e, slot, &pulled);
+      if (pulled) (s.owner(e) == h.rank ? pulled_local : pulled_remote) += uint64_t(s.row_bytes());
+    }
+    __syncthreads();
     for (int64_t x = threadIdx.x; x < s.hidden; x += blockDim.x) {
       float acc = 0.0f;
-      for (int32_t k = 0; k < K; ++k) {
-        const int32_t slot = h.slots[t * K + k];
-        if (slot == kNoSlot) continue;
-        const int32_t e = h.topk[t * K + k];
-        const char* row = half + WindowLayout::row_offset(s, s.owner(e), s.local(e), slot);
-        acc = __fadd_rn(acc, __fmul_rn(weights[t * K + k], element<T>(row, x)));
-      }
+      for (int32_t k = 0; k < K; ++k)
+        if (rows[k]) acc = __fadd_rn(acc, __fmul_rn(weights[t * K + k], element<T>(rows[k], x)));
       set_element<T>(out + t * s.row_bytes(), x, acc);
     }
+    __syncthreads();
+  }
+  braidMoeStats_t& st = h.state->stats;
+  if (pulled_remote) atomicAdd(reinterpret_cast<unsigned long long*>(&st.payloadBytesRemote), pulled_remote);
+  if (pulled_local) atomicAdd(reinterpret_cast<unsigned long long*>(&st.bytesLocal), pulled_local);
   if (blockIdx.x == 0 && threadIdx.x == 0) h.state->stats.combines += 1;
   finish(h, mm, call, true);
 }
 
 template <ncclDataType_t T>
-int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
-                      cudaStream_t stream) {
+int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights,
+                      void* out, cudaStream_t stream) {
   combine_kernel<T><<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
-      h, static_cast<const char*>(expert_out), weights, static_cast<char*>(out));
+      h, static_cast<const char*>(expert_out), pull, weights, static_cast<char*>(out));
   return int(cudaGetLastError());
 }
 
 }  // namespace
 
+// Dispatch: first_row [blocks] int64, counts [blocks] int32, the planner's
+// stage.  Combine: back [blocks] int32, then its row pointers [top_k]
+// (top_k <= experts = blocks).
 size_t kernel_shared_bytes(const Shape& s) {
   return size_t(s.blocks()) * (sizeof(int64_t) + sizeof(int32_t)) + kStage * sizeof(int32_t);
 }
@@ -213,11 +256,11 @@ int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int3
   return int(cudaGetLastError());
 }
 
-int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, const float* weights, void* out,
+int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights, void* out,
                    cudaStream_t stream) {
   if (element_bytes(h.dtype) == 0) return int(cudaErrorInvalidValue);
   return with_element_type(h.dtype, [&]<ncclDataType_t T>() {
-    return launch_combine_as<T>(h, ctas, expert_out, weights, out, stream);
+    return launch_combine_as<T>(h, ctas, expert_out, pull, weights, out, stream);
   });
 }
 
