@@ -10,10 +10,12 @@
 // -r rounds alternate between the two paths, -n layers of each per round
 // (after -w warm-up layers of both); a phase's time is its median round of
 // the slowest rank's mean per call:
-//   moe dispatch / combine        braidMoeDispatch / braidMoeCombine (with
-//                                 --zero-copy 1, dispatch writes into the
-//                                 combine buffer, braidMoeGetCombineBuffer,
-//                                 and combine's sources read it in place)
+//   moe dispatch / combine        braidMoeDispatch / braidMoeCombine
+//                                 (--zero-copy, braid/moe.h's flags: 1, the
+//                                 dispatch output is the combine buffer and
+//                                 the sources read their results in place;
+//                                 2, the tokens sit in the dispatch buffer
+//                                 and the owners read their rows in place)
 //   a2a dispatch                  permute rows by expert, count exchange
 //                                 (ncclAlltoAll of per-expert counts), then
 //                                 all_to_all_single with uneven splits
@@ -53,7 +55,7 @@ using namespace moe_perf;
 const char* kUsage =
     "usage: moe_perf [-t ranks] [--tokens T] [--hidden H] [--topk K] [--experts E] [-d bf16|fp8|half|float]\n"
     "                [--skew S] [--capacity-factor F] [--tile R] [--layout expert|rank] [--blocks B]\n"
-    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--zero-copy 0|1] [--hosts H | --device]\n";
+    "                [-n iters] [-w warmup] [-r rounds] [-c 0|1] [--zero-copy 0-3] [--hosts H | --device]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"nranks", required_argument, nullptr, 't'},
@@ -113,7 +115,7 @@ bool parse(int argc, char** argv, Options* o) {
   return o->nranks >= 1 && o->tokens >= 1 && o->hidden >= 1 && o->topk >= 1 && o->experts >= o->topk &&
          o->experts % o->nranks == 0 && o->iters >= 1 && o->warmup >= 0 && o->skew >= 0 && o->skew <= 1 &&
          o->hosts >= 0 && o->hosts <= o->nranks && o->rounds >= 1 && o->rounds <= kMaxRounds &&
-         !(o->device && o->hosts) && (o->zero_copy == 0 || o->zero_copy == 1);
+         !(o->device && o->hosts) && o->zero_copy >= 0 && o->zero_copy <= 3;
 }
 
 // The baseline's weighted sum, with the type switch outside the element
@@ -175,15 +177,22 @@ void rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResult& r
   TRY(braidMoeCreate(comm, &cfg, &moe));
   size_t max_rows = 0;
   TRY(braidMoeGetInfo(moe, &max_rows, nullptr));
-  std::vector<char> recv_memory(o.zero_copy ? 0 : max_rows * row_bytes), out(tokens.size());
+  std::vector<char> recv_memory(o.zero_copy & braidMoeZeroCopyCombine ? 0 : max_rows * row_bytes), out(tokens.size());
   char* recv = recv_memory.data();  // the experts' rows, then (the identity) their results
-  if (o.zero_copy) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&recv)));
+  if (o.zero_copy & braidMoeZeroCopyCombine) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&recv)));
+  const char* sent = tokens.data();  // the same tokens every layer
+  if (o.zero_copy & braidMoeZeroCopyDispatch) {
+    char* buffer = nullptr;
+    TRY(braidMoeGetDispatchBuffer(moe, reinterpret_cast<void**>(&buffer)));
+    std::memcpy(buffer, tokens.data(), tokens.size());
+    sent = buffer;
+  }
   std::vector<int32_t> counts(size_t(n) * L);
   // One MoE layer, its two calls' times added to *d and *c.
   auto moe_layer = [&](double* d, double* c) -> ncclResult_t {
     LTRY(barrier());
     auto t0 = Clock::now();
-    LTRY(braidMoeDispatch(moe, tokens.data(), topk.data(), o.tokens, recv, counts.data(), &res.dropped,
+    LTRY(braidMoeDispatch(moe, sent, topk.data(), o.tokens, recv, counts.data(), &res.dropped,
                           nullptr));
     *d += us_since(t0);
     LTRY(barrier());
@@ -339,7 +348,8 @@ int main(int argc, char** argv) {
               o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
               o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks,
-              o.zero_copy ? "zero-copy combine" : "combine from the caller's memory", o.rounds, o.iters, o.warmup);
+              o.zero_copy == 3 ? "zero-copy dispatch and combine" : o.zero_copy == 2 ? "zero-copy dispatch"
+              : o.zero_copy == 1 ? "zero-copy combine" : "no zero-copy", o.rounds, o.iters, o.warmup);
   std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other "
               "ranks, all ranks) per second\n");
   const double payload = sum_of(&RankResult::routed_remote_bytes) / 2;  // per direction

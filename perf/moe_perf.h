@@ -25,7 +25,7 @@ struct Options {
   int rounds = 5;
   int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
   int device = 0;                       // 1: ranks are threads on the GPUs (CUDA communicators)
-  int zero_copy = 0;                    // 1: dispatch into the combine buffer, combine from it
+  int zero_copy = 0;                    // braidMoeZeroCopy_t flags (moe_perf.cc says what each does)
   double skew = 0;
   float capacity_factor = 0;
   ncclDataType_t dtype = ncclBfloat16;
@@ -121,7 +121,7 @@ inline braidMoeConfig_t config_of(const Options& o) {
   cfg.capacityFactor = o.capacity_factor;
   cfg.layout = o.layout;
   cfg.blocks = o.blocks;
-  cfg.zeroCopyCombine = o.zero_copy;
+  cfg.zeroCopy = o.zero_copy;
   return cfg;
 }
 

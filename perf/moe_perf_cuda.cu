@@ -169,8 +169,15 @@ void cuda_rank_main(const Options& o, const ncclUniqueId& id, int rank, RankResu
   int capacity = 0;
   TRY(braidMoeGetInfo(moe, &max_rows, &capacity));
   char* d_recv = nullptr;  // the experts' rows, then (the identity) their results
-  if (o.zero_copy) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&d_recv)));
+  if (o.zero_copy & braidMoeZeroCopyCombine) TRY(braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&d_recv)));
   else d_recv = mem.get<char>(max_rows * row_bytes);
+  if (o.zero_copy & braidMoeZeroCopyDispatch) {  // the same tokens every layer, in the dispatch buffer
+    char* buffer = nullptr;
+    TRY(braidMoeGetDispatchBuffer(moe, reinterpret_cast<void**>(&buffer)));
+    CTRY(cudaMemcpyAsync(buffer, d_tokens, tokens.size(), cudaMemcpyDeviceToDevice, stream));
+    CTRY(cudaStreamSynchronize(stream));
+    d_tokens = buffer;
+  }
   char* d_out = mem.get<char>(tokens.size());
   int32_t* d_counts = mem.get<int32_t>(size_t(n) * L * 4);
   int64_t* d_dropped = mem.get<int64_t>(8);

@@ -56,7 +56,7 @@ class _Config(ctypes.Structure):  # braidMoeConfig_t
     _fields_ = [("size", ctypes.c_size_t), ("numExperts", ctypes.c_int), ("topK", ctypes.c_int),
                 ("hidden", ctypes.c_int), ("maxTokensPerRank", ctypes.c_int), ("dtype", ctypes.c_int),
                 ("tileRows", ctypes.c_int), ("capacityFactor", ctypes.c_float), ("layout", ctypes.c_int),
-                ("blocks", ctypes.c_int), ("timeoutMs", ctypes.c_int), ("zeroCopyCombine", ctypes.c_int)]
+                ("blocks", ctypes.c_int), ("timeoutMs", ctypes.c_int), ("zeroCopy", ctypes.c_int)]
 
 
 class _Stats(ctypes.Structure):  # braidMoeStats_t
@@ -87,6 +87,7 @@ def library():
             "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, vp, vp],
             "braidMoeCombine": [vp, vp, vp, vp, vp],
             "braidMoeGetCombineBuffer": [vp, ctypes.POINTER(vp)],
+            "braidMoeGetDispatchBuffer": [vp, ctypes.POINTER(vp)],
             "braidMoeGetStats": [vp, ctypes.POINTER(_Stats)],
             "braidMoeGetAsyncError": [vp, ctypes.POINTER(i32)],
             "braidMoeDestroy": [vp],
@@ -210,12 +211,15 @@ class Moe:
     """One layer shape of dispatch and combine on a communicator (braidMoeCreate; collective)."""
 
     def __init__(self, comm, num_experts, top_k, hidden, max_tokens_per_rank, dtype="bfloat16", tile_rows=0,
-                 capacity_factor=0.0, layout="expert", blocks=0, timeout_ms=0, zero_copy_combine=False):
+                 capacity_factor=0.0, layout="expert", blocks=0, timeout_ms=0, zero_copy_combine=False,
+                 zero_copy_dispatch=False):
         if dtype not in DTYPES or layout not in LAYOUTS:
             raise Error(4, f"dtype is one of {sorted(DTYPES)} and layout one of {sorted(LAYOUTS)}")
         config = _Config(ctypes.sizeof(_Config), num_experts, top_k, hidden, max_tokens_per_rank, DTYPES[dtype],
-                         tile_rows, capacity_factor, LAYOUTS[layout], blocks, timeout_ms, int(zero_copy_combine))
+                         tile_rows, capacity_factor, LAYOUTS[layout], blocks, timeout_ms,
+                         int(zero_copy_combine) | 2 * int(zero_copy_dispatch))
         self.comm, self.top_k, self.hidden, self.dtype = comm, top_k, hidden, dtype
+        self.max_tokens_per_rank = max_tokens_per_rank
         self.handle = ctypes.c_void_p()
         _check(library().braidMoeCreate(comm.handle, ctypes.byref(config), ctypes.byref(self.handle)), comm.handle)
         rows, capacity = ctypes.c_size_t(), ctypes.c_int()
@@ -280,14 +284,24 @@ class Moe:
 
     def combine_buffer(self, like=None):
         """Zero-copy combine (zero_copy_combine=True): max_output_rows rows in the handle's window, in
-        recv_tokens' layout: a writable memoryview, or for a CUDA communicator a [max_output_rows][hidden]
-        tensor of like's dtype on like's device (like: a CUDA tensor).  Dispatch into it (recv_tokens=) or write
-        the experts' results there, and pass it to combine as expert_out: the ranks that map this rank's window
-        read their results in place.  Write it only between a dispatch and its combine; it is gone with
-        close()."""
+        recv_tokens' layout.  Dispatch into it (recv_tokens=) or write the experts' results there, and pass it to
+        combine as expert_out: the ranks that map this rank's window read their results in place.  Write it only
+        between a dispatch and its combine.  See _window_rows for what it returns."""
+        return self._window_rows(library().braidMoeGetCombineBuffer, self.max_output_rows, like)
+
+    def dispatch_buffer(self, like=None):
+        """Zero-copy dispatch (zero_copy_dispatch=True): max_tokens_per_rank rows in the handle's window.  Write
+        this rank's tokens there and pass it to dispatch as tokens: the experts' owners that map this rank's
+        window read their rows in place.  Write it only between a combine (or the start) and the next dispatch.
+        See _window_rows for what it returns."""
+        return self._window_rows(library().braidMoeGetDispatchBuffer, self.max_tokens_per_rank, like)
+
+    def _window_rows(self, getter, rows, like):
+        """A writable memoryview of `rows` rows in the window, or for a CUDA communicator a [rows][hidden] tensor
+        of like's dtype on like's device (like: a CUDA tensor); gone with close()."""
         p = ctypes.c_void_p()
-        _check(library().braidMoeGetCombineBuffer(self.handle, ctypes.byref(p)), self.comm.handle)
-        nbytes = self.max_output_rows * self.hidden * DTYPE_BYTES[self.dtype]
+        _check(getter(self.handle, ctypes.byref(p)), self.comm.handle)
+        nbytes = rows * self.hidden * DTYPE_BYTES[self.dtype]
         if not getattr(like, "is_cuda", False):
             return memoryview((ctypes.c_char * nbytes).from_address(p.value)).cast("B")
         import torch
@@ -296,7 +310,7 @@ class Moe:
             __cuda_array_interface__ = {"data": (p.value, False), "shape": (nbytes,), "typestr": "|u1",
                                         "strides": None, "version": 3}
         raw = torch.as_tensor(_Bytes(), device=like.device)
-        return raw.view(like.dtype).view(self.max_output_rows, self.hidden)
+        return raw.view(like.dtype).view(rows, self.hidden)
 
     def check(self):
         """Raises what a call that already returned hit since (CUDA: its kernels)."""

@@ -54,6 +54,8 @@ typedef enum {
   braidMoeRankMajor = 1
 } braidMoeLayout_t;
 
+typedef enum { braidMoeZeroCopyCombine = 1, braidMoeZeroCopyDispatch = 2 } braidMoeZeroCopy_t;
+
 typedef struct {
   size_t size;          /* sizeof(braidMoeConfig_t) */
   int numExperts;       /* global experts, a multiple of the rank count; expert e lives on rank e / (numExperts / nranks) */
@@ -66,11 +68,12 @@ typedef struct {
   braidMoeLayout_t layout;
   int blocks;    /* agents per rank that put rows: host threads (0: 1, at most 64), CUDA CTAs (0: 8, at most 16) */
   int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
-  /* 1: the window also holds a combine buffer (braidMoeGetCombineBuffer),
-   * maxOutputRows rows: CUDA device memory; on the host, pages taken only
-   * once written.  A client built before this field passes the shorter
-   * size, and gets 0. */
-  int zeroCopyCombine;
+  /* braidMoeZeroCopy_t flags: the window also holds a combine buffer
+   * (braidMoeGetCombineBuffer, maxOutputRows rows) and/or a dispatch buffer
+   * (braidMoeGetDispatchBuffer, maxTokensPerRank rows): CUDA device memory;
+   * on the host, pages taken only once written.  A client built before this
+   * field passes the shorter size, and gets 0. */
+  int zeroCopy;
 } braidMoeConfig_t;
 
 #define BRAID_MOE_CONFIG_INITIALIZER \
@@ -109,7 +112,19 @@ ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t*
 ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float* topkWeights, void* outTokens,
                              cudaStream_t stream);
 
-/* Zero-copy combine (config.zeroCopyCombine = 1; else ncclInvalidUsage).
+/* Zero-copy dispatch (config.zeroCopy has braidMoeZeroCopyDispatch; else
+ * ncclInvalidUsage).  *tokens: a buffer of maxTokensPerRank rows in the
+ * handle's window.  Write this rank's tokens there and pass it to
+ * braidMoeDispatch as tokens: the experts' owners that map this rank's
+ * window (LSA peers on CUDA) then copy the rows they need from it straight
+ * into their outputs, and only the owners reached over RMA get them put.
+ * The buffer is the handle's from braidMoeDispatch until the next
+ * braidMoeCombine completes: write it only between a combine (or create)
+ * and the next dispatch. */
+ncclResult_t braidMoeGetDispatchBuffer(braidMoe_t moe, void** tokens);
+
+/* Zero-copy combine (config.zeroCopy has braidMoeZeroCopyCombine; else
+ * ncclInvalidUsage).
  * *expertOut: a buffer of maxOutputRows rows in the handle's window (device
  * memory on CUDA), in the dispatch output's layout.  Write the experts'
  * results there (or dispatch straight into it, for experts that work in

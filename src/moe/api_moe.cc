@@ -90,6 +90,15 @@ BRAID_API ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut
   });
 }
 
+BRAID_API ncclResult_t braidMoeGetDispatchBuffer(braidMoe_t moe, void** tokens) {
+  return guarded(comm_of(moe), "braidMoeGetDispatchBuffer", [&]() -> Status {
+    if (!tokens) return BRAID_ERROR(ncclInvalidArgument, "braidMoeGetDispatchBuffer: tokens is NULL");
+    *tokens = nullptr;
+    BRAID_TRY(check_handle(moe));
+    return moe->impl->dispatch_buffer(tokens);
+  });
+}
+
 BRAID_API ncclResult_t braidMoeGetStats(braidMoe_t moe, braidMoeStats_t* stats) {
   return guarded(comm_of(moe), "braidMoeGetStats", [&]() -> Status {
     BRAID_TRY(check_handle(moe));

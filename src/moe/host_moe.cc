@@ -18,7 +18,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
     : comm_(comm),
       rank_(rank),
       shape_(shape),
-      window_(WindowLayout::of(shape, config.zeroCopyCombine != 0)),
+      window_(WindowLayout::of(shape, config.zeroCopy)),
       layout_(config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor),
       dtype_(config.dtype),
       timeout_ms_(wait_bound_ms(config.timeoutMs)),
@@ -29,7 +29,8 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
       sent_(size_t(shape.experts)),
       received_(size_t(shape.blocks())),
       first_row_(size_t(shape.blocks())),
-      pulled_(size_t(shape.nranks)) {}
+      pulled_(size_t(shape.nranks)),
+      dispatch_pulled_(size_t(shape.nranks)) {}
 
 HostMoe::~HostMoe() = default;
 
@@ -129,9 +130,10 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   const uint64_t call = ++dispatch_calls_;
   const uint32_t epoch = dispatch_epoch_ = next_epoch(dispatch_epoch_);
   const int B = pool_.blocks();
-  const int64_t row_bytes = shape_.row_bytes();
+  publish_dispatch_pulls(window_.dispatch_buffer && tokens == own_->base(rank_) + window_.dispatch_buffer);
   const CallState c{rank_, call, epoch, dispatch_arrivals_.data()};
-  const DispatchRows rows{static_cast<const char*>(tokens), topk_.data(), slots_.data(), sent_.data(), ntokens};
+  const DispatchRows rows{static_cast<const char*>(tokens), topk_.data(), slots_.data(), sent_.data(), ntokens,
+                          dispatch_pulled_.data()};
   pool_.run([&](int b) { dispatch_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
@@ -142,23 +144,75 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
 
   BRAID_TRY(wait_all(epoch, true, &received_, "dispatch"));
   output_offsets(shape_, layout_, received_.data(), first_row_.data());
-  const char* half = own_->base(rank_) + window_.dispatch_data;
+  // Rows read in a source's buffer count as the payload its put would have
+  // (as combine's do), per block thread, then added up.
+  std::vector<uint64_t> pulled_remote(size_t(B), 0), pulled_local(size_t(B), 0);
   pool_.run([&](int b) {
     for (int64_t i = b; i < shape_.blocks(); i += B) {
       const int32_t src = int32_t(i / L), le = int32_t(i % L);
-      std::memcpy(static_cast<char*>(out) + first_row_[size_t(i)] * row_bytes,
-                  half + WindowLayout::row_offset(shape_, src, le, 0), size_t(received_[size_t(i)] * row_bytes));
+      (src == rank_ ? pulled_local : pulled_remote)[size_t(b)] += copy_block_out(src, le, static_cast<char*>(out));
     }
   });
+  for (int b = 0; b < B; ++b) {
+    stats_.payloadBytesRemote += pulled_remote[size_t(b)];
+    stats_.bytesLocal += pulled_local[size_t(b)];
+  }
   std::memcpy(recv_counts, received_.data(), received_.size() * sizeof(int32_t));
   combine_due_ = true;
   return Status::ok();
 }
 
+Status HostMoe::dispatch_buffer(void** out) {
+  if (!window_.dispatch_buffer)
+    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetDispatchBuffer: the handle was created without "
+                       "braidMoeZeroCopyDispatch in config.zeroCopy");
+  *out = own_->base(rank_) + window_.dispatch_buffer;
+  return Status::ok();
+}
+
+void HostMoe::publish_dispatch_pulls(bool from_buffer) {
+  for (int32_t dst = 0; dst < shape_.nranks; ++dst)
+    dispatch_pulled_[size_t(dst)] = from_buffer && own_->routes().reached_by(dst);
+  if (!window_.dispatch_buffer) return;
+  char* mine = own_->base(rank_);
+  auto* words = reinterpret_cast<int64_t*>(mine + window_.dispatch_pulls);
+  for (int32_t dst = 0; dst < shape_.nranks; ++dst) words[dst] = dispatch_pulled_[size_t(dst)];
+  if (!from_buffer) return;
+  auto* list = reinterpret_cast<int32_t*>(mine + window_.dispatch_list);
+  const int32_t K = shape_.top_k;
+  for (int64_t i = 0; i < int64_t(tokens_) * K; ++i) {
+    const int32_t slot = slots_[size_t(i)], e = topk_[size_t(i)];
+    if (slot != kNoSlot && dispatch_pulled_[size_t(shape_.owner(e))])
+      list[WindowLayout::list_index(shape_, shape_.owner(e), shape_.local(e), slot)] = int32_t(i / K);
+  }
+}
+
+uint64_t HostMoe::copy_block_out(int32_t src, int32_t le, char* out) const {
+  const size_t i = size_t(src) * shape_.local_experts + le;
+  const int64_t row_bytes = shape_.row_bytes(), rows = received_[i];
+  char* to = out + first_row_[i] * row_bytes;
+  if (window_.dispatch_buffer && own_->routes().direct(src)) {
+    const char* theirs = own_->base(src);
+    int64_t pulled = 0;
+    std::memcpy(&pulled, theirs + window_.dispatch_pulls + size_t(rank_) * 8, 8);
+    if (pulled) {
+      const auto* list = reinterpret_cast<const int32_t*>(theirs + window_.dispatch_list);
+      const char* tokens = theirs + window_.dispatch_buffer;
+      for (int32_t j = 0; j < rows; ++j)
+        std::memcpy(to + j * row_bytes, tokens + int64_t(list[WindowLayout::list_index(shape_, rank_, le, j)]) *
+                    row_bytes, size_t(row_bytes));
+      return uint64_t(rows * row_bytes);
+    }
+  }
+  std::memcpy(to, own_->base(rank_) + window_.dispatch_data + WindowLayout::row_offset(shape_, src, le, 0),
+              size_t(rows * row_bytes));
+  return 0;
+}
+
 Status HostMoe::combine_buffer(void** out) {
   if (!window_.combine_buffer)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
-                       "config.zeroCopyCombine = 1");
+                       "braidMoeZeroCopyCombine in config.zeroCopy");
   *out = own_->base(rank_) + window_.combine_buffer;
   return Status::ok();
 }

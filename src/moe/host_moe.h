@@ -41,6 +41,14 @@
 // the peer raises after it finished reading its dispatch half; likewise
 // for the combine half.  Hence dispatch and combine must alternate.
 //
+// Zero-copy dispatch (braidMoeGetDispatchBuffer) is the same the other way:
+// where dispatch's tokens are this rank's dispatch buffer, the rows for a
+// destination that maps the window are not put; the rank writes its pull
+// word and the slot -> token list, then signals, and the destination copies
+// the rows from the buffer into its output.  The rank's tokens are written
+// again only after its next combine returned, which every destination's
+// combine signal preceded, each raised after its dispatch finished reading.
+//
 // Zero-copy combine (braidMoeGetCombineBuffer): where combine's expertOut is
 // this rank's combine buffer, in its window, the rows for a source that
 // maps the window are not put.  The rank writes, per block, where its rows
@@ -78,6 +86,7 @@ class HostMoe : public MoeBackend {
                   int64_t* dropped, cudaStream_t stream) override;
   Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) override;
   Status combine_buffer(void** out) override;
+  Status dispatch_buffer(void** out) override;
   Status destroy() override;
   Status stats(braidMoeStats_t* out) override;
   ncclComm_t comm() const override { return comm_; }
@@ -89,6 +98,11 @@ class HostMoe : public MoeBackend {
   // Where the results of this rank's row (t, k), k-th choice of token t,
   // came back: its combine half, or the owner's combine buffer (pulled).
   const char* returned_row(int64_t i, bool* pulled) const;
+  // Zero-copy dispatch's pull words and list, for the call's destinations.
+  void publish_dispatch_pulls(bool from_buffer);
+  // Copies block (src, le)'s received rows into the output; returns the
+  // bytes read in src's dispatch buffer (0: they were in the dispatch half).
+  uint64_t copy_block_out(int32_t src, int32_t le, char* out) const;
   // Adds the agents' counters of the call to stats_, and clears them.
   void collect_stats();
 
@@ -119,6 +133,7 @@ class HostMoe : public MoeBackend {
   // address order; a float sum per token element.
   std::vector<std::pair<uintptr_t, int64_t>> returned_;
   std::vector<uint8_t> pulled_;  // [nranks]: whether that source reads its results in this rank's buffer
+  std::vector<uint8_t> dispatch_pulled_;  // [nranks]: whether that destination reads its rows here
   std::vector<float> sums_;
 
   braidMoeStats_t stats_{};

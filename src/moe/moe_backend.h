@@ -20,6 +20,8 @@ class MoeBackend {
   virtual Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) = 0;
   // braidMoeGetCombineBuffer: where this rank's expert results may be left for its sources to read.
   virtual Status combine_buffer(void** out) = 0;
+  // braidMoeGetDispatchBuffer: where this rank's tokens may be left for the experts' owners to read.
+  virtual Status dispatch_buffer(void** out) = 0;
   // Collective: a barrier, then the window is deregistered and freed.
   virtual Status destroy() = 0;
   virtual Status stats(braidMoeStats_t* out) = 0;

@@ -45,10 +45,11 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (device >= 0 && c.blocks > kMaxDeviceBlocks)
     return fmt::format("blocks {} is over {}, the most CTAs a CUDA rank's kernel takes", c.blocks, kMaxDeviceBlocks);
   if (c.timeoutMs < 0) return fmt::format("timeoutMs {} is negative", c.timeoutMs);
-  if (c.zeroCopyCombine != 0 && c.zeroCopyCombine != 1)
-    return fmt::format("zeroCopyCombine {} is neither 0 nor 1", c.zeroCopyCombine);
-  // The window: two halves of every block full, and the combine buffer if asked for.
-  const double bytes = (c.zeroCopyCombine ? 3.0 : 2.0) * double(nranks) * (c.numExperts / nranks) *
+  if (c.zeroCopy & ~(braidMoeZeroCopyCombine | braidMoeZeroCopyDispatch))
+    return fmt::format("zeroCopy {:#x} has flags other than braidMoeZeroCopyCombine and braidMoeZeroCopyDispatch",
+                       c.zeroCopy);
+  // The window: two halves of every block full, the combine buffer, the dispatch buffer.
+  const double bytes = (c.zeroCopy ? 4.0 : 2.0) * double(nranks) * (c.numExperts / nranks) *
                        double(c.maxTokensPerRank + c.tileRows) * double(c.hidden) * element_bytes(c.dtype);
   if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
   return "";
@@ -82,15 +83,15 @@ void agreement(const Shape& s, const braidMoeConfig_t& c, bool ok, int64_t* v) {
   v[6] = s.tile_rows;
   v[7] = s.capacity;
   v[8] = int64_t(c.layout);
-  v[9] = c.zeroCopyCombine;
+  v[9] = c.zeroCopy;
 }
 const char* const kAgreedNames[kAgreed] = {"ok",    "numExperts", "topK",     "hidden", "maxTokensPerRank",
-                                           "dtype", "tileRows",   "capacity", "layout", "zeroCopyCombine"};
+                                           "dtype", "tileRows",   "capacity", "layout", "zeroCopy"};
 
 }  // namespace
 
 braidMoeConfig_t complete_config(const braidMoeConfig_t* config) {
-  constexpr size_t kBeforeZeroCopy = offsetof(braidMoeConfig_t, zeroCopyCombine);
+  constexpr size_t kBeforeZeroCopy = offsetof(braidMoeConfig_t, zeroCopy);
   braidMoeConfig_t c{};
   size_t size = 0;
   std::memcpy(&size, config, sizeof(size));

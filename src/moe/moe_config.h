@@ -13,9 +13,9 @@
 
 namespace braid::moe {
 
-// The caller's config, whole: one from a client built before
-// zeroCopyCombine existed (its size ends before that field) reads as
-// zeroCopyCombine = 0.  Reads no more than config.size bytes of it.
+// The caller's config, whole: one from a client built before zeroCopy
+// existed (its size ends before that field) reads as zeroCopy = 0.  Reads
+// no more than config.size bytes of it.
 braidMoeConfig_t complete_config(const braidMoeConfig_t* config);
 
 // Collective over comm's ranks.  Every rank takes part even with a bad

@@ -36,7 +36,7 @@ fi
 
 # braid's own C extensions (include/braid/moe.h, alltoallv.h) are exported too, and only those.
 moe_functions="braidMoeCreate braidMoeGetInfo braidMoeDispatch braidMoeCombine braidMoeGetStats braidMoeDestroy"
-moe_functions+=" braidMoeGetAsyncError braidMoeGetCombineBuffer"
+moe_functions+=" braidMoeGetAsyncError braidMoeGetCombineBuffer braidMoeGetDispatchBuffer"
 moe_functions+=" braidAlltoAllvCreate braidAlltoAllv braidAlltoAllvGetAsyncError braidAlltoAllvDestroy"
 for f in $moe_functions; do
   nm -D --defined-only "$braid_lib" | awk '{print $3}' | grep -qx "$f" ||

@@ -7,10 +7,11 @@
 // layers:  random cases (every element type, both layouts, skew, masked
 //          choices, cold experts, ranks with no tokens), a capacity
 //          overflow, 100 back-to-back layers, and the issue's shape (128
-//          tokens per rank, hidden 7168, top-8, 256 experts, bf16), each
-//          also with zero-copy combine: every received row, count and
-//          combined element bitwise, and the statistics exactly (bytes on
-//          the wire, signals, fences).
+//          tokens per rank, hidden 7168, top-8, 256 experts, bf16), and
+//          random cases and the issue's shape with zero-copy dispatch and
+//          combine: every received row, count and combined element
+//          bitwise, and the statistics exactly (bytes on the wire,
+//          signals, fences).
 // graph:   one dispatch+combine captured in a CUDA graph, replayed 20 times
 //          with new tokens and routings copied into the captured buffers:
 //          counts and combined tokens exact each time, and the statistics
@@ -164,15 +165,18 @@ int layers_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   many.blocks = 4;
   if (f.count == 0) run_case(many, 100, rank, n, comm, f);
   if (f.count == 0) run_case(issue_shape(), 3, rank, n, comm, f);
-  // Zero-copy combine: the sources read their results in the owners' buffers
-  // over LSA (1, 2), or some owners put them (3: by rank and layer).
+  // Zero-copy: the sources read their results in the owners' buffers over
+  // LSA, and the owners their rows in the sources' buffers, or some ranks
+  // put them (by rank and layer: zero_copy 3, zero_copy_dispatch 2).
   for (int zero_copy = 1; zero_copy <= 3 && f.count == 0; ++zero_copy) {
     Case c = random_case(n, uint64_t(50 + zero_copy));
     c.zero_copy = zero_copy;
+    c.zero_copy_dispatch = zero_copy % 2 + 1;
     run_case(c, 6, rank, n, comm, f);
   }
   Case zero_copy_issue = issue_shape();
   zero_copy_issue.zero_copy = 1;
+  zero_copy_issue.zero_copy_dispatch = 1;
   if (f.count == 0) run_case(zero_copy_issue, 3, rank, n, comm, f);
   return f.count;
 }
@@ -214,9 +218,9 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   braidMoe_t moe = nullptr;
   MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
   if (!moe) return f.count;
-  void* buffer = nullptr;  // only with config.zeroCopyCombine
+  void* buffer = nullptr;  // only with braidMoeZeroCopyCombine in config.zeroCopy
   if (braidMoeGetCombineBuffer(moe, &buffer) != ncclInvalidUsage || buffer)
-    f.fail(fmt::format("rank {}: braidMoeGetCombineBuffer without zeroCopyCombine was not refused", rank));
+    f.fail(fmt::format("rank {}: braidMoeGetCombineBuffer without zeroCopy was not refused", rank));
   size_t max_rows = 0;
   int capacity = 0;
   MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, &capacity));

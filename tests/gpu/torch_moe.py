@@ -5,8 +5,9 @@
 Every rank uses the same GPU (cuda:0).  The ranks meet over gloo (the unique id), then open a braid
 communicator on the GPU and run, with CUDA tensors on the current stream:
 - MoE layers: dispatch, the experts (each scales its rows), combine (the last layer zero-copy: the
-  results written into the combine buffer); every combined token checked against a reference every
-  rank computes from every rank's inputs (all-gathered over gloo);
+  tokens written into the dispatch buffer, the results into the combine buffer); every combined
+  token checked against a reference every rank computes from every rank's inputs (all-gathered
+  over gloo);
 - the same layer captured in a CUDA graph (torch.cuda.graph) and replayed with new inputs copied into
   the captured tensors, checked each time;
 - braidAlltoAllv with send counts in a device tensor, checked element by element.
@@ -70,12 +71,16 @@ def main():
     comm = braid_moe.Comm(world, uid[0], rank)
     experts = world * EXPERTS_PER_RANK
     moe = braid_moe.Moe(comm, num_experts=experts, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
-                        dtype="bfloat16", timeout_ms=30000, zero_copy_combine=True)
+                        dtype="bfloat16", timeout_ms=30000, zero_copy_combine=True, zero_copy_dispatch=True)
     weights = torch.tensor([[0.5, 0.25]] * TOKENS, dtype=torch.float32, device=dev)
 
     for layer in range(3):
         tokens, topk = inputs(rank, layer, experts, dev)
-        recv, counts, dropped = moe.dispatch(tokens, topk)
+        sent = tokens
+        if layer == 2:  # zero-copy: the tokens go into the dispatch buffer, where the owners read them
+            sent = moe.dispatch_buffer(like=tokens)[:tokens.shape[0]]
+            sent.copy_(tokens)
+        recv, counts, dropped = moe.dispatch(sent, topk)
         torch.cuda.current_stream().synchronize()
         moe.check()
         check(f"layer {layer}: no row dropped", int(dropped.item()) == 0)

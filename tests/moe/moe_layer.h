@@ -73,6 +73,11 @@ inline bool results_in_buffer(const Case& c, int r, int layer) {
   return c.zero_copy == 1 || c.zero_copy == 2 || (c.zero_copy == 3 && (r + layer) % 2 == 0);
 }
 
+// Whether rank r dispatches layer `layer` from its dispatch buffer.
+inline bool tokens_in_buffer(const Case& c, int r, int layer) {
+  return c.zero_copy_dispatch == 1 || (c.zero_copy_dispatch == 2 && (r + layer) % 2 == 1);
+}
+
 // Runs layer `layer`; returns false after the first failure (f counts it).
 template <class Side = HostSide>
 bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Failures& f, Expected* x,
@@ -89,14 +94,18 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   for (int t = 0; t < mine.tokens; ++t)
     for (int h = 0; h < H; ++h) put(c.dtype, tokens.data(), size_t(t) * H + h, token_value(rank, layer, t, h));
 
-  char* buffer = nullptr;  // zero-copy combine's, in braid's memory (the side's copies reach it)
+  // The zero-copy buffers, in braid's memory (the side's copies reach them).
+  char *buffer = nullptr, *token_buffer = nullptr;
   if (c.zero_copy) MP_NCCL(f, braidMoeGetCombineBuffer(moe, reinterpret_cast<void**>(&buffer)));
+  if (c.zero_copy_dispatch) MP_NCCL(f, braidMoeGetDispatchBuffer(moe, reinterpret_cast<void**>(&token_buffer)));
   const bool in_buffer = results_in_buffer(c, rank, layer), in_place = c.zero_copy == 2;
-  if (f.count != before || (c.zero_copy && !buffer)) return false;
+  const bool from_buffer = tokens_in_buffer(c, rank, layer);
+  if (f.count != before || (c.zero_copy && !buffer) || (c.zero_copy_dispatch && !token_buffer)) return false;
+  if (from_buffer) side.to(token_buffer, tokens.data(), tokens.size());
   std::vector<char> recv(max_rows * row_bytes, char(0x7f));
   std::vector<int32_t> counts(size_t(n) * L, -1);
   int64_t dropped = -1;
-  MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
+  MP_NCCL(f, braidMoeDispatch(moe, from_buffer ? token_buffer : side.in(tokens.data(), tokens.size()),
                               static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)), mine.tokens,
                               in_place ? buffer : side.out(recv.data(), recv.size()),
                               static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)),
@@ -180,16 +189,20 @@ bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer, mp::Fa
   x->routed += uint64_t(my_plan.routed);
   x->dropped += uint64_t(my_plan.dropped_rows);
   auto pulled = [&](int src, int owner) { return results_in_buffer(c, owner, layer) && maps(c, src, owner); };
+  auto rows_pulled = [&](int src, int owner) { return tokens_in_buffer(c, src, layer) && maps(c, owner, src); };
   for (int e = 0; e < c.experts; ++e) {  // this rank as the source
     const uint64_t bytes = my_plan.rows[size_t(e)].size() * row_bytes;
     const int owner = e / L;
     uint64_t& where = owner == rank ? x->bytes_local : x->payload_remote;
-    where += bytes;                           // dispatch: the rows put
-    if (pulled(rank, owner)) where += bytes;  // combine: their results read in the owner's buffer
+    if (!rows_pulled(rank, owner)) where += bytes;  // dispatch: the rows put
+    if (pulled(rank, owner)) where += bytes;        // combine: their results read in the owner's buffer
   }
-  for (size_t i = 0; i < counts.size(); ++i) {  // this rank as the expert: combine's results put back
+  for (size_t i = 0; i < counts.size(); ++i) {  // this rank as the expert
     const int src = int(i) / L;
-    if (!pulled(src, rank)) (src == rank ? x->bytes_local : x->payload_remote) += uint64_t(counts[i]) * row_bytes;
+    const uint64_t bytes = uint64_t(counts[i]) * row_bytes;
+    uint64_t& where = src == rank ? x->bytes_local : x->payload_remote;
+    if (rows_pulled(src, rank)) where += bytes;  // dispatch: the rows read in the source's buffer
+    if (!pulled(src, rank)) where += bytes;      // combine: the results put back
   }
   x->signals_remote += 2ull * uint64_t(n - 1) * uint64_t(L);
   x->signal_bytes_remote += 2ull * uint64_t(n - 1) * uint64_t(L) * 8;
@@ -206,8 +219,9 @@ inline bool run_layer(const Case& c, int rank, int n, braidMoe_t moe, int layer,
 
 // A case in one line, for a failed check's message.
 inline std::string describe(const Case& c) {
-  return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={} zero_copy={}", c.experts,
-                     c.top_k, c.seed, c.factor, int(c.layout), int(c.dtype), c.blocks, c.zero_copy);
+  return fmt::format("experts={} top_k={} seed={} factor={} layout={} dtype={} blocks={} zero_copy={}/{}", c.experts,
+                     c.top_k, c.seed, c.factor, int(c.layout), int(c.dtype), c.blocks, c.zero_copy,
+                     c.zero_copy_dispatch);
 }
 
 inline braidMoeConfig_t config_of(const Case& c) {
@@ -222,7 +236,7 @@ inline braidMoeConfig_t config_of(const Case& c) {
   cfg.layout = c.layout;
   cfg.blocks = c.blocks;
   cfg.timeoutMs = 20000;
-  cfg.zeroCopyCombine = c.zero_copy != 0;
+  cfg.zeroCopy = (c.zero_copy ? braidMoeZeroCopyCombine : 0) | (c.zero_copy_dispatch ? braidMoeZeroCopyDispatch : 0);
   return cfg;
 }
 

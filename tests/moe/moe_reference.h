@@ -31,6 +31,9 @@ struct Case {
   // experts work in place; 3 as 1 on the ranks whose rank + layer is even,
   // the others pass their own memory.
   int zero_copy = 0;
+  // Zero-copy dispatch (braidMoeGetDispatchBuffer): 0 off; 1 the tokens are
+  // written into the buffer; 2 so on the ranks whose rank + layer is odd.
+  int zero_copy_dispatch = 0;
   int ranks_per_host = 0;  // emulated hosts of that many ranks each (0: one host)
 };
 

@@ -212,20 +212,23 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
     if (rank == 1) bad.hidden = 17;
     EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "hidden");
     bad = cfg;
-    bad.zeroCopyCombine = 2;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopyCombine 2");
+    bad.zeroCopy = 4;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopy 0x4");
     bad = cfg;
-    bad.zeroCopyCombine = rank;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopyCombine");
-    // A client built before zeroCopyCombine passes the shorter struct: served, without the buffer.
+    bad.zeroCopy = rank;
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopy");
+    // A client built before zeroCopy passes the shorter struct: served, without the buffer.
     bad = cfg;
-    bad.zeroCopyCombine = 1;  // past the size it says: not read
-    bad.size = offsetof(braidMoeConfig_t, zeroCopyCombine);
+    bad.zeroCopy = braidMoeZeroCopyCombine | braidMoeZeroCopyDispatch;  // past the size it says: not read
+    bad.size = offsetof(braidMoeConfig_t, zeroCopy);
     MP_NCCL(f, braidMoeCreate(comm, &bad, &moe));
     void* buffer = &bad;
     if (moe) {
-      EXPECT_CODE(f, comm, braidMoeGetCombineBuffer(moe, &buffer), ncclInvalidUsage, "zeroCopyCombine = 1");
+      EXPECT_CODE(f, comm, braidMoeGetCombineBuffer(moe, &buffer), ncclInvalidUsage, "braidMoeZeroCopyCombine");
       if (buffer) f.fail("a refused braidMoeGetCombineBuffer left *expertOut set");
+      buffer = &bad;
+      EXPECT_CODE(f, comm, braidMoeGetDispatchBuffer(moe, &buffer), ncclInvalidUsage, "braidMoeZeroCopyDispatch");
+      if (buffer) f.fail("a refused braidMoeGetDispatchBuffer left *tokens set");
       Expected x;
       run_layer(c, rank, n, moe, 0, f, &x);
       MP_NCCL(f, braidMoeDestroy(moe));

@@ -57,11 +57,12 @@ TEST_CASE("moe across hosts: zero-token experts, skew and overflow, 100 layers",
   run_hosts(3, 1, Case{.experts = 6, .top_k = 2, .hidden = 4, .max_tokens = 12, .blocks = 2}, 100);
 }
 
-TEST_CASE("moe across hosts, zero-copy combine: read in place within a host, put between hosts",
+TEST_CASE("moe across hosts, zero-copy dispatch and combine: read in place within a host, put between hosts",
           "[moe][processes][hosts]") {
   for (int zero_copy : {1, 2, 3}) {
     Case c = random_case(4, uint64_t(700 + zero_copy));
     c.zero_copy = zero_copy;
+    c.zero_copy_dispatch = zero_copy % 2 + 1;
     run_hosts(4, 2, c, 4);
   }
 }
@@ -74,9 +75,10 @@ TEST_CASE("moe with BRAID_MOE_RMA=1: ranks as threads put to each other over RMA
       INFO("n=" << n << " seed=" << c.seed);
       CHECK(mp::run_ranks_as_threads(n, layers_body(c, 3)) == 0);
     }
-  for (int zero_copy : {1, 3}) {  // only a rank's own results are read in place
+  for (int zero_copy : {1, 3}) {  // only a rank's own rows and results are read in place
     Case c = random_case(4, uint64_t(900 + zero_copy));
     c.zero_copy = zero_copy;
+    c.zero_copy_dispatch = zero_copy == 1 ? 1 : 2;
     INFO("zero_copy=" << zero_copy);
     CHECK(mp::run_ranks_as_threads(4, layers_body(c, 3)) == 0);
   }

@@ -88,27 +88,37 @@ TEST_CASE("moe 100 layers back to back, no reset (epochs), threads and processes
   run(Mode::Processes, 3, Case{.experts = 6, .top_k = 3, .hidden = 4, .max_tokens = 12}, 100);
 }
 
-TEST_CASE("moe zero-copy combine: results read in place in the experts' buffers, exact, 100 layers",
+TEST_CASE("moe zero-copy dispatch and combine: rows and results read in place in the buffers, exact, 100 layers",
           "[moe][threads][processes]") {
-  for (int n : {2, 4, 8})
+  for (int n : {2, 4, 8}) {
     for (int zero_copy : {1, 2, 3}) {
       Case c = random_case(n, uint64_t(n * 10 + zero_copy));
       c.zero_copy = zero_copy;
       run(Mode::Threads, n, c, 4);
     }
-  const Case overflow{
-      .experts = 16, .top_k = 4, .max_tokens = 48, .tile = 2, .factor = 1.0f, .blocks = 3, .skew = 0.9, .zero_copy = 1};
+    for (int zero_copy_dispatch : {1, 2}) {
+      Case c = random_case(n, uint64_t(n * 10 + 5 + zero_copy_dispatch));
+      c.zero_copy_dispatch = zero_copy_dispatch;
+      c.zero_copy = zero_copy_dispatch == 1 ? 0 : 3;
+      run(Mode::Threads, n, c, 4);
+    }
+  }
+  const Case overflow{.experts = 16, .top_k = 4, .max_tokens = 48, .tile = 2, .factor = 1.0f, .blocks = 3,
+                      .skew = 0.9, .zero_copy = 1, .zero_copy_dispatch = 1};
   run(Mode::Threads, 4, overflow, 4, /*expect_drops=*/true);
   // The buffers are rewritten every layer while peers may still be reading
   // the last one's, were the protocol's ordering wrong.
-  Case layers{.experts = 8, .top_k = 3, .hidden = 24, .max_tokens = 16, .blocks = 2, .zero_copy = 2};
+  Case layers{.experts = 8, .top_k = 3, .hidden = 24, .max_tokens = 16, .blocks = 2, .zero_copy = 2,
+              .zero_copy_dispatch = 1};
   run(Mode::Threads, 4, layers, 100);
   layers.experts = 6;
   layers.zero_copy = 3;
+  layers.zero_copy_dispatch = 2;
   run(Mode::Processes, 3, layers, 100);
   for (int zero_copy : {1, 3}) {
     Case c = random_case(4, uint64_t(4000 + zero_copy));
     c.zero_copy = zero_copy;
+    c.zero_copy_dispatch = zero_copy == 1 ? 1 : 2;
     run(Mode::Processes, 4, c, 3);
   }
 }

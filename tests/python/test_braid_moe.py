@@ -1,7 +1,8 @@
 """python/braid_moe.py end to end on the host backend: ranks as forked
 processes, float32 tokens in plain buffers (array, bytearray), random
 routings (experts with no tokens, unrouted choices), identity experts, one
-layer zero-copy (dispatched into the combine buffer, combined from it);
+layer zero-copy (tokens in the dispatch buffer, dispatched into the combine
+buffer, combined from it);
 then AlltoAllv with counts in memory, counts changing call to call.
 Checks every received row and count against the routings every rank can
 recompute, every combined token exactly, the call counters, and bad input
@@ -62,7 +63,7 @@ def a2a_errors(rank, n, comm, errors):
 def run(rank, n, uid):
     comm = braid_moe.Comm(n, uid, rank)
     moe = braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
-                        dtype="float32", zero_copy_combine=True)
+                        dtype="float32", zero_copy_combine=True, zero_copy_dispatch=True)
     errors = []
     try:
         braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
@@ -84,9 +85,11 @@ def run(rank, n, uid):
     except braid_moe.Error as e:
         if "expert_out" not in str(e):
             errors.append(f"too small expert_out: {e}")
-    buffer = moe.combine_buffer()
-    for layer in range(3):  # back to back, no reset; layer 1 zero-copy (dispatch into the combine buffer)
-        recv, counts, dropped = moe.dispatch(tokens, topk, recv_tokens=buffer if layer == 1 else None)
+    buffer, token_buffer = moe.combine_buffer(), moe.dispatch_buffer()
+    token_buffer[:len(tokens) * 4] = bytes(tokens)
+    for layer in range(3):  # back to back, no reset; layer 1 zero-copy (tokens and results in the window)
+        recv, counts, dropped = moe.dispatch(token_buffer if layer == 1 else tokens, topk,
+                                             recv_tokens=buffer if layer == 1 else None)
         got_counts = array.array("i", bytes(counts))
         # What each source routed to this rank's experts, in (local expert, source) order.
         want_rows = []

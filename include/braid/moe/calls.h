@@ -7,7 +7,8 @@
 //
 // Dispatch: agent a of A takes tokens [a*T/A, (a+1)*T/A) and puts each
 // routed (token, k) row at its planned slot of block (this rank, local
-// expert) in the expert owner's dispatch half.  Combine: agent a takes the
+// expert) in the expert owner's dispatch half, unless the owner pulls it
+// (layout.h; it is still signalled).  Combine: agent a takes the
 // received blocks a, a+A, ... and puts each block's results back at the
 // same rows of block (this rank, local expert) in the source's combine half,
 // unless the source pulls them (layout.h; it is still signalled).
@@ -41,6 +42,8 @@ struct DispatchRows {
   const int32_t* slots;  // [ntokens][top_k] (plan.h)
   const int32_t* sent;   // [experts] rows sent to each expert (plan.h sent_rows)
   int32_t ntokens;
+  const uint8_t* pulled = nullptr;  // [nranks]: that destination reads its rows here (layout.h); nullptr: none
+  bool pulled_all = false;          // every destination does (LSA peers, all of them)
 };
 
 struct CombineRows {
@@ -74,6 +77,7 @@ BRAID_HD void dispatch_agent(MM& mm, const Shape& s, const WindowLayout& w, cons
       const int32_t slot = d.slots[t * K + k];
       if (slot == kNoSlot) continue;
       const int32_t e = d.topk[t * K + k], dst = s.owner(e);
+      if (d.pulled_all || (d.pulled && d.pulled[dst])) continue;
       put_row(mm, dst, mm.window(dst) + w.dispatch_data, s, c.rank, s.local(e), slot,
               d.tokens + t * s.row_bytes());
     }

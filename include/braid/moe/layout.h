@@ -77,19 +77,26 @@ BRAID_HD int32_t factor_capacity(int32_t max_tokens, int32_t top_k, int32_t expe
 // it lands (protocol.h signal_tile), so that the source can start on the
 // tokens whose rows are in before the whole block is.
 //
-// With `pull` (zero-copy combine, config.zeroCopyCombine) the window ends
-// with a buffer for this rank's expert results, in the dispatch output's
-// layout, and before it a pull index: per (source, local expert) block, the
-// buffer row where its results start, or kRowsPut.  A source that maps this
-// window reads its results there instead of having them put into its
-// combine half.
+// Zero-copy (config.zeroCopy, braid/moe.h), where a peer reads rows in
+// place instead of having them put:
+//   kCombineBuffer: the window also holds a buffer for this rank's expert
+//     results, in the dispatch output's layout, and a pull index: per
+//     (source, local expert) block, the buffer row where its results start,
+//     or kRowsPut.  A source that maps this window reads its results there.
+//   kDispatchBuffer: the window also holds a buffer for this rank's tokens
+//     (max_tokens rows), a pull word per destination (1: it reads this
+//     call's rows here) and a pull list: per (destination, local expert,
+//     slot), the token whose row fills that slot.  An expert's owner that
+//     maps this window copies its rows from here into its output.
 struct WindowLayout {
   uint64_t dispatch_signals = 0, combine_signals = 0, combine_tiles = 0, dispatch_data = 0, combine_data = 0,
-           pull_index = 0, combine_buffer = 0, bytes = 0;
+           pull_index = 0, combine_buffer = 0, dispatch_pulls = 0, dispatch_list = 0, dispatch_buffer = 0,
+           bytes = 0;
 
+  static constexpr int32_t kCombineBuffer = 1, kDispatchBuffer = 2;  // zero-copy flags
   static constexpr int64_t kRowsPut = -1;  // a pull index entry: this block's results were put, not left here
 
-  BRAID_HD static WindowLayout of(const Shape& s, bool pull = false) {
+  BRAID_HD static WindowLayout of(const Shape& s, int32_t zero_copy = 0) {
     const uint64_t signal_bytes = uint64_t(round_up(s.blocks() * 8, 128));
     const uint64_t tile_bytes = uint64_t(round_up(s.blocks() * tiles_per_block(s) * 8, 128));
     const uint64_t data_bytes = uint64_t(round_up(s.max_output_rows() * s.row_bytes(), 128));
@@ -100,12 +107,22 @@ struct WindowLayout {
     w.dispatch_data = w.combine_tiles + tile_bytes;
     w.combine_data = w.dispatch_data + data_bytes;
     w.bytes = w.combine_data + data_bytes;
-    if (pull) {
+    if (zero_copy & kCombineBuffer) {
       w.pull_index = w.bytes;
       w.combine_buffer = w.pull_index + signal_bytes;
       w.bytes = w.combine_buffer + data_bytes;
     }
+    if (zero_copy & kDispatchBuffer) {
+      w.dispatch_pulls = w.bytes;
+      w.dispatch_list = w.dispatch_pulls + uint64_t(round_up(int64_t(s.nranks) * 8, 128));
+      w.dispatch_buffer = w.dispatch_list + uint64_t(round_up(s.max_output_rows() * 4, 128));
+      w.bytes = w.dispatch_buffer + uint64_t(round_up(int64_t(s.max_tokens) * s.row_bytes(), 128));
+    }
     return w;
+  }
+  // The pull list's entry of slot `slot` of block (destination, local expert).
+  BRAID_HD static int64_t list_index(const Shape& s, int32_t destination, int32_t local_expert, int32_t slot) {
+    return (int64_t(destination) * s.local_experts + local_expert) * s.capacity + slot;
   }
   BRAID_HD static int64_t tiles_per_block(const Shape& s) { return (s.capacity + s.tile_rows - 1) / s.tile_rows; }
   // The tile word of rows [tile * tile_rows, (tile + 1) * tile_rows) of

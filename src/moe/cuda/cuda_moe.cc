@@ -53,7 +53,7 @@ Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int devi
   std::unique_ptr<CudaMoe> moe(new CudaMoe(comm, device, config.blocks > 0 ? config.blocks : 8));
   DeviceMoe& d = moe->dev_;
   d.shape = shape;
-  d.layout = WindowLayout::of(shape, config.zeroCopyCombine != 0);
+  d.layout = WindowLayout::of(shape, config.zeroCopy);
   d.output = config.layout == braidMoeRankMajor ? OutputLayout::RankMajor : OutputLayout::ExpertMajor;
   d.rank = rank;
   d.dtype = config.dtype;
@@ -113,7 +113,8 @@ Status CudaMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   if (!out || !recv_counts)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: recvTokens or recvCounts is NULL");
   const OnDevice on(device_);
-  const int e = launch_dispatch(dev_, ctas_, tokens, topk, ntokens, out, recv_counts, dropped, stream);
+  const bool pull = dev_.layout.dispatch_buffer && tokens == window_->base() + dev_.layout.dispatch_buffer;
+  const int e = launch_dispatch(dev_, ctas_, tokens, pull, topk, ntokens, out, recv_counts, dropped, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeDispatch: the kernel's launch");
   window_->launched(stream);
   combine_due_ = true;
@@ -136,11 +137,20 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
   return Status::ok();
 }
 
+Status CudaMoe::dispatch_buffer(void** out) {
+  if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
+  if (!dev_.layout.dispatch_buffer)
+    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetDispatchBuffer: the handle was created without "
+                       "braidMoeZeroCopyDispatch in config.zeroCopy");
+  *out = window_->base() + dev_.layout.dispatch_buffer;
+  return Status::ok();
+}
+
 Status CudaMoe::combine_buffer(void** out) {
   if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
   if (!dev_.layout.combine_buffer)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
-                       "config.zeroCopyCombine = 1");
+                       "braidMoeZeroCopyCombine in config.zeroCopy");
   *out = window_->base() + dev_.layout.combine_buffer;
   return Status::ok();
 }

@@ -31,6 +31,7 @@ class CudaMoe : public MoeBackend {
                   int64_t* dropped, cudaStream_t stream) override;
   Status combine(const void* expert_out, const float* weights, void* out, cudaStream_t stream) override;
   Status combine_buffer(void** out) override;
+  Status dispatch_buffer(void** out) override;
   Status destroy() override;
   // The kernels' counts so far (calls whose kernels completed).
   Status stats(braidMoeStats_t* out) override;

@@ -89,8 +89,10 @@ size_t kernel_shared_bytes(const Shape& s);
 constexpr int kThreadsPerCta = 512;
 
 // On `stream`; 0 or a cudaError_t.  droppedRows: device memory or null.
-int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int32_t* topk, int32_t ntokens,
-                    void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
+// pull: tokens is this rank's dispatch buffer, read in place by the
+// experts' owners (zero-copy dispatch, layout.h).
+int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, bool pull, const int32_t* topk,
+                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
 // pull: expert_out is this rank's combine buffer, read in place by its
 // sources (zero-copy combine, layout.h).
 int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights, void* out,

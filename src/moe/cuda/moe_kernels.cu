@@ -78,8 +78,49 @@ __device__ void finish(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, uin
     (combine ? h.state->combine_calls : h.state->dispatch_calls) = call;
 }
 
-__global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* topk, int32_t ntokens, char* out,
-                                int32_t* recv_counts, int64_t* dropped) {
+// Zero-copy dispatch, CTA 0 once the plan is in: whether each destination
+// reads this call's rows in this rank's dispatch buffer, and which token
+// fills each of their slots (layout.h), before any arrival.
+__device__ void publish_dispatch_pulls(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, bool pull,
+                                       int32_t ntokens) {
+  const Shape& s = h.shape;
+  char* mine = mm.window(h.rank);
+  auto* words = reinterpret_cast<int64_t*>(mine + h.layout.dispatch_pulls);
+  for (int32_t dst = threadIdx.x; dst < s.nranks; dst += blockDim.x) words[dst] = pull;
+  if (!pull) return;
+  auto* list = reinterpret_cast<int32_t*>(mine + h.layout.dispatch_list);
+  for (int64_t i = threadIdx.x; i < int64_t(ntokens) * s.top_k; i += blockDim.x) {
+    const int32_t slot = h.slots[i], e = h.topk[i];
+    if (slot != kNoSlot) list[WindowLayout::list_index(s, s.owner(e), s.local(e), slot)] = int32_t(i / s.top_k);
+  }
+}
+
+// Block (src, le)'s received rows into the output, from src's dispatch
+// buffer where src left them there, else from the dispatch half; returns
+// the bytes read in src's buffer.
+__device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, const ncclCoopCta& cta,
+                                   int32_t src, int32_t le, int32_t rows, char* to) {
+  const Shape& s = h.shape;
+  if (h.layout.dispatch_buffer) {
+    const char* theirs = mm.window(src);
+    if (reinterpret_cast<const int64_t*>(theirs + h.layout.dispatch_pulls)[h.rank]) {
+      const auto* list = reinterpret_cast<const int32_t*>(theirs + h.layout.dispatch_list);
+      for (int32_t j = 0; j < rows; ++j)
+        copy_coop(cta, to + j * s.row_bytes(),
+                  theirs + h.layout.dispatch_buffer + int64_t(list[WindowLayout::list_index(s, h.rank, le, j)]) *
+                  s.row_bytes(), size_t(s.row_bytes()));
+      return uint64_t(rows) * uint64_t(s.row_bytes());
+    }
+  }
+  copy_coop(cta, to, mm.window(h.rank) + h.layout.dispatch_data + WindowLayout::row_offset(s, src, le, 0),
+            size_t(rows) * size_t(s.row_bytes()));
+  return 0;
+}
+
+// pull: tokens is this rank's dispatch buffer, read in place by the
+// experts' owners (zero-copy dispatch, layout.h).
+__global__ void dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens,
+                                char* out, int32_t* recv_counts, int64_t* dropped) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int64_t* first_row = shared;                                        // [blocks]
@@ -94,6 +135,8 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
     copy_coop(cta, h.topk, topk, size_t(ntokens) * s.top_k * sizeof(int32_t));
     const PlanResult plan = plan_routes_coop(cta, s, topk, ntokens, h.wanted, h.slots, stage, kStage);
     for (int32_t e = threadIdx.x; e < s.experts; e += blockDim.x) h.sent[e] = sent_rows(s, h.wanted, e);
+    if (h.layout.dispatch_buffer)
+      publish_dispatch_pulls(h, LsaMemory<ncclCoopCta>(cta, h.window, 0, h.rank), pull, ntokens);
     __syncthreads();
     if (threadIdx.x == 0) {
       h.state->stats.dispatches += 1;
@@ -129,17 +172,25 @@ __global__ void dispatch_kernel(DeviceMoe h, const char* tokens, const int32_t* 
 
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
   const CallState c{h.rank, call, epoch, h.dispatch_arrivals};
-  dispatch_agent(mm, s, h.layout, c, DispatchRows{tokens, h.topk, h.slots, h.sent, ntokens}, int32_t(blockIdx.x),
-                 int32_t(gridDim.x));
+  DispatchRows rows{tokens, h.topk, h.slots, h.sent, ntokens};
+  rows.pulled_all = pull;
+  dispatch_agent(mm, s, h.layout, c, rows, int32_t(blockIdx.x), int32_t(gridDim.x));
 
   wait_half(h, mm, h.layout.dispatch_signals, epoch, false, counts);
   if (threadIdx.x == 0) output_offsets(s, h.output, counts, first_row);
   __syncthreads();
-  const char* half = mm.window(h.rank) + h.layout.dispatch_data;
+  // Rows read in a source's buffer count as the payload its put would have
+  // (the host's statistics do the same).
+  uint64_t pulled_remote = 0, pulled_local = 0;
   for (int64_t i = blockIdx.x; i < s.blocks(); i += gridDim.x) {
     const int32_t src = int32_t(i / s.local_experts), le = int32_t(i % s.local_experts);
-    copy_coop(cta, out + first_row[i] * s.row_bytes(), half + WindowLayout::row_offset(s, src, le, 0),
-              size_t(counts[i]) * size_t(s.row_bytes()));
+    const uint64_t bytes = copy_block_out(h, mm, cta, src, le, counts[i], out + first_row[i] * s.row_bytes());
+    (src == h.rank ? pulled_local : pulled_remote) += bytes;
+  }
+  if (threadIdx.x == 0) {
+    braidMoeStats_t& st = h.state->stats;
+    if (pulled_remote) atomicAdd(reinterpret_cast<unsigned long long*>(&st.payloadBytesRemote), pulled_remote);
+    if (pulled_local) atomicAdd(reinterpret_cast<unsigned long long*>(&st.bytesLocal), pulled_local);
   }
   if (blockIdx.x == 0)
     for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x) {
@@ -249,10 +300,10 @@ size_t kernel_shared_bytes(const Shape& s) {
   return size_t(s.blocks()) * (sizeof(int64_t) + sizeof(int32_t)) + kStage * sizeof(int32_t);
 }
 
-int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, const int32_t* topk, int32_t ntokens,
-                    void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream) {
+int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, bool pull, const int32_t* topk,
+                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream) {
   dispatch_kernel<<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
-      h, static_cast<const char*>(tokens), topk, ntokens, static_cast<char*>(out), recv_counts, dropped);
+      h, static_cast<const char*>(tokens), pull, topk, ntokens, static_cast<char*>(out), recv_counts, dropped);
   return int(cudaGetLastError());
 }
 
