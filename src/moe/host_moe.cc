@@ -217,6 +217,19 @@ Status HostMoe::combine_buffer(void** out) {
   return Status::ok();
 }
 
+void HostMoe::publish_combine_pulls(bool in_buffer) {
+  const int32_t L = shape_.local_experts;
+  for (int32_t src = 0; src < shape_.nranks; ++src) {
+    pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
+    if (!window_.combine_buffer) continue;
+    auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
+    for (int32_t le = 0; le < L; ++le) {
+      const size_t i = size_t(src) * L + le;
+      index[i] = pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
+    }
+  }
+}
+
 const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
   const int32_t e = topk_[size_t(i)], owner = shape_.owner(e), le = shape_.local(e), slot = slots_[size_t(i)];
   *pulled = false;
@@ -238,23 +251,12 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   if ((tokens_ > 0 && (!weights || !out)) || !expert_out)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
 
-  const int32_t K = shape_.top_k, L = shape_.local_experts;
+  const int32_t K = shape_.top_k;
   const uint64_t call = ++combine_calls_;
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  // Results left in the combine buffer are read there by the sources that
-  // map this window: say where, before the signals (host_moe.h).
-  const bool in_buffer = window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer;
-  for (int32_t src = 0; src < shape_.nranks; ++src) {
-    pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
-    if (!window_.combine_buffer) continue;
-    auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
-    for (int32_t le = 0; le < L; ++le) {
-      const size_t i = size_t(src) * L + le;
-      index[i] = pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
-    }
-  }
+  publish_combine_pulls(window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer);
   // Each received block goes back to its source, to the rows it came from.
   const CallState c{rank_, call, epoch, combine_arrivals_.data()};
   const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data(), pulled_.data()};

@@ -98,8 +98,12 @@ class HostMoe : public MoeBackend {
   // Where the results of this rank's row (t, k), k-th choice of token t,
   // came back: its combine half, or the owner's combine buffer (pulled).
   const char* returned_row(int64_t i, bool* pulled) const;
-  // Zero-copy dispatch's pull words and list, for the call's destinations.
+  // Zero-copy: what the call's peers read in this rank's window (host_moe.h
+  // says why it is safe), written before the signals.  Dispatch: the pull
+  // word per destination and the slot -> token list; combine: the pull
+  // index.
   void publish_dispatch_pulls(bool from_buffer);
+  void publish_combine_pulls(bool in_buffer);
   // Copies block (src, le)'s received rows into the output; returns the
   // bytes read in src's dispatch buffer (0: they were in the dispatch half).
   uint64_t copy_block_out(int32_t src, int32_t le, char* out) const;
