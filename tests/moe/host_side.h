@@ -20,8 +20,12 @@ struct HostSide {
   cudaStream_t stream() const { return nullptr; }
   bool done(mp::Failures&) { return true; }  // the outputs are in the caller's vectors
   // Copies into, and out of, memory braid gave (a combine buffer).
-  void to(void* place, const void* host, size_t bytes) { std::memcpy(place, host, bytes); }
-  void from(void* host, const void* place, size_t bytes) { std::memcpy(host, place, bytes); }
+  void to(void* place, const void* host, size_t bytes) {
+    if (bytes) std::memcpy(place, host, bytes);  // an empty vector's data() may be null
+  }
+  void from(void* host, const void* place, size_t bytes) {
+    if (bytes) std::memcpy(host, place, bytes);
+  }
   void sum(ncclComm_t comm, double* v, mp::Failures& f) {
     double all = 0;
     MP_NCCL(f, ncclAllReduce(v, &all, 1, ncclFloat64, ncclSum, comm, nullptr));
