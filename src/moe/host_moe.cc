@@ -163,11 +163,8 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
 }
 
 Status HostMoe::dispatch_buffer(void** out) {
-  if (!window_.dispatch_buffer)
-    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetDispatchBuffer: the handle was created without "
-                       "braidMoeZeroCopyDispatch in config.zeroCopy");
-  *out = own_->base(rank_) + window_.dispatch_buffer;
-  return Status::ok();
+  return zero_copy_buffer(own_->base(rank_), window_.dispatch_buffer, "braidMoeGetDispatchBuffer",
+                          "braidMoeZeroCopyDispatch", out);
 }
 
 void HostMoe::publish_dispatch_pulls(bool from_buffer) {
@@ -210,11 +207,8 @@ uint64_t HostMoe::copy_block_out(int32_t src, int32_t le, char* out) const {
 }
 
 Status HostMoe::combine_buffer(void** out) {
-  if (!window_.combine_buffer)
-    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
-                       "braidMoeZeroCopyCombine in config.zeroCopy");
-  *out = own_->base(rank_) + window_.combine_buffer;
-  return Status::ok();
+  return zero_copy_buffer(own_->base(rank_), window_.combine_buffer, "braidMoeGetCombineBuffer",
+                          "braidMoeZeroCopyCombine", out);
 }
 
 void HostMoe::publish_combine_pulls(bool in_buffer) {

@@ -100,6 +100,13 @@ braidMoeConfig_t complete_config(const braidMoeConfig_t* config) {
   return c;
 }
 
+Status zero_copy_buffer(char* base, uint64_t offset, const char* function, const char* flag, void** out) {
+  if (!offset)
+    return BRAID_ERROR(ncclInvalidUsage, "{}: the handle was created without {} in config.zeroCopy", function, flag);
+  *out = base + offset;
+  return Status::ok();
+}
+
 int wait_bound_ms(int timeout_ms) {
   return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
 }

@@ -23,6 +23,11 @@ braidMoeConfig_t complete_config(const braidMoeConfig_t* config);
 // then *shape is the agreed shape.  `device`: comm's CUDA device, or -1.
 Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device, Shape* shape);
 
+// braidMoeGetDispatchBuffer / braidMoeGetCombineBuffer: *out = base +
+// offset, or an error naming the config flag where the handle has no such
+// buffer (offset 0).
+Status zero_copy_buffer(char* base, uint64_t offset, const char* function, const char* flag, void** out);
+
 // The bound of every wait of a handle (MoE, AlltoAllv): its timeoutMs, or
 // BRAID_TIMEOUT where that is 0.
 int wait_bound_ms(int timeout_ms);

@@ -139,20 +139,14 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
 
 Status CudaMoe::dispatch_buffer(void** out) {
   if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
-  if (!dev_.layout.dispatch_buffer)
-    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetDispatchBuffer: the handle was created without "
-                       "braidMoeZeroCopyDispatch in config.zeroCopy");
-  *out = window_->base() + dev_.layout.dispatch_buffer;
-  return Status::ok();
+  return zero_copy_buffer(window_->base(), dev_.layout.dispatch_buffer, "braidMoeGetDispatchBuffer",
+                          "braidMoeZeroCopyDispatch", out);
 }
 
 Status CudaMoe::combine_buffer(void** out) {
   if (!window_) return BRAID_ERROR(ncclInvalidUsage, "the MoE handle was destroyed");
-  if (!dev_.layout.combine_buffer)
-    return BRAID_ERROR(ncclInvalidUsage, "braidMoeGetCombineBuffer: the handle was created without "
-                       "braidMoeZeroCopyCombine in config.zeroCopy");
-  *out = window_->base() + dev_.layout.combine_buffer;
-  return Status::ok();
+  return zero_copy_buffer(window_->base(), dev_.layout.combine_buffer, "braidMoeGetCombineBuffer",
+                          "braidMoeZeroCopyCombine", out);
 }
 
 Status CudaMoe::stats(braidMoeStats_t* out) {
