@@ -26,6 +26,11 @@
  * the handle takes no more calls.  The device library under these kernels,
  * for a user's own kernel, is braid/moe.cuh.
  *
+ * Zero-copy (config.zeroCopy): a rank's tokens and its experts' results
+ * left in buffers of the handle's window are read in place by the peers
+ * that map it, instead of being put (braidMoeGetDispatchBuffer,
+ * braidMoeGetCombineBuffer).
+ *
  * Create and destroy are collective over the communicator; dispatch and combine are
  * called by every rank, alternately (dispatch, combine, dispatch, ...).
  * Errors are ncclResult_t codes with a message for ncclGetLastError;
@@ -124,15 +129,15 @@ ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, const float*
 ncclResult_t braidMoeGetDispatchBuffer(braidMoe_t moe, void** tokens);
 
 /* Zero-copy combine (config.zeroCopy has braidMoeZeroCopyCombine; else
- * ncclInvalidUsage).
- * *expertOut: a buffer of maxOutputRows rows in the handle's window (device
- * memory on CUDA), in the dispatch output's layout.  Write the experts'
- * results there (or dispatch straight into it, for experts that work in
- * place) and pass it to braidMoeCombine as expertOut: the sources that map
- * this rank's window (LSA peers on CUDA) then read their results from it,
- * and only the sources reached over RMA get them put.  The buffer is the
- * handle's from braidMoeCombine until the next braidMoeDispatch completes:
- * write it only between a dispatch and its combine. */
+ * ncclInvalidUsage).  *expertOut: a buffer of maxOutputRows rows in the
+ * handle's window (device memory on CUDA), in the dispatch output's layout.
+ * Write the experts' results there (or dispatch straight into it, for
+ * experts that work in place) and pass it to braidMoeCombine as expertOut:
+ * the sources that map this rank's window (LSA peers on CUDA) then read
+ * their results from it, and only the sources reached over RMA get them
+ * put.  The buffer is the handle's from braidMoeCombine until the next
+ * braidMoeDispatch completes: write it only between a dispatch and its
+ * combine. */
 ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut);
 
 /* CUDA: the counts of the kernels that completed (synchronize the stream

@@ -29,7 +29,7 @@ HostMoe::HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeCo
       sent_(size_t(shape.experts)),
       received_(size_t(shape.blocks())),
       first_row_(size_t(shape.blocks())),
-      pulled_(size_t(shape.nranks)),
+      combine_pulled_(size_t(shape.nranks)),
       dispatch_pulled_(size_t(shape.nranks)) {}
 
 HostMoe::~HostMoe() = default;
@@ -214,12 +214,12 @@ Status HostMoe::combine_buffer(void** out) {
 void HostMoe::publish_combine_pulls(bool in_buffer) {
   const int32_t L = shape_.local_experts;
   for (int32_t src = 0; src < shape_.nranks; ++src) {
-    pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
+    combine_pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
     if (!window_.combine_buffer) continue;
     auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
     for (int32_t le = 0; le < L; ++le) {
       const size_t i = size_t(src) * L + le;
-      index[i] = pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
+      index[i] = combine_pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
     }
   }
 }
@@ -253,7 +253,8 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   publish_combine_pulls(window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer);
   // Each received block goes back to its source, to the rows it came from.
   const CallState c{rank_, call, epoch, combine_arrivals_.data()};
-  const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data(), pulled_.data()};
+  const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data(),
+                         combine_pulled_.data()};
   pool_.run([&](int b) { combine_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));

@@ -136,8 +136,9 @@ class HostMoe : public MoeBackend {
   // Combine's sums: the rows that came back as (address, t * topK + k), in
   // address order; a float sum per token element.
   std::vector<std::pair<uintptr_t, int64_t>> returned_;
-  std::vector<uint8_t> pulled_;  // [nranks]: whether that source reads its results in this rank's buffer
-  std::vector<uint8_t> dispatch_pulled_;  // [nranks]: whether that destination reads its rows here
+  // [nranks]: whether that source reads its results in this rank's buffer;
+  // whether that destination reads its rows here.
+  std::vector<uint8_t> combine_pulled_, dispatch_pulled_;
   std::vector<float> sums_;
 
   braidMoeStats_t stats_{};
