@@ -3,7 +3,8 @@
 // reach each other through one-sided RMA (src/moe/window_routes.h), ranks
 // of one host still by loads and stores, in one layer.  Every row, count
 // and combined token checked exactly, and the statistics too: the routed
-// payload plus L signal words per destination, whichever the route.
+// payload plus L signal words per destination, whichever the route; with
+// zero-copy, rows read in place within a host and put between hosts.
 // BRAID_MOE_RMA=1 takes the RMA route between threads of one process,
 // where ThreadSanitizer sees both ends of it.
 #include <catch2/catch.hpp>
