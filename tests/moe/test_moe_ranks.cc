@@ -155,8 +155,9 @@ int64_t resident_kb() {
 
 TEST_CASE("moe window pages cost memory only where written: worst-case capacity never used is free",
           "[moe][threads]") {
-  // Two ranks' windows of 3 x 512 MB each (worst case for 8192 tokens of 16 KB).
-  Case c{.experts = 4, .top_k = 1, .hidden = 4096, .max_tokens = 8192};
+  // Two ranks' windows of 3 x 512 MB each (worst case for 8192 tokens of 16
+  // KB: the two halves and the combine buffer) and the 128 MB dispatch buffer.
+  Case c{.experts = 4, .top_k = 1, .hidden = 4096, .max_tokens = 8192, .zero_copy = 1, .zero_copy_dispatch = 1};
   const int64_t before = resident_kb();
   std::atomic<int64_t> grew{0};
   CHECK(mp::run_ranks_as_threads(2, [&](int rank, int, ncclComm_t comm, mp::Failures& f) {
