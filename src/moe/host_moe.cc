@@ -1,6 +1,7 @@
 #include "src/moe/host_moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -145,18 +146,19 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   BRAID_TRY(wait_all(epoch, true, &received_, "dispatch"));
   output_offsets(shape_, layout_, received_.data(), first_row_.data());
   // Rows read in a source's buffer count as the payload its put would have
-  // (as combine's do), per block thread, then added up.
-  std::vector<uint64_t> pulled_remote(size_t(B), 0), pulled_local(size_t(B), 0);
+  // (as combine's do): each block thread adds its total once.
+  std::atomic<uint64_t> pulled_remote{0}, pulled_local{0};
   pool_.run([&](int b) {
+    uint64_t remote = 0, local = 0;
     for (int64_t i = b; i < shape_.blocks(); i += B) {
       const int32_t src = int32_t(i / L), le = int32_t(i % L);
-      (src == rank_ ? pulled_local : pulled_remote)[size_t(b)] += copy_block_out(src, le, static_cast<char*>(out));
+      (src == rank_ ? local : remote) += copy_block_out(src, le, static_cast<char*>(out));
     }
+    pulled_remote.fetch_add(remote, std::memory_order_relaxed);
+    pulled_local.fetch_add(local, std::memory_order_relaxed);
   });
-  for (int b = 0; b < B; ++b) {
-    stats_.payloadBytesRemote += pulled_remote[size_t(b)];
-    stats_.bytesLocal += pulled_local[size_t(b)];
-  }
+  stats_.payloadBytesRemote += pulled_remote.load(std::memory_order_relaxed);
+  stats_.bytesLocal += pulled_local.load(std::memory_order_relaxed);
   std::memcpy(recv_counts, received_.data(), received_.size() * sizeof(int32_t));
   combine_due_ = true;
   return Status::ok();

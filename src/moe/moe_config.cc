@@ -13,6 +13,10 @@
 
 namespace braid::moe {
 
+static_assert(WindowLayout::kCombineBuffer == braidMoeZeroCopyCombine &&
+                  WindowLayout::kDispatchBuffer == braidMoeZeroCopyDispatch,
+              "the window layout takes config.zeroCopy's flags as they are");
+
 namespace {
 
 // A CUDA rank's kernel takes at most this many CTAs: they wait for each
@@ -48,7 +52,7 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
   if (c.zeroCopy & ~(braidMoeZeroCopyCombine | braidMoeZeroCopyDispatch))
     return fmt::format("zeroCopy {:#x} has flags other than braidMoeZeroCopyCombine and braidMoeZeroCopyDispatch",
                        c.zeroCopy);
-  // The window: two halves of every block full, the combine buffer, the dispatch buffer.
+  // The window, at most: two halves of every block full, and as much again for the zero-copy buffers.
   const double bytes = (c.zeroCopy ? 4.0 : 2.0) * double(nranks) * (c.numExperts / nranks) *
                        double(c.maxTokensPerRank + c.tileRows) * double(c.hidden) * element_bytes(c.dtype);
   if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);

@@ -1,8 +1,8 @@
 // A window of a handle's own, for braid's libraries on the public API (MoE
 // dispatch/combine, the device-count AlltoAllv): ncclMemAlloc memory whose
-// signal words are zeroed, registered with strict ordering, and the agreed routes to every rank's
-// copy (window_routes.h: stores where this process maps it, one-sided RMA
-// where it cannot).  Where every route is a store (one host), the window is
+// signal words are zeroed, registered with strict ordering, and the agreed
+// routes to every rank's copy (window_routes.h: stores where this process
+// maps it, one-sided RMA where it cannot).  Where every route is a store (one host), the window is
 // registered on the caller's communicator and no signal is used; where
 // some route needs RMA, on a communicator split off the caller's, so that
 // its RMA signals are the handle's alone.
