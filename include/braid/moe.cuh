@@ -75,15 +75,27 @@ __device__ __forceinline__ uint32_t coop_broadcast(ncclCoopWarpSpan coop, uint32
 }
 
 // The group copies `bytes` from `src` to `dst`, 16 bytes at a time where
-// both are 16-byte aligned, bytes after.  No ordering (a put).
+// both are 16-byte aligned, bytes after.  No ordering (a put).  Each
+// thread issues up to four 16-byte loads before it stores them: a load
+// from another rank's memory takes long enough that one in flight per
+// thread leaves the copy waiting.
 template <class Coop>
 __device__ __forceinline__ void copy_coop(Coop coop, void* dst, const void* src, size_t bytes) {
+  constexpr int kInFlight = 4;
   size_t done = 0;
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
-    const size_t n16 = bytes / 16;
+    const size_t n16 = bytes / 16, step = coop.size();
     uint4* d = static_cast<uint4*>(dst);
     const uint4* s = static_cast<const uint4*>(src);
-    for (size_t i = coop.thread_rank(); i < n16; i += coop.size()) d[i] = s[i];
+    for (size_t i = coop.thread_rank(); i < n16; i += kInFlight * step) {
+      uint4 v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j)
+        if (i + j * step < n16) v[j] = s[i + j * step];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j)
+        if (i + j * step < n16) d[i + j * step] = v[j];
+    }
     done = n16 * 16;
   }
   for (size_t i = done + coop.thread_rank(); i < bytes; i += coop.size())
