@@ -27,12 +27,14 @@
 #include "src/moe/cuda/device_moe.h"
 #include "src/moe/cuda/kernel_common.cuh"
 #include "src/moe/elements.h"
+#include "src/moe/weighted_sum.h"
 
 namespace braid::moe::cuda {
 
 namespace {
 
 constexpr int32_t kStage = 1024;  // ints of shared memory the planner stages the indices through
+constexpr int32_t kSumTokens = 8;  // tokens one pass of combine's sum takes, at most
 
 __device__ void report(const DeviceMoe& h, DeviceErrorCode code, bool combine, int32_t peer, int32_t le,
                        int64_t value, uint32_t epoch) {
@@ -96,8 +98,9 @@ __device__ void publish_dispatch_pulls(const DeviceMoe& h, const LsaMemory<ncclC
 }
 
 // Block (src, le)'s received rows into the output, from src's dispatch
-// buffer where src left them there, else from the dispatch half; returns
-// the bytes read in src's buffer.
+// buffer where src left them there (a warp per row, so that the CTA has
+// several rows' loads in flight), else from the dispatch half; returns the
+// bytes read in src's buffer.
 __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, const ncclCoopCta& cta,
                                    int32_t src, int32_t le, int32_t rows, char* to) {
   const Shape& s = h.shape;
@@ -105,8 +108,9 @@ __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopC
     const char* theirs = mm.window(src);
     if (reinterpret_cast<const int64_t*>(theirs + h.layout.dispatch_pulls)[h.rank]) {
       const auto* list = reinterpret_cast<const int32_t*>(theirs + h.layout.dispatch_list);
-      for (int32_t j = 0; j < rows; ++j)
-        copy_coop(cta, to + j * s.row_bytes(),
+      const int32_t warps = int32_t(blockDim.x / 32);
+      for (int32_t j = int32_t(threadIdx.x / 32); j < rows; j += warps)
+        copy_coop(ncclCoopWarp(), to + j * s.row_bytes(),
                   theirs + h.layout.dispatch_buffer + int64_t(list[WindowLayout::list_index(s, h.rank, le, j)]) *
                   s.row_bytes(), size_t(s.row_bytes()));
       return uint64_t(rows) * uint64_t(s.row_bytes());
@@ -119,7 +123,7 @@ __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopC
 
 // pull: tokens is this rank's dispatch buffer, read in place by the
 // experts' owners (zero-copy dispatch, layout.h).
-__global__ void dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens,
+__global__ void __launch_bounds__(kThreadsPerCta, 1) dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens,
                                 char* out, int32_t* recv_counts, int64_t* dropped) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
@@ -222,11 +226,11 @@ __device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoop
 }
 
 template <ncclDataType_t T>
-__global__ void combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
+__global__ void __launch_bounds__(kThreadsPerCta, 1) combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int32_t* back = reinterpret_cast<int32_t*>(shared);              // [blocks]
-  const char** rows = reinterpret_cast<const char**>(shared + (s.blocks() + 1) / 2);  // [top_k], after back
+  const char** rows = reinterpret_cast<const char**>(shared + (s.blocks() + 1) / 2);  // [group][top_k], after back
   const ncclCoopCta cta;
   const uint64_t call = h.state->combine_calls + 1;
   const uint32_t epoch = epoch_of_call(call);
@@ -252,27 +256,35 @@ __global__ void combine_kernel(DeviceMoe h, const char* expert_out, bool pull, c
         report(h, kDeviceRowsMismatch, true, int32_t(i / s.local_experts), int32_t(i % s.local_experts), back[i],
                epoch);
 
-  // Each token's rows, in k order, weighted and summed as the host does:
-  // products and sums rounded to float one by one (no fused multiply-add).
-  // The first top_k threads find the token's rows; results read in an
-  // owner's buffer count as the payload its put would have (the host's
-  // statistics do the same).
+  // Each token's weighted sum (src/moe/weighted_sum.h), a pass of up to
+  // `group` tokens at a time: the threads first find the pass's rows (in
+  // the owners' buffers for pulled results), then each takes 16-byte
+  // chunks of the tokens' rows, all top_k loads of a chunk in flight at
+  // once.  Results read in an owner's buffer count as the payload its put
+  // would have (the host's statistics do the same).
   const int32_t K = s.top_k, tokens = h.state->tokens;
+  const int32_t group = K >= kThreadsPerCta ? 1 : min(kSumTokens, kThreadsPerCta / K);  // rows: group x K
+  const bool chunked = s.row_bytes() % 16 == 0 && (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+  const int64_t per_row = chunked ? s.row_bytes() / 16 : s.hidden;  // a thread's items in one token's row
   const int64_t lo = int64_t(tokens) * blockIdx.x / gridDim.x, hi = int64_t(tokens) * (blockIdx.x + 1) / gridDim.x;
   uint64_t pulled_remote = 0, pulled_local = 0;
-  for (int64_t t = lo; t < hi; ++t) {
-    for (int32_t k = int32_t(threadIdx.x); k < K; k += int32_t(blockDim.x)) {
-      const int32_t slot = h.slots[t * K + k], e = h.topk[t * K + k];
+  for (int64_t t0 = lo; t0 < hi; t0 += group) {
+    const int32_t g = hi - t0 < group ? int32_t(hi - t0) : group;
+    for (int32_t i = int32_t(threadIdx.x); i < g * K; i += int32_t(blockDim.x)) {
+      const int32_t slot = h.slots[t0 * K + i], e = h.topk[t0 * K + i];
       bool pulled = false;
-      rows[k] = slot == kNoSlot ? nullptr : returned_row(h, mm, e, slot, &pulled);
+      // Not past what came back: after a failed wait (reported above) an
+      // owner's pull index may still be its last call's, whose rows
+      // plus this call's slot can lie past its buffer.
+      rows[i] = slot == kNoSlot || slot >= back[e] ? nullptr : returned_row(h, mm, e, slot, &pulled);
       if (pulled) (s.owner(e) == h.rank ? pulled_local : pulled_remote) += uint64_t(s.row_bytes());
     }
     __syncthreads();
-    for (int64_t x = threadIdx.x; x < s.hidden; x += blockDim.x) {
-      float acc = 0.0f;
-      for (int32_t k = 0; k < K; ++k)
-        if (rows[k]) acc = __fadd_rn(acc, __fmul_rn(weights[t * K + k], element<T>(rows[k], x)));
-      set_element<T>(out + t * s.row_bytes(), x, acc);
+    for (int64_t item = threadIdx.x; item < g * per_row; item += blockDim.x) {
+      const int64_t j = item / per_row, x = item % per_row, t = t0 + j;
+      char* to = out + t * s.row_bytes();
+      if (chunked) weighted_sum_chunk<T>(rows + j * K, weights + t * K, K, x * 16, to);
+      else weighted_sum_element<T>(rows + j * K, weights + t * K, K, x, to);
     }
     __syncthreads();
   }
@@ -294,8 +306,9 @@ int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, bool
 }  // namespace
 
 // Dispatch: first_row [blocks] int64, counts [blocks] int32, the planner's
-// stage.  Combine: back [blocks] int32, then its row pointers [top_k]
-// (top_k <= experts = blocks).
+// stage.  Combine: back [blocks] int32, then its sum's row pointers
+// [group][top_k]: at most 512 of them, or one token's top_k <= experts =
+// blocks.
 size_t kernel_shared_bytes(const Shape& s) {
   return size_t(s.blocks()) * (sizeof(int64_t) + sizeof(int32_t)) + kStage * sizeof(int32_t);
 }
