@@ -17,8 +17,9 @@ kernel on the stream (default: the tensor's device's current stream) and
 returns at once, the counts (and dispatch's dropped rows) come back as
 device tensors, and check() raises what a kernel hit since.
 Outputs not given are allocated like the inputs: tensors for tensors,
-bytearrays otherwise.  Nothing here needs PyTorch; it is imported only to
-read a tensor's stream.
+bytearrays otherwise.  Nothing here needs PyTorch on the host backend; it
+is imported to read a tensor's stream and to make tensors (zero-copy
+buffers over DLPack, outputs like the inputs).
 
 The library is braid's libnccl.so.2: BRAID_LIB names it, else the dynamic
 loader's libnccl.so.2 (braid's when it is first on LD_LIBRARY_PATH or
@@ -33,6 +34,8 @@ __all__ = ["Error", "Comm", "Moe", "AlltoAllv", "get_unique_id", "library"]
 
 DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "float8_e4m3": 10, "float8_e5m2": 11}
 DTYPE_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3": 1, "float8_e5m2": 1}
+TORCH_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn",
+                "float8_e5m2": "float8_e5m2"}
 LAYOUTS = {"expert": 0, "rank": 1}
 # Every NCCL datatype, for AlltoAllv (which moves elements and reduces nothing): (ncclDataType_t, bytes).
 A2A_DTYPES = {"int8": (0, 1), "uint8": (1, 1), "int32": (2, 4), "uint32": (3, 4), "int64": (4, 8), "uint64": (5, 8),
@@ -81,6 +84,7 @@ def library():
             "ncclCommInitRank": [ctypes.POINTER(vp), i32, _UniqueId, i32],
             "ncclCommDestroy": [vp],
             "ncclCommCount": [vp, ctypes.POINTER(i32)],
+            "ncclCommCuDevice": [vp, ctypes.POINTER(i32)],
             "ncclGetLastError": [vp],
             "braidMoeCreate": [vp, ctypes.POINTER(_Config), ctypes.POINTER(vp)],
             "braidMoeGetInfo": [vp, ctypes.POINTER(sz), ctypes.POINTER(i32)],
@@ -139,6 +143,12 @@ class Comm:
         self = cls.__new__(cls)
         self.handle, self._owned = ctypes.c_void_p(pointer), False
         return self
+
+    def cuda_device(self):
+        """The communicator's CUDA device (ncclCommCuDevice), -1 for a host-backend communicator."""
+        device = ctypes.c_int()
+        _check(library().ncclCommCuDevice(self.handle, ctypes.byref(device)), self.handle)
+        return device.value
 
     def destroy(self):
         if self._owned and self.handle:
@@ -207,6 +217,36 @@ def _like(like, nbytes, shape, dtype_of):
     return bytearray(nbytes)
 
 
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLManagedTensor(ctypes.Structure):  # dlpack.h's DLManagedTensor (its DLTensor inline)
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32), ("dtype", _DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+
+def _tensor_over(address, nbytes, device, keep):
+    """A uint8 torch tensor over nbytes at address on `device` (cpu or cuda), through a DLPack capsule: torch reads
+    the struct when it takes the capsule, and the memory stays the handle's (no deleter; `keep` holds the struct).
+    Unlike CUDA's array interface, this needs no NumPy."""
+    import torch.utils.dlpack
+    shape = (ctypes.c_int64 * 1)(nbytes)
+    cuda = device.type == "cuda"
+    index = (device.index if device.index is not None else 0) if cuda else 0
+    managed = _DLManagedTensor(address, _DLDevice(2 if cuda else 1, index), 1, _DLDataType(1, 8, 1), shape, None, 0,
+                               None, None)  # kDLCUDA / kDLCPU; kDLUInt, 8 bits
+    keep.append((managed, shape))
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return torch.utils.dlpack.from_dlpack(new_capsule(ctypes.addressof(managed), b"dltensor", None))
+
+
 class Moe:
     """One layer shape of dispatch and combine on a communicator (braidMoeCreate; collective)."""
 
@@ -228,6 +268,7 @@ class Moe:
         nranks = ctypes.c_int()
         _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
         self.nranks, self.local_experts = nranks.value, num_experts // nranks.value
+        self._views, self._dlpack_keep = {}, []  # _window_rows' tensors, and the DLPack structs behind them
 
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
         """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
@@ -297,20 +338,30 @@ class Moe:
         return self._window_rows(library().braidMoeGetDispatchBuffer, self.max_tokens_per_rank, like)
 
     def _window_rows(self, getter, rows, like):
-        """A writable memoryview of `rows` rows in the window, or for a CUDA communicator a [rows][hidden] tensor
-        of like's dtype on like's device (like: a CUDA tensor); gone with close()."""
+        """`rows` rows of the handle's window, gone with close(): for a CUDA communicator, or a tensor `like`, a
+        [rows][hidden] torch tensor over them (like's dtype, else the handle's; on the communicator's device), the
+        same tensor each time; otherwise a writable memoryview of their bytes."""
         p = ctypes.c_void_p()
         _check(getter(self.handle, ctypes.byref(p)), self.comm.handle)
         nbytes = rows * self.hidden * DTYPE_BYTES[self.dtype]
-        if not getattr(like, "is_cuda", False):
+        device = self.comm.cuda_device()
+        if device < 0 and not _is_tensor(like):
             return memoryview((ctypes.c_char * nbytes).from_address(p.value)).cast("B")
         import torch
-
-        class _Bytes:  # the buffer's bytes, as CUDA's array interface describes them to torch
-            __cuda_array_interface__ = {"data": (p.value, False), "shape": (nbytes,), "typestr": "|u1",
-                                        "strides": None, "version": 3}
-        raw = torch.as_tensor(_Bytes(), device=like.device)
-        return raw.view(like.dtype).view(rows, self.hidden)
+        if _is_tensor(like):
+            if (like.device.type == "cuda") != (device >= 0):
+                raise Error(4, f"like is on {like.device}, the window in {'device' if device >= 0 else 'host'} memory")
+            if like.element_size() != DTYPE_BYTES[self.dtype]:
+                raise Error(4, f"like's elements are {like.element_size()} bytes, the handle's {self.dtype} "
+                               f"{DTYPE_BYTES[self.dtype]}")
+            dtype, where = like.dtype, like.device
+        else:
+            dtype, where = getattr(torch, TORCH_DTYPES[self.dtype]), torch.device("cuda", device)
+        key = (p.value, nbytes, dtype, str(where))
+        if key not in self._views:
+            raw = _tensor_over(p.value, nbytes, where, self._dlpack_keep)
+            self._views[key] = raw.view(dtype).view(rows, self.hidden)
+        return self._views[key]
 
     def check(self):
         """Raises what a call that already returned hit since (CUDA: its kernels)."""
@@ -327,6 +378,7 @@ class Moe:
         if self.handle:
             _check(library().braidMoeDestroy(self.handle), self.comm.handle)
         self.handle = None
+        self._views.clear()
 
 
 class AlltoAllv:

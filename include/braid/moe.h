@@ -137,7 +137,9 @@ ncclResult_t braidMoeGetDispatchBuffer(braidMoe_t moe, void** tokens);
  * their results from it, and only the sources reached over RMA get them
  * put.  The buffer is the handle's from braidMoeCombine until the next
  * braidMoeDispatch completes: write it only between a dispatch and its
- * combine. */
+ * combine.  That dispatch may itself be the writer (recvTokens = this
+ * buffer): it writes its output only once every source's last reads are
+ * done. */
 ncclResult_t braidMoeGetCombineBuffer(braidMoe_t moe, void** expertOut);
 
 /* CUDA: the counts of the kernels that completed (synchronize the stream

@@ -3,12 +3,14 @@ processes, float32 tokens in plain buffers (array, bytearray), random
 routings (experts with no tokens, unrouted choices), identity experts, one
 layer zero-copy (tokens in the dispatch buffer, dispatched into the combine
 buffer, combined from it);
+with --torch, one more layer of PyTorch CPU tensors, zero-copy through
+the window tensors combine_buffer()/dispatch_buffer() give (DLPack);
 then AlltoAllv with counts in memory, counts changing call to call.
 Checks every received row and count against the routings every rank can
 recompute, every combined token exactly, the call counters, and bad input
 refused with braid's message.  Exit status: the number of failed ranks.
 
-    BRAID_LIB=build/libnccl.so.2 PYTHONPATH=python python3 tests/python/test_braid_moe.py [NRANKS]
+    BRAID_LIB=build/libnccl.so.2 PYTHONPATH=python python3 tests/python/test_braid_moe.py [NRANKS] [--torch]
 """
 import array
 import os
@@ -60,7 +62,50 @@ def a2a_errors(rank, n, comm, errors):
     a2a.close()
 
 
-def run(rank, n, uid):
+def wanted_rows(rank, n):
+    """Each source's rows routed to this rank's experts, and the counts per (source, local expert)."""
+    want_rows = []
+    want_counts = [0] * (n * PER_RANK)
+    for src in range(n):
+        choices = routing(src, n)
+        for t in range(TOKENS):
+            for e in choices[t * TOP_K:(t + 1) * TOP_K]:
+                if e >= 0 and e // PER_RANK == rank:
+                    want_counts[src * PER_RANK + e % PER_RANK] += 1
+                    want_rows.append(tuple(token_value(src, t, j) for j in range(HIDDEN)))
+    return want_rows, want_counts
+
+
+def torch_layer_errors(rank, n, moe, errors):
+    """One zero-copy layer of torch CPU tensors: the window's tensors (the same ones each time), identity experts."""
+    import torch
+    tokens = torch.tensor([[token_value(rank, t, j) for j in range(HIDDEN)] for t in range(TOKENS)])
+    topk = torch.tensor(routing(rank, n), dtype=torch.int32).view(TOKENS, TOP_K)
+    buffer, token_buffer = moe.combine_buffer(like=tokens), moe.dispatch_buffer(like=tokens)
+    if buffer is not moe.combine_buffer(like=tokens) or tuple(token_buffer.shape) != (TOKENS, HIDDEN):
+        errors.append(f"torch: the window tensors are new each call or shaped {tuple(token_buffer.shape)}")
+    try:
+        moe.combine_buffer(like=torch.zeros(1, dtype=torch.float64))
+        errors.append("torch: a float64 like was taken for a float32 handle")
+    except braid_moe.Error as e:
+        if "like" not in str(e):
+            errors.append(f"torch: float64 like: {e}")
+    token_buffer.copy_(tokens)
+    recv, counts, dropped = moe.dispatch(token_buffer, topk, recv_tokens=buffer)
+    want_rows, want_counts = wanted_rows(rank, n)
+    if recv is not buffer or counts.flatten().tolist() != want_counts or dropped != 0:
+        errors.append(f"torch: recv_counts {counts.flatten().tolist()}, wanted {want_counts}; {dropped} dropped")
+    if sorted(tuple(r) for r in buffer[:sum(want_counts)].tolist()) != sorted(want_rows):
+        errors.append("torch: the received rows are not the routed ones")
+    weights = torch.tensor([0.5, 0.25] * TOKENS).view(TOKENS, TOP_K)
+    out = moe.combine(buffer, weights)  # identity experts, results read in place
+    mask = (topk >= 0).float()
+    want = tokens * (weights * mask).sum(dim=1, keepdim=True)  # two terms of exact binary fractions: exact
+    if not isinstance(out, torch.Tensor) or not torch.equal(out, want):
+        errors.append("torch: the combined tokens are not the weighted sums")
+
+
+def run(rank, n, uid, use_torch):
     comm = braid_moe.Comm(n, uid, rank)
     moe = braid_moe.Moe(comm, num_experts=n * PER_RANK, top_k=TOP_K, hidden=HIDDEN, max_tokens_per_rank=TOKENS,
                         dtype="float32", zero_copy_combine=True, zero_copy_dispatch=True)
@@ -91,16 +136,7 @@ def run(rank, n, uid):
         recv, counts, dropped = moe.dispatch(token_buffer if layer == 1 else tokens, topk,
                                              recv_tokens=buffer if layer == 1 else None)
         got_counts = array.array("i", bytes(counts))
-        # What each source routed to this rank's experts, in (local expert, source) order.
-        want_rows = []
-        want_counts = [0] * (n * PER_RANK)
-        for src in range(n):
-            choices = routing(src, n)
-            for t in range(TOKENS):
-                for e in choices[t * TOP_K:(t + 1) * TOP_K]:
-                    if e >= 0 and e // PER_RANK == rank:
-                        want_counts[src * PER_RANK + e % PER_RANK] += 1
-                        want_rows.append(tuple(token_value(src, t, j) for j in range(HIDDEN)))
+        want_rows, want_counts = wanted_rows(rank, n)
         if list(got_counts) != want_counts:
             errors.append(f"layer {layer}: recv_counts {list(got_counts)}, wanted {want_counts}")
         rows = array.array("f", bytes(recv))
@@ -118,10 +154,13 @@ def run(rank, n, uid):
                 if out[t * HIDDEN + j] != want:
                     errors.append(f"layer {layer}: token {t} element {j} is {out[t * HIDDEN + j]}, wanted {want}")
                     break
+    if use_torch:
+        torch_layer_errors(rank, n, moe, errors)
     a2a_errors(rank, n, comm, errors)
     moe.check()
     stats = moe.stats()
-    if stats["dispatches"] != 3 or stats["combines"] != 3:
+    layers = 4 if use_torch else 3
+    if stats["dispatches"] != layers or stats["combines"] != layers:
         errors.append(f"stats count {stats['dispatches']} dispatches, {stats['combines']} combines")
     moe.close()
     comm.destroy()
@@ -131,7 +170,9 @@ def run(rank, n, uid):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    use_torch = "--torch" in sys.argv[1:]
+    numbers = [a for a in sys.argv[1:] if a != "--torch"]
+    n = int(numbers[0]) if numbers else 4
     uid = braid_moe.get_unique_id()
     pids = []
     for rank in range(n):
@@ -139,13 +180,13 @@ def main():
         if pid == 0:
             code = 1
             try:
-                code = run(rank, n, uid)
+                code = run(rank, n, uid, use_torch)
             except Exception as e:  # a rank's failure is its exit status
                 print(f"rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
             os._exit(code)
         pids.append(pid)
     failed = sum(1 for pid in pids if os.waitpid(pid, 0)[1] != 0)
-    print(f"braid_moe.py: {n} ranks, dispatch and combine x3, alltoallv x4: "
+    print(f"braid_moe.py: {n} ranks, dispatch and combine x{4 if use_torch else 3}, alltoallv x4: "
           f"{'all exact' if not failed else f'{failed} failed'}")
     return failed
 
