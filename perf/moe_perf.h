@@ -21,7 +21,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxRounds = 64;
 
 struct Options {
-  int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3, blocks = 1;
+  int nranks = 8, tokens = 128, hidden = 7168, topk = 8, experts = 256, iters = 20, warmup = 3;
+  int blocks = 0;  // config.blocks (0: the library's default)
   int rounds = 5;
   int tile = 16, check = 1, hosts = 0;  // hosts 0: ranks are threads of this process
   int device = 0;                       // 1: ranks are threads on the GPUs (CUDA communicators)
