@@ -347,7 +347,8 @@ int main(int argc, char** argv) {
               "interleaved (+%d warmup)\n",
               o.nranks, where.c_str(), o.tokens, o.hidden, o.topk, o.experts, type, o.skew,
               o.capacity_factor > 0 ? ("factor " + std::to_string(o.capacity_factor)).c_str() : "worst case", o.tile,
-              o.layout == braidMoeExpertMajor ? "expert" : "rank", o.blocks ? std::to_string(o.blocks).c_str() : "default",
+              o.layout == braidMoeExpertMajor ? "expert" : "rank",
+              o.blocks ? std::to_string(o.blocks).c_str() : "default",
               o.zero_copy == 3 ? "zero-copy dispatch and combine" : o.zero_copy == 2 ? "zero-copy dispatch"
               : o.zero_copy == 1 ? "zero-copy combine" : "no zero-copy", o.rounds, o.iters, o.warmup);
   std::printf("# time: the median round of the slowest rank's mean per call; GB/s: routed payload (rows to other "

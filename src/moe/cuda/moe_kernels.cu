@@ -122,9 +122,11 @@ __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopC
 }
 
 // pull: tokens is this rank's dispatch buffer, read in place by the
-// experts' owners (zero-copy dispatch, layout.h).
-__global__ void __launch_bounds__(kThreadsPerCta, 1) dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens,
-                                char* out, int32_t* recv_counts, int64_t* dropped) {
+// experts' owners (zero-copy dispatch, layout.h).  Both kernels' launch
+// bounds hold them to the registers a CTA of kThreadsPerCta can have.
+__global__ void __launch_bounds__(kThreadsPerCta, 1)
+    dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens, char* out,
+                    int32_t* recv_counts, int64_t* dropped) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int64_t* first_row = shared;                                        // [blocks]
@@ -226,7 +228,8 @@ __device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoop
 }
 
 template <ncclDataType_t T>
-__global__ void __launch_bounds__(kThreadsPerCta, 1) combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
+__global__ void __launch_bounds__(kThreadsPerCta, 1)
+    combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int32_t* back = reinterpret_cast<int32_t*>(shared);              // [blocks]
