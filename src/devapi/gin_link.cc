@@ -14,7 +14,7 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
   if (bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_->resolve(dst_handle, dst_off, bytes, &dst));
-    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // a put to the rank itself may overlap its source
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));
   }
   if (signal) BRAID_TRY(signals_.add(signal->word, signal->value));
   return Status::ok();
@@ -30,7 +30,7 @@ Status DirectGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint
   if (bytes) {
     char* src = nullptr;
     BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
-    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // a get from the rank itself may overlap
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));
   }
   ++gets_issued_;
   ++gets_landed_;

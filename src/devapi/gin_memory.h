@@ -36,7 +36,8 @@ class GinMemoryOps {
   // Whether host code may load and store window memory itself (then TCP
   // payloads go straight between the socket and the window).
   virtual bool host_direct() const = 0;
-  // Either side may be window memory or plain host memory; they may overlap.
+  // Either side may be window memory or plain host memory.  The host's may
+  // overlap (memmove); the CUDA backend's copy engines take no overlap.
   virtual Status copy(void* dst, const void* src, uint64_t bytes) const = 0;
   // Whether add() reaches window memory (2.30's VA signals); signal
   // arrays are host memory, which it always reaches.

@@ -19,9 +19,17 @@ class CudaGinMemory final : public devapi::GinMemoryOps {
 
   // On the calling thread's own stream (the proxy and a TCP receiver copy
   // at once), never the default stream, which would wait for the
-  // application's kernels.
+  // application's kernels.  These threads are braid's and run in relaxed
+  // capture mode: in the default global mode their synchronize, while an
+  // application thread captures a graph (PyTorch does, beside a kernel
+  // that GIN serves), is a prohibited call that invalidates the capture.
   Status copy(void* dst, const void* src, uint64_t bytes) const override {
     if (!bytes) return Status::ok();
+    thread_local const bool relaxed = [] {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      return cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+    }();
+    (void)relaxed;
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = nullptr;
     BRAID_TRY(thread_stream(&stream));
