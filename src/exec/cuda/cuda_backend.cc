@@ -51,6 +51,7 @@
 #include "src/exec/cuda/call_order.h"
 #include "src/exec/cuda/cuda_device_api_memory.h"
 #include "src/exec/cuda/cuda_straggler.h"
+#include "src/exec/cuda/peer_arena.h"
 #include "src/exec/cuda_kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
@@ -181,11 +182,11 @@ class CudaBackend final : public Backend {
                            "far (set BRAID_BACKEND=host to use sockets with host buffers)",
                            r);
       if (same_process(p, mine)) {
-        if (p.device != device) BRAID_TRY(enable_peer_access(p.device));
+        if (p.device != device) BRAID_TRY(cuda::enable_peer_access(device, p.device));
         peer_arena_[r] = reinterpret_cast<char*>(p.address);
       } else {
         void* mapped = nullptr;
-        BRAID_TRY(open_peer_arena(r, p.handle, &mapped));
+        BRAID_TRY(cuda::open_peer_arena(ctx_.comm, r, p.handle, &mapped));
         peer_arena_[r] = static_cast<char*>(mapped);
         opened_[r] = true;
       }
@@ -231,43 +232,6 @@ class CudaBackend final : public Backend {
   // may be waiting for ranks that are still in this init).
   Status zero_arena() {
     return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
-  }
-
-  // Ranks that are threads of one process on different GPUs use each
-  // other's arena pointers directly (CUDA IPC, which enables peer access
-  // for processes, refuses a process's own memory): this device must be
-  // allowed to reach the peer's.
-  Status enable_peer_access(int peer_device) {
-    int can = 0;
-    CUDA_TRY(cudaDeviceCanAccessPeer(&can, device_, peer_device));
-    if (!can)
-      return BRAID_ERROR(ncclSystemError,
-                         "GPU {} cannot access GPU {} (no peer access between them), which the CUDA backend needs "
-                         "for ranks of one process on both; run the ranks as processes or set BRAID_BACKEND=host",
-                         device_, peer_device);
-    const cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-      cudaGetLastError();  // not sticky: clear it
-      return Status::ok();
-    }
-    CUDA_TRY(e);
-    return Status::ok();
-  }
-
-  // Maps rank r's arena (another process's) through its legacy CUDA IPC
-  // handle.  Such a handle names its exporter by pid, so it does not open
-  // across pid namespaces (containers need a shared one: docker --pid=host
-  // or --pid=container:<id>); that failure says so.
-  Status open_peer_arena(int r, const cudaIpcMemHandle_t& handle, void** mapped) {
-    const cudaError_t e = cudaIpcOpenMemHandle(mapped, handle, cudaIpcMemLazyEnablePeerAccess);
-    if (e == cudaSuccess) return Status::ok();
-    const std::vector<PeerInfo>& peers = ctx_.comm.peers;
-    const bool other_namespace = peers[size_t(r)].pid_ns != peers[size_t(ctx_.comm.rank)].pid_ns;
-    return BRAID_ERROR(ncclUnhandledCudaError, "cudaIpcOpenMemHandle of rank {}'s arena failed: {} ({}){}", r,
-                       cudaGetErrorString(e), cudaGetErrorName(e),
-                       other_namespace ? "; that rank is in another pid namespace, and CUDA IPC handles open only "
-                                         "within one (share it: docker --pid=host; or set BRAID_BACKEND=host)"
-                                       : "");
   }
 
   // Enqueues one collective on call.stream: its schedule's plan, or the
