@@ -2,8 +2,11 @@
 // allocation its peers map: the receive FIFOs of every (sender, channel)
 // pair (channels + 1: the last is the point-to-point channel), each a
 // control block and its slots; then the LL region (src/ops/ll_oneshot.h);
-// then this rank's LL call counter.  Plain C++ (no CUDA), so the CLI can
-// say what a tuning costs (braid tuning) and tests can check it.
+// then the one-sided signals (src/exec/cuda/cuda_rma.h): a counter per
+// (sender, ctx, sigIdx) that senders add to, and this rank's count of
+// those it consumed; then this rank's LL call counter.  Plain C++ (no
+// CUDA), so the CLI can say what a tuning costs (braid tuning) and tests
+// can check it.
 #pragma once
 
 #include <cstdint>
@@ -16,15 +19,24 @@ namespace braid {
 struct CudaArenaLayout {
   static constexpr uint64_t kCtrlBytes = 256;       // a FIFO's tail, head, lengths[8], totals[8]
   static constexpr uint64_t kLLCounterBytes = 256;  // the arena's last bytes: the LL call counter
+  // One-sided signals a sender has per receiver, at most: (ctx, sigIdx)
+  // pairs past it are refused by the calls, not given arena space.
+  static constexpr uint64_t kMaxRmaSignals = 4096;
   uint64_t conn_stride = 0;  // one FIFO: control block and slots
   uint64_t ll_offset = 0;    // the LL region
+  uint64_t rma_signals = 0;  // (ctx, sigIdx) pairs per sender: numRmaCtx x numRmaSig, within kMaxRmaSignals
+  uint64_t rma_offset = 0;   // arrived[nranks][rma_signals], then consumed[nranks][rma_signals], 8 bytes each
   uint64_t bytes = 0;        // the whole arena
 
-  CudaArenaLayout(int nranks, const CommTuning& t)
+  CudaArenaLayout(int nranks, const CommTuning& t, uint64_t rma_pairs = 1)
       : conn_stride(kCtrlBytes + uint64_t(t.slots) * t.slot_bytes),
         ll_offset(uint64_t(nranks) * (t.channels + 1) * conn_stride),
-        bytes(ll_offset + (t.ll_max_bytes ? ll_region_lines(nranks, t.ll_max_bytes) * sizeof(LLLine) : 0) +
-              kLLCounterBytes) {}
+        rma_signals(rma_pairs < kMaxRmaSignals ? rma_pairs : kMaxRmaSignals),
+        rma_offset(ll_offset + (t.ll_max_bytes ? ll_region_lines(nranks, t.ll_max_bytes) * sizeof(LLLine) : 0)),
+        bytes(rma_offset + round_up_256(2 * uint64_t(nranks) * rma_signals * 8) + kLLCounterBytes) {}
+
+ private:
+  static uint64_t round_up_256(uint64_t n) { return (n + 255) & ~uint64_t(255); }
 };
 
 }  // namespace braid

@@ -34,6 +34,11 @@ std::string KernelErrors::describe(int code) const {
       static const char* const kinds[] = {"?", "its lane's dependency", "data from the peer",
                                           "a free slot at the peer"};
       const int kind = f[kFlagWaitKind];
+      if (kind == kWaitSignal)
+        return fmt::format(
+            "ncclWaitSignal's kernel waited {} s (BRAID_TIMEOUT): rank {} did not signal (counter {} at {}, wanted "
+            "{}): it is late or gone, or its signals were fewer than the wait's opCnt",
+            timeout_s, f[kFlagWaitOp], f[kFlagWaitTile], unsigned(f[kFlagWaitSeen]), unsigned(f[kFlagWaitWant]));
       if (kind == kWaitLL)
         return fmt::format(
             "an LL kernel waited {} s without progress (BRAID_TIMEOUT): a peer is late or gone; first wait to give "

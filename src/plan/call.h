@@ -61,6 +61,7 @@ struct RmaCall {
   int ctx = 0, signal = 0;
   std::vector<SignalWait> waits;
   int64_t wait_ms = 0;  // the wait's bound; 0: BRAID_TIMEOUT (ncclWaitSignal's)
+  cudaStream_t stream = nullptr;  // device backends enqueue on it; the host backend ignores it
 };
 
 // Which buffers rank `rank` has for a collective: NCCL lets the ranks that

@@ -4,7 +4,8 @@
 // group they run at ncclGroupEnd, writes before waits (src/runtime/group.h).
 //
 // The stream is accepted and not used on the host backend: a put has left
-// this rank when the call returns, and a wait has seen its signals.
+// this rank when the call returns, and a wait has seen its signals.  The
+// CUDA backend enqueues them on it (src/exec/cuda/cuda_rma.h).
 #include "src/ops/datatype.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
@@ -44,7 +45,7 @@ Status check_started(ncclComm* comm, const char* function) {
 }
 
 Status put_signal(const void* localbuff, size_t count, ncclDataType_t type, int peer, ncclWindow_t win, size_t offset,
-                  int sig, int ctx, unsigned flags, ncclComm* comm) {
+                  int sig, int ctx, unsigned flags, ncclComm* comm, cudaStream_t stream) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
   BRAID_TRY(check_type(type));
@@ -71,10 +72,11 @@ Status put_signal(const void* localbuff, size_t count, ncclDataType_t type, int 
   call.offset = offset;
   call.ctx = ctx;
   call.signal = sig;
+  call.stream = stream;
   return enqueue(comm, call);
 }
 
-Status signal(int peer, int sig, int ctx, unsigned flags, ncclComm* comm) {
+Status signal(int peer, int sig, int ctx, unsigned flags, ncclComm* comm, cudaStream_t stream) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
   BRAID_TRY(check_signal(comm, peer, sig, ctx));
@@ -84,10 +86,12 @@ Status signal(int peer, int sig, int ctx, unsigned flags, ncclComm* comm) {
   call.peer = peer;
   call.ctx = ctx;
   call.signal = sig;
+  call.stream = stream;
   return enqueue(comm, call);
 }
 
-Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm, int64_t bound_ms) {
+Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm, int64_t bound_ms,
+                   cudaStream_t stream) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
   if (ndesc < 0) return BRAID_ERROR(ncclInvalidArgument, "nDesc {} is negative", ndesc);
@@ -95,6 +99,7 @@ Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm,
   RmaCall call;
   call.wait = true;
   call.wait_ms = bound_ms;
+  call.stream = stream;
   for (int i = 0; i < ndesc; ++i) {
     const ncclWaitSignalDesc_t& d = descs[i];
     BRAID_TRY(std::move(check_signal(comm, d.peer, d.sigIdx, d.ctx)).context(fmt::format("signalDescs[{}]", i)));
@@ -110,15 +115,14 @@ Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm,
 
 Status braid::wait_signals_within(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t* descs, int64_t bound_ms) {
   BRAID_TRY(check_comm(comm));
-  return wait_signal(ndesc, descs, comm, bound_ms);
+  return wait_signal(ndesc, descs, comm, bound_ms, nullptr);
 }
 
 BRAID_API ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
                                      ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
                                      unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return guarded(comm, "ncclPutSignal", [&] {
-    return put_signal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm);
+    return put_signal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclPutSignal, (const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t,
@@ -126,14 +130,12 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclPutSignal, (const void*, size_t, ncclDat
 
 BRAID_API ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
                                   cudaStream_t stream) {
-  (void)stream;
-  return guarded(comm, "ncclSignal", [&] { return signal(peer, sigIdx, ctx, flags, comm); });
+  return guarded(comm, "ncclSignal", [&] { return signal(peer, sigIdx, ctx, flags, comm, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclSignal, (int, int, int, unsigned int, ncclComm_t, cudaStream_t))
 
 BRAID_API ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
                                       cudaStream_t stream) {
-  (void)stream;
-  return guarded(comm, "ncclWaitSignal", [&] { return wait_signal(nDesc, signalDescs, comm, 0); });
+  return guarded(comm, "ncclWaitSignal", [&] { return wait_signal(nDesc, signalDescs, comm, 0, stream); });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclWaitSignal, (int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t))

@@ -50,6 +50,7 @@
 #include "src/base/log.h"
 #include "src/exec/cuda/call_order.h"
 #include "src/exec/cuda/cuda_device_api_memory.h"
+#include "src/exec/cuda/cuda_rma.h"
 #include "src/exec/cuda/cuda_straggler.h"
 #include "src/exec/cuda/peer_arena.h"
 #include "src/exec/cuda_kernel_errors.h"
@@ -124,7 +125,8 @@ class CudaBackend final : public Backend {
     ctx_.plans->set_device_tuning(ctx_.cuda_calls);
     timeout_ns_ = uint64_t(env_int("BRAID_TIMEOUT")) * 1000000000ull;
     const int n = ctx_.comm.nranks;
-    const CudaArenaLayout arena(n, t);  // FIFOs, the LL region, this rank's LL call counter
+    // FIFOs, the LL region, one-sided signals, this rank's LL call counter
+    const CudaArenaLayout arena(n, t, uint64_t(ctx_.rma_contexts) * uint64_t(ctx_.rma_signals));
     conn_stride_ = arena.conn_stride;
     ll_max_bytes_ = t.ll_max_bytes;
     ll_offset_ = arena.ll_offset;
@@ -193,6 +195,11 @@ class CudaBackend final : public Backend {
     }
     // Other processes' exits stop the waits for them (cuda_kernel_errors.h).
     BRAID_TRY(errors_.watch_peers(PeerProcesses::of(ctx_.comm)->watchable()));
+    std::vector<char*> arenas = peer_arena_;
+    arenas[size_t(ctx_.comm.rank)] = static_cast<char*>(arena_);
+    rma_.init({ctx_.comm.rank, n, ctx_.rma_contexts, ctx_.rma_signals, arena.rma_offset, arena.rma_signals,
+               std::move(arenas), errors_.device_words(), errors_.device_abort_flag(), errors_.device_exited(),
+               timeout_ns_});
     if (ll_max_bytes_) {
       std::vector<LLLine*> regions(n);
       for (int r = 0; r < n; ++r)
@@ -232,6 +239,17 @@ class CudaBackend final : public Backend {
   // may be waiting for ranks that are still in this init).
   Status zero_arena() {
     return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
+  }
+
+  // Work enqueued on `stream` in the communicator's call order.
+  template <class Enqueue>
+  Status ordered(cudaStream_t stream, Enqueue&& enqueue) {
+    CUDA_TRY(cudaSetDevice(device_));
+    warn_if_legacy_stream(stream);
+    bool capturing = false;
+    BRAID_TRY(order_.begin(stream, &capturing));
+    BRAID_TRY(enqueue());
+    return order_.end(stream, capturing);
   }
 
   // Enqueues one collective on call.stream: its schedule's plan, or the
@@ -516,6 +534,20 @@ class CudaBackend final : public Backend {
                ctx_.comm.comm_hash, ctx_.comm.rank, threads_on_device_, device_);
   }
 
+  // One-sided calls (cuda_rma.h): every arena is mapped at init, so there
+  // is nothing to start; windows are told to it for their mappings.
+  Status window_registered(const WindowInfo& window) override {
+    rma_.window_registered(window);
+    return Status::ok();
+  }
+  void window_deregistered(uint64_t seq) override { rma_.window_deregistered(seq); }
+  bool has_rma() const override { return true; }
+  Status rma_start() override { return Status::ok(); }
+  bool rma_started() const override { return true; }
+  Status rma_write(const RmaCall& call) override { return ordered(call.stream, [&] { return rma_.write(call); }); }
+  Status rma_wait(const RmaCall& call) override { return ordered(call.stream, [&] { return rma_.wait(call); }); }
+  uint64_t rma_signals_pending() const override { return rma_.pending(); }
+
   void abort() override {
     errors_.abort();
     forwarder_.abort();
@@ -714,6 +746,7 @@ class CudaBackend final : public Backend {
   std::vector<bool> opened_;
   int* flags_host_ = nullptr;  // cuda::DevFlag words
   cuda::KernelErrors errors_;  // what they say, and the abort flag's raising
+  cuda::CudaRma rma_;          // ncclPutSignal, ncclSignal, ncclWaitSignal
   cudaMemPool_t pool_ = nullptr;
   cudaStream_t plan_stream_ = nullptr;  // plan uploads (plan_for)
   // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled

@@ -101,6 +101,26 @@ struct LLLaunch {
   uint64_t timeout_ns = 0;
 };
 
+// ncclWaitSignal (src/exec/cuda/cuda_rma.h): up to kMaxRmaWaits counters
+// of this rank's arena, each waited for until it reached what this rank
+// consumed of it plus `count`, then consumed.
+struct RmaWait {
+  uint32_t index = 0;  // into arrived[] and consumed[]: sender x (ctx, sigIdx) pairs
+  int32_t peer = 0;    // the sender (its exited word stops the wait)
+  uint64_t count = 0;
+};
+constexpr uint32_t kMaxRmaWaits = 32;
+struct RmaWaitLaunch {
+  const uint64_t* arrived = nullptr;
+  uint64_t* consumed = nullptr;
+  RmaWait waits[kMaxRmaWaits];
+  uint32_t n = 0;
+  int* error = nullptr;
+  const int* abort_flag = nullptr;
+  const int* exited = nullptr;
+  uint64_t timeout_ns = 0;
+};
+
 // Error codes the kernels report (through CollectiveLaunch::error).
 enum DevError : int {
   kDevOk = 0,
@@ -152,6 +172,8 @@ enum DevFlag : int {
   kFlagWords = 10,  // then the exited words, one per rank (CollectiveLaunch::exited)
 };
 // kWaitLL: an LL line (op: the peer, tile: the word, seen/want: its flags).
-enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4 };
+// kWaitSignal: a one-sided signal (op: the sender, tile: the counter's
+// index, seen/want: its value and the value wanted).
+enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4, kWaitSignal = 5 };
 
 }  // namespace braid::cuda

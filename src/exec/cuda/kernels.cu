@@ -541,6 +541,32 @@ __global__ void scale_kernel(S* out, const S* in, uint64_t n, const S* scalar_de
 
 // BRAID_STRAGGLER=auto's stamps around a tracked call (src/plan/duration_stamp.h):
 // one thread each, so they fit beside the peers' waiting launches.
+// One-sided calls (cuda_rma.h).  A signal is launched behind its payload's
+// copy on the stream, so the copy has completed when the add is made.
+__global__ void rma_signal_kernel(unsigned long long* counter) {
+  __threadfence_system();
+  atomicAdd_system(counter, 1ull);
+}
+
+// A wait: thread 0 takes the counters in order.  What this rank consumed
+// lives in device memory, so a graph's replays each wait for new signals.
+// The closing fence orders the payloads the signals announced before the
+// work that follows on the stream.
+__global__ void rma_wait_kernel(RmaWaitLaunch L) {
+  for (uint32_t i = 0; i < L.n; ++i) {
+    const RmaWait& w = L.waits[i];
+    const uint64_t* arrived = L.arrived + w.index;
+    const uint64_t want = L.consumed[w.index] + w.count;
+    if (!spin_until([&] { return load_volatile(arrived) >= want; }, L.error, L.abort_flag, L.exited + w.peer,
+                    L.timeout_ns)) {
+      record_timeout(L.error, kWaitSignal, uint32_t(w.peer), w.index, load_volatile(arrived), want);
+      return;
+    }
+    L.consumed[w.index] = want;
+  }
+  __threadfence_system();
+}
+
 __global__ void stamp_arrival_kernel(DurationEntry* entry) { stamp_arrival(entry, now_ns()); }
 __global__ void stamp_completion_kernel(DurationEntry* entry, uint64_t call) {
   stamp_completion(entry, call, now_ns());
@@ -558,6 +584,8 @@ cudaError_t preload_kernels() {
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, ll_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, stamp_arrival_kernel);
   if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, stamp_completion_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, rma_signal_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, rma_wait_kernel);
   for (ncclDataType_t type = ncclInt8; e == cudaSuccess && type < ncclNumTypes; type = ncclDataType_t(type + 1))
     with_storage_type(type, [&](auto storage) {
       e = cudaFuncGetAttributes(&attr, divide_kernel<decltype(storage)>);
@@ -596,6 +624,16 @@ cudaError_t launch_stamp_completion(DurationEntry* entry, uint64_t call, cudaStr
 
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream) {
   p2p_kernel<<<blocks, kThreads, 0, stream>>>(launch);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rma_signal(uint64_t* counter, cudaStream_t stream) {
+  rma_signal_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned long long*>(counter));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rma_wait(const RmaWaitLaunch& launch, cudaStream_t stream) {
+  rma_wait_kernel<<<1, 1, 0, stream>>>(launch);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,81 @@
+#include "src/exec/cuda/cuda_rma.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "src/exec/cuda/cuda_try.h"
+#include "src/exec/cuda/launch.h"
+
+namespace braid::cuda {
+
+void CudaRma::window_registered(const WindowInfo& window) {
+  if (window.mapped.size() == size_t(s_.nranks)) mapped_[window.seq] = window.mapped;
+}
+
+// (ctx, sigIdx) as one index among the arena's pairs (checked against the
+// config by the API already; the arena holds kMaxRmaSignals of them).
+Status CudaRma::pair_of(int ctx, int signal, const char* what, uint64_t* pair) const {
+  *pair = uint64_t(ctx) * uint64_t(s_.signals) + uint64_t(signal);
+  if (*pair >= s_.pairs)
+    return BRAID_ERROR(ncclInvalidUsage, "{}: ctx {} sigIdx {} is past the {} (ctx, sigIdx) pairs the CUDA backend "
+                       "keeps counters for (numRmaCtx x numRmaSig)", what, ctx, signal, s_.pairs);
+  return Status::ok();
+}
+
+uint64_t* CudaRma::arrived(int receiver) const {
+  return reinterpret_cast<uint64_t*>(s_.arenas[size_t(receiver)] + s_.offset);
+}
+
+Status CudaRma::write(const RmaCall& call) const {
+  uint64_t pair = 0;
+  BRAID_TRY(pair_of(call.ctx, call.signal, call.to_window ? "ncclPutSignal" : "ncclSignal", &pair));
+  if (call.to_window && call.bytes) {
+    auto window = mapped_.find(call.window_seq);
+    if (window == mapped_.end())
+      return BRAID_ERROR(ncclInvalidUsage, "ncclPutSignal: on the CUDA backend the window must be symmetric "
+                         "(ncclMemAlloc memory registered by every rank, all of them LSA peers), so that rank {}'s "
+                         "part is mapped here", call.peer);
+    CUDA_TRY(cudaMemcpyAsync(window->second[size_t(call.peer)] + call.offset, call.data, call.bytes,
+                             cudaMemcpyDefault, call.stream));
+  }
+  CUDA_TRY(launch_rma_signal(arrived(call.peer) + uint64_t(s_.rank) * s_.pairs + pair, call.stream));
+  return Status::ok();
+}
+
+Status CudaRma::wait(const RmaCall& call) const {
+  RmaWaitLaunch launch;
+  uint64_t* mine = arrived(s_.rank);
+  launch.arrived = mine;
+  launch.consumed = mine + uint64_t(s_.nranks) * s_.pairs;
+  launch.error = s_.error;
+  launch.abort_flag = s_.abort_flag;
+  launch.exited = s_.exited;
+  launch.timeout_ns = call.wait_ms > 0 ? uint64_t(call.wait_ms) * 1000000ull : s_.timeout_ns;
+  // kMaxRmaWaits counters a launch; more go in launches one after another.
+  for (size_t first = 0; first < call.waits.size(); first += kMaxRmaWaits) {
+    launch.n = uint32_t(std::min<size_t>(kMaxRmaWaits, call.waits.size() - first));
+    for (uint32_t i = 0; i < launch.n; ++i) {
+      const SignalWait& w = call.waits[first + i];
+      uint64_t pair = 0;
+      BRAID_TRY(pair_of(w.ctx, w.signal, "ncclWaitSignal", &pair));
+      launch.waits[i] = {uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, w.count};
+    }
+    CUDA_TRY(launch_rma_wait(launch, call.stream));
+  }
+  return Status::ok();
+}
+
+uint64_t CudaRma::pending() const {
+  const size_t words = size_t(s_.nranks) * s_.pairs;
+  std::vector<uint64_t> counts(2 * words);  // arrived, then consumed
+  const Status read = on_own_stream([&](cudaStream_t stream) {
+    return cudaMemcpyAsync(counts.data(), arrived(s_.rank), counts.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
+                           stream);
+  });
+  if (!read.is_ok()) return 0;
+  uint64_t pending = 0;
+  for (size_t i = 0; i < words; ++i) pending += counts[i] - counts[words + i];
+  return pending;
+}
+
+}  // namespace braid::cuda
