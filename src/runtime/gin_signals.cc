@@ -17,8 +17,8 @@ namespace {
 // What each rank says of its array.
 struct Offer {
   int64_t ok;
-  int32_t fd;  // the rank's own (a thread of this process can use it)
-  uint64_t address, offset, allocation_bytes;
+  int32_t fd;  // the rank's own (a thread of this process can map it)
+  uint64_t offset, allocation_bytes;
 };
 
 }  // namespace
@@ -46,9 +46,7 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
   }
   const SharedHandle h = local.is_ok() ? host_shared_handle(mine, bytes) : SharedHandle{};
   std::vector<Offer> all(size_t(ctx.nranks));
-  all[size_t(ctx.rank)] = {
-      local.is_ok() && h.fd >= 0, h.fd, reinterpret_cast<uint64_t>(mine), h.offset,
-      h.allocation_bytes};
+  all[size_t(ctx.rank)] = {local.is_ok() && h.fd >= 0, h.fd, h.offset, h.allocation_bytes};
   BRAID_TRY(std::move(bootstrap.allgather(all.data(), sizeof(Offer))).context("GIN signals"));
   const int me_fd[1] = {h.fd};
   std::vector<std::vector<UniqueFd>> passed;
@@ -62,17 +60,20 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
       local = BRAID_ERROR(ncclInvalidUsage, "GIN signals: LSA rank {} could not share its array", i);
       break;
     }
-    // This rank, or a thread of this process.
-    if (same_process(ctx.peers[size_t(first + i)], ctx.peers[size_t(ctx.rank)])) {
-      peers_.push_back(reinterpret_cast<uint64_t*>(o.address));
+    if (first + i == ctx.rank) {
+      peers_.push_back(mine_);
       continue;
     }
-    if (passed[size_t(first + i)].size() != 1) {
+    // A thread of this process maps its peer's memfd too, rather than use
+    // the peer's own address: a put still on its way when the peer frees
+    // its array then lands in pages this mapping keeps.
+    const bool thread = same_process(ctx.peers[size_t(first + i)], ctx.peers[size_t(ctx.rank)]);
+    if (!thread && passed[size_t(first + i)].size() != 1) {
       local = BRAID_ERROR(ncclInvalidUsage, "GIN signals: LSA rank {}'s descriptor did not arrive", i);
       break;
     }
-    void* at =
-        mmap(nullptr, o.allocation_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, passed[size_t(first + i)][0].get(), 0);
+    const int fd = thread ? o.fd : passed[size_t(first + i)][0].get();
+    void* at = mmap(nullptr, o.allocation_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (at == MAP_FAILED) {
       local = BRAID_ERROR(ncclSystemError, "GIN signals: mapping LSA rank {}'s array: {}", i, std::strerror(errno));
       break;
