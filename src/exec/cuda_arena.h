@@ -3,8 +3,9 @@
 // pair (channels + 1: the last is the point-to-point channel), each a
 // control block and its slots; then the LL region (src/ops/ll_oneshot.h);
 // then the one-sided signals (src/exec/cuda/cuda_rma.h): a counter per
-// (sender, ctx, sigIdx) that senders add to, and this rank's count of
-// those it consumed; then this rank's LL call counter.  Plain C++ (no
+// (sender, ctx, sigIdx) that each sender stores its count into, this
+// rank's count of those it consumed, and its own count sent per
+// (receiver, ctx, sigIdx); then this rank's LL call counter.  Plain C++ (no
 // CUDA), so the CLI can say what a tuning costs (braid tuning) and tests
 // can check it.
 #pragma once
@@ -25,7 +26,7 @@ struct CudaArenaLayout {
   uint64_t conn_stride = 0;  // one FIFO: control block and slots
   uint64_t ll_offset = 0;    // the LL region
   uint64_t rma_signals = 0;  // (ctx, sigIdx) pairs per sender: numRmaCtx x numRmaSig, within kMaxRmaSignals
-  uint64_t rma_offset = 0;   // arrived[nranks][rma_signals], then consumed[nranks][rma_signals], 8 bytes each
+  uint64_t rma_offset = 0;   // arrived, consumed and sent, each [nranks][rma_signals] of 8 bytes
   uint64_t bytes = 0;        // the whole arena
 
   CudaArenaLayout(int nranks, const CommTuning& t, uint64_t rma_pairs = 1)
@@ -33,7 +34,7 @@ struct CudaArenaLayout {
         ll_offset(uint64_t(nranks) * (t.channels + 1) * conn_stride),
         rma_signals(rma_pairs < kMaxRmaSignals ? rma_pairs : kMaxRmaSignals),
         rma_offset(ll_offset + (t.ll_max_bytes ? ll_region_lines(nranks, t.ll_max_bytes) * sizeof(LLLine) : 0)),
-        bytes(rma_offset + round_up_256(2 * uint64_t(nranks) * rma_signals * 8) + kLLCounterBytes) {}
+        bytes(rma_offset + round_up_256(3 * uint64_t(nranks) * rma_signals * 8) + kLLCounterBytes) {}
 
  private:
   static uint64_t round_up_256(uint64_t n) { return (n + 255) & ~uint64_t(255); }

@@ -111,14 +111,18 @@ Status KernelErrors::poll() {
   const int code = __atomic_load_n(host_ + kFlagError, __ATOMIC_ACQUIRE);
   if (code == kDevOk) return Status::ok();
   if (code == kDevAborted && revoked_.load()) return Status::ok();  // stopped on purpose
-  // Described once: the communicator keeps the first error it is told.
-  if (warned_.exchange(true)) return Status::error(result_of(code), "a kernel failed earlier (reported then)");
   if (code == kDevTimeout) {  // the wait that gave up publishes where it was right after the code
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
     while (__atomic_load_n(host_ + kFlagWaitTaken, __ATOMIC_ACQUIRE) != 2 && std::chrono::steady_clock::now() < until)
       std::this_thread::yield();
   }
-  Status error = Status::error(result_of(code), describe(code));
+  // A one-sided wait that gave up is ncclTimeout, as the host backend's
+  // (a collective's stays ncclRemoteError: a peer is dead or stuck).
+  const ncclResult_t result = code == kDevTimeout && __atomic_load_n(host_ + kFlagWaitKind, __ATOMIC_ACQUIRE) ==
+                                  kWaitSignal ? ncclTimeout : result_of(code);
+  // Described once: the communicator keeps the first error it is told.
+  if (warned_.exchange(true)) return Status::error(result, "a kernel failed earlier (reported then)");
+  Status error = Status::error(result, describe(code));
   BRAID_WARN("comm {:#x} rank {}: {}", comm_hash_, rank_, error.message());
   return error;
 }

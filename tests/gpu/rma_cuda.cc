@@ -143,12 +143,18 @@ int rank_main(int rank, int n, ncclUniqueId id) {
     CHECK_OR_FAIL(cudaStreamSynchronize(stream));
     wrong += check_round(rank, n, round, host);
   }
+  // Every signal consumed before teardown: the last replay's
+  // acknowledgement is still on its way into this rank's arena, which
+  // ncclCommDestroy frees.
+  ncclWaitSignalDesc_t last = {1, (rank + 1) % n, kAck, 0};
+  CHECK_OR_FAIL(ncclWaitSignal(1, &last, comm, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
   ncclResult_t async = ncclSuccess;
   CHECK_OR_FAIL(ncclCommGetAsyncError(comm, &async));
   CHECK_OR_FAIL(async);
   CHECK_OR_FAIL(cudaGraphExecDestroy(exec));
   CHECK_OR_FAIL(cudaGraphDestroy(graph));
-  if (!thread_ranks_meet()) return 1;  // no rank deregisters while a peer's last put may land
+  if (!thread_ranks_meet()) return 1;  // thread ranks share a context: no free while a peer still launches
   CHECK_OR_FAIL(ncclCommWindowDeregister(comm, win));
   CHECK_OR_FAIL(ncclCommWindowDeregister(comm, plain_win));
   CHECK_OR_FAIL(ncclCommDestroy(comm));

@@ -243,8 +243,8 @@ TEST_CASE("tuning table: which calls the LL protocol takes", "[tuning]") {
 TEST_CASE("tuning table: what a communicator's settings cost in device memory", "[tuning]") {
   // 2 ranks, 64 channels of 4 x 256 KiB slots, LL up to 64 KiB: 2 x 65
   // FIFOs, then 2 ranks x 2 parities x 8192 words of 16-byte lines, then
-  // one-sided signals (arrived and consumed, 2 senders x 1 pair, in 256
-  // bytes), then the counter.
+  // one-sided signals (arrived, consumed and sent, 2 peers x 1 pair, in
+  // 256 bytes), then the counter.
   CommTuning t;
   t.channels = 64;
   const CudaArenaLayout a(2, t);
@@ -252,8 +252,8 @@ TEST_CASE("tuning table: what a communicator's settings cost in device memory", 
   CHECK(a.ll_offset == 2 * 65 * a.conn_stride);
   CHECK(a.rma_offset == a.ll_offset + 2 * 2 * 8192 * 16);
   CHECK(a.bytes == a.rma_offset + 256 + 256);
-  // numRmaCtx x numRmaSig = 3 x 20 pairs: 2 x 2 x 60 words (1920 bytes in 2048); past the cap, the cap.
-  CHECK(CudaArenaLayout(2, t, 60).bytes == a.rma_offset + 2048 + 256);
+  // numRmaCtx x numRmaSig = 3 x 20 pairs: 3 x 2 x 60 words (2880 bytes in 3072); past the cap, the cap.
+  CHECK(CudaArenaLayout(2, t, 60).bytes == a.rma_offset + 3072 + 256);
   CHECK(CudaArenaLayout(2, t, 1 << 20).rma_signals == CudaArenaLayout::kMaxRmaSignals);
   t.ll_max_bytes = 0;  // no LL region
   CHECK(CudaArenaLayout(2, t).bytes == a.ll_offset + 256 + 256);

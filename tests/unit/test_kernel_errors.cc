@@ -4,7 +4,8 @@
 // peer process that exits stops the waits for it, reported as
 // ncclRemoteError naming it, and no other wait (nor anything while no
 // kernel waits); a revoke stops kernels with no error; an abort is
-// ncclInvalidUsage; a timeout ncclRemoteError saying where it waited.
+// ncclInvalidUsage; a timeout ncclRemoteError saying where it waited, or
+// ncclTimeout for a one-sided wait (ncclWaitSignal's kernel).
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -31,7 +32,7 @@ constexpr int kRanks = 4;
 // 1024 spins wait_stop (the kernels' own), then the timeout; the reason goes
 // into the error word with a compare-and-swap, and a timeout's place is
 // published after it as record_timeout does.
-int kernel_wait(int* words, int peer, std::chrono::milliseconds timeout) {
+int kernel_wait(int* words, int peer, std::chrono::milliseconds timeout, int kind = kWaitData) {
   const auto start = std::chrono::steady_clock::now();
   auto fail = [&](int code) {
     int ok = kDevOk;
@@ -44,7 +45,7 @@ int kernel_wait(int* words, int peer, std::chrono::milliseconds timeout) {
       return fail(stop);
     if (std::chrono::steady_clock::now() - start > timeout) {
       fail(kDevTimeout);
-      words[kFlagWaitKind] = kWaitData;
+      words[kFlagWaitKind] = kind;
       words[kFlagWaitOp] = 6;
       words[kFlagWaitSeen] = 41;
       words[kFlagWaitWant] = 42;
@@ -116,7 +117,8 @@ TEST_CASE("kernel errors: a revoke stops a waiting kernel with no error", "[kern
   CHECK(k.errors.poll().is_ok());
 }
 
-TEST_CASE("kernel errors: an abort is invalid usage and a timeout a remote error saying where", "[kernel_errors]") {
+TEST_CASE("kernel errors: an abort is invalid usage, a timeout a remote error saying where (one-sided: ncclTimeout)",
+          "[kernel_errors]") {
   {
     Words k;
     k.errors.abort();
@@ -131,5 +133,14 @@ TEST_CASE("kernel errors: an abort is invalid usage and a timeout a remote error
     CHECK_THAT(first.message(), Catch::Contains("waiting for data from the peer (counter 41, wanted 42)"));
     k.errors.revoke();  // later: the timeout stays the answer
     CHECK(k.errors.poll().code() == ncclRemoteError);
+  }
+  {
+    Words k;
+    CHECK(kernel_wait(k.w, 2, std::chrono::milliseconds(20), kWaitSignal) == kDevTimeout);
+    const Status first = k.errors.poll();
+    CHECK(first.code() == ncclTimeout);
+    CHECK_THAT(first.message(), Catch::Contains("ncclWaitSignal's kernel waited 10 s (BRAID_TIMEOUT): rank 6 did not "
+                                                "signal (counter 0 at 41, wanted 42)"));
+    CHECK(k.errors.poll().code() == ncclTimeout);
   }
 }

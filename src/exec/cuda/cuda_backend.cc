@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
     BRAID_TRY(errors_.watch_peers(PeerProcesses::of(ctx_.comm)->watchable()));
     std::vector<char*> arenas = peer_arena_;
     arenas[size_t(ctx_.comm.rank)] = static_cast<char*>(arena_);
-    rma_.init({ctx_.comm.rank, n, ctx_.rma_contexts, ctx_.rma_signals, arena.rma_offset, arena.rma_signals,
+    rma_.init({ctx_.comm.rank, n, ctx_.rma_contexts, ctx_.rma_signals, device, arena.rma_offset, arena.rma_signals,
                std::move(arenas), errors_.device_words(), errors_.device_abort_flag(), errors_.device_exited(),
                timeout_ns_});
     if (ll_max_bytes_) {

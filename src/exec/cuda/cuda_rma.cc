@@ -38,11 +38,20 @@ Status CudaRma::write(const RmaCall& call) const {
     CUDA_TRY(cudaMemcpyAsync(window->second[size_t(call.peer)] + call.offset, call.data, call.bytes,
                              cudaMemcpyDefault, call.stream));
   }
-  CUDA_TRY(launch_rma_signal(arrived(call.peer) + uint64_t(s_.rank) * s_.pairs + pair, call.stream));
+  uint64_t* sent = arrived(s_.rank) + 2 * uint64_t(s_.nranks) * s_.pairs + uint64_t(call.peer) * s_.pairs + pair;
+  CUDA_TRY(launch_rma_signal(sent, arrived(call.peer) + uint64_t(s_.rank) * s_.pairs + pair, call.stream));
   return Status::ok();
 }
 
 Status CudaRma::wait(const RmaCall& call) const {
+  // Every counter checked before the first launch: a wait enqueues all of
+  // its launches or none.
+  std::vector<RmaWait> waits;
+  for (const SignalWait& w : call.waits) {
+    uint64_t pair = 0;
+    BRAID_TRY(pair_of(w.ctx, w.signal, "ncclWaitSignal", &pair));
+    waits.push_back({uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, w.count});
+  }
   RmaWaitLaunch launch;
   uint64_t* mine = arrived(s_.rank);
   launch.arrived = mine;
@@ -52,14 +61,9 @@ Status CudaRma::wait(const RmaCall& call) const {
   launch.exited = s_.exited;
   launch.timeout_ns = call.wait_ms > 0 ? uint64_t(call.wait_ms) * 1000000ull : s_.timeout_ns;
   // kMaxRmaWaits counters a launch; more go in launches one after another.
-  for (size_t first = 0; first < call.waits.size(); first += kMaxRmaWaits) {
-    launch.n = uint32_t(std::min<size_t>(kMaxRmaWaits, call.waits.size() - first));
-    for (uint32_t i = 0; i < launch.n; ++i) {
-      const SignalWait& w = call.waits[first + i];
-      uint64_t pair = 0;
-      BRAID_TRY(pair_of(w.ctx, w.signal, "ncclWaitSignal", &pair));
-      launch.waits[i] = {uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, w.count};
-    }
+  for (size_t first = 0; first < waits.size(); first += kMaxRmaWaits) {
+    launch.n = uint32_t(std::min<size_t>(kMaxRmaWaits, waits.size() - first));
+    std::copy_n(waits.begin() + ptrdiff_t(first), launch.n, launch.waits);
     CUDA_TRY(launch_rma_wait(launch, call.stream));
   }
   return Status::ok();
@@ -68,6 +72,7 @@ Status CudaRma::wait(const RmaCall& call) const {
 uint64_t CudaRma::pending() const {
   const size_t words = size_t(s_.nranks) * s_.pairs;
   std::vector<uint64_t> counts(2 * words);  // arrived, then consumed
+  if (cudaSetDevice(s_.device) != cudaSuccess) return 0;
   const Status read = on_own_stream([&](cudaStream_t stream) {
     return cudaMemcpyAsync(counts.data(), arrived(s_.rank), counts.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
                            stream);

@@ -7,12 +7,16 @@
 // (cudaMemcpyAsync on the call's stream).  That address exists for a
 // symmetric window, ncclMemAlloc memory every rank registered, which the
 // runtime maps for every LSA peer (src/runtime/lsa_space.h); other windows
-// are refused, by name.  Then a one-thread kernel adds 1 to the peer's
-// counter for (this rank, ctx, sigIdx) in the peer's arena (cuda_arena.h),
-// which every rank maps.  The kernel starts once the copy has completed
+// are refused, by name.  Then a one-thread kernel stores this rank's count
+// of signals sent to (peer, ctx, sigIdx), one more, into the peer's counter
+// for (this rank, ctx, sigIdx) in the peer's arena (cuda_arena.h), which
+// every rank maps: each counter has one writer, so a store does, and no
+// atomic crosses the bus.  The kernel starts once the copy has completed
 // (stream order): a waiter that sees the count sees the payload, and a
-// signal comes after every earlier put of this rank to that peer on the
-// stream (NCCL's order, and its strict ordering: calls on one stream).
+// signal comes after every earlier put of this rank to that peer (NCCL's
+// order, and its strict ordering): the communicator's calls run in issue
+// order across streams (call_order.h), RMA calls among them.  A group
+// enqueues its writes before its waits, as the host backend runs them.
 //
 // A wait is a one-thread kernel (kernels.cu) that spins, bounded by
 // BRAID_TIMEOUT (or the caller's bound) and stopped by an abort or the
@@ -43,6 +47,7 @@ class CudaRma {
   struct Setup {
     int rank = 0, nranks = 0;
     int contexts = 1, signals = 1;  // numRmaCtx, numRmaSig
+    int device = 0;
     uint64_t offset = 0, pairs = 0;  // CudaArenaLayout's rma_offset and rma_signals
     std::vector<char*> arenas;      // every rank's arena as mapped here, this rank's own included
     int* error = nullptr;           // the kernels' error words (cuda_kernel_errors.h)
@@ -64,7 +69,9 @@ class CudaRma {
 
  private:
   Status pair_of(int ctx, int signal, const char* what, uint64_t* pair) const;
-  uint64_t* arrived(int receiver) const;  // receiver's counters as mapped here: [sender][pair]
+  // Receiver's counters as mapped here: arrived[sender][pair], then (its
+  // own) consumed and sent, [peer][pair] each.
+  uint64_t* arrived(int receiver) const;
 
   Setup s_;
   std::map<uint64_t, std::vector<char*>> mapped_;  // symmetric windows by seq: every rank's part, mapped here

@@ -539,13 +539,15 @@ __global__ void scale_kernel(S* out, const S* in, uint64_t n, const S* scalar_de
     out[i] = reduce_elem<ReduceKind::Prod>(in[i], k);
 }
 
-// BRAID_STRAGGLER=auto's stamps around a tracked call (src/plan/duration_stamp.h):
-// one thread each, so they fit beside the peers' waiting launches.
 // One-sided calls (cuda_rma.h).  A signal is launched behind its payload's
-// copy on the stream, so the copy has completed when the add is made.
-__global__ void rma_signal_kernel(unsigned long long* counter) {
+// copy on the stream, so the copy has completed when it is stored.  Each
+// counter has one writer, the sender, which keeps its own count: a store,
+// not an atomic, reaches the peer (no atomics across PCIe needed).
+__global__ void rma_signal_kernel(uint64_t* sent, uint64_t* counter) {
+  const uint64_t count = *sent + 1;
+  *sent = count;
   __threadfence_system();
-  atomicAdd_system(counter, 1ull);
+  store_volatile(counter, count);
 }
 
 // A wait: thread 0 takes the counters in order.  What this rank consumed
@@ -567,6 +569,8 @@ __global__ void rma_wait_kernel(RmaWaitLaunch L) {
   __threadfence_system();
 }
 
+// BRAID_STRAGGLER=auto's stamps around a tracked call (src/plan/duration_stamp.h):
+// one thread each, so they fit beside the peers' waiting launches.
 __global__ void stamp_arrival_kernel(DurationEntry* entry) { stamp_arrival(entry, now_ns()); }
 __global__ void stamp_completion_kernel(DurationEntry* entry, uint64_t call) {
   stamp_completion(entry, call, now_ns());
@@ -627,8 +631,8 @@ cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t st
   return cudaGetLastError();
 }
 
-cudaError_t launch_rma_signal(uint64_t* counter, cudaStream_t stream) {
-  rma_signal_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned long long*>(counter));
+cudaError_t launch_rma_signal(uint64_t* sent, uint64_t* counter, cudaStream_t stream) {
+  rma_signal_kernel<<<1, 1, 0, stream>>>(sent, counter);
   return cudaGetLastError();
 }
 

@@ -25,9 +25,10 @@ cudaError_t launch_ll(const LLLaunch& launch, cudaStream_t stream);
 cudaError_t launch_stamp_arrival(DurationEntry* entry, cudaStream_t stream);
 cudaError_t launch_stamp_completion(DurationEntry* entry, uint64_t call, cudaStream_t stream);
 cudaError_t launch_p2p(const P2PLaunch& launch, uint32_t blocks, cudaStream_t stream);
-// One-sided calls (cuda_rma.h): one system-scope add of 1 to a receiver's
-// signal counter, in stream order after the payload's copy; a wait.
-cudaError_t launch_rma_signal(uint64_t* counter, cudaStream_t stream);
+// One-sided calls (cuda_rma.h): a signal (the sender's count for the
+// counter, one more, stored into the receiver's counter in stream order
+// after the payload's copy); a wait.
+cudaError_t launch_rma_signal(uint64_t* sent, uint64_t* counter, cudaStream_t stream);
 cudaError_t launch_rma_wait(const RmaWaitLaunch& launch, cudaStream_t stream);
 // data[i] /= divisor: ncclAvg's last step.
 cudaError_t launch_divide(void* data, uint64_t count, ncclDataType_t type, int divisor, cudaStream_t stream);
