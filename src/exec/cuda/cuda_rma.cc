@@ -22,8 +22,10 @@ Status CudaRma::pair_of(int ctx, int signal, const char* what, uint64_t* pair) c
   return Status::ok();
 }
 
-uint64_t* CudaRma::arrived(int receiver) const {
-  return reinterpret_cast<uint64_t*>(s_.arenas[size_t(receiver)] + s_.offset);
+uint64_t* CudaRma::counters(int rank, Counters which, int peer, uint64_t pair) const {
+  const uint64_t words = uint64_t(s_.nranks) * s_.pairs;
+  return reinterpret_cast<uint64_t*>(s_.arenas[size_t(rank)] + s_.offset) + which * words + uint64_t(peer) * s_.pairs +
+         pair;
 }
 
 Status CudaRma::write(const RmaCall& call) const {
@@ -38,8 +40,8 @@ Status CudaRma::write(const RmaCall& call) const {
     CUDA_TRY(cudaMemcpyAsync(window->second[size_t(call.peer)] + call.offset, call.data, call.bytes,
                              cudaMemcpyDefault, call.stream));
   }
-  uint64_t* sent = arrived(s_.rank) + 2 * uint64_t(s_.nranks) * s_.pairs + uint64_t(call.peer) * s_.pairs + pair;
-  CUDA_TRY(launch_rma_signal(sent, arrived(call.peer) + uint64_t(s_.rank) * s_.pairs + pair, call.stream));
+  CUDA_TRY(launch_rma_signal(counters(s_.rank, kSent, call.peer, pair), counters(call.peer, kArrived, s_.rank, pair),
+                             call.stream));
   return Status::ok();
 }
 
@@ -53,9 +55,8 @@ Status CudaRma::wait(const RmaCall& call) const {
     waits.push_back({uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, w.count});
   }
   RmaWaitLaunch launch;
-  uint64_t* mine = arrived(s_.rank);
-  launch.arrived = mine;
-  launch.consumed = mine + uint64_t(s_.nranks) * s_.pairs;
+  launch.arrived = counters(s_.rank, kArrived, 0, 0);
+  launch.consumed = counters(s_.rank, kConsumed, 0, 0);
   launch.error = s_.error;
   launch.abort_flag = s_.abort_flag;
   launch.exited = s_.exited;
@@ -74,8 +75,8 @@ uint64_t CudaRma::pending() const {
   std::vector<uint64_t> counts(2 * words);  // arrived, then consumed
   if (cudaSetDevice(s_.device) != cudaSuccess) return 0;
   const Status read = on_own_stream([&](cudaStream_t stream) {
-    return cudaMemcpyAsync(counts.data(), arrived(s_.rank), counts.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost,
-                           stream);
+    return cudaMemcpyAsync(counts.data(), counters(s_.rank, kArrived, 0, 0), counts.size() * sizeof(uint64_t),
+                           cudaMemcpyDeviceToHost, stream);
   });
   if (!read.is_ok()) return 0;
   uint64_t pending = 0;

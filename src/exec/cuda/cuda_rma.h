@@ -69,9 +69,10 @@ class CudaRma {
 
  private:
   Status pair_of(int ctx, int signal, const char* what, uint64_t* pair) const;
-  // Receiver's counters as mapped here: arrived[sender][pair], then (its
-  // own) consumed and sent, [peer][pair] each.
-  uint64_t* arrived(int receiver) const;
+  // Rank r's counters as mapped here (cuda_arena.h), each [peer][pair]:
+  // what arrived from each sender, what r consumed of it, what r sent.
+  enum Counters { kArrived = 0, kConsumed = 1, kSent = 2 };
+  uint64_t* counters(int rank, Counters which, int peer, uint64_t pair) const;
 
   Setup s_;
   std::map<uint64_t, std::vector<char*>> mapped_;  // symmetric windows by seq: every rank's part, mapped here
