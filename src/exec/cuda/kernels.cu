@@ -550,7 +550,7 @@ __global__ void rma_signal_kernel(uint64_t* sent, uint64_t* counter) {
   store_volatile(counter, count);
 }
 
-// A wait: thread 0 takes the counters in order.  What this rank consumed
+// A wait: its one thread takes the counters in order.  What this rank consumed
 // lives in device memory, so a graph's replays each wait for new signals.
 // The closing fence orders the payloads the signals announced before the
 // work that follows on the stream.
