@@ -367,13 +367,16 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
     made.resource_window = static_cast<v::WindowVidmem*>(created->window->device());
     made.resource_image = created->window->image();
   }
+  // GIN's own steps agree as they go; what fails after them here (its
+  // queues, structs or proxy) is said in the agreement below.
+  Status made_gin = Status::ok();
   if (gin) {
-    BRAID_TRY(DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
-                                &created->gin));
+    made_gin = DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
+                                 &created->gin);
     made.gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
-    if (created->window)
+    if (made_gin.is_ok() && created->window)
       made.shadows =
           reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
@@ -381,8 +384,9 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   // that waits for its peers, in barriers with no timeout) while a thread
   // rank of its process still allocates above (cudaMalloc and
   // cudaHostRegister may wait for the device); and a rank that failed here
-  // fails them all.
-  BRAID_TRY(comm_->bootstrap->agree(space.window_table(&made.window_table), "ncclDevCommCreate"));
+  // fails them all, saying why, instead of leaving them to time out.
+  BRAID_TRY(comm_->bootstrap->agree(made_gin.is_ok() ? space.window_table(&made.window_table) : std::move(made_gin),
+                                    "ncclDevCommCreate"));
   *out = made;
   std::lock_guard<std::mutex> lock(mutex_);
   live_.push_back(std::move(created));
