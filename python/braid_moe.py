@@ -34,8 +34,6 @@ __all__ = ["Error", "Comm", "Moe", "AlltoAllv", "get_unique_id", "library"]
 
 DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9, "float8_e4m3": 10, "float8_e5m2": 11}
 DTYPE_BYTES = {"float16": 2, "float32": 4, "bfloat16": 2, "float8_e4m3": 1, "float8_e5m2": 1}
-TORCH_DTYPES = {"float16": "float16", "float32": "float32", "bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn",
-                "float8_e5m2": "float8_e5m2"}
 LAYOUTS = {"expert": 0, "rank": 1}
 # Every NCCL datatype, for AlltoAllv (which moves elements and reduces nothing): (ncclDataType_t, bytes).
 A2A_DTYPES = {"int8": (0, 1), "uint8": (1, 1), "int32": (2, 4), "uint32": (3, 4), "int64": (4, 8), "uint64": (5, 8),
@@ -231,20 +229,33 @@ class _DLManagedTensor(ctypes.Structure):  # dlpack.h's DLManagedTensor (its DLT
                 ("byte_offset", ctypes.c_uint64), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
 
 
-def _tensor_over(address, nbytes, device, keep):
-    """A uint8 torch tensor over nbytes at address on `device` (cpu or cuda), through a DLPack capsule: torch reads
-    the struct when it takes the capsule, and the memory stays the handle's (no deleter; `keep` holds the struct).
-    Unlike CUDA's array interface, this needs no NumPy."""
+_DLPACK_STRUCTS = []  # every capsule's struct, for the life of the process: torch reads it again when its tensor dies
+_new_capsule = None
+
+
+def _tensor_over(address, nbytes, cuda_device):
+    """A uint8 torch tensor over nbytes at address, on CUDA device cuda_device (or the CPU for -1), through a DLPack
+    capsule.  The memory stays the handle's (the struct has no deleter).  Unlike CUDA's array interface, this needs no
+    NumPy."""
+    global _new_capsule
     import torch.utils.dlpack
+    if _new_capsule is None:
+        _new_capsule = ctypes.pythonapi.PyCapsule_New
+        _new_capsule.restype, _new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                                         ctypes.c_void_p]
     shape = (ctypes.c_int64 * 1)(nbytes)
-    cuda = device.type == "cuda"
-    index = (device.index if device.index is not None else 0) if cuda else 0
-    managed = _DLManagedTensor(address, _DLDevice(2 if cuda else 1, index), 1, _DLDataType(1, 8, 1), shape, None, 0,
-                               None, None)  # kDLCUDA / kDLCPU; kDLUInt, 8 bits
-    keep.append((managed, shape))
-    new_capsule = ctypes.pythonapi.PyCapsule_New
-    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return torch.utils.dlpack.from_dlpack(new_capsule(ctypes.addressof(managed), b"dltensor", None))
+    device = _DLDevice(2, cuda_device) if cuda_device >= 0 else _DLDevice(1, 0)  # kDLCUDA, kDLCPU
+    managed = _DLManagedTensor(address, device, 1, _DLDataType(1, 8, 1), shape, None, 0, None, None)  # kDLUInt, 8 bits
+    _DLPACK_STRUCTS.append((managed, shape))
+    return torch.utils.dlpack.from_dlpack(_new_capsule(ctypes.addressof(managed), b"dltensor", None))
+
+
+def _torch_dtype(torch, name):
+    """torch's dtype for a handle's dtype name (float8 types need a torch that has them)."""
+    dtype = getattr(torch, {"float8_e4m3": "float8_e4m3fn"}.get(name, name), None)
+    if dtype is None:
+        raise Error(4, f"this torch has no {name} dtype")
+    return dtype
 
 
 class Moe:
@@ -268,7 +279,7 @@ class Moe:
         nranks = ctypes.c_int()
         _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
         self.nranks, self.local_experts = nranks.value, num_experts // nranks.value
-        self._views, self._dlpack_keep = {}, []  # _window_rows' tensors, and the DLPack structs behind them
+        self._views = {}  # _window_rows' tensors
 
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
         """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
@@ -328,19 +339,20 @@ class Moe:
         recv_tokens' layout.  Dispatch into it (recv_tokens=) or write the experts' results there, and pass it to
         combine as expert_out: the ranks that map this rank's window read their results in place.  Write it only
         between a dispatch and its combine.  See _window_rows for what it returns."""
-        return self._window_rows(library().braidMoeGetCombineBuffer, self.max_output_rows, like)
+        return self._window_rows(library().braidMoeGetCombineBuffer, self.max_output_rows, like, "combine_buffer")
 
     def dispatch_buffer(self, like=None):
         """Zero-copy dispatch (zero_copy_dispatch=True): max_tokens_per_rank rows in the handle's window.  Write
         this rank's tokens there and pass it to dispatch as tokens: the experts' owners that map this rank's
         window read their rows in place.  Write it only between a combine (or the start) and the next dispatch.
         See _window_rows for what it returns."""
-        return self._window_rows(library().braidMoeGetDispatchBuffer, self.max_tokens_per_rank, like)
+        return self._window_rows(library().braidMoeGetDispatchBuffer, self.max_tokens_per_rank, like,
+                                 "dispatch_buffer")
 
-    def _window_rows(self, getter, rows, like):
+    def _window_rows(self, getter, rows, like, what):
         """`rows` rows of the handle's window, gone with close(): for a CUDA communicator, or a tensor `like`, a
         [rows][hidden] torch tensor over them (like's dtype, else the handle's; on the communicator's device), the
-        same tensor each time; otherwise a writable memoryview of their bytes."""
+        same tensor each time; otherwise (the host backend) a writable memoryview of their bytes."""
         p = ctypes.c_void_p()
         _check(getter(self.handle, ctypes.byref(p)), self.comm.handle)
         nbytes = rows * self.hidden * DTYPE_BYTES[self.dtype]
@@ -348,19 +360,19 @@ class Moe:
         if device < 0 and not _is_tensor(like):
             return memoryview((ctypes.c_char * nbytes).from_address(p.value)).cast("B")
         import torch
+        dtype = _torch_dtype(torch, self.dtype)
         if _is_tensor(like):
-            if (like.device.type == "cuda") != (device >= 0):
-                raise Error(4, f"like is on {like.device}, the window in {'device' if device >= 0 else 'host'} memory")
+            on = like.device.index if like.device.type == "cuda" else -1
+            if on != device:
+                raise Error(4, f"{what}: like is on {like.device}, the window on "
+                               f"{'cuda:%d' % device if device >= 0 else 'the host'}")
             if like.element_size() != DTYPE_BYTES[self.dtype]:
-                raise Error(4, f"like's elements are {like.element_size()} bytes, the handle's {self.dtype} "
-                               f"{DTYPE_BYTES[self.dtype]}")
-            dtype, where = like.dtype, like.device
-        else:
-            dtype, where = getattr(torch, TORCH_DTYPES[self.dtype]), torch.device("cuda", device)
-        key = (p.value, nbytes, dtype, str(where))
+                raise Error(4, f"{what}: like's elements are {like.element_size()} bytes; the handle's dtype "
+                               f"{self.dtype} has {DTYPE_BYTES[self.dtype]}")
+            dtype = like.dtype
+        key = (p.value, nbytes, dtype)
         if key not in self._views:
-            raw = _tensor_over(p.value, nbytes, where, self._dlpack_keep)
-            self._views[key] = raw.view(dtype).view(rows, self.hidden)
+            self._views[key] = _tensor_over(p.value, nbytes, device).view(dtype).view(rows, self.hidden)
         return self._views[key]
 
     def check(self):
