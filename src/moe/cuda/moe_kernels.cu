@@ -27,7 +27,7 @@
 #include "src/moe/cuda/device_moe.h"
 #include "src/moe/cuda/kernel_common.cuh"
 #include "src/moe/elements.h"
-#include "src/moe/weighted_sum.h"
+#include "src/moe/cuda/chunked_weighted_sum.h"
 
 namespace braid::moe::cuda {
 
@@ -35,6 +35,9 @@ namespace {
 
 constexpr int32_t kStage = 1024;  // ints of shared memory the planner stages the indices through
 constexpr int32_t kSumTokens = 8;  // tokens one pass of combine's sum takes, at most
+// Combine's sum keeps up to kThreadsPerCta row pointers where dispatch has
+// its stage (kernel_shared_bytes).
+static_assert(kStage * sizeof(int32_t) >= kThreadsPerCta * sizeof(const char*), "combine's row pointers fit");
 
 __device__ void report(const DeviceMoe& h, DeviceErrorCode code, bool combine, int32_t peer, int32_t le,
                        int64_t value, uint32_t epoch) {
@@ -259,7 +262,7 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
         report(h, kDeviceRowsMismatch, true, int32_t(i / s.local_experts), int32_t(i % s.local_experts), back[i],
                epoch);
 
-  // Each token's weighted sum (src/moe/weighted_sum.h), a pass of up to
+  // Each token's weighted sum (chunked_weighted_sum.h), a pass of up to
   // `group` tokens at a time: the threads first find the pass's rows (in
   // the owners' buffers for pulled results), then each takes 16-byte
   // chunks of the tokens' rows, all top_k loads of a chunk in flight at
@@ -310,8 +313,8 @@ int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, bool
 
 // Dispatch: first_row [blocks] int64, counts [blocks] int32, the planner's
 // stage.  Combine: back [blocks] int32, then its sum's row pointers
-// [group][top_k]: at most 512 of them, or one token's top_k <= experts =
-// blocks.
+// [group][top_k]: at most kThreadsPerCta of them, or one token's top_k <=
+// experts = blocks.
 size_t kernel_shared_bytes(const Shape& s) {
   return size_t(s.blocks()) * (sizeof(int64_t) + sizeof(int32_t)) + kStage * sizeof(int32_t);
 }

@@ -1,4 +1,4 @@
-// Combine's weighted sum, 16 bytes of a token's row at a time: each
+// The CUDA combine's weighted sum, 16 bytes of a token's row at a time: each
 // element is the sum over k of weight[k] x result_k, every product and
 // every sum rounded to float one by one (no fused multiply-add), in k
 // order, as the tests' reference rounds (tests/moe/moe_reference.h).
@@ -7,8 +7,9 @@
 // first loads that chunk of up to kSumBatch results, independent 16-byte
 // loads all in flight at once, then does the arithmetic.  An element at a
 // time, a thread had one 2-byte load in flight and waited for each.
-// Written once for host and device (BRAID_HD), so that the host tests
-// check what the kernel computes.
+// Written for host and device (BRAID_HD), so that the host tests check
+// what the kernel computes; the host backend's combine sums in address
+// order instead (src/ops/weighted_sum.h).
 #pragma once
 
 #include <stdint.h>

@@ -1,21 +1,22 @@
 // Combine's weighted sum as the CUDA kernel computes it, 16 bytes of a row
-// at a time (src/moe/weighted_sum.h), against a plain reference: every
-// element the k-ordered sum of rounded products, for every row type, top_k
-// up to past two load batches, and results missing (null rows).
+// at a time (src/moe/cuda/chunked_weighted_sum.h), against a plain
+// reference: every element the k-ordered sum of rounded products, for every
+// row type, top_k up to past two load batches, and results missing (null
+// rows).
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "src/moe/weighted_sum.h"
+#include "src/moe/cuda/chunked_weighted_sum.h"
 
 using namespace braid;
 using namespace braid::moe;
 
 namespace {
 
-constexpr int64_t kHidden = 96;  // elements per row: 6 to 24 chunks
+constexpr int64_t kHidden = 96;  // rows are kHidden / (elements a chunk) + 1 chunks: 7 to 25
 
 // A row of random elements in [-4, 4], as type T rounds them.
 template <ncclDataType_t T>
