@@ -14,7 +14,7 @@ Status DirectGinLink::put(uint64_t dst_handle, uint64_t dst_off, const void* src
   if (bytes) {
     char* dst = nullptr;
     BRAID_TRY(windows_->resolve(dst_handle, dst_off, bytes, &dst));
-    BRAID_TRY(signals_.ops->copy(dst, src, bytes));
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // a put to this rank may overlap: see GinMemoryOps::copy
   }
   if (signal) BRAID_TRY(signals_.add(signal->word, signal->value));
   return Status::ok();
@@ -30,7 +30,7 @@ Status DirectGinLink::get(uint64_t src_handle, uint64_t src_off, void* dst, uint
   if (bytes) {
     char* src = nullptr;
     BRAID_TRY(windows_->resolve(src_handle, src_off, bytes, &src));
-    BRAID_TRY(signals_.ops->copy(dst, src, bytes));
+    BRAID_TRY(signals_.ops->copy(dst, src, bytes));  // so may a get from it: see GinMemoryOps::copy
   }
   ++gets_issued_;
   ++gets_landed_;

@@ -373,7 +373,7 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   if (gin) {
     made_gin = DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
                                  &created->gin);
-    made.gin = created->gin.get();
+    if (made_gin.is_ok()) made.gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
     if (made_gin.is_ok() && created->window)

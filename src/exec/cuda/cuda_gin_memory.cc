@@ -2,10 +2,12 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "src/base/log.h"
 #include "src/exec/cuda/cuda_try.h"
 
 namespace braid {
@@ -25,11 +27,11 @@ class CudaGinMemory final : public devapi::GinMemoryOps {
   // that GIN serves), is a prohibited call that invalidates the capture.
   Status copy(void* dst, const void* src, uint64_t bytes) const override {
     if (!bytes) return Status::ok();
-    thread_local const bool relaxed = [] {
+    thread_local const cudaError_t relaxed = [] {
       cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-      return cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+      return cudaThreadExchangeStreamCaptureMode(&mode);
     }();
-    (void)relaxed;
+    CUDA_TRY(relaxed);
     CUDA_TRY(cudaSetDevice(device_));
     cudaStream_t stream = nullptr;
     BRAID_TRY(thread_stream(&stream));
@@ -65,7 +67,17 @@ const devapi::GinMemoryOps& cuda_gin_memory(int device) {
   static auto* by_device = new std::map<int, std::unique_ptr<CudaGinMemory>>;  // never freed: exit paths
   std::lock_guard<std::mutex> lock(mutex);
   auto& ops = (*by_device)[device];
-  if (!ops) ops = std::make_unique<CudaGinMemory>(device);
+  if (!ops) {
+    ops = std::make_unique<CudaGinMemory>(device);
+    // The proxy's streams share the hardware queues with the program's:
+    // with few, a copy can queue behind a stream whose next work waits
+    // for the kernel GIN serves (docs/compatibility.md).
+    const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (connections && std::atoi(connections) < 8)
+      BRAID_WARN("GIN on device {} with CUDA_DEVICE_MAX_CONNECTIONS={}: the proxy's copies may queue behind a "
+                 "stream that waits for the kernel they serve (a hang); 8 or more avoids it",
+                 device, connections);
+  }
   return *ops;
 }
 
