@@ -36,8 +36,8 @@ std::string KernelErrors::describe(int code) const {
       const int kind = f[kFlagWaitKind];
       if (kind == kWaitSignal)
         return fmt::format(
-            "ncclWaitSignal's kernel waited {} s (BRAID_TIMEOUT): rank {} did not signal (counter {} at {}, wanted "
-            "{}): it is late or gone, or its signals were fewer than the wait's opCnt",
+            "ncclWaitSignal's kernel waited {} s (BRAID_TIMEOUT): rank {} did not signal (ctx, sigIdx) pair {} (ctx x "
+            "numRmaSig + sigIdx) enough (at {}, wanted {}): it is late or gone, or sent fewer signals than opCnt",
             timeout_s, f[kFlagWaitOp], f[kFlagWaitTile], unsigned(f[kFlagWaitSeen]), unsigned(f[kFlagWaitWant]));
       if (kind == kWaitLL)
         return fmt::format(

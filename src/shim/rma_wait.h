@@ -10,8 +10,10 @@
 
 namespace braid {
 
-// As ncclWaitSignal, bounded by bound_ms (0: BRAID_TIMEOUT); ncclTimeout
-// past it, naming the signals still missing.
+// As ncclWaitSignal, bounded by bound_ms (0: BRAID_TIMEOUT); on the host
+// backend, ncclTimeout past it, naming the signals still missing.  On the
+// CUDA backend it enqueues the bounded wait on the legacy stream and
+// returns (its timeout comes later, from ncclCommGetAsyncError).
 Status wait_signals_within(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t* descs, int64_t bound_ms);
 
 }  // namespace braid

@@ -254,7 +254,7 @@ TEST_CASE("tuning table: what a communicator's settings cost in device memory", 
   CHECK(a.bytes == a.rma_offset + 256 + 256);
   // numRmaCtx x numRmaSig = 3 x 20 pairs: 3 x 2 x 60 words (2880 bytes in 3072); past the cap, the cap.
   CHECK(CudaArenaLayout(2, t, 60).bytes == a.rma_offset + 3072 + 256);
-  CHECK(CudaArenaLayout(2, t, 1 << 20).rma_signals == CudaArenaLayout::kMaxRmaSignals);
+  CHECK(CudaArenaLayout(2, t, 1 << 20).rma_pairs == CudaArenaLayout::kMaxRmaPairs);
   t.ll_max_bytes = 0;  // no LL region
   CHECK(CudaArenaLayout(2, t).bytes == a.ll_offset + 256 + 256);
 }

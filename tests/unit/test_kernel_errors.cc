@@ -140,7 +140,8 @@ TEST_CASE("kernel errors: an abort is invalid usage, a timeout a remote error sa
     const Status first = k.errors.poll();
     CHECK(first.code() == ncclTimeout);
     CHECK_THAT(first.message(), Catch::Contains("ncclWaitSignal's kernel waited 10 s (BRAID_TIMEOUT): rank 6 did not "
-                                                "signal (counter 0 at 41, wanted 42)"));
+                                                "signal (ctx, sigIdx) pair 0 (ctx x numRmaSig + sigIdx) enough (at "
+                                                "41, wanted 42)"));
     CHECK(k.errors.poll().code() == ncclTimeout);
   }
 }

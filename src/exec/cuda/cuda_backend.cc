@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
     BRAID_TRY(errors_.watch_peers(PeerProcesses::of(ctx_.comm)->watchable()));
     std::vector<char*> arenas = peer_arena_;
     arenas[size_t(ctx_.comm.rank)] = static_cast<char*>(arena_);
-    rma_.init({ctx_.comm.rank, n, ctx_.rma_contexts, ctx_.rma_signals, device, arena.rma_offset, arena.rma_signals,
+    rma_.init({ctx_.comm.rank, n, ctx_.rma_signals, device, arena.rma_offset, arena.rma_pairs,
                std::move(arenas), errors_.device_words(), errors_.device_abort_flag(), errors_.device_exited(),
                timeout_ns_});
     if (ll_max_bytes_) {
@@ -241,14 +241,15 @@ class CudaBackend final : public Backend {
     return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
   }
 
-  // Work enqueued on `stream` in the communicator's call order.
+  // Work enqueued on `stream` in the communicator's call order:
+  // enqueue(capturing), capturing saying whether the stream is captured.
   template <class Enqueue>
   Status ordered(cudaStream_t stream, Enqueue&& enqueue) {
     CUDA_TRY(cudaSetDevice(device_));
     warn_if_legacy_stream(stream);
     bool capturing = false;
     BRAID_TRY(order_.begin(stream, &capturing));
-    BRAID_TRY(enqueue());
+    BRAID_TRY(enqueue(capturing));
     return order_.end(stream, capturing);
   }
 
@@ -256,10 +257,9 @@ class CudaBackend final : public Backend {
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
     if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
-    CUDA_TRY(cudaSetDevice(device_));
-    warn_if_legacy_stream(call.stream);
-    bool capturing = false;
-    BRAID_TRY(order_.begin(call.stream, &capturing));
+    return ordered(call.stream, [&](bool capturing) { return enqueue_collective(call, capturing); });
+  }
+  Status enqueue_collective(const CollectiveCall& call, bool capturing) {
     if (capturing) buffers_.captured();  // what it uses must outlive the graph
     int straggler = -1;
     BRAID_TRY(straggler_.begin(call, capturing, &straggler));
@@ -275,7 +275,7 @@ class CudaBackend final : public Backend {
     // launch-completion attribute), so work waiting on it never overlaps the
     // collective.
     if (call.launch_event) CUDA_TRY(cudaEventRecord(call.launch_event, call.stream));
-    return order_.end(call.stream, capturing);
+    return Status::ok();
   }
 
   // The call's kernels: PreMulSum's scaling, the LL protocol or the
@@ -436,11 +436,10 @@ class CudaBackend final : public Backend {
   // Enqueues one group's send/recv batch (on the first call's stream).
   Status p2p(const std::vector<P2PCall>& calls) {
     if (calls.empty()) return Status::ok();
-    CUDA_TRY(cudaSetDevice(device_));
+    return ordered(calls[0].stream, [&](bool capturing) { return enqueue_p2p(calls, capturing); });
+  }
+  Status enqueue_p2p(const std::vector<P2PCall>& calls, bool capturing) {
     cudaStream_t stream = calls[0].stream;
-    warn_if_legacy_stream(stream);
-    bool capturing = false;
-    BRAID_TRY(order_.begin(stream, &capturing));
     if (capturing) buffers_.captured();
     // One block per (peer, direction), ops in call order: same-connection
     // messages must stay in order, as NCCL matches them.
@@ -510,7 +509,7 @@ class CudaBackend final : public Backend {
     L.exited = errors_.device_exited();
     L.timeout_ns = timeout_ns_;
     CUDA_TRY(cuda::launch_p2p(L, uint32_t(blocks.size()), stream));
-    return order_.end(stream, capturing);
+    return Status::ok();
   }
 
   Status poll_error() override {
@@ -544,8 +543,10 @@ class CudaBackend final : public Backend {
   bool has_rma() const override { return true; }
   Status rma_start() override { return Status::ok(); }
   bool rma_started() const override { return true; }
-  Status rma_write(const RmaCall& call) override { return ordered(call.stream, [&] { return rma_.write(call); }); }
-  Status rma_wait(const RmaCall& call) override { return ordered(call.stream, [&] { return rma_.wait(call); }); }
+  Status rma_write(const RmaCall& call) override {
+    return ordered(call.stream, [&](bool) { return rma_.write(call); });
+  }
+  Status rma_wait(const RmaCall& call) override { return ordered(call.stream, [&](bool) { return rma_.wait(call); }); }
   uint64_t rma_signals_pending() const override { return rma_.pending(); }
 
   void abort() override {

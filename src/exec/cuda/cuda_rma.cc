@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "src/base/log.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/cuda/launch.h"
 
@@ -12,13 +13,14 @@ void CudaRma::window_registered(const WindowInfo& window) {
   if (window.mapped.size() == size_t(s_.nranks)) mapped_[window.seq] = window.mapped;
 }
 
-// (ctx, sigIdx) as one index among the arena's pairs (checked against the
-// config by the API already; the arena holds kMaxRmaSignals of them).
+// (ctx, sigIdx) as one index among the arena's pairs.  The API checked
+// both against the config; the arena holds numRmaCtx x numRmaSig pairs up
+// to CudaArenaLayout::kMaxRmaPairs, which only a larger config passes.
 Status CudaRma::pair_of(int ctx, int signal, const char* what, uint64_t* pair) const {
   *pair = uint64_t(ctx) * uint64_t(s_.signals) + uint64_t(signal);
   if (*pair >= s_.pairs)
-    return BRAID_ERROR(ncclInvalidUsage, "{}: ctx {} sigIdx {} is past the {} (ctx, sigIdx) pairs the CUDA backend "
-                       "keeps counters for (numRmaCtx x numRmaSig)", what, ctx, signal, s_.pairs);
+    return BRAID_ERROR(ncclInvalidUsage, "{}: ctx {} sigIdx {} is pair {} (ctx x numRmaSig + sigIdx), past the {} "
+                       "pairs the CUDA backend keeps counters for", what, ctx, signal, *pair, s_.pairs);
   return Status::ok();
 }
 
@@ -31,14 +33,15 @@ uint64_t* CudaRma::counters(int rank, Counters which, int peer, uint64_t pair) c
 Status CudaRma::write(const RmaCall& call) const {
   uint64_t pair = 0;
   BRAID_TRY(pair_of(call.ctx, call.signal, call.to_window ? "ncclPutSignal" : "ncclSignal", &pair));
-  if (call.to_window && call.bytes) {
+  if (call.to_window) {
     auto window = mapped_.find(call.window_seq);
     if (window == mapped_.end())
       return BRAID_ERROR(ncclInvalidUsage, "ncclPutSignal: on the CUDA backend the window must be symmetric "
                          "(ncclMemAlloc memory registered by every rank, all of them LSA peers), so that rank {}'s "
                          "part is mapped here", call.peer);
-    CUDA_TRY(cudaMemcpyAsync(window->second[size_t(call.peer)] + call.offset, call.data, call.bytes,
-                             cudaMemcpyDefault, call.stream));
+    if (call.bytes)
+      CUDA_TRY(cudaMemcpyAsync(window->second[size_t(call.peer)] + call.offset, call.data, call.bytes,
+                               cudaMemcpyDefault, call.stream));
   }
   CUDA_TRY(launch_rma_signal(counters(s_.rank, kSent, call.peer, pair), counters(call.peer, kArrived, s_.rank, pair),
                              call.stream));
@@ -52,7 +55,7 @@ Status CudaRma::wait(const RmaCall& call) const {
   for (const SignalWait& w : call.waits) {
     uint64_t pair = 0;
     BRAID_TRY(pair_of(w.ctx, w.signal, "ncclWaitSignal", &pair));
-    waits.push_back({uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, w.count});
+    waits.push_back({uint32_t(uint64_t(w.peer) * s_.pairs + pair), w.peer, uint32_t(pair), w.count});
   }
   RmaWaitLaunch launch;
   launch.arrived = counters(s_.rank, kArrived, 0, 0);
@@ -72,15 +75,23 @@ Status CudaRma::wait(const RmaCall& call) const {
 
 uint64_t CudaRma::pending() const {
   const size_t words = size_t(s_.nranks) * s_.pairs;
-  std::vector<uint64_t> counts(2 * words);  // arrived, then consumed
-  if (cudaSetDevice(s_.device) != cudaSuccess) return 0;
-  const Status read = on_own_stream([&](cudaStream_t stream) {
-    return cudaMemcpyAsync(counts.data(), counters(s_.rank, kArrived, 0, 0), counts.size() * sizeof(uint64_t),
-                           cudaMemcpyDeviceToHost, stream);
-  });
-  if (!read.is_ok()) return 0;
+  std::vector<uint64_t> arrived(words), consumed(words);
+  Status read = cudaSetDevice(s_.device) == cudaSuccess
+                    ? on_own_stream([&](cudaStream_t stream) {
+                        cudaError_t e = cudaMemcpyAsync(arrived.data(), counters(s_.rank, kArrived, 0, 0),
+                                                        words * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
+                        if (e == cudaSuccess)
+                          e = cudaMemcpyAsync(consumed.data(), counters(s_.rank, kConsumed, 0, 0),
+                                              words * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
+                        return e;
+                      })
+                    : BRAID_ERROR(ncclUnhandledCudaError, "cudaSetDevice({}) failed", s_.device);
+  if (!read.is_ok()) {
+    BRAID_WARN("rank {}: one-sided signals not waited for could not be counted: {}", s_.rank, read.message());
+    return 0;
+  }
   uint64_t pending = 0;
-  for (size_t i = 0; i < words; ++i) pending += counts[i] - counts[words + i];
+  for (size_t i = 0; i < words; ++i) pending += arrived[i] - consumed[i];
   return pending;
 }
 

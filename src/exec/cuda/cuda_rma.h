@@ -26,6 +26,11 @@
 // a wait hits is reported by ncclCommGetAsyncError, as the collectives'
 // kernels report theirs.
 //
+// A sender's counts are read and written by its signal kernels one at a
+// time, as the call order runs them; a graph's replays are not ordered
+// against eager calls (call_order.h), so a replayed signal and an eager one
+// to the same (peer, ctx, sigIdx) at once may count as one.
+//
 // Every rank of a CUDA communicator is on one machine, and every arena is
 // mapped (by CUDA IPC or in the process): no connection is made for RMA.
 #pragma once
@@ -46,9 +51,9 @@ class CudaRma {
  public:
   struct Setup {
     int rank = 0, nranks = 0;
-    int contexts = 1, signals = 1;  // numRmaCtx, numRmaSig
+    int signals = 1;  // numRmaSig: a (ctx, sigIdx) pair is ctx x signals + sigIdx
     int device = 0;
-    uint64_t offset = 0, pairs = 0;  // CudaArenaLayout's rma_offset and rma_signals
+    uint64_t offset = 0, pairs = 0;  // CudaArenaLayout's rma_offset and rma_pairs
     std::vector<char*> arenas;      // every rank's arena as mapped here, this rank's own included
     int* error = nullptr;           // the kernels' error words (cuda_kernel_errors.h)
     const int* abort_flag = nullptr;
@@ -64,7 +69,8 @@ class CudaRma {
   Status write(const RmaCall& call) const;
   Status wait(const RmaCall& call) const;
   // Signals that arrived here and no wait consumed (read from the device;
-  // ncclCommSuspend refuses to drop them).  0 where the read fails.
+  // ncclCommSuspend refuses to drop them).  0, with a warning, where the
+  // read fails.
   uint64_t pending() const;
 
  private:

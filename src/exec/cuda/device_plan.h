@@ -107,6 +107,7 @@ struct LLLaunch {
 struct RmaWait {
   uint32_t index = 0;  // into arrived[] and consumed[]: sender x (ctx, sigIdx) pairs
   int32_t peer = 0;    // the sender (its exited word stops the wait)
+  uint32_t pair = 0;   // ctx x numRmaSig + sigIdx (what a timeout reports)
   uint64_t count = 0;
 };
 constexpr uint32_t kMaxRmaWaits = 32;
@@ -172,8 +173,8 @@ enum DevFlag : int {
   kFlagWords = 10,  // then the exited words, one per rank (CollectiveLaunch::exited)
 };
 // kWaitLL: an LL line (op: the peer, tile: the word, seen/want: its flags).
-// kWaitSignal: a one-sided signal (op: the sender, tile: the counter's
-// index, seen/want: its value and the value wanted).
+// kWaitSignal: a one-sided signal (op: the sender, tile: its (ctx, sigIdx)
+// pair, seen/want: the counter's value and the value wanted).
 enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4, kWaitSignal = 5 };
 
 }  // namespace braid::cuda

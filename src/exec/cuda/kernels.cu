@@ -561,7 +561,7 @@ __global__ void rma_wait_kernel(RmaWaitLaunch L) {
     const uint64_t want = L.consumed[w.index] + w.count;
     if (!spin_until([&] { return load_volatile(arrived) >= want; }, L.error, L.abort_flag, L.exited + w.peer,
                     L.timeout_ns)) {
-      record_timeout(L.error, kWaitSignal, uint32_t(w.peer), w.index, load_volatile(arrived), want);
+      record_timeout(L.error, kWaitSignal, uint32_t(w.peer), w.pair, load_volatile(arrived), want);
       return;
     }
     L.consumed[w.index] = want;
