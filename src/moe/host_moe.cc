@@ -8,6 +8,7 @@
 #include "braid/moe/calls.h"
 #include "braid/moe/plan.h"
 #include "braid/moe/protocol.h"
+#include "braid/moe/pulls.h"
 #include "src/base/deadline.h"
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
@@ -174,34 +175,20 @@ void HostMoe::publish_dispatch_pulls(bool from_buffer) {
     dispatch_pulled_[size_t(dst)] = from_buffer && own_->routes().reached_by(dst);
   if (!window_.dispatch_buffer) return;
   char* mine = own_->base(rank_);
-  auto* words = reinterpret_cast<int64_t*>(mine + window_.dispatch_pulls);
-  for (int32_t dst = 0; dst < shape_.nranks; ++dst) words[dst] = dispatch_pulled_[size_t(dst)];
-  if (!from_buffer) return;
-  auto* list = reinterpret_cast<int32_t*>(mine + window_.dispatch_list);
-  const int32_t K = shape_.top_k;
-  for (int64_t i = 0; i < int64_t(tokens_) * K; ++i) {
-    const int32_t slot = slots_[size_t(i)], e = topk_[size_t(i)];
-    if (slot != kNoSlot && dispatch_pulled_[size_t(shape_.owner(e))])
-      list[WindowLayout::list_index(shape_, shape_.owner(e), shape_.local(e), slot)] = int32_t(i / K);
-  }
+  write_dispatch_pulls(mine, shape_, window_, dispatch_pulled_.data(), false, 0, 1);
+  if (from_buffer)
+    write_pull_list(mine, shape_, window_, topk_.data(), slots_.data(), tokens_, dispatch_pulled_.data(), 0, 1);
 }
 
 uint64_t HostMoe::copy_block_out(int32_t src, int32_t le, char* out) const {
   const size_t i = size_t(src) * shape_.local_experts + le;
   const int64_t row_bytes = shape_.row_bytes(), rows = received_[i];
   char* to = out + first_row_[i] * row_bytes;
-  if (window_.dispatch_buffer && own_->routes().direct(src)) {
-    const char* theirs = own_->base(src);
-    int64_t pulled = 0;
-    std::memcpy(&pulled, theirs + window_.dispatch_pulls + size_t(rank_) * 8, 8);
-    if (pulled) {
-      const auto* list = reinterpret_cast<const int32_t*>(theirs + window_.dispatch_list);
-      const char* tokens = theirs + window_.dispatch_buffer;
-      for (int32_t j = 0; j < rows; ++j)
-        std::memcpy(to + j * row_bytes, tokens + int64_t(list[WindowLayout::list_index(shape_, rank_, le, j)]) *
-                    row_bytes, size_t(row_bytes));
-      return uint64_t(rows * row_bytes);
-    }
+  if (window_.dispatch_buffer && own_->routes().direct(src) && dispatch_pulled(own_->base(src), window_, rank_)) {
+    for (int32_t j = 0; j < rows; ++j)
+      std::memcpy(to + j * row_bytes, pulled_token_row(own_->base(src), shape_, window_, rank_, le, j),
+                  size_t(row_bytes));
+    return uint64_t(rows * row_bytes);
   }
   std::memcpy(to, own_->base(rank_) + window_.dispatch_data + WindowLayout::row_offset(shape_, src, le, 0),
               size_t(rows * row_bytes));
@@ -214,30 +201,20 @@ Status HostMoe::combine_buffer(void** out) {
 }
 
 void HostMoe::publish_combine_pulls(bool in_buffer) {
-  const int32_t L = shape_.local_experts;
-  for (int32_t src = 0; src < shape_.nranks; ++src) {
+  for (int32_t src = 0; src < shape_.nranks; ++src)
     combine_pulled_[size_t(src)] = in_buffer && own_->routes().reached_by(src);
-    if (!window_.combine_buffer) continue;
-    auto* index = reinterpret_cast<int64_t*>(own_->base(rank_) + window_.pull_index);
-    for (int32_t le = 0; le < L; ++le) {
-      const size_t i = size_t(src) * L + le;
-      index[i] = combine_pulled_[size_t(src)] ? first_row_[i] : WindowLayout::kRowsPut;
-    }
-  }
+  if (window_.combine_buffer)
+    write_pull_index(own_->base(rank_), shape_, window_, first_row_.data(), combine_pulled_.data(), false, 0, 1);
 }
 
 const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
   const int32_t e = topk_[size_t(i)], owner = shape_.owner(e), le = shape_.local(e), slot = slots_[size_t(i)];
   *pulled = false;
-  if (window_.combine_buffer && own_->routes().direct(owner)) {
-    const char* theirs = own_->base(owner);
-    int64_t first = 0;
-    std::memcpy(&first, theirs + window_.pull_index + (size_t(rank_) * shape_.local_experts + le) * 8, 8);
-    if (first != WindowLayout::kRowsPut) {
+  if (window_.combine_buffer && own_->routes().direct(owner))
+    if (const char* row = pulled_result_row(own_->base(owner), shape_, window_, rank_, le, slot)) {
       *pulled = true;
-      return theirs + window_.combine_buffer + (first + slot) * shape_.row_bytes();
+      return row;
     }
-  }
   return own_->base(rank_) + window_.combine_data + WindowLayout::row_offset(shape_, owner, le, slot);
 }
 

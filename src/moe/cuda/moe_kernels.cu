@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include "braid/moe.cuh"
+#include "braid/moe/pulls.h"
 #include "src/moe/cuda/device_moe.h"
 #include "src/moe/cuda/kernel_common.cuh"
 #include "src/moe/elements.h"
@@ -88,16 +89,9 @@ __device__ void finish(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, uin
 // fills each of their slots (layout.h), before any arrival.
 __device__ void publish_dispatch_pulls(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, bool pull,
                                        int32_t ntokens) {
-  const Shape& s = h.shape;
   char* mine = mm.window(h.rank);
-  auto* words = reinterpret_cast<int64_t*>(mine + h.layout.dispatch_pulls);
-  for (int32_t dst = threadIdx.x; dst < s.nranks; dst += blockDim.x) words[dst] = pull;
-  if (!pull) return;
-  auto* list = reinterpret_cast<int32_t*>(mine + h.layout.dispatch_list);
-  for (int64_t i = threadIdx.x; i < int64_t(ntokens) * s.top_k; i += blockDim.x) {
-    const int32_t slot = h.slots[i], e = h.topk[i];
-    if (slot != kNoSlot) list[WindowLayout::list_index(s, s.owner(e), s.local(e), slot)] = int32_t(i / s.top_k);
-  }
+  write_dispatch_pulls(mine, h.shape, h.layout, nullptr, pull, threadIdx.x, blockDim.x);
+  if (pull) write_pull_list(mine, h.shape, h.layout, h.topk, h.slots, ntokens, nullptr, threadIdx.x, blockDim.x);
 }
 
 // Block (src, le)'s received rows into the output, from src's dispatch
@@ -107,17 +101,12 @@ __device__ void publish_dispatch_pulls(const DeviceMoe& h, const LsaMemory<ncclC
 __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopCta>& mm, const ncclCoopCta& cta,
                                    int32_t src, int32_t le, int32_t rows, char* to) {
   const Shape& s = h.shape;
-  if (h.layout.dispatch_buffer) {
-    const char* theirs = mm.window(src);
-    if (reinterpret_cast<const int64_t*>(theirs + h.layout.dispatch_pulls)[h.rank]) {
-      const auto* list = reinterpret_cast<const int32_t*>(theirs + h.layout.dispatch_list);
-      const int32_t warps = int32_t(blockDim.x / 32);
-      for (int32_t j = int32_t(threadIdx.x / 32); j < rows; j += warps)
-        copy_coop(ncclCoopWarp(), to + j * s.row_bytes(),
-                  theirs + h.layout.dispatch_buffer + int64_t(list[WindowLayout::list_index(s, h.rank, le, j)]) *
-                  s.row_bytes(), size_t(s.row_bytes()));
-      return uint64_t(rows) * uint64_t(s.row_bytes());
-    }
+  if (h.layout.dispatch_buffer && dispatch_pulled(mm.window(src), h.layout, h.rank)) {
+    const int32_t warps = int32_t(blockDim.x / 32);
+    for (int32_t j = int32_t(threadIdx.x / 32); j < rows; j += warps)
+      copy_coop(ncclCoopWarp(), to + j * s.row_bytes(), pulled_token_row(mm.window(src), s, h.layout, h.rank, le, j),
+                size_t(s.row_bytes()));
+    return uint64_t(rows) * uint64_t(s.row_bytes());
   }
   copy_coop(cta, to, mm.window(h.rank) + h.layout.dispatch_data + WindowLayout::row_offset(s, src, le, 0),
             size_t(rows) * size_t(s.row_bytes()));
@@ -218,15 +207,11 @@ __device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoop
   const Shape& s = h.shape;
   const int32_t owner = s.owner(e), le = s.local(e);
   *pulled = false;
-  if (h.layout.combine_buffer) {
-    const char* theirs = mm.window(owner);
-    const int64_t first =
-        reinterpret_cast<const int64_t*>(theirs + h.layout.pull_index)[int64_t(h.rank) * s.local_experts + le];
-    if (first != WindowLayout::kRowsPut) {
+  if (h.layout.combine_buffer)
+    if (const char* row = pulled_result_row(mm.window(owner), s, h.layout, h.rank, le, slot)) {
       *pulled = true;
-      return theirs + h.layout.combine_buffer + (first + slot) * s.row_bytes();
+      return row;
     }
-  }
   return mm.window(h.rank) + h.layout.combine_data + WindowLayout::row_offset(s, owner, le, slot);
 }
 
@@ -245,11 +230,8 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   // Zero-copy combine: where this rank's results for each source start in
   // its buffer, or kRowsPut, written before any arrival (so before every
   // signal of the call) and read by the sources once signalled.
-  if (h.layout.combine_buffer && blockIdx.x == 0) {
-    auto* index = reinterpret_cast<int64_t*>(mm.window(h.rank) + h.layout.pull_index);
-    for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x)
-      index[i] = pull ? h.first_row[i] : WindowLayout::kRowsPut;
-  }
+  if (h.layout.combine_buffer && blockIdx.x == 0)
+    write_pull_index(mm.window(h.rank), s, h.layout, h.first_row, nullptr, pull, threadIdx.x, blockDim.x);
   const CallState c{h.rank, call, epoch, h.combine_arrivals};
   CombineRows results{expert_out, h.received, h.first_row};
   results.pulled_all = pull;
