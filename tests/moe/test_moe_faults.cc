@@ -196,29 +196,20 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
     // Refused before any collective step.
     EXPECT_CODE(f, comm, braidMoeCreate(comm, nullptr, &moe), ncclInvalidArgument, "config is NULL");
     // Refused together, after the agreement: bad values, and configs that differ.
-    braidMoeConfig_t bad = cfg;
-    bad.numExperts = 3;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "multiple of the 2 ranks");
-    bad = cfg;
-    bad.size = 8;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "config.size");
-    bad = cfg;
-    bad.dtype = ncclInt32;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "not a MoE row type");
-    bad = cfg;
-    bad.topK = 5;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "topK 5");
-    bad = cfg;
-    if (rank == 1) bad.hidden = 17;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "hidden");
-    bad = cfg;
-    bad.zeroCopy = 4;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopy 0x4");
-    bad = cfg;
-    bad.zeroCopy = rank;
-    EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, "zeroCopy");
+    auto refused = [&](auto change, const char* says) {
+      braidMoeConfig_t bad = cfg;
+      change(bad);
+      EXPECT_CODE(f, comm, braidMoeCreate(comm, &bad, &moe), ncclInvalidArgument, says);
+    };
+    refused([](braidMoeConfig_t& b) { b.numExperts = 3; }, "multiple of the 2 ranks");
+    refused([](braidMoeConfig_t& b) { b.size = 8; }, "config.size");
+    refused([](braidMoeConfig_t& b) { b.dtype = ncclInt32; }, "not a MoE row type");
+    refused([](braidMoeConfig_t& b) { b.topK = 5; }, "topK 5");
+    refused([&](braidMoeConfig_t& b) { b.hidden = rank == 1 ? 17 : b.hidden; }, "hidden");
+    refused([](braidMoeConfig_t& b) { b.zeroCopy = 4; }, "zeroCopy 0x4");
+    refused([&](braidMoeConfig_t& b) { b.zeroCopy = rank; }, "zeroCopy");
     // A client built before zeroCopy passes the shorter struct: served, without the buffer.
-    bad = cfg;
+    braidMoeConfig_t bad = cfg;
     bad.zeroCopy = braidMoeZeroCopyCombine | braidMoeZeroCopyDispatch;  // past the size it says: not read
     bad.size = offsetof(braidMoeConfig_t, zeroCopy);
     MP_NCCL(f, braidMoeCreate(comm, &bad, &moe));
