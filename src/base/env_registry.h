@@ -68,6 +68,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_GIN_AS_DEVICE", "0",
      "host backend, for tests: 1 serves GIN as on a GPU (windows moved only through staged copies, no adds to "
      "window memory, so no 2.30 VA signals), to run those paths without one"},
+    {"BRAID_TEST_FAIL_WINDOW_RANK", "-1",
+     "for tests: the rank whose ncclCommWindowRegister fails before its backend's exchanges, as a backend that "
+     "cannot map or connect would (every rank's fails, and the communicator breaks)"},
     {"BRAID_CUDA_GIN", "0",
      "cuda backend: 1 serves GPU-initiated networking (GIN) of NCCL's device API through braid's proxy (copy "
      "engines, host-mapped signals); built, not yet run on a GPU, so off by default: devComms that need GIN are "

@@ -86,6 +86,12 @@ Status comm_wait_job(ncclComm* comm) {
   return Status::ok();
 }
 
+void break_comm(ncclComm* comm, const Status& why) {
+  int expected = ncclSuccess;
+  comm->async_error.compare_exchange_strong(expected, why.code());
+  if (comm->bootstrap) comm->bootstrap->abort();
+}
+
 ncclResult_t comm_async_state(ncclComm* comm) {
   ncclResult_t sticky = ncclResult_t(comm->async_error.load());
   if (sticky != ncclSuccess) return sticky;

@@ -165,6 +165,12 @@ bool comm_wait_idle(ncclComm* comm, int64_t timeout_ms);
 // Waits for the communicator's background job (non-blocking mode), bounded by
 // BRAID_TIMEOUT; its failure is not this call's failure.
 Status comm_wait_job(ncclComm* comm);
+// Marks comm failed after a collective setup step that some rank left
+// midway, which leaves the bootstrap out of step: `why` stays as its
+// asynchronous error, so later calls are refused, and its bootstrap is
+// aborted, so that peers waiting in that step fail at once (and break
+// theirs) instead of at BRAID_TIMEOUT or reading the next step as that one.
+void break_comm(ncclComm* comm, const Status& why);
 // What ncclCommGetAsyncError reports: a sticky error, else ncclInProgress
 // while background work (or a revoked group) is still running, else the
 // outcome of the last background job.

@@ -358,12 +358,17 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
 
   Made made;
   if (layout.bytes) {
-    Status s = space.add_window(created->resources, layout.bytes, created.get(), false, &created->window);
-    if (s.is_ok() && !created->window->symmetric())
-      s = BRAID_ERROR(ncclInvalidUsage,
-                      "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
-                      "peer (see the INFO log of ncclCommWindowRegister)");
-    BRAID_TRY(std::move(s));
+    // A rank whose add_window fails leaves its exchanges midway, its peers
+    // waiting: that breaks the communicator (break_comm).  Whether the
+    // window is symmetric every rank sees alike.
+    if (Status s = space.add_window(created->resources, layout.bytes, created.get(), false, &created->window);
+        !s.is_ok()) {
+      break_comm(comm_, s);
+      return s;
+    }
+    if (!created->window->symmetric())
+      return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
+                         "peer (see the INFO log of ncclCommWindowRegister)");
     made.resource_window = static_cast<v::WindowVidmem*>(created->window->device());
     made.resource_image = created->window->image();
   }

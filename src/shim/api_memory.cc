@@ -19,6 +19,7 @@
 #include <map>
 
 #include "src/transport/host_memory.h"
+#include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/exec/device_backend.h"
 #include "src/runtime/device_comm.h"
@@ -35,7 +36,15 @@ std::map<void*, bool>& allocations() {  // pointer -> on the device
   return *live;
 }
 
+// A rank's part of a window, as every rank learns it.
+struct WindowPart {
+  uint64_t base, size;
+  int64_t flags;
+  SharedHandle handle;
+};
 Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags);
+Status window_exchanges(ncclComm* comm, void* buff, size_t size, int flags, const std::vector<WindowPart>& parts,
+                        ncclWindow_t* win);
 
 Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   if (!win) return BRAID_ERROR(ncclInvalidArgument, "win pointer is NULL");
@@ -67,28 +76,42 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
 
 // The collective part of a registration: every rank's part gathered, the
 // backend told, the device struct made (src/runtime/lsa_space.h).
+//
+// Its exchanges (here, in the symmetric memory and in the backend, which
+// may map peers' memory and connect RMA) keep the bootstrap in step only
+// if every rank makes all of them.  A rank that fails midway leaves its
+// peers waiting in an exchange it will not make, or reading its next one
+// as that one.  So any failure after the flags check breaks the
+// communicator: this rank's bootstrap is aborted, which ends its peers'
+// waits at once (and they abort theirs in turn), and the error stays as
+// the communicator's asynchronous error (NCCL's rule after an error:
+// abort the communicator).
 Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
-  struct Entry {
-    uint64_t base, size;
-    int64_t flags;
-    SharedHandle handle;
-  };
-  std::vector<Entry> all(comm->nranks);
-  all[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags), host_shared_handle(buff, size)};
-  BRAID_TRY(std::move(comm->bootstrap->allgather(all.data(), sizeof(Entry))).context("ncclCommWindowRegister"));
-  for (int r = 0; r < comm->nranks; ++r)
-    if (all[r].flags != flags)  // every rank sees the same table: all fail alike
-      return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on winFlags ({:#x} on rank {}, {:#x} on rank {})", flags,
-                         comm->rank, all[r].flags, r);
+  std::vector<WindowPart> parts(comm->nranks);
+  parts[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags), host_shared_handle(buff, size)};
+  Status s = std::move(comm->bootstrap->allgather(parts.data(), sizeof(WindowPart))).context("ncclCommWindowRegister");
+  if (s.is_ok()) {
+    for (int r = 0; r < comm->nranks; ++r)
+      if (parts[r].flags != flags)  // every rank sees the same table: all fail alike, in step
+        return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on winFlags ({:#x} on rank {}, {:#x} on rank {})", flags,
+                           comm->rank, parts[r].flags, r);
+    s = window_exchanges(comm, buff, size, flags, parts, win);
+  }
+  if (!s.is_ok()) break_comm(comm, s);
+  return s;
+}
+
+Status window_exchanges(ncclComm* comm, void* buff, size_t size, int flags, const std::vector<WindowPart>& parts,
+                        ncclWindow_t* win) {
   auto window = std::make_unique<Window>();
   window->comm = comm;
   window->flags = flags;
   window->seq = comm->windows_registered++;
   WindowInfo info;
   info.seq = window->seq;
-  for (const Entry& e : all) {
-    window->ranks.push_back({e.base, e.size});
-    info.handles.push_back(e.handle);
+  for (const WindowPart& p : parts) {
+    window->ranks.push_back({p.base, p.size});
+    info.handles.push_back(p.handle);
   }
   info.ranks = window->ranks;
   // The struct NCCL's device code reads, symmetric where every rank's
@@ -98,16 +121,16 @@ Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* 
   if (window->device->symmetric() && space.lsa().size == comm->nranks)  // every rank mapped here
     for (int r = 0; r < comm->nranks; ++r)
       info.mapped.push_back(r == comm->rank ? static_cast<char*>(buff) : window->device->lsa_pointer(r, 0));
-  // Agreed at the end: no rank returns (and launches a kernel that waits
+  if (env_int("BRAID_TEST_FAIL_WINDOW_RANK") == comm->rank)
+    return BRAID_ERROR(ncclInternalError, "BRAID_TEST_FAIL_WINDOW_RANK={}: this rank's backend fails before its "
+                       "exchanges", comm->rank);
+  BRAID_TRY(comm->backend->window_registered(info));
+  // A barrier at the end: no rank returns (and launches a kernel that waits
   // for its peers) while a thread rank of its process is still in what
-  // registering does on the device, which may wait for it; and a rank whose
-  // backend failed fails them all (the others undo their backend's part).
-  Status registered = comm->backend->window_registered(info);
-  const bool registered_here = registered.is_ok();
-  Status agreed = comm->bootstrap->agree(std::move(registered), "ncclCommWindowRegister");
-  if (!agreed.is_ok()) {
-    if (registered_here) comm->backend->window_deregistered(window->seq);
-    return agreed;
+  // registering does on the device, which may wait for it.
+  if (Status s = comm->bootstrap->barrier(); !s.is_ok()) {
+    comm->backend->window_deregistered(window->seq);  // the window is never handed out
+    return std::move(s).context("ncclCommWindowRegister");
   }
   window->info = std::move(info);
   auto handle = static_cast<ncclWindow_t>(window->device->device());

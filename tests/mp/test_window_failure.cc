@@ -1,0 +1,76 @@
+// A window registration one rank fails midway (BRAID_TEST_FAIL_WINDOW_RANK:
+// its backend fails before its exchanges, as one that cannot map a peer's
+// memory or connect RMA would): its peers wait in an exchange it will not
+// make, so the communicator breaks on every rank (src/shim/api_memory.cc).
+// Every rank's ncclCommWindowRegister fails well within BRAID_TIMEOUT and
+// hands out no window, ncclCommGetAsyncError reports the error, a later
+// collective is refused at once, and destroying the communicator works
+// (the harness does).  Ranks as threads, as processes on one host (shared
+// memory) and as processes on emulated hosts (sockets).
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "collective_check.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+constexpr int kFailingRank = 1;
+using Clock = std::chrono::steady_clock;
+
+void registration_breaks_the_comm(int rank, int n, ncclComm_t comm, Failures& f) {
+  const size_t bytes = size_t(n) * 1024 * sizeof(float);
+  void* mem = nullptr;
+  MP_NCCL(f, ncclMemAlloc(&mem, bytes));
+  ncclWindow_t win = nullptr;
+  auto start = Clock::now();
+  const ncclResult_t registered = ncclCommWindowRegister(comm, mem, bytes, &win, NCCL_WIN_DEFAULT);
+  const std::string why = ncclGetLastError(comm);
+  if (registered == ncclSuccess) f.fail(fmt::format("rank {}: the registration succeeded", rank));
+  if (win) f.fail(fmt::format("rank {}: a failed registration handed out a window", rank));
+  if (rank == kFailingRank && why.find("BRAID_TEST_FAIL_WINDOW_RANK") == std::string::npos)
+    f.fail(fmt::format("rank {}: the error says '{}', not why", rank, why));
+  // BRAID_TIMEOUT is 30 s here: a peer that waited for it would take that.
+  if (Clock::now() - start > std::chrono::seconds(10))
+    f.fail(fmt::format("rank {}: the failure took more than 10 s ({})", rank, why));
+
+  ncclResult_t async = ncclSuccess;
+  MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+  if (async == ncclSuccess || async == ncclInProgress)
+    f.fail(fmt::format("rank {}: ncclCommGetAsyncError says {} after the failure", rank, int(async)));
+  std::vector<float> in(64, 1.0f), out(64);
+  start = Clock::now();
+  if (ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr) == ncclSuccess)
+    f.fail(fmt::format("rank {}: a collective ran on the broken communicator", rank));
+  if (Clock::now() - start > std::chrono::seconds(1))
+    f.fail(fmt::format("rank {}: the refused collective took more than 1 s", rank));
+  MP_NCCL(f, ncclMemFree(mem));
+}
+
+}  // namespace
+
+TEST_CASE("a window registration one rank fails midway breaks the communicator on every rank, threads",
+          "[mp][window][faults][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(run_ranks_as_threads(4, registration_breaks_the_comm) == 0);
+}
+
+TEST_CASE("a window registration one rank fails midway breaks the communicator on every rank, processes",
+          "[mp][window][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(run_ranks_as_processes(4, registration_breaks_the_comm) == 0);
+}
+
+TEST_CASE("a window registration one rank fails midway breaks the communicator on every rank, emulated hosts",
+          "[mp][window][faults][hosts]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(run_ranks_as_processes(3, registration_breaks_the_comm, 60, [](int rank) {
+          setenv("BRAID_HOSTID", fmt::format("window-host-{}", rank).c_str(), 1);
+        }) == 0);
+}
