@@ -88,7 +88,8 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
 // abort the communicator).
 Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   std::vector<WindowPart> parts(comm->nranks);
-  parts[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags), host_shared_handle(buff, size)};
+  parts[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags),
+                       host_shared_handle(buff, size)};
   Status s = std::move(comm->bootstrap->allgather(parts.data(), sizeof(WindowPart))).context("ncclCommWindowRegister");
   if (s.is_ok()) {
     for (int r = 0; r < comm->nranks; ++r)
