@@ -355,22 +355,35 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
   if (local.is_ok()) local = make_liveness();
   BRAID_TRY(comm_->bootstrap->agree(std::move(local), "ncclDevCommCreate"));
-
+  // From here every rank must make every exchange (the resource window's,
+  // GIN's): a rank that fails midway leaves its peers waiting in one, so
+  // such a failure breaks the communicator (break_comm).
   Made made;
+  bool in_step = false;
+  Status s = make_shared(layout, gin, created.get(), &made, &in_step);
+  if (!s.is_ok()) {
+    if (!in_step) break_comm(comm_, s);
+    return s;
+  }
+  *out = made;
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.push_back(std::move(created));
+  return Status::ok();
+}
+
+// The collective part of make: the resource window, GIN, and an agreement.
+// *in_step: a failure every rank met alike, the communicator intact.
+Status DeviceComms::make_shared(const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Created* created,
+                                Made* made, bool* in_step) {
+  LsaSpace& space = *comm_->lsa;
   if (layout.bytes) {
-    // A rank whose add_window fails leaves its exchanges midway, its peers
-    // waiting: that breaks the communicator (break_comm).  Whether the
-    // window is symmetric every rank sees alike.
-    if (Status s = space.add_window(created->resources, layout.bytes, created.get(), false, &created->window);
-        !s.is_ok()) {
-      break_comm(comm_, s);
-      return s;
-    }
-    if (!created->window->symmetric())
+    BRAID_TRY(space.add_window(created->resources, layout.bytes, created, false, &created->window));
+    *in_step = !created->window->symmetric();  // every rank sees it alike
+    if (*in_step)
       return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "
                          "peer (see the INFO log of ncclCommWindowRegister)");
-    made.resource_window = static_cast<v::WindowVidmem*>(created->window->device());
-    made.resource_image = created->window->image();
+    made->resource_window = static_cast<v::WindowVidmem*>(created->window->device());
+    made->resource_image = created->window->image();
   }
   // GIN's own steps agree as they go; what fails after them here (its
   // queues, structs or proxy) is said in the agreement below.
@@ -378,24 +391,20 @@ Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, con
   if (gin) {
     made_gin = DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
                                  &created->gin);
-    if (made_gin.is_ok()) made.gin = created->gin.get();
+    if (made_gin.is_ok()) made->gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own
     // copy); no buffer when there are no signals to shadow.
     if (made_gin.is_ok() && created->window)
-      made.shadows =
+      made->shadows =
           reinterpret_cast<uint64_t*>(created->window->lsa_pointer(space.lsa().rank, layout.shadows_offset));
   }
   // Agreed once more at the end: no rank returns (and launches a kernel
   // that waits for its peers, in barriers with no timeout) while a thread
   // rank of its process still allocates above (cudaMalloc and
   // cudaHostRegister may wait for the device); and a rank that failed here
-  // fails them all, saying why, instead of leaving them to time out.
-  BRAID_TRY(comm_->bootstrap->agree(made_gin.is_ok() ? space.window_table(&made.window_table) : std::move(made_gin),
-                                    "ncclDevCommCreate"));
-  *out = made;
-  std::lock_guard<std::mutex> lock(mutex_);
-  live_.push_back(std::move(created));
-  return Status::ok();
+  // fails them all, saying why.
+  return comm_->bootstrap->agree(made_gin.is_ok() ? space.window_table(&made->window_table) : std::move(made_gin),
+                                 "ncclDevCommCreate");
 }
 
 Status DeviceComms::destroy(const void* dev_bytes) {

@@ -130,6 +130,8 @@ class DeviceComms {
   // zeroes and maps the resource buffer `layout` describes and the GIN
   // contexts `gin` describes (null: none).
   Status make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out);
+  Status make_shared(const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Created* created, Made* made,
+                     bool* in_step);
   void fill_common(const Made& made, devapi::v22809::DevComm* dev) const;
   // The communicator's GIN progress thread, made at the first GIN devComm
   // (from the collective create, so from one thread at a time).

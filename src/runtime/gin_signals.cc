@@ -50,9 +50,15 @@ Status GinSignalArray::share(const TransportContext& ctx, Bootstrap& bootstrap, 
   BRAID_TRY(std::move(bootstrap.allgather(all.data(), sizeof(Offer))).context("GIN signals"));
   const int me_fd[1] = {h.fd};
   std::vector<std::vector<UniqueFd>> passed;
-  BRAID_TRY(std::move(exchange_fds(ctx, bootstrap, std::span<const int>(me_fd, h.fd >= 0 ? 1 : 0), &passed,
-                                   Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")))))
-                .context("GIN signals"));
+  // A failure here is carried into the agreement below, which every rank
+  // must reach in step (returning now would leave them in it).
+  if (Status s = exchange_fds(ctx, bootstrap, std::span<const int>(me_fd, h.fd >= 0 ? 1 : 0), &passed,
+                              Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT"))));
+      !s.is_ok() && local.is_ok()) {
+    local = std::move(s).context("GIN signals");
+    passed.clear();
+    passed.resize(size_t(ctx.nranks));
+  }
   const int first = ctx.rank - lsa.rank;
   for (int i = 0; i < lsa.size && local.is_ok(); ++i) {
     const Offer& o = all[size_t(first + i)];

@@ -270,11 +270,15 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.cuda_calls = setup.cuda.calls;
   // NCCL's rmaEagerInit: one-sided RMA connects now, with every rank, where
   // the backend has it (on another it fails at the first RMA call, saying so).
+  // A backend without RMA declines (every rank alike); one that has it and
+  // fails has left its exchanges midway: that fails the init or resume.
   auto start_rma = [&] {
     if (!b.rma_eager) return Status::ok();
-    Status s = comm->backend->rma_start();
-    if (!s.is_ok()) BRAID_WARN("config rmaEagerInit = 1: {}", s.message());
-    return s.code() == ncclInvalidUsage ? Status::ok() : s;
+    if (!comm->backend->has_rma()) {
+      BRAID_WARN("config rmaEagerInit = 1: the {} backend has no one-sided RMA", comm->backend->name());
+      return Status::ok();
+    }
+    return comm->backend->rma_start();
   };
   if (!local.device.usable) {
     comm->backend = std::make_unique<HostBackend>(b, setup.host);

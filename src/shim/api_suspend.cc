@@ -48,7 +48,12 @@ BRAID_API ncclResult_t ncclCommResume(ncclComm_t comm) {
     CommUse use(comm);
     BRAID_TRY(check_quiet(use, comm, "ncclCommResume"));
     if (!comm->suspended) return Status::ok();
-    BRAID_TRY(comm_restore_buffers(comm));
+    // Its exchanges (transports, backend, windows) are in step only if every
+    // rank makes all of them: a failure midway breaks the communicator.
+    if (Status s = comm_restore_buffers(comm); !s.is_ok()) {
+      break_comm(comm, s);
+      return s;
+    }
     comm->suspended = false;
     return Status::ok();
   });
