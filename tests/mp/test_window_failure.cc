@@ -4,8 +4,8 @@
 // make, so the communicator breaks on every rank (src/shim/api_memory.cc).
 // Every rank's ncclCommWindowRegister fails well within BRAID_TIMEOUT and
 // hands out no window, ncclCommGetAsyncError reports the error, a later
-// collective is refused at once, and destroying the communicator works
-// (the harness does).  Ranks as threads, as processes on one host (shared
+// collective and a shrink are refused at once, and destroying the
+// communicator works (the harness does).  Ranks as threads, as processes on one host (shared
 // memory) and as processes on emulated hosts (sockets).
 #include <catch2/catch.hpp>
 
@@ -47,6 +47,19 @@ void registration_breaks_the_comm(int rank, int n, ncclComm_t comm, Failures& f)
     f.fail(fmt::format("rank {}: a collective ran on the broken communicator", rank));
   if (Clock::now() - start > std::chrono::seconds(1))
     f.fail(fmt::format("rank {}: the refused collective took more than 1 s", rank));
+  // Its bootstrap is closed: shrinking it is refused at once, saying so
+  // (docs/compatibility.md), not after a wait.
+  if (rank != kFailingRank) {
+    int exclude[1] = {kFailingRank};
+    ncclComm_t shrunk = nullptr;
+    start = Clock::now();
+    if (ncclCommShrink(comm, exclude, 1, &shrunk, nullptr, NCCL_SHRINK_ABORT) == ncclSuccess || shrunk)
+      f.fail(fmt::format("rank {}: a broken communicator was shrunk", rank));
+    else if (std::string(ncclGetLastError(comm)).find("aborted") == std::string::npos)
+      f.fail(fmt::format("rank {}: shrinking says '{}'", rank, ncclGetLastError(comm)));
+    if (Clock::now() - start > std::chrono::seconds(1))
+      f.fail(fmt::format("rank {}: the refused shrink took more than 1 s", rank));
+  }
   MP_NCCL(f, ncclMemFree(mem));
 }
 
