@@ -8,6 +8,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 
 // NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
@@ -22,15 +23,24 @@ Status OwnWindow::open(ncclComm_t parent, size_t bytes, size_t words, const char
   BRAID_TRY(nccl_status(parent, ncclCommCount(parent, &nranks), "ncclCommCount"));
   BRAID_TRY(nccl_status(parent, ncclCommUserRank(parent, &rank), "ncclCommUserRank"));
   std::unique_ptr<OwnWindow> w(new OwnWindow());
-  // Zeroed before the (collective) registration: epoch 0 is "nothing yet".
-  BRAID_TRY(nccl_status(parent, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what)));
+  w->comm_ = parent;  // from here its destructor frees what it holds
+  // Agreed before the (collective) registration, which a rank that could
+  // not allocate would leave its peers waiting in: every rank fails alike.
+  Status allocated =
+      nccl_status(parent, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what));
+  std::vector<int64_t> allocated_on;
+  BRAID_TRY(gather_word(parent, allocated.is_ok(), &allocated_on, fmt::format("the {} window's allocation", what)));
+  BRAID_TRY(std::move(allocated));
+  for (int r = 0; r < nranks; ++r)
+    if (!allocated_on[size_t(r)])
+      return BRAID_ERROR(ncclSystemError, "rank {} could not allocate its {} window (its error says why)", r, what);
+  // Zeroed before the registration: epoch 0 is "nothing yet".
   std::memset(w->memory_, 0, std::min(words, bytes));
   // First on the caller's communicator: where every rank stores into every
   // window (one host), no signal is used and that is all.  Otherwise the
   // window moves to a communicator of the handle's own, whose signals and
   // RMA connections serve it alone (each costs a receiver thread and
   // connections: only handles that span hosts pay for one).
-  w->comm_ = parent;
   BRAID_TRY(w->map(rank, nranks, bytes, what));
   if (w->routes_->all_direct()) {
     w->log_routes(rank, nranks, what);

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstddef>
@@ -286,6 +287,51 @@ TEST_CASE("moe bad input: clear errors, no side effect", "[moe][threads]") {
       EXPECT_CODE(f, nullptr, braidMoeGetCombineBuffer(nullptr, &buffer), ncclInvalidArgument, "handle is NULL");
       if (buffer) f.fail("a refused braidMoeGetCombineBuffer left *expertOut set");
     }
+    MP_NCCL(f, braidMoeDestroy(moe));
+  });
+  CHECK(failures == 0);
+}
+
+// A rank that cannot allocate its window (here: a file-size limit its
+// memfd cannot grow past): every rank's braidMoeCreate fails at once, in
+// step (the allocation is agreed before the collective registration), and
+// the communicator goes on: a collective, then a create that works and an
+// exact layer.
+TEST_CASE("moe: a rank that cannot allocate its window fails every rank's create, which go on",
+          "[moe][processes][faults]") {
+  constexpr int kStarved = 2;
+  Case c;
+  c.experts = 8;
+  c.top_k = 2;
+  c.max_tokens = 64;
+  c.hidden = 256;
+  const int failures = mp::run_ranks_as_processes(4, [&](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+    mp::barrier_all(comm, f);  // the host paths' shared boards made before the limit
+    rlimit old{};
+    getrlimit(RLIMIT_FSIZE, &old);
+    if (rank == kStarved) {
+      signal(SIGXFSZ, SIG_IGN);  // ftruncate past the limit fails with EFBIG instead of killing
+      rlimit tight = old;
+      tight.rlim_cur = 4096;
+      setrlimit(RLIMIT_FSIZE, &tight);
+    }
+    braidMoeConfig_t cfg = config_of(c);
+    braidMoe_t moe = nullptr;
+    const auto start = Clock::now();
+    EXPECT_CODE(f, comm, braidMoeCreate(comm, &cfg, &moe), ncclSystemError,
+                rank == kStarved ? "ncclMemAlloc" : "rank 2 could not allocate");
+    if (moe) f.fail("a failed create handed out a handle");
+    if (seconds_since(start) > 5)
+      f.fail(fmt::format("rank {}: the failed create took {:.1f} s", rank, seconds_since(start)));
+    if (rank == kStarved) setrlimit(RLIMIT_FSIZE, &old);
+    std::vector<float> in(16, float(rank)), out(16);
+    MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr));
+    if (out[0] != float(n * (n - 1) / 2))
+      f.fail(fmt::format("rank {}: AllReduce after the failure gave {}", rank, out[0]));
+    MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
+    if (!moe) return;
+    Expected x;
+    run_layer(c, rank, n, moe, 0, f, &x);
     MP_NCCL(f, braidMoeDestroy(moe));
   });
   CHECK(failures == 0);
