@@ -5,9 +5,14 @@
 // Every rank's ncclCommWindowRegister fails well within BRAID_TIMEOUT and
 // hands out no window, ncclCommGetAsyncError reports the error, a later
 // collective and a shrink are refused at once, and destroying the
-// communicator works (the harness does).  Ranks as threads, as processes on one host (shared
-// memory) and as processes on emulated hosts (sockets).
+// communicator works (the harness does).  Ranks as threads, as processes
+// on one host (shared memory) and as processes on emulated hosts (sockets).
+//
+// And a resume one rank cannot complete (a file-size limit its shared
+// memory segments cannot grow past): the same break, on every rank.
 #include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/resource.h>
 
 #include <chrono>
 
@@ -85,5 +90,35 @@ TEST_CASE("a window registration one rank fails midway breaks the communicator o
   ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
   CHECK(run_ranks_as_processes(3, registration_breaks_the_comm, 60, [](int rank) {
           setenv("BRAID_HOSTID", fmt::format("window-host-{}", rank).c_str(), 1);
+        }) == 0);
+}
+
+TEST_CASE("a resume one rank cannot complete breaks the communicator on every rank, processes",
+          "[mp][suspend][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  CHECK(run_ranks_as_processes(3, [](int rank, int, ncclComm_t comm, Failures& f) {
+          void* mem = nullptr;
+          MP_NCCL(f, ncclMemAlloc(&mem, 4096));
+          ncclWindow_t win = nullptr;  // resume connects its RMA again
+          MP_NCCL(f, ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT));
+          barrier_all(comm, f);
+          MP_NCCL(f, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+          rlimit old{};
+          getrlimit(RLIMIT_FSIZE, &old);
+          if (rank == kFailingRank) {
+            signal(SIGXFSZ, SIG_IGN);  // growing a segment past the limit fails with EFBIG instead of killing
+            rlimit tight = old;
+            tight.rlim_cur = 0;
+            setrlimit(RLIMIT_FSIZE, &tight);
+          }
+          const auto start = Clock::now();
+          if (ncclCommResume(comm) == ncclSuccess) f.fail(fmt::format("rank {}: the resume succeeded", rank));
+          if (Clock::now() - start > std::chrono::seconds(10))
+            f.fail(fmt::format("rank {}: the failed resume took more than 10 s ({})", rank, ncclGetLastError(comm)));
+          if (rank == kFailingRank) setrlimit(RLIMIT_FSIZE, &old);
+          ncclResult_t async = ncclSuccess;
+          MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+          if (async == ncclSuccess || async == ncclInProgress)
+            f.fail(fmt::format("rank {}: ncclCommGetAsyncError says {} after the failed resume", rank, int(async)));
         }) == 0);
 }
