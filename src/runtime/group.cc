@@ -139,8 +139,10 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
 Status execute(GroupState& work) {
   const std::vector<ncclComm*> comms = comms_of(work);
   Status s = run_inits(work.inits);
+  // A rank whose init failed midway leaves its peers in an exchange with
+  // it: its bootstrap aborted, they fail at once, not at BRAID_TIMEOUT.
   if (!s.is_ok())
-    for (const auto& init : work.inits) init.comm->async_error = s.code();
+    for (const auto& init : work.inits) break_comm(init.comm, s);
   if (s.is_ok()) s = run_setups(work.setups);
   const RmaQueue rma = take_rma(work.queues);
   if (s.is_ok()) s = run_work(work.queues);
