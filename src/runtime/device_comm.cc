@@ -402,7 +402,10 @@ Status DeviceComms::make_shared(const devapi::ResourceLayout& layout, const Devi
   // that waits for its peers, in barriers with no timeout) while a thread
   // rank of its process still allocates above (cudaMalloc and
   // cudaHostRegister may wait for the device); and a rank that failed here
-  // fails them all, saying why.
+  // fails them all, saying why.  Even then the communicator breaks: a GIN
+  // that failed midway may have left a peer in one of its exchanges, and
+  // this agreement's 8 bytes may have been read there, as one of GIN's
+  // agreements, so that the verdict was not met in step.
   return comm_->bootstrap->agree(made_gin.is_ok() ? space.window_table(&made->window_table) : std::move(made_gin),
                                  "ncclDevCommCreate");
 }

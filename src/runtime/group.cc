@@ -60,8 +60,12 @@ Status run_concurrently(size_t n, const std::function<Status(size_t)>& body) {
 Status run_inits(std::vector<InitCall>& inits) {
   return run_concurrently(inits.size(), [&](size_t i) {
     const InitCall& call = inits[i];
-    if (!call.scalable_ids.empty()) return comm_init_scalable(call.comm, call.scalable_ids);
-    return comm_init(call.comm, call.id);
+    Status s = call.scalable_ids.empty() ? comm_init(call.comm, call.id)
+                                         : comm_init_scalable(call.comm, call.scalable_ids);
+    // At once, not after the group's other inits: a peer of this process
+    // may be waiting for this one in theirs.
+    if (!s.is_ok()) break_comm(call.comm, s);
+    return s;
   });
 }
 
@@ -140,7 +144,8 @@ Status execute(GroupState& work) {
   const std::vector<ncclComm*> comms = comms_of(work);
   Status s = run_inits(work.inits);
   // A rank whose init failed midway leaves its peers in an exchange with
-  // it: its bootstrap aborted, they fail at once, not at BRAID_TIMEOUT.
+  // it: its bootstraps aborted (the failed one's in run_inits), they fail
+  // at once, not at BRAID_TIMEOUT.
   if (!s.is_ok())
     for (const auto& init : work.inits) break_comm(init.comm, s);
   if (s.is_ok()) s = run_setups(work.setups);
