@@ -74,16 +74,14 @@ Status CudaRma::wait(const RmaCall& call) const {
 }
 
 uint64_t CudaRma::pending() const {
+  // arrived[] and consumed[] lie one after the other (counters()): one copy.
+  static_assert(kConsumed == kArrived + 1, "consumed[] follows arrived[]");
   const size_t words = size_t(s_.nranks) * s_.pairs;
-  std::vector<uint64_t> arrived(words), consumed(words);
+  std::vector<uint64_t> counts(2 * words);
   Status read = cudaSetDevice(s_.device) == cudaSuccess
                     ? on_own_stream([&](cudaStream_t stream) {
-                        cudaError_t e = cudaMemcpyAsync(arrived.data(), counters(s_.rank, kArrived, 0, 0),
-                                                        words * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-                        if (e == cudaSuccess)
-                          e = cudaMemcpyAsync(consumed.data(), counters(s_.rank, kConsumed, 0, 0),
-                                              words * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-                        return e;
+                        return cudaMemcpyAsync(counts.data(), counters(s_.rank, kArrived, 0, 0),
+                                               counts.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
                       })
                     : BRAID_ERROR(ncclUnhandledCudaError, "cudaSetDevice({}) failed", s_.device);
   if (!read.is_ok()) {
@@ -91,7 +89,7 @@ uint64_t CudaRma::pending() const {
     return 0;
   }
   uint64_t pending = 0;
-  for (size_t i = 0; i < words; ++i) pending += arrived[i] - consumed[i];
+  for (size_t i = 0; i < words; ++i) pending += counts[i] - counts[words + i];
   return pending;
 }
 
