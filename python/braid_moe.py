@@ -360,7 +360,6 @@ class Moe:
         if device < 0 and not _is_tensor(like):
             return memoryview((ctypes.c_char * nbytes).from_address(p.value)).cast("B")
         import torch
-        dtype = _torch_dtype(torch, self.dtype)
         if _is_tensor(like):
             on = like.device.index if like.device.type == "cuda" else -1
             if on != device:
@@ -369,7 +368,7 @@ class Moe:
             if like.element_size() != DTYPE_BYTES[self.dtype]:
                 raise Error(4, f"{what}: like's elements are {like.element_size()} bytes; the handle's dtype "
                                f"{self.dtype} has {DTYPE_BYTES[self.dtype]}")
-            dtype = like.dtype
+        dtype = like.dtype if _is_tensor(like) else _torch_dtype(torch, self.dtype)
         key = (p.value, nbytes, dtype)
         if key not in self._views:
             self._views[key] = _tensor_over(p.value, nbytes, device).view(dtype).view(rows, self.hidden)
