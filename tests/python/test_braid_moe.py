@@ -97,8 +97,9 @@ def torch_layer_errors(rank, n, moe, errors):
     token_buffer.copy_(tokens)
     recv, counts, dropped = moe.dispatch(token_buffer, topk, recv_tokens=buffer)
     want_rows, want_counts = wanted_rows(rank, n)
-    if counts.flatten().tolist() != want_counts or dropped != 0:
-        errors.append(f"torch: recv_counts {counts.flatten().tolist()}, wanted {want_counts}; {dropped} dropped")
+    if recv is not buffer or counts.flatten().tolist() != want_counts or dropped != 0:
+        errors.append(f"torch: recv_tokens {'is' if recv is buffer else 'is not'} the buffer passed; recv_counts "
+                      f"{counts.flatten().tolist()}, wanted {want_counts}; {dropped} dropped")
     if sorted(tuple(r) for r in buffer[:sum(want_counts)].tolist()) != sorted(want_rows):
         errors.append("torch: the received rows are not the routed ones")
     weights = torch.tensor([0.5, 0.25] * TOKENS).view(TOKENS, TOP_K)
