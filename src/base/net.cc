@@ -106,7 +106,10 @@ Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound) {
   return Status::ok();
 }
 
-Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+namespace {
+
+Status connect_retrying(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort,
+                        bool refusal_is_final, int* fd) {
   int delay_ms = 1;
   for (;;) {
     int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -118,6 +121,9 @@ Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic
     }
     int err = errno;
     ::close(s);
+    if (err == ECONNREFUSED && refusal_is_final)
+      return BRAID_ERROR(ncclRemoteError, "connect to {}: refused: the peer closed its listener (it exited or aborted)",
+                         to_string(addr));
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
                  err == EAGAIN || err == EINTR || err == ECONNRESET;
     if (!retry) return BRAID_ERROR(ncclSystemError, "connect to {}: {}", to_string(addr), std::strerror(err));
@@ -128,6 +134,16 @@ Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delay_ms, deadline.remaining_ms())));
     delay_ms = std::min(delay_ms * 2, 100);
   }
+}
+
+}  // namespace
+
+Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+  return connect_retrying(addr, deadline, abort, false, fd);
+}
+
+Status connect_tcp_to_listener(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+  return connect_retrying(addr, deadline, abort, true, fd);
 }
 
 Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,

@@ -32,6 +32,11 @@ Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound);
 // Connects, retrying refused/unreachable attempts until the deadline (the
 // peer's listener may not be up yet).
 Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
+// Connects to an address that its owner published after it started listening
+// (a bootstrap table, an allgathered transport address).  A refusal then means
+// the owner has closed its listener, having exited or aborted, so it fails at
+// once, ncclRemoteError, instead of retrying until the deadline.
+Status connect_tcp_to_listener(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
 
 // Whole-buffer I/O, through `tls` where there is one (tls_session.h).  EOF
 // or an error is ncclRemoteError / ncclSystemError; running past the

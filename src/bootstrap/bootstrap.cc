@@ -189,9 +189,10 @@ class SocketBootstrap final : public Bootstrap {
     Deadline deadline = Deadline::after(timeout());
     if (out_fd_[peer] < 0) {
       int fd = -1;
-      BRAID_TRY(connect_tcp(table_[peer], deadline, &aborted_, &fd));
+      Status s = connect_tcp_to_listener(table_[peer], deadline, &aborted_, &fd);
+      if (!s.is_ok()) return std::move(s).context(fmt::format("bootstrap: rank {} -> {}", rank_, peer));
       PeerHello hello{key_, rank_, 0};
-      Status s = tls_secure(&fd, TlsRole::Client);
+      s = tls_secure(&fd, TlsRole::Client);
       if (s.is_ok()) s = send_all(fd, &hello, sizeof(hello), deadline, &aborted_);
       if (!s.is_ok()) {
         ::close(fd);

@@ -163,7 +163,7 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uin
   for (int t = 0; t < nranks; ++t) {
     if (!outside(t)) continue;
     int fd = -1;
-    BRAID_TRY(connect_tcp(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
+    BRAID_TRY(connect_tcp_to_listener(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
     out.push_back({UniqueFd(fd), nullptr, t});
   }
   for (int r = 0; r < nranks; ++r) {

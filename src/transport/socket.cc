@@ -294,7 +294,7 @@ class SocketTransportImpl final : public Transport {
       sockaddr_in addr{};
       Status st = parse_ipv4_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
       auto o = std::make_unique<Opening>();
-      if (st.is_ok()) st = connect_tcp(addr, o->deadline, &aborted_, &o->fd);
+      if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);
       if (st.is_ok()) set_nonblocking(o->fd);
       if (st.is_ok() && tls_enabled()) st = TlsSession::open(o->fd, TlsRole::Client, &o->tls);
       if (!st.is_ok()) {
