@@ -57,13 +57,22 @@ Status init_derived(const ncclComm* parent, int nranks, const ncclUniqueId& id, 
 // rank is members[me].
 Status derive(ncclComm* parent, const std::vector<int>& members, int me, const ncclConfig_t* config,
               ncclComm_t* newcomm) {
+  // An all-zero id, which no real one is (its magic is odd), tells the
+  // members that their first could not start the root: they fail at once
+  // instead of waiting for it in an init it will not join.
+  const ncclUniqueId no_root{};
   ncclUniqueId id{};
   if (me == 0) {
-    BRAID_TRY(bootstrap_create_private_root(&id));
+    Status root = bootstrap_create_private_root(&id);
+    if (!root.is_ok()) id = no_root;
     for (size_t i = 1; i < members.size(); ++i)
       BRAID_TRY(parent->bootstrap->send(members[i], kDeriveTag, &id, sizeof(id)));
+    BRAID_TRY(std::move(root).context("the new communicator's bootstrap root"));
   } else {
     BRAID_TRY(parent->bootstrap->recv(members[0], kDeriveTag, &id, sizeof(id)));
+    if (std::memcmp(&id, &no_root, sizeof(id)) == 0)
+      return BRAID_ERROR(ncclRemoteError, "rank {}, the new communicator's first, could not start its bootstrap root",
+                         members[0]);
   }
   return init_derived(parent, int(members.size()), id, me, config, newcomm);
 }
