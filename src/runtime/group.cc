@@ -69,17 +69,24 @@ Status run_inits(std::vector<InitCall>& inits) {
   });
 }
 
-// Each communicator's setup calls in call order; several communicators'
-// concurrently, as their collective calls meet one another's.
-Status run_setups(std::vector<SetupCall>& setups) {
+// Each communicator's setup calls in call order, up to its first failure;
+// several communicators' concurrently, as their collective calls meet one
+// another's.  Returns each communicator that failed, with its error.
+using SetupFailures = std::vector<std::pair<ncclComm*, Status>>;
+SetupFailures run_setups(std::vector<SetupCall>& setups) {
   std::vector<ncclComm*> comms;
   for (const SetupCall& c : setups)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
-  return run_concurrently(comms.size(), [&](size_t i) {
+  std::vector<Status> outcome(comms.size());
+  (void)run_concurrently(comms.size(), [&](size_t i) {  // each outcome is kept: the first alone is not enough
     for (SetupCall& c : setups)
-      if (c.comm == comms[i]) BRAID_TRY(c.run());
+      if (c.comm == comms[i] && !(outcome[i] = c.run()).is_ok()) break;
     return Status::ok();
   });
+  SetupFailures failed;
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (!outcome[i].is_ok()) failed.emplace_back(comms[i], std::move(outcome[i]));
+  return failed;
 }
 
 // Hands every communicator's queue to its backend; backends of one kind
@@ -141,20 +148,30 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
 
 // Runs a whole group and records its outcome on each communicator.
 Status execute(GroupState& work) {
-  const std::vector<ncclComm*> comms = comms_of(work);
   Status s = run_inits(work.inits);
-  // A rank whose init failed midway leaves its peers in an exchange with
-  // it: its bootstraps aborted (the failed one's in run_inits), they fail
-  // at once, not at BRAID_TIMEOUT.
-  if (!s.is_ok())
+  if (!s.is_ok()) {
+    // A rank whose init failed midway leaves its peers in an exchange with
+    // it: its bootstraps aborted (the failed one's in run_inits), they fail
+    // at once, not at BRAID_TIMEOUT.
     for (const auto& init : work.inits) break_comm(init.comm, s);
-  if (s.is_ok()) s = run_setups(work.setups);
+    for (ncclComm* comm : comms_of(work)) note_failure(comm, &s);
+    return s;
+  }
+  // A communicator whose setup failed drops the work queued on it.  The
+  // others' work still runs: their peers, which need not be members of the
+  // failed communicator, are waiting for it.
+  SetupFailures failed = run_setups(work.setups);
+  auto failed_setup = [&](ncclComm* comm) {
+    return std::any_of(failed.begin(), failed.end(), [comm](const auto& f) { return f.first == comm; });
+  };
+  std::erase_if(work.queues, [&](const CommQueue& q) { return failed_setup(q.comm); });
   const RmaQueue rma = take_rma(work.queues);
-  if (s.is_ok()) s = run_work(work.queues);
-  if (s.is_ok()) s = run_rma(rma);
-  if (!s.is_ok())
-    for (ncclComm* comm : comms) note_failure(comm, &s);
-  return s;
+  Status ran = run_work(work.queues);
+  if (ran.is_ok()) ran = run_rma(rma);
+  for (auto& [comm, why] : failed) note_failure(comm, &why);
+  if (!ran.is_ok())
+    for (CommQueue& q : work.queues) note_failure(q.comm, &ran);
+  return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's, else its work's
 }
 
 Status end_outermost() {
@@ -223,7 +240,8 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   GroupState work = std::move(group);
   group = GroupState{};
   BRAID_TRY(run_inits(work.inits));
-  BRAID_TRY(run_setups(work.setups));
+  SetupFailures failed = run_setups(work.setups);
+  if (!failed.empty()) return failed.front().second;
   for (ncclComm* c : comms_of(work))
     if (!comm_is_live(c)) return BRAID_ERROR(ncclInvalidArgument, "a communicator of this group was destroyed");
   double us = 0;

@@ -8,12 +8,17 @@
 // communicator works (the harness does).  Ranks as threads, as processes
 // on one host (shared memory) and as processes on emulated hosts (sockets).
 //
+// A group with such a registration and a collective on another
+// communicator: the collective still runs, on every rank
+// (src/runtime/group.cc).
+//
 // And a resume one rank cannot complete (a file-size limit its shared
 // memory segments cannot grow past): the same break, on every rank.
 #include <catch2/catch.hpp>
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "collective_check.h"
@@ -65,6 +70,48 @@ void registration_breaks_the_comm(int rank, int n, ncclComm_t comm, Failures& f)
     if (Clock::now() - start > std::chrono::seconds(1))
       f.fail(fmt::format("rank {}: the refused shrink took more than 1 s", rank));
   }
+  MP_NCCL(f, ncclMemFree(mem));
+}
+
+// A group that registers a window on a communicator of ranks 0 and 1 (a
+// split; its rank 1 fails as above) and runs an AllReduce on the parent,
+// which ranks 2 and 3 run alone: the AllReduce still runs on every rank,
+// exactly, and the parent stays usable.  Ranks 2 and 3 would otherwise wait
+// for ranks 0 and 1 until BRAID_TIMEOUT.
+void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, Failures& f) {
+  ncclComm_t pair = nullptr;
+  MP_NCCL(f, ncclCommSplit(comm, rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &pair, nullptr));
+  const size_t bytes = 1024 * sizeof(float);
+  void* mem = nullptr;
+  MP_NCCL(f, ncclMemAlloc(&mem, bytes));
+  std::vector<int32_t> in(4096, rank + 1), out(in.size(), -1);
+  const int32_t want = n * (n + 1) / 2;
+  ncclWindow_t win = nullptr;
+  const auto start = Clock::now();
+  MP_NCCL(f, ncclGroupStart());
+  if (pair) MP_NCCL(f, ncclCommWindowRegister(pair, mem, bytes, &win, NCCL_WIN_DEFAULT));  // runs at the group's end
+  MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr));
+  const ncclResult_t ended = ncclGroupEnd();
+  if (pair && ended == ncclSuccess) f.fail(fmt::format("rank {}: the group succeeded", rank));
+  if (!pair && ended != ncclSuccess) f.fail(fmt::format("rank {}: {}", rank, ncclGetLastError(nullptr)));
+  if (Clock::now() - start > std::chrono::seconds(10))
+    f.fail(fmt::format("rank {}: the group took more than 10 s ({})", rank, ncclGetLastError(nullptr)));
+  if (win) f.fail(fmt::format("rank {}: a failed registration handed out a window", rank));
+  if (std::count(out.begin(), out.end(), want) != ptrdiff_t(out.size()))
+    f.fail(fmt::format("rank {}: the AllReduce gave {}, want {}", rank, out[0], want));
+
+  ncclResult_t async = ncclInternalError;
+  MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess) f.fail(fmt::format("rank {}: the parent's async error is {}", rank, int(async)));
+  if (pair) {
+    MP_NCCL(f, ncclCommGetAsyncError(pair, &async));
+    if (async == ncclSuccess) f.fail(fmt::format("rank {}: the failed communicator's async error is 0", rank));
+    MP_NCCL(f, ncclCommDestroy(pair));
+  }
+  std::fill(out.begin(), out.end(), -1);
+  MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr));
+  if (std::count(out.begin(), out.end(), want) != ptrdiff_t(out.size()))
+    f.fail(fmt::format("rank {}: the next AllReduce gave {}", rank, out[0]));
   MP_NCCL(f, ncclMemFree(mem));
 }
 
@@ -121,4 +168,18 @@ TEST_CASE("a resume one rank cannot complete breaks the communicator on every ra
           if (async == ncclSuccess || async == ncclInProgress)
             f.fail(fmt::format("rank {}: ncclCommGetAsyncError says {} after the failed resume", rank, int(async)));
         }) == 0);
+}
+
+TEST_CASE("a group whose window registration fails still runs its collectives on another communicator, threads",
+          "[mp][window][faults][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(run_ranks_as_threads(4, group_keeps_the_other_comms_work) == 0);
+}
+
+TEST_CASE("a group whose window registration fails still runs its collectives on another communicator, processes",
+          "[mp][window][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(run_ranks_as_processes(4, group_keeps_the_other_comms_work) == 0);
 }
