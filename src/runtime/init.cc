@@ -320,6 +320,9 @@ Status comm_setup(ncclComm* comm) {
   AgreedValues agreed;
   BRAID_TRY(fold_agreed(values, &agreed));
   BRAID_TRY(check_ranks_per_gpu(infos));
+  if (env_int("BRAID_TEST_FAIL_INIT_RANK") == rank)
+    return BRAID_ERROR(ncclInternalError, "BRAID_TEST_FAIL_INIT_RANK={}: this rank's init fails between its exchanges",
+                       rank);
   comm->check_args = agreed.check_args != 0;
 
   TransportContext ctx;
@@ -354,7 +357,6 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
-  comm->ready.store(true, std::memory_order_release);
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
              host.wide_tile_bytes);
@@ -363,17 +365,31 @@ Status comm_setup(ncclComm* comm) {
 
 Deadline init_deadline() { return Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000)); }
 
+// Every rank's init succeeds or none does.  Ranks may make no exchange
+// after the step where one fails (threads of one process pass each other
+// nothing), and would come out with a communicator whose peer has none: a
+// barrier ends every init.  A rank that fails does not join it, nor any
+// exchange after its failure, which its peers could take for the one they
+// wait in: its bootstrap is broken instead (group.cc), which ends their
+// waits at once.
+Status agreed_setup(ncclComm* comm) {
+  BRAID_TRY(comm_setup(comm));
+  BRAID_TRY(std::move(comm->bootstrap->barrier()).context("communicator init"));
+  comm->ready.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
 }  // namespace
 
 Status comm_init(ncclComm* comm, const ncclUniqueId& id) {
   BRAID_TRY(Bootstrap::connect(id, comm->rank, comm->nranks, init_deadline(), &comm->bootstrap, &comm->stop));
-  return comm_setup(comm);
+  return agreed_setup(comm);
 }
 
 Status comm_init_scalable(ncclComm* comm, const std::vector<ncclUniqueId>& ids) {
   BRAID_TRY(
       Bootstrap::connect_scalable(ids, comm->rank, comm->nranks, init_deadline(), &comm->bootstrap, &comm->stop));
-  return comm_setup(comm);
+  return agreed_setup(comm);
 }
 
 Status comm_release_buffers(ncclComm* comm) {

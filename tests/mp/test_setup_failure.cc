@@ -12,13 +12,18 @@
 // communicator: the collective still runs, on every rank
 // (src/runtime/group.cc).
 //
+// An init one rank fails midway (BRAID_TEST_FAIL_INIT_RANK), alone or in
+// a group, blocking or not: the same break, on every rank (group.cc).
+//
 // And a resume one rank cannot complete (a file-size limit its shared
 // memory segments cannot grow past): the same break, on every rank.
 #include <catch2/catch.hpp>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "collective_check.h"
@@ -115,6 +120,79 @@ void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, Failures
   MP_NCCL(f, ncclMemFree(mem));
 }
 
+// Every rank makes communicators from `ids` in one group, blocking or not,
+// and kFailingRank's inits fail midway (BRAID_TEST_FAIL_INIT_RANK): every
+// rank's must fail well within BRAID_TIMEOUT, since the failing rank breaks
+// each communicator in its init thread and its peers' waits end at once.
+// The failing rank keeps its communicators until the others are done
+// (`others_done`, shared memory that forked ranks see too), so that only the
+// break, not its abort, can end their waits.
+void init_fails_everywhere(int rank, int n, const std::vector<ncclUniqueId>& ids, bool blocking,
+                           std::atomic<int>* others_done, Failures& f) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = blocking ? 1 : 0;
+  std::vector<ncclComm_t> comms(ids.size(), nullptr);
+  const auto start = Clock::now();
+  MP_NCCL(f, ncclGroupStart());
+  for (size_t i = 0; i < ids.size(); ++i) MP_NCCL(f, ncclCommInitRankConfig(&comms[i], n, ids[i], rank, &config));
+  const ncclResult_t ended = ncclGroupEnd();
+  const std::string why = ncclGetLastError(nullptr);
+  for (ncclComm_t comm : comms) {
+    ncclResult_t state = ended;  // a non-blocking group's outcome is each communicator's async error
+    while (state == ncclInProgress && Clock::now() - start < std::chrono::seconds(40)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+    }
+    if (state == ncclSuccess || state == ncclInProgress)
+      f.fail(fmt::format("rank {}: an init ended in {}", rank, int(state)));
+  }
+  if (Clock::now() - start > std::chrono::seconds(10))
+    f.fail(fmt::format("rank {}: the failed init took more than 10 s ({})", rank, why));
+  if (blocking && rank == kFailingRank && why.find("BRAID_TEST_FAIL_INIT_RANK") == std::string::npos)
+    f.fail(fmt::format("rank {}: the error says '{}', not why", rank, why));
+  if (rank != kFailingRank) others_done->fetch_add(1);
+  while (rank == kFailingRank && others_done->load() < n - 1 && Clock::now() - start < std::chrono::seconds(40))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (ncclComm_t comm : comms) MP_NCCL(f, ncclCommAbort(comm));
+}
+
+// A counter in shared anonymous memory: forked ranks share it.
+struct SharedCounter {
+  SharedCounter()
+      : at(static_cast<std::atomic<int>*>(
+            mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0))) {
+    REQUIRE(at != MAP_FAILED);
+    new (at) std::atomic<int>(0);
+  }
+  ~SharedCounter() { munmap(at, sizeof(std::atomic<int>)); }
+  std::atomic<int>* at;
+};
+
+int init_as_threads(int n, int ncomms, bool blocking) {
+  std::vector<ncclUniqueId> ids(size_t(ncomms), ncclUniqueId{});
+  for (auto& id : ids)
+    if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  SharedCounter done;
+  std::vector<Failures> failures(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { init_fails_everywhere(r, n, ids, blocking, done.at, failures[size_t(r)]); });
+  for (auto& t : threads) t.join();
+  int total = 0;
+  for (const Failures& f : failures) total += f.count;
+  return total;
+}
+
+int init_as_processes(int n, int ncomms, bool blocking) {
+  SharedCounter done;
+  return reap_with_one_killed(fork_ranks(n, 60, ncomms, [&](int r, const std::vector<ncclUniqueId>& ids) {
+                                Failures f;
+                                init_fails_everywhere(r, n, ids, blocking, done.at, f);
+                                return f.count ? 1 : 0;
+                              }),
+                              -1);  // none killed: every rank must pass
+}
+
 }  // namespace
 
 TEST_CASE("a window registration one rank fails midway breaks the communicator on every rank, threads",
@@ -182,4 +260,18 @@ TEST_CASE("a group whose window registration fails still runs its collectives on
   ScopedEnv timeout("BRAID_TIMEOUT", "30");
   ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
   CHECK(run_ranks_as_processes(4, group_keeps_the_other_comms_work) == 0);
+}
+
+TEST_CASE("an init one rank fails midway fails on every rank at once, threads", "[mp][init][faults][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_INIT_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(init_as_threads(4, 1, false) == 0);  // non-blocking
+  CHECK(init_as_threads(4, 2, true) == 0);   // a blocking group of two
+}
+
+TEST_CASE("an init one rank fails midway fails on every rank at once, processes", "[mp][init][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv fail("BRAID_TEST_FAIL_INIT_RANK", std::to_string(kFailingRank).c_str());
+  CHECK(init_as_processes(4, 2, false) == 0);  // a non-blocking group of two
+  CHECK(init_as_processes(4, 1, true) == 0);
 }
