@@ -46,13 +46,19 @@ bool AsyncJob::wait(int64_t timeout_ms) {
   return cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done; });
 }
 
-void AsyncJob::finish(ncclResult_t r) {
+void AsyncJob::finish(Outcomes of_comm) {
   {
     std::lock_guard<std::mutex> lock(mutex);
-    result = r;
+    outcomes = std::move(of_comm);
     done = true;
   }
   cv.notify_all();
+}
+
+ncclResult_t AsyncJob::outcome_of(const ncclComm* comm) const {
+  for (const auto& [c, r] : outcomes)
+    if (c == comm) return r;
+  return ncclSuccess;
 }
 
 void comm_register(ncclComm* comm) { live_comms().insert(comm); }
@@ -103,7 +109,7 @@ ncclResult_t comm_async_state(ncclComm* comm) {
   if (job) {
     std::lock_guard<std::mutex> lock(job->mutex);
     if (!job->done) return ncclInProgress;
-    if (job->result != ncclSuccess) return job->result;
+    if (ncclResult_t r = job->outcome_of(comm); r != ncclSuccess) return r;
   }
   // Revoked: in progress until the work it interrupted has let go (host
   // threads, and kernels the backend enqueued).

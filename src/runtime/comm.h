@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -30,16 +31,19 @@ namespace braid {
 struct CommSetup;  // src/runtime/init.h
 
 // Work a non-blocking communicator runs in the background (its init, or a
-// group).  Shared by every communicator the work touches; `done` flips once,
-// after the worker wrote every result it will write.
+// group).  Shared by every communicator the work touches, each with its own
+// outcome (a group's setup may fail on one while the others' work ran);
+// `done` flips once, after the worker wrote every result it will write.
 struct AsyncJob {
+  using Outcomes = std::vector<std::pair<const ncclComm*, ncclResult_t>>;
   std::mutex mutex;
   std::condition_variable cv;
   bool done = false;
-  ncclResult_t result = ncclSuccess;
+  Outcomes outcomes;  // a communicator not listed: ncclSuccess
   // Blocks until done; false if `timeout_ms` passed first.
   bool wait(int64_t timeout_ms);
-  void finish(ncclResult_t r);
+  void finish(Outcomes of_comm);
+  ncclResult_t outcome_of(const ncclComm* comm) const;  // with `mutex` held
 };
 
 // One ncclCommRegister registration (the handle points at it).
@@ -95,6 +99,9 @@ struct ncclComm {
   std::string last_error;
 
   std::atomic<bool> ready{false};  // init finished: transport, bootstrap and backend exist
+  // The bootstrap exists (set once init's rendezvous is over): an abort can
+  // wake init's later exchanges, its final barrier among them.
+  std::atomic<bool> bootstrap_up{false};
   // ncclCommRevoke: no new work; in-flight work is stopped.  `stop` is what
   // the backends watch (abort or revoke).
   std::atomic<bool> revoked{false};

@@ -146,15 +146,19 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
   return comms;
 }
 
-// Runs a whole group and records its outcome on each communicator.
-Status execute(GroupState& work) {
+// Runs a whole group and records its outcome on each communicator;
+// `outcomes` gets each one's that failed (a communicator whose own calls
+// succeeded stays usable though another's setup failed).
+Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
+  const std::vector<ncclComm*> comms = comms_of(work);
   Status s = run_inits(work.inits);
   if (!s.is_ok()) {
     // A rank whose init failed midway leaves its peers in an exchange with
     // it: its bootstraps aborted (the failed one's in run_inits), they fail
     // at once, not at BRAID_TIMEOUT.
     for (const auto& init : work.inits) break_comm(init.comm, s);
-    for (ncclComm* comm : comms_of(work)) note_failure(comm, &s);
+    for (ncclComm* comm : comms) note_failure(comm, &s);
+    for (ncclComm* comm : comms) outcomes->emplace_back(comm, s.code());
     return s;
   }
   // A communicator whose setup failed drops the work queued on it.  The
@@ -168,9 +172,15 @@ Status execute(GroupState& work) {
   const RmaQueue rma = take_rma(work.queues);
   Status ran = run_work(work.queues);
   if (ran.is_ok()) ran = run_rma(rma);
-  for (auto& [comm, why] : failed) note_failure(comm, &why);
+  for (auto& [comm, why] : failed) {
+    note_failure(comm, &why);
+    outcomes->emplace_back(comm, why.code());
+  }
   if (!ran.is_ok())
-    for (CommQueue& q : work.queues) note_failure(q.comm, &ran);
+    for (CommQueue& q : work.queues) {
+      note_failure(q.comm, &ran);
+      outcomes->emplace_back(q.comm, ran.code());
+    }
   return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's, else its work's
 }
 
@@ -198,7 +208,8 @@ Status end_outermost() {
   }
   const bool async = std::any_of(comms.begin(), comms.end(), [](ncclComm* c) { return c->nonblocking(); });
   if (!async) {
-    Status s = execute(work);
+    AsyncJob::Outcomes outcomes;
+    Status s = execute(work, &outcomes);
     release_all();
     return s;
   }
@@ -208,15 +219,18 @@ Status end_outermost() {
     std::lock_guard<std::mutex> lock(c->job_mutex);
     c->job = job;
   }
-  std::thread(with_caller_env([work = std::move(work), job, release_all]() mutable {
+  std::thread(with_caller_env([work = std::move(work), job, comms, release_all]() mutable {
     Status s;
+    AsyncJob::Outcomes outcomes;
     try {
-      s = execute(work);
+      s = execute(work, &outcomes);
     } catch (const std::exception& e) {
       s = BRAID_ERROR(ncclInternalError, "unexpected exception in a background group: {}", e.what());
+      outcomes.clear();
+      for (ncclComm* c : comms) outcomes.emplace_back(c, s.code());
     }
     if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
-    job->finish(s.code());
+    job->finish(std::move(outcomes));
     release_all();
   })).detach();
   return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
