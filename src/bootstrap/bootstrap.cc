@@ -198,6 +198,7 @@ class SocketBootstrap final : public Bootstrap {
         ::close(fd);
         return std::move(s).context(fmt::format("bootstrap: rank {} -> {}", rank_, peer));
       }
+      std::lock_guard<std::mutex> fds(fds_mutex_);
       out_fd_[peer] = fd;
     }
     MessageHeader header{tag, 0, bytes};
@@ -257,7 +258,10 @@ class SocketBootstrap final : public Bootstrap {
  private:
   static constexpr int kAllgatherTag = -0x7a11;
 
+  // For abort(), from any thread, while the thread holding mutex_ may be
+  // adding a connection.
   std::vector<int> out_fd_snapshot_() {
+    std::lock_guard<std::mutex> lock(fds_mutex_);
     std::vector<int> fds;
     for (int fd : out_fd_) if (fd >= 0) fds.push_back(fd);
     for (int fd : in_fd_) if (fd >= 0) fds.push_back(fd);
@@ -291,6 +295,7 @@ class SocketBootstrap final : public Bootstrap {
         continue;
       }
       set_nodelay(fd);
+      std::lock_guard<std::mutex> fds(fds_mutex_);
       in_fd_[hello.rank] = fd;
     }
     return Status::ok();
@@ -315,7 +320,8 @@ class SocketBootstrap final : public Bootstrap {
   std::vector<int> out_fd_, in_fd_;
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> queued_;
   std::atomic<bool> aborted_{false};
-  std::mutex mutex_;
+  std::mutex mutex_;      // one exchange at a time
+  std::mutex fds_mutex_;  // out_fd_ and in_fd_ writes against abort()'s snapshot
 };
 
 Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }

@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
@@ -301,6 +303,23 @@ StragglarLanes stragglar_lanes(int32_t agreed, const std::string& backend) {
   return agreed == 2 ? StragglarLanes::Compact : StragglarLanes::PerConnection;
 }
 
+Deadline init_deadline() { return Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000)); }
+
+// For tests, a rank whose init fails, or stalls until aborted (as one stuck
+// in its device's setup), between its exchanges.
+Status init_test_hooks(const ncclComm* comm) {
+  if (env_int("BRAID_TEST_FAIL_INIT_RANK") == comm->rank)
+    return BRAID_ERROR(ncclInternalError, "BRAID_TEST_FAIL_INIT_RANK={}: this rank's init fails between its exchanges",
+                       comm->rank);
+  if (env_int("BRAID_TEST_STALL_INIT_RANK") == comm->rank) {
+    for (Deadline until = init_deadline(); !comm->stop.load() && !until.expired();)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return BRAID_ERROR(ncclInternalError, "BRAID_TEST_STALL_INIT_RANK={}: this rank's init stalled until {}",
+                       comm->rank, comm->stop.load() ? "aborted" : "BRAID_TIMEOUT");
+  }
+  return Status::ok();
+}
+
 // Everything after the bootstrap.
 Status comm_setup(ncclComm* comm) {
   const int rank = comm->rank, nranks = comm->nranks;
@@ -320,9 +339,7 @@ Status comm_setup(ncclComm* comm) {
   AgreedValues agreed;
   BRAID_TRY(fold_agreed(values, &agreed));
   BRAID_TRY(check_ranks_per_gpu(infos));
-  if (env_int("BRAID_TEST_FAIL_INIT_RANK") == rank)
-    return BRAID_ERROR(ncclInternalError, "BRAID_TEST_FAIL_INIT_RANK={}: this rank's init fails between its exchanges",
-                       rank);
+  BRAID_TRY(init_test_hooks(comm));
   comm->check_args = agreed.check_args != 0;
 
   TransportContext ctx;
@@ -363,8 +380,6 @@ Status comm_setup(ncclComm* comm) {
   return Status::ok();
 }
 
-Deadline init_deadline() { return Deadline::after(std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000)); }
-
 // Every rank's init succeeds or none does.  Ranks may make no exchange
 // after the step where one fails (threads of one process pass each other
 // nothing), and would come out with a communicator whose peer has none: a
@@ -373,6 +388,7 @@ Deadline init_deadline() { return Deadline::after(std::chrono::milliseconds(env_
 // wait in: its bootstrap is broken instead (group.cc), which ends their
 // waits at once.
 Status agreed_setup(ncclComm* comm) {
+  comm->bootstrap_up.store(true, std::memory_order_release);
   BRAID_TRY(comm_setup(comm));
   BRAID_TRY(std::move(comm->bootstrap->barrier()).context("communicator init"));
   comm->ready.store(true, std::memory_order_release);

@@ -78,8 +78,9 @@ void stop_comm(ncclComm* comm) {
     if (comm->dev_comms) comm->dev_comms->stop();  // releases device API waits (2.29's and 2.30's)
     if (comm->backend) comm->backend->abort();  // releases kernels waiting on peers
     if (comm->transport) comm->transport->abort();
-    if (comm->bootstrap) comm->bootstrap->abort();
   }
+  // Also during init's exchanges after the rendezvous (before it, `stop` ends the wait).
+  if (comm->bootstrap_up.load(std::memory_order_acquire)) comm->bootstrap->abort();
 }
 
 }  // namespace

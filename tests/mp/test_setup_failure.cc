@@ -78,14 +78,30 @@ void registration_breaks_the_comm(int rank, int n, ncclComm_t comm, Failures& f)
   MP_NCCL(f, ncclMemFree(mem));
 }
 
+// Polls a communicator until it leaves ncclInProgress (bounded).
+ncclResult_t settle(ncclComm_t comm, Failures& f) {
+  ncclResult_t state = ncclInProgress;
+  for (auto start = Clock::now(); state == ncclInProgress && Clock::now() - start < std::chrono::seconds(40);) {
+    MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
 // A group that registers a window on a communicator of ranks 0 and 1 (a
-// split; its rank 1 fails as above) and runs an AllReduce on the parent,
-// which ranks 2 and 3 run alone: the AllReduce still runs on every rank,
-// exactly, and the parent stays usable.  Ranks 2 and 3 would otherwise wait
-// for ranks 0 and 1 until BRAID_TIMEOUT.
-void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, Failures& f) {
+// split, blocking or not; its rank 1 fails as above) and runs an AllReduce
+// on the parent, which ranks 2 and 3 run alone: the AllReduce still runs
+// on every rank, exactly, and the parent stays usable and reports no
+// error (a non-blocking group's communicators each report their own
+// outcome).  Ranks 2 and 3 would otherwise wait for ranks 0 and 1 until
+// BRAID_TIMEOUT.
+void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, bool nonblocking, Failures& f) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = nonblocking ? 0 : 1;
   ncclComm_t pair = nullptr;
-  MP_NCCL(f, ncclCommSplit(comm, rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &pair, nullptr));
+  const ncclResult_t split = ncclCommSplit(comm, rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &pair, &config);
+  if ((split != ncclSuccess && split != ncclInProgress) || (pair && settle(pair, f) != ncclSuccess))
+    return f.fail(fmt::format("rank {}: the split failed ({})", rank, ncclGetLastError(nullptr)));
   const size_t bytes = 1024 * sizeof(float);
   void* mem = nullptr;
   MP_NCCL(f, ncclMemAlloc(&mem, bytes));
@@ -96,7 +112,11 @@ void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, Failures
   MP_NCCL(f, ncclGroupStart());
   if (pair) MP_NCCL(f, ncclCommWindowRegister(pair, mem, bytes, &win, NCCL_WIN_DEFAULT));  // runs at the group's end
   MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr));
-  const ncclResult_t ended = ncclGroupEnd();
+  ncclResult_t ended = ncclGroupEnd();
+  // A non-blocking group runs in the background: the parent's state is
+  // final once its work is done, the pair's is its outcome.
+  const ncclResult_t on_parent = settle(comm, f);
+  if (ended == ncclInProgress && pair) ended = settle(pair, f);
   if (pair && ended == ncclSuccess) f.fail(fmt::format("rank {}: the group succeeded", rank));
   if (!pair && ended != ncclSuccess) f.fail(fmt::format("rank {}: {}", rank, ncclGetLastError(nullptr)));
   if (Clock::now() - start > std::chrono::seconds(10))
@@ -105,10 +125,9 @@ void group_keeps_the_other_comms_work(int rank, int n, ncclComm_t comm, Failures
   if (std::count(out.begin(), out.end(), want) != ptrdiff_t(out.size()))
     f.fail(fmt::format("rank {}: the AllReduce gave {}, want {}", rank, out[0], want));
 
-  ncclResult_t async = ncclInternalError;
-  MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
-  if (async != ncclSuccess) f.fail(fmt::format("rank {}: the parent's async error is {}", rank, int(async)));
+  if (on_parent != ncclSuccess) f.fail(fmt::format("rank {}: the parent's async error is {}", rank, int(on_parent)));
   if (pair) {
+    ncclResult_t async = ncclSuccess;
     MP_NCCL(f, ncclCommGetAsyncError(pair, &async));
     if (async == ncclSuccess) f.fail(fmt::format("rank {}: the failed communicator's async error is 0", rank));
     MP_NCCL(f, ncclCommDestroy(pair));
@@ -252,14 +271,24 @@ TEST_CASE("a group whose window registration fails still runs its collectives on
           "[mp][window][faults][threads]") {
   ScopedEnv timeout("BRAID_TIMEOUT", "30");
   ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
-  CHECK(run_ranks_as_threads(4, group_keeps_the_other_comms_work) == 0);
+  for (bool nonblocking : {false, true}) {
+    CAPTURE(nonblocking);
+    CHECK(run_ranks_as_threads(4, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+            group_keeps_the_other_comms_work(rank, n, comm, nonblocking, f);
+          }) == 0);
+  }
 }
 
 TEST_CASE("a group whose window registration fails still runs its collectives on another communicator, processes",
           "[mp][window][faults]") {
   ScopedEnv timeout("BRAID_TIMEOUT", "30");
   ScopedEnv fail("BRAID_TEST_FAIL_WINDOW_RANK", std::to_string(kFailingRank).c_str());
-  CHECK(run_ranks_as_processes(4, group_keeps_the_other_comms_work) == 0);
+  for (bool nonblocking : {false, true}) {
+    CAPTURE(nonblocking);
+    CHECK(run_ranks_as_processes(4, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+            group_keeps_the_other_comms_work(rank, n, comm, nonblocking, f);
+          }) == 0);
+  }
 }
 
 TEST_CASE("an init one rank fails midway fails on every rank at once, threads", "[mp][init][faults][threads]") {
@@ -274,4 +303,45 @@ TEST_CASE("an init one rank fails midway fails on every rank at once, processes"
   ScopedEnv fail("BRAID_TEST_FAIL_INIT_RANK", std::to_string(kFailingRank).c_str());
   CHECK(init_as_processes(4, 2, false) == 0);  // a non-blocking group of two
   CHECK(init_as_processes(4, 1, true) == 0);
+}
+
+// A non-blocking init whose peer stalls after the first exchange: the
+// others wait in a later one, and ncclCommAbort must end their wait at
+// once, not after BRAID_TIMEOUT.
+TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][faults][nonblocking][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv stall("BRAID_TEST_STALL_INIT_RANK", std::to_string(kFailingRank).c_str());
+  const int n = 3;
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<Failures> failures(static_cast<size_t>(n));
+  std::atomic<int> checked{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Failures& f = failures[size_t(r)];
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclComm_t comm = nullptr;
+      const ncclResult_t init = ncclCommInitRankConfig(&comm, n, id, r, &config);
+      if (init != ncclInProgress || !comm) return f.fail(fmt::format("rank {}: init returned {}", r, int(init)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others are past the rendezvous by now
+      ncclResult_t state = ncclSuccess;
+      MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+      if (state != ncclInProgress) f.fail(fmt::format("rank {}: the init ended in {} before the abort", r, int(state)));
+      // Every rank looks before any aborts, and the stalled one aborts last:
+      // its abort ends its stall, and so its peers' waits too.
+      checked.fetch_add(1);
+      const int before = r == kFailingRank ? 2 * n - 1 : n;
+      for (auto until = Clock::now() + std::chrono::seconds(10); checked.load() < before && Clock::now() < until;)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      const auto start = Clock::now();
+      MP_NCCL(f, ncclCommAbort(comm));
+      if (Clock::now() - start > std::chrono::seconds(3)) f.fail(fmt::format("rank {}: the abort took over 3 s", r));
+      checked.fetch_add(1);
+    });
+  for (auto& t : threads) t.join();
+  int total = 0;
+  for (const Failures& f : failures) total += f.count;
+  CHECK(total == 0);
 }
