@@ -122,8 +122,8 @@ Status connect_retrying(const sockaddr_in& addr, Deadline deadline, const std::a
     int err = errno;
     ::close(s);
     if (err == ECONNREFUSED && refusal_is_final)
-      return BRAID_ERROR(ncclRemoteError, "connect to {}: refused: the peer closed its listener (it exited or aborted)",
-                         to_string(addr));
+      return BRAID_ERROR(ncclRemoteError, "connect to {}: refused, though the peer listened there: it closed its "
+                         "listener (exited or aborted), or a firewall rejects the connection", to_string(addr));
     bool retry = err == ECONNREFUSED || err == ETIMEDOUT || err == ENETUNREACH || err == EHOSTUNREACH ||
                  err == EAGAIN || err == EINTR || err == ECONNRESET;
     if (!retry) return BRAID_ERROR(ncclSystemError, "connect to {}: {}", to_string(addr), std::strerror(err));
