@@ -245,6 +245,8 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   MP_NCCL(f, braidMoeCombine(moe, recv, weights, out, stream));
   CHECK_OR_FAIL(cudaStreamEndCapture(stream, &graph));
   CHECK_OR_FAIL(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK_OR_FAIL(cudaGraphUpload(exec, stream));  // no allocation left for the first replay (tests/gpu/rma_cuda.cc)
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
   if (!thread_ranks_meet()) f.fail(fmt::format("rank {}: a rank did not reach the first replay", rank));
 
   std::vector<char> host_tokens(size_t(c.max_tokens) * row_bytes), host_out(host_tokens.size());

@@ -137,6 +137,12 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   CHECK_OR_FAIL(enqueue_round(rank, n, comm, win, send, window, host, true, stream));
   CHECK_OR_FAIL(cudaStreamEndCapture(stream, &graph));
   CHECK_OR_FAIL(cudaGraphInstantiate(&exec, graph, 0));
+  // Uploaded and met before the first replay: thread ranks share a context,
+  // where a slower rank's first launch, if it allocated and waited for the
+  // device, would wait for a faster one's replay, which waits for it.
+  CHECK_OR_FAIL(cudaGraphUpload(exec, stream));
+  CHECK_OR_FAIL(cudaStreamSynchronize(stream));
+  if (!thread_ranks_meet()) return 1;
   for (int replay = 0; replay < kReplays; ++replay) {
     const int round = kRounds + replay;
     CHECK_OR_FAIL(fill(rank, round, send, staging, stream));
