@@ -54,6 +54,7 @@ struct InitInfo {
   CmaProbe cma_probe;       // for peers to try reading this process
   uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
   char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
+  uint8_t failed = 0;  // this rank's init failed before the exchange: the rest is not filled
 };
 
 bool one_address_space(const InitInfo& a, const InitInfo& b) {
@@ -326,14 +327,22 @@ Status comm_setup(ncclComm* comm) {
   comm->comm_hash = comm->bootstrap->comm_hash();
   auto setup = std::make_unique<CommSetup>();
   LocalChoices& local = setup->local;
-  BRAID_TRY(read_local_choices(&local));
   std::unique_ptr<SocketListener> listener;
   std::string address;
-  if (local.transport != "shm") BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
-
   std::vector<InitInfo> infos(nranks);
-  BRAID_TRY(describe_this_rank(comm, local, address, &infos[rank]));
+  // A failure here travels in the first exchange, so every rank fails with
+  // it at once: returning before it would leave the next rank of the ring
+  // waiting until BRAID_TIMEOUT for a connection this one never makes.
+  Status prepared = read_local_choices(&local);
+  if (prepared.is_ok() && local.transport != "shm")
+    prepared = socket_listen(comm->bootstrap->address(), &listener, &address);
+  if (prepared.is_ok()) prepared = describe_this_rank(comm, local, address, &infos[rank]);
+  infos[rank].failed = !prepared.is_ok();
   BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
+  BRAID_TRY(std::move(prepared));
+  for (int r = 0; r < nranks; ++r)
+    if (infos[r].failed)
+      return BRAID_ERROR(ncclRemoteError, "rank {}'s init failed before its first exchange (its error says why)", r);
   std::vector<AgreedValues> values;
   for (const InitInfo& i : infos) values.push_back(i.agreed);
   AgreedValues agreed;

@@ -4,7 +4,11 @@
 // range is refused with the variable named.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "harness.h"
 
@@ -58,4 +62,27 @@ TEST_CASE("BRAID_CUDA_* and BRAID_TUNING_FILE: checked at init, and the same on 
   };
   CHECK(init_must_fail(2, file_on_one, ncclInvalidUsage, "tuning_table") == 0);
   unlink(path);
+}
+
+TEST_CASE("a bad setting on one rank fails init on every rank at once", "[mp][processes]") {
+  // Its failure travels in init's first exchange: the next rank of the
+  // bootstrap ring does not wait until BRAID_TIMEOUT (20 s here) for it.
+  const int n = 3, bad = 1;
+  std::vector<pid_t> pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    setenv("BRAID_TIMEOUT", "20", 1);
+    if (r == bad) setenv("BRAID_STRAGGLAR_LANES", "diagonal", 1);
+    const auto start = std::chrono::steady_clock::now();
+    ncclComm_t comm = nullptr;
+    const ncclResult_t got = ncclCommInitRank(&comm, n, ids[0], r);
+    const std::string why = ncclGetLastError(nullptr);
+    const bool in_time = std::chrono::steady_clock::now() - start < std::chrono::seconds(5);
+    const ncclResult_t code = r == bad ? ncclInvalidArgument : ncclRemoteError;
+    const std::string says = r == bad ? "BRAID_STRAGGLAR_LANES=diagonal" : "rank 1's init failed before its first";
+    if (got != code || why.find(says) == std::string::npos || !in_time) {
+      std::fprintf(stderr, "rank %d: init gave %d (%s)%s\n", r, int(got), why.c_str(), in_time ? "" : " after 5 s");
+      return 1;
+    }
+    return 0;
+  });
+  CHECK(reap_with_one_killed(pids, -1) == 0);
 }
