@@ -146,9 +146,9 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
   return comms;
 }
 
-// Runs a whole group and records its outcome on each communicator;
-// `outcomes` gets each one's that failed (a communicator whose own calls
-// succeeded stays usable though another's setup failed).
+// Runs a whole group and records its outcome on each communicator:
+// `outcomes` gets the error of each one whose own calls failed (one whose
+// calls succeeded stays usable though another's setup failed).
 Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   const std::vector<ncclComm*> comms = comms_of(work);
   Status s = run_inits(work.inits);
@@ -157,8 +157,10 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
     // it: its bootstraps aborted (the failed one's in run_inits), they fail
     // at once, not at BRAID_TIMEOUT.
     for (const auto& init : work.inits) break_comm(init.comm, s);
-    for (ncclComm* comm : comms) note_failure(comm, &s);
-    for (ncclComm* comm : comms) outcomes->emplace_back(comm, s.code());
+    for (ncclComm* comm : comms) {
+      note_failure(comm, &s);
+      outcomes->emplace_back(comm, s.code());
+    }
     return s;
   }
   // A communicator whose setup failed drops the work queued on it.  The
