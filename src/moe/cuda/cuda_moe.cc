@@ -46,9 +46,9 @@ Status CudaMoe::create(ncclComm_t comm, const braidMoeConfig_t& config, int devi
   BRAID_TRY(agree_config(comm, config, device, &shape));
   int rank = 0;
   BRAID_TRY(nccl_status(comm, ncclCommUserRank(comm, &rank), "ncclCommUserRank"));
-  if (kernel_shared_bytes(shape) > kMaxSharedBytes)
+  if (const size_t shared = kernel_shared_bytes(shape) + kernel_static_shared_bytes(); shared > kMaxSharedBytes)
     return BRAID_ERROR(ncclInvalidArgument, "braidMoeCreate: {} experts need {} bytes of shared memory per CTA, over "
-                       "{}", shape.experts, kernel_shared_bytes(shape), kMaxSharedBytes);
+                       "{}", shape.experts, shared, kMaxSharedBytes);
 
   std::unique_ptr<CudaMoe> moe(new CudaMoe(comm, device, config.blocks > 0 ? config.blocks : 8));
   DeviceMoe& d = moe->dev_;

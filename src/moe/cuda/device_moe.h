@@ -84,8 +84,10 @@ struct DeviceAlltoAllv {
 int launch_alltoallv(const DeviceAlltoAllv& h, int ctas, const void* send, const int64_t* send_counts, void* recv,
                      int64_t* recv_counts, cudaStream_t stream);
 
-// Shared memory a CTA of either MoE kernel takes.
+// Shared memory a CTA of either MoE kernel takes: what it is launched with,
+// and its own variables' (the most of either kernel; 0 if unknown).
 size_t kernel_shared_bytes(const Shape& s);
+size_t kernel_static_shared_bytes();
 constexpr int kThreadsPerCta = 512;
 
 // On `stream`; 0 or a cudaError_t.  droppedRows: device memory or null.

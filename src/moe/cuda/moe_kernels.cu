@@ -20,8 +20,11 @@
 // All CTAs of a kernel must be resident at once (CTAs wait for CTA 0's plan
 // and for peers): the host launches few (config blocks, default 8).  A
 // failed wait raises the state's stop word, so the CTAs still waiting give
-// up at once, and records the first error for the host (DeviceMoeError).
+// up at once, and records the first error for the host (DeviceMoeError);
+// a handle stopped so sends nothing in later calls (stopped_earlier).
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "braid/moe.cuh"
 #include "braid/moe/pulls.h"
@@ -94,6 +97,20 @@ __device__ void publish_dispatch_pulls(const DeviceMoe& h, const LsaMemory<ncclC
   if (pull) write_pull_list(mine, h.shape, h.layout, h.topk, h.slots, ntokens, nullptr, threadIdx.x, blockDim.x);
 }
 
+// Whether an earlier call's error stopped the handle (the CTA agrees: its
+// threads return together or not at all).  Its host then refuses calls, but
+// a replayed graph cannot be refused, and that call may have left the plan
+// and the call count behind: a CTA that gave up waiting for the plan never
+// finished it, so a replay would run under the same call number and read
+// the plan while CTA 0 rewrites it.  A stopped handle sends and writes
+// nothing; its peers' waits give up.
+__device__ bool stopped_earlier(const DeviceMoe& h) {
+  __shared__ int32_t stopped;
+  if (threadIdx.x == 0) stopped = load_acquire(h.state->stop);
+  __syncthreads();
+  return stopped != 0;
+}
+
 // Block (src, le)'s received rows into the output, from src's dispatch
 // buffer where src left them there (a warp per row, so that the CTA has
 // several rows' loads in flight), else from the dispatch half; returns the
@@ -119,6 +136,7 @@ __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopC
 __global__ void __launch_bounds__(kThreadsPerCta, 1)
     dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens, char* out,
                     int32_t* recv_counts, int64_t* dropped) {
+  if (stopped_earlier(h)) return;
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int64_t* first_row = shared;                                        // [blocks]
@@ -145,7 +163,9 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
       __threadfence();
       store_release(h.state->plan_ready, call);
       // After the plan is out: the call still sends its valid choices, so
-      // the peers finish it; only this rank's error says what was wrong.
+      // the peers finish it (unless a CTA starts only after the stop, and
+      // sends nothing: stopped_earlier); only this rank's error says what
+      // was wrong.
       if (plan.bad_token >= 0) report(h, kDeviceBadExpert, false, h.rank, -1, plan.bad_token, epoch);
       planned = 1;
     }
@@ -218,6 +238,7 @@ __device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoop
 template <ncclDataType_t T>
 __global__ void __launch_bounds__(kThreadsPerCta, 1)
     combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
+  if (stopped_earlier(h)) return;
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
   int32_t* back = reinterpret_cast<int32_t*>(shared);              // [blocks]
@@ -314,6 +335,17 @@ int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pu
   return with_element_type(h.dtype, [&]<ncclDataType_t T>() {
     return launch_combine_as<T>(h, ctas, expert_out, pull, weights, out, stream);
   });
+}
+
+size_t kernel_static_shared_bytes() {
+  cudaFuncAttributes attr;
+  size_t most = cudaFuncGetAttributes(&attr, dispatch_kernel) == cudaSuccess ? attr.sharedSizeBytes : 0;
+  for (ncclDataType_t type : {ncclFloat32, ncclFloat16, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2})
+    with_element_type(type, [&]<ncclDataType_t T>() {
+      if (cudaFuncGetAttributes(&attr, combine_kernel<T>) == cudaSuccess) most = std::max(most, attr.sharedSizeBytes);
+      return 0;
+    });
+  return most;
 }
 
 int preload_moe_kernels() {
