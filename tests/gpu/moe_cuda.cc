@@ -337,7 +337,8 @@ int timeout_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
     const std::string says = ncclGetLastError(comm);
     if (async == ncclSuccess || says.find("no signal from rank") == std::string::npos)
       f.fail(fmt::format("rank {}: async error {} ({}), want a timeout", rank, int(async), says));
-    if (s > 30) f.fail(fmt::format("rank {}: the timed-out dispatch took {:.1f} s, bound 2 s", rank, s));
+    // Well under BRAID_TIMEOUT (20 s in device-check): the handle's own 2 s bound ended it.
+    if (s > 10) f.fail(fmt::format("rank {}: the timed-out dispatch took {:.1f} s, bound 2 s", rank, s));
     if (braidMoeCombine(moe, recv.data(), nullptr, nullptr, nullptr) == ncclSuccess)
       f.fail(fmt::format("rank {}: the handle took a call after its kernels failed", rank));
   }
