@@ -168,7 +168,8 @@ TEST_CASE("split: a first member that cannot start the new root fails every memb
           if (split == ncclSuccess || child) f.fail(fmt::format("rank {}: the split succeeded", rank));
           if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
             f.fail(fmt::format("rank {}: the failed split took more than 10 s ({})", rank, why));
-          const std::string says = rank == 0 ? "braid-no-such-if0" : "rank 0, the new communicator's first, could not start";
+          const std::string says =
+              rank == 0 ? "braid-no-such-if0" : "rank 0, the new communicator's first, could not start";
           if (why.find(says) == std::string::npos) f.fail(fmt::format("rank {}: the error says '{}'", rank, why));
           // Every rank met the failure in step: the parent goes on.
           check_allreduce(comm, n, [](int x) { return x; }, f, "the parent after the failed split");
