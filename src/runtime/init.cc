@@ -338,8 +338,9 @@ Status comm_setup(ncclComm* comm) {
     prepared = socket_listen(comm->bootstrap->address(), &listener, &address);
   if (prepared.is_ok()) prepared = describe_this_rank(comm, local, address, &infos[rank]);
   infos[rank].failed = !prepared.is_ok();
-  BRAID_TRY(comm->bootstrap->allgather(infos.data(), sizeof(InitInfo)));
-  BRAID_TRY(std::move(prepared));
+  Status gathered = comm->bootstrap->allgather(infos.data(), sizeof(InitInfo));
+  BRAID_TRY(std::move(prepared));  // this rank's own error first
+  BRAID_TRY(std::move(gathered));
   for (int r = 0; r < nranks; ++r)
     if (infos[r].failed)
       return BRAID_ERROR(ncclRemoteError, "rank {}'s init failed before its first exchange (its error says why)", r);
@@ -397,7 +398,10 @@ Status comm_setup(ncclComm* comm) {
 // wait in: its bootstrap is broken instead (group.cc), which ends their
 // waits at once.
 Status agreed_setup(ncclComm* comm) {
-  comm->bootstrap_up.store(true, std::memory_order_release);
+  // Either an abort sees bootstrap_up and aborts the bootstrap, or this sees
+  // its stop (both sequentially consistent).
+  comm->bootstrap_up.store(true);
+  if (comm->stop.load()) comm->bootstrap->abort();
   BRAID_TRY(comm_setup(comm));
   BRAID_TRY(std::move(comm->bootstrap->barrier()).context("communicator init"));
   comm->ready.store(true, std::memory_order_release);

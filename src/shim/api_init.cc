@@ -79,8 +79,9 @@ void stop_comm(ncclComm* comm) {
     if (comm->backend) comm->backend->abort();  // releases kernels waiting on peers
     if (comm->transport) comm->transport->abort();
   }
-  // Also during init's exchanges after the rendezvous (before it, `stop` ends the wait).
-  if (comm->bootstrap_up.load(std::memory_order_acquire)) comm->bootstrap->abort();
+  // Also during init's exchanges after the rendezvous (before it, `stop` ends
+  // the wait): sequentially consistent against agreed_setup (init.cc).
+  if (comm->bootstrap_up.load()) comm->bootstrap->abort();
 }
 
 }  // namespace
