@@ -19,17 +19,21 @@ check() {  # check WHAT COMMAND...: fails the rehearsal unless COMMAND succeeds
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 
-OUT=$tmp/budget PATH=$tmp/bin:$PATH scripts/device-check --quick --budget 25 --only hang "$build" > "$tmp/budget.log" 2>&1
+OUT=$tmp/budget PATH=$tmp/bin:$PATH scripts/device-check --quick --budget 25 --only hang "$build" \
+  > "$tmp/budget.log" 2>&1
 rc=$?
 check "a budgeted run exits 0 (cut and skipped steps are not failures)" test $rc = 0
 check "its first step is ok" grep -q '^| hang_first_call_t4_1 | ok |' "$tmp/budget/summary.md"
-check "the budget skipped the last steps" grep -q '^| hang_first_call_t8_5 | skipped (budget) |' "$tmp/budget/summary.md"
-check "logs.tar.gz holds the first step's log" bash -c "tar -tzf '$tmp/budget/logs.tar.gz' | grep -q hang_first_call_t4_1.log"
+check "the budget skipped the last steps" \
+  grep -q '^| hang_first_call_t8_5 | skipped (budget) |' "$tmp/budget/summary.md"
+check "logs.tar.gz holds the first step's log" \
+  bash -c "tar -tzf '$tmp/budget/logs.tar.gz' | grep -q hang_first_call_t4_1.log"
 check "only the two result files are in \$OUT" test "$(ls "$tmp/budget" | tr '\n' ' ')" = "logs.tar.gz summary.md "
 
 OUT=$tmp/signal PATH=$tmp/bin:$PATH timeout -s TERM 3 scripts/device-check --quick --budget 60 --only hang "$build" \
   > "$tmp/signal.log" 2>&1
-check "a run stopped by SIGTERM leaves a row for the stopped step" grep -q '| stopped (signal) |' "$tmp/signal/summary.md"
+check "a run stopped by SIGTERM leaves a row for the stopped step" \
+  grep -q '| stopped (signal) |' "$tmp/signal/summary.md"
 check "and says so" grep -q 'stopped by a signal during hang_first_call' "$tmp/signal/summary.md"
 check "and keeps its logs" test -s "$tmp/signal/logs.tar.gz"
 [ $fail = 0 ] || { echo "--- budgeted run:"; cat "$tmp/budget.log"; echo "--- stopped run:"; cat "$tmp/signal.log"; }
