@@ -4,7 +4,8 @@
 # the hang group's perf runs on the host backend.  A run with a small budget
 # must end with ok and skipped rows, and leave summary.md and logs.tar.gz in
 # $OUT; a run stopped by SIGTERM mid-step (as the device tool's limit stops
-# one) must leave them too, with a row for the stopped step.
+# one, 1 s in: mid-way through the first step) must leave them too, with a
+# row for the stopped step.
 set -uo pipefail
 build=$(realpath "$1")
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ check "logs.tar.gz holds the first step's log" \
   bash -c "tar -tzf '$tmp/budget/logs.tar.gz' | grep -q hang_first_call_t4_1.log"
 check "only the two result files are in \$OUT" test "$(ls "$tmp/budget" | tr '\n' ' ')" = "logs.tar.gz summary.md "
 
-OUT=$tmp/signal PATH=$tmp/bin:$PATH timeout -s TERM 3 scripts/device-check --quick --budget 60 --only hang "$build" \
+OUT=$tmp/signal PATH=$tmp/bin:$PATH timeout -s TERM 1 scripts/device-check --quick --budget 60 --only hang "$build" \
   > "$tmp/signal.log" 2>&1
 check "a run stopped by SIGTERM leaves a row for the stopped step" \
   grep -q '| stopped (signal) |' "$tmp/signal/summary.md"
