@@ -157,11 +157,8 @@ void init_fails_everywhere(int rank, int n, const std::vector<ncclUniqueId>& ids
   const ncclResult_t ended = ncclGroupEnd();
   const std::string why = ncclGetLastError(nullptr);
   for (ncclComm_t comm : comms) {
-    ncclResult_t state = ended;  // a non-blocking group's outcome is each communicator's async error
-    while (state == ncclInProgress && Clock::now() - start < std::chrono::seconds(40)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
-    }
+    // A non-blocking group's outcome is each communicator's async error.
+    const ncclResult_t state = ended == ncclInProgress ? settle(comm, f) : ended;
     if (state == ncclSuccess || state == ncclInProgress)
       f.fail(fmt::format("rank {}: an init ended in {}", rank, int(state)));
   }
@@ -173,6 +170,12 @@ void init_fails_everywhere(int rank, int n, const std::vector<ncclUniqueId>& ids
   while (rank == kFailingRank && others_done->load() < n - 1 && Clock::now() - start < std::chrono::seconds(40))
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (ncclComm_t comm : comms) MP_NCCL(f, ncclCommAbort(comm));
+}
+
+int total(const std::vector<Failures>& failures) {
+  int sum = 0;
+  for (const Failures& f : failures) sum += f.count;
+  return sum;
 }
 
 // A counter in shared anonymous memory: forked ranks share it.
@@ -197,9 +200,7 @@ int init_as_threads(int n, int ncomms, bool blocking) {
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] { init_fails_everywhere(r, n, ids, blocking, done.at, failures[size_t(r)]); });
   for (auto& t : threads) t.join();
-  int total = 0;
-  for (const Failures& f : failures) total += f.count;
-  return total;
+  return total(failures);
 }
 
 int init_as_processes(int n, int ncomms, bool blocking) {
@@ -341,7 +342,5 @@ TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][fau
       checked.fetch_add(1);
     });
   for (auto& t : threads) t.join();
-  int total = 0;
-  for (const Failures& f : failures) total += f.count;
-  CHECK(total == 0);
+  CHECK(total(failures) == 0);
 }
