@@ -135,7 +135,7 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
   char* out = static_cast<char*>(recv);
   for (int s = 0; s < nranks_; ++s) {
     const uint32_t count = signal_count(mm.load(&words[s]));
-    if (count == kBadCount)
+    if (count == kFailedSender)
       return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: rank {} passed bad arguments (its error says which)", s);
     std::memcpy(out, own_->base(rank_) + window_.block(s), size_t(count) * window_.elem_bytes);
     out += size_t(count) * window_.elem_bytes;

@@ -15,8 +15,7 @@
 
 namespace braid::moe {
 
-// A count word's "this call fails": no data follows.
-constexpr uint32_t kBadCount = 0xffffffffu;
+// A count word's "this call fails" is signal.h's kFailedSender: no data follows.
 
 struct AlltoAllvLayout {
   int32_t nranks = 0;
@@ -63,7 +62,7 @@ BRAID_HD void alltoallv_send(MM& mm, const AlltoAllvLayout& w, int32_t rank, con
     const uint64_t count = bad ? 0 : uint64_t(offsets[d + 1] - offsets[d]);
     if (count) mm.put(d, mm.window(d) + w.block(rank), send + offsets[d] * w.elem_bytes, count * w.elem_bytes);
     mm.flush();
-    const uint64_t word = signal_word(epoch, bad ? kBadCount : uint32_t(count));
+    const uint64_t word = signal_word(epoch, bad ? kFailedSender : uint32_t(count));
     mm.signal_words(d, reinterpret_cast<uint64_t*>(mm.window(d) + w.counts) + rank, &word, 1);
   }
 }

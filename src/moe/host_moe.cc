@@ -69,6 +69,7 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
                        "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());
   HostMemory mm(rank_, &own_->routes());
   const int32_t L = shape_.local_experts;
+  int32_t failed_sender = -1;  // the first whose word said kFailedSender (it failed, or went past the call)
   for (int32_t i = 0; i < shape_.nranks; ++i) {
     const int32_t peer = (rank_ + i) % shape_.nranks;  // this rank's own blocks first
     for (int32_t le = 0; le < L; ++le) {
@@ -79,12 +80,21 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
                            "is late, gone, or failed its call)",
                            rank_, what, epoch, peer, le, timeout_ms_);
       mm.progressed();
-      if (count > uint32_t(shape_.capacity))
+      if (count == kFailedSender) {
+        if (failed_sender < 0) failed_sender = peer;
+        count = 0;
+      } else if (count > uint32_t(shape_.capacity)) {
         return BRAID_ERROR(ncclInternalError, "rank {}: {}: rank {} signalled {} rows for local expert {}, capacity {}",
                            rank_, what, peer, count, le, shape_.capacity);
+      }
       (*counts)[size_t(peer) * L + le] = int32_t(count);
     }
   }
+  if (failed_sender >= 0)
+    return BRAID_ERROR(ncclRemoteError,
+                       "rank {}: {} epoch {}: the call failed on another rank (rank {}'s word says so; the rank "
+                       "with the bad argument says which), so it fails on every rank; the handle takes the next "
+                       "dispatch", rank_, what, epoch, failed_sender);
   return Status::ok();
 }
 
@@ -101,20 +111,8 @@ void HostMoe::collect_stats() {
   }
 }
 
-Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
-                         int64_t* dropped, cudaStream_t) {
-  if (combine_due_)
-    return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
-                       "combine alternate: the windows still hold that call's rows)");
-  if (ntokens < 0 || ntokens > shape_.max_tokens)
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: numTokens {} is not in [0, maxTokensPerRank = {}]",
-                       ntokens, shape_.max_tokens);
-  if (ntokens > 0 && (!tokens || !topk))
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: tokens or topkIdx is NULL");
-  if (!out || !recv_counts) return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: recvTokens or recvCounts is NULL");
-
-  // Plan first: a bad index fails the call before any byte moves.
-  const int32_t K = shape_.top_k, L = shape_.local_experts;
+std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens) {
+  const int32_t K = shape_.top_k;
   topk_.assign(topk, topk + int64_t(ntokens) * K);
   slots_.resize(topk_.size());
   const PlanResult plan = plan_routes(shape_, topk_.data(), ntokens, wanted_.data(), slots_.data());
@@ -123,29 +121,61 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
     int32_t bad = 0;
     for (int32_t k = 0; k < K; ++k)
       if (row[k] < -1 || row[k] >= shape_.experts) bad = row[k];
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: token {} routes to expert {}, not in [0, {}) or -1",
-                       plan.bad_token, bad, shape_.experts);
+    return fmt::format("token {} routes to expert {}, not in [0, {}) or -1", plan.bad_token, bad, shape_.experts);
   }
   for (int32_t e = 0; e < shape_.experts; ++e) sent_[size_t(e)] = sent_rows(shape_, wanted_.data(), e);
   tokens_ = ntokens;
+  routed_ = plan.routed;
+  dropped_ = plan.dropped;
+  return {};
+}
+
+Status HostMoe::failed_call(const char* call, const std::string& problem, Status waited) {
+  if (waited.is_ok() || waited.code() == ncclRemoteError)
+    return BRAID_ERROR(ncclInvalidArgument, "{}: {} (the call fails on every rank; the handle takes the next "
+                       "dispatch)", call, problem);
+  return BRAID_ERROR(ncclInvalidArgument, "{}: {}; then, waiting for the peers' words: {}", call, problem,
+                     waited.message());
+}
+
+Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
+                         int64_t* dropped, cudaStream_t) {
+  if (combine_due_)
+    return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
+                       "combine alternate: the windows still hold that call's rows)");
+  // A bad argument fails the call on every rank (host_moe.h): this rank
+  // still takes part, with no rows and kFailedSender words.
+  std::string problem;
+  if (ntokens < 0 || ntokens > shape_.max_tokens)
+    problem = fmt::format("numTokens {} is not in [0, maxTokensPerRank = {}]", ntokens, shape_.max_tokens);
+  else if (ntokens > 0 && (!tokens || !topk))
+    problem = "tokens or topkIdx is NULL";
+  else if (!out || !recv_counts)
+    problem = "recvTokens or recvCounts is NULL";
+  else
+    problem = plan_dispatch(topk, ntokens);
+  const bool failed = !problem.empty();
 
   const uint64_t call = ++dispatch_calls_;
   const uint32_t epoch = dispatch_epoch_ = next_epoch(dispatch_epoch_);
   const int B = pool_.blocks();
-  publish_dispatch_pulls(window_.dispatch_buffer && tokens == own_->base(rank_) + window_.dispatch_buffer);
-  const CallState c{rank_, call, epoch, dispatch_arrivals_.data()};
-  const DispatchRows rows{static_cast<const char*>(tokens), topk_.data(), slots_.data(), sent_.data(), ntokens,
+  publish_dispatch_pulls(!failed && window_.dispatch_buffer && tokens == own_->base(rank_) + window_.dispatch_buffer);
+  const CallState c{rank_, call, epoch, dispatch_arrivals_.data(), failed};
+  const DispatchRows rows{static_cast<const char*>(tokens), topk_.data(), slots_.data(), sent_.data(), tokens_,
                           dispatch_pulled_.data()};
   pool_.run([&](int b) { dispatch_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
+  Status waited = wait_all(epoch, true, &received_, "dispatch");
+  if (failed) return failed_call("braidMoeDispatch", problem, std::move(waited));
+  BRAID_TRY(std::move(waited));
   stats_.dispatches++;
-  stats_.rowsRouted += uint64_t(plan.routed);
-  stats_.rowsDropped += uint64_t(plan.dropped);
-  if (dropped) *dropped = plan.dropped;
+  stats_.rowsRouted += uint64_t(routed_);
+  stats_.rowsDropped += uint64_t(dropped_);
+  if (dropped) *dropped = dropped_;
 
-  BRAID_TRY(wait_all(epoch, true, &received_, "dispatch"));
   output_offsets(shape_, layout_, received_.data(), first_row_.data());
+  const int32_t L = shape_.local_experts;
   // Rows read in a source's buffer count as the payload its put would have
   // (as combine's do): each block thread adds its total once.
   std::atomic<uint64_t> pulled_remote{0}, pulled_local{0};
@@ -221,27 +251,29 @@ const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
 Status HostMoe::combine(const void* expert_out, const float* weights, void* out, cudaStream_t) {
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
-  if ((tokens_ > 0 && (!weights || !out)) || !expert_out)
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
+  // As dispatch's: a bad argument fails the call on every rank.
+  const bool failed = (tokens_ > 0 && (!weights || !out)) || !expert_out;
 
-  const int32_t K = shape_.top_k;
   const uint64_t call = ++combine_calls_;
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
   const int B = pool_.blocks();
   const int64_t row_bytes = shape_.row_bytes();
-  publish_combine_pulls(window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer);
+  publish_combine_pulls(!failed && window_.combine_buffer && expert_out == own_->base(rank_) + window_.combine_buffer);
   // Each received block goes back to its source, to the rows it came from.
-  const CallState c{rank_, call, epoch, combine_arrivals_.data()};
+  const CallState c{rank_, call, epoch, combine_arrivals_.data(), failed};
   const CombineRows rows{static_cast<const char*>(expert_out), received_.data(), first_row_.data(),
                          combine_pulled_.data()};
   pool_.run([&](int b) { combine_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
   BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
-  stats_.combines++;
 
   std::vector<int32_t> back(size_t(shape_.blocks()));
-  BRAID_TRY(wait_all(epoch, false, &back, "combine"));
-  combine_due_ = false;
+  Status waited = wait_all(epoch, false, &back, "combine");
+  combine_due_ = false;  // the call is over, failed or not: a dispatch comes next
+  if (failed)
+    return failed_call("braidMoeCombine", "expertOut, topkWeights or outTokens is NULL", std::move(waited));
+  BRAID_TRY(std::move(waited));
+  stats_.combines++;
   for (int32_t e = 0; e < shape_.experts; ++e)
     if (back[size_t(e)] != sent_[size_t(e)])
       return BRAID_ERROR(ncclInternalError, "rank {}: combine: expert {} returned {} rows, {} were sent", rank_, e,
@@ -254,6 +286,7 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   // buffer count as payload it would have put (stats), so the totals do
   // not depend on where the results were read.  Each block sums its own
   // tokens.
+  const int32_t K = shape_.top_k;
   returned_.clear();
   for (int64_t i = 0; i < int64_t(tokens_) * K; ++i) {
     if (slots_[size_t(i)] == kNoSlot) continue;

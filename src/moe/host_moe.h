@@ -41,6 +41,14 @@
 // the peer raises after it finished reading its dispatch half; likewise
 // for the combine half.  Hence dispatch and combine must alternate.
 //
+// A call that fails its own checks on one rank (a bad expert index,
+// numTokens out of range, a NULL buffer) fails on every rank, at once: the
+// rank still takes part, puts no rows, and its leaders commit kFailedSender
+// words (calls.h).  Every rank waits for every word of the call as always,
+// then fails if one said so, naming the sender.  Since all words were
+// exchanged, the flow control above holds, and the handle takes the next
+// dispatch.  (Before, the peers waited for rows until the timeout.)
+//
 // Zero-copy dispatch (braidMoeGetDispatchBuffer) is the same the other way:
 // where dispatch's tokens are this rank's dispatch buffer, the rows for a
 // destination that maps the window are not put; the rank writes its pull
@@ -61,6 +69,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,7 +103,15 @@ class HostMoe : public MoeBackend {
 
  private:
   HostMoe(ncclComm_t comm, int rank, const Shape& shape, const braidMoeConfig_t& config);
+  // Waits for every (source, local expert) word of the call, even after
+  // one said kFailedSender (the call fails then, but only once every word
+  // is in, so that flow control holds for the next call).
   Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
+  // Copies and plans the top-k indices; "" or what is wrong with them.
+  std::string plan_dispatch(const int32_t* topk, int32_t ntokens);
+  // The error of a call that failed its own checks (`problem`), once it
+  // took part in the exchange (`waited`: how that went).
+  static Status failed_call(const char* call, const std::string& problem, Status waited);
   // Where the results of this rank's row (t, k), k-th choice of token t,
   // came back: its combine half, or the owner's combine buffer (pulled).
   const char* returned_row(int64_t i, bool* pulled) const;
@@ -131,6 +148,7 @@ class HostMoe : public MoeBackend {
 
   // The last dispatch, for its combine.
   int32_t tokens_ = 0;
+  int64_t routed_ = 0, dropped_ = 0;  // rows of its plan
   std::vector<int32_t> topk_, slots_, wanted_, sent_, received_;
   std::vector<int64_t> first_row_;
   // Combine's sums: the rows that came back as (address, t * topK + k), in

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "braid/moe/calls.h"
 #include "braid/moe/layout.h"
 #include "braid/moe/plan.h"
 #include "braid/moe/protocol.h"
@@ -244,6 +245,44 @@ TEST_CASE("moe commit: one fence then one signal per local expert, with counts, 
   polls = 0;
   CHECK(wait(mm, signals.data(), s, 1, 2, 9, &count, expired) == WaitResult::Ok);
   CHECK(count == 2);
+}
+
+TEST_CASE("moe failed call: no rows and kFailedSender in every word, and a word of a later call reads as failed too",
+          "[moe]") {
+  const Shape s = shape(2, 4, 1, 8, 1, 8);  // 2 ranks, 2 local experts each, top-1
+  const WindowLayout w = WindowLayout::of(s, 0);
+  std::vector<char> windows[2] = {std::vector<char>(size_t(w.bytes)), std::vector<char>(size_t(w.bytes))};
+  struct Windows : CountingMemory {
+    std::vector<char>* of;
+    char* window(int peer) { return of[peer].data(); }
+  } mm;
+  mm.of = windows;
+  const std::vector<int32_t> topk = {0, 3, 2}, slots = {0, 0, 0}, sent = {1, 0, 1, 1};
+  const std::vector<char> tokens(3 * size_t(s.row_bytes()), 'x');
+  uint32_t arrivals[2] = {0, 0};
+  CallState c{0, 1, 1, arrivals, /*failed=*/true};
+  dispatch_agent(mm, s, w, c, DispatchRows{tokens.data(), topk.data(), slots.data(), sent.data(), 3}, 0, 1);
+  CHECK(mm.puts == 0);
+  CHECK(mm.signals == 2 * s.local_experts);  // still every word, to every rank
+  for (int dst = 0; dst < 2; ++dst)
+    for (int le = 0; le < s.local_experts; ++le) {
+      uint32_t count = 0;
+      CHECK(test(mm, reinterpret_cast<const uint64_t*>(windows[dst].data() + w.dispatch_signals), s, 0, le, 1,
+                 &count));
+      CHECK(count == kFailedSender);
+    }
+  // The next call, good: rows and counts; a reader still in call 1 sees it failed.
+  c = CallState{0, 2, 2, arrivals};
+  dispatch_agent(mm, s, w, c, DispatchRows{tokens.data(), topk.data(), slots.data(), sent.data(), 3}, 0, 1);
+  CHECK(mm.puts == 3);
+  const auto* signals = reinterpret_cast<const uint64_t*>(windows[1].data() + w.dispatch_signals);
+  uint32_t count = 0;
+  CHECK(test(mm, signals, s, 0, 1, 2, &count));
+  CHECK(count == 1);  // expert 3 (rank 1's local expert 1): one row
+  CHECK(test(mm, signals, s, 0, 1, 1, &count));
+  CHECK(count == kFailedSender);
+  CHECK(arrivals[0] == 2);
+  CHECK(arrivals[1] == 2);
 }
 
 TEST_CASE("moe commit: many local experts' words go in batches of consecutive words, each word right", "[moe]") {

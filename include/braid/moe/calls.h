@@ -14,6 +14,9 @@
 // unless the source pulls them (layout.h; it is still signalled).
 // Every agent then arrives on every destination, peers first and this rank
 // last, so that a leader commits to the peers before its own copy.
+// A call that failed its own checks (CallState::failed) puts nothing and
+// still arrives, so the leaders commit kFailedSender words (signal.h): the
+// receivers' calls fail at once, and the arrival counters stay in step.
 //
 // MM is protocol.h's memory model plus window(peer): where this rank
 // addresses peer's window (a mapping, an LSA pointer).
@@ -34,6 +37,7 @@ struct CallState {
   uint64_t call = 0;  // this kind's call number, 1, 2, ... (protocol.h arrive)
   uint32_t epoch = 0;
   uint32_t* arrivals = nullptr;  // [nranks] this kind's counters, never reset
+  bool failed = false;           // this rank's call failed its checks: no rows, kFailedSender words
 };
 
 struct DispatchRows {
@@ -63,7 +67,7 @@ BRAID_HD void arrive_everywhere(MM& mm, const Shape& s, const CallState& c, uint
     const int32_t dst = (c.rank + i) % s.nranks;
     if (arrive(mm, &c.arrivals[dst], c.call, uint32_t(agents)))
       commit(mm, dst, reinterpret_cast<uint64_t*>(mm.window(dst) + signals_at), s, c.rank,
-             counts + int64_t(dst) * s.local_experts, c.epoch);
+             c.failed ? nullptr : counts + int64_t(dst) * s.local_experts, c.epoch);
   }
 }
 
@@ -71,7 +75,8 @@ template <class MM>
 BRAID_HD void dispatch_agent(MM& mm, const Shape& s, const WindowLayout& w, const CallState& c,
                              const DispatchRows& d, int32_t agent, int32_t agents) {
   const int32_t K = s.top_k;
-  const int64_t lo = int64_t(d.ntokens) * agent / agents, hi = int64_t(d.ntokens) * (agent + 1) / agents;
+  const int32_t ntokens = c.failed ? 0 : d.ntokens;
+  const int64_t lo = int64_t(ntokens) * agent / agents, hi = int64_t(ntokens) * (agent + 1) / agents;
   for (int64_t t = lo; t < hi; ++t)
     for (int32_t k = 0; k < K; ++k) {
       const int32_t slot = d.slots[t * K + k];
@@ -88,7 +93,7 @@ template <class MM>
 BRAID_HD void combine_agent(MM& mm, const Shape& s, const WindowLayout& w, const CallState& c,
                             const CombineRows& r, int32_t agent, int32_t agents) {
   const int32_t L = s.local_experts;
-  for (int64_t i = agent; i < s.blocks(); i += agents) {
+  for (int64_t i = c.failed ? s.blocks() : agent; i < s.blocks(); i += agents) {
     const int32_t src = int32_t(i / L), le = int32_t(i % L);
     if (r.pulled_all || (r.pulled && r.pulled[src])) continue;
     put_rows(mm, src, mm.window(src) + w.combine_data, s, c.rank, le, 0, r.received[i],

@@ -71,29 +71,36 @@ BRAID_HD int32_t word_batches(int32_t local_experts) {
 }
 
 // The leader's commit to one destination: one ordering point, then every
-// local expert's signal word (count, epoch) in the destination's half.
+// local expert's signal word (count, epoch) in the destination's half;
+// counts nullptr: this rank's call failed, every word says kFailedSender.
 // Returns the signal words sent.
 template <class MM>
 BRAID_HD int32_t commit(MM& mm, int32_t peer, uint64_t* peer_half_signals, const Shape& s, int32_t from,
-                        const int32_t* counts /* [local_experts] */, uint32_t epoch) {
+                        const int32_t* counts /* [local_experts] or nullptr */, uint32_t epoch) {
   mm.fence();
   uint64_t words[kWordsPerBatch];
   for (int32_t first = 0; first < s.local_experts; first += kWordsPerBatch) {
     const int32_t n = s.local_experts - first < kWordsPerBatch ? s.local_experts - first : kWordsPerBatch;
-    for (int32_t i = 0; i < n; ++i) words[i] = signal_word(epoch, uint32_t(counts[first + i]));
+    for (int32_t i = 0; i < n; ++i)
+      words[i] = signal_word(epoch, counts ? uint32_t(counts[first + i]) : kFailedSender);
     mm.signal_words(peer, peer_half_signals + WindowLayout::signal_index(s, from, first), words, n);
   }
   return s.local_experts;
 }
 
 // Non-blocking: whether block (from, local_expert) of this rank's half has
-// its epoch-`epoch` signal; then *count is its row count.
+// its epoch-`epoch` signal; then *count is its row count, or kFailedSender.
+// A word of a later call reads as kFailedSender too: a sender goes on past
+// a call its reader is still in only when that call failed (calls.h: it
+// needs no more than the call's words to fail it), and its next call's
+// word has replaced this one.
 template <class MM>
 BRAID_HD bool test(MM& mm, const uint64_t* my_half_signals, const Shape& s, int32_t from, int32_t local_expert,
                    uint32_t epoch, uint32_t* count) {
   const uint64_t word = mm.load(my_half_signals + WindowLayout::signal_index(s, from, local_expert));
-  if (!epoch_reached(signal_epoch(word), epoch)) return false;
-  *count = signal_count(word);
+  const uint32_t seen = signal_epoch(word);
+  if (!epoch_reached(seen, epoch)) return false;
+  *count = seen == epoch ? signal_count(word) : kFailedSender;
   return true;
 }
 

@@ -12,7 +12,9 @@
 // back-to-back layers need no reset and no extra synchronisation.  Epochs
 // compare wrap-safely (serial-number arithmetic): a word can be at most one
 // call ahead of its reader, since the protocol's own data dependencies keep
-// a sender from starting call n+1 before the reader finished call n.
+// a sender from starting call n+1 before the reader finished call n, unless
+// call n failed (a failed call lets the sender go on once it has the call's
+// words; protocol.h test() reads the later word as that failure).
 #pragma once
 
 #include <stdint.h>
@@ -24,6 +26,13 @@ namespace braid::moe {
 BRAID_HD uint64_t signal_word(uint32_t epoch, uint32_t count) { return (uint64_t(epoch) << 32) | count; }
 BRAID_HD uint32_t signal_epoch(uint64_t word) { return uint32_t(word >> 32); }
 BRAID_HD uint32_t signal_count(uint64_t word) { return uint32_t(word); }
+
+// The count a word carries when its sender's call failed its own checks (a
+// bad expert index, a NULL buffer): the sender puts no rows and commits this
+// in every word instead, so each receiver's call fails at once, naming the
+// sender, rather than waiting for rows that never come.  No real count is
+// this large (counts are bounded by the capacity).
+constexpr uint32_t kFailedSender = 0xffffffffu;
 
 BRAID_HD uint32_t next_epoch(uint32_t epoch) { return epoch + 1 == 0 ? 1 : epoch + 1; }
 // The epoch of call number `call` (1, 2, ...): next_epoch applied `call`

@@ -66,7 +66,7 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
       mm.pause();
     }
     if (epoch_reached(signal_epoch(mm.load(&words[s])), epoch)) count = signal_count(mm.load(&words[s]));
-    if (count == kBadCount) {
+    if (count == kFailedSender) {
       // This rank's own marker: CTA 0 reported it, naming the count.
       if (s != h.rank) report(h.error, &h.state->stop, kDeviceBadCount, false, s, -1, -1, epoch);
       count = 0;

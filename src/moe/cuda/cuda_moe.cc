@@ -83,8 +83,12 @@ Status CudaMoe::async_error() {
                          e.epoch, e.peer, e.local_expert, dev_.timeout_ns / 1000000);
     case kDeviceBadExpert:
       return BRAID_ERROR(ncclInvalidArgument, "rank {}: braidMoeDispatch: token {} routes to an expert not in [0, {}) "
-                         "or -1 (its other choices were sent); the handle takes no more calls", rank, e.value,
+                         "or -1 (the call fails on every rank); the handle takes no more calls", rank, e.value,
                          dev_.shape.experts);
+    case kDevicePeerFailed:
+      return BRAID_ERROR(ncclRemoteError, "rank {}: {} epoch {}: the call failed on another rank (rank {}'s word says "
+                         "so; the rank with the bad argument says which); the handle takes no more calls", rank, call,
+                         e.epoch, e.peer);
     case kDevicePlanTimeout:
       return BRAID_ERROR(ncclTimeout,
                          "rank {}: dispatch epoch {}: the kernel's CTAs waited {} ms for CTA 0's plan (not all "

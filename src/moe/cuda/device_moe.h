@@ -27,6 +27,7 @@ struct DeviceMoeState {
   uint64_t plan_ready;                     // the dispatch call whose plan CTA 0 wrote
   int32_t tokens;                          // the last dispatch's token count, for its combine
   int32_t stop;                            // raised with the first error: every wait gives up
+  int32_t plan_failed;                     // the planned call's top-k has a bad index (kFailedSender words)
   braidMoeStats_t stats;
 };
 
@@ -41,6 +42,7 @@ enum DeviceErrorCode : int32_t {
   kDeviceBadCount = 5,      // AlltoAllv: `peer`'s sendCounts[`value`] is out of range
   kDeviceCountOverMax = 6,  // AlltoAllv: `peer` signalled `value` elements, over maxCountPerPeer
   kDevicePlanTimeout = 7,   // dispatch: CTA 0's plan did not come within the timeout
+  kDevicePeerFailed = 8,    // `peer`'s word says the call failed (a bad argument there, calls.h)
 };
 struct DeviceMoeError {
   int32_t code;

@@ -61,6 +61,9 @@ __device__ void wait_half(const DeviceMoe& h, LsaMemory<ncclCoopCta>& mm, uint64
     if (wait(mm, signals, s, src, le, epoch, &count, expired) != WaitResult::Ok) {
       if (!load_acquire(h.state->stop)) report(h, kDeviceTimeout, combine, src, le, 0, epoch);
       count = 0;
+    } else if (count == kFailedSender) {  // this rank's own call failing says so itself
+      if (src != h.rank) report(h, kDevicePeerFailed, combine, src, le, 0, epoch);
+      count = 0;
     } else if (count > uint32_t(s.capacity)) {
       report(h, kDeviceOverCapacity, combine, src, le, count, epoch);
       count = 0;
@@ -147,32 +150,38 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   const uint32_t epoch = epoch_of_call(call);
 
   __shared__ int32_t planned;  // thread 0's answer, so that the whole CTA goes on or returns alike
+  // A bad index fails the call on every rank: this rank's CTAs put no rows
+  // and commit kFailedSender words (calls.h), so each peer's wait sees it
+  // at once, and the plan says so to every CTA.
+  __shared__ int32_t failed, bad_token;
   if (blockIdx.x == 0) {
     copy_coop(cta, h.topk, topk, size_t(ntokens) * s.top_k * sizeof(int32_t));
     const PlanResult plan = plan_routes_coop(cta, s, topk, ntokens, h.wanted, h.slots, stage, kStage);
     for (int32_t e = threadIdx.x; e < s.experts; e += blockDim.x) h.sent[e] = sent_rows(s, h.wanted, e);
-    if (h.layout.dispatch_buffer)
+    if (threadIdx.x == 0) {
+      bad_token = plan.bad_token;
+      failed = plan.bad_token >= 0;
+    }
+    __syncthreads();
+    if (h.layout.dispatch_buffer && !failed)
       publish_dispatch_pulls(h, LsaMemory<ncclCoopCta>(cta, h.window, 0, h.rank), pull, ntokens);
     __syncthreads();
     if (threadIdx.x == 0) {
-      h.state->stats.dispatches += 1;
-      h.state->stats.rowsRouted += uint64_t(plan.routed);
-      h.state->stats.rowsDropped += uint64_t(plan.dropped);
-      if (dropped) *dropped = plan.dropped;
+      if (!failed) {
+        h.state->stats.dispatches += 1;
+        h.state->stats.rowsRouted += uint64_t(plan.routed);
+        h.state->stats.rowsDropped += uint64_t(plan.dropped);
+        if (dropped) *dropped = plan.dropped;
+      }
       h.state->tokens = ntokens;
+      h.state->plan_failed = failed;
       __threadfence();
       store_release(h.state->plan_ready, call);
-      // After the plan is out: the call still sends its valid choices, so
-      // the peers finish it (unless a CTA starts only after the stop, and
-      // sends nothing: stopped_earlier); only this rank's error says what
-      // was wrong.
-      if (plan.bad_token >= 0) report(h, kDeviceBadExpert, false, h.rank, -1, plan.bad_token, epoch);
       planned = 1;
     }
   } else if (threadIdx.x == 0) {
     // Bounded (CTA 0 may not be resident if the grid is too large for the
-    // device beside the other ranks' grids), and not by the stop word: a
-    // bad index raises it, and the plan comes all the same.
+    // device beside the other ranks' grids).
     const Timeout expired = Timeout::after(h.timeout_ns, nullptr);
     planned = 1;
     while (load_acquire(h.state->plan_ready) != call) {
@@ -183,18 +192,27 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
       }
       __nanosleep(32);
     }
+    failed = planned ? h.state->plan_failed : 0;
   }
   __syncthreads();
   // Without the plan this CTA sends nothing: the peers' waits give up too.
   if (!planned) return;
 
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
-  const CallState c{h.rank, call, epoch, h.dispatch_arrivals};
+  const CallState c{h.rank, call, epoch, h.dispatch_arrivals, failed != 0};
   DispatchRows rows{tokens, h.topk, h.slots, h.sent, ntokens};
   rows.pulled_all = pull;
   dispatch_agent(mm, s, h.layout, c, rows, int32_t(blockIdx.x), int32_t(gridDim.x));
 
   wait_half(h, mm, h.layout.dispatch_signals, epoch, false, counts);
+  if (failed) {
+    // Only now the error, which stops the handle: this rank's own words to
+    // itself, just waited for, came from the last of its CTAs to arrive, so
+    // none of them can start after the stop and send nothing.
+    if (blockIdx.x == 0 && threadIdx.x == 0) report(h, kDeviceBadExpert, false, h.rank, -1, bad_token, epoch);
+    finish(h, mm, call, false);
+    return;
+  }
   if (threadIdx.x == 0) output_offsets(s, h.output, counts, first_row);
   __syncthreads();
   // Rows read in a source's buffer count as the payload its put would have
