@@ -11,6 +11,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/transport/ibverbs/ib_verbs_loader.h"
 
 namespace braid {
 
@@ -76,6 +77,7 @@ void init_fork_safety() {
 
 Status open_ib_ports(std::vector<IbPort>* out) {
   out->clear();
+  BRAID_TRY(load_ibverbs());
   init_fork_safety();
   HcaFilter filter;
   const std::string hca = env_string_or_nccl("BRAID_IB_HCA", "NCCL_IB_HCA");
