@@ -29,6 +29,7 @@
 
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/openssl_loader.h"
 
 namespace braid {
 namespace {
@@ -221,6 +222,7 @@ Status tls_configure(const char* psk) {
   if (bytes < kMinPskBytes)
     return BRAID_ERROR(ncclInvalidArgument, "the pre-shared key has {} bytes; at least {} are required", bytes,
                        kMinPskBytes);
+  BRAID_TRY(load_openssl());
   {
     OpensslSection openssl;
     // OpenSSL initialises itself (error strings included) on first use,

@@ -134,3 +134,10 @@ TEST_CASE("TLS: a rank with another key, or none, fails init cleanly", "[mp][tls
   for (int c : codes) CHECK(c == 0);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
+
+// Hidden: tests/no_hard_deps.sh runs it where libssl.so.3 cannot be loaded.
+// Turning TLS on then fails with the reason, and nothing else changes.
+TEST_CASE("TLS without OpenSSL: ncclSetEncryption says why it cannot", "[.][tls]") {
+  CHECK(set_tls_key(kJobKey) == ncclSystemError);
+  CHECK_THAT(std::string(ncclGetLastError(nullptr)), Catch::Contains("cannot load libssl.so.3"));
+}
