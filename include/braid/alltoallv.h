@@ -53,9 +53,11 @@ ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t datatype, size
 /* sendCounts[nranks]: the elements for each rank, back to back in sendbuff in
  * rank order.  Writes recvCounts[nranks] (what each rank sent this one) and
  * recvbuff: each rank's elements back to back in rank order.  A count that
- * is negative or over maxCountPerPeer fails the call on every rank.  After
- * any failed call (that, a timeout, a peer gone) the handle refuses further
- * calls: destroy it. */
+ * is negative or over maxCountPerPeer (or a NULL argument, on the host
+ * backend) fails the call on every rank at once: that rank gets
+ * ncclInvalidArgument, the others ncclRemoteError.  On the host backend the
+ * handle then takes the next call; on CUDA, and after a timeout or a peer
+ * gone, it refuses further calls: destroy it. */
 ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendbuff, const int64_t* sendCounts, void* recvbuff,
                             int64_t* recvCounts, cudaStream_t stream);
 

@@ -103,7 +103,7 @@ Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, co
 Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
                          cudaStream_t) {
   if (failed_)
-    return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle failed; destroy it");
+    return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle did not complete (a peer late or gone); destroy it");
   // Checked first: a bad argument fails this rank's call and, through the
   // marker it sends instead of data, every peer's (none waits in vain).
   std::string problem;
@@ -128,15 +128,18 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
   HostMemory mm(rank_, &routes);
   alltoallv_send(mm, window_, rank_, static_cast<const char*>(send), offsets_.data(), bad, epoch, 0, 1);
   BRAID_TRY(std::move(routes.failure()).context(fmt::format("rank {}: braidAlltoAllv", rank_)));
-  if (bad) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: {}", problem);
 
+  // A failed call (this rank's arguments, or a peer's) still waits for
+  // every count word and acknowledges every source, so the next call finds
+  // the protocol in step: the handle goes on.
   BRAID_TRY(wait_words(window_.counts, WindowRoutes::kWordSignal, epoch, "count"));
   const auto* words = reinterpret_cast<const uint64_t*>(own_->base(rank_) + window_.counts);
+  int failed_sender = -1;
+  for (int s = 0; s < nranks_ && failed_sender < 0; ++s)
+    if (signal_count(mm.load(&words[s])) == kFailedSender) failed_sender = s;
   char* out = static_cast<char*>(recv);
-  for (int s = 0; s < nranks_; ++s) {
+  for (int s = 0; s < nranks_ && !bad && failed_sender < 0; ++s) {
     const uint32_t count = signal_count(mm.load(&words[s]));
-    if (count == kFailedSender)
-      return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: rank {} passed bad arguments (its error says which)", s);
     std::memcpy(out, own_->base(rank_) + window_.block(s), size_t(count) * window_.elem_bytes);
     out += size_t(count) * window_.elem_bytes;
     recv_counts[s] = int64_t(count);
@@ -146,6 +149,12 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
   alltoallv_ack(acks, window_, rank_, epoch);
   BRAID_TRY(std::move(routes.failure()).context(fmt::format("rank {}: braidAlltoAllv", rank_)));
   failed_ = false;
+  if (bad)
+    return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: {} (the call fails on every rank; the handle goes on)",
+                       problem);
+  if (failed_sender >= 0)
+    return BRAID_ERROR(ncclRemoteError, "braidAlltoAllv: rank {} passed bad arguments (its error says which); the "
+                       "call fails on every rank, and the handle goes on", failed_sender);
   return Status::ok();
 }
 

@@ -17,7 +17,9 @@
 // Only counted elements move; each (sender, receiver) pair adds two words.
 // A count out of range travels as a marker instead, so that every rank's
 // call fails (each saying whose count it was) instead of waiting for data
-// that never comes; the handle then refuses further calls.
+// that never comes.  Such a call still exchanges every count word and
+// acknowledgement, so the handle takes the next call; one that timed out
+// (a peer late or gone) refuses further calls.
 #pragma once
 
 #include <cstdint>

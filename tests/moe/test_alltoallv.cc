@@ -56,7 +56,7 @@ TEST_CASE("alltoallv over RMA between threads (BRAID_MOE_RMA=1): exact, 100 call
             3, calls_body(A2aCase{.type = ncclFloat64, .max_count = 64, .calls = 100, .seed = 7})) == 0);
 }
 
-TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses further calls",
+TEST_CASE("alltoallv bad input: clear errors on every rank, and the handle takes the next call",
           "[moe][alltoallv][threads]") {
   CHECK(braidAlltoAllv(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == ncclInvalidArgument);
   CHECK(braidAlltoAllvDestroy(nullptr) == ncclInvalidArgument);
@@ -81,10 +81,27 @@ TEST_CASE("alltoallv bad input: clear errors on every rank, the handle refuses f
           std::vector<int64_t> counts(static_cast<size_t>(n), 2), got(static_cast<size_t>(n));
           MP_NCCL(f, braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr));
           if (rank == 2) counts[0] = 9;  // past maxCountPerPeer: rank 2's error, and everyone's
-          expect(braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr), ncclInvalidArgument,
+          expect(braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr),
+                 rank == 2 ? ncclInvalidArgument : ncclRemoteError,
                  rank == 2 ? "sendCounts[0] = 9" : "rank 2 passed bad arguments", "a count past the capacity");
-          expect(braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr), ncclInvalidUsage,
-                 "an earlier call of this handle failed", "a call after a failed one");
+          counts.assign(counts.size(), 2);
+          expect(braidAlltoAllv(a2a, send.data(), rank == 1 ? nullptr : counts.data(), recv.data(), got.data(),
+                                nullptr),
+                 rank == 1 ? ncclInvalidArgument : ncclRemoteError,
+                 rank == 1 ? "sendCounts or recvCounts is NULL" : "rank 1 passed bad arguments", "NULL counts");
+          // The handle goes on: the next calls are exact, with new values.
+          for (int call = 0; call < 3; ++call) {
+            for (int d = 0; d < n; ++d)
+              for (int i = 0; i < 2; ++i) send[size_t(d) * 2 + i] = float(100 * rank + 10 * d + i + call);
+            recv.assign(recv.size(), -1.0f);
+            got.assign(got.size(), -1);
+            MP_NCCL(f, braidAlltoAllv(a2a, send.data(), counts.data(), recv.data(), got.data(), nullptr));
+            for (int s = 0; s < n; ++s)
+              for (int i = 0; i < 2; ++i)
+                if (got[size_t(s)] != 2 || recv[size_t(s) * 2 + i] != float(100 * s + 10 * rank + i + call))
+                  f.fail(fmt::format("rank {}: call {} after the failed ones: from {} got {} ({} elements)", rank,
+                                     call, s, recv[size_t(s) * 2 + i], got[size_t(s)]));
+          }
           MP_NCCL(f, braidAlltoAllvDestroy(a2a));
         }) == 0);
 }

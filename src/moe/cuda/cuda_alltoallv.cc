@@ -40,7 +40,7 @@ Status CudaAlltoAllv::async_error() {
         return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: call {}: sendCounts[{}] is not in [0, "
                            "maxCountPerPeer = {}]; the handle takes no more calls", e.epoch, e.value,
                            dev_.layout.max_count);
-      return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: call {}: rank {} passed bad arguments (its error says "
+      return BRAID_ERROR(ncclRemoteError, "braidAlltoAllv: call {}: rank {} passed bad arguments (its error says "
                          "which); the handle takes no more calls", e.epoch, e.peer);
     default:
       return BRAID_ERROR(ncclInternalError, "braidAlltoAllv: call {}: rank {} signalled {} elements, over "
