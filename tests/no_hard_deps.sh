@@ -8,8 +8,9 @@
 #   tests/no_hard_deps.sh BUILD_DIR MP_TESTS
 #
 # 1. libnccl.so.2 and libnccl-net-braid.so need no library but libc, libm,
-#    libstdc++, libgcc_s and the dynamic loader, and leave no verbs or
-#    OpenSSL symbol undefined.
+#    libstdc++, libgcc_s and the dynamic loader, no symbol version newer
+#    than Ubuntu 22.04's (glibc 2.35, GCC 12's libstdc++), and leave no
+#    verbs or OpenSSL symbol undefined.
 # 2. As root, in a mount namespace where libibverbs.so.1 and libssl.so.3
 #    read as empty files: the library preloads into a program, three ranks
 #    on emulated hosts run their collectives over sockets (the automatic
@@ -29,8 +30,18 @@ for lib in "$build/libnccl.so.2" "$build/libnccl-net-braid.so"; do
     tr '\n' ' ')
   [ -z "$undefined" ] || { echo "FAIL: $lib leaves these to the dynamic loader: $undefined"; fail=1; }
 done
+# ...and Ubuntu 22.04's runtimes serve them (glibc 2.35, GCC 12's
+# libstdc++): the newest symbol versions they need stay within those.
+for lib in "$build/libnccl.so.2" "$build/libnccl-net-braid.so"; do
+  for floor in GLIBC_2.35 GLIBCXX_3.4.30 CXXABI_1.3.13; do
+    family=${floor%_*} newest_ok=${floor##*_}
+    have=$(objdump -T "$lib" | grep -o "${family}_[0-9.]*" | sed "s/^${family}_//" | sort -V | tail -1)
+    [ -z "$have" ] || [ "$(printf '%s\n' "$have" "$newest_ok" | sort -V | tail -1)" = "$newest_ok" ] ||
+      { echo "FAIL: $lib needs ${family}_$have, newer than Ubuntu 22.04's ${floor}"; fail=1; }
+  done
+done
 [ $fail = 0 ] || exit 1
-echo "ok: only the C and C++ runtimes are needed to load"
+echo "ok: only the C and C++ runtimes are needed to load, Ubuntu 22.04's will do"
 
 if [ "$(id -u)" != 0 ] || ! command -v unshare > /dev/null; then
   echo "skip: hiding the libraries needs root and unshare"; exit 77
