@@ -35,14 +35,13 @@
  * called by every rank, alternately (dispatch, combine, dispatch, ...).
  * Errors are ncclResult_t codes with a message for ncclGetLastError;
  * ncclTimeout when a peer did not signal within the timeout (late, or gone).
- * A bad argument on one rank alone (an expert index out of range; on the
- * host backend also numTokens out of range or a NULL buffer) fails that
- * call on every rank at once: that rank gets ncclInvalidArgument saying
- * what was wrong, the others ncclRemoteError.  No peer waits for the
- * timeout.  On the host backend the handle then takes the next dispatch;
- * on CUDA it takes no more calls.  (On CUDA, the arguments the host checks
- * before launching, numTokens and NULL pointers, fail that rank alone, and
- * its peers' kernels time out.)
+ * A bad argument on one rank alone (an expert index out of range,
+ * numTokens out of range, a NULL buffer) fails that call on every rank at
+ * once: that rank gets ncclInvalidArgument saying what was wrong, the
+ * others ncclRemoteError (on CUDA, from their next call or
+ * braidMoeGetAsyncError).  No peer waits for the timeout.  On the host
+ * backend the handle then takes the next dispatch; on CUDA it takes no
+ * more calls.
  */
 #ifndef BRAID_MOE_H_
 #define BRAID_MOE_H_

@@ -145,15 +145,8 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
                        "combine alternate: the windows still hold that call's rows)");
   // A bad argument fails the call on every rank (host_moe.h): this rank
   // still takes part, with no rows and kFailedSender words.
-  std::string problem;
-  if (ntokens < 0 || ntokens > shape_.max_tokens)
-    problem = fmt::format("numTokens {} is not in [0, maxTokensPerRank = {}]", ntokens, shape_.max_tokens);
-  else if (ntokens > 0 && (!tokens || !topk))
-    problem = "tokens or topkIdx is NULL";
-  else if (!out || !recv_counts)
-    problem = "recvTokens or recvCounts is NULL";
-  else
-    problem = plan_dispatch(topk, ntokens);
+  std::string problem = dispatch_problem(shape_, tokens, topk, ntokens, out, recv_counts);
+  if (problem.empty()) problem = plan_dispatch(topk, ntokens);
   const bool failed = !problem.empty();
 
   const uint64_t call = ++dispatch_calls_;
@@ -252,7 +245,8 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
   // As dispatch's: a bad argument fails the call on every rank.
-  const bool failed = (tokens_ > 0 && (!weights || !out)) || !expert_out;
+  const std::string problem = combine_problem(tokens_, expert_out, weights, out);
+  const bool failed = !problem.empty();
 
   const uint64_t call = ++combine_calls_;
   const uint32_t epoch = combine_epoch_ = next_epoch(combine_epoch_);
@@ -270,8 +264,7 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
   std::vector<int32_t> back(size_t(shape_.blocks()));
   Status waited = wait_all(epoch, false, &back, "combine");
   combine_due_ = false;  // the call is over, failed or not: a dispatch comes next
-  if (failed)
-    return failed_call("braidMoeCombine", "expertOut, topkWeights or outTokens is NULL", std::move(waited));
+  if (failed) return failed_call("braidMoeCombine", problem, std::move(waited));
   BRAID_TRY(std::move(waited));
   stats_.combines++;
   for (int32_t e = 0; e < shape_.experts; ++e)

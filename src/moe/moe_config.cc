@@ -111,6 +111,20 @@ Status zero_copy_buffer(char* base, uint64_t offset, const char* function, const
   return Status::ok();
 }
 
+std::string dispatch_problem(const Shape& s, const void* tokens, const int32_t* topk, int32_t ntokens,
+                             const void* out, const int32_t* recv_counts) {
+  if (ntokens < 0 || ntokens > s.max_tokens)
+    return fmt::format("numTokens {} is not in [0, maxTokensPerRank = {}]", ntokens, s.max_tokens);
+  if (ntokens > 0 && (!tokens || !topk)) return "tokens or topkIdx is NULL";
+  if (!out || !recv_counts) return "recvTokens or recvCounts is NULL";
+  return {};
+}
+
+std::string combine_problem(int32_t tokens, const void* expert_out, const float* weights, const void* out) {
+  if (!expert_out || (tokens > 0 && (!weights || !out))) return "expertOut, topkWeights or outTokens is NULL";
+  return {};
+}
+
 int wait_bound_ms(int timeout_ms) {
   return timeout_ms > 0 ? timeout_ms : int(std::min<int64_t>(env_int("BRAID_TIMEOUT") * 1000, INT32_MAX));
 }

@@ -28,6 +28,13 @@ Status agree_config(ncclComm_t comm, const braidMoeConfig_t& config, int device,
 // buffer (offset 0).
 Status zero_copy_buffer(char* base, uint64_t offset, const char* function, const char* flag, void** out);
 
+// What is wrong with a dispatch's or a combine's arguments, or "" (both
+// backends refuse the same; the call then still takes part, calls.h).
+// `tokens`: the last dispatch's, for a combine.
+std::string dispatch_problem(const Shape& s, const void* tokens, const int32_t* topk, int32_t ntokens,
+                             const void* out, const int32_t* recv_counts);
+std::string combine_problem(int32_t tokens, const void* expert_out, const float* weights, const void* out);
+
 // The bound of every wait of a handle (MoE, AlltoAllv): its timeoutMs, or
 // BRAID_TIMEOUT where that is 0.
 int wait_bound_ms(int timeout_ms);

@@ -2,7 +2,7 @@
 // (src/moe/cuda/) under the host backend's exact checks (tests/moe/
 // moe_layer.h), ranks as threads or processes on the GPUs there are.
 //
-//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout|bad_expert|alltoallv
+//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout|bad_expert|bad_args|alltoallv
 //
 // layers:  random cases (every element type, both layouts, skew, masked
 //          choices, cold experts, ranks with no tokens), a capacity
@@ -23,6 +23,8 @@
 //          range: every rank's dispatch fails within 10 s (the handle's
 //          bound is 20 s), the last rank's with ncclInvalidArgument, the
 //          others' with ncclRemoteError; then every rank destroys its handle.
+// bad_args: the same with numTokens out of range, which the host refuses
+//          (and still launches the kernel that tells the peers).
 // alltoallv: braidAlltoAllv on the same ranks (tests/moe/alltoallv_calls.h's
 //          exact checks: counts drawn anew each call, zeros and full
 //          blocks), every element size; then a send count out of range on
@@ -314,25 +316,31 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   return f.count;
 }
 
-// One full-routing dispatch of `c` (with a bad expert index in the last
-// token's first choice if `bad_index`), waited for; then the handle's async
-// error must be `want` mentioning `says`, within 10 s (well under the 20 s
-// BRAID_TIMEOUT of device-check, and for bad_index the handle's 20 s
-// bound), and the handle must refuse its next call.
-void failing_dispatch(const Case& c, int rank, braidMoe_t moe, ncclComm_t comm, bool bad_index, ncclResult_t want,
+// How a rank's dispatch goes wrong: not at all (its peer's does), a bad
+// expert index (found by the kernel), numTokens out of range (refused by
+// the host, which still launches the kernel to tell the peers).
+enum class Fault { None, BadIndex, BadNumTokens };
+
+// One full-routing dispatch of `c`, with `fault`, waited for; then the
+// handle's async error must be `want` mentioning `says`, within 10 s (well
+// under device-check's 20 s BRAID_TIMEOUT, and for bad arguments the
+// handle's 20 s bound), and the handle must refuse its next call.
+void failing_dispatch(const Case& c, int rank, braidMoe_t moe, ncclComm_t comm, Fault fault, ncclResult_t want,
                       const std::string& says, GpuSide& side, mp::Failures& f) {
   size_t max_rows = 0;
   MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, nullptr));
   Routing mine = full_routing(c, rank, 0);
-  if (bad_index) mine.topk[size_t(c.max_tokens - 1) * c.top_k] = c.experts;
+  if (fault == Fault::BadIndex) mine.topk[size_t(c.max_tokens - 1) * c.top_k] = c.experts;
   std::vector<char> tokens(size_t(c.max_tokens) * c.hidden * 4), recv(max_rows * c.hidden * 4);
   std::vector<int32_t> counts(size_t(c.experts));
   const auto start = std::chrono::steady_clock::now();
-  MP_NCCL(f, braidMoeDispatch(moe, side.in(tokens.data(), tokens.size()),
-                              static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)),
-                              c.max_tokens, side.out(recv.data(), recv.size()),
-                              static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)), nullptr,
-                              side.stream()));
+  const ncclResult_t r = braidMoeDispatch(
+      moe, side.in(tokens.data(), tokens.size()),
+      static_cast<const int32_t*>(side.in(mine.topk.data(), mine.topk.size() * 4)),
+      fault == Fault::BadNumTokens ? c.max_tokens + 1 : c.max_tokens, side.out(recv.data(), recv.size()),
+      static_cast<int32_t*>(side.out(counts.data(), counts.size() * 4)), nullptr, side.stream());
+  if (r != (fault == Fault::BadNumTokens ? ncclInvalidArgument : ncclSuccess))
+    f.fail(fmt::format("rank {}: braidMoeDispatch -> {} ({})", rank, int(r), ncclGetLastError(comm)));
   side.done(f);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ncclResult_t async = ncclSuccess;
@@ -346,24 +354,28 @@ void failing_dispatch(const Case& c, int rank, braidMoe_t moe, ncclComm_t comm, 
 }
 
 // timeout: the last rank never dispatches; the others' 2 s bound ends theirs.
-// bad_expert: the last rank routes a token to an expert out of range; its
-// words say its call failed, so every rank's dispatch fails at once (the
-// others with ncclRemoteError), long before the handle's 20 s bound.
-int failure_mode(int rank, int n, ncclComm_t comm, bool bad_expert, mp::Failures& f) {
+// bad_expert, bad_args: the last rank routes a token to an expert out of
+// range, or passes numTokens out of range; its words say its call failed,
+// so every rank's dispatch fails at once (the others with ncclRemoteError),
+// long before the handle's 20 s bound.
+int failure_mode(int rank, int n, ncclComm_t comm, Fault fault, mp::Failures& f) {
   Case c;
   c.experts = 2 * n;
   braidMoeConfig_t cfg = config_of(c);
-  cfg.timeoutMs = bad_expert ? 20000 : 2000;
+  cfg.timeoutMs = fault == Fault::None ? 2000 : 20000;
   braidMoe_t moe = nullptr;
   MP_NCCL(f, braidMoeCreate(comm, &cfg, &moe));
   if (!moe) return f.count;
   GpuSide side;  // its stream outlives the handle's last launch
   const bool last = rank == n - 1;
-  if (!bad_expert && !last)
-    failing_dispatch(c, rank, moe, comm, false, ncclTimeout, "no signal from rank", side, f);
-  if (bad_expert)
-    failing_dispatch(c, rank, moe, comm, last, last ? ncclInvalidArgument : ncclRemoteError,
-                     last ? "routes to an expert" : "the call failed on another rank", side, f);
+  if (fault == Fault::None && !last)
+    failing_dispatch(c, rank, moe, comm, Fault::None, ncclTimeout, "no signal from rank", side, f);
+  if (fault != Fault::None)
+    failing_dispatch(c, rank, moe, comm, last ? fault : Fault::None, last ? ncclInvalidArgument : ncclRemoteError,
+                     !last                          ? "the call failed on another rank"
+                     : fault == Fault::BadNumTokens ? "arguments were refused"
+                                                    : "routes to an expert",
+                     side, f);
   MP_NCCL(f, braidMoeDestroy(moe));
   return f.count;
 }
@@ -410,8 +422,9 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   if (init_rank_on_device(rank, n, id, &comm)) return 1;
   mp::Failures f;
   const int failed = g_mode == "graph"       ? graph_mode(rank, n, comm, f)
-                     : g_mode == "timeout"   ? failure_mode(rank, n, comm, false, f)
-                     : g_mode == "bad_expert" ? failure_mode(rank, n, comm, true, f)
+                     : g_mode == "timeout"   ? failure_mode(rank, n, comm, Fault::None, f)
+                     : g_mode == "bad_expert" ? failure_mode(rank, n, comm, Fault::BadIndex, f)
+                     : g_mode == "bad_args"  ? failure_mode(rank, n, comm, Fault::BadNumTokens, f)
                      : g_mode == "alltoallv" ? alltoallv_mode(rank, n, comm, f)
                                              : layers_mode(rank, n, comm, f);
   ncclCommDestroy(comm);

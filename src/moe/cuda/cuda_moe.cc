@@ -85,6 +85,9 @@ Status CudaMoe::async_error() {
       return BRAID_ERROR(ncclInvalidArgument, "rank {}: braidMoeDispatch: token {} routes to an expert not in [0, {}) "
                          "or -1 (the call fails on every rank); the handle takes no more calls", rank, e.value,
                          dev_.shape.experts);
+    case kDeviceRefused:
+      return BRAID_ERROR(ncclInvalidArgument, "rank {}: {} epoch {}: this rank's arguments were refused (that call's "
+                         "error said why); the handle takes no more calls", rank, call, e.epoch);
     case kDevicePeerFailed:
       return BRAID_ERROR(ncclRemoteError, "rank {}: {} epoch {}: the call failed on another rank (rank {}'s word says "
                          "so; the rank with the bad argument says which); the handle takes no more calls", rank, call,
@@ -109,18 +112,22 @@ Status CudaMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   if (combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
                        "combine alternate: the windows still hold that call's rows)");
-  if (ntokens < 0 || ntokens > dev_.shape.max_tokens)
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: numTokens {} is not in [0, maxTokensPerRank = {}]",
-                       ntokens, dev_.shape.max_tokens);
-  if (ntokens > 0 && (!tokens || !topk))
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: tokens or topkIdx is NULL");
-  if (!out || !recv_counts)
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: recvTokens or recvCounts is NULL");
+  // Refused arguments still launch the kernel, which sends kFailedSender
+  // words (calls.h) so that the peers' calls fail at once, then stops the
+  // handle.
+  const std::string problem = dispatch_problem(dev_.shape, tokens, topk, ntokens, out, recv_counts);
+  const bool refused = !problem.empty();
   const OnDevice on(device_);
   const bool pull = dev_.layout.dispatch_buffer && tokens == window_->base() + dev_.layout.dispatch_buffer;
-  const int e = launch_dispatch(dev_, ctas_, tokens, pull, topk, ntokens, out, recv_counts, dropped, stream);
+  const int e = refused ? launch_dispatch(dev_, ctas_, nullptr, false, nullptr, 0, nullptr, nullptr, nullptr, true,
+                                          stream)
+                        : launch_dispatch(dev_, ctas_, tokens, pull, topk, ntokens, out, recv_counts, dropped, false,
+                                          stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeDispatch: the kernel's launch");
   window_->launched(stream);
+  if (refused)
+    return BRAID_ERROR(ncclInvalidArgument, "braidMoeDispatch: {} (the call fails on every rank; the handle takes "
+                       "no more calls)", problem);
   combine_due_ = true;
   tokens_ = ntokens;
   return Status::ok();
@@ -130,14 +137,17 @@ Status CudaMoe::combine(const void* expert_out, const float* weights, void* out,
   BRAID_TRY(async_error());
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
-  if (!expert_out || (tokens_ > 0 && (!weights || !out)))
-    return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: expertOut, topkWeights or outTokens is NULL");
+  const std::string problem = combine_problem(tokens_, expert_out, weights, out);  // as dispatch's
+  const bool refused = !problem.empty();
   const OnDevice on(device_);
   const bool pull = dev_.layout.combine_buffer && expert_out == window_->base() + dev_.layout.combine_buffer;
-  const int e = launch_combine(dev_, ctas_, expert_out, pull, weights, out, stream);
+  const int e = launch_combine(dev_, ctas_, expert_out, pull && !refused, weights, out, refused, stream);
   if (e) return cuda_status(cudaError_t(e), "braidMoeCombine: the kernel's launch");
   window_->launched(stream);
   combine_due_ = false;
+  if (refused)
+    return BRAID_ERROR(ncclInvalidArgument, "braidMoeCombine: {} (the call fails on every rank; the handle takes no "
+                       "more calls)", problem);
   return Status::ok();
 }
 

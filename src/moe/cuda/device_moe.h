@@ -43,6 +43,7 @@ enum DeviceErrorCode : int32_t {
   kDeviceCountOverMax = 6,  // AlltoAllv: `peer` signalled `value` elements, over maxCountPerPeer
   kDevicePlanTimeout = 7,   // dispatch: CTA 0's plan did not come within the timeout
   kDevicePeerFailed = 8,    // `peer`'s word says the call failed (a bad argument there, calls.h)
+  kDeviceRefused = 9,       // the host refused this rank's arguments (the call's own error said why)
 };
 struct DeviceMoeError {
   int32_t code;
@@ -94,13 +95,17 @@ constexpr int kThreadsPerCta = 512;
 
 // On `stream`; 0 or a cudaError_t.  droppedRows: device memory or null.
 // pull: tokens is this rank's dispatch buffer, read in place by the
-// experts' owners (zero-copy dispatch, layout.h).
+// experts' owners (zero-copy dispatch, layout.h).  refused: the host
+// refused this call's arguments; the kernel still takes part, with no
+// rows and kFailedSender words (calls.h), so that the peers' calls fail at
+// once, and then stops the handle (kDeviceRefused).
 int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, bool pull, const int32_t* topk,
-                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream);
+                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, bool refused,
+                    cudaStream_t stream);
 // pull: expert_out is this rank's combine buffer, read in place by its
-// sources (zero-copy combine, layout.h).
+// sources (zero-copy combine, layout.h).  refused: as dispatch's.
 int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights, void* out,
-                   cudaStream_t stream);
+                   bool refused, cudaStream_t stream);
 
 // CUDA loads kernels lazily, and loading one may wait for the device to go
 // idle: a first launch while a peer rank's kernel spins waiting for this

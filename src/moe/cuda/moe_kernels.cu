@@ -138,7 +138,7 @@ __device__ uint64_t copy_block_out(const DeviceMoe& h, const LsaMemory<ncclCoopC
 // bounds hold them to the registers a CTA of kThreadsPerCta can have.
 __global__ void __launch_bounds__(kThreadsPerCta, 1)
     dispatch_kernel(DeviceMoe h, const char* tokens, bool pull, const int32_t* topk, int32_t ntokens, char* out,
-                    int32_t* recv_counts, int64_t* dropped) {
+                    int32_t* recv_counts, int64_t* dropped, bool refused) {
   if (stopped_earlier(h)) return;
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
@@ -150,9 +150,10 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   const uint32_t epoch = epoch_of_call(call);
 
   __shared__ int32_t planned;  // thread 0's answer, so that the whole CTA goes on or returns alike
-  // A bad index fails the call on every rank: this rank's CTAs put no rows
-  // and commit kFailedSender words (calls.h), so each peer's wait sees it
-  // at once, and the plan says so to every CTA.
+  // A bad index, or arguments the host refused, fail the call on every
+  // rank: this rank's CTAs put no rows and commit kFailedSender words
+  // (calls.h), so each peer's wait sees it at once, and the plan says so to
+  // every CTA.
   __shared__ int32_t failed, bad_token;
   if (blockIdx.x == 0) {
     copy_coop(cta, h.topk, topk, size_t(ntokens) * s.top_k * sizeof(int32_t));
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
     for (int32_t e = threadIdx.x; e < s.experts; e += blockDim.x) h.sent[e] = sent_rows(s, h.wanted, e);
     if (threadIdx.x == 0) {
       bad_token = plan.bad_token;
-      failed = plan.bad_token >= 0;
+      failed = refused || plan.bad_token >= 0;
     }
     __syncthreads();
     if (h.layout.dispatch_buffer && !failed)
@@ -209,7 +210,8 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
     // Only now the error, which stops the handle: this rank's own words to
     // itself, just waited for, came from the last of its CTAs to arrive, so
     // none of them can start after the stop and send nothing.
-    if (blockIdx.x == 0 && threadIdx.x == 0) report(h, kDeviceBadExpert, false, h.rank, -1, bad_token, epoch);
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+      report(h, refused ? kDeviceRefused : kDeviceBadExpert, false, h.rank, -1, bad_token, epoch);
     finish(h, mm, call, false);
     return;
   }
@@ -255,7 +257,7 @@ __device__ const char* returned_row(const DeviceMoe& h, const LsaMemory<ncclCoop
 
 template <ncclDataType_t T>
 __global__ void __launch_bounds__(kThreadsPerCta, 1)
-    combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out) {
+    combine_kernel(DeviceMoe h, const char* expert_out, bool pull, const float* weights, char* out, bool refused) {
   if (stopped_earlier(h)) return;
   extern __shared__ int64_t shared[];
   const Shape& s = h.shape;
@@ -269,14 +271,19 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   // Zero-copy combine: where this rank's results for each source start in
   // its buffer, or kRowsPut, written before any arrival (so before every
   // signal of the call) and read by the sources once signalled.
-  if (h.layout.combine_buffer && blockIdx.x == 0)
+  if (h.layout.combine_buffer && blockIdx.x == 0 && !refused)
     write_pull_index(mm.window(h.rank), s, h.layout, h.first_row, nullptr, pull, threadIdx.x, blockDim.x);
-  const CallState c{h.rank, call, epoch, h.combine_arrivals};
+  const CallState c{h.rank, call, epoch, h.combine_arrivals, refused};
   CombineRows results{expert_out, h.received, h.first_row};
   results.pulled_all = pull;
   combine_agent(mm, s, h.layout, c, results, int32_t(blockIdx.x), int32_t(gridDim.x));
 
   wait_half(h, mm, h.layout.combine_signals, epoch, true, back);
+  if (refused) {  // as a failed dispatch: the error only once every CTA has arrived
+    if (blockIdx.x == 0 && threadIdx.x == 0) report(h, kDeviceRefused, true, h.rank, -1, 0, epoch);
+    finish(h, mm, call, true);
+    return;
+  }
   if (blockIdx.x == 0)
     for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x)
       if (back[i] != h.sent[i] && !load_acquire(h.state->stop))
@@ -324,9 +331,9 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
 
 template <ncclDataType_t T>
 int launch_combine_as(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights,
-                      void* out, cudaStream_t stream) {
+                      void* out, bool refused, cudaStream_t stream) {
   combine_kernel<T><<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
-      h, static_cast<const char*>(expert_out), pull, weights, static_cast<char*>(out));
+      h, static_cast<const char*>(expert_out), pull, weights, static_cast<char*>(out), refused);
   return int(cudaGetLastError());
 }
 
@@ -341,17 +348,19 @@ size_t kernel_shared_bytes(const Shape& s) {
 }
 
 int launch_dispatch(const DeviceMoe& h, int ctas, const void* tokens, bool pull, const int32_t* topk,
-                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, cudaStream_t stream) {
+                    int32_t ntokens, void* out, int32_t* recv_counts, int64_t* dropped, bool refused,
+                    cudaStream_t stream) {
   dispatch_kernel<<<ctas, kThreadsPerCta, kernel_shared_bytes(h.shape), stream>>>(
-      h, static_cast<const char*>(tokens), pull, topk, ntokens, static_cast<char*>(out), recv_counts, dropped);
+      h, static_cast<const char*>(tokens), pull, topk, ntokens, static_cast<char*>(out), recv_counts, dropped,
+      refused);
   return int(cudaGetLastError());
 }
 
 int launch_combine(const DeviceMoe& h, int ctas, const void* expert_out, bool pull, const float* weights, void* out,
-                   cudaStream_t stream) {
+                   bool refused, cudaStream_t stream) {
   if (element_bytes(h.dtype) == 0) return int(cudaErrorInvalidValue);
   return with_element_type(h.dtype, [&]<ncclDataType_t T>() {
-    return launch_combine_as<T>(h, ctas, expert_out, pull, weights, out, stream);
+    return launch_combine_as<T>(h, ctas, expert_out, pull, weights, out, refused, stream);
   });
 }
 
