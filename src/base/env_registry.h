@@ -77,6 +77,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_STALL_INIT_RANK", "-1",
      "for tests: the rank whose communicator init stalls after its first exchange until it is aborted (or "
      "BRAID_TIMEOUT), as one stuck in its device's setup would"},
+    {"BRAID_TEST_STALL_SCALABLE_RANK", "-1",
+     "for tests: the rank whose init with several roots (ncclCommInitRankScalable) stalls between the bootstrap's "
+     "rendezvous and its exchanges until it is aborted (or BRAID_TIMEOUT)"},
     {"BRAID_CUDA_GIN", "0",
      "cuda backend: 1 serves GPU-initiated networking (GIN) of NCCL's device API through braid's proxy (copy "
      "engines, host-mapped signals); built, not yet run on a GPU, so off by default: devComms that need GIN are "

@@ -413,6 +413,50 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   return Status::ok();
 }
 
+namespace {
+
+// A scalable bootstrap's inner block and upper bootstraps wait only on
+// their own abort(), not on the caller's flag (an ncclCommAbort of a
+// non-blocking init raises it): while they exchange, this thread calls
+// their abort() once the flag rises, so no wait outlasts an abort.
+class AbortWatcher {
+ public:
+  AbortWatcher(const std::atomic<bool>* abort, std::vector<Bootstrap*> watched) {
+    if (!abort) return;
+    thread_ = std::thread([this, abort, watched = std::move(watched)] {
+      while (!done_.load()) {
+        if (abort->load()) {
+          for (Bootstrap* b : watched)
+            if (b) b->abort();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+  }
+  ~AbortWatcher() {
+    done_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  AbortWatcher(const AbortWatcher&) = delete;
+  AbortWatcher& operator=(const AbortWatcher&) = delete;
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// For tests: the rank that stalls between its scalable bootstrap's
+// rendezvous and its exchanges, until aborted (or the deadline).
+Status scalable_test_stall(int rank, Deadline deadline, const std::atomic<bool>* abort) {
+  if (env_int("BRAID_TEST_STALL_SCALABLE_RANK") != rank) return Status::ok();
+  while (!(abort && abort->load()) && !deadline.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return BRAID_ERROR(ncclInternalError, "BRAID_TEST_STALL_SCALABLE_RANK={}: this rank stalled until {}", rank,
+                     abort && abort->load() ? "aborted" : "the deadline");
+}
+
+}  // namespace
+
 Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int rank, int nranks, Deadline deadline,
                                    std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort) {
   const int nroots = int(ids.size());
@@ -434,6 +478,8 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
   const bool in_upper = k == 0 || rank == first;
   const int upper_rank = k == 0 ? rank : size0 + k - 1;
   if (in_upper) BRAID_TRY(connect(ids[0], upper_rank, size0 + nroots - 1, deadline, &upper, abort));
+  const AbortWatcher watcher(abort, {block.get(), upper.get()});
+  BRAID_TRY(scalable_test_stall(rank, deadline, abort));
 
   // The final communicator listens on its own socket.
   sockaddr_in me{};

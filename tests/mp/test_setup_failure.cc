@@ -344,3 +344,37 @@ TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][fau
   for (auto& t : threads) t.join();
   CHECK(total(failures) == 0);
 }
+
+// The same with several roots (ncclCommInitRankScalable): rank 3 stalls
+// between the bootstrap's rendezvous and its exchanges, so its block's
+// leader waits in the block's allgather and rank 0 in the upper group's
+// gather.  Those waits run on the inner bootstraps, and ncclCommAbort must
+// end them at once, not after BRAID_TIMEOUT.
+TEST_CASE("an abort ends a non-blocking scalable init whose peer stalls in the bootstrap",
+          "[mp][init][scalable][faults][nonblocking][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv stall("BRAID_TEST_STALL_SCALABLE_RANK", "3");
+  const int n = 4;
+  ncclUniqueId ids[2];
+  for (ncclUniqueId& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<Failures> failures(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      Failures& f = failures[size_t(r)];
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclComm_t comm = nullptr;
+      const ncclResult_t init = ncclCommInitRankScalable(&comm, n, r, 2, ids, &config);
+      if (init != ncclInProgress || !comm) return f.fail(fmt::format("rank {}: init returned {}", r, int(init)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // every rank is in its exchanges by now
+      ncclResult_t state = ncclSuccess;
+      MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+      if (state != ncclInProgress) f.fail(fmt::format("rank {}: the init ended in {} before the abort", r, int(state)));
+      const auto start = Clock::now();
+      MP_NCCL(f, ncclCommAbort(comm));
+      if (Clock::now() - start > std::chrono::seconds(3)) f.fail(fmt::format("rank {}: the abort took over 3 s", r));
+    });
+  for (auto& t : threads) t.join();
+  CHECK(total(failures) == 0);
+}
