@@ -26,6 +26,9 @@ constexpr EnvVar kNcclVars[] = {
      "cuMem memory exportable as a POSIX descriptor, where the device can"},
     {"NCCL_GIN_PROXY_QUEUE_SIZE", "",
      "descriptors a device communicator's GIN queue holds per target rank, a power of two (default 256, as NCCL)"},
+    {"NCCL_CHECK_MODE", "",
+     "NCCL 2.29's argument checks: DEBUG_GLOBAL is BRAID_CHECK=1 (ranks compare each group's collective arguments "
+     "before any data moves); DEBUG_LOCAL's checks of each buffer braid always makes; other values add nothing"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},

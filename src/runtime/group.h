@@ -60,10 +60,11 @@ Status enqueue(SetupCall call);
 // microseconds to sim->estimatedTime, and discards them.  Queued inits run.
 Status group_simulate_end(ncclSimInfo_t* sim);
 
-// BRAID_CHECK=1: the ranks of each communicator compare what they queued
-// (collective, count, datatype, op, root) through the bootstrap before any
-// data moves; any difference fails the group on every rank with
-// ncclInvalidUsage.  Does nothing on communicators without BRAID_CHECK.
+// BRAID_CHECK=1 (or NCCL_CHECK_MODE=DEBUG_GLOBAL): the ranks of each
+// communicator compare what they queued (collective, count, datatype, op,
+// root) through the bootstrap before any data moves; any difference fails
+// the group on every rank with ncclInvalidArgument.  Does nothing on
+// communicators without the check.
 Status check_agreement(const std::vector<CommQueue>& queues);
 
 // The alpha-beta estimate behind group_simulate_end (group_sim.cc); plans a

@@ -1,11 +1,13 @@
-// BRAID_CHECK=1: cross-rank agreement on collective arguments.
+// BRAID_CHECK=1, or NCCL 2.29's NCCL_CHECK_MODE=DEBUG_GLOBAL: cross-rank
+// agreement on collective arguments.
 //
 // Mismatched counts, datatypes, ops or roots between ranks make NCCL read or
 // write the wrong bytes, or hang.  With the check on, before any data moves
 // each communicator's ranks allgather a fixed record per queued collective
 // over the bootstrap (two small messages per rank per group) and compare.
 // Every rank sees every record, so every rank reaches the same verdict: the
-// whole group fails with ncclInvalidUsage on all of them, never wrong data.
+// whole group fails with ncclInvalidArgument (as NCCL's check mode) on all of
+// them, never wrong data.
 // Several communicators driven from one thread (ncclCommInitAll) are checked
 // concurrently, since their ranks can only answer together.  The setting is
 // read once per communicator at init and OR-ed over its ranks (comm.cc): a
@@ -46,7 +48,7 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
   BRAID_TRY(comm->bootstrap->allgather(sizes.data(), sizeof(uint64_t)));
   for (int r = 0; r < n; ++r)
     if (sizes[r] != mine.size())
-      return BRAID_ERROR(ncclInvalidUsage, "BRAID_CHECK: rank {} queued {} collectives in this group, rank {} queued {}",
+      return BRAID_ERROR(ncclInvalidArgument, "argument check: rank {} queued {} collectives in this group, rank {} queued {}",
                          comm->rank, mine.size(), r, sizes[r]);
   if (mine.empty()) return Status::ok();
   std::vector<Record> all(mine.size() * n);
@@ -57,7 +59,7 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
       const Record& a = all[i];  // rank 0's
       const Record& b = all[size_t(r) * mine.size() + i];
       if (a.collective != b.collective || a.type != b.type || a.op != b.op || a.root != b.root || a.count != b.count)
-        return BRAID_ERROR(ncclInvalidUsage, "BRAID_CHECK: ranks disagree on collective #{} of the group: rank 0 {}, rank {} {}",
+        return BRAID_ERROR(ncclInvalidArgument, "argument check: ranks disagree on collective #{} of the group: rank 0 {}, rank {} {}",
                            i, describe(a), r, describe(b));
     }
   return Status::ok();

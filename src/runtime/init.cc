@@ -130,7 +130,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   // A net alone (no shared memory): its own fragments, whole.
   if (local.transport == "ib" || local.transport == "plugin")
     a.tile_bytes = a.wide_tile_bytes = uint64_t(std::max<int64_t>(4096, env_int("BRAID_NET_SLOT_BYTES")));
-  a.check_args = env_int("BRAID_CHECK") != 0;
+  a.check_args = env_int("BRAID_CHECK") != 0 || env_raw("NCCL_CHECK_MODE") == "DEBUG_GLOBAL";
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // A board needs every rank to map it: not over sockets alone.

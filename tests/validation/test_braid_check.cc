@@ -1,5 +1,6 @@
-// BRAID_CHECK=1: ranks that disagree on a collective's count, datatype, op or
-// root all get ncclInvalidUsage before any byte moves (their output buffers
+// BRAID_CHECK=1 (or NCCL_CHECK_MODE=DEBUG_GLOBAL): ranks that disagree on a
+// collective's count, datatype, op or root all get ncclInvalidArgument
+// before any byte moves (their output buffers
 // stay untouched), and the communicator keeps working for agreeing calls.
 // With the check off, agreeing calls are unaffected (checked elsewhere).
 #include <catch2/catch.hpp>
@@ -23,7 +24,8 @@ struct Mismatch {
 
 }  // namespace
 
-TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidUsage on every rank", "[validation][check]") {
+TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidArgument on every rank",
+          "[validation][check]") {
   setenv("BRAID_CHECK", "1", 1);
   const Mismatch cases[] = {
       {"count", {100, 101}, {ncclFloat, ncclFloat}, {ncclSum, ncclSum}, {0, 0}, false},
@@ -39,8 +41,8 @@ TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidUs
                                                    m.root[rank], comm, nullptr)
                                       : ncclAllReduce(in.data(), out.data(), m.count[rank], m.type[rank], m.op[rank],
                                                       comm, nullptr);
-            if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
-            if (std::string(ncclGetLastError(comm)).find("BRAID_CHECK") == std::string::npos)
+            if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
+            if (std::string(ncclGetLastError(comm)).find("argument check") == std::string::npos)
               f.fail(fmt::format("rank {}: message: {}", rank, ncclGetLastError(comm)));
             for (float v : out)
               if (v != -5.f) return f.fail(fmt::format("rank {}: output written despite the mismatch", rank));
@@ -56,7 +58,7 @@ TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidUs
           ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr);
           if (rank == 2) ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr);
           ncclResult_t r = ncclGroupEnd();
-          if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: uneven group returned {}", rank, int(r)));
+          if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: uneven group returned {}", rank, int(r)));
           if (out[0] != -5.f) f.fail("output written");
           MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr));
           if (out[9] != 3.f) f.fail("allreduce after uneven group wrong");
@@ -74,9 +76,31 @@ TEST_CASE("BRAID_CHECK set on one rank only still checks on all (agreed at init)
   CHECK(run_ranks_as_processes(2, [](int rank, int, ncclComm_t comm, Failures& f) {
           std::vector<float> in(64, 1.f), out(64, -5.f);
           ncclResult_t r = ncclAllReduce(in.data(), out.data(), rank == 0 ? 64 : 63, ncclFloat, ncclSum, comm, nullptr);
-          if (r != ncclInvalidUsage) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
+          if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: mismatch returned {}", rank, int(r)));
           if (out[0] != -5.f) f.fail(fmt::format("rank {}: output written despite the mismatch", rank));
           MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr));
           if (out[63] != 2.f) f.fail("allreduce after the mismatch wrong");
         }, 60, setup) == 0);
+}
+
+TEST_CASE("NCCL_CHECK_MODE=DEBUG_GLOBAL is BRAID_CHECK=1, and DEBUG_LOCAL adds no exchange", "[validation][check]") {
+  for (const char* mode : {"DEBUG_GLOBAL", "DEBUG_LOCAL"}) {
+    INFO("NCCL_CHECK_MODE=" << mode);
+    const bool global = std::string(mode) == "DEBUG_GLOBAL";
+    auto setup = [&](int) {
+      unsetenv("BRAID_CHECK");
+      setenv("NCCL_CHECK_MODE", mode, 1);
+    };
+    CHECK(run_ranks_as_processes(2, [&](int rank, int, ncclComm_t comm, Failures& f) {
+            std::vector<float> in(64, 1.f), out(64, -5.f);
+            if (global) {
+              const ncclResult_t r = ncclAllReduce(in.data(), out.data(), rank == 0 ? 64 : 63, ncclFloat, ncclSum,
+                                                   comm, nullptr);
+              if (r != ncclInvalidArgument || out[0] != -5.f)
+                f.fail(fmt::format("rank {}: a mismatch returned {} ({})", rank, int(r), ncclGetLastError(comm)));
+            }
+            MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr));
+            if (out[63] != 2.f) f.fail(fmt::format("rank {}: allreduce wrong", rank));
+          }, 60, setup) == 0);
+  }
 }
