@@ -28,7 +28,8 @@ constexpr EnvVar kNcclVars[] = {
      "descriptors a device communicator's GIN queue holds per target rank, a power of two (default 256, as NCCL)"},
     {"NCCL_CHECK_MODE", "",
      "NCCL 2.29's argument checks: DEBUG_GLOBAL is BRAID_CHECK=1 (ranks compare each group's collective arguments "
-     "before any data moves); DEBUG_LOCAL's checks of each buffer braid always makes; other values add nothing"},
+     "before any data moves); DEBUG_LOCAL adds nothing to the local checks braid always makes (NULL buffers; on "
+     "CUDA, that each is device memory, not yet that it is the communicator's device's)"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},
