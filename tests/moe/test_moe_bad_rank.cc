@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <string>
 
 #include "moe_layer.h"
@@ -51,15 +52,26 @@ void one_bad_call(const Case& c, int rank, int n, braidMoe_t moe, ncclComm_t com
   const bool me = rank == bad_rank;
   if (me && bad == Bad::Expert) topk[size_t(tokens - 1) * K] = c.experts;
 
+  // With zero-copy, the good ranks' rows and results are in the handle's
+  // buffers, which the peers read in place when the call goes on.
+  void* token_rows = rows.data();
+  void* expert_out = recv.data();
+  if (c.zero_copy_dispatch) {
+    MP_NCCL(f, braidMoeGetDispatchBuffer(moe, &token_rows));
+    if (token_rows) std::memcpy(token_rows, rows.data(), rows.size() * sizeof(float));
+  }
+  if (c.zero_copy) MP_NCCL(f, braidMoeGetCombineBuffer(moe, &expert_out));
+  if (!token_rows || !expert_out) return;
+
   const Clock::time_point start = Clock::now();
-  ncclResult_t r = braidMoeDispatch(moe, me && bad == Bad::NullTokens ? nullptr : rows.data(), topk.data(),
+  ncclResult_t r = braidMoeDispatch(moe, me && bad == Bad::NullTokens ? nullptr : token_rows, topk.data(),
                                     me && bad == Bad::NumTokens ? c.max_tokens + 1 : tokens,
                                     me && bad == Bad::NullRecv ? nullptr : recv.data(), counts.data(), nullptr,
                                     nullptr);
   if (bad == Bad::NullCombine) {
     if (r != ncclSuccess)
       f.fail(fmt::format("rank {}: the good dispatch before the bad combine: {}", rank, ncclGetLastError(comm)));
-    r = braidMoeCombine(moe, me ? nullptr : recv.data(), weights.data(), out.data(), nullptr);
+    r = braidMoeCombine(moe, me ? nullptr : expert_out, weights.data(), out.data(), nullptr);
   }
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   const std::string why = ncclGetLastError(comm);
@@ -122,6 +134,14 @@ TEST_CASE("moe: a bad argument on one rank fails that call on every rank at once
   }
   INFO("processes n=3");
   CHECK(mp::run_ranks_as_processes(3, bad_rank_body(small_case(3)), 240) == 0);
+}
+
+TEST_CASE("moe zero-copy: a bad argument on one rank fails that call on every rank, and the next layer is exact",
+          "[moe][threads]") {
+  Case c = small_case(3);
+  c.zero_copy = 1;
+  c.zero_copy_dispatch = 1;
+  CHECK(mp::run_ranks_as_threads(3, bad_rank_body(c)) == 0);
 }
 
 TEST_CASE("moe across hosts: a bad argument on one rank fails that call on every rank at once, over RMA",
