@@ -34,14 +34,18 @@
  * Create and destroy are collective over the communicator; dispatch and combine are
  * called by every rank, alternately (dispatch, combine, dispatch, ...).
  * Errors are ncclResult_t codes with a message for ncclGetLastError;
- * ncclTimeout when a peer did not signal within the timeout (late, or gone).
+ * ncclTimeout when a peer did not signal within the timeout (late, or gone),
+ * after which the handle takes no more calls (a late peer may still use
+ * the windows): destroy it.
  * A bad argument on one rank alone (an expert index out of range,
  * numTokens out of range, a NULL buffer) fails that call on every rank at
  * once: that rank gets ncclInvalidArgument saying what was wrong, the
  * others ncclRemoteError (on CUDA, from their next call or
  * braidMoeGetAsyncError).  No peer waits for the timeout.  On the host
  * backend the handle then takes the next dispatch; on CUDA it takes no
- * more calls.
+ * more calls.  A refused call made while the stream is being captured is
+ * captured too (its kernel tells the peers when the graph replays): abandon
+ * that capture.
  */
 #ifndef BRAID_MOE_H_
 #define BRAID_MOE_H_

@@ -130,6 +130,18 @@ std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens) {
   return {};
 }
 
+Status HostMoe::check_intact(const char* call) const {
+  if (broken_)
+    return BRAID_ERROR(ncclInvalidUsage, "{}: an earlier call of this handle did not complete (a peer late or gone): "
+                       "its peers may still use the windows; destroy the handle", call);
+  return Status::ok();
+}
+
+Status HostMoe::settle(Status waited) {
+  if (!waited.is_ok() && waited.code() != ncclRemoteError) broken_ = true;
+  return waited;
+}
+
 Status HostMoe::failed_call(const char* call, const std::string& problem, Status waited) {
   if (waited.is_ok() || waited.code() == ncclRemoteError)
     return BRAID_ERROR(ncclInvalidArgument, "{}: {} (the call fails on every rank; the handle takes the next "
@@ -140,6 +152,7 @@ Status HostMoe::failed_call(const char* call, const std::string& problem, Status
 
 Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
                          int64_t* dropped, cudaStream_t) {
+  BRAID_TRY(check_intact("braidMoeDispatch"));
   if (combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
                        "combine alternate: the windows still hold that call's rows)");
@@ -158,8 +171,8 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
                           dispatch_pulled_.data()};
   pool_.run([&](int b) { dispatch_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
-  BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_)));
-  Status waited = wait_all(epoch, true, &received_, "dispatch");
+  BRAID_TRY(settle(std::move(own_->routes().failure()).context(fmt::format("rank {}: dispatch", rank_))));
+  Status waited = settle(wait_all(epoch, true, &received_, "dispatch"));
   if (failed) return failed_call("braidMoeDispatch", problem, std::move(waited));
   BRAID_TRY(std::move(waited));
   stats_.dispatches++;
@@ -242,6 +255,7 @@ const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
 }
 
 Status HostMoe::combine(const void* expert_out, const float* weights, void* out, cudaStream_t) {
+  BRAID_TRY(check_intact("braidMoeCombine"));
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");
   // As dispatch's: a bad argument fails the call on every rank.
@@ -259,11 +273,11 @@ Status HostMoe::combine(const void* expert_out, const float* weights, void* out,
                          combine_pulled_.data()};
   pool_.run([&](int b) { combine_agent(agents_[size_t(b)], shape_, window_, c, rows, b, B); });
   collect_stats();
-  BRAID_TRY(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_)));
+  BRAID_TRY(settle(std::move(own_->routes().failure()).context(fmt::format("rank {}: combine", rank_))));
 
   std::vector<int32_t> back(size_t(shape_.blocks()));
-  Status waited = wait_all(epoch, false, &back, "combine");
-  combine_due_ = false;  // the call is over, failed or not: a dispatch comes next
+  Status waited = settle(wait_all(epoch, false, &back, "combine"));
+  combine_due_ = false;  // the call is over: a dispatch comes next (or, if broken_, none)
   if (failed) return failed_call("braidMoeCombine", problem, std::move(waited));
   BRAID_TRY(std::move(waited));
   stats_.combines++;

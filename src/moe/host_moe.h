@@ -47,7 +47,10 @@
 // words (calls.h).  Every rank waits for every word of the call as always,
 // then fails if one said so, naming the sender.  Since all words were
 // exchanged, the flow control above holds, and the handle takes the next
-// dispatch.  (Before, the peers waited for rows until the timeout.)
+// dispatch.  (Before, the peers waited for rows until the timeout.)  A call
+// that timed out, or whose transport failed, did not exchange every word:
+// the handle then refuses further calls, since a peer may still read or
+// write the windows.
 //
 // Zero-copy dispatch (braidMoeGetDispatchBuffer) is the same the other way:
 // where dispatch's tokens are this rank's dispatch buffer, the rows for a
@@ -112,6 +115,11 @@ class HostMoe : public MoeBackend {
   // The error of a call that failed its own checks (`problem`), once it
   // took part in the exchange (`waited`: how that went).
   static Status failed_call(const char* call, const std::string& problem, Status waited);
+  // A call whose exchange did not complete (a timeout, a transport error:
+  // not every word of it came, so a peer may still be reading the windows)
+  // breaks the handle: settle() marks it, check_intact() then refuses calls.
+  Status settle(Status waited);
+  Status check_intact(const char* call) const;
   // Where the results of this rank's row (t, k), k-th choice of token t,
   // came back: its combine half, or the owner's combine buffer (pulled).
   const char* returned_row(int64_t i, bool* pulled) const;
@@ -145,6 +153,7 @@ class HostMoe : public MoeBackend {
   uint64_t dispatch_calls_ = 0, combine_calls_ = 0;
   uint32_t dispatch_epoch_ = 0, combine_epoch_ = 0;
   bool combine_due_ = false;
+  bool broken_ = false;  // settle()
 
   // The last dispatch, for its combine.
   int32_t tokens_ = 0;

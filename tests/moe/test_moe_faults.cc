@@ -20,7 +20,7 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBadCode = 14, kSlow = 15 };
+enum : int { kOk = 0, kInit = 10, kCreate = 11, kWrong = 12, kNoError = 13, kBadCode = 14, kSlow = 15, kTookCall = 16 };
 
 constexpr int kTimeoutMs = 1500;
 constexpr int kLayersBeforeKill = 5;
@@ -131,6 +131,10 @@ int late_peer(int rank, int n, const ncclUniqueId& id) {
       code = kBadCode;
     else if (seconds_since(start) < kLateTimeoutMs / 1000.0 * 0.9 || seconds_since(start) > kLateTimeoutMs / 1000.0 + 5)
       code = kSlow;
+    // The late rank may still use the windows: the handle takes no more calls.
+    else if (braidMoeDispatch(moe, nullptr, nullptr, 0, nullptr, nullptr, nullptr, nullptr) != ncclInvalidUsage ||
+             std::string(ncclGetLastError(comm)).find("did not complete") == std::string::npos)
+      code = kTookCall;
     // Closing now would cut short another survivor's wait (its connection
     // to this rank would fail first): stay until every wait has timed out.
     std::this_thread::sleep_for(std::chrono::milliseconds(kLingerMs));

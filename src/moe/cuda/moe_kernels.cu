@@ -49,11 +49,20 @@ __device__ void report(const DeviceMoe& h, DeviceErrorCode code, bool combine, i
 }
 
 // Every (source, local expert) signal of one half, by the CTA's threads;
-// counts[] gets the counts (0 where the wait gave up).
+// counts[] gets the counts (0 where the wait gave up, or where the source's
+// call failed).  A peer's failed call (kFailedSender) is reported only
+// after the whole wait: this rank's own words to itself, waited for too,
+// come from the last of its CTAs to arrive, so the stop that the report
+// raises cannot keep a CTA of this call that has not started yet from
+// arriving (stopped_earlier).  A rank whose own call failed (own_failed)
+// reports its own error instead.
 __device__ void wait_half(const DeviceMoe& h, LsaMemory<ncclCoopCta>& mm, uint64_t signals_at, uint32_t epoch,
-                          bool combine, int32_t* counts) {
+                          bool combine, bool own_failed, int32_t* counts) {
   const Shape& s = h.shape;
   const auto* signals = reinterpret_cast<const uint64_t*>(mm.window(h.rank) + signals_at);
+  __shared__ int32_t failed_peer;
+  if (threadIdx.x == 0) failed_peer = INT32_MAX;
+  __syncthreads();
   Timeout expired = Timeout::after(h.timeout_ns, &h.state->stop);
   for (int64_t i = threadIdx.x; i < s.blocks(); i += blockDim.x) {
     const int32_t src = int32_t(i / s.local_experts), le = int32_t(i % s.local_experts);
@@ -61,8 +70,8 @@ __device__ void wait_half(const DeviceMoe& h, LsaMemory<ncclCoopCta>& mm, uint64
     if (wait(mm, signals, s, src, le, epoch, &count, expired) != WaitResult::Ok) {
       if (!load_acquire(h.state->stop)) report(h, kDeviceTimeout, combine, src, le, 0, epoch);
       count = 0;
-    } else if (count == kFailedSender) {  // this rank's own call failing says so itself
-      if (src != h.rank) report(h, kDevicePeerFailed, combine, src, le, 0, epoch);
+    } else if (count == kFailedSender) {
+      if (src != h.rank) atomicMin(&failed_peer, src);
       count = 0;
     } else if (count > uint32_t(s.capacity)) {
       report(h, kDeviceOverCapacity, combine, src, le, count, epoch);
@@ -70,6 +79,9 @@ __device__ void wait_half(const DeviceMoe& h, LsaMemory<ncclCoopCta>& mm, uint64
     }
     counts[i] = int32_t(count);
   }
+  __syncthreads();
+  if (threadIdx.x == 0 && failed_peer != INT32_MAX && !own_failed)
+    report(h, kDevicePeerFailed, combine, failed_peer, -1, 0, epoch);
   __syncthreads();
 }
 
@@ -205,11 +217,9 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   rows.pulled_all = pull;
   dispatch_agent(mm, s, h.layout, c, rows, int32_t(blockIdx.x), int32_t(gridDim.x));
 
-  wait_half(h, mm, h.layout.dispatch_signals, epoch, false, counts);
+  wait_half(h, mm, h.layout.dispatch_signals, epoch, false, failed != 0, counts);
   if (failed) {
-    // Only now the error, which stops the handle: this rank's own words to
-    // itself, just waited for, came from the last of its CTAs to arrive, so
-    // none of them can start after the stop and send nothing.
+    // Only now the error, which stops the handle (wait_half says why).
     if (blockIdx.x == 0 && threadIdx.x == 0)
       report(h, refused ? kDeviceRefused : kDeviceBadExpert, false, h.rank, -1, bad_token, epoch);
     finish(h, mm, call, false);
@@ -278,7 +288,7 @@ __global__ void __launch_bounds__(kThreadsPerCta, 1)
   results.pulled_all = pull;
   combine_agent(mm, s, h.layout, c, results, int32_t(blockIdx.x), int32_t(gridDim.x));
 
-  wait_half(h, mm, h.layout.combine_signals, epoch, true, back);
+  wait_half(h, mm, h.layout.combine_signals, epoch, true, refused, back);
   if (refused) {  // as a failed dispatch: the error only once every CTA has arrived
     if (blockIdx.x == 0 && threadIdx.x == 0) report(h, kDeviceRefused, true, h.rank, -1, 0, epoch);
     finish(h, mm, call, true);
