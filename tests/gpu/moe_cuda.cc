@@ -19,10 +19,11 @@
 // timeout: the last rank never dispatches; the others' kernels give up
 //          within the handle's timeout and braidMoeGetAsyncError says
 //          ncclTimeout, then every rank destroys its handle.
-// bad_expert: the last rank's dispatch routes a token to an expert out of
-//          range: every rank's dispatch fails within 10 s (the handle's
-//          bound is 20 s), the last rank's with ncclInvalidArgument, the
-//          others' with ncclRemoteError; then every rank destroys its handle.
+// bad_expert: the first and last ranks' dispatches route a token to an
+//          expert out of range: every rank's dispatch fails within 10 s (the
+//          handle's bound is 20 s), those two with ncclInvalidArgument naming
+//          the token, the others with ncclRemoteError; then every rank
+//          destroys its handle.
 // bad_args: the same with numTokens out of range, which the host refuses
 //          (and still launches the kernel that tells the peers).
 // alltoallv: braidAlltoAllv on the same ranks (tests/moe/alltoallv_calls.h's
@@ -370,9 +371,11 @@ int failure_mode(int rank, int n, ncclComm_t comm, Fault fault, mp::Failures& f)
   const bool last = rank == n - 1;
   if (fault == Fault::None && !last)
     failing_dispatch(c, rank, moe, comm, Fault::None, ncclTimeout, "no signal from rank", side, f);
+  // A bad index on rank 0 too: two failing ranks each report their own error.
+  const bool faulty = last || (fault == Fault::BadIndex && rank == 0);
   if (fault != Fault::None)
-    failing_dispatch(c, rank, moe, comm, last ? fault : Fault::None, last ? ncclInvalidArgument : ncclRemoteError,
-                     !last                          ? "the call failed on another rank"
+    failing_dispatch(c, rank, moe, comm, faulty ? fault : Fault::None, faulty ? ncclInvalidArgument : ncclRemoteError,
+                     !faulty                        ? "the call failed on another rank"
                      : fault == Fault::BadNumTokens ? "arguments were refused"
                                                     : "routes to an expert",
                      side, f);
