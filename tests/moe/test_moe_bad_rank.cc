@@ -36,8 +36,8 @@ const char* what_is_wrong(Bad bad) {
   return "";
 }
 
-// One call of each rank, rank `bad_rank` with argument `bad`; every rank's
-// error checked, and the time it took.
+// One call of each rank, rank `bad_rank` (and for Bad::Expert the next)
+// with argument `bad`; every rank's error checked, and the time it took.
 void one_bad_call(const Case& c, int rank, int n, braidMoe_t moe, ncclComm_t comm, Bad bad, int bad_rank,
                   mp::Failures& f) {
   size_t max_rows = 0;
@@ -49,7 +49,9 @@ void one_bad_call(const Case& c, int rank, int n, braidMoe_t moe, ncclComm_t com
   for (int t = 0; t < tokens; ++t)
     for (int k = 0; k < K; ++k) topk[size_t(t) * K + k] = (t + k * 3 + rank) % c.experts;
   std::vector<float> weights(topk.size(), 0.5f);
-  const bool me = rank == bad_rank;
+  // A bad index on the next rank too (with more than two): each of two
+  // failing ranks must report its own error, not the other's.
+  const bool me = rank == bad_rank || (bad == Bad::Expert && n > 2 && rank == (bad_rank + 1) % n);
   if (me && bad == Bad::Expert) topk[size_t(tokens - 1) * K] = c.experts;
 
   // With zero-copy, the good ranks' rows and results are in the handle's
