@@ -27,9 +27,10 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_GIN_PROXY_QUEUE_SIZE", "",
      "descriptors a device communicator's GIN queue holds per target rank, a power of two (default 256, as NCCL)"},
     {"NCCL_CHECK_MODE", "",
-     "NCCL 2.29's argument checks: DEBUG_GLOBAL is BRAID_CHECK=1 (ranks compare each group's collective arguments "
-     "before any data moves); DEBUG_LOCAL adds nothing to the local checks braid always makes (NULL buffers; on "
-     "CUDA, that each is device memory, not yet that it is the communicator's device's)"},
+     "NCCL 2.29's argument checks: DEBUG_LOCAL checks each host buffer is mapped memory (on CUDA, that each buffer "
+     "is device memory is always checked; not yet that it is the communicator's device's); DEBUG_GLOBAL adds "
+     "BRAID_CHECK=1 (ranks compare each group's collective arguments before any data moves)"},
+    {"NCCL_CHECK_POINTERS", "", "1: as NCCL_CHECK_MODE=DEBUG_LOCAL (NCCL's older name)"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},

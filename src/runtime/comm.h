@@ -84,6 +84,9 @@ struct ncclComm {
   ncclConfig_t config NCCL_CONFIG_INITIALIZER;
   uint64_t comm_hash = 0;
   bool check_args = false;  // BRAID_CHECK, agreed at init (src/runtime/group_check.cc)
+  // NCCL_CHECK_MODE=DEBUG_LOCAL/DEBUG_GLOBAL or NCCL_CHECK_POINTERS=1: each
+  // host buffer must be mapped memory (src/shim/api_coll.cc); this rank's own.
+  bool check_pointers = false;
 
   std::unique_ptr<braid::Bootstrap> bootstrap;
   std::vector<braid::PeerInfo> peers;

@@ -351,6 +351,9 @@ Status comm_setup(ncclComm* comm) {
   BRAID_TRY(check_ranks_per_gpu(infos));
   BRAID_TRY(init_test_hooks(comm));
   comm->check_args = agreed.check_args != 0;
+  const std::string check_mode = env_raw("NCCL_CHECK_MODE");
+  comm->check_pointers = check_mode == "DEBUG_LOCAL" || check_mode == "DEBUG_GLOBAL" ||
+                         env_raw("NCCL_CHECK_POINTERS") == "1";
 
   TransportContext ctx;
   ctx.comm_hash = comm->comm_hash;

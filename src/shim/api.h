@@ -124,6 +124,9 @@ Status null_buffer_error(const char* name, size_t count);
 inline Status check_buffer(const void* buffer, const char* name, size_t count) {
   return buffer || count == 0 ? Status::ok() : null_buffer_error(name, count);
 }
+// NCCL_CHECK_MODE's local check (comm->check_pointers) of a host
+// communicator's buffer of `bytes`: mapped memory of this process.
+Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t bytes);
 
 // Folds an error the backend reported since the last look into the
 // communicator's async error (device backends fail asynchronously).

@@ -3,6 +3,7 @@
 // Each call checks its arguments the way NCCL does (NULL comm or buffers,
 // bad datatype/op/root/peer: ncclInvalidArgument, with no side effect) and
 // hands the call to the group machinery, which runs it now or at GroupEnd.
+#include "src/ops/datatype.h"
 #include "src/plan/alg_selection.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
@@ -73,6 +74,11 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   bool needs_recv = !(spec.collective == Collective::Reduce || spec.collective == Collective::Gather) || is_root;
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
+  const uint64_t block = uint64_t(count) * datatype_size(type);
+  if (needs_send)
+    BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block * input_blocks(spec.collective, comm->nranks)));
+  if (needs_recv)
+    BRAID_TRY(check_mapped(comm, recvbuff, "recvbuff", block * output_blocks(spec.collective, comm->nranks)));
   if (count == 0) {  // NCCL: nothing to do once the arguments pass (the configuration's included)
     CollectiveCall ignored;
     return config ? apply_coll_config(config, spec.collective, &ignored) : Status::ok();
@@ -102,6 +108,7 @@ Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int pe
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
   BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
+  BRAID_TRY(check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type)));
   P2PCall call;
   call.is_send = is_send;
   call.buffer = buffer;

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "src/base/mapped_memory.h"
 #include "src/runtime/device_comm.h"
 #include "src/shim/api.h"
 
@@ -99,6 +100,13 @@ Status root_error(const ncclComm* comm, int root) {
 
 Status null_buffer_error(const char* name, size_t count) {
   return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
+}
+
+Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t bytes) {
+  if (!comm->check_pointers || comm->cuda_device >= 0 || !buffer || range_is_mapped(buffer, bytes))
+    return Status::ok();
+  return BRAID_ERROR(ncclInvalidArgument, "{} {} (+{} bytes) is not mapped memory of this process "
+                     "(NCCL_CHECK_MODE's local check)", name, buffer, bytes);
 }
 
 void poll_backend_error(ncclComm* comm) {

@@ -8,6 +8,10 @@
 #include "harness.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
 
 using namespace mp;
 
@@ -81,6 +85,44 @@ TEST_CASE("BRAID_CHECK set on one rank only still checks on all (agreed at init)
           MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr));
           if (out[63] != 2.f) f.fail("allreduce after the mismatch wrong");
         }, 60, setup) == 0);
+}
+
+// NCCL_CHECK_MODE's local check: a host buffer that is not mapped memory
+// (here: a page unmapped after mmap) is refused before any data moves, where
+// a worker thread would otherwise fault; on every rank, since each passes
+// one; then an exact call.  Without the mode, no check is made (not run: it
+// would fault).
+TEST_CASE("NCCL_CHECK_MODE=DEBUG_LOCAL and NCCL_CHECK_POINTERS=1 refuse a host buffer that is not mapped",
+          "[validation][check]") {
+  for (const char* setting : {"NCCL_CHECK_MODE=DEBUG_LOCAL", "NCCL_CHECK_POINTERS=1", "NCCL_CHECK_MODE=DEBUG_GLOBAL"}) {
+    INFO(setting);
+    const std::string name(setting, std::strchr(setting, '=')), value(std::strchr(setting, '=') + 1);
+    auto setup = [&](int) {
+      unsetenv("NCCL_CHECK_MODE");
+      setenv(name.c_str(), value.c_str(), 1);
+    };
+    CHECK(run_ranks_as_processes(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+            const size_t page = size_t(sysconf(_SC_PAGESIZE));
+            char* two = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                                                -1, 0));
+            munmap(two + page, page);  // the second page is gone
+            float* tail = reinterpret_cast<float*>(two + page - 64 * sizeof(float));
+            std::vector<float> in(128, 1.f), out(128 * n, -5.f);
+            // Runs past the mapping: recvbuff for AllReduce, sendbuff for AllGather, a send.
+            ncclResult_t r = ncclAllReduce(in.data(), tail, 128, ncclFloat, ncclSum, comm, nullptr);
+            if (r != ncclInvalidArgument || std::string(ncclGetLastError(comm)).find("not mapped") == std::string::npos)
+              f.fail(fmt::format("rank {}: allreduce into an unmapped page returned {} ({})", rank, int(r),
+                                 ncclGetLastError(comm)));
+            r = ncclAllGather(tail, out.data(), 128, ncclFloat, comm, nullptr);
+            if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: allgather returned {}", rank, int(r)));
+            r = ncclSend(tail, 128, ncclFloat, (rank + 1) % n, comm, nullptr);
+            if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: send returned {}", rank, int(r)));
+            // What fits the mapping passes.
+            MP_NCCL(f, ncclAllReduce(in.data(), tail, 64, ncclFloat, ncclSum, comm, nullptr));
+            if (tail[63] != 2.f) f.fail(fmt::format("rank {}: allreduce wrong", rank));
+            munmap(two, page);
+          }, 60, setup) == 0);
+  }
 }
 
 TEST_CASE("NCCL_CHECK_MODE=DEBUG_GLOBAL is BRAID_CHECK=1, and DEBUG_LOCAL adds no exchange", "[validation][check]") {
