@@ -31,6 +31,9 @@ struct CollectiveCall {
   uint32_t algorithms = 0;
   // Recorded by device backends once the call's kernel is launched (2.32).
   cudaEvent_t launch_event = nullptr;
+  // Only under the cross-rank argument check: a call the API refused on this
+  // rank, queued so that the check fails on every rank (never run).
+  bool refused = false;
 };
 
 struct P2PCall {

@@ -94,6 +94,9 @@ SetupFailures run_setups(std::vector<SetupCall>& setups) {
 Status run_work(std::vector<CommQueue>& queues) {
   if (queues.empty()) return Status::ok();
   BRAID_TRY(check_agreement(queues));
+  // What only the check needed (calls of count 0) runs nowhere.
+  for (CommQueue& q : queues)
+    std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
   std::vector<GroupRunner> runners;
   for (CommQueue& q : queues) {
     q.work.backend = q.comm->backend.get();
@@ -267,9 +270,11 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
 }
 
 Status enqueue(ncclComm* comm, const CollectiveCall& call) {
-  if (call.count == 0) return Status::ok();  // NCCL: nothing to do
+  // NCCL: nothing to do; but the cross-rank check compares it (and takes
+  // refused calls), and every call of a checked communicator goes to it.
+  if (call.count == 0 && !comm->check_args) return Status::ok();
   // A blocking communicator's init is over before its handle is returned.
-  if (!group_active() && !comm->nonblocking()) {
+  if (!group_active() && !comm->nonblocking() && !comm->check_args) {
     bool ran = false;
     Status s = comm->backend->run_alone(call, &ran);
     if (ran) {

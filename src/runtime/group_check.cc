@@ -23,6 +23,8 @@
 namespace braid {
 namespace {
 
+constexpr int32_t kRefused = -1;  // Record::collective of a call the API refused on its rank
+
 struct Record {
   int32_t collective;
   int32_t type;
@@ -32,8 +34,8 @@ struct Record {
 };
 
 Record record_of(const CollectiveCall& c) {
-  return Record{int32_t(c.collective), int32_t(c.type), int(c.op) >= int(ncclNumOps) ? -1 : int32_t(c.op),
-                c.root, uint64_t(c.count)};
+  return Record{c.refused ? kRefused : int32_t(c.collective), int32_t(c.type),
+                int(c.op) >= int(ncclNumOps) ? -1 : int32_t(c.op), c.root, uint64_t(c.count)};
 }
 
 std::string describe(const Record& r) {
@@ -54,6 +56,11 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
   std::vector<Record> all(mine.size() * n);
   std::copy(mine.begin(), mine.end(), all.begin() + ptrdiff_t(mine.size()) * comm->rank);
   BRAID_TRY(comm->bootstrap->allgather(all.data(), sizeof(Record) * mine.size()));
+  for (size_t i = 0; i < mine.size(); ++i)
+    for (int r = 0; r < n; ++r)
+      if (all[size_t(r) * mine.size() + i].collective == kRefused)
+        return BRAID_ERROR(ncclInvalidArgument, "argument check: rank {} refused collective #{} of the group (its "
+                           "error says why)", r, i);
   for (size_t i = 0; i < mine.size(); ++i)
     for (int r = 0; r < n; ++r) {
       const Record& a = all[i];  // rank 0's

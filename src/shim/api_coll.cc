@@ -60,11 +60,10 @@ Status apply_coll_config(const ncclCollConfig_t* user, Collective c, CollectiveC
   return Status::ok();
 }
 
-Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
-                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
-                  const ncclCollConfig_t* config = nullptr) {
-  CommUse use(comm);  // an Abort from another thread waits for this call
-  BRAID_TRY(check_usable(use, comm));
+// The checks of a collective's own arguments (NCCL's, and
+// NCCL_CHECK_MODE's local one).
+Status check_collective_args(const CollectiveSpec& spec, const void* sendbuff, const void* recvbuff, size_t count,
+                             ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm) {
   BRAID_TRY(check_type(type));
   if (spec.reduces) BRAID_TRY(check_op(comm, op, type));
   if (spec.rooted) BRAID_TRY(check_root(comm, root));
@@ -79,7 +78,30 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
     BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block * input_blocks(spec.collective, comm->nranks)));
   if (needs_recv)
     BRAID_TRY(check_mapped(comm, recvbuff, "recvbuff", block * output_blocks(spec.collective, comm->nranks)));
-  if (count == 0) {  // NCCL: nothing to do once the arguments pass (the configuration's included)
+  return Status::ok();
+}
+
+Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
+                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
+                  const ncclCollConfig_t* config = nullptr) {
+  CommUse use(comm);  // an Abort from another thread waits for this call
+  BRAID_TRY(check_usable(use, comm));
+  Status args = check_collective_args(spec, sendbuff, recvbuff, count, type, op, root, comm);
+  if (!args.is_ok()) {
+    // Under the cross-rank check the refused call still goes to it, so that
+    // the peers' check fails at once instead of their call waiting for this
+    // rank's part (src/runtime/group_check.cc).
+    if (comm->check_args) {
+      CollectiveCall refused;
+      refused.collective = spec.collective;
+      refused.refused = true;
+      (void)enqueue(comm, refused);
+    }
+    return args;
+  }
+  // NCCL: nothing to do once the arguments pass (the configuration's
+  // included); under the cross-rank check the ranks still compare it.
+  if (count == 0 && !comm->check_args) {
     CollectiveCall ignored;
     return config ? apply_coll_config(config, spec.collective, &ignored) : Status::ok();
   }

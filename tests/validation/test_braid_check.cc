@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 using namespace mp;
@@ -67,6 +68,39 @@ TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidAr
           MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 10, ncclFloat, ncclSum, comm, nullptr));
           if (out[9] != 3.f) f.fail("allreduce after uneven group wrong");
         }) == 0);
+  unsetenv("BRAID_CHECK");
+}
+
+// A call one rank's own checks refuse (here a bad datatype, or a NULL
+// buffer) still goes to the cross-rank check, so its peer's call fails at
+// once instead of waiting for that rank (BRAID_TIMEOUT is 30 s here).  A
+// count of 0 is compared too: 0 against 64 is a mismatch, 0 everywhere runs.
+TEST_CASE("BRAID_CHECK=1: a call one rank refuses fails its peers' at once, and counts of 0 are compared",
+          "[validation][check]") {
+  setenv("BRAID_CHECK", "1", 1);
+  setenv("BRAID_TIMEOUT", "30", 1);
+  CHECK(run_ranks_as_threads(2, [&](int rank, int, ncclComm_t comm, Failures& f) {
+          std::vector<float> in(64, 1.f), out(64, -5.f);
+          for (int bad = 0; bad < 2; ++bad) {
+            const auto start = std::chrono::steady_clock::now();
+            const ncclResult_t r =
+                rank == 1 ? ncclAllReduce(bad ? nullptr : in.data(), out.data(), 64, bad ? ncclFloat : ncclNumTypes,
+                                          ncclSum, comm, nullptr)
+                          : ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr);
+            const std::string why = ncclGetLastError(comm);
+            if (r != ncclInvalidArgument || (rank == 0 && why.find("rank 1 refused") == std::string::npos))
+              f.fail(fmt::format("rank {}: a refused call returned {} ({})", rank, int(r), why));
+            if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+              f.fail(fmt::format("rank {}: the refusal took over 5 s", rank));
+          }
+          if (out[0] != -5.f) f.fail(fmt::format("rank {}: output written", rank));
+          ncclResult_t r = ncclAllReduce(in.data(), out.data(), rank == 0 ? 0 : 64, ncclFloat, ncclSum, comm, nullptr);
+          if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: counts 0 and 64 returned {}", rank, int(r)));
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 0, ncclFloat, ncclSum, comm, nullptr));
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), 64, ncclFloat, ncclSum, comm, nullptr));
+          if (out[63] != 2.f) f.fail(fmt::format("rank {}: allreduce after the refusals wrong", rank));
+        }) == 0);
+  unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_CHECK");
 }
 
