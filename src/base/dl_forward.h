@@ -9,8 +9,9 @@
 // preset and export map), so nothing else in the process binds to them.
 //
 // A loader lists its entry points as X(name, number of parameters,
-// required) and, with `Table` its struct of BRAID_DL_POINTER members and
-// `table()` returning it (loaded once, thread-safe), defines
+// required); its `Table` has a BRAID_DL_POINTER member for each, and its
+// `table()` returns it, loaded once (thread-safe) by dl::open and a
+// BRAID_DL_FIND for each.  Then it defines
 //   BRAID_DL_FORWARD(table, int_failure, name, n)
 // for each.  A forwarder whose entry point was not found sets errno to
 // ENOSYS and returns `int_failure` for an int result, else zero (null).
@@ -20,8 +21,11 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <string>
 #include <tuple>
 #include <type_traits>
+
+#include "src/base/status.h"
 
 namespace braid::dl {
 
@@ -54,7 +58,25 @@ F find(void* lib, const char* name) {
   return reinterpret_cast<F>(dlsym(lib, name));
 }
 
+// dlopen(library) for a loader's table (kept open for the process); null
+// and *error saying why (`what`: what the library is, for whom) if it fails.
+inline void* open(const char* library, const char* what, std::string* error) {
+  void* lib = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char* why = dlerror();
+    *error = fmt::format("cannot load {} ({}): {}", library, what, why ? why : "unknown error");
+  }
+  return lib;
+}
+
 }  // namespace braid::dl
+
+// In a loader's table(), with `t` its table, `lib` the open library and
+// `library` its name: finds one entry; a required one missing sets t.error.
+#define BRAID_DL_FIND(name, n, required)                                 \
+  t.name = ::braid::dl::find<decltype(&::name)>(lib, #name);             \
+  if (!t.name && (required) && t.error.empty())                          \
+    t.error = fmt::format("{} has no {} (too old a version)", library, #name);
 
 // A member of a loader's table: the entry point, typed by the header.
 #define BRAID_DL_POINTER(name, ...) decltype(&::name) name = nullptr;

@@ -79,18 +79,13 @@ struct Table {
 const Table& table() {
   static const Table loaded = [] {
     Table t;
-    void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* why = dlerror();
-      t.error = fmt::format("cannot load {} (OpenSSL 3, which TLS needs): {}", kLibrary, why ? why : "unknown error");
-      return t;
-    }
-#define BRAID_OPENSSL_FIND(name, n)                     \
-  t.name = dl::find<decltype(&::name)>(lib, #name);     \
-  if (!t.name && t.error.empty()) t.error = fmt::format("{} has no {} (not OpenSSL 3?)", kLibrary, #name);
-    BRAID_OPENSSL_ENTRIES(BRAID_OPENSSL_FIND)
+    const char* library = kLibrary;
+    if (void* lib = dl::open(library, "OpenSSL 3, which TLS needs", &t.error)) {
+#define BRAID_OPENSSL_FIND(name, n) BRAID_DL_FIND(name, n, true)
+      BRAID_OPENSSL_ENTRIES(BRAID_OPENSSL_FIND)
 #undef BRAID_OPENSSL_FIND
-    return t;  // the library stays open for the process
+    }
+    return t;
   }();
   return loaded;
 }

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 
 #include "collective_check.h"
 #include "scoped_env.h"
@@ -306,15 +307,14 @@ TEST_CASE("an init one rank fails midway fails on every rank at once, processes"
   CHECK(init_as_processes(4, 1, true) == 0);
 }
 
-// A non-blocking init whose peer stalls after the first exchange: the
-// others wait in a later one, and ncclCommAbort must end their wait at
-// once, not after BRAID_TIMEOUT.
-TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][faults][nonblocking][threads]") {
-  ScopedEnv timeout("BRAID_TIMEOUT", "30");
-  ScopedEnv stall("BRAID_TEST_STALL_INIT_RANK", std::to_string(kFailingRank).c_str());
-  const int n = 3;
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+namespace {
+
+// n thread ranks start a non-blocking init (`init`), in which rank
+// `stalled` stalls; once every rank has seen its init still in progress,
+// each aborts, the stalled one last (its abort ends its stall, which could
+// end its peers' waits too): every abort must return within 3 s.  The
+// total of failures.
+int abort_stalled_inits(int n, int stalled, const std::function<ncclResult_t(int, ncclConfig_t*, ncclComm_t*)>& init) {
   std::vector<Failures> failures(static_cast<size_t>(n));
   std::atomic<int> checked{0};
   std::vector<std::thread> threads;
@@ -324,16 +324,17 @@ TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][fau
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
       ncclComm_t comm = nullptr;
-      const ncclResult_t init = ncclCommInitRankConfig(&comm, n, id, r, &config);
-      if (init != ncclInProgress || !comm) return f.fail(fmt::format("rank {}: init returned {}", r, int(init)));
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others are past the rendezvous by now
+      const ncclResult_t started = init(r, &config, &comm);
+      if (started != ncclInProgress || !comm) {
+        checked.fetch_add(2);
+        return f.fail(fmt::format("rank {}: init returned {}", r, int(started)));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the others are in their exchanges by now
       ncclResult_t state = ncclSuccess;
       MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
       if (state != ncclInProgress) f.fail(fmt::format("rank {}: the init ended in {} before the abort", r, int(state)));
-      // Every rank looks before any aborts, and the stalled one aborts last:
-      // its abort ends its stall, and so its peers' waits too.
       checked.fetch_add(1);
-      const int before = r == kFailingRank ? 2 * n - 1 : n;
+      const int before = r == stalled ? 2 * n - 1 : n;
       for (auto until = Clock::now() + std::chrono::seconds(10); checked.load() < before && Clock::now() < until;)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       const auto start = Clock::now();
@@ -342,7 +343,23 @@ TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][fau
       checked.fetch_add(1);
     });
   for (auto& t : threads) t.join();
-  CHECK(total(failures) == 0);
+  return total(failures);
+}
+
+}  // namespace
+
+// A non-blocking init whose peer stalls after the first exchange: the
+// others wait in a later one, and ncclCommAbort must end their wait at
+// once, not after BRAID_TIMEOUT.
+TEST_CASE("an abort ends a non-blocking init whose peer stalls", "[mp][init][faults][nonblocking][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  ScopedEnv stall("BRAID_TEST_STALL_INIT_RANK", std::to_string(kFailingRank).c_str());
+  const int n = 3;
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  CHECK(abort_stalled_inits(n, kFailingRank, [&](int r, ncclConfig_t* config, ncclComm_t* comm) {
+          return ncclCommInitRankConfig(comm, n, id, r, config);
+        }) == 0);
 }
 
 // The same with several roots (ncclCommInitRankScalable): rank 3 stalls
@@ -357,24 +374,7 @@ TEST_CASE("an abort ends a non-blocking scalable init whose peer stalls in the b
   const int n = 4;
   ncclUniqueId ids[2];
   for (ncclUniqueId& id : ids) REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  std::vector<Failures> failures(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      Failures& f = failures[size_t(r)];
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      ncclComm_t comm = nullptr;
-      const ncclResult_t init = ncclCommInitRankScalable(&comm, n, r, 2, ids, &config);
-      if (init != ncclInProgress || !comm) return f.fail(fmt::format("rank {}: init returned {}", r, int(init)));
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // every rank is in its exchanges by now
-      ncclResult_t state = ncclSuccess;
-      MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
-      if (state != ncclInProgress) f.fail(fmt::format("rank {}: the init ended in {} before the abort", r, int(state)));
-      const auto start = Clock::now();
-      MP_NCCL(f, ncclCommAbort(comm));
-      if (Clock::now() - start > std::chrono::seconds(3)) f.fail(fmt::format("rank {}: the abort took over 3 s", r));
-    });
-  for (auto& t : threads) t.join();
-  CHECK(total(failures) == 0);
+  CHECK(abort_stalled_inits(n, 3, [&](int r, ncclConfig_t* config, ncclComm_t* comm) {
+          return ncclCommInitRankScalable(comm, n, r, 2, ids, config);
+        }) == 0);
 }

@@ -49,20 +49,11 @@ struct Table {
 const Table& table() {
   static const Table loaded = [] {
     Table t;
-    void* lib = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* why = dlerror();
-      t.error = fmt::format("cannot load {} (rdma-core's libibverbs; install it for InfiniBand/RoCE): {}", kLibrary,
-                            why ? why : "unknown error");
-      return t;
+    const char* library = kLibrary;
+    if (void* lib = dl::open(library, "rdma-core's libibverbs; install it for InfiniBand/RoCE", &t.error)) {
+      BRAID_IBVERBS_ENTRIES(BRAID_DL_FIND)
     }
-#define BRAID_IBVERBS_FIND(name, n, required)                                  \
-  t.name = dl::find<decltype(&::name)>(lib, #name);                            \
-  if (!t.name && required && t.error.empty())                                  \
-    t.error = fmt::format("{} has no {} (rdma-core too old for braid's verbs net)", kLibrary, #name);
-    BRAID_IBVERBS_ENTRIES(BRAID_IBVERBS_FIND)
-#undef BRAID_IBVERBS_FIND
-    return t;  // the library stays open for the process
+    return t;
   }();
   return loaded;
 }
