@@ -58,7 +58,9 @@ out=$(without_libs env LD_PRELOAD="$build/libnccl.so.2" true 2>&1) ||
   { echo "FAIL: preloading libnccl.so.2 without the libraries: $out"; exit 1; }
 out=$(without_libs env BRAID_TRANSPORT=auto NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$mp_tests" "$hosts_case" 2>&1)
 rc=$?
-if [ $rc != 0 ]; then echo "$out" | tail -20; echo "FAIL: ranks on emulated hosts without the libraries (rc $rc)"; exit 1; fi
+if [ $rc != 0 ]; then
+  echo "$out" | tail -20; echo "FAIL: ranks on emulated hosts without the libraries (rc $rc)"; exit 1
+fi
 if [[ "$hidden" == *libibverbs* ]] && ! echo "$out" | grep -q "cannot load libibverbs.so.1"; then
   echo "$out" | grep -i "between hosts" | head -3
   echo "FAIL: the automatic choice did not say why InfiniBand was left out"; exit 1

@@ -103,7 +103,8 @@ Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, co
 Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
                          cudaStream_t) {
   if (failed_)
-    return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle did not complete (a peer late or gone); destroy it");
+    return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle did not complete (a peer "
+                       "late or gone); destroy it");
   // Checked first: a bad argument fails this rank's call and, through the
   // marker it sends instead of data, every peer's (none waits in vain).
   std::string problem;

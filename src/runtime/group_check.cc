@@ -50,7 +50,8 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
   BRAID_TRY(comm->bootstrap->allgather(sizes.data(), sizeof(uint64_t)));
   for (int r = 0; r < n; ++r)
     if (sizes[r] != mine.size())
-      return BRAID_ERROR(ncclInvalidArgument, "argument check: rank {} queued {} collectives in this group, rank {} queued {}",
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "argument check: rank {} queued {} collectives in this group, rank {} queued {}",
                          comm->rank, mine.size(), r, sizes[r]);
   if (mine.empty()) return Status::ok();
   std::vector<Record> all(mine.size() * n);
@@ -66,7 +67,8 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
       const Record& a = all[i];  // rank 0's
       const Record& b = all[size_t(r) * mine.size() + i];
       if (a.collective != b.collective || a.type != b.type || a.op != b.op || a.root != b.root || a.count != b.count)
-        return BRAID_ERROR(ncclInvalidArgument, "argument check: ranks disagree on collective #{} of the group: rank 0 {}, rank {} {}",
+        return BRAID_ERROR(ncclInvalidArgument,
+                           "argument check: ranks disagree on collective #{} of the group: rank 0 {}, rank {} {}",
                            i, describe(a), r, describe(b));
     }
   return Status::ok();
