@@ -222,9 +222,9 @@ Status tls_configure(const char* psk) {
   if (bytes < kMinPskBytes)
     return BRAID_ERROR(ncclInvalidArgument, "the pre-shared key has {} bytes; at least {} are required", bytes,
                        kMinPskBytes);
-  BRAID_TRY(load_openssl());
   {
     OpensslSection openssl;
+    BRAID_TRY(load_openssl());  // its dlopen too, not under a fork
     // OpenSSL initialises itself (error strings included) on first use,
     // under its global locks: done here, on the thread configuring TLS,
     // rather than on a thread that another could fork under.
