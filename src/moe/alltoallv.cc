@@ -116,7 +116,7 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
     problem = "sendCounts or recvCounts is NULL";
   else if (problem.empty() && offsets_[size_t(nranks_)] > 0 && !send)
     problem = fmt::format("sendbuff is NULL with {} elements to send", offsets_[size_t(nranks_)]);
-  else if (!recv)
+  else if (problem.empty() && !recv)
     problem = "recvbuff is NULL";
   const bool bad = !problem.empty();
 
@@ -145,6 +145,9 @@ Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* re
     out += size_t(count) * window_.elem_bytes;
     recv_counts[s] = int64_t(count);
   }
+
+  if ((bad || failed_sender >= 0) && recv_counts)  // nothing was received
+    for (int s = 0; s < nranks_; ++s) recv_counts[s] = 0;
 
   HostMemory acks(rank_, &routes, WindowRoutes::kAckSignal);
   alltoallv_ack(acks, window_, rank_, epoch);
