@@ -125,8 +125,10 @@ inline Status check_buffer(const void* buffer, const char* name, size_t count) {
   return buffer || count == 0 ? Status::ok() : null_buffer_error(name, count);
 }
 // NCCL_CHECK_MODE's local check (comm->check_pointers) of a host
-// communicator's buffer of `bytes`: mapped memory of this process.
-Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t bytes);
+// communicator's buffer of `blocks` x `block_bytes`: mapped memory of this
+// process (a size past the address space is not).
+Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t block_bytes,
+                    uint64_t blocks);
 
 // Folds an error the backend reported since the last look into the
 // communicator's async error (device backends fail asynchronously).

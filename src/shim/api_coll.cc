@@ -74,10 +74,9 @@ Status check_collective_args(const CollectiveSpec& spec, const void* sendbuff, c
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
   const uint64_t block = uint64_t(count) * datatype_size(type);
-  if (needs_send)
-    BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block * input_blocks(spec.collective, comm->nranks)));
+  if (needs_send) BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block, input_blocks(spec.collective, comm->nranks)));
   if (needs_recv)
-    BRAID_TRY(check_mapped(comm, recvbuff, "recvbuff", block * output_blocks(spec.collective, comm->nranks)));
+    BRAID_TRY(check_mapped(comm, recvbuff, "recvbuff", block, output_blocks(spec.collective, comm->nranks)));
   return Status::ok();
 }
 
@@ -87,6 +86,8 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   CommUse use(comm);  // an Abort from another thread waits for this call
   BRAID_TRY(check_usable(use, comm));
   Status args = check_collective_args(spec, sendbuff, recvbuff, count, type, op, root, comm);
+  CollectiveCall call;
+  if (args.is_ok() && config) args = apply_coll_config(config, spec.collective, &call);
   if (!args.is_ok()) {
     // Under the cross-rank check the refused call still goes to it, so that
     // the peers' check fails at once instead of their call waiting for this
@@ -101,11 +102,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   }
   // NCCL: nothing to do once the arguments pass (the configuration's
   // included); under the cross-rank check the ranks still compare it.
-  if (count == 0 && !comm->check_args) {
-    CollectiveCall ignored;
-    return config ? apply_coll_config(config, spec.collective, &ignored) : Status::ok();
-  }
-  CollectiveCall call;
+  if (count == 0 && !comm->check_args) return Status::ok();
   call.collective = spec.collective;
   call.sendbuff = sendbuff;
   call.recvbuff = recvbuff;
@@ -118,7 +115,6 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   }
   call.root = spec.rooted ? root : 0;
   call.stream = stream;
-  if (config) BRAID_TRY(apply_coll_config(config, spec.collective, &call));
   return enqueue(comm, call);
 }
 
@@ -130,7 +126,7 @@ Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int pe
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
   BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
-  BRAID_TRY(check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type)));
+  BRAID_TRY(check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type), 1));
   P2PCall call;
   call.is_send = is_send;
   call.buffer = buffer;

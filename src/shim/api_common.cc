@@ -102,9 +102,12 @@ Status null_buffer_error(const char* name, size_t count) {
   return BRAID_ERROR(ncclInvalidArgument, "{} is NULL with count {}", name, count);
 }
 
-Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t bytes) {
-  if (!comm->check_pointers || comm->cuda_device >= 0 || !buffer || range_is_mapped(buffer, bytes))
-    return Status::ok();
+Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, uint64_t block_bytes,
+                    uint64_t blocks) {
+  if (!comm->check_pointers || comm->cuda_device >= 0 || !buffer) return Status::ok();
+  uint64_t bytes = 0;
+  const bool overflows = __builtin_mul_overflow(block_bytes, blocks, &bytes);
+  if (!overflows && range_is_mapped(buffer, bytes)) return Status::ok();
   return BRAID_ERROR(ncclInvalidArgument, "{} {} (+{} bytes) is not mapped memory of this process "
                      "(NCCL_CHECK_MODE's local check)", name, buffer, bytes);
 }
