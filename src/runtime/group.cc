@@ -72,8 +72,7 @@ Status run_inits(std::vector<InitCall>& inits) {
 // Each communicator's setup calls in call order, up to its first failure;
 // several communicators' concurrently, as their collective calls meet one
 // another's.  Returns each communicator that failed, with its error.
-using SetupFailures = std::vector<std::pair<ncclComm*, Status>>;
-SetupFailures run_setups(std::vector<SetupCall>& setups) {
+CommFailures run_setups(std::vector<SetupCall>& setups) {
   std::vector<ncclComm*> comms;
   for (const SetupCall& c : setups)
     if (std::find(comms.begin(), comms.end(), c.comm) == comms.end()) comms.push_back(c.comm);
@@ -83,7 +82,7 @@ SetupFailures run_setups(std::vector<SetupCall>& setups) {
       if (c.comm == comms[i] && !(outcome[i] = c.run()).is_ok()) break;
     return Status::ok();
   });
-  SetupFailures failed;
+  CommFailures failed;
   for (size_t i = 0; i < comms.size(); ++i)
     if (!outcome[i].is_ok()) failed.emplace_back(comms[i], std::move(outcome[i]));
   return failed;
@@ -93,8 +92,7 @@ SetupFailures run_setups(std::vector<SetupCall>& setups) {
 // (one GroupRunner) get theirs together, kinds in order of first use.
 Status run_work(std::vector<CommQueue>& queues) {
   if (queues.empty()) return Status::ok();
-  BRAID_TRY(check_agreement(queues));
-  // What only the check needed (calls of count 0) runs nowhere.
+  // What only the argument check needed (calls of count 0) runs nowhere.
   for (CommQueue& q : queues)
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
   std::vector<GroupRunner> runners;
@@ -169,11 +167,15 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   // A communicator whose setup failed drops the work queued on it.  The
   // others' work still runs: their peers, which need not be members of the
   // failed communicator, are waiting for it.
-  SetupFailures failed = run_setups(work.setups);
-  auto failed_setup = [&](ncclComm* comm) {
+  CommFailures failed = run_setups(work.setups);
+  auto failed_before = [&](ncclComm* comm) {
     return std::any_of(failed.begin(), failed.end(), [comm](const auto& f) { return f.first == comm; });
   };
-  std::erase_if(work.queues, [&](const CommQueue& q) { return failed_setup(q.comm); });
+  std::erase_if(work.queues, [&](const CommQueue& q) { return failed_before(q.comm); });
+  // A communicator whose ranks disagree on their calls (the argument check)
+  // drops its work the same way: its ranks all know, and the others' work runs.
+  for (auto& f : check_agreement(work.queues)) failed.push_back(std::move(f));
+  std::erase_if(work.queues, [&](const CommQueue& q) { return failed_before(q.comm); });
   const RmaQueue rma = take_rma(work.queues);
   Status ran = run_work(work.queues);
   if (ran.is_ok()) ran = run_rma(rma);
@@ -186,7 +188,7 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
       note_failure(q.comm, &ran);
       outcomes->emplace_back(q.comm, ran.code());
     }
-  return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's, else its work's
+  return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's or check's, else its work's
 }
 
 Status end_outermost() {
@@ -259,7 +261,7 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   GroupState work = std::move(group);
   group = GroupState{};
   BRAID_TRY(run_inits(work.inits));
-  SetupFailures failed = run_setups(work.setups);
+  CommFailures failed = run_setups(work.setups);
   if (!failed.empty()) return failed.front().second;
   for (ncclComm* c : comms_of(work))
     if (!comm_is_live(c)) return BRAID_ERROR(ncclInvalidArgument, "a communicator of this group was destroyed");

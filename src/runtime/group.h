@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "nccl.h"
@@ -60,12 +61,16 @@ Status enqueue(SetupCall call);
 // microseconds to sim->estimatedTime, and discards them.  Queued inits run.
 Status group_simulate_end(ncclSimInfo_t* sim);
 
+// Communicators whose part of a group failed before it ran, and why.
+using CommFailures = std::vector<std::pair<ncclComm*, Status>>;
+
 // BRAID_CHECK=1 (or NCCL_CHECK_MODE=DEBUG_GLOBAL): the ranks of each
 // communicator compare what they queued (collective, count, datatype, op,
 // root) through the bootstrap before any data moves; any difference fails
-// the group on every rank with ncclInvalidArgument.  Does nothing on
-// communicators without the check.
-Status check_agreement(const std::vector<CommQueue>& queues);
+// that communicator's part of the group on every rank with
+// ncclInvalidArgument (the caller drops its work and runs the rest).  Does
+// nothing on communicators without the check.
+CommFailures check_agreement(const std::vector<CommQueue>& queues);
 
 // The alpha-beta estimate behind group_simulate_end (group_sim.cc); plans a
 // schedule for every collective, so a call no schedule can run fails here.

@@ -76,13 +76,17 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
 
 }  // namespace
 
-Status check_agreement(const std::vector<CommQueue>& queues) {
+CommFailures check_agreement(const std::vector<CommQueue>& queues) {
   std::map<ncclComm*, std::vector<Record>> per_comm;
   for (const CommQueue& q : queues)
     if (q.comm->check_args)
       for (const CollectiveCall& c : q.work.collectives) per_comm[q.comm].push_back(record_of(c));
-  if (per_comm.empty()) return Status::ok();
-  if (per_comm.size() == 1) return check_one(per_comm.begin()->first, per_comm.begin()->second);
+  CommFailures failed;
+  if (per_comm.size() == 1) {
+    Status s = check_one(per_comm.begin()->first, per_comm.begin()->second);
+    if (!s.is_ok()) failed.emplace_back(per_comm.begin()->first, std::move(s));
+    return failed;
+  }
   std::vector<Status> results(per_comm.size());
   std::vector<std::thread> threads;
   size_t i = 0;
@@ -91,8 +95,12 @@ Status check_agreement(const std::vector<CommQueue>& queues) {
     ++i;
   }
   for (auto& t : threads) t.join();
-  for (Status& s : results) BRAID_TRY(std::move(s));
-  return Status::ok();
+  i = 0;
+  for (auto& [comm, records] : per_comm) {
+    if (!results[i].is_ok()) failed.emplace_back(comm, std::move(results[i]));
+    ++i;
+  }
+  return failed;
 }
 
 }  // namespace braid

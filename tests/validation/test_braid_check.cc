@@ -104,6 +104,38 @@ TEST_CASE("BRAID_CHECK=1: a call one rank refuses fails its peers' at once, and 
   unsetenv("BRAID_CHECK");
 }
 
+// A group over two communicators, one of whose ranks disagree: only that
+// communicator's part fails; the other's runs, exactly, so a rank that is
+// only in the other one (rank 2 here, which calls alone) is not left waiting.
+TEST_CASE("BRAID_CHECK=1: a mismatch on one communicator of a group leaves the other's work running",
+          "[validation][check]") {
+  setenv("BRAID_CHECK", "1", 1);
+  setenv("BRAID_TIMEOUT", "30", 1);
+  CHECK(run_ranks_as_threads(3, [&](int rank, int, ncclComm_t all, Failures& f) {
+          ncclComm_t pair = nullptr;  // ranks 0 and 1
+          MP_NCCL(f, ncclCommSplit(all, rank < 2 ? 0 : NCCL_SPLIT_NOCOLOR, rank, &pair, nullptr));
+          std::vector<float> in(64, 1.f), out(64, -5.f), out_all(64, -5.f);
+          const auto start = std::chrono::steady_clock::now();
+          if (rank < 2) {
+            MP_NCCL(f, ncclGroupStart());
+            ncclAllReduce(in.data(), out.data(), rank == 0 ? 64 : 32, ncclFloat, ncclSum, pair, nullptr);
+            ncclAllReduce(in.data(), out_all.data(), 64, ncclFloat, ncclSum, all, nullptr);
+            const ncclResult_t r = ncclGroupEnd();
+            if (r != ncclInvalidArgument) f.fail(fmt::format("rank {}: the group returned {}", rank, int(r)));
+            if (out[0] != -5.f) f.fail(fmt::format("rank {}: the mismatched call wrote its output", rank));
+          } else {
+            MP_NCCL(f, ncclAllReduce(in.data(), out_all.data(), 64, ncclFloat, ncclSum, all, nullptr));
+          }
+          if (out_all[63] != 3.f) f.fail(fmt::format("rank {}: the other communicator's allreduce gave {}", rank,
+                                                     out_all[63]));
+          if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+            f.fail(fmt::format("rank {}: the group took over 5 s", rank));
+          if (pair) MP_NCCL(f, ncclCommDestroy(pair));
+        }) == 0);
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_CHECK");
+}
+
 TEST_CASE("BRAID_CHECK set on one rank only still checks on all (agreed at init)", "[validation][check]") {
   // Rank 1 alone has BRAID_CHECK=1.  Were it to check alone, it would wait for
   // records rank 0 never sends; agreed at init, both check and both refuse.
