@@ -74,7 +74,8 @@ Status check_collective_args(const CollectiveSpec& spec, const void* sendbuff, c
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
   const uint64_t block = uint64_t(count) * datatype_size(type);
-  if (needs_send) BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block, input_blocks(spec.collective, comm->nranks)));
+  if (needs_send)
+    BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block, input_blocks(spec.collective, comm->nranks)));
   if (needs_recv)
     BRAID_TRY(check_mapped(comm, recvbuff, "recvbuff", block, output_blocks(spec.collective, comm->nranks)));
   return Status::ok();
