@@ -9,11 +9,10 @@
 // preset and export map), so nothing else in the process binds to them.
 //
 // A loader lists its entry points as X(name, number of parameters,
-// required); its `Table` has a BRAID_DL_POINTER member for each, and its
-// `table()` returns it, loaded once (thread-safe) by dl::open and a
-// BRAID_DL_FIND for each.  Then it defines
+// required), has BRAID_DL_TABLE(ENTRIES, library, what) make its `Table`
+// and `table()` (loaded once, thread-safe), and defines
 //   BRAID_DL_FORWARD(table, int_failure, name, n)
-// for each.  A forwarder whose entry point was not found sets errno to
+// for each entry.  A forwarder whose entry point was not found sets errno to
 // ENOSYS and returns `int_failure` for an int result, else zero (null).
 #pragma once
 
@@ -71,15 +70,32 @@ inline void* open(const char* library, const char* what, std::string* error) {
 
 }  // namespace braid::dl
 
-// In a loader's table(), with `t` its table, `lib` the open library and
-// `library` its name: finds one entry; a required one missing sets t.error.
-#define BRAID_DL_FIND(name, n, required)                                 \
-  t.name = ::braid::dl::find<decltype(&::name)>(lib, #name);             \
-  if (!t.name && (required) && t.error.empty())                          \
-    t.error = fmt::format("{} has no {} (too old a version)", library, #name);
-
 // A member of a loader's table: the entry point, typed by the header.
-#define BRAID_DL_POINTER(name, ...) decltype(&::name) name = nullptr;
+#define BRAID_DL_POINTER(name, n, required) decltype(&::name) name = nullptr;
+// In table(), with `t` the table, `lib` the open library and `library` its
+// name: finds one entry; a required one missing sets t.error.
+#define BRAID_DL_FIND(name, n, required)                     \
+  t.name = ::braid::dl::find<decltype(&::name)>(lib, #name); \
+  if (!t.name && (required) && t.error.empty())              \
+    t.error = fmt::format("{} has no {} (too old a version)", library, #name);
+// `Table` (the entries of ENTRIES, and `error`, empty once loaded) and
+// `table()`, which opens `library` (`what`: what it is, for whom) once.
+#define BRAID_DL_TABLE(ENTRIES, library_name, what)                  \
+  struct Table {                                                     \
+    ENTRIES(BRAID_DL_POINTER)                                        \
+    std::string error;                                               \
+  };                                                                 \
+  const Table& table() {                                             \
+    static const Table loaded = [] {                                 \
+      Table t;                                                       \
+      const char* library = library_name;                            \
+      if (void* lib = ::braid::dl::open(library, what, &t.error)) {  \
+        ENTRIES(BRAID_DL_FIND)                                       \
+      }                                                              \
+      return t;                                                      \
+    }();                                                             \
+    return loaded;                                                   \
+  }
 
 #define BRAID_DL_ARG(name, i) ::braid::dl::Arg<decltype(&::name), i> a##i
 #define BRAID_DL_DEFINE(table, int_failure, name, params, args)                              \

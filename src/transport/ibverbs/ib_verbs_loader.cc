@@ -44,22 +44,7 @@ constexpr const char* kLibrary = "libibverbs.so.1";
   X(ibv_destroy_qp, 1, true)                                             \
   X(ibv_wc_status_str, 1, true)
 
-struct Table {
-  BRAID_IBVERBS_ENTRIES(BRAID_DL_POINTER)
-  std::string error;  // empty once loaded
-};
-
-const Table& table() {
-  static const Table loaded = [] {
-    Table t;
-    const char* library = kLibrary;
-    if (void* lib = dl::open(library, "rdma-core's libibverbs; install it for InfiniBand/RoCE", &t.error)) {
-      BRAID_IBVERBS_ENTRIES(BRAID_DL_FIND)
-    }
-    return t;
-  }();
-  return loaded;
-}
+BRAID_DL_TABLE(BRAID_IBVERBS_ENTRIES, kLibrary, "rdma-core's libibverbs; install it for InfiniBand/RoCE")
 
 }  // namespace
 
