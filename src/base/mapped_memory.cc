@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <vector>
 
 namespace braid {
 
@@ -17,10 +16,10 @@ bool range_is_mapped(const void* p, size_t bytes) {
   if (end < start) return false;  // wraps around the address space
   // A chunk of pages at a time, so a large buffer needs no large vector.
   constexpr uintptr_t kChunkPages = 4096;
-  std::vector<unsigned char> residency(kChunkPages);
+  unsigned char residency[kChunkPages];
   for (uintptr_t at = start; at < end; at += kChunkPages * page) {
     const uintptr_t len = end - at < kChunkPages * page ? end - at : kChunkPages * page;
-    if (mincore(reinterpret_cast<void*>(at), len, residency.data()) != 0 && errno == ENOMEM) return false;
+    if (mincore(reinterpret_cast<void*>(at), len, residency) != 0 && errno == ENOMEM) return false;
   }
   return true;
 }

@@ -111,7 +111,7 @@ void HostMoe::collect_stats() {
   }
 }
 
-std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens) {
+std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens, PlanResult* plan_out) {
   const int32_t K = shape_.top_k;
   topk_.assign(topk, topk + int64_t(ntokens) * K);
   slots_.resize(topk_.size());
@@ -125,8 +125,7 @@ std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens) {
   }
   for (int32_t e = 0; e < shape_.experts; ++e) sent_[size_t(e)] = sent_rows(shape_, wanted_.data(), e);
   tokens_ = ntokens;
-  routed_ = plan.routed;
-  dropped_ = plan.dropped;
+  *plan_out = plan;
   return {};
 }
 
@@ -159,7 +158,8 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   // A bad argument fails the call on every rank (host_moe.h): this rank
   // still takes part, with no rows and kFailedSender words.
   std::string problem = dispatch_problem(shape_, tokens, topk, ntokens, out, recv_counts);
-  if (problem.empty()) problem = plan_dispatch(topk, ntokens);
+  PlanResult plan;
+  if (problem.empty()) problem = plan_dispatch(topk, ntokens, &plan);
   const bool failed = !problem.empty();
 
   const uint64_t call = ++dispatch_calls_;
@@ -176,9 +176,9 @@ Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntoken
   if (failed) return failed_call("braidMoeDispatch", problem, std::move(waited));
   BRAID_TRY(std::move(waited));
   stats_.dispatches++;
-  stats_.rowsRouted += uint64_t(routed_);
-  stats_.rowsDropped += uint64_t(dropped_);
-  if (dropped) *dropped = dropped_;
+  stats_.rowsRouted += uint64_t(plan.routed);
+  stats_.rowsDropped += uint64_t(plan.dropped);
+  if (dropped) *dropped = plan.dropped;
 
   output_offsets(shape_, layout_, received_.data(), first_row_.data());
   const int32_t L = shape_.local_experts;

@@ -78,6 +78,7 @@
 
 #include "braid/moe.h"
 #include "braid/moe/layout.h"
+#include "braid/moe/plan.h"
 #include "nccl.h"
 #include "src/base/status.h"
 #include "src/moe/blocks.h"
@@ -110,8 +111,9 @@ class HostMoe : public MoeBackend {
   // one said kFailedSender (the call fails then, but only once every word
   // is in, so that flow control holds for the next call).
   Status wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t>* counts, const char* what);
-  // Copies and plans the top-k indices; "" or what is wrong with them.
-  std::string plan_dispatch(const int32_t* topk, int32_t ntokens);
+  // Copies and plans the top-k indices; "" (and *plan) or what is wrong
+  // with them.
+  std::string plan_dispatch(const int32_t* topk, int32_t ntokens, PlanResult* plan);
   // The error of a call that failed its own checks (`problem`), once it
   // took part in the exchange (`waited`: how that went).
   static Status failed_call(const char* call, const std::string& problem, Status waited);
@@ -157,7 +159,6 @@ class HostMoe : public MoeBackend {
 
   // The last dispatch, for its combine.
   int32_t tokens_ = 0;
-  int64_t routed_ = 0, dropped_ = 0;  // rows of its plan
   std::vector<int32_t> topk_, slots_, wanted_, sent_, received_;
   std::vector<int64_t> first_row_;
   // Combine's sums: the rows that came back as (address, t * topK + k), in
