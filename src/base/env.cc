@@ -3,9 +3,12 @@
 // setenv between runs), or from the snapshot a braid-owned thread installed.
 #include "src/base/env.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+
+extern char** environ;
 
 namespace braid {
 
@@ -31,6 +34,12 @@ constexpr EnvVar kNcclVars[] = {
      "is device memory is always checked; not yet that it is the communicator's device's); DEBUG_GLOBAL adds "
      "BRAID_CHECK=1 (ranks compare each group's collective arguments before any data moves)"},
     {"NCCL_CHECK_POINTERS", "", "1: as NCCL_CHECK_MODE=DEBUG_LOCAL (NCCL's older name)"},
+    {"NCCL_RUN_DIAGNOSTICS", "",
+     "NCCL 2.31's active diagnostics: 1 sends a pattern over every directed pair of ranks at each init and rank 0 "
+     "prints what arrived intact (\"NCCL DIAG\" lines on standard output)"},
+    {"NCCL_RUN_RAS_DIAGNOSTICS", "",
+     "NCCL 2.31's RAS diagnostics at init: 1 makes rank 0 print whether the ranks agree on their NCCL_* and "
+     "BRAID_* variables, library, GPUs and CUDA driver"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},
@@ -40,6 +49,16 @@ std::span<const EnvVar> nccl_env_vars() { return kNcclVars; }
 
 thread_local const EnvSnapshot* t_snapshot = nullptr;
 
+namespace {
+std::vector<std::string> scan_nccl_and_braid() {
+  std::vector<std::string> found;
+  for (char** e = environ; e && *e; ++e)
+    if (std::strncmp(*e, "NCCL_", 5) == 0 || std::strncmp(*e, "BRAID_", 6) == 0) found.emplace_back(*e);
+  std::sort(found.begin(), found.end());
+  return found;
+}
+}  // namespace
+
 EnvSnapshot EnvSnapshot::capture() {
   EnvSnapshot snap;
   auto add = [&](const char* name) {
@@ -48,6 +67,7 @@ EnvSnapshot EnvSnapshot::capture() {
   };
   for (const EnvVar& v : env_registry()) add(v.name);
   for (const EnvVar& v : kNcclVars) add(v.name);
+  snap.nccl_and_braid_ = scan_nccl_and_braid();
   return snap;
 }
 
@@ -68,6 +88,10 @@ std::string env_raw(const char* name) {
   }
   const char* value = std::getenv(name);
   return value ? value : "";
+}
+
+std::vector<std::string> env_nccl_and_braid() {
+  return t_snapshot ? t_snapshot->nccl_and_braid() : scan_nccl_and_braid();
 }
 
 std::string env_string(EnvName name) {

@@ -49,6 +49,10 @@ bool env_is_set(EnvName name);
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
+// Every set NCCL_* and BRAID_* variable, known to braid or not, as
+// "NAME=value" sorted by name: what the ranks compare in the init
+// diagnostics (src/runtime/diagnostics_consistency.cc).
+std::vector<std::string> env_nccl_and_braid();
 // A BRAID_* variable that mirrors an NCCL one: its value if set, else the
 // NCCL variable's if set, else the registered default.
 std::string env_string_or_nccl(EnvName name, const char* nccl_name);
@@ -62,9 +66,11 @@ class EnvSnapshot {
  public:
   static EnvSnapshot capture();
   const std::string* find(const char* name) const;
+  const std::vector<std::string>& nccl_and_braid() const { return nccl_and_braid_; }
 
  private:
   std::vector<std::pair<std::string, std::string>> values_;  // name, value ("" = unset)
+  std::vector<std::string> nccl_and_braid_;  // env_nccl_and_braid() when captured
 };
 
 // While alive, env_* calls on this thread read `snapshot` (which must outlive it).

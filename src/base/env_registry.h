@@ -71,6 +71,12 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_FAIL_WINDOW_RANK", "-1",
      "for tests: the rank whose ncclCommWindowRegister fails before its backend's exchanges, as a backend that "
      "cannot map or connect would (every rank's fails, and the communicator breaks)"},
+    {"BRAID_TEST_DIAG_CORRUPT", "",
+     "for tests: SRC:DST makes rank SRC's init diagnostics send DST a pattern with one byte changed, as a faulty "
+     "path would deliver it (NCCL_RUN_DIAGNOSTICS)"},
+    {"BRAID_TEST_DIAG_EXIT_RANK", "-1",
+     "for tests: the rank whose process exits as its init diagnostics start sending (NCCL_RUN_DIAGNOSTICS), as a "
+     "rank that dies there"},
     {"BRAID_TEST_FAIL_INIT_RANK", "-1",
      "for tests: the rank whose communicator init fails after its first exchange, as one that cannot connect its "
      "transports would (every rank's init fails)"},

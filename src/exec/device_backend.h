@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "src/base/status.h"
@@ -23,6 +24,24 @@ struct DeviceProbe {
 
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.
 DeviceProbe probe_device_backend();
+
+// What this process's CUDA side reports, for the init diagnostics' comparison
+// of ranks (src/runtime/diagnostics_consistency.cc): all 0 without CUDA.
+struct DeviceInventory {
+  int32_t devices = 0;         // CUDA devices this process sees
+  int32_t driver_version = 0;  // cudaDriverGetVersion: the CUDA version the driver supports
+};
+DeviceInventory probe_device_inventory();
+
+// For the runtime's own traffic on a device communicator (the init
+// diagnostics' patterns): device memory on `device`; work that `enqueue`
+// puts on a stream of braid's own, waited for (never the legacy default
+// stream, which would also wait for the application's, where a peer's
+// kernel may wait for this rank); and blocking copies the same way.
+Status device_scratch_alloc(int device, size_t bytes, void** out);
+void device_scratch_free(int device, void* p);
+Status device_run_on_own_stream(int device, const std::function<Status(cudaStream_t)>& enqueue);
+Status device_copy_blocking(int device, void* dst, const void* src, size_t bytes);
 
 // ncclMemAlloc's memory where communicators run the CUDA backend: device
 // memory on the current device, `alignment`-aligned (a power of two).

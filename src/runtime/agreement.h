@@ -48,6 +48,9 @@ enum class Fold : uint8_t {
     "BRAID_CUDA_SLOT_BYTES: set it to the same value on every rank, or on none")                                  \
   X(uint64_t, tuning_table, Fold::Equal,                                                                           \
     "the tuning table's hash: give every rank the same BRAID_TUNING_FILE, or none")                               \
+  X(int32_t, run_diagnostics, Fold::Any, "NCCL_RUN_DIAGNOSTICS: the init's pattern exchange, which every rank joins") \
+  X(int32_t, run_ras_diagnostics, Fold::Any,                                                                       \
+    "NCCL_RUN_RAS_DIAGNOSTICS: the init's comparison of what each rank runs, which every rank joins")            \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")
 

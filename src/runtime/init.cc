@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -30,6 +31,7 @@
 #include "src/runtime/agreement.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/cuda_settings.h"
+#include "src/runtime/diagnostics.h"
 #include "src/transport/cross_memory.h"
 #include "src/transport/net/net_choice.h"
 #include "src/transport/net/net_transport.h"
@@ -150,6 +152,8 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_eager = c.rmaEagerInit == 1;
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
+  a.run_diagnostics = std::atoi(env_raw("NCCL_RUN_DIAGNOSTICS").c_str()) != 0;
+  a.run_ras_diagnostics = std::atoi(env_raw("NCCL_RUN_RAS_DIAGNOSTICS").c_str()) != 0;
   return Status::ok();
 }
 
@@ -387,6 +391,7 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
+  if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
              host.wide_tile_bytes);

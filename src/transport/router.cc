@@ -23,6 +23,11 @@ class RouterTransport final : public Transport {
                             : "none";
   }
   const char* name() const override { return name_.c_str(); }
+  const char* peer_path(int peer) const override {
+    if (peer < 0 || peer >= ctx_.nranks) return "none";
+    const Transport* t = pick(peer);
+    return t ? t->peer_path(peer) : "none";
+  }
   uint64_t bytes_held() const override {
     return (shm_ ? shm_->bytes_held() : 0) + (socket_ ? socket_->bytes_held() : 0);
   }

@@ -75,6 +75,11 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // The transport that carries `peer`'s pipes (the router's choice).
+  virtual const char* peer_path(int peer) const {
+    (void)peer;
+    return name();
+  }
   // Pipes are owned by the transport and live until it is destroyed.
   virtual Status send_pipe(int peer, int channel, SendPipe** out) = 0;
   virtual Status recv_pipe(int peer, int channel, RecvPipe** out) = 0;

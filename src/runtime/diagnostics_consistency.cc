@@ -1,0 +1,200 @@
+// The comparison of the init diagnostics (NCCL_RUN_RAS_DIAGNOSTICS=1,
+// diagnostics.h): do the ranks run with the same things?
+//
+// Every rank publishes what it runs with, in two bootstrap allgathers (the
+// fixed facts with the size of its environment, then the environments
+// padded to the largest); rank 0 groups the ranks by value and prints one
+// line per check, [OK] where all agree, else [INFO] lines naming which
+// ranks have which value.  The checks (NCCL's RAS diagnostics, whose ECC
+// and NVLink checks need NVML, which braid does not load):
+//  - library: braid's version and the NCCL API it presents;
+//  - GPU inventory: the CUDA devices each rank sees and the model of its
+//    own (left out where no rank has one);
+//  - CUDA driver version (likewise);
+//  - NCCL environment and braid environment: every NCCL_* and BRAID_*
+//    variable set on any rank.  Values of variables whose names say they
+//    hold a secret (KEY, SECRET, PASSWORD, TOKEN) travel and print as a
+//    hash.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/base/env.h"
+#include "src/exec/device_backend.h"
+#include "src/runtime/comm.h"
+#include "src/runtime/diagnostics.h"
+#include "src/runtime/init.h"
+
+namespace braid {
+namespace {
+
+constexpr size_t kEnvLimitBytes = 64 * 1024;  // per rank; longer environments are cut and said so
+
+struct Facts {
+  char library[64] = {};
+  char model[64] = {};  // the GPU this rank runs on ("" on the host backend)
+  int32_t devices = 0;
+  int32_t driver_version = 0;
+  uint64_t env_bytes = 0;
+  uint8_t env_cut = 0;
+};
+
+bool secret_name(const std::string& name) {
+  for (const char* word : {"KEY", "SECRET", "PASSWORD", "TOKEN"})
+    if (name.find(word) != std::string::npos) return true;
+  return false;
+}
+
+// "NAME=value\0..." of this rank's NCCL_* and BRAID_* variables, secrets hashed.
+std::string environment_blob(bool* cut) {
+  std::string blob;
+  *cut = false;
+  for (std::string entry : env_nccl_and_braid()) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos && secret_name(entry.substr(0, eq))) {
+      uint64_t h = 1469598103934665603ULL;  // FNV-1a
+      for (size_t i = eq + 1; i < entry.size(); ++i) h = (h ^ uint8_t(entry[i])) * 1099511628211ULL;
+      entry = fmt::format("{}=<hidden, hash {:016x}>", entry.substr(0, eq), h);
+    }
+    if (blob.size() + entry.size() + 1 > kEnvLimitBytes) {
+      *cut = true;
+      break;
+    }
+    blob += entry;
+    blob += '\0';
+  }
+  return blob;
+}
+
+// Each rank's value of one thing; nullopt: the rank has none (a variable
+// it does not set).
+using Values = std::vector<std::optional<std::string>>;
+
+bool all_equal(const Values& v) { return std::all_of(v.begin(), v.end(), [&](const auto& x) { return x == v[0]; }); }
+
+// The ranks holding each value, in order of first rank.
+std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups(const Values& v) {
+  std::vector<std::pair<std::optional<std::string>, std::vector<int>>> out;
+  for (int r = 0; r < int(v.size()); ++r) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == v[size_t(r)]; });
+    if (it == out.end()) out.push_back({v[size_t(r)], {r}});
+    else it->second.push_back(r);
+  }
+  return out;
+}
+
+std::string shown(const std::optional<std::string>& v) { return v ? *v : "(unset)"; }
+
+class Comparison {
+ public:
+  Comparison(const ncclComm* comm, DiagnosticsReport& report)
+      : report_(report), scope_(fmt::format("across {} ranks in comm {:#x}", comm->nranks, comm->comm_hash)) {}
+
+  // One line if every rank has the same value, else one per value.
+  void same(const std::string& check, const Values& values) {
+    if (all_equal(values)) {
+      report_.ok(fmt::format("{}: {} consistent {}", check, shown(values[0]), scope_));
+      return;
+    }
+    report_.info(fmt::format("{}: mismatch {}", check, scope_));
+    for (const auto& [value, ranks] : groups(values))
+      report_.info(fmt::format("{}: {} on rank(s) {}", check, shown(value), rank_set(ranks)));
+  }
+
+  // Every variable with `prefix` that any rank sets.
+  void environment(const std::string& check, const std::string& prefix, const std::vector<std::string>& blobs) {
+    std::vector<std::map<std::string, std::string>> vars(blobs.size());
+    std::set<std::string> names;
+    for (size_t r = 0; r < blobs.size(); ++r)
+      for (size_t at = 0; at < blobs[r].size();) {
+        const size_t end = blobs[r].find('\0', at);
+        const std::string entry = blobs[r].substr(at, end - at);
+        at = end == std::string::npos ? blobs[r].size() : end + 1;
+        const size_t eq = entry.find('=');
+        if (eq == std::string::npos || entry.compare(0, prefix.size(), prefix) != 0) continue;
+        vars[r][entry.substr(0, eq)] = entry.substr(eq + 1);
+        names.insert(entry.substr(0, eq));
+      }
+    int differ = 0;
+    for (const std::string& name : names) {
+      Values values;
+      for (const auto& v : vars) {
+        auto it = v.find(name);
+        values.push_back(it == v.end() ? std::nullopt : std::optional<std::string>(it->second));
+      }
+      if (all_equal(values)) continue;
+      ++differ;
+      report_.info(fmt::format("{}: mismatch {} for {}", check, scope_, name));
+      for (const auto& [value, ranks] : groups(values))
+        report_.info(fmt::format("{}: {}={} on rank(s) {}", check, name, shown(value), rank_set(ranks)));
+    }
+    if (differ == 0) report_.ok(fmt::format("{}: {}* env vars consistent {}", check, prefix, scope_));
+    else report_.info(fmt::format("{}: {} {}* env var(s) differ {}", check, differ, prefix, scope_));
+  }
+
+ private:
+  DiagnosticsReport& report_;
+  std::string scope_;
+};
+
+}  // namespace
+
+Status check_consistency(ncclComm* comm, DiagnosticsReport& report) {
+  const int n = comm->nranks;
+  std::vector<Facts> facts(static_cast<size_t>(n));
+  Facts& mine = facts[size_t(comm->rank)];
+  std::snprintf(mine.library, sizeof mine.library, "braid %d.%d.%d (NCCL %d.%d.%d API)", BRAID_VERSION_MAJOR,
+                BRAID_VERSION_MINOR, BRAID_VERSION_PATCH, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  const DeviceProbe& device = comm->setup->local.device;
+  if (device.usable) std::memcpy(mine.model, device.name, sizeof mine.model);
+  const DeviceInventory inventory = probe_device_inventory();
+  mine.devices = inventory.devices;
+  mine.driver_version = inventory.driver_version;
+  bool cut = false;
+  const std::string blob = environment_blob(&cut);
+  mine.env_bytes = blob.size();
+  mine.env_cut = cut;
+  BRAID_TRY(comm->bootstrap->allgather(facts.data(), sizeof(Facts)));
+  uint64_t widest = 0;
+  for (const Facts& f : facts) widest = std::max(widest, std::min<uint64_t>(f.env_bytes, kEnvLimitBytes));
+  std::vector<char> all(size_t(n) * widest);
+  std::memcpy(all.data() + size_t(comm->rank) * widest, blob.data(), blob.size());
+  if (widest) BRAID_TRY(comm->bootstrap->allgather(all.data(), widest));
+
+  Comparison compare(comm, report);
+  auto field = [&](auto get) {
+    Values v;
+    for (const Facts& f : facts) v.push_back(get(f));
+    return v;
+  };
+  compare.same("library", field([](const Facts& f) { return std::string(f.library, strnlen(f.library, 64)); }));
+  const bool any_gpu = std::any_of(facts.begin(), facts.end(), [](const Facts& f) { return f.devices > 0; });
+  if (any_gpu) {
+    compare.same("GPU inventory", field([](const Facts& f) {
+                   const std::string model(f.model, strnlen(f.model, 64));
+                   return fmt::format("{}x visible, running on {}", f.devices, model.empty() ? "no GPU" : model);
+                 }));
+    compare.same("CUDA driver version", field([](const Facts& f) {
+                   return f.driver_version ? std::to_string(f.driver_version) : std::string("unavailable");
+                 }));
+  }
+  std::vector<std::string> blobs;
+  int cut_ranks = 0;
+  for (int r = 0; r < n; ++r) {
+    blobs.emplace_back(all.data() + size_t(r) * widest, std::min<uint64_t>(facts[size_t(r)].env_bytes, widest));
+    cut_ranks += facts[size_t(r)].env_cut;
+  }
+  if (cut_ranks)
+    report.info(fmt::format("environment: {} rank(s) had over {} bytes of NCCL_* and BRAID_* variables; the "
+                            "comparison is partial", cut_ranks, kEnvLimitBytes));
+  compare.environment("NCCL environment", "NCCL_", blobs);
+  compare.environment("braid environment", "BRAID_", blobs);
+  return Status::ok();
+}
+
+}  // namespace braid
