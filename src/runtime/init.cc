@@ -149,7 +149,10 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   const ncclConfig_t& c = comm->config;
   a.rma_contexts = c.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaCtx;
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
-  a.rma_eager = c.rmaEagerInit == 1;
+  // NCCL_RMA_EAGER_INIT (2.31) overrides the config where it is 0 or 1;
+  // NCCL ignores any other value, and so does braid.
+  const std::string eager = env_raw("NCCL_RMA_EAGER_INIT");
+  a.rma_eager = eager == "0" || eager == "1" ? eager == "1" : c.rmaEagerInit == 1;
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   a.run_diagnostics = std::atoi(env_raw("NCCL_RUN_DIAGNOSTICS").c_str()) != 0;

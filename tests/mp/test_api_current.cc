@@ -131,6 +131,41 @@ TEST_CASE("ncclConfig_t of a 2.28, a 2.30 and a 2.32 header are each read member
   }
 }
 
+TEST_CASE("NCCL_RMA_EAGER_INIT overrides the config's rmaEagerInit where it is 0 or 1", "[api][config][rma]") {
+  ncclResult_t r = ncclSuccess;
+  // Connected at init: a signal (to itself) needs no window first.
+  auto connected_at_init = [](ncclComm_t comm) {
+    if (ncclSignal(0, 0, 0, 0, comm, nullptr) != ncclSuccess) return false;
+    ncclWaitSignalDesc_t d{1, 0, 0, 0};
+    return ncclWaitSignal(1, &d, comm, nullptr) == ncclSuccess;
+  };
+  SECTION("1 with no config") {
+    ScopedEnv eager("NCCL_RMA_EAGER_INIT", "1");
+    ncclComm_t comm = one_rank(nullptr, &r);
+    REQUIRE(comm);
+    CHECK(connected_at_init(comm));
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+  SECTION("0 over a config's 1") {
+    ScopedEnv lazy("NCCL_RMA_EAGER_INIT", "0");
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.rmaEagerInit = 1;
+    ncclComm_t comm = one_rank(&c, &r);
+    REQUIRE(comm);
+    CHECK(ncclSignal(0, 0, 0, 0, comm, nullptr) == ncclInvalidUsage);  // no window yet: not connected
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+  SECTION("another value leaves the config's") {
+    ScopedEnv odd("NCCL_RMA_EAGER_INIT", "2");
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.rmaEagerInit = 1;
+    ncclComm_t comm = one_rank(&c, &r);
+    REQUIRE(comm);
+    CHECK(connected_at_init(comm));
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
+}
+
 TEST_CASE("ncclParam*: braid's and NCCL's variables by name, typed and raw", "[api][param]") {
   ScopedEnv timeout("BRAID_TIMEOUT", "117");
   ncclParamHandle_t h = nullptr;
