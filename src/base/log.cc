@@ -25,6 +25,7 @@ struct SubsysName {
 constexpr SubsysName kSubsysNames[] = {
     {"INIT", kInit}, {"COLL", kColl},   {"P2P", kP2P},     {"SHM", kShm},     {"NET", kNet},
     {"GRAPH", kGraph}, {"TUNING", kTuning}, {"ENV", kEnv}, {"ALLOC", kAlloc}, {"BOOTSTRAP", kBootstrap},
+    {"PROFILE", kProfile},
     {"ALL", kAllSubsys},
 };
 
@@ -143,6 +144,18 @@ void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
 void log_reset() {
   std::lock_guard<std::mutex> lock(g_mutex);
   init_locked();
+}
+
+void plugin_vlog(int nccl_level, uint32_t subsys, const char* who, const char* file, int line, const char* fmt,
+                 va_list args) {
+  const LogLevel level = nccl_level == 2 ? LogLevel::Warn
+                         : nccl_level == 5 ? LogLevel::Trace
+                         : nccl_level == 3 ? LogLevel::Info
+                                           : LogLevel::Version;
+  if (!log_enabled(level, subsys)) return;
+  char text[1024];
+  std::vsnprintf(text, sizeof(text), fmt, args);
+  log_write(level, subsys, fmt::format("{}: {} ({}:{})", who, text, file ? file : "?", line));
 }
 
 }  // namespace braid

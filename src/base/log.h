@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdarg>
 #include <cstdint>
 #include <string>
 
@@ -26,12 +27,19 @@ enum LogSubsys : uint32_t {
   kEnv = 1u << 7,
   kAlloc = 1u << 8,
   kBootstrap = 1u << 9,
+  kProfile = 1u << 10,
   kAllSubsys = ~0u,
 };
 
 bool log_enabled(LogLevel level, uint32_t subsys);
 void log_write(LogLevel level, uint32_t subsys, const std::string& message);
 void log_reset();  // re-read the environment (ncclResetDebugInit)
+
+// What NCCL's plugins log through the ncclDebugLogger_t they are given:
+// NCCL's level (NCCL_LOG_WARN 2, INFO 3, TRACE 5, else VERSION), printf
+// arguments; written to braid's log under `subsys`, "`who`: message (file:line)".
+void plugin_vlog(int nccl_level, uint32_t subsys, const char* who, const char* file, int line, const char* fmt,
+                 va_list args);
 
 }  // namespace braid
 

@@ -30,17 +30,10 @@ namespace {
 void plugin_logger(braidNcclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
                    ...) {
   (void)flags;
-  const LogLevel l = level == BRAID_NCCL_LOG_WARN    ? LogLevel::Warn
-                     : level == BRAID_NCCL_LOG_TRACE ? LogLevel::Trace
-                     : level == BRAID_NCCL_LOG_INFO  ? LogLevel::Info
-                                                     : LogLevel::Version;
-  if (!log_enabled(l, kNet)) return;
-  char text[1024];
   va_list args;
   va_start(args, fmt);
-  std::vsnprintf(text, sizeof(text), fmt, args);
+  plugin_vlog(level, kNet, "net plugin", file, line, fmt, args);
   va_end(args);
-  log_write(l, kNet, fmt::format("net plugin: {} ({}:{})", text, file ? file : "?", line));
 }
 
 const char* result_name(ncclResult_t r) {
