@@ -15,6 +15,13 @@
 
 namespace braid {
 
+// A call's API events in a profiler plugin (src/runtime/profiler.h): its
+// own and its group's, the parents of the events of its run.
+struct ProfilerParents {
+  void* call = nullptr;
+  void* group = nullptr;
+};
+
 struct CollectiveCall {
   Collective collective = Collective::AllReduce;
   const void* sendbuff = nullptr;
@@ -34,6 +41,7 @@ struct CollectiveCall {
   // Only under the cross-rank argument check: a call the API refused on this
   // rank, queued so that the check fails on every rank (never run).
   bool refused = false;
+  ProfilerParents profiler;
 };
 
 struct P2PCall {
@@ -43,6 +51,7 @@ struct P2PCall {
   ncclDataType_t type = ncclFloat;
   int peer = 0;
   cudaStream_t stream = nullptr;
+  ProfilerParents profiler;
 };
 
 // One-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal; 2.29).

@@ -24,6 +24,7 @@
 #include "src/plan/planner.h"
 #include "src/runtime/live_comms.h"
 #include "src/runtime/lsa_space.h"
+#include "src/runtime/profiler.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -94,6 +95,7 @@ struct ncclComm {
   std::unique_ptr<braid::PlanCache> plans;
   // Runs the communicator's work (src/exec/backend.h); set when init is done.
   std::unique_ptr<braid::Backend> backend;
+  braid::CommProfiler profiler;  // a profiler plugin's context and events (src/runtime/profiler.h)
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};

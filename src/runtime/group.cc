@@ -1,6 +1,7 @@
 #include "src/runtime/group.h"
 
 #include <algorithm>
+#include <deque>
 #include <thread>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "src/base/log.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/init.h"
+#include "src/runtime/profiler.h"
 
 namespace braid {
 namespace {
@@ -17,6 +19,7 @@ struct GroupState {
   std::vector<InitCall> inits;
   std::vector<SetupCall> setups;
   std::vector<CommQueue> queues;  // in order of each communicator's first call
+  GroupApiEvent profiler_api;     // a profiler plugin's event for the group (src/runtime/profiler.h)
 
   CommWork& work_of(ncclComm* comm) {
     for (CommQueue& q : queues)
@@ -95,6 +98,8 @@ Status run_work(std::vector<CommQueue>& queues) {
   // What only the argument check needed (calls of count 0) runs nowhere.
   for (CommQueue& q : queues)
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
+  std::deque<ProfiledRun> profiled;  // each communicator's task events, stopped once every runner returned
+  for (CommQueue& q : queues) profiled.emplace_back(q.comm, q.work.collectives, q.work.p2ps);
   std::vector<GroupRunner> runners;
   for (CommQueue& q : queues) {
     q.work.backend = q.comm->backend.get();
@@ -191,9 +196,17 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's or check's, else its work's
 }
 
+// The group's profiler event stops as ncclGroupEnd returns, whatever runs on.
+struct GroupApiStop {
+  GroupApiEvent event;
+  ~GroupApiStop() { profiler_group_api_stop(&event); }
+};
+
 Status end_outermost() {
   GroupState work = std::move(group);
   group = GroupState{};
+  GroupApiStop api{work.profiler_api};
+  profiler_group_api_end_starts(&api.event);
   std::vector<ncclComm*> comms = comms_of(work);
   // Hold every communicator so Abort/Destroy from another thread waits for us.
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -260,6 +273,7 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   if (--group.depth > 0) return Status::ok();
   GroupState work = std::move(group);
   group = GroupState{};
+  GroupApiStop api{work.profiler_api};
   BRAID_TRY(run_inits(work.inits));
   CommFailures failed = run_setups(work.setups);
   if (!failed.empty()) return failed.front().second;
@@ -275,24 +289,35 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
   // NCCL: nothing to do; but the cross-rank check compares it (and takes
   // refused calls), and every call of a checked communicator goes to it.
   if (call.count == 0 && !comm->check_args) return Status::ok();
-  // A blocking communicator's init is over before its handle is returned.
-  if (!group_active() && !comm->nonblocking() && !comm->check_args) {
-    bool ran = false;
-    Status s = comm->backend->run_alone(call, &ran);
-    if (ran) {
-      if (!s.is_ok()) note_failure(comm, &s);
-      return s;
-    }
-  }
+  const bool alone = !group_active();
   group_start();
-  group.work_of(comm).collectives.push_back(call);
+  CollectiveCall queued = call;
+  profiler_group_api_start(comm, group.depth, &group.profiler_api);
+  profiler_call_api(comm, group.profiler_api, &queued);
+  // A blocking communicator's init is over before its handle is returned.
+  if (alone && !comm->nonblocking() && !comm->check_args && comm->backend->runs_alone(queued)) {
+    GroupApiStop api{group.profiler_api};
+    group = GroupState{};  // nothing else was queued: this was the whole group
+    profiler_group_api_end_starts(&api.event);
+    Status s;
+    {
+      ProfiledRun run(comm, std::span<const CollectiveCall>(&queued, 1), {});
+      s = comm->backend->run_alone(queued);
+    }
+    if (!s.is_ok()) note_failure(comm, &s);
+    return s;
+  }
+  group.work_of(comm).collectives.push_back(queued);
   return group_end();
 }
 
 Status enqueue(ncclComm* comm, const P2PCall& call) {
   if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
   group_start();
-  group.work_of(comm).p2ps.push_back(call);
+  P2PCall queued = call;
+  profiler_group_api_start(comm, group.depth, &group.profiler_api);
+  profiler_call_api(comm, group.profiler_api, &queued);
+  group.work_of(comm).p2ps.push_back(queued);
   return group_end();
 }
 

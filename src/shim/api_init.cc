@@ -42,6 +42,7 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
 }
 
 void destroy_comm(ncclComm* comm) {
+  profiler_comm_finalize(comm);
   // A revoked, aborted or failed communicator has nothing worth draining to
   // its peers: do not let the transports wait for them on the way out.
   bool broken = comm->stop.load() || comm->async_error.load() != ncclSuccess;

@@ -103,10 +103,16 @@ Status HostBackend::rma_write(const RmaCall& call) { return rma_->write(call); }
 Status HostBackend::rma_wait(const RmaCall& call) { return rma_->wait(call.waits, call.wait_ms); }
 uint64_t HostBackend::rma_signals_pending() const { return rma_ ? rma_->signals_pending() : 0; }
 
-Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {
+bool HostBackend::runs_alone(const CollectiveCall& call) const {
+  return paths_.board_for(call) != HostPaths::Board::None;
+}
+
+Status HostBackend::run_alone(const CollectiveCall& call) {
   const HostPaths::Board board = paths_.board_for(call);
-  *ran = board != HostPaths::Board::None;
-  return *ran ? run_on_board(call, board) : Status::ok();
+  if (board == HostPaths::Board::None)
+    return BRAID_ERROR(ncclInternalError, "{} count {} has no board to run alone on", to_string(call.collective),
+                       call.count);
+  return run_on_board(call, board);
 }
 
 Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board board) {

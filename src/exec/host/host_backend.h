@@ -43,7 +43,8 @@ class HostBackend final : public Backend {
   GroupRunner group_runner() const override;
   int connection_slots() const override { return ctx_.transport->slots(); }
   bool runs_one_sided() const override { return paths_.settings().peer_access; }
-  Status run_alone(const CollectiveCall& call, bool* ran) override;
+  bool runs_alone(const CollectiveCall& call) const override;
+  Status run_alone(const CollectiveCall& call) override;
   Status window_registered(const WindowInfo& window) override;
   void window_deregistered(uint64_t seq) override;
   Status window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) override;

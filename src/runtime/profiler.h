@@ -1,0 +1,75 @@
+// NCCL's profiler plugins on braid (NCCL_PROFILER_PLUGIN; the ABI in
+// profiler_abi.h).
+//
+// The plugin is loaded once per process, at the first communicator's init,
+// as NCCL loads it: NCCL_PROFILER_PLUGIN=none loads none; a name NAME loads
+// libnccl-profiler-NAME.so, else NAME as a path; unset, libnccl-profiler.so.
+// Each communicator gets the plugin's context (its init) and the events it
+// asks for in its activation mask, with NCCL's hierarchy:
+//   GroupApi   the calling thread's group (its first call to ncclGroupEnd;
+//              a call outside a group is a group of depth 1)
+//     CollApi / P2pApi   each call, while it is queued
+//   Group      a communicator's part of the group as it runs
+//     Coll / P2p         each call, parent its API event
+//       KernelCh         host backend: the call's execution on channel 0,
+//                        host clock in ns as its timer (CUDA: none yet)
+//     KernelLaunch       the backend's run (CUDA: the kernels' enqueue)
+// Calls of one group on one communicator run together, so each is timed as
+// the whole part.  No proxy or network events: braid has no proxy thread.
+// A plugin whose init fails is not used for that communicator.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "src/plan/call.h"
+
+struct ncclComm;
+
+namespace braid {
+
+// A communicator's view of the plugin (held by ncclComm).
+struct CommProfiler {
+  void* context = nullptr;
+  int mask = 0;  // the plugin's activation mask; 0: no events
+  std::array<uint64_t, 9> seq{};  // collectives started, per Collective (the Coll event's seqNumber)
+};
+
+void profiler_comm_init(ncclComm* comm);
+void profiler_comm_finalize(ncclComm* comm);
+
+// The calling thread's group API event: started at its first call (depth:
+// the group's nesting, 1 for a call outside a group), then its state when
+// ncclGroupEnd starts running it, and its stop.
+struct GroupApiEvent {
+  void* handle = nullptr;
+  bool end_recorded = false;
+};
+void profiler_group_api_start(ncclComm* comm, int depth, GroupApiEvent* event);
+void profiler_group_api_end_starts(GroupApiEvent* event);
+void profiler_group_api_stop(GroupApiEvent* event);
+
+// A call's API event, started and stopped as it is queued; the call keeps
+// it (and its group's) as the parents of its run's events.
+void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCall* call);
+void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, P2PCall* call);
+
+// A communicator's part of a group while its backend runs it: the task
+// events start on construction and stop on destruction.
+class ProfiledRun {
+ public:
+  ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collectives, std::span<const P2PCall> p2ps);
+  ~ProfiledRun();
+  ProfiledRun(const ProfiledRun&) = delete;
+  ProfiledRun& operator=(const ProfiledRun&) = delete;
+
+ private:
+  ncclComm* comm_;
+  void* group_ = nullptr;
+  void* launch_ = nullptr;
+  std::vector<void*> tasks_, channels_;  // channels_[i]: tasks_[i]'s KernelCh (or null)
+};
+
+}  // namespace braid
