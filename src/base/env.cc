@@ -66,6 +66,9 @@ std::vector<std::string> scan_nccl_and_braid() {
 }  // namespace
 
 EnvSnapshot EnvSnapshot::capture() {
+  // A thread braid started (it runs under a snapshot) passes its own on:
+  // reading the environment there would race the application's setenv.
+  if (t_snapshot) return *t_snapshot;
   EnvSnapshot snap;
   auto add = [&](const char* name) {
     const char* value = std::getenv(name);

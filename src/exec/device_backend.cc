@@ -17,10 +17,7 @@ Status make_cuda_staged_backend(const BackendContext&, int, const HostPathSettin
 Status device_mem_alloc(size_t, size_t, void**) { return no_cuda(); }
 Status device_mem_free(void*) { return no_cuda(); }
 DeviceInventory probe_device_inventory() { return DeviceInventory{}; }
-Status device_scratch_alloc(int, size_t, void**) { return no_cuda(); }
-void device_scratch_free(int, void*) {}
-Status device_run_on_own_stream(int, const std::function<Status(cudaStream_t)>&) { return no_cuda(); }
-Status device_copy_blocking(int, void*, const void*, size_t) { return no_cuda(); }
+Status DeviceScratch::create(int, std::unique_ptr<DeviceScratch>*) { return no_cuda(); }
 #endif
 
 }  // namespace braid

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
 
 #include "src/base/status.h"
@@ -34,14 +33,23 @@ struct DeviceInventory {
 DeviceInventory probe_device_inventory();
 
 // For the runtime's own traffic on a device communicator (the init
-// diagnostics' patterns): device memory on `device`; work that `enqueue`
-// puts on a stream of braid's own, waited for (never the legacy default
-// stream, which would also wait for the application's, where a peer's
-// kernel may wait for this rank); and blocking copies the same way.
-Status device_scratch_alloc(int device, size_t bytes, void** out);
-void device_scratch_free(int device, void* p);
-Status device_run_on_own_stream(int device, const std::function<Status(cudaStream_t)>& enqueue);
-Status device_copy_blocking(int device, void* dst, const void* src, size_t bytes);
+// diagnostics' patterns): a stream of braid's own on `device` (never the
+// legacy default stream, which would also wait for the application's, where
+// a peer's kernel may wait for this rank), with memory and copies ordered
+// on it (cudaMallocAsync, cudaFreeAsync: no device-wide synchronisation,
+// which could wait for another communicator's kernel waiting for this rank).
+// Freed on destruction, after the stream's work.
+class DeviceScratch {
+ public:
+  // Also clears this thread's last CUDA error, so that an earlier one the
+  // application left is not taken for this work's.
+  static Status create(int device, std::unique_ptr<DeviceScratch>* out);
+  virtual ~DeviceScratch() = default;
+  virtual cudaStream_t stream() const = 0;
+  virtual Status alloc(size_t bytes, void** out) = 0;
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;  // enqueued on stream()
+  virtual Status synchronize() = 0;                                     // waits for stream()'s work
+};
 
 // ncclMemAlloc's memory where communicators run the CUDA backend: device
 // memory on the current device, `alignment`-aligned (a power of two).

@@ -39,7 +39,8 @@ enum class Fold : uint8_t {
   X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")                              \
   X(int32_t, rma_contexts, Fold::Equal, "config numRmaCtx: the RMA contexts every rank's signals are kept for")   \
   X(int32_t, rma_signals, Fold::Equal, "config numRmaSig: the signal indexes per RMA context")                     \
-  X(int32_t, rma_eager, Fold::Equal, "config rmaEagerInit: RMA connects at init, which every rank must join")    \
+  X(int32_t, rma_eager, Fold::Equal,                                                                               \
+    "config rmaEagerInit or NCCL_RMA_EAGER_INIT: RMA connects at init, which every rank must join")              \
   X(uint64_t, cuda_ll_max_bytes, Fold::Min,                                                                      \
     "BRAID_CUDA_LL_MAX_BYTES (UINT64_MAX: unset): each rank's LL region is sized by it")                          \
   X(uint32_t, cuda_channels, Fold::Equal, "BRAID_CUDA_CHANNELS: set it to the same value on every rank, or on none") \

@@ -88,7 +88,16 @@ std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups(cons
   return out;
 }
 
-std::string shown(const std::optional<std::string>& v) { return v ? *v : "(unset)"; }
+// A value as a report line can hold it: control characters as '?', at most
+// 256 bytes (NCCL's rule), so one line stays one line.
+std::string shown(const std::optional<std::string>& v) {
+  if (!v) return "(unset)";
+  constexpr size_t kShownBytes = 256;
+  std::string s = v->substr(0, kShownBytes);
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 32 || c == 127) c = '?';
+  return v->size() > kShownBytes ? s + "..." : s;
+}
 
 class Comparison {
  public:
@@ -131,7 +140,7 @@ class Comparison {
       ++differ;
       report_.info(fmt::format("{}: mismatch {} for {}", check, scope_, name));
       for (const auto& [value, ranks] : groups(values))
-        report_.info(fmt::format("{}: {}={} on rank(s) {}", check, name, shown(value), rank_set(ranks)));
+        report_.info(fmt::format("{}: {}={} on rank(s) {}", check, shown(name), shown(value), rank_set(ranks)));
     }
     if (differ == 0) report_.ok(fmt::format("{}: {}* env vars consistent {}", check, prefix, scope_));
     else report_.info(fmt::format("{}: {} {}* env var(s) differ {}", check, differ, prefix, scope_));

@@ -8,13 +8,18 @@
 // one (many fragments, so slot rings wrap).  Each byte is a function of
 // (source, destination, message, offset), and receive buffers start as its
 // complement, so a message that never arrived, arrived from the wrong
-// rank, or arrived shifted is seen.  Each receiver reports per source the
-// first differing byte; rank 0 prints the failed edges and a summary.
+// rank, or arrived shifted is seen.  The ranks first agree that every one
+// could prepare its buffers (a rank that could not makes the check
+// informational: nothing is sent); the exchange then starts on every rank
+// at once.  Each receiver sums up what it found in a fixed-size report
+// (its first few differing edges, counts per path); rank 0 prints them.
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "src/base/env.h"
@@ -29,12 +34,14 @@ constexpr size_t kSmallBytes = 4099;
 constexpr size_t kLargeMaxBytes = (size_t(1) << 20) + 4099;
 constexpr size_t kSendBudgetBytes = size_t(32) << 20;  // per rank, all peers' large messages together
 constexpr int kMessages = 2;
+constexpr int kShownEdges = 8;  // differing edges a receiver reports one by one
+constexpr int kPaths = 4;       // kinds of path a receiver counts edges of
 
 // The large message: 1 MiB and a tail, less where many peers would make the
-// exchange big, never less than a few fragments.
+// exchange big, never less than two small ones.
 size_t large_bytes(int nranks) {
   const size_t share = kSendBudgetBytes / size_t(std::max(nranks - 1, 1));
-  return std::max(std::min(kLargeMaxBytes, share), 16 * kSmallBytes);
+  return std::max(std::min(kLargeMaxBytes, share), 2 * kSmallBytes);
 }
 
 uint8_t pattern_byte(int src, int dst, int message, size_t offset) {
@@ -48,20 +55,29 @@ void fill(uint8_t* p, size_t bytes, int src, int dst, int message, bool compleme
   for (size_t i = 0; i < bytes; ++i) p[i] = uint8_t(pattern_byte(src, dst, message, i) ^ (complement ? 0xFF : 0));
 }
 
-// What rank `dst` found in what one source sent it (fixed size: gathered).
-struct EdgeResult {
-  uint8_t tested = 0;
-  uint8_t intact = 0;
-  uint8_t message = 0;  // the first message that differed
-  uint8_t expected = 0, got = 0;
-  uint64_t offset = 0;     // its first differing byte
-  uint64_t differing = 0;  // bytes that differ in it
-  char path[32] = {};      // what carried it
+// One edge whose data differed: its first differing byte.
+struct EdgeFinding {
+  int32_t src = 0;
+  uint8_t message = 0, expected = 0, got = 0;
+  uint64_t offset = 0;
+  uint64_t differing = 0;  // bytes of that message that differ
 };
 
-// A rank's part of the report: why its exchange failed ("" if it did not),
-// then one EdgeResult per source rank.
-struct RankHeader {
+struct PathCount {
+  char name[24] = {};
+  uint32_t edges = 0;
+};
+
+// What a rank found in what it received (fixed size: every rank gathers
+// every rank's, whatever the communicator's size).
+struct RankReport {
+  uint32_t tested = 0, intact = 0, shown = 0;
+  PathCount paths[kPaths];
+  EdgeFinding differing[kShownEdges];
+};
+
+// Why a rank could not prepare ("" if it could).
+struct Readiness {
   char error[256] = {};
 };
 
@@ -73,10 +89,11 @@ struct Layout {
   size_t bytes(int message) const { return message ? large : small; }
 };
 
-const char* path_to(const ncclComm* comm, int peer) {
-  const std::string backend = comm->backend->name();
-  if (backend == "cuda") return "cuda-ipc";
-  return comm->transport->peer_path(peer);
+// What carried `peer`'s data: the transport's kind, not its long name.
+std::string path_to(const ncclComm* comm, int peer) {
+  if (std::string(comm->backend->name()) == "cuda") return "cuda-ipc";
+  const std::string name = comm->transport->peer_path(peer);
+  return name.substr(0, std::min(name.find(' '), sizeof(PathCount::name) - 1));
 }
 
 // BRAID_TEST_DIAG_CORRUPT=SRC:DST: the source whose large message to DST
@@ -87,103 +104,113 @@ bool corrupts(int src, int dst) {
   return std::sscanf(spec.c_str(), "%d:%d", &s, &d) == 2 && s == src && d == dst;
 }
 
-// Sends and receives every message through the backend; `send` and `recv`
-// are host copies, moved to and from device memory where the backend's
-// buffers live there.
-Status exchange(ncclComm* comm, const Layout& layout, const std::vector<uint8_t>& send, std::vector<uint8_t>& recv) {
-  const bool device = comm->cuda_device >= 0;
-  void* send_buf = const_cast<uint8_t*>(send.data());
-  void* recv_buf = recv.data();
-  struct Scratch {
-    int device;
-    void* p = nullptr;
-    ~Scratch() { device_scratch_free(device, p); }
-  } device_send{comm->cuda_device}, device_recv{comm->cuda_device};
-  if (device) {
-    BRAID_TRY(device_scratch_alloc(comm->cuda_device, send.size(), &device_send.p));
-    BRAID_TRY(device_scratch_alloc(comm->cuda_device, recv.size(), &device_recv.p));
-    BRAID_TRY(device_copy_blocking(comm->cuda_device, device_send.p, send.data(), send.size()));
-    BRAID_TRY(device_copy_blocking(comm->cuda_device, device_recv.p, recv.data(), recv.size()));
-    send_buf = device_send.p, recv_buf = device_recv.p;
+// The patterns where the backend's buffers live: the host vectors
+// themselves, or copies in device memory on a stream of braid's own.
+struct Buffers {
+  std::vector<uint8_t> send, recv;
+  std::unique_ptr<DeviceScratch> device;
+  void* send_at = nullptr;
+  void* recv_at = nullptr;
+
+  Status prepare(const ncclComm* comm) {
+    send_at = send.data(), recv_at = recv.data();
+    if (comm->cuda_device < 0) return Status::ok();
+    BRAID_TRY(DeviceScratch::create(comm->cuda_device, &device));
+    BRAID_TRY(device->alloc(send.size(), &send_at));
+    BRAID_TRY(device->alloc(recv.size(), &recv_at));
+    BRAID_TRY(device->copy(send_at, send.data(), send.size()));
+    BRAID_TRY(device->copy(recv_at, recv.data(), recv.size()));
+    return device->synchronize();
   }
-  CommWork work;
-  work.backend = comm->backend.get();
+};
+
+// Every message through the backend's send/receive path, then what arrived
+// back in `b.recv`.
+Status exchange(ncclComm* comm, const Layout& layout, Buffers& b) {
+  std::vector<CommWork> work(1);
+  work[0].backend = comm->backend.get();
   for (int peer = 0; peer < comm->nranks; ++peer) {
     if (peer == comm->rank) continue;
     for (int m = 0; m < kMessages; ++m)
       for (bool is_send : {true, false}) {
         P2PCall call;
         call.is_send = is_send;
-        call.buffer = static_cast<char*>(is_send ? send_buf : recv_buf) + layout.offset(peer, m);
+        call.buffer = static_cast<char*>(is_send ? b.send_at : b.recv_at) + layout.offset(peer, m);
         call.count = layout.bytes(m);
         call.type = ncclUint8;
         call.peer = peer;
-        work.p2ps.push_back(call);
+        call.stream = b.device ? b.device->stream() : nullptr;
+        work[0].p2ps.push_back(call);
       }
   }
-  auto run = [&](cudaStream_t stream) {
-    for (P2PCall& c : work.p2ps) c.stream = stream;
-    std::vector<CommWork> one{work};
-    return comm->backend->group_runner()(one);
-  };
-  if (!device) return run(nullptr);
-  BRAID_TRY(device_run_on_own_stream(comm->cuda_device, run));
+  BRAID_TRY(comm->backend->group_runner()(work));
+  if (!b.device) return Status::ok();
+  BRAID_TRY(b.device->synchronize());
   BRAID_TRY(comm->backend->poll_error());
-  return device_copy_blocking(comm->cuda_device, recv.data(), device_recv.p, recv.size());
+  BRAID_TRY(b.device->copy(b.recv.data(), b.recv_at, b.recv.size()));
+  return b.device->synchronize();
 }
 
-EdgeResult inspect(const ncclComm* comm, const Layout& layout, const std::vector<uint8_t>& recv, int src) {
-  EdgeResult r;
-  r.tested = 1;
-  std::snprintf(r.path, sizeof r.path, "%s", path_to(comm, src));
-  bool first = true;
-  for (int m = 0; m < kMessages; ++m) {
-    const uint8_t* got = recv.data() + layout.offset(src, m);
-    for (size_t i = 0; i < layout.bytes(m); ++i) {
-      const uint8_t want = pattern_byte(src, comm->rank, m, i);
-      if (got[i] == want) continue;
-      if (first) r.message = uint8_t(m), r.offset = i, r.expected = want, r.got = got[i], first = false;
-      r.differing += m == r.message;
+RankReport inspect(const ncclComm* comm, const Layout& layout, const std::vector<uint8_t>& recv) {
+  RankReport r;
+  for (int src = 0; src < comm->nranks; ++src) {
+    if (src == comm->rank) continue;
+    ++r.tested;
+    const std::string path = path_to(comm, src);
+    for (PathCount& p : r.paths)
+      if (p.edges == 0 || path == p.name) {
+        std::snprintf(p.name, sizeof p.name, "%s", path.c_str());
+        ++p.edges;
+        break;
+      }
+    EdgeFinding e;
+    e.src = src;
+    bool intact = true;
+    for (int m = 0; m < kMessages; ++m) {
+      const uint8_t* got = recv.data() + layout.offset(src, m);
+      for (size_t i = 0; i < layout.bytes(m); ++i) {
+        const uint8_t want = pattern_byte(src, comm->rank, m, i);
+        if (got[i] == want) continue;
+        if (intact) e.message = uint8_t(m), e.offset = i, e.expected = want, e.got = got[i], intact = false;
+        e.differing += m == e.message;
+      }
     }
+    r.intact += intact;
+    if (!intact && r.shown < kShownEdges) r.differing[r.shown++] = e;
   }
-  r.intact = first;
   return r;
 }
 
-void report_results(const ncclComm* comm, const std::vector<uint8_t>& all, size_t stride, const Layout& layout,
+void report_results(const ncclComm* comm, const std::vector<RankReport>& reports, const Layout& layout,
                     DiagnosticsReport& report) {
-  const int n = comm->nranks;
-  uint64_t tested = 0, intact = 0;
+  const uint64_t total = uint64_t(comm->nranks) * uint64_t(comm->nranks - 1);
+  if (total == 0) return;  // one rank: no edge
+  uint64_t intact = 0;
   std::vector<std::pair<std::string, uint64_t>> paths;  // edges per path, in order of first use
-  for (int dst = 0; dst < n; ++dst) {
-    const uint8_t* row = all.data() + size_t(dst) * stride;
-    RankHeader header;
-    std::memcpy(&header, row, sizeof header);
-    if (header.error[0]) report.info(fmt::format("p2p: exchange failed on rank {}: {}", dst, header.error));
-    for (int src = 0; src < n; ++src) {
-      EdgeResult e;
-      std::memcpy(&e, row + sizeof header + size_t(src) * sizeof e, sizeof e);
-      if (!e.tested) continue;
-      ++tested;
-      intact += e.intact;
-      const std::string path(e.path, strnlen(e.path, sizeof e.path));
-      auto it = std::find_if(paths.begin(), paths.end(), [&](const auto& p) { return p.first == path; });
-      if (it == paths.end()) paths.emplace_back(path, 1);
-      else ++it->second;
-      if (e.intact) continue;
+  for (int dst = 0; dst < comm->nranks; ++dst) {
+    const RankReport& r = reports[size_t(dst)];
+    intact += r.intact;
+    for (const PathCount& p : r.paths) {
+      if (p.edges == 0) continue;
+      const std::string name(p.name, strnlen(p.name, sizeof p.name));
+      auto it = std::find_if(paths.begin(), paths.end(), [&](const auto& q) { return q.first == name; });
+      if (it == paths.end()) paths.emplace_back(name, p.edges);
+      else it->second += p.edges;
+    }
+    for (uint32_t i = 0; i < r.shown; ++i) {
+      const EdgeFinding& e = r.differing[i];
       report.info(fmt::format("p2p: data mismatch srcRank={} dstRank={} path={} message={} bytes offset={} "
                               "expected=0x{:02x} got=0x{:02x} ({} byte(s) differ); check this link or device",
-                              src, dst, path, layout.bytes(e.message), e.offset, e.expected, e.got, e.differing));
+                              e.src, dst, path_to(comm, e.src), layout.bytes(e.message), e.offset, e.expected, e.got,
+                              e.differing));
     }
+    if (r.tested - r.intact > r.shown)
+      report.info(fmt::format("p2p: {} more edges into rank {} differ", r.tested - r.intact - r.shown, dst));
   }
   std::string by_path;
   for (const auto& [path, edges] : paths) by_path += fmt::format("{}{} {}", by_path.empty() ? "" : ", ", path, edges);
-  if (tested == 0) return;  // one rank, or none could check (said above)
-  if (intact == tested) {
-    report.ok(fmt::format("p2p: all {} directed edges verified ({})", tested, by_path));
-  } else {
-    report.info(fmt::format("p2p: {}/{} directed edges verified ({})", intact, tested, by_path));
-  }
+  if (intact == total) report.ok(fmt::format("p2p: all {} directed edges verified ({})", total, by_path));
+  else report.info(fmt::format("p2p: {}/{} directed edges verified ({})", intact, total, by_path));
 }
 
 }  // namespace
@@ -192,38 +219,41 @@ Status check_paths(ncclComm* comm, DiagnosticsReport& report) {
   const int n = comm->nranks, me = comm->rank;
   Layout layout;
   layout.large = large_bytes(n);
-  std::vector<uint8_t> send(size_t(n) * layout.per_peer()), recv(send.size());
+  Buffers b;
+  b.send.resize(size_t(n) * layout.per_peer());
+  b.recv.resize(b.send.size());
   for (int peer = 0; peer < n; ++peer) {
     if (peer == me) continue;
     for (int m = 0; m < kMessages; ++m) {
-      fill(send.data() + layout.offset(peer, m), layout.bytes(m), me, peer, m, false);
-      fill(recv.data() + layout.offset(peer, m), layout.bytes(m), peer, me, m, true);
+      fill(b.send.data() + layout.offset(peer, m), layout.bytes(m), me, peer, m, false);
+      fill(b.recv.data() + layout.offset(peer, m), layout.bytes(m), peer, me, m, true);
     }
-    if (corrupts(me, peer)) send[layout.offset(peer, 1) + layout.large / 2] ^= 0x5A;
+    if (corrupts(me, peer)) b.send[layout.offset(peer, 1) + layout.large / 2] ^= 0x5A;
   }
-  if (env_int("BRAID_TEST_DIAG_EXIT_RANK") == me) _exit(9);
-  const Status exchanged = exchange(comm, layout, send, recv);
-
-  const size_t stride = sizeof(RankHeader) + size_t(n) * sizeof(EdgeResult);
-  std::vector<uint8_t> all(size_t(n) * stride);
-  uint8_t* mine = all.data() + size_t(me) * stride;
-  RankHeader header;
-  if (!exchanged.is_ok()) std::snprintf(header.error, sizeof header.error, "%s", exchanged.to_string().c_str());
-  std::memcpy(mine, &header, sizeof header);
-  for (int src = 0; src < n && exchanged.is_ok(); ++src) {
-    if (src == me) continue;
-    const EdgeResult e = inspect(comm, layout, recv, src);
-    std::memcpy(mine + sizeof header + size_t(src) * sizeof e, &e, sizeof e);
-  }
-  // Reported where every rank's findings arrived; this rank's own failure
-  // (a peer that died, say) says more than the gather's that follows it.
-  Status gathered = comm->bootstrap->allgather(all.data(), stride);
-  if (gathered.is_ok()) report_results(comm, all, stride, layout, report);
-  if (!exchanged.is_ok()) return exchanged;
-  BRAID_TRY(std::move(gathered));
+  // Every rank ready before any sends: a rank that could not prepare (no
+  // device memory) makes the check a finding, not a failure; and no kernel
+  // starts while a peer is still setting up its device.
+  std::vector<Readiness> ready(static_cast<size_t>(n));
+  if (Status s = b.prepare(comm); !s.is_ok())
+    std::snprintf(ready[size_t(me)].error, sizeof ready[0].error, "%s", s.to_string().c_str());
+  BRAID_TRY(comm->bootstrap->allgather(ready.data(), sizeof(Readiness)));
+  bool all_ready = true;
   for (int r = 0; r < n; ++r)
-    if (all[size_t(r) * stride] != 0)
-      return BRAID_ERROR(ncclRemoteError, "rank {}'s exchange failed (its error says why)", r);
+    if (ready[size_t(r)].error[0]) {
+      all_ready = false;
+      report.info(fmt::format("p2p: rank {} could not prepare the check, nothing was sent: {}", r,
+                              ready[size_t(r)].error));
+    }
+  if (!all_ready) return Status::ok();
+
+  if (env_int("BRAID_TEST_DIAG_EXIT_RANK") == me) _exit(9);
+  // A failed exchange fails this init at once (its bootstrap is broken,
+  // which ends the peers' gather): this communicator could not carry a call.
+  BRAID_TRY(exchange(comm, layout, b));
+  std::vector<RankReport> reports(static_cast<size_t>(n));
+  reports[size_t(me)] = inspect(comm, layout, b.recv);
+  BRAID_TRY(comm->bootstrap->allgather(reports.data(), sizeof(RankReport)));
+  report_results(comm, reports, layout, report);
   return Status::ok();
 }
 

@@ -151,12 +151,15 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
   // NCCL_RMA_EAGER_INIT (2.31) overrides the config where it is 0 or 1;
   // NCCL ignores any other value, and so does braid.
-  const std::string eager = env_raw("NCCL_RMA_EAGER_INIT");
-  a.rma_eager = eager == "0" || eager == "1" ? eager == "1" : c.rmaEagerInit == 1;
+  const std::string eager_text = env_raw("NCCL_RMA_EAGER_INIT");
+  char* end = nullptr;
+  const long eager = std::strtol(eager_text.c_str(), &end, 0);  // as NCCL reads its integers
+  const bool eager_set = !eager_text.empty() && *end == '\0' && (eager == 0 || eager == 1);
+  a.rma_eager = eager_set ? eager == 1 : c.rmaEagerInit == 1;
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
-  a.run_diagnostics = std::atoi(env_raw("NCCL_RUN_DIAGNOSTICS").c_str()) != 0;
-  a.run_ras_diagnostics = std::atoi(env_raw("NCCL_RUN_RAS_DIAGNOSTICS").c_str()) != 0;
+  a.run_diagnostics = std::strtol(env_raw("NCCL_RUN_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
+  a.run_ras_diagnostics = std::strtol(env_raw("NCCL_RUN_RAS_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
   return Status::ok();
 }
 
@@ -285,7 +288,8 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   auto start_rma = [&] {
     if (!b.rma_eager) return Status::ok();
     if (!comm->backend->has_rma()) {
-      BRAID_WARN("config rmaEagerInit = 1: the {} backend has no one-sided RMA", comm->backend->name());
+      BRAID_WARN("rmaEagerInit (config or NCCL_RMA_EAGER_INIT) = 1: the {} backend has no one-sided RMA",
+                 comm->backend->name());
       return Status::ok();
     }
     return comm->backend->rma_start();

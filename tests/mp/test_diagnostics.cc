@@ -205,6 +205,7 @@ TEST_CASE("NCCL_RUN_RAS_DIAGNOSTICS: differing variables grouped by rank, secret
     if (rank == 1) setenv("NCCL_DIAG_TEST_ONLY_ON_ONE", "yes", 1);
     setenv("BRAID_DIAG_TEST_PER_RANK", rank == 2 ? "b" : "a", 1);
     setenv("NCCL_DIAG_TEST_KEY", rank == 0 ? "hunter2" : "swordfish", 1);
+    setenv("BRAID_DIAG_TEST_LINES", rank == 0 ? "one\ntwo" : "one", 1);  // a line stays one line
   };
   CHECK(run_ranks_as_processes(n, sums_exactly, 60, setup) == 0);
   const std::vector<std::string> lines = outputs.lines(0);
@@ -221,6 +222,7 @@ TEST_CASE("NCCL_RUN_RAS_DIAGNOSTICS: differing variables grouped by rank, secret
   CHECK(has_line_starting(lines, "[INFO] braid environment: BRAID_DIAG_TEST_PER_RANK=a on rank(s) {0,1}"));
   CHECK(has_line_starting(lines, "[INFO] braid environment: BRAID_DIAG_TEST_PER_RANK=b on rank(s) {2}"));
   CHECK(has_line_starting(lines, "[INFO] NCCL environment: NCCL_DIAG_TEST_KEY=<hidden, hash "));
+  CHECK(has_line_starting(lines, "[INFO] braid environment: BRAID_DIAG_TEST_LINES=one?two on rank(s) {0}"));
   CHECK(all.find("hunter2") == std::string::npos);
   CHECK(all.find("swordfish") == std::string::npos);
   CHECK(count_lines(lines, "=== NCCL Diagnostics ===") == 0);

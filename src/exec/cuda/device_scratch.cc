@@ -1,11 +1,53 @@
 // The runtime's own device traffic and what the driver reports
-// (device_backend.h): scratch memory, an own stream, blocking copies.
+// (device_backend.h).
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/device_backend.h"
 
 namespace braid {
+namespace {
+
+class CudaScratch final : public DeviceScratch {
+ public:
+  explicit CudaScratch(int device) : device_(device) {}
+  ~CudaScratch() override {
+    if (!stream_ || cudaSetDevice(device_) != cudaSuccess) return;
+    for (void* p : blocks_) cudaFreeAsync(p, stream_);
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  Status init() {
+    CUDA_TRY(cudaSetDevice(device_));
+    CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return Status::ok();
+  }
+  cudaStream_t stream() const override { return stream_; }
+  Status alloc(size_t bytes, void** out) override {
+    CUDA_TRY(cudaSetDevice(device_));
+    CUDA_TRY(cudaMallocAsync(out, bytes, stream_));
+    blocks_.push_back(*out);
+    return Status::ok();
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    CUDA_TRY(cudaSetDevice(device_));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
+    return Status::ok();
+  }
+  Status synchronize() override {
+    CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }
+
+ private:
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> blocks_;
+};
+
+}  // namespace
 
 DeviceInventory probe_device_inventory() {
   DeviceInventory inventory;
@@ -17,31 +59,12 @@ DeviceInventory probe_device_inventory() {
   return inventory;
 }
 
-Status device_scratch_alloc(int device, size_t bytes, void** out) {
-  CUDA_TRY(cudaSetDevice(device));
-  CUDA_TRY(cudaMalloc(out, bytes));
+Status DeviceScratch::create(int device, std::unique_ptr<DeviceScratch>* out) {
+  cudaGetLastError();
+  auto scratch = std::make_unique<CudaScratch>(device);
+  BRAID_TRY(scratch->init());
+  *out = std::move(scratch);
   return Status::ok();
-}
-
-void device_scratch_free(int device, void* p) {
-  if (p && cudaSetDevice(device) == cudaSuccess) cudaFree(p);
-}
-
-Status device_run_on_own_stream(int device, const std::function<Status(cudaStream_t)>& enqueue) {
-  CUDA_TRY(cudaSetDevice(device));
-  cudaStream_t s = nullptr;
-  CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  Status enqueued = enqueue(s);
-  cudaError_t e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
-  BRAID_TRY(std::move(enqueued));
-  CUDA_TRY(e);
-  return Status::ok();
-}
-
-Status device_copy_blocking(int device, void* dst, const void* src, size_t bytes) {
-  CUDA_TRY(cudaSetDevice(device));
-  return on_own_stream([&](cudaStream_t s) { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s); });
 }
 
 }  // namespace braid
