@@ -27,7 +27,9 @@ struct EventDescr {  // ncclProfilerEventDescr_v5_t
   int rank;
   union {
     struct { bool graphCaptured; int groupDepth; } groupApi;
-    struct { const char* func; size_t count; const char* datatype; int root; void* stream; bool graphCaptured; } collApi;
+    struct {
+      const char* func; size_t count; const char* datatype; int root; void* stream; bool graphCaptured;
+    } collApi;
     struct { const char* func; size_t count; const char* datatype; void* stream; bool graphCaptured; } p2pApi;
     struct { void* stream; } kernelLaunch;
     struct {
