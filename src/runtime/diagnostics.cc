@@ -37,25 +37,17 @@ std::string rank_set(const std::vector<int>& ranks) {
 Status run_init_diagnostics(ncclComm* comm) {
   const AgreedValues& agreed = comm->setup->agreed;
   DiagnosticsReport report(comm->rank == 0);
-  using Clock = std::chrono::steady_clock;
-  auto elapsed_ms = [](Clock::time_point t0) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  };
   // The completion line follows each check whatever it found, as NCCL's.
-  if (agreed.run_ras_diagnostics) {
-    const auto t0 = Clock::now();
-    report.print("=== RAS Diagnostics ===");
-    Status s = check_consistency(comm, report);
-    report.print(fmt::format("RAS diagnostics completed in {:.1f} ms across {} ranks", elapsed_ms(t0), comm->nranks));
-    BRAID_TRY(std::move(s).context("RAS diagnostics"));
-  }
-  if (agreed.run_diagnostics) {
-    const auto t0 = Clock::now();
-    report.print("=== NCCL Diagnostics ===");
-    Status s = check_paths(comm, report);
-    report.print(fmt::format("NCCL diagnostics completed in {:.1f} ms across {} ranks", elapsed_ms(t0), comm->nranks));
-    BRAID_TRY(std::move(s).context("active diagnostics"));
-  }
+  auto run = [&](const char* title, const char* name, Status (*check)(ncclComm*, DiagnosticsReport&)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    report.print(fmt::format("=== {} ===", title));
+    Status s = check(comm, report);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    report.print(fmt::format("{} completed in {:.1f} ms across {} ranks", name, ms, comm->nranks));
+    return std::move(s).context(name);
+  };
+  if (agreed.run_ras_diagnostics) BRAID_TRY(run("RAS Diagnostics", "RAS diagnostics", check_consistency));
+  if (agreed.run_diagnostics) BRAID_TRY(run("NCCL Diagnostics", "NCCL diagnostics", check_paths));
   return Status::ok();
 }
 

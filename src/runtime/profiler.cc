@@ -38,11 +38,15 @@ void plugin_logger(int level, unsigned long flags, const char* file, int line, c
   va_end(args);
 }
 
-// The process's plugin: loaded at the first init, kept for the process's
-// life (a plugin's threads may outlive any one communicator).
-const braidNcclProfiler_t* load_plugin() {
+// NCCL_PROFILER_PLUGIN's library and its table, or null.
+struct Loaded {
+  void* lib = nullptr;
+  const braidNcclProfiler_t* table = nullptr;
+};
+
+Loaded load_plugin() {
   const std::string name = env_raw("NCCL_PROFILER_PLUGIN");
-  if (name == "none" || name == "NONE") return nullptr;
+  if (name == "none" || name == "NONE") return {};
   std::vector<std::string> candidates;
   if (name.empty()) candidates.push_back("libnccl-profiler.so");
   else candidates = {"libnccl-profiler-" + name + ".so", name};
@@ -56,26 +60,22 @@ const braidNcclProfiler_t* load_plugin() {
       if (auto* table = static_cast<const braidNcclProfiler_t*>(dlsym(lib, symbol))) {
         BRAID_INFO(kInit | kProfile, "profiler plugin {} ({}) loaded from {}", table->name ? table->name : "?",
                    symbol, candidate);
-        return table;
+        return {lib, table};
       }
     // NCCL would also take v1-v4; braid serves v5 and v6 only.
     BRAID_WARN("profiler plugin {}: no ncclProfiler_v6 or ncclProfiler_v5 table (braid serves those); not used",
                candidate);
     dlclose(lib);
-    return nullptr;
+    return {};
   }
   if (!name.empty()) BRAID_WARN("NCCL_PROFILER_PLUGIN={}: no such plugin could be loaded; profiling is off", name);
-  return nullptr;
+  return {};
 }
 
-// Only where a communicator has a context (its init saw the plugin) is
-// this called on a call's path.
-const braidNcclProfiler_t* plugin() {
-  static std::once_flag once;
-  static const braidNcclProfiler_t* table = nullptr;
-  std::call_once(once, [] { table = load_plugin(); });
-  return table;
-}
+// The process's plugin and how many communicators hold it.
+std::mutex g_mutex;
+Loaded g_loaded;
+int g_holders = 0;
 
 const char* collective_name(Collective c) {
   switch (c) {
@@ -133,18 +133,20 @@ bool wants(const ncclComm* comm, int bits) { return comm->profiler.context && (c
 void* start(const ncclComm* comm, braidNcclProfilerEventDescr_t& d) {
   void* handle = nullptr;
   d.rank = comm->rank;
-  if (plugin()->startEvent(comm->profiler.context, &handle, &d) != ncclSuccess) return nullptr;
+  if (comm->profiler.table->startEvent(comm->profiler.context, &handle, &d) != ncclSuccess) return nullptr;
   return handle;
 }
 
-void stop(void* handle) {
-  if (handle) plugin()->stopEvent(handle);
+void stop(const braidNcclProfiler_t* table, void* handle) {
+  if (handle) table->stopEvent(handle);
 }
 
 }  // namespace
 
 void profiler_comm_init(ncclComm* comm) {
-  const braidNcclProfiler_t* p = plugin();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_loaded.table) g_loaded = load_plugin();
+  const braidNcclProfiler_t* p = g_loaded.table;
   if (!p) return;
   std::set<uint64_t> hosts;
   for (const PeerInfo& peer : comm->peers) hosts.insert(peer.host_hash);
@@ -155,17 +157,22 @@ void profiler_comm_init(ncclComm* comm) {
   if (r != ncclSuccess) {
     BRAID_INFO(kInit | kProfile, "profiler plugin init failed ({}) for comm {:#x}: not profiled", int(r),
                comm->comm_hash);
+    if (g_holders == 0) dlclose(g_loaded.lib), g_loaded = {};
     return;
   }
+  ++g_holders;
+  comm->profiler.table = p;
   comm->profiler.context = context;
   comm->profiler.mask = mask;
   BRAID_INFO(kInit | kProfile, "profiler plugin: comm {:#x} rank {} events {:#x}", comm->comm_hash, comm->rank, mask);
 }
 
 void profiler_comm_finalize(ncclComm* comm) {
-  if (!comm->profiler.context) return;
-  plugin()->finalize(comm->profiler.context);
+  if (!comm->profiler.table) return;
+  comm->profiler.table->finalize(comm->profiler.context);
   comm->profiler = CommProfiler{};
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (--g_holders == 0) dlclose(g_loaded.lib), g_loaded = {};
 }
 
 void profiler_group_api_start(ncclComm* comm, int depth, GroupApiEvent* event) {
@@ -174,53 +181,59 @@ void profiler_group_api_start(ncclComm* comm, int depth, GroupApiEvent* event) {
   d.type = BRAID_PROFILE_GROUP_API;
   d.groupApi.groupDepth = depth;
   event->handle = start(comm, d);
-  if (event->handle)
-    plugin()->recordEventState(event->handle, BRAID_PROFILER_GROUP_START_API_STOP, nullptr);
+  event->table = comm->profiler.table;
+  if (event->handle) event->table->recordEventState(event->handle, BRAID_PROFILER_GROUP_START_API_STOP, nullptr);
 }
 
 void profiler_group_api_end_starts(GroupApiEvent* event) {
   if (!event->handle || event->end_recorded) return;
   event->end_recorded = true;
-  plugin()->recordEventState(event->handle, BRAID_PROFILER_GROUP_END_API_START, nullptr);
+  event->table->recordEventState(event->handle, BRAID_PROFILER_GROUP_END_API_START, nullptr);
 }
 
 void profiler_group_api_stop(GroupApiEvent* event) {
-  stop(event->handle);
+  stop(event->table, event->handle);
   *event = GroupApiEvent{};
 }
 
-void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCall* call) {
+namespace {
+// A call's API event: started and stopped at once, kept as its task's parent.
+template <typename Call, typename Fill>
+void call_api(ncclComm* comm, const GroupApiEvent& group, Call* call, uint64_t type, int mask, Fill fill) {
   call->profiler.group = group.handle;
-  if (!wants(comm, BRAID_PROFILE_COLL_API | kCollMask)) return;
+  if (!wants(comm, mask)) return;
   braidNcclProfilerEventDescr_t d{};
-  d.type = BRAID_PROFILE_COLL_API;
+  d.type = type;
   d.parentObj = group.handle;
-  d.collApi.func = collective_name(call->collective);
-  d.collApi.count = call->count;
-  d.collApi.datatype = type_name(call->type);
-  d.collApi.root = call->root;
-  d.collApi.stream = call->stream;
+  fill(d);
   call->profiler.call = start(comm, d);
-  stop(call->profiler.call);
+  stop(comm->profiler.table, call->profiler.call);
+}
+}  // namespace
+
+void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCall* call) {
+  call_api(comm, group, call, BRAID_PROFILE_COLL_API, BRAID_PROFILE_COLL_API | kCollMask, [&](auto& d) {
+    d.collApi.func = collective_name(call->collective);
+    d.collApi.count = call->count;
+    d.collApi.datatype = type_name(call->type);
+    d.collApi.root = call->root;
+    d.collApi.stream = call->stream;
+  });
 }
 
 void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, P2PCall* call) {
-  call->profiler.group = group.handle;
-  if (!wants(comm, BRAID_PROFILE_P2P_API | kP2pMask)) return;
-  braidNcclProfilerEventDescr_t d{};
-  d.type = BRAID_PROFILE_P2P_API;
-  d.parentObj = group.handle;
-  d.p2pApi.func = call->is_send ? "Send" : "Recv";
-  d.p2pApi.count = call->count;
-  d.p2pApi.datatype = type_name(call->type);
-  d.p2pApi.stream = call->stream;
-  call->profiler.call = start(comm, d);
-  stop(call->profiler.call);
+  call_api(comm, group, call, BRAID_PROFILE_P2P_API, BRAID_PROFILE_P2P_API | kP2pMask, [&](auto& d) {
+    d.p2pApi.func = call->is_send ? "Send" : "Recv";
+    d.p2pApi.count = call->count;
+    d.p2pApi.datatype = type_name(call->type);
+    d.p2pApi.stream = call->stream;
+  });
 }
 
 ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collectives, std::span<const P2PCall> p2ps)
     : comm_(comm) {
   if (!wants(comm, kApiMask)) return;
+  table_ = comm->profiler.table;
   const bool on_host = comm->cuda_device < 0;  // the run is this thread's: its channel can be timed
   void* group_api = !collectives.empty() ? collectives[0].profiler.group : !p2ps.empty() ? p2ps[0].profiler.group
                                                                                            : nullptr;
@@ -284,18 +297,18 @@ ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collect
 }
 
 ProfiledRun::~ProfiledRun() {
-  if (!comm_->profiler.context) return;
-  stop(launch_);
+  if (!table_) return;
+  stop(table_, launch_);
   const uint64_t ended = now_ns();
   for (void* ch : channels_) {
     if (!ch) continue;
     braidNcclProfilerEventStateArgs_t args{};
     args.kernelCh.pTimer = ended;
-    plugin()->recordEventState(ch, BRAID_PROFILER_KERNEL_CH_STOP, &args);
-    stop(ch);
+    table_->recordEventState(ch, BRAID_PROFILER_KERNEL_CH_STOP, &args);
+    stop(table_, ch);
   }
-  for (void* t : tasks_) stop(t);
-  stop(group_);
+  for (void* t : tasks_) stop(table_, t);
+  stop(table_, group_);
 }
 
 }  // namespace braid

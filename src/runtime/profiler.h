@@ -1,9 +1,12 @@
 // NCCL's profiler plugins on braid (NCCL_PROFILER_PLUGIN; the ABI in
 // profiler_abi.h).
 //
-// The plugin is loaded once per process, at the first communicator's init,
-// as NCCL loads it: NCCL_PROFILER_PLUGIN=none loads none; a name NAME loads
+// The plugin is loaded at a communicator's init when none is loaded, and
+// unloaded when the last communicator holding it is destroyed, as NCCL
+// does: NCCL_PROFILER_PLUGIN=none loads none; a name NAME loads
 // libnccl-profiler-NAME.so, else NAME as a path; unset, libnccl-profiler.so.
+// (NCCL never tries again in a process where loading failed once; braid
+// tries again at the next init, which reads the variable anew.)
 // Each communicator gets the plugin's context (its init) and the events it
 // asks for in its activation mask, with NCCL's hierarchy:
 //   GroupApi   the calling thread's group (its first call to ncclGroupEnd;
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "src/plan/call.h"
+#include "src/runtime/profiler_abi.h"
 
 struct ncclComm;
 
@@ -32,6 +36,7 @@ namespace braid {
 
 // A communicator's view of the plugin (held by ncclComm).
 struct CommProfiler {
+  const braidNcclProfiler_t* table = nullptr;  // the loaded plugin, while this communicator holds it
   void* context = nullptr;
   int mask = 0;  // the plugin's activation mask; 0: no events
   std::array<uint64_t, 9> seq{};  // collectives started, per Collective (the Coll event's seqNumber)
@@ -44,6 +49,7 @@ void profiler_comm_finalize(ncclComm* comm);
 // the group's nesting, 1 for a call outside a group), then its state when
 // ncclGroupEnd starts running it, and its stop.
 struct GroupApiEvent {
+  const braidNcclProfiler_t* table = nullptr;
   void* handle = nullptr;
   bool end_recorded = false;
 };
@@ -68,6 +74,7 @@ class ProfiledRun {
  private:
   ncclComm* comm_;
   void* group_ = nullptr;
+  const braidNcclProfiler_t* table_ = nullptr;
   void* launch_ = nullptr;
   std::vector<void*> tasks_, channels_;  // channels_[i]: tasks_[i]'s KernelCh (or null)
 };
