@@ -19,7 +19,6 @@ struct GroupState {
   std::vector<InitCall> inits;
   std::vector<SetupCall> setups;
   std::vector<CommQueue> queues;  // in order of each communicator's first call
-  GroupApiEvent profiler_api;     // a profiler plugin's event for the group (src/runtime/profiler.h)
 
   CommWork& work_of(ncclComm* comm) {
     for (CommQueue& q : queues)
@@ -99,7 +98,8 @@ Status run_work(std::vector<CommQueue>& queues) {
   for (CommQueue& q : queues)
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
   std::deque<ProfiledRun> profiled;  // each communicator's task events, stopped once every runner returned
-  for (CommQueue& q : queues) profiled.emplace_back(q.comm, q.work.collectives, q.work.p2ps);
+  for (CommQueue& q : queues)
+    if (profiler_active(q.comm)) profiled.emplace_back(q.comm, q.work.collectives, q.work.p2ps);
   std::vector<GroupRunner> runners;
   for (CommQueue& q : queues) {
     q.work.backend = q.comm->backend.get();
@@ -196,17 +196,17 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   return failed.empty() ? ran : failed.front().second;  // the group's error: a setup's or check's, else its work's
 }
 
-// The group's profiler event stops as ncclGroupEnd returns, whatever runs on.
+// The calling thread's profiler group event stops when the group is over
+// for it, at the latest as ncclGroupEnd returns.
 struct GroupApiStop {
-  GroupApiEvent event;
-  ~GroupApiStop() { profiler_group_api_stop(&event); }
+  ~GroupApiStop() { profiler_group_api_stop(); }
 };
 
 Status end_outermost() {
   GroupState work = std::move(group);
   group = GroupState{};
-  GroupApiStop api{work.profiler_api};
-  profiler_group_api_end_starts(&api.event);
+  GroupApiStop api;
+  profiler_group_api_end_starts();
   std::vector<ncclComm*> comms = comms_of(work);
   // Hold every communicator so Abort/Destroy from another thread waits for us.
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -215,6 +215,8 @@ Status end_outermost() {
       return BRAID_ERROR(ncclInvalidArgument, "a communicator used in this group was destroyed before ncclGroupEnd");
     }
   }
+  // The group event stops first: once let go, a communicator may be
+  // destroyed, and its profiler context with it.
   auto release_all = [comms] {
     for (ncclComm* c : comms) comm_release(c);
   };
@@ -222,6 +224,7 @@ Status end_outermost() {
   for (ncclComm* c : comms) {
     Status s = comm_wait_job(c);
     if (!s.is_ok()) {
+      profiler_group_api_stop();
       release_all();
       return s;
     }
@@ -230,9 +233,11 @@ Status end_outermost() {
   if (!async) {
     AsyncJob::Outcomes outcomes;
     Status s = execute(work, &outcomes);
+    profiler_group_api_stop();
     release_all();
     return s;
   }
+  profiler_group_api_stop();  // before the worker, which lets the communicators go
   // Non-blocking: the group runs on a worker; callers poll ncclCommGetAsyncError.
   auto job = std::make_shared<AsyncJob>();
   for (ncclComm* c : comms) {
@@ -273,7 +278,8 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   if (--group.depth > 0) return Status::ok();
   GroupState work = std::move(group);
   group = GroupState{};
-  GroupApiStop api{work.profiler_api};
+  GroupApiStop api;
+  profiler_group_api_end_starts();
   BRAID_TRY(run_inits(work.inits));
   CommFailures failed = run_setups(work.setups);
   if (!failed.empty()) return failed.front().second;
@@ -292,13 +298,16 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
   const bool alone = !group_active();
   group_start();
   CollectiveCall queued = call;
-  profiler_group_api_start(comm, group.depth, &group.profiler_api);
-  profiler_call_api(comm, group.profiler_api, &queued);
+  // Only what NCCL would run: not a call kept for the argument check alone.
+  if (!queued.refused && queued.count != 0) {
+    profiler_group_api_start(comm, group.depth);
+    profiler_call_api(comm, &queued);
+  }
   // A blocking communicator's init is over before its handle is returned.
   if (alone && !comm->nonblocking() && !comm->check_args && comm->backend->runs_alone(queued)) {
-    GroupApiStop api{group.profiler_api};
+    GroupApiStop api;
     group = GroupState{};  // nothing else was queued: this was the whole group
-    profiler_group_api_end_starts(&api.event);
+    profiler_group_api_end_starts();
     Status s;
     {
       ProfiledRun run(comm, std::span<const CollectiveCall>(&queued, 1), {});
@@ -315,8 +324,8 @@ Status enqueue(ncclComm* comm, const P2PCall& call) {
   if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
   group_start();
   P2PCall queued = call;
-  profiler_group_api_start(comm, group.depth, &group.profiler_api);
-  profiler_call_api(comm, group.profiler_api, &queued);
+  profiler_group_api_start(comm, group.depth);
+  profiler_call_api(comm, &queued);
   group.work_of(comm).p2ps.push_back(queued);
   return group_end();
 }

@@ -399,7 +399,6 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
-  profiler_comm_init(comm);  // before the communicator is published ready: calls read its context
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
              host.wide_tile_bytes);
@@ -420,6 +419,9 @@ Status agreed_setup(ncclComm* comm) {
   if (comm->stop.load()) comm->bootstrap->abort();
   BRAID_TRY(comm_setup(comm));
   BRAID_TRY(std::move(comm->bootstrap->barrier()).context("communicator init"));
+  // After the last step that can fail (a failed init is freed, never
+  // finalized), before calls may read it.
+  profiler_comm_init(comm);
   comm->ready.store(true, std::memory_order_release);
   return Status::ok();
 }

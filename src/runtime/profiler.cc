@@ -2,8 +2,9 @@
 #include "src/runtime/profiler.h"
 
 #include <dlfcn.h>
+#include <strings.h>
 
-#include <chrono>
+#include <atomic>
 #include <cstdarg>
 #include <cstring>
 #include <ctime>
@@ -13,6 +14,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/ops/datatype.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/profiler_abi.h"
 
@@ -46,10 +48,10 @@ struct Loaded {
 
 Loaded load_plugin() {
   const std::string name = env_raw("NCCL_PROFILER_PLUGIN");
-  if (name == "none" || name == "NONE") return {};
+  if (strcasecmp(name.c_str(), "none") == 0) return {};
   std::vector<std::string> candidates;
   if (name.empty()) candidates.push_back("libnccl-profiler.so");
-  else candidates = {"libnccl-profiler-" + name + ".so", name};
+  else candidates = {name, "libnccl-profiler-" + name + ".so"};
   for (const std::string& candidate : candidates) {
     void* lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
@@ -66,7 +68,6 @@ Loaded load_plugin() {
     BRAID_WARN("profiler plugin {}: no ncclProfiler_v6 or ncclProfiler_v5 table (braid serves those); not used",
                candidate);
     dlclose(lib);
-    return {};
   }
   if (!name.empty()) BRAID_WARN("NCCL_PROFILER_PLUGIN={}: no such plugin could be loaded; profiling is off", name);
   return {};
@@ -76,6 +77,18 @@ Loaded load_plugin() {
 std::mutex g_mutex;
 Loaded g_loaded;
 int g_holders = 0;
+// The activation mask, NCCL's one int for the process: every init gets its
+// address, and a plugin may write it at any time.
+int g_event_mask = 0;
+int event_mask() { return std::atomic_ref<int>(g_event_mask).load(std::memory_order_relaxed); }
+
+// The calling thread's group API event (profiler_group_api_start).
+struct GroupApi {
+  const ncclComm* owner = nullptr;
+  void* handle = nullptr;
+  bool started = false, end_recorded = false;
+};
+thread_local GroupApi t_group;
 
 const char* collective_name(Collective c) {
   switch (c) {
@@ -111,24 +124,19 @@ const char* type_name(ncclDataType_t t) {
   }
 }
 
-size_t type_bytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
-  }
-}
-
 // The host's clock in ns: the timer of the host backend's kernel channels
-// (a GPU's globaltimer counts ns too).
+// (a GPU's globaltimer counts ns too; plugins use differences).
 uint64_t now_ns() {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   return uint64_t(ts.tv_sec) * 1000000000ULL + uint64_t(ts.tv_nsec);
 }
 
-bool wants(const ncclComm* comm, int bits) { return comm->profiler.context && (comm->profiler.mask & bits); }
+// Whether `comm`'s plugin takes events of `bits`: not before the
+// communicator is ready (a non-blocking init may still be setting it up).
+bool wants(const ncclComm* comm, int bits) {
+  return comm->ready.load(std::memory_order_acquire) && comm->profiler.table && (event_mask() & bits);
+}
 
 void* start(const ncclComm* comm, braidNcclProfilerEventDescr_t& d) {
   void* handle = nullptr;
@@ -150,9 +158,8 @@ void profiler_comm_init(ncclComm* comm) {
   if (!p) return;
   std::set<uint64_t> hosts;
   for (const PeerInfo& peer : comm->peers) hosts.insert(peer.host_hash);
-  int mask = 0;
   void* context = nullptr;
-  const ncclResult_t r = p->init(&context, comm->comm_hash, &mask, comm->config.commName, int(hosts.size()),
+  const ncclResult_t r = p->init(&context, comm->comm_hash, &g_event_mask, comm->config.commName, int(hosts.size()),
                                  comm->nranks, comm->rank, plugin_logger);
   if (r != ncclSuccess) {
     BRAID_INFO(kInit | kProfile, "profiler plugin init failed ({}) for comm {:#x}: not profiled", int(r),
@@ -163,56 +170,61 @@ void profiler_comm_init(ncclComm* comm) {
   ++g_holders;
   comm->profiler.table = p;
   comm->profiler.context = context;
-  comm->profiler.mask = mask;
-  BRAID_INFO(kInit | kProfile, "profiler plugin: comm {:#x} rank {} events {:#x}", comm->comm_hash, comm->rank, mask);
+  BRAID_INFO(kInit | kProfile, "profiler plugin: comm {:#x} rank {} events {:#x}", comm->comm_hash, comm->rank,
+             event_mask());
 }
 
 void profiler_comm_finalize(ncclComm* comm) {
+  if (t_group.owner == comm) profiler_group_api_stop();
   if (!comm->profiler.table) return;
-  comm->profiler.table->finalize(comm->profiler.context);
+  if (comm->profiler.context) comm->profiler.table->finalize(comm->profiler.context);
   comm->profiler = CommProfiler{};
   std::lock_guard<std::mutex> lock(g_mutex);
   if (--g_holders == 0) dlclose(g_loaded.lib), g_loaded = {};
 }
 
-void profiler_group_api_start(ncclComm* comm, int depth, GroupApiEvent* event) {
-  if (event->handle || !wants(comm, kApiMask)) return;
+bool profiler_active(const ncclComm* comm) { return wants(comm, kApiMask); }
+
+void profiler_group_api_start(ncclComm* comm, int depth) {
+  if (t_group.started || !wants(comm, kApiMask)) return;
+  t_group.started = true;  // once per group, whatever the plugin gave back (NCCL's)
   braidNcclProfilerEventDescr_t d{};
   d.type = BRAID_PROFILE_GROUP_API;
   d.groupApi.groupDepth = depth;
-  event->handle = start(comm, d);
-  event->table = comm->profiler.table;
-  if (event->handle) event->table->recordEventState(event->handle, BRAID_PROFILER_GROUP_START_API_STOP, nullptr);
+  t_group.handle = start(comm, d);
+  if (!t_group.handle) return;
+  t_group.owner = comm;
+  comm->profiler.table->recordEventState(t_group.handle, BRAID_PROFILER_GROUP_START_API_STOP, nullptr);
 }
 
-void profiler_group_api_end_starts(GroupApiEvent* event) {
-  if (!event->handle || event->end_recorded) return;
-  event->end_recorded = true;
-  event->table->recordEventState(event->handle, BRAID_PROFILER_GROUP_END_API_START, nullptr);
+void profiler_group_api_end_starts() {
+  if (!t_group.handle || t_group.end_recorded) return;
+  t_group.end_recorded = true;
+  t_group.owner->profiler.table->recordEventState(t_group.handle, BRAID_PROFILER_GROUP_END_API_START, nullptr);
 }
 
-void profiler_group_api_stop(GroupApiEvent* event) {
-  stop(event->table, event->handle);
-  *event = GroupApiEvent{};
+void profiler_group_api_stop() {
+  if (t_group.handle) stop(t_group.owner->profiler.table, t_group.handle);
+  t_group = GroupApi{};
 }
 
 namespace {
 // A call's API event: started and stopped at once, kept as its task's parent.
 template <typename Call, typename Fill>
-void call_api(ncclComm* comm, const GroupApiEvent& group, Call* call, uint64_t type, int mask, Fill fill) {
-  call->profiler.group = group.handle;
+void call_api(ncclComm* comm, Call* call, uint64_t type, int mask, Fill fill) {
+  call->profiler.group = t_group.handle;
   if (!wants(comm, mask)) return;
   braidNcclProfilerEventDescr_t d{};
   d.type = type;
-  d.parentObj = group.handle;
+  d.parentObj = t_group.handle;
   fill(d);
   call->profiler.call = start(comm, d);
   stop(comm->profiler.table, call->profiler.call);
 }
 }  // namespace
 
-void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCall* call) {
-  call_api(comm, group, call, BRAID_PROFILE_COLL_API, BRAID_PROFILE_COLL_API | kCollMask, [&](auto& d) {
+void profiler_call_api(ncclComm* comm, CollectiveCall* call) {
+  call_api(comm, call, BRAID_PROFILE_COLL_API, BRAID_PROFILE_COLL_API | kCollMask, [&](auto& d) {
     d.collApi.func = collective_name(call->collective);
     d.collApi.count = call->count;
     d.collApi.datatype = type_name(call->type);
@@ -221,8 +233,8 @@ void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCal
   });
 }
 
-void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, P2PCall* call) {
-  call_api(comm, group, call, BRAID_PROFILE_P2P_API, BRAID_PROFILE_P2P_API | kP2pMask, [&](auto& d) {
+void profiler_call_api(ncclComm* comm, P2PCall* call) {
+  call_api(comm, call, BRAID_PROFILE_P2P_API, BRAID_PROFILE_P2P_API | kP2pMask, [&](auto& d) {
     d.p2pApi.func = call->is_send ? "Send" : "Recv";
     d.p2pApi.count = call->count;
     d.p2pApi.datatype = type_name(call->type);
@@ -230,13 +242,11 @@ void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, P2PCall* call
   });
 }
 
-ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collectives, std::span<const P2PCall> p2ps)
-    : comm_(comm) {
-  if (!wants(comm, kApiMask)) return;
+ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collectives, std::span<const P2PCall> p2ps) {
+  if ((collectives.empty() && p2ps.empty()) || !wants(comm, kApiMask)) return;
   table_ = comm->profiler.table;
   const bool on_host = comm->cuda_device < 0;  // the run is this thread's: its channel can be timed
-  void* group_api = !collectives.empty() ? collectives[0].profiler.group : !p2ps.empty() ? p2ps[0].profiler.group
-                                                                                           : nullptr;
+  void* group_api = collectives.empty() ? p2ps[0].profiler.group : collectives[0].profiler.group;
   if (wants(comm, BRAID_PROFILE_GROUP | kCollMask | kP2pMask)) {
     braidNcclProfilerEventDescr_t d{};
     d.type = BRAID_PROFILE_GROUP;
@@ -264,9 +274,9 @@ ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collect
     d.coll.root = c.root;
     // As NCCL: AllGather and Broadcast count bytes.
     const bool bytes = c.collective == Collective::AllGather || c.collective == Collective::Broadcast;
-    d.coll.count = bytes ? c.count * type_bytes(c.type) : c.count;
+    d.coll.count = bytes ? c.count * datatype_size(c.type) : c.count;
     d.coll.datatype = bytes ? "ncclInt8" : type_name(c.type);
-    d.coll.nChannels = 1;
+    d.coll.nChannels = on_host;  // the host's one channel; a kernel's are not reported
     d.coll.algo = "braid";
     d.coll.proto = on_host ? "host" : "cuda";
     tasks_.push_back(start(comm, d));
@@ -283,7 +293,7 @@ ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collect
     d.p2p.count = p.count;
     d.p2p.datatype = type_name(p.type);
     d.p2p.peer = p.peer;
-    d.p2p.nChannels = 1;
+    d.p2p.nChannels = on_host;
     tasks_.push_back(start(comm, d));
     channels_.push_back(channel(tasks_.back()));
   }
@@ -291,8 +301,9 @@ ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collect
     braidNcclProfilerEventDescr_t d{};
     d.type = BRAID_PROFILE_KERNEL_LAUNCH;
     d.parentObj = group_api;
-    d.kernelLaunch.stream = !collectives.empty() ? collectives[0].stream : !p2ps.empty() ? p2ps[0].stream : nullptr;
+    d.kernelLaunch.stream = !collectives.empty() ? collectives[0].stream : p2ps[0].stream;
     launch_ = start(comm, d);
+    if (on_host) stop(table_, launch_), launch_ = nullptr;  // nothing is launched: the run starts
   }
 }
 

@@ -16,10 +16,15 @@
 //     Coll / P2p         each call, parent its API event
 //       KernelCh         host backend: the call's execution on channel 0,
 //                        host clock in ns as its timer (CUDA: none yet)
-//     KernelLaunch       the backend's run (CUDA: the kernels' enqueue)
+//     KernelLaunch       the backend's launch (CUDA: the kernels' enqueue;
+//                        host: an instant as the run starts)
 // Calls of one group on one communicator run together, so each is timed as
 // the whole part.  No proxy or network events: braid has no proxy thread.
-// A plugin whose init fails is not used for that communicator.
+// AlltoAll, Gather and Scatter are collective events (NCCL gives them as
+// the sends and receives they are made of).  A plugin whose init fails is
+// not used for that communicator.  The activation mask is one process-wide
+// int, as NCCL's: a plugin may set it at its first init only, or change it
+// while running.
 #pragma once
 
 #include <array>
@@ -36,31 +41,34 @@ namespace braid {
 
 // A communicator's view of the plugin (held by ncclComm).
 struct CommProfiler {
-  const braidNcclProfiler_t* table = nullptr;  // the loaded plugin, while this communicator holds it
-  void* context = nullptr;
-  int mask = 0;  // the plugin's activation mask; 0: no events
-  std::array<uint64_t, 9> seq{};  // collectives started, per Collective (the Coll event's seqNumber)
-};
-
-void profiler_comm_init(ncclComm* comm);
-void profiler_comm_finalize(ncclComm* comm);
-
-// The calling thread's group API event: started at its first call (depth:
-// the group's nesting, 1 for a call outside a group), then its state when
-// ncclGroupEnd starts running it, and its stop.
-struct GroupApiEvent {
+  // Set once the plugin's init succeeded: the communicator holds the plugin
+  // loaded until its finalize.
   const braidNcclProfiler_t* table = nullptr;
-  void* handle = nullptr;
-  bool end_recorded = false;
+  void* context = nullptr;  // the plugin's (it may give none)
+  std::array<uint64_t, 9> seq{};  // collectives run, per Collective (the Coll event's seqNumber)
 };
-void profiler_group_api_start(ncclComm* comm, int depth, GroupApiEvent* event);
-void profiler_group_api_end_starts(GroupApiEvent* event);
-void profiler_group_api_stop(GroupApiEvent* event);
+
+// After init's last exchange, before the communicator is ready: calls read it.
+void profiler_comm_init(ncclComm* comm);
+// At destroy or abort; first stops the calling thread's group API event if
+// this communicator's context holds it.
+void profiler_comm_finalize(ncclComm* comm);
+// Whether a plugin takes this communicator's events.
+bool profiler_active(const ncclComm* comm);
+
+// The calling thread's group API event, in the context of the group's first
+// profiled call's communicator: started at that call (depth: the group's
+// nesting, 1 for a call outside a group), its state when ncclGroupEnd starts
+// running the group, stopped before ncclGroupEnd lets the group's
+// communicators go.
+void profiler_group_api_start(ncclComm* comm, int depth);
+void profiler_group_api_end_starts();
+void profiler_group_api_stop();
 
 // A call's API event, started and stopped as it is queued; the call keeps
 // it (and its group's) as the parents of its run's events.
-void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, CollectiveCall* call);
-void profiler_call_api(ncclComm* comm, const GroupApiEvent& group, P2PCall* call);
+void profiler_call_api(ncclComm* comm, CollectiveCall* call);
+void profiler_call_api(ncclComm* comm, P2PCall* call);
 
 // A communicator's part of a group while its backend runs it: the task
 // events start on construction and stop on destruction.
@@ -72,10 +80,9 @@ class ProfiledRun {
   ProfiledRun& operator=(const ProfiledRun&) = delete;
 
  private:
-  ncclComm* comm_;
+  const braidNcclProfiler_t* table_ = nullptr;  // null: nothing to stop
   void* group_ = nullptr;
-  const braidNcclProfiler_t* table_ = nullptr;
-  void* launch_ = nullptr;
+  void* launch_ = nullptr;  // the CUDA backend's: its enqueue is the launch
   std::vector<void*> tasks_, channels_;  // channels_[i]: tasks_[i]'s KernelCh (or null)
 };
 

@@ -40,7 +40,8 @@ struct CollectiveSpec {
 // runs as if it had no selection.  The CTA counts, cluster size and CTA
 // policy shape GPU kernel launches NCCL makes; braid's launch geometry
 // follows its schedules, so it reads and checks them and goes on.  The
-// profiler tag has no profiler to go to (braid loads no profiler plugin).
+// profiler tag goes nowhere: braid serves profiler plugins v5 and v6,
+// whose events carry no tag (src/runtime/profiler.h).
 Status apply_coll_config(const ncclCollConfig_t* user, Collective c, CollectiveCall* call) {
   ncclCollConfig_t config;
   BRAID_TRY(read_coll_config(user, &config));

@@ -119,6 +119,8 @@ TEST_CASE("profiler plugin: NCCL's event hierarchy for collectives and sends, th
   const std::vector<Line> events = read_log(log.path);
   REQUIRE(count(events, "init") == n);
   CHECK(count(events, "finalize") == n);
+  // The mask the plugin set at its first init holds for both communicators.
+  CHECK(count(events, "mask-moved") == 0);
   CHECK(count(events, "init", "nranks", "2") == n);
   CHECK(count(events, "init", "nnodes", "1") == n);
   // Every event started is stopped exactly once.
@@ -208,6 +210,36 @@ TEST_CASE("profiler plugin: only the events its activation mask asks for, proces
   }
 }
 
+TEST_CASE("profiler plugin: a communicator aborted inside a group stops the group's event first",
+          "[mp][profiler][processes][errors]") {
+  ProfilerLog log;
+  CHECK(true_in_a_child([&] {
+    log.use();
+    ncclUniqueId id;
+    ncclComm_t comm = nullptr;
+    if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return false;
+    std::vector<float> x(1 << 16, 1.0f);
+    if (ncclGroupStart() != ncclSuccess) return false;
+    if (ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) return false;
+    if (ncclCommAbort(comm) != ncclSuccess) return false;
+    return ncclGroupEnd() != ncclSuccess;  // its communicator is gone
+  }));
+  const std::vector<Line> events = read_log(log.path);
+  CHECK(count(events, "finalize") == 1);
+  for (const Line& l : events)
+    if (l.verb == "start") CHECK(count(events, "stop", "h", l.f.at("h")) == 1);
+  // The group's event stopped before the context was finalized.
+  size_t group_stop = 0, finalized = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].verb == "finalize") finalized = i;
+    if (events[i].verb == "stop" && find_handle(events, events[i].f.at("h")) &&
+        find_handle(events, events[i].f.at("h"))->type == "GroupApi")
+      group_stop = i;
+  }
+  CHECK(group_stop > 0);
+  CHECK(group_stop < finalized);
+}
+
 TEST_CASE("profiler plugin: a failed init, none, or a missing plugin leave the communicator working",
           "[mp][profiler][processes][errors]") {
   auto body = [](int r, int n, ncclComm_t c, Failures& f) { sums(r, n, c, f, 1 << 16); };
@@ -229,6 +261,17 @@ TEST_CASE("profiler plugin: a failed init, none, or a missing plugin leave the c
             setenv("NCCL_PROFILER_PLUGIN", "none", 1);
           }) == 0);
     CHECK(read_log(log.path).empty());
+  }
+  SECTION("a plugin that gives no context: no events, no finalize") {
+    ProfilerLog log;
+    CHECK(run_ranks_as_processes(2, body, 60, [&](int) {
+            log.use();
+            setenv("BRAID_TEST_PROFILER_NO_CONTEXT", "1", 1);
+          }) == 0);
+    const std::vector<Line> events = read_log(log.path);
+    CHECK(count(events, "init-no-context") == 2);
+    CHECK(count(events, "start") == 0);
+    CHECK(count(events, "finalize") == 0);
   }
   SECTION("a plugin that cannot be loaded") {
     CHECK(run_ranks_as_processes(2, body, 60, [&](int) {

@@ -4,7 +4,11 @@
 // layout mistake there is caught).  Every call appends one line to the file
 // BRAID_TEST_PROFILER_LOG (one write(2) per line, O_APPEND: threads and
 // processes may share it).  BRAID_TEST_PROFILER_MASK sets the activation
-// mask (default: every event), BRAID_TEST_PROFILER_FAIL_INIT=1 fails init.
+// mask (default: every event) at the first init only, and keeps the mask's
+// address, as NVIDIA's example plugin does; BRAID_TEST_PROFILER_FAIL_INIT=1
+// fails init; BRAID_TEST_PROFILER_NO_CONTEXT=1 succeeds with no context and
+// no events, as NVIDIA's Inspector does when it is off (a finalize of that
+// null context is logged: it would crash such a plugin).
 #include <fcntl.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -84,8 +88,24 @@ ncclResult_t init(void** context, uint64_t commId, int* mask, const char* commNa
     log_line("init-failed comm=%lx rank=%d", (unsigned long)commId, rank);
     return 3;  // ncclInternalError
   }
-  const char* m = std::getenv("BRAID_TEST_PROFILER_MASK");
-  *mask = m ? int(std::strtol(m, nullptr, 0)) : 0xfff;
+  if (std::getenv("BRAID_TEST_PROFILER_NO_CONTEXT")) {
+    *context = nullptr;
+    *mask = 0;
+    log_line("init-no-context comm=%lx rank=%d", (unsigned long)commId, rank);
+    return 0;
+  }
+  static std::mutex first_mutex;
+  static int* first_mask = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(first_mutex);
+    if (!first_mask) {
+      const char* m = std::getenv("BRAID_TEST_PROFILER_MASK");
+      *mask = m ? int(std::strtol(m, nullptr, 0)) : 0xfff;
+      first_mask = mask;
+    } else if (first_mask != mask) {
+      log_line("mask-moved rank=%d", rank);  // NCCL hands every init the same int
+    }
+  }
   *context = new Context;
   log_line("init comm=%lx rank=%d nranks=%d nnodes=%d name=%s ctx=%p pid=%d", (unsigned long)commId, rank, nranks,
            nNodes, commName ? commName : "-", *context, int(getpid()));
@@ -154,6 +174,7 @@ ncclResult_t record_state(void* handle, int state, StateArgs* args) {
 ncclResult_t finalize(void* context) {
   auto* ctx = static_cast<Context*>(context);
   log_line("finalize ctx=%p", context);
+  if (!ctx) return 0;
   for (Event* e : ctx->events) delete e;
   delete ctx;
   return 0;
