@@ -331,6 +331,10 @@ bool route_chunks(const Problem& p, const SynthOptions& o, Routes* routes, Routi
   if (o.progress)
     o.progress(fmt::format("routing MILP: {} columns, {} rows, {} symmetries; heuristic T = {:.2f} us; limit {:.0f} s",
                            m.cols(), m.rows(), p.symmetries.size(), T0, o.time_limit_s));
+  // CBC 2.10 can crash in its preprocessing (CglPreProcess::postProcess)
+  // when the time limit stops it there, as a 1 s limit on a loaded machine
+  // did; the heuristic start makes preprocessing dispensable.
+  m.set_parameter("preprocess", "off");
   Milp::Result result;
   std::string solver_error;
   if (!m.solve(o.time_limit_s, start, o.solver_log, &result, &solver_error)) {
