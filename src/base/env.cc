@@ -35,7 +35,7 @@ constexpr EnvVar kNcclVars[] = {
      "BRAID_CHECK=1 (ranks compare each group's collective arguments before any data moves)"},
     {"NCCL_CHECK_POINTERS", "", "1: as NCCL_CHECK_MODE=DEBUG_LOCAL (NCCL's older name)"},
     {"NCCL_PROFILER_PLUGIN", "",
-     "a profiler plugin (ncclProfiler_v5/v6): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "
+     "a profiler plugin (ncclProfiler_v5 to v7): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "
      "libnccl-profiler.so where it loads"},
     {"NCCL_RMA_EAGER_INIT", "",
      "NCCL 2.31: 1 connects one-sided RMA at init, 0 at the first window, overriding the config's rmaEagerInit; "

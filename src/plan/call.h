@@ -16,10 +16,12 @@
 namespace braid {
 
 // A call's API events in a profiler plugin (src/runtime/profiler.h): its
-// own and its group's, the parents of the events of its run.
+// own and its group's, the parents of the events of its run; and the tag a
+// per-call configuration gave it (ncclCollConfig_t userProfilerTag).
 struct ProfilerParents {
   void* call = nullptr;
   void* group = nullptr;
+  uint64_t tag = 0;
 };
 
 struct CollectiveCall {

@@ -58,15 +58,14 @@ Loaded load_plugin() {
       BRAID_INFO(kInit | kProfile, "profiler plugin {}: {}", candidate, dlerror());
       continue;
     }
-    for (const char* symbol : {"ncclProfiler_v6", "ncclProfiler_v5"})
+    for (const char* symbol : {"ncclProfiler_v7", "ncclProfiler_v6", "ncclProfiler_v5"})
       if (auto* table = static_cast<const braidNcclProfiler_t*>(dlsym(lib, symbol))) {
         BRAID_INFO(kInit | kProfile, "profiler plugin {} ({}) loaded from {}", table->name ? table->name : "?",
                    symbol, candidate);
         return {lib, table};
       }
-    // NCCL would also take v1-v4; braid serves v5 and v6 only.
-    BRAID_WARN("profiler plugin {}: no ncclProfiler_v6 or ncclProfiler_v5 table (braid serves those); not used",
-               candidate);
+    // NCCL would also take v1-v4; braid serves v5 to v7.
+    BRAID_WARN("profiler plugin {}: no ncclProfiler_v7, _v6 or _v5 table (braid serves those); not used", candidate);
     dlclose(lib);
   }
   if (!name.empty()) BRAID_WARN("NCCL_PROFILER_PLUGIN={}: no such plugin could be loaded; profiling is off", name);
@@ -230,6 +229,7 @@ void profiler_call_api(ncclComm* comm, CollectiveCall* call) {
     d.collApi.datatype = type_name(call->type);
     d.collApi.root = call->root;
     d.collApi.stream = call->stream;
+    d.collApi.userTag = call->profiler.tag;
   });
 }
 
@@ -279,6 +279,8 @@ ProfiledRun::ProfiledRun(ncclComm* comm, std::span<const CollectiveCall> collect
     d.coll.nChannels = on_host;  // the host's one channel; a kernel's are not reported
     d.coll.algo = "braid";
     d.coll.proto = on_host ? "host" : "cuda";
+    d.coll.kernelVariant = d.coll.proto;
+    d.coll.userTag = c.profiler.tag;
     tasks_.push_back(start(comm, d));
     channels_.push_back(channel(tasks_.back()));
   }

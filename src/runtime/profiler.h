@@ -1,4 +1,4 @@
-// NCCL's profiler plugins on braid (NCCL_PROFILER_PLUGIN; the ABI in
+// NCCL's profiler plugins on braid (NCCL_PROFILER_PLUGIN; the v5-v7 ABI in
 // profiler_abi.h).
 //
 // The plugin is loaded at a communicator's init when none is loaded, and

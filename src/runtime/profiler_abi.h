@@ -1,9 +1,12 @@
-// NCCL's profiler plugin ABI, as braid declares it: the ncclProfiler_v5 and
-// ncclProfiler_v6 tables a plugin library exports (NCCL 2.28 and 2.29-2.30's;
-// NCCL also takes v1-v4, braid does not).  Layouts follow NCCL's
-// plugins/profiler headers field for field.  v6 only adds members to the
-// descriptor's union (copy-engine events, which braid never emits), so one
-// descriptor, zeroed and filled, serves both; the tables are the same.
+// NCCL's profiler plugin ABI, as braid declares it: the ncclProfiler_v5,
+// ncclProfiler_v6 and ncclProfiler_v7 tables a plugin library exports (NCCL
+// 2.28's, 2.29-2.30's and 2.31's; NCCL also takes v1-v4, braid does not).
+// Layouts follow NCCL's plugins/profiler headers field for field.  Each
+// version only appends: v6 adds union members (copy-engine events, which
+// braid never emits), v7 appends a user tag (and, to Coll, a kernel variant
+// and a symmetric flag) to the end of its members and adds a kernel-phase
+// member.  So one v7 descriptor, zeroed and filled, reads the same through
+// every version's declaration; the tables are alike.
 #pragma once
 
 #include <sys/types.h>
@@ -54,6 +57,7 @@ typedef struct {
       int root;
       void* stream;
       bool graphCaptured;
+      uint64_t userTag;  // v7
     } collApi;
     struct {
       const char* func;
@@ -61,6 +65,7 @@ typedef struct {
       const char* datatype;
       void* stream;
       bool graphCaptured;
+      uint64_t userTag;  // v7
     } p2pApi;
     struct {
       void* stream;
@@ -78,6 +83,9 @@ typedef struct {
       const char* algo;
       const char* proto;
       void* parentGroup;
+      const char* kernelVariant;  // v7
+      bool isSymColl;             // v7
+      uint64_t userTag;           // v7
     } coll;
     struct {
       const char* func;
@@ -87,6 +95,7 @@ typedef struct {
       int peer;
       uint8_t nChannels;
       void* parentGroup;
+      uint64_t userTag;  // v7
     } p2p;
     struct {
       pid_t pid;
@@ -122,7 +131,14 @@ typedef struct {
       uint32_t numBatches;
       uint32_t ceSeqNum;
       void* stream;
+      uint64_t userTag;  // v7
     } ceColl;
+    struct {  // v7
+      uint8_t channelId;
+      uint8_t phaseId;
+      const char* phaseName;
+      uint64_t pTimer;
+    } kernelPhase;
   };
 } braidNcclProfilerEventDescr_t;
 
@@ -144,7 +160,7 @@ typedef union {
 typedef void (*braidNcclProfilerLogger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt,
                                           ...);
 
-// ncclProfiler_v5_t and ncclProfiler_v6_t.
+// ncclProfiler_v5_t, ncclProfiler_v6_t and ncclProfiler_v7_t.
 typedef struct {
   const char* name;
   ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
@@ -157,6 +173,9 @@ typedef struct {
 
 }  // extern "C"
 
-// The v5 part of the descriptor, as v5 plugins read it (NCCL's 2.28 header).
+// The v5 parts stay where v5 plugins read them (NCCL's 2.28 header).
 static_assert(offsetof(braidNcclProfilerEventDescr_t, coll) == 24, "the union follows type, parentObj, rank");
-static_assert(sizeof(braidNcclProfilerEventDescr_t::coll) == 88, "v5's largest member");
+static_assert(offsetof(braidNcclProfilerEventDescr_t, coll.parentGroup) == 24 + 80, "v5's Coll ends at 88 bytes");
+static_assert(offsetof(braidNcclProfilerEventDescr_t, collApi.graphCaptured) == 24 + 40, "v5's CollApi");
+static_assert(offsetof(braidNcclProfilerEventDescr_t, p2p.parentGroup) == 24 + 40, "v5's P2p");
+static_assert(offsetof(braidNcclProfilerEventDescr_t, kernelCh.pTimer) == 24 + 8, "v5's KernelCh");

@@ -40,12 +40,12 @@ struct CollectiveSpec {
 // runs as if it had no selection.  The CTA counts, cluster size and CTA
 // policy shape GPU kernel launches NCCL makes; braid's launch geometry
 // follows its schedules, so it reads and checks them and goes on.  The
-// profiler tag goes nowhere: braid serves profiler plugins v5 and v6,
-// whose events carry no tag (src/runtime/profiler.h).
+// profiler tag goes to a v7 profiler plugin's events of the call.
 Status apply_coll_config(const ncclCollConfig_t* user, Collective c, CollectiveCall* call) {
   ncclCollConfig_t config;
   BRAID_TRY(read_coll_config(user, &config));
   call->launch_event = config.launchCompletionEvent;
+  call->profiler.tag = config.userProfilerTag;
   if (!config.algSelection || !*config.algSelection) return Status::ok();
   uint32_t admitted = 0;
   Status parsed = parse_alg_selection(config.algSelection, c, &admitted);

@@ -79,8 +79,8 @@ struct ProfilerLog {
     path = tmpl;
   }
   ~ProfilerLog() { unlink(path.c_str()); }
-  void use(const char* mask = nullptr) const {
-    setenv("NCCL_PROFILER_PLUGIN", BRAID_TEST_PROFILER_LIB, 1);
+  void use(const char* mask = nullptr, const char* plugin = BRAID_TEST_PROFILER_LIB) const {
+    setenv("NCCL_PROFILER_PLUGIN", plugin, 1);
     setenv("BRAID_TEST_PROFILER_LOG", path.c_str(), 1);
     if (mask) setenv("BRAID_TEST_PROFILER_MASK", mask, 1);
   }
@@ -183,6 +183,31 @@ TEST_CASE("profiler plugin: NCCL's event hierarchy for collectives and sends, th
     REQUIRE(api);
     CHECK(api->type == "P2pApi");
     CHECK(api->f.at("parent") == groups[3].f.at("h"));
+  }
+}
+
+TEST_CASE("profiler plugin v7: a call's userProfilerTag reaches its events, processes", "[mp][profiler][processes]") {
+  ProfilerLog log;
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    std::vector<float> x(1 << 16, float(rank + 1));
+    ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+    config.userProfilerTag = 0xfeed + uint64_t(rank);
+    MP_NCCL(f, ncclAllReduceConfig(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr, &config));
+    MP_NCCL(f, ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr));  // untagged
+    if (x[0] != float(n * (n + 1) / 2 * n)) f.fail("tagged allreduce result");
+  };
+  CHECK(run_ranks_as_processes(2, body, 60, [&](int) { log.use(nullptr, BRAID_TEST_PROFILER7_LIB); }) == 0);
+  const std::vector<Line> events = read_log(log.path);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::vector<Line> apis = starts(events, "CollApi", rank), colls = starts(events, "Coll", rank);
+    REQUIRE(apis.size() == 2);
+    REQUIRE(colls.size() == 2);
+    CHECK(apis[0].num("tag") == 0xfeed + rank);
+    CHECK(colls[0].num("tag") == 0xfeed + rank);
+    CHECK(apis[1].num("tag") == 0);
+    CHECK(colls[1].num("tag") == 0);
+    CHECK(colls[1].num("seq") == 1);
   }
 }
 

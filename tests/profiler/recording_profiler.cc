@@ -1,5 +1,6 @@
-// A profiler plugin for braid's tests: NCCL's ncclProfiler_v5 table, as a
-// plugin author writes it from NVIDIA's plugins/profiler headers (declared
+// A profiler plugin for braid's tests: NCCL's ncclProfiler_v5 table, or
+// with RECORDING_V7 ncclProfiler_v7 (whose events carry the user's tag), as
+// a plugin author writes it from NVIDIA's plugins/profiler headers (declared
 // here on its own, not from braid's src/runtime/profiler_abi.h, so that a
 // layout mistake there is caught).  Every call appends one line to the file
 // BRAID_TEST_PROFILER_LOG (one write(2) per line, O_APPEND: threads and
@@ -21,27 +22,41 @@
 #include <mutex>
 #include <vector>
 
+#ifdef RECORDING_V7
+#define V7_TAG uint64_t userTag;
+#define V7_COLL const char* kernelVariant; bool isSymColl; uint64_t userTag;
+#define TABLE ncclProfiler_v7
+#define TAG(m) (unsigned long)(m).userTag
+#else
+#define V7_TAG
+#define V7_COLL
+#define TABLE ncclProfiler_v5
+#define TAG(m) 0UL
+#endif
+
 extern "C" {
 
 typedef int ncclResult_t;  // ncclSuccess is 0
 
-struct EventDescr {  // ncclProfilerEventDescr_v5_t
+struct EventDescr {  // ncclProfilerEventDescr_v5_t (v7: each member with its tag)
   uint64_t type;
   void* parentObj;
   int rank;
   union {
     struct { bool graphCaptured; int groupDepth; } groupApi;
     struct {
-      const char* func; size_t count; const char* datatype; int root; void* stream; bool graphCaptured;
+      const char* func; size_t count; const char* datatype; int root; void* stream; bool graphCaptured; V7_TAG
     } collApi;
-    struct { const char* func; size_t count; const char* datatype; void* stream; bool graphCaptured; } p2pApi;
+    struct { const char* func; size_t count; const char* datatype; void* stream; bool graphCaptured; V7_TAG } p2pApi;
     struct { void* stream; } kernelLaunch;
     struct {
       uint64_t seqNumber; const char* func; const void* sendBuff; void* recvBuff; size_t count; int root;
       const char* datatype; uint8_t nChannels; uint8_t nWarps; const char* algo; const char* proto; void* parentGroup;
+      V7_COLL
     } coll;
     struct {
       const char* func; void* buff; const char* datatype; size_t count; int peer; uint8_t nChannels; void* parentGroup;
+      V7_TAG
     } p2p;
     struct { uint8_t channelId; uint64_t pTimer; } kernelCh;
   };
@@ -125,8 +140,9 @@ ncclResult_t start_event(void* context, void** handle, EventDescr* d) {
       log_line("start GroupApi h=%p rank=%d depth=%d", (void*)e, d->rank, d->groupApi.groupDepth);
       break;
     case 1 << 9:
-      log_line("start CollApi h=%p parent=%p rank=%d func=%s count=%zu type=%s root=%d", (void*)e, d->parentObj,
-               d->rank, d->collApi.func, d->collApi.count, d->collApi.datatype, d->collApi.root);
+      log_line("start CollApi h=%p parent=%p rank=%d func=%s count=%zu type=%s root=%d tag=%lu", (void*)e,
+               d->parentObj, d->rank, d->collApi.func, d->collApi.count, d->collApi.datatype, d->collApi.root,
+               TAG(d->collApi));
       break;
     case 1 << 10:
       log_line("start P2pApi h=%p parent=%p rank=%d func=%s count=%zu type=%s", (void*)e, d->parentObj, d->rank,
@@ -140,9 +156,9 @@ ncclResult_t start_event(void* context, void** handle, EventDescr* d) {
       break;
     case 1 << 1:
       log_line("start Coll h=%p parent=%p group=%p rank=%d seq=%lu func=%s count=%zu type=%s root=%d channels=%d "
-               "send=%p recv=%p", (void*)e, d->parentObj, d->coll.parentGroup, d->rank,
+               "send=%p recv=%p tag=%lu", (void*)e, d->parentObj, d->coll.parentGroup, d->rank,
                (unsigned long)d->coll.seqNumber, d->coll.func, d->coll.count, d->coll.datatype, d->coll.root,
-               int(d->coll.nChannels), d->coll.sendBuff, d->coll.recvBuff);
+               int(d->coll.nChannels), d->coll.sendBuff, d->coll.recvBuff, TAG(d->coll));
       break;
     case 1 << 2:
       log_line("start P2p h=%p parent=%p group=%p rank=%d func=%s count=%zu type=%s peer=%d", (void*)e, d->parentObj,
@@ -191,6 +207,6 @@ struct ProfilerV5 {
   ncclResult_t (*recordEventState)(void*, int, StateArgs*);
   ncclResult_t (*finalize)(void*);
 };
-__attribute__((visibility("default"))) ProfilerV5 ncclProfiler_v5 = {"braid-recording", init, start_event,
-                                                                      stop_event, record_state, finalize};
+__attribute__((visibility("default"))) ProfilerV5 TABLE = {"braid-recording", init, start_event, stop_event,
+                                                            record_state, finalize};
 }
