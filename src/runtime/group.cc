@@ -1,7 +1,7 @@
 #include "src/runtime/group.h"
 
 #include <algorithm>
-#include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -97,9 +97,12 @@ Status run_work(std::vector<CommQueue>& queues) {
   // What only the argument check needed (calls of count 0) runs nowhere.
   for (CommQueue& q : queues)
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
-  std::deque<ProfiledRun> profiled;  // each communicator's task events, stopped once every runner returned
+  // Each communicator's task events, stopped once every runner returned
+  // (nothing allocated where no plugin is loaded).
+  std::vector<std::unique_ptr<ProfiledRun>> profiled;
   for (CommQueue& q : queues)
-    if (profiler_active(q.comm)) profiled.emplace_back(q.comm, q.work.collectives, q.work.p2ps);
+    if (profiler_active(q.comm))
+      profiled.push_back(std::make_unique<ProfiledRun>(q.comm, q.work.collectives, q.work.p2ps));
   std::vector<GroupRunner> runners;
   for (CommQueue& q : queues) {
     q.work.backend = q.comm->backend.get();
