@@ -103,15 +103,17 @@ class Backend {
   virtual const char* name() const = 0;
   virtual GroupRunner group_runner() const = 0;
   // A blocking call outside any group may take a path of the backend's own
-  // (the host's boards) where runs_alone says so; otherwise the runtime runs
-  // it as a group of one.
+  // (the host's boards): *ran says whether it did; otherwise the runtime
+  // runs it as a group of one.  runs_alone tells beforehand (for a profiler,
+  // whose events must start first).
   virtual bool runs_alone(const CollectiveCall& call) const {
     (void)call;
     return false;
   }
-  virtual Status run_alone(const CollectiveCall& call) {
+  virtual Status run_alone(const CollectiveCall& call, bool* ran) {
     (void)call;
-    return BRAID_ERROR(ncclInternalError, "the {} backend runs no call alone", name());
+    *ran = false;
+    return Status::ok();
   }
   // Fragments each of its connections buffers: a schedule needing more
   // (Schedule::slots) could deadlock on it.

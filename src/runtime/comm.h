@@ -95,7 +95,6 @@ struct ncclComm {
   std::unique_ptr<braid::PlanCache> plans;
   // Runs the communicator's work (src/exec/backend.h); set when init is done.
   std::unique_ptr<braid::Backend> backend;
-  braid::CommProfiler profiler;  // a profiler plugin's context and events (src/runtime/profiler.h)
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};
@@ -144,6 +143,7 @@ struct ncclComm {
   // it); 0 when no config told.  Results 2.28's header lacks (ncclTimeout)
   // are not returned to older callers (src/shim/api_common.cc).
   unsigned client_version = 0;
+  braid::CommProfiler profiler;  // a profiler plugin's context and events (src/runtime/profiler.h)
 
   ncclComm();
   ~ncclComm();

@@ -19,6 +19,7 @@ struct GroupState {
   std::vector<InitCall> inits;
   std::vector<SetupCall> setups;
   std::vector<CommQueue> queues;  // in order of each communicator's first call
+  bool profiled = false;          // some call reached a profiler plugin: its group event may be open
 
   CommWork& work_of(ncclComm* comm) {
     for (CommQueue& q : queues)
@@ -44,6 +45,12 @@ void note_failure(ncclComm* comm, Status* s) {
                 s->code() == ncclTimeout;
   if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
   else if (broken) comm->async_error = s->code();
+}
+
+// Whether a profiler plugin takes `comm`'s events: on every call's path,
+// so the common answer (no plugin) costs two loads, not a call.
+bool profiled(const ncclComm* comm) {
+  return comm->ready.load(std::memory_order_acquire) && comm->profiler.table && profiler_active(comm);
 }
 
 // Runs body(0) .. body(n - 1) concurrently, one thread each (one inline
@@ -99,10 +106,10 @@ Status run_work(std::vector<CommQueue>& queues) {
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
   // Each communicator's task events, stopped once every runner returned
   // (nothing allocated where no plugin is loaded).
-  std::vector<std::unique_ptr<ProfiledRun>> profiled;
+  std::vector<std::unique_ptr<ProfiledRun>> runs;
   for (CommQueue& q : queues)
-    if (profiler_active(q.comm))
-      profiled.push_back(std::make_unique<ProfiledRun>(q.comm, q.work.collectives, q.work.p2ps));
+    if (profiled(q.comm))
+      runs.push_back(std::make_unique<ProfiledRun>(q.comm, q.work.collectives, q.work.p2ps));
   std::vector<GroupRunner> runners;
   for (CommQueue& q : queues) {
     q.work.backend = q.comm->backend.get();
@@ -202,14 +209,18 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
 // The calling thread's profiler group event stops when the group is over
 // for it, at the latest as ncclGroupEnd returns.
 struct GroupApiStop {
-  ~GroupApiStop() { profiler_group_api_stop(); }
+  bool open;
+  void stop() {
+    if (open) profiler_group_api_stop(), open = false;
+  }
+  ~GroupApiStop() { stop(); }
 };
 
 Status end_outermost() {
   GroupState work = std::move(group);
   group = GroupState{};
-  GroupApiStop api;
-  profiler_group_api_end_starts();
+  GroupApiStop api{work.profiled};
+  if (api.open) profiler_group_api_end_starts();
   std::vector<ncclComm*> comms = comms_of(work);
   // Hold every communicator so Abort/Destroy from another thread waits for us.
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -227,7 +238,7 @@ Status end_outermost() {
   for (ncclComm* c : comms) {
     Status s = comm_wait_job(c);
     if (!s.is_ok()) {
-      profiler_group_api_stop();
+      api.stop();
       release_all();
       return s;
     }
@@ -236,11 +247,11 @@ Status end_outermost() {
   if (!async) {
     AsyncJob::Outcomes outcomes;
     Status s = execute(work, &outcomes);
-    profiler_group_api_stop();
+    api.stop();
     release_all();
     return s;
   }
-  profiler_group_api_stop();  // before the worker, which lets the communicators go
+  api.stop();  // before the worker, which lets the communicators go
   // Non-blocking: the group runs on a worker; callers poll ncclCommGetAsyncError.
   auto job = std::make_shared<AsyncJob>();
   for (ncclComm* c : comms) {
@@ -281,8 +292,8 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   if (--group.depth > 0) return Status::ok();
   GroupState work = std::move(group);
   group = GroupState{};
-  GroupApiStop api;
-  profiler_group_api_end_starts();
+  GroupApiStop api{work.profiled};
+  if (api.open) profiler_group_api_end_starts();
   BRAID_TRY(run_inits(work.inits));
   CommFailures failed = run_setups(work.setups);
   if (!failed.empty()) return failed.front().second;
@@ -298,38 +309,52 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
   // NCCL: nothing to do; but the cross-rank check compares it (and takes
   // refused calls), and every call of a checked communicator goes to it.
   if (call.count == 0 && !comm->check_args) return Status::ok();
-  const bool alone = !group_active();
-  group_start();
-  CollectiveCall queued = call;
-  // Only what NCCL would run: not a call kept for the argument check alone.
-  if (!queued.refused && queued.count != 0) {
-    profiler_group_api_start(comm, group.depth);
-    profiler_call_api(comm, &queued);
-  }
+  // Only what NCCL would run makes profiler events: not a call kept for the
+  // argument check alone.
+  const bool traced = profiled(comm) && !call.refused && call.count != 0;
   // A blocking communicator's init is over before its handle is returned.
-  if (alone && !comm->nonblocking() && !comm->check_args && comm->backend->runs_alone(queued)) {
-    GroupApiStop api;
-    group = GroupState{};  // nothing else was queued: this was the whole group
-    profiler_group_api_end_starts();
+  if (!group_active() && !comm->nonblocking() && !comm->check_args) {
+    bool ran = false;
     Status s;
-    {
-      ProfiledRun run(comm, std::span<const CollectiveCall>(&queued, 1), {});
-      s = comm->backend->run_alone(queued);
+    if (!traced) {
+      s = comm->backend->run_alone(call, &ran);
+    } else if (comm->backend->runs_alone(call)) {
+      CollectiveCall queued = call;
+      profiler_group_api_start(comm, 1);
+      profiler_call_api(comm, &queued);
+      profiler_group_api_end_starts();
+      {
+        ProfiledRun run(comm, std::span<const CollectiveCall>(&queued, 1), {});
+        s = comm->backend->run_alone(queued, &ran);
+      }
+      profiler_group_api_stop();
     }
-    if (!s.is_ok()) note_failure(comm, &s);
-    return s;
+    if (ran) {
+      if (!s.is_ok()) note_failure(comm, &s);
+      return s;
+    }
   }
-  group.work_of(comm).collectives.push_back(queued);
+  group_start();
+  CommWork& work = group.work_of(comm);
+  work.collectives.push_back(call);
+  if (traced) {
+    group.profiled = true;
+    profiler_group_api_start(comm, group.depth);
+    profiler_call_api(comm, &work.collectives.back());
+  }
   return group_end();
 }
 
 Status enqueue(ncclComm* comm, const P2PCall& call) {
   if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
   group_start();
-  P2PCall queued = call;
-  profiler_group_api_start(comm, group.depth);
-  profiler_call_api(comm, &queued);
-  group.work_of(comm).p2ps.push_back(queued);
+  CommWork& work = group.work_of(comm);
+  work.p2ps.push_back(call);
+  if (profiled(comm)) {
+    group.profiled = true;
+    profiler_group_api_start(comm, group.depth);
+    profiler_call_api(comm, &work.p2ps.back());
+  }
   return group_end();
 }
 

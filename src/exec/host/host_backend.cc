@@ -107,12 +107,10 @@ bool HostBackend::runs_alone(const CollectiveCall& call) const {
   return paths_.board_for(call) != HostPaths::Board::None;
 }
 
-Status HostBackend::run_alone(const CollectiveCall& call) {
+Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {
   const HostPaths::Board board = paths_.board_for(call);
-  if (board == HostPaths::Board::None)
-    return BRAID_ERROR(ncclInternalError, "{} count {} has no board to run alone on", to_string(call.collective),
-                       call.count);
-  return run_on_board(call, board);
+  *ran = board != HostPaths::Board::None;
+  return *ran ? run_on_board(call, board) : Status::ok();
 }
 
 Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board board) {

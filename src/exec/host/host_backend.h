@@ -44,7 +44,7 @@ class HostBackend final : public Backend {
   int connection_slots() const override { return ctx_.transport->slots(); }
   bool runs_one_sided() const override { return paths_.settings().peer_access; }
   bool runs_alone(const CollectiveCall& call) const override;
-  Status run_alone(const CollectiveCall& call) override;
+  Status run_alone(const CollectiveCall& call, bool* ran) override;
   Status window_registered(const WindowInfo& window) override;
   void window_deregistered(uint64_t seq) override;
   Status window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) override;
