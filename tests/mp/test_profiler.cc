@@ -186,6 +186,45 @@ TEST_CASE("profiler plugin: NCCL's event hierarchy for collectives and sends, th
   }
 }
 
+TEST_CASE("profiler plugin: a non-blocking communicator's calls run on a worker and still make their events",
+          "[mp][profiler][nonblocking]") {
+  ProfilerLog log;
+  auto init = [](ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(comm, nranks, id, rank, &config);
+    while (r == ncclInProgress) ncclCommGetAsyncError(*comm, &r);
+    return r;
+  };
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    std::vector<float> x(1 << 16, float(rank + 1));
+    for (int i = 0; i < 2; ++i) {
+      ncclResult_t r = ncclAllReduce(x.data(), x.data(), x.size(), ncclFloat, ncclSum, comm, nullptr);
+      while (r == ncclInProgress) ncclCommGetAsyncError(comm, &r);
+      if (r != ncclSuccess) f.fail("non-blocking allreduce");
+    }
+    if (x[0] != float(n * (n + 1) / 2 * n)) f.fail("non-blocking allreduce result");
+  };
+  // Threads of one process: handles are addresses, unique only within one.
+  CHECK(true_in_a_child([&] {
+    log.use();
+    return run_ranks_as_threads(2, body, init) == 0;
+  }));
+  const std::vector<Line> events = read_log(log.path);
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::vector<Line> colls = starts(events, "Coll", rank);
+    REQUIRE(colls.size() == 2);
+    CHECK(colls[1].num("seq") == 1);
+    const Line* api = find_handle(events, colls[0].f.at("parent"));
+    REQUIRE(api);
+    CHECK(api->type == "CollApi");
+    CHECK(starts(events, "KernelCh", rank).size() == 2);
+  }
+  for (const Line& l : events)
+    if (l.verb == "start") CHECK(count(events, "stop", "h", l.f.at("h")) == 1);
+}
+
 TEST_CASE("profiler plugin v7: a call's userProfilerTag reaches its events, processes", "[mp][profiler][processes]") {
   ProfilerLog log;
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
