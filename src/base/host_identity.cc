@@ -11,15 +11,10 @@
 #include <string>
 
 #include "src/base/env.h"
+#include "src/base/hash.h"
 
 namespace braid {
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "braid/algorithms.h"
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/base/log.h"
 #include "src/ops/ll_oneshot.h"
 
@@ -29,11 +30,6 @@ constexpr std::string_view kFormat = "braid-cuda-tuning-1";
 bool ll_collective(Collective c) {
   LLCollective which;
   return ll_collective_of(c, &which);
-}
-
-uint64_t fnv1a(std::string_view text, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
-  return h;
 }
 
 // Reads one row's fields, each checked; the first problem ends the row.

@@ -19,10 +19,12 @@ void DiagnosticsReport::print(const std::string& line) {
   // One line at a time: ranks of one process may report on several
   // communicators at once.
   static std::mutex mutex;
-  char host[64] = "?";
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "?");
+  static const std::string host = [] {
+    char name[256] = {};
+    return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
+  }();
   std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stdout, "%s:%d NCCL DIAG %s\n", host, this_pid(), line.c_str());
+  std::fprintf(stdout, "%s:%d NCCL DIAG %s\n", host.c_str(), this_pid(), line.c_str());
   std::fflush(stdout);
 }
 

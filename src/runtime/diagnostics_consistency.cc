@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/exec/device_backend.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/diagnostics.h"
@@ -57,8 +58,7 @@ std::string environment_blob(bool* cut) {
   for (std::string entry : env_nccl_and_braid()) {
     const size_t eq = entry.find('=');
     if (eq != std::string::npos && secret_name(entry.substr(0, eq))) {
-      uint64_t h = 1469598103934665603ULL;  // FNV-1a
-      for (size_t i = eq + 1; i < entry.size(); ++i) h = (h ^ uint8_t(entry[i])) * 1099511628211ULL;
+      const uint64_t h = fnv1a(std::string_view(entry).substr(eq + 1));
       entry = fmt::format("{}=<hidden, hash {:016x}>", entry.substr(0, eq), h);
     }
     if (blob.size() + entry.size() + 1 > kEnvLimitBytes) {

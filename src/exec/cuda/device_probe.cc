@@ -7,6 +7,7 @@
 #include <string>
 
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/exec/device_backend.h"
 
 namespace braid {
@@ -27,9 +28,7 @@ DeviceProbe probe_device_backend() {
   // The UUID names the GPU whatever CUDA_VISIBLE_DEVICES numbers it as.
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
-    uint64_t h = 1469598103934665603ULL;  // FNV-1a
-    for (unsigned char b : prop.uuid.bytes) h = (h ^ b) * 1099511628211ULL;
-    probe.gpu = h;
+    probe.gpu = fnv1a(std::string_view(prop.uuid.bytes, sizeof prop.uuid.bytes));
     std::snprintf(probe.name, sizeof probe.name, "%.*s", int(sizeof probe.name) - 1, prop.name);  // cut to fit
   }
   return probe;
