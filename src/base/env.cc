@@ -46,6 +46,14 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_RUN_RAS_DIAGNOSTICS", "",
      "NCCL 2.31's RAS diagnostics at init: 1 makes rank 0 print whether the ranks agree on their NCCL_* and "
      "BRAID_* variables, library, GPUs and CUDA driver"},
+    {"NCCL_RAS_ENABLE", "",
+     "RAS (ncclras queries of a running job): on unless set to anything but 1 (as NCCL: only 1 enables it)"},
+    {"NCCL_RAS_ADDR", "",
+     "host:port of the RAS client socket every process of the host shares (default localhost:28028); give each "
+     "job on a host its own"},
+    {"NCCL_RAS_TIMEOUT_FACTOR", "",
+     "multiplies RAS's timeouts (a positive number, default 1): a status query's wait per process and the "
+     "monitor's probe interval"},
     {"NCCL_WIN_STRIDE", "",
      "bytes between LSA ranks' copies in the flat range of symmetric memory, a multiple of 4 GiB (the largest "
      "any rank sets wins); default: the memory's size split among the ranks sharing it, rounded up"},

@@ -29,6 +29,8 @@ DeviceProbe probe_device_backend();
 struct DeviceInventory {
   int32_t devices = 0;         // CUDA devices this process sees
   int32_t driver_version = 0;  // cudaDriverGetVersion: the CUDA version the driver supports
+  int32_t runtime_version = 0;  // cudaRuntimeGetVersion
+  int32_t compiled_version = 0;  // CUDART_VERSION braid was built with (RAS's report)
 };
 DeviceInventory probe_device_inventory();
 

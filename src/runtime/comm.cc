@@ -11,7 +11,7 @@
 #include "src/base/env.h"
 
 ncclComm::ncclComm() = default;
-ncclComm::~ncclComm() = default;
+ncclComm::~ncclComm() { braid::ras_comm_removed(this); }
 
 namespace braid {
 namespace {

@@ -102,8 +102,10 @@ CommFailures run_setups(std::vector<SetupCall>& setups) {
 Status run_work(std::vector<CommQueue>& queues) {
   if (queues.empty()) return Status::ok();
   // What only the argument check needed (calls of count 0) runs nowhere.
-  for (CommQueue& q : queues)
+  for (CommQueue& q : queues) {
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
+    for (const CollectiveCall& c : q.work.collectives) q.comm->ras.count_launch(c.collective);
+  }
   // Each communicator's task events, stopped once every runner returned
   // (nothing allocated where no plugin is loaded).
   std::vector<std::unique_ptr<ProfiledRun>> runs;
@@ -316,6 +318,9 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
   if (!group_active() && !comm->nonblocking() && !comm->check_args) {
     bool ran = false;
     Status s;
+    // Counted as launched before it runs (a rank stuck in it has launched
+    // it, for RAS); taken back if the backend leaves it to the group path.
+    comm->ras.count_launch(call.collective);
     if (!traced) {
       s = comm->backend->run_alone(call, &ran);
     } else if (comm->backend->runs_alone(call)) {
@@ -329,6 +334,7 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
       }
       profiler_group_api_stop();
     }
+    if (!ran) comm->ras.count_launch(call.collective, -1);
     if (ran) {
       if (!s.is_ok()) note_failure(comm, &s);
       return s;

@@ -32,6 +32,7 @@
 #include "src/runtime/comm.h"
 #include "src/runtime/cuda_settings.h"
 #include "src/runtime/diagnostics.h"
+#include "src/runtime/ras_service.h"
 #include "src/transport/cross_memory.h"
 #include "src/transport/net/net_choice.h"
 #include "src/transport/net/net_transport.h"
@@ -56,6 +57,7 @@ struct InitInfo {
   CmaProbe cma_probe;       // for peers to try reading this process
   uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
   char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
+  RasRank ras;          // where RAS queries reach this rank's process (ras_service.h)
   uint8_t failed = 0;  // this rank's init failed before the exchange: the rest is not filled
 };
 
@@ -122,6 +124,9 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->gpu = local.device.usable ? local.device.gpu : 0;
   if (local.device.usable) std::memcpy(mine->gpu_name, local.device.name, sizeof mine->gpu_name);
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
+  ras_peer_address(&mine->ras.addr);
+  mine->ras.pid = getpid();
+  mine->ras.cuda_dev = local.device.usable ? local.device.device : -1;
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
   a.transport_mode = local.transport_index;
@@ -355,6 +360,10 @@ Status comm_setup(ncclComm* comm) {
   for (int r = 0; r < nranks; ++r)
     if (infos[r].failed)
       return BRAID_ERROR(ncclRemoteError, "rank {}'s init failed before its first exchange (its error says why)", r);
+  // From here on RAS queries see this communicator (as INIT until it is ready).
+  std::vector<RasRank> ras_ranks;
+  for (const InitInfo& i : infos) ras_ranks.push_back(i.ras);
+  ras_comm_added(comm, ras_ranks, infos[0].peer.host_hash, uint64_t(infos[0].peer.pid));
   std::vector<AgreedValues> values;
   for (const InitInfo& i : infos) values.push_back(i.agreed);
   AgreedValues agreed;

@@ -177,6 +177,7 @@ BRAID_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
     // non-blocking communicator's background work is waited for here.
     BRAID_TRY(comm_wait_job(comm));
     comm->finalized = true;
+    comm->ras.finalize_called = true;
     return Status::ok();
   });
 }
@@ -188,6 +189,7 @@ BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed twice?)",
                          static_cast<void*>(comm));
+    comm->ras.destroy_called = true;
     // Pending background work finishes first (NCCL's Destroy waits too); if
     // it cannot, it is stopped.
     if (!comm_wait_idle(comm, env_int("BRAID_TIMEOUT") * 1000 + 1000)) stop_comm(comm);

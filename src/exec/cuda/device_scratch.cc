@@ -55,6 +55,8 @@ DeviceInventory probe_device_inventory() {
   if (cudaGetDeviceCount(&count) == cudaSuccess) inventory.devices = count;
   int version = 0;
   if (cudaDriverGetVersion(&version) == cudaSuccess) inventory.driver_version = version;
+  if (cudaRuntimeGetVersion(&version) == cudaSuccess) inventory.runtime_version = version;
+  inventory.compiled_version = CUDART_VERSION;
   cudaGetLastError();  // no device is not an error to leave behind
   return inventory;
 }
