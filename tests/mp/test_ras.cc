@@ -1,0 +1,294 @@
+// RAS (src/runtime/ras_service.h) on a running job of real processes, asked
+// the way NCCL's users ask: NCCL's line protocol on the client socket, and
+// the `ncclras` program.  Each rank's process has its own client port here
+// (NCCL_RAS_ADDR set per rank), so the test picks which process answers.
+//  - a rank held back before a collective: the report names it, behind the
+//    others by one AllReduce, while its peers wait in that collective;
+//  - a stopped process: unresponsive (INCOMPLETE, a TIMEOUT warning); once
+//    killed: dead (DEAD, its rank missing), and a monitor sees PEER_DEAD;
+//  - the protocol: replies, errors, JSON, the long-line limit, and
+//    NCCL_RAS_ENABLE=0.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A client connection to a RAS client socket on 127.0.0.1.
+struct RasClient {
+  int fd = -1;
+  explicit RasClient(int port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(uint16_t(port));
+    for (int tries = 0; tries < 200 && fd < 0; ++tries) {  // its process may still be starting
+      fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+  ~RasClient() {
+    if (fd >= 0) close(fd);
+  }
+  bool send(const std::string& text) const { return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) > 0; }
+  // What arrives until `until` is in it, the server closes, or `seconds` pass.
+  std::string read(const std::string& until = "", int seconds = 30) const {
+    std::string got;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < end && (until.empty() || got.find(until) == std::string::npos)) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char chunk[4096];
+      const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) break;
+      got.append(chunk, size_t(n));
+    }
+    return got;
+  }
+};
+
+std::string status(int port, const std::string& commands = "STATUS\n") {
+  RasClient c(port);
+  c.send(commands);
+  return c.read();
+}
+
+bool contains(const std::string& text, const std::string& what) {
+  if (text.find(what) != std::string::npos) return true;
+  UNSCOPED_INFO("missing: " << what);
+  return false;
+}
+
+// Children wait on `gate` (one byte each) until the parent lets them go.
+struct Gate {
+  int fds[2] = {-1, -1};
+  Gate() { REQUIRE(pipe(fds) == 0); }
+  ~Gate() { close(fds[0]), close(fds[1]); }
+  void wait() const {
+    char c;
+    (void)!read(fds[0], &c, 1);
+  }
+  void open(int n) const {
+    for (int i = 0; i < n; ++i) (void)!write(fds[1], "x", 1);
+  }
+};
+
+std::vector<int> ports_for(int nranks) {
+  std::vector<int> ports;
+  for (int r = 0; r < nranks; ++r) ports.push_back(free_port());
+  return ports;
+}
+
+void listen_at(int port) { setenv("NCCL_RAS_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1); }
+
+int all_reduce_ok(ncclComm_t comm, int nranks) {
+  float x = 1, sum = 0;
+  if (ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) return 1;
+  return sum == float(nranks) ? 0 : 1;
+}
+
+int wait_all(const std::vector<pid_t>& pids) {
+  int bad = 0;
+  for (pid_t pid : pids) {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    bad += exit_code(st) != 0;
+  }
+  return bad;
+}
+
+// Asks until `what` shows (the job gets there on its own time), at most ~20 s.
+std::string status_showing(int port, const std::string& what, const std::string& commands = "STATUS\n") {
+  std::string report;
+  for (int i = 0; i < 100; ++i) {
+    report = status(port, commands);
+    if (report.find(what) != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("RAS names the rank that has launched fewer collectives than its peers (processes)", "[mp][ras]") {
+  constexpr int n = 4;
+  const std::vector<int> ports = ports_for(n);
+  Gate gate;
+  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(ports[r]);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+    int bad = 0;
+    for (int i = 0; i < 4; ++i) bad += all_reduce_ok(comm, n);
+    if (r == n - 1) gate.wait();  // held back: the others wait for it in their fifth
+    bad += all_reduce_ok(comm, n);
+    bad += ncclCommDestroy(comm) != ncclSuccess;
+    return bad;
+  });
+  const std::string report = status_showing(ports[0], "Rank 3 has launched up to operation 4");
+  CHECK(contains(report, "Job summary\n===========\n\n"));
+  CHECK(contains(report, "      1          4            0          4        0\n"));
+  CHECK(contains(report, "    0         1         1         4         4         4   RUNNING  MISMATCH\n"));
+  CHECK(contains(report, "  Communicator ranks have different AllReduce operation counts\n"
+                         "  3 ranks have launched up to operation 5\n"));
+  CHECK(contains(report, "  Rank 3 has launched up to operation 4 -- GPU none managed by process " +
+                             std::to_string(pids[3]) + " on node "));
+  // JSON has every rank's count.
+  const std::string json = status(ports[1], "SET FORMAT json\nSTATUS\n");
+  CHECK(contains(json, "\"communicators_count\": 1"));
+  CHECK(contains(json, "\"AllReduce\": 4"));
+  CHECK(contains(json, "\"AllReduce\": 5"));
+  CHECK(contains(json, "\"missing_ranks_count\": 0"));
+  gate.open(1);
+  CHECK(wait_all(pids) == 0);
+}
+
+TEST_CASE("RAS reports a stopped process as unresponsive and a killed one as dead, and a monitor sees it die",
+          "[mp][ras]") {
+  constexpr int n = 3;
+  const std::vector<int> ports = ports_for(n);
+  Gate gate;
+  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(ports[r]);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+    int bad = all_reduce_ok(comm, n);
+    gate.wait();  // rank 2 is killed meanwhile: the others abort
+    bad += ncclCommAbort(comm) != ncclSuccess;
+    return bad;
+  });
+  std::string report = status_showing(ports[0], "RUNNING      OK");
+  CHECK(contains(report, "    0         1         1         3         3         3   RUNNING      OK\n"));
+  CHECK(contains(report, "Errors\n======\n\nWarnings\n========\n\n"));
+
+  // Stopped: it accepts (the kernel does) but never answers.
+  kill(pids[2], SIGSTOP);
+  report = status(ports[0], "TIMEOUT 1\nSTATUS\n");
+  CHECK(contains(report, "INCOMPLETE\n  Missing communicator data from 1 job process\n  Process " +
+                             std::to_string(pids[2]) + " on node "));
+  CHECK(contains(report, "RUNNING  INCOMPLETE\n"));
+  CHECK(contains(report, "INCOMPLETE\n  Missing communicator data from 1 rank\n  Rank 2 -- GPU none managed by process " +
+                             std::to_string(pids[2])));
+  CHECK(contains(report, "TIMEOUT\n  Encountered 1 communication timeout while gathering communicator data\n"));
+
+  // A monitor on rank 1's process, then the stopped process killed.
+  RasClient monitor(ports[1]);
+  monitor.send("MONITOR all\n");
+  CHECK(monitor.read("OK\n", 10) == "OK\n");
+  kill(pids[2], SIGKILL);
+  int st = 0;
+  waitpid(pids[2], &st, 0);
+  const std::string events = monitor.read("PEER_DEAD", 20);
+  CHECK(contains(events, "PEER_DEAD: Process " + std::to_string(pids[2]) + " on node "));
+
+  report = status(ports[0]);
+  CHECK(contains(report, "DEAD\n  1 job process is considered dead (unreachable via the RAS network)\n  Process " +
+                             std::to_string(pids[2])));
+  CHECK(contains(report, "Missing communicator data from 1 rank\n  Rank 2 -- GPU none managed by process"));
+  CHECK(report.find("TIMEOUT\n") == std::string::npos);  // the dead refuse at once
+  gate.open(2);
+  CHECK(wait_all({pids[0], pids[1]}) == 0);
+}
+
+TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]") {
+  const int port = free_port(), off_port = free_port();
+  Gate gate;
+  const auto pids = fork_ranks(2, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(r == 0 ? port : off_port);
+    if (r == 1) setenv("NCCL_RAS_ENABLE", "0", 1);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, ids[0], r) != ncclSuccess) return 1;
+    int bad = all_reduce_ok(comm, 2);
+    gate.wait();
+    bad += ncclCommDestroy(comm) != ncclSuccess;
+    return bad;
+  });
+  {
+    RasClient c(port);
+    REQUIRE(c.fd >= 0);
+    c.send("CLIENT PROTOCOL 2\n");
+    CHECK(c.read("\n") == "SERVER PROTOCOL 2\n");
+    c.send("timeout soon\r\n");
+    CHECK(c.read("\n") == "ERROR: Invalid timeout value soon\n");
+    c.send("TIMEOUT 2.5\n");
+    CHECK(c.read("\n") == "OK\n");
+    c.send("SET FORMAT yaml\n");
+    CHECK(c.read("\n") == "ERROR: Invalid format yaml\n");
+    c.send("frobnicate\n");
+    CHECK(c.read("\n") == "ERROR: Unknown command frobnicate\n");
+    c.send("MONITOR sometimes\n");
+    CHECK(c.read("\n") == "ERROR: Invalid event group 'sometimes'\n");
+    c.send("set format JSON\nverbose status\n");
+    const std::string json = c.read();  // to the end: the server closes
+    CHECK(contains(json, "\"nccl_version\": \""));
+    CHECK(contains(json, "\"communicators_count\": 1"));
+    // Rank 1's process runs no RAS: its rank is missing, though its process is known.
+    CHECK(contains(json, "\"missing_ranks_count\": 1"));
+    CHECK(json.substr(json.size() - 2) == "}\n");
+  }
+  {
+    RasClient c(port);
+    c.send(std::string(2000, 'x'));  // no newline within NCCL's 1024 bytes: dropped
+    CHECK(c.read() == "");
+  }
+  {
+    RasClient c(port);
+    c.send("DIAGNOSTICS\n");
+    CHECK(contains(c.read(), "ERROR: braid's RAS has no on-demand diagnostics"));
+  }
+#ifdef BRAID_NCCLRAS
+  const std::string client = std::string(BRAID_NCCLRAS) + " -h 127.0.0.1 -p ";
+  auto run = [](const std::string& command, int* rc) {
+    std::string out;
+    FILE* p = popen((command + " 2>&1").c_str(), "r");
+    char buf[4096];
+    for (size_t k; (k = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, k);
+    *rc = WEXITSTATUS(pclose(p));
+    return out;
+  };
+  int rc = -1;
+  std::string out = run(client + std::to_string(port), &rc);
+  CHECK(rc == 0);
+  CHECK(contains(out, "Communicators... ("));
+  out = run(client + std::to_string(port) + " -t never", &rc);
+  CHECK(rc == 1);
+  CHECK(contains(out, "Invalid timeout: never"));
+  out = run(client + std::to_string(off_port), &rc);  // NCCL_RAS_ENABLE=0 there: nobody listens
+  CHECK(rc == 1);
+  CHECK(contains(out, "Failed to connect to the NCCL RAS service!"));
+#endif
+  gate.open(2);
+  CHECK(wait_all(pids) == 0);
+}
