@@ -292,3 +292,42 @@ TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]"
   gate.open(2);
   CHECK(wait_all(pids) == 0);
 }
+
+TEST_CASE("RAS reports the thread-ranks of one process, each with its own status", "[mp][ras]") {
+  constexpr int n = 4;
+  const int port = free_port();
+  Gate gate;
+  const auto pids = fork_ranks(1, 60, 1, [&](int, const std::vector<ncclUniqueId>& ids) {
+    listen_at(port);
+    std::vector<int> bad(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        ncclComm_t comm = nullptr;
+        if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return void(++bad[r]);
+        for (int i = 0; i < 3; ++i) bad[r] += all_reduce_ok(comm, n);
+        float x = float(r);
+        bad[r] += ncclBroadcast(&x, &x, 1, ncclFloat, 2, comm, nullptr) != ncclSuccess || x != 2;
+        if (r < 2) bad[r] += ncclCommFinalize(comm) != ncclSuccess;
+        gate.wait();
+        bad[r] += ncclCommDestroy(comm) != ncclSuccess;
+      });
+    for (auto& t : threads) t.join();
+    int total = 0;
+    for (int b : bad) total += b;
+    return total;
+  });
+  const std::string report = status_showing(port, "FINALIZE  MISMATCH");
+  CHECK(contains(report, "    0         1         1         4         4         4  FINALIZE  MISMATCH\n"));
+  CHECK(contains(report, "  Communicator ranks have different status\n"
+                         "  2 ranks have status FINALIZE\n"
+                         "  2 ranks have status RUNNING\n\n"));
+  CHECK(report.find("operation counts") == std::string::npos);
+  const std::string json = status(port, "SET FORMAT json\nSTATUS\n");
+  CHECK(contains(json, "\"ranks_count\": 4"));
+  CHECK(contains(json, "\"Broadcast\": 1"));
+  CHECK(contains(json, "\"AllReduce\": 3"));
+  CHECK(contains(json, "\"finalize_called\": true"));
+  gate.open(n);
+  CHECK(wait_all(pids) == 0);
+}
