@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <set>
 
 #include <fmt/format.h>
@@ -41,15 +40,6 @@ bool starts_with(const std::string& line, const char* prefix) {
   return strncasecmp(line.c_str(), prefix, std::strlen(prefix)) == 0;
 }
 bool is(const std::string& line, const char* command) { return strcasecmp(line.c_str(), command) == 0; }
-
-std::string now_text() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%F %T", &tm);
-  return text;
-}
 
 class ClientSession {
  public:
@@ -151,13 +141,13 @@ class ClientSession {
   void event(int group, const char* name, const ras::ProcessInfo& p, const std::string& details) {
     if (!(mask_ & group)) return;
     if (!json_) {
-      send(fmt::format("[{}] {}: Process {} on node {} managing GPU{} {} {}\n", now_text(), name, p.pid, p.host,
+      send(fmt::format("[{}] {}: Process {} on node {} managing GPU{} {} {}\n", ras_local_time(), name, p.pid, p.host,
                        p.cuda_devs.size() > 1 ? "s" : "",
                        p.cuda_devs.empty() ? "none" : fmt::format("{}", fmt::join(p.cuda_devs, ",")), details));
       return;
     }
     const nlohmann::ordered_json doc = {
-        {"timestamp", now_text()},
+        {"timestamp", ras_local_time()},
         {"group", group == kLifecycle ? "LIFECYCLE" : "TRACE"},
         {"event", name},
         {"peer", {{"host", p.host}, {"pid", p.pid}, {"cuda_devs", p.cuda_devs}, {"nvml_devs", p.cuda_devs}}},

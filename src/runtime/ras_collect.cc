@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <ctime>
 #include <set>
 
 #include "nccl.h"
@@ -17,15 +16,6 @@
 
 namespace braid {
 namespace {
-
-std::string local_time() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%F %T", &tm);
-  return text;
-}
 
 Deadline deadline_after(double sec) {
   return sec > 0 ? Deadline::after(std::chrono::milliseconds(int64_t(sec * 1000))) : Deadline::never();
@@ -41,7 +31,7 @@ ras::JobView ras_collect(RasNode& node, double timeout_sec) {
   v.cuda_compiled = inventory.compiled_version;
   v.cuda_runtime = inventory.runtime_version;
   v.cuda_driver = inventory.driver_version;
-  v.timestamp = local_time();
+  v.timestamp = ras_local_time();
   v.answered.push_back(node.report());
   v.dead = node.dead();
   std::set<std::string> asked = {node.self().addr};

@@ -91,6 +91,9 @@ struct RasAnswer {
 };
 std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline);
 
+// Local time as RAS prints it, "%F %T".
+std::string ras_local_time();
+
 // A client's connection to the client socket, served to its end (ras_client.cc).
 void ras_serve_client(RasNode& node, int fd);
 

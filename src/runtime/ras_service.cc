@@ -1,6 +1,5 @@
 // The RAS node of this process (ras_node.h): its start, its sockets, what
 // it knows and how peers ask it.
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -12,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 #include "src/base/env.h"
@@ -25,7 +25,8 @@ namespace braid {
 namespace {
 
 constexpr char kMagic[4] = {'B', 'R', 'A', 'S'};
-constexpr uint32_t kMaxMessage = 64u << 20;  // a report of thousands of communicators fits
+constexpr uint32_t kMaxRequest = 64u << 10;  // requests are small; an unknown sender cannot make us allocate much
+constexpr uint32_t kMaxReply = 64u << 20;    // a report of thousands of communicators fits
 constexpr int kMaxSessions = 256;            // connections served at once; more are closed
 
 std::atomic<RasNode*> g_node{nullptr};
@@ -45,6 +46,7 @@ void child_after_fork() {
     if (fd >= 0) ::close(fd), fd = -1;
   g_node = nullptr;
   g_failed = false;
+  g_sessions = 0;  // the parent's session threads are not in the child
   g_start_mutex.unlock();
 }
 
@@ -90,10 +92,10 @@ int listen_for_clients() {
 
 std::string host_of(const std::string& addr) { return addr.substr(0, addr.rfind(':')); }
 
-Status read_message(int fd, Deadline deadline, std::string* text) {
+Status read_message(int fd, uint32_t max_bytes, Deadline deadline, std::string* text) {
   uint32_t bytes = 0;
   BRAID_TRY(recv_all(fd, &bytes, sizeof bytes, deadline, nullptr));
-  if (bytes > kMaxMessage) return BRAID_ERROR(ncclRemoteError, "RAS message of {} bytes is too long", bytes);
+  if (bytes > max_bytes) return BRAID_ERROR(ncclRemoteError, "RAS message of {} bytes is too long", bytes);
   text->resize(bytes);
   return recv_all(fd, text->data(), bytes, deadline, nullptr);
 }
@@ -212,7 +214,7 @@ void RasNode::serve_peer(int fd) {
   char header[5];
   std::string body;
   if (!recv_all(fd, header, sizeof header, deadline, nullptr).is_ok() ||
-      std::memcmp(header, kMagic, sizeof kMagic) != 0 || !read_message(fd, deadline, &body).is_ok())
+      std::memcmp(header, kMagic, sizeof kMagic) != 0 || !read_message(fd, kMaxRequest, deadline, &body).is_ok())
     return;  // not a RAS peer, or one that went away: nothing to answer
   const nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
   nlohmann::json reply = nlohmann::json::object();
@@ -351,7 +353,7 @@ Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& b
   header += char(kind);
   Status s = send_all(fd, header.data(), header.size(), deadline, nullptr);
   if (s.is_ok()) s = write_message(fd, body.dump(), deadline);
-  if (s.is_ok()) s = read_message(fd, deadline, &text);
+  if (s.is_ok()) s = read_message(fd, kMaxReply, deadline, &text);
   ::close(fd);
   if (!s.is_ok()) return BRAID_ERROR(ncclTimeout, "RAS peer {} did not answer: {}", addr, s.to_string());
   *reply = nlohmann::json::parse(text, nullptr, false);
@@ -371,6 +373,15 @@ std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasReq
     for (auto& t : threads) t.join();
   }
   return answers;
+}
+
+std::string ras_local_time() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%F %T", &tm);
+  return text;
 }
 
 bool ras_peer_address(sockaddr_in* out) {
