@@ -23,8 +23,13 @@ void DiagnosticsReport::print(const std::string& line) {
     char name[256] = {};
     return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
   }();
+  const std::string text = fmt::format("{}:{} NCCL DIAG {}\n", host, this_pid(), line);
+  if (sink_) {
+    *sink_ += text;
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex);
-  std::fprintf(stdout, "%s:%d NCCL DIAG %s\n", host.c_str(), this_pid(), line.c_str());
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
 }
 

@@ -24,17 +24,35 @@ struct ncclComm;
 
 namespace braid {
 
-// What a rank's diagnostics print, where rank 0 prints it.
+// What a rank's diagnostics print, where rank 0 prints it: on standard
+// output, or (RAS's on-demand diagnostics) appended to `sink`.
 class DiagnosticsReport {
  public:
-  explicit DiagnosticsReport(bool printing) : printing_(printing) {}
+  explicit DiagnosticsReport(bool printing, std::string* sink = nullptr) : printing_(printing), sink_(sink) {}
   void ok(const std::string& line) { print("[OK]   " + line); }
   void info(const std::string& line) { print("[INFO] " + line); }
   void print(const std::string& line);
 
  private:
   bool printing_;
+  std::string* sink_;
 };
+
+// What the comparison (NCCL_RUN_RAS_DIAGNOSTICS) compares of one rank.
+struct RankFacts {
+  std::string library;     // braid's version and the NCCL API it presents
+  std::string model;       // the GPU the rank runs on ("" on the host backend)
+  int devices = 0;         // CUDA devices its process sees
+  int driver_version = 0;  // the CUDA driver's (0: none)
+  std::string env;         // "NAME=value\0..." of its NCCL_* and BRAID_* variables, secrets hashed
+  bool env_cut = false;    // it had more than fit
+};
+// This process's facts, for a rank running on `model`.
+RankFacts this_process_facts(const std::string& model);
+// The comparison's lines for the ranks of communicator `comm_hash` of
+// `nranks` ranks, given the facts of `ranks` (those reported, in order).
+void compare_rank_facts(uint64_t comm_hash, int nranks, const std::vector<int>& ranks,
+                        const std::vector<RankFacts>& facts, DiagnosticsReport& report);
 
 // "{0,1,2}", at most 8 ranks shown, then ",...} (N=total)" (NCCL's format).
 std::string rank_set(const std::vector<int>& ranks);

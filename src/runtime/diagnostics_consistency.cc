@@ -77,17 +77,6 @@ using Values = std::vector<std::optional<std::string>>;
 
 bool all_equal(const Values& v) { return std::all_of(v.begin(), v.end(), [&](const auto& x) { return x == v[0]; }); }
 
-// The ranks holding each value, in order of first rank.
-std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups(const Values& v) {
-  std::vector<std::pair<std::optional<std::string>, std::vector<int>>> out;
-  for (int r = 0; r < int(v.size()); ++r) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == v[size_t(r)]; });
-    if (it == out.end()) out.push_back({v[size_t(r)], {r}});
-    else it->second.push_back(r);
-  }
-  return out;
-}
-
 // A value as a report line can hold it: control characters as '?', at most
 // 256 bytes (NCCL's rule), so one line stays one line.
 std::string shown(const std::optional<std::string>& v) {
@@ -101,8 +90,8 @@ std::string shown(const std::optional<std::string>& v) {
 
 class Comparison {
  public:
-  Comparison(const ncclComm* comm, DiagnosticsReport& report)
-      : report_(report), scope_(fmt::format("across {} ranks in comm {:#x}", comm->nranks, comm->comm_hash)) {}
+  Comparison(uint64_t comm_hash, int nranks, const std::vector<int>& ranks, DiagnosticsReport& report)
+      : report_(report), ranks_(ranks), scope_(fmt::format("across {} ranks in comm {:#x}", nranks, comm_hash)) {}
 
   // One line if every rank has the same value, else one per value.
   void same(const std::string& check, const Values& values) {
@@ -116,19 +105,21 @@ class Comparison {
   }
 
   // Every variable with `prefix` that any rank sets.
-  void environment(const std::string& check, const std::string& prefix, const std::vector<std::string>& blobs) {
-    std::vector<std::map<std::string, std::string>> vars(blobs.size());
+  void environment(const std::string& check, const std::string& prefix, const std::vector<RankFacts>& facts) {
+    std::vector<std::map<std::string, std::string>> vars(facts.size());
     std::set<std::string> names;
-    for (size_t r = 0; r < blobs.size(); ++r)
-      for (size_t at = 0; at < blobs[r].size();) {
-        const size_t end = blobs[r].find('\0', at);
-        const std::string entry = blobs[r].substr(at, end - at);
-        at = end == std::string::npos ? blobs[r].size() : end + 1;
+    for (size_t r = 0; r < facts.size(); ++r) {
+      const std::string& blob = facts[r].env;
+      for (size_t at = 0; at < blob.size();) {
+        const size_t end = blob.find('\0', at);
+        const std::string entry = blob.substr(at, end - at);
+        at = end == std::string::npos ? blob.size() : end + 1;
         const size_t eq = entry.find('=');
         if (eq == std::string::npos || entry.compare(0, prefix.size(), prefix) != 0) continue;
         vars[r][entry.substr(0, eq)] = entry.substr(eq + 1);
         names.insert(entry.substr(0, eq));
       }
+    }
     int differ = 0;
     for (const std::string& name : names) {
       Values values;
@@ -147,62 +138,93 @@ class Comparison {
   }
 
  private:
+  // The ranks holding each value, in order of first rank (as the communicator numbers them).
+  std::vector<std::pair<std::optional<std::string>, std::vector<int>>> groups(const Values& v) const {
+    std::vector<std::pair<std::optional<std::string>, std::vector<int>>> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& g) { return g.first == v[i]; });
+      if (it == out.end()) out.push_back({v[i], {ranks_[i]}});
+      else it->second.push_back(ranks_[i]);
+    }
+    return out;
+  }
+
   DiagnosticsReport& report_;
+  const std::vector<int>& ranks_;
   std::string scope_;
 };
 
 }  // namespace
 
+RankFacts this_process_facts(const std::string& model) {
+  RankFacts f;
+  f.library = fmt::format("braid {}.{}.{} (NCCL {}.{}.{} API)", BRAID_VERSION_MAJOR, BRAID_VERSION_MINOR,
+                          BRAID_VERSION_PATCH, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
+  f.model = model;
+  const DeviceInventory inventory = probe_device_inventory();
+  f.devices = inventory.devices;
+  f.driver_version = inventory.driver_version;
+  f.env = environment_blob(&f.env_cut);
+  return f;
+}
+
+void compare_rank_facts(uint64_t comm_hash, int nranks, const std::vector<int>& ranks,
+                        const std::vector<RankFacts>& facts, DiagnosticsReport& report) {
+  Comparison compare(comm_hash, nranks, ranks, report);
+  auto field = [&](auto get) {
+    Values v;
+    for (const RankFacts& f : facts) v.push_back(get(f));
+    return v;
+  };
+  compare.same("library", field([](const RankFacts& f) { return f.library; }));
+  const bool any_gpu = std::any_of(facts.begin(), facts.end(), [](const RankFacts& f) { return f.devices > 0; });
+  if (any_gpu) {
+    compare.same("GPU inventory", field([](const RankFacts& f) {
+                   return fmt::format("{}x visible, running on {}", f.devices, f.model.empty() ? "no GPU" : f.model);
+                 }));
+    compare.same("CUDA driver version", field([](const RankFacts& f) {
+                   return f.driver_version ? std::to_string(f.driver_version) : std::string("unavailable");
+                 }));
+  }
+  const auto cut_ranks = std::count_if(facts.begin(), facts.end(), [](const RankFacts& f) { return f.env_cut; });
+  if (cut_ranks)
+    report.info(fmt::format("environment: {} rank(s) had over {} bytes of NCCL_* and BRAID_* variables; the "
+                            "comparison is partial", cut_ranks, kEnvLimitBytes));
+  compare.environment("NCCL environment", "NCCL_", facts);
+  compare.environment("braid environment", "BRAID_", facts);
+}
+
 Status check_consistency(ncclComm* comm, DiagnosticsReport& report) {
   const int n = comm->nranks;
+  const DeviceProbe& device = comm->setup->local.device;
+  const RankFacts own = this_process_facts(device.usable ? std::string(device.name, strnlen(device.name, 64)) : "");
+  // Two allgathers: the fixed facts with each environment's size, then the
+  // environments padded to the largest.
   std::vector<Facts> facts(static_cast<size_t>(n));
   Facts& mine = facts[size_t(comm->rank)];
-  std::snprintf(mine.library, sizeof mine.library, "braid %d.%d.%d (NCCL %d.%d.%d API)", BRAID_VERSION_MAJOR,
-                BRAID_VERSION_MINOR, BRAID_VERSION_PATCH, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH);
-  const DeviceProbe& device = comm->setup->local.device;
-  if (device.usable) std::memcpy(mine.model, device.name, sizeof mine.model);
-  const DeviceInventory inventory = probe_device_inventory();
-  mine.devices = inventory.devices;
-  mine.driver_version = inventory.driver_version;
-  bool cut = false;
-  const std::string blob = environment_blob(&cut);
-  mine.env_bytes = blob.size();
-  mine.env_cut = cut;
+  std::snprintf(mine.library, sizeof mine.library, "%s", own.library.c_str());
+  std::snprintf(mine.model, sizeof mine.model, "%s", own.model.c_str());
+  mine.devices = own.devices;
+  mine.driver_version = own.driver_version;
+  mine.env_bytes = own.env.size();
+  mine.env_cut = own.env_cut;
   BRAID_TRY(comm->bootstrap->allgather(facts.data(), sizeof(Facts)));
   uint64_t widest = 0;
   for (const Facts& f : facts) widest = std::max(widest, std::min<uint64_t>(f.env_bytes, kEnvLimitBytes));
   std::vector<char> all(size_t(n) * widest);
-  std::memcpy(all.data() + size_t(comm->rank) * widest, blob.data(), blob.size());
+  std::memcpy(all.data() + size_t(comm->rank) * widest, own.env.data(), own.env.size());
   if (widest) BRAID_TRY(comm->bootstrap->allgather(all.data(), widest));
-
-  Comparison compare(comm, report);
-  auto field = [&](auto get) {
-    Values v;
-    for (const Facts& f : facts) v.push_back(get(f));
-    return v;
-  };
-  compare.same("library", field([](const Facts& f) { return std::string(f.library, strnlen(f.library, 64)); }));
-  const bool any_gpu = std::any_of(facts.begin(), facts.end(), [](const Facts& f) { return f.devices > 0; });
-  if (any_gpu) {
-    compare.same("GPU inventory", field([](const Facts& f) {
-                   const std::string model(f.model, strnlen(f.model, 64));
-                   return fmt::format("{}x visible, running on {}", f.devices, model.empty() ? "no GPU" : model);
-                 }));
-    compare.same("CUDA driver version", field([](const Facts& f) {
-                   return f.driver_version ? std::to_string(f.driver_version) : std::string("unavailable");
-                 }));
-  }
-  std::vector<std::string> blobs;
-  int cut_ranks = 0;
+  std::vector<RankFacts> gathered;
+  std::vector<int> ranks;
   for (int r = 0; r < n; ++r) {
-    blobs.emplace_back(all.data() + size_t(r) * widest, std::min<uint64_t>(facts[size_t(r)].env_bytes, widest));
-    cut_ranks += facts[size_t(r)].env_cut;
+    const Facts& f = facts[size_t(r)];
+    gathered.push_back({std::string(f.library, strnlen(f.library, 64)), std::string(f.model, strnlen(f.model, 64)),
+                        f.devices, f.driver_version,
+                        std::string(all.data() + size_t(r) * widest, std::min<uint64_t>(f.env_bytes, widest)),
+                        f.env_cut != 0});
+    ranks.push_back(r);
   }
-  if (cut_ranks)
-    report.info(fmt::format("environment: {} rank(s) had over {} bytes of NCCL_* and BRAID_* variables; the "
-                            "comparison is partial", cut_ranks, kEnvLimitBytes));
-  compare.environment("NCCL environment", "NCCL_", blobs);
-  compare.environment("braid environment", "BRAID_", blobs);
+  compare_rank_facts(comm->comm_hash, n, ranks, gathered, report);
   return Status::ok();
 }
 
