@@ -363,7 +363,8 @@ Status comm_setup(ncclComm* comm) {
   // From here on RAS queries see this communicator (as INIT until it is ready).
   std::vector<RasRank> ras_ranks;
   for (const InitInfo& i : infos) ras_ranks.push_back(i.ras);
-  ras_comm_added(comm, ras_ranks, infos[0].peer.host_hash, uint64_t(infos[0].peer.pid));
+  ras_comm_added(comm, ras_ranks, infos[0].peer.host_hash, uint64_t(infos[0].peer.pid),
+                 local.device.usable ? std::string(local.device.name, strnlen(local.device.name, 64)) : "");
   std::vector<AgreedValues> values;
   for (const InitInfo& i : infos) values.push_back(i.agreed);
   AgreedValues agreed;

@@ -10,6 +10,7 @@
 //                          dies, stops or starts answering (lifecycle:
 //                          PEER_NEW, PEER_DEAD; trace: PEER_UNRESPONSIVE,
 //                          PEER_RECOVERED), probing the peers each second
+//   DIAGNOSTICS         -> NCCL DIAG lines (ras_diagnostics.cc), then close
 // Anything else gets "ERROR: ..." and the connection stays open.  A line
 // longer than 1024 bytes closes it, as NCCL does.
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -82,8 +84,12 @@ class ClientSession {
     }
     if (is(line, "monitor") || starts_with(line, "monitor ")) return start_monitor(line.size() > 8 ? line.substr(8) : "");
     if (is(line, "diagnostics")) {
-      send("ERROR: braid's RAS has no on-demand diagnostics; set NCCL_RUN_RAS_DIAGNOSTICS=1 (or "
-           "NCCL_RUN_DIAGNOSTICS=1) to run them at communicator init\n");
+      if (json_) return send("ERROR: diagnostics only supports text output\n"), false;
+      static std::atomic<bool> running{false};  // one at a time per process, as NCCL
+      if (running.exchange(true)) return send("BUSY: diagnostics already in progress\n"), false;
+      const std::string lines = ras_diagnostics(node_, timeout_sec_);
+      running = false;
+      send(lines);
       return false;
     }
     if (starts_with(line, "control")) return send("ERROR: braid's RAS does not support CONTROL commands\n");

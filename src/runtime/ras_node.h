@@ -29,6 +29,15 @@ enum class RasRequest : char {
   Report = 'R',  // reply: ras::ProcessReport
   Homes = 'H',   // body: a CommId; reply: the RankHome of each of its ranks (empty: not known here)
   Ping = 'P',    // reply: {}
+  Facts = 'F',   // reply: what the on-demand diagnostics compare (ras_diagnostics.cc)
+};
+
+// One of this process's ranks, for the on-demand diagnostics.
+struct RasLocalRank {
+  ras::CommId id;
+  int rank = -1;
+  int nranks = 0;
+  std::string model;  // the GPU it runs on ("" on the host backend)
 };
 
 class RasNode {
@@ -38,11 +47,12 @@ class RasNode {
   static RasNode* get();
 
   const ras::ProcessInfo& self() const { return self_; }
-  void add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id);
+  void add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id, const std::string& model);
   void remove_comm(const ncclComm* comm);
 
   ras::ProcessReport report();                     // this process's, now
   std::vector<ras::RankHome> homes(const ras::CommId& id);
+  std::vector<RasLocalRank> local_ranks();
   std::vector<ras::ProcessInfo> peers();           // known, self and the dead excluded
   std::vector<ras::ProcessInfo> dead();            // known and found dead
   void learn(const std::vector<ras::ProcessInfo>& peers);
@@ -64,6 +74,7 @@ class RasNode {
     ncclComm* comm;
     ras::CommId id;
     std::vector<ras::RankHome> homes;
+    std::string model;
   };
   std::mutex mutex_;
   std::vector<CommEntry> comms_;
@@ -100,5 +111,11 @@ void ras_serve_client(RasNode& node, int fd);
 // Every process's report, as a status query gathers them (ras_collect.cc).
 // timeout_sec <= 0: wait for each process as long as it takes.
 ras::JobView ras_collect(RasNode& node, double timeout_sec);
+
+// The on-demand diagnostics (ras_diagnostics.cc): NCCL DIAG lines comparing
+// the ranks of every communicator of every process that answers.
+std::string ras_diagnostics(RasNode& node, double timeout_sec);
+// This process's answer to a Facts request.
+nlohmann::json ras_facts_reply(RasNode& node);
 
 }  // namespace braid

@@ -229,6 +229,7 @@ void RasNode::serve_peer(int fd) {
       break;
     }
     case RasRequest::Ping: break;
+    case RasRequest::Facts: reply = ras_facts_reply(*this); break;
     default: return;
   }
   (void)write_message(fd, reply.dump(), deadline);
@@ -244,9 +245,10 @@ ras::ProcessInfo& RasNode::peer_entry(const std::string& addr) {
   return p;
 }
 
-void RasNode::add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id) {
+void RasNode::add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id,
+                       const std::string& model) {
   std::lock_guard<std::mutex> lock(mutex_);
-  CommEntry entry{comm, id, {}};
+  CommEntry entry{comm, id, {}, model};
   for (size_t r = 0; r < ranks.size(); ++r) {
     const std::string addr = ranks[r].addr.sin_port ? to_string(ranks[r].addr) : "";
     entry.homes.push_back({int(r), addr, ranks[r].cuda_dev});
@@ -298,6 +300,13 @@ std::vector<ras::RankHome> RasNode::homes(const ras::CommId& id) {
   for (const CommEntry& e : comms_)
     if (e.id == id) return e.homes;
   return {};
+}
+
+std::vector<RasLocalRank> RasNode::local_ranks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RasLocalRank> out;
+  for (const CommEntry& e : comms_) out.push_back({e.id, e.comm->rank, e.comm->nranks, e.model});
+  return out;
 }
 
 std::vector<ras::ProcessInfo> RasNode::peers() {
@@ -390,9 +399,10 @@ bool ras_peer_address(sockaddr_in* out) {
   return node != nullptr;
 }
 
-void ras_comm_added(ncclComm* comm, const std::vector<RasRank>& ranks, uint64_t rank0_host, uint64_t rank0_pid) {
+void ras_comm_added(ncclComm* comm, const std::vector<RasRank>& ranks, uint64_t rank0_host, uint64_t rank0_pid,
+                    const std::string& model) {
   if (RasNode* node = g_node.load(std::memory_order_acquire))
-    node->add_comm(comm, ranks, {comm->comm_hash, rank0_host, rank0_pid});
+    node->add_comm(comm, ranks, {comm->comm_hash, rank0_host, rank0_pid}, model);
 }
 
 void ras_comm_removed(const ncclComm* comm) {

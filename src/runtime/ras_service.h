@@ -7,7 +7,7 @@
 //    process of the host (SO_REUSEPORT: the kernel gives each connection to
 //    one of them, and any can answer).  `ncclras` (tools/ncclras), or `nc`,
 //    speaks NCCL's line protocol there (ras_client.cc): STATUS, VERBOSE
-//    STATUS, SET FORMAT json, TIMEOUT, MONITOR.
+//    STATUS, SET FORMAT json, TIMEOUT, MONITOR, DIAGNOSTICS.
 //  - The peer socket, an ephemeral port on the bootstrap's interface, which
 //    every rank publishes at init: the processes a process shares a
 //    communicator with are its peers.
@@ -22,7 +22,7 @@
 // Differences from NCCL (docs/compatibility.md): a process is dead as soon
 // as its peer port refuses connections (its process exited), not after 60 s
 // of missed keep-alives; the answering process asks every peer itself
-// (NCCL floods its overlay ring); DIAGNOSTICS and CONTROL are refused.
+// (NCCL floods its overlay ring); CONTROL is refused.
 #pragma once
 
 #include <netinet/in.h>
@@ -30,6 +30,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "braid/schedule.h"
@@ -65,8 +66,10 @@ struct RasRank {
 // false (and a zero address) where RAS is off or could not start.
 bool ras_peer_address(sockaddr_in* out);
 // A communicator whose init exchanged its ranks' RasRank, and no longer.
-// rank0_host and rank0_pid name it with its hash (ras::CommId).
-void ras_comm_added(ncclComm* comm, const std::vector<RasRank>& ranks, uint64_t rank0_host, uint64_t rank0_pid);
+// rank0_host and rank0_pid name it with its hash (ras::CommId); `model` is
+// the GPU this rank runs on ("" on the host backend).
+void ras_comm_added(ncclComm* comm, const std::vector<RasRank>& ranks, uint64_t rank0_host, uint64_t rank0_pid,
+                    const std::string& model);
 void ras_comm_removed(const ncclComm* comm);
 
 }  // namespace braid

@@ -7,7 +7,9 @@
 //  - a stopped process: unresponsive (INCOMPLETE, a TIMEOUT warning); once
 //    killed: dead (DEAD, its rank missing), and a monitor sees PEER_DEAD;
 //  - the protocol: replies, errors, JSON, the long-line limit, and
-//    NCCL_RAS_ENABLE=0.
+//    NCCL_RAS_ENABLE=0;
+//  - on-demand diagnostics: every communicator's ranks compared, a
+//    variable set on one rank named, a secret's value hidden.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -265,8 +267,17 @@ TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]"
   }
   {
     RasClient c(port);
+    c.send("SET FORMAT json\nDIAGNOSTICS\n");
+    CHECK(c.read() == "OK\nERROR: diagnostics only supports text output\n");
+  }
+  {
+    RasClient c(port);
     c.send("DIAGNOSTICS\n");
-    CHECK(contains(c.read(), "ERROR: braid's RAS has no on-demand diagnostics"));
+    const std::string lines = c.read();
+    CHECK(contains(lines, " NCCL DIAG === RAS Diagnostics ===\n"));
+    CHECK(contains(lines, " NCCL DIAG [INFO] diagnostics incomplete, gathered 1/2 ranks in comm 0x"));
+    CHECK(contains(lines, " NCCL DIAG RAS diagnostics completed in "));
+    CHECK(contains(lines, " ms across 1 RAS peers\n"));
   }
 #ifdef BRAID_NCCLRAS
   const std::string client = std::string(BRAID_NCCLRAS) + " -h 127.0.0.1 -p ";
@@ -328,6 +339,42 @@ TEST_CASE("RAS reports the thread-ranks of one process, each with its own status
   CHECK(contains(json, "\"Broadcast\": 1"));
   CHECK(contains(json, "\"AllReduce\": 3"));
   CHECK(contains(json, "\"finalize_called\": true"));
+  gate.open(n);
+  CHECK(wait_all(pids) == 0);
+}
+
+TEST_CASE("RAS diagnostics on demand compare every communicator's ranks, naming what differs", "[mp][ras]") {
+  constexpr int n = 3;
+  const std::vector<int> ports = ports_for(n);
+  Gate gate;
+  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(ports[r]);
+    if (r == 2) setenv("NCCL_RAS_TEST_MARK", "two", 1), setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
+    ncclComm_t comm = nullptr, half = nullptr;
+    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+    int bad = ncclCommSplit(comm, r < 2 ? 0 : NCCL_SPLIT_NOCOLOR, r, &half, nullptr) != ncclSuccess;
+    gate.wait();
+    if (half) bad += ncclCommDestroy(half) != ncclSuccess;
+    bad += ncclCommDestroy(comm) != ncclSuccess;
+    return bad;
+  });
+  std::string lines;
+  for (int i = 0; i < 100 && lines.find("ranks in comm") == std::string::npos; ++i) {  // until both are up
+    lines = status(ports[1], "DIAGNOSTICS\n");
+    if (lines.find("across 3 ranks") == std::string::npos || lines.find("across 2 ranks") == std::string::npos)
+      lines.clear(), std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(contains(lines, "NCCL DIAG [OK]   library: braid "));
+  CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: mismatch across 3 ranks in comm 0x"));
+  CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: NCCL_RAS_TEST_MARK=two on rank(s) {2}\n"));
+  CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: NCCL_RAS_TEST_MARK=(unset) on rank(s) {0,1}\n"));
+  // Each process listens at its own NCCL_RAS_ADDR here: that differs in both communicators.
+  CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: 2 NCCL_* env var(s) differ across 3 ranks in comm 0x"));
+  CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: 1 NCCL_* env var(s) differ across 2 ranks in comm 0x"));
+  CHECK(contains(lines, "NCCL DIAG [OK]   braid environment: BRAID_* env vars consistent across 2 ranks in comm 0x"));
+  CHECK(contains(lines, "BRAID_TEST_API_TOKEN=<hidden, hash "));
+  CHECK(lines.find("hunter2") == std::string::npos);
+  CHECK(contains(lines, " ms across 3 RAS peers\n"));
   gate.open(n);
   CHECK(wait_all(pids) == 0);
 }
