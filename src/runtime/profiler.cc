@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -80,6 +81,7 @@ int g_holders = 0;
 // address, and a plugin may write it at any time.
 int g_event_mask = 0;
 int event_mask() { return std::atomic_ref<int>(g_event_mask).load(std::memory_order_relaxed); }
+std::optional<int> g_override_mask;  // profiler_override_mask's, under g_mutex
 
 // The calling thread's group API event (profiler_group_api_start).
 struct GroupApi {
@@ -166,6 +168,7 @@ void profiler_comm_init(ncclComm* comm) {
     if (g_holders == 0) dlclose(g_loaded.lib), g_loaded = {};
     return;
   }
+  if (g_override_mask) std::atomic_ref<int>(g_event_mask).store(*g_override_mask, std::memory_order_relaxed);
   ++g_holders;
   comm->profiler.table = p;
   comm->profiler.context = context;
@@ -180,6 +183,13 @@ void profiler_comm_finalize(ncclComm* comm) {
   comm->profiler = CommProfiler{};
   std::lock_guard<std::mutex> lock(g_mutex);
   if (--g_holders == 0) dlclose(g_loaded.lib), g_loaded = {};
+}
+
+void profiler_override_mask(int mask) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_override_mask = mask;
+  std::atomic_ref<int>(g_event_mask).store(mask, std::memory_order_relaxed);
+  BRAID_INFO(kInit | kProfile, "profiler event mask set out-of-band via RAS: {:#x}", mask);
 }
 
 bool profiler_active(const ncclComm* comm) { return wants(comm, kApiMask); }

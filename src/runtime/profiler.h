@@ -53,6 +53,9 @@ void profiler_comm_init(ncclComm* comm);
 // At destroy or abort; first stops the calling thread's group API event if
 // this communicator's context holds it.
 void profiler_comm_finalize(ncclComm* comm);
+// RAS's CONTROL PROFILER_MASK (NCCL 2.31): the process's activation mask,
+// set now and kept over what later plugin inits write into it.
+void profiler_override_mask(int mask);
 // Whether a plugin takes this communicator's events.
 bool profiler_active(const ncclComm* comm);
 

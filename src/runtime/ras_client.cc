@@ -11,6 +11,9 @@
 //                          PEER_NEW, PEER_DEAD; trace: PEER_UNRESPONSIVE,
 //                          PEER_RECOVERED), probing the peers each second
 //   DIAGNOSTICS         -> NCCL DIAG lines (ras_diagnostics.cc), then close
+//   CONTROL PROFILER_MASK v -> OK once every process that answers has set its
+//                          profiler activation mask to v (NCCL replies at
+//                          once, before its broadcast is done)
 // Anything else gets "ERROR: ..." and the connection stays open.  A line
 // longer than 1024 bytes closes it, as NCCL does.
 #include <poll.h>
@@ -29,6 +32,7 @@
 #include <fmt/ranges.h>
 
 #include "src/base/net.h"
+#include "src/runtime/profiler.h"
 #include "src/runtime/ras_node.h"
 
 namespace braid {
@@ -42,6 +46,38 @@ bool starts_with(const std::string& line, const char* prefix) {
   return strncasecmp(line.c_str(), prefix, std::strlen(prefix)) == 0;
 }
 bool is(const std::string& line, const char* command) { return strcasecmp(line.c_str(), command) == 0; }
+
+std::string trimmed(const std::string& s) {
+  const size_t first = s.find_first_not_of(' ');
+  return first == std::string::npos ? "" : s.substr(first, s.find_last_not_of(' ') - first + 1);
+}
+
+// NCCL's profiler mask values: none, all, a number (0x.., decimal, 0..
+// octal), or a comma list of event names (case-insensitive).
+bool parse_profiler_mask(const std::string& value, int* mask) {
+  static const char* const kNames[] = {"group",    "coll",     "p2p",    "proxyop",      "proxystep",
+                                       "proxyctrl", "kernelch", "netplugin", "groupapi", "collapi",
+                                       "p2papi",   "kernellaunch", "cecoll", "cesync", "cebatch"};
+  constexpr int kAll = (1 << 15) - 1;
+  if (is(value, "none")) return *mask = 0, true;
+  if (is(value, "all")) return *mask = kAll, true;
+  char* end = nullptr;
+  const long n = std::strtol(value.c_str(), &end, 0);
+  if (!value.empty() && *end == '\0') return n >= 0 && n <= 0x7fffffff ? (*mask = int(n), true) : false;
+  int bits = 0;
+  for (size_t at = 0; at <= value.size();) {
+    const size_t comma = std::min(value.find(',', at), value.size());
+    const std::string name = trimmed(value.substr(at, comma - at));
+    int bit = -1;
+    for (int i = 0; i < 15; ++i)
+      if (is(name, kNames[i])) bit = i;
+    if (bit < 0) return false;
+    bits |= 1 << bit;
+    at = comma + 1;
+  }
+  *mask = bits;
+  return true;
+}
 
 class ClientSession {
  public:
@@ -92,8 +128,27 @@ class ClientSession {
       send(lines);
       return false;
     }
-    if (starts_with(line, "control")) return send("ERROR: braid's RAS does not support CONTROL commands\n");
+    if (starts_with(line, "control ")) return control(trimmed(line.substr(8)));
     return send("ERROR: Unknown command " + line + "\n");
+  }
+
+  // CONTROL PROFILER_MASK value: every process's profiler activation mask
+  // (none, all, a number, or a comma list of event names), then OK.
+  bool control(const std::string& command) {
+    if (!starts_with(command, "profiler_mask "))
+      return send("ERROR: Unknown CONTROL subcommand '" + command.substr(0, command.find(' ')) + "'\n");
+    const std::string value = trimmed(command.substr(14));
+    int mask = 0;
+    if (!parse_profiler_mask(value, &mask)) return send("ERROR: Invalid profiler mask value '" + value + "'\n");
+    profiler_override_mask(mask);
+    std::vector<std::string> others;
+    for (const ras::ProcessReport& r : ras_collect(node_, timeout_sec_).answered)
+      if (r.process.addr != node_.self().addr) others.push_back(r.process.addr);
+    const Deadline deadline = timeout_sec_ > 0
+                                  ? Deadline::after(std::chrono::milliseconds(int64_t(timeout_sec_ * 1000)))
+                                  : Deadline::never();
+    (void)ras_ask_all(others, RasRequest::Mask, deadline, {{"mask", mask}});
+    return send("OK\n");
   }
 
   bool start_monitor(const std::string& groups) {

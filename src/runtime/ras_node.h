@@ -30,6 +30,7 @@ enum class RasRequest : char {
   Homes = 'H',   // body: a CommId; reply: the RankHome of each of its ranks (empty: not known here)
   Ping = 'P',    // reply: {}
   Facts = 'F',   // reply: what the on-demand diagnostics compare (ras_diagnostics.cc)
+  Mask = 'M',    // body: {"mask": n}, the profiler activation mask to set; reply: {}
 };
 
 // One of this process's ranks, for the on-demand diagnostics.
@@ -100,7 +101,8 @@ struct RasAnswer {
   Status status;
   nlohmann::json reply;
 };
-std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline);
+std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline,
+                                   const nlohmann::json& body = nlohmann::json::object());
 
 // Local time as RAS prints it, "%F %T".
 std::string ras_local_time();

@@ -19,6 +19,7 @@
 #include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/runtime/comm.h"
+#include "src/runtime/profiler.h"
 #include "src/runtime/ras_node.h"
 
 namespace braid {
@@ -230,6 +231,10 @@ void RasNode::serve_peer(int fd) {
     }
     case RasRequest::Ping: break;
     case RasRequest::Facts: reply = ras_facts_reply(*this); break;
+    case RasRequest::Mask:
+      if (!request.is_object() || !request.contains("mask") || !request["mask"].is_number_integer()) return;
+      profiler_override_mask(request["mask"].get<int>());
+      break;
     default: return;
   }
   (void)write_message(fd, reply.dump(), deadline);
@@ -370,14 +375,15 @@ Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& b
   return Status::ok();
 }
 
-std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline) {
+std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline,
+                                   const nlohmann::json& body) {
   constexpr size_t kAtOnce = 64;
   std::vector<RasAnswer> answers(addrs.size());
   for (size_t first = 0; first < addrs.size(); first += kAtOnce) {
     std::vector<std::thread> threads;
     for (size_t i = first; i < std::min(addrs.size(), first + kAtOnce); ++i)
       threads.emplace_back([&, i] {
-        answers[i].status = ras_ask(addrs[i], kind, nlohmann::json::object(), deadline, &answers[i].reply);
+        answers[i].status = ras_ask(addrs[i], kind, body, deadline, &answers[i].reply);
       });
     for (auto& t : threads) t.join();
   }

@@ -7,7 +7,7 @@
 //    process of the host (SO_REUSEPORT: the kernel gives each connection to
 //    one of them, and any can answer).  `ncclras` (tools/ncclras), or `nc`,
 //    speaks NCCL's line protocol there (ras_client.cc): STATUS, VERBOSE
-//    STATUS, SET FORMAT json, TIMEOUT, MONITOR, DIAGNOSTICS.
+//    STATUS, SET FORMAT json, TIMEOUT, MONITOR, DIAGNOSTICS, CONTROL.
 //  - The peer socket, an ephemeral port on the bootstrap's interface, which
 //    every rank publishes at init: the processes a process shares a
 //    communicator with are its peers.
@@ -22,7 +22,8 @@
 // Differences from NCCL (docs/compatibility.md): a process is dead as soon
 // as its peer port refuses connections (its process exited), not after 60 s
 // of missed keep-alives; the answering process asks every peer itself
-// (NCCL floods its overlay ring); CONTROL is refused.
+// (NCCL floods its overlay ring); CONTROL PROFILER_MASK answers OK once it
+// is set everywhere (NCCL answers at once).
 #pragma once
 
 #include <netinet/in.h>

@@ -378,3 +378,50 @@ TEST_CASE("RAS diagnostics on demand compare every communicator's ranks, naming 
   gate.open(n);
   CHECK(wait_all(pids) == 0);
 }
+
+TEST_CASE("RAS CONTROL PROFILER_MASK sets every process's profiler activation mask", "[mp][ras]") {
+  const std::vector<int> ports = ports_for(2);
+  char log_path[] = "/tmp/braid_ras_profiler_XXXXXX";
+  close(mkstemp(log_path));
+  ScopedEnv plugin("NCCL_PROFILER_PLUGIN", BRAID_TEST_PROFILER_LIB);
+  ScopedEnv log("BRAID_TEST_PROFILER_LOG", log_path);
+  Gate gate;
+  const auto pids = fork_ranks(2, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(ports[r]);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, ids[0], r) != ncclSuccess) return 1;
+    int bad = all_reduce_ok(comm, 2) + all_reduce_ok(comm, 2);
+    gate.wait();  // the mask is set to none meanwhile
+    for (int i = 0; i < 3; ++i) bad += all_reduce_ok(comm, 2);
+    bad += ncclCommDestroy(comm) != ncclSuccess;
+    return bad;
+  });
+  auto colls = [&] {
+    std::string text;
+    if (FILE* f = std::fopen(log_path, "r")) {
+      char buf[4096];
+      for (size_t k; (k = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, k);
+      std::fclose(f);
+    }
+    int n = 0;
+    for (size_t at = 0; (at = text.find("start Coll ", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  for (int i = 0; i < 200 && colls() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(colls() == 4);
+  {
+    RasClient c(ports[0]);
+    c.send("CONTROL PROFILER_MASK sometimes\n");
+    CHECK(c.read("\n") == "ERROR: Invalid profiler mask value 'sometimes'\n");
+    c.send("control profiler_mask coll,bogus\n");
+    CHECK(c.read("\n") == "ERROR: Invalid profiler mask value 'coll,bogus'\n");
+    c.send("CONTROL VOLUME 11\n");
+    CHECK(c.read("\n") == "ERROR: Unknown CONTROL subcommand 'VOLUME'\n");
+    c.send("CONTROL PROFILER_MASK none\n");  // OK once every process that answers has it
+    CHECK(c.read("\n") == "OK\n");
+  }
+  gate.open(2);
+  CHECK(wait_all(pids) == 0);
+  CHECK(colls() == 4);  // neither process made another event
+  unlink(log_path);
+}
