@@ -1,11 +1,13 @@
 // ncclras: queries a running job's RAS service (src/runtime/ras_service.h),
 // with NCCL's options and behaviour, so that scripts written for NCCL's
 // client work unchanged:
-//   ncclras [-h host] [-p port] [-t secs] [-v] [-f text|json] [-m[groups]] [-D]
+//   ncclras [-h host] [-p port] [-t secs] [-v] [-f text|json] [-m[groups]] [-D] [COMMAND...]
 // It connects to NCCL_RAS_ADDR's socket (localhost:28028 by default), asks
 // for the status (or monitors), and copies the answer to standard output
-// until the job closes the connection.  Exit status 0 once the answer
-// ended, 1 on any failure.
+// until the job closes the connection.  Words after the options are one
+// command (NCCL 2.31's, e.g. `ncclras CONTROL PROFILER_MASK none`), whose
+// one-line reply is printed.  Exit status 0 once the answer ended, 1 on any
+// failure (or a command's ERROR reply).
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -39,6 +41,8 @@ const char kUsage[] =
     "                       NCCL_RAS_TIMEOUT_FACTOR); 0 disables the timeout\n"
     "  -v, --verbose        Report more of the outlying ranks\n"
     "  -D, --diagnostics    Ask for on-demand diagnostics\n"
+    "  COMMAND...           Send one command (e.g. CONTROL PROFILER_MASK none) and print\n"
+    "                       its reply\n"
     "      --help           Print this help and exit\n"
     "      --version        Print the version and exit\n";
 
@@ -197,6 +201,23 @@ int main(int argc, char** argv) {
   // The whole answer may take each process's timeout, and then some.
   if (timeouts) set_timeout(fd, SO_RCVTIMEO, factor + (timeout > 0 ? timeout : 5 * factor) + 5 * factor);
   if (!format.empty() && !expect_ok("SET FORMAT " + format)) return 1;
+  if (optind < argc) {  // a command: its one-line reply
+    std::string command;
+    for (int i = optind; i < argc; ++i) {
+      if (i > optind) command += ' ';
+      command += argv[i];
+    }
+    if (command.size() > 4000) {
+      std::fprintf(stderr, "Command too long\n");
+      return 1;
+    }
+    if (!send_line(fd, command) || !read_line(fd, &line, nullptr)) {
+      std::fprintf(stderr, "Connection timed out\n");
+      return 1;
+    }
+    std::printf("%s\n", line.c_str());
+    return strncasecmp(line.c_str(), "ERROR", 5) == 0 ? 1 : 0;
+  }
   if (monitor) {
     if (!send_line(fd, monitor_groups.empty() ? "MONITOR" : "MONITOR " + monitor_groups) ||
         !read_line(fd, &line, &rest) || strcasecmp(line.c_str(), "OK") != 0) {
