@@ -118,7 +118,8 @@ class ClientSession {
       send(json_ ? ras::render_json(view) : ras::render_text(view, is(line, "verbose status")));
       return false;
     }
-    if (is(line, "monitor") || starts_with(line, "monitor ")) return start_monitor(line.size() > 8 ? line.substr(8) : "");
+    if (is(line, "monitor") || starts_with(line, "monitor "))
+      return start_monitor(line.size() > 8 ? line.substr(8) : "");
     if (is(line, "diagnostics")) {
       if (json_) return send("ERROR: diagnostics only supports text output\n"), false;
       static std::atomic<bool> running{false};  // one at a time per process, as NCCL

@@ -27,8 +27,14 @@ namespace {
 enum StatusBit { kNoComm = 1, kInit = 2, kRunning = 4, kFinalize = 8, kAbort = 16 };
 const char* const kStatusNames[] = {"NOCOMM", "INIT", "RUNNING", "FINALIZE", "ABORT"};
 enum ErrorBit { kMismatch = 1, kError = 2, kIncomplete = 4 };
-const char* const kErrorNames[] = {"OK",         "MISMATCH",           "ERROR",           "ERROR,MISMATCH",
-                                   "INCOMPLETE", "INCOMPLETE,MISMATCH", "INCOMPLETE,ERROR", "INCOMPLETE,ERROR,MISMATCH"};
+const char* const kErrorNames[] = {"OK",
+                                   "MISMATCH",
+                                   "ERROR",
+                                   "ERROR,MISMATCH",
+                                   "INCOMPLETE",
+                                   "INCOMPLETE,MISMATCH",
+                                   "INCOMPLETE,ERROR",
+                                   "INCOMPLETE,ERROR,MISMATCH"};
 
 int highest_bit(int mask) {
   int i = -1;
@@ -68,7 +74,9 @@ std::string result_text(int r) {
   }
 }
 
-std::string devs_text(const std::vector<int>& devs) { return devs.empty() ? "none" : fmt::format("{}", fmt::join(devs, ",")); }
+std::string devs_text(const std::vector<int>& devs) {
+  return devs.empty() ? "none" : fmt::format("{}", fmt::join(devs, ","));
+}
 
 // A rank of a communicator: reported (state) or missing (home only).
 struct RankRow {
@@ -234,7 +242,8 @@ std::string job_summary(const JobView& v) {
     out += "  Nodes  Processes\n          per node\n";
     for (const auto& [n, count] : by_frequency(per_node)) out += fmt::format("{:7}  {:9}\n", count, n);
     out += "\n         Processes         GPUs\n                    per process\n";
-    for (const auto& [n, count] : by_frequency(gpus_per_process)) out += fmt::format("         {:9}  {:11}\n", count, n);
+    for (const auto& [n, count] : by_frequency(gpus_per_process))
+      out += fmt::format("         {:9}  {:11}\n", count, n);
   }
   out += fmt::format("\n  Nodes  Processes         GPUs\n(total)    (total)      (total)\n{:7}  {:9}  {:11}\n",
                      nodes.size(), all.size(), gpus);
@@ -319,10 +328,9 @@ std::string errors_section(const Analysis& a, bool verbose) {
         const int n = int(failed.size());
         out += fmt::format("  {} error{} on {} rank{}\n", init ? "Initialization" : "Asynchronous", plural(n, "", "s"),
                            n, plural(n, "", "s"));
-        for (const auto& group : grouped(failed, [&](const RankRow& r) {
-               return init ? r.state->init_state : r.state->async_error;
-             })) {
-          const std::string text = result_text(init ? group.front()->state->init_state : group.front()->state->async_error);
+        auto error_of = [init](const RankRow& r) { return init ? r.state->init_state : r.state->async_error; };
+        for (const auto& group : grouped(failed, error_of)) {
+          const std::string text = result_text(error_of(*group.front()));
           out += describe_group(group, "reported " + text, "reported " + text, -1, verbose);
         }
       }
@@ -348,8 +356,9 @@ std::string warnings_section(const Analysis& a, bool verbose) {
         out += "  Communicator ranks have different status\n";
         std::vector<const RankRow*> all = rows;
         for (const RankRow& r : c.nocomm) all.push_back(&r);
-        for (const auto& group : grouped(all, [](const RankRow& r) { return r.state ? status_of(*r.state) : kNoComm; })) {
-          const char* name = status_name(group.front()->state ? status_of(*group.front()->state) : kNoComm);
+        auto status_bit = [](const RankRow& r) { return r.state ? status_of(*r.state) : int(kNoComm); };
+        for (const auto& group : grouped(all, status_bit)) {
+          const char* name = status_name(status_bit(*group.front()));
           out += describe_group(group, fmt::format("have status {}", name), fmt::format("has status {}", name),
                                 c.nranks, verbose);
         }

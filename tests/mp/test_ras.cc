@@ -201,8 +201,8 @@ TEST_CASE("RAS reports a stopped process as unresponsive and a killed one as dea
   CHECK(contains(report, "INCOMPLETE\n  Missing communicator data from 1 job process\n  Process " +
                              std::to_string(pids[2]) + " on node "));
   CHECK(contains(report, "RUNNING  INCOMPLETE\n"));
-  CHECK(contains(report, "INCOMPLETE\n  Missing communicator data from 1 rank\n  Rank 2 -- GPU none managed by process " +
-                             std::to_string(pids[2])));
+  CHECK(contains(report, "INCOMPLETE\n  Missing communicator data from 1 rank\n"
+                         "  Rank 2 -- GPU none managed by process " + std::to_string(pids[2])));
   CHECK(contains(report, "TIMEOUT\n  Encountered 1 communication timeout while gathering communicator data\n"));
 
   // A monitor on rank 1's process, then the stopped process killed.
