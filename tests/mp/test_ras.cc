@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +116,21 @@ std::vector<int> ports_for(int nranks) {
 
 void listen_at(int port) { setenv("NCCL_RAS_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1); }
 
+// One communicator over ports.size() processes, rank r's RAS client
+// socket at ports[r]; setup(r) runs before init, body(r, comm) after, and
+// returns the rank's failures (it ends the communicator).
+std::vector<pid_t> fork_job(const std::vector<int>& ports, const std::function<int(int, ncclComm_t)>& body,
+                            const std::function<void(int)>& setup = {}) {
+  const int n = int(ports.size());
+  return fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    listen_at(ports[size_t(r)]);
+    if (setup) setup(r);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+    return body(r, comm);
+  });
+}
+
 int all_reduce_ok(ncclComm_t comm, int nranks) {
   float x = 1, sum = 0;
   if (ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess) return 1;
@@ -148,10 +164,7 @@ TEST_CASE("RAS names the rank that has launched fewer collectives than its peers
   constexpr int n = 4;
   const std::vector<int> ports = ports_for(n);
   Gate gate;
-  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    listen_at(ports[r]);
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+  const auto pids = fork_job(ports, [&](int r, ncclComm_t comm) {
     int bad = 0;
     for (int i = 0; i < 4; ++i) bad += all_reduce_ok(comm, n);
     if (r == n - 1) gate.wait();  // held back: the others wait for it in their fifth
@@ -182,10 +195,7 @@ TEST_CASE("RAS reports a stopped process as unresponsive and a killed one as dea
   constexpr int n = 3;
   const std::vector<int> ports = ports_for(n);
   Gate gate;
-  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    listen_at(ports[r]);
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+  const auto pids = fork_job(ports, [&](int, ncclComm_t comm) {
     int bad = all_reduce_ok(comm, n);
     gate.wait();  // rank 2 is killed meanwhile: the others abort
     bad += ncclCommAbort(comm) != ncclSuccess;
@@ -227,16 +237,16 @@ TEST_CASE("RAS reports a stopped process as unresponsive and a killed one as dea
 TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]") {
   const int port = free_port(), off_port = free_port();
   Gate gate;
-  const auto pids = fork_ranks(2, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    listen_at(r == 0 ? port : off_port);
-    if (r == 1) setenv("NCCL_RAS_ENABLE", "0", 1);
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, 2, ids[0], r) != ncclSuccess) return 1;
-    int bad = all_reduce_ok(comm, 2);
-    gate.wait();
-    bad += ncclCommDestroy(comm) != ncclSuccess;
-    return bad;
-  });
+  const auto pids = fork_job(
+      {port, off_port},
+      [&](int, ncclComm_t comm) {
+        int bad = all_reduce_ok(comm, 2);
+        gate.wait();
+        return bad + (ncclCommDestroy(comm) != ncclSuccess);
+      },
+      [](int r) {
+        if (r == 1) setenv("NCCL_RAS_ENABLE", "0", 1);
+      });
   {
     RasClient c(port);
     REQUIRE(c.fd >= 0);
@@ -345,22 +355,23 @@ TEST_CASE("RAS diagnostics on demand compare every communicator's ranks, naming 
   constexpr int n = 3;
   const std::vector<int> ports = ports_for(n);
   Gate gate;
-  const auto pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    listen_at(ports[r]);
-    if (r == 2) setenv("NCCL_RAS_TEST_MARK", "two", 1), setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
-    ncclComm_t comm = nullptr, half = nullptr;
-    if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
-    int bad = ncclCommSplit(comm, r < 2 ? 0 : NCCL_SPLIT_NOCOLOR, r, &half, nullptr) != ncclSuccess;
-    gate.wait();
-    if (half) bad += ncclCommDestroy(half) != ncclSuccess;
-    bad += ncclCommDestroy(comm) != ncclSuccess;
-    return bad;
-  });
+  const auto pids = fork_job(
+      ports,
+      [&](int r, ncclComm_t comm) {
+        ncclComm_t half = nullptr;
+        int bad = ncclCommSplit(comm, r < 2 ? 0 : NCCL_SPLIT_NOCOLOR, r, &half, nullptr) != ncclSuccess;
+        gate.wait();
+        if (half) bad += ncclCommDestroy(half) != ncclSuccess;
+        return bad + (ncclCommDestroy(comm) != ncclSuccess);
+      },
+      [](int r) {
+        if (r == 2) setenv("NCCL_RAS_TEST_MARK", "two", 1), setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
+      });
   std::string lines;
-  for (int i = 0; i < 100 && lines.find("ranks in comm") == std::string::npos; ++i) {  // until both are up
+  for (int i = 0; i < 100; ++i) {  // until both communicators are up
     lines = status(ports[1], "DIAGNOSTICS\n");
-    if (lines.find("across 3 ranks") == std::string::npos || lines.find("across 2 ranks") == std::string::npos)
-      lines.clear(), std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (lines.find("across 3 ranks") != std::string::npos && lines.find("across 2 ranks") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(contains(lines, "NCCL DIAG [OK]   library: braid "));
   CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: mismatch across 3 ranks in comm 0x"));
@@ -384,10 +395,7 @@ TEST_CASE("RAS CONTROL PROFILER_MASK sets every process's profiler activation ma
   ScopedEnv plugin("NCCL_PROFILER_PLUGIN", BRAID_TEST_PROFILER_LIB);
   ScopedEnv log("BRAID_TEST_PROFILER_LOG", log_path);
   Gate gate;
-  const auto pids = fork_ranks(2, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    listen_at(ports[r]);
-    ncclComm_t comm = nullptr;
-    if (ncclCommInitRank(&comm, 2, ids[0], r) != ncclSuccess) return 1;
+  const auto pids = fork_job(ports, [&](int, ncclComm_t comm) {
     int bad = all_reduce_ok(comm, 2) + all_reduce_ok(comm, 2);
     gate.wait();  // the mask is set to none meanwhile
     for (int i = 0; i < 3; ++i) bad += all_reduce_ok(comm, 2);
