@@ -124,7 +124,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->gpu = local.device.usable ? local.device.gpu : 0;
   if (local.device.usable) std::memcpy(mine->gpu_name, local.device.name, sizeof mine->gpu_name);
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
-  ras_peer_address(&mine->ras.addr);
+  ras_peer_address(comm->bootstrap->address(), &mine->ras.addr);
   mine->ras.pid = getpid();
   mine->ras.cuda_dev = local.device.usable ? local.device.device : -1;
   AgreedValues& a = mine->agreed;

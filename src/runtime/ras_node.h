@@ -45,7 +45,7 @@ class RasNode {
  public:
   // The node, started at the first call where NCCL_RAS_ENABLE=1; nullptr
   // where RAS is off or its peer socket could not be made.
-  static RasNode* get();
+  static RasNode* get(in_addr ip);
 
   const ras::ProcessInfo& self() const { return self_; }
   void add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id, const std::string& model);
@@ -66,7 +66,7 @@ class RasNode {
 
  private:
   RasNode() = default;
-  Status start();
+  Status start(in_addr ip);
   void accept_loop();
   void serve_peer(int fd);
   ras::ProcessInfo& peer_entry(const std::string& addr);  // with mutex_ held
@@ -86,7 +86,7 @@ class RasNode {
   sockaddr_in peer_addr_{};
   int peer_fd_ = -1, client_fd_ = -1;
   double timeout_factor_ = 1;
-  friend bool ras_peer_address(sockaddr_in* out);
+  friend bool ras_peer_address(in_addr ip, sockaddr_in* out);
 };
 
 // One request to the node at `addr` ("ip:port"); *reply gets its answer.

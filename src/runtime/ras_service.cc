@@ -148,14 +148,14 @@ int RasCommState::counted_index(Collective c) {
   }
 }
 
-RasNode* RasNode::get() {
+RasNode* RasNode::get(in_addr ip) {
   if (RasNode* node = g_node.load(std::memory_order_acquire)) return node;
   std::lock_guard<std::mutex> lock(g_start_mutex);
   if (RasNode* node = g_node.load()) return node;
   const std::string enable = env_raw("NCCL_RAS_ENABLE");
   if (g_failed || (!enable.empty() && std::strtoll(enable.c_str(), nullptr, 0) != 1)) return nullptr;
   auto* node = new RasNode;  // never freed: its thread serves until the process exits
-  Status s = node->start();
+  Status s = node->start(ip);
   if (!s.is_ok()) {
     BRAID_INFO(kInit, "RAS is off in this process: {}", s.to_string());
     g_failed = true;
@@ -167,10 +167,11 @@ RasNode* RasNode::get() {
   return node;
 }
 
-Status RasNode::start() {
+Status RasNode::start(in_addr ip) {
   timeout_factor_ = read_timeout_factor();
   sockaddr_in local{};
-  BRAID_TRY(local_endpoint(&local));
+  local.sin_family = AF_INET;
+  local.sin_addr = ip;
   BRAID_TRY(listen_tcp(local, &peer_fd_, &peer_addr_));
   client_fd_ = listen_for_clients();
   g_fds_to_close[0] = peer_fd_;
@@ -399,8 +400,8 @@ std::string ras_local_time() {
   return text;
 }
 
-bool ras_peer_address(sockaddr_in* out) {
-  RasNode* node = RasNode::get();
+bool ras_peer_address(in_addr ip, sockaddr_in* out) {
+  RasNode* node = RasNode::get(ip);
   *out = node ? node->peer_addr_ : sockaddr_in{};
   return node != nullptr;
 }

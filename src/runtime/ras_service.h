@@ -63,9 +63,10 @@ struct RasRank {
   int cuda_dev = -1;
 };
 
-// This process's RAS peer address, starting the service on the first call;
-// false (and a zero address) where RAS is off or could not start.
-bool ras_peer_address(sockaddr_in* out);
+// This process's RAS peer address, starting the service on the first call,
+// listening at `ip` (the first communicator's bootstrap address); false (and
+// a zero address) where RAS is off or could not start.
+bool ras_peer_address(in_addr ip, sockaddr_in* out);
 // A communicator whose init exchanged its ranks' RasRank, and no longer.
 // rank0_host and rank0_pid name it with its hash (ras::CommId); `model` is
 // the GPU this rank runs on ("" on the host backend).
