@@ -124,9 +124,10 @@ class ClientSession {
       if (json_) return send("ERROR: diagnostics only supports text output\n"), false;
       static std::atomic<bool> running{false};  // one at a time per process, as NCCL
       if (running.exchange(true)) return send("BUSY: diagnostics already in progress\n"), false;
-      const std::string lines = ras_diagnostics(node_, timeout_sec_);
-      running = false;
-      send(lines);
+      struct Done {
+        ~Done() { running = false; }
+      } done;
+      send(ras_diagnostics(node_, timeout_sec_));
       return false;
     }
     if (starts_with(line, "control ")) return control(trimmed(line.substr(8)));
@@ -214,7 +215,7 @@ class ClientSession {
         {"event", name},
         {"peer", {{"host", p.host}, {"pid", p.pid}, {"cuda_devs", p.cuda_devs}, {"nvml_devs", p.cuda_devs}}},
         {"details", details}};
-    send(doc.dump(2) + "\n");
+    send(ras::dump(doc, 2) + "\n");
   }
 
   // The next complete line of buffer_ into line_, if there is one.

@@ -463,7 +463,7 @@ std::string render_json(const JobView& v) {
                       {"communicators", std::move(list)},
                       {"ras", {{"collection_time_sec", std::round(v.collection_sec * 1000) / 1000},
                                {"timeouts_count", v.timeouts}}}};
-  return doc.dump(2) + "\n";
+  return dump(doc, 2) + "\n";
 }
 
 }  // namespace braid::ras

@@ -95,6 +95,13 @@ std::string render_text(const JobView& view, bool verbose);
 // NCCL's JSON report (always as verbose).
 std::string render_json(const JobView& view);
 
+// JSON text of `j`, bytes that are not UTF-8 (in a variable's value, say)
+// replaced rather than thrown on.
+template <class Json>
+std::string dump(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 // The wire form of what processes tell each other (ras_service.cc).
 nlohmann::json to_json(const ProcessInfo& p);
 nlohmann::json to_json(const ProcessReport& r);

@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "src/base/env.h"
-#include "src/base/hash.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/runtime/comm.h"
@@ -158,6 +157,7 @@ RasNode* RasNode::get(in_addr ip) {
   Status s = node->start(ip);
   if (!s.is_ok()) {
     BRAID_INFO(kInit, "RAS is off in this process: {}", s.to_string());
+    delete node;
     g_failed = true;
     return nullptr;
   }
@@ -174,12 +174,18 @@ Status RasNode::start(in_addr ip) {
   local.sin_addr = ip;
   BRAID_TRY(listen_tcp(local, &peer_fd_, &peer_addr_));
   client_fd_ = listen_for_clients();
-  g_fds_to_close[0] = peer_fd_;
-  g_fds_to_close[1] = client_fd_;
   self_.addr = to_string(peer_addr_);
   self_.host = host_of(self_.addr);
   self_.pid = getpid();
-  std::thread([this] { accept_loop(); }).detach();
+  try {
+    std::thread([this] { accept_loop(); }).detach();
+  } catch (const std::exception& e) {
+    ::close(peer_fd_);
+    if (client_fd_ >= 0) ::close(client_fd_);
+    return BRAID_ERROR(ncclSystemError, "RAS: cannot start its thread: {}", e.what());
+  }
+  g_fds_to_close[0] = peer_fd_;
+  g_fds_to_close[1] = client_fd_;
   BRAID_INFO(kInit, "RAS: peers reach this process at {}, clients at {}", self_.addr,
              client_fd_ >= 0 ? (env_raw("NCCL_RAS_ADDR").empty() ? "localhost:28028" : env_raw("NCCL_RAS_ADDR"))
                              : "(none)");
@@ -201,12 +207,22 @@ void RasNode::accept_loop() {
         ::close(fd);
         continue;
       }
-      std::thread([this, fd, peer = i == 0] {
-        Session session;
-        if (peer) serve_peer(fd);
-        else ras_serve_client(*this, fd);
+      // Nothing a session throws (no memory, no thread) may end the
+      // application: it only loses that session.
+      try {
+        std::thread([this, fd, peer = i == 0] {
+          Session session;
+          try {
+            if (peer) serve_peer(fd);
+            else ras_serve_client(*this, fd);
+          } catch (const std::exception& e) {
+            BRAID_INFO(kInit, "RAS: a session failed: {}", e.what());
+          }
+          ::close(fd);
+        }).detach();
+      } catch (const std::exception&) {
         ::close(fd);
-      }).detach();
+      }
     }
   }
 }
@@ -238,7 +254,7 @@ void RasNode::serve_peer(int fd) {
       break;
     default: return;
   }
-  (void)write_message(fd, reply.dump(), deadline);
+  (void)write_message(fd, ras::dump(reply), deadline);
 }
 
 ras::ProcessInfo& RasNode::peer_entry(const std::string& addr) {
@@ -367,7 +383,7 @@ Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& b
   std::string header(kMagic, sizeof kMagic), text;
   header += char(kind);
   Status s = send_all(fd, header.data(), header.size(), deadline, nullptr);
-  if (s.is_ok()) s = write_message(fd, body.dump(), deadline);
+  if (s.is_ok()) s = write_message(fd, ras::dump(body), deadline);
   if (s.is_ok()) s = read_message(fd, kMaxReply, deadline, &text);
   ::close(fd);
   if (!s.is_ok()) return BRAID_ERROR(ncclTimeout, "RAS peer {} did not answer: {}", addr, s.to_string());
