@@ -32,7 +32,8 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_CHECK_MODE", "",
      "NCCL 2.29's argument checks: DEBUG_LOCAL checks each host buffer is mapped memory (on CUDA, that each buffer "
      "is device memory is always checked; not yet that it is the communicator's device's); DEBUG_GLOBAL adds "
-     "BRAID_CHECK=1 (ranks compare each group's collective arguments before any data moves)"},
+     "BRAID_CHECK=1 (ranks compare each group's collective arguments, and each pair its sends and receives, "
+     "before any data moves)"},
     {"NCCL_CHECK_POINTERS", "", "1: as NCCL_CHECK_MODE=DEBUG_LOCAL (NCCL's older name)"},
     {"NCCL_PROFILER_PLUGIN", "",
      "a profiler plugin (ncclProfiler_v5 to v7): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "

@@ -95,8 +95,8 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_CUDA_SLOT_BYTES", "", "cuda backend: bytes per fragment slot, >= 4096, a multiple of 256 (unset: the tuning table's, else 262144); every rank sets the same"},
     {"BRAID_TUNING_FILE", "", "cuda backend: a tuning table (tuning/cuda.json's format) whose rows go before the built-in ones; every rank reads the same (braid tuning shows what it resolves to)"},
     {"BRAID_CHECK", "0",
-     "1: check argument consistency across ranks before each collective (read at init; any rank turns it on for "
-     "all; NCCL_CHECK_MODE=DEBUG_GLOBAL does the same)"},
+     "1: check argument consistency across ranks before each collective, and between the two ranks of each "
+     "send and receive (read at init; any rank turns it on for all; NCCL_CHECK_MODE=DEBUG_GLOBAL does the same)"},
     {"BRAID_SCHEDULES", "",
      "schedule files to run (braid JSON, MSCCL XML): a file, a directory (searched recursively) or a colon list of "
      "them; a call takes the first that fits it, searching these before the MSCCL_* ones"},

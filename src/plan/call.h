@@ -53,6 +53,9 @@ struct P2PCall {
   ncclDataType_t type = ncclFloat;
   int peer = 0;
   cudaStream_t stream = nullptr;
+  // Only under the cross-rank argument check: a call the API refused on this
+  // rank (its peer valid), queued so that the peer's check fails (never run).
+  bool refused = false;
   ProfilerParents profiler;
 };
 

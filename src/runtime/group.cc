@@ -104,6 +104,7 @@ Status run_work(std::vector<CommQueue>& queues) {
   // What only the argument check needed (calls of count 0) runs nowhere.
   for (CommQueue& q : queues) {
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
+    std::erase_if(q.work.p2ps, [](const P2PCall& c) { return c.count == 0; });
     for (const CollectiveCall& c : q.work.collectives) q.comm->ras.count_launch(c.collective);
   }
   // Each communicator's task events, stopped once every runner returned
@@ -193,6 +194,9 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   // drops its work the same way: its ranks all know, and the others' work runs.
   for (auto& f : check_agreement(work.queues)) failed.push_back(std::move(f));
   std::erase_if(work.queues, [&](const CommQueue& q) { return failed_before(q.comm); });
+  // Sends and receives are checked pair by pair: a pair that disagrees
+  // drops its calls on both sides and fails there; the others run.
+  for (auto& f : check_p2p_pairs(work.queues)) failed.push_back(std::move(f));
   const RmaQueue rma = take_rma(work.queues);
   Status ran = run_work(work.queues);
   if (ran.is_ok()) ran = run_rma(rma);
@@ -352,11 +356,13 @@ Status enqueue(ncclComm* comm, const CollectiveCall& call) {
 }
 
 Status enqueue(ncclComm* comm, const P2PCall& call) {
-  if (call.count == 0) return Status::ok();  // both sides skip it, as NCCL does
+  // Both sides skip it, as NCCL does; but the cross-rank check compares it
+  // with the peer's (and takes refused calls).
+  if (call.count == 0 && !comm->check_args) return Status::ok();
   group_start();
   CommWork& work = group.work_of(comm);
   work.p2ps.push_back(call);
-  if (profiled(comm)) {
+  if (profiled(comm) && !call.refused && call.count != 0) {
     group.profiled = true;
     profiler_group_api_start(comm, group.depth);
     profiler_call_api(comm, &work.p2ps.back());

@@ -72,6 +72,14 @@ using CommFailures = std::vector<std::pair<ncclComm*, Status>>;
 // nothing on communicators without the check.
 CommFailures check_agreement(const std::vector<CommQueue>& queues);
 
+// The same check for sends and receives, pair by pair (only the ranks that
+// send or receive take part): each rank tells each peer its calls with it,
+// and both compare the sends one way with the receives the other (in order:
+// count, datatype; no refused call).  A pair that disagrees drops its calls
+// from both ranks' queues, and their communicators fail with
+// ncclInvalidArgument; every other pair's calls stay and run.
+CommFailures check_p2p_pairs(std::vector<CommQueue>& queues);
+
 // The alpha-beta estimate behind group_simulate_end (group_sim.cc); plans a
 // schedule for every collective, so a call no schedule can run fails here.
 Status estimate_group_us(const std::vector<CommQueue>& queues, double* us);

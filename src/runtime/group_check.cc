@@ -9,11 +9,15 @@
 // whole group fails with ncclInvalidArgument (as NCCL's check mode) on all of
 // them, never wrong data.
 // Several communicators driven from one thread (ncclCommInitAll) are checked
-// concurrently, since their ranks can only answer together.  The setting is
+// concurrently, since their ranks can only answer together.
+// Sends and receives are checked pair by pair (check_p2p_pairs): only the
+// ranks of a pair take part, so a pair's verdict is theirs alone, and the
+// other pairs of the group run.  The setting is
 // read once per communicator at init and OR-ed over its ranks (comm.cc): a
 // rank checking alone would wait for records nobody sends, and reading the
 // environment on every call cost ~2k instructions.
 #include <map>
+#include <set>
 #include <thread>
 
 #include "src/runtime/comm.h"
@@ -74,7 +78,102 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
   return Status::ok();
 }
 
+constexpr int kP2pCheckTag = 0x2c4ec;  // bootstrap tag of the pairwise send/receive check
+
+// One send or receive as its peer sees it.
+struct P2pRecord {
+  int32_t is_send;
+  int32_t refused;
+  int32_t type;
+  int32_t unused = 0;
+  uint64_t count;
+};
+
+std::string describe(const std::vector<P2pRecord>& calls, bool sends) {
+  std::string s;
+  for (const P2pRecord& c : calls)
+    if (bool(c.is_send) == sends) s += fmt::format("{}{} x type {}", s.empty() ? "" : ", ", c.count, c.type);
+  return "[" + s + "]";
+}
+
+// Whether `from`'s sends to `to` are `to`'s receives from `from`, in order;
+// else why not.  `a` is rank a's calls with b, `b` rank b's with a.
+std::string pair_mismatch(int a, const std::vector<P2pRecord>& mine, int b, const std::vector<P2pRecord>& theirs) {
+  for (const auto* calls : {&mine, &theirs})
+    for (const P2pRecord& c : *calls)
+      if (c.refused)
+        return fmt::format("argument check: rank {} refused its {} rank {} (its error says why)",
+                           calls == &mine ? a : b, c.is_send ? "send to" : "receive from", calls == &mine ? b : a);
+  for (bool a_sends : {true, false}) {
+    std::vector<P2pRecord> sent, received;
+    for (const P2pRecord& c : mine)
+      if (bool(c.is_send) == a_sends) (a_sends ? sent : received).push_back(c);
+    for (const P2pRecord& c : theirs)
+      if (bool(c.is_send) != a_sends) (a_sends ? received : sent).push_back(c);
+    bool same = sent.size() == received.size();
+    for (size_t i = 0; same && i < sent.size(); ++i)
+      same = sent[i].count == received[i].count && sent[i].type == received[i].type;
+    if (!same) {
+      const int from = a_sends ? a : b, to = a_sends ? b : a;
+      return fmt::format("argument check: rank {} sends rank {} {}, rank {} receives {}", from, to,
+                         describe(sent, true), to, describe(received, false));
+    }
+  }
+  return "";
+}
+
 }  // namespace
+
+CommFailures check_p2p_pairs(std::vector<CommQueue>& queues) {
+  // Each checked communicator's calls, by peer, in call order.
+  struct Pairs {
+    CommQueue* queue;
+    std::map<int, std::vector<P2pRecord>> by_peer;
+  };
+  std::vector<Pairs> comms;
+  for (CommQueue& q : queues) {
+    if (!q.comm->check_args || q.work.p2ps.empty()) continue;
+    Pairs p{&q, {}};
+    for (const P2PCall& c : q.work.p2ps)
+      p.by_peer[c.peer].push_back({c.is_send, c.refused, int32_t(c.type), 0, uint64_t(c.count)});
+    comms.push_back(std::move(p));
+  }
+  // Every message out before any is awaited: a rank may take its
+  // communicators in another order than its peer does.
+  CommFailures failed;
+  std::vector<Status> sent(comms.size());
+  for (size_t i = 0; i < comms.size(); ++i) {
+    Bootstrap& boot = *comms[i].queue->comm->bootstrap;
+    for (const auto& [peer, calls] : comms[i].by_peer) {
+      if (peer == boot.rank() || !sent[i].is_ok()) continue;
+      const uint64_t n = calls.size();
+      sent[i] = boot.send(peer, kP2pCheckTag, &n, sizeof n);
+      if (sent[i].is_ok()) sent[i] = boot.send(peer, kP2pCheckTag, calls.data(), n * sizeof(P2pRecord));
+    }
+  }
+  for (size_t i = 0; i < comms.size(); ++i) {
+    ncclComm* comm = comms[i].queue->comm;
+    std::set<int> bad;
+    Status exchange = sent[i], verdict;  // the exchange's failure (every pair is then bad); the first mismatch
+    for (const auto& [peer, calls] : comms[i].by_peer) {
+      std::vector<P2pRecord> theirs = calls;  // a rank's calls with itself are both sides
+      if (peer != comm->rank && exchange.is_ok()) {
+        uint64_t n = 0;
+        exchange = comm->bootstrap->recv(peer, kP2pCheckTag, &n, sizeof n);
+        theirs.resize(exchange.is_ok() ? n : 0);
+        if (exchange.is_ok()) exchange = comm->bootstrap->recv(peer, kP2pCheckTag, theirs.data(), n * sizeof(P2pRecord));
+      }
+      const std::string why = exchange.is_ok() ? pair_mismatch(comm->rank, calls, peer, theirs) : "";
+      if (!exchange.is_ok() || !why.empty()) bad.insert(peer);
+      if (!why.empty() && verdict.is_ok()) verdict = BRAID_ERROR(ncclInvalidArgument, "{}", why);
+    }
+    if (bad.empty()) continue;
+    std::erase_if(comms[i].queue->work.p2ps, [&](const P2PCall& c) { return bad.count(c.peer) != 0; });
+    failed.emplace_back(comm, exchange.is_ok() ? std::move(verdict)
+                                               : std::move(exchange).context("argument check of sends and receives"));
+  }
+  return failed;
+}
 
 CommFailures check_agreement(const std::vector<CommQueue>& queues) {
   std::map<ncclComm*, std::vector<Record>> per_comm;

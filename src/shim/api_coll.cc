@@ -120,15 +120,32 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   return enqueue(comm, call);
 }
 
+Status check_p2p_args(bool is_send, void* buffer, size_t count, ncclDataType_t type, ncclComm* comm) {
+  BRAID_TRY(check_type(type));
+  BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
+  return check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type), 1);
+}
+
 Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
            cudaStream_t stream) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
-  BRAID_TRY(check_type(type));
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
-  BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
-  BRAID_TRY(check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type), 1));
+  const Status args = check_p2p_args(is_send, buffer, count, type, comm);
+  if (!args.is_ok()) {
+    // Under the cross-rank check the refused call still goes to it, so that
+    // the peer's matching call fails at once instead of waiting for this
+    // one (src/runtime/group_check.cc).
+    if (comm->check_args) {
+      P2PCall refused;
+      refused.is_send = is_send;
+      refused.peer = peer;
+      refused.refused = true;
+      (void)enqueue(comm, refused);
+    }
+    return args;
+  }
   P2PCall call;
   call.is_send = is_send;
   call.buffer = buffer;

@@ -1,7 +1,8 @@
 // BRAID_CHECK=1 (or NCCL_CHECK_MODE=DEBUG_GLOBAL): ranks that disagree on a
 // collective's count, datatype, op or root all get ncclInvalidArgument
 // before any byte moves (their output buffers
-// stay untouched), and the communicator keeps working for agreeing calls.
+// stay untouched), and the communicator keeps working for agreeing calls;
+// sends and receives are compared pair by pair.
 // With the check off, agreeing calls are unaffected (checked elsewhere).
 #include <catch2/catch.hpp>
 
@@ -131,6 +132,56 @@ TEST_CASE("BRAID_CHECK=1: a mismatch on one communicator of a group leaves the o
           if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
             f.fail(fmt::format("rank {}: the group took over 5 s", rank));
           if (pair) MP_NCCL(f, ncclCommDestroy(pair));
+        }) == 0);
+  unsetenv("BRAID_TIMEOUT");
+  unsetenv("BRAID_CHECK");
+}
+
+// Sends and receives are checked pair by pair: the pair that disagrees fails
+// on both of its ranks at once, with its buffers untouched, while another
+// pair of the same group runs exactly; a refused receive fails its sender.
+TEST_CASE("BRAID_CHECK=1: a pair whose sends and receives disagree fails at once, the group's other pairs run",
+          "[validation][check]") {
+  setenv("BRAID_CHECK", "1", 1);
+  setenv("BRAID_TIMEOUT", "30", 1);
+  CHECK(run_ranks_as_threads(3, [&](int rank, int, ncclComm_t comm, Failures& f) {
+          std::vector<float> data(64, float(rank + 1)), got(64, -5.f);
+          const auto start = std::chrono::steady_clock::now();
+          MP_NCCL(f, ncclGroupStart());
+          if (rank == 0) {
+            ncclSend(data.data(), 64, ncclFloat, 1, comm, nullptr);
+            ncclSend(data.data(), 64, ncclFloat, 2, comm, nullptr);
+          } else {
+            ncclRecv(got.data(), rank == 1 ? 32 : 64, ncclFloat, 0, comm, nullptr);  // rank 1 expects 32
+          }
+          const ncclResult_t r = ncclGroupEnd();
+          const std::string why = ncclGetLastError(comm);
+          if (rank < 2 && (r != ncclInvalidArgument ||
+                           why.find("rank 0 sends rank 1 [64 x type 7], rank 1 receives [32 x type 7]") ==
+                               std::string::npos))
+            f.fail(fmt::format("rank {}: the mismatched pair returned {} ({})", rank, int(r), why));
+          if (rank == 1 && got[0] != -5.f) f.fail("rank 1: the mismatched receive wrote its buffer");
+          if (rank == 2 && (r != ncclSuccess || got[63] != 1.f))
+            f.fail(fmt::format("rank 2: the matching pair returned {}, got {}", int(r), got[63]));
+          // A receive its own rank refuses fails the sender at once; counts of 0 are compared.
+          if (rank < 2) {
+            const ncclResult_t refused = rank == 0 ? ncclSend(data.data(), 64, ncclFloat, 1, comm, nullptr)
+                                                   : ncclRecv(nullptr, 64, ncclFloat, 0, comm, nullptr);
+            if (refused != ncclInvalidArgument ||
+                (rank == 0 && std::string(ncclGetLastError(comm)).find("rank 1 refused its receive from rank 0") ==
+                                  std::string::npos))
+              f.fail(fmt::format("rank {}: a refused receive gave {} ({})", rank, int(refused), ncclGetLastError(comm)));
+            const ncclResult_t zero = rank == 0 ? ncclSend(data.data(), 0, ncclFloat, 1, comm, nullptr)
+                                                : ncclRecv(got.data(), 64, ncclFloat, 0, comm, nullptr);
+            if (zero != ncclInvalidArgument) f.fail(fmt::format("rank {}: counts 0 and 64 gave {}", rank, int(zero)));
+            MP_NCCL(f, rank == 0 ? ncclSend(data.data(), 0, ncclFloat, 1, comm, nullptr)
+                                 : ncclRecv(got.data(), 0, ncclFloat, 0, comm, nullptr));
+          }
+          if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+            f.fail(fmt::format("rank {}: the checks took over 5 s", rank));
+          // The communicator still works, exactly.
+          MP_NCCL(f, ncclAllReduce(data.data(), got.data(), 64, ncclFloat, ncclSum, comm, nullptr));
+          if (got[0] != 6.f) f.fail(fmt::format("rank {}: allreduce after the mismatches gave {}", rank, got[0]));
         }) == 0);
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_CHECK");
