@@ -23,12 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace braid::ras {
+#include "src/runtime/ras_service.h"  // kCounted, kCountedNames
 
-// The collectives NCCL's RAS counts, in its order (ncclFunc_t).
-inline constexpr int kCounted = 5;
-inline constexpr const char* kCountedNames[kCounted] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                                        "AllReduce"};
+namespace braid::ras {
 
 // A process, as the RAS network knows it: its peer listener is its name.
 struct ProcessInfo {

@@ -35,11 +35,18 @@
 #include <vector>
 
 #include "braid/schedule.h"
-#include "src/runtime/ras_report.h"
 
 struct ncclComm;
 
 namespace braid {
+
+namespace ras {
+// The collectives NCCL's RAS counts, in its order (ncclFunc_t).  (No JSON
+// here: every file of the runtime includes this one through comm.h.)
+inline constexpr int kCounted = 5;
+inline constexpr const char* kCountedNames[kCounted] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                                        "AllReduce"};
+}  // namespace ras
 
 // What RAS reads of a communicator from its own thread; its owner writes.
 struct RasCommState {

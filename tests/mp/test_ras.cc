@@ -365,7 +365,10 @@ TEST_CASE("RAS diagnostics on demand compare every communicator's ranks, naming 
         return bad + (ncclCommDestroy(comm) != ncclSuccess);
       },
       [](int r) {
-        if (r == 2) setenv("NCCL_RAS_TEST_MARK", "two", 1), setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
+        if (r != 2) return;
+        setenv("NCCL_RAS_TEST_MARK", "two", 1);
+        setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
+        setenv("BRAID_TEST_NOT_UTF8", "\xff\xfe", 1);  // travels in JSON: replaced, never thrown on
       });
   std::string lines;
   for (int i = 0; i < 100; ++i) {  // until both communicators are up
