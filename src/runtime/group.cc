@@ -105,7 +105,7 @@ Status run_work(std::vector<CommQueue>& queues) {
   for (CommQueue& q : queues) {
     std::erase_if(q.work.collectives, [](const CollectiveCall& c) { return c.count == 0; });
     std::erase_if(q.work.p2ps, [](const P2PCall& c) { return c.count == 0; });
-    for (const CollectiveCall& c : q.work.collectives) q.comm->ras.count_launch(c.collective);
+    for (const CollectiveCall& c : q.work.collectives) q.comm->ras.count_launch(c.collective);  // for RAS
   }
   // Each communicator's task events, stopped once every runner returned
   // (nothing allocated where no plugin is loaded).

@@ -57,7 +57,7 @@ struct InitInfo {
   CmaProbe cma_probe;       // for peers to try reading this process
   uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
   char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
-  RasRank ras;          // where RAS queries reach this rank's process (ras_service.h)
+  RasRank ras;              // where RAS queries reach this rank's process (ras_service.h)
   uint8_t failed = 0;  // this rank's init failed before the exchange: the rest is not filled
 };
 

@@ -146,10 +146,7 @@ class ClientSession {
     std::vector<std::string> others;
     for (const ras::ProcessReport& r : ras_collect(node_, timeout_sec_).answered)
       if (r.process.addr != node_.self().addr) others.push_back(r.process.addr);
-    const Deadline deadline = timeout_sec_ > 0
-                                  ? Deadline::after(std::chrono::milliseconds(int64_t(timeout_sec_ * 1000)))
-                                  : Deadline::never();
-    (void)ras_ask_all(others, RasRequest::Mask, deadline, {{"mask", mask}});
+    (void)ras_ask_all(others, RasRequest::Mask, ras_deadline(timeout_sec_), {{"mask", mask}});
     return send("OK\n");
   }
 

@@ -1,13 +1,13 @@
 // A status query's gathering (ras_node.h): every process's report, found
 // by asking the peers this process knows, then the peers their answers
 // name, round by round, each round's processes at once (ras_ask_all) and
-// bounded by the query's timeout.  A process that refuses the connection is gone (dead);
-// one that does not answer in time is unresponsive, and counts a timeout.
+// bounded by the query's timeout.  A process that refuses the connection is
+// gone (dead); one that does not answer in time is unresponsive, and counts
+// a timeout.
 // Communicators some ranks of which nobody reported then get the homes of
 // their ranks, from this process or one that reported them.
-#include <unistd.h>
-
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "nccl.h"
@@ -15,13 +15,6 @@
 #include "src/runtime/ras_node.h"
 
 namespace braid {
-namespace {
-
-Deadline deadline_after(double sec) {
-  return sec > 0 ? Deadline::after(std::chrono::milliseconds(int64_t(sec * 1000))) : Deadline::never();
-}
-
-}  // namespace
 
 ras::JobView ras_collect(RasNode& node, double timeout_sec) {
   const auto start = std::chrono::steady_clock::now();
@@ -48,7 +41,7 @@ ras::JobView ras_collect(RasNode& node, double timeout_sec) {
     std::vector<std::string> addrs;
     for (const ras::ProcessInfo& p : asking) addrs.push_back(p.addr);
     const std::vector<RasAnswer> answers =
-        ras_ask_all(addrs, RasRequest::Report, deadline_after(timeout_sec));
+        ras_ask_all(addrs, RasRequest::Report, ras_deadline(timeout_sec));
     for (size_t i = 0; i < asking.size(); ++i) {
       ras::ProcessReport report;
       if (answers[i].status.code() == ncclRemoteError) {
@@ -68,9 +61,8 @@ ras::JobView ras_collect(RasNode& node, double timeout_sec) {
   // record of one that reported the communicator.
   std::map<ras::CommId, std::pair<int, std::string>> reported;  // ranks reported, by one process
   for (const ras::ProcessReport& r : v.answered)
-    for (const ras::CommReport& c : r.comms) {
+    for (const ras::CommReport& c : r.comms)
       reported.try_emplace(c.id, 0, r.process.addr).first->second.first += int(c.ranks.size());
-    }
   for (const ras::ProcessReport& r : v.answered)
     for (const ras::CommReport& c : r.comms) {
       const auto& [count, by] = reported[c.id];
@@ -78,7 +70,7 @@ ras::JobView ras_collect(RasNode& node, double timeout_sec) {
       std::vector<ras::RankHome> homes = node.homes(c.id);
       nlohmann::json reply;
       if (homes.empty() &&
-          ras_ask(by, RasRequest::Homes, {c.id.hash, c.id.host_hash, c.id.pid_hash}, deadline_after(timeout_sec),
+          ras_ask(by, RasRequest::Homes, {c.id.hash, c.id.host_hash, c.id.pid_hash}, ras_deadline(timeout_sec),
                   &reply).is_ok())
         ras::from_json(reply, &homes);
       v.homes[c.id] = std::move(homes);

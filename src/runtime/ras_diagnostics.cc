@@ -65,9 +65,7 @@ std::string ras_diagnostics(RasNode& node, double timeout_sec) {
   std::vector<std::string> others;
   for (const ras::ProcessReport& r : job.answered)
     if (r.process.addr != node.self().addr) others.push_back(r.process.addr);
-  const Deadline deadline =
-      timeout_sec > 0 ? Deadline::after(std::chrono::milliseconds(int64_t(timeout_sec * 1000))) : Deadline::never();
-  for (const RasAnswer& a : ras_ask_all(others, RasRequest::Facts, deadline)) {
+  for (const RasAnswer& a : ras_ask_all(others, RasRequest::Facts, ras_deadline(timeout_sec))) {
     ProcessFacts p;
     if (a.status.is_ok() && parse_facts(a.reply, &p)) processes.push_back(std::move(p));
   }

@@ -104,6 +104,9 @@ struct RasAnswer {
 std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasRequest kind, Deadline deadline,
                                    const nlohmann::json& body = nlohmann::json::object());
 
+// A query's deadline, `seconds` from now (<= 0: none, NCCL's TIMEOUT 0).
+Deadline ras_deadline(double seconds);
+
 // Local time as RAS prints it, "%F %T".
 std::string ras_local_time();
 

@@ -407,6 +407,10 @@ std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasReq
   return answers;
 }
 
+Deadline ras_deadline(double seconds) {
+  return seconds > 0 ? Deadline::after(std::chrono::milliseconds(int64_t(seconds * 1000))) : Deadline::never();
+}
+
 std::string ras_local_time() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
