@@ -161,7 +161,8 @@ CommFailures check_p2p_pairs(std::vector<CommQueue>& queues) {
         uint64_t n = 0;
         exchange = comm->bootstrap->recv(peer, kP2pCheckTag, &n, sizeof n);
         theirs.resize(exchange.is_ok() ? n : 0);
-        if (exchange.is_ok()) exchange = comm->bootstrap->recv(peer, kP2pCheckTag, theirs.data(), n * sizeof(P2pRecord));
+        if (exchange.is_ok())
+          exchange = comm->bootstrap->recv(peer, kP2pCheckTag, theirs.data(), n * sizeof(P2pRecord));
       }
       const std::string why = exchange.is_ok() ? pair_mismatch(comm->rank, calls, peer, theirs) : "";
       if (!exchange.is_ok() || !why.empty()) bad.insert(peer);

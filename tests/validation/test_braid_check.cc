@@ -170,7 +170,8 @@ TEST_CASE("BRAID_CHECK=1: a pair whose sends and receives disagree fails at once
             if (refused != ncclInvalidArgument ||
                 (rank == 0 && std::string(ncclGetLastError(comm)).find("rank 1 refused its receive from rank 0") ==
                                   std::string::npos))
-              f.fail(fmt::format("rank {}: a refused receive gave {} ({})", rank, int(refused), ncclGetLastError(comm)));
+              f.fail(fmt::format("rank {}: a refused receive gave {} ({})", rank, int(refused),
+                                 ncclGetLastError(comm)));
             const ncclResult_t zero = rank == 0 ? ncclSend(data.data(), 0, ncclFloat, 1, comm, nullptr)
                                                 : ncclRecv(got.data(), 64, ncclFloat, 0, comm, nullptr);
             if (zero != ncclInvalidArgument) f.fail(fmt::format("rank {}: counts 0 and 64 gave {}", rank, int(zero)));
