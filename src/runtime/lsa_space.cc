@@ -21,9 +21,9 @@ constexpr uint64_t kRangeAlignment = uint64_t(512) << 20;
 
 uint64_t round_up(uint64_t x, uint64_t unit) { return (x + unit - 1) / unit * unit; }
 
-// NCCL_WIN_STRIDE: 0 when unset, UINT64_MAX when it is not a positive
-// multiple of 4 GiB (every rank then refuses alike).
-uint64_t stride_from_env() {
+}  // namespace
+
+uint64_t lsa_stride_from_env() {
   const std::string text = env_raw("NCCL_WIN_STRIDE");
   if (text.empty()) return 0;
   uint64_t v = 0;
@@ -31,8 +31,6 @@ uint64_t stride_from_env() {
   if (ec != std::errc() || end != text.data() + text.size() || v == 0 || v % devapi::k4GiB != 0) return UINT64_MAX;
   return v;
 }
-
-}  // namespace
 
 LsaWindow::~LsaWindow() { space_->drop(this); }
 
@@ -70,7 +68,7 @@ Status LsaSpace::reserve_range() {
     uint64_t env;     // NCCL_WIN_STRIDE
   };
   std::vector<Offer> all(ctx_.nranks);
-  all[ctx_.rank] = {memory_.capacity(), memory_.memory_id(), stride_from_env()};
+  all[ctx_.rank] = {memory_.capacity(), memory_.memory_id(), lsa_stride_from_env()};
   BRAID_TRY(std::move(bootstrap_.allgather(all.data(), sizeof(Offer))).context("symmetric memory"));
   uint64_t share = 0, env = 0;
   const int first = ctx_.rank - lsa_.rank;

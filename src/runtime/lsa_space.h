@@ -54,6 +54,10 @@ namespace braid {
 class Bootstrap;
 class LsaSpace;
 
+// NCCL_WIN_STRIDE as this rank reads it: 0 when unset, UINT64_MAX when it is
+// not a positive multiple of 4 GiB.
+uint64_t lsa_stride_from_env();
+
 // Rank `rank`'s LSA team as NCCL shapes it (src/devapi/teams.h), from every
 // rank's host.
 Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaShape* out);

@@ -40,6 +40,7 @@ std::map<void*, bool>& allocations() {  // pointer -> on the device
 struct WindowPart {
   uint64_t base, size;
   int64_t flags;
+  uint64_t stride_env;  // lsa_stride_from_env(): refused alike, before any step that could leave ranks apart
   SharedHandle handle;
 };
 Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags);
@@ -88,14 +89,17 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
 // abort the communicator).
 Status window_collective(ncclComm* comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   std::vector<WindowPart> parts(comm->nranks);
-  parts[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags),
+  parts[comm->rank] = {reinterpret_cast<uint64_t>(buff), uint64_t(size), int64_t(flags), lsa_stride_from_env(),
                        host_shared_handle(buff, size)};
   Status s = std::move(comm->bootstrap->allgather(parts.data(), sizeof(WindowPart))).context("ncclCommWindowRegister");
   if (s.is_ok()) {
-    for (int r = 0; r < comm->nranks; ++r)
-      if (parts[r].flags != flags)  // every rank sees the same table: all fail alike, in step
+    for (int r = 0; r < comm->nranks; ++r) {  // every rank sees the same table: all fail alike, in step
+      if (parts[r].flags != flags)
         return BRAID_ERROR(ncclInvalidUsage, "ranks disagree on winFlags ({:#x} on rank {}, {:#x} on rank {})", flags,
                            comm->rank, parts[r].flags, r);
+      if (parts[r].stride_env == UINT64_MAX)
+        return BRAID_ERROR(ncclInvalidArgument, "NCCL_WIN_STRIDE on rank {} is not a positive multiple of 4 GiB", r);
+    }
     s = window_exchanges(comm, buff, size, flags, parts, win);
   }
   if (!s.is_ok()) break_comm(comm, s);

@@ -124,6 +124,31 @@ TEST_CASE("windows: collective registration gathers every rank's extent", "[mp][
         }) == 0);
 }
 
+// A bad NCCL_WIN_STRIDE on one rank: every rank refuses the window in step,
+// and the communicator is not broken (NCCL_WIN_STRIDE is NCCL's variable).
+TEST_CASE("windows: a bad NCCL_WIN_STRIDE on one rank is refused on every rank, the communicator goes on",
+          "[mp][window]") {
+  CHECK(run_ranks_as_processes(
+            3,
+            [](int rank, int n, ncclComm_t comm, Failures& f) {
+              void* mem = nullptr;
+              MP_NCCL(f, ncclMemAlloc(&mem, 4096));
+              ncclWindow_t win = nullptr;
+              if (ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_COLL_SYMMETRIC) != ncclInvalidArgument ||
+                  std::string(ncclGetLastError(comm)).find("NCCL_WIN_STRIDE on rank 1") == std::string::npos)
+                f.fail(fmt::format("rank {}: a bad stride gave: {}", rank, ncclGetLastError(comm)));
+              barrier_all(comm, f);  // not broken
+              if (rank == 1) unsetenv("NCCL_WIN_STRIDE");
+              MP_NCCL(f, ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+              if (win) MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+              MP_NCCL(f, ncclMemFree(mem));
+            },
+            60,
+            [](int rank) {
+              if (rank == 1) setenv("NCCL_WIN_STRIDE", "12345", 1);
+            }) == 0);
+}
+
 TEST_CASE("ncclGroupSimulateEnd estimates and discards the group", "[mp][simulate][threads]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           std::vector<float> in(1 << 20, 1.f), out(1 << 20, -7.f);
