@@ -58,8 +58,6 @@ class RasNode {
   std::vector<ras::ProcessInfo> dead();            // known and found dead
   void learn(const std::vector<ras::ProcessInfo>& peers);
   void mark_dead(const std::string& addr);
-  bool is_dead(const std::string& addr);
-  uint64_t peers_version();                        // changes whenever a peer is learned
 
   // NCCL_RAS_TIMEOUT_FACTOR (a positive number, else 1), read at start.
   double timeout_factor() const { return timeout_factor_; }
@@ -81,7 +79,6 @@ class RasNode {
   std::vector<CommEntry> comms_;
   std::map<std::string, ras::ProcessInfo> peers_;  // by addr, self excluded
   std::set<std::string> dead_;
-  uint64_t peers_version_ = 0;
   ras::ProcessInfo self_;
   sockaddr_in peer_addr_{};
   int peer_fd_ = -1, client_fd_ = -1;
@@ -91,7 +88,7 @@ class RasNode {
 
 // One request to the node at `addr` ("ip:port"); *reply gets its answer.
 // ncclRemoteError at once if the process refuses (its listener is gone);
-// ncclSystemError when the deadline passes first.
+// ncclTimeout when it does not answer (in time, or at all).
 Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& body, Deadline deadline,
                nlohmann::json* reply);
 

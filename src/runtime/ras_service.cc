@@ -262,7 +262,6 @@ ras::ProcessInfo& RasNode::peer_entry(const std::string& addr) {
   if (p.addr.empty()) {
     p.addr = addr;
     p.host = host_of(addr);
-    ++peers_version_;
   }
   return p;
 }
@@ -362,16 +361,6 @@ void RasNode::learn(const std::vector<ras::ProcessInfo>& peers) {
 void RasNode::mark_dead(const std::string& addr) {
   std::lock_guard<std::mutex> lock(mutex_);
   dead_.insert(addr);
-}
-
-bool RasNode::is_dead(const std::string& addr) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return dead_.count(addr) != 0;
-}
-
-uint64_t RasNode::peers_version() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return peers_version_;
 }
 
 Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& body, Deadline deadline,
