@@ -9,13 +9,13 @@
 // whole group fails with ncclInvalidArgument (as NCCL's check mode) on all of
 // them, never wrong data.
 // Several communicators driven from one thread (ncclCommInitAll) are checked
-// concurrently, since their ranks can only answer together.
-// Sends and receives are checked pair by pair (check_p2p_pairs): only the
-// ranks of a pair take part, so a pair's verdict is theirs alone, and the
-// other pairs of the group run.  The setting is
+// concurrently, since their ranks can only answer together.  The setting is
 // read once per communicator at init and OR-ed over its ranks (comm.cc): a
 // rank checking alone would wait for records nobody sends, and reading the
 // environment on every call cost ~2k instructions.
+// Sends and receives are checked pair by pair (check_p2p_pairs): only the
+// ranks of a pair take part, so a pair's verdict is theirs alone, and the
+// other pairs of the group run.
 #include <map>
 #include <set>
 #include <thread>
@@ -79,6 +79,7 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
 }
 
 constexpr int kP2pCheckTag = 0x2c4ec;  // bootstrap tag of the pairwise send/receive check
+constexpr uint64_t kMaxP2pRecords = 1u << 24;  // a peer's count beyond any real group: refused
 
 // One send or receive as its peer sees it.
 struct P2pRecord {
@@ -96,8 +97,9 @@ std::string describe(const std::vector<P2pRecord>& calls, bool sends) {
   return "[" + s + "]";
 }
 
-// Whether `from`'s sends to `to` are `to`'s receives from `from`, in order;
-// else why not.  `a` is rank a's calls with b, `b` rank b's with a.
+// Why rank a's calls with rank b (`mine`) and b's with a (`theirs`) do not
+// match, or "" when they do: no call refused, and each way the sends are the
+// receives, in order (count and datatype).
 std::string pair_mismatch(int a, const std::vector<P2pRecord>& mine, int b, const std::vector<P2pRecord>& theirs) {
   for (const auto* calls : {&mine, &theirs})
     for (const P2pRecord& c : *calls)
@@ -160,6 +162,8 @@ CommFailures check_p2p_pairs(std::vector<CommQueue>& queues) {
       if (peer != comm->rank && exchange.is_ok()) {
         uint64_t n = 0;
         exchange = comm->bootstrap->recv(peer, kP2pCheckTag, &n, sizeof n);
+        if (exchange.is_ok() && n > kMaxP2pRecords)
+          exchange = BRAID_ERROR(ncclInternalError, "argument check: rank {} announced {} calls", peer, n);
         theirs.resize(exchange.is_ok() ? n : 0);
         if (exchange.is_ok())
           exchange = comm->bootstrap->recv(peer, kP2pCheckTag, theirs.data(), n * sizeof(P2pRecord));
