@@ -29,7 +29,6 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "src/base/net.h"
 #include "src/runtime/profiler.h"
@@ -114,7 +113,7 @@ class ClientSession {
       return send("OK\n");
     }
     if (is(line, "status") || is(line, "verbose status")) {
-      const ras::JobView view = ras_collect(node_, timeout_sec_);
+      const ras::JobView view = ras_status(node_, timeout_sec_);
       send(json_ ? ras::render_json(view) : ras::render_text(view, is(line, "verbose status")));
       return false;
     }
@@ -201,9 +200,7 @@ class ClientSession {
   void event(int group, const char* name, const ras::ProcessInfo& p, const std::string& details) {
     if (!(mask_ & group)) return;
     if (!json_) {
-      send(fmt::format("[{}] {}: Process {} on node {} managing GPU{} {} {}\n", ras_local_time(), name, p.pid, p.host,
-                       p.cuda_devs.size() > 1 ? "s" : "",
-                       p.cuda_devs.empty() ? "none" : fmt::format("{}", fmt::join(p.cuda_devs, ",")), details));
+      send(fmt::format("[{}] {}: {} {}\n", ras_local_time(), name, ras::process_text(p), details));
       return;
     }
     const nlohmann::ordered_json doc = {

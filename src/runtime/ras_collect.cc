@@ -4,8 +4,9 @@
 // bounded by the query's timeout.  A process that refuses the connection is
 // gone (dead); one that does not answer in time is unresponsive, and counts
 // a timeout.
-// Communicators some ranks of which nobody reported then get the homes of
-// their ranks, from this process or one that reported them.
+// A status query (ras_status) then finds where the ranks nobody reported
+// live, from this process or one that reported their communicator; the
+// other queries only need the processes.
 #include <chrono>
 #include <map>
 #include <set>
@@ -19,12 +20,6 @@ namespace braid {
 ras::JobView ras_collect(RasNode& node, double timeout_sec) {
   const auto start = std::chrono::steady_clock::now();
   ras::JobView v;
-  v.nccl_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
-  const DeviceInventory inventory = probe_device_inventory();
-  v.cuda_compiled = inventory.compiled_version;
-  v.cuda_runtime = inventory.runtime_version;
-  v.cuda_driver = inventory.driver_version;
-  v.timestamp = ras_local_time();
   v.answered.push_back(node.report());
   v.dead = node.dead();
   std::set<std::string> asked = {node.self().addr};
@@ -57,6 +52,19 @@ ras::JobView ras_collect(RasNode& node, double timeout_sec) {
       }
     }
   }
+  v.collection_sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return v;
+}
+
+ras::JobView ras_status(RasNode& node, double timeout_sec) {
+  const auto start = std::chrono::steady_clock::now();
+  ras::JobView v = ras_collect(node, timeout_sec);
+  v.nccl_version = std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+  const DeviceInventory inventory = probe_device_inventory();
+  v.cuda_compiled = inventory.compiled_version;
+  v.cuda_runtime = inventory.runtime_version;
+  v.cuda_driver = inventory.driver_version;
+  v.timestamp = ras_local_time();
   // Where the unreported ranks live: this process's record, else the
   // record of one that reported the communicator.
   std::map<ras::CommId, std::pair<int, std::string>> reported;  // ranks reported, by one process

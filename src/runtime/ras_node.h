@@ -110,9 +110,12 @@ std::string ras_local_time();
 // A client's connection to the client socket, served to its end (ras_client.cc).
 void ras_serve_client(RasNode& node, int fd);
 
-// Every process's report, as a status query gathers them (ras_collect.cc).
-// timeout_sec <= 0: wait for each process as long as it takes.
+// Every process's report, and which processes did not answer
+// (ras_collect.cc); timeout_sec <= 0: wait for each as long as it takes.
 ras::JobView ras_collect(RasNode& node, double timeout_sec);
+// That and, for communicators some ranks of which nobody reported, where
+// those ranks live: what a status report needs.
+ras::JobView ras_status(RasNode& node, double timeout_sec);
 
 // The on-demand diagnostics (ras_diagnostics.cc): NCCL DIAG lines comparing
 // the ranks of every communicator of every process that answers.

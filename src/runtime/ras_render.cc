@@ -205,10 +205,7 @@ std::vector<const ProcessInfo*> all_processes(const JobView& v) {
   return all;
 }
 
-std::string process_line(const ProcessInfo& p) {
-  return fmt::format("  Process {} on node {} managing GPU{} {}\n", p.pid, p.host, p.cuda_devs.size() > 1 ? "s" : "",
-                     devs_text(p.cuda_devs));
-}
+std::string process_line(const ProcessInfo& p) { return "  " + process_text(p) + "\n"; }
 
 std::string job_summary(const JobView& v) {
   const auto all = all_processes(v);
@@ -383,6 +380,11 @@ std::string warnings_section(const Analysis& a, bool verbose) {
 }
 
 }  // namespace
+
+std::string process_text(const ProcessInfo& p) {
+  return fmt::format("Process {} on node {} managing GPU{} {}", p.pid, p.host, p.cuda_devs.size() > 1 ? "s" : "",
+                     devs_text(p.cuda_devs));
+}
 
 std::string render_text(const JobView& v, bool verbose) {
   const Analysis a(v);

@@ -87,6 +87,10 @@ struct JobView {
   int timeouts = 0;
 };
 
+// "Process 12 on node 10.0.0.1 managing GPU 0" ("GPUs 0,1"; "GPU none" on
+// the host backend), as NCCL's reports and monitor events name a process.
+std::string process_text(const ProcessInfo& p);
+
 // NCCL's text report; verbose lists more of the outlying ranks.
 std::string render_text(const JobView& view, bool verbose);
 // NCCL's JSON report (always as verbose).

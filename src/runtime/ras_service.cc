@@ -60,10 +60,15 @@ double read_timeout_factor() {
   return 1;
 }
 
-// NCCL_RAS_ADDR's socket, shared by the host's processes; -1 if it cannot be had.
-int listen_for_clients() {
-  std::string text = env_raw("NCCL_RAS_ADDR");
-  if (text.empty()) text = "localhost:28028";
+// NCCL_RAS_ADDR, or NCCL's default.
+std::string client_address() {
+  const std::string text = env_raw("NCCL_RAS_ADDR");
+  return text.empty() ? "localhost:28028" : text;
+}
+
+// The client socket at `text` ("host:port"), shared by the host's
+// processes; -1 if it cannot be had.
+int listen_for_clients(const std::string& text) {
   const size_t colon = text.rfind(':');
   std::string host = colon == std::string::npos ? text : text.substr(0, colon);
   const std::string port = colon == std::string::npos ? "28028" : text.substr(colon + 1);
@@ -129,11 +134,6 @@ Status connect_bounded(const sockaddr_in& to, Deadline deadline, int* out) {
   return BRAID_ERROR(ncclTimeout, "RAS peer {}: {}", to_string(to), std::strerror(err));
 }
 
-struct Session {
-  Session() { ++g_sessions; }
-  ~Session() { --g_sessions; }
-};
-
 }  // namespace
 
 int RasCommState::counted_index(Collective c) {
@@ -173,7 +173,8 @@ Status RasNode::start(in_addr ip) {
   local.sin_family = AF_INET;
   local.sin_addr = ip;
   BRAID_TRY(listen_tcp(local, &peer_fd_, &peer_addr_));
-  client_fd_ = listen_for_clients();
+  const std::string clients = client_address();
+  client_fd_ = listen_for_clients(clients);
   self_.addr = to_string(peer_addr_);
   self_.host = host_of(self_.addr);
   self_.pid = getpid();
@@ -187,8 +188,7 @@ Status RasNode::start(in_addr ip) {
   g_fds_to_close[0] = peer_fd_;
   g_fds_to_close[1] = client_fd_;
   BRAID_INFO(kInit, "RAS: peers reach this process at {}, clients at {}", self_.addr,
-             client_fd_ >= 0 ? (env_raw("NCCL_RAS_ADDR").empty() ? "localhost:28028" : env_raw("NCCL_RAS_ADDR"))
-                             : "(none)");
+             client_fd_ >= 0 ? clients : "(none)");
   return Status::ok();
 }
 
@@ -203,7 +203,8 @@ void RasNode::accept_loop() {
       if (!(fds[i].revents & POLLIN)) continue;
       const int fd = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
-      if (g_sessions.load() >= kMaxSessions) {
+      if (g_sessions.fetch_add(1) >= kMaxSessions) {  // counted here, so the limit holds
+        --g_sessions;
         ::close(fd);
         continue;
       }
@@ -211,7 +212,6 @@ void RasNode::accept_loop() {
       // application: it only loses that session.
       try {
         std::thread([this, fd, peer = i == 0] {
-          Session session;
           try {
             if (peer) serve_peer(fd);
             else ras_serve_client(*this, fd);
@@ -219,8 +219,10 @@ void RasNode::accept_loop() {
             BRAID_INFO(kInit, "RAS: a session failed: {}", e.what());
           }
           ::close(fd);
+          --g_sessions;
         }).detach();
       } catch (const std::exception&) {
+        --g_sessions;
         ::close(fd);
       }
     }

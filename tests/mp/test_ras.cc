@@ -24,6 +24,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "harness.h"
@@ -250,18 +251,19 @@ TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]"
   {
     RasClient c(port);
     REQUIRE(c.fd >= 0);
-    c.send("CLIENT PROTOCOL 2\n");
-    CHECK(c.read("\n") == "SERVER PROTOCOL 2\n");
-    c.send("timeout soon\r\n");
-    CHECK(c.read("\n") == "ERROR: Invalid timeout value soon\n");
-    c.send("TIMEOUT 2.5\n");
-    CHECK(c.read("\n") == "OK\n");
-    c.send("SET FORMAT yaml\n");
-    CHECK(c.read("\n") == "ERROR: Invalid format yaml\n");
-    c.send("frobnicate\n");
-    CHECK(c.read("\n") == "ERROR: Unknown command frobnicate\n");
-    c.send("MONITOR sometimes\n");
-    CHECK(c.read("\n") == "ERROR: Invalid event group 'sometimes'\n");
+    const std::pair<const char*, const char*> exchanges[] = {  // command, its one-line reply
+        {"CLIENT PROTOCOL 2\n", "SERVER PROTOCOL 2\n"},
+        {"timeout soon\r\n", "ERROR: Invalid timeout value soon\n"},
+        {"TIMEOUT 2.5\n", "OK\n"},
+        {"SET FORMAT yaml\n", "ERROR: Invalid format yaml\n"},
+        {"frobnicate\n", "ERROR: Unknown command frobnicate\n"},
+        {"MONITOR sometimes\n", "ERROR: Invalid event group 'sometimes'\n"},
+    };
+    for (const auto& [command, reply] : exchanges) {
+      INFO(command);
+      c.send(command);
+      CHECK(c.read("\n") == reply);
+    }
     c.send("set format JSON\nverbose status\n");
     const std::string json = c.read();  // to the end: the server closes
     CHECK(contains(json, "\"nccl_version\": \""));
@@ -370,12 +372,9 @@ TEST_CASE("RAS diagnostics on demand compare every communicator's ranks, naming 
         setenv("BRAID_TEST_API_TOKEN", "hunter2", 1);
         setenv("BRAID_TEST_NOT_UTF8", "\xff\xfe", 1);  // travels in JSON: replaced, never thrown on
       });
-  std::string lines;
-  for (int i = 0; i < 100; ++i) {  // until both communicators are up
-    lines = status(ports[1], "DIAGNOSTICS\n");
-    if (lines.find("across 3 ranks") != std::string::npos && lines.find("across 2 ranks") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // The split is made after the 3-rank communicator: once it shows, both do.
+  const std::string lines = status_showing(ports[1], "across 2 ranks", "DIAGNOSTICS\n");
+  CHECK(contains(lines, "across 3 ranks"));
   CHECK(contains(lines, "NCCL DIAG [OK]   library: braid "));
   CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: mismatch across 3 ranks in comm 0x"));
   CHECK(contains(lines, "NCCL DIAG [INFO] NCCL environment: NCCL_RAS_TEST_MARK=two on rank(s) {2}\n"));
