@@ -51,9 +51,11 @@ class ScheduleBuilder {
     op.deps = std::move(after);
     return add(rank, std::move(op));
   }
-  Dep recv(int rank, int from, ChunkRef dst) { return add(rank, make_op(OpType::Recv, -1, from, {}, dst)); }
-  Dep recv_copy_send(int rank, int from, ChunkRef dst, int to) {
-    return add(rank, make_op(OpType::RecvCopySend, to, from, {}, dst));
+  Dep recv(int rank, int from, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Recv, -1, from, {}, dst), std::move(after));
+  }
+  Dep recv_copy_send(int rank, int from, ChunkRef dst, int to, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::RecvCopySend, to, from, {}, dst), std::move(after));
   }
   Dep recv_reduce_send(int rank, int from, ChunkRef src, int to) {
     return add(rank, make_op(OpType::RecvReduceSend, to, from, src, {}));

@@ -22,6 +22,11 @@ Schedule recursive_doubling_allreduce(int nranks);  // latency-optimal, small me
 // cost the slices that move data).  See algorithms/stragglar.cc.
 enum class StragglarLanes : uint8_t { PerConnection, Compact };
 Schedule stragglar_allreduce(int nranks, int straggler, StragglarLanes lanes = StragglarLanes::PerConnection);
+// Every element folded in rank order, x0 (+) x1 (+) ..., down a chain of
+// the ranks: reproducible bits (BRAID_DETERMINISTIC).
+Schedule chain_allreduce(int nranks);
+Schedule chain_reducescatter(int nranks);
+Schedule chain_reduce(int nranks, int root);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);
@@ -42,7 +47,7 @@ Schedule oneshot_alltoall(int nranks);
 
 struct AlgorithmInfo {
   std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise",
-                     // "oneshot", "twoshot"
+                     // "oneshot", "twoshot", "chain"
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;

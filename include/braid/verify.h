@@ -14,7 +14,12 @@
 //    through messages), and a rank touches a peer's buffers only after a
 //    signal from it and before an op of it;
 //  - every output chunk ends holding exactly the right contributions: each
-//    rank's input chunk once for reductions, the right source for copies.
+//    rank's input chunk once for reductions, the right source for copies;
+//  - with `rank_order`, that every reduction is the left fold in rank order,
+//    ((x0 (+) x1) (+) x2) ..., each step adding the next rank's input to
+//    what went before (the executors' left operand).  Floating-point
+//    reductions then give the same bits whatever the message size, the
+//    element's position or the schedule: what BRAID_DETERMINISTIC runs.
 // It checks the placements the schedule claims (in place, out of place).
 #pragma once
 
@@ -33,6 +38,7 @@ constexpr int kMaxScheduleSlots = 8;
 struct VerifyOptions {
   int slots = 0;  // messages a connection buffers before a send blocks; 0: the schedule's own
   size_t max_errors = 8;  // stop collecting after this many
+  bool rank_order = false;  // reductions must fold in rank order (above)
 };
 
 struct VerifyResult {
@@ -42,6 +48,10 @@ struct VerifyResult {
 };
 
 VerifyResult verify(const Schedule& schedule, const VerifyOptions& options = {});
+
+// Whether `schedule` verifies with rank_order: true for collectives that do
+// not reduce, which have nothing to fold.
+bool folds_in_rank_order(const Schedule& schedule);
 
 // Sets schedule->slots to the fewest, from kMinSlots to max_slots, with
 // which it verifies (only a deadlock depends on them: more never hurt), and

@@ -441,8 +441,13 @@ using Parts = std::vector<std::pair<int, uint32_t>>;  // sorted (rank, input chu
 struct Content {
   enum Kind : uint8_t { Unwritten, Valid, Poisoned } kind = Unwritten;  // Poisoned: an error was reported
   std::shared_ptr<const Parts> parts;                                     // non-empty when Valid
+  // The left fold of ranks 0, 1, ..., k's inputs in that order (rank 0's
+  // input alone is one).
+  bool in_rank_order = false;
 
-  static Content valid(Parts p) { return {Valid, std::make_shared<const Parts>(std::move(p))}; }
+  static Content valid(Parts p, bool in_rank_order) {
+    return {Valid, std::make_shared<const Parts>(std::move(p)), in_rank_order};
+  }
   static Content poisoned() { return {Poisoned, nullptr}; }
   uint32_t position(uint32_t per_block) const { return (*parts)[0].second % per_block; }
 };
@@ -458,13 +463,13 @@ std::string describe(const Parts& parts) {
 class Simulation {
  public:
   Simulation(const Schedule& s, const VerifyOptions& o, uint32_t per_block, bool in_place, Errors& e)
-      : s_(s), slots_(size_t(o.slots)), c_(per_block), e_(e),
+      : s_(s), slots_(size_t(o.slots)), c_(per_block), rank_order_(o.rank_order), e_(e),
         prefix_(in_place ? "in place: " : "out of place: ") {
     for (int r = 0; r < s.nranks; ++r) {
       cells_.emplace_back(s, r, in_place, per_block);
       std::vector<Content> state(cells_.back().count);
       for (uint32_t i = 0; i < s.ranks[r].input_chunks && has_input(s, r); ++i)
-        state[cells_.back().input[i]] = Content::valid({{r, i}});
+        state[cells_.back().input[i]] = Content::valid({{r, i}}, r == 0);
       state_.push_back(std::move(state));
       lanes_.emplace_back(s.ranks[r].lanes.size());
     }
@@ -506,6 +511,9 @@ class Simulation {
           continue;
         }
         const Parts& have = *got.parts;
+        if (have == want && rank_order_ && want.size() > 1 && !got.in_rank_order)
+          e_.add("{}rank {} output[{}] holds every rank's input, but not folded in rank order (the left fold "
+                 "x0 (+) x1 (+) ... that BRAID_DETERMINISTIC needs)", prefix_, r, j);
         if (have == want) continue;
         Parts missing, extra;
         std::set_difference(want.begin(), want.end(), have.begin(), have.end(), std::back_inserter(missing));
@@ -627,7 +635,10 @@ class Simulation {
         e_.add("{}{} counts {} twice", prefix_, where(s_, r, l, i), describe(twice));
         return Content::poisoned();
       }
-      return Content::valid(std::move(both));
+      // In rank order: `a` (the executors' left operand) folds ranks 0..k
+      // and `b` is rank k+1's input alone.
+      const bool ordered = a.in_rank_order && b.parts->size() == 1 && (*b.parts)[0].first == a.parts->back().first + 1;
+      return Content::valid(std::move(both), ordered);
     };
     auto write = [&](ChunkRef ref, Content c, int q = -1) {
       q = q < 0 ? r : q;
@@ -667,6 +678,7 @@ class Simulation {
   const Schedule& s_;
   size_t slots_;
   uint32_t c_;
+  bool rank_order_;
   Errors& e_;
   std::string prefix_;
   std::vector<Cells> cells_;
@@ -762,6 +774,13 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
   result.ok = result.errors.empty();
   result.deadlock = deadlock;
   return result;
+}
+
+bool folds_in_rank_order(const Schedule& s) {
+  VerifyOptions options;
+  options.rank_order = true;
+  options.max_errors = 1;
+  return verify(s, options).ok;
 }
 
 VerifyResult verify_fitting_slots(Schedule* s, int max_slots) {

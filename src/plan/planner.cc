@@ -6,10 +6,12 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/verify.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/plan/alg_selection.h"
 #include "src/plan/host_tuning.h"
+#include "src/ops/reduction.h"
 
 namespace braid {
 namespace {
@@ -130,8 +132,27 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
   return first;
 }
 
+bool PlanCache::in_rank_order(const Schedule& schedule) {
+  auto [it, added] = rank_ordered_.emplace(&schedule, false);
+  if (added) it->second = folds_in_rank_order(schedule);
+  return it->second;
+}
+
+// BRAID_DETERMINISTIC: whatever named a schedule that does not fold in
+// rank order (BRAID_ALGO, a file, the call's selection) gives way to chain.
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
+  const bool ordered = rank_order_ && collective_reduces(c);
+  BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
+  if (!ordered || in_rank_order(**out)) return Status::ok();
+  warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running 'chain' "
+                        "instead", (*out)->name, to_string(c)));
+  return generated(c, nranks, root, "chain", -1, out);
+}
+
+Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
+                         uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
+  const bool ordered = rank_order_ && collective_reduces(c);
   if (algorithms && !peer_access_) {  // one-sided algorithms cannot run here
     const auto& registry = algorithm_registry();
     uint32_t runnable = algorithms, for_c = 0;
@@ -172,7 +193,13 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
                           to_string(c), name));
     name.clear();
   }
-  if (name.empty() && device_tuning_) name = device_tuning_->call(c, bytes).algorithm;
+  if (name.empty() && device_tuning_) {
+    name = device_tuning_->call(c, bytes).algorithm;
+    // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
+    std::shared_ptr<const Schedule> tuned;
+    if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
+      name.clear();
+  }
   // BRAID_ALGO or a tuning row naming a one-sided algorithm where it cannot run.
   if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_) {
     warn_once(fmt::format("'{}' for {} needs every rank to reach every peer's buffers, and this communicator's "
@@ -180,13 +207,18 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
                           name, to_string(c)));
     name.clear();
   }
-  if (name.empty()) name = default_algorithm(c, nranks, bytes, tuning_);
+  if (name.empty()) name = ordered ? "chain" : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);
   // A known straggler turns the bandwidth schedule into StragglAR.
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";
+  return generated(c, nranks, root, name, straggler, out);
+}
+
+Status PlanCache::generated(Collective c, int nranks, int root, const std::string& name, int straggler,
+                            std::shared_ptr<const Schedule>* out) {
   const AlgorithmInfo* algo = find_algorithm(c, name);
   if (!algo) return BRAID_ERROR(ncclInternalError, "no algorithm '{}' for {}", name, to_string(c));
   // StragglAR is built for one straggler: it keys the cache like a root.

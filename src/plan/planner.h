@@ -77,6 +77,12 @@ class PlanCache {
   // naming one falls back to the default, a schedule file with one-sided
   // ops is not used, and a call's selection of only those fails.
   void set_peer_access(bool peer_access) { peer_access_ = peer_access; }
+  // BRAID_DETERMINISTIC (agreed at init): AllReduce, ReduceScatter and
+  // Reduce run only schedules that fold every element in rank order
+  // (verify.h, rank_order), "chain" unless BRAID_ALGO, a schedule file or
+  // the call's selection names one that does; StragglAR never.
+  void set_rank_order(bool rank_order) { rank_order_ = rank_order; }
+  bool rank_order() const { return rank_order_; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
   // `placement` is this rank's (as MSCCL decides it: the send buffer where
@@ -113,6 +119,13 @@ class PlanCache {
  private:
   Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+  Status choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
+                uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+  // The built-in `name` for `c`, generated once.
+  Status generated(Collective c, int nranks, int root, const std::string& name, int straggler,
+                   std::shared_ptr<const Schedule>* out);
+  // Whether the schedule folds in rank order (verified once per schedule).
+  bool in_rank_order(const Schedule& schedule);
 
   std::string algo_spec_;
   HostTuning tuning_;
@@ -120,6 +133,8 @@ class PlanCache {
   StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;
   std::shared_ptr<const DeviceTuning> device_tuning_;
   bool peer_access_ = false;
+  bool rank_order_ = false;
+  std::map<const Schedule*, bool> rank_ordered_;  // in_rank_order's answers
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.
   struct Last {

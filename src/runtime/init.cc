@@ -163,6 +163,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_eager = eager_set ? eager == 1 : c.rmaEagerInit == 1;
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
+  BRAID_TRY(env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &a.deterministic));
   a.run_diagnostics = std::strtol(env_raw("NCCL_RUN_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
   a.run_ras_diagnostics = std::strtol(env_raw("NCCL_RUN_RAS_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
   return Status::ok();
@@ -408,6 +409,7 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
+  comm->plans->set_rank_order(agreed.deterministic != 0);
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,

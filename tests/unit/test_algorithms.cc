@@ -53,7 +53,8 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"direct", Collective::AlltoAll},    {"oneshot", Collective::AllReduce},
            {"twoshot", Collective::AllReduce},  {"oneshot", Collective::AllGather},
            {"oneshot", Collective::ReduceScatter}, {"oneshot", Collective::Broadcast},
-           {"oneshot", Collective::AlltoAll}})
+           {"oneshot", Collective::AlltoAll},   {"chain", Collective::AllReduce},
+           {"chain", Collective::ReduceScatter}, {"chain", Collective::Reduce}})
     CHECK(seen.count({name, c}) == 1);
 }
 
@@ -136,6 +137,29 @@ TEST_CASE("direct and pairwise exchange exactly one block per peer", "[algorithm
       CHECK(chunks_received(g, root) == uint64_t(n - 1));
       CHECK(chunks_sent(sc, root) == uint64_t(n - 1));
     }
+  }
+}
+
+TEST_CASE("chain folds in rank order and moves each chunk once per link and direction",
+          "[algorithms][deterministic]") {
+  for (int n = 1; n <= 12; ++n) {
+    for (int root = 0; root < n; ++root) {
+      INFO("n=" << n << " root=" << root);
+      CHECK(verify(chain_reduce(n, root), {.rank_order = true}).ok);
+    }
+    INFO("n=" << n);
+    const Schedule all = chain_allreduce(n), scatter = chain_reducescatter(n);
+    CHECK(verify(all, {.rank_order = true}).ok);
+    CHECK(verify(scatter, {.rank_order = true}).ok);
+    if (n == 1) continue;
+    // AllReduce: n chunks down the chain and back; the ends send or receive one way only.
+    for (int r = 0; r < n; ++r) {
+      CHECK(chunks_sent(all, r) == uint64_t(r == 0 || r == n - 1 ? n : 2 * n));
+      CHECK(chunks_received(all, r) == uint64_t(r == 0 || r == n - 1 ? n : 2 * n));
+    }
+    // ReduceScatter: every block down the chain, then each to its owner.
+    CHECK(chunks_sent(scatter, n - 1) == uint64_t(n - 1));
+    CHECK(chunks_received(scatter, 0) == 1);
   }
 }
 

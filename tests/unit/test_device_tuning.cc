@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/exec/cuda_arena.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/planner.h"
 
@@ -257,4 +258,49 @@ TEST_CASE("tuning table: what a communicator's settings cost in device memory", 
   CHECK(CudaArenaLayout(2, t, 1 << 20).rma_pairs == CudaArenaLayout::kMaxRmaPairs);
   t.ll_max_bytes = 0;  // no LL region
   CHECK(CudaArenaLayout(2, t).bytes == a.ll_offset + 256 + 256);
+}
+
+TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank order", "[tuning][deterministic]") {
+  auto table = std::make_shared<TuningTable>(
+      parsed(R"({"collective": "allreduce", "bytes": [0, 1048576], "algorithm": "oneshot", "measured": "m"},
+               {"collective": "allreduce", "algorithm": "ring", "measured": "m"})"));
+  PlanCache plans;
+  plans.set_rank_order(true);
+  plans.set_peer_access(true);
+  plans.set_device_tuning(std::make_shared<DeviceTuning>(table, key("d", 4, 1)));
+  std::shared_ptr<const Schedule> s;
+  // A tuned choice stays where it folds in rank order (one-shot), else chain.
+  REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK(s->name == "oneshot_allreduce");
+  REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s).is_ok());
+  CHECK(s->name == "chain_allreduce");
+  // A late rank does not turn it into StragglAR.
+  REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s, /*straggler=*/2).is_ok());
+  CHECK(s->name == "chain_allreduce");
+  REQUIRE(plans.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 20, &s).is_ok());
+  CHECK(s->name == "chain_reducescatter");
+  REQUIRE(plans.schedule_for(Collective::Reduce, 4, 1, 8, &s).is_ok());
+  CHECK((s->name == "chain_reduce" && s->root == 1));
+  REQUIRE(plans.schedule_for(Collective::AllGather, 4, -1, 8, &s).is_ok());  // nothing to fold
+  CHECK(s->name == "ring_allgather");
+  // A call's selection and BRAID_ALGO give way where what they name does not fold in order.
+  uint32_t ring_only = 0, oneshot_only = 0;
+  REQUIRE(parse_alg_selection("ring", Collective::AllReduce, &ring_only).is_ok());
+  REQUIRE(parse_alg_selection("oneshot", Collective::AllReduce, &oneshot_only).is_ok());
+  REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, ring_only).is_ok());
+  CHECK(s->name == "chain_allreduce");
+  REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, oneshot_only).is_ok());
+  CHECK(s->name == "oneshot_allreduce");
+  setenv("BRAID_ALGO", "allreduce=rd,reduce=binomial", 1);  // read when a cache is made
+  PlanCache forced;
+  unsetenv("BRAID_ALGO");
+  forced.set_rank_order(true);
+  REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK(s->name == "chain_allreduce");
+  REQUIRE(forced.schedule_for(Collective::Reduce, 4, 0, 8, &s).is_ok());
+  CHECK(s->name == "chain_reduce");
+  // Without the mode, the same cache settings pick as before.
+  PlanCache fast;
+  REQUIRE(fast.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s).is_ok());
+  CHECK(s->name == "ring_allreduce");
 }

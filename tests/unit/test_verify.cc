@@ -348,3 +348,38 @@ TEST_CASE("verify: custom collectives get structure and deadlock checks", "[veri
   std::swap(op_at(s, 1, 0, 1), op_at(s, 1, 0, 2));
   require_error(s, {"deadlock"});
 }
+
+TEST_CASE("verify: rank_order requires the left fold in rank order", "[verify][deterministic]") {
+  const VerifyOptions ordered{.rank_order = true};
+  // Rank 0 computes x1 (+) x0: every input once, but rank 1's is the left
+  // operand; rank 1 computes x0 (+) x1.
+  Schedule exchange = exchange_allreduce();
+  require_ok(exchange);
+  require_error(exchange, {"rank 0 output[0]", "not folded in rank order"}, ordered);
+  CHECK(verify(exchange, ordered).errors.size() == 2);  // rank 0's, in place and out of place
+  // Fixed: rank 0 starts from its own input and adds rank 1's from scratch.
+  ScheduleBuilder b("ordered_exchange", Collective::AllReduce, 2, -1, 1, 1);
+  b.set_scratch(0, 1);
+  b.copy(0, in(0), out(0));
+  b.send(0, 1, in(0));
+  b.recv(0, 1, scratch(0));
+  b.reduce(0, scratch(0), out(0));
+  b.send(1, 0, in(0));
+  b.recv_reduce_copy(1, 0, in(0), out(0));
+  require_ok(b.take(), ordered);
+  // The rings, recursive doubling and trees fold in other orders; chain and
+  // one-shot (every rank reads every input from rank 0 on) in rank order.
+  for (int n : {3, 4, 7}) {
+    INFO("n=" << n);
+    require_error(ring_allreduce(n), {"not folded in rank order"}, ordered);
+    require_error(ring_reducescatter(n), {"not folded in rank order"}, ordered);
+    require_error(recursive_doubling_allreduce(n), {"not folded in rank order"}, ordered);
+    require_error(binomial_reduce(n, 0), {"not folded in rank order"}, ordered);
+    require_error(stragglar_allreduce(n, n - 1), {"not folded in rank order"}, ordered);
+    require_ok(chain_allreduce(n), ordered);
+    require_ok(oneshot_allreduce(n), ordered);
+    CHECK_FALSE(folds_in_rank_order(ring_allreduce(n)));
+    CHECK(folds_in_rank_order(chain_reducescatter(n)));
+    CHECK(folds_in_rank_order(ring_allgather(n)));  // nothing to fold
+  }
+}

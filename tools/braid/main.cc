@@ -2,7 +2,7 @@
 //   braid env                      the BRAID_* variables, defaults and current values
 //   braid algorithms               the built-in schedule generators
 //   braid show  (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--json]
-//   braid verify (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--slots K]
+//   braid verify (FILE | -a ALGO -c COLL -n N [-r ROOT]) [--slots K] [--rank-order]
 //   braid show ... -o X.svg [--topology T] [--size S]   per-link timeline picture
 //   braid synth, sim, convert, topo                      see synth_commands.h
 //   braid tuning                   the CUDA tuning table's settings, see cmd_tuning.h
@@ -69,6 +69,9 @@ int main(int argc, char** argv) {
   auto* verify = app.add_subcommand("verify", "symbolically verify a schedule");
   add_source_options(verify, &source);
   verify->add_option("--slots", slots, "chunks each connection buffers (deadlock check; default: the schedule's own)");
+  bool rank_order = false;
+  verify->add_flag("--rank-order", rank_order,
+                   "also require every reduction to fold in rank order (what BRAID_DETERMINISTIC runs)");
 
   auto* stragglar = braid::cli::add_stragglar_command(app);
   const braid::cli::Command synth_commands[] = {
@@ -101,9 +104,10 @@ int main(int argc, char** argv) {
     fmt::print("{}", as_json ? braid::schedule_to_json(schedule) + "\n" : braid::cli::schedule_to_text(schedule));
     return 0;
   }
-  braid::VerifyResult result = braid::verify(schedule, {.slots = slots});
+  braid::VerifyResult result = braid::verify(schedule, {.slots = slots, .rank_order = rank_order});
   if (result.ok) {
-    fmt::print("{}: OK ({} ranks, {})\n", schedule.name, schedule.nranks, braid::to_string(schedule.collective));
+    fmt::print("{}: OK ({} ranks, {}{})\n", schedule.name, schedule.nranks, braid::to_string(schedule.collective),
+               rank_order ? ", folded in rank order" : "");
     return 0;
   }
   fmt::print("{}: FAILED\n", schedule.name);

@@ -45,6 +45,7 @@
 
 #include "braid/chunking.h"
 #include "src/ops/datatype.h"
+#include "src/ops/reduction.h"
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
@@ -256,7 +257,12 @@ class CudaBackend final : public Backend {
   // Enqueues one collective on call.stream: its schedule's plan, or the
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
-    if (forward_wanted(call.collective)) return forwarder_.run(call, ctx_);
+    if (forward_wanted(call.collective)) {
+      // NVIDIA's NCCL picks its own reduction order: BRAID_DETERMINISTIC keeps reductions here.
+      if (!ctx_.plans->rank_order() || !collective_reduces(call.collective)) return forwarder_.run(call, ctx_);
+      static std::once_flag said;
+      std::call_once(said, [] { BRAID_WARN("BRAID_DETERMINISTIC: reductions are not forwarded (BRAID_FORWARD)"); });
+    }
     return ordered(call.stream, [&](bool capturing) { return enqueue_collective(call, capturing); });
   }
   Status enqueue_collective(const CollectiveCall& call, bool capturing) {

@@ -1,0 +1,239 @@
+// BRAID_DETERMINISTIC: AllReduce, ReduceScatter and Reduce fold every element
+// in rank order, x0 (+) x1 (+) ... (+) x(n-1), in the element type, whatever
+// path the call takes: the host's one-shot and eager boards, its single-copy
+// exchange, the chain schedules on shared-memory slots and on sockets, a
+// group, and a schedule BRAID_ALGO or a late rank would have picked instead.
+//
+// The inputs are random values spread over many binary orders of magnitude,
+// so that another order of additions gives other bits; the test checks that
+// (ring without the mode differs), and then compares every output element,
+// bit for bit, with the rank-order fold computed here independently of
+// braid's reduction code (the compiler's float, double and _Float16
+// arithmetic, and bfloat16 rounded to nearest even by hand).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "scoped_env.h"
+
+using namespace mp;
+
+namespace {
+
+enum class Coll { AllReduce, ReduceScatter, Reduce };
+const char* coll_name(Coll c) {
+  return c == Coll::AllReduce ? "allreduce" : c == Coll::ReduceScatter ? "reducescatter" : "reduce";
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+float bits_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+uint16_t bf16_round(float f) {  // to nearest even (the sums here are finite)
+  const uint32_t b = float_bits(f);
+  return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+float half_value(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return float(h);
+}
+uint16_t half_round(float f) {
+  const _Float16 h = _Float16(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+size_t size_of(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 2; }
+
+// Rank `rank`'s input at element `i` of the whole input, as bits: a random
+// sign, mantissa and exponent over about 2^-8..2^16 (Max: mostly zeros of
+// either sign, which Max orders by which operand comes first).
+uint64_t input_bits(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i) {
+  const uint64_t h = mix(uint64_t(rank) << 40 ^ i);
+  const uint64_t sign = h >> 63, e = (h >> 40) % 24;
+  if (op == ncclMax) {
+    const float v = (h & 3) == 3 ? 1.0f : 0.0f;
+    return float_bits(sign ? -v : v);
+  }
+  switch (t) {
+    case ncclFloat64: return sign << 63 | (1023 + e - 8) << 52 | (h & ((1ULL << 52) - 1));
+    case ncclFloat32: return sign << 31 | (127 + e - 8) << 23 | (h & ((1u << 23) - 1));
+    case ncclBfloat16: return sign << 15 | (127 + e % 16 - 8) << 7 | (h & 0x7f);
+    default: return sign << 15 | (15 + e % 12 - 6) << 10 | (h & 0x3ff);  // half: sums stay finite
+  }
+}
+
+// a (+) b in the element type, as the executors compute it.
+uint64_t combine(ncclDataType_t t, ncclRedOp_t op, uint64_t a, uint64_t b) {
+  switch (t) {
+    case ncclFloat64: {
+      double x, y;
+      std::memcpy(&x, &a, 8);
+      std::memcpy(&y, &b, 8);
+      const double s = x + y;
+      uint64_t out;
+      std::memcpy(&out, &s, 8);
+      return out;
+    }
+    case ncclFloat32: {
+      const float x = bits_float(uint32_t(a)), y = bits_float(uint32_t(b));
+      return float_bits(op == ncclMax ? (x > y ? x : y) : x + y);
+    }
+    case ncclBfloat16: return bf16_round(bits_float(uint32_t(a) << 16) + bits_float(uint32_t(b) << 16));
+    default: return half_round(half_value(uint16_t(a)) + half_value(uint16_t(b)));
+  }
+}
+
+uint64_t rank_order_fold(ncclDataType_t t, ncclRedOp_t op, int n, size_t i) {
+  uint64_t acc = input_bits(t, op, 0, i);
+  for (int r = 1; r < n; ++r) acc = combine(t, op, acc, input_bits(t, op, r, i));
+  return acc;
+}
+
+uint64_t load_bits(const char* p, size_t i, size_t es) {
+  uint64_t v = 0;
+  std::memcpy(&v, p + i * es, es);
+  return v;
+}
+
+struct Case {
+  Coll coll = Coll::AllReduce;
+  size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  bool in_place = false;
+  bool grouped = false;  // inside ncclGroupStart/End: the executor runs it
+};
+
+std::string describe(const Case& c, int rank, int n) {
+  return fmt::format("{} count={} type={} op={} {}{} rank {}/{}", coll_name(c.coll), c.count, int(c.type),
+                     int(c.op), c.in_place ? "in place" : "out of place", c.grouped ? " grouped" : "", rank, n);
+}
+
+// Runs `c` (Reduce: root n-1) and returns how many output elements differ
+// from the rank-order fold; -1 if the call failed.
+long run_case(const Case& c, int rank, int n, ncclComm_t comm, Failures& f) {
+  const size_t es = size_of(c.type), N = size_t(n);
+  const size_t send_elems = c.coll == Coll::ReduceScatter ? N * c.count : c.count;
+  std::vector<char> main(send_elems * es), separate(c.in_place ? 0 : c.count * es);
+  char* send = main.data();
+  char* recv = c.in_place ? (c.coll == Coll::ReduceScatter ? send + size_t(rank) * c.count * es : send)
+                          : separate.data();
+  for (size_t i = 0; i < send_elems; ++i) {
+    const uint64_t v = input_bits(c.type, c.op, rank, i);
+    std::memcpy(send + i * es, &v, es);
+  }
+  const int root = n - 1;
+  if (c.grouped) MP_NCCL(f, ncclGroupStart());
+  ncclResult_t r = ncclSuccess;
+  switch (c.coll) {
+    case Coll::AllReduce: r = ncclAllReduce(send, recv, c.count, c.type, c.op, comm, nullptr); break;
+    case Coll::ReduceScatter: r = ncclReduceScatter(send, recv, c.count, c.type, c.op, comm, nullptr); break;
+    case Coll::Reduce: r = ncclReduce(send, recv, c.count, c.type, c.op, root, comm, nullptr); break;
+  }
+  if (c.grouped) MP_NCCL(f, ncclGroupEnd());
+  if (r != ncclSuccess) {
+    f.fail(describe(c, rank, n) + ": " + ncclGetErrorString(r) + ": " + ncclGetLastError(comm));
+    return -1;
+  }
+  if (c.coll == Coll::Reduce && rank != root) return 0;
+  const size_t first = c.coll == Coll::ReduceScatter ? size_t(rank) * c.count : 0;
+  long wrong = 0;
+  for (size_t i = 0; i < c.count; ++i)
+    wrong += load_bits(recv, i, es) != rank_order_fold(c.type, c.op, n, first + i);
+  return wrong;
+}
+
+// Every collective, placement and type at counts that take every path: the
+// boards (up to 4 KiB), schedules on the slots, single-copy (threads, from
+// 32 KiB), several fragments.
+RankBody every_path(std::vector<size_t> counts) {
+  return [counts](int rank, int n, ncclComm_t comm, Failures& f) {
+    const std::pair<ncclDataType_t, ncclRedOp_t> kinds[] = {
+        {ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat16, ncclSum}, {ncclFloat64, ncclSum},
+        {ncclFloat32, ncclMax}};
+    for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+      for (auto [type, op] : kinds)
+        for (size_t count : counts)
+          for (bool in_place : {false, true})
+            for (bool grouped : {false, true}) {
+              if (grouped && (type != ncclFloat32 || op != ncclSum)) continue;
+              const Case c{coll, count, type, op, in_place, grouped};
+              if (long wrong = run_case(c, rank, n, comm, f); wrong > 0)
+                f.fail(fmt::format("{}: {} elements not the rank-order fold", describe(c, rank, n), wrong));
+            }
+  };
+}
+
+}  // namespace
+
+TEST_CASE("the inputs tell reduction orders apart: ring gives other bits", "[mp][threads][deterministic]") {
+  ScopedEnv ring("BRAID_ALGO", "ring");
+  long differing = 0;
+  CHECK(run_ranks_as_threads(4, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          const long wrong = run_case({Coll::AllReduce, 70000}, rank, n, comm, f);
+          if (rank == 0) differing = wrong;
+        }) == 0);
+  CHECK(differing > 1000);  // of 70000
+}
+
+TEST_CASE("BRAID_DETERMINISTIC folds in rank order on every path, threads", "[mp][threads][deterministic]") {
+  ScopedEnv on("BRAID_DETERMINISTIC", "1");
+  for (int n : {1, 2, 3, 5}) {
+    INFO("nranks " << n);
+    CHECK(run_ranks_as_threads(n, every_path({1, 13, 1000, 5001, 70000, 300001})) == 0);
+  }
+}
+
+TEST_CASE("BRAID_DETERMINISTIC folds in rank order on every path, processes", "[mp][processes][deterministic]") {
+  ScopedEnv on("BRAID_DETERMINISTIC", "1");
+  CHECK(run_ranks_as_processes(4, every_path({13, 1000, 5001, 300001}), 120) == 0);
+}
+
+TEST_CASE("BRAID_DETERMINISTIC folds in rank order over sockets", "[mp][processes][socket][deterministic]") {
+  ScopedEnv on("BRAID_DETERMINISTIC", "1");
+  auto as_hosts = [](int rank) {
+    setenv("BRAID_HOSTID", fmt::format("test-host-{}", rank).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank + 1).c_str(), 1);
+  };
+  CHECK(run_ranks_as_processes(3, every_path({13, 5001, 300001}), 120, as_hosts) == 0);
+}
+
+TEST_CASE("BRAID_DETERMINISTIC outranks BRAID_ALGO and a late rank", "[mp][threads][deterministic]") {
+  ScopedEnv on("BRAID_DETERMINISTIC", "1");
+  for (const char* setting : {"BRAID_ALGO=ring", "BRAID_ALGO=rd", "BRAID_ALGO=reduce=binomial",
+                              "BRAID_STRAGGLER=2"}) {
+    const std::string s = setting;
+    const size_t eq = s.find('=');
+    const std::string name = s.substr(0, eq);
+    ScopedEnv forced(name.c_str(), s.substr(eq + 1));
+    INFO(setting);
+    CHECK(run_ranks_as_threads(4, every_path({5001, 70000})) == 0);
+  }
+}
+
+TEST_CASE("BRAID_DETERMINISTIC must be the same on every rank", "[mp][processes][deterministic]") {
+  CHECK(init_must_fail(3, [](int rank) { setenv("BRAID_DETERMINISTIC", rank == 1 ? "1" : "0", 1); },
+                       ncclInvalidUsage, "BRAID_DETERMINISTIC") == 0);
+  CHECK(init_must_fail(2, [](int) { setenv("BRAID_DETERMINISTIC", "yes", 1); }, ncclInvalidArgument,
+                       "BRAID_DETERMINISTIC") == 0);
+}
