@@ -69,7 +69,9 @@ class ScheduleBuilder {
   Dep copy(int rank, ChunkRef src, ChunkRef dst, std::vector<Dep> after = {}) {
     return add(rank, make_op(OpType::Copy, -1, -1, src, dst), std::move(after));
   }
-  Dep reduce(int rank, ChunkRef src, ChunkRef dst) { return add(rank, make_op(OpType::Reduce, -1, -1, src, dst)); }
+  Dep reduce(int rank, ChunkRef src, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Reduce, -1, -1, src, dst), std::move(after));
+  }
   // One-sided (schedule.h): `src` of put and `dst` of get name this rank's
   // chunks; the other ref names the peer's.
   Dep put(int rank, int to, ChunkRef src, ChunkRef peer_dst, std::vector<Dep> after = {}) {

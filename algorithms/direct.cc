@@ -12,6 +12,9 @@
 // before it receives, on a connection no other lane uses, so in place a
 // block is sent before the block from that peer overwrites it.
 // Cost: (n-1)(alpha + beta*m) with the alphas overlapped, m one block.
+//
+// Direct AllReduce and ReduceScatter fold in rank order (BRAID_DETERMINISTIC):
+// see the comment above direct_allreduce.
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 
@@ -75,6 +78,71 @@ Schedule direct_alltoall(int n) {
     }
     b.use_lane(r, uint16_t(n - 1));
     b.copy(r, in(r), out(r));
+  }
+  return b.take();
+}
+
+namespace {
+
+// Direct ReduceScatter in rank order (the first half of direct AllReduce):
+// rank r sends chunk p of its input to rank p on lane k-1 (p = r+k) and
+// receives chunk r of rank r-k's into scratch(r-k) there; lane n-1 then folds
+// chunk r in rank order into scratch(0) (rank 0's chunk, received, or copied
+// from the input on rank 0: the executors' left operand is the reduce's
+// destination) and copies it to `result`.  Returns the fold's last op.
+Dep fold_in_rank_order(ScheduleBuilder& b, int n, int r, ChunkRef result) {
+  b.set_scratch(r, uint32_t(n));
+  std::vector<Dep> received(n);
+  for (int k = 1; k < n; ++k) {
+    const int p = mod(r + k, n), from = mod(r - k, n);
+    b.use_lane(r, uint16_t(k - 1));
+    b.send(r, p, in(uint32_t(p)));
+    received[from] = b.recv(r, from, scratch(uint32_t(from)));
+  }
+  b.use_lane(r, uint16_t(n - 1));
+  if (r == 0) b.copy(r, in(0), scratch(0));
+  for (int q = 1; q < n; ++q) {
+    std::vector<Dep> after;
+    if (q == 1 && r != 0) after.push_back(received[0]);  // rank 0's chunk is the accumulator
+    if (q != r) after.push_back(received[q]);
+    b.reduce(r, q == r ? in(uint32_t(r)) : scratch(uint32_t(q)), scratch(0), std::move(after));
+  }
+  return b.copy(r, scratch(0), result);
+}
+
+}  // namespace
+
+// Direct AllReduce and ReduceScatter in rank order: every rank folds its own
+// chunk of every input, x0 (+) x1 (+) ..., from all peers at once (scratch
+// holds the n-1 chunks it receives), then AllReduce sends the result to
+// every peer.  The bytes of ring (each rank sends and receives (n-1)/n of
+// the message per half), two hops, every rank folding 1/n of it; what it
+// adds is a pass through scratch.  Cost: 2(alpha + (n-1) beta m/n) with the
+// peers' transfers at once, m the message (AllReduce; half for ReduceScatter).
+Schedule direct_allreduce(int n) {
+  ScheduleBuilder b("direct_allreduce", Collective::AllReduce, n, -1, uint32_t(n), uint32_t(n));
+  for (int r = 0; r < n; ++r) {
+    if (n == 1) {
+      b.copy(r, in(0), out(0));
+      continue;
+    }
+    const Dep folded = fold_in_rank_order(b, n, r, out(uint32_t(r)));
+    for (int k = 1; k < n; ++k) {
+      const int p = mod(r + k, n), from = mod(r - k, n);
+      b.use_lane(r, uint16_t(k - 1));
+      b.send(r, p, out(uint32_t(r)), {folded});
+      // In place, out(from) is in(from), sent to `from` on lane (from - r) - 1.
+      b.recv(r, from, out(uint32_t(from)), {Dep{uint16_t(mod(from - r, n) - 1), 0}});
+    }
+  }
+  return b.take();
+}
+
+Schedule direct_reducescatter(int n) {
+  ScheduleBuilder b("direct_reducescatter", Collective::ReduceScatter, n, -1, uint32_t(n), 1);
+  for (int r = 0; r < n; ++r) {
+    if (n == 1) b.copy(r, in(0), out(0));
+    else fold_in_rank_order(b, n, r, out(0));
   }
   return b.take();
 }

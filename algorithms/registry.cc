@@ -25,10 +25,13 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"oneshot", Collective::ReduceScatter, false, [](int n, int) { return oneshot_reducescatter(n); }, true},
       {"oneshot", Collective::Broadcast, true, oneshot_broadcast, true},
       {"oneshot", Collective::AlltoAll, false, [](int n, int) { return oneshot_alltoall(n); }, true},
-      // Rank-order folds: what BRAID_DETERMINISTIC runs where a reduction takes a schedule.
+      // Rank-order folds: what BRAID_DETERMINISTIC runs where a reduction takes a schedule
+      // (rank_order_algorithm: direct for small messages, chain for large ones and Reduce).
       {"chain", Collective::AllReduce, false, [](int n, int) { return chain_allreduce(n); }},
       {"chain", Collective::ReduceScatter, false, [](int n, int) { return chain_reducescatter(n); }},
       {"chain", Collective::Reduce, true, chain_reduce},
+      {"direct", Collective::AllReduce, false, [](int n, int) { return direct_allreduce(n); }},
+      {"direct", Collective::ReduceScatter, false, [](int n, int) { return direct_reducescatter(n); }},
   };
   return registry;
 }

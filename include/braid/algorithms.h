@@ -27,6 +27,11 @@ Schedule stragglar_allreduce(int nranks, int straggler, StragglarLanes lanes = S
 Schedule chain_allreduce(int nranks);
 Schedule chain_reducescatter(int nranks);
 Schedule chain_reduce(int nranks, int root);
+// Every rank folds its chunk of every input in rank order, from all peers at
+// once: ring's bytes in two hops (BRAID_DETERMINISTIC, latency and fabrics
+// where every rank reaches every peer).
+Schedule direct_allreduce(int nranks);
+Schedule direct_reducescatter(int nranks);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);

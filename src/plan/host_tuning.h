@@ -24,6 +24,13 @@ int host_usable_cores();
 // ("direct") instead of in ring or pairwise order.
 constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 
+// BRAID_DETERMINISTIC: AllReduce and ReduceScatter messages up to this size
+// fold in rank order by "direct" (two hops, a pass through scratch), larger
+// ones by "chain" (fused ops down the ranks); between the 64 KiB where direct
+// won and the 512 KiB where chain did over shared memory (over sockets direct
+// won at every size): perf/results/deterministic_20261203.txt.
+constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
+
 // How many of its `slots` each of the `connections` a call sends on at once
 // should cycle through (SendPipe::use_slots): together about one whole
 // ring's worth, at least kMinSlots each.  A rank exchanging with all its

@@ -77,6 +77,11 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
   return "";
 }
 
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes) {
+  if (c == Collective::Reduce) return "chain";
+  return message_bytes(c, nranks, bytes, 1) <= kRankOrderDirectMaxBytes ? "direct" : "chain";
+}
+
 namespace {
 
 std::string forced_in(const std::string& spec, Collective c) {
@@ -139,15 +144,17 @@ bool PlanCache::in_rank_order(const Schedule& schedule) {
 }
 
 // BRAID_DETERMINISTIC: whatever named a schedule that does not fold in
-// rank order (BRAID_ALGO, a file, the call's selection) gives way to chain.
+// rank order (BRAID_ALGO, a file, the call's selection) gives way to the
+// rank-order default.
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
   const bool ordered = rank_order_ && collective_reduces(c);
   BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
   if (!ordered || in_rank_order(**out)) return Status::ok();
-  warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running 'chain' "
-                        "instead", (*out)->name, to_string(c)));
-  return generated(c, nranks, root, "chain", -1, out);
+  const std::string instead = rank_order_algorithm(c, nranks, bytes);
+  warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
+                        (*out)->name, to_string(c), instead));
+  return generated(c, nranks, root, instead, -1, out);
 }
 
 Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
@@ -207,7 +214,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                           name, to_string(c)));
     name.clear();
   }
-  if (name.empty()) name = ordered ? "chain" : default_algorithm(c, nranks, bytes, tuning_);
+  if (name.empty()) name = ordered ? rank_order_algorithm(c, nranks, bytes) : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);

@@ -37,6 +37,8 @@ namespace braid {
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 // The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
+// The same under BRAID_DETERMINISTIC, for the collectives that reduce.
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);
@@ -79,8 +81,9 @@ class PlanCache {
   void set_peer_access(bool peer_access) { peer_access_ = peer_access; }
   // BRAID_DETERMINISTIC (agreed at init): AllReduce, ReduceScatter and
   // Reduce run only schedules that fold every element in rank order
-  // (verify.h, rank_order), "chain" unless BRAID_ALGO, a schedule file or
-  // the call's selection names one that does; StragglAR never.
+  // (verify.h, rank_order): rank_order_algorithm's unless BRAID_ALGO, a
+  // schedule file, a tuning row or the call's selection names one that
+  // does; StragglAR never.
   void set_rank_order(bool rank_order) { rank_order_ = rank_order; }
   bool rank_order() const { return rank_order_; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that

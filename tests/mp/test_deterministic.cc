@@ -1,118 +1,32 @@
 // BRAID_DETERMINISTIC: AllReduce, ReduceScatter and Reduce fold every element
 // in rank order, x0 (+) x1 (+) ... (+) x(n-1), in the element type, whatever
 // path the call takes: the host's one-shot and eager boards, its single-copy
-// exchange, the chain schedules on shared-memory slots and on sockets, a
-// group, and a schedule BRAID_ALGO or a late rank would have picked instead.
+// exchange, the direct and chain schedules on shared-memory slots and on
+// sockets, a group, and a schedule BRAID_ALGO or a late rank would have
+// picked instead.
 //
 // The inputs are random values spread over many binary orders of magnitude,
 // so that another order of additions gives other bits; the test checks that
 // (ring without the mode differs), and then compares every output element,
-// bit for bit, with the rank-order fold computed here independently of
-// braid's reduction code (the compiler's float, double and _Float16
-// arithmetic, and bfloat16 rounded to nearest even by hand).
+// bit for bit, with the rank-order fold of rank_order_fold.h.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "harness.h"
+#include "rank_order_fold.h"
 #include "scoped_env.h"
 
 using namespace mp;
+using namespace rank_order;
 
 namespace {
 
 enum class Coll { AllReduce, ReduceScatter, Reduce };
 const char* coll_name(Coll c) {
   return c == Coll::AllReduce ? "allreduce" : c == Coll::ReduceScatter ? "reducescatter" : "reduce";
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-float bits_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-uint16_t bf16_round(float f) {  // to nearest even (the sums here are finite)
-  const uint32_t b = float_bits(f);
-  return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
-}
-float half_value(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return float(h);
-}
-uint16_t half_round(float f) {
-  const _Float16 h = _Float16(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-
-size_t size_of(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 2; }
-
-// Rank `rank`'s input at element `i` of the whole input, as bits: a random
-// sign, mantissa and exponent over about 2^-8..2^16 (Max: mostly zeros of
-// either sign, which Max orders by which operand comes first).
-uint64_t input_bits(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i) {
-  const uint64_t h = mix(uint64_t(rank) << 40 ^ i);
-  const uint64_t sign = h >> 63, e = (h >> 40) % 24;
-  if (op == ncclMax) {
-    const float v = (h & 3) == 3 ? 1.0f : 0.0f;
-    return float_bits(sign ? -v : v);
-  }
-  switch (t) {
-    case ncclFloat64: return sign << 63 | (1023 + e - 8) << 52 | (h & ((1ULL << 52) - 1));
-    case ncclFloat32: return sign << 31 | (127 + e - 8) << 23 | (h & ((1u << 23) - 1));
-    case ncclBfloat16: return sign << 15 | (127 + e % 16 - 8) << 7 | (h & 0x7f);
-    default: return sign << 15 | (15 + e % 12 - 6) << 10 | (h & 0x3ff);  // half: sums stay finite
-  }
-}
-
-// a (+) b in the element type, as the executors compute it.
-uint64_t combine(ncclDataType_t t, ncclRedOp_t op, uint64_t a, uint64_t b) {
-  switch (t) {
-    case ncclFloat64: {
-      double x, y;
-      std::memcpy(&x, &a, 8);
-      std::memcpy(&y, &b, 8);
-      const double s = x + y;
-      uint64_t out;
-      std::memcpy(&out, &s, 8);
-      return out;
-    }
-    case ncclFloat32: {
-      const float x = bits_float(uint32_t(a)), y = bits_float(uint32_t(b));
-      return float_bits(op == ncclMax ? (x > y ? x : y) : x + y);
-    }
-    case ncclBfloat16: return bf16_round(bits_float(uint32_t(a) << 16) + bits_float(uint32_t(b) << 16));
-    default: return half_round(half_value(uint16_t(a)) + half_value(uint16_t(b)));
-  }
-}
-
-uint64_t rank_order_fold(ncclDataType_t t, ncclRedOp_t op, int n, size_t i) {
-  uint64_t acc = input_bits(t, op, 0, i);
-  for (int r = 1; r < n; ++r) acc = combine(t, op, acc, input_bits(t, op, r, i));
-  return acc;
-}
-
-uint64_t load_bits(const char* p, size_t i, size_t es) {
-  uint64_t v = 0;
-  std::memcpy(&v, p + i * es, es);
-  return v;
 }
 
 struct Case {

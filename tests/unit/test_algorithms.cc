@@ -54,7 +54,8 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"twoshot", Collective::AllReduce},  {"oneshot", Collective::AllGather},
            {"oneshot", Collective::ReduceScatter}, {"oneshot", Collective::Broadcast},
            {"oneshot", Collective::AlltoAll},   {"chain", Collective::AllReduce},
-           {"chain", Collective::ReduceScatter}, {"chain", Collective::Reduce}})
+           {"chain", Collective::ReduceScatter}, {"chain", Collective::Reduce},
+           {"direct", Collective::AllReduce},   {"direct", Collective::ReduceScatter}})
     CHECK(seen.count({name, c}) == 1);
 }
 
@@ -160,6 +161,20 @@ TEST_CASE("chain folds in rank order and moves each chunk once per link and dire
     // ReduceScatter: every block down the chain, then each to its owner.
     CHECK(chunks_sent(scatter, n - 1) == uint64_t(n - 1));
     CHECK(chunks_received(scatter, 0) == 1);
+  }
+}
+
+TEST_CASE("direct folds in rank order with ring's bytes", "[algorithms][deterministic]") {
+  for (int n = 1; n <= 12; ++n) {
+    INFO("n=" << n);
+    const Schedule all = direct_allreduce(n), scatter = direct_reducescatter(n);
+    CHECK(verify(all, {.rank_order = true}).ok);
+    CHECK(verify(scatter, {.rank_order = true}).ok);
+    for (int r = 0; r < n; ++r) {  // n chunks: (n-1) out and in per half, as ring
+      CHECK(chunks_sent(all, r) == uint64_t(2 * (n - 1)));
+      CHECK(chunks_received(all, r) == uint64_t(2 * (n - 1)));
+      CHECK(chunks_sent(scatter, r) == uint64_t(n - 1));
+    }
   }
 }
 

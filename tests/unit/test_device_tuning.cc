@@ -269,11 +269,14 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   plans.set_peer_access(true);
   plans.set_device_tuning(std::make_shared<DeviceTuning>(table, key("d", 4, 1)));
   std::shared_ptr<const Schedule> s;
-  // A tuned choice stays where it folds in rank order (one-shot), else chain.
+  // A tuned choice stays where it folds in rank order (one-shot), else
+  // direct for small messages and chain for large ones.
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
   CHECK(s->name == "oneshot_allreduce");
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s).is_ok());
   CHECK(s->name == "chain_allreduce");
+  REQUIRE(plans.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 10, &s).is_ok());  // 256 KiB message
+  CHECK(s->name == "direct_reducescatter");
   // A late rank does not turn it into StragglAR.
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s, /*straggler=*/2).is_ok());
   CHECK(s->name == "chain_allreduce");
@@ -288,7 +291,7 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   REQUIRE(parse_alg_selection("ring", Collective::AllReduce, &ring_only).is_ok());
   REQUIRE(parse_alg_selection("oneshot", Collective::AllReduce, &oneshot_only).is_ok());
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, ring_only).is_ok());
-  CHECK(s->name == "chain_allreduce");
+  CHECK(s->name == "direct_allreduce");
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, oneshot_only).is_ok());
   CHECK(s->name == "oneshot_allreduce");
   setenv("BRAID_ALGO", "allreduce=rd,reduce=binomial", 1);  // read when a cache is made
@@ -296,6 +299,8 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   unsetenv("BRAID_ALGO");
   forced.set_rank_order(true);
   REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK(s->name == "direct_allreduce");
+  REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, (256 << 10) + 4, &s).is_ok());
   CHECK(s->name == "chain_allreduce");
   REQUIRE(forced.schedule_for(Collective::Reduce, 4, 0, 8, &s).is_ok());
   CHECK(s->name == "chain_reduce");

@@ -1,0 +1,103 @@
+// BRAID_DETERMINISTIC on the CUDA backend: AllReduce, ReduceScatter and
+// Reduce on device buffers give, bit for bit, the rank-order fold the host
+// test checks (tests/mp/rank_order_fold.h), on the LL path (small calls) and
+// on the chain schedule (the rest), in and out of place, float, bfloat16,
+// half and double sums and float max.  Holding both backends to one
+// reference also shows they compute the same bits.
+//
+//   braid_gpu_deterministic NRANKS threads|processes
+//
+// Run with BRAID_DETERMINISTIC=1 (ctest and scripts/device-check set it).
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../mp/rank_order_fold.h"
+#include "nccl.h"
+#include "rank_runner.h"
+
+using namespace rank_order;
+
+namespace {
+
+enum class Coll { AllReduce, ReduceScatter, Reduce };
+constexpr size_t kCounts[] = {13, 1000, 5001, 70000, 300001};  // LL up to 64 KiB, then the schedule
+constexpr size_t kMaxCount = 300001;
+
+struct Kind {
+  ncclDataType_t type;
+  ncclRedOp_t op;
+};
+constexpr Kind kKinds[] = {{ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat16, ncclSum},
+                           {ncclFloat64, ncclSum}, {ncclFloat32, ncclMax}};
+
+// One call; the number of elements that differ from the rank-order fold
+// (-1: a call failed, said on stderr).
+long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, char* dev_out, Coll coll,
+              size_t count, Kind k, bool in_place) {
+  const size_t es = size_of(k.type), N = size_t(n);
+  const size_t send_elems = coll == Coll::ReduceScatter ? N * count : count;
+  std::vector<char> host(send_elems * es), out(count * es);
+  for (size_t i = 0; i < send_elems; ++i) {
+    const uint64_t v = input_bits(k.type, k.op, rank, i);
+    std::memcpy(host.data() + i * es, &v, es);
+  }
+  char* send = dev;
+  char* recv = in_place ? (coll == Coll::ReduceScatter ? dev + size_t(rank) * count * es : dev) : dev_out;
+  const int root = n - 1;
+  auto fail = [&](const char* what, const char* why) {
+    std::fprintf(stderr, "rank %d: %s (coll %d, count %zu, type %d, op %d): %s\n", rank, what, int(coll), count,
+                 int(k.type), int(k.op), why);
+    return -1L;
+  };
+  if (cudaError_t e = cudaMemcpyAsync(send, host.data(), host.size(), cudaMemcpyHostToDevice, stream))
+    return fail("cudaMemcpyAsync", cudaGetErrorString(e));
+  ncclResult_t r = ncclSuccess;
+  switch (coll) {
+    case Coll::AllReduce: r = ncclAllReduce(send, recv, count, k.type, k.op, comm, stream); break;
+    case Coll::ReduceScatter: r = ncclReduceScatter(send, recv, count, k.type, k.op, comm, stream); break;
+    case Coll::Reduce: r = ncclReduce(send, recv, count, k.type, k.op, root, comm, stream); break;
+  }
+  if (r != ncclSuccess) return fail("the collective", ncclGetLastError(comm));
+  if (cudaError_t e = cudaMemcpyAsync(out.data(), recv, out.size(), cudaMemcpyDeviceToHost, stream))
+    return fail("cudaMemcpyAsync", cudaGetErrorString(e));
+  if (cudaError_t e = cudaStreamSynchronize(stream)) return fail("cudaStreamSynchronize", cudaGetErrorString(e));
+  if (coll == Coll::Reduce && rank != root) return 0;
+  const size_t first = coll == Coll::ReduceScatter ? size_t(rank) * count : 0;
+  long wrong = 0;
+  for (size_t i = 0; i < count; ++i) wrong += load_bits(out.data(), i, es) != rank_order_fold(k.type, k.op, n, first + i);
+  if (wrong) fail("not the rank-order fold", std::to_string(wrong).append(" elements").c_str());
+  return wrong;
+}
+
+int rank_main(int rank, int n, ncclUniqueId id) {
+  ncclComm_t comm = nullptr;
+  if (init_rank_on_device(rank, n, id, &comm) != 0) return 1;
+  cudaStream_t stream;
+  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  char *dev = nullptr, *dev_out = nullptr;
+  CHECK_OR_FAIL(cudaMalloc(&dev, size_t(n) * kMaxCount * 8));
+  CHECK_OR_FAIL(cudaMalloc(&dev_out, kMaxCount * 8));
+  if (!thread_ranks_meet()) return 1;  // no rank allocates while a peer's kernel waits
+  int failed = 0;
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+    for (Kind k : kKinds)
+      for (size_t count : kCounts)
+        for (bool in_place : {false, true})
+          failed += run_case(rank, n, comm, stream, dev, dev_out, coll, count, k, in_place) != 0;
+  if (!thread_ranks_meet()) return 1;
+  CHECK_OR_FAIL(cudaFree(dev));
+  CHECK_OR_FAIL(cudaFree(dev_out));
+  CHECK_OR_FAIL(cudaStreamDestroy(stream));
+  CHECK_OR_FAIL(ncclCommDestroy(comm));
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_gpu_ranks(argc, argv, rank_main, "reductions folded in rank order (BRAID_DETERMINISTIC)");
+}

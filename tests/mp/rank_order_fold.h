@@ -1,0 +1,103 @@
+// The rank-order fold BRAID_DETERMINISTIC promises, computed here without
+// braid's reduction code: the compiler's float, double and _Float16
+// arithmetic, and bfloat16 rounded to nearest even by hand.  Shared by the
+// host test (tests/mp/test_deterministic.cc) and the GPU one
+// (tests/gpu/deterministic_cuda.cc), so both backends are held to the same
+// bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "nccl.h"
+
+namespace rank_order {
+
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+inline float bits_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+inline uint32_t float_bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+inline uint16_t bf16_round(float f) {  // to nearest even (the sums here are finite)
+  const uint32_t b = float_bits(f);
+  return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+}
+inline float half_value(uint16_t b) {
+  _Float16 h;
+  std::memcpy(&h, &b, 2);
+  return float(h);
+}
+inline uint16_t half_round(float f) {
+  const _Float16 h = _Float16(f);
+  uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+
+inline size_t size_of(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 2; }
+
+// Rank `rank`'s input at element `i` of the whole input, as bits: a random
+// sign, mantissa and exponent over about 2^-8..2^16 (Max: mostly zeros of
+// either sign, which Max orders by which operand comes first).
+inline uint64_t input_bits(ncclDataType_t t, ncclRedOp_t op, int rank, size_t i) {
+  const uint64_t h = mix(uint64_t(rank) << 40 ^ i);
+  const uint64_t sign = h >> 63, e = (h >> 40) % 24;
+  if (op == ncclMax) {
+    const float v = (h & 3) == 3 ? 1.0f : 0.0f;
+    return float_bits(sign ? -v : v);
+  }
+  switch (t) {
+    case ncclFloat64: return sign << 63 | (1023 + e - 8) << 52 | (h & ((1ULL << 52) - 1));
+    case ncclFloat32: return sign << 31 | (127 + e - 8) << 23 | (h & ((1u << 23) - 1));
+    case ncclBfloat16: return sign << 15 | (127 + e % 16 - 8) << 7 | (h & 0x7f);
+    default: return sign << 15 | (15 + e % 12 - 6) << 10 | (h & 0x3ff);  // half: sums stay finite
+  }
+}
+
+// a (+) b in the element type, as the executors compute it.
+inline uint64_t combine(ncclDataType_t t, ncclRedOp_t op, uint64_t a, uint64_t b) {
+  switch (t) {
+    case ncclFloat64: {
+      double x, y;
+      std::memcpy(&x, &a, 8);
+      std::memcpy(&y, &b, 8);
+      const double s = x + y;
+      uint64_t out;
+      std::memcpy(&out, &s, 8);
+      return out;
+    }
+    case ncclFloat32: {
+      const float x = bits_float(uint32_t(a)), y = bits_float(uint32_t(b));
+      return float_bits(op == ncclMax ? (x > y ? x : y) : x + y);
+    }
+    case ncclBfloat16: return bf16_round(bits_float(uint32_t(a) << 16) + bits_float(uint32_t(b) << 16));
+    default: return half_round(half_value(uint16_t(a)) + half_value(uint16_t(b)));
+  }
+}
+
+inline uint64_t rank_order_fold(ncclDataType_t t, ncclRedOp_t op, int n, size_t i) {
+  uint64_t acc = input_bits(t, op, 0, i);
+  for (int r = 1; r < n; ++r) acc = combine(t, op, acc, input_bits(t, op, r, i));
+  return acc;
+}
+
+inline uint64_t load_bits(const char* p, size_t i, size_t es) {
+  uint64_t v = 0;
+  std::memcpy(&v, p + i * es, es);
+  return v;
+}
+
+}  // namespace rank_order
