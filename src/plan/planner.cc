@@ -214,7 +214,8 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                           name, to_string(c)));
     name.clear();
   }
-  if (name.empty()) name = ordered ? rank_order_algorithm(c, nranks, bytes) : default_algorithm(c, nranks, bytes, tuning_);
+  if (name.empty())
+    name = ordered ? rank_order_algorithm(c, nranks, bytes) : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);

@@ -53,7 +53,7 @@ enum class Fold : uint8_t {
   X(int32_t, run_ras_diagnostics, Fold::Any,                                                                       \
     "NCCL_RUN_RAS_DIAGNOSTICS: the init's comparison of what each rank runs, which every rank joins")            \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
-    "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")  \
+    "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")             \
   X(int32_t, deterministic, Fold::Equal,                                                                           \
     "BRAID_DETERMINISTIC (reductions folded in rank order): set it to the same value on every rank")
 

@@ -68,7 +68,8 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
   if (coll == Coll::Reduce && rank != root) return 0;
   const size_t first = coll == Coll::ReduceScatter ? size_t(rank) * count : 0;
   long wrong = 0;
-  for (size_t i = 0; i < count; ++i) wrong += load_bits(out.data(), i, es) != rank_order_fold(k.type, k.op, n, first + i);
+  for (size_t i = 0; i < count; ++i)
+    wrong += load_bits(out.data(), i, es) != rank_order_fold(k.type, k.op, n, first + i);
   if (wrong) fail("not the rank-order fold", std::to_string(wrong).append(" elements").c_str());
   return wrong;
 }

@@ -121,6 +121,8 @@ TEST_CASE("BRAID_DETERMINISTIC folds in rank order on every path, threads", "[mp
 TEST_CASE("BRAID_DETERMINISTIC folds in rank order on every path, processes", "[mp][processes][deterministic]") {
   ScopedEnv on("BRAID_DETERMINISTIC", "1");
   CHECK(run_ranks_as_processes(4, every_path({13, 1000, 5001, 300001}), 120) == 0);
+  ScopedEnv pull("BRAID_CMA", "on");  // reductions pull the peers' inputs with cross-memory attach
+  CHECK(run_ranks_as_processes(3, every_path({70000, 300001}), 120) == 0);
 }
 
 TEST_CASE("BRAID_DETERMINISTIC folds in rank order over sockets", "[mp][processes][socket][deterministic]") {
