@@ -36,6 +36,7 @@ struct Case {
   ncclRedOp_t op = ncclSum;
   bool in_place = false;
   bool grouped = false;  // inside ncclGroupStart/End: the executor runs it
+  const char* selection = nullptr;  // through nccl*Config with this algSelection
 };
 
 std::string describe(const Case& c, int rank, int n) {
@@ -59,10 +60,14 @@ long run_case(const Case& c, int rank, int n, ncclComm_t comm, Failures& f) {
   const int root = n - 1;
   if (c.grouped) MP_NCCL(f, ncclGroupStart());
   ncclResult_t r = ncclSuccess;
+  ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+  config.algSelection = c.selection;
   switch (c.coll) {
-    case Coll::AllReduce: r = ncclAllReduce(send, recv, c.count, c.type, c.op, comm, nullptr); break;
-    case Coll::ReduceScatter: r = ncclReduceScatter(send, recv, c.count, c.type, c.op, comm, nullptr); break;
-    case Coll::Reduce: r = ncclReduce(send, recv, c.count, c.type, c.op, root, comm, nullptr); break;
+    case Coll::AllReduce: r = ncclAllReduceConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config); break;
+    case Coll::ReduceScatter:
+      r = ncclReduceScatterConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config);
+      break;
+    case Coll::Reduce: r = ncclReduceConfig(send, recv, c.count, c.type, c.op, root, comm, nullptr, &config); break;
   }
   if (c.grouped) MP_NCCL(f, ncclGroupEnd());
   if (r != ncclSuccess) {
@@ -145,6 +150,22 @@ TEST_CASE("BRAID_DETERMINISTIC outranks BRAID_ALGO and a late rank", "[mp][threa
     INFO(setting);
     CHECK(run_ranks_as_threads(4, every_path({5001, 70000})) == 0);
   }
+}
+
+TEST_CASE("one call folds in rank order by selecting chain or direct", "[mp][threads][deterministic]") {
+  CHECK(run_ranks_as_threads(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
+            for (const char* selection : {"chain", "direct"})
+              for (size_t count : {5001, 70000})
+                for (bool in_place : {false, true}) {
+                  if (coll == Coll::Reduce && std::string(selection) == "direct") continue;  // no such Reduce
+                  Case c{coll, count, ncclFloat32, ncclMax, in_place};
+                  c.selection = selection;
+                  if (long wrong = run_case(c, rank, n, comm, f); wrong > 0)
+                    f.fail(fmt::format("{} selecting {}: {} elements not the rank-order fold", describe(c, rank, n),
+                                       selection, wrong));
+                }
+        }) == 0);
 }
 
 TEST_CASE("BRAID_DETERMINISTIC must be the same on every rank", "[mp][processes][deterministic]") {
