@@ -137,6 +137,16 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
   return first;
 }
 
+StragglerTracker& PlanCache::straggler(int nranks, int rank) {
+  if (straggler_) return *straggler_;
+  const std::string setting = env_string("BRAID_STRAGGLER");
+  if (rank_order_ && !setting.empty() && setting != "off")
+    warn_once(fmt::format("BRAID_DETERMINISTIC: StragglAR does not fold in rank order; BRAID_STRAGGLER={} is "
+                          "ignored", setting));
+  straggler_ = std::make_unique<StragglerTracker>(nranks, rank, !rank_order_);
+  return *straggler_;
+}
+
 bool PlanCache::in_rank_order(const Schedule& schedule) {
   auto [it, added] = rank_ordered_.emplace(&schedule, false);
   if (added) it->second = folds_in_rank_order(schedule);

@@ -113,11 +113,9 @@ class PlanCache {
   // (ncclCommMemStats: they stay while the communicator is suspended).
   uint64_t bytes_held() const;
 
-  // The communicator's BRAID_STRAGGLER state, created on first use.
-  StragglerTracker& straggler(int nranks, int rank) {
-    if (!straggler_) straggler_ = std::make_unique<StragglerTracker>(nranks, rank);
-    return *straggler_;
-  }
+  // The communicator's BRAID_STRAGGLER state, created on first use (off
+  // under BRAID_DETERMINISTIC: StragglAR does not fold in rank order).
+  StragglerTracker& straggler(int nranks, int rank);
 
  private:
   Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,

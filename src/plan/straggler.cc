@@ -110,8 +110,9 @@ int64_t device_straggler_threshold_ns(int n, uint64_t bytes) {
   return threshold_ns(n, bytes, AlphaBeta{}, 100'000);
 }
 
-StragglerTracker::StragglerTracker(int nranks, int rank)
-    : nranks_(nranks), rank_(rank), setting_(straggler_setting(nranks)), recv_(size_t(nranks), -1) {}
+StragglerTracker::StragglerTracker(int nranks, int rank, bool enabled)
+    : nranks_(nranks), rank_(rank), setting_(enabled ? straggler_setting(nranks) : StragglerSetting{}),
+      recv_(size_t(nranks), -1) {}
 
 StragglerTracker::~StragglerTracker() = default;
 

@@ -96,7 +96,8 @@ class DurationBoard;
 // One communicator's straggler state (owned by its PlanCache).
 class StragglerTracker {
  public:
-  StragglerTracker(int nranks, int rank);
+  // `enabled` false: as BRAID_STRAGGLER=off (BRAID_DETERMINISTIC).
+  StragglerTracker(int nranks, int rank, bool enabled = true);
   ~StragglerTracker();
 
   // Everything before a lone AllReduce of `bytes` runs: the straggler to plan

@@ -403,13 +403,14 @@ Status comm_setup(ncclComm* comm) {
   BRAID_TRY(agree_peer_access(comm, &setup->host));
   setup->ctx = ctx;
   const HostPathSettings& host = setup->host;
+  // Before the backend, which may set up StragglAR's tracking.
+  comm->plans->set_rank_order(agreed.deterministic != 0);
   BRAID_TRY(make_backend(comm, *setup, ctx));
   comm->setup = std::move(setup);
   // Schedule files needing deeper connections than the backend's are not used.
   comm->plans->set_slots(comm->backend->connection_slots());
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
-  comm->plans->set_rank_order(agreed.deterministic != 0);
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
