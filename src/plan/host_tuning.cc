@@ -113,6 +113,7 @@ HostTuning agree_host_tuning(const std::vector<HostTuningReport>& reports) {
     ranks_on_host[r.host]++;
   }
   for (const HostTuningReport& r : reports) t.oversubscribed |= ranks_on_host[r.host] > r.cores;
+  t.several_hosts = ranks_on_host.size() > 1;
   return t;
 }
 

@@ -27,8 +27,10 @@ constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 // BRAID_DETERMINISTIC: AllReduce and ReduceScatter messages up to this size
 // fold in rank order by "direct" (two hops, a pass through scratch), larger
 // ones by "chain" (fused ops down the ranks); between the 64 KiB where direct
-// won and the 512 KiB where chain did over shared memory (over sockets direct
-// won at every size): perf/results/deterministic_20261203.txt.
+// won and the 512 KiB where chain did over shared memory.  ReduceScatter
+// between hosts takes direct at every size (it moved ring's bytes and beat
+// chain by 1.27x on the emulated 4-host cluster, where AllReduce's chain
+// beat direct): perf/results/deterministic_20261203.txt.
 constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
 
 // How many of its `slots` each of the `connections` a call sends on at once
@@ -72,6 +74,7 @@ uint64_t call_tile_bytes(uint64_t base, uint64_t wide, uint64_t min_chunk_bytes)
 struct HostTuning {
   uint64_t rd_max_bytes = 32 * 1024;  // AllReduce: recursive doubling up to here, ring above
   bool oversubscribed = false;        // some host runs more of the ranks than it has cores
+  bool several_hosts = false;         // the ranks are on more than one host
 };
 
 // This process's view, for a communicator of `nranks` on this host alone.

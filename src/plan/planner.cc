@@ -77,8 +77,9 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
   return "";
 }
 
-std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes) {
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
   if (c == Collective::Reduce) return "chain";
+  if (c == Collective::ReduceScatter && tuning.several_hosts) return "direct";
   return message_bytes(c, nranks, bytes, 1) <= kRankOrderDirectMaxBytes ? "direct" : "chain";
 }
 
@@ -161,7 +162,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   const bool ordered = rank_order_ && collective_reduces(c);
   BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
   if (!ordered || in_rank_order(**out)) return Status::ok();
-  const std::string instead = rank_order_algorithm(c, nranks, bytes);
+  const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_);
   warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
                         (*out)->name, to_string(c), instead));
   return generated(c, nranks, root, instead, -1, out);
@@ -225,7 +226,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
     name.clear();
   }
   if (name.empty())
-    name = ordered ? rank_order_algorithm(c, nranks, bytes) : default_algorithm(c, nranks, bytes, tuning_);
+    name = ordered ? rank_order_algorithm(c, nranks, bytes, tuning_) : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);

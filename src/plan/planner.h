@@ -38,7 +38,7 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 // The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 // The same under BRAID_DETERMINISTIC, for the collectives that reduce.
-std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes);
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);

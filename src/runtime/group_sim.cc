@@ -42,11 +42,18 @@ double collective_us(const CollectiveCall& c, int nranks, const std::string& alg
   switch (c.collective) {
     case Collective::AllReduce:
       if (algo == "ring") return 2 * (n - 1) * (l.alpha_us + l.us_per_byte * blk / n);
+      // chain: n chunks through 2(n-1) hops; direct: two exchanges with every peer at once.
+      if (algo == "chain") return (3 * n - 3) * (l.alpha_us + l.us_per_byte * blk / n);
+      if (algo == "direct") return 2 * (l.alpha_us + (n - 1) * l.us_per_byte * blk / n);
       return (logn + 2) * (l.alpha_us + l.us_per_byte * blk);
-    case Collective::AllGather:
-    case Collective::ReduceScatter: return (n - 1) * (l.alpha_us + l.us_per_byte * blk);
-    case Collective::Broadcast:
-    case Collective::Reduce: return logn * (l.alpha_us + l.us_per_byte * blk);
+    case Collective::AllGather: return (n - 1) * (l.alpha_us + l.us_per_byte * blk);
+    case Collective::ReduceScatter:
+      if (algo == "chain") return (2 * n - 1) * (l.alpha_us + l.us_per_byte * blk);  // every block down the chain
+      return (n - 1) * (l.alpha_us + l.us_per_byte * blk);
+    case Collective::Broadcast: return logn * (l.alpha_us + l.us_per_byte * blk);
+    case Collective::Reduce:
+      if (algo == "chain") return (2 * n - 1) * (l.alpha_us + l.us_per_byte * blk / n);
+      return logn * (l.alpha_us + l.us_per_byte * blk);
     default: return (n - 1) * (l.alpha_us + l.us_per_byte * blk);
   }
 }
@@ -65,9 +72,9 @@ Status estimate_group_us(const std::vector<CommQueue>& queues, double* us) {
       std::shared_ptr<const Schedule> schedule;
       BRAID_TRY(comm->plans->schedule_for(c.collective, comm->nranks, c.root, bytes, &schedule, -1,
                                           Placement::Unknown, c.algorithms));
-      std::string algo = c.algorithms ? selected_algorithm(c.collective, comm->nranks, bytes, HostTuning{}, c.algorithms)
-                                      : forced_algorithm(c.collective);
-      if (algo.empty()) algo = default_algorithm(c.collective, comm->nranks, bytes);
+      // The planned schedule's family (BRAID_DETERMINISTIC's direct or chain included); a file's name
+      // names none of these and is costed as the tree/log-step default.
+      const std::string algo = schedule->name.substr(0, schedule->name.find('_'));
       t += collective_us(c, comm->nranks, algo, link);
     }
     double p2p_bytes = 0;

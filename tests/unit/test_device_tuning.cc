@@ -282,6 +282,15 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   CHECK(s->name == "chain_allreduce");
   REQUIRE(plans.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 20, &s).is_ok());
   CHECK(s->name == "chain_reducescatter");
+  HostTuning hosts;  // ranks on several hosts: ReduceScatter direct at every size
+  hosts.several_hosts = true;
+  PlanCache across;
+  across.set_rank_order(true);
+  across.set_tuning(hosts);
+  REQUIRE(across.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 20, &s).is_ok());
+  CHECK(s->name == "direct_reducescatter");
+  REQUIRE(across.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s).is_ok());
+  CHECK(s->name == "chain_allreduce");
   REQUIRE(plans.schedule_for(Collective::Reduce, 4, 1, 8, &s).is_ok());
   CHECK((s->name == "chain_reduce" && s->root == 1));
   REQUIRE(plans.schedule_for(Collective::AllGather, 4, -1, 8, &s).is_ok());  // nothing to fold

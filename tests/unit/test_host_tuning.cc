@@ -48,9 +48,11 @@ TEST_CASE("host tuning: every rank derives the same choice from all reports", "[
   CHECK_FALSE(t.oversubscribed);
   std::vector<HostTuningReport> uneven = {{1, 40000, 2}, {1, 40000, 2}, {1, 40000, 2}, {2, 40000, 2}};
   CHECK(agree_host_tuning(uneven).oversubscribed);
+  CHECK(agree_host_tuning(uneven).several_hosts);  // hosts 1 and 2
   // A rank allowed fewer cores than its host's rank count makes it crowded.
   std::vector<HostTuningReport> pinned = {{7, 40000, 1}, {7, 40000, 4}};
   CHECK(agree_host_tuning(pinned).oversubscribed);
+  CHECK_FALSE(agree_host_tuning(pinned).several_hosts);  // both on host 7
 }
 
 TEST_CASE("host tuning: a call sending on many connections shares one ring's worth of slots", "[plan][host]") {
