@@ -776,12 +776,7 @@ VerifyResult verify(const Schedule& s, const VerifyOptions& given) {
   return result;
 }
 
-bool folds_in_rank_order(const Schedule& s) {
-  VerifyOptions options;
-  options.rank_order = true;
-  options.max_errors = 1;
-  return verify(s, options).ok;
-}
+bool folds_in_rank_order(const Schedule& s) { return verify(s, {.max_errors = 1, .rank_order = true}).ok; }
 
 VerifyResult verify_fitting_slots(Schedule* s, int max_slots) {
   // Deadlock freedom is monotone in the slots: search the least that works.
