@@ -1,11 +1,13 @@
 // The rank-order fold BRAID_DETERMINISTIC promises, computed here without
-// braid's reduction code: the compiler's float, double and _Float16
-// arithmetic, and bfloat16 rounded to nearest even by hand.  Shared by the
+// braid's reduction code: the compiler's float and double arithmetic, and
+// half and bfloat16 rounded to nearest even by hand.  Shared by the
 // host test (tests/mp/test_deterministic.cc) and the GPU one
 // (tests/gpu/deterministic_cuda.cc), so both backends are held to the same
 // bits.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,16 +37,22 @@ inline uint16_t bf16_round(float f) {  // to nearest even (the sums here are fin
   const uint32_t b = float_bits(f);
   return uint16_t((b + 0x7fff + ((b >> 16) & 1)) >> 16);
 }
-inline float half_value(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return float(h);
+inline float half_value(uint16_t b) {  // finite halves only
+  const int e = (b >> 10) & 0x1f;
+  const double m = b & 0x3ff, v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return float(b >> 15 ? -v : v);
 }
-inline uint16_t half_round(float f) {
-  const _Float16 h = _Float16(f);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
+inline uint16_t half_round(float f) {  // to nearest even; |f| stays below 65504 here
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const double a = std::fabs(double(f));
+  if (a == 0) return sign;
+  const int e = std::max(std::ilogb(a), -14);               // the binade; subnormals share -14's step
+  const double units = std::nearbyint(std::ldexp(a, 10 - e));  // in steps of 2^(e-10), ties to even
+  if (units == 0) return sign;
+  const int e2 = std::max(std::ilogb(std::ldexp(units, e - 10)), -14);  // rounding may carry into the next binade
+  const double mant = std::ldexp(units, e - 10 - (e2 - 10));
+  const bool normal = mant >= 1024;
+  return uint16_t(sign | (normal ? (e2 + 15) << 10 : 0) | (uint16_t(mant) & 0x3ff));
 }
 
 inline size_t size_of(ncclDataType_t t) { return t == ncclFloat64 ? 8 : t == ncclFloat32 ? 4 : 2; }
