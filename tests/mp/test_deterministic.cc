@@ -137,6 +137,12 @@ TEST_CASE("BRAID_DETERMINISTIC folds in rank order over sockets", "[mp][processe
     setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank + 1).c_str(), 1);
   };
   CHECK(run_ranks_as_processes(3, every_path({13, 5001, 300001}), 120, as_hosts) == 0);
+  // Two hosts of two ranks: shared memory within a host, sockets across.
+  auto two_by_two = [](int rank) {
+    setenv("BRAID_HOSTID", fmt::format("test-host-{}", rank / 2).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank / 2 + 1).c_str(), 1);
+  };
+  CHECK(run_ranks_as_processes(4, every_path({5001, 300001}), 120, two_by_two) == 0);
 }
 
 TEST_CASE("BRAID_DETERMINISTIC outranks BRAID_ALGO and a late rank", "[mp][threads][deterministic]") {
