@@ -48,13 +48,17 @@ Schedule chain_allreduce(int n) {
   ScheduleBuilder b("chain_allreduce", Collective::AllReduce, n, -1, k, k);
   const int last = n - 1;
   for (int r = 0; r < n; ++r) {
-    for (uint32_t c = 0; c < k; ++c) {
-      if (n == 1) b.copy(r, in(c), out(c));
-      if (r != last || n == 1) continue;
-      b.recv_reduce_copy(r, r - 1, in(c), out(c));  // the fold ends here; the result goes back up at once
-      b.send(r, r - 1, out(c));
+    if (n == 1) {
+      for (uint32_t c = 0; c < k; ++c) b.copy(r, in(c), out(c));
+      continue;
     }
-    if (r == last) continue;
+    if (r == last) {  // the fold ends here; each chunk goes back up at once
+      for (uint32_t c = 0; c < k; ++c) {
+        b.recv_reduce_copy(r, r - 1, in(c), out(c));
+        b.send(r, r - 1, out(c));
+      }
+      continue;
+    }
     std::vector<Dep> folded;
     for (uint32_t c = 0; c < k; ++c)
       folded.push_back(r == 0 ? b.send(r, 1, in(c)) : b.recv_reduce_send(r, r - 1, in(c), r + 1));
