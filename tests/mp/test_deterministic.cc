@@ -60,14 +60,21 @@ long run_case(const Case& c, int rank, int n, ncclComm_t comm, Failures& f) {
   const int root = n - 1;
   if (c.grouped) MP_NCCL(f, ncclGroupStart());
   ncclResult_t r = ncclSuccess;
-  ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+  ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;  // with a selection: the nccl*Config calls
   config.algSelection = c.selection;
   switch (c.coll) {
-    case Coll::AllReduce: r = ncclAllReduceConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config); break;
-    case Coll::ReduceScatter:
-      r = ncclReduceScatterConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config);
+    case Coll::AllReduce:
+      r = c.selection ? ncclAllReduceConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config)
+                      : ncclAllReduce(send, recv, c.count, c.type, c.op, comm, nullptr);
       break;
-    case Coll::Reduce: r = ncclReduceConfig(send, recv, c.count, c.type, c.op, root, comm, nullptr, &config); break;
+    case Coll::ReduceScatter:
+      r = c.selection ? ncclReduceScatterConfig(send, recv, c.count, c.type, c.op, comm, nullptr, &config)
+                      : ncclReduceScatter(send, recv, c.count, c.type, c.op, comm, nullptr);
+      break;
+    case Coll::Reduce:
+      r = c.selection ? ncclReduceConfig(send, recv, c.count, c.type, c.op, root, comm, nullptr, &config)
+                      : ncclReduce(send, recv, c.count, c.type, c.op, root, comm, nullptr);
+      break;
   }
   if (c.grouped) MP_NCCL(f, ncclGroupEnd());
   if (r != ncclSuccess) {
