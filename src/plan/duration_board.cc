@@ -61,7 +61,8 @@ Status DurationBoard::gather(uint64_t call, std::vector<int64_t>* durations) con
                          fmt::join(missing, ", "), call);
     if (++polls % kLivenessCheckEvery == 0) {
       const int dead = map_.dead_rank(missing);
-      if (dead >= 0)
+      // It may have posted and then exited since the scan above: look again.
+      if (dead >= 0 && __atomic_load_n(&slot[dead].seq, __ATOMIC_ACQUIRE) != call + 1)
         return BRAID_ERROR(ncclRemoteError, "{}: rank {} died before completing tracked call {}", s.what, dead, call);
     }
     waiter.pause();

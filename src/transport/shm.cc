@@ -204,7 +204,12 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
     const SlotHeader* s = slot(recv_index_);
-    if (s->seq.load(std::memory_order_acquire) != recv_ + 1) return idle();
+    if (s->seq.load(std::memory_order_acquire) != recv_ + 1) {
+      Status alive = idle();
+      // A peer that committed and then exited left its fragment readable.
+      if (!alive.is_ok() && s->seq.load(std::memory_order_acquire) == recv_ + 1) alive = Status::ok();
+      return alive;
+    }
     const uint64_t info = s->info;
     *data = reinterpret_cast<const char*>(s) + (info & kAligned ? kAlignedOffset : kPackedOffset);
     *bytes = info & kLengthMask;

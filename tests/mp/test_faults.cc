@@ -53,7 +53,60 @@ void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 1
   }
 }
 
+// n ranks as processes, `rounds` times: the last rank reaches one call
+// late, so its peers sleep waiting for it, and exits the moment its call
+// returns, without ncclCommDestroy (a job that ends at once).  What it
+// posted stays readable, so every peer's call must still succeed exactly:
+// its going away is not an error once it has done its part.  (A peer that
+// woke to its post and looked for it again only after first seeing it
+// dead reported it as "exited during a one-shot collective".)
+int last_rank_leaves_at_once(int n, int rounds, size_t count, Call call) {
+  int bad = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<pid_t> pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return int(kInit);
+      std::vector<float> in(count, float(r + 1)), out(count);
+      // Rank n-1 is the Broadcast's root: the one the others wait for.
+      auto run = [&] {
+        return call == Call::AllReduce
+                   ? ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr)
+                   : ncclBroadcast(in.data(), out.data(), count, ncclFloat, n - 1, comm, nullptr);
+      };
+      if (run() != ncclSuccess) return int(kBadCode);  // every connection made
+      if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (run() != ncclSuccess) return int(kBadCode);
+      const float expected = call == Call::AllReduce ? float(n * (n + 1) / 2) : float(n);
+      for (float x : out)
+        if (x != expected) return int(kSucceededWrong);
+      return int(kOk);  // and exit, the communicator left as it is
+    });
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (exit_code(status) != kOk) {
+        std::fprintf(stderr, "round %d: rank process %d ended with %d\n", round, int(pid), exit_code(status));
+        ++bad;
+      }
+    }
+  }
+  return bad;
+}
+
 }  // namespace
+
+TEST_CASE("a rank that exits the moment its one-shot AllReduce returns does not fail its peers", "[mp][faults]") {
+  CHECK(last_rank_leaves_at_once(4, 12, 16, Call::AllReduce) == 0);
+}
+
+TEST_CASE("a root that exits the moment its eager Broadcast returns does not fail its peers", "[mp][faults]") {
+  CHECK(last_rank_leaves_at_once(4, 12, 16, Call::Broadcast) == 0);
+}
+
+TEST_CASE("a rank that exits the moment its AllReduce schedule returns does not fail its peers (shm)",
+          "[mp][faults]") {
+  CHECK(last_rank_leaves_at_once(4, 12, 1 << 18, Call::AllReduce) == 0);
+}
 
 TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (shm)", "[mp][faults]") {
   kill_one_mid_collective(3, "shm");
