@@ -83,6 +83,14 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
   return message_bytes(c, nranks, bytes, 1) <= kRankOrderDirectMaxBytes ? "direct" : "chain";
 }
 
+std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                              const std::string& algorithm) {
+  if (!collective_reduces(c)) return algorithm;
+  const AlgorithmInfo* a = find_algorithm(c, algorithm);
+  if (a && folds_in_rank_order(a->make(nranks, 0))) return algorithm;
+  return rank_order_algorithm(c, nranks, bytes, tuning);
+}
+
 namespace {
 
 std::string forced_in(const std::string& spec, Collective c) {

@@ -39,6 +39,11 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 // The same under BRAID_DETERMINISTIC, for the collectives that reduce.
 std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
+// What BRAID_DETERMINISTIC runs where `algorithm` was chosen: `algorithm`
+// itself if `c` does not reduce or its schedule folds in rank order, else
+// rank_order_algorithm's (as PlanCache does; for tools that show choices).
+std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                              const std::string& algorithm);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
 std::string forced_algorithm(Collective c);

@@ -2,9 +2,10 @@
 
 #include <fmt/format.h>
 
-
+#include "src/base/env.h"
 #include "src/exec/cuda_arena.h"
 #include "src/plan/device_tuning.h"
+#include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 #include "src/runtime/cuda_settings.h"
 
@@ -26,6 +27,7 @@ int run(const TuningArgs& args) {
   Status s = TuningTable::current(&table);
   AgreedValues requests;
   if (s.is_ok()) s = read_cuda_requests(*table, &requests);
+  if (s.is_ok()) s = env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &requests.deterministic);
   std::vector<uint64_t> sizes;
   std::string error;
   if (s.is_ok() && !parse_sizes(args.sizes, &sizes, &error)) s = BRAID_ERROR(ncclInvalidArgument, "--sizes: {}", error);
@@ -63,17 +65,22 @@ int run(const TuningArgs& args) {
     for (uint64_t bytes : sizes) {
       const CallTuning call = settings.calls->call(c, bytes);
       const bool ll = ll_path(c, key.nranks, bytes, t.ll_max_bytes, call.path);
-      const std::string algorithm = ll                        ? "-"
-                                    : !call.algorithm.empty() ? std::string(call.algorithm)
-                                                              : default_algorithm(c, key.nranks, bytes);
+      std::string algorithm = ll                        ? "-"
+                              : !call.algorithm.empty() ? std::string(call.algorithm)
+                                                        : default_algorithm(c, key.nranks, bytes);
       std::string from;  // the settings a row decided, not braid's defaults
+      auto add = [&](const std::string& what) { from += fmt::format("{}{}", from.empty() ? "" : "; ", what); };
       auto note = [&](const char* what, const TuningSource& source) {
-        if (source.row != TuningSource::kDefault)
-          from += fmt::format("{}{}: {}", from.empty() ? "" : "; ", what, describe(source));
+        if (source.row != TuningSource::kDefault) add(fmt::format("{}: {}", what, describe(source)));
       };
       note("path", call.path_from);
       note("algorithm", call.algorithm_from);
       note("slice", call.slice_bytes_from);
+      if (requests.deterministic && !ll) {  // the LL path folds in rank order
+        const std::string ordered = rank_order_choice(c, key.nranks, bytes, local_host_tuning(key.nranks), algorithm);
+        if (ordered != algorithm) add(fmt::format("BRAID_DETERMINISTIC: not '{}'", algorithm));
+        algorithm = ordered;
+      }
       fmt::print("  {:<14} {:>12}  {:<8} {:<10} {:>11}  {}\n", to_string(c), bytes, ll ? "ll" : "schedule", algorithm,
                  call.slice_bytes, from);
     }
@@ -85,7 +92,8 @@ int run(const TuningArgs& args) {
 Command add_tuning_command(CLI::App& app) {
   static TuningArgs args;
   CLI::App* cmd = app.add_subcommand(
-      "tuning", "the CUDA backend's settings from its tuning table (BRAID_TUNING_FILE, BRAID_CUDA_* apply)");
+      "tuning", "the CUDA backend's settings from its tuning table (BRAID_TUNING_FILE, BRAID_CUDA_*, "
+      "BRAID_DETERMINISTIC apply)");
   cmd->add_option("-d,--device", args.device, "device name, as CUDA reports it (default: NVIDIA H200)");
   cmd->add_option("-n,--nranks", args.nranks, "ranks in the communicator (default 2)");
   cmd->add_option("--per-device", args.per_device, "ranks sharing one device (default: all of them)");
