@@ -77,8 +77,8 @@ class ScheduleBuilder {
   Dep put(int rank, int to, ChunkRef src, ChunkRef peer_dst, std::vector<Dep> after = {}) {
     return add(rank, make_op(OpType::Put, to, -1, src, peer_dst), std::move(after));
   }
-  Dep get(int rank, int from, ChunkRef peer_src, ChunkRef dst) {
-    return add(rank, make_op(OpType::Get, -1, from, peer_src, dst));
+  Dep get(int rank, int from, ChunkRef peer_src, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::Get, -1, from, peer_src, dst), std::move(after));
   }
   Dep get_reduce(int rank, int from, ChunkRef peer_src, ChunkRef dst, std::vector<Dep> after = {}) {
     return add(rank, make_op(OpType::GetReduce, -1, from, peer_src, dst), std::move(after));

@@ -24,6 +24,13 @@
 //                       puts the result into block r of every output:
 //                       2(n-1)/n of the buffer in and out per rank, the
 //                       bandwidth minimum; large messages.
+//   twoshot_ordered AllReduce, oneshot_ordered ReduceScatter
+//                       the same, each block folded in rank order (x0 first,
+//                       then x1, ...: BRAID_DETERMINISTIC), so every rank
+//                       gets from rank 0, then rank 1, ... where the plain
+//                       ones start at their next peer; in place, rank r > 0
+//                       first saves its own block to scratch (1/n of the
+//                       buffer), which a get of x0 would overwrite.
 //   oneshot AllGather   puts the input into block r of every output.
 //   oneshot ReduceScatter  gets block r of every input, reducing.
 //   oneshot Broadcast   the root puts into every output (ready signals to
@@ -54,11 +61,67 @@ class Lanes {
     b_.signal(r_, peer(k), std::move(after));
     return b_.wait(r_, peer(k));
   }
+  // Ready rounds with every peer; returns the waits, by peer rank.
+  std::vector<Dep> ready_rounds() {
+    std::vector<Dep> ready(size_t(n_), Dep{});
+    for (int k = 1; k < n_; ++k) ready[size_t(peer(k))] = round(k);
+    return ready;
+  }
 
  private:
   ScheduleBuilder& b_;
   int r_, n_;
 };
+
+// Rank r's block r of every input (in(r)) reduced into `dst`, on the local
+// lane: its own first, then its peers' from the next one on (`ordered`
+// false), or in rank order (scratch(0) keeps its own block, schedule.h's
+// in place: dst may be in(r)).  `ready` by peer rank.  Returns the last op.
+Dep reduce_block(ScheduleBuilder& b, Lanes& lanes, int r, int n, ChunkRef dst, const std::vector<Dep>& ready,
+                 bool ordered) {
+  lanes.on_local();
+  if (!ordered || r == 0) {
+    Dep reduced = b.copy(r, in(uint32_t(r)), dst);
+    for (int k = 1; k < n; ++k) {
+      const int q = ordered ? k : lanes.peer(k);
+      reduced = b.get_reduce(r, q, in(uint32_t(r)), dst, {ready[size_t(q)]});
+    }
+    return reduced;
+  }
+  b.set_scratch(r, 1);
+  b.copy(r, in(uint32_t(r)), scratch(0));
+  Dep reduced = b.get(r, 0, in(uint32_t(r)), dst, {ready[0]});
+  for (int q = 1; q < n; ++q)
+    reduced = q == r ? b.reduce(r, scratch(0), dst) : b.get_reduce(r, q, in(uint32_t(r)), dst, {ready[size_t(q)]});
+  return reduced;
+}
+
+// Two-shot AllReduce: rank r reduces block r, then puts it into every
+// peer's output.
+Schedule twoshot(const char* name, int n, bool ordered) {
+  ScheduleBuilder b(name, Collective::AllReduce, n, -1, n, n);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    const std::vector<Dep> ready = lanes.ready_rounds();
+    const Dep reduced = reduce_block(b, lanes, r, n, out(uint32_t(r)), ready, ordered);
+    for (int k = 1; k < n; ++k) {
+      lanes.on_peer(k).put(r, lanes.peer(k), out(uint32_t(r)), out(uint32_t(r)), {reduced});
+      lanes.round(k);  // done
+    }
+  }
+  return b.take();
+}
+
+Schedule oneshot_reducescatter(const char* name, int n, bool ordered) {
+  ScheduleBuilder b(name, Collective::ReduceScatter, n, -1, n, 1);
+  for (int r = 0; r < n; ++r) {
+    Lanes lanes(b, r, n);
+    const std::vector<Dep> ready = lanes.ready_rounds();
+    const Dep reduced = reduce_block(b, lanes, r, n, out(0), ready, ordered);
+    for (int k = 1; k < n; ++k) lanes.round(k, {reduced});  // done
+  }
+  return b.take();
+}
 
 }  // namespace
 
@@ -80,21 +143,9 @@ Schedule oneshot_allreduce(int n) {
   return b.take();
 }
 
-Schedule twoshot_allreduce(int n) {
-  ScheduleBuilder b("twoshot_allreduce", Collective::AllReduce, n, -1, n, n);
-  for (int r = 0; r < n; ++r) {
-    Lanes lanes(b, r, n);
-    std::vector<Dep> ready;
-    for (int k = 1; k < n; ++k) ready.push_back(lanes.round(k));
-    Dep reduced = lanes.on_local().copy(r, in(r), out(r));
-    for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(r), {ready[k - 1]});
-    for (int k = 1; k < n; ++k) {
-      lanes.on_peer(k).put(r, lanes.peer(k), out(r), out(r), {reduced});
-      lanes.round(k);  // done
-    }
-  }
-  return b.take();
-}
+Schedule twoshot_allreduce(int n) { return twoshot("twoshot_allreduce", n, false); }
+
+Schedule twoshot_ordered_allreduce(int n) { return twoshot("twoshot_ordered_allreduce", n, true); }
 
 Schedule oneshot_allgather(int n) {
   ScheduleBuilder b("oneshot_allgather", Collective::AllGather, n, -1, 1, n);
@@ -112,17 +163,10 @@ Schedule oneshot_allgather(int n) {
   return b.take();
 }
 
-Schedule oneshot_reducescatter(int n) {
-  ScheduleBuilder b("oneshot_reducescatter", Collective::ReduceScatter, n, -1, n, 1);
-  for (int r = 0; r < n; ++r) {
-    Lanes lanes(b, r, n);
-    std::vector<Dep> ready;
-    for (int k = 1; k < n; ++k) ready.push_back(lanes.round(k));
-    Dep reduced = lanes.on_local().copy(r, in(r), out(0));
-    for (int k = 1; k < n; ++k) reduced = b.get_reduce(r, lanes.peer(k), in(r), out(0), {ready[k - 1]});
-    for (int k = 1; k < n; ++k) lanes.round(k, {reduced});  // done
-  }
-  return b.take();
+Schedule oneshot_reducescatter(int n) { return oneshot_reducescatter("oneshot_reducescatter", n, false); }
+
+Schedule oneshot_ordered_reducescatter(int n) {
+  return oneshot_reducescatter("oneshot_ordered_reducescatter", n, true);
 }
 
 Schedule oneshot_broadcast(int n, int root) {

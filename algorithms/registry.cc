@@ -32,6 +32,9 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"chain", Collective::Reduce, true, chain_reduce},
       {"direct", Collective::AllReduce, false, [](int n, int) { return direct_allreduce(n); }},
       {"direct", Collective::ReduceScatter, false, [](int n, int) { return direct_reducescatter(n); }},
+      {"twoshot_ordered", Collective::AllReduce, false, [](int n, int) { return twoshot_ordered_allreduce(n); }, true},
+      {"oneshot_ordered", Collective::ReduceScatter, false,
+       [](int n, int) { return oneshot_ordered_reducescatter(n); }, true},
   };
   return registry;
 }

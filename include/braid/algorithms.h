@@ -49,10 +49,13 @@ Schedule oneshot_allgather(int nranks);
 Schedule oneshot_reducescatter(int nranks);
 Schedule oneshot_broadcast(int nranks, int root);
 Schedule oneshot_alltoall(int nranks);
+// The same folding every block in rank order (BRAID_DETERMINISTIC).
+Schedule twoshot_ordered_allreduce(int nranks);
+Schedule oneshot_ordered_reducescatter(int nranks);
 
 struct AlgorithmInfo {
   std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise",
-                     // "oneshot", "twoshot", "chain"
+                     // "oneshot", "twoshot", "chain", "twoshot_ordered", "oneshot_ordered"
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;

@@ -32,6 +32,16 @@ constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 // chain by 1.27x on the emulated 4-host cluster, where AllReduce's chain
 // beat direct): perf/results/deterministic_20261203.txt.
 constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
+// Where every rank loads and stores every peer's buffers (one host), above
+// kRankOrderOneSidedMinBytes and up to the maxima below the one-sided
+// twoshot_ordered (AllReduce) and oneshot_ordered (ReduceScatter) fold in
+// rank order instead: 1.1-2.3x of direct and chain from 256 KiB to 2 MiB on 2
+// processes and to 4 MiB on 4 (AllReduce; its extra pass, saving a rank's
+// own block, is 1/n of the buffer) and to 1 MiB (ReduceScatter), behind
+// them at 64 KiB and at 16 MiB (perf/results/deterministic_20261203.txt).
+constexpr uint64_t kRankOrderOneSidedMinBytes = 64 * 1024;  // exclusive
+constexpr uint64_t kRankOrderTwoshotMaxBytesPerRank = 1 << 20;
+constexpr uint64_t kRankOrderOneSidedReduceScatterMaxBytes = 1 << 20;
 
 // How many of its `slots` each of the `connections` a call sends on at once
 // should cycle through (SendPipe::use_slots): together about one whole

@@ -77,18 +77,26 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
   return "";
 }
 
-std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                                 bool one_sided) {
   if (c == Collective::Reduce) return "chain";
+  const uint64_t message = message_bytes(c, nranks, bytes, 1);
+  if (one_sided && message > kRankOrderOneSidedMinBytes) {
+    if (c == Collective::AllReduce && message <= kRankOrderTwoshotMaxBytesPerRank * uint64_t(nranks))
+      return "twoshot_ordered";
+    if (c == Collective::ReduceScatter && message <= kRankOrderOneSidedReduceScatterMaxBytes)
+      return "oneshot_ordered";
+  }
   if (c == Collective::ReduceScatter && tuning.several_hosts) return "direct";
-  return message_bytes(c, nranks, bytes, 1) <= kRankOrderDirectMaxBytes ? "direct" : "chain";
+  return message <= kRankOrderDirectMaxBytes ? "direct" : "chain";
 }
 
-std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning, bool one_sided,
                               const std::string& algorithm) {
   if (!collective_reduces(c)) return algorithm;
   const AlgorithmInfo* a = find_algorithm(c, algorithm);
   if (a && folds_in_rank_order(a->make(nranks, 0))) return algorithm;
-  return rank_order_algorithm(c, nranks, bytes, tuning);
+  return rank_order_algorithm(c, nranks, bytes, tuning, one_sided);
 }
 
 namespace {
@@ -170,7 +178,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   const bool ordered = rank_order_ && collective_reduces(c);
   BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
   if (!ordered || in_rank_order(**out)) return Status::ok();
-  const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_);
+  const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_, rank_order_one_sided());
   warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
                         (*out)->name, to_string(c), instead));
   return generated(c, nranks, root, instead, -1, out);
@@ -234,7 +242,8 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
     name.clear();
   }
   if (name.empty())
-    name = ordered ? rank_order_algorithm(c, nranks, bytes, tuning_) : default_algorithm(c, nranks, bytes, tuning_);
+    name = ordered ? rank_order_algorithm(c, nranks, bytes, tuning_, rank_order_one_sided())
+                   : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);

@@ -37,12 +37,14 @@ namespace braid {
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 // The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
-// The same under BRAID_DETERMINISTIC, for the collectives that reduce.
-std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
+// The same under BRAID_DETERMINISTIC, for the collectives that reduce;
+// `one_sided`: the host backend's ranks load and store each other's buffers.
+std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+                                 bool one_sided);
 // What BRAID_DETERMINISTIC runs where `algorithm` was chosen: `algorithm`
 // itself if `c` does not reduce or its schedule folds in rank order, else
 // rank_order_algorithm's (as PlanCache does; for tools that show choices).
-std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
+std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning, bool one_sided,
                               const std::string& algorithm);
 
 // The algorithm BRAID_ALGO asks for this collective, or "" if none.
@@ -132,6 +134,11 @@ class PlanCache {
                    std::shared_ptr<const Schedule>* out);
   // Whether the schedule folds in rank order (verified once per schedule).
   bool in_rank_order(const Schedule& schedule);
+  // Whether BRAID_DETERMINISTIC may pick its one-sided schedules: on the
+  // host backend where ranks reach each other's buffers.  Not on the CUDA
+  // backend (it has a device tuning table): there every rank would read
+  // rank q's memory at once, q = 0, 1, ..., over its links, never measured.
+  bool rank_order_one_sided() const { return peer_access_ && !device_tuning_; }
 
   std::string algo_spec_;
   HostTuning tuning_;

@@ -42,9 +42,9 @@ double collective_us(const CollectiveCall& c, int nranks, const std::string& alg
   switch (c.collective) {
     case Collective::AllReduce:
       if (algo == "ring") return 2 * (n - 1) * (l.alpha_us + l.us_per_byte * blk / n);
-      // chain: n chunks through 2(n-1) hops; direct: two exchanges with every peer at once.
+      // chain: n chunks through 2(n-1) hops; direct and twoshot: two exchanges with every peer at once.
       if (algo == "chain") return (3 * n - 3) * (l.alpha_us + l.us_per_byte * blk / n);
-      if (algo == "direct") return 2 * (l.alpha_us + (n - 1) * l.us_per_byte * blk / n);
+      if (algo == "direct" || algo == "twoshot") return 2 * (l.alpha_us + (n - 1) * l.us_per_byte * blk / n);
       return (logn + 2) * (l.alpha_us + l.us_per_byte * blk);
     case Collective::AllGather: return (n - 1) * (l.alpha_us + l.us_per_byte * blk);
     case Collective::ReduceScatter:

@@ -55,7 +55,8 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"oneshot", Collective::ReduceScatter}, {"oneshot", Collective::Broadcast},
            {"oneshot", Collective::AlltoAll},   {"chain", Collective::AllReduce},
            {"chain", Collective::ReduceScatter}, {"chain", Collective::Reduce},
-           {"direct", Collective::AllReduce},   {"direct", Collective::ReduceScatter}})
+           {"direct", Collective::AllReduce},   {"direct", Collective::ReduceScatter},
+           {"twoshot_ordered", Collective::AllReduce}, {"oneshot_ordered", Collective::ReduceScatter}})
     CHECK(seen.count({name, c}) == 1);
 }
 

@@ -318,3 +318,45 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   REQUIRE(fast.schedule_for(Collective::AllReduce, 4, -1, 64 << 20, &s).is_ok());
   CHECK(s->name == "ring_allreduce");
 }
+
+TEST_CASE("planner: BRAID_DETERMINISTIC folds mid-sized messages one-sided where the host's ranks reach each other",
+          "[tuning][deterministic]") {
+  PlanCache host;  // the host backend: no device tuning table
+  host.set_rank_order(true);
+  host.set_peer_access(true);
+  auto planned = [&](PlanCache& plans, Collective c, int n, uint64_t bytes) {
+    std::shared_ptr<const Schedule> s;
+    REQUIRE(plans.schedule_for(c, n, 0, bytes, &s).is_ok());
+    return s->name;
+  };
+  // AllReduce: above 64 KiB and up to 1 MiB a rank, twoshot_ordered.
+  CHECK(planned(host, Collective::AllReduce, 4, 64 << 10) == "direct_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 4, (64 << 10) + 4) == "twoshot_ordered_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 4, 4 << 20) == "twoshot_ordered_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 4, (4 << 20) + 4) == "chain_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 2, 2 << 20) == "twoshot_ordered_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 2, 4 << 20) == "chain_allreduce");
+  // ReduceScatter (the message is n blocks): oneshot_ordered up to 1 MiB.
+  CHECK(planned(host, Collective::ReduceScatter, 4, 16 << 10) == "direct_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 4, 64 << 10) == "oneshot_ordered_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 4, 256 << 10) == "oneshot_ordered_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 4, (256 << 10) + 4) == "chain_reducescatter");
+  CHECK(planned(host, Collective::Reduce, 4, 1 << 20) == "chain_reduce");
+  // A plain two-shot named by BRAID_ALGO gives way to the ordered one.
+  setenv("BRAID_ALGO", "allreduce=twoshot", 1);
+  PlanCache forced;
+  unsetenv("BRAID_ALGO");
+  forced.set_rank_order(true);
+  forced.set_peer_access(true);
+  CHECK(planned(forced, Collective::AllReduce, 4, 1 << 20) == "twoshot_ordered_allreduce");
+  // Ranks that cannot reach each other's buffers, and the CUDA backend, keep direct and chain.
+  PlanCache apart;
+  apart.set_rank_order(true);
+  CHECK(planned(apart, Collective::AllReduce, 4, 1 << 20) == "chain_allreduce");
+  CHECK(planned(apart, Collective::ReduceScatter, 4, 64 << 10) == "direct_reducescatter");
+  PlanCache cuda;
+  cuda.set_rank_order(true);
+  cuda.set_peer_access(true);
+  cuda.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(parsed("")), key("d", 4, 1)));
+  CHECK(planned(cuda, Collective::AllReduce, 4, 1 << 20) == "chain_allreduce");
+}

@@ -50,7 +50,8 @@ Schedule put_allgather(bool ready = true, bool done = true) {
 TEST_CASE("one-sided: the one-shot and two-shot schedules verify and use no slots", "[verify][one_sided]") {
   for (int n : {1, 2, 3, 4, 7, 8}) {
     for (const Schedule& s : {oneshot_allreduce(n), twoshot_allreduce(n), oneshot_allgather(n),
-                              oneshot_reducescatter(n), oneshot_broadcast(n, n / 2), oneshot_alltoall(n)}) {
+                              oneshot_reducescatter(n), oneshot_broadcast(n, n / 2), oneshot_alltoall(n),
+                              twoshot_ordered_allreduce(n), oneshot_ordered_reducescatter(n)}) {
       INFO(s.name << " n=" << n);
       VerifyResult r = verify(s);
       INFO(joined(r));
@@ -64,6 +65,20 @@ TEST_CASE("one-sided: the one-shot and two-shot schedules verify and use no slot
     }
   }
   CHECK(verify(put_allgather()).ok);
+}
+
+TEST_CASE("one-sided: the ordered two-shot and one-shot fold in rank order, the plain ones do not",
+          "[verify][one_sided][deterministic]") {
+  for (int n = 1; n <= 9; ++n) {
+    INFO("n=" << n);
+    CHECK(folds_in_rank_order(twoshot_ordered_allreduce(n)));
+    CHECK(folds_in_rank_order(oneshot_ordered_reducescatter(n)));
+    CHECK(folds_in_rank_order(twoshot_allreduce(n)) == (n == 1));
+    CHECK(folds_in_rank_order(oneshot_reducescatter(n)) == (n == 1));
+    // Only ranks 1.. save their own block first (1 scratch chunk); rank 0's fold starts with it.
+    const Schedule s = twoshot_ordered_allreduce(n);
+    for (int r = 0; r < n; ++r) CHECK(s.ranks[size_t(r)].scratch_chunks == (r == 0 ? 0u : 1u));
+  }
 }
 
 TEST_CASE("one-sided: touching a peer before its signal is caught", "[verify][one_sided]") {

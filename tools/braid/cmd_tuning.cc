@@ -77,7 +77,8 @@ int run(const TuningArgs& args) {
       note("algorithm", call.algorithm_from);
       note("slice", call.slice_bytes_from);
       if (requests.deterministic && !ll) {  // the LL path folds in rank order
-        const std::string ordered = rank_order_choice(c, key.nranks, bytes, local_host_tuning(key.nranks), algorithm);
+        const std::string ordered =  // as the CUDA backend plans: never the one-sided host choices
+            rank_order_choice(c, key.nranks, bytes, local_host_tuning(key.nranks), false, algorithm);
         if (ordered != algorithm) add(fmt::format("BRAID_DETERMINISTIC: not '{}'", algorithm));
         algorithm = ordered;
       }
