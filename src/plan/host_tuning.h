@@ -32,15 +32,20 @@ constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 // chain by 1.27x on the emulated 4-host cluster, where AllReduce's chain
 // beat direct): perf/results/deterministic_20261203.txt.
 constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
-// Where every rank loads and stores every peer's buffers (one host), above
-// kRankOrderOneSidedMinBytes and up to the maxima below the one-sided
-// twoshot_ordered (AllReduce) and oneshot_ordered (ReduceScatter) fold in
-// rank order instead: 1.1-2.3x of direct and chain from 256 KiB to 2 MiB on 2
-// processes and to 4 MiB on 4 (AllReduce; its extra pass, saving a rank's
-// own block, is 1/n of the buffer) and to 1 MiB (ReduceScatter), behind
-// them at 64 KiB and at 16 MiB (perf/results/deterministic_20261203.txt).
-constexpr uint64_t kRankOrderOneSidedMinBytes = 64 * 1024;  // exclusive
-constexpr uint64_t kRankOrderTwoshotMaxBytesPerRank = 1 << 20;
+// Where every rank loads and stores every peer's buffers on the host
+// backend (one host), AllReduce messages above kOneSidedMinBytes and up to
+// kTwoshotMaxBytesPerRank per rank run the one-sided two-shot: the plain one
+// by default (processes with heap buffers: 1.2-1.95x of rd and ring from
+// 128 KiB to 2 MiB on 2 ranks, 1.06-1.58x from 256 KiB to 2-3 MiB on 3 and
+// 4, 0.8-0.98x below 128 KiB on 3 and 4, mixed from 4 MiB:
+// perf/results/twoshot_host_default_20261203.txt), and twoshot_ordered under
+// BRAID_DETERMINISTIC (1.1-2.3x of direct and chain there; its extra pass,
+// rank r > 0 saving its own block, is 1/n of the buffer).  ReduceScatter
+// messages in (kOneSidedMinBytes, 1 MiB] run oneshot_ordered under the mode
+// (1.2-2x of direct and chain); by default the plain one-shot won only on 2
+// ranks, so ring stays (perf/results/deterministic_20261203.txt, section 8).
+constexpr uint64_t kOneSidedMinBytes = 128 * 1024;  // exclusive
+constexpr uint64_t kTwoshotMaxBytesPerRank = 1 << 20;
 constexpr uint64_t kRankOrderOneSidedReduceScatterMaxBytes = 1 << 20;
 
 // How many of its `slots` each of the `connections` a call sends on at once

@@ -77,13 +77,19 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
   return "";
 }
 
+std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
+  const uint64_t message = message_bytes(c, nranks, bytes, 1);
+  const bool mid_sized = message > kOneSidedMinBytes && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks);
+  if (c == Collective::AllReduce && mid_sized) return "twoshot";
+  return default_algorithm(c, nranks, bytes, tuning);
+}
+
 std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
                                  bool one_sided) {
   if (c == Collective::Reduce) return "chain";
   const uint64_t message = message_bytes(c, nranks, bytes, 1);
-  if (one_sided && message > kRankOrderOneSidedMinBytes) {
-    if (c == Collective::AllReduce && message <= kRankOrderTwoshotMaxBytesPerRank * uint64_t(nranks))
-      return "twoshot_ordered";
+  if (one_sided && message > kOneSidedMinBytes) {
+    if (c == Collective::AllReduce && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks)) return "twoshot_ordered";
     if (c == Collective::ReduceScatter && message <= kRankOrderOneSidedReduceScatterMaxBytes)
       return "oneshot_ordered";
   }
@@ -178,7 +184,7 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   const bool ordered = rank_order_ && collective_reduces(c);
   BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
   if (!ordered || in_rank_order(**out)) return Status::ok();
-  const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_, rank_order_one_sided());
+  const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host());
   warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
                         (*out)->name, to_string(c), instead));
   return generated(c, nranks, root, instead, -1, out);
@@ -242,8 +248,9 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
     name.clear();
   }
   if (name.empty())
-    name = ordered ? rank_order_algorithm(c, nranks, bytes, tuning_, rank_order_one_sided())
-                   : default_algorithm(c, nranks, bytes, tuning_);
+    name = ordered                          ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
+           : one_sided_host() && straggler < 0 ? one_host_algorithm(c, nranks, bytes, tuning_)
+                                               : default_algorithm(c, nranks, bytes, tuning_);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);

@@ -37,6 +37,11 @@ namespace braid {
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 // The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
+// The size rule where the host backend's ranks load and store each other's
+// buffers (one host): the one-sided two-shot for mid-sized AllReduce
+// (host_tuning.h), else default_algorithm's.  Not with a known straggler:
+// ring then becomes StragglAR.
+std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 // The same under BRAID_DETERMINISTIC, for the collectives that reduce;
 // `one_sided`: the host backend's ranks load and store each other's buffers.
 std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
@@ -134,11 +139,11 @@ class PlanCache {
                    std::shared_ptr<const Schedule>* out);
   // Whether the schedule folds in rank order (verified once per schedule).
   bool in_rank_order(const Schedule& schedule);
-  // Whether BRAID_DETERMINISTIC may pick its one-sided schedules: on the
-  // host backend where ranks reach each other's buffers.  Not on the CUDA
-  // backend (it has a device tuning table): there every rank would read
-  // rank q's memory at once, q = 0, 1, ..., over its links, never measured.
-  bool rank_order_one_sided() const { return peer_access_ && !device_tuning_; }
+  // Whether the size rules may pick one-sided schedules (one_host_algorithm,
+  // rank_order_algorithm): on the host backend where ranks reach each
+  // other's buffers.  Not on the CUDA backend (it has a device tuning
+  // table, whose rows choose there).
+  bool one_sided_host() const { return peer_access_ && !device_tuning_; }
 
   std::string algo_spec_;
   HostTuning tuning_;

@@ -27,9 +27,10 @@ namespace {
 
 // n ranks as processes; the last one is SIGKILLed by the parent after a
 // while.  Reaps children as they exit so a dead peer is seen as dead.
-// `count` floats per call: 1 MB runs schedules, 64 B runs one-shot (eager
+// `count` floats per call: 4 MiB runs schedules on the transport (above the
+// one-sided two-shot's sizes, host_tuning.h), 64 B runs one-shot (eager
 // for Broadcast, where the root runs ahead until the dead rank's slots fill).
-void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 18, Call call = Call::AllReduce) {
+void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 20, Call call = Call::AllReduce) {
   setenv("BRAID_TIMEOUT", "3", 1);
   setenv("BRAID_TRANSPORT", transport, 1);
   std::vector<pid_t> pids = fork_ranks(
@@ -103,9 +104,13 @@ TEST_CASE("a root that exits the moment its eager Broadcast returns does not fai
   CHECK(last_rank_leaves_at_once(4, 12, 16, Call::Broadcast) == 0);
 }
 
-TEST_CASE("a rank that exits the moment its AllReduce schedule returns does not fail its peers (shm)",
+TEST_CASE("a rank that exits the moment its AllReduce on the shm slots returns does not fail its peers",
           "[mp][faults]") {
-  CHECK(last_rank_leaves_at_once(4, 12, 1 << 18, Call::AllReduce) == 0);
+  CHECK(last_rank_leaves_at_once(4, 12, 1 << 21, Call::AllReduce) == 0);  // 8 MiB: ring
+}
+
+TEST_CASE("a rank that exits the moment its two-shot AllReduce returns does not fail its peers", "[mp][faults]") {
+  CHECK(last_rank_leaves_at_once(4, 12, 1 << 18, Call::AllReduce) == 0);  // 1 MiB: one-sided, CMA
 }
 
 TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (shm)", "[mp][faults]") {
@@ -137,7 +142,7 @@ TEST_CASE("a peer killed and left unreaped (a zombie): survivors fail at once, n
   setenv("BRAID_TRANSPORT", "shm", 1);
   const int n = 3;
   std::vector<pid_t> pids = fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
-    return survivor(r, n, ids[0], 3, 1 << 18, Call::AllReduce);  // failing within 3 + 5 s
+    return survivor(r, n, ids[0], 3, 1 << 20, Call::AllReduce);  // failing within 3 + 5 s
   });
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_TRANSPORT");

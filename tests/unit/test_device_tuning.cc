@@ -329,15 +329,15 @@ TEST_CASE("planner: BRAID_DETERMINISTIC folds mid-sized messages one-sided where
     REQUIRE(plans.schedule_for(c, n, 0, bytes, &s).is_ok());
     return s->name;
   };
-  // AllReduce: above 64 KiB and up to 1 MiB a rank, twoshot_ordered.
-  CHECK(planned(host, Collective::AllReduce, 4, 64 << 10) == "direct_allreduce");
-  CHECK(planned(host, Collective::AllReduce, 4, (64 << 10) + 4) == "twoshot_ordered_allreduce");
+  // AllReduce: above 128 KiB and up to 1 MiB a rank, twoshot_ordered.
+  CHECK(planned(host, Collective::AllReduce, 4, 128 << 10) == "direct_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 4, (128 << 10) + 4) == "twoshot_ordered_allreduce");
   CHECK(planned(host, Collective::AllReduce, 4, 4 << 20) == "twoshot_ordered_allreduce");
   CHECK(planned(host, Collective::AllReduce, 4, (4 << 20) + 4) == "chain_allreduce");
   CHECK(planned(host, Collective::AllReduce, 2, 2 << 20) == "twoshot_ordered_allreduce");
   CHECK(planned(host, Collective::AllReduce, 2, 4 << 20) == "chain_allreduce");
   // ReduceScatter (the message is n blocks): oneshot_ordered up to 1 MiB.
-  CHECK(planned(host, Collective::ReduceScatter, 4, 16 << 10) == "direct_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 4, 32 << 10) == "direct_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, 64 << 10) == "oneshot_ordered_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, 256 << 10) == "oneshot_ordered_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, (256 << 10) + 4) == "chain_reducescatter");
@@ -359,4 +359,33 @@ TEST_CASE("planner: BRAID_DETERMINISTIC folds mid-sized messages one-sided where
   cuda.set_peer_access(true);
   cuda.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(parsed("")), key("d", 4, 1)));
   CHECK(planned(cuda, Collective::AllReduce, 4, 1 << 20) == "chain_allreduce");
+}
+
+TEST_CASE("planner: the plain two-shot for mid-sized AllReduce where the host's ranks reach each other",
+          "[tuning][one_sided]") {
+  PlanCache host;
+  host.set_peer_access(true);
+  auto planned = [&](PlanCache& plans, uint64_t bytes, int n = 4, int straggler = -1) {
+    std::shared_ptr<const Schedule> s;
+    REQUIRE(plans.schedule_for(Collective::AllReduce, n, -1, bytes, &s, straggler).is_ok());
+    return s->name;
+  };
+  CHECK(planned(host, 128 << 10) == "ring_allreduce");
+  CHECK(planned(host, (128 << 10) + 4) == "twoshot_allreduce");
+  CHECK(planned(host, 4 << 20) == "twoshot_allreduce");
+  CHECK(planned(host, (4 << 20) + 4) == "ring_allreduce");
+  CHECK(planned(host, 2 << 20, 2) == "twoshot_allreduce");
+  CHECK(planned(host, (2 << 20) + 4, 2) == "ring_allreduce");
+  // A known straggler still turns the size rule's ring into StragglAR.
+  CHECK(planned(host, 1 << 20, 4, 2) == "stragglar_allreduce");
+  // Other collectives, ranks apart and the CUDA backend keep their rules.
+  std::shared_ptr<const Schedule> s;
+  REQUIRE(host.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 10, &s).is_ok());
+  CHECK(s->name == "ring_reducescatter");
+  PlanCache apart;
+  CHECK(planned(apart, 1 << 20) == "ring_allreduce");
+  PlanCache cuda;
+  cuda.set_peer_access(true);
+  cuda.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(parsed("")), key("d", 4, 1)));
+  CHECK(planned(cuda, 1 << 20) == "ring_allreduce");
 }
