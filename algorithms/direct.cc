@@ -13,8 +13,8 @@
 // block is sent before the block from that peer overwrites it.
 // Cost: (n-1)(alpha + beta*m) with the alphas overlapped, m one block.
 //
-// Direct AllReduce and ReduceScatter fold in rank order (BRAID_DETERMINISTIC):
-// see the comment above direct_allreduce.
+// Direct AllReduce and ReduceScatter, and the all-gather-and-fold AllReduce,
+// fold in rank order (BRAID_DETERMINISTIC): see the comments above them.
 #include "algorithms/builder.h"
 #include "braid/algorithms.h"
 
@@ -143,6 +143,37 @@ Schedule direct_reducescatter(int n) {
   for (int r = 0; r < n; ++r) {
     if (n == 1) b.copy(r, in(0), out(0));
     else fold_in_rank_order(b, n, r, out(0));
+  }
+  return b.take();
+}
+
+// Rank-order AllReduce in one hop, for small messages: every rank sends its
+// whole input to every peer (a lane each, as direct AllGather), receives
+// theirs into scratch, and folds all n itself, x0 (+) x1 (+) ..., into its
+// output.  (n-1) whole messages each way per rank against direct's (n-1)/n
+// of one per hop, but one hop, not two and no second fold.  On ranks r > 0
+// scratch(r) keeps its own input: in place the output is the input, and x0
+// goes there first, once every send has read it (after every lane's
+// receive, which follows its send).  Cost: alpha + (n-1) beta m, peers at once.
+Schedule allgather_fold_allreduce(int n) {
+  ScheduleBuilder b("allgather_fold_allreduce", Collective::AllReduce, n, -1, 1, 1);
+  for (int r = 0; r < n; ++r) {
+    b.set_scratch(r, uint32_t(n));
+    std::vector<Dep> received;
+    for (int k = 1; k < n; ++k) {
+      const int p = mod(r + k, n), from = mod(r - k, n);
+      b.use_lane(r, uint16_t(k - 1));
+      b.send(r, p, in(0));
+      received.push_back(b.recv(r, from, scratch(uint32_t(from))));
+    }
+    b.use_lane(r, uint16_t(n - 1));
+    if (r == 0) {
+      b.copy(r, in(0), out(0), received);
+    } else {
+      b.copy(r, in(0), scratch(uint32_t(r)));
+      b.copy(r, scratch(0), out(0), received);
+    }
+    for (int q = 1; q < n; ++q) b.reduce(r, scratch(uint32_t(q)), out(0));
   }
   return b.take();
 }

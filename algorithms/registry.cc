@@ -35,6 +35,7 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"twoshot_ordered", Collective::AllReduce, false, [](int n, int) { return twoshot_ordered_allreduce(n); }, true},
       {"oneshot_ordered", Collective::ReduceScatter, false,
        [](int n, int) { return oneshot_ordered_reducescatter(n); }, true},
+      {"allgather_fold", Collective::AllReduce, false, [](int n, int) { return allgather_fold_allreduce(n); }},
   };
   return registry;
 }

@@ -31,6 +31,7 @@ Schedule chain_reduce(int nranks, int root);
 // once: ring's bytes in two hops (BRAID_DETERMINISTIC, latency and fabrics
 // where every rank reaches every peer).
 Schedule direct_allreduce(int nranks);
+Schedule allgather_fold_allreduce(int nranks);  // rank order in one hop: small messages
 Schedule direct_reducescatter(int nranks);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);

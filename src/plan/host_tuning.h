@@ -32,6 +32,15 @@ constexpr uint64_t kDirectAllGatherMaxBytes = 128 * 1024;
 // chain by 1.27x on the emulated 4-host cluster, where AllReduce's chain
 // beat direct): perf/results/deterministic_20261203.txt.
 constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
+// Below it, AllReduce messages up to these sizes fold by "allgather_fold":
+// every input to every peer and each rank folding all n, one hop instead of
+// direct's two, for (n-1) times the bytes.  Over sockets it took 0.5-0.6x of
+// direct's time up to 4 KiB on 3 and 4 processes and 0.9-1.0x at 32 KiB; over
+// shared memory (where boards serve calls up to 4 KiB) it won up to 32 KiB on
+// 2 processes and lost from 16 KiB on 4 (0.6-0.8x):
+// perf/results/deterministic_20261203.txt, section 9.
+constexpr uint64_t kRankOrderFoldMaxBytes = 4 * 1024;
+constexpr uint64_t kRankOrderFoldBetweenHostsMaxBytes = 32 * 1024;
 // Where every rank loads and stores every peer's buffers on the host
 // backend (one host), AllReduce messages above kOneSidedMinBytes and up to
 // kTwoshotMaxBytesPerRank per rank run the one-sided two-shot: the plain one

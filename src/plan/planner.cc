@@ -93,6 +93,8 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
     if (c == Collective::ReduceScatter && message <= kRankOrderOneSidedReduceScatterMaxBytes)
       return "oneshot_ordered";
   }
+  const uint64_t fold_max = tuning.several_hosts ? kRankOrderFoldBetweenHostsMaxBytes : kRankOrderFoldMaxBytes;
+  if (c == Collective::AllReduce && message <= fold_max) return "allgather_fold";
   if (c == Collective::ReduceScatter && tuning.several_hosts) return "direct";
   return message <= kRankOrderDirectMaxBytes ? "direct" : "chain";
 }

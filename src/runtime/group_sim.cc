@@ -44,6 +44,7 @@ double collective_us(const CollectiveCall& c, int nranks, const std::string& alg
       if (algo == "ring") return 2 * (n - 1) * (l.alpha_us + l.us_per_byte * blk / n);
       // chain: n chunks through 2(n-1) hops; direct and twoshot: two exchanges with every peer at once.
       if (algo == "chain") return (3 * n - 3) * (l.alpha_us + l.us_per_byte * blk / n);
+      if (algo == "allgather") return l.alpha_us + (n - 1) * l.us_per_byte * blk;  // allgather_fold: one hop
       if (algo == "direct" || algo == "twoshot") return 2 * (l.alpha_us + (n - 1) * l.us_per_byte * blk / n);
       return (logn + 2) * (l.alpha_us + l.us_per_byte * blk);
     case Collective::AllGather: return (n - 1) * (l.alpha_us + l.us_per_byte * blk);

@@ -56,7 +56,8 @@ TEST_CASE("the registry lists every generator once", "[algorithms]") {
            {"oneshot", Collective::AlltoAll},   {"chain", Collective::AllReduce},
            {"chain", Collective::ReduceScatter}, {"chain", Collective::Reduce},
            {"direct", Collective::AllReduce},   {"direct", Collective::ReduceScatter},
-           {"twoshot_ordered", Collective::AllReduce}, {"oneshot_ordered", Collective::ReduceScatter}})
+           {"twoshot_ordered", Collective::AllReduce}, {"oneshot_ordered", Collective::ReduceScatter},
+           {"allgather_fold", Collective::AllReduce}})
     CHECK(seen.count({name, c}) == 1);
 }
 
@@ -175,6 +176,24 @@ TEST_CASE("direct folds in rank order with ring's bytes", "[algorithms][determin
       CHECK(chunks_sent(all, r) == uint64_t(2 * (n - 1)));
       CHECK(chunks_received(all, r) == uint64_t(2 * (n - 1)));
       CHECK(chunks_sent(scatter, r) == uint64_t(n - 1));
+    }
+  }
+}
+
+TEST_CASE("allgather_fold folds in rank order in one hop: every input to every peer", "[algorithms][deterministic]") {
+  for (int n = 1; n <= 12; ++n) {
+    INFO("n=" << n);
+    const Schedule s = allgather_fold_allreduce(n);
+    CHECK(verify(s, {.rank_order = true}).ok);
+    for (int r = 0; r < n; ++r) {  // one chunk, the whole input, to and from every peer
+      CHECK(chunks_sent(s, r) == uint64_t(n - 1));
+      CHECK(chunks_received(s, r) == uint64_t(n - 1));
+      // One message per peer lane, each sent before anything is received: one hop.
+      for (size_t lane = 0; lane + 1 < s.ranks[size_t(r)].lanes.size(); ++lane) {
+        const std::vector<Op>& ops = s.ranks[size_t(r)].lanes[lane].ops;
+        REQUIRE(ops.size() == 2);
+        CHECK((ops[0].type == OpType::Send && ops[1].type == OpType::Recv));
+      }
     }
   }
 }

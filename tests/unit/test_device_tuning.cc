@@ -300,7 +300,7 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   REQUIRE(parse_alg_selection("ring", Collective::AllReduce, &ring_only).is_ok());
   REQUIRE(parse_alg_selection("oneshot", Collective::AllReduce, &oneshot_only).is_ok());
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, ring_only).is_ok());
-  CHECK(s->name == "direct_allreduce");
+  CHECK(s->name == "allgather_fold_allreduce");
   REQUIRE(plans.schedule_for(Collective::AllReduce, 4, -1, 8, &s, -1, Placement::Unknown, oneshot_only).is_ok());
   CHECK(s->name == "oneshot_allreduce");
   setenv("BRAID_ALGO", "allreduce=rd,reduce=binomial", 1);  // read when a cache is made
@@ -308,6 +308,15 @@ TEST_CASE("planner: BRAID_DETERMINISTIC runs only schedules that fold in rank or
   unsetenv("BRAID_ALGO");
   forced.set_rank_order(true);
   REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, 8, &s).is_ok());
+  CHECK(s->name == "allgather_fold_allreduce");
+  // Small AllReduce: one hop (allgather_fold) up to 4 KiB, 32 KiB between hosts; then direct.
+  REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, 4 << 10, &s).is_ok());
+  CHECK(s->name == "allgather_fold_allreduce");
+  REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, (4 << 10) + 4, &s).is_ok());
+  CHECK(s->name == "direct_allreduce");
+  REQUIRE(across.schedule_for(Collective::AllReduce, 4, -1, 32 << 10, &s).is_ok());
+  CHECK(s->name == "allgather_fold_allreduce");
+  REQUIRE(across.schedule_for(Collective::AllReduce, 4, -1, (32 << 10) + 4, &s).is_ok());
   CHECK(s->name == "direct_allreduce");
   REQUIRE(forced.schedule_for(Collective::AllReduce, 4, -1, (256 << 10) + 4, &s).is_ok());
   CHECK(s->name == "chain_allreduce");
