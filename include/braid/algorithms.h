@@ -31,8 +31,9 @@ Schedule chain_reduce(int nranks, int root);
 // once: ring's bytes in two hops (BRAID_DETERMINISTIC, latency and fabrics
 // where every rank reaches every peer).
 Schedule direct_allreduce(int nranks);
-Schedule allgather_fold_allreduce(int nranks);  // rank order in one hop: small messages
 Schedule direct_reducescatter(int nranks);
+// Every rank folds every input in rank order itself: one hop (small messages).
+Schedule allgather_fold_allreduce(int nranks);
 Schedule binomial_broadcast(int nranks, int root);
 Schedule binomial_reduce(int nranks, int root);
 Schedule direct_gather(int nranks, int root);
@@ -56,7 +57,7 @@ Schedule oneshot_ordered_reducescatter(int nranks);
 
 struct AlgorithmInfo {
   std::string name;  // what BRAID_ALGO names: "ring", "rd", "stragglar", "binomial", "direct", "pairwise",
-                     // "oneshot", "twoshot", "chain", "twoshot_ordered", "oneshot_ordered"
+                     // "oneshot", "twoshot", "chain", "twoshot_ordered", "oneshot_ordered", "allgather_fold"
   Collective collective;
   bool rooted;
   std::function<Schedule(int nranks, int root)> make;

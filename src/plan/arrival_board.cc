@@ -67,7 +67,8 @@ Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
     if (++polls % kLivenessCheckEvery == 0) {
       int dead = dead_rank(all & ~slot.arrived.load());
       // It may have arrived and then exited since the load: look again.
-      if (dead >= 0 && !(slot.arrived.load() >> dead & 1) && slot.straggler.load() < 0) return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: rank {} died before the call", dead);
+      if (dead >= 0 && !(slot.arrived.load() >> dead & 1) && slot.straggler.load() < 0)
+        return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: rank {} died before the call", dead);
     }
     waiter.pause();
   }
