@@ -1,7 +1,8 @@
 // BRAID_DETERMINISTIC on the CUDA backend: AllReduce, ReduceScatter and
 // Reduce on device buffers give, bit for bit, the rank-order fold the host
 // test checks (tests/mp/rank_order_fold.h), on the LL path (small calls) and
-// on the chain schedule (the rest), in and out of place, float, bfloat16,
+// on the chain schedule (the rest; or what BRAID_ALGO names, where it folds
+// in rank order), in and out of place, float, bfloat16,
 // half and double sums and float max.  Holding both backends to one
 // reference also shows they compute the same bits.
 //
