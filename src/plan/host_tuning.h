@@ -37,8 +37,9 @@ constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
 // direct's two, for (n-1) times the bytes.  Over sockets it took 0.5-0.6x of
 // direct's time up to 4 KiB on 3 and 4 processes and 0.9-1.0x at 32 KiB; over
 // shared memory (where boards serve calls up to 4 KiB) it won up to 32 KiB on
-// 2 processes and lost from 16 KiB on 4 (0.6-0.8x):
-// perf/results/deterministic_20261203.txt, section 9.
+// 2 processes and lost from 16 KiB on 4 (0.6-0.8x); between 4 emulated hosts
+// it beat direct at 4 and 16 KiB and was within the noise at 32 KiB:
+// perf/results/deterministic_20261203.txt, sections 9 and 10.
 constexpr uint64_t kRankOrderFoldMaxBytes = 4 * 1024;
 constexpr uint64_t kRankOrderFoldBetweenHostsMaxBytes = 32 * 1024;
 // Where every rank loads and stores every peer's buffers on the host
