@@ -1,6 +1,6 @@
 // Chain reductions: every element folded in rank order, for reproducible
-// floating-point results (BRAID_DETERMINISTIC, messages above 256 KiB and
-// Reduce; algorithms/direct.cc folds the smaller ones in two hops).
+// floating-point results (BRAID_DETERMINISTIC's large messages and Reduce;
+// algorithms/direct.cc and one_sided.cc fold the others).
 //
 // Floating-point addition is not associative, so a reduction's bits depend
 // on the order it adds the ranks' inputs in.  Ring starts each chunk's sum

@@ -84,31 +84,37 @@ Schedule direct_alltoall(int n) {
 
 namespace {
 
-// Direct ReduceScatter in rank order (the first half of direct AllReduce):
-// rank r sends chunk p of its input to rank p on lane k-1 (p = r+k) and
-// receives chunk r of rank r-k's into scratch(r-k) there; lane n-1 then folds
-// chunk r in rank order into scratch(0) (rank 0's chunk, received, or copied
-// from the input on rank 0: the executors' left operand is the reduce's
-// destination) and copies it to `result`.  Returns the fold's last op.
-Dep fold_in_rank_order(ScheduleBuilder& b, int n, int r, ChunkRef result) {
+// The exchange and fold direct ReduceScatter (the first half of direct
+// AllReduce) and allgather_fold share: rank r sends part(p) of its input to
+// rank p on lane k-1 (p = r+k: chunk p for direct, the whole input for
+// allgather_fold) and receives rank r-k's part(r) into scratch(r-k) there;
+// lane n-1 then folds them in rank order into scratch(0) (rank 0's part,
+// received, or copied from the input on rank 0: the executors' left operand
+// is the reduce's destination), its own part(r) in its turn, and copies the
+// result to `result`.  In place, that last copy follows every lane's receive,
+// so every send has read the input by then.  Returns the fold's last op.
+Dep fold_in_rank_order(ScheduleBuilder& b, int n, int r, ChunkRef (*part)(int), ChunkRef result) {
   b.set_scratch(r, uint32_t(n));
   std::vector<Dep> received(n);
   for (int k = 1; k < n; ++k) {
     const int p = mod(r + k, n), from = mod(r - k, n);
     b.use_lane(r, uint16_t(k - 1));
-    b.send(r, p, in(uint32_t(p)));
+    b.send(r, p, part(p));
     received[from] = b.recv(r, from, scratch(uint32_t(from)));
   }
   b.use_lane(r, uint16_t(n - 1));
-  if (r == 0) b.copy(r, in(0), scratch(0));
+  if (r == 0) b.copy(r, part(0), scratch(0));
   for (int q = 1; q < n; ++q) {
     std::vector<Dep> after;
-    if (q == 1 && r != 0) after.push_back(received[0]);  // rank 0's chunk is the accumulator
+    if (q == 1 && r != 0) after.push_back(received[0]);  // rank 0's part is the accumulator
     if (q != r) after.push_back(received[q]);
-    b.reduce(r, q == r ? in(uint32_t(r)) : scratch(uint32_t(q)), scratch(0), std::move(after));
+    b.reduce(r, q == r ? part(r) : scratch(uint32_t(q)), scratch(0), std::move(after));
   }
   return b.copy(r, scratch(0), result);
 }
+
+ChunkRef chunk_for(int p) { return in(uint32_t(p)); }
+ChunkRef whole_input(int) { return in(0); }
 
 }  // namespace
 
@@ -126,7 +132,7 @@ Schedule direct_allreduce(int n) {
       b.copy(r, in(0), out(0));
       continue;
     }
-    const Dep folded = fold_in_rank_order(b, n, r, out(uint32_t(r)));
+    const Dep folded = fold_in_rank_order(b, n, r, chunk_for, out(uint32_t(r)));
     for (int k = 1; k < n; ++k) {
       const int p = mod(r + k, n), from = mod(r - k, n);
       b.use_lane(r, uint16_t(k - 1));
@@ -142,39 +148,21 @@ Schedule direct_reducescatter(int n) {
   ScheduleBuilder b("direct_reducescatter", Collective::ReduceScatter, n, -1, uint32_t(n), 1);
   for (int r = 0; r < n; ++r) {
     if (n == 1) b.copy(r, in(0), out(0));
-    else fold_in_rank_order(b, n, r, out(0));
+    else fold_in_rank_order(b, n, r, chunk_for, out(0));
   }
   return b.take();
 }
 
 // Rank-order AllReduce in one hop, for small messages: every rank sends its
 // whole input to every peer (a lane each, as direct AllGather), receives
-// theirs into scratch, and folds all n itself, x0 (+) x1 (+) ..., into its
-// output.  (n-1) whole messages each way per rank against direct's (n-1)/n
-// of one per hop, but one hop, not two and no second fold.  On ranks r > 0
-// scratch(r) keeps its own input: in place the output is the input, and x0
-// goes there first, once every send has read it (after every lane's
-// receive, which follows its send).  Cost: alpha + (n-1) beta m, peers at once.
+// theirs into scratch, and folds all n itself, x0 (+) x1 (+) ..., then
+// copies the result to its output (fold_in_rank_order).  (n-1) whole
+// messages each way per rank against direct's (n-1)/n of one per hop, but
+// one hop, not two, and no second exchange.  Cost: alpha + (n-1) beta m,
+// the peers at once.
 Schedule allgather_fold_allreduce(int n) {
   ScheduleBuilder b("allgather_fold_allreduce", Collective::AllReduce, n, -1, 1, 1);
-  for (int r = 0; r < n; ++r) {
-    b.set_scratch(r, uint32_t(n));
-    std::vector<Dep> received;
-    for (int k = 1; k < n; ++k) {
-      const int p = mod(r + k, n), from = mod(r - k, n);
-      b.use_lane(r, uint16_t(k - 1));
-      b.send(r, p, in(0));
-      received.push_back(b.recv(r, from, scratch(uint32_t(from))));
-    }
-    b.use_lane(r, uint16_t(n - 1));
-    if (r == 0) {
-      b.copy(r, in(0), out(0), received);
-    } else {
-      b.copy(r, in(0), scratch(uint32_t(r)));
-      b.copy(r, scratch(0), out(0), received);
-    }
-    for (int q = 1; q < n; ++q) b.reduce(r, scratch(uint32_t(q)), out(0));
-  }
+  for (int r = 0; r < n; ++r) fold_in_rank_order(b, n, r, whole_input, out(0));
   return b.take();
 }
 

@@ -26,7 +26,7 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
       {"oneshot", Collective::Broadcast, true, oneshot_broadcast, true},
       {"oneshot", Collective::AlltoAll, false, [](int n, int) { return oneshot_alltoall(n); }, true},
       // Rank-order folds: what BRAID_DETERMINISTIC runs where a reduction takes a schedule
-      // (rank_order_algorithm: direct for small messages, chain for large ones and Reduce).
+      // (src/plan/planner.cc, rank_order_algorithm, says which for which size).
       {"chain", Collective::AllReduce, false, [](int n, int) { return chain_allreduce(n); }},
       {"chain", Collective::ReduceScatter, false, [](int n, int) { return chain_reducescatter(n); }},
       {"chain", Collective::Reduce, true, chain_reduce},

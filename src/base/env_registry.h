@@ -49,7 +49,7 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_NET_SLOT_BYTES", "1048576", "bytes per fragment on InfiniBand and net-plugin connections"},
     {"BRAID_NET_SLOTS", "4", "fragments in flight per InfiniBand or net-plugin connection (2..16)"},
     {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
-    {"BRAID_DETERMINISTIC", "0", "1: AllReduce, ReduceScatter and Reduce fold every element in rank order, x0+x1+x2..., so floating-point results are the same bits whatever the message size, the element's offset or the path (schedules that fold otherwise, StragglAR among them, give way to direct or chain); 0: the fastest schedule"},
+    {"BRAID_DETERMINISTIC", "0", "1: AllReduce, ReduceScatter and Reduce fold every element in rank order, x0+x1+x2..., so floating-point results are the same bits whatever the message size, the element's offset or the path (schedules that fold otherwise, StragglAR among them, give way to braid's rank-order schedules); 0: the fastest schedule"},
     {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
     {"BRAID_STRAGGLAR_LANES", "auto", "StragglAR's phase 1: connection (one lane per connection: no transfer waits behind another peer's; the host backend's default), compact (a rank's sends on one lane, its receives on another: fewer thread blocks idle on a GPU; the cuda backend's default) or auto"},
     {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment; a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},

@@ -77,10 +77,17 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
   return "";
 }
 
+namespace {
+
+// An AllReduce message the one-sided two-shot serves (host_tuning.h).
+bool twoshot_sized(uint64_t message, int nranks) {
+  return message > kOneSidedMinBytes && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks);
+}
+
+}  // namespace
+
 std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
-  const uint64_t message = message_bytes(c, nranks, bytes, 1);
-  const bool mid_sized = message > kOneSidedMinBytes && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks);
-  if (c == Collective::AllReduce && mid_sized) return "twoshot";
+  if (c == Collective::AllReduce && twoshot_sized(message_bytes(c, nranks, bytes, 1), nranks)) return "twoshot";
   return default_algorithm(c, nranks, bytes, tuning);
 }
 
@@ -88,11 +95,10 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
                                  bool one_sided) {
   if (c == Collective::Reduce) return "chain";
   const uint64_t message = message_bytes(c, nranks, bytes, 1);
-  if (one_sided && message > kOneSidedMinBytes) {
-    if (c == Collective::AllReduce && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks)) return "twoshot_ordered";
-    if (c == Collective::ReduceScatter && message <= kRankOrderOneSidedReduceScatterMaxBytes)
-      return "oneshot_ordered";
-  }
+  if (one_sided && c == Collective::AllReduce && twoshot_sized(message, nranks)) return "twoshot_ordered";
+  if (one_sided && c == Collective::ReduceScatter && message > kOneSidedMinBytes &&
+      message <= kRankOrderOneSidedReduceScatterMaxBytes)
+    return "oneshot_ordered";
   const uint64_t fold_max = tuning.several_hosts ? kRankOrderFoldBetweenHostsMaxBytes : kRankOrderFoldMaxBytes;
   if (c == Collective::AllReduce && message <= fold_max) return "allgather_fold";
   if (c == Collective::ReduceScatter && tuning.several_hosts) return "direct";
