@@ -83,6 +83,10 @@ class ScheduleBuilder {
   Dep get_reduce(int rank, int from, ChunkRef peer_src, ChunkRef dst, std::vector<Dep> after = {}) {
     return add(rank, make_op(OpType::GetReduce, -1, from, peer_src, dst), std::move(after));
   }
+  // dst = peer from's src (+) this rank's src (the same ref on both).
+  Dep get_reduce_copy(int rank, int from, ChunkRef src, ChunkRef dst, std::vector<Dep> after = {}) {
+    return add(rank, make_op(OpType::GetReduceCopy, -1, from, src, dst), std::move(after));
+  }
   Dep signal(int rank, int to, std::vector<Dep> after = {}) {
     return add(rank, make_op(OpType::Signal, to), std::move(after));
   }

@@ -28,9 +28,10 @@
 //                       the same, each block folded in rank order (x0 first,
 //                       then x1, ...: BRAID_DETERMINISTIC), so every rank
 //                       gets from rank 0, then rank 1, ... where the plain
-//                       ones start at their next peer; in place, rank r > 0
+//                       ones start at their next peer; in place, rank r > 1
 //                       first saves its own block to scratch (1/n of the
-//                       buffer), which a get of x0 would overwrite.
+//                       buffer), which the fold of x0 and x1 would
+//                       overwrite.
 //   oneshot AllGather   puts the input into block r of every output.
 //   oneshot ReduceScatter  gets block r of every input, reducing.
 //   oneshot Broadcast   the root puts into every output (ready signals to
@@ -74,18 +75,29 @@ class Lanes {
 };
 
 // Rank r's block r of every input (in(r)) reduced into `dst`, on the local
-// lane: its own first, then its peers' from the next one on (`ordered`
-// false), or in rank order (scratch(0) keeps its own block, schedule.h's
-// in place: dst may be in(r)).  `ready` by peer rank.  Returns the last op.
+// lane: its peers' from the next one on, its own second (`ordered` false),
+// or in rank order.  The first fold reads both operands where they are
+// (GetReduceCopy) when its right operand is rank r's own block; rank 0's
+// fold starts with its own, copied, and a rank past 1 keeps its own block
+// in scratch(0), since dst may be in(r) (schedule.h's in place) and the
+// folds before its turn would overwrite it.  `ready` by peer rank.
+// Returns the last op.
 Dep reduce_block(ScheduleBuilder& b, Lanes& lanes, int r, int n, ChunkRef dst, const std::vector<Dep>& ready,
                  bool ordered) {
   lanes.on_local();
-  if (!ordered || r == 0) {
-    Dep reduced = b.copy(r, in(uint32_t(r)), dst);
-    for (int k = 1; k < n; ++k) {
+  if (n == 1) return b.copy(r, in(0), dst);
+  if (!ordered || r == 1) {
+    const int first = ordered ? 0 : lanes.peer(1);
+    Dep reduced = b.get_reduce_copy(r, first, in(uint32_t(r)), dst, {ready[size_t(first)]});
+    for (int k = 2; k < n; ++k) {
       const int q = ordered ? k : lanes.peer(k);
       reduced = b.get_reduce(r, q, in(uint32_t(r)), dst, {ready[size_t(q)]});
     }
+    return reduced;
+  }
+  if (r == 0) {
+    Dep reduced = b.copy(r, in(0), dst);
+    for (int q = 1; q < n; ++q) reduced = b.get_reduce(r, q, in(0), dst, {ready[size_t(q)]});
     return reduced;
   }
   b.set_scratch(r, 1);

@@ -40,6 +40,11 @@
 //   Put                peer send_peer's dst = src
 //   Get                dst = peer recv_peer's src
 //   GetReduce          dst = dst (+) peer recv_peer's src
+//   GetReduceCopy      dst = peer recv_peer's src (+) src: the peer's chunk
+//                      and this rank's own chunk named by the same ref (a
+//                      block of every rank's input, as two-shot folds it),
+//                      the peer's the left operand; one pass where a Copy
+//                      and a GetReduce take two
 //   Signal             tell send_peer: a message of no chunks on the lane's
 //                      connection, matched like any other message
 //   Wait               wait for recv_peer's next message (its Signal)
@@ -86,8 +91,9 @@ enum class OpType : uint8_t {
   GetReduce,
   Signal,
   Wait,
+  GetReduceCopy,  // appended: the others keep their numbers
 };
-constexpr OpType kLastOpType = OpType::Wait;
+constexpr OpType kLastOpType = OpType::GetReduceCopy;
 
 // Every transport buffers at least this many fragments per connection, and
 // schedules ask for no fewer (Schedule::slots).  Two, not one: a fused
@@ -194,22 +200,27 @@ constexpr bool op_receives(OpType t) {
   return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceSend ||
          t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend || t == OpType::Wait;
 }
+// (GetReduceCopy reads src twice: its own, here, and its peer's: op_gets.)
 constexpr bool op_reads_src(OpType t) {
   return t == OpType::Send || t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy ||
-         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce || t == OpType::Put;
+         t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce || t == OpType::Put ||
+         t == OpType::GetReduceCopy;
 }
 constexpr bool op_writes_dst(OpType t) {
   return t == OpType::Recv || t == OpType::RecvCopySend || t == OpType::RecvReduceCopy ||
          t == OpType::RecvReduceCopySend || t == OpType::Copy || t == OpType::Reduce || t == OpType::Get ||
-         t == OpType::GetReduce;
+         t == OpType::GetReduce || t == OpType::GetReduceCopy;
 }
 constexpr bool op_reduces(OpType t) {
   return t == OpType::RecvReduceSend || t == OpType::RecvReduceCopy || t == OpType::RecvReduceCopySend ||
-         t == OpType::Reduce || t == OpType::GetReduce;
+         t == OpType::Reduce || t == OpType::GetReduce || t == OpType::GetReduceCopy;
 }
-// One-sided: Put writes send_peer's dst; Get and GetReduce read recv_peer's src.
+// One-sided: Put writes send_peer's dst; Get, GetReduce and GetReduceCopy
+// read recv_peer's src.
 constexpr bool op_puts(OpType t) { return t == OpType::Put; }
-constexpr bool op_gets(OpType t) { return t == OpType::Get || t == OpType::GetReduce; }
+constexpr bool op_gets(OpType t) {
+  return t == OpType::Get || t == OpType::GetReduce || t == OpType::GetReduceCopy;
+}
 constexpr bool op_one_sided(OpType t) { return op_puts(t) || op_gets(t); }
 // Whether an op's send_peer / recv_peer field names a rank.
 constexpr bool op_uses_send_peer(OpType t) { return op_sends(t) || op_puts(t); }

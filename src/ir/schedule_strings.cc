@@ -20,7 +20,7 @@ constexpr std::array<std::pair<Collective, const char*>, 9> kCollectives = {{
 }};
 
 // Short names follow MSCCL's instruction mnemonics (s, r, rcs, rrs, rrc, rrcs).
-constexpr std::array<std::pair<OpType, const char*>, 14> kOps = {{
+constexpr std::array<std::pair<OpType, const char*>, 15> kOps = {{
     {OpType::Send, "send"},
     {OpType::Recv, "recv"},
     {OpType::RecvCopySend, "rcs"},
@@ -35,6 +35,7 @@ constexpr std::array<std::pair<OpType, const char*>, 14> kOps = {{
     {OpType::GetReduce, "get_reduce"},
     {OpType::Signal, "signal"},
     {OpType::Wait, "wait"},
+    {OpType::GetReduceCopy, "get_reduce_copy"},
 }};
 
 template <typename Table, typename E>

@@ -668,6 +668,7 @@ class Simulation {
       case OpType::Put: write(op.dst, read(op.src), op.send_peer); return {};
       case OpType::Get: write(op.dst, read(op.src, op.recv_peer)); return {};
       case OpType::GetReduce: write(op.dst, combine(read(op.dst), read(op.src, op.recv_peer))); return {};
+      case OpType::GetReduceCopy: write(op.dst, combine(read(op.src, op.recv_peer), read(op.src))); return {};
       case OpType::Nop:
       case OpType::Signal:
       case OpType::Wait: return {};

@@ -200,15 +200,17 @@ BRAID_HD StepBuffers peer_step_buffers(StepBuffers b, const PeerBuffers& p) {
   return b;
 }
 // Chunk k of a one-sided op in a tile: *mine is this rank's span (a put's
-// src, a get's dst), *theirs the peer's.
+// src, a get's dst), *theirs the peer's, and *my_src (when asked for) this
+// rank's own src: a GetReduceCopy's right operand.
 BRAID_HD void one_sided_spans(const OpRecord& op, uint32_t k, const StepBuffers& mine, const StepBuffers& theirs,
                               uint64_t capacity, uint32_t slice, uint32_t slices, uint64_t tile, StepSpan* my_span,
-                              StepSpan* their_span) {
+                              StepSpan* their_span, StepSpan* my_src = nullptr) {
   const bool put = OpType(op.type) == OpType::Put;
   *my_span = put ? step_span(mine, capacity, slice, slices, op.src_buffer, op.src_index + k, tile)
                  : step_span(mine, capacity, slice, slices, op.dst_buffer, op.dst_index + k, tile);
   *their_span = put ? step_span(theirs, capacity, slice, slices, op.dst_buffer, op.dst_index + k, tile)
                     : step_span(theirs, capacity, slice, slices, op.src_buffer, op.src_index + k, tile);
+  if (my_src) *my_src = step_span(mine, capacity, slice, slices, op.src_buffer, op.src_index + k, tile);
 }
 // A schedule whose messages carry no chunks (one-sided: signals only)
 // needs no fragments: a tile this long covers every chunk of the call.
@@ -249,6 +251,7 @@ BRAID_HD void op_step(OpType type, Memory& m, const StepSpan& src, const StepSpa
     case OpType::Put:
     case OpType::Get:
     case OpType::GetReduce:
+    case OpType::GetReduceCopy:
     case OpType::Signal:
     case OpType::Wait: break;
   }

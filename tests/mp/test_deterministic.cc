@@ -152,6 +152,17 @@ TEST_CASE("BRAID_DETERMINISTIC folds in rank order over sockets", "[mp][processe
   CHECK(run_ranks_as_processes(4, every_path({5001, 300001}), 120, two_by_two) == 0);
 }
 
+TEST_CASE("BRAID_DETERMINISTIC with BRAID_ALGO naming the one-sided ordered folds, threads",
+          "[mp][threads][deterministic]") {
+  // Threads load each other's buffers directly: every fold alone and fused.
+  ScopedEnv on("BRAID_DETERMINISTIC", "1");
+  ScopedEnv named("BRAID_ALGO", "allreduce=twoshot_ordered,reducescatter=oneshot_ordered");
+  for (int n : {2, 3, 4}) {
+    INFO("nranks " << n);
+    CHECK(run_ranks_as_threads(n, every_path({1000, 70000})) == 0);
+  }
+}
+
 TEST_CASE("BRAID_DETERMINISTIC outranks BRAID_ALGO and a late rank", "[mp][threads][deterministic]") {
   ScopedEnv on("BRAID_DETERMINISTIC", "1");
   for (const char* setting : {"BRAID_ALGO=ring", "BRAID_ALGO=rd", "BRAID_ALGO=reduce=binomial",

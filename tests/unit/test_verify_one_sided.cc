@@ -1,4 +1,4 @@
-// One-sided ops (Put, Get, GetReduce, Signal, Wait) in the verifier: the
+// One-sided ops (Put, Get, GetReduce, GetReduceCopy, Signal, Wait) in the verifier: the
 // one-shot and two-shot schedules verify, and each way of breaking the
 // rules of schedule.h is caught, with the op named; the fixed schedule
 // verifies (so the defect, not something else, is what fails).
@@ -75,9 +75,58 @@ TEST_CASE("one-sided: the ordered two-shot and one-shot fold in rank order, the 
     CHECK(folds_in_rank_order(oneshot_ordered_reducescatter(n)));
     CHECK(folds_in_rank_order(twoshot_allreduce(n)) == (n == 1));
     CHECK(folds_in_rank_order(oneshot_reducescatter(n)) == (n == 1));
-    // Only ranks 1.. save their own block first (1 scratch chunk); rank 0's fold starts with it.
+    // Only ranks 2.. save their own block first (1 scratch chunk): rank 0's fold starts with it, and
+    // rank 1's first fold (x0 (+) x1) reads both where they are.
     const Schedule s = twoshot_ordered_allreduce(n);
-    for (int r = 0; r < n; ++r) CHECK(s.ranks[size_t(r)].scratch_chunks == (r == 0 ? 0u : 1u));
+    for (int r = 0; r < n; ++r) CHECK(s.ranks[size_t(r)].scratch_chunks == (r <= 1 ? 0u : 1u));
+  }
+}
+
+namespace {
+
+// Two ranks reduce-scatter with one GetReduceCopy each: rank r's output is
+// peer's block r (+) its own.  The peer's chunk is the left operand.
+Schedule get_reduce_copy_reducescatter() {
+  ScheduleBuilder b("grc_reducescatter", Collective::ReduceScatter, 2, -1, 2, 1);
+  for (int r = 0; r < 2; ++r) {
+    b.signal(r, 1 - r), b.wait(r, 1 - r);
+    b.get_reduce_copy(r, 1 - r, in(uint32_t(r)), out(0));
+    b.signal(r, 1 - r), b.wait(r, 1 - r);
+  }
+  return b.take();
+}
+
+}  // namespace
+
+TEST_CASE("one-sided: GetReduceCopy folds the peer's chunk with the rank's own, the peer's on the left",
+          "[verify][one_sided][deterministic]") {
+  const Schedule s = get_reduce_copy_reducescatter();
+  const VerifyResult r = verify(s);
+  INFO(joined(r));
+  CHECK(r.ok);
+  // Rank 1 computes x0 (+) x1, rank 0 x1 (+) x0: the same sum, not the rank-order fold.
+  const VerifyResult ordered = verify(s, {.rank_order = true});
+  CHECK(has_error(ordered, {"rank 0 output[0] holds every rank's input, but not folded in rank order"}));
+  CHECK_FALSE(has_error(ordered, {"rank 1 output[0]"}));
+  CHECK(to_string(OpType::GetReduceCopy) == std::string("get_reduce_copy"));
+  CHECK(op_type_from_string("get_reduce_copy") == OpType::GetReduceCopy);
+}
+
+TEST_CASE("one-sided: GetReduceCopy's own chunk is checked like any local read", "[verify][one_sided]") {
+  {
+    // The ref is checked on both ranks: rank 1 has one input chunk, so its own in[1] does not exist.
+    Schedule s = get_reduce_copy_reducescatter();
+    s.collective = Collective::Custom;
+    s.ranks[1].input_chunks = 1;
+    s.ranks[1].lanes[0].ops[2].src = {BufferKind::Input, 1};
+    require_error(s, {"rank 1 lane 0 op 2 (get_reduce_copy from 0", "outside the input buffer's 1 chunks"});
+  }
+  {
+    // In place rank r's output is its input block r: a put into it from the peer races with the own read.
+    Schedule s = get_reduce_copy_reducescatter();
+    s.out_of_place = false;
+    s.ranks[0].lanes[0].ops.insert(s.ranks[0].lanes[0].ops.begin() + 2, make_op(OpType::Put, 1, -1, in(0), out(0)));
+    require_error(s, {"in place:", "get_reduce_copy from 0", "are not ordered by deps or signals"});
   }
 }
 
@@ -202,7 +251,8 @@ TEST_CASE("one-sided: structural errors name the op", "[verify][one_sided]") {
 }
 
 TEST_CASE("one-sided: schedules round-trip through JSON and MSCCL XML refuses them", "[verify][one_sided]") {
-  for (const Schedule& s : {oneshot_allreduce(4), twoshot_allreduce(4), oneshot_broadcast(3, 1)}) {
+  for (const Schedule& s : {oneshot_allreduce(4), twoshot_allreduce(4), oneshot_broadcast(3, 1),
+                            twoshot_ordered_allreduce(4)}) {
     std::string text = schedule_to_json(s), error;
     Schedule back;
     INFO(text);

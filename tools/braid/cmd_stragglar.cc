@@ -111,7 +111,7 @@ int passes(OpType t) {
   switch (t) {
     case OpType::Send: case OpType::Recv: case OpType::Copy: case OpType::Put: case OpType::Get: return 2;
     case OpType::RecvCopySend: case OpType::RecvReduceSend: case OpType::RecvReduceCopy: case OpType::Reduce:
-    case OpType::GetReduce: return 3;
+    case OpType::GetReduce: case OpType::GetReduceCopy: return 3;
     case OpType::RecvReduceCopySend: return 4;
     case OpType::Nop: case OpType::Signal: case OpType::Wait: return 0;
   }

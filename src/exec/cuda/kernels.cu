@@ -183,21 +183,24 @@ __device__ void store_peer(PeerBuffers* at, const PeerBuffers& v) {
   store_volatile(w + 3, v.output), store_volatile(w + 4, v.scratch), store_volatile(w + 5, v.scratch_stride);
 }
 
-// A Put, Get or GetReduce of chunk c in this tile, by the whole block,
-// between this rank's buffers and the peer's `d` (what its Wait kept,
-// loaded once by thread 0 for the block).  Returns a DevError.
+// A Put, Get, GetReduce or GetReduceCopy of chunk c in this tile, by the
+// whole block, between this rank's buffers and the peer's `d` (what its
+// Wait kept, loaded once by thread 0 for the block).  Returns a DevError.
 __device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, const PeerBuffers& d, uint32_t c,
                               uint64_t capacity, uint32_t slice, uint32_t slices, uint64_t tile) {
   if (d.pid == 0) return kDevBadPlan;  // touched before the peer's signal: not a verified schedule
-  StepSpan mine, theirs;
-  one_sided_spans(op, c, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs);
-  const StepSpan operands[2] = {mine, theirs};
+  const bool copy = OpType(op.type) == OpType::GetReduceCopy;
+  StepSpan mine, theirs, own;
+  one_sided_spans(op, c, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs,
+                  copy ? &own : nullptr);
+  const StepSpan operands[3] = {mine, theirs, own};
   uint64_t n = 0;
-  if (step_length(operands, 2, false, 0, &n) != kStepOk) return kDevBadPlan;
+  if (step_length(operands, copy ? 3 : 2, false, 0, &n) != kStepOk) return kDevBadPlan;
   const uint64_t bytes = n * L.buffers.esize;
   switch (OpType(op.type)) {
     case OpType::Put: block_copy(theirs.ptr, nullptr, mine.ptr, bytes); break;
     case OpType::Get: block_copy(mine.ptr, nullptr, theirs.ptr, bytes); break;
+    case OpType::GetReduceCopy: block_reduce(L.type, L.kind, mine.ptr, nullptr, theirs.ptr, own.ptr, n); break;
     default: block_reduce(L.type, L.kind, mine.ptr, nullptr, mine.ptr, theirs.ptr, n); break;
   }
   return kDevOk;

@@ -311,7 +311,7 @@ class CollectiveTask final : public Task {
       BRAID_TRY(copy_and_send(run, moved));
       if (*moved) return Status::ok();
     }
-    if (type == OpType::GetReduce && run.chunk == 0) {
+    if ((type == OpType::GetReduce || type == OpType::GetReduceCopy) && run.chunk == 0) {
       BRAID_TRY(fused_get_reduce(run, moved));
       if (*moved) return Status::ok();
     }
@@ -422,8 +422,8 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // A Put, Get or GetReduce: every chunk of the op in this tile, between
-  // this rank's buffers and peer op.peer's.
+  // A Put, Get, GetReduce or GetReduceCopy: every chunk of the op in this
+  // tile, between this rank's buffers and peer op.peer's.
   Status run_one_sided(const LaneRun& run, const OpRecord& op) {
     const OpType type = OpType(op.type);
     const PeerReach& d = peers_.at(size_t(op.peer));
@@ -434,12 +434,14 @@ class CollectiveTask final : public Task {
     const bool direct = d.direct[uint8_t(put ? op.dst_buffer : op.src_buffer)];
     const pid_t pid = pid_t(d.peer.pid);
     if (!direct) one_sided_cma_ops().fetch_add(1, std::memory_order_relaxed);
+    const bool copy = type == OpType::GetReduceCopy;
     for (uint32_t k = 0; k < op.count; ++k) {
-      StepSpan mine, peer;
-      one_sided_spans(op, k, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &peer);
-      const StepSpan operands[2] = {mine, peer};
+      StepSpan mine, peer, own;
+      one_sided_spans(op, k, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &peer,
+                      copy ? &own : nullptr);
+      const StepSpan operands[3] = {mine, peer, own};
       uint64_t n = 0;
-      if (int code = step_length(operands, 2, false, 0, &n); code != kStepOk)
+      if (int code = step_length(operands, copy ? 3 : 2, false, 0, &n); code != kStepOk)
         return step_error(code, mine.elems);
       const uint64_t bytes = n * buffers_.esize;
       if (bytes == 0) continue;
@@ -448,8 +450,12 @@ class CollectiveTask final : public Task {
         else BRAID_TRY(cma_write(pid, uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
         continue;
       }
+      // The right operand: the destination itself (GetReduce) or this
+      // rank's own src (GetReduceCopy); the peer's chunk is the left one.
+      const char* right = copy ? own.ptr : mine.ptr;
       if (direct) {
         if (type == OpType::Get) std::memcpy(mine.ptr, peer.ptr, bytes);
+        else if (copy) braid::reduce(mine.ptr, peer.ptr, right, n, a_.type, a_.op);
         else braid::reduce(mine.ptr, mine.ptr, peer.ptr, n, a_.type, a_.op);
       } else if (type == OpType::Get) {
         BRAID_TRY(cma_read(pid, mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
@@ -459,9 +465,10 @@ class CollectiveTask final : public Task {
         const uint64_t piece = kStagingBytes / buffers_.esize * buffers_.esize;
         if (staging_.size() < piece) staging_.resize(piece);
         for (uint64_t at = 0; at < bytes; at += piece) {
-          const uint64_t len = std::min(piece, bytes - at);
+          const uint64_t len = std::min(piece, bytes - at), elems = len / buffers_.esize;
           BRAID_TRY(cma_read(pid, staging_.data(), uint64_t(uintptr_t(peer.ptr + at)), len));
-          braid::reduce(mine.ptr + at, mine.ptr + at, staging_.data(), len / buffers_.esize, a_.type, a_.op);
+          if (copy) braid::reduce(mine.ptr + at, staging_.data(), right + at, elems, a_.type, a_.op);
+          else braid::reduce(mine.ptr + at, mine.ptr + at, staging_.data(), elems, a_.type, a_.op);
         }
       }
     }
@@ -469,39 +476,45 @@ class CollectiveTask final : public Task {
   }
 
   // Consecutive GetReduces into one chunk from peers this rank loads from
-  // directly (a two-shot's or a reduce-scatter's fold), as many as are
-  // ready, in one pass (reduce_many): every source read once and the
-  // destination written once, not read and written again for each peer.
-  // The fold's order is the ops' order.  *moved: they are done (fewer than
-  // two ready: nothing).
+  // directly (a two-shot's or a reduce-scatter's fold), after a
+  // GetReduceCopy that starts it or not, as many as are ready, in one pass
+  // (reduce_many): every source read once and the destination written
+  // once, not read and written again for each peer.  The fold's order is
+  // the ops' order.  *moved: they are done (fewer than two ready: nothing).
   Status fused_get_reduce(LaneRun& run, bool* moved) {
     const OpRecord& first = op_of(run, run.op);
+    const bool copy = OpType(first.type) == OpType::GetReduceCopy;
     const void* srcs[kMaxFusedSources];
     StepSpan dst;
-    int nsrc = 1;
+    int nsrc = copy ? 0 : 1, ops = 0;  // srcs[0]: the destination itself, unless a GetReduceCopy starts
     uint64_t n = 0;
-    for (uint32_t i = run.op; i < run.lane->op_count && nsrc < kMaxFusedSources; ++i) {
+    for (uint32_t i = run.op; i < run.lane->op_count && nsrc + 1 < kMaxFusedSources; ++i) {
       const OpRecord& op = op_of(run, i);
-      if (OpType(op.type) != OpType::GetReduce || op.count != 1 || op.dst_buffer != first.dst_buffer ||
+      const OpType want = copy && i == run.op ? OpType::GetReduceCopy : OpType::GetReduce;
+      if (OpType(op.type) != want || op.count != 1 || op.dst_buffer != first.dst_buffer ||
           op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
         break;
       const PeerReach& d = peers_.at(size_t(op.peer));
       if (!d.direct[uint8_t(op.src_buffer)]) break;  // through CMA: one by one
-      StepSpan mine, theirs;
-      one_sided_spans(op, 0, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &theirs);
-      const StepSpan operands[2] = {mine, theirs};
+      StepSpan mine, theirs, own;
+      one_sided_spans(op, 0, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &theirs,
+                      want == OpType::GetReduceCopy ? &own : nullptr);
+      const StepSpan operands[3] = {mine, theirs, own};
       uint64_t len = 0;
-      if (step_length(operands, 2, false, 0, &len) != kStepOk || (nsrc > 1 && len != n)) break;
-      dst = mine, n = len;
+      if (step_length(operands, want == OpType::GetReduceCopy ? 3 : 2, false, 0, &len) != kStepOk ||
+          (ops > 0 && len != n))
+        break;
+      dst = mine, n = len, ++ops;
       srcs[nsrc++] = theirs.ptr;
+      if (want == OpType::GetReduceCopy) srcs[nsrc++] = own.ptr;
     }
-    if (nsrc < 3) return Status::ok();
-    srcs[0] = dst.ptr;
+    if (ops < 2) return Status::ok();
+    if (!copy) srcs[0] = dst.ptr;
     if (n > 0) {
       void* const dsts[1] = {dst.ptr};
       reduce_many(dsts, 1, srcs, nsrc, n, a_.type, a_.op, 0, false);
     }
-    for (int k = 1; k < nsrc; ++k) finish_op(run);
+    for (int k = 0; k < ops; ++k) finish_op(run);
     *moved = true;
     return Status::ok();
   }
@@ -558,7 +571,7 @@ class CollectiveTask final : public Task {
   HostSignal mine_;                          // what this rank's Signals carry
   std::vector<PeerReach> peers_;             // per rank, from its Signals (one-sided schedules)
   std::vector<char> staging_;                // a GetReduce's bytes read from another process
-  static constexpr int kMaxFusedSources = 64;  // fused_get_reduce: the destination and up to 63 peers
+  static constexpr int kMaxFusedSources = 64;  // fused_get_reduce: up to 63 sources
   static constexpr uint64_t kStagingBytes = 256 * 1024;  // run_one_sided's pieces read from another process
   size_t active_ = 0;
   bool finished_ = false;
