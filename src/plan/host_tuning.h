@@ -43,20 +43,24 @@ constexpr uint64_t kRankOrderDirectMaxBytes = 256 * 1024;
 constexpr uint64_t kRankOrderFoldMaxBytes = 4 * 1024;
 constexpr uint64_t kRankOrderFoldBetweenHostsMaxBytes = 32 * 1024;
 // Where every rank loads and stores every peer's buffers on the host
-// backend (one host), AllReduce messages above kOneSidedMinBytes and up to
-// kTwoshotMaxBytesPerRank per rank run the one-sided two-shot: the plain one
-// by default (processes with heap buffers: 1.2-1.95x of rd and ring from
-// 128 KiB to 2 MiB on 2 ranks, 1.06-1.58x from 256 KiB to 2-3 MiB on 3 and
-// 4, 0.8-0.98x below 128 KiB on 3 and 4, mixed from 4 MiB:
-// perf/results/twoshot_host_default_20261203.txt), and twoshot_ordered under
-// BRAID_DETERMINISTIC (1.1-2.3x of direct and chain there; its extra pass,
-// rank r > 0 saving its own block, is 1/n of the buffer).  ReduceScatter
-// messages in (kOneSidedMinBytes, 1 MiB] run oneshot_ordered under the mode
-// (1.2-2x of direct and chain); by default the plain one-shot won only on 2
-// ranks, so ring stays (perf/results/deterministic_20261203.txt, section 8).
+// backend (one host), mid-sized messages above kOneSidedMinBytes run
+// one-sided schedules, in the ranges where they beat the others in
+// interleaved runs (perf/results/twoshot_host_default_20261203.txt,
+// deterministic_20261203.txt section 8, get_reduce_copy_20261203.txt):
+// - AllReduce: the plain two-shot, and twoshot_ordered under
+//   BRAID_DETERMINISTIC, up to kTwoshotMaxBytesPerRank per rank; on 2 ranks
+//   up to kTwoshotMaxBytesTwoRanks, where ring wins only out of place
+//   beyond it.
+// - ReduceScatter: the plain one-shot on 2 ranks only (on 3 and 4 it did
+//   not beat ring) up to kOneshotReduceScatterMaxBytes; oneshot_ordered
+//   under the mode up to kRankOrderOneSidedReduceScatterMaxBytes, on 2 ranks
+//   up to kRankOrderOneSidedReduceScatterTwoRanksMaxBytes.
 constexpr uint64_t kOneSidedMinBytes = 128 * 1024;  // exclusive
 constexpr uint64_t kTwoshotMaxBytesPerRank = 1 << 20;
+constexpr uint64_t kTwoshotMaxBytesTwoRanks = 8 << 20;
+constexpr uint64_t kOneshotReduceScatterMaxBytes = 4 << 20;
 constexpr uint64_t kRankOrderOneSidedReduceScatterMaxBytes = 1 << 20;
+constexpr uint64_t kRankOrderOneSidedReduceScatterTwoRanksMaxBytes = 16 << 20;
 
 // How many of its `slots` each of the `connections` a call sends on at once
 // should cycle through (SendPipe::use_slots): together about one whole

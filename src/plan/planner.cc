@@ -81,13 +81,18 @@ namespace {
 
 // An AllReduce message the one-sided two-shot serves (host_tuning.h).
 bool twoshot_sized(uint64_t message, int nranks) {
-  return message > kOneSidedMinBytes && message <= kTwoshotMaxBytesPerRank * uint64_t(nranks);
+  const uint64_t most = nranks == 2 ? kTwoshotMaxBytesTwoRanks : kTwoshotMaxBytesPerRank * uint64_t(nranks);
+  return message > kOneSidedMinBytes && message <= most;
 }
 
 }  // namespace
 
 std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
-  if (c == Collective::AllReduce && twoshot_sized(message_bytes(c, nranks, bytes, 1), nranks)) return "twoshot";
+  const uint64_t message = message_bytes(c, nranks, bytes, 1);
+  if (c == Collective::AllReduce && twoshot_sized(message, nranks)) return "twoshot";
+  if (c == Collective::ReduceScatter && nranks == 2 && message > kOneSidedMinBytes &&
+      message <= kOneshotReduceScatterMaxBytes)
+    return "oneshot";
   return default_algorithm(c, nranks, bytes, tuning);
 }
 
@@ -97,7 +102,8 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
   const uint64_t message = message_bytes(c, nranks, bytes, 1);
   if (one_sided && c == Collective::AllReduce && twoshot_sized(message, nranks)) return "twoshot_ordered";
   if (one_sided && c == Collective::ReduceScatter && message > kOneSidedMinBytes &&
-      message <= kRankOrderOneSidedReduceScatterMaxBytes)
+      message <= (nranks == 2 ? kRankOrderOneSidedReduceScatterTwoRanksMaxBytes
+                              : kRankOrderOneSidedReduceScatterMaxBytes))
     return "oneshot_ordered";
   const uint64_t fold_max = tuning.several_hosts ? kRankOrderFoldBetweenHostsMaxBytes : kRankOrderFoldMaxBytes;
   if (c == Collective::AllReduce && message <= fold_max) return "allgather_fold";

@@ -38,8 +38,9 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 // The same with this process's own view (tests, tools).
 std::string default_algorithm(Collective c, int nranks, uint64_t bytes);
 // The size rule where the host backend's ranks load and store each other's
-// buffers (one host): the one-sided two-shot for mid-sized AllReduce
-// (host_tuning.h), else default_algorithm's.  Not with a known straggler:
+// buffers (one host): the one-sided two-shot for mid-sized AllReduce, and
+// the one-shot for mid-sized ReduceScatter on 2 ranks (host_tuning.h), else
+// default_algorithm's.  Not with a known straggler:
 // ring then becomes StragglAR.
 std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning);
 // The same under BRAID_DETERMINISTIC, for the collectives that reduce;

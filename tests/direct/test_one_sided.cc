@@ -21,6 +21,9 @@ namespace {
 constexpr const char* kOneShot =
     "allreduce=oneshot,allgather=oneshot,reducescatter=oneshot,broadcast=oneshot,"
     "alltoall=oneshot";
+// Two-shot AllReduce alone: ReduceScatter pinned to ring, since on 2 ranks
+// the size rule would run its one-shot too.
+constexpr const char* kTwoShot = "allreduce=twoshot,reducescatter=ring";
 constexpr Coll kServed[] = {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast, Coll::AlltoAll};
 
 uint64_t one_sided() { return braid::one_sided_calls().load(); }
@@ -64,7 +67,7 @@ uint64_t one_sided_calls_of(const char* algo, size_t calls, size_t counts) {
 // two-shot AllReduce.
 void on_processes(const std::function<void(const char*, int, int, ncclComm_t, Failures&)>& body) {
   ScopedEnv backend("BRAID_BACKEND", "host"), cma("BRAID_CMA", "auto");
-  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+  for (const char* algo : {kOneShot, kTwoShot}) {
     ScopedEnv forced("BRAID_ALGO", algo);
     for (int n : {2, 3, 4}) {
       INFO(algo << ", " << n << " ranks");
@@ -78,7 +81,7 @@ void on_processes(const std::function<void(const char*, int, int, ncclComm_t, Fa
 
 TEST_CASE("one-sided: one-shot and two-shot schedules on threads are exact", "[direct][one_sided][threads]") {
   ScopedEnv backend("BRAID_BACKEND", "host");
-  for (const char* algo : {kOneShot, "allreduce=twoshot"}) {
+  for (const char* algo : {kOneShot, kTwoShot}) {
     ScopedEnv forced("BRAID_ALGO", algo);
     for (int n : {1, 2, 3, 4, 5, 8}) {
       INFO(algo << ", " << n << " ranks");
@@ -99,6 +102,19 @@ TEST_CASE("one-sided: one-shot and two-shot schedules on threads are exact", "[d
         CHECK(ran == size_t(n) * (4 * 2 + 5));  // AllReduce at the four counts above 0, both placements
     }
   }
+}
+
+TEST_CASE("one-sided: the size rule runs the one-shot ReduceScatter on 2 ranks, exact",
+          "[direct][one_sided][threads]") {
+  ScopedEnv backend("BRAID_BACKEND", "host");
+  const uint64_t before = one_sided();
+  CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (size_t count : {1031, 70001})  // messages of 8 KiB and 547 KiB: only the second
+            for (bool in_place : {false, true})
+              run_and_check(CollCase{.coll = Coll::ReduceScatter, .count = count, .in_place = in_place}, rank, n,
+                            comm, f);
+        }) == 0);
+  CHECK(one_sided() - before == 4);  // 2 ranks, both placements
 }
 
 TEST_CASE("one-sided: processes reach each other's buffers with CMA and are exact", "[direct][one_sided][processes]") {

@@ -338,18 +338,20 @@ TEST_CASE("planner: BRAID_DETERMINISTIC folds mid-sized messages one-sided where
     REQUIRE(plans.schedule_for(c, n, 0, bytes, &s).is_ok());
     return s->name;
   };
-  // AllReduce: above 128 KiB and up to 1 MiB a rank, twoshot_ordered.
+  // AllReduce: above 128 KiB and up to 1 MiB a rank (8 MiB in all on 2 ranks), twoshot_ordered.
   CHECK(planned(host, Collective::AllReduce, 4, 128 << 10) == "direct_allreduce");
   CHECK(planned(host, Collective::AllReduce, 4, (128 << 10) + 4) == "twoshot_ordered_allreduce");
   CHECK(planned(host, Collective::AllReduce, 4, 4 << 20) == "twoshot_ordered_allreduce");
   CHECK(planned(host, Collective::AllReduce, 4, (4 << 20) + 4) == "chain_allreduce");
-  CHECK(planned(host, Collective::AllReduce, 2, 2 << 20) == "twoshot_ordered_allreduce");
-  CHECK(planned(host, Collective::AllReduce, 2, 4 << 20) == "chain_allreduce");
-  // ReduceScatter (the message is n blocks): oneshot_ordered up to 1 MiB.
+  CHECK(planned(host, Collective::AllReduce, 2, 8 << 20) == "twoshot_ordered_allreduce");
+  CHECK(planned(host, Collective::AllReduce, 2, (8 << 20) + 4) == "chain_allreduce");
+  // ReduceScatter (the message is n blocks): oneshot_ordered up to 1 MiB (16 MiB on 2 ranks).
   CHECK(planned(host, Collective::ReduceScatter, 4, 32 << 10) == "direct_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, 64 << 10) == "oneshot_ordered_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, 256 << 10) == "oneshot_ordered_reducescatter");
   CHECK(planned(host, Collective::ReduceScatter, 4, (256 << 10) + 4) == "chain_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 2, 8 << 20) == "oneshot_ordered_reducescatter");
+  CHECK(planned(host, Collective::ReduceScatter, 2, (8 << 20) + 4) == "chain_reducescatter");
   CHECK(planned(host, Collective::Reduce, 4, 1 << 20) == "chain_reduce");
   // A plain two-shot named by BRAID_ALGO gives way to the ordered one.
   setenv("BRAID_ALGO", "allreduce=twoshot", 1);
@@ -370,7 +372,8 @@ TEST_CASE("planner: BRAID_DETERMINISTIC folds mid-sized messages one-sided where
   CHECK(planned(cuda, Collective::AllReduce, 4, 1 << 20) == "chain_allreduce");
 }
 
-TEST_CASE("planner: the plain two-shot for mid-sized AllReduce where the host's ranks reach each other",
+TEST_CASE("planner: the plain two-shot (AllReduce) and one-shot (ReduceScatter, 2 ranks) where the host's ranks "
+          "reach each other",
           "[tuning][one_sided]") {
   PlanCache host;
   host.set_peer_access(true);
@@ -383,10 +386,21 @@ TEST_CASE("planner: the plain two-shot for mid-sized AllReduce where the host's 
   CHECK(planned(host, (128 << 10) + 4) == "twoshot_allreduce");
   CHECK(planned(host, 4 << 20) == "twoshot_allreduce");
   CHECK(planned(host, (4 << 20) + 4) == "ring_allreduce");
-  CHECK(planned(host, 2 << 20, 2) == "twoshot_allreduce");
-  CHECK(planned(host, (2 << 20) + 4, 2) == "ring_allreduce");
+  CHECK(planned(host, 8 << 20, 2) == "twoshot_allreduce");
+  CHECK(planned(host, (8 << 20) + 4, 2) == "ring_allreduce");
   // A known straggler still turns the size rule's ring into StragglAR.
   CHECK(planned(host, 1 << 20, 4, 2) == "stragglar_allreduce");
+  // ReduceScatter: the one-shot on 2 ranks, for messages (nranks x count) above 128 KiB up to 4 MiB.
+  auto scattered = [&](int n, uint64_t bytes) {
+    std::shared_ptr<const Schedule> s;
+    REQUIRE(host.schedule_for(Collective::ReduceScatter, n, -1, bytes, &s).is_ok());
+    return s->name;
+  };
+  CHECK(scattered(2, 64 << 10) == "ring_reducescatter");
+  CHECK(scattered(2, (64 << 10) + 4) == "oneshot_reducescatter");
+  CHECK(scattered(2, 2 << 20) == "oneshot_reducescatter");
+  CHECK(scattered(2, (2 << 20) + 4) == "ring_reducescatter");
+  CHECK(scattered(3, 512 << 10) == "ring_reducescatter");
   // Other collectives, ranks apart and the CUDA backend keep their rules.
   std::shared_ptr<const Schedule> s;
   REQUIRE(host.schedule_for(Collective::ReduceScatter, 4, -1, 64 << 10, &s).is_ok());
