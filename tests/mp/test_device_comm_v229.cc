@@ -74,8 +74,10 @@ void serve_v229(int rank, int n, ncclComm_t comm, Failures& f) {
       f.fail(v + "LSA barriers " + std::to_string(dev.lsaBarrier.b));
     if (dev.ginConnectionCount != 0 || dev.ginHandles[0] != nullptr || dev.ginSignalCount != 0)
       f.fail(v + "a GIN context for a 2.29 client");
-    // abortFlag: braid's word, down while the communicator is well (device_liveness.h).
-    const bool wide_written = dev.ginContextCount == 0 && dev.abortFlag && *dev.abortFlag == 0;
+    // abortFlag: braid's word, down while the communicator is well (device_liveness.h); read atomically,
+    // as a peer's exit at teardown may raise it from the watch thread.
+    const bool wide_written =
+        dev.ginContextCount == 0 && dev.abortFlag && __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) == 0;
     if (patch >= 5 && !wide_written) f.fail(v + "2.29.5's members past 200 bytes");
     if (patch < 5 && dev.ginContextCount != 0x77777777) f.fail(v + "written past 2.29.2's 200 bytes");
     MP_NCCL(f, dev_comm_destroy(comm, &dev));

@@ -42,8 +42,10 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   if (dev.magic != NCCL_API_MAGIC || dev.version != reqs.version || dev.rank != rank || dev.nRanks != n ||
       dev.lsaSize != n || dev.lsaRank != rank)
     f.fail("2.30 devComm header and ranks");
+  // abortFlag read atomically: a peer's exit at teardown may raise it from the watch thread.
   if (!dev.windowTable || !dev.resourceWindow || dev.lsaBarrier.b != 3 || dev.ginConnectionCount != 0 ||
-      dev.ginContextCount != 0 || !dev.abortFlag || *dev.abortFlag != 0 || dev.hybridLsaBarrier.b != 0)
+      dev.ginContextCount != 0 || !dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 0 ||
+      dev.hybridLsaBarrier.b != 0)
     f.fail("2.30 devComm: table, resources, barriers, GIN or abortFlag");
   // The inlined window is the window struct's first 64 bytes (host memory here).
   if (std::memcmp(&dev.resourceWindow_inlined, dev.resourceWindow, sizeof dev.resourceWindow_inlined) != 0)
