@@ -447,7 +447,21 @@ Status DeviceComms::destroy(const void* dev_bytes) {
     gone = std::move(*it);
     live_.erase(it);
   }
-  return Status::ok();  // `gone` is released outside the lock (it joins a proxy thread)
+  gone.reset();  // outside the lock (it joins a proxy thread), and before the liveness its GIN reports to
+  retire_idle_liveness();
+  return Status::ok();
+}
+
+// With no devComm left no kernel waits for the LSA peers: their watch ends,
+// so that a peer leaving normally (after its own ncclCommDestroy, which
+// does not wait for this rank) is no fault; a fault seen before stays
+// reported.  The next devComm watches them again.
+void DeviceComms::retire_idle_liveness() {
+  std::unique_ptr<DeviceLiveness> retired;  // declared first: released (its watch thread joined) after the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!live_.empty() || !liveness_) return;
+  if (Status s = liveness_->reason(); !s.is_ok() && retired_fault_.is_ok()) retired_fault_ = s;
+  retired = std::move(liveness_);
 }
 
 // On the host backend the posters are the ranks' threads: where they and
@@ -466,6 +480,7 @@ Status DeviceComms::fault() const {
   for (const auto& c : live_)
     if (c->gin)
       if (Status s = c->gin->fault(); !s.is_ok()) return s;
+  if (!retired_fault_.is_ok()) return retired_fault_;
   return liveness_ ? liveness_->reason() : Status::ok();
 }
 

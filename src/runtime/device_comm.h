@@ -137,15 +137,18 @@ class DeviceComms {
   // (from the collective create, so from one thread at a time).
   devapi::GinProgress& gin_progress();
   // The communicator's DeviceLiveness, made at the first devComm (from
-  // the collective create, so from one thread at a time).
+  // the collective create, so from one thread at a time), and ended when
+  // the last is destroyed.
   Status make_liveness();
+  void retire_idle_liveness();
 
   ncclComm* comm_;
   // Before live_: outlive the proxies that watch and step them.
   std::unique_ptr<DeviceLiveness> liveness_;
   std::unique_ptr<devapi::GinProgress> progress_;
-  mutable std::mutex mutex_;  // live_, against fault()'s threads
+  mutable std::mutex mutex_;  // live_, liveness_ and retired_fault_, against fault()'s threads
   std::vector<std::unique_ptr<Created>> live_;
+  Status retired_fault_;  // a retired liveness's fault, still reported
 };
 
 }  // namespace braid

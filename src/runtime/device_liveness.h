@@ -17,7 +17,8 @@
 //
 // LSA peers in other processes are watched (src/base/process_watch.h; no
 // thread when every LSA peer is a thread of this process, which cannot exit
-// alone).
+// alone) while a devComm lives: DeviceComms ends its DeviceLiveness with
+// the last one.
 #pragma once
 
 #include <atomic>

@@ -6,8 +6,11 @@
 // the client's structs are written from 2.30.7's layout
 // (devapi_v230_client.h).
 #include <catch2/catch.hpp>
+#include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "devapi_v230_client.h"
 #include "harness.h"
@@ -194,6 +198,8 @@ TEST_CASE("device API 2.30: abortFlag ends a kernel's wait for a rank whose proc
         aborted = __atomic_load_n(dev.abortFlag, __ATOMIC_RELAXED) != 0;
       }
     if (!aborted) f.fail("abortFlag was not raised within 30 s of rank 2's death");
+    // The fault outlives the devComm whose watch saw it (not yet asked for here).
+    MP_NCCL(f, dev_comm_destroy(comm, &dev));
     ncclResult_t async = ncclSuccess;
     MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
     if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
@@ -208,4 +214,43 @@ TEST_CASE("device API 2.30: abortFlag ends a kernel's wait for a rank whose proc
   REQUIRE(pids.size() == size_t(kRanks));
   CHECK(reap_with_one_killed(pids, kRanks - 1) == 0);
   munmap(shared, sizeof(std::atomic<int>));
+}
+
+// Without a live devComm nothing waits for the LSA peers: one that leaves
+// normally (its ncclCommDestroy does not wait for this rank) is no fault,
+// where before the watch of the first devComm ran on and reported it.
+TEST_CASE("device API: a peer leaving after every devComm is destroyed is no fault", "[device][devcomm][v230]") {
+  void* shared = mmap(nullptr, sizeof(std::atomic<pid_t>), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* leaver = new (shared) std::atomic<pid_t>(0);
+  std::vector<pid_t> pids = fork_ranks(2, 60, 1, [leaver](int rank, const std::vector<ncclUniqueId>& ids) {
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, 2, ids[0], rank));
+    if (!comm) return 1;
+    Reqs230 reqs = initializer();
+    reqs.lsaBarrierCount = 1;
+    DevComm230 dev{};
+    MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+    MP_NCCL(f, dev_comm_destroy(comm, &dev));
+    if (rank == 1) leaver->store(getpid());
+    barrier_all(comm, f);
+    if (rank == 1) {
+      MP_NCCL(f, ncclCommDestroy(comm));
+      return f.count ? 1 : 0;
+    }
+    const int pidfd = int(syscall(SYS_pidfd_open, leaver->load(), 0));
+    pollfd gone{pidfd, POLLIN, 0};
+    if (pidfd < 0 || poll(&gone, 1, 30000) != 1) f.fail("rank 1 did not exit within 30 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for a watch to report it
+    ncclResult_t async = ncclInternalError;
+    MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess) f.fail(std::string("async error after a peer left normally: ") + ncclGetLastError(comm));
+    MP_NCCL(f, ncclCommDestroy(comm));
+    if (pidfd >= 0) close(pidfd);
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == 2u);
+  CHECK(reap_with_one_killed(pids, -1) == 0);
+  munmap(shared, sizeof(std::atomic<pid_t>));
 }
