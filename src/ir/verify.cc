@@ -1,16 +1,15 @@
 // The schedule verifier (see verify.h): symbolic execution, not numbers.
 //
-// A chunk's content is the set of (source rank, input chunk) pairs reduced
-// into it; a copy collective's chunk holds exactly one.  Every buffer chunk
-// of every rank is a "cell"; in place, aliased input and output chunks are
-// the same cell, so a schedule that overwrites input it still needs is
-// caught.  The run follows the executors (src/ops/op_step.h): each lane
-// runs its ops in order, an op waits for its deps, then moves its chunks as
-// one message (a frame, when there are several); a step needs
-// its incoming message to be there and room (fewer than `slots` queued) on
-// its outgoing connection.  Lanes that can never move again are a deadlock.
-// Each connection has one sending and one receiving lane, so the outcome
-// does not depend on the order we step lanes in.
+// A chunk's content is the set of (source rank, input chunk) pairs reduced into
+// it; a copy collective's chunk holds exactly one.  Every buffer chunk of every
+// rank is a "cell"; in place, aliased input and output chunks are the same
+// cell, so a schedule that overwrites input it still needs is caught.  The run
+// follows the executors (src/ops/op_step.h): each lane runs its ops in order,
+// an op waits for its deps, then moves its chunks as one message (a frame, when
+// there are several); a step needs its incoming message to be there and room
+// (fewer than `slots` queued) on its outgoing connection.  Lanes that can never
+// move again are a deadlock.  Each connection has one sending and one receiving
+// lane, so the outcome does not depend on the order we step lanes in.
 //
 // The executor runs the op list once per tile; the run does two tiles so a
 // schedule that only deadlocks once a second tile is queued is caught.
