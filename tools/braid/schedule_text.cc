@@ -19,7 +19,8 @@ std::string op_text(const Op& op) {
   // One-sided ops name the peer's chunk as "rank P's buffer[i]".
   if (op_gets(op.type)) line += fmt::format(" src {}'s {}", op.recv_peer, chunks(op.src, op.count));
   if (op_receives(op.type)) line += fmt::format(" from {}", op.recv_peer);
-  if (op_reads_src(op.type)) line += fmt::format(" src {}", chunks(op.src, op.count));
+  if (op_reads_src(op.type))  // GetReduceCopy: the peer's chunk (+) its own
+    line += (op_gets(op.type) ? " (+) " : " src ") + chunks(op.src, op.count);
   if (op_writes_dst(op.type)) line += fmt::format(" dst {}", chunks(op.dst, op.count));
   if (op_puts(op.type)) line += fmt::format(" dst {}'s {}", op.send_peer, chunks(op.dst, op.count));
   if (op_sends(op.type)) line += fmt::format(" to {}", op.send_peer);
