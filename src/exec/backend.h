@@ -73,6 +73,9 @@ struct BackendContext {
   // (message_bytes) is at most cuda.ll_max_bytes may run the LL protocol.
   CommTuning cuda;
   std::shared_ptr<const DeviceTuning> cuda_calls;
+  // NCCL_CHECK_MODE's local check: a device buffer must be the
+  // communicator's device's (src/exec/device_buffer_check.h).
+  bool check_buffer_devices = false;
 };
 
 // The memory a backend holds for its communicator (ncclCommMemStats).

@@ -287,6 +287,7 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.pinned_collectives = setup.host.pinned_collectives;
   b.cuda = setup.cuda.comm;
   b.cuda_calls = setup.cuda.calls;
+  b.check_buffer_devices = comm->check_pointers;
   // NCCL's rmaEagerInit: one-sided RMA connects now, with every rank, where
   // the backend has it (on another it fails at the first RMA call, saying so).
   // A backend without RMA declines (every rank alike); one that has it and

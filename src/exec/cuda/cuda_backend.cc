@@ -363,10 +363,13 @@ class CudaBackend final : public Backend {
 
   // Pointer queries are not stream work; skip them while a graph is being
   // captured (the same buffers were checked by the uncaptured first call).
+  // The device a call's device buffers must be on: this one under
+  // NCCL_CHECK_MODE's local check, else any (-1).
+  int required_device() const { return ctx_.check_buffer_devices ? device_ : -1; }
   Status check_buffers(const void* input, const void* output, bool capturing) {
     if (capturing) return Status::ok();
-    if (input) BRAID_TRY(check_device_memory(input, "sendbuff"));
-    if (output) BRAID_TRY(check_device_memory(output, "recvbuff"));
+    if (input) BRAID_TRY(check_device_memory(input, "sendbuff", required_device()));
+    if (output) BRAID_TRY(check_device_memory(output, "recvbuff", required_device()));
     return Status::ok();
   }
 
@@ -451,7 +454,7 @@ class CudaBackend final : public Backend {
     // messages must stay in order, as NCCL matches them.
     std::map<std::pair<int, bool>, std::vector<const P2PCall*>> by_link;
     for (const P2PCall& p : calls) {
-      BRAID_TRY(check_device_memory(p.buffer, p.is_send ? "sendbuff" : "recvbuff"));
+      BRAID_TRY(check_device_memory(p.buffer, p.is_send ? "sendbuff" : "recvbuff", required_device()));
       by_link[{p.peer, p.is_send}].push_back(&p);
     }
     // A send whose bytes a receive of the same batch overwrites (sendrecv in
@@ -595,7 +598,7 @@ class CudaBackend final : public Backend {
   Status stage_premul(CollectiveCall* c) {
     if (!c->reduction.premul) return Status::ok();
     const PreMulSumOp& op = c->reduction.scalar;
-    BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff"));
+    BRAID_TRY(check_device_memory(c->sendbuff, "sendbuff", required_device()));
     const uint64_t elems = input_blocks(c->collective, ctx_.comm.nranks) * c->count;
     BRAID_TRY(buffers_.grow(&buffers_.premul, elems * datatype_size(c->type), c->stream, "PreMulSum"));
     const void* scalar_device = op.residence == ncclScalarDevice ? op.pointer : nullptr;

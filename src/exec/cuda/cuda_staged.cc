@@ -12,9 +12,10 @@ namespace {
 
 class CudaMemory final : public DeviceMemory {
  public:
-  explicit CudaMemory(int device) : device_(device) {}
+  // `required`: the device a buffer must be on (NCCL_CHECK_MODE), or -1.
+  CudaMemory(int device, int required) : device_(device), required_(required) {}
 
-  Status check(const void* p, const char* what) override { return check_device_memory(p, what); }
+  Status check(const void* p, const char* what) override { return check_device_memory(p, what, required_); }
   Status check_not_capturing(void* stream) override {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     CUDA_TRY(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status));
@@ -49,14 +50,15 @@ class CudaMemory final : public DeviceMemory {
   void host_free(void* p) override { cudaFreeHost(p); }
 
  private:
-  int device_;
+  int device_, required_;
 };
 
 }  // namespace
 
 Status make_cuda_staged_backend(const BackendContext& ctx, int device, const HostPathSettings& host,
                                 std::unique_ptr<Backend>* out) {
-  *out = std::make_unique<HostStagedBackend>(std::make_unique<CudaMemory>(device),
+  const int required = ctx.check_buffer_devices ? device : -1;
+  *out = std::make_unique<HostStagedBackend>(std::make_unique<CudaMemory>(device, required),
                                              std::make_unique<HostBackend>(ctx, host));
   return Status::ok();
 }

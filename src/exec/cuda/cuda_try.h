@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "src/base/status.h"
+#include "src/exec/device_buffer_check.h"
 
 #define CUDA_TRY(expr)                                                                                 \
   do {                                                                                                \
@@ -29,18 +30,19 @@ Status on_own_stream(Work&& work) {
   return Status::ok();
 }
 
-// ncclInvalidArgument unless p is device memory (`what` names the argument).
-inline Status check_device_memory(const void* p, const char* what) {
+// ncclInvalidArgument unless p is device memory, of device `required` if
+// that is not -1 (`what` names the argument; src/exec/device_buffer_check.h).
+inline Status check_device_memory(const void* p, const char* what, int required = -1) {
   cudaPointerAttributes attr{};
   cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  BufferMemory memory = BufferMemory::Device;
   if (e != cudaSuccess || attr.type == cudaMemoryTypeUnregistered || attr.type == cudaMemoryTypeHost) {
     cudaGetLastError();  // clear a non-sticky error from the query
-    return BRAID_ERROR(ncclInvalidArgument,
-                       "{} {} is not device memory: this communicator runs the CUDA backend (set "
-                       "BRAID_BACKEND=host to use host buffers)",
-                       what, p);
+    memory = BufferMemory::NotDevice;
+  } else if (attr.type == cudaMemoryTypeManaged) {
+    memory = BufferMemory::Managed;
   }
-  return Status::ok();
+  return device_buffer_verdict(memory, attr.device, required, p, what);
 }
 
 }  // namespace braid
