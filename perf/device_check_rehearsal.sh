@@ -4,7 +4,7 @@
 # the hang group's perf runs on the host backend.  A run with a small budget
 # must end with ok and skipped rows, and leave summary.md and logs.tar.gz in
 # $OUT; a run stopped by SIGTERM mid-step (as the device tool's limit stops
-# one, 1 s in: mid-way through the first step) must leave them too, with a
+# one, here once the first step has started) must leave them too, with a
 # row for the stopped step.
 set -uo pipefail
 build=$(realpath "$1")
@@ -31,8 +31,24 @@ check "logs.tar.gz holds the first step's log" \
   bash -c "tar -tzf '$tmp/budget/logs.tar.gz' | grep -q hang_first_call_t4_1.log"
 check "only the two result files are in \$OUT" test "$(ls "$tmp/budget" | tr '\n' ' ')" = "logs.tar.gz summary.md "
 
-OUT=$tmp/signal PATH=$tmp/bin:$PATH timeout -s TERM 1 scripts/device-check --quick --budget 60 --only hang "$build" \
-  > "$tmp/signal.log" 2>&1
+# SIGTERM once the first step has started (its log is in a work folder the
+# run makes under /tmp), not after a fixed second: on a loaded machine the
+# run may not have reached it by then.
+before=$(ls -d /tmp/device-check.* 2> /dev/null)
+OUT=$tmp/signal PATH=$tmp/bin:$PATH scripts/device-check --quick --budget 60 --only hang "$build" \
+  > "$tmp/signal.log" 2>&1 &
+run=$!
+for _ in $(seq 300); do
+  started=0
+  for dir in /tmp/device-check.*; do
+    grep -qxF "$dir" <<< "$before" && continue
+    [ -e "$dir/hang_first_call_t4_1.log" ] && started=1
+  done
+  [ $started = 1 ] && break
+  sleep 0.1
+done
+kill -TERM $run 2> /dev/null
+wait $run
 check "a run stopped by SIGTERM leaves a row for the stopped step" \
   grep -q '| stopped (signal) |' "$tmp/signal/summary.md"
 check "and says so" grep -q 'stopped by a signal during hang_first_call' "$tmp/signal/summary.md"
