@@ -79,19 +79,21 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 
 namespace {
 
-// An AllReduce message the one-sided two-shot serves (host_tuning.h).
-bool twoshot_sized(uint64_t message, int nranks) {
-  const uint64_t most = nranks == 2 ? kTwoshotMaxBytesTwoRanks : kTwoshotMaxBytesPerRank * uint64_t(nranks);
-  return message > kOneSidedMinBytes && message <= most;
+// A message in a one-sided schedule's range (host_tuning.h): above
+// kOneSidedMinBytes, up to `most`.
+bool one_sided_sized(uint64_t message, uint64_t most) { return message > kOneSidedMinBytes && message <= most; }
+
+// The largest AllReduce message the two-shot serves, plain or ordered.
+uint64_t twoshot_max_bytes(int nranks) {
+  return nranks == 2 ? kTwoshotMaxBytesTwoRanks : kTwoshotMaxBytesPerRank * uint64_t(nranks);
 }
 
 }  // namespace
 
 std::string one_host_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning) {
   const uint64_t message = message_bytes(c, nranks, bytes, 1);
-  if (c == Collective::AllReduce && twoshot_sized(message, nranks)) return "twoshot";
-  if (c == Collective::ReduceScatter && nranks == 2 && message > kOneSidedMinBytes &&
-      message <= kOneshotReduceScatterMaxBytes)
+  if (c == Collective::AllReduce && one_sided_sized(message, twoshot_max_bytes(nranks))) return "twoshot";
+  if (c == Collective::ReduceScatter && nranks == 2 && one_sided_sized(message, kOneshotReduceScatterMaxBytes))
     return "oneshot";
   return default_algorithm(c, nranks, bytes, tuning);
 }
@@ -100,10 +102,11 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
                                  bool one_sided) {
   if (c == Collective::Reduce) return "chain";
   const uint64_t message = message_bytes(c, nranks, bytes, 1);
-  if (one_sided && c == Collective::AllReduce && twoshot_sized(message, nranks)) return "twoshot_ordered";
-  if (one_sided && c == Collective::ReduceScatter && message > kOneSidedMinBytes &&
-      message <= (nranks == 2 ? kRankOrderOneSidedReduceScatterTwoRanksMaxBytes
-                              : kRankOrderOneSidedReduceScatterMaxBytes))
+  const uint64_t ordered_scatter_max =
+      nranks == 2 ? kRankOrderOneSidedReduceScatterTwoRanksMaxBytes : kRankOrderOneSidedReduceScatterMaxBytes;
+  if (one_sided && c == Collective::AllReduce && one_sided_sized(message, twoshot_max_bytes(nranks)))
+    return "twoshot_ordered";
+  if (one_sided && c == Collective::ReduceScatter && one_sided_sized(message, ordered_scatter_max))
     return "oneshot_ordered";
   const uint64_t fold_max = tuning.several_hosts ? kRankOrderFoldBetweenHostsMaxBytes : kRankOrderFoldMaxBytes;
   if (c == Collective::AllReduce && message <= fold_max) return "allgather_fold";

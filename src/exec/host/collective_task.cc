@@ -450,12 +450,10 @@ class CollectiveTask final : public Task {
         else BRAID_TRY(cma_write(pid, uint64_t(uintptr_t(peer.ptr)), mine.ptr, bytes));
         continue;
       }
-      // The right operand: the destination itself (GetReduce) or this
-      // rank's own src (GetReduceCopy); the peer's chunk is the left one.
-      const char* right = copy ? own.ptr : mine.ptr;
+      // GetReduce: dst = dst (+) the peer's; GetReduceCopy: dst = the peer's (+) its own src.
       if (direct) {
         if (type == OpType::Get) std::memcpy(mine.ptr, peer.ptr, bytes);
-        else if (copy) braid::reduce(mine.ptr, peer.ptr, right, n, a_.type, a_.op);
+        else if (copy) braid::reduce(mine.ptr, peer.ptr, own.ptr, n, a_.type, a_.op);
         else braid::reduce(mine.ptr, mine.ptr, peer.ptr, n, a_.type, a_.op);
       } else if (type == OpType::Get) {
         BRAID_TRY(cma_read(pid, mine.ptr, uint64_t(uintptr_t(peer.ptr)), bytes));
@@ -467,7 +465,7 @@ class CollectiveTask final : public Task {
         for (uint64_t at = 0; at < bytes; at += piece) {
           const uint64_t len = std::min(piece, bytes - at), elems = len / buffers_.esize;
           BRAID_TRY(cma_read(pid, staging_.data(), uint64_t(uintptr_t(peer.ptr + at)), len));
-          if (copy) braid::reduce(mine.ptr + at, staging_.data(), right + at, elems, a_.type, a_.op);
+          if (copy) braid::reduce(mine.ptr + at, staging_.data(), own.ptr + at, elems, a_.type, a_.op);
           else braid::reduce(mine.ptr + at, mine.ptr + at, staging_.data(), elems, a_.type, a_.op);
         }
       }
@@ -490,23 +488,21 @@ class CollectiveTask final : public Task {
     uint64_t n = 0;
     for (uint32_t i = run.op; i < run.lane->op_count && nsrc + 1 < kMaxFusedSources; ++i) {
       const OpRecord& op = op_of(run, i);
-      const OpType want = copy && i == run.op ? OpType::GetReduceCopy : OpType::GetReduce;
-      if (OpType(op.type) != want || op.count != 1 || op.dst_buffer != first.dst_buffer ||
-          op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
+      const bool starts = copy && i == run.op;  // the GetReduceCopy, with its own src as a second source
+      if (OpType(op.type) != (starts ? OpType::GetReduceCopy : OpType::GetReduce) || op.count != 1 ||
+          op.dst_buffer != first.dst_buffer || op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
         break;
       const PeerReach& d = peers_.at(size_t(op.peer));
       if (!d.direct[uint8_t(op.src_buffer)]) break;  // through CMA: one by one
       StepSpan mine, theirs, own;
       one_sided_spans(op, 0, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &theirs,
-                      want == OpType::GetReduceCopy ? &own : nullptr);
+                      starts ? &own : nullptr);
       const StepSpan operands[3] = {mine, theirs, own};
       uint64_t len = 0;
-      if (step_length(operands, want == OpType::GetReduceCopy ? 3 : 2, false, 0, &len) != kStepOk ||
-          (ops > 0 && len != n))
-        break;
+      if (step_length(operands, starts ? 3 : 2, false, 0, &len) != kStepOk || (ops > 0 && len != n)) break;
       dst = mine, n = len, ++ops;
       srcs[nsrc++] = theirs.ptr;
-      if (want == OpType::GetReduceCopy) srcs[nsrc++] = own.ptr;
+      if (starts) srcs[nsrc++] = own.ptr;
     }
     if (ops < 2) return Status::ok();
     if (!copy) srcs[0] = dst.ptr;
