@@ -59,7 +59,6 @@ inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, F
     case Coll::AlltoAll: send_elems = recv_elems = N * c.count; break;
     default: break;
   }
-  ncclRedOp_t pattern_op = reduces(c.coll) ? c.op : ncclSum;
   bool is_root = rank == c.root;
   // In place, the send buffer lives inside the receive buffer (or vice versa), as in nccl-tests.
   size_t total = std::max(send_elems, recv_elems);
@@ -80,7 +79,9 @@ inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, F
     separate_send.resize(send_elems * es + 1);
     send = separate_send.data();
   }
-  for (size_t i = 0; i < send_elems; ++i) store(send, i, c.type, input_value(pattern_op, c.type, rank, n, i));
+  for (size_t i = 0; i < send_elems; ++i)
+    store(send, i, c.type,
+          reduces(c.coll) ? input_value(c.op, c.type, rank, n, i) : moved_value(c.type, rank, i));
   if (!c.in_place)
     for (size_t i = 0; i < recv_elems; ++i) store(recv, i, c.type, 99);  // poison (representable-ish)
   send_copy.assign(send, send + send_elems * es);
@@ -116,10 +117,10 @@ inline void run_and_check(const CollCase& c, int rank, int n, ncclComm_t comm, F
       switch (c.coll) {
         case Coll::AllReduce: case Coll::Reduce: want = reduce_expected(c.op, c.type, n, i); break;
         case Coll::ReduceScatter: want = reduce_expected(c.op, c.type, n, size_t(rank) * c.count + i); break;
-        case Coll::AllGather: case Coll::Gather: want = input_value(ncclSum, c.type, int(b), n, j); break;
-        case Coll::Broadcast: want = input_value(ncclSum, c.type, c.root, n, i); break;
-        case Coll::AlltoAll: want = input_value(ncclSum, c.type, int(b), n, size_t(rank) * c.count + j); break;
-        case Coll::Scatter: want = input_value(ncclSum, c.type, c.root, n, size_t(rank) * c.count + i); break;
+        case Coll::AllGather: case Coll::Gather: want = moved_value(c.type, int(b), j); break;
+        case Coll::Broadcast: want = moved_value(c.type, c.root, i); break;
+        case Coll::AlltoAll: want = moved_value(c.type, int(b), size_t(rank) * c.count + j); break;
+        case Coll::Scatter: want = moved_value(c.type, c.root, size_t(rank) * c.count + i); break;
       }
       double got = load(recv, i, c.type);
       if (got != want && wrong++ == 0) first_wrong = i, got_first = got, want_first = want;

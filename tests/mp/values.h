@@ -104,6 +104,28 @@ inline double input_value(ncclRedOp_t op, ncclDataType_t t, int rank, int nranks
   }
 }
 
+// Input value of element i on rank r for a collective that only moves data:
+// hashed, so no two ranks' blocks and no two nearby offsets repeat a pattern
+// (input_value's period of 4 would let rank 4's block pass for rank 0's), in
+// a range of integers the type holds exactly.
+inline double moved_value(ncclDataType_t t, int rank, size_t i) {
+  uint64_t h = (uint64_t(rank) << 40) ^ i;
+  h = (h ^ (h >> 31)) * 0x7fb5d329728ea185ull;
+  h = (h ^ (h >> 27)) * 0x81dadef4bc2dd44dull;
+  h ^= h >> 33;
+  uint64_t range = 100000;
+  switch (t) {
+    case ncclInt8: range = 128; break;
+    case ncclUint8: range = 256; break;
+    case ncclFloat16: range = 2049; break;
+    case ncclBfloat16: range = 257; break;
+    case ncclFloat8e4m3: range = 17; break;
+    case ncclFloat8e5m2: range = 9; break;
+    default: break;
+  }
+  return double(h % range);
+}
+
 inline double reduce_expected(ncclRedOp_t op, ncclDataType_t t, int nranks, size_t i) {
   double acc = input_value(op, t, 0, nranks, i);
   for (int r = 1; r < nranks; ++r) {
