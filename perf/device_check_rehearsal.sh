@@ -20,7 +20,7 @@ check() {  # check WHAT COMMAND...: fails the rehearsal unless COMMAND succeeds
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 
-OUT=$tmp/budget PATH=$tmp/bin:$PATH scripts/device-check --quick --budget 25 --only hang "$build" \
+OUT=$tmp/budget PATH=$tmp/bin:$PATH scripts/device-check --quick --budget 30 --only hang "$build" \
   > "$tmp/budget.log" 2>&1
 rc=$?
 check "a budgeted run exits 0 (cut and skipped steps are not failures)" test $rc = 0
