@@ -7,7 +7,8 @@
 // send/recv pairs with random datatypes, ops, roots, placement (in place or
 // not), NULL for unused buffers, sizes around every byte threshold the
 // planner has, and buffer addresses off by whole elements from any larger
-// alignment; runs of up to three calls share a group.  Inputs are hashed
+// alignment; runs of up to three calls share a group, and some groups
+// come again.  Inputs are hashed
 // from (seed, call, rank, element), so no two ranks' blocks and no two
 // offsets look alike (a fixed pattern repeats and hides a block sent to
 // the wrong place):
@@ -31,12 +32,6 @@
 
 namespace mp::random_calls {
 
-inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 inline uint64_t hash(uint64_t seed, uint64_t call, uint64_t rank, uint64_t i) {
   return mix(mix(mix(seed ^ call) ^ rank) ^ i);
 }
@@ -265,7 +260,8 @@ inline size_t group_bytes(const std::vector<Call>& group, int n) {
   for (const Call& c : group) {
     const Extents e = extents(c, n);
     const size_t es = type_size(c.type);
-    total += c.in_place ? region_bytes(std::max(e.send, e.recv) * es) : region_bytes(e.send * es) + region_bytes(e.recv * es);
+    total += c.in_place ? region_bytes(std::max(e.send, e.recv) * es)
+                        : region_bytes(e.send * es) + region_bytes(e.recv * es);
   }
   return total;
 }
@@ -389,33 +385,96 @@ struct Arena {
   size_t bytes = 0;
 };
 
-// Runs the sequence for `seed` on this rank (n >= 2); every rank must call
-// it with the same arguments (and an arena at the same offsets of a window).
-inline void run_sequence(uint64_t seed, int ncalls, size_t max_bytes, int rank, int n, ncclComm_t comm,
-                         Failures& f, const Arena& given = {}) {
-  for (const std::vector<Call>& group : draw_groups(seed, n, ncalls, max_bytes)) {
-    const size_t need = group_bytes(group, n);
-    std::vector<char> heap(given.base ? 0 : need + 64);
-    char* arena = given.base ? given.base : reinterpret_cast<char*>((uintptr_t(heap.data()) + 63) / 64 * 64);
-    if (given.base && need > given.bytes) return f.fail(fmt::format("seed {}: the arena is too small", seed));
-    std::vector<Placed> placed;
-    for (const Call& c : group) placed.push_back(place_and_fill(c, seed, rank, n, &arena));
-    // A send/recv pair is a group of its own at least: outside one, each
-    // rank's blocking send would wait for a receive it has not posted yet.
-    const bool grouped = group.size() > 1 || group[0].kind == kSendRecv;
+// One rank's part of a sequence on one communicator, a group at a time.
+class Sequence {
+ public:
+  // Every rank of `comm` (2 to 8 of them: sum_bound) makes the same
+  // sequence, with an arena at the same offsets of a window if any.
+  Sequence(uint64_t seed, int ncalls, size_t max_bytes, int rank, int n, ncclComm_t comm, const Arena& given = {})
+      : seed_(seed), rank_(rank), n_(n), comm_(comm), given_(given), groups_(draw_groups(seed, n, ncalls, max_bytes)) {}
+
+  bool done() const { return next_ == groups_.size(); }
+
+  // Lays out and fills the next group's buffers.
+  void prepare(Failures& f) {
+    if (n_ < 2 || n_ > 8) return f.fail(fmt::format("random mixes need 2 to 8 ranks, not {}", n_));
+    const std::vector<Call>& group = groups_[next_];
+    const size_t need = group_bytes(group, n_);
+    heap_.assign(given_.base ? 0 : need + 64, 0);
+    char* arena = given_.base ? given_.base : reinterpret_cast<char*>((uintptr_t(heap_.data()) + 63) / 64 * 64);
+    if (given_.base && need > given_.bytes) return f.fail(fmt::format("seed {}: the arena is too small", seed_));
+    placed_.clear();
+    for (const Call& c : group) placed_.push_back(place_and_fill(c, seed_, rank_, n_, &arena));
+  }
+  // A send/recv pair is a group of its own at least: outside one, each
+  // rank's blocking send would wait for a receive it has not posted yet.
+  bool needs_group() const { return groups_[next_].size() > 1 || groups_[next_][0].kind == kSendRecv; }
+  // Issues the prepared group's calls (inside a group the caller opened
+  // where needs_group()); false where one failed.
+  bool issue(Failures& f) {
+    const std::vector<Call>& group = groups_[next_];
+    bool ok = placed_.size() == group.size();
+    for (size_t k = 0; ok && k < group.size(); ++k)
+      if (ncclResult_t r = random_calls::issue(group[k], placed_[k], rank_, n_, comm_); !accepted(r)) {
+        f.fail(fmt::format("seed {} {}: {}: {}", seed_, describe(group[k], rank_, n_), ncclGetErrorString(r),
+                           ncclGetLastError(comm_)));
+        ok = false;
+      }
+    return ok;
+  }
+  // Checks the issued group, once it has completed, and moves on.
+  void check_and_advance(Failures& f) {
+    const std::vector<Call>& group = groups_[next_++];
+    for (size_t k = 0; k < group.size(); ++k) check(group[k], placed_[k], seed_, rank_, n_, f);
+    if (f.count) f.fail(fmt::format("in the sequence of seed {}", seed_));
+  }
+
+  // Whether run_group puts a lone call in a group too (NCCL lets ranks
+  // group alike calls differently).
+  void group_lone_calls(bool on) { group_lone_calls_ = on; }
+
+  // Runs the next group on its own.
+  // For a nonblocking communicator (NCCL's config blocking=0): calls may
+  // return ncclInProgress, and run_group waits for them to end.
+  void nonblocking(bool on) { nonblocking_ = on; }
+
+  void run_group(Failures& f) {
+    prepare(f);
+    const bool grouped = group_lone_calls_ || needs_group();
     if (grouped) MP_NCCL(f, ncclGroupStart());
-    bool issued = true;
-    for (size_t k = 0; k < group.size(); ++k)
-      if (ncclResult_t r = issue(group[k], placed[k], rank, n, comm); r != ncclSuccess) {
-        f.fail(fmt::format("seed {} {}: {}: {}", seed, describe(group[k], rank, n), ncclGetErrorString(r),
-                           ncclGetLastError(comm)));
+    bool issued = !f.count && issue(f);
+    if (grouped)
+      if (ncclResult_t r = ncclGroupEnd(); !accepted(r)) {
+        f.fail(fmt::format("seed {}: ncclGroupEnd: {}: {}", seed_, ncclGetErrorString(r), ncclGetLastError(comm_)));
         issued = false;
       }
-    if (grouped) MP_NCCL(f, ncclGroupEnd());
-    if (!issued) return;
-    for (size_t k = 0; k < group.size(); ++k) check(group[k], placed[k], seed, rank, n, f);
-    if (f.count) return f.fail(fmt::format("in the sequence of seed {}", seed));
+    ncclResult_t state = ncclSuccess;
+    if (nonblocking_)
+      do MP_NCCL(f, ncclCommGetAsyncError(comm_, &state));
+      while (state == ncclInProgress && !f.count);
+    if (state != ncclSuccess) f.fail(fmt::format("seed {}: the calls ended in {}", seed_, ncclGetErrorString(state)));
+    if (issued && !f.count) check_and_advance(f);
   }
+
+ private:
+  uint64_t seed_;
+  int rank_, n_;
+  ncclComm_t comm_;
+  Arena given_;
+  std::vector<std::vector<Call>> groups_;
+  bool accepted(ncclResult_t r) const { return r == ncclSuccess || (nonblocking_ && r == ncclInProgress); }
+
+  size_t next_ = 0;
+  bool group_lone_calls_ = false, nonblocking_ = false;
+  std::vector<char> heap_;
+  std::vector<Placed> placed_;
+};
+
+// Runs the sequence for `seed` on this rank, every group on its own.
+inline void run_sequence(uint64_t seed, int ncalls, size_t max_bytes, int rank, int n, ncclComm_t comm,
+                         Failures& f, const Arena& given = {}) {
+  Sequence sequence(seed, ncalls, max_bytes, rank, n, comm, given);
+  while (!sequence.done() && !f.count) sequence.run_group(f);
 }
 
 }  // namespace mp::random_calls

@@ -13,15 +13,11 @@
 #include <cstring>
 
 #include "nccl.h"
+#include "values.h"
 
 namespace rank_order {
 
-inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using mp::mix;
 
 inline float bits_float(uint32_t b) {
   float f;

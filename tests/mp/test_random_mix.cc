@@ -39,7 +39,8 @@ TEST_CASE("random mixes of calls on processes, 2 to 4 ranks", "[mp][processes][r
   }
 }
 
-TEST_CASE("random mixes of calls between hosts: shared memory within, sockets across", "[mp][processes][socket][random]") {
+TEST_CASE("random mixes of calls between hosts: shared memory within, sockets across",
+          "[mp][processes][socket][random]") {
   // Four processes as two hosts of two ranks each.
   auto two_hosts = [](int rank) {
     setenv("BRAID_HOSTID", fmt::format("test-host-{}", rank / 2).c_str(), 1);
@@ -82,4 +83,52 @@ TEST_CASE("random mixes of calls on buffers in symmetric windows", "[mp][process
 TEST_CASE("random mixes of calls over sockets, ranks as threads", "[mp][threads][socket][random]") {
   ScopedEnv socket("BRAID_TRANSPORT", "socket");
   CHECK(run_ranks_as_threads(3, sequences(seeds({800, 801}), 60, 1 << 20)) == 0);
+}
+
+namespace {
+
+// Random mixes on a communicator and on a split of it interleaved: each
+// rank's child holds the ranks of its parity, renumbered in reverse, and
+// runs a sequence of its own; at every step all ranks take the parent's
+// next group, their child's, or both in one group.
+RankBody parent_and_child(uint64_t seed, int ncalls, size_t max_bytes) {
+  return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+    ncclComm_t child = nullptr;
+    MP_NCCL(f, ncclCommSplit(comm, rank % 2, n - rank, &child, nullptr));
+    int child_rank = -1, child_n = 0;
+    if (child) MP_NCCL(f, ncclCommUserRank(child, &child_rank));
+    if (child) MP_NCCL(f, ncclCommCount(child, &child_n));
+    if (f.count) return;
+    if (child_rank != (n - 1 - rank) / 2) f.fail(fmt::format("rank {} is rank {} of its child", rank, child_rank));
+    random_calls::Sequence parent(seed, ncalls, max_bytes, rank, n, comm);
+    random_calls::Sequence own(seed * 31 + uint64_t(rank % 2) + 1, ncalls, max_bytes, child_rank, child_n, child);
+    for (uint64_t step = 0; !f.count && !(parent.done() && own.done()); ++step) {
+      const uint64_t pick = mix(seed ^ step) % 4;  // the same on every rank
+      std::vector<random_calls::Sequence*> now;
+      if (pick != 2 && !parent.done()) now.push_back(&parent);
+      if (pick >= 2 && !own.done()) now.push_back(&own);
+      if (now.size() == 1) now[0]->run_group(f);
+      if (now.size() != 2) continue;
+      for (auto* s : now) s->prepare(f);
+      if (f.count) break;
+      MP_NCCL(f, ncclGroupStart());
+      bool issued = true;
+      for (auto* s : now) issued = s->issue(f) && issued;
+      MP_NCCL(f, ncclGroupEnd());
+      if (issued)
+        for (auto* s : now) s->check_and_advance(f);
+    }
+    MP_NCCL(f, ncclCommDestroy(child));
+  };
+}
+
+}  // namespace
+
+TEST_CASE("random mixes of calls on a communicator and a split of it, interleaved and grouped together",
+          "[mp][random]") {
+  for (uint64_t seed : seeds({900, 901})) {
+    INFO("seed " << seed);
+    CHECK(run_ranks_as_processes(4, parent_and_child(seed, 60, 2 << 20), 240) == 0);
+    CHECK(run_ranks_as_threads(5, parent_and_child(seed, 40, 1 << 20)) == 0);
+  }
 }

@@ -108,11 +108,14 @@ inline double input_value(ncclRedOp_t op, ncclDataType_t t, int rank, int nranks
 // hashed, so no two ranks' blocks and no two nearby offsets repeat a pattern
 // (input_value's period of 4 would let rank 4's block pass for rank 0's), in
 // a range of integers the type holds exactly.
+inline uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
 inline double moved_value(ncclDataType_t t, int rank, size_t i) {
-  uint64_t h = (uint64_t(rank) << 40) ^ i;
-  h = (h ^ (h >> 31)) * 0x7fb5d329728ea185ull;
-  h = (h ^ (h >> 27)) * 0x81dadef4bc2dd44dull;
-  h ^= h >> 33;
+  const uint64_t h = mix(mix(uint64_t(rank)) ^ i);
   uint64_t range = 100000;
   switch (t) {
     case ncclInt8: range = 128; break;
