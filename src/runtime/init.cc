@@ -188,9 +188,11 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
   // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
   if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
-  // Boards serve lone blocking calls: not where every rank must compare its
-  // arguments first, nor on a communicator whose calls run in the background.
-  const bool boards = !remote_peer && nranks > 1 && !a.check_args && !comm->nonblocking();
+  // Boards serve small calls, not where every rank must compare its
+  // arguments first.  Only what every rank has alike may decide: not whether
+  // this rank's communicator is nonblocking (its calls run on the boards as
+  // tasks, as grouped calls do: src/exec/host/board_task.h).
+  const bool boards = !remote_peer && nranks > 1 && !a.check_args;
   s.board_collectives =
       boards ? a.unpinned_collectives & (collectives_where(oneshot_serves) | collectives_where(eager_serves)) : 0;
   s.board_max_bytes = boards ? a.board_max_bytes : 0;

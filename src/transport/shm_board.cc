@@ -55,49 +55,60 @@ int BoardMap::dead_rank(const std::vector<int>& ranks) const {
 }
 
 Status BoardMap::open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init) {
-  setup_ = std::move(setup);
+  begin_open(std::move(setup));
   const BoardSetup& s = setup_;
   Deadline deadline = Deadline::after(s.timeout);
   Waiter waiter;
   uint32_t polls = 0;
-  // Why waiting stops early: the deadline, an abort, or rank 0 gone.
-  auto stop_waiting = [&](const char* why) -> Status {
+  for (;;) {
+    const char* waiting_because = nullptr;
+    BRAID_TRY(try_open(bytes, init, &waiting_because));
+    if (!waiting_because) return Status::ok();
+    // Why waiting stops early: the deadline, an abort, or rank 0 gone.
     if (deadline.expired() || (s.aborting && s.aborting->load()))
-      return BRAID_ERROR(ncclRemoteError, "{}: {} {}", s.what, s.name, why);
+      return BRAID_ERROR(ncclRemoteError, "{}: {} {}", s.what, s.name, waiting_because);
     if (++polls % kLivenessCheckEvery == 0 && dead_rank({0}) == 0)
-      return BRAID_ERROR(ncclRemoteError, "{}: rank 0 died before {} {}", s.what, s.name, why);
+      return BRAID_ERROR(ncclRemoteError, "{}: rank 0 died before {} {}", s.what, s.name, waiting_because);
     waiter.pause();
-    return Status::ok();
-  };
+  }
+}
 
+void BoardMap::begin_open(BoardSetup setup) { setup_ = std::move(setup); }
+
+Status BoardMap::try_open(size_t bytes, const std::function<void(void*)>& init, const char** waiting_because) {
+  const BoardSetup& s = setup_;
+  *waiting_because = nullptr;
+  if (open_) return Status::ok();
   // Rank 0 creates; the others wait for the name *and* its full size (see
   // shm_segment.h: a rank that maps it before rank 0 has sized it and reads
   // `ready` takes SIGBUS; once the eager StragglAR test's intermittent hang).
-  ShmSegment::Opened how;
-  if (s.rank == 0) {
-    BRAID_TRY(ShmSegment::open(s.name, bytes, ShmSegment::Mode::Create, &seg_, &how));
-  } else {
-    for (;;) {
-      BRAID_TRY(ShmSegment::open(s.name, bytes, ShmSegment::Mode::Attach, &seg_, &how));
-      if (seg_) break;
-      BRAID_TRY(stop_waiting("was never created"));
+  if (!seg_) {
+    const auto mode = s.rank == 0 ? ShmSegment::Mode::Create : ShmSegment::Mode::Attach;
+    BRAID_TRY(ShmSegment::open(s.name, bytes, mode, &seg_, &how_));
+    if (!seg_) {
+      *waiting_because = "was never created";
+      return Status::ok();
+    }
+    if (s.rank == 0) {
+      make_pages_present(body(), bytes - sizeof(BoardHeader), true);
+      if (init) init(seg_->base());
+      header()->ready.store(1, std::memory_order_release);
     }
   }
-  void* map = seg_->base();
-  auto* header = static_cast<BoardHeader*>(map);
-  char* body = static_cast<char*>(map) + sizeof(BoardHeader);
-  if (s.rank == 0) {
-    make_pages_present(body, bytes - sizeof(BoardHeader), true);
-    if (init) init(map);
-    header->ready.store(1, std::memory_order_release);
+  if (header()->ready.load(std::memory_order_acquire) != 1) {
+    *waiting_because = "never became ready";
+    return Status::ok();
   }
-  while (header->ready.load(std::memory_order_acquire) != 1) BRAID_TRY(stop_waiting("never became ready"));
-  if (how == ShmSegment::Opened::Mapped) make_pages_present(body, bytes - sizeof(BoardHeader), false);
-  if (header->attached.fetch_add(1) + 1 == uint32_t(s.nranks)) {
+  if (how_ == ShmSegment::Opened::Mapped) make_pages_present(body(), bytes - sizeof(BoardHeader), false);
+  if (header()->attached.fetch_add(1) + 1 == uint32_t(s.nranks)) {
     ShmSegment::unlink(s.name);
     unlinked_ = true;
   }
+  open_ = true;
   return Status::ok();
 }
+
+BoardHeader* BoardMap::header() const { return static_cast<BoardHeader*>(seg_->base()); }
+char* BoardMap::body() const { return static_cast<char*>(seg_->base()) + sizeof(BoardHeader); }
 
 }  // namespace braid

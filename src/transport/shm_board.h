@@ -60,7 +60,14 @@ class BoardMap {
   BoardMap(const BoardMap&) = delete;
   BoardMap& operator=(const BoardMap&) = delete;
   // Maps `bytes` (a BoardHeader first); `init` runs on rank 0 before ready.
+  // Waits for rank 0 to make it, within the setup's timeout.
   Status open(BoardSetup setup, size_t bytes, const std::function<void(void*)>& init);
+  // The same without waiting, for work that must not block (a call run by
+  // the executor beside others): begin_open once, then try_open until it
+  // leaves *waiting_because null (else it says what is awaited: rank 0).
+  void begin_open(BoardSetup setup);
+  Status try_open(size_t bytes, const std::function<void(void*)>& init, const char** waiting_because);
+  bool is_open() const { return open_; }
   void* base() const { return seg_ ? seg_->base() : nullptr; }
   size_t bytes() const { return seg_ ? seg_->bytes() : 0; }  // mapped (ncclCommMemStats)
   const BoardSetup& setup() const { return setup_; }
@@ -68,8 +75,13 @@ class BoardMap {
   int dead_rank(const std::vector<int>& ranks) const;
 
  private:
+  BoardHeader* header() const;
+  char* body() const;
+
   BoardSetup setup_;
   std::shared_ptr<ShmSegment> seg_;
+  ShmSegment::Opened how_{};
+  bool open_ = false;
   bool unlinked_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "src/exec/host/board.h"
 
+#include "src/base/deadline.h"
 #include "src/base/env.h"
 #include "src/transport/peer_processes.h"
 
@@ -13,15 +14,35 @@ Status BoardWaiter::check(int awaited, Clock* clock) const {
   }
   if (now - clock->last_liveness > std::chrono::milliseconds(50)) {
     clock->last_liveness = now;
-    int dead = map->dead_rank({awaited});
-    if (dead >= 0)
-      return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during {}", dead, map->setup().processes->pid(dead),
-                         what);
+    BRAID_TRY(awaited_alive(*map, awaited, what));
   }
   if (std::chrono::duration_cast<std::chrono::milliseconds>(now - clock->started).count() >= clock->timeout_ms)
     return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) in {}: still waiting for rank {}",
                        clock->timeout_ms, what, awaited);
   return Status::ok();
+}
+
+Status Board::finish_open(const std::atomic<bool>* stop) {
+  const Deadline deadline = Deadline::after(map_.setup().timeout);
+  Waiter waiter;
+  uint32_t polls = 0;
+  for (int awaited = 0;;) {
+    BRAID_TRY(advance_open(&awaited));
+    if (awaited < 0) return Status::ok();
+    if (stop && stop->load(std::memory_order_relaxed))
+      return BRAID_ERROR(ncclInvalidUsage, "communicator aborted while opening the board of {}", what());
+    if (deadline.expired())
+      return BRAID_ERROR(ncclRemoteError, "no progress for {} ms (BRAID_TIMEOUT) opening the board of {}: still "
+                         "waiting for rank {}", map_.setup().timeout.count(), what(), awaited);
+    if (++polls % kLivenessCheckEvery == 0) BRAID_TRY(check_alive(awaited));  // a syscall: not every poll
+    waiter.pause();
+  }
+}
+
+Status awaited_alive(const BoardMap& map, int rank, const char* what) {
+  if (map.dead_rank({rank}) != rank) return Status::ok();
+  return BRAID_ERROR(ncclRemoteError, "rank {} (pid {}) exited during {}", rank, map.setup().processes->pid(rank),
+                     what);
 }
 
 }  // namespace braid

@@ -35,7 +35,7 @@ constexpr size_t kSlotsOffset = offsetof(EagerBoard::RankArea, slots);
 
 EagerBoard::~EagerBoard() = default;
 
-Status EagerBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<EagerBoard>* out) {
+std::unique_ptr<EagerBoard> EagerBoard::make(BoardSetup setup, size_t max_bytes) {
   std::unique_ptr<EagerBoard> b(new EagerBoard());
   b->rank_ = setup.rank;
   b->nranks_ = setup.nranks;
@@ -44,16 +44,27 @@ Status EagerBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<Eage
   b->depth_ = int(std::clamp<size_t>(kEagerBoardBytes / (size_t(b->nranks_) * b->slot_stride_), 2, kEagerMaxDepth));
   b->rank_stride_ = round_up_to_line(kSlotsOffset + size_t(b->depth_) * b->slot_stride_);
   b->polls_ = idle_polls_for(setup.nranks);
-  // A fresh object is zero-filled: no slot holds a call, no rank is done with one.
-  BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
-  b->area(b->rank_)->mapped.store(1, std::memory_order_release);
-  b->ring_all();
-  int next = 0;  // the first rank not yet seen mapping it
-  BRAID_TRY(b->waiter(b->map_.setup().aborting).wait([&] {
-    while (next < b->nranks_ && b->area(next)->mapped.load(std::memory_order_acquire) == 1) ++next;
-    return next < b->nranks_ ? next : -1;
-  }));
-  *out = std::move(b);
+  b->map_.begin_open(std::move(setup));
+  return b;
+}
+
+// A fresh object is zero-filled: no slot holds a call, no rank is done with
+// one.  The first call waits until every rank has mapped it, so a root that
+// returns and destroys its communicator cannot take the board away from
+// ranks yet to attach.
+Status EagerBoard::step_open(int* awaited) {
+  if (!map_.is_open()) {
+    const char* waiting = nullptr;
+    BRAID_TRY(map_.try_open(kBoardHeaderBytes + size_t(nranks_) * rank_stride_, nullptr, &waiting));
+    if (waiting) {
+      *awaited = 0;  // rank 0 makes it
+      return Status::ok();
+    }
+    area(rank_)->mapped.store(1, std::memory_order_release);
+    ring_all();
+  }
+  while (next_mapped_ < nranks_ && area(next_mapped_)->mapped.load(std::memory_order_acquire) == 1) ++next_mapped_;
+  *awaited = next_mapped_ < nranks_ ? next_mapped_ : -1;
   return Status::ok();
 }
 
@@ -65,97 +76,105 @@ EagerBoard::Slot* EagerBoard::slot(int rank, uint64_t call) const {
   return reinterpret_cast<Slot*>(area(rank)->slots + (call % uint64_t(depth_)) * slot_stride_);
 }
 
-BoardWaiter EagerBoard::waiter(const std::atomic<bool>* stop) const {
-  return BoardWaiter{.map = &map_,
-                     .bell = &area(rank_)->bell,
-                     .polls = polls_,
-                     .stop = stop,
-                     .what = "an eager rooted collective"};
-}
+DoorbellWord* EagerBoard::my_bell() const { return &area(rank_)->bell; }
 
 void EagerBoard::ring_all() {
   for (int r = 0; r < nranks_; ++r)
     if (r != rank_) ring(&area(r)->bell);
 }
 
-// Fills this rank's slot for `call` once every rank is done with the call
-// that used it last, and publishes it.
-Status EagerBoard::write(uint64_t call, const void* data, size_t bytes, const std::atomic<bool>* stop) {
+// The rank that has yet to finish the call that last used this rank's slot
+// for `call`, or -1 once every rank has (whoever read that slot has then read
+// it).  The peers' `done` is read only when what was last seen of it is too
+// old: each read pulls a line the peer keeps writing.
+int EagerBoard::slot_in_use(uint64_t call) {
   const uint64_t freed_by = call > uint64_t(depth_) ? call - uint64_t(depth_) : 0;
-  if (peers_done_ < freed_by) {
-    uint64_t seen = UINT64_MAX;  // the least `done` among the peers, once all are past `freed_by`
-    int next = 0;                // the first rank not yet seen past `freed_by`
-    BRAID_TRY(waiter(stop).wait([&] {
-      for (; next < nranks_; ++next) {
-        if (next == rank_) continue;
-        const uint64_t done = area(next)->done.load(std::memory_order_acquire);
-        if (done < freed_by) break;
-        seen = std::min(seen, done);
-      }
-      return next < nranks_ ? next : -1;
-    }));
-    peers_done_ = seen;
+  if (peers_done_ >= freed_by) return -1;
+  uint64_t seen = UINT64_MAX;  // the least `done` among the peers, once all are past `freed_by`
+  for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;
+    const uint64_t done = area(r)->done.load(std::memory_order_acquire);
+    if (done < freed_by) return r;
+    seen = std::min(seen, done);
   }
+  peers_done_ = seen;
+  return -1;
+}
+
+void EagerBoard::publish(uint64_t call, const void* data, size_t bytes) {
   Slot* mine = slot(rank_, call);
   std::memcpy(mine->data, data, bytes);
   mine->call.store(call, std::memory_order_release);
   ring_all();
-  return Status::ok();
 }
 
-Status EagerBoard::wait_written(uint64_t call, int writer, const std::atomic<bool>* stop) {
-  const Slot* s = slot(writer, call);
-  return waiter(stop).wait([&] { return s->call.load(std::memory_order_acquire) == call ? -1 : writer; });
+bool EagerBoard::written(uint64_t call, int writer) const {
+  return slot(writer, call)->call.load(std::memory_order_acquire) == call;
 }
 
-Status EagerBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
-  const size_t block = c.count * datatype_size(c.type);
+Status EagerBoard::admits(const BoardCall& c) const {
   const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)
     return BRAID_ERROR(ncclInternalError, "eager {} of {} bytes on a {}-byte board", to_string(c.collective),
                        payload, max_bytes_);
+  if (c.collective != Collective::Broadcast && c.collective != Collective::Scatter &&
+      c.collective != Collective::Gather && c.collective != Collective::Reduce)
+    return BRAID_ERROR(ncclInternalError, "eager has no {}", to_string(c.collective));
+  return Status::ok();
+}
+
+// Phases: 0, this rank writes its part (if it gives any) once its slot is
+// free; 1, it reads what it takes (if any); then it is done with the call.
+int EagerBoard::advance(BoardProgress* p) {
+  const BoardCall& c = p->c;
+  const uint64_t call = p->call;
+  const size_t block = c.count * datatype_size(c.type);
   const bool root = rank_ == c.root;
+  const bool writes = c.collective == Collective::Reduce || (c.collective == Collective::Gather) != root;
+  if (p->phase == 0) {
+    if (writes) {
+      if (const int busy = slot_in_use(call); busy >= 0) return busy;
+      const size_t blocks = c.collective == Collective::Scatter ? size_t(nranks_) : 1;
+      publish(call, c.input, block * blocks);
+    }
+    p->phase = 1;
+    p->next = 0;
+  }
   char* out = static_cast<char*>(c.output);
   auto copy = [](void* dst, const void* src, size_t n) {
     if (dst != src) std::memmove(dst, src, n);  // in place, root's own block may be the same bytes
   };
+  // Waits for every writer this rank reads from, in rank order (Gather
+  // copies each block as it comes; Reduce folds once all have).
+  auto await_writers = [&](bool copy_blocks) {
+    for (; p->next < nranks_; ++p->next) {
+      const int r = p->next;
+      if (r == rank_ && c.collective == Collective::Gather) continue;
+      if (!written(call, r)) return r;
+      if (copy_blocks) std::memcpy(out + size_t(r) * block, slot(r, call)->data, block);
+    }
+    return -1;
+  };
   switch (c.collective) {
-    case Collective::Broadcast:
+    case Collective::Broadcast: case Collective::Scatter: {
+      const size_t offset = c.collective == Collective::Scatter ? size_t(rank_) * block : 0;
       if (root) {
-        BRAID_TRY(write(call, c.input, block, stop));
-        copy(out, c.input, block);
+        copy(out, static_cast<const char*>(c.input) + offset, block);
       } else {
-        BRAID_TRY(wait_written(call, c.root, stop));
-        std::memcpy(out, slot(c.root, call)->data, block);
+        if (!written(call, c.root)) return c.root;
+        std::memcpy(out, slot(c.root, call)->data + offset, block);
       }
       break;
-    case Collective::Scatter:
-      if (root) {
-        BRAID_TRY(write(call, c.input, block * nranks_, stop));
-        copy(out, static_cast<const char*>(c.input) + size_t(rank_) * block, block);
-      } else {
-        BRAID_TRY(wait_written(call, c.root, stop));
-        std::memcpy(out, slot(c.root, call)->data + size_t(rank_) * block, block);
-      }
-      break;
+    }
     case Collective::Gather:
-      if (!root) {
-        BRAID_TRY(write(call, c.input, block, stop));
-        break;
-      }
-      copy(out + size_t(rank_) * block, c.input, block);
-      for (int r = 0; r < nranks_; ++r) {
-        if (r == rank_) continue;
-        BRAID_TRY(wait_written(call, r, stop));
-        std::memcpy(out + size_t(r) * block, slot(r, call)->data, block);
-      }
-      break;
-    case Collective::Reduce: {
-      // The root's input goes on the board too: folding from slots alone
-      // keeps an in-place root correct whatever its rank.
-      BRAID_TRY(write(call, c.input, block, stop));
       if (!root) break;
-      for (int r = 0; r < nranks_; ++r) BRAID_TRY(wait_written(call, r, stop));
+      if (p->next == 0) copy(out + size_t(rank_) * block, c.input, block);
+      if (const int r = await_writers(true); r >= 0) return r;
+      break;
+    default: {  // Reduce: the root's input is on the board too, so folding
+                // from slots alone keeps an in-place root correct whatever its rank.
+      if (!root) break;
+      if (const int r = await_writers(false); r >= 0) return r;
       auto data = [&](int r) { return slot(r, call)->data; };
       if (nranks_ == 1) std::memcpy(out, data(0), block);
       else reduce(out, data(0), data(1), c.count, c.type, c.op);
@@ -163,12 +182,14 @@ Status EagerBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool
       if (c.divisor > 0) divide_by(out, c.count, c.type, c.divisor);
       break;
     }
-    default:
-      return BRAID_ERROR(ncclInternalError, "eager has no {}", to_string(c.collective));
   }
   area(rank_)->done.store(call, std::memory_order_release);
   ring_all();  // a writer may be waiting for this rank to finish `call`
-  return Status::ok();
+  return -1;
+}
+
+Status EagerBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
+  return run_as(*this, call, c, stop);
 }
 
 }  // namespace braid

@@ -51,17 +51,17 @@ namespace braid {
 constexpr int kEagerMaxDepth = 256;
 constexpr size_t kEagerBoardBytes = size_t(8) << 20;
 
-class EagerBoard {
+class EagerBoard final : public Board {
  public:
-  // Opens (rank 0 creates) the board for messages up to `max_bytes` and
-  // waits until every rank has it mapped.
-  static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<EagerBoard>* out);
-  ~EagerBoard();
+  // The board for messages up to `max_bytes`, to open (rank 0 creates it)
+  // on its first call: every rank must have it mapped before that ends.
+  static std::unique_ptr<EagerBoard> make(BoardSetup setup, size_t max_bytes);
+  ~EagerBoard() override;
 
-  // Runs call number `call` (1, 2, ... alike on every rank).  `stop` ends a
-  // wait (abort, revoke).
-  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
-  size_t bytes() const { return map_.bytes(); }  // the board's mapping
+  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) override;
+  int advance(BoardProgress* p) override;
+  Status admits(const BoardCall& c) const override;
+  const char* what() const override { return "an eager rooted collective"; }
   int depth() const { return depth_; }
 
   struct Slot;
@@ -69,17 +69,18 @@ class EagerBoard {
 
  private:
   EagerBoard() = default;
+  Status step_open(int* awaited) override;
+  DoorbellWord* my_bell() const override;
   RankArea* area(int rank) const;
   Slot* slot(int rank, uint64_t call) const;
-  BoardWaiter waiter(const std::atomic<bool>* stop) const;
-  Status write(uint64_t call, const void* data, size_t bytes, const std::atomic<bool>* stop);
-  Status wait_written(uint64_t call, int writer, const std::atomic<bool>* stop);
+  int slot_in_use(uint64_t call);
+  void publish(uint64_t call, const void* data, size_t bytes);
+  bool written(uint64_t call, int writer) const;
   void ring_all();
 
-  BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0, depth_ = 0;
-  IdlePolls polls_;
+  int next_mapped_ = 0;  // the first rank not yet seen with the board mapped
   // The least call the other ranks were last seen done with.  A writer
   // reads the peers' `done` only when this is too old to free its next
   // slot: each read pulls a line the peer keeps writing.  Reading it on

@@ -9,6 +9,7 @@
 #include "braid/chunking.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/exec/host/board_task.h"
 #include "src/exec/host/collective_task.h"
 #include "src/exec/host/eager.h"
 #include "src/exec/host/oneshot.h"
@@ -113,30 +114,47 @@ Status HostBackend::run_alone(const CollectiveCall& call, bool* ran) {
   return *ran ? run_on_board(call, board) : Status::ok();
 }
 
-Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board board) {
+BoardCall HostBackend::board_call(const CollectiveCall& c) {
+  return BoardCall{.collective = c.collective,
+                   .input = c.sendbuff,
+                   .output = c.recvbuff,
+                   .count = c.count,
+                   .type = c.type,
+                   .op = c.reduction.fold,
+                   .divisor = c.reduction.divisor,
+                   .root = c.root};
+}
+
+Board* HostBackend::board(HostPaths::Board which, uint64_t* call) {
   const TransportContext& comm = ctx_.comm;
-  const BoardCall call{.collective = c.collective,
-                       .input = c.sendbuff,
-                       .output = c.recvbuff,
-                       .count = c.count,
-                       .type = c.type,
-                       .op = c.reduction.fold,
-                       .divisor = c.reduction.divisor,
-                       .root = c.root};
   auto setup = [&](const char* suffix, const char* what) {
     return board_setup(comm, fmt::format("/braid-{:016x}-{}", comm.comm_hash, suffix), what, ctx_.stop);
   };
   const uint64_t max_bytes = paths_.settings().board_max_bytes;
-  if (board == HostPaths::Board::Eager) {
-    if (!eager_) BRAID_TRY(EagerBoard::open(setup("eager", "eager rooted collectives"), max_bytes, &eager_));
-    BRAID_INFO(kColl, "{}(eager) count={} {} root {} rank {}/{}", to_string(c.collective), c.count,
-               datatype_name(c.type), c.root, comm.rank, comm.nranks);
-    return eager_->run(++eager_calls_, call, ctx_.stop);
+  if (which == HostPaths::Board::Eager) {
+    if (!eager_) eager_ = EagerBoard::make(setup("eager", "eager rooted collectives"), max_bytes);
+    *call = ++eager_calls_;
+    return eager_.get();
   }
-  if (!oneshot_) BRAID_TRY(OneShotBoard::open(setup("oneshot", "one-shot collectives"), max_bytes, &oneshot_));
-  BRAID_INFO(kColl, "{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
-             comm.rank, comm.nranks);
-  return oneshot_->run(++oneshot_calls_, call, ctx_.stop);
+  if (!oneshot_) oneshot_ = OneShotBoard::make(setup("oneshot", "one-shot collectives"), max_bytes);
+  *call = ++oneshot_calls_;
+  return oneshot_.get();
+}
+
+std::string HostBackend::describe_on_board(const CollectiveCall& c, HostPaths::Board which) const {
+  const TransportContext& comm = ctx_.comm;
+  if (which == HostPaths::Board::Eager)
+    return fmt::format("{}(eager) count={} {} root {} rank {}/{}", to_string(c.collective), c.count,
+                       datatype_name(c.type), c.root, comm.rank, comm.nranks);
+  return fmt::format("{}(oneshot) count={} {} rank {}/{}", to_string(c.collective), c.count, datatype_name(c.type),
+                     comm.rank, comm.nranks);
+}
+
+Status HostBackend::run_on_board(const CollectiveCall& c, HostPaths::Board which) {
+  BRAID_INFO(kColl, "{}", describe_on_board(c, which));
+  uint64_t call = 0;
+  Board* b = board(which, &call);
+  return b->run(call, board_call(c), ctx_.stop);
 }
 
 // One group's work on host backends, from tasks to completion.
@@ -163,7 +181,7 @@ class HostGroup {
     }
     if (s.is_ok() && tracked_) tracked_->call_finished();
     for (size_t i = 0; i < work_.size(); ++i)
-      if (!queues_[i].tasks.empty())
+      if (!queues_[i].tasks.empty() && !dynamic_cast<BoardTask*>(queues_[i].tasks.front().get()))
         recycle_task(std::move(queues_[i].tasks.front()), &host(i).spare_task_, &host(i).spare_single_copy_task_);
     return s;
   }
@@ -225,6 +243,10 @@ class HostGroup {
       HostBackend& h = host(i);
       const int rank = comm(i).rank, nranks = comm(i).nranks;
       for (const CollectiveCall& c : work_[i].collectives) {
+        if (h.paths_.board_for(c) != HostPaths::Board::None) {
+          schedules_.push_back(nullptr);  // runs on a board (add_collective)
+          continue;
+        }
         const size_t esize = datatype_size(c.type);
         std::shared_ptr<const Schedule> schedule;
         BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler_,
@@ -243,6 +265,18 @@ class HostGroup {
   Status add_collective(size_t i, size_t k) {
     HostBackend& h = host(i);
     const CollectiveCall& c = work_[i].collectives[k];
+    // A call that runs on a board alone runs on it in a group too (board_task.h).
+    if (const HostPaths::Board which = h.paths_.board_for(c); which != HostPaths::Board::None) {
+      ++next_schedule_;
+      const BoardCall call = HostBackend::board_call(c);
+      uint64_t number = 0;
+      Board* b = h.board(which, &number);
+      BRAID_TRY(b->admits(call));
+      std::string label = h.describe_on_board(c, which);
+      BRAID_INFO(kColl, "{}", label);
+      queues_[i].tasks.push_back(std::make_unique<BoardTask>(b, number, call, std::move(label)));
+      return Status::ok();
+    }
     const TaskStores stores = h.paths_.stores_for(c);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(h.spare_task_);

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "src/exec/backend.h"
+#include "src/exec/host/board.h"
 #include "src/exec/host/single_copy.h"
 #include "src/exec/host/host_windows.h"
 #include "src/exec/host/peer_reach.h"
@@ -63,7 +65,11 @@ class HostBackend final : public Backend {
 
  private:
   friend class HostGroup;
-  Status run_on_board(const CollectiveCall& call, HostPaths::Board board);
+  static BoardCall board_call(const CollectiveCall& c);
+  // The board `which` (made on first use) and the next call's number on it.
+  Board* board(HostPaths::Board which, uint64_t* call);
+  std::string describe_on_board(const CollectiveCall& c, HostPaths::Board which) const;
+  Status run_on_board(const CollectiveCall& call, HostPaths::Board which);
 
   BackendContext ctx_;
   HostPaths paths_;
@@ -75,7 +81,7 @@ class HostBackend final : public Backend {
   // The last group's tasks, kept so that a repeated call rebinds them
   // instead of allocating: its schedule task, and the single-copy task around one.
   std::unique_ptr<Task> spare_task_, spare_single_copy_task_;
-  std::unique_ptr<OneShotBoard> oneshot_;  // each board opens on its first call
+  std::unique_ptr<OneShotBoard> oneshot_;  // each board is made, and opens, on its first call
   std::unique_ptr<EagerBoard> eager_;
   std::unique_ptr<RmaEngine> rma_;  // one-sided RMA: from the first window (or init, rma_eager)
   uint64_t oneshot_calls_ = 0, eager_calls_ = 0;

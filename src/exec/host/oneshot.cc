@@ -25,7 +25,7 @@ constexpr size_t kDataOffset = offsetof(OneShotBoard::Slot, data);
 
 OneShotBoard::~OneShotBoard() = default;
 
-Status OneShotBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out) {
+std::unique_ptr<OneShotBoard> OneShotBoard::make(BoardSetup setup, size_t max_bytes) {
   std::unique_ptr<OneShotBoard> b(new OneShotBoard());
   b->rank_ = setup.rank;
   b->nranks_ = setup.nranks;
@@ -34,9 +34,15 @@ Status OneShotBoard::open(BoardSetup setup, size_t max_bytes, std::unique_ptr<On
   // Per rank: its doorbell word, then its two slots.
   b->rank_stride_ = sizeof(DoorbellWord) + 2 * b->slot_stride_;
   b->polls_ = idle_polls_for(setup.nranks);
-  // A fresh object is zero-filled: every slot says call 0, which is never used.
-  BRAID_TRY(b->map_.open(std::move(setup), kBoardHeaderBytes + size_t(b->nranks_) * b->rank_stride_, nullptr));
-  *out = std::move(b);
+  b->map_.begin_open(std::move(setup));
+  return b;
+}
+
+// A fresh object is zero-filled: every slot says call 0, which is never used.
+Status OneShotBoard::step_open(int* awaited) {
+  const char* waiting = nullptr;
+  BRAID_TRY(map_.try_open(kBoardHeaderBytes + size_t(nranks_) * rank_stride_, nullptr, &waiting));
+  *awaited = waiting ? 0 : -1;  // rank 0 makes it
   return Status::ok();
 }
 
@@ -45,25 +51,43 @@ DoorbellWord* OneShotBoard::bell(int rank) const {
                                          size_t(rank) * rank_stride_);
 }
 
+DoorbellWord* OneShotBoard::my_bell() const { return bell(rank_); }
+
 OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
   return reinterpret_cast<Slot*>(reinterpret_cast<char*>(bell(rank)) + sizeof(DoorbellWord) + (call & 1) * slot_stride_);
 }
 
-Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
-  const size_t es = datatype_size(c.type), block = c.count * es;
+Status OneShotBoard::admits(const BoardCall& c) const {
   const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
   if (payload > max_bytes_)
     return BRAID_ERROR(ncclInternalError, "one-shot {} of {} bytes on a {}-byte board", to_string(c.collective),
                        payload, max_bytes_);
-  Slot* mine = slot(rank_, call);
-  std::memcpy(mine->data, c.input, payload);
-  mine->call.store(call, std::memory_order_release);
-  for (int r = 0; r < nranks_; ++r) {
-    if (r == rank_) continue;
-    ring(bell(r));
+  if (c.collective != Collective::AllReduce && c.collective != Collective::ReduceScatter &&
+      c.collective != Collective::AllGather && c.collective != Collective::AlltoAll)
+    return BRAID_ERROR(ncclInternalError, "one-shot has no {}", to_string(c.collective));
+  return Status::ok();
+}
+
+// Phases: 0, publish this rank's input; 1, wait for every peer's; then
+// build the output from the board alone (in place, `output` holds this
+// rank's input).
+int OneShotBoard::advance(BoardProgress* p) {
+  const BoardCall& c = p->c;
+  const uint64_t call = p->call;
+  if (p->phase == 0) {
+    Slot* mine = slot(rank_, call);
+    std::memcpy(mine->data, c.input, board_payload_bytes(c.collective, c.count, c.type, nranks_));
+    mine->call.store(call, std::memory_order_release);
+    for (int r = 0; r < nranks_; ++r)
+      if (r != rank_) ring(bell(r));
+    p->phase = 1;
+    p->next = 0;
   }
-  BRAID_TRY(wait_for_peers(call, stop));
-  // The output comes from the board alone (in place, `output` holds this rank's input).
+  while (p->next < nranks_ &&
+         (p->next == rank_ || slot(p->next, call)->call.load(std::memory_order_acquire) == call))
+    ++p->next;
+  if (p->next < nranks_) return p->next;
+  const size_t block = c.count * datatype_size(c.type);
   auto data = [&](int r, size_t block_index) { return slot(r, call)->data + block_index * block; };
   auto fold = [&](size_t block_index, void* out) {
     reduce(out, data(0, block_index), data(1, block_index), c.count, c.type, c.op);
@@ -72,35 +96,20 @@ Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bo
   };
   char* out = static_cast<char*>(c.output);
   switch (c.collective) {
-    case Collective::AllReduce:
-      fold(0, out);
-      break;
-    case Collective::ReduceScatter:
-      fold(size_t(rank_), out);
-      break;
+    case Collective::AllReduce: fold(0, out); break;
+    case Collective::ReduceScatter: fold(size_t(rank_), out); break;
     case Collective::AllGather:
       for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, 0), block);
       break;
-    case Collective::AlltoAll:
+    default:  // AlltoAll
       for (int k = 0; k < nranks_; ++k) std::memcpy(out + k * block, data(k, size_t(rank_)), block);
       break;
-    default:
-      return BRAID_ERROR(ncclInternalError, "one-shot has no {}", to_string(c.collective));
   }
-  return Status::ok();
+  return -1;
 }
 
-Status OneShotBoard::wait_for_peers(uint64_t call, const std::atomic<bool>* stop) {
-  BoardWaiter waiter{.map = &map_,
-                     .bell = bell(rank_),
-                     .polls = polls_,
-                     .stop = stop,
-                     .what = "a one-shot collective"};
-  int next = rank_ == 0 ? 1 : 0;  // the first rank not yet seen
-  return waiter.wait([&] {
-    while (next < nranks_ && (next == rank_ || slot(next, call)->call.load(std::memory_order_acquire) == call)) ++next;
-    return next < nranks_ ? next : -1;
-  });
+Status OneShotBoard::run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) {
+  return run_as(*this, call, c, stop);
 }
 
 }  // namespace braid

@@ -41,29 +41,29 @@
 
 namespace braid {
 
-class OneShotBoard {
+class OneShotBoard final : public Board {
  public:
-  // Opens (rank 0 creates) the board for messages up to `max_bytes`.
-  static Status open(BoardSetup setup, size_t max_bytes, std::unique_ptr<OneShotBoard>* out);
-  ~OneShotBoard();
+  // The board for messages up to `max_bytes`, to open (rank 0 creates it)
+  // on its first call.
+  static std::unique_ptr<OneShotBoard> make(BoardSetup setup, size_t max_bytes);
+  ~OneShotBoard() override;
 
-  // Runs collective number `call` (1, 2, ... alike on every rank).  `stop`
-  // ends the wait (abort, revoke).
-  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop);
-  size_t bytes() const { return map_.bytes(); }  // the board's mapping
+  Status run(uint64_t call, const BoardCall& c, const std::atomic<bool>* stop) override;
+  int advance(BoardProgress* p) override;
+  Status admits(const BoardCall& c) const override;
+  const char* what() const override { return "a one-shot collective"; }
 
   struct Slot;
 
  private:
   OneShotBoard() = default;
+  Status step_open(int* awaited) override;
+  DoorbellWord* my_bell() const override;
   DoorbellWord* bell(int rank) const;  // the first thing in each rank's part
   Slot* slot(int rank, uint64_t call) const;
-  Status wait_for_peers(uint64_t call, const std::atomic<bool>* stop);
 
-  BoardMap map_;
   size_t max_bytes_ = 0, slot_stride_ = 0, rank_stride_ = 0;
   int rank_ = 0, nranks_ = 0;
-  IdlePolls polls_;
 };
 
 }  // namespace braid

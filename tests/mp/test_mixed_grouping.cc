@@ -1,0 +1,103 @@
+// Ranks that group alike calls differently still run the same call: NCCL
+// lets one thread drive several ranks of a communicator in a group while
+// other ranks' threads call alone, and lets a rank put a lone call, or
+// another communicator's work, in a group where its peers do not.  Small
+// calls were the risk: alone they run on a shared board, in a group they
+// ran their schedule, and the two sides never met (src/exec/host/
+// board_task.h).  Random mixes (random_calls.h) sized mostly for the
+// boards, every result exact.
+#include <catch2/catch.hpp>
+
+#include "random_calls.h"
+
+using namespace mp;
+using random_calls::Sequence;
+
+namespace {
+
+constexpr int kCalls = 80;
+constexpr size_t kMaxBytes = 64 << 10;
+
+// One thread drives `ranks` of an n-rank communicator, each of its groups
+// holding the same call of every one of them; returns the failures.
+int drive_in_groups(const ncclUniqueId& id, int n, const std::vector<int>& ranks, uint64_t seed) {
+  Failures f;
+  std::vector<ncclComm_t> comms(ranks.size());
+  MP_NCCL(f, ncclGroupStart());
+  for (size_t k = 0; k < ranks.size(); ++k) MP_NCCL(f, ncclCommInitRank(&comms[k], n, id, ranks[k]));
+  MP_NCCL(f, ncclGroupEnd());
+  if (f.count) return f.count;
+  std::vector<Sequence> sequences;
+  for (size_t k = 0; k < ranks.size(); ++k) sequences.emplace_back(seed, kCalls, kMaxBytes, ranks[k], n, comms[k]);
+  while (!sequences[0].done() && !f.count) {
+    for (Sequence& s : sequences) s.prepare(f);
+    MP_NCCL(f, ncclGroupStart());
+    bool issued = true;
+    for (Sequence& s : sequences) issued = s.issue(f) && issued;
+    MP_NCCL(f, ncclGroupEnd());
+    if (issued)
+      for (Sequence& s : sequences) s.check_and_advance(f);
+  }
+  for (ncclComm_t c : comms) MP_NCCL(f, ncclCommDestroy(c));
+  return f.count;
+}
+
+}  // namespace
+
+TEST_CASE("one thread drives two ranks in groups, the others call alone", "[mp][threads][groups]") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    const int n = 4;
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    int grouped_failures = 0;
+    std::vector<int> failures(n, 0);
+    std::vector<std::thread> threads;
+    threads.emplace_back([&] { grouped_failures = drive_in_groups(id, n, {0, 2}, seed); });
+    for (int r : {1, 3})
+      threads.emplace_back([&, r] {
+        Failures f;
+        ncclComm_t comm = nullptr;
+        MP_NCCL(f, ncclCommInitRank(&comm, n, id, r));
+        if (comm) {
+          Sequence s(seed, kCalls, kMaxBytes, r, n, comm);
+          while (!s.done() && !f.count) s.run_group(f);
+          MP_NCCL(f, ncclCommDestroy(comm));
+        }
+        failures[r] = f.count;
+      });
+    for (std::thread& t : threads) t.join();
+    CHECK(grouped_failures == 0);
+    for (int r : {1, 3}) CHECK(failures[r] == 0);
+  }
+}
+
+TEST_CASE("ranks that put lone calls in groups meet ranks that do not", "[mp][processes][groups]") {
+  for (int n : {2, 3}) {
+    INFO("nranks " << n);
+    CHECK(run_ranks_as_processes(n, [](int rank, int nr, ncclComm_t comm, Failures& f) {
+            Sequence s(10 + uint64_t(nr), kCalls, kMaxBytes, rank, nr, comm);
+            s.group_lone_calls(rank % 2 == 0);
+            while (!s.done() && !f.count) s.run_group(f);
+          }) == 0);
+  }
+}
+
+TEST_CASE("a rank whose communicator is nonblocking meets blocking peers", "[mp][processes][groups][nonblocking]") {
+  // Rank 0's calls run in the background and return ncclInProgress; its
+  // peers' small calls run on the boards at once.
+  auto init = [](ncclComm_t* comm, int n, const ncclUniqueId& id, int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = rank == 0 ? 0 : 1;
+    ncclResult_t r = ncclCommInitRankConfig(comm, n, id, rank, &config);
+    ncclResult_t state = r;
+    while (r == ncclInProgress && ncclCommGetAsyncError(*comm, &state) == ncclSuccess && state == ncclInProgress) {
+    }
+    return r == ncclInProgress ? state : r;
+  };
+  CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          Sequence s(20, kCalls, kMaxBytes, rank, n, comm);
+          s.nonblocking(rank == 0);
+          while (!s.done() && !f.count) s.run_group(f);
+        }, 60, {}, init) == 0);
+}
