@@ -84,20 +84,20 @@ void EagerBoard::ring_all() {
 }
 
 // The rank that has yet to finish the call that last used this rank's slot
-// for `call`, or -1 once every rank has (whoever read that slot has then read
-// it).  The peers' `done` is read only when what was last seen of it is too
-// old: each read pulls a line the peer keeps writing.
-int EagerBoard::slot_in_use(uint64_t call) {
-  const uint64_t freed_by = call > uint64_t(depth_) ? call - uint64_t(depth_) : 0;
+// for `p->call`, or -1 once every rank has (whoever read that slot has then
+// read it).  The peers' `done` is read only when what was last seen of it
+// is too old, and each peer's only until it is past: each read pulls a line
+// the peer keeps writing.
+int EagerBoard::slot_in_use(BoardProgress* p) {
+  const uint64_t freed_by = p->call > uint64_t(depth_) ? p->call - uint64_t(depth_) : 0;
   if (peers_done_ >= freed_by) return -1;
-  uint64_t seen = UINT64_MAX;  // the least `done` among the peers, once all are past `freed_by`
-  for (int r = 0; r < nranks_; ++r) {
-    if (r == rank_) continue;
-    const uint64_t done = area(r)->done.load(std::memory_order_acquire);
-    if (done < freed_by) return r;
-    seen = std::min(seen, done);
+  for (; p->next < nranks_; ++p->next) {
+    if (p->next == rank_) continue;
+    const uint64_t done = area(p->next)->done.load(std::memory_order_acquire);
+    if (done < freed_by) return p->next;
+    p->least_done = std::min(p->least_done, done);
   }
-  peers_done_ = seen;
+  peers_done_ = p->least_done;
   return -1;
 }
 
@@ -133,7 +133,7 @@ int EagerBoard::advance(BoardProgress* p) {
   const bool writes = c.collective == Collective::Reduce || (c.collective == Collective::Gather) != root;
   if (p->phase == 0) {
     if (writes) {
-      if (const int busy = slot_in_use(call); busy >= 0) return busy;
+      if (const int busy = slot_in_use(p); busy >= 0) return busy;
       const size_t blocks = c.collective == Collective::Scatter ? size_t(nranks_) : 1;
       publish(call, c.input, block * blocks);
     }

@@ -73,7 +73,7 @@ class EagerBoard final : public Board {
   DoorbellWord* my_bell() const override;
   RankArea* area(int rank) const;
   Slot* slot(int rank, uint64_t call) const;
-  int slot_in_use(uint64_t call);
+  int slot_in_use(BoardProgress* p);
   void publish(uint64_t call, const void* data, size_t bytes);
   bool written(uint64_t call, int writer) const;
   void ring_all();
