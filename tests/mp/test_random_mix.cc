@@ -124,11 +124,16 @@ RankBody parent_and_child(uint64_t seed, int ncalls, size_t max_bytes) {
 
 }  // namespace
 
-TEST_CASE("random mixes of calls on a communicator and a split of it, interleaved and grouped together",
-          "[mp][random]") {
+TEST_CASE("random mixes of calls on a communicator and a split of it, processes", "[mp][processes][random]") {
   for (uint64_t seed : seeds({900, 901})) {
     INFO("seed " << seed);
     CHECK(run_ranks_as_processes(4, parent_and_child(seed, 60, 2 << 20), 240) == 0);
+  }
+}
+
+TEST_CASE("random mixes of calls on a communicator and a split of it, threads", "[mp][threads][random]") {
+  for (uint64_t seed : seeds({900, 901})) {
+    INFO("seed " << seed);
     CHECK(run_ranks_as_threads(5, parent_and_child(seed, 40, 1 << 20)) == 0);
   }
 }
