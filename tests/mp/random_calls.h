@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -142,6 +143,13 @@ inline std::vector<std::vector<Call>> draw_groups(uint64_t seed, int n, int ncal
     for (int k = 0; k < size && id < ncalls; ++k) groups.back().push_back(draw_call(rng, n, max_bytes, uint64_t(id++)));
   }
   return groups;
+}
+
+// The seeds a test runs: its own, or the one BRAID_TEST_SEED names (to
+// search further, or to rerun a failure).
+inline std::vector<uint64_t> seeds(std::vector<uint64_t> fixed) {
+  if (const char* s = std::getenv("BRAID_TEST_SEED")) return {std::strtoull(s, nullptr, 0)};
+  return fixed;
 }
 
 // ---- values ----

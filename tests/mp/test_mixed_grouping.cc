@@ -11,6 +11,7 @@
 #include "random_calls.h"
 
 using namespace mp;
+using random_calls::seeds;
 using random_calls::Sequence;
 
 namespace {
@@ -45,7 +46,7 @@ int drive_in_groups(const ncclUniqueId& id, int n, const std::vector<int>& ranks
 }  // namespace
 
 TEST_CASE("one thread drives two ranks in groups, the others call alone", "[mp][threads][groups]") {
-  for (uint64_t seed : {1, 2}) {
+  for (uint64_t seed : seeds({1, 2})) {
     INFO("seed " << seed);
     const int n = 4;
     ncclUniqueId id;
@@ -75,8 +76,9 @@ TEST_CASE("one thread drives two ranks in groups, the others call alone", "[mp][
 TEST_CASE("ranks that put lone calls in groups meet ranks that do not", "[mp][processes][groups]") {
   for (int n : {2, 3}) {
     INFO("nranks " << n);
-    CHECK(run_ranks_as_processes(n, [](int rank, int nr, ncclComm_t comm, Failures& f) {
-            Sequence s(10 + uint64_t(nr), kCalls, kMaxBytes, rank, nr, comm);
+    const uint64_t seed = seeds({10 + uint64_t(n)})[0];
+    CHECK(run_ranks_as_processes(n, [seed](int rank, int nr, ncclComm_t comm, Failures& f) {
+            Sequence s(seed, kCalls, kMaxBytes, rank, nr, comm);
             s.group_lone_calls(rank % 2 == 0);
             while (!s.done() && !f.count) s.run_group(f);
           }) == 0);
@@ -95,8 +97,9 @@ TEST_CASE("a rank whose communicator is nonblocking meets blocking peers", "[mp]
     }
     return r == ncclInProgress ? state : r;
   };
-  CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          Sequence s(20, kCalls, kMaxBytes, rank, n, comm);
+  const uint64_t seed = seeds({20})[0];
+  CHECK(run_ranks_as_processes(3, [seed](int rank, int n, ncclComm_t comm, Failures& f) {
+          Sequence s(seed, kCalls, kMaxBytes, rank, n, comm);
           s.nonblocking(rank == 0);
           while (!s.done() && !f.count) s.run_group(f);
         }, 60, {}, init) == 0);

@@ -8,13 +8,9 @@
 
 using namespace mp;
 using mp::random_calls::run_sequence;
+using mp::random_calls::seeds;
 
 namespace {
-
-std::vector<uint64_t> seeds(std::vector<uint64_t> fixed) {
-  if (const char* s = std::getenv("BRAID_TEST_SEED")) return {std::strtoull(s, nullptr, 0)};
-  return fixed;
-}
 
 RankBody sequences(std::vector<uint64_t> seed_list, int ncalls, size_t max_bytes) {
   return [=](int rank, int n, ncclComm_t comm, Failures& f) {
