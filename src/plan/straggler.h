@@ -109,6 +109,10 @@ class StragglerTracker {
   // (-1: none), and whether this call exchanges durations.
   int straggler_for(uint64_t bytes) const;
   bool tracks(uint64_t bytes) const;
+  // BRAID_STRAGGLER=<rank>: that rank, for every AllReduce, whatever else
+  // its group holds (a pure function of the call: ranks that group it
+  // differently plan alike); -1 in the other modes.
+  int fixed_straggler() const { return setting_.mode == StragglerMode::Fixed ? setting_.rank : -1; }
 
   // Auto mode, around a tracked call: call_started before it runs; the
   // exchange allgathers stamp_send() (1 x int64) into stamp_recv() (n x

@@ -104,3 +104,27 @@ TEST_CASE("a rank whose communicator is nonblocking meets blocking peers", "[mp]
           while (!s.done() && !f.count) s.run_group(f);
         }, 60, {}, init) == 0);
 }
+
+TEST_CASE("BRAID_STRAGGLER=<rank>: an AllReduce grouped with other work on some ranks only", "[mp][processes][groups]") {
+  // Even ranks put a large AllReduce (where ring would run, so StragglAR
+  // does) in a group with a small one; odd ranks call both alone.
+  constexpr size_t kCount = (size_t(8) << 20) / sizeof(float) + 5;
+  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          std::vector<float> in(kCount), out(kCount), small_in(8, float(rank + 1)), small_out(8);
+          for (size_t i = 0; i < kCount; ++i) in[i] = float((size_t(rank) * 5 + i) % 13);
+          for (int round = 0; round < 3 && !f.count; ++round) {
+            if (rank % 2 == 0) MP_NCCL(f, ncclGroupStart());
+            MP_NCCL(f, ncclAllReduce(in.data(), out.data(), kCount, ncclFloat, ncclSum, comm, nullptr));
+            MP_NCCL(f, ncclAllReduce(small_in.data(), small_out.data(), 8, ncclFloat, ncclSum, comm, nullptr));
+            if (rank % 2 == 0) MP_NCCL(f, ncclGroupEnd());
+            size_t wrong = 0;
+            for (size_t i = 0; i < kCount; ++i) {
+              float want = 0;
+              for (int r = 0; r < n; ++r) want += float((size_t(r) * 5 + i) % 13);
+              wrong += out[i] != want;
+            }
+            if (wrong) f.fail(fmt::format("round {}: {} wrong in the large AllReduce", round, wrong));
+            if (small_out[7] != float(n * (n + 1) / 2)) f.fail(fmt::format("round {}: the small AllReduce", round));
+          }
+        }, 120, [](int) { setenv("BRAID_STRAGGLER", "1", 1); }) == 0);
+}

@@ -245,11 +245,18 @@ class HostGroup {
       for (const CollectiveCall& c : work_[i].collectives) {
         if (h.paths_.board_for(c) != HostPaths::Board::None) {
           schedules_.push_back(nullptr);  // runs on a board (add_collective)
+          stragglers_.push_back(-1);
           continue;
         }
         const size_t esize = datatype_size(c.type);
+        // A lone AllReduce's plan is plan_straggler's; a fixed late rank is
+        // planned for in any group, as the ranks may group it differently.
+        int straggler = straggler_;
+        if (straggler < 0 && !tracked_ && c.collective == Collective::AllReduce)
+          straggler = h.ctx_.plans->straggler(nranks, rank).fixed_straggler();
+        stragglers_.push_back(straggler);
         std::shared_ptr<const Schedule> schedule;
-        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler_,
+        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler,
                                              placement_of(c, rank, nranks), c.algorithms));
         const RankProgram& prog = schedule->ranks.at(rank);
         const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
@@ -280,10 +287,11 @@ class HostGroup {
     const TaskStores stores = h.paths_.stores_for(c);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(h.spare_task_);
+    const int straggler = stragglers_[next_schedule_];
     BRAID_TRY(make_task(i, c, schedules_[next_schedule_++], h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
     // A call that selected its algorithms (ncclCollConfig_t) runs that schedule.
-    if (straggler_ < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    if (straggler < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
     // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
@@ -392,6 +400,7 @@ class HostGroup {
   std::vector<TaskQueue> queues_;
   std::vector<std::vector<char>> staging_;  // PreMulSum's scaled inputs
   std::vector<std::shared_ptr<const Schedule>> schedules_;  // every collective's, in work order
+  std::vector<int> stragglers_;                             // the late rank each was planned for (-1: none)
   size_t next_schedule_ = 0;
   int straggler_ = -1;
   StragglerTracker* tracked_ = nullptr;
