@@ -105,7 +105,8 @@ TEST_CASE("a rank whose communicator is nonblocking meets blocking peers", "[mp]
         }, 60, {}, init) == 0);
 }
 
-TEST_CASE("BRAID_STRAGGLER=<rank>: an AllReduce grouped with other work on some ranks only", "[mp][processes][groups]") {
+TEST_CASE("BRAID_STRAGGLER=<rank>: an AllReduce grouped with other work on some ranks only",
+          "[mp][processes][groups]") {
   // Even ranks put a large AllReduce (where ring would run, so StragglAR
   // does) in a group with a small one; odd ranks call both alone.
   constexpr size_t kCount = (size_t(8) << 20) / sizeof(float) + 5;

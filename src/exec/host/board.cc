@@ -2,6 +2,7 @@
 
 #include "src/base/deadline.h"
 #include "src/base/env.h"
+#include "src/plan/host_path.h"
 #include "src/transport/peer_processes.h"
 
 namespace braid {
@@ -37,6 +38,15 @@ Status Board::finish_open(const std::atomic<bool>* stop) {
     if (++polls % kLivenessCheckEvery == 0) BRAID_TRY(check_alive(awaited));  // a syscall: not every poll
     waiter.pause();
   }
+}
+
+Status board_admits(const BoardCall& c, int nranks, size_t max_bytes, bool (*serves)(Collective), const char* board) {
+  const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks);
+  if (payload > max_bytes)
+    return BRAID_ERROR(ncclInternalError, "{} {} of {} bytes on a {}-byte board", board, to_string(c.collective),
+                       payload, max_bytes);
+  if (!serves(c.collective)) return BRAID_ERROR(ncclInternalError, "{} has no {}", board, to_string(c.collective));
+  return Status::ok();
 }
 
 Status awaited_alive(const BoardMap& map, int rank, const char* what) {

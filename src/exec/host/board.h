@@ -36,6 +36,10 @@ struct BoardCall {
   int root = 0;              // rooted collectives (eager)
 };
 
+// ncclInternalError unless a board of `max_bytes` for `nranks` that serves
+// the collectives `serves` names (the planner's rule) can run `c`.
+Status board_admits(const BoardCall& c, int nranks, size_t max_bytes, bool (*serves)(Collective), const char* board);
+
 // An error if `rank` of the board's ranks has exited during `what`.
 Status awaited_alive(const BoardMap& map, int rank, const char* what);
 

@@ -113,14 +113,7 @@ bool EagerBoard::written(uint64_t call, int writer) const {
 }
 
 Status EagerBoard::admits(const BoardCall& c) const {
-  const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
-  if (payload > max_bytes_)
-    return BRAID_ERROR(ncclInternalError, "eager {} of {} bytes on a {}-byte board", to_string(c.collective),
-                       payload, max_bytes_);
-  if (c.collective != Collective::Broadcast && c.collective != Collective::Scatter &&
-      c.collective != Collective::Gather && c.collective != Collective::Reduce)
-    return BRAID_ERROR(ncclInternalError, "eager has no {}", to_string(c.collective));
-  return Status::ok();
+  return board_admits(c, nranks_, max_bytes_, eager_serves, "eager");
 }
 
 // Phases: 0, this rank writes its part (if it gives any) once its slot is

@@ -58,14 +58,7 @@ OneShotBoard::Slot* OneShotBoard::slot(int rank, uint64_t call) const {
 }
 
 Status OneShotBoard::admits(const BoardCall& c) const {
-  const uint64_t payload = board_payload_bytes(c.collective, c.count, c.type, nranks_);
-  if (payload > max_bytes_)
-    return BRAID_ERROR(ncclInternalError, "one-shot {} of {} bytes on a {}-byte board", to_string(c.collective),
-                       payload, max_bytes_);
-  if (c.collective != Collective::AllReduce && c.collective != Collective::ReduceScatter &&
-      c.collective != Collective::AllGather && c.collective != Collective::AlltoAll)
-    return BRAID_ERROR(ncclInternalError, "one-shot has no {}", to_string(c.collective));
-  return Status::ok();
+  return board_admits(c, nranks_, max_bytes_, oneshot_serves, "one-shot");
 }
 
 // Phases: 0, publish this rank's input; 1, wait for every peer's; then
