@@ -117,7 +117,8 @@ Status EagerBoard::admits(const BoardCall& c) const {
 }
 
 // Phases: 0, this rank writes its part (if it gives any) once its slot is
-// free; 1, it reads what it takes (if any); then it is done with the call.
+// free; 1, it reads what it takes (if any; a Gather root, 2 once its own
+// block is in place); then it is done with the call.
 int EagerBoard::advance(BoardProgress* p) {
   const BoardCall& c = p->c;
   const uint64_t call = p->call;
@@ -161,7 +162,10 @@ int EagerBoard::advance(BoardProgress* p) {
     }
     case Collective::Gather:
       if (!root) break;
-      if (p->next == 0) copy(out + size_t(rank_) * block, c.input, block);
+      if (p->phase == 1) {  // its own block, once
+        copy(out + size_t(rank_) * block, c.input, block);
+        p->phase = 2;
+      }
       if (const int r = await_writers(true); r >= 0) return r;
       break;
     default: {  // Reduce: the root's input is on the board too, so folding
