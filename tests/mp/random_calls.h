@@ -478,6 +478,19 @@ class Sequence {
   std::vector<Placed> placed_;
 };
 
+// Runs the next group of every sequence in one NCCL group: sequences of
+// several communicators, or of several ranks one thread drives.
+inline void run_together(const std::vector<Sequence*>& sequences, Failures& f) {
+  for (Sequence* s : sequences) s->prepare(f);
+  if (f.count) return;
+  MP_NCCL(f, ncclGroupStart());
+  bool issued = true;
+  for (Sequence* s : sequences) issued = s->issue(f) && issued;
+  MP_NCCL(f, ncclGroupEnd());
+  if (issued)
+    for (Sequence* s : sequences) s->check_and_advance(f);
+}
+
 // Runs the sequence for `seed` on this rank, every group on its own.
 inline void run_sequence(uint64_t seed, int ncalls, size_t max_bytes, int rank, int n, ncclComm_t comm,
                          Failures& f, const Arena& given = {}) {

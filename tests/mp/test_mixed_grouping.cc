@@ -30,15 +30,9 @@ int drive_in_groups(const ncclUniqueId& id, int n, const std::vector<int>& ranks
   if (f.count) return f.count;
   std::vector<Sequence> sequences;
   for (size_t k = 0; k < ranks.size(); ++k) sequences.emplace_back(seed, kCalls, kMaxBytes, ranks[k], n, comms[k]);
-  while (!sequences[0].done() && !f.count) {
-    for (Sequence& s : sequences) s.prepare(f);
-    MP_NCCL(f, ncclGroupStart());
-    bool issued = true;
-    for (Sequence& s : sequences) issued = s.issue(f) && issued;
-    MP_NCCL(f, ncclGroupEnd());
-    if (issued)
-      for (Sequence& s : sequences) s.check_and_advance(f);
-  }
+  std::vector<Sequence*> all;
+  for (Sequence& s : sequences) all.push_back(&s);
+  while (!sequences[0].done() && !f.count) random_calls::run_together(all, f);
   for (ncclComm_t c : comms) MP_NCCL(f, ncclCommDestroy(c));
   return f.count;
 }

@@ -104,15 +104,7 @@ RankBody parent_and_child(uint64_t seed, int ncalls, size_t max_bytes) {
       if (pick != 2 && !parent.done()) now.push_back(&parent);
       if (pick >= 2 && !own.done()) now.push_back(&own);
       if (now.size() == 1) now[0]->run_group(f);
-      if (now.size() != 2) continue;
-      for (auto* s : now) s->prepare(f);
-      if (f.count) break;
-      MP_NCCL(f, ncclGroupStart());
-      bool issued = true;
-      for (auto* s : now) issued = s->issue(f) && issued;
-      MP_NCCL(f, ncclGroupEnd());
-      if (issued)
-        for (auto* s : now) s->check_and_advance(f);
+      if (now.size() == 2) random_calls::run_together(now, f);
     }
     MP_NCCL(f, ncclCommDestroy(child));
   };
