@@ -64,9 +64,10 @@ class Board {
   // Advances the opening without waiting: *awaited is -1 once this rank may
   // run calls on the board, else the rank it waits for.
   Status advance_open(int* awaited) {
-    if (!open_) BRAID_TRY(step_open(awaited));
-    open_ = open_ || *awaited < 0;
-    if (open_) *awaited = -1;
+    *awaited = -1;
+    if (open_) return Status::ok();
+    BRAID_TRY(step_open(awaited));
+    open_ = *awaited < 0;
     return Status::ok();
   }
   // Advances a call without waiting: -1 once this rank's part is done,

@@ -4,16 +4,12 @@ namespace braid {
 
 Status BoardTask::poll(bool* progressed, bool* done) {
   int awaited = -1;
-  if (!open_) {
-    BRAID_TRY(board_->advance_open(&awaited));
-    open_ = awaited < 0;
-    *progressed = open_;
-  }
-  if (open_) {
+  BRAID_TRY(board_->advance_open(&awaited));
+  if (awaited < 0) {
     const BoardProgress before = progress_;
     awaited = board_->advance(&progress_);
     *done = awaited < 0;
-    *progressed = *progressed || *done || progress_.phase != before.phase || progress_.next != before.next;
+    *progressed = *done || progress_.phase != before.phase || progress_.next != before.next;
   }
   if (*progressed || *done) {
     idle_polls_ = 0;

@@ -35,7 +35,6 @@ class BoardTask final : public Task {
   Board* board_;
   BoardProgress progress_;
   std::string label_;
-  bool open_ = false;
   uint32_t idle_polls_ = 0;
 };
 

@@ -243,27 +243,23 @@ class HostGroup {
       HostBackend& h = host(i);
       const int rank = comm(i).rank, nranks = comm(i).nranks;
       for (const CollectiveCall& c : work_[i].collectives) {
-        if (h.paths_.board_for(c) != HostPaths::Board::None) {
-          schedules_.push_back(nullptr);  // runs on a board (add_collective)
-          stragglers_.push_back(-1);
-          continue;
-        }
+        Planned& p = planned_.emplace_back();
+        // A call that runs on a board alone runs on it in a group too (board_task.h).
+        p.board = h.paths_.board_for(c);
+        if (p.board != HostPaths::Board::None) continue;
         const size_t esize = datatype_size(c.type);
         // A lone AllReduce's plan is plan_straggler's; a fixed late rank is
         // planned for in any group, as the ranks may group it differently.
-        int straggler = straggler_;
-        if (straggler < 0 && !tracked_ && c.collective == Collective::AllReduce)
-          straggler = h.ctx_.plans->straggler(nranks, rank).fixed_straggler();
-        stragglers_.push_back(straggler);
-        std::shared_ptr<const Schedule> schedule;
-        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &schedule, straggler,
+        p.straggler = straggler_;
+        if (p.straggler < 0 && !tracked_ && c.collective == Collective::AllReduce)
+          p.straggler = h.ctx_.plans->straggler(nranks, rank).fixed_straggler();
+        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &p.schedule, p.straggler,
                                              placement_of(c, rank, nranks), c.algorithms));
-        const RankProgram& prog = schedule->ranks.at(rank);
+        const RankProgram& prog = p.schedule->ranks.at(rank);
         const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
         const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
         const size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
         BRAID_TRY(h.scratch_.reserve(need));
-        schedules_.push_back(std::move(schedule));
       }
     }
     return Status::ok();
@@ -272,14 +268,13 @@ class HostGroup {
   Status add_collective(size_t i, size_t k) {
     HostBackend& h = host(i);
     const CollectiveCall& c = work_[i].collectives[k];
-    // A call that runs on a board alone runs on it in a group too (board_task.h).
-    if (const HostPaths::Board which = h.paths_.board_for(c); which != HostPaths::Board::None) {
-      ++next_schedule_;
+    Planned& p = planned_[next_planned_++];
+    if (p.board != HostPaths::Board::None) {
       const BoardCall call = HostBackend::board_call(c);
       uint64_t number = 0;
-      Board* b = h.board(which, &number);
+      Board* b = h.board(p.board, &number);
       BRAID_TRY(b->admits(call));
-      std::string label = h.describe_on_board(c, which);
+      std::string label = h.describe_on_board(c, p.board);
       BRAID_INFO(kColl, "{}", label);
       queues_[i].tasks.push_back(std::make_unique<BoardTask>(b, number, call, std::move(label)));
       return Status::ok();
@@ -287,11 +282,10 @@ class HostGroup {
     const TaskStores stores = h.paths_.stores_for(c);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(h.spare_task_);
-    const int straggler = stragglers_[next_schedule_];
-    BRAID_TRY(make_task(i, c, schedules_[next_schedule_++], h.scratch_.data(), 0, stores, &task));
+    BRAID_TRY(make_task(i, c, std::move(p.schedule), h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
     // A call that selected its algorithms (ncclCollConfig_t) runs that schedule.
-    if (straggler < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    if (p.straggler < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
     // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
@@ -399,9 +393,15 @@ class HostGroup {
   std::span<CommWork> work_;
   std::vector<TaskQueue> queues_;
   std::vector<std::vector<char>> staging_;  // PreMulSum's scaled inputs
-  std::vector<std::shared_ptr<const Schedule>> schedules_;  // every collective's, in work order
-  std::vector<int> stragglers_;                             // the late rank each was planned for (-1: none)
-  size_t next_schedule_ = 0;
+  // How each collective runs, in work order: on a board, or its schedule
+  // (planned for a late rank, or -1).
+  struct Planned {
+    HostPaths::Board board = HostPaths::Board::None;
+    std::shared_ptr<const Schedule> schedule;
+    int straggler = -1;
+  };
+  std::vector<Planned> planned_;
+  size_t next_planned_ = 0;
   int straggler_ = -1;
   StragglerTracker* tracked_ = nullptr;
   size_t tracked_comm_ = 0;
