@@ -118,7 +118,17 @@ struct Control {
   uint64_t recvs_done = 0;
   std::deque<ControlMessage> outbox;
   Status error;
+  Deadline::Clock::time_point failed_at{};  // when `error` was set
 };
+
+// A control connection fails when its peer closes it, which a process that
+// made its last call does on exit, while a data connection from it may not
+// yet be accepted, or its last fragments not yet read (over TCP between
+// hosts, another stream's close may overtake them).  So a receiver takes
+// that failure as its own only kControlGrace later; until then it still
+// accepts and reads what the peer sent.  (Before, a receiver not yet
+// accepted was never accepted, and failed at once.)
+constexpr auto kControlGrace = std::chrono::seconds(1);
 
 class NetTransport;
 
@@ -325,7 +335,12 @@ class NetTransport final : public Transport {
   Status usable(const Connection* c) const {
     if (aborted_.load(std::memory_order_relaxed))
       return BRAID_ERROR(ncclSystemError, "{} connection with rank {}: aborted", net_->name(), c->peer);
-    if (!c->error.is_ok()) return c->error;
+    return c->error;
+  }
+  // A sender fails with its control connection at once; a receiver takes
+  // that failure when the progress thread gives it (kControlGrace).
+  Status usable(const SendConnection* c) const {
+    BRAID_TRY(usable(static_cast<const Connection*>(c)));
     return controls_[size_t(c->peer)].error;
   }
 
@@ -513,7 +528,15 @@ class NetTransport final : public Transport {
               (c->completed < c->posted && (executor_sleeps || net_->event_fd() < 0));
     }
     for (auto& [key, c] : recvs_) {
-      if (!c->error.is_ok() || !controls_[size_t(c->peer)].error.is_ok()) continue;
+      if (!c->error.is_ok()) continue;
+      if (const Control& k = controls_[size_t(c->peer)]; !k.error.is_ok()) {
+        if (Deadline::Clock::now() - k.failed_at > kControlGrace) {
+          c->error = k.error;
+          progressed_ = true;  // the executor must see it
+          continue;
+        }
+        busy = true;  // to look again when the grace is over
+      }
       if (!c->ready()) {
         if (!c->listen_comm) continue;
         setup_pending_ = busy = true;
@@ -583,6 +606,7 @@ class NetTransport final : public Transport {
     }
     if (!s.is_ok()) {
       k.error = std::move(s).context(fmt::format("{} control connection with rank {}", net_->name(), peer));
+      k.failed_at = Deadline::Clock::now();
       progressed_ = true;  // the executor must see it
     }
     return !k.outbox.empty() || k.sends_done < k.sends_posted;
