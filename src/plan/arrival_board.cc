@@ -49,7 +49,7 @@ Status ArrivalBoard::open(BoardSetup setup, std::unique_ptr<ArrivalBoard>* out) 
   return Status::ok();
 }
 
-Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
+void ArrivalBoard::arrive(uint64_t call) {
   const BoardSetup& setup = map_.setup();
   const int n = setup.nranks;
   Slot& slot = board_->slots[call % kSlots];
@@ -57,28 +57,45 @@ Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
   const uint64_t now = slot.arrived.fetch_or(me) | me;
   // fetch_or is one read-modify-write, so exactly one rank sees n-1 bits.
   if (__builtin_popcountll(now) == n - 1) slot.straggler.store(__builtin_ctzll(all & ~now), std::memory_order_release);
-  Deadline deadline = Deadline::after(setup.timeout);
-  Waiter waiter;
-  uint32_t polls = 0;
-  int32_t named;
-  while ((named = slot.straggler.load(std::memory_order_acquire)) < 0) {
-    if (deadline.expired() || (setup.aborting && setup.aborting->load()))
-      return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: fewer than {} ranks reached the call", n - 1);
-    if (++polls % kLivenessCheckEvery == 0) {
-      int dead = dead_rank(all & ~slot.arrived.load());
-      // It may have arrived and then exited since the load: look again.
-      if (dead >= 0 && !(slot.arrived.load() >> dead & 1) && slot.straggler.load() < 0)
-        return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: rank {} died before the call", dead);
-    }
-    waiter.pause();
+  polls_ = 0;
+}
+
+Status ArrivalBoard::poll(uint64_t call, int* straggler, bool* named) {
+  const int n = map_.setup().nranks;
+  Slot& slot = board_->slots[call % kSlots];
+  const int32_t name = slot.straggler.load(std::memory_order_acquire);
+  *named = name >= 0;
+  if (!*named) {
+    if (++polls_ % kLivenessCheckEvery != 0) return Status::ok();
+    const uint64_t all = n == 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1;
+    const int dead = dead_rank(all & ~slot.arrived.load());
+    // It may have arrived and then exited since the load: look again.
+    if (dead >= 0 && !(slot.arrived.load() >> dead & 1) && slot.straggler.load() < 0)
+      return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: rank {} died before the call", dead);
+    return Status::ok();
   }
   if (slot.seen.fetch_add(1) + 1 == uint32_t(n)) {
     slot.arrived.store(0);
     slot.straggler.store(-1);
     slot.seen.store(0, std::memory_order_release);
   }
-  *straggler = named;
+  *straggler = name;
   return Status::ok();
+}
+
+Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
+  const BoardSetup& setup = map_.setup();
+  arrive(call);
+  Deadline deadline = Deadline::after(setup.timeout);
+  Waiter waiter;
+  for (bool named = false;;) {
+    BRAID_TRY(poll(call, straggler, &named));
+    if (named) return Status::ok();
+    if (deadline.expired() || (setup.aborting && setup.aborting->load()))
+      return BRAID_ERROR(ncclRemoteError, "BRAID_STRAGGLER=eager: fewer than {} ranks reached the call",
+                         setup.nranks - 1);
+    waiter.pause();
+  }
 }
 
 }  // namespace braid

@@ -37,6 +37,12 @@ class ArrivalBoard {
   // calls alike): waits until n-1 ranks have arrived.
   Status straggler_of_call(uint64_t call, int* straggler);
 
+  // The same in two steps, for a caller that must not block (a task among
+  // others of a group): arrive once, then poll until *named.  Without the
+  // blocking call's deadline: the caller bounds the wait.
+  void arrive(uint64_t call);
+  Status poll(uint64_t call, int* straggler, bool* named);
+
   struct Layout;
 
  private:
@@ -46,6 +52,7 @@ class ArrivalBoard {
 
   BoardMap map_;
   Layout* board_ = nullptr;
+  uint32_t polls_ = 0;  // of the call this rank waits in, between liveness checks
 };
 
 }  // namespace braid

@@ -9,8 +9,9 @@
 //     AlltoAll (every rank stores its input, reads every peer's); eager for
 //     Broadcast, Reduce, Gather and Scatter (the giving side does not wait).
 //     No plan, no task, no executor.
-//  2. StragglAR: a lone AllReduce with a known late rank
-//     (src/plan/straggler.h) runs its schedule on the slots (4).
+//  2. StragglAR: an AllReduce with a fixed late rank, or one whose late
+//     rank is decided as it starts (src/plan/straggler.h, src/exec/host/
+//     straggler_task.h), runs its schedule on the slots (4).
 //  3. A descriptor exchange (src/exec/host/single_copy.h), when the call's
 //     buffers may be reachable: mapped windows or ranks that are threads of
 //     one process (calls of direct_min_bytes or more), or the pull path

@@ -118,18 +118,52 @@ StragglerTracker::~StragglerTracker() = default;
 
 Status StragglerTracker::plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes,
                                    int* straggler) {
+  settle_eager(comm);
   *straggler = straggler_for(bytes);
-  // Eager: only where StragglAR would replace ring, and only on one host.
-  if (setting_.mode != StragglerMode::Eager || nranks_ < 2 || bytes <= kSmallAllReduceBytes) return Status::ok();
-  if (!board_) {
-    if (!one_host(comm)) {
-      BRAID_WARN("BRAID_STRAGGLER=eager needs every rank on one host (shared memory); StragglAR stays off");
-      setting_ = {};
-      return Status::ok();
-    }
-    BRAID_TRY(ArrivalBoard::open(straggler_board(comm, stop, "arrivals", "BRAID_STRAGGLER=eager"), &board_));
-  }
+  if (!eager_decides(bytes)) return Status::ok();
+  BRAID_TRY(open_arrival_board(comm, stop));
   return board_->straggler_of_call(eager_calls_++, straggler);
+}
+
+bool StragglerTracker::eager_decides(uint64_t bytes) const {
+  // Only where StragglAR would replace ring.
+  return setting_.mode == StragglerMode::Eager && nranks_ >= 2 && bytes > kSmallAllReduceBytes;
+}
+
+void StragglerTracker::settle_eager(const TransportContext& comm) {
+  if (setting_.mode != StragglerMode::Eager || one_host(comm)) return;  // the same answer on every rank
+  BRAID_WARN("BRAID_STRAGGLER=eager needs every rank on one host (shared memory); StragglAR stays off");
+  setting_ = {};
+}
+
+Status StragglerTracker::open_arrival_board(const TransportContext& comm, const std::atomic<bool>* stop) {
+  if (board_) return Status::ok();
+  return ArrivalBoard::open(straggler_board(comm, stop, "arrivals", "BRAID_STRAGGLER=eager"), &board_);
+}
+
+bool StragglerTracker::decides_at_start(const TransportContext& comm, uint64_t bytes) {
+  settle_eager(comm);
+  return tracks(bytes) || eager_decides(bytes);
+}
+
+Status StragglerTracker::start_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes) {
+  if (tracks(bytes)) call_started(bytes);
+  if (!eager_decides(bytes)) return Status::ok();
+  BRAID_TRY(open_arrival_board(comm, stop));
+  board_->arrive(eager_calls_++);
+  eager_waiting_ = true;
+  return Status::ok();
+}
+
+Status StragglerTracker::poll_decision(int* straggler, bool* decided) {
+  if (!eager_waiting_) {  // auto: known now
+    *straggler = detector_.current();
+    *decided = true;
+    return Status::ok();
+  }
+  BRAID_TRY(board_->poll(eager_calls_ - 1, straggler, decided));
+  eager_waiting_ = !*decided;
+  return Status::ok();
 }
 
 int StragglerTracker::straggler_for(uint64_t bytes) const {

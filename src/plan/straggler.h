@@ -31,10 +31,13 @@
 // into a CUDA graph is not tracked (a replay would stamp the captured call
 // again); it runs what was decided when it was captured.
 //
-// Tracked calls: an AllReduce that is the whole group (ncclAllReduce outside
-// ncclGroupStart; on the CUDA backend, any AllReduce) and large enough that
-// the default would be ring; every rank agrees on this since NCCL requires
-// the same calls with the same counts.
+// Tracked calls: every AllReduce large enough that the default would be
+// ring, alone or in a group, whatever else the group holds; every rank
+// agrees on this since NCCL requires the same calls with the same counts
+// (and lets ranks group them differently).  On the host backend a call
+// starts when its rank reaches it: a communicator's calls run one after
+// another, so call k+1 starts after call k is done on this rank, durations
+// and decisions included, however the calls were grouped.
 #pragma once
 
 #include <atomic>
@@ -100,10 +103,19 @@ class StragglerTracker {
   StragglerTracker(int nranks, int rank, bool enabled = true);
   ~StragglerTracker();
 
-  // Everything before a lone AllReduce of `bytes` runs: the straggler to plan
-  // for (-1: none).  Eager mode waits here for n-1 arrivals (`stop` ends
-  // the wait: abort, revoke).
+  // Everything before an AllReduce of `bytes` runs on a device backend: the
+  // straggler to plan for (-1: none).  Eager mode waits here for n-1
+  // arrivals (`stop` ends the wait: abort, revoke).
   Status plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes, int* straggler);
+
+  // On the host backend, an AllReduce of `bytes` whose straggler is decided
+  // as it starts (auto and eager, large calls), in whatever group it is:
+  // start_call when this rank reaches it (eager: its arrival on the board;
+  // auto: its timing starts), then poll_decision until *decided.  Calls of
+  // a communicator start one after another, in the same order on every rank.
+  bool decides_at_start(const TransportContext& comm, uint64_t bytes);
+  Status start_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes);
+  Status poll_decision(int* straggler, bool* decided);
 
   // For an AllReduce of `bytes` about to run alone: the straggler to plan for
   // (-1: none), and whether this call exchanges durations.
@@ -139,12 +151,18 @@ class StragglerTracker {
 
  private:
   void observe(int64_t threshold_ns);  // recv_, logging a switch
+  bool eager_decides(uint64_t bytes) const;
+  // Eager mode needs every rank on one host; elsewhere it turns off (with a
+  // warning) before the first call is planned, on every rank alike.
+  void settle_eager(const TransportContext& comm);
+  Status open_arrival_board(const TransportContext& comm, const std::atomic<bool>* stop);  // eager, on first use
 
   int nranks_, rank_;
   StragglerSetting setting_;
   StragglerDetector detector_;
   std::unique_ptr<ArrivalBoard> board_;  // eager mode
   uint64_t eager_calls_ = 0;
+  bool eager_waiting_ = false;  // start_call arrived on board_ as call eager_calls_ - 1
   std::unique_ptr<DurationBoard> durations_;  // auto mode on a device backend
   uint64_t device_calls_ = 0;
   std::vector<uint64_t> device_bytes_;  // per board slot: the size of the call there

@@ -8,7 +8,11 @@
 // boards, every result exact.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "random_calls.h"
+#include "scoped_env.h"
 
 using namespace mp;
 using random_calls::seeds;
@@ -99,27 +103,106 @@ TEST_CASE("a rank whose communicator is nonblocking meets blocking peers", "[mp]
         }, 60, {}, init) == 0);
 }
 
-TEST_CASE("BRAID_STRAGGLER=<rank>: an AllReduce grouped with other work on some ranks only",
-          "[mp][processes][groups]") {
-  // Even ranks put a large AllReduce (where ring would run, so StragglAR
-  // does) in a group with a small one; odd ranks call both alone.
-  constexpr size_t kCount = (size_t(8) << 20) / sizeof(float) + 5;
-  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          std::vector<float> in(kCount), out(kCount), small_in(8, float(rank + 1)), small_out(8);
-          for (size_t i = 0; i < kCount; ++i) in[i] = float((size_t(rank) * 5 + i) % 13);
-          for (int round = 0; round < 3 && !f.count; ++round) {
-            if (rank % 2 == 0) MP_NCCL(f, ncclGroupStart());
-            MP_NCCL(f, ncclAllReduce(in.data(), out.data(), kCount, ncclFloat, ncclSum, comm, nullptr));
-            MP_NCCL(f, ncclAllReduce(small_in.data(), small_out.data(), 8, ncclFloat, ncclSum, comm, nullptr));
-            if (rank % 2 == 0) MP_NCCL(f, ncclGroupEnd());
-            size_t wrong = 0;
-            for (size_t i = 0; i < kCount; ++i) {
-              float want = 0;
-              for (int r = 0; r < n; ++r) want += float((size_t(r) * 5 + i) % 13);
-              wrong += out[i] != want;
+namespace {
+
+// Even ranks put a large AllReduce (where ring would run, so StragglAR may)
+// in a group with a small one; odd ranks call both alone.  Rank 1 is late
+// for the first rounds (auto then plans StragglAR for it), then nobody.
+RankBody large_allreduce_grouped_on_even_ranks(int rounds) {
+  return [rounds](int rank, int n, ncclComm_t comm, Failures& f) {
+    constexpr size_t kCount = (size_t(8) << 20) / sizeof(float) + 5;
+    std::vector<float> in(kCount), out(kCount), small_in(8, float(rank + 1)), small_out(8);
+    for (int round = 0; round < rounds && !f.count; ++round) {
+      for (size_t i = 0; i < kCount; ++i) in[i] = float((size_t(rank) * 5 + i + size_t(round)) % 13);
+      if (rank == 1 && round < rounds / 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (rank % 2 == 0) MP_NCCL(f, ncclGroupStart());
+      MP_NCCL(f, ncclAllReduce(in.data(), out.data(), kCount, ncclFloat, ncclSum, comm, nullptr));
+      MP_NCCL(f, ncclAllReduce(small_in.data(), small_out.data(), 8, ncclFloat, ncclSum, comm, nullptr));
+      if (rank % 2 == 0) MP_NCCL(f, ncclGroupEnd());
+      size_t wrong = 0;
+      for (size_t i = 0; i < kCount; ++i) {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += float((size_t(r) * 5 + i + size_t(round)) % 13);
+        wrong += out[i] != want;
+      }
+      if (wrong) f.fail(fmt::format("round {}: {} wrong in the large AllReduce", round, wrong));
+      if (small_out[7] != float(n * (n + 1) / 2)) f.fail(fmt::format("round {}: the small AllReduce", round));
+    }
+  };
+}
+
+}  // namespace
+
+TEST_CASE("BRAID_STRAGGLER: an AllReduce grouped with other work on some ranks only", "[mp][processes][groups]") {
+  // A fixed late rank is planned for in any group.  auto and eager decide
+  // the late rank as the call starts, on every rank at the same point of
+  // the communicator's calls however they were grouped (before, only a
+  // lone AllReduce was decided: the ranks that grouped it ran ring, their
+  // peers waited for them on the duration exchange or the arrival board).
+  for (const char* setting : {"1", "auto", "eager"}) {
+    INFO("BRAID_STRAGGLER=" << setting);
+    CHECK(run_ranks_as_processes(4, large_allreduce_grouped_on_even_ranks(12), 120, [setting](int) {
+            setenv("BRAID_STRAGGLER", setting, 1);
+            setenv("BRAID_TIMEOUT", "30", 1);
+          }) == 0);
+  }
+}
+
+TEST_CASE("BRAID_STRAGGLER=auto and eager: one thread drives the even ranks in groups", "[mp][threads][groups]") {
+  for (const char* setting : {"auto", "eager"}) {
+    INFO("BRAID_STRAGGLER=" << setting);
+    ScopedEnv env("BRAID_STRAGGLER", setting);
+    ScopedEnv timeout("BRAID_TIMEOUT", "30");
+    const int n = 4;
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    std::vector<int> failures(n, 0);
+    std::vector<std::thread> threads;
+    // Ranks 0 and 2 on one thread: each step, the same call of both in one group.
+    threads.emplace_back([&] {
+      Failures f;
+      ncclComm_t comms[2] = {};
+      MP_NCCL(f, ncclGroupStart());
+      for (int k = 0; k < 2; ++k) MP_NCCL(f, ncclCommInitRank(&comms[k], n, id, 2 * k));
+      MP_NCCL(f, ncclGroupEnd());
+      constexpr size_t kCount = 300001;
+      std::vector<std::vector<float>> in(2, std::vector<float>(kCount)), out = in;
+      for (int call = 0; call < 10 && !f.count; ++call) {
+        MP_NCCL(f, ncclGroupStart());
+        for (int k = 0; k < 2; ++k) {
+          for (size_t i = 0; i < kCount; ++i) in[k][i] = float((size_t(2 * k) + i + size_t(call)) % 7);
+          MP_NCCL(f, ncclAllReduce(in[k].data(), out[k].data(), kCount, ncclFloat, ncclSum, comms[k], nullptr));
+        }
+        MP_NCCL(f, ncclGroupEnd());
+        for (int k = 0; k < 2; ++k)
+          for (size_t i = 0; i < kCount; ++i) {
+            float want = 0;
+            for (int r = 0; r < n; ++r) want += float((size_t(r) + i + size_t(call)) % 7);
+            if (out[k][i] != want) {
+              f.fail(fmt::format("rank {} call {}: element {} is {}, not {}", 2 * k, call, i, out[k][i], want));
+              break;
             }
-            if (wrong) f.fail(fmt::format("round {}: {} wrong in the large AllReduce", round, wrong));
-            if (small_out[7] != float(n * (n + 1) / 2)) f.fail(fmt::format("round {}: the small AllReduce", round));
           }
-        }, 120, [](int) { setenv("BRAID_STRAGGLER", "1", 1); }) == 0);
+      }
+      for (ncclComm_t c : comms) MP_NCCL(f, ncclCommDestroy(c));
+      failures[0] = f.count;
+    });
+    for (int r : {1, 3})
+      threads.emplace_back([&, r] {
+        Failures f;
+        ncclComm_t comm = nullptr;
+        MP_NCCL(f, ncclCommInitRank(&comm, n, id, r));
+        constexpr size_t kCount = 300001;
+        std::vector<float> in(kCount), out(kCount);
+        for (int call = 0; call < 10 && comm && !f.count; ++call) {
+          if (r == 3 && call < 6) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          for (size_t i = 0; i < kCount; ++i) in[i] = float((size_t(r) + i + size_t(call)) % 7);
+          MP_NCCL(f, ncclAllReduce(in.data(), out.data(), kCount, ncclFloat, ncclSum, comm, nullptr));
+        }
+        if (comm) MP_NCCL(f, ncclCommDestroy(comm));
+        failures[r] = f.count;
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r : {0, 1, 3}) CHECK(failures[r] == 0);
+  }
 }

@@ -136,3 +136,56 @@ TEST_CASE("arrival board: a dead rank process ends the wait long before the time
   }
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
+
+TEST_CASE("arrival board: arrive and poll, one thread driving every rank", "[stragglar][eager]") {
+  // What a group's task does (src/exec/host/straggler_task.h): no call
+  // blocks, so one thread can hold several ranks' arrivals.
+  const std::string name = board_name("polled");
+  constexpr int n = 3;
+  std::vector<std::unique_ptr<ArrivalBoard>> boards(n);
+  std::vector<Status> opened(n);
+  auto open = [&](int r) { opened[r] = ArrivalBoard::open(setup_for(name, r, n, std::chrono::seconds(10)), &boards[r]); };
+  std::thread creator(open, 0);  // the others wait for rank 0's segment
+  for (int r = 1; r < n; ++r) open(r);
+  creator.join();
+  for (const Status& s : opened) REQUIRE(s.is_ok());
+  // Calls 0..7 reuse every slot twice; rank (call % n) arrives last.
+  for (uint64_t call = 0; call < 8; ++call) {
+    INFO("call " << call);
+    const int late = int(call % n), first = (late + 1) % n, second = (late + 2) % n;
+    int named = -1;
+    bool ready = true;
+    boards[first]->arrive(call);
+    REQUIRE(boards[first]->poll(call, &named, &ready).is_ok());
+    CHECK_FALSE(ready);  // one arrival of the two needed
+    boards[second]->arrive(call);
+    for (int r : {first, second}) {
+      named = -1;
+      REQUIRE(boards[r]->poll(call, &named, &ready).is_ok());
+      CHECK(ready);
+      CHECK(named == late);
+    }
+    boards[late]->arrive(call);
+    REQUIRE(boards[late]->poll(call, &named, &ready).is_ok());
+    CHECK(ready);
+    CHECK(named == late);
+  }
+}
+
+TEST_CASE("arrival board: polling notices dead ranks", "[stragglar][eager]") {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  BoardSetup s = setup_for(board_name("dead-polled"), 0, 3, std::chrono::seconds(60),
+                           {int32_t(::getpid()), int32_t(child), int32_t(child)});
+  std::unique_ptr<ArrivalBoard> board;
+  REQUIRE(ArrivalBoard::open(s, &board).is_ok());
+  board->arrive(0);
+  Status status;
+  bool ready = false;
+  int named = -1;
+  for (int polls = 0; polls < 100000 && status.is_ok() && !ready; ++polls) status = board->poll(0, &named, &ready);
+  CHECK_FALSE(ready);
+  CHECK(status.code() == ncclRemoteError);
+}

@@ -15,6 +15,7 @@
 #include "src/exec/host/oneshot.h"
 #include "src/exec/host/p2p_task.h"
 #include "src/exec/host/rma.h"
+#include "src/exec/host/straggler_task.h"
 #include "src/ops/datatype.h"
 #include "src/ops/premul.h"
 #include "src/plan/planner.h"
@@ -166,23 +167,23 @@ class HostGroup {
 
   Status run() {
     BRAID_TRY(stage_premul());
-    BRAID_TRY(plan_straggler());
     BRAID_TRY(plan_schedules());
     for (size_t i = 0; i < work_.size(); ++i) {
       for (size_t k = 0; k < work_[i].collectives.size(); ++k) BRAID_TRY(add_collective(i, k));
       BRAID_TRY(add_p2p_batch(i));
     }
-    if (tracked_) BRAID_TRY(add_straggler_stamps());
     const auto started = std::chrono::steady_clock::now();
     Status s = run_task_queues(queues_);
     if (s.is_ok() && timing_.paths) {
       const std::chrono::duration<double, std::micro> us = std::chrono::steady_clock::now() - started;
       timing_.paths->record_slot_stores(timing_.collective, timing_.output_bytes, timing_.stores, us.count());
     }
-    if (s.is_ok() && tracked_) tracked_->call_finished();
-    for (size_t i = 0; i < work_.size(); ++i)
-      if (!queues_[i].tasks.empty() && !dynamic_cast<BoardTask*>(queues_[i].tasks.front().get()))
-        recycle_task(std::move(queues_[i].tasks.front()), &host(i).spare_task_, &host(i).spare_single_copy_task_);
+    for (size_t i = 0; i < work_.size(); ++i) {
+      if (queues_[i].tasks.empty() || dynamic_cast<BoardTask*>(queues_[i].tasks.front().get())) continue;
+      std::unique_ptr<Task> front = std::move(queues_[i].tasks.front());
+      if (auto* decided = dynamic_cast<StragglerAllReduceTask*>(front.get())) front = decided->take_allreduce();
+      if (front) recycle_task(std::move(front), &host(i).spare_task_, &host(i).spare_single_copy_task_);
+    }
     return s;
   }
 
@@ -216,26 +217,6 @@ class HostGroup {
     return Status::ok();
   }
 
-  // BRAID_STRAGGLER (src/plan/straggler.h): an AllReduce that is the whole
-  // group may run StragglAR, and in auto mode carries the duration exchange.
-  Status plan_straggler() {
-    if (collective_count() != 1 || has_p2p()) return Status::ok();
-    size_t i = 0;
-    while (work_[i].collectives.empty()) ++i;
-    const CollectiveCall& c = work_[i].collectives[0];
-    if (c.collective != Collective::AllReduce) return Status::ok();
-    const uint64_t bytes = c.count * datatype_size(c.type);
-    HostBackend& h = host(i);
-    StragglerTracker& st = h.ctx_.plans->straggler(comm(i).nranks, comm(i).rank);
-    BRAID_TRY(st.plan_call(h.ctx_.comm, h.ctx_.stop, bytes, &straggler_));
-    if (st.tracks(bytes)) {
-      tracked_ = &st;
-      tracked_comm_ = i;
-      st.call_started(bytes);
-    }
-    return Status::ok();
-  }
-
   // Every collective planned first: tasks of one communicator run one after
   // another, so they share one scratch buffer sized for the largest.
   Status plan_schedules() {
@@ -247,19 +228,16 @@ class HostGroup {
         // A call that runs on a board alone runs on it in a group too (board_task.h).
         p.board = h.paths_.board_for(c);
         if (p.board != HostPaths::Board::None) continue;
-        const size_t esize = datatype_size(c.type);
-        // A lone AllReduce's plan is plan_straggler's; a fixed late rank is
-        // planned for in any group, as the ranks may group it differently.
-        p.straggler = straggler_;
-        if (p.straggler < 0 && !tracked_ && c.collective == Collective::AllReduce)
-          p.straggler = h.ctx_.plans->straggler(nranks, rank).fixed_straggler();
-        BRAID_TRY(h.ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * esize, &p.schedule, p.straggler,
-                                             placement_of(c, rank, nranks), c.algorithms));
-        const RankProgram& prog = p.schedule->ranks.at(rank);
-        const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
-        const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
-        const size_t need = size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * esize;
-        BRAID_TRY(h.scratch_.reserve(need));
+        // BRAID_STRAGGLER (src/plan/straggler.h): a fixed late rank is planned
+        // for now, a decided one once the call starts (planned here without
+        // one, which reserves its scratch: StragglAR's is never larger).
+        if (c.collective == Collective::AllReduce) {
+          StragglerTracker& st = h.ctx_.plans->straggler(nranks, rank);
+          p.straggler = st.fixed_straggler();
+          p.decided_at_start = st.decides_at_start(comm(i), c.count * datatype_size(c.type));
+        }
+        BRAID_TRY(plan(i, c, p.straggler, &p.schedule));
+        BRAID_TRY(h.scratch_.reserve(scratch_bytes(i, c, *p.schedule)));
       }
     }
     return Status::ok();
@@ -280,12 +258,14 @@ class HostGroup {
       return Status::ok();
     }
     const TaskStores stores = h.paths_.stores_for(c);
+    // Not timed for the store chooser: its time includes waiting for a late rank.
+    if (p.decided_at_start) return add_straggler_allreduce(i, c, std::move(p.schedule), stores);
     // The communicator's last task, rebound when it fits (no allocation).
     std::unique_ptr<Task> task = std::move(h.spare_task_);
     BRAID_TRY(make_task(i, c, std::move(p.schedule), h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
     // A call that selected its algorithms (ncclCollConfig_t) runs that schedule.
-    if (p.straggler < 0 && !tracked_ && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    if (p.straggler < 0 && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
     // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
@@ -369,25 +349,62 @@ class HostGroup {
     return Status::ok();
   }
 
-  // The duration exchange of BRAID_STRAGGLER=auto: an allgather of one
-  // int64 per rank, in its own queue so that it runs beside the AllReduce.
-  Status add_straggler_stamps() {
-    const size_t i = tracked_comm_;
+  // c's schedule, for a late rank (-1: none).
+  Status plan(size_t i, const CollectiveCall& c, int straggler, std::shared_ptr<const Schedule>* out) const {
+    const int rank = comm(i).rank, nranks = comm(i).nranks;
+    return host(i).ctx_.plans->schedule_for(c.collective, nranks, c.root, c.count * datatype_size(c.type), out,
+                                            straggler, placement_of(c, rank, nranks), c.algorithms);
+  }
+
+  size_t scratch_bytes(size_t i, const CollectiveCall& c, const Schedule& schedule) const {
+    const int nranks = comm(i).nranks;
+    const RankProgram& prog = schedule.ranks.at(comm(i).rank);
+    const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
+    const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
+    return size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * datatype_size(c.type);
+  }
+
+  // An AllReduce whose late rank the ranks decide as it starts
+  // (straggler_task.h); `usual` is its plan without one.
+  Status add_straggler_allreduce(size_t i, const CollectiveCall& c, std::shared_ptr<const Schedule> usual,
+                                 const TaskStores& stores) {
     HostBackend& h = host(i);
+    const int rank = comm(i).rank, nranks = comm(i).nranks;
+    StragglerAllReduceTask::Args a;
+    a.tracker = &h.ctx_.plans->straggler(nranks, rank);
+    a.comm = &h.ctx_.comm;
+    a.stop = h.ctx_.stop;
+    a.bytes = c.count * datatype_size(c.type);
+    a.label = fmt::format("allreduce count={} {} rank {}/{}", c.count, datatype_name(c.type), rank, nranks);
+    if (a.tracker->tracks(a.bytes)) BRAID_TRY(make_stamps(i, *a.tracker, &a.stamps));
+    a.plan = [this, i, c, stores, usual = std::move(usual)](int straggler, std::unique_ptr<Task>* out) -> Status {
+      HostBackend& h = host(i);
+      std::shared_ptr<const Schedule> schedule = usual;
+      if (straggler >= 0) BRAID_TRY(plan(i, c, straggler, &schedule));
+      if (scratch_bytes(i, c, *schedule) > h.scratch_.capacity())
+        return BRAID_ERROR(ncclInternalError, "schedule {} for late rank {} needs more scratch than its group reserved",
+                           schedule->name, straggler);
+      *out = std::move(h.spare_task_);  // null where a later call of the group took it
+      BRAID_TRY(make_task(i, c, std::move(schedule), h.scratch_.data(), 0, stores, out));
+      BRAID_INFO(kColl, "{}", (*out)->describe());
+      return Status::ok();
+    };
+    queues_[i].tasks.push_back(std::make_unique<StragglerAllReduceTask>(std::move(a)));
+    return Status::ok();
+  }
+
+  // The duration exchange of BRAID_STRAGGLER=auto: an allgather of one
+  // int64 per rank, on its own channel so that it runs beside the AllReduce.
+  Status make_stamps(size_t i, StragglerTracker& tracker, std::unique_ptr<Task>* out) const {
     CollectiveCall stamps;
     stamps.collective = Collective::AllGather;
-    stamps.sendbuff = tracked_->stamp_send();
-    stamps.recvbuff = tracked_->stamp_recv();
+    stamps.sendbuff = tracker.stamp_send();
+    stamps.recvbuff = tracker.stamp_recv();
     stamps.count = 1;
     stamps.type = ncclInt64;
     std::shared_ptr<const Schedule> schedule;
-    BRAID_TRY(h.ctx_.plans->schedule_for(Collective::AllGather, comm(i).nranks, -1, sizeof(int64_t), &schedule));
-    std::unique_ptr<Task> task;
-    BRAID_TRY(make_task(i, stamps, schedule, nullptr, kStragglerStampChannel, {}, &task));  // 8 B a rank: never streamed
-    queues_.emplace_back();
-    queues_.back().abort = h.ctx_.stop;
-    queues_.back().tasks.push_back(std::move(task));
-    return Status::ok();
+    BRAID_TRY(host(i).ctx_.plans->schedule_for(Collective::AllGather, comm(i).nranks, -1, sizeof(int64_t), &schedule));
+    return make_task(i, stamps, std::move(schedule), nullptr, kStragglerStampChannel, {}, out);  // 8 B: never streamed
   }
 
   std::span<CommWork> work_;
@@ -399,12 +416,10 @@ class HostGroup {
     HostPaths::Board board = HostPaths::Board::None;
     std::shared_ptr<const Schedule> schedule;
     int straggler = -1;
+    bool decided_at_start = false;  // the late rank is decided as the call starts
   };
   std::vector<Planned> planned_;
   size_t next_planned_ = 0;
-  int straggler_ = -1;
-  StragglerTracker* tracked_ = nullptr;
-  size_t tracked_comm_ = 0;
   // A lone collective on the slots whose store choice is measured.
   struct {
     HostPaths* paths = nullptr;
