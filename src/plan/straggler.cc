@@ -143,6 +143,11 @@ Status StragglerTracker::open_arrival_board(const TransportContext& comm, const 
 
 bool StragglerTracker::decides_at_start(const TransportContext& comm, uint64_t bytes) {
   settle_eager(comm);
+  // Two host ranks: phase 0 has nothing to do while the late rank is away,
+  // and phase 1 moves more bytes (10 buffer passes to ring's 8, `braid
+  // stragglar --host-work`): StragglAR lost to ring by 0.78x with a rank
+  // 20 ms late, from 3 ranks on it won (perf/results/stragglar_host_small_n_20261204.txt).
+  if (nranks_ < 3) return false;
   return tracks(bytes) || eager_decides(bytes);
 }
 

@@ -113,6 +113,7 @@ class StragglerTracker {
   // start_call when this rank reaches it (eager: its arrival on the board;
   // auto: its timing starts), then poll_decision until *decided.  Calls of
   // a communicator start one after another, in the same order on every rank.
+  // Never on 2 ranks (see straggler.cc).
   bool decides_at_start(const TransportContext& comm, uint64_t bytes);
   Status start_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes);
   Status poll_decision(int* straggler, bool* decided);

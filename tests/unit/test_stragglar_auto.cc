@@ -188,3 +188,31 @@ TEST_CASE("auto end to end: a late rank is picked, every rank agrees", "[straggl
     if (c) comm_unregister(c.get());
   comms.clear();
 }
+
+TEST_CASE("host calls decided as they start: large AllReduces from 3 ranks, eager on one host only",
+          "[stragglar][auto][eager]") {
+  auto comm_of = [](int n, bool one_host) {
+    TransportContext comm;
+    comm.nranks = n;
+    comm.peers.resize(size_t(n));
+    for (int r = 0; r < n; ++r) comm.peers[size_t(r)].host_hash = one_host ? 7 : uint64_t(r);
+    return comm;
+  };
+  const uint64_t large = 1 << 20, small = 32 << 10;
+  for (const char* mode : {"auto", "eager"}) {
+    INFO(mode);
+    ScopedEnv e("BRAID_STRAGGLER", mode);
+    StragglerTracker three(3, 0), two(2, 0);
+    CHECK(three.decides_at_start(comm_of(3, true), large));
+    CHECK_FALSE(three.decides_at_start(comm_of(3, true), small));  // its fast paths
+    // Two ranks: StragglAR has nothing to hide and moves more than ring.
+    CHECK_FALSE(two.decides_at_start(comm_of(2, true), large));
+    // Across hosts auto still exchanges durations; eager needs the shared board.
+    StragglerTracker spread(4, 0);
+    CHECK(spread.decides_at_start(comm_of(4, false), large) == (std::string(mode) == "auto"));
+  }
+  ScopedEnv fixed("BRAID_STRAGGLER", "1");
+  StragglerTracker tracker(3, 0);
+  CHECK_FALSE(tracker.decides_at_start(comm_of(3, true), large));  // planned with the group
+  CHECK(tracker.fixed_straggler() == 1);
+}
