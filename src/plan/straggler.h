@@ -118,8 +118,8 @@ class StragglerTracker {
   Status start_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes);
   Status poll_decision(int* straggler, bool* decided);
 
-  // For an AllReduce of `bytes` about to run alone: the straggler to plan for
-  // (-1: none), and whether this call exchanges durations.
+  // For an AllReduce of `bytes`: the straggler auto or fixed mode plans for
+  // now (-1: none), and whether the call exchanges durations (auto).
   int straggler_for(uint64_t bytes) const;
   bool tracks(uint64_t bytes) const;
   // BRAID_STRAGGLER=<rank>: that rank, for every AllReduce, whatever else

@@ -144,7 +144,9 @@ TEST_CASE("arrival board: arrive and poll, one thread driving every rank", "[str
   constexpr int n = 3;
   std::vector<std::unique_ptr<ArrivalBoard>> boards(n);
   std::vector<Status> opened(n);
-  auto open = [&](int r) { opened[r] = ArrivalBoard::open(setup_for(name, r, n, std::chrono::seconds(10)), &boards[r]); };
+  auto open = [&](int r) {
+    opened[r] = ArrivalBoard::open(setup_for(name, r, n, std::chrono::seconds(10)), &boards[r]);
+  };
   std::thread creator(open, 0);  // the others wait for rank 0's segment
   for (int r = 1; r < n; ++r) open(r);
   creator.join();

@@ -22,7 +22,8 @@ Status StragglerAllReduceTask::poll(bool* progressed, bool* done) {
   }
   // The exchange and the AllReduce move independently, as two queues would;
   // each counts as moving when it finishes, once.
-  for (auto [task, finished] : {std::pair{a_.stamps.get(), &stamps_done_}, std::pair{allreduce_.get(), &allreduce_done_}}) {
+  const std::pair<Task*, bool*> parts[] = {{a_.stamps.get(), &stamps_done_}, {allreduce_.get(), &allreduce_done_}};
+  for (auto [task, finished] : parts) {
     if (*finished) continue;
     bool moved = false;
     BRAID_TRY(task->poll(&moved, finished));
