@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "src/bootstrap/bootstrap.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/group.h"
@@ -215,4 +217,21 @@ TEST_CASE("host calls decided as they start: large AllReduces from 3 ranks, eage
   StragglerTracker tracker(3, 0);
   CHECK_FALSE(tracker.decides_at_start(comm_of(3, true), large));  // planned with the group
   CHECK(tracker.fixed_straggler() == 1);
+}
+
+TEST_CASE("eager on a device backend turns off where a process holds 3 or more ranks", "[stragglar][eager]") {
+  // One thread may drive them all in a group; the blocking arrival of its
+  // first rank would wait for its own later ranks (until BRAID_TIMEOUT).
+  ScopedEnv e("BRAID_STRAGGLER", "eager");
+  ScopedEnv t("BRAID_TIMEOUT", "2");  // a mutation that still waits fails quickly
+  TransportContext comm;
+  comm.comm_hash = 0x5eed0000u + uint64_t(::getpid());
+  comm.nranks = 4;
+  comm.peers.resize(4);
+  for (PeerInfo& p : comm.peers) p.pid = ::getpid();  // threads of one process
+  StragglerTracker tracker(4, 0);
+  int straggler = 7;
+  REQUIRE(tracker.plan_call(comm, nullptr, 1 << 20, &straggler).is_ok());
+  CHECK(straggler == -1);
+  CHECK_FALSE(tracker.decides_at_start(comm, 1 << 20));  // off from then on, on the host path too
 }
