@@ -84,8 +84,12 @@ Status ArrivalBoard::poll(uint64_t call, int* straggler, bool* named) {
 }
 
 Status ArrivalBoard::straggler_of_call(uint64_t call, int* straggler) {
-  const BoardSetup& setup = map_.setup();
   arrive(call);
+  return wait(call, straggler);
+}
+
+Status ArrivalBoard::wait(uint64_t call, int* straggler) {
+  const BoardSetup& setup = map_.setup();
   Deadline deadline = Deadline::after(setup.timeout);
   Waiter waiter;
   for (bool named = false;;) {

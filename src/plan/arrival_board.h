@@ -42,6 +42,7 @@ class ArrivalBoard {
   // blocking call's deadline: the caller bounds the wait.
   void arrive(uint64_t call);
   Status poll(uint64_t call, int* straggler, bool* named);
+  Status wait(uint64_t call, int* straggler);  // polls until named, bounded as straggler_of_call
 
   struct Layout;
 

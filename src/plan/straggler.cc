@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
 #include <string>
 
 #include <fmt/ranges.h>
@@ -24,14 +23,6 @@ bool one_host(const TransportContext& comm) {
   for (const PeerInfo& p : comm.peers)
     if (p.host_hash != comm.peers[0].host_hash) return false;
   return true;
-}
-
-// The most ranks of the communicator that one process holds.
-int most_ranks_in_one_process(const TransportContext& comm) {
-  std::map<std::pair<uint64_t, int32_t>, int> ranks;  // (machine, pid) -> ranks
-  int most = 0;
-  for (const PeerInfo& p : comm.peers) most = std::max(most, ++ranks[{p.machine_hash, p.pid}]);
-  return most;
 }
 
 // A straggler board of the communicator (`kind`: its shm name's part).
@@ -128,20 +119,23 @@ StragglerTracker::~StragglerTracker() = default;
 Status StragglerTracker::plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes,
                                    int* straggler) {
   settle_eager(comm);
-  // Here a rank's arrival blocks until n-1 ranks arrived.  One thread may
-  // drive several ranks in a group (ncclCommInitAll, nccl-tests -g): with
-  // 3 or more, its first rank would wait for arrivals only its later ranks
-  // can make.  Whether a process holds that many is known alike on every
-  // rank; whether one thread drives them is not, so eager turns off.
-  if (setting_.mode == StragglerMode::Eager && most_ranks_in_one_process(comm) >= 3) {
-    BRAID_WARN("BRAID_STRAGGLER=eager on a device backend: a process holds 3 or more ranks, which one thread may "
-               "drive in a group, waiting on itself; StragglAR stays off");
-    setting_ = {};
-  }
   *straggler = straggler_for(bytes);
   if (!eager_decides(bytes)) return Status::ok();
+  if (!eager_waiting_) {
+    BRAID_TRY(open_arrival_board(comm, stop));
+    return board_->straggler_of_call(eager_calls_++, straggler);
+  }
+  eager_waiting_ = false;  // arrive_ahead arrived already
+  return board_->wait(eager_calls_ - 1, straggler);
+}
+
+Status StragglerTracker::arrive_ahead(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes) {
+  settle_eager(comm);
+  if (!eager_decides(bytes) || eager_waiting_) return Status::ok();
   BRAID_TRY(open_arrival_board(comm, stop));
-  return board_->straggler_of_call(eager_calls_++, straggler);
+  board_->arrive(eager_calls_++);
+  eager_waiting_ = true;
+  return Status::ok();
 }
 
 bool StragglerTracker::eager_decides(uint64_t bytes) const {
@@ -172,11 +166,7 @@ bool StragglerTracker::decides_at_start(const TransportContext& comm, uint64_t b
 
 Status StragglerTracker::start_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes) {
   if (tracks(bytes)) call_started(bytes);
-  if (!eager_decides(bytes)) return Status::ok();
-  BRAID_TRY(open_arrival_board(comm, stop));
-  board_->arrive(eager_calls_++);
-  eager_waiting_ = true;
-  return Status::ok();
+  return arrive_ahead(comm, stop, bytes);
 }
 
 Status StragglerTracker::poll_decision(int* straggler, bool* decided) {

@@ -107,6 +107,11 @@ class StragglerTracker {
   // straggler to plan for (-1: none).  Eager mode waits here for n-1
   // arrivals (`stop` ends the wait: abort, revoke).
   Status plan_call(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes, int* straggler);
+  // Eager mode: this rank's arrival at its next AllReduce of `bytes`, made
+  // before plan_call waits.  A thread driving several ranks of a group
+  // arrives for all of them first: a blocking wait of its first rank would
+  // otherwise wait for arrivals only its later ranks can make.
+  Status arrive_ahead(const TransportContext& comm, const std::atomic<bool>* stop, uint64_t bytes);
 
   // On the host backend, an AllReduce of `bytes` whose straggler is decided
   // as it starts (auto and eager, large calls), in whatever group it is:
@@ -163,7 +168,7 @@ class StragglerTracker {
   StragglerDetector detector_;
   std::unique_ptr<ArrivalBoard> board_;  // eager mode
   uint64_t eager_calls_ = 0;
-  bool eager_waiting_ = false;  // start_call arrived on board_ as call eager_calls_ - 1
+  bool eager_waiting_ = false;  // arrived on board_ as call eager_calls_ - 1, not yet named
   std::unique_ptr<DurationBoard> durations_;  // auto mode on a device backend
   uint64_t device_calls_ = 0;
   std::vector<uint64_t> device_bytes_;  // per board slot: the size of the call there

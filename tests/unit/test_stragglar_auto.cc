@@ -3,6 +3,7 @@
 // to StragglAR) on ranks as threads through braid's internal API.
 #include <catch2/catch.hpp>
 
+#include <barrier>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -219,19 +220,47 @@ TEST_CASE("host calls decided as they start: large AllReduces from 3 ranks, eage
   CHECK(tracker.fixed_straggler() == 1);
 }
 
-TEST_CASE("eager on a device backend turns off where a process holds 3 or more ranks", "[stragglar][eager]") {
-  // One thread may drive them all in a group; the blocking arrival of its
-  // first rank would wait for its own later ranks (until BRAID_TIMEOUT).
+TEST_CASE("eager on a device backend: one thread arrives for its ranks before any of them waits",
+          "[stragglar][eager][threads]") {
+  // run_cuda_group's order: a thread driving ranks 0-2 of 4 in a group
+  // arrives for all three, then plans each; rank 3's thread comes late.
+  // Arriving and waiting rank by rank, rank 0 would wait for 3 arrivals
+  // with only itself and (eventually) rank 3 able to make them.
   ScopedEnv e("BRAID_STRAGGLER", "eager");
-  ScopedEnv t("BRAID_TIMEOUT", "2");  // a mutation that still waits fails quickly
-  TransportContext comm;
-  comm.comm_hash = 0x5eed0000u + uint64_t(::getpid());
-  comm.nranks = 4;
-  comm.peers.resize(4);
-  for (PeerInfo& p : comm.peers) p.pid = ::getpid();  // threads of one process
-  StragglerTracker tracker(4, 0);
-  int straggler = 7;
-  REQUIRE(tracker.plan_call(comm, nullptr, 1 << 20, &straggler).is_ok());
-  CHECK(straggler == -1);
-  CHECK_FALSE(tracker.decides_at_start(comm, 1 << 20));  // off from then on, on the host path too
+  ScopedEnv t("BRAID_TIMEOUT", "20");
+  constexpr int n = 4, kCalls = 6;
+  constexpr uint64_t kBytes = 1 << 20;
+  std::vector<TransportContext> comms(n);
+  std::vector<std::unique_ptr<StragglerTracker>> trackers;
+  for (int r = 0; r < n; ++r) {
+    comms[r].comm_hash = 0xea6e0000u + uint64_t(::getpid());
+    comms[r].rank = r;
+    comms[r].nranks = n;
+    comms[r].peers.resize(n);
+    for (PeerInfo& p : comms[r].peers) p.pid = ::getpid();  // ranks as threads of one process
+    trackers.push_back(std::make_unique<StragglerTracker>(n, r));
+  }
+  std::vector<std::vector<int>> named(kCalls, std::vector<int>(n, -2));
+  std::vector<Status> failed(n);
+  // Stands in for the AllReduce: no rank leaves a call before all entered it.
+  std::barrier call_done(2);
+  std::thread late([&] {
+    for (int call = 0; call < kCalls; ++call) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (failed[3].is_ok()) failed[3] = trackers[3]->plan_call(comms[3], nullptr, kBytes, &named[call][3]);
+      call_done.arrive_and_wait();
+    }
+  });
+  for (int call = 0; call < kCalls; ++call) {
+    for (int r = 0; r < 3 && failed[0].is_ok(); ++r) failed[0] = trackers[r]->arrive_ahead(comms[r], nullptr, kBytes);
+    for (int r = 0; r < 3 && failed[0].is_ok(); ++r)
+      failed[0] = trackers[r]->plan_call(comms[r], nullptr, kBytes, &named[call][r]);
+    call_done.arrive_and_wait();
+  }
+  late.join();
+  INFO(failed[0].message());
+  REQUIRE(failed[0].is_ok());
+  REQUIRE(failed[3].is_ok());
+  for (int call = 0; call < kCalls; ++call)
+    for (int r = 0; r < n; ++r) CHECK(named[call][r] == 3);
 }

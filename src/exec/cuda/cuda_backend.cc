@@ -254,16 +254,26 @@ class CudaBackend final : public Backend {
     return order_.end(stream, capturing);
   }
 
+  // Whether `call` goes to the real NCCL (BRAID_FORWARD).
+  bool forwarded(const CollectiveCall& call) const {
+    if (!forward_wanted(call.collective)) return false;
+    // NVIDIA's NCCL picks its own reduction order: BRAID_DETERMINISTIC keeps reductions here.
+    if (!ctx_.plans->rank_order() || !collective_reduces(call.collective)) return true;
+    static std::once_flag said;
+    std::call_once(said, [] { BRAID_WARN("BRAID_DETERMINISTIC: reductions are not forwarded (BRAID_FORWARD)"); });
+    return false;
+  }
+
   // Enqueues one collective on call.stream: its schedule's plan, or the
   // real NCCL where BRAID_FORWARD asks for it.
   Status collective(const CollectiveCall& call) {
-    if (forward_wanted(call.collective)) {
-      // NVIDIA's NCCL picks its own reduction order: BRAID_DETERMINISTIC keeps reductions here.
-      if (!ctx_.plans->rank_order() || !collective_reduces(call.collective)) return forwarder_.run(call, ctx_);
-      static std::once_flag said;
-      std::call_once(said, [] { BRAID_WARN("BRAID_DETERMINISTIC: reductions are not forwarded (BRAID_FORWARD)"); });
-    }
+    if (forwarded(call)) return forwarder_.run(call, ctx_);
     return ordered(call.stream, [&](bool capturing) { return enqueue_collective(call, capturing); });
+  }
+  // The arrival collective() would make for `call` (BRAID_STRAGGLER=eager), made now.
+  Status arrive_ahead(const CollectiveCall& call) {
+    if (forwarded(call)) return Status::ok();
+    return straggler_.arrive_ahead(call);
   }
   Status enqueue_collective(const CollectiveCall& call, bool capturing) {
     if (capturing) buffers_.captured();  // what it uses must outlive the graph
@@ -769,18 +779,32 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 // Each communicator's part runs on its own streams: collectives in issue
-// order, then its send/recv batch, as the host path orders them.
+// order, then its send/recv batch, as the host path orders them.  One
+// thread may drive several ranks of a communicator here (ncclCommInitAll,
+// nccl-tests -g), and an enqueue may wait for its peers' enqueues
+// (BRAID_STRAGGLER: eager waits for n-1 ranks' arrivals, auto for the
+// stamps of the call 4 tracked calls earlier).  So the communicators'
+// k-th collectives are enqueued together, k = 0, 1, ..., each round's
+// eager arrivals made before any of its waits: a rank never waits for a
+// call that this thread has yet to reach for another rank.
 Status run_cuda_group(std::span<CommWork> work) {
   std::vector<std::vector<cudaStream_t>> streams(work.size());
-  for (size_t i = 0; i < work.size(); ++i)
-    BRAID_TRY(static_cast<CudaBackend&>(*work[i].backend).group_streams(work[i], &streams[i]));
+  auto backend = [&](size_t i) -> CudaBackend& { return static_cast<CudaBackend&>(*work[i].backend); };
+  size_t rounds = 0;
   for (size_t i = 0; i < work.size(); ++i) {
-    CommWork& w = work[i];
-    CudaBackend& backend = static_cast<CudaBackend&>(*w.backend);
-    BRAID_TRY(backend.join_streams_before(streams[i]));
-    for (const CollectiveCall& c : w.collectives) BRAID_TRY(backend.collective(c));
-    BRAID_TRY(backend.p2p(w.p2ps));
-    BRAID_TRY(backend.join_streams_after(streams[i]));
+    BRAID_TRY(backend(i).group_streams(work[i], &streams[i]));
+    rounds = std::max(rounds, work[i].collectives.size());
+  }
+  for (size_t i = 0; i < work.size(); ++i) BRAID_TRY(backend(i).join_streams_before(streams[i]));
+  for (size_t k = 0; k < rounds; ++k) {
+    for (size_t i = 0; i < work.size(); ++i)
+      if (k < work[i].collectives.size()) BRAID_TRY(backend(i).arrive_ahead(work[i].collectives[k]));
+    for (size_t i = 0; i < work.size(); ++i)
+      if (k < work[i].collectives.size()) BRAID_TRY(backend(i).collective(work[i].collectives[k]));
+  }
+  for (size_t i = 0; i < work.size(); ++i) {
+    BRAID_TRY(backend(i).p2p(work[i].p2ps));
+    BRAID_TRY(backend(i).join_streams_after(streams[i]));
   }
   return Status::ok();
 }

@@ -45,6 +45,13 @@ Status CudaStraggler::begin(const CollectiveCall& call, bool capturing, int* str
   return Status::ok();
 }
 
+Status CudaStraggler::arrive_ahead(const CollectiveCall& call) {
+  if (call.collective != Collective::AllReduce) return Status::ok();
+  const TransportContext& comm = ctx_->comm;
+  StragglerTracker& st = ctx_->plans->straggler(comm.nranks, comm.rank);
+  return st.arrive_ahead(comm, ctx_->stop, call.count * datatype_size(call.type));
+}
+
 Status CudaStraggler::end(cudaStream_t stream) {
   if (!stamping_) return Status::ok();
   DurationEntry* entry = std::exchange(stamping_, nullptr);

@@ -29,6 +29,10 @@ class CudaStraggler {
   // for (-1: none), and the arrival stamp of a call auto mode tracks.  Not
   // a captured call: a replay would stamp that call again.
   Status begin(const CollectiveCall& call, bool capturing, int* straggler);
+  // Eager mode: the arrival begin would make, made earlier, so that a
+  // thread driving several ranks in a group arrives for all of them before
+  // any of them waits (run_cuda_group).  Only for a call begin will see.
+  Status arrive_ahead(const CollectiveCall& call);
   // After its kernels: the completion stamp of a tracked call.
   Status end(cudaStream_t stream);
 
