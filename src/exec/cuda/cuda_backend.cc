@@ -63,6 +63,7 @@
 #include "src/exec/device_backend.h"
 #include "src/exec/device_share.h"
 #include "src/exec/forward.h"
+#include "src/exec/group_rounds.h"
 #include "src/plan/planner.h"
 #include "src/transport/peer_processes.h"
 
@@ -74,6 +75,7 @@ Status run_cuda_group(std::span<CommWork> work);
 namespace {
 
 using cuda::DevFifo;
+using cuda::DevicePlan;
 
 constexpr uint64_t kCtrlBytes = CudaArenaLayout::kCtrlBytes;
 constexpr uint64_t kLLCounterBytes = CudaArenaLayout::kLLCounterBytes;
@@ -88,21 +90,6 @@ struct ArenaInfo {
 };
 
 bool same_process(const ArenaInfo& a, const ArenaInfo& b) { return a.pid == b.pid && a.process == b.process; }
-
-struct DevicePlan {
-  LaneRecord* lanes = nullptr;  // all records in one allocation
-  OpRecord* ops = nullptr;
-  DepRecord* deps = nullptr;
-  DevFifo* fifos = nullptr;
-  uint32_t nlanes = 0;
-  uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
-  uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
-  uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
-  bool chunk_messages = true;    // false: signals only, the call runs as one tile
-  bool signals = false;          // Signals and Waits: the launch carries a peer table
-  void* block = nullptr;
-  size_t bytes = 0;  // of block
-};
 
 class CudaBackend final : public Backend {
  public:
@@ -779,29 +766,16 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 // Each communicator's part runs on its own streams: collectives in issue
-// order, then its send/recv batch, as the host path orders them.  One
-// thread may drive several ranks of a communicator here (ncclCommInitAll,
-// nccl-tests -g), and an enqueue may wait for its peers' enqueues
-// (BRAID_STRAGGLER: eager waits for n-1 ranks' arrivals, auto for the
-// stamps of the call 4 tracked calls earlier).  So the communicators'
-// k-th collectives are enqueued together, k = 0, 1, ..., each round's
-// eager arrivals made before any of its waits: a rank never waits for a
-// call that this thread has yet to reach for another rank.
+// order (in rounds across communicators, group_rounds.h), then its
+// send/recv batch, as the host path orders them.
 Status run_cuda_group(std::span<CommWork> work) {
   std::vector<std::vector<cudaStream_t>> streams(work.size());
   auto backend = [&](size_t i) -> CudaBackend& { return static_cast<CudaBackend&>(*work[i].backend); };
-  size_t rounds = 0;
-  for (size_t i = 0; i < work.size(); ++i) {
-    BRAID_TRY(backend(i).group_streams(work[i], &streams[i]));
-    rounds = std::max(rounds, work[i].collectives.size());
-  }
+  for (size_t i = 0; i < work.size(); ++i) BRAID_TRY(backend(i).group_streams(work[i], &streams[i]));
   for (size_t i = 0; i < work.size(); ++i) BRAID_TRY(backend(i).join_streams_before(streams[i]));
-  for (size_t k = 0; k < rounds; ++k) {
-    for (size_t i = 0; i < work.size(); ++i)
-      if (k < work[i].collectives.size()) BRAID_TRY(backend(i).arrive_ahead(work[i].collectives[k]));
-    for (size_t i = 0; i < work.size(); ++i)
-      if (k < work[i].collectives.size()) BRAID_TRY(backend(i).collective(work[i].collectives[k]));
-  }
+  BRAID_TRY(enqueue_in_rounds(
+      work, [&](size_t i, const CollectiveCall& c) { return backend(i).arrive_ahead(c); },
+      [&](size_t i, const CollectiveCall& c) { return backend(i).collective(c); }));
   for (size_t i = 0; i < work.size(); ++i) {
     BRAID_TRY(backend(i).p2p(work[i].p2ps));
     BRAID_TRY(backend(i).join_streams_after(streams[i]));

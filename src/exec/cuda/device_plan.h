@@ -11,6 +11,7 @@
 // needs no host involvement.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "braid/chunking.h"
@@ -176,5 +177,21 @@ enum DevFlag : int {
 // kWaitSignal: a one-sided signal (op: the sender, tile: its (ctx, sigIdx)
 // pair, seen/want: the counter's value and the value wanted).
 enum DevWait : int { kWaitDep = 1, kWaitData = 2, kWaitSlot = 3, kWaitLL = 4, kWaitSignal = 5 };
+
+// The host's handle on one schedule's records in device memory (cuda_backend.cc).
+struct DevicePlan {
+  LaneRecord* lanes = nullptr;  // all records in one allocation
+  OpRecord* ops = nullptr;
+  DepRecord* deps = nullptr;
+  DevFifo* fifos = nullptr;
+  uint32_t nlanes = 0;
+  uint32_t max_slices = 1;       // channels_ / channels the schedule uses, within the block budget
+  uint32_t fifos_per_slice = 0;  // fifos[s * fifos_per_slice + i]: slice s
+  uint32_t max_frame = 1;        // the schedule's largest frame (src/ops/op_step.h)
+  bool chunk_messages = true;    // false: signals only, the call runs as one tile
+  bool signals = false;          // Signals and Waits: the launch carries a peer table
+  void* block = nullptr;
+  size_t bytes = 0;  // of block
+};
 
 }  // namespace braid::cuda
