@@ -9,27 +9,33 @@
 // (by default; the window is the chooser's parameter):
 // calls are slowed down (a first call faulting its buffers in, a preemption)
 // far more often than sped up, and rarely twice in a row; a longer window
-// would keep a time from before the placement changed.  Until a class has
-// kTrusted calls on a way of its own, a neighbouring class that has them
-// speaks for it (its estimate scaled by the size), and lends it how sure it
-// is (how many calls it goes between rechecks): a sweep over sizes, or a mix
-// of sizes, does not explore afresh at every size.  The faster way is taken;
-// the slower is timed again after a number of calls that starts at 1 (or
-// first_check_every) and doubles each time a recheck confirms the choice,
-// up to as many calls as add up to kExploreBudget times the gap between
-// the two.  A recheck costs the gap, so in a steady state rechecking spends
-// about 1/kExploreBudget of the time, whatever the sizes and call rates; the
-// doubling from 1 corrects a first estimate that was wrong (a way first
-// timed while the buffers were still being faulted in looks several times
-// slower than it is), and a change of placement is noticed within about
-// kExploreBudget gaps.  A class's very first call is not timed at all: it
-// pays what only a first call pays (a schedule planned, slots and buffers
-// touched for the first time).  Timed, it made the default look slower
-// than the other way's first, warm, call: in a 2-process AllReduce of
-// 64 MB with the cores near, the cold first call on the cached slots
-// looked slower than the streamed slots, so streamed was taken for several
-// calls before a recheck found the cached slots well ahead (perf/results/
-// compare_20261126e.txt section 1).
+// would keep a time from before the placement changed.  A class's very
+// first call is not timed at all: it pays what only a first call pays (a
+// schedule planned, slots and buffers touched for the first time).  Timed,
+// it made the default look slower than the other way's first, warm, call:
+// in a 2-process AllReduce of 64 MB with the cores near, the cold first
+// call on the cached slots looked slower than the streamed slots, so
+// streamed was taken for several calls before a recheck found the cached
+// slots well ahead (perf/results/compare_20261126e.txt section 1).
+//
+// Then each way is timed kTrusted times, the default first, unless a
+// neighbouring class (twice or half the size) already has that many calls
+// on it: the neighbour speaks for the class (its estimate scaled by the
+// size) until the class has its own, so a sweep over sizes, or a mix of
+// sizes, does not explore afresh at every size; a call of the class's own
+// that beats the neighbour's word counts at once.  (Classes further away
+// speaking too did not pay: perf/results/copy_path_rechecks_20261204.txt.)
+// From then on the faster way is taken, and the slower is timed again
+// after as many calls as add up to kExploreBudget times the gap between
+// the two.  A recheck costs the gap, so rechecking spends about
+// 1/kExploreBudget of the time, whatever the sizes and call rates, and a
+// change of placement is noticed within about kExploreBudget gaps.  An
+// estimate that started wrong (a way first timed while still warming up,
+// or a neighbour's that does not hold here) is corrected the same way,
+// sooner the smaller the gap it shows.  The rechecks used to start after 1
+// call and double up to that bound, to correct such a start at once; in a
+// benchmark's 20 calls per size that put 4 or 5 of them on the slower way,
+// and their cost outgrew what the choice won (same file).
 //
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of
@@ -62,28 +68,21 @@ class MeasuredChooser {
  public:
   static constexpr double kExploreBudget = 20;  // rechecks cost ~5% at most
   static constexpr uint32_t kMaxCallsBetweenChecks = 1024;
-  static constexpr uint32_t kTrusted = 3;  // calls on a way before a class's own estimate counts
+  static constexpr uint32_t kTrusted = 2;  // timed calls on a way before its estimate counts
 
   static constexpr uint32_t kDefaultWindow = 2, kMaxWindow = 8;
 
-  // first_check_every: the calls between the first rechecks of a class (1:
-  // a first estimate that was wrong is corrected at once; more: fewer calls
-  // spent on the slower way while a class is new).  window: how many of a
-  // way's last calls its estimate is the fastest of (2, as above; more
-  // where calls are slowed down more often than placements change, as
-  // where ranks outnumber cores and wait for one).
-  explicit MeasuredChooser(uint32_t first_check_every = 1, uint32_t window = kDefaultWindow)
-      : first_check_every_(first_check_every), window_(std::clamp<uint32_t>(window, 1, kMaxWindow)) {
-    for (Classes& classes : classes_)
-      for (SizeClass& s : classes) s.check_every = first_check_every;
-  }
+  // window: how many of a way's last calls its estimate is the fastest of
+  // (2, as above; more where calls are slowed down more often than
+  // placements change, as where ranks outnumber cores and wait for one).
+  explicit MeasuredChooser(uint32_t window = kDefaultWindow) : window_(std::clamp<uint32_t>(window, 1, kMaxWindow)) {}
 
   // The way for a call of `c` moving `bytes` (its larger buffer).
   MeasuredChoice<Option> choose(Collective c, uint64_t bytes) const {
     const Classes& classes = classes_[size_t(c)];
     const int k = size_class(bytes);
     View v;
-    if (!view(classes, k, &v)) return {v.best, 0};  // a way nothing is known of: time it
+    if (!view(classes, k, &v)) return {v.best, 0};  // a way not known well enough yet: time it
     const uint32_t every = calls_between_checks(v), since = classes[size_t(k)].calls_since_check;
     if (since >= every) return {other(v.best), 0};
     // The default until the recheck is due, this call included.
@@ -91,8 +90,8 @@ class MeasuredChooser {
   }
 
   // The faster way of `c` at `bytes` by what is known now, leaving out
-  // the rechecks choose() schedules (the way to time first while one is
-  // unknown): for tests and logs.
+  // the rechecks choose() schedules (the way to time next while one is
+  // not known well enough): for tests and logs.
   Option faster(Collective c, uint64_t bytes) const {
     View v;
     view(classes_[size_t(c)], size_class(bytes), &v);
@@ -111,16 +110,9 @@ class MeasuredChooser {
     View before;
     const bool knew = view(classes, k, &before);
     s.way[int(option)].add(us, window_);
-    View after;
-    if (!knew || !view(classes, k, &after)) return;
-    if (option == before.best) {
-      ++s.calls_since_check;
-      return;
-    }
-    // A recheck: it confirmed the choice (look less often) or overturned it.
-    s.calls_since_check = 0;
-    s.check_every =
-        after.best == before.best ? std::min(2 * before.check_every, kMaxCallsBetweenChecks) : first_check_every_;
+    // On the faster way, one call nearer the recheck; otherwise a recheck
+    // (or a way timed before the rechecks start): the count starts again.
+    s.calls_since_check = knew && option == before.best ? s.calls_since_check + 1 : 0;
   }
 
   // A call that took the default under a lease (not timed).
@@ -139,42 +131,35 @@ class MeasuredChooser {
   struct SizeClass {
     Estimate way[2];
     uint32_t calls_since_check = 0;  // on the faster way, since the slower was last timed
-    uint32_t check_every = 1;        // doubles while rechecks confirm the choice
     bool warm = false;               // its first call is over (and was not timed)
   };
   using Classes = std::array<SizeClass, kSizeClasses>;
-  // What is known of class k: estimates of both ways (own, or a trusted
-  // neighbour's) and how often to recheck; false while a way is unknown
-  // (v->best is then that way).
+  // What is known of class k: estimates of both ways (own, or a
+  // neighbour's); false while a way has neither (v->best is then that way).
   struct View {
     double us[2] = {};
     Option best = Option(0);
-    uint32_t check_every = 1;
   };
 
   static Option other(Option o) { return o == Option(0) ? Option(1) : Option(0); }
 
   bool view(const Classes& classes, int k, View* v) const {
-    const SizeClass& own = classes[size_t(k)];
-    v->check_every = own.check_every;
     for (int p = 0; p < 2; ++p) {
-      const Estimate& e = own.way[p];
-      bool found = e.count >= kTrusted;
-      if (found) v->us[p] = e.us(window_);
+      const Estimate& own = classes[size_t(k)].way[p];
+      bool found = own.count >= kTrusted;
+      if (found) v->us[p] = own.us(window_);
       for (int j : {k - 1, k + 1}) {
         if (found || j < 0 || j >= kSizeClasses) continue;
-        const SizeClass& n = classes[size_t(j)];
-        if (n.way[p].count < kTrusted) continue;
-        v->us[p] = std::ldexp(n.way[p].us(window_), k - j);  // time scales with size
-        v->check_every = std::max(v->check_every, n.check_every);
-        found = true;
-      }
-      if (!found && e.count > 0) {
-        v->us[p] = e.us(window_);
+        const Estimate& n = classes[size_t(j)].way[p];
+        if (n.count < kTrusted) continue;
+        v->us[p] = std::ldexp(n.us(window_), k - j);  // time scales with size
+        // A call of its own faster than that counts as one more sample
+        // (calls are slowed down, rarely sped up).
+        if (own.count > 0) v->us[p] = std::min(v->us[p], own.us(window_));
         found = true;
       }
       if (!found) {
-        v->best = Option(p);  // the way to time first
+        v->best = Option(p);  // the way to time next
         return false;
       }
     }
@@ -182,14 +167,13 @@ class MeasuredChooser {
     return true;
   }
 
+  // As many calls as take kExploreBudget gaps.
   static uint32_t calls_between_checks(const View& v) {
     const double best_us = v.us[int(v.best)], gap = std::max(0.0, v.us[int(other(v.best))] - best_us);
-    // As many calls as take kExploreBudget gaps.
     const double budget = best_us > 0 ? std::ceil(kExploreBudget * gap / best_us) : kMaxCallsBetweenChecks;
-    return std::min(v.check_every, uint32_t(std::clamp(budget, 1.0, double(kMaxCallsBetweenChecks))));
+    return uint32_t(std::clamp(budget, 1.0, double(kMaxCallsBetweenChecks)));
   }
 
-  uint32_t first_check_every_;
   uint32_t window_;
   std::array<Classes, int(Collective::Custom)> classes_{};
 };

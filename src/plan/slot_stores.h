@@ -44,13 +44,6 @@ enum class SlotStores : uint8_t { Cached = 0, Streamed = 1 };
 // perf/results/compare_20261126.txt.
 constexpr uint64_t kSlotStoresMinOutputBytes = uint64_t(16) << 20;
 
-// The first rechecks of a class come after 4 calls, not 1: a new class
-// otherwise spends 3 of its first 10 calls on the slower way, which cost a
-// short benchmark sweep noticeably where streaming lost (2-process
-// AllGather at 16 MB per rank, 32 MB out, cores near: perf/results/
-// compare_20261125g.txt section 4); with 4, one call.  A wrong first
-// estimate (a cold first call) then lasts 4 calls instead of 1.
-constexpr uint32_t kSlotStoresFirstCheckEvery = 4;
 using SlotStoreChooser = MeasuredChooser<SlotStores>;
 
 // BRAID_SLOT_STORES: auto (measured; cached where ranks outnumber cores),

@@ -35,7 +35,8 @@ Tally run(CopyPathChooser& c, int calls, double slots_us, double pull_us, uint64
 }
 }  // namespace
 
-TEST_CASE("copy path: a first call untimed, the slots, then pull, then the faster, and a cold time outvoted",
+TEST_CASE("copy path: a first call untimed, each way timed twice (the slots first), then the faster, a cold time "
+          "outvoted",
           "[unit][copy_path]") {
   CopyPathChooser c;
   const Collective ag = Collective::AllGather;
@@ -45,15 +46,18 @@ TEST_CASE("copy path: a first call untimed, the slots, then pull, then the faste
   CHECK(again.option == CopyPath::Slots);  // still nothing known of the slots
   CHECK(again.lease == 0);
   c.record(ag, kMB, CopyPath::Slots, 500);  // cold: pages and caches
+  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);  // one call is not enough to go by
+  c.record(ag, kMB, CopyPath::Slots, 40);
   CHECK(c.choose(ag, kMB).option == CopyPath::Pull);
-  c.record(ag, kMB, CopyPath::Pull, 300);  // cold too, but less: pull looks faster
+  c.record(ag, kMB, CopyPath::Pull, 300);  // cold too
   CopyChoice next = c.choose(ag, kMB);
   CHECK(next.option == CopyPath::Pull);
   CHECK(next.lease == 0);  // pulls are never leased
   c.record(ag, kMB, CopyPath::Pull, 60);
-  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);  // the slots timed again after one call
-  c.record(ag, kMB, CopyPath::Slots, 40);
-  CHECK(c.choose(ag, kMB).option == CopyPath::Slots);  // 40 < 60
+  CopyChoice settled = c.choose(ag, kMB);
+  CHECK(settled.option == CopyPath::Slots);  // 40 < 60, each the faster of its two calls
+  // Rechecked after 20 x (60 - 40) us of slots: 10 calls, this one and 9 leased.
+  CHECK(settled.lease == 9);
 }
 
 TEST_CASE("copy path: in a steady state the slots are leased for 20 gaps' worth of calls", "[unit][copy_path]") {
@@ -115,22 +119,43 @@ TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled
   CHECK(c.choose(Collective::AllGather, 2 * kMB).option == CopyPath::Pull);
   Tally t = run(c, 10, 200, 100, 2 * kMB);
   CHECK(t.pulled >= 8);
-  // Not next to a measured class: warm-up (slots first).
+  // Not next to a measured class: timed afresh (the slots first).
   CHECK(c.choose(Collective::AllGather, 16 * kMB).option == CopyPath::Slots);
 }
 
-TEST_CASE("copy path: a path first timed cold is timed again within a few calls", "[unit][copy_path]") {
+TEST_CASE("copy path: a way first timed cold is timed again before the other", "[unit][copy_path]") {
   // As in a benchmark that warms up every size before timing any: the
-  // slots' two samples come from calls that faulted the buffers in.
+  // slots' first timed call faulted the buffers in.
   CopyPathChooser c;
   const Collective ag = Collective::AllGather;
   c.record(ag, kMB, CopyPath::Slots, 4000);
   c.record(ag, kMB, CopyPath::Slots, 160);  // really 40
-  // Pull (really 60) looks 2.7x faster; the slots are timed again after one
-  // call on pull, not after 20 x (160 - 60) us of them, and win.
+  // Pull (really 60) would look 2.7x faster; the slots are timed again
+  // first, and win.
   Tally t = run(c, 8, 40, 60);
-  CHECK(t.pulled <= 4);
+  CHECK(t.pulled == 2);
   CHECK(c.choose(ag, kMB).option == CopyPath::Slots);
+}
+
+TEST_CASE("copy path: a class a neighbour misled turns at its first recheck", "[unit][copy_path]") {
+  CopyPathChooser c;
+  const Collective ag = Collective::AllGather;
+  run(c, 10, 200, 50, kMB);  // 1 MB: pull four times as fast
+  // 2 MB, where the slots are a little faster (250 us against 300): pull
+  // is taken on 1 MB's word (the slots at 2 x 200 us), and the slots are
+  // timed again after 20 x (400 - 300) / 300 calls of it.  That one call
+  // turns the choice: a time of the class's own below its neighbour's word
+  // counts before the class has kTrusted of them.
+  int pulls = 0;
+  for (; pulls < 30; ++pulls) {
+    const CopyChoice choice = c.choose(ag, 2 * kMB);
+    const bool slots = choice.option == CopyPath::Slots;
+    c.record(ag, 2 * kMB, choice.option, slots ? 250 : 300);
+    if (slots) break;
+  }
+  CHECK(pulls >= 3);
+  CHECK(pulls <= 10);
+  CHECK(c.faster(ag, 2 * kMB) == CopyPath::Slots);
 }
 
 TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][copy_path]") {
@@ -144,18 +169,24 @@ TEST_CASE("copy path: collectives and size classes are timed apart", "[unit][cop
   CHECK(c.choose(Collective::AlltoAll, kMB).option == CopyPath::Slots);  // never timed: the slots first
 }
 
-TEST_CASE("measured choice: a larger first recheck interval spends fewer of a new class's calls on the slower way",
+TEST_CASE("measured choice: a new class times the slower way twice, then as often as the gap allows",
           "[unit][copy_path]") {
-  // Twelve calls of a new class where the default is faster (100 vs 160
-  // us): the first untimed, the second timing the default, the third the
-  // other way; from 1, the slower way is rechecked after 1 and 2 calls
-  // (the next would be after 4); from 4, once, after 4.
-  for (uint32_t first : {1u, 4u}) {
-    braid::MeasuredChooser<CopyPath> c(first);
-    Tally t = run(c, 12, 100, 160);
-    INFO("first_check_every " << first);
-    CHECK(t.pulled + t.slots + t.leased == 12);
-    CHECK(t.pulled == (first == 1 ? 3 : 2));  // the first timing of pull included
+  // A benchmark's 25 calls of a new size where one way takes twice as long
+  // as the other: the untimed first call, two on each way, and then the
+  // first recheck is due only after 20 gaps' worth of calls, past the
+  // 25th.  (Rechecks that started after 1 call and doubled put 5 of the 25
+  // on the slower way.)
+  for (const bool slots_faster : {true, false}) {
+    INFO("slots faster: " << slots_faster);
+    CopyPathChooser c;
+    Tally t = slots_faster ? run(c, 25, 100, 200) : run(c, 25, 200, 100);
+    CHECK(t.pulled + t.slots + t.leased == 25);
+    if (slots_faster) {
+      CHECK(t.pulled == 2);
+    } else {
+      CHECK(t.slots == 3);  // the untimed call and two timed
+      CHECK(t.leased == 0);
+    }
   }
 }
 
@@ -166,7 +197,7 @@ TEST_CASE("measured choice: a longer window keeps a way's fast call in its estim
   // it stays 100 until four slow calls have pushed the fast one out.
   for (uint32_t window : {2u, 4u}) {
     INFO("window " << window);
-    braid::MeasuredChooser<CopyPath> c(1, window);
+    braid::MeasuredChooser<CopyPath> c(window);
     const Collective ag = Collective::AllGather;
     c.record(ag, kMB, CopyPath::Slots, 9000);  // the class's first call: not timed
     for (int i = 0; i < 3; ++i) c.record(ag, kMB, CopyPath::Slots, 200);
