@@ -114,8 +114,9 @@ TEST_CASE("copy path: a change of which path is faster is followed", "[unit][cop
 TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled", "[unit][copy_path]") {
   CopyPathChooser c;
   run(c, 10, 100, 50, kMB);  // 1 MB: pull twice as fast
-  // 2 MB, never timed: pull at once (its estimate: 2 x 50 us), and as
-  // seldom a recheck of the slots as 1 MB had got to.
+  // 2 MB, never timed: pull at once (its estimate: 2 x 50 us), and the
+  // slots timed again only after 20 gaps' worth of calls (their estimate:
+  // 2 x 100 us), so not within these 10.
   CHECK(c.choose(Collective::AllGather, 2 * kMB).option == CopyPath::Pull);
   Tally t = run(c, 10, 200, 100, 2 * kMB);
   CHECK(t.pulled >= 8);
