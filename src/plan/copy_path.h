@@ -52,6 +52,14 @@
 // the choice comes with a lease, the number of following calls of the
 // class that run on the slots without exchanging anything (as many as
 // there are until the next recheck is due).
+//
+// An in-place AlltoAll of rank 0 never pulls, so it takes the slots with a
+// lease of kInPlaceAlltoAllLease calls, untimed, rather than exchange
+// descriptors on every call only to fall back; an out-of-place call of the
+// class within the lease takes the slots too.  (In-place and out-of-place
+// calls otherwise share the chooser's classes: a chooser for each made
+// in-place calls up to 18% slower on this VM, exploring afresh what the
+// out-of-place calls had found: perf/results/copy_path_in_place_20261204.txt.)
 #pragma once
 
 #include <cstdint>
@@ -64,14 +72,22 @@ namespace braid {
 enum class CopyPath : uint8_t { Slots = 0, Pull = 1 };  // Slots: the default, leased
 
 // Per collective and size class, how many more calls take the slots
-// without an exchange (the same on every rank: all make the same calls).
+// without an exchange (the same on every rank: all make the same calls),
+// and whether the chooser leased them (it counts them) or rank 0's call
+// could not pull (never_pulls).
 struct SlotLeases {
   uint32_t remaining[int(Collective::Custom)][kSizeClasses] = {};
+  bool chosen[int(Collective::Custom)][kSizeClasses] = {};
 };
+
+// An in-place AlltoAll of rank 0 never pulls: its output is input a peer
+// may not have read yet.
+inline bool never_pulls(Collective c, bool rank0_in_place) { return c == Collective::AlltoAll && rank0_in_place; }
 
 using CopyChoice = MeasuredChoice<CopyPath>;
 using CopyPathChooser = MeasuredChooser<CopyPath>;
 constexpr uint32_t kOversubscribedCopyPathWindow = 6;
 constexpr uint64_t kOversubscribedPullMinBytes = 256 << 10;
+constexpr uint32_t kInPlaceAlltoAllLease = 16;
 
 }  // namespace braid

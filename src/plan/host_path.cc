@@ -84,10 +84,11 @@ bool HostPaths::exchanges_descriptors(Collective c, uint64_t bytes) {
   if (s_.pinned_collectives >> int(c) & 1) return false;
   if (pull_admits(c, bytes)) {
     if (mapped_window_) return true;
-    uint32_t& left = leases_.remaining[int(c)][size_class(bytes)];
+    const int k = size_class(bytes);
+    uint32_t& left = leases_.remaining[int(c)][k];
     if (left == 0) return true;
     --left;  // leased to the slots: no exchange
-    if (copy_paths_) copy_paths_->leased_call(c, bytes);
+    if (copy_paths_ && leases_.chosen[int(c)][k]) copy_paths_->leased_call(c, bytes);
     return false;
   }
   const bool reachable = mapped_window_ || s_.one_process;
@@ -123,7 +124,8 @@ uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& sche
   return call_tile_bytes(s_.tile_bytes, wide, least);
 }
 
-CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes) {
+CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes, bool in_place) {
+  if (never_pulls(c, in_place)) return CopyChoice{CopyPath::Slots, kInPlaceAlltoAllLease};
   if (s_.pull_always) return CopyChoice{CopyPath::Pull, 0};
   return copy_paths_ ? copy_paths_->choose(c, bytes) : CopyChoice{};
 }
@@ -132,8 +134,11 @@ void HostPaths::record_copy_path(Collective c, uint64_t bytes, CopyPath path, do
   if (copy_paths_) copy_paths_->record(c, bytes, path, us);
 }
 
-void HostPaths::lease_slots(Collective c, uint64_t bytes, uint32_t lease) {
-  if (!mapped_window_) leases_.remaining[int(c)][size_class(bytes)] = lease;
+void HostPaths::lease_slots(Collective c, uint64_t bytes, bool in_place, uint32_t lease) {
+  if (mapped_window_) return;
+  const int k = size_class(bytes);
+  leases_.remaining[int(c)][k] = lease;
+  leases_.chosen[int(c)][k] = !never_pulls(c, in_place);
 }
 
 void HostPaths::record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us) {

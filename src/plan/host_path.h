@@ -127,10 +127,11 @@ class HostPaths {
 
   // What the descriptors of path 3 carry from rank 0, and what the ranks
   // report back.  choose_copy_path is rank 0's; every rank applies the
-  // outcome it read from rank 0's descriptor.
-  CopyChoice choose_copy_path(Collective c, uint64_t bytes);
+  // outcome it read from rank 0's descriptor, which says whether rank 0's
+  // call was in place (`in_place`).
+  CopyChoice choose_copy_path(Collective c, uint64_t bytes, bool in_place);
   void record_copy_path(Collective c, uint64_t bytes, CopyPath path, double us);
-  void lease_slots(Collective c, uint64_t bytes, uint32_t lease);
+  void lease_slots(Collective c, uint64_t bytes, bool in_place, uint32_t lease);
   void pull_unavailable() { pull_collectives_ = 0; }  // a rank could not read its peers: all stop pulling
   void record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us);
 

@@ -147,6 +147,29 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
   }
 }
 
+TEST_CASE("pull path: an in-place AlltoAll takes the slots on a lease, not an exchange per call, exactly",
+          "[direct][pull][processes]") {
+  if (!cma_works_here()) return;
+  for (const char* mode : {"on", "auto"}) {
+    INFO("BRAID_CMA=" << mode);
+    set_env(mode);
+    CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+            const CollCase in_place{.coll = Coll::AlltoAll, .count = 20000, .in_place = true};
+            const CollCase out_of_place{.coll = Coll::AlltoAll, .count = 20000};
+            const uint64_t p0 = pulled(), f0 = fallback_calls();
+            // Rank 0's in-place call could never pull: one exchange, then a lease.
+            const uint32_t calls = 2 * (braid::kInPlaceAlltoAllLease + 1);
+            for (uint32_t i = 0; i < calls && !f.count; ++i) run_and_check(in_place, rank, n, comm, f);
+            if (fallback_calls() - f0 != 2 || pulled() != p0)
+              f.fail(fmt::format("{} in-place calls: {} exchanges (expected 2), {} pulled", calls,
+                                 fallback_calls() - f0, pulled() - p0));
+            // An out-of-place call within the lease takes the slots unasked.
+            run_expecting(in_place, 0, rank, n, comm, f);
+            run_expecting(out_of_place, -1, rank, n, comm, f);
+          }) == 0);
+  }
+}
+
 TEST_CASE("pull path: where ranks outnumber cores, auto times AllGather and AlltoAll until every rank is done, exactly",
           "[direct][pull][processes]") {
   if (!cma_works_here()) return;

@@ -103,8 +103,8 @@ class SingleCopyTask final : public Task {
     mine_.pid = ctx.pid;
     mine_.can_pull = ctx.paths->settings().can_pull;
     if (me_ == 0 && ctx.paths->pull_admits(a_.collective, call_bytes_)) {
-      started_ns_ = now_ns();
-      const CopyChoice choice = ctx.paths->choose_copy_path(a_.collective, call_bytes_);
+      started_ns_ = never_pulls(a_.collective, mine_.overlapping) ? -1 : now_ns();  // nothing to learn
+      const CopyChoice choice = ctx.paths->choose_copy_path(a_.collective, call_bytes_, mine_.overlapping);
       mine_.path = uint8_t(choice.option);
       mine_.lease = choice.lease;
     }
@@ -308,7 +308,7 @@ class SingleCopyTask final : public Task {
         return false;
       }
     if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
-      paths.lease_slots(a_.collective, call_bytes_, descriptors_[0].lease);
+      paths.lease_slots(a_.collective, call_bytes_, descriptors_[0].overlapping, descriptors_[0].lease);
       finish_after_fallback_ = paths.settings().time_slot_calls_to_all_done;
       return false;
     }
