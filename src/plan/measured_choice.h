@@ -23,8 +23,14 @@
 // on it: the neighbour speaks for the class (its estimate scaled by the
 // size) until the class has its own, so a sweep over sizes, or a mix of
 // sizes, does not explore afresh at every size; a call of the class's own
-// that beats the neighbour's word counts at once.  (Classes further away
-// speaking too did not pay: perf/results/copy_path_rechecks_20261204.txt.)
+// that beats the neighbour's word counts at once.  A neighbour the job ran
+// that took its own neighbour's word for a way passes that word on (the
+// nearest class that timed the way speaks, through such classes): a sweep
+// by doubling sizes then times the way it does not take once, not at
+// every other size (2-process AlltoAll 1.10x faster over such a sweep,
+// perf/results/copy_path_in_place_20261204.txt section 3).  Classes
+// further away speaking over sizes the job never ran did not pay
+// (perf/results/copy_path_rechecks_20261204.txt).
 // From then on the faster way is taken, and the slower is timed again
 // after as many calls as add up to kExploreBudget times the gap between
 // the two.  A recheck costs the gap, so rechecking spends about
@@ -148,7 +154,12 @@ class MeasuredChooser {
       const Estimate& own = classes[size_t(k)].way[p];
       bool found = own.count >= kTrusted;
       if (found) v->us[p] = own.us(window_);
-      for (int j : {k - 1, k + 1}) {
+      for (int d : {-1, +1}) {
+        // The nearest class that timed the way, through classes the job ran
+        // that took a neighbour's word for it.
+        int j = k + d;
+        while (j >= 0 && j < kSizeClasses && classes[size_t(j)].warm && classes[size_t(j)].way[p].count < kTrusted)
+          j += d;
         if (found || j < 0 || j >= kSizeClasses) continue;
         const Estimate& n = classes[size_t(j)].way[p];
         if (n.count < kTrusted) continue;

@@ -124,6 +124,19 @@ TEST_CASE("copy path: a measured neighbour class stands in for a new one, scaled
   CHECK(c.choose(Collective::AllGather, 16 * kMB).option == CopyPath::Slots);
 }
 
+TEST_CASE("copy path: a sweep by doubling times the way it does not take once, not at every other size",
+          "[unit][copy_path]") {
+  CopyPathChooser c;
+  const Collective ag = Collective::AllGather;
+  run(c, 10, 100, 50, kMB);           // 1 MB: both ways timed, pull twice as fast
+  run(c, 10, 200, 100, 2 * kMB);      // 2 MB: pull on 1 MB's word, the slots never timed
+  // 4 MB: the slots' word comes from 1 MB through 2 MB (4 x 100 us).
+  CHECK(c.choose(ag, 4 * kMB).option == CopyPath::Pull);
+  CHECK(run(c, 10, 400, 200, 4 * kMB).slots == 0);
+  // 16 MB: 8 MB never ran, so nothing speaks for it: timed afresh.
+  CHECK(c.choose(ag, 16 * kMB).option == CopyPath::Slots);
+}
+
 TEST_CASE("copy path: a way first timed cold is timed again before the other", "[unit][copy_path]") {
   // As in a benchmark that warms up every size before timing any: the
   // slots' first timed call faulted the buffers in.
