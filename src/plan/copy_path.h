@@ -45,6 +45,10 @@
 // every process to be scheduled), so neither is timed.  BRAID_CMA=on
 // still pulls everything.
 //
+// A Broadcast's root returns from the slots before its peers have copied
+// its data out, so its slot calls that rank 0 times end with the "done"
+// exchange too, wherever it runs (HostPaths::slot_calls_end_with_done).
+//
 // Where it may pull, the choice is measured (src/plan/measured_choice.h),
 // by rank 0, and its choice travels in its descriptor, so every rank
 // takes the same path.  Pulling needs that exchange on every call (peers

@@ -132,6 +132,18 @@ class HostPaths {
   CopyChoice choose_copy_path(Collective c, uint64_t bytes, bool in_place);
   void record_copy_path(Collective c, uint64_t bytes, CopyPath path, double us);
   void lease_slots(Collective c, uint64_t bytes, bool in_place, uint32_t lease);
+  // Whether a call of `c` that exchanged descriptors and runs on the slots
+  // ends with the "done" exchange, as a pulled call does, so that rank 0
+  // times both ways to the same point: where ranks outnumber cores
+  // (time_slot_calls_to_all_done), and for every Broadcast, whose root
+  // returns from the slots once its fragments are in them, before any peer
+  // has copied them out: rank 0, the root of most Broadcasts, timed only
+  // its own part, took the slots, and 2-process Broadcasts from 64K to 2M
+  // ran 1.2-1.7x slower than pulled (perf/results/copy_path_in_place_20261204.txt
+  // section 4).
+  bool slot_calls_end_with_done(Collective c) const {
+    return s_.time_slot_calls_to_all_done || c == Collective::Broadcast;
+  }
   void pull_unavailable() { pull_collectives_ = 0; }  // a rank could not read its peers: all stop pulling
   void record_slot_stores(Collective c, uint64_t output_bytes, SlotStores stores, double us);
 

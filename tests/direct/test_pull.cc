@@ -147,6 +147,23 @@ TEST_CASE("pull path: auto mode times both paths, leases the slots alike on ever
   }
 }
 
+TEST_CASE("pull path: auto times a Broadcast's slot calls until every rank is done, exactly",
+          "[direct][pull][processes]") {
+  if (!cma_works_here()) return;
+  set_env("auto");
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const uint64_t f0 = fallback_calls(), s0 = braid::single_copy_stats().slots_finished.load();
+          for (int i = 0; i < 40 && !f.count; ++i)
+            run_and_check(CollCase{.coll = Coll::Broadcast, .count = 40000, .root = i % 2}, rank, n, comm, f);
+          // The root returns from the slots before its peer has copied out:
+          // every slots call that exchanged waits for the peer's "done".
+          const uint64_t slots = fallback_calls() - f0, finished = braid::single_copy_stats().slots_finished - s0;
+          if (slots == 0 || finished != slots)
+            f.fail(fmt::format("{} Broadcasts on the slots after an exchange, {} ended with the done exchange", slots,
+                               finished));
+        }) == 0);
+}
+
 TEST_CASE("pull path: an in-place AlltoAll takes the slots on a lease, not an exchange per call, exactly",
           "[direct][pull][processes]") {
   if (!cma_works_here()) return;

@@ -309,7 +309,7 @@ class SingleCopyTask final : public Task {
       }
     if (CopyPath(descriptors_[0].path) != CopyPath::Pull) {
       paths.lease_slots(a_.collective, call_bytes_, descriptors_[0].overlapping, descriptors_[0].lease);
-      finish_after_fallback_ = paths.settings().time_slot_calls_to_all_done;
+      finish_after_fallback_ = paths.slot_calls_end_with_done(a_.collective);
       return false;
     }
     // In-place AlltoAll: my output is input a peer may not have read yet.
