@@ -136,11 +136,9 @@ class HostPaths {
   // ends with the "done" exchange, as a pulled call does, so that rank 0
   // times both ways to the same point: where ranks outnumber cores
   // (time_slot_calls_to_all_done), and for every Broadcast, whose root
-  // returns from the slots once its fragments are in them, before any peer
-  // has copied them out: rank 0, the root of most Broadcasts, timed only
-  // its own part, took the slots, and 2-process Broadcasts from 64K to 2M
-  // ran 1.2-1.7x slower than pulled (perf/results/copy_path_in_place_20261204.txt
-  // section 4).
+  // returns from the slots before its peers have copied out (timed without
+  // it, 2-process Broadcasts took the slots where pulling was 1.2-1.7x
+  // faster: perf/results/copy_path_in_place_20261204.txt section 4).
   bool slot_calls_end_with_done(Collective c) const {
     return s_.time_slot_calls_to_all_done || c == Collective::Broadcast;
   }
