@@ -45,6 +45,12 @@
 // every process to be scheduled), so neither is timed.  BRAID_CMA=on
 // still pulls everything.
 //
+// A class's untimed first call pulls (the chooser's cold way): the
+// kernel's first two or three reads of a buffer cost 2-3x the later ones
+// (perf/results/copy_path_rechecks_20261204.txt section 9), and there they
+// stay out of the timing; the slots are then timed first, as before
+// (perf/results/copy_path_in_place_20261204.txt section 7).
+//
 // A Broadcast's root returns from the slots before its peers have copied
 // its data out, so its slot calls that rank 0 times end with the "done"
 // exchange too, wherever it runs (HostPaths::slot_calls_end_with_done).

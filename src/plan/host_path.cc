@@ -62,8 +62,8 @@ CallBytes call_bytes(const CollectiveCall& c, int rank, int nranks) {
 
 HostPaths::HostPaths(const HostPathSettings& settings) : s_(settings), pull_collectives_(settings.pull_collectives) {
   if (s_.pull_collectives && s_.rank == 0 && !s_.pull_always)
-    copy_paths_ = std::make_unique<CopyPathChooser>(s_.oversubscribed ? kOversubscribedCopyPathWindow
-                                                                      : CopyPathChooser::kDefaultWindow);
+    copy_paths_ = std::make_unique<CopyPathChooser>(
+        s_.oversubscribed ? kOversubscribedCopyPathWindow : CopyPathChooser::kDefaultWindow, CopyPath::Pull);
   if (s_.slot_stores == SlotStoresMode::Auto) slot_stores_ = std::make_unique<SlotStoreChooser>();
 }
 

@@ -43,6 +43,11 @@
 // benchmark's 20 calls per size that put 4 or 5 of them on the slower way,
 // and their cost outgrew what the choice won (same file).
 //
+// A chooser given a `cold` way sends there the untimed first call of a
+// class not yet known: where that way's first calls cost more than its
+// later ones (the pull path's first reads of a buffer), the cold call takes
+// the cost out of the timed calls.
+//
 // Option is an enum of two values.  Option(0) is the default and is timed
 // first; when it is chosen, the choice comes with a lease: the number of
 // following calls of the class that take it without asking (as many as
@@ -54,6 +59,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "braid/schedule.h"
 
@@ -81,14 +87,17 @@ class MeasuredChooser {
   // window: how many of a way's last calls its estimate is the fastest of
   // (2, as above; more where calls are slowed down more often than
   // placements change, as where ranks outnumber cores and wait for one).
-  explicit MeasuredChooser(uint32_t window = kDefaultWindow) : window_(std::clamp<uint32_t>(window, 1, kMaxWindow)) {}
+  // cold: the way of a class's untimed first call while a way is not known
+  // (unset: the way to time next).
+  explicit MeasuredChooser(uint32_t window = kDefaultWindow, std::optional<Option> cold = std::nullopt)
+      : window_(std::clamp<uint32_t>(window, 1, kMaxWindow)), cold_(cold) {}
 
   // The way for a call of `c` moving `bytes` (its larger buffer).
   MeasuredChoice<Option> choose(Collective c, uint64_t bytes) const {
     const Classes& classes = classes_[size_t(c)];
     const int k = size_class(bytes);
     View v;
-    if (!view(classes, k, &v)) return {v.best, 0};  // a way not known well enough yet: time it
+    if (!view(classes, k, &v)) return {!classes[size_t(k)].warm && cold_ ? *cold_ : v.best, 0};  // time it
     const uint32_t every = calls_between_checks(v), since = classes[size_t(k)].calls_since_check;
     if (since >= every) return {other(v.best), 0};
     // The default until the recheck is due, this call included.
@@ -186,6 +195,7 @@ class MeasuredChooser {
   }
 
   uint32_t window_;
+  std::optional<Option> cold_;
   std::array<Classes, int(Collective::Custom)> classes_{};
 };
 

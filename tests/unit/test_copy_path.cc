@@ -60,6 +60,21 @@ TEST_CASE("copy path: a first call untimed, each way timed twice (the slots firs
   CHECK(settled.lease == 9);
 }
 
+TEST_CASE("copy path: a chooser with a cold way sends a new class's untimed first call there", "[unit][copy_path]") {
+  CopyPathChooser c(CopyPathChooser::kDefaultWindow, CopyPath::Pull);
+  const Collective ag = Collective::AllGather;
+  CHECK(c.choose(ag, kMB).option == CopyPath::Pull);
+  c.record(ag, kMB, CopyPath::Pull, 900);  // the first read of the buffers: not timed
+  // Then as without: the slots timed first, twice, then pull, twice.
+  Tally t = run(c, 4, 100, 50);
+  CHECK(t.slots == 2);
+  CHECK(t.pulled == 2);
+  CHECK(c.choose(ag, kMB).option == CopyPath::Pull);
+  // A class a neighbour speaks for is not new: its first call takes the word.
+  run(c, 10, 50, 100, 8 * kMB);  // 8 MB: the slots faster
+  CHECK(c.choose(ag, 16 * kMB).option == CopyPath::Slots);
+}
+
 TEST_CASE("copy path: in a steady state the slots are leased for 20 gaps' worth of calls", "[unit][copy_path]") {
   CopyPathChooser c;
   run(c, 100, 40, 60);
