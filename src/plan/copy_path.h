@@ -90,9 +90,9 @@ struct SlotLeases {
   bool chosen[int(Collective::Custom)][kSizeClasses] = {};
 };
 
-// An in-place AlltoAll of rank 0 never pulls: its output is input a peer
-// may not have read yet.
-inline bool never_pulls(Collective c, bool rank0_in_place) { return c == Collective::AlltoAll && rank0_in_place; }
+// A call that no rank pulls when some rank makes it in place: an in-place
+// AlltoAll, whose output is input a peer may not have read yet.
+inline bool never_pulls(Collective c, bool in_place) { return c == Collective::AlltoAll && in_place; }
 
 using CopyChoice = MeasuredChoice<CopyPath>;
 using CopyPathChooser = MeasuredChooser<CopyPath>;

@@ -312,10 +312,9 @@ class SingleCopyTask final : public Task {
       finish_after_fallback_ = paths.slot_calls_end_with_done(a_.collective);
       return false;
     }
-    // In-place AlltoAll: my output is input a peer may not have read yet.
-    if (a_.collective == Collective::AlltoAll)
-      for (const Descriptor& d : descriptors_)
-        if (d.overlapping) return false;
+    // Rank 0 chose pulling, but another rank's call may be in place.
+    for (const Descriptor& d : descriptors_)
+      if (never_pulls(a_.collective, d.overlapping)) return false;
     return true;
   }
 
