@@ -58,7 +58,7 @@ void rooted_body(int rank, int n, ncclComm_t comm, Failures& f) {
     }
   // Many calls of every kind, roots moving, so every slot is reused several
   // times, with one-shot and schedule calls in between.
-  for (int i = 0; i < 5 * braid::kEagerMaxDepth && f.count == 0; ++i) {
+  for (int i = 0; i < 5 * braid::kEagerDepth && f.count == 0; ++i) {
     CollCase c{.coll = kRooted[i % 4], .count = size_t(1 + i % 29), .root = i % n, .in_place = i % 3 == 0};
     if (i % 7 == 6) c.coll = Coll::AllReduce;  // one-shot
     if (i % 11 == 10) c.count = 5000;           // schedule
@@ -164,6 +164,54 @@ TEST_CASE("eager Broadcast: a root a board's depth ahead waits for the slowest r
     root_returned = 0;
     CHECK(run_ranks_as_threads(n, body) == 0);
   }
+}
+
+// Payloads larger than a header's line go in the writer's data ring, which
+// holds fewer of the largest than the board's depth: the root runs exactly
+// as many calls ahead as the ring holds, and payloads of a size that does
+// not divide the ring skip its end and come out exact.
+TEST_CASE("eager Broadcast: a root runs as far ahead as its data ring holds, and payloads skip the ring's end exactly",
+          "[eager][threads]") {
+  set_board_env();
+  setenv("BRAID_ONESHOT_MAX_BYTES", "65536", 1);
+  static std::atomic<int> root_returned{0};
+  root_returned = 0;
+  CHECK(run_ranks_as_threads(2, [](int rank, int, ncclComm_t comm, Failures& f) {
+          // Call k's element i holds k * 100000 + i, so a stale or misplaced payload shows.
+          auto broadcast = [&](int k, size_t bytes) {
+            std::vector<int32_t> v(bytes / 4, -1);
+            if (rank == 0)
+              for (size_t i = 0; i < v.size(); ++i) v[i] = int32_t(k * 100000 + int(i));
+            MP_NCCL(f, ncclBroadcast(v.data(), v.data(), v.size(), ncclInt32, 0, comm, nullptr));
+            for (size_t i = 0; i < v.size() && f.count == 0; ++i)
+              if (v[i] != int32_t(k * 100000 + int(i)))
+                f.fail(fmt::format("rank {}: Broadcast {} of {} B: element {} is {}", rank, k, bytes, i, v[i]));
+          };
+          broadcast(1, 16);  // opens the board: inline, no ring bytes
+          const int fit = int(boards(comm).eager_ring_bytes / 65536);
+          if (fit < 2 || fit >= boards(comm).eager_depth) f.fail(fmt::format("{} 64 KiB payloads fit the ring", fit));
+          const int calls = 3 * fit;
+          if (rank == 0) {
+            for (int k = 2; k <= calls && f.count == 0; ++k) {
+              broadcast(k, 65536);
+              root_returned = k;
+            }
+          } else {
+            // Call fit + 2 needs the bytes of call 2, which this rank has not read.
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            if (root_returned != fit + 1)
+              f.fail(fmt::format("the root returned from call {} with a {}-payload ring and a reader at call 1",
+                                 root_returned.load(), fit));
+            for (int k = 2; k <= calls && f.count == 0; ++k) broadcast(k, 65536);
+          }
+          // 40000 B payloads do not divide the ring; both ranks keep pace,
+          // the reader sometimes late, over several laps of the ring.
+          for (int k = calls + 1; k <= calls + 5 * fit && f.count == 0; ++k) {
+            if (rank == 1 && k % 13 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            broadcast(k, k % 3 == 0 ? 40 : 40000);
+          }
+        }) == 0);
+  unsetenv("BRAID_ONESHOT_MAX_BYTES");
 }
 
 TEST_CASE("eager: BRAID_ALGO for Broadcast keeps it on its schedule, Reduce still eager", "[eager][processes]") {

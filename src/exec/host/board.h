@@ -50,7 +50,7 @@ struct BoardProgress {
   BoardCall c;
   int phase = 0;  // the board's own (0: not started)
   int next = 0;   // the first rank not yet seen in the current wait
-  uint64_t least_done = UINT64_MAX;  // the eager board's: see EagerBoard::slot_in_use
+  uint64_t least_done = UINT64_MAX;  // the eager board's: see EagerBoard::still_reading
 };
 
 // What the one-shot and eager boards offer the backend.  Each is opened on

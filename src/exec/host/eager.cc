@@ -11,25 +11,27 @@
 
 namespace braid {
 
-// A slot's first 16 bytes: the number of the call whose data it holds.
-struct EagerBoard::Slot {
+// A header: the number of the call whose payload it announces, and where
+// that payload is, in its own line when it is small.
+struct EagerBoard::Header {
   std::atomic<uint64_t> call;
-  uint64_t pad;
-  char data[1];  // really max_bytes_
+  uint64_t offset;  // in the writer's ring
+  char inline_data[kEagerInlineBytes];
 };
+static_assert(sizeof(EagerBoard::Header) == 64, "a header is one cache line");
 
-// What each rank owns on the board: its doorbell, its progress, its slots.
+// What each rank owns on the board: its doorbell, its progress, its headers,
+// then its ring.
 struct EagerBoard::RankArea {
   DoorbellWord bell;
   alignas(64) std::atomic<uint64_t> done;  // the last call this rank finished
   std::atomic<uint32_t> mapped;            // 1 once this rank has the board mapped
-  alignas(64) char slots[1];               // really depth_ * slot_stride_
+  alignas(64) Header headers[1];           // really kEagerDepth, then the ring
 };
 
 namespace {
 
-constexpr size_t kDataOffset = offsetof(EagerBoard::Slot, data);
-constexpr size_t kSlotsOffset = offsetof(EagerBoard::RankArea, slots);
+constexpr size_t kRingOffset = offsetof(EagerBoard::RankArea, headers) + kEagerDepth * sizeof(EagerBoard::Header);
 
 }  // namespace
 
@@ -40,18 +42,19 @@ std::unique_ptr<EagerBoard> EagerBoard::make(BoardSetup setup, size_t max_bytes)
   b->rank_ = setup.rank;
   b->nranks_ = setup.nranks;
   b->max_bytes_ = max_bytes;
-  b->slot_stride_ = round_up_to_line(kDataOffset + max_bytes);
-  b->depth_ = int(std::clamp<size_t>(kEagerBoardBytes / (size_t(b->nranks_) * b->slot_stride_), 2, kEagerMaxDepth));
-  b->rank_stride_ = round_up_to_line(kSlotsOffset + size_t(b->depth_) * b->slot_stride_);
+  const size_t largest = round_up_to_line(std::max<size_t>(max_bytes, 1));
+  const size_t share = kEagerBoardBytes / size_t(b->nranks_) / 64 * 64;
+  b->ring_bytes_ = std::max(2 * largest, std::min(share, kEagerDepth * largest));
+  b->rank_stride_ = kRingOffset + b->ring_bytes_;
   b->polls_ = idle_polls_for(setup.nranks);
   b->map_.begin_open(std::move(setup));
   return b;
 }
 
-// A fresh object is zero-filled: no slot holds a call, no rank is done with
-// one.  The first call waits until every rank has mapped it, so a root that
-// returns and destroys its communicator cannot take the board away from
-// ranks yet to attach.
+// A fresh object is zero-filled: no header holds a call, no rank is done
+// with one.  The first call waits until every rank has mapped it, so a root
+// that returns and destroys its communicator cannot take the board away
+// from ranks yet to attach.
 Status EagerBoard::step_open(int* awaited) {
   if (!map_.is_open()) {
     const char* waiting = nullptr;
@@ -72,9 +75,11 @@ EagerBoard::RankArea* EagerBoard::area(int rank) const {
   return reinterpret_cast<RankArea*>(static_cast<char*>(map_.base()) + kBoardHeaderBytes + size_t(rank) * rank_stride_);
 }
 
-EagerBoard::Slot* EagerBoard::slot(int rank, uint64_t call) const {
-  return reinterpret_cast<Slot*>(area(rank)->slots + (call % uint64_t(depth_)) * slot_stride_);
+EagerBoard::Header* EagerBoard::header(int rank, uint64_t call) const {
+  return &area(rank)->headers[call % kEagerDepth];
 }
+
+char* EagerBoard::data_ring(int rank) const { return reinterpret_cast<char*>(area(rank)) + kRingOffset; }
 
 DoorbellWord* EagerBoard::my_bell() const { return &area(rank_)->bell; }
 
@@ -83,13 +88,29 @@ void EagerBoard::ring_all() {
     if (r != rank_) ring(&area(r)->bell);
 }
 
-// The rank that has yet to finish the call that last used this rank's slot
-// for `p->call`, or -1 once every rank has (whoever read that slot has then
-// read it).  The peers' `done` is read only when what was last seen of it
-// is too old, and each peer's only until it is past: each read pulls a line
-// the peer keeps writing.
-int EagerBoard::slot_in_use(BoardProgress* p) {
-  const uint64_t freed_by = p->call > uint64_t(depth_) ? p->call - uint64_t(depth_) : 0;
+// A payload takes whole lines from the head of the ring, or from its start
+// where it would not fit before the end (a reader finds it by the header's
+// offset, so the skipped bytes cost nothing).  Those lines last held the
+// payloads that began less than a ring before this one ends.
+uint64_t EagerBoard::place(uint64_t call, size_t bytes, uint64_t* freed_by) const {
+  *freed_by = call > uint64_t(kEagerDepth) ? call - uint64_t(kEagerDepth) : 0;  // the header's last call
+  if (bytes <= kEagerInlineBytes) return head_;
+  const uint64_t lines = round_up_to_line(bytes);
+  uint64_t start = head_;
+  if (start % ring_bytes_ + lines > ring_bytes_) start += ring_bytes_ - start % ring_bytes_;
+  for (size_t i = 0; i < live_; ++i) {
+    const Written& w = written_[(oldest_ + i) % kEagerDepth];
+    if (w.start + ring_bytes_ >= start + lines) break;
+    *freed_by = std::max(*freed_by, w.call);
+  }
+  return start;
+}
+
+// The rank that has yet to finish call `freed_by`, or -1 once every rank has
+// (whoever read what it held has then read it).  The peers' `done` is read
+// only when what was last seen of it is too old, and each peer's only until
+// it is past: each read pulls a line the peer keeps writing.
+int EagerBoard::still_reading(BoardProgress* p, uint64_t freed_by) {
   if (peers_done_ >= freed_by) return -1;
   for (; p->next < nranks_; ++p->next) {
     if (p->next == rank_) continue;
@@ -101,24 +122,41 @@ int EagerBoard::slot_in_use(BoardProgress* p) {
   return -1;
 }
 
-void EagerBoard::publish(uint64_t call, const void* data, size_t bytes) {
-  Slot* mine = slot(rank_, call);
-  std::memcpy(mine->data, data, bytes);
-  mine->call.store(call, std::memory_order_release);
+void EagerBoard::publish(uint64_t call, uint64_t start, const void* data, size_t bytes) {
+  while (live_ > 0 && written_[oldest_].call <= peers_done_) {  // read by every peer
+    oldest_ = (oldest_ + 1) % kEagerDepth;
+    --live_;
+  }
+  Header* h = header(rank_, call);
+  if (bytes <= kEagerInlineBytes) {
+    std::memcpy(h->inline_data, data, bytes);
+  } else {
+    h->offset = start % ring_bytes_;
+    std::memcpy(data_ring(rank_) + h->offset, data, bytes);
+    written_[(oldest_ + live_) % kEagerDepth] = {start, call};  // live_ < kEagerDepth: this header was free
+    ++live_;
+    head_ = start + round_up_to_line(bytes);
+  }
+  h->call.store(call, std::memory_order_release);
   ring_all();
 }
 
 bool EagerBoard::written(uint64_t call, int writer) const {
-  return slot(writer, call)->call.load(std::memory_order_acquire) == call;
+  return header(writer, call)->call.load(std::memory_order_acquire) == call;
+}
+
+const char* EagerBoard::payload(int writer, uint64_t call, size_t bytes) const {
+  const Header* h = header(writer, call);
+  return bytes <= kEagerInlineBytes ? h->inline_data : data_ring(writer) + h->offset;
 }
 
 Status EagerBoard::admits(const BoardCall& c) const {
   return board_admits(c, nranks_, max_bytes_, eager_serves, "eager");
 }
 
-// Phases: 0, this rank writes its part (if it gives any) once its slot is
-// free; 1, it reads what it takes (if any; a Gather root, 2 once its own
-// block is in place); then it is done with the call.
+// Phases: 0, this rank writes its part (if it gives any) once its header
+// and bytes are free; 1, it reads what it takes (if any; a Gather root, 2
+// once its own block is in place); then it is done with the call.
 int EagerBoard::advance(BoardProgress* p) {
   const BoardCall& c = p->c;
   const uint64_t call = p->call;
@@ -127,9 +165,11 @@ int EagerBoard::advance(BoardProgress* p) {
   const bool writes = c.collective == Collective::Reduce || (c.collective == Collective::Gather) != root;
   if (p->phase == 0) {
     if (writes) {
-      if (const int busy = slot_in_use(p); busy >= 0) return busy;
-      const size_t blocks = c.collective == Collective::Scatter ? size_t(nranks_) : 1;
-      publish(call, c.input, block * blocks);
+      const size_t bytes = board_payload_bytes(c.collective, c.count, c.type, nranks_);
+      uint64_t freed_by = 0;
+      const uint64_t start = place(call, bytes, &freed_by);
+      if (const int busy = still_reading(p, freed_by); busy >= 0) return busy;
+      publish(call, start, c.input, bytes);
     }
     p->phase = 1;
     p->next = 0;
@@ -145,18 +185,19 @@ int EagerBoard::advance(BoardProgress* p) {
       const int r = p->next;
       if (r == rank_ && c.collective == Collective::Gather) continue;
       if (!written(call, r)) return r;
-      if (copy_blocks) std::memcpy(out + size_t(r) * block, slot(r, call)->data, block);
+      if (copy_blocks) std::memcpy(out + size_t(r) * block, payload(r, call, block), block);
     }
     return -1;
   };
   switch (c.collective) {
     case Collective::Broadcast: case Collective::Scatter: {
-      const size_t offset = c.collective == Collective::Scatter ? size_t(rank_) * block : 0;
+      const bool scattered = c.collective == Collective::Scatter;
+      const size_t offset = scattered ? size_t(rank_) * block : 0;
       if (root) {
         copy(out, static_cast<const char*>(c.input) + offset, block);
       } else {
         if (!written(call, c.root)) return c.root;
-        std::memcpy(out, slot(c.root, call)->data + offset, block);
+        std::memcpy(out, payload(c.root, call, scattered ? block * size_t(nranks_) : block) + offset, block);
       }
       break;
     }
@@ -172,7 +213,7 @@ int EagerBoard::advance(BoardProgress* p) {
                 // from slots alone keeps an in-place root correct whatever its rank.
       if (!root) break;
       if (const int r = await_writers(false); r >= 0) return r;
-      auto data = [&](int r) { return slot(r, call)->data; };
+      auto data = [&](int r) { return payload(r, call, block); };
       if (nranks_ == 1) std::memcpy(out, data(0), block);
       else reduce(out, data(0), data(1), c.count, c.type, c.op);
       for (int r = 2; r < nranks_; ++r) reduce(out, out, data(r), c.count, c.type, c.op);

@@ -55,7 +55,7 @@ HostBackend::~HostBackend() = default;
 GroupRunner HostBackend::group_runner() const { return run_host_group; }
 
 BoardCounts HostBackend::board_counts() const {
-  return BoardCounts{oneshot_calls_, eager_calls_, eager_ ? eager_->depth() : 0};
+  return BoardCounts{oneshot_calls_, eager_calls_, eager_ ? eager_->depth() : 0, eager_ ? eager_->ring_bytes() : 0};
 }
 
 Status HostBackend::window_registered(const WindowInfo& window) {

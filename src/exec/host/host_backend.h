@@ -33,7 +33,8 @@ class Task;
 struct BoardCounts {
   uint64_t oneshot = 0;
   uint64_t eager = 0;
-  int eager_depth = 0;  // slots per rank of the eager board (0: not open yet)
+  int eager_depth = 0;           // headers per rank of the eager board (0: not open yet)
+  size_t eager_ring_bytes = 0;  // data bytes per rank of the eager board
 };
 
 class HostBackend final : public Backend {
