@@ -36,6 +36,11 @@ uint32_t collectives_where(bool (*serves)(Collective)) {
   return bits;
 }
 
+uint64_t board_max_bytes(uint64_t agreed, bool oversubscribed) {
+  if (agreed != kBoardAutoInAgreement) return agreed;
+  return oversubscribed ? uint64_t(kBoardLimitBytes) : kBoardAutoBytes;
+}
+
 uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
   if (count > uint64_t(kBoardLimitBytes)) return UINT64_MAX;  // and the product cannot wrap
   return uint64_t(count) * datatype_size(type) * input_blocks(c, nranks);

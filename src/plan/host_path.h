@@ -62,6 +62,20 @@ uint32_t collectives_where(bool (*serves)(Collective));
 
 // The largest BRAID_ONESHOT_MAX_BYTES honoured: a board slot's data bytes.
 constexpr int64_t kBoardLimitBytes = 64 * 1024;
+// BRAID_ONESHOT_MAX_BYTES=auto, the default: the boards take calls up to
+// kBoardLimitBytes where some host runs more ranks than it has cores, and
+// up to kBoardAutoBytes elsewhere.  With ranks waiting for cores, a call on
+// the slots hands the cores over at every step of its schedule, and a call
+// on a board only once: with 4 and 8 ranks on 2 cores, calls of 8-64 KiB
+// were 1.2-2.2x faster on the boards, and rooted ones 2-10x (perf/results/
+// eager_ring_20261204.txt).  With a core per rank the slots are as fast
+// from a few KiB, and a board's one-shot reads of every peer's whole input
+// do not scale with the ranks.
+constexpr uint64_t kBoardAutoBytes = 4096;
+// How the agreement carries "auto": above any value a rank may set, so a
+// rank that set one decides (the smallest wins).
+constexpr uint64_t kBoardAutoInAgreement = uint64_t(kBoardLimitBytes) + 1;
+uint64_t board_max_bytes(uint64_t agreed, bool oversubscribed);
 // The bytes the largest writer of a call puts on a board: its input.
 uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 

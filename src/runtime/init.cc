@@ -141,9 +141,13 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // A board needs every rank to map it: not over sockets alone.
-  const int64_t board_max = env_int("BRAID_ONESHOT_MAX_BYTES");
-  if (!local.one_transport() && board_max > 0)
-    a.board_max_bytes = uint64_t(std::min<int64_t>(board_max, kBoardLimitBytes));
+  // "auto", or any value that is not a number (as env_int takes the default).
+  const std::string board_text = env_string("BRAID_ONESHOT_MAX_BYTES");
+  char* board_end = nullptr;
+  const long long board_max = std::strtoll(board_text.c_str(), &board_end, 0);
+  const bool board_auto = board_end == board_text.c_str() || *board_end != '\0';
+  if (!local.one_transport() && (board_auto || board_max > 0))
+    a.board_max_bytes = board_auto ? kBoardAutoInAgreement : uint64_t(std::min<long long>(board_max, kBoardLimitBytes));
   a.unpinned_collectives = unpinned_collectives(nranks);
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
@@ -195,7 +199,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   const bool boards = !remote_peer && nranks > 1 && !a.check_args;
   s.board_collectives =
       boards ? a.unpinned_collectives & (collectives_where(oneshot_serves) | collectives_where(eager_serves)) : 0;
-  s.board_max_bytes = boards ? a.board_max_bytes : 0;
+  s.board_max_bytes = boards ? board_max_bytes(a.board_max_bytes, tuning.oversubscribed) : 0;
   s.direct_min_bytes = a.direct_min_bytes;
   // Single-copy paths load and store user buffers: host memory only (a
   // host-staged communicator's buffers are device memory).

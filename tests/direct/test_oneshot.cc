@@ -11,6 +11,7 @@
 #include "fast_path_cases.h"
 #include "harness.h"
 #include "src/exec/host/host_backend.h"
+#include "src/plan/host_tuning.h"
 #include "src/runtime/comm.h"
 
 using namespace mp;
@@ -148,4 +149,44 @@ TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[ones
           c.count = 100;
           check_path(c, rank, n, comm, f, false);
         }, 60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host-{}", rank).c_str(), 1); }) == 0);
+}
+
+// BRAID_ONESHOT_MAX_BYTES=auto (unset): the boards take calls up to 64 KiB
+// where ranks outnumber the host's cores, up to 4 KiB elsewhere; a rank that
+// sets a number decides for all (the smallest wins, auto above any).  Runs
+// the oversubscribed case where cores + 1 ranks are at most 8.
+TEST_CASE("boards: auto takes calls up to 64 KiB where ranks outnumber cores, 4 KiB elsewhere, a set value wins",
+          "[oneshot][eager][processes]") {
+  set_board_env();
+  unsetenv("BRAID_ONESHOT_MAX_BYTES");
+  static uint64_t limit = 0;
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    for (size_t bytes : {size_t(4096), size_t(8192), size_t(65536)})
+      for (size_t count : {bytes / 4, bytes / 4 + 1}) {
+        check_path({.count = count}, rank, n, comm, f, count * 4 <= limit);
+        const uint64_t eager = boards(comm).eager;
+        run_and_check({.coll = Coll::Broadcast, .count = count, .root = n - 1}, rank, n, comm, f);
+        if ((boards(comm).eager - eager == 1) != (count * 4 <= limit))
+          f.fail(fmt::format("Broadcast of {} B with a {} B limit: {}", count * 4, limit,
+                             count * 4 <= limit ? "not eager" : "eager"));
+      }
+  };
+  const int cores = braid::host_usable_cores();
+  struct Case {
+    int n;
+    const char* rank0_value;  // nullptr: every rank on auto
+    uint64_t limit;
+  };
+  std::vector<Case> cases = {{2, nullptr, 4096}, {2, "8192", 8192}};
+  if (cores == 1) cases = {{2, nullptr, 65536}, {2, "8192", 8192}};
+  if (cores + 1 <= 8) cases.push_back({cores + 1, nullptr, 65536});
+  else WARN("no oversubscribed case: " << cores << " cores");
+  for (const Case& c : cases) {
+    INFO(c.n << " processes on " << cores << " cores, rank 0's value " << (c.rank0_value ? c.rank0_value : "auto"));
+    limit = c.limit;
+    const char* value = c.rank0_value;
+    CHECK(run_ranks_as_processes(c.n, body, 120, [value](int rank) {
+            if (rank == 0 && value) setenv("BRAID_ONESHOT_MAX_BYTES", value, 1);
+          }) == 0);
+  }
 }
