@@ -90,9 +90,9 @@ class EagerBoard final : public Board {
   Header* header(int rank, uint64_t call) const;
   char* data_ring(int rank) const;
   // Where `bytes` of this rank's next payload go in its ring (a position
-  // counted from the board's start, never wrapping; only its remainder
-  // modulo ring_bytes_ is an offset), and the last call the other ranks
-  // must have finished before they may be written.
+  // that keeps growing lap after lap; its remainder modulo ring_bytes_ is
+  // the offset), and the last call the other ranks must have finished
+  // before they may be written.
   uint64_t place(uint64_t call, size_t bytes, uint64_t* freed_by) const;
   int still_reading(BoardProgress* p, uint64_t freed_by);
   void publish(uint64_t call, uint64_t start, const void* data, size_t bytes);
