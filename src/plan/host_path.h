@@ -67,8 +67,8 @@ constexpr int64_t kBoardLimitBytes = 64 * 1024;
 // up to kBoardAutoBytes elsewhere.  With ranks waiting for cores, a call on
 // the slots hands the cores over at every step of its schedule, and a call
 // on a board only once: with 4 and 8 ranks on 2 cores, calls of 8-64 KiB
-// were 1.2-2.2x faster on the boards, and rooted ones 2-10x (perf/results/
-// eager_ring_20261204.txt).  With a core per rank the slots are as fast
+// were mostly 1.2-2.7x faster on the boards, and rooted ones 1.1-10x
+// (perf/results/eager_ring_20261204.txt, section 1).  With a core per rank the slots are as fast
 // from a few KiB, and a board's one-shot reads of every peer's whole input
 // do not scale with the ranks.
 constexpr uint64_t kBoardAutoBytes = 4096;
