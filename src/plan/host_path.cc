@@ -36,9 +36,10 @@ uint32_t collectives_where(bool (*serves)(Collective)) {
   return bits;
 }
 
-uint64_t board_max_bytes(uint64_t agreed, bool oversubscribed) {
-  if (agreed != kBoardAutoInAgreement) return agreed;
-  return oversubscribed ? uint64_t(kBoardLimitBytes) : kBoardAutoBytes;
+BoardLimits board_limits(uint64_t agreed, bool oversubscribed) {
+  if (agreed != kBoardAutoInAgreement) return {agreed, agreed};
+  if (!oversubscribed) return {kBoardAutoBytes, kBoardAutoBytes};
+  return {kBoardOversubscribedBytes, uint64_t(kBoardLimitBytes)};
 }
 
 uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks) {
@@ -75,8 +76,10 @@ HostPaths::HostPaths(const HostPathSettings& settings) : s_(settings), pull_coll
 HostPaths::~HostPaths() = default;
 
 HostPaths::Board HostPaths::board_for(const CollectiveCall& c) const {
+  const bool broadcast_gather = c.collective == Collective::Broadcast || c.collective == Collective::Gather;
+  const uint64_t limit = broadcast_gather ? s_.board_max_bytes.broadcast_gather : s_.board_max_bytes.most;
   if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul || c.algorithms ||
-      board_payload_bytes(c.collective, c.count, c.type, s_.nranks) > s_.board_max_bytes)
+      board_payload_bytes(c.collective, c.count, c.type, s_.nranks) > limit)
     return Board::None;
   return eager_serves(c.collective) ? Board::Eager : Board::OneShot;
 }

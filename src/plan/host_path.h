@@ -3,12 +3,12 @@
 // A collective on the host backend takes the first of these that applies
 // (docs/host-paths.md draws the decision):
 //
-//  1. A board (src/exec/host/oneshot.h, eager.h): a blocking call outside
-//     any group, every rank on this host, at most board_max_bytes of input,
-//     no PreMulSum.  One-shot for AllReduce, ReduceScatter, AllGather and
+//  1. A board (src/exec/host/oneshot.h, eager.h): in a group or not, every
+//     rank on this host, at most board_max_bytes of input (BoardLimits), no
+//     PreMulSum.  One-shot for AllReduce, ReduceScatter, AllGather and
 //     AlltoAll (every rank stores its input, reads every peer's); eager for
 //     Broadcast, Reduce, Gather and Scatter (the giving side does not wait).
-//     No plan, no task, no executor.
+//     No plan; a task only beside a group's other work.
 //  2. StragglAR: an AllReduce with a fixed late rank, or one whose late
 //     rank is decided as it starts (src/plan/straggler.h, src/exec/host/
 //     straggler_task.h), runs its schedule on the slots (4).
@@ -60,22 +60,30 @@ bool pull_in_auto_oversubscribed(Collective c);
 // A bit per Collective where `serves` holds.
 uint32_t collectives_where(bool (*serves)(Collective));
 
-// The largest BRAID_ONESHOT_MAX_BYTES honoured: a board slot's data bytes.
-constexpr int64_t kBoardLimitBytes = 64 * 1024;
-// BRAID_ONESHOT_MAX_BYTES=auto, the default: the boards take calls up to
-// kBoardLimitBytes where some host runs more ranks than it has cores, and
-// up to kBoardAutoBytes elsewhere.  With ranks waiting for cores, a call on
-// the slots hands the cores over at every step of its schedule, and a call
-// on a board only once: with 4 and 8 ranks on 2 cores, calls of 8-64 KiB
-// were mostly 1.2-2.7x faster on the boards, and rooted ones 1.1-10x
-// (perf/results/eager_ring_20261204.txt, section 1).  With a core per rank the slots are as fast
-// from a few KiB, and a board's one-shot reads of every peer's whole input
-// do not scale with the ranks.
+// The largest BRAID_ONESHOT_MAX_BYTES honoured.
+constexpr int64_t kBoardLimitBytes = 256 * 1024;
+// BRAID_ONESHOT_MAX_BYTES=auto, the default: 4 KiB, or where some host runs
+// more ranks than it has cores, 64 KiB, and 256 KiB for Broadcast and
+// Gather.  With ranks waiting for cores, a call on the slots hands the
+// cores over at every step of its schedule, and a call on a board only
+// once: with 4 and 8 ranks on 2 cores, calls of 8-64 KiB were mostly
+// 1.2-2.7x faster on the boards, and rooted ones 1.1-10x; Broadcast and
+// Gather, which only copy, kept winning up to 256 KiB (1.1-2.7x at 3, 4
+// and 8 ranks), where one-shot calls lost 0.26-0.63x and a Reduce, whose
+// root folds every input alone, 0.60-0.89x at 8 ranks (perf/results/
+// eager_ring_20261204.txt, sections 1 and 8).  With a core per rank the
+// slots are as fast from a few KiB, and a board's one-shot reads of every
+// peer's whole input do not scale with the ranks.
 constexpr uint64_t kBoardAutoBytes = 4096;
+constexpr uint64_t kBoardOversubscribedBytes = 64 * 1024;
 // How the agreement carries "auto": above any value a rank may set, so a
 // rank that set one decides (the smallest wins).
 constexpr uint64_t kBoardAutoInAgreement = uint64_t(kBoardLimitBytes) + 1;
-uint64_t board_max_bytes(uint64_t agreed, bool oversubscribed);
+struct BoardLimits {
+  uint64_t most = 0;              // one-shot collectives, Reduce, Scatter
+  uint64_t broadcast_gather = 0;  // eager Broadcast and Gather
+};
+BoardLimits board_limits(uint64_t agreed, bool oversubscribed);
 // The bytes the largest writer of a call puts on a board: its input.
 uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 
@@ -87,7 +95,7 @@ struct HostPathSettings {
   uint64_t tile_bytes = 0;       // the fragment size every transport's slot takes
   uint64_t wide_tile_bytes = 0;  // the widest: calls with large chunks (call_tile_bytes)
   uint32_t board_collectives = 0;  // path 1 (0: every rank is not on one host, or boards are off)
-  uint64_t board_max_bytes = 0;
+  BoardLimits board_max_bytes;    // the largest writer's input a board takes
   uint64_t direct_min_bytes = UINT64_MAX;  // path 3 on reachable buffers
   bool one_process = false;  // every rank a thread of this process: every buffer reachable
   uint32_t pull_collectives = 0;  // path 3 between processes

@@ -151,39 +151,51 @@ TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[ones
         }, 60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host-{}", rank).c_str(), 1); }) == 0);
 }
 
-// BRAID_ONESHOT_MAX_BYTES=auto (unset): the boards take calls up to 64 KiB
-// where ranks outnumber the host's cores, up to 4 KiB elsewhere; a rank that
-// sets a number decides for all (the smallest wins, auto above any).  Runs
-// the oversubscribed case where cores + 1 ranks are at most 8.
-TEST_CASE("boards: auto takes calls up to 64 KiB where ranks outnumber cores, 4 KiB elsewhere, a set value wins",
+// BRAID_ONESHOT_MAX_BYTES=auto (unset): the boards take calls up to 4 KiB,
+// or where ranks outnumber the host's cores up to 64 KiB, and 256 KiB for
+// Broadcast and Gather; a rank that sets a number decides for all and every
+// collective (the smallest wins, auto above any).  Runs the oversubscribed
+// case where cores + 1 ranks are at most 8.
+TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcast and Gather the largest, a set value wins",
           "[oneshot][eager][processes]") {
   set_board_env();
   unsetenv("BRAID_ONESHOT_MAX_BYTES");
-  static uint64_t limit = 0;
+  static uint64_t limit = 0, broadcast_gather_limit = 0;
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
-    for (size_t bytes : {size_t(4096), size_t(8192), size_t(65536)})
-      for (size_t count : {bytes / 4, bytes / 4 + 1}) {
-        check_path({.count = count}, rank, n, comm, f, count * 4 <= limit);
-        const uint64_t eager = boards(comm).eager;
-        run_and_check({.coll = Coll::Broadcast, .count = count, .root = n - 1}, rank, n, comm, f);
-        if ((boards(comm).eager - eager == 1) != (count * 4 <= limit))
-          f.fail(fmt::format("Broadcast of {} B with a {} B limit: {}", count * 4, limit,
-                             count * 4 <= limit ? "not eager" : "eager"));
-      }
+    // Each collective just at and just past every limit (its largest
+    // writer's bytes; a Gather's is one block).
+    for (Coll coll : {Coll::AllReduce, Coll::AlltoAll, Coll::Broadcast, Coll::Gather, Coll::Reduce, Coll::Scatter}) {
+      const bool copies = coll == Coll::Broadcast || coll == Coll::Gather;
+      const uint64_t mine = copies ? broadcast_gather_limit : limit;
+      const size_t blocks = coll == Coll::AlltoAll || coll == Coll::Scatter ? size_t(n) : 1;
+      for (uint64_t bytes : {uint64_t(4096), uint64_t(65536), uint64_t(262144)})
+        for (size_t count : {size_t(bytes / 4 / blocks), size_t(bytes / 4 / blocks + 1)}) {
+          const bool rooted = coll != Coll::AllReduce && coll != Coll::AlltoAll;
+          const braid::BoardCounts before = boards(comm);
+          run_and_check({.coll = coll, .count = count, .root = n - 1}, rank, n, comm, f);
+          const braid::BoardCounts after = boards(comm);
+          const bool on_board = (rooted ? after.eager - before.eager : after.oneshot - before.oneshot) == 1;
+          if (on_board != (count * 4 * blocks <= mine))
+            f.fail(fmt::format("{} of {} B with a {} B limit: {}", describe({.coll = coll, .count = count}, rank, n),
+                               count * 4 * blocks, mine, on_board ? "on a board" : "not on a board"));
+        }
+    }
   };
   const int cores = braid::host_usable_cores();
   struct Case {
     int n;
     const char* rank0_value;  // nullptr: every rank on auto
-    uint64_t limit;
+    uint64_t limit, broadcast_gather_limit;
   };
-  std::vector<Case> cases = {{2, nullptr, 4096}, {2, "8192", 8192}};
-  if (cores == 1) cases = {{2, nullptr, 65536}, {2, "8192", 8192}};
-  if (cores + 1 <= 8) cases.push_back({cores + 1, nullptr, 65536});
+  const bool one_core = cores == 1;  // 2 ranks outnumber it
+  std::vector<Case> cases = {{2, nullptr, one_core ? 65536u : 4096u, one_core ? 262144u : 4096u},
+                             {2, "8192", 8192, 8192}};
+  if (cores + 1 <= 8) cases.push_back({cores + 1, nullptr, 65536, 262144});
   else WARN("no oversubscribed case: " << cores << " cores");
   for (const Case& c : cases) {
     INFO(c.n << " processes on " << cores << " cores, rank 0's value " << (c.rank0_value ? c.rank0_value : "auto"));
     limit = c.limit;
+    broadcast_gather_limit = c.broadcast_gather_limit;
     const char* value = c.rank0_value;
     CHECK(run_ranks_as_processes(c.n, body, 120, [value](int rank) {
             if (rank == 0 && value) setenv("BRAID_ONESHOT_MAX_BYTES", value, 1);

@@ -131,13 +131,14 @@ Board* HostBackend::board(HostPaths::Board which, uint64_t* call) {
   auto setup = [&](const char* suffix, const char* what) {
     return board_setup(comm, fmt::format("/braid-{:016x}-{}", comm.comm_hash, suffix), what, ctx_.stop);
   };
-  const uint64_t max_bytes = paths_.settings().board_max_bytes;
+  const BoardLimits& limits = paths_.settings().board_max_bytes;
   if (which == HostPaths::Board::Eager) {
-    if (!eager_) eager_ = EagerBoard::make(setup("eager", "eager rooted collectives"), max_bytes);
+    if (!eager_)
+      eager_ = EagerBoard::make(setup("eager", "eager rooted collectives"), std::max(limits.most, limits.broadcast_gather));
     *call = ++eager_calls_;
     return eager_.get();
   }
-  if (!oneshot_) oneshot_ = OneShotBoard::make(setup("oneshot", "one-shot collectives"), max_bytes);
+  if (!oneshot_) oneshot_ = OneShotBoard::make(setup("oneshot", "one-shot collectives"), limits.most);
   *call = ++oneshot_calls_;
   return oneshot_.get();
 }
