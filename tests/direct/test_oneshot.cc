@@ -156,7 +156,7 @@ TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[ones
 // Broadcast and Gather; a rank that sets a number decides for all and every
 // collective (the smallest wins, auto above any).  Runs the oversubscribed
 // case where cores + 1 ranks are at most 8.
-TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcast and Gather the largest, a set value wins",
+TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcast and Gather most, a set value wins",
           "[oneshot][eager][processes]") {
   set_board_env();
   unsetenv("BRAID_ONESHOT_MAX_BYTES");
