@@ -163,9 +163,9 @@ int EagerBoard::advance(BoardProgress* p) {
   const size_t block = c.count * datatype_size(c.type);
   const bool root = rank_ == c.root;
   const bool writes = c.collective == Collective::Reduce || (c.collective == Collective::Gather) != root;
+  const size_t bytes = board_payload_bytes(c.collective, c.count, c.type, nranks_);  // what each writer puts
   if (p->phase == 0) {
     if (writes) {
-      const size_t bytes = board_payload_bytes(c.collective, c.count, c.type, nranks_);
       uint64_t freed_by = 0;
       const uint64_t start = place(call, bytes, &freed_by);
       if (const int busy = still_reading(p, freed_by); busy >= 0) return busy;
@@ -185,19 +185,18 @@ int EagerBoard::advance(BoardProgress* p) {
       const int r = p->next;
       if (r == rank_ && c.collective == Collective::Gather) continue;
       if (!written(call, r)) return r;
-      if (copy_blocks) std::memcpy(out + size_t(r) * block, payload(r, call, block), block);
+      if (copy_blocks) std::memcpy(out + size_t(r) * block, payload(r, call, bytes), block);
     }
     return -1;
   };
   switch (c.collective) {
     case Collective::Broadcast: case Collective::Scatter: {
-      const bool scattered = c.collective == Collective::Scatter;
-      const size_t offset = scattered ? size_t(rank_) * block : 0;
+      const size_t offset = c.collective == Collective::Scatter ? size_t(rank_) * block : 0;
       if (root) {
         copy(out, static_cast<const char*>(c.input) + offset, block);
       } else {
         if (!written(call, c.root)) return c.root;
-        std::memcpy(out, payload(c.root, call, scattered ? block * size_t(nranks_) : block) + offset, block);
+        std::memcpy(out, payload(c.root, call, bytes) + offset, block);
       }
       break;
     }
@@ -213,7 +212,7 @@ int EagerBoard::advance(BoardProgress* p) {
                 // from slots alone keeps an in-place root correct whatever its rank.
       if (!root) break;
       if (const int r = await_writers(false); r >= 0) return r;
-      auto data = [&](int r) { return payload(r, call, block); };
+      auto data = [&](int r) { return payload(r, call, bytes); };
       if (nranks_ == 1) std::memcpy(out, data(0), block);
       else reduce(out, data(0), data(1), c.count, c.type, c.op);
       for (int r = 2; r < nranks_; ++r) reduce(out, out, data(r), c.count, c.type, c.op);

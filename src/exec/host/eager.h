@@ -28,9 +28,10 @@
 // payload the board takes, as it did with fixed slots: with more ranks than
 // cores a deep board is what makes small calls fast (depth 16 against 256
 // made 8-rank 8 B-2 KB Broadcasts on 2 cores 2-3.5x slower; perf/results/
-// eager_ring_20261204.txt, section 2).  The first call on a communicator waits until
-// every rank has mapped the board, so a root that returns and destroys its
-// communicator cannot take the board away from ranks yet to attach.
+// eager_ring_20261204.txt, section 2).  The first call on a communicator
+// waits until every rank has mapped the board, so a root that returns and
+// destroys its communicator cannot take the board away from ranks yet to
+// attach.
 //
 // Ranks never wait on one another here except writer -> reader (data) and
 // reader -> writer (a free slot, depth calls later).  Neither can deadlock
