@@ -169,8 +169,9 @@ TEST_CASE("eager Broadcast: a root a board's depth ahead waits for the slowest r
 // Payloads larger than a header's line go in the writer's data ring, which
 // holds fewer of the largest than the board's depth: the root runs exactly
 // as many calls ahead as the ring holds, and payloads of a size that does
-// not divide the ring skip its end and come out exact.
-TEST_CASE("eager Broadcast: a root runs as far ahead as its data ring holds, and payloads skip the ring's end exactly",
+// not divide the ring skip its end and come out exact, for every rooted
+// collective.
+TEST_CASE("eager: a root runs as far ahead as its data ring holds, and payloads skip the ring's end exactly",
           "[eager][threads]") {
   set_board_env();
   setenv("BRAID_ONESHOT_MAX_BYTES", "65536", 1);
@@ -209,6 +210,14 @@ TEST_CASE("eager Broadcast: a root runs as far ahead as its data ring holds, and
           for (int k = calls + 1; k <= calls + 5 * fit && f.count == 0; ++k) {
             if (rank == 1 && k % 13 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
             broadcast(k, k % 3 == 0 ? 40 : 40000);
+          }
+          // Gather (every non-root writes), Scatter (the root writes every
+          // block) and Reduce (every rank writes) over several laps too.
+          for (int k = 0; k < 5 * fit && f.count == 0; ++k) {
+            const Coll coll = kRooted[1 + k % 3];
+            const size_t count = coll == Coll::Scatter ? 5000 : 10000;  // 40000 B for each writer
+            check_eager({.coll = coll, .count = count, .type = ncclInt32, .root = k % 2, .in_place = k % 4 == 1}, rank,
+                        2, comm, f, true);
           }
         }) == 0);
   unsetenv("BRAID_ONESHOT_MAX_BYTES");
