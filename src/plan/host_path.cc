@@ -36,9 +36,12 @@ uint32_t collectives_where(bool (*serves)(Collective)) {
   return bits;
 }
 
-BoardLimits board_limits(uint64_t agreed, bool oversubscribed) {
+BoardLimits board_limits(uint64_t agreed, bool oversubscribed, int nranks) {
   if (agreed != kBoardAutoInAgreement) return {agreed, agreed};
-  if (!oversubscribed) return {kBoardAutoBytes, kBoardAutoBytes};
+  if (!oversubscribed) {
+    const uint64_t limit = nranks == 2 ? kBoardAutoTwoRanksBytes : kBoardAutoBytes;
+    return {limit, limit};
+  }
   return {kBoardOversubscribedBytes, uint64_t(kBoardLimitBytes)};
 }
 

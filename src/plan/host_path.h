@@ -62,9 +62,9 @@ uint32_t collectives_where(bool (*serves)(Collective));
 
 // The largest BRAID_ONESHOT_MAX_BYTES honoured.
 constexpr int64_t kBoardLimitBytes = 256 * 1024;
-// BRAID_ONESHOT_MAX_BYTES=auto, the default: 4 KiB, or where some host runs
-// more ranks than it has cores, 64 KiB, and 256 KiB for Broadcast and
-// Gather.  With ranks waiting for cores, a call on the slots hands the
+// BRAID_ONESHOT_MAX_BYTES=auto, the default: 4 KiB (8 KiB on 2 ranks), or
+// where some host runs more ranks than it has cores, 64 KiB, and 256 KiB for
+// Broadcast and Gather.  With ranks waiting for cores, a call on the slots hands the
 // cores over at every step of its schedule, and a call on a board only
 // once: with 4 and 8 ranks on 2 cores, calls of 8-64 KiB were mostly
 // 1.2-2.7x faster on the boards, and rooted ones 1.1-10x; Broadcast and
@@ -73,8 +73,12 @@ constexpr int64_t kBoardLimitBytes = 256 * 1024;
 // root folds every input alone, 0.60-0.89x at 8 ranks (perf/results/
 // eager_ring_20261204.txt, sections 1 and 8).  With a core per rank the
 // slots are as fast from a few KiB, and a board's one-shot reads of every
-// peer's whole input do not scale with the ranks.
+// peer's whole input do not scale with the ranks: on 2 ranks 8 KiB calls
+// were 1.07-1.47x faster on the boards (Scatter 0.86x), 16-32 KiB ones
+// mostly slower (section 10).  More ranks, each with a core, could not be
+// measured here: they keep 4 KiB.
 constexpr uint64_t kBoardAutoBytes = 4096;
+constexpr uint64_t kBoardAutoTwoRanksBytes = 8192;
 constexpr uint64_t kBoardOversubscribedBytes = 64 * 1024;
 // How the agreement carries "auto": above any value a rank may set, so a
 // rank that set one decides (the smallest wins).
@@ -83,7 +87,7 @@ struct BoardLimits {
   uint64_t most = 0;              // one-shot collectives, Reduce, Scatter
   uint64_t broadcast_gather = 0;  // eager Broadcast and Gather
 };
-BoardLimits board_limits(uint64_t agreed, bool oversubscribed);
+BoardLimits board_limits(uint64_t agreed, bool oversubscribed, int nranks);
 // The bytes the largest writer of a call puts on a board: its input.
 uint64_t board_payload_bytes(Collective c, size_t count, ncclDataType_t type, int nranks);
 

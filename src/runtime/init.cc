@@ -199,7 +199,7 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   const bool boards = !remote_peer && nranks > 1 && !a.check_args;
   s.board_collectives =
       boards ? a.unpinned_collectives & (collectives_where(oneshot_serves) | collectives_where(eager_serves)) : 0;
-  if (boards) s.board_max_bytes = board_limits(a.board_max_bytes, tuning.oversubscribed);
+  if (boards) s.board_max_bytes = board_limits(a.board_max_bytes, tuning.oversubscribed, nranks);
   s.direct_min_bytes = a.direct_min_bytes;
   // Single-copy paths load and store user buffers: host memory only (a
   // host-staged communicator's buffers are device memory).

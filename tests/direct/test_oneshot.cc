@@ -151,11 +151,12 @@ TEST_CASE("one-shot AllReduce: not between hosts (BRAID_HOSTID differs)", "[ones
         }, 60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host-{}", rank).c_str(), 1); }) == 0);
 }
 
-// BRAID_ONESHOT_MAX_BYTES=auto (unset): the boards take calls up to 4 KiB,
-// or where ranks outnumber the host's cores up to 64 KiB, and 256 KiB for
-// Broadcast and Gather; a rank that sets a number decides for all and every
-// collective (the smallest wins, auto above any).  Runs the oversubscribed
-// case where cores + 1 ranks are at most 8.
+// BRAID_ONESHOT_MAX_BYTES=auto (unset): the boards take calls up to 8 KiB
+// on 2 ranks with a core each, or where ranks outnumber the host's cores up
+// to 64 KiB, and 256 KiB for Broadcast and Gather; a rank that sets a number
+// decides for all and every collective (the smallest wins, auto above any).
+// Runs the oversubscribed case where cores + 1 ranks are at most 8; the rule
+// for more ranks with a core each is tests/unit/test_host_tuning.cc's.
 TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcast and Gather most, a set value wins",
           "[oneshot][eager][processes]") {
   set_board_env();
@@ -168,7 +169,7 @@ TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcas
       const bool copies = coll == Coll::Broadcast || coll == Coll::Gather;
       const uint64_t mine = copies ? broadcast_gather_limit : limit;
       const size_t blocks = coll == Coll::AlltoAll || coll == Coll::Scatter ? size_t(n) : 1;
-      for (uint64_t bytes : {uint64_t(4096), uint64_t(65536), uint64_t(262144)})
+      for (uint64_t bytes : {uint64_t(4096), uint64_t(8192), uint64_t(65536), uint64_t(262144)})
         for (size_t count : {size_t(bytes / 4 / blocks), size_t(bytes / 4 / blocks + 1)}) {
           const bool rooted = coll != Coll::AllReduce && coll != Coll::AlltoAll;
           const braid::BoardCounts before = boards(comm);
@@ -188,8 +189,8 @@ TEST_CASE("boards: auto takes larger calls where ranks outnumber cores, Broadcas
     uint64_t limit, broadcast_gather_limit;
   };
   const bool one_core = cores == 1;  // 2 ranks outnumber it
-  std::vector<Case> cases = {{2, nullptr, one_core ? 65536u : 4096u, one_core ? 262144u : 4096u},
-                             {2, "8192", 8192, 8192}};
+  std::vector<Case> cases = {{2, nullptr, one_core ? 65536u : 8192u, one_core ? 262144u : 8192u},
+                             {2, "16384", 16384, 16384}};
   if (cores + 1 <= 8) cases.push_back({cores + 1, nullptr, 65536, 262144});
   else WARN("no oversubscribed case: " << cores << " cores");
   for (const Case& c : cases) {

@@ -1,8 +1,10 @@
 // The host AllReduce crossover (src/plan/host_tuning.cc): where the model
-// puts it, and that the planner follows it.
+// puts it, and that the planner follows it.  The boards' size limits
+// (src/plan/host_path.h) by rank count and oversubscription.
 #include <catch2/catch.hpp>
 
 #include "braid/verify.h"
+#include "src/plan/host_path.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/planner.h"
 
@@ -74,4 +76,18 @@ TEST_CASE("host tuning: wide fragments only where every chunk holds enough of th
   CHECK(call_tile_bytes(kNarrow, kWide, 64 * kWide) == kWide);
   CHECK(call_tile_bytes(kNarrow, kWide, kWideTileMinTiles * kWide - 1) == kNarrow);
   CHECK(call_tile_bytes(kNarrow, kWide, 0) == kNarrow);
+}
+
+TEST_CASE("board limits: auto by rank count and oversubscription, a set value for every collective", "[plan][host]") {
+  auto limits = [](uint64_t agreed, bool oversubscribed, int nranks) {
+    const BoardLimits l = board_limits(agreed, oversubscribed, nranks);
+    return std::pair{l.most, l.broadcast_gather};
+  };
+  CHECK(limits(kBoardAutoInAgreement, false, 2) == std::pair{uint64_t(8192), uint64_t(8192)});
+  CHECK(limits(kBoardAutoInAgreement, false, 3) == std::pair{uint64_t(4096), uint64_t(4096)});
+  CHECK(limits(kBoardAutoInAgreement, false, 64) == std::pair{uint64_t(4096), uint64_t(4096)});
+  for (int nranks : {2, 3, 8})
+    CHECK(limits(kBoardAutoInAgreement, true, nranks) == std::pair{uint64_t(65536), uint64_t(262144)});
+  for (uint64_t set : {uint64_t(0), uint64_t(100), uint64_t(262144)})
+    for (bool oversubscribed : {false, true}) CHECK(limits(set, oversubscribed, 2) == std::pair{set, set});
 }
