@@ -133,8 +133,10 @@ Board* HostBackend::board(HostPaths::Board which, uint64_t* call) {
   };
   const BoardLimits& limits = paths_.settings().board_max_bytes;
   if (which == HostPaths::Board::Eager) {
-    const uint64_t largest = std::max(limits.most, limits.broadcast_gather);
-    if (!eager_) eager_ = EagerBoard::make(setup("eager", "eager rooted collectives"), largest);
+    if (!eager_) {  // once: the largest payload any rooted collective puts on it
+      const uint64_t largest = std::max(limits.most, limits.broadcast_gather);
+      eager_ = EagerBoard::make(setup("eager", "eager rooted collectives"), largest);
+    }
     *call = ++eager_calls_;
     return eager_.get();
   }
