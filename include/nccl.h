@@ -22,6 +22,15 @@
 #if defined(__has_include)
 #  if __has_include(<cuda_runtime.h>) && !defined(BRAID_NO_CUDA_HEADERS)
 #    include <cuda_runtime.h>
+/* NVIDIA's nccl.h brings the half, bfloat16 and fp8 types too, and clients
+ * rely on it (NCCL's own examples use memcpy, which only these declare). */
+#    include <cuda_fp16.h>
+#    if CUDART_VERSION >= 11000
+#      include <cuda_bf16.h>
+#    endif
+#    if defined(__cplusplus) && CUDART_VERSION >= 11080
+#      include <cuda_fp8.h>
+#    endif
 #    define BRAID_HAVE_CUDA_RUNTIME_H 1
 #  endif
 #endif
