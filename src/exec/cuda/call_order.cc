@@ -18,6 +18,15 @@ Status capture_status(cudaStream_t stream, bool* capturing) {
   return Status::ok();
 }
 
+Status wait_outside_capture(cudaEvent_t done) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t e = cudaEventSynchronize(done);
+  cudaThreadExchangeStreamCaptureMode(&mode);  // back to the thread's own
+  CUDA_TRY(e);
+  return Status::ok();
+}
+
 Status CallOrder::init() {
   CUDA_TRY(cudaEventCreateWithFlags(&last_done_, cudaEventDisableTiming));
   CUDA_TRY(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));

@@ -34,6 +34,12 @@ namespace braid::cuda {
 // error that is cleared and said plainly.
 Status capture_status(cudaStream_t stream, bool* capturing);
 
+// Waits on the host for `done`, recorded outside any capture, from a thread
+// that may be capturing: a captured call cannot wait for such an event on
+// the device (above), and the wait is safe (that work cannot depend on what
+// is being captured), so it runs in relaxed capture mode, which allows it.
+Status wait_outside_capture(cudaEvent_t done);
+
 class CallOrder {
  public:
   Status init();   // on the communicator's device

@@ -138,9 +138,6 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;
     CUDA_TRY(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     buffers_.set_pool(pool_);
-    // Made now, while no kernel of this communicator waits: a stream made
-    // later could share a hardware queue with one whose kernel spins.
-    CUDA_TRY(cudaStreamCreateWithFlags(&plan_stream_, cudaStreamNonBlocking));
     BRAID_TRY(straggler_.init(ctx_));
 
     std::vector<ArenaInfo> infos(n);
@@ -395,7 +392,7 @@ class CudaBackend final : public Backend {
     BRAID_TRY(check_buffers(B.input, B.output, capturing));
 
     const DevicePlan* plan = nullptr;
-    BRAID_TRY(plan_for(schedule, stream, &plan));
+    BRAID_TRY(plan_for(schedule, stream, capturing, &plan));
     // Slices: enough bytes per block to be worth a block each (the tuning
     // table's slice_bytes; a function of the call alone, so every rank
     // picks the same number).
@@ -622,10 +619,15 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status plan_for(const Schedule& schedule, cudaStream_t stream, const DevicePlan** out) {
+  Status plan_for(const Schedule& schedule, cudaStream_t stream, bool capturing, const DevicePlan** out) {
     auto it = plans_.find(&schedule);
     if (it != plans_.end()) {
-      *out = &it->second;
+      DevicePlan& plan = it->second;
+      if (capturing && plan.uploaded) {  // the upload, once, before a graph that reads the plan
+        BRAID_TRY(cuda::wait_outside_capture(plan.uploaded));
+        cudaEventDestroy(std::exchange(plan.uploaded, nullptr));
+      }
+      *out = &plan;
       return Status::ok();
     }
     BRAID_TRY(cuda::refuse_allocation_in_capture(stream, "plan"));
@@ -675,14 +677,18 @@ class CudaBackend final : public Backend {
     DevicePlan plan;
     // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
-    // their kernels), on the communicator's plan stream, then drained, so
-    // that calls on any stream find the plan in place.  Not on the call's
-    // stream: draining that would wait for this rank's earlier launches,
-    // which may wait for a peer whose calls this thread has yet to launch
-    // (one thread driving several communicators in a group).
-    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, plan_stream_));
-    CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, plan_stream_));
-    CUDA_TRY(cudaStreamSynchronize(plan_stream_));
+    // their kernels), on the call's own stream, ahead of its kernel, and
+    // never waited for here.  Not on a stream of braid's own, drained: the
+    // driver maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS
+    // hardware queues in turn, so for ranks that are threads of one process
+    // that stream can share a queue with a peer's stream, behind the peer's
+    // kernel that waits for this rank: the drain would wait until the
+    // timeout.  Later calls on any stream are ordered after this one
+    // (CallOrder); captured ones wait for the upload on the host, above.
+    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, stream));
+    CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    CUDA_TRY(cudaEventCreateWithFlags(&plan.uploaded, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventRecord(plan.uploaded, stream));
     char* base = static_cast<char*>(plan.block);
     plan.lanes = reinterpret_cast<LaneRecord*>(base);
     plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
@@ -719,14 +725,16 @@ class CudaBackend final : public Backend {
     // Kernels of this communicator may still run (destroy without a sync, or
     // abort releasing them): wait before freeing what they use.
     cudaDeviceSynchronize();
-    for (auto& [schedule, plan] : plans_) cudaFree(plan.block);
+    for (auto& [schedule, plan] : plans_) {
+      cudaFree(plan.block);
+      if (plan.uploaded) cudaEventDestroy(plan.uploaded);
+    }
     for (size_t r = 0; r < peer_arena_.size(); ++r)
       if (opened_[r]) cudaIpcCloseMemHandle(peer_arena_[r]);
     buffers_.free_all();
     captured_records_.clear();
     if (ll_regions_) cudaFree(ll_regions_);
     if (pool_) cudaMemPoolDestroy(pool_);
-    if (plan_stream_) cudaStreamDestroy(plan_stream_);
     if (arena_) cudaFree(arena_);
     errors_.release();
     if (flags_host_) cudaFreeHost(flags_host_);
@@ -755,7 +763,6 @@ class CudaBackend final : public Backend {
   cuda::KernelErrors errors_;  // what they say, and the abort flag's raising
   cuda::CudaRma rma_;          // ncclPutSignal, ncclSignal, ncclWaitSignal
   cudaMemPool_t pool_ = nullptr;
-  cudaStream_t plan_stream_ = nullptr;  // plan uploads (plan_for)
   // scratch, lane counters, peer tables, p2p records, PreMulSum's scaled
   // input, sends copied aside (see p2p)
   cuda::StreamBuffers buffers_;

@@ -191,7 +191,8 @@ struct DevicePlan {
   bool chunk_messages = true;    // false: signals only, the call runs as one tile
   bool signals = false;          // Signals and Waits: the launch carries a peer table
   void* block = nullptr;
-  size_t bytes = 0;  // of block
+  size_t bytes = 0;                // of block
+  cudaEvent_t uploaded = nullptr;  // behind the block's upload, until a captured call waited for it
 };
 
 }  // namespace braid::cuda
