@@ -72,6 +72,11 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
   for (size_t i = 0; i < count; ++i)
     wrong += load_bits(out.data(), i, es) != rank_order_fold(k.type, k.op, n, first + i);
   if (wrong) fail("not the rank-order fold", std::to_string(wrong).append(" elements").c_str());
+  // What the kernels said, the first time they said it (a wait that timed
+  // out names the peer and the place; later calls only refuse).
+  ncclResult_t async = ncclSuccess;
+  if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess)
+    return fail("the kernels failed", ncclGetLastError(comm));
   return wrong;
 }
 

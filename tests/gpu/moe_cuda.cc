@@ -51,13 +51,29 @@ namespace {
 // device outputs (prefilled with the host's garbage) copied back in done().
 // Allocated and freed stream-ordered: a cudaMalloc or cudaFree that waited
 // for the device would wait for a peer rank's kernel (threads share the
-// GPU's context), which may be waiting for this rank's next call.
+// GPU's context), which may be waiting for this rank's next call.  One
+// stream per rank for the rank's life (rank_stream): the driver maps streams
+// onto its hardware queues in turn (CUDA_DEVICE_MAX_CONNECTIONS, at most
+// 32), so with a stream made for every case, two ranks' streams could come
+// to share a queue, one rank's kernel queued behind the other's, which
+// waits for it.  (Thread ranks timed out on an H200 on 2026-12-04 before
+// and after this change: not the only cause.)
+cudaStream_t rank_stream() {
+  struct Owned {
+    cudaStream_t stream = nullptr;
+    Owned() { cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); }
+    ~Owned() { cudaStreamDestroy(stream); }
+  };
+  thread_local Owned owned;  // a rank is a thread (or the process's one)
+  return owned.stream;
+}
+
 class GpuSide {
  public:
-  GpuSide() { cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
+  GpuSide() : stream_(rank_stream()) {}
   ~GpuSide() {
     release();
-    cudaStreamDestroy(stream_);
+    cudaStreamSynchronize(stream_);  // the stream outlives this side: its frees are done
   }
   const void* in(const void* p, size_t bytes) {
     void* d = alloc(bytes);
@@ -234,8 +250,7 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   MP_NCCL(f, braidMoeGetInfo(moe, &max_rows, &capacity));
   const int K = c.top_k, H = c.hidden, L = c.experts / n;
   const size_t row_bytes = size_t(H) * 2;
-  cudaStream_t stream;
-  CHECK_OR_FAIL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = rank_stream();
   void *tokens, *recv, *out;
   int32_t *topk, *counts;
   float* weights;
@@ -313,7 +328,6 @@ int graph_mode(int rank, int n, ncclComm_t comm, mp::Failures& f) {
   for (void* p : {tokens, recv, out, static_cast<void*>(topk), static_cast<void*>(counts),
                   static_cast<void*>(weights)})
     cudaFreeAsync(p, stream);
-  cudaStreamDestroy(stream);
   return f.count;
 }
 
