@@ -256,6 +256,11 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
     std::shared_ptr<const Schedule> tuned;
     if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
       name.clear();
+    // A row measured on thread ranks of one device names a one-sided
+    // schedule; ranks that cannot reach each other's buffers (processes)
+    // keep the default, without the warning BRAID_ALGO gets below.
+    if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_)
+      name.clear();
   }
   // BRAID_ALGO or a tuning row naming a one-sided algorithm where it cannot run.
   if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_) {

@@ -412,3 +412,28 @@ TEST_CASE("planner: the plain two-shot (AllReduce) and one-shot (ReduceScatter, 
   cuda.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(parsed("")), key("d", 4, 1)));
   CHECK(planned(cuda, 1 << 20) == "ring_allreduce");
 }
+
+TEST_CASE("planner: a tuning row's one-sided schedule runs where the ranks reach each other, else the default",
+          "[tuning][one_sided]") {
+  const auto table = std::make_shared<TuningTable>(parsed(
+      R"({"ranks": 2, "per_device": 2, "collective": "allreduce", "bytes": [1048576, null], "algorithm": "twoshot",
+          "measured": "a test"})"));
+  auto planned = [&](bool peer_access, uint64_t bytes) {
+    PlanCache cuda;
+    cuda.set_peer_access(peer_access);  // thread ranks of one device, or processes
+    cuda.set_device_tuning(std::make_shared<DeviceTuning>(table, key("d", 2, 2)));
+    std::shared_ptr<const Schedule> s;
+    REQUIRE(cuda.schedule_for(Collective::AllReduce, 2, -1, bytes, &s).is_ok());
+    return s->name;
+  };
+  CHECK(planned(true, 1 << 20) == "twoshot_allreduce");
+  CHECK(planned(true, (1 << 20) - 4) == "ring_allreduce");  // below the row
+  CHECK(planned(false, 1 << 20) == "ring_allreduce");       // processes cannot run it
+  // The compiled table's row (tuning/cuda.json): 2 thread ranks on one H200 from 256 MB.
+  PlanCache h200;
+  h200.set_peer_access(true);
+  h200.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(TuningTable::builtin()), key("NVIDIA H200", 2, 2)));
+  std::shared_ptr<const Schedule> s;
+  REQUIRE(h200.schedule_for(Collective::AllReduce, 2, -1, 256 << 20, &s).is_ok());
+  CHECK(s->name == "twoshot_allreduce");
+}
