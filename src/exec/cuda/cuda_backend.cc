@@ -57,6 +57,7 @@
 #include "src/exec/cuda_kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
+#include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/exec/cuda_arena.h"

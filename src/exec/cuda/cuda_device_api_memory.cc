@@ -8,6 +8,7 @@
 #include "src/base/env.h"
 #include "src/exec/cuda/cuda_gin_memory.h"
 #include "src/exec/cuda/host_registration.h"
+#include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/cuda/cuda_vmm.h"
 

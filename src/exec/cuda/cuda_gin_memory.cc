@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "src/base/log.h"
+#include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
 
 namespace braid {
@@ -19,12 +20,14 @@ class CudaGinMemory final : public devapi::GinMemoryOps {
   bool host_direct() const override { return false; }
   bool adds_in_windows() const override { return false; }
 
-  // On the calling thread's own stream (the proxy and a TCP receiver copy
-  // at once), never the default stream, which would wait for the
-  // application's kernels.  These threads are braid's and run in relaxed
-  // capture mode: in the default global mode their synchronize, while an
-  // application thread captures a graph (PyTorch does, beside a kernel
-  // that GIN serves), is a prohibited call that invalidates the capture.
+  // On braid's GIN stream of the device (braid_streams.h: made at the first
+  // communicator's init, not by the proxy once kernels wait), never the
+  // default stream, which would wait for the application's kernels.  The
+  // proxy and a TCP receiver take turns on it.  These threads are braid's
+  // and run in relaxed capture mode: in the default global mode their
+  // synchronize, while an application thread captures a graph (PyTorch
+  // does, beside a kernel that GIN serves), is a prohibited call that
+  // invalidates the capture.
   Status copy(void* dst, const void* src, uint64_t bytes) const override {
     if (!bytes) return Status::ok();
     thread_local const cudaError_t relaxed = [] {
@@ -33,11 +36,9 @@ class CudaGinMemory final : public devapi::GinMemoryOps {
     }();
     CUDA_TRY(relaxed);
     CUDA_TRY(cudaSetDevice(device_));
-    cudaStream_t stream = nullptr;
-    BRAID_TRY(thread_stream(&stream));
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
-    CUDA_TRY(cudaStreamSynchronize(stream));
-    return Status::ok();
+    return run_on_braid_stream(device_, BraidStream::kGin, [&](cudaStream_t stream) {
+      return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream);
+    });
   }
   // Signal arrays and counters are host memory the device maps.
   Status add(uint64_t* word, uint64_t value) const override {
@@ -46,17 +47,6 @@ class CudaGinMemory final : public devapi::GinMemoryOps {
   }
 
  private:
-  // A stream per thread and device, made at its first copy and kept for
-  // the thread's life (proxy and receiver threads live as long as a
-  // devComm; destroying streams at thread exit could run after the CUDA
-  // runtime is gone).
-  Status thread_stream(cudaStream_t* out) const {
-    thread_local std::map<int, cudaStream_t> streams;
-    cudaStream_t& s = streams[device_];
-    if (!s) CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    *out = s;
-    return Status::ok();
-  }
   int device_;
 };
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "src/base/log.h"
+#include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/exec/cuda/launch.h"
 

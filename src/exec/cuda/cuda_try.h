@@ -16,20 +16,6 @@
 
 namespace braid {
 
-// Device work done and waited for on a stream of its own: the legacy
-// default stream would also wait for the application's streams, where a
-// peer's kernel may be waiting for this rank.  `work(stream)` enqueues it.
-template <typename Work>
-Status on_own_stream(Work&& work) {
-  cudaStream_t s = nullptr;
-  CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  cudaError_t e = work(s);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
-  CUDA_TRY(e);
-  return Status::ok();
-}
-
 // ncclInvalidArgument unless p is device memory, of device `required` if
 // that is not -1 (`what` names the argument; src/exec/device_buffer_check.h).
 inline Status check_device_memory(const void* p, const char* what, int required = -1) {

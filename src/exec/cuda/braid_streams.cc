@@ -1,0 +1,60 @@
+#include "src/exec/cuda/braid_streams.h"
+
+#include <map>
+#include <mutex>
+
+#include "src/exec/cuda/cuda_try.h"
+
+namespace braid {
+namespace {
+
+struct DeviceStreams {
+  std::mutex lock[2];  // by BraidStream
+  cudaStream_t stream[2] = {nullptr, nullptr};
+};
+
+std::mutex streams_lock;
+// Never freed: communicators on a device come and go, and a stream
+// destroyed and made again would take another queue.
+std::map<int, DeviceStreams*>& by_device() {
+  static auto* devices = new std::map<int, DeviceStreams*>;
+  return *devices;
+}
+
+Status streams_of(int device, DeviceStreams** out) {
+  std::lock_guard<std::mutex> guard(streams_lock);
+  DeviceStreams*& d = by_device()[device];
+  if (!d) d = new DeviceStreams;
+  for (cudaStream_t& s : d->stream) {
+    if (s) continue;
+    int previous = -1;
+    CUDA_TRY(cudaGetDevice(&previous));
+    CUDA_TRY(cudaSetDevice(device));
+    const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaSetDevice(previous);
+    CUDA_TRY(e);
+  }
+  *out = d;
+  return Status::ok();
+}
+
+}  // namespace
+
+Status run_on_braid_stream(int device, BraidStream which, const std::function<cudaError_t(cudaStream_t)>& work) {
+  DeviceStreams* d = nullptr;
+  BRAID_TRY(streams_of(device, &d));
+  const int i = static_cast<int>(which);
+  std::lock_guard<std::mutex> guard(d->lock[i]);
+  cudaError_t e = work(d->stream[i]);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream[i]);
+  CUDA_TRY(e);
+  return Status::ok();
+}
+
+Status on_own_stream(const std::function<cudaError_t(cudaStream_t)>& work) {
+  int device = -1;
+  CUDA_TRY(cudaGetDevice(&device));
+  return run_on_braid_stream(device, BraidStream::kSetup, work);
+}
+
+}  // namespace braid
