@@ -432,7 +432,8 @@ TEST_CASE("planner: a tuning row's one-sided schedule runs where the ranks reach
   // The compiled table's row (tuning/cuda.json): 2 thread ranks on one H200 from 256 MB.
   PlanCache h200;
   h200.set_peer_access(true);
-  h200.set_device_tuning(std::make_shared<DeviceTuning>(std::make_shared<TuningTable>(TuningTable::builtin()), key("NVIDIA H200", 2, 2)));
+  const auto builtin = std::make_shared<TuningTable>(TuningTable::builtin());
+  h200.set_device_tuning(std::make_shared<DeviceTuning>(builtin, key("NVIDIA H200", 2, 2)));
   std::shared_ptr<const Schedule> s;
   REQUIRE(h200.schedule_for(Collective::AllReduce, 2, -1, 256 << 20, &s).is_ok());
   CHECK(s->name == "twoshot_allreduce");

@@ -679,11 +679,9 @@ class CudaBackend final : public Backend {
     // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
     // their kernels), on the call's own stream, ahead of its kernel, and
-    // never waited for here.  Not on a stream of braid's own, drained: the
-    // driver maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS
-    // hardware queues in turn, so for ranks that are threads of one process
-    // that stream can share a queue with a peer's stream, behind the peer's
-    // kernel that waits for this rank: the drain would wait until the
+    // never waited for here: a stream of braid's own, drained, could share
+    // a hardware queue with a peer's, behind the peer's kernel that waits
+    // for this rank (braid_streams.h), and the drain would wait until the
     // timeout.  Later calls on any stream are ordered after this one
     // (CallOrder); captured ones wait for the upload on the host, above.
     CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, stream));
