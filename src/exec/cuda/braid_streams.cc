@@ -13,16 +13,20 @@ struct DeviceStreams {
   cudaStream_t stream[2] = {nullptr, nullptr};
 };
 
-std::mutex streams_lock;
-// Never freed: communicators on a device come and go, and a stream
-// destroyed and made again would take another queue.
+// Never freed, nor their lock: communicators on a device come and go, a
+// stream destroyed and made again would take another queue, and proxy
+// threads may still copy while the process exits.
 std::map<int, DeviceStreams*>& by_device() {
   static auto* devices = new std::map<int, DeviceStreams*>;
   return *devices;
 }
+std::mutex& streams_lock() {
+  static auto* lock = new std::mutex;
+  return *lock;
+}
 
 Status streams_of(int device, DeviceStreams** out) {
-  std::lock_guard<std::mutex> guard(streams_lock);
+  std::lock_guard<std::mutex> guard(streams_lock());
   DeviceStreams*& d = by_device()[device];
   if (!d) d = new DeviceStreams;
   for (cudaStream_t& s : d->stream) {
