@@ -250,24 +250,26 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                           to_string(c), name));
     name.clear();
   }
+  // A one-sided algorithm where not every rank reaches every peer's buffers.
+  auto out_of_reach = [&](const std::string& algorithm) {
+    const AlgorithmInfo* a = algorithm.empty() ? nullptr : find_algorithm(c, algorithm);
+    return a && a->one_sided && !peer_access_;
+  };
+  if (out_of_reach(name)) {  // BRAID_ALGO named it
+    warn_once(fmt::format("'{}' for {} needs every rank to reach every peer's buffers, and this communicator's "
+                          "ranks cannot (or its backend does not run one-sided schedules); using the default",
+                          name, to_string(c)));
+    name.clear();
+  }
   if (name.empty() && device_tuning_) {
     name = device_tuning_->call(c, bytes).algorithm;
     // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
     std::shared_ptr<const Schedule> tuned;
     if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
       name.clear();
-    // A row measured on thread ranks of one device names a one-sided
-    // schedule; ranks that cannot reach each other's buffers (processes)
-    // keep the default, without the warning BRAID_ALGO gets below.
-    if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_)
-      name.clear();
-  }
-  // BRAID_ALGO or a tuning row naming a one-sided algorithm where it cannot run.
-  if (const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name); a && a->one_sided && !peer_access_) {
-    warn_once(fmt::format("'{}' for {} needs every rank to reach every peer's buffers, and this communicator's "
-                          "ranks cannot (or its backend does not run one-sided schedules); using the default",
-                          name, to_string(c)));
-    name.clear();
+    // A row measured on thread ranks of one device may name a one-sided
+    // schedule: processes keep the default, quietly (they did not ask).
+    if (out_of_reach(name)) name.clear();
   }
   if (name.empty())
     name = ordered                          ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
