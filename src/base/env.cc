@@ -117,13 +117,22 @@ std::string env_string(EnvName name) {
   return value.empty() ? name.var().default_value : value;
 }
 
-int64_t env_int(EnvName name) {
-  std::string text = env_string(name);
+namespace {
+
+std::optional<int64_t> number(const std::string& text) {
   char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 0);
-  // A malformed value falls back to the default rather than to 0.
-  if (end == text.c_str() || *end != '\0') return std::strtoll(name.var().default_value, nullptr, 0);
+  const long long v = std::strtoll(text.c_str(), &end, 0);
+  if (end == text.c_str() || *end != '\0') return std::nullopt;
   return v;
+}
+
+}  // namespace
+
+std::optional<int64_t> env_number(EnvName name) { return number(env_string(name)); }
+
+int64_t env_int(EnvName name) {
+  // A malformed value falls back to the default rather than to 0.
+  return number(env_string(name)).value_or(std::strtoll(name.var().default_value, nullptr, 0));
 }
 
 bool env_is_set(EnvName name) { return !env_raw(name.name()).empty(); }
@@ -135,11 +144,7 @@ std::string env_string_or_nccl(EnvName name, const char* nccl_name) {
 }
 
 int64_t env_int_or_nccl(EnvName name, const char* nccl_name) {
-  std::string text = env_string_or_nccl(name, nccl_name);
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 0);
-  if (end == text.c_str() || *end != '\0') return std::strtoll(name.var().default_value, nullptr, 0);
-  return v;
+  return number(env_string_or_nccl(name, nccl_name)).value_or(std::strtoll(name.var().default_value, nullptr, 0));
 }
 
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index) {

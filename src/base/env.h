@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +44,9 @@ class EnvName {
 // The variable's value, or its registered default if unset.
 std::string env_string(EnvName name);
 int64_t env_int(EnvName name);
+// The value as a number; nullopt if it is not one (a word such as "auto",
+// or a malformed value, which env_int reads as the registered default).
+std::optional<int64_t> env_number(EnvName name);
 bool env_is_set(EnvName name);
 // A variable that takes one of a few words: *index is the value's position
 // in `allowed`; any other value is ncclInvalidArgument, naming the words.

@@ -141,13 +141,10 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
   a.direct_min_bytes = direct_min < 0 ? UINT64_MAX : uint64_t(direct_min);
   // A board needs every rank to map it: not over sockets alone.
-  // "auto", or any value that is not a number (as env_int takes the default).
-  const std::string board_text = env_string("BRAID_ONESHOT_MAX_BYTES");
-  char* board_end = nullptr;
-  const long long board_max = std::strtoll(board_text.c_str(), &board_end, 0);
-  const bool board_auto = board_end == board_text.c_str() || *board_end != '\0';
-  if (!local.one_transport() && (board_auto || board_max > 0))
-    a.board_max_bytes = board_auto ? kBoardAutoInAgreement : uint64_t(std::min<long long>(board_max, kBoardLimitBytes));
+  // Not a number: "auto" (the default, which a malformed value also means, as with env_int).
+  const std::optional<int64_t> board_max = env_number("BRAID_ONESHOT_MAX_BYTES");
+  if (!local.one_transport() && (!board_max || *board_max > 0))
+    a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order

@@ -189,7 +189,13 @@ TEST_CASE("env registry: defaults, overrides, malformed values", "[env]") {
   CHECK(env_int("BRAID_SHM_SLOTS") == 3);
   setenv("BRAID_SHM_SLOTS", "lots", 1);
   CHECK(env_int("BRAID_SHM_SLOTS") == 8);
+  CHECK_FALSE(env_number("BRAID_SHM_SLOTS"));  // not a number: no value, where env_int takes the default
+  setenv("BRAID_SHM_SLOTS", "0x10", 1);
+  CHECK(env_number("BRAID_SHM_SLOTS") == 16);
   unsetenv("BRAID_SHM_SLOTS");
+  CHECK(env_number("BRAID_SHM_SLOTS") == 8);
+  unsetenv("BRAID_ONESHOT_MAX_BYTES");  // its default is a word: "auto"
+  CHECK_FALSE(env_number("BRAID_ONESHOT_MAX_BYTES"));
   for (const EnvVar& v : env_registry()) {
     // braid's own, and MSCCL's schedule-file variables, honoured as MSCCL does.
     const std::string name = v.name;
