@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "src/base/deadline.h"
+#include "src/base/log.h"
 
 namespace braid::devapi {
 
@@ -194,6 +195,9 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
   if (s.is_ok() && g.is_flush() && !flush_done(i)) return Status::ok();  // looked at again next turn
   if (s.is_ok()) s = execute(q, pe, g);
   if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} of context {} to rank {}", idx, context, pe));
+  BRAID_TRACE(kNet, "GIN proxy: context {} to rank {}: descriptor {} (op {:#x}, {} bytes, signal {} +{}, counter {}) done",
+              context, pe, idx, g.op, g.size, g.has_signal() ? int64_t(g.signal_id) : -1, g.signal_add(),
+              g.has_counter() ? int64_t(g.counter_id) : -1);
   // Local completion (the source was consumed), before consume()'s release.
   if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
   consume(i);
