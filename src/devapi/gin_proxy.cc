@@ -195,7 +195,8 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
   if (s.is_ok() && g.is_flush() && !flush_done(i)) return Status::ok();  // looked at again next turn
   if (s.is_ok()) s = execute(q, pe, g);
   if (!s.is_ok()) return std::move(s).context(fmt::format("descriptor {} of context {} to rank {}", idx, context, pe));
-  BRAID_TRACE(kNet, "GIN proxy: context {} to rank {}: descriptor {} (op {:#x}, {} bytes, signal {} +{}, counter {}) done",
+  BRAID_TRACE(kNet,
+              "GIN proxy: context {} to rank {}: descriptor {} (op {:#x}, {} bytes, signal {} +{}, counter {}) done",
               context, pe, idx, g.op, g.size, g.has_signal() ? int64_t(g.signal_id) : -1, g.signal_add(),
               g.has_counter() ? int64_t(g.counter_id) : -1);
   // Local completion (the source was consumed), before consume()'s release.

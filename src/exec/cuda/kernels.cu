@@ -24,6 +24,7 @@
 #include "braid/schedule.h"
 #include "src/exec/cuda/device_plan.h"
 #include "src/exec/cuda/launch.h"
+#include "src/ops/vector_fold.h"
 #include "src/plan/duration_stamp.h"
 
 namespace braid::cuda {
@@ -123,51 +124,31 @@ __device__ void block_copy(char* dst, char* dst2, const char* src, uint64_t byte
   }
 }
 
+// dst (and dst2 if not null) = srcs[0] (op) srcs[1] (op) ... over n
+// elements, by the whole block (vector_fold.h: four 16-byte loads of each
+// source in flight per thread where alignment allows).  Not inlined: every
+// reduction of the kernels comes here, so its loops are compiled once, not
+// at each call; and a function per storage type, so that each gets its
+// registers to itself (one function for all of them spilled).
 template <typename S>
-union Vec16 {
-  uint4 v;
-  S e[16 / sizeof(S)];
-};
-
-template <ReduceKind K, typename S>
-__device__ void block_reduce_typed(char* dst, char* dst2, const char* a, const char* b, uint64_t n) {
-  S* d = reinterpret_cast<S*>(dst);
-  S* d2 = reinterpret_cast<S*>(dst2);
-  const S* x = reinterpret_cast<const S*>(a);
-  const S* y = reinterpret_cast<const S*>(b);
-  uint64_t done = 0;
-  uintptr_t align = uintptr_t(dst) | uintptr_t(a) | uintptr_t(b) | (dst2 ? uintptr_t(dst2) : 0);
-  if ((align & 15) == 0) {
-    // 16 bytes per load: the same element semantics, lane by lane.
-    constexpr int kPer = 16 / sizeof(S);
-    const uint64_t nv = n / kPer;
-    const uint4* xv = reinterpret_cast<const uint4*>(a);
-    const uint4* yv = reinterpret_cast<const uint4*>(b);
-    for (uint64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-      Vec16<S> p, q, r;
-      p.v = xv[i];
-      q.v = yv[i];
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) r.e[k] = reduce_elem<K>(p.e[k], q.e[k]);
-      reinterpret_cast<uint4*>(dst)[i] = r.v;
-      if (dst2) reinterpret_cast<uint4*>(dst2)[i] = r.v;
-    }
-    done = nv * kPer;
-  }
-  for (uint64_t i = done + threadIdx.x; i < n; i += blockDim.x) {
-    S v = reduce_elem<K>(x[i], y[i]);
-    d[i] = v;
-    if (d2) d2[i] = v;
-  }
+__device__ __noinline__ void block_fold_typed(ReduceKind kind, char* dst, char* dst2, const char* const* srcs,
+                                              int nsrc, uint64_t n) {
+  with_reduce_kind(kind, [&](auto k) {
+    fold_sources_typed<decltype(k)::value, S>(dst, dst2, srcs, nsrc, n, threadIdx.x, blockDim.x);
+  });
+}
+__device__ void block_fold(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* const* srcs,
+                           int nsrc, uint64_t n) {
+  with_storage_type(type, [&](auto storage) {
+    block_fold_typed<decltype(storage)>(kind, dst, dst2, srcs, nsrc, n);
+  });
 }
 
 // dst (and dst2 if not null) = a (op) b over n elements.
 __device__ void block_reduce(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* a,
                              const char* b, uint64_t n) {
-  with_storage_type(type, [&](auto storage) {
-    using S = decltype(storage);
-    with_reduce_kind(kind, [&](auto k) { block_reduce_typed<decltype(k)::value, S>(dst, dst2, a, b, n); });
-  });
+  const char* const srcs[2] = {a, b};
+  block_fold(type, kind, dst, dst2, srcs, 2, n);
 }
 
 // PeerBuffers word by word past L1: a Wait of another block wrote them in
@@ -204,6 +185,69 @@ __device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, con
     default: block_reduce(L.type, L.kind, mine.ptr, nullptr, mine.ptr, theirs.ptr, n); break;
   }
   return kDevOk;
+}
+
+// A run of GetReduces into one chunk (a two-shot's or a reduce-scatter's
+// fold), as the host executor fuses them (collective_task.cc,
+// fused_get_reduce): one pass reads every source once and writes the chunk
+// once, where op by op it is read and written again for each peer.  The
+// fold's order is the ops' order, so the bits are the same.
+constexpr int kMaxFoldSources = 32;
+struct FoldPlan {
+  char* dst;
+  const char* srcs[kMaxFoldSources];
+  int nsrc;
+  uint64_t n;
+};
+
+// Whether every dependency of `op` in this tile is met now (no waiting).
+__device__ bool deps_met_now(const CollectiveLaunch& L, const OpRecord& op, uint64_t tile, const uint32_t* lane_done) {
+  for (uint32_t d = 0; d < op.dep_count; ++d) {
+    const DepRecord dep = L.deps[op.dep_begin + d];
+    if (load_volatile(&lane_done[dep.lane]) < uint32_t(dep_completions(tile, L.lanes[dep.lane].op_count, dep.op)))
+      return false;
+  }
+  return true;
+}
+
+// Thread 0: how many ops from op `first` on fold in one pass, their
+// operands in `plan` (fewer than 2: op `first` runs alone).  Op `first`'s
+// dependencies were waited for; a later op joins only if its own are met
+// already (waiting for them here could wait for what op `first`'s
+// completion unblocks), its peer's buffers are known, and its chunk is as
+// long.
+__device__ uint32_t plan_fold(const CollectiveLaunch& L, const LaneRecord& lane, uint32_t first, uint64_t tile,
+                              uint32_t slice, uint32_t slices, uint64_t capacity, const uint32_t* lane_done,
+                              FoldPlan* plan) {
+  const OpRecord head = L.ops[lane.op_begin + first];
+  const bool copy = OpType(head.type) == OpType::GetReduceCopy;
+  int nsrc = copy ? 0 : 1;  // srcs[0]: the chunk itself, unless a GetReduceCopy starts the run
+  uint32_t ops = 0;
+  for (uint32_t j = first; j < lane.op_count && nsrc + 2 <= kMaxFoldSources; ++j) {
+    const OpRecord op = L.ops[lane.op_begin + j];
+    const bool starts = copy && j == first;  // the GetReduceCopy, its own chunk a second source
+    if (OpType(op.type) != (starts ? OpType::GetReduceCopy : OpType::GetReduce) || op.count != 1 ||
+        op.send_conn >= 0 || op.recv_conn >= 0 || op.dst_buffer != head.dst_buffer ||
+        op.dst_index != head.dst_index || (j > first && !deps_met_now(L, op, tile, lane_done)))
+      break;
+    __threadfence();  // acquire: the Wait that kept this peer's buffers completed
+    const PeerBuffers d = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
+    if (d.pid == 0) break;  // op by op, it is reported
+    StepSpan mine, theirs, own;
+    one_sided_spans(op, 0, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs,
+                    starts ? &own : nullptr);
+    const StepSpan operands[3] = {mine, theirs, own};
+    uint64_t n = 0;
+    if (step_length(operands, starts ? 3 : 2, false, 0, &n) != kStepOk || (ops > 0 && n != plan->n)) break;
+    plan->dst = mine.ptr;
+    plan->n = n;
+    plan->srcs[nsrc++] = theirs.ptr;
+    if (starts) plan->srcs[nsrc++] = own.ptr;
+    ++ops;
+  }
+  if (!copy) plan->srcs[0] = plan->dst;
+  plan->nsrc = nsrc;
+  return ops;
 }
 
 // op_step's memory policy in a thread block (src/ops/op_step.h): the whole
@@ -249,6 +293,8 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   // variable cannot have PeerBuffers' initialisers).
   __shared__ uint64_t s_peer_words[sizeof(PeerBuffers) / sizeof(uint64_t)];
   PeerBuffers* const s_peer = reinterpret_cast<PeerBuffers*>(s_peer_words);
+  __shared__ FoldPlan s_fold;
+  __shared__ uint32_t s_fold_ops;
   if (threadIdx.x == 0) s_failed = false;
   // Before any thread gets near s_failed: the compiler may load it ahead of
   // a `threadIdx.x == 0 &&` test (compute-sanitizer's racecheck saw that).
@@ -271,6 +317,26 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
             record_timeout(L.error, kWaitDep, i, tile, load_volatile(counter), need);
             s_failed = true;
           }
+        }
+      }
+      if ((type == OpType::GetReduce || type == OpType::GetReduceCopy) && op.count == 1) {
+        if (threadIdx.x == 0)
+          s_fold_ops = s_failed ? 0 : plan_fold(L, lane, i, tile, slice, slices, capacity, lane_done, &s_fold);
+        __syncthreads();
+        if (s_failed) return;
+        const uint32_t fold_ops = s_fold_ops;  // thread 0 rewrites it at the next op
+        if (fold_ops > 1) {
+          __threadfence();  // acquire, as below
+          block_fold(L.type, L.kind, s_fold.dst, nullptr, s_fold.srcs, s_fold.nsrc, s_fold.n);
+          __threadfence_system();
+          __syncthreads();
+          if (threadIdx.x == 0) {
+            __threadfence();
+            completed += fold_ops;
+            *(volatile uint32_t*)&lane_done[blockIdx.x] = completed;
+          }
+          i += fold_ops - 1;
+          continue;
         }
       }
       // One message per chunk, or one frame holding all of them (op_step.h).
