@@ -9,12 +9,12 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "src/ops/datatype.h"
 #include "src/ops/host_kernels.h"
 #include "src/ops/reduce_ops.h"
+#include "reduce_mismatches.h"
 
 using namespace braid;
 
@@ -47,29 +47,6 @@ void reference(void* dst, const void* a, const void* b, size_t n, ncclDataType_t
       }
     });
   });
-}
-
-// Elements whose bits differ, except NaN vs NaN: when both operands are
-// NaNs, which one propagates (and so the result's sign) depends on operand
-// order the compiler may commute (IEEE leaves it open); every other bit is
-// compared exactly.
-size_t mismatches(const void* want, const void* got, size_t n, ncclDataType_t type) {
-  size_t bad = 0;
-  with_storage_type(type, [&](auto storage) {
-    using S = decltype(storage);
-    for (size_t i = 0; i < n; ++i) {
-      S w, g;
-      std::memcpy(&w, static_cast<const char*>(want) + i * sizeof(S), sizeof(S));
-      std::memcpy(&g, static_cast<const char*>(got) + i * sizeof(S), sizeof(S));
-      if (std::memcmp(&w, &g, sizeof(S)) == 0) continue;
-      if constexpr (!std::is_integral_v<S>) {
-        auto wv = Elem<S>::load(w), gv = Elem<S>::load(g);
-        if (wv != wv && gv != gv) continue;
-      }
-      ++bad;
-    }
-  });
-  return bad;
 }
 
 }  // namespace

@@ -9,11 +9,11 @@
 
 #include <cstring>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "src/ops/datatype.h"
 #include "src/ops/vector_fold.h"
+#include "reduce_mismatches.h"
 
 using namespace braid;
 
@@ -51,28 +51,6 @@ struct Buffer {
     for (size_t i = 0; i < bytes; ++i) at[i] = char(rng());
   }
 };
-
-// Elements whose bits differ, except NaN against NaN: which of two NaN
-// operands propagates depends on an operand order the compiler may commute
-// (as tests/unit/test_host_reduce.cc says); every other bit is compared.
-size_t mismatches(const char* want, const char* got, size_t n, ncclDataType_t type) {
-  size_t bad = 0;
-  with_storage_type(type, [&](auto storage) {
-    using S = decltype(storage);
-    for (size_t i = 0; i < n; ++i) {
-      S w, g;
-      std::memcpy(&w, want + i * sizeof(S), sizeof(S));
-      std::memcpy(&g, got + i * sizeof(S), sizeof(S));
-      if (std::memcmp(&w, &g, sizeof(S)) == 0) continue;
-      if constexpr (!std::is_integral_v<S>) {
-        auto wv = Elem<S>::load(w), gv = Elem<S>::load(g);
-        if (wv != wv && gv != gv) continue;
-      }
-      ++bad;
-    }
-  });
-  return bad;
-}
 
 // Every worker's share, the last worker first: each must touch only its own
 // elements (a worker that wrote another's before that one read it would
