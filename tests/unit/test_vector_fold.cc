@@ -7,6 +7,7 @@
 // what a thread block runs, so only the hardware is left to the GPU checks.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -89,7 +90,7 @@ TEST_CASE("the kernels' fold is the chain of pairwise reductions, bit for bit", 
             std::vector<char> first(srcs[0].at, srcs[0].at + bytes);
             run_workers(type, kind, srcs[0].at, nullptr, ptrs, n, 64);
             CHECK(mismatches(want.at, srcs[0].at, n, type) == 0);
-            std::memcpy(srcs[0].at, first.data(), bytes);
+            std::copy(first.begin(), first.end(), srcs[0].at);
             // One worker, as many as vectors, and more: every split covers all.
             for (uint64_t workers : {uint64_t(1), uint64_t(3), uint64_t(1000)}) {
               std::memset(dst.at, 0, bytes);
