@@ -226,6 +226,67 @@ BRAID_HD uint64_t dep_completions(uint64_t tile, uint32_t lane_ops, uint32_t op)
   return tile * lane_ops + op + 1;
 }
 
+// A run of GetReduces into one chunk (a two-shot's or a reduce-scatter's
+// fold), started by a GetReduceCopy or a GetReduce, that both executors
+// fold in one pass (src/ops/vector_fold.h, reduce_many): every source read
+// once and the chunk written once, not read and written again per peer.
+// The fold's order is the ops' order, so the bits are those of the ops one
+// by one: srcs = the chunk itself (or, after a GetReduceCopy, the peer's
+// chunk and this rank's own), then each later peer's.
+// (No initialisers: a kernel keeps one in __shared__ memory; plan_fold_run
+// sets every field it reads.)
+template <int kMaxSources>
+struct FoldRun {
+  uint32_t ops;  // fewer than 2: no run (the op runs alone)
+  int nsrc;
+  char* dst;
+  const char* srcs[kMaxSources];
+  uint64_t n;  // elements
+};
+
+// The run from op `first` of a lane (op_at(j): its op j, j < end), in tile
+// `tile` of this slice.  reach(j, op, &theirs) says whether op j may join
+// (its dependencies are met; the executor reaches its peer's buffers
+// directly) and which they are.  A later op whose chunk is not as long
+// ends the run too.
+#if defined(__CUDACC__)
+#pragma nv_exec_check_disable  // the kernel's reach is device code only
+#endif
+template <int kMaxSources, typename OpAt, typename Reach>
+BRAID_HD void plan_fold_run(uint32_t first, uint32_t end, const OpAt& op_at, const Reach& reach,
+                            const StepBuffers& mine, uint64_t capacity, uint32_t slice, uint32_t slices, uint64_t tile,
+                            FoldRun<kMaxSources>* run) {
+  const OpRecord head = op_at(first);
+  const bool copy = OpType(head.type) == OpType::GetReduceCopy;
+  int nsrc = copy ? 0 : 1;  // srcs[0]: the chunk itself, unless a GetReduceCopy starts the run
+  uint32_t ops = 0;
+  run->dst = nullptr;
+  run->n = 0;
+  for (uint32_t j = first; j < end && nsrc + 2 <= kMaxSources; ++j) {
+    const OpRecord op = op_at(j);
+    const bool starts = copy && j == first;  // the GetReduceCopy, its own chunk a second source
+    if (OpType(op.type) != (starts ? OpType::GetReduceCopy : OpType::GetReduce) || op.count != 1 ||
+        op.send_conn >= 0 || op.recv_conn >= 0 || op.dst_buffer != head.dst_buffer || op.dst_index != head.dst_index)
+      break;
+    StepBuffers theirs;
+    if (!reach(j, op, &theirs)) break;
+    StepSpan my_span, their_span, own;
+    one_sided_spans(op, 0, mine, theirs, capacity, slice, slices, tile, &my_span, &their_span,
+                    starts ? &own : nullptr);
+    const StepSpan operands[3] = {my_span, their_span, own};
+    uint64_t n = 0;
+    if (step_length(operands, starts ? 3 : 2, false, 0, &n) != kStepOk || (ops > 0 && n != run->n)) break;
+    run->dst = my_span.ptr;
+    run->n = n;
+    run->srcs[nsrc++] = their_span.ptr;
+    if (starts) run->srcs[nsrc++] = own.ptr;
+    ++ops;
+  }
+  if (!copy) run->srcs[0] = run->dst;
+  run->nsrc = nsrc;
+  run->ops = ops;
+}
+
 // One chunk of one op in the current tile: `in` is the received fragment,
 // `slot` the one being sent, `n` the elements (step_length).  (The kernel's
 // policy is device code only: nvcc's host/device check is off here.)

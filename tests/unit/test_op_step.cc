@@ -5,6 +5,7 @@
 // arithmetic down on its own.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -160,4 +161,73 @@ TEST_CASE("op step: a dependency is met once the lane has done that op in this t
   CHECK(dep_completions(0, 4, 2) == 3);
   CHECK(dep_completions(3, 4, 2) == 15);
   CHECK(dep_completions(1, 1, 0) == 2);
+}
+
+TEST_CASE("op step: a run of GetReduces into one chunk folds as one, in the ops' order", "[op_step]") {
+  // Two-shot-like lane on 4 ranks: block 1 of every input (one chunk per
+  // block) into output chunk 1; each peer's input is its own vector.
+  const BufferShape shape{4, 8, 4};
+  std::vector<char> in(32), out(32), peer_in[4] = {std::vector<char>(32), std::vector<char>(32),
+                                                   std::vector<char>(32), std::vector<char>(32)};
+  StepBuffers mine;
+  mine.input = in.data();
+  mine.output = out.data();
+  mine.input_shape = mine.output_shape = shape;
+  mine.tile_elems = 100;
+  const uint64_t cap = slice_capacity(mine, 0, 1);
+  auto get = [](OpType t, int peer, uint32_t dst_index = 1) {
+    OpRecord r;
+    r.type = uint8_t(t);
+    r.src_buffer = uint8_t(BufferKind::Input);
+    r.dst_buffer = uint8_t(BufferKind::Output);
+    r.src_index = 1;
+    r.dst_index = dst_index;
+    r.peer = peer;
+    return r;
+  };
+  std::vector<OpRecord> ops = {get(OpType::GetReduceCopy, 2), get(OpType::GetReduce, 3), get(OpType::GetReduce, 0),
+                               get(OpType::Put, 2)};
+  auto op_at = [&](uint32_t j) { return ops[j]; };
+  std::vector<int> refused;  // peers whose op may not join (a dependency not met)
+  auto reach = [&](uint32_t, const OpRecord& op, StepBuffers* theirs) {
+    if (std::find(refused.begin(), refused.end(), op.peer) != refused.end()) return false;
+    *theirs = mine;
+    theirs->input = peer_in[op.peer].data();
+    return true;
+  };
+  FoldRun<8> run;
+  plan_fold_run(0, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &run);
+  CHECK(run.ops == 3);  // the Put ends it
+  REQUIRE(run.nsrc == 4);
+  CHECK(run.dst == out.data() + 8);
+  CHECK(run.n == 8);
+  // The GetReduceCopy's peer first, then this rank's own, then the others in order.
+  CHECK(run.srcs[0] == peer_in[2].data() + 8);
+  CHECK(run.srcs[1] == in.data() + 8);
+  CHECK(run.srcs[2] == peer_in[3].data() + 8);
+  CHECK(run.srcs[3] == peer_in[0].data() + 8);
+  // Started by a GetReduce: the chunk itself is the first source.
+  plan_fold_run(1, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &run);
+  CHECK(run.ops == 2);
+  REQUIRE(run.nsrc == 3);
+  CHECK(run.srcs[0] == out.data() + 8);
+  CHECK(run.srcs[1] == peer_in[3].data() + 8);
+  // An op that may not join, another destination, or more than a chunk end the run.
+  refused = {3};
+  plan_fold_run(0, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &run);
+  CHECK(run.ops == 1);
+  refused.clear();
+  ops[1].dst_index = 2;
+  plan_fold_run(0, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &run);
+  CHECK(run.ops == 1);
+  ops[1].dst_index = 1;
+  ops[2].count = 2;
+  plan_fold_run(0, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &run);
+  CHECK(run.ops == 2);
+  // No more sources than the run holds.
+  ops[2].count = 1;
+  FoldRun<3> small;
+  plan_fold_run(0, uint32_t(ops.size()), op_at, reach, mine, cap, 0, 1, 0, &small);
+  CHECK(small.ops == 1);
+  CHECK(small.nsrc == 2);
 }

@@ -188,17 +188,9 @@ __device__ int one_sided_step(const CollectiveLaunch& L, const OpRecord& op, con
 }
 
 // A run of GetReduces into one chunk (a two-shot's or a reduce-scatter's
-// fold), as the host executor fuses them (collective_task.cc,
-// fused_get_reduce): one pass reads every source once and writes the chunk
-// once, where op by op it is read and written again for each peer.  The
-// fold's order is the ops' order, so the bits are the same.
+// fold) is one pass (op_step.h, plan_fold_run).
 constexpr int kMaxFoldSources = 32;
-struct FoldPlan {
-  char* dst;
-  const char* srcs[kMaxFoldSources];
-  int nsrc;
-  uint64_t n;
-};
+using FoldPlan = FoldRun<kMaxFoldSources>;
 
 // Whether every dependency of `op` in this tile is met now (no waiting).
 __device__ bool deps_met_now(const CollectiveLaunch& L, const OpRecord& op, uint64_t tile, const uint32_t* lane_done) {
@@ -210,44 +202,24 @@ __device__ bool deps_met_now(const CollectiveLaunch& L, const OpRecord& op, uint
   return true;
 }
 
-// Thread 0: how many ops from op `first` on fold in one pass, their
-// operands in `plan` (fewer than 2: op `first` runs alone).  Op `first`'s
-// dependencies were waited for; a later op joins only if its own are met
-// already (waiting for them here could wait for what op `first`'s
-// completion unblocks), its peer's buffers are known, and its chunk is as
-// long.
-__device__ uint32_t plan_fold(const CollectiveLaunch& L, const LaneRecord& lane, uint32_t first, uint64_t tile,
-                              uint32_t slice, uint32_t slices, uint64_t capacity, const uint32_t* lane_done,
-                              FoldPlan* plan) {
-  const OpRecord head = L.ops[lane.op_begin + first];
-  const bool copy = OpType(head.type) == OpType::GetReduceCopy;
-  int nsrc = copy ? 0 : 1;  // srcs[0]: the chunk itself, unless a GetReduceCopy starts the run
-  uint32_t ops = 0;
-  for (uint32_t j = first; j < lane.op_count && nsrc + 2 <= kMaxFoldSources; ++j) {
-    const OpRecord op = L.ops[lane.op_begin + j];
-    const bool starts = copy && j == first;  // the GetReduceCopy, its own chunk a second source
-    if (OpType(op.type) != (starts ? OpType::GetReduceCopy : OpType::GetReduce) || op.count != 1 ||
-        op.send_conn >= 0 || op.recv_conn >= 0 || op.dst_buffer != head.dst_buffer ||
-        op.dst_index != head.dst_index || (j > first && !deps_met_now(L, op, tile, lane_done)))
-      break;
-    __threadfence();  // acquire: the Wait that kept this peer's buffers completed
-    const PeerBuffers d = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
-    if (d.pid == 0) break;  // op by op, it is reported
-    StepSpan mine, theirs, own;
-    one_sided_spans(op, 0, L.buffers, peer_step_buffers(L.buffers, d), capacity, slice, slices, tile, &mine, &theirs,
-                    starts ? &own : nullptr);
-    const StepSpan operands[3] = {mine, theirs, own};
-    uint64_t n = 0;
-    if (step_length(operands, starts ? 3 : 2, false, 0, &n) != kStepOk || (ops > 0 && n != plan->n)) break;
-    plan->dst = mine.ptr;
-    plan->n = n;
-    plan->srcs[nsrc++] = theirs.ptr;
-    if (starts) plan->srcs[nsrc++] = own.ptr;
-    ++ops;
-  }
-  if (!copy) plan->srcs[0] = plan->dst;
-  plan->nsrc = nsrc;
-  return ops;
+// Thread 0: the run from op `first`, whose dependencies were waited for.
+// A later op joins only if its own are met already (waiting for them here
+// could wait for what op `first`'s completion unblocks) and its peer's
+// buffers are known.
+__device__ void plan_fold(const CollectiveLaunch& L, const LaneRecord& lane, uint32_t first, uint64_t tile,
+                          uint32_t slice, uint32_t slices, uint64_t capacity, const uint32_t* lane_done,
+                          FoldPlan* plan) {
+  plan_fold_run(
+      first, lane.op_count, [&](uint32_t j) { return L.ops[lane.op_begin + j]; },
+      [&](uint32_t j, const OpRecord& op, StepBuffers* theirs) {
+        if (j > first && !deps_met_now(L, op, tile, lane_done)) return false;
+        __threadfence();  // acquire: the Wait that kept this peer's buffers completed
+        const PeerBuffers d = load_peer(&L.peers[uint64_t(slice) * L.nranks + uint32_t(op.peer)]);
+        if (d.pid == 0) return false;  // op by op, it is reported
+        *theirs = peer_step_buffers(L.buffers, d);
+        return true;
+      },
+      L.buffers, capacity, slice, slices, tile, plan);
 }
 
 // op_step's memory policy in a thread block (src/ops/op_step.h): the whole
@@ -294,7 +266,6 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
   __shared__ uint64_t s_peer_words[sizeof(PeerBuffers) / sizeof(uint64_t)];
   PeerBuffers* const s_peer = reinterpret_cast<PeerBuffers*>(s_peer_words);
   __shared__ FoldPlan s_fold;
-  __shared__ uint32_t s_fold_ops;
   if (threadIdx.x == 0) s_failed = false;
   // Before any thread gets near s_failed: the compiler may load it ahead of
   // a `threadIdx.x == 0 &&` test (compute-sanitizer's racecheck saw that).
@@ -320,11 +291,13 @@ __global__ void __launch_bounds__(kThreads) collective_kernel(CollectiveLaunch L
         }
       }
       if ((type == OpType::GetReduce || type == OpType::GetReduceCopy) && op.count == 1) {
-        if (threadIdx.x == 0)
-          s_fold_ops = s_failed ? 0 : plan_fold(L, lane, i, tile, slice, slices, capacity, lane_done, &s_fold);
+        if (threadIdx.x == 0) {
+          s_fold.ops = 0;  // s_failed: none
+          if (!s_failed) plan_fold(L, lane, i, tile, slice, slices, capacity, lane_done, &s_fold);
+        }
         __syncthreads();
         if (s_failed) return;
-        const uint32_t fold_ops = s_fold_ops;  // thread 0 rewrites it at the next op
+        const uint32_t fold_ops = s_fold.ops;  // thread 0 rewrites it at the next op
         if (fold_ops > 1) {
           __threadfence();  // acquire, as below
           block_fold(L.type, L.kind, s_fold.dst, nullptr, s_fold.srcs, s_fold.nsrc, s_fold.n);

@@ -473,44 +473,28 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // Consecutive GetReduces into one chunk from peers this rank loads from
-  // directly (a two-shot's or a reduce-scatter's fold), after a
-  // GetReduceCopy that starts it or not, as many as are ready, in one pass
-  // (reduce_many): every source read once and the destination written
-  // once, not read and written again for each peer.  The fold's order is
-  // the ops' order.  *moved: they are done (fewer than two ready: nothing).
+  // A run of GetReduces into one chunk (op_step.h, plan_fold_run) from
+  // peers this rank loads from directly, as many as are ready, in one pass
+  // (reduce_many).  *moved: they are done (fewer than two ready: nothing).
   Status fused_get_reduce(LaneRun& run, bool* moved) {
-    const OpRecord& first = op_of(run, run.op);
-    const bool copy = OpType(first.type) == OpType::GetReduceCopy;
-    const void* srcs[kMaxFusedSources];
-    StepSpan dst;
-    int nsrc = copy ? 0 : 1, ops = 0;  // srcs[0]: the destination itself, unless a GetReduceCopy starts
-    uint64_t n = 0;
-    for (uint32_t i = run.op; i < run.lane->op_count && nsrc + 1 < kMaxFusedSources; ++i) {
-      const OpRecord& op = op_of(run, i);
-      const bool starts = copy && i == run.op;  // the GetReduceCopy, with its own src as a second source
-      if (OpType(op.type) != (starts ? OpType::GetReduceCopy : OpType::GetReduce) || op.count != 1 ||
-          op.dst_buffer != first.dst_buffer || op.dst_index != first.dst_index || !deps_met(run, op, run.tile))
-        break;
-      const PeerReach& d = peers_.at(size_t(op.peer));
-      if (!d.direct[uint8_t(op.src_buffer)]) break;  // through CMA: one by one
-      StepSpan mine, theirs, own;
-      one_sided_spans(op, 0, buffers_, d.at, run.capacity, run.slice, a_.slices, run.tile, &mine, &theirs,
-                      starts ? &own : nullptr);
-      const StepSpan operands[3] = {mine, theirs, own};
-      uint64_t len = 0;
-      if (step_length(operands, starts ? 3 : 2, false, 0, &len) != kStepOk || (ops > 0 && len != n)) break;
-      dst = mine, n = len, ++ops;
-      srcs[nsrc++] = theirs.ptr;
-      if (starts) srcs[nsrc++] = own.ptr;
+    FoldRun<kMaxFusedSources> fold;
+    plan_fold_run(
+        run.op, run.lane->op_count, [&](uint32_t i) -> const OpRecord& { return op_of(run, i); },
+        [&](uint32_t, const OpRecord& op, StepBuffers* theirs) {
+          const PeerReach& d = peers_.at(size_t(op.peer));
+          if (!deps_met(run, op, run.tile) || !d.direct[uint8_t(op.src_buffer)]) return false;  // CMA: one by one
+          *theirs = d.at;
+          return true;
+        },
+        buffers_, run.capacity, run.slice, a_.slices, run.tile, &fold);
+    if (fold.ops < 2) return Status::ok();
+    if (fold.n > 0) {
+      void* const dsts[1] = {fold.dst};
+      const void* srcs[kMaxFusedSources];
+      std::copy(fold.srcs, fold.srcs + fold.nsrc, srcs);
+      reduce_many(dsts, 1, srcs, fold.nsrc, fold.n, a_.type, a_.op, 0, false);
     }
-    if (ops < 2) return Status::ok();
-    if (!copy) srcs[0] = dst.ptr;
-    if (n > 0) {
-      void* const dsts[1] = {dst.ptr};
-      reduce_many(dsts, 1, srcs, nsrc, n, a_.type, a_.op, 0, false);
-    }
-    for (int k = 0; k < ops; ++k) finish_op(run);
+    for (uint32_t k = 0; k < fold.ops; ++k) finish_op(run);
     *moved = true;
     return Status::ok();
   }
@@ -567,7 +551,7 @@ class CollectiveTask final : public Task {
   HostSignal mine_;                          // what this rank's Signals carry
   std::vector<PeerReach> peers_;             // per rank, from its Signals (one-sided schedules)
   std::vector<char> staging_;                // a GetReduce's bytes read from another process
-  static constexpr int kMaxFusedSources = 64;  // fused_get_reduce: up to 63 sources
+  static constexpr int kMaxFusedSources = 64;  // fused_get_reduce's sources, at most
   static constexpr uint64_t kStagingBytes = 256 * 1024;  // run_one_sided's pieces read from another process
   size_t active_ = 0;
   bool finished_ = false;
