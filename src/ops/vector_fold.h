@@ -104,8 +104,8 @@ BRAID_HD void fold16(Bytes16& acc, const Bytes16& x) {
 
 // Worker w's elements of n (storage type S, reduction K); nsrc >= 1.
 template <ReduceKind K, typename S>
-BRAID_HD void fold_sources_typed(char* dst, char* dst2, const char* const* srcs, int nsrc, uint64_t n, uint64_t w,
-                                 uint64_t workers) {
+BRAID_HD void fold_sources(char* dst, char* dst2, const char* const* srcs, int nsrc, uint64_t n, uint64_t w,
+                           uint64_t workers) {
   uintptr_t align = uintptr_t(dst) | uintptr_t(dst2);
   for (int s = 0; s < nsrc; ++s) align |= uintptr_t(srcs[s]);
   uint64_t done = 0;
@@ -146,20 +146,6 @@ BRAID_HD void fold_sources_typed(char* dst, char* dst2, const char* const* srcs,
     reinterpret_cast<S*>(dst)[i] = acc;
     if (dst2) reinterpret_cast<S*>(dst2)[i] = acc;
   }
-}
-
-// The same, dispatched on the call's type and reduction (false: a type
-// braid does not reduce).
-#if defined(__CUDACC__)
-#pragma nv_exec_check_disable
-#endif
-BRAID_HD bool fold_sources(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* const* srcs,
-                           int nsrc, uint64_t n, uint64_t w, uint64_t workers) {
-  return with_storage_type(type, [&](auto storage) {
-    with_reduce_kind(kind, [&](auto k) {
-      fold_sources_typed<decltype(k)::value, decltype(storage)>(dst, dst2, srcs, nsrc, n, w, workers);
-    });
-  });
 }
 
 }  // namespace braid

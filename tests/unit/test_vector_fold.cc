@@ -53,6 +53,17 @@ struct Buffer {
   }
 };
 
+// The fold of the call's type and reduction, as the kernels dispatch it
+// (false: a type braid does not reduce).
+bool fold(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* const* srcs, int nsrc,
+          uint64_t n, uint64_t w, uint64_t workers) {
+  return with_storage_type(type, [&](auto storage) {
+    with_reduce_kind(kind, [&](auto k) {
+      fold_sources<decltype(k)::value, decltype(storage)>(dst, dst2, srcs, nsrc, n, w, workers);
+    });
+  });
+}
+
 // Every worker's share, the last worker first: each must touch only its own
 // elements (a worker that wrote another's before that one read it would
 // show in place).
@@ -60,13 +71,13 @@ void run_workers(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, co
                  size_t n, uint64_t workers) {
   bool ok = true;
   for (uint64_t w = workers; w-- > 0;)
-    ok &= fold_sources(type, kind, dst, dst2, srcs.data(), int(srcs.size()), n, w, workers);
+    ok &= fold(type, kind, dst, dst2, srcs.data(), int(srcs.size()), n, w, workers);
   REQUIRE(ok);
 }
 
 }  // namespace
 
-TEST_CASE("the kernels' fold is the chain of pairwise reductions, bit for bit", "[datatype][fold]") {
+TEST_CASE("the kernels' fold is the chain of pairwise reductions, bit for bit", "[fold]") {
   std::mt19937 rng(7);
   for (ncclDataType_t type : kTypes)
     for (ReduceKind kind : kKinds)
@@ -100,8 +111,8 @@ TEST_CASE("the kernels' fold is the chain of pairwise reductions, bit for bit", 
           }
 }
 
-TEST_CASE("the kernels' fold refuses a type it cannot reduce", "[datatype][fold]") {
+TEST_CASE("the kernels' fold refuses a type it cannot reduce", "[fold]") {
   char dst[16] = {}, src[16] = {};
   const char* srcs[1] = {src};
-  CHECK_FALSE(fold_sources(ncclNumTypes, ReduceKind::Sum, dst, nullptr, srcs, 1, 1, 0, 1));
+  CHECK_FALSE(fold(ncclNumTypes, ReduceKind::Sum, dst, nullptr, srcs, 1, 1, 0, 1));
 }

@@ -134,7 +134,7 @@ template <typename S>
 __device__ __noinline__ void block_fold_typed(ReduceKind kind, char* dst, char* dst2, const char* const* srcs,
                                               int nsrc, uint64_t n) {
   with_reduce_kind(kind, [&](auto k) {
-    fold_sources_typed<decltype(k)::value, S>(dst, dst2, srcs, nsrc, n, threadIdx.x, blockDim.x);
+    fold_sources<decltype(k)::value, S>(dst, dst2, srcs, nsrc, n, threadIdx.x, blockDim.x);
   });
 }
 __device__ void block_fold(ncclDataType_t type, ReduceKind kind, char* dst, char* dst2, const char* const* srcs,
