@@ -92,9 +92,21 @@ Status comm_wait_job(ncclComm* comm) {
   return Status::ok();
 }
 
-void break_comm(ncclComm* comm, const Status& why) {
+bool set_async_error(ncclComm* comm, const Status& why) {
   int expected = ncclSuccess;
-  comm->async_error.compare_exchange_strong(expected, why.code());
+  if (why.is_ok() || !comm->async_error.compare_exchange_strong(expected, why.code())) return false;
+  std::lock_guard<std::mutex> lock(comm->error_mutex);
+  comm->async_cause = why.to_string();
+  return true;
+}
+
+std::string async_cause(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->error_mutex);
+  return comm->async_cause;
+}
+
+void break_comm(ncclComm* comm, const Status& why) {
+  set_async_error(comm, why);
   if (comm->bootstrap) comm->bootstrap->abort();
 }
 

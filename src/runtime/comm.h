@@ -98,10 +98,11 @@ struct ncclComm {
   std::unique_ptr<braid::Backend> backend;
 
   std::atomic<bool> aborting{false};
-  std::atomic<int> async_error{ncclSuccess};
+  std::atomic<int> async_error{ncclSuccess};  // set by braid::set_async_error
   bool finalized = false;
   std::mutex error_mutex;
   std::string last_error;
+  std::string async_cause;  // what set async_error (under error_mutex), for the calls it refuses
 
   std::atomic<bool> ready{false};  // init finished: transport, bootstrap and backend exist
   // The bootstrap exists (set once init's rendezvous is over): an abort can
@@ -185,6 +186,12 @@ Status comm_wait_job(ncclComm* comm);
 // aborted, so that peers waiting in that step fail at once (and break
 // theirs) instead of at BRAID_TIMEOUT or reading the next step as that one.
 void break_comm(ncclComm* comm, const Status& why);
+// Makes `why` comm's sticky asynchronous error unless it has one already;
+// true when it did.  Its text is kept, so that the calls refused later say
+// what broke the communicator, not only that something did.
+bool set_async_error(ncclComm* comm, const Status& why);
+// That text ("" while there is none).
+std::string async_cause(ncclComm* comm);
 // What ncclCommGetAsyncError reports: a sticky error, else ncclInProgress
 // while background work (or a revoked group) is still running, else the
 // outcome of the last background job.

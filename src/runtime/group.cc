@@ -44,7 +44,7 @@ void note_failure(ncclComm* comm, Status* s) {
   bool broken = s->code() == ncclRemoteError || s->code() == ncclSystemError || s->code() == ncclInternalError ||
                 s->code() == ncclTimeout;
   if (comm->revoked) *s = BRAID_ERROR(ncclInvalidUsage, "communicator was revoked while this group ran");
-  else if (broken) comm->async_error = s->code();
+  else if (broken) set_async_error(comm, *s);
 }
 
 // Whether a profiler plugin takes `comm`'s events: on every call's path,

@@ -20,7 +20,8 @@ Status check_usable(const CommUse& use, ncclComm* comm) {
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
   ncclResult_t async = ncclResult_t(comm->async_error.load());
   if (async != ncclSuccess)
-    return Status::error(async, "communicator has an earlier asynchronous error; abort and recreate it");
+    return Status::error(async, fmt::format("communicator has an earlier asynchronous error ({}); abort and recreate it",
+                                            async_cause(comm)));
   return Status::ok();
 }
 

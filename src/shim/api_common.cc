@@ -117,8 +117,7 @@ void poll_backend_error(ncclComm* comm) {
   if (!comm->backend) return;  // suspended: nothing runs
   Status error = comm->backend->poll_error();
   if (error.is_ok() && comm->dev_comms) error = comm->dev_comms->fault();  // a GIN proxy's
-  int expected = ncclSuccess;
-  if (error.is_ok() || !comm->async_error.compare_exchange_strong(expected, error.code())) return;
+  if (!set_async_error(comm, error)) return;
   std::lock_guard<std::mutex> lock(comm->error_mutex);  // ncclGetLastError(comm) says why, as for a failed call
   comm->last_error = fmt::format("ncclCommGetAsyncError: {}", error.to_string());
 }

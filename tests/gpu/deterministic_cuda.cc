@@ -9,8 +9,14 @@
 //   braid_gpu_deterministic NRANKS threads|processes
 //
 // Run with BRAID_DETERMINISTIC=1 (ctest and scripts/device-check set it).
+// A failure says when (seconds since start), in or out of place, and what a
+// wrong element holds: an out-of-place output is filled with a canary before
+// each call, so an output the call never wrote is told apart from a fold
+// that missed one rank's input (thread ranks on one H200 failed here, cause
+// not found: perf/results/cuda_h200/20261204).
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -35,6 +41,30 @@ struct Kind {
 constexpr Kind kKinds[] = {{ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat16, ncclSum},
                            {ncclFloat64, ncclSum}, {ncclFloat32, ncclMax}};
 
+const auto kStart = std::chrono::steady_clock::now();
+double seconds_since_start() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();
+}
+
+constexpr int kCanaryByte = 0xA5;  // an out-of-place output before the call
+
+// What a wrong element holds, so that a failure says which way it went:
+// the canary (the call never wrote it), the fold without one rank's input
+// (that rank's contribution was stale or missing), or something else.
+std::string what_it_holds(ncclDataType_t t, ncclRedOp_t op, int n, size_t i, uint64_t got, size_t es) {
+  uint64_t canary = 0;
+  std::memset(&canary, kCanaryByte, es);
+  if (got == canary) return "the canary: never written";
+  for (int missing = 0; missing < n; ++missing) {
+    const int first = missing == 0 ? 1 : 0;
+    uint64_t acc = input_bits(t, op, first, i);
+    for (int r = first + 1; r < n; ++r)
+      if (r != missing) acc = combine(t, op, acc, input_bits(t, op, r, i));
+    if (n > 1 && acc == got) return "the fold without rank " + std::to_string(missing) + "'s input";
+  }
+  return "neither the canary nor the fold without one rank";
+}
+
 // One call; the number of elements that differ from the rank-order fold
 // (-1: a call failed, said on stderr).
 long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, char* dev_out, Coll coll,
@@ -50,12 +80,15 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
   char* recv = in_place ? (coll == Coll::ReduceScatter ? dev + size_t(rank) * count * es : dev) : dev_out;
   const int root = n - 1;
   auto fail = [&](const char* what, const char* why) {
-    std::fprintf(stderr, "rank %d: %s (coll %d, count %zu, type %d, op %d): %s\n", rank, what, int(coll), count,
-                 int(k.type), int(k.op), why);
+    std::fprintf(stderr, "%.3f s: rank %d: %s (coll %d, count %zu, type %d, op %d, %s): %s\n", seconds_since_start(),
+                 rank, what, int(coll), count, int(k.type), int(k.op), in_place ? "in place" : "out of place", why);
     return -1L;
   };
   if (cudaError_t e = cudaMemcpyAsync(send, host.data(), host.size(), cudaMemcpyHostToDevice, stream))
     return fail("cudaMemcpyAsync", cudaGetErrorString(e));
+  if (!in_place)
+    if (cudaError_t e = cudaMemsetAsync(recv, kCanaryByte, out.size(), stream))
+      return fail("cudaMemsetAsync", cudaGetErrorString(e));
   ncclResult_t r = ncclSuccess;
   switch (coll) {
     case Coll::AllReduce: r = ncclAllReduce(send, recv, count, k.type, k.op, comm, stream); break;
@@ -68,10 +101,20 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
   if (cudaError_t e = cudaStreamSynchronize(stream)) return fail("cudaStreamSynchronize", cudaGetErrorString(e));
   if (coll == Coll::Reduce && rank != root) return 0;
   const size_t first = coll == Coll::ReduceScatter ? size_t(rank) * count : 0;
-  long wrong = 0;
-  for (size_t i = 0; i < count; ++i)
-    wrong += load_bits(out.data(), i, es) != rank_order_fold(k.type, k.op, n, first + i);
-  if (wrong) fail("not the rank-order fold", std::to_string(wrong).append(" elements").c_str());
+  long wrong = 0, untouched = 0;
+  std::string first_wrong;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t got = load_bits(out.data(), i, es), want = rank_order_fold(k.type, k.op, n, first + i);
+    if (got == want) continue;
+    const std::string holds = what_it_holds(k.type, k.op, n, first + i, got, es);
+    untouched += holds.rfind("the canary", 0) == 0;
+    if (wrong++ == 0)
+      first_wrong = "element " + std::to_string(i) + " holds " + holds + " (got " + std::to_string(got) + ", want " +
+                    std::to_string(want) + ")";
+  }
+  if (wrong)
+    fail("not the rank-order fold", (std::to_string(wrong) + " elements, " + std::to_string(untouched) +
+                                     " of them never written; first: " + first_wrong).c_str());
   // What the kernels said, the first time they said it (a wait that timed
   // out names the peer and the place; later calls only refuse).
   ncclResult_t async = ncclSuccess;

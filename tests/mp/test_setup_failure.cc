@@ -61,6 +61,11 @@ void registration_breaks_the_comm(int rank, int n, ncclComm_t comm, Failures& f)
   start = Clock::now();
   if (ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr) == ncclSuccess)
     f.fail(fmt::format("rank {}: a collective ran on the broken communicator", rank));
+  // The refusal says what broke the communicator, not only that something did.
+  const std::string refused = ncclGetLastError(comm);
+  if (refused.find("earlier asynchronous error (") == std::string::npos || refused.find("()") != std::string::npos ||
+      (rank == kFailingRank && refused.find("BRAID_TEST_FAIL_WINDOW_RANK") == std::string::npos))
+    f.fail(fmt::format("rank {}: the refusal says '{}', not what broke the communicator", rank, refused));
   if (Clock::now() - start > std::chrono::seconds(1))
     f.fail(fmt::format("rank {}: the refused collective took more than 1 s", rank));
   // Its bootstrap is closed: shrinking it is refused at once, saying so
