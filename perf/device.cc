@@ -95,7 +95,33 @@ const char* device_description() {
   }();
   return d.c_str();
 }
+void capture_begin(cudaStream_t s) { PERF_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)); }
+CapturedGraph capture_end(cudaStream_t s) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  PERF_CUDA(cudaStreamEndCapture(s, &graph));
+  PERF_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  return CapturedGraph{graph, exec};
+}
+void graph_launch(const CapturedGraph& g, cudaStream_t s) {
+  PERF_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(g.exec), s));
+}
+void graph_destroy(CapturedGraph* g) {
+  if (g->exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(g->exec));
+  if (g->graph) cudaGraphDestroy(static_cast<cudaGraph_t>(g->graph));
+  *g = CapturedGraph{};
+}
 #else
+namespace {
+[[noreturn]] void no_graphs() {
+  fmt::print(stderr, "perf: CUDA graphs (-G) need a build with CUDA and device buffers\n");
+  std::exit(3);
+}
+}  // namespace
+void capture_begin(cudaStream_t) { no_graphs(); }
+CapturedGraph capture_end(cudaStream_t) { no_graphs(); }
+void graph_launch(const CapturedGraph&, cudaStream_t) { no_graphs(); }
+void graph_destroy(CapturedGraph*) {}
 bool device_buffers() { return false; }
 void* buffer_alloc(size_t bytes) { return std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096); }
 void buffer_free(void* p) { std::free(p); }

@@ -24,4 +24,17 @@ void stream_destroy(cudaStream_t s);
 void stream_sync(cudaStream_t s);  // exits the process on a CUDA error
 const char* device_description();  // "host memory" or "cuda device 0 (NVIDIA H100 ...)"
 
+// -G, as nccl-tests: the timed calls are captured from `s` into a CUDA
+// graph (this thread's capture only, so ranks that are threads capture at
+// once), which is then launched -G times.  Device buffers only: without
+// them the harness never calls these (they exit the process).
+struct CapturedGraph {
+  void* graph = nullptr;  // cudaGraph_t
+  void* exec = nullptr;   // cudaGraphExec_t
+};
+void capture_begin(cudaStream_t s);
+CapturedGraph capture_end(cudaStream_t s);  // instantiated
+void graph_launch(const CapturedGraph& g, cudaStream_t s);
+void graph_destroy(CapturedGraph* g);
+
 }  // namespace perf

@@ -89,7 +89,7 @@ const char* usage() {
          "\t[-z,--blocking <0/1>] \n"
          "\t[-y,--stream_null <0/1>] \n"
          "\t[-T,--timeout <time in seconds>] \n"
-         "\t[-G,--cudagraph <num graph launches>] (not used with host buffers)\n"
+         "\t[-G,--cudagraph <num graph launches>] (device buffers only)\n"
          "\t[-C,--report_cputime <0/1>] \n"
          "\t[-S,--report_timestamps <0/1> report timestamps (default 0)] \n"
          "\t[-J,--output_file <file> write output to filepath (json)] \n"
@@ -213,9 +213,20 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
         o->gpus);
     return false;
   }
-  if (o->graph > 0) {
-    o->notes.push_back(fmt::format("-G {}: CUDA graphs do not apply to host buffers; timing plain launches", o->graph));
+  if (o->graph > 0 && mpi_peer) {
+    o->notes.push_back(fmt::format("-G {}: the MPI peer tool's calls are MPI's, not capturable; timing plain calls",
+                                   o->graph));
     o->graph = 0;
+  }
+  if (o->graph > 0 && o->blocking) {
+    *error = fmt::format("-G {} with -z: a stream being captured into a CUDA graph cannot be waited for after each "
+                         "call; use one or the other", o->graph);
+    return false;
+  }
+  if (o->graph > 0 && o->straggler_rank >= 0) {
+    *error = fmt::format("-G {} with --straggler: the straggler sleeps on the host before each call, which the "
+                         "launches of a graph do not have; use one or the other", o->graph);
+    return false;
   }
   if (mpi_peer && o->threads != 1) {
     *error = "-t: the MPI peer tool runs one rank per process (launch more with mpirun -np)";

@@ -37,7 +37,7 @@ struct Options {
   int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
   int blocking = 0;                 // -z
   int parallel_init = 0;            // -p
-  int graph = 0;                    // -G (ignored: no CUDA graphs on host buffers)
+  int graph = 0;                    // -G (graph launches; device buffers only, else plain launches)
   int cputime = 0;                  // -C
   int timestamps = 0;               // -S
   int local_register = 0;           // -R (1 ncclCommRegister, 2 symmetric window)
