@@ -70,8 +70,8 @@ void copy_from_buffer(void* host, const void* src, size_t bytes) {
   if (!device_buffers()) return void(std::memcpy(host, src, bytes));
   PERF_CUDA(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
 }
-cudaStream_t stream_create() {
-  if (!device_buffers()) return nullptr;
+cudaStream_t stream_create(bool null_stream) {
+  if (!device_buffers() || null_stream) return nullptr;
   cudaStream_t s;
   // Non-blocking: ranks that are threads of one process must not serialise
   // on the legacy default stream.
@@ -82,7 +82,7 @@ void stream_destroy(cudaStream_t s) {
   if (s) cudaStreamDestroy(s);
 }
 void stream_sync(cudaStream_t s) {
-  if (s) PERF_CUDA(cudaStreamSynchronize(s));
+  if (device_buffers()) PERF_CUDA(cudaStreamSynchronize(s));  // NULL: the legacy default stream
 }
 const char* device_description() {
   static const std::string d = [] {
@@ -127,7 +127,7 @@ void* buffer_alloc(size_t bytes) { return std::aligned_alloc(4096, (bytes + 4095
 void buffer_free(void* p) { std::free(p); }
 void copy_to_buffer(void* dst, const void* host, size_t bytes) { std::memcpy(dst, host, bytes); }
 void copy_from_buffer(void* host, const void* src, size_t bytes) { std::memcpy(host, src, bytes); }
-cudaStream_t stream_create() { return nullptr; }
+cudaStream_t stream_create(bool) { return nullptr; }
 void stream_destroy(cudaStream_t) {}
 void stream_sync(cudaStream_t) {}
 const char* device_description() { return "host memory"; }

@@ -19,7 +19,8 @@ void* buffer_alloc(size_t bytes);
 void buffer_free(void* p);
 void copy_to_buffer(void* dst, const void* host, size_t bytes);
 void copy_from_buffer(void* host, const void* src, size_t bytes);
-cudaStream_t stream_create();
+// A non-blocking stream, or (`null_stream`, -y 1) the legacy default stream.
+cudaStream_t stream_create(bool null_stream);
 void stream_destroy(cudaStream_t s);
 void stream_sync(cudaStream_t s);  // exits the process on a CUDA error
 const char* device_description();  // "host memory" or "cuda device 0 (NVIDIA H100 ...)"

@@ -224,7 +224,7 @@ class Runner {
   void thread_main(int thread) {
     const int rank = rank_of(thread);
     ncclComm_t& comm = comms_[size_t(thread)];
-    streams_[size_t(thread)] = stream_create();
+    streams_[size_t(thread)] = stream_create(opt_.stream_null != 0);
     if (!mpi_peer_ && opt_.parallel_init) check(ncclCommInitRank(&comm, nranks_, id_, rank), rank, "ncclCommInitRank");
     register_buffers(thread, true);
     uint64_t rep = 0;
@@ -630,6 +630,10 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   }
   std::unique_ptr<World> world = make_world(&argc, &argv, mpi_peer);
   if (!world) return 2;
+  if (opt.stream_null && !device_buffers()) {
+    opt.notes.push_back("-y 1: host buffers have no streams; the calls run as before");
+    opt.stream_null = 0;
+  }
   if (opt.graph > 0 && !device_buffers()) {
     opt.notes.push_back(fmt::format("-G {}: CUDA graphs need device buffers, and this run uses host memory; timing "
                                     "plain launches", opt.graph));

@@ -87,7 +87,7 @@ const char* usage() {
          "\t[-d,--datatype <nccltype/all>] \n"
          "\t[-r,--root <root> (-1: every rank)] \n"
          "\t[-z,--blocking <0/1>] \n"
-         "\t[-y,--stream_null <0/1>] \n"
+         "\t[-y,--stream_null <0/1>] (device buffers: 1 runs the calls on the NULL stream)\n"
          "\t[-T,--timeout <time in seconds>] \n"
          "\t[-G,--cudagraph <num graph launches>] (device buffers only)\n"
          "\t[-C,--report_cputime <0/1>] \n"
@@ -164,7 +164,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
         else ok = parse_int(optarg, &o->root_arg) && o->root_arg >= -1;
         break;
       case 'z': ok = parse_int(optarg, &o->blocking); break;
-      case 'y': ok = parse_int(optarg, &scratch); break;  // no streams on the host backend
+      case 'y': ok = parse_int(optarg, &o->stream_null); break;
       case 'T': ok = parse_int(optarg, &o->timeout_s) && o->timeout_s >= 0; break;
       case 'G': ok = parse_int(optarg, &o->graph) && o->graph >= 0; break;
       case 'C': ok = parse_int(optarg, &o->cputime); break;
@@ -221,6 +221,11 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   if (o->graph > 0 && o->blocking) {
     *error = fmt::format("-G {} with -z: a stream being captured into a CUDA graph cannot be waited for after each "
                          "call; use one or the other", o->graph);
+    return false;
+  }
+  if (o->graph > 0 && o->stream_null) {
+    *error = fmt::format("-G {} with -y 1: the legacy default (NULL) stream cannot be captured into a CUDA graph; use "
+                         "one or the other", o->graph);
     return false;
   }
   if (o->graph > 0 && o->straggler_rank >= 0) {

@@ -37,6 +37,7 @@ struct Options {
   int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
   int blocking = 0;                 // -z
   int parallel_init = 0;            // -p
+  int stream_null = 0;              // -y (device buffers: the calls on the legacy default stream)
   int graph = 0;                    // -G (graph launches; device buffers only, else plain launches)
   int cputime = 0;                  // -C
   int timestamps = 0;               // -S
