@@ -3,6 +3,7 @@
 // in (tests/devmap/CMakeLists.txt runs it both ways).
 //   devmap_probe mapped        BRAID_DEVICES=8, libbraid-devmap.so preloaded
 //   devmap_probe passthrough   preloaded without BRAID_DEVICES
+//   devmap_probe one_per_device  BRAID_DEVICES=2 (the fake's count), preloaded
 // Exit 0 when every check holds; otherwise 1, naming each that failed.
 #include <cuda_runtime_api.h>
 
@@ -13,6 +14,7 @@
 #include <thread>
 
 extern "C" int fake_cudart_current();
+extern "C" const char* fake_cudart_take_log();
 
 namespace {
 
@@ -22,6 +24,63 @@ void check(bool ok, const char* what) {
     std::fprintf(stderr, "FAIL: %s\n", what);
     ++failures;
   }
+}
+
+std::string handle(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+// The calls that reached the runtime since the last look, on this thread.
+std::string calls() { return fake_cudart_take_log(); }
+void check_calls(const std::string& want, const char* what) {
+  const std::string got = calls();
+  if (got != want) std::fprintf(stderr, "  calls: %s\n  want:  %s\n", got.c_str(), want.c_str());
+  check(got == want, what);
+}
+
+// cudaMemset, cudaMemcpy and cudaDeviceSynchronize as the examples call
+// them, with devices shared (tools/devmap/legacy_stream.cc): on the
+// per-thread stream, after this thread's blocking streams, waited for; never
+// the legacy stream, and never another thread's streams.
+void legacy_calls_stay_on_this_thread() {
+  const std::string per_thread = handle(cudaStreamPerThread);
+  cudaStream_t theirs = nullptr;
+  std::thread([&] { check(cudaStreamCreate(&theirs) == cudaSuccess, "another thread's stream"); }).join();
+  cudaStream_t blocking = nullptr, non_blocking = nullptr;
+  check(cudaStreamCreate(&blocking) == cudaSuccess, "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess, "a non-blocking stream");
+  calls();
+  char buffer[16] = {}, copy[16] = {};
+  check(cudaMemset(buffer, 7, sizeof buffer) == cudaSuccess && buffer[0] == 7 && buffer[15] == 7, "cudaMemset done");
+  const std::string ordered = "eventRecord " + handle(blocking) + ";streamWaitEvent " + per_thread + ";";
+  check_calls(ordered + "memsetAsync " + per_thread + ";streamSynchronize " + per_thread + ";",
+              "cudaMemset: after this thread's blocking stream, on the per-thread stream, waited for");
+  check(cudaMemcpy(copy, buffer, sizeof copy, cudaMemcpyDeviceToHost) == cudaSuccess && copy[15] == 7,
+        "cudaMemcpy done");
+  check_calls(ordered + "memcpyAsync " + per_thread + ";streamSynchronize " + per_thread + ";",
+              "cudaMemcpy: after this thread's blocking stream, on the per-thread stream, waited for");
+  check(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
+  check_calls("streamSynchronize " + handle(blocking) + ";streamSynchronize " + handle(non_blocking) +
+                  ";streamSynchronize " + per_thread + ";",
+              "cudaDeviceSynchronize: this thread's streams only");
+  check(cudaStreamDestroy(blocking) == cudaSuccess, "cudaStreamDestroy");
+  check(cudaMemset(buffer, 1, sizeof buffer) == cudaSuccess, "cudaMemset");
+  check_calls("memsetAsync " + per_thread + ";streamSynchronize " + per_thread + ";",
+              "a destroyed stream is no longer waited for");
+  check(cudaStreamDestroy(non_blocking) == cudaSuccess && cudaStreamDestroy(theirs) == cudaSuccess, "streams gone");
+}
+
+// With a device per index (nothing shared), or without BRAID_DEVICES:
+// the runtime's own calls.
+void legacy_calls_pass_through() {
+  char buffer[4] = {};
+  calls();
+  check(cudaMemset(buffer, 3, sizeof buffer) == cudaSuccess && buffer[3] == 3, "cudaMemset");
+  check_calls("memset;", "cudaMemset passes through");
+  check(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
+  check_calls("deviceSynchronize;", "cudaDeviceSynchronize passes through");
 }
 
 bool env_is(const char* name, const char* value) {
@@ -69,6 +128,14 @@ void mapped() {
   int v = 0;
   check(cudaDeviceGetAttribute(&v, cudaDevAttrWarpSize, 9) == cudaErrorInvalidDevice, "attribute of index 9 refused");
   check(cudaInitDevice(7, 0, 0) == cudaSuccess, "cudaInitDevice(7)");
+  legacy_calls_stay_on_this_thread();
+}
+
+// BRAID_DEVICES=2 on two devices: mapped, but no device shared.
+void one_per_device() {
+  int n = 0;
+  check(cudaGetDeviceCount(&n) == cudaSuccess && n == 2, "2 devices seen");
+  legacy_calls_pass_through();
 }
 
 void passthrough() {
@@ -80,6 +147,7 @@ void passthrough() {
   check(cudaSetDevice(3) == cudaErrorInvalidDevice, "cudaSetDevice(3) refused by the runtime");
   int can = 1;
   check(cudaDeviceCanAccessPeer(&can, 0, 0) == cudaSuccess && can == 0, "the runtime's own peer answer");
+  legacy_calls_pass_through();
 }
 
 }  // namespace
@@ -90,6 +158,8 @@ int main(int argc, char** argv) {
     mapped();
   else if (mode == "passthrough")
     passthrough();
+  else if (mode == "one_per_device")
+    one_per_device();
   else
     return 2;
   std::printf("%s: %d failed checks\n", mode.c_str(), failures);

@@ -23,25 +23,14 @@
 // at a first launch may wait for the device, where a peer's kernel spins),
 // unless the environment already says otherwise.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 
-namespace {
+#include "tools/devmap/devmap.h"
 
-// The real runtime's function `name` (the next definition after this library).
-template <typename F>
-F real(const char* name) {
-  static_assert(sizeof(F) == sizeof(void*));
-  void* p = dlsym(RTLD_NEXT, name);
-  if (!p)
-    std::fprintf(stderr, "libbraid-devmap: no %s after this library (is the program linked to libcudart.so?)\n", name);
-  return reinterpret_cast<F>(p);
-}
-#define REAL(fn) static const auto real_##fn = real<decltype(&fn)>(#fn)
+namespace devmap {
 
-// BRAID_DEVICES: how many devices the program sees (0: no mapping).
 int virtual_count() {
   static const int n = [] {
     const char* v = std::getenv("BRAID_DEVICES");
@@ -61,6 +50,14 @@ int real_count() {
   return n;
 }
 
+}  // namespace devmap
+
+namespace {
+
+using devmap::mapping;
+using devmap::real_count;
+using devmap::virtual_count;
+
 // The real device behind index v; -1 when v is not a device the program sees.
 int real_of(int v) {
   const int n = real_count();
@@ -69,8 +66,6 @@ int real_of(int v) {
 }
 
 thread_local int chosen = -1;  // the index this thread set, if any
-
-bool mapping() { return virtual_count() > 0; }
 
 __attribute__((constructor)) void settle_thread_ranks() {
   if (!mapping()) return;
