@@ -14,9 +14,11 @@
 // byte of every round is exact, 1 otherwise, 77 when GIN is not enabled.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -38,6 +40,32 @@ __global__ void gin_alltoall(ncclWindow_t send, ncclWindow_t recv, size_t bytes,
     gin.put(world, r, recv, size_t(dev.rank) * bytes, send, size_t(r) * bytes, bytes, ncclGin_SignalInc{0});
   gin.waitSignal(ncclCoopCta(), 0, before + world.nRanks);
   gin.flush(ncclCoopCta());
+}
+
+// The round's kernel, waited for at most 30 s, asking the communicator
+// meanwhile: NVIDIA's inline waits cannot time out, and a fault of braid's
+// proxy (ncclCommGetAsyncError) would otherwise leave the kernel spinning
+// and the test silent until the step's limit.  Says on stderr what it saw.
+bool kernel_finished(int rank, int round, ncclComm_t comm, cudaStream_t stream) {
+  cudaEvent_t done;
+  if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(done, stream) != cudaSuccess)
+    return false;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  std::string why;
+  cudaError_t e = cudaErrorNotReady;
+  while (why.empty() && (e = cudaEventQuery(done)) == cudaErrorNotReady) {
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess)
+      why = std::string("the kernel waits, and the communicator failed: ") + ncclGetLastError(comm);
+    else if (std::chrono::steady_clock::now() > until)
+      why = "the kernel did not finish within 30 s (no error reported)";
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  cudaEventDestroy(done);
+  if (why.empty() && e != cudaSuccess) why = cudaGetErrorString(e);
+  if (!why.empty()) std::fprintf(stderr, "rank %d round %d: %s\n", rank, round, why.c_str());
+  return why.empty();
 }
 
 unsigned char value(int from, int to, int round, size_t i) {
@@ -75,6 +103,8 @@ int rank_main(int rank, int n, ncclUniqueId id) {
     CHECK_OR_FAIL(cudaMemcpyAsync(send, host.data(), bytes, cudaMemcpyHostToDevice, stream));
     gin_alltoall<<<1, 128, 0, stream>>>(send_win, recv_win, kChunk, dev);
     CHECK_OR_FAIL(cudaGetLastError());
+    if (!kernel_finished(rank, round, comm, stream)) return 1;  // the process ends the spinning kernel
+    std::fprintf(stderr, "rank %d: round %d's kernel finished\n", rank, round);
     CHECK_OR_FAIL(cudaMemcpyAsync(host.data(), recv, bytes, cudaMemcpyDeviceToHost, stream));
     CHECK_OR_FAIL(cudaStreamSynchronize(stream));
     for (int from = 0; from < n && wrong < 5; ++from)

@@ -1,8 +1,11 @@
 #include "src/exec/cuda/braid_streams.h"
 
+#include <chrono>
 #include <map>
 #include <mutex>
 
+#include "src/base/deadline.h"
+#include "src/base/env.h"
 #include "src/exec/cuda/cuda_try.h"
 
 namespace braid {
@@ -49,10 +52,23 @@ Status run_on_braid_stream(int device, BraidStream which, const std::function<cu
   BRAID_TRY(streams_of(device, &d));
   const int i = static_cast<int>(which);
   std::lock_guard<std::mutex> guard(d->lock[i]);
-  cudaError_t e = work(d->stream[i]);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream[i]);
-  CUDA_TRY(e);
-  return Status::ok();
+  CUDA_TRY(work(d->stream[i]));
+  // Bounded, as every wait in braid: work stuck behind a waiting kernel
+  // (a shared hardware queue) is an error that says so, not a hang.
+  const Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
+  Waiter waiter;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(d->stream[i]);
+    if (e == cudaSuccess) return Status::ok();
+    if (e != cudaErrorNotReady) CUDA_TRY(e);
+    if (deadline.expired())
+      return BRAID_ERROR(ncclSystemError,
+                         "braid's {} stream on device {} did not finish its work within BRAID_TIMEOUT ({} s): it may "
+                         "be queued behind a kernel that waits for this rank (a hardware queue shared with a peer's "
+                         "stream: CUDA_DEVICE_MAX_CONNECTIONS=32 and few streams help)",
+                         which == BraidStream::kGin ? "GIN" : "setup", device, env_int("BRAID_TIMEOUT"));
+    waiter.pause();
+  }
 }
 
 Status on_own_stream(const std::function<cudaError_t(cudaStream_t)>& work) {

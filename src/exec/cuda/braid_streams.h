@@ -33,7 +33,8 @@ namespace braid {
 
 enum class BraidStream { kSetup, kGin };
 
-// Runs work(stream) on `device`'s stream `which`, alone, and waits for it.
+// Runs work(stream) on `device`'s stream `which`, alone, and waits for it
+// (at most BRAID_TIMEOUT: ncclSystemError, saying so, past it).
 Status run_on_braid_stream(int device, BraidStream which, const std::function<cudaError_t(cudaStream_t)>& work);
 
 // Device work done and waited for on the calling thread's current device's
