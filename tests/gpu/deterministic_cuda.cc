@@ -6,7 +6,15 @@
 // half and double sums and float max.  Holding both backends to one
 // reference also shows they compute the same bits.
 //
-//   braid_gpu_deterministic NRANKS threads|processes
+//   braid_gpu_deterministic NRANKS threads|processes [pinned]
+//
+// Each call's input is copied to the device, and its output back, on the
+// rank's stream before it is synchronised, from pageable host memory, or
+// with `pinned` from cudaMallocHost memory.  Thread ranks share one
+// context, where a pageable copy may wait for the stream's earlier work
+// (CUDA's API notes: "the driver may synchronize with the stream" to stage
+// it): the two modes tell a failure that comes from that apart from one in
+// braid's kernels.
 //
 // Run with BRAID_DETERMINISTIC=1 (ctest and scripts/device-check set it).
 // A failure says when (seconds since start), in or out of place, and what a
@@ -41,6 +49,8 @@ struct Kind {
 constexpr Kind kKinds[] = {{ncclFloat32, ncclSum}, {ncclBfloat16, ncclSum}, {ncclFloat16, ncclSum},
                            {ncclFloat64, ncclSum}, {ncclFloat32, ncclMax}};
 
+bool g_pinned = false;  // the host side in cudaMallocHost memory (else pageable)
+
 const auto kStart = std::chrono::steady_clock::now();
 double seconds_since_start() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - kStart).count();
@@ -67,14 +77,21 @@ std::string what_it_holds(ncclDataType_t t, ncclRedOp_t op, int n, size_t i, uin
 
 // One call; the number of elements that differ from the rank-order fold
 // (-1: a call failed, said on stderr).
-long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, char* dev_out, Coll coll,
-              size_t count, Kind k, bool in_place) {
+// The host side of a call: its input and output, in pageable or pinned
+// memory (`pinned`, the program's third argument).
+struct HostSide {
+  char* input;
+  char* output;
+};
+
+long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, char* dev_out, HostSide side,
+              Coll coll, size_t count, Kind k, bool in_place) {
   const size_t es = size_of(k.type), N = size_t(n);
   const size_t send_elems = coll == Coll::ReduceScatter ? N * count : count;
-  std::vector<char> host(send_elems * es), out(count * es);
+  const size_t in_bytes = send_elems * es, out_bytes = count * es;
   for (size_t i = 0; i < send_elems; ++i) {
     const uint64_t v = input_bits(k.type, k.op, rank, i);
-    std::memcpy(host.data() + i * es, &v, es);
+    std::memcpy(side.input + i * es, &v, es);
   }
   char* send = dev;
   char* recv = in_place ? (coll == Coll::ReduceScatter ? dev + size_t(rank) * count * es : dev) : dev_out;
@@ -84,10 +101,10 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
                  rank, what, int(coll), count, int(k.type), int(k.op), in_place ? "in place" : "out of place", why);
     return -1L;
   };
-  if (cudaError_t e = cudaMemcpyAsync(send, host.data(), host.size(), cudaMemcpyHostToDevice, stream))
+  if (cudaError_t e = cudaMemcpyAsync(send, side.input, in_bytes, cudaMemcpyHostToDevice, stream))
     return fail("cudaMemcpyAsync", cudaGetErrorString(e));
   if (!in_place)
-    if (cudaError_t e = cudaMemsetAsync(recv, kCanaryByte, out.size(), stream))
+    if (cudaError_t e = cudaMemsetAsync(recv, kCanaryByte, out_bytes, stream))
       return fail("cudaMemsetAsync", cudaGetErrorString(e));
   ncclResult_t r = ncclSuccess;
   switch (coll) {
@@ -96,7 +113,7 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
     case Coll::Reduce: r = ncclReduce(send, recv, count, k.type, k.op, root, comm, stream); break;
   }
   if (r != ncclSuccess) return fail("the collective", ncclGetLastError(comm));
-  if (cudaError_t e = cudaMemcpyAsync(out.data(), recv, out.size(), cudaMemcpyDeviceToHost, stream))
+  if (cudaError_t e = cudaMemcpyAsync(side.output, recv, out_bytes, cudaMemcpyDeviceToHost, stream))
     return fail("cudaMemcpyAsync", cudaGetErrorString(e));
   if (cudaError_t e = cudaStreamSynchronize(stream)) return fail("cudaStreamSynchronize", cudaGetErrorString(e));
   if (coll == Coll::Reduce && rank != root) return 0;
@@ -104,7 +121,7 @@ long run_case(int rank, int n, ncclComm_t comm, cudaStream_t stream, char* dev, 
   long wrong = 0, untouched = 0;
   std::string first_wrong;
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t got = load_bits(out.data(), i, es), want = rank_order_fold(k.type, k.op, n, first + i);
+    const uint64_t got = load_bits(side.output, i, es), want = rank_order_fold(k.type, k.op, n, first + i);
     if (got == want) continue;
     const std::string holds = what_it_holds(k.type, k.op, n, first + i, got, es);
     untouched += holds.rfind("the canary", 0) == 0;
@@ -131,14 +148,28 @@ int rank_main(int rank, int n, ncclUniqueId id) {
   char *dev = nullptr, *dev_out = nullptr;
   CHECK_OR_FAIL(cudaMalloc(&dev, size_t(n) * kMaxCount * 8));
   CHECK_OR_FAIL(cudaMalloc(&dev_out, kMaxCount * 8));
+  std::vector<char> pageable_in, pageable_out;
+  HostSide side{};
+  if (g_pinned) {
+    CHECK_OR_FAIL(cudaMallocHost(&side.input, size_t(n) * kMaxCount * 8));
+    CHECK_OR_FAIL(cudaMallocHost(&side.output, kMaxCount * 8));
+  } else {
+    pageable_in.resize(size_t(n) * kMaxCount * 8);
+    pageable_out.resize(kMaxCount * 8);
+    side = {pageable_in.data(), pageable_out.data()};
+  }
   if (!thread_ranks_meet()) return 1;  // no rank allocates while a peer's kernel waits
   int failed = 0;
   for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce})
     for (Kind k : kKinds)
       for (size_t count : kCounts)
         for (bool in_place : {false, true})
-          failed += run_case(rank, n, comm, stream, dev, dev_out, coll, count, k, in_place) != 0;
+          failed += run_case(rank, n, comm, stream, dev, dev_out, side, coll, count, k, in_place) != 0;
   if (!thread_ranks_meet()) return 1;
+  if (g_pinned) {
+    CHECK_OR_FAIL(cudaFreeHost(side.input));
+    CHECK_OR_FAIL(cudaFreeHost(side.output));
+  }
   CHECK_OR_FAIL(cudaFree(dev));
   CHECK_OR_FAIL(cudaFree(dev_out));
   CHECK_OR_FAIL(cudaStreamDestroy(stream));
@@ -149,5 +180,8 @@ int rank_main(int rank, int n, ncclUniqueId id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return run_gpu_ranks(argc, argv, rank_main, "reductions folded in rank order (BRAID_DETERMINISTIC)");
+  g_pinned = argc > 3 && std::string(argv[3]) == "pinned";
+  return run_gpu_ranks(argc, argv, rank_main,
+                       g_pinned ? "reductions folded in rank order (BRAID_DETERMINISTIC), pinned host buffers"
+                                : "reductions folded in rank order (BRAID_DETERMINISTIC)");
 }
