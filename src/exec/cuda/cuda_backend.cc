@@ -57,6 +57,7 @@
 #include "src/exec/cuda_kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
+#include "src/exec/cuda_thread_ranks.h"
 #include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
 #include "src/bootstrap/bootstrap.h"
@@ -121,7 +122,7 @@ class CudaBackend final : public Backend {
     ll_offset_ = arena.ll_offset;
     arena_bytes_ = arena.bytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
-    BRAID_TRY(zero_arena());
+    BRAID_TRY(on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); }));
     BRAID_TRY(order_.init());
     const size_t words = cuda::KernelErrors::words(n);
     CUDA_TRY(cudaHostAlloc(&flags_host_, words * sizeof(int), cudaHostAllocMapped));
@@ -160,6 +161,7 @@ class CudaBackend final : public Backend {
     block_budget_ = launch_block_budget(shares);
     for (const ArenaInfo& a : infos)
       threads_on_device_ += same_process(a, mine) && same_device(a.share, mine.share);
+    cuda::warn_unless_thread_ranks_settled(device, threads_on_device_);
     peer_arena_.assign(n, nullptr);
     opened_.assign(n, false);
     for (int r = 0; r < n; ++r) {
@@ -223,10 +225,6 @@ class CudaBackend final : public Backend {
   // lines must not land before the zeros.  On a stream of its own, so that
   // init waits for nothing else on the device (other communicators' kernels
   // may be waiting for ranks that are still in this init).
-  Status zero_arena() {
-    return on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); });
-  }
-
   // Work enqueued on `stream` in the communicator's call order:
   // enqueue(capturing), capturing saying whether the stream is captured.
   template <class Enqueue>
