@@ -122,6 +122,8 @@ class CudaBackend final : public Backend {
     ll_offset_ = arena.ll_offset;
     arena_bytes_ = arena.bytes;
     CUDA_TRY(cudaMalloc(&arena_, arena_bytes_));
+    // Zeroed before any peer can know where it is (its first lines must not land before the zeros), on
+    // braid's own stream: other communicators' kernels may be waiting for ranks still in this init.
     BRAID_TRY(on_own_stream([&](cudaStream_t s) { return cudaMemsetAsync(arena_, 0, arena_bytes_, s); }));
     BRAID_TRY(order_.init());
     const size_t words = cuda::KernelErrors::words(n);
@@ -221,10 +223,6 @@ class CudaBackend final : public Backend {
   // every call's user buffers mapped through CUDA IPC: neither done yet.
   bool runs_one_sided() const override { return one_device(); }
 
-  // The arena zeroed before any peer can know where it is: a peer's first
-  // lines must not land before the zeros.  On a stream of its own, so that
-  // init waits for nothing else on the device (other communicators' kernels
-  // may be waiting for ranks that are still in this init).
   // Work enqueued on `stream` in the communicator's call order:
   // enqueue(capturing), capturing saying whether the stream is captured.
   template <class Enqueue>
