@@ -2,7 +2,7 @@
 // (src/moe/cuda/) under the host backend's exact checks (tests/moe/
 // moe_layer.h), ranks as threads or processes on the GPUs there are.
 //
-//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout|bad_expert|bad_args|alltoallv
+//   braid_gpu_moe NRANKS threads|processes layers|graph|timeout|bad_expert|bad_args|alltoallv [pinned]
 //
 // layers:  random cases (every element type, both layouts, skew, masked
 //          choices, cold experts, ranks with no tokens), a capacity
@@ -34,8 +34,10 @@
 // Exit 0 when every check holds.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -68,39 +70,84 @@ cudaStream_t rank_stream() {
   return owned.stream;
 }
 
+// `pinned` (the program's fourth argument): the host side's copies go
+// through pinned memory of the rank's own (a bump arena, reset once the
+// rank's stream is synchronised; chunks never freed, as cudaFreeHost would
+// wait for the device), else straight from and to pageable memory, which
+// the driver may stage by waiting for the stream, so for a kernel that
+// waits for a peer.  Thread ranks failed on an H200 with pageable copies
+// (perf/results/cuda_h200/20261204): the two modes tell whether those
+// copies are the cause.
+bool g_pinned = false;
+class PinnedArena {
+ public:
+  void* take(size_t bytes) {
+    bytes = (bytes + 255) & ~size_t(255);
+    if (chunks_.empty() || used_ + bytes > size_) {
+      size_ = std::max<size_t>(bytes, 2 * size_);
+      void* p = nullptr;
+      if (cudaHostAlloc(&p, size_, cudaHostAllocDefault) != cudaSuccess) return nullptr;
+      chunks_.push_back(p);
+      used_ = 0;
+    }
+    void* p = static_cast<char*>(chunks_.back()) + used_;
+    used_ += bytes;
+    return p;
+  }
+  void reset() { used_ = 0; }  // the stream is synchronised: nothing reads or writes the arena
+
+ private:
+  std::vector<void*> chunks_;
+  size_t size_ = 0, used_ = 0;
+};
+PinnedArena& rank_arena() {
+  thread_local PinnedArena arena;  // a rank is a thread (or the process's one)
+  return arena;
+}
+
 class GpuSide {
  public:
   GpuSide() : stream_(rank_stream()) {}
   ~GpuSide() {
     release();
     cudaStreamSynchronize(stream_);  // the stream outlives this side: its frees are done
+    rank_arena().reset();
   }
   const void* in(const void* p, size_t bytes) {
     void* d = alloc(bytes);
-    if (d) cudaMemcpyAsync(d, p, bytes, cudaMemcpyHostToDevice, stream_);
+    if (d) cudaMemcpyAsync(d, staged(p, bytes), bytes, cudaMemcpyHostToDevice, stream_);
     return d;
   }
   void* out(void* p, size_t bytes) {
     void* d = alloc(bytes);
-    if (d) cudaMemcpyAsync(d, p, bytes, cudaMemcpyHostToDevice, stream_);
-    outs_.push_back({p, d, bytes});
+    if (d) cudaMemcpyAsync(d, staged(p, bytes), bytes, cudaMemcpyHostToDevice, stream_);
+    outs_.push_back({p, d, bytes, nullptr});
     return d;
   }
   cudaStream_t stream() const { return stream_; }
   bool done(mp::Failures& f) {
-    for (const Out& o : outs_)
-      if (o.device) cudaMemcpyAsync(o.host, o.device, o.bytes, cudaMemcpyDeviceToHost, stream_);
+    for (Out& o : outs_) {
+      if (!o.device) continue;
+      if (g_pinned) o.landing = rank_arena().take(o.bytes);
+      cudaMemcpyAsync(o.landing ? o.landing : o.host, o.device, o.bytes, cudaMemcpyDeviceToHost, stream_);
+    }
     const cudaError_t e = cudaStreamSynchronize(stream_);
+    for (const Out& o : outs_)
+      if (o.device && o.landing) std::memcpy(o.host, o.landing, o.bytes);
     release();
+    rank_arena().reset();
     if (e != cudaSuccess) f.fail(std::string("cudaStreamSynchronize: ") + cudaGetErrorString(e));
     return e == cudaSuccess;
   }
   void to(void* place, const void* host, size_t bytes) {
-    cudaMemcpyAsync(place, host, bytes, cudaMemcpyHostToDevice, stream_);
+    cudaMemcpyAsync(place, staged(host, bytes), bytes, cudaMemcpyHostToDevice, stream_);
   }
   void from(void* host, const void* place, size_t bytes) {
-    cudaMemcpyAsync(host, place, bytes, cudaMemcpyDeviceToHost, stream_);
+    void* landing = g_pinned && bytes ? rank_arena().take(bytes) : nullptr;
+    cudaMemcpyAsync(landing ? landing : host, place, bytes, cudaMemcpyDeviceToHost, stream_);
     cudaStreamSynchronize(stream_);
+    if (landing) std::memcpy(host, landing, bytes);
+    rank_arena().reset();
   }
   void sum(ncclComm_t comm, double* v, mp::Failures& f) {
     double* d = static_cast<double*>(out(v, sizeof(double)));  // reduced in place, copied back by done()
@@ -113,7 +160,16 @@ class GpuSide {
     void* host;
     void* device;
     size_t bytes;
+    void* landing;  // pinned (taken in done()), or null: straight into host
   };
+  // `p`'s bytes where the copy reads them: p itself, or a pinned copy.
+  const void* staged(const void* p, size_t bytes) {
+    if (!g_pinned || !bytes) return p;
+    void* pinned = rank_arena().take(bytes);
+    if (!pinned) return p;
+    std::memcpy(pinned, p, bytes);
+    return pinned;
+  }
   void* alloc(size_t bytes) {
     void* d = nullptr;
     if (bytes && cudaMallocAsync(&d, bytes, stream_) != cudaSuccess) return nullptr;
@@ -452,5 +508,6 @@ int rank_main(int rank, int n, ncclUniqueId id) {
 
 int main(int argc, char** argv) {
   if (argc > 3) g_mode = argv[3];
-  return run_gpu_ranks(argc, argv, rank_main, ("MoE on CUDA, " + g_mode).c_str());
+  g_pinned = argc > 4 && std::string(argv[4]) == "pinned";
+  return run_gpu_ranks(argc, argv, rank_main, ("MoE on CUDA, " + g_mode + (g_pinned ? ", pinned" : "")).c_str());
 }
