@@ -364,18 +364,25 @@ class Runner {
     sync(thread);
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const int iters = opt_.iters_for(row_bytes);
-    // -G (as nccl-tests): the loop's calls are captured, not run; the
-    // clock restarts at the graph's launches, after a barrier.
-    if (opt_.graph > 0) capture_begin(call.stream);
-    auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) {
+    auto iteration = [&] {
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
       for (int a = 0; a < opt_.agg; ++a) {
         launch(call);
         if (opt_.blocking) sync(thread);
       }
       if (opt_.agg > 1 && call.comm) check(ncclGroupEnd(), rank, "ncclGroupEnd", call.comm);
+    };
+    // -G (as nccl-tests): the loop's calls are captured, not run; the
+    // clock restarts at the graph's launches, after a barrier.  An
+    // aggregated group runs once uncaptured first: what a shape needs is
+    // allocated at its first call, which a capture cannot do.
+    if (opt_.graph > 0 && opt_.agg > 1) {
+      iteration();
+      stream_sync(call.stream);
     }
+    if (opt_.graph > 0) capture_begin(call.stream);
+    auto start = Clock::now();
+    for (int i = 0; i < iters; ++i) iteration();
     CapturedGraph graph;
     if (opt_.graph > 0) {
       graph = capture_end(call.stream);
