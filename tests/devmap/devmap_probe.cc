@@ -42,12 +42,18 @@ void check_calls(const std::string& want, const char* what) {
 
 // cudaMemset, cudaMemcpy and cudaDeviceSynchronize as the examples call
 // them, with devices shared (tools/devmap/legacy_stream.cc): on the
-// per-thread stream, after this thread's blocking streams, waited for; never
-// the legacy stream, and never another thread's streams.
+// per-thread stream, after this thread's blocking streams on the current
+// device, waited for; never the legacy stream, another thread's streams, or
+// this thread's streams on another device.
 void legacy_calls_stay_on_this_thread() {
   const std::string per_thread = handle(cudaStreamPerThread);
   cudaStream_t theirs = nullptr;
   std::thread([&] { check(cudaStreamCreate(&theirs) == cudaSuccess, "another thread's stream"); }).join();
+  // A blocking stream of this thread on the other real device: that
+  // device's legacy stream, not this one's, would wait for it.
+  cudaStream_t elsewhere = nullptr;
+  check(cudaSetDevice(1) == cudaSuccess && cudaStreamCreate(&elsewhere) == cudaSuccess, "a stream on device 1");
+  check(cudaSetDevice(0) == cudaSuccess, "back on device 0");
   cudaStream_t blocking = nullptr, non_blocking = nullptr;
   check(cudaStreamCreate(&blocking) == cudaSuccess, "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&non_blocking, cudaStreamNonBlocking) == cudaSuccess, "a non-blocking stream");
@@ -69,7 +75,9 @@ void legacy_calls_stay_on_this_thread() {
   check(cudaMemset(buffer, 1, sizeof buffer) == cudaSuccess, "cudaMemset");
   check_calls("memsetAsync " + per_thread + ";streamSynchronize " + per_thread + ";",
               "a destroyed stream is no longer waited for");
-  check(cudaStreamDestroy(non_blocking) == cudaSuccess && cudaStreamDestroy(theirs) == cudaSuccess, "streams gone");
+  check(cudaStreamDestroy(non_blocking) == cudaSuccess && cudaStreamDestroy(theirs) == cudaSuccess &&
+            cudaStreamDestroy(elsewhere) == cudaSuccess,
+        "streams gone");
 }
 
 // With a device per index (nothing shared), or without BRAID_DEVICES:

@@ -18,14 +18,16 @@
 // have when each rank is a process: cudaMemset and cudaMemcpy run on the
 // calling thread's per-thread default stream (which waits for no other
 // thread's work), after the earlier work of the blocking streams this
-// thread made, and are done when they return; cudaDeviceSynchronize waits
-// for this thread's streams, not every rank's.  Not covered: kernels a
+// thread made on the current device, and are done when they return;
+// cudaDeviceSynchronize waits for this thread's streams on it, not every
+// rank's.  Not covered: kernels a
 // program launches on the legacy stream itself (`<<<grid, block>>>` with
 // no stream), and the other legacy-stream calls (cudaMemcpyToSymbol, 2D
 // copies...), which pass through unchanged.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,28 +37,39 @@
 namespace {
 
 // The streams the program made while devices were shared: which thread
-// made each, and whether it is blocking (ordered with the legacy stream).
+// made each, on which real device, and whether it is blocking (ordered with
+// that device's legacy stream).
 struct Made {
   cudaStream_t stream;
   std::thread::id by;
+  int device;
   bool blocking;
 };
 std::mutex made_mutex;
 std::vector<Made> made;
 
+int current_real_device() {
+  REAL(cudaGetDevice);  // the runtime's own answer, not the index the program set
+  int device = -1;
+  return real_cudaGetDevice(&device) == cudaSuccess ? device : -1;
+}
+
 cudaError_t note_made(cudaError_t e, const cudaStream_t* stream, unsigned int flags) {
   if (e != cudaSuccess || !devmap::shares_devices()) return e;
   std::lock_guard<std::mutex> lock(made_mutex);
-  made.push_back({*stream, std::this_thread::get_id(), (flags & cudaStreamNonBlocking) == 0});
+  made.push_back({*stream, std::this_thread::get_id(), current_real_device(), (flags & cudaStreamNonBlocking) == 0});
   return e;
 }
 
-// This thread's streams (only the blocking ones, or all).
+// This thread's streams on the current device (only the blocking ones, or
+// all): what that device's legacy stream would order this thread's call after.
 std::vector<cudaStream_t> my_streams(bool blocking_only) {
+  const int device = current_real_device();
   std::vector<cudaStream_t> mine;
   std::lock_guard<std::mutex> lock(made_mutex);
   for (const Made& m : made)
-    if (m.by == std::this_thread::get_id() && (m.blocking || !blocking_only)) mine.push_back(m.stream);
+    if (m.by == std::this_thread::get_id() && m.device == device && (m.blocking || !blocking_only))
+      mine.push_back(m.stream);
   return mine;
 }
 
@@ -69,12 +82,13 @@ cudaError_t as_own_legacy(Op op) {
   REAL(cudaEventRecord);
   REAL(cudaStreamWaitEvent);
   REAL(cudaStreamSynchronize);
-  thread_local cudaEvent_t done = nullptr;
+  thread_local std::map<int, cudaEvent_t> done;  // by device: an event records only on its own device's streams
   for (cudaStream_t s : my_streams(true)) {
-    if (!done)
-      if (cudaError_t e = real_cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) return e;
-    if (cudaError_t e = real_cudaEventRecord(done, s)) return e;
-    if (cudaError_t e = real_cudaStreamWaitEvent(cudaStreamPerThread, done, 0)) return e;
+    cudaEvent_t& event = done[current_real_device()];
+    if (!event)
+      if (cudaError_t e = real_cudaEventCreateWithFlags(&event, cudaEventDisableTiming)) return e;
+    if (cudaError_t e = real_cudaEventRecord(event, s)) return e;
+    if (cudaError_t e = real_cudaStreamWaitEvent(cudaStreamPerThread, event, 0)) return e;
   }
   if (cudaError_t e = op(cudaStreamPerThread)) return e;
   return real_cudaStreamSynchronize(cudaStreamPerThread);
