@@ -47,11 +47,19 @@ inline int init_rank_on_device(int rank, int n, const ncclUniqueId& id, ncclComm
   CHECK_OR_FAIL(cudaSetDevice(rank % devices));
   // Stream-ordered frees keep their memory: trimming the pool at a
   // synchronize could wait for a peer rank's kernel (threads share the
-  // GPU's context).
+  // GPU's context).  And a cudaMallocAsync never reuses a block freed on
+  // another stream by making its stream wait for that free (the default
+  // pool's cudaMemPoolReuseAllowInternalDependencies): thread ranks share
+  // the device's default pool, so that wait could be for a peer's stream,
+  // behind the peer's kernel that waits for this rank's next launch.
+  // Reuse the driver can see is safe (the free already done, or ordered
+  // by events) stays on.
   cudaMemPool_t pool;
   uint64_t keep = UINT64_MAX;
+  int no = 0;
   CHECK_OR_FAIL(cudaDeviceGetDefaultMemPool(&pool, rank % devices));
   CHECK_OR_FAIL(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  CHECK_OR_FAIL(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
   CHECK_OR_FAIL(ncclCommInitRank(comm, n, id, rank));
   return 0;
 }
