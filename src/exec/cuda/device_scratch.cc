@@ -18,16 +18,25 @@ class CudaScratch final : public DeviceScratch {
     for (void* p : blocks_) cudaFreeAsync(p, stream_);
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
+    if (pool_) cudaMemPoolDestroy(pool_);
   }
+  // A pool of its own: from the device's default pool, shared with the
+  // program and with ranks that are threads of it, an allocation may be
+  // made to wait for another stream's free (README, "Ranks may share one GPU").
   Status init() {
     CUDA_TRY(cudaSetDevice(device_));
     CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device_;
+    CUDA_TRY(cudaMemPoolCreate(&pool_, &props));
     return Status::ok();
   }
   cudaStream_t stream() const override { return stream_; }
   Status alloc(size_t bytes, void** out) override {
     CUDA_TRY(cudaSetDevice(device_));
-    CUDA_TRY(cudaMallocAsync(out, bytes, stream_));
+    CUDA_TRY(cudaMallocFromPoolAsync(out, bytes, pool_, stream_));
     blocks_.push_back(*out);
     return Status::ok();
   }
@@ -44,6 +53,7 @@ class CudaScratch final : public DeviceScratch {
  private:
   int device_;
   cudaStream_t stream_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;
   std::vector<void*> blocks_;
 };
 
