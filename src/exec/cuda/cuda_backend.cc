@@ -57,6 +57,7 @@
 #include "src/exec/cuda_kernel_errors.h"
 #include "src/exec/cuda/launch.h"
 #include "src/exec/cuda/stream_buffers.h"
+#include "src/exec/cuda_plan_image.h"
 #include "src/exec/cuda_thread_ranks.h"
 #include "src/exec/cuda/braid_streams.h"
 #include "src/exec/cuda/cuda_try.h"
@@ -663,14 +664,8 @@ class CudaBackend final : public Backend {
         const uint32_t channel = slice * used + c.channel;
         fifos[slice * per_slice + i] = c.send ? fifo_to(c.peer, channel) : fifo_from(c.peer, channel);
       }
-    auto align = [](size_t n) { return (n + 15) & ~size_t(15); };
-    size_t b_lanes = align(lanes.size() * sizeof(lanes[0])), b_ops = align(ops.size() * sizeof(ops[0]));
-    size_t b_deps = align(deps.size() * sizeof(deps[0])), b_fifos = align(fifos.size() * sizeof(fifos[0]));
-    std::vector<char> host(b_lanes + b_ops + b_deps + b_fifos + 16);
-    std::memcpy(host.data(), lanes.data(), lanes.size() * sizeof(lanes[0]));
-    std::memcpy(host.data() + b_lanes, ops.data(), ops.size() * sizeof(ops[0]));
-    std::memcpy(host.data() + b_lanes + b_ops, deps.data(), deps.size() * sizeof(deps[0]));
-    std::memcpy(host.data() + b_lanes + b_ops + b_deps, fifos.data(), fifos.size() * sizeof(fifos[0]));
+    const cuda::PlanImage image = cuda::plan_image(lanes, ops, deps, fifos);
+    const std::vector<char>& host = image.bytes;
     DevicePlan plan;
     // Stream-ordered, for the reason stream_buffers.h gives (a plan is built
     // at a call's first use of a schedule, while peers may already wait in
@@ -680,22 +675,18 @@ class CudaBackend final : public Backend {
     // for this rank (braid_streams.h), and the drain would wait until the
     // timeout.  Later calls on any stream are ordered after this one
     // (CallOrder); captured ones wait for the upload on the host, above.
-    CUDA_TRY(cudaMallocFromPoolAsync(&plan.block, host.size(), pool_, stream));
+    void* block = nullptr;
+    CUDA_TRY(cudaMallocFromPoolAsync(&block, host.size(), pool_, stream));
+    cuda::point_plan_at(image, block, &plan);
     CUDA_TRY(cudaMemcpyAsync(plan.block, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
     CUDA_TRY(cudaEventCreateWithFlags(&plan.uploaded, cudaEventDisableTiming));
     CUDA_TRY(cudaEventRecord(plan.uploaded, stream));
-    char* base = static_cast<char*>(plan.block);
-    plan.lanes = reinterpret_cast<LaneRecord*>(base);
-    plan.ops = reinterpret_cast<OpRecord*>(base + b_lanes);
-    plan.deps = reinterpret_cast<DepRecord*>(base + b_lanes + b_ops);
-    plan.fifos = reinterpret_cast<DevFifo*>(base + b_lanes + b_ops + b_deps);
     plan.nlanes = uint32_t(lanes.size());
     plan.max_slices = max_slices;
     plan.fifos_per_slice = uint32_t(per_slice);
     plan.max_frame = rec.max_frame;
     plan.chunk_messages = rec.chunk_messages;
     plan.signals = rec.signals;
-    plan.bytes = host.size();
     BRAID_INFO(kColl, "cuda plan for {}: {} lanes, {} ops, {} fifos", schedule.name, lanes.size(), ops.size(),
                fifos.size());
     *out = &plans_.emplace(&schedule, plan).first->second;
