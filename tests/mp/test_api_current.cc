@@ -9,11 +9,10 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "collective_check.h"
+#include "read_file.h"
 #include "scoped_env.h"
 
 using namespace mp;
@@ -220,12 +219,10 @@ TEST_CASE("ncclParam*: braid's and NCCL's variables by name, typed and raw", "[a
   dup2(saved, 1);
   close(saved);
   close(fd);
-  std::ifstream dump(path);
-  std::stringstream all;
-  all << dump.rdbuf();
+  const std::string all = read_file(path);
   unlink(path);
-  CHECK(all.str().find("BRAID_TIMEOUT") != std::string::npos);
-  CHECK(all.str().find("Current value=117") != std::string::npos);
+  CHECK(all.find("BRAID_TIMEOUT") != std::string::npos);
+  CHECK(all.find("Current value=117") != std::string::npos);
   setenv("BRAID_TIMEOUT", "300", 1);
   CHECK(ncclParamGetI8(h, &i8) == ncclInvalidArgument);  // does not fit
   uint16_t u16 = 0;
@@ -273,10 +270,7 @@ TEST_CASE("nccl*Config: the algorithm selection picks braid's schedule per call"
     for (int r = 0; r < n; ++r)
       if (all[size_t(r) * 1000 + 999] != r * 7) f.fail("direct allgather");
     MP_NCCL(f, ncclCommDestroy(comm));
-    std::ifstream file(log);
-    std::stringstream text;
-    text << file.rdbuf();
-    const std::string s = text.str();
+    const std::string s = read_file(log);
     // The log names each call's schedule, in call order.
     size_t ring1 = s.find("allreduce(ring_allreduce)");
     size_t strag = s.find("allreduce(stragglar_allreduce)", ring1 == std::string::npos ? 0 : ring1);

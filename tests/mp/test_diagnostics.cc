@@ -14,25 +14,18 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness.h"
+#include "read_file.h"
 #include "scoped_env.h"
 
 using namespace mp;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The "NCCL DIAG" lines of `text`, without their "host:pid " prefix.
 std::vector<std::string> diag_lines(const std::string& text) {

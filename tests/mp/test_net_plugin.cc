@@ -8,10 +8,9 @@
 //  - a forced net that is not there (BRAID_TRANSPORT=ib without a port, a
 //    plugin that does not load) fails init with the reason, on every rank.
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 
 #include "cross_host_sweep.h"
+#include "read_file.h"
 
 using namespace mp;
 
@@ -42,12 +41,7 @@ void log_to_file() {
   setenv("BRAID_DEBUG_FILE", (log_dir() + "/%p.log").c_str(), 1);
   ncclResetDebugInit();  // the forked child inherits the parent's settings, read once
 }
-std::string my_log() {
-  std::ifstream in(fmt::format("{}/{}.log", log_dir(), getpid()));
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string my_log() { return read_file(fmt::format("{}/{}.log", log_dir(), getpid())); }
 
 }  // namespace
 

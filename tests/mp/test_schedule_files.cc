@@ -13,10 +13,10 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "collective_check.h"
+#include "read_file.h"
 
 using namespace mp;
 
@@ -26,12 +26,7 @@ std::string data_dir() { return BRAID_TEST_DATA "/synth/schedules"; }
 
 std::string read_logs(const std::string& pattern_dir) {
   std::string all;
-  for (int i = 0; i < 4; ++i) {
-    std::ifstream in(pattern_dir + "/rank" + std::to_string(i) + ".log");
-    std::stringstream s;
-    s << in.rdbuf();
-    all += s.str();
-  }
+  for (int i = 0; i < 4; ++i) all += read_file(pattern_dir + "/rank" + std::to_string(i) + ".log");
   return all;
 }
 
