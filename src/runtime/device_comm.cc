@@ -173,12 +173,18 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
   const bool wide = reqs.version >= v22900::kWideFirst && reqs.version <= v22900::kWideLast;
   const bool v229 = narrow || wide;
   const size_t want = narrow ? v22900::kRequirementsBytes : wide ? v22900::kWideRequirementsBytes : sizeof(reqs);
+  // 2.31 grew the requirements (120 bytes) and changed the devComm's
+  // layout, which braid does not write: such a kernel is refused here, not
+  // handed a devComm its inline code would misread.
   if ((!v229 && reqs.version < NCCL_VERSION(2, 30, 0)) || reqs.size != want)
     return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL version {}: braid "
+                       "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL {}.{}.{}: braid "
                        "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7 and 2.30 (whose "
-                       "requirements are {} bytes)",
-                       reqs.size, reqs.version, want);
+                       "requirements are {} bytes){}",
+                       reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100, want,
+                       reqs.version >= NCCL_VERSION(2, 31, 0) && reqs.size != want
+                           ? ", not 2.31's or later: rebuild the kernel against 2.30's device headers"
+                           : "");
   std::memcpy(&reqs, reqs_bytes, want);
   if (v229) return create_v22900(reqs, out);
   v30::DevComm dev{};

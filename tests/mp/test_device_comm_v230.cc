@@ -101,6 +101,20 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   Reqs230 old = initializer();
   old.version = NCCL_VERSION(2, 29, 7);
   refused(old, ncclInvalidUsage, "are 88 bytes", "2.29.7's version on 2.30's struct");
+  // A kernel built against 2.31.2's device headers (NCCLX's 2.31 tree):
+  // 120-byte requirements, another devComm layout.  Refused, never served
+  // as 2.30's.
+  struct {
+    Reqs230 head;
+    char tail[24];
+  } v231{initializer(), {}};
+  static_assert(sizeof v231 == 120);
+  v231.head.size = sizeof v231;
+  v231.head.version = NCCL_VERSION(2, 31, 2);
+  DevComm230 unserved{};
+  if (dev_comm_create(comm, &v231, &unserved) != ncclInvalidUsage) f.fail("2.31.2's requirements not refused");
+  if (std::string(ncclGetLastError(comm)).find("rebuild the kernel against 2.30's") == std::string::npos)
+    f.fail(std::string("2.31.2's message: ") + ncclGetLastError(comm));
   float in = 1, out = 0;
   MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
   if (out != float(n)) f.fail("allreduce after the refusals");
