@@ -14,7 +14,10 @@ constexpr uint16_t kV2Ops = kV1Ops | kGfdVaSignal | kGfdGet | kGfdFlush;
 constexpr uint16_t kSignalOps = kGfdWithSignalInc | kGfdWithSignalAdd;
 constexpr uint64_t kMax63 = (uint64_t(1) << 63) - 1;
 constexpr uint64_t kMax57 = (uint64_t(1) << 57) - 1;
-constexpr uint64_t kV2Version = 2;  // NCCL_GIN_PROXY_GFD_VERSION
+constexpr uint64_t kV2Version = 2;  // NCCL_GIN_PROXY_GFD_VERSION of 2.30.7
+// 2.30.3's and 2.30.4's: the same 128 bytes, with no strong-signal bit
+// (their signals were all strong, 2.30.7's "legacy" ones).
+constexpr uint64_t kV2EarlyVersion = 1;
 constexpr int kCounterQword = 5, kSignalQword = 6, kOpQword = 7;
 
 uint64_t field(uint64_t q, int byte, int bytes) {
@@ -115,10 +118,13 @@ Status decode_gfd(GfdFormat f, const uint64_t* q, Gfd* out) {
   Gfd g;
   const bool v2 = f == GfdFormat::kV2;
   g.size = q[0] >> 7;
+  const uint64_t version = v2 ? bits(q[0], 1, 4) : 0;
   if (v2) {
-    if (bits(q[0], 1, 4) != kV2Version)
-      return BRAID_ERROR(ncclInvalidArgument, "GIN descriptor of format version {} where 2.30's version 2 is expected",
-                         bits(q[0], 1, 4));
+    if (version != kV2Version && version != kV2EarlyVersion)
+      return BRAID_ERROR(ncclInvalidArgument,
+                         "GIN descriptor of format version {} where 2.30's is expected (1 from 2.30.3-2.30.4, 2 from "
+                         "2.30.7)",
+                         version);
     g.op = uint16_t(field(q[kOpQword], 1, 2));
   } else {
     g.op = uint16_t(bits(q[0], 1, 6));
@@ -155,7 +161,7 @@ Status decode_gfd(GfdFormat f, const uint64_t* q, Gfd* out) {
     g.signal_value =
         field(completion, v2 ? 6 : 5, 2) | (field(q[kSignalQword], 1, 2) << 16) | (field(q[kSignalQword], 3, 4) << 32);
   }
-  g.strong_signal = !v2 || (q[kSignalQword] & 2);  // format 1 had strong signals only
+  g.strong_signal = version != kV2Version || (q[kSignalQword] & 2);  // before 2.30.7 every signal was strong
   if (g.is_va_signal()) {
     if (g.va_signal_handle == 0 || g.va_signal_off % 8 != 0)
       return BRAID_ERROR(ncclInvalidArgument, "GIN VA signal to word {} of window {:#x} (a window, 8-byte aligned)",

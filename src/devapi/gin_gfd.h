@@ -15,12 +15,14 @@
 //   q5  flag, bytes 1-2 counterId, 3-4 signalId, 5-6 signal value[0:16)
 //   q6  flag, bytes 1-2 signal value[16:32), bytes 3-6 value[32:64)
 //   q7  flag
-// Format 2, NCCL 2.30 (GFD version 2): 128 bytes, 16 qwords.
-//   q0  flag | version:4 (= 2) | 2 junk bits | size:57
+// Format 2, NCCL 2.30 (GFD version 2 from 2.30.7, 1 in 2.30.3-2.30.4):
+// 128 bytes, 16 qwords.
+//   q0  flag | version:4 (= 2, or 1) | 2 junk bits | size:57
 //   q1-q4 as format 1; a VA signal puts its word's offset in q1 and its
 //       window in q2
 //   q5  flag | counterId:23 | signalId:24 | signal value[0:16)
-//   q6  flag, bit 1 strong signal, bytes 1-2 value[16:32), 3-6 value[32:64)
+//   q6  flag, bit 1 strong signal (version 2; version 1's signals are all
+//       strong), bytes 1-2 value[16:32), 3-6 value[32:64)
 //   q7  flag, bytes 1-2 op (16 bits); q8-q15 flags only
 //   The ops: Put (with Inline, Counter, SignalInc or SignalAdd), VASignal
 //   (SignalInc or SignalAdd to a 64-bit word in a window; no payload),
@@ -42,7 +44,7 @@ namespace braid::devapi {
 
 enum class GfdFormat : uint8_t {
   kV1,  // NCCL 2.28.9: 64 bytes
-  kV2,  // NCCL 2.30: 128 bytes, GFD version 2
+  kV2,  // NCCL 2.30: 128 bytes, GFD version 2 (1 before 2.30.7)
 };
 constexpr int kGfdQwords = 8;  // format 1
 constexpr int kGfdMaxQwords = 16;

@@ -46,7 +46,8 @@ GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<
       options_(options),
       next_(contexts_.size() * size_t(nranks_)),
       torn_since_(next_.size()),
-      flush_upto_(next_.size()) {
+      flush_upto_(next_.size()),
+      landing_(next_.size()) {
   // Resume where the consumer indices stand (zero for a fresh context).
   for (size_t i = 0; i < next_.size(); ++i) next_[i] = __atomic_load_n(cis_of(i), __ATOMIC_ACQUIRE);
 }
@@ -172,6 +173,13 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
   const int pe = int(i % size_t(nranks_));
   const int qwords = gfd_qwords(format_);
   const uint32_t idx = next_[i];
+  if (landing_[i]) {  // a get done, its slot consumed once its bytes landed
+    if (links_[size_t(pe)]->gets_landed() < landing_[i]) return Status::ok();
+    landing_[i] = 0;
+    consume(i);
+    *progressed = true;
+    return Status::ok();
+  }
   if (!(__atomic_load_n(slot_of(i, idx), __ATOMIC_ACQUIRE) & 1)) return Status::ok();
   uint64_t words[kGfdMaxQwords];
   if (!gfd_complete(format_, read_slot(i, words))) {
@@ -199,11 +207,16 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
               "GIN proxy: context {} to rank {}: descriptor {} (op {:#x}, {} bytes, signal {} +{}, counter {}) done",
               context, pe, idx, g.op, g.size, g.has_signal() ? int64_t(g.signal_id) : -1, g.signal_add(),
               g.has_counter() ? int64_t(g.counter_id) : -1);
+  executed_.fetch_add(1, std::memory_order_relaxed);
+  *progressed = true;
+  const GinLink& link = *links_[size_t(pe)];
+  if (g.is_get() && q.gets_consumed_landed && link.gets_landed() < link.gets_issued()) {
+    landing_[i] = link.gets_issued();
+    return Status::ok();
+  }
   // Local completion (the source was consumed), before consume()'s release.
   if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
   consume(i);
-  executed_.fetch_add(1, std::memory_order_relaxed);
-  *progressed = true;
   return Status::ok();
 }
 

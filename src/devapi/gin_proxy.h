@@ -16,7 +16,8 @@
 //      order, which is what makes a signal visible only after its own and
 //      every earlier payload to that target.  Every context shares the
 //      target's link, so every signal is "strong" (2.30's term).  A get is
-//      consumed once it is asked for; its bytes land later (the TCP link's
+//      consumed once it is asked for (for 2.30.3-2.30.4's kernels, once
+//      its bytes landed); its bytes land later (the TCP link's
 //      answers, which every turn lands as they arrive).  A flush is
 //      consumed only once every get issued before it was first seen has
 //      landed, on every link: the device's Wait posts one to make its gets'
@@ -61,6 +62,9 @@ struct GinQueues {
   uint32_t counter_count = 0;
   uint32_t signal_count = 0;  // signals of this context (the same on every rank)
   uint32_t signal_base = 0;   // where they start in every rank's signal array
+  // 2.30.3-2.30.4's kernels: a get is consumed only once its bytes landed
+  // (their flush() waits for consumption, and posts no flush descriptor).
+  bool gets_consumed_landed = false;
 };
 
 struct GinProxyOptions {
@@ -134,6 +138,9 @@ class GinProxy {
   // Per queue whose next descriptor is a flush: each link's gets issued
   // when it was first seen (empty: none waiting).
   std::vector<std::vector<uint64_t>> flush_upto_;
+  // Per queue: the get (its link's ticket) whose landing its consumption
+  // waits for (GinQueues::gets_consumed_landed), or 0.
+  std::vector<uint64_t> landing_;
   std::chrono::steady_clock::time_point next_watch_{};
   std::atomic<bool> stop_{false};
   std::atomic<bool> faulted_{false};  // a descriptor failed: stop() aborts the links

@@ -28,6 +28,12 @@ namespace v22900 = devapi::v22900;
 // 8-byte-aligned pointer, which can never be this odd number.
 constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 
+// 2.30.7 changed 2.30's device ABI: requirements that say which GIN signals
+// its kernels use, 72-byte GIN contexts, descriptors of GFD version 2, and
+// gets waited for with a flush descriptor.  Kernels built against 2.30.3's
+// or 2.30.4's headers are served as theirs is.
+constexpr uint32_t kV23007 = NCCL_VERSION(2, 30, 7);
+
 bool queue_size_ok(long v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; }
 
 // Descriptors a GIN context's queue holds per target: NCCL_GIN_PROXY_QUEUE_SIZE
@@ -187,6 +193,10 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
                            : "");
   std::memcpy(&reqs, reqs_bytes, want);
   if (v229) return create_v22900(reqs, out);
+  // 2.30.3 and 2.30.4 have no ginStrongSignalsRequired and
+  // ginVaSignalsRequired (bytes 92 and 93 are their padding): their kernels
+  // may use both kinds of signal.
+  if (reqs.version < kV23007) reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = true;
   v30::DevComm dev{};
   BRAID_TRY(create_v23000(reqs, &dev));
   std::memcpy(out, &dev, sizeof(dev));
@@ -268,8 +278,12 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: GIN VA signals are required (ginVaSignalsRequired, true in NCCL's "
                        "initializer), and braid's proxy cannot add to window memory on the {} backend (as NCCL "
-                       "refuses a GIN plugin without them); set ginVaSignalsRequired = false",
-                       comm_->lsa->memory().name());
+                       "refuses a GIN plugin without them); {}",
+                       comm_->lsa->memory().name(),
+                       reqs.version < kV23007
+                           ? "a kernel built against device headers before 2.30.7 cannot say it uses none: rebuild "
+                             "it against 2.30.7's and set ginVaSignalsRequired = false"
+                           : "set ginVaSignalsRequired = false");
   if (reqs.worldGinBarrierCount > 0 && reqs.ginConnectionType == v30::kGinConnectionRail)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommCreate: a world GIN barrier with NCCL_GIN_CONNECTION_RAIL (as NCCL, refused)");
@@ -295,9 +309,12 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
     local = devapi::layout_resources_v23000(
         reqs, devapi::world_team(comm_->nranks, comm_->rank), devapi::lsa_team(lsa),
         devapi::rail_team(comm_->nranks, comm_->rank, lsa), contexts, space.memory().granularity(), &dev, &layout);
-  const DeviceGinShape shape{devapi::GfdFormat::kV2, uint32_t(std::max(contexts, 1)),
-                             std::max<uint32_t>(layout.signals, 1), std::max<uint32_t>(layout.counters, 1),
-                             gin_queue_size(reqs.ginQueueDepth)};
+  const DeviceGinShape shape{devapi::GfdFormat::kV2,
+                             uint32_t(std::max(contexts, 1)),
+                             std::max<uint32_t>(layout.signals, 1),
+                             std::max<uint32_t>(layout.counters, 1),
+                             gin_queue_size(reqs.ginQueueDepth),
+                             reqs.version < kV23007};
   Made made;
   BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
   v::DevComm common{};

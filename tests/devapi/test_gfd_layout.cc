@@ -275,6 +275,39 @@ TEST_CASE("GFD v2: braid decodes what 2.30's buildGfd writes, junk included", "[
   }
 }
 
+// 2.30.3's and 2.30.4's buildGfd (NCCL_GIN_PROXY_GFD_VERSION 1) writes the
+// same 128 bytes as 2.30.7's but for the version, and leaves q6's bit 1
+// (2.30.7's strong-signal flag, their reserved bits) as junk: each golden
+// so changed decodes to the same descriptor, its signal strong.
+TEST_CASE("GFD v2: 2.30.3's and 2.30.4's descriptors (version 1) decode as 2.30.7's, every signal strong",
+          "[devapi][gfd][v230]") {
+  for (const Golden& golden : goldens()) {
+    for (uint64_t junk_bit : {0, 2}) {
+      INFO(golden.what << ", q6 bit 1 " << junk_bit / 2);
+      uint64_t q[16];
+      std::memcpy(q, golden.q, sizeof q);
+      q[0] = (q[0] & ~uint64_t(0x1e)) | (uint64_t(1) << 1);
+      q[6] = (q[6] & ~uint64_t(2)) | junk_bit;
+      Gfd early, late;
+      REQUIRE(decode_gfd(GfdFormat::kV2, q, &early).is_ok());
+      REQUIRE(decode_gfd(GfdFormat::kV2, golden.q, &late).is_ok());
+      CHECK(early.op == late.op);
+      CHECK(early.size == late.size);
+      CHECK(early.src_off == late.src_off);
+      CHECK(early.src_handle == late.src_handle);
+      CHECK(early.dst_off == late.dst_off);
+      CHECK(early.dst_handle == late.dst_handle);
+      CHECK(early.inline_value == late.inline_value);
+      CHECK(early.va_signal_off == late.va_signal_off);
+      CHECK(early.va_signal_handle == late.va_signal_handle);
+      CHECK(early.counter_id == late.counter_id);
+      CHECK(early.signal_id == late.signal_id);
+      CHECK(early.signal_value == late.signal_value);
+      if (late.has_signal()) CHECK(early.strong_signal);
+    }
+  }
+}
+
 TEST_CASE("GFD v2: what no 2.30 device posts is refused", "[devapi][gfd][v230]") {
   const std::vector<Golden> all = goldens();
   const uint64_t* put = all[0].q;
@@ -286,9 +319,11 @@ TEST_CASE("GFD v2: what no 2.30 device posts is refused", "[devapi][gfd][v230]")
     CHECK(s.message().find(says) != std::string::npos);
   };
   uint64_t q[16];
-  std::memcpy(q, put, sizeof q);
-  q[0] = (q[0] & ~uint64_t(0x1e)) | (1 << 1);  // version 1 in a 2.30 queue
-  refused(q, "version 1");
+  for (uint64_t version : {0, 3, 15}) {  // 1 is 2.30.3's and 2.30.4's, 2 is 2.30.7's
+    std::memcpy(q, put, sizeof q);
+    q[0] = (q[0] & ~uint64_t(0x1e)) | (version << 1);
+    refused(q, ("version " + std::to_string(version)).c_str());
+  }
   std::memcpy(q, put, sizeof q);
   q[7] = (q[7] & ~uint64_t(0xffff00)) | (uint64_t(kGfdPut | kGfdGet) << 8);
   refused(q, "not one of");

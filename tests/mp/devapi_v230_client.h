@@ -128,6 +128,17 @@ struct ProxyCtx230 {
   uint32_t* lastVisibleGet;
 };
 static_assert(sizeof(ProxyCtx230) == 72 && offsetof(ProxyCtx230, signalOffsets) == 48);
+// 2.30.3's and 2.30.4's: the first seven members (2.28.9's), 48 bytes.
+struct ProxyCtx2304 {
+  int nranks;
+  uint32_t queueSize;
+  uint64_t* queues;
+  uint32_t* pis;
+  uint32_t* cis;
+  uint64_t* counters;
+  uint64_t* signals;
+};
+static_assert(sizeof(ProxyCtx2304) == 48 && offsetof(ProxyCtx2304, signals) == offsetof(ProxyCtx230, signals));
 
 enum Op : uint16_t {  // ncclGinProxyOp_t
   kPut = 1,
@@ -173,7 +184,8 @@ inline Gfd2 build_gfd2(uint16_t op, uint64_t size, uint64_t src_off, uint64_t sr
 // postGfd: claim a slot of target pe's queue, wait for credit, store the
 // 128 bytes (the header last here; the device's eight 16-byte stores have
 // no order).  Returns the slot's index, or -1 when no credit came.
-inline int64_t post2(ProxyCtx230* ctx, int pe, const Gfd2& g) {
+template <typename Ctx>  // ProxyCtx230 or ProxyCtx2304
+int64_t post2(Ctx* ctx, int pe, const Gfd2& g) {
   const uint32_t idx = __atomic_fetch_add(&ctx->pis[pe], 1u, __ATOMIC_RELAXED);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (ctx->queueSize <= idx - __atomic_load_n(&ctx->cis[pe], __ATOMIC_ACQUIRE))
@@ -187,7 +199,8 @@ inline int64_t post2(ProxyCtx230* ctx, int pe, const Gfd2& g) {
 }
 
 // waitForGfdComplete: until the proxy consumed descriptor `idx` of pe's queue.
-inline bool wait_consumed(ProxyCtx230* ctx, int pe, uint32_t idx) {
+template <typename Ctx>
+bool wait_consumed(Ctx* ctx, int pe, uint32_t idx) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (int32_t(__atomic_load_n(&ctx->cis[pe], __ATOMIC_ACQUIRE) - (idx + 1)) < 0)
     if (std::chrono::steady_clock::now() > until)

@@ -9,7 +9,8 @@
 // flush a Wait posts to its own queue.  On one host (threads, processes)
 // and on two emulated hosts (TCP between them, where the get is answered
 // over the stream).  Then a 2.28.9 descriptor in a 2.30 queue, which the
-// proxy refuses and ncclCommGetAsyncError reports.
+// proxy refuses and ncclCommGetAsyncError reports; and a kernel built
+// against 2.30.4's headers (version-1 descriptors, no signal switches).
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -203,6 +204,15 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     if (dev_comm_create(comm, &va, &none) != ncclInvalidUsage) f.fail("VA signals were not refused");
     if (std::string(ncclGetLastError(comm)).find("ginVaSignalsRequired") == std::string::npos)
       f.fail(std::string("message: ") + ncclGetLastError(comm));
+    // A kernel built against 2.30.4's headers cannot decline VA signals:
+    // the byte 2.30.7's switch is in is its padding (0 here), not a no.
+    Reqs230 early = initializer();
+    early.version = NCCL_VERSION(2, 30, 4);
+    early.ginVaSignalsRequired = early.ginStrongSignalsRequired = false;
+    early.ginConnectionType = 1;
+    if (dev_comm_create(comm, &early, &none) != ncclInvalidUsage) f.fail("2.30.4's VA signals were not refused");
+    if (std::string(ncclGetLastError(comm)).find("before 2.30.7") == std::string::npos)
+      f.fail(std::string("2.30.4's message: ") + ncclGetLastError(comm));
     char* buf = nullptr;
     MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
     ncclWindow_t win = nullptr;
@@ -260,4 +270,72 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
           setenv("BRAID_HOSTID", ("as-device-host-" + std::to_string(rank / 2)).c_str(), 1);
         }) == 0);
   munmap(checked, sizeof(std::atomic<int>));
+}
+
+// A kernel built against 2.30.3's or 2.30.4's headers: requirements with
+// no signal switches (bytes 92-93 are padding: 0 here), 48-byte GIN
+// contexts, and descriptors of GFD version 1, whose q6 bit 1 is reserved
+// junk.  braid serves it with every signal strong: on each of 4 contexts
+// (NCCL's initializer's count), each rank puts 64 bytes with an increment
+// of the context's signal to every rank (the junk bit set on half); then
+// gets the next rank's bytes and, as its flush() does, waits only for the
+// get's slot to be consumed, which must mean the bytes landed (over TCP
+// too, on two emulated hosts).
+TEST_CASE("device API 2.30 GIN: a kernel built against 2.30.4's headers is served", "[device][gin][v230]") {
+  constexpr int kEarlyContexts = 4;
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    char* buf = nullptr;
+    const size_t bytes = size_t(kEarlyContexts + 2) * kWinAlign;
+    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), bytes));
+    ncclWindow_t win = nullptr;
+    MP_NCCL(f, ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    if (!buf || !win) return;
+    for (int i = 0; i < 64; ++i) buf[i] = char(rank * 5 + i);
+    barrier_all(comm, f);
+    Reqs230 reqs = initializer();
+    reqs.version = NCCL_VERSION(2, 30, 4);
+    reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = false;  // padding in 2.30.4's struct
+    reqs.ginConnectionType = 1;
+    reqs.ginContextCount = kEarlyContexts;
+    reqs.ginSignalCount = 1;
+    DevComm230 dev{};
+    MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+    auto* contexts = static_cast<ProxyCtx2304*>(dev.ginHandles[0]);
+    if (!contexts || dev.ginContextCount != kEarlyContexts) return f.fail("no GIN contexts");
+    if (!dev.ginStrongLegacySignals) f.fail("2.30.4's signals not served as strong");
+    auto early = [](Gfd2 g, bool junk) {
+      g.q[0] = (g.q[0] & ~uint64_t(0x1e)) | (uint64_t(1) << 1);  // NCCL_GIN_PROXY_GFD_VERSION 1
+      g.q[6] = (g.q[6] & ~uint64_t(2)) | (junk ? 2 : 0);         // reserved
+      return g;
+    };
+    for (int c = 0; c < kEarlyContexts; ++c) {
+      ProxyCtx2304* ctx = &contexts[c];
+      const size_t area = size_t(c + 1) * kWinAlign;
+      for (int peer = 0; peer < n; ++peer)
+        if (post2(ctx, peer,
+                  early(build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win),
+                                   gin_off(win, area + 64 * rank), handle(win), 0, 0, 0),
+                        peer % 2)) < 0)
+          return f.fail("post on context " + std::to_string(c));
+      if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("context " + std::to_string(c) + "'s signal");
+      for (int from = 0; from < n; ++from)
+        for (int i = 0; i < 64; ++i)
+          if (buf[area + 64 * from + i] != char(from * 5 + i))
+            return f.fail("context " + std::to_string(c) + ": bytes from " + std::to_string(from));
+    }
+    const int next = (rank + 1) % n;
+    const size_t got = size_t(kEarlyContexts + 1) * kWinAlign;
+    const int64_t idx = post2(&contexts[kEarlyContexts - 1], next,
+                              early(build_gfd2(kGet, 64, gin_off(win, 0), handle(win), gin_off(win, got), handle(win),
+                                               0, 0, 0),
+                                    false));
+    if (idx < 0 || !wait_consumed(&contexts[kEarlyContexts - 1], next, uint32_t(idx))) return f.fail("the get");
+    for (int i = 0; i < 64; ++i)
+      if (buf[got + i] != char(next * 5 + i)) return f.fail("the get's bytes, once its slot was consumed");
+    barrier_all(comm, f);  // no rank's proxy reads the window any more
+    MP_NCCL(f, dev_comm_destroy(comm, &dev));
+    MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+    MP_NCCL(f, ncclMemFree(buf));
+  };
+  CHECK(run_gin_setups(body, "gin2304-host-") == 0);
 }
