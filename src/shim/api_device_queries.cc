@@ -94,6 +94,13 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   const bool gin = !v229 && comm->backend && comm->backend->device_api_memory().gin_ops();
   p.ginType = p.railedGinType = gin ? kGinProxy : kGinNone;
   if (v229) p.deviceApiSupport = p.deviceApiSupport && lsa_size == comm->nranks;
+  // A client of 2.31's or later device headers (its struct past 2.30's 56
+  // bytes, which 2.31 keeps as they are): ncclDevCommCreate refuses it
+  // (braid does not write its devComm), so no device API and no GIN.
+  if (size > sizeof(p) && version >= NCCL_VERSION(2, 31, 0)) {
+    p.deviceApiSupport = false;
+    p.ginType = p.railedGinType = kGinNone;
+  }
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));
   return Status::ok();

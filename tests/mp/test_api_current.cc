@@ -464,6 +464,19 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
           DeviceProperties v229 = properties(sizeof(DeviceProperties), NCCL_VERSION(2, 29, 7));
           MP_NCCL(f, ncclCommQueryProperties(comm, &v229));
           if (v229.ginType != 0 || v229.railedGinType != 0 || v229.nRanks != n) f.fail("2.29.7 properties");
+          // A 2.31.2 client (its 144-byte struct, 2.30's 56 bytes first): no
+          // device API or GIN, which braid does not serve it; nothing past
+          // 56 bytes is written.
+          struct {
+            DeviceProperties head;
+            unsigned char tail[88];
+          } v231{properties(144, NCCL_VERSION(2, 31, 2)), {}};
+          static_assert(sizeof v231 == 144);
+          std::memset(v231.tail, 0x5a, sizeof v231.tail);
+          MP_NCCL(f, ncclCommQueryProperties(comm, &v231.head));
+          if (v231.head.ginType != 0 || v231.head.railedGinType != 0 || v231.head.deviceApiSupport ||
+              v231.head.nRanks != n || v231.tail[0] != 0x5a || v231.tail[87] != 0x5a)
+            f.fail("2.31.2 properties");
           // A 2.29 struct (40 bytes): nothing past it is written.
           DeviceProperties old = properties(40, NCCL_VERSION(2, 29, 2));
           old.nLsaTeams = -5;
