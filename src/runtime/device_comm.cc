@@ -28,11 +28,13 @@ namespace v22900 = devapi::v22900;
 // 8-byte-aligned pointer, which can never be this odd number.
 constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 
-// 2.30.7 changed 2.30's device ABI: requirements that say which GIN signals
-// its kernels use, 72-byte GIN contexts, descriptors of GFD version 2, and
-// gets waited for with a flush descriptor.  Kernels built against 2.30.3's
-// or 2.30.4's headers are served as theirs is.
-constexpr uint32_t kV23007 = NCCL_VERSION(2, 30, 7);
+// 2.30.5 (unreleased; 2.30.7 is the first release with it) changed 2.30's
+// device ABI: requirements that say which GIN signals its kernels use,
+// 72-byte GIN contexts, descriptors of GFD version 2, and gets waited for
+// with a flush descriptor.  Kernels built against 2.30.3's or 2.30.4's
+// headers are served as theirs is, as NCCL 2.30.7 serves them its first
+// GIN context version below 2.30.5 (src/gin/gin_host.cc, proxyBackendMinVersions).
+constexpr uint32_t kV23005 = NCCL_VERSION(2, 30, 5);
 
 bool queue_size_ok(long v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; }
 
@@ -196,7 +198,7 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
   // 2.30.3 and 2.30.4 have no ginStrongSignalsRequired and
   // ginVaSignalsRequired (bytes 92 and 93 are their padding): their kernels
   // may use both kinds of signal.
-  if (reqs.version < kV23007) reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = true;
+  if (reqs.version < kV23005) reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = true;
   v30::DevComm dev{};
   BRAID_TRY(create_v23000(reqs, &dev));
   std::memcpy(out, &dev, sizeof(dev));
@@ -280,8 +282,8 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
                        "initializer), and braid's proxy cannot add to window memory on the {} backend (as NCCL "
                        "refuses a GIN plugin without them); {}",
                        comm_->lsa->memory().name(),
-                       reqs.version < kV23007
-                           ? "a kernel built against device headers before 2.30.7 cannot say it uses none: rebuild "
+                       reqs.version < kV23005
+                           ? "a kernel built against device headers before 2.30.5 cannot say it uses none: rebuild "
                              "it against 2.30.7's and set ginVaSignalsRequired = false"
                            : "set ginVaSignalsRequired = false");
   if (reqs.worldGinBarrierCount > 0 && reqs.ginConnectionType == v30::kGinConnectionRail)
@@ -314,7 +316,7 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
                              std::max<uint32_t>(layout.signals, 1),
                              std::max<uint32_t>(layout.counters, 1),
                              gin_queue_size(reqs.ginQueueDepth),
-                             reqs.version < kV23007};
+                             reqs.version < kV23005};
   Made made;
   BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
   v::DevComm common{};

@@ -76,8 +76,8 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   BRAID_TRY(memory.host_register(gin->host_block_, host_bytes, &host_block_device));
   gin->host_block_registered_ = true;
   BRAID_TRY(memory.struct_alloc(at.device_bytes * shape.contexts, &gin->device_block_));
-  const bool ctx_v23007 = v2 && !shape.before_v23007;
-  const size_t ctx_bytes = ctx_v23007 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
+  const bool ctx_v23005 = v2 && !shape.before_v23005;
+  const size_t ctx_bytes = ctx_v23005 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
   gin->context_bytes_ = ctx_bytes;
   BRAID_TRY(memory.struct_alloc(ctx_bytes * shape.contexts, &gin->context_));
   std::vector<devapi::GinQueues> contexts;
@@ -96,13 +96,13 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
     q.counter_count = shape.counters;
     q.signal_count = shape.signals;
     q.signal_base = c * shape.signals;
-    q.gets_consumed_landed = shape.before_v23007;
+    q.gets_consumed_landed = shape.before_v23005;
     auto* gfds = reinterpret_cast<uint64_t*>(mapped + at.gfds);
     auto* cis = reinterpret_cast<uint32_t*>(mapped + at.cis);
     auto* counters = reinterpret_cast<uint64_t*>(mapped + at.counters);
     uint64_t* signals = gin->signals_->device() + q.signal_base;
     char* ctx_at = static_cast<char*>(gin->context_) + ctx_bytes * c;
-    if (ctx_v23007) {
+    if (ctx_v23005) {
       v30::GinProxyGpuCtx ctx{nranks,
                               shape.queue_size,
                               gfds,

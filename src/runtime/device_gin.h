@@ -55,9 +55,9 @@ struct DeviceGinShape {
   uint32_t counters = 1;
   uint32_t queue_size = 256;  // a power of two
   // Format 2 for a kernel built against 2.30.3-2.30.4's headers: their
-  // 48-byte context structs (2.28.9's fields; 2.30.7's are 72 bytes), and
-  // gets consumed once landed (GinQueues::gets_consumed_landed).
-  bool before_v23007 = false;
+  // 48-byte context structs (2.28.9's fields; 2.30.5's on are 72 bytes),
+  // and gets consumed once landed (GinQueues::gets_consumed_landed).
+  bool before_v23005 = false;
 };
 
 class DeviceGin {

@@ -211,7 +211,7 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     early.ginVaSignalsRequired = early.ginStrongSignalsRequired = false;
     early.ginConnectionType = 1;
     if (dev_comm_create(comm, &early, &none) != ncclInvalidUsage) f.fail("2.30.4's VA signals were not refused");
-    if (std::string(ncclGetLastError(comm)).find("before 2.30.7") == std::string::npos)
+    if (std::string(ncclGetLastError(comm)).find("before 2.30.5") == std::string::npos)
       f.fail(std::string("2.30.4's message: ") + ncclGetLastError(comm));
     char* buf = nullptr;
     MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
