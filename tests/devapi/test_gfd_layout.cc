@@ -291,19 +291,13 @@ TEST_CASE("GFD v2: 2.30.3's and 2.30.4's descriptors (version 1) decode as 2.30.
       Gfd early, late;
       REQUIRE(decode_gfd(GfdFormat::kV2, q, &early).is_ok());
       REQUIRE(decode_gfd(GfdFormat::kV2, golden.q, &late).is_ok());
-      CHECK(early.op == late.op);
-      CHECK(early.size == late.size);
-      CHECK(early.src_off == late.src_off);
-      CHECK(early.src_handle == late.src_handle);
-      CHECK(early.dst_off == late.dst_off);
-      CHECK(early.dst_handle == late.dst_handle);
-      CHECK(early.inline_value == late.inline_value);
-      CHECK(early.va_signal_off == late.va_signal_off);
-      CHECK(early.va_signal_handle == late.va_signal_handle);
-      CHECK(early.counter_id == late.counter_id);
-      CHECK(early.signal_id == late.signal_id);
-      CHECK(early.signal_value == late.signal_value);
       if (late.has_signal()) CHECK(early.strong_signal);
+      // Every other field the op carries alike: the two encode alike.
+      late.strong_signal = early.strong_signal;
+      uint64_t a[16], b[16];
+      encode_gfd(GfdFormat::kV2, early, a);
+      encode_gfd(GfdFormat::kV2, late, b);
+      CHECK(std::memcmp(a, b, sizeof a) == 0);
     }
   }
 }
