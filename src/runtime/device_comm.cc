@@ -32,8 +32,9 @@ constexpr uint32_t kVersionedMagic = devapi::v23000::kApiMagic;
 // device ABI: requirements that say which GIN signals its kernels use,
 // 72-byte GIN contexts, descriptors of GFD version 2, and gets waited for
 // with a flush descriptor.  Kernels built against 2.30.3's or 2.30.4's
-// headers are served as theirs is, as NCCL 2.30.7 serves them its first
-// GIN context version below 2.30.5 (src/gin/gin_host.cc, proxyBackendMinVersions).
+// headers get the ABI those headers read; NCCL 2.30.7 too gives them its
+// first GIN context version, below 2.30.5 (its src/gin/gin_host.cc,
+// proxyBackendMinVersions).
 constexpr uint32_t kV23005 = NCCL_VERSION(2, 30, 5);
 
 bool queue_size_ok(long v) { return v >= 2 && v <= 65536 && (v & (v - 1)) == 0; }
@@ -190,7 +191,7 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
                        "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7 and 2.30 (whose "
                        "requirements are {} bytes){}",
                        reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100, want,
-                       reqs.version >= NCCL_VERSION(2, 31, 0) && reqs.size != want
+                       reqs.version >= NCCL_VERSION(2, 31, 0)
                            ? ", not 2.31's or later: rebuild the kernel against 2.30's device headers"
                            : "");
   std::memcpy(&reqs, reqs_bytes, want);
