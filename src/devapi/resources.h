@@ -78,8 +78,11 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
 
 // The same for 2.30's requirements, with up to kMaxGinContextsV23000
 // contexts, writing the devComm's six barrier handles into `dev`.  The
-// teams are the world, the LSA team and the rail team.
-constexpr int kMaxGinContextsV23000 = 32;
+// teams are the world, the LSA team and the rail team.  NCCL makes as many
+// contexts as asked, and clients index all of them (DeepEP V2 asks for 65
+// or 129, one per queue pair): the bound only keeps a typo from pinning
+// gigabytes of queues.
+constexpr int kMaxGinContextsV23000 = 1024;
 Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::Team world, v22809::Team lsa,
                                v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
                                ResourceLayout* out);

@@ -298,8 +298,8 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
   v30::DevCommRequirements reqs = asked;
   if (reqs.ginForceEnable) reqs.ginConnectionType = v30::kGinConnectionFull;  // as NCCL (deprecated flag)
   const bool gin = reqs.ginConnectionType != v30::kGinConnectionNone;
-  // ginContextCount is a hint (NCCL's words): at least one context, at most
-  // what one proxy thread is meant to poll.
+  // ginContextCount is a hint (NCCL's words), but NCCL makes as many as
+  // asked and clients index them: at least one, at most the layout's bound.
   const int contexts = gin ? std::clamp(reqs.ginContextCount, 1, devapi::kMaxGinContextsV23000) : 0;
   if (gin && contexts != reqs.ginContextCount)
     BRAID_INFO(kInit, "ncclDevCommCreate: {} GIN contexts asked for, {} made", reqs.ginContextCount, contexts);

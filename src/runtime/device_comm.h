@@ -25,7 +25,7 @@
 //    barrier, even on one node, where NCCL would hand out no GIN context
 //    for it).
 //  - 2.30: when a connection is asked for (ginConnectionType, or
-//    ginForceEnable), ginContextCount contexts (1 to 32) of one
+//    ginForceEnable), ginContextCount contexts (1 to 1024) of one
 //    connection, with 2.30's barriers (devapi/resources.h), VA signals,
 //    gets and flushes.  Every rank is reachable (FULL); a RAIL request is
 //    served by it, as NCCL serves one on a full connection.

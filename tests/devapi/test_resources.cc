@@ -254,13 +254,13 @@ TEST_CASE("device resources: 2.30's layout of the devComm's six barriers", "[dev
   CHECK(layout.shadows_offset == 384);
   CHECK(layout.bytes == 4096);  // 384 + 3 contexts x 39 x 8 = 1320, to the granularity
 
-  // A rail connection has no hybrid world barrier; more than 32 contexts,
+  // A rail connection has no hybrid world barrier; more than 1024 contexts,
   // negative counts: refused, nothing written.
   reqs.ginConnectionType = v30::kGinConnectionRail;
   reqs.worldGinBarrierCount = 0;
   REQUIRE(layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout).is_ok());
   CHECK(dev.hybridWorldGinBarrier.signal0 == dev.hybridRailGinBarrier.signal0);  // it took no signals
-  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 33, 4096, &dev, &layout).code() == ncclInvalidArgument);
+  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 1025, 4096, &dev, &layout).code() == ncclInvalidArgument);
   reqs.worldGinBarrierCount = -1;
   mine_handle = 99;
   Status negative = layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout);

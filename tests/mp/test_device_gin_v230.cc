@@ -339,3 +339,43 @@ TEST_CASE("device API 2.30 GIN: a kernel built against 2.30.4's headers is serve
   };
   CHECK(run_gin_setups(body, "gin2304-host-") == 0);
 }
+
+// NCCL makes as many GIN contexts as asked, and clients index them all
+// (DeepEP V2 asks for 65 or 129): the devComm has 129, and the last one
+// puts and signals like the first.
+TEST_CASE("device API 2.30 GIN: every context asked for is made, the last one served", "[device][gin][v230]") {
+  constexpr int kMany = 129;
+  CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          char* buf = nullptr;
+          MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
+          ncclWindow_t win = nullptr;
+          MP_NCCL(f, ncclCommWindowRegister(comm, buf, 2 * kWinAlign, &win, NCCL_WIN_COLL_SYMMETRIC));
+          if (!buf || !win) return;
+          for (int i = 0; i < 64; ++i) buf[i] = char(rank * 9 + i);
+          barrier_all(comm, f);
+          Reqs230 reqs = initializer();
+          reqs.ginConnectionType = 1;
+          reqs.ginContextCount = kMany;
+          reqs.ginSignalCount = 1;
+          DevComm230 dev{};
+          MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+          auto* contexts = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
+          if (!contexts || dev.ginContextCount != kMany) return f.fail("contexts: " + std::to_string(dev.ginContextCount));
+          for (int c : {0, kMany - 1}) {
+            ProxyCtx230* ctx = &contexts[c];
+            if (ctx->nranks != n) return f.fail("context " + std::to_string(c) + "'s struct");
+            for (int peer = 0; peer < n; ++peer)
+              if (post2(ctx, peer,
+                        build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win),
+                                   gin_off(win, kWinAlign + 64 * rank), handle(win), 0, 0, 0)) < 0)
+                return f.fail("post");
+            if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("context " + std::to_string(c));
+            for (int from = 0; from < n; ++from)
+              if (buf[kWinAlign + 64 * from + 63] != char(from * 9 + 63)) return f.fail("bytes");
+          }
+          barrier_all(comm, f);
+          MP_NCCL(f, dev_comm_destroy(comm, &dev));
+          MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+          MP_NCCL(f, ncclMemFree(buf));
+        }) == 0);
+}
