@@ -360,7 +360,8 @@ TEST_CASE("device API 2.30 GIN: every context asked for is made, the last one se
           DevComm230 dev{};
           MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
           auto* contexts = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
-          if (!contexts || dev.ginContextCount != kMany) return f.fail("contexts: " + std::to_string(dev.ginContextCount));
+          if (!contexts || dev.ginContextCount != kMany)
+            return f.fail("contexts: " + std::to_string(dev.ginContextCount));
           for (int c : {0, kMany - 1}) {
             ProxyCtx230* ctx = &contexts[c];
             if (ctx->nranks != n) return f.fail("context " + std::to_string(c) + "'s struct");
