@@ -41,6 +41,50 @@ constexpr uint64_t kWinAlign = 4096;
 uint64_t handle(ncclWindow_t w) { return reinterpret_cast<uint64_t>(view(w).ginWins[0]); }
 uint64_t gin_off(ncclWindow_t w, size_t offset) { return 4096ull * view(w).ginOffset4K + offset; }
 char fill(int from, int to, int context, size_t i) { return char(from * 31 + to * 7 + context * 3 + i); }
+char mine(int rank, int i) { return char(rank * 3 + i); }  // a rank's first 64 bytes, below
+
+// A symmetric window of `bytes` of ncclMemAlloc memory whose first 64
+// bytes hold mine(rank, i), written on every rank when this returns
+// (nullptr after a failure, which `f` has).
+ncclWindow_t pattern_window(ncclComm_t comm, int rank, size_t bytes, char** buf, Failures& f) {
+  *buf = nullptr;
+  MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(buf), bytes));
+  ncclWindow_t win = nullptr;
+  MP_NCCL(f, ncclCommWindowRegister(comm, *buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+  if (!*buf || !win) return nullptr;
+  for (int i = 0; i < 64; ++i) (*buf)[i] = mine(rank, i);
+  barrier_all(comm, f);
+  return win;
+}
+
+// Each rank puts its 64 bytes to every rank, at `at + 64 * rank` of their
+// window, each put adding 1 to signal 0 of `ctx` (a ProxyCtx230 or
+// ProxyCtx2304, as the client's headers have it), with `shape` applied to
+// each descriptor first; then waits for the n adds to this rank and checks
+// every rank's bytes came.  False after a failure, which `f` has.
+template <typename Ctx, typename Shape>
+bool put_to_all(Ctx* ctx, ncclWindow_t win, const char* buf, size_t at, int rank, int n, Failures& f, Shape shape) {
+  for (int peer = 0; peer < n; ++peer) {
+    const Gfd2 g = build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win), gin_off(win, at + 64 * rank),
+                              handle(win), 0, 0, 0);
+    if (post2(ctx, peer, shape(g, peer)) < 0) {
+      f.fail("post to " + std::to_string(peer));
+      return false;
+    }
+  }
+  if (!wait_at_least(&ctx->signals[0], uint64_t(n))) {
+    f.fail("the puts' signal");
+    return false;
+  }
+  for (int from = 0; from < n; ++from)
+    for (int i = 0; i < 64; ++i)
+      if (buf[at + 64 * from + i] != mine(from, i)) {
+        f.fail("bytes from " + std::to_string(from));
+        return false;
+      }
+  return true;
+}
+const auto as_built = [](const Gfd2& g, int) { return g; };
 
 // The layout of each rank's receive window: per context an AlltoAll area,
 // then one 8-byte putValue slot per sender, the VA signal word, and the
@@ -214,12 +258,8 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     if (std::string(ncclGetLastError(comm)).find("before 2.30.5") == std::string::npos)
       f.fail(std::string("2.30.4's message: ") + ncclGetLastError(comm));
     char* buf = nullptr;
-    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
-    ncclWindow_t win = nullptr;
-    MP_NCCL(f, ncclCommWindowRegister(comm, buf, 2 * kWinAlign, &win, NCCL_WIN_COLL_SYMMETRIC));
-    if (!buf || !win) return;
-    for (int i = 0; i < 64; ++i) buf[i] = char(rank * 3 + i);
-    barrier_all(comm, f);  // every rank's bytes are written
+    const ncclWindow_t win = pattern_window(comm, rank, 2 * kWinAlign, &buf, f);
+    if (!win) return;
     Reqs230 reqs = initializer();
     reqs.ginConnectionType = 1;
     reqs.ginVaSignalsRequired = false;
@@ -230,15 +270,7 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
     if (!ctx) return f.fail("no GIN context");
     // Every rank puts its 64 bytes into every rank's slot for it, and gets the next rank's.
-    for (int peer = 0; peer < n; ++peer)
-      if (post2(ctx, peer,
-                build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win), gin_off(win, kWinAlign + 64 * rank),
-                           handle(win), 0, 0, 0)) < 0)
-        return f.fail("post");
-    if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("the puts' signal");
-    for (int from = 0; from < n; ++from)
-      for (int i = 0; i < 64; ++i)
-        if (buf[kWinAlign + 64 * from + i] != char(from * 3 + i)) return f.fail("bytes from " + std::to_string(from));
+    if (!put_to_all(ctx, win, buf, kWinAlign, rank, n, f, as_built)) return;
     const int next = (rank + 1) % n;
     const int64_t got = post2(
         ctx, next,
@@ -247,7 +279,7 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     const int64_t flushed = post2(ctx, rank, build_gfd2(kFlush, 0, 0, 0, 0, 0, 0, 0, 0));  // the device's Wait
     if (flushed < 0 || !wait_consumed(ctx, rank, uint32_t(flushed))) return f.fail("the flush");
     for (int i = 0; i < 64; ++i)
-      if (buf[kWinAlign + 64 * n + i] != char(next * 3 + i)) return f.fail("the get's bytes");
+      if (buf[kWinAlign + 64 * n + i] != mine(next, i)) return f.fail("the get's bytes");
     barrier_all(comm, f);  // no rank's proxy reads the window any more
     if (rank == 0) {       // a VA signal, which this backend cannot apply
       if (post2(ctx, 0, build_gfd2(kVaSignal | kSignalAdd, 0, gin_off(win, 8), handle(win), 0, 0, 0, 0, 1)) < 0)
@@ -285,13 +317,8 @@ TEST_CASE("device API 2.30 GIN: a kernel built against 2.30.4's headers is serve
   constexpr int kEarlyContexts = 4;
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
     char* buf = nullptr;
-    const size_t bytes = size_t(kEarlyContexts + 2) * kWinAlign;
-    MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), bytes));
-    ncclWindow_t win = nullptr;
-    MP_NCCL(f, ncclCommWindowRegister(comm, buf, bytes, &win, NCCL_WIN_COLL_SYMMETRIC));
-    if (!buf || !win) return;
-    for (int i = 0; i < 64; ++i) buf[i] = char(rank * 5 + i);
-    barrier_all(comm, f);
+    const ncclWindow_t win = pattern_window(comm, rank, size_t(kEarlyContexts + 2) * kWinAlign, &buf, f);
+    if (!win) return;
     Reqs230 reqs = initializer();
     reqs.version = NCCL_VERSION(2, 30, 4);
     reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = false;  // padding in 2.30.4's struct
@@ -303,35 +330,24 @@ TEST_CASE("device API 2.30 GIN: a kernel built against 2.30.4's headers is serve
     auto* contexts = static_cast<ProxyCtx2304*>(dev.ginHandles[0]);
     if (!contexts || dev.ginContextCount != kEarlyContexts) return f.fail("no GIN contexts");
     if (!dev.ginStrongLegacySignals) f.fail("2.30.4's signals not served as strong");
-    auto early = [](Gfd2 g, bool junk) {
-      g.q[0] = (g.q[0] & ~uint64_t(0x1e)) | (uint64_t(1) << 1);  // NCCL_GIN_PROXY_GFD_VERSION 1
-      g.q[6] = (g.q[6] & ~uint64_t(2)) | (junk ? 2 : 0);         // reserved
+    // NCCL_GIN_PROXY_GFD_VERSION 1, and q6 bit 1 reserved: junk on every other peer's.
+    auto early = [](Gfd2 g, int peer) {
+      g.q[0] = (g.q[0] & ~uint64_t(0x1e)) | (uint64_t(1) << 1);
+      g.q[6] = (g.q[6] & ~uint64_t(2)) | (peer % 2 ? 2 : 0);
       return g;
     };
-    for (int c = 0; c < kEarlyContexts; ++c) {
-      ProxyCtx2304* ctx = &contexts[c];
-      const size_t area = size_t(c + 1) * kWinAlign;
-      for (int peer = 0; peer < n; ++peer)
-        if (post2(ctx, peer,
-                  early(build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win),
-                                   gin_off(win, area + 64 * rank), handle(win), 0, 0, 0),
-                        peer % 2)) < 0)
-          return f.fail("post on context " + std::to_string(c));
-      if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("context " + std::to_string(c) + "'s signal");
-      for (int from = 0; from < n; ++from)
-        for (int i = 0; i < 64; ++i)
-          if (buf[area + 64 * from + i] != char(from * 5 + i))
-            return f.fail("context " + std::to_string(c) + ": bytes from " + std::to_string(from));
-    }
+    for (int c = 0; c < kEarlyContexts; ++c)
+      if (!put_to_all(&contexts[c], win, buf, size_t(c + 1) * kWinAlign, rank, n, f, early))
+        return f.fail("on context " + std::to_string(c));
     const int next = (rank + 1) % n;
     const size_t got = size_t(kEarlyContexts + 1) * kWinAlign;
     const int64_t idx = post2(&contexts[kEarlyContexts - 1], next,
                               early(build_gfd2(kGet, 64, gin_off(win, 0), handle(win), gin_off(win, got), handle(win),
                                                0, 0, 0),
-                                    false));
+                                    0));
     if (idx < 0 || !wait_consumed(&contexts[kEarlyContexts - 1], next, uint32_t(idx))) return f.fail("the get");
     for (int i = 0; i < 64; ++i)
-      if (buf[got + i] != char(next * 5 + i)) return f.fail("the get's bytes, once its slot was consumed");
+      if (buf[got + i] != mine(next, i)) return f.fail("the get's bytes, once its slot was consumed");
     barrier_all(comm, f);  // no rank's proxy reads the window any more
     MP_NCCL(f, dev_comm_destroy(comm, &dev));
     MP_NCCL(f, ncclCommWindowDeregister(comm, win));
@@ -347,12 +363,8 @@ TEST_CASE("device API 2.30 GIN: every context asked for is made, the last one se
   constexpr int kMany = 129;
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
           char* buf = nullptr;
-          MP_NCCL(f, ncclMemAlloc(reinterpret_cast<void**>(&buf), 2 * kWinAlign));
-          ncclWindow_t win = nullptr;
-          MP_NCCL(f, ncclCommWindowRegister(comm, buf, 2 * kWinAlign, &win, NCCL_WIN_COLL_SYMMETRIC));
-          if (!buf || !win) return;
-          for (int i = 0; i < 64; ++i) buf[i] = char(rank * 9 + i);
-          barrier_all(comm, f);
+          const ncclWindow_t win = pattern_window(comm, rank, 3 * kWinAlign, &buf, f);
+          if (!win) return;
           Reqs230 reqs = initializer();
           reqs.ginConnectionType = 1;
           reqs.ginContextCount = kMany;
@@ -362,18 +374,10 @@ TEST_CASE("device API 2.30 GIN: every context asked for is made, the last one se
           auto* contexts = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
           if (!contexts || dev.ginContextCount != kMany)
             return f.fail("contexts: " + std::to_string(dev.ginContextCount));
-          for (int c : {0, kMany - 1}) {
-            ProxyCtx230* ctx = &contexts[c];
-            if (ctx->nranks != n) return f.fail("context " + std::to_string(c) + "'s struct");
-            for (int peer = 0; peer < n; ++peer)
-              if (post2(ctx, peer,
-                        build_gfd2(kPut | kSignalInc, 64, gin_off(win, 0), handle(win),
-                                   gin_off(win, kWinAlign + 64 * rank), handle(win), 0, 0, 0)) < 0)
-                return f.fail("post");
-            if (!wait_at_least(&ctx->signals[0], uint64_t(n))) return f.fail("context " + std::to_string(c));
-            for (int from = 0; from < n; ++from)
-              if (buf[kWinAlign + 64 * from + 63] != char(from * 9 + 63)) return f.fail("bytes");
-          }
+          for (int c : {0, kMany - 1})  // each into a page of its own
+            if (contexts[c].nranks != n ||
+                !put_to_all(&contexts[c], win, buf, (c ? 2 : 1) * kWinAlign, rank, n, f, as_built))
+              return f.fail("context " + std::to_string(c));
           barrier_all(comm, f);
           MP_NCCL(f, dev_comm_destroy(comm, &dev));
           MP_NCCL(f, ncclCommWindowDeregister(comm, win));
