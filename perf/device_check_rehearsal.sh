@@ -77,9 +77,9 @@ if command -v mpirun > /dev/null; then
     'fi' \
     'exit 0' > "$ep/ep_bench"
   chmod +x "$ep/ep_test" "$ep/ep_bench"
-  OUT=$tmp/ep PATH=$tmp/bin:$PATH BRAID_NCCL_EXAMPLES=$tmp/examples scripts/device-check --quick --budget 120 \
+  OUT=$tmp/ep PATH=$tmp/bin:$PATH BRAID_NCCL_EXAMPLES=$tmp/examples scripts/device-check --budget 120 \
     --only examples "$build" > "$tmp/ep.log" 2>&1
-  for ok in nccl_ep_test_ll_t2 nccl_ep_test_ll_t8 nccl_ep_test_ht_t8 nccl_ep_bench_ll_t8; do
+  for ok in nccl_ep_test_ll_t2 nccl_ep_test_ll_t4 nccl_ep_test_ll_t8 nccl_ep_test_ht_t8 nccl_ep_bench_ll_t8; do
     check "$ok passes" grep -q "^| $ok | ok |" "$tmp/ep/summary.md"
   done
   check "a rank that fails fails its step" grep -q '^| nccl_ep_test_ll_graph_t8 | FAILED' "$tmp/ep/summary.md"
