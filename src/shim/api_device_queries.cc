@@ -13,6 +13,7 @@
 // backend maps it into this process (the host backend: ranks that are
 // threads of one process, src/exec/host/host_windows.h).
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "src/devapi/teams.h"
@@ -100,6 +101,14 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   if (size > sizeof(p) && version >= NCCL_VERSION(2, 31, 0)) {
     p.deviceApiSupport = false;
     p.ginType = p.railedGinType = kGinNone;
+    // Its program may stop on that answer with a message of its own: say why once.
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}.{}.{}'s device headers is told there is no "
+                 "device API: braid serves kernels built against 2.28.9's, 2.29's and 2.30's (rebuild against "
+                 "2.30.7's)",
+                 version / 10000, version / 100 % 100, version % 100);
+    });
   }
   // Only the members the caller's struct has.
   std::memcpy(user, &p, std::min(size, sizeof(p)));
