@@ -5,11 +5,13 @@
 # MPI and PMIx (their libraries, plugins, help files and launcher) are
 # hidden: OpenMPI's allreduce (mpi_allreduce_perf) and braid's all_reduce_perf
 # under its mpirun, each at 3 processes, exact (both exit non-zero on a
-# wrong value).  Root only (77 otherwise, or where unshare is refused).
+# wrong value).  Root only (77 otherwise, or where a mount namespace or a
+# mount in it is refused).
 set -uo pipefail
 build=$(realpath "$1")
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] && unshare -m true 2> /dev/null || { echo "skipped: needs root and unshare -m"; exit 77; }
+[ "$(id -u)" = 0 ] && unshare -m mount -t tmpfs none /usr/share/openmpi 2> /dev/null ||
+  { echo "skipped: needs root, unshare -m and mounts in it"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 scripts/bundle-openmpi "$tmp/made" > /dev/null || { echo "FAILED: bundle-openmpi"; exit 1; }
