@@ -86,6 +86,16 @@ bool put_to_all(Ctx* ctx, ncclWindow_t win, const char* buf, size_t at, int rank
 }
 const auto as_built = [](const Gfd2& g, int) { return g; };
 
+// 2.30's requirements for a FULL GIN connection of `contexts` contexts
+// with `signals` signals each.
+Reqs230 gin_reqs(int contexts, int signals) {
+  Reqs230 reqs = initializer();
+  reqs.ginConnectionType = 1;  // FULL
+  reqs.ginContextCount = contexts;
+  reqs.ginSignalCount = signals;
+  return reqs;
+}
+
 // The layout of each rank's receive window: per context an AlltoAll area,
 // then one 8-byte putValue slot per sender, the VA signal word, and the
 // bytes the get brings.
@@ -111,10 +121,7 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   ncclWindow_t src_win = nullptr, dst_win = nullptr;
   MP_NCCL(f, ncclCommWindowRegister(comm, src, src_bytes, &src_win, NCCL_WIN_COLL_SYMMETRIC));
   MP_NCCL(f, ncclCommWindowRegister(comm, dst + kWinAlign, at.bytes(), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
-  Reqs230 reqs = initializer();
-  reqs.ginConnectionType = 1;  // FULL
-  reqs.ginContextCount = kContexts;
-  reqs.ginSignalCount = 2;  // 0: the AlltoAll's, 1: putValue's
+  Reqs230 reqs = gin_reqs(kContexts, 2);  // signal 0: the AlltoAll's, 1: putValue's
   reqs.ginCounterCount = 1;
   DevComm230 dev{};
   MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
@@ -202,9 +209,7 @@ TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.3
 
 TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynchronous error", "[device][gin][v230]") {
   CHECK(run_ranks_as_threads(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          Reqs230 reqs = initializer();
-          reqs.ginConnectionType = 1;
-          reqs.ginContextCount = 1;
+          Reqs230 reqs = gin_reqs(1, 0);
           DevComm230 dev{};
           MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
           auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
@@ -260,11 +265,8 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
     char* buf = nullptr;
     const ncclWindow_t win = pattern_window(comm, rank, 2 * kWinAlign, &buf, f);
     if (!win) return;
-    Reqs230 reqs = initializer();
-    reqs.ginConnectionType = 1;
+    Reqs230 reqs = gin_reqs(1, 1);
     reqs.ginVaSignalsRequired = false;
-    reqs.ginContextCount = 1;
-    reqs.ginSignalCount = 1;
     DevComm230 dev{};
     MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
     auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
@@ -319,12 +321,9 @@ TEST_CASE("device API 2.30 GIN: a kernel built against 2.30.4's headers is serve
     char* buf = nullptr;
     const ncclWindow_t win = pattern_window(comm, rank, size_t(kEarlyContexts + 2) * kWinAlign, &buf, f);
     if (!win) return;
-    Reqs230 reqs = initializer();
+    Reqs230 reqs = gin_reqs(kEarlyContexts, 1);
     reqs.version = NCCL_VERSION(2, 30, 4);
     reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = false;  // padding in 2.30.4's struct
-    reqs.ginConnectionType = 1;
-    reqs.ginContextCount = kEarlyContexts;
-    reqs.ginSignalCount = 1;
     DevComm230 dev{};
     MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
     auto* contexts = static_cast<ProxyCtx2304*>(dev.ginHandles[0]);
@@ -365,10 +364,7 @@ TEST_CASE("device API 2.30 GIN: every context asked for is made, the last one se
           char* buf = nullptr;
           const ncclWindow_t win = pattern_window(comm, rank, 3 * kWinAlign, &buf, f);
           if (!win) return;
-          Reqs230 reqs = initializer();
-          reqs.ginConnectionType = 1;
-          reqs.ginContextCount = kMany;
-          reqs.ginSignalCount = 1;
+          const Reqs230 reqs = gin_reqs(kMany, 1);
           DevComm230 dev{};
           MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
           auto* contexts = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
