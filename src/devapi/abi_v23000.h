@@ -61,6 +61,7 @@ struct WindowVidmem {
   v22809::WindowVidmem v22809;
   void* ginMultiSegmentWins;
   int numSegments;
+  int cftFlatRank;  // 2.31's (0: no Compute Fabric Transport); 2.30's padding
 };
 
 struct ResourceWindow {  // ncclResourceWindow_vidmem_t: the window's first 64 bytes
@@ -128,7 +129,8 @@ static_assert(sizeof(DevCommRequirements) == 96 && offsetof(DevCommRequirements,
               offsetof(DevCommRequirements, ginConnectionType) == 72 &&
               offsetof(DevCommRequirements, worldGinBarrierCount) == 88 &&
               offsetof(DevCommRequirements, ginVaSignalsRequired) == 93);
-static_assert(sizeof(WindowVidmem) == 88 && offsetof(WindowVidmem, numSegments) == 80);
+static_assert(sizeof(WindowVidmem) == 88 && offsetof(WindowVidmem, numSegments) == 80 &&
+              offsetof(WindowVidmem, cftFlatRank) == 84);
 static_assert(sizeof(ResourceWindow) == 64 && offsetof(ResourceWindow, lsaFlatBase) == 8 &&
               offsetof(ResourceWindow, stride4G) == 24);
 static_assert(sizeof(DevComm) == 240 && offsetof(DevComm, rank) == 8 && offsetof(DevComm, windowTable) == 32 &&

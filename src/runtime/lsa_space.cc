@@ -182,7 +182,7 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
   BRAID_TRY(add_gin_token(buffer, bytes, all, window.get()));
   for (void*& token : w.ginWins) token = reinterpret_cast<void*>(window->token_);
   BRAID_TRY(memory_.struct_alloc(LsaWindow::kStructBytes, &window->device_));
-  const devapi::v23000::WindowVidmem both{w, nullptr, 1};  // one segment, for 2.30's kernels
+  const devapi::v23000::WindowVidmem both{w, nullptr, 1, 0};  // one segment (2.30), no CFT rank (2.31)
   BRAID_TRY(memory_.struct_write(window->device_, &both, sizeof(both)));
   if (symmetric && in_table)
     BRAID_TRY(table_insert(reinterpret_cast<uint64_t>(buffer), bytes, window->device_, &window->table_slot_));
