@@ -62,8 +62,9 @@ struct GinQueues {
   uint32_t counter_count = 0;
   uint32_t signal_count = 0;  // signals of this context (the same on every rank)
   uint32_t signal_base = 0;   // where they start in every rank's signal array
-  // 2.30.3-2.30.4's kernels: a get is consumed only once its bytes landed
-  // (their flush() waits for consumption, and posts no flush descriptor).
+  // A get is consumed only once its bytes landed, for kernels whose flush
+  // waits only for consumption, posting no flush descriptor: 2.30.3-2.30.4's
+  // flush(), and 2.31's flush with a timeout.
   bool gets_consumed_landed = false;
 };
 

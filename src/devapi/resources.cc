@@ -214,10 +214,9 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
   return Status::ok();
 }
 
-Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::Team world, v22809::Team lsa,
-                               v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
-                               ResourceLayout* out) {
-  if (!dev || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
+Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, const DevCommTeams& teams, int gin_contexts,
+                               uint64_t granularity, DevCommBarriers* barriers, ResourceLayout* out) {
+  if (!barriers || !out) return BRAID_ERROR(ncclInvalidArgument, "resource layout: NULL output");
   BRAID_TRY(check_counts({{"barrierCount", reqs.barrierCount},
                           {"lsaBarrierCount", reqs.lsaBarrierCount},
                           {"railGinBarrierCount", reqs.railGinBarrierCount},
@@ -226,20 +225,21 @@ Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::
                           {"ginCounterCount", reqs.ginCounterCount}},
                          gin_contexts, kMaxGinContextsV23000, granularity));
   // Into a copy of the handles, written back only when all is placed.
-  v23000::DevComm d = *dev;
-  DevResourceRequirements world_req{}, rail_req{}, lsa_req{}, hybrid_world_req{}, hybrid_rail_req{}, hybrid_lsa_req{};
-  // A rail connection has no world barrier (NCCL refuses worldGinBarrierCount there).
-  const int hybrid_world = reqs.ginConnectionType == v23000::kGinConnectionRail ? 0 : reqs.barrierCount;
-  BRAID_TRY(gin_barrier_requirement_v23000(world, reqs.worldGinBarrierCount, &d.worldGinBarrier, &world_req));
-  BRAID_TRY(gin_barrier_requirement_v23000(rail, reqs.railGinBarrierCount, &d.railGinBarrier, &rail_req));
-  BRAID_TRY(lsa_barrier_requirement(lsa, reqs.lsaBarrierCount, &d.lsaBarrier, &lsa_req));
-  BRAID_TRY(gin_barrier_requirement_v23000(world, hybrid_world, &d.hybridWorldGinBarrier, &hybrid_world_req));
-  BRAID_TRY(gin_barrier_requirement_v23000(rail, reqs.barrierCount, &d.hybridRailGinBarrier, &hybrid_rail_req));
-  BRAID_TRY(lsa_barrier_requirement(lsa, reqs.barrierCount, &d.hybridLsaBarrier, &hybrid_lsa_req));
+  DevCommBarriers b{};
+  DevResourceRequirements world_req{}, rail_req{}, lsa_req{}, hybrid_dense_req{}, hybrid_rail_req{}, hybrid_lsa_req{};
+  // A rail connection has no dense barrier: its rail barrier is that one
+  // (NCCL refuses worldGinBarrierCount there).
+  const int hybrid_dense = reqs.ginConnectionType == v23000::kGinConnectionRail ? 0 : reqs.barrierCount;
+  BRAID_TRY(gin_barrier_requirement_v23000(teams.world, reqs.worldGinBarrierCount, &b.world, &world_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(teams.rail, reqs.railGinBarrierCount, &b.rail, &rail_req));
+  BRAID_TRY(lsa_barrier_requirement(teams.lsa, reqs.lsaBarrierCount, &b.lsa, &lsa_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(teams.dense, hybrid_dense, &b.hybrid_dense, &hybrid_dense_req));
+  BRAID_TRY(gin_barrier_requirement_v23000(teams.rail, reqs.barrierCount, &b.hybrid_rail, &hybrid_rail_req));
+  BRAID_TRY(lsa_barrier_requirement(teams.lsa, reqs.barrierCount, &b.hybrid_lsa, &hybrid_lsa_req));
   BRAID_TRY(place(reqs.resourceRequirementsList, reqs.ginSignalCount, reqs.ginCounterCount,
-                  {&world_req, &rail_req, &lsa_req, &hybrid_world_req, &hybrid_rail_req, &hybrid_lsa_req},
+                  {&world_req, &rail_req, &lsa_req, &hybrid_dense_req, &hybrid_rail_req, &hybrid_lsa_req},
                   gin_contexts, granularity, out));
-  *dev = d;
+  *barriers = b;
   return Status::ok();
 }
 

@@ -31,7 +31,9 @@
 // barrier and peer) and no buffer, and gave the devComm six barriers of its
 // own, laid out before the user's list in this order: world GIN, rail GIN,
 // LSA, then the hybrid world GIN, rail GIN and LSA barriers of barrierCount
-// (NCCL's ncclDevrCommCreateInternal).  The public
+// (NCCL's ncclDevrCommCreateInternal; 2.31 keeps the order, its hybrid
+// world barrier renamed dense and spanning the ranks GIN connects).  The
+// public
 // ncclGinBarrierCreateRequirement cannot tell which headers its caller was
 // built with (the call and its structs did not change), so it asks for
 // both: 2.28.9's buffer and 2.30's signals, of which a 2.28.9 kernel uses
@@ -76,15 +78,29 @@ Status layout_resources(const v22809::DevCommRequirements& reqs, v22809::Team ls
                         uint64_t granularity, v22809::LsaBarrierHandle* lsa_barrier,
                         v22809::GinBarrierHandle* rail_barrier, ResourceLayout* out);
 
-// The same for 2.30's requirements, with up to kMaxGinContextsV23000
-// contexts, writing the devComm's six barrier handles into `dev`.  The
-// teams are the world, the LSA team and the rail team.  NCCL makes as many
-// contexts as asked, and clients index all of them (DeepEP V2 asks for 65
-// or 129, one per queue pair): the bound only keeps a typo from pinning
-// gigabytes of queues.
+// The barriers a devComm of 2.30 or later has of its own, and the teams
+// they span: the world, the LSA team, the rail team, and the dense GIN
+// team of the hybrid barrier (2.30: the world, its "hybrid world"
+// barrier; 2.31: the ranks a NCCL_GIN_CONNECTION_CUSTOM_STRIDE connects,
+// else the world).
+struct DevCommBarriers {
+  v22809::GinBarrierHandle world, rail;
+  v22809::LsaBarrierHandle lsa;
+  v22809::GinBarrierHandle hybrid_dense, hybrid_rail;
+  v22809::LsaBarrierHandle hybrid_lsa;
+};
+struct DevCommTeams {
+  v22809::Team world, lsa, rail, dense;
+};
+
+// The same for 2.30's and 2.31's requirements (2.31 laid them out as 2.30
+// does where there is no Compute Fabric Transport), with up to
+// kMaxGinContextsV23000 contexts, writing the devComm's six barrier
+// handles into `barriers`.  NCCL makes as many contexts as asked, and
+// clients index all of them (DeepEP V2 asks for 65 or 129, one per queue
+// pair): the bound only keeps a typo from pinning gigabytes of queues.
 constexpr int kMaxGinContextsV23000 = 1024;
-Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, v22809::Team world, v22809::Team lsa,
-                               v22809::Team rail, int gin_contexts, uint64_t granularity, v23000::DevComm* dev,
-                               ResourceLayout* out);
+Status layout_resources_v23000(const v23000::DevCommRequirements& reqs, const DevCommTeams& teams, int gin_contexts,
+                               uint64_t granularity, DevCommBarriers* barriers, ResourceLayout* out);
 
 }  // namespace braid::devapi

@@ -21,6 +21,7 @@ namespace {
 
 namespace v = devapi::v22809;
 namespace v30 = devapi::v23000;
+namespace v31 = devapi::v23100;
 namespace v22900 = devapi::v22900;
 
 // NCCL_API_MAGIC, which 2.29 and later put at byte 8 of their requirements
@@ -121,15 +122,16 @@ RequirementsCopy::RequirementsCopy(const void* reqs) {
   uint32_t magic = 0;
   std::memcpy(&magic, bytes + 8, sizeof(magic));
   const bool versioned = magic == kVersionedMagic;
-  // A versioned struct is copied as far as its size says and 2.30's goes
-  // (2.29's are prefixes of 2.30's; create refuses a size not its version's).
+  // A versioned struct is copied as far as its size says and 2.31's goes
+  // (each release's is a prefix of the next one's; create refuses a size
+  // not its version's).
   size_t size = sizeof(v::DevCommRequirements);
   if (versioned) {
     uint64_t told = 0;
     std::memcpy(&told, bytes, sizeof(told));
-    size = std::clamp<uint64_t>(told, 16, sizeof(v30::DevCommRequirements));
+    size = std::clamp<uint64_t>(told, 16, sizeof(v31::DevCommRequirements));
   }
-  top_.assign(sizeof(v30::DevCommRequirements), 0);
+  top_.assign(sizeof(v31::DevCommRequirements), 0);
   std::memcpy(top_.data(), bytes, size);
   const size_t lists = versioned ? offsetof(v30::DevCommRequirements, resourceRequirementsList)
                                  : offsetof(v::DevCommRequirements, resourceRequirementsList);
@@ -175,34 +177,50 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
     std::memcpy(out, &dev, sizeof(dev));
     return Status::ok();
   }
-  // Versioned requirements: each release's struct is a prefix of 2.30's.
-  v30::DevCommRequirements reqs{};
+  // Versioned requirements: each release's struct is a prefix of the
+  // next one's, and, as NCCL does, braid lays an older one over 2.31's
+  // defaults.  The size says which layout a kernel reads: its version
+  // comes from the <nccl.h> it was built with, which may be braid's
+  // (2.32.6) over 2.30's or 2.31's device headers.
+  v31::DevCommRequirements full = v31::defaults();
+  v30::DevCommRequirements& reqs = full.v23000;
   std::memcpy(&reqs, reqs_bytes, offsetof(v30::DevCommRequirements, resourceRequirementsList));
   const bool narrow = reqs.version >= v22900::kNarrowFirst && reqs.version <= v22900::kNarrowLast;
   const bool wide = reqs.version >= v22900::kWideFirst && reqs.version <= v22900::kWideLast;
   const bool v229 = narrow || wide;
-  const size_t want = narrow ? v22900::kRequirementsBytes : wide ? v22900::kWideRequirementsBytes : sizeof(reqs);
-  // 2.31 grew the requirements (120 bytes) and changed the devComm's
-  // layout, which braid does not write: such a kernel is refused here, not
-  // handed a devComm its inline code would misread.
-  if ((!v229 && reqs.version < NCCL_VERSION(2, 30, 0)) || reqs.size != want)
+  const bool v231 = !v229 && reqs.version >= NCCL_VERSION(2, 31, 0) && reqs.size == sizeof(full);
+  const size_t want = narrow ? v22900::kRequirementsBytes
+                      : wide ? v22900::kWideRequirementsBytes
+                      : v231 ? sizeof(full)
+                             : sizeof(reqs);
+  if ((!v229 && reqs.version < NCCL_VERSION(2, 30, 0)) || reqs.size != want) {
+    const bool later = reqs.version >= NCCL_VERSION(2, 31, 0);
     return BRAID_ERROR(ncclInvalidUsage,
                        "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL {}.{}.{}: braid "
-                       "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7 and 2.30 (whose "
-                       "requirements are {} bytes){}",
-                       reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100, want,
-                       reqs.version >= NCCL_VERSION(2, 31, 0)
-                           ? ", not 2.31's or later: rebuild the kernel against 2.30's device headers"
-                           : "");
-  std::memcpy(&reqs, reqs_bytes, want);
+                       "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7, 2.30 and 2.31, "
+                       "whose requirements for this version are {} bytes{}",
+                       reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100,
+                       later ? fmt::format("{} (2.30's headers) or {}", sizeof(reqs), sizeof(full))
+                             : std::to_string(want),
+                       reqs.size > sizeof(full) ? "; a later ABI is not served: rebuild the kernel against 2.31's "
+                                                  "device headers"
+                                                : "");
+  }
+  std::memcpy(&full, reqs_bytes, want);
   if (v229) return create_v22900(reqs, out);
   // 2.30.3 and 2.30.4 have no ginStrongSignalsRequired and
   // ginVaSignalsRequired (bytes 92 and 93 are their padding): their kernels
   // may use both kinds of signal.
-  if (reqs.version < kV23005) reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = true;
-  v30::DevComm dev{};
-  BRAID_TRY(create_v23000(reqs, &dev));
-  std::memcpy(out, &dev, sizeof(dev));
+  if (!v231 && reqs.version < kV23005) reqs.ginStrongSignalsRequired = reqs.ginVaSignalsRequired = true;
+  v31::DevComm dev{};
+  BRAID_TRY(create_v23100(full, v231, &dev));
+  if (v231) {
+    std::memcpy(out, &dev, sizeof(dev));
+  } else {
+    const bool rail = !reqs.ginForceEnable && reqs.ginConnectionType == v30::kGinConnectionRail;
+    const v30::DevComm old = v31::to_v23000(dev, rail);
+    std::memcpy(out, &old, sizeof(old));
+  }
   return Status::ok();
 }
 
@@ -253,7 +271,7 @@ Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm
                              std::max<uint32_t>(layout.signals, 1), std::max<uint32_t>(layout.counters, 1),
                              gin_queue_size()};
   Made made;
-  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
+  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, offsetof(v::DevComm, ginHandles), &made));
   fill_common(made, &dev);
   if (gin) {
     dev.ginContextCount = uint8_t(contexts);
@@ -270,12 +288,15 @@ Status DeviceComms::create_v22809(const v::DevCommRequirements& reqs, v::DevComm
 }
 
 // 2.30's GIN is on when a connection is asked for (ginForceEnable means a
-// full one); its resources without one are NCCL's invalid argument.
-Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool gin) const {
+// full one); its resources without one are NCCL's invalid argument.  2.31
+// added a connection type (CUSTOM_STRIDE), which 2.30's kernels cannot ask
+// for.
+Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool gin, bool v231) const {
   if (!gin && asks_gin_resources(reqs, true)) return resources_without_connection();
-  if (reqs.ginConnectionType < v30::kGinConnectionNone || reqs.ginConnectionType > v30::kGinConnectionRail)
-    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginConnectionType {} is not NONE, FULL or RAIL",
-                       int(reqs.ginConnectionType));
+  const int last_type = v231 ? v31::kGinConnectionCustomStride : v30::kGinConnectionRail;
+  if (reqs.ginConnectionType < v30::kGinConnectionNone || reqs.ginConnectionType > last_type)
+    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginConnectionType {} is not NONE, FULL, RAIL{}",
+                       int(reqs.ginConnectionType), v231 ? " or CUSTOM_STRIDE" : " (2.30's headers)");
   const devapi::GinMemoryOps* ops = comm_->lsa->memory().gin_ops();
   if (gin && ops && reqs.ginVaSignalsRequired && !ops->adds_in_windows())
     return BRAID_ERROR(ncclInvalidUsage,
@@ -283,7 +304,7 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
                        "initializer), and braid's proxy cannot add to window memory on the {} backend (as NCCL "
                        "refuses a GIN plugin without them); {}",
                        comm_->lsa->memory().name(),
-                       reqs.version < kV23005
+                       !v231 && reqs.version < kV23005
                            ? "a kernel built against device headers before 2.30.5 cannot say it uses none: rebuild "
                              "it against 2.30.7's and set ginVaSignalsRequired = false"
                            : "set ginVaSignalsRequired = false");
@@ -293,9 +314,40 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
   return Status::ok();
 }
 
-Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::DevComm* out) {
+// What 2.31 added to the requirements: braid has no Compute Fabric
+// Transport (cftCaps must be NONE; cftBarrierCount is then ignored, as
+// NCCL ignores it), its one GIN backend is the proxy (ginType NONE means
+// any), and a custom stride must name a team of whole rails inside one LSA
+// team's span (NCCL: at most the rail's stride; braid also wants it to
+// divide the world, or the dense barrier's team would not be one).
+Status DeviceComms::check_v23100(const v31::DevCommRequirements& reqs, bool gin) const {
+  if (reqs.cftCaps != 0)
+    return BRAID_ERROR(ncclInvalidArgument,
+                       "ncclDevCommCreate: cftCaps {:#x} asks for the Compute Fabric Transport, which braid does "
+                       "not have (as NCCL without it, refused)",
+                       reqs.cftCaps);
+  if (gin && reqs.ginType != v31::kGinTypeNone && reqs.ginType != v::kGinTypeProxy)
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: ginType {} asks for a GIN backend braid does not have: its GIN is of the "
+                       "PROXY type ({}), which NCCL_GIN_TYPE_NONE or NCCL_GIN_TYPE_PROXY ask for",
+                       reqs.ginType, int(v::kGinTypeProxy));
+  const int stride = reqs.ginCustomStride, lsa = comm_->lsa->lsa().size;
+  if (reqs.v23000.ginConnectionType == v31::kGinConnectionCustomStride &&
+      (stride < 1 || stride > lsa || comm_->nranks % stride != 0))
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: ginCustomStride {} for NCCL_GIN_CONNECTION_CUSTOM_STRIDE must be from 1 to "
+                       "the LSA team's size ({}) and divide the {} ranks",
+                       stride, lsa, comm_->nranks);
+  return Status::ok();
+}
+
+// The devComm of 2.31's layout, for 2.31's requirements (`v231`) and for
+// 2.30's laid over 2.31's defaults, which create() then gives 2.30's
+// layout, as NCCL serves 2.30's kernels.
+Status DeviceComms::create_v23100(const v31::DevCommRequirements& asked, bool v231, v31::DevComm* out) {
   LsaSpace& space = symmetric_memory(comm_);
-  v30::DevCommRequirements reqs = asked;
+  v31::DevCommRequirements full = asked;
+  v30::DevCommRequirements& reqs = full.v23000;
   if (reqs.ginForceEnable) reqs.ginConnectionType = v30::kGinConnectionFull;  // as NCCL (deprecated flag)
   const bool gin = reqs.ginConnectionType != v30::kGinConnectionNone;
   // ginContextCount is a hint (NCCL's words), but NCCL makes as many as
@@ -303,25 +355,41 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
   const int contexts = gin ? std::clamp(reqs.ginContextCount, 1, devapi::kMaxGinContextsV23000) : 0;
   if (gin && contexts != reqs.ginContextCount)
     BRAID_INFO(kInit, "ncclDevCommCreate: {} GIN contexts asked for, {} made", reqs.ginContextCount, contexts);
-  v30::DevComm dev{};
+  const devapi::LsaShape& lsa = space.lsa();
+  devapi::DevCommBarriers barriers{};
   devapi::ResourceLayout layout;
   Status local = refuse_unservable(reqs.lsaMultimem || reqs.teamRequirementsList, gin);
-  if (local.is_ok()) local = check_v23000_gin(reqs, gin);
-  const devapi::LsaShape& lsa = space.lsa();
-  if (local.is_ok())
-    local = devapi::layout_resources_v23000(
-        reqs, devapi::world_team(comm_->nranks, comm_->rank), devapi::lsa_team(lsa),
-        devapi::rail_team(comm_->nranks, comm_->rank, lsa), contexts, space.memory().granularity(), &dev, &layout);
+  if (local.is_ok()) local = check_v23000_gin(reqs, gin, v231);
+  if (local.is_ok()) local = check_v23100(full, gin);
+  // The team the GIN barriers span: every rank, or a rail, or the ranks a
+  // custom stride apart (braid's one connection reaches every rank, so the
+  // GIN ranks are the world's: a connection stride of 1).
+  const int stride = reqs.ginConnectionType == v31::kGinConnectionCustomStride ? full.ginCustomStride
+                     : reqs.ginConnectionType == v30::kGinConnectionRail     ? lsa.size
+                                                                             : 1;
+  if (local.is_ok()) {
+    const devapi::DevCommTeams teams{devapi::world_team(comm_->nranks, comm_->rank), devapi::lsa_team(lsa),
+                                     devapi::rail_team(comm_->nranks, comm_->rank, lsa),
+                                     devapi::Team{comm_->nranks / stride, comm_->rank / stride, stride}};
+    local = devapi::layout_resources_v23000(reqs, teams, contexts, space.memory().granularity(), &barriers, &layout);
+  }
+  // Kernels of 2.30.3-2.30.4 read 48-byte contexts; their flush, and
+  // 2.31's flush with a timeout, post no flush descriptor and wait only
+  // for a get's slot to be consumed.
+  const bool early = !v231 && reqs.version < kV23005;
   const DeviceGinShape shape{devapi::GfdFormat::kV2,
                              uint32_t(std::max(contexts, 1)),
                              std::max<uint32_t>(layout.signals, 1),
                              std::max<uint32_t>(layout.counters, 1),
                              gin_queue_size(reqs.ginQueueDepth),
-                             reqs.version < kV23005};
+                             early,
+                             early || v231};
   Made made;
-  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr, &made));
+  BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr,
+                 v231 ? offsetof(v31::DevComm, ginHandles) : offsetof(v30::DevComm, ginHandles), &made));
   v::DevComm common{};
   fill_common(made, &common);
+  v31::DevComm dev{};
   dev.magic = kVersionedMagic;
   dev.version = reqs.version;
   dev.rank = common.rank;
@@ -332,21 +400,36 @@ Status DeviceComms::create_v23000(const v30::DevCommRequirements& asked, v30::De
   dev.lsaSize_rcp32 = common.lsaSize_rcp32;
   dev.windowTable = common.windowTable;
   dev.resourceWindow = common.resourceWindow;
-  static_assert(sizeof(dev.resourceWindow_inlined) <= sizeof(common.resourceWindow_inlined));
-  std::memcpy(&dev.resourceWindow_inlined, &common.resourceWindow_inlined, sizeof(dev.resourceWindow_inlined));
+  dev.resourceWindow_inlined = {common.resourceWindow_inlined.lsaFlatBase, common.resourceWindow_inlined.stride4G,
+                                common.resourceWindow_inlined.mcOffset4K};
+  dev.worldGinBarrier = barriers.world;
+  dev.railGinBarrier = barriers.rail;
+  dev.lsaBarrier = barriers.lsa;
+  dev.hybridDenseGinBarrier = barriers.hybrid_dense;
+  dev.hybridRailGinBarrier = barriers.hybrid_rail;
+  dev.hybridLsaBarrier = barriers.hybrid_lsa;
   if (gin) {
     // One connection (braid's proxy reaches every rank), its contexts an
-    // array; world ranks are GIN ranks (not railed).
+    // array, on backend 0 (the windows' ginWinsDefaultBackend).
     dev.ginConnectionCount = 1;
+    dev.backendIndex = 0;
     dev.ginNetDeviceTypes[0] = v::kGinTypeProxy;
     dev.ginHandles[0] = made.gin->device_context();  // the array of contexts
     dev.ginSignalShadows = made.shadows;
     dev.ginContextCount = uint32_t(contexts);
+    dev.ginConnectionStride = 1;
+    dev.ginConnectionStride_rcp32 = v::div_rcp32(1);
+    dev.ginContextStride = stride;
     dev.ginStrongLegacySignals = reqs.ginStrongSignalsRequired;  // braid's signals are all strong
-    dev.ginContextsRailed = reqs.ginConnectionType == v30::kGinConnectionRail;
     dev.ginSignalCount = int(layout.signals);
     dev.ginCounterCount = int(layout.counters);
   }
+  // No Compute Fabric Transport: every rank a CFT team of its own, as NCCL
+  // fills these without one.
+  dev.cftRank = dev.cftMultimemRank = 0;
+  dev.cftSize = dev.cftMultimemSize = 1;
+  dev.cftMultimemSize_rcp32 = v::div_rcp32(1);
+  dev.ucLeId = dev.mcLeId = v31::kLeIdInvalid;
   // NCCL leaves abortFlag NULL in the devComms users create; braid's is
   // raised when the communicator cannot complete (device_liveness.h).
   dev.abortFlag = liveness_->device_flag();
@@ -369,13 +452,15 @@ void DeviceComms::fill_common(const Made& made, v::DevComm* dev) const {
   dev->resourceWindow_inlined = made.resource_image;
 }
 
-Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out) {
+Status DeviceComms::make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin,
+                         size_t gin_handle_at, Made* out) {
   LsaSpace& space = *comm_->lsa;
   DeviceApiMemory& memory = space.memory();
   // Everything local first, then one agreement, so that a rank that cannot
   // serve the request does not leave the others waiting in the collective.
   auto created = std::make_unique<Created>();
   created->memory = &memory;
+  created->gin_handle_at = gin_handle_at;
   if (local.is_ok() && layout.bytes) local = memory.alloc_shareable(layout.bytes, &created->resources);
   if (local.is_ok() && layout.bytes) local = memory.zero(created->resources, layout.bytes);
   if (local.is_ok() && gin) local = check_gin_ids(gin->format, gin->signals, gin->counters);
@@ -437,27 +522,34 @@ Status DeviceComms::make_shared(const devapi::ResourceLayout& layout, const Devi
 }
 
 Status DeviceComms::destroy(const void* dev_bytes) {
-  // Either ABI's devComm: 2.30's starts with NCCL_API_MAGIC, 2.28.9's with
-  // a rank, which is never that.
+  // Any ABI's devComm: 2.30's and 2.31's start with NCCL_API_MAGIC, and
+  // have the rank and resource window at the same offsets; 2.28.9's and
+  // 2.29's start with a rank, which is never that.
+  const char* bytes = static_cast<const char*>(dev_bytes);
   uint32_t magic = 0;
-  std::memcpy(&magic, dev_bytes, sizeof(magic));
+  std::memcpy(&magic, bytes, sizeof(magic));
   int rank = 0, nranks = 0;
-  void *resources = nullptr, *gin = nullptr;
+  void* resources = nullptr;
   if (magic == kVersionedMagic) {
-    const auto& d = *static_cast<const v30::DevComm*>(dev_bytes);
-    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow, gin = d.ginHandles[0];
+    const auto& d = *static_cast<const v31::DevComm*>(dev_bytes);
+    static_assert(offsetof(v31::DevComm, resourceWindow) == offsetof(v30::DevComm, resourceWindow));
+    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow;
   } else {
     const auto& d = *static_cast<const v::DevComm*>(dev_bytes);
-    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow, gin = d.ginHandles[0];
+    rank = d.rank, nranks = d.nRanks, resources = d.resourceWindow;
   }
   if (rank != comm_->rank || nranks != comm_->nranks)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommDestroy: devComm of rank {} of {} is not this "
                        "communicator's (rank {} of {})",
                        rank, nranks, comm_->rank, comm_->nranks);
-  // A devComm is known by its resource window and GIN context (both null
-  // for one that needed neither: any such one will do).
+  // A devComm is known by its resource window and GIN contexts (both null
+  // for one that needed neither: any such one will do), the contexts read
+  // where the ABI it was made for has them.  Every ABI's devComm is 200
+  // bytes or more, past every such offset.
   auto is = [&](const std::unique_ptr<Created>& c) {
+    void* gin = nullptr;
+    std::memcpy(&gin, bytes + c->gin_handle_at, sizeof(gin));
     return (c->window ? c->window->device() : nullptr) == resources &&
            (c->gin ? c->gin->device_context() : nullptr) == gin;
   };
@@ -468,8 +560,8 @@ Status DeviceComms::destroy(const void* dev_bytes) {
     if (it == live_.end())
       return BRAID_ERROR(ncclInvalidArgument,
                          "ncclDevCommDestroy: no live devComm of this communicator has resource "
-                         "window {} and GIN context {} (destroyed already?)",
-                         resources, gin);
+                         "window {} and the GIN contexts this one names (destroyed already?)",
+                         resources);
     gone = std::move(*it);
     live_.erase(it);
   }

@@ -1,11 +1,14 @@
 // Device communicators (ncclDevCommCreate/Destroy) of NCCL's device API,
 // for kernels built against 2.28.9's headers (src/devapi/abi_v22809.h),
-// 2.29's (abi_v22900.h, LSA only) or 2.30's (abi_v23000.h): the ncclDevComm
-// a client kernel takes by value, and the resource buffer behind it.  They
-// are told apart as NCCL tells them: NCCL_API_MAGIC at byte 8 of the
-// requirements marks 2.29's and later, whose version field then says which
-// (2.30's devComm also starts with the magic; 2.28.9's and 2.29's start
-// with a rank).
+// 2.29's (abi_v22900.h, LSA only), 2.30's (abi_v23000.h) or 2.31's
+// (abi_v23100.h): the ncclDevComm a client kernel takes by value, and the
+// resource buffer behind it.  They are told apart as NCCL tells them:
+// NCCL_API_MAGIC at byte 8 of the requirements marks 2.29's and later,
+// whose version field then says which, and for 2.30 and later the size
+// (a kernel built with braid's <nccl.h> says 2.32.6 over 2.30's or 2.31's
+// device headers).  2.30's and 2.31's devComms start with the magic;
+// 2.28.9's and 2.29's with a rank.  As NCCL 2.31 does, braid makes the
+// newest devComm and translates it for a 2.30 kernel.
 //
 // A devComm names the communicator's ranks and LSA team, its window table,
 // and one symmetric, zero-filled resource buffer holding what the
@@ -29,6 +32,9 @@
 //    connection, with 2.30's barriers (devapi/resources.h), VA signals,
 //    gets and flushes.  Every rank is reachable (FULL); a RAIL request is
 //    served by it, as NCCL serves one on a full connection.
+//  - 2.31: 2.30's, on backend 0 with a connection stride of 1, and 2.31's
+//    custom stride (its GIN barriers span the ranks that far apart); a
+//    GIN type other than the proxy is refused.
 //
 // Every devComm of 2.29.5 and later carries the communicator's abort flag
 // (device_liveness.h), raised when a peer dies, a GIN proxy faults or the
@@ -40,7 +46,8 @@
 //    host-mapped queues and signals and copy-engine puts, is built and has
 //    not run on a GPU yet), so also several hosts there; and there 2.30's
 //    VA signals (the proxy has no SM-free atomic on device memory);
-//  - multimem (NVLink SHARP), which braid does not have;
+//  - multimem (NVLink SHARP), and 2.31's Compute Fabric Transport (cftCaps),
+//    which braid does not have;
 //  - GIN for 2.29's clients (NCCL's compatibility layer does not serve it
 //    either); they get LSA, in 2.29's devComm;
 //  - a communicator whose resource buffer some rank cannot map.
@@ -57,6 +64,7 @@
 #include "src/devapi/abi_v22809.h"
 #include "src/devapi/abi_v22900.h"
 #include "src/devapi/abi_v23000.h"
+#include "src/devapi/abi_v23100.h"
 #include "src/devapi/resources.h"
 #include "src/runtime/device_gin.h"
 #include "src/runtime/device_liveness.h"
@@ -108,6 +116,7 @@ class DeviceComms {
     void* resources = nullptr;  // the shareable allocation
     std::unique_ptr<LsaWindow> window;
     std::unique_ptr<DeviceGin> gin;
+    size_t gin_handle_at = 0;  // where the devComm handed out has ginHandles[0]
     ~Created();
   };
   // What a devComm of either ABI points at, once made.
@@ -123,13 +132,16 @@ class DeviceComms {
   Status create_v22809(const devapi::v22809::DevCommRequirements& reqs, devapi::v22809::DevComm* out,
                        Status refused = Status::ok(), bool lsa_only = false);
   Status create_v22900(const devapi::v23000::DevCommRequirements& reqs, void* out);
-  Status create_v23000(const devapi::v23000::DevCommRequirements& reqs, devapi::v23000::DevComm* out);
+  Status create_v23100(const devapi::v23100::DevCommRequirements& reqs, bool v231, devapi::v23100::DevComm* out);
   Status refuse_unservable(bool multimem, bool gin) const;
-  Status check_v23000_gin(const devapi::v23000::DevCommRequirements& reqs, bool gin) const;
+  Status check_v23000_gin(const devapi::v23000::DevCommRequirements& reqs, bool gin, bool v231) const;
+  Status check_v23100(const devapi::v23100::DevCommRequirements& reqs, bool gin) const;
   // Collective: agrees that every rank's `local` is ok, then allocates,
   // zeroes and maps the resource buffer `layout` describes and the GIN
-  // contexts `gin` describes (null: none).
-  Status make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Made* out);
+  // contexts `gin` describes (null: none), for a devComm whose ABI has
+  // ginHandles[0] at byte `gin_handle_at`.
+  Status make(Status local, const devapi::ResourceLayout& layout, const DeviceGinShape* gin, size_t gin_handle_at,
+              Made* out);
   Status make_shared(const devapi::ResourceLayout& layout, const DeviceGinShape* gin, Created* created, Made* made,
                      bool* in_step);
   void fill_common(const Made& made, devapi::v22809::DevComm* dev) const;

@@ -96,7 +96,7 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
     q.counter_count = shape.counters;
     q.signal_count = shape.signals;
     q.signal_base = c * shape.signals;
-    q.gets_consumed_landed = shape.before_v23005;
+    q.gets_consumed_landed = shape.gets_consumed_landed;
     auto* gfds = reinterpret_cast<uint64_t*>(mapped + at.gfds);
     auto* cis = reinterpret_cast<uint32_t*>(mapped + at.cis);
     auto* counters = reinterpret_cast<uint64_t*>(mapped + at.counters);

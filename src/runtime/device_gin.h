@@ -55,9 +55,11 @@ struct DeviceGinShape {
   uint32_t counters = 1;
   uint32_t queue_size = 256;  // a power of two
   // Format 2 for a kernel built against 2.30.3-2.30.4's headers: their
-  // 48-byte context structs (2.28.9's fields; 2.30.5's on are 72 bytes),
-  // and gets consumed once landed (GinQueues::gets_consumed_landed).
+  // 48-byte context structs (2.28.9's fields; 2.30.5's on are 72 bytes).
   bool before_v23005 = false;
+  // Gets consumed once landed (GinQueues::gets_consumed_landed), for
+  // kernels whose flush may post no flush descriptor.
+  bool gets_consumed_landed = false;
 };
 
 class DeviceGin {

@@ -236,17 +236,18 @@ TEST_CASE("device resources: 2.30's layout of the devComm's six barriers", "[dev
   reqs.resourceRequirementsList = &mine;
   // 8 ranks: 2 hosts of 4; this rank is world 5, LSA rank 1, rail rank 1.
   const v::Team world{8, 5, 1}, lsa{4, 1, 1}, rail{2, 1, 4};
-  v30::DevComm dev{};
+  DevCommTeams teams{world, lsa, rail, world};
+  DevCommBarriers dev{};
   ResourceLayout layout;
-  REQUIRE(layout_resources_v23000(reqs, world, lsa, rail, 3, 4096, &dev, &layout).is_ok());
-  CHECK(dev.worldGinBarrier.signal0 == 4);                 // 1 x 8 signals: 4..11
-  CHECK(dev.railGinBarrier.signal0 == 12);                 // 3 x 2: 12..17
-  CHECK(dev.lsaBarrier.bufHandle == 0);                    // the first bytes: (3 + 4) x 4
-  CHECK(dev.lsaBarrier.nBarriers == 1);
-  CHECK(dev.hybridWorldGinBarrier.signal0 == 18);          // 2 x 8: 18..33
-  CHECK(dev.hybridRailGinBarrier.signal0 == 34);           // 2 x 2: 34..37
-  CHECK(dev.hybridLsaBarrier.bufHandle == 1);              // at 128
-  CHECK(dev.hybridLsaBarrier.nBarriers == 2);
+  REQUIRE(layout_resources_v23000(reqs, teams, 3, 4096, &dev, &layout).is_ok());
+  CHECK(dev.world.signal0 == 4);         // 1 x 8 signals: 4..11
+  CHECK(dev.rail.signal0 == 12);         // 3 x 2: 12..17
+  CHECK(dev.lsa.bufHandle == 0);         // the first bytes: (3 + 4) x 4
+  CHECK(dev.lsa.nBarriers == 1);
+  CHECK(dev.hybrid_dense.signal0 == 18);  // 2 x 8: 18..33
+  CHECK(dev.hybrid_rail.signal0 == 34);   // 2 x 2: 34..37
+  CHECK(dev.hybrid_lsa.bufHandle == 1);   // at 128
+  CHECK(dev.hybrid_lsa.nBarriers == 2);
   CHECK(mine_handle == 2);                                 // (3 x 2 + 2 x 4) x 4 = 56 bytes later, at 256
   CHECK(mine_signal == 38);
   CHECK(layout.signals == 39);
@@ -258,13 +259,32 @@ TEST_CASE("device resources: 2.30's layout of the devComm's six barriers", "[dev
   // negative counts: refused, nothing written.
   reqs.ginConnectionType = v30::kGinConnectionRail;
   reqs.worldGinBarrierCount = 0;
-  REQUIRE(layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout).is_ok());
-  CHECK(dev.hybridWorldGinBarrier.signal0 == dev.hybridRailGinBarrier.signal0);  // it took no signals
-  CHECK(layout_resources_v23000(reqs, world, lsa, rail, 1025, 4096, &dev, &layout).code() == ncclInvalidArgument);
+  REQUIRE(layout_resources_v23000(reqs, teams, 1, 4096, &dev, &layout).is_ok());
+  CHECK(dev.hybrid_dense.signal0 == dev.hybrid_rail.signal0);  // it took no signals
+  CHECK(layout_resources_v23000(reqs, teams, 1025, 4096, &dev, &layout).code() == ncclInvalidArgument);
   reqs.worldGinBarrierCount = -1;
   mine_handle = 99;
-  Status negative = layout_resources_v23000(reqs, world, lsa, rail, 1, 4096, &dev, &layout);
+  Status negative = layout_resources_v23000(reqs, teams, 1, 4096, &dev, &layout);
   CHECK(negative.code() == ncclInvalidArgument);
   CHECK_THAT(negative.message(), Catch::Contains("worldGinBarrierCount is -1"));
   CHECK(mine_handle == 99);
+}
+
+// 2.31's hybrid dense barrier spans the team its GIN connection asks for:
+// with a custom stride of 2 on 8 ranks, the 4 ranks of this rank's residue
+// mod 2, so barrierCount x 4 signals.
+TEST_CASE("device resources: 2.31's dense barrier spans the custom stride's team", "[devapi][resources][v231]") {
+  namespace v30 = braid::devapi::v23000;
+  v30::DevCommRequirements reqs{};
+  reqs.barrierCount = 2;
+  reqs.ginSignalCount = 1;
+  reqs.ginConnectionType = v30::kGinConnectionFull;
+  const v::Team world{8, 5, 1}, lsa{4, 1, 1}, rail{2, 1, 4}, dense{4, 2, 2};
+  DevCommBarriers dev{};
+  ResourceLayout layout;
+  REQUIRE(layout_resources_v23000(reqs, DevCommTeams{world, lsa, rail, dense}, 1, 4096, &dev, &layout).is_ok());
+  CHECK(dev.world.signal0 == 1);         // no world or rail barriers asked for: they take no signals
+  CHECK(dev.hybrid_dense.signal0 == 1);  // 2 x 4: 1..8
+  CHECK(dev.hybrid_rail.signal0 == 9);   // 2 x 2: 9..12
+  CHECK(layout.signals == 13);
 }

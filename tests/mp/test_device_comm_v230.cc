@@ -51,9 +51,13 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
       dev.ginContextCount != 0 || !dev.abortFlag || __atomic_load_n(dev.abortFlag, __ATOMIC_ACQUIRE) != 0 ||
       dev.hybridLsaBarrier.b != 0)
     f.fail("2.30 devComm: table, resources, barriers, GIN or abortFlag");
-  // The inlined window is the window struct's first 64 bytes (host memory here).
-  if (std::memcmp(&dev.resourceWindow_inlined, dev.resourceWindow, sizeof dev.resourceWindow_inlined) != 0)
-    f.fail("resourceWindow_inlined is not the window's first 64 bytes");
+  // The inlined window holds what the device reads of the window struct
+  // (host memory here), the rest zero, as NCCL fills it.
+  const auto& window = *static_cast<const Window230*>(dev.resourceWindow);
+  const auto& inlined = dev.resourceWindow_inlined;
+  if (inlined.lsaFlatBase != window.lsaFlatBase || inlined.stride4G != window.stride4G ||
+      inlined.mcOffset4K != window.mcOffset4K || inlined.reserved1[0] || inlined.reserved3[31])
+    f.fail("resourceWindow_inlined is not the window's lsaFlatBase, stride4G and mcOffset4K");
   const size_t user = size_t(mine_handle) * 128;
   for (int p = 0; p < n; ++p)
     if (resource(dev, p, user)[rank] != 0) f.fail("resource buffer not zeroed");
@@ -101,20 +105,18 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   Reqs230 old = initializer();
   old.version = NCCL_VERSION(2, 29, 7);
   refused(old, ncclInvalidUsage, "are 88 bytes", "2.29.7's version on 2.30's struct");
-  // A kernel built against 2.31.2's device headers (NCCLX's 2.31 tree):
-  // 120-byte requirements, another devComm layout.  Refused, never served
-  // as 2.30's.
+  // Requirements past 2.31's 120 bytes (2.32.4 appended fields): a later
+  // device ABI, refused, never served as an earlier one.
   struct {
     Reqs230 head;
-    char tail[24];
-  } v231{initializer(), {}};
-  static_assert(sizeof v231 == 120);
-  v231.head.size = sizeof v231;
-  v231.head.version = NCCL_VERSION(2, 31, 2);
+    char tail[32];
+  } later{initializer(), {}};
+  later.head.size = sizeof later;
+  later.head.version = NCCL_VERSION(2, 32, 4);
   DevComm230 unserved{};
-  if (dev_comm_create(comm, &v231, &unserved) != ncclInvalidUsage) f.fail("2.31.2's requirements not refused");
-  if (std::string(ncclGetLastError(comm)).find("rebuild the kernel against 2.30's") == std::string::npos)
-    f.fail(std::string("2.31.2's message: ") + ncclGetLastError(comm));
+  if (dev_comm_create(comm, &later, &unserved) != ncclInvalidUsage) f.fail("2.32.4's requirements not refused");
+  if (std::string(ncclGetLastError(comm)).find("rebuild the kernel against 2.31's") == std::string::npos)
+    f.fail(std::string("2.32.4's message: ") + ncclGetLastError(comm));
   float in = 1, out = 0;
   MP_NCCL(f, ncclAllReduce(&in, &out, 1, ncclFloat, ncclSum, comm, nullptr));
   if (out != float(n)) f.fail("allreduce after the refusals");

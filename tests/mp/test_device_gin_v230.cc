@@ -8,9 +8,11 @@
 // word of a window); a get from the next rank's window followed by the
 // flush a Wait posts to its own queue.  On one host (threads, processes)
 // and on two emulated hosts (TCP between them, where the get is answered
-// over the stream).  Then a 2.28.9 descriptor in a 2.30 queue, which the
-// proxy refuses and ncclCommGetAsyncError reports; and a kernel built
-// against 2.30.4's headers (version-1 descriptors, no signal switches).
+// over the stream); the same through a devComm of 2.31's layout, whose GIN
+// contexts and descriptors are 2.30's.  Then a 2.28.9 descriptor in a 2.30
+// queue, which the proxy refuses and ncclCommGetAsyncError reports; and a
+// kernel built against 2.30.4's headers (version-1 descriptors, no signal
+// switches).
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "devapi_v230_client.h"
+#include "devapi_v231_client.h"
 #include "gin_setups.h"
 #include "harness.h"
 #include "scoped_env.h"
@@ -108,7 +111,10 @@ struct Dst {
   size_t bytes() const { return got() + kChunk; }
 };
 
-void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
+// The traffic above, through a devComm of 2.30's layout, or 2.31's (whose
+// contexts, descriptors and windows are 2.30's).
+template <bool kV231>
+void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
   const Dst at{n};
   const size_t src_bytes = size_t(kContexts) * n * kChunk;
   char *src = nullptr, *dst = nullptr;
@@ -123,10 +129,10 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclCommWindowRegister(comm, dst + kWinAlign, at.bytes(), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
   Reqs230 reqs = gin_reqs(kContexts, 2);  // signal 0: the AlltoAll's, 1: putValue's
   reqs.ginCounterCount = 1;
-  DevComm230 dev{};
-  MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
-  auto* ctx = static_cast<ProxyCtx230*>(dev.ginHandles[0]);
-  if (!src_win || !dst_win || !ctx || dev.ginContextCount != kContexts) return f.fail("no 2.30 GIN contexts");
+  v231::GinDevComm dev(kV231);
+  MP_NCCL(f, dev.create(comm, reqs));
+  ProxyCtx230* ctx = dev.contexts();
+  if (!src_win || !dst_win || !ctx || dev.context_count() != kContexts) return f.fail("no GIN contexts");
   if (view(src_win).numSegments != 1 || view(dst_win).numSegments != 1) f.fail("windows of one segment");
   const char* depth = std::getenv("NCCL_GIN_PROXY_QUEUE_SIZE");
   if (ctx[0].nranks != n || ctx[0].queueSize != (depth ? uint32_t(std::atoi(depth)) : 256u))
@@ -181,6 +187,9 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
                             build_gfd2(kGet, kChunk, gin_off(src_win, size_t(rank) * kChunk), handle(src_win),
                                        gin_off(dst_win, at.got()), handle(dst_win), 0, 0, 0));
   if (got < 0 || !wait_consumed(&ctx[1], next, uint32_t(got))) return f.fail("the get was never consumed");
+  // 2.31's flush with a timeout posts no flush descriptor: it waits only
+  // for the get's slot, whose bytes must then be there (over TCP too).
+  if (kV231 && dst[kWinAlign + at.got()] != fill(next, rank, 0, 0)) f.fail("a get consumed before its bytes landed");
   const int64_t flushed = post2(&ctx[1], rank, build_gfd2(kFlush, 0, 0, 0, 0, 0, 0, 0, 0));
   if (flushed < 0 || !wait_consumed(&ctx[1], rank, uint32_t(flushed))) return f.fail("the flush was never consumed");
   for (size_t i = 0; i < kChunk; ++i)
@@ -192,7 +201,7 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
   if (async != ncclSuccess) f.fail(std::string("async error after good descriptors: ") + ncclGetLastError(comm));
   barrier_all(comm, f);  // no rank's proxy still reads a window about to go
-  MP_NCCL(f, dev_comm_destroy(comm, &dev));
+  MP_NCCL(f, dev.destroy(comm));
   MP_NCCL(f, ncclCommWindowDeregister(comm, src_win));
   MP_NCCL(f, ncclCommWindowDeregister(comm, dst_win));
   MP_NCCL(f, ncclMemFree(src));
@@ -204,7 +213,14 @@ void gin_v230(int rank, int n, ncclComm_t comm, Failures& f) {
 TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.30's device does",
           "[device][gin][v230]") {
   // On two emulated hosts, puts, VA signals and gets to the other host go over TCP.
-  CHECK(run_gin_setups(gin_v230, "gin230-host-") == 0);
+  CHECK(run_gin_setups(gin_traffic<false>, "gin230-host-") == 0);
+}
+
+// A kernel built against 2.31's headers posts as 2.30's does, through the
+// contexts at 2.31's ginHandles (and windows whose GIN handles are read
+// as backend 0's).
+TEST_CASE("device API 2.31 GIN: puts, signals, VA signals and gets through a 2.31 devComm", "[device][gin][v231]") {
+  CHECK(run_gin_setups(gin_traffic<true>, "gin231-host-") == 0);
 }
 
 TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynchronous error", "[device][gin][v230]") {

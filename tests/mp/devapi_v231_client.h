@@ -1,0 +1,111 @@
+// A client of NCCL 2.31's device headers, on the CPU: the structs its
+// headers define that differ from 2.30's (devapi_v230_client.h), written
+// here from 2.31.2's layout (measured against NVIDIA's 2.31.2 headers; the
+// installed ones are 2.28.9's).  Its windows, GIN contexts and descriptors
+// are 2.30's.  For the 2.31 device API tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "devapi_v230_client.h"
+
+namespace v231 {
+
+using v230::Handle;
+
+struct Reqs231 {  // ncclDevCommRequirements, 2.31: 2.30's, then five members
+  v230::Reqs230 v230;
+  int ginCustomStride;
+  int ginType;  // ncclGinType_t: NONE 0 (any), PROXY 2, GDAKI 3, GPI 4, EFA_GDA 5
+  bool useRuntimeVersion;
+  int cftCaps;
+  int cftBarrierCount;
+};
+static_assert(sizeof(Reqs231) == 120 && offsetof(Reqs231, ginType) == 100 && offsetof(Reqs231, cftCaps) == 108);
+
+enum : int { kNone = 0, kFull = 1, kRail = 2, kCustomStride = 3 };  // ncclGinConnectionType_t
+
+inline Reqs231 initializer() {  // NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER of 2.31.2's headers
+  Reqs231 r{};
+  r.v230 = v230::initializer();
+  r.v230.size = sizeof(r);
+  r.v230.version = NCCL_VERSION(2, 31, 2);
+  r.ginCustomStride = 1;
+  return r;
+}
+
+struct DevComm231 {  // ncclDevComm, 2.31
+  uint32_t magic, version;
+  int rank, nRanks;
+  uint32_t nRanks_rcp32;
+  int lsaRank, lsaSize;
+  uint32_t lsaSize_rcp32;
+  void* windowTable;
+  void* resourceWindow;
+  struct {
+    char* lsaFlatBase;
+    uint32_t stride4G, mcOffset4K;
+  } resourceWindow_inlined;
+  Handle hybridDenseGinBarrier;
+  void* lsaMultimem;
+  Handle lsaBarrier, railGinBarrier;
+  uint8_t ginConnectionCount;
+  uint8_t backendIndex;
+  uint8_t ginNetDeviceTypes[4];
+  void* ginHandles[4];
+  int ginSignalCount, ginCounterCount;
+  uint64_t* ginSignalShadows;
+  uint32_t ginContextCount;
+  int ginConnectionStride, ginContextStride;
+  bool ginStrongLegacySignals;
+  uint32_t* abortFlag;
+  Handle hybridLsaBarrier, hybridRailGinBarrier, worldGinBarrier;
+  uint32_t ginConnectionStride_rcp32;
+  int cftRank, cftSize, cftMultimemRank, cftMultimemSize;
+  uint32_t cftMultimemSize_rcp32;
+  uint32_t ucLeId, mcLeId;
+  Handle cftBarrier, cftMultimemBarrier;
+};
+static_assert(sizeof(DevComm231) == 248 && offsetof(DevComm231, hybridDenseGinBarrier) == 64 &&
+              offsetof(DevComm231, backendIndex) == 97 && offsetof(DevComm231, ginHandles) == 104 &&
+              offsetof(DevComm231, ginConnectionStride) == 156 && offsetof(DevComm231, abortFlag) == 168 &&
+              offsetof(DevComm231, ginConnectionStride_rcp32) == 200 && offsetof(DevComm231, ucLeId) == 224);
+
+// LSA rank `peer`'s copy of byte `offset` of the resource buffer, by the
+// headers' arithmetic on the inlined window.
+inline char* resource(const DevComm231& d, int peer, size_t offset) {
+  const uint64_t base = reinterpret_cast<uint64_t>(d.resourceWindow_inlined.lsaFlatBase);
+  return reinterpret_cast<char*>(base + (uint64_t(uint32_t(peer) * d.resourceWindow_inlined.stride4G) << 32) + offset);
+}
+
+// A GIN devComm of 2.30's or 2.31's layout, for tests that run the same
+// traffic on both: made from 2.30's requirements (laid into 2.31's
+// initializer for a 2.31 client), its contexts where its layout has them.
+class GinDevComm {
+ public:
+  explicit GinDevComm(bool is_v231) : v231_(is_v231) {}
+  ncclResult_t create(ncclComm_t comm, const v230::Reqs230& reqs) {
+    if (!v231_) return v230::dev_comm_create(comm, &reqs, &d230_);
+    Reqs231 r = initializer();
+    r.v230 = reqs;
+    r.v230.size = sizeof(r);
+    r.v230.version = NCCL_VERSION(2, 31, 2);
+    return v230::dev_comm_create(comm, &r, &d231_);
+  }
+  ncclResult_t destroy(ncclComm_t comm) {
+    return v231_ ? v230::dev_comm_destroy(comm, &d231_) : v230::dev_comm_destroy(comm, &d230_);
+  }
+  v230::ProxyCtx230* contexts() const {
+    return static_cast<v230::ProxyCtx230*>(v231_ ? d231_.ginHandles[0] : d230_.ginHandles[0]);
+  }
+  uint32_t context_count() const { return v231_ ? d231_.ginContextCount : d230_.ginContextCount; }
+  const DevComm231& v231() const { return d231_; }
+
+ private:
+  bool v231_;
+  v230::DevComm230 d230_{};
+  DevComm231 d231_{};
+};
+
+}  // namespace v231
