@@ -1,4 +1,4 @@
-// Host-side queries NCCL 2.29-2.30 added to its device API
+// Host-side queries NCCL 2.29-2.31 added to its device API
 // (nccl_device/core.h): ncclCommQueryProperties and the window pointer
 // queries.  braid ships no nccl_device headers; these have NCCL's names,
 // signatures and struct layout, so a program built against NVIDIA's
@@ -6,23 +6,26 @@
 //
 // What they say on braid: a communicator's rank, size and device; device
 // API support on a GPU whose memory braid can share (cuMem), as
-// ncclDevCommCreate serves 2.30 clients there; no multimem; GIN of the
-// proxy type where braid's proxy serves it (memory the host reaches: the
-// host backend); host one-sided RMA where the backend has it.  A peer's window pointer is its copy in the
-// flat LSA range where the window is symmetric; otherwise where the
-// backend maps it into this process (the host backend: ranks that are
-// threads of one process, src/exec/host/host_windows.h).
+// ncclDevCommCreate serves 2.30 and 2.31 clients there; no multimem; GIN of
+// the proxy type where braid's proxy serves it (memory the host reaches:
+// the host backend), on one connection that reaches every rank; host
+// one-sided RMA where the backend has it.  A peer's window pointer is its
+// copy in the flat LSA range where the window is symmetric; otherwise
+// where the backend maps it into this process (the host backend: ranks
+// that are threads of one process, src/exec/host/host_windows.h).
 #include <cstring>
 #include <mutex>
 #include <vector>
 
+#include "src/devapi/abi_v23100.h"
 #include "src/devapi/teams.h"
 #include "src/shim/api.h"
 
 using namespace braid;
 
-// nccl_device/core.h's ncclCommProperties (2.30.7), member for member.
-// 2.29's ends after ginType (40 bytes); 2.30 appended the last three.
+// nccl_device/core.h's ncclCommProperties (2.31.2), member for member.
+// 2.29's ends after ginType (40 bytes); 2.30 appended nLsaTeams,
+// hostRmaSupport and railedGinType (56 bytes); 2.31 the rest (144).
 typedef enum { kGinNone = 0, kGinProxy = 2 } braid_gin_type_t;  // ncclGinType_t
 struct ncclCommProperties {
   size_t size;
@@ -38,10 +41,18 @@ struct ncclCommProperties {
   int nLsaTeams;
   bool hostRmaSupport;
   braid_gin_type_t railedGinType;
+  uint64_t commHash;
+  int ginMinStride;               // the smallest stride of ranks GIN connects
+  int ginConnectionType;          // ncclGinConnectionType_t: NONE 0, FULL 1, RAIL 2
+  bool ginSupport[64];            // per ncclGinType_t, whether a devComm may ask for it
+  size_t devCommRuntimeVersionSize;  // the devComm a useRuntimeVersion client gets
 };
+constexpr size_t kProperties230 = offsetof(ncclCommProperties, commHash);
 static_assert(offsetof(ncclCommProperties, ginType) == 36 && offsetof(ncclCommProperties, nLsaTeams) == 40 &&
-              offsetof(ncclCommProperties, railedGinType) == 48 && sizeof(ncclCommProperties) == 56,
-              "NCCL 2.30.7's ncclCommProperties_t");
+              offsetof(ncclCommProperties, railedGinType) == 48 && kProperties230 == 56 &&
+              offsetof(ncclCommProperties, ginSupport) == 72 &&
+              offsetof(ncclCommProperties, devCommRuntimeVersionSize) == 136 && sizeof(ncclCommProperties) == 144,
+              "NCCL 2.31.2's ncclCommProperties_t");
 struct ncclMultimemHandle {
   void* mcBasePtr;
 };
@@ -95,19 +106,31 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   const bool gin = !v229 && comm->backend && comm->backend->device_api_memory().gin_ops();
   p.ginType = p.railedGinType = gin ? kGinProxy : kGinNone;
   if (v229) p.deviceApiSupport = p.deviceApiSupport && lsa_size == comm->nranks;
-  // A client of 2.31's or later device headers (its struct past 2.30's 56
-  // bytes, which 2.31 keeps as they are): ncclDevCommCreate refuses it
-  // (braid does not write its devComm), so no device API and no GIN.
+  // 2.31's members, which NCCL fills for a 2.31 or later client: braid's
+  // one GIN connection reaches every rank (FULL, stride 1), of the proxy
+  // type, and its devComms are 2.31's (device_comm.h).
+  if (version >= NCCL_VERSION(2, 31, 0)) {
+    p.commHash = comm->comm_hash;
+    p.ginConnectionType = gin ? 1 : 0;
+    p.ginMinStride = gin ? 1 : lsa_size;
+    p.ginSupport[kGinProxy] = gin;
+    p.devCommRuntimeVersionSize = sizeof(devapi::v23100::DevComm);
+  }
+  // A struct past 2.31's 144 bytes is a later client's (2.32 appended the
+  // Compute Fabric Transport's flags), whose devComm braid does not write
+  // (ncclDevCommCreate refuses it): no device API and no GIN.
   if (size > sizeof(p) && version >= NCCL_VERSION(2, 31, 0)) {
     p.deviceApiSupport = false;
     p.ginType = p.railedGinType = kGinNone;
+    p.ginConnectionType = 0;
+    p.ginSupport[kGinProxy] = false;
     // Its program may stop on that answer with a message of its own: say why once.
     static std::once_flag said;
     std::call_once(said, [&] {
-      BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}.{}.{}'s device headers is told there is no "
-                 "device API: braid serves kernels built against 2.28.9's, 2.29's and 2.30's (rebuild against "
-                 "2.30.7's)",
-                 version / 10000, version / 100 % 100, version % 100);
+      BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}.{}.{}'s device headers ({}-byte properties) is told "
+                 "there is no device API: braid serves kernels built against 2.28.9's, 2.29's, 2.30's and 2.31's "
+                 "(rebuild against 2.31.2's)",
+                 version / 10000, version / 100 % 100, version % 100, size);
     });
   }
   // Only the members the caller's struct has.

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "collective_check.h"
@@ -464,19 +465,48 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
           DeviceProperties v229 = properties(sizeof(DeviceProperties), NCCL_VERSION(2, 29, 7));
           MP_NCCL(f, ncclCommQueryProperties(comm, &v229));
           if (v229.ginType != 0 || v229.railedGinType != 0 || v229.nRanks != n) f.fail("2.29.7 properties");
-          // A 2.31.2 client (its 144-byte struct, 2.30's 56 bytes first): no
-          // device API or GIN, which braid does not serve it; nothing past
-          // 56 bytes is written.
-          struct {
+          // A 2.31.2 client (its 144-byte struct, 2.30's 56 bytes first): the
+          // communicator's hash, and GIN of the proxy type on a FULL
+          // connection; its devComm of 248 bytes.
+          struct Properties231 {
             DeviceProperties head;
-            unsigned char tail[88];
-          } v231{properties(144, NCCL_VERSION(2, 31, 2)), {}};
-          static_assert(sizeof v231 == 144);
-          std::memset(v231.tail, 0x5a, sizeof v231.tail);
+            uint64_t commHash;
+            int ginMinStride, ginConnectionType;
+            bool ginSupport[64];
+            size_t devCommRuntimeVersionSize;
+          };
+          static_assert(sizeof(Properties231) == 144 && offsetof(Properties231, ginSupport) == 72);
+          Properties231 v231;
+          std::memset(&v231, 0x5a, sizeof v231);
+          v231.head = properties(144, NCCL_VERSION(2, 31, 2));
           MP_NCCL(f, ncclCommQueryProperties(comm, &v231.head));
-          if (v231.head.ginType != 0 || v231.head.railedGinType != 0 || v231.head.deviceApiSupport ||
-              v231.head.nRanks != n || v231.tail[0] != 0x5a || v231.tail[87] != 0x5a)
-            f.fail("2.31.2 properties");
+          // The same nonzero hash on every rank.
+          std::vector<uint64_t> hashes(n);
+          MP_NCCL(f, ncclAllGather(&v231.commHash, hashes.data(), 1, ncclUint64, comm, nullptr));
+          const uint64_t hash = hashes[0];
+          if (hash == 0 || std::count(hashes.begin(), hashes.end(), hash) != n) f.fail("commHash differs");
+          bool only_proxy = v231.ginSupport[2];
+          for (int t = 0; t < 64; ++t) only_proxy = only_proxy && (t == 2 || !v231.ginSupport[t]);
+          if (v231.head.ginType != 2 || v231.head.railedGinType != 2 || v231.head.nRanks != n ||
+              v231.commHash != hash || v231.ginMinStride != 1 || v231.ginConnectionType != 1 || !only_proxy ||
+              v231.devCommRuntimeVersionSize != 248)
+            f.fail(fmt::format("2.31.2 properties: hash {:#x} (comm {:#x}), stride {}, connection {}, devComm {}",
+                               v231.commHash, hash, v231.ginMinStride, v231.ginConnectionType,
+                               v231.devCommRuntimeVersionSize));
+          // A later client's struct (2.32 appended CFT flags): no device API
+          // or GIN, whose devComm braid does not write; nothing past 144
+          // bytes is written.
+          struct {
+            Properties231 known;
+            unsigned char tail[8];
+          } later;
+          std::memset(&later, 0x5a, sizeof later);
+          later.known.head = properties(sizeof later, NCCL_VERSION(2, 32, 4));
+          MP_NCCL(f, ncclCommQueryProperties(comm, &later.known.head));
+          if (later.known.head.ginType != 0 || later.known.head.deviceApiSupport || later.known.ginSupport[2] ||
+              later.known.ginConnectionType != 0 || later.known.head.nRanks != n || later.tail[0] != 0x5a ||
+              later.tail[7] != 0x5a)
+            f.fail("2.32.4 properties");
           // A 2.29 struct (40 bytes): nothing past it is written.
           DeviceProperties old = properties(40, NCCL_VERSION(2, 29, 2));
           old.nLsaTeams = -5;
