@@ -109,6 +109,64 @@ BRAID_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam team, int rank) {
 }
 BRAID_PROFILING_ALIAS(int, ncclTeamRankToLsa, (ncclComm_t, ncclTeam, int))
 
+// 2.31's Compute Fabric Transport teams.  braid has no CFT, and NCCL
+// without it makes every rank a CFT team of its own: the flat team and the
+// multimem one are {1, 0, 1}.  Of the hierarchical teams (ncclCftTeamMode_t:
+// FLAT 0, HIER_MULTIMEM 1, HIER_LSA 2), the one over multimem teams of one
+// rank is that team too; the one over LSA teams has no rank where an LSA
+// team has several (NCCL's arithmetic gives {0, 0, lsaSize}): refused.
+BRAID_API ncclTeam ncclTeamCft(ncclComm_t comm, int mode) {
+  return team_call(comm, "ncclTeamCft", kNoTeam, [&](ncclTeam* out) {
+    devapi::LsaShape lsa;
+    BRAID_TRY(comm_lsa(comm, &lsa));
+    if (mode < 0 || mode > 2) return BRAID_ERROR(ncclInvalidArgument, "CFT team mode {} is not FLAT, HIER_MULTIMEM "
+                                                 "or HIER_LSA", mode);
+    if (mode == 2 && lsa.size > 1)
+      return BRAID_ERROR(ncclInvalidArgument, "braid has no Compute Fabric Transport: each rank is a CFT team of one, "
+                         "which LSA teams of {} ranks cannot divide (NCCL_CFT_TEAM_HIER_LSA)", lsa.size);
+    *out = ncclTeam{1, 0, 1};
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclTeam, ncclTeamCft, (ncclComm_t, int))
+
+BRAID_API ncclTeam ncclTeamCftMultimem(ncclComm_t comm) {
+  return team_call(comm, "ncclTeamCftMultimem", kNoTeam, [&](ncclTeam* out) {
+    if (!usable(comm)) return BRAID_ERROR(ncclInvalidArgument, "communicator is NULL, destroyed or not initialised");
+    *out = ncclTeam{1, 0, 1};
+    return Status::ok();
+  });
+}
+BRAID_PROFILING_ALIAS(ncclTeam, ncclTeamCftMultimem, (ncclComm_t))
+
+// Its logical-endpoint queries: NCCL without CFT refuses them alike.
+namespace {
+Status no_cft(const char* function) {
+  return BRAID_ERROR(ncclInvalidArgument, "{}: braid has no Compute Fabric Transport (no logical endpoints)", function);
+}
+}  // namespace
+
+BRAID_API ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, uint32_t* leId,
+                                                   size_t* leOffset) {
+  (void)window, (void)offset, (void)leId, (void)leOffset;
+  return guarded(nullptr, "ncclGetMultimemDeviceLeInfo", [] { return no_cft("ncclGetMultimemDeviceLeInfo"); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetMultimemDeviceLeInfo, (ncclWindow_t, size_t, uint32_t*, size_t*))
+
+BRAID_API ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, ncclTeam cftTeam,
+                                              uint32_t* leId, size_t* leOffset) {
+  (void)window, (void)offset, (void)peerCft, (void)cftTeam, (void)leId, (void)leOffset;
+  return guarded(nullptr, "ncclGetCftDeviceLeInfo", [] { return no_cft("ncclGetCftDeviceLeInfo"); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetCftDeviceLeInfo, (ncclWindow_t, size_t, int, ncclTeam, uint32_t*, size_t*))
+
+BRAID_API ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, uint32_t* leId,
+                                               size_t* leOffset) {
+  (void)window, (void)offset, (void)peerWorld, (void)leId, (void)leOffset;
+  return guarded(nullptr, "ncclGetPeerDeviceLeInfo", [] { return no_cft("ncclGetPeerDeviceLeInfo"); });
+}
+BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetPeerDeviceLeInfo, (ncclWindow_t, size_t, int, uint32_t*, size_t*))
+
 // Device communicators: src/runtime/device_comm.h says what is served and
 // what is refused.  Collective, like NCCL's, and deferred to the end of an
 // enclosing group, as NCCL's are.

@@ -72,6 +72,19 @@ static_assert(sizeof(DevComm231) == 248 && offsetof(DevComm231, hybridDenseGinBa
               offsetof(DevComm231, ginConnectionStride) == 156 && offsetof(DevComm231, abortFlag) == 168 &&
               offsetof(DevComm231, ginConnectionStride_rcp32) == 200 && offsetof(DevComm231, ucLeId) == 224);
 
+// 2.31's host calls for the Compute Fabric Transport, bound by name (a
+// team is {nRanks, rank, stride}; ncclCftLeId is 32 bits).
+struct Team {
+  int nRanks, rank, stride;
+};
+extern "C" Team team_cft(ncclComm_t, int mode) __asm__("ncclTeamCft");
+extern "C" Team team_cft_multimem(ncclComm_t) __asm__("ncclTeamCftMultimem");
+extern "C" ncclResult_t multimem_le_info(ncclWindow_t, size_t, uint32_t*, size_t*) __asm__(
+    "ncclGetMultimemDeviceLeInfo");
+extern "C" ncclResult_t cft_le_info(ncclWindow_t, size_t, int, Team, uint32_t*, size_t*) __asm__(
+    "ncclGetCftDeviceLeInfo");
+extern "C" ncclResult_t peer_le_info(ncclWindow_t, size_t, int, uint32_t*, size_t*) __asm__("ncclGetPeerDeviceLeInfo");
+
 // LSA rank `peer`'s copy of byte `offset` of the resource buffer, by the
 // headers' arithmetic on the inlined window.
 inline char* resource(const DevComm231& d, int peer, size_t offset) {

@@ -172,7 +172,47 @@ void both_layouts(int, int, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, old.destroy(comm));
 }
 
+// Without a Compute Fabric Transport each rank is a CFT team of its own,
+// and the logical-endpoint queries are refused, as NCCL answers without
+// one; a hierarchical team over LSA teams of several ranks cannot exist.
+void cft_queries(int, int, ncclComm_t comm, Failures& f) {
+  auto is_self = [](v231::Team t) { return t.nRanks == 1 && t.rank == 0 && t.stride == 1; };
+  if (!is_self(v231::team_cft(comm, 0)) || !is_self(v231::team_cft(comm, 1)) ||
+      !is_self(v231::team_cft_multimem(comm)))
+    f.fail("the CFT teams are not this rank alone");
+  Reqs231 reqs = v231::initializer();
+  DevComm231 dev{};
+  MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+  const v231::Team lsa_hier = v231::team_cft(comm, 2);
+  if (dev.lsaSize == 1 ? !is_self(lsa_hier) : lsa_hier.rank != -1) f.fail("the CFT team over LSA teams");
+  if (dev.lsaSize > 1 && std::string(ncclGetLastError(comm)).find("HIER_LSA") == std::string::npos)
+    f.fail(std::string("HIER_LSA message: ") + ncclGetLastError(comm));
+  if (v231::team_cft(comm, 7).rank != -1 || v231::team_cft(nullptr, 0).rank != -1) f.fail("a bad mode or comm");
+  MP_NCCL(f, dev_comm_destroy(comm, &dev));
+  ncclWindow_t win = nullptr;
+  void* buf = nullptr;
+  MP_NCCL(f, ncclMemAlloc(&buf, 4096));
+  MP_NCCL(f, ncclCommWindowRegister(comm, buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC));
+  uint32_t le = 7;
+  size_t at = 7;
+  if (v231::multimem_le_info(win, 0, &le, &at) != ncclInvalidArgument ||
+      v231::cft_le_info(win, 0, 0, v231::Team{1, 0, 1}, &le, &at) != ncclInvalidArgument ||
+      v231::peer_le_info(win, 0, 0, &le, &at) != ncclInvalidArgument)
+    f.fail("a logical-endpoint query was not refused");
+  if (std::string(ncclGetLastError(nullptr)).find("Compute Fabric Transport") == std::string::npos)
+    f.fail(std::string("endpoint message: ") + ncclGetLastError(nullptr));
+  MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+  MP_NCCL(f, ncclMemFree(buf));
+}
+
 }  // namespace
+
+TEST_CASE("device API 2.31: CFT teams and endpoint queries say there is no CFT", "[device][devcomm][v231]") {
+  CHECK(run_ranks_as_threads(2, cft_queries) == 0);
+  CHECK(run_ranks_as_processes(2, cft_queries, 60, [](int rank) {  // two emulated hosts of 1 rank
+          setenv("BRAID_HOSTID", ("v231-cft-" + std::to_string(rank)).c_str(), 1);
+        }) == 0);
+}
 
 TEST_CASE("device API 2.31: 120-byte requirements get a 2.31 devComm for LSA and GIN", "[device][devcomm][v231]") {
   for (const RankBody& body : {RankBody(lsa_v231), RankBody(gin_v231)}) {
