@@ -35,6 +35,7 @@ struct WindowVidmem {  // ncclWindow_vidmem (nccl_device/impl/core__types.h)
   uint32_t stride4G;
   uint32_t mcOffset4K;
   uint32_t ginOffset4K;
+  uint32_t winFlags;  // 2.32's: the registration flags (2.28.9-2.31's padding)
   void* ginWins[kMaxGinContexts];  // ncclGinWindow_t: opaque to the device in proxy mode
 };
 
@@ -132,7 +133,7 @@ struct GinProxyGpuCtx {
 
 static_assert(sizeof(Team) == 12);
 static_assert(sizeof(WindowVidmem) == 72 && offsetof(WindowVidmem, ginOffset4K) == 32 &&
-              offsetof(WindowVidmem, ginWins) == 40);
+              offsetof(WindowVidmem, winFlags) == 36 && offsetof(WindowVidmem, ginWins) == 40);
 static_assert(sizeof(DevCommWindowTable) == 776 && offsetof(DevCommWindowTable, next) == 768);
 static_assert(sizeof(DevComm) == 200 && offsetof(DevComm, resourceWindow_inlined) == 40 &&
               offsetof(DevComm, ginContextCount) == 136 && offsetof(DevComm, ginHandles) == 144 &&

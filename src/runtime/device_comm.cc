@@ -22,6 +22,7 @@ namespace {
 namespace v = devapi::v22809;
 namespace v30 = devapi::v23000;
 namespace v31 = devapi::v23100;
+namespace v32 = devapi::v23200;
 namespace v22900 = devapi::v22900;
 
 // NCCL_API_MAGIC, which 2.29 and later put at byte 8 of their requirements
@@ -202,8 +203,8 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
                        reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100,
                        later ? fmt::format("{} (2.30's headers) or {}", sizeof(reqs), sizeof(full))
                              : std::to_string(want),
-                       reqs.size > sizeof(full) ? "; a later ABI is not served: rebuild the kernel against 2.31's "
-                                                  "device headers"
+                       reqs.size > sizeof(full) ? "; a later ABI (2.32.4's on) is not served: rebuild the kernel "
+                                                  "against 2.31's or 2.32.3's device headers"
                                                 : "");
   }
   std::memcpy(&full, reqs_bytes, want);
@@ -331,6 +332,17 @@ Status DeviceComms::check_v23100(const v31::DevCommRequirements& reqs, bool gin)
                        "ncclDevCommCreate: ginType {} asks for a GIN backend braid does not have: its GIN is of the "
                        "PROXY type ({}), which NCCL_GIN_TYPE_NONE or NCCL_GIN_TYPE_PROXY ask for",
                        reqs.ginType, int(v::kGinTypeProxy));
+  // 2.32.4 lengthened the requirements: 120 bytes that say 2.32.4 or later
+  // come from 2.31's or 2.32.0-2.32.3's device headers built with a later
+  // nccl.h (braid's says 2.32.6), and those two read GIN contexts of
+  // different sizes (72 and 80 bytes).
+  if (gin && reqs.v23000.version > v32::kLast)
+    return BRAID_ERROR(ncclInvalidUsage,
+                       "ncclDevCommCreate: GIN for 120-byte requirements that say NCCL {}.{}.{}, whose own are longer: "
+                       "the kernel's device headers are 2.31's or 2.32.0-2.32.3's, with another release's nccl.h, "
+                       "and their GIN contexts differ; build it with the nccl.h of its device headers' release (LSA "
+                       "is served as it is)",
+                       reqs.v23000.version / 10000, reqs.v23000.version / 100 % 100, reqs.v23000.version % 100);
   const int stride = reqs.ginCustomStride, lsa = comm_->lsa->lsa().size;
   if (reqs.v23000.ginConnectionType == v31::kGinConnectionCustomStride &&
       (stride < 1 || stride > lsa || comm_->nranks % stride != 0))
@@ -373,16 +385,17 @@ Status DeviceComms::create_v23100(const v31::DevCommRequirements& asked, bool v2
                                      devapi::Team{comm_->nranks / stride, comm_->rank / stride, stride}};
     local = devapi::layout_resources_v23000(reqs, teams, contexts, space.memory().granularity(), &barriers, &layout);
   }
-  // Kernels of 2.30.3-2.30.4 read 48-byte contexts; their flush, and
-  // 2.31's flush with a timeout, post no flush descriptor and wait only
-  // for a get's slot to be consumed.
+  // Kernels of 2.30.3-2.30.4 read 48-byte contexts, 2.32's 80-byte ones;
+  // 2.30.3-2.30.4's flush, and 2.31's flush with a timeout, post no flush
+  // descriptor and wait only for a get's slot to be consumed.
   const bool early = !v231 && reqs.version < kV23005;
+  const bool v232 = v231 && reqs.version >= v32::kFirst;
   const DeviceGinShape shape{devapi::GfdFormat::kV2,
                              uint32_t(std::max(contexts, 1)),
                              std::max<uint32_t>(layout.signals, 1),
                              std::max<uint32_t>(layout.counters, 1),
                              gin_queue_size(reqs.ginQueueDepth),
-                             early,
+                             early ? 1 : v232 ? v32::kProxyContextVersion : 2,
                              early || v231};
   Made made;
   BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr,
@@ -488,7 +501,8 @@ Status DeviceComms::make_shared(const devapi::ResourceLayout& layout, const Devi
                                 Made* made, bool* in_step) {
   LsaSpace& space = *comm_->lsa;
   if (layout.bytes) {
-    BRAID_TRY(space.add_window(created->resources, layout.bytes, created, false, &created->window));
+    BRAID_TRY(space.add_window(created->resources, layout.bytes, created, NCCL_WIN_COLL_SYMMETRIC, false,
+                               &created->window));
     *in_step = !created->window->symmetric();  // every rank sees it alike
     if (*in_step)
       return BRAID_ERROR(ncclInvalidUsage, "ncclDevCommCreate: the resource buffer could not be mapped by every LSA "

@@ -1,12 +1,12 @@
-// Device communicators (ncclDevCommCreate/Destroy) of NCCL's device API,
-// for kernels built against 2.28.9's headers (src/devapi/abi_v22809.h),
-// 2.29's (abi_v22900.h, LSA only), 2.30's (abi_v23000.h) or 2.31's
-// (abi_v23100.h): the ncclDevComm a client kernel takes by value, and the
-// resource buffer behind it.  They are told apart as NCCL tells them:
-// NCCL_API_MAGIC at byte 8 of the requirements marks 2.29's and later,
-// whose version field then says which, and for 2.30 and later the size
-// (a kernel built with braid's <nccl.h> says 2.32.6 over 2.30's or 2.31's
-// device headers).  2.30's and 2.31's devComms start with the magic;
+// Device communicators (ncclDevCommCreate/Destroy) of NCCL's device API, for
+// kernels built against 2.28.9's headers (src/devapi/abi_v22809.h), 2.29's
+// (abi_v22900.h, LSA only), 2.30's (abi_v23000.h), 2.31's (abi_v23100.h) or
+// 2.32.0-2.32.3's (abi_v23200.h): the ncclDevComm a client kernel takes by
+// value, and the resource buffer behind it.  They are told apart as NCCL
+// tells them: NCCL_API_MAGIC at byte 8 of the requirements marks 2.29's and
+// later, whose version field then says which, and for 2.30 and later the
+// size (a kernel built with braid's <nccl.h> says 2.32.6 over 2.30's or
+// 2.31's device headers).  2.30's and 2.31's devComms start with the magic;
 // 2.28.9's and 2.29's with a rank.  As NCCL 2.31 does, braid makes the
 // newest devComm and translates it for a 2.30 kernel.
 //
@@ -34,7 +34,10 @@
 //    served by it, as NCCL serves one on a full connection.
 //  - 2.31: 2.30's, on backend 0 with a connection stride of 1, and 2.31's
 //    custom stride (its GIN barriers span the ranks that far apart); a
-//    GIN type other than the proxy is refused.
+//    GIN type other than the proxy is refused.  2.32.0-2.32.3 (2.31's
+//    requirements, told apart by version): 80-byte contexts
+//    (abi_v23200.h).  120 bytes that say 2.32.4 or later: older headers
+//    with a later nccl.h, whose contexts' size is unknown: no GIN.
 //
 // Every devComm of 2.29.5 and later carries the communicator's abort flag
 // (device_liveness.h), raised when a peer dies, a GIN proxy faults or the

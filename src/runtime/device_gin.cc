@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/devapi/abi_v23200.h"
 #include "src/base/net.h"
 #include "src/base/tls_session.h"
 #include "src/bootstrap/bootstrap.h"
@@ -21,6 +22,7 @@ namespace {
 
 namespace v = devapi::v22809;
 namespace v30 = devapi::v23000;
+namespace v32 = devapi::v23200;
 
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
@@ -76,8 +78,9 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   BRAID_TRY(memory.host_register(gin->host_block_, host_bytes, &host_block_device));
   gin->host_block_registered_ = true;
   BRAID_TRY(memory.struct_alloc(at.device_bytes * shape.contexts, &gin->device_block_));
-  const bool ctx_v23005 = v2 && !shape.before_v23005;
-  const size_t ctx_bytes = ctx_v23005 ? sizeof(v30::GinProxyGpuCtx) : sizeof(v::GinProxyGpuCtx);
+  const size_t ctx_bytes = shape.context_version >= v32::kProxyContextVersion ? sizeof(v32::GinProxyGpuCtx)
+                           : shape.context_version == 2                        ? sizeof(v30::GinProxyGpuCtx)
+                                                                               : sizeof(v::GinProxyGpuCtx);
   gin->context_bytes_ = ctx_bytes;
   BRAID_TRY(memory.struct_alloc(ctx_bytes * shape.contexts, &gin->context_));
   std::vector<devapi::GinQueues> contexts;
@@ -102,18 +105,16 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
     auto* counters = reinterpret_cast<uint64_t*>(mapped + at.counters);
     uint64_t* signals = gin->signals_->device() + q.signal_base;
     char* ctx_at = static_cast<char*>(gin->context_) + ctx_bytes * c;
-    if (ctx_v23005) {
-      v30::GinProxyGpuCtx ctx{nranks,
-                              shape.queue_size,
-                              gfds,
-                              q.pis,
-                              cis,
-                              counters,
-                              signals,
-                              reinterpret_cast<uint64_t*>(device + at.signal_offsets),
-                              reinterpret_cast<uint32_t*>(device + at.issued_gets),
-                              reinterpret_cast<uint32_t*>(device + at.visible_gets)};
-      BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));
+    if (shape.context_version >= 2) {
+      // Version 2's fields, then version 3's promise, which braid's proxy
+      // does not make: a signal makes visible only the puts before it to
+      // its own target (devapi/gin_proxy.h).
+      const v32::GinProxyGpuCtx ctx{{nranks, shape.queue_size, gfds, q.pis, cis, counters, signals,
+                                     reinterpret_cast<uint64_t*>(device + at.signal_offsets),
+                                     reinterpret_cast<uint32_t*>(device + at.issued_gets),
+                                     reinterpret_cast<uint32_t*>(device + at.visible_gets)},
+                                    /*flushesAllPutsOnAnySignal=*/false};
+      BRAID_TRY(memory.struct_write(ctx_at, &ctx, ctx_bytes));
     } else {
       v::GinProxyGpuCtx ctx{nranks, shape.queue_size, gfds, q.pis, cis, counters, signals};
       BRAID_TRY(memory.struct_write(ctx_at, &ctx, sizeof(ctx)));

@@ -54,9 +54,11 @@ struct DeviceGinShape {
   uint32_t signals = 1;
   uint32_t counters = 1;
   uint32_t queue_size = 256;  // a power of two
-  // Format 2 for a kernel built against 2.30.3-2.30.4's headers: their
-  // 48-byte context structs (2.28.9's fields; 2.30.5's on are 72 bytes).
-  bool before_v23005 = false;
+  // The context struct the kernel's headers read, by NCCL's
+  // NCCL_GIN_PROXY_GPU_CONTEXT_VERSION: 1, 48 bytes (2.28.9's, and format 2
+  // for 2.30.3-2.30.4's headers); 2, 72 bytes (2.30.5-2.31); 3, 80 bytes
+  // (2.32).
+  int context_version = 1;
   // Gets consumed once landed (GinQueues::gets_consumed_landed), for
   // kernels whose flush may post no flush descriptor.
   bool gets_consumed_landed = false;

@@ -137,7 +137,7 @@ Status LsaSpace::map_peers(const std::vector<Offer>& all, LsaWindow* window, boo
   return Status::ok();
 }
 
-Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool in_table,
+Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, uint32_t flags, bool in_table,
                             std::unique_ptr<LsaWindow>* out) {
   std::unique_ptr<LsaWindow> window(new LsaWindow(this));
   if (stride_ == 0) BRAID_TRY(reserve_range());
@@ -172,6 +172,7 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
   }
   v::WindowVidmem& w = window->image_;
   w.winHost = host;
+  w.winFlags = flags;
   w.lsaRank = lsa_.rank;
   w.worldRank = ctx_.rank;
   if (symmetric) {
@@ -182,8 +183,9 @@ Status LsaSpace::add_window(const void* buffer, uint64_t bytes, void* host, bool
   BRAID_TRY(add_gin_token(buffer, bytes, all, window.get()));
   for (void*& token : w.ginWins) token = reinterpret_cast<void*>(window->token_);
   BRAID_TRY(memory_.struct_alloc(LsaWindow::kStructBytes, &window->device_));
-  const devapi::v23000::WindowVidmem both{w, nullptr, 1, 0};  // one segment (2.30), no CFT rank (2.31)
-  BRAID_TRY(memory_.struct_write(window->device_, &both, sizeof(both)));
+  // One segment (2.30), CFT rank 0 (2.31), no CFT endpoint (2.32).
+  const devapi::v23200::WindowVidmem image{{w, nullptr, 1, 0}, devapi::v23100::kLeIdInvalid};
+  BRAID_TRY(memory_.struct_write(window->device_, &image, sizeof(image)));
   if (symmetric && in_table)
     BRAID_TRY(table_insert(reinterpret_cast<uint64_t>(buffer), bytes, window->device_, &window->table_slot_));
   *out = std::move(window);

@@ -43,6 +43,8 @@
 #include "src/base/status.h"
 #include "src/devapi/abi_v22809.h"
 #include "src/devapi/abi_v23000.h"
+#include "src/devapi/abi_v23100.h"
+#include "src/devapi/abi_v23200.h"
 #include "src/devapi/gin_memory.h"
 #include "src/devapi/symmetric_space.h"
 #include "src/devapi/teams.h"
@@ -62,13 +64,14 @@ uint64_t lsa_stride_from_env();
 // rank's host.
 Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaShape* out);
 
-// What ncclWindow_t points at (NCCL 2.30's 88 bytes: 2.28.9's 72 and
-// 2.30's segment fields, one segment, so kernels built for either read it), and where the
-// window sits in the flat range.  Destroying it unmaps this process's views,
+// What ncclWindow_t points at (NCCL 2.32's 96 bytes: 2.28.9's 72, with
+// 2.32's winFlags in its padding; 2.30's segment fields saying one segment
+// and 2.31's CFT rank, 0; 2.32's CFT endpoint base, invalid: kernels built
+// for any of them read it), and where the window sits in the flat range.  Destroying it unmaps this process's views,
 // frees its offset, clears its table entry and frees the struct.
 class LsaWindow {
  public:
-  static constexpr size_t kStructBytes = sizeof(devapi::v23000::WindowVidmem);
+  static constexpr size_t kStructBytes = sizeof(devapi::v23200::WindowVidmem);
   ~LsaWindow();
   LsaWindow(const LsaWindow&) = delete;
   LsaWindow& operator=(const LsaWindow&) = delete;
@@ -100,8 +103,10 @@ class LsaSpace {
 
   // Collective over the communicator: the window of this rank's `bytes` at
   // `buffer`, symmetric if every rank's can be.  `host` is what winHost
-  // holds; `in_table` puts a symmetric window in the window table.
-  Status add_window(const void* buffer, uint64_t bytes, void* host, bool in_table, std::unique_ptr<LsaWindow>* out);
+  // holds, `flags` winFlags (NCCL_WIN_*); `in_table` puts a symmetric
+  // window in the window table.
+  Status add_window(const void* buffer, uint64_t bytes, void* host, uint32_t flags, bool in_table,
+                    std::unique_ptr<LsaWindow>* out);
 
   DeviceApiMemory& memory() const { return memory_; }
   const devapi::LsaShape& lsa() const { return lsa_; }

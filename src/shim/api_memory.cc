@@ -122,7 +122,7 @@ Status window_exchanges(ncclComm* comm, void* buff, size_t size, int flags, cons
   // The struct NCCL's device code reads, symmetric where every rank's
   // buffer can be (src/runtime/lsa_space.h).
   LsaSpace& space = symmetric_memory(comm);
-  BRAID_TRY(space.add_window(buff, size, window.get(), true, &window->device));
+  BRAID_TRY(space.add_window(buff, size, window.get(), uint32_t(flags), true, &window->device));
   if (window->device->symmetric() && space.lsa().size == comm->nranks)  // every rank mapped here
     for (int r = 0; r < comm->nranks; ++r)
       info.mapped.push_back(r == comm->rank ? static_cast<char*>(buff) : window->device->lsa_pointer(r, 0));

@@ -2,11 +2,14 @@
 // headers define that differ from 2.30's (devapi_v230_client.h), written
 // here from 2.31.2's layout (measured against NVIDIA's 2.31.2 headers; the
 // installed ones are 2.28.9's).  Its windows, GIN contexts and descriptors
-// are 2.30's.  For the 2.31 device API tests.
+// are 2.30's.  And what 2.32.0-2.32.3's headers read differently (their
+// requirements and devComm are 2.31's): 80-byte GIN contexts, 96-byte
+// windows.  For the 2.31 and 2.32 device API tests.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "devapi_v230_client.h"
 
@@ -92,31 +95,43 @@ inline char* resource(const DevComm231& d, int peer, size_t offset) {
   return reinterpret_cast<char*>(base + (uint64_t(uint32_t(peer) * d.resourceWindow_inlined.stride4G) << 32) + offset);
 }
 
+// ncclGinProxyGpuCtx_t of 2.32: 2.30's and a promise braid does not make.
+struct ProxyCtx232 : v230::ProxyCtx230 {
+  bool flushesAllPutsOnAnySignal;
+};
+static_assert(sizeof(v230::ProxyCtx230) == 72 && sizeof(ProxyCtx232) == 80);  // the flag at 72
+// ncclWindow_vidmem of 2.32: winFlags in 2.30's padding at 36, ucLeIdBase at 88.
+inline uint32_t window_flags(ncclWindow_t w) { return reinterpret_cast<const uint32_t*>(w)[9]; }
+inline uint32_t window_le_id_base(ncclWindow_t w) { return reinterpret_cast<const uint32_t*>(w)[22]; }
+
+// The device headers a test's kernel is built against.
+enum class Abi { kV230, kV231, kV232 };
+template <Abi kAbi>
+using ProxyCtx = std::conditional_t<kAbi == Abi::kV232, ProxyCtx232, v230::ProxyCtx230>;
+
 // A GIN devComm of 2.30's or 2.31's layout, for tests that run the same
-// traffic on both: made from 2.30's requirements (laid into 2.31's
-// initializer for a 2.31 client), its contexts where its layout has them.
+// traffic on each ABI: made from 2.30's requirements (laid into 2.31's
+// initializer, version 2.31.2 or 2.32.3, for the later ones), its contexts
+// where its layout has them.
 class GinDevComm {
  public:
-  explicit GinDevComm(bool is_v231) : v231_(is_v231) {}
+  explicit GinDevComm(Abi abi) : abi_(abi) {}
   ncclResult_t create(ncclComm_t comm, const v230::Reqs230& reqs) {
-    if (!v231_) return v230::dev_comm_create(comm, &reqs, &d230_);
+    if (abi_ == Abi::kV230) return v230::dev_comm_create(comm, &reqs, &d230_);
     Reqs231 r = initializer();
     r.v230 = reqs;
     r.v230.size = sizeof(r);
-    r.v230.version = NCCL_VERSION(2, 31, 2);
+    r.v230.version = abi_ == Abi::kV232 ? NCCL_VERSION(2, 32, 3) : NCCL_VERSION(2, 31, 2);
     return v230::dev_comm_create(comm, &r, &d231_);
   }
   ncclResult_t destroy(ncclComm_t comm) {
-    return v231_ ? v230::dev_comm_destroy(comm, &d231_) : v230::dev_comm_destroy(comm, &d230_);
+    return abi_ == Abi::kV230 ? v230::dev_comm_destroy(comm, &d230_) : v230::dev_comm_destroy(comm, &d231_);
   }
-  v230::ProxyCtx230* contexts() const {
-    return static_cast<v230::ProxyCtx230*>(v231_ ? d231_.ginHandles[0] : d230_.ginHandles[0]);
-  }
-  uint32_t context_count() const { return v231_ ? d231_.ginContextCount : d230_.ginContextCount; }
-  const DevComm231& v231() const { return d231_; }
+  void* contexts() const { return abi_ == Abi::kV230 ? d230_.ginHandles[0] : d231_.ginHandles[0]; }
+  uint32_t context_count() const { return abi_ == Abi::kV230 ? d230_.ginContextCount : d231_.ginContextCount; }
 
  private:
-  bool v231_;
+  Abi abi_;
   v230::DevComm230 d230_{};
   DevComm231 d231_{};
 };

@@ -156,20 +156,69 @@ void refusals_v231(int, int n, ncclComm_t comm, Failures& f) {
   if (out != float(n)) f.fail("allreduce after the refusals");
 }
 
-// A 2.30 devComm and a 2.31 one live at once (one program, two kernels'
-// headers): each is destroyed by its own layout, whichever goes first.
+// A 2.30 devComm, a 2.31 one and a 2.32.3 one live at once (one program,
+// kernels of several headers): each is destroyed by its own layout,
+// whichever goes first.
 void both_layouts(int, int, ncclComm_t comm, Failures& f) {
   v230::Reqs230 reqs = v230::initializer();
   reqs.ginConnectionType = v231::kFull;
   reqs.ginSignalCount = 1;
-  v231::GinDevComm old(false), current(true);
+  v231::GinDevComm old(v231::Abi::kV230), current(v231::Abi::kV231), v232(v231::Abi::kV232);
   MP_NCCL(f, old.create(comm, reqs));
   MP_NCCL(f, current.create(comm, reqs));
-  if (!old.contexts() || !current.contexts() || old.contexts() == current.contexts())
-    return f.fail("two devComms, two sets of GIN contexts");
+  MP_NCCL(f, v232.create(comm, reqs));
+  if (!old.contexts() || !current.contexts() || old.contexts() == current.contexts() ||
+      v232.contexts() == current.contexts())
+    return f.fail("three devComms, three sets of GIN contexts");
   MP_NCCL(f, current.destroy(comm));
   if (current.destroy(comm) != ncclInvalidArgument) f.fail("the 2.31 devComm destroyed twice");
   MP_NCCL(f, old.destroy(comm));
+  MP_NCCL(f, v232.destroy(comm));
+}
+
+// A kernel of 2.32.0-2.32.3's headers gets 2.31's devComm with 80-byte
+// GIN contexts, none promising that any signal flushes every put, and
+// 96-byte windows (the registration flags at 36, no CFT endpoint at 88).
+// 120 bytes that say 2.32.4 or later come from older headers with a later
+// nccl.h: GIN is refused (72- or 80-byte contexts?), LSA served.
+void v232_client(int, int n, ncclComm_t comm, Failures& f) {
+  Reqs231 reqs = v231::initializer();
+  reqs.v230.version = NCCL_VERSION(2, 32, 3);
+  reqs.v230.ginConnectionType = v231::kFull;
+  reqs.v230.ginContextCount = 3;
+  reqs.v230.ginSignalCount = 2;
+  DevComm231 dev{};
+  MP_NCCL(f, dev_comm_create(comm, &reqs, &dev));
+  const auto* ctx = static_cast<const v231::ProxyCtx232*>(dev.ginHandles[0]);
+  for (int c = 0; ctx && c < 3; ++c)
+    if (ctx[c].nranks != n || ctx[c].flushesAllPutsOnAnySignal || !ctx[c].lastVisibleGet ||
+        dev.ginSignalCount != 2 || ctx[c].signals != ctx[0].signals + 2 * c)
+      f.fail("2.32 GIN context " + std::to_string(c));
+  auto* resources = static_cast<ncclWindow_t>(dev.resourceWindow);
+  if (v231::window_le_id_base(resources) != 0xffffffffu || v231::window_flags(resources) != NCCL_WIN_COLL_SYMMETRIC)
+    f.fail("the resource window's 2.32 fields");
+  MP_NCCL(f, dev_comm_destroy(comm, &dev));
+  void* buf = nullptr;
+  ncclWindow_t win = nullptr;
+  MP_NCCL(f, ncclMemAlloc(&buf, 4096));
+  MP_NCCL(f, ncclCommWindowRegister(comm, buf, 4096, &win, NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING));
+  if (win && (v231::window_flags(win) != (NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING) ||
+              v231::window_le_id_base(win) != 0xffffffffu))
+    f.fail("a user window's 2.32 fields");
+  MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+  MP_NCCL(f, ncclMemFree(buf));
+
+  Reqs231 mixed = v231::initializer();
+  mixed.v230.version = NCCL_VERSION(2, 32, 6);
+  mixed.v230.ginConnectionType = v231::kFull;
+  if (dev_comm_create(comm, &mixed, &dev) != ncclInvalidUsage) f.fail("GIN for 2.32.6 in 120 bytes not refused");
+  if (std::string(ncclGetLastError(comm)).find("nccl.h of its device headers' release") == std::string::npos)
+    f.fail(std::string("the mixed build's message: ") + ncclGetLastError(comm));
+  mixed.v230.ginConnectionType = v231::kNone;
+  mixed.v230.lsaBarrierCount = 1;
+  MP_NCCL(f, dev_comm_create(comm, &mixed, &dev));
+  if (dev.lsaBarrier.b != 1 || dev.ginConnectionCount != 0) f.fail("LSA for 2.32.6 in 120 bytes");
+  MP_NCCL(f, dev_comm_destroy(comm, &dev));
 }
 
 // Without a Compute Fabric Transport each rank is a CFT team of its own,
@@ -228,7 +277,14 @@ TEST_CASE("device API 2.31: CFT, other GIN types and bad strides are refused", "
   CHECK(run_ranks_as_threads(3, refusals_v231) == 0);
 }
 
-TEST_CASE("device API 2.31: devComms of 2.30's and 2.31's layouts live side by side", "[device][devcomm][v231]") {
+TEST_CASE("device API 2.32: 2.32.3's kernels get 80-byte GIN contexts and 96-byte windows, later ones no GIN",
+          "[device][devcomm][v232]") {
+  CHECK(run_ranks_as_threads(3, v232_client) == 0);
+  CHECK(run_ranks_as_processes(2, v232_client) == 0);
+}
+
+TEST_CASE("device API 2.31: devComms of 2.30's, 2.31's and 2.32's layouts live side by side",
+          "[device][devcomm][v231]") {
   CHECK(run_ranks_as_threads(2, both_layouts) == 0);
   CHECK(run_ranks_as_processes(2, both_layouts) == 0);
 }

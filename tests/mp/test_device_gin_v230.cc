@@ -112,9 +112,11 @@ struct Dst {
 };
 
 // The traffic above, through a devComm of 2.30's layout, or 2.31's (whose
-// contexts, descriptors and windows are 2.30's).
-template <bool kV231>
+// contexts, descriptors and windows are 2.30's), or 2.31's for a kernel of
+// 2.32.3's headers (80-byte contexts).
+template <v231::Abi kAbi>
 void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
+  constexpr bool kV231 = kAbi != v231::Abi::kV230;
   const Dst at{n};
   const size_t src_bytes = size_t(kContexts) * n * kChunk;
   char *src = nullptr, *dst = nullptr;
@@ -129,9 +131,9 @@ void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclCommWindowRegister(comm, dst + kWinAlign, at.bytes(), &dst_win, NCCL_WIN_COLL_SYMMETRIC));
   Reqs230 reqs = gin_reqs(kContexts, 2);  // signal 0: the AlltoAll's, 1: putValue's
   reqs.ginCounterCount = 1;
-  v231::GinDevComm dev(kV231);
+  v231::GinDevComm dev(kAbi);
   MP_NCCL(f, dev.create(comm, reqs));
-  ProxyCtx230* ctx = dev.contexts();
+  auto* ctx = static_cast<v231::ProxyCtx<kAbi>*>(dev.contexts());
   if (!src_win || !dst_win || !ctx || dev.context_count() != kContexts) return f.fail("no GIN contexts");
   if (view(src_win).numSegments != 1 || view(dst_win).numSegments != 1) f.fail("windows of one segment");
   const char* depth = std::getenv("NCCL_GIN_PROXY_QUEUE_SIZE");
@@ -213,14 +215,20 @@ void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
 TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.30's device does",
           "[device][gin][v230]") {
   // On two emulated hosts, puts, VA signals and gets to the other host go over TCP.
-  CHECK(run_gin_setups(gin_traffic<false>, "gin230-host-") == 0);
+  CHECK(run_gin_setups(gin_traffic<v231::Abi::kV230>, "gin230-host-") == 0);
 }
 
 // A kernel built against 2.31's headers posts as 2.30's does, through the
 // contexts at 2.31's ginHandles (and windows whose GIN handles are read
 // as backend 0's).
 TEST_CASE("device API 2.31 GIN: puts, signals, VA signals and gets through a 2.31 devComm", "[device][gin][v231]") {
-  CHECK(run_gin_setups(gin_traffic<true>, "gin231-host-") == 0);
+  CHECK(run_gin_setups(gin_traffic<v231::Abi::kV231>, "gin231-host-") == 0);
+}
+
+// A kernel built against 2.32.3's headers: the same, through contexts of
+// 80 bytes, none promising that any signal flushes every put.
+TEST_CASE("device API 2.32 GIN: puts, signals, VA signals and gets through 2.32's contexts", "[device][gin][v232]") {
+  CHECK(run_gin_setups(gin_traffic<v231::Abi::kV232>, "gin232-host-") == 0);
 }
 
 TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynchronous error", "[device][gin][v230]") {
