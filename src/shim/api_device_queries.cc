@@ -18,14 +18,16 @@
 #include <vector>
 
 #include "src/devapi/abi_v23100.h"
+#include "src/devapi/abi_v23200.h"
 #include "src/devapi/teams.h"
 #include "src/shim/api.h"
 
 using namespace braid;
 
-// nccl_device/core.h's ncclCommProperties (2.31.2), member for member.
+// nccl_device/host.h's ncclCommProperties (2.32.3), member for member.
 // 2.29's ends after ginType (40 bytes); 2.30 appended nLsaTeams,
-// hostRmaSupport and railedGinType (56 bytes); 2.31 the rest (144).
+// hostRmaSupport and railedGinType (56 bytes); 2.31 commHash to
+// devCommRuntimeVersionSize (144); 2.32 the CFT flags (152).
 typedef enum { kGinNone = 0, kGinProxy = 2 } braid_gin_type_t;  // ncclGinType_t
 struct ncclCommProperties {
   size_t size;
@@ -46,13 +48,17 @@ struct ncclCommProperties {
   int ginConnectionType;          // ncclGinConnectionType_t: NONE 0, FULL 1, RAIL 2
   bool ginSupport[64];            // per ncclGinType_t, whether a devComm may ask for it
   size_t devCommRuntimeVersionSize;  // the devComm a useRuntimeVersion client gets
+  bool cftSupport;                   // Compute Fabric Transport: braid has none
+  bool cftMulticastSupport;
+  bool cftCountedSupport;
 };
 constexpr size_t kProperties230 = offsetof(ncclCommProperties, commHash);
 static_assert(offsetof(ncclCommProperties, ginType) == 36 && offsetof(ncclCommProperties, nLsaTeams) == 40 &&
               offsetof(ncclCommProperties, railedGinType) == 48 && kProperties230 == 56 &&
               offsetof(ncclCommProperties, ginSupport) == 72 &&
-              offsetof(ncclCommProperties, devCommRuntimeVersionSize) == 136 && sizeof(ncclCommProperties) == 144,
-              "NCCL 2.31.2's ncclCommProperties_t");
+              offsetof(ncclCommProperties, devCommRuntimeVersionSize) == 136 &&
+              offsetof(ncclCommProperties, cftSupport) == 144 && sizeof(ncclCommProperties) == 152,
+              "NCCL 2.32.3's ncclCommProperties_t");
 struct ncclMultimemHandle {
   void* mcBasePtr;
 };
@@ -108,7 +114,8 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   if (v229) p.deviceApiSupport = p.deviceApiSupport && lsa_size == comm->nranks;
   // 2.31's members, which NCCL fills for a 2.31 or later client: braid's
   // one GIN connection reaches every rank (FULL, stride 1), of the proxy
-  // type, and its devComms are 2.31's (device_comm.h).
+  // type, and its devComms are 2.31's (device_comm.h).  2.32's CFT flags
+  // stay false: braid has no Compute Fabric Transport.
   if (version >= NCCL_VERSION(2, 31, 0)) {
     p.commHash = comm->comm_hash;
     p.ginConnectionType = gin ? 1 : 0;
@@ -116,10 +123,11 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
     p.ginSupport[kGinProxy] = gin;
     p.devCommRuntimeVersionSize = sizeof(devapi::v23100::DevComm);
   }
-  // A struct past 2.31's 144 bytes is a later client's (2.32 appended the
-  // Compute Fabric Transport's flags), whose devComm braid does not write
-  // (ncclDevCommCreate refuses it): no device API and no GIN.
-  if (size > sizeof(p) && version >= NCCL_VERSION(2, 31, 0)) {
+  // A struct past 2.32's 152 bytes, or one past 2.30's that says 2.32.4 or
+  // later, is a client of headers whose devComm braid does not write
+  // (ncclDevCommCreate refuses 2.32.4's requirements, and GIN to a 2.31 or
+  // 2.32.3 kernel built with a later nccl.h): no device API and no GIN.
+  if (size > kProperties230 && (size > sizeof(p) || version > devapi::v23200::kLast)) {
     p.deviceApiSupport = false;
     p.ginType = p.railedGinType = kGinNone;
     p.ginConnectionType = 0;
@@ -128,8 +136,8 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
     static std::once_flag said;
     std::call_once(said, [&] {
       BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}.{}.{}'s device headers ({}-byte properties) is told "
-                 "there is no device API: braid serves kernels built against 2.28.9's, 2.29's, 2.30's and 2.31's "
-                 "(rebuild against 2.31.2's)",
+                 "there is no device API: braid serves kernels built against 2.28.9's, 2.29's, 2.30's, 2.31's and "
+                 "2.32.0-2.32.3's, each with its own release's nccl.h (rebuild against 2.32.3's)",
                  version / 10000, version / 100 % 100, version % 100, size);
     });
   }

@@ -493,20 +493,33 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
             f.fail(fmt::format("2.31.2 properties: hash {:#x} (comm {:#x}), stride {}, connection {}, devComm {}",
                                v231.commHash, hash, v231.ginMinStride, v231.ginConnectionType,
                                v231.devCommRuntimeVersionSize));
-          // A later client's struct (2.32 appended CFT flags): no device API
-          // or GIN, whose devComm braid does not write; nothing past 144
-          // bytes is written.
+          // A 2.32.3 client (152 bytes: CFT flags, false here); one that
+          // says 2.32.4 or later, or whose struct is longer still, is told
+          // there is no device API or GIN (braid does not serve its devComm),
+          // and nothing past 152 bytes is written.
+          struct Properties232 {
+            Properties231 v231;
+            bool cftSupport, cftMulticastSupport, cftCountedSupport;
+          };
+          static_assert(sizeof(Properties232) == 152);
           struct {
-            Properties231 known;
+            Properties232 known;
             unsigned char tail[8];
-          } later;
-          std::memset(&later, 0x5a, sizeof later);
-          later.known.head = properties(sizeof later, NCCL_VERSION(2, 32, 4));
-          MP_NCCL(f, ncclCommQueryProperties(comm, &later.known.head));
-          if (later.known.head.ginType != 0 || later.known.head.deviceApiSupport || later.known.ginSupport[2] ||
-              later.known.ginConnectionType != 0 || later.known.head.nRanks != n || later.tail[0] != 0x5a ||
-              later.tail[7] != 0x5a)
-            f.fail("2.32.4 properties");
+          } v232;
+          for (unsigned version : {NCCL_VERSION(2, 32, 3), NCCL_VERSION(2, 32, 6)}) {
+            for (size_t size : {sizeof(Properties232), sizeof v232}) {
+              std::memset(&v232, 0x5a, sizeof v232);
+              v232.known.v231.head = properties(size, version);
+              MP_NCCL(f, ncclCommQueryProperties(comm, &v232.known.v231.head));
+              const Properties231& p231 = v232.known.v231;
+              const bool served = version == NCCL_VERSION(2, 32, 3) && size == sizeof(Properties232);
+              if (p231.head.nRanks != n || v232.known.cftSupport || v232.known.cftMulticastSupport ||
+                  v232.known.cftCountedSupport || v232.tail[0] != 0x5a || v232.tail[7] != 0x5a ||
+                  (p231.head.ginType == 2) != served || p231.ginSupport[2] != served ||
+                  p231.ginConnectionType != (served ? 1 : 0) || (!served && p231.head.deviceApiSupport))
+                f.fail(fmt::format("properties of {} bytes from {}", size, version));
+            }
+          }
           // A 2.29 struct (40 bytes): nothing past it is written.
           DeviceProperties old = properties(40, NCCL_VERSION(2, 29, 2));
           old.nLsaTeams = -5;
