@@ -216,10 +216,10 @@ typedef struct ncclCollConfig_v23200 {
   }
 
 /* TLS for the bootstrap and socket traffic (2.32): ncclSetEncryption. */
-/* The modes' values: NCCL documents the names; 2.32's header, with the
- * numbers, was not public where this was written (docs/compatibility.md). */
-#define NCCL_ENCRYPTION_MODE_NONE 0
-#define NCCL_ENCRYPTION_MODE_PSK 1
+typedef enum {
+  NCCL_ENCRYPTION_MODE_NONE = 0, /* plaintext */
+  NCCL_ENCRYPTION_MODE_PSK = 1   /* TLS 1.3 with a pre-shared key */
+} ncclEncryptionMode_t;
 typedef struct ncclEncryptionConfig_v23200 {
   size_t size;
   unsigned int magic;
