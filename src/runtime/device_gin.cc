@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "src/base/env.h"
-#include "src/devapi/abi_v23200.h"
 #include "src/base/net.h"
 #include "src/base/tls_session.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/devapi/abi_v23200.h"
 #include "src/transport/fd_passing.h"
 
 namespace braid {

@@ -67,8 +67,9 @@ Status lsa_shape_of(const std::vector<PeerInfo>& peers, int rank, devapi::LsaSha
 // What ncclWindow_t points at (NCCL 2.32's 96 bytes: 2.28.9's 72, with
 // 2.32's winFlags in its padding; 2.30's segment fields saying one segment
 // and 2.31's CFT rank, 0; 2.32's CFT endpoint base, invalid: kernels built
-// for any of them read it), and where the window sits in the flat range.  Destroying it unmaps this process's views,
-// frees its offset, clears its table entry and frees the struct.
+// for any of them read it), and where the window sits in the flat range.
+// Destroying it unmaps this process's views, frees its offset, clears its
+// table entry and frees the struct.
 class LsaWindow {
  public:
   static constexpr size_t kStructBytes = sizeof(devapi::v23200::WindowVidmem);
