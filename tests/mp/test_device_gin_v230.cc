@@ -9,7 +9,8 @@
 // flush a Wait posts to its own queue.  On one host (threads, processes)
 // and on two emulated hosts (TCP between them, where the get is answered
 // over the stream); the same through a devComm of 2.31's layout, whose GIN
-// contexts and descriptors are 2.30's.  Then a 2.28.9 descriptor in a 2.30
+// contexts and descriptors are 2.30's, and for a kernel of 2.32.3's
+// headers (80-byte contexts).  Then a 2.28.9 descriptor in a 2.30
 // queue, which the proxy refuses and ncclCommGetAsyncError reports; and a
 // kernel built against 2.30.4's headers (version-1 descriptors, no signal
 // switches).
@@ -116,7 +117,7 @@ struct Dst {
 // 2.32.3's headers (80-byte contexts).
 template <v231::Abi kAbi>
 void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
-  constexpr bool kV231 = kAbi != v231::Abi::kV230;
+  constexpr bool kSince231 = kAbi != v231::Abi::kV230;
   const Dst at{n};
   const size_t src_bytes = size_t(kContexts) * n * kChunk;
   char *src = nullptr, *dst = nullptr;
@@ -191,7 +192,7 @@ void gin_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
   if (got < 0 || !wait_consumed(&ctx[1], next, uint32_t(got))) return f.fail("the get was never consumed");
   // 2.31's flush with a timeout posts no flush descriptor: it waits only
   // for the get's slot, whose bytes must then be there (over TCP too).
-  if (kV231 && dst[kWinAlign + at.got()] != fill(next, rank, 0, 0)) f.fail("a get consumed before its bytes landed");
+  if (kSince231 && dst[kWinAlign + at.got()] != fill(next, rank, 0, 0)) f.fail("a get consumed before its bytes landed");
   const int64_t flushed = post2(&ctx[1], rank, build_gfd2(kFlush, 0, 0, 0, 0, 0, 0, 0, 0));
   if (flushed < 0 || !wait_consumed(&ctx[1], rank, uint32_t(flushed))) return f.fail("the flush was never consumed");
   for (size_t i = 0; i < kChunk; ++i)
