@@ -20,6 +20,7 @@
 // committed.
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -48,7 +49,7 @@ struct DevCommRequirements {  // ncclDevCommRequirements (core.h)
 inline DevCommRequirements defaults() {
   DevCommRequirements r{};
   r.v23000.ginContextCount = 4;
-  r.v23000.ginTrafficClass = int(0x80000000u);  // NCCL_CONFIG_UNDEF_INT
+  r.v23000.ginTrafficClass = INT_MIN;  // NCCL_CONFIG_UNDEF_INT
   r.v23000.ginStrongSignalsRequired = r.v23000.ginVaSignalsRequired = true;
   r.ginCustomStride = 1;
   return r;

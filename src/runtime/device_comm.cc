@@ -9,6 +9,7 @@
 #include "src/base/env.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
+#include "src/base/nccl_version.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/resources.h"
 #include "src/devapi/teams.h"
@@ -197,10 +198,10 @@ Status DeviceComms::create(const void* reqs_bytes, void* out) {
   if ((!v229 && reqs.version < NCCL_VERSION(2, 30, 0)) || reqs.size != want) {
     const bool later = reqs.version >= NCCL_VERSION(2, 31, 0);
     return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL {}.{}.{}: braid "
-                       "serves the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7, 2.30 and 2.31, "
-                       "whose requirements for this version are {} bytes{}",
-                       reqs.size, reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100,
+                       "ncclDevCommCreate: requirements of {} bytes from device headers of NCCL {}: braid serves "
+                       "the device ABIs NCCL serves, 2.28.9, 2.29.2-2.29.3, 2.29.5-2.29.7, 2.30, 2.31 and "
+                       "2.32.0-2.32.3, whose requirements for this version are {} bytes{}",
+                       reqs.size, nccl_version_name(reqs.version),
                        later ? fmt::format("{} (2.30's headers) or {}", sizeof(reqs), sizeof(full))
                              : std::to_string(want),
                        reqs.size > sizeof(full) ? "; a later ABI (2.32.4's on) is not served: rebuild the kernel "
@@ -236,10 +237,10 @@ Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* ou
   Status refused = Status::ok();
   if ((resources && connect) || (!wide && resources))
     refused = BRAID_ERROR(ncclInvalidUsage,
-                          "ncclDevCommCreate: GPU-initiated networking for a kernel built against NCCL {}.{}.{}'s "
+                          "ncclDevCommCreate: GPU-initiated networking for a kernel built against NCCL {}'s "
                           "device headers, which neither braid nor NCCL's compatibility layer serves: rebuild it "
                           "against 2.30's (or 2.28.9's) headers; LSA windows, barriers and LL AlltoAll are served",
-                          reqs.version / 10000, reqs.version / 100 % 100, reqs.version % 100);
+                          nccl_version_name(reqs.version));
   else if (resources)
     refused = resources_without_connection();
   v::DevCommRequirements lsa{};
@@ -249,7 +250,7 @@ Status DeviceComms::create_v22900(const v30::DevCommRequirements& reqs, void* ou
   lsa.lsaBarrierCount = wide ? reqs.lsaBarrierCount : std::max(reqs.lsaBarrierCount, reqs.barrierCount);
   v22900::DevCommWide dev{};
   BRAID_TRY(create_v22809(lsa, &dev.v22809, std::move(refused), /*lsa_only=*/true));
-  dev.abortFlag = liveness_->device_flag();  // made with the devComm (make_liveness; see create_v23000)
+  dev.abortFlag = liveness_->device_flag();  // made with the devComm (make_liveness; see create_v23100)
   std::memcpy(out, &dev, wide ? sizeof(dev) : sizeof(dev.v22809));
   return Status::ok();
 }
@@ -338,11 +339,11 @@ Status DeviceComms::check_v23100(const v31::DevCommRequirements& reqs, bool gin)
   // different sizes (72 and 80 bytes).
   if (gin && reqs.v23000.version > v32::kLast)
     return BRAID_ERROR(ncclInvalidUsage,
-                       "ncclDevCommCreate: GIN for 120-byte requirements that say NCCL {}.{}.{}, whose own are longer: "
+                       "ncclDevCommCreate: GIN for 120-byte requirements that say NCCL {}, whose own are longer: "
                        "the kernel's device headers are 2.31's or 2.32.0-2.32.3's, with another release's nccl.h, "
                        "and their GIN contexts differ; build it with the nccl.h of its device headers' release (LSA "
                        "is served as it is)",
-                       reqs.v23000.version / 10000, reqs.v23000.version / 100 % 100, reqs.v23000.version % 100);
+                       nccl_version_name(reqs.v23000.version));
   const int stride = reqs.ginCustomStride, lsa = comm_->lsa->lsa().size;
   if (reqs.v23000.ginConnectionType == v31::kGinConnectionCustomStride &&
       (stride < 1 || stride > lsa || comm_->nranks % stride != 0))

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "src/base/nccl_version.h"
 #include "src/shim/api.h"
 
 namespace braid {
@@ -79,10 +80,6 @@ size_t release_size(unsigned version) {
   return bytes;
 }
 
-std::string release_name(unsigned version) {
-  return fmt::format("{}.{}.{}", version / 10000, version / 100 % 100, version % 100);
-}
-
 bool is_unset_or(int value, std::initializer_list<int> allowed) {
   if (value == NCCL_CONFIG_UNDEF_INT) return true;
   for (int a : allowed)
@@ -123,7 +120,7 @@ Status read_config(const ncclConfig_t* user, ncclConfig_t* out) {
   const size_t expected = release_size(version);
   if (size < prefix || size < expected)
     return BRAID_ERROR(ncclInvalidArgument, "config size {} is too small for version {} (NCCL {}'s ncclConfig_t is "
-                       "{} bytes)", size, version, release_name(version), std::max(prefix, expected));
+                       "{} bytes)", size, version, nccl_version_name(version), std::max(prefix, expected));
   for (const Member& m : kConfigMembers)
     if (version >= m.since && m.offset + m.bytes <= size)
       std::memcpy(reinterpret_cast<char*>(out) + m.offset, reinterpret_cast<const char*>(user) + m.offset, m.bytes);

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <vector>
 
+#include "src/base/nccl_version.h"
 #include "src/devapi/abi_v23100.h"
 #include "src/devapi/abi_v23200.h"
 #include "src/devapi/teams.h"
@@ -135,10 +136,10 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
     // Its program may stop on that answer with a message of its own: say why once.
     static std::once_flag said;
     std::call_once(said, [&] {
-      BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}.{}.{}'s device headers ({}-byte properties) is told "
+      BRAID_WARN("ncclCommQueryProperties: a client of NCCL {}'s device headers ({}-byte properties) is told "
                  "there is no device API: braid serves kernels built against 2.28.9's, 2.29's, 2.30's, 2.31's and "
                  "2.32.0-2.32.3's, each with its own release's nccl.h (rebuild against 2.32.3's)",
-                 version / 10000, version / 100 % 100, version % 100, size);
+                 nccl_version_name(version), size);
     });
   }
   // Only the members the caller's struct has.
