@@ -15,7 +15,10 @@
 #include "src/base/tls_session.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/abi_v23200.h"
+#include "src/base/log.h"
 #include "src/transport/fd_passing.h"
+#include "src/transport/net/net_choice.h"
+#include "src/transport/net/net_transport.h"
 
 namespace braid {
 namespace {
@@ -129,7 +132,7 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
     const devapi::GinSignals peer{gin->signals_->lsa_peer(i), signal_words, ops};
     links[static_cast<size_t>(me - lsa.rank + i)] = std::make_unique<devapi::DirectGinLink>(space.gin_lsa(i), peer);
   }
-  if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, signal_words, &links));
+  if (lsa.size < nranks) BRAID_TRY(gin->connect_other_hosts(space, bootstrap, transport, signal_words, &links));
   gin->fault_.notify([l = &liveness](const Status& s) { l->raise(s); });
   devapi::GinProxyOptions options;
   options.watch = [l = &liveness] { return l->reason(); };
@@ -141,11 +144,77 @@ Status DeviceGin::create(LsaSpace& space, Bootstrap& bootstrap, const TransportC
   return Status::ok();
 }
 
-Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
-                                      std::vector<std::unique_ptr<devapi::GinLink>>* links) {
-  const int me = space.world_rank(), nranks = space.world_size(), first = me - space.lsa().rank;
-  const auto timeout = std::chrono::seconds(env_int("BRAID_TIMEOUT"));
-  auto outside = [&](int r) { return r < first || r >= first + space.lsa().size; };
+namespace {
+
+// The ranks outside this rank's LSA team: the other hosts'.
+bool outside_lsa(const LsaSpace& space, int r) {
+  const int first = space.world_rank() - space.lsa().rank;
+  return r < first || r >= first + space.lsa().size;
+}
+
+std::chrono::milliseconds gin_timeout() { return std::chrono::seconds(env_int("BRAID_TIMEOUT")); }
+
+}  // namespace
+
+Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
+                                      uint32_t signal_words, std::vector<std::unique_ptr<devapi::GinLink>>* links) {
+  // The net the communicator's transport chose the same way (every rank
+  // alike: choose_net agrees through the bootstrap); none: sockets.
+  const std::string mode = env_string("BRAID_TRANSPORT");
+  Net* net = nullptr;
+  if (mode == "auto" || mode == "ib" || mode == "plugin")
+    BRAID_TRY(std::move(choose_net(mode, &bootstrap, &net)).context("GIN"));
+  if (net) return connect_over_net(space, bootstrap, transport, net, signal_words, links);
+  return connect_over_tcp(space, bootstrap, signal_words, links);
+}
+
+// GIN's own transport over the net, so that its connections and segments
+// are apart from the communicator's; channels 0 and 1 to every other
+// host's rank (gin_pipes.h), all made before the receiver starts.
+Status DeviceGin::connect_over_net(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport, Net* net,
+                                   uint32_t signal_words, std::vector<std::unique_ptr<devapi::GinLink>>* links) {
+  constexpr uint64_t kSalt = 0x67696e5f6e657473ULL;  // "gin_nets"
+  const int me = space.world_rank(), nranks = space.world_size();
+  TransportContext t = transport;
+  t.comm_hash ^= kSalt;
+  std::vector<bool> serves(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) serves[size_t(r)] = outside_lsa(space, r);
+  BRAID_TRY(std::move(make_net_transport(t, &bootstrap, net, serves, &net_transport_)).context("GIN"));
+  const auto timeout = gin_timeout();
+  std::vector<GinPipeReceiver::Sender> senders;
+  for (int r = 0; r < nranks; ++r) {
+    if (!serves[size_t(r)]) continue;
+    SendPipe *messages = nullptr, *answers = nullptr;
+    RecvPipe *their_messages = nullptr, *their_answers = nullptr;
+    BRAID_TRY(net_transport_->send_pipe(r, kGinMessageChannel, &messages));
+    BRAID_TRY(net_transport_->recv_pipe(r, kGinAnswerChannel, &their_answers));
+    BRAID_TRY(net_transport_->recv_pipe(r, kGinMessageChannel, &their_messages));
+    BRAID_TRY(net_transport_->send_pipe(r, kGinAnswerChannel, &answers));
+    for (SendPipe* pipe : {messages, answers}) {  // connected (a slot to write) within the timeout
+      const Deadline deadline = Deadline::after(timeout);
+      Waiter waiter;
+      for (void* slot = nullptr; !slot; waiter.pause()) {
+        BRAID_TRY(std::move(pipe->try_acquire(&slot)).context(fmt::format("GIN: connecting with rank {}", r)));
+        if (!slot && deadline.expired())
+          return BRAID_ERROR(ncclRemoteError, "GIN: no connection with rank {} within BRAID_TIMEOUT", r);
+      }
+    }
+    (*links)[size_t(r)] = std::make_unique<PipeGinLink>(messages, their_answers, net_transport_->slot_bytes(), r,
+                                                        timeout, *memory_.gin_ops());
+    senders.push_back({r, their_messages, answers});
+  }
+  BRAID_INFO(kInit, "GIN: rank {} reaches the {} ranks of other hosts over {}", me, senders.size(), net->name());
+  const devapi::GinSignals mine{signals_->host(), signal_words, memory_.gin_ops()};
+  pipe_receiver_ = std::make_unique<GinPipeReceiver>(std::move(senders), net_transport_->slot_bytes(),
+                                                     space.gin_local().get(), mine, &fault_, timeout);
+  return Status::ok();
+}
+
+Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
+                                   std::vector<std::unique_ptr<devapi::GinLink>>* links) {
+  const int me = space.world_rank(), nranks = space.world_size();
+  const auto timeout = gin_timeout();
+  auto outside = [&](int r) { return outside_lsa(space, r); };
   sockaddr_in local{};
   BRAID_TRY(local_endpoint(&local));
   int listener = -1;
@@ -215,6 +284,8 @@ DeviceGin::~DeviceGin() {
   proxy_.reset();
   if (receiver_) receiver_->stop();
   receiver_.reset();
+  pipe_receiver_.reset();
+  net_transport_.reset();
   signals_.reset();
   if (host_block_registered_) memory_.host_unregister(host_block_);
   std::free(host_block_);

@@ -21,7 +21,9 @@
 // engines on a GPU.  Ranks of other LSA teams (other
 // hosts) are reached over TCP (src/devapi/gin_tcp.h): one stream from each
 // rank to each such rank, whose receiver thread applies the frames to this
-// rank's windows and signals in stream order.  A descriptor the proxy
+// rank's windows and signals in stream order; where the communicator's
+// network between hosts is InfiniBand verbs or an NCCL net plugin, over
+// that instead (src/runtime/gin_pipes.h), with the same order.  A descriptor the proxy
 // refuses, or a peer that fails, is a fault that ncclCommGetAsyncError
 // reports: a TCP stream that ends without its close, and an LSA peer's
 // process that exits (the communicator's DeviceLiveness watches those; the
@@ -38,12 +40,14 @@
 #include "src/devapi/gin_proxy.h"
 #include "src/devapi/gin_tcp.h"
 #include "src/runtime/device_liveness.h"
+#include "src/runtime/gin_pipes.h"
 #include "src/runtime/gin_signals.h"
 #include "src/runtime/lsa_space.h"
 
 namespace braid {
 
 class Bootstrap;
+class Net;
 
 // What the devComm asked for.  `signals` and `counters` (per context) are
 // at least 1 and fit the format's ids (16 bits in format 1; 24 and 23 in
@@ -86,10 +90,15 @@ class DeviceGin {
 
  private:
   explicit DeviceGin(DeviceApiMemory& memory) : memory_(memory) {}
-  // Collective: a TCP link to every rank outside this LSA team, and the
-  // receiver of theirs.
-  Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
-                             std::vector<std::unique_ptr<devapi::GinLink>>* links);
+  // Collective: a link to every rank outside this LSA team, and the
+  // receiver of theirs: over the communicator's net where it has one (as
+  // BRAID_TRANSPORT chooses), else TCP.
+  Status connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
+                             uint32_t signal_words, std::vector<std::unique_ptr<devapi::GinLink>>* links);
+  Status connect_over_net(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport, Net* net,
+                          uint32_t signal_words, std::vector<std::unique_ptr<devapi::GinLink>>* links);
+  Status connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32_t signal_words,
+                          std::vector<std::unique_ptr<devapi::GinLink>>* links);
   DeviceApiMemory& memory_;
   void* context_ = nullptr;
   size_t context_bytes_ = 0;  // one context's struct
@@ -102,6 +111,10 @@ class DeviceGin {
   std::unique_ptr<GinSignalArray> signals_;
   devapi::GinFault fault_;
   std::unique_ptr<devapi::GinTcpReceiver> receiver_;
+  // Over a net: GIN's own transport (its pipes outlive the links and the
+  // receiver that use them) and the receiver.
+  std::unique_ptr<Transport> net_transport_;
+  std::unique_ptr<GinPipeReceiver> pipe_receiver_;
   std::unique_ptr<devapi::GinProxy> proxy_;
   devapi::GinProgress* progress_ = nullptr;  // stepping proxy_ (set once it is)
 };

@@ -2,13 +2,17 @@
 // on, and waiting for the asynchronous error a faulted proxy reports.
 #pragma once
 
+#include <fmt/format.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <string>
 
 #include "harness.h"
+#include "read_file.h"
 #include "scoped_env.h"
 
 namespace mp {
@@ -30,6 +34,43 @@ inline int run_gin_setups(const RankBody& body, const std::string& host_prefix) 
             }) != 0;
   if (can_make_pid_namespaces()) failed += run_ranks_as_processes(3, body, 60, {}, {}, true) != 0;
   return failed;
+}
+
+// Ranks on two emulated hosts (rank / 2) whose network between them is
+// braid's own net plugin (TCP inside, as an external plugin is loaded), so
+// that GIN between hosts goes over the net transport's pipes
+// (src/runtime/gin_pipes.h).  Fragments of 4 KiB and two of them in flight
+// per connection: a put of a few KiB spans several, and a sender waits for
+// the receiver's credit.  Each process logs INIT at INFO to a file of its
+// own, which gin_said_over_net reads.
+inline std::string gin_net_log_dir() {
+  static std::string dir = [] {
+    char templ[] = "/tmp/braid-gin-net-XXXXXX";
+    return std::string(mkdtemp(templ));
+  }();
+  return dir;
+}
+inline std::function<void(int)> gin_over_net(const std::string& host_prefix) {
+  const std::string dir = gin_net_log_dir();
+  return [=](int rank) {
+    setenv("BRAID_HOSTID", (host_prefix + std::to_string(rank / 2)).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank / 2 + 1).c_str(), 1);
+    setenv("BRAID_TRANSPORT", "plugin", 1);
+    setenv("NCCL_NET_PLUGIN", BRAID_NET_PLUGIN_LIB, 1);
+    setenv("BRAID_NET_SLOT_BYTES", "4096", 1);
+    setenv("BRAID_NET_SLOTS", "2", 1);
+    setenv("BRAID_DEBUG", "INFO", 1);
+    setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
+    setenv("BRAID_DEBUG_FILE", (dir + "/%p.log").c_str(), 1);
+    ncclResetDebugInit();  // the forked child inherits the parent's settings, read once
+  };
+}
+// Whether this process's log says its GIN reached the other host's ranks
+// over the net plugin (not over GIN's TCP streams).
+inline void gin_said_over_net(Failures& f) {
+  const std::string log = read_file(fmt::format("{}/{}.log", gin_net_log_dir(), getpid()));
+  if (log.find("GIN: rank") == std::string::npos || log.find("ranks of other hosts over BraidSocket") == std::string::npos)
+    f.fail("GIN between hosts is not said to go over the net plugin: " + log);
 }
 
 // Polls ncclCommGetAsyncError until it reports an error, for at most

@@ -10,7 +10,8 @@
 //
 // An AlltoAll as NCCL's example 02_gin_alltoall_pure runs it (a put with
 // a signal increment to every rank, itself included), inline puts with
-// signal adds, on one host and on two emulated hosts (TCP between them);
+// signal adds, on one host and on two emulated hosts (TCP between them, or
+// a net plugin);
 // a descriptor the proxy must refuse, and a rank that dies, both of which
 // ncclCommGetAsyncError then reports.
 #include <nccl_device/core.h>
@@ -134,6 +135,16 @@ TEST_CASE("device API GIN: with ncclSetEncryption, GIN between hosts runs over T
   CHECK(run_ranks_as_processes(4, gin_alltoall, 60, [](int rank) {
           setenv("BRAID_HOSTID", ("gin-tls-host-" + std::to_string(rank / 2)).c_str(), 1);
         }) == 0);
+}
+
+// Where the network between hosts is a net (InfiniBand verbs or an NCCL
+// net plugin; here braid's own plugin), GIN between hosts takes it: the
+// same AlltoAll, exact, each put cut into fragments that wait for credit.
+TEST_CASE("device API GIN: between hosts over a net plugin, in fragments, exact", "[device][gin][net]") {
+  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          gin_alltoall(rank, n, comm, f);
+          gin_said_over_net(f);
+        }, 120, gin_over_net("gin-net-host-")) == 0);
 }
 
 // ginContextCount 3: three contexts, each its own ncclGinProxyGpuCtx_t in

@@ -219,6 +219,15 @@ TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.3
   CHECK(run_gin_setups(gin_traffic<v231::Abi::kV230>, "gin230-host-") == 0);
 }
 
+// Gets and VA signals between hosts over a net plugin (gin_pipes.h): a
+// get's answer comes back on a connection of its own, in fragments.
+TEST_CASE("device API 2.30 GIN: puts, VA signals and gets between hosts over a net plugin", "[device][gin][v230][net]") {
+  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          gin_traffic<v231::Abi::kV230>(rank, n, comm, f);
+          gin_said_over_net(f);
+        }, 120, gin_over_net("gin230-net-host-")) == 0);
+}
+
 // A kernel built against 2.31's headers posts as 2.30's does, through the
 // contexts at 2.31's ginHandles (and windows whose GIN handles are read
 // as backend 0's).
