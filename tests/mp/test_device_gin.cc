@@ -139,10 +139,17 @@ TEST_CASE("device API GIN: with ncclSetEncryption, GIN between hosts runs over T
 
 // Where the network between hosts is a net (InfiniBand verbs or an NCCL
 // net plugin; here braid's own plugin), GIN between hosts takes it: the
-// same AlltoAll, exact, each put cut into fragments that wait for credit.
+// same AlltoAll, exact, each put cut into fragments that wait for credit;
+// twice, each with a devComm of its own, so that one devComm's connections
+// closing leaves no error behind for the communicator.
 TEST_CASE("device API GIN: between hosts over a net plugin, in fragments, exact", "[device][gin][net]") {
   CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           gin_alltoall(rank, n, comm, f);
+          gin_alltoall(rank, n, comm, f);
+          barrier_all(comm, f);
+          ncclResult_t async = ncclSuccess;
+          MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
+          if (async != ncclSuccess) f.fail(std::string("after two devComms: ") + ncclGetLastError(comm));
           gin_said_over_net(f);
         }, 120, gin_over_net("gin-net-host-")) == 0);
 }
@@ -234,6 +241,39 @@ TEST_CASE("device API GIN: a rank that dies is reported to the others in bounded
     if (rank == kRanks - 1) raise(SIGKILL);
     const ncclResult_t async = await_async_error(comm, f);
     if (async != ncclRemoteError) f.fail("async error " + std::to_string(int(async)) + ", not ncclRemoteError");
+    MP_NCCL(f, ncclCommAbort(comm));
+    return f.count ? 1 : 0;
+  });
+  REQUIRE(pids.size() == size_t(kRanks));
+  CHECK(reap_with_one_killed(pids, kRanks - 1) == 0);
+}
+
+// The same across hosts over a net plugin: ranks 0 and 1 share no host
+// with the rank that dies, so only GIN's connections to it can tell them
+// (the transport's error on its pipes), in bounded time.
+TEST_CASE("device API GIN: a rank of another host that dies is reported over the net", "[device][gin][faults][net]") {
+  constexpr int kRanks = 4;
+  const auto setup = gin_over_net("gin-net-dies-host-");
+  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [&](int rank, const std::vector<ncclUniqueId>& ids) {
+    setup(rank);
+    Failures f;
+    ncclComm_t comm = nullptr;
+    MP_NCCL(f, ncclCommInitRank(&comm, kRanks, ids[0], rank));
+    if (!comm) return 1;
+    ncclDevCommRequirements reqs = {};
+    reqs.ginSignalCount = 1;
+    ncclDevComm dev = {};
+    MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+    gin_said_over_net(f);
+    barrier_all(comm, f);
+    if (rank == kRanks - 1) raise(SIGKILL);
+    const auto start = std::chrono::steady_clock::now();
+    const ncclResult_t async = await_async_error(comm, f);
+    if (async != ncclRemoteError && async != ncclSystemError)
+      f.fail("async error " + std::to_string(int(async)) + " after " +
+             std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) + " s");
+    if (rank < 2 && std::string(ncclGetLastError(comm)).find("GIN receiver, from rank 3") == std::string::npos)
+      f.fail(std::string("not said by GIN's receiver: ") + ncclGetLastError(comm));
     MP_NCCL(f, ncclCommAbort(comm));
     return f.count ? 1 : 0;
   });
