@@ -248,8 +248,8 @@ Status GinPipeReceiver::take(Stream& st, const char* data, size_t bytes) {
     st.in_put = true;
   }
   if (bytes > st.put.bytes - st.got)
-    return BRAID_ERROR(ncclRemoteError, "a GIN put's fragments hold {} bytes more than its {}", bytes - (st.put.bytes - st.got),
-                       st.put.bytes);
+    return BRAID_ERROR(ncclRemoteError, "a GIN put's fragments hold {} bytes more than its {}",
+                       bytes - (st.put.bytes - st.got), st.put.bytes);
   if (bytes) BRAID_TRY(signals_.ops->copy(st.dst + st.got, data, bytes));
   st.got += bytes;
   if (st.got < st.put.bytes) return Status::ok();

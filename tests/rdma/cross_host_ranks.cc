@@ -8,8 +8,10 @@
 //                and not), every datatype with every reduction op, grouped
 //                send/recv of every datatype between every pair, one-sided
 //                puts with signals between every pair, MoE dispatch and
-//                combine, and braidAlltoAllv (stores within a guest, RMA
-//                between them): exact
+//                combine, braidAlltoAllv (stores within a guest, RMA
+//                between them), and a GIN AlltoAll of the device API
+//                (gin_alltoall.h; GIN over the net between the guests):
+//                exact
 //   full         short, and every collective at 4 MB and 16 MB as well
 //   kill         collectives until the last rank of the job kills itself;
 //                every survivor's call must then fail with ncclRemoteError
@@ -38,6 +40,10 @@
 #include "alltoallv_calls.h"
 #include "cross_host_sweep.h"
 #include "moe_layer.h"
+#if __has_include(<nccl_device/core.h>)  // NVIDIA's device headers, for the GIN client
+#include "gin_alltoall.h"
+#define CROSS_HOST_GIN 1
+#endif
 
 using namespace mp;
 using Clock = std::chrono::steady_clock;
@@ -48,6 +54,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // With $EXPECT_TRANSPORT, whether this process's log has `what` followed by it.
 bool log_says(int rank, const char* what);
+bool log_says_gin(int rank);
 
 int report(int rank, Failures& f, const char* what, Clock::time_point t0) {
   std::fprintf(stderr, "rank %d: %s %s in %.1f s\n", rank, what, f.count ? "FAILED" : "exact", seconds_since(t0));
@@ -80,6 +87,12 @@ int sweep(int rank, int n, ncclComm_t comm, bool full) {
   moe_test::calls_body(moe_test::A2aCase{.type = ncclFloat32, .max_count = 5000, .calls = 10, .seed = 3})(rank, n,
                                                                                                           comm, f);
   report(rank, f, "MoE dispatch/combine and AlltoAllv", t0);
+#ifdef CROSS_HOST_GIN
+  t0 = Clock::now();
+  gin_host::gin_alltoall(rank, n, comm, f);
+  if (!log_says_gin(rank)) f.fail("GIN between the guests is not on the expected net");
+  report(rank, f, "GIN AlltoAll between every pair", t0);
+#endif
   if (full) {
     t0 = Clock::now();
     every_collective(rank, n, comm, f, {1 << 20, 1 << 22});
@@ -167,6 +180,19 @@ bool log_says(int rank, const char* what) {
   const char* expected = std::getenv("EXPECT_TRANSPORT");
   if (!expected) return true;
   const std::string log = my_log(), want = std::string(what) + expected;
+  if (log.find(want) != std::string::npos) return true;
+  std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());
+  return false;
+}
+
+// GIN says which net it took ("GIN: ... over NAME"): the net part of
+// $EXPECT_TRANSPORT (after "shm+").
+bool log_says_gin(int rank) {
+  const char* expected = std::getenv("EXPECT_TRANSPORT");
+  if (!expected) return true;
+  std::string net = expected;
+  if (net.rfind("shm+", 0) == 0) net = net.substr(4);
+  const std::string log = my_log(), want = "ranks of other hosts over " + net;
   if (log.find(want) != std::string::npos) return true;
   std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());
   return false;

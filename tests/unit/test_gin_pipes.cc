@@ -27,7 +27,8 @@ constexpr uint64_t kWindow = 7;
 // One connection: a FIFO of `slots` fragments, shared by two threads.
 class Connection {
  public:
-  explicit Connection(int slots) : slots_(slots), ring_(size_t(slots), std::vector<char>(kSlotBytes)), lengths_(size_t(slots)) {}
+  explicit Connection(int slots)
+      : slots_(slots), ring_(size_t(slots), std::vector<char>(kSlotBytes)), lengths_(size_t(slots)) {}
   Status acquire_send(void** slot) {
     std::lock_guard<std::mutex> lock(mu_);
     *slot = committed_ - taken_ < uint64_t(slots_) ? ring_[committed_ % slots_].data() : nullptr;
@@ -84,8 +85,8 @@ struct Rig {
     REQUIRE(windows.add(kWindow, window.data(), window.size()).is_ok());
     signals.words = signal_words.data();
     signals.count = 4;
-    receiver = std::make_unique<GinPipeReceiver>(std::vector<GinPipeReceiver::Sender>{{0, &recv_messages, &send_answers}},
-                                                 kSlotBytes, &windows, signals, &fault, timeout);
+    std::vector<GinPipeReceiver::Sender> senders{{0, &recv_messages, &send_answers}};
+    receiver = std::make_unique<GinPipeReceiver>(senders, kSlotBytes, &windows, signals, &fault, timeout);
   }
   ~Rig() { receiver->stop(); }
   Status wait(uint32_t id, uint64_t at_least) {
@@ -143,7 +144,8 @@ TEST_CASE("GIN over pipes: puts in fragments land before their signal, in order"
   const GinSignalAdd last{2, 1};
   REQUIRE(rig.link.put(0, 0, nullptr, 0, &last).is_ok());
   REQUIRE(rig.wait(2, 4).is_ok());
-  for (int i = 0; i < 3; ++i) CHECK(std::memcmp(rig.window.data() + 16 + 1000 * i, sources[size_t(i)].data(), 1000) == 0);
+  for (int i = 0; i < 3; ++i)
+    CHECK(std::memcmp(rig.window.data() + 16 + 1000 * i, sources[size_t(i)].data(), 1000) == 0);
   CHECK(rig.signal_words[2] == 4);
   // A VA signal: a 64-bit add to a word of the window, after the puts.
   uint64_t word = 0;
