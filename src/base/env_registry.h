@@ -87,6 +87,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_STALL_SCALABLE_RANK", "-1",
      "for tests: the rank whose init with several roots (ncclCommInitRankScalable) stalls between the bootstrap's "
      "rendezvous and its exchanges until it is aborted (or BRAID_TIMEOUT)"},
+    {"BRAID_GIN_NET", "auto",
+     "how GIN of NCCL's device API reaches other hosts' ranks: auto (the communicator's net, InfiniBand verbs or an "
+     "NCCL net plugin as BRAID_TRANSPORT chooses, else GIN's own TCP streams) or socket (the TCP streams); read at "
+     "ncclDevCommCreate, the same on every rank"},
     {"BRAID_CUDA_GIN", "0",
      "cuda backend: 1 serves GPU-initiated networking (GIN) of NCCL's device API through braid's proxy (copy "
      "engines, host-mapped signals); built, not yet run on a GPU, so off by default: devComms that need GIN are "

@@ -158,11 +158,22 @@ std::chrono::milliseconds gin_timeout() { return std::chrono::seconds(env_int("B
 
 Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, const TransportContext& transport,
                                       uint32_t signal_words, std::vector<std::unique_ptr<devapi::GinLink>>* links) {
+  // BRAID_GIN_NET, the same on every rank (or the exchanges below would
+  // not pair up).
+  int use_sockets = 0;
+  BRAID_TRY(std::move(env_choice("BRAID_GIN_NET", {"auto", "socket"}, &use_sockets)).context("GIN"));
+  std::vector<uint8_t> choices(size_t(space.world_size()));
+  choices[size_t(space.world_rank())] = uint8_t(use_sockets);
+  BRAID_TRY(std::move(bootstrap.allgather(choices.data(), 1)).context("GIN"));
+  for (size_t r = 0; r < choices.size(); ++r)
+    if (choices[r] != use_sockets)
+      return BRAID_ERROR(ncclInvalidUsage, "BRAID_GIN_NET is {} on rank {} and {} here: set it alike on every rank",
+                         choices[r] ? "socket" : "auto", r, use_sockets ? "socket" : "auto");
   // The net the communicator's transport chose the same way (every rank
   // alike: choose_net agrees through the bootstrap); none: sockets.
   const std::string mode = env_string("BRAID_TRANSPORT");
   Net* net = nullptr;
-  if (mode == "auto" || mode == "ib" || mode == "plugin")
+  if (!use_sockets && (mode == "auto" || mode == "ib" || mode == "plugin"))
     BRAID_TRY(std::move(choose_net(mode, &bootstrap, &net)).context("GIN"));
   if (net) return connect_over_net(space, bootstrap, transport, net, signal_words, links);
   return connect_over_tcp(space, bootstrap, signal_words, links);
@@ -272,6 +283,8 @@ Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32
     senders.push_back(c.rank);
     sessions.push_back(std::move(c.tls));
   }
+  BRAID_INFO(kInit, "GIN: rank {} reaches the {} ranks of other hosts over TCP streams{}", me, senders.size(),
+             tls_enabled() ? " (TLS)" : "");
   const devapi::GinSignals mine{signals_->host(), signal_words, memory_.gin_ops()};
   receiver_ = std::make_unique<devapi::GinTcpReceiver>(fds, senders, space.gin_local().get(), mine, &fault_, timeout,
                                                        std::move(sessions));

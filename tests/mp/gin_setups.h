@@ -72,11 +72,11 @@ inline std::function<void(int)> gin_over_net(const std::string& host_prefix) {
   };
 }
 // Whether this process's log says its GIN reached the other host's ranks
-// over the net plugin (not over GIN's TCP streams).
-inline void gin_said_over_net(Failures& f) {
+// over `path`: the net plugin ("BraidSocket"), or GIN's "TCP streams".
+inline void gin_said_over(Failures& f, const std::string& path = "BraidSocket") {
   const std::string log = read_file(fmt::format("{}/{}.log", gin_net_log_dir(), getpid()));
-  if (log.find("ranks of other hosts over BraidSocket") == std::string::npos)
-    f.fail("GIN between hosts is not said to go over the net plugin: " + log);
+  if (log.find("ranks of other hosts over " + path) == std::string::npos)
+    f.fail("GIN between hosts is not said to go over " + path + ": " + log);
 }
 
 // Polls ncclCommGetAsyncError until it reports an error, for at most

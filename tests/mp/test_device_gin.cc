@@ -66,8 +66,31 @@ TEST_CASE("device API GIN: between hosts over a net plugin, in fragments, exact"
           ncclResult_t async = ncclSuccess;
           MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
           if (async != ncclSuccess) f.fail(std::string("after two devComms: ") + ncclGetLastError(comm));
-          gin_said_over_net(f);
+          gin_said_over(f);
         }, 120, gin_over_net("gin-net-host-")) == 0);
+}
+
+// BRAID_GIN_NET=socket keeps GIN on its own TCP streams though the
+// communicator has a net; set on one rank only, every rank's devComm is
+// refused, saying so (a collective setup that broke midway: the
+// communicator then holds that error, to be aborted).
+TEST_CASE("device API GIN: BRAID_GIN_NET=socket takes TCP streams; set on one rank, every rank refuses",
+          "[device][gin][net]") {
+  CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          {
+            ScopedEnv streams("BRAID_GIN_NET", "socket");
+            gin_alltoall(rank, n, comm, f);
+          }
+          gin_said_over(f, "TCP streams");
+          ncclDevCommRequirements reqs = {};
+          reqs.ginSignalCount = 1;
+          ncclDevComm dev = {};
+          ScopedEnv one(rank == 1 ? "BRAID_GIN_NET" : "BRAID_GIN_NET_UNUSED", "socket");
+          if (ncclDevCommCreate(comm, &reqs, &dev) != ncclInvalidUsage) return f.fail("a devComm was made");
+          if (std::string(ncclGetLastError(comm)).find("BRAID_GIN_NET is") == std::string::npos)
+            f.fail(std::string("the refusal: ") + ncclGetLastError(comm));
+          (void)n;
+        }, 120, gin_over_net("gin-net-choice-host-")) == 0);
 }
 
 // ginContextCount 3: three contexts, each its own ncclGinProxyGpuCtx_t in
@@ -180,7 +203,7 @@ TEST_CASE("device API GIN: a rank of another host that dies is reported over the
     reqs.ginSignalCount = 1;
     ncclDevComm dev = {};
     MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
-    gin_said_over_net(f);
+    gin_said_over(f);
     barrier_all(comm, f);
     if (rank == kRanks - 1) raise(SIGKILL);
     const auto start = std::chrono::steady_clock::now();

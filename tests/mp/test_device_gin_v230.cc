@@ -224,7 +224,7 @@ TEST_CASE("device API 2.30 GIN: puts, signals, VA signals and gets posted as 2.3
 TEST_CASE("device API 2.30 GIN: puts, VA signals and gets between hosts over a net plugin", "[device][gin][v230][net]") {
   CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           gin_traffic<v231::Abi::kV230>(rank, n, comm, f);
-          gin_said_over_net(f);
+          gin_said_over(f);
         }, 120, gin_over_net("gin230-net-host-")) == 0);
 }
 
