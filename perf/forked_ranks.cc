@@ -9,12 +9,17 @@
 
 namespace perf {
 
-int run_forked_ranks(int nranks, int hosts, const char* host_prefix, const std::function<int(int rank)>& body) {
+namespace {
+
+// Forks body(first + i) for i < count, host_of(rank) naming its emulated
+// host (nullptr: none), and reaps them all.
+int fork_and_reap(int first, int count, const std::function<std::string(int rank)>& host_of,
+                  const std::function<int(int rank)>& body) {
   std::vector<pid_t> pids;
-  for (int r = 0; r < nranks; ++r) {
+  for (int r = first; r < first + count; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
-      setenv("BRAID_HOSTID", (host_prefix + std::to_string(r * hosts / nranks)).c_str(), 1);
+      if (host_of) setenv("BRAID_HOSTID", host_of(r).c_str(), 1);
       _exit(body(r));
     }
     pids.push_back(pid);
@@ -25,6 +30,16 @@ int run_forked_ranks(int nranks, int hosts, const char* host_prefix, const std::
     if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
   }
   return rc;
+}
+
+}  // namespace
+
+int run_forked_ranks(int nranks, int hosts, const char* host_prefix, const std::function<int(int rank)>& body) {
+  return fork_and_reap(0, nranks, [&](int r) { return host_prefix + std::to_string(r * hosts / nranks); }, body);
+}
+
+int run_local_ranks(int first, int local, const std::function<int(int rank)>& body) {
+  return fork_and_reap(first, local, nullptr, body);
 }
 
 double median(std::vector<double> v) {

@@ -20,6 +20,9 @@ namespace perf {
 // (BRAID_HOSTID = host_prefix + host).  Returns nonzero if a child failed
 // (a nonzero return, a signal).
 int run_forked_ranks(int nranks, int hosts, const char* host_prefix, const std::function<int(int rank)>& body);
+// Runs body(rank) in `local` forked children, ranks first.., of a job whose
+// other ranks run on other machines (nothing emulated).  The same result.
+int run_local_ranks(int first, int local, const std::function<int(int rank)>& body);
 
 // `count` objects of a trivially destructible type T in memory the children share with the
 // parent, value-initialised; freed with the object.
