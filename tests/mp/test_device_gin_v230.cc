@@ -270,8 +270,9 @@ TEST_CASE("device API 2.30 GIN: a 2.28.9 descriptor in a 2.30 queue is an asynch
 // adds only to signal memory, as on CUDA).  2.30's default requirements
 // ask for VA signals, which such a backend refuses with the reason, as
 // NCCL refuses a GIN plugin without them; without them, puts, signals and
-// gets run, over TCP through the staging buffers; a VA signal descriptor
-// is then an asynchronous error.
+// gets run, over TCP through the staging buffers (and over a net plugin
+// through the pipes' slots); a VA signal descriptor is then an
+// asynchronous error.
 TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[device][gin][v230]") {
   ScopedEnv as_device("BRAID_TEST_GIN_AS_DEVICE", "1");
   // Rank 0 has seen its VA signal's error: until then the others stay (one
@@ -337,6 +338,8 @@ TEST_CASE("device API 2.30 GIN: served as on a GPU, without VA signals", "[devic
   CHECK(run_ranks_as_processes(4, body, 60, [](int rank) {  // two emulated hosts: TCP through the staging
           setenv("BRAID_HOSTID", ("as-device-host-" + std::to_string(rank / 2)).c_str(), 1);
         }) == 0);
+  checked->store(0);
+  CHECK(run_ranks_as_processes(4, body, 120, gin_over_net("as-device-net-host-")) == 0);  // the pipes, likewise
   munmap(checked, sizeof(std::atomic<int>));
 }
 
