@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/base/tls_session.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/devapi/abi_v23200.h"
-#include "src/base/log.h"
 #include "src/transport/fd_passing.h"
 #include "src/transport/net/net_choice.h"
 #include "src/transport/net/net_transport.h"

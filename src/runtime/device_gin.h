@@ -23,7 +23,8 @@
 // rank to each such rank, whose receiver thread applies the frames to this
 // rank's windows and signals in stream order; where the communicator's
 // network between hosts is InfiniBand verbs or an NCCL net plugin, over
-// that instead (src/runtime/gin_pipes.h), with the same order.  A descriptor the proxy
+// that instead (src/runtime/gin_pipes.h), with the same order, unless
+// BRAID_GIN_NET=socket.  A descriptor the proxy
 // refuses, or a peer that fails, is a fault that ncclCommGetAsyncError
 // reports: a TCP stream that ends without its close, and an LSA peer's
 // process that exits (the communicator's DeviceLiveness watches those; the
