@@ -75,7 +75,7 @@ TEST_CASE("device API GIN: between hosts over a net plugin, in fragments, exact"
 // communicator has a net; set on one rank only, every rank's devComm is
 // refused, saying so (a collective setup that broke midway: the
 // communicator then holds that error, to be aborted).
-TEST_CASE("device API GIN: BRAID_GIN_NET=socket takes TCP streams; set on one rank, every rank refuses",
+TEST_CASE("device API GIN: BRAID_GIN_NET=socket takes TCP streams, and set on one rank alone every rank refuses",
           "[device][gin][net]") {
   CHECK(run_ranks_as_processes(4, [](int rank, int n, ncclComm_t comm, Failures& f) {
           {

@@ -17,6 +17,11 @@
 //                every survivor's call must then fail with ncclRemoteError
 //                or ncclSystemError within BRAID_TIMEOUT (+5 s), its
 //                async error say so, and ncclCommAbort return within 2 s
+//   gin-kill     a devComm with GIN between the guests, then the last rank
+//                of the job kills itself: every survivor's
+//                ncclCommGetAsyncError must say ncclRemoteError within
+//                BRAID_TIMEOUT (+5 s), the other guest's ranks hearing it
+//                from GIN's receiver (nothing else of theirs talks to it)
 //   init-fails   init must fail, with ncclSystemError and the message
 //                in $EXPECT_ERROR (a wrong NCCL_IB_HCA)
 //   call-fails   init may succeed; then the first AllReduce, or init,
@@ -133,6 +138,34 @@ int kill_suite(int rank, int n, ncclComm_t comm) {
   return 0;
 }
 
+#ifdef CROSS_HOST_GIN
+// A devComm with GIN to the other guest's ranks; the last rank dies.
+int gin_kill_suite(int rank, int n, ncclComm_t comm) {
+  const double timeout_s = double(std::atoll(std::getenv("BRAID_TIMEOUT") ? std::getenv("BRAID_TIMEOUT") : "300"));
+  Failures f;
+  ncclDevCommRequirements reqs = {};
+  reqs.ginSignalCount = 1;
+  ncclDevComm dev = {};
+  MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
+  if (!log_says_gin(rank)) f.fail("GIN between the guests is not on the expected net");
+  barrier_all(comm, f);
+  if (f.count) return 1;
+  if (rank == n - 1) raise(SIGKILL);
+  const auto t0 = Clock::now();
+  ncclResult_t async = ncclSuccess;
+  while (async == ncclSuccess && seconds_since(t0) < timeout_s + 5) {
+    if (ncclCommGetAsyncError(comm, &async) != ncclSuccess) return 1;
+    usleep(1000);
+  }
+  const std::string why = ncclGetLastError(comm);
+  std::fprintf(stderr, "rank %d: after the kill: %s in %.1f s: %s\n", rank, ncclGetErrorString(async),
+               seconds_since(t0), why.c_str());
+  const bool other_guest = rank < n / 2;  // the dead rank is the last of the second guest's
+  if (async != ncclRemoteError || (other_guest && why.find("GIN receiver") == std::string::npos)) return 1;
+  return ncclCommAbort(comm) == ncclSuccess ? 0 : 1;
+}
+#endif
+
 // Whether `what` holds one of the '|'-separated alternatives of $EXPECT_ERROR.
 bool says(const char* what) {
   const char* expected = std::getenv("EXPECT_ERROR");
@@ -231,6 +264,14 @@ int one_rank(const std::string& suite, int rank, int n) {
   }
   std::fprintf(stderr, "rank %d: init in %.1f s\n", rank, seconds_since(t0));
   if (!took_expected_transport(rank)) return 1;
+  if (suite == "gin-kill") {
+#ifdef CROSS_HOST_GIN
+    return gin_kill_suite(rank, n, comm);
+#else
+    std::fprintf(stderr, "rank %d: built without NVIDIA's nccl_device headers: no GIN client\n", rank);
+    return 1;
+#endif
+  }
   int rc = suite == "kill" ? kill_suite(rank, n, comm) : sweep(rank, n, comm, suite == "full");
   if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
   return rc;
@@ -240,7 +281,8 @@ int one_rank(const std::string& suite, int rank, int n) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s short|full|kill|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n", argv[0]);
+    std::fprintf(stderr, "usage: %s short|full|kill|gin-kill|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n",
+                 argv[0]);
     return 2;
   }
   const std::string suite = argv[1];
@@ -260,7 +302,7 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(pids[i], &status, 0);
     const int rank = first + int(i);
-    const bool killed_on_purpose = suite == "kill" && rank == n - 1 && WIFSIGNALED(status);
+    const bool killed_on_purpose = (suite == "kill" || suite == "gin-kill") && rank == n - 1 && WIFSIGNALED(status);
     if (!killed_on_purpose && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       std::fprintf(stderr, "rank %d: %s %d\n", rank, WIFSIGNALED(status) ? "killed by signal" : "exit status",
                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));

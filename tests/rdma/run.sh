@@ -12,8 +12,9 @@
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
 #             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
-#   faults    a killed rank, a wrong NCCL_IB_HCA, a GID the peer cannot reach:
-#             each a clear error in bounded time (ctest rdma.faults)
+#   faults    a killed rank (during collectives; and holding a devComm whose
+#             GIN crosses to it), a wrong NCCL_IB_HCA, a GID the peer cannot
+#             reach: each a clear error in bounded time (ctest rdma.faults)
 # Exits 77 (skip) where the guests cannot be had (scripts/verbs-vm).
 set -u
 build=$(realpath "$1") case=$2
@@ -59,6 +60,8 @@ case "$case" in
         [ "$(cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/$i 2>/dev/null)" = "RoCE v2" ] && gid=$i
       done; echo "guest $VM_ID: unreachable GID index ${gid:-none}"'
     cmd="echo '== a killed rank'; $(job kill BRAID_TRANSPORT=ib BRAID_TIMEOUT=20) || exit 1;
+      echo '== a killed rank that GIN reaches'; $(job gin-kill BRAID_TRANSPORT=ib BRAID_TIMEOUT=20 \
+        EXPECT_TRANSPORT=shm+IB) || exit 4;
       echo '== a wrong NCCL_IB_HCA'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_HCA=mlx5_0 \
         EXPECT_ERROR="'NCCL_IB_HCA=mlx5_0 matches no active port'") || exit 2;
       echo '== a GID the peer cannot reach'; $gid_setup;
