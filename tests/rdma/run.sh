@@ -61,7 +61,7 @@ case "$case" in
       done; echo "guest $VM_ID: unreachable GID index ${gid:-none}"'
     cmd="echo '== a killed rank'; $(job kill BRAID_TRANSPORT=ib BRAID_TIMEOUT=20) || exit 1;
       echo '== a killed rank that GIN reaches'; $(job gin-kill BRAID_TRANSPORT=ib BRAID_TIMEOUT=20 \
-        EXPECT_TRANSPORT=shm+IB) || exit 4;
+        EXPECT_TRANSPORT=IB) || exit 4;
       echo '== a wrong NCCL_IB_HCA'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_HCA=mlx5_0 \
         EXPECT_ERROR="'NCCL_IB_HCA=mlx5_0 matches no active port'") || exit 2;
       echo '== a GID the peer cannot reach'; $gid_setup;
