@@ -18,10 +18,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -34,16 +35,31 @@ using namespace mp;
 
 namespace {
 
+// A port nobody listens on now, for a RAS service to bind later.  Not one
+// the kernel hands out (ephemeral ports, which every other test's
+// connections and listeners take, so one could take it before the service
+// does): a random one below the ephemeral range, and above NCCL's RAS
+// default (28028), that binds now.
 int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
+  int low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &low) != 1) low = 32768;
+    std::fclose(f);
+  }
+  std::mt19937 pick(std::random_device{}());
+  const int first = 28100, count = std::max(1, low - first);
+  for (int tries = 0; tries < 1000; ++tries) {
+    const int port = first + int(pick() % uint32_t(count));
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(uint16_t(port));
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return -1;
 }
 
 // A client connection to a RAS client socket on 127.0.0.1.
