@@ -13,14 +13,16 @@
 // -r rounds of -n iterations alternate between the two (after -w warm-up
 // iterations of each); a round's time is the slowest rank's mean.  The
 // table gives the median round of each, GB/s of what a rank sends, and
-// net/tcp.  Every received byte is checked after each round.
+// net/tcp.  Every received byte is checked after each round.  --gap US
+// sleeps US microseconds before each iteration, outside its time: GIN
+// after a spell of compute, when the proxies and receivers have gone idle.
 //
 // Ranks are forked processes: -t of them on --hosts H emulated hosts of
 // this machine (BRAID_HOSTID; default 2), or, with --first R --local L,
 // ranks R..R+L-1 of a job of -t ranks across real hosts whose other ranks
 // run elsewhere (NCCL_COMM_ID names the root; rank r on host r / L).
-//   gin_hosts_perf [-t ranks] [--hosts H | --first R --local L] [-b min] [-e max] [-f factor] [-n iters]
-//                  [-w warmup] [-r rounds]
+//   gin_hosts_perf [-t ranks] [--hosts H | --first R --local L] [--gap US] [-b min] [-e max] [-f factor]
+//                  [-n iters] [-w warmup] [-r rounds]
 #include <getopt.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,18 +48,20 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   int nranks = 2, hosts = 2;
   int first = -1, local = 0;  // --first/--local: this machine's part of a job across hosts
+  int gap_us = 0;
   perf::Sweep sweep{.min_bytes = 4 << 10, .max_bytes = 4 << 20, .factor = 4};
   int host_of(int rank) const { return first >= 0 ? rank / local : rank * hosts / nranks; }
 };
 
 const char* kUsage =
-    "usage: gin_hosts_perf [-t ranks] [--hosts H | --first R --local L] [-b min] [-e max] [-f factor] [-n iters] "
-    "[-w warmup] [-r rounds]\n";
+    "usage: gin_hosts_perf [-t ranks] [--hosts H | --first R --local L] [--gap US] [-b min] [-e max] [-f factor] "
+    "[-n iters] [-w warmup] [-r rounds]\n";
 
 bool parse(int argc, char** argv, Options* o) {
   static const option longs[] = {{"hosts", required_argument, nullptr, 'H'},
                                  {"first", required_argument, nullptr, 'F'},
                                  {"local", required_argument, nullptr, 'L'},
+                                 {"gap", required_argument, nullptr, 'G'},
                                  {nullptr, 0, nullptr, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "t:b:e:f:n:w:r:", longs, nullptr)) != -1) {
@@ -66,12 +70,13 @@ bool parse(int argc, char** argv, Options* o) {
       case 'H': o->hosts = std::atoi(optarg); break;
       case 'F': o->first = std::atoi(optarg); break;
       case 'L': o->local = std::atoi(optarg); break;
+      case 'G': o->gap_us = std::atoi(optarg); break;
       default:
         if (!perf::sweep_flag(c, optarg, &o->sweep)) return false;
     }
   }
   if (o->first >= 0 && (o->local < 1 || o->first % o->local || o->first + o->local > o->nranks)) return false;
-  return o->nranks >= 2 && o->hosts >= 2 && o->hosts <= o->nranks && o->sweep.valid() &&
+  return o->nranks >= 2 && o->gap_us >= 0 && o->hosts >= 2 && o->hosts <= o->nranks && o->sweep.valid() &&
          o->host_of(o->nranks - 1) > 0;  // some rank is on another host
 }
 
@@ -146,15 +151,19 @@ int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
           for (size_t i = 0; i < bytes; ++i) send[size_t(peer) * bytes + i] = char(pattern(i, rank, peer, salt));
         TRY(ncclAllReduce(&mine, &slowest, 1, ncclFloat64, ncclMax, comm, nullptr));  // line up
         const int iters = round < 0 ? o.sweep.warmup : o.sweep.iters;
-        const auto t0 = Clock::now();
-        for (int i = 0; i < iters; ++i)
+        double busy_us = 0;
+        for (int i = 0; i < iters; ++i) {
+          if (o.gap_us) usleep(useconds_t(o.gap_us));
+          const auto t0 = Clock::now();
           if (!gin_round(p, bytes)) {
             out->error.set(rank, p == kNet ? "a GIN round over the net: no credit, or a signal that never came"
                                            : "a GIN round over TCP streams: no credit, or a signal that never came",
                            ncclInternalError);
             return 1;
           }
-        mine = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / std::max(iters, 1);
+          busy_us += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+        }
+        mine = busy_us / std::max(iters, 1);
         TRY(ncclAllReduce(&mine, &slowest, 1, ncclFloat64, ncclMax, comm, nullptr));
         for (int from : others)
           for (size_t i = 0; i < bytes && iters > 0; ++i)
@@ -200,9 +209,9 @@ int main(int argc, char** argv) {
   const char* transport = std::getenv("BRAID_TRANSPORT");
   std::printf(
       "# gin_hosts_perf: %d ranks on %d hosts (%s), BRAID_TRANSPORT=%s; every rank puts to every rank of the other "
-      "hosts; %d rounds of %d iters (+%d warmup), median round; GB/s of what a rank sends\n",
+      "hosts; %d rounds of %d iters (+%d warmup), %d us idle before each, median round; GB/s of what a rank sends\n",
       o.nranks, o.first >= 0 ? o.nranks / o.local : o.hosts, o.first >= 0 ? "real" : "emulated",
-      transport ? transport : "auto", o.sweep.rounds, o.sweep.iters, o.sweep.warmup);
+      transport ? transport : "auto", o.sweep.rounds, o.sweep.iters, o.sweep.warmup, o.gap_us);
   std::printf("# %12s %12s %10s %12s %10s %9s %8s\n", "size(B)", "net(us)", "net GB/s", "tcp(us)", "tcp GB/s",
               "net/tcp", "#wrong");
   int others = 0;  // rank 0's ranks of other hosts

@@ -217,7 +217,8 @@ Status DeviceGin::connect_over_net(LsaSpace& space, Bootstrap& bootstrap, const 
   BRAID_INFO(kInit, "GIN: rank {} reaches the {} ranks of other hosts over {}", me, senders.size(), net->name());
   const devapi::GinSignals mine{signals_->host(), signal_words, memory_.gin_ops()};
   pipe_receiver_ = std::make_unique<GinPipeReceiver>(std::move(senders), net_transport_->slot_bytes(),
-                                                     space.gin_local().get(), mine, &fault_, timeout);
+                                                     space.gin_local().get(), mine, &fault_, timeout,
+                                                     net_transport_->doorbell());
   return Status::ok();
 }
 

@@ -1,8 +1,9 @@
 // GIN messages over pipes (gin_pipes.h).  The receiver serves its senders
 // in turns of at most kFragmentsPerTurn fragments each, so a large put
-// does not hold the others' signals; it idles as the one-sided RMA
-// receiver does (src/exec/host/rma.cc): briskly just after traffic,
-// lazily when there has been none for a while.
+// does not hold the others' signals.  It idles briskly just after traffic
+// (yields), then sleeps on the transport's doorbell, which a completed
+// receive rings (an InfiniBand completion wakes it at once), or, without
+// one, naps as the one-sided RMA receiver does (src/exec/host/rma.cc).
 #include "src/runtime/gin_pipes.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <exception>
 
 #include "src/base/deadline.h"
+#include "src/transport/doorbell.h"
 
 namespace braid {
 namespace {
@@ -150,12 +152,14 @@ Status PipeGinLink::close() {
 }
 
 GinPipeReceiver::GinPipeReceiver(std::vector<Sender> senders, size_t slot_bytes, const devapi::GinWindowTable* windows,
-                                 devapi::GinSignals signals, devapi::GinFault* fault, std::chrono::milliseconds timeout)
-    : slot_bytes_(slot_bytes), windows_(windows), signals_(signals), fault_(fault), timeout_(timeout) {
+                                 devapi::GinSignals signals, devapi::GinFault* fault, std::chrono::milliseconds timeout,
+                                 Doorbell* bell)
+    : slot_bytes_(slot_bytes), windows_(windows), signals_(signals), fault_(fault), timeout_(timeout), bell_(bell) {
   for (const Sender& s : senders) {
     streams_.emplace_back();
     streams_.back().from = s;
   }
+  open_ = streams_.size();
   thread_ = std::thread([this] {
     try {
       run();
@@ -170,33 +174,50 @@ void GinPipeReceiver::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+bool GinPipeReceiver::serve_all() {
+  bool progress = false;
+  for (Stream& st : streams_) {
+    if (!st.open) continue;
+    bool moved = false;
+    Status s = advance(st, &moved);
+    if (s.is_ok() && !moved) s = check_stalled(st);
+    progress |= moved;
+    if (!s.is_ok()) {
+      fault_->set(std::move(s).context(fmt::format("GIN receiver, from rank {}", st.from.rank)));
+      st.open = false;  // nothing more of it is read
+    }
+    if (!st.open) --open_;
+  }
+  return progress;
+}
+
 void GinPipeReceiver::run() {
   uint32_t idle = 0;
-  size_t open = streams_.size();
-  while (open > 0 && !stop_.load(std::memory_order_acquire)) {
-    bool progress = false;
-    for (Stream& st : streams_) {
-      if (!st.open) continue;
-      bool moved = false;
-      Status s = advance(st, &moved);
-      if (s.is_ok() && !moved) s = check_stalled(st);
-      progress |= moved;
-      if (!s.is_ok()) {
-        fault_->set(std::move(s).context(fmt::format("GIN receiver, from rank {}", st.from.rank)));
-        st.open = false;  // nothing more of it is read
-      }
-      if (!st.open) --open;
-    }
-    if (progress) {
+  while (open_ > 0 && !stop_.load(std::memory_order_acquire)) {
+    if (serve_all()) {
       idle = 0;
       continue;
     }
     // Brisk just after traffic (a yield costs little when other threads
-    // want the core), lazy when idle: a wake-up a millisecond.
+    // want the core), then asleep until the bell rings (armed, then one
+    // more turn, so a fragment that came meanwhile is not slept past; the
+    // bell's sleeps are bounded, so stop() is seen), or lazy naps.
     ++idle;
-    if (idle < kBriskPolls) std::this_thread::yield();
-    else if (idle < kBriskPolls + 512) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    else std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (idle < kBriskPolls) {
+      std::this_thread::yield();
+    } else if (bell_) {
+      const uint32_t seen = bell_->arm();
+      if (serve_all()) {
+        bell_->disarm();
+        idle = 0;
+      } else {
+        bell_->sleep(seen);
+      }
+    } else if (idle < kBriskPolls + 512) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 }
 

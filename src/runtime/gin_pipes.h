@@ -100,9 +100,12 @@ class GinPipeReceiver {
     SendPipe* answers;   // channel 1 to it
   };
   // Applies every sender's messages to this rank's windows and signals, on
-  // its own thread, until each has closed or stop().
+  // its own thread, until each has closed or stop().  `bell` (may be null):
+  // the pipes' transport's, which an idle receiver sleeps on until a
+  // fragment comes (else it naps).
   GinPipeReceiver(std::vector<Sender> senders, size_t slot_bytes, const devapi::GinWindowTable* windows,
-                  devapi::GinSignals signals, devapi::GinFault* fault, std::chrono::milliseconds timeout);
+                  devapi::GinSignals signals, devapi::GinFault* fault, std::chrono::milliseconds timeout,
+                  Doorbell* bell = nullptr);
   ~GinPipeReceiver() { stop(); }
   void stop();
 
@@ -122,6 +125,8 @@ class GinPipeReceiver {
     std::chrono::steady_clock::time_point last_progress;
   };
   void run();
+  // One turn over every open sender: whether anything moved.
+  bool serve_all();
   Status advance(Stream& st, bool* progress);
   Status take(Stream& st, const char* data, size_t bytes);
   void start_answer(Stream& st, const GinPipeHeader& get);
@@ -129,11 +134,13 @@ class GinPipeReceiver {
   Status check_stalled(const Stream& st) const;
 
   std::vector<Stream> streams_;  // the thread's alone
+  size_t open_ = 0;              // of them
   size_t slot_bytes_;
   const devapi::GinWindowTable* windows_;
   devapi::GinSignals signals_;
   devapi::GinFault* fault_;
   std::chrono::milliseconds timeout_;
+  Doorbell* bell_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

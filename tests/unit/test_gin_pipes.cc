@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "src/base/deadline.h"
 #include "src/runtime/gin_pipes.h"
+#include "src/transport/doorbell.h"
 
 using namespace braid;
 using namespace braid::devapi;
@@ -23,6 +25,38 @@ namespace {
 
 constexpr size_t kSlotBytes = 256;
 constexpr uint64_t kWindow = 7;
+
+// A doorbell the connections ring at every commit; a sleep lasts until it
+// is rung (or 3 s, so that stop() is seen).  It counts the sleeps.
+class Bell final : public Doorbell {
+ public:
+  Bell() : Doorbell(IdlePolls{}) {}
+  uint32_t arm() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seq_;
+  }
+  void sleep(uint32_t seen) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++sleeps_;
+    cv_.wait_for(lock, std::chrono::seconds(3), [&] { return seq_ != seen; });
+  }
+  void disarm() override {}
+  void ring() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++seq_;
+    cv_.notify_all();
+  }
+  int sleeps() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sleeps_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint32_t seq_ = 0;
+  int sleeps_ = 0;
+};
 
 // One connection: a FIFO of `slots` fragments, shared by two threads.
 class Connection {
@@ -35,12 +69,16 @@ class Connection {
     return Status::ok();
   }
   Status commit(size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
-    REQUIRE(bytes <= kSlotBytes);
-    lengths_[committed_ % slots_] = bytes;
-    ++committed_;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      REQUIRE(bytes <= kSlotBytes);
+      lengths_[committed_ % slots_] = bytes;
+      ++committed_;
+    }
+    if (bell) bell->ring();
     return Status::ok();
   }
+  Bell* bell = nullptr;  // rung at every commit
   Status acquire_recv(const void** data, size_t* bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     *data = taken_ < committed_ ? ring_[taken_ % slots_].data() : nullptr;
@@ -77,7 +115,7 @@ struct Recv final : RecvPipe {
 // Rank 0's link to rank 1, and rank 1's receiver of it: rank 1 has one
 // window of 8 KiB and 4 signals.
 struct Rig {
-  explicit Rig(std::chrono::milliseconds timeout = std::chrono::seconds(10))
+  explicit Rig(std::chrono::milliseconds timeout = std::chrono::seconds(10), Bell* bell = nullptr)
       : messages(2), answers(2), send_messages(messages), recv_messages(messages), send_answers(answers),
         recv_answers(answers), window(8192), signal_words(4, 0),
         link(&send_messages, &recv_answers, kSlotBytes, 1, timeout, host_gin_memory()) {
@@ -85,8 +123,9 @@ struct Rig {
     REQUIRE(windows.add(kWindow, window.data(), window.size()).is_ok());
     signals.words = signal_words.data();
     signals.count = 4;
+    messages.bell = bell;
     std::vector<GinPipeReceiver::Sender> senders{{0, &recv_messages, &send_answers}};
-    receiver = std::make_unique<GinPipeReceiver>(senders, kSlotBytes, &windows, signals, &fault, timeout);
+    receiver = std::make_unique<GinPipeReceiver>(senders, kSlotBytes, &windows, signals, &fault, timeout, bell);
   }
   ~Rig() { receiver->stop(); }
   Status wait(uint32_t id, uint64_t at_least) {
@@ -262,4 +301,22 @@ TEST_CASE("GIN over pipes: a sender whose target takes nothing times out", "[gin
   CHECK(s.code() == ncclTimeout);
   CHECK(s.message().find("rank 1 took nothing") != std::string::npos);
   CHECK(rig.link.close().code() == ncclRemoteError);  // the put went out in part: no close after it
+}
+
+// An idle receiver sleeps on the transport's doorbell, and a put's commit
+// (which rings it) wakes it: the put lands long before the bell's 3 s
+// sleep would end by itself.
+TEST_CASE("GIN over pipes: an idle receiver sleeps on the doorbell and a put wakes it", "[gin][pipes]") {
+  Bell bell;
+  Rig rig(std::chrono::seconds(10), &bell);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (bell.sleeps() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  REQUIRE(bell.sleeps() == 1);  // asleep
+  const std::vector<char> bytes = pattern(100, 9);
+  const GinSignalAdd add{3, 1};
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(rig.link.put(kWindow, 0, bytes.data(), bytes.size(), &add).is_ok());
+  REQUIRE(rig.wait(3, 1).is_ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));  // rung, not its nap's end
+  CHECK(std::memcmp(rig.window.data(), bytes.data(), bytes.size()) == 0);
 }
