@@ -25,6 +25,7 @@
 #include "src/ops/plan_records.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/host_tuning.h"
+#include "src/plan/nccl_algo.h"
 #include "src/plan/straggler.h"
 
 namespace braid {
@@ -98,6 +99,12 @@ class PlanCache {
   // schedule file, a tuning row or the call's selection names one that
   // does; StragglAR never.
   void set_rank_order(bool rank_order) { rank_order_ = rank_order; }
+  // NCCL_ALGO (nccl_algo.h): what a call with no selection of its own may
+  // run, where BRAID_ALGO pins nothing for the collective (0: anything).
+  void set_nccl_algo(const NcclAlgo& algo) { nccl_algo_ = algo; }
+  uint32_t default_algorithms(Collective c) const {
+    return c < Collective::Custom && !forces(c) ? nccl_algo_.admitted[int(c)] : 0;
+  }
   bool rank_order() const { return rank_order_; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that
   // rank is late, so StragglAR replaces ring (BRAID_ALGO still wins).
@@ -153,6 +160,7 @@ class PlanCache {
   std::shared_ptr<const DeviceTuning> device_tuning_;
   bool peer_access_ = false;
   bool rank_order_ = false;
+  NcclAlgo nccl_algo_;
   std::map<const Schedule*, bool> rank_ordered_;  // in_rank_order's answers
   std::map<std::tuple<int, int, int, std::string>, std::shared_ptr<const Schedule>> cache_;
   // The last answer: loops repeat the same call, and this skips the map.

@@ -55,7 +55,8 @@ enum class Fold : uint8_t {
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")             \
   X(int32_t, deterministic, Fold::Equal,                                                                           \
-    "BRAID_DETERMINISTIC (reductions folded in rank order): set it to the same value on every rank")
+    "BRAID_DETERMINISTIC (reductions folded in rank order): set it to the same value on every rank")              \
+  X(uint64_t, nccl_algo, Fold::Equal, "NCCL_ALGO (its hash): set it to the same value on every rank, or on none")
 
 struct AgreedValues {
 #define BRAID_AGREED_FIELD(type, name, fold, what) type name{};

@@ -17,9 +17,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/exec/device_backend.h"
@@ -106,6 +108,8 @@ Status read_local_choices(LocalChoices* out) {
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   BRAID_TRY(slot_stores_mode_from_env(&out->slot_stores));
   BRAID_TRY(TuningTable::current(&out->tuning_table));
+  out->nccl_algo_text = env_raw("NCCL_ALGO");
+  BRAID_TRY(parse_nccl_algo(out->nccl_algo_text, &out->nccl_algo));
   // Read where reductions run (src/ops/host_kernels.cc); checked here.
   BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &choice));
   return Status::ok();
@@ -146,6 +150,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   if (!local.one_transport() && (!board_max || *board_max > 0))
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
+  a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
   a.cma_mode = cma;
@@ -409,6 +414,14 @@ Status comm_setup(ncclComm* comm) {
   const HostPathSettings& host = setup->host;
   // Before the backend, which may set up StragglAR's tracking.
   comm->plans->set_rank_order(agreed.deterministic != 0);
+  comm->plans->set_nccl_algo(local.nccl_algo);
+  if (!local.nccl_algo.unserved.empty()) {
+    static std::once_flag said;  // once per process: every communicator reads the same variable
+    std::call_once(said, [&] {
+      BRAID_WARN("NCCL_ALGO={}: braid has none of the algorithms it lists for {}: those keep braid's own choice "
+                 "(BRAID_ALGO names braid's algorithms)", local.nccl_algo_text, local.nccl_algo.unserved);
+    });
+  }
   BRAID_TRY(make_backend(comm, *setup, ctx));
   comm->setup = std::move(setup);
   // Schedule files needing deeper connections than the backend's are not used.

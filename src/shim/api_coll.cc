@@ -91,6 +91,8 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   Status args = check_collective_args(spec, sendbuff, recvbuff, count, type, op, root, comm);
   CollectiveCall call;
   if (args.is_ok() && config) args = apply_coll_config(config, spec.collective, &call);
+  // NCCL_ALGO, for a call that selects nothing itself (src/plan/nccl_algo.h).
+  if (args.is_ok() && !call.algorithms) call.algorithms = comm->plans->default_algorithms(spec.collective);
   if (!args.is_ok()) {
     // Under the cross-rank check the refused call still goes to it, so that
     // the peers' check fails at once instead of their call waiting for this

@@ -1,0 +1,40 @@
+// NCCL_ALGO, NCCL's variable that restricts which algorithms a collective
+// may use, read as the algorithms braid has (src/plan/alg_selection.h).
+//
+// NCCL's grammar (2.24+, docs/userguide env.rst): entries separated by
+// ';', each "[function:]list"; the list is comma-separated algorithm names
+// (any case), all excluded where it starts with '^'.  An entry without a
+// function (only the first may lack one) applies to every function no
+// later entry names.  The functions are NCCL's: broadcast, reduce,
+// allgather, reducescatter, allreduce; the algorithms ring, tree, collnet,
+// collnetchain, collnetdirect, nvls, nvlstree, pat.  NCCL fails on any
+// other token, and so does this.
+//
+// braid has a ring for some collectives and none of NCCL's other
+// algorithms, but algorithms of its own: "ring" admits braid's ring where
+// it has one; an exclusion ("^tree") admits every braid algorithm it does
+// not exclude.  A collective whose entry admits none of braid's (say
+// "allreduce:tree") cannot be served as asked: it keeps braid's own choice,
+// which `unserved` names for the warning.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "braid/schedule.h"
+#include "src/base/status.h"
+
+namespace braid {
+
+struct NcclAlgo {
+  // Per collective, a bit per algorithm_registry() index admitted; 0 where
+  // nothing restricts braid's choice (no entry, one admitting all of the
+  // collective's algorithms, or one admitting none of them).
+  uint32_t admitted[int(Collective::Custom)] = {};
+  std::string unserved;  // "allreduce (tree), broadcast (tree)": entries braid cannot serve
+};
+
+// An empty value restricts nothing.  A malformed one is ncclInvalidArgument.
+Status parse_nccl_algo(const std::string& value, NcclAlgo* out);
+
+}  // namespace braid

@@ -1,0 +1,127 @@
+// NCCL_ALGO on braid's communicators (src/plan/nccl_algo.h), 4 processes:
+// "ring" runs braid's ring even for calls its fast paths would take (the
+// log names each call's schedule), "ring;allreduce:^ring" keeps AllReduce
+// off it, "tree" (which braid has none of) warns once and leaves braid's own
+// choice, and a malformed value, or one set apart on one rank, fails init
+// on every rank with the reason.  Every result exact.
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+#include "read_file.h"
+
+using namespace mp;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+std::string log_path() { return fmt::format("/tmp/braid_nccl_algo_{}.log", getpid()); }
+
+// Each rank: NCCL_ALGO=value, and a log of this process at INFO (COLL and
+// INIT: every call's schedule, and init's warnings).
+std::function<void(int)> with_algo(const std::string& value) {
+  return [=](int) {
+    setenv("NCCL_ALGO", value.c_str(), 1);
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "COLL,INIT", 1);
+    setenv("NCCL_DEBUG_FILE", log_path().c_str(), 1);
+    ncclResetDebugInit();
+  };
+}
+
+// A small and a large AllReduce, and an AllGather, exact; then the log.
+std::string run_calls(int rank, int n, ncclComm_t comm, Failures& f) {
+  for (size_t count : {size_t(8), size_t(300000)}) {
+    std::vector<float> in(count, float(rank + 1)), out(count, -1.0f);
+    MP_NCCL(f, ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
+    if (std::count(out.begin(), out.end(), float(n * (n + 1) / 2)) != ptrdiff_t(count))
+      f.fail(fmt::format("allreduce of {}: wrong sums", count));
+  }
+  std::vector<int32_t> mine(64, rank * 7), all(64 * size_t(n), -1);
+  MP_NCCL(f, ncclAllGather(mine.data(), all.data(), mine.size(), ncclInt32, comm, nullptr));
+  for (int r = 0; r < n; ++r)
+    if (all[size_t(r) * 64 + 63] != r * 7) f.fail("allgather");
+  const std::string log = read_file(log_path());
+  unlink(log_path().c_str());
+  return log;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Forks the ranks, each with `setup`, and expects every init to fail with
+// ncclInvalidArgument or ncclInvalidUsage saying `why`.
+int init_fails(const std::function<void(int)>& setup, const std::string& why) {
+  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [&](int rank, const std::vector<ncclUniqueId>& ids) {
+    setup(rank);
+    ncclComm_t comm = nullptr;
+    const ncclResult_t r = ncclCommInitRank(&comm, kRanks, ids[0], rank);
+    const std::string said = ncclGetLastError(nullptr);
+    if (comm) ncclCommAbort(comm);
+    if ((r != ncclInvalidArgument && r != ncclInvalidUsage) || said.find(why) == std::string::npos) {
+      std::fprintf(stderr, "rank %d: init gave %d: %s\n", rank, int(r), said.c_str());
+      return 1;
+    }
+    return 0;
+  });
+  int bad = int(kRanks - pids.size());
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    bad += !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_ALGO=ring runs braid's ring, also for calls its fast paths would take", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(ring_allreduce)") < 2) f.fail("not both allreduces on ring: " + log);
+          if (log.find("allgather(ring_allgather)") == std::string::npos) f.fail("the allgather not on ring: " + log);
+        }, 60, with_algo("Ring")) == 0);
+}
+
+// The first entry for every function but AllReduce, whose own entry keeps
+// it off the ring.
+TEST_CASE("NCCL_ALGO=ring;allreduce:^ring: AllGather on the ring, AllReduce off it", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (log.find("ring_allreduce") != std::string::npos) f.fail("an allreduce ran on ring: " + log);
+          if (log.find("allreduce(") == std::string::npos) f.fail("no allreduce schedule named: " + log);
+          if (log.find("allgather(ring_allgather)") == std::string::npos) f.fail("the allgather not on ring: " + log);
+        }, 60, with_algo("ring;allreduce:^ring")) == 0);
+}
+
+TEST_CASE("NCCL_ALGO=tree: braid has no tree, says so once, and keeps its own choice", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          ncclComm_t second = nullptr;  // a second communicator of the process: no second warning
+          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &second, nullptr));
+          if (second) MP_NCCL(f, ncclCommDestroy(second));
+          const std::string log = run_calls(rank, n, comm, f);
+          const std::string warning = "NCCL_ALGO=tree: braid has none of the algorithms it lists for broadcast (tree), "
+                                      "reduce (tree), allgather (tree), reducescatter (tree), allreduce (tree)";
+          if (occurrences(log, warning) != 1) f.fail("the warning, once: " + log);
+        }, 60, with_algo("tree")) == 0);
+}
+
+TEST_CASE("NCCL_ALGO malformed, or set apart on one rank, fails init on every rank", "[mp][nccl_algo]") {
+  CHECK(init_fails(with_algo("allreduce:ring;rings"), "names no function") == 0);
+  CHECK(init_fails(with_algo("ringg"), "unknown algorithm \"ringg\"") == 0);
+  // Rank 2 alone asks for ring: every rank fails, naming the variable (the
+  // others' parse is fine, the agreement is not).
+  CHECK(init_fails([](int rank) { with_algo(rank == 2 ? "ring" : "")(rank); }, "NCCL_ALGO") == 0);
+}

@@ -1,0 +1,99 @@
+// NCCL_ALGO read as braid's algorithms (src/plan/nccl_algo.h): NCCL's
+// grammar (entries, functions, exclusions), what each admits of braid's
+// algorithms, what braid cannot serve, and every token NCCL refuses.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "braid/algorithms.h"
+#include "src/plan/nccl_algo.h"
+
+using namespace braid;
+
+namespace {
+
+// The registry bit of braid's algorithm `name` for `c` (0: none).
+uint32_t bit(const char* name, Collective c) {
+  const auto& registry = algorithm_registry();
+  for (size_t i = 0; i < registry.size(); ++i)
+    if (registry[i].collective == c && registry[i].name == name) return 1u << i;
+  return 0;
+}
+uint32_t all_of(Collective c) {
+  uint32_t bits = 0;
+  const auto& registry = algorithm_registry();
+  for (size_t i = 0; i < registry.size(); ++i)
+    if (registry[i].collective == c) bits |= 1u << i;
+  return bits;
+}
+NcclAlgo parsed(const std::string& value) {
+  NcclAlgo a;
+  const Status s = parse_nccl_algo(value, &a);
+  INFO(value << ": " << s.to_string());
+  REQUIRE(s.is_ok());
+  return a;
+}
+uint32_t admitted(const NcclAlgo& a, Collective c) { return a.admitted[int(c)]; }
+
+}  // namespace
+
+TEST_CASE("NCCL_ALGO: ring admits braid's ring where it has one, and restricts nothing else", "[nccl_algo]") {
+  const uint32_t ring = bit("ring", Collective::AllReduce);
+  REQUIRE(ring != 0);
+  for (const char* value : {"ring", "Ring", " RING ", "ring,tree", "tree,ring,nvls"}) {
+    const NcclAlgo a = parsed(value);
+    CHECK(admitted(a, Collective::AllReduce) == ring);
+    CHECK(admitted(a, Collective::AllGather) == bit("ring", Collective::AllGather));
+    CHECK(admitted(a, Collective::ReduceScatter) == bit("ring", Collective::ReduceScatter));
+    CHECK(admitted(a, Collective::AlltoAll) == 0);  // not one of NCCL_ALGO's functions
+  }
+  // Broadcast and Reduce have no ring in braid: "ring" cannot be served there.
+  const NcclAlgo a = parsed("ring");
+  CHECK(admitted(a, Collective::Broadcast) == 0);
+  CHECK(a.unserved == "broadcast (ring), reduce (ring)");
+  CHECK(parsed("").unserved.empty());
+  for (int c = 0; c < int(Collective::Custom); ++c) CHECK(parsed("").admitted[c] == 0);
+}
+
+TEST_CASE("NCCL_ALGO: exclusions, functions, and what braid cannot serve", "[nccl_algo]") {
+  // ^tree excludes nothing braid has: no restriction anywhere.
+  for (int c = 0; c < int(Collective::Custom); ++c) CHECK(parsed("^tree").admitted[c] == 0);
+  CHECK(parsed("^tree").unserved.empty());
+  // ^ring: everything braid has but its ring.
+  const uint32_t all = all_of(Collective::AllReduce), ring = bit("ring", Collective::AllReduce);
+  CHECK(admitted(parsed("^ring"), Collective::AllReduce) == (all & ~ring));
+  CHECK(admitted(parsed("^ring,tree"), Collective::AllReduce) == (all & ~ring));  // the caret covers the list
+  // The first entry for every function not named later; later ones for theirs.
+  const NcclAlgo a = parsed("ring;allreduce:^ring;broadcast:^tree");
+  CHECK(admitted(a, Collective::AllReduce) == (all & ~ring));
+  CHECK(admitted(a, Collective::AllGather) == bit("ring", Collective::AllGather));
+  CHECK(admitted(a, Collective::Broadcast) == 0);
+  CHECK(a.unserved == "reduce (ring)");
+  // Only a function named: the others unrestricted.
+  const NcclAlgo only = parsed("allreduce:ring");
+  CHECK(admitted(only, Collective::AllReduce) == ring);
+  CHECK(admitted(only, Collective::AllGather) == 0);
+  // Tree alone: braid has none of it, anywhere.
+  const NcclAlgo tree = parsed("allreduce:tree;allgather:nvls,pat");
+  CHECK(admitted(tree, Collective::AllReduce) == 0);
+  CHECK(tree.unserved == "allgather (nvls,pat), allreduce (tree)");
+}
+
+TEST_CASE("NCCL_ALGO: tokens NCCL refuses are refused", "[nccl_algo]") {
+  const std::pair<const char*, const char*> bad[] = {
+      {"rings", "unknown algorithm \"rings\""},
+      {"allreduce:rd", "unknown algorithm \"rd\""},  // braid's names are BRAID_ALGO's, not NCCL_ALGO's
+      {"alltoall:ring", "unknown function \"alltoall\""},
+      {"ring;tree", "names no function"},
+      {"allreduce:", "no algorithm listed for allreduce"},
+      {"allreduce:^", "no algorithm listed for allreduce"},
+      {"ring,", "unknown algorithm \"\""},
+  };
+  for (const auto& [value, why] : bad) {
+    INFO(value);
+    NcclAlgo a;
+    const Status s = parse_nccl_algo(value, &a);
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.message().find(why) != std::string::npos);
+  }
+}
