@@ -97,7 +97,7 @@ TEST_CASE("NCCL_ALGO=ring runs braid's ring, also for calls its fast paths would
 
 // The first entry for every function but AllReduce, whose own entry keeps
 // it off the ring.
-TEST_CASE("NCCL_ALGO=ring;allreduce:^ring: AllGather on the ring, AllReduce off it", "[mp][nccl_algo]") {
+TEST_CASE("NCCL_ALGO of ring then allreduce:^ring: AllGather on the ring, AllReduce off it", "[mp][nccl_algo]") {
   CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
           const std::string log = run_calls(rank, n, comm, f);
           if (log.find("ring_allreduce") != std::string::npos) f.fail("an allreduce ran on ring: " + log);
