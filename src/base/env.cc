@@ -35,6 +35,10 @@ constexpr EnvVar kNcclVars[] = {
      "BRAID_CHECK=1 (ranks compare each group's collective arguments, and each pair its sends and receives, "
      "before any data moves)"},
     {"NCCL_CHECK_POINTERS", "", "1: as NCCL_CHECK_MODE=DEBUG_LOCAL (NCCL's older name)"},
+    {"NCCL_ALGO", "",
+     "NCCL's algorithm list (ring, ^ring, ring;allreduce:^ring): ring admits braid's ring where it has one, an "
+     "exclusion everything braid has that it does not exclude; NCCL's other algorithms are not braid's "
+     "(src/plan/nccl_algo.h); BRAID_ALGO and a call's algSelection come first; the same on every rank"},
     {"NCCL_PROFILER_PLUGIN", "",
      "a profiler plugin (ncclProfiler_v5 to v7): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "
      "libnccl-profiler.so where it loads"},
