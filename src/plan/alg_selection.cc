@@ -59,6 +59,8 @@ bool starts_with_nocase(const std::string& name, const std::string& prefix) {
   return true;
 }
 
+}  // namespace
+
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> parts;
   size_t start = 0;
@@ -69,8 +71,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
     start = end + 1;
   }
 }
-
-}  // namespace
 
 Status parse_alg_selection(const std::string& selection, Collective c, uint32_t* admitted) {
   *admitted = 0;

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "braid/schedule.h"
 #include "src/base/status.h"
@@ -27,6 +28,9 @@ namespace braid {
 // selection admits (0: none of braid's).  A malformed selection or an
 // unknown name is ncclInvalidArgument.
 Status parse_alg_selection(const std::string& selection, Collective c, uint32_t* admitted);
+
+// `text` cut at every `sep` (empty parts kept): the grammars' lists.
+std::vector<std::string> split(const std::string& text, char sep);
 
 // The names of the algorithms in `admitted` ("ring, stragglar"), for messages.
 std::string admitted_names(uint32_t admitted);

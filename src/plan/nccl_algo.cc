@@ -42,15 +42,6 @@ std::string lower(std::string s) {
   return out;
 }
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  for (size_t end; (end = text.find(sep, start)) != std::string::npos; start = end + 1)
-    parts.push_back(text.substr(start, end - start));
-  parts.push_back(text.substr(start));
-  return parts;
-}
-
 // An entry's list as an algSelection: "ring,tree" stays a union,
 // "^tree,nvls" becomes "^tree_+^nvls_" (excluded, all of them).
 Status list_as_selection(const std::string& value, std::string list, std::string* selection) {

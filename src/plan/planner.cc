@@ -144,6 +144,12 @@ std::string forced_in(const std::string& spec, Collective c) {
 
 bool PlanCache::forces(Collective c) const { return !forced_in(algo_spec_, c).empty(); }
 
+void PlanCache::set_nccl_algo(const NcclAlgo& algo) {
+  nccl_algo_ = algo;
+  for (int c = 0; c < int(Collective::Custom); ++c)
+    if (forces(Collective(c))) nccl_algo_.admitted[c] = 0;  // BRAID_ALGO comes first
+}
+
 std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
 
 PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}

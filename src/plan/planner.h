@@ -100,10 +100,10 @@ class PlanCache {
   // does; StragglAR never.
   void set_rank_order(bool rank_order) { rank_order_ = rank_order; }
   // NCCL_ALGO (nccl_algo.h): what a call with no selection of its own may
-  // run, where BRAID_ALGO pins nothing for the collective (0: anything).
-  void set_nccl_algo(const NcclAlgo& algo) { nccl_algo_ = algo; }
+  // run (0: anything), kept only for collectives BRAID_ALGO pins nothing for.
+  void set_nccl_algo(const NcclAlgo& algo);
   uint32_t default_algorithms(Collective c) const {
-    return c < Collective::Custom && !forces(c) ? nccl_algo_.admitted[int(c)] : 0;
+    return c < Collective::Custom ? nccl_algo_.admitted[int(c)] : 0;
   }
   bool rank_order() const { return rank_order_; }
   // `bytes` is count x type size.  `straggler` >= 0 (AllReduce): that

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "harness.h"
-#include "read_file.h"
+#include "process_log.h"
 
 using namespace mp;
 
@@ -24,17 +24,12 @@ namespace {
 
 constexpr int kRanks = 4;
 
-std::string log_path() { return fmt::format("/tmp/braid_nccl_algo_{}.log", getpid()); }
-
 // Each rank: NCCL_ALGO=value, and a log of this process at INFO (COLL and
 // INIT: every call's schedule, and init's warnings).
 std::function<void(int)> with_algo(const std::string& value) {
   return [=](int) {
     setenv("NCCL_ALGO", value.c_str(), 1);
-    setenv("NCCL_DEBUG", "INFO", 1);
-    setenv("NCCL_DEBUG_SUBSYS", "COLL,INIT", 1);
-    setenv("NCCL_DEBUG_FILE", log_path().c_str(), 1);
-    ncclResetDebugInit();
+    log_to_own_file("COLL,INIT");
   };
 }
 
@@ -50,9 +45,7 @@ std::string run_calls(int rank, int n, ncclComm_t comm, Failures& f) {
   MP_NCCL(f, ncclAllGather(mine.data(), all.data(), mine.size(), ncclInt32, comm, nullptr));
   for (int r = 0; r < n; ++r)
     if (all[size_t(r) * 64 + 63] != r * 7) f.fail("allgather");
-  const std::string log = read_file(log_path());
-  unlink(log_path().c_str());
-  return log;
+  return own_log();
 }
 
 size_t occurrences(const std::string& text, const std::string& what) {
@@ -93,6 +86,18 @@ TEST_CASE("NCCL_ALGO=ring runs braid's ring, also for calls its fast paths would
           if (occurrences(log, "allreduce(ring_allreduce)") < 2) f.fail("not both allreduces on ring: " + log);
           if (log.find("allgather(ring_allgather)") == std::string::npos) f.fail("the allgather not on ring: " + log);
         }, 60, with_algo("Ring")) == 0);
+}
+
+// BRAID_ALGO, for the collective it pins, comes first.
+TEST_CASE("NCCL_ALGO=ring with BRAID_ALGO=allreduce=rd: AllReduce on rd, AllGather on the ring", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(rd_allreduce)") < 2) f.fail("not both allreduces on rd: " + log);
+          if (log.find("allgather(ring_allgather)") == std::string::npos) f.fail("the allgather not on ring: " + log);
+        }, 60, [](int rank) {
+          setenv("BRAID_ALGO", "allreduce=rd", 1);
+          with_algo("ring")(rank);
+        }) == 0);
 }
 
 // The first entry for every function but AllReduce, whose own entry keeps
