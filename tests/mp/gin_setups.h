@@ -4,15 +4,14 @@
 
 #include <fmt/format.h>
 #include <sched.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "harness.h"
-#include "read_file.h"
+#include "process_log.h"
 #include "scoped_env.h"
 
 namespace mp {
@@ -41,17 +40,9 @@ inline int run_gin_setups(const RankBody& body, const std::string& host_prefix) 
 // that GIN between hosts goes over the net transport's pipes
 // (src/runtime/gin_pipes.h).  Fragments of 4 KiB and two of them in flight
 // per connection: a put of a few KiB spans several, and a sender waits for
-// the receiver's credit.  Each process logs INIT at INFO to a file of its
-// own, which gin_said_over_net reads.
-inline std::string gin_net_log_dir() {
-  static std::string dir = [] {
-    char templ[] = "/tmp/braid-gin-net-XXXXXX";
-    return std::string(mkdtemp(templ));
-  }();
-  return dir;
-}
+// the receiver's credit.  Each process logs INIT to a file of its own,
+// which gin_said_over reads.
 inline std::function<void(int)> gin_over_net(const std::string& host_prefix) {
-  const std::string dir = gin_net_log_dir();
   return [=](int rank) {
     setenv("BRAID_HOSTID", (host_prefix + std::to_string(rank / 2)).c_str(), 1);
     setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank / 2 + 1).c_str(), 1);
@@ -59,22 +50,13 @@ inline std::function<void(int)> gin_over_net(const std::string& host_prefix) {
     setenv("NCCL_NET_PLUGIN", BRAID_NET_PLUGIN_LIB, 1);
     setenv("BRAID_NET_SLOT_BYTES", "4096", 1);
     setenv("BRAID_NET_SLOTS", "2", 1);
-    setenv("BRAID_DEBUG", "INFO", 1);
-    setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
-    setenv("BRAID_DEBUG_FILE", (dir + "/%p.log").c_str(), 1);
-    // The forked child inherits the parent's settings, read once.  (NVIDIA's
-    // 2.28.9 nccl.h, which the device API tests compile against, marks the
-    // call deprecated; braid keeps it.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-    ncclResetDebugInit();
-#pragma GCC diagnostic pop
+    log_to_own_file("INIT");
   };
 }
 // Whether this process's log says its GIN reached the other host's ranks
 // over `path`: the net plugin ("BraidSocket"), or GIN's "TCP streams".
 inline void gin_said_over(Failures& f, const std::string& path = "BraidSocket") {
-  const std::string log = read_file(fmt::format("{}/{}.log", gin_net_log_dir(), getpid()));
+  const std::string log = own_log();
   if (log.find("ranks of other hosts over " + path) == std::string::npos)
     f.fail("GIN between hosts is not said to go over " + path + ": " + log);
 }

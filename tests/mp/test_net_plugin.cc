@@ -10,7 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "cross_host_sweep.h"
-#include "read_file.h"
+#include "process_log.h"
 
 using namespace mp;
 
@@ -27,21 +27,8 @@ std::function<void(int)> hosts(int per_host, const char* transport, const char* 
   };
 }
 
-// Logs INIT and NET at INFO to a file per process; returns a reader of this process's.
-std::string log_dir() {
-  static std::string dir = [] {
-    char templ[] = "/tmp/braid-net-log-XXXXXX";
-    return std::string(mkdtemp(templ));
-  }();
-  return dir;
-}
-void log_to_file() {
-  setenv("BRAID_DEBUG", "INFO", 1);
-  setenv("BRAID_DEBUG_SUBSYS", "INIT,NET", 1);
-  setenv("BRAID_DEBUG_FILE", (log_dir() + "/%p.log").c_str(), 1);
-  ncclResetDebugInit();  // the forked child inherits the parent's settings, read once
-}
-std::string my_log() { return read_file(fmt::format("{}/{}.log", log_dir(), getpid())); }
+// Logs INIT and NET at INFO to a file per process (process_log.h).
+void log_to_file() { log_to_own_file("INIT,NET"); }
 
 }  // namespace
 
@@ -62,7 +49,7 @@ TEST_CASE("auto across hosts: shared memory within a host, the net plugin betwee
     log_to_file();
   };
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
-    const std::string log = my_log();
+    const std::string log = own_log();
     if (log.find("transport auto (shm+BraidSocket (net plugin v11") == std::string::npos)
       f.fail("the log does not say shm+BraidSocket: " + log);
     if (log.find("it does not give: ") == std::string::npos) f.fail("the plugin's missing features are not said");
@@ -81,7 +68,7 @@ TEST_CASE("one-sided RMA across hosts goes over the net plugin, exact, said at I
   };
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
     every_put_signal(rank, n, comm, f, 70000);  // several fragments per put
-    const std::string log = my_log();
+    const std::string log = own_log();
     if (log.find("one-sided RMA over shm+BraidSocket (net plugin") == std::string::npos)
       f.fail("RMA is not over the net plugin: " + log);
   };
@@ -95,7 +82,7 @@ TEST_CASE("auto across hosts without InfiniBand or a plugin: sockets, and the re
     log_to_file();
   };
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
-    const std::string log = my_log();
+    const std::string log = own_log();
     if (log.find("between hosts: no InfiniBand (this rank has no usable InfiniBand/RoCE port: ") == std::string::npos ||
         log.find("): sockets") == std::string::npos)
       f.fail("the fallback's reason is not logged: " + log);
