@@ -226,7 +226,6 @@ Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32
                                    std::vector<std::unique_ptr<devapi::GinLink>>* links) {
   const int me = space.world_rank(), nranks = space.world_size();
   const auto timeout = gin_timeout();
-  auto outside = [&](int r) { return outside_lsa(space, r); };
   sockaddr_in local{};
   BRAID_TRY(local_endpoint(&local));
   int listener = -1;
@@ -245,13 +244,13 @@ Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32
   };
   std::vector<Connection> out, in;
   for (int t = 0; t < nranks; ++t) {
-    if (!outside(t)) continue;
+    if (!outside_lsa(space, t)) continue;
     int fd = -1;
     BRAID_TRY(connect_tcp_to_listener(addresses[size_t(t)], Deadline::after(timeout), nullptr, &fd));
     out.push_back({UniqueFd(fd), nullptr, t});
   }
   for (int r = 0; r < nranks; ++r) {
-    if (!outside(r)) continue;
+    if (!outside_lsa(space, r)) continue;
     if (!wait_readable(listener, Deadline::after(timeout), nullptr))
       return BRAID_ERROR(ncclRemoteError, "GIN: only {} of the other hosts' ranks connected within BRAID_TIMEOUT",
                          in.size());
@@ -277,7 +276,8 @@ Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32
   std::vector<std::unique_ptr<TlsSession>> sessions;
   for (Connection& c : in) {
     BRAID_TRY(devapi::GinTcpReceiver::recv_hello(c.fd.get(), nranks, Deadline::after(timeout), &c.rank, c.tls.get()));
-    if (!outside(c.rank)) return BRAID_ERROR(ncclRemoteError, "GIN: rank {} of this host connected over TCP", c.rank);
+    if (!outside_lsa(space, c.rank))
+      return BRAID_ERROR(ncclRemoteError, "GIN: rank {} of this host connected over TCP", c.rank);
   }
   for (Connection& c : in) {  // the receiver owns them
     fds.push_back(c.fd.release());

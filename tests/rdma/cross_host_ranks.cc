@@ -58,8 +58,7 @@ namespace {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // With $EXPECT_TRANSPORT, whether this process's log has `what` followed by it.
-bool log_says(int rank, const char* what);
-bool log_says_gin(int rank);
+bool log_says(int rank, const char* what, bool net_only = false);
 
 int report(int rank, Failures& f, const char* what, Clock::time_point t0) {
   std::fprintf(stderr, "rank %d: %s %s in %.1f s\n", rank, what, f.count ? "FAILED" : "exact", seconds_since(t0));
@@ -95,7 +94,7 @@ int sweep(int rank, int n, ncclComm_t comm, bool full) {
 #ifdef CROSS_HOST_GIN
   t0 = Clock::now();
   gin_host::gin_alltoall(rank, n, comm, f);
-  if (!log_says_gin(rank)) f.fail("GIN between the guests is not on the expected net");
+  if (!log_says(rank, "ranks of other hosts over ", true)) f.fail("GIN between the guests is not on the expected net");
   report(rank, f, "GIN AlltoAll between every pair", t0);
 #endif
   if (full) {
@@ -147,7 +146,7 @@ int gin_kill_suite(int rank, int n, ncclComm_t comm) {
   reqs.ginSignalCount = 1;
   ncclDevComm dev = {};
   MP_NCCL(f, ncclDevCommCreate(comm, &reqs, &dev));
-  if (!log_says_gin(rank)) f.fail("GIN between the guests is not on the expected net");
+  if (!log_says(rank, "ranks of other hosts over ", true)) f.fail("GIN between the guests is not on the expected net");
   barrier_all(comm, f);
   if (f.count) return 1;
   if (rank == n - 1) raise(SIGKILL);
@@ -209,23 +208,14 @@ bool took_expected_transport(int rank) {
   return ok;
 }
 
-bool log_says(int rank, const char* what) {
+// Whether the log has `what` followed by $EXPECT_TRANSPORT (with
+// `net_only`, by its net: the part after "shm+", as GIN names it).
+bool log_says(int rank, const char* what, bool net_only) {
   const char* expected = std::getenv("EXPECT_TRANSPORT");
   if (!expected) return true;
-  const std::string log = my_log(), want = std::string(what) + expected;
-  if (log.find(want) != std::string::npos) return true;
-  std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());
-  return false;
-}
-
-// GIN says which net it took ("GIN: ... over NAME"): the net part of
-// $EXPECT_TRANSPORT (after "shm+").
-bool log_says_gin(int rank) {
-  const char* expected = std::getenv("EXPECT_TRANSPORT");
-  if (!expected) return true;
-  std::string net = expected;
-  if (net.rfind("shm+", 0) == 0) net = net.substr(4);
-  const std::string log = my_log(), want = "ranks of other hosts over " + net;
+  std::string path = expected;
+  if (net_only && path.rfind("shm+", 0) == 0) path = path.substr(4);
+  const std::string log = my_log(), want = std::string(what) + path;
   if (log.find(want) != std::string::npos) return true;
   std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());
   return false;
