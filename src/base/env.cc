@@ -1,12 +1,16 @@
 // Reading braid's configuration variables (env_registry.h holds the table).
 // Values are read from the environment on every call (cheap, and tests may
 // setenv between runs), or from the snapshot a braid-owned thread installed.
+// NCCL's configuration files are applied to the environment before the
+// first read (nccl_conf.h).
 #include "src/base/env.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+
+#include "src/base/nccl_conf.h"
 
 extern char** environ;
 
@@ -21,6 +25,15 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_DEBUG_FILE", "", "NCCL's log file pattern; braid's when BRAID_DEBUG_FILE is unset"},
     {"NCCL_COMM_ID", "", "ip:port of the bootstrap root, rank 0 listens there (BRAID_COMM_ID wins)"},
     {"NCCL_SOCKET_IFNAME", "", "interfaces the sockets may use; braid's when BRAID_SOCKET_IFNAME is unset"},
+    {"NCCL_CONF_FILE", "",
+     "a file of NAME=value lines setting what the environment lacks, read before ~/.nccl.conf's place and "
+     "/etc/nccl.conf (unset: ~/.nccl.conf), as NCCL (src/base/nccl_conf.h)"},
+    {"NCCL_IB_HCA", "", "InfiniBand devices and ports; braid's when BRAID_IB_HCA is unset"},
+    {"NCCL_IB_GID_INDEX", "", "GID index on RoCE ports; braid's when BRAID_IB_GID_INDEX is unset"},
+    {"NCCL_IB_QPS_PER_CONNECTION", "", "queue pairs per connection; braid's when BRAID_IB_QPS_PER_CONNECTION is unset"},
+    {"NCCL_IB_TIMEOUT", "", "InfiniBand ack timeout exponent; braid's when BRAID_IB_TIMEOUT is unset"},
+    {"NCCL_IB_RETRY_CNT", "", "InfiniBand retries; braid's when BRAID_IB_RETRY_CNT is unset"},
+    {"NCCL_NET_PLUGIN", "", "the NCCL net plugin to load; braid's when BRAID_NET_PLUGIN is unset"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "
      "allows them (braid always could, docs/compatibility.md)"},
@@ -82,6 +95,7 @@ EnvSnapshot EnvSnapshot::capture() {
   // A thread braid started (it runs under a snapshot) passes its own on:
   // reading the environment there would race the application's setenv.
   if (t_snapshot) return *t_snapshot;
+  apply_nccl_conf_files_once();
   EnvSnapshot snap;
   auto add = [&](const char* name) {
     const char* value = std::getenv(name);
@@ -90,6 +104,13 @@ EnvSnapshot EnvSnapshot::capture() {
   for (const EnvVar& v : env_registry()) add(v.name);
   for (const EnvVar& v : kNcclVars) add(v.name);
   snap.nccl_and_braid_ = scan_nccl_and_braid();
+  // Every other NCCL_* and BRAID_* variable that is set, so that a reader
+  // missing from the tables above still sees its value on braid's threads.
+  for (const std::string& entry : snap.nccl_and_braid_) {
+    const size_t eq = entry.find('=');
+    std::string name = entry.substr(0, eq);
+    if (!snap.find(name.c_str())) snap.values_.emplace_back(std::move(name), entry.substr(eq + 1));
+  }
   return snap;
 }
 
@@ -99,21 +120,32 @@ const std::string* EnvSnapshot::find(const char* name) const {
   return nullptr;
 }
 
+namespace {
+[[maybe_unused]] bool nccl_or_braid(const char* name) {
+  return std::strncmp(name, "NCCL_", 5) == 0 || std::strncmp(name, "BRAID_", 6) == 0;
+}
+}  // namespace
+
 ScopedEnv::ScopedEnv(const EnvSnapshot& snapshot) : previous_(t_snapshot) { t_snapshot = &snapshot; }
 ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }
 
 std::string env_raw(const char* name) {
   if (t_snapshot) {
     const std::string* value = t_snapshot->find(name);
-    assert(value && "variable missing from EnvSnapshot (add it to kNcclVars)");
+    // Every NCCL_* and BRAID_* variable that was set is in the snapshot, so
+    // one of those not found was unset; any other name must be in a table.
+    assert((value || nccl_or_braid(name)) && "variable missing from EnvSnapshot (add it to env_registry.h)");
     return value ? *value : "";
   }
+  apply_nccl_conf_files_once();
   const char* value = std::getenv(name);
   return value ? value : "";
 }
 
 std::vector<std::string> env_nccl_and_braid() {
-  return t_snapshot ? t_snapshot->nccl_and_braid() : scan_nccl_and_braid();
+  if (t_snapshot) return t_snapshot->nccl_and_braid();
+  apply_nccl_conf_files_once();
+  return scan_nccl_and_braid();
 }
 
 std::string env_string(EnvName name) {

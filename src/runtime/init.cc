@@ -24,6 +24,7 @@
 #include "src/base/hash.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
+#include "src/base/nccl_conf.h"
 #include "src/exec/device_backend.h"
 #include "src/exec/host/host_backend.h"
 #include "src/plan/copy_path.h"
@@ -98,7 +99,16 @@ uint32_t unpinned_collectives(int nranks) {
   return bits;
 }
 
+// Once per process: what NCCL's configuration files set (nccl_conf.h).
+void log_conf_settings_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const ConfSetting& s : nccl_conf_settings()) BRAID_INFO(kInit | kEnv, "{}={} set by {}", s.name, s.value, s.file);
+  });
+}
+
 Status read_local_choices(LocalChoices* out) {
+  log_conf_settings_once();
   int choice = 0;
   BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket", "ib", "plugin"}, &out->transport_index));
   out->transport = env_string("BRAID_TRANSPORT");
