@@ -34,6 +34,15 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_TIMEOUT", "", "InfiniBand ack timeout exponent; braid's when BRAID_IB_TIMEOUT is unset"},
     {"NCCL_IB_RETRY_CNT", "", "InfiniBand retries; braid's when BRAID_IB_RETRY_CNT is unset"},
     {"NCCL_NET_PLUGIN", "", "the NCCL net plugin to load; braid's when BRAID_NET_PLUGIN is unset"},
+    {"NCCL_NET", "",
+     "between hosts only the net of this name, any case (IB, Socket, a net plugin's name), over the config's "
+     "netName; none left on some rank fails init (src/transport/transport_policy.h); unread under BRAID_TRANSPORT"},
+    {"NCCL_IB_DISABLE", "", "1: braid's InfiniBand is no candidate between hosts; unread under BRAID_TRANSPORT"},
+    {"NCCL_SHM_DISABLE", "",
+     "1: ranks of one host connect over the net or sockets, no shared memory; the same on every rank; unread under "
+     "BRAID_TRANSPORT"},
+    {"NCCL_COMM_BLOCKING", "", "0 or 1: every new communicator's blocking, whatever its config says, as NCCL"},
+    {"NCCL_NUM_RMA_CTX", "", "1 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "
      "allows them (braid always could, docs/compatibility.md)"},

@@ -84,6 +84,9 @@ struct ncclComm {
   int nranks = 0;
   int cuda_device = -1;  // -1: not on the CUDA backend
   ncclConfig_t config NCCL_CONFIG_INITIALIZER;
+  // The config's netName, copied at the call: the caller's string may be
+  // gone by the time a non-blocking init reads it.  "" where none.
+  std::string net_name;
   uint64_t comm_hash = 0;
   bool check_args = false;  // BRAID_CHECK, agreed at init (src/runtime/group_check.cc)
   // NCCL_CHECK_MODE=DEBUG_LOCAL/DEBUG_GLOBAL or NCCL_CHECK_POINTERS=1: each

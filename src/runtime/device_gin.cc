@@ -171,10 +171,10 @@ Status DeviceGin::connect_other_hosts(LsaSpace& space, Bootstrap& bootstrap, con
                          choices[r] ? "socket" : "auto", r, use_sockets ? "socket" : "auto");
   // The net the communicator's transport chose the same way (every rank
   // alike: choose_net agrees through the bootstrap); none: sockets.
-  const std::string mode = env_string("BRAID_TRANSPORT");
+  const std::string& mode = transport.policy.mode;
   Net* net = nullptr;
   if (!use_sockets && (mode == "auto" || mode == "ib" || mode == "plugin"))
-    BRAID_TRY(std::move(choose_net(mode, &bootstrap, &net)).context("GIN"));
+    BRAID_TRY(std::move(choose_net(transport.policy, &bootstrap, &net)).context("GIN"));
   if (net) return connect_over_net(space, bootstrap, transport, net, signal_words, links);
   return connect_over_tcp(space, bootstrap, signal_words, links);
 }

@@ -3,8 +3,8 @@
 //                    allgather and folds them (agreement.h)
 //   make transports  shared memory to the ranks of this host; to the others
 //                    a net plugin, InfiniBand or sockets, as the ranks agree
-//                    (src/transport/net/net_choice.h; BRAID_TRANSPORT may
-//                    force one)
+//                    (src/transport/policy_transport.h: BRAID_TRANSPORT,
+//                    or NCCL_NET, NCCL_SHM_DISABLE and NCCL_IB_DISABLE)
 //   make backend     CUDA where every rank sees a device (host-staged with
 //                    ranks on several hosts), else the host backend with the
 //                    host paths' settings (src/plan/host_path.h)
@@ -37,10 +37,8 @@
 #include "src/runtime/diagnostics.h"
 #include "src/runtime/ras_service.h"
 #include "src/transport/cross_memory.h"
-#include "src/transport/net/net_choice.h"
-#include "src/transport/net/net_transport.h"
+#include "src/transport/policy_transport.h"
 #include "src/transport/peer_processes.h"
-#include "src/transport/router.h"
 
 namespace braid {
 namespace {
@@ -107,11 +105,10 @@ void log_conf_settings_once() {
   });
 }
 
-Status read_local_choices(LocalChoices* out) {
+Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
   log_conf_settings_once();
   int choice = 0;
-  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket", "ib", "plugin"}, &out->transport_index));
-  out->transport = env_string("BRAID_TRANSPORT");
+  BRAID_TRY(read_transport_policy(comm->net_name, &out->transport));
   BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));
   out->device = probe_device_backend();
   if (env_string("BRAID_BACKEND") == "cuda" && !out->device.usable)
@@ -143,13 +140,13 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   mine->ras.cuda_dev = local.device.usable ? local.device.device : -1;
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
-  a.transport_mode = local.transport_index;
+  a.transport_mode = local.transport.agreement_code();
   a.wants_device = local.device.usable;
   a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   a.wide_tile_bytes = uint64_t(
       std::min<int64_t>(kShmSlotFragments * env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   // A net alone (no shared memory): its own fragments, whole.
-  if (local.transport == "ib" || local.transport == "plugin")
+  if (local.transport.mode == "ib" || local.transport.mode == "plugin")
     a.tile_bytes = a.wide_tile_bytes = uint64_t(std::max<int64_t>(4096, env_int("BRAID_NET_SLOT_BYTES")));
   a.check_args = env_int("BRAID_CHECK") != 0 || env_raw("NCCL_CHECK_MODE") == "DEBUG_GLOBAL";
   const int64_t direct_min = env_int("BRAID_DIRECT_MIN_BYTES");
@@ -157,7 +154,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   // A board needs every rank to map it: not over sockets alone.
   // Not a number: "auto" (the default, which a malformed value also means, as with env_int).
   const std::optional<int64_t> board_max = env_number("BRAID_ONESHOT_MAX_BYTES");
-  if (!local.one_transport() && (!board_max || *board_max > 0))
+  if (local.transport.shm && (!board_max || *board_max > 0))
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
   a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
@@ -266,31 +263,6 @@ Status agree_peer_access(ncclComm* comm, HostPathSettings* s) {
   return Status::ok();
 }
 
-Status make_transports(ncclComm* comm, const LocalChoices& local, std::unique_ptr<SocketListener> listener,
-                       const TransportContext& ctx) {
-  const std::string& mode = local.transport;
-  bool remote_peer = false;
-  for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
-  if (mode == "shm" && remote_peer)
-    return BRAID_ERROR(ncclInvalidUsage, "BRAID_TRANSPORT=shm but some ranks are on other hosts");
-  // Shared memory whenever a peer shares this host (unless one transport
-  // is forced); across hosts a net or sockets.
-  std::unique_ptr<Transport> shm, remote;
-  if (!local.one_transport()) BRAID_TRY(make_shm_transport(ctx, &shm));
-  Net* net = nullptr;
-  if (mode == "ib" || mode == "plugin" || (mode == "auto" && remote_peer))
-    BRAID_TRY(choose_net(mode, comm->bootstrap.get(), &net));
-  if (net) {
-    std::vector<bool> serves(size_t(ctx.nranks));
-    for (int r = 0; r < ctx.nranks; ++r)
-      serves[size_t(r)] = !shm || ctx.peers[size_t(r)].host_hash != ctx.peers[size_t(ctx.rank)].host_hash;
-    BRAID_TRY(make_net_transport(ctx, comm->bootstrap.get(), net, serves, &remote));
-  } else if (mode == "socket" || remote_peer) {
-    BRAID_TRY(make_socket_transport(ctx, std::move(listener), &remote));
-  }
-  return make_router_transport(ctx, std::move(shm), std::move(remote), &comm->transport);
-}
-
 Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportContext& ctx) {
   const LocalChoices& local = setup.local;
   BackendContext b;
@@ -369,8 +341,8 @@ Status comm_setup(ncclComm* comm) {
   // A failure here travels in the first exchange, so every rank fails with
   // it at once: returning before it would leave the next rank of the ring
   // waiting until BRAID_TIMEOUT for a connection this one never makes.
-  Status prepared = read_local_choices(&local);
-  if (prepared.is_ok() && local.transport != "shm")
+  Status prepared = read_local_choices(comm, &local);
+  if (prepared.is_ok() && policy_may_use_sockets(local.transport))
     prepared = socket_listen(comm->bootstrap->address(), &listener, &address);
   if (prepared.is_ok()) prepared = describe_this_rank(comm, local, address, &infos[rank]);
   infos[rank].failed = !prepared.is_ok();
@@ -400,10 +372,11 @@ Status comm_setup(ncclComm* comm) {
   ctx.comm_hash = comm->comm_hash;
   ctx.rank = rank;
   ctx.nranks = nranks;
+  ctx.policy = local.transport;
   for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
   comm->peers = ctx.peers;
   BRAID_TRY(PeerProcesses::create(ctx, *comm->bootstrap, &ctx.processes));
-  BRAID_TRY(make_transports(comm, local, std::move(listener), ctx));
+  BRAID_TRY(make_policy_transport(ctx, comm->bootstrap.get(), std::move(listener), &comm->transport));
   comm->plans = std::make_unique<PlanCache>();
   std::vector<HostTuningReport> reports;
   for (const InitInfo& i : infos) reports.push_back(i.tuning);
@@ -440,7 +413,7 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
-             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport, comm->transport->name(), host.tile_bytes,
+             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport.mode, comm->transport->name(), host.tile_bytes,
              host.wide_tile_bytes);
   return Status::ok();
 }
@@ -502,12 +475,12 @@ Status comm_restore_buffers(ncclComm* comm) {
   ctx.comm_hash = comm->comm_hash ^ (uint64_t(++comm->resumes) * 0x9e3779b97f4a7c15ULL);
   std::unique_ptr<SocketListener> listener;
   std::string address;
-  if (setup.local.transport != "shm") BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
+  if (policy_may_use_sockets(setup.local.transport)) BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
   std::vector<PeerInfo> peers(comm->nranks);
   std::snprintf(peers[comm->rank].socket_addr, sizeof(peers[comm->rank].socket_addr), "%s", address.c_str());
   BRAID_TRY(std::move(comm->bootstrap->allgather(peers.data(), sizeof(PeerInfo))).context("ncclCommResume"));
   for (int r = 0; r < comm->nranks; ++r) std::memcpy(ctx.peers[r].socket_addr, peers[r].socket_addr, 64);
-  BRAID_TRY(make_transports(comm, setup.local, std::move(listener), ctx));
+  BRAID_TRY(make_policy_transport(ctx, comm->bootstrap.get(), std::move(listener), &comm->transport));
   BRAID_TRY(make_backend(comm, setup, ctx));
   // Windows are registered collectively and dropped locally: announce again
   // those every rank still has, in registration order.

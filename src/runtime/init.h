@@ -22,10 +22,7 @@ namespace braid {
 
 // What this rank's environment and machine say, before the others are heard.
 struct LocalChoices {
-  std::string transport;  // BRAID_TRANSPORT
-  int transport_index = 0;
-  // socket, ib and plugin: that transport for every peer, no shared memory
-  bool one_transport() const { return transport == "socket" || transport == "ib" || transport == "plugin"; }
+  TransportPolicy transport;  // BRAID_TRANSPORT, or NCCL_NET, NCCL_SHM_DISABLE, NCCL_IB_DISABLE
   DeviceProbe device;
   SlotStoresMode slot_stores = SlotStoresMode::Auto;
   std::shared_ptr<const TuningTable> tuning_table;  // BRAID_TUNING_FILE's rows, then the built-in ones

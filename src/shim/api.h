@@ -84,6 +84,12 @@ VersionedHeader versioned_header(const T* user) {
 // library's struct (src/shim/api_config.cc): the members the caller's header
 // had, the rest at their defaults.  NULL reads as NCCL_CONFIG_INITIALIZER.
 Status read_config(const ncclConfig_t* user, ncclConfig_t* out);
+// NCCL's environment overrides of a communicator's config, as NCCL applies
+// them to every new communicator (its envConfigOverride), for the members
+// braid acts on: NCCL_COMM_BLOCKING (0 or 1) sets blocking, whatever the
+// config said, and NCCL_NUM_RMA_CTX (1 or more) numRmaCtx.  NCCL_NET, which
+// overrides netName, is read with the transports (transport_policy.h).
+void apply_nccl_env_to_config(ncclConfig_t* config);
 Status check_config(const ncclConfig_t* config);
 // The same for ncclCollConfig_t (2.31 and 2.32 structs).
 Status read_coll_config(const ncclCollConfig_t* user, ncclCollConfig_t* out);

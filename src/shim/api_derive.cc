@@ -48,6 +48,7 @@ void revoke(ncclComm* comm) {
 Status init_derived(const ncclComm* parent, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                     ncclComm_t* newcomm) {
   ncclConfig_t inherited = parent->config;
+  inherited.netName = parent->net_name.empty() ? nullptr : parent->net_name.c_str();
   Status s = init_rank(newcomm, nranks, id, rank, config ? config : &inherited);
   if (*newcomm && !config) (*newcomm)->client_version = parent->client_version;
   return s;

@@ -21,7 +21,9 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   if (rank < 0 || rank >= nranks) return BRAID_ERROR(ncclInvalidArgument, "rank {} out of range [0, {})", rank, nranks);
   ncclConfig_t read;
   BRAID_TRY(read_config(config, &read));
+  apply_nccl_env_to_config(&read);
   auto comm = std::make_unique<ncclComm>();
+  if (read.netName) comm->net_name = read.netName;
   InitCall call;
   call.comm = comm.get();
   call.id = id;

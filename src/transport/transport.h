@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "src/base/status.h"
+#include "src/transport/transport_policy.h"
 
 namespace braid {
 
@@ -135,6 +136,9 @@ struct TransportContext {
   // This host's other processes, to ask whether a peer exited
   // (peer_processes.h; null: each user makes PeerProcesses::local's).
   std::shared_ptr<const PeerProcesses> processes;
+  // Which transports the ranks agreed to use (the communicator's, for every
+  // transport made later: one-sided RMA's, GIN's).
+  TransportPolicy policy;
 };
 
 // Shared memory between processes (and threads) on one host.

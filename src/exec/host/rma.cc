@@ -8,9 +8,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
-#include "src/transport/net/net_choice.h"
-#include "src/transport/net/net_transport.h"
-#include "src/transport/router.h"
+#include "src/transport/policy_transport.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -38,33 +36,19 @@ RmaEngine::RmaEngine(const BackendContext& ctx, std::unique_ptr<Transport> trans
 Status RmaEngine::start(const BackendContext& ctx, std::unique_ptr<RmaEngine>* out) {
   const TransportContext& comm = ctx.comm;
   const int me = comm.rank;
-  std::string mode = env_string("BRAID_TRANSPORT");  // as the communicator's own transport (runtime/init.cc)
-  bool remote_peer = false;
-  for (const PeerInfo& p : comm.peers) remote_peer |= p.host_hash != comm.peers[me].host_hash;
-  Net* net = nullptr;  // InfiniBand or a net plugin between hosts, where the communicator has one
-  if (mode == "ib" || mode == "plugin" || (mode == "auto" && remote_peer))
-    BRAID_TRY(std::move(choose_net(mode, ctx.bootstrap, &net)).context("RMA setup"));
-  const bool sockets = !net && (mode == "socket" || remote_peer);
+  // The same paths as the communicator's own transport (runtime/init.cc),
+  // apart from it: its own names (salted hash) and sockets.
   TransportContext t = comm;
   t.comm_hash = comm.comm_hash ^ kSalt;
   std::unique_ptr<SocketListener> listener;
   std::string address;
-  if (sockets) BRAID_TRY(socket_listen(ctx.bootstrap->address(), &listener, &address));
+  if (policy_may_use_sockets(t.policy)) BRAID_TRY(socket_listen(ctx.bootstrap->address(), &listener, &address));
   std::vector<PeerInfo> addresses(comm.nranks);
   std::snprintf(addresses[me].socket_addr, sizeof(addresses[me].socket_addr), "%s", address.c_str());
   BRAID_TRY(std::move(ctx.bootstrap->allgather(addresses.data(), sizeof(PeerInfo))).context("RMA setup"));
   for (int r = 0; r < comm.nranks; ++r) std::memcpy(t.peers[r].socket_addr, addresses[r].socket_addr, 64);
-  std::unique_ptr<Transport> shm, remote, router;
-  if (mode != "socket" && mode != "ib" && mode != "plugin") BRAID_TRY(make_shm_transport(t, &shm));
-  if (net) {
-    std::vector<bool> serves(size_t(t.nranks));
-    for (int r = 0; r < t.nranks; ++r)
-      serves[size_t(r)] = !shm || t.peers[size_t(r)].host_hash != t.peers[size_t(me)].host_hash;
-    BRAID_TRY(make_net_transport(t, ctx.bootstrap, net, serves, &remote));
-  } else if (sockets) {
-    BRAID_TRY(make_socket_transport(t, std::move(listener), &remote));
-  }
-  BRAID_TRY(make_router_transport(t, std::move(shm), std::move(remote), &router));
+  std::unique_ptr<Transport> router;
+  BRAID_TRY(std::move(make_policy_transport(t, ctx.bootstrap, std::move(listener), &router)).context("RMA setup"));
   std::unique_ptr<RmaEngine> engine(new RmaEngine(ctx, std::move(router)));
   BRAID_TRY(engine->connect());
   engine->receiver_ = std::thread(with_caller_env([e = engine.get()] { e->receive_loop(); }));

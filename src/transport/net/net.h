@@ -53,7 +53,10 @@ struct NetProperties {
 class Net {
  public:
   virtual ~Net() = default;
-  virtual const char* name() const = 0;
+  virtual const char* name() const = 0;  // for logs: may say more than the net's own name
+  // The name the network answers to, as NCCL_NET matches it: NCCL's
+  // ncclNet_t name ("IB", "Socket", a plugin's).
+  virtual const char* net_name() const { return name(); }
   virtual int devices() const = 0;
   virtual Status properties(int dev, NetProperties* out) = 0;
 

@@ -17,7 +17,8 @@ int first_without(const std::vector<uint32_t>& caps, uint32_t bit, int rank) {
 }
 
 std::string lack(int rank, int who, const char* what, const std::string& my_reason) {
-  if (who == rank) return fmt::format("this rank has no {}: {}", what, my_reason);
+  if (who == rank) return my_reason.empty() ? fmt::format("this rank has no {}", what)
+                                            : fmt::format("this rank has no {}: {}", what, my_reason);
   return fmt::format("rank {} has no {}", who, what);
 }
 
@@ -48,33 +49,55 @@ Status decide_net(const std::string& mode, int rank, const std::vector<uint32_t>
     return Status::ok();
   }
   // Say why the plugin is not used only where one was asked for or found.
+  const std::string plugin_lack = lack(rank, no_plugin, "net plugin", my_reasons.plugin);
   if (!my_reasons.plugin.empty() || (caps[size_t(rank)] & kNetPlugin))
-    *why = fmt::format("no net plugin ({}); ", lack(rank, no_plugin, "net plugin", my_reasons.plugin));
+    *why = fmt::format("no net plugin ({}); ", plugin_lack);
   if (no_ib < 0) {
     *kind = kNetIb;
     return Status::ok();
   }
-  *why += fmt::format("no InfiniBand ({}): sockets", lack(rank, no_ib, "usable InfiniBand/RoCE port", my_reasons.ib));
+  const std::string ib_lack = lack(rank, no_ib, "usable InfiniBand/RoCE port", my_reasons.ib);
+  int no_socket = -1;  // a rank whose NCCL_NET names another net
+  for (size_t r = 0; r < caps.size() && no_socket < 0; ++r)
+    if (caps[r] & kNetNoSocket) no_socket = int(r);
+  if (caps[size_t(rank)] & kNetNoSocket) no_socket = rank;
+  if (no_socket >= 0)
+    return BRAID_ERROR(ncclInvalidUsage, "no network every rank may use between hosts: no net plugin ({}), no "
+                       "InfiniBand ({}), no sockets ({})", plugin_lack, ib_lack,
+                       lack(rank, no_socket, "sockets", my_reasons.socket));
+  *why += fmt::format("no InfiniBand ({}): sockets", ib_lack);
   *kind = kNetSocket;
   return Status::ok();
 }
 
-Status choose_net(const std::string& mode, Bootstrap* bootstrap, Net** out) {
+Status choose_net(const TransportPolicy& policy, Bootstrap* bootstrap, Net** out) {
   *out = nullptr;
+  const std::string& mode = policy.mode;
+  const bool automatic = mode == "auto";
   uint32_t mine = 0;
   NetReasons reasons;
   Net* plugin = nullptr;
   Net* ib = nullptr;
-  if (mode == "auto" || mode == "plugin") {
+  if (automatic || mode == "plugin") {
     Status s = plugin_net(&plugin);
+    if (plugin && automatic && !policy.admits(plugin->net_name())) {
+      reasons.plugin = fmt::format("the one loaded is {}, and NCCL_NET names {}", plugin->net_name(), policy.net_name);
+      plugin = nullptr;
+    }
     if (plugin) mine |= kNetPlugin;
     else if (!s.is_ok()) reasons.plugin = s.message();
     else if (mode == "plugin") reasons.plugin = "none configured (BRAID_NET_PLUGIN, NCCL_NET_PLUGIN) nor libnccl-net.so";
   }
-  if (mode == "auto" || mode == "ib") {
+  if (mode == "ib" || (automatic && policy.admits("IB"))) {
     Status s = braid_ib_net(&ib);
     if (ib) mine |= kNetIb;
     else reasons.ib = s.message();
+  } else if (automatic) {
+    reasons.ib = policy.ib ? fmt::format("NCCL_NET names {}", policy.net_name) : "NCCL_IB_DISABLE=1";
+  }
+  if (automatic && !policy.admits("Socket")) {
+    mine |= kNetNoSocket;
+    reasons.socket = fmt::format("NCCL_NET names {}", policy.net_name);
   }
   std::vector<uint32_t> caps(size_t(bootstrap->nranks()));
   caps[size_t(bootstrap->rank())] = mine;

@@ -84,6 +84,7 @@ class PluginNet final : public Net {
   }
 
   const char* name() const override { return name_.c_str(); }
+  const char* net_name() const override { return call_name(); }
   int devices() const override { return devices_; }
 
   Status properties(int dev, NetProperties* out) override {

@@ -1,0 +1,56 @@
+#include "src/transport/transport_policy.h"
+
+#include <strings.h>
+
+#include <cstdlib>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+
+namespace braid {
+namespace {
+
+constexpr const char* kModes[] = {"auto", "shm", "socket", "ib", "plugin"};
+
+// NCCL's integer parameters: strtoll with base 0; a malformed value is unset.
+bool nccl_flag(const char* name) {
+  const std::string text = env_raw(name);
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 0);
+  return !text.empty() && *end == '\0' && v != 0;
+}
+
+}  // namespace
+
+int32_t TransportPolicy::agreement_code() const {
+  int32_t index = 0;
+  for (int32_t i = 0; i < int32_t(std::size(kModes)); ++i)
+    if (mode == kModes[i]) index = i;
+  return index | (shm ? 0 : 8);
+}
+
+bool TransportPolicy::admits(const std::string& net) const {
+  if (net == "IB" && !ib) return false;
+  return net_name.empty() || strcasecmp(net_name.c_str(), net.c_str()) == 0;
+}
+
+Status read_transport_policy(const std::string& config_net_name, TransportPolicy* out) {
+  *out = TransportPolicy();
+  int index = 0;
+  BRAID_TRY(env_choice("BRAID_TRANSPORT", {"auto", "shm", "socket", "ib", "plugin"}, &index));
+  out->mode = kModes[index];
+  if (out->mode != "auto") {
+    out->shm = !out->forced_net();
+    if (!env_raw("NCCL_NET").empty() || nccl_flag("NCCL_SHM_DISABLE") || nccl_flag("NCCL_IB_DISABLE"))
+      BRAID_INFO(kInit | kEnv, "BRAID_TRANSPORT={} decides the transports: NCCL_NET, NCCL_SHM_DISABLE and "
+                 "NCCL_IB_DISABLE are not read", out->mode);
+    return Status::ok();
+  }
+  out->shm = !nccl_flag("NCCL_SHM_DISABLE");
+  out->ib = !nccl_flag("NCCL_IB_DISABLE");
+  out->net_name = env_raw("NCCL_NET");
+  if (out->net_name.empty()) out->net_name = config_net_name;
+  return Status::ok();
+}
+
+}  // namespace braid

@@ -1,0 +1,133 @@
+// NCCL's variables that choose transports and communicator modes, on
+// braid's communicators with real processes (transport_policy.h,
+// apply_nccl_env_to_config):
+//  - NCCL_NET takes only the net of that name between hosts (any case):
+//    Socket, braid's own net plugin by its name, or IB, which this machine
+//    lacks, so init fails on every rank saying no net is left;
+//  - NCCL_IB_DISABLE=1 leaves InfiniBand out, said at INFO;
+//  - NCCL_SHM_DISABLE=1 connects ranks of one host over sockets or the
+//    net, with no shared memory; ranks must agree on it;
+//  - NCCL_COMM_BLOCKING=0 makes even ncclCommInitRank non-blocking, and 1
+//    overrides a config's blocking = 0.
+// Every result exact.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "cross_host_sweep.h"
+#include "process_log.h"
+
+using namespace mp;
+
+namespace {
+
+// Rank r is host r / per_host, with its own loopback address; braid's own
+// net plugin (its name: BraidSocket) is loaded where `plugin`.
+std::function<void(int)> hosts(int per_host, bool plugin, std::function<void(int)> more) {
+  return [=](int rank) {
+    setenv("BRAID_HOSTID", fmt::format("env-host-{}", rank / per_host).c_str(), 1);
+    setenv("BRAID_SOCKET_ADDR", fmt::format("127.0.0.{}", rank / per_host + 1).c_str(), 1);
+    setenv("NCCL_NET_PLUGIN", plugin ? BRAID_NET_PLUGIN_LIB : "none", 1);
+    setenv("BRAID_IB_HCA", "no_such_hca", 1);  // whatever this machine has
+    unsetenv("BRAID_TRANSPORT");
+    log_to_own_file("INIT,NET,ENV");
+    if (more) more(rank);
+  };
+}
+
+std::function<void(int)> set(const char* name, const char* value) {
+  return [=](int) { setenv(name, value, 1); };
+}
+
+// Every collective exact, and the init line naming the transport says `says`.
+RankBody runs_over(const std::string& says) {
+  return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+    const std::string log = own_log();
+    if (log.find(says) == std::string::npos) f.fail("the log does not say '" + says + "': " + log);
+    every_collective(rank, n, comm, f, {1, 70000});
+  };
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_NET=socket takes sockets between hosts though a net plugin loads", "[mp][processes][net][env]") {
+  CHECK(run_ranks_as_processes(4, runs_over("transport auto (shm+socket)"), 120,
+                               hosts(2, true, set("NCCL_NET", "socket"))) == 0);
+}
+
+TEST_CASE("NCCL_NET names the net plugin by its name, in any case", "[mp][processes][net][env][plugin]") {
+  CHECK(run_ranks_as_processes(4, runs_over("transport auto (shm+BraidSocket (net plugin"), 120,
+                               hosts(2, true, set("NCCL_NET", "braidSOCKET"))) == 0);
+}
+
+TEST_CASE("NCCL_NET=IB without InfiniBand fails init on every rank, naming what each net lacks",
+          "[mp][processes][net][env]") {
+  CHECK(init_must_fail(2, hosts(1, true, set("NCCL_NET", "IB")), ncclInvalidUsage,
+                       "no network every rank may use between hosts: no net plugin (this rank has no net plugin: "
+                       "the one loaded is BraidSocket, and NCCL_NET names IB), no InfiniBand") == 0);
+}
+
+TEST_CASE("NCCL_IB_DISABLE=1 leaves InfiniBand out, and says so", "[mp][processes][net][env]") {
+  CHECK(run_ranks_as_processes(2, runs_over("no InfiniBand (this rank has no usable InfiniBand/RoCE port: "
+                                            "NCCL_IB_DISABLE=1): sockets"),
+                               120, hosts(1, false, set("NCCL_IB_DISABLE", "1"))) == 0);
+}
+
+TEST_CASE("NCCL_SHM_DISABLE=1 connects the ranks of one host without shared memory", "[mp][processes][env]") {
+  // Sockets, and over the net plugin where NCCL_NET names it (every rank on one host).
+  CHECK(run_ranks_as_processes(3, runs_over("transport auto (socket)"), 120,
+                               hosts(3, false, set("NCCL_SHM_DISABLE", "1"))) == 0);
+  auto plugin = [](int rank) {
+    setenv("NCCL_SHM_DISABLE", "1", 1);
+    setenv("NCCL_NET", "BraidSocket", 1);
+    (void)rank;
+  };
+  CHECK(run_ranks_as_processes(3, runs_over("transport auto (BraidSocket (net plugin"), 120,
+                               hosts(3, true, plugin)) == 0);
+}
+
+TEST_CASE("ranks that disagree on NCCL_SHM_DISABLE fail init instead of waiting on each other",
+          "[mp][processes][env]") {
+  auto setup = hosts(2, false, [](int rank) { setenv("NCCL_SHM_DISABLE", rank == 0 ? "1" : "0", 1); });
+  CHECK(init_must_fail(2, setup, ncclInvalidUsage, "NCCL_SHM_DISABLE") == 0);
+}
+
+TEST_CASE("NCCL_COMM_BLOCKING=0 makes ncclCommInitRank non-blocking, and 1 overrides a config's 0",
+          "[mp][processes][env][nonblocking]") {
+  // Returns what init said, after waiting for a non-blocking one to finish.
+  auto init_reporting = [](ncclResult_t* said, bool config_nonblocking) {
+    return [=](ncclComm_t* comm, int n, const ncclUniqueId& id, int rank) {
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      *said = config_nonblocking ? ncclCommInitRankConfig(comm, n, id, rank, &config)
+                                 : ncclCommInitRank(comm, n, id, rank);
+      ncclResult_t state = *said;
+      for (int i = 0; state == ncclInProgress && i < 60000; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        if (ncclCommGetAsyncError(*comm, &state) != ncclSuccess) return ncclInternalError;
+      }
+      return state;
+    };
+  };
+  // One AllReduce, exact; a non-blocking communicator's call may say ncclInProgress first.
+  auto one_call = [](ncclResult_t want, const ncclResult_t* said) {
+    return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+      if (*said != want) f.fail(fmt::format("init said {}, expected {}", int(*said), int(want)));
+      std::vector<int32_t> in(1000, rank + 1), out(1000, 0);
+      ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr);
+      for (int i = 0; r == ncclInProgress && i < 60000; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ncclCommGetAsyncError(comm, &r);
+      }
+      if (r != ncclSuccess) f.fail(fmt::format("allreduce gave {}", int(r)));
+      if (out[999] != n * (n + 1) / 2) f.fail("wrong sum");
+    };
+  };
+  ncclResult_t said = ncclSuccess;
+  CHECK(run_ranks_as_processes(2, one_call(ncclInProgress, &said), 120, set("NCCL_COMM_BLOCKING", "0"),
+                               init_reporting(&said, false)) == 0);
+  CHECK(run_ranks_as_processes(2, one_call(ncclSuccess, &said), 120, set("NCCL_COMM_BLOCKING", "1"),
+                               init_reporting(&said, true)) == 0);
+  CHECK(run_ranks_as_processes(2, one_call(ncclSuccess, &said), 120, set("NCCL_COMM_BLOCKING", "2"),  // not 0 or 1
+                               init_reporting(&said, false)) == 0);
+}
