@@ -97,16 +97,28 @@ uint32_t unpinned_collectives(int nranks) {
   return bits;
 }
 
-// Once per process: what NCCL's configuration files set (nccl_conf.h).
-void log_conf_settings_once() {
+// Once per process: what NCCL's configuration files set (nccl_conf.h),
+// and the NCCL variables set that braid does not read (nccl-tests' own
+// NCCL_TESTS_* aside), so that a job tuned for NCCL sees what has no effect.
+void log_environment_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     for (const ConfSetting& s : nccl_conf_settings()) BRAID_INFO(kInit | kEnv, "{}={} set by {}", s.name, s.value, s.file);
+    const std::span<const EnvVar> read = nccl_env_vars();
+    std::string unread;
+    for (const std::string& entry : env_nccl_and_braid()) {
+      const std::string name = entry.substr(0, entry.find('='));
+      if (name.rfind("NCCL_", 0) != 0 || name.rfind("NCCL_TESTS_", 0) == 0) continue;
+      if (std::none_of(read.begin(), read.end(), [&](const EnvVar& v) { return name == v.name; }))
+        unread += (unread.empty() ? "" : ", ") + name;
+    }
+    if (!unread.empty())
+      BRAID_INFO(kInit | kEnv, "set, and not read by braid (docs/compatibility.md says why): {}", unread);
   });
 }
 
 Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
-  log_conf_settings_once();
+  log_environment_once();
   int choice = 0;
   BRAID_TRY(read_transport_policy(comm->net_name, &out->transport));
   BRAID_TRY(env_choice("BRAID_BACKEND", {"auto", "cuda", "host"}, &choice));

@@ -8,7 +8,8 @@
 //  - NCCL_SHM_DISABLE=1 connects ranks of one host over sockets or the
 //    net, with no shared memory; ranks must agree on it;
 //  - NCCL_COMM_BLOCKING=0 makes even ncclCommInitRank non-blocking, and 1
-//    overrides a config's blocking = 0.
+//    overrides a config's blocking = 0;
+//  - the NCCL variables set that braid does not read are listed at INFO.
 // Every result exact.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -130,4 +131,15 @@ TEST_CASE("NCCL_COMM_BLOCKING=0 makes ncclCommInitRank non-blocking, and 1 overr
                                init_reporting(&said, true)) == 0);
   CHECK(run_ranks_as_processes(2, one_call(ncclSuccess, &said), 120, set("NCCL_COMM_BLOCKING", "2"),  // not 0 or 1
                                init_reporting(&said, false)) == 0);
+}
+
+TEST_CASE("the NCCL variables set that braid does not read are listed at INFO", "[mp][processes][env]") {
+  auto setup = hosts(2, false, [](int) {
+    setenv("NCCL_PROTO", "Simple", 1);
+    setenv("NCCL_BUFFSIZE", "8388608", 1);
+    setenv("NCCL_TESTS_SPLIT", "MOD2", 1);  // nccl-tests' own: not listed
+  });
+  CHECK(run_ranks_as_processes(2, runs_over("not read by braid (docs/compatibility.md says why): NCCL_BUFFSIZE, "
+                                            "NCCL_PROTO\n"),
+                               120, setup) == 0);
 }
