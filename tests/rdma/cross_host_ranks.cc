@@ -209,12 +209,14 @@ bool took_expected_transport(int rank) {
 }
 
 // Whether the log has `what` followed by $EXPECT_TRANSPORT (with
-// `net_only`, by its net: the part after "shm+", as GIN names it).
+// `net_only`, by its net: the part after "shm+", as GIN names it; sockets
+// are its "TCP streams").
 bool log_says(int rank, const char* what, bool net_only) {
   const char* expected = std::getenv("EXPECT_TRANSPORT");
   if (!expected) return true;
   std::string path = expected;
   if (net_only && path.rfind("shm+", 0) == 0) path = path.substr(4);
+  if (net_only && path == "socket") path = "TCP streams";  // GIN's own sockets, as it names them
   const std::string log = my_log(), want = std::string(what) + path;
   if (log.find(want) != std::string::npos) return true;
   std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, want.c_str(), log.c_str());

@@ -8,7 +8,9 @@
 # CASE:
 #   short     every collective, every datatype and op, send/recv: exact (ctest rdma.short)
 #   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
-#   plugin    short, through braid's own net plugin library over InfiniBand (ctest rdma.plugin)
+#   plugin    short, through braid's own net plugin library over InfiniBand; then
+#             short under NCCL_NET=ib (braid's verbs, the plugin loaded) and
+#             NCCL_IB_DISABLE=1 (sockets beside a port) (ctest rdma.plugin)
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
 #             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
@@ -34,8 +36,12 @@ case "$case" in
     cmd=$(job "$case" BRAID_TRANSPORT=auto EXPECT_TRANSPORT=shm+IB)
     pair "$cmd" "$cmd";;
   plugin)
-    cmd=$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
-      "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'")
+    # Then NCCL's choices with the plugin loaded: NCCL_NET=ib takes braid's
+    # verbs by name, NCCL_IB_DISABLE=1 (no plugin) sockets beside a port.
+    cmd="$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
+      "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'") &&
+      $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib EXPECT_TRANSPORT=shm+IB) &&
+      $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket)"
     pair "$cmd" "$cmd";;
   external)
     [ -f "${RDMA_PLUGIN:-}" ] || { echo "external: set RDMA_PLUGIN to a net plugin library"; exit 77; }
