@@ -175,6 +175,8 @@ std::optional<int64_t> number(const std::string& text) {
 
 std::optional<int64_t> env_number(EnvName name) { return number(env_string(name)); }
 
+std::optional<int64_t> env_nccl_int(const char* name) { return number(env_raw(name)); }
+
 int64_t env_int(EnvName name) {
   // A malformed value falls back to the default rather than to 0.
   return number(env_string(name)).value_or(std::strtoll(name.var().default_value, nullptr, 0));

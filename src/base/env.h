@@ -53,6 +53,9 @@ bool env_is_set(EnvName name);
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
+// An NCCL integer parameter as NCCL reads one (strtoll, any base: 0x10
+// too); nullopt where unset or not a number.
+std::optional<int64_t> env_nccl_int(const char* name);
 // Every set NCCL_* and BRAID_* variable, known to braid or not, as
 // "NAME=value" sorted by name: what the ranks compare in the init
 // diagnostics (src/runtime/diagnostics_consistency.cc).

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -97,24 +98,25 @@ uint32_t unpinned_collectives(int nranks) {
   return bits;
 }
 
-// Once per process: what NCCL's configuration files set (nccl_conf.h),
-// and the NCCL variables set that braid does not read (nccl-tests' own
-// NCCL_TESTS_* aside), so that a job tuned for NCCL sees what has no effect.
+// Once per process (a forked child is another: it logs too): what NCCL's
+// configuration files set (nccl_conf.h), and the NCCL variables set that
+// braid does not read (nccl-tests' own NCCL_TESTS_* aside), so that a job
+// tuned for NCCL sees what has no effect.
 void log_environment_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (const ConfSetting& s : nccl_conf_settings()) BRAID_INFO(kInit | kEnv, "{}={} set by {}", s.name, s.value, s.file);
-    const std::span<const EnvVar> read = nccl_env_vars();
-    std::string unread;
-    for (const std::string& entry : env_nccl_and_braid()) {
-      const std::string name = entry.substr(0, entry.find('='));
-      if (name.rfind("NCCL_", 0) != 0 || name.rfind("NCCL_TESTS_", 0) == 0) continue;
-      if (std::none_of(read.begin(), read.end(), [&](const EnvVar& v) { return name == v.name; }))
-        unread += (unread.empty() ? "" : ", ") + name;
-    }
-    if (!unread.empty())
-      BRAID_INFO(kInit | kEnv, "set, and not read by braid (docs/compatibility.md says why): {}", unread);
-  });
+  static std::atomic<pid_t> logged_by{0};
+  const pid_t me = getpid();
+  if (logged_by.exchange(me) == me) return;
+  for (const ConfSetting& s : nccl_conf_settings()) BRAID_INFO(kInit | kEnv, "{}={} set by {}", s.name, s.value, s.file);
+  const std::span<const EnvVar> read = nccl_env_vars();
+  std::string unread;
+  for (const std::string& entry : env_nccl_and_braid()) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (name.rfind("NCCL_", 0) != 0 || name.rfind("NCCL_TESTS_", 0) == 0) continue;
+    if (std::none_of(read.begin(), read.end(), [&](const EnvVar& v) { return name == v.name; }))
+      unread += (unread.empty() ? "" : ", ") + name;
+  }
+  if (!unread.empty())
+    BRAID_INFO(kInit | kEnv, "set, and not read by braid (docs/compatibility.md says why): {}", unread);
 }
 
 Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
@@ -181,11 +183,8 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.rma_signals = c.numRmaSig == NCCL_CONFIG_UNDEF_INT ? 1 : c.numRmaSig;
   // NCCL_RMA_EAGER_INIT (2.31) overrides the config where it is 0 or 1;
   // NCCL ignores any other value, and so does braid.
-  const std::string eager_text = env_raw("NCCL_RMA_EAGER_INIT");
-  char* end = nullptr;
-  const long eager = std::strtol(eager_text.c_str(), &end, 0);  // as NCCL reads its integers
-  const bool eager_set = !eager_text.empty() && *end == '\0' && (eager == 0 || eager == 1);
-  a.rma_eager = eager_set ? eager == 1 : c.rmaEagerInit == 1;
+  const std::optional<int64_t> eager = env_nccl_int("NCCL_RMA_EAGER_INIT");
+  a.rma_eager = eager && (*eager == 0 || *eager == 1) ? *eager == 1 : c.rmaEagerInit == 1;
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   BRAID_TRY(env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &a.deterministic));

@@ -17,7 +17,6 @@
 // library's size: its extra members are ones braid does not know.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -111,26 +110,13 @@ Status check_values(const ncclConfig_t& c) {
 
 }  // namespace
 
-namespace {
-
-// An NCCL integer parameter: strtoll, base 0; unset or malformed: nullopt.
-std::optional<long long> nccl_int(const char* name) {
-  const std::string text = env_raw(name);
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 0);
-  if (text.empty() || *end != '\0') return std::nullopt;
-  return v;
-}
-
-}  // namespace
-
 void apply_nccl_env_to_config(ncclConfig_t* config) {
-  if (const auto blocking = nccl_int("NCCL_COMM_BLOCKING"); blocking && (*blocking == 0 || *blocking == 1)) {
+  if (const auto blocking = env_nccl_int("NCCL_COMM_BLOCKING"); blocking && (*blocking == 0 || *blocking == 1)) {
     if (config->blocking != NCCL_CONFIG_UNDEF_INT && config->blocking != int(*blocking))
       BRAID_INFO(kInit | kEnv, "config blocking reset to NCCL_COMM_BLOCKING={}", *blocking);
     config->blocking = int(*blocking);
   }
-  if (const auto contexts = nccl_int("NCCL_NUM_RMA_CTX")) {
+  if (const auto contexts = env_nccl_int("NCCL_NUM_RMA_CTX")) {
     if (*contexts >= 1 && *contexts <= INT32_MAX) config->numRmaCtx = int(*contexts);
     else BRAID_INFO(kInit | kEnv, "NCCL_NUM_RMA_CTX={} is not served (braid needs at least 1), leaving {}", *contexts,
                     config->numRmaCtx);

@@ -2,7 +2,6 @@
 
 #include <strings.h>
 
-#include <cstdlib>
 
 #include "src/base/env.h"
 #include "src/base/log.h"
@@ -12,13 +11,8 @@ namespace {
 
 constexpr const char* kModes[] = {"auto", "shm", "socket", "ib", "plugin"};
 
-// NCCL's integer parameters: strtoll with base 0; a malformed value is unset.
-bool nccl_flag(const char* name) {
-  const std::string text = env_raw(name);
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 0);
-  return !text.empty() && *end == '\0' && v != 0;
-}
+// NCCL's flags are integers: set and not 0 (a malformed value is unset).
+bool nccl_flag(const char* name) { return env_nccl_int(name).value_or(0) != 0; }
 
 }  // namespace
 
