@@ -30,7 +30,8 @@
 //                '|'-separated alternatives (a GID the peer cannot reach;
 //                a rank whose peer failed first sees the peer leave)
 // With EXPECT_TRANSPORT (e.g. "shm+IB"), a rank whose communicator took
-// another transport fails.  Exit status 0 when every rank did what its
+// another transport fails; with EXPECT_LOG as well, one whose init log
+// lacks that text (e.g. the queue pairs' traffic class).  Exit status 0 when every rank did what its
 // suite asks.
 #include <signal.h>
 #include <sys/wait.h>
@@ -205,6 +206,11 @@ bool took_expected_transport(int rank) {
   const size_t open = at == std::string::npos ? at : log.find(" (", log.find("transport ", at));
   const bool ok = open != std::string::npos && log.compare(open + 2, std::strlen(expected), expected) == 0;
   if (!ok) std::fprintf(stderr, "rank %d: not on transport %s: %s\n", rank, expected, log.c_str());
+  const char* says = std::getenv("EXPECT_LOG");
+  if (ok && says && log.find(says) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: the log does not say '%s': %s\n", rank, says, log.c_str());
+    return false;
+  }
   return ok;
 }
 

@@ -9,7 +9,8 @@
 #   short     every collective, every datatype and op, send/recv: exact (ctest rdma.short)
 #   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
 #   plugin    short, through braid's own net plugin library over InfiniBand; then
-#             short under NCCL_NET=ib (braid's verbs, the plugin loaded) and
+#             short under NCCL_NET=ib (braid's verbs, the plugin loaded; with
+#             NCCL_IB_SL, NCCL_IB_TC and NCCL_IB_ADDR_RANGE) and
 #             NCCL_IB_DISABLE=1 (sockets beside a port) (ctest rdma.plugin)
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
@@ -40,7 +41,8 @@ case "$case" in
     # verbs by name, NCCL_IB_DISABLE=1 (no plugin) sockets beside a port.
     cmd="$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
       "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'") &&
-      $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib EXPECT_TRANSPORT=shm+IB) &&
+      $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib NCCL_IB_SL=3 NCCL_IB_TC=104 \
+        NCCL_IB_ADDR_RANGE=10.78.0.0/16 EXPECT_TRANSPORT=shm+IB "EXPECT_LOG='service level 3, traffic class 104'") &&
       $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket)"
     pair "$cmd" "$cmd";;
   external)

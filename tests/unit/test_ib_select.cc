@@ -72,23 +72,56 @@ TEST_CASE("GID choice: RoCE v2 with an IPv4 address first, as NCCL, and a forced
   std::vector<GidEntry> table{gid(0, GidType::RoceV1, "fe80::5054:ff:fe77:1"), gid(1, GidType::RoceV2, "fe80::5054:ff:fe77:1"),
                               gid(2, GidType::RoceV1, "::ffff:10.77.0.1"), gid(3, GidType::RoceV2, "::ffff:10.77.0.1")};
   GidEntry chosen;
-  REQUIRE(choose_gid(table, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  REQUIRE(choose_gid(table, -1, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).is_ok());
   CHECK(chosen.index == 3);
   CHECK(gid_is_ipv4(chosen.raw));
   CHECK(gid_to_string(chosen.raw) == "::ffff:10.77.0.1");
 
   // No IPv4 one: the first RoCE v2.
-  REQUIRE(choose_gid({table[0], table[1]}, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  REQUIRE(choose_gid({table[0], table[1]}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).is_ok());
   CHECK(chosen.index == 1);
   // Only v1: the first.
-  REQUIRE(choose_gid({table[2], table[0]}, -1, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  REQUIRE(choose_gid({table[2], table[0]}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).is_ok());
   CHECK(chosen.index == 2);
 
-  REQUIRE(choose_gid(table, 2, "NCCL_IB_GID_INDEX", &chosen).is_ok());
+  REQUIRE(choose_gid(table, 2, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).is_ok());
   CHECK(chosen.index == 2);
-  Status s = choose_gid(table, 7, "BRAID_IB_GID_INDEX", &chosen);
+  Status s = choose_gid(table, 7, "BRAID_IB_GID_INDEX", GidPreference{}, &chosen);
   CHECK(s.code() == ncclSystemError);
   CHECK(s.message().find("BRAID_IB_GID_INDEX=7") != std::string::npos);
   CHECK(s.message().find("0, 1, 2, 3") != std::string::npos);
-  CHECK(choose_gid({}, -1, "NCCL_IB_GID_INDEX", &chosen).code() == ncclSystemError);
+  CHECK(choose_gid({}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).code() == ncclSystemError);
+}
+
+TEST_CASE("GID choice: NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and NCCL_IB_ROCE_VERSION_NUM, as NCCL", "[unit][ib]") {
+  // Two IPv4 addresses (v1 and v2 each), a global IPv6 one (v2), link-local ones.
+  std::vector<GidEntry> table{
+      gid(0, GidType::RoceV1, "fe80::5054:ff:fe77:1"), gid(1, GidType::RoceV2, "fe80::5054:ff:fe77:1"),
+      gid(2, GidType::RoceV1, "::ffff:10.77.0.1"),     gid(3, GidType::RoceV2, "::ffff:10.77.0.1"),
+      gid(4, GidType::RoceV1, "::ffff:192.168.5.9"),   gid(5, GidType::RoceV2, "::ffff:192.168.5.9"),
+      gid(6, GidType::RoceV2, "2001:db8::7")};
+  auto pick = [&](const std::string& family, const std::string& range, const std::string& version) {
+    std::string ignored;
+    GidPreference p = parse_gid_preference(family, range, version, &ignored);
+    GidEntry chosen;
+    REQUIRE(choose_gid(table, -1, "NCCL_IB_GID_INDEX", p, &chosen).is_ok());
+    return std::make_pair(chosen.index, ignored);
+  };
+  CHECK(pick("", "", "").first == 3);                               // the defaults: IPv4, RoCE v2
+  CHECK(pick("", "", "1").first == 2);                              // RoCE v1
+  CHECK(pick("AF_INET", "192.168.0.0/16", "").first == 5);          // the range
+  CHECK(pick("AF_INET", "192.168.5.9/32", "1").first == 4);
+  CHECK(pick("AF_INET", "172.16.0.0/12", "").first == 3);           // nothing in range: the default order
+  CHECK(pick("AF_INET6", "", "").first == 6);                       // IPv6, not link-local
+  CHECK(pick("AF_INET6", "2001:db8::/32", "1").first == 6);         // no v1 of it: the family's other version
+  CHECK(pick("AF_INET", "0.0.0.0/0", "").first == 3);               // every address
+  // Ranges NCCL ignores, as it does.
+  auto no_mask = pick("AF_INET", "192.168.0.0", "");
+  CHECK(no_mask.first == 3);
+  CHECK(no_mask.second == "NCCL_IB_ADDR_RANGE=192.168.0.0 has no /mask");
+  auto too_long = pick("AF_INET", "192.168.0.0/33", "");
+  CHECK(too_long.first == 3);
+  CHECK(too_long.second == "NCCL_IB_ADDR_RANGE=192.168.0.0/33 is not a range of AF_INET");
+  CHECK(pick("AF_INET6", "192.168.0.0/16", "").second == "NCCL_IB_ADDR_RANGE=192.168.0.0/16 is not a range of AF_INET6");
+  CHECK(pick("", "", "two").first == 3);  // not a number: version 2
 }

@@ -85,6 +85,14 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   BRAID_TRY(parse_hca_filter(hca_setting, hca, &filter));
   const int forced_gid = int(env_int_or_nccl("BRAID_IB_GID_INDEX", "NCCL_IB_GID_INDEX"));
   const std::string gid_setting = env_is_set("BRAID_IB_GID_INDEX") ? "BRAID_IB_GID_INDEX" : "NCCL_IB_GID_INDEX";
+  std::string ignored;
+  const GidPreference preference = parse_gid_preference(
+      env_raw("NCCL_IB_ADDR_FAMILY"), env_raw("NCCL_IB_ADDR_RANGE"), env_raw("NCCL_IB_ROCE_VERSION_NUM"), &ignored);
+  if (!ignored.empty()) BRAID_INFO(kNet | kInit | kEnv, "{}: ignored, as NCCL ignores it", ignored);
+  // NCCL's ranges; a value outside one is NCCL's default, 0.
+  const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(0);
+  const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
+  const uint8_t traffic_class = uint8_t(tc >= 0 && tc <= 255 ? tc : 0);
 
   int ndev = 0;
   ibv_device** list = ibv_get_device_list(&ndev);
@@ -121,7 +129,7 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.guid = dattr.node_guid;
         std::vector<GidEntry> gids = read_gids(ctx, p, pattr.gid_tbl_len);
         if (port.roce || forced_gid >= 0) {
-          Status s = choose_gid(gids, forced_gid, gid_setting, &port.gid);
+          Status s = choose_gid(gids, forced_gid, gid_setting, preference, &port.gid);
           if (!s.is_ok()) {
             if (first_error.is_ok()) first_error = std::move(s).context(fmt::format("{}:{}", name, p));
             continue;
@@ -137,8 +145,11 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         }
         port.context = ctx;
         port.pd = pd;
+        port.service_level = service_level;
+        port.traffic_class = traffic_class;
         used = true;
-        BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps", port.describe(), port.speed_mbps);
+        BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}", port.describe(),
+                   port.speed_mbps, service_level, traffic_class);
         out->push_back(std::move(port));
       }
     }

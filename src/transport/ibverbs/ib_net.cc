@@ -182,11 +182,13 @@ Status qps_ready(IbComm* c) {
     m.min_rnr_timer = 12;
     m.ah_attr.port_num = uint8_t(p.port);
     m.ah_attr.dlid = t.lid;
+    m.ah_attr.sl = p.service_level;
     if (p.use_gid) {
       m.ah_attr.is_global = 1;
       std::memcpy(m.ah_attr.grh.dgid.raw, t.gid, 16);
       m.ah_attr.grh.sgid_index = uint8_t(p.gid.index);
       m.ah_attr.grh.hop_limit = 255;
+      m.ah_attr.grh.traffic_class = p.traffic_class;
     }
     ibv_qp* qp = c->qps[size_t(j)];
     if (int rc = ibv_modify_qp(qp, &m,

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 namespace braid {
 
@@ -77,7 +79,54 @@ std::string gid_to_string(const uint8_t raw[16]) {
   return text;
 }
 
-Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting, GidEntry* out) {
+bool GidPreference::matches(const GidEntry& e) const {
+  const uint8_t* raw = e.raw;
+  const bool link_local = raw[0] == 0xfe && raw[1] == 0x80;
+  if (gid_is_empty(raw) || link_local || gid_is_ipv4(raw) == ipv6) return false;
+  // The prefix's leading bits, of the IPv4 address (its last 4 bytes) or of the whole GID.
+  const int first = ipv6 ? 0 : 12;
+  for (int bit = 0; bit < prefix_bits; ++bit) {
+    const int byte = first + bit / 8, mask = 0x80 >> (bit % 8);
+    if ((raw[byte] & mask) != (prefix[byte] & mask)) return false;
+  }
+  return true;
+}
+
+GidPreference parse_gid_preference(const std::string& family, const std::string& range, const std::string& version,
+                                   std::string* ignored) {
+  GidPreference p;
+  ignored->clear();
+  p.ipv6 = family == "AF_INET6";
+  char* end = nullptr;
+  const long v = std::strtol(version.c_str(), &end, 0);
+  if (!version.empty() && *end == '\0') p.roce_version = int(v);
+  const size_t slash = range.find('/');
+  if (range.empty()) return p;
+  if (slash == std::string::npos) {
+    *ignored = fmt::format("NCCL_IB_ADDR_RANGE={} has no /mask", range);
+    return p;
+  }
+  const std::string address = range.substr(0, slash), mask = range.substr(slash + 1);
+  const long bits = std::strtol(mask.c_str(), &end, 10);
+  const int max_bits = p.ipv6 ? 128 : 32;
+  bool parsed = false;
+  if (p.ipv6) {
+    parsed = inet_pton(AF_INET6, address.c_str(), p.prefix) == 1;
+  } else {
+    p.prefix[10] = p.prefix[11] = 0xff;
+    parsed = inet_pton(AF_INET, address.c_str(), p.prefix + 12) == 1;
+  }
+  if (!parsed || mask.empty() || *end != '\0' || bits < 0 || bits > max_bits) {
+    *ignored = fmt::format("NCCL_IB_ADDR_RANGE={} is not a range of {}", range, p.ipv6 ? "AF_INET6" : "AF_INET");
+    std::fill(std::begin(p.prefix), std::end(p.prefix), 0);
+    return p;
+  }
+  p.prefix_bits = int(bits);
+  return p;
+}
+
+Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting,
+                  const GidPreference& preference, GidEntry* out) {
   if (forced >= 0) {
     for (const GidEntry& e : table)
       if (e.index == forced) {
@@ -90,7 +139,11 @@ Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::str
                        have.empty() ? "none" : have);
   }
   const GidEntry* best = nullptr;
-  auto rank = [](const GidEntry& e) { return e.type == GidType::RoceV2 ? (gid_is_ipv4(e.raw) ? 0 : 1) : 2; };
+  auto rank = [&](const GidEntry& e) {
+    const int version = e.type == GidType::RoceV2 ? 2 : e.type == GidType::RoceV1 ? 1 : 0;
+    if (preference.matches(e)) return version == preference.roce_version ? 0 : 1;
+    return 2 + (e.type == GidType::RoceV2 ? (gid_is_ipv4(e.raw) ? 0 : 1) : 2);
+  };
   for (const GidEntry& e : table)
     if (!best || rank(e) < rank(*best)) best = &e;
   if (!best) return BRAID_ERROR(ncclSystemError, "the port's GID table is empty (no IP address on its netdev?)");

@@ -13,9 +13,12 @@
 //
 // The GID (RoCE ports are reached only through one: an IP address in the
 // port's GID table): BRAID_IB_GID_INDEX (else NCCL_IB_GID_INDEX) when set,
-// else chosen as NCCL does: the first RoCE v2 GID that holds an IPv4
-// address (routable, unlike RoCE v1 or a link-local IPv6 address), else the
-// first RoCE v2 one, else the first non-empty one.
+// else chosen as NCCL does, by its three preferences (GidPreference):
+// the first GID of the address family (NCCL_IB_ADDR_FAMILY, AF_INET by
+// default), within NCCL_IB_ADDR_RANGE where set, not link-local, of the
+// RoCE version NCCL_IB_ROCE_VERSION_NUM (2 by default); else the first of
+// that family and range of another version; else the first RoCE v2 GID
+// that holds an IPv4 address, else the first RoCE v2 one, else the first.
 #pragma once
 
 #include <cstdint>
@@ -52,9 +55,24 @@ bool gid_is_empty(const uint8_t raw[16]);
 bool gid_is_ipv4(const uint8_t raw[16]);  // ::ffff:a.b.c.d
 std::string gid_to_string(const uint8_t raw[16]);
 
+struct GidPreference {
+  int roce_version = 2;      // NCCL_IB_ROCE_VERSION_NUM
+  bool ipv6 = false;         // NCCL_IB_ADDR_FAMILY=AF_INET6
+  uint8_t prefix[16] = {};   // NCCL_IB_ADDR_RANGE's address (IPv4 as ::ffff:a.b.c.d)
+  int prefix_bits = 0;       // of the address itself (IPv4: up to 32); 0: any
+  bool matches(const GidEntry& e) const;  // family, range, not empty nor link-local
+};
+// NCCL's values of the three variables ("" where unset).  As NCCL: a
+// family other than AF_INET6 is AF_INET; a range that does not parse for
+// the family, or whose mask is too long, is ignored (*ignored says why);
+// a version that is not a number is 2.
+GidPreference parse_gid_preference(const std::string& family, const std::string& range, const std::string& version,
+                                   std::string* ignored);
+
 // The GID to use among a port's non-empty entries; `forced` >= 0 is the
 // configured index (`setting` names it in the error).  ncclSystemError when
 // forced names no entry, or when the table is empty.
-Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting, GidEntry* out);
+Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting,
+                  const GidPreference& preference, GidEntry* out);
 
 }  // namespace braid
