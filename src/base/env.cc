@@ -46,6 +46,9 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_SHM_DISABLE", "",
      "1: ranks of one host connect over the net or sockets, no shared memory; the same on every rank; unread under "
      "BRAID_TRANSPORT"},
+    {"NCCL_P2P_DISABLE", "",
+     "1 on any rank: a CUDA communicator's device buffers go through host memory (the host-staged backend, as "
+     "between hosts: synchronous, not capturable), not CUDA IPC, on every rank"},
     {"NCCL_COMM_BLOCKING", "", "0 or 1: every new communicator's blocking, whatever its config says, as NCCL"},
     {"NCCL_NUM_RMA_CTX", "", "1 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",

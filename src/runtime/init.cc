@@ -172,6 +172,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
   a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
+  a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
   a.cma_mode = cma;
@@ -306,11 +307,13 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
     comm->backend = std::make_unique<HostBackend>(b, setup.host);
     return start_rma();
   }
-  // CUDA IPC reaches the ranks of one host; with a peer elsewhere the
-  // device buffers go through the host transports instead.
+  // CUDA IPC reaches the ranks of one host; with a peer elsewhere, or
+  // NCCL_P2P_DISABLE=1 (as NCCL then goes through host memory), the device
+  // buffers go through the host transports instead.
   bool remote_peer = false;
   for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
-  if (remote_peer) BRAID_TRY(make_cuda_staged_backend(b, local.device.device, setup.host, &comm->backend));
+  if (remote_peer || setup.agreed.p2p_disabled)
+    BRAID_TRY(make_cuda_staged_backend(b, local.device.device, setup.host, &comm->backend));
   else BRAID_TRY(make_cuda_backend(b, local.device.device, &comm->backend));
   comm->cuda_device = local.device.device;
   return start_rma();

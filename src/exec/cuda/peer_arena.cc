@@ -10,7 +10,8 @@ Status enable_peer_access(int device, int peer_device) {
   if (!can)
     return BRAID_ERROR(ncclSystemError,
                        "GPU {} cannot access GPU {} (no peer access between them), which the CUDA backend needs for "
-                       "ranks of one process on both; run the ranks as processes or set BRAID_BACKEND=host",
+                       "ranks of one process on both; run the ranks as processes, or set NCCL_P2P_DISABLE=1 (device "
+                       "buffers through host memory) or BRAID_BACKEND=host",
                        device, peer_device);
   const cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
   if (e == cudaErrorPeerAccessAlreadyEnabled) {
