@@ -427,8 +427,8 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
-             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport.mode, comm->transport->name(), host.tile_bytes,
-             host.wide_tile_bytes);
+             comm->comm_hash, rank, nranks, comm->backend->name(), local.transport.mode, comm->transport->name(),
+             host.tile_bytes, host.wide_tile_bytes);
   return Status::ok();
 }
 
@@ -489,7 +489,8 @@ Status comm_restore_buffers(ncclComm* comm) {
   ctx.comm_hash = comm->comm_hash ^ (uint64_t(++comm->resumes) * 0x9e3779b97f4a7c15ULL);
   std::unique_ptr<SocketListener> listener;
   std::string address;
-  if (policy_may_use_sockets(setup.local.transport)) BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
+  if (policy_may_use_sockets(setup.local.transport))
+    BRAID_TRY(socket_listen(comm->bootstrap->address(), &listener, &address));
   std::vector<PeerInfo> peers(comm->nranks);
   std::snprintf(peers[comm->rank].socket_addr, sizeof(peers[comm->rank].socket_addr), "%s", address.c_str());
   BRAID_TRY(std::move(comm->bootstrap->allgather(peers.data(), sizeof(PeerInfo))).context("ncclCommResume"));

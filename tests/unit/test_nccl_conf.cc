@@ -79,7 +79,8 @@ TEST_CASE("a braid thread's snapshot holds every NCCL and BRAID variable, listed
   setenv("NCCL_IB_HCA", "mlx5_0:1", 1);
   unsetenv("NCCL_ALSO_NOT_IN_A_TABLE");
   auto body = with_caller_env([] {
-    return std::make_tuple(env_raw("NCCL_NOT_IN_ANY_TABLE"), env_raw("NCCL_IB_HCA"), env_raw("NCCL_ALSO_NOT_IN_A_TABLE"));
+    return std::make_tuple(env_raw("NCCL_NOT_IN_ANY_TABLE"), env_raw("NCCL_IB_HCA"),
+                           env_raw("NCCL_ALSO_NOT_IN_A_TABLE"));
   });
   unsetenv("NCCL_NOT_IN_ANY_TABLE");
   unsetenv("NCCL_IB_HCA");
