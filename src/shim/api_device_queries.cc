@@ -177,6 +177,16 @@ Status peer_pointer(ncclWindow_t win, size_t offset, int peer, void** out) {
     *out = w.device->lsa_pointer(peer - lsa_first, offset);
     return Status::ok();
   }
+  if (peer == comm->rank) {  // its own part: the caller's memory, on any backend
+    if (offset > w.ranks[size_t(peer)].size)
+      return BRAID_ERROR(ncclInvalidArgument, "offset {} is past this rank's part of the window ({} bytes)", offset,
+                         w.ranks[size_t(peer)].size);
+    *out = reinterpret_cast<char*>(w.ranks[size_t(peer)].base) + offset;
+    return Status::ok();
+  }
+  // Elsewhere where the backend maps the peer's part into this process; a
+  // peer it does not reach by load and store is NULL with ncclSuccess, as
+  // NCCL answers for a peer outside the LSA team (and the device side too).
   return comm->backend->window_peer_pointer(w.seq, peer, offset, out);
 }
 

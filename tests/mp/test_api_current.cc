@@ -548,3 +548,24 @@ TEST_CASE("device API host queries: properties and peers' window pointers", "[ap
           MP_NCCL(f, ncclCommWindowDeregister(comm, win));
         }) == 0);
 }
+
+// A peer whose part of a window this process does not map (plain buffers
+// of processes) is NULL with ncclSuccess, as NCCL answers for a peer
+// outside the LSA team; a rank's own part is its buffer.
+TEST_CASE("ncclGetPeerDevicePointer of a peer not reached by load and store is NULL, not an error",
+          "[api][device][processes]") {
+  CHECK(run_ranks_as_processes(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          std::vector<int32_t> buffer(1024, rank);
+          ncclWindow_t win = nullptr;
+          MP_NCCL(f, ncclCommWindowRegister(comm, buffer.data(), 4096, &win, NCCL_WIN_DEFAULT));
+          for (int peer = 0; peer < n; ++peer) {
+            void* ptr = reinterpret_cast<void*>(uintptr_t(1));
+            MP_NCCL(f, ncclGetPeerDevicePointer(win, 64, peer, &ptr));
+            void* want = peer == rank ? reinterpret_cast<char*>(buffer.data()) + 64 : nullptr;
+            if (ptr != want) f.fail(fmt::format("rank {}: peer {}'s pointer is {}", rank, peer, ptr));
+          }
+          void* ptr = nullptr;
+          if (ncclGetPeerDevicePointer(win, 0, n, &ptr) != ncclInvalidArgument) f.fail("a peer out of range passed");
+          MP_NCCL(f, ncclCommWindowDeregister(comm, win));
+        }) == 0);
+}

@@ -6,7 +6,12 @@
 // counts, and a wait that gives up with ncclTimeout.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
 
 #include "collective_check.h"
 #include "scoped_env.h"
@@ -194,6 +199,30 @@ TEST_CASE("put/signal/wait exact, processes in pid namespaces of their own", "[m
 
 TEST_CASE("put/signal/wait exact, processes on emulated hosts (sockets)", "[mp][rma][hosts]") {
   CHECK(run_with_config(Mode::Processes, 3, 2, 3, put_signal_wait, emulated_hosts()) == 0);
+}
+
+// A rank that destroys its communicator while a peer's RMA receiver still
+// runs (over sockets, which see the stream's end) says goodbye first: the
+// peer logs no failure and its communicator stays healthy.
+TEST_CASE("a peer that destroys its communicator first is no RMA failure (sockets)", "[mp][rma][hosts]") {
+  auto setup = [](int rank) {
+    emulated_hosts()(rank);
+    setenv("NCCL_DEBUG", "WARN", 1);
+    setenv("NCCL_DEBUG_FILE", fmt::format("/tmp/braid_rma_goodbye.{}.%p.log", rank).c_str(), 1);
+  };
+  auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
+    put_signal_wait(rank, n, comm, f);
+    if (rank == 0) return;  // destroys at once
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 has gone meanwhile
+    ncclResult_t state = ncclInternalError;
+    MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+    if (state != ncclSuccess) f.fail(fmt::format("rank {}: async error {} after rank 0 left", rank, int(state)));
+    std::ifstream log(fmt::format("/tmp/braid_rma_goodbye.{}.{}.log", rank, getpid()));
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    if (text.find("RMA from rank 0") != std::string::npos) f.fail("rank " + std::to_string(rank) + " warned: " + text);
+    std::remove(fmt::format("/tmp/braid_rma_goodbye.{}.{}.log", rank, getpid()).c_str());
+  };
+  CHECK(run_with_config(Mode::Processes, 3, 2, 3, body, setup) == 0);
 }
 
 TEST_CASE("one-sided calls check their arguments and give up with ncclTimeout", "[mp][rma][errors][threads]") {

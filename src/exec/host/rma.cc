@@ -27,6 +27,7 @@ std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("
 RmaEngine::RmaEngine(const BackendContext& ctx, std::unique_ptr<Transport> transport)
     : ctx_(ctx), rank_(ctx.comm.rank), nranks_(ctx.comm.nranks), rma_contexts_(std::max(1, ctx.rma_contexts)),
       rma_signals_(std::max(1, ctx.rma_signals)), transport_(std::move(transport)), incoming_(size_t(nranks_)),
+      departed_(size_t(nranks_), 0),
       consumed_(size_t(rma_contexts_) * size_t(rma_signals_) * size_t(nranks_), 0) {
   const size_t counters = consumed_.size();
   arrived_ = std::make_unique<std::atomic<uint64_t>[]>(counters);
@@ -86,10 +87,25 @@ Status RmaEngine::connect() {
 }
 
 RmaEngine::~RmaEngine() {
+  const bool aborted = ctx_.stop && ctx_.stop->load(std::memory_order_relaxed);
+  if (!aborted && !failed_.load(std::memory_order_acquire)) say_goodbye();
   stop_.store(true);
   // Writes nobody received are dropped: do not wait BRAID_TIMEOUT for them.
   if (transport_) transport_->abort();
   if (receiver_.joinable()) receiver_.join();
+}
+
+// Best effort, with no wait: a connection with no room has a peer that is
+// not reading (late, or gone), which will see the end as it would have.
+void RmaEngine::say_goodbye() {
+  const Header bye{kGoodbye, 0, 0, 0, 0, 0, 0};
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_ || p >= int(send_.size()) || !send_[p]) continue;
+    void* slot = nullptr;
+    if (!send_[p]->try_acquire(&slot).is_ok() || !slot) continue;
+    std::memcpy(slot, &bye, sizeof bye);
+    (void)send_[p]->commit(sizeof bye);
+  }
 }
 
 void RmaEngine::add_window(const WindowInfo& info) {
@@ -283,6 +299,10 @@ Status RmaEngine::receive_one(int peer, bool* progress) {
         s = BRAID_ERROR(ncclRemoteError, "RMA: a malformed message from rank {} ({} bytes)", peer, bytes);
       } else {
         std::memcpy(&h, data, sizeof(h));
+        if (h.magic == kGoodbye) {
+          departed_[size_t(peer)] = 1;
+          return pipe->release();
+        }
         if (h.magic != kMagic) s = BRAID_ERROR(ncclRemoteError, "RMA: a malformed message from rank {}", peer);
         else s = check_signal("RMA from a peer", peer, h.ctx, h.signal);
       }
@@ -317,7 +337,7 @@ void RmaEngine::receive_loop() {
     bool progress = false;
     if (!failed_.load(std::memory_order_acquire)) {
       for (int p = 0; p < nranks_ && !failed_.load(std::memory_order_relaxed); ++p) {
-        if (p == rank_) continue;
+        if (p == rank_ || departed_[size_t(p)]) continue;
         Status s = receive_one(p, &progress);
         if (!s.is_ok() && !stop_.load()) {
           BRAID_WARN("comm {:#x} rank {}: {}", ctx_.comm.comm_hash, rank_, s.to_string());

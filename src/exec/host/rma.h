@@ -23,7 +23,9 @@
 //
 // Writes to oneself are copied and signalled in place.  A write waits for
 // room on its connection (the target's receiver drains it), bounded by
-// BRAID_TIMEOUT.
+// BRAID_TIMEOUT.  A destroyed (not aborted) communicator says goodbye on
+// each connection that has room, so that its peers, which may still run,
+// do not report the connections' end as a failure.
 #pragma once
 
 #include <atomic>
@@ -68,6 +70,10 @@ class RmaEngine {
     uint64_t bytes;  // data that follows, here and in the next fragments
   };
   static constexpr uint32_t kMagic = 0x726d6131;  // "rma1"
+  // A header alone, the last message of a rank whose communicator is being
+  // destroyed: the end of its stream that follows is a departure, not a
+  // failure (a killed rank sends none, and its end stays an error).
+  static constexpr uint32_t kGoodbye = 0x726d6130;  // "rma0"
 
  private:
   struct Window {
@@ -84,6 +90,7 @@ class RmaEngine {
 
   RmaEngine(const BackendContext& ctx, std::unique_ptr<Transport> transport);
   Status connect();
+  void say_goodbye();
   void receive_loop();
   Status receive_one(int peer, bool* progress);
   Status land(int peer, Incoming& in, const char* data, size_t bytes);
@@ -100,6 +107,7 @@ class RmaEngine {
   std::vector<SendPipe*> send_;
   std::vector<RecvPipe*> recv_;
   std::vector<Incoming> incoming_;  // receiver thread only
+  std::vector<char> departed_;      // receiver thread only: the peer said goodbye
   std::unique_ptr<std::atomic<uint64_t>[]> arrived_;
   std::vector<uint64_t> consumed_;  // the waiting (application) thread only
 
