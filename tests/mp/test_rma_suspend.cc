@@ -6,6 +6,7 @@
 // counts, and a wait that gives up with ncclTimeout.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -225,9 +226,43 @@ TEST_CASE("a peer that destroys its communicator first is no RMA failure (socket
   CHECK(run_with_config(Mode::Processes, 3, 2, 3, body, setup) == 0);
 }
 
+// A wait for signals from a rank that then destroys its communicator fails
+// at once with ncclRemoteError, not at BRAID_TIMEOUT (the goodbye comes
+// after everything the rank sent, so nothing more can come).
+TEST_CASE("a wait for signals from a rank that destroyed its communicator fails at once", "[mp][rma][hosts]") {
+  for (bool hosts : {false, true}) {
+    auto setup = [hosts](int rank) {
+      if (hosts) emulated_hosts()(rank);
+      setenv("BRAID_TIMEOUT", "60", 1);
+    };
+    auto body = [](int rank, int, ncclComm_t comm, Failures& f) {
+      void* mem = nullptr;
+      ncclWindow_t win = nullptr;
+      MP_NCCL(f, ncclMemAlloc(&mem, 4096));
+      MP_NCCL(f, ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT));
+      // Rank 1 signals rank 0 once; rank 0 waits for two, and rank 1 leaves.
+      if (rank == 1) MP_NCCL(f, ncclSignal(0, 0, 0, 0, comm, nullptr));
+      if (rank == 0) {
+        const auto start = std::chrono::steady_clock::now();
+        ncclWaitSignalDesc_t two{2, 1, 0, 0};
+        const ncclResult_t r = ncclWaitSignal(1, &two, comm, nullptr);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const std::string said = ncclGetLastError(comm);
+        if (r != ncclRemoteError || said.find("1 of 2 from rank 1") == std::string::npos ||
+            said.find("destroyed its communicator") == std::string::npos || seconds > 20)
+          f.fail(fmt::format("the wait gave {} after {:.1f} s: {}", int(r), seconds, said));
+      }
+      // Rank 1 returns at once: its communicator is destroyed while rank 0 waits.
+    };
+    INFO((hosts ? "sockets" : "shared memory"));
+    CHECK(run_with_config(Mode::Processes, 2, 1, 1, body, setup) == 0);
+  }
+}
+
 TEST_CASE("one-sided calls check their arguments and give up with ncclTimeout", "[mp][rma][errors][threads]") {
   ScopedEnv quick("BRAID_TIMEOUT", "1");
-  CHECK(run_with_config(Mode::Threads, 2, 1, 2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+  std::atomic<int> waits_done{0};
+  CHECK(run_with_config(Mode::Threads, 2, 1, 2, [&waits_done](int rank, int n, ncclComm_t comm, Failures& f) {
           auto expect = [&](ncclResult_t got, ncclResult_t want, const char* what) {
             if (got != want) f.fail(fmt::format("rank {} {}: got {} want {}", rank, what, int(got), int(want)));
           };
@@ -263,6 +298,12 @@ TEST_CASE("one-sided calls check their arguments and give up with ncclTimeout", 
           if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10)) f.fail("the wait took too long");
           if (std::string(ncclGetLastError(comm)).find("BRAID_TIMEOUT") == std::string::npos)
             f.fail(fmt::format("the timeout's message: {}", ncclGetLastError(comm)));
+          // Both waits have ended before either rank leaves: a rank that had
+          // gone would fail the other's wait at once (its goodbye), not by
+          // timeout.  (The communicator refuses calls after the timeout: the
+          // ranks are threads, and meet on an atomic.)
+          waits_done.fetch_add(1);
+          while (waits_done.load() < n) std::this_thread::yield();
           ncclCommWindowDeregister(comm, win);
         }) == 0);
 }

@@ -27,11 +27,12 @@ std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("
 RmaEngine::RmaEngine(const BackendContext& ctx, std::unique_ptr<Transport> transport)
     : ctx_(ctx), rank_(ctx.comm.rank), nranks_(ctx.comm.nranks), rma_contexts_(std::max(1, ctx.rma_contexts)),
       rma_signals_(std::max(1, ctx.rma_signals)), transport_(std::move(transport)), incoming_(size_t(nranks_)),
-      departed_(size_t(nranks_), 0),
+      departed_(std::make_unique<std::atomic<uint8_t>[]>(size_t(nranks_))),
       consumed_(size_t(rma_contexts_) * size_t(rma_signals_) * size_t(nranks_), 0) {
   const size_t counters = consumed_.size();
   arrived_ = std::make_unique<std::atomic<uint64_t>[]>(counters);
   for (size_t i = 0; i < counters; ++i) arrived_[i].store(0, std::memory_order_relaxed);
+  for (int p = 0; p < nranks_; ++p) departed_[size_t(p)].store(0, std::memory_order_relaxed);
 }
 
 Status RmaEngine::start(const BackendContext& ctx, std::unique_ptr<RmaEngine>* out) {
@@ -214,6 +215,21 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
       if (arrived_[index].load(std::memory_order_acquire) - consumed_[index] < n) return false;
     return true;
   };
+  // What is still missing; only from peers that said goodbye (after which
+  // nothing more arrives from them) where `departed_only`.
+  auto missing = [&](bool departed_only) {
+    std::string text;
+    for (auto [index, n] : need) {
+      const size_t peer = index % size_t(nranks_), sig = index / size_t(nranks_) % size_t(rma_signals_),
+                   ctx = index / size_t(nranks_) / size_t(rma_signals_);
+      if (departed_only && !departed_[peer].load(std::memory_order_acquire)) continue;
+      const uint64_t got = arrived_[index].load(std::memory_order_acquire) - consumed_[index];
+      if (got >= n) continue;
+      text += fmt::format("{}{} of {} from rank {} (ctx {}, sigIdx {})", text.empty() ? "" : ", ", got, n, peer, ctx,
+                          sig);
+    }
+    return text;
+  };
   const Deadline deadline = Deadline::after(bound_ms > 0 ? std::chrono::milliseconds(bound_ms) : timeout());
   waiters_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with raise()'s
@@ -234,17 +250,13 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
         s = BRAID_ERROR(ncclInvalidUsage, "ncclWaitSignal: communicator aborted or revoked");
         break;
       }
+      if (const std::string gone = missing(true); !gone.empty()) {
+        s = BRAID_ERROR(ncclRemoteError, "ncclWaitSignal: {}, and no more will come: the rank destroyed its "
+                        "communicator", gone);
+        break;
+      }
       if (deadline.expired()) {
-        std::string missing;
-        for (auto [index, n] : need) {
-          const uint64_t got = arrived_[index].load(std::memory_order_acquire) - consumed_[index];
-          if (got >= n) continue;
-          const size_t peer = index % size_t(nranks_), sig = index / size_t(nranks_) % size_t(rma_signals_),
-                       ctx = index / size_t(nranks_) / size_t(rma_signals_);
-          missing += fmt::format("{}{} of {} from rank {} (ctx {}, sigIdx {})", missing.empty() ? "" : ", ", got, n,
-                                 peer, ctx, sig);
-        }
-        s = BRAID_ERROR(ncclTimeout, "ncclWaitSignal: {} after {}", missing,
+        s = BRAID_ERROR(ncclTimeout, "ncclWaitSignal: {} after {}", missing(false),
                         bound_ms > 0 ? fmt::format("{} ms", bound_ms) : std::string("BRAID_TIMEOUT"));
         break;
       }
@@ -300,7 +312,11 @@ Status RmaEngine::receive_one(int peer, bool* progress) {
       } else {
         std::memcpy(&h, data, sizeof(h));
         if (h.magic == kGoodbye) {
-          departed_[size_t(peer)] = 1;
+          departed_[size_t(peer)].store(1, std::memory_order_release);
+          {
+            std::lock_guard<std::mutex> lock(signal_mutex_);
+            signal_cv_.notify_all();
+          }
           return pipe->release();
         }
         if (h.magic != kMagic) s = BRAID_ERROR(ncclRemoteError, "RMA: a malformed message from rank {}", peer);
@@ -337,7 +353,7 @@ void RmaEngine::receive_loop() {
     bool progress = false;
     if (!failed_.load(std::memory_order_acquire)) {
       for (int p = 0; p < nranks_ && !failed_.load(std::memory_order_relaxed); ++p) {
-        if (p == rank_ || departed_[size_t(p)]) continue;
+        if (p == rank_ || departed_[size_t(p)].load(std::memory_order_relaxed)) continue;
         Status s = receive_one(p, &progress);
         if (!s.is_ok() && !stop_.load()) {
           BRAID_WARN("comm {:#x} rank {}: {}", ctx_.comm.comm_hash, rank_, s.to_string());

@@ -25,7 +25,8 @@
 // room on its connection (the target's receiver drains it), bounded by
 // BRAID_TIMEOUT.  A destroyed (not aborted) communicator says goodbye on
 // each connection that has room, so that its peers, which may still run,
-// do not report the connections' end as a failure.
+// do not report the connections' end as a failure, and a wait for signals
+// it never sent fails at once (ncclRemoteError) instead of at the timeout.
 #pragma once
 
 #include <atomic>
@@ -107,7 +108,9 @@ class RmaEngine {
   std::vector<SendPipe*> send_;
   std::vector<RecvPipe*> recv_;
   std::vector<Incoming> incoming_;  // receiver thread only
-  std::vector<char> departed_;      // receiver thread only: the peer said goodbye
+  // The peer said goodbye (set by the receiver after landing everything it
+  // sent before, so a signal not arrived then never will; waiters read it).
+  std::unique_ptr<std::atomic<uint8_t>[]> departed_;
   std::unique_ptr<std::atomic<uint64_t>[]> arrived_;
   std::vector<uint64_t> consumed_;  // the waiting (application) thread only
 
