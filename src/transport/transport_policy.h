@@ -33,8 +33,6 @@ struct TransportPolicy {
 
   // socket, ib and plugin: one transport for every peer.
   bool forced_net() const { return mode == "socket" || mode == "ib" || mode == "plugin"; }
-  // Whether ranks of one host also need the net (or sockets).
-  bool net_on_host() const { return !shm; }
   // What the ranks must agree on (the name and NCCL_IB_DISABLE need not:
   // the ranks' nets are intersected, net_choice.h).
   int32_t agreement_code() const;
