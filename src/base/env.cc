@@ -99,10 +99,14 @@ std::span<const EnvVar> nccl_env_vars() { return kNcclVars; }
 thread_local const EnvSnapshot* t_snapshot = nullptr;
 
 namespace {
+bool nccl_or_braid(const char* name) {
+  return std::strncmp(name, "NCCL_", 5) == 0 || std::strncmp(name, "BRAID_", 6) == 0;
+}
+
 std::vector<std::string> scan_nccl_and_braid() {
   std::vector<std::string> found;
   for (char** e = environ; e && *e; ++e)
-    if (std::strncmp(*e, "NCCL_", 5) == 0 || std::strncmp(*e, "BRAID_", 6) == 0) found.emplace_back(*e);
+    if (nccl_or_braid(*e)) found.emplace_back(*e);
   std::sort(found.begin(), found.end());
   return found;
 }
@@ -136,12 +140,6 @@ const std::string* EnvSnapshot::find(const char* name) const {
     if (n == name) return &v;
   return nullptr;
 }
-
-namespace {
-[[maybe_unused]] bool nccl_or_braid(const char* name) {
-  return std::strncmp(name, "NCCL_", 5) == 0 || std::strncmp(name, "BRAID_", 6) == 0;
-}
-}  // namespace
 
 ScopedEnv::ScopedEnv(const EnvSnapshot& snapshot) : previous_(t_snapshot) { t_snapshot = &snapshot; }
 ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }

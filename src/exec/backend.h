@@ -141,8 +141,9 @@ class Backend {
   }
   virtual void window_deregistered(uint64_t seq) { (void)seq; }
   // Where `peer`'s part of window `seq`, at `offset`, is in this process
-  // (the device API's ncclGetPeerDevicePointer): *out is null, and the
-  // status ok, where the backend does not map it here.
+  // (the device API's ncclGetPeerDevicePointer, which has checked `peer`
+  // and `offset` against the window): *out is null, and the status ok,
+  // where the backend does not map it here.
   virtual Status window_peer_pointer(uint64_t seq, int peer, uint64_t offset, void** out) {
     (void)seq, (void)peer, (void)offset;
     *out = nullptr;

@@ -167,20 +167,17 @@ Status peer_pointer(ncclWindow_t win, size_t offset, int peer, void** out) {
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
   const Window& w = *comm->windows.at(win);
+  if (offset > w.ranks[size_t(peer)].size)
+    return BRAID_ERROR(ncclInvalidArgument, "offset {} is past rank {}'s part of the window ({} bytes)", offset, peer,
+                       w.ranks[size_t(peer)].size);
   // A symmetric window's LSA peers are in the flat range, on any backend:
   // the address NCCL's device code computes (src/runtime/lsa_space.h).
   const int lsa_first = comm->rank - comm->lsa->lsa().rank;
   if (w.device->symmetric() && peer >= lsa_first && peer < lsa_first + comm->lsa->lsa().size) {
-    if (offset > w.ranks[size_t(peer)].size)
-      return BRAID_ERROR(ncclInvalidArgument, "offset {} is past rank {}'s part of the window ({} bytes)", offset,
-                         peer, w.ranks[size_t(peer)].size);
     *out = w.device->lsa_pointer(peer - lsa_first, offset);
     return Status::ok();
   }
   if (peer == comm->rank) {  // its own part: the caller's memory, on any backend
-    if (offset > w.ranks[size_t(peer)].size)
-      return BRAID_ERROR(ncclInvalidArgument, "offset {} is past this rank's part of the window ({} bytes)", offset,
-                         w.ranks[size_t(peer)].size);
     *out = reinterpret_cast<char*>(w.ranks[size_t(peer)].base) + offset;
     return Status::ok();
   }

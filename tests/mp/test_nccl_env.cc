@@ -78,10 +78,9 @@ TEST_CASE("NCCL_SHM_DISABLE=1 connects the ranks of one host without shared memo
   // Sockets, and over the net plugin where NCCL_NET names it (every rank on one host).
   CHECK(run_ranks_as_processes(3, runs_over("transport auto (socket)"), 120,
                                hosts(3, false, set("NCCL_SHM_DISABLE", "1"))) == 0);
-  auto plugin = [](int rank) {
+  auto plugin = [](int) {
     setenv("NCCL_SHM_DISABLE", "1", 1);
     setenv("NCCL_NET", "BraidSocket", 1);
-    (void)rank;
   };
   CHECK(run_ranks_as_processes(3, runs_over("transport auto (BraidSocket (net plugin"), 120,
                                hosts(3, true, plugin)) == 0);

@@ -8,13 +8,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 
 #include "collective_check.h"
+#include "process_log.h"
 #include "scoped_env.h"
 
 using namespace mp;
@@ -208,8 +207,7 @@ TEST_CASE("put/signal/wait exact, processes on emulated hosts (sockets)", "[mp][
 TEST_CASE("a peer that destroys its communicator first is no RMA failure (sockets)", "[mp][rma][hosts]") {
   auto setup = [](int rank) {
     emulated_hosts()(rank);
-    setenv("NCCL_DEBUG", "WARN", 1);
-    setenv("NCCL_DEBUG_FILE", fmt::format("/tmp/braid_rma_goodbye.{}.%p.log", rank).c_str(), 1);
+    log_to_own_file("INIT");  // and every warning
   };
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
     put_signal_wait(rank, n, comm, f);
@@ -218,10 +216,8 @@ TEST_CASE("a peer that destroys its communicator first is no RMA failure (socket
     ncclResult_t state = ncclInternalError;
     MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
     if (state != ncclSuccess) f.fail(fmt::format("rank {}: async error {} after rank 0 left", rank, int(state)));
-    std::ifstream log(fmt::format("/tmp/braid_rma_goodbye.{}.{}.log", rank, getpid()));
-    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    if (text.find("RMA from rank 0") != std::string::npos) f.fail("rank " + std::to_string(rank) + " warned: " + text);
-    std::remove(fmt::format("/tmp/braid_rma_goodbye.{}.{}.log", rank, getpid()).c_str());
+    const std::string log = own_log();
+    if (log.find("RMA from rank 0") != std::string::npos) f.fail(fmt::format("rank {} warned: {}", rank, log));
   };
   CHECK(run_with_config(Mode::Processes, 3, 2, 3, body, setup) == 0);
 }

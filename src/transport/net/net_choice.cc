@@ -7,13 +7,18 @@
 namespace braid {
 namespace {
 
-// A rank lacking `bit`, this one first (its own reason is the best there
-// is), else the first, else -1.
-int first_without(const std::vector<uint32_t>& caps, uint32_t bit, int rank) {
-  if (!(caps[size_t(rank)] & bit)) return rank;
+// A rank whose word `has` refuses, this one first (its own reason is the
+// best there is), else the first, else -1.
+template <class Has>
+int first_lacking(const std::vector<uint32_t>& caps, int rank, Has has) {
+  if (!has(caps[size_t(rank)])) return rank;
   for (size_t r = 0; r < caps.size(); ++r)
-    if (!(caps[r] & bit)) return int(r);
+    if (!has(caps[r])) return int(r);
   return -1;
+}
+
+int first_without(const std::vector<uint32_t>& caps, uint32_t bit, int rank) {
+  return first_lacking(caps, rank, [bit](uint32_t word) { return (word & bit) != 0; });
 }
 
 std::string lack(int rank, int who, const char* what, const std::string& my_reason) {
@@ -57,10 +62,8 @@ Status decide_net(const std::string& mode, int rank, const std::vector<uint32_t>
     return Status::ok();
   }
   const std::string ib_lack = lack(rank, no_ib, "usable InfiniBand/RoCE port", my_reasons.ib);
-  int no_socket = -1;  // a rank whose NCCL_NET names another net
-  for (size_t r = 0; r < caps.size() && no_socket < 0; ++r)
-    if (caps[r] & kNetNoSocket) no_socket = int(r);
-  if (caps[size_t(rank)] & kNetNoSocket) no_socket = rank;
+  // A rank whose NCCL_NET names another net.
+  const int no_socket = first_lacking(caps, rank, [](uint32_t word) { return !(word & kNetNoSocket); });
   if (no_socket >= 0)
     return BRAID_ERROR(ncclInvalidUsage, "no network every rank may use between hosts: no net plugin ({}), no "
                        "InfiniBand ({}), no sockets ({})", plugin_lack, ib_lack,
