@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/base/log.h"
 #include "src/transport/net/nccl_net_abi.h"
 #include "src/transport/net/nets.h"
 
@@ -175,9 +176,23 @@ ncclResult_t make_vdevice(int* d, braidNcclNetVDeviceProps_t* props) {
   return ncclSuccess;
 }
 
+// braid's log lines, through NCCL's logger: its levels, and its subsystem
+// bits, which are braid's but for BOOTSTRAP and PROFILE.
+void forward_to_nccl(LogLevel level, uint32_t subsys, const char* message) {
+  const auto nccl_level = level == LogLevel::Warn    ? BRAID_NCCL_LOG_WARN
+                          : level == LogLevel::Info  ? BRAID_NCCL_LOG_INFO
+                          : level == LogLevel::Trace ? BRAID_NCCL_LOG_TRACE
+                                                     : BRAID_NCCL_LOG_VERSION;
+  unsigned long flags = subsys & (kBootstrap - 1);
+  if (subsys & kBootstrap) flags |= 0x1000;  // NCCL_BOOTSTRAP
+  if (subsys & kProfile) flags |= 0x4000;    // NCCL_PROFILE
+  if (braidNcclDebugLogger_t logger = g_logger) logger(nccl_level, flags, "braid", 0, "braid net plugin: %s", message);
+}
+
 template <class Table>
 ncclResult_t init_table(Table* table, braidNcclDebugLogger_t logger) {
   g_logger = logger;
+  log_forward_to(logger ? forward_to_nccl : nullptr);
   return guarded([&] { return init_net(&table->name); });
 }
 

@@ -34,6 +34,7 @@ std::atomic<bool> g_initialized{false};
 std::atomic<int> g_level{0};
 std::atomic<uint32_t> g_subsys{kAllSubsys};
 FILE* g_file = nullptr;  // guarded by g_mutex; nullptr means stderr
+std::atomic<LogForward> g_forward{nullptr};
 
 // The first of two variables that is set; "" when neither is.
 std::string first_env(const char* a, const char* b) {
@@ -99,7 +100,8 @@ void init_locked() {
   if (g_file) std::fclose(g_file);
   g_file = nullptr;
   std::string file = first_env("BRAID_DEBUG_FILE", "NCCL_DEBUG_FILE");
-  if (!file.empty()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
+  // Forwarded lines go to the host's file: opening it here would truncate it.
+  if (!file.empty() && !g_forward.load()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
   g_subsys.store(parse_subsys(or_null(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))));
   g_level.store(static_cast<int>(parse_level(or_null(first_env("BRAID_DEBUG", "NCCL_DEBUG")))));
   g_initialized.store(true, std::memory_order_release);
@@ -132,6 +134,7 @@ bool log_enabled(LogLevel level, uint32_t subsys) {
 }
 
 void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
+  if (LogForward forward = g_forward.load(std::memory_order_acquire)) return forward(level, subsys, message.c_str());
   static const std::string host = hostname();
   long tid = syscall(SYS_gettid);
   std::string line = fmt::format("{}:{}:{} [-] braid {} {}\n", host, getpid(), tid, level_name(level), message);
@@ -139,6 +142,14 @@ void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
   FILE* out = g_file ? g_file : stderr;
   std::fwrite(line.data(), 1, line.size(), out);
   std::fflush(out);
+}
+
+void log_forward_to(LogForward forward) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_forward.store(forward, std::memory_order_release);
+  g_initialized.store(false, std::memory_order_release);  // open (or not) the file again
+  if (g_file) std::fclose(g_file);
+  g_file = nullptr;
 }
 
 void log_reset() {

@@ -35,6 +35,13 @@ bool log_enabled(LogLevel level, uint32_t subsys);
 void log_write(LogLevel level, uint32_t subsys, const std::string& message);
 void log_reset();  // re-read the environment (ncclResetDebugInit)
 
+// Where lines go instead of braid's own output: a net plugin's copy of braid
+// hands them to the logger of the NCCL that loaded it (its prefix, its
+// NCCL_DEBUG_FILE).  Writing that file itself would write over the host's
+// lines.  nullptr: braid's own output again.
+using LogForward = void (*)(LogLevel level, uint32_t subsys, const char* message);
+void log_forward_to(LogForward forward);
+
 // What NCCL's plugins log through the ncclDebugLogger_t they are given:
 // NCCL's level (NCCL_LOG_WARN 2, INFO 3, TRACE 5, else VERSION), printf
 // arguments; written to braid's log under `subsys`, "`who`: message (file:line)".

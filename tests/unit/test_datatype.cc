@@ -271,3 +271,37 @@ TEST_CASE("log levels and subsystem filter follow BRAID_DEBUG / NCCL_DEBUG", "[l
   log_reset();
   CHECK_FALSE(log_enabled(LogLevel::Warn, kInit));
 }
+
+namespace {
+std::vector<std::string> g_forwarded;
+void capture(LogLevel level, uint32_t subsys, const char* message) {
+  g_forwarded.push_back(fmt::format("{} {:#x} {}", int(level), subsys, message));
+}
+}  // namespace
+
+TEST_CASE("a net plugin's lines go to its host's logger, and its log file is not opened", "[log]") {
+  const std::string file = fmt::format("/tmp/braid-forward-test-{}.log", getpid());
+  std::remove(file.c_str());
+  setenv("BRAID_DEBUG", "INFO", 1);
+  setenv("BRAID_DEBUG_FILE", file.c_str(), 1);
+  log_forward_to(capture);
+  BRAID_INFO(kInit, "over {}", "the host");
+  BRAID_TRACE(kInit, "not at INFO");  // braid's own level filter still applies
+  CHECK(g_forwarded == std::vector<std::string>{fmt::format("{} 0x1 over the host", int(LogLevel::Info))});
+  FILE* opened = std::fopen(file.c_str(), "r");
+  CHECK(opened == nullptr);  // the host's file would have been truncated
+  if (opened) std::fclose(opened);
+  log_forward_to(nullptr);  // braid's own output again: the file now
+  BRAID_INFO(kInit, "to the file");
+  CHECK(g_forwarded.size() == 1);
+  opened = std::fopen(file.c_str(), "r");
+  REQUIRE(opened != nullptr);
+  char line[256] = {};
+  CHECK(std::fgets(line, sizeof line, opened) != nullptr);
+  CHECK(std::string(line).find("braid INFO to the file") != std::string::npos);
+  std::fclose(opened);
+  unsetenv("BRAID_DEBUG");
+  unsetenv("BRAID_DEBUG_FILE");
+  log_reset();  // closes the file
+  std::remove(file.c_str());
+}
