@@ -96,12 +96,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   // A loopback TCP connection: the link's end here, the receiver's there.
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int listener = -1, link_fd = -1;
-  sockaddr_in bound{};
-  check(listen_tcp(any, &listener, &bound), "listen");
+  SockAddr bound;
+  check(listen_tcp(SockAddr::loopback(AF_INET), &listener, &bound), "listen");
   check(connect_tcp(bound, Deadline::after(std::chrono::seconds(10)), nullptr, &link_fd), "connect");
   const int served_fd = ::accept(listener, nullptr, nullptr);
   ::close(listener);

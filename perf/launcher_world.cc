@@ -10,8 +10,8 @@
 // Blocking sockets and no timeouts on the harness's calls (a row may run for
 // minutes between two of them): a process that dies closes its connection,
 // and the others exit on the EOF rather than wait.
-#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -61,14 +61,34 @@ void recv_all(int fd, void* data, size_t bytes) {
   }
 }
 
-bool parse_endpoint(const std::string& text, sockaddr_in* out) {
+// An IPv4 or IPv6 address with its port.
+struct Endpoint {
+  sockaddr_storage addr{};
+  socklen_t length = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&addr); }
+  uint16_t port() const {
+    return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port
+                                            : reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+  }
+};
+
+// NCCL_COMM_ID's forms: ip:port, host:port, [ipv6]:port, [ipv6%if]:port.
+bool parse_endpoint(const std::string& text, Endpoint* out) {
   const size_t colon = text.rfind(':');
   if (colon == std::string::npos) return false;
-  *out = sockaddr_in{};
-  out->sin_family = AF_INET;
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   const int port = std::atoi(text.c_str() + colon + 1);
-  if (port <= 0 || port > 65535 || inet_pton(AF_INET, text.substr(0, colon).c_str(), &out->sin_addr) != 1) return false;
-  out->sin_port = htons(uint16_t(port));
+  if (port <= 0 || port > 65535 || host.empty()) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found) return false;
+  std::memcpy(&out->addr, found->ai_addr, found->ai_addrlen);
+  out->length = found->ai_addrlen;
+  freeaddrinfo(found);
   return true;
 }
 
@@ -82,13 +102,13 @@ class LauncherWorld final : public World {
 
   // Process 0 accepts one connection from every other; they connect (and
   // retry while process 0 is not listening yet) and say who they are.
-  bool connect(const sockaddr_in& coord, std::string* error) {
+  bool connect(const Endpoint& coord, std::string* error) {
     if (proc_ == 0) {
       fds_.assign(size_t(procs_), -1);
-      int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      int lfd = ::socket(coord.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       int one = 1;
       ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (lfd < 0 || ::bind(lfd, reinterpret_cast<const sockaddr*>(&coord), sizeof coord) != 0 ||
+      if (lfd < 0 || ::bind(lfd, coord.get(), coord.length) != 0 ||
           ::listen(lfd, procs_) != 0) {
         *error = fmt::format("cannot listen at the coordinator address: {}", std::strerror(errno));
         if (lfd >= 0) ::close(lfd);
@@ -120,8 +140,8 @@ class LauncherWorld final : public World {
     }
     const auto give_up = std::chrono::steady_clock::now() + kConnectPatience;
     for (;;) {
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&coord), sizeof coord) == 0) {
+      int fd = ::socket(coord.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && ::connect(fd, coord.get(), coord.length) == 0) {
         fds_.assign(1, nodelay(fd));
         int32_t me = proc_;
         send_all(fd, &me, sizeof me);
@@ -209,7 +229,7 @@ class LauncherWorld final : public World {
 };
 
 // BRAID_PERF_COORD, else the bootstrap root's address with port + 1.
-bool coordinator(sockaddr_in* out, std::string* error) {
+bool coordinator(Endpoint* out, std::string* error) {
   if (const char* coord = std::getenv("BRAID_PERF_COORD"); coord && *coord) {
     if (parse_endpoint(coord, out)) return true;
     return *error = fmt::format("BRAID_PERF_COORD={} is not ip:port", coord), false;
@@ -219,9 +239,11 @@ bool coordinator(sockaddr_in* out, std::string* error) {
   if (!comm_id || !*comm_id)
     return *error = "BRAID_PERF_NRANKS is set but neither NCCL_COMM_ID nor BRAID_PERF_COORD says where process 0 is",
            false;
-  if (!parse_endpoint(comm_id, out) || ntohs(out->sin_port) == 65535)
+  if (!parse_endpoint(comm_id, out) || out->port() == 65535)
     return *error = fmt::format("NCCL_COMM_ID={} is not ip:port", comm_id), false;
-  out->sin_port = htons(uint16_t(ntohs(out->sin_port) + 1));
+  const uint16_t next = htons(uint16_t(out->port() + 1));
+  if (out->addr.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&out->addr)->sin6_port = next;
+  else reinterpret_cast<sockaddr_in*>(&out->addr)->sin_port = next;
   return true;
 }
 
@@ -241,7 +263,7 @@ std::unique_ptr<World> make_launcher_world() {
   }
   auto world = std::make_unique<LauncherWorld>(proc, procs);
   std::string error;
-  sockaddr_in coord{};
+  Endpoint coord;
   if (procs > 1 && (!coordinator(&coord, &error) || !world->connect(coord, &error))) {
     fmt::print(stderr, "perf: process {} of {}: {}\n", proc, procs, error);
     return nullptr;

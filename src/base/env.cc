@@ -23,8 +23,12 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_DEBUG", "", "NCCL's log level; braid's when BRAID_DEBUG is unset"},
     {"NCCL_DEBUG_SUBSYS", "", "NCCL's log subsystems; braid's when BRAID_DEBUG_SUBSYS is unset"},
     {"NCCL_DEBUG_FILE", "", "NCCL's log file pattern; braid's when BRAID_DEBUG_FILE is unset"},
-    {"NCCL_COMM_ID", "", "ip:port of the bootstrap root, rank 0 listens there (BRAID_COMM_ID wins)"},
+    {"NCCL_COMM_ID", "",
+     "ip:port, host:port or [ipv6]:port of the bootstrap root, rank 0 listens there (BRAID_COMM_ID wins)"},
     {"NCCL_SOCKET_IFNAME", "", "interfaces the sockets may use; braid's when BRAID_SOCKET_IFNAME is unset"},
+    {"NCCL_SOCKET_FAMILY", "",
+     "AF_INET or AF_INET6: the sockets' address family (unset: the root's, else IPv4 first); other values are "
+     "ignored, as NCCL"},
     {"NCCL_CONF_FILE", "",
      "a file of NAME=value lines setting what the environment lacks, read before ~/.nccl.conf's place and "
      "/etc/nccl.conf (unset: ~/.nccl.conf), as NCCL (src/base/nccl_conf.h)"},

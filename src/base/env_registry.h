@@ -23,9 +23,10 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_MOE_RMA", "0",
      "1: MoE dispatch/combine and braidAlltoAllv reach every other rank through one-sided RMA, even where windows "
      "map (tests, benchmarks)"},
-    {"BRAID_COMM_ID", "", "ip:port of the bootstrap root; rank 0 listens there (also NCCL_COMM_ID)"},
+    {"BRAID_COMM_ID", "", "ip:port, host:port or [ipv6]:port of the bootstrap root; rank 0 listens there (also "
+                          "NCCL_COMM_ID)"},
     {"BRAID_HOSTID", "", "overrides host identity: ranks with equal values use shared memory"},
-    {"BRAID_SOCKET_ADDR", "", "IPv4 address to listen on for bootstrap and socket transport"},
+    {"BRAID_SOCKET_ADDR", "", "IPv4 or IPv6 address to listen on for bootstrap and socket transport"},
     {"BRAID_SOCKET_IFNAME", "",
      "interfaces the sockets may use, NCCL's syntax (eth,enp | =eth0 | ^docker,lo); unset: NCCL_SOCKET_IFNAME, else "
      "chosen (src/base/net_interface.h)"},

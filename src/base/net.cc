@@ -1,6 +1,5 @@
 #include "src/base/net.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -9,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "src/base/env.h"
@@ -44,77 +44,67 @@ bool wait_for(int fd, short events, Deadline deadline, const std::atomic<bool>* 
 
 }  // namespace
 
-Status local_ipv4(in_addr* out, const in_addr* toward) {
+namespace {
+
+// NCCL_SOCKET_FAMILY, as NCCL reads it: AF_INET or AF_INET6, else no preference.
+int forced_family() {
+  const std::string text = env_raw("NCCL_SOCKET_FAMILY");
+  if (text.empty()) return AF_UNSPEC;
+  if (text == "AF_INET") return AF_INET;
+  if (text == "AF_INET6") return AF_INET6;
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    BRAID_WARN("NCCL_SOCKET_FAMILY={} is neither AF_INET nor AF_INET6: ignored, as NCCL does", text);
+  });
+  return AF_UNSPEC;
+}
+
+}  // namespace
+
+Status local_address(SockAddr* out, const SockAddr* toward) {
   std::string forced = env_string("BRAID_SOCKET_ADDR");
-  if (!forced.empty()) {
-    if (inet_pton(AF_INET, forced.c_str(), out) != 1)
-      return BRAID_ERROR(ncclInvalidArgument, "BRAID_SOCKET_ADDR={} is not an IPv4 address", forced);
-    return Status::ok();
-  }
+  if (!forced.empty()) return std::move(parse_ip(forced, out)).context("BRAID_SOCKET_ADDR");
   std::string spec_name = "BRAID_SOCKET_IFNAME", spec = env_string("BRAID_SOCKET_IFNAME");
   if (spec.empty()) spec_name = "NCCL_SOCKET_IFNAME", spec = env_raw("NCCL_SOCKET_IFNAME");
+  int family = forced_family();
+  // Unforced, the root's family: a rank listening on another could not be
+  // reached from an IPv6-only (or IPv4-only) peer.
+  if (family == AF_UNSPEC && toward) family = toward->family();
   NetInterface chosen;
-  BRAID_TRY(choose_interface(up_ipv4_interfaces(), spec_name, spec, toward, &chosen));
-  *out = chosen.addr;
-  char ip[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, out, ip, sizeof(ip));
-  BRAID_INFO(kNet | kBootstrap, "using interface {} ({}){}", chosen.name, ip,
+  BRAID_TRY(choose_interface(up_interfaces(), spec_name, spec, family, toward, &chosen));
+  *out = chosen.addr.with_port(0);
+  BRAID_INFO(kNet | kBootstrap, "using interface {} ({}){}", chosen.name, out->ip(),
              spec.empty() ? "" : fmt::format(", {}={}", spec_name, spec));
   return Status::ok();
 }
 
-std::string to_string(const sockaddr_in& addr) {
-  char ip[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-  return fmt::format("{}:{}", ip, ntohs(addr.sin_port));
-}
-
-Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || text.find('[') != std::string::npos)
-    return BRAID_ERROR(ncclInvalidArgument, "'{}' is not an IPv4 ip:port endpoint (IPv6 is not supported)", text);
-  std::string ip = text.substr(0, colon), port = text.substr(colon + 1);
-  *out = {};
-  out->sin_family = AF_INET;
-  char* end = nullptr;
-  long p = std::strtol(port.c_str(), &end, 10);
-  if (inet_pton(AF_INET, ip.c_str(), &out->sin_addr) != 1 || port.empty() || *end || p <= 0 || p > 65535)
-    return BRAID_ERROR(ncclInvalidArgument, "'{}' is not an IPv4 ip:port endpoint", text);
-  out->sin_port = htons(uint16_t(p));
-  return Status::ok();
-}
-
-Status local_endpoint(sockaddr_in* out, const in_addr* toward) {
-  *out = sockaddr_in{};
-  out->sin_family = AF_INET;
-  return local_ipv4(&out->sin_addr, toward);
-}
-
-Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound) {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound) {
+  int s = tcp_socket_for(addr);
   if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(s, 1024) != 0) {
+  if (::bind(s, &addr.sa, addr.length()) != 0 || ::listen(s, 1024) != 0) {
     int err = errno;
     ::close(s);
     return BRAID_ERROR(ncclSystemError, "cannot listen on {}: {}", to_string(addr), std::strerror(err));
   }
-  socklen_t len = sizeof(*bound);
-  getsockname(s, reinterpret_cast<sockaddr*>(bound), &len);
+  SockAddr got;
+  socklen_t len = sizeof(got);
+  getsockname(s, &got.sa, &len);
+  *bound = got;
   *fd = s;
   return Status::ok();
 }
 
 namespace {
 
-Status connect_retrying(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort,
+Status connect_retrying(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort,
                         bool refusal_is_final, int* fd) {
   int delay_ms = 1;
   for (;;) {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int s = tcp_socket_for(addr);
     if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
-    if (::connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+    if (::connect(s, &addr.sa, addr.length()) == 0) {
       set_nodelay(s);
       *fd = s;
       return Status::ok();
@@ -138,11 +128,11 @@ Status connect_retrying(const sockaddr_in& addr, Deadline deadline, const std::a
 
 }  // namespace
 
-Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+Status connect_tcp(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
   return connect_retrying(addr, deadline, abort, false, fd);
 }
 
-Status connect_tcp_to_listener(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+Status connect_tcp_to_listener(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
   return connect_retrying(addr, deadline, abort, true, fd);
 }
 

@@ -1,42 +1,35 @@
-// Small TCP helpers shared by the bootstrap and the socket transport: IPv4
-// addresses, listeners, and whole-message send/recv bounded by a Deadline.
+// Small TCP helpers shared by the bootstrap and the socket transport: the
+// local address, listeners, and whole-message send/recv bounded by a Deadline.
 #pragma once
-
-#include <netinet/in.h>
 
 #include <atomic>
 #include <cstddef>
 #include <string>
 
 #include "src/base/deadline.h"
+#include "src/base/sock_addr.h"
 #include "src/base/status.h"
 
 namespace braid {
 
 class TlsSession;
 
-// The IPv4 address braid binds: BRAID_SOCKET_ADDR if set, else the
-// interface chosen as net_interface.h says (BRAID_SOCKET_IFNAME or
-// NCCL_SOCKET_IFNAME; unset, one on the subnet of `toward`, the bootstrap
-// root, if given).
-Status local_ipv4(in_addr* out, const in_addr* toward = nullptr);
-// That address with port 0, for listen_tcp to pick a port.
-Status local_endpoint(sockaddr_in* out, const in_addr* toward = nullptr);
-
-std::string to_string(const sockaddr_in& addr);  // "1.2.3.4:5678"
-// Parses "a.b.c.d:port"; an IPv6 or host name is refused with a clear message.
-Status parse_ipv4_endpoint(const std::string& text, sockaddr_in* out);
+// The address braid binds, port 0: BRAID_SOCKET_ADDR if set (IPv4 or IPv6),
+// else the interface chosen as net_interface.h says (BRAID_SOCKET_IFNAME or
+// NCCL_SOCKET_IFNAME, and NCCL_SOCKET_FAMILY; unset, one on the subnet of
+// `toward`, the bootstrap root, if given, and of its family).
+Status local_address(SockAddr* out, const SockAddr* toward = nullptr);
 
 // A listening socket on `addr` (port 0 picks one); *out gets the bound address.
-Status listen_tcp(const sockaddr_in& addr, int* fd, sockaddr_in* bound);
+Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound);
 // Connects, retrying refused/unreachable attempts until the deadline (the
 // peer's listener may not be up yet).
-Status connect_tcp(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
+Status connect_tcp(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
 // Connects to an address that its owner published after it started listening
 // (a bootstrap table, an allgathered transport address).  A refusal then means
 // the owner has closed its listener, having exited or aborted, so it fails at
 // once, ncclRemoteError, instead of retrying until the deadline.
-Status connect_tcp_to_listener(const sockaddr_in& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
+Status connect_tcp_to_listener(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
 
 // Whole-buffer I/O, through `tls` where there is one (tls_session.h).  EOF
 // or an error is ncclRemoteError / ncclSystemError; running past the

@@ -1,6 +1,5 @@
 #include "src/base/net_interface.h"
 
-#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 
@@ -15,27 +14,24 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 // Bridges whose address is the same on every host: never reachable from a peer.
 bool is_local_bridge(const NetInterface& i) { return starts_with(i.name, "docker") || starts_with(i.name, "virbr"); }
 
-bool same_subnet(const NetInterface& i, in_addr other) {
-  return i.netmask.s_addr != 0 && (i.addr.s_addr & i.netmask.s_addr) == (other.s_addr & i.netmask.s_addr);
-}
-
 std::string describe(const std::vector<NetInterface>& up) {
   std::string s;
   for (const NetInterface& i : up) {
-    char ip[INET_ADDRSTRLEN] = {};
-    inet_ntop(AF_INET, &i.addr, ip, sizeof(ip));
-    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", i.name, ip);
+    s += fmt::format("{}{} {}", s.empty() ? "" : ", ", i.name, i.addr.ip());
   }
   return s.empty() ? "none" : s;
 }
 
-NetInterface loopback_fallback() {
+NetInterface loopback_fallback(int family) {
   NetInterface lo;
   lo.name = "lo";
-  lo.addr.s_addr = htonl(INADDR_LOOPBACK);
-  lo.netmask.s_addr = htonl(0xff000000u);
+  lo.addr = SockAddr::loopback(family);
   lo.loopback = true;
   return lo;
+}
+
+const char* family_name(int family) {
+  return family == AF_INET ? " IPv4" : family == AF_INET6 ? " IPv6" : "";
 }
 
 }  // namespace
@@ -65,11 +61,11 @@ InterfaceFilter parse_interface_filter(const std::string& spec) {
 }
 
 Status choose_interface(const std::vector<NetInterface>& up, const std::string& spec_name, const std::string& spec,
-                        const in_addr* toward, NetInterface* out) {
-  // The first interface of `up` that `want` accepts.
+                        int family, const SockAddr* toward, NetInterface* out) {
+  // The first address of `up` of the family that `want` accepts.
   auto first = [&](const std::function<bool(const NetInterface&)>& want) {
     for (const NetInterface& i : up)
-      if (want(i)) {
+      if ((family == AF_UNSPEC || i.addr.family() == family) && want(i)) {
         *out = i;
         return true;
       }
@@ -83,30 +79,32 @@ Status choose_interface(const std::vector<NetInterface>& up, const std::string& 
     // Loopback only where nothing else passes: "^docker" should not pick lo.
     if (first([&](const NetInterface& i) { return filter.passes(i.name) && !i.loopback; })) return Status::ok();
     if (first([&](const NetInterface& i) { return filter.passes(i.name); })) return Status::ok();
-    return BRAID_ERROR(ncclInvalidUsage, "{}={} matches no IPv4 interface that is up (up: {})", spec_name, spec,
-                       describe(up));
+    return BRAID_ERROR(ncclInvalidUsage, "{}={} matches no{} interface that is up (up: {})", spec_name, spec,
+                       family_name(family), describe(up));
   }
-  const bool toward_remote = toward && (ntohl(toward->s_addr) >> 24) != 127;
-  if (toward_remote && first([&](const NetInterface& i) { return !i.loopback && same_subnet(i, *toward); }))
+  const bool toward_remote = toward && !toward->is_loopback();
+  if (toward_remote &&
+      first([&](const NetInterface& i) { return !i.loopback && same_subnet(i.addr, *toward, i.netmask); }))
     return Status::ok();
   if (first([](const NetInterface& i) { return !i.loopback && starts_with(i.name, "ib"); })) return Status::ok();
   if (first([](const NetInterface& i) { return !i.loopback && !is_local_bridge(i); })) return Status::ok();
   if (first([](const NetInterface& i) { return !i.loopback; })) return Status::ok();
   if (first([](const NetInterface& i) { return i.loopback; })) return Status::ok();
-  *out = loopback_fallback();
+  *out = loopback_fallback(family);
   return Status::ok();
 }
 
-std::vector<NetInterface> up_ipv4_interfaces() {
+std::vector<NetInterface> up_interfaces() {
   std::vector<NetInterface> up;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return up;
   for (ifaddrs* i = list; i; i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    if (!(i->ifa_flags & IFF_UP)) continue;
     NetInterface n;
+    n.addr = SockAddr::from(i->ifa_addr);
+    if (!n.addr.is_ip() || n.addr.is_link_local()) continue;
     n.name = i->ifa_name ? i->ifa_name : "";
-    n.addr = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
-    if (i->ifa_netmask) n.netmask = reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr;
+    n.netmask = SockAddr::from(i->ifa_netmask);
     n.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
     up.push_back(n);
   }

@@ -1,4 +1,5 @@
-// Which IPv4 interface braid's sockets use (the bootstrap and the TCP transport).
+// Which interface and address braid's sockets use (the bootstrap and the TCP
+// transport), IPv4 or IPv6.
 //
 // A host often has several: the network the ranks share, but also docker0
 // or a libvirt bridge, whose addresses are the same on every host, so a rank
@@ -20,19 +21,18 @@
 // without the machine's interfaces (tests/unit/test_net_interface.cc).
 #pragma once
 
-#include <netinet/in.h>
-
 #include <string>
 #include <vector>
 
+#include "src/base/sock_addr.h"
 #include "src/base/status.h"
 
 namespace braid {
 
 struct NetInterface {
   std::string name;
-  in_addr addr{};
-  in_addr netmask{};
+  SockAddr addr;     // port 0
+  SockAddr netmask;
   bool loopback = false;
 };
 
@@ -45,14 +45,17 @@ struct InterfaceFilter {
 };
 InterfaceFilter parse_interface_filter(const std::string& spec);
 
-// Chooses among `up` (the IPv4 interfaces that are up, in the kernel's
-// order).  `spec_name`/`spec` are the variable that set the filter, for the
-// error message ("" when unset).  `toward`, if given and not loopback, is the
-// bootstrap root's address.  Loopback only (or nothing) gives 127.0.0.1 "lo".
+// Chooses among `up` (the addresses of interfaces that are up, in the
+// kernel's order), keeping those of `family` unless it is AF_UNSPEC.
+// `spec_name`/`spec` are the variable that set the filter, for the error
+// message ("" when unset).  `toward`, if given and not loopback, is the
+// bootstrap root's address.  Loopback only (or nothing) gives "lo" with
+// 127.0.0.1, or ::1 for AF_INET6.
 Status choose_interface(const std::vector<NetInterface>& up, const std::string& spec_name, const std::string& spec,
-                        const in_addr* toward, NetInterface* out);
+                        int family, const SockAddr* toward, NetInterface* out);
 
-// The machine's IPv4 interfaces that are up (getifaddrs order).
-std::vector<NetInterface> up_ipv4_interfaces();
+// The machine's IPv4 and IPv6 addresses on interfaces that are up, in
+// getifaddrs order, IPv6 link-local ones left out.
+std::vector<NetInterface> up_interfaces();
 
 }  // namespace braid

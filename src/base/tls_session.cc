@@ -279,9 +279,9 @@ Status TlsSession::open(int fd, TlsRole role, std::unique_ptr<TlsSession>* out) 
     else
       SSL_set_accept_state(s->ssl_);
   }
-  sockaddr_in addr{};
+  SockAddr addr;
   socklen_t len = sizeof(addr);
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) s->peer_ = to_string(addr);
+  if (::getpeername(fd, &addr.sa, &len) == 0) s->peer_ = to_string(addr);
   *out = std::move(s);
   return Status::ok();
 }

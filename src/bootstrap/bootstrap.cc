@@ -70,7 +70,7 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
   Deadline deadline = Deadline::never();
   int nranks = -1, joined = 0;
   std::vector<int> rank_fd;
-  std::vector<sockaddr_in> table;
+  std::vector<SockAddr> table;
   std::vector<int> pending;  // accepted, hello not read yet
   // A process that forks while this thread is inside malloc leaves the
   // child holding the allocator's lock for good (glibc's malloc guards
@@ -138,7 +138,7 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
     RootReply reply{magic, random64()};
     for (int r = 0; r < nranks; ++r) {
       Status s = send_all(rank_fd[r], &reply, sizeof(reply), deadline, nullptr);
-      if (s.is_ok()) s = send_all(rank_fd[r], table.data(), table.size() * sizeof(sockaddr_in), deadline, nullptr);
+      if (s.is_ok()) s = send_all(rank_fd[r], table.data(), table.size() * sizeof(SockAddr), deadline, nullptr);
       if (!s.is_ok()) BRAID_WARN("bootstrap root: cannot answer rank {}: {}", r, s.to_string());
     }
   }
@@ -147,7 +147,7 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
   ::close(listen_fd);
 }
 
-Status start_root(const sockaddr_in& addr, uint64_t magic, sockaddr_in* bound) {
+Status start_root(const SockAddr& addr, uint64_t magic, SockAddr* bound) {
   int fd = -1;
   BRAID_TRY(listen_tcp(addr, &fd, bound));
   std::promise<void> started;
@@ -161,7 +161,7 @@ Status start_root(const sockaddr_in& addr, uint64_t magic, sockaddr_in* bound) {
 
 class SocketBootstrap final : public Bootstrap {
  public:
-  SocketBootstrap(int rank, int nranks, uint64_t key, int listen_fd, std::vector<sockaddr_in> table)
+  SocketBootstrap(int rank, int nranks, uint64_t key, int listen_fd, std::vector<SockAddr> table)
       : rank_(rank), nranks_(nranks), key_(key), listen_fd_(listen_fd), table_(std::move(table)),
         out_fd_(nranks, -1), in_fd_(nranks, -1) {}
 
@@ -176,7 +176,7 @@ class SocketBootstrap final : public Bootstrap {
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   uint64_t comm_hash() const override { return mix(key_); }
-  in_addr address() const override { return table_[rank_].sin_addr; }
+  SockAddr address() const override { return table_[rank_].with_port(0); }
 
   Status send(int peer, int tag, const void* data, size_t bytes) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -316,7 +316,7 @@ class SocketBootstrap final : public Bootstrap {
   const int rank_, nranks_;
   const uint64_t key_;
   const int listen_fd_;
-  const std::vector<sockaddr_in> table_;
+  const std::vector<SockAddr> table_;
   std::vector<int> out_fd_, in_fd_;
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> queued_;
   std::atomic<bool> aborted_{false};
@@ -335,12 +335,12 @@ Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
   if (honour_comm_id && comm_id.empty()) comm_id = env_raw("NCCL_COMM_ID");
   if (!comm_id.empty()) {
     // Every rank computes the same id from the variable; rank 0 hosts the root.
-    BRAID_TRY(std::move(parse_ipv4_endpoint(comm_id, &layout.root)).context("NCCL_COMM_ID/BRAID_COMM_ID"));
+    BRAID_TRY(std::move(parse_endpoint(comm_id, &layout.root)).context("NCCL_COMM_ID/BRAID_COMM_ID"));
     layout.flags = kRankZeroHostsRoot;
     layout.magic = mix(std::hash<std::string>()(comm_id)) | 1;
   } else {
-    sockaddr_in addr{};
-    BRAID_TRY(local_endpoint(&addr));
+    SockAddr addr{};
+    BRAID_TRY(local_address(&addr));
     layout.magic = random64() | 1;
     BRAID_TRY(start_root(addr, layout.magic, &layout.root));
     BRAID_INFO(kBootstrap, "bootstrap root listening on {}", to_string(layout.root));
@@ -382,24 +382,24 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   IdLayout layout{};
   BRAID_TRY(decode_id(id, &layout));
   if (rank == 0 && (layout.flags & kRankZeroHostsRoot)) {
-    sockaddr_in bound{};
+    SockAddr bound{};
     BRAID_TRY(std::move(start_root(layout.root, layout.magic, &bound)).context("starting the NCCL_COMM_ID root"));
   }
-  sockaddr_in me{};
-  BRAID_TRY(local_endpoint(&me, &layout.root.sin_addr));  // an interface that reaches the root
+  SockAddr me{};
+  BRAID_TRY(local_address(&me, &layout.root));  // an interface that reaches the root
   int listen_fd = -1;
-  sockaddr_in listener{};
+  SockAddr listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
 
   int root_fd = -1;
   RootReply reply{};
-  std::vector<sockaddr_in> table(nranks);
+  std::vector<SockAddr> table(nranks);
   RootHello hello{layout.magic, rank, nranks, listener};
   Status s = connect_tcp(layout.root, deadline, abort, &root_fd);
   if (s.is_ok()) s = tls_secure(&root_fd, TlsRole::Client);
   if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, abort);
   if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, abort);
-  if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(sockaddr_in), deadline, abort);
+  if (s.is_ok()) s = recv_all(root_fd, table.data(), table.size() * sizeof(SockAddr), deadline, abort);
   if (root_fd >= 0) ::close(root_fd);
   if (s.is_ok() && reply.magic != layout.magic)
     s = BRAID_ERROR(ncclSystemError, "bootstrap root answered with a foreign magic");
@@ -482,10 +482,10 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
   BRAID_TRY(scalable_test_stall(rank, deadline, abort));
 
   // The final communicator listens on its own socket.
-  sockaddr_in me{};
-  BRAID_TRY(local_endpoint(&me, &layouts[0].root.sin_addr));
+  SockAddr me{};
+  BRAID_TRY(local_address(&me, &layouts[0].root));
   int listen_fd = -1;
-  sockaddr_in listener{};
+  SockAddr listener{};
   BRAID_TRY(listen_tcp(me, &listen_fd, &listener));
   auto fail = [&](Status s) {
     ::close(listen_fd);
@@ -493,16 +493,16 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
   };
 
   constexpr int kTag = 0x5ca1ab1e;
-  std::vector<sockaddr_in> blk(size);
+  std::vector<SockAddr> blk(size);
   blk[rank - first] = listener;
   if (block) {
-    Status s = block->allgather(blk.data(), sizeof(sockaddr_in));
+    Status s = block->allgather(blk.data(), sizeof(SockAddr));
     if (!s.is_ok()) return fail(std::move(s));
   }
   // Rank 0 collects every block's table, picks the nonce, sends the result
   // to the upper group; leaders pass it on to their blocks.
-  std::vector<char> result(sizeof(uint64_t) + size_t(nranks) * sizeof(sockaddr_in));
-  auto* table = reinterpret_cast<sockaddr_in*>(result.data() + sizeof(uint64_t));
+  std::vector<char> result(sizeof(uint64_t) + size_t(nranks) * sizeof(SockAddr));
+  auto* table = reinterpret_cast<SockAddr*>(result.data() + sizeof(uint64_t));
   Status s;
   if (rank == 0) {
     table[0] = listener;
@@ -510,14 +510,14 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
       int from_block = u < size0 ? 0 : u - size0 + 1;
       int at = u < size0 ? u : first_rank_of_root(from_block, nranks, nroots);
       int count = u < size0 ? 1 : first_rank_of_root(from_block + 1, nranks, nroots) - at;
-      s = upper->recv(u, kTag, table + at, size_t(count) * sizeof(sockaddr_in));
+      s = upper->recv(u, kTag, table + at, size_t(count) * sizeof(SockAddr));
     }
     uint64_t nonce = random64();
     std::memcpy(result.data(), &nonce, sizeof(nonce));
     for (int u = 1; u < size0 + nroots - 1 && s.is_ok(); ++u) s = upper->send(u, kTag, result.data(), result.size());
   } else if (in_upper) {
     s = k == 0 ? upper->send(0, kTag, &listener, sizeof(listener))
-               : upper->send(0, kTag, blk.data(), blk.size() * sizeof(sockaddr_in));
+               : upper->send(0, kTag, blk.data(), blk.size() * sizeof(SockAddr));
     if (s.is_ok()) s = upper->recv(0, kTag, result.data(), result.size());
   }
   if (s.is_ok() && block) {
@@ -529,7 +529,7 @@ Status Bootstrap::connect_scalable(const std::vector<ncclUniqueId>& ids, int ran
   if (!s.is_ok()) return fail(std::move(s));
   uint64_t nonce = 0;
   std::memcpy(&nonce, result.data(), sizeof(nonce));
-  std::vector<sockaddr_in> all(table, table + nranks);
+  std::vector<SockAddr> all(table, table + nranks);
   BRAID_INFO(kBootstrap, "rank {}/{}: bootstrap over {} roots done, listening on {}", rank, nranks, nroots,
              to_string(listener));
   *out = std::make_unique<SocketBootstrap>(rank, nranks, layouts[0].magic ^ nonce, listen_fd, std::move(all));

@@ -9,8 +9,6 @@
 // Connections with a wrong magic or malformed messages are dropped.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +18,7 @@
 
 #include "nccl.h"
 #include "src/base/deadline.h"
+#include "src/base/sock_addr.h"
 #include "src/base/status.h"
 
 namespace braid {
@@ -65,9 +64,9 @@ class Bootstrap {
   virtual int nranks() const = 0;
   // Same on every rank of this communicator, different across communicators.
   virtual uint64_t comm_hash() const = 0;
-  // The IPv4 address this rank's bootstrap listens on (the interface chosen
-  // toward the root): the socket transport listens there too.
-  virtual in_addr address() const = 0;
+  // The address this rank's bootstrap listens on, port 0 (the interface
+  // chosen toward the root): the socket transport listens there too.
+  virtual SockAddr address() const = 0;
 
   // Tagged point-to-point: messages with the same (peer, tag) arrive in order.
   virtual Status send(int peer, int tag, const void* data, size_t bytes) = 0;

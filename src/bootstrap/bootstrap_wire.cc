@@ -10,7 +10,7 @@ Status decode_id(const void* bytes, size_t size, IdLayout* out) {
   if (size < sizeof(IdLayout))
     return BRAID_ERROR(ncclInvalidArgument, "ncclUniqueId too short ({} bytes)", size);
   std::memcpy(out, bytes, sizeof(*out));
-  if (out->version != kIdVersion || out->root.sin_family != AF_INET || out->root.sin_port == 0 || out->magic == 0 ||
+  if (out->version != kIdVersion || !out->root.is_ip() || out->root.port() == 0 || out->magic == 0 ||
       out->grow_from < 0 || out->grow_from >= kMaxRanks)
     return BRAID_ERROR(ncclInvalidArgument,
                        "invalid or corrupted ncclUniqueId (not made by ncclGetUniqueId of this library)");
@@ -22,7 +22,7 @@ const char* root_hello_problem(const RootHello& hello, uint64_t magic, int job_n
   if (hello.nranks <= 0 || hello.nranks > kMaxRanks) return "impossible rank count";
   if (job_nranks > 0 && hello.nranks != job_nranks) return "rank count differs from the job's";
   if (hello.rank < 0 || hello.rank >= hello.nranks) return "rank out of range";
-  if (hello.listener.sin_family != AF_INET || hello.listener.sin_port == 0) return "no usable listener address";
+  if (!hello.listener.is_ip() || hello.listener.port() == 0) return "no usable listener address";
   return nullptr;
 }
 

@@ -6,17 +6,16 @@
 // stranger on the root's port or from a corrupted id.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <cstddef>
 #include <cstdint>
 
 #include "nccl.h"
+#include "src/base/sock_addr.h"
 #include "src/base/status.h"
 
 namespace braid::wire {
 
-constexpr uint32_t kIdVersion = 0x62726431;  // "brd1"
+constexpr uint32_t kIdVersion = 0x62726432;  // "brd2": IPv4 or IPv6 root ("brd1" held IPv4 only)
 constexpr uint32_t kRankZeroHostsRoot = 1;   // NCCL_COMM_ID: rank 0 starts the root in init
 constexpr int kMaxRanks = 1 << 20;
 constexpr uint64_t kMaxMessageBytes = uint64_t(1) << 32;
@@ -26,7 +25,7 @@ struct IdLayout {
   uint32_t version;
   uint32_t flags;
   uint64_t magic;
-  sockaddr_in root;
+  SockAddr root;
   int32_t grow_from;  // an ncclCommGetUniqueId id: the ranks of the communicator it grows (else 0)
   int32_t pad;
 };
@@ -37,9 +36,9 @@ struct RootHello {
   uint64_t magic;
   int32_t rank;
   int32_t nranks;
-  sockaddr_in listener;
+  SockAddr listener;
 };
-// root -> rank, followed by nranks sockaddr_in.
+// root -> rank, followed by nranks SockAddr.
 struct RootReply {
   uint64_t magic;
   uint64_t nonce;

@@ -226,13 +226,11 @@ Status DeviceGin::connect_over_tcp(LsaSpace& space, Bootstrap& bootstrap, uint32
                                    std::vector<std::unique_ptr<devapi::GinLink>>* links) {
   const int me = space.world_rank(), nranks = space.world_size();
   const auto timeout = gin_timeout();
-  sockaddr_in local{};
-  BRAID_TRY(local_endpoint(&local));
   int listener = -1;
-  std::vector<sockaddr_in> addresses(static_cast<size_t>(nranks));
-  BRAID_TRY(listen_tcp(local, &listener, &addresses[size_t(me)]));
+  std::vector<SockAddr> addresses(static_cast<size_t>(nranks));
+  BRAID_TRY(listen_tcp(bootstrap.address(), &listener, &addresses[size_t(me)]));  // the bootstrap's interface
   UniqueFd listening(listener);
-  BRAID_TRY(std::move(bootstrap.allgather(addresses.data(), sizeof(sockaddr_in))).context("GIN"));
+  BRAID_TRY(std::move(bootstrap.allgather(addresses.data(), sizeof(SockAddr))).context("GIN"));
   // Connecting completes in the listener's backlog, before any accept, so
   // every rank connects first and accepts after: no order can deadlock.
   // With TLS the handshakes come next, all together (each side's needs the

@@ -494,7 +494,8 @@ Status comm_restore_buffers(ncclComm* comm) {
   std::vector<PeerInfo> peers(comm->nranks);
   std::snprintf(peers[comm->rank].socket_addr, sizeof(peers[comm->rank].socket_addr), "%s", address.c_str());
   BRAID_TRY(std::move(comm->bootstrap->allgather(peers.data(), sizeof(PeerInfo))).context("ncclCommResume"));
-  for (int r = 0; r < comm->nranks; ++r) std::memcpy(ctx.peers[r].socket_addr, peers[r].socket_addr, 64);
+  for (int r = 0; r < comm->nranks; ++r)
+    std::memcpy(ctx.peers[r].socket_addr, peers[r].socket_addr, sizeof(ctx.peers[r].socket_addr));
   BRAID_TRY(make_policy_transport(ctx, comm->bootstrap.get(), std::move(listener), &comm->transport));
   BRAID_TRY(make_backend(comm, setup, ctx));
   // Windows are registered collectively and dropped locally: announce again

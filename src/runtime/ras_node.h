@@ -8,8 +8,6 @@
 // JSON body; the node answers with one length-prefixed JSON document.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <map>
 #include <mutex>
 #include <set>
@@ -45,7 +43,7 @@ class RasNode {
  public:
   // The node, started at the first call where NCCL_RAS_ENABLE=1; nullptr
   // where RAS is off or its peer socket could not be made.
-  static RasNode* get(in_addr ip);
+  static RasNode* get(const SockAddr& ip);
 
   const ras::ProcessInfo& self() const { return self_; }
   void add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const ras::CommId& id, const std::string& model);
@@ -64,7 +62,7 @@ class RasNode {
 
  private:
   RasNode() = default;
-  Status start(in_addr ip);
+  Status start(const SockAddr& ip);
   void accept_loop();
   void serve_peer(int fd);
   ras::ProcessInfo& peer_entry(const std::string& addr);  // with mutex_ held
@@ -80,10 +78,10 @@ class RasNode {
   std::map<std::string, ras::ProcessInfo> peers_;  // by addr, self excluded
   std::set<std::string> dead_;
   ras::ProcessInfo self_;
-  sockaddr_in peer_addr_{};
+  SockAddr peer_addr_;
   int peer_fd_ = -1, client_fd_ = -1;
   double timeout_factor_ = 1;
-  friend bool ras_peer_address(in_addr ip, sockaddr_in* out);
+  friend bool ras_peer_address(const SockAddr& ip, SockAddr* out);
 };
 
 // One request to the node at `addr` ("ip:port"); *reply gets its answer.

@@ -113,10 +113,10 @@ Status write_message(int fd, const std::string& text, Deadline deadline) {
 
 // A connect bounded by the deadline (a blocking one to a host that is down
 // takes minutes); refusal is final: the process is gone.
-Status connect_bounded(const sockaddr_in& to, Deadline deadline, int* out) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+Status connect_bounded(const SockAddr& to, Deadline deadline, int* out) {
+  int fd = tcp_socket_for(to, SOCK_NONBLOCK);
   if (fd < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
-  int err = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 ? 0 : errno;
+  int err = ::connect(fd, &to.sa, to.length()) == 0 ? 0 : errno;
   if (err == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
     const int waited = ::poll(&p, 1, deadline.expired() ? 0 : std::min(deadline.remaining_ms(), 1 << 30));
@@ -147,7 +147,7 @@ int RasCommState::counted_index(Collective c) {
   }
 }
 
-RasNode* RasNode::get(in_addr ip) {
+RasNode* RasNode::get(const SockAddr& ip) {
   if (RasNode* node = g_node.load(std::memory_order_acquire)) return node;
   std::lock_guard<std::mutex> lock(g_start_mutex);
   if (RasNode* node = g_node.load()) return node;
@@ -167,12 +167,9 @@ RasNode* RasNode::get(in_addr ip) {
   return node;
 }
 
-Status RasNode::start(in_addr ip) {
+Status RasNode::start(const SockAddr& ip) {
   timeout_factor_ = read_timeout_factor();
-  sockaddr_in local{};
-  local.sin_family = AF_INET;
-  local.sin_addr = ip;
-  BRAID_TRY(listen_tcp(local, &peer_fd_, &peer_addr_));
+  BRAID_TRY(listen_tcp(ip.with_port(0), &peer_fd_, &peer_addr_));
   const std::string clients = client_address();
   client_fd_ = listen_for_clients(clients);
   self_.addr = to_string(peer_addr_);
@@ -273,7 +270,7 @@ void RasNode::add_comm(ncclComm* comm, const std::vector<RasRank>& ranks, const 
   std::lock_guard<std::mutex> lock(mutex_);
   CommEntry entry{comm, id, {}, model};
   for (size_t r = 0; r < ranks.size(); ++r) {
-    const std::string addr = ranks[r].addr.sin_port ? to_string(ranks[r].addr) : "";
+    const std::string addr = ranks[r].addr.port() ? to_string(ranks[r].addr) : "";
     entry.homes.push_back({int(r), addr, ranks[r].cuda_dev});
     if (addr.empty()) continue;
     ras::ProcessInfo& p = addr == self_.addr ? self_ : peer_entry(addr);
@@ -367,8 +364,8 @@ void RasNode::mark_dead(const std::string& addr) {
 
 Status ras_ask(const std::string& addr, RasRequest kind, const nlohmann::json& body, Deadline deadline,
                nlohmann::json* reply) {
-  sockaddr_in to{};
-  BRAID_TRY(parse_ipv4_endpoint(addr, &to));
+  SockAddr to;
+  BRAID_TRY(parse_endpoint(addr, &to));
   int fd = -1;
   BRAID_TRY(connect_bounded(to, deadline, &fd));
   std::string header(kMagic, sizeof kMagic), text;
@@ -411,9 +408,9 @@ std::string ras_local_time() {
   return text;
 }
 
-bool ras_peer_address(in_addr ip, sockaddr_in* out) {
+bool ras_peer_address(const SockAddr& ip, SockAddr* out) {
   RasNode* node = RasNode::get(ip);
-  *out = node ? node->peer_addr_ : sockaddr_in{};
+  *out = node ? node->peer_addr_ : SockAddr{};
   return node != nullptr;
 }
 

@@ -26,8 +26,6 @@
 // is set everywhere (NCCL answers at once).
 #pragma once
 
-#include <netinet/in.h>
-
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -35,6 +33,7 @@
 #include <vector>
 
 #include "braid/schedule.h"
+#include "src/base/sock_addr.h"
 
 struct ncclComm;
 
@@ -65,7 +64,7 @@ struct RasCommState {
 
 // One rank of a communicator, as its init published it.
 struct RasRank {
-  sockaddr_in addr{};  // its process's RAS peer socket (port 0: RAS off there)
+  SockAddr addr;  // its process's RAS peer socket (port 0: RAS off there)
   int64_t pid = -1;
   int cuda_dev = -1;
 };
@@ -73,7 +72,7 @@ struct RasRank {
 // This process's RAS peer address, starting the service on the first call,
 // listening at `ip` (the first communicator's bootstrap address); false (and
 // a zero address) where RAS is off or could not start.
-bool ras_peer_address(in_addr ip, sockaddr_in* out);
+bool ras_peer_address(const SockAddr& ip, SockAddr* out);
 // A communicator whose init exchanged its ranks' RasRank, and no longer.
 // rank0_host and rank0_pid name it with its hash (ras::CommId); `model` is
 // the GPU this rank runs on ("" on the host backend).

@@ -291,8 +291,8 @@ class SocketTransportImpl final : public Transport {
       todo.swap(to_connect_);
     }
     for (Stream* s : todo) {
-      sockaddr_in addr{};
-      Status st = parse_ipv4_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
+      SockAddr addr;
+      Status st = parse_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
       auto o = std::make_unique<Opening>();
       if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);
       if (st.is_ok()) set_nonblocking(o->fd);
@@ -532,13 +532,10 @@ Status SocketRecvPipe::release() {
 
 }  // namespace
 
-Status socket_listen(in_addr ip, std::unique_ptr<SocketListener>* out, std::string* address) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr = ip;
+Status socket_listen(const SockAddr& ip, std::unique_ptr<SocketListener>* out, std::string* address) {
   int fd = -1;
-  sockaddr_in bound{};
-  BRAID_TRY(listen_tcp(addr, &fd, &bound));
+  SockAddr bound;
+  BRAID_TRY(listen_tcp(ip.with_port(0), &fd, &bound));
   *address = to_string(bound);
   *out = std::make_unique<ListenerImpl>(fd);
   return Status::ok();

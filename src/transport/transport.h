@@ -15,14 +15,13 @@
 // Ops on the hot path make no allocation.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "src/base/sock_addr.h"
 #include "src/base/status.h"
 #include "src/transport/transport_policy.h"
 
@@ -68,7 +67,7 @@ struct PeerInfo {
   uint64_t host_hash = 0;     // same value <=> same host (BRAID_HOSTID overrides)
   uint64_t machine_hash = 0;  // same value <=> same machine, whatever BRAID_HOSTID says
   int32_t pid = 0;
-  char socket_addr[64] = {};  // "ip:port" of the peer's data listener, if any
+  char socket_addr[80] = {};  // "ip:port" or "[ipv6]:port" of the peer's data listener, if any
   uint64_t pid_ns = 0;        // pid_namespace(): the pid names the peer only where this is equal
 };
 
@@ -152,7 +151,7 @@ class SocketListener {
   virtual ~SocketListener() = default;
 };
 // Listens on `ip` (the bootstrap's interface: Bootstrap::address), any port.
-Status socket_listen(in_addr ip, std::unique_ptr<SocketListener>* out, std::string* address);
+Status socket_listen(const SockAddr& ip, std::unique_ptr<SocketListener>* out, std::string* address);
 Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
                              std::unique_ptr<Transport>* out);
 

@@ -3,9 +3,11 @@
 # Four ranks of the real-header C program, two per "host", with distinct
 # BRAID_HOSTID values: ranks on one host talk over shared memory, across hosts
 # over TCP through the veth link, and bootstrap through NCCL_COMM_ID.
+# With "ipv6" the link has IPv6 addresses only and NCCL_COMM_ID is
+# [fd99::1]:port: every socket, the root's and the ranks', is IPv6.
 # Skips (77) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
-exe=$1
+exe=$1 family=${2:-ipv4}
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
 tag=$$
 ns_a=braid-a-$tag ns_b=braid-b-$tag
@@ -16,13 +18,21 @@ ip netns add "$ns_b"
 ip link add "va$tag" type veth peer name "vb$tag"
 ip link set "va$tag" netns "$ns_a"
 ip link set "vb$tag" netns "$ns_b"
-ip -n "$ns_a" addr add 10.199.0.1/24 dev "va$tag"
-ip -n "$ns_b" addr add 10.199.0.2/24 dev "vb$tag"
+if [ "$family" = ipv6 ]; then
+  # nodad: usable at once, not after duplicate address detection's second.
+  ip -n "$ns_a" addr add fd99::1/64 dev "va$tag" nodad || { echo "SKIP: no IPv6 in this kernel"; exit 77; }
+  ip -n "$ns_b" addr add fd99::2/64 dev "vb$tag" nodad
+  root="[fd99::1]"
+else
+  ip -n "$ns_a" addr add 10.199.0.1/24 dev "va$tag"
+  ip -n "$ns_b" addr add 10.199.0.2/24 dev "vb$tag"
+  root=10.199.0.1
+fi
 for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set "va$tag" up
 ip -n "$ns_b" link set "vb$tag" up
 
-export NCCL_COMM_ID=10.199.0.1:$((20000 + tag % 20000)) BRAID_TIMEOUT=60
+export NCCL_COMM_ID=$root:$((20000 + tag % 20000)) BRAID_TIMEOUT=60
 pids=()
 for rank in 0 1 2 3; do
   if [ "$rank" -lt 2 ]; then ns=$ns_a host=host-a; else ns=$ns_b host=host-b; fi
@@ -31,5 +41,5 @@ for rank in 0 1 2 3; do
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-[ $status -eq 0 ] && echo "two hosts (netns + veth): 4 ranks exact"
+[ $status -eq 0 ] && echo "two hosts (netns + veth, $family): 4 ranks exact"
 exit $status

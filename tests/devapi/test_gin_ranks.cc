@@ -64,13 +64,7 @@ bool barrier(Board* b, int phase, int n) {
   return true;
 }
 
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
+SockAddr loopback(uint16_t port) { return SockAddr::loopback(AF_INET).with_port(port); }
 
 // Everything one rank owns, set up and connected.
 struct Rank {
@@ -104,9 +98,9 @@ Status alloc_rank(Rank& r, Board* b) {
   RankSlot& slot = b->ranks[r.rank];
   slot.recv = host_shared_handle(r.recv, recv_bytes(r.n));
   slot.signals = host_shared_handle(r.signal_words, signal_count(r.n) * sizeof(uint64_t));
-  sockaddr_in bound{};
+  SockAddr bound;
   BRAID_TRY(listen_tcp(loopback(0), &r.listener, &bound));
-  slot.port = ntohs(bound.sin_port);
+  slot.port = bound.port();
   return Status::ok();
 }
 

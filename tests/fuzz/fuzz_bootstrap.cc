@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   IdLayout id{};
   size_t id_bytes = size < 128 ? size : 128;
   braid::Status s = decode_id(data, id_bytes, &id);
-  if (s.is_ok() && (id.magic == 0 || id.root.sin_port == 0 || id.version != kIdVersion)) std::abort();
+  if (s.is_ok() && (id.magic == 0 || id.root.port() == 0 || !id.root.is_ip() || id.version != kIdVersion)) std::abort();
   if (!s.is_ok() && s.code() != ncclInvalidArgument) std::abort();
 
   // Then a stream of records, each preceded by a selector byte.

@@ -26,9 +26,17 @@
 
 namespace mp {
 
-// The bootstrap root's address as ncclGetUniqueId encoded it (bytes 16..31 of the id).
-inline sockaddr_in root_address(const ncclUniqueId& id) {
-  sockaddr_in addr{};
+// A socket address of either family, as braid's ids and hellos hold it (28 bytes).
+union AnyAddress {
+  sockaddr_in6 v6;
+  sockaddr_in v4;
+  sockaddr sa;
+  socklen_t length() const { return sa.sa_family == AF_INET6 ? sizeof(v6) : sizeof(v4); }
+};
+
+// The bootstrap root's address as ncclGetUniqueId encoded it (bytes 16..43 of the id).
+inline AnyAddress root_address(const ncclUniqueId& id) {
+  AnyAddress addr{};
   std::memcpy(&addr, id.internal + 16, sizeof(addr));
   return addr;
 }

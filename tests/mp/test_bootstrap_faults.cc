@@ -16,9 +16,9 @@ using namespace mp;
 
 namespace {
 
-int connect_to(const sockaddr_in& addr) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+int connect_to(const AnyAddress& addr) {
+  int fd = ::socket(addr.sa.sa_family, SOCK_STREAM, 0);
+  if (fd >= 0 && ::connect(fd, &addr.sa, addr.length()) != 0) {
     ::close(fd);
     return -1;
   }
@@ -30,8 +30,8 @@ int connect_to(const sockaddr_in& addr) {
 TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[mp][bootstrap][faults][threads]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  sockaddr_in root = root_address(id);
-  REQUIRE(root.sin_family == AF_INET);
+  const AnyAddress root = root_address(id);
+  REQUIRE(root.sa.sa_family == AF_INET);
   int silent = connect_to(root);   // connects and never says anything
   int garbage = connect_to(root);  // says something that is not a hello
   REQUIRE(silent >= 0);

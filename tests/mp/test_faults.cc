@@ -329,20 +329,19 @@ TEST_CASE("a unique id whose root process died fails init cleanly", "[mp][faults
 TEST_CASE("hellos with the right magic but impossible ranks are dropped, the job goes on", "[mp][faults][bootstrap]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  sockaddr_in root{};
-  std::memcpy(&root, id.internal + 16, sizeof(root));
+  const AnyAddress root = root_address(id);
   uint64_t magic;
   std::memcpy(&magic, id.internal + 8, sizeof(magic));
   struct Hello {
     uint64_t magic;
     int32_t rank, nranks;
-    sockaddr_in listener;
+    AnyAddress listener;
   };
   const Hello bad[] = {{magic, 7, 2, {}}, {magic, -1, 2, {}}, {magic, 0, 0, {}}, {magic, 0, 1 << 30, {}}};
   std::vector<int> fds;
   for (const Hello& h : bad) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(::connect(fd, reinterpret_cast<const sockaddr*>(&root), sizeof(root)) == 0);
+    int fd = ::socket(root.sa.sa_family, SOCK_STREAM, 0);
+    REQUIRE(::connect(fd, &root.sa, root.length()) == 0);
     REQUIRE(::write(fd, &h, sizeof(h)) == ssize_t(sizeof(h)));
     fds.push_back(fd);
   }

@@ -1,8 +1,7 @@
 // Which interface the sockets use (src/base/net_interface.h): NCCL's
 // NCCL_SOCKET_IFNAME syntax, the default order, and the errors, on made-up
-// interface lists; then local_ipv4 with the variables set, on this machine.
-#include <arpa/inet.h>
-
+// interface lists, IPv4 and IPv6; then local_address with the variables set,
+// on this machine.
 #include <catch2/catch.hpp>
 
 #include "scoped_env.h"
@@ -13,9 +12,9 @@ using namespace braid;
 
 namespace {
 
-in_addr ip(const char* text) {
-  in_addr a{};
-  REQUIRE(inet_pton(AF_INET, text, &a) == 1);
+SockAddr ip(const char* text) {
+  SockAddr a;
+  REQUIRE(parse_ip(text, &a).is_ok());
   return a;
 }
 
@@ -29,12 +28,23 @@ NetInterface iface(const char* name, const char* addr, const char* mask = "255.2
 }
 
 // The name choose_interface picks (or "error: <message>").
-std::string pick(const std::vector<NetInterface>& up, const std::string& spec, const char* toward = nullptr) {
-  in_addr t{};
+std::string pick(const std::vector<NetInterface>& up, const std::string& spec, const char* toward = nullptr,
+                 int family = AF_UNSPEC) {
+  SockAddr t;
   if (toward) t = ip(toward);
   NetInterface out;
-  Status s = choose_interface(up, "NCCL_SOCKET_IFNAME", spec, toward ? &t : nullptr, &out);
+  Status s = choose_interface(up, "NCCL_SOCKET_IFNAME", spec, family, toward ? &t : nullptr, &out);
   return s.is_ok() ? out.name : "error: " + s.message();
+}
+
+// The address it picks.
+std::string pick_ip(const std::vector<NetInterface>& up, const std::string& spec, int family,
+                    const char* toward = nullptr) {
+  SockAddr t;
+  if (toward) t = ip(toward);
+  NetInterface out;
+  Status s = choose_interface(up, "NCCL_SOCKET_IFNAME", spec, family, toward ? &t : nullptr, &out);
+  return s.is_ok() ? out.addr.ip() : "error: " + s.message();
 }
 
 // A typical GPU node: loopback first, docker's and libvirt's bridges (the
@@ -95,7 +105,7 @@ TEST_CASE("interface choice: a variable matching nothing is an error naming what
   const std::vector<NetInterface> up = node();
   const std::string e = pick(up, "eth");
   CHECK(e.rfind("error: ", 0) == 0);
-  CHECK(e.find("NCCL_SOCKET_IFNAME=eth matches no IPv4 interface") != std::string::npos);
+  CHECK(e.find("NCCL_SOCKET_IFNAME=eth matches no interface that is up") != std::string::npos);
   CHECK(e.find("eno1 10.1.0.7") != std::string::npos);
   CHECK(pick(up, "=eno").rfind("error: ", 0) == 0);  // exact: eno is not eno1
   CHECK(pick(up, " , ").find("names no interface") != std::string::npos);
@@ -123,28 +133,96 @@ TEST_CASE("interface choice by default: root's subnet, then InfiniBand, then not
   CHECK(pick({up[0], up[1]}, "") == "docker0");
   CHECK(pick({up[0]}, "") == "lo");
   NetInterface out;
-  REQUIRE(choose_interface({}, "", "", nullptr, &out).is_ok());
+  REQUIRE(choose_interface({}, "", "", AF_UNSPEC, nullptr, &out).is_ok());
   CHECK(out.name == "lo");
-  CHECK(out.addr.s_addr == htonl(INADDR_LOOPBACK));
+  CHECK(out.addr.ip() == "127.0.0.1");
   // A NIC without a netmask matches no subnet.
   std::vector<NetInterface> nomask = {iface("eth0", "10.1.0.7", "0.0.0.0"), iface("eth1", "10.1.0.8")};
   CHECK(pick(nomask, "", "10.1.0.1") == "eth1");
 }
 
-TEST_CASE("local_ipv4: BRAID_SOCKET_IFNAME over NCCL_SOCKET_IFNAME, BRAID_SOCKET_ADDR over both", "[net]") {
-  in_addr a{};
+// A dual-stack node as getifaddrs lists it: every IPv4 address, then the
+// IPv6 ones (link-local ones are dropped before choose_interface sees them).
+std::vector<NetInterface> dual_stack() {
+  std::vector<NetInterface> up = node();
+  for (auto [name, addr, mask] : {std::tuple{"lo", "::1", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"},
+                                  {"eno1", "fd00:1::7", "ffff:ffff:ffff:ffff::"},
+                                  {"ens2f0", "fd00:2::7", "ffff:ffff:ffff:ffff::"}})
+    up.push_back(iface(name, addr, mask));
+  return up;
+}
+
+TEST_CASE("interface choice: NCCL_SOCKET_FAMILY, and an IPv6 root brings its family", "[net]") {
+  const std::vector<NetInterface> up = dual_stack();
+  // No family asked: IPv4 first, the kernel's order, as NCCL.
+  CHECK(pick_ip(up, "", AF_UNSPEC) == "10.1.0.7");
+  CHECK(pick_ip(up, "ens", AF_UNSPEC) == "10.2.0.7");
+  CHECK(pick_ip(up, "", AF_INET) == "10.1.0.7");
+  // AF_INET6: the same steps over the IPv6 addresses.
+  CHECK(pick_ip(up, "", AF_INET6) == "fd00:1::7");
+  CHECK(pick_ip(up, "ens", AF_INET6) == "fd00:2::7");
+  CHECK(pick_ip(up, "", AF_INET6, "fd00:2::1") == "fd00:2::7");  // the root's /64
+  CHECK(pick_ip(up, "", AF_INET6, "fd00:9::1") == "fd00:1::7");  // on no local subnet
+  CHECK(pick_ip(up, "", AF_INET6, "::1") == "fd00:1::7");        // root on loopback: the usual order
+  // Loopback as the last resort, as for IPv4; none at all: ::1.
+  CHECK(pick_ip(up, "lo", AF_INET6) == "::1");
+  CHECK(pick_ip({up[0]}, "", AF_INET6) == "::1");
+  // IPv4 only, and IPv6 asked for: the filter's error names the family.
+  const std::string e = pick_ip(node(), "eno", AF_INET6);
+  CHECK(e.find("NCCL_SOCKET_IFNAME=eno matches no IPv6 interface that is up") != std::string::npos);
+  // An IPv4 root's subnet is no IPv6 interface's.
+  CHECK(pick_ip(up, "", AF_INET6, "10.2.3.4") == "fd00:1::7");
+}
+
+TEST_CASE("local_address: BRAID_SOCKET_IFNAME over NCCL_SOCKET_IFNAME, BRAID_SOCKET_ADDR over both", "[net]") {
+  SockAddr a;
   {
     ScopedEnv nccl("NCCL_SOCKET_IFNAME", "=no-such-interface0");
-    Status s = local_ipv4(&a);
+    Status s = local_address(&a);
     CHECK(s.code() == ncclInvalidUsage);
     CHECK(s.message().find("NCCL_SOCKET_IFNAME==no-such-interface0") != std::string::npos);
-    // Loopback is up on every machine this runs on.
+    // Loopback is up on every machine this runs on, with ::1 too.
     ScopedEnv braid("BRAID_SOCKET_IFNAME", "lo");
-    REQUIRE(local_ipv4(&a).is_ok());
-    CHECK(a.s_addr == htonl(INADDR_LOOPBACK));
+    REQUIRE(local_address(&a).is_ok());
+    CHECK(a.ip() == "127.0.0.1");
+    {
+      ScopedEnv family("NCCL_SOCKET_FAMILY", "AF_INET6");
+      REQUIRE(local_address(&a).is_ok());
+      CHECK(a.ip() == "::1");
+      CHECK(a.port() == 0);
+    }
+    {
+      ScopedEnv family("NCCL_SOCKET_FAMILY", "inet6");  // not NCCL's spelling: ignored, as NCCL does
+      REQUIRE(local_address(&a).is_ok());
+      CHECK(a.ip() == "127.0.0.1");
+    }
+    const SockAddr root6 = ip("::1");
+    REQUIRE(local_address(&a, &root6).is_ok());  // the root's family
+    CHECK(a.ip() == "::1");
     ScopedEnv addr("BRAID_SOCKET_ADDR", "127.0.0.2");
-    REQUIRE(local_ipv4(&a).is_ok());
-    CHECK(a.s_addr == ip("127.0.0.2").s_addr);
+    REQUIRE(local_address(&a).is_ok());
+    CHECK(a.ip() == "127.0.0.2");
+    ScopedEnv addr6("BRAID_SOCKET_ADDR", "::1");
+    REQUIRE(local_address(&a).is_ok());
+    CHECK(a.family() == AF_INET6);
+    ScopedEnv bad("BRAID_SOCKET_ADDR", "127.0.0.2:80");
+    s = local_address(&a);
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.message().find("BRAID_SOCKET_ADDR") != std::string::npos);
   }
-  REQUIRE(local_ipv4(&a).is_ok());  // every variable unset again
+  REQUIRE(local_address(&a).is_ok());  // every variable unset again
+}
+
+TEST_CASE("up_interfaces: this machine's addresses of both families, with netmasks, no link-local", "[net]") {
+  const std::vector<NetInterface> up = up_interfaces();
+  bool v4_lo = false, v6_lo = false;
+  for (const NetInterface& i : up) {
+    CHECK(i.addr.is_ip());
+    CHECK_FALSE(i.addr.is_link_local());
+    CHECK(i.netmask.family() == i.addr.family());
+    v4_lo |= i.addr.ip() == "127.0.0.1";
+    v6_lo |= i.addr.ip() == "::1";
+  }
+  CHECK(v4_lo);
+  CHECK(v6_lo);  // braid's IPv6 tests run on ::1: a machine without it fails here first
 }

@@ -120,12 +120,12 @@ struct Rank0 {
   int peer_listener = -1;
 
   Rank0() {
-    sockaddr_in addr{};
-    REQUIRE(local_endpoint(&addr).is_ok());
-    sockaddr_in bound{};
+    SockAddr addr;
+    REQUIRE(local_address(&addr).is_ok());
+    SockAddr bound;
     REQUIRE(listen_tcp(addr, &peer_listener, &bound).is_ok());
     std::unique_ptr<SocketListener> listener;
-    REQUIRE(socket_listen(addr.sin_addr, &listener, &address).is_ok());
+    REQUIRE(socket_listen(addr, &listener, &address).is_ok());
     TransportContext ctx;
     ctx.comm_hash = comm_hash;
     ctx.rank = 0;
@@ -150,8 +150,8 @@ struct Rank0 {
 
   // A stream from "rank 1" into rank 0's receive pipe (1, channel 0).
   std::unique_ptr<PeerEnd> connect_as_rank1() {
-    sockaddr_in addr{};
-    REQUIRE(parse_ipv4_endpoint(address, &addr).is_ok());
+    SockAddr addr;
+    REQUIRE(parse_endpoint(address, &addr).is_ok());
     int fd = -1;
     REQUIRE(connect_tcp(addr, Deadline::after(std::chrono::seconds(5)), nullptr, &fd).is_ok());
     auto peer = std::make_unique<PeerEnd>(fd, TlsRole::Client);

@@ -29,18 +29,13 @@ namespace {
 constexpr const char* kPsk = "unit-test-only-psk-0123456789abcdef";
 const std::string kMarker = "PLAINTEXT-MARKER-THAT-MUST-NOT-BE-SEEN";
 
-sockaddr_in loopback() {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
+SockAddr loopback() { return SockAddr::loopback(AF_INET); }
 
 // Forwards one TCP connection both ways, records what went from client to
 // server, and (when tamper_at >= 0) flips a bit of that byte on the way.
 class Proxy {
  public:
-  Proxy(const sockaddr_in& server, long tamper_at) : server_(server), tamper_at_(tamper_at) {
+  Proxy(const SockAddr& server, long tamper_at) : server_(server), tamper_at_(tamper_at) {
     REQUIRE(listen_tcp(loopback(), &listen_fd_, &address_).is_ok());
     thread_ = std::thread([this] { run(); });
   }
@@ -48,7 +43,7 @@ class Proxy {
     stop();
     ::close(listen_fd_);
   }
-  const sockaddr_in& address() const { return address_; }
+  const SockAddr& address() const { return address_; }
   // Ends the forwarding; then what went from client to server.
   const std::string& stop() {
     stop_ = true;
@@ -83,10 +78,10 @@ class Proxy {
     if (server >= 0) ::close(server);
   }
 
-  sockaddr_in server_;
+  SockAddr server_;
   long tamper_at_;
   int listen_fd_ = -1;
-  sockaddr_in address_{};
+  SockAddr address_;
   std::atomic<bool> stop_{false};
   std::string seen_;
   std::thread thread_;
@@ -105,7 +100,7 @@ struct Pair {
     if (server >= 0) ::close(server);
   }
 };
-void connect_pair(int listen_fd, const sockaddr_in& via, Pair* p) {
+void connect_pair(int listen_fd, const SockAddr& via, Pair* p) {
   REQUIRE(connect_tcp(via, Deadline::after(std::chrono::seconds(5)), nullptr, &p->client).is_ok());
   REQUIRE(tls_secure(&p->client, TlsRole::Client).is_ok());
   REQUIRE(wait_readable(listen_fd, Deadline::after(std::chrono::seconds(5)), nullptr));
@@ -119,7 +114,7 @@ void connect_pair(int listen_fd, const sockaddr_in& via, Pair* p) {
 TEST_CASE("TLS: bytes cross exactly both ways and never in the clear", "[tls]") {
   TlsOn on;
   int listen_fd = -1;
-  sockaddr_in server{};
+  SockAddr server;
   REQUIRE(listen_tcp(loopback(), &listen_fd, &server).is_ok());
   {
     Proxy proxy(server, -1);
@@ -158,7 +153,7 @@ TEST_CASE("TLS: bytes cross exactly both ways and never in the clear", "[tls]") 
 TEST_CASE("TLS: a byte altered in flight fails authentication, nothing altered is delivered", "[tls]") {
   TlsOn on;
   int listen_fd = -1;
-  sockaddr_in server{};
+  SockAddr server;
   REQUIRE(listen_tcp(loopback(), &listen_fd, &server).is_ok());
   {
     // Well past the handshake (a ClientHello with a PSK is a few hundred bytes).
@@ -197,7 +192,7 @@ TEST_CASE("TLS: a byte altered in flight fails authentication, nothing altered i
 TEST_CASE("TLS: what a process wrote before tls_close and _exit arrives", "[tls]") {
   TlsOn on;
   int listen_fd = -1;
-  sockaddr_in server{};
+  SockAddr server;
   REQUIRE(listen_tcp(loopback(), &listen_fd, &server).is_ok());
   std::vector<char> data(16 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = char(i * 13 + 5);

@@ -48,7 +48,8 @@ Status RmaEngine::start(const BackendContext& ctx, std::unique_ptr<RmaEngine>* o
   std::vector<PeerInfo> addresses(comm.nranks);
   std::snprintf(addresses[me].socket_addr, sizeof(addresses[me].socket_addr), "%s", address.c_str());
   BRAID_TRY(std::move(ctx.bootstrap->allgather(addresses.data(), sizeof(PeerInfo))).context("RMA setup"));
-  for (int r = 0; r < comm.nranks; ++r) std::memcpy(t.peers[r].socket_addr, addresses[r].socket_addr, 64);
+  for (int r = 0; r < comm.nranks; ++r)
+    std::memcpy(t.peers[r].socket_addr, addresses[r].socket_addr, sizeof(t.peers[r].socket_addr));
   std::unique_ptr<Transport> router;
   BRAID_TRY(std::move(make_policy_transport(t, ctx.bootstrap, std::move(listener), &router)).context("RMA setup"));
   std::unique_ptr<RmaEngine> engine(new RmaEngine(ctx, std::move(router)));

@@ -67,7 +67,7 @@ struct IbComm;
 
 struct Handle {
   uint64_t magic;
-  sockaddr_in addr;
+  SockAddr addr;
   IbComm* connecting;  // the sender's progress between connect calls
 };
 static_assert(sizeof(Handle) <= kNetHandleBytes);
@@ -390,10 +390,10 @@ class IbNet final : public Net {
 
   Status listen(int dev, NetHandle* handle, void** listen_comm) override {
     BRAID_TRY(check_dev(dev));
-    sockaddr_in addr{};
-    BRAID_TRY(local_endpoint(&addr));
+    SockAddr addr;
+    BRAID_TRY(local_address(&addr));
     int fd = -1;
-    sockaddr_in bound{};
+    SockAddr bound;
     BRAID_TRY(listen_tcp(addr, &fd, &bound));
     set_nonblocking(fd);
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
@@ -439,9 +439,9 @@ class IbNet final : public Net {
     *recv_comm = nullptr;
     auto* l = static_cast<ListenComm*>(listen_comm);
     if (!l->accepting) {
-      sockaddr_in from{};
+      SockAddr from;
       socklen_t len = sizeof(from);
-      int fd = ::accept4(l->fd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd = ::accept4(l->fd, &from.sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno_would_block()) return Status::ok();
         return BRAID_ERROR(ncclSystemError, "InfiniBand accept: {}", errno_text());
@@ -604,11 +604,11 @@ class IbNet final : public Net {
     return Status::ok();
   }
 
-  Status start_connect(IbComm* c, const sockaddr_in& addr) {
-    c->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  Status start_connect(IbComm* c, const SockAddr& addr) {
+    c->fd = tcp_socket_for(addr, SOCK_NONBLOCK);
     if (c->fd < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", errno_text());
     set_nodelay(c->fd);
-    if (::connect(c->fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS)
+    if (::connect(c->fd, &addr.sa, addr.length()) != 0 && errno != EINPROGRESS)
       return BRAID_ERROR(ncclSystemError, "connect: {}", errno_text());
     c->stage = Stage::Connecting;
     return Status::ok();

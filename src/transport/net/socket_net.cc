@@ -30,7 +30,7 @@ constexpr int kMaxRequests = 32;
 struct SocketComm;
 struct Handle {
   uint64_t magic;
-  sockaddr_in addr;
+  SockAddr addr;
   SocketComm* connecting;
 };
 static_assert(sizeof(Handle) <= kNetHandleBytes);
@@ -137,10 +137,10 @@ class SocketNet final : public Net {
 
   Status listen(int dev, NetHandle* handle, void** listen_comm) override {
     BRAID_TRY(check_dev(dev));
-    sockaddr_in addr{};
-    BRAID_TRY(local_endpoint(&addr));
+    SockAddr addr;
+    BRAID_TRY(local_address(&addr));
     int fd = -1;
-    sockaddr_in bound{};
+    SockAddr bound;
     BRAID_TRY(listen_tcp(addr, &fd, &bound));
     set_nonblocking(fd);
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
@@ -161,8 +161,8 @@ class SocketNet final : public Net {
       c = new SocketComm;
       c->sending = true;
       c->peer = to_string(h.addr);
-      c->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (c->fd < 0 || (::connect(c->fd, reinterpret_cast<const sockaddr*>(&h.addr), sizeof(h.addr)) != 0 &&
+      c->fd = tcp_socket_for(h.addr, SOCK_NONBLOCK);
+      if (c->fd < 0 || (::connect(c->fd, &h.addr.sa, h.addr.length()) != 0 &&
                         errno != EINPROGRESS)) {
         Status s = BRAID_ERROR(ncclSystemError, "socket connect to {}: {}", c->peer, std::strerror(errno));
         destroy(c);
@@ -195,9 +195,9 @@ class SocketNet final : public Net {
     *recv_comm = nullptr;
     auto* l = static_cast<ListenComm*>(listen_comm);
     if (!l->accepting) {
-      sockaddr_in from{};
+      SockAddr from;
       socklen_t len = sizeof(from);
-      int fd = ::accept4(l->fd, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int fd = ::accept4(l->fd, &from.sa, &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) return errno_would_block() ? Status::ok() : io_error("socket accept");
       set_nodelay(fd);
       l->accepting = new SocketComm;
