@@ -176,17 +176,14 @@ ncclResult_t make_vdevice(int* d, braidNcclNetVDeviceProps_t* props) {
   return ncclSuccess;
 }
 
-// braid's log lines, through NCCL's logger: its levels, and its subsystem
-// bits, which are braid's but for BOOTSTRAP and PROFILE.
+// braid's log lines, through NCCL's logger: its levels and subsystem flags.
 void forward_to_nccl(LogLevel level, uint32_t subsys, const char* message) {
   const auto nccl_level = level == LogLevel::Warn    ? BRAID_NCCL_LOG_WARN
                           : level == LogLevel::Info  ? BRAID_NCCL_LOG_INFO
                           : level == LogLevel::Trace ? BRAID_NCCL_LOG_TRACE
                                                      : BRAID_NCCL_LOG_VERSION;
-  unsigned long flags = subsys & (kBootstrap - 1);
-  if (subsys & kBootstrap) flags |= 0x1000;  // NCCL_BOOTSTRAP
-  if (subsys & kProfile) flags |= 0x4000;    // NCCL_PROFILE
-  if (braidNcclDebugLogger_t logger = g_logger) logger(nccl_level, flags, "braid", 0, "braid net plugin: %s", message);
+  if (braidNcclDebugLogger_t logger = g_logger)
+    logger(nccl_level, nccl_flags_from_subsys(subsys), "braid", 0, "braid net plugin: %s", message);
 }
 
 template <class Table>

@@ -157,8 +157,28 @@ void log_reset() {
   init_locked();
 }
 
-void plugin_vlog(int nccl_level, uint32_t subsys, const char* who, const char* file, int line, const char* fmt,
-                 va_list args) {
+namespace {
+constexpr unsigned long kNcclBootstrap = 0x1000, kNcclProfile = 0x4000;
+constexpr uint32_t kSharedBits = kBootstrap - 1;  // INIT .. ALLOC: the same bits in both
+}  // namespace
+
+uint32_t subsys_from_nccl_flags(unsigned long flags, uint32_t fallback) {
+  uint32_t subsys = uint32_t(flags) & kSharedBits;
+  if (flags & kNcclBootstrap) subsys |= kBootstrap;
+  if (flags & kNcclProfile) subsys |= kProfile;
+  return subsys ? subsys : fallback;
+}
+
+unsigned long nccl_flags_from_subsys(uint32_t subsys) {
+  unsigned long flags = subsys & kSharedBits;
+  if (subsys & kBootstrap) flags |= kNcclBootstrap;
+  if (subsys & kProfile) flags |= kNcclProfile;
+  return flags;
+}
+
+void plugin_vlog(int nccl_level, unsigned long nccl_flags, uint32_t fallback, const char* who, const char* file,
+                 int line, const char* fmt, va_list args) {
+  const uint32_t subsys = subsys_from_nccl_flags(nccl_flags, fallback);
   const LogLevel level = nccl_level == 2 ? LogLevel::Warn
                          : nccl_level == 5 ? LogLevel::Trace
                          : nccl_level == 3 ? LogLevel::Info

@@ -42,11 +42,19 @@ void log_reset();  // re-read the environment (ncclResetDebugInit)
 using LogForward = void (*)(LogLevel level, uint32_t subsys, const char* message);
 void log_forward_to(LogForward forward);
 
+// NCCL's subsystem flags (ncclDebugLogSubSys) and braid's: the same bits
+// up to ALLOC; NCCL_BOOTSTRAP (0x1000) and NCCL_PROFILE (0x4000) elsewhere.
+// NCCL's bits braid lacks (CALL, PROXY, NVLS, REG, RAS) are dropped; no
+// bit of braid's left gives `fallback`.
+uint32_t subsys_from_nccl_flags(unsigned long flags, uint32_t fallback);
+unsigned long nccl_flags_from_subsys(uint32_t subsys);
+
 // What NCCL's plugins log through the ncclDebugLogger_t they are given:
-// NCCL's level (NCCL_LOG_WARN 2, INFO 3, TRACE 5, else VERSION), printf
-// arguments; written to braid's log under `subsys`, "`who`: message (file:line)".
-void plugin_vlog(int nccl_level, uint32_t subsys, const char* who, const char* file, int line, const char* fmt,
-                 va_list args);
+// NCCL's level (NCCL_LOG_WARN 2, INFO 3, TRACE 5, else VERSION) and
+// subsystem flags (none of braid's: `fallback`), printf arguments; written
+// to braid's log as "`who`: message (file:line)".
+void plugin_vlog(int nccl_level, unsigned long nccl_flags, uint32_t fallback, const char* who, const char* file,
+                 int line, const char* fmt, va_list args);
 
 }  // namespace braid
 

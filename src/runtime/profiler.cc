@@ -34,10 +34,9 @@ constexpr int kCollMask = BRAID_PROFILE_COLL | kTaskMask;
 constexpr int kP2pMask = BRAID_PROFILE_P2P | kTaskMask;
 
 void plugin_logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags;
   va_list args;
   va_start(args, fmt);
-  plugin_vlog(level, kProfile, "profiler plugin", file, line, fmt, args);
+  plugin_vlog(level, flags, kProfile, "profiler plugin", file, line, fmt, args);
   va_end(args);
 }
 

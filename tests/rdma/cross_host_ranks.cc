@@ -186,7 +186,7 @@ bool says(const char* what) {
 void log_init_to_file() {
   if (!std::getenv("EXPECT_TRANSPORT")) return;
   setenv("BRAID_DEBUG", "INFO", 1);
-  setenv("BRAID_DEBUG_SUBSYS", "INIT", 1);
+  setenv("BRAID_DEBUG_SUBSYS", "INIT,BOOTSTRAP", 1);  // BOOTSTRAP: the interface each socket listens on
   setenv("BRAID_DEBUG_FILE", "/tmp/cross_host_ranks.%p.log", 1);
 }
 std::string my_log() {

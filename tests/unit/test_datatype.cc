@@ -279,6 +279,17 @@ void capture(LogLevel level, uint32_t subsys, const char* message) {
 }
 }  // namespace
 
+TEST_CASE("NCCL's subsystem flags and braid's map both ways", "[log]") {
+  CHECK(subsys_from_nccl_flags(0x10, kProfile) == kNet);                   // NCCL_NET
+  CHECK(subsys_from_nccl_flags(0x1000 | 0x1, kNet) == (kBootstrap | kInit));  // NCCL_BOOTSTRAP | NCCL_INIT
+  CHECK(subsys_from_nccl_flags(0x4000, kNet) == kProfile);                 // NCCL_PROFILE
+  CHECK(subsys_from_nccl_flags(0x400, kNet) == kNet);                      // NCCL_PROXY: none of braid's
+  CHECK(subsys_from_nccl_flags(0, kProfile) == kProfile);
+  for (uint32_t s : std::initializer_list<uint32_t>{kInit, kColl, kNet, kAlloc, kBootstrap, kProfile, kNet | kBootstrap})
+    CHECK(subsys_from_nccl_flags(nccl_flags_from_subsys(s), 0) == s);
+  CHECK(nccl_flags_from_subsys(kBootstrap) == 0x1000);
+}
+
 TEST_CASE("a net plugin's lines go to its host's logger, and its log file is not opened", "[log]") {
   const std::string file = fmt::format("/tmp/braid-forward-test-{}.log", getpid());
   std::remove(file.c_str());

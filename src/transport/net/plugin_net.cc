@@ -29,10 +29,9 @@ namespace {
 
 void plugin_logger(braidNcclDebugLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
                    ...) {
-  (void)flags;
   va_list args;
   va_start(args, fmt);
-  plugin_vlog(level, kNet, "net plugin", file, line, fmt, args);
+  plugin_vlog(level, flags, kNet, "net plugin", file, line, fmt, args);
   va_end(args);
 }
 
