@@ -150,7 +150,11 @@ int gin_kill_suite(int rank, int n, ncclComm_t comm) {
   if (!log_says(rank, "ranks of other hosts over ", true)) f.fail("GIN between the guests is not on the expected net");
   barrier_all(comm, f);
   if (f.count) return 1;
-  if (rank == n - 1) raise(SIGKILL);
+  // A collective returns once its last fragments are handed to the NIC, as
+  // NCCL's does once its proxy has them: a process killed at once can take
+  // them with it, and a peer still in the barrier then fails there.  A
+  // moment lets them go; what the test waits for comes after the kill.
+  if (rank == n - 1) usleep(300 * 1000), raise(SIGKILL);
   const auto t0 = Clock::now();
   ncclResult_t async = ncclSuccess;
   while (async == ncclSuccess && seconds_since(t0) < timeout_s + 5) {

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -318,16 +319,26 @@ void poll_completions(IbComm* c) {
   }
 }
 
-// Whether the peer's process is still there: its kernel closes the side
-// channel when it ends.  Checked at most every kLivenessEvery while waiting.
-void check_liveness(IbComm* c) {
+// Whether the peer's process has ended: its kernel closes the side channel
+// then.  Checked at most every kLivenessEvery while waiting.
+bool peer_gone(IbComm* c) {
   auto now = std::chrono::steady_clock::now();
-  if (now < c->next_liveness_check) return;
+  if (now < c->next_liveness_check) return false;
   c->next_liveness_check = now + kLivenessEvery;
   pollfd p{c->fd, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return;
+  if (::poll(&p, 1, 0) <= 0) return false;
   char byte;
-  if ((p.revents & (POLLHUP | POLLRDHUP | POLLERR)) || ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0)
+  return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) || ::recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// With the peer gone, polls once more before failing the connection: the
+// completions of what it wrote before it left are queued before its side
+// channel closes, but may have come after this thread's last poll.  `done`
+// says whether what the caller waits for came with them.
+void fail_if_peer_gone(IbComm* c, const std::function<bool()>& done) {
+  if (!c->error.is_ok() || !peer_gone(c)) return;
+  poll_completions(c);
+  if (!done())
     c->fail(BRAID_ERROR(ncclRemoteError, "the peer's process is gone (it closed the connection's side channel)"));
 }
 
@@ -506,8 +517,8 @@ class IbNet final : public Net {
     if (c->credits.empty()) poll_completions(c);
     if (!c->error.is_ok()) return c->error;
     if (c->credits.empty()) {
-      check_liveness(c);
-      return c->error;
+      fail_if_peer_gone(c, [c] { return !c->credits.empty(); });
+      return c->error;  // ok: the caller tries again
     }
     IbCredit credit;
     BRAID_TRY(c->credits.take(bytes, &credit));
@@ -567,18 +578,17 @@ class IbNet final : public Net {
   Status test(void* request, bool* done, size_t* bytes) override {
     auto* r = static_cast<IbRequest*>(request);
     IbComm* c = r->comm;
-    *done = false;
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      if (r->sending ? r->parts_left == 0 : c->receives.finish(r->seq, &r->bytes)) {
-        *done = true;
-        if (bytes) *bytes = r->bytes;
-        r->busy = false;
-        return Status::ok();
-      }
-      if (attempt == 0) poll_completions(c);
-    }
-    if (c->error.is_ok()) check_liveness(c);
-    return c->error;
+    auto finished = [&] {
+      *done = r->sending ? r->parts_left == 0 : c->receives.finish(r->seq, &r->bytes);
+      if (*done && bytes) *bytes = r->bytes;
+      if (*done) r->busy = false;
+      return *done;
+    };
+    if (finished()) return Status::ok();
+    poll_completions(c);
+    if (finished()) return Status::ok();
+    fail_if_peer_gone(c, finished);
+    return *done ? Status::ok() : c->error;
   }
 
   int event_fd() override { return epoll_; }
