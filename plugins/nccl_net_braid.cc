@@ -118,14 +118,26 @@ ncclResult_t devices(int* ndev) {
     return Status::ok();
   });
 }
-ncclResult_t listen(int dev, void* handle, void** listen_comm) {
-  return with_net([&](Net& net) { return net.listen(dev, static_cast<NetHandle*>(handle), listen_comm); });
+// A v11 context: the config of the communicator whose init made it.
+NetCommConfig* new_context(const braidNcclNetCommConfig_t* config) {
+  return new NetCommConfig{config ? config->trafficClass : -1};
 }
-ncclResult_t connect(int dev, void* handle, void** send_comm, braidNcclNetDeviceHandle_t** device_comm) {
+NetCommConfig config_of(void* ctx) { return ctx ? *static_cast<NetCommConfig*>(ctx) : NetCommConfig{}; }
+
+ncclResult_t listen(const NetCommConfig& config, int dev, void* handle, void** listen_comm) {
+  return with_net([&](Net& net) { return net.listen(dev, config, static_cast<NetHandle*>(handle), listen_comm); });
+}
+ncclResult_t connect(const NetCommConfig& config, int dev, void* handle, void** send_comm,
+                     braidNcclNetDeviceHandle_t** device_comm) {
   return with_net([&](Net& net) {
     if (device_comm && *device_comm) *device_comm = nullptr;  // no device offload
-    return net.connect(dev, static_cast<NetHandle*>(handle), send_comm);
+    return net.connect(dev, config, static_cast<NetHandle*>(handle), send_comm);
   });
+}
+// v8 and v9: no config.
+ncclResult_t listen_unconfigured(int dev, void* handle, void** listen_comm) { return listen({}, dev, handle, listen_comm); }
+ncclResult_t connect_unconfigured(int dev, void* handle, void** send_comm, braidNcclNetDeviceHandle_t** dc) {
+  return connect({}, dev, handle, send_comm, dc);
 }
 ncclResult_t accept(void* listen_comm, void** recv_comm, braidNcclNetDeviceHandle_t** device_comm) {
   return with_net([&](Net& net) {
@@ -202,17 +214,17 @@ extern "C" {
 
 __attribute__((visibility("default"))) braidNcclNet_v11_t ncclNetPlugin_v11 = {
     "Braid",
-    [](void** ctx, uint64_t, braidNcclNetCommConfig_t*, braidNcclDebugLogger_t logger,
+    [](void** ctx, uint64_t, braidNcclNetCommConfig_t* config, braidNcclDebugLogger_t logger,
        braidNcclProfilerCallback_t) -> ncclResult_t {
       ncclResult_t r = init_table(&ncclNetPlugin_v11, logger);
-      *ctx = g_net;
+      *ctx = r == ncclSuccess ? new_context(config) : nullptr;
       return r;
     },
     devices,
     fill_properties<braidNcclNetProperties_v11_t>,
-    [](void*, int dev, void* handle, void** comm) { return braid::listen(dev, handle, comm); },
-    [](void*, int dev, void* handle, void** comm, braidNcclNetDeviceHandle_t** dc) {
-      return braid::connect(dev, handle, comm, dc);
+    [](void* ctx, int dev, void* handle, void** comm) { return braid::listen(config_of(ctx), dev, handle, comm); },
+    [](void* ctx, int dev, void* handle, void** comm, braidNcclNetDeviceHandle_t** dc) {
+      return braid::connect(config_of(ctx), dev, handle, comm, dc);
     },
     braid::accept,
     reg_mr,
@@ -230,7 +242,10 @@ __attribute__((visibility("default"))) braidNcclNet_v11_t ncclNetPlugin_v11 = {
     nullptr,  // getDeviceMr: no device offload
     nullptr,  // irecvConsumed: idem
     make_vdevice,
-    [](void*) { return ncclSuccess; },                        // finalize: the nets live with the process
+    [](void* ctx) {  // the communicator's context; the nets live with the process
+      delete static_cast<NetCommConfig*>(ctx);
+      return ncclSuccess;
+    },
     [](void*, braidNcclNetAttr_t*) { return ncclSuccess; },  // setNetAttr: no tunable here
 };
 
@@ -239,9 +254,9 @@ __attribute__((visibility("default"))) braidNcclNet_v10_t ncclNetPlugin_v10 = {
     [](braidNcclDebugLogger_t logger, braidNcclProfilerCallback_t) { return init_table(&ncclNetPlugin_v10, logger); },
     devices,
     fill_properties<braidNcclNetProperties_v10_t>,
-    braid::listen,
-    [](int dev, braidNcclNetCommConfig_t*, void* handle, void** comm, braidNcclNetDeviceHandle_t** dc) {
-      return braid::connect(dev, handle, comm, dc);
+    listen_unconfigured,  // v10 gives a config to connect only: the receiving end follows the sender's
+    [](int dev, braidNcclNetCommConfig_t* config, void* handle, void** comm, braidNcclNetDeviceHandle_t** dc) {
+      return braid::connect(NetCommConfig{config ? config->trafficClass : -1}, dev, handle, comm, dc);
     },
     braid::accept,
     reg_mr,
@@ -266,8 +281,8 @@ __attribute__((visibility("default"))) braidNcclNet_v9_t ncclNetPlugin_v9 = {
     [](braidNcclDebugLogger_t logger) { return init_table(&ncclNetPlugin_v9, logger); },
     devices,
     fill_properties<braidNcclNetProperties_v9_t>,
-    braid::listen,
-    braid::connect,
+    listen_unconfigured,
+    connect_unconfigured,
     braid::accept,
     reg_mr,
     reg_mr_dmabuf,
@@ -289,8 +304,8 @@ __attribute__((visibility("default"))) braidNcclNet_v8_t ncclNetPlugin_v8 = {
     [](braidNcclDebugLogger_t logger) { return init_table(&ncclNetPlugin_v8, logger); },
     devices,
     fill_properties<braidNcclNetProperties_v8_t>,
-    braid::listen,
-    braid::connect,
+    listen_unconfigured,
+    connect_unconfigured,
     braid::accept,
     reg_mr,
     reg_mr_dmabuf,

@@ -387,6 +387,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.rank = rank;
   ctx.nranks = nranks;
   ctx.policy = local.transport;
+  ctx.traffic_class = comm->config.trafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : comm->config.trafficClass;
   for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
   comm->peers = ctx.peers;
   BRAID_TRY(PeerProcesses::create(ctx, *comm->bootstrap, &ctx.processes));

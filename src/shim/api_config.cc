@@ -103,6 +103,10 @@ Status check_values(const ncclConfig_t& c) {
     return BRAID_ERROR(ncclInvalidArgument, "config rmaEagerInit = {} (expected 0 or 1)", c.rmaEagerInit);
   if (!is_unset_or(c.graphUsageMode, {0, 1, 2}))
     return BRAID_ERROR(ncclInvalidArgument, "config graphUsageMode = {} (expected 0, 1 or 2)", c.graphUsageMode);
+  // NCCL checks nothing here; a value that cannot be a traffic class would
+  // be cut to 8 bits in the queue pairs.
+  if (c.trafficClass != NCCL_CONFIG_UNDEF_INT && (c.trafficClass < 0 || c.trafficClass > 255))
+    return BRAID_ERROR(ncclInvalidArgument, "config trafficClass = {} (expected 0..255)", c.trafficClass);
   if (!is_unset_or(c.hostCftMode, {ncclHostCftEnable, ncclHostCftDisable, ncclHostCftFallback}))
     return BRAID_ERROR(ncclInvalidArgument, "config hostCftMode = {} (expected an ncclHostCftMode_t)", c.hostCftMode);
   return Status::ok();

@@ -138,6 +138,8 @@ struct TransportContext {
   // Which transports the ranks agreed to use (the communicator's, for every
   // transport made later: one-sided RMA's, GIN's).
   TransportPolicy policy;
+  // The config's trafficClass (NCCL 2.25): 0..255, -1 unset (net.h's NetCommConfig).
+  int traffic_class = -1;
 };
 
 // Shared memory between processes (and threads) on one host.

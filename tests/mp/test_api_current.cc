@@ -131,6 +131,24 @@ TEST_CASE("ncclConfig_t of a 2.28, a 2.30 and a 2.32 header are each read member
   }
 }
 
+TEST_CASE("config trafficClass: 0..255 taken, anything else refused", "[api][config]") {
+  ncclResult_t r = ncclSuccess;
+  for (int bad : {-1, 256, 1 << 20}) {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.trafficClass = bad;
+    CHECK(one_rank(&c, &r) == nullptr);
+    CHECK(r == ncclInvalidArgument);
+    CHECK(std::string(ncclGetLastError(nullptr)).find("trafficClass = " + std::to_string(bad) + " (expected 0..255)") !=
+          std::string::npos);
+  }
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.trafficClass = 104;
+  ncclComm_t comm = one_rank(&c, &r);
+  REQUIRE(comm);
+  CHECK(r == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
 TEST_CASE("NCCL_RMA_EAGER_INIT overrides the config's rmaEagerInit where it is 0 or 1", "[api][config][rma]") {
   ncclResult_t r = ncclSuccess;
   // Connected at init: a signal (to itself) needs no window first.

@@ -31,7 +31,8 @@
 //                a rank whose peer failed first sees the peer leave)
 // With EXPECT_TRANSPORT (e.g. "shm+IB"), a rank whose communicator took
 // another transport fails; with EXPECT_LOG as well, one whose init log
-// lacks that text (e.g. the queue pairs' traffic class).  Exit status 0
+// lacks that text (e.g. the queue pairs' traffic class).  With
+// TRAFFIC_CLASS, the communicator's config has that trafficClass.  Exit status 0
 // when every rank did what its suite asks.
 #include <signal.h>
 #include <sys/wait.h>
@@ -245,7 +246,9 @@ int one_rank(const std::string& suite, int rank, int n) {
   if (ncclGetUniqueId(&id) != ncclSuccess) return 2;  // NCCL_COMM_ID names the root
   ncclComm_t comm = nullptr;
   auto t0 = Clock::now();
-  ncclResult_t init = ncclCommInitRank(&comm, n, id, rank);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  if (const char* tc = std::getenv("TRAFFIC_CLASS")) config.trafficClass = std::atoi(tc);
+  ncclResult_t init = ncclCommInitRankConfig(&comm, n, id, rank, &config);
   if (suite == "init-fails") {
     const char* why = ncclGetLastError(nullptr);
     std::fprintf(stderr, "rank %d: init: %s in %.1f s: %s\n", rank, ncclGetErrorString(init), seconds_since(t0), why);

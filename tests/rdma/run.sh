@@ -11,8 +11,9 @@
 #   plugin    short, through braid's own net plugin library over InfiniBand; then
 #             short under NCCL_NET=ib (braid's verbs, the plugin loaded; with
 #             NCCL_IB_SL, NCCL_IB_TC and NCCL_IB_ADDR_RANGE),
-#             NCCL_IB_DISABLE=1 (sockets beside a port), and the plugin again
-#             with every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port) (ctest
+#             NCCL_IB_DISABLE=1 (sockets beside a port), the plugin with a
+#             communicator config's trafficClass, and the plugin again with
+#             every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port) (ctest
 #             rdma.plugin)
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
@@ -46,6 +47,8 @@ case "$case" in
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib NCCL_IB_SL=3 NCCL_IB_TC=104 \
         NCCL_IB_ADDR_RANGE=10.78.0.0/16 EXPECT_TRANSPORT=shm+IB "EXPECT_LOG='service level 3, traffic class 104'") &&
       $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket) &&
+      $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" TRAFFIC_CLASS=40 \
+        "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" "EXPECT_LOG='traffic class 40 (the communicator'") &&
       ip -6 addr add fd78::\$((VM_ID + 1))/64 dev eth0 nodad &&
       $(job short "NCCL_COMM_ID='[fd78::1]:29501'" NCCL_SOCKET_FAMILY=AF_INET6 \
         NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" \

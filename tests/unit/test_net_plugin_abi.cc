@@ -36,14 +36,14 @@ struct Pair {
   void* recv = nullptr;
 };
 
-Pair connect_pair(Net& net) {
+Pair connect_pair(Net& net, const NetCommConfig& config = {}) {
   NetHandle handle;
   void* listen = nullptr;
-  REQUIRE(net.listen(0, &handle, &listen).is_ok());
+  REQUIRE(net.listen(0, config, &handle, &listen).is_ok());
   Pair p;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while ((!p.send || !p.recv) && std::chrono::steady_clock::now() < deadline) {
-    if (!p.send) REQUIRE(net.connect(0, &handle, &p.send).is_ok());
+    if (!p.send) REQUIRE(net.connect(0, config, &handle, &p.send).is_ok());
     if (!p.recv) REQUIRE(net.accept(listen, &p.recv).is_ok());
   }
   REQUIRE(net.close_listen(listen).is_ok());
@@ -79,7 +79,67 @@ void exchange(Net& net, const Pair& p, size_t room, size_t size, int seed) {
   REQUIRE(net.dereg_mr(p.recv, rmh).is_ok());
 }
 
+// A plugin that only records the trafficClass each call was given.
+namespace recording {
+std::vector<int> inits, listens, connects;
+int* context(int traffic_class) { return new int(traffic_class); }  // freed with the test process
+ncclResult_t init_v11(void** ctx, uint64_t, braidNcclNetCommConfig_t* config, braidNcclDebugLogger_t,
+                      braidNcclProfilerCallback_t) {
+  inits.push_back(config->trafficClass);
+  *ctx = context(config->trafficClass);
+  return ncclSuccess;
+}
+ncclResult_t init_v10(braidNcclDebugLogger_t, braidNcclProfilerCallback_t) { return ncclSuccess; }
+ncclResult_t devices(int* n) { return *n = 1, ncclSuccess; }
+ncclResult_t listen_v11(void* ctx, int, void*, void** comm) {
+  listens.push_back(*static_cast<int*>(ctx));
+  return *comm = nullptr, ncclSuccess;
+}
+ncclResult_t connect_v11(void* ctx, int, void*, void** comm, braidNcclNetDeviceHandle_t**) {
+  connects.push_back(*static_cast<int*>(ctx));
+  return *comm = nullptr, ncclSuccess;
+}
+ncclResult_t connect_v10(int, braidNcclNetCommConfig_t* config, void*, void** comm, braidNcclNetDeviceHandle_t**) {
+  connects.push_back(config->trafficClass);
+  return *comm = nullptr, ncclSuccess;
+}
+}  // namespace recording
+
 }  // namespace
+
+TEST_CASE("a communicator's trafficClass reaches a v11 plugin through an init of its own, a v10 one at connect",
+          "[unit][net][plugin]") {
+  using namespace recording;
+  braidNcclNet_v11_t v11{};
+  v11.name = "Recording";
+  v11.init = init_v11;
+  v11.devices = devices;
+  v11.listen = listen_v11;
+  v11.connect = connect_v11;
+  std::unique_ptr<Net> net;
+  REQUIRE(open_plugin_table(11, &v11, "recording", &net).is_ok());
+  CHECK(inits == std::vector<int>{-1});  // the loader's own init: no config
+  NetHandle handle{};
+  void* comm = nullptr;
+  REQUIRE(net->listen(0, NetCommConfig{}, &handle, &comm).is_ok());
+  REQUIRE(net->connect(0, NetCommConfig{104}, &handle, &comm).is_ok());
+  REQUIRE(net->listen(0, NetCommConfig{104}, &handle, &comm).is_ok());
+  REQUIRE(net->connect(0, NetCommConfig{104}, &handle, &comm).is_ok());
+  CHECK(inits == std::vector<int>{-1, 104});  // one init per traffic class
+  CHECK(listens == std::vector<int>{-1, 104});
+  CHECK(connects == std::vector<int>{104, 104});
+
+  braidNcclNet_v10_t v10{};
+  v10.name = "Recording";
+  v10.init = init_v10;
+  v10.devices = devices;
+  v10.connect = connect_v10;
+  REQUIRE(open_plugin_table(10, &v10, "recording", &net).is_ok());
+  connects.clear();
+  REQUIRE(net->connect(0, NetCommConfig{}, &handle, &comm).is_ok());
+  REQUIRE(net->connect(0, NetCommConfig{40}, &handle, &comm).is_ok());
+  CHECK(connects == std::vector<int>{-1, 40});
+}
 
 TEST_CASE("braid's net plugin, every ABI version through braid's loader: exact messages", "[unit][net][plugin]") {
   void* lib = open_plugin();
@@ -97,7 +157,7 @@ TEST_CASE("braid's net plugin, every ABI version through braid's loader: exact m
     REQUIRE(net->properties(0, &props).is_ok());
     CHECK(props.ptr_support == kNetPtrHost);
     CHECK(props.max_recvs == 1);
-    Pair p = connect_pair(*net);
+    Pair p = connect_pair(*net, NetCommConfig{version});  // a traffic class, which TCP has not
     exchange(*net, p, 4096, 0, version);
     exchange(*net, p, 4096, 4096, version);
     exchange(*net, p, 3 << 20, (3 << 20) - 5, version);

@@ -90,9 +90,9 @@ Status open_ib_ports(std::vector<IbPort>* out) {
       env_raw("NCCL_IB_ADDR_FAMILY"), env_raw("NCCL_IB_ADDR_RANGE"), env_raw("NCCL_IB_ROCE_VERSION_NUM"), &ignored);
   if (!ignored.empty()) BRAID_INFO(kNet | kInit | kEnv, "{}: ignored, as NCCL ignores it", ignored);
   // NCCL's ranges; a value outside one is NCCL's default, 0.
-  const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(0);
+  const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(-1);
   const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
-  const uint8_t traffic_class = uint8_t(tc >= 0 && tc <= 255 ? tc : 0);
+  const int traffic_class = int(tc >= 0 && tc <= 255 ? tc : -1);
 
   int ndev = 0;
   ibv_device** list = ibv_get_device_list(&ndev);
@@ -149,7 +149,8 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.traffic_class = traffic_class;
         used = true;
         BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}", port.describe(),
-                   port.speed_mbps, service_level, traffic_class);
+                   port.speed_mbps, service_level,
+                   traffic_class >= 0 ? std::to_string(traffic_class) : "the communicator's, else 0");
         out->push_back(std::move(port));
       }
     }

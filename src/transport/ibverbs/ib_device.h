@@ -28,10 +28,15 @@ struct IbPort {
   int speed_mbps = 0;
   uint64_t guid = 0;
   std::string pci_path;
-  // NCCL_IB_SL and NCCL_IB_TC (NCCL's defaults 0): every queue pair's
-  // service level, and on RoCE its traffic class (the IP header's DSCP and
-  // ECN bits, which lossless RoCE fabrics map to their PFC priority).
-  uint8_t service_level = 0, traffic_class = 0;
+  // NCCL_IB_SL (NCCL's default 0): every queue pair's service level.
+  // NCCL_IB_TC (-1: unset): on RoCE every queue pair's traffic class (the IP
+  // header's DSCP and ECN bits, which lossless RoCE fabrics map to their PFC
+  // priority); unset, the sending communicator's trafficClass, else 0.
+  uint8_t service_level = 0;
+  int traffic_class = -1;
+  uint8_t traffic_class_for(int config_traffic_class) const {
+    return uint8_t(traffic_class >= 0 ? traffic_class : config_traffic_class >= 0 ? config_traffic_class : 0);
+  }
   ibv_context* context = nullptr;
   ibv_pd* pd = nullptr;
   std::string describe() const;  // "rxe0:1 RoCE GID 1 ::ffff:10.77.0.1 (v2)"

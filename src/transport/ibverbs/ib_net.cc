@@ -62,6 +62,7 @@ struct QpInfo {
   uint8_t use_gid;
   uint8_t mtu;
   uint8_t gid[16];
+  uint8_t traffic_class;  // the sender's, which both ends use
 };
 
 struct IbComm;
@@ -189,7 +190,7 @@ Status qps_ready(IbComm* c) {
       std::memcpy(m.ah_attr.grh.dgid.raw, t.gid, 16);
       m.ah_attr.grh.sgid_index = uint8_t(p.gid.index);
       m.ah_attr.grh.hop_limit = 255;
-      m.ah_attr.grh.traffic_class = p.traffic_class;
+      m.ah_attr.grh.traffic_class = c->sending ? c->mine.traffic_class : t.traffic_class;
     }
     ibv_qp* qp = c->qps[size_t(j)];
     if (int rc = ibv_modify_qp(qp, &m,
@@ -399,7 +400,7 @@ class IbNet final : public Net {
     return Status::ok();
   }
 
-  Status listen(int dev, NetHandle* handle, void** listen_comm) override {
+  Status listen(int dev, const NetCommConfig&, NetHandle* handle, void** listen_comm) override {
     BRAID_TRY(check_dev(dev));
     SockAddr addr;
     BRAID_TRY(local_address(&addr));
@@ -414,7 +415,7 @@ class IbNet final : public Net {
     return Status::ok();
   }
 
-  Status connect(int dev, NetHandle* handle, void** send_comm) override {
+  Status connect(int dev, const NetCommConfig& config, NetHandle* handle, void** send_comm) override {
     *send_comm = nullptr;
     BRAID_TRY(check_dev(dev));
     Handle h;
@@ -424,6 +425,11 @@ class IbNet final : public Net {
     if (!c) {
       c = new IbComm(devices_[size_t(dev)].get(), true, nqps_);
       c->peer = to_string(h.addr);
+      c->mine.traffic_class = c->dev->port.traffic_class_for(config.traffic_class);
+      if (config.traffic_class >= 0)
+        BRAID_INFO(kInit | kNet, "InfiniBand connection to {}: traffic class {} ({})", c->peer, c->mine.traffic_class,
+                   c->dev->port.traffic_class >= 0 ? "NCCL_IB_TC, over the communicator's trafficClass"
+                                                   : "the communicator's trafficClass");
       Status s = start_connect(c, h.addr);
       if (!s.is_ok()) {
         destroy(c);

@@ -31,6 +31,13 @@ struct NetHandle {
   unsigned char bytes[kNetHandleBytes];
 };
 
+// A communicator's settings for its connections (NCCL's ncclNetCommConfig_t).
+struct NetCommConfig {
+  // The config's trafficClass (NCCL 2.25), 0..255; -1: unset.  InfiniBand:
+  // NCCL_IB_TC wins over it, and unset both are 0.  TCP has none.
+  int traffic_class = -1;
+};
+
 // NCCL_PTR_* bits.
 constexpr int kNetPtrHost = 0x1;
 constexpr int kNetPtrCuda = 0x2;
@@ -60,10 +67,13 @@ class Net {
   virtual int devices() const = 0;
   virtual Status properties(int dev, NetProperties* out) = 0;
 
-  virtual Status listen(int dev, NetHandle* handle, void** listen_comm) = 0;
+  // `config` is the communicator's, as NCCL gives a plugin its own with
+  // each communicator.  braid's nets read it where they connect: the
+  // receiving end follows the sender's, as NCCL's InfiniBand net does.
+  virtual Status listen(int dev, const NetCommConfig& config, NetHandle* handle, void** listen_comm) = 0;
   // `handle` is the listener's, kept by the caller between calls: a net may
   // keep its connection's progress in it (NCCL's do).
-  virtual Status connect(int dev, NetHandle* handle, void** send_comm) = 0;
+  virtual Status connect(int dev, const NetCommConfig& config, NetHandle* handle, void** send_comm) = 0;
   virtual Status accept(void* listen_comm, void** recv_comm) = 0;
   virtual Status close_listen(void* listen_comm) = 0;
   virtual Status close_send(void* send_comm) = 0;

@@ -195,7 +195,7 @@ class NetTransport final : public Transport {
     std::vector<NetHandle> mine(static_cast<size_t>(n)), theirs(static_cast<size_t>(n));
     Status s;
     for (int r = 0; r < n && s.is_ok(); ++r)
-      if (serves[size_t(r)]) s = net_->listen(dev_, &mine[size_t(r)], &listens[size_t(r)]);
+      if (serves[size_t(r)]) s = net_->listen(dev_, config_, &mine[size_t(r)], &listens[size_t(r)]);
     // Small messages: every send completes before its peer's recv is asked for.
     for (int r = 0; r < n && s.is_ok(); ++r)
       if (serves[size_t(r)] && r != ctx_.rank) s = bootstrap->send(r, kHandleTag, &mine[size_t(r)], sizeof(NetHandle));
@@ -210,7 +210,7 @@ class NetTransport final : public Transport {
       for (int r = 0; r < n && s.is_ok(); ++r) {
         if (!serves[size_t(r)]) continue;
         Control& k = controls_[size_t(r)];
-        if (!k.send_comm) s = net_->connect(dev_, &theirs[size_t(r)], &k.send_comm);
+        if (!k.send_comm) s = net_->connect(dev_, config_, &theirs[size_t(r)], &k.send_comm);
         if (s.is_ok() && !k.recv_comm) s = net_->accept(listens[size_t(r)], &k.recv_comm);
         pending |= !k.send_comm || !k.recv_comm;
       }
@@ -268,7 +268,7 @@ class NetTransport final : public Transport {
       c->channel = channel;
       // Listen, and tell the sender where (the progress thread sends it).
       ControlMessage m{channel, {}};
-      Status s = net_->listen(dev_, &m.handle, &c->listen_comm);
+      Status s = net_->listen(dev_, config_, &m.handle, &c->listen_comm);
       if (s.is_ok()) controls_[size_t(peer)].outbox.push_back(m);
       else c->error = std::move(s);
       signal(wake_fd_);
@@ -512,7 +512,7 @@ class NetTransport final : public Transport {
       if (!c->ready()) {
         if (c->have_handle) {
           setup_pending_ = busy = true;
-          Status s = net_->connect(dev_, &c->handle, &c->comm);
+          Status s = net_->connect(dev_, config_, &c->handle, &c->comm);
           if (s.is_ok() && c->comm) s = register_ring(c->comm, slots_, slot_bytes_, &c->ring);
           if (!keep(c.get(), std::move(s)).is_ok() || c->ready()) progressed_ = true;
         }
@@ -667,6 +667,7 @@ class NetTransport final : public Transport {
   };
 
   TransportContext ctx_;
+  const NetCommConfig config_{ctx_.traffic_class};
   Net* net_;
   const int dev_;
   const size_t slot_bytes_;

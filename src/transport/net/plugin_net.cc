@@ -16,6 +16,7 @@
 
 #include <cstdarg>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -66,7 +67,7 @@ class PluginNet final : public Net {
     ncclResult_t r;
     if (v11_) {
       braidNcclNetCommConfig_t config{-1};
-      r = v11_->init(&ctx_, 0, &config, plugin_logger, nullptr);
+      r = v11_->init(&contexts_[-1], 0, &config, plugin_logger, nullptr);
     } else if (v10_) {
       r = v10_->init(plugin_logger, nullptr);
     } else if (v9_) {
@@ -120,21 +121,33 @@ class PluginNet final : public Net {
     return check(r, "getProperties");
   }
 
-  Status listen(int dev, NetHandle* handle, void** listen_comm) override {
+  Status listen(int dev, const NetCommConfig& config, NetHandle* handle, void** listen_comm) override {
     ncclResult_t r;
-    if (v11_) r = v11_->listen(ctx_, dev, handle->bytes, listen_comm);
+    if (v11_) {
+      void* ctx = nullptr;
+      BRAID_TRY(context_for(config, &ctx));
+      r = v11_->listen(ctx, dev, handle->bytes, listen_comm);
+    }
     else if (v10_) r = v10_->listen(dev, handle->bytes, listen_comm);
     else if (v9_) r = v9_->listen(dev, handle->bytes, listen_comm);
     else r = v8_->listen(dev, handle->bytes, listen_comm);
     return check(r, "listen");
   }
-  Status connect(int dev, NetHandle* handle, void** send_comm) override {
+  Status connect(int dev, const NetCommConfig& config, NetHandle* handle, void** send_comm) override {
     braidNcclNetDeviceHandle_t* device_comm = nullptr;  // no device offload asked for
     ncclResult_t r;
-    if (v11_) r = v11_->connect(ctx_, dev, handle->bytes, send_comm, &device_comm);
-    else if (v10_) {
-      braidNcclNetCommConfig_t config{-1};
-      r = v10_->connect(dev, &config, handle->bytes, send_comm, &device_comm);
+    if (config.traffic_class >= 0 && !v11_ && !v10_)
+      std::call_once(no_config_said_, [&] {
+        BRAID_INFO(kNet | kInit, "{}: a v{} net plugin takes no communicator config: trafficClass {} not given to it",
+                   name_, version_, config.traffic_class);
+      });
+    if (v11_) {
+      void* ctx = nullptr;
+      BRAID_TRY(context_for(config, &ctx));
+      r = v11_->connect(ctx, dev, handle->bytes, send_comm, &device_comm);
+    } else if (v10_) {
+      braidNcclNetCommConfig_t c{config.traffic_class};
+      r = v10_->connect(dev, &c, handle->bytes, send_comm, &device_comm);
     } else if (v9_) r = v9_->connect(dev, handle->bytes, send_comm, &device_comm);
     else r = v8_->connect(dev, handle->bytes, send_comm, &device_comm);
     return check(r, "connect");
@@ -219,6 +232,20 @@ class PluginNet final : public Net {
     const char* n = v11_ ? v11_->name : v10_ ? v10_->name : v9_ ? v9_->name : v8_->name;
     return n ? n : "unnamed";
   }
+  // The v11 context for a communicator of `config`'s traffic class.
+  Status context_for(const NetCommConfig& config, void** ctx) {
+    std::lock_guard<std::mutex> lock(contexts_mutex_);
+    auto [it, added] = contexts_.try_emplace(config.traffic_class, nullptr);
+    if (added) {
+      braidNcclNetCommConfig_t c{config.traffic_class};
+      const ncclResult_t r = v11_->init(&it->second, 0, &c, plugin_logger, nullptr);
+      if (r != ncclSuccess) contexts_.erase(it);
+      BRAID_TRY(check(r, "init"));
+    }
+    *ctx = it->second;
+    return Status::ok();
+  }
+
   Status check(ncclResult_t r, const char* call) const {
     if (r == ncclSuccess) return Status::ok();
     // A plugin's network failure is ncclSystemError; keep the plugin's code.
@@ -230,7 +257,11 @@ class PluginNet final : public Net {
   std::string library_;
   int version_;
   std::string name_;
-  void* ctx_ = nullptr;
+  // v11: a context per traffic class, each from its own init (NCCL inits
+  // once per communicator); -1's from init().  They live with the process.
+  std::mutex contexts_mutex_;
+  std::map<int, void*> contexts_;
+  std::once_flag no_config_said_;
   int devices_ = 0;
   const braidNcclNet_v11_t* v11_ = nullptr;
   const braidNcclNet_v10_t* v10_ = nullptr;

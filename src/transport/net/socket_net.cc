@@ -135,7 +135,7 @@ class SocketNet final : public Net {
     return Status::ok();
   }
 
-  Status listen(int dev, NetHandle* handle, void** listen_comm) override {
+  Status listen(int dev, const NetCommConfig&, NetHandle* handle, void** listen_comm) override {
     BRAID_TRY(check_dev(dev));
     SockAddr addr;
     BRAID_TRY(local_address(&addr));
@@ -150,7 +150,7 @@ class SocketNet final : public Net {
     return Status::ok();
   }
 
-  Status connect(int dev, NetHandle* handle, void** send_comm) override {
+  Status connect(int dev, const NetCommConfig&, NetHandle* handle, void** send_comm) override {  // TCP: no class
     *send_comm = nullptr;
     BRAID_TRY(check_dev(dev));
     Handle h;
