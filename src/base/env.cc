@@ -38,7 +38,9 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_TIMEOUT", "", "InfiniBand ack timeout exponent; braid's when BRAID_IB_TIMEOUT is unset"},
     {"NCCL_IB_RETRY_CNT", "", "InfiniBand retries; braid's when BRAID_IB_RETRY_CNT is unset"},
     {"NCCL_IB_SL", "", "InfiniBand service level of every queue pair (0..15, default 0)"},
-    {"NCCL_IB_TC", "", "RoCE traffic class of every queue pair (0..255, default 0): the DSCP/ECN bits PFC maps"},
+    {"NCCL_IB_TC", "",
+     "RoCE traffic class of every queue pair (0..255; unset: the config's trafficClass, else 0): the DSCP/ECN bits "
+     "PFC maps"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},
