@@ -42,10 +42,6 @@ bool wait_for(int fd, short events, Deadline deadline, const std::atomic<bool>* 
   }
 }
 
-}  // namespace
-
-namespace {
-
 // NCCL_SOCKET_FAMILY, as NCCL reads it: AF_INET or AF_INET6, else no preference.
 int forced_family() {
   const std::string text = env_raw("NCCL_SOCKET_FAMILY");

@@ -313,6 +313,9 @@ Status DeviceComms::check_v23000_gin(const v30::DevCommRequirements& reqs, bool 
   if (reqs.worldGinBarrierCount > 0 && reqs.ginConnectionType == v30::kGinConnectionRail)
     return BRAID_ERROR(ncclInvalidArgument,
                        "ncclDevCommCreate: a world GIN barrier with NCCL_GIN_CONNECTION_RAIL (as NCCL, refused)");
+  if (reqs.ginTrafficClass != NCCL_CONFIG_UNDEF_INT && (reqs.ginTrafficClass < 0 || reqs.ginTrafficClass > 255))
+    return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommCreate: ginTrafficClass {} (expected 0..255)",
+                       reqs.ginTrafficClass);
   return Status::ok();
 }
 
@@ -397,7 +400,8 @@ Status DeviceComms::create_v23100(const v31::DevCommRequirements& asked, bool v2
                              std::max<uint32_t>(layout.counters, 1),
                              gin_queue_size(reqs.ginQueueDepth),
                              early ? 1 : v232 ? v32::kProxyContextVersion : 2,
-                             early || v231};
+                             early || v231,
+                             reqs.ginTrafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : reqs.ginTrafficClass};
   Made made;
   BRAID_TRY(make(std::move(local), layout, gin ? &shape : nullptr,
                  v231 ? offsetof(v31::DevComm, ginHandles) : offsetof(v30::DevComm, ginHandles), &made));
@@ -515,7 +519,9 @@ Status DeviceComms::make_shared(const devapi::ResourceLayout& layout, const Devi
   // queues, structs or proxy) is said in the agreement below.
   Status made_gin = Status::ok();
   if (gin) {
-    made_gin = DeviceGin::create(space, *comm_->bootstrap, comm_->setup->ctx, *gin, gin_progress(), *liveness_,
+    TransportContext transport = comm_->setup->ctx;
+    if (gin->traffic_class >= 0) transport.traffic_class = gin->traffic_class;
+    made_gin = DeviceGin::create(space, *comm_->bootstrap, transport, *gin, gin_progress(), *liveness_,
                                  &created->gin);
     if (made_gin.is_ok()) made->gin = created->gin.get();
     // Each context's shadow of every signal, at the buffer's tail (own

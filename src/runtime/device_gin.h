@@ -67,6 +67,9 @@ struct DeviceGinShape {
   // Gets consumed once landed (GinQueues::gets_consumed_landed), for
   // kernels whose flush may post no flush descriptor.
   bool gets_consumed_landed = false;
+  // The requirements' ginTrafficClass (2.30), 0..255, over the
+  // communicator's trafficClass for GIN's connections; -1: the communicator's.
+  int traffic_class = -1;
 };
 
 class DeviceGin {

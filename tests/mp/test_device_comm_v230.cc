@@ -70,8 +70,8 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   if (dev_comm_destroy(comm, &dev) != ncclInvalidArgument) f.fail("destroying a 2.30 devComm twice");
 
   // 2.30's GIN: resources without a connection type are NCCL's invalid
-  // argument, as is a world barrier on a rail connection; with a
-  // connection, served.  Requirements of another version's size are refused.
+  // argument, as is a world barrier on a rail connection or a traffic class
+  // past 255; with a connection, served.  Requirements of another version's size are refused.
   auto refused = [&](const Reqs230& r, ncclResult_t want, const char* says, const char* what) {
     DevComm230 d{};
     if (dev_comm_create(comm, &r, &d) != want) f.fail(std::string(what) + ": not refused as expected");
@@ -85,7 +85,12 @@ void serve_v230(int rank, int n, ncclComm_t comm, Failures& f) {
   rail_world.ginConnectionType = 2;
   rail_world.worldGinBarrierCount = 1;
   refused(rail_world, ncclInvalidArgument, "NCCL_GIN_CONNECTION_RAIL", "a world barrier on a rail connection");
+  Reqs230 bad_class = initializer();
+  bad_class.ginConnectionType = 1;
+  bad_class.ginTrafficClass = 256;
+  refused(bad_class, ncclInvalidArgument, "ginTrafficClass 256 (expected 0..255)", "a traffic class past 255");
   signals.ginConnectionType = 1;
+  signals.ginTrafficClass = 40;  // served: one host here, so no connection carries it
   signals.ginContextCount = 3;
   signals.railGinBarrierCount = 1;
   DevComm230 gin{};
