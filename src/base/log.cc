@@ -9,11 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "src/base/env.h"
+#include "src/base/log_timestamp.h"
 
 namespace braid {
 namespace {
@@ -34,6 +37,9 @@ std::atomic<bool> g_initialized{false};
 std::atomic<int> g_level{0};
 std::atomic<uint32_t> g_subsys{kAllSubsys};
 FILE* g_file = nullptr;  // guarded by g_mutex; nullptr means stderr
+uint32_t g_timestamp_levels = 0;  // guarded by g_mutex (log_timestamp.h)
+std::optional<TimestampFormat> g_timestamp_format;  // idem
+bool g_warn_raises_to_info = false;  // NCCL_WARN_ENABLE_DEBUG_INFO; idem
 std::atomic<LogForward> g_forward{nullptr};
 
 // The first of two variables that is set; "" when neither is.
@@ -103,6 +109,9 @@ void init_locked() {
   // Forwarded lines go to the host's file: opening it here would truncate it.
   if (!file.empty() && !g_forward.load()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
   g_subsys.store(parse_subsys(or_null(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))));
+  g_timestamp_levels = parse_timestamp_levels(or_null(env_raw("NCCL_DEBUG_TIMESTAMP_LEVELS")));
+  g_timestamp_format.emplace(or_null(env_raw("NCCL_DEBUG_TIMESTAMP_FORMAT")));
+  g_warn_raises_to_info = env_raw("NCCL_WARN_ENABLE_DEBUG_INFO") == "1";
   g_level.store(static_cast<int>(parse_level(or_null(first_env("BRAID_DEBUG", "NCCL_DEBUG")))));
   g_initialized.store(true, std::memory_order_release);
 }
@@ -138,7 +147,13 @@ void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
   static const std::string host = hostname();
   long tid = syscall(SYS_gettid);
   std::string line = fmt::format("{}:{}:{} [-] braid {} {}\n", host, getpid(), tid, level_name(level), message);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
   std::lock_guard<std::mutex> lock(g_mutex);
+  if ((g_timestamp_levels & (1u << int(level))) && g_timestamp_format) line.insert(0, g_timestamp_format->format(now));
+  // As NCCL: the first warning turns INFO on, to say what led to the next.
+  if (level == LogLevel::Warn && g_warn_raises_to_info && g_level.load() < int(LogLevel::Info))
+    g_level.store(int(LogLevel::Info));
   FILE* out = g_file ? g_file : stderr;
   std::fwrite(line.data(), 1, line.size(), out);
   std::fflush(out);

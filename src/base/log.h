@@ -3,7 +3,10 @@
 // Level from BRAID_DEBUG, else NCCL_DEBUG (VERSION|WARN|INFO|TRACE); subsystem
 // filter from BRAID_DEBUG_SUBSYS / NCCL_DEBUG_SUBSYS (comma list, leading ^
 // negates); output to BRAID_DEBUG_FILE / NCCL_DEBUG_FILE (%h host, %p pid)
-// or stderr.  Settings are read once, on first use (log_reset re-reads).
+// or stderr; the time in front of the levels NCCL_DEBUG_TIMESTAMP_LEVELS
+// names (WARN by default), as NCCL_DEBUG_TIMESTAMP_FORMAT says
+// (log_timestamp.h).  Settings are read once, on first use (log_reset
+// re-reads).
 #pragma once
 
 #include <fmt/format.h>
