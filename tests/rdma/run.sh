@@ -10,7 +10,8 @@
 #   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
 #   plugin    short, through braid's own net plugin library over InfiniBand; then
 #             short under NCCL_NET=ib (braid's verbs, the plugin loaded; with
-#             NCCL_IB_SL, NCCL_IB_TC and NCCL_IB_ADDR_RANGE),
+#             NCCL_IB_SL, NCCL_IB_TC over a config's trafficClass, and
+#             NCCL_IB_ADDR_RANGE),
 #             NCCL_IB_DISABLE=1 (sockets beside a port), the plugin with a
 #             communicator config's trafficClass, and the plugin again with
 #             every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port) (ctest
@@ -45,7 +46,8 @@ case "$case" in
     cmd="$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
       "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'") &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib NCCL_IB_SL=3 NCCL_IB_TC=104 \
-        NCCL_IB_ADDR_RANGE=10.78.0.0/16 EXPECT_TRANSPORT=shm+IB "EXPECT_LOG='service level 3, traffic class 104'") &&
+        NCCL_IB_ADDR_RANGE=10.78.0.0/16 TRAFFIC_CLASS=40 EXPECT_TRANSPORT=shm+IB \
+        "EXPECT_LOG='service level 3, traffic class 104;traffic class 104 (NCCL_IB_TC, over the communicator'") &&
       $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket) &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" TRAFFIC_CLASS=40 \
         "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" "EXPECT_LOG='traffic class 40 (the communicator'") &&

@@ -82,11 +82,14 @@ void exchange(Net& net, const Pair& p, size_t room, size_t size, int seed) {
 // A plugin that only records the trafficClass each call was given.
 namespace recording {
 std::vector<int> inits, listens, connects;
-int* context(int traffic_class) { return new int(traffic_class); }  // freed with the test process
 ncclResult_t init_v11(void** ctx, uint64_t, braidNcclNetCommConfig_t* config, braidNcclDebugLogger_t,
                       braidNcclProfilerCallback_t) {
   inits.push_back(config->trafficClass);
-  *ctx = context(config->trafficClass);
+  *ctx = new int(config->trafficClass);
+  return ncclSuccess;
+}
+ncclResult_t finalize_v11(void* ctx) {
+  delete static_cast<int*>(ctx);
   return ncclSuccess;
 }
 ncclResult_t init_v10(braidNcclDebugLogger_t, braidNcclProfilerCallback_t) { return ncclSuccess; }
@@ -116,6 +119,7 @@ TEST_CASE("a communicator's trafficClass reaches a v11 plugin through an init of
   v11.devices = devices;
   v11.listen = listen_v11;
   v11.connect = connect_v11;
+  v11.finalize = finalize_v11;
   std::unique_ptr<Net> net;
   REQUIRE(open_plugin_table(11, &v11, "recording", &net).is_ok());
   CHECK(inits == std::vector<int>{-1});  // the loader's own init: no config

@@ -62,6 +62,11 @@ class PluginNet final : public Net {
     }
     name_ = fmt::format("{} (net plugin v{}, {})", call_name(), version, library_);
   }
+  // (The process's plugin lives as long as the process: tests' tables end here.)
+  ~PluginNet() override {
+    if (v11_ && v11_->finalize)
+      for (const auto& [traffic_class, ctx] : contexts_) (void)v11_->finalize(ctx);
+  }
 
   Status init() {
     ncclResult_t r;
@@ -258,7 +263,7 @@ class PluginNet final : public Net {
   int version_;
   std::string name_;
   // v11: a context per traffic class, each from its own init (NCCL inits
-  // once per communicator); -1's from init().  They live with the process.
+  // once per communicator); -1's from init().  Finalized with the net.
   std::mutex contexts_mutex_;
   std::map<int, void*> contexts_;
   std::once_flag no_config_said_;
