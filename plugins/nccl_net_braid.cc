@@ -135,7 +135,9 @@ ncclResult_t connect(const NetCommConfig& config, int dev, void* handle, void** 
   });
 }
 // v8 and v9: no config.
-ncclResult_t listen_unconfigured(int dev, void* handle, void** listen_comm) { return listen({}, dev, handle, listen_comm); }
+ncclResult_t listen_unconfigured(int dev, void* handle, void** listen_comm) {
+  return listen({}, dev, handle, listen_comm);
+}
 ncclResult_t connect_unconfigured(int dev, void* handle, void** send_comm, braidNcclNetDeviceHandle_t** dc) {
   return connect({}, dev, handle, send_comm, dc);
 }
