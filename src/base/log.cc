@@ -11,7 +11,6 @@
 #include <cstring>
 #include <ctime>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,7 +37,7 @@ std::atomic<int> g_level{0};
 std::atomic<uint32_t> g_subsys{kAllSubsys};
 FILE* g_file = nullptr;  // guarded by g_mutex; nullptr means stderr
 uint32_t g_timestamp_levels = 0;  // guarded by g_mutex (log_timestamp.h)
-std::optional<TimestampFormat> g_timestamp_format;  // idem
+TimestampFormat g_timestamp_format{nullptr};  // idem
 bool g_warn_raises_to_info = false;  // NCCL_WARN_ENABLE_DEBUG_INFO; idem
 std::atomic<LogForward> g_forward{nullptr};
 
@@ -110,7 +109,7 @@ void init_locked() {
   if (!file.empty() && !g_forward.load()) g_file = std::fopen(expand_file_pattern(file.c_str()).c_str(), "w");
   g_subsys.store(parse_subsys(or_null(first_env("BRAID_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"))));
   g_timestamp_levels = parse_timestamp_levels(or_null(env_raw("NCCL_DEBUG_TIMESTAMP_LEVELS")));
-  g_timestamp_format.emplace(or_null(env_raw("NCCL_DEBUG_TIMESTAMP_FORMAT")));
+  g_timestamp_format = TimestampFormat(or_null(env_raw("NCCL_DEBUG_TIMESTAMP_FORMAT")));
   g_warn_raises_to_info = env_raw("NCCL_WARN_ENABLE_DEBUG_INFO") == "1";
   g_level.store(static_cast<int>(parse_level(or_null(first_env("BRAID_DEBUG", "NCCL_DEBUG")))));
   g_initialized.store(true, std::memory_order_release);
@@ -147,10 +146,12 @@ void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
   static const std::string host = hostname();
   long tid = syscall(SYS_gettid);
   std::string line = fmt::format("{}:{}:{} [-] braid {} {}\n", host, getpid(), tid, level_name(level), message);
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
   std::lock_guard<std::mutex> lock(g_mutex);
-  if ((g_timestamp_levels & (1u << int(level))) && g_timestamp_format) line.insert(0, g_timestamp_format->format(now));
+  if (g_timestamp_levels & (1u << int(level))) {
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    line.insert(0, g_timestamp_format.format(now));
+  }
   // As NCCL: the first warning turns INFO on, to say what led to the next.
   if (level == LogLevel::Warn && g_warn_raises_to_info && g_level.load() < int(LogLevel::Info))
     g_level.store(int(LogLevel::Info));

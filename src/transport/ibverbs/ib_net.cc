@@ -32,7 +32,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -336,7 +335,9 @@ bool peer_gone(IbComm* c) {
 // completions of what it wrote before it left are queued before its side
 // channel closes, but may have come after this thread's last poll.  `done`
 // says whether what the caller waits for came with them.
-void fail_if_peer_gone(IbComm* c, const std::function<bool()>& done) {
+// (A template: it runs on every poll that finds nothing, so no std::function.)
+template <class Done>
+void fail_if_peer_gone(IbComm* c, const Done& done) {
   if (!c->error.is_ok() || !peer_gone(c)) return;
   poll_completions(c);
   if (!done())

@@ -69,18 +69,15 @@ class PluginNet final : public Net {
   }
 
   Status init() {
-    ncclResult_t r;
     if (v11_) {
-      braidNcclNetCommConfig_t config{-1};
-      r = v11_->init(&contexts_[-1], 0, &config, plugin_logger, nullptr);
-    } else if (v10_) {
-      r = v10_->init(plugin_logger, nullptr);
-    } else if (v9_) {
-      r = v9_->init(plugin_logger);
+      void* ctx = nullptr;  // for communicators without a config
+      BRAID_TRY(context_for(NetCommConfig{}, &ctx));
     } else {
-      r = v8_->init(plugin_logger);
+      BRAID_TRY(check(v10_  ? v10_->init(plugin_logger, nullptr)
+                      : v9_ ? v9_->init(plugin_logger)
+                            : v8_->init(plugin_logger),
+                      "init"));
     }
-    BRAID_TRY(check(r, "init"));
     name_ = fmt::format("{} (net plugin v{}, {})", call_name(), version_, library_);  // init may name it
     int n = 0;
     BRAID_TRY(check(dispatch([&](auto* t) { return t->devices(&n); }), "devices"));
@@ -132,8 +129,7 @@ class PluginNet final : public Net {
       void* ctx = nullptr;
       BRAID_TRY(context_for(config, &ctx));
       r = v11_->listen(ctx, dev, handle->bytes, listen_comm);
-    }
-    else if (v10_) r = v10_->listen(dev, handle->bytes, listen_comm);
+    } else if (v10_) r = v10_->listen(dev, handle->bytes, listen_comm);
     else if (v9_) r = v9_->listen(dev, handle->bytes, listen_comm);
     else r = v8_->listen(dev, handle->bytes, listen_comm);
     return check(r, "listen");
