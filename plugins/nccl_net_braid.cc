@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "src/base/env.h"
+#include "src/base/env_plugin.h"
 #include "src/base/log.h"
 #include "src/transport/net/nccl_net_abi.h"
 #include "src/transport/net/nets.h"
@@ -203,6 +204,7 @@ void forward_to_nccl(LogLevel level, uint32_t subsys, const char* message) {
 template <class Table>
 ncclResult_t init_table(Table* table, braidNcclDebugLogger_t logger) {
   g_logger = logger;
+  env_plugin_never_load();  // the host NCCL has its own (env_plugin.h)
   log_forward_to(logger ? forward_to_nccl : nullptr);
   return guarded([&] { return init_net(&table->name); });
 }

@@ -2,14 +2,17 @@
 // Values are read from the environment on every call (cheap, and tests may
 // setenv between runs), or from the snapshot a braid-owned thread installed.
 // NCCL's configuration files are applied to the environment before the
-// first read (nccl_conf.h).
+// first read (nccl_conf.h); then an env plugin, where one is loaded, answers
+// in the environment's place (env_plugin.h).
 #include "src/base/env.h"
 
 #include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
+#include "src/base/env_plugin.h"
 #include "src/base/nccl_conf.h"
 
 extern char** environ;
@@ -80,6 +83,9 @@ constexpr EnvVar kNcclVars[] = {
      "NCCL's algorithm list (ring, ^ring, ring;allreduce:^ring): ring admits braid's ring where it has one, an "
      "exclusion everything braid has that it does not exclude; NCCL's other algorithms are not braid's "
      "(src/plan/nccl_algo.h); BRAID_ALGO and a call's algSelection come first; the same on every rank"},
+    {"NCCL_ENV_PLUGIN", "",
+     "an env plugin (ncclEnvPlugin_v2 or _v1) that answers every variable braid reads in the environment's place: "
+     "none, a library, or NAME for libnccl-env-NAME.so; unset: libnccl-env.so where it loads (src/base/env_plugin.h)"},
     {"NCCL_PROFILER_PLUGIN", "",
      "a profiler plugin (ncclProfiler_v5 to v7): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "
      "libnccl-profiler.so where it loads"},
@@ -114,11 +120,32 @@ bool nccl_or_braid(const char* name) {
   return std::strncmp(name, "NCCL_", 5) == 0 || std::strncmp(name, "BRAID_", 6) == 0;
 }
 
+// A variable's value: the env plugin's where one is in use, else the
+// environment's (after NCCL's configuration files are applied).
+std::optional<std::string> lookup(const char* name) {
+  apply_nccl_conf_files_once();
+  if (EnvPlugin* plugin = process_env_plugin()) return plugin->get(name);
+  const char* value = std::getenv(name);
+  if (!value) return std::nullopt;
+  return std::string(value);
+}
+
+// Every set NCCL_* and BRAID_* variable as NAME=value, sorted by name.  An
+// env plugin cannot list what it holds: with one, the names are the
+// environment's and the tables', and the values its answers.
 std::vector<std::string> scan_nccl_and_braid() {
-  std::vector<std::string> found;
+  apply_nccl_conf_files_once();
+  std::set<std::string> names;
   for (char** e = environ; e && *e; ++e)
-    if (nccl_or_braid(*e)) found.emplace_back(*e);
-  std::sort(found.begin(), found.end());
+    if (nccl_or_braid(*e)) names.insert(std::string(*e, std::strcspn(*e, "=")));
+  if (process_env_plugin()) {
+    for (const EnvVar& v : env_registry()) names.insert(v.name);
+    for (const EnvVar& v : kNcclVars) names.insert(v.name);
+  }
+  std::vector<std::string> found;
+  for (const std::string& name : names)
+    if (std::optional<std::string> value = lookup(name.c_str()); value && !value->empty())
+      found.push_back(name + "=" + *value);
   return found;
 }
 }  // namespace
@@ -127,12 +154,8 @@ EnvSnapshot EnvSnapshot::capture() {
   // A thread braid started (it runs under a snapshot) passes its own on:
   // reading the environment there would race the application's setenv.
   if (t_snapshot) return *t_snapshot;
-  apply_nccl_conf_files_once();
   EnvSnapshot snap;
-  auto add = [&](const char* name) {
-    const char* value = std::getenv(name);
-    snap.values_.emplace_back(name, value ? value : "");
-  };
+  auto add = [&](const char* name) { snap.values_.emplace_back(name, lookup(name).value_or("")); };
   for (const EnvVar& v : env_registry()) add(v.name);
   for (const EnvVar& v : kNcclVars) add(v.name);
   snap.nccl_and_braid_ = scan_nccl_and_braid();
@@ -163,14 +186,11 @@ std::string env_raw(const char* name) {
     assert((value || nccl_or_braid(name)) && "variable missing from EnvSnapshot (add it to env_registry.h)");
     return value ? *value : "";
   }
-  apply_nccl_conf_files_once();
-  const char* value = std::getenv(name);
-  return value ? value : "";
+  return lookup(name).value_or("");
 }
 
 std::vector<std::string> env_nccl_and_braid() {
   if (t_snapshot) return t_snapshot->nccl_and_braid();
-  apply_nccl_conf_files_once();
   return scan_nccl_and_braid();
 }
 

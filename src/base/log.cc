@@ -13,6 +13,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "src/base/env.h"
 #include "src/base/log_timestamp.h"
@@ -141,7 +143,10 @@ bool log_enabled(LogLevel level, uint32_t subsys) {
   return (g_subsys.load(std::memory_order_relaxed) & subsys) != 0;
 }
 
-void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
+namespace {
+
+// log_write's work, without the lines waiting.
+void write_line(LogLevel level, uint32_t subsys, const std::string& message) {
   if (LogForward forward = g_forward.load(std::memory_order_acquire)) return forward(level, subsys, message.c_str());
   static const std::string host = hostname();
   long tid = syscall(SYS_gettid);
@@ -158,6 +163,49 @@ void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
   FILE* out = g_file ? g_file : stderr;
   std::fwrite(line.data(), 1, line.size(), out);
   std::fflush(out);
+}
+
+// Lines logged later (log_later).
+struct LaterLine {
+  LogLevel level;
+  uint32_t subsys;
+  std::string message;
+};
+constexpr size_t kMaxLaterLines = 1000;
+std::mutex g_later_mutex;  // never held while writing: log_later may be called under g_mutex
+std::vector<LaterLine> g_later;
+size_t g_later_dropped = 0;
+std::atomic<bool> g_later_waiting{false};
+
+}  // namespace
+
+void log_later(LogLevel level, uint32_t subsys, std::string message) {
+  std::lock_guard<std::mutex> lock(g_later_mutex);
+  if (g_later.size() < kMaxLaterLines) g_later.push_back({level, subsys, std::move(message)});
+  else ++g_later_dropped;
+  g_later_waiting.store(true, std::memory_order_release);
+}
+
+void log_write_later_lines() {
+  if (!g_later_waiting.load(std::memory_order_acquire)) return;
+  std::vector<LaterLine> lines;
+  size_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_later_mutex);
+    lines.swap(g_later);
+    dropped = std::exchange(g_later_dropped, 0);
+    g_later_waiting.store(false, std::memory_order_relaxed);
+  }
+  for (const LaterLine& l : lines)
+    if (log_enabled(l.level, l.subsys)) write_line(l.level, l.subsys, l.message);
+  if (dropped && log_enabled(LogLevel::Info, kEnv))
+    write_line(LogLevel::Info, kEnv, fmt::format("{} more lines logged while the log could not write were dropped",
+                                                 dropped));
+}
+
+void log_write(LogLevel level, uint32_t subsys, const std::string& message) {
+  log_write_later_lines();
+  write_line(level, subsys, message);
 }
 
 void log_forward_to(LogForward forward) {
@@ -192,13 +240,16 @@ unsigned long nccl_flags_from_subsys(uint32_t subsys) {
   return flags;
 }
 
+LogLevel log_level_from_nccl(int nccl_level) {
+  return nccl_level == 2 ? LogLevel::Warn : nccl_level == 5 ? LogLevel::Trace
+                                          : nccl_level == 3 ? LogLevel::Info
+                                                            : LogLevel::Version;
+}
+
 void plugin_vlog(int nccl_level, unsigned long nccl_flags, uint32_t fallback, const char* who, const char* file,
                  int line, const char* fmt, va_list args) {
   const uint32_t subsys = subsys_from_nccl_flags(nccl_flags, fallback);
-  const LogLevel level = nccl_level == 2 ? LogLevel::Warn
-                         : nccl_level == 5 ? LogLevel::Trace
-                         : nccl_level == 3 ? LogLevel::Info
-                                           : LogLevel::Version;
+  const LogLevel level = log_level_from_nccl(nccl_level);
   if (!log_enabled(level, subsys)) return;
   char text[1024];
   std::vsnprintf(text, sizeof(text), fmt, args);

@@ -58,6 +58,15 @@ unsigned long nccl_flags_from_subsys(uint32_t subsys);
 // to braid's log as "`who`: message (file:line)".
 void plugin_vlog(int nccl_level, unsigned long nccl_flags, uint32_t fallback, const char* who, const char* file,
                  int line, const char* fmt, va_list args);
+// NCCL's level as braid's: NCCL_LOG_WARN 2, INFO 3, TRACE 5, else VERSION.
+LogLevel log_level_from_nccl(int nccl_level);
+
+// A line from code that must not log now: it runs while the log reads its
+// settings (the env plugin, env_plugin.h).  Written before the next line
+// the log writes, or at log_write_later_lines, where its level and
+// subsystem are enabled then; beyond 1000 waiting lines, only counted.
+void log_later(LogLevel level, uint32_t subsys, std::string message);
+void log_write_later_lines();
 
 }  // namespace braid
 

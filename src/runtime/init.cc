@@ -117,6 +117,7 @@ void log_environment_once() {
   }
   if (!unread.empty())
     BRAID_INFO(kInit | kEnv, "set, and not read by braid (docs/compatibility.md says why): {}", unread);
+  log_write_later_lines();  // the env plugin's (env_plugin.h)
 }
 
 Status read_local_choices(const ncclComm* comm, LocalChoices* out) {

@@ -15,6 +15,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/plugin_library.h"
 #include "src/ops/datatype.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/profiler_abi.h"
@@ -49,10 +50,7 @@ struct Loaded {
 Loaded load_plugin() {
   const std::string name = env_raw("NCCL_PROFILER_PLUGIN");
   if (strcasecmp(name.c_str(), "none") == 0) return {};
-  std::vector<std::string> candidates;
-  if (name.empty()) candidates.push_back("libnccl-profiler.so");
-  else candidates = {name, "libnccl-profiler-" + name + ".so"};
-  for (const std::string& candidate : candidates) {
+  for (const std::string& candidate : plugin_library_names("libnccl-profiler", name)) {
     void* lib = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       BRAID_INFO(kInit | kProfile, "profiler plugin {}: {}", candidate, dlerror());

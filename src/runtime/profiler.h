@@ -3,8 +3,9 @@
 //
 // The plugin is loaded at a communicator's init when none is loaded, and
 // unloaded when the last communicator holding it is destroyed, as NCCL
-// does: NCCL_PROFILER_PLUGIN=none loads none; a name NAME loads
-// libnccl-profiler-NAME.so, else NAME as a path; unset, libnccl-profiler.so.
+// does: NCCL_PROFILER_PLUGIN=none loads none; a value NAME loads NAME, else
+// libnccl-profiler-NAME.so where NAME is a bare name; unset,
+// libnccl-profiler.so (src/base/plugin_library.h).
 // (NCCL never tries again in a process where loading failed once; braid
 // tries again at the next init, which reads the variable anew.)
 // Each communicator gets the plugin's context (its init) and the events it

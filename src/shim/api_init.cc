@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "src/base/env.h"
+#include "src/base/env_plugin.h"
 #include "src/base/log.h"
 #include "src/runtime/device_comm.h"
 #include "src/runtime/group.h"
@@ -17,6 +18,7 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
                  const std::vector<ncclUniqueId>& scalable_ids) {
   if (!out) return BRAID_ERROR(ncclInvalidArgument, "comm pointer is NULL");
   *out = nullptr;
+  BRAID_TRY(env_plugin_status());
   if (nranks < 1) return BRAID_ERROR(ncclInvalidArgument, "nranks {} must be at least 1", nranks);
   if (rank < 0 || rank >= nranks) return BRAID_ERROR(ncclInvalidArgument, "rank {} out of range [0, {})", rank, nranks);
   ncclConfig_t read;
@@ -127,6 +129,7 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclGetVersion, (int* version))
 BRAID_API ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   return guarded(nullptr, "ncclGetUniqueId", [&] {
     if (!id) return BRAID_ERROR(ncclInvalidArgument, "uniqueId pointer is NULL");
+    BRAID_TRY(env_plugin_status());
     static std::once_flag banner;
     std::call_once(banner, [] {
       BRAID_LOG(Version, kInit, "braid {}.{}.{} (NCCL API {}.{}.{}), host backend", BRAID_VERSION_MAJOR,
@@ -156,6 +159,7 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
     if (devlist)
       for (int i = 0; i < ndev; ++i)
         if (devlist[i] < 0) return BRAID_ERROR(ncclInvalidArgument, "devlist[{}] = {} is not a device", i, devlist[i]);
+    BRAID_TRY(env_plugin_status());
     ncclUniqueId id;
     BRAID_TRY(bootstrap_create_root(&id));
     // One group: the ranks rendezvous concurrently at its end.

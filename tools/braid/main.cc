@@ -34,9 +34,10 @@ void add_source_options(CLI::App* cmd, braid::cli::ScheduleSource* source) {
 
 int print_env() {
   for (const braid::EnvVar& v : braid::env_registry()) {
-    const char* now = std::getenv(v.name);
+    // As braid reads it: NCCL's configuration files and env plugin included.
+    const std::string now = braid::env_raw(v.name);
     fmt::print("{:<24} default {:<8} {}{}\n", v.name, v.default_value[0] ? v.default_value : "-", v.description,
-               now ? fmt::format("  [set: {}]", now) : "");
+               now.empty() ? "" : fmt::format("  [set: {}]", now));
   }
   return 0;
 }

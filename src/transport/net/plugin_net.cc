@@ -22,6 +22,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/plugin_library.h"
 #include "src/transport/net/nccl_net_abi.h"
 #include "src/transport/net/nets.h"
 
@@ -270,27 +271,10 @@ class PluginNet final : public Net {
   const braidNcclNet_v8_t* v8_ = nullptr;
 };
 
-// dlopen as NCCL does; "" when it cannot be opened (why in *error).
-void* open_library(const std::string& entry, std::string* opened, std::string* error) {
-  std::vector<std::string> names{entry};
-  const bool bare = entry.find('/') == std::string::npos &&
-                    !(entry.rfind("lib", 0) == 0 && entry.size() >= 3 && entry.compare(entry.size() - 3, 3, ".so") == 0);
-  if (bare) names.push_back("libnccl-net-" + entry + ".so");
-  for (const std::string& n : names) {
-    if (void* lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *opened = n;
-      return lib;
-    }
-    const char* why = dlerror();
-    *error += fmt::format("{}{}: {}", error->empty() ? "" : "; ", n, why ? why : "?");
-  }
-  return nullptr;
-}
-
 Status load(const std::string& entry, bool quiet_if_absent, PluginNet** out) {
   *out = nullptr;
   std::string opened, error;
-  void* lib = open_library(entry, &opened, &error);
+  void* lib = open_plugin_library("libnccl-net", entry, &opened, &error);
   if (!lib) {
     if (quiet_if_absent) return Status::ok();
     return BRAID_ERROR(ncclSystemError, "net plugin {}: cannot load it ({})", entry, error);
