@@ -49,6 +49,9 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_TC", "",
      "RoCE traffic class of every queue pair (0..255; unset: the config's trafficClass, else 0): the DSCP/ECN bits "
      "PFC maps"},
+    {"NCCL_IB_PKEY", "",
+     "the index in each port's P_Key table of every queue pair's partition key (default 0); ends whose P_Keys cannot "
+     "reach each other fail to connect, saying so"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},

@@ -10,8 +10,8 @@
 #   full      short plus every collective at 4 MB and 16 MB (ctest rdma.full)
 #   plugin    short, through braid's own net plugin library over InfiniBand; then
 #             short under NCCL_NET=ib (braid's verbs, the plugin loaded; with
-#             NCCL_IB_SL, NCCL_IB_TC over a config's trafficClass, and
-#             NCCL_IB_ADDR_RANGE),
+#             NCCL_IB_SL, NCCL_IB_TC over a config's trafficClass,
+#             NCCL_IB_ADDR_RANGE and NCCL_IB_PKEY),
 #             NCCL_IB_DISABLE=1 (sockets beside a port), the plugin with a
 #             communicator config's trafficClass, and the plugin again with
 #             every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port) (ctest
@@ -20,8 +20,9 @@
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
 #             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
 #   faults    a killed rank (during collectives; and holding a devComm whose
-#             GIN crosses to it), a wrong NCCL_IB_HCA, a GID the peer cannot
-#             reach: each a clear error in bounded time (ctest rdma.faults)
+#             GIN crosses to it), a wrong NCCL_IB_HCA, an NCCL_IB_PKEY past
+#             the port's table, a GID the peer cannot reach: each a clear
+#             error in bounded time (ctest rdma.faults)
 # Exits 77 (skip) where the guests cannot be had (scripts/verbs-vm).
 set -u
 build=$(realpath "$1") case=$2
@@ -46,8 +47,8 @@ case "$case" in
     cmd="$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
       "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'") &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib NCCL_IB_SL=3 NCCL_IB_TC=104 \
-        NCCL_IB_ADDR_RANGE=10.78.0.0/16 TRAFFIC_CLASS=40 EXPECT_TRANSPORT=shm+IB \
-        "EXPECT_LOG='service level 3, traffic class 104;traffic class 104 (NCCL_IB_TC, over the communicator'") &&
+        NCCL_IB_ADDR_RANGE=10.78.0.0/16 NCCL_IB_PKEY=0 TRAFFIC_CLASS=40 EXPECT_TRANSPORT=shm+IB \
+        "EXPECT_LOG='service level 3, traffic class 104, P_Key 0xffff (index 0);traffic class 104 (NCCL_IB_TC, over the communicator'") &&
       $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket) &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" TRAFFIC_CLASS=40 \
         "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" "EXPECT_LOG='traffic class 40 (the communicator'") &&
@@ -83,6 +84,8 @@ case "$case" in
         EXPECT_TRANSPORT=IB) || exit 4;
       echo '== a wrong NCCL_IB_HCA'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_HCA=mlx5_0 \
         EXPECT_ERROR="'NCCL_IB_HCA=mlx5_0 matches no active port'") || exit 2;
+      echo '== an NCCL_IB_PKEY past the table'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_PKEY=1000 \
+        EXPECT_ERROR="'NCCL_IB_PKEY=1000: the port'") || exit 5;
       echo '== a GID the peer cannot reach'; $gid_setup;
       $(job call-fails BRAID_TRANSPORT=ib 'BRAID_IB_GID_INDEX=$gid' BRAID_IB_TIMEOUT=14 BRAID_TIMEOUT=30 \
         EXPECT_WITHIN=60 "EXPECT_ERROR='reachable|closed|reset by peer|gone'") || exit 3"

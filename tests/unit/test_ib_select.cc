@@ -125,3 +125,26 @@ TEST_CASE("GID choice: NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and NCCL_IB_ROCE_
   CHECK(pick("AF_INET6", "192.168.0.0/16", "").second == "NCCL_IB_ADDR_RANGE=192.168.0.0/16 is not a range of AF_INET6");
   CHECK(pick("", "", "two").first == 3);  // not a number: version 2
 }
+
+TEST_CASE("NCCL_IB_PKEY names an entry of the port's P_Key table, not an empty one", "[unit][ib]") {
+  CHECK(check_pkey(0, 1, 0xffff).is_ok());
+  CHECK(check_pkey(3, 4, 0x8123).is_ok());
+  const Status past = check_pkey(4, 4, 0xffff);
+  CHECK(past.code() == ncclInvalidArgument);
+  CHECK_THAT(past.message(), Catch::Contains("NCCL_IB_PKEY=4: the port's P_Key table has 4 entries (0 to 3)"));
+  CHECK(check_pkey(-1, 4, 0xffff).code() == ncclInvalidArgument);
+  const Status empty = check_pkey(1, 4, 0x8000);  // membership bit, partition 0: empty
+  CHECK(empty.code() == ncclSystemError);
+  CHECK_THAT(empty.message(), Catch::Contains("is empty (0x8000)"));
+}
+
+TEST_CASE("two P_Keys reach each other in one partition with a full member", "[unit][ib]") {
+  std::string why;
+  CHECK(pkeys_reach(0xffff, 0xffff, &why));
+  CHECK(pkeys_reach(0x8123, 0x0123, &why));  // full and limited
+  CHECK(pkeys_reach(0x0123, 0x8123, &why));
+  CHECK_FALSE(pkeys_reach(0x8123, 0x8124, &why));
+  CHECK_THAT(why, Catch::Contains("0x8123 here and 0x8124 at the peer are different partitions"));
+  CHECK_FALSE(pkeys_reach(0x0123, 0x0123, &why));
+  CHECK_THAT(why, Catch::Contains("both limited members"));
+}

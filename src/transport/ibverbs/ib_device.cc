@@ -56,6 +56,19 @@ std::vector<GidEntry> read_gids(ibv_context* ctx, int port, int table_len) {
   return out;
 }
 
+// NCCL_IB_PKEY's entry of the port's P_Key table, into port->pkey_index
+// and port->pkey.
+Status read_pkey(ibv_context* ctx, int port_num, int64_t index, int table_length, IbPort* port) {
+  BRAID_TRY(check_pkey(index, table_length, 0xffff));  // the index first: a query past the table is no answer
+  __be16 raw = 0;
+  if (int rc = ibv_query_pkey(ctx, uint8_t(port_num), int(index), &raw))
+    return BRAID_ERROR(ncclSystemError, "ibv_query_pkey of entry {}: {}", index, std::strerror(rc < 0 ? errno : rc));
+  BRAID_TRY(check_pkey(index, table_length, ntohs(raw)));
+  port->pkey_index = uint16_t(index);
+  port->pkey = ntohs(raw);
+  return Status::ok();
+}
+
 // Fork safety: registered memory must not be copied-on-write into a child
 // while a NIC writes it.  ibv_fork_init marks it MADV_DONTFORK where the
 // kernel needs that (kernels from 5.13 do not, and it is then a no-op).  It
@@ -93,6 +106,7 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(-1);
   const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
   const int traffic_class = int(tc >= 0 && tc <= 255 ? tc : -1);
+  const int64_t pkey_index = env_nccl_int("NCCL_IB_PKEY").value_or(0);
 
   int ndev = 0;
   ibv_device** list = ibv_get_device_list(&ndev);
@@ -136,6 +150,10 @@ Status open_ib_ports(std::vector<IbPort>* out) {
           }
           port.use_gid = true;
         }
+        if (Status s = read_pkey(ctx, p, pkey_index, pattr.pkey_tbl_len, &port); !s.is_ok()) {
+          if (first_error.is_ok()) first_error = std::move(s).context(fmt::format("{}:{}", name, p));
+          continue;
+        }
         char path[PATH_MAX];
         if (realpath(fmt::format("/sys/class/infiniband/{}/device", name).c_str(), path)) port.pci_path = path;
         if (!pd && !(pd = ibv_alloc_pd(ctx))) {
@@ -148,9 +166,10 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.service_level = service_level;
         port.traffic_class = traffic_class;
         used = true;
-        BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}", port.describe(),
-                   port.speed_mbps, service_level,
-                   traffic_class >= 0 ? std::to_string(traffic_class) : "the communicator's, else 0");
+        BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}, P_Key {:#06x} "
+                   "(index {})", port.describe(), port.speed_mbps, service_level,
+                   traffic_class >= 0 ? std::to_string(traffic_class) : "the communicator's, else 0", port.pkey,
+                   port.pkey_index);
         out->push_back(std::move(port));
       }
     }

@@ -34,6 +34,9 @@ struct IbPort {
   // priority); unset, the sending communicator's trafficClass, else 0.
   uint8_t service_level = 0;
   int traffic_class = -1;
+  // NCCL_IB_PKEY: the index of every queue pair's P_Key, and its value
+  // (host order), which travels to the peer (ib_select.h).
+  uint16_t pkey_index = 0, pkey = 0xffff;
   uint8_t traffic_class_for(int config_traffic_class) const {
     return uint8_t(traffic_class >= 0 ? traffic_class : config_traffic_class >= 0 ? config_traffic_class : 0);
   }

@@ -62,6 +62,7 @@ struct QpInfo {
   uint8_t mtu;
   uint8_t gid[16];
   uint8_t traffic_class;  // the sender's, which both ends use
+  uint16_t pkey;          // each end's P_Key: both must reach the other (ib_select.h)
 };
 
 struct IbComm;
@@ -147,7 +148,7 @@ Status create_qps(IbComm* c) {
     c->qps.push_back(qp);
     ibv_qp_attr m{};
     m.qp_state = IBV_QPS_INIT;
-    m.pkey_index = 0;
+    m.pkey_index = c->dev->port.pkey_index;
     m.port_num = uint8_t(c->dev->port.port);
     m.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
     if (int rc = ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
@@ -161,6 +162,7 @@ Status create_qps(IbComm* c) {
   c->mine.lid = c->dev->port.lid;
   c->mine.use_gid = c->dev->port.use_gid;
   c->mine.mtu = uint8_t(c->dev->port.mtu);
+  c->mine.pkey = c->dev->port.pkey;
   std::memcpy(c->mine.gid, c->dev->port.gid.raw, 16);
   return Status::ok();
 }
@@ -650,6 +652,8 @@ class IbNet final : public Net {
       if (c->theirs_got < sizeof(c->theirs)) return Status::ok();
       if (c->theirs.magic != kHandleMagic || c->theirs.nqps != uint32_t(c->nqps))
         return BRAID_ERROR(ncclSystemError, "malformed answer from the receiver");
+      if (std::string why; !pkeys_reach(c->mine.pkey, c->theirs.pkey, &why))
+        return BRAID_ERROR(ncclSystemError, "InfiniBand connection to {}: {}", c->peer, why);
       BRAID_TRY(qps_ready(c));
       const char ready = 1;
       BRAID_TRY(send_all(c->fd, &ready, 1, setup_deadline(), nullptr));
@@ -666,6 +670,14 @@ class IbNet final : public Net {
       if (c->theirs_got < sizeof(c->theirs)) return Status::ok();
       if (c->theirs.magic != kHandleMagic || c->theirs.nqps < 1 || c->theirs.nqps > uint32_t(kIbMaxQps))
         return BRAID_ERROR(ncclSystemError, "malformed connection request");
+      if (std::string why; !pkeys_reach(c->dev->port.pkey, c->theirs.pkey, &why)) {
+        // Answered first, with this end's P_Key, so that the sender says why too.
+        c->mine.magic = kHandleMagic;
+        c->mine.nqps = c->theirs.nqps;
+        c->mine.pkey = c->dev->port.pkey;
+        (void)send_all(c->fd, &c->mine, sizeof(c->mine), setup_deadline(), nullptr);
+        return BRAID_ERROR(ncclSystemError, "InfiniBand connection from {}: {}", c->peer, why);
+      }
       c->nqps = int(c->theirs.nqps);
       c->receives = IbReceives(c->nqps);
       BRAID_TRY(create_qps(c));

@@ -151,4 +151,28 @@ Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::str
   return Status::ok();
 }
 
+Status check_pkey(int64_t index, int table_length, uint16_t value) {
+  if (index < 0 || index >= table_length)
+    return BRAID_ERROR(ncclInvalidArgument, "NCCL_IB_PKEY={}: the port's P_Key table has {} entries (0 to {})", index,
+                       table_length, table_length - 1);
+  if ((value & 0x7fff) == 0)
+    return BRAID_ERROR(ncclSystemError, "NCCL_IB_PKEY={}: that entry of the port's P_Key table is empty ({:#06x})",
+                       index, value);
+  return Status::ok();
+}
+
+bool pkeys_reach(uint16_t mine, uint16_t theirs, std::string* why) {
+  if ((mine & 0x7fff) != (theirs & 0x7fff)) {
+    *why = fmt::format("P_Key {:#06x} here and {:#06x} at the peer are different partitions (NCCL_IB_PKEY picks an "
+                       "entry of each port's table)", mine, theirs);
+    return false;
+  }
+  if (!(mine & 0x8000) && !(theirs & 0x8000)) {
+    *why = fmt::format("P_Key {:#06x} here and {:#06x} at the peer are both limited members of the partition, which "
+                       "cannot reach each other", mine, theirs);
+    return false;
+  }
+  return true;
+}
+
 }  // namespace braid

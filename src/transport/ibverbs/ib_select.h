@@ -19,6 +19,8 @@
 // RoCE version NCCL_IB_ROCE_VERSION_NUM (2 by default); else the first of
 // that family and range of another version; else the first RoCE v2 GID
 // that holds an IPv4 address, else the first RoCE v2 one, else the first.
+//
+// The P_Key (check_pkey, pkeys_reach): NCCL_IB_PKEY's entry of the table.
 #pragma once
 
 #include <cstdint>
@@ -74,5 +76,17 @@ GidPreference parse_gid_preference(const std::string& family, const std::string&
 // forced names no entry, or when the table is empty.
 Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting,
                   const GidPreference& preference, GidEntry* out);
+
+// The partition key (P_Key) every queue pair carries: the entry of the
+// port's P_Key table at NCCL_IB_PKEY (NCCL's default 0; NCCL reads it as an
+// index).  A P_Key's low 15 bits are the partition (0: an empty entry), its
+// top bit full membership.  ncclInvalidArgument for an index outside the
+// table (of `table_length` entries), ncclSystemError for an empty entry;
+// `value` is the entry's (host order), read only for a valid index.
+Status check_pkey(int64_t index, int table_length, uint16_t value);
+// Whether ports with these P_Keys reach each other (InfiniBand's rule): the
+// same partition, and at least one of the two a full member.  *why says why
+// not.
+bool pkeys_reach(uint16_t mine, uint16_t theirs, std::string* why);
 
 }  // namespace braid

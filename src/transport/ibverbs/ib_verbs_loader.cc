@@ -28,6 +28,7 @@ constexpr const char* kLibrary = "libibverbs.so.1";
   X(ibv_close_device, 1, true)                                           \
   X(ibv_query_device, 2, true)                                           \
   X(ibv_query_port, 3, true)                                             \
+  X(ibv_query_pkey, 4, true)                                             \
   X(_ibv_query_gid_ex, 6, true)                                          \
   X(ibv_alloc_pd, 1, true)                                               \
   X(ibv_dealloc_pd, 1, true)                                             \
