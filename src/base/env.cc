@@ -86,6 +86,9 @@ constexpr EnvVar kNcclVars[] = {
      "NCCL's algorithm list (ring, ^ring, ring;allreduce:^ring): ring admits braid's ring where it has one, an "
      "exclusion everything braid has that it does not exclude; NCCL's other algorithms are not braid's "
      "(src/plan/nccl_algo.h); BRAID_ALGO and a call's algSelection come first; the same on every rank"},
+    {"NCCL_PROTO", "",
+     "NCCL's protocol list (Simple, ^LL, allreduce:simple;ll): a function whose list excludes LL never takes braid's "
+     "CUDA LL path; LL128 is none of braid's (src/plan/nccl_proto.h); the same on every rank"},
     {"NCCL_ENV_PLUGIN", "",
      "an env plugin (ncclEnvPlugin_v2 or _v1) that answers every variable braid reads in the environment's place: "
      "none, a library, or NAME for libnccl-env-NAME.so; unset: libnccl-env.so where it loads (src/base/env_plugin.h)"},

@@ -66,6 +66,8 @@ struct BackendContext {
   // A bit per Collective a fixed schedule is pinned to (BRAID_ALGO, a
   // schedule file; agreed): no fast path may replace it.
   uint32_t pinned_collectives = 0;
+  // A bit per Collective whose LL path NCCL_PROTO excludes (src/plan/nccl_proto.h; agreed).
+  uint32_t ll_excluded_collectives = 0;
   // CUDA backend: the communicator's settings (channels, slots, slot bytes,
   // the LL limit), agreed at init from BRAID_CUDA_* and the tuning table
   // (src/plan/device_tuning.h), and the table's per-call choices.

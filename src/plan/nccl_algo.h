@@ -1,14 +1,8 @@
 // NCCL_ALGO, NCCL's variable that restricts which algorithms a collective
 // may use, read as the algorithms braid has (src/plan/alg_selection.h).
 //
-// NCCL's grammar (2.24+, docs/userguide env.rst): entries separated by
-// ';', each "[function:]list"; the list is comma-separated algorithm names
-// (any case), all excluded where it starts with '^'.  An entry without a
-// function (only the first may lack one) applies to every function no
-// later entry names.  The functions are NCCL's: broadcast, reduce,
-// allgather, reducescatter, allreduce; the algorithms ring, tree, collnet,
-// collnetchain, collnetdirect, nvls, nvlstree, pat.  NCCL fails on any
-// other token, and so does this.
+// NCCL's per-function grammar (nccl_lists.h), with NCCL's algorithms:
+// ring, tree, collnet, collnetchain, collnetdirect, nvls, nvlstree, pat.
 //
 // braid has a ring for some collectives and none of NCCL's other
 // algorithms, but algorithms of its own: "ring" admits braid's ring where

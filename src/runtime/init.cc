@@ -132,6 +132,8 @@ Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
   BRAID_TRY(TuningTable::current(&out->tuning_table));
   out->nccl_algo_text = env_raw("NCCL_ALGO");
   BRAID_TRY(parse_nccl_algo(out->nccl_algo_text, &out->nccl_algo));
+  out->nccl_proto_text = env_raw("NCCL_PROTO");
+  BRAID_TRY(parse_nccl_proto(out->nccl_proto_text, &out->nccl_proto));
   // Read where reductions run (src/ops/host_kernels.cc); checked here.
   BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &choice));
   return Status::ok();
@@ -173,6 +175,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
   a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
+  a.nccl_proto = local.nccl_proto_text.empty() ? 0 : fnv1a(local.nccl_proto_text);
   a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
@@ -288,6 +291,7 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.rma_signals = setup.agreed.rma_signals;
   b.rma_eager = setup.agreed.rma_eager != 0;
   b.pinned_collectives = setup.host.pinned_collectives;
+  b.ll_excluded_collectives = setup.local.nccl_proto.ll_excluded;
   b.cuda = setup.cuda.comm;
   b.cuda_calls = setup.cuda.calls;
   b.check_buffer_devices = comm->check_pointers;
@@ -419,6 +423,13 @@ Status comm_setup(ncclComm* comm) {
     std::call_once(said, [&] {
       BRAID_WARN("NCCL_ALGO={}: braid has none of the algorithms it lists for {}: those keep braid's own choice "
                  "(BRAID_ALGO names braid's algorithms)", local.nccl_algo_text, local.nccl_algo.unserved);
+    });
+  }
+  if (!local.nccl_proto.unserved.empty()) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      BRAID_WARN("NCCL_PROTO={}: braid has none of the protocols it lists for {} (braid's are LL and Simple): those "
+                 "keep braid's own choice", local.nccl_proto_text, local.nccl_proto.unserved);
     });
   }
   BRAID_TRY(make_backend(comm, *setup, ctx));

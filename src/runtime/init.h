@@ -12,6 +12,7 @@
 #include "src/exec/device_backend.h"
 #include "src/plan/host_path.h"
 #include "src/plan/nccl_algo.h"
+#include "src/plan/nccl_proto.h"
 #include "src/runtime/agreement.h"
 #include "src/runtime/cuda_settings.h"
 #include "src/transport/transport.h"
@@ -28,6 +29,8 @@ struct LocalChoices {
   std::shared_ptr<const TuningTable> tuning_table;  // BRAID_TUNING_FILE's rows, then the built-in ones
   std::string nccl_algo_text;  // NCCL_ALGO
   NcclAlgo nccl_algo;          // what it admits of braid's algorithms (src/plan/nccl_algo.h)
+  std::string nccl_proto_text;  // NCCL_PROTO
+  NcclProto nccl_proto;         // what it admits of braid's protocols (src/plan/nccl_proto.h)
 };
 
 // What init decided, kept so that ncclCommResume can make the transport and

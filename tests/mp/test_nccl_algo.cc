@@ -3,7 +3,9 @@
 // log names each call's schedule), "ring;allreduce:^ring" keeps AllReduce
 // off it, "tree" (which braid has none of) warns once and leaves braid's own
 // choice, and a malformed value, or one set apart on one rank, fails init
-// on every rank with the reason.  Every result exact.
+// on every rank with the reason.  NCCL_PROTO (src/plan/nccl_proto.h) the
+// same way: LL128 alone warns once, a malformed or lone value fails init
+// (its effect, the CUDA LL path, is the GPU checks').  Every result exact.
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,14 +26,17 @@ namespace {
 
 constexpr int kRanks = 4;
 
-// Each rank: NCCL_ALGO=value, and a log of this process at INFO (COLL and
-// INIT: every call's schedule, and init's warnings).
-std::function<void(int)> with_algo(const std::string& value) {
+// Each rank: the variable (NCCL_ALGO, NCCL_PROTO) set to value, and a log
+// of this process at INFO (COLL and INIT: every call's schedule, and init's
+// warnings).
+std::function<void(int)> with(const char* variable, const std::string& value) {
   return [=](int) {
-    setenv("NCCL_ALGO", value.c_str(), 1);
+    setenv(variable, value.c_str(), 1);
     log_to_own_file("COLL,INIT");
   };
 }
+std::function<void(int)> with_algo(const std::string& value) { return with("NCCL_ALGO", value); }
+std::function<void(int)> with_proto(const std::string& value) { return with("NCCL_PROTO", value); }
 
 // A small and a large AllReduce, and an AllGather, exact; then the log.
 std::string run_calls(int rank, int n, ncclComm_t comm, Failures& f) {
@@ -129,4 +134,29 @@ TEST_CASE("NCCL_ALGO malformed, or set apart on one rank, fails init on every ra
   // Rank 2 alone asks for ring: every rank fails, naming the variable (the
   // others' parse is fine, the agreement is not).
   CHECK(init_fails([](int rank) { with_algo(rank == 2 ? "ring" : "")(rank); }, "NCCL_ALGO") == 0);
+}
+
+TEST_CASE("NCCL_PROTO=LL128: braid has no LL128, says so once, and keeps its own choice", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          ncclComm_t second = nullptr;  // a second communicator of the process: no second warning
+          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &second, nullptr));
+          if (second) MP_NCCL(f, ncclCommDestroy(second));
+          const std::string log = run_calls(rank, n, comm, f);
+          const std::string warning = "NCCL_PROTO=LL128: braid has none of the protocols it lists for broadcast "
+                                      "(ll128), reduce (ll128), allgather (ll128), reducescatter (ll128), allreduce "
+                                      "(ll128)";
+          if (occurrences(log, warning) != 1) f.fail("the warning, once: " + log);
+        }, 60, with_proto("LL128")) == 0);
+}
+
+TEST_CASE("NCCL_PROTO=Simple: every call exact, nothing to warn of", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (log.find("NCCL_PROTO") != std::string::npos) f.fail("NCCL_PROTO=Simple said something: " + log);
+        }, 60, with_proto("Simple")) == 0);
+}
+
+TEST_CASE("NCCL_PROTO malformed, or set apart on one rank, fails init on every rank", "[mp][nccl_algo]") {
+  CHECK(init_fails(with_proto("LL,LL256"), "unknown protocol \"ll256\"") == 0);
+  CHECK(init_fails([](int rank) { with_proto(rank == 1 ? "^LL" : "")(rank); }, "NCCL_PROTO") == 0);
 }

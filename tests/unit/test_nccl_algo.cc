@@ -1,12 +1,14 @@
-// NCCL_ALGO read as braid's algorithms (src/plan/nccl_algo.h): NCCL's
-// grammar (entries, functions, exclusions), what each admits of braid's
-// algorithms, what braid cannot serve, and every token NCCL refuses.
+// NCCL_ALGO read as braid's algorithms (src/plan/nccl_algo.h), and
+// NCCL_PROTO as braid's protocols (src/plan/nccl_proto.h): NCCL's grammar
+// (entries, functions, exclusions; src/plan/nccl_lists.h), what each admits
+// of braid's, what braid cannot serve, and every token NCCL refuses.
 #include <catch2/catch.hpp>
 
 #include <string>
 
 #include "braid/algorithms.h"
 #include "src/plan/nccl_algo.h"
+#include "src/plan/nccl_proto.h"
 
 using namespace braid;
 
@@ -95,5 +97,59 @@ TEST_CASE("NCCL_ALGO: tokens NCCL refuses are refused", "[nccl_algo]") {
     const Status s = parse_nccl_algo(value, &a);
     CHECK(s.code() == ncclInvalidArgument);
     CHECK(s.message().find(why) != std::string::npos);
+  }
+}
+
+namespace {
+NcclProto parsed_proto(const std::string& value) {
+  NcclProto p;
+  const Status s = parse_nccl_proto(value, &p);
+  INFO(s.message());
+  REQUIRE(s.is_ok());
+  return p;
+}
+constexpr uint32_t bit(Collective c) { return 1u << int(c); }
+constexpr uint32_t kNcclFunctionBits = bit(Collective::Broadcast) | bit(Collective::Reduce) |
+                                       bit(Collective::AllGather) | bit(Collective::ReduceScatter) |
+                                       bit(Collective::AllReduce);
+}  // namespace
+
+TEST_CASE("NCCL_PROTO: a list without LL keeps NCCL's functions off braid's LL path", "[nccl_algo]") {
+  CHECK(parsed_proto("").ll_excluded == 0);
+  CHECK(parsed_proto("Simple").ll_excluded == kNcclFunctionBits);  // AlltoAll is none of them: its LL path stays
+  CHECK(parsed_proto("^LL").ll_excluded == kNcclFunctionBits);
+  CHECK(parsed_proto("^LL128").ll_excluded == 0);
+  CHECK(parsed_proto("LL,Simple").ll_excluded == 0);
+  CHECK(parsed_proto("ll;allreduce:simple").ll_excluded == bit(Collective::AllReduce));
+  CHECK(parsed_proto("simple;reducescatter:^ll128").ll_excluded ==
+        (kNcclFunctionBits & ~bit(Collective::ReduceScatter)));
+  // LL alone: the LL path where it serves, braid's schedules above it.
+  const NcclProto ll = parsed_proto("LL");
+  CHECK(ll.ll_excluded == 0);
+  CHECK(ll.unserved.empty());
+}
+
+TEST_CASE("NCCL_PROTO: LL128 alone is none of braid's protocols and keeps braid's own choice", "[nccl_algo]") {
+  const NcclProto p = parsed_proto("LL128;allgather:simple");
+  CHECK(p.ll_excluded == bit(Collective::AllGather));
+  CHECK(p.unserved == "broadcast (ll128), reduce (ll128), reducescatter (ll128), allreduce (ll128)");
+  CHECK(parsed_proto("^ll,simple").unserved == "broadcast (^ll,simple), reduce (^ll,simple), allgather (^ll,simple), "
+                                               "reducescatter (^ll,simple), allreduce (^ll,simple)");
+}
+
+TEST_CASE("NCCL_PROTO: tokens NCCL refuses are refused", "[nccl_algo]") {
+  const std::pair<const char*, const char*> bad[] = {
+      {"LL256", "unknown protocol \"ll256\""},
+      {"allreduce:ring", "unknown protocol \"ring\""},
+      {"alltoall:simple", "unknown function \"alltoall\""},
+      {"simple;ll", "names no function"},
+      {"allreduce:", "no protocol listed for allreduce"},
+  };
+  for (const auto& [value, why] : bad) {
+    INFO(value);
+    NcclProto p;
+    const Status s = parse_nccl_proto(value, &p);
+    CHECK(s.code() == ncclInvalidArgument);
+    CHECK_THAT(s.message(), Catch::Contains("NCCL_PROTO=") && Catch::Contains(why));
   }
 }
