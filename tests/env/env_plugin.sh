@@ -21,24 +21,7 @@ printf 'NCCL_ENV_PLUGIN=%s\n' "$plugin" >"$dir/names_plugin.conf"
 export BRAID_BACKEND=host HOME="$dir/empty"
 unset NCCL_ALGO NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_CONF_FILE NCCL_ENV_PLUGIN BRAID_DEBUG BRAID_DEBUG_SUBSYS
 fail=0
-report() {  # report WANT PATTERN RC OUTPUT ENV...
-  local want=$1 pattern=$2 rc=$3 out=$4
-  shift 4
-  if [[ ($want == ok && $rc != 0) || ($want == fail && $rc == 0) ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAILED: $* (exit $rc, want $want; want a line matching '$pattern')"
-    echo "$out" | tail -20
-    fail=1
-  else
-    echo "ok: $*"
-  fi
-}
-expect() {  # expect ok|fail PATTERN ENV...: the tool's exit and a line of its output, ranks as threads
-  local want=$1 pattern=$2 out rc
-  shift 2
-  out=$(env "$@" "$tool" -t 2 -b 8 -e 1K -f 4 -n 2 -w 1 2>&1)
-  rc=$?
-  report "$want" "$pattern" "$rc" "$out" "$@"
-}
+. "$(dirname "$0")/expect.sh"
 expect fail 'NCCL_ALGO' NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FILE="$dir/bogus.txt"
 expect ok 'Out of bounds values : 0 OK' NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FILE="$dir/hides.txt" \
   NCCL_ALGO=bogus

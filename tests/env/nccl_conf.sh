@@ -14,22 +14,10 @@ mkdir -p "$dir/home"
 printf 'NCCL_ALGO=bogus\n' >"$dir/bogus.conf"
 printf 'NCCL_ALGO=bogus\n' >"$dir/home/.nccl.conf"
 printf '# braid test\nNCCL_DEBUG=INFO\nNCCL_DEBUG_SUBSYS=INIT,ENV\n' >"$dir/good.conf"
-export BRAID_BACKEND=host
+export BRAID_BACKEND=host HOME="$dir/empty"
 unset NCCL_ALGO NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_CONF_FILE BRAID_DEBUG BRAID_DEBUG_SUBSYS
 fail=0
-expect() {  # expect ok|fail PATTERN ENV...: the tool's exit and a line of its output
-  local want=$1 pattern=$2 out rc
-  shift 2
-  out=$(env HOME="$dir/empty" "$@" "$tool" -t 2 -b 8 -e 1K -f 4 -n 2 -w 1 2>&1)
-  rc=$?
-  if [[ ($want == ok && $rc != 0) || ($want == fail && $rc == 0) ]] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAILED: $* (exit $rc, want $want; want a line matching '$pattern')"
-    echo "$out" | tail -20
-    fail=1
-  else
-    echo "ok: $*"
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 expect fail 'NCCL_ALGO' NCCL_CONF_FILE="$dir/bogus.conf"
 expect ok 'Out of bounds values : 0 OK' NCCL_CONF_FILE="$dir/bogus.conf" NCCL_ALGO=ring
 expect fail 'NCCL_ALGO' HOME="$dir/home"

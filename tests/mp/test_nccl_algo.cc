@@ -83,6 +83,18 @@ int init_fails(const std::function<void(int)>& setup, const std::string& why) {
   return bad;
 }
 
+// The ranks, each with `setup`, run exact calls on two communicators of
+// the process; the log holds `warning` once.
+bool warns_once(const std::function<void(int)>& setup, const std::string& warning) {
+  return run_ranks_as_processes(kRanks, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+           ncclComm_t second = nullptr;  // a second communicator of the process: no second warning
+           MP_NCCL(f, ncclCommSplit(comm, 0, rank, &second, nullptr));
+           if (second) MP_NCCL(f, ncclCommDestroy(second));
+           const std::string log = run_calls(rank, n, comm, f);
+           if (occurrences(log, warning) != 1) f.fail("the warning, once: " + log);
+         }, 60, setup) == 0;
+}
+
 }  // namespace
 
 TEST_CASE("NCCL_ALGO=ring runs braid's ring, also for calls its fast paths would take", "[mp][nccl_algo]") {
@@ -117,15 +129,8 @@ TEST_CASE("NCCL_ALGO of ring then allreduce:^ring: AllGather on the ring, AllRed
 }
 
 TEST_CASE("NCCL_ALGO=tree: braid has no tree, says so once, and keeps its own choice", "[mp][nccl_algo]") {
-  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          ncclComm_t second = nullptr;  // a second communicator of the process: no second warning
-          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &second, nullptr));
-          if (second) MP_NCCL(f, ncclCommDestroy(second));
-          const std::string log = run_calls(rank, n, comm, f);
-          const std::string warning = "NCCL_ALGO=tree: braid has none of the algorithms it lists for broadcast (tree), "
-                                      "reduce (tree), allgather (tree), reducescatter (tree), allreduce (tree)";
-          if (occurrences(log, warning) != 1) f.fail("the warning, once: " + log);
-        }, 60, with_algo("tree")) == 0);
+  CHECK(warns_once(with_algo("tree"), "NCCL_ALGO=tree: braid has none of the algorithms it lists for broadcast "
+                                      "(tree), reduce (tree), allgather (tree), reducescatter (tree), allreduce (tree)"));
 }
 
 TEST_CASE("NCCL_ALGO malformed, or set apart on one rank, fails init on every rank", "[mp][nccl_algo]") {
@@ -137,16 +142,9 @@ TEST_CASE("NCCL_ALGO malformed, or set apart on one rank, fails init on every ra
 }
 
 TEST_CASE("NCCL_PROTO=LL128: braid has no LL128, says so once, and keeps its own choice", "[mp][nccl_algo]") {
-  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
-          ncclComm_t second = nullptr;  // a second communicator of the process: no second warning
-          MP_NCCL(f, ncclCommSplit(comm, 0, rank, &second, nullptr));
-          if (second) MP_NCCL(f, ncclCommDestroy(second));
-          const std::string log = run_calls(rank, n, comm, f);
-          const std::string warning = "NCCL_PROTO=LL128: braid has none of the protocols it lists for broadcast "
-                                      "(ll128), reduce (ll128), allgather (ll128), reducescatter (ll128), allreduce "
-                                      "(ll128)";
-          if (occurrences(log, warning) != 1) f.fail("the warning, once: " + log);
-        }, 60, with_proto("LL128")) == 0);
+  CHECK(warns_once(with_proto("LL128"), "NCCL_PROTO=LL128: braid has none of the protocols it lists for broadcast "
+                                        "(ll128), reduce (ll128), allgather (ll128), reducescatter (ll128), "
+                                        "allreduce (ll128)"));
 }
 
 TEST_CASE("NCCL_PROTO=Simple: every call exact, nothing to warn of", "[mp][nccl_algo]") {
