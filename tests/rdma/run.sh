@@ -13,9 +13,10 @@
 #             NCCL_IB_SL, NCCL_IB_TC over a config's trafficClass,
 #             NCCL_IB_ADDR_RANGE and NCCL_IB_PKEY),
 #             NCCL_IB_DISABLE=1 (sockets beside a port), the plugin with a
-#             communicator config's trafficClass, and the plugin again with
-#             every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port) (ctest
-#             rdma.plugin)
+#             communicator config's trafficClass, the plugin again with
+#             every socket on IPv6 (NCCL_COMM_ID=[fd78::1]:port), and
+#             braid's verbs with IPv6 sockets and RoCE v2 over an IPv6 GID
+#             (NCCL_IB_ADDR_FAMILY=AF_INET6) (ctest rdma.plugin)
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
 #             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
@@ -55,7 +56,9 @@ case "$case" in
       ip -6 addr add fd78::\$((VM_ID + 1))/64 dev eth0 nodad &&
       $(job short "NCCL_COMM_ID='[fd78::1]:29501'" NCCL_SOCKET_FAMILY=AF_INET6 \
         NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" \
-        "EXPECT_LOG='braid net plugin: using interface eth0 (fd78::'")"
+        "EXPECT_LOG='braid net plugin: using interface eth0 (fd78::'") &&
+      $(job short "NCCL_COMM_ID='[fd78::1]:29502'" NCCL_SOCKET_FAMILY=AF_INET6 NCCL_IB_ADDR_FAMILY=AF_INET6 \
+        NCCL_IB_ADDR_RANGE=fd78::/64 EXPECT_TRANSPORT=shm+IB 'EXPECT_LOG="fd78::$((VM_ID + 1)) (v2), "')"
     pair "$cmd" "$cmd";;
   external)
     [ -f "${RDMA_PLUGIN:-}" ] || { echo "external: set RDMA_PLUGIN to a net plugin library"; exit 77; }
@@ -85,7 +88,7 @@ case "$case" in
       echo '== a wrong NCCL_IB_HCA'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_HCA=mlx5_0 \
         EXPECT_ERROR="'NCCL_IB_HCA=mlx5_0 matches no active port'") || exit 2;
       echo '== an NCCL_IB_PKEY past the table'; $(job init-fails BRAID_TRANSPORT=ib NCCL_IB_PKEY=1000 \
-        EXPECT_ERROR="'NCCL_IB_PKEY=1000: the port'") || exit 5;
+        EXPECT_ERROR="'NCCL_IB_PKEY=1000: not an index of the port'") || exit 5;
       echo '== a GID the peer cannot reach'; $gid_setup;
       $(job call-fails BRAID_TRANSPORT=ib 'BRAID_IB_GID_INDEX=$gid' BRAID_IB_TIMEOUT=14 BRAID_TIMEOUT=30 \
         EXPECT_WITHIN=60 "EXPECT_ERROR='reachable|closed|reset by peer|gone'") || exit 3"

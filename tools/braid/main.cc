@@ -32,13 +32,15 @@ void add_source_options(CLI::App* cmd, braid::cli::ScheduleSource* source) {
   cmd->add_option("-r,--root", source->root, "root rank (rooted collectives)");
 }
 
+// braid's variables, then the NCCL_* ones it honours, each with its value as
+// braid reads it (NCCL's configuration files and env plugin included).
 int print_env() {
-  for (const braid::EnvVar& v : braid::env_registry()) {
-    // As braid reads it: NCCL's configuration files and env plugin included.
-    const std::string now = braid::env_raw(v.name);
-    fmt::print("{:<24} default {:<8} {}{}\n", v.name, v.default_value[0] ? v.default_value : "-", v.description,
-               now.empty() ? "" : fmt::format("  [set: {}]", now));
-  }
+  for (const auto& table : {braid::env_registry(), braid::nccl_env_vars()})
+    for (const braid::EnvVar& v : table) {
+      const std::string now = braid::env_raw(v.name);
+      fmt::print("{:<28} default {:<8} {}{}\n", v.name, v.default_value[0] ? v.default_value : "-", v.description,
+                 now.empty() ? "" : fmt::format("  [set: {}]", now));
+    }
   return 0;
 }
 
@@ -53,7 +55,7 @@ int print_algorithms() {
 int main(int argc, char** argv) {
   CLI::App app{"braid: collective schedules and the tools around them"};
   app.require_subcommand(1);
-  auto* env = app.add_subcommand("env", "print the BRAID_* configuration variables");
+  auto* env = app.add_subcommand("env", "print the variables braid reads (BRAID_* and NCCL_*), with their values");
   auto* algorithms = app.add_subcommand("algorithms", "list built-in schedule generators");
 
   braid::cli::ScheduleSource source;

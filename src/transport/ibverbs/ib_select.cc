@@ -153,8 +153,8 @@ Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::str
 
 Status check_pkey(int64_t index, int table_length, uint16_t value) {
   if (index < 0 || index >= table_length)
-    return BRAID_ERROR(ncclInvalidArgument, "NCCL_IB_PKEY={}: the port's P_Key table has {} entries (0 to {})", index,
-                       table_length, table_length - 1);
+    return BRAID_ERROR(ncclInvalidArgument, "NCCL_IB_PKEY={}: not an index of the port's P_Key table (0 to {})", index,
+                       table_length - 1);
   if ((value & 0x7fff) == 0)
     return BRAID_ERROR(ncclSystemError, "NCCL_IB_PKEY={}: that entry of the port's P_Key table is empty ({:#06x})",
                        index, value);
