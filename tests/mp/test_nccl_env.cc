@@ -134,11 +134,11 @@ TEST_CASE("NCCL_COMM_BLOCKING=0 makes ncclCommInitRank non-blocking, and 1 overr
 
 TEST_CASE("the NCCL variables set that braid does not read are listed at INFO", "[mp][processes][env]") {
   auto setup = hosts(2, false, [](int) {
-    setenv("NCCL_PROTO", "Simple", 1);
+    setenv("NCCL_TREE_THRESHOLD", "0", 1);
     setenv("NCCL_BUFFSIZE", "8388608", 1);
     setenv("NCCL_TESTS_SPLIT", "MOD2", 1);  // nccl-tests' own: not listed
   });
   CHECK(run_ranks_as_processes(2, runs_over("not read by braid (docs/compatibility.md says why): NCCL_BUFFSIZE, "
-                                            "NCCL_PROTO\n"),
+                                            "NCCL_TREE_THRESHOLD\n"),
                                120, setup) == 0);
 }
