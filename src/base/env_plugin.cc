@@ -27,14 +27,6 @@ extern "C" void env_plugin_logger(int level, unsigned long flags, const char* fi
             fmt::format("env plugin: {} ({}:{})", text, file ? file : "?", line));
 }
 
-std::string result_text(ncclResult_t r) {
-  static const char* const kNames[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
-                                       "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
-                                       "ncclRemoteError",   "ncclInProgress",         "ncclTimeout"};
-  if (int(r) >= 0 && size_t(r) < std::size(kNames)) return kNames[r];
-  return fmt::format("result {}", int(r));
-}
-
 }  // namespace
 
 EnvPlugin::Loaded EnvPlugin::load(const char* value) {
@@ -74,7 +66,7 @@ EnvPlugin::Loaded EnvPlugin::load(const char* value) {
   if (init != ncclSuccess) {
     const ncclResult_t code = init > ncclSuccess && init < ncclNumResults ? init : ncclInternalError;
     out.failure = BRAID_ERROR(code, "env plugin {}: its init returned {}; it is not used, and every init of this "
-                              "process fails", p->describe(), result_text(init));
+                              "process fails", p->describe(), nccl_result_name(init));
     p->finalized_ = true;  // NCCL does not finalize a plugin whose init failed either
     return out;
   }

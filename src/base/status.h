@@ -16,6 +16,17 @@
 
 namespace braid {
 
+// The enumerator's name ("ncclInvalidUsage"), for messages about codes a
+// plugin returned.  By number: a client of 2.28's nccl.h (some tests) has
+// no ncclTimeout (8).
+inline const char* nccl_result_name(ncclResult_t r) {
+  static const char* const kNames[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
+                                       "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
+                                       "ncclRemoteError",     "ncclInProgress",         "ncclTimeout"};
+  const int i = int(r);
+  return i >= 0 && i < int(sizeof(kNames) / sizeof(kNames[0])) ? kNames[i] : "an unknown result code";
+}
+
 class [[nodiscard]] Status {
  public:
   Status() = default;

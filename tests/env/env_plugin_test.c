@@ -76,7 +76,8 @@ UNUSED_IN_SOME_BUILDS static testResult_t init_v1(uint8_t major, uint8_t minor, 
   return testSuccess;
 }
 
-UNUSED_IN_SOME_BUILDS static testResult_t init_v2(uint8_t major, uint8_t minor, uint8_t patch, const char* suffix, testLogger_t log) {
+UNUSED_IN_SOME_BUILDS static testResult_t init_v2(uint8_t major, uint8_t minor, uint8_t patch, const char* suffix,
+                                                  testLogger_t log) {
 #ifdef ENV_PLUGIN_INIT_FAILS
   (void)major, (void)minor, (void)patch, (void)suffix, (void)log;
   return testSystemError;

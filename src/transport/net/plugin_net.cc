@@ -37,20 +37,6 @@ void plugin_logger(braidNcclDebugLogLevel level, unsigned long flags, const char
   va_end(args);
 }
 
-const char* result_name(ncclResult_t r) {
-  switch (r) {
-    case ncclSuccess: return "ncclSuccess";
-    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
-    case ncclSystemError: return "ncclSystemError";
-    case ncclInternalError: return "ncclInternalError";
-    case ncclInvalidArgument: return "ncclInvalidArgument";
-    case ncclInvalidUsage: return "ncclInvalidUsage";
-    case ncclRemoteError: return "ncclRemoteError";
-    case ncclInProgress: return "ncclInProgress";
-    default: return "an unknown result code";
-  }
-}
-
 class PluginNet final : public Net {
  public:
   PluginNet(void* lib, std::string library, int version, const void* table)
@@ -251,8 +237,9 @@ class PluginNet final : public Net {
   Status check(ncclResult_t r, const char* call) const {
     if (r == ncclSuccess) return Status::ok();
     // A plugin's network failure is ncclSystemError; keep the plugin's code.
-    return Status::error(r, fmt::format("{}: {} failed: {} (the plugin's log says more)", name_, call, result_name(r)),
-                         __FILE__, __LINE__);
+    return Status::error(
+        r, fmt::format("{}: {} failed: {} (the plugin's log says more)", name_, call, nccl_result_name(r)), __FILE__,
+        __LINE__);
   }
 
   void* lib_;
