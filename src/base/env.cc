@@ -150,8 +150,7 @@ std::vector<std::string> scan_nccl_and_braid() {
   }
   std::vector<std::string> found;
   for (const std::string& name : names)
-    if (std::optional<std::string> value = lookup(name.c_str()); value && !value->empty())
-      found.push_back(name + "=" + *value);
+    if (std::optional<std::string> value = lookup(name.c_str())) found.push_back(name + "=" + *value);
   return found;
 }
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "src/base/env_plugin_abi.h"
 #include "src/base/log.h"
+#include "src/base/nccl_conf.h"
 #include "src/base/plugin_library.h"
 
 namespace braid {
@@ -35,8 +36,9 @@ EnvPlugin::Loaded EnvPlugin::load(const char* value) {
   std::string opened, error;
   void* lib = open_plugin_library("libnccl-env", value ? value : "", &opened, &error);
   if (!lib) {
-    // Unset, the default library is seldom there: not worth a line.
-    if (value && *value)
+    // Unset, the default library is seldom there: that is not worth a line,
+    // one that is there and does not load is.
+    if ((value && *value) || error.find("No such file or directory") == std::string::npos)
       log_later(LogLevel::Info, kInit | kEnv, fmt::format("env plugin: {}; the environment answers", error));
     return out;
   }
@@ -64,10 +66,14 @@ EnvPlugin::Loaded EnvPlugin::load(const char* value) {
     return out;
   }
   if (init != ncclSuccess) {
-    const ncclResult_t code = init > ncclSuccess && init < ncclNumResults ? init : ncclInternalError;
-    out.failure = BRAID_ERROR(code, "env plugin {}: its init returned {}; it is not used, and every init of this "
-                              "process fails", p->describe(), nccl_result_name(init));
-    p->finalized_ = true;  // NCCL does not finalize a plugin whose init failed either
+    // ncclInProgress would read as a non-blocking init still running.
+    const bool plain = init > ncclSuccess && init < ncclNumResults && init != ncclInProgress;
+    out.failure = BRAID_ERROR(plain ? init : ncclInternalError, "env plugin {}: its init returned {}; it is not "
+                              "used, and every init of this process fails", p->describe(), nccl_result_name(init));
+    // Neither finalized nor closed, as NCCL leaves it: its init may have
+    // started what closing the library would pull from under.
+    p->finalized_ = true;
+    p->lib_ = nullptr;
     return out;
   }
   log_later(LogLevel::Info, kInit | kEnv, fmt::format("env plugin {} answers every variable", p->describe()));
@@ -112,12 +118,17 @@ ProcessPlugin& process_plugin() {
   static ProcessPlugin* loaded = [] {
     auto* p = new ProcessPlugin;
     if (g_never_load.load()) return p;
+    apply_nccl_conf_files_once();  // NCCL_ENV_PLUGIN may be set in one
     t_loading = true;
     EnvPlugin::Loaded l = EnvPlugin::load(std::getenv("NCCL_ENV_PLUGIN"));
     t_loading = false;
     p->plugin = l.plugin.release();
     p->failure = std::move(l.failure);
-    if (p->plugin) std::atexit([] { process_plugin().plugin->finalize(); });
+    if (p->plugin)
+      std::atexit([] {
+        process_plugin().plugin->finalize();
+        log_write_later_lines();  // what the plugin said last
+      });
     return p;
   }();
   return *loaded;

@@ -10,7 +10,7 @@
 // bare name; unset, libnccl-env.so where it loads (plugin_library.h).  The
 // table taken is ncclEnvPlugin_v2, else _v1.  A library that does not open,
 // or exports neither table, leaves the environment answering, and INFO says
-// why.  A plugin whose init fails is not used, and every ncclGetUniqueId and
+// why.  A plugin whose init fails is not used (nor closed), and every ncclGetUniqueId and
 // communicator init of the process then fails with that error (NCCL's fail
 // too).
 //
@@ -22,7 +22,8 @@
 //   environment.
 // - What the plugin logs (v2's init gets a logger) and what loading says are
 //   written later (log_later, log.h): the log reads its own settings through
-//   this plugin, under its lock.
+//   this plugin, under its lock.  They go out before the log's next line,
+//   at the first init, at each destroy and at exit.
 #pragma once
 
 #include <memory>

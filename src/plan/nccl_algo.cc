@@ -50,7 +50,7 @@ Status parse_nccl_algo(const std::string& value, NcclAlgo* out) {
   for (const Collective collective : kNcclFunctions) {
     const int c = int(collective);
     const NcclList& list = lists.of[c];
-    if (!list.set) continue;
+    if (!list.set || (list.exclude && list.names.empty())) continue;  // "^": everything
     uint32_t admitted = 0;
     BRAID_TRY(parse_alg_selection(list_as_selection(list), collective, &admitted));
     uint32_t all = 0;

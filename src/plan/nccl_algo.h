@@ -28,7 +28,7 @@ struct NcclAlgo {
   std::string unserved;  // "allreduce (tree), broadcast (tree)": entries braid cannot serve
 };
 
-// An empty value restricts nothing.  A malformed one is ncclInvalidArgument.
+// An empty value restricts nothing.  A malformed one is ncclInvalidUsage, as NCCL.
 Status parse_nccl_algo(const std::string& value, NcclAlgo* out);
 
 }  // namespace braid

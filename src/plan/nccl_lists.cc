@@ -53,48 +53,46 @@ const char* nccl_function_name(Collective c) {
 Status parse_nccl_function_lists(const char* variable, const char* noun, const std::string& value,
                                  const std::vector<std::string>& names, NcclFunctionLists* out) {
   *out = NcclFunctionLists{};
-  const std::string text = lower_without_spaces(value);
-  if (text.empty()) return Status::ok();
-  // Each function's list text: the last entry naming it, else the first
-  // entry's if that names none.
-  std::string all_list, lists[int(Collective::Custom)];
-  bool have_all = false, named[int(Collective::Custom)] = {};
-  const std::vector<std::string> entries = split(text, ';');
-  for (size_t e = 0; e < entries.size(); ++e) {
-    const std::string& entry = entries[e];
+  // Later entries overwrite earlier ones, as in NCCL; empty entries and
+  // names are skipped (NCCL splits with strtok).
+  bool first = true;
+  for (const std::string& entry : split(lower_without_spaces(value), ';')) {
+    if (entry.empty()) continue;
     const size_t colon = entry.find(':');
-    if (colon == std::string::npos) {
-      if (e != 0)
-        return BRAID_ERROR(ncclInvalidArgument, "{}=\"{}\": entry \"{}\" names no function (only the first may omit "
-                           "it)", variable, value, entry);
-      all_list = entry;
-      have_all = true;
-      continue;
+    if (colon == std::string::npos && !first)
+      return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": entry \"{}\" names no function (only the first may omit it)",
+                         variable, value, entry);
+    first = false;
+    const NcclFunction* f = nullptr;
+    if (colon != std::string::npos) {
+      const std::string function = entry.substr(0, colon);
+      f = std::find_if(std::begin(kFunctions), std::end(kFunctions),
+                       [&](const NcclFunction& k) { return function == k.name; });
+      if (f == std::end(kFunctions))
+        return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": unknown function \"{}\" (NCCL's: broadcast, reduce, "
+                           "allgather, reducescatter, allreduce)", variable, value, function);
     }
-    const std::string function = entry.substr(0, colon);
-    const auto* f = std::find_if(std::begin(kFunctions), std::end(kFunctions),
-                                 [&](const NcclFunction& k) { return function == k.name; });
-    if (f == std::end(kFunctions))
-      return BRAID_ERROR(ncclInvalidArgument, "{}=\"{}\": unknown function \"{}\" (NCCL's: broadcast, reduce, "
-                         "allgather, reducescatter, allreduce)", variable, value, function);
-    lists[int(f->collective)] = entry.substr(colon + 1);
-    named[int(f->collective)] = true;
-  }
-  for (const NcclFunction& f : kFunctions) {
-    const int c = int(f.collective);
-    if (!named[c] && !have_all) continue;
-    std::string list = named[c] ? lists[c] : all_list;
-    NcclList& l = out->of[c];
-    l.set = true;
-    l.exclude = !list.empty() && list[0] == '^';
-    if (l.exclude) list.erase(0, 1);
-    if (list.empty())
-      return BRAID_ERROR(ncclInvalidArgument, "{}=\"{}\": no {} listed for {}", variable, value, noun, f.name);
-    for (const std::string& name : split(list, ',')) {
+    std::string text = colon == std::string::npos ? entry : entry.substr(colon + 1);
+    NcclList list;
+    list.set = true;
+    list.exclude = !text.empty() && text[0] == '^';
+    if (list.exclude) text.erase(0, 1);
+    for (const std::string& name : split(text, ',')) {
+      if (name.empty()) continue;
       if (std::find(names.begin(), names.end(), name) == names.end())
-        return BRAID_ERROR(ncclInvalidArgument, "{}=\"{}\": unknown {} \"{}\" (NCCL's: {})", variable, value, noun,
+        return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": unknown {} \"{}\" (NCCL's: {})", variable, value, noun,
                            name, joined(names));
-      l.names.push_back(name);
+      list.names.push_back(name);
+    }
+    // "^" alone excludes nothing: everything, as in NCCL.  An empty list
+    // would admit nothing, which NCCL fails later, when no algorithm is left.
+    if (!list.exclude && list.names.empty())
+      return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": no {} listed for {}", variable, value, noun,
+                         f ? f->name : "any function");
+    if (f) {
+      out->of[int(f->collective)] = list;
+    } else {
+      for (const NcclFunction& k : kFunctions) out->of[int(k.collective)] = list;
     }
   }
   return Status::ok();

@@ -2,12 +2,14 @@
 // per function, NCCL_ALGO and NCCL_PROTO (2.24+, docs/userguide env.rst;
 // NCCL's parseList in src/graph/tuning.cc): entries separated by ';', each
 // "[function:]list"; the list is comma-separated names (any case, spaces
-// ignored), all excluded where it starts with '^'.  An entry without a
-// function (only the first may lack one) applies to every function no
-// later entry names.  The functions are NCCL's: broadcast, reduce,
-// allgather, reducescatter, allreduce.  A name outside `names`, a function
-// outside those, a later entry without one, or an empty list fails as
-// NCCL's parser fails, with ncclInvalidArgument naming the variable.
+// ignored), all excluded where it starts with '^' ("^" alone excludes
+// nothing).  An entry without a function (only the first may lack one)
+// applies to every function no later entry names.  Empty entries and names
+// are skipped, as NCCL's strtok skips them.  The functions are NCCL's:
+// broadcast, reduce, allgather, reducescatter, allreduce.  A name outside
+// `names` (in any entry), a function outside those, or a later entry
+// without one fails as NCCL's parser fails, with ncclInvalidUsage naming
+// the variable; so does a list of nothing, which NCCL fails later.
 #pragma once
 
 #include <string>

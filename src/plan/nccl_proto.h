@@ -27,7 +27,7 @@ struct NcclProto {
   std::string unserved;      // "allreduce (ll128)": lists that admit none of braid's protocols
 };
 
-// An empty value restricts nothing.  A malformed one is ncclInvalidArgument.
+// An empty value restricts nothing.  A malformed one is ncclInvalidUsage, as NCCL.
 Status parse_nccl_proto(const std::string& value, NcclProto* out);
 
 }  // namespace braid

@@ -175,7 +175,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
   a.unpinned_collectives = unpinned_collectives(nranks);
   a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
-  a.nccl_proto = local.nccl_proto_text.empty() ? 0 : fnv1a(local.nccl_proto_text);
+  a.nccl_proto = local.nccl_proto.ll_excluded;  // its effect: "Simple" and "^ll" agree
   a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order

@@ -46,6 +46,7 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
 }
 
 void destroy_comm(ncclComm* comm) {
+  log_write_later_lines();  // an env plugin's (env_plugin.h), at each end as at each start
   profiler_comm_finalize(comm);
   // A revoked, aborted or failed communicator has nothing worth draining to
   // its peers: do not let the transports wait for them on the way out.

@@ -6,9 +6,11 @@
 # a bare name is libnccl-env-NAME.so, libnccl-env.so is loaded unasked, a
 # configuration file may name the plugin, an init that fails fails the job
 # naming the plugin, and the plugin is finalized at exit.
-#   env_plugin.sh ALL_REDUCE_PERF PLUGIN_LIB FAILING_PLUGIN_LIB
+# A client whose first call is ncclGetUniqueId (FIRST_CALL) must see the
+# plugin a configuration file names too.
+#   env_plugin.sh ALL_REDUCE_PERF PLUGIN_LIB FAILING_PLUGIN_LIB FIRST_CALL
 set -uo pipefail
-tool=$1 plugin=$2 failing=$3
+tool=$1 plugin=$2 failing=$3 first_call=$4
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir -p "$dir/bare" "$dir/default" "$dir/empty"
@@ -39,6 +41,16 @@ expect fail "env plugin braidtest-v2 \(ncclEnvPlugin_v2, $failing\): its init re
 expect ok 'Out of bounds values : 0 OK' NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FINALIZED="$dir/finalized"
 if [[ "$(cat "$dir/finalized" 2>/dev/null)" == finalized ]]; then echo "ok: finalized at exit"
 else echo "FAILED: the plugin was not finalized at exit"; fail=1; fi
+
+# The configuration file's plugin, where ncclGetUniqueId reads nothing before.
+printf 'NCCL_ENV_PLUGIN=%s\n' "$failing" >"$dir/names_failing.conf"
+out=$(env NCCL_CONF_FILE="$dir/names_plugin.conf" BRAID_TEST_ENV_FILE="$dir/bogus.txt" "$first_call" 2>&1)
+report fail 'ncclCommInitRank: .*NCCL_ALGO' $? "$out" "first call ncclGetUniqueId, the plugin from a conf file"
+out=$(env NCCL_CONF_FILE="$dir/names_failing.conf" "$first_call" 2>&1)
+report fail 'ncclGetUniqueId: .*its init returned ncclSystemError' $? "$out" \
+  "first call ncclGetUniqueId, a failing plugin from a conf file"
+out=$(env BRAID_TEST_ENV_FILE="$dir/debug.txt" NCCL_ENV_PLUGIN="$plugin" "$first_call" 2>&1)
+report ok '^ok$' $? "$out" "first call ncclGetUniqueId, a plugin that serves no bogus value"
 
 # Two processes (the perf tools' environment launcher): each loads the
 # plugin, and the variable only it holds reaches both.

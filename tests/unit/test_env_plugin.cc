@@ -92,6 +92,7 @@ TEST_CASE("an env plugin answers in the environment's place: a value, a hidden n
 }
 
 TEST_CASE("a v1-only env plugin is taken, and a library without a table is not", "[env][plugin]") {
+  const NoLinesLeft no_lines_left;
   const PluginFile file("BRAID_TEST_ONLY_PLUGIN=v1\n");
   EnvPlugin::Loaded v1 = EnvPlugin::load(BRAID_ENV_PLUGIN_V1_LIB);
   REQUIRE(v1.plugin);

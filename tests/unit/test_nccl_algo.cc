@@ -88,14 +88,15 @@ TEST_CASE("NCCL_ALGO: tokens NCCL refuses are refused", "[nccl_algo]") {
       {"alltoall:ring", "unknown function \"alltoall\""},
       {"ring;tree", "names no function"},
       {"allreduce:", "no algorithm listed for allreduce"},
-      {"allreduce:^", "no algorithm listed for allreduce"},
-      {"ring,", "unknown algorithm \"\""},
+      {"allreduce:,", "no algorithm listed for allreduce"},
+      {"bogus;broadcast:ring;reduce:ring;allgather:ring;reducescatter:ring;allreduce:ring",
+       "unknown algorithm \"bogus\""},  // every entry is checked, also one every later entry overrides
   };
   for (const auto& [value, why] : bad) {
     INFO(value);
     NcclAlgo a;
     const Status s = parse_nccl_algo(value, &a);
-    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.code() == ncclInvalidUsage);  // NCCL's parseList
     CHECK(s.message().find(why) != std::string::npos);
   }
 }
@@ -149,7 +150,18 @@ TEST_CASE("NCCL_PROTO: tokens NCCL refuses are refused", "[nccl_algo]") {
     INFO(value);
     NcclProto p;
     const Status s = parse_nccl_proto(value, &p);
-    CHECK(s.code() == ncclInvalidArgument);
+    CHECK(s.code() == ncclInvalidUsage);
     CHECK_THAT(s.message(), Catch::Contains("NCCL_PROTO=") && Catch::Contains(why));
   }
+}
+
+TEST_CASE("NCCL_ALGO and NCCL_PROTO: empty entries and names are skipped, and ^ alone admits everything, as NCCL", "[nccl_algo]") {
+  CHECK(admitted(parsed("ring,"), Collective::AllReduce) == admitted(parsed("ring"), Collective::AllReduce));
+  CHECK(admitted(parsed("ring;;allreduce:ring,,"), Collective::AllGather) ==
+        admitted(parsed("ring"), Collective::AllGather));
+  const NcclAlgo everything = parsed("^");
+  for (int c = 0; c < int(Collective::Custom); ++c) CHECK(everything.admitted[c] == 0);
+  CHECK(everything.unserved.empty());
+  CHECK(parsed_proto("^LL128;").ll_excluded == 0);
+  CHECK(parsed_proto("simple;allreduce:^").ll_excluded == (kNcclFunctionBits & ~bit(Collective::AllReduce)));
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "src/base/env.h"
 #include "src/base/log.h"
@@ -57,12 +58,22 @@ std::vector<GidEntry> read_gids(ibv_context* ctx, int port, int table_len) {
 }
 
 // NCCL_IB_PKEY's entry of the port's P_Key table, into port->pkey_index
-// and port->pkey.
-Status read_pkey(ibv_context* ctx, int port_num, int64_t index, int table_length, IbPort* port) {
-  BRAID_TRY(check_pkey(index, table_length, 0xffff));  // the index first: a query past the table is no answer
+// and port->pkey.  Unset, NCCL's index 0 is taken as NCCL takes it, whatever
+// the table says: a port whose table cannot be read (iWARP has none) stays
+// usable, with the default key.
+Status read_pkey(ibv_context* ctx, int port_num, std::optional<int64_t> setting, int table_length, IbPort* port) {
+  const int64_t index = setting.value_or(0);
   __be16 raw = 0;
-  if (int rc = ibv_query_pkey(ctx, uint8_t(port_num), int(index), &raw))
-    return BRAID_ERROR(ncclSystemError, "ibv_query_pkey of entry {}: {}", index, std::strerror(rc < 0 ? errno : rc));
+  const bool valid_index = check_pkey(index, table_length, 0xffff).is_ok();
+  const int rc = valid_index ? ibv_query_pkey(ctx, uint8_t(port_num), int(index), &raw) : -1;
+  if (!setting && (rc != 0 || check_pkey(index, table_length, ntohs(raw)).code() != ncclSuccess)) {
+    port->pkey_index = 0;
+    port->pkey = 0xffff;
+    return Status::ok();
+  }
+  BRAID_TRY(check_pkey(index, table_length, 0xffff));  // the index first: a query past the table is no answer
+  if (rc != 0)
+    return BRAID_ERROR(ncclSystemError, "NCCL_IB_PKEY={}: ibv_query_pkey: {}", index, std::strerror(errno));
   BRAID_TRY(check_pkey(index, table_length, ntohs(raw)));
   port->pkey_index = uint16_t(index);
   port->pkey = ntohs(raw);
@@ -106,7 +117,7 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(-1);
   const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
   const int traffic_class = int(tc >= 0 && tc <= 255 ? tc : -1);
-  const int64_t pkey_index = env_nccl_int("NCCL_IB_PKEY").value_or(0);
+  const std::optional<int64_t> pkey_setting = env_nccl_int("NCCL_IB_PKEY");
 
   int ndev = 0;
   ibv_device** list = ibv_get_device_list(&ndev);
@@ -150,7 +161,8 @@ Status open_ib_ports(std::vector<IbPort>* out) {
           }
           port.use_gid = true;
         }
-        if (Status s = read_pkey(ctx, p, pkey_index, pattr.pkey_tbl_len, &port); !s.is_ok()) {
+        if (Status s = read_pkey(ctx, p, pkey_setting, pattr.pkey_tbl_len, &port); !s.is_ok()) {
+          BRAID_WARN("InfiniBand port {}:{} not used: {}", name, p, s.message());
           if (first_error.is_ok()) first_error = std::move(s).context(fmt::format("{}:{}", name, p));
           continue;
         }

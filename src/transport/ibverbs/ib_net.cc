@@ -48,7 +48,7 @@
 namespace braid {
 namespace {
 
-constexpr uint64_t kHandleMagic = 0x62726169642d6962ULL;  // "braid-ib"
+constexpr uint64_t kHandleMagic = 0x6272616964696232ULL;  // "braidib2": QpInfo carries the P_Key
 constexpr auto kLivenessEvery = std::chrono::milliseconds(100);
 constexpr int kCqBatch = 16;
 
