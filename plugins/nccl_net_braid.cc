@@ -12,6 +12,8 @@
 // GPUDirect RDMA, no dma-buf), single receives (maxRecvs 1), no device
 // offload.  Errors go to NCCL's logger with braid's message, and the call
 // returns the error's code.  No C++ exception leaves a call.
+#include <dlfcn.h>
+
 #include <cstdarg>
 #include <cstring>
 #include <mutex>
@@ -204,7 +206,12 @@ void forward_to_nccl(LogLevel level, uint32_t subsys, const char* message) {
 template <class Table>
 ncclResult_t init_table(Table* table, braidNcclDebugLogger_t logger) {
   g_logger = logger;
-  env_plugin_never_load();  // the host NCCL has its own (env_plugin.h)
+  // Variables as the host NCCL reads them (its env plugin's answers) where
+  // it says (2.30 and later); else the environment.  Never an env plugin of
+  // this copy's own: the host has loaded its own (env_plugin.h).
+  env_plugin_never_load();
+  if (auto* host = reinterpret_cast<HostEnvGetter>(dlsym(RTLD_DEFAULT, "ncclParamEnvPluginGet")))
+    env_read_through_host(host);
   log_forward_to(logger ? forward_to_nccl : nullptr);
   return guarded([&] { return init_net(&table->name); });
 }

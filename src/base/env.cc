@@ -7,9 +7,11 @@
 #include "src/base/env.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 #include "src/base/env_plugin.h"
@@ -126,9 +128,19 @@ bool nccl_or_braid(const char* name) {
   return std::strncmp(name, "NCCL_", 5) == 0 || std::strncmp(name, "BRAID_", 6) == 0;
 }
 
-// A variable's value: the env plugin's where one is in use, else the
-// environment's (after NCCL's configuration files are applied).
+std::atomic<HostEnvGetter> g_host_getter{nullptr};
+std::mutex g_host_mutex;  // the host's answer holds until its next call for the name, maybe another thread's
+
+// A variable's value: the host NCCL's where braid runs inside one, else the
+// env plugin's where one is in use, else the environment's (after NCCL's
+// configuration files are applied).
 std::optional<std::string> lookup(const char* name) {
+  if (HostEnvGetter host = g_host_getter.load()) {
+    std::lock_guard<std::mutex> lock(g_host_mutex);
+    const char* value = host(name, true);
+    if (!value) return std::nullopt;
+    return std::string(value);
+  }
   apply_nccl_conf_files_once();
   if (EnvPlugin* plugin = process_env_plugin()) return plugin->get(name);
   const char* value = std::getenv(name);
@@ -144,7 +156,7 @@ std::vector<std::string> scan_nccl_and_braid() {
   std::set<std::string> names;
   for (char** e = environ; e && *e; ++e)
     if (nccl_or_braid(*e)) names.insert(std::string(*e, std::strcspn(*e, "=")));
-  if (process_env_plugin()) {
+  if (g_host_getter.load() || process_env_plugin()) {
     for (const EnvVar& v : env_registry()) names.insert(v.name);
     for (const EnvVar& v : kNcclVars) names.insert(v.name);
   }
@@ -183,16 +195,21 @@ const std::string* EnvSnapshot::find(const char* name) const {
 ScopedEnv::ScopedEnv(const EnvSnapshot& snapshot) : previous_(t_snapshot) { t_snapshot = &snapshot; }
 ScopedEnv::~ScopedEnv() { t_snapshot = previous_; }
 
-std::string env_raw(const char* name) {
+std::string env_raw(const char* name) { return env_value(name).value_or(""); }
+
+std::optional<std::string> env_value(const char* name) {
   if (t_snapshot) {
     const std::string* value = t_snapshot->find(name);
     // Every NCCL_* and BRAID_* variable that was set is in the snapshot, so
     // one of those not found was unset; any other name must be in a table.
     assert((value || nccl_or_braid(name)) && "variable missing from EnvSnapshot (add it to env_registry.h)");
-    return value ? *value : "";
+    if (!value || value->empty()) return std::nullopt;  // the snapshot keeps unset as ""
+    return *value;
   }
-  return lookup(name).value_or("");
+  return lookup(name);
 }
+
+void env_read_through_host(HostEnvGetter getter) { g_host_getter.store(getter); }
 
 std::vector<std::string> env_nccl_and_braid() {
   if (t_snapshot) return t_snapshot->nccl_and_braid();

@@ -53,6 +53,16 @@ bool env_is_set(EnvName name);
 Status env_choice(EnvName name, std::initializer_list<const char*> allowed, int* index);
 // Any variable (BRAID_* or the NCCL_* ones braid honours); "" when unset.
 std::string env_raw(const char* name);
+// Any variable, nullopt when unset (set and empty is ""): from the env
+// plugin where one answers (env_plugin.h), else the environment; on a
+// braid thread, from its snapshot.
+std::optional<std::string> env_value(const char* name);
+// braid's net plugin library inside NCCL 2.30 or later: every variable is
+// read through that NCCL's ncclParamEnvPluginGet (its env plugin's answer,
+// else its environment), not this copy's own reading.  Set once, at the
+// plugin's init, before any read.
+using HostEnvGetter = const char* (*)(const char* name, bool env_init);
+void env_read_through_host(HostEnvGetter getter);
 // An NCCL integer parameter as NCCL reads one (strtoll, any base: 0x10
 // too); nullopt where unset or not a number.
 std::optional<int64_t> env_nccl_int(const char* name);

@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -204,3 +207,24 @@ BRAID_API void ncclParamDumpAll() {
   }
 }
 BRAID_PROFILING_ALIAS(void, ncclParamDumpAll, ())
+
+// NCCL 2.30's helper for code built with its ncclParam<T> (NCCL's
+// src/include/param/utils.h; libnccl exports it for plugins): a variable's
+// value as the env plugin, else the environment, gives it; null where unset.
+// braid reads every variable through its env plugin once one is loaded, and
+// loads it at the first read either way, so `env_init` changes nothing.
+// The text lives for the process: each distinct value is kept once.
+BRAID_API const char* ncclParamEnvPluginGet(const char* key, bool env_init) {
+  (void)env_init;
+  if (!key) return nullptr;
+  try {
+    const std::optional<std::string> value = env_value(key);
+    if (!value) return nullptr;
+    static std::mutex mutex;
+    static auto* kept = new std::set<std::string>();  // never destroyed: callers may read at exit
+    std::lock_guard<std::mutex> lock(mutex);
+    return kept->insert(*value).first->c_str();
+  } catch (...) {
+    return nullptr;  // no exception crosses the C ABI; an allocation that failed reads as unset
+  }
+}

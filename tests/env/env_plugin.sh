@@ -8,9 +8,11 @@
 # naming the plugin, and the plugin is finalized at exit.
 # A client whose first call is ncclGetUniqueId (FIRST_CALL) must see the
 # plugin a configuration file names too.
-#   env_plugin.sh ALL_REDUCE_PERF PLUGIN_LIB FAILING_PLUGIN_LIB FIRST_CALL
+# braid's net plugin library (NET_PLUGIN) reads its variables through braid's
+# ncclParamEnvPluginGet, so the env plugin's answers reach it.
+#   env_plugin.sh ALL_REDUCE_PERF PLUGIN_LIB FAILING_PLUGIN_LIB FIRST_CALL NET_PLUGIN
 set -uo pipefail
-tool=$1 plugin=$2 failing=$3 first_call=$4
+tool=$1 plugin=$2 failing=$3 first_call=$4 net_plugin=$5
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 mkdir -p "$dir/bare" "$dir/default" "$dir/empty"
@@ -54,18 +56,27 @@ report ok '^ok$' $? "$out" "first call ncclGetUniqueId, a plugin that serves no 
 
 # Two processes (the perf tools' environment launcher): each loads the
 # plugin, and the variable only it holds reaches both.
-port=$((20000 + RANDOM % 20000))
-outs=()
-for rank in 0 1; do
-  env NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FILE="$dir/debug.txt" BRAID_PERF_NRANKS=2 BRAID_PERF_RANK=$rank \
-    NCCL_COMM_ID=127.0.0.1:$port "$tool" -b 8 -e 1K -f 4 -n 2 -w 1 >"$dir/rank$rank.log" 2>&1 &
-  outs+=($!)
-done
-rc=0
-for p in "${outs[@]}"; do wait "$p" || rc=$?; done
-out=$(cat "$dir/rank0.log" "$dir/rank1.log")
+two_processes() {  # two_processes ENV...: both ranks' output in $out, the first failure's exit in $rc
+  local port=$((20000 + RANDOM % 20000)) pids=() rank p
+  for rank in 0 1; do
+    env "$@" BRAID_PERF_NRANKS=2 BRAID_PERF_RANK=$rank NCCL_COMM_ID=127.0.0.1:$port \
+      "$tool" -b 8 -e 1K -f 4 -n 2 -w 1 >"$dir/rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  out=$(cat "$dir/rank0.log" "$dir/rank1.log")
+}
+two_processes NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FILE="$dir/debug.txt"
 loaded=$(grep -cE 'env plugin braidtest-v2 \(ncclEnvPlugin_v2, .*\) answers every variable' <<<"$out")
 report ok 'Out of bounds values : 0 OK' "$rc" "$out" "two processes"
 if [[ $loaded == 2 ]]; then echo "ok: both processes loaded the plugin"
 else echo "FAILED: $loaded of 2 processes said the plugin answers"; fail=1; fi
+# braid's net plugin library, loaded by braid, reads through the host's
+# ncclParamEnvPluginGet: a variable only the env plugin holds reaches it.
+printf 'NCCL_SOCKET_IFNAME=lo\nNCCL_DEBUG=INFO\nNCCL_DEBUG_SUBSYS=NET\n' >"$dir/ifname.txt"
+two_processes NCCL_ENV_PLUGIN="$plugin" BRAID_TEST_ENV_FILE="$dir/ifname.txt" BRAID_TRANSPORT=plugin \
+  NCCL_NET_PLUGIN="$net_plugin"
+report ok 'braid net plugin: using interface lo \(127\.0\.0\.1\), NCCL_SOCKET_IFNAME=lo' "$rc" "$out" \
+  "braid's net plugin library under the env plugin"
 exit $fail

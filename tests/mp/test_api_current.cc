@@ -184,6 +184,29 @@ TEST_CASE("NCCL_RMA_EAGER_INIT overrides the config's rmaEagerInit where it is 0
   }
 }
 
+// NCCL 2.30 exports it for code built with its ncclParam<T> (its
+// src/include/param/utils.h); nccl.h does not declare it.
+extern "C" const char* ncclParamEnvPluginGet(const char* key, bool env_init);
+
+TEST_CASE("ncclParamEnvPluginGet: a variable's value as braid reads it, kept for the process", "[api][param]") {
+  const char* first = nullptr;
+  {
+    ScopedEnv timeout("BRAID_TIMEOUT", "117");
+    first = ncclParamEnvPluginGet("BRAID_TIMEOUT", true);
+    REQUIRE(first);
+    CHECK(std::string(first) == "117");
+    CHECK(std::string(ncclParamEnvPluginGet("BRAID_TIMEOUT", false)) == "117");
+    ScopedEnv empty("NCCL_TESTS_SOMETHING_EMPTY", "");
+    const char* set_empty = ncclParamEnvPluginGet("NCCL_TESTS_SOMETHING_EMPTY", true);
+    REQUIRE(set_empty);  // set and empty is not unset
+    CHECK(std::string(set_empty).empty());
+  }
+  CHECK(ncclParamEnvPluginGet("BRAID_TIMEOUT", true) == nullptr);  // ScopedEnv unset it
+  CHECK(std::string(first) == "117");  // the earlier answer still reads
+  CHECK(ncclParamEnvPluginGet("NCCL_NO_SUCH_VARIABLE_AT_ALL", true) == nullptr);
+  CHECK(ncclParamEnvPluginGet(nullptr, true) == nullptr);
+}
+
 TEST_CASE("ncclParam*: braid's and NCCL's variables by name, typed and raw", "[api][param]") {
   ScopedEnv timeout("BRAID_TIMEOUT", "117");
   ncclParamHandle_t h = nullptr;
