@@ -45,18 +45,18 @@ EnvPlugin::Loaded EnvPlugin::load(const char* value) {
   std::unique_ptr<EnvPlugin> p(new EnvPlugin);
   p->lib_ = lib;
   p->library_ = opened;
+  auto take = [&](int version, const auto* table) {
+    p->version_ = version;
+    p->name_ = table->name ? table->name : "?";
+    p->finalize_ = table->finalize;
+    p->get_env_ = table->getEnv;
+  };
   ncclResult_t init = ncclSuccess;
   if (auto* v2 = static_cast<const braidNcclEnv_v2_t*>(dlsym(lib, "ncclEnvPlugin_v2")); v2 && v2->getEnv) {
-    p->version_ = 2;
-    p->name_ = v2->name ? v2->name : "?";
-    p->finalize_ = v2->finalize;
-    p->get_env_ = v2->getEnv;
+    take(2, v2);
     if (v2->init) init = v2->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX, env_plugin_logger);
   } else if (auto* v1 = static_cast<const braidNcclEnv_v1_t*>(dlsym(lib, "ncclEnvPlugin_v1")); v1 && v1->getEnv) {
-    p->version_ = 1;
-    p->name_ = v1->name ? v1->name : "?";
-    p->finalize_ = v1->finalize;
-    p->get_env_ = v1->getEnv;
+    take(1, v1);
     if (v1->init) init = v1->init(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX);
   } else {
     log_later(LogLevel::Info, kInit | kEnv,

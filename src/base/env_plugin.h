@@ -10,9 +10,9 @@
 // bare name; unset, libnccl-env.so where it loads (plugin_library.h).  The
 // table taken is ncclEnvPlugin_v2, else _v1.  A library that does not open,
 // or exports neither table, leaves the environment answering, and INFO says
-// why.  A plugin whose init fails is not used (nor closed), and every ncclGetUniqueId and
-// communicator init of the process then fails with that error (NCCL's fail
-// too).
+// why.  A plugin whose init fails is not used (nor closed), and every
+// ncclGetUniqueId and communicator init of the process then fails with that
+// error (NCCL's fail too).
 //
 // - The plugin's answer is the value: null is unset, whatever the
 //   environment holds.  getEnv is called under one lock and its string
@@ -70,9 +70,10 @@ EnvPlugin* process_env_plugin();
 // ok, or why the process's plugin failed its init (for the init calls).
 Status env_plugin_status();
 // A copy of braid inside another NCCL (the net plugin library, plugins/)
-// loads no env plugin and reads the environment: the host NCCL has loaded
-// its own, and a second init of that library would surprise it.  Called
-// before the first read of a variable.
+// loads no env plugin: the host NCCL has loaded its own, and a second init
+// of that library would surprise it (it reads through the host's instead
+// where it can, env.h's env_read_through_host).  Called before the first
+// read of a variable.
 void env_plugin_never_load();
 
 }  // namespace braid

@@ -8,16 +8,6 @@
 namespace braid {
 namespace {
 
-struct NcclFunction {
-  const char* name;
-  Collective collective;
-};
-constexpr NcclFunction kFunctions[] = {{"broadcast", Collective::Broadcast},
-                                       {"reduce", Collective::Reduce},
-                                       {"allgather", Collective::AllGather},
-                                       {"reducescatter", Collective::ReduceScatter},
-                                       {"allreduce", Collective::AllReduce}};
-
 std::string lower_without_spaces(const std::string& s) {
   std::string out;
   for (char c : s)
@@ -45,9 +35,14 @@ std::string NcclList::text() const {
 }
 
 const char* nccl_function_name(Collective c) {
-  for (const NcclFunction& f : kFunctions)
-    if (f.collective == c) return f.name;
-  return nullptr;
+  switch (c) {
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+    case Collective::AllGather: return "allgather";
+    case Collective::ReduceScatter: return "reducescatter";
+    case Collective::AllReduce: return "allreduce";
+    default: return nullptr;
+  }
 }
 
 Status parse_nccl_function_lists(const char* variable, const char* noun, const std::string& value,
@@ -63,12 +58,12 @@ Status parse_nccl_function_lists(const char* variable, const char* noun, const s
       return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": entry \"{}\" names no function (only the first may omit it)",
                          variable, value, entry);
     first = false;
-    const NcclFunction* f = nullptr;
+    const Collective* f = nullptr;  // null: every function
     if (colon != std::string::npos) {
       const std::string function = entry.substr(0, colon);
-      f = std::find_if(std::begin(kFunctions), std::end(kFunctions),
-                       [&](const NcclFunction& k) { return function == k.name; });
-      if (f == std::end(kFunctions))
+      f = std::find_if(std::begin(kNcclFunctions), std::end(kNcclFunctions),
+                       [&](Collective c) { return function == nccl_function_name(c); });
+      if (f == std::end(kNcclFunctions))
         return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": unknown function \"{}\" (NCCL's: broadcast, reduce, "
                            "allgather, reducescatter, allreduce)", variable, value, function);
     }
@@ -88,11 +83,11 @@ Status parse_nccl_function_lists(const char* variable, const char* noun, const s
     // would admit nothing, which NCCL fails later, when no algorithm is left.
     if (!list.exclude && list.names.empty())
       return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": no {} listed for {}", variable, value, noun,
-                         f ? f->name : "any function");
+                         f ? nccl_function_name(*f) : "any function");
     if (f) {
-      out->of[int(f->collective)] = list;
+      out->of[int(*f)] = list;
     } else {
-      for (const NcclFunction& k : kFunctions) out->of[int(k.collective)] = list;
+      for (const Collective c : kNcclFunctions) out->of[int(c)] = list;
     }
   }
   return Status::ok();

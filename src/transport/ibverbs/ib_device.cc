@@ -63,20 +63,15 @@ std::vector<GidEntry> read_gids(ibv_context* ctx, int port, int table_len) {
 // usable, with the default key.
 Status read_pkey(ibv_context* ctx, int port_num, std::optional<int64_t> setting, int table_length, IbPort* port) {
   const int64_t index = setting.value_or(0);
+  const bool in_table = index >= 0 && index < table_length;
   __be16 raw = 0;
-  const bool valid_index = check_pkey(index, table_length, 0xffff).is_ok();
-  const int rc = valid_index ? ibv_query_pkey(ctx, uint8_t(port_num), int(index), &raw) : -1;
-  if (!setting && (rc != 0 || check_pkey(index, table_length, ntohs(raw)).code() != ncclSuccess)) {
-    port->pkey_index = 0;
-    port->pkey = 0xffff;
-    return Status::ok();
-  }
-  BRAID_TRY(check_pkey(index, table_length, 0xffff));  // the index first: a query past the table is no answer
-  if (rc != 0)
-    return BRAID_ERROR(ncclSystemError, "NCCL_IB_PKEY={}: ibv_query_pkey: {}", index, std::strerror(errno));
-  BRAID_TRY(check_pkey(index, table_length, ntohs(raw)));
-  port->pkey_index = uint16_t(index);
-  port->pkey = ntohs(raw);
+  const bool read = in_table && ibv_query_pkey(ctx, uint8_t(port_num), int(index), &raw) == 0;
+  const Status s = in_table && !read ? BRAID_ERROR(ncclSystemError, "NCCL_IB_PKEY={}: ibv_query_pkey: {}", index,
+                                                   std::strerror(errno))
+                                     : check_pkey(index, table_length, ntohs(raw));
+  if (!s.is_ok() && setting) return s;
+  port->pkey_index = s.is_ok() ? uint16_t(index) : 0;
+  port->pkey = s.is_ok() ? ntohs(raw) : 0xffff;
   return Status::ok();
 }
 
