@@ -29,7 +29,7 @@ std::string render_svg(const Schedule& s, const Topology& t, const SimResult& r)
     const Link& l = t.links[link];
     double y = top + row * row_h;
     svg << fmt::format("<text x=\"10\" y=\"{}\">{:>3} -&gt; {:<3} {}</text>\n", y + row_h - 4, l.src, l.dst,
-                       l.kind == LinkKind::Network ? "net" : l.kind == LinkKind::NVSwitch ? "nvswitch" : "nvlink");
+                       link_kind_name(l.kind));
     svg << fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#eee\"/>\n", left, y + row_h, left + width,
                        y + row_h);
   }

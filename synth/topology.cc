@@ -1,5 +1,6 @@
 // Topology model: built-in machines, replication to N nodes, and the two
-// JSON forms (braid's, TACCL's profiles).  See include/braid/topology.h.
+// JSON forms (braid's, TACCL's profiles); NCCL's XML is nccl_topology.cc.
+// See include/braid/topology.h.
 //
 // Built-in link costs are nominal per-direction figures in us per MB:
 // NDv2/DGX-1 from TACCL's published 1 MB profile (double NVLink pair 23,
@@ -67,9 +68,6 @@ bool builtin_profile(const std::string& name, NodeProfile* out) {
   return true;
 }
 
-const char* kind_name(LinkKind k) {
-  return k == LinkKind::NVLink ? "nvlink" : k == LinkKind::NVSwitch ? "nvswitch" : "network";
-}
 
 template <typename T>
 bool get(const json& j, const char* key, T* out, std::string* error, bool required = true) {
@@ -108,6 +106,7 @@ bool braid_topology_from_json(const json& j, Topology* t, std::string* error) {
     if (kind == "nvlink") l.kind = LinkKind::NVLink;
     else if (kind == "nvswitch") l.kind = LinkKind::NVSwitch;
     else if (kind == "network") l.kind = LinkKind::Network;
+    else if (kind == "pcie") l.kind = LinkKind::Pcie;
     else return *error = fmt::format("unknown link kind '{}'", kind), false;
     if (l.src < 0 || l.dst < 0 || l.src >= t->nranks() || l.dst >= t->nranks() || l.src == l.dst)
       return *error = fmt::format("link {} -> {} is outside 0..{}", l.src, l.dst, t->nranks() - 1), false;
@@ -175,6 +174,16 @@ bool taccl_profile_from_json(const json& j, NodeProfile* p, std::string* error) 
 
 }  // namespace
 
+const char* link_kind_name(LinkKind k) {
+  switch (k) {
+    case LinkKind::NVLink: return "nvlink";
+    case LinkKind::NVSwitch: return "nvswitch";
+    case LinkKind::Network: return "network";
+    case LinkKind::Pcie: return "pcie";
+  }
+  return "?";
+}
+
 int Topology::link_index(int src, int dst) const {
   for (size_t i = 0; i < links.size(); ++i)
     if (links[i].src == src && links[i].dst == dst) return int(i);
@@ -227,7 +236,7 @@ Topology replicate(const NodeProfile& p, int nodes) {
     for (int a = 0; a < g; ++a)
       for (int b = 0; b < g; ++b) {
         if (a == b || p.betas[a][b] <= 0) continue;
-        Link l{k * g + a, k * g + b, p.alpha_us, p.betas[a][b], p.switched ? LinkKind::NVSwitch : LinkKind::NVLink, {}};
+        Link l{k * g + a, k * g + b, p.alpha_us, p.betas[a][b], p.switched ? p.switch_kind : LinkKind::NVLink, {}};
         if (p.switched) l.ports = {switch_tx[k * g + a], switch_rx[k * g + b]};
         t.links.push_back(std::move(l));
       }
@@ -299,16 +308,41 @@ std::string topology_to_json(const Topology& t) {
   j["links"] = json::array();
   for (const Link& l : t.links)
     j["links"].push_back({{"src", l.src}, {"dst", l.dst}, {"alpha_us", l.alpha_us}, {"beta_us_per_mb", l.beta_us_per_mb},
-                          {"kind", kind_name(l.kind)}, {"ports", l.ports}});
+                          {"kind", link_kind_name(l.kind)}, {"ports", l.ports}});
   return j.dump(1);
 }
 
-bool load_topology(const std::string& name_or_path, int nodes, Topology* out, std::string* error) {
+namespace {
+
+// NCCL's XML, replicated to `nodes` as a TACCL profile is.
+bool topology_from_nccl_xml(const std::string& text, const std::string& path, int nodes, Topology* out,
+                            std::vector<std::string>* notes, std::string* error) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  name = name.substr(0, name.rfind('.'));
+  NodeProfile p;
+  std::vector<std::string> said;
+  if (!nccl_topology_profile(text, name, &p, &said, error)) return *error = "NCCL topology: " + *error, false;
+  if (notes) notes->insert(notes->end(), said.begin(), said.end());
+  if (nodes < 1) nodes = 1;
+  if (nodes > 1 && p.nics_per_node < 1) return *error = "NCCL topology has no NICs but more than one node", false;
+  *out = replicate(p, nodes);
+  return true;
+}
+
+}  // namespace
+
+bool load_topology(const std::string& name_or_path, int nodes, Topology* out, std::string* error,
+                   std::vector<std::string>* notes) {
   std::ifstream in(name_or_path);
   if (!in) return builtin_topology(name_or_path, nodes < 1 ? 1 : nodes, out, error);
   std::stringstream text;
   text << in.rdbuf();
-  if (!topology_from_json(text.str(), nodes, out, error)) return *error = name_or_path + ": " + *error, false;
+  const std::string& s = text.str();
+  const size_t first = s.find_first_not_of(" \t\r\n");
+  const bool xml = first != std::string::npos && s[first] == '<';
+  if (!(xml ? topology_from_nccl_xml(s, name_or_path, nodes, out, notes, error)
+            : topology_from_json(s, nodes, out, error)))
+    return *error = name_or_path + ": " + *error, false;
   return true;
 }
 

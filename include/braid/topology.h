@@ -13,8 +13,8 @@
 // Built-ins (`builtin_topology`): ndv2, dgx1 (8 V100, hybrid cube-mesh; NDv2
 // has 1 NIC, DGX-1 4), dgx2 (16 V100 on NVSwitch, 8 NICs), dgx-a100 and
 // dgx-h100 (8 GPUs on NVSwitch, one NIC rail per GPU).  Any of them
-// replicates to N nodes.  Files: braid's topology JSON, or TACCL's topology
-// profile JSON as is (see synth/README.md).
+// replicates to N nodes.  Files: braid's topology JSON, TACCL's topology
+// profile JSON as is, or NCCL's topology XML (see synth/README.md).
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,10 @@
 
 namespace braid {
 
-enum class LinkKind : uint8_t { NVLink, NVSwitch, Network };
+// Pcie: GPUs meeting through their PCIe links (switched, a port per GPU).
+enum class LinkKind : uint8_t { NVLink, NVSwitch, Network, Pcie };
+// "nvlink", "nvswitch", "network", "pcie": as braid's topology JSON spells them.
+const char* link_kind_name(LinkKind kind);
 
 struct Link {
   int src = 0;
@@ -64,7 +67,8 @@ struct NodeProfile {
   int nics_per_node = 0;
   // Per ordered GPU pair (row = src, column = dst): beta (us/MB) or 0 for no link.
   std::vector<std::vector<double>> betas;
-  bool switched = false;  // links go through an NVSwitch (ports shared per GPU)
+  bool switched = false;  // links go through a switch (ports shared per GPU)
+  LinkKind switch_kind = LinkKind::NVSwitch;  // which switch, when switched
   double alpha_us = 0;
   double remote_alpha_us = 0;
   double remote_beta_us_per_mb = 0;
@@ -83,7 +87,16 @@ bool builtin_topology(const std::string& name, int nodes, Topology* out, std::st
 // `nodes` replicates it (braid files carry their own node count and ignore it).
 bool topology_from_json(const std::string& text, int nodes, Topology* out, std::string* error);
 std::string topology_to_json(const Topology& topology);
+// NCCL's topology XML (NCCL_TOPO_DUMP_FILE's output, NCCL_TOPO_FILE's
+// input): one host as a node profile named `name` (synth/nccl_topology.cc
+// says how NVLink, NVSwitch, PCIe and NICs map).  `notes` gets what the
+// reader should know about the model (NVLinks missing from the file...).
+bool nccl_topology_profile(const std::string& xml, const std::string& name, NodeProfile* out,
+                           std::vector<std::string>* notes, std::string* error);
 // A file path or a built-in name; `nodes` as above (0: the file's / 1).
-bool load_topology(const std::string& name_or_path, int nodes, Topology* out, std::string* error);
+// Files: braid's or TACCL's JSON, or NCCL's XML (replicated as TACCL's);
+// `notes` (optional) gets the XML reader's.
+bool load_topology(const std::string& name_or_path, int nodes, Topology* out, std::string* error,
+                   std::vector<std::string>* notes = nullptr);
 
 }  // namespace braid

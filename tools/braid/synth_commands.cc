@@ -54,6 +54,15 @@ bool parse_size(const std::string& text, uint64_t* out) {
   return true;
 }
 
+// load_topology, with what the file's reader notes (an NCCL XML without
+// NVLinks...) on stderr.
+bool load_topology_noted(const std::string& spec, int nodes, Topology* out, std::string* error) {
+  std::vector<std::string> notes;
+  if (!load_topology(spec, nodes, out, error, &notes)) return false;
+  for (const std::string& note : notes) fmt::print(stderr, "braid: note: {}\n", note);
+  return true;
+}
+
 bool topology_for(const Schedule& s, const std::string& spec, Topology* out, std::string* error) {
   if (spec.empty()) {
     NodeProfile flat;
@@ -67,7 +76,7 @@ bool topology_for(const Schedule& s, const std::string& spec, Topology* out, std
     return true;
   }
   Topology t;
-  if (!load_topology(spec, 0, &t, error)) return false;
+  if (!load_topology_noted(spec, 0, &t, error)) return false;
   // A built-in of the wrong size: replicate it to the schedule's rank count.
   if (t.nranks() != s.nranks && s.nranks % t.gpus_per_node == 0 && t.nodes == 1) {
     if (!load_topology(spec, s.nranks / t.gpus_per_node, &t, error)) return false;
@@ -103,7 +112,7 @@ Command add_synth_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("synth", "synthesize a schedule from a topology and a TACCL sketch");
-  cmd->add_option("--topology,-t", args->topology, "built-in name (braid topo) or topology JSON (braid or TACCL)")->required();
+  cmd->add_option("--topology,-t", args->topology, "built-in name (braid topo), topology JSON (braid or TACCL) or NCCL topology XML")->required();
   cmd->add_option("--sketch,-s", args->sketch, "TACCL communication sketch JSON")->required();
   cmd->add_option("--collective,-c", args->collective, "allgather, alltoall or allreduce");
   cmd->add_option("-o,--output", args->output, "output file: .json (braid) or .xml (MSCCL)")->required();
@@ -121,7 +130,8 @@ Command add_synth_command(CLI::App& app) {
             Sketch sketch;
             if (!load_sketch(args->sketch, 0, &sketch, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
             Topology t;
-            if (!load_topology(args->topology, sketch.nnodes, &t, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
+            if (!load_topology_noted(args->topology, sketch.nnodes, &t, &error))
+              return fmt::print(stderr, "braid: {}\n", error), 2;
             if (sketch.nnodes != t.nodes) {
               // A built-in named without "xN": replicate it to the sketch's node count.
               if (!load_topology(args->topology + fmt::format("x{}", sketch.nnodes), 0, &t, &error) &&
@@ -168,7 +178,7 @@ Command add_sim_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("sim", "predicted time and busbw per size, against ring on the same topology");
   cmd->add_option("file", args->file, "schedule file (.json or MSCCL .xml)")->required();
-  cmd->add_option("--topology,-t", args->topology, "built-in or JSON topology (default: all ranks on one switch)");
+  cmd->add_option("--topology,-t", args->topology, "built-in, JSON or NCCL XML topology (default: all ranks on one switch)");
   cmd->add_option("--sizes", args->sizes, "comma list of sizes (nccl-tests' size column), e.g. 1K,1M,64M");
   cmd->add_option("--late", args->late,
                   "RANK:US: that rank reaches the call US microseconds late; times are then from its arrival");
@@ -269,7 +279,7 @@ Command add_topo_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("topo", "list built-in topologies, or print one");
-  cmd->add_option("name", args->name, "built-in name (e.g. ndv2, dgx2x2) or topology JSON file");
+  cmd->add_option("name", args->name, "built-in name (e.g. ndv2, dgx2x2), topology JSON or NCCL topology XML file");
   cmd->add_option("--nodes,-n", args->nodes, "replicate to this many nodes");
   cmd->add_flag("--json", args->json, "print braid's topology JSON");
   return {cmd, [args]() {
@@ -279,7 +289,7 @@ Command add_topo_command(CLI::App& app) {
             }
             Topology t;
             std::string error;
-            if (!load_topology(args->name, args->nodes, &t, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
+            if (!load_topology_noted(args->name, args->nodes, &t, &error)) return fmt::print(stderr, "braid: {}\n", error), 2;
             if (args->json) return fmt::print("{}\n", topology_to_json(t)), 0;
             fmt::print("{}: {} nodes x {} GPUs, {} NICs per node, {} links, {} shared ports\n", t.name, t.nodes,
                        t.gpus_per_node, t.nics_per_node, t.links.size(), t.ports.size());
@@ -288,7 +298,7 @@ Command add_topo_command(CLI::App& app) {
               std::string ports;
               for (int p : l.ports) ports += " " + t.ports[p].name;
               fmt::print("  {:>3} -> {:<3} {:<8} alpha {:.2f} us, beta {:.2f} us/MB{}\n", l.src, l.dst,
-                         l.kind == LinkKind::Network ? "network" : l.kind == LinkKind::NVSwitch ? "nvswitch" : "nvlink",
+                         link_kind_name(l.kind),
                          l.alpha_us, l.beta_us_per_mb, ports.empty() ? "" : "  via" + ports);
             }
             return 0;
