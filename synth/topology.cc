@@ -68,7 +68,6 @@ bool builtin_profile(const std::string& name, NodeProfile* out) {
   return true;
 }
 
-
 template <typename T>
 bool get(const json& j, const char* key, T* out, std::string* error, bool required = true) {
   auto it = j.find(key);
