@@ -54,6 +54,9 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_PKEY", "",
      "the index in each port's P_Key table of every queue pair's partition key (default 0); ends whose P_Keys cannot "
      "reach each other fail to connect, saying so"},
+    {"NCCL_IB_RESILIENCY_PORT_FAILOVER", "",
+     "1: every InfiniBand connection keeps a standby path on another port, which takes over when a transport error "
+     "ends the first (src/transport/ibverbs/ib_failover.h); default 0"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},

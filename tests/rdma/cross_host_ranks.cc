@@ -22,6 +22,13 @@
 //                ncclCommGetAsyncError must say ncclRemoteError within
 //                BRAID_TIMEOUT (+5 s), the other guest's ranks hearing it
 //                from GIN's receiver (nothing else of theirs talks to it)
+//   failover     AllReduces (1 MB) and AlltoAlls (64 KB a pair), each
+//                checked exact, while rank 0 runs $FAILOVER_DOWN after the
+//                10th, its %s the InfiniBand device rank 0's connections
+//                took (a command that takes that port down); with
+//                NCCL_IB_RESILIENCY_PORT_FAILOVER=1 every call must still
+//                succeed, exact (the connections on that port move to
+//                their standby paths: ib_failover.h)
 //   init-fails   init must fail, with ncclSystemError and the message
 //                in $EXPECT_ERROR (a wrong NCCL_IB_HCA)
 //   call-fails   init may succeed; then the first AllReduce, or init,
@@ -62,6 +69,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // With $EXPECT_TRANSPORT, whether this process's log has `what` followed by it.
 bool log_says(int rank, const char* what, bool net_only = false);
+std::string my_log();  // this process's log (with $EXPECT_TRANSPORT)
 
 int report(int rank, Failures& f, const char* what, Clock::time_point t0) {
   std::fprintf(stderr, "rank %d: %s %s in %.1f s\n", rank, what, f.count ? "FAILED" : "exact", seconds_since(t0));
@@ -137,6 +145,57 @@ int kill_suite(int rank, int n, ncclComm_t comm) {
     return 1;
   auto t = Clock::now();
   if (ncclCommAbort(comm) != ncclSuccess || seconds_since(t) > 2) return 1;
+  return 0;
+}
+
+// Rank 0 takes a port down mid-run; every call must succeed, exact.  Each
+// round is an AllReduce and an AlltoAll, so every pair's connections carry
+// data, whichever port a rank's are on.
+int failover_suite(int rank, int n, ncclComm_t comm) {
+  constexpr int kCalls = 40, kDownAfter = 10;
+  constexpr size_t kBlock = 1 << 14;  // AlltoAll floats per pair
+  std::vector<float> in(1 << 18), out(in.size()), a2a_in(kBlock * size_t(n)), a2a_out(a2a_in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
+  for (size_t i = 0; i < a2a_in.size(); ++i) a2a_in[i] = float(rank * 1000 + int(i / kBlock)) + float(i % kBlock);
+  const float sum = float(n * (n + 1) / 2);
+  // $FAILOVER_DOWN with %s as the device this rank's connections use first.
+  std::string down = std::getenv("FAILOVER_DOWN") ? std::getenv("FAILOVER_DOWN") : "";
+  const std::string log = my_log(), from = "transport on device ";
+  const size_t open = log.find(" (", log.find(from)), comma = log.find(',', open);
+  if (log.find(from) == std::string::npos || comma == std::string::npos) {
+    std::fprintf(stderr, "rank %d: the log names no device: %s\n", rank, log.c_str());
+    return 1;
+  }
+  for (size_t at; (at = down.find("%s")) != std::string::npos;)
+    down.replace(at, 2, log.substr(open + 2, comma - open - 2));
+  auto t0 = Clock::now();
+  for (int call = 0; call < kCalls; ++call) {
+    if (rank == 0 && call == kDownAfter && !down.empty()) {
+      std::fprintf(stderr, "rank 0: after call %d: %s\n", call, down.c_str());
+      if (std::system(down.c_str()) != 0) return 1;
+    }
+    const ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+    if (r != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: call %d: %s: %s\n", rank, call, ncclGetErrorString(r), ncclGetLastError(comm));
+      return 1;
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+      if (out[i] != sum * float(i % 13)) {
+        std::fprintf(stderr, "rank %d: call %d gave wrong data at %zu\n", rank, call, i);
+        return 1;
+      }
+    if (ncclAlltoAll(a2a_in.data(), a2a_out.data(), kBlock, ncclFloat, comm, nullptr) != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: AlltoAll %d: %s\n", rank, call, ncclGetLastError(comm));
+      return 1;
+    }
+    for (size_t i = 0; i < a2a_out.size(); ++i)  // block p came from rank p, its block for this rank
+      if (a2a_out[i] != float(int(i / kBlock) * 1000 + rank) + float(i % kBlock)) {
+        std::fprintf(stderr, "rank %d: AlltoAll %d gave wrong data at %zu\n", rank, call, i);
+        return 1;
+      }
+  }
+  std::fprintf(stderr, "rank %d: %d calls exact in %.1f s%s\n", rank, kCalls, seconds_since(t0),
+               my_log().find("failing over") != std::string::npos ? ", a connection failed over" : "");
   return 0;
 }
 
@@ -290,7 +349,9 @@ int one_rank(const std::string& suite, int rank, int n) {
     return 1;
 #endif
   }
-  int rc = suite == "kill" ? kill_suite(rank, n, comm) : sweep(rank, n, comm, suite == "full");
+  int rc = suite == "kill"       ? kill_suite(rank, n, comm)
+           : suite == "failover" ? failover_suite(rank, n, comm)
+                                 : sweep(rank, n, comm, suite == "full");
   if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
   return rc;
 }
@@ -299,7 +360,8 @@ int one_rank(const std::string& suite, int rank, int n) {
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s short|full|kill|gin-kill|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n",
+    std::fprintf(stderr,
+                 "usage: %s short|full|kill|gin-kill|failover|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n",
                  argv[0]);
     return 2;
   }

@@ -20,6 +20,11 @@
 #   external  short, through the external NCCL net plugin $RDMA_PLUGIN (a
 #             libnccl-net*.so built elsewhere, e.g. Mellanox's
 #             nccl-rdma-sharp-plugins; not in ctest: nothing here builds one)
+#   failover  two RoCE ports on each guest, one rank each,
+#             NCCL_IB_RESILIENCY_PORT_FAILOVER=1: rank 0 takes the port its
+#             connections use down mid-run, and every AllReduce and
+#             AlltoAll must still be exact, each end having failed over
+#             (ctest rdma.failover)
 #   faults    a killed rank (during collectives; and holding a devComm whose
 #             GIN crosses to it), a wrong NCCL_IB_HCA, an NCCL_IB_PKEY past
 #             the port's table, a GID the peer cannot reach: each a clear
@@ -70,6 +75,21 @@ case "$case" in
     cmd=$(job short BRAID_TRANSPORT=plugin NCCL_NET_PLUGIN="$plugin" NCCL_DEBUG=VERSION)
     "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" --share "$build" --share "$(dirname "$plugin")" \
       -- "$cmd" "$cmd";;
+  failover)
+    # One rank per guest, whose connections' first port is the same on both
+    # guests.  RoCE runs on two macvlans of eth0, each its own subnet (rxe0
+    # moves off eth0, which keeps the sockets); rank 0 takes its first
+    # port's macvlan down mid-run.
+    ports='rdma link delete rxe0 && for k in 1 2; do ip link add link eth0 name mv$k type macvlan mode bridge &&
+      ip addr add 10.78.$k.$((VM_ID + 1))/24 dev mv$k && ip link set mv$k up &&
+      rdma link add rxe$((k - 1)) type rxe netdev mv$k || exit 1; done &&
+      for k in 1 2; do for i in $(seq 60); do ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null && break; sleep 0.5; done;
+      ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null || exit 1; done'
+    down='ip link set $(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p") down'
+    cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over' /tmp/cross_host_ranks.*.log"
+    pair "$cmd" "$cmd";;
   faults)
     # One boot of the pair for the three, one after the other.  Each guest
     # sets up the unreachable GID itself: an address on a subnet of its

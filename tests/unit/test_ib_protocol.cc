@@ -20,8 +20,13 @@ struct Write {
   std::vector<char> bytes;
 };
 
-// One connection: `nqps` queue pairs, receives of `room` bytes each.
-void run_wire(int nqps, uint64_t seed, int messages) {
+// One connection: `nqps` queue pairs, receives of `room` bytes each.  With
+// `fail_over`, once, halfway: each queue pair delivers a random part of
+// what it carries and loses the rest, the credits in flight are lost, and
+// both ends go on over a new wire as ib_failover.cc does (the receiver
+// rewinds to its first incomplete receive and gives credit again from
+// there; the sender writes again from that message).
+void run_wire(int nqps, uint64_t seed, int messages, bool fail_over = false) {
   std::mt19937_64 rng(seed);
   constexpr size_t kRoom = 300000;
   std::vector<std::vector<char>> buffers(kIbMaxRequests, std::vector<char>(kRoom));  // the receiver's
@@ -31,7 +36,26 @@ void run_wire(int nqps, uint64_t seed, int messages) {
   std::vector<std::deque<Write>> qp_wire(static_cast<size_t>(nqps));
   std::deque<uint64_t> posted;       // receives not yet complete, in order
   std::vector<std::vector<char>> sent;  // message k's bytes
+  size_t next_to_send = 0;                // sent.size(), or less after a failover
+  bool failed_over = false;
   int received = 0;
+  auto deliver = [&](int j) {  // queue pair j's oldest write lands
+    Write w = std::move(qp_wire[size_t(j)].front());
+    qp_wire[size_t(j)].pop_front();
+    std::copy(w.bytes.begin(), w.bytes.end(), buffers[w.addr / kRoom].begin() + long(w.addr % kRoom));
+    REQUIRE(receives.part_arrived(j, uint32_t(w.bytes.size())).is_ok());
+  };
+  auto finish_in_order = [&] {  // the oldest receive completes first, whole and exact
+    uint64_t bytes = 0;
+    while (!posted.empty() && receives.finish(posted.front(), &bytes)) {
+      const uint64_t seq = posted.front();
+      posted.pop_front();
+      const std::vector<char>& m = sent[seq];
+      REQUIRE(bytes == m.size());
+      CHECK(std::equal(m.begin(), m.end(), buffers[seq % kIbMaxRequests].begin()));
+      ++received;
+    }
+  };
   auto message = [&](int k) {
     // Sizes across the split threshold, zero included.
     static const size_t sizes[] = {0, 1, 4095, kIbSplitMinBytes - 1, kIbSplitMinBytes, 100001, kRoom};
@@ -40,6 +64,22 @@ void run_wire(int nqps, uint64_t seed, int messages) {
     return m;
   };
   while (received < messages) {
+    if (fail_over && !failed_over && received >= messages / 2) {
+      failed_over = true;
+      for (int j = 0; j < nqps; ++j) {
+        for (size_t landed = rng() % (qp_wire[size_t(j)].size() + 1); landed > 0; --landed) deliver(j);
+        qp_wire[size_t(j)].clear();
+      }
+      credit_wire.clear();
+      const uint64_t resume = receives.rewind();
+      REQUIRE(resume <= next_to_send);
+      next_to_send = resume;
+      credits.restart(resume);
+      for (uint64_t seq = resume; seq < receives.next(); ++seq)
+        credit_wire.push_back(IbCredit{seq % kIbMaxRequests, 0, uint32_t(kRoom), seq});
+      finish_in_order();
+      continue;
+    }
     switch (rng() % 4) {
       case 0: {  // the receiver posts a receive: a credit goes out
         uint64_t seq = 0;
@@ -55,9 +95,9 @@ void run_wire(int nqps, uint64_t seed, int messages) {
         break;
       case 2: {  // the sender sends its next message, split over the queue pairs
         if (credits.empty()) break;
-        const int k = int(sent.size());
-        sent.push_back(message(k));
-        const std::vector<char>& m = sent.back();
+        const int k = int(next_to_send++);
+        if (size_t(k) == sent.size()) sent.push_back(message(k));
+        const std::vector<char>& m = sent[size_t(k)];
         IbCredit c;
         REQUIRE(credits.take(m.size(), &c).is_ok());
         CHECK(c.seq == uint64_t(k));
@@ -73,22 +113,9 @@ void run_wire(int nqps, uint64_t seed, int messages) {
       }
       default: {  // one queue pair, chosen at random, delivers its oldest write
         const int j = int(rng() % uint64_t(nqps));
-        auto& q = qp_wire[size_t(j)];
-        if (q.empty()) break;
-        Write w = std::move(q.front());
-        q.pop_front();
-        std::copy(w.bytes.begin(), w.bytes.end(), buffers[w.addr / kRoom].begin() + long(w.addr % kRoom));
-        REQUIRE(receives.part_arrived(j, uint32_t(w.bytes.size())).is_ok());
-        // The oldest receive completes first, whole and exact.
-        uint64_t bytes = 0;
-        while (!posted.empty() && receives.finish(posted.front(), &bytes)) {
-          const uint64_t seq = posted.front();
-          posted.pop_front();
-          const std::vector<char>& m = sent[seq];
-          REQUIRE(bytes == m.size());
-          CHECK(std::equal(m.begin(), m.end(), buffers[seq % kIbMaxRequests].begin()));
-          ++received;
-        }
+        if (qp_wire[size_t(j)].empty()) break;
+        deliver(j);
+        finish_in_order();
         break;
       }
     }
@@ -104,6 +131,44 @@ TEST_CASE("credit protocol: every message whole, in order, exact, over 1..4 queu
       INFO("queue pairs " << nqps << " seed " << seed);
       run_wire(nqps, seed, 200);
     }
+}
+
+TEST_CASE("credit protocol: after a port failover every message still lands once, whole and exact",
+          "[unit][ib]") {
+  for (int nqps : {1, 2, 4})
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      INFO("queue pairs " << nqps << " seed " << seed);
+      run_wire(nqps, seed, 200, true);
+    }
+}
+
+TEST_CASE("credit protocol: a failover rewinds to the first incomplete receive, forgetting later parts",
+          "[unit][ib]") {
+  IbReceives r(2);
+  uint64_t seq = 0;
+  for (int i = 0; i < 3; ++i) REQUIRE(r.start(&seq));
+  REQUIRE(r.part_arrived(0, 10).is_ok());  // message 0 whole
+  REQUIRE(r.part_arrived(1, 10).is_ok());
+  REQUIRE(r.part_arrived(0, 5).is_ok());   // message 1: one part of two
+  REQUIRE(r.part_arrived(0, 5).is_ok());   // message 2: one part of two
+  CHECK(r.rewind() == 1);
+  uint64_t bytes = 0;
+  CHECK(r.finish(0, &bytes));  // what was whole stays whole
+  CHECK(bytes == 20);
+  REQUIRE(r.part_arrived(1, 7).is_ok());  // message 1 again, parts in any order
+  REQUIRE(r.part_arrived(0, 8).is_ok());
+  CHECK(r.finish(1, &bytes));
+  CHECK(bytes == 15);
+  CHECK_FALSE(r.finish(2, &bytes));
+  CHECK(r.next() == 3);
+  IbReceives idle(1);
+  CHECK(idle.rewind() == 0);  // nothing outstanding: from the next receive on
+  IbCredits credits;
+  REQUIRE(credits.add(IbCredit{0, 0, 1, 0}).is_ok());
+  credits.restart(5);
+  CHECK(credits.empty());
+  CHECK(credits.add(IbCredit{0, 0, 1, 1}).code() == ncclInternalError);
+  CHECK(credits.add(IbCredit{0, 0, 1, 5}).is_ok());
 }
 
 TEST_CASE("credit protocol: at most kIbMaxRequests receives outstanding, slots reused after finishing", "[unit][ib]") {

@@ -20,6 +20,11 @@
 // Completions: one completion queue per connection, on a completion channel
 // per port; event_fd (an epoll set of the channels) lets braid's transport
 // sleep until a completion instead of polling (net_transport.cc).
+//
+// With NCCL_IB_RESILIENCY_PORT_FAILOVER=1 a connection also has a standby
+// path on another port, which takes over when the first fails
+// (ib_failover.h); the structures are in ib_comm.h, a path's queue pairs in
+// ib_path.cc.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -34,38 +39,21 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <vector>
 
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
-#include "src/transport/ibverbs/ib_device.h"
-#include "src/transport/ibverbs/ib_mr_cache.h"
-#include "src/transport/ibverbs/ib_protocol.h"
+#include "src/transport/ibverbs/ib_comm.h"
+#include "src/transport/ibverbs/ib_failover.h"
 #include "src/transport/net/nets.h"
 
 namespace braid {
 namespace {
 
-constexpr uint64_t kHandleMagic = 0x6272616964696232ULL;  // "braidib2": QpInfo carries the P_Key
+constexpr uint64_t kHandleMagic = 0x6272616964696233ULL;  // "braidib3": IbHello, paths and P_Keys
 constexpr auto kLivenessEvery = std::chrono::milliseconds(100);
 constexpr int kCqBatch = 16;
-
-struct QpInfo {
-  uint64_t magic;
-  uint32_t nqps;
-  uint32_t psn;
-  uint32_t qpn[kIbMaxQps];
-  uint16_t lid;
-  uint8_t use_gid;
-  uint8_t mtu;
-  uint8_t gid[16];
-  uint8_t traffic_class;  // the sender's, which both ends use
-  uint16_t pkey;          // each end's P_Key: both must reach the other (ib_select.h)
-};
-
-struct IbComm;
 
 struct Handle {
   uint64_t magic;
@@ -74,54 +62,6 @@ struct Handle {
 };
 static_assert(sizeof(Handle) <= kNetHandleBytes);
 
-// A work request's id: what it is, and which.
-enum WrKind : uint64_t { kWrData = 1, kWrCredit = 2, kWrRecvData = 3, kWrRecvCredit = 4 };
-uint64_t wr_id(WrKind kind, uint64_t value) { return (uint64_t(kind) << 56) | value; }
-
-struct IbDevice {
-  IbPort port;
-  ibv_comp_channel* channel = nullptr;
-  std::unique_ptr<IbMrCache> mrs;
-};
-
-struct IbRequest {
-  IbComm* comm = nullptr;
-  bool busy = false;
-  bool sending = false;
-  uint64_t seq = 0;
-  uint32_t parts_left = 0;
-  uint64_t bytes = 0;
-};
-
-enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };
-
-struct IbComm {
-  IbComm(IbDevice* dev, bool sending, int nqps) : dev(dev), sending(sending), nqps(nqps), receives(nqps) {}
-  IbDevice* dev;
-  const bool sending;
-  int nqps;
-  int fd = -1;
-  std::string peer;  // ip:port of the other end's side channel, for messages
-  Stage stage = Stage::Connecting;
-  QpInfo mine{}, theirs{};
-  size_t theirs_got = 0;
-  ibv_cq* cq = nullptr;
-  std::vector<ibv_qp*> qps;
-  // Credits: received into (sender) or sent from (receiver) these buffers.
-  IbCredit* credit_buf = nullptr;
-  ibv_mr* credit_mr = nullptr;
-  IbCredits credits;   // sender
-  IbReceives receives; // receiver
-  IbRequest requests[kIbMaxRequests];
-  uint64_t next_send = 0;
-  Status error;
-  std::chrono::steady_clock::time_point next_liveness_check{};
-
-  void fail(Status s) {
-    if (error.is_ok()) error = std::move(s).context(fmt::format("InfiniBand connection {} {}", sending ? "to" : "from", peer));
-  }
-};
-
 struct ListenComm {
   IbDevice* dev;
   int fd;
@@ -129,132 +69,6 @@ struct ListenComm {
 };
 
 std::string errno_text() { return std::strerror(errno); }
-
-// --- queue pairs ----------------------------------------------------------
-
-Status create_qps(IbComm* c) {
-  const int depth = 2 * kIbMaxRequests + 8;
-  c->cq = ibv_create_cq(c->dev->port.context, (c->nqps + 1) * depth, c, c->dev->channel, 0);
-  if (!c->cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
-  for (int j = 0; j < c->nqps; ++j) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = c->cq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = uint32_t(depth);
-    a.cap.max_recv_wr = uint32_t(kIbMaxRequests + 4);
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    ibv_qp* qp = ibv_create_qp(c->dev->port.pd, &a);
-    if (!qp) return BRAID_ERROR(ncclSystemError, "ibv_create_qp: {}", errno_text());
-    c->qps.push_back(qp);
-    ibv_qp_attr m{};
-    m.qp_state = IBV_QPS_INIT;
-    m.pkey_index = c->dev->port.pkey_index;
-    m.port_num = uint8_t(c->dev->port.port);
-    m.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    if (int rc = ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-      return BRAID_ERROR(ncclSystemError, "queue pair to INIT: {}", std::strerror(rc));
-  }
-  static thread_local std::mt19937 rng{std::random_device{}()};
-  c->mine.magic = kHandleMagic;
-  c->mine.nqps = uint32_t(c->nqps);
-  c->mine.psn = rng() & 0xffffff;
-  for (int j = 0; j < c->nqps; ++j) c->mine.qpn[j] = c->qps[size_t(j)]->qp_num;
-  c->mine.lid = c->dev->port.lid;
-  c->mine.use_gid = c->dev->port.use_gid;
-  c->mine.mtu = uint8_t(c->dev->port.mtu);
-  c->mine.pkey = c->dev->port.pkey;
-  std::memcpy(c->mine.gid, c->dev->port.gid.raw, 16);
-  return Status::ok();
-}
-
-Status qps_ready(IbComm* c) {
-  const QpInfo& t = c->theirs;
-  const IbPort& p = c->dev->port;
-  if (bool(t.use_gid) != p.use_gid)
-    return BRAID_ERROR(ncclSystemError, "one end addresses by GID (RoCE), the other by LID (InfiniBand): {} vs peer",
-                       p.describe());
-  const int timeout = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_TIMEOUT", "NCCL_IB_TIMEOUT"), 1, 31));
-  const int retries = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_RETRY_CNT", "NCCL_IB_RETRY_CNT"), 0, 7));
-  for (int j = 0; j < c->nqps; ++j) {
-    ibv_qp_attr m{};
-    m.qp_state = IBV_QPS_RTR;
-    m.path_mtu = ibv_mtu(std::min<int>(t.mtu, p.mtu));
-    m.dest_qp_num = t.qpn[j];
-    m.rq_psn = t.psn;
-    m.max_dest_rd_atomic = 1;
-    m.min_rnr_timer = 12;
-    m.ah_attr.port_num = uint8_t(p.port);
-    m.ah_attr.dlid = t.lid;
-    m.ah_attr.sl = p.service_level;
-    if (p.use_gid) {
-      m.ah_attr.is_global = 1;
-      std::memcpy(m.ah_attr.grh.dgid.raw, t.gid, 16);
-      m.ah_attr.grh.sgid_index = uint8_t(p.gid.index);
-      m.ah_attr.grh.hop_limit = 255;
-      m.ah_attr.grh.traffic_class = c->sending ? c->mine.traffic_class : t.traffic_class;
-    }
-    ibv_qp* qp = c->qps[size_t(j)];
-    if (int rc = ibv_modify_qp(qp, &m,
-                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-      // On RoCE the kernel resolves the peer's GID to a MAC here.
-      const bool unreachable = rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH || rc == EINVAL;
-      return BRAID_ERROR(ncclSystemError, "queue pair to ready-to-receive toward GID {} LID {}: {}{}",
-                         gid_to_string(t.gid), t.lid, std::strerror(rc),
-                         unreachable ? " (is the peer's GID reachable from " + p.describe() + "?)" : "");
-    }
-    ibv_qp_attr s{};
-    s.qp_state = IBV_QPS_RTS;
-    s.timeout = uint8_t(timeout);
-    s.retry_cnt = uint8_t(retries);
-    s.rnr_retry = 7;
-    s.sq_psn = c->mine.psn;
-    s.max_rd_atomic = 1;
-    if (int rc = ibv_modify_qp(qp, &s,
-                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                                   IBV_QP_MAX_QP_RD_ATOMIC))
-      return BRAID_ERROR(ncclSystemError, "queue pair to ready-to-send: {}", std::strerror(rc));
-  }
-  return Status::ok();
-}
-
-Status post_recv(ibv_qp* qp, uint64_t id, ibv_sge* sge) {
-  ibv_recv_wr wr{}, *bad = nullptr;
-  wr.wr_id = id;
-  wr.sg_list = sge;
-  wr.num_sge = sge ? 1 : 0;
-  if (int rc = ibv_post_recv(qp, &wr, &bad)) return BRAID_ERROR(ncclSystemError, "ibv_post_recv: {}", std::strerror(rc));
-  return Status::ok();
-}
-
-// The sender receives credits on queue pair 0 into credit_buf[i].
-Status post_credit_recv(IbComm* c, int i) {
-  ibv_sge sge{reinterpret_cast<uint64_t>(&c->credit_buf[i]), sizeof(IbCredit), c->credit_mr->lkey};
-  return post_recv(c->qps[0], wr_id(kWrRecvCredit, uint64_t(i)), &sge);
-}
-
-Status alloc_credits(IbComm* c) {
-  const size_t bytes = sizeof(IbCredit) * kIbMaxRequests;
-  c->credit_buf = static_cast<IbCredit*>(std::aligned_alloc(4096, 4096));
-  static_assert(sizeof(IbCredit) * kIbMaxRequests <= 4096);
-  if (!c->credit_buf) return BRAID_ERROR(ncclSystemError, "out of memory");
-  std::memset(c->credit_buf, 0, 4096);
-  c->credit_mr = ibv_reg_mr(c->dev->port.pd, c->credit_buf, bytes, IBV_ACCESS_LOCAL_WRITE);
-  if (!c->credit_mr) return BRAID_ERROR(ncclSystemError, "ibv_reg_mr (credits): {}", errno_text());
-  return Status::ok();
-}
-
-// Posts what each end must have waiting before the other may send: the
-// sender's credit receives, the receiver's receives for incoming writes.
-Status post_initial_recvs(IbComm* c) {
-  if (c->sending) {
-    for (int i = 0; i < kIbMaxRequests; ++i) BRAID_TRY(post_credit_recv(c, i));
-  } else {
-    for (int j = 0; j < c->nqps; ++j)
-      for (int i = 0; i < kIbMaxRequests; ++i) BRAID_TRY(post_recv(c->qps[size_t(j)], wr_id(kWrRecvData, uint64_t(j)), nullptr));
-  }
-  return Status::ok();
-}
 
 // --- completions ----------------------------------------------------------
 
@@ -280,45 +94,101 @@ Status completion_error(const ibv_wc& wc) {
   }
 }
 
-int qp_index(const IbComm* c, uint32_t qp_num) {
-  for (int j = 0; j < c->nqps; ++j)
-    if (c->qps[size_t(j)]->qp_num == qp_num) return j;
+int qp_index(const IbPath& path, uint32_t qp_num) {
+  for (size_t j = 0; j < path.qps.size(); ++j)
+    if (path.qps[j]->qp_num == qp_num) return int(j);
   return -1;
 }
 
+}  // namespace
+
+// One completion of path `p`.  A stopped path's (a failover's drain) are
+// taken in for what they say landed; nothing is posted on it again.
+void handle_completion(IbComm* c, int p, const ibv_wc& wc) {
+  const bool live = path_is_live(c, p);
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (live && !failover_takes(c, wc)) c->fail(completion_error(wc));
+    return;
+  }
+  IbPath& path = c->paths[p];
+  const uint64_t value = wc.wr_id & ((uint64_t(1) << 56) - 1);
+  Status s;
+  switch (WrKind(wc.wr_id >> 56)) {
+    case kWrData:
+      if (c->requests[value].parts_left > 0) --c->requests[value].parts_left;
+      break;
+    case kWrCredit: break;
+    case kWrRecvData: {
+      const int j = qp_index(path, wc.qp_num);
+      s = c->receives.part_arrived(j, ntohl(wc.imm_data));
+      if (s.is_ok() && live) s = post_recv(path.qps[size_t(j)], wc.wr_id, nullptr);
+      break;
+    }
+    case kWrRecvCredit:
+      if (!live) break;  // credits of a stopped path are given again on the new one
+      s = c->credits.add(path.credit_buf[value]);
+      if (s.is_ok()) s = post_credit_recv(c, p, int(value));
+      break;
+    default: s = BRAID_ERROR(ncclInternalError, "a completion of unknown kind {:#x}", wc.wr_id); break;
+  }
+  if (!s.is_ok()) c->fail(std::move(s));
+}
+
+Status post_message(IbComm* c, const IbRequest& r, const IbCredit& credit) {
+  const uint64_t slot = r.seq % kIbMaxRequests;
+  const uint32_t lkey = r.memory ? r.memory->lkey(c->active) : 0;
+  for (int j = 0; j < c->nqps; ++j) {
+    const IbPart part = ib_part(r.bytes, c->nqps, j);
+    ibv_sge sge{reinterpret_cast<uint64_t>(r.data) + part.offset, uint32_t(part.length), lkey};
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = wr_id(kWrData, slot);
+    wr.sg_list = part.length ? &sge : nullptr;
+    wr.num_sge = part.length ? 1 : 0;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = htonl(uint32_t(part.length));
+    wr.wr.rdma.remote_addr = credit.addr + part.offset;
+    wr.wr.rdma.rkey = credit.rkey;
+    if (int rc = ibv_post_send(c->path().qps[size_t(j)], &wr, &bad))
+      return BRAID_ERROR(ncclSystemError, "ibv_post_send: {}", std::strerror(rc));
+  }
+  return Status::ok();
+}
+
+Status post_credit(IbComm* c, const IbRequest& r) {
+  const uint64_t slot = r.seq % kIbMaxRequests;
+  IbPath& path = c->path();
+  IbCredit& credit = path.credit_buf[slot];
+  credit = IbCredit{reinterpret_cast<uint64_t>(r.data), r.memory ? r.memory->rkey(c->active) : 0, uint32_t(r.bytes),
+                    r.seq};
+  ibv_sge sge{reinterpret_cast<uint64_t>(&credit), sizeof(IbCredit), path.credit_mr->lkey};
+  ibv_send_wr wr{}, *bad = nullptr;
+  wr.wr_id = wr_id(kWrCredit, slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (int rc = ibv_post_send(path.qps[0], &wr, &bad))
+    return BRAID_ERROR(ncclSystemError, "ibv_post_send (credit): {}", std::strerror(rc));
+  return Status::ok();
+}
+
+namespace {
+
+// The side channel, then the path in use.
 void poll_completions(IbComm* c) {
+  failover_progress(c);
+  if (!path_is_live(c, c->active)) return;
   ibv_wc wcs[kCqBatch];
   for (;;) {
-    const int n = ibv_poll_cq(c->cq, kCqBatch, wcs);
+    const int n = ibv_poll_cq(c->path().cq, kCqBatch, wcs);
     if (n < 0) return c->fail(BRAID_ERROR(ncclSystemError, "ibv_poll_cq failed"));
-    for (int i = 0; i < n; ++i) {
-      const ibv_wc& wc = wcs[i];
-      if (wc.status != IBV_WC_SUCCESS) {
-        c->fail(completion_error(wc));
-        continue;
-      }
-      const uint64_t value = wc.wr_id & ((uint64_t(1) << 56) - 1);
-      switch (WrKind(wc.wr_id >> 56)) {
-        case kWrData: --c->requests[value].parts_left; break;
-        case kWrCredit: break;
-        case kWrRecvData: {
-          const int j = qp_index(c, wc.qp_num);
-          Status s = c->receives.part_arrived(j, ntohl(wc.imm_data));
-          if (s.is_ok() && j >= 0) s = post_recv(c->qps[size_t(j)], wc.wr_id, nullptr);
-          if (!s.is_ok()) c->fail(std::move(s));
-          break;
-        }
-        case kWrRecvCredit: {
-          Status s = c->credits.add(c->credit_buf[value]);
-          if (s.is_ok()) s = post_credit_recv(c, int(value));
-          if (!s.is_ok()) c->fail(std::move(s));
-          break;
-        }
-        default: c->fail(BRAID_ERROR(ncclInternalError, "a completion of unknown kind {:#x}", wc.wr_id)); break;
-      }
-    }
-    if (n < kCqBatch) return;
+    const int p = c->active;  // the whole batch is this path's, also after an error in it
+    for (int i = 0; i < n; ++i) handle_completion(c, p, wcs[i]);
+    if (c->path_failed != IBV_WC_SUCCESS || n < kCqBatch) break;
   }
+  if (c->path_failed != IBV_WC_SUCCESS) failover_start(c);
+  failover_progress(c);
 }
 
 // Whether the peer's process has ended: its kernel closes the side channel
@@ -428,11 +298,15 @@ class IbNet final : public Net {
     if (!c) {
       c = new IbComm(devices_[size_t(dev)].get(), true, nqps_);
       c->peer = to_string(h.addr);
-      c->mine.traffic_class = c->dev->port.traffic_class_for(config.traffic_class);
+      if (failover_wanted()) add_standby(c, dev);
+      for (int p = 0; p < c->npaths; ++p)
+        c->paths[p].mine.traffic_class = c->paths[p].dev->port.traffic_class_for(config.traffic_class);
+      const IbPort& port = c->paths[0].dev->port;
       if (config.traffic_class >= 0)
-        BRAID_INFO(kInit | kNet, "InfiniBand connection to {}: traffic class {} ({})", c->peer, c->mine.traffic_class,
-                   c->dev->port.traffic_class >= 0 ? "NCCL_IB_TC, over the communicator's trafficClass"
-                                                   : "the communicator's trafficClass");
+        BRAID_INFO(kInit | kNet, "InfiniBand connection to {}: traffic class {} ({})", c->peer,
+                   c->paths[0].mine.traffic_class,
+                   port.traffic_class >= 0 ? "NCCL_IB_TC, over the communicator's trafficClass"
+                                           : "the communicator's trafficClass");
       Status s = start_connect(c, h.addr);
       if (!s.is_ok()) {
         destroy(c);
@@ -507,13 +381,23 @@ class IbNet final : public Net {
       return BRAID_ERROR(ncclInvalidUsage,
                          "braid's InfiniBand net registers host memory only (GPU memory needs GPUDirect RDMA "
                          "through dma-buf, not implemented)");
-    IbMrCache::Entry* e = nullptr;
-    BRAID_TRY(static_cast<IbComm*>(comm)->dev->mrs->acquire(data, bytes, &e));
-    *mhandle = e;
+    auto* c = static_cast<IbComm*>(comm);
+    auto memory = std::make_unique<IbMemory>();
+    for (int p = 0; p < c->npaths; ++p) {
+      Status s = c->paths[p].dev->mrs->acquire(data, bytes, &memory->on[p]);
+      if (!s.is_ok()) {
+        (void)dereg_mr(comm, memory.release());
+        return s;
+      }
+    }
+    *mhandle = memory.release();
     return Status::ok();
   }
   Status dereg_mr(void* comm, void* mhandle) override {
-    static_cast<IbComm*>(comm)->dev->mrs->release(static_cast<IbMrCache::Entry*>(mhandle));
+    auto* c = static_cast<IbComm*>(comm);
+    std::unique_ptr<IbMemory> memory(static_cast<IbMemory*>(mhandle));
+    for (int p = 0; p < kIbMaxPaths; ++p)
+      if (memory->on[p]) c->paths[p].dev->mrs->release(memory->on[p]);
     return Status::ok();
   }
 
@@ -523,34 +407,21 @@ class IbNet final : public Net {
     if (!c->error.is_ok()) return c->error;
     IbRequest& r = c->requests[c->next_send % kIbMaxRequests];
     if (r.busy) return Status::ok();
-    if (c->credits.empty()) poll_completions(c);
+    if (c->credits.empty() || failover_holds_sends(c)) poll_completions(c);
     if (!c->error.is_ok()) return c->error;
+    if (failover_holds_sends(c)) return Status::ok();  // the caller tries again
     if (c->credits.empty()) {
       fail_if_peer_gone(c, [c] { return !c->credits.empty(); });
       return c->error;  // ok: the caller tries again
     }
     IbCredit credit;
     BRAID_TRY(c->credits.take(bytes, &credit));
-    const uint32_t lkey = mhandle ? static_cast<IbMrCache::Entry*>(mhandle)->mr->lkey : 0;
-    const uint64_t slot = c->next_send % kIbMaxRequests;
-    for (int j = 0; j < c->nqps; ++j) {
-      const IbPart part = ib_part(bytes, c->nqps, j);
-      ibv_sge sge{reinterpret_cast<uint64_t>(data) + part.offset, uint32_t(part.length), lkey};
-      ibv_send_wr wr{}, *bad = nullptr;
-      wr.wr_id = wr_id(kWrData, slot);
-      wr.sg_list = part.length ? &sge : nullptr;
-      wr.num_sge = part.length ? 1 : 0;
-      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-      wr.send_flags = IBV_SEND_SIGNALED;
-      wr.imm_data = htonl(uint32_t(part.length));
-      wr.wr.rdma.remote_addr = credit.addr + part.offset;
-      wr.wr.rdma.rkey = credit.rkey;
-      if (int rc = ibv_post_send(c->qps[size_t(j)], &wr, &bad)) {
-        c->fail(BRAID_ERROR(ncclSystemError, "ibv_post_send: {}", std::strerror(rc)));
-        return c->error;
-      }
+    r = IbRequest{c, true, true, credit.seq, uint32_t(c->nqps), bytes, data, static_cast<const IbMemory*>(mhandle)};
+    if (Status s = post_message(c, r, credit); !s.is_ok()) {
+      r.busy = false;
+      c->fail(std::move(s));
+      return c->error;
     }
-    r = IbRequest{c, true, true, credit.seq, uint32_t(c->nqps), bytes};
     ++c->next_send;
     *request = &r;
     return Status::ok();
@@ -563,23 +434,15 @@ class IbNet final : public Net {
     if (bytes > UINT32_MAX) return BRAID_ERROR(ncclInternalError, "a receive of {} bytes (at most 4 GiB)", bytes);
     uint64_t seq = 0;
     if (!c->receives.start(&seq)) return Status::ok();
-    const uint64_t slot = seq % kIbMaxRequests;
-    IbCredit& credit = c->credit_buf[slot];
-    credit = IbCredit{reinterpret_cast<uint64_t>(data),
-                      mhandle ? static_cast<IbMrCache::Entry*>(mhandle)->mr->rkey : 0, uint32_t(bytes), seq};
-    ibv_sge sge{reinterpret_cast<uint64_t>(&credit), sizeof(IbCredit), c->credit_mr->lkey};
-    ibv_send_wr wr{}, *bad = nullptr;
-    wr.wr_id = wr_id(kWrCredit, slot);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if (int rc = ibv_post_send(c->qps[0], &wr, &bad)) {
-      c->fail(BRAID_ERROR(ncclSystemError, "ibv_post_send (credit): {}", std::strerror(rc)));
-      return c->error;
+    IbRequest& r = c->requests[seq % kIbMaxRequests];
+    r = IbRequest{c, true, false, seq, 0, bytes, data, static_cast<const IbMemory*>(mhandle)};
+    // During a failover the credit goes with the others once the sender is on the new path.
+    if (!failover_holds_credits(c)) {
+      if (Status s = post_credit(c, r); !s.is_ok()) {
+        c->fail(std::move(s));
+        return c->error;
+      }
     }
-    IbRequest& r = c->requests[slot];
-    r = IbRequest{c, true, false, seq, 0, 0};
     *request = &r;
     return Status::ok();
   }
@@ -602,7 +465,7 @@ class IbNet final : public Net {
 
   int event_fd() override { return epoll_; }
   Status arm_events(void* comm) override {
-    if (int rc = ibv_req_notify_cq(static_cast<IbComm*>(comm)->cq, 0))
+    if (int rc = ibv_req_notify_cq(static_cast<IbComm*>(comm)->path().cq, 0))
       return BRAID_ERROR(ncclSystemError, "ibv_req_notify_cq: {}", std::strerror(rc));
     return Status::ok();
   }
@@ -633,6 +496,70 @@ class IbNet final : public Net {
     return Status::ok();
   }
 
+  // NCCL_IB_RESILIENCY_PORT_FAILOVER=1: a standby path on the next port.
+  void add_standby(IbComm* c, int dev) {
+    if (devices_.size() < 2) {
+      static std::once_flag said;
+      std::call_once(said, [] {
+        BRAID_INFO(kInit | kNet, "NCCL_IB_RESILIENCY_PORT_FAILOVER=1 with one port: connections have no standby");
+      });
+      return;
+    }
+    c->paths[1].dev = devices_[size_t(dev + 1) % devices_.size()].get();
+    c->npaths = 2;
+  }
+  void drop_standby(IbComm* c, const Status& why) {
+    BRAID_WARN("InfiniBand connection {} {}: no standby path on {}: {}", c->sending ? "to" : "from", c->peer,
+               c->paths[1].dev->port.describe(), why.message());
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    destroy_path(&c->paths[1]);
+    c->npaths = 1;
+  }
+  int index_of(const IbDevice* d) const {
+    for (size_t i = 0; i < devices_.size(); ++i)
+      if (devices_[i].get() == d) return int(i);
+    return 0;
+  }
+
+  // Creates this end's paths with their receives posted, and fills its hello.
+  Status create_paths(IbComm* c) {
+    c->mine.magic = kHandleMagic;
+    c->mine.npaths = uint32_t(c->npaths);
+    for (int p = 0; p < c->npaths; ++p) {
+      BRAID_TRY(create_path(c, p));
+      BRAID_TRY(post_initial_recvs(c, p));
+      c->mine.path[p] = c->paths[p].mine;
+    }
+    return Status::ok();
+  }
+  // The peer's hello, checked, into the paths; a standby it lacks, or whose
+  // P_Keys cannot reach it, is dropped.
+  Status take_hello(IbComm* c) {
+    const IbHello& t = c->theirs;
+    if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) ||
+        t.path[0].nqps != uint32_t(c->nqps) || (t.npaths == 2 && t.path[1].nqps != uint32_t(c->nqps)))
+      return BRAID_ERROR(ncclSystemError, "malformed setup message from the peer");
+    for (int p = 0; p < int(t.npaths) && p < c->npaths; ++p) c->paths[p].theirs = t.path[p];
+    if (c->npaths == 2 && t.npaths < 2) drop_standby(c, BRAID_ERROR(ncclSystemError, "the peer has none"));
+    if (std::string why; c->npaths == 2 && !pkeys_reach(c->paths[1].mine.pkey, t.path[1].pkey, &why))
+      drop_standby(c, BRAID_ERROR(ncclSystemError, "{}", why));
+    return Status::ok();
+  }
+  Status standby_ready(IbComm* c) {
+    if (c->npaths < 2) return Status::ok();
+    if (Status s = path_ready(c, 1); !s.is_ok()) drop_standby(c, s);
+    return Status::ok();
+  }
+  void say_ready(IbComm* c) {
+    if (c->npaths == 2)
+      BRAID_INFO(kInit | kNet, "InfiniBand connection {} {}: {} queue pairs on {}, standby on {} "
+                 "(NCCL_IB_RESILIENCY_PORT_FAILOVER)", c->sending ? "to" : "from", c->peer, c->nqps,
+                 c->paths[0].dev->port.describe(), c->paths[1].dev->port.describe());
+    else
+      BRAID_TRACE(kNet, "InfiniBand connection {} {} ready: {} queue pairs on {}", c->sending ? "to" : "from",
+                  c->peer, c->nqps, c->paths[0].dev->port.describe());
+  }
+
   Status continue_connect(IbComm* c) {
     if (c->stage == Stage::Connecting) {
       pollfd p{c->fd, POLLOUT, 0};
@@ -641,25 +568,22 @@ class IbNet final : public Net {
       socklen_t len = sizeof(err);
       getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err) return BRAID_ERROR(ncclSystemError, "connect: {}", std::strerror(err));
-      BRAID_TRY(create_qps(c));
-      BRAID_TRY(alloc_credits(c));
-      BRAID_TRY(post_initial_recvs(c));
+      BRAID_TRY(create_paths(c));
       BRAID_TRY(send_all(c->fd, &c->mine, sizeof(c->mine), setup_deadline(), nullptr));
       c->stage = Stage::AwaitReply;
     }
     if (c->stage == Stage::AwaitReply) {
       BRAID_TRY(read_some(c->fd, &c->theirs, sizeof(c->theirs), &c->theirs_got));
       if (c->theirs_got < sizeof(c->theirs)) return Status::ok();
-      if (c->theirs.magic != kHandleMagic || c->theirs.nqps != uint32_t(c->nqps))
-        return BRAID_ERROR(ncclSystemError, "malformed answer from the receiver");
-      if (std::string why; !pkeys_reach(c->mine.pkey, c->theirs.pkey, &why))
+      if (std::string why; !pkeys_reach(c->paths[0].mine.pkey, c->theirs.path[0].pkey, &why))
         return BRAID_ERROR(ncclSystemError, "InfiniBand connection to {}: {}", c->peer, why);
-      BRAID_TRY(qps_ready(c));
-      const char ready = 1;
+      BRAID_TRY(take_hello(c));
+      BRAID_TRY(path_ready(c, 0));
+      BRAID_TRY(standby_ready(c));
+      const char ready = char(c->npaths);  // the paths both ends use
       BRAID_TRY(send_all(c->fd, &ready, 1, setup_deadline(), nullptr));
       c->stage = Stage::Ready;
-      BRAID_TRACE(kNet, "InfiniBand connection to {} ready: {} queue pairs on {}", c->peer, c->nqps,
-                  c->dev->port.describe());
+      say_ready(c);
     }
     return Status::ok();
   }
@@ -668,22 +592,27 @@ class IbNet final : public Net {
     if (c->stage == Stage::ReadInfo) {
       BRAID_TRY(read_some(c->fd, &c->theirs, sizeof(c->theirs), &c->theirs_got));
       if (c->theirs_got < sizeof(c->theirs)) return Status::ok();
-      if (c->theirs.magic != kHandleMagic || c->theirs.nqps < 1 || c->theirs.nqps > uint32_t(kIbMaxQps))
+      const IbHello& t = c->theirs;
+      if (t.magic != kHandleMagic || t.path[0].nqps < 1 || t.path[0].nqps > uint32_t(kIbMaxQps))
         return BRAID_ERROR(ncclSystemError, "malformed connection request");
-      if (std::string why; !pkeys_reach(c->dev->port.pkey, c->theirs.pkey, &why)) {
+      const IbPort& port = c->paths[0].dev->port;
+      if (std::string why; !pkeys_reach(port.pkey, t.path[0].pkey, &why)) {
         // Answered first, with this end's P_Key, so that the sender says why too.
         c->mine.magic = kHandleMagic;
-        c->mine.nqps = c->theirs.nqps;
-        c->mine.pkey = c->dev->port.pkey;
+        c->mine.npaths = 1;
+        c->mine.path[0].nqps = t.path[0].nqps;
+        c->mine.path[0].pkey = port.pkey;
         (void)send_all(c->fd, &c->mine, sizeof(c->mine), setup_deadline(), nullptr);
         return BRAID_ERROR(ncclSystemError, "InfiniBand connection from {}: {}", c->peer, why);
       }
-      c->nqps = int(c->theirs.nqps);
+      c->nqps = int(t.path[0].nqps);
       c->receives = IbReceives(c->nqps);
-      BRAID_TRY(create_qps(c));
-      BRAID_TRY(alloc_credits(c));
-      BRAID_TRY(post_initial_recvs(c));
-      BRAID_TRY(qps_ready(c));
+      if (t.npaths == 2) add_standby(c, index_of(c->paths[0].dev));
+      BRAID_TRY(create_paths(c));
+      BRAID_TRY(take_hello(c));
+      BRAID_TRY(path_ready(c, 0));
+      BRAID_TRY(standby_ready(c));
+      c->mine.npaths = uint32_t(c->npaths);
       BRAID_TRY(send_all(c->fd, &c->mine, sizeof(c->mine), setup_deadline(), nullptr));
       c->stage = Stage::AwaitReady;
     }
@@ -692,18 +621,17 @@ class IbNet final : public Net {
       size_t got = 0;
       BRAID_TRY(read_some(c->fd, &ready, 1, &got));
       if (got == 0) return Status::ok();
+      if (ready < c->npaths) drop_standby(c, BRAID_ERROR(ncclSystemError, "the sender could not ready its own"));
       c->stage = Stage::Ready;
+      say_ready(c);
     }
     return Status::ok();
   }
 
   void destroy(IbComm* c) {
-    for (ibv_qp* qp : c->qps) ibv_destroy_qp(qp);
-    if (c->credit_mr) ibv_dereg_mr(c->credit_mr);
-    std::free(c->credit_buf);
-    if (c->cq) {
-      std::lock_guard<std::mutex> lock(events_mutex_);  // no event of it read and not yet acknowledged
-      ibv_destroy_cq(c->cq);
+    {
+      std::lock_guard<std::mutex> lock(events_mutex_);  // no event of its queues read and not yet acknowledged
+      for (IbPath& path : c->paths) destroy_path(&path);
     }
     if (c->fd >= 0) ::close(c->fd);
     delete c;

@@ -70,6 +70,12 @@ class IbCredits {
     return Status::ok();
   }
   bool empty() const { return credits_.empty(); }
+  // After a port failover (ib_failover.h): the credits given on the failed
+  // port are void, and the receiver gives them again from `next` on.
+  void restart(uint64_t next) {
+    credits_.clear();
+    next_in_ = next;
+  }
   // The oldest credit, for the next message of `bytes`.
   Status take(uint64_t bytes, IbCredit* out) {
     *out = credits_.front();
@@ -110,6 +116,20 @@ class IbReceives {
     s.bytes += bytes;
     return Status::ok();
   }
+  // After a port failover (ib_failover.h): the first receive not complete
+  // (every one before it is, since each queue pair delivers in order), from
+  // which the sender writes again.  Parts of later receives are forgotten:
+  // they come again, whole, into the same buffers.
+  uint64_t rewind() {
+    uint64_t first = next_;
+    for (const Slot& s : slots_)
+      if (s.busy && s.parts_left != 0) first = std::min(first, s.seq);
+    for (Slot& s : slots_)
+      if (s.busy && s.seq >= first) s.parts_left = uint32_t(nqps_), s.bytes = 0;
+    std::fill(parts_seen_.begin(), parts_seen_.end(), first);
+    return first;
+  }
+  uint64_t next() const { return next_; }  // the sequence number of the next receive
   // Whether receive `seq` is complete (then *bytes is its length, and its
   // place is free again).
   bool finish(uint64_t seq, uint64_t* bytes) {

@@ -1,0 +1,152 @@
+// One end of a connection of braid's InfiniBand net (ib_net.cc): its
+// queue pairs on one port or, with NCCL_IB_RESILIENCY_PORT_FAILOVER=1, on
+// two (a path each: the one in use and a standby on another port, ready to
+// take over, ib_failover.h), its credits, its requests, and the TCP side
+// channel both ends keep for the connection's life.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/base/log.h"
+#include "src/base/status.h"
+#include "src/transport/ibverbs/ib_device.h"
+#include "src/transport/ibverbs/ib_mr_cache.h"
+#include "src/transport/ibverbs/ib_protocol.h"
+
+namespace braid {
+
+constexpr int kIbMaxPaths = 2;
+
+struct IbDevice {
+  IbPort port;
+  ibv_comp_channel* channel = nullptr;
+  std::unique_ptr<IbMrCache> mrs;
+};
+
+// What one end says of one path's queue pairs in the setup exchange.
+struct QpInfo {
+  uint32_t nqps;
+  uint32_t psn;
+  uint32_t qpn[kIbMaxQps];
+  uint16_t lid;
+  uint8_t use_gid;
+  uint8_t mtu;
+  uint8_t gid[16];
+  uint8_t traffic_class;  // the sender's, which both ends use
+  uint16_t pkey;          // each end's P_Key: both must reach the other (ib_select.h)
+};
+
+// The setup exchange: the sender's offer, the receiver's answer.  npaths 2:
+// a standby path follows the first (the sender asks; the receiver grants it
+// where it has another port).
+struct IbHello {
+  uint64_t magic;
+  uint32_t npaths;
+  QpInfo path[kIbMaxPaths];
+};
+
+// A buffer registered on every path's device: the handle reg_mr gives.
+struct IbMemory {
+  IbMrCache::Entry* on[kIbMaxPaths] = {};
+  uint32_t lkey(int path) const { return on[path] ? on[path]->mr->lkey : 0; }
+  uint32_t rkey(int path) const { return on[path] ? on[path]->mr->rkey : 0; }
+};
+
+struct IbComm;
+
+struct IbRequest {
+  IbComm* comm = nullptr;
+  bool busy = false;
+  bool sending = false;
+  uint64_t seq = 0;
+  uint32_t parts_left = 0;
+  uint64_t bytes = 0;  // a send's length; a receive's room, then its length
+  // The buffer, kept for a failover: a send is written again from it, a
+  // receive's credit given again.
+  void* data = nullptr;
+  const IbMemory* memory = nullptr;
+};
+
+// One path: a completion queue and the queue pairs on one port, and the
+// credit buffers registered there.
+struct IbPath {
+  IbDevice* dev = nullptr;
+  ibv_cq* cq = nullptr;
+  std::vector<ibv_qp*> qps;
+  // Credits: received into (sender) or sent from (receiver) these.
+  IbCredit* credit_buf = nullptr;
+  ibv_mr* credit_mr = nullptr;
+  QpInfo mine{}, theirs{};
+};
+
+enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };
+
+// Where a connection is in a port failover (ib_failover.h).
+enum class Failover {
+  None,         // on path 0
+  AwaitResume,  // sender: path 0 stopped, waiting for the receiver's first incomplete message
+  AwaitReady,   // receiver: path 0 stopped, waiting for the sender to be on path 1
+  Done,         // on path 1: a second failure is the connection's end
+};
+
+struct IbComm {
+  IbComm(IbDevice* dev, bool sending, int nqps) : sending(sending), nqps(nqps), receives(nqps) { paths[0].dev = dev; }
+  const bool sending;
+  int nqps;
+  int npaths = 1;
+  int active = 0;  // the path in use
+  int fd = -1;
+  std::string peer;  // ip:port of the other end's side channel, for messages
+  Stage stage = Stage::Connecting;
+  IbHello mine{}, theirs{};
+  size_t theirs_got = 0;
+  IbPath paths[kIbMaxPaths];
+  IbCredits credits;    // sender
+  IbReceives receives;  // receiver
+  IbRequest requests[kIbMaxRequests];
+  uint64_t next_send = 0;
+  Status error;
+  std::chrono::steady_clock::time_point next_liveness_check{};
+  // Failover: its stage, the side channel's partial message, and (sender)
+  // the messages to write again, [resend_next, resend_end) (the receiver
+  // keeps where it resumes in resend_next).
+  Failover failover = Failover::None;
+  ibv_wc_status path_failed = IBV_WC_SUCCESS;  // the error a failover is to start for
+  char side_in[16] = {};
+  size_t side_got = 0;
+  uint64_t resend_next = 0, resend_end = 0;
+
+  IbPath& path() { return paths[active]; }
+  void fail(Status s) {
+    if (error.is_ok())
+      error = std::move(s).context(fmt::format("InfiniBand connection {} {}", sending ? "to" : "from", peer));
+  }
+};
+
+// A work request's id: what it is, and which.
+enum WrKind : uint64_t { kWrData = 1, kWrCredit = 2, kWrRecvData = 3, kWrRecvCredit = 4 };
+inline uint64_t wr_id(WrKind kind, uint64_t value) { return (uint64_t(kind) << 56) | value; }
+
+// ib_path.cc: a path's queue pairs, from creation to ready-to-send, and
+// the receives each end keeps posted.
+Status create_path(IbComm* c, int p);
+Status path_ready(IbComm* c, int p);
+Status post_recv(ibv_qp* qp, uint64_t id, ibv_sge* sge);
+Status post_credit_recv(IbComm* c, int p, int i);
+Status post_initial_recvs(IbComm* c, int p);
+void destroy_path(IbPath* path);
+
+// ib_net.cc: takes in a completion of path `p`.
+void handle_completion(IbComm* c, int p, const ibv_wc& wc);
+// Sends message `r` (its data, length and sequence number in
+// the request) with `credit`, on the active path.
+Status post_message(IbComm* c, const IbRequest& r, const IbCredit& credit);
+// Gives the credit for receive `r` on the active path.
+Status post_credit(IbComm* c, const IbRequest& r);
+
+}  // namespace braid

@@ -1,0 +1,55 @@
+// Port failover for braid's InfiniBand connections: NCCL 2.29.7's
+// NCCL_IB_RESILIENCY_PORT_FAILOVER=1 ("traffic continues on the surviving
+// ports when a local link fails").
+//
+// With it set (and a second port on each end), every connection also sets
+// up a standby path: queue pairs on another port, ready-to-send, their
+// receives posted, idle.  When a work request on the path in use completes
+// with a transport error (retries exhausted, or flushed behind such an
+// error), that end stops the path (its queue pairs to the error state, so
+// nothing more lands), drains what completed on it, and tells the other
+// end over the connection's TCP side channel, which does the same.  Then:
+//  - the receiver rewinds to its first receive not complete (each queue
+//    pair delivers in order, so every earlier one is: ib_protocol.h) and
+//    sends that sequence number;
+//  - the sender counts every message before it as delivered, moves to the
+//    standby path, and says it is there;
+//  - the receiver moves too and gives credit again, on the new path, for
+//    every receive from that number on; the sender writes those messages
+//    again, whole, from its buffers, before any new one.
+// Writing a message again is harmless: it goes to the same place, and the
+// receiver forgot its parts.  One failover per connection (NCCL also
+// survives one failed device); a failure on the standby path, a peer that
+// is gone (the side channel closes), or a send that completed though the
+// receiver says it did not arrive (a completion the receiver's drain did
+// not see yet) end the connection with an error, as without failover.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include "src/transport/ibverbs/ib_comm.h"
+
+namespace braid {
+
+// NCCL_IB_RESILIENCY_PORT_FAILOVER=1: connections set up a standby path.
+bool failover_wanted();
+// An error completion on the path in use: whether a failover takes it
+// (it is noted in path_failed; false: the connection fails with it).  The
+// caller takes in the rest of its batch of completions, then starts the
+// failover: the receiver's rewind must count every part that landed.
+bool failover_takes(IbComm* c, const ibv_wc& wc);
+void failover_start(IbComm* c);
+// Reads the side channel and moves a failover on; the sender then writes
+// again what it can.  Called with every poll of the completions.
+void failover_progress(IbComm* c);
+// Whether a new send must wait: the sender is between paths, or writes
+// messages again first.
+bool failover_holds_sends(const IbComm* c);
+// Whether a new receive's credit waits (the receiver gives it with the
+// others once the sender is on the new path).
+bool failover_holds_credits(const IbComm* c);
+// Whether completions on path `p` are those of the path in use (a stopped
+// path's are drained for what landed, and nothing is posted on it again).
+bool path_is_live(const IbComm* c, int p);
+
+}  // namespace braid
