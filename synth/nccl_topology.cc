@@ -33,7 +33,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <pugixml.hpp>
 #include <set>
 

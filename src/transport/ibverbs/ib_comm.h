@@ -73,7 +73,8 @@ struct IbRequest {
 };
 
 // One path: a completion queue and the queue pairs on one port, and the
-// credit buffers registered there.
+// credit buffers registered there.  What the ends say of it is the hellos'
+// path[p] (IbComm::mine, theirs).
 struct IbPath {
   IbDevice* dev = nullptr;
   ibv_cq* cq = nullptr;
@@ -81,7 +82,6 @@ struct IbPath {
   // Credits: received into (sender) or sent from (receiver) these.
   IbCredit* credit_buf = nullptr;
   ibv_mr* credit_mr = nullptr;
-  QpInfo mine{}, theirs{};
 };
 
 enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };

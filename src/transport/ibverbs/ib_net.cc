@@ -300,11 +300,11 @@ class IbNet final : public Net {
       c->peer = to_string(h.addr);
       if (failover_wanted()) add_standby(c, dev);
       for (int p = 0; p < c->npaths; ++p)
-        c->paths[p].mine.traffic_class = c->paths[p].dev->port.traffic_class_for(config.traffic_class);
+        c->mine.path[p].traffic_class = c->paths[p].dev->port.traffic_class_for(config.traffic_class);
       const IbPort& port = c->paths[0].dev->port;
       if (config.traffic_class >= 0)
         BRAID_INFO(kInit | kNet, "InfiniBand connection to {}: traffic class {} ({})", c->peer,
-                   c->paths[0].mine.traffic_class,
+                   c->mine.path[0].traffic_class,
                    port.traffic_class >= 0 ? "NCCL_IB_TC, over the communicator's trafficClass"
                                            : "the communicator's trafficClass");
       Status s = start_connect(c, h.addr);
@@ -528,20 +528,18 @@ class IbNet final : public Net {
     for (int p = 0; p < c->npaths; ++p) {
       BRAID_TRY(create_path(c, p));
       BRAID_TRY(post_initial_recvs(c, p));
-      c->mine.path[p] = c->paths[p].mine;
     }
     return Status::ok();
   }
-  // The peer's hello, checked, into the paths; a standby it lacks, or whose
+  // The peer's hello, checked; a standby it lacks, or whose
   // P_Keys cannot reach it, is dropped.
   Status take_hello(IbComm* c) {
     const IbHello& t = c->theirs;
     if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) ||
         t.path[0].nqps != uint32_t(c->nqps) || (t.npaths == 2 && t.path[1].nqps != uint32_t(c->nqps)))
       return BRAID_ERROR(ncclSystemError, "malformed setup message from the peer");
-    for (int p = 0; p < int(t.npaths) && p < c->npaths; ++p) c->paths[p].theirs = t.path[p];
     if (c->npaths == 2 && t.npaths < 2) drop_standby(c, BRAID_ERROR(ncclSystemError, "the peer has none"));
-    if (std::string why; c->npaths == 2 && !pkeys_reach(c->paths[1].mine.pkey, t.path[1].pkey, &why))
+    if (std::string why; c->npaths == 2 && !pkeys_reach(c->mine.path[1].pkey, t.path[1].pkey, &why))
       drop_standby(c, BRAID_ERROR(ncclSystemError, "{}", why));
     return Status::ok();
   }
@@ -575,7 +573,7 @@ class IbNet final : public Net {
     if (c->stage == Stage::AwaitReply) {
       BRAID_TRY(read_some(c->fd, &c->theirs, sizeof(c->theirs), &c->theirs_got));
       if (c->theirs_got < sizeof(c->theirs)) return Status::ok();
-      if (std::string why; !pkeys_reach(c->paths[0].mine.pkey, c->theirs.path[0].pkey, &why))
+      if (std::string why; !pkeys_reach(c->mine.path[0].pkey, c->theirs.path[0].pkey, &why))
         return BRAID_ERROR(ncclSystemError, "InfiniBand connection to {}: {}", c->peer, why);
       BRAID_TRY(take_hello(c));
       BRAID_TRY(path_ready(c, 0));

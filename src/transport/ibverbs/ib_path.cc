@@ -57,7 +57,7 @@ Status create_path(IbComm* c, int p) {
   }
   BRAID_TRY(alloc_credits(&path));
   static thread_local std::mt19937 rng{std::random_device{}()};
-  QpInfo& mine = path.mine;
+  QpInfo& mine = c->mine.path[p];
   mine.nqps = uint32_t(c->nqps);
   mine.psn = rng() & 0xffffff;
   for (int j = 0; j < c->nqps; ++j) mine.qpn[j] = path.qps[size_t(j)]->qp_num;
@@ -71,7 +71,7 @@ Status create_path(IbComm* c, int p) {
 
 Status path_ready(IbComm* c, int p) {
   IbPath& path = c->paths[p];
-  const QpInfo& t = path.theirs;
+  const QpInfo& t = c->theirs.path[p];
   const IbPort& port = path.dev->port;
   if (bool(t.use_gid) != port.use_gid)
     return BRAID_ERROR(ncclSystemError, "one end addresses by GID (RoCE), the other by LID (InfiniBand): {} vs peer",
@@ -94,7 +94,7 @@ Status path_ready(IbComm* c, int p) {
       std::memcpy(m.ah_attr.grh.dgid.raw, t.gid, 16);
       m.ah_attr.grh.sgid_index = uint8_t(port.gid.index);
       m.ah_attr.grh.hop_limit = 255;
-      m.ah_attr.grh.traffic_class = c->sending ? path.mine.traffic_class : t.traffic_class;
+      m.ah_attr.grh.traffic_class = c->sending ? c->mine.path[p].traffic_class : t.traffic_class;
     }
     ibv_qp* qp = path.qps[size_t(j)];
     if (int rc = ibv_modify_qp(qp, &m,
@@ -111,7 +111,7 @@ Status path_ready(IbComm* c, int p) {
     s.timeout = uint8_t(timeout);
     s.retry_cnt = uint8_t(retries);
     s.rnr_retry = 7;
-    s.sq_psn = path.mine.psn;
+    s.sq_psn = c->mine.path[p].psn;
     s.max_rd_atomic = 1;
     if (int rc = ibv_modify_qp(qp, &s,
                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
