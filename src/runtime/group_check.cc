@@ -2,7 +2,9 @@
 // agreement on collective arguments.
 //
 // Mismatched counts, datatypes, ops or roots between ranks make NCCL read or
-// write the wrong bytes, or hang.  With the check on, before any data moves
+// write the wrong bytes, or hang; so do different algorithms (a call's
+// algSelection, or a tuner plugin's pick, src/runtime/tuner.h, that one rank
+// made alone), which braid compares too.  With the check on, before any data moves
 // each communicator's ranks allgather a fixed record per queued collective
 // over the bootstrap (two small messages per rank per group) and compare.
 // Every rank sees every record, so every rank reaches the same verdict: the
@@ -22,6 +24,7 @@
 
 #include "src/runtime/comm.h"
 #include "src/base/env.h"
+#include "src/plan/alg_selection.h"
 #include "src/runtime/group.h"
 
 namespace braid {
@@ -34,17 +37,19 @@ struct Record {
   int32_t type;
   int32_t op;    // built-in op, or -1 for any PreMulSum (ids are per rank)
   int32_t root;
+  uint32_t algorithms;  // CollectiveCall::algorithms: a selection's, NCCL_ALGO's or a tuner's
+  int32_t unused = 0;   // no padding goes over the bootstrap
   uint64_t count;
 };
 
 Record record_of(const CollectiveCall& c) {
   return Record{c.refused ? kRefused : int32_t(c.collective), int32_t(c.type),
-                int(c.op) >= int(ncclNumOps) ? -1 : int32_t(c.op), c.root, uint64_t(c.count)};
+                int(c.op) >= int(ncclNumOps) ? -1 : int32_t(c.op), c.root, c.algorithms, 0, uint64_t(c.count)};
 }
 
 std::string describe(const Record& r) {
-  return fmt::format("{} count={} datatype={} op={} root={}", to_string(Collective(r.collective)), r.count, r.type,
-                     r.op, r.root);
+  return fmt::format("{} count={} datatype={} op={} root={} algorithms={}", to_string(Collective(r.collective)),
+                     r.count, r.type, r.op, r.root, r.algorithms ? admitted_names(r.algorithms) : "any");
 }
 
 Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
@@ -70,7 +75,8 @@ Status check_one(ncclComm* comm, const std::vector<Record>& mine) {
     for (int r = 0; r < n; ++r) {
       const Record& a = all[i];  // rank 0's
       const Record& b = all[size_t(r) * mine.size() + i];
-      if (a.collective != b.collective || a.type != b.type || a.op != b.op || a.root != b.root || a.count != b.count)
+      if (a.collective != b.collective || a.type != b.type || a.op != b.op || a.root != b.root ||
+          a.algorithms != b.algorithms || a.count != b.count)
         return BRAID_ERROR(ncclInvalidArgument,
                            "argument check: ranks disagree on collective #{} of the group: rank 0 {}, rank {} {}",
                            i, describe(a), r, describe(b));

@@ -1,5 +1,6 @@
 // BRAID_CHECK=1 (or NCCL_CHECK_MODE=DEBUG_GLOBAL): ranks that disagree on a
-// collective's count, datatype, op or root all get ncclInvalidArgument
+// collective's count, datatype, op, root or algorithm selection (a call's
+// algSelection, a tuner plugin's pick) all get ncclInvalidArgument
 // before any byte moves (their output buffers
 // stay untouched), and the communicator keeps working for agreeing calls;
 // sends and receives are compared pair by pair.
@@ -57,6 +58,22 @@ TEST_CASE("BRAID_CHECK=1 turns cross-rank argument mismatches into ncclInvalidAr
             if (out[199] != 2.f) f.fail("allreduce after a mismatch wrong");
           }) == 0);
   }
+  // One rank selects rd for its call, the other leaves the choice to braid
+  // (a tuner plugin's pick on one rank alone looks the same).
+  CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          std::vector<float> in(200, 1.f), out(200, -5.f);
+          ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
+          config.algSelection = "rd";
+          const ncclResult_t r = ncclAllReduceConfig(in.data(), out.data(), 200, ncclFloat, ncclSum, comm, nullptr,
+                                                     rank == 1 ? &config : nullptr);
+          const std::string said = ncclGetLastError(comm);
+          if (r != ncclInvalidArgument || said.find("algorithms=rd") == std::string::npos ||
+              said.find("algorithms=any") == std::string::npos)
+            f.fail(fmt::format("rank {}: selections apart returned {}: {}", rank, int(r), said));
+          if (out[0] != -5.f) f.fail("output written");
+          MP_NCCL(f, ncclAllReduceConfig(in.data(), out.data(), 200, ncclFloat, ncclSum, comm, nullptr, &config));
+          if (out[199] != 2.f) f.fail("allreduce with agreeing selections wrong");
+        }) == 0);
   // A group whose ranks queued different numbers of collectives.
   CHECK(run_ranks_as_threads(3, [&](int rank, int n, ncclComm_t comm, Failures& f) {
           std::vector<float> in(10, 1.f), out(10, -5.f);
