@@ -97,6 +97,10 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_ENV_PLUGIN", "",
      "an env plugin (ncclEnvPlugin_v2 or _v1) that answers every variable braid reads in the environment's place: "
      "none, a library, or NAME for libnccl-env-NAME.so; unset: libnccl-env.so where it loads (src/base/env_plugin.h)"},
+    {"NCCL_TUNER_PLUGIN", "",
+     "an NCCL tuner plugin (ncclTunerPlugin_v6 to _v2): none, a library, or NAME for libnccl-tuner-NAME.so; unset: "
+     "libnccl-tuner.so, else the net plugin's library; it may pick braid's ring (or the CUDA LL path) per call "
+     "(src/runtime/tuner.h); the same on every rank"},
     {"NCCL_PROFILER_PLUGIN", "",
      "a profiler plugin (ncclProfiler_v5 to v7): none, NAME (libnccl-profiler-NAME.so, else NAME as a path); unset: "
      "libnccl-profiler.so where it loads"},

@@ -126,6 +126,13 @@ class Backend {
   // Whether it runs one-sided schedules (schedule.h): every rank loads and
   // stores every peer's buffers.  The same answer on every rank.
   virtual bool runs_one_sided() const { return false; }
+  // Whether `call`, as it stands, takes the backend's LL path (the CUDA
+  // backend's) when no late rank claims it: what a tuner plugin is offered
+  // as NCCL's RING/LL (src/plan/tuner_choice.h).  The same on every rank.
+  virtual bool takes_ll_path(const CollectiveCall& call) const {
+    (void)call;
+    return false;
+  }
   // Ok, or the first error the backend hit asynchronously, with why.
   virtual Status poll_error() { return Status::ok(); }
   // Releases everything waiting on a peer (ncclCommAbort).

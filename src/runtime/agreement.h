@@ -59,6 +59,8 @@ enum class Fold : uint8_t {
   X(uint64_t, nccl_algo, Fold::Equal, "NCCL_ALGO (its hash): set it to the same value on every rank, or on none") \
   X(uint32_t, nccl_proto, Fold::Equal,                                                                             \
     "NCCL_PROTO (the functions whose LL path it excludes): set it alike on every rank, or on none")              \
+  X(uint64_t, tuner, Fold::Equal,                                                                                  \
+    "NCCL_TUNER_PLUGIN (the tuner plugin loaded, by version and name): load the same one on every rank, or none")  \
   X(int32_t, p2p_disabled, Fold::Any,                                                                              \
     "NCCL_P2P_DISABLE=1 on some rank: device buffers go through host memory, not CUDA IPC, on every rank")
 

@@ -25,6 +25,7 @@
 #include "src/runtime/live_comms.h"
 #include "src/runtime/lsa_space.h"
 #include "src/runtime/profiler.h"
+#include "src/runtime/tuner.h"
 #include "src/runtime/ras_service.h"
 #include "src/transport/transport.h"
 
@@ -149,6 +150,7 @@ struct ncclComm {
   // are not returned to older callers (src/shim/api_common.cc).
   unsigned client_version = 0;
   braid::CommProfiler profiler;  // a profiler plugin's context and events (src/runtime/profiler.h)
+  braid::CommTuner tuner;  // a tuner plugin's context (src/runtime/tuner.h); finalized as the comm is freed
   braid::RasCommState ras;       // what RAS queries read (src/runtime/ras_service.h)
 
   ncclComm();

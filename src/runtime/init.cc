@@ -37,6 +37,7 @@
 #include "src/runtime/cuda_settings.h"
 #include "src/runtime/diagnostics.h"
 #include "src/runtime/ras_service.h"
+#include "src/runtime/tuner.h"
 #include "src/transport/cross_memory.h"
 #include "src/transport/policy_transport.h"
 #include "src/transport/peer_processes.h"
@@ -134,6 +135,7 @@ Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
   BRAID_TRY(parse_nccl_algo(out->nccl_algo_text, &out->nccl_algo));
   out->nccl_proto_text = env_raw("NCCL_PROTO");
   BRAID_TRY(parse_nccl_proto(out->nccl_proto_text, &out->nccl_proto));
+  out->tuner = tuner_plugin();
   // Read where reductions run (src/ops/host_kernels.cc); checked here.
   BRAID_TRY(env_choice("BRAID_REDUCE_ISA", {"auto", "baseline"}, &choice));
   return Status::ok();
@@ -176,6 +178,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.unpinned_collectives = unpinned_collectives(nranks);
   a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
   a.nccl_proto = local.nccl_proto.ll_excluded;  // its effect: "Simple" and "^ll" agree
+  a.tuner = tuner_identity(local.tuner.get());
   a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;
   int cma = 0;
   BRAID_TRY(env_choice("BRAID_CMA", {"off", "auto", "on"}, &cma));  // CmaMode's order
@@ -439,6 +442,7 @@ Status comm_setup(ncclComm* comm) {
   comm->plans->set_stragglar_lanes(stragglar_lanes(agreed.stragglar_lanes, comm->backend->name()));
   comm->plans->set_peer_access(comm->backend->runs_one_sided());
   if (agreed.run_diagnostics || agreed.run_ras_diagnostics) BRAID_TRY(run_init_diagnostics(comm));
+  BRAID_TRY(tuner_comm_init(comm, local.tuner));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{} ready: backend {}, transport {} ({}), fragment {} bytes ({} for large chunks)",
              comm->comm_hash, rank, nranks, comm->backend->name(), local.transport.mode, comm->transport->name(),
              host.tile_bytes, host.wide_tile_bytes);

@@ -15,6 +15,7 @@
 #include "src/plan/nccl_proto.h"
 #include "src/runtime/agreement.h"
 #include "src/runtime/cuda_settings.h"
+#include "src/runtime/tuner.h"
 #include "src/transport/transport.h"
 
 struct ncclComm;
@@ -31,6 +32,7 @@ struct LocalChoices {
   NcclAlgo nccl_algo;          // what it admits of braid's algorithms (src/plan/nccl_algo.h)
   std::string nccl_proto_text;  // NCCL_PROTO
   NcclProto nccl_proto;         // what it admits of braid's protocols (src/plan/nccl_proto.h)
+  std::shared_ptr<TunerPlugin> tuner;  // NCCL_TUNER_PLUGIN's (src/runtime/tuner.h), or null
 };
 
 // What init decided, kept so that ncclCommResume can make the transport and

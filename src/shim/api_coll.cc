@@ -6,6 +6,7 @@
 #include "src/ops/datatype.h"
 #include "src/plan/alg_selection.h"
 #include "src/runtime/group.h"
+#include "src/runtime/tuner.h"
 #include "src/shim/api.h"
 
 using namespace braid;
@@ -91,6 +92,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   Status args = check_collective_args(spec, sendbuff, recvbuff, count, type, op, root, comm);
   CollectiveCall call;
   if (args.is_ok() && config) args = apply_coll_config(config, spec.collective, &call);
+  const bool own_selection = call.algorithms != 0;
   // NCCL_ALGO, for a call that selects nothing itself (src/plan/nccl_algo.h).
   if (args.is_ok() && !call.algorithms) call.algorithms = comm->plans->default_algorithms(spec.collective);
   if (!args.is_ok()) {
@@ -120,6 +122,7 @@ Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbu
   }
   call.root = spec.rooted ? root : 0;
   call.stream = stream;
+  if (!own_selection) tuner_choose(comm, &call);  // a tuner plugin's pick (src/runtime/tuner.h)
   return enqueue(comm, call);
 }
 

@@ -223,6 +223,10 @@ class CudaBackend final : public Backend {
   // cudaMemPoolSetAccess / cuMemSetAccess for each peer device; processes,
   // every call's user buffers mapped through CUDA IPC: neither done yet.
   bool runs_one_sided() const override { return one_device(); }
+  bool takes_ll_path(const CollectiveCall& c) const override {
+    LLCollective which;
+    return ll_serves(c, -1, ctx_.cuda_calls->call(c.collective, c.count * datatype_size(c.type)), &which);
+  }
 
   // Work enqueued on `stream` in the communicator's call order:
   // enqueue(capturing), capturing saying whether the stream is captured.
