@@ -88,15 +88,14 @@ typedef struct {  // ncclTuner_v5_t (2.27): the communicator's id, NVLink domain
   ncclResult_t (*finalize)(void* context);
 } braidTuner_v5_t;
 
-typedef struct {  // ncclTuner_v6_t (2.30): v5 and an optional chunk size override
-  const char* name;
-  ncclResult_t (*init)(void** context, uint64_t commId, size_t nRanks, size_t nNodes, braidTunerLogger_t logFunction,
-                       braidTunerNvlDomainInfo_t* nvlDomainInfo, braidTunerConstants_t* constants);
-  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
-                              int numAlgo, int numProto, int regBuff, int* nChannels);
-  ncclResult_t (*finalize)(void* context);
+// ncclTuner_v6_t (2.30): v5's members, then an optional chunk size
+// override.  braid reads a v6 table through v5's declaration (it never
+// calls getChunkSize).
+typedef struct {
+  braidTuner_v5_t v5;
   ncclResult_t (*getChunkSize)(void* context, int collType, size_t nBytes, int algo, int proto, int nChannels,
                                size_t* chunkSize);
 } braidTuner_v6_t;
+static_assert(offsetof(braidTuner_v6_t, getChunkSize) == sizeof(braidTuner_v5_t), "v6 appends to v5");
 
 }  // extern "C"

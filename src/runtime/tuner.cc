@@ -45,7 +45,7 @@ class TunerPlugin {
   ncclResult_t init(void** context, uint64_t comm_id, size_t nranks, size_t nnodes, braidTunerLogger_t log,
                     braidTunerNvlDomainInfo_t* nvl, braidTunerConstants_t* constants) const {
     switch (version_) {
-      case 6: return as<braidTuner_v6_t>()->init(context, comm_id, nranks, nnodes, log, nvl, constants);
+      case 6:  // v5's members first (tuner_abi.h)
       case 5: return as<braidTuner_v5_t>()->init(context, comm_id, nranks, nnodes, log, nvl, constants);
       case 4: return as<braidTuner_v4_t>()->init(nranks, nnodes, log, context);
       case 3: return as<braidTuner_v3_t>()->init(nranks, nnodes, log, context);
@@ -58,8 +58,6 @@ class TunerPlugin {
     float** cost = reinterpret_cast<float**>(table->cost);  // NCCL passes its float[7][3] so
     switch (version_) {
       case 6:
-        return as<braidTuner_v6_t>()->getCollInfo(context, func, bytes, pipe_ops, cost, kTunerAlgorithms,
-                                                  kTunerProtocols, reg_buff, channels);
       case 5:
         return as<braidTuner_v5_t>()->getCollInfo(context, func, bytes, pipe_ops, cost, kTunerAlgorithms,
                                                   kTunerProtocols, reg_buff, channels);
@@ -83,7 +81,7 @@ class TunerPlugin {
 
   ncclResult_t finalize(void* context) const {
     switch (version_) {
-      case 6: return as<braidTuner_v6_t>()->finalize(context);
+      case 6:
       case 5: return as<braidTuner_v5_t>()->finalize(context);
       case 4: return as<braidTuner_v4_t>()->destroy(context);
       case 3: return as<braidTuner_v3_t>()->destroy(context);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "algo_calls.h"
 #include "harness.h"
 #include "process_log.h"
 
@@ -38,25 +39,10 @@ std::function<void(int)> with(const char* variable, const std::string& value) {
 std::function<void(int)> with_algo(const std::string& value) { return with("NCCL_ALGO", value); }
 std::function<void(int)> with_proto(const std::string& value) { return with("NCCL_PROTO", value); }
 
-// A small and a large AllReduce, and an AllGather, exact; then the log.
+// run_algo_calls, then the log.
 std::string run_calls(int rank, int n, ncclComm_t comm, Failures& f) {
-  for (size_t count : {size_t(8), size_t(300000)}) {
-    std::vector<float> in(count, float(rank + 1)), out(count, -1.0f);
-    MP_NCCL(f, ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
-    if (std::count(out.begin(), out.end(), float(n * (n + 1) / 2)) != ptrdiff_t(count))
-      f.fail(fmt::format("allreduce of {}: wrong sums", count));
-  }
-  std::vector<int32_t> mine(64, rank * 7), all(64 * size_t(n), -1);
-  MP_NCCL(f, ncclAllGather(mine.data(), all.data(), mine.size(), ncclInt32, comm, nullptr));
-  for (int r = 0; r < n; ++r)
-    if (all[size_t(r) * 64 + 63] != r * 7) f.fail("allgather");
+  run_algo_calls(rank, n, comm, f);
   return own_log();
-}
-
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // Forks the ranks, each with `setup`, and expects every init to fail with

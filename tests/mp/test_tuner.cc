@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "algo_calls.h"
 #include "harness.h"
 #include "process_log.h"
 
@@ -39,24 +40,9 @@ std::function<void(int)> with_tuner(const char* lib, const char* pick) {
   };
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-// A small and a large AllReduce, an AllGather and a Broadcast, exact.
+// run_algo_calls and a Broadcast, exact.
 void run_calls(int rank, int n, ncclComm_t comm, Failures& f) {
-  for (size_t count : {size_t(8), size_t(300000)}) {
-    std::vector<float> in(count, float(rank + 1)), out(count, -1.0f);
-    MP_NCCL(f, ncclAllReduce(in.data(), out.data(), count, ncclFloat, ncclSum, comm, nullptr));
-    if (std::count(out.begin(), out.end(), float(n * (n + 1) / 2)) != ptrdiff_t(count))
-      f.fail(fmt::format("allreduce of {}: wrong sums", count));
-  }
-  std::vector<int32_t> mine(64, rank * 7), all(64 * size_t(n), -1);
-  MP_NCCL(f, ncclAllGather(mine.data(), all.data(), mine.size(), ncclInt32, comm, nullptr));
-  for (int r = 0; r < n; ++r)
-    if (all[size_t(r) * 64 + 63] != r * 7) f.fail("allgather");
+  run_algo_calls(rank, n, comm, f);
   std::vector<int32_t> b(100, rank == 1 ? 42 : 0);
   MP_NCCL(f, ncclBroadcast(b.data(), b.data(), b.size(), ncclInt32, 1, comm, nullptr));
   if (std::count(b.begin(), b.end(), 42) != 100) f.fail("broadcast");
@@ -74,30 +60,6 @@ int run_tuned(const std::function<void(int)>& setup,
     MP_NCCL(f, ncclCommDestroy(own));
     check(read_file(tuner_log_path()), own_log(), f);
   }, 60, setup);
-}
-
-// Forks the ranks, each with `setup`, and expects every init to fail with
-// one of `codes`, saying `why`.
-int init_fails(const std::function<void(int)>& setup, std::vector<ncclResult_t> codes, const std::string& why) {
-  std::vector<pid_t> pids = fork_ranks(kRanks, 60, 1, [&](int rank, const std::vector<ncclUniqueId>& ids) {
-    setup(rank);
-    ncclComm_t comm = nullptr;
-    const ncclResult_t r = ncclCommInitRank(&comm, kRanks, ids[0], rank);
-    const std::string said = ncclGetLastError(nullptr);
-    if (comm) ncclCommAbort(comm);
-    if (std::find(codes.begin(), codes.end(), r) == codes.end() || said.find(why) == std::string::npos) {
-      std::fprintf(stderr, "rank %d: init gave %d: %s\n", rank, int(r), said.c_str());
-      return 1;
-    }
-    return 0;
-  });
-  int bad = int(kRanks - pids.size());
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    bad += exit_code(status) != 0;
-  }
-  return bad;
 }
 
 void expect(bool ok, Failures& f, const std::string& what, const std::string& log) {
@@ -291,19 +253,19 @@ TEST_CASE("A tuner in the net plugin's library is loaded when NCCL_TUNER_PLUGIN 
 }
 
 TEST_CASE("A tuner plugin on one rank only, or one whose init fails, fails init on every rank", "[mp][tuner]") {
-  CHECK(init_fails([](int rank) {
+  CHECK(init_must_fail(kRanks, [](int rank) {
     if (rank == 2) setenv("NCCL_TUNER_PLUGIN", BRAID_TEST_TUNER6_LIB, 1);
-  }, {ncclInvalidUsage}, "NCCL_TUNER_PLUGIN") == 0);
-  CHECK(init_fails([](int rank) {
+  }, ncclInvalidUsage, "NCCL_TUNER_PLUGIN") == 0);
+  CHECK(init_must_fail(kRanks, [](int rank) {
     setenv("NCCL_TUNER_PLUGIN", rank == 1 ? BRAID_TEST_TUNER4_LIB : BRAID_TEST_TUNER6_LIB, 1);
-  }, {ncclInvalidUsage}, "NCCL_TUNER_PLUGIN") == 0);
+  }, ncclInvalidUsage, "NCCL_TUNER_PLUGIN") == 0);
   // The plugin's error, and who said it.
-  CHECK(init_fails([](int) {
+  CHECK(init_must_fail(kRanks, [](int) {
     setenv("NCCL_TUNER_PLUGIN", BRAID_TEST_TUNER6_LIB, 1);
     setenv("BRAID_TEST_TUNER_INIT_FAIL", "1", 1);
-  }, {ncclInternalError}, "tuner plugin scripted6 (" BRAID_TEST_TUNER6_LIB "): init failed") == 0);
+  }, ncclInternalError, "tuner plugin scripted6 (" BRAID_TEST_TUNER6_LIB "): init failed") == 0);
   // On one rank: its peers see it leave.
-  CHECK(init_fails([](int rank) {
+  CHECK(init_must_fail(kRanks, [](int rank) {
     setenv("NCCL_TUNER_PLUGIN", BRAID_TEST_TUNER6_LIB, 1);
     if (rank == 3) setenv("BRAID_TEST_TUNER_INIT_FAIL", "1", 1);
   }, {ncclInternalError, ncclRemoteError, ncclSystemError}, "") == 0);
