@@ -1,3 +1,4 @@
+// What a tuner plugin is shown and what its answer picks (tuner_choice.h).
 #include "src/plan/tuner_choice.h"
 
 #include "braid/algorithms.h"
