@@ -1,6 +1,8 @@
 // What a tuner plugin is shown and what its answer picks (tuner_choice.h).
 #include "src/plan/tuner_choice.h"
 
+#include <array>
+
 #include "braid/algorithms.h"
 
 namespace braid {
@@ -51,10 +53,15 @@ uint64_t tuner_bytes(Collective c, int nranks, uint64_t count_bytes) {
 }
 
 uint32_t ring_algorithm_bit(Collective c) {
-  const auto& registry = algorithm_registry();
-  for (size_t i = 0; i < registry.size(); ++i)
-    if (registry[i].collective == c && registry[i].name == "ring") return 1u << i;
-  return 0;
+  // Asked on every tuned call: the registry's names are looked through once.
+  static const auto bits = [] {
+    std::array<uint32_t, size_t(Collective::Custom) + 1> found{};
+    const auto& registry = algorithm_registry();
+    for (size_t i = 0; i < registry.size(); ++i)
+      if (registry[i].name == "ring") found[size_t(registry[i].collective)] |= 1u << i;
+    return found;
+  }();
+  return size_t(c) < bits.size() ? bits[size_t(c)] : 0;
 }
 
 }  // namespace braid

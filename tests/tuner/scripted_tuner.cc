@@ -3,7 +3,9 @@
 // SCRIPTED_TUNER_VERSION (6, 4 or 2), declared here from NCCL's
 // tuner_v*.h, not from braid's headers.
 //
-// What it does comes from the process's environment:
+// What it does comes from the process's environment, read at init (as a
+// real plugin reads its configuration; a getenv per call would be the
+// plugin's cost in any timing):
 //   BRAID_TEST_TUNER_PICK   ring_simple, ring_ll, tree_simple: set that entry
 //                           to 0 where it is offered (v2: return it);
 //                           rewrite: every offered entry to 7 but
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 typedef enum { ncclSuccess = 0, ncclInternalError = 3 } ncclResult_t;
 typedef void (*ncclDebugLogger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
@@ -30,13 +33,27 @@ namespace {
 constexpr int kAlgos = 7, kProtos = 3;  // NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS
 constexpr int kTree = 0, kRing = 1, kLL = 0, kSimple = 2;
 
+// The environment's answers, read by the process's first init.
+struct Script {
+  const char* log = nullptr;
+  const char* pick = "none";
+  int channels = 0;  // 0: leave nChannels
+};
+Script g_script;
+
+void read_script_once() {
+  g_script.log = std::getenv("BRAID_TEST_TUNER_LOG");
+  if (const char* p = std::getenv("BRAID_TEST_TUNER_PICK")) g_script.pick = p;
+  if (const char* c = std::getenv("BRAID_TEST_TUNER_CHANNELS")) g_script.channels = std::atoi(c);
+}
+
 struct Context {
   unsigned long long comm_id;
   size_t nranks, nnodes;
 };
 
 void note(const char* fmt, ...) {
-  const char* path = std::getenv("BRAID_TEST_TUNER_LOG");
+  const char* path = g_script.log;
   if (!path) return;
   FILE* f = std::fopen(path, "a");
   if (!f) return;
@@ -48,13 +65,12 @@ void note(const char* fmt, ...) {
   std::fclose(f);
 }
 
-const char* pick() {
-  const char* p = std::getenv("BRAID_TEST_TUNER_PICK");
-  return p ? p : "none";
-}
+const char* pick() { return g_script.pick; }
 
 ncclResult_t start(void** context, unsigned long long comm_id, size_t nranks, size_t nnodes, ncclDebugLogger_t log,
                    const char* domains) {
+  static std::once_flag once;  // thread ranks init concurrently
+  std::call_once(once, read_script_once);
   note("init v%d comm=%llx nranks=%zu nnodes=%zu %s", SCRIPTED_TUNER_VERSION, comm_id, nranks, nnodes, domains);
   if (log) log(3, 0, __FILE__, __LINE__, "scripted tuner: init for %zu ranks", nranks);
   const char* fail = std::getenv("BRAID_TEST_TUNER_INIT_FAIL");
@@ -70,7 +86,7 @@ ncclResult_t stop(void* context) {
 }
 
 void ask_channels(int* nChannels) {
-  if (const char* c = std::getenv("BRAID_TEST_TUNER_CHANNELS")) *nChannels = std::atoi(c);
+  if (g_script.channels) *nChannels = g_script.channels;
 }
 
 #if SCRIPTED_TUNER_VERSION >= 3
