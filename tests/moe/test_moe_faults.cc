@@ -107,7 +107,7 @@ constexpr int kLateTimeoutMs = 2000;  // every wait's bound, the first two layer
 // How long a rank stays after its part, so that a survivor whose wait began
 // late (a loaded machine) still times out on the late rank, not on a
 // connection the others closed first.
-constexpr int kLingerMs = 3000;
+constexpr int kLingerMs = 6000;
 int late_peer(int rank, int n, const ncclUniqueId& id) {
   setenv("BRAID_HOSTID", fmt::format("moe-late-host-{}", rank).c_str(), 1);
   ncclComm_t comm = nullptr;
