@@ -15,6 +15,15 @@ latency is what the machine gives (veth, bridge, TCP), measured at bring-up
 topology's alpha.  At the megabyte sizes the comparisons use, the wire time
 dominates it.
 
+Per-flow caps (--flow-mbps), as clouds cap each TCP flow: the NIC is then
+shaped with htb instead, its rate the parent class of FLOW_CLASSES child
+classes capped at the flow rate, and a packet goes to the child its source port
+picks (bits 1-4: Linux's connect() prefers even ports, so bit 0 tells
+nothing).  A flow is in one class, so it never passes the flow rate; flows
+whose ports pick the same class share it, so K streams move at most K flow
+rates and fewer where their ports collide (`class_bytes` shows the spread).
+This kernel has no fq, whose maxrate would cap each flow exactly.
+
 Rates are payload-exact as far as that goes: tbf counts Ethernet frames, so
 TCP payload moves at rate * (MTU - 52) / (MTU + 14) (headers and timestamps);
 `payload_mbps` says what that is, and the emulated topology's beta uses it.
@@ -39,6 +48,7 @@ import threading
 import time
 
 PREFIX = "bcl"
+FLOW_CLASSES = 16  # htb children under --flow-mbps, picked by source-port bits 1-4
 SUBNET = "10.77"  # host h, NIC k: 10.77.<h>.<k+1>/16 (each cluster is private: its bridge has no address)
 MTU = 1500
 
@@ -160,7 +170,7 @@ class Layout:
     """Who is where: hosts, the NICs of each host, the ranks behind each NIC, and the NIC rate."""
 
     def __init__(self, hosts, ranks_per_host, nic_mbps, nics_per_host=1, burst="256kb", queue_ms=400,
-                 name="flags", intra_mbps=None):
+                 name="flags", intra_mbps=None, flow_mbps=None):
         if hosts < 1 or ranks_per_host < 1:
             raise ClusterError("need at least one host and one rank per host")
         if nics_per_host < 1 or ranks_per_host % nics_per_host:
@@ -172,6 +182,9 @@ class Layout:
         self.hosts, self.ranks_per_host, self.nics_per_host = hosts, ranks_per_host, nics_per_host
         self.nic_mbps, self.burst, self.queue_ms, self.name = float(nic_mbps), burst, queue_ms, name
         self.intra_mbps = intra_mbps  # the rate the topology asks of intra-host links (None: not given)
+        if flow_mbps is not None and flow_mbps <= 0:
+            raise ClusterError("the flow rate must be positive")
+        self.flow_mbps = flow_mbps  # each TCP flow's cap (None: none; the module's header says how)
 
     @classmethod
     def from_topology(cls, braid_cli, spec, nodes=0, nic_mbps=None, intra_mbps=None, **kw):
@@ -214,6 +227,9 @@ class Layout:
                 f"queue {self.queue_ms} ms; TCP payload {self.payload_mbps:.1f} MB/s)")
         if self.intra_mbps:
             text += f"; the topology's ratio asks {self.intra_mbps:.0f} MB/s of intra-host links"
+        if self.flow_mbps:
+            text += (f"; each TCP flow capped at {self.flow_mbps:g} MB/s (htb, {FLOW_CLASSES} classes by source "
+                     f"port, instead of tbf)")
         return text
 
 
@@ -268,6 +284,8 @@ class Cluster:
         run(["ip", "link", "set", self.bridge, "up"])
         rate = f"{L.nic_mbps * 8:.3f}mbit"
         shape = ["tbf", "rate", rate, "burst", L.burst, "latency", f"{L.queue_ms}ms"]
+        shaped = (lambda prefix: self._shape_flows(prefix)) if L.flow_mbps else \
+            (lambda prefix: run(prefix + ["root"] + shape))
         for nic in range(L.hosts * L.nics_per_host):
             ns, outer = self.namespace(nic), f"{self.tag}v{nic}"
             run(["ip", "netns", "add", ns])
@@ -282,11 +300,37 @@ class Cluster:
             run(["ip", "link", "set", outer, "master", self.bridge])
             run(["ip", "link", "set", outer, "up"])
             # What the host sends (its side of the veth), and what it receives (the bridge's side).
-            run(["tc", "-n", ns, "qdisc", "add", "dev", "nic0", "root"] + shape)
-            run(["tc", "qdisc", "add", "dev", outer, "root"] + shape)
+            shaped(["tc", "-n", ns, "qdisc", "add", "dev", "nic0"])
+            shaped(["tc", "qdisc", "add", "dev", outer])
         self.latency_us = self.measure_latency()
         self.log(f"cluster: up: {L.describe()}; one-way latency {self.latency_us:.0f} us (TCP round trip / 2, "
                  f"not added: no netem)")
+
+    def _shape_flows(self, qdisc_add):
+        """htb on one veth end (`qdisc_add`: tc ... qdisc add dev DEV): the NIC rate over FLOW_CLASSES
+        children of the flow rate, a packet's child picked by its TCP source port."""
+        L = self.layout
+        tc = qdisc_add[:qdisc_add.index("qdisc")]
+        dev = qdisc_add[qdisc_add.index("dev"):][:2]
+        # A child's assured rate is its share of the NIC, its ceiling the flow rate: what it moves beyond
+        # the share it borrows from the parent, whose rate is the NIC's (htb never caps assured rates by
+        # the parent's, so children assured the flow rate each would pass the NIC together).
+        nic, flow = f"{L.nic_mbps * 8:.3f}mbit", f"{L.flow_mbps * 8:.3f}mbit"
+        share = f"{min(L.flow_mbps, L.nic_mbps / FLOW_CLASSES) * 8:.3f}mbit"
+        run(qdisc_add + ["root", "handle", "1:", "htb", "default", "1"])
+        run(tc + ["class", "add"] + dev + ["parent", "1:", "classid", "1:1", "htb", "rate", nic, "ceil", nic,
+                                          "burst", L.burst])
+        for k in range(FLOW_CLASSES):
+            run(tc + ["class", "add"] + dev + ["parent", "1:1", "classid", f"1:{0x10 + k:x}", "htb", "rate", share,
+                                              "ceil", flow, "burst", L.burst])
+            run(tc + ["filter", "add"] + dev + ["parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+                                               "sport", str(k << 1), "0x1e", "flowid", f"1:{0x10 + k:x}"])
+
+    def class_bytes(self, nic=0):
+        """Bytes sent through each flow class of a NIC (its namespace's side), with --flow-mbps."""
+        out = run(["tc", "-n", self.namespace(nic), "-s", "class", "show", "dev", "nic0"]).stdout
+        found = re.findall(r"class htb 1:(\w+) parent 1:1 .*?\n\s*Sent (\d+) bytes", out, re.S)
+        return {int(cid, 16) - 0x10: int(sent) for cid, sent in found}
 
     def down(self):
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):

@@ -97,6 +97,11 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_ENV_PLUGIN", "",
      "an env plugin (ncclEnvPlugin_v2 or _v1) that answers every variable braid reads in the environment's place: "
      "none, a library, or NAME for libnccl-env-NAME.so; unset: libnccl-env.so where it loads (src/base/env_plugin.h)"},
+    {"NCCL_SOCKET_NTHREADS", "",
+     "with NCCL_NSOCKS_PERTHREAD: their product (at most 64; threads 1..16) is the slices a large call between hosts "
+     "over TCP runs in, each slice on TCP connections of its own (src/plan/host_path.h); braid makes no helper "
+     "threads; the same on every rank"},
+    {"NCCL_NSOCKS_PERTHREAD", "", "TCP streams per NCCL_SOCKET_NTHREADS thread (see there)"},
     {"NCCL_TUNER_PLUGIN", "",
      "an NCCL tuner plugin (ncclTunerPlugin_v6 to _v2): none, a library, or NAME for libnccl-tuner-NAME.so; unset: "
      "libnccl-tuner.so, else the net plugin's library; it may pick braid's ring (or the CUDA LL path) per call "

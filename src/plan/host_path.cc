@@ -122,17 +122,30 @@ TaskStores HostPaths::stores_for(const CollectiveCall& c) {
   return t;
 }
 
-uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const {
-  // Only a call larger than kWideTileMinTiles wide fragments can have
-  // chunks that large: smaller ones never look at the ranks' chunking.
-  const uint64_t esize = datatype_size(c.type), wide = s_.wide_tile_bytes;
-  if (call_bytes(c, s_.rank, s_.nranks).larger < kWideTileMinTiles * wide) return s_.tile_bytes;
-  uint64_t least = UINT64_MAX;  // every rank must tile alike: the smallest chunk any rank cuts
+// The smallest chunk (bytes) any rank cuts call `c` on `schedule` into:
+// every rank must cut fragments and slices alike.  UINT64_MAX: no chunks.
+uint64_t HostPaths::least_chunk_bytes(const CollectiveCall& c, const Schedule& schedule) const {
+  uint64_t least = UINT64_MAX;
   for (const RankProgram& p : schedule.ranks)
     for (const BufferShape& shape : {input_shape(c.collective, s_.nranks, c.count, p.input_chunks),
                                      output_shape(c.collective, s_.nranks, c.count, p.output_chunks)})
-      if (shape.chunks > 0) least = std::min(least, shape.chunk_capacity() * esize);
-  return call_tile_bytes(s_.tile_bytes, wide, least);
+      if (shape.chunks > 0) least = std::min(least, shape.chunk_capacity() * datatype_size(c.type));
+  return least;
+}
+
+uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const {
+  // Only a call larger than kWideTileMinTiles wide fragments can have
+  // chunks that large: smaller ones never look at the ranks' chunking.
+  const uint64_t wide = s_.wide_tile_bytes;
+  if (call_bytes(c, s_.rank, s_.nranks).larger < kWideTileMinTiles * wide) return s_.tile_bytes;
+  return call_tile_bytes(s_.tile_bytes, wide, least_chunk_bytes(c, schedule));
+}
+
+uint32_t HostPaths::slices_for(const CollectiveCall& c, const Schedule& schedule) const {
+  if (s_.tcp_slices <= 1) return 1;
+  const uint64_t least = least_chunk_bytes(c, schedule);
+  if (least == UINT64_MAX) return 1;
+  return uint32_t(std::clamp<uint64_t>(least / tile_bytes_for(c, schedule), 1, s_.tcp_slices));
 }
 
 CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes, bool in_place) {

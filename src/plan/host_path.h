@@ -111,6 +111,9 @@ struct HostPathSettings {
   // process, or every rank could_pull): one-sided schedules run.  Agreed.
   bool peer_access = false;
   bool oversubscribed = false;  // some host runs more ranks than it has cores
+  // Between hosts over TCP: the slices a large call runs in, each on its own
+  // connections (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD; slices_for).
+  uint32_t tcp_slices = 1;
   // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
   // the slots ends with the descriptors' "done" exchange, so both ways are
   // timed until every rank is done (src/plan/copy_path.h).
@@ -150,6 +153,14 @@ class HostPaths {
   // The fragment size of call `c` on `schedule`: wide where every rank cuts
   // the call into chunks of kWideTileMinTiles wide fragments or more.
   uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const;
+  // The slices call `c` on `schedule` runs in (src/ops/op_step.h: each its
+  // own part of every chunk, its own lanes, its own connections): 1, or
+  // between hosts over TCP up to tcp_slices, as many as give every slice at
+  // least one whole fragment of the smallest chunk any rank cuts.  Each
+  // slice's fragments wait only for their own lane, so a connection per
+  // slice keeps that many fragments on the wire: what a network that caps
+  // each TCP flow, or a path one flow's window cannot fill, needs.
+  uint32_t slices_for(const CollectiveCall& c, const Schedule& schedule) const;
 
   // What the descriptors of path 3 carry from rank 0, and what the ranks
   // report back.  choose_copy_path is rank 0's; every rank applies the
@@ -177,6 +188,7 @@ class HostPaths {
   bool has_mapped_window() const { return mapped_window_; }
 
  private:
+  uint64_t least_chunk_bytes(const CollectiveCall& c, const Schedule& schedule) const;
   HostPathSettings s_;
   uint32_t pull_collectives_ = 0;
   bool mapped_window_ = false;

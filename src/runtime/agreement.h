@@ -26,6 +26,8 @@ enum class Fold : uint8_t {
 #define BRAID_AGREED_VALUES(X)                                                                                      \
   X(int32_t, api_version, Fold::Equal, "the NCCL API version braid was built for")                                 \
   X(int32_t, transport_mode, Fold::Equal, "BRAID_TRANSPORT and NCCL_SHM_DISABLE: set them alike on every rank")  \
+  X(int32_t, tcp_slices, Fold::Equal,                                                                          \
+    "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD (slices between hosts over TCP): set them alike on every rank") \
   X(int32_t, wants_device, Fold::Equal,                                                                            \
     "whether the rank sees a usable CUDA device: set BRAID_BACKEND to the same value (host or cuda) on every rank") \
   X(uint64_t, tile_bytes, Fold::Min, "the fragment size every rank's transports' slots take")                       \

@@ -160,6 +160,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   AgreedValues& a = mine->agreed;
   a.api_version = NCCL_VERSION_CODE;
   a.transport_mode = local.transport.agreement_code();
+  a.tcp_slices = tcp_slices_from_env();
   a.wants_device = local.device.usable;
   a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   a.wide_tile_bytes = uint64_t(
@@ -220,6 +221,9 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
   // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
   if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
+  // TCP between hosts (the socket transport; not a net): NCCL's socket counts as slices.
+  if (remote_peer && std::string(transport.name()).find("socket") != std::string::npos)
+    s.tcp_slices = uint32_t(a.tcp_slices);
   // Boards serve small calls, not where every rank must compare its
   // arguments first.  Only what every rank has alike may decide: not whether
   // this rank's communicator is nonblocking (its calls run on the boards as

@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <algorithm>
 
 #include "src/base/env.h"
 #include "src/base/log.h"
@@ -26,6 +27,13 @@ int32_t TransportPolicy::agreement_code() const {
 bool TransportPolicy::admits(const std::string& net) const {
   if (net == "IB" && !ib) return false;
   return net_name.empty() || strcasecmp(net_name.c_str(), net.c_str()) == 0;
+}
+
+int tcp_slices_from_env() {
+  constexpr int64_t kMaxThreads = 16, kMaxSockets = 64;  // NCCL's MAX_THREADS, MAX_SOCKETS
+  const int64_t threads = std::clamp<int64_t>(env_nccl_int("NCCL_SOCKET_NTHREADS").value_or(1), 1, kMaxThreads);
+  const int64_t per_thread = std::max<int64_t>(env_nccl_int("NCCL_NSOCKS_PERTHREAD").value_or(1), 1);
+  return int(std::min(threads * std::min(per_thread, kMaxSockets), kMaxSockets / threads * threads));
 }
 
 Status read_transport_policy(const std::string& config_net_name, TransportPolicy* out) {

@@ -40,6 +40,14 @@ struct TransportPolicy {
   bool admits(const std::string& net) const;
 };
 
+// NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD, bounded as NCCL bounds them
+// (threads 1..16, the product at most 64, a value below 1 or malformed is
+// 1): NCCL's sockets per connection, braid's slices of a large call between
+// hosts over TCP, each slice on connections (TCP streams) of its own
+// (src/plan/host_path.h, slices_for).  braid drives them from its executor
+// and the transport's progress thread: it makes no helper threads.
+int tcp_slices_from_env();
+
 // Reads BRAID_TRANSPORT, NCCL_SHM_DISABLE, NCCL_NET and NCCL_IB_DISABLE;
 // `config_net_name` is the communicator's config netName ("" if none).
 // A BRAID_TRANSPORT that is not one of its words is ncclInvalidArgument.

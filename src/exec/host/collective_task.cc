@@ -13,7 +13,8 @@
 // message size.  Dependencies are per tile.
 // A call may run as several slices, each its own lanes on its own channels
 // over a disjoint part of every buffer block (the kernel's blockIdx.y); the
-// host backend runs one.
+// host backend runs one, or between hosts over TCP several
+// (HostPaths::slices_for), each slice's connections their own TCP streams.
 //
 // What is the host's own: how bytes are stored (HostMemory below: streamed
 // outputs and send slots), and one fusion, a Copy followed by a Send of the
@@ -243,9 +244,10 @@ class CollectiveTask final : public Task {
 
   std::string describe() const override {
     if (!a_.label.empty()) return a_.label;
-    return fmt::format("{}({}) count={} {} rank {}/{}{}{}{}", to_string(a_.collective), a_.schedule->name, a_.count,
-                       datatype_name(a_.type), a_.rank, a_.nranks, a_.stream_output ? ", streamed output" : "",
-                       a_.stream_send_slots ? ", streamed send slots" : "", wide() ? ", wide fragments" : "");
+    return fmt::format("{}({}) count={} {} rank {}/{}{}{}{}{}", to_string(a_.collective), a_.schedule->name,
+                       a_.count, datatype_name(a_.type), a_.rank, a_.nranks, a_.stream_output ? ", streamed output" : "",
+                       a_.stream_send_slots ? ", streamed send slots" : "", wide() ? ", wide fragments" : "",
+                       a_.slices > 1 ? fmt::format(", {} slices", a_.slices) : "");
   }
   Doorbell* doorbell() const override { return a_.transport->doorbell(); }
 

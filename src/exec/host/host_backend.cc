@@ -286,6 +286,7 @@ class HostGroup {
     a.output_shape = output_shape(c.collective, nranks, c.count, prog.output_chunks);
     a.scratch_capacity = scratch_chunk_capacity(a.input_shape, a.output_shape);
     a.tile_bytes = h.paths_.tile_bytes_for(c, *schedule);
+    a.slices = h.paths_.slices_for(c, *schedule);
     BRAID_TRY(h.ctx_.plans->records(*schedule, rank, &a.records));
     a.schedule = std::move(schedule);
     a.rank = rank;
@@ -361,7 +362,8 @@ class HostGroup {
     const RankProgram& prog = schedule.ranks.at(comm(i).rank);
     const BufferShape in = input_shape(c.collective, nranks, c.count, prog.input_chunks);
     const BufferShape out = output_shape(c.collective, nranks, c.count, prog.output_chunks);
-    return size_t(prog.scratch_chunks) * scratch_chunk_capacity(in, out) * datatype_size(c.type);
+    return size_t(host(i).paths_.slices_for(c, schedule)) * prog.scratch_chunks * scratch_chunk_capacity(in, out) *
+           datatype_size(c.type);
   }
 
   // An AllReduce whose late rank the ranks decide as it starts
