@@ -284,8 +284,10 @@ class Cluster:
         run(["ip", "link", "set", self.bridge, "up"])
         rate = f"{L.nic_mbps * 8:.3f}mbit"
         shape = ["tbf", "rate", rate, "burst", L.burst, "latency", f"{L.queue_ms}ms"]
-        shaped = (lambda prefix: self._shape_flows(prefix)) if L.flow_mbps else \
-            (lambda prefix: run(prefix + ["root"] + shape))
+
+        def shaped(qdisc_add):
+            return self._shape_flows(qdisc_add) if L.flow_mbps else run(qdisc_add + ["root"] + shape)
+
         for nic in range(L.hosts * L.nics_per_host):
             ns, outer = self.namespace(nic), f"{self.tag}v{nic}"
             run(["ip", "netns", "add", ns])
@@ -308,7 +310,7 @@ class Cluster:
 
     def _shape_flows(self, qdisc_add):
         """htb on one veth end (`qdisc_add`: tc ... qdisc add dev DEV): the NIC rate over FLOW_CLASSES
-        children of the flow rate, a packet's child picked by its TCP source port."""
+        children each capped at the flow rate, a packet's child picked by its TCP source port (IPv4)."""
         L = self.layout
         tc = qdisc_add[:qdisc_add.index("qdisc")]
         dev = qdisc_add[qdisc_add.index("dev"):][:2]
