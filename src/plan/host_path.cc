@@ -133,19 +133,23 @@ uint64_t HostPaths::least_chunk_bytes(const CollectiveCall& c, const Schedule& s
   return least;
 }
 
+// Only a call larger than kWideTileMinTiles wide fragments can have chunks
+// that large: smaller ones never look at the ranks' chunking.
+bool HostPaths::may_be_wide(const CollectiveCall& c) const {
+  return call_bytes(c, s_.rank, s_.nranks).larger >= kWideTileMinTiles * s_.wide_tile_bytes;
+}
+
 uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const {
-  // Only a call larger than kWideTileMinTiles wide fragments can have
-  // chunks that large: smaller ones never look at the ranks' chunking.
-  const uint64_t wide = s_.wide_tile_bytes;
-  if (call_bytes(c, s_.rank, s_.nranks).larger < kWideTileMinTiles * wide) return s_.tile_bytes;
-  return call_tile_bytes(s_.tile_bytes, wide, least_chunk_bytes(c, schedule));
+  if (!may_be_wide(c)) return s_.tile_bytes;
+  return call_tile_bytes(s_.tile_bytes, s_.wide_tile_bytes, least_chunk_bytes(c, schedule));
 }
 
 uint32_t HostPaths::slices_for(const CollectiveCall& c, const Schedule& schedule) const {
   if (s_.tcp_slices <= 1) return 1;
   const uint64_t least = least_chunk_bytes(c, schedule);
   if (least == UINT64_MAX) return 1;
-  return uint32_t(std::clamp<uint64_t>(least / tile_bytes_for(c, schedule), 1, s_.tcp_slices));
+  const uint64_t tile = may_be_wide(c) ? call_tile_bytes(s_.tile_bytes, s_.wide_tile_bytes, least) : s_.tile_bytes;
+  return uint32_t(std::clamp<uint64_t>(least / tile, 1, s_.tcp_slices));
 }
 
 CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes, bool in_place) {

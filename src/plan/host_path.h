@@ -188,6 +188,7 @@ class HostPaths {
   bool has_mapped_window() const { return mapped_window_; }
 
  private:
+  bool may_be_wide(const CollectiveCall& c) const;
   uint64_t least_chunk_bytes(const CollectiveCall& c, const Schedule& schedule) const;
   HostPathSettings s_;
   uint32_t pull_collectives_ = 0;

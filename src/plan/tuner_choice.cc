@@ -1,9 +1,11 @@
 // What a tuner plugin is shown and what its answer picks (tuner_choice.h).
 #include "src/plan/tuner_choice.h"
 
+#include <algorithm>
 #include <array>
 
 #include "braid/algorithms.h"
+#include "braid/chunking.h"
 
 namespace braid {
 
@@ -48,8 +50,7 @@ int tuner_func(Collective c) {
 }
 
 uint64_t tuner_bytes(Collective c, int nranks, uint64_t count_bytes) {
-  const bool gathered = c == Collective::AllGather || c == Collective::ReduceScatter;
-  return gathered ? count_bytes * uint64_t(nranks) : count_bytes;
+  return count_bytes * std::max(input_blocks(c, nranks), output_blocks(c, nranks));
 }
 
 uint32_t ring_algorithm_bit(Collective c) {

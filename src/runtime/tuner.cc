@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "braid/chunking.h"
 #include "src/base/env.h"
 #include "src/base/hash.h"
 #include "src/base/log.h"
@@ -247,10 +248,9 @@ void tuner_choose(ncclComm* comm, CollectiveCall* call) {
   TunerTable table = tuner_table(offer);
   const uint64_t count_bytes = call->count * datatype_size(call->type);
   const uint64_t bytes = tuner_bytes(call->collective, comm->nranks, count_bytes);
-  const uint64_t n = uint64_t(comm->nranks);
-  const uint64_t send = call->collective == Collective::ReduceScatter ? count_bytes * n : count_bytes;
-  const uint64_t receive = call->collective == Collective::AllGather ? count_bytes * n : count_bytes;
-  const int reg_buff = registered(comm, call->sendbuff, send) && registered(comm, call->recvbuff, receive);
+  const int reg_buff =
+      registered(comm, call->sendbuff, count_bytes * input_blocks(call->collective, comm->nranks)) &&
+      registered(comm, call->recvbuff, count_bytes * output_blocks(call->collective, comm->nranks));
   int channels = 0;
   const ncclResult_t r = t.plugin->get_coll_info(t.context, func, bytes, 1, &table, reg_buff, &channels);
   if (r != ncclSuccess) {
