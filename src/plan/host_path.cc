@@ -152,6 +152,11 @@ uint32_t HostPaths::slices_for(const CollectiveCall& c, const Schedule& schedule
   return uint32_t(std::clamp<uint64_t>(least / tile, 1, s_.tcp_slices));
 }
 
+uint32_t HostPaths::p2p_slices(int peer, uint64_t bytes) const {
+  if (s_.tcp_slices <= 1 || peer < 0 || size_t(peer) >= s_.tcp_peers.size() || !s_.tcp_peers[peer]) return 1;
+  return uint32_t(std::clamp<uint64_t>(bytes / s_.tile_bytes, 1, s_.tcp_slices));
+}
+
 CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes, bool in_place) {
   if (never_pulls(c, in_place)) return CopyChoice{CopyPath::Slots, kInPlaceAlltoAllLease};
   if (s_.pull_always) return CopyChoice{CopyPath::Pull, 0};

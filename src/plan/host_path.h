@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "braid/schedule.h"
 #include "src/plan/call.h"
@@ -114,6 +115,9 @@ struct HostPathSettings {
   // Between hosts over TCP: the slices a large call runs in, each on its own
   // connections (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD; slices_for).
   uint32_t tcp_slices = 1;
+  // tcp_peers[r]: rank r is on another host and reached over TCP (the peers
+  // whose send/recv messages p2p_slices cuts); empty where none is.
+  std::vector<bool> tcp_peers;
   // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
   // the slots ends with the descriptors' "done" exchange, so both ways are
   // timed until every rank is done (src/plan/copy_path.h).
@@ -161,6 +165,11 @@ class HostPaths {
   // slice keeps that many fragments on the wire: what a network that caps
   // each TCP flow, or a path one flow's window cannot fill, needs.
   uint32_t slices_for(const CollectiveCall& c, const Schedule& schedule) const;
+  // The slices a send/recv message of `bytes` to or from `peer` travels in,
+  // by the same rule on a message: 1, or to a peer on another host over TCP
+  // up to tcp_slices, as many as give each slice a whole fragment.  Both
+  // ends cut a message alike, as their settings and its size are alike.
+  uint32_t p2p_slices(int peer, uint64_t bytes) const;
 
   // What the descriptors of path 3 carry from rank 0, and what the ranks
   // report back.  choose_copy_path is rank 0's; every rank applies the

@@ -223,8 +223,11 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
   // TCP between hosts (the socket transport; not a net): NCCL's socket counts as slices.
   for (int r = 0; r < nranks; ++r)
-    if (infos[r].peer.host_hash != mine.peer.host_hash && std::strcmp(transport.peer_path(r), "socket") == 0)
+    if (infos[r].peer.host_hash != mine.peer.host_hash && std::strcmp(transport.peer_path(r), "socket") == 0) {
       s.tcp_slices = uint32_t(a.tcp_slices);
+      s.tcp_peers.resize(nranks);
+      s.tcp_peers[r] = true;
+    }
   // Boards serve small calls, not where every rank must compare its
   // arguments first.  Only what every rank has alike may decide: not whether
   // this rank's communicator is nonblocking (its calls run on the boards as

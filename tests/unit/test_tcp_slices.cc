@@ -57,6 +57,24 @@ TEST_CASE("A call between hosts over TCP runs in as many slices as give each a w
   CHECK(one.slices_for(allreduce(32 * 1024 * 1024), ring) == 1);
 }
 
+TEST_CASE("A send/recv message to a peer on another host over TCP runs in slices of whole fragments",
+          "[tcp_slices]") {
+  HostPathSettings s = between_hosts(4);
+  s.nranks = 3;
+  s.tcp_peers = {false, false, true};  // rank 1 on this host, rank 2 on another over TCP
+  HostPaths four(s);
+  CHECK(four.p2p_slices(2, 0) == 1);
+  CHECK(four.p2p_slices(2, 128 * 1024) == 1);
+  CHECK(four.p2p_slices(2, 3 * 128 * 1024 + 5) == 3);
+  CHECK(four.p2p_slices(2, 32 << 20) == 4);
+  CHECK(four.p2p_slices(1, 32 << 20) == 1);   // within the host
+  CHECK(four.p2p_slices(0, 32 << 20) == 1);   // itself
+  CHECK(four.p2p_slices(5, 32 << 20) == 1);   // no such rank
+  CHECK(four.p2p_slices(-1, 32 << 20) == 1);
+  s.tcp_slices = 1;
+  CHECK(HostPaths(s).p2p_slices(2, 32 << 20) == 1);
+}
+
 TEST_CASE("NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD as NCCL bounds them", "[tcp_slices]") {
   {
     Env e(nullptr, nullptr);

@@ -338,9 +338,11 @@ class HostGroup {
     if (calls.empty()) return Status::ok();
     HostBackend& h = host(i);
     std::vector<P2POp> ops;
-    for (const P2PCall& p : calls)
-      ops.push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), p.count * datatype_size(p.type),
-                          datatype_size(p.type)});
+    for (const P2PCall& p : calls) {
+      const size_t bytes = p.count * datatype_size(p.type);
+      ops.push_back(P2POp{p.is_send, p.peer, static_cast<char*>(p.buffer), bytes, datatype_size(p.type),
+                          h.paths_.p2p_slices(p.peer, bytes)});
+    }
     std::unique_ptr<Task> task;
     std::string label =
         fmt::format("send/recv batch of {} ops, rank {}/{}", ops.size(), comm(i).rank, comm(i).nranks);

@@ -1,28 +1,49 @@
 // Point-to-point transfers over fragment pipes.
 //
 // A message is cut into fragments of the pipe's slot size.  The first
-// fragment starts with the message's total length (8 bytes) so a receive
-// posted with a different count fails loudly instead of misaligning every
-// later message on that connection.
+// fragment starts with a header holding the message's total length, so a
+// receive posted with a different count fails loudly instead of misaligning
+// every later message on that connection.
+//
+// A message in s slices (to a peer on another host over TCP, where each
+// flow may be capped: HostPaths::p2p_slices) is cut into s equal parts, the
+// i-th sent on connection channel + i with a header of its own; the parts
+// move concurrently, and each connection keeps its messages in issue order.
 #include "src/exec/host/p2p_task.h"
 
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <vector>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "src/base/log.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {
 namespace {
 
-constexpr size_t kHeader = sizeof(uint64_t);
+struct Header {
+  uint64_t message_bytes;  // the whole message's, in every slice
+  uint32_t slices;
+  uint32_t slice;
+};
+constexpr size_t kHeader = sizeof(Header);
 
-struct Stream {  // the ordered sends to, or receives from, one peer
-  std::vector<P2POp> ops;
+struct Part {  // one slice of a message
+  char* buffer = nullptr;
+  size_t bytes = 0;
+  size_t message_bytes = 0;
+  size_t elem_bytes = 1;
+  uint32_t slices = 1;
+  uint32_t slice = 0;
+};
+
+struct Stream {  // the ordered sends to, or receives from, one peer on one connection
+  std::vector<Part> ops;
   SendPipe* send = nullptr;
   RecvPipe* recv = nullptr;
   size_t index = 0;   // current op
@@ -36,12 +57,16 @@ class P2PTask final : public Task {
       : transport_(t), fragment_(fragment_bytes), label_(std::move(label)) {}
 
   Status add(const P2POp& op, int channel) {
-    Stream& s = (op.is_send ? sends_ : recvs_)[op.peer];
-    if (s.ops.empty()) {
-      if (op.is_send) BRAID_TRY(transport_->send_pipe(op.peer, channel, &s.send));
-      else BRAID_TRY(transport_->recv_pipe(op.peer, channel, &s.recv));
+    const uint32_t slices = std::max<uint32_t>(op.slices, 1);
+    for (uint32_t i = 0; i < slices; ++i) {
+      Stream& s = (op.is_send ? sends_ : recvs_)[{op.peer, i}];
+      if (s.ops.empty()) {
+        if (op.is_send) BRAID_TRY(transport_->send_pipe(op.peer, channel + int(i), &s.send));
+        else BRAID_TRY(transport_->recv_pipe(op.peer, channel + int(i), &s.recv));
+      }
+      const size_t lo = op.bytes * i / slices, hi = op.bytes * (i + 1) / slices;
+      s.ops.push_back(Part{op.buffer + lo, hi - lo, op.bytes, op.elem_bytes, slices, i});
     }
-    s.ops.push_back(op);
     return Status::ok();
   }
 
@@ -52,7 +77,6 @@ class P2PTask final : public Task {
     for (auto& [peer, s] : sends_) s.send->use_slots(slots);
   }
 
-  // "..., waiting on send to 3 (op 1/2), recv from 1 (op 0/1)": what a timeout names.
   // Keeps a private copy of `bytes` at `data` for the task's lifetime.
   char* stage(const char* data, size_t bytes) {
     staged_.emplace_back(data, data + bytes);
@@ -61,14 +85,17 @@ class P2PTask final : public Task {
 
   Doorbell* doorbell() const override { return transport_->doorbell(); }
 
+  // "..., waiting on send to 3 (op 1/2), recv from 1 slice 2/4 (op 0/1)": what a timeout names.
   std::string describe() const override {
     std::string out = label_;
     const char* sep = ", waiting on ";
     for (const auto* group : {&sends_, &recvs_})
-      for (const auto& [peer, s] : *group)
+      for (const auto& [key, s] : *group)
         if (s.index < s.ops.size()) {
-          out += fmt::format("{}{} {} (op {}/{})", sep, group == &sends_ ? "send to" : "recv from", peer, s.index,
-                             s.ops.size());
+          const Part& part = s.ops[s.index];
+          const std::string slice = part.slices > 1 ? fmt::format(" slice {}/{}", part.slice + 1, part.slices) : "";
+          out += fmt::format("{}{} {}{} (op {}/{})", sep, group == &sends_ ? "send to" : "recv from", key.first,
+                             slice, s.index, s.ops.size());
           sep = ", ";
         }
     return out;
@@ -76,7 +103,7 @@ class P2PTask final : public Task {
 
   Status poll(bool* progressed, bool* done) override {
     bool all_done = true;
-    for (auto& [peer, s] : sends_) {
+    for (auto& [key, s] : sends_) {
       while (s.index < s.ops.size()) {
         bool moved = false;
         BRAID_TRY(step_send(s, &moved));
@@ -85,10 +112,10 @@ class P2PTask final : public Task {
       }
       all_done &= s.index == s.ops.size();
     }
-    for (auto& [peer, s] : recvs_) {
+    for (auto& [key, s] : recvs_) {
       while (s.index < s.ops.size()) {
         bool moved = false;
-        BRAID_TRY(step_recv(peer, s, &moved));
+        BRAID_TRY(step_recv(key.first, s, &moved));
         if (!moved) break;
         *progressed = true;
       }
@@ -100,15 +127,15 @@ class P2PTask final : public Task {
 
  private:
   Status step_send(Stream& s, bool* moved) {
-    const P2POp& op = s.ops[s.index];
+    const Part& op = s.ops[s.index];
     void* slot = nullptr;
     BRAID_TRY(s.send->try_acquire(&slot));
     if (!slot) return Status::ok();
     char* out = static_cast<char*>(slot);
     size_t room = fragment_;
     if (!s.started) {
-      uint64_t total = op.bytes;
-      std::memcpy(out, &total, kHeader);
+      const Header header{op.message_bytes, op.slices, op.slice};
+      std::memcpy(out, &header, kHeader);
       out += kHeader;
       room -= kHeader;
       s.started = true;
@@ -123,21 +150,26 @@ class P2PTask final : public Task {
   }
 
   Status step_recv(int peer, Stream& s, bool* moved) {
-    const P2POp& op = s.ops[s.index];
+    const Part& op = s.ops[s.index];
     const void* data = nullptr;
     size_t bytes = 0;
     BRAID_TRY(s.recv->try_acquire(&data, &bytes));
     if (!data) return Status::ok();
     const char* in = static_cast<const char*>(data);
     if (!s.started) {
-      uint64_t total = 0;
+      Header header{};
       if (bytes < kHeader) return BRAID_ERROR(ncclInternalError, "short first fragment from rank {}", peer);
-      std::memcpy(&total, in, kHeader);
-      if (total != op.bytes)
+      std::memcpy(&header, in, kHeader);
+      const uint64_t total = header.message_bytes;
+      if (total != op.message_bytes)
         return BRAID_ERROR(ncclInvalidUsage,
                            "rank {} sent {} bytes ({} elements) but the matching ncclRecv expects {} bytes ({} "
                            "elements): count/datatype mismatch",
-                           peer, total, total / op.elem_bytes, op.bytes, op.bytes / op.elem_bytes);
+                           peer, total, total / op.elem_bytes, op.message_bytes, op.message_bytes / op.elem_bytes);
+      if (header.slices != op.slices || header.slice != op.slice)
+        return BRAID_ERROR(ncclInternalError,
+                           "rank {} sent slice {} of {} of a {}-byte message where this rank expects slice {} of {}",
+                           peer, header.slice, header.slices, total, op.slice, op.slices);
       in += kHeader;
       bytes -= kHeader;
       s.started = true;
@@ -161,7 +193,7 @@ class P2PTask final : public Task {
   Transport* transport_;
   size_t fragment_;
   std::string label_;
-  std::map<int, Stream> sends_, recvs_;
+  std::map<std::pair<int, uint32_t>, Stream> sends_, recvs_;  // by (peer, slice)
   std::deque<std::vector<char>> staged_;
 };
 
@@ -170,6 +202,12 @@ class P2PTask final : public Task {
 Status make_p2p_task(std::vector<P2POp> ops, Transport* transport, int channel, size_t fragment_bytes,
                      std::string label, std::unique_ptr<Task>* out) {
   if (fragment_bytes <= kHeader) return BRAID_ERROR(ncclInternalError, "fragment size {} too small", fragment_bytes);
+  const auto sliced = std::count_if(ops.begin(), ops.end(), [](const P2POp& op) { return op.slices > 1; });
+  if (sliced) {
+    uint32_t most = 0;
+    for (const P2POp& op : ops) most = std::max(most, op.slices);
+    BRAID_INFO(kP2P, "{}: {} in slices, up to {}", label, sliced, most);
+  }
   auto task = std::make_unique<P2PTask>(transport, fragment_bytes, std::move(label));
   // A send whose buffer overlaps a receive of the same group (sendrecv in
   // place) must send the data as it was at ncclGroupEnd: stage it first.

@@ -16,11 +16,16 @@ struct P2POp {
   char* buffer = nullptr;  // const for sends
   size_t bytes = 0;
   size_t elem_bytes = 1;  // datatype size, for messages
+  // Slices the message travels in, each a part of it on a connection of its
+  // own (channel + slice): HostPaths::p2p_slices, alike at both ends.
+  uint32_t slices = 1;
 };
 
-// All sends to one peer travel in issue order on one connection, likewise all
-// receives, so the k-th send to a peer meets that peer's k-th receive from us
-// (NCCL's matching rule).  Different peers progress concurrently.
+// All sends to one peer travel in issue order on its connections, likewise
+// all receives, so the k-th send to a peer meets that peer's k-th receive
+// from us (NCCL's matching rule): a message in s slices puts its i-th part
+// on the i-th connection, and each connection stays in issue order.
+// Different peers, and a message's slices, progress concurrently.
 Status make_p2p_task(std::vector<P2POp> ops, Transport* transport, int channel, size_t fragment_bytes,
                      std::string label, std::unique_ptr<Task>* out);
 
