@@ -404,6 +404,7 @@ Status comm_setup(ncclComm* comm) {
   ctx.nranks = nranks;
   ctx.policy = local.transport;
   ctx.traffic_class = comm->config.trafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : comm->config.trafficClass;
+  if (local.device.usable) ctx.gpu_pci_bus_id = local.device.pci_bus_id;
   for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
   comm->peers = ctx.peers;
   BRAID_TRY(PeerProcesses::create(ctx, *comm->bootstrap, &ctx.processes));

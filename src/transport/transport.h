@@ -140,6 +140,9 @@ struct TransportContext {
   TransportPolicy policy;
   // The config's trafficClass (NCCL 2.25): 0..255, -1 unset (net.h's NetCommConfig).
   int traffic_class = -1;
+  // This rank's GPU's PCI bus id ("0000:1b:00.0"; "": none): the net device
+  // nearest it carries its traffic (src/transport/net/nic_affinity.h).
+  std::string gpu_pci_bus_id;
 };
 
 // Shared memory between processes (and threads) on one host.

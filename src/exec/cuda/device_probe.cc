@@ -30,6 +30,8 @@ DeviceProbe probe_device_backend() {
   if (cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
     probe.gpu = fnv1a(std::string_view(prop.uuid.bytes, sizeof prop.uuid.bytes));
     std::snprintf(probe.name, sizeof probe.name, "%.*s", int(sizeof probe.name) - 1, prop.name);  // cut to fit
+    std::snprintf(probe.pci_bus_id, sizeof probe.pci_bus_id, "%04x:%02x:%02x.0", unsigned(prop.pciDomainID) & 0xffff,
+                  unsigned(prop.pciBusID) & 0xff, unsigned(prop.pciDeviceID) & 0xff);
   }
   return probe;
 }

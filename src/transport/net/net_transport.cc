@@ -48,6 +48,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/transport/doorbell.h"
+#include "src/transport/net/nic_affinity.h"
 
 namespace braid {
 namespace {
@@ -701,14 +702,19 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
                           std::unique_ptr<Transport>* out) {
   if (int(serves.size()) != ctx.nranks) return BRAID_ERROR(ncclInternalError, "net transport: serves has wrong size");
   if (net->devices() <= 0) return BRAID_ERROR(ncclSystemError, "{}: no device", net->name());
-  // Ranks of one host spread over its devices.
-  int local_index = 0;
-  for (int r = 0; r < ctx.rank; ++r) local_index += ctx.peers[size_t(r)].host_hash == ctx.peers[size_t(ctx.rank)].host_hash;
-  const int dev = local_index % net->devices();
+  std::vector<std::string> pci_paths;
+  for (int d = 0; d < net->devices(); ++d) {
+    NetProperties device;
+    BRAID_TRY(net->properties(d, &device));
+    pci_paths.push_back(device.pci_path);
+  }
+  int dev = 0;
+  std::string why;
+  BRAID_TRY(choose_net_device(ctx, bootstrap, pci_paths, &dev, &why));
   NetProperties props;
   BRAID_TRY(net->properties(dev, &props));
-  BRAID_INFO(kNet | kInit, "rank {}: {} transport on device {} ({}, port {}, {} Mbps)", ctx.rank, net->name(), dev,
-             props.name, props.port, props.speed_mbps);
+  BRAID_INFO(kNet | kInit, "rank {}: {} transport on device {} ({}, port {}, {} Mbps; the nearest: {})", ctx.rank,
+             net->name(), dev, props.name, props.port, props.speed_mbps, why);
   auto t = std::make_unique<NetTransport>(ctx, net, dev);
   if (t->slot_bytes() > props.max_p2p_bytes)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_NET_SLOT_BYTES={} exceeds what {} sends at once ({})", t->slot_bytes(),

@@ -1,0 +1,194 @@
+#include "src/transport/net/nic_affinity.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "src/base/hash.h"
+
+namespace braid {
+namespace {
+
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at < path.size()) {
+    const size_t end = std::min(path.find('/', at), path.size());
+    if (end > at) out.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// The root complex a sysfs device path is under ("pci0000:00"), "" if none.
+std::string root_complex(const std::string& path) {
+  for (const std::string& c : components(path))
+    if (c.rfind("pci", 0) == 0) return c;
+  return "";
+}
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+std::string describe(const NearestDevices& n, const RankPlace& me) {
+  switch (n.by) {
+    case NearBy::Gpu: return fmt::format("{} PCI hops from its GPU", n.hops);
+    case NearBy::Numa: return fmt::format("on its NUMA node {}", me.numa_node);
+    case NearBy::Any: break;
+  }
+  return "none nearer than another";
+}
+
+}  // namespace
+
+int pci_hops(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return -1;
+  const std::vector<std::string> x = components(a), y = components(b);
+  size_t common = 0;
+  while (common < x.size() && common < y.size() && x[common] == y[common]) ++common;
+  return int(x.size() - common + y.size() - common);
+}
+
+NearestDevices nearest_devices(const std::vector<DevicePlace>& devices, const RankPlace& me) {
+  NearestDevices out;
+  if (!me.gpu_pci_path.empty()) {
+    // (root class, hops): the GPU's own root complex, then its NUMA node, then the rest.
+    const std::string gpu_root = root_complex(me.gpu_pci_path);
+    std::tuple<int, int> best{INT_MAX, INT_MAX};
+    for (int d = 0; d < int(devices.size()); ++d) {
+      const DevicePlace& p = devices[size_t(d)];
+      const int hops = pci_hops(me.gpu_pci_path, p.pci_path);
+      if (hops < 0) continue;
+      const bool same_root = !gpu_root.empty() && root_complex(p.pci_path) == gpu_root;
+      const bool same_node = me.gpu_numa_node >= 0 && p.numa_node == me.gpu_numa_node;
+      const std::tuple<int, int> key{same_root ? 0 : same_node ? 1 : 2, hops};
+      if (key < best) {
+        best = key;
+        out.devices.clear();
+      }
+      if (key == best) out.devices.push_back(d);
+    }
+    if (!out.devices.empty()) {
+      out.by = NearBy::Gpu;
+      out.hops = std::get<1>(best);
+      return out;
+    }
+  }
+  if (me.numa_node >= 0) {
+    for (int d = 0; d < int(devices.size()); ++d)
+      if (devices[size_t(d)].numa_node == me.numa_node) out.devices.push_back(d);
+    if (!out.devices.empty()) {
+      out.by = NearBy::Numa;
+      return out;
+    }
+  }
+  for (int d = 0; d < int(devices.size()); ++d) out.devices.push_back(d);
+  return out;
+}
+
+int spread_device(const std::vector<int>& nearest, int k) {
+  return nearest.empty() ? 0 : nearest[size_t(k) % nearest.size()];
+}
+
+int read_numa_node(const std::string& device_path) {
+  if (device_path.empty()) return -1;
+  const std::string line = read_line(device_path + "/numa_node");
+  if (line.empty()) return -1;
+  char* end = nullptr;
+  const long node = std::strtol(line.c_str(), &end, 10);
+  return end != line.c_str() && node >= 0 && node < INT_MAX ? int(node) : -1;
+}
+
+std::string pci_bus_id_path(const std::string& bus_id, const std::string& root) {
+  if (bus_id.empty()) return "";
+  std::string lower = bus_id;
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  char resolved[PATH_MAX];
+  return realpath((root + "/bus/pci/devices/" + lower).c_str(), resolved) ? resolved : "";
+}
+
+std::vector<int> parse_cpu_list(const std::string& list) {
+  std::vector<int> cpus;
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    const std::string part = list.substr(at, end - at);
+    at = end + 1;
+    if (part.empty() || part.find_first_not_of(" \n") == std::string::npos) continue;
+    char* rest = nullptr;
+    const long lo = std::strtol(part.c_str(), &rest, 10);
+    long hi = lo;
+    if (*rest == '-') hi = std::strtol(rest + 1, &rest, 10);
+    if (rest == part.c_str() || (*rest && *rest != '\n' && *rest != ' ') || lo < 0 || hi < lo || hi > CPU_SETSIZE)
+      return {};
+    for (long c = lo; c <= hi; ++c) cpus.push_back(int(c));
+  }
+  return cpus;
+}
+
+int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
+  if (cpus.empty()) return -1;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/devices/system/node", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("node", 0) != 0 || name.size() == 4 || name.find_first_not_of("0123456789", 4) != std::string::npos)
+      continue;
+    std::vector<int> mine = parse_cpu_list(read_line(entry.path().string() + "/cpulist"));
+    std::sort(mine.begin(), mine.end());
+    if (std::all_of(cpus.begin(), cpus.end(), [&](int c) { return std::binary_search(mine.begin(), mine.end(), c); }))
+      return std::atoi(name.c_str() + 4);
+  }
+  return -1;
+}
+
+Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
+                         int* device, std::string* why) {
+  std::vector<DevicePlace> devices(pci_paths.size());
+  for (size_t d = 0; d < pci_paths.size(); ++d) {
+    char resolved[PATH_MAX];
+    if (!pci_paths[d].empty() && realpath(pci_paths[d].c_str(), resolved)) devices[d].pci_path = resolved;
+    devices[d].numa_node = read_numa_node(devices[d].pci_path);
+  }
+  RankPlace me;
+  me.gpu_pci_path = pci_bus_id_path(ctx.gpu_pci_bus_id);
+  me.gpu_numa_node = read_numa_node(me.gpu_pci_path);
+  me.numa_node = numa_node_of_cpus(allowed_cpus());
+  const NearestDevices nearest = nearest_devices(devices, me);
+  // The ranks of this host with the same nearest devices spread over them.
+  uint64_t mine = fnv1a(std::string_view(reinterpret_cast<const char*>(nearest.devices.data()),
+                                         nearest.devices.size() * sizeof(int)));
+  std::vector<uint64_t> all(size_t(ctx.nranks));
+  all[size_t(ctx.rank)] = mine;
+  BRAID_TRY(std::move(bootstrap->allgather(all.data(), sizeof(uint64_t))).context("net device choice"));
+  int k = 0;
+  for (int r = 0; r < ctx.rank; ++r)
+    k += ctx.peers[size_t(r)].host_hash == ctx.peers[size_t(ctx.rank)].host_hash && all[size_t(r)] == mine;
+  *device = spread_device(nearest.devices, k);
+  *why = fmt::format("{} of {} devices, {}", nearest.devices.size(), devices.size(), describe(nearest, me));
+  return Status::ok();
+}
+
+}  // namespace braid

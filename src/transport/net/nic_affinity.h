@@ -1,0 +1,76 @@
+// Which of a host's network devices a rank uses: the ones nearest it, as
+// NCCL gives each GPU the NICs nearest it on the PCI tree (a rail per GPU on
+// machines with a NIC per GPU), instead of taking them in the order the
+// driver lists them (which puts a GPU's traffic through a far PCI switch, or
+// across the socket link, or onto a storage NIC).
+//
+// What sysfs says decides, in this order:
+//  1. A rank with a GPU (the CUDA backend): the devices fewest PCI hops from
+//     it.  Hops count the components of both sysfs device paths below their
+//     common ancestor; a device under another root complex is farther than
+//     any under the GPU's own, and one on another NUMA node farther still.
+//  2. A rank without one, whose allowed CPUs all lie in one NUMA node (bound
+//     by mpirun --bind-to core/socket/numa, numactl, taskset): the devices on
+//     that node, where any is.
+//  3. Otherwise, or where sysfs knows nothing of the devices: every device.
+// The ranks of one host that end with the same devices spread over them in
+// rank order, the k-th taking the (k mod count)-th: without any locality
+// this is the old choice, the host's k-th rank on device k mod devices.
+// NCCL_IB_HCA (and a plugin's own settings) decide which devices there are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/base/status.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/transport/transport.h"
+
+namespace braid {
+
+struct DevicePlace {  // a net device, as sysfs places it
+  std::string pci_path;  // its sysfs device path ("": unknown)
+  int numa_node = -1;    // -1: unknown
+};
+
+struct RankPlace {
+  std::string gpu_pci_path;  // the rank's GPU's sysfs device path ("": none, or unknown)
+  int gpu_numa_node = -1;
+  int numa_node = -1;  // the one node all the rank's allowed CPUs are on (-1: several, or unknown)
+};
+
+enum class NearBy { Gpu, Numa, Any };
+
+struct NearestDevices {
+  std::vector<int> devices;  // ascending
+  NearBy by = NearBy::Any;
+  int hops = -1;  // NearBy::Gpu: PCI hops from the GPU
+};
+
+// The PCI hops between two sysfs device paths (-1 where either is empty).
+int pci_hops(const std::string& a, const std::string& b);
+
+// Steps 1-3 above over `devices` (indexed as the net numbers them).
+NearestDevices nearest_devices(const std::vector<DevicePlace>& devices, const RankPlace& me);
+
+// The device the k-th rank of a host among those nearest `nearest` takes.
+int spread_device(const std::vector<int>& nearest, int k);
+
+// Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
+int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
+// A PCI bus id ("0000:1B:00.0", as CUDA gives it) to its device's sysfs path ("" if none).
+std::string pci_bus_id_path(const std::string& bus_id, const std::string& root = "/sys");
+// The NUMA node that holds every CPU in `cpus`, by root/devices/system/node/node*/cpulist (-1: none holds all).
+int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root = "/sys");
+// "0-3,8,10-11" to its CPUs (empty where it does not parse).
+std::vector<int> parse_cpu_list(const std::string& list);
+
+// This rank's device among a net's, given each device's sysfs path (a net's
+// NetProperties::pci_path): placed by sysfs, by its GPU's PCI bus id in
+// ctx, and by its CPU affinity; spread with the ranks of its host over the
+// bootstrap (every rank calls it); and why, for the log.
+Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
+                         int* device, std::string* why);
+
+}  // namespace braid

@@ -1,0 +1,192 @@
+// Which net device a rank uses (src/transport/net/nic_affinity.h): PCI hops,
+// the nearest devices to a GPU or a NUMA node, the spread over them, the
+// sysfs readers on trees of files made here, and ranks (threads, each with
+// its own bootstrap) on two hosts choosing together.
+#include <catch2/catch.hpp>
+#include <sched.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/transport/net/nic_affinity.h"
+
+using namespace braid;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A PCI tree like an 8-GPU machine's, a switch per GPU pair and NIC:
+// root complexes pci0000:00 (NUMA node 0) and pci0000:80 (node 1).
+const std::string kRoot0 = "/sys/devices/pci0000:00/0000:00:01.0";
+const std::string kSwitchA = kRoot0 + "/0000:01:00.0/0000:02:00.0";
+const std::string kSwitchB = kRoot0 + "/0000:01:00.0/0000:02:10.0";
+const std::string kRoot1 = "/sys/devices/pci0000:80/0000:80:01.0";
+
+struct TempTree {
+  fs::path root;
+  TempTree() {
+    char name[] = "/tmp/braid-nic-affinity-XXXXXX";
+    REQUIRE(mkdtemp(name));
+    root = name;
+  }
+  ~TempTree() { fs::remove_all(root); }
+  void write(const std::string& relative, const std::string& text) const {
+    fs::create_directories((root / relative).parent_path());
+    std::ofstream(root / relative) << text;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("PCI hops count both paths below their common ancestor", "[nic_affinity]") {
+  CHECK(pci_hops(kSwitchA + "/0000:03:00.0", kSwitchA + "/0000:03:00.0") == 0);
+  CHECK(pci_hops(kSwitchA + "/0000:03:00.0", kSwitchA + "/0000:04:00.0") == 2);  // one switch
+  CHECK(pci_hops(kSwitchA + "/0000:03:00.0", kSwitchB + "/0000:05:00.0") == 4);
+  CHECK(pci_hops(kSwitchA + "/0000:03:00.0", kRoot1 + "/0000:81:00.0") == 8);
+  CHECK(pci_hops("", kRoot1) == -1);
+  CHECK(pci_hops(kRoot1, "") == -1);
+}
+
+TEST_CASE("A GPU's nearest devices: its switch, then its root complex, then its NUMA node", "[nic_affinity]") {
+  RankPlace gpu;
+  gpu.gpu_pci_path = kSwitchA + "/0000:03:00.0";
+  gpu.gpu_numa_node = 0;
+  std::vector<DevicePlace> devices = {
+      {kRoot1 + "/0000:81:00.0", 1},         // another socket's root, close to its own root
+      {kSwitchB + "/0000:05:00.0", 0},       // the GPU's root, another switch
+      {kSwitchA + "/0000:04:00.0", 0},       // the GPU's switch: port 1
+      {kSwitchA + "/0000:04:00.0", 0},       // and port 2 of that NIC
+      {"", -1},                              // nothing known
+  };
+  NearestDevices n = nearest_devices(devices, gpu);
+  CHECK(n.by == NearBy::Gpu);
+  CHECK(n.hops == 2);
+  CHECK(n.devices == std::vector<int>{2, 3});
+
+  devices.erase(devices.begin() + 2, devices.begin() + 4);  // no NIC on its switch
+  n = nearest_devices(devices, gpu);
+  CHECK(n.devices == std::vector<int>{1});
+  CHECK(n.hops == 4);
+
+  // Only devices under other roots: the one on the GPU's NUMA node first,
+  // though the other is fewer hops away.
+  devices = {{"/sys/devices/pci0000:80/0000:80:01.0", 1},
+             {"/sys/devices/pci0000:40/0000:40:01.0/0000:41:00.0/0000:42:00.0", 0}};
+  n = nearest_devices(devices, gpu);
+  CHECK(n.devices == std::vector<int>{1});
+  gpu.gpu_numa_node = -1;  // unknown: the fewest hops
+  n = nearest_devices(devices, gpu);
+  CHECK(n.devices == std::vector<int>{0});
+}
+
+TEST_CASE("Without a GPU the devices on the rank's NUMA node, else every device", "[nic_affinity]") {
+  const std::vector<DevicePlace> devices = {{"a", 1}, {"b", 0}, {"c", 1}, {"", -1}};
+  RankPlace host;
+  host.numa_node = 1;
+  NearestDevices n = nearest_devices(devices, host);
+  CHECK(n.by == NearBy::Numa);
+  CHECK(n.devices == std::vector<int>{0, 2});
+  host.numa_node = 2;  // no device there
+  n = nearest_devices(devices, host);
+  CHECK(n.by == NearBy::Any);
+  CHECK(n.devices == std::vector<int>{0, 1, 2, 3});
+  host.numa_node = -1;
+  CHECK(nearest_devices(devices, host).devices == std::vector<int>{0, 1, 2, 3});
+  // A GPU where no device's path is known: the NUMA node decides.
+  host.gpu_pci_path = kSwitchA;
+  host.numa_node = 0;
+  n = nearest_devices({{"", 1}, {"", 0}, {"", -1}}, host);
+  CHECK(n.by == NearBy::Numa);
+  CHECK(n.devices == std::vector<int>{1});
+  CHECK(nearest_devices({}, host).devices.empty());
+}
+
+TEST_CASE("Ranks with the same nearest devices take them in turn", "[nic_affinity]") {
+  CHECK(spread_device({1, 3}, 0) == 1);
+  CHECK(spread_device({1, 3}, 1) == 3);
+  CHECK(spread_device({1, 3}, 2) == 1);
+  CHECK(spread_device({0, 1, 2, 3}, 5) == 1);  // no locality: the host's k-th rank on device k mod n
+  CHECK(spread_device({}, 3) == 0);
+}
+
+TEST_CASE("CPU lists as sysfs writes them", "[nic_affinity]") {
+  CHECK(parse_cpu_list("0-3,8,10-11\n") == std::vector<int>{0, 1, 2, 3, 8, 10, 11});
+  CHECK(parse_cpu_list("5") == std::vector<int>{5});
+  CHECK(parse_cpu_list("").empty());
+  CHECK(parse_cpu_list("\n").empty());
+  CHECK(parse_cpu_list("3-1").empty());
+  CHECK(parse_cpu_list("a-b").empty());
+  CHECK(parse_cpu_list("0-3,x").empty());
+}
+
+TEST_CASE("sysfs readers: NUMA nodes of CPUs and devices, a bus id's device", "[nic_affinity]") {
+  TempTree t;
+  t.write("devices/system/node/node0/cpulist", "0-3\n");
+  t.write("devices/system/node/node2/cpulist", "4-7\n");  // nodes may have gaps
+  t.write("devices/system/node/online", "0,2\n");
+  const std::string root = t.root.string();
+  CHECK(numa_node_of_cpus({1, 2}, root) == 0);
+  CHECK(numa_node_of_cpus({4, 7}, root) == 2);
+  CHECK(numa_node_of_cpus({3, 4}, root) == -1);  // spans two
+  CHECK(numa_node_of_cpus({}, root) == -1);
+  CHECK(numa_node_of_cpus({0}, root + "/nothing") == -1);
+
+  t.write("devices/pci0000:00/0000:00:01.0/0000:1b:00.0/numa_node", "2\n");
+  t.write("devices/pci0000:00/0000:00:01.0/0000:1c:00.0/numa_node", "-1\n");
+  fs::create_directories(t.root / "bus/pci/devices");
+  fs::create_symlink("../../../devices/pci0000:00/0000:00:01.0/0000:1b:00.0", t.root / "bus/pci/devices/0000:1b:00.0");
+  const std::string gpu = pci_bus_id_path("0000:1B:00.0", root);  // CUDA's upper case
+  CHECK(gpu == root + "/devices/pci0000:00/0000:00:01.0/0000:1b:00.0");
+  CHECK(read_numa_node(gpu) == 2);
+  CHECK(read_numa_node(root + "/devices/pci0000:00/0000:00:01.0/0000:1c:00.0") == -1);
+  CHECK(read_numa_node(root + "/devices/none") == -1);
+  CHECK(read_numa_node("") == -1);
+  CHECK(pci_bus_id_path("0000:99:00.0", root).empty());
+  CHECK(pci_bus_id_path("", root).empty());
+}
+
+TEST_CASE("Ranks on two hosts each take the devices on their NUMA node, in turn", "[nic_affinity]") {
+  // Every rank thread runs on CPU 0, so its node is CPU 0's; devices 1 and 3
+  // are on that node, 0 and 2 on another.  Ranks 0-2 on one host, 3-4 on
+  // another: each host's ranks take 1, 3, 1...
+  const int node = numa_node_of_cpus({0});
+  if (node < 0) {
+    WARN("not run: this machine's sysfs gives CPU 0 no NUMA node");
+    return;
+  }
+  TempTree t;
+  std::vector<std::string> paths;
+  for (int d = 0; d < 4; ++d) {
+    const std::string dev = fmt::format("devices/pci0000:00/0000:00:0{}.0", d);
+    t.write(dev + "/numa_node", std::to_string(d % 2 ? node : node + 1));
+    paths.push_back((t.root / dev).string());
+  }
+  const int n = 5;
+  ncclUniqueId id;
+  REQUIRE(bootstrap_create_root(&id).is_ok());
+  std::vector<int> chosen(n, -1);
+  std::vector<std::string> whys(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(0, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) return;  // this thread only
+      TransportContext ctx;
+      ctx.rank = r;
+      ctx.nranks = n;
+      for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = p < 3 ? 11u : 22u});
+      std::unique_ptr<Bootstrap> bs;
+      if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
+      if (!choose_net_device(ctx, bs.get(), paths, &chosen[size_t(r)], &whys[size_t(r)]).is_ok()) chosen[r] = -2;
+    });
+  for (auto& th : ranks) th.join();
+  CHECK(chosen == std::vector<int>{1, 3, 1, 1, 3});
+  CHECK(whys[0] == fmt::format("2 of 4 devices, on its NUMA node {}", node));
+}
