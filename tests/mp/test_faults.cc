@@ -1,6 +1,6 @@
 // Faults with real processes and threads:
 //  - a peer SIGKILLed in the middle of collectives (shared memory, TCP, TCP
-//    with TLS):
+//    with TLS), or of send/recv between hosts in TCP slices:
 //    every survivor's call fails with ncclRemoteError/ncclSystemError within
 //    BRAID_TIMEOUT, GetAsyncError reports it, ncclCommAbort returns promptly,
 //    and no call that returned success delivered wrong data;
@@ -30,11 +30,15 @@ namespace {
 // `count` floats per call: 4 MiB runs schedules on the transport (above the
 // one-sided two-shot's sizes, host_tuning.h), 64 B runs one-shot (eager
 // for Broadcast, where the root runs ahead until the dead rank's slots fill).
-void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 20, Call call = Call::AllReduce) {
+// setup(rank) runs in each rank before its init.
+void kill_one_mid_collective(int n, const char* transport, size_t count = 1 << 20, Call call = Call::AllReduce,
+                             const std::function<void(int)>& setup = {}) {
   setenv("BRAID_TIMEOUT", "3", 1);
   setenv("BRAID_TRANSPORT", transport, 1);
-  std::vector<pid_t> pids = fork_ranks(
-      n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) { return survivor(r, n, ids[0], 3, count, call); });
+  std::vector<pid_t> pids = fork_ranks(n, 90, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+    if (setup) setup(r);
+    return survivor(r, n, ids[0], 3, count, call);
+  });
   REQUIRE(int(pids.size()) == n);
   unsetenv("BRAID_TIMEOUT");
   unsetenv("BRAID_TRANSPORT");
@@ -126,6 +130,15 @@ TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, ab
   ScopedTlsKey key("braid-test-only-faults-psk-0123456789abcdef");  // the ranks inherit it
   REQUIRE(key.ok);
   kill_one_mid_collective(3, "socket");
+}
+
+TEST_CASE("a peer killed amid send/recv between hosts in TCP slices: survivors fail within BRAID_TIMEOUT",
+          "[mp][faults][socket][p2p]") {
+  // Rank 2 on a host of its own; 4 MiB messages in 4 slices to and from it.
+  kill_one_mid_collective(3, "socket", 1 << 20, Call::SendRecv, [](int rank) {
+    setenv("BRAID_HOSTID", rank < 2 ? "faults-host-a" : "faults-host-b", 1);
+    setenv("NCCL_NSOCKS_PERTHREAD", "4", 1);
+  });
 }
 
 TEST_CASE("a peer killed mid-collective: survivors fail within BRAID_TIMEOUT, abort is prompt (net plugin)",
