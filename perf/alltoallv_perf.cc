@@ -67,10 +67,7 @@ struct Row {
   int64_t wrong;
 };
 
-struct Shared {
-  perf::RankError error;
-  Row rows[64];
-};
+using Shared = perf::SharedRows<Row>;
 
 uint64_t mix(uint64_t x) {  // splitmix64
   x += 0x9e3779b97f4a7c15ull;
@@ -175,28 +172,20 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   perf::SharedArray<Shared> results(1);
-  Shared* shared = results.data();
-  if (!shared) return 1;
-  const int rc =
-      perf::run_forked_ranks(o.nranks, o.hosts, "a2av-perf-host-", [&](int r) { return rank_main(o, id, r, shared); });
-  if (shared->error.failed) std::fprintf(stderr, "%s\n", shared->error.text);
+  auto rank = [&](const ncclUniqueId& id, int r, Shared* out) { return rank_main(o, id, r, out); };
+  const int rc = perf::run_ranks_for_rows(o.nranks, o.hosts, "a2av-perf-host-", -1, 0, results, rank);
+  if (!results.data()) return 1;
   std::printf(
       "# alltoallv_perf: %d ranks (processes on %d emulated hosts), float32, each pair 0..S bytes per call; "
       "%d rounds of %d calls (+%d warmup), median round\n",
       o.nranks, o.hosts, o.sweep.rounds, o.sweep.iters, o.sweep.warmup);
   std::printf("# %12s %14s %12s %10s %12s %10s %12s %8s\n", "S(B)", "sent B/call", "braid(us)", "braid GB/s",
               "base(us)", "base GB/s", "braid/base", "#wrong");
-  int64_t wrong = 0;
-  for (const Row& row : shared->rows) {
-    if (row.bytes == 0) break;
+  const int64_t wrong = perf::print_rows(*results.data(), [](const Row& row) {
     std::printf("  %12zu %14.0f %12.1f %10.3f %12.1f %10.3f %12.2f %8lld\n", row.bytes, row.sent_bytes, row.braid_us,
                 row.sent_bytes / (row.braid_us * 1e3), row.base_us, row.sent_bytes / (row.base_us * 1e3),
                 row.braid_us / row.base_us, (long long)row.wrong);
-    wrong += row.wrong;
-  }
-  std::printf("# #wrong: %lld\n", (long long)wrong);
+  });
   return rc || wrong ? 1 : 0;
 }

@@ -65,6 +65,45 @@ struct RankError {
 // The median of rounds (0 for none).
 double median(std::vector<double> v);
 
+// What the forked ranks of a table-printing tool hand back: the first
+// failure, and rank 0's row per size (a row of 0 bytes ends them).
+template <class Row>
+struct SharedRows {
+  RankError error;
+  Row rows[64];
+};
+
+// The start every such tool shares: a unique id, the rows in memory the
+// children share, and body(id, rank, rows) run in the ranks (`local` ranks
+// from `first` of a job across machines where first >= 0, else all on
+// `hosts` emulated hosts); prints the first failure.  *rows stays readable
+// while `memory` lives.  Nonzero if a rank failed, or nothing could start.
+template <class Row, class Body>
+int run_ranks_for_rows(int nranks, int hosts, const char* host_prefix, int first, int local,
+                       const SharedArray<SharedRows<Row>>& memory, const Body& body) {
+  SharedRows<Row>* rows = memory.data();
+  ncclUniqueId id;
+  if (!rows || ncclGetUniqueId(&id) != ncclSuccess) return 1;
+  auto rank = [&](int r) { return body(id, r, rows); };
+  const int rc = first >= 0 ? run_local_ranks(first, local, rank) : run_forked_ranks(nranks, hosts, host_prefix, rank);
+  if (rows->error.failed) std::fprintf(stderr, "%s\n", rows->error.text);
+  return rc;
+}
+
+// Prints each row up to the first of 0 bytes with print(row), then the
+// "# #wrong" line; returns the rows' wrong total.
+template <class Row, class Print>
+int64_t print_rows(const SharedRows<Row>& shared, const Print& print) {
+  int64_t wrong = 0;
+  for (const Row& row : shared.rows) {
+    if (row.bytes == 0) break;
+    print(row);
+    wrong += row.wrong;
+  }
+  std::printf("# #wrong: %lld\n", (long long)wrong);
+  return wrong;
+}
+
 }  // namespace perf
 
 // In a rank body returning int: records the failed call in `error` (a

@@ -88,10 +88,7 @@ struct Row {
   double us[kPaths];
   int64_t wrong;
 };
-struct Shared {
-  perf::RankError error;
-  Row rows[64];
-};
+using Shared = perf::SharedRows<Row>;
 
 #define TRY(call) PERF_RANK_TRY(out->error, rank, call)
 
@@ -196,15 +193,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   perf::SharedArray<Shared> results(1);
-  Shared* shared = results.data();
-  if (!shared) return 1;
-  auto body = [&](int r) { return rank_main(o, id, r, shared); };
-  const int rc = o.first >= 0 ? perf::run_local_ranks(o.first, o.local, body)
-                              : perf::run_forked_ranks(o.nranks, o.hosts, "gin-hosts-perf-", body);
-  if (shared->error.failed) std::fprintf(stderr, "%s\n", shared->error.text);
+  auto rank = [&](const ncclUniqueId& id, int r, Shared* out) { return rank_main(o, id, r, out); };
+  const int rc = perf::run_ranks_for_rows(o.nranks, o.hosts, "gin-hosts-perf-", o.first, o.local, results, rank);
+  if (!results.data()) return 1;
   if (o.first > 0) return rc;  // rank 0's machine prints the table
   const char* transport = std::getenv("BRAID_TRANSPORT");
   std::printf(
@@ -216,15 +208,11 @@ int main(int argc, char** argv) {
               "net/tcp", "#wrong");
   int others = 0;  // rank 0's ranks of other hosts
   for (int r = 0; r < o.nranks; ++r) others += o.host_of(r) != o.host_of(0);
-  int64_t wrong = 0;
-  for (const Row& row : shared->rows) {
-    if (row.bytes == 0) break;
+  const int64_t wrong = perf::print_rows(*results.data(), [&](const Row& row) {
     const double sent = double(row.bytes) * others;
     std::printf("  %12zu %12.1f %10.3f %12.1f %10.3f %9.2f %8lld\n", row.bytes, row.us[kNet],
                 sent / (row.us[kNet] * 1e3), row.us[kTcp], sent / (row.us[kTcp] * 1e3), row.us[kNet] / row.us[kTcp],
                 (long long)row.wrong);
-    wrong += row.wrong;
-  }
-  std::printf("# #wrong: %lld\n", (long long)wrong);
+  });
   return rc || wrong ? 1 : 0;
 }

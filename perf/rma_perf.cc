@@ -73,10 +73,7 @@ struct Row {
   int64_t wrong;
 };
 
-struct Shared {
-  perf::RankError error;
-  Row rows[64];
-};
+using Shared = perf::SharedRows<Row>;
 
 #define TRY(call) PERF_RANK_TRY(out->error, rank, call)
 
@@ -151,29 +148,21 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  ncclUniqueId id;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   perf::SharedArray<Shared> results(1);
-  Shared* shared = results.data();
-  if (!shared) return 1;
-  const int rc =
-      perf::run_forked_ranks(o.nranks, o.hosts, "rma-perf-host-", [&](int r) { return rank_main(o, id, r, shared); });
-  if (shared->error.failed) std::fprintf(stderr, "%s\n", shared->error.text);
+  auto rank = [&](const ncclUniqueId& id, int r, Shared* out) { return rank_main(o, id, r, out); };
+  const int rc = perf::run_ranks_for_rows(o.nranks, o.hosts, "rma-perf-host-", -1, 0, results, rank);
+  if (!results.data()) return 1;
   std::printf(
       "# rma_perf: %d ranks (processes on %d emulated hosts), each to rank + 1; puts of %zu bytes; "
       "%d rounds of %d iters (+%d warmup), median round\n",
       o.nranks, o.hosts, o.put_bytes, o.sweep.rounds, o.sweep.iters, o.sweep.warmup);
   std::printf("# %12s %8s %12s %10s %12s %10s %10s %8s\n", "size(B)", "puts", "put(us)", "put GB/s", "send(us)",
               "send GB/s", "put/send", "#wrong");
-  int64_t wrong = 0;
-  for (const Row& row : shared->rows) {
-    if (row.bytes == 0) break;
+  const int64_t wrong = perf::print_rows(*results.data(), [&](const Row& row) {
     const size_t piece = std::min(o.put_bytes, row.bytes);
     std::printf("  %12zu %8zu %12.1f %10.3f %12.1f %10.3f %10.2f %8lld\n", row.bytes, (row.bytes + piece - 1) / piece,
                 row.put_us, double(row.bytes) / (row.put_us * 1e3), row.send_us,
                 double(row.bytes) / (row.send_us * 1e3), row.put_us / row.send_us, (long long)row.wrong);
-    wrong += row.wrong;
-  }
-  std::printf("# #wrong: %lld\n", (long long)wrong);
+  });
   return rc || wrong ? 1 : 0;
 }
