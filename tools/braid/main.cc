@@ -6,6 +6,7 @@
 //   braid show ... -o X.svg [--topology T] [--size S]   per-link timeline picture
 //   braid synth, sim, convert, topo                      see synth_commands.h
 //   braid tuning                   the CUDA tuning table's settings, see cmd_tuning.h
+//   braid nics                     NICs, GPUs and NUMA nodes, and the nearest devices, see cmd_nics.h
 // FILE is braid JSON, or MSCCL XML when it ends in .xml.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "braid/verify.h"
 #include "src/base/env.h"
 #include "tools/braid/cmd_stragglar.h"
+#include "tools/braid/cmd_nics.h"
 #include "tools/braid/cmd_tuning.h"
 #include "tools/braid/schedule_source.h"
 #include "tools/braid/schedule_text.h"
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
   const braid::cli::Command synth_commands[] = {
       braid::cli::add_synth_command(app),   braid::cli::add_sim_command(app),
       braid::cli::add_convert_command(app), braid::cli::add_topo_command(app),
-      braid::cli::add_tuning_command(app)};
+      braid::cli::add_tuning_command(app),  braid::cli::add_nics_command(app)};
 
   CLI11_PARSE(app, argc, argv);
   if (stragglar->parsed()) return braid::cli::run_stragglar();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "src/base/hash.h"
 
 namespace braid {
+namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> components(const std::string& path) {
@@ -149,17 +151,66 @@ std::vector<int> parse_cpu_list(const std::string& list) {
   return cpus;
 }
 
+namespace {
+
+// The entries of `dir` (sorted), with `make` deciding each (false: left out).
+std::vector<NamedPlace> list(const std::string& dir, const std::function<bool(const fs::path&, NamedPlace*)>& make) {
+  std::vector<NamedPlace> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    NamedPlace p;
+    p.name = entry.path().filename().string();
+    if (make(entry.path(), &p)) out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const NamedPlace& a, const NamedPlace& b) { return a.name < b.name; });
+  return out;
+}
+
+void place(const std::string& link, NamedPlace* p) {
+  char resolved[PATH_MAX];
+  if (realpath(link.c_str(), resolved)) p->place.pci_path = resolved;
+  p->place.numa_node = read_numa_node(p->place.pci_path);
+}
+
+}  // namespace
+
+std::vector<NamedPlace> sysfs_infiniband_devices(const std::string& root) {
+  return list(root + "/class/infiniband", [](const fs::path& dir, NamedPlace* p) {
+    place((dir / "device").string(), p);
+    return true;
+  });
+}
+
+std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root) {
+  return list(root + "/bus/pci/devices", [](const fs::path& dir, NamedPlace* p) {
+    if (read_line((dir / "vendor").string()) != "0x10de" || read_line((dir / "class").string()).rfind("0x03", 0) != 0)
+      return false;
+    place(dir.string(), p);
+    return true;
+  });
+}
+
+std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root) {
+  std::vector<NamedPlace> nodes = list(root + "/devices/system/node", [](const fs::path& dir, NamedPlace* p) {
+    if (p->name.rfind("node", 0) != 0 || p->name.size() == 4 ||
+        p->name.find_first_not_of("0123456789", 4) != std::string::npos)
+      return false;
+    p->place.numa_node = std::atoi(p->name.c_str() + 4);
+    p->cpus = read_line((dir / "cpulist").string());
+    return true;
+  });
+  std::sort(nodes.begin(), nodes.end(),
+            [](const NamedPlace& a, const NamedPlace& b) { return a.place.numa_node < b.place.numa_node; });
+  return nodes;
+}
+
 int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
   if (cpus.empty()) return -1;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(root + "/devices/system/node", error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4 || name.find_first_not_of("0123456789", 4) != std::string::npos)
-      continue;
-    std::vector<int> mine = parse_cpu_list(read_line(entry.path().string() + "/cpulist"));
+  for (const NamedPlace& node : sysfs_numa_nodes(root)) {
+    std::vector<int> mine = parse_cpu_list(node.cpus);
     std::sort(mine.begin(), mine.end());
     if (std::all_of(cpus.begin(), cpus.end(), [&](int c) { return std::binary_search(mine.begin(), mine.end(), c); }))
-      return std::atoi(name.c_str() + 4);
+      return node.place.numa_node;
   }
   return -1;
 }

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `braid nics` on a sysfs tree made here, like a 2-socket machine with a GPU
+# and a NIC under each of two PCI switches on socket 0, and a GPU and two
+# NICs under one root port on socket 1, and a third node with no device:
+# the exact listing, each GPU's nearest devices and each NUMA node's.
+set -euo pipefail
+braid=$1
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+
+pci() {  # pci PATH-BELOW-devices VENDOR CLASS NUMA
+  local dir=$root/devices/$1
+  mkdir -p "$dir" "$root/bus/pci/devices"
+  echo "$2" > "$dir/vendor"
+  echo "$3" > "$dir/class"
+  echo "$4" > "$dir/numa_node"
+  ln -s "../../../devices/$1" "$root/bus/pci/devices/$(basename "$1")"
+}
+nic() {  # nic NAME PATH-BELOW-devices NUMA
+  pci "$2" 0x15b3 0x020700 "$3"
+  mkdir -p "$root/class/infiniband/$1"
+  ln -s "../../../devices/$2" "$root/class/infiniband/$1/device"
+}
+sw_a=pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0
+sw_b=pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0
+port1=pci0000:80/0000:80:01.0
+pci $sw_a/0000:03:00.0 0x10de 0x030200 0
+nic mlx5_0 $sw_a/0000:04:00.0 0
+pci $sw_b/0000:05:00.0 0x10de 0x030200 0
+nic mlx5_1 $sw_b/0000:06:00.0 0
+pci $port1/0000:81:00.0 0x10de 0x030200 1
+nic mlx5_2 $port1/0000:82:00.0 1
+nic mlx5_3 $port1/0000:83:00.0 1
+pci pci0000:00/0000:00:1f.0 0x8086 0x060100 0  # not a GPU
+for node in 0 1 2; do mkdir -p "$root/devices/system/node/node$node"; done
+echo 0-7 > "$root/devices/system/node/node0/cpulist"
+echo 8-15 > "$root/devices/system/node/node1/cpulist"
+echo 16-23 > "$root/devices/system/node/node2/cpulist"  # no device on it
+
+got=$("$braid" nics --sysfs "$root")
+expected="InfiniBand/RoCE devices ($root/class/infiniband; NCCL_IB_HCA picks among them):
+  mlx5_0       NUMA 0   $root/devices/$sw_a/0000:04:00.0
+  mlx5_1       NUMA 0   $root/devices/$sw_b/0000:06:00.0
+  mlx5_2       NUMA 1   $root/devices/$port1/0000:82:00.0
+  mlx5_3       NUMA 1   $root/devices/$port1/0000:83:00.0
+NVIDIA GPUs ($root/bus/pci/devices) and the devices a rank on each takes as nearest:
+  0000:03:00.0 NUMA 0   mlx5_0 (2 PCI hops)
+  0000:05:00.0 NUMA 0   mlx5_1 (2 PCI hops)
+  0000:81:00.0 NUMA 1   mlx5_2, mlx5_3 (2 PCI hops)
+NUMA nodes and the devices a rank without a GPU, bound to the node, takes as nearest:
+  node0        CPUs 0-7       mlx5_0, mlx5_1
+  node1        CPUs 8-15      mlx5_2, mlx5_3
+  node2        CPUs 16-23     mlx5_0, mlx5_1, mlx5_2, mlx5_3 (none on the node)
+(ranks that take the same devices use them in turn, in rank order)"
+if [ "$got" != "$expected" ]; then
+  diff <(echo "$expected") <(echo "$got") || true
+  exit 1
+fi
+echo "braid nics: as expected"
