@@ -74,6 +74,21 @@ Status local_address(SockAddr* out, const SockAddr* toward) {
   return Status::ok();
 }
 
+std::vector<SockAddr> data_addresses(const SockAddr& bootstrap) {
+  std::string spec = env_string("BRAID_SOCKET_IFNAME");
+  if (spec.empty()) spec = env_raw("NCCL_SOCKET_IFNAME");
+  if (spec.empty() || !env_string("BRAID_SOCKET_ADDR").empty()) return {bootstrap.with_port(0)};
+  std::vector<SockAddr> out;
+  std::string names;
+  for (const NetInterface& i : data_interfaces(up_interfaces(), parse_interface_filter(spec), bootstrap,
+                                               kMaxDataInterfaces)) {
+    out.push_back(i.addr.with_port(0));
+    names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", i.name, i.addr.ip());
+  }
+  if (out.size() > 1) BRAID_INFO(kNet | kInit, "TCP data connections over {} interfaces: {}", out.size(), names);
+  return out;
+}
+
 Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound) {
   int s = tcp_socket_for(addr);
   if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));

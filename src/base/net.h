@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "src/base/deadline.h"
 #include "src/base/sock_addr.h"
@@ -19,6 +20,12 @@ class TlsSession;
 // NCCL_SOCKET_IFNAME, and NCCL_SOCKET_FAMILY; unset, one on the subnet of
 // `toward`, the bootstrap root, if given, and of its family).
 Status local_address(SockAddr* out, const SockAddr* toward = nullptr);
+// Where braid's TCP data connections listen, given the bootstrap's address:
+// that alone, or where BRAID_/NCCL_SOCKET_IFNAME is set (and
+// BRAID_SOCKET_ADDR is not), data_interfaces' (net_interface.h), at most
+// kMaxDataInterfaces.
+constexpr size_t kMaxDataInterfaces = 8;
+std::vector<SockAddr> data_addresses(const SockAddr& bootstrap);
 
 // A listening socket on `addr` (port 0 picks one); *out gets the bound address.
 Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound);

@@ -94,6 +94,28 @@ Status choose_interface(const std::vector<NetInterface>& up, const std::string& 
   return Status::ok();
 }
 
+std::vector<NetInterface> data_interfaces(const std::vector<NetInterface>& up, const InterfaceFilter& filter,
+                                          const SockAddr& chosen, size_t most) {
+  std::vector<NetInterface> out;
+  for (const NetInterface& i : up)
+    if (i.addr.ip() == chosen.ip()) {
+      out.push_back(i);
+      break;
+    }
+  if (out.empty()) {  // an address set by hand (BRAID_SOCKET_ADDR): that alone
+    NetInterface given;
+    given.addr = chosen.with_port(0);
+    return {given};
+  }
+  for (const NetInterface& i : up) {
+    if (out.size() >= most) break;
+    const bool named = std::any_of(out.begin(), out.end(), [&](const NetInterface& o) { return o.name == i.name; });
+    if (!named && i.addr.family() == chosen.family() && filter.passes(i.name) && (!i.loopback || out[0].loopback))
+      out.push_back(i);
+  }
+  return out;
+}
+
 std::vector<NetInterface> up_interfaces() {
   std::vector<NetInterface> up;
   ifaddrs* list = nullptr;

@@ -54,6 +54,16 @@ InterfaceFilter parse_interface_filter(const std::string& spec);
 Status choose_interface(const std::vector<NetInterface>& up, const std::string& spec_name, const std::string& spec,
                         int family, const SockAddr* toward, NetInterface* out);
 
+// The interfaces braid's TCP data connections listen on, where a filter
+// (BRAID_/NCCL_SOCKET_IFNAME) is set: the one at `chosen` (the bootstrap's)
+// first, then every other interface of `up` the filter passes, of chosen's
+// family, one address per interface, loopback only if chosen is, at most
+// `most` in all.  A machine with a NIC per rail then spreads a rank's
+// connections over its NICs (socket.cc), as NCCL's socket net spreads its
+// channels over the interfaces the filter passes.
+std::vector<NetInterface> data_interfaces(const std::vector<NetInterface>& up, const InterfaceFilter& filter,
+                                          const SockAddr& chosen, size_t most);
+
 // The machine's IPv4 and IPv6 addresses on interfaces that are up, in
 // getifaddrs order, IPv6 link-local ones left out.
 std::vector<NetInterface> up_interfaces();

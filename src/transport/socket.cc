@@ -24,7 +24,9 @@
 // armed the progress thread watches the receive streams and rings it.
 //
 // Setup: the listener opens before the bootstrap allgather so its address
-// travels in PeerInfo.  The sending side connects when its pipe is created
+// travels in PeerInfo (a listener per interface where BRAID_/NCCL_SOCKET_IFNAME
+// passes several: a connection on channel c goes to the peer's c mod n-th,
+// so slices and channels spread over a machine's NICs).  The sending side connects when its pipe is created
 // and introduces itself with {comm hash, rank, channel}; the progress thread
 // accepts and routes the stream to the matching receive pipe.  A peer that
 // closes or resets a stream we still wait on is reported as ncclRemoteError.
@@ -65,6 +67,19 @@ struct Handshake {
   int32_t channel;
 };
 
+// Of a peer's listeners ("a:p,b:q": PeerInfo::socket_addr), the one a
+// connection on `channel` goes to: channels spread over the peer's
+// interfaces, so a call's slices (and a schedule's channels) cross every NIC.
+std::string listener_for(const std::string& listeners, int channel) {
+  std::vector<std::string> each;
+  for (size_t at = 0; at <= listeners.size();) {
+    const size_t end = std::min(listeners.find(',', at), listeners.size());
+    each.push_back(listeners.substr(at, end - at));
+    at = end + 1;
+  }
+  return each[size_t(channel) % each.size()];
+}
+
 void signal(int event_fd) {
   uint64_t one = 1;
   ssize_t ignored = ::write(event_fd, &one, sizeof(one));
@@ -102,17 +117,16 @@ class SocketRecvPipe final : public RecvPipe {
 
 class ListenerImpl final : public SocketListener {
  public:
-  explicit ListenerImpl(int fd) : fd(fd) {}
   ~ListenerImpl() override {
-    if (fd >= 0) ::close(fd);
+    for (int fd : fds) ::close(fd);
   }
-  int fd;
+  std::vector<int> fds;  // one per data interface
 };
 
 class SocketTransportImpl final : public Transport {
  public:
-  SocketTransportImpl(const TransportContext& ctx, int listen_fd)
-      : ctx_(ctx), listen_fd_(listen_fd),
+  SocketTransportImpl(const TransportContext& ctx, std::vector<int> listen_fds)
+      : ctx_(ctx), listen_fds_(std::move(listen_fds)),
         slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
@@ -132,7 +146,7 @@ class SocketTransportImpl final : public Transport {
     for (auto* group : {&sends_, &recvs_})
       for (auto& [key, s] : *group)
         if (s->fd >= 0) ::close(s->fd);
-    ::close(listen_fd_);
+    for (int fd : listen_fds_) ::close(fd);
     ::close(wake_fd_);
     ::close(executor_wake_fd_);
   }
@@ -216,8 +230,10 @@ class SocketTransportImpl final : public Transport {
       owners.clear();
       fds.push_back({wake_fd_, POLLIN, 0});
       owners.push_back(nullptr);
-      fds.push_back({listen_fd_, POLLIN, 0});
-      owners.push_back(nullptr);
+      for (int fd : listen_fds_) {
+        fds.push_back({fd, POLLIN, 0});
+        owners.push_back(nullptr);
+      }
       for (const auto& o : opening_) {
         fds.push_back({o->fd, o->events, 0});
         owners.push_back(nullptr);
@@ -246,11 +262,12 @@ class SocketTransportImpl final : public Transport {
       }
       int rc = ::poll(fds.data(), fds.size(), 100);
       // Index the poll set as it was built, before accepts change opening_.
-      const size_t first_stream = 2 + opening_.size();
-      advance_openings(std::span(fds).subspan(2, opening_.size()));
+      const size_t listeners = listen_fds_.size(), first_stream = 1 + listeners + opening_.size();
+      advance_openings(std::span(fds).subspan(1 + listeners, opening_.size()));
       if (rc <= 0) continue;
       if (fds[0].revents) drain(wake_fd_);
-      if (fds[1].revents & POLLIN) accept_one();
+      for (size_t i = 1; i <= listeners; ++i)
+        if (fds[i].revents & POLLIN) accept_one(fds[i].fd);
       for (size_t i = first_stream; i < fds.size(); ++i) {
         if (!fds[i].revents) continue;
         Stream* s = owners[i];
@@ -292,7 +309,7 @@ class SocketTransportImpl final : public Transport {
     }
     for (Stream* s : todo) {
       SockAddr addr;
-      Status st = parse_endpoint(ctx_.peers[s->peer].socket_addr, &addr);
+      Status st = parse_endpoint(listener_for(ctx_.peers[s->peer].socket_addr, s->channel), &addr);
       auto o = std::make_unique<Opening>();
       if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);
       if (st.is_ok()) set_nonblocking(o->fd);
@@ -309,9 +326,9 @@ class SocketTransportImpl final : public Transport {
     }
   }
 
-  void accept_one() {
+  void accept_one(int listen_fd) {
     auto o = std::make_unique<Opening>();
-    o->fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    o->fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (o->fd < 0) return;
     set_nodelay(o->fd);
     if (tls_enabled() && !TlsSession::open(o->fd, TlsRole::Server, &o->tls).is_ok()) {
@@ -457,7 +474,7 @@ class SocketTransportImpl final : public Transport {
   };
 
   TransportContext ctx_;
-  const int listen_fd_;
+  const std::vector<int> listen_fds_;
   const size_t slot_bytes_;
   const int wake_fd_;
   const int executor_wake_fd_;
@@ -533,21 +550,28 @@ Status SocketRecvPipe::release() {
 }  // namespace
 
 Status socket_listen(const SockAddr& ip, std::unique_ptr<SocketListener>* out, std::string* address) {
-  int fd = -1;
-  SockAddr bound;
-  BRAID_TRY(listen_tcp(ip.with_port(0), &fd, &bound));
-  *address = to_string(bound);
-  *out = std::make_unique<ListenerImpl>(fd);
+  auto listener = std::make_unique<ListenerImpl>();
+  address->clear();
+  for (const SockAddr& at : data_addresses(ip)) {
+    int fd = -1;
+    SockAddr bound;
+    BRAID_TRY(listen_tcp(at, &fd, &bound));
+    listener->fds.push_back(fd);
+    if (!address->empty()) *address += ',';
+    *address += to_string(bound);
+  }
+  if (address->size() >= sizeof(PeerInfo::socket_addr))
+    return BRAID_ERROR(ncclInternalError, "the listeners' addresses do not fit PeerInfo: {}", *address);
+  *out = std::move(listener);
   return Status::ok();
 }
 
 Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
                              std::unique_ptr<Transport>* out) {
   auto* impl = dynamic_cast<ListenerImpl*>(listener.get());
-  if (!impl || impl->fd < 0) return BRAID_ERROR(ncclInternalError, "socket transport without a listener");
-  int fd = impl->fd;
-  impl->fd = -1;  // the transport owns it now
-  *out = std::make_unique<SocketTransportImpl>(ctx, fd);
+  if (!impl || impl->fds.empty()) return BRAID_ERROR(ncclInternalError, "socket transport without a listener");
+  *out = std::make_unique<SocketTransportImpl>(ctx, std::move(impl->fds));  // the transport owns them now
+  impl->fds.clear();
   return Status::ok();
 }
 

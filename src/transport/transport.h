@@ -67,7 +67,9 @@ struct PeerInfo {
   uint64_t host_hash = 0;     // same value <=> same host (BRAID_HOSTID overrides)
   uint64_t machine_hash = 0;  // same value <=> same machine, whatever BRAID_HOSTID says
   int32_t pid = 0;
-  char socket_addr[80] = {};  // "ip:port" or "[ipv6]:port" of the peer's data listener, if any
+  // The peer's data listeners, if any: "ip:port" or "[ipv6]:port", comma-separated, one per
+  // interface it listens on (at most kMaxDataInterfaces: socket.cc spreads connections over them).
+  char socket_addr[400] = {};
   uint64_t pid_ns = 0;        // pid_namespace(): the pid names the peer only where this is equal
 };
 
@@ -155,7 +157,9 @@ class SocketListener {
  public:
   virtual ~SocketListener() = default;
 };
-// Listens on `ip` (the bootstrap's interface: Bootstrap::address), any port.
+// Listens, on any port, at `ip` (the bootstrap's interface: Bootstrap::address), or
+// where BRAID_/NCCL_SOCKET_IFNAME passes several interfaces at each (data_addresses, src/base/net.h);
+// *address lists them for PeerInfo::socket_addr.
 Status socket_listen(const SockAddr& ip, std::unique_ptr<SocketListener>* out, std::string* address);
 Status make_socket_transport(const TransportContext& ctx, std::unique_ptr<SocketListener> listener,
                              std::unique_ptr<Transport>* out);

@@ -213,6 +213,32 @@ TEST_CASE("local_address: BRAID_SOCKET_IFNAME over NCCL_SOCKET_IFNAME, BRAID_SOC
   REQUIRE(local_address(&a).is_ok());  // every variable unset again
 }
 
+TEST_CASE("data interfaces: the bootstrap's first, then every other the filter passes, one address each", "[net]") {
+  const std::vector<NetInterface> up = {iface("lo", "127.0.0.1"),       iface("eth0", "192.168.1.5"),
+                                        iface("rail0", "10.198.0.1"),   iface("rail1", "10.198.1.1"),
+                                        iface("rail1", "10.198.9.1"),   iface("rail2", "fd98::1", "ffff::"),
+                                        iface("rail3", "10.198.3.1")};
+  auto names = [&](const char* spec, const char* chosen, size_t most = 8) {
+    std::string out;
+    for (const NetInterface& i : data_interfaces(up, parse_interface_filter(spec), ip(chosen), most))
+      out += (out.empty() ? "" : " ") + (i.name.empty() ? i.addr.ip() : i.name + "=" + i.addr.ip());
+    return out;
+  };
+  // rail1's second address and rail2 (IPv6) are left out.
+  CHECK(names("rail", "10.198.1.1") == "rail1=10.198.1.1 rail0=10.198.0.1 rail3=10.198.3.1");
+  CHECK(names("rail", "10.198.0.1", 2) == "rail0=10.198.0.1 rail1=10.198.1.1");
+  CHECK(names("^eth", "10.198.0.1") == "rail0=10.198.0.1 rail1=10.198.1.1 rail3=10.198.3.1");  // not lo
+  CHECK(names("=rail0", "10.198.0.1") == "rail0=10.198.0.1");
+  CHECK(names("lo", "127.0.0.1") == "lo=127.0.0.1");
+  CHECK(names("rail", "10.5.5.5") == "10.5.5.5");  // an address no interface has (BRAID_SOCKET_ADDR)
+  // Where the variable is unset, or BRAID_SOCKET_ADDR is set: the bootstrap's address alone.
+  CHECK(data_addresses(ip("127.0.0.1")).size() == 1);
+  ScopedEnv braid("BRAID_SOCKET_IFNAME", "lo");
+  CHECK(data_addresses(ip("127.0.0.1")).size() == 1);  // lo has one IPv4 address
+  ScopedEnv addr("BRAID_SOCKET_ADDR", "127.0.0.1");
+  CHECK(data_addresses(ip("127.0.0.1")).size() == 1);
+}
+
 TEST_CASE("up_interfaces: this machine's addresses of both families, with netmasks, no link-local", "[net]") {
   const std::vector<NetInterface> up = up_interfaces();
   bool v4_lo = false, v6_lo = false;
