@@ -15,6 +15,11 @@ latency is what the machine gives (veth, bridge, TCP), measured at bring-up
 topology's alpha.  At the megabyte sizes the comparisons use, the wire time
 dominates it.
 
+Rails (rails=K): each host is one namespace with K NICs, nic0..nicK-1, NIC k
+on rail k (a bridge of its own, subnet 10.(77+k)/16), every rank of the host
+seeing all of them: a machine with a NIC per rail whose ranks choose among
+them (BRAID_SOCKET_IFNAME=nic, `socket_ifname`), as clouds' multi-NIC VMs.
+
 Per-flow caps (--flow-mbps), as clouds cap each TCP flow: the NIC is then
 shaped with htb instead, its rate the parent class of FLOW_CLASSES child
 classes capped at the flow rate, and a packet goes to the child its source port
@@ -49,7 +54,8 @@ import time
 
 PREFIX = "bcl"
 FLOW_CLASSES = 16  # htb children under --flow-mbps, picked by source-port bits 1-4
-SUBNET = "10.77"  # host h, NIC k: 10.77.<h>.<k+1>/16 (each cluster is private: its bridge has no address)
+SUBNET = "10.77"  # host h, NIC k: 10.77.<h>.<k+1>/16 (each cluster is private: its bridge has no address);
+#                  rail r > 0 of host h: 10.<77+r>.<h>.1/16
 MTU = 1500
 
 
@@ -170,7 +176,7 @@ class Layout:
     """Who is where: hosts, the NICs of each host, the ranks behind each NIC, and the NIC rate."""
 
     def __init__(self, hosts, ranks_per_host, nic_mbps, nics_per_host=1, burst="256kb", queue_ms=400,
-                 name="flags", intra_mbps=None, flow_mbps=None):
+                 name="flags", intra_mbps=None, flow_mbps=None, rails=1):
         if hosts < 1 or ranks_per_host < 1:
             raise ClusterError("need at least one host and one rank per host")
         if nics_per_host < 1 or ranks_per_host % nics_per_host:
@@ -185,6 +191,9 @@ class Layout:
         if flow_mbps is not None and flow_mbps <= 0:
             raise ClusterError("the flow rate must be positive")
         self.flow_mbps = flow_mbps  # each TCP flow's cap (None: none; the module's header says how)
+        if rails < 1 or rails > 9 or (rails > 1 and nics_per_host > 1):
+            raise ClusterError("rails: 1 to 9, and a host's namespace holds them all (one NIC namespace per host)")
+        self.rails = rails  # NICs every rank of a host sees (the module's header)
 
     @classmethod
     def from_topology(cls, braid_cli, spec, nodes=0, nic_mbps=None, intra_mbps=None, **kw):
@@ -222,6 +231,8 @@ class Layout:
 
     def describe(self):
         per = f"{self.nics_per_host} NICs" if self.nics_per_host > 1 else "1 NIC"
+        if self.rails > 1:
+            per = f"{self.rails} NICs (rails, every rank seeing them all)"
         text = (f"{self.name}: {self.hosts} hosts x {self.ranks_per_host} ranks, {per} per host at "
                 f"{self.nic_mbps:g} MB/s ({self.nic_mbps * 8:g} Mbit/s tbf each way, burst {self.burst}, "
                 f"queue {self.queue_ms} ms; TCP payload {self.payload_mbps:.1f} MB/s)")
@@ -249,13 +260,18 @@ class Cluster:
         # with other work; where this machine is shared, a negative value keeps others' jobs from
         # descheduling the ranks (a ring stalls at every rank that waits for a CPU).
         self.nice = nice
+        # The interfaces the ranks' sockets use (BRAID_SOCKET_IFNAME): with rails, set to "nic" for all.
+        self.socket_ifname = "=nic0"
 
     def namespace(self, nic):
         return f"{self.tag}n{nic}"
 
-    def address(self, nic):
+    def address(self, nic, rail=0):
         h, k = divmod(nic, self.layout.nics_per_host)
-        return f"{SUBNET}.{h}.{k + 1}"
+        return f"{SUBNET}.{h}.{k + 1}" if rail == 0 else f"10.{77 + rail}.{h}.1"
+
+    def rail_bridge(self, rail):
+        return self.bridge if rail == 0 else f"{self.tag}r{rail}br"
 
     def __enter__(self):
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -280,8 +296,9 @@ class Cluster:
         if stale:
             self.log(f"cluster: removed what an earlier run left behind: {' '.join(stale)}")
         L = self.layout
-        run(["ip", "link", "add", self.bridge, "type", "bridge"])
-        run(["ip", "link", "set", self.bridge, "up"])
+        for rail in range(L.rails):
+            run(["ip", "link", "add", self.rail_bridge(rail), "type", "bridge"])
+            run(["ip", "link", "set", self.rail_bridge(rail), "up"])
         rate = f"{L.nic_mbps * 8:.3f}mbit"
         shape = ["tbf", "rate", rate, "burst", L.burst, "latency", f"{L.queue_ms}ms"]
 
@@ -289,21 +306,24 @@ class Cluster:
             return self._shape_flows(qdisc_add) if L.flow_mbps else run(qdisc_add + ["root"] + shape)
 
         for nic in range(L.hosts * L.nics_per_host):
-            ns, outer = self.namespace(nic), f"{self.tag}v{nic}"
+            ns = self.namespace(nic)
             run(["ip", "netns", "add", ns])
-            run(["ip", "link", "add", outer, "type", "veth", "peer", "name", f"{self.tag}p{nic}"])
-            run(["ip", "link", "set", f"{self.tag}p{nic}", "netns", ns])
-            run(["ip", "-n", ns, "link", "set", f"{self.tag}p{nic}", "name", "nic0"])
-            run(["ip", "-n", ns, "addr", "add", f"{self.address(nic)}/16", "dev", "nic0"])
-            for dev in ("lo", "nic0"):
-                run(["ip", "-n", ns, "link", "set", dev, "mtu" if dev == "nic0" else "up"] +
-                    ([str(MTU)] if dev == "nic0" else []))
-            run(["ip", "-n", ns, "link", "set", "nic0", "up"])
-            run(["ip", "link", "set", outer, "master", self.bridge])
-            run(["ip", "link", "set", outer, "up"])
-            # What the host sends (its side of the veth), and what it receives (the bridge's side).
-            shaped(["tc", "-n", ns, "qdisc", "add", "dev", "nic0"])
-            shaped(["tc", "qdisc", "add", "dev", outer])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            for rail in range(L.rails):
+                # Rail 0 keeps the names of a cluster without rails (bcl<pid>v<nic>, p<nic>).
+                mid = f"r{rail}" if rail else ""
+                outer, inner, dev = f"{self.tag}{mid}v{nic}", f"{self.tag}{mid}p{nic}", f"nic{rail}"
+                run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner])
+                run(["ip", "link", "set", inner, "netns", ns])
+                run(["ip", "-n", ns, "link", "set", inner, "name", dev])
+                run(["ip", "-n", ns, "addr", "add", f"{self.address(nic, rail)}/16", "dev", dev])
+                run(["ip", "-n", ns, "link", "set", dev, "mtu", str(MTU)])
+                run(["ip", "-n", ns, "link", "set", dev, "up"])
+                run(["ip", "link", "set", outer, "master", self.rail_bridge(rail)])
+                run(["ip", "link", "set", outer, "up"])
+                # What the host sends (its side of the veth), and what it receives (the bridge's side).
+                shaped(["tc", "-n", ns, "qdisc", "add", "dev", dev])
+                shaped(["tc", "qdisc", "add", "dev", outer])
         self.latency_us = self.measure_latency()
         self.log(f"cluster: up: {L.describe()}; one-way latency {self.latency_us:.0f} us (TCP round trip / 2, "
                  f"not added: no netem)")
@@ -327,6 +347,11 @@ class Cluster:
                                               "ceil", flow, "burst", L.burst])
             run(tc + ["filter", "add"] + dev + ["parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
                                                "sport", str(k << 1), "0x1e", "flowid", f"1:{0x10 + k:x}"])
+
+    def tx_bytes(self, nic=0, rail=0):
+        """Bytes a NIC (rail `rail` of a host with rails) has sent."""
+        path = f"/sys/class/net/nic{rail}/statistics/tx_bytes"
+        return int(run(self.exec_in(nic, ["cat", path])).stdout)
 
     def class_bytes(self, nic=0):
         """Bytes sent through each flow class of a NIC (its namespace's side), with --flow-mbps."""
@@ -424,7 +449,7 @@ class Cluster:
         return {
             "NCCL_COMM_ID": f"{self.address(L.nic_of(0))}:{port}",
             "BRAID_HOSTID": f"{self.tag}-host{L.host_of(rank)}",
-            "BRAID_SOCKET_IFNAME": "=nic0",
+            "BRAID_SOCKET_IFNAME": self.socket_ifname,
             "BRAID_PERF_RANK": str(rank),
             "BRAID_PERF_NRANKS": str(L.nranks),
             # The names other launchers use (torchrun), for a test client.
