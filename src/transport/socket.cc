@@ -25,8 +25,9 @@
 //
 // Setup: the listener opens before the bootstrap allgather so its address
 // travels in PeerInfo (a listener per interface where BRAID_/NCCL_SOCKET_IFNAME
-// passes several: a connection on channel c goes to the peer's c mod n-th,
-// so slices and channels spread over a machine's NICs).  The sending side connects when its pipe is created
+// passes several: a connection on channel c goes to the peer's
+// ((c + k) mod n)-th, k its index on its host, so slices, channels and a
+// host's ranks spread over its NICs).  The sending side connects when its pipe is created
 // and introduces itself with {comm hash, rank, channel}; the progress thread
 // accepts and routes the stream to the matching receive pipe.  A peer that
 // closes or resets a stream we still wait on is reported as ncclRemoteError.
@@ -68,16 +69,18 @@ struct Handshake {
 };
 
 // Of a peer's listeners ("a:p,b:q": PeerInfo::socket_addr), the one a
-// connection on `channel` goes to: channels spread over the peer's
-// interfaces, so a call's slices (and a schedule's channels) cross every NIC.
-std::string listener_for(const std::string& listeners, int channel) {
+// connection on `channel` goes to: channel c to the peer's ((c + k) mod n)-th,
+// where the peer is its host's k-th rank, so a call's slices (and a
+// schedule's channels) cross every NIC, and so do the one-slice
+// connections to the ranks of one host.
+std::string listener_for(const std::string& listeners, int channel, int local_index) {
   std::vector<std::string> each;
   for (size_t at = 0; at <= listeners.size();) {
     const size_t end = std::min(listeners.find(',', at), listeners.size());
     each.push_back(listeners.substr(at, end - at));
     at = end + 1;
   }
-  return each[size_t(channel) % each.size()];
+  return each[(size_t(channel) + size_t(local_index)) % each.size()];
 }
 
 void signal(int event_fd) {
@@ -309,7 +312,8 @@ class SocketTransportImpl final : public Transport {
     }
     for (Stream* s : todo) {
       SockAddr addr;
-      Status st = parse_endpoint(listener_for(ctx_.peers[s->peer].socket_addr, s->channel), &addr);
+      const std::string at = listener_for(ctx_.peers[s->peer].socket_addr, s->channel, local_index(s->peer));
+      Status st = parse_endpoint(at, &addr);
       auto o = std::make_unique<Opening>();
       if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);
       if (st.is_ok()) set_nonblocking(o->fd);
@@ -324,6 +328,13 @@ class SocketTransportImpl final : public Transport {
       o->hello = Handshake{ctx_.comm_hash, ctx_.rank, s->channel};
       if (advance(*o)) opening_.push_back(std::move(o));
     }
+  }
+
+  // Which rank of its host `peer` is (0 for the first).
+  int local_index(int peer) const {
+    int k = 0;
+    for (int r = 0; r < peer; ++r) k += ctx_.peers[size_t(r)].host_hash == ctx_.peers[size_t(peer)].host_hash;
+    return k;
   }
 
   void accept_one(int listen_fd) {
