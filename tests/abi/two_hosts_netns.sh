@@ -8,13 +8,9 @@
 # Skips (77) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
 exe=$1 family=${2:-ipv4}
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
 tag=$$
-ns_a=braid-a-$tag ns_b=braid-b-$tag
-cleanup() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; }
-trap cleanup EXIT
-if ! ip netns add "$ns_a" 2>/dev/null; then echo "SKIP: cannot create network namespaces"; exit 77; fi
-ip netns add "$ns_b"
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair h
 ip link add "va$tag" type veth peer name "vb$tag"
 ip link set "va$tag" netns "$ns_a"
 ip link set "vb$tag" netns "$ns_b"

@@ -10,13 +10,9 @@
 # Skips (77) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
 tool=$1
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root for network namespaces"; exit 77; }
 tag=$$
-ns_a=braid-ra-$tag ns_b=braid-rb-$tag
-cleanup() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; }
-trap cleanup EXIT
-if ! ip netns add "$ns_a" 2>/dev/null; then echo "SKIP: cannot create network namespaces"; exit 77; fi
-ip netns add "$ns_b"
+. "$(dirname "$0")/netns_pair.sh"
+netns_pair r
 for k in 0 1; do
   ip link add "r${k}a$tag" type veth peer name "r${k}b$tag"
   ip link set "r${k}a$tag" netns "$ns_a"
