@@ -74,7 +74,7 @@ class P2PTask final : public Task {
   // slots (slots_per_connection).
   void size_slot_rings() {
     const int slots = slots_per_connection(transport_->slots(), int(sends_.size()));
-    for (auto& [peer, s] : sends_) s.send->use_slots(slots);
+    for (auto& [key, s] : sends_) s.send->use_slots(slots);
   }
 
   // Keeps a private copy of `bytes` at `data` for the task's lifetime.

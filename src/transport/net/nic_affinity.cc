@@ -54,6 +54,19 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
+// The entries of `dir` (sorted), with `make` deciding each (false: left out).
+std::vector<NamedPlace> list(const std::string& dir, const std::function<bool(const fs::path&, NamedPlace*)>& make) {
+  std::vector<NamedPlace> out;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    NamedPlace p;
+    p.name = entry.path().filename().string();
+    if (make(entry.path(), &p)) out.push_back(std::move(p));
+  }
+  std::sort(out.begin(), out.end(), [](const NamedPlace& a, const NamedPlace& b) { return a.name < b.name; });
+  return out;
+}
+
 std::string describe(const NearestDevices& n, const RankPlace& me) {
   switch (n.by) {
     case NearBy::Gpu: return fmt::format("{} PCI hops from its GPU", n.hops);
@@ -114,6 +127,14 @@ int spread_device(const std::vector<int>& nearest, int k) {
   return nearest.empty() ? 0 : nearest[size_t(k) % nearest.size()];
 }
 
+DevicePlace device_place(const std::string& sysfs_path) {
+  DevicePlace out;
+  char resolved[PATH_MAX];
+  if (!sysfs_path.empty() && realpath(sysfs_path.c_str(), resolved)) out.pci_path = resolved;
+  out.numa_node = read_numa_node(out.pci_path);
+  return out;
+}
+
 int read_numa_node(const std::string& device_path) {
   if (device_path.empty()) return -1;
   const std::string line = read_line(device_path + "/numa_node");
@@ -151,32 +172,9 @@ std::vector<int> parse_cpu_list(const std::string& list) {
   return cpus;
 }
 
-namespace {
-
-// The entries of `dir` (sorted), with `make` deciding each (false: left out).
-std::vector<NamedPlace> list(const std::string& dir, const std::function<bool(const fs::path&, NamedPlace*)>& make) {
-  std::vector<NamedPlace> out;
-  std::error_code error;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    NamedPlace p;
-    p.name = entry.path().filename().string();
-    if (make(entry.path(), &p)) out.push_back(std::move(p));
-  }
-  std::sort(out.begin(), out.end(), [](const NamedPlace& a, const NamedPlace& b) { return a.name < b.name; });
-  return out;
-}
-
-void place(const std::string& link, NamedPlace* p) {
-  char resolved[PATH_MAX];
-  if (realpath(link.c_str(), resolved)) p->place.pci_path = resolved;
-  p->place.numa_node = read_numa_node(p->place.pci_path);
-}
-
-}  // namespace
-
 std::vector<NamedPlace> sysfs_infiniband_devices(const std::string& root) {
   return list(root + "/class/infiniband", [](const fs::path& dir, NamedPlace* p) {
-    place((dir / "device").string(), p);
+    p->place = device_place((dir / "device").string());
     return true;
   });
 }
@@ -185,7 +183,7 @@ std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root) {
   return list(root + "/bus/pci/devices", [](const fs::path& dir, NamedPlace* p) {
     if (read_line((dir / "vendor").string()) != "0x10de" || read_line((dir / "class").string()).rfind("0x03", 0) != 0)
       return false;
-    place(dir.string(), p);
+    p->place = device_place(dir.string());
     return true;
   });
 }
@@ -217,12 +215,8 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
 
 Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
                          int* device, std::string* why) {
-  std::vector<DevicePlace> devices(pci_paths.size());
-  for (size_t d = 0; d < pci_paths.size(); ++d) {
-    char resolved[PATH_MAX];
-    if (!pci_paths[d].empty() && realpath(pci_paths[d].c_str(), resolved)) devices[d].pci_path = resolved;
-    devices[d].numa_node = read_numa_node(devices[d].pci_path);
-  }
+  std::vector<DevicePlace> devices;
+  for (const std::string& path : pci_paths) devices.push_back(device_place(path));
   RankPlace me;
   me.gpu_pci_path = pci_bus_id_path(ctx.gpu_pci_bus_id);
   me.gpu_numa_node = read_numa_node(me.gpu_pci_path);

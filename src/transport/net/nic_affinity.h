@@ -59,6 +59,8 @@ int spread_device(const std::vector<int>& nearest, int k);
 
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
+// A device's place from a sysfs path to it (a link is resolved): unknown where there is none.
+DevicePlace device_place(const std::string& sysfs_path);
 // A PCI bus id ("0000:1B:00.0", as CUDA gives it) to its device's sysfs path ("" if none).
 std::string pci_bus_id_path(const std::string& bus_id, const std::string& root = "/sys");
 // The NUMA node that holds every CPU in `cpus`, by root/devices/system/node/node*/cpulist (-1: none holds all).
