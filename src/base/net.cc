@@ -77,11 +77,12 @@ Status local_address(SockAddr* out, const SockAddr* toward) {
 std::vector<SockAddr> data_addresses(const SockAddr& bootstrap) {
   std::string spec = env_string("BRAID_SOCKET_IFNAME");
   if (spec.empty()) spec = env_raw("NCCL_SOCKET_IFNAME");
-  if (spec.empty() || !env_string("BRAID_SOCKET_ADDR").empty()) return {bootstrap.with_port(0)};
+  const InterfaceFilter filter = parse_interface_filter(spec);
+  // An excluding filter ("^docker,lo") says what not to use, not which NICs to: one interface.
+  if (spec.empty() || filter.exclude || !env_string("BRAID_SOCKET_ADDR").empty()) return {bootstrap.with_port(0)};
   std::vector<SockAddr> out;
   std::string names;
-  for (const NetInterface& i : data_interfaces(up_interfaces(), parse_interface_filter(spec), bootstrap,
-                                               kMaxDataInterfaces)) {
+  for (const NetInterface& i : data_interfaces(up_interfaces(), filter, bootstrap, kMaxDataInterfaces)) {
     out.push_back(i.addr.with_port(0));
     names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", i.name, i.addr.ip());
   }

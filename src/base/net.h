@@ -21,9 +21,9 @@ class TlsSession;
 // `toward`, the bootstrap root, if given, and of its family).
 Status local_address(SockAddr* out, const SockAddr* toward = nullptr);
 // Where braid's TCP data connections listen, given the bootstrap's address:
-// that alone, or where BRAID_/NCCL_SOCKET_IFNAME is set (and
-// BRAID_SOCKET_ADDR is not), data_interfaces' (net_interface.h), at most
-// kMaxDataInterfaces.
+// that alone, or where BRAID_/NCCL_SOCKET_IFNAME names interfaces (a list
+// or prefixes, not "^" exclusions) and BRAID_SOCKET_ADDR is not set,
+// data_interfaces' (net_interface.h), at most kMaxDataInterfaces.
 constexpr size_t kMaxDataInterfaces = 8;
 std::vector<SockAddr> data_addresses(const SockAddr& bootstrap);
 

@@ -110,7 +110,9 @@ std::vector<NetInterface> data_interfaces(const std::vector<NetInterface>& up, c
   for (const NetInterface& i : up) {
     if (out.size() >= most) break;
     const bool named = std::any_of(out.begin(), out.end(), [&](const NetInterface& o) { return o.name == i.name; });
-    if (!named && i.addr.family() == chosen.family() && filter.passes(i.name) && (!i.loopback || out[0].loopback))
+    // Not a local bridge (its address repeats on every host: a peer would dial its own).
+    if (!named && i.addr.family() == chosen.family() && filter.passes(i.name) && (!i.loopback || out[0].loopback) &&
+        !is_local_bridge(i))
       out.push_back(i);
   }
   return out;

@@ -217,17 +217,21 @@ TEST_CASE("data interfaces: the bootstrap's first, then every other the filter p
   const std::vector<NetInterface> up = {iface("lo", "127.0.0.1"),       iface("eth0", "192.168.1.5"),
                                         iface("rail0", "10.198.0.1"),   iface("rail1", "10.198.1.1"),
                                         iface("rail1", "10.198.9.1"),   iface("rail2", "fd98::1", "ffff::"),
-                                        iface("rail3", "10.198.3.1")};
+                                        iface("virbr0", "192.168.122.1"), iface("rail3", "10.198.3.1")};
   auto names = [&](const char* spec, const char* chosen, size_t most = 8) {
     std::string out;
-    for (const NetInterface& i : data_interfaces(up, parse_interface_filter(spec), ip(chosen), most))
-      out += (out.empty() ? "" : " ") + (i.name.empty() ? i.addr.ip() : i.name + "=" + i.addr.ip());
+    for (const NetInterface& i : data_interfaces(up, parse_interface_filter(spec), ip(chosen), most)) {
+      if (!out.empty()) out += ' ';
+      out += i.name.empty() ? i.addr.ip() : i.name + "=" + i.addr.ip();
+    }
     return out;
   };
   // rail1's second address and rail2 (IPv6) are left out.
   CHECK(names("rail", "10.198.1.1") == "rail1=10.198.1.1 rail0=10.198.0.1 rail3=10.198.3.1");
   CHECK(names("rail", "10.198.0.1", 2) == "rail0=10.198.0.1 rail1=10.198.1.1");
-  CHECK(names("^eth", "10.198.0.1") == "rail0=10.198.0.1 rail1=10.198.1.1 rail3=10.198.3.1");  // not lo
+  CHECK(names("^eth", "10.198.0.1") == "rail0=10.198.0.1 rail1=10.198.1.1 rail3=10.198.3.1");  // not lo, virbr0
+  CHECK(names("rail,virbr", "10.198.0.1") == "rail0=10.198.0.1 rail1=10.198.1.1 rail3=10.198.3.1");
+  CHECK(names("virbr", "192.168.122.1") == "virbr0=192.168.122.1");  // chosen, it stays
   CHECK(names("=rail0", "10.198.0.1") == "rail0=10.198.0.1");
   CHECK(names("lo", "127.0.0.1") == "lo=127.0.0.1");
   CHECK(names("rail", "10.5.5.5") == "10.5.5.5");  // an address no interface has (BRAID_SOCKET_ADDR)
@@ -235,6 +239,12 @@ TEST_CASE("data interfaces: the bootstrap's first, then every other the filter p
   CHECK(data_addresses(ip("127.0.0.1")).size() == 1);
   ScopedEnv braid("BRAID_SOCKET_IFNAME", "lo");
   CHECK(data_addresses(ip("127.0.0.1")).size() == 1);  // lo has one IPv4 address
+  {
+    ScopedEnv exclude("BRAID_SOCKET_IFNAME", "^docker");  // says what not to use: one interface
+    const std::vector<SockAddr> one = data_addresses(ip("127.0.0.1"));
+    REQUIRE(one.size() == 1);
+    CHECK(one[0].ip() == "127.0.0.1");
+  }
   ScopedEnv addr("BRAID_SOCKET_ADDR", "127.0.0.1");
   CHECK(data_addresses(ip("127.0.0.1")).size() == 1);
 }
