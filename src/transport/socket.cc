@@ -312,7 +312,7 @@ class SocketTransportImpl final : public Transport {
     }
     for (Stream* s : todo) {
       SockAddr addr;
-      const std::string at = listener_for(ctx_.peers[s->peer].socket_addr, s->channel, local_index(s->peer));
+      const std::string at = listener_for(ctx_.peers[s->peer].socket_addr, s->channel, index_on_host(ctx_.peers, s->peer));
       Status st = parse_endpoint(at, &addr);
       auto o = std::make_unique<Opening>();
       if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);
@@ -328,13 +328,6 @@ class SocketTransportImpl final : public Transport {
       o->hello = Handshake{ctx_.comm_hash, ctx_.rank, s->channel};
       if (advance(*o)) opening_.push_back(std::move(o));
     }
-  }
-
-  // Which rank of its host `peer` is (0 for the first).
-  int local_index(int peer) const {
-    int k = 0;
-    for (int r = 0; r < peer; ++r) k += ctx_.peers[size_t(r)].host_hash == ctx_.peers[size_t(peer)].host_hash;
-    return k;
   }
 
   void accept_one(int listen_fd) {

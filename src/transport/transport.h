@@ -119,6 +119,12 @@ inline int ranks_on_host(const std::vector<PeerInfo>& peers, int rank) {
   for (const PeerInfo& p : peers) n += p.host_hash == peers[rank].host_hash;
   return n > 0 ? n : 1;
 }
+// Which of its host's ranks peers[rank] is, in rank order (0: the first).
+inline int index_on_host(const std::vector<PeerInfo>& peers, int rank) {
+  int k = 0;
+  for (int r = 0; r < rank; ++r) k += peers[size_t(r)].host_hash == peers[size_t(rank)].host_hash;
+  return k;
+}
 // How many share its cores: ranks that BRAID_HOSTID places on different
 // hosts of one machine still compete for them (idle_polls_for).
 inline int ranks_on_machine(const std::vector<PeerInfo>& peers, int rank) {

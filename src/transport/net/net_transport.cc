@@ -702,17 +702,16 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
                           std::unique_ptr<Transport>* out) {
   if (int(serves.size()) != ctx.nranks) return BRAID_ERROR(ncclInternalError, "net transport: serves has wrong size");
   if (net->devices() <= 0) return BRAID_ERROR(ncclSystemError, "{}: no device", net->name());
+  std::vector<NetProperties> devices(size_t(net->devices()));
   std::vector<std::string> pci_paths;
   for (int d = 0; d < net->devices(); ++d) {
-    NetProperties device;
-    BRAID_TRY(net->properties(d, &device));
-    pci_paths.push_back(device.pci_path);
+    BRAID_TRY(net->properties(d, &devices[size_t(d)]));
+    pci_paths.push_back(devices[size_t(d)].pci_path);
   }
   int dev = 0;
   std::string why;
   BRAID_TRY(choose_net_device(ctx, bootstrap, pci_paths, &dev, &why));
-  NetProperties props;
-  BRAID_TRY(net->properties(dev, &props));
+  const NetProperties& props = devices[size_t(dev)];
   BRAID_INFO(kNet | kInit, "rank {}: {} transport on device {} ({}, port {}, {} Mbps; the nearest: {})", ctx.rank,
              net->name(), dev, props.name, props.port, props.speed_mbps, why);
   auto t = std::make_unique<NetTransport>(ctx, net, dev);
