@@ -43,6 +43,9 @@ constexpr EnvVar kNcclVars[] = {
      "a file of NAME=value lines setting what the environment lacks, read before ~/.nccl.conf's place and "
      "/etc/nccl.conf (unset: ~/.nccl.conf), as NCCL (src/base/nccl_conf.h)"},
     {"NCCL_IB_HCA", "", "InfiniBand devices and ports; braid's when BRAID_IB_HCA is unset"},
+    {"NCCL_NETDEVS_POLICY", "",
+     "how many net devices a rank uses: AUTO (unset: its share of the nearest), ALL, or MAX:N; a call between hosts "
+     "runs in as many slices as the most any rank uses (src/transport/net/nic_affinity.h)"},
     {"NCCL_IB_GID_INDEX", "", "GID index on RoCE ports; braid's when BRAID_IB_GID_INDEX is unset"},
     {"NCCL_IB_QPS_PER_CONNECTION", "", "queue pairs per connection; braid's when BRAID_IB_QPS_PER_CONNECTION is unset"},
     {"NCCL_IB_TIMEOUT", "", "InfiniBand ack timeout exponent; braid's when BRAID_IB_TIMEOUT is unset"},

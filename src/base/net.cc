@@ -74,19 +74,30 @@ Status local_address(SockAddr* out, const SockAddr* toward) {
   return Status::ok();
 }
 
-std::vector<SockAddr> data_addresses(const SockAddr& bootstrap) {
+std::vector<NetInterface> data_address_interfaces(const SockAddr& bootstrap) {
   std::string spec = env_string("BRAID_SOCKET_IFNAME");
   if (spec.empty()) spec = env_raw("NCCL_SOCKET_IFNAME");
   const InterfaceFilter filter = parse_interface_filter(spec);
   // An excluding filter ("^docker,lo") says what not to use, not which NICs to: one interface.
-  if (spec.empty() || filter.exclude || !env_string("BRAID_SOCKET_ADDR").empty()) return {bootstrap.with_port(0)};
-  std::vector<SockAddr> out;
+  if (spec.empty() || filter.exclude || !env_string("BRAID_SOCKET_ADDR").empty()) {
+    NetInterface alone;
+    alone.addr = bootstrap.with_port(0);
+    return {alone};
+  }
+  std::vector<NetInterface> out = data_interfaces(up_interfaces(), filter, bootstrap, kMaxDataInterfaces);
   std::string names;
-  for (const NetInterface& i : data_interfaces(up_interfaces(), filter, bootstrap, kMaxDataInterfaces)) {
-    out.push_back(i.addr.with_port(0));
-    names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", i.name, i.addr.ip());
+  for (NetInterface& i : out) {
+    i.addr = i.addr.with_port(0);
+    if (!names.empty()) names += ", ";
+    names += fmt::format("{} ({})", i.name, i.addr.ip());
   }
   if (out.size() > 1) BRAID_INFO(kNet | kInit, "TCP data connections over {} interfaces: {}", out.size(), names);
+  return out;
+}
+
+std::vector<SockAddr> data_addresses(const SockAddr& bootstrap) {
+  std::vector<SockAddr> out;
+  for (const NetInterface& i : data_address_interfaces(bootstrap)) out.push_back(i.addr);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/base/deadline.h"
+#include "src/base/net_interface.h"
 #include "src/base/sock_addr.h"
 #include "src/base/status.h"
 
@@ -26,6 +27,9 @@ Status local_address(SockAddr* out, const SockAddr* toward = nullptr);
 // data_interfaces' (net_interface.h), at most kMaxDataInterfaces.
 constexpr size_t kMaxDataInterfaces = 8;
 std::vector<SockAddr> data_addresses(const SockAddr& bootstrap);
+// The same, with each interface's name ("" where the bootstrap's address
+// stands alone) and netmask: the devices of braid's TCP net (socket_net.cc).
+std::vector<NetInterface> data_address_interfaces(const SockAddr& bootstrap);
 
 // A listening socket on `addr` (port 0 picks one); *out gets the bound address.
 Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound);

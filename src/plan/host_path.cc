@@ -145,16 +145,16 @@ uint64_t HostPaths::tile_bytes_for(const CollectiveCall& c, const Schedule& sche
 }
 
 uint32_t HostPaths::slices_for(const CollectiveCall& c, const Schedule& schedule) const {
-  if (s_.tcp_slices <= 1) return 1;
+  if (s_.remote_slices <= 1) return 1;
   const uint64_t least = least_chunk_bytes(c, schedule);
   if (least == UINT64_MAX) return 1;
   const uint64_t tile = may_be_wide(c) ? call_tile_bytes(s_.tile_bytes, s_.wide_tile_bytes, least) : s_.tile_bytes;
-  return uint32_t(std::clamp<uint64_t>(least / tile, 1, s_.tcp_slices));
+  return uint32_t(std::clamp<uint64_t>(least / tile, 1, s_.remote_slices));
 }
 
 uint32_t HostPaths::p2p_slices(int peer, uint64_t bytes) const {
-  if (s_.tcp_slices <= 1 || peer < 0 || size_t(peer) >= s_.tcp_peers.size() || !s_.tcp_peers[peer]) return 1;
-  return uint32_t(std::clamp<uint64_t>(bytes / s_.tile_bytes, 1, s_.tcp_slices));
+  if (s_.remote_slices <= 1 || peer < 0 || size_t(peer) >= s_.sliced_peers.size() || !s_.sliced_peers[peer]) return 1;
+  return uint32_t(std::clamp<uint64_t>(bytes / s_.tile_bytes, 1, s_.remote_slices));
 }
 
 CopyChoice HostPaths::choose_copy_path(Collective c, uint64_t bytes, bool in_place) {

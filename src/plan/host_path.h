@@ -112,12 +112,15 @@ struct HostPathSettings {
   // process, or every rank could_pull): one-sided schedules run.  Agreed.
   bool peer_access = false;
   bool oversubscribed = false;  // some host runs more ranks than it has cores
-  // Between hosts over TCP: the slices a large call runs in, each on its own
-  // connections (NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD; slices_for).
-  uint32_t tcp_slices = 1;
-  // tcp_peers[r]: rank r is on another host and reached over TCP (the peers
-  // whose send/recv messages p2p_slices cuts); empty where none is.
-  std::vector<bool> tcp_peers;
+  // Between hosts: the slices a large call runs in, each on its own
+  // connections (slices_for).  Over TCP NCCL_SOCKET_NTHREADS x
+  // NCCL_NSOCKS_PERTHREAD; over a net the most NICs a rank uses
+  // (Transport::wire_paths).
+  uint32_t remote_slices = 1;
+  // sliced_peers[r]: rank r is on another host, reached over TCP or a net
+  // of several paths (the peers whose send/recv messages p2p_slices cuts);
+  // empty where none is.
+  std::vector<bool> sliced_peers;
   // Where ranks outnumber cores (BRAID_CMA=auto), a call rank 0 times on
   // the slots ends with the descriptors' "done" exchange, so both ways are
   // timed until every rank is done (src/plan/copy_path.h).
@@ -159,15 +162,16 @@ class HostPaths {
   uint64_t tile_bytes_for(const CollectiveCall& c, const Schedule& schedule) const;
   // The slices call `c` on `schedule` runs in (src/ops/op_step.h: each its
   // own part of every chunk, its own lanes, its own connections): 1, or
-  // between hosts over TCP up to tcp_slices, as many as give every slice at
+  // between hosts up to remote_slices, as many as give every slice at
   // least one whole fragment of the smallest chunk any rank cuts.  Each
   // slice's fragments wait only for their own lane, so a connection per
   // slice keeps that many fragments on the wire: what a network that caps
-  // each TCP flow, or a path one flow's window cannot fill, needs.
+  // each TCP flow, or a path one flow's window cannot fill, needs, and
+  // what puts a call on every NIC of a net transport that has several.
   uint32_t slices_for(const CollectiveCall& c, const Schedule& schedule) const;
   // The slices a send/recv message of `bytes` to or from `peer` travels in,
-  // by the same rule on a message: 1, or to a peer on another host over TCP
-  // up to tcp_slices, as many as give each slice a whole fragment.  Both
+  // by the same rule on a message: 1, or to a peer in sliced_peers up to
+  // remote_slices, as many as give each slice a whole fragment.  Both
   // ends cut a message alike, as their settings and its size are alike.
   uint32_t p2p_slices(int peer, uint64_t bytes) const;
 

@@ -221,13 +221,17 @@ HostPathSettings host_path_settings(const ncclComm* comm, const std::vector<Init
   s.wide_tile_bytes = std::min<uint64_t>(a.wide_tile_bytes, transport.slot_bytes());
   // Between hosts, narrow fragments only (every rank has a peer elsewhere, or none has).
   if (remote_peer) s.tile_bytes = s.wide_tile_bytes = std::min(s.tile_bytes, kRemoteFragmentBytes);
-  // TCP between hosts (the socket transport; not a net): NCCL's socket counts as slices.
-  for (int r = 0; r < nranks; ++r)
-    if (infos[r].peer.host_hash != mine.peer.host_hash && std::strcmp(transport.peer_path(r), "socket") == 0) {
-      s.tcp_slices = uint32_t(a.tcp_slices);
-      s.tcp_peers.resize(nranks);
-      s.tcp_peers[r] = true;
-    }
+  // Between hosts: TCP (the socket transport) in NCCL's socket counts as
+  // slices; a net in as many as it has paths (the same on every rank).
+  for (int r = 0; r < nranks; ++r) {
+    if (infos[r].peer.host_hash == mine.peer.host_hash) continue;
+    const uint32_t slices =
+        std::strcmp(transport.peer_path(r), "socket") == 0 ? uint32_t(a.tcp_slices) : transport.wire_paths(r);
+    if (slices <= 1) continue;
+    s.remote_slices = slices;
+    s.sliced_peers.resize(nranks);
+    s.sliced_peers[r] = true;
+  }
   // Boards serve small calls, not where every rank must compare its
   // arguments first.  Only what every rank has alike may decide: not whether
   // this rank's communicator is nonblocking (its calls run on the boards as

@@ -28,6 +28,10 @@ class RouterTransport final : public Transport {
     const Transport* t = pick(peer);
     return t ? t->peer_path(peer) : "none";
   }
+  uint32_t wire_paths(int peer) const override {
+    const Transport* t = peer < 0 || peer >= ctx_.nranks ? nullptr : pick(peer);
+    return t ? t->wire_paths(peer) : 1;
+  }
   uint64_t bytes_held() const override {
     return (shm_ ? shm_->bytes_held() : 0) + (socket_ ? socket_->bytes_held() : 0);
   }

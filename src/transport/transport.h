@@ -85,6 +85,13 @@ class Transport {
   // Pipes are owned by the transport and live until it is destroyed.
   virtual Status send_pipe(int peer, int channel, SendPipe** out) = 0;
   virtual Status recv_pipe(int peer, int channel, RecvPipe** out) = 0;
+  // Paths of their own that connections to `peer` on different channels
+  // take (a net transport over several NICs), the same on every rank: a
+  // large call between hosts runs in that many slices to fill them.
+  virtual uint32_t wire_paths(int peer) const {
+    (void)peer;
+    return 1;
+  }
   virtual size_t slot_bytes() const = 0;
   // Fragments a sender may post on one connection before the receiver takes any.
   virtual int slots() const = 0;

@@ -1,11 +1,13 @@
-// Which net device a rank uses (src/transport/net/nic_affinity.h): PCI hops,
-// the nearest devices to a GPU or a NUMA node, the spread over them, the
+// Which net devices a rank uses (src/transport/net/nic_affinity.h): PCI hops,
+// the nearest devices to a GPU or a NUMA node, their share-out and
+// NCCL_NETDEVS_POLICY, the
 // sysfs readers on trees of files made here, and ranks (threads, each with
 // its own bootstrap) on two hosts choosing together.
 #include <catch2/catch.hpp>
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -106,12 +108,41 @@ TEST_CASE("Without a GPU the devices on the rank's NUMA node, else every device"
   CHECK(nearest_devices({}, host).devices.empty());
 }
 
-TEST_CASE("Ranks with the same nearest devices take them in turn", "[nic_affinity]") {
-  CHECK(spread_device({1, 3}, 0) == 1);
-  CHECK(spread_device({1, 3}, 1) == 3);
-  CHECK(spread_device({1, 3}, 2) == 1);
-  CHECK(spread_device({0, 1, 2, 3}, 5) == 1);  // no locality: the host's k-th rank on device k mod n
-  CHECK(spread_device({}, 3) == 0);
+TEST_CASE("Ranks with the same nearest devices share them out", "[nic_affinity]") {
+  const NetDevsPolicy automatic;
+  // Ranks outnumber devices: one each, in turn.
+  CHECK(rank_devices({1, 3}, 4, 0, 3, automatic) == std::vector<int>{1});
+  CHECK(rank_devices({1, 3}, 4, 1, 3, automatic) == std::vector<int>{3});
+  CHECK(rank_devices({1, 3}, 4, 2, 3, automatic) == std::vector<int>{1});
+  CHECK(rank_devices({0, 1, 2, 3}, 4, 5, 8, automatic) == std::vector<int>{1});  // no locality: k mod n
+  // Devices outnumber ranks: every m-th, so that all are used.
+  CHECK(rank_devices({1, 3}, 4, 0, 1, automatic) == std::vector<int>{1, 3});
+  CHECK(rank_devices({0, 1, 2, 3, 4, 5, 6, 7}, 8, 1, 4, automatic) == std::vector<int>{1, 5});
+  CHECK(rank_devices({0, 1, 2}, 3, 0, 2, automatic) == std::vector<int>{0, 2});
+  CHECK(rank_devices({0, 1, 2}, 3, 1, 2, automatic) == std::vector<int>{1});
+  // Nothing known nearer: every device; none at all: none.
+  CHECK(rank_devices({}, 2, 0, 1, automatic) == std::vector<int>{0, 1});
+  CHECK(rank_devices({}, 0, 0, 1, automatic).empty());
+}
+
+TEST_CASE("NCCL_NETDEVS_POLICY: ALL and MAX:N widen a rank's share, nearest first", "[nic_affinity]") {
+  bool recognized = false;
+  const NetDevsPolicy all = parse_netdevs_policy("all", &recognized);
+  CHECK((recognized && all.kind == NetDevsPolicy::Kind::All));
+  const NetDevsPolicy two = parse_netdevs_policy("MAX:2", &recognized);
+  CHECK((recognized && two.kind == NetDevsPolicy::Kind::Max && two.max == 2));
+  CHECK((parse_netdevs_policy("AUTO", &recognized).kind == NetDevsPolicy::Kind::Auto && recognized));
+  for (const char* bad : {"MAX:0", "MAX:-1", "MAX:", "MAX:2x", "most", ""}) {
+    CHECK(parse_netdevs_policy(bad, &recognized).kind == NetDevsPolicy::Kind::Auto);
+    CHECK_FALSE(recognized);
+  }
+  // Rank 1 of 2 sharing {1, 3} of 4: its share, the other nearest, then the rest from its place on.
+  CHECK(rank_devices({1, 3}, 4, 1, 2, all) == std::vector<int>{3, 1, 2, 0});
+  CHECK(rank_devices({1, 3}, 4, 0, 2, all) == std::vector<int>{1, 3, 0, 2});
+  CHECK(rank_devices({1, 3}, 4, 1, 2, two) == std::vector<int>{3, 1});
+  CHECK(rank_devices({1, 3}, 4, 0, 1, two) == std::vector<int>{1, 3});
+  NetDevsPolicy one{NetDevsPolicy::Kind::Max, 1};
+  CHECK(rank_devices({1, 3}, 4, 0, 1, one) == std::vector<int>{1});  // MAX below the share cuts it
 }
 
 TEST_CASE("CPU lists as sysfs writes them", "[nic_affinity]") {
@@ -150,10 +181,39 @@ TEST_CASE("sysfs readers: NUMA nodes of CPUs and devices, a bus id's device", "[
   CHECK(pci_bus_id_path("", root).empty());
 }
 
-TEST_CASE("Ranks on two hosts each take the devices on their NUMA node, in turn", "[nic_affinity]") {
+namespace {
+
+// `hosts[r]` is rank r's host; each rank a thread bound to CPU 0 with a
+// bootstrap of its own, choosing among `paths`.  Empty where CPU 0 could not be had.
+std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<std::string>& paths) {
+  const int n = int(hosts.size());
+  ncclUniqueId id;
+  REQUIRE(bootstrap_create_root(&id).is_ok());
+  std::vector<NetDeviceChoice> chosen(static_cast<size_t>(n));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(0, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) return;  // this thread only
+      TransportContext ctx;
+      ctx.rank = r;
+      ctx.nranks = n;
+      for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = uint64_t(hosts[size_t(p)])});
+      std::unique_ptr<Bootstrap> bs;
+      if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
+      if (!choose_net_devices(ctx, bs.get(), paths, &chosen[size_t(r)]).is_ok()) chosen[size_t(r)].why = "failed";
+    });
+  for (auto& th : ranks) th.join();
+  return chosen;
+}
+
+}  // namespace
+
+TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affinity]") {
   // Every rank thread runs on CPU 0, so its node is CPU 0's; devices 1 and 3
-  // are on that node, 0 and 2 on another.  Ranks 0-2 on one host, 3-4 on
-  // another: each host's ranks take 1, 3, 1...
+  // are on that node, 0 and 2 on another.
   const int node = numa_node_of_cpus({0});
   if (node < 0) {
     WARN("not run: this machine's sysfs gives CPU 0 no NUMA node");
@@ -166,27 +226,28 @@ TEST_CASE("Ranks on two hosts each take the devices on their NUMA node, in turn"
     t.write(dev + "/numa_node", std::to_string(d % 2 ? node : node + 1));
     paths.push_back((t.root / dev).string());
   }
-  const int n = 5;
-  ncclUniqueId id;
-  REQUIRE(bootstrap_create_root(&id).is_ok());
-  std::vector<int> chosen(n, -1);
-  std::vector<std::string> whys(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(0, &one);
-      if (sched_setaffinity(0, sizeof one, &one) != 0) return;  // this thread only
-      TransportContext ctx;
-      ctx.rank = r;
-      ctx.nranks = n;
-      for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = p < 3 ? 11u : 22u});
-      std::unique_ptr<Bootstrap> bs;
-      if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
-      if (!choose_net_device(ctx, bs.get(), paths, &chosen[size_t(r)], &whys[size_t(r)]).is_ok()) chosen[r] = -2;
-    });
-  for (auto& th : ranks) th.join();
-  CHECK(chosen == std::vector<int>{1, 3, 1, 1, 3});
-  CHECK(whys[0] == fmt::format("2 of 4 devices, on its NUMA node {}", node));
+  unsetenv("NCCL_NETDEVS_POLICY");
+  // Ranks 0-2 on one host, 3-4 on another: each host's ranks take 1, 3, 1...
+  std::vector<NetDeviceChoice> c = choose_on_cpu0({11, 11, 11, 22, 22}, paths);
+  std::vector<std::vector<int>> got;
+  for (const NetDeviceChoice& x : c) got.push_back(x.devices);
+  CHECK(got == std::vector<std::vector<int>>{{1}, {3}, {1}, {1}, {3}});
+  CHECK(c[0].most_devices == 1);
+  CHECK(c[0].why == fmt::format("2 of 4 devices, on its NUMA node {}, shared by 3 ranks", node));
+  CHECK(c[3].why == fmt::format("2 of 4 devices, on its NUMA node {}, shared by 2 ranks", node));
+
+  // A rank alone on its host takes both; calls between hosts then run in 2 slices on every rank.
+  c = choose_on_cpu0({11, 22, 22}, paths);
+  got.clear();
+  for (const NetDeviceChoice& x : c) got.push_back(x.devices);
+  CHECK(got == std::vector<std::vector<int>>{{1, 3}, {1}, {3}});
+  for (const NetDeviceChoice& x : c) CHECK(x.most_devices == 2);
+  CHECK(c[0].why == fmt::format("2 of 4 devices, on its NUMA node {}", node));
+
+  // NCCL_NETDEVS_POLICY=MAX:3: the nearest, then the next device on.
+  setenv("NCCL_NETDEVS_POLICY", "MAX:3", 1);
+  c = choose_on_cpu0({11, 22}, paths);
+  unsetenv("NCCL_NETDEVS_POLICY");
+  CHECK(c[0].devices == std::vector<int>{1, 3, 0});
+  CHECK(c[1].most_devices == 3);
 }

@@ -12,12 +12,12 @@ using namespace braid;
 
 namespace {
 
-HostPathSettings between_hosts(uint32_t tcp_slices) {
+HostPathSettings between_hosts(uint32_t remote_slices) {
   HostPathSettings s;
   s.rank = 0;
   s.nranks = 2;
   s.tile_bytes = s.wide_tile_bytes = 128 * 1024;  // kRemoteFragmentBytes
-  s.tcp_slices = tcp_slices;
+  s.remote_slices = remote_slices;
   return s;
 }
 
@@ -61,7 +61,7 @@ TEST_CASE("A send/recv message to a peer on another host over TCP runs in slices
           "[tcp_slices]") {
   HostPathSettings s = between_hosts(4);
   s.nranks = 3;
-  s.tcp_peers = {false, false, true};  // rank 1 on this host, rank 2 on another over TCP
+  s.sliced_peers = {false, false, true};  // rank 1 on this host, rank 2 on another over TCP
   HostPaths four(s);
   CHECK(four.p2p_slices(2, 0) == 1);
   CHECK(four.p2p_slices(2, 128 * 1024) == 1);
@@ -71,7 +71,7 @@ TEST_CASE("A send/recv message to a peer on another host over TCP runs in slices
   CHECK(four.p2p_slices(0, 32 << 20) == 1);   // itself
   CHECK(four.p2p_slices(5, 32 << 20) == 1);   // no such rank
   CHECK(four.p2p_slices(-1, 32 << 20) == 1);
-  s.tcp_slices = 1;
+  s.remote_slices = 1;
   CHECK(HostPaths(s).p2p_slices(2, 32 << 20) == 1);
 }
 

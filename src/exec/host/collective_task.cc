@@ -13,8 +13,9 @@
 // message size.  Dependencies are per tile.
 // A call may run as several slices, each its own lanes on its own channels
 // over a disjoint part of every buffer block (the kernel's blockIdx.y); the
-// host backend runs one, or between hosts over TCP several
-// (HostPaths::slices_for), each slice's connections their own TCP streams.
+// host backend runs one, or between hosts over TCP (or a net on several
+// NICs) several (HostPaths::slices_for), each slice's connections their own
+// TCP streams (or NICs).
 //
 // What is the host's own: how bytes are stored (HostMemory below: streamed
 // outputs and send slots), and one fusion, a Copy followed by a Send of the

@@ -6,7 +6,8 @@
 // every later message on that connection.
 //
 // A message in s slices (to a peer on another host over TCP, where each
-// flow may be capped: HostPaths::p2p_slices) is cut into s equal parts, the
+// flow may be capped, or over a net on several NICs: HostPaths::p2p_slices)
+// is cut into s equal parts, the
 // i-th sent on connection channel + i with a header of its own; the parts
 // move concurrently, and each connection keeps its messages in issue order.
 #include "src/exec/host/p2p_task.h"

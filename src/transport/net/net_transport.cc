@@ -157,8 +157,8 @@ class NetRecvPipe final : public RecvPipe {
 
 class NetTransport final : public Transport {
  public:
-  NetTransport(const TransportContext& ctx, Net* net, int dev)
-      : ctx_(ctx), net_(net), dev_(dev),
+  NetTransport(const TransportContext& ctx, Net* net, NetDeviceChoice devices)
+      : ctx_(ctx), net_(net), devices_(std::move(devices)),
         slot_bytes_(size_t(std::clamp<int64_t>(env_int("BRAID_NET_SLOT_BYTES"), 4096, int64_t(1) << 30))),
         slots_(int(std::clamp<int64_t>(env_int("BRAID_NET_SLOTS"), 2, 16))),
         controls_(size_t(ctx.nranks)),
@@ -196,7 +196,7 @@ class NetTransport final : public Transport {
     std::vector<NetHandle> mine(static_cast<size_t>(n)), theirs(static_cast<size_t>(n));
     Status s;
     for (int r = 0; r < n && s.is_ok(); ++r)
-      if (serves[size_t(r)]) s = net_->listen(dev_, config_, &mine[size_t(r)], &listens[size_t(r)]);
+      if (serves[size_t(r)]) s = net_->listen(control_device(), config_, &mine[size_t(r)], &listens[size_t(r)]);
     // Small messages: every send completes before its peer's recv is asked for.
     for (int r = 0; r < n && s.is_ok(); ++r)
       if (serves[size_t(r)] && r != ctx_.rank) s = bootstrap->send(r, kHandleTag, &mine[size_t(r)], sizeof(NetHandle));
@@ -211,7 +211,7 @@ class NetTransport final : public Transport {
       for (int r = 0; r < n && s.is_ok(); ++r) {
         if (!serves[size_t(r)]) continue;
         Control& k = controls_[size_t(r)];
-        if (!k.send_comm) s = net_->connect(dev_, config_, &theirs[size_t(r)], &k.send_comm);
+        if (!k.send_comm) s = net_->connect(control_device(), config_, &theirs[size_t(r)], &k.send_comm);
         if (s.is_ok() && !k.recv_comm) s = net_->accept(listens[size_t(r)], &k.recv_comm);
         pending |= !k.send_comm || !k.recv_comm;
       }
@@ -240,6 +240,11 @@ class NetTransport final : public Transport {
   }
 
   const char* name() const override { return net_->name(); }
+  // Every rank gets the same: slices alike at both ends of every connection.
+  uint32_t wire_paths(int peer) const override {
+    (void)peer;
+    return uint32_t(devices_.most_devices);
+  }
   size_t slot_bytes() const override { return slot_bytes_; }
   int slots() const override { return slots_; }
   Doorbell* doorbell() override { return &bell_; }
@@ -269,7 +274,7 @@ class NetTransport final : public Transport {
       c->channel = channel;
       // Listen, and tell the sender where (the progress thread sends it).
       ControlMessage m{channel, {}};
-      Status s = net_->listen(dev_, config_, &m.handle, &c->listen_comm);
+      Status s = net_->listen(device_for(channel), config_, &m.handle, &c->listen_comm);
       if (s.is_ok()) controls_[size_t(peer)].outbox.push_back(m);
       else c->error = std::move(s);
       signal(wake_fd_);
@@ -278,6 +283,15 @@ class NetTransport final : public Transport {
     if (!p) p = std::make_unique<NetRecvPipe>(this, c.get());
     *out = p.get();
     return Status::ok();
+  }
+
+  // Control connections go over this rank's first device; a data
+  // connection on channel c over its (c mod n)-th, at each end alike, so
+  // that where hosts list their NICs alike channel c keeps to one rail.
+  int control_device() const { return devices_.devices.front(); }
+  int device_for(int channel) const {
+    const int n = int(devices_.devices.size());
+    return devices_.devices[size_t(((channel % n) + n) % n)];
   }
 
   // --- the executor's side (pipes) -------------------------------------
@@ -513,7 +527,7 @@ class NetTransport final : public Transport {
       if (!c->ready()) {
         if (c->have_handle) {
           setup_pending_ = busy = true;
-          Status s = net_->connect(dev_, config_, &c->handle, &c->comm);
+          Status s = net_->connect(device_for(c->channel), config_, &c->handle, &c->comm);
           if (s.is_ok() && c->comm) s = register_ring(c->comm, slots_, slot_bytes_, &c->ring);
           if (!keep(c.get(), std::move(s)).is_ok() || c->ready()) progressed_ = true;
         }
@@ -670,7 +684,7 @@ class NetTransport final : public Transport {
   TransportContext ctx_;
   const NetCommConfig config_{ctx_.traffic_class};
   Net* net_;
-  const int dev_;
+  const NetDeviceChoice devices_;  // this rank's (never empty), in the order channels take them
   const size_t slot_bytes_;
   const int slots_;
   std::vector<Control> controls_;  // by peer
@@ -708,16 +722,23 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
     BRAID_TRY(net->properties(d, &devices[size_t(d)]));
     pci_paths.push_back(devices[size_t(d)].pci_path);
   }
-  int dev = 0;
-  std::string why;
-  BRAID_TRY(choose_net_device(ctx, bootstrap, pci_paths, &dev, &why));
-  const NetProperties& props = devices[size_t(dev)];
-  BRAID_INFO(kNet | kInit, "rank {}: {} transport on device {} ({}, port {}, {} Mbps; the nearest: {})", ctx.rank,
-             net->name(), dev, props.name, props.port, props.speed_mbps, why);
-  auto t = std::make_unique<NetTransport>(ctx, net, dev);
-  if (t->slot_bytes() > props.max_p2p_bytes)
+  NetDeviceChoice choice;
+  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, &choice));
+  std::string used;
+  size_t max_p2p_bytes = SIZE_MAX;
+  for (int d : choice.devices) {
+    const NetProperties& p = devices[size_t(d)];
+    if (!used.empty()) used += ", ";
+    used += fmt::format("{} ({}, port {}, {} Mbps)", d, p.name, p.port, p.speed_mbps);
+    max_p2p_bytes = std::min(max_p2p_bytes, p.max_p2p_bytes);
+  }
+  BRAID_INFO(kNet | kInit, "rank {}: {} transport on device{} {}; the nearest: {}{}", ctx.rank, net->name(),
+             choice.devices.size() > 1 ? "s" : "", used, choice.why,
+             choice.most_devices > 1 ? fmt::format("; calls between hosts in {} slices", choice.most_devices) : "");
+  auto t = std::make_unique<NetTransport>(ctx, net, std::move(choice));
+  if (t->slot_bytes() > max_p2p_bytes)
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_NET_SLOT_BYTES={} exceeds what {} sends at once ({})", t->slot_bytes(),
-                       net->name(), props.max_p2p_bytes);
+                       net->name(), max_p2p_bytes);
   BRAID_TRY(t->connect_controls(bootstrap, serves));
   *out = std::move(t);
   return Status::ok();

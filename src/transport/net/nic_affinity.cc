@@ -1,6 +1,7 @@
 #include "src/transport/net/nic_affinity.h"
 
 #include <sched.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,7 +14,9 @@
 
 #include <fmt/format.h>
 
+#include "src/base/env.h"
 #include "src/base/hash.h"
+#include "src/base/log.h"
 
 namespace braid {
 namespace fs = std::filesystem;
@@ -123,8 +126,50 @@ NearestDevices nearest_devices(const std::vector<DevicePlace>& devices, const Ra
   return out;
 }
 
-int spread_device(const std::vector<int>& nearest, int k) {
-  return nearest.empty() ? 0 : nearest[size_t(k) % nearest.size()];
+NetDevsPolicy parse_netdevs_policy(const std::string& spec, bool* recognized) {
+  NetDevsPolicy p;
+  *recognized = true;
+  if (strcasecmp(spec.c_str(), "AUTO") == 0) return p;
+  if (strcasecmp(spec.c_str(), "ALL") == 0) {
+    p.kind = NetDevsPolicy::Kind::All;
+    return p;
+  }
+  if (strncasecmp(spec.c_str(), "MAX:", 4) == 0) {
+    char* end = nullptr;
+    const long n = std::strtol(spec.c_str() + 4, &end, 10);
+    if (end != spec.c_str() + 4 && *end == '\0' && n > 0 && n <= INT_MAX) {
+      p.kind = NetDevsPolicy::Kind::Max;
+      p.max = int(n);
+      return p;
+    }
+  }
+  *recognized = false;
+  return p;
+}
+
+std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k, int m, const NetDevsPolicy& policy) {
+  std::vector<int> out;
+  if (count <= 0) return out;
+  std::vector<int> near = nearest;
+  if (near.empty())
+    for (int d = 0; d < count; ++d) near.push_back(d);
+  const int n = int(near.size());
+  m = std::max(m, 1);
+  k = ((k % m) + m) % m;
+  // The share: one device where ranks outnumber devices, else every m-th.
+  if (m >= n) out.push_back(near[size_t(k % n)]);
+  else
+    for (int j = k; j < n; j += m) out.push_back(near[size_t(j)]);
+  if (policy.kind == NetDevsPolicy::Kind::Auto) return out;
+  // Then the rest, each group from this rank's own place on, so that the
+  // ranks sharing them start on different devices (and alike on every host).
+  auto add = [&](int d) {
+    if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  };
+  for (int j = 0; j < n; ++j) add(near[size_t((k + j) % n)]);
+  for (int d = 0; d < count; ++d) add((k + d) % count);
+  if (policy.kind == NetDevsPolicy::Kind::Max && int(out.size()) > policy.max) out.resize(size_t(policy.max));
+  return out;
 }
 
 DevicePlace device_place(const std::string& sysfs_path) {
@@ -213,8 +258,8 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
   return -1;
 }
 
-Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                         int* device, std::string* why) {
+Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
+                          NetDeviceChoice* out) {
   std::vector<DevicePlace> devices;
   for (const std::string& path : pci_paths) devices.push_back(device_place(path));
   RankPlace me;
@@ -222,17 +267,31 @@ Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, cons
   me.gpu_numa_node = read_numa_node(me.gpu_pci_path);
   me.numa_node = numa_node_of_cpus(allowed_cpus());
   const NearestDevices nearest = nearest_devices(devices, me);
-  // The ranks of this host with the same nearest devices spread over them.
+  // The ranks of this host with the same nearest devices share them out.
   uint64_t mine = fnv1a(std::string_view(reinterpret_cast<const char*>(nearest.devices.data()),
                                          nearest.devices.size() * sizeof(int)));
   std::vector<uint64_t> all(size_t(ctx.nranks));
   all[size_t(ctx.rank)] = mine;
   BRAID_TRY(std::move(bootstrap->allgather(all.data(), sizeof(uint64_t))).context("net device choice"));
-  int k = 0;
-  for (int r = 0; r < ctx.rank; ++r)
-    k += ctx.peers[size_t(r)].host_hash == ctx.peers[size_t(ctx.rank)].host_hash && all[size_t(r)] == mine;
-  *device = spread_device(nearest.devices, k);
-  *why = fmt::format("{} of {} devices, {}", nearest.devices.size(), devices.size(), describe(nearest, me));
+  int k = 0, m = 0;
+  for (int r = 0; r < ctx.nranks; ++r)
+    if (ctx.peers[size_t(r)].host_hash == ctx.peers[size_t(ctx.rank)].host_hash && all[size_t(r)] == mine) {
+      k += r < ctx.rank;
+      ++m;
+    }
+  const std::string spec = env_raw("NCCL_NETDEVS_POLICY");
+  bool recognized = true;
+  const NetDevsPolicy policy = spec.empty() ? NetDevsPolicy{} : parse_netdevs_policy(spec, &recognized);
+  if (!recognized && ctx.rank == 0)
+    BRAID_INFO(kEnv, "NCCL_NETDEVS_POLICY={} is not AUTO, ALL or MAX:N (N > 0): AUTO, as NCCL", spec);
+  out->devices = rank_devices(nearest.devices, int(devices.size()), k, m, policy);
+  // Every rank's count: a call between hosts runs in the most slices any needs.
+  std::vector<int32_t> counts(size_t(ctx.nranks));
+  counts[size_t(ctx.rank)] = int32_t(out->devices.size());
+  BRAID_TRY(std::move(bootstrap->allgather(counts.data(), sizeof(int32_t))).context("net device choice"));
+  out->most_devices = std::max(1, *std::max_element(counts.begin(), counts.end()));
+  out->why = fmt::format("{} of {} devices, {}", nearest.devices.size(), devices.size(), describe(nearest, me));
+  if (m > 1) out->why += fmt::format(", shared by {} ranks", m);
   return Status::ok();
 }
 

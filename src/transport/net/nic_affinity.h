@@ -13,9 +13,14 @@
 //     by mpirun --bind-to core/socket/numa, numactl, taskset): the devices on
 //     that node, where any is.
 //  3. Otherwise, or where sysfs knows nothing of the devices: every device.
-// The ranks of one host that end with the same devices spread over them in
-// rank order, the k-th taking the (k mod count)-th: without any locality
-// this is the old choice, the host's k-th rank on device k mod devices.
+// The m ranks of one host that end with the same devices share them out in
+// rank order: where ranks outnumber devices the k-th takes the (k mod
+// count)-th (without any locality, the host's k-th rank on device k mod
+// devices); where devices outnumber ranks the k-th takes every m-th from
+// the k-th, so that a rank alone on a host with two NICs (or a GPU with two
+// NICs on its switch) uses both.  NCCL_NETDEVS_POLICY (NCCL 2.24) widens
+// that share: ALL every device, MAX:N up to N, nearest first.  A rank's
+// channels take its devices in turn (net_transport.h).
 // NCCL_IB_HCA (and a plugin's own settings) decide which devices there are.
 #pragma once
 
@@ -54,8 +59,20 @@ int pci_hops(const std::string& a, const std::string& b);
 // Steps 1-3 above over `devices` (indexed as the net numbers them).
 NearestDevices nearest_devices(const std::vector<DevicePlace>& devices, const RankPlace& me);
 
-// The device the k-th rank of a host among those nearest `nearest` takes.
-int spread_device(const std::vector<int>& nearest, int k);
+// NCCL_NETDEVS_POLICY: AUTO (NCCL's default: a rank's share of its nearest
+// devices), ALL (every device) or MAX:N (its share, then the rest of its
+// nearest, then the other devices, the first N); case as NCCL ignores it.
+struct NetDevsPolicy {
+  enum class Kind { Auto, All, Max } kind = Kind::Auto;
+  int max = 0;  // Kind::Max: N > 0
+};
+// The policy `spec` names; *recognized false (and AUTO) where it names none, as NCCL falls back.
+NetDevsPolicy parse_netdevs_policy(const std::string& spec, bool* recognized);
+
+// The devices, in the order its channels take them, of the k-th of the `m`
+// ranks of a host that share `nearest` (ascending) of `count` devices,
+// under `policy` (above).  Never empty where count > 0.
+std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k, int m, const NetDevsPolicy& policy);
 
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
@@ -80,11 +97,18 @@ std::vector<NamedPlace> sysfs_infiniband_devices(const std::string& root = "/sys
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root = "/sys");
 
-// This rank's device among a net's, given each device's sysfs path (a net's
-// NetProperties::pci_path): placed by sysfs, by its GPU's PCI bus id in
-// ctx, and by its CPU affinity; spread with the ranks of its host over the
-// bootstrap (every rank calls it); and why, for the log.
-Status choose_net_device(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                         int* device, std::string* why);
+// This rank's devices among a net's (rank_devices), given each device's
+// sysfs path (a net's NetProperties::pci_path): placed by sysfs, by its
+// GPU's PCI bus id in ctx, and by its CPU affinity; shared out with the ranks
+// of its host over the bootstrap (every rank calls it); the most devices any
+// rank of the communicator took (a call between hosts runs in that many
+// slices to fill them); and why, for the log.
+struct NetDeviceChoice {
+  std::vector<int> devices;
+  int most_devices = 1;  // over every rank
+  std::string why;
+};
+Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
+                          NetDeviceChoice* out);
 
 }  // namespace braid

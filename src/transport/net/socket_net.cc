@@ -2,6 +2,13 @@
 // for the net transport's tests without InfiniBand.  (braid's own transport
 // across hosts keeps its tuned socket transport, socket.cc.)
 //
+// Its devices are the interfaces braid's TCP data connections use
+// (data_address_interfaces: every one BRAID_/NCCL_SOCKET_IFNAME names, else
+// the one the sockets choose), as NCCL's socket net makes each interface
+// the filter passes a device.  A device listens on its interface's address;
+// a connection goes wherever the listener's handle says, over the route
+// the kernel picks for that address (the interface on its subnet).
+//
 // A connection is one TCP stream; a message is [u64 length][payload].  The
 // requests of a comm complete in the order they were posted; test moves the
 // bytes of the oldest unfinished ones, non-blocking (the kernel's socket
@@ -15,7 +22,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <vector>
 
 #include "src/base/env.h"
 #include "src/base/net.h"
@@ -123,25 +132,33 @@ void progress(SocketComm* c) {
 
 class SocketNet final : public Net {
  public:
+  explicit SocketNet(std::vector<NetInterface> interfaces) : interfaces_(std::move(interfaces)) {}
   const char* name() const override { return "Socket"; }
-  int devices() const override { return 1; }
+  int devices() const override { return int(interfaces_.size()); }
   Status properties(int dev, NetProperties* out) override {
     BRAID_TRY(check_dev(dev));
+    const NetInterface& i = interfaces_[size_t(dev)];
     *out = NetProperties{};
-    out->name = "socket";
+    out->name = i.name.empty() ? "socket" : i.name;
     out->ptr_support = kNetPtrHost;
     out->speed_mbps = 10000;
     out->max_recvs = 1;
+    if (!i.name.empty()) {
+      // The interface's PCI device (for the nearest-NIC choice) and link speed, where sysfs has them.
+      const std::string dir = "/sys/class/net/" + i.name;
+      if (::access((dir + "/device").c_str(), F_OK) == 0) out->pci_path = dir + "/device";
+      std::ifstream speed(dir + "/speed");
+      int mbps = 0;
+      if (speed >> mbps && mbps > 0) out->speed_mbps = mbps;
+    }
     return Status::ok();
   }
 
   Status listen(int dev, const NetCommConfig&, NetHandle* handle, void** listen_comm) override {
     BRAID_TRY(check_dev(dev));
-    SockAddr addr;
-    BRAID_TRY(local_address(&addr));
     int fd = -1;
     SockAddr bound;
-    BRAID_TRY(listen_tcp(addr, &fd, &bound));
+    BRAID_TRY(listen_tcp(interfaces_[size_t(dev)].addr, &fd, &bound));
     set_nonblocking(fd);
     std::memset(handle->bytes, 0, sizeof(handle->bytes));
     Handle h{kMagic, bound, nullptr};
@@ -272,7 +289,8 @@ class SocketNet final : public Net {
 
  private:
   Status check_dev(int dev) const {
-    if (dev != 0) return BRAID_ERROR(ncclInternalError, "socket device {} out of range [0, 1)", dev);
+    if (dev < 0 || dev >= devices())
+      return BRAID_ERROR(ncclInternalError, "socket device {} out of range [0, {})", dev, devices());
     return Status::ok();
   }
   Status post(SocketComm* c, void* data, size_t bytes, void** request) {
@@ -290,14 +308,22 @@ class SocketNet final : public Net {
     if (c->fd >= 0) ::close(c->fd);
     delete c;
   }
+
+  const std::vector<NetInterface> interfaces_;  // by device
 };
 
 }  // namespace
 
 Status braid_socket_net(Net** out) {
-  static SocketNet* net = new SocketNet;  // lives as long as the process
+  // Made once, with the process's settings; lives as long as the process.
+  static Status made;
+  static SocketNet* net = [] {
+    SockAddr anchor;
+    made = local_address(&anchor);
+    return made.is_ok() ? new SocketNet(data_address_interfaces(anchor)) : nullptr;
+  }();
   *out = net;
-  return Status::ok();
+  return made;
 }
 
 }  // namespace braid
