@@ -29,6 +29,9 @@
 //                NCCL_IB_RESILIENCY_PORT_FAILOVER=1 every call must still
 //                succeed, exact (the connections on that port move to
 //                their standby paths: ib_failover.h)
+//   rails        every collective at 4 MB, and send/recv of every
+//                datatype at 2^17 elements a message: exact (two
+//                ports a guest, each carrying its share: rails_guest.sh)
 //   init-fails   init must fail, with ncclSystemError and the message
 //                in $EXPECT_ERROR (a wrong NCCL_IB_HCA)
 //   call-fails   init may succeed; then the first AllReduce, or init,
@@ -148,6 +151,14 @@ int kill_suite(int rank, int n, ncclComm_t comm) {
   return 0;
 }
 
+int rails_suite(int rank, int n, ncclComm_t comm) {
+  Failures f;
+  const auto t0 = Clock::now();
+  every_collective(rank, n, comm, f, {1 << 20});
+  every_send_recv(rank, n, comm, f, 1 << 17);
+  return report(rank, f, "every collective and send/recv, large", t0);
+}
+
 // Rank 0 takes a port down mid-run; every call must succeed, exact.  Each
 // round is an AllReduce and an AlltoAll, so every pair's connections carry
 // data, whichever port a rank's are on.
@@ -160,7 +171,7 @@ int failover_suite(int rank, int n, ncclComm_t comm) {
   const float sum = float(n * (n + 1) / 2);
   // $FAILOVER_DOWN with %s as the device this rank's connections use first.
   std::string down = std::getenv("FAILOVER_DOWN") ? std::getenv("FAILOVER_DOWN") : "";
-  const std::string log = my_log(), from = "transport on device ";
+  const std::string log = my_log(), from = "transport on device";  // "device 0 (" or "devices 0 ("
   const size_t open = log.find(" (", log.find(from)), comma = log.find(',', open);
   if (log.find(from) == std::string::npos || comma == std::string::npos) {
     std::fprintf(stderr, "rank %d: the log names no device: %s\n", rank, log.c_str());
@@ -357,6 +368,7 @@ int one_rank(const std::string& suite, int rank, int n) {
   }
   int rc = suite == "kill"       ? kill_suite(rank, n, comm)
            : suite == "failover" ? failover_suite(rank, n, comm)
+           : suite == "rails"    ? rails_suite(rank, n, comm)
                                  : sweep(rank, n, comm, suite == "full");
   if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
   return rc;

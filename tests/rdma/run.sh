@@ -25,6 +25,9 @@
 #             connections use down mid-run, and every AllReduce and
 #             AlltoAll must still be exact, each end having failed over
 #             (ctest rdma.failover)
+#   rails     two RoCE ports on each guest, one rank each: both ports carry a
+#             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
+#             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
 #   faults    a killed rank (during collectives; and holding a devComm whose
 #             GIN crosses to it), a wrong NCCL_IB_HCA, an NCCL_IB_PKEY past
 #             the port's table, a GID the peer cannot reach: each a clear
@@ -42,6 +45,13 @@ job() {  # SUITE [ENV...]: the command for a guest
   echo "($common $*; $ranks $suite \$((VM_ID * 2)) 2 4)"
 }
 pair() { "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" -- "$1" "$2"; }
+# Two RoCE ports per guest: rxe0 and rxe1 on two macvlans of eth0, each its
+# own subnet (rxe0 moves off eth0, which keeps the sockets).
+ports='rdma link delete rxe0 && for k in 1 2; do ip link add link eth0 name mv$k type macvlan mode bridge &&
+  ip addr add 10.78.$k.$((VM_ID + 1))/24 dev mv$k && ip link set mv$k up &&
+  rdma link add rxe$((k - 1)) type rxe netdev mv$k || exit 1; done &&
+  for k in 1 2; do for i in $(seq 60); do ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null && break; sleep 0.5; done;
+  ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null || exit 1; done'
 
 case "$case" in
   short|full)
@@ -77,18 +87,14 @@ case "$case" in
       -- "$cmd" "$cmd";;
   failover)
     # One rank per guest, whose connections' first port is the same on both
-    # guests.  RoCE runs on two macvlans of eth0, each its own subnet (rxe0
-    # moves off eth0, which keeps the sockets); rank 0 takes its first
-    # port's macvlan down mid-run.
-    ports='rdma link delete rxe0 && for k in 1 2; do ip link add link eth0 name mv$k type macvlan mode bridge &&
-      ip addr add 10.78.$k.$((VM_ID + 1))/24 dev mv$k && ip link set mv$k up &&
-      rdma link add rxe$((k - 1)) type rxe netdev mv$k || exit 1; done &&
-      for k in 1 2; do for i in $(seq 60); do ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null && break; sleep 0.5; done;
-      ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null || exit 1; done'
+    # guests; rank 0 takes its first port's macvlan down mid-run.
     down='ip link set $(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p") down'
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
       $ranks failover \$VM_ID 1 2) && grep -h 'failing over' /tmp/cross_host_ranks.*.log"
+    pair "$cmd" "$cmd";;
+  rails)
+    cmd="$ports && $here/rails_guest.sh $build"
     pair "$cmd" "$cmd";;
   faults)
     # One boot of the pair for the three, one after the other.  Each guest

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One guest's part of tests/rdma/run.sh rails: the guest has two RoCE ports,
+# rxe0 and rxe1, on subnets of their own, and one rank, which runs
+# cross_host_ranks' rails suite (large collectives and send/recv, exact)
+# with the other guest's over braid's verbs:
+#  - NCCL_NETDEVS_POLICY unset: the rank, alone on its host, uses both ports
+#    (its NET line says so), a call runs in two slices, and each port sends
+#    at least a quarter of the guest's packets;
+#  - NCCL_NETDEVS_POLICY=MAX:1: one port; the other sends almost nothing.
+#   rails_guest.sh BUILD_DIR   (VM_ID from scripts/verbs-vm)
+set -u
+build=$1
+sent() { cat "/sys/class/infiniband/rxe$1/ports/1/hw_counters/sent_pkts"; }
+
+# run PORT LOG_TEXT [ENV...]: this guest's rank, exact, its NET line holding
+# LOG_TEXT; sets sent0/sent1 to the packets each port sent.
+run() {
+  local port=$1 expect=$2 before0 before1
+  shift 2
+  before0=$(sent 0) before1=$(sent 1)
+  rm -f /tmp/cross_host_ranks.*.log
+  if ! env NCCL_COMM_ID=10.78.0.1:"$port" BRAID_TIMEOUT=60 NCCL_DEBUG=WARN BRAID_TRANSPORT=ib \
+      NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG="$expect" "$@" \
+      "$build/tests/rdma/cross_host_ranks" rails "$VM_ID" 1 2; then
+    echo "guest $VM_ID $*: failed"; exit 1
+  fi
+  grep -ho "transport on device.*" /tmp/cross_host_ranks.*.log
+  sent0=$(($(sent 0) - before0)) sent1=$(($(sent 1) - before1))
+  echo "guest $VM_ID $*: rxe0 sent $sent0 packets, rxe1 $sent1"
+}
+
+run 29610 "transport on devices 0 (rxe0, port 1, ;), 1 (rxe1, port 1, ;calls between hosts in 2 slices"
+total=$((sent0 + sent1))
+if [ $((sent0 * 4)) -lt $total ] || [ $((sent1 * 4)) -lt $total ]; then
+  echo "guest $VM_ID: the calls did not spread over both ports"; exit 1
+fi
+run 29611 "transport on device 0 (rxe0, port 1, " NCCL_NETDEVS_POLICY=MAX:1
+if [ $((sent1 * 50)) -gt "$sent0" ]; then
+  echo "guest $VM_ID: rxe1 sent $sent1 packets though NCCL_NETDEVS_POLICY=MAX:1"; exit 1
+fi
+echo "guest $VM_ID: two ports, exact; both used by default, one under MAX:1"
