@@ -51,7 +51,8 @@ NUMA nodes and the devices a rank without a GPU, bound to the node, takes as nea
   node0        CPUs 0-7       mlx5_0, mlx5_1
   node1        CPUs 8-15      mlx5_2, mlx5_3
   node2        CPUs 16-23     mlx5_0, mlx5_1, mlx5_2, mlx5_3 (none on the node)
-(ranks that take the same devices use them in turn, in rank order)"
+(ranks that take the same devices share them out in rank order, one or more each: a rank alone on
+ them uses all; NCCL_NETDEVS_POLICY=ALL or MAX:N widens a rank's share)"
 if [ "$got" != "$expected" ]; then
   diff <(echo "$expected") <(echo "$got") || true
   exit 1

@@ -50,7 +50,8 @@ int run(const std::string& root) {
                : n.by == NearBy::Numa ? names(devices, n.devices)
                                       : fmt::format("{} (none on the node)", names(devices, n.devices)));
   }
-  fmt::print("(ranks that take the same devices use them in turn, in rank order)\n");
+  fmt::print("(ranks that take the same devices share them out in rank order, one or more each: a rank alone on\n"
+             " them uses all; NCCL_NETDEVS_POLICY=ALL or MAX:N widens a rank's share)\n");
   return 0;
 }
 
