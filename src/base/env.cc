@@ -60,6 +60,13 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_RESILIENCY_PORT_FAILOVER", "",
      "1: every InfiniBand connection keeps a standby path on another port, which takes over when a transport error "
      "ends the first (src/transport/ibverbs/ib_failover.h); default 0"},
+    {"NCCL_IB_RESILIENCY_PORT_RECOVERY", "",
+     "1 (with NCCL_IB_RESILIENCY_PORT_FAILOVER=1): once a failed port is active again a connection's path on it "
+     "stands by anew, and traffic moves back to the connection's own port (ib_failover.h); default 0"},
+    {"NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "",
+     "milliseconds between looks at a failed port while its connection is used (default 200)"},
+    {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "",
+     "failures a connection recovers from (default 5); after more, a failover is its last"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},

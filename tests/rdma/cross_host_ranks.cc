@@ -25,10 +25,14 @@
 //   failover     AllReduces (1 MB) and AlltoAlls (64 KB a pair), each
 //                checked exact, while rank 0 runs $FAILOVER_DOWN after the
 //                10th, its %s the InfiniBand device rank 0's connections
-//                took (a command that takes that port down); with
+//                took first (a command that takes that port down); with
 //                NCCL_IB_RESILIENCY_PORT_FAILOVER=1 every call must still
 //                succeed, exact (the connections on that port move to
-//                their standby paths: ib_failover.h)
+//                their standby paths: ib_failover.h).  With $FAILOVER_UP
+//                (after the 20th: the port up again) and
+//                $FAILOVER_OTHER_DOWN (after the 30th, %o its second
+//                device), under NCCL_IB_RESILIENCY_PORT_RECOVERY=1 too,
+//                and a log saying a failed path stood by again
 //   rails        every collective at 4 MB, and send/recv of every
 //                datatype at 2^17 elements a message: exact (two
 //                ports a guest, each carrying its share: rails_guest.sh)
@@ -159,34 +163,49 @@ int rails_suite(int rank, int n, ncclComm_t comm) {
   return report(rank, f, "every collective and send/recv, large", t0);
 }
 
-// Rank 0 takes a port down mid-run; every call must succeed, exact.  Each
-// round is an AllReduce and an AlltoAll, so every pair's connections carry
-// data, whichever port a rank's are on.
+// Rank 0 takes a port down mid-run (and, for port recovery, up again and
+// then the other down); every call must succeed, exact.  Each round is an
+// AllReduce and an AlltoAll, so every pair's connections carry data,
+// whichever port a rank's are on.
 int failover_suite(int rank, int n, ncclComm_t comm) {
-  constexpr int kCalls = 40, kDownAfter = 10;
+  constexpr int kCalls = 40, kDownAfter = 10, kUpAfter = 20, kOtherDownAfter = 30;
   constexpr size_t kBlock = 1 << 14;  // AlltoAll floats per pair
   std::vector<float> in(1 << 18), out(in.size()), a2a_in(kBlock * size_t(n)), a2a_out(a2a_in.size());
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
   for (size_t i = 0; i < a2a_in.size(); ++i) a2a_in[i] = float(rank * 1000 + int(i / kBlock)) + float(i % kBlock);
   const float sum = float(n * (n + 1) / 2);
-  // $FAILOVER_DOWN with %s as the device this rank's connections use first.
-  std::string down = std::getenv("FAILOVER_DOWN") ? std::getenv("FAILOVER_DOWN") : "";
-  const std::string log = my_log(), from = "transport on device";  // "device 0 (" or "devices 0 ("
-  const size_t open = log.find(" (", log.find(from)), comma = log.find(',', open);
-  if (log.find(from) == std::string::npos || comma == std::string::npos) {
+  // The NET line names this rank's devices: "device 0 (rxe0, ...); the nearest..." or
+  // "devices 0 (rxe0, ...), 1 (rxe1, ...); the nearest...".
+  const std::string log = my_log();
+  const size_t line = log.find("transport on device");
+  const std::string net = line == std::string::npos ? "" : log.substr(line, log.find("; the nearest", line) - line);
+  std::vector<std::string> devices;
+  for (size_t open = net.find(" ("); open != std::string::npos; open = net.find(" (", open + 2))
+    devices.push_back(net.substr(open + 2, net.find(',', open) - open - 2));
+  if (devices.empty()) {
     std::fprintf(stderr, "rank %d: the log names no device: %s\n", rank, log.c_str());
     return 1;
   }
-  for (size_t at; (at = down.find("%s")) != std::string::npos;)
-    down.replace(at, 2, log.substr(open + 2, comma - open - 2));
+  // $FAILOVER_DOWN after call 10, $FAILOVER_UP after 20, $FAILOVER_OTHER_DOWN after 30 (rank 0's):
+  // %s is the device this rank's connections use first, %o its second.
+  auto command = [&](const char* name) {
+    std::string cmd = std::getenv(name) ? std::getenv(name) : "";
+    for (auto [mark, device] : {std::pair{"%s", devices[0]}, std::pair{"%o", devices.back()}})
+      for (size_t at; (at = cmd.find(mark)) != std::string::npos;) cmd.replace(at, 2, device);
+    return cmd;
+  };
+  const std::pair<int, std::string> steps[] = {{kDownAfter, command("FAILOVER_DOWN")},
+                                               {kUpAfter, command("FAILOVER_UP")},
+                                               {kOtherDownAfter, command("FAILOVER_OTHER_DOWN")}};
   auto t0 = Clock::now();
   std::vector<double> took;  // each round's seconds: the failover's shows as the slowest
   for (int call = 0; call < kCalls; ++call) {
     const auto round = Clock::now();
-    if (rank == 0 && call == kDownAfter && !down.empty()) {
-      std::fprintf(stderr, "rank 0: after call %d: %s\n", call, down.c_str());
-      if (std::system(down.c_str()) != 0) return 1;
-    }
+    for (const auto& [after, cmd] : steps)
+      if (rank == 0 && call == after && !cmd.empty()) {
+        std::fprintf(stderr, "rank 0: after call %d: %s\n", call, cmd.c_str());
+        if (std::system(cmd.c_str()) != 0) return 1;
+      }
     const ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
     if (r != ncclSuccess) {
       std::fprintf(stderr, "rank %d: call %d: %s: %s\n", rank, call, ncclGetErrorString(r), ncclGetLastError(comm));
@@ -207,12 +226,20 @@ int failover_suite(int rank, int n, ncclComm_t comm) {
         return 1;
       }
     took.push_back(seconds_since(round));
+    if (took.back() > 1.0) std::fprintf(stderr, "rank %d: round %d took %.1f s\n", rank, call, took.back());
   }
   const double total = seconds_since(t0);
   std::sort(took.begin(), took.end());
-  std::fprintf(stderr, "rank %d: %d rounds exact in %.1f s (median %.2f s, slowest %.2f s)%s\n", rank, kCalls, total,
-               took[took.size() / 2], took.back(),
-               my_log().find("failing over") != std::string::npos ? ", a connection failed over" : "");
+  const std::string after = my_log();
+  const bool recovered = after.find("again (NCCL_IB_RESILIENCY_PORT_RECOVERY)") != std::string::npos;
+  std::fprintf(stderr, "rank %d: %d rounds exact in %.1f s (median %.2f s, slowest %.2f s)%s%s\n", rank, kCalls,
+               total, took[took.size() / 2], took.back(),
+               after.find("failing over") != std::string::npos ? ", a connection failed over" : "",
+               recovered ? ", a path stood by again" : "");
+  if (std::getenv("FAILOVER_UP") && !recovered) {
+    std::fprintf(stderr, "rank %d: no connection's failed path stood by again after FAILOVER_UP\n", rank);
+    return 1;
+  }
   return 0;
 }
 
@@ -268,7 +295,7 @@ bool says(const char* what) {
 void log_init_to_file() {
   if (!std::getenv("EXPECT_TRANSPORT")) return;
   setenv("BRAID_DEBUG", "INFO", 1);
-  setenv("BRAID_DEBUG_SUBSYS", "INIT,BOOTSTRAP", 1);  // BOOTSTRAP: the interface each socket listens on
+  setenv("BRAID_DEBUG_SUBSYS", "INIT,BOOTSTRAP,NET", 1);  // BOOTSTRAP: the interface each socket listens on
   setenv("BRAID_DEBUG_FILE", "/tmp/cross_host_ranks.%p.log", 1);
 }
 std::string my_log() {

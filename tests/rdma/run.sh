@@ -23,8 +23,10 @@
 #   failover  two RoCE ports on each guest, one rank each,
 #             NCCL_IB_RESILIENCY_PORT_FAILOVER=1: rank 0 takes the port its
 #             connections use down mid-run, and every AllReduce and
-#             AlltoAll must still be exact, each end having failed over
-#             (ctest rdma.failover)
+#             AlltoAll must still be exact, each end having failed over;
+#             then with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 the port down,
+#             up again and the other down, every call exact (ctest
+#             rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
@@ -46,12 +48,18 @@ job() {  # SUITE [ENV...]: the command for a guest
 }
 pair() { "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" -- "$1" "$2"; }
 # Two RoCE ports per guest: rxe0 and rxe1 on two macvlans of eth0, each its
-# own subnet (rxe0 moves off eth0, which keeps the sockets).
-ports='rdma link delete rxe0 && for k in 1 2; do ip link add link eth0 name mv$k type macvlan mode bridge &&
-  ip addr add 10.78.$k.$((VM_ID + 1))/24 dev mv$k && ip link set mv$k up &&
-  rdma link add rxe$((k - 1)) type rxe netdev mv$k || exit 1; done &&
-  for k in 1 2; do for i in $(seq 60); do ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null && break; sleep 0.5; done;
-  ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null || exit 1; done'
+# own subnet (rxe0 moves off eth0, which keeps the sockets).  The macvlans
+# share one wire, so each answers ARP only for its own address
+# (arp_ignore=1, arp_announce=2, as RoCE hosts with several ports on one
+# network are set up): else the peer may learn the other macvlan's MAC for
+# an address, and its packets reach the wrong port until the entry ages out.
+# reach: waits until the peer answers on both.
+reach='for k in 1 2; do for i in $(seq 60); do ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null && break; sleep 0.5;
+  done; ping -c1 -W1 10.78.$k.$((2 - VM_ID)) >/dev/null || exit 1; done'
+ports="echo 1 >/proc/sys/net/ipv4/conf/all/arp_ignore && echo 2 >/proc/sys/net/ipv4/conf/all/arp_announce &&
+  rdma link delete rxe0 && for k in 1 2; do ip link add link eth0 name mv\$k type macvlan mode bridge &&
+  ip addr add 10.78.\$k.\$((VM_ID + 1))/24 dev mv\$k && ip link set mv\$k up &&
+  rdma link add rxe\$((k - 1)) type rxe netdev mv\$k || exit 1; done && $reach"
 
 case "$case" in
   short|full)
@@ -87,11 +95,23 @@ case "$case" in
       -- "$cmd" "$cmd";;
   failover)
     # One rank per guest, whose connections' first port is the same on both
-    # guests; rank 0 takes its first port's macvlan down mid-run.
-    down='ip link set $(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p") down'
+    # guests; rank 0 takes its first port's macvlan down mid-run.  Then,
+    # with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 and both ports up again, the
+    # same port down, up again after 10 more rounds, and the other port
+    # down after 10 more: the connections that failed over must have moved
+    # back, or the last step would leave them no path.
+    netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
+    down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
+    logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
-      $ranks failover \$VM_ID 1 2) && grep -h 'failing over' /tmp/cross_host_ranks.*.log"
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over' $logs && rm -f $logs &&
+      ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29501 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_DEBUG_TIMESTAMP_LEVELS=INFO,WARN NCCL_SOCKET_IFNAME=eth0 \
+      EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down' FAILOVER_UP='$up' \
+      FAILOVER_OTHER_DOWN='$other_down';
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|again (NCCL\|moving from' $logs"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"

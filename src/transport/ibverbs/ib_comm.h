@@ -88,10 +88,11 @@ enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };
 
 // Where a connection is in a port failover (ib_failover.h).
 enum class Failover {
-  None,         // on path 0
-  AwaitResume,  // sender: path 0 stopped, waiting for the receiver's first incomplete message
-  AwaitReady,   // receiver: path 0 stopped, waiting for the sender to be on path 1
-  Done,         // on path 1: a second failure is the connection's end
+  None,         // on the active path, the other a ready standby
+  AwaitResume,  // sender: the active path stopped, waiting for the receiver's first incomplete message
+  AwaitReady,   // receiver: the active path stopped, waiting for the sender to be on the other
+  Done,         // on the other path, none standing by: a failure now is the connection's end
+  Rearming,     // sender, port recovery: the failed path made anew here, waiting for the receiver's
 };
 
 struct IbComm {
@@ -117,9 +118,13 @@ struct IbComm {
   // keeps where it resumes in resend_next).
   Failover failover = Failover::None;
   ibv_wc_status path_failed = IBV_WC_SUCCESS;  // the error a failover is to start for
-  char side_in[16] = {};
+  char side_in[16 + sizeof(QpInfo)] = {};  // a side message, and the QpInfo a rearm carries
   size_t side_got = 0;
   uint64_t resend_next = 0, resend_end = 0;
+  // Port recovery (NCCL_IB_RESILIENCY_PORT_RECOVERY=1): when the failed
+  // path's port is next looked at, and how many failures there were.
+  std::chrono::steady_clock::time_point next_recovery_check{};
+  int failures = 0;  // failovers for a failure (not moves back)
 
   IbPath& path() { return paths[active]; }
   void fail(Status s) {
@@ -135,6 +140,11 @@ inline uint64_t wr_id(WrKind kind, uint64_t value) { return (uint64_t(kind) << 5
 // ib_path.cc: a path's queue pairs, from creation to ready-to-send, and
 // the receives each end keeps posted.
 Status create_path(IbComm* c, int p);
+// Path p anew on its port, after a failure (port recovery, ib_failover.h):
+// its queue pairs destroyed and what its completion queue still held
+// dropped, new ones to INIT, and this end's QpInfo for them; path_ready and
+// post_initial_recvs follow once the peer's is known.
+Status rebuild_path(IbComm* c, int p);
 Status path_ready(IbComm* c, int p);
 Status post_recv(ibv_qp* qp, uint64_t id, ibv_sge* sge);
 Status post_credit_recv(IbComm* c, int p, int i);

@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/base/env.h"
@@ -13,28 +14,49 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kSideMagic = 0x62666f31;  // "bfo1"
-enum SideKind : uint32_t { kFail = 1, kResume = 2, kReady = 3 };
+enum SideKind : uint32_t { kFail = 1, kResume = 2, kReady = 3, kRearm = 4, kRearmed = 5, kRearmLater = 6 };
 
 struct SideMessage {
   uint32_t magic;
   uint32_t kind;
   uint64_t value;
 };
-static_assert(sizeof(SideMessage) == sizeof(IbComm::side_in));
+static_assert(sizeof(IbComm::side_in) == sizeof(SideMessage) + sizeof(QpInfo));
+bool carries_qp_info(uint32_t kind) { return kind == kRearm || kind == kRearmed; }
 
-void send_side(IbComm* c, SideKind kind, uint64_t value) {
+void send_side(IbComm* c, SideKind kind, uint64_t value, const QpInfo* info = nullptr) {
+  char message[sizeof(IbComm::side_in)];
   const SideMessage m{kSideMagic, kind, value};
+  std::memcpy(message, &m, sizeof(m));
+  if (info) std::memcpy(message + sizeof(m), info, sizeof(QpInfo));
   const Deadline deadline = Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
-  Status s = send_all(c->fd, &m, sizeof(m), deadline, nullptr);
+  Status s = send_all(c->fd, message, sizeof(m) + (info ? sizeof(QpInfo) : 0), deadline, nullptr);
   if (!s.is_ok()) c->fail(std::move(s).context("telling the peer of a port failover (is its process gone?)"));
 }
 
+int other(const IbComm* c) { return 1 - c->active; }
 std::string port_name(const IbComm* c, int p) { return c->paths[p].dev->port.describe(); }
+const char* way(const IbComm* c) { return c->sending ? "to" : "from"; }
 
-// Stops path 0: its queue pairs to the error state (nothing more lands or
+bool port_active(const IbPort& port) {
+  ibv_port_attr a{};
+  return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
+}
+
+// Port recovery's settings, NCCL's names and defaults.
+bool recovery_wanted() { return env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY").value_or(0) == 1; }
+std::chrono::milliseconds recovery_delay() {
+  return std::chrono::milliseconds(
+      std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY").value_or(200), 1));
+}
+int recovery_attempts_max() {
+  return int(std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX").value_or(5), 0));
+}
+
+// Stops path p: its queue pairs to the error state (nothing more lands or
 // leaves), then what completed on it is taken in.
-void stop_first_path(IbComm* c) {
-  IbPath& path = c->paths[0];
+void stop_path(IbComm* c, int p) {
+  IbPath& path = c->paths[p];
   for (ibv_qp* qp : path.qps) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -42,20 +64,34 @@ void stop_first_path(IbComm* c) {
   }
   ibv_wc wcs[16];
   for (int n; (n = ibv_poll_cq(path.cq, 16, wcs)) > 0;)
-    for (int i = 0; i < n; ++i) handle_completion(c, 0, wcs[i]);
+    for (int i = 0; i < n; ++i) handle_completion(c, p, wcs[i]);
 }
 
-// Both ends: the first sign of a failure (a local error, or the peer's word).
-void start_failover(IbComm* c, const std::string& why) {
+// Both ends: the first sign of a failure (a local error, or the peer's
+// word), or (`planned`) the sender moving back to a recovered port.
+void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   c->failover = c->sending ? Failover::AwaitResume : Failover::AwaitReady;
-  BRAID_WARN("InfiniBand connection {} {}: {}; failing over from {} to {} (NCCL_IB_RESILIENCY_PORT_FAILOVER)",
-             c->sending ? "to" : "from", c->peer, why, port_name(c, 0), port_name(c, 1));
-  stop_first_path(c);
-  send_side(c, kFail, 0);
+  if (planned) {
+    BRAID_INFO(kNet, "InfiniBand connection {} {}: {}; moving from {} to {} (NCCL_IB_RESILIENCY_PORT_RECOVERY)",
+               way(c), c->peer, why, port_name(c, c->active), port_name(c, other(c)));
+  } else {
+    ++c->failures;
+    BRAID_WARN("InfiniBand connection {} {}: {}; failing over from {} to {} (NCCL_IB_RESILIENCY_PORT_FAILOVER)",
+               way(c), c->peer, why, port_name(c, c->active), port_name(c, other(c)));
+  }
+  stop_path(c, c->active);
+  send_side(c, kFail, planned ? 1 : 0);
   if (!c->sending) {
     c->resend_next = c->receives.rewind();  // the receiver keeps it: where its credits start again
     send_side(c, kResume, c->resend_next);
   }
+}
+
+// Either end, after a failover: on the other path, none standing by.
+void moved(IbComm* c) {
+  c->active = other(c);
+  c->failover = Failover::Done;
+  c->next_recovery_check = std::chrono::steady_clock::now() + recovery_delay();
 }
 
 // The sender: the receiver has every message before `resume`.
@@ -79,46 +115,107 @@ void sender_resume(IbComm* c, uint64_t resume) {
   c->credits.restart(resume);
   c->resend_next = resume;
   c->resend_end = c->next_send;
-  c->active = 1;
-  c->failover = Failover::Done;
+  moved(c);
   send_side(c, kReady, 0);
-  BRAID_INFO(kNet, "InfiniBand connection to {}: on {} now, writing messages {}..{} again", c->peer, port_name(c, 1),
-             resume, c->next_send);
+  BRAID_INFO(kNet, "InfiniBand connection to {}: on {} now, writing messages {}..{} again", c->peer,
+             port_name(c, c->active), resume, c->next_send);
 }
 
 // The receiver: the sender is on the new path; credit again from where it resumes.
 void receiver_ready(IbComm* c) {
-  c->active = 1;
-  c->failover = Failover::Done;
+  moved(c);
   for (uint64_t seq = c->resend_next; seq < c->receives.next() && c->error.is_ok(); ++seq) {
     Status s = post_credit(c, c->requests[seq % kIbMaxRequests]);
     if (!s.is_ok()) c->fail(std::move(s));
   }
   BRAID_INFO(kNet, "InfiniBand connection from {}: on {} now, receiving from message {} again", c->peer,
-             port_name(c, 1), c->resend_next);
+             port_name(c, c->active), c->resend_next);
 }
 
-void handle_side(IbComm* c, const SideMessage& m) {
+// --- port recovery --------------------------------------------------------
+
+// Path p, made anew here, to ready-to-send toward the peer's `theirs`, its receives posted.
+Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
+  if (theirs.nqps != uint32_t(c->nqps))
+    return BRAID_ERROR(ncclInternalError, "port recovery: the peer made {} queue pairs, not {}", theirs.nqps, c->nqps);
+  c->theirs.path[p] = theirs;
+  BRAID_TRY(path_ready(c, p));
+  return post_initial_recvs(c, p);
+}
+
+// The sender, on one path after a failover: once the failed path's port
+// here is active again, makes that path anew and offers it to the receiver.
+void maybe_rearm(IbComm* c) {
+  if (!c->sending || c->failover != Failover::Done || c->resend_next < c->resend_end || !recovery_wanted() ||
+      c->failures > recovery_attempts_max())
+    return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < c->next_recovery_check) return;
+  c->next_recovery_check = now + recovery_delay();
+  const int p = other(c);
+  if (!port_active(c->paths[p].dev->port)) return;
+  if (Status s = rebuild_path(c, p); !s.is_ok()) {
+    BRAID_WARN("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
+               port_name(c, p), s.message());
+    return;
+  }
+  c->failover = Failover::Rearming;
+  send_side(c, kRearm, uint64_t(p), &c->mine.path[p]);
+}
+
+// The receiver: the sender offers path p anew.
+void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
+  Status s = port_active(c->paths[p].dev->port) ? rebuild_path(c, p)
+                                                 : BRAID_ERROR(ncclSystemError, "its port here is not active");
+  if (s.is_ok()) s = ready_rebuilt(c, p, theirs);
+  if (!s.is_ok()) {
+    BRAID_INFO(kNet, "InfiniBand connection from {}: not yet standing by on {}: {}", c->peer, port_name(c, p),
+               s.message());
+    return send_side(c, kRearmLater, uint64_t(p));
+  }
+  c->failover = Failover::None;
+  send_side(c, kRearmed, uint64_t(p), &c->mine.path[p]);
+  BRAID_INFO(kNet, "InfiniBand connection from {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
+             port_name(c, p));
+}
+
+// The sender: the receiver stands by on path p too.  Path 0 is the
+// connection's own port: traffic moves back to it.
+void sender_rearmed(IbComm* c, int p, const QpInfo& theirs) {
+  if (Status s = ready_rebuilt(c, p, theirs); !s.is_ok())
+    return c->fail(std::move(s).context(fmt::format("port recovery on {}", port_name(c, p))));
+  c->failover = Failover::None;
+  BRAID_INFO(kNet, "InfiniBand connection to {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
+             port_name(c, p));
+  if (p == 0) start_failover(c, fmt::format("{} is back", port_name(c, 0)), true);
+}
+
+void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
   if (m.magic != kSideMagic)
     return c->fail(BRAID_ERROR(ncclInternalError, "a malformed message on the connection's side channel"));
+  const bool offers_other = m.value == uint64_t(other(c));
   if (m.kind == kFail) {
-    if (c->failover == Failover::None) start_failover(c, "the peer's end of the path failed");
+    if (c->failover == Failover::None)
+      start_failover(c, m.value ? "the peer moves back to a recovered port" : "the peer's end of the path failed",
+                     m.value != 0);
   } else if (m.kind == kResume && c->sending && c->failover == Failover::AwaitResume) {
     sender_resume(c, m.value);
   } else if (m.kind == kReady && !c->sending && c->failover == Failover::AwaitReady) {
     receiver_ready(c);
+  } else if (m.kind == kRearm && !c->sending && c->failover == Failover::Done && offers_other) {
+    receiver_rearm(c, other(c), info);
+  } else if (m.kind == kRearmed && c->sending && c->failover == Failover::Rearming && offers_other) {
+    sender_rearmed(c, other(c), info);
+  } else if (m.kind == kRearmLater && c->sending && c->failover == Failover::Rearming) {
+    c->failover = Failover::Done;  // maybe_rearm tries again after the delay
   } else {
     c->fail(BRAID_ERROR(ncclInternalError, "port failover: message {} out of turn", m.kind));
   }
 }
 
-// Whether the port of path 0 is no longer active (soft-RoCE fails a send on
-// a netdev that went down with a local QP error, not a retry error).
-bool port_down(const IbComm* c) {
-  const IbPort& port = c->paths[0].dev->port;
-  ibv_port_attr a{};
-  return ibv_query_port(port.context, uint8_t(port.port), &a) != 0 || a.state != IBV_PORT_ACTIVE;
-}
+// Whether the port of the active path is no longer active (soft-RoCE fails
+// a send on a netdev that went down with a local QP error, not a retry error).
+bool port_down(const IbComm* c) { return !port_active(c->paths[c->active].dev->port); }
 
 // The sender writes again, in order, each message the receiver lacks, as
 // the new path's credits come.
@@ -157,20 +254,29 @@ void failover_start(IbComm* c) {
 void failover_progress(IbComm* c) {
   if (c->npaths < 2 || !c->error.is_ok()) return;
   while (c->error.is_ok()) {
-    const ssize_t n = ::recv(c->fd, c->side_in + c->side_got, sizeof(c->side_in) - c->side_got, MSG_DONTWAIT);
+    SideMessage m;
+    size_t want = sizeof(m);
+    if (c->side_got >= sizeof(m)) {
+      std::memcpy(&m, c->side_in, sizeof(m));
+      if (carries_qp_info(m.kind)) want += sizeof(QpInfo);
+    }
+    const ssize_t n = ::recv(c->fd, c->side_in + c->side_got, want - c->side_got, MSG_DONTWAIT);
     if (n <= 0) break;  // nothing yet, or the peer is gone (peer_gone says so)
     c->side_got += size_t(n);
-    if (c->side_got < sizeof(c->side_in)) continue;
-    SideMessage m;
+    if (c->side_got < want) continue;
     std::memcpy(&m, c->side_in, sizeof(m));
+    if (carries_qp_info(m.kind) && want == sizeof(m)) continue;  // its QpInfo follows
+    QpInfo info{};
+    if (want > sizeof(m)) std::memcpy(&info, c->side_in + sizeof(m), sizeof(info));
     c->side_got = 0;
-    handle_side(c, m);
+    handle_side(c, m, info);
   }
-  if (c->sending && c->failover == Failover::Done) resend(c);
+  if (c->sending && c->failover != Failover::AwaitResume) resend(c);
+  maybe_rearm(c);
 }
 
 bool failover_holds_sends(const IbComm* c) {
-  return c->failover == Failover::AwaitResume || (c->failover == Failover::Done && c->resend_next < c->resend_end);
+  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end;
 }
 
 bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady; }

@@ -18,11 +18,26 @@
 //    every receive from that number on; the sender writes those messages
 //    again, whole, from its buffers, before any new one.
 // Writing a message again is harmless: it goes to the same place, and the
-// receiver forgot its parts.  One failover per connection (NCCL also
-// survives one failed device); a failure on the standby path, a peer that
-// is gone (the side channel closes), or a send that completed though the
-// receiver says it did not arrive (a completion the receiver's drain did
-// not see yet) end the connection with an error, as without failover.
+// receiver forgot its parts.  A failure while no standby is ready, a peer
+// that is gone (the side channel closes), or a send that completed though
+// the receiver says it did not arrive (a completion the receiver's drain
+// did not see yet) end the connection with an error, as without failover.
+//
+// Port recovery, NCCL 2.30's NCCL_IB_RESILIENCY_PORT_RECOVERY=1: after a
+// failover the sender looks at the failed path's port every
+// NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY ms (200) while the
+// connection is used; once it is active again it makes that path anew
+// (new queue pairs on the same completion queue and registrations) and
+// offers them over the side channel (kRearm, with its QpInfo).  The
+// receiver, if its own port is active too, does the same and answers with
+// its own (kRearmed; else kRearmLater, and the sender tries again later):
+// the path stands by again, so a later failure fails over too.  When the
+// path made anew is the connection's own (path 0), the sender then moves
+// the traffic back to it, by the failover's steps with no failure behind
+// them (INFO, not WARN), and the path it leaves is made anew as standby in
+// turn.  A connection recovers after at most
+// NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after that a
+// failover is its last, as without recovery.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -18,6 +18,8 @@ namespace {
 
 std::string errno_text() { return std::strerror(errno); }
 
+constexpr int kPathDepth = 2 * kIbMaxRequests + 8;  // send work requests a queue pair holds
+
 Status alloc_credits(IbPath* path) {
   static_assert(sizeof(IbCredit) * kIbMaxRequests <= 4096);
   path->credit_buf = static_cast<IbCredit*>(std::aligned_alloc(4096, 4096));
@@ -29,19 +31,16 @@ Status alloc_credits(IbPath* path) {
   return Status::ok();
 }
 
-}  // namespace
-
-Status create_path(IbComm* c, int p) {
+// Path p's queue pairs on its completion queue, to INIT, and what this end
+// says of them (a new starting PSN each time).
+Status create_qps(IbComm* c, int p) {
   IbPath& path = c->paths[p];
   const IbPort& port = path.dev->port;
-  const int depth = 2 * kIbMaxRequests + 8;
-  path.cq = ibv_create_cq(port.context, (c->nqps + 1) * depth, c, path.dev->channel, 0);
-  if (!path.cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
   for (int j = 0; j < c->nqps; ++j) {
     ibv_qp_init_attr a{};
     a.send_cq = a.recv_cq = path.cq;
     a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = uint32_t(depth);
+    a.cap.max_send_wr = uint32_t(kPathDepth);
     a.cap.max_recv_wr = uint32_t(kIbMaxRequests + 4);
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
     ibv_qp* qp = ibv_create_qp(port.pd, &a);
@@ -55,7 +54,6 @@ Status create_path(IbComm* c, int p) {
     if (int rc = ibv_modify_qp(qp, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
       return BRAID_ERROR(ncclSystemError, "queue pair to INIT: {}", std::strerror(rc));
   }
-  BRAID_TRY(alloc_credits(&path));
   static thread_local std::mt19937 rng{std::random_device{}()};
   QpInfo& mine = c->mine.path[p];
   mine.nqps = uint32_t(c->nqps);
@@ -67,6 +65,26 @@ Status create_path(IbComm* c, int p) {
   mine.pkey = port.pkey;
   std::memcpy(mine.gid, port.gid.raw, 16);
   return Status::ok();
+}
+
+}  // namespace
+
+Status create_path(IbComm* c, int p) {
+  IbPath& path = c->paths[p];
+  path.cq = ibv_create_cq(path.dev->port.context, (c->nqps + 1) * kPathDepth, c, path.dev->channel, 0);
+  if (!path.cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
+  BRAID_TRY(create_qps(c, p));
+  return alloc_credits(&path);
+}
+
+Status rebuild_path(IbComm* c, int p) {
+  IbPath& path = c->paths[p];
+  for (ibv_qp* qp : path.qps) ibv_destroy_qp(qp);
+  path.qps.clear();
+  ibv_wc wcs[16];
+  while (ibv_poll_cq(path.cq, 16, wcs) > 0) {
+  }
+  return create_qps(c, p);
 }
 
 Status path_ready(IbComm* c, int p) {
