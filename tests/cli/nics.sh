@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `braid nics` on a sysfs tree made here, like a 2-socket machine with a GPU
 # and a NIC under each of two PCI switches on socket 0, and a GPU and two
-# NICs under one root port on socket 1, and a third node with no device:
-# the exact listing, each GPU's nearest devices and each NUMA node's.
+# NICs under one root port on socket 1, a third node with no device, and an
+# Ethernet NIC and loopback: the exact listing, each GPU's nearest devices
+# and each NUMA node's.
 set -euo pipefail
 braid=$1
 root=$(mktemp -d)
@@ -32,6 +33,9 @@ pci $port1/0000:81:00.0 0x10de 0x030200 1
 nic mlx5_2 $port1/0000:82:00.0 1
 nic mlx5_3 $port1/0000:83:00.0 1
 pci pci0000:00/0000:00:1f.0 0x8086 0x060100 0  # not a GPU
+pci pci0000:00/0000:00:03.0 0x8086 0x020000 0  # an Ethernet NIC
+mkdir -p "$root/class/net/eth0" "$root/class/net/lo"  # lo: no PCI device
+ln -s "../../../devices/pci0000:00/0000:00:03.0" "$root/class/net/eth0/device"
 for node in 0 1 2; do mkdir -p "$root/devices/system/node/node$node"; done
 echo 0-7 > "$root/devices/system/node/node0/cpulist"
 echo 8-15 > "$root/devices/system/node/node1/cpulist"
@@ -43,6 +47,9 @@ expected="InfiniBand/RoCE devices ($root/class/infiniband; NCCL_IB_HCA picks amo
   mlx5_1       NUMA 0   $root/devices/$sw_b/0000:06:00.0
   mlx5_2       NUMA 1   $root/devices/$port1/0000:82:00.0
   mlx5_3       NUMA 1   $root/devices/$port1/0000:83:00.0
+Network interfaces ($root/class/net; NCCL_SOCKET_IFNAME picks among them for TCP):
+  eth0         NUMA 0   $root/devices/pci0000:00/0000:00:03.0
+  lo           NUMA -   (no PCI device)
 NVIDIA GPUs ($root/bus/pci/devices) and the devices a rank on each takes as nearest:
   0000:03:00.0 NUMA 0   mlx5_0 (2 PCI hops)
   0000:05:00.0 NUMA 0   mlx5_1 (2 PCI hops)

@@ -25,6 +25,12 @@ int run(const std::string& root) {
   for (const NamedPlace& d : devices)
     fmt::print("  {:<12} NUMA {:<3} {}\n", d.name, numa(d.place.numa_node),
                d.place.pci_path.empty() ? "(no PCI device)" : d.place.pci_path);
+  fmt::print("Network interfaces ({}/class/net; NCCL_SOCKET_IFNAME picks among them for TCP):\n", root);
+  const std::vector<NamedPlace> interfaces = sysfs_net_interfaces(root);
+  if (interfaces.empty()) fmt::print("  none\n");
+  for (const NamedPlace& i : interfaces)
+    fmt::print("  {:<12} NUMA {:<3} {}\n", i.name, numa(i.place.numa_node),
+               i.place.pci_path.empty() ? "(no PCI device)" : i.place.pci_path);
   fmt::print("NVIDIA GPUs ({}/bus/pci/devices) and the devices a rank on each takes as nearest:\n", root);
   const std::vector<NamedPlace> gpus = sysfs_nvidia_gpus(root);
   if (gpus.empty()) fmt::print("  none\n");
@@ -59,7 +65,8 @@ int run(const std::string& root) {
 
 Command add_nics_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "nics", "the InfiniBand devices, GPUs and NUMA nodes sysfs shows, and the devices nearest each");
+      "nics", "the InfiniBand devices, network interfaces, GPUs and NUMA nodes sysfs shows, and the devices nearest "
+              "each");
   auto root = std::make_shared<std::string>("/sys");
   cmd->add_option("--sysfs", *root, "the sysfs tree to read (default /sys)");
   return Command{cmd, [root] { return run(*root); }};

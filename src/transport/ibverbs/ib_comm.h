@@ -82,6 +82,9 @@ struct IbPath {
   // Credits: received into (sender) or sent from (receiver) these.
   IbCredit* credit_buf = nullptr;
   ibv_mr* credit_mr = nullptr;
+  // Port recovery: made anew since it was last stopped, so an offer the peer
+  // turned down is made again with the same queue pairs.
+  bool made_anew = false;
 };
 
 enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };

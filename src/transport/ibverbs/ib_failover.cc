@@ -57,6 +57,7 @@ int recovery_attempts_max() {
 // leaves), then what completed on it is taken in.
 void stop_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
+  path.made_anew = false;
   for (ibv_qp* qp : path.qps) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -154,10 +155,13 @@ void maybe_rearm(IbComm* c) {
   c->next_recovery_check = now + recovery_delay();
   const int p = other(c);
   if (!port_active(c->paths[p].dev->port)) return;
-  if (Status s = rebuild_path(c, p); !s.is_ok()) {
-    BRAID_WARN("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
-               port_name(c, p), s.message());
-    return;
+  if (!c->paths[p].made_anew) {
+    if (Status s = rebuild_path(c, p); !s.is_ok()) {
+      BRAID_WARN("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
+                 port_name(c, p), s.message());
+      return;
+    }
+    c->paths[p].made_anew = true;
   }
   c->failover = Failover::Rearming;
   send_side(c, kRearm, uint64_t(p), &c->mine.path[p]);

@@ -30,14 +30,14 @@
 // (new queue pairs on the same completion queue and registrations) and
 // offers them over the side channel (kRearm, with its QpInfo).  The
 // receiver, if its own port is active too, does the same and answers with
-// its own (kRearmed; else kRearmLater, and the sender tries again later):
-// the path stands by again, so a later failure fails over too.  When the
-// path made anew is the connection's own (path 0), the sender then moves
-// the traffic back to it, by the failover's steps with no failure behind
-// them (INFO, not WARN), and the path it leaves is made anew as standby in
-// turn.  A connection recovers after at most
-// NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after that a
-// failover is its last, as without recovery.
+// its own (kRearmed; else kRearmLater, and the sender offers the same
+// queue pairs again later): the path stands by again, so a later failure
+// fails over too.  When the path made anew is the connection's own (path
+// 0), the sender then moves the traffic back to it, by the failover's
+// steps with no failure behind them (INFO, not WARN), and the path it
+// leaves is made anew as standby in turn.  A connection recovers from at
+// most NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after
+// that a failover is its last, as without recovery.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -224,6 +224,13 @@ std::vector<NamedPlace> sysfs_infiniband_devices(const std::string& root) {
   });
 }
 
+std::vector<NamedPlace> sysfs_net_interfaces(const std::string& root) {
+  return list(root + "/class/net", [](const fs::path& dir, NamedPlace* p) {
+    p->place = device_place((dir / "device").string());
+    return true;
+  });
+}
+
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root) {
   return list(root + "/bus/pci/devices", [](const fs::path& dir, NamedPlace* p) {
     if (read_line((dir / "vendor").string()) != "0x10de" || read_line((dir / "class").string()).rfind("0x03", 0) != 0)

@@ -86,14 +86,16 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root = "/
 std::vector<int> parse_cpu_list(const std::string& list);
 
 // What sysfs under `root` lists, for `braid nics`: the InfiniBand devices
-// (class infiniband), the NVIDIA GPUs (PCI vendor 0x10de, display class),
-// and the NUMA nodes (their CPU lists), each sorted by name.
+// (class infiniband), the network interfaces (class net: the TCP devices),
+// the NVIDIA GPUs (PCI vendor 0x10de, display class), and the NUMA nodes
+// (their CPU lists), each sorted by name.
 struct NamedPlace {
   std::string name;  // a device's, a GPU's bus id, "node3"
   DevicePlace place;
   std::string cpus;  // a node's cpulist
 };
 std::vector<NamedPlace> sysfs_infiniband_devices(const std::string& root = "/sys");
+std::vector<NamedPlace> sysfs_net_interfaces(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root = "/sys");
 
