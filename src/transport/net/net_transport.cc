@@ -274,7 +274,7 @@ class NetTransport final : public Transport {
       c->channel = channel;
       // Listen, and tell the sender where (the progress thread sends it).
       ControlMessage m{channel, {}};
-      Status s = net_->listen(device_for(channel), config_, &m.handle, &c->listen_comm);
+      Status s = net_->listen(device_for(peer, channel), config_, &m.handle, &c->listen_comm);
       if (s.is_ok()) controls_[size_t(peer)].outbox.push_back(m);
       else c->error = std::move(s);
       signal(wake_fd_);
@@ -286,12 +286,15 @@ class NetTransport final : public Transport {
   }
 
   // Control connections go over this rank's first device; a data
-  // connection on channel c over its (c mod n)-th, at each end alike, so
-  // that where hosts list their NICs alike channel c keeps to one rail.
+  // connection between ranks a and b on channel c over each end's
+  // ((c + a + b) mod n)-th: the same index at both ends, so that where
+  // hosts list their NICs alike a connection keeps to one rail, and
+  // channel 0 (all a small call uses) of different pairs on different NICs.
   int control_device() const { return devices_.devices.front(); }
-  int device_for(int channel) const {
+  int device_for(int peer, int channel) const {
     const int n = int(devices_.devices.size());
-    return devices_.devices[size_t(((channel % n) + n) % n)];
+    const int64_t i = (int64_t(channel) + ctx_.rank + peer) % n;
+    return devices_.devices[size_t(i < 0 ? i + n : i)];
   }
 
   // --- the executor's side (pipes) -------------------------------------
@@ -527,7 +530,7 @@ class NetTransport final : public Transport {
       if (!c->ready()) {
         if (c->have_handle) {
           setup_pending_ = busy = true;
-          Status s = net_->connect(device_for(c->channel), config_, &c->handle, &c->comm);
+          Status s = net_->connect(device_for(c->peer, c->channel), config_, &c->handle, &c->comm);
           if (s.is_ok() && c->comm) s = register_ring(c->comm, slots_, slot_bytes_, &c->ring);
           if (!keep(c.get(), std::move(s)).is_ok() || c->ready()) progressed_ = true;
         }
