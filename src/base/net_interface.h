@@ -58,9 +58,10 @@ Status choose_interface(const std::vector<NetInterface>& up, const std::string& 
 // (BRAID_/NCCL_SOCKET_IFNAME) names interfaces: the one at `chosen` (the
 // bootstrap's) first, then every other interface of `up` the filter passes,
 // of chosen's family, one address per interface, loopback only if chosen
-// is, never a local bridge (docker*, virbr*), at most `most` in all.  A machine with a NIC per rail then spreads a rank's
-// connections over its NICs (socket.cc), as NCCL's socket net spreads its
-// channels over the interfaces the filter passes.
+// is, never a local bridge (docker*, virbr*), at most `most` in all.  A
+// machine with a NIC per rail then spreads a rank's connections over its
+// NICs (socket.cc), as NCCL's socket net spreads its channels over the
+// interfaces the filter passes.
 std::vector<NetInterface> data_interfaces(const std::vector<NetInterface>& up, const InterfaceFilter& filter,
                                           const SockAddr& chosen, size_t most);
 

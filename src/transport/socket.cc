@@ -312,7 +312,8 @@ class SocketTransportImpl final : public Transport {
     }
     for (Stream* s : todo) {
       SockAddr addr;
-      const std::string at = listener_for(ctx_.peers[s->peer].socket_addr, s->channel, index_on_host(ctx_.peers, s->peer));
+      const std::string at =
+          listener_for(ctx_.peers[s->peer].socket_addr, s->channel, index_on_host(ctx_.peers, s->peer));
       Status st = parse_endpoint(at, &addr);
       auto o = std::make_unique<Opening>();
       if (st.is_ok()) st = connect_tcp_to_listener(addr, o->deadline, &aborted_, &o->fd);

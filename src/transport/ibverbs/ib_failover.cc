@@ -43,14 +43,20 @@ bool port_active(const IbPort& port) {
   return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
 }
 
-// Port recovery's settings, NCCL's names and defaults.
-bool recovery_wanted() { return env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY").value_or(0) == 1; }
-std::chrono::milliseconds recovery_delay() {
-  return std::chrono::milliseconds(
-      std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY").value_or(200), 1));
-}
-int recovery_attempts_max() {
-  return int(std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX").value_or(5), 0));
+// Port recovery's settings, NCCL's names and defaults, read once: the
+// sender looks at them on every poll after a failover.
+struct RecoverySettings {
+  bool wanted;
+  std::chrono::milliseconds delay;
+  int attempts_max;
+};
+const RecoverySettings& recovery() {
+  static const RecoverySettings settings{
+      env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY").value_or(0) == 1,
+      std::chrono::milliseconds(
+          std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY").value_or(200), 1)),
+      int(std::max<int64_t>(env_nccl_int("NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX").value_or(5), 0))};
+  return settings;
 }
 
 // Stops path p: its queue pairs to the error state (nothing more lands or
@@ -92,7 +98,7 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
 void moved(IbComm* c) {
   c->active = other(c);
   c->failover = Failover::Done;
-  c->next_recovery_check = std::chrono::steady_clock::now() + recovery_delay();
+  c->next_recovery_check = std::chrono::steady_clock::now() + recovery().delay;
 }
 
 // The sender: the receiver has every message before `resume`.
@@ -147,12 +153,12 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
 // The sender, on one path after a failover: once the failed path's port
 // here is active again, makes that path anew and offers it to the receiver.
 void maybe_rearm(IbComm* c) {
-  if (!c->sending || c->failover != Failover::Done || c->resend_next < c->resend_end || !recovery_wanted() ||
-      c->failures > recovery_attempts_max())
+  if (!c->sending || c->failover != Failover::Done || c->resend_next < c->resend_end || !recovery().wanted ||
+      c->failures > recovery().attempts_max)
     return;
   const auto now = std::chrono::steady_clock::now();
   if (now < c->next_recovery_check) return;
-  c->next_recovery_check = now + recovery_delay();
+  c->next_recovery_check = now + recovery().delay;
   const int p = other(c);
   if (!port_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
