@@ -161,7 +161,9 @@ void init_fails_everywhere(int rank, int n, const std::vector<ncclUniqueId>& ids
   MP_NCCL(f, ncclGroupStart());
   for (size_t i = 0; i < ids.size(); ++i) MP_NCCL(f, ncclCommInitRankConfig(&comms[i], n, ids[i], rank, &config));
   const ncclResult_t ended = ncclGroupEnd();
-  const std::string why = ncclGetLastError(nullptr);
+  // The first communicator's own error: the process-wide one (NCCL's
+  // ncclGetLastError(NULL)) is also written by peer ranks that are threads.
+  const std::string why = ncclGetLastError(comms[0]);
   for (ncclComm_t comm : comms) {
     // A non-blocking group's outcome is each communicator's async error.
     const ncclResult_t state = ended == ncclInProgress ? settle(comm, f) : ended;
