@@ -21,14 +21,16 @@ bytearrays otherwise.  Nothing here needs PyTorch on the host backend; it
 is imported to read a tensor's stream and to make tensors (zero-copy
 buffers over DLPack, outputs like the inputs).
 
-The library is braid's libnccl.so.2: BRAID_LIB names it, else the dynamic
-loader's libnccl.so.2 (braid's when it is first on LD_LIBRARY_PATH or
-preloaded); one without braidMoeCreate is refused.  Errors raise
-braid_moe.Error with ncclGetLastError's message.
+The library, errors, unique ids and communicators are braid_nccl's
+(braid_moe.Comm is braid_nccl.Comm): BRAID_LIB names braid's libnccl.so.2.
+Errors raise braid_nccl.Error with ncclGetLastError's message.
 """
 import contextlib
 import ctypes
-import os
+
+import braid_nccl
+from braid_nccl import Comm, Error, get_unique_id
+from braid_nccl import check as _check
 
 __all__ = ["Error", "Comm", "Moe", "AlltoAllv", "get_unique_id", "library"]
 
@@ -39,18 +41,6 @@ LAYOUTS = {"expert": 0, "rank": 1}
 A2A_DTYPES = {"int8": (0, 1), "uint8": (1, 1), "int32": (2, 4), "uint32": (3, 4), "int64": (4, 8), "uint64": (5, 8),
               "float16": (6, 2), "float32": (7, 4), "float64": (8, 8), "bfloat16": (9, 2), "float8_e4m3": (10, 1),
               "float8_e5m2": (11, 1)}
-
-
-class Error(RuntimeError):
-    """A braid call failed: .code is its ncclResult_t."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-
-
-class _UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
 
 
 class _Config(ctypes.Structure):  # braidMoeConfig_t
@@ -66,24 +56,16 @@ class _Stats(ctypes.Structure):  # braidMoeStats_t
                  "bytesLocal", "signalsRemote", "signalsLocal", "fences")]
 
 
-_lib = None
+_declared = False
 
 
 def library():
-    """braid's library, loaded once (see the module's doc)."""
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL(os.environ.get("BRAID_LIB") or "libnccl.so.2")
-        if not hasattr(lib, "braidMoeCreate"):
-            raise Error(5, f"{lib._name} is not braid's libnccl.so.2 (no braidMoeCreate): set BRAID_LIB")
+    """braid's library (braid_nccl.library), with its MoE and AlltoAllv functions declared."""
+    global _declared
+    lib = braid_nccl.library()
+    if not _declared:
         vp, i32, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
-        signatures = {
-            "ncclGetUniqueId": [ctypes.POINTER(_UniqueId)],
-            "ncclCommInitRank": [ctypes.POINTER(vp), i32, _UniqueId, i32],
-            "ncclCommDestroy": [vp],
-            "ncclCommCount": [vp, ctypes.POINTER(i32)],
-            "ncclCommCuDevice": [vp, ctypes.POINTER(i32)],
-            "ncclGetLastError": [vp],
+        braid_nccl.declare(lib, {
             "braidMoeCreate": [vp, ctypes.POINTER(_Config), ctypes.POINTER(vp)],
             "braidMoeGetInfo": [vp, ctypes.POINTER(sz), ctypes.POINTER(i32)],
             "braidMoeDispatch": [vp, vp, vp, i32, vp, vp, vp, vp],
@@ -97,61 +79,15 @@ def library():
             "braidAlltoAllv": [vp, vp, vp, vp, vp, vp],
             "braidAlltoAllvGetAsyncError": [vp, ctypes.POINTER(i32)],
             "braidAlltoAllvDestroy": [vp],
-        }
-        for name, args in signatures.items():
-            f = getattr(lib, name)
-            f.argtypes = args
-            f.restype = ctypes.c_char_p if name == "ncclGetLastError" else ctypes.c_int
-        _lib = lib
-    return _lib
-
-
-def _check(code, comm=None):
-    if code != 0:
-        raise Error(code, library().ncclGetLastError(comm).decode(errors="replace"))
+        })
+        _declared = True
+    return lib
 
 
 def _check_async(function, handle, comm):
     code = ctypes.c_int(0)
     _check(function(handle, ctypes.byref(code)), comm)
     _check(code.value, comm)
-
-
-def get_unique_id():
-    """A new ncclUniqueId, as 128 bytes to hand to every rank."""
-    uid = _UniqueId()
-    _check(library().ncclGetUniqueId(ctypes.byref(uid)))
-    return bytes(uid)  # all 128 bytes (the field's value would stop at a zero byte)
-
-
-class Comm:
-    """A communicator: made here (collective over `nranks`), or wrapping an existing ncclComm_t."""
-
-    def __init__(self, nranks, unique_id, rank):
-        if len(unique_id) != 128:
-            raise Error(4, f"a unique id is 128 bytes, not {len(unique_id)}")
-        uid = _UniqueId.from_buffer_copy(bytes(unique_id))
-        handle = ctypes.c_void_p()
-        _check(library().ncclCommInitRank(ctypes.byref(handle), nranks, uid, rank))
-        self.handle, self._owned = handle, True
-
-    @classmethod
-    def wrap(cls, pointer):
-        """An ncclComm_t made elsewhere (e.g. ProcessGroupNCCL._comm_ptr()); not destroyed here."""
-        self = cls.__new__(cls)
-        self.handle, self._owned = ctypes.c_void_p(pointer), False
-        return self
-
-    def cuda_device(self):
-        """The communicator's CUDA device (ncclCommCuDevice), -1 for a host-backend communicator."""
-        device = ctypes.c_int()
-        _check(library().ncclCommCuDevice(self.handle, ctypes.byref(device)), self.handle)
-        return device.value
-
-    def destroy(self):
-        if self._owned and self.handle:
-            _check(library().ncclCommDestroy(self.handle))
-        self.handle = None
 
 
 def _is_tensor(x):
@@ -276,9 +212,8 @@ class Moe:
         rows, capacity = ctypes.c_size_t(), ctypes.c_int()
         _check(library().braidMoeGetInfo(self.handle, ctypes.byref(rows), ctypes.byref(capacity)), comm.handle)
         self.max_output_rows, self.capacity = rows.value, capacity.value
-        nranks = ctypes.c_int()
-        _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
-        self.nranks, self.local_experts = nranks.value, num_experts // nranks.value
+        self.nranks = comm.count()
+        self.local_experts = num_experts // self.nranks
         self._views = {}  # _window_rows' tensors
 
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
@@ -400,9 +335,7 @@ class AlltoAllv:
         if dtype not in A2A_DTYPES:
             raise Error(4, f"dtype is one of {sorted(A2A_DTYPES)}")
         self.comm, self.max_count, self.dtype = comm, max_count_per_peer, dtype
-        nranks = ctypes.c_int()
-        _check(library().ncclCommCount(comm.handle, ctypes.byref(nranks)), comm.handle)
-        self.nranks = nranks.value
+        self.nranks = comm.count()
         self.handle = ctypes.c_void_p()
         _check(library().braidAlltoAllvCreate(comm.handle, A2A_DTYPES[dtype][0], max_count_per_peer, timeout_ms,
                                               ctypes.byref(self.handle)), comm.handle)
