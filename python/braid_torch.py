@@ -35,7 +35,6 @@ call.  The library is braid_nccl's (BRAID_LIB); the communicator must be
 a host-backend one, so a process that sees a CUDA device sets
 BRAID_BACKEND=host.
 """
-import collections
 import ctypes
 import datetime
 import queue
@@ -61,9 +60,6 @@ for _name, _code in (("uint32", 3), ("uint64", 5), ("float8_e4m3fn", 10), ("floa
 _R = dist.ReduceOp
 _NCCL_OPS = [(_R.SUM, 0), (_R.PRODUCT, 1), (_R.MAX, 2), (_R.MIN, 3), (_R.AVG, 4)]
 _WorkBase = getattr(dist, "Work", None) or dist.distributed_c10d.Work
-# Works a C++ caller may still hold after Python dropped them: pybind's trampoline
-# finds their Python methods only while the Python object lives (see _Work).
-_KEPT_WORKS = 4096
 
 
 class _Error(RuntimeError):
@@ -138,11 +134,13 @@ class _Work(_WorkBase):
 
     def _finish(self, error):
         self._error = error
-        self._done.set()
-        if error is None:
-            self._future.set_result(self._result)
-        else:
-            self._future.set_exception(error)
+        try:  # the future first: a wait() that returned has it complete
+            if error is None:
+                self._future.set_result(self._result)
+            else:
+                self._future.set_exception(error)
+        finally:
+            self._done.set()
 
     def wait(self, timeout=None):
         limit = _seconds(timeout) or self._group._timeout_s
@@ -255,7 +253,6 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._timeout_s = _seconds(timeout) or 1800.0  # torch's default process group timeout
         self._worker = _Worker(comm)
         self._finalizer = weakref.finalize(self, self._worker.close)
-        self._works = collections.deque(maxlen=_KEPT_WORKS)
         self._coalesced = None  # between _start_coalescing and _end_coalescing: [(works, steps)]
 
     def getBackendName(self):
@@ -274,7 +271,6 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def _call(self, what, result, steps, after=None):
         """A Work for `steps` (each takes the communicator) run as one NCCL call or group, then `after`."""
         work = _Work(self, what, result)
-        self._works.append(work)
         if self._coalesced is not None:
             self._coalesced.append((work, steps, after))
             return work
