@@ -35,7 +35,6 @@ call.  The library is braid_nccl's (BRAID_LIB); the communicator must be
 a host-backend one, so a process that sees a CUDA device sets
 BRAID_BACKEND=host.
 """
-import ctypes
 import datetime
 import queue
 import threading
@@ -253,7 +252,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._timeout_s = _seconds(timeout) or 1800.0  # torch's default process group timeout
         self._worker = _Worker(comm)
         self._finalizer = weakref.finalize(self, self._worker.close)
-        self._coalesced = None  # between _start_coalescing and _end_coalescing: [(works, steps)]
+        self._coalesced = None  # between _start_coalescing and _end_coalescing: [(work, steps, after)]
 
     def getBackendName(self):
         return BACKEND
@@ -282,23 +281,24 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._worker.submit([work], job)
         return work
 
-    # torch's coalescing manager (batch_isend_irecv): one NCCL group.
-    def _start_coalescing(self):
+    # torch's coalescing manager (batch_isend_irecv): one NCCL group.  torch 1.13 passes the list of the calls'
+    # works to _end_coalescing; torch 2 passes a device and takes one Work for the whole group back.
+    def _start_coalescing(self, *device):
         if self._coalesced is not None:
             raise _Error("braid: coalescing is already under way")
         self._coalesced = []
 
-    def _end_coalescing(self, reqs=None):
+    def _end_coalescing(self, *reqs_or_device):
         calls, self._coalesced = self._coalesced or [], None
-        if not calls:
-            return
+        whole = _Work(self, "coalesced calls", [])
 
         def job(comm):
             _run_steps([s for _, steps, _ in calls for s in steps], comm, grouped=True)
             for _, _, after in calls:
                 if after:
                     after()
-        self._worker.submit([w for w, _, _ in calls], job)
+        self._worker.submit([w for w, _, _ in calls] + [whole], job)
+        return whole
 
     def allreduce(self, tensors, opts=None):
         opts = opts or dist.AllreduceOptions()
