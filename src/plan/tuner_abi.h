@@ -1,5 +1,5 @@
 // NCCL's tuner plugin ABI, as braid declares it: the ncclTunerPlugin_v2 to
-// _v6 tables a plugin library exports (NCCL 2.19's to 2.30's).  Layouts
+// _v7 tables a plugin library exports (NCCL 2.19's to 2.32's).  Layouts
 // follow NCCL's src/include/plugin/tuner/tuner_v*.h field for field; braid's
 // own names, so that nothing clashes with a plugin's header.
 //
@@ -36,9 +36,9 @@ constexpr int kTunerAlgorithms = 7;
 constexpr int kTunerProtocols = 3;
 constexpr float kTunerIgnore = -1.0f;
 
-// v5/v6 init's inputs: the NVLink domains, and NCCL's model constants,
+// v5 to v7 init's inputs: the NVLink domains, and NCCL's model constants,
 // which the plugin may rewrite (ncclTunerConstants_v5_t: 3 hardware links,
-// 4 compute capabilities, 3 node scales).
+// 4 compute capabilities, 3 node scales; v7's has a fifth capability).
 typedef struct {
   int nNvlDomains;
   int minRanksPerNvlDomain;
@@ -54,6 +54,16 @@ typedef struct {
   double perChMaxTreeBws[4][3];
   double perChMaxNVLSTreeBws[4][3];
 } braidTunerConstants_t;
+
+typedef struct {  // ncclTunerConstants_v7_t (2.32.6): Rubin's row added to each bandwidth table
+  double baseLatencies[kTunerAlgorithms][kTunerProtocols];
+  double hwLatencies[3][kTunerAlgorithms][kTunerProtocols];
+  double llMaxBws[5][3];
+  double perChMaxRingLL128Bws[5][3];
+  double perChMaxTreeLL128Bws[5][3];
+  double perChMaxTreeBws[5][3];
+  double perChMaxNVLSTreeBws[5][3];
+} braidTunerConstants_v7_t;
 
 typedef struct {  // ncclTuner_v2_t (NCCL 2.19)
   const char* name;
@@ -97,5 +107,23 @@ typedef struct {
                                size_t* chunkSize);
 } braidTuner_v6_t;
 static_assert(offsetof(braidTuner_v6_t, getChunkSize) == sizeof(braidTuner_v5_t), "v6 appends to v5");
+
+// ncclTuner_v7_t (2.32.6): v6's members, init taking v7's constants.
+typedef struct {
+  const char* name;
+  ncclResult_t (*init)(void** context, uint64_t commId, size_t nRanks, size_t nNodes, braidTunerLogger_t logFunction,
+                       braidTunerNvlDomainInfo_t* nvlDomainInfo, braidTunerConstants_v7_t* constants);
+  ncclResult_t (*getCollInfo)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
+                              int numAlgo, int numProto, int regBuff, int* nChannels);
+  ncclResult_t (*finalize)(void* context);
+  ncclResult_t (*getChunkSize)(void* context, int collType, size_t nBytes, int algo, int proto, int nChannels,
+                               size_t* chunkSize);
+} braidTuner_v7_t;
+static_assert(sizeof(braidTuner_v7_t) == sizeof(braidTuner_v6_t) &&
+                  offsetof(braidTuner_v7_t, getCollInfo) == offsetof(braidTuner_v5_t, getCollInfo) &&
+                  offsetof(braidTuner_v7_t, finalize) == offsetof(braidTuner_v5_t, finalize),
+              "v7 changes only init's constants");
+static_assert(sizeof(braidTunerConstants_v7_t) == sizeof(braidTunerConstants_t) + 5 * 3 * sizeof(double),
+              "one more compute capability in five tables");
 
 }  // extern "C"

@@ -27,7 +27,7 @@
 namespace braid {
 
 // One library and the newest table it exports; every version's calls go
-// through the members below, which speak v6 and adapt to the table's.
+// through the members below, which speak v7 and adapt to the table's.
 class TunerPlugin {
  public:
   TunerPlugin(void* lib, int version, const void* table, std::string library)
@@ -43,11 +43,20 @@ class TunerPlugin {
     return n ? n : "";
   }
 
+  // braid has no model constants of NCCL's: a v5+ plugin is shown zeros,
+  // of its version's size, and what it writes there is not read.
   ncclResult_t init(void** context, uint64_t comm_id, size_t nranks, size_t nnodes, braidTunerLogger_t log,
-                    braidTunerNvlDomainInfo_t* nvl, braidTunerConstants_t* constants) const {
+                    braidTunerNvlDomainInfo_t* nvl) const {
     switch (version_) {
+      case 7: {
+        braidTunerConstants_v7_t constants{};
+        return as<braidTuner_v7_t>()->init(context, comm_id, nranks, nnodes, log, nvl, &constants);
+      }
       case 6:  // v5's members first (tuner_abi.h)
-      case 5: return as<braidTuner_v5_t>()->init(context, comm_id, nranks, nnodes, log, nvl, constants);
+      case 5: {
+        braidTunerConstants_t constants{};
+        return as<braidTuner_v5_t>()->init(context, comm_id, nranks, nnodes, log, nvl, &constants);
+      }
       case 4: return as<braidTuner_v4_t>()->init(nranks, nnodes, log, context);
       case 3: return as<braidTuner_v3_t>()->init(nranks, nnodes, log, context);
       default: return as<braidTuner_v2_t>()->init(nranks, nnodes, log, context);
@@ -58,6 +67,7 @@ class TunerPlugin {
                              int* channels) const {
     float** cost = reinterpret_cast<float**>(table->cost);  // NCCL passes its float[7][3] so
     switch (version_) {
+      case 7:  // v5's getCollInfo and finalize, at v5's offsets
       case 6:
       case 5:
         return as<braidTuner_v5_t>()->getCollInfo(context, func, bytes, pipe_ops, cost, kTunerAlgorithms,
@@ -82,6 +92,7 @@ class TunerPlugin {
 
   ncclResult_t finalize(void* context) const {
     switch (version_) {
+      case 7:
       case 6:
       case 5: return as<braidTuner_v5_t>()->finalize(context);
       case 4: return as<braidTuner_v4_t>()->destroy(context);
@@ -112,7 +123,7 @@ void plugin_logger(int level, unsigned long flags, const char* file, int line, c
 
 // The newest tuner table `lib` exports, or null (lib then closed).
 std::shared_ptr<TunerPlugin> table_of(void* lib, const std::string& library) {
-  for (int version = 6; version >= 2; --version) {
+  for (int version = 7; version >= 2; --version) {
     const std::string symbol = "ncclTunerPlugin_v" + std::to_string(version);
     if (const void* table = dlsym(lib, symbol.c_str())) {
       auto plugin = std::make_shared<TunerPlugin>(lib, version, table, library);
@@ -133,7 +144,7 @@ std::shared_ptr<TunerPlugin> open_tuner(const std::string& prefix, const std::st
       continue;
     }
     if (auto plugin = table_of(lib, candidate)) return plugin;
-    BRAID_INFO(kInit | kTuning, "{} exports no ncclTunerPlugin_v6 to _v2 table", candidate);
+    BRAID_INFO(kInit | kTuning, "{} exports no ncclTunerPlugin_v7 to _v2 table", candidate);
   }
   return nullptr;
 }
@@ -226,10 +237,9 @@ Status tuner_comm_init(ncclComm* comm, std::shared_ptr<TunerPlugin> plugin) {
   if (!plugin) return Status::ok();
   size_t hosts = 0;
   braidTunerNvlDomainInfo_t domains = hosts_of(comm, &hosts);
-  braidTunerConstants_t constants{};
   void* context = nullptr;
-  const ncclResult_t r = plugin->init(&context, comm->comm_hash, size_t(comm->nranks), hosts, plugin_logger,
-                                      &domains, &constants);
+  const ncclResult_t r =
+      plugin->init(&context, comm->comm_hash, size_t(comm->nranks), hosts, plugin_logger, &domains);
   if (r != ncclSuccess)
     return Status::error(r, fmt::format("tuner plugin {} ({}): init failed (NCCL_TUNER_PLUGIN=none loads none)",
                                         plugin->name(), plugin->library()));

@@ -98,7 +98,18 @@ TEST_CASE("A v6 tuner plugin is shown NCCL's table and its pick of RING/SIMPLE r
   }) == 0);
 }
 
-TEST_CASE("v4 and v2 tuner tables pick braid's ring the same way", "[mp][tuner]") {
+TEST_CASE("v7, v4 and v2 tuner tables pick braid's ring the same way", "[mp][tuner]") {
+  // v7 (NCCL 2.32.6): v6's calls, its constants one compute capability longer.
+  CHECK(run_tuned(with_tuner(BRAID_TEST_TUNER7_LIB, "ring_simple"), [](const std::string& plugin,
+                                                                        const std::string& braid, Failures& f) {
+    expect(plugin.find("init v7 comm=") != std::string::npos, f, "no v7 init", plugin);
+    expect(plugin.find("nranks=4 nnodes=1 domains=1,4,4 constants=0") != std::string::npos, f, "v7 init's arguments",
+           plugin);
+    expect(plugin.find("coll func=4 bytes=32 pipe=1 reg=0") != std::string::npos, f, "the v7 question", plugin);
+    expect(occurrences(braid, "allreduce(ring_allreduce)") >= 2, f, "v7: not both allreduces on ring", braid);
+    expect(braid.find("scripted7 (ncclTunerPlugin_v7) loaded") != std::string::npos, f, "v7 not loaded as v7", braid);
+    expect(plugin.find("finalize") != std::string::npos, f, "v7: no finalize", plugin);
+  }) == 0);
   CHECK(run_tuned(with_tuner(BRAID_TEST_TUNER4_LIB, "ring_simple"), [](const std::string& plugin,
                                                                         const std::string& braid, Failures& f) {
     expect(plugin.find("init v4 comm=0 nranks=4 nnodes=1") != std::string::npos, f, "no v4 init", plugin);

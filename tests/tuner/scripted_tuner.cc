@@ -1,6 +1,6 @@
 // A tuner plugin for braid's tests (tests/mp/test_tuner.cc), built as NCCL
 // builds its plugins: a C table exported under ncclTunerPlugin_vN, N from
-// SCRIPTED_TUNER_VERSION (6, 4 or 2), declared here from NCCL's
+// SCRIPTED_TUNER_VERSION (7, 6, 4 or 2), declared here from NCCL's
 // tuner_v*.h, not from braid's headers.
 //
 // What it does comes from the process's environment, read at init (as a
@@ -121,12 +121,15 @@ ncclResult_t answer(int collType, size_t nBytes, int numPipeOps, float** collCos
 
 extern "C" {
 
-#if SCRIPTED_TUNER_VERSION == 6
+#if SCRIPTED_TUNER_VERSION >= 6
 typedef struct {
   int nNvlDomains, minRanksPerNvlDomain, maxRanksPerNvlDomain;
 } ncclNvlDomainInfo_v6_t;
+// ncclTunerConstants_v5_t (v6) and _v7_t: 7 tables of doubles, the last 5 of
+// them one row per compute capability (v7: 5 capabilities, v5: 4).
+constexpr int kCompCaps = SCRIPTED_TUNER_VERSION == 7 ? 5 : 4;
 typedef struct {
-  double values[7 * 3 + 3 * 7 * 3 + 5 * 4 * 3];  // ncclTunerConstants_v5_t: 7 tables of doubles
+  double values[7 * 3 + 3 * 7 * 3 + 5 * kCompCaps * 3];
 } ncclTunerConstants_v6_t;
 typedef struct {
   const char* name;
@@ -144,7 +147,9 @@ static ncclResult_t init6(void** context, uint64_t commId, size_t nRanks, size_t
   char domains[128];
   std::snprintf(domains, sizeof domains, "domains=%d,%d,%d constants=%g", nvl->nNvlDomains, nvl->minRanksPerNvlDomain,
                 nvl->maxRanksPerNvlDomain, sum);
-  constants->values[0] = 1e9;  // braid must not read what a plugin writes here
+  // braid must not read what a plugin writes here; the last element is past
+  // a v5-sized table (ASan builds see a short one).
+  constants->values[0] = constants->values[sizeof constants->values / sizeof(double) - 1] = 1e9;
   return start(context, (unsigned long long)commId, nRanks, nNodes, log, domains);
 }
 static ncclResult_t info6(void*, int collType, size_t nBytes, int numPipeOps, float** table, int numAlgo,
@@ -155,7 +160,11 @@ static ncclResult_t chunk6(void*, int, size_t, int, int, int, size_t*) {
   note("getChunkSize");
   return ncclSuccess;
 }
+#if SCRIPTED_TUNER_VERSION == 7  // v6's table, under v7's name
+__attribute__((visibility("default"))) ncclTuner_v6_t ncclTunerPlugin_v7 = {"scripted7", init6, info6, stop, chunk6};
+#else
 __attribute__((visibility("default"))) ncclTuner_v6_t ncclTunerPlugin_v6 = {"scripted6", init6, info6, stop, chunk6};
+#endif
 
 #elif SCRIPTED_TUNER_VERSION == 4
 typedef struct {
