@@ -113,7 +113,7 @@ constexpr EnvVar kNcclVars[] = {
      "threads; the same on every rank"},
     {"NCCL_NSOCKS_PERTHREAD", "", "TCP streams per NCCL_SOCKET_NTHREADS thread (see there)"},
     {"NCCL_TUNER_PLUGIN", "",
-     "an NCCL tuner plugin (ncclTunerPlugin_v6 to _v2): none, a library, or NAME for libnccl-tuner-NAME.so; unset: "
+     "an NCCL tuner plugin (ncclTunerPlugin_v7 to _v2): none, a library, or NAME for libnccl-tuner-NAME.so; unset: "
      "libnccl-tuner.so, else the net plugin's library; it may pick braid's ring (or the CUDA LL path) per call "
      "(src/runtime/tuner.h); the same on every rank"},
     {"NCCL_PROFILER_PLUGIN", "",
