@@ -57,8 +57,30 @@ TEST_CASE("NCCL_IB_HCA: prefixes, ports, exact names, exclusion", "[unit][ib]") 
   CHECK(not_exact.passes("rxe01", 1));
 }
 
+TEST_CASE("NCCL_IB_HCA: NCCL 2.30's name:port:rail:plane, each field optional", "[unit][ib]") {
+  HcaFilter f = parse("mlx5_0:1:0:1,mlx5_1::3,mlx5_2:,=x");  // (the last name is a prefix, "=" leads the spec only)
+  REQUIRE(f.entries.size() == 4);
+  const HcaEntry* e = f.entry_for("mlx5_0", 1);
+  REQUIRE(e);
+  CHECK((e->port == 1 && e->rail == 0 && e->plane == 1));
+  CHECK_FALSE(f.entry_for("mlx5_0", 2));
+  e = f.entry_for("mlx5_1", 2);  // an empty port: any
+  REQUIRE(e);
+  CHECK((e->port == -1 && e->rail == 3 && e->plane == -1));
+  e = f.entry_for("mlx5_2", 1);  // "mlx5_2:": no port, rail or plane
+  REQUIRE(e);
+  CHECK((e->port == -1 && e->rail == -1 && e->plane == -1));
+  CHECK(f.passes("mlx5_2", 4));
+  // An exclusion's entries are the ports not used: they give no rail.
+  HcaFilter not_these = parse("^mlx5_0:1:2");
+  CHECK_FALSE(not_these.passes("mlx5_0", 1));
+  CHECK_FALSE(not_these.entry_for("mlx5_1", 1));
+  CHECK_FALSE(parse("").entry_for("mlx5_0", 1));
+}
+
 TEST_CASE("NCCL_IB_HCA: malformed specs are refused with the variable named", "[unit][ib]") {
-  for (const char* bad : {"mlx5_0:", "mlx5_0:x", "mlx5_0:0", ":1", "mlx5_0,,mlx5_1", "^", "=", "^="}) {
+  for (const char* bad : {"mlx5_0:x", "mlx5_0:0", ":1", "mlx5_0,,mlx5_1", "^", "=", "^=", "mlx5_0:1:x",
+                          "mlx5_0:1:-1", "mlx5_0:1:0:40000", "mlx5_0:1:0:0:0"}) {
     HcaFilter f;
     Status s = parse_hca_filter("BRAID_IB_HCA", bad, &f);
     INFO(bad);

@@ -8,17 +8,35 @@
 
 namespace braid {
 
+namespace {
+
+const HcaEntry* first_match(const HcaFilter& f, const std::string& device, int port) {
+  for (const HcaEntry& e : f.entries) {
+    const bool name_matches = f.exact ? device == e.name : device.compare(0, e.name.size(), e.name) == 0;
+    if (name_matches && (e.port < 0 || e.port == port)) return &e;
+  }
+  return nullptr;
+}
+
+// One ':' field of an entry: -1 where empty, else a number in [low, high].
+bool parse_field(const std::string& text, long low, long high, int* out) {
+  if (text.empty()) return *out = -1, true;
+  char* stop = nullptr;
+  const long v = std::strtol(text.c_str(), &stop, 10);
+  if (*stop || v < low || v > high) return false;
+  *out = int(v);
+  return true;
+}
+
+}  // namespace
+
 bool HcaFilter::passes(const std::string& device, int port) const {
   if (entries.empty()) return true;
-  bool matched = false;
-  for (const HcaEntry& e : entries) {
-    const bool name_matches = exact ? device == e.name : device.compare(0, e.name.size(), e.name) == 0;
-    if (name_matches && (e.port < 0 || e.port == port)) {
-      matched = true;
-      break;
-    }
-  }
-  return matched != exclude;
+  return (first_match(*this, device, port) != nullptr) != exclude;
+}
+
+const HcaEntry* HcaFilter::entry_for(const std::string& device, int port) const {
+  return exclude ? nullptr : first_match(*this, device, port);
 }
 
 Status parse_hca_filter(const std::string& spec_name, const std::string& spec, HcaFilter* out) {
@@ -41,18 +59,29 @@ Status parse_hca_filter(const std::string& spec_name, const std::string& spec, H
     size_t end = rest.find(',', begin);
     if (end == std::string::npos) end = rest.size();
     std::string item = rest.substr(begin, end - begin);
-    HcaEntry e;
-    size_t colon = item.find(':');
-    e.name = item.substr(0, colon);
-    if (colon != std::string::npos) {
-      std::string port = item.substr(colon + 1);
-      char* stop = nullptr;
-      long p = std::strtol(port.c_str(), &stop, 10);
-      if (port.empty() || *stop || p <= 0 || p > 255)
-        return BRAID_ERROR(ncclInvalidArgument, "{}={}: '{}' is not a port number (device:port)", spec_name, spec,
-                           port);
-      e.port = int(p);
+    // name[:port[:rail[:plane]]]
+    std::vector<std::string> fields;
+    for (size_t at = 0;;) {
+      const size_t colon = item.find(':', at);
+      fields.push_back(item.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+      if (colon == std::string::npos) break;
+      at = colon + 1;
     }
+    HcaEntry e;
+    e.name = fields[0];
+    static constexpr struct {
+      const char* what;
+      long low, high;
+      int HcaEntry::*field;
+    } kFields[] = {{"a port number", 1, 255, &HcaEntry::port},
+                   {"a rail", 0, 32767, &HcaEntry::rail},
+                   {"a plane", 0, 32767, &HcaEntry::plane}};
+    if (fields.size() > 4)
+      return BRAID_ERROR(ncclInvalidArgument, "{}={}: '{}' has more than name:port:rail:plane", spec_name, spec, item);
+    for (size_t i = 1; i < fields.size(); ++i)
+      if (!parse_field(fields[i], kFields[i - 1].low, kFields[i - 1].high, &(e.*kFields[i - 1].field)))
+        return BRAID_ERROR(ncclInvalidArgument, "{}={}: '{}' is not {} (name:port:rail:plane)", spec_name, spec,
+                           fields[i], kFields[i - 1].what);
     if (e.name.empty())
       return BRAID_ERROR(ncclInvalidArgument, "{}={}: an entry without a device name", spec_name, spec);
     out->entries.push_back(std::move(e));

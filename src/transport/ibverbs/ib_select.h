@@ -6,10 +6,14 @@
 //
 //   "mlx5_0:1,mlx5_1"   devices whose names start with mlx5_0 (port 1 only)
 //                       or with mlx5_1 (any port)
+//   "mlx5_0:1:0:1"      NCCL 2.30's name:port:rail:plane: the port's rail
+//                       and network plane (any of the three empty or
+//                       absent: none, any port)
 //   "=mlx5_0"           exact names instead of prefixes
 //   "^mlx5_2"           every device but these ("^=" for exact names)
 //
-// An empty spec passes every device and port.
+// An empty spec passes every device and port.  A port's rail keeps its
+// connections to the same rail on the peer (net_transport.h).
 //
 // The GID (RoCE ports are reached only through one: an IP address in the
 // port's GID table): BRAID_IB_GID_INDEX (else NCCL_IB_GID_INDEX) when set,
@@ -33,7 +37,9 @@ namespace braid {
 
 struct HcaEntry {
   std::string name;
-  int port = -1;  // -1: any port
+  int port = -1;   // -1: any port
+  int rail = -1;   // -1: none given
+  int plane = -1;  // -1: none given
 };
 
 struct HcaFilter {
@@ -41,10 +47,13 @@ struct HcaFilter {
   bool exclude = false;  // "^"
   bool exact = false;    // "="
   bool passes(const std::string& device, int port) const;
+  // The entry that lists the port (null for none, and for "^" specs, whose
+  // entries are the ports not used).
+  const HcaEntry* entry_for(const std::string& device, int port) const;
 };
 
-// A malformed spec (an empty name, a port that is not a positive number) is
-// ncclInvalidArgument naming `spec_name`.
+// A malformed spec (an empty name; a port that is not a number 1..255, a
+// rail or plane not 0..32767) is ncclInvalidArgument naming `spec_name`.
 Status parse_hca_filter(const std::string& spec_name, const std::string& spec, HcaFilter* out);
 
 enum class GidType { IB, RoceV1, RoceV2 };
