@@ -185,7 +185,8 @@ namespace {
 
 // `hosts[r]` is rank r's host; each rank a thread bound to CPU 0 with a
 // bootstrap of its own, choosing among `paths`.  Empty where CPU 0 could not be had.
-std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<std::string>& paths) {
+std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<std::string>& paths,
+                                            const std::vector<int>& rails = {}) {
   const int n = int(hosts.size());
   ncclUniqueId id;
   REQUIRE(bootstrap_create_root(&id).is_ok());
@@ -203,7 +204,8 @@ std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const
       for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = uint64_t(hosts[size_t(p)])});
       std::unique_ptr<Bootstrap> bs;
       if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
-      if (!choose_net_devices(ctx, bs.get(), paths, &chosen[size_t(r)]).is_ok()) chosen[size_t(r)].why = "failed";
+      if (!choose_net_devices(ctx, bs.get(), paths, rails, &chosen[size_t(r)]).is_ok())
+        chosen[size_t(r)].why = "failed";
     });
   for (auto& th : ranks) th.join();
   return chosen;
@@ -250,4 +252,22 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
   unsetenv("NCCL_NETDEVS_POLICY");
   CHECK(c[0].devices == std::vector<int>{1, 3, 0});
   CHECK(c[1].most_devices == 3);
+
+  // Rails: device 3 on rail 0, device 1 on rail 1: a rank alone takes them in rail order.
+  c = choose_on_cpu0({11, 22, 22}, paths, {-1, 1, -1, 0});
+  CHECK(c[0].devices == std::vector<int>{3, 1});
+  CHECK(c[0].why == fmt::format("2 of 4 devices, on its NUMA node {}, in rail order", node));
+}
+
+TEST_CASE("Rails order a rank's devices where every one has a rail", "[nic_affinity]") {
+  std::vector<int> devices{2, 0, 1};
+  CHECK(order_by_rail(&devices, {5, 3, 3}));  // devices 1 and 2 share rail 3: their order stays
+  CHECK(devices == std::vector<int>{2, 1, 0});
+  devices = {0, 1};
+  CHECK_FALSE(order_by_rail(&devices, {1, -1}));  // one without a rail: as shared out
+  CHECK(devices == std::vector<int>{0, 1});
+  CHECK_FALSE(order_by_rail(&devices, {}));  // a net that gives no rails
+  CHECK(devices == std::vector<int>{0, 1});
+  std::vector<int> none;
+  CHECK_FALSE(order_by_rail(&none, {0}));
 }

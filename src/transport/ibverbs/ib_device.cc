@@ -24,6 +24,11 @@ std::string IbPort::describe() const {
 
 namespace {
 
+// ", rail R, plane P" for the INFO line, the parts NCCL_IB_HCA gave.
+std::string rail_text(int rail, int plane) {
+  return (rail >= 0 ? fmt::format(", rail {}", rail) : "") + (plane >= 0 ? fmt::format(", plane {}", plane) : "");
+}
+
 int speed_mbps(const ibv_port_attr& a) {
   int lane_mbps = 0;
   switch (a.active_speed) {
@@ -147,6 +152,10 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.mtu = int(pattr.active_mtu);
         port.speed_mbps = speed_mbps(pattr);
         port.guid = dattr.node_guid;
+        if (const HcaEntry* entry = filter.entry_for(name, p)) {
+          port.rail = entry->rail;
+          port.plane = entry->plane;
+        }
         std::vector<GidEntry> gids = read_gids(ctx, p, pattr.gid_tbl_len);
         if (port.roce || forced_gid >= 0) {
           Status s = choose_gid(gids, forced_gid, gid_setting, preference, &port.gid);
@@ -174,9 +183,9 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.traffic_class = traffic_class;
         used = true;
         BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}, P_Key {:#06x} "
-                   "(index {})", port.describe(), port.speed_mbps, service_level,
+                   "(index {}){}", port.describe(), port.speed_mbps, service_level,
                    traffic_class >= 0 ? std::to_string(traffic_class) : "the communicator's, else 0", port.pkey,
-                   port.pkey_index);
+                   port.pkey_index, rail_text(port.rail, port.plane));
         out->push_back(std::move(port));
       }
     }

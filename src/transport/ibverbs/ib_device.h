@@ -28,6 +28,7 @@ struct IbPort {
   int speed_mbps = 0;
   uint64_t guid = 0;
   std::string pci_path;
+  int rail = -1, plane = -1;  // NCCL_IB_HCA's name:port:rail:plane (-1: none given)
   // NCCL_IB_SL (NCCL's default 0): every queue pair's service level.
   // NCCL_IB_TC (-1: unset): on RoCE every queue pair's traffic class (the IP
   // header's DSCP and ECN bits, which lossless RoCE fabrics map to their PFC

@@ -270,6 +270,8 @@ class IbNet final : public Net {
     out->speed_mbps = p.speed_mbps;
     out->port = p.port;
     out->max_recvs = 1;
+    out->rail = p.rail;
+    out->plane = p.plane;
     return Status::ok();
   }
 

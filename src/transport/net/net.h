@@ -55,6 +55,11 @@ struct NetProperties {
   int max_comms = 65536;
   int max_recvs = 1;  // grouped receives
   size_t max_p2p_bytes = size_t(1) << 30;
+  // The device's rail and network plane (NCCL 2.30: NCCL_IB_HCA's
+  // name:port:rail:plane, a v12 plugin's railId/planeId); -1 where unknown.
+  // Connections stay on one rail where every device has one (net_transport.h).
+  int rail = -1;
+  int plane = -1;
 };
 
 class Net {

@@ -721,18 +721,22 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
   if (net->devices() <= 0) return BRAID_ERROR(ncclSystemError, "{}: no device", net->name());
   std::vector<NetProperties> devices(size_t(net->devices()));
   std::vector<std::string> pci_paths;
+  std::vector<int> rails;
   for (int d = 0; d < net->devices(); ++d) {
     BRAID_TRY(net->properties(d, &devices[size_t(d)]));
     pci_paths.push_back(devices[size_t(d)].pci_path);
+    rails.push_back(devices[size_t(d)].rail);
   }
   NetDeviceChoice choice;
-  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, &choice));
+  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, rails, &choice));
   std::string used;
   size_t max_p2p_bytes = SIZE_MAX;
   for (int d : choice.devices) {
     const NetProperties& p = devices[size_t(d)];
     if (!used.empty()) used += ", ";
-    used += fmt::format("{} ({}, port {}, {} Mbps)", d, p.name, p.port, p.speed_mbps);
+    used += fmt::format("{} ({}, port {}, {} Mbps{}{})", d, p.name, p.port, p.speed_mbps,
+                        p.rail >= 0 ? fmt::format(", rail {}", p.rail) : "",
+                        p.plane >= 0 ? fmt::format(", plane {}", p.plane) : "");
     max_p2p_bytes = std::min(max_p2p_bytes, p.max_p2p_bytes);
   }
   BRAID_INFO(kNet | kInit, "rank {}: {} transport on device{} {}; the nearest: {}{}", ctx.rank, net->name(),

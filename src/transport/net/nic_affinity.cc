@@ -265,8 +265,16 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
   return -1;
 }
 
+bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails) {
+  auto rail = [&](int d) { return d >= 0 && size_t(d) < rails.size() ? rails[size_t(d)] : -1; };
+  if (devices->empty() || std::any_of(devices->begin(), devices->end(), [&](int d) { return rail(d) < 0; }))
+    return false;
+  std::stable_sort(devices->begin(), devices->end(), [&](int a, int b) { return rail(a) < rail(b); });
+  return true;
+}
+
 Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          NetDeviceChoice* out) {
+                          const std::vector<int>& rails, NetDeviceChoice* out) {
   std::vector<DevicePlace> devices;
   for (const std::string& path : pci_paths) devices.push_back(device_place(path));
   RankPlace me;
@@ -292,6 +300,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, con
   if (!recognized && ctx.rank == 0)
     BRAID_INFO(kEnv, "NCCL_NETDEVS_POLICY={} is not AUTO, ALL or MAX:N (N > 0): AUTO, as NCCL", spec);
   out->devices = rank_devices(nearest.devices, int(devices.size()), k, m, policy);
+  const bool by_rail = order_by_rail(&out->devices, rails);
   // Every rank's count: a call between hosts runs in the most slices any needs.
   std::vector<int32_t> counts(size_t(ctx.nranks));
   counts[size_t(ctx.rank)] = int32_t(out->devices.size());
@@ -299,6 +308,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, con
   out->most_devices = std::max(1, *std::max_element(counts.begin(), counts.end()));
   out->why = fmt::format("{} of {} devices, {}", nearest.devices.size(), devices.size(), describe(nearest, me));
   if (m > 1) out->why += fmt::format(", shared by {} ranks", m);
+  if (by_rail && out->devices.size() > 1) out->why += ", in rail order";
   return Status::ok();
 }
 

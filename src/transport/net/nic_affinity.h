@@ -74,6 +74,14 @@ NetDevsPolicy parse_netdevs_policy(const std::string& spec, bool* recognized);
 // under `policy` (above).  Never empty where count > 0.
 std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k, int m, const NetDevsPolicy& policy);
 
+// Rails (NCCL 2.30: a device's railId, NCCL_IB_HCA's name:port:rail): where
+// every one of a rank's `devices` has a rail (`rails` by device, -1 for
+// none), they are ordered by it (stably), so that the i-th device of ranks
+// with the same rails is on the same rail and a connection, which takes the
+// same index at both ends, stays on one (NCCL keeps a ring's connections on
+// a rail too).  Otherwise the order stays; true where it ordered.
+bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails);
+
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
 // A device's place from a sysfs path to it (a link is resolved): unknown where there is none.
@@ -100,17 +108,18 @@ std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root = "/sys");
 
 // This rank's devices among a net's (rank_devices), given each device's
-// sysfs path (a net's NetProperties::pci_path): placed by sysfs, by its
-// GPU's PCI bus id in ctx, and by its CPU affinity; shared out with the ranks
-// of its host over the bootstrap (every rank calls it); the most devices any
-// rank of the communicator took (a call between hosts runs in that many
-// slices to fill them); and why, for the log.
+// sysfs path (a net's NetProperties::pci_path) and rail (-1: none): placed
+// by sysfs, by its GPU's PCI bus id in ctx, and by its CPU affinity; shared
+// out with the ranks of its host over the bootstrap (every rank calls it);
+// ordered by rail (order_by_rail); the most devices any rank of the
+// communicator took (a call between hosts runs in that many slices to fill
+// them); and why, for the log.
 struct NetDeviceChoice {
   std::vector<int> devices;
   int most_devices = 1;  // over every rank
   std::string why;
 };
 Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          NetDeviceChoice* out);
+                          const std::vector<int>& rails, NetDeviceChoice* out);
 
 }  // namespace braid
