@@ -1,7 +1,7 @@
 // libnccl-net-braid.so: braid's networks as an NCCL net plugin.
 //
 // NCCL (NCCL_NET_PLUGIN=braid) or braid itself (BRAID_TRANSPORT=plugin
-// with the same setting) loads it and finds ncclNetPlugin_v11 .. _v8, all
+// with the same setting) loads it and finds ncclNetPlugin_v12 .. _v8, all
 // backed by one of braid's Nets (src/transport/net/net.h), chosen at init
 // by BRAID_TRANSPORT: ib (braid's InfiniBand verbs net, or init fails
 // saying why), socket (braid's TCP net), otherwise InfiniBand where a port
@@ -109,6 +109,10 @@ ncclResult_t fill_properties(int dev, Props* p) {
       p->maxCollBytes = n.max_p2p_bytes;
     }
     if constexpr (requires { p->maxMultiRequestSize; }) p->maxMultiRequestSize = 1;
+    if constexpr (requires { p->railId; }) {
+      p->railId = int16_t(n.rail);  // -1, NCCL's NCCL_NET_ID_UNDEF, where the net has none
+      p->planeId = int16_t(n.plane);
+    }
     return Status::ok();
   });
 }
@@ -185,7 +189,8 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 ncclResult_t close_send(void* c) { return with_net([&](Net& net) { return net.close_send(c); }); }
 ncclResult_t close_recv(void* c) { return with_net([&](Net& net) { return net.close_recv(c); }); }
 ncclResult_t close_listen(void* c) { return with_net([&](Net& net) { return net.close_listen(c); }); }
-ncclResult_t make_vdevice(int* d, braidNcclNetVDeviceProps_t* props) {
+template <typename VDeviceProps>
+ncclResult_t make_vdevice(int* d, VDeviceProps* props) {
   // Only the trivial virtual device (one physical one) exists.
   if (!props || props->ndevs != 1 || props->devs[0] < 0 || props->devs[0] >= int(g_properties.size()))
     return report(BRAID_ERROR(ncclInvalidUsage, "virtual devices merging several NICs are not supported"));
@@ -216,23 +221,20 @@ ncclResult_t init_table(Table* table, braidNcclDebugLogger_t logger) {
   return guarded([&] { return init_net(&table->name); });
 }
 
-}  // namespace
-}  // namespace braid
-
-using namespace braid;
-
-extern "C" {
-
-__attribute__((visibility("default"))) braidNcclNet_v11_t ncclNetPlugin_v11 = {
+// The v12 and v11 tables: the same calls, each version's properties
+// (nccl_net_abi.h).  `Self` is the table, which init names.
+template <typename Properties, typename VDeviceProps, braidNcclNetV11Layout<Properties, VDeviceProps>* Self>
+constexpr braidNcclNetV11Layout<Properties, VDeviceProps> v11_layout_table() {
+  return {
     "Braid",
     [](void** ctx, uint64_t, braidNcclNetCommConfig_t* config, braidNcclDebugLogger_t logger,
        braidNcclProfilerCallback_t) -> ncclResult_t {
-      ncclResult_t r = init_table(&ncclNetPlugin_v11, logger);
+      ncclResult_t r = init_table(Self, logger);
       *ctx = r == ncclSuccess ? new_context(config) : nullptr;
       return r;
     },
     devices,
-    fill_properties<braidNcclNetProperties_v11_t>,
+    fill_properties<Properties>,
     [](void* ctx, int dev, void* handle, void** comm) { return braid::listen(config_of(ctx), dev, handle, comm); },
     [](void* ctx, int dev, void* handle, void** comm, braidNcclNetDeviceHandle_t** dc) {
       return braid::connect(config_of(ctx), dev, handle, comm, dc);
@@ -252,13 +254,28 @@ __attribute__((visibility("default"))) braidNcclNet_v11_t ncclNetPlugin_v11 = {
     close_listen,
     nullptr,  // getDeviceMr: no device offload
     nullptr,  // irecvConsumed: idem
-    make_vdevice,
+    make_vdevice<VDeviceProps>,
     [](void* ctx) {  // the communicator's context; the nets live with the process
       delete static_cast<NetCommConfig*>(ctx);
       return ncclSuccess;
     },
     [](void*, braidNcclNetAttr_t*) { return ncclSuccess; },  // setNetAttr: no tunable here
-};
+  };
+}
+
+}  // namespace
+}  // namespace braid
+
+using namespace braid;
+
+extern "C" {
+
+extern braidNcclNet_v12_t ncclNetPlugin_v12;
+extern braidNcclNet_v11_t ncclNetPlugin_v11;
+__attribute__((visibility("default"))) braidNcclNet_v12_t ncclNetPlugin_v12 =
+    v11_layout_table<braidNcclNetProperties_v12_t, braidNcclNetVDeviceProps_v12_t, &ncclNetPlugin_v12>();
+__attribute__((visibility("default"))) braidNcclNet_v11_t ncclNetPlugin_v11 =
+    v11_layout_table<braidNcclNetProperties_v11_t, braidNcclNetVDeviceProps_t, &ncclNetPlugin_v11>();
 
 __attribute__((visibility("default"))) braidNcclNet_v10_t ncclNetPlugin_v10 = {
     "Braid",
@@ -284,7 +301,7 @@ __attribute__((visibility("default"))) braidNcclNet_v10_t ncclNetPlugin_v10 = {
     close_listen,
     nullptr,
     nullptr,
-    make_vdevice,
+    make_vdevice<braidNcclNetVDeviceProps_t>,
 };
 
 __attribute__((visibility("default"))) braidNcclNet_v9_t ncclNetPlugin_v9 = {
@@ -307,7 +324,7 @@ __attribute__((visibility("default"))) braidNcclNet_v9_t ncclNetPlugin_v9 = {
     close_listen,
     nullptr,
     nullptr,
-    make_vdevice,
+    make_vdevice<braidNcclNetVDeviceProps_t>,
 };
 
 __attribute__((visibility("default"))) braidNcclNet_v8_t ncclNetPlugin_v8 = {

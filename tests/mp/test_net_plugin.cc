@@ -50,12 +50,12 @@ TEST_CASE("auto across hosts: shared memory within a host, the net plugin betwee
   };
   auto body = [](int rank, int n, ncclComm_t comm, Failures& f) {
     const std::string log = own_log();
-    if (log.find("transport auto (shm+BraidSocket (net plugin v11") == std::string::npos)
+    if (log.find("transport auto (shm+BraidSocket (net plugin v12") == std::string::npos)
       f.fail("the log does not say shm+BraidSocket: " + log);
     if (log.find("it does not give: ") == std::string::npos) f.fail("the plugin's missing features are not said");
     // Its one device has no PCI path: the nearest are every device, which
     // the host's two ranks share (nic_affinity.h).
-    if (log.find(fmt::format("rank {}: BraidSocket (net plugin v11", rank)) == std::string::npos ||
+    if (log.find(fmt::format("rank {}: BraidSocket (net plugin v12", rank)) == std::string::npos ||
         log.find("transport on device 0 (socket, port 0, 10000 Mbps); the nearest: 1 of 1 devices, none nearer than "
                  "another, shared by 2 ranks\n") == std::string::npos)
       f.fail("the log does not say which device and why: " + log);

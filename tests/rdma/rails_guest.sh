@@ -6,7 +6,9 @@
 #  - NCCL_NETDEVS_POLICY unset: the rank, alone on its host, uses both ports
 #    (its NET line says so), a call runs in two slices, and each port sends
 #    at least a quarter of the guest's packets;
-#  - NCCL_NETDEVS_POLICY=MAX:1: one port; the other sends almost nothing.
+#  - NCCL_NETDEVS_POLICY=MAX:1: one port; the other sends almost nothing;
+#  - NCCL_IB_HCA with rails (NCCL 2.30's name:port:rail) against the ports'
+#    order: the rank takes them in rail order, and both still carry calls.
 #   rails_guest.sh BUILD_DIR   (VM_ID from scripts/verbs-vm)
 set -u
 build=$1
@@ -38,4 +40,13 @@ run 29611 "transport on device 0 (rxe0, port 1, " NCCL_NETDEVS_POLICY=MAX:1
 if [ $((sent1 * 50)) -gt "$sent0" ]; then
   echo "guest $VM_ID: rxe1 sent $sent1 packets though NCCL_NETDEVS_POLICY=MAX:1"; exit 1
 fi
-echo "guest $VM_ID: two ports, exact; both used by default, one under MAX:1"
+# NCCL 2.30's rails in NCCL_IB_HCA (name:port:rail), numbered against the
+# ports' order on both guests: each rank takes rxe1 first, so index 0 is
+# rail 0 at both ends and every connection stays on its rail, exact.
+run 29612 "transport on devices 1 (rxe1, port 1, ; Mbps, rail 0), 0 (rxe0, port 1, ; Mbps, rail 1); the nearest;in rail order" \
+  NCCL_IB_HCA=rxe0:1:1,rxe1:1:0
+total=$((sent0 + sent1))
+if [ $((sent0 * 4)) -lt $total ] || [ $((sent1 * 4)) -lt $total ]; then
+  echo "guest $VM_ID: the calls did not spread over both rails"; exit 1
+fi
+echo "guest $VM_ID: two ports, exact; both used by default, one under MAX:1, both in rail order with rails"

@@ -69,16 +69,16 @@ case "$case" in
     # Then NCCL's choices with the plugin loaded: NCCL_NET=ib takes braid's
     # verbs by name, NCCL_IB_DISABLE=1 (no plugin) sockets beside a port.
     cmd="$(job short BRAID_TRANSPORT=auto NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" \
-      "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'") &&
+      "EXPECT_TRANSPORT='shm+BraidIB (net plugin v12'") &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" NCCL_NET=ib NCCL_IB_SL=3 NCCL_IB_TC=104 \
         NCCL_IB_ADDR_RANGE=10.78.0.0/16 NCCL_IB_PKEY=0 TRAFFIC_CLASS=40 EXPECT_TRANSPORT=shm+IB \
         "EXPECT_LOG='service level 3, traffic class 104, P_Key 0xffff (index 0);traffic class 104 (NCCL_IB_TC, over the communicator'") &&
       $(job short NCCL_NET_PLUGIN=none NCCL_IB_DISABLE=1 EXPECT_TRANSPORT=shm+socket) &&
       $(job short NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" TRAFFIC_CLASS=40 \
-        "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" "EXPECT_LOG='traffic class 40 (the communicator'") &&
+        "EXPECT_TRANSPORT='shm+BraidIB (net plugin v12'" "EXPECT_LOG='traffic class 40 (the communicator'") &&
       ip -6 addr add fd78::\$((VM_ID + 1))/64 dev eth0 nodad &&
       $(job short "NCCL_COMM_ID='[fd78::1]:29501'" NCCL_SOCKET_FAMILY=AF_INET6 \
-        NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" "EXPECT_TRANSPORT='shm+BraidIB (net plugin v11'" \
+        NCCL_NET_PLUGIN="$build/libnccl-net-braid.so" "EXPECT_TRANSPORT='shm+BraidIB (net plugin v12'" \
         "EXPECT_LOG='braid net plugin: using interface eth0 (fd78::'") &&
       $(job short "NCCL_COMM_ID='[fd78::1]:29502'" NCCL_SOCKET_FAMILY=AF_INET6 NCCL_IB_ADDR_FAMILY=AF_INET6 \
         NCCL_IB_ADDR_RANGE=fd78::/64 EXPECT_TRANSPORT=shm+IB 'EXPECT_LOG="fd78::$((VM_ID + 1)) (v2), "')"

@@ -1,5 +1,5 @@
 // NCCL's net plugin ABI both ways, in one process: braid's plugin library
-// (libnccl-net-braid.so) is opened, and each of its tables, v11 down to v8,
+// (libnccl-net-braid.so) is opened, and each of its tables, v12 down to v8,
 // is driven through braid's loader (plugin_net.cc) as NCCL would drive it:
 // listen, non-blocking connect and accept, registration, isend/irecv/test.
 // Messages arrive whole and exact, the sizes reported are the sent ones,
@@ -145,9 +145,37 @@ TEST_CASE("a communicator's trafficClass reaches a v11 plugin through an init of
   CHECK(connects == std::vector<int>{-1, 40});
 }
 
+TEST_CASE("a v12 plugin's railId and planeId reach the device's properties, -1 where it sets none",
+          "[unit][net][plugin]") {
+  using namespace recording;
+  braidNcclNet_v12_t v12{};
+  v12.name = "Railed";
+  v12.init = init_v11;  // v12's calls are v11's
+  v12.finalize = finalize_v11;
+  v12.devices = [](int* n) { return *n = 2, ncclSuccess; };
+  v12.getProperties = [](int dev, braidNcclNetProperties_v12_t* p) {
+    p->name = const_cast<char*>("railed");
+    p->speed = 400000;
+    if (dev == 0) {
+      p->railId = 3;
+      p->planeId = 1;
+    }
+    return ncclSuccess;
+  };
+  std::unique_ptr<Net> net;
+  REQUIRE(open_plugin_table(12, &v12, "railed", &net).is_ok());
+  CHECK(std::string(net->name()).find("Railed (net plugin v12") == 0);
+  NetProperties props;
+  REQUIRE(net->properties(0, &props).is_ok());
+  CHECK((props.rail == 3 && props.plane == 1 && props.speed_mbps == 400000));
+  REQUIRE(net->properties(1, &props).is_ok());
+  CHECK((props.rail == -1 && props.plane == -1));
+  CHECK(open_plugin_table(13, &v12, "railed", &net).code() == ncclInvalidArgument);
+}
+
 TEST_CASE("braid's net plugin, every ABI version through braid's loader: exact messages", "[unit][net][plugin]") {
   void* lib = open_plugin();
-  for (int version : {11, 10, 9, 8}) {
+  for (int version : {12, 11, 10, 9, 8}) {
     INFO("ncclNet v" << version);
     const void* table = dlsym(lib, fmt::format("ncclNetPlugin_v{}", version).c_str());
     REQUIRE(table);
@@ -161,6 +189,7 @@ TEST_CASE("braid's net plugin, every ABI version through braid's loader: exact m
     REQUIRE(net->properties(0, &props).is_ok());
     CHECK(props.ptr_support == kNetPtrHost);
     CHECK(props.max_recvs == 1);
+    CHECK((props.rail == -1 && props.plane == -1));  // TCP interfaces have no rail (v12: NCCL_NET_ID_UNDEF)
     Pair p = connect_pair(*net, NetCommConfig{version});  // a traffic class, which TCP has not
     exchange(*net, p, 4096, 0, version);
     exchange(*net, p, 4096, 4096, version);

@@ -1,5 +1,5 @@
 // NCCL's net plugin ABI, as braid declares it: the ncclNet_vN tables that
-// NCCL 2.28 looks up in a plugin library (symbols ncclNetPlugin_v11 down to
+// NCCL 2.30 looks up in a plugin library (symbols ncclNetPlugin_v12 down to
 // ncclNetPlugin_v8; NCCL also takes v7 and v6, braid does not).  Layouts
 // follow NCCL's ext-net headers field for field; the collective-network
 // and GIN tables are not declared (braid neither offers nor uses them).
@@ -13,6 +13,9 @@
 //   v11  init takes a context out-parameter, commId and config; listen and
 //        connect take the context; finalize and setNetAttr; properties gain
 //        maxMultiRequestSize
+//   v12  (2.30) up to 8 devices in a virtual device; properties gain
+//        railId and planeId (int16, -1 where undefined).  The calls are
+//        v11's: one layout serves both (braidNcclNetV11Layout)
 #pragma once
 
 #include <cstddef>
@@ -201,12 +204,47 @@ typedef struct {
   uint32_t proto;
 } braidNcclNetAttr_t;
 
+// --- v12 ------------------------------------------------------------------
+#define BRAID_NCCL_NET_MAX_DEVS_PER_NIC_V12 8
+#define BRAID_NCCL_NET_ID_UNDEF -1
 typedef struct {
+  int ndevs;
+  int devs[BRAID_NCCL_NET_MAX_DEVS_PER_NIC_V12];
+} braidNcclNetVDeviceProps_v12_t;
+
+typedef struct {
+  char* name;
+  char* pciPath;
+  uint64_t guid;
+  int ptrSupport;
+  int regIsGlobal;
+  int forceFlush;
+  int speed;
+  int port;
+  float latency;
+  int maxComms;
+  int maxRecvs;
+  braidNcclNetDeviceType netDeviceType;
+  int netDeviceVersion;
+  braidNcclNetVDeviceProps_v12_t vProps;
+  size_t maxP2pBytes;
+  size_t maxCollBytes;
+  int maxMultiRequestSize;
+  int16_t railId;
+  int16_t planeId;
+} braidNcclNetProperties_v12_t;
+
+}  // extern "C"
+
+// The v11 and v12 tables: the same calls, v12's properties and virtual
+// devices larger.
+template <typename Properties, typename VDeviceProps>
+struct braidNcclNetV11Layout {
   const char* name;
   ncclResult_t (*init)(void** ctx, uint64_t commId, braidNcclNetCommConfig_t* config,
                        braidNcclDebugLogger_t logFunction, braidNcclProfilerCallback_t profFunction);
   ncclResult_t (*devices)(int* ndev);
-  ncclResult_t (*getProperties)(int dev, braidNcclNetProperties_v11_t* props);
+  ncclResult_t (*getProperties)(int dev, Properties* props);
   ncclResult_t (*listen)(void* ctx, int dev, void* handle, void** listenComm);
   ncclResult_t (*connect)(void* ctx, int dev, void* handle, void** sendComm, braidNcclNetDeviceHandle_t** sendDevComm);
   ncclResult_t (*accept)(void* listenComm, void** recvComm, braidNcclNetDeviceHandle_t** recvDevComm);
@@ -224,9 +262,11 @@ typedef struct {
   ncclResult_t (*closeListen)(void* listenComm);
   ncclResult_t (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
   ncclResult_t (*irecvConsumed)(void* recvComm, int n, void* request);
-  ncclResult_t (*makeVDevice)(int* d, braidNcclNetVDeviceProps_t* props);
+  ncclResult_t (*makeVDevice)(int* d, VDeviceProps* props);
   ncclResult_t (*finalize)(void* ctx);
   ncclResult_t (*setNetAttr)(void* ctx, braidNcclNetAttr_t* netAttr);
-} braidNcclNet_v11_t;
-
-}  // extern "C"
+};
+using braidNcclNet_v11_t = braidNcclNetV11Layout<braidNcclNetProperties_v11_t, braidNcclNetVDeviceProps_t>;
+using braidNcclNet_v12_t = braidNcclNetV11Layout<braidNcclNetProperties_v12_t, braidNcclNetVDeviceProps_v12_t>;
+static_assert(sizeof(braidNcclNetProperties_v12_t) == 128 && offsetof(braidNcclNetProperties_v12_t, railId) == 124,
+              "NCCL 2.30's net_v12.h layout");

@@ -4,7 +4,7 @@
 // comma list; each entry is opened as given, and when that fails and the
 // entry is a bare name (no '/', not lib*.so) as libnccl-net-NAME.so; unset,
 // libnccl-net.so is tried; "none" turns plugins off.  The first library that
-// exports an ncclNet braid knows (ncclNetPlugin_v11 down to _v8), initialises
+// exports an ncclNet braid knows (ncclNetPlugin_v12 down to _v8), initialises
 // and has a device is used, once per process.
 //
 // The plugin's table is called through its own version's signatures; its
@@ -42,6 +42,7 @@ class PluginNet final : public Net {
   PluginNet(void* lib, std::string library, int version, const void* table)
       : lib_(lib), library_(std::move(library)), version_(version) {
     switch (version) {
+      case 12: v12_ = static_cast<const braidNcclNet_v12_t*>(table); break;
       case 11: v11_ = static_cast<const braidNcclNet_v11_t*>(table); break;
       case 10: v10_ = static_cast<const braidNcclNet_v10_t*>(table); break;
       case 9: v9_ = static_cast<const braidNcclNet_v9_t*>(table); break;
@@ -51,12 +52,16 @@ class PluginNet final : public Net {
   }
   // (The process's plugin lives as long as the process: tests' tables end here.)
   ~PluginNet() override {
-    if (v11_ && v11_->finalize)
-      for (const auto& [traffic_class, ctx] : contexts_) (void)v11_->finalize(ctx);
+    if (with_contexts())
+      (void)v11_calls([&](auto* t) {
+        if (t->finalize)
+          for (const auto& [traffic_class, ctx] : contexts_) (void)t->finalize(ctx);
+        return ncclSuccess;
+      });
   }
 
   Status init() {
-    if (v11_) {
+    if (with_contexts()) {
       void* ctx = nullptr;  // for communicators without a config
       BRAID_TRY(context_for(NetCommConfig{}, &ctx));
     } else {
@@ -91,7 +96,15 @@ class PluginNet final : public Net {
       out->max_recvs = p.maxRecvs;
     };
     ncclResult_t r;
-    if (v11_) {
+    if (v12_) {
+      braidNcclNetProperties_v12_t p{};
+      p.railId = p.planeId = BRAID_NCCL_NET_ID_UNDEF;
+      r = v12_->getProperties(dev, &p);
+      fill(p);
+      out->max_p2p_bytes = p.maxP2pBytes;
+      out->rail = p.railId < 0 ? -1 : p.railId;
+      out->plane = p.planeId < 0 ? -1 : p.planeId;
+    } else if (v11_) {
       braidNcclNetProperties_v11_t p{};
       r = v11_->getProperties(dev, &p);
       fill(p);
@@ -112,10 +125,10 @@ class PluginNet final : public Net {
 
   Status listen(int dev, const NetCommConfig& config, NetHandle* handle, void** listen_comm) override {
     ncclResult_t r;
-    if (v11_) {
+    if (with_contexts()) {
       void* ctx = nullptr;
       BRAID_TRY(context_for(config, &ctx));
-      r = v11_->listen(ctx, dev, handle->bytes, listen_comm);
+      r = v11_calls([&](auto* t) { return t->listen(ctx, dev, handle->bytes, listen_comm); });
     } else if (v10_) r = v10_->listen(dev, handle->bytes, listen_comm);
     else if (v9_) r = v9_->listen(dev, handle->bytes, listen_comm);
     else r = v8_->listen(dev, handle->bytes, listen_comm);
@@ -124,15 +137,15 @@ class PluginNet final : public Net {
   Status connect(int dev, const NetCommConfig& config, NetHandle* handle, void** send_comm) override {
     braidNcclNetDeviceHandle_t* device_comm = nullptr;  // no device offload asked for
     ncclResult_t r;
-    if (config.traffic_class >= 0 && !v11_ && !v10_)
+    if (config.traffic_class >= 0 && !with_contexts() && !v10_)
       std::call_once(no_config_said_, [&] {
         BRAID_INFO(kNet | kInit, "{}: a v{} net plugin takes no communicator config: trafficClass {} not given to it",
                    name_, version_, config.traffic_class);
       });
-    if (v11_) {
+    if (with_contexts()) {
       void* ctx = nullptr;
       BRAID_TRY(context_for(config, &ctx));
-      r = v11_->connect(ctx, dev, handle->bytes, send_comm, &device_comm);
+      r = v11_calls([&](auto* t) { return t->connect(ctx, dev, handle->bytes, send_comm, &device_comm); });
     } else if (v10_) {
       braidNcclNetCommConfig_t c{config.traffic_class};
       r = v10_->connect(dev, &c, handle->bytes, send_comm, &device_comm);
@@ -160,7 +173,8 @@ class PluginNet final : public Net {
   Status isend(void* comm, void* data, size_t bytes, int tag, void* mhandle, void** request) override {
     *request = nullptr;
     ncclResult_t r;
-    if (v11_) r = v11_->isend(comm, data, bytes, tag, mhandle, nullptr, request);
+    if (with_contexts())
+      r = v11_calls([&](auto* t) { return t->isend(comm, data, bytes, tag, mhandle, nullptr, request); });
     else if (v10_) r = v10_->isend(comm, data, bytes, tag, mhandle, nullptr, request);
     else if (v9_) r = v9_->isend(comm, data, bytes, tag, mhandle, request);
     else {
@@ -172,7 +186,8 @@ class PluginNet final : public Net {
   Status irecv(void* comm, void* data, size_t bytes, int tag, void* mhandle, void** request) override {
     *request = nullptr;
     ncclResult_t r;
-    if (v11_) r = v11_->irecv(comm, 1, &data, &bytes, &tag, &mhandle, nullptr, request);
+    if (with_contexts())
+      r = v11_calls([&](auto* t) { return t->irecv(comm, 1, &data, &bytes, &tag, &mhandle, nullptr, request); });
     else if (v10_) r = v10_->irecv(comm, 1, &data, &bytes, &tag, &mhandle, nullptr, request);
     else if (v9_) r = v9_->irecv(comm, 1, &data, &bytes, &tag, &mhandle, request);
     else {
@@ -196,10 +211,11 @@ class PluginNet final : public Net {
     NetProperties p;
     if (devices_ > 0 && properties(0, &p).is_ok() && !(p.ptr_support & kNetPtrCuda))
       missing.push_back("GPU memory (device buffers are staged through host memory)");
-    const bool dmabuf = v11_ ? v11_->regMrDmaBuf != nullptr
-                        : v10_ ? v10_->regMrDmaBuf != nullptr
-                        : v9_  ? v9_->regMrDmaBuf != nullptr
-                               : v8_->regMrDmaBuf != nullptr;
+    bool dmabuf = false;
+    (void)dispatch([&](auto* t) {
+      dmabuf = t->regMrDmaBuf != nullptr;
+      return ncclSuccess;
+    });
     if (!dmabuf) missing.push_back("dma-buf registration");
     missing.push_back("completion events (braid polls test with back-off)");
     if (v8_) missing.push_back("messages of 2 GiB or more (v8 int sizes)");
@@ -210,14 +226,21 @@ class PluginNet final : public Net {
 
  private:
   template <class Fn>
-  ncclResult_t dispatch(Fn fn) {
+  ncclResult_t dispatch(Fn fn) const {
+    if (v12_) return fn(v12_);
     if (v11_) return fn(v11_);
     if (v10_) return fn(v10_);
     if (v9_) return fn(v9_);
     return fn(v8_);
   }
+  // v11 and v12: contexts from init, the calls that take them.
+  bool with_contexts() const { return v12_ || v11_; }
+  template <class Fn>
+  ncclResult_t v11_calls(Fn fn) const {
+    return v12_ ? fn(v12_) : fn(v11_);
+  }
   const char* call_name() const {
-    const char* n = v11_ ? v11_->name : v10_ ? v10_->name : v9_ ? v9_->name : v8_->name;
+    const char* n = v12_ ? v12_->name : v11_ ? v11_->name : v10_ ? v10_->name : v9_ ? v9_->name : v8_->name;
     return n ? n : "unnamed";
   }
   // The v11 context for a communicator of `config`'s traffic class.
@@ -226,7 +249,7 @@ class PluginNet final : public Net {
     auto [it, added] = contexts_.try_emplace(config.traffic_class, nullptr);
     if (added) {
       braidNcclNetCommConfig_t c{config.traffic_class};
-      const ncclResult_t r = v11_->init(&it->second, 0, &c, plugin_logger, nullptr);
+      const ncclResult_t r = v11_calls([&](auto* t) { return t->init(&it->second, 0, &c, plugin_logger, nullptr); });
       if (r != ncclSuccess) contexts_.erase(it);
       BRAID_TRY(check(r, "init"));
     }
@@ -246,12 +269,13 @@ class PluginNet final : public Net {
   std::string library_;
   int version_;
   std::string name_;
-  // v11: a context per traffic class, each from its own init (NCCL inits
+  // v11, v12: a context per traffic class, each from its own init (NCCL inits
   // once per communicator); -1's from init().  Finalized with the net.
   std::mutex contexts_mutex_;
   std::map<int, void*> contexts_;
   std::once_flag no_config_said_;
   int devices_ = 0;
+  const braidNcclNet_v12_t* v12_ = nullptr;
   const braidNcclNet_v11_t* v11_ = nullptr;
   const braidNcclNet_v10_t* v10_ = nullptr;
   const braidNcclNet_v9_t* v9_ = nullptr;
@@ -269,7 +293,8 @@ Status load(const std::string& entry, bool quiet_if_absent, PluginNet** out) {
   static const struct {
     int version;
     const char* symbol;
-  } kVersions[] = {{11, "ncclNetPlugin_v11"}, {10, "ncclNetPlugin_v10"}, {9, "ncclNetPlugin_v9"}, {8, "ncclNetPlugin_v8"}};
+  } kVersions[] = {{12, "ncclNetPlugin_v12"}, {11, "ncclNetPlugin_v11"}, {10, "ncclNetPlugin_v10"},
+                   {9, "ncclNetPlugin_v9"},   {8, "ncclNetPlugin_v8"}};
   for (const auto& v : kVersions) {
     if (const void* table = dlsym(lib, v.symbol)) {
       auto net = std::make_unique<PluginNet>(lib, opened, v.version, table);
@@ -279,14 +304,14 @@ Status load(const std::string& entry, bool quiet_if_absent, PluginNet** out) {
     }
   }
   dlclose(lib);
-  return BRAID_ERROR(ncclSystemError, "net plugin {} ({}) exports no ncclNetPlugin_v11..v8 (older versions are not "
+  return BRAID_ERROR(ncclSystemError, "net plugin {} ({}) exports no ncclNetPlugin_v12..v8 (older versions are not "
                      "supported)", entry, opened);
 }
 
 }  // namespace
 
 Status open_plugin_table(int version, const void* table, const std::string& library, std::unique_ptr<Net>* out) {
-  if (version < 8 || version > 11) return BRAID_ERROR(ncclInvalidArgument, "ncclNet v{} is not supported", version);
+  if (version < 8 || version > 12) return BRAID_ERROR(ncclInvalidArgument, "ncclNet v{} is not supported", version);
   auto net = std::make_unique<PluginNet>(nullptr, library, version, table);
   BRAID_TRY(net->init());
   *out = std::move(net);
