@@ -186,7 +186,8 @@ namespace {
 // `hosts[r]` is rank r's host; each rank a thread bound to CPU 0 with a
 // bootstrap of its own, choosing among `paths`.  Empty where CPU 0 could not be had.
 std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<std::string>& paths,
-                                            const std::vector<int>& rails = {}) {
+                                            const std::vector<int>& rails = {},
+                                            const std::vector<int>& planes = {}) {
   const int n = int(hosts.size());
   ncclUniqueId id;
   REQUIRE(bootstrap_create_root(&id).is_ok());
@@ -204,7 +205,7 @@ std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const
       for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = uint64_t(hosts[size_t(p)])});
       std::unique_ptr<Bootstrap> bs;
       if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
-      if (!choose_net_devices(ctx, bs.get(), paths, rails, &chosen[size_t(r)]).is_ok())
+      if (!choose_net_devices(ctx, bs.get(), paths, rails, planes, &chosen[size_t(r)]).is_ok())
         chosen[size_t(r)].why = "failed";
     });
   for (auto& th : ranks) th.join();
@@ -259,15 +260,22 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
   CHECK(c[0].why == fmt::format("2 of 4 devices, on its NUMA node {}, in rail order", node));
 }
 
-TEST_CASE("Rails order a rank's devices where every one has a rail", "[nic_affinity]") {
+TEST_CASE("Rails and planes order a rank's devices where every one has a rail, or every one a plane",
+          "[nic_affinity]") {
   std::vector<int> devices{2, 0, 1};
-  CHECK(order_by_rail(&devices, {5, 3, 3}));  // devices 1 and 2 share rail 3: their order stays
+  CHECK(order_by_rail(&devices, {5, 3, 3}, {}));  // devices 1 and 2 share rail 3: their order stays
+  CHECK(devices == std::vector<int>{2, 1, 0});
+  devices = {2, 0, 1};
+  CHECK(order_by_rail(&devices, {5, 3, 3}, {-1, 1, 0}));  // rail 3's two by plane
   CHECK(devices == std::vector<int>{2, 1, 0});
   devices = {0, 1};
-  CHECK_FALSE(order_by_rail(&devices, {1, -1}));  // one without a rail: as shared out
+  CHECK(order_by_rail(&devices, {-1, -1}, {1, 0}));  // NCCL's example: one rail, no rail given, two planes
+  CHECK(devices == std::vector<int>{1, 0});
+  devices = {0, 1};
+  CHECK_FALSE(order_by_rail(&devices, {1, -1}, {}));  // one without a rail: as shared out
   CHECK(devices == std::vector<int>{0, 1});
-  CHECK_FALSE(order_by_rail(&devices, {}));  // a net that gives no rails
+  CHECK_FALSE(order_by_rail(&devices, {}, {}));  // a net that gives neither
   CHECK(devices == std::vector<int>{0, 1});
   std::vector<int> none;
-  CHECK_FALSE(order_by_rail(&none, {0}));
+  CHECK_FALSE(order_by_rail(&none, {0}, {0}));
 }

@@ -721,14 +721,15 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
   if (net->devices() <= 0) return BRAID_ERROR(ncclSystemError, "{}: no device", net->name());
   std::vector<NetProperties> devices(size_t(net->devices()));
   std::vector<std::string> pci_paths;
-  std::vector<int> rails;
+  std::vector<int> rails, planes;
   for (int d = 0; d < net->devices(); ++d) {
     BRAID_TRY(net->properties(d, &devices[size_t(d)]));
     pci_paths.push_back(devices[size_t(d)].pci_path);
     rails.push_back(devices[size_t(d)].rail);
+    planes.push_back(devices[size_t(d)].plane);
   }
   NetDeviceChoice choice;
-  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, rails, &choice));
+  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, rails, planes, &choice));
   std::string used;
   size_t max_p2p_bytes = SIZE_MAX;
   for (int d : choice.devices) {

@@ -4,6 +4,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <utility>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
@@ -265,16 +266,20 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
   return -1;
 }
 
-bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails) {
-  auto rail = [&](int d) { return d >= 0 && size_t(d) < rails.size() ? rails[size_t(d)] : -1; };
-  if (devices->empty() || std::any_of(devices->begin(), devices->end(), [&](int d) { return rail(d) < 0; }))
-    return false;
-  std::stable_sort(devices->begin(), devices->end(), [&](int a, int b) { return rail(a) < rail(b); });
+bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails, const std::vector<int>& planes) {
+  auto of = [](const std::vector<int>& ids, int d) { return d >= 0 && size_t(d) < ids.size() ? ids[size_t(d)] : -1; };
+  auto all_have = [&](const std::vector<int>& ids) {
+    return std::all_of(devices->begin(), devices->end(), [&](int d) { return of(ids, d) >= 0; });
+  };
+  if (devices->empty() || !(all_have(rails) || all_have(planes))) return false;
+  std::stable_sort(devices->begin(), devices->end(), [&](int a, int b) {
+    return std::pair(of(rails, a), of(planes, a)) < std::pair(of(rails, b), of(planes, b));
+  });
   return true;
 }
 
 Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          const std::vector<int>& rails, NetDeviceChoice* out) {
+                          const std::vector<int>& rails, const std::vector<int>& planes, NetDeviceChoice* out) {
   std::vector<DevicePlace> devices;
   for (const std::string& path : pci_paths) devices.push_back(device_place(path));
   RankPlace me;
@@ -300,7 +305,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, con
   if (!recognized && ctx.rank == 0)
     BRAID_INFO(kEnv, "NCCL_NETDEVS_POLICY={} is not AUTO, ALL or MAX:N (N > 0): AUTO, as NCCL", spec);
   out->devices = rank_devices(nearest.devices, int(devices.size()), k, m, policy);
-  const bool by_rail = order_by_rail(&out->devices, rails);
+  const bool by_rail = order_by_rail(&out->devices, rails, planes);
   // Every rank's count: a call between hosts runs in the most slices any needs.
   std::vector<int32_t> counts(size_t(ctx.nranks));
   counts[size_t(ctx.rank)] = int32_t(out->devices.size());

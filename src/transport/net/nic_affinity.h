@@ -74,13 +74,15 @@ NetDevsPolicy parse_netdevs_policy(const std::string& spec, bool* recognized);
 // under `policy` (above).  Never empty where count > 0.
 std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k, int m, const NetDevsPolicy& policy);
 
-// Rails (NCCL 2.30: a device's railId, NCCL_IB_HCA's name:port:rail): where
-// every one of a rank's `devices` has a rail (`rails` by device, -1 for
-// none), they are ordered by it (stably), so that the i-th device of ranks
-// with the same rails is on the same rail and a connection, which takes the
-// same index at both ends, stays on one (NCCL keeps a ring's connections on
-// a rail too).  Otherwise the order stays; true where it ordered.
-bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails);
+// Rails and planes (NCCL 2.30: a device's railId and planeId, NCCL_IB_HCA's
+// name:port:rail:plane; by device, -1 for none): where every one of a
+// rank's `devices` has a rail, or every one a plane, they are ordered by
+// (rail, plane), stably, so that the i-th device of ranks with the same
+// rails and planes is on the same rail and plane, and a connection, which
+// takes the same index at both ends, stays on one (NCCL keeps a ring's
+// connections on a rail, and never crosses planes).  Otherwise the order
+// stays; true where it ordered.
+bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails, const std::vector<int>& planes);
 
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
@@ -108,7 +110,7 @@ std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root = "/sys");
 
 // This rank's devices among a net's (rank_devices), given each device's
-// sysfs path (a net's NetProperties::pci_path) and rail (-1: none): placed
+// sysfs path (a net's NetProperties::pci_path), rail and plane (-1: none): placed
 // by sysfs, by its GPU's PCI bus id in ctx, and by its CPU affinity; shared
 // out with the ranks of its host over the bootstrap (every rank calls it);
 // ordered by rail (order_by_rail); the most devices any rank of the
@@ -120,6 +122,6 @@ struct NetDeviceChoice {
   std::string why;
 };
 Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          const std::vector<int>& rails, NetDeviceChoice* out);
+                          const std::vector<int>& rails, const std::vector<int>& planes, NetDeviceChoice* out);
 
 }  // namespace braid
