@@ -43,8 +43,8 @@ fi
 # NCCL 2.30's rails in NCCL_IB_HCA (name:port:rail), numbered against the
 # ports' order on both guests: each rank takes rxe1 first, so index 0 is
 # rail 0 at both ends and every connection stays on its rail, exact.
-run 29612 "transport on devices 1 (rxe1, port 1, ; Mbps, rail 0), 0 (rxe0, port 1, ; Mbps, rail 1); the nearest;in rail order" \
-  NCCL_IB_HCA=rxe0:1:1,rxe1:1:0
+run 29612 "transport on devices 1 (rxe1, port 1, ; Mbps, rail 0), 0 (rxe0, port 1, ; Mbps, rail 1); the nearest;\
+in rail order" NCCL_IB_HCA=rxe0:1:1,rxe1:1:0
 total=$((sent0 + sent1))
 if [ $((sent0 * 4)) -lt $total ] || [ $((sent1 * 4)) -lt $total ]; then
   echo "guest $VM_ID: the calls did not spread over both rails"; exit 1
