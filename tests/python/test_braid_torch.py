@@ -3,11 +3,12 @@ on CPU tensors: ranks as forked processes meeting in a FileStore.
 
   calls   every torch.distributed call the backend serves, each datatype
           NCCL has and each reduction, checked exactly against what every
-          rank can recompute; async calls in flight together; crossed
-          sends in batch_isend_irecv (one NCCL group); uneven
-          all_to_all_single; a subgroup; DistributedDataParallel against
-          the same steps on the whole batch in one process; bad input
-          refused at the call with the reason.  --hosts puts each rank on
+          rank can recompute; the object collectives; async calls in
+          flight together; crossed sends in batch_isend_irecv (one NCCL
+          group); uneven all_to_all_single; a subgroup;
+          DistributedDataParallel against the same steps on the whole
+          batch in one process; bad input refused at the call with the
+          reason.  --hosts puts each rank on
           its own emulated host (BRAID_HOSTID: sockets between them).
   faults  a rank killed mid-job fails its peers' next call well within
           BRAID_TIMEOUT; a Work.wait(timeout) that passes aborts the
@@ -118,14 +119,14 @@ def movers(c, rank, n):
         for r in range(n):
             c.equal(f"all_gather {dtype} from {r}", outs[r], data(r, 5, dtype))
     flat = torch.empty(n * 4, dtype=torch.float32)
-    dist._all_gather_base(flat, data(rank, 4, torch.float32))
-    c.equal("_all_gather_base", flat, torch.cat([data(r, 4, torch.float32) for r in range(n)]))
+    dist.all_gather_into_tensor(flat, data(rank, 4, torch.float32))  # the group's _allgather_base
+    c.equal("all_gather_into_tensor", flat, torch.cat([data(r, 4, torch.float32) for r in range(n)]))
     out = torch.empty(3, dtype=torch.int32)
     dist.reduce_scatter(out, [data(rank * n + r, 3, torch.int32) for r in range(n)])
     c.equal("reduce_scatter", out, sum(data(s * n + rank, 3, torch.int32) for s in range(n)).to(torch.int32))
     out = torch.empty(2, dtype=torch.float64)
-    dist._reduce_scatter_base(out, data(rank, 2 * n, torch.float64), op=R.MIN)
-    c.equal("_reduce_scatter_base", out, reduced(n, 2 * n, torch.float64, R.MIN)[2 * rank:2 * rank + 2])
+    dist.reduce_scatter_tensor(out, data(rank, 2 * n, torch.float64), op=R.MIN)  # the group's _reduce_scatter_base
+    c.equal("reduce_scatter_tensor", out, reduced(n, 2 * n, torch.float64, R.MIN)[2 * rank:2 * rank + 2])
     root = n - 1
     gathered = [torch.empty(3, dtype=torch.int64) for _ in range(n)] if rank == root else None
     dist.gather(data(rank, 3, torch.int64), gathered, dst=root)
@@ -181,6 +182,27 @@ def point_to_point(c, rank, n):
         c.equal(f"async all_reduce {k}", t, want)
         c.equal(f"async all_reduce {k}'s future", futures[k].value()[0], want)
     dist.barrier()
+
+
+def objects(c, rank, n):
+    """The object collectives (pickles in uint8 tensors of varying size over all_gather, broadcast, gather and
+    scatter), which scripts use for metadata."""
+    got = [None] * n
+    dist.all_gather_object(got, {"rank": rank, "name": "r" * (rank + 1)})
+    if got != [{"rank": r, "name": "r" * (r + 1)} for r in range(n)]:
+        c.errors.append(f"all_gather_object gave {got}")
+    sent = [("config", [1, 2, 3]), None] if rank == 0 else [None, None]
+    dist.broadcast_object_list(sent, src=0)
+    if sent != [("config", [1, 2, 3]), None]:
+        c.errors.append(f"broadcast_object_list gave {sent}")
+    gathered = [None] * n if rank == n - 1 else None
+    dist.gather_object(rank * 10, gathered, dst=n - 1)
+    if rank == n - 1 and gathered != [r * 10 for r in range(n)]:
+        c.errors.append(f"gather_object gave {gathered}")
+    mine = [None]
+    dist.scatter_object_list(mine, [f"to {r}" for r in range(n)] if rank == 0 else None, src=0)
+    if mine != [f"to {rank}"]:
+        c.errors.append(f"scatter_object_list gave {mine}")
 
 
 def subgroup(c, rank, n):
@@ -246,7 +268,7 @@ def bad_input(c, rank, n):
 def calls(rank, n):
     warnings.filterwarnings("ignore", message=".*will be deprecated")  # all_reduce_coalesced, still served
     c = Checks(rank)
-    for part in (reductions, movers, point_to_point, subgroup, ddp, bad_input):
+    for part in (reductions, movers, objects, point_to_point, subgroup, ddp, bad_input):
         part(c, rank, n)
     return c.errors
 
