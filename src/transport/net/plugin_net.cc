@@ -53,10 +53,9 @@ class PluginNet final : public Net {
   // (The process's plugin lives as long as the process: tests' tables end here.)
   ~PluginNet() override {
     if (with_contexts())
-      (void)v11_calls([&](auto* t) {
+      v11_calls([&](auto* t) {
         if (t->finalize)
           for (const auto& [traffic_class, ctx] : contexts_) (void)t->finalize(ctx);
-        return ncclSuccess;
       });
   }
 
@@ -211,11 +210,7 @@ class PluginNet final : public Net {
     NetProperties p;
     if (devices_ > 0 && properties(0, &p).is_ok() && !(p.ptr_support & kNetPtrCuda))
       missing.push_back("GPU memory (device buffers are staged through host memory)");
-    bool dmabuf = false;
-    (void)dispatch([&](auto* t) {
-      dmabuf = t->regMrDmaBuf != nullptr;
-      return ncclSuccess;
-    });
+    const bool dmabuf = dispatch([](auto* t) { return t->regMrDmaBuf != nullptr; });
     if (!dmabuf) missing.push_back("dma-buf registration");
     missing.push_back("completion events (braid polls test with back-off)");
     if (v8_) missing.push_back("messages of 2 GiB or more (v8 int sizes)");
@@ -225,8 +220,9 @@ class PluginNet final : public Net {
   }
 
  private:
+  // (Declared return types: the members above call these before the class is complete.)
   template <class Fn>
-  ncclResult_t dispatch(Fn fn) const {
+  auto dispatch(Fn fn) const -> decltype(fn(static_cast<const braidNcclNet_v8_t*>(nullptr))) {
     if (v12_) return fn(v12_);
     if (v11_) return fn(v11_);
     if (v10_) return fn(v10_);
@@ -236,11 +232,11 @@ class PluginNet final : public Net {
   // v11 and v12: contexts from init, the calls that take them.
   bool with_contexts() const { return v12_ || v11_; }
   template <class Fn>
-  ncclResult_t v11_calls(Fn fn) const {
+  auto v11_calls(Fn fn) const -> decltype(fn(static_cast<const braidNcclNet_v11_t*>(nullptr))) {
     return v12_ ? fn(v12_) : fn(v11_);
   }
   const char* call_name() const {
-    const char* n = v12_ ? v12_->name : v11_ ? v11_->name : v10_ ? v10_->name : v9_ ? v9_->name : v8_->name;
+    const char* n = dispatch([](auto* t) { return t->name; });
     return n ? n : "unnamed";
   }
   // The v11 context for a communicator of `config`'s traffic class.
