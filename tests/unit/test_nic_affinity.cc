@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -183,11 +184,22 @@ TEST_CASE("sysfs readers: NUMA nodes of CPUs and devices, a bus id's device", "[
 
 namespace {
 
+// A net's devices: as many as the longest list, with those sysfs paths,
+// rails and planes ("" and -1 past a list's end).
+std::vector<NetProperties> nets(const std::vector<std::string>& paths, const std::vector<int>& rails = {},
+                                const std::vector<int>& planes = {}) {
+  std::vector<NetProperties> out(std::max({paths.size(), rails.size(), planes.size()}));
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (d < paths.size()) out[d].pci_path = paths[d];
+    if (d < rails.size()) out[d].rail = rails[d];
+    if (d < planes.size()) out[d].plane = planes[d];
+  }
+  return out;
+}
+
 // `hosts[r]` is rank r's host; each rank a thread bound to CPU 0 with a
 // bootstrap of its own, choosing among `paths`.  Empty where CPU 0 could not be had.
-std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<std::string>& paths,
-                                            const std::vector<int>& rails = {},
-                                            const std::vector<int>& planes = {}) {
+std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<NetProperties>& devices) {
   const int n = int(hosts.size());
   ncclUniqueId id;
   REQUIRE(bootstrap_create_root(&id).is_ok());
@@ -205,8 +217,7 @@ std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const
       for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = uint64_t(hosts[size_t(p)])});
       std::unique_ptr<Bootstrap> bs;
       if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
-      if (!choose_net_devices(ctx, bs.get(), paths, rails, planes, &chosen[size_t(r)]).is_ok())
-        chosen[size_t(r)].why = "failed";
+      if (!choose_net_devices(ctx, bs.get(), devices, &chosen[size_t(r)]).is_ok()) chosen[size_t(r)].why = "failed";
     });
   for (auto& th : ranks) th.join();
   return chosen;
@@ -231,7 +242,7 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
   }
   unsetenv("NCCL_NETDEVS_POLICY");
   // Ranks 0-2 on one host, 3-4 on another: each host's ranks take 1, 3, 1...
-  std::vector<NetDeviceChoice> c = choose_on_cpu0({11, 11, 11, 22, 22}, paths);
+  std::vector<NetDeviceChoice> c = choose_on_cpu0({11, 11, 11, 22, 22}, nets(paths));
   std::vector<std::vector<int>> got;
   for (const NetDeviceChoice& x : c) got.push_back(x.devices);
   CHECK(got == std::vector<std::vector<int>>{{1}, {3}, {1}, {1}, {3}});
@@ -240,7 +251,7 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
   CHECK(c[3].why == fmt::format("2 of 4 devices, on its NUMA node {}, shared by 2 ranks", node));
 
   // A rank alone on its host takes both; calls between hosts then run in 2 slices on every rank.
-  c = choose_on_cpu0({11, 22, 22}, paths);
+  c = choose_on_cpu0({11, 22, 22}, nets(paths));
   got.clear();
   for (const NetDeviceChoice& x : c) got.push_back(x.devices);
   CHECK(got == std::vector<std::vector<int>>{{1, 3}, {1}, {3}});
@@ -249,13 +260,13 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
 
   // NCCL_NETDEVS_POLICY=MAX:3: the nearest, then the next device on.
   setenv("NCCL_NETDEVS_POLICY", "MAX:3", 1);
-  c = choose_on_cpu0({11, 22}, paths);
+  c = choose_on_cpu0({11, 22}, nets(paths));
   unsetenv("NCCL_NETDEVS_POLICY");
   CHECK(c[0].devices == std::vector<int>{1, 3, 0});
   CHECK(c[1].most_devices == 3);
 
   // Rails: device 3 on rail 0, device 1 on rail 1: a rank alone takes them in rail order.
-  c = choose_on_cpu0({11, 22, 22}, paths, {-1, 1, -1, 0});
+  c = choose_on_cpu0({11, 22, 22}, nets(paths, {-1, 1, -1, 0}));
   CHECK(c[0].devices == std::vector<int>{3, 1});
   CHECK(c[0].why == fmt::format("2 of 4 devices, on its NUMA node {}, in rail order", node));
 }
@@ -263,19 +274,19 @@ TEST_CASE("Ranks on two hosts share the devices on their NUMA node", "[nic_affin
 TEST_CASE("Rails and planes order a rank's devices where every one has a rail, or every one a plane",
           "[nic_affinity]") {
   std::vector<int> devices{2, 0, 1};
-  CHECK(order_by_rail(&devices, {5, 3, 3}, {}));  // devices 1 and 2 share rail 3: their order stays
+  CHECK(order_by_rail(&devices, nets({}, {5, 3, 3})));  // devices 1 and 2 share rail 3: their order stays
   CHECK(devices == std::vector<int>{2, 1, 0});
   devices = {2, 0, 1};
-  CHECK(order_by_rail(&devices, {5, 3, 3}, {-1, 1, 0}));  // rail 3's two by plane
+  CHECK(order_by_rail(&devices, nets({}, {5, 3, 3}, {-1, 1, 0})));  // rail 3's two by plane
   CHECK(devices == std::vector<int>{2, 1, 0});
   devices = {0, 1};
-  CHECK(order_by_rail(&devices, {-1, -1}, {1, 0}));  // NCCL's example: one rail, no rail given, two planes
+  CHECK(order_by_rail(&devices, nets({}, {}, {1, 0})));  // NCCL's example: one rail, no rail given, two planes
   CHECK(devices == std::vector<int>{1, 0});
   devices = {0, 1};
-  CHECK_FALSE(order_by_rail(&devices, {1, -1}, {}));  // one without a rail: as shared out
+  CHECK_FALSE(order_by_rail(&devices, nets({}, {1, -1})));  // one without a rail: as shared out
   CHECK(devices == std::vector<int>{0, 1});
-  CHECK_FALSE(order_by_rail(&devices, {}, {}));  // a net that gives neither
+  CHECK_FALSE(order_by_rail(&devices, nets({"", ""})));  // a net that gives neither
   CHECK(devices == std::vector<int>{0, 1});
   std::vector<int> none;
-  CHECK_FALSE(order_by_rail(&none, {0}, {0}));
+  CHECK_FALSE(order_by_rail(&none, nets({}, {0}, {0})));
 }

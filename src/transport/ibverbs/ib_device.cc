@@ -13,6 +13,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/transport/ibverbs/ib_verbs_loader.h"
+#include "src/transport/net/net.h"
 
 namespace braid {
 
@@ -23,11 +24,6 @@ std::string IbPort::describe() const {
 }
 
 namespace {
-
-// ", rail R, plane P" for the INFO line, the parts NCCL_IB_HCA gave.
-std::string rail_text(int rail, int plane) {
-  return (rail >= 0 ? fmt::format(", rail {}", rail) : "") + (plane >= 0 ? fmt::format(", plane {}", plane) : "");
-}
 
 int speed_mbps(const ibv_port_attr& a) {
   int lane_mbps = 0;

@@ -62,6 +62,11 @@ struct NetProperties {
   int plane = -1;
 };
 
+// ", rail R, plane P" for INFO lines: the parts a device has.
+inline std::string rail_text(int rail, int plane) {
+  return (rail >= 0 ? ", rail " + std::to_string(rail) : "") + (plane >= 0 ? ", plane " + std::to_string(plane) : "");
+}
+
 class Net {
  public:
   virtual ~Net() = default;

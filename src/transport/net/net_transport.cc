@@ -720,24 +720,15 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
   if (int(serves.size()) != ctx.nranks) return BRAID_ERROR(ncclInternalError, "net transport: serves has wrong size");
   if (net->devices() <= 0) return BRAID_ERROR(ncclSystemError, "{}: no device", net->name());
   std::vector<NetProperties> devices(size_t(net->devices()));
-  std::vector<std::string> pci_paths;
-  std::vector<int> rails, planes;
-  for (int d = 0; d < net->devices(); ++d) {
-    BRAID_TRY(net->properties(d, &devices[size_t(d)]));
-    pci_paths.push_back(devices[size_t(d)].pci_path);
-    rails.push_back(devices[size_t(d)].rail);
-    planes.push_back(devices[size_t(d)].plane);
-  }
+  for (int d = 0; d < net->devices(); ++d) BRAID_TRY(net->properties(d, &devices[size_t(d)]));
   NetDeviceChoice choice;
-  BRAID_TRY(choose_net_devices(ctx, bootstrap, pci_paths, rails, planes, &choice));
+  BRAID_TRY(choose_net_devices(ctx, bootstrap, devices, &choice));
   std::string used;
   size_t max_p2p_bytes = SIZE_MAX;
   for (int d : choice.devices) {
     const NetProperties& p = devices[size_t(d)];
     if (!used.empty()) used += ", ";
-    used += fmt::format("{} ({}, port {}, {} Mbps{}{})", d, p.name, p.port, p.speed_mbps,
-                        p.rail >= 0 ? fmt::format(", rail {}", p.rail) : "",
-                        p.plane >= 0 ? fmt::format(", plane {}", p.plane) : "");
+    used += fmt::format("{} ({}, port {}, {} Mbps{})", d, p.name, p.port, p.speed_mbps, rail_text(p.rail, p.plane));
     max_p2p_bytes = std::min(max_p2p_bytes, p.max_p2p_bytes);
   }
   BRAID_INFO(kNet | kInit, "rank {}: {} transport on device{} {}; the nearest: {}{}", ctx.rank, net->name(),

@@ -4,7 +4,6 @@
 #include <strings.h>
 
 #include <algorithm>
-#include <utility>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -266,22 +266,22 @@ int numa_node_of_cpus(const std::vector<int>& cpus, const std::string& root) {
   return -1;
 }
 
-bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails, const std::vector<int>& planes) {
-  auto of = [](const std::vector<int>& ids, int d) { return d >= 0 && size_t(d) < ids.size() ? ids[size_t(d)] : -1; };
-  auto all_have = [&](const std::vector<int>& ids) {
-    return std::all_of(devices->begin(), devices->end(), [&](int d) { return of(ids, d) >= 0; });
+bool order_by_rail(std::vector<int>* chosen, const std::vector<NetProperties>& devices) {
+  auto all_have = [&](int NetProperties::*id) {
+    return std::all_of(chosen->begin(), chosen->end(), [&](int d) { return devices[size_t(d)].*id >= 0; });
   };
-  if (devices->empty() || !(all_have(rails) || all_have(planes))) return false;
-  std::stable_sort(devices->begin(), devices->end(), [&](int a, int b) {
-    return std::pair(of(rails, a), of(planes, a)) < std::pair(of(rails, b), of(planes, b));
+  if (chosen->empty() || !(all_have(&NetProperties::rail) || all_have(&NetProperties::plane))) return false;
+  std::stable_sort(chosen->begin(), chosen->end(), [&](int a, int b) {
+    const NetProperties &x = devices[size_t(a)], &y = devices[size_t(b)];
+    return std::pair(x.rail, x.plane) < std::pair(y.rail, y.plane);
   });
   return true;
 }
 
-Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          const std::vector<int>& rails, const std::vector<int>& planes, NetDeviceChoice* out) {
+Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap,
+                          const std::vector<NetProperties>& net_devices, NetDeviceChoice* out) {
   std::vector<DevicePlace> devices;
-  for (const std::string& path : pci_paths) devices.push_back(device_place(path));
+  for (const NetProperties& d : net_devices) devices.push_back(device_place(d.pci_path));
   RankPlace me;
   me.gpu_pci_path = pci_bus_id_path(ctx.gpu_pci_bus_id);
   me.gpu_numa_node = read_numa_node(me.gpu_pci_path);
@@ -305,7 +305,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, con
   if (!recognized && ctx.rank == 0)
     BRAID_INFO(kEnv, "NCCL_NETDEVS_POLICY={} is not AUTO, ALL or MAX:N (N > 0): AUTO, as NCCL", spec);
   out->devices = rank_devices(nearest.devices, int(devices.size()), k, m, policy);
-  const bool by_rail = order_by_rail(&out->devices, rails, planes);
+  const bool by_rail = order_by_rail(&out->devices, net_devices);
   // Every rank's count: a call between hosts runs in the most slices any needs.
   std::vector<int32_t> counts(size_t(ctx.nranks));
   counts[size_t(ctx.rank)] = int32_t(out->devices.size());

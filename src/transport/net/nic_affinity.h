@@ -30,6 +30,7 @@
 
 #include "src/base/status.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/transport/net/net.h"
 #include "src/transport/transport.h"
 
 namespace braid {
@@ -75,14 +76,15 @@ NetDevsPolicy parse_netdevs_policy(const std::string& spec, bool* recognized);
 std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k, int m, const NetDevsPolicy& policy);
 
 // Rails and planes (NCCL 2.30: a device's railId and planeId, NCCL_IB_HCA's
-// name:port:rail:plane; by device, -1 for none): where every one of a
-// rank's `devices` has a rail, or every one a plane, they are ordered by
+// name:port:rail:plane; NetProperties::rail/plane, -1 for none): where every
+// one of a rank's `chosen` devices has a rail, or every one a plane, they
+// are ordered by
 // (rail, plane), stably, so that the i-th device of ranks with the same
 // rails and planes is on the same rail and plane, and a connection, which
 // takes the same index at both ends, stays on one (NCCL keeps a ring's
 // connections on a rail, and never crosses planes).  Otherwise the order
 // stays; true where it ordered.
-bool order_by_rail(std::vector<int>* devices, const std::vector<int>& rails, const std::vector<int>& planes);
+bool order_by_rail(std::vector<int>* chosen, const std::vector<NetProperties>& devices);
 
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
@@ -109,9 +111,9 @@ std::vector<NamedPlace> sysfs_net_interfaces(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root = "/sys");
 std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root = "/sys");
 
-// This rank's devices among a net's (rank_devices), given each device's
-// sysfs path (a net's NetProperties::pci_path), rail and plane (-1: none): placed
-// by sysfs, by its GPU's PCI bus id in ctx, and by its CPU affinity; shared
+// This rank's devices among a net's `devices` (rank_devices), by their sysfs
+// paths (pci_path), rails and planes: placed by sysfs, by its GPU's PCI bus
+// id in ctx, and by its CPU affinity; shared
 // out with the ranks of its host over the bootstrap (every rank calls it);
 // ordered by rail (order_by_rail); the most devices any rank of the
 // communicator took (a call between hosts runs in that many slices to fill
@@ -121,7 +123,7 @@ struct NetDeviceChoice {
   int most_devices = 1;  // over every rank
   std::string why;
 };
-Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<std::string>& pci_paths,
-                          const std::vector<int>& rails, const std::vector<int>& planes, NetDeviceChoice* out);
+Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap, const std::vector<NetProperties>& devices,
+                          NetDeviceChoice* out);
 
 }  // namespace braid
