@@ -107,11 +107,14 @@ def _one(tensors, what):
     return _Buffer(tensors[0], what)
 
 
-def _same_shape(buffers, like, what):
+def _buffers_like(tensors, like, what):
+    """The tensors' _Buffers, each of `like`'s count and dtype."""
+    buffers = [_Buffer(t, what) for t in tensors]
     for b in buffers:
         if b.count != like.count or b.dtype != like.dtype:
             raise _Error(f"braid: {what}: every tensor must have {like.count} elements of {like.dtype}, not "
                          f"{b.count} of {b.dtype}")
+    return buffers
 
 
 def _seconds(timeout):
@@ -254,10 +257,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         self._finalizer = weakref.finalize(self, self._worker.close)
         self._coalesced = None  # between _start_coalescing and _end_coalescing: [(work, steps, after)]
 
-    def getBackendName(self):
-        return BACKEND
-
-    def _get_backend_name(self):
+    def getBackendName(self):  # also what torch's _get_backend_name() returns, through C++
         return BACKEND
 
     def _abort(self, why):
@@ -335,8 +335,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def allgather(self, output_lists, inputs, opts=None):
         b = _one(inputs, "allgather")
         outputs = self._per_rank(output_lists, "allgather")
-        _same_shape([_Buffer(t, "allgather output") for t in outputs], b, "allgather")
-        outs = [_Buffer(t, "allgather output") for t in outputs]
+        outs = _buffers_like(outputs, b, "allgather output")
         # Straight into the outputs: a send and a receive per peer in one group (a flat ncclAllGather and the
         # copies out of it took 4x as long, perf/results/torch_cpu_*).
         steps = []
@@ -374,7 +373,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         flat, outputs = None, []
         if self.rank() == root:
             outputs = self._per_rank(output_lists, "gather")
-            _same_shape([_Buffer(t, "gather output") for t in outputs], b, "gather")
+            _buffers_like(outputs, b, "gather output")
             flat = torch.empty(self.size() * b.tensor.numel(), dtype=b.dtype)
         into = _Buffer(flat, "gather") if flat is not None else None
         return self._call("gather", output_lists, [_nccl("ncclGather", b, into, b.count, b.nccl_type, root)],
@@ -387,7 +386,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         source = None
         if self.rank() == root:
             inputs = self._per_rank(input_lists, "scatter")
-            _same_shape([_Buffer(t, "scatter input") for t in inputs], o, "scatter")
+            _buffers_like(inputs, o, "scatter input")
             source = _Buffer(torch.cat([t.reshape(-1) for t in inputs]), "scatter")
         return self._call("scatter", outputs, [_nccl("ncclScatter", source, o, o.count, o.nccl_type, root)])
 
@@ -395,7 +394,7 @@ class ProcessGroupBraid(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         o = _one(outputs, "reduce_scatter")
         inputs = self._per_rank(input_lists, "reduce_scatter")
-        _same_shape([_Buffer(t, "reduce_scatter input") for t in inputs], o, "reduce_scatter")
+        _buffers_like(inputs, o, "reduce_scatter input")
         flat = _Buffer(torch.cat([t.reshape(-1) for t in inputs]), "reduce_scatter")
         return self._call("reduce_scatter", outputs, [_nccl("ncclReduceScatter", flat, o, o.count, o.nccl_type,
                                                             _nccl_op(opts.reduceOp, o.dtype))])
