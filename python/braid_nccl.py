@@ -36,9 +36,7 @@ _NCCL_SIGNATURES = {
     "ncclCommDestroy": [_vp],
     "ncclCommAbort": [_vp],
     "ncclCommCount": [_vp, ctypes.POINTER(_i32)],
-    "ncclCommUserRank": [_vp, ctypes.POINTER(_i32)],
     "ncclCommCuDevice": [_vp, ctypes.POINTER(_i32)],
-    "ncclCommGetAsyncError": [_vp, ctypes.POINTER(_i32)],
     "ncclGetLastError": [_vp],
     "ncclGroupStart": [],
     "ncclGroupEnd": [],
@@ -119,12 +117,6 @@ class Comm:
         device = ctypes.c_int()
         check(library().ncclCommCuDevice(self.handle, ctypes.byref(device)), self.handle)
         return device.value
-
-    def async_error(self):
-        """ncclCommGetAsyncError's code."""
-        code = ctypes.c_int(0)
-        check(library().ncclCommGetAsyncError(self.handle, ctypes.byref(code)), self.handle)
-        return code.value
 
     def destroy(self):
         if self._owned and self.handle:
