@@ -45,25 +45,24 @@ typedef struct {
   int maxRanksPerNvlDomain;
 } braidTunerNvlDomainInfo_t;
 
-typedef struct {
-  double baseLatencies[kTunerAlgorithms][kTunerProtocols];
-  double hwLatencies[3][kTunerAlgorithms][kTunerProtocols];
-  double llMaxBws[4][3];
-  double perChMaxRingLL128Bws[4][3];
-  double perChMaxTreeLL128Bws[4][3];
-  double perChMaxTreeBws[4][3];
-  double perChMaxNVLSTreeBws[4][3];
-} braidTunerConstants_t;
+}  // extern "C"
 
-typedef struct {  // ncclTunerConstants_v7_t (2.32.6): Rubin's row added to each bandwidth table
+// ncclTunerConstants_v5_t (v5, v6) and _v7_t (2.32.6): the same tables, v7's
+// five bandwidth tables one compute capability (Rubin) longer.
+template <int CompCaps>
+struct braidTunerConstantsLayout {
   double baseLatencies[kTunerAlgorithms][kTunerProtocols];
   double hwLatencies[3][kTunerAlgorithms][kTunerProtocols];
-  double llMaxBws[5][3];
-  double perChMaxRingLL128Bws[5][3];
-  double perChMaxTreeLL128Bws[5][3];
-  double perChMaxTreeBws[5][3];
-  double perChMaxNVLSTreeBws[5][3];
-} braidTunerConstants_v7_t;
+  double llMaxBws[CompCaps][3];
+  double perChMaxRingLL128Bws[CompCaps][3];
+  double perChMaxTreeLL128Bws[CompCaps][3];
+  double perChMaxTreeBws[CompCaps][3];
+  double perChMaxNVLSTreeBws[CompCaps][3];
+};
+using braidTunerConstants_t = braidTunerConstantsLayout<4>;
+using braidTunerConstants_v7_t = braidTunerConstantsLayout<5>;
+
+extern "C" {
 
 typedef struct {  // ncclTuner_v2_t (NCCL 2.19)
   const char* name;
