@@ -59,12 +59,14 @@ class RoundPlanner {
     need_[s_] = 0;  // the straggler gets every chunk through its swaps
   }
 
-  // False if the plan runs past `cap` rounds (it never should; a guard).
+  // False once the plan cannot end within `cap` rounds: a rank needs more
+  // chunks than it has receive slots left (one a round, less its swap's).
   bool run(int cap, StragglarRounds* out) {
     out->nranks = n_;
     out->rounds.clear();
     for (int t = 0; t < m_ || remaining() > 0; ++t) {
-      if (t >= cap) return false;
+      for (int r = 0; r < m_; ++r)
+        if (need_[r] > cap - t - (r >= t && r < cap ? 1 : 0)) return false;
       out->rounds.push_back(round(t));
     }
     return true;
@@ -204,12 +206,23 @@ class RoundPlanner {
         }
       }
     }
-    // Kuhn's algorithm, receivers in priority order.
+    // Kuhn's algorithm, receivers in priority order.  Senders a search
+    // visited and failed through stay marked until a search succeeds: the
+    // matching is unchanged, so they still lead to no free sender, and the
+    // next search finds the path it would have found without the marks.
     std::vector<int> fixed = sender_of;
+    // Each receiver's senders, in the senders' order: those with a final
+    // chunk it lacks, less those paired above for a critical chunk.
+    options_.resize(n_);
+    for (int b : receivers) {
+      options_[b].clear();
+      for (int a : senders)
+        if (a != b && useful(a, b) && (receiver_of[a] < 0 || fixed[receiver_of[a]] < 0)) options_[b].push_back(a);
+    }
+    std::vector<char> seen(n_, 0);
     for (int b : receivers) {
       if (fixed[b] >= 0) continue;
-      std::vector<bool> seen(n_, false);
-      augment(b, senders, seen, sender_of, receiver_of, fixed);
+      if (augment(b, seen, sender_of, receiver_of)) std::fill(seen.begin(), seen.end(), 0);
     }
     // Chunks: most urgent receivers pick first, each the rarest it can get.
     moves.insert(moves.end(), spread.begin(), spread.end());
@@ -232,13 +245,11 @@ class RoundPlanner {
     return moves;
   }
 
-  bool augment(int b, const std::vector<int>& senders, std::vector<bool>& seen, std::vector<int>& sender_of,
-               std::vector<int>& receiver_of, const std::vector<int>& fixed) {
-    for (int a : senders) {
-      if (seen[a] || a == b || !useful(a, b)) continue;
-      if (receiver_of[a] >= 0 && fixed[receiver_of[a]] >= 0) continue;  // a critical-chunk pair
+  bool augment(int b, std::vector<char>& seen, std::vector<int>& sender_of, std::vector<int>& receiver_of) {
+    for (int a : options_[b]) {
+      if (seen[a]) continue;
       seen[a] = true;
-      if (receiver_of[a] < 0 || augment(receiver_of[a], senders, seen, sender_of, receiver_of, fixed)) {
+      if (receiver_of[a] < 0 || augment(receiver_of[a], seen, sender_of, receiver_of)) {
         receiver_of[a] = b;
         sender_of[b] = a;
         return true;
@@ -254,6 +265,7 @@ class RoundPlanner {
   std::vector<uint64_t> has_;  // bit c of rank r: r holds final chunk c
   std::vector<int> holders_;
   std::vector<int> need_;
+  std::vector<std::vector<int>> options_;  // a receiver's senders this round (round())
 };
 
 }  // namespace
@@ -269,12 +281,12 @@ StragglarRounds stragglar_rounds(int n) {
   best.nranks = n;
   if (n <= 1) return best;
   const int lower = stragglar_round_lower_bound(n);
-  const int cap = 2 * n + 8;  // a guard; plans never get near it
   // The deterministic orders first, then seeded shuffles at the lower bound
-  // (which find it for most n), then the next target up.  The budget keeps
-  // generation for 64 ranks well under a second.
+  // (which find it for most n), then the next target up.  Once a plan is
+  // found, the next ones stop as soon as they cannot be shorter.
   auto attempt = [&](int target, int variant) {
     StragglarRounds plan;
+    const int cap = best.rounds.empty() ? 2 * n + 8 : int(best.rounds.size()) - 1;  // the first: a guard
     if (!RoundPlanner(n, target, variant).run(cap, &plan)) return false;
     if (best.rounds.empty() || plan.rounds.size() < best.rounds.size()) best = std::move(plan);
     return int(best.rounds.size()) == lower;
