@@ -11,7 +11,8 @@ CUDA tensors (ncclAllReduce, ncclSend, ...) on its CPU tensors instead,
 over braid's host backend: shared memory between the ranks of a host,
 sockets or InfiniBand between hosts, braid's schedules and its
 BRAID_*/NCCL_* settings.  DistributedDataParallel, new_group, async_op,
-batch_isend_irecv and all_to_all_single with uneven splits work.
+batch_isend_irecv, all_to_all_single with uneven splits, and all_gather and
+reduce_scatter with uneven sizes work.
 
 How a process group maps onto braid:
   - one communicator per group, from a unique id rank 0 publishes in the
@@ -114,6 +115,14 @@ def _buffers_like(tensors, like, what):
         if b.count != like.count or b.dtype != like.dtype:
             raise _Error(f"braid: {what}: every tensor must have {like.count} elements of {like.dtype}, not "
                          f"{b.count} of {b.dtype}")
+    return buffers
+
+
+def _typed(buffers, dtype, what):
+    """`buffers`, each checked to hold `dtype` (their counts may differ)."""
+    for b in buffers:
+        if b.dtype != dtype:
+            raise _Error(f"braid: {what}: every tensor must be {dtype}, not {b.dtype}")
     return buffers
 
 
@@ -335,14 +344,16 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def allgather(self, output_lists, inputs, opts=None):
         b = _one(inputs, "allgather")
         outputs = self._per_rank(output_lists, "allgather")
-        outs = _buffers_like(outputs, b, "allgather output")
+        # Rank r's tensor is the size of rank r's input: uneven sizes are served (ProcessGroupNCCL's allgather_v).
+        outs = _typed([_Buffer(t, "allgather output") for t in outputs], b.dtype, "allgather output")
+        self._sized(outs[self.rank()], b.count, b.dtype, "allgather output for this rank")
         # Straight into the outputs: a send and a receive per peer in one group (a flat ncclAllGather and the
         # copies out of it took 4x as long, perf/results/torch_cpu_*).
         steps = []
         for peer in range(self.size()):
             if peer != self.rank():
                 steps += [_nccl("ncclSend", b, b.count, b.nccl_type, peer),
-                          _nccl("ncclRecv", outs[peer], b.count, b.nccl_type, peer)]
+                          _nccl("ncclRecv", outs[peer], outs[peer].count, b.nccl_type, peer)]
         mine = outputs[self.rank()]
         return self._call_grouped("allgather", output_lists, steps, after=lambda: mine.copy_(b.tensor))
 
@@ -393,11 +404,18 @@ class ProcessGroupBraid(dist.ProcessGroup):
     def reduce_scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ReduceScatterOptions()
         o = _one(outputs, "reduce_scatter")
-        inputs = self._per_rank(input_lists, "reduce_scatter")
-        _buffers_like(inputs, o, "reduce_scatter input")
-        flat = _Buffer(torch.cat([t.reshape(-1) for t in inputs]), "reduce_scatter")
-        return self._call("reduce_scatter", outputs, [_nccl("ncclReduceScatter", flat, o, o.count, o.nccl_type,
-                                                            _nccl_op(opts.reduceOp, o.dtype))])
+        op = _nccl_op(opts.reduceOp, o.dtype)
+        inputs = _typed([_Buffer(t, "reduce_scatter input") for t in self._per_rank(input_lists, "reduce_scatter")],
+                        o.dtype, "reduce_scatter input")
+        self._sized(inputs[self.rank()], o.count, o.dtype, "reduce_scatter input for this rank")
+        if any(i.count != o.count for i in inputs):
+            # Uneven (input r the size of rank r's output): a reduce to each rank in one group, as
+            # ProcessGroupNCCL's reduce_scatter_v.  Only the root's receive buffer is written.
+            steps = [_nccl("ncclReduce", i, o if r == self.rank() else i, i.count, o.nccl_type, op, r)
+                     for r, i in enumerate(inputs)]
+            return self._call_grouped("reduce_scatter", outputs, steps)
+        flat = _Buffer(torch.cat([i.tensor.reshape(-1) for i in inputs]), "reduce_scatter")
+        return self._call("reduce_scatter", outputs, [_nccl("ncclReduceScatter", flat, o, o.count, o.nccl_type, op)])
 
     def _reduce_scatter_base(self, output, input, opts=None):
         opts = opts or dist.ReduceScatterOptions()

@@ -124,6 +124,15 @@ def movers(c, rank, n):
     out = torch.empty(3, dtype=torch.int32)
     dist.reduce_scatter(out, [data(rank * n + r, 3, torch.int32) for r in range(n)])
     c.equal("reduce_scatter", out, sum(data(s * n + rank, 3, torch.int32) for s in range(n)).to(torch.int32))
+    # Uneven sizes, rank r's share r elements (0 included): ProcessGroupNCCL's allgather_v and reduce_scatter_v.
+    outs = [torch.empty(r, dtype=torch.int64) for r in range(n)]
+    dist.all_gather(outs, data(rank, rank, torch.int64))
+    for r in range(n):
+        c.equal(f"all_gather uneven from {r}", outs[r], data(r, r, torch.int64))
+    out = torch.empty(rank, dtype=torch.float32)
+    dist.reduce_scatter(out, [data(rank * n + r, r, torch.float32) for r in range(n)], op=R.MAX)
+    want = torch.stack([data(s * n + rank, rank, torch.float32) for s in range(n)]).max(0).values
+    c.equal("reduce_scatter uneven", out, want)
     out = torch.empty(2, dtype=torch.float64)
     dist.reduce_scatter_tensor(out, data(rank, 2 * n, torch.float64), op=R.MIN)  # the group's _reduce_scatter_base
     c.equal("reduce_scatter_tensor", out, reduced(n, 2 * n, torch.float64, R.MIN)[2 * rank:2 * rank + 2])
@@ -259,6 +268,11 @@ def bad_input(c, rank, n):
     c.refused("a send to itself", lambda: dist.send(torch.empty(1), rank), "not another rank")
     c.refused("a short output list", lambda: dist.all_gather([torch.empty(4, dtype=torch.int32)], t),
               "one list of")
+    c.refused("this rank's output not its input's size",
+              lambda: dist.all_gather([torch.empty(5, dtype=torch.int32) for _ in range(n)], t), "for this rank")
+    mixed = [torch.empty(r + 1, dtype=torch.float64 if r else torch.float32) for r in range(n)]  # torch refuses
+    c.refused("uneven inputs of two dtypes", lambda: dist.distributed_c10d._get_default_group().reduce_scatter(
+        [torch.empty(rank + 1)], [mixed], dist.ReduceScatterOptions()), "every tensor must be")
     # Nothing was queued by the refusals: the next call pairs up as usual.
     t = torch.tensor([rank])
     dist.all_reduce(t)
