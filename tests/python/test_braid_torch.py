@@ -130,9 +130,12 @@ def movers(c, rank, n):
     for r in range(n):
         c.equal(f"all_gather uneven from {r}", outs[r], data(r, r, torch.int64))
     out = torch.empty(rank, dtype=torch.float32)
-    dist.reduce_scatter(out, [data(rank * n + r, r, torch.float32) for r in range(n)], op=R.MAX)
+    inputs = [data(rank * n + r, r, torch.float32) for r in range(n)]
+    dist.reduce_scatter(out, inputs, op=R.MAX)
     want = torch.stack([data(s * n + rank, rank, torch.float32) for s in range(n)]).max(0).values
     c.equal("reduce_scatter uneven", out, want)
+    for r in range(n):  # a reduce to another rank must not write the input it reads
+        c.equal(f"reduce_scatter uneven input {r} after", inputs[r], data(rank * n + r, r, torch.float32))
     out = torch.empty(2, dtype=torch.float64)
     dist.reduce_scatter_tensor(out, data(rank, 2 * n, torch.float64), op=R.MIN)  # the group's _reduce_scatter_base
     c.equal("reduce_scatter_tensor", out, reduced(n, 2 * n, torch.float64, R.MIN)[2 * rank:2 * rank + 2])
