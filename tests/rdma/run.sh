@@ -25,7 +25,10 @@
 #             connections use down mid-run, and every AllReduce and
 #             AlltoAll must still be exact, each end having failed over;
 #             then with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 the port down,
-#             up again and the other down, every call exact (ctest
+#             up again and the other down, every call exact; then the
+#             same port down, and after 10 more rounds, with no call
+#             between, up again and the other down: the connections must
+#             wait for their first port and move back to it (ctest
 #             rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
@@ -111,7 +114,12 @@ case "$case" in
       NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_DEBUG_TIMESTAMP_LEVELS=INFO,WARN NCCL_SOCKET_IFNAME=eth0 \
       EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down' FAILOVER_UP='$up' \
       FAILOVER_OTHER_DOWN='$other_down';
-      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|again (NCCL\|moving from' $logs"
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|again (NCCL\|moving from' $logs && rm -f $logs &&
+      ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29502 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' \
+      FAILOVER_DOWN='$down' FAILOVER_UP='$up && sleep 1 && $other_down';
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from' $logs && grep -q 'moving from' $logs"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"

@@ -43,6 +43,10 @@ bool port_active(const IbPort& port) {
   return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
 }
 
+// Whether the port of the active path is no longer active (soft-RoCE fails
+// a send on a netdev that went down with a local QP error, not a retry error).
+bool port_down(const IbComm* c) { return !port_active(c->paths[c->active].dev->port); }
+
 // Port recovery's settings, NCCL's names and defaults, read once: the
 // sender looks at them on every poll after a failover.
 struct RecoverySettings {
@@ -128,13 +132,19 @@ void sender_resume(IbComm* c, uint64_t resume) {
              port_name(c, c->active), resume, c->next_send);
 }
 
-// The receiver: the sender is on the new path; credit again from where it resumes.
-void receiver_ready(IbComm* c) {
-  moved(c);
-  for (uint64_t seq = c->resend_next; seq < c->receives.next() && c->error.is_ok(); ++seq) {
+// The receiver: credit for every receive from `first` on.
+void credit_from(IbComm* c, uint64_t first) {
+  for (uint64_t seq = first; seq < c->receives.next() && c->error.is_ok(); ++seq) {
     Status s = post_credit(c, c->requests[seq % kIbMaxRequests]);
     if (!s.is_ok()) c->fail(std::move(s));
   }
+}
+
+// The receiver: the sender is on the new path; credit again from where it resumes.
+void receiver_ready(IbComm* c) {
+  moved(c);
+  c->credits_held_from = IbComm::kNoneHeld;  // among those given again here
+  credit_from(c, c->resend_next);
   BRAID_INFO(kNet, "InfiniBand connection from {}: on {} now, receiving from message {} again", c->peer,
              port_name(c, c->active), c->resend_next);
 }
@@ -152,13 +162,7 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
 
 // The sender, on one path after a failover: once the failed path's port
 // here is active again, makes that path anew and offers it to the receiver.
-void maybe_rearm(IbComm* c) {
-  if (!c->sending || c->failover != Failover::Done || c->resend_next < c->resend_end || !recovery().wanted ||
-      c->failures > recovery().attempts_max)
-    return;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < c->next_recovery_check) return;
-  c->next_recovery_check = now + recovery().delay;
+void rearm(IbComm* c) {
   const int p = other(c);
   if (!port_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
@@ -171,6 +175,14 @@ void maybe_rearm(IbComm* c) {
   }
   c->failover = Failover::Rearming;
   send_side(c, kRearm, uint64_t(p), &c->mine.path[p]);
+}
+
+// The receiver: credits held while no failover is under way to give them
+// go out once the hold ends (receiver_ready gives them with the others).
+void release_held_credits(IbComm* c) {
+  if (c->credits_held_from == IbComm::kNoneHeld || failover_holds_credits(c)) return;
+  credit_from(c, c->credits_held_from);
+  c->credits_held_from = IbComm::kNoneHeld;
 }
 
 // The receiver: the sender offers path p anew.
@@ -217,15 +229,11 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
   } else if (m.kind == kRearmed && c->sending && c->failover == Failover::Rearming && offers_other) {
     sender_rearmed(c, other(c), info);
   } else if (m.kind == kRearmLater && c->sending && c->failover == Failover::Rearming) {
-    c->failover = Failover::Done;  // maybe_rearm tries again after the delay
+    c->failover = Failover::Done;  // rearm tries again after the delay
   } else {
     c->fail(BRAID_ERROR(ncclInternalError, "port failover: message {} out of turn", m.kind));
   }
 }
-
-// Whether the port of the active path is no longer active (soft-RoCE fails
-// a send on a netdev that went down with a local QP error, not a retry error).
-bool port_down(const IbComm* c) { return !port_active(c->paths[c->active].dev->port); }
 
 // The sender writes again, in order, each message the receiver lacks, as
 // the new path's credits come.
@@ -245,6 +253,19 @@ void resend(IbComm* c) {
 }  // namespace
 
 bool failover_wanted() { return env_nccl_int("NCCL_IB_RESILIENCY_PORT_FAILOVER").value_or(0) == 1; }
+
+void failover_look(IbComm* c) {
+  if ((c->failover != Failover::Done && c->failover != Failover::Rearming) || !recovery().wanted ||
+      c->failures > recovery().attempts_max) {
+    c->active_port_down = false;
+    return;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now < c->next_recovery_check) return;
+  c->next_recovery_check = now + recovery().delay;
+  c->active_port_down = port_down(c);
+  if (c->sending && c->failover == Failover::Done && c->resend_next >= c->resend_end) rearm(c);
+}
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
   if (c->npaths < 2 || c->failover != Failover::None) return false;
@@ -282,14 +303,19 @@ void failover_progress(IbComm* c) {
     handle_side(c, m, info);
   }
   if (c->sending && c->failover != Failover::AwaitResume) resend(c);
-  maybe_rearm(c);
+  failover_look(c);
+  if (!c->sending) release_held_credits(c);
 }
 
 bool failover_holds_sends(const IbComm* c) {
-  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end;
+  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || c->active_port_down;
 }
 
-bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady; }
+bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady || c->active_port_down; }
+
+void failover_hold_credit(IbComm* c, uint64_t seq) {
+  if (c->credits_held_from == IbComm::kNoneHeld) c->credits_held_from = seq;
+}
 
 bool path_is_live(const IbComm* c, int p) {
   return p == c->active && c->failover != Failover::AwaitResume && c->failover != Failover::AwaitReady;

@@ -38,6 +38,15 @@
 // leaves is made anew as standby in turn.  A connection recovers from at
 // most NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after
 // that a failover is its last, as without recovery.
+//
+// A connection idle while its ports flip (its port fails, comes back, then
+// the port it failed over to fails, all between two of its messages) would
+// post its next send or credit on a dead port, with nothing standing by.
+// So each end also looks at its active path's port at each recovery check
+// (both ends poll the connection while it is in use or awaited): while that
+// port is down, new sends and credits wait, the sender makes the failed
+// path anew and moves back to it as above, and the credits held go out on
+// it (or on the active path, should its port come back first).
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -57,12 +66,20 @@ void failover_start(IbComm* c);
 // Reads the side channel and moves a failover on; the sender then writes
 // again what it can.  Called with every poll of the completions.
 void failover_progress(IbComm* c);
-// Whether a new send must wait: the sender is between paths, or writes
-// messages again first.
+// After a failover, while recovery is possible, at most every delay: looks
+// at the active path's port (new sends and credits wait while it is down);
+// the sender makes the failed path anew once its port is up.  Called with
+// every poll, and before each new send or credit (the connection may have
+// been idle since the last look).
+void failover_look(IbComm* c);
+// Whether a new send must wait: the sender is between paths, writes
+// messages again first, or waits for its failed path made anew.
 bool failover_holds_sends(const IbComm* c);
 // Whether a new receive's credit waits (the receiver gives it with the
-// others once the sender is on the new path).
+// others once the sender is on the new path, or once a port is up again);
+// irecv notes the first one held.
 bool failover_holds_credits(const IbComm* c);
+void failover_hold_credit(IbComm* c, uint64_t seq);
 // Whether completions on path `p` are those of the path in use (a stopped
 // path's are drained for what landed, and nothing is posted on it again).
 bool path_is_live(const IbComm* c, int p);

@@ -409,6 +409,7 @@ class IbNet final : public Net {
     if (!c->error.is_ok()) return c->error;
     IbRequest& r = c->requests[c->next_send % kIbMaxRequests];
     if (r.busy) return Status::ok();
+    failover_look(c);
     if (c->credits.empty() || failover_holds_sends(c)) poll_completions(c);
     if (!c->error.is_ok()) return c->error;
     if (failover_holds_sends(c)) return Status::ok();  // the caller tries again
@@ -439,11 +440,12 @@ class IbNet final : public Net {
     IbRequest& r = c->requests[seq % kIbMaxRequests];
     r = IbRequest{c, true, false, seq, 0, bytes, data, static_cast<const IbMemory*>(mhandle)};
     // During a failover the credit goes with the others once the sender is on the new path.
-    if (!failover_holds_credits(c)) {
-      if (Status s = post_credit(c, r); !s.is_ok()) {
-        c->fail(std::move(s));
-        return c->error;
-      }
+    failover_look(c);
+    if (failover_holds_credits(c)) {
+      failover_hold_credit(c, seq);
+    } else if (Status s = post_credit(c, r); !s.is_ok()) {
+      c->fail(std::move(s));
+      return c->error;
     }
     *request = &r;
     return Status::ok();
