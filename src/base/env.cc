@@ -82,6 +82,10 @@ constexpr EnvVar kNcclVars[] = {
      "1 on any rank: a CUDA communicator's device buffers go through host memory (the host-staged backend, as "
      "between hosts: synchronous, not capturable), not CUDA IPC, on every rank"},
     {"NCCL_COMM_BLOCKING", "", "0 or 1: every new communicator's blocking, whatever its config says, as NCCL"},
+    {"NCCL_MAX_CTAS", "",
+     "1 or more: every new communicator's maxCTAs, whatever its config says, as NCCL (cuda backend: the most blocks "
+     "a collective's kernel takes; the ranks take the least)"},
+    {"NCCL_MAX_NCHANNELS", "", "1 or more: NCCL's older cap on channels, which caps maxCTAs too, as in NCCL"},
     {"NCCL_NUM_RMA_CTX", "", "1 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "

@@ -60,6 +60,9 @@ struct BackendContext {
   Transport* transport = nullptr;  // shared memory and sockets (src/transport/router.h)
   PlanCache* plans = nullptr;
   const std::atomic<bool>* stop = nullptr;
+  // The most blocks a collective's kernel launch takes (config maxCTAs,
+  // NCCL_MAX_CTAS, NCCL_MAX_NCHANNELS; the least of every rank's).
+  int32_t max_ctas = INT32_MAX;
   // One-sided RMA (ncclConfig_t numRmaCtx, numRmaSig, rmaEagerInit; agreed at init).
   int rma_contexts = 1, rma_signals = 1;
   bool rma_eager = false;  // set up RMA with the backend, not at the first window

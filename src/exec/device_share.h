@@ -37,4 +37,17 @@ inline int32_t launch_block_budget(const std::vector<DeviceShare>& ranks) {
   return ranks.empty() ? 0 : budget;
 }
 
+// How many slices of a schedule one launch runs (each slice a copy of the
+// schedule's `widest` lanes on channels of its own, the launch's blocks
+// slices x widest): as many as the connection channels hold (`channels`
+// over the `used` the schedule itself takes), within the block budget and
+// the caller's cap on blocks (maxCTAs), and at least one, whose blocks a
+// schedule cannot do without.
+inline uint32_t launch_slices(uint32_t channels, uint32_t used, uint32_t widest, int32_t block_budget,
+                              int32_t max_ctas) {
+  const int64_t blocks = std::min<int64_t>(std::max(block_budget, 0), std::max(max_ctas, 0));
+  const int64_t slices = std::min<int64_t>(channels / std::max(used, 1u), blocks / std::max(widest, 1u));
+  return uint32_t(std::max<int64_t>(1, slices));
+}
+
 }  // namespace braid

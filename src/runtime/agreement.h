@@ -45,6 +45,8 @@ enum class Fold : uint8_t {
     "config rmaEagerInit or NCCL_RMA_EAGER_INIT: RMA connects at init, which every rank must join")              \
   X(uint64_t, cuda_ll_max_bytes, Fold::Min,                                                                      \
     "BRAID_CUDA_LL_MAX_BYTES (UINT64_MAX: unset): each rank's LL region is sized by it")                          \
+  X(int32_t, cuda_max_ctas, Fold::Min,                                                                            \
+    "config maxCTAs (NCCL_MAX_CTAS over it) and NCCL_MAX_NCHANNELS: the most blocks of a collective launch")      \
   X(uint32_t, cuda_channels, Fold::Equal, "BRAID_CUDA_CHANNELS: set it to the same value on every rank, or on none") \
   X(uint32_t, cuda_slots, Fold::Equal, "BRAID_CUDA_SLOTS: set it to the same value on every rank, or on none")     \
   X(uint64_t, cuda_slot_bytes, Fold::Equal,                                                                        \

@@ -194,6 +194,11 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   // NCCL ignores any other value, and so does braid.
   const std::optional<int64_t> eager = env_nccl_int("NCCL_RMA_EAGER_INIT");
   a.rma_eager = eager && (*eager == 0 || *eager == 1) ? *eager == 1 : c.rmaEagerInit == 1;
+  // The most blocks of a collective launch: NCCL takes the least of maxCTAs
+  // (NCCL_MAX_CTAS applied to the config already) and NCCL_MAX_NCHANNELS.
+  a.cuda_max_ctas = c.maxCTAs > 0 ? c.maxCTAs : INT32_MAX;  // NCCL_CONFIG_UNDEF_INT is negative
+  if (const auto channels = env_nccl_int("NCCL_MAX_NCHANNELS"); channels && *channels > 0)
+    a.cuda_max_ctas = int32_t(std::min<int64_t>(a.cuda_max_ctas, *channels));
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   BRAID_TRY(env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &a.deterministic));
@@ -305,6 +310,7 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   b.rma_contexts = setup.agreed.rma_contexts;
   b.rma_signals = setup.agreed.rma_signals;
   b.rma_eager = setup.agreed.rma_eager != 0;
+  b.max_ctas = setup.agreed.cuda_max_ctas;
   b.pinned_collectives = setup.host.pinned_collectives;
   b.ll_excluded_collectives = setup.local.nccl_proto.ll_excluded;
   b.cuda = setup.cuda.comm;

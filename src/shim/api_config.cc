@@ -120,6 +120,16 @@ void apply_nccl_env_to_config(ncclConfig_t* config) {
       BRAID_INFO(kInit | kEnv, "config blocking reset to NCCL_COMM_BLOCKING={}", *blocking);
     config->blocking = int(*blocking);
   }
+  // NCCL_MAX_CTAS over the config's maxCTAs (positive only, as NCCL).
+  if (const auto ctas = env_nccl_int("NCCL_MAX_CTAS")) {
+    if (*ctas <= 0 || *ctas > INT32_MAX) {
+      BRAID_INFO(kInit | kEnv, "NCCL_MAX_CTAS {} is too low, leaving it set at {}", *ctas, config->maxCTAs);
+    } else {
+      if (config->maxCTAs != NCCL_CONFIG_UNDEF_INT && config->maxCTAs != int(*ctas))
+        BRAID_INFO(kInit | kEnv, "config maxCTAs reset to NCCL_MAX_CTAS={}", *ctas);
+      config->maxCTAs = int(*ctas);
+    }
+  }
   if (const auto contexts = env_nccl_int("NCCL_NUM_RMA_CTX")) {
     if (*contexts >= 1 && *contexts <= INT32_MAX) config->numRmaCtx = int(*contexts);
     else BRAID_INFO(kInit | kEnv, "NCCL_NUM_RMA_CTX={} is not served (braid needs at least 1), leaving {}", *contexts,

@@ -8,7 +8,7 @@
 //  - NCCL_SHM_DISABLE=1 connects ranks of one host over sockets or the
 //    net, with no shared memory; ranks must agree on it;
 //  - NCCL_COMM_BLOCKING=0 makes even ncclCommInitRank non-blocking, and 1
-//    overrides a config's blocking = 0;
+//    overrides a config's blocking = 0; NCCL_MAX_CTAS a config's maxCTAs;
 //  - the NCCL variables set that braid does not read are listed at INFO.
 // Every result exact.
 #include <catch2/catch.hpp>
@@ -132,10 +132,30 @@ TEST_CASE("NCCL_COMM_BLOCKING=0 makes ncclCommInitRank non-blocking, and 1 overr
                                init_reporting(&said, false)) == 0);
 }
 
+TEST_CASE("NCCL_MAX_CTAS overrides a config's maxCTAs, and one that is too low is left out, as NCCL",
+          "[mp][processes][env]") {
+  auto init_with_max_ctas = [](ncclComm_t* comm, int n, const ncclUniqueId& id, int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.maxCTAs = 8;
+    return ncclCommInitRankConfig(comm, n, id, rank, &config);
+  };
+  auto setup = [](const char* value) {
+    return [=](int) {
+      log_to_own_file("INIT,ENV");
+      setenv("NCCL_MAX_CTAS", value, 1);
+    };
+  };
+  CHECK(run_ranks_as_processes(2, runs_over("config maxCTAs reset to NCCL_MAX_CTAS=4"), 120, setup("4"),
+                               init_with_max_ctas) == 0);
+  CHECK(run_ranks_as_processes(2, runs_over("NCCL_MAX_CTAS 0 is too low, leaving it set at 8"), 120, setup("0"),
+                               init_with_max_ctas) == 0);
+}
+
 TEST_CASE("the NCCL variables set that braid does not read are listed at INFO", "[mp][processes][env]") {
   auto setup = hosts(2, false, [](int) {
     setenv("NCCL_TREE_THRESHOLD", "0", 1);
     setenv("NCCL_BUFFSIZE", "8388608", 1);
+    setenv("NCCL_MAX_NCHANNELS", "4", 1);  // read (the cuda backend's cap on blocks): not listed
     setenv("NCCL_TESTS_SPLIT", "MOD2", 1);  // nccl-tests' own: not listed
   });
   CHECK(run_ranks_as_processes(2, runs_over("not read by braid (docs/compatibility.md says why): NCCL_BUFFSIZE, "

@@ -41,3 +41,17 @@ TEST_CASE("device share: more ranks than resident blocks leaves no budget", "[de
   CHECK(launch_block_budget(std::vector<DeviceShare>(300, on(1, 0, 264))) == 0);
   CHECK(launch_block_budget({}) == 0);
 }
+
+TEST_CASE("device share: a launch's slices fit the channels, the block budget and maxCTAs", "[device_share]") {
+  using braid::launch_slices;
+  constexpr int32_t kNoCap = INT32_MAX;
+  // 32 connection channels, a schedule on 2 of them with 2 lanes a rank: 16 slices, 32 blocks.
+  CHECK(launch_slices(32, 2, 2, 264, kNoCap) == 16);
+  CHECK(launch_slices(32, 2, 2, 20, kNoCap) == 10);  // the budget: 10 slices of 2 blocks
+  CHECK(launch_slices(32, 2, 2, 264, 8) == 4);       // maxCTAs 8: 4 slices of 2 blocks
+  CHECK(launch_slices(32, 2, 2, 6, 8) == 3);         // the lower of the two
+  // A schedule wider than the cap still runs once, on its lanes.
+  CHECK(launch_slices(32, 2, 4, 264, 2) == 1);
+  CHECK(launch_slices(32, 2, 4, 0, kNoCap) == 1);
+  CHECK(launch_slices(1, 1, 1, 264, kNoCap) == 1);
+}

@@ -203,9 +203,10 @@ class CudaBackend final : public Backend {
     }
     BRAID_INFO(kInit,
                "comm {:#x} rank {}/{}: cuda backend on device {}, {} channels x {} slots x {} bytes, "
-               "{} blocks a launch, LL one-shot for messages up to {} bytes",
-               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_, block_budget_,
-               ll_max_bytes_);
+               "{} blocks a launch{}, LL one-shot for messages up to {} bytes",
+               ctx_.comm.comm_hash, ctx_.comm.rank, n, device, channels_, nslots_, slot_bytes_,
+               std::min(block_budget_, ctx_.max_ctas),
+               ctx_.max_ctas < block_budget_ ? fmt::format(" (maxCTAs {})", ctx_.max_ctas) : "", ll_max_bytes_);
     const TuningKey& key = ctx_.cuda_calls->key();
     BRAID_INFO(kInit | kTuning,
                "comm {:#x} rank {}/{}: tuning for '{}', {} rank(s) per device: channels from {}; slots from {}; "
@@ -658,8 +659,10 @@ class CudaBackend final : public Backend {
       BRAID_WARN("schedule {}: {} blocks a launch, but ranks sharing a device have room for {} each: kernels may "
                  "wait on each other until BRAID_TIMEOUT",
                  schedule.name, widest, block_budget_);
-    const uint32_t max_slices =
-        std::max<uint32_t>(1, std::min<uint32_t>(channels_ / used, uint32_t(block_budget_) / widest));
+    else if (int64_t(widest) > ctx_.max_ctas)
+      BRAID_INFO(kTuning, "schedule {}: {} blocks a launch (one per lane of a rank), over maxCTAs {}: it runs unsliced",
+                 schedule.name, widest, ctx_.max_ctas);
+    const uint32_t max_slices = launch_slices(channels_, used, widest, block_budget_, ctx_.max_ctas);
     // Every slice's copy of the connection table, on its own channels.
     const size_t per_slice = rec.connections.size();
     std::vector<DevFifo> fifos(per_slice * max_slices);
