@@ -15,6 +15,7 @@
 //
 // A struct from a newer header than this library's is read up to this
 // library's size: its extra members are ones braid does not know.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -122,12 +123,13 @@ void apply_nccl_env_to_config(ncclConfig_t* config) {
   }
   // NCCL_MAX_CTAS over the config's maxCTAs (positive only, as NCCL).
   if (const auto ctas = env_nccl_int("NCCL_MAX_CTAS")) {
-    if (*ctas <= 0 || *ctas > INT32_MAX) {
+    const int ctas_or_max = int(std::min<int64_t>(*ctas, INT32_MAX));
+    if (ctas_or_max <= 0) {
       BRAID_INFO(kInit | kEnv, "NCCL_MAX_CTAS {} is too low, leaving it set at {}", *ctas, config->maxCTAs);
     } else {
-      if (config->maxCTAs != NCCL_CONFIG_UNDEF_INT && config->maxCTAs != int(*ctas))
-        BRAID_INFO(kInit | kEnv, "config maxCTAs reset to NCCL_MAX_CTAS={}", *ctas);
-      config->maxCTAs = int(*ctas);
+      if (config->maxCTAs != NCCL_CONFIG_UNDEF_INT && config->maxCTAs != ctas_or_max)
+        BRAID_INFO(kInit | kEnv, "config maxCTAs reset to NCCL_MAX_CTAS={}", ctas_or_max);
+      config->maxCTAs = ctas_or_max;
     }
   }
   if (const auto contexts = env_nccl_int("NCCL_NUM_RMA_CTX")) {
