@@ -55,7 +55,8 @@ class RoundPlanner {
  public:
   RoundPlanner(int n, int target, int variant)
       : n_(n), m_(n - 1), s_(n - 1), target_(target), variant_(variant),
-        words_((n + 62) / 64), has_(size_t(n) * words_, 0), holders_(n - 1, 0), need_(n, n - 2) {
+        words_((n + 62) / 64), rank_words_((n + 63) / 64), has_(size_t(n) * words_, 0),
+        holder_bits_(size_t(n) * rank_words_, 0), holders_(n - 1, 0), need_(n, n - 2) {
     need_[s_] = 0;  // the straggler gets every chunk through its swaps
   }
 
@@ -77,16 +78,28 @@ class RoundPlanner {
   void give(int r, int c) {
     if (!has(r, c)) {
       has_[size_t(r) * words_ + c / 64] |= uint64_t(1) << (c % 64);
+      holder_bits_[size_t(c) * rank_words_ + r / 64] |= uint64_t(1) << (r % 64);
       ++holders_[c];
     }
   }
-  // Whether a has a final chunk b lacks and will not get from its own swap.
-  bool useful(int a, int b) const {
-    for (int w = 0; w < words_; ++w) {
-      uint64_t mask = has_[size_t(a) * words_ + w] & ~has_[size_t(b) * words_ + w];
-      if (b / 64 == w) mask &= ~(uint64_t(1) << (b % 64));
-      if (mask) return true;
+  // The final chunks (those below round t's) that b lacks and will not get
+  // from its own swap, as final_words_ words in `lack`; returns how many.
+  int lacking(int b, int t, uint64_t* lack) const {
+    const int finals = std::min(t, m_);
+    int count = 0;
+    for (int w = 0; w < final_words_; ++w) {
+      uint64_t bits = ~has_[size_t(b) * words_ + w];
+      if (finals < (w + 1) * 64) bits &= (uint64_t(1) << (finals % 64)) - 1;
+      if (b / 64 == w) bits &= ~(uint64_t(1) << (b % 64));
+      lack[w] = bits;
+      count += __builtin_popcountll(bits);
     }
+    return count;
+  }
+  // Whether a has one of the chunks in `lack`.
+  bool has_any(int a, const uint64_t* lack) const {
+    for (int w = 0; w < final_words_; ++w)
+      if (has_[size_t(a) * words_ + w] & lack[w]) return true;
     return false;
   }
   bool holds_any(int r) const {
@@ -211,15 +224,11 @@ class RoundPlanner {
     // matching is unchanged, so they still lead to no free sender, and the
     // next search finds the path it would have found without the marks.
     std::vector<int> fixed = sender_of;
-    // Each receiver's senders, in the senders' order: those with a final
-    // chunk it lacks, less those paired above for a critical chunk.
-    options_.resize(n_);
-    for (int b : receivers) {
-      options_[b].clear();
-      for (int a : senders)
-        if (a != b && useful(a, b) && (receiver_of[a] < 0 || fixed[receiver_of[a]] < 0)) options_[b].push_back(a);
-    }
-    std::vector<char> seen(n_, 0);
+    senders_ = std::move(senders);
+    std::vector<char> paired(senders_.size());  // in the critical pass above: no option
+    for (size_t p = 0; p < senders_.size(); ++p) paired[p] = receiver_of[senders_[p]] >= 0;
+    start_options(receivers, t, paired);
+    std::vector<uint64_t> seen(sender_words_, 0);
     for (int b : receivers) {
       if (fixed[b] >= 0) continue;
       if (augment(b, seen, sender_of, receiver_of)) std::fill(seen.begin(), seen.end(), 0);
@@ -245,16 +254,63 @@ class RoundPlanner {
     return moves;
   }
 
-  bool augment(int b, std::vector<char>& seen, std::vector<int>& sender_of, std::vector<int>& receiver_of) {
-    for (int a : options_[b]) {
-      if (seen[a]) continue;
-      seen[a] = true;
-      if (receiver_of[a] < 0 || augment(receiver_of[a], seen, sender_of, receiver_of)) {
-        receiver_of[a] = b;
-        sender_of[b] = a;
-        return true;
-      }
+  // Receiver b's usable senders are bits of senders_ (bit p: senders_[p]):
+  // those with a final chunk b lacks, less those paired for a critical
+  // chunk.  A search reads them in the senders' order a word at a time (a
+  // list of senders each search skipped through, mostly seen ones, was most
+  // of the planner's time), and a word is worked out when a search first
+  // reaches it, so words no search reaches cost nothing.
+  void start_options(const std::vector<int>& receivers, int t, const std::vector<char>& paired) {
+    sender_words_ = (int(senders_.size()) + 63) / 64;
+    final_words_ = (std::min(t, m_) + 63) / 64;
+    options_.assign(size_t(n_) * sender_words_, 0);
+    options_known_.assign(n_, 0);
+    paired_ = paired;
+    for (int b : receivers) {
+      // Few chunks lacking (late rounds): the union of their holders says who
+      // is useful; else each sender's chunks are tested against them.
+      uint64_t* lack = &lack_[size_t(b) * words_];
+      const int count = lacking(b, t, lack);
+      by_holders_[b] = size_t(count) * rank_words_ < senders_.size();
+      if (!by_holders_[b]) continue;
+      uint64_t* holding = &holding_[size_t(b) * rank_words_];
+      std::fill(holding, holding + rank_words_, 0);
+      for (int w = 0; w < final_words_; ++w)
+        for (uint64_t bits = lack[w]; bits; bits &= bits - 1) {
+          const uint64_t* of_chunk = &holder_bits_[size_t(w * 64 + __builtin_ctzll(bits)) * rank_words_];
+          for (int v = 0; v < rank_words_; ++v) holding[v] |= of_chunk[v];
+        }
     }
+  }
+  uint64_t option_word(int b, int w) {
+    uint64_t& word = options_[size_t(b) * sender_words_ + w];
+    if (w < options_known_[b]) return word;
+    const uint64_t* lack = &lack_[size_t(b) * words_];
+    const uint64_t* holding = &holding_[size_t(b) * rank_words_];
+    const size_t end = std::min(senders_.size(), size_t(w + 1) * 64);
+    for (size_t p = size_t(w) * 64; p < end; ++p) {
+      const int a = senders_[p];
+      const bool useful = by_holders_[b] ? (holding[a / 64] >> (a % 64)) & 1 : has_any(a, lack);
+      if (useful && !paired_[p]) word |= uint64_t(1) << (p % 64);
+    }
+    options_known_[b] = w + 1;
+    return word;
+  }
+
+  bool augment(int b, std::vector<uint64_t>& seen, std::vector<int>& sender_of, std::vector<int>& receiver_of) {
+    for (int w = 0; w < sender_words_; ++w)
+      // Unseen options in this word, read again after each deeper search,
+      // which may have marked more of them.
+      for (uint64_t left; (left = option_word(b, w) & ~seen[w]) != 0;) {
+        const int bit = __builtin_ctzll(left);
+        seen[w] |= uint64_t(1) << bit;
+        const int a = senders_[size_t(w) * 64 + bit];
+        if (receiver_of[a] < 0 || augment(receiver_of[a], seen, sender_of, receiver_of)) {
+          receiver_of[a] = b;
+          sender_of[b] = a;
+          return true;
+        }
+      }
     return false;
   }
 
@@ -262,10 +318,21 @@ class RoundPlanner {
   int words_;
   int early_rounds_ = ceil_log2(n_) + 1;
   uint64_t rng_ = uint64_t(variant_) * 0x2545F4914F6CDD1DULL;
+  int rank_words_;
   std::vector<uint64_t> has_;  // bit c of rank r: r holds final chunk c
+  std::vector<uint64_t> holder_bits_;  // bit r of chunk c: the same, by chunk
   std::vector<int> holders_;
   std::vector<int> need_;
-  std::vector<std::vector<int>> options_;  // a receiver's senders this round (round())
+  // This round's senders, in the order searches try them, and what
+  // start_options() keeps for option_word().
+  std::vector<int> senders_;
+  std::vector<char> paired_;
+  int sender_words_ = 0, final_words_ = 0;
+  std::vector<uint64_t> options_;  // receiver b's: sender_words_ words from b's, the first options_known_[b] made
+  std::vector<int> options_known_;
+  std::vector<uint64_t> lack_ = std::vector<uint64_t>(size_t(n_) * words_);  // lacking(), words_ from b's
+  std::vector<uint64_t> holding_ = std::vector<uint64_t>(size_t(n_) * rank_words_);  // holders of b's lack
+  std::vector<char> by_holders_ = std::vector<char>(n_);
 };
 
 }  // namespace

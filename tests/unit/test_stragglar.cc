@@ -68,6 +68,18 @@ TEST_CASE("stragglar round plans are one-port and complete, n = 2..64", "[stragg
   }
 }
 
+TEST_CASE("stragglar round plans past 64 ranks: several words of chunk and sender bits", "[stragglar]") {
+  for (int n : {65, 66, 100, 129, 130, 200}) {
+    StragglarRounds plan = stragglar_rounds(n);
+    REQUIRE(plan.nranks == n);
+    check_plan(plan);
+    const int rounds = int(plan.rounds.size()), lower = stragglar_round_lower_bound(n);
+    INFO("n=" << n << " rounds=" << rounds << " lower=" << lower);
+    CHECK(rounds >= lower);
+    CHECK(rounds <= lower + 1);
+  }
+}
+
 TEST_CASE("powers of two take exactly n-2+log2 n rounds, up to n = 1024", "[stragglar]") {
   for (int k = 1; k <= 10; ++k) {
     const int n = 1 << k;
