@@ -96,7 +96,8 @@ constexpr uint16_t kSwapChannel = 1, kCopyChannel = 2;
 constexpr int kCompactSends = 1, kCompactReceives = 2;
 
 // The plan depends only on n (the straggler is a relabelling), and searching
-// for it takes tens of milliseconds at 50-64 ranks: plan once per n per
+// for it takes milliseconds at 64 ranks and seconds at several hundred
+// (perf/results/stragglar_planning_20261207.txt): plan once per n per
 // process, so a straggler that changes under BRAID_STRAGGLER=auto or eager
 // costs nothing.
 const StragglarRounds& rounds_for(int n) {

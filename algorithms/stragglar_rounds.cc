@@ -31,6 +31,11 @@
 // 64 the plan meets the bound except at 15, 27, 29-31 and 51-63, one round
 // over.  Odd n, which the paper leaves open, work the same way: nothing here
 // depends on parity.  tests/unit/test_stragglar.cc prints and pins the counts.
+// Up to n = 420 every plan is at the bound or one round over (290 and 121 of
+// the n that are not powers of two).  An attempt costs about n^3 steps; once
+// a plan exists the search stops after kSearchWork of them, so a large n
+// costs seconds (12 s at 1000 here) where a full search took minutes
+// (perf/results/stragglar_planning_20261207.txt).
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -44,6 +49,11 @@ namespace {
 // variant number); those up to kSeededVariantEnd add seeded shuffles.
 constexpr int kOrderVariants = 32;
 constexpr int kSeededVariantEnd = 64;
+// The work (RoundPlanner::work()) a search may spend once it has a plan,
+// about 7 s here.  Every n up to 420 found its best plan within it (n = 380
+// took the most, 279M: perf/results/stragglar_planning_20261207.txt); a
+// larger n keeps the best found by then instead of searching for minutes.
+constexpr uint64_t kSearchWork = uint64_t(5) << 26;
 
 int ceil_log2(int n) {
   int k = 0;
@@ -60,18 +70,24 @@ class RoundPlanner {
     need_[s_] = 0;  // the straggler gets every chunk through its swaps
   }
 
-  // False once the plan cannot end within `cap` rounds: a rank needs more
-  // chunks than it has receive slots left (one a round, less its swap's).
-  bool run(int cap, StragglarRounds* out) {
+  // False once the plan cannot end within `cap` rounds (a rank needs more
+  // chunks than it has receive slots left: one a round, less its swap's), or
+  // once it has spent more than `work_limit` (work()).
+  bool run(int cap, uint64_t work_limit, StragglarRounds* out) {
     out->nranks = n_;
     out->rounds.clear();
     for (int t = 0; t < m_ || remaining() > 0; ++t) {
+      if (work_ > work_limit) return false;
       for (int r = 0; r < m_; ++r)
         if (need_[r] > cap - t - (r >= t && r < cap ? 1 : 0)) return false;
       out->rounds.push_back(round(t));
     }
     return true;
   }
+  // What the plan has cost: option words worked out and senders searched
+  // through, the two steps whose count grows as n^3 a plan.  Deterministic,
+  // unlike a clock, so every rank stops its search at the same plan.
+  uint64_t work() const { return work_; }
 
  private:
   bool has(int r, int c) const { return (has_[size_t(r) * words_ + c / 64] >> (c % 64)) & 1; }
@@ -294,6 +310,7 @@ class RoundPlanner {
       if (useful && !paired_[p]) word |= uint64_t(1) << (p % 64);
     }
     options_known_[b] = w + 1;
+    ++work_;
     return word;
   }
 
@@ -304,6 +321,7 @@ class RoundPlanner {
       for (uint64_t left; (left = option_word(b, w) & ~seen[w]) != 0;) {
         const int bit = __builtin_ctzll(left);
         seen[w] |= uint64_t(1) << bit;
+        ++work_;
         const int a = senders_[size_t(w) * 64 + bit];
         if (receiver_of[a] < 0 || augment(receiver_of[a], seen, sender_of, receiver_of)) {
           receiver_of[a] = b;
@@ -333,6 +351,7 @@ class RoundPlanner {
   std::vector<uint64_t> lack_ = std::vector<uint64_t>(size_t(n_) * words_);  // lacking(), words_ from b's
   std::vector<uint64_t> holding_ = std::vector<uint64_t>(size_t(n_) * rank_words_);  // holders of b's lack
   std::vector<char> by_holders_ = std::vector<char>(n_);
+  uint64_t work_ = 0;
 };
 
 }  // namespace
@@ -350,13 +369,18 @@ StragglarRounds stragglar_rounds(int n) {
   const int lower = stragglar_round_lower_bound(n);
   // The deterministic orders first, then seeded shuffles at the lower bound
   // (which find it for most n), then the next target up.  Once a plan is
-  // found, the next ones stop as soon as they cannot be shorter.
+  // found, the next ones stop as soon as they cannot be shorter, and the
+  // search ends when it is at the bound or has spent kSearchWork.
+  uint64_t spent = 0;
   auto attempt = [&](int target, int variant) {
     StragglarRounds plan;
-    const int cap = best.rounds.empty() ? 2 * n + 8 : int(best.rounds.size()) - 1;  // the first: a guard
-    if (!RoundPlanner(n, target, variant).run(cap, &plan)) return false;
-    if (best.rounds.empty() || plan.rounds.size() < best.rounds.size()) best = std::move(plan);
-    return int(best.rounds.size()) == lower;
+    const bool first = best.rounds.empty();
+    const int cap = first ? 2 * n + 8 : int(best.rounds.size()) - 1;  // the first: a guard
+    RoundPlanner planner(n, target, variant);
+    const bool planned = planner.run(cap, first ? UINT64_MAX : kSearchWork - spent, &plan);
+    spent += planner.work();
+    if (planned && (first || plan.rounds.size() < best.rounds.size())) best = std::move(plan);
+    return !best.rounds.empty() && (int(best.rounds.size()) == lower || spent >= kSearchWork);
   };
   for (int variant = 0; variant < kSeededVariantEnd; ++variant)
     if (attempt(lower, variant)) return best;
