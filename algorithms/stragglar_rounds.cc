@@ -241,9 +241,7 @@ class RoundPlanner {
     // next search finds the path it would have found without the marks.
     std::vector<int> fixed = sender_of;
     senders_ = std::move(senders);
-    std::vector<char> paired(senders_.size());  // in the critical pass above: no option
-    for (size_t p = 0; p < senders_.size(); ++p) paired[p] = receiver_of[senders_[p]] >= 0;
-    start_options(receivers, t, paired);
+    start_options(receivers, t, receiver_of);
     std::vector<uint64_t> seen(sender_words_, 0);
     for (int b : receivers) {
       if (fixed[b] >= 0) continue;
@@ -272,16 +270,17 @@ class RoundPlanner {
 
   // Receiver b's usable senders are bits of senders_ (bit p: senders_[p]):
   // those with a final chunk b lacks, less those paired for a critical
-  // chunk.  A search reads them in the senders' order a word at a time (a
+  // chunk (in receiver_of, before any search).  A search reads them in the senders' order a word at a time (a
   // list of senders each search skipped through, mostly seen ones, was most
   // of the planner's time), and a word is worked out when a search first
   // reaches it, so words no search reaches cost nothing.
-  void start_options(const std::vector<int>& receivers, int t, const std::vector<char>& paired) {
+  void start_options(const std::vector<int>& receivers, int t, const std::vector<int>& receiver_of) {
     sender_words_ = (int(senders_.size()) + 63) / 64;
     final_words_ = (std::min(t, m_) + 63) / 64;
     options_.assign(size_t(n_) * sender_words_, 0);
     options_known_.assign(n_, 0);
-    paired_ = paired;
+    paired_.resize(senders_.size());
+    for (size_t p = 0; p < senders_.size(); ++p) paired_[p] = receiver_of[senders_[p]] >= 0;
     for (int b : receivers) {
       // Few chunks lacking (late rounds): the union of their holders says who
       // is useful; else each sender's chunks are tested against them.
