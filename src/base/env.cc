@@ -67,6 +67,9 @@ constexpr EnvVar kNcclVars[] = {
      "milliseconds between looks at a failed port while its connection is used (default 200)"},
     {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "",
      "failures a connection recovers from (default 5); after more, a failover is its last"},
+    {"NCCL_IB_RETURN_ASYNC_EVENTS", "",
+     "0: InfiniBand asynchronous events (a port down, a queue pair in error) are only logged; default 1: a fatal one "
+     "ends its connection, and a port down fails over at once (src/transport/ibverbs/ib_event_rules.h)"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},

@@ -7,6 +7,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -22,10 +23,15 @@ namespace braid {
 
 constexpr int kIbMaxPaths = 2;
 
+// One port of the net.  The device's event thread (ib_events.h) counts the
+// port's events and notes a fatal event of the device (its ibv_event_type
+// + 1; 0: none); connections read both on their owner's thread.
 struct IbDevice {
   IbPort port;
   ibv_comp_channel* channel = nullptr;
   std::unique_ptr<IbMrCache> mrs;
+  std::atomic<uint64_t> port_events{0};
+  std::atomic<int> device_fatal{0};
 };
 
 // What one end says of one path's queue pairs in the setup exchange.
@@ -85,6 +91,12 @@ struct IbPath {
   // Port recovery: made anew since it was last stopped, so an offer the peer
   // turned down is made again with the same queue pairs.
   bool made_anew = false;
+  // Asynchronous events (ib_events.h): the first fatal event of its queue
+  // pairs or completion queue (ibv_event_type + 1; 0: none), which the
+  // device's event thread notes (they carry this path as their context),
+  // and the port events of its port that the connection has taken in.
+  std::atomic<int> fatal_event{0};
+  uint64_t port_events_seen = 0;
 };
 
 enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };

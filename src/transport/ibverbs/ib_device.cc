@@ -201,6 +201,11 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   return BRAID_ERROR(ncclSystemError, "no active InfiniBand/RoCE port (ports: {})", ports.empty() ? "none" : ports);
 }
 
+bool port_is_active(const IbPort& port) {
+  ibv_port_attr a{};
+  return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
+}
+
 void close_ib_ports(std::vector<IbPort>* ports) {
   // Ports of one device share its context and protection domain.
   for (size_t i = 0; i < ports->size(); ++i) {

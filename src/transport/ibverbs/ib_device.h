@@ -51,5 +51,7 @@ struct IbPort {
 // none, a bad GID index).
 Status open_ib_ports(std::vector<IbPort>* out);
 void close_ib_ports(std::vector<IbPort>* ports);
+// Whether the port is active now (ibv_query_port).
+bool port_is_active(const IbPort& port);
 
 }  // namespace braid

@@ -38,14 +38,9 @@ int other(const IbComm* c) { return 1 - c->active; }
 std::string port_name(const IbComm* c, int p) { return c->paths[p].dev->port.describe(); }
 const char* way(const IbComm* c) { return c->sending ? "to" : "from"; }
 
-bool port_active(const IbPort& port) {
-  ibv_port_attr a{};
-  return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
-}
-
 // Whether the port of the active path is no longer active (soft-RoCE fails
 // a send on a netdev that went down with a local QP error, not a retry error).
-bool port_down(const IbComm* c) { return !port_active(c->paths[c->active].dev->port); }
+bool port_down(const IbComm* c) { return !port_is_active(c->paths[c->active].dev->port); }
 
 // Port recovery's settings, NCCL's names and defaults, read once: the
 // sender looks at them on every poll after a failover.
@@ -164,7 +159,7 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
 // here is active again, makes that path anew and offers it to the receiver.
 void rearm(IbComm* c) {
   const int p = other(c);
-  if (!port_active(c->paths[p].dev->port)) return;
+  if (!port_is_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
     if (Status s = rebuild_path(c, p); !s.is_ok()) {
       BRAID_WARN("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
@@ -187,7 +182,7 @@ void release_held_credits(IbComm* c) {
 
 // The receiver: the sender offers path p anew.
 void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
-  Status s = port_active(c->paths[p].dev->port) ? rebuild_path(c, p)
+  Status s = port_is_active(c->paths[p].dev->port) ? rebuild_path(c, p)
                                                  : BRAID_ERROR(ncclSystemError, "its port here is not active");
   if (s.is_ok()) s = ready_rebuilt(c, p, theirs);
   if (!s.is_ok()) {
@@ -268,12 +263,22 @@ void failover_look(IbComm* c) {
 }
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
-  if (c->npaths < 2 || c->failover != Failover::None) return false;
+  if (!failover_ready(c)) return false;
   // NCCL's two (the peer's port or the path is gone; flushed behind such an
   // error), or any error while the port itself is down.
   if (wc.status != IBV_WC_RETRY_EXC_ERR && wc.status != IBV_WC_WR_FLUSH_ERR && !port_down(c)) return false;
   if (c->path_failed == IBV_WC_SUCCESS) c->path_failed = wc.status;
   return true;
+}
+
+bool failover_ready(const IbComm* c) { return c->npaths >= 2 && c->failover == Failover::None; }
+
+bool failover_under_way(const IbComm* c) {
+  return c->failover == Failover::AwaitResume || c->failover == Failover::AwaitReady;
+}
+
+void failover_now(IbComm* c, const std::string& why) {
+  if (failover_ready(c) && c->error.is_ok()) start_failover(c, why);
 }
 
 void failover_start(IbComm* c) {
@@ -317,8 +322,6 @@ void failover_hold_credit(IbComm* c, uint64_t seq) {
   if (c->credits_held_from == IbComm::kNoneHeld) c->credits_held_from = seq;
 }
 
-bool path_is_live(const IbComm* c, int p) {
-  return p == c->active && c->failover != Failover::AwaitResume && c->failover != Failover::AwaitReady;
-}
+bool path_is_live(const IbComm* c, int p) { return p == c->active && !failover_under_way(c); }
 
 }  // namespace braid

@@ -51,6 +51,8 @@
 
 #include <infiniband/verbs.h>
 
+#include <string>
+
 #include "src/transport/ibverbs/ib_comm.h"
 
 namespace braid {
@@ -72,6 +74,14 @@ void failover_progress(IbComm* c);
 // every poll, and before each new send or credit (the connection may have
 // been idle since the last look).
 void failover_look(IbComm* c);
+// Whether a standby path stands ready (two paths, no failover since), and
+// whether a failover is under way (its path stopped, the other not yet in
+// use).
+bool failover_ready(const IbComm* c);
+bool failover_under_way(const IbComm* c);
+// Starts a failover to the standby path for a failure the completions did
+// not show (an asynchronous event: ib_events.h), where one stands ready.
+void failover_now(IbComm* c, const std::string& why);
 // Whether a new send must wait: the sender is between paths, writes
 // messages again first, or waits for its failed path made anew.
 bool failover_holds_sends(const IbComm* c);

@@ -24,7 +24,9 @@
 // With NCCL_IB_RESILIENCY_PORT_FAILOVER=1 a connection also has a standby
 // path on another port, which takes over when the first fails
 // (ib_failover.h); the structures are in ib_comm.h, a path's queue pairs in
-// ib_path.cc.
+// ib_path.cc.  The devices' asynchronous events (a port down, a queue pair
+// in error) are read by a thread per device and taken in by each
+// connection (ib_events.h).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -45,6 +47,7 @@
 #include "src/base/log.h"
 #include "src/base/net.h"
 #include "src/transport/ibverbs/ib_comm.h"
+#include "src/transport/ibverbs/ib_events.h"
 #include "src/transport/ibverbs/ib_failover.h"
 #include "src/transport/net/nets.h"
 
@@ -175,8 +178,9 @@ Status post_credit(IbComm* c, const IbRequest& r) {
 
 namespace {
 
-// The side channel, then the path in use.
+// The events, the side channel, then the path in use.
 void poll_completions(IbComm* c) {
+  take_async_events(c);
   failover_progress(c);
   if (!path_is_live(c, c->active)) return;
   ibv_wc wcs[kCqBatch];
@@ -251,6 +255,15 @@ class IbNet final : public Net {
       }
       d->port = std::move(p);
       devices_.push_back(std::move(d));
+    }
+    for (size_t i = 0; i < devices_.size(); ++i) {  // a thread per device context, for all its ports
+      std::vector<IbDevice*> ports;
+      for (size_t j = 0; j < devices_.size(); ++j)
+        if (devices_[j]->port.context == devices_[i]->port.context) {
+          if (j < i) break;  // watched with an earlier port
+          ports.push_back(devices_[j].get());
+        }
+      watch_async_events(std::move(ports));
     }
     nqps_ = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"), 1,
                                     kIbMaxQps));
@@ -409,6 +422,7 @@ class IbNet final : public Net {
     if (!c->error.is_ok()) return c->error;
     IbRequest& r = c->requests[c->next_send % kIbMaxRequests];
     if (r.busy) return Status::ok();
+    take_async_events(c);
     failover_look(c);
     if (c->credits.empty() || failover_holds_sends(c)) poll_completions(c);
     if (!c->error.is_ok()) return c->error;
@@ -440,6 +454,7 @@ class IbNet final : public Net {
     IbRequest& r = c->requests[seq % kIbMaxRequests];
     r = IbRequest{c, true, false, seq, 0, bytes, data, static_cast<const IbMemory*>(mhandle)};
     // During a failover the credit goes with the others once the sender is on the new path.
+    take_async_events(c);
     failover_look(c);
     if (failover_holds_credits(c)) {
       failover_hold_credit(c, seq);

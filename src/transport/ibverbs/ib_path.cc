@@ -38,6 +38,7 @@ Status create_qps(IbComm* c, int p) {
   const IbPort& port = path.dev->port;
   for (int j = 0; j < c->nqps; ++j) {
     ibv_qp_init_attr a{};
+    a.qp_context = &path;  // its asynchronous events' (ib_events.h)
     a.send_cq = a.recv_cq = path.cq;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = uint32_t(kPathDepth);
@@ -71,7 +72,7 @@ Status create_qps(IbComm* c, int p) {
 
 Status create_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
-  path.cq = ibv_create_cq(path.dev->port.context, (c->nqps + 1) * kPathDepth, c, path.dev->channel, 0);
+  path.cq = ibv_create_cq(path.dev->port.context, (c->nqps + 1) * kPathDepth, &path, path.dev->channel, 0);
   if (!path.cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
   BRAID_TRY(create_qps(c, p));
   return alloc_credits(&path);
@@ -79,8 +80,9 @@ Status create_path(IbComm* c, int p) {
 
 Status rebuild_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
-  for (ibv_qp* qp : path.qps) ibv_destroy_qp(qp);
+  for (ibv_qp* qp : path.qps) ibv_destroy_qp(qp);  // each waits until its events were taken in
   path.qps.clear();
+  path.fatal_event = 0;  // the old queue pairs'
   ibv_wc wcs[16];
   while (ibv_poll_cq(path.cq, 16, wcs) > 0) {
   }

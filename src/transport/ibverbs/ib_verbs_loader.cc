@@ -43,7 +43,10 @@ constexpr const char* kLibrary = "libibverbs.so.1";
   X(ibv_create_qp, 2, true)                                              \
   X(ibv_modify_qp, 3, true)                                              \
   X(ibv_destroy_qp, 1, true)                                             \
-  X(ibv_wc_status_str, 1, true)
+  X(ibv_wc_status_str, 1, true)                                          \
+  X(ibv_get_async_event, 2, true)                                        \
+  X(ibv_ack_async_event, 1, true)                                        \
+  X(ibv_event_type_str, 1, true)
 
 BRAID_DL_TABLE(BRAID_IBVERBS_ENTRIES, kLibrary, "rdma-core's libibverbs; install it for InfiniBand/RoCE")
 

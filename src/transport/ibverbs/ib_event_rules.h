@@ -1,0 +1,47 @@
+// What a connection of braid's InfiniBand net does with the asynchronous
+// events of its ports and devices (ib_events.h reads them): the rules
+// alone, apart from verbs, so that they are tested where no device is.
+//
+// NCCL (2.23's NCCL_IB_RETURN_ASYNC_EVENTS, default 1) warns of every
+// event and stops a connection on a fatal one (a queue pair or completion
+// queue in error, the device lost) instead of letting it wait.  braid does
+// so too, and puts the events to work for port failover: a fatal event on
+// the path in use, or its port going down, moves the connection to its
+// standby path at once, where one stands ready, rather than when the
+// completions show it (on InfiniBand, a link that went down shows only
+// once a send has run out of retries: NCCL_IB_RETRY_CNT tries of
+// 4.096 us * 2^NCCL_IB_TIMEOUT, 8.6 s at braid's default and 34 s at
+// NCCL's); and any port event makes port recovery's next look at the
+// ports due at once, not after its delay.  A port going down fails no
+// connection by itself: where nothing stands by, a link back within the
+// retries loses nothing, so the completions decide.  With 0 the events are
+// only logged, as NCCL's.
+#pragma once
+
+namespace braid {
+
+// What a connection has seen since it last looked (on its owner's thread).
+struct IbEventsSeen {
+  bool path_fatal = false;        // a fatal event on the path in use: its queue pairs, completion queue or device
+  bool port_changed = false;      // a port event on the port of one of its paths
+  bool active_port_down = false;  // the port of the path in use is not active (looked at after a port event)
+  bool standby_ready = false;     // a standby path stands ready, on an active port of a device in no fatal state
+  bool moving = false;            // a failover is under way (it leaves the path in use already)
+};
+
+enum class IbEventStep {
+  None,
+  LookNow,   // port recovery looks at the ports at once (ib_failover.h)
+  FailOver,  // to the standby path now
+  Fail,      // the connection ends with the event's error
+};
+
+inline IbEventStep step_for(const IbEventsSeen& seen) {
+  if (seen.moving) return IbEventStep::None;
+  if (seen.path_fatal) return seen.standby_ready ? IbEventStep::FailOver : IbEventStep::Fail;
+  if (!seen.port_changed) return IbEventStep::None;
+  if (seen.active_port_down && seen.standby_ready) return IbEventStep::FailOver;
+  return IbEventStep::LookNow;
+}
+
+}  // namespace braid
