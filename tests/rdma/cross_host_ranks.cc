@@ -33,6 +33,13 @@
 //                $FAILOVER_OTHER_DOWN (after the 30th, %o its second
 //                device), under NCCL_IB_RESILIENCY_PORT_RECOVERY=1 too,
 //                and a log saying a failed path stood by again
+//   stream       rank 1 sends rank 0 16 messages of 4 MB, each checked
+//                exact, pausing 2 s before the 5th, and rank 0 runs
+//                $FAILOVER_DOWN from another thread 1 s into the pause,
+//                while it waits for the 5th: every message must arrive,
+//                over the standby path; with $EXPECT_SLOWEST, each within
+//                that many seconds, the pause included, and with
+//                $FAILOVER_SAYS, rank 0's log saying why it failed over
 //   rails        every collective at 4 MB, and send/recv of every
 //                datatype at 2^17 elements a message: exact (two
 //                ports a guest, each carrying its share: rails_guest.sh)
@@ -53,11 +60,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "alltoallv_calls.h"
 #include "cross_host_sweep.h"
@@ -163,6 +172,29 @@ int rails_suite(int rank, int n, ncclComm_t comm) {
   return report(rank, f, "every collective and send/recv, large", t0);
 }
 
+// The InfiniBand devices this rank's connections use, in order: the NET
+// line names them, "device 0 (rxe0, ...); the nearest..." or "devices 0
+// (rxe0, ...), 1 (rxe1, ...); the nearest...".
+std::vector<std::string> net_devices(int rank) {
+  const std::string log = my_log();
+  const size_t line = log.find("transport on device");
+  const std::string net = line == std::string::npos ? "" : log.substr(line, log.find("; the nearest", line) - line);
+  std::vector<std::string> devices;
+  for (size_t open = net.find(" ("); open != std::string::npos; open = net.find(" (", open + 2))
+    devices.push_back(net.substr(open + 2, net.find(',', open) - open - 2));
+  if (devices.empty()) std::fprintf(stderr, "rank %d: the log names no device: %s\n", rank, log.c_str());
+  return devices;
+}
+
+// The command in $name, its %s the device this rank's connections use
+// first and %o its second.
+std::string port_command(const char* name, const std::vector<std::string>& devices) {
+  std::string cmd = std::getenv(name) ? std::getenv(name) : "";
+  for (auto [mark, device] : {std::pair{"%s", devices[0]}, std::pair{"%o", devices.back()}})
+    for (size_t at; (at = cmd.find(mark)) != std::string::npos;) cmd.replace(at, 2, device);
+  return cmd;
+}
+
 // Rank 0 takes a port down mid-run (and, for port recovery, up again and
 // then the other down); every call must succeed, exact.  Each round is an
 // AllReduce and an AlltoAll, so every pair's connections carry data,
@@ -174,29 +206,12 @@ int failover_suite(int rank, int n, ncclComm_t comm) {
   for (size_t i = 0; i < in.size(); ++i) in[i] = float(rank + 1) * float(i % 13);
   for (size_t i = 0; i < a2a_in.size(); ++i) a2a_in[i] = float(rank * 1000 + int(i / kBlock)) + float(i % kBlock);
   const float sum = float(n * (n + 1) / 2);
-  // The NET line names this rank's devices: "device 0 (rxe0, ...); the nearest..." or
-  // "devices 0 (rxe0, ...), 1 (rxe1, ...); the nearest...".
-  const std::string log = my_log();
-  const size_t line = log.find("transport on device");
-  const std::string net = line == std::string::npos ? "" : log.substr(line, log.find("; the nearest", line) - line);
-  std::vector<std::string> devices;
-  for (size_t open = net.find(" ("); open != std::string::npos; open = net.find(" (", open + 2))
-    devices.push_back(net.substr(open + 2, net.find(',', open) - open - 2));
-  if (devices.empty()) {
-    std::fprintf(stderr, "rank %d: the log names no device: %s\n", rank, log.c_str());
-    return 1;
-  }
-  // $FAILOVER_DOWN after call 10, $FAILOVER_UP after 20, $FAILOVER_OTHER_DOWN after 30 (rank 0's):
-  // %s is the device this rank's connections use first, %o its second.
-  auto command = [&](const char* name) {
-    std::string cmd = std::getenv(name) ? std::getenv(name) : "";
-    for (auto [mark, device] : {std::pair{"%s", devices[0]}, std::pair{"%o", devices.back()}})
-      for (size_t at; (at = cmd.find(mark)) != std::string::npos;) cmd.replace(at, 2, device);
-    return cmd;
-  };
-  const std::pair<int, std::string> steps[] = {{kDownAfter, command("FAILOVER_DOWN")},
-                                               {kUpAfter, command("FAILOVER_UP")},
-                                               {kOtherDownAfter, command("FAILOVER_OTHER_DOWN")}};
+  const std::vector<std::string> devices = net_devices(rank);
+  if (devices.empty()) return 1;
+  // $FAILOVER_DOWN after call 10, $FAILOVER_UP after 20, $FAILOVER_OTHER_DOWN after 30 (rank 0's).
+  const std::pair<int, std::string> steps[] = {{kDownAfter, port_command("FAILOVER_DOWN", devices)},
+                                               {kUpAfter, port_command("FAILOVER_UP", devices)},
+                                               {kOtherDownAfter, port_command("FAILOVER_OTHER_DOWN", devices)}};
   auto t0 = Clock::now();
   std::vector<double> took;  // each round's seconds: the failover's shows as the slowest
   for (int call = 0; call < kCalls; ++call) {
@@ -241,6 +256,77 @@ int failover_suite(int rank, int n, ncclComm_t comm) {
     return 1;
   }
   return 0;
+}
+
+// Rank 1 sends rank 0 a stream of messages (4 MB each, checked exact).
+// Before the 5th it pauses 2 s; rank 0, its receive for the 5th posted
+// (and so its credits out), runs $FAILOVER_DOWN from another thread 1 s
+// into the pause.  Rank 0 then posts nothing that could fail on the dead
+// port: it learns of it from the port's asynchronous event and fails over
+// at once (ib_events.h), so rank 1 writes on the standby path; or, under
+// NCCL_IB_RETURN_ASYNC_EVENTS=0, rank 1's writes into the dead port run out
+// of retries first (BRAID_IB_RETRY_CNT tries of 4.096 us *
+// 2^BRAID_IB_TIMEOUT, 8.6 s at the defaults).  With $EXPECT_SLOWEST, every
+// message, the pause included, must arrive within that many seconds; with
+// $FAILOVER_SAYS, rank 0's log must have that text.
+int stream_suite(int rank, int n, ncclComm_t comm) {
+  constexpr int kMessages = 16, kDownAfter = 4;
+  constexpr size_t kCount = 1 << 20;
+  if (n != 2) return 1;
+  std::vector<float> buf(kCount);
+  auto value = [](int m, size_t i) { return float(m * 7 + int(i % 1021)); };
+  const std::vector<std::string> devices = net_devices(rank);
+  if (devices.empty()) return 1;
+  const std::string down = port_command("FAILOVER_DOWN", devices);
+  std::thread taking_down;
+  std::atomic<int> down_rc{0};
+  double slowest = 0;
+  const auto t0 = Clock::now();
+  for (int m = 0; m < kMessages; ++m) {
+    if (rank == 0 && m == kDownAfter && !down.empty()) {
+      std::fprintf(stderr, "rank 0: after message %d, in 1 s, from another thread: %s\n", m, down.c_str());
+      taking_down = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        down_rc = std::system(down.c_str());
+      });
+    }
+    if (rank == 1 && m == kDownAfter) std::this_thread::sleep_for(std::chrono::seconds(2));
+    const auto t = Clock::now();
+    ncclResult_t r;
+    if (rank == 1) {
+      for (size_t i = 0; i < kCount; ++i) buf[i] = value(m, i);
+      r = ncclSend(buf.data(), kCount, ncclFloat, 0, comm, nullptr);
+    } else {
+      r = ncclRecv(buf.data(), kCount, ncclFloat, 1, comm, nullptr);
+    }
+    if (r != ncclSuccess) {
+      std::fprintf(stderr, "rank %d: message %d: %s: %s\n", rank, m, ncclGetErrorString(r), ncclGetLastError(comm));
+      if (taking_down.joinable()) taking_down.join();
+      return 1;
+    }
+    slowest = std::max(slowest, seconds_since(t));
+    if (rank == 0)
+      for (size_t i = 0; i < kCount; ++i)
+        if (buf[i] != value(m, i)) {
+          std::fprintf(stderr, "rank 0: message %d gave wrong data at %zu\n", m, i);
+          return 1;
+        }
+  }
+  if (taking_down.joinable()) taking_down.join();
+  const bool failed_over = my_log().find("failing over") != std::string::npos;
+  std::fprintf(stderr, "rank %d: %d messages exact in %.1f s, the slowest %.2f s%s\n", rank, kMessages,
+               seconds_since(t0), slowest, failed_over ? ", a connection failed over" : "");
+  const char* says = std::getenv("FAILOVER_SAYS");
+  if (rank == 0 && says && my_log().find(says) == std::string::npos) {
+    std::fprintf(stderr, "rank 0: the log does not say why as expected: %s\n", says);
+    return 1;
+  }
+  const char* expect = std::getenv("EXPECT_SLOWEST");
+  if (expect && slowest >= std::atof(expect)) {
+    std::fprintf(stderr, "rank %d: a message took %.2f s, not under %s s\n", rank, slowest, expect);
+    return 1;
+  }
+  return down_rc == 0 && (down.empty() || failed_over) ? 0 : 1;
 }
 
 #ifdef CROSS_HOST_GIN
@@ -395,6 +481,7 @@ int one_rank(const std::string& suite, int rank, int n) {
   }
   int rc = suite == "kill"       ? kill_suite(rank, n, comm)
            : suite == "failover" ? failover_suite(rank, n, comm)
+           : suite == "stream"   ? stream_suite(rank, n, comm)
            : suite == "rails"    ? rails_suite(rank, n, comm)
                                  : sweep(rank, n, comm, suite == "full");
   if (suite != "kill" && ncclCommDestroy(comm) != ncclSuccess) rc = 1;
@@ -406,7 +493,8 @@ int one_rank(const std::string& suite, int rank, int n) {
 int main(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr,
-                 "usage: %s short|full|kill|gin-kill|failover|init-fails|call-fails FIRST_RANK LOCAL_RANKS NRANKS\n",
+                 "usage: %s short|full|kill|gin-kill|failover|stream|init-fails|call-fails FIRST_RANK LOCAL_RANKS "
+                 "NRANKS\n",
                  argv[0]);
     return 2;
   }

@@ -28,8 +28,13 @@
 #             up again and the other down, every call exact; then the
 #             same port down, and after 10 more rounds, with no call
 #             between, up again and the other down: the connections must
-#             wait for their first port and move back to it (ctest
-#             rdma.failover)
+#             wait for their first port and move back to it; then rank 1
+#             streams messages to rank 0, which takes its port down while
+#             it only waits (its credits out): once with
+#             NCCL_IB_RETURN_ASYNC_EVENTS=0, where rank 1's writes run out
+#             of retries first (BRAID_IB_RETRY_CNT=6: soft-RoCE retries
+#             forever at 7), and once with the port's asynchronous event,
+#             which must fail over at once (ctest rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
@@ -102,7 +107,8 @@ case "$case" in
     # with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 and both ports up again, the
     # same port down, up again after 10 more rounds, and the other port
     # down after 10 more: the connections that failed over must have moved
-    # back, or the last step would leave them no path.
+    # back, or the last step would leave them no path.  Last, the stream
+    # (cross_host_ranks.cc), without and with the ports' asynchronous events.
     netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
     down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
     logs=/tmp/cross_host_ranks.*.log
@@ -119,7 +125,17 @@ case "$case" in
       ($common; export NCCL_COMM_ID=10.78.0.1:29502 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' \
       FAILOVER_DOWN='$down' FAILOVER_UP='$up && sleep 1 && $other_down';
-      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from' $logs && grep -q 'moving from' $logs"
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from' $logs && grep -q 'moving from' $logs &&
+      rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29503 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_IB_RETURN_ASYNC_EVENTS=0 BRAID_IB_RETRY_CNT=6 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB \
+      FAILOVER_DOWN='$down';
+      $ranks stream \$VM_ID 1 2) && grep -h 'failing over\|InfiniBand port' $logs && rm -f $logs &&
+      ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29504 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB FAILOVER_DOWN='$down' EXPECT_SLOWEST=4 \
+      FAILOVER_SAYS='went down (asynchronous event)';
+      $ranks stream \$VM_ID 1 2) && grep -h 'failing over\|InfiniBand port' $logs"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"
