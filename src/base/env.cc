@@ -58,8 +58,8 @@ constexpr EnvVar kNcclVars[] = {
      "the index in each port's P_Key table of every queue pair's partition key (default 0); ends whose P_Keys cannot "
      "reach each other fail to connect, saying so"},
     {"NCCL_IB_RESILIENCY_PORT_FAILOVER", "",
-     "1: every InfiniBand connection keeps a standby path on another port, which takes over when a transport error "
-     "ends the first (src/transport/ibverbs/ib_failover.h); default 0"},
+     "1: every InfiniBand connection keeps a standby path on another port (with one port, on it), which takes over "
+     "when a transport error ends the first (src/transport/ibverbs/ib_failover.h); default 0"},
     {"NCCL_IB_RESILIENCY_PORT_RECOVERY", "",
      "1 (with NCCL_IB_RESILIENCY_PORT_FAILOVER=1): once a failed port is active again a connection's path on it "
      "stands by anew, and traffic moves back to the connection's own port (ib_failover.h); default 0"},

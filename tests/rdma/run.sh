@@ -34,7 +34,11 @@
 #             NCCL_IB_RETURN_ASYNC_EVENTS=0, where rank 1's writes run out
 #             of retries first (BRAID_IB_RETRY_CNT=6: soft-RoCE retries
 #             forever at 7), and once with the port's asynchronous event,
-#             which must fail over at once (ctest rdma.failover)
+#             which must fail over at once; last, one port each
+#             (NCCL_IB_HCA==rxe0:1) and port recovery: rank 0's port
+#             flaps (down, up 3 s later) after the 10th round and after
+#             the 20th, every call exact, the connections on the standby
+#             queue pairs of the same port and back (ctest rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
@@ -107,10 +111,13 @@ case "$case" in
     # with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 and both ports up again, the
     # same port down, up again after 10 more rounds, and the other port
     # down after 10 more: the connections that failed over must have moved
-    # back, or the last step would leave them no path.  Last, the stream
-    # (cross_host_ranks.cc), without and with the ports' asynchronous events.
+    # back, or the last step would leave them no path.  Then the stream
+    # (cross_host_ranks.cc), without and with the ports' asynchronous
+    # events.  Last, flaps of a guest's only port.
     netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
     down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
+    # A flap: down, and up again 3 s later, in the background (the call after it waits for the port).
+    flap="ip link set $netdev down && (sleep 3 && ip link set $netdev up) >/dev/null 2>&1 &"
     logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
@@ -135,7 +142,13 @@ case "$case" in
       ($common; export NCCL_COMM_ID=10.78.0.1:29504 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB FAILOVER_DOWN='$down' EXPECT_SLOWEST=4 \
       FAILOVER_SAYS='went down (asynchronous event)';
-      $ranks stream \$VM_ID 1 2) && grep -h 'failing over\|InfiniBand port' $logs"
+      $ranks stream \$VM_ID 1 2) && grep -h 'failing over\|InfiniBand port' $logs && rm -f $logs &&
+      ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29505 BRAID_TRANSPORT=ib NCCL_IB_HCA==rxe0:1 \
+      NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 \
+      EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$flap' FAILOVER_UP='$flap';
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from\|waiting for\|is active' $logs &&
+      grep -q 'moving from' $logs"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"

@@ -140,11 +140,13 @@ struct IbComm {
   // path's port is next looked at, and how many failures there were.
   std::chrono::steady_clock::time_point next_recovery_check{};
   int failures = 0;  // failovers for a failure (not moves back)
-  // With nothing standing by and recovery still possible: the active path's
-  // port was down when last looked at, so new sends and credits wait for
-  // the failed path made anew instead of failing on it; the receiver's
+  // After a failover (nothing standing by): the active path's port here
+  // was down when last looked at, or the peer says its end's port of path
+  // p is down, so new sends and credits (and the sender's writing again)
+  // wait for a port to come back instead of failing on it; the receiver's
   // first held credit (kNoneHeld: none).
   bool active_port_down = false;
+  bool peer_port_down[kIbMaxPaths] = {};
   static constexpr uint64_t kNoneHeld = UINT64_MAX;
   uint64_t credits_held_from = kNoneHeld;
 

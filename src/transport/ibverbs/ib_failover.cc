@@ -14,7 +14,16 @@ namespace braid {
 namespace {
 
 constexpr uint32_t kSideMagic = 0x62666f31;  // "bfo1"
-enum SideKind : uint32_t { kFail = 1, kResume = 2, kReady = 3, kRearm = 4, kRearmed = 5, kRearmLater = 6 };
+enum SideKind : uint32_t {
+  kFail = 1,
+  kResume = 2,
+  kReady = 3,
+  kRearm = 4,
+  kRearmed = 5,
+  kRearmLater = 6,
+  kPortDown = 7,  // this end's port of path `value` is down: hold what would go to it
+  kPortUp = 8,    // ... is active
+};
 
 struct SideMessage {
   uint32_t magic;
@@ -36,6 +45,11 @@ void send_side(IbComm* c, SideKind kind, uint64_t value, const QpInfo* info = nu
 
 int other(const IbComm* c) { return 1 - c->active; }
 std::string port_name(const IbComm* c, int p) { return c->paths[p].dev->port.describe(); }
+// Where a failover goes: the standby's port, or the same one (a host with one port).
+std::string new_place(const IbComm* c) {
+  const int p = other(c);
+  return c->paths[p].dev == c->paths[c->active].dev ? "new queue pairs on the same port" : port_name(c, p);
+}
 const char* way(const IbComm* c) { return c->sending ? "to" : "from"; }
 
 // Whether the port of the active path is no longer active (soft-RoCE fails
@@ -79,11 +93,11 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   c->failover = c->sending ? Failover::AwaitResume : Failover::AwaitReady;
   if (planned) {
     BRAID_INFO(kNet, "InfiniBand connection {} {}: {}; moving from {} to {} (NCCL_IB_RESILIENCY_PORT_RECOVERY)",
-               way(c), c->peer, why, port_name(c, c->active), port_name(c, other(c)));
+               way(c), c->peer, why, port_name(c, c->active), new_place(c));
   } else {
     ++c->failures;
     BRAID_WARN("InfiniBand connection {} {}: {}; failing over from {} to {} (NCCL_IB_RESILIENCY_PORT_FAILOVER)",
-               way(c), c->peer, why, port_name(c, c->active), port_name(c, other(c)));
+               way(c), c->peer, why, port_name(c, c->active), new_place(c));
   }
   stop_path(c, c->active);
   send_side(c, kFail, planned ? 1 : 0);
@@ -93,11 +107,27 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   }
 }
 
-// Either end, after a failover: on the other path, none standing by.
+// Looks at the active path's port, and tells the peer what it found where
+// that changed (or `always`): while either end's port is down, what would
+// go over the path waits (a link that flaps, or a standby on the same port
+// as the failed path: the host has one).
+void look_at_port(IbComm* c, bool always) {
+  const bool down = port_down(c);
+  if (!always && down == c->active_port_down) return;
+  if (down != c->active_port_down)
+    BRAID_INFO(kNet, "InfiniBand connection {} {}: {} is {}", way(c), c->peer, port_name(c, c->active),
+               down ? "down: waiting for it" : "active");
+  c->active_port_down = down;
+  send_side(c, down ? kPortDown : kPortUp, uint64_t(c->active));
+}
+
+// Either end, after a failover: on the other path, none standing by.  The
+// peer hears how this end's port of it is, as the peer's may be why.
 void moved(IbComm* c) {
   c->active = other(c);
   c->failover = Failover::Done;
   c->next_recovery_check = std::chrono::steady_clock::now() + recovery().delay;
+  look_at_port(c, true);
 }
 
 // The sender: the receiver has every message before `resume`.
@@ -135,11 +165,13 @@ void credit_from(IbComm* c, uint64_t first) {
   }
 }
 
-// The receiver: the sender is on the new path; credit again from where it resumes.
+// The receiver: the sender is on the new path; credit again from where it
+// resumes (once both ends' ports of it are up).
 void receiver_ready(IbComm* c) {
   moved(c);
   c->credits_held_from = IbComm::kNoneHeld;  // among those given again here
-  credit_from(c, c->resend_next);
+  if (failover_holds_credits(c)) failover_hold_credit(c, c->resend_next);
+  else credit_from(c, c->resend_next);
   BRAID_INFO(kNet, "InfiniBand connection from {}: on {} now, receiving from message {} again", c->peer,
              port_name(c, c->active), c->resend_next);
 }
@@ -211,7 +243,9 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
   if (m.magic != kSideMagic)
     return c->fail(BRAID_ERROR(ncclInternalError, "a malformed message on the connection's side channel"));
   const bool offers_other = m.value == uint64_t(other(c));
-  if (m.kind == kFail) {
+  if (m.kind == kPortDown || m.kind == kPortUp) {  // in any stage: it applies to path `value` whenever in use
+    if (m.value < uint64_t(kIbMaxPaths)) c->peer_port_down[m.value] = m.kind == kPortDown;
+  } else if (m.kind == kFail) {
     if (c->failover == Failover::None)
       start_failover(c, m.value ? "the peer moves back to a recovered port" : "the peer's end of the path failed",
                      m.value != 0);
@@ -233,6 +267,7 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
 // The sender writes again, in order, each message the receiver lacks, as
 // the new path's credits come.
 void resend(IbComm* c) {
+  if (c->active_port_down || c->peer_port_down[c->active]) return;
   while (c->error.is_ok() && c->resend_next < c->resend_end && !c->credits.empty()) {
     const IbRequest& r = c->requests[c->resend_next % kIbMaxRequests];
     IbCredit credit;
@@ -250,16 +285,17 @@ void resend(IbComm* c) {
 bool failover_wanted() { return env_nccl_int("NCCL_IB_RESILIENCY_PORT_FAILOVER").value_or(0) == 1; }
 
 void failover_look(IbComm* c) {
-  if ((c->failover != Failover::Done && c->failover != Failover::Rearming) || !recovery().wanted ||
-      c->failures > recovery().attempts_max) {
-    c->active_port_down = false;
+  if (c->failover != Failover::Done && c->failover != Failover::Rearming) {
+    c->active_port_down = false;  // a move under way looks again when it lands (moved)
     return;
   }
   const auto now = std::chrono::steady_clock::now();
   if (now < c->next_recovery_check) return;
   c->next_recovery_check = now + recovery().delay;
-  c->active_port_down = port_down(c);
-  if (c->sending && c->failover == Failover::Done && c->resend_next >= c->resend_end) rearm(c);
+  look_at_port(c, false);
+  if (recovery().wanted && c->failures <= recovery().attempts_max && c->sending &&
+      c->failover == Failover::Done && c->resend_next >= c->resend_end)
+    rearm(c);
 }
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
@@ -313,10 +349,13 @@ void failover_progress(IbComm* c) {
 }
 
 bool failover_holds_sends(const IbComm* c) {
-  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || c->active_port_down;
+  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || c->active_port_down ||
+         c->peer_port_down[c->active];
 }
 
-bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady || c->active_port_down; }
+bool failover_holds_credits(const IbComm* c) {
+  return c->failover == Failover::AwaitReady || c->active_port_down || c->peer_port_down[c->active];
+}
 
 void failover_hold_credit(IbComm* c, uint64_t seq) {
   if (c->credits_held_from == IbComm::kNoneHeld) c->credits_held_from = seq;

@@ -39,14 +39,26 @@
 // most NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after
 // that a failover is its last, as without recovery.
 //
-// A connection idle while its ports flip (its port fails, comes back, then
-// the port it failed over to fails, all between two of its messages) would
-// post its next send or credit on a dead port, with nothing standing by.
-// So each end also looks at its active path's port at each recovery check
-// (both ends poll the connection while it is in use or awaited): while that
-// port is down, new sends and credits wait, the sender makes the failed
-// path anew and moves back to it as above, and the credits held go out on
-// it (or on the active path, should its port come back first).
+// After a failover each end looks at its active path's port: when it
+// lands on the path, and then every delay (at once after a port event:
+// ib_events.h) while the connection is used or awaited.  It tells the peer
+// what it found when that changes (kPortDown, kPortUp, naming the path).
+// While either end's port of the path in use is down, new sends, credits
+// and the sender's writing again wait there instead of failing on a dead
+// port (a send into a dead port ends the connection, there being nothing
+// standing by; a credit into the peer's would run out of retries).  So:
+//  - a connection idle while its ports flip (its port fails, comes back,
+//    then the port it failed over to fails, all between two of its
+//    messages) waits, the sender makes the failed path anew and moves back
+//    to it as above, and the credits held go out on it (or on the active
+//    path, should its port come back first);
+//  - a host with one port keeps the standby on that port (new queue pairs
+//    beside the first): a link down for longer than the retries last fails
+//    the first path, the connection moves to the standby and waits for the
+//    port, then goes on (with recovery, the first is made anew and the
+//    traffic moves back to it, so it stands by again).  Without failover a
+//    link survives only what the retries last: NCCL_IB_RETRY_CNT tries of
+//    4.096 us * 2^NCCL_IB_TIMEOUT.  BRAID_TIMEOUT still bounds the wait.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -516,13 +516,15 @@ class IbNet final : public Net {
   }
 
   // NCCL_IB_RESILIENCY_PORT_FAILOVER=1: a standby path on the next port.
+  // With one port, on that port: it takes over once the port is back (a
+  // link that flapped longer than the retries last), as ib_failover.h says.
   void add_standby(IbComm* c, int dev) {
     if (devices_.size() < 2) {
       static std::once_flag said;
       std::call_once(said, [] {
-        BRAID_INFO(kInit | kNet, "NCCL_IB_RESILIENCY_PORT_FAILOVER=1 with one port: connections have no standby");
+        BRAID_INFO(kInit | kNet, "NCCL_IB_RESILIENCY_PORT_FAILOVER=1 with one port: connections stand by on the "
+                   "same port, to go on once it is back from a failure");
       });
-      return;
     }
     c->paths[1].dev = devices_[size_t(dev + 1) % devices_.size()].get();
     c->npaths = 2;
