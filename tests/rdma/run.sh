@@ -132,7 +132,7 @@ case "$case" in
       ($common; export NCCL_COMM_ID=10.78.0.1:29502 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' \
       FAILOVER_DOWN='$down' FAILOVER_UP='$up && sleep 1 && $other_down';
-      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from' $logs && grep -q 'moving from' $logs &&
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from' $logs && grep -q ' to rxe0:1' $logs &&
       rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
       ($common; export NCCL_COMM_ID=10.78.0.1:29503 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_IB_RETURN_ASYNC_EVENTS=0 BRAID_IB_RETRY_CNT=6 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB \

@@ -106,7 +106,8 @@ enum class Failover {
   None,         // on the active path, the other a ready standby
   AwaitResume,  // sender: the active path stopped, waiting for the receiver's first incomplete message
   AwaitReady,   // receiver: the active path stopped, waiting for the sender to be on the other
-  Done,         // on the other path, none standing by: a failure now is the connection's end
+  Done,         // on the other path, none standing by: a failure now is the connection's end (a port down
+                // is waited for, up to BRAID_TIMEOUT)
   Rearming,     // sender, port recovery: the failed path made anew here, waiting for the receiver's
 };
 
@@ -147,6 +148,7 @@ struct IbComm {
   // first held credit (kNoneHeld: none).
   bool active_port_down = false;
   bool peer_port_down[kIbMaxPaths] = {};
+  std::chrono::steady_clock::time_point held_until{};  // while held: when it fails instead
   static constexpr uint64_t kNoneHeld = UINT64_MAX;
   uint64_t credits_held_from = kNoneHeld;
 

@@ -99,8 +99,9 @@ void take_async_events(IbComm* c) {
   if (!seen.path_fatal && !seen.port_changed) return;
   seen.moving = failover_under_way(c);
   if (failover_ready(c)) {
-    const IbDevice& standby = *c->paths[1 - c->active].dev;
-    seen.standby_ready = standby.device_fatal.load() == 0 && port_is_active(standby.port);
+    const IbPath& standby = c->paths[1 - c->active];
+    seen.standby_ready = standby.fatal_event.load() == 0 && standby.dev->device_fatal.load() == 0 &&
+                         port_is_active(standby.dev->port);
   }
   seen.active_port_down = seen.port_changed && !port_is_active(active.dev->port);
   const std::string port = active.dev->port.describe();

@@ -107,6 +107,23 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   }
 }
 
+// Whether either end's port of the path in use is down (after a failover,
+// with nothing standing by: only then do the ends look and tell).
+bool port_holds(const IbComm* c) {
+  return (c->failover == Failover::Done || c->failover == Failover::Rearming) &&
+         (c->active_port_down || c->peer_port_down[c->active]);
+}
+
+// Back to a standby standing ready (port recovery): what the ends said of
+// their ports no longer holds anything, and a port of the path in use that
+// went down meanwhile (its event taken in already) fails over at once.
+void standing_by_again(IbComm* c) {
+  c->failover = Failover::None;
+  c->active_port_down = false;
+  for (bool& down : c->peer_port_down) down = false;
+  if (port_down(c)) failover_now(c, fmt::format("{} went down", port_name(c, c->active)));
+}
+
 // Looks at the active path's port, and tells the peer what it found where
 // that changed (or `always`): while either end's port is down, what would
 // go over the path waits (a link that flaps, or a standby on the same port
@@ -222,10 +239,10 @@ void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
                s.message());
     return send_side(c, kRearmLater, uint64_t(p));
   }
-  c->failover = Failover::None;
   send_side(c, kRearmed, uint64_t(p), &c->mine.path[p]);
   BRAID_INFO(kNet, "InfiniBand connection from {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
              port_name(c, p));
+  standing_by_again(c);
 }
 
 // The sender: the receiver stands by on path p too.  Path 0 is the
@@ -233,10 +250,10 @@ void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
 void sender_rearmed(IbComm* c, int p, const QpInfo& theirs) {
   if (Status s = ready_rebuilt(c, p, theirs); !s.is_ok())
     return c->fail(std::move(s).context(fmt::format("port recovery on {}", port_name(c, p))));
-  c->failover = Failover::None;
   BRAID_INFO(kNet, "InfiniBand connection to {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
              port_name(c, p));
-  if (p == 0) start_failover(c, fmt::format("{} is back", port_name(c, 0)), true);
+  standing_by_again(c);
+  if (p == 0 && c->failover == Failover::None) start_failover(c, fmt::format("{} is back", port_name(c, 0)), true);
 }
 
 void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
@@ -267,7 +284,7 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
 // The sender writes again, in order, each message the receiver lacks, as
 // the new path's credits come.
 void resend(IbComm* c) {
-  if (c->active_port_down || c->peer_port_down[c->active]) return;
+  if (port_holds(c)) return;
   while (c->error.is_ok() && c->resend_next < c->resend_end && !c->credits.empty()) {
     const IbRequest& r = c->requests[c->resend_next % kIbMaxRequests];
     IbCredit credit;
@@ -290,6 +307,17 @@ void failover_look(IbComm* c) {
     return;
   }
   const auto now = std::chrono::steady_clock::now();
+  // A port that stays down ends the connection after BRAID_TIMEOUT, also
+  // where nothing above braid's net would (NCCL with braid's net plugin).
+  if (!port_holds(c)) {
+    c->held_until = {};
+  } else if (c->held_until == std::chrono::steady_clock::time_point{}) {
+    c->held_until = now + std::chrono::seconds(env_int("BRAID_TIMEOUT"));
+  } else if (now > c->held_until) {
+    return c->fail(BRAID_ERROR(ncclSystemError, "{} of the path in use has been down for BRAID_TIMEOUT ({} s)",
+                               c->active_port_down ? port_name(c, c->active) : "the peer's port",
+                               env_int("BRAID_TIMEOUT")));
+  }
   if (now < c->next_recovery_check) return;
   c->next_recovery_check = now + recovery().delay;
   look_at_port(c, false);
@@ -349,13 +377,10 @@ void failover_progress(IbComm* c) {
 }
 
 bool failover_holds_sends(const IbComm* c) {
-  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || c->active_port_down ||
-         c->peer_port_down[c->active];
+  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || port_holds(c);
 }
 
-bool failover_holds_credits(const IbComm* c) {
-  return c->failover == Failover::AwaitReady || c->active_port_down || c->peer_port_down[c->active];
-}
+bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady || port_holds(c); }
 
 void failover_hold_credit(IbComm* c, uint64_t seq) {
   if (c->credits_held_from == IbComm::kNoneHeld) c->credits_held_from = seq;

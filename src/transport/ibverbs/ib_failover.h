@@ -80,11 +80,12 @@ void failover_start(IbComm* c);
 // Reads the side channel and moves a failover on; the sender then writes
 // again what it can.  Called with every poll of the completions.
 void failover_progress(IbComm* c);
-// After a failover, while recovery is possible, at most every delay: looks
-// at the active path's port (new sends and credits wait while it is down);
-// the sender makes the failed path anew once its port is up.  Called with
-// every poll, and before each new send or credit (the connection may have
-// been idle since the last look).
+// After a failover, at most every delay (at once after a port event): looks
+// at the active path's port and tells the peer (new sends and credits wait
+// while either end's is down, for at most BRAID_TIMEOUT); while recovery is
+// possible, the sender makes the failed path anew once its port is up.
+// Called with every poll, and before each new send or credit (the
+// connection may have been idle since the last look).
 void failover_look(IbComm* c);
 // Whether a standby path stands ready (two paths, no failover since), and
 // whether a failover is under way (its path stopped, the other not yet in

@@ -54,7 +54,7 @@
 namespace braid {
 namespace {
 
-constexpr uint64_t kHandleMagic = 0x6272616964696233ULL;  // "braidib3": IbHello, paths and P_Keys
+constexpr uint64_t kHandleMagic = 0x6272616964696234ULL;  // "braidib4": IbHello, paths, P_Keys, port news
 constexpr auto kLivenessEvery = std::chrono::milliseconds(100);
 constexpr int kCqBatch = 16;
 
@@ -456,6 +456,7 @@ class IbNet final : public Net {
     // During a failover the credit goes with the others once the sender is on the new path.
     take_async_events(c);
     failover_look(c);
+    if (!c->error.is_ok()) return c->error;
     if (failover_holds_credits(c)) {
       failover_hold_credit(c, seq);
     } else if (Status s = post_credit(c, r); !s.is_ok()) {

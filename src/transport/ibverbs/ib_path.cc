@@ -74,6 +74,7 @@ Status create_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
   path.cq = ibv_create_cq(path.dev->port.context, (c->nqps + 1) * kPathDepth, &path, path.dev->channel, 0);
   if (!path.cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
+  path.port_events_seen = path.dev->port_events.load();  // events before it are not its news
   BRAID_TRY(create_qps(c, p));
   return alloc_credits(&path);
 }
