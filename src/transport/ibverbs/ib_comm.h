@@ -97,6 +97,7 @@ struct IbPath {
   // and the port events of its port that the connection has taken in.
   std::atomic<int> fatal_event{0};
   uint64_t port_events_seen = 0;
+  uint64_t port_events_at_make = 0;  // the port's events when its queue pairs were made
 };
 
 enum class Stage { Connecting, AwaitReply, ReadInfo, AwaitReady, Ready };

@@ -321,16 +321,22 @@ void failover_look(IbComm* c) {
   if (now < c->next_recovery_check) return;
   c->next_recovery_check = now + recovery().delay;
   look_at_port(c, false);
+  // Writing again waits for it too, unless the port in use is down: the
+  // move back then counts again what the receiver lacks (sender_resume).
   if (recovery().wanted && c->failures <= recovery().attempts_max && c->sending &&
-      c->failover == Failover::Done && c->resend_next >= c->resend_end)
+      c->failover == Failover::Done && (c->resend_next >= c->resend_end || port_holds(c)))
     rearm(c);
 }
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
   if (!failover_ready(c)) return false;
   // NCCL's two (the peer's port or the path is gone; flushed behind such an
-  // error), or any error while the port itself is down.
-  if (wc.status != IBV_WC_RETRY_EXC_ERR && wc.status != IBV_WC_WR_FLUSH_ERR && !port_down(c)) return false;
+  // error), or any error while the port itself is down or after it was
+  // (a queue pair can break while its port is down, and fail its next
+  // send once the port is back).
+  const IbPath& path = c->paths[c->active];
+  const bool port_went_down = port_down(c) || path.dev->port_events.load() != path.port_events_at_make;
+  if (wc.status != IBV_WC_RETRY_EXC_ERR && wc.status != IBV_WC_WR_FLUSH_ERR && !port_went_down) return false;
   if (c->path_failed == IBV_WC_SUCCESS) c->path_failed = wc.status;
   return true;
 }

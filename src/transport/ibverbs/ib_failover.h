@@ -6,7 +6,8 @@
 // up a standby path: queue pairs on another port, ready-to-send, their
 // receives posted, idle.  When a work request on the path in use completes
 // with a transport error (retries exhausted, or flushed behind such an
-// error), that end stops the path (its queue pairs to the error state, so
+// error; any error while its port is down, or after it went down since the
+// path's queue pairs were made), that end stops the path (its queue pairs to the error state, so
 // nothing more lands), drains what completed on it, and tells the other
 // end over the connection's TCP side channel, which does the same.  Then:
 //  - the receiver rewinds to its first receive not complete (each queue

@@ -36,6 +36,7 @@ Status alloc_credits(IbPath* path) {
 Status create_qps(IbComm* c, int p) {
   IbPath& path = c->paths[p];
   const IbPort& port = path.dev->port;
+  path.port_events_at_make = path.dev->port_events.load();
   for (int j = 0; j < c->nqps; ++j) {
     ibv_qp_init_attr a{};
     a.qp_context = &path;  // its asynchronous events' (ib_events.h)
