@@ -270,10 +270,11 @@ class RoundPlanner {
 
   // Receiver b's usable senders are bits of senders_ (bit p: senders_[p]):
   // those with a final chunk b lacks, less those paired for a critical
-  // chunk (in receiver_of, before any search).  A search reads them in the senders' order a word at a time (a
-  // list of senders each search skipped through, mostly seen ones, was most
-  // of the planner's time), and a word is worked out when a search first
-  // reaches it, so words no search reaches cost nothing.
+  // chunk (in receiver_of, before any search).  A search reads them in the
+  // senders' order a word at a time (a list of senders each search skipped
+  // through, mostly seen ones, was most of the planner's time), and a word
+  // is worked out when a search first reaches it, so words no search
+  // reaches cost nothing.
   void start_options(const std::vector<int>& receivers, int t, const std::vector<int>& receiver_of) {
     sender_words_ = (int(senders_.size()) + 63) / 64;
     final_words_ = (std::min(t, m_) + 63) / 64;

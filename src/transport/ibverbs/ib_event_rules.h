@@ -15,7 +15,8 @@
 // ports due at once, not after its delay.  A port going down fails no
 // connection by itself: where nothing stands by, a link back within the
 // retries loses nothing, so the completions decide.  With 0 the events are
-// only logged, as NCCL's.
+// only logged, as NCCL's; the port's event count still tells port failover
+// that an error on a path came after its port went down (ib_failover.h).
 #pragma once
 
 namespace braid {

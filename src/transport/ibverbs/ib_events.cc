@@ -87,7 +87,8 @@ void watch_async_events(std::vector<IbDevice*> ports) {
 void take_async_events(IbComm* c) {
   if (!events_act() || !c->error.is_ok()) return;
   IbPath& active = c->path();
-  const int fatal = active.fatal_event.load() ? active.fatal_event.load() : active.dev->device_fatal.load();
+  int fatal = active.fatal_event.load();
+  if (!fatal) fatal = active.dev->device_fatal.load();
   IbEventsSeen seen;
   seen.path_fatal = fatal != 0;
   for (int p = 0; p < c->npaths; ++p) {

@@ -7,9 +7,10 @@
 // receives posted, idle.  When a work request on the path in use completes
 // with a transport error (retries exhausted, or flushed behind such an
 // error; any error while its port is down, or after it went down since the
-// path's queue pairs were made), that end stops the path (its queue pairs to the error state, so
-// nothing more lands), drains what completed on it, and tells the other
-// end over the connection's TCP side channel, which does the same.  Then:
+// path's queue pairs were made), that end stops the path (its queue pairs
+// to the error state, so nothing more lands), drains what completed on it,
+// and tells the other end over the connection's TCP side channel, which
+// does the same.  Then:
 //  - the receiver rewinds to its first receive not complete (each queue
 //    pair delivers in order, so every earlier one is: ib_protocol.h) and
 //    sends that sequence number;

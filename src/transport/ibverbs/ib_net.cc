@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -256,15 +257,9 @@ class IbNet final : public Net {
       d->port = std::move(p);
       devices_.push_back(std::move(d));
     }
-    for (size_t i = 0; i < devices_.size(); ++i) {  // a thread per device context, for all its ports
-      std::vector<IbDevice*> ports;
-      for (size_t j = 0; j < devices_.size(); ++j)
-        if (devices_[j]->port.context == devices_[i]->port.context) {
-          if (j < i) break;  // watched with an earlier port
-          ports.push_back(devices_[j].get());
-        }
-      watch_async_events(std::move(ports));
-    }
+    std::map<ibv_context*, std::vector<IbDevice*>> ports_of;  // a thread per device context, for all its ports
+    for (auto& d : devices_) ports_of[d->port.context].push_back(d.get());
+    for (auto& [context, ports] : ports_of) watch_async_events(std::move(ports));
     nqps_ = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"), 1,
                                     kIbMaxQps));
   }
