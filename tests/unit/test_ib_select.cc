@@ -115,6 +115,34 @@ TEST_CASE("GID choice: RoCE v2 with an IPv4 address first, as NCCL, and a forced
   CHECK(choose_gid({}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, &chosen).code() == ncclSystemError);
 }
 
+TEST_CASE("GID choice again (port recovery): the table as it is now, and only a GID like the one before",
+          "[unit][ib]") {
+  const GidEntry link_v2 = gid(1, GidType::RoceV2, "fe80::5054:ff:fe77:1");
+  const GidEntry before = gid(3, GidType::RoceV2, "::ffff:10.77.0.1");
+  GidEntry chosen;
+  // The address came back at another index (the old one still held), or changed.
+  REQUIRE(choose_gid_again({link_v2, gid(5, GidType::RoceV2, "::ffff:10.77.0.1")}, -1, "NCCL_IB_GID_INDEX",
+                           GidPreference{}, before, &chosen).is_ok());
+  CHECK(chosen.index == 5);
+  REQUIRE(choose_gid_again({link_v2, gid(3, GidType::RoceV2, "::ffff:10.77.3.1")}, -1, "NCCL_IB_GID_INDEX",
+                           GidPreference{}, before, &chosen).is_ok());
+  CHECK(gid_to_string(chosen.raw) == "::ffff:10.77.3.1");
+  // Not back yet: the link-local GID is no substitute, and nothing is chosen.
+  chosen = before;
+  Status s = choose_gid_again({link_v2}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, before, &chosen);
+  CHECK(s.code() == ncclSystemError);
+  CHECK(s.message().find("no GID like index 3 ::ffff:10.77.0.1") != std::string::npos);
+  CHECK(chosen.index == 3);
+  // A v1 address where v2 was: refused too.
+  CHECK(!choose_gid_again({gid(2, GidType::RoceV1, "::ffff:10.77.0.1")}, -1, "NCCL_IB_GID_INDEX", GidPreference{},
+                          before, &chosen).is_ok());
+  // A forced index: that entry, whatever its address is now.
+  REQUIRE(choose_gid_again({link_v2, gid(3, GidType::RoceV2, "::ffff:10.77.9.9")}, 3, "NCCL_IB_GID_INDEX",
+                           GidPreference{}, before, &chosen).is_ok());
+  CHECK(gid_to_string(chosen.raw) == "::ffff:10.77.9.9");
+  CHECK(!choose_gid_again({}, -1, "NCCL_IB_GID_INDEX", GidPreference{}, before, &chosen).is_ok());
+}
+
 TEST_CASE("GID choice: NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and NCCL_IB_ROCE_VERSION_NUM, as NCCL", "[unit][ib]") {
   // Two IPv4 addresses (v1 and v2 each), a global IPv6 one (v2), link-local ones.
   std::vector<GidEntry> table{

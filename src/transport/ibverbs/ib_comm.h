@@ -85,9 +85,16 @@ struct IbPath {
   IbDevice* dev = nullptr;
   ibv_cq* cq = nullptr;
   std::vector<ibv_qp*> qps;
+  // RoCE: the GID its queue pairs use (the port's, else the one chosen when
+  // they were last made anew: the table may change under a running job).
+  GidEntry gid;
   // Credits: received into (sender) or sent from (receiver) these.
   IbCredit* credit_buf = nullptr;
   ibv_mr* credit_mr = nullptr;
+  // Stopped (a failure, or a move off it): its queue pairs are in the error
+  // state and nothing goes over it until port recovery makes it anew with
+  // the peer.
+  bool stopped = false;
   // Port recovery: made anew since it was last stopped, so an offer the peer
   // turned down is made again with the same queue pairs.
   bool made_anew = false;

@@ -17,10 +17,11 @@
 
 namespace braid {
 
-std::string IbPort::describe() const {
+std::string IbPort::describe(const GidEntry* path_gid) const {
   if (!roce) return fmt::format("{}:{} InfiniBand LID {}", device, port, lid);
-  return fmt::format("{}:{} RoCE GID {} {} ({})", device, port, gid.index, gid_to_string(gid.raw),
-                     gid.type == GidType::RoceV2 ? "v2" : "v1");
+  const GidEntry& g = path_gid ? *path_gid : gid;
+  return fmt::format("{}:{} RoCE GID {} {} ({})", device, port, g.index, gid_to_string(g.raw),
+                     g.type == GidType::RoceV2 ? "v2" : "v1");
 }
 
 namespace {
@@ -93,6 +94,23 @@ void init_fork_safety() {
   });
 }
 
+// How a port's GID is chosen: BRAID_IB_GID_INDEX (else NCCL's) forces an
+// index, else NCCL's address family, range and RoCE version rank them.
+struct GidSettings {
+  int forced;
+  std::string setting;
+  GidPreference preference;
+  std::string ignored;  // the variables ignored, and why
+};
+GidSettings gid_settings() {
+  GidSettings g;
+  g.forced = int(env_int_or_nccl("BRAID_IB_GID_INDEX", "NCCL_IB_GID_INDEX"));
+  g.setting = env_is_set("BRAID_IB_GID_INDEX") ? "BRAID_IB_GID_INDEX" : "NCCL_IB_GID_INDEX";
+  g.preference = parse_gid_preference(env_raw("NCCL_IB_ADDR_FAMILY"), env_raw("NCCL_IB_ADDR_RANGE"),
+                                      env_raw("NCCL_IB_ROCE_VERSION_NUM"), &g.ignored);
+  return g;
+}
+
 }  // namespace
 
 Status open_ib_ports(std::vector<IbPort>* out) {
@@ -103,12 +121,8 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   const std::string hca = env_string_or_nccl("BRAID_IB_HCA", "NCCL_IB_HCA");
   const std::string hca_setting = env_is_set("BRAID_IB_HCA") ? "BRAID_IB_HCA" : "NCCL_IB_HCA";
   BRAID_TRY(parse_hca_filter(hca_setting, hca, &filter));
-  const int forced_gid = int(env_int_or_nccl("BRAID_IB_GID_INDEX", "NCCL_IB_GID_INDEX"));
-  const std::string gid_setting = env_is_set("BRAID_IB_GID_INDEX") ? "BRAID_IB_GID_INDEX" : "NCCL_IB_GID_INDEX";
-  std::string ignored;
-  const GidPreference preference = parse_gid_preference(
-      env_raw("NCCL_IB_ADDR_FAMILY"), env_raw("NCCL_IB_ADDR_RANGE"), env_raw("NCCL_IB_ROCE_VERSION_NUM"), &ignored);
-  if (!ignored.empty()) BRAID_INFO(kNet | kInit | kEnv, "{}: ignored, as NCCL ignores it", ignored);
+  const GidSettings gids = gid_settings();
+  if (!gids.ignored.empty()) BRAID_INFO(kNet | kInit | kEnv, "{}: ignored, as NCCL ignores it", gids.ignored);
   // NCCL's ranges; a value outside one is NCCL's default, 0.
   const int64_t sl = env_nccl_int("NCCL_IB_SL").value_or(0), tc = env_nccl_int("NCCL_IB_TC").value_or(-1);
   const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
@@ -152,9 +166,9 @@ Status open_ib_ports(std::vector<IbPort>* out) {
           port.rail = entry->rail;
           port.plane = entry->plane;
         }
-        std::vector<GidEntry> gids = read_gids(ctx, p, pattr.gid_tbl_len);
-        if (port.roce || forced_gid >= 0) {
-          Status s = choose_gid(gids, forced_gid, gid_setting, preference, &port.gid);
+        if (port.roce || gids.forced >= 0) {
+          Status s = choose_gid(read_gids(ctx, p, pattr.gid_tbl_len), gids.forced, gids.setting, gids.preference,
+                                &port.gid);
           if (!s.is_ok()) {
             if (first_error.is_ok()) first_error = std::move(s).context(fmt::format("{}:{}", name, p));
             continue;
@@ -204,6 +218,26 @@ Status open_ib_ports(std::vector<IbPort>* out) {
 bool port_is_active(const IbPort& port) {
   ibv_port_attr a{};
   return ibv_query_port(port.context, uint8_t(port.port), &a) == 0 && a.state == IBV_PORT_ACTIVE;
+}
+
+Status current_gid(const IbPort& port, const GidEntry& before, GidEntry* out) {
+  if (!port.use_gid) {
+    *out = port.gid;
+    return Status::ok();
+  }
+  ibv_port_attr a{};
+  if (ibv_query_port(port.context, uint8_t(port.port), &a) != 0)
+    return BRAID_ERROR(ncclSystemError, "ibv_query_port: {}", std::strerror(errno));
+  const GidSettings gids = gid_settings();
+  return choose_gid_again(read_gids(port.context, port.port, a.gid_tbl_len), gids.forced, gids.setting,
+                          gids.preference, before, out);
+}
+
+bool gid_still_there(const IbPort& port, const GidEntry& gid) {
+  if (!port.use_gid) return true;
+  ibv_gid_entry entry{};
+  return ibv_query_gid_ex(port.context, uint32_t(port.port), uint32_t(gid.index), &entry, 0) == 0 &&
+         std::memcmp(entry.gid.raw, gid.raw, 16) == 0;
 }
 
 void close_ib_ports(std::vector<IbPort>* ports) {

@@ -43,7 +43,9 @@ struct IbPort {
   }
   ibv_context* context = nullptr;
   ibv_pd* pd = nullptr;
-  std::string describe() const;  // "rxe0:1 RoCE GID 1 ::ffff:10.77.0.1 (v2)"
+  // "rxe0:1 RoCE GID 1 ::ffff:10.77.0.1 (v2)": the port's GID, or `gid` (a
+  // path's, which port recovery may have chosen anew since).
+  std::string describe(const GidEntry* gid = nullptr) const;
 };
 
 // Opens the selected ports (fork safety first: ibv_fork_init).  None usable
@@ -53,5 +55,13 @@ Status open_ib_ports(std::vector<IbPort>* out);
 void close_ib_ports(std::vector<IbPort>* ports);
 // Whether the port is active now (ibv_query_port).
 bool port_is_active(const IbPort& port);
+// The GID queue pairs made anew on the port take now, `before` the one the
+// old ones had: on RoCE (or with a forced index) the table read again
+// (ib_select.h's choose_gid_again: an error while it has none like
+// `before`), else the port's.
+Status current_gid(const IbPort& port, const GidEntry& before, GidEntry* out);
+// Whether `gid` is still at its index in the port's table (a RoCE address
+// removed or changed: the queue pairs using it reach nothing).
+bool gid_still_there(const IbPort& port, const GidEntry& gid);
 
 }  // namespace braid

@@ -527,7 +527,7 @@ class IbNet final : public Net {
   }
   void drop_standby(IbComm* c, const Status& why) {
     BRAID_WARN("InfiniBand connection {} {}: no standby path on {}: {}", c->sending ? "to" : "from", c->peer,
-               c->paths[1].dev->port.describe(), why.message());
+               c->paths[1].dev->port.describe(&c->paths[1].gid), why.message());
     std::lock_guard<std::mutex> lock(events_mutex_);
     destroy_path(&c->paths[1]);
     c->npaths = 1;

@@ -65,7 +65,24 @@ Status create_qps(IbComm* c, int p) {
   mine.use_gid = port.use_gid;
   mine.mtu = uint8_t(port.mtu);
   mine.pkey = port.pkey;
-  std::memcpy(mine.gid, port.gid.raw, 16);
+  std::memcpy(mine.gid, path.gid.raw, 16);
+  return Status::ok();
+}
+
+// The GID path p's queue pairs take: the one it had (the port's, for a
+// new path) while it is still at its index in the port's table, else the
+// table's choice now (a RoCE address changed, or added back elsewhere
+// after a flap).
+Status take_current_gid(IbComm* c, int p) {
+  IbPath& path = c->paths[p];
+  const IbPort& port = path.dev->port;
+  if (gid_still_there(port, path.gid)) return Status::ok();
+  GidEntry gid;
+  BRAID_TRY(current_gid(port, path.gid, &gid));
+  BRAID_INFO(kNet, "InfiniBand connection {} {}: {}:{} now has GID {} {} (was {} {}); the path's queue pairs take it",
+             c->sending ? "to" : "from", c->peer, port.device, port.port, gid.index, gid_to_string(gid.raw),
+             path.gid.index, gid_to_string(path.gid.raw));
+  path.gid = gid;
   return Status::ok();
 }
 
@@ -76,12 +93,15 @@ Status create_path(IbComm* c, int p) {
   path.cq = ibv_create_cq(path.dev->port.context, (c->nqps + 1) * kPathDepth, &path, path.dev->channel, 0);
   if (!path.cq) return BRAID_ERROR(ncclSystemError, "ibv_create_cq: {}", errno_text());
   path.port_events_seen = path.dev->port_events.load();  // events before it are not its news
+  path.gid = path.dev->port.gid;
+  BRAID_TRY(take_current_gid(c, p));
   BRAID_TRY(create_qps(c, p));
   return alloc_credits(&path);
 }
 
 Status rebuild_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
+  BRAID_TRY(take_current_gid(c, p));
   for (ibv_qp* qp : path.qps) ibv_destroy_qp(qp);  // each waits until its events were taken in
   path.qps.clear();
   path.fatal_event = 0;  // the old queue pairs'
@@ -97,7 +117,7 @@ Status path_ready(IbComm* c, int p) {
   const IbPort& port = path.dev->port;
   if (bool(t.use_gid) != port.use_gid)
     return BRAID_ERROR(ncclSystemError, "one end addresses by GID (RoCE), the other by LID (InfiniBand): {} vs peer",
-                       port.describe());
+                       port.describe(&path.gid));
   const int timeout = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_TIMEOUT", "NCCL_IB_TIMEOUT"), 1, 31));
   const int retries = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_RETRY_CNT", "NCCL_IB_RETRY_CNT"), 0, 7));
   for (int j = 0; j < c->nqps; ++j) {
@@ -114,7 +134,7 @@ Status path_ready(IbComm* c, int p) {
     if (port.use_gid) {
       m.ah_attr.is_global = 1;
       std::memcpy(m.ah_attr.grh.dgid.raw, t.gid, 16);
-      m.ah_attr.grh.sgid_index = uint8_t(port.gid.index);
+      m.ah_attr.grh.sgid_index = uint8_t(path.gid.index);
       m.ah_attr.grh.hop_limit = 255;
       m.ah_attr.grh.traffic_class = c->sending ? c->mine.path[p].traffic_class : t.traffic_class;
     }
@@ -126,7 +146,7 @@ Status path_ready(IbComm* c, int p) {
       const bool unreachable = rc == ETIMEDOUT || rc == ENETUNREACH || rc == EHOSTUNREACH || rc == EINVAL;
       return BRAID_ERROR(ncclSystemError, "queue pair to ready-to-receive toward GID {} LID {}: {}{}",
                          gid_to_string(t.gid), t.lid, std::strerror(rc),
-                         unreachable ? " (is the peer's GID reachable from " + port.describe() + "?)" : "");
+                         unreachable ? " (is the peer's GID reachable from " + port.describe(&path.gid) + "?)" : "");
     }
     ibv_qp_attr s{};
     s.qp_state = IBV_QPS_RTS;

@@ -180,6 +180,17 @@ Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::str
   return Status::ok();
 }
 
+Status choose_gid_again(const std::vector<GidEntry>& table, int forced, const std::string& setting,
+                        const GidPreference& preference, const GidEntry& before, GidEntry* out) {
+  GidEntry now;
+  BRAID_TRY(choose_gid(table, forced, setting, preference, &now));
+  if (now.type != before.type || gid_is_ipv4(now.raw) != gid_is_ipv4(before.raw))
+    return BRAID_ERROR(ncclSystemError, "the port has no GID like index {} {} now (best: index {} {})", before.index,
+                       gid_to_string(before.raw), now.index, gid_to_string(now.raw));
+  *out = now;
+  return Status::ok();
+}
+
 Status check_pkey(int64_t index, int table_length, uint16_t value) {
   if (index < 0 || index >= table_length)
     return BRAID_ERROR(ncclInvalidArgument, "NCCL_IB_PKEY={}: not an index of the port's P_Key table (0 to {})", index,

@@ -86,6 +86,17 @@ GidPreference parse_gid_preference(const std::string& family, const std::string&
 Status choose_gid(const std::vector<GidEntry>& table, int forced, const std::string& setting,
                   const GidPreference& preference, GidEntry* out);
 
+// The GID for queue pairs made anew (port recovery) on a port whose GID
+// table may have changed since: after a flap the kernel can add a RoCE
+// address back at another index, or the address itself changed (NCCL
+// issues #1333, #1819, #2157).  choose_gid's choice on the table as it is
+// now, kept only if it is like `before` (the same type, and an IPv4 address
+// where that was one): a table that lost its address for now would
+// otherwise put the path on a link-local GID the peer cannot reach.
+// ncclSystemError where it is not: the caller tries again later.
+Status choose_gid_again(const std::vector<GidEntry>& table, int forced, const std::string& setting,
+                        const GidPreference& preference, const GidEntry& before, GidEntry* out);
+
 // The partition key (P_Key) every queue pair carries: the entry of the
 // port's P_Key table at NCCL_IB_PKEY (NCCL's default 0; NCCL reads it as an
 // index).  A P_Key's low 15 bits are the partition (0: an empty entry), its
