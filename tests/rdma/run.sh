@@ -34,11 +34,21 @@
 #             NCCL_IB_RETURN_ASYNC_EVENTS=0, where rank 1's writes run out
 #             of retries first (BRAID_IB_RETRY_CNT=6: soft-RoCE retries
 #             forever at 7), and once with the port's asynchronous event,
-#             which must fail over at once; last, one port each
+#             which must fail over at once; then one port each
 #             (NCCL_IB_HCA==rxe0:1) and port recovery: rank 0's port
 #             flaps (down, up 3 s later) after the 10th round and after
 #             the 20th, every call exact, the connections on the standby
-#             queue pairs of the same port and back (ctest rdma.failover)
+#             queue pairs of the same port and back; then two ports each
+#             again and port recovery: rank 0's first port down, its
+#             second 0.5 s later, the first back 3 s later and the second
+#             2 s after it, every call exact (in most runs connections
+#             that failed over to the second port fail there too and are
+#             stranded, then made anew; before that was done, two runs in
+#             three failed); last, one port each and rank 0's RoCE address
+#             changed (its GID gone, the new one added 1 s later at
+#             another index), every call exact, rank 0's connections
+#             stranded and then on paths made anew with the new GID
+#             (ctest rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
@@ -113,11 +123,18 @@ case "$case" in
     # down after 10 more: the connections that failed over must have moved
     # back, or the last step would leave them no path.  Then the stream
     # (cross_host_ranks.cc), without and with the ports' asynchronous
-    # events.  Last, flaps of a guest's only port.
+    # events.  Then flaps of a guest's only port, both ports down at once,
+    # and a changed address.
     netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
     down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
     # A flap: down, and up again 3 s later, in the background (the call after it waits for the port).
     flap="ip link set $netdev down && (sleep 3 && ip link set $netdev up) >/dev/null 2>&1 &"
+    # Both ports: the second goes while the connections that failed over to it carry data.
+    both="ip link set $netdev down && (sleep 0.5 && $other_down && sleep 3 && $up && sleep 2 &&
+      ip link set ${netdev/\%s/%o} up) >/dev/null 2>&1 &"
+    # Rank 0's (guest 0's) RoCE address changed: its GID leaves the table, the new one comes 1 s later.
+    readdress="ip addr del 10.78.1.1/24 dev $netdev &&
+      (sleep 1 && ip addr add 10.78.1.11/24 dev $netdev) >/dev/null 2>&1 &"
     logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
@@ -148,7 +165,17 @@ case "$case" in
       NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 \
       EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$flap' FAILOVER_UP='$flap';
       $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|moving from\|waiting for\|is active' $logs &&
-      grep -q 'moving from' $logs"
+      grep -q 'moving from' $logs && rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29506 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' \
+      FAILOVER_DOWN='$both';
+      $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|nothing stands by\|made anew\|moving from' $logs &&
+      rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29507 BRAID_TRANSPORT=ib NCCL_IB_HCA==rxe0:1 \
+      NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 \
+      EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$readdress';
+      $ranks failover \$VM_ID 1 2) && grep -h 'left rxe\|nothing stands by\|now has GID' $logs &&
+      { [ \$VM_ID = 1 ] || { grep -q 'nothing stands by' $logs && grep -q 'now has GID' $logs; }; }"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"

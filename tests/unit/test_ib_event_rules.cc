@@ -30,6 +30,19 @@ TEST_CASE("InfiniBand events: a fatal event fails over where a standby stands re
   CHECK(step_for(seen(true, true, false, false)) == IbEventStep::Fail);
 }
 
+TEST_CASE("InfiniBand events: a fatal event with nothing standing by waits for a path made anew where port recovery "
+          "may make one", "[unit][ib]") {
+  IbEventsSeen s = seen(true, false, false, false);
+  s.can_remake = true;
+  CHECK(step_for(s) == IbEventStep::FailOver);
+  // A port down alone still waits for the port (the completions decide), fatal or not.
+  s.path_fatal = false;
+  s.port_changed = s.active_port_down = true;
+  CHECK(step_for(s) == IbEventStep::LookNow);
+  s.moving = true;
+  CHECK(step_for(s) == IbEventStep::None);
+}
+
 TEST_CASE("InfiniBand events: a port down moves to a ready standby, and never fails a connection by itself",
           "[unit][ib]") {
   CHECK(step_for(seen(false, true, true, true)) == IbEventStep::FailOver);
@@ -39,6 +52,19 @@ TEST_CASE("InfiniBand events: a port down moves to a ready standby, and never fa
   // The port in use is up: the event was the standby's, or a port coming back.
   CHECK(step_for(seen(false, true, false, true)) == IbEventStep::LookNow);
   CHECK(step_for(seen(false, true, false, false)) == IbEventStep::LookNow);
+}
+
+TEST_CASE("InfiniBand events: a GID gone from the port leaves the path for a ready standby or one made anew",
+          "[unit][ib]") {
+  IbEventsSeen s = seen(false, true, false, true);
+  s.active_gid_gone = true;
+  CHECK(step_for(s) == IbEventStep::FailOver);
+  s.standby_ready = false;  // none, or its GID went too (the same port)
+  CHECK(step_for(s) == IbEventStep::LookNow);  // without port recovery the completions decide
+  s.can_remake = true;
+  CHECK(step_for(s) == IbEventStep::FailOver);
+  s.moving = true;
+  CHECK(step_for(s) == IbEventStep::None);
 }
 
 TEST_CASE("InfiniBand events: nothing while none came, or while a failover already leaves the path", "[unit][ib]") {

@@ -114,9 +114,10 @@ enum class Failover {
   None,         // on the active path, the other a ready standby
   AwaitResume,  // sender: the active path stopped, waiting for the receiver's first incomplete message
   AwaitReady,   // receiver: the active path stopped, waiting for the sender to be on the other
-  Done,         // on the other path, none standing by: a failure now is the connection's end (a port down
-                // is waited for, up to BRAID_TIMEOUT)
-  Rearming,     // sender, port recovery: the failed path made anew here, waiting for the receiver's
+  Done,         // on the other path, none standing by: a failure now is the connection's end unless port
+                // recovery may make a path anew (a port down, or a stopped path in use, is waited for, up to
+                // BRAID_TIMEOUT)
+  Rearming,     // sender, port recovery: a failed path made anew here, waiting for the receiver's
 };
 
 struct IbComm {

@@ -14,7 +14,12 @@
 // NCCL's); and any port event makes port recovery's next look at the
 // ports due at once, not after its delay.  A port going down fails no
 // connection by itself: where nothing stands by, a link back within the
-// retries loses nothing, so the completions decide.  With 0 the events are
+// retries loses nothing, so the completions decide.  A RoCE GID that left
+// its port's table (the address removed or changed: IBV_EVENT_GID_CHANGE)
+// leaves queue pairs that use it reaching nothing: that path, and a
+// standby of the same port, are left at once for a ready standby or, with
+// port recovery, for a path made anew with the GID the table has now.
+// With 0 the events are
 // only logged, as NCCL's; the port's event count still tells port failover
 // that an error on a path came after its port went down (ib_failover.h).
 #pragma once
@@ -26,22 +31,25 @@ struct IbEventsSeen {
   bool path_fatal = false;        // a fatal event on the path in use: its queue pairs, completion queue or device
   bool port_changed = false;      // a port event on the port of one of its paths
   bool active_port_down = false;  // the port of the path in use is not active (looked at after a port event)
+  bool active_gid_gone = false;   // the GID of the path in use left its port's table (RoCE: its address went)
   bool standby_ready = false;     // a standby path stands ready, on an active port of a device in no fatal state
+  bool can_remake = false;        // none does, but port recovery may make a path anew: the connection waits for it
   bool moving = false;            // a failover is under way (it leaves the path in use already)
 };
 
 enum class IbEventStep {
   None,
   LookNow,   // port recovery looks at the ports at once (ib_failover.h)
-  FailOver,  // to the standby path now
+  FailOver,  // to the standby path now (or, none ready, stop the path and wait for one made anew)
   Fail,      // the connection ends with the event's error
 };
 
 inline IbEventStep step_for(const IbEventsSeen& seen) {
   if (seen.moving) return IbEventStep::None;
-  if (seen.path_fatal) return seen.standby_ready ? IbEventStep::FailOver : IbEventStep::Fail;
+  if (seen.path_fatal) return seen.standby_ready || seen.can_remake ? IbEventStep::FailOver : IbEventStep::Fail;
   if (!seen.port_changed) return IbEventStep::None;
   if (seen.active_port_down && seen.standby_ready) return IbEventStep::FailOver;
+  if (seen.active_gid_gone && (seen.standby_ready || seen.can_remake)) return IbEventStep::FailOver;
   return IbEventStep::LookNow;
 }
 

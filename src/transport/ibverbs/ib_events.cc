@@ -35,6 +35,7 @@ void take_event(const std::vector<IbDevice*>& ports, const ibv_async_event& e) {
   switch (e.event_type) {
     case IBV_EVENT_PORT_ERR:
     case IBV_EVENT_PORT_ACTIVE:
+    case IBV_EVENT_GID_CHANGE:  // a RoCE address added or removed: connections look at their GIDs
       for (IbDevice* d : ports) {
         if (d->port.port != int(e.element.port_num)) continue;
         d->port_events.fetch_add(1);
@@ -57,7 +58,7 @@ void take_event(const std::vector<IbDevice*>& ports, const ibv_async_event& e) {
       for (IbDevice* d : ports) note_fatal(&d->device_fatal, e.event_type);
       BRAID_WARN("InfiniBand device {}: {} (asynchronous event)", device, what);
       break;
-    default:  // GID, LID, P_Key or SM changes, path migration, ...: nothing for braid to do
+    default:  // LID, P_Key or SM changes, path migration, ...: nothing for braid to do
       BRAID_INFO(kNet, "InfiniBand device {}: {} (asynchronous event)", device, what);
   }
 }
@@ -87,8 +88,8 @@ void watch_async_events(std::vector<IbDevice*> ports) {
 void take_async_events(IbComm* c) {
   if (!events_act() || !c->error.is_ok()) return;
   IbPath& active = c->path();
-  int fatal = active.fatal_event.load();
-  if (!fatal) fatal = active.dev->device_fatal.load();
+  int fatal = active.stopped ? 0 : active.fatal_event.load();  // a stopped path's is moot: it is made anew
+  if (!fatal && !active.stopped) fatal = active.dev->device_fatal.load();
   IbEventsSeen seen;
   seen.path_fatal = fatal != 0;
   for (int p = 0; p < c->npaths; ++p) {
@@ -99,19 +100,30 @@ void take_async_events(IbComm* c) {
   }
   if (!seen.path_fatal && !seen.port_changed) return;
   seen.moving = failover_under_way(c);
+  if (seen.port_changed && !seen.moving && !active.stopped) {
+    seen.active_gid_gone = !gid_still_there(active.dev->port, active.gid);
+    // A standby whose GID went too (the same port) can take nothing over.
+    IbPath& standby = c->paths[1 - c->active];
+    if (seen.active_gid_gone && c->npaths >= 2 && !gid_still_there(standby.dev->port, standby.gid))
+      failover_drop_standby(c);
+  }
   if (failover_ready(c)) {
     const IbPath& standby = c->paths[1 - c->active];
     seen.standby_ready = standby.fatal_event.load() == 0 && standby.dev->device_fatal.load() == 0 &&
                          port_is_active(standby.dev->port);
   }
+  seen.can_remake = failover_may_strand(c);
   seen.active_port_down = seen.port_changed && !port_is_active(active.dev->port);
-  const std::string port = active.dev->port.describe();
+  const std::string port = active.dev->port.describe(&active.gid);
   switch (step_for(seen)) {
     case IbEventStep::None: return;
     case IbEventStep::LookNow: c->next_recovery_check = {}; return;
     case IbEventStep::FailOver:
-      return failover_now(c, fatal ? fmt::format("{} (asynchronous event)", event_name(fatal))
-                                   : fmt::format("{} went down (asynchronous event)", port));
+      return failover_now(c, fatal                  ? fmt::format("{} (asynchronous event)", event_name(fatal))
+                             : seen.active_gid_gone ? fmt::format("GID {} {} left {}:{} (asynchronous event)",
+                                                                  active.gid.index, gid_to_string(active.gid.raw),
+                                                                  active.dev->port.device, active.dev->port.port)
+                                                    : fmt::format("{} went down (asynchronous event)", port));
     case IbEventStep::Fail:
       return c->fail(BRAID_ERROR(ncclSystemError,
                                  "{} on {} (an asynchronous event; NCCL_IB_RETURN_ASYNC_EVENTS=0 leaves such events to "

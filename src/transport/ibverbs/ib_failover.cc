@@ -23,6 +23,14 @@ enum SideKind : uint32_t {
   kRearmLater = 6,
   kPortDown = 7,  // this end's port of path `value` is down: hold what would go to it
   kPortUp = 8,    // ... is active
+  kRebuilt = 9,   // the sender: path `value`, the one in use, made anew in place, is ready: credit on it
+};
+
+// kFail's value: why the sender of it leaves the path in use.
+enum FailWhy : uint64_t {
+  kFailed = 0,     // it failed
+  kMovedBack = 1,  // port recovery moves back to a recovered port
+  kStranded = 2,   // it failed, and the standby there was dropped before use (its GID went): stop this end's too
 };
 
 struct SideMessage {
@@ -44,7 +52,7 @@ void send_side(IbComm* c, SideKind kind, uint64_t value, const QpInfo* info = nu
 }
 
 int other(const IbComm* c) { return 1 - c->active; }
-std::string port_name(const IbComm* c, int p) { return c->paths[p].dev->port.describe(); }
+std::string port_name(const IbComm* c, int p) { return c->paths[p].dev->port.describe(&c->paths[p].gid); }
 // Where a failover goes: the standby's port, or the same one (a host with one port).
 std::string new_place(const IbComm* c) {
   const int p = other(c);
@@ -72,11 +80,22 @@ const RecoverySettings& recovery() {
   return settings;
 }
 
+// Whether a failure of the path in use, with nothing standing by, still
+// leaves port recovery a path to make anew (it counts as a failure).
+// (Also with a standby stopped before it was used: its GID went with the
+// one in use, on the same port.)
+bool may_strand(const IbComm* c) {
+  const bool none_standing_by = c->failover == Failover::Done || c->failover == Failover::Rearming ||
+                                (c->failover == Failover::None && c->paths[1 - c->active].stopped);
+  return c->npaths >= 2 && none_standing_by && recovery().wanted && c->failures < recovery().attempts_max;
+}
+
 // Stops path p: its queue pairs to the error state (nothing more lands or
 // leaves), then what completed on it is taken in.
 void stop_path(IbComm* c, int p) {
   IbPath& path = c->paths[p];
   path.made_anew = false;
+  path.stopped = true;
   for (ibv_qp* qp : path.qps) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_ERR;
@@ -90,17 +109,24 @@ void stop_path(IbComm* c, int p) {
 // Both ends: the first sign of a failure (a local error, or the peer's
 // word), or (`planned`) the sender moving back to a recovered port.
 void start_failover(IbComm* c, const std::string& why, bool planned = false) {
+  // A standby dropped before use (its GID went): the peer still has its end of it ready.
+  const bool dropped_standby = c->failover == Failover::None && c->paths[other(c)].stopped;
+  const FailWhy sent = planned ? kMovedBack : dropped_standby ? kStranded : kFailed;
   c->failover = c->sending ? Failover::AwaitResume : Failover::AwaitReady;
   if (planned) {
     BRAID_INFO(kNet, "InfiniBand connection {} {}: {}; moving from {} to {} (NCCL_IB_RESILIENCY_PORT_RECOVERY)",
                way(c), c->peer, why, port_name(c, c->active), new_place(c));
+  } else if (c->paths[other(c)].stopped) {
+    ++c->failures;
+    BRAID_WARN("InfiniBand connection {} {}: {}; nothing stands by (the path on {} is stopped too): waiting for a "
+               "path made anew (NCCL_IB_RESILIENCY_PORT_RECOVERY)", way(c), c->peer, why, port_name(c, other(c)));
   } else {
     ++c->failures;
     BRAID_WARN("InfiniBand connection {} {}: {}; failing over from {} to {} (NCCL_IB_RESILIENCY_PORT_FAILOVER)",
                way(c), c->peer, why, port_name(c, c->active), new_place(c));
   }
   stop_path(c, c->active);
-  send_side(c, kFail, planned ? 1 : 0);
+  send_side(c, kFail, sent);
   if (!c->sending) {
     c->resend_next = c->receives.rewind();  // the receiver keeps it: where its credits start again
     send_side(c, kResume, c->resend_next);
@@ -108,11 +134,14 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
 }
 
 // Whether either end's port of the path in use is down (after a failover,
-// with nothing standing by: only then do the ends look and tell).
+// with nothing standing by: only then do the ends look and tell), or the
+// path in use is stopped (both failed: port recovery makes one anew).
 bool port_holds(const IbComm* c) {
   return (c->failover == Failover::Done || c->failover == Failover::Rearming) &&
          (c->active_port_down || c->peer_port_down[c->active]);
 }
+bool stranded(const IbComm* c) { return c->paths[c->active].stopped && !failover_under_way(c); }
+bool held(const IbComm* c) { return port_holds(c) || stranded(c); }
 
 // Back to a standby standing ready (port recovery): what the ends said of
 // their ports no longer holds anything, and a port of the path in use that
@@ -121,7 +150,7 @@ void standing_by_again(IbComm* c) {
   c->failover = Failover::None;
   c->active_port_down = false;
   for (bool& down : c->peer_port_down) down = false;
-  if (port_down(c)) failover_now(c, fmt::format("{} went down", port_name(c, c->active)));
+  if (!stranded(c) && port_down(c)) failover_now(c, fmt::format("{} went down", port_name(c, c->active)));
 }
 
 // Looks at the active path's port, and tells the peer what it found where
@@ -136,6 +165,12 @@ void look_at_port(IbComm* c, bool always) {
                down ? "down: waiting for it" : "active");
   c->active_port_down = down;
   send_side(c, down ? kPortDown : kPortUp, uint64_t(c->active));
+}
+
+// Where a move landed, for the log: a stopped path waits to be made anew.
+std::string landed(const IbComm* c) {
+  return stranded(c) ? fmt::format("waiting for a path made anew (on {}, stopped)", port_name(c, c->active))
+                     : fmt::format("on {} now", port_name(c, c->active));
 }
 
 // Either end, after a failover: on the other path, none standing by.  The
@@ -170,8 +205,8 @@ void sender_resume(IbComm* c, uint64_t resume) {
   c->resend_end = c->next_send;
   moved(c);
   send_side(c, kReady, 0);
-  BRAID_INFO(kNet, "InfiniBand connection to {}: on {} now, writing messages {}..{} again", c->peer,
-             port_name(c, c->active), resume, c->next_send);
+  BRAID_INFO(kNet, "InfiniBand connection to {}: {}, writing messages {}..{} again", c->peer, landed(c), resume,
+             c->next_send);
 }
 
 // The receiver: credit for every receive from `first` on.
@@ -189,8 +224,8 @@ void receiver_ready(IbComm* c) {
   c->credits_held_from = IbComm::kNoneHeld;  // among those given again here
   if (failover_holds_credits(c)) failover_hold_credit(c, c->resend_next);
   else credit_from(c, c->resend_next);
-  BRAID_INFO(kNet, "InfiniBand connection from {}: on {} now, receiving from message {} again", c->peer,
-             port_name(c, c->active), c->resend_next);
+  BRAID_INFO(kNet, "InfiniBand connection from {}: {}, receiving from message {} again", c->peer, landed(c),
+             c->resend_next);
 }
 
 // --- port recovery --------------------------------------------------------
@@ -206,12 +241,15 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
 
 // The sender, on one path after a failover: once the failed path's port
 // here is active again, makes that path anew and offers it to the receiver.
+// Where the path in use failed too, that one is made anew in place while
+// the other's port is still down.
 void rearm(IbComm* c) {
-  const int p = other(c);
+  int p = other(c);
+  if (!port_is_active(c->paths[p].dev->port) && stranded(c)) p = c->active;
   if (!port_is_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
     if (Status s = rebuild_path(c, p); !s.is_ok()) {
-      BRAID_WARN("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
+      BRAID_INFO(kNet, "InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
                  port_name(c, p), s.message());
       return;
     }
@@ -229,7 +267,9 @@ void release_held_credits(IbComm* c) {
   c->credits_held_from = IbComm::kNoneHeld;
 }
 
-// The receiver: the sender offers path p anew.
+// The receiver: the sender offers path p anew: the other one, to stand by,
+// or the one in use (both failed), on which it credits once the sender
+// says its end is ready too (kRebuilt).
 void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
   Status s = port_is_active(c->paths[p].dev->port) ? rebuild_path(c, p)
                                                  : BRAID_ERROR(ncclSystemError, "its port here is not active");
@@ -240,42 +280,87 @@ void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
     return send_side(c, kRearmLater, uint64_t(p));
   }
   send_side(c, kRearmed, uint64_t(p), &c->mine.path[p]);
+  if (p == c->active) {
+    c->paths[p].made_anew = true;
+    BRAID_INFO(kNet, "InfiniBand connection from {}: {} made anew (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
+               port_name(c, p));
+    return;
+  }
+  c->paths[p].stopped = false;
   BRAID_INFO(kNet, "InfiniBand connection from {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
              port_name(c, p));
   standing_by_again(c);
 }
 
-// The sender: the receiver stands by on path p too.  Path 0 is the
-// connection's own port: traffic moves back to it.
+// The receiver: the sender's end of the path in use, made anew, is ready.
+void receiver_rebuilt(IbComm* c) {
+  c->paths[c->active].stopped = false;
+  BRAID_INFO(kNet, "InfiniBand connection from {}: on {} again, receiving from message {} (NCCL_IB_RESILIENCY_PORT_"
+             "RECOVERY)", c->peer, port_name(c, c->active), c->resend_next);
+}
+
+// The sender: the receiver's end of path p, made anew, is ready too.  A
+// failover under way here lands on it; the stopped path in use, made anew
+// in place, takes the writing again; a standby again takes the traffic at
+// once where it is path 0 (the connection's own port) or the path in use
+// is stopped.
 void sender_rearmed(IbComm* c, int p, const QpInfo& theirs) {
   if (Status s = ready_rebuilt(c, p, theirs); !s.is_ok())
     return c->fail(std::move(s).context(fmt::format("port recovery on {}", port_name(c, p))));
+  c->paths[p].stopped = false;
+  if (c->failover == Failover::AwaitResume) return;  // the peer's failover was under way
+  if (p == c->active) {
+    c->failover = Failover::Done;
+    send_side(c, kRebuilt, uint64_t(p));
+    BRAID_INFO(kNet, "InfiniBand connection to {}: on {} again, writing messages {}..{} again "
+               "(NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer, port_name(c, p), c->resend_next, c->resend_end);
+    return;
+  }
   BRAID_INFO(kNet, "InfiniBand connection to {}: standby on {} again (NCCL_IB_RESILIENCY_PORT_RECOVERY)", c->peer,
              port_name(c, p));
+  const bool was_stranded = stranded(c);
   standing_by_again(c);
-  if (p == 0 && c->failover == Failover::None) start_failover(c, fmt::format("{} is back", port_name(c, 0)), true);
+  if ((p == 0 || was_stranded) && c->failover == Failover::None)
+    start_failover(c, fmt::format("{} is back", port_name(c, p)), true);
 }
 
 void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
   if (m.magic != kSideMagic)
     return c->fail(BRAID_ERROR(ncclInternalError, "a malformed message on the connection's side channel"));
   const bool offers_other = m.value == uint64_t(other(c));
+  // Path `value` made anew: the other one, or (both failed) the one in use.
+  const bool offers_either = offers_other || (m.value == uint64_t(c->active) && stranded(c));
   if (m.kind == kPortDown || m.kind == kPortUp) {  // in any stage: it applies to path `value` whenever in use
     if (m.value < uint64_t(kIbMaxPaths)) c->peer_port_down[m.value] = m.kind == kPortDown;
   } else if (m.kind == kFail) {
-    if (c->failover == Failover::None)
-      start_failover(c, m.value ? "the peer moves back to a recovered port" : "the peer's end of the path failed",
-                     m.value != 0);
+    // The peer dropped its standby (its GID went, on the same port): so does this end, before a move lands on it.
+    if (m.value == kStranded && (c->failover == Failover::None || failover_under_way(c)) &&
+        !c->paths[other(c)].stopped)
+      stop_path(c, other(c));
+    if (c->failover == Failover::None || (m.value != kMovedBack && may_strand(c))) {
+      start_failover(c, m.value == kMovedBack ? "the peer moves back to a recovered port"
+                                              : "the peer's end of the path failed",
+                     m.value == kMovedBack);
+    } else if (c->failover == Failover::Done || c->failover == Failover::Rearming) {
+      c->fail(BRAID_ERROR(ncclSystemError, "the peer's end of the path in use failed, and nothing stands by"));
+    }
   } else if (m.kind == kResume && c->sending && c->failover == Failover::AwaitResume) {
     sender_resume(c, m.value);
   } else if (m.kind == kReady && !c->sending && c->failover == Failover::AwaitReady) {
     receiver_ready(c);
-  } else if (m.kind == kRearm && !c->sending && c->failover == Failover::Done && offers_other) {
-    receiver_rearm(c, other(c), info);
-  } else if (m.kind == kRearmed && c->sending && c->failover == Failover::Rearming && offers_other) {
-    sender_rearmed(c, other(c), info);
-  } else if (m.kind == kRearmLater && c->sending && c->failover == Failover::Rearming) {
-    c->failover = Failover::Done;  // rearm tries again after the delay
+  } else if (m.kind == kRebuilt && !c->sending && c->failover == Failover::Done && m.value == uint64_t(c->active) &&
+             c->paths[c->active].made_anew) {
+    receiver_rebuilt(c);
+  } else if (m.kind == kRearm && !c->sending && c->failover == Failover::Done && offers_either) {
+    receiver_rearm(c, int(m.value), info);
+  } else if (m.kind == kRearm && !c->sending && c->failover == Failover::AwaitReady) {
+    send_side(c, kRearmLater, m.value);  // offered as this end failed over: later, on the path it is then
+  } else if (m.kind == kRearmed && c->sending && c->failover == Failover::Rearming && offers_either) {
+    sender_rearmed(c, int(m.value), info);
+  } else if (m.kind == kRearmed && c->sending && c->failover == Failover::AwaitResume && offers_other) {
+    sender_rearmed(c, other(c), info);  // the failover lands on it
+  } else if (m.kind == kRearmLater && c->sending) {
+    if (c->failover == Failover::Rearming) c->failover = Failover::Done;  // rearm tries again after the delay
   } else {
     c->fail(BRAID_ERROR(ncclInternalError, "port failover: message {} out of turn", m.kind));
   }
@@ -284,7 +369,7 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
 // The sender writes again, in order, each message the receiver lacks, as
 // the new path's credits come.
 void resend(IbComm* c) {
-  if (port_holds(c)) return;
+  if (held(c)) return;
   while (c->error.is_ok() && c->resend_next < c->resend_end && !c->credits.empty()) {
     const IbRequest& r = c->requests[c->resend_next % kIbMaxRequests];
     IbCredit credit;
@@ -309,11 +394,14 @@ void failover_look(IbComm* c) {
   const auto now = std::chrono::steady_clock::now();
   // A port that stays down ends the connection after BRAID_TIMEOUT, also
   // where nothing above braid's net would (NCCL with braid's net plugin).
-  if (!port_holds(c)) {
+  if (!held(c)) {
     c->held_until = {};
   } else if (c->held_until == std::chrono::steady_clock::time_point{}) {
     c->held_until = now + std::chrono::seconds(env_int("BRAID_TIMEOUT"));
   } else if (now > c->held_until) {
+    if (!port_holds(c))
+      return c->fail(BRAID_ERROR(ncclSystemError, "both paths failed, and port recovery made none anew within "
+                                 "BRAID_TIMEOUT ({} s)", env_int("BRAID_TIMEOUT")));
     return c->fail(BRAID_ERROR(ncclSystemError, "{} of the path in use has been down for BRAID_TIMEOUT ({} s)",
                                c->active_port_down ? port_name(c, c->active) : "the peer's port",
                                env_int("BRAID_TIMEOUT")));
@@ -324,12 +412,12 @@ void failover_look(IbComm* c) {
   // Writing again waits for it too, unless the port in use is down: the
   // move back then counts again what the receiver lacks (sender_resume).
   if (recovery().wanted && c->failures <= recovery().attempts_max && c->sending &&
-      c->failover == Failover::Done && (c->resend_next >= c->resend_end || port_holds(c)))
+      c->failover == Failover::Done && (c->resend_next >= c->resend_end || held(c)))
     rearm(c);
 }
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
-  if (!failover_ready(c)) return false;
+  if (!failover_ready(c) && !may_strand(c)) return false;
   // NCCL's two (the peer's port or the path is gone; flushed behind such an
   // error), or any error while the port itself is down or after it was
   // (a queue pair can break while its port is down, and fail its next
@@ -341,18 +429,26 @@ bool failover_takes(IbComm* c, const ibv_wc& wc) {
   return true;
 }
 
-bool failover_ready(const IbComm* c) { return c->npaths >= 2 && c->failover == Failover::None; }
+bool failover_ready(const IbComm* c) {
+  return c->npaths >= 2 && c->failover == Failover::None && !c->paths[0].stopped && !c->paths[1].stopped;
+}
+
+void failover_drop_standby(IbComm* c) {
+  if (failover_ready(c)) stop_path(c, other(c));
+}
+
+bool failover_may_strand(const IbComm* c) { return may_strand(c); }
 
 bool failover_under_way(const IbComm* c) {
   return c->failover == Failover::AwaitResume || c->failover == Failover::AwaitReady;
 }
 
 void failover_now(IbComm* c, const std::string& why) {
-  if (failover_ready(c) && c->error.is_ok()) start_failover(c, why);
+  if ((failover_ready(c) || may_strand(c)) && c->error.is_ok()) start_failover(c, why);
 }
 
 void failover_start(IbComm* c) {
-  if (c->failover == Failover::None && c->error.is_ok())
+  if ((failover_ready(c) || may_strand(c)) && c->error.is_ok())
     start_failover(c, fmt::format("a work request ended in {}", ibv_wc_status_str(c->path_failed)));
   c->path_failed = IBV_WC_SUCCESS;
 }
@@ -383,15 +479,17 @@ void failover_progress(IbComm* c) {
 }
 
 bool failover_holds_sends(const IbComm* c) {
-  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || port_holds(c);
+  return c->failover == Failover::AwaitResume || c->resend_next < c->resend_end || held(c);
 }
 
-bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady || port_holds(c); }
+bool failover_holds_credits(const IbComm* c) { return c->failover == Failover::AwaitReady || held(c); }
 
 void failover_hold_credit(IbComm* c, uint64_t seq) {
   if (c->credits_held_from == IbComm::kNoneHeld) c->credits_held_from = seq;
 }
 
-bool path_is_live(const IbComm* c, int p) { return p == c->active && !failover_under_way(c); }
+bool path_is_live(const IbComm* c, int p) {
+  return p == c->active && !failover_under_way(c) && !c->paths[p].stopped;
+}
 
 }  // namespace braid

@@ -20,7 +20,8 @@
 //    every receive from that number on; the sender writes those messages
 //    again, whole, from its buffers, before any new one.
 // Writing a message again is harmless: it goes to the same place, and the
-// receiver forgot its parts.  A failure while no standby is ready, a peer
+// receiver forgot its parts.  A failure while no standby is ready (unless
+// port recovery may still make a path anew: "stranded", below), a peer
 // that is gone (the side channel closes), or a send that completed though
 // the receiver says it did not arrive (a completion the receiver's drain
 // did not see yet) end the connection with an error, as without failover.
@@ -40,6 +41,25 @@
 // leaves is made anew as standby in turn.  A connection recovers from at
 // most NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX failures (5); after
 // that a failover is its last, as without recovery.
+//
+// Stranded (braid's addition: both ports of a host down, its switch gone):
+// with recovery attempts left, a failure of the path in use with nothing
+// standing by runs the failover's steps too (kFail says kStranded: the
+// peer stops its other path as well), and the move lands on the other,
+// stopped path.  Sends, credits and the writing again then wait, for at
+// most BRAID_TIMEOUT, until the sender makes a path anew on a port that is
+// active again: the other one (it stands by, and the traffic moves to it
+// at once), or, while that port is still down, the stopped path in use in
+// place (kRearm naming it; the receiver credits on it once the sender says
+// its end is ready, kRebuilt).  Paths made anew take the port's GID as it
+// is then (ib_path.cc): a RoCE address that changed, or came back at
+// another index, is followed; and a path whose GID left the table is left
+// at once (ib_event_rules.h), with a standby on the same port.
+//
+// Side-channel messages that cross one the other end sent are taken in
+// where they land: a kRearm that meets this end's failover is answered
+// kRearmLater, a kRearmed that meets it readies that path for the move
+// under way, and a kRearmLater that comes late changes nothing.
 //
 // After a failover each end looks at its active path's port: when it
 // lands on the path, and then every delay (at once after a port event:
@@ -94,6 +114,14 @@ void failover_look(IbComm* c);
 // use).
 bool failover_ready(const IbComm* c);
 bool failover_under_way(const IbComm* c);
+// Whether a failure of the path in use with nothing standing by is still
+// taken: port recovery is on and has attempts left, so the connection
+// stops the path and waits for one made anew ("stranded").
+bool failover_may_strand(const IbComm* c);
+// Stops the standby path before it is used (its GID is gone: ib_events.h);
+// a failure of the path in use then strands the connection, where port
+// recovery may make a path anew.
+void failover_drop_standby(IbComm* c);
 // Starts a failover to the standby path for a failure the completions did
 // not show (an asynchronous event: ib_events.h), where one stands ready.
 void failover_now(IbComm* c, const std::string& why);
