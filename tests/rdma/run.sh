@@ -68,7 +68,24 @@ job() {  # SUITE [ENV...]: the command for a guest
   local suite=$1; shift
   echo "($common $*; $ranks $suite \$((VM_ID * 2)) 2 4)"
 }
-pair() { "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" -- "$1" "$2"; }
+# Runs the two guests; once more where one's emulated NIC stopped sending
+# (the guest kernel's NETDEV WATCHDOG: qemu no longer takes its transmit
+# queue, so every call then waits out BRAID_TIMEOUT).  Seen since
+# 2026-12-07 in rdma.failover, 3 runs in 7, in steps that braid's changes
+# of that day do not alter; its cause is not known (perf/results/
+# rdma_tests.txt).  Any other failure is the test's.
+pair() {
+  local out rc try
+  out=$(mktemp)
+  for try in 1 2; do
+    "$here/../../scripts/verbs-vm" --timeout "${VM_TIMEOUT:-900}" -- "$1" "$2" 2>&1 | tee "$out"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] || [ "$rc" = 77 ] || ! grep -q 'NETDEV WATCHDOG' "$out" && break
+    [ $try = 1 ] && echo "run.sh: a guest's emulated NIC stopped sending (NETDEV WATCHDOG); running the case again"
+  done
+  rm -f "$out"
+  return "$rc"
+}
 # Two RoCE ports per guest: rxe0 and rxe1 on two macvlans of eth0, each its
 # own subnet (rxe0 moves off eth0, which keeps the sockets).  The macvlans
 # share one wire, so each answers ARP only for its own address
