@@ -49,7 +49,9 @@
 //                must fail with ncclRemoteError or ncclSystemError within
 //                $EXPECT_WITHIN seconds, saying one of $EXPECT_ERROR's
 //                '|'-separated alternatives (a GID the peer cannot reach;
-//                a rank whose peer failed first sees the peer leave)
+//                a rank whose peer failed first sees the peer leave); with
+//                $FAILOVER_DOWN, rank 0 runs it first (%s, %o: as for
+//                failover; every port down for good)
 // With EXPECT_TRANSPORT (e.g. "shm+IB"), a rank whose communicator took
 // another transport fails; with EXPECT_LOG as well, one whose init log
 // lacks one of its ';'-separated texts (e.g. the queue pairs' traffic class).  With
@@ -456,6 +458,13 @@ int one_rank(const std::string& suite, int rank, int n) {
     std::string why = ncclGetLastError(nullptr);
     if (r == ncclSuccess) {
       std::vector<float> in(1 << 16, 1.f), out(in.size());
+      if (rank == 0 && std::getenv("FAILOVER_DOWN")) {
+        const std::vector<std::string> devices = net_devices(rank);
+        if (devices.empty()) return 1;
+        const std::string cmd = port_command("FAILOVER_DOWN", devices);
+        std::fprintf(stderr, "rank 0: before the call: %s\n", cmd.c_str());
+        if (std::system(cmd.c_str()) != 0) return 1;
+      }
       t0 = Clock::now();
       r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
       why = ncclGetLastError(comm);

@@ -44,7 +44,10 @@
 #             2 s after it, every call exact (in most runs connections
 #             that failed over to the second port fail there too and are
 #             stranded, then made anew; before that was done, two runs in
-#             three failed); last, one port each and rank 0's RoCE address
+#             three failed); then both of rank 0's ports down for good
+#             before a call: each rank's call fails within 40 s, naming
+#             BRAID_TIMEOUT (10 s), or the peer's process gone (rank 0's
+#             ended first); last, one port each and rank 0's RoCE address
 #             changed (its GID gone, the new one added 1 s later at
 #             another index), every call exact, rank 0's connections
 #             stranded and then on paths made anew with the new GID
@@ -188,6 +191,10 @@ case "$case" in
       FAILOVER_DOWN='$both';
       $ranks failover \$VM_ID 1 2) && grep -h 'failing over\|nothing stands by\|made anew\|moving from' $logs &&
       rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29508 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB BRAID_TIMEOUT=10 \
+      FAILOVER_DOWN='$down && $other_down' EXPECT_WITHIN=40 EXPECT_ERROR='BRAID_TIMEOUT|process is gone';
+      $ranks call-fails \$VM_ID 1 2) && rm -f $logs && ip link set mv1 up && ip link set mv2 up && $reach &&
       ($common; export NCCL_COMM_ID=10.78.0.1:29507 BRAID_TRANSPORT=ib NCCL_IB_HCA==rxe0:1 \
       NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 \
       EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$readdress';
