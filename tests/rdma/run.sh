@@ -73,10 +73,10 @@ job() {  # SUITE [ENV...]: the command for a guest
 }
 # Runs the two guests; once more where one's emulated NIC stopped sending
 # (the guest kernel's NETDEV WATCHDOG: qemu no longer takes its transmit
-# queue, so every call then waits out BRAID_TIMEOUT).  Seen since
-# 2026-12-07 in rdma.failover, 3 runs in 7, in steps that braid's changes
-# of that day do not alter; its cause is not known (perf/results/
-# rdma_tests.txt).  Any other failure is the test's.
+# queue, so every call then waits out BRAID_TIMEOUT).  Seen on 2026-12-07
+# in rdma.failover, 3 runs in 14, all within half an hour, in steps that
+# braid's changes of that day do not alter; its cause is not known
+# (perf/results/rdma_tests.txt).  Any other failure is the test's.
 pair() {
   local out rc try
   out=$(mktemp)
