@@ -221,10 +221,6 @@ bool port_is_active(const IbPort& port) {
 }
 
 Status current_gid(const IbPort& port, const GidEntry& before, GidEntry* out) {
-  if (!port.use_gid) {
-    *out = port.gid;
-    return Status::ok();
-  }
   ibv_port_attr a{};
   if (ibv_query_port(port.context, uint8_t(port.port), &a) != 0)
     return BRAID_ERROR(ncclSystemError, "ibv_query_port: {}", std::strerror(errno));

@@ -55,13 +55,13 @@ Status open_ib_ports(std::vector<IbPort>* out);
 void close_ib_ports(std::vector<IbPort>* ports);
 // Whether the port is active now (ibv_query_port).
 bool port_is_active(const IbPort& port);
-// The GID queue pairs made anew on the port take now, `before` the one the
-// old ones had: on RoCE (or with a forced index) the table read again
-// (ib_select.h's choose_gid_again: an error while it has none like
-// `before`), else the port's.
-Status current_gid(const IbPort& port, const GidEntry& before, GidEntry* out);
 // Whether `gid` is still at its index in the port's table (a RoCE address
-// removed or changed: the queue pairs using it reach nothing).
+// removed or changed: the queue pairs using it reach nothing); always, on a
+// port addressed by LID.
 bool gid_still_there(const IbPort& port, const GidEntry& gid);
+// Where it is not: the GID queue pairs made on the port take now, `before`
+// the one the old ones had, from the table read again (ib_select.h's
+// choose_gid_again: an error while it has none like `before`).
+Status current_gid(const IbPort& port, const GidEntry& before, GidEntry* out);
 
 }  // namespace braid

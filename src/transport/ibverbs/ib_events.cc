@@ -100,15 +100,14 @@ void take_async_events(IbComm* c) {
   }
   if (!seen.path_fatal && !seen.port_changed) return;
   seen.moving = failover_under_way(c);
+  const IbPath& standby = c->paths[1 - c->active];  // with two paths
   if (seen.port_changed && !seen.moving && !active.stopped) {
     seen.active_gid_gone = !gid_still_there(active.dev->port, active.gid);
     // A standby whose GID went too (the same port) can take nothing over.
-    IbPath& standby = c->paths[1 - c->active];
     if (seen.active_gid_gone && c->npaths >= 2 && !gid_still_there(standby.dev->port, standby.gid))
       failover_drop_standby(c);
   }
   if (failover_ready(c)) {
-    const IbPath& standby = c->paths[1 - c->active];
     seen.standby_ready = standby.fatal_event.load() == 0 && standby.dev->device_fatal.load() == 0 &&
                          port_is_active(standby.dev->port);
   }

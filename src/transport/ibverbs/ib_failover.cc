@@ -80,15 +80,9 @@ const RecoverySettings& recovery() {
   return settings;
 }
 
-// Whether a failure of the path in use, with nothing standing by, still
-// leaves port recovery a path to make anew (it counts as a failure).
-// (Also with a standby stopped before it was used: its GID went with the
-// one in use, on the same port.)
-bool may_strand(const IbComm* c) {
-  const bool none_standing_by = c->failover == Failover::Done || c->failover == Failover::Rearming ||
-                                (c->failover == Failover::None && c->paths[1 - c->active].stopped);
-  return c->npaths >= 2 && none_standing_by && recovery().wanted && c->failures < recovery().attempts_max;
-}
+// Whether a failure of the path in use is taken: a standby stands ready,
+// or the connection may strand.
+bool failure_taken(const IbComm* c) { return failover_ready(c) || failover_may_strand(c); }
 
 // Stops path p: its queue pairs to the error state (nothing more lands or
 // leaves), then what completed on it is taken in.
@@ -134,12 +128,14 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
 }
 
 // Whether either end's port of the path in use is down (after a failover,
-// with nothing standing by: only then do the ends look and tell), or the
-// path in use is stopped (both failed: port recovery makes one anew).
+// with nothing standing by: only then do the ends look and tell).
 bool port_holds(const IbComm* c) {
   return (c->failover == Failover::Done || c->failover == Failover::Rearming) &&
          (c->active_port_down || c->peer_port_down[c->active]);
 }
+// Whether the path in use is stopped with no move under way (both failed:
+// port recovery makes one anew); what would go over it waits, as for a port
+// down.
 bool stranded(const IbComm* c) { return c->paths[c->active].stopped && !failover_under_way(c); }
 bool held(const IbComm* c) { return port_holds(c) || stranded(c); }
 
@@ -337,7 +333,7 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
     if (m.value == kStranded && (c->failover == Failover::None || failover_under_way(c)) &&
         !c->paths[other(c)].stopped)
       stop_path(c, other(c));
-    if (c->failover == Failover::None || (m.value != kMovedBack && may_strand(c))) {
+    if (c->failover == Failover::None || (m.value != kMovedBack && failover_may_strand(c))) {
       start_failover(c, m.value == kMovedBack ? "the peer moves back to a recovered port"
                                               : "the peer's end of the path failed",
                      m.value == kMovedBack);
@@ -417,7 +413,7 @@ void failover_look(IbComm* c) {
 }
 
 bool failover_takes(IbComm* c, const ibv_wc& wc) {
-  if (!failover_ready(c) && !may_strand(c)) return false;
+  if (!failure_taken(c)) return false;
   // NCCL's two (the peer's port or the path is gone; flushed behind such an
   // error), or any error while the port itself is down or after it was
   // (a queue pair can break while its port is down, and fail its next
@@ -437,18 +433,24 @@ void failover_drop_standby(IbComm* c) {
   if (failover_ready(c)) stop_path(c, other(c));
 }
 
-bool failover_may_strand(const IbComm* c) { return may_strand(c); }
+// (Also with a standby stopped before it was used: its GID went with the
+// one in use, on the same port.)  A strand counts as a failure.
+bool failover_may_strand(const IbComm* c) {
+  const bool none_standing_by = c->failover == Failover::Done || c->failover == Failover::Rearming ||
+                                (c->failover == Failover::None && c->paths[1 - c->active].stopped);
+  return c->npaths >= 2 && none_standing_by && recovery().wanted && c->failures < recovery().attempts_max;
+}
 
 bool failover_under_way(const IbComm* c) {
   return c->failover == Failover::AwaitResume || c->failover == Failover::AwaitReady;
 }
 
 void failover_now(IbComm* c, const std::string& why) {
-  if ((failover_ready(c) || may_strand(c)) && c->error.is_ok()) start_failover(c, why);
+  if (failure_taken(c) && c->error.is_ok()) start_failover(c, why);
 }
 
 void failover_start(IbComm* c) {
-  if ((failover_ready(c) || may_strand(c)) && c->error.is_ok())
+  if (failure_taken(c) && c->error.is_ok())
     start_failover(c, fmt::format("a work request ended in {}", ibv_wc_status_str(c->path_failed)));
   c->path_failed = IBV_WC_SUCCESS;
 }
