@@ -256,19 +256,24 @@ TEST_CASE("a resume one rank cannot complete breaks the communicator on every ra
           MP_NCCL(f, ncclCommWindowRegister(comm, mem, 4096, &win, NCCL_WIN_DEFAULT));
           barrier_all(comm, f);
           MP_NCCL(f, ncclCommSuspend(comm, NCCL_SUSPEND_MEM));
+          // The failing rank has no file descriptor left: every segment and
+          // socket its resume opens fails with EMFILE, whichever rank comes
+          // first to each (a file-size limit failed only the segments it
+          // happened to create, and its peers could create them all first).
           rlimit old{};
-          getrlimit(RLIMIT_FSIZE, &old);
+          getrlimit(RLIMIT_NOFILE, &old);
           if (rank == kFailingRank) {
-            signal(SIGXFSZ, SIG_IGN);  // growing a segment past the limit fails with EFBIG instead of killing
+            const int lowest_free = dup(0);
+            close(lowest_free);
             rlimit tight = old;
-            tight.rlim_cur = 0;
-            setrlimit(RLIMIT_FSIZE, &tight);
+            tight.rlim_cur = rlim_t(lowest_free);  // every descriptor below it is taken
+            setrlimit(RLIMIT_NOFILE, &tight);
           }
           const auto start = Clock::now();
           if (ncclCommResume(comm) == ncclSuccess) f.fail(fmt::format("rank {}: the resume succeeded", rank));
           if (Clock::now() - start > std::chrono::seconds(10))
             f.fail(fmt::format("rank {}: the failed resume took more than 10 s ({})", rank, ncclGetLastError(comm)));
-          if (rank == kFailingRank) setrlimit(RLIMIT_FSIZE, &old);
+          if (rank == kFailingRank) setrlimit(RLIMIT_NOFILE, &old);
           ncclResult_t async = ncclSuccess;
           MP_NCCL(f, ncclCommGetAsyncError(comm, &async));
           if (async == ncclSuccess || async == ncclInProgress)
