@@ -205,7 +205,7 @@ Status DeviceGin::connect_over_net(LsaSpace& space, Bootstrap& bootstrap, const 
       const Deadline deadline = Deadline::after(timeout);
       Waiter waiter;
       for (void* slot = nullptr; !slot; waiter.pause()) {
-        BRAID_TRY(std::move(pipe->try_acquire(&slot)).context(fmt::format("GIN: connecting with rank {}", r)));
+        BRAID_TRY(std::move(pipe->try_acquire(&slot, 0)).context(fmt::format("GIN: connecting with rank {}", r)));
         if (!slot && deadline.expired())
           return BRAID_ERROR(ncclRemoteError, "GIN: no connection with rank {} within BRAID_TIMEOUT", r);
       }

@@ -31,7 +31,7 @@ Status PipeGinLink::acquire(void** slot) {
   auto last = Clock::now();
   Waiter waiter;
   for (;;) {
-    BRAID_TRY(messages_->try_acquire(slot));
+    BRAID_TRY(messages_->try_acquire(slot, SendPipe::kWholeSlot));
     if (*slot) return Status::ok();
     if (!gets_.empty()) {  // the target answers nothing more until its answer goes: take it
       const uint64_t landed = gets_landed_, got = answer_got_;
@@ -294,7 +294,7 @@ Status GinPipeReceiver::continue_answer(Stream& st, bool* progress) {
   const uint64_t payload = st.answer.kind == kGinGetReply ? st.answer.bytes : 0;
   while (st.answering) {
     void* slot = nullptr;
-    BRAID_TRY(st.from.answers->try_acquire(&slot));
+    BRAID_TRY(st.from.answers->try_acquire(&slot, SendPipe::kWholeSlot));
     if (!slot) return Status::ok();
     size_t used = 0;
     if (!st.answer_header_sent) {

@@ -76,7 +76,6 @@
 #include "braid/verify.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/peer_processes.h"
-#include "src/transport/shm_board.h"
 #include "src/transport/shm_segment.h"
 #include "src/transport/transport.h"
 
@@ -161,16 +160,16 @@ class BellSegment {
 
 class ShmPipe final : public SendPipe, public RecvPipe {
  public:
-  ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int peer, const PeerProcesses* processes,
+  ShmPipe(std::string name, uint32_t slots, uint64_t slot_bytes, int self, int peer, const PeerProcesses* processes,
           const std::atomic<bool>* aborted, BellSegment* bells)
       : name_(std::move(name)), slots_(slots), slot_bytes_(slot_bytes), stride_(slot_stride(slot_bytes)),
-        peer_(peer), processes_(processes), aborted_(aborted), bells_(bells) {}
+        self_(self), peer_(peer), processes_(processes), aborted_(aborted), bells_(bells) {}
 
   ~ShmPipe() override {
     ShmSegment::unlink(name_);  // the peer never attached, or is gone: ENOENT is fine
   }
 
-  Status try_acquire(void** slot) override {
+  Status try_acquire(void** slot, size_t max_bytes) override {
     *slot = nullptr;
     BRAID_TRY(ready());
     if (!h_) return Status::ok();
@@ -180,11 +179,20 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       tail_seen_ = h_->tail.load(std::memory_order_acquire);
       if (tail_seen_ < occupant) return idle();
     }
-    *slot = reinterpret_cast<char*>(this->slot(send_index_)) + (packed_ ? kPackedOffset : kAlignedOffset);
+    const uint64_t offset = packed_ ? kPackedOffset : kAlignedOffset;
+    const uint64_t reach = offset + std::min<uint64_t>(max_bytes, slot_bytes_);
+    if (reach > populated_[send_index_]) [[unlikely]] {
+      BRAID_TRY(seg_->populate(slot_offset(send_index_), reach));
+      populated_[send_index_] = reach;
+    }
+    *slot = reinterpret_cast<char*>(this->slot(send_index_)) + offset;
     return Status::ok();
   }
 
   Status commit(size_t bytes) override {
+    if ((packed_ ? kPackedOffset : kAlignedOffset) + bytes > populated_[send_index_]) [[unlikely]]
+      return BRAID_ERROR(ncclInternalError, "shm connection with rank {}: a {}-byte fragment in a slot acquired "
+                         "for less", peer_, bytes);
     const bool wraps = send_index_ + 1 >= ring_;
     SlotHeader* s = slot(send_index_);
     s->info = bytes | (packed_ ? 0 : kAligned) | (wraps ? kWrapsAfter : 0);
@@ -235,6 +243,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
 
  private:
   size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
+  size_t slot_offset(uint32_t index) const { return sizeof(ShmHeader) + index * stride_; }
   SlotHeader* slot(uint32_t index) const { return reinterpret_cast<SlotHeader*>(slots_base_ + index * stride_); }
 
   // Checked on every try_acquire, so kept small enough to inline; attach()
@@ -254,12 +263,19 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     peer_bell_ = bells_->word(peer_);
     std::shared_ptr<ShmSegment> seg;
     ShmSegment::Opened how;
-    BRAID_TRY(ShmSegment::open(name_, map_bytes(), ShmSegment::Mode::CreateOrAttach, &seg, &how));
+    BRAID_TRY(ShmSegment::open(name_, map_bytes(), ShmSegment::Mode::CreateOrAttach, &seg, &how, sizeof(ShmHeader)));
     if (!seg) return idle();
     auto* h = static_cast<ShmHeader*>(seg->base());
     char* slots = static_cast<char*>(seg->base()) + sizeof(ShmHeader);
     if (how == ShmSegment::Opened::Created) {
-      make_pages_present(slots, map_bytes() - sizeof(ShmHeader), true);
+      // Every slot's first line, which the receiver polls; the sender
+      // populates the rest of a slot as far as its fragments reach.
+      for (uint32_t i = 0; i < slots_; ++i) {
+        if (Status s = seg->populate(slot_offset(i), kAlignedOffset); !s.is_ok()) {
+          ShmSegment::unlink(name_);  // never ready: the peer makes it anew, or fails as this did
+          return s;
+        }
+      }
       h->slots = slots_;
       h->slot_bytes = slot_bytes_;
       h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
@@ -267,8 +283,6 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
       return idle();
-    } else if (how == ShmSegment::Opened::Mapped) {
-      make_pages_present(slots, map_bytes() - sizeof(ShmHeader), false);
     }
     if (h->slots != slots_ || h->slot_bytes != slot_bytes_) {
       return BRAID_ERROR(ncclInvalidUsage, "shm geometry differs between ranks ({}x{} vs {}x{}): set "
@@ -302,7 +316,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   const uint32_t slots_;
   const uint64_t slot_bytes_;
   const uint64_t stride_;
-  const int peer_;
+  const int self_, peer_;
   const PeerProcesses* processes_;
   const std::atomic<bool>* aborted_;
   BellSegment* bells_;
@@ -316,6 +330,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   uint32_t send_index_ = 0;          // sender: slot of fragment send_
   uint32_t ring_ = slots_;           // sender: slots it cycles through (use_slots)
   std::vector<uint64_t> written_ = std::vector<uint64_t>(slots_);  // sender: per slot, seq last put there
+  // sender: per slot, bytes from its start known populated (the first line by the creator)
+  std::vector<uint64_t> populated_ = std::vector<uint64_t>(slots_, kAlignedOffset);
   bool packed_ = true;               // sender: where fragment send_'s data goes
   uint64_t recv_ = 0;                // receiver: fragments released
   uint32_t recv_index_ = 0;          // receiver: slot of fragment recv_
@@ -385,7 +401,8 @@ class ShmTransport final : public Transport {
     auto& p = pipes_[{from, to, channel}];
     if (!p) {
       std::string name = fmt::format("/braid-{:016x}-{}-{}-{}", ctx_.comm_hash, from, to, channel);
-      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, peer, processes_.get(), &aborted_, &bells_);
+      p = std::make_unique<ShmPipe>(name, slots_, slot_bytes_, ctx_.rank, peer, processes_.get(), &aborted_,
+                                    &bells_);
     }
     return p.get();
   }

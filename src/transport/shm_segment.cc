@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
+
+#include "src/transport/host_memory.h"
 
 namespace braid {
 namespace {
@@ -32,10 +36,42 @@ bool sized(int fd, size_t bytes) {
   return ::fstat(fd, &st) == 0 && size_t(st.st_size) >= bytes;
 }
 
+// Sizes a new segment to `bytes`, its first `reserve` allocated.  fallocate
+// fails with ENOSPC where /dev/shm is full (tmpfs undoes a partial one),
+// and extends the size only once its pages are there; the ftruncate after
+// it leaves the rest sparse, and the full size is what attachers wait for.
+// Returns 0 or the errno.
+int size_segment(int fd, size_t bytes, size_t reserve) {
+  reserve = std::min(reserve, bytes);
+  int r = 0;
+  if (reserve) {
+    do r = ::fallocate(fd, 0, 0, off_t(reserve));
+    while (r != 0 && errno == EINTR);
+  }
+  if (r != 0 && errno != EOPNOTSUPP && errno != ENOSYS) return errno;  // else a file system without fallocate
+  return ::ftruncate(fd, off_t(bytes)) == 0 ? 0 : errno;
+}
+
+// What to tell a user whose /dev/shm cannot hold a segment of `bytes`.
+std::string no_room(const std::string& name, size_t bytes, int err) {
+  constexpr double kMiB = 1 << 20;
+  std::string room;
+  struct statvfs fs{};
+  if (::statvfs("/dev/shm", &fs) == 0)
+    room = fmt::format(" ({:.1f} MiB in all, {:.1f} MiB free)", double(fs.f_blocks) * double(fs.f_frsize) / kMiB,
+                       double(fs.f_bavail) * double(fs.f_frsize) / kMiB);
+  const std::string size = bytes < (1 << 20) ? fmt::format("{} KiB", (bytes + 1023) / 1024)
+                                              : fmt::format("{:.1f} MiB", double(bytes) / kMiB);
+  return fmt::format("shm {}: /dev/shm has no room for {} more{}: {}. Give the ranks a larger /dev/shm "
+                     "(docker run --shm-size=1g, or --ipc=host), lower BRAID_SHM_SLOTS, or set NCCL_SHM_DISABLE=1 "
+                     "to connect the ranks of a host without shared memory",
+                     name, size, room, std::strerror(err));
+}
+
 }  // namespace
 
 Status ShmSegment::open(const std::string& name, size_t bytes, Mode mode, std::shared_ptr<ShmSegment>* out,
-                        Opened* how) {
+                        Opened* how, size_t reserve) {
   out->reset();
   *how = Opened::Shared;
   Registry& reg = registry();
@@ -57,12 +93,12 @@ Status ShmSegment::open(const std::string& name, size_t bytes, Mode mode, std::s
   if (mode != Mode::Attach) {
     fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd >= 0) {
-      if (::ftruncate(fd, off_t(bytes)) != 0) {
-        int err = errno;
+      if (int err = size_segment(fd, bytes, reserve); err != 0) {
         ::close(fd);
         ::shm_unlink(name.c_str());
-        return BRAID_ERROR(ncclSystemError, "shm {}: ftruncate to {} bytes: {} (is /dev/shm large enough?)", name,
-                           bytes, std::strerror(err));
+        if (err == ENOSPC || err == ENOMEM)
+          return BRAID_ERROR(ncclSystemError, "{}", no_room(name, std::min(reserve, bytes), err));
+        return BRAID_ERROR(ncclSystemError, "shm {}: sizing it to {} bytes: {}", name, bytes, std::strerror(err));
       }
       created = true;
     } else if (errno != EEXIST || mode == Mode::Create) {
@@ -87,10 +123,32 @@ Status ShmSegment::open(const std::string& name, size_t bytes, Mode mode, std::s
     if (created) ::shm_unlink(name.c_str());
     return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name, std::strerror(err));
   }
-  std::shared_ptr<ShmSegment> seg(new ShmSegment(map, bytes));
+  std::shared_ptr<ShmSegment> seg(new ShmSegment(name, map, bytes));
   reg.by_name[name] = seg;
   *out = std::move(seg);
   *how = created ? Opened::Created : Opened::Mapped;
+  return Status::ok();
+}
+
+// MADV_POPULATE_WRITE (Linux 5.14) allocates the pages and fails with
+// EFAULT where a touch would have raised SIGBUS.  An older kernel refuses
+// the advice (EINVAL): then each page is touched by a write that changes
+// nothing, which cannot report a full /dev/shm.
+Status ShmSegment::populate(size_t offset, size_t bytes) const {
+  const uintptr_t page = page_size();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(base_);
+  const uintptr_t begin = (base + offset) / page * page;
+  const uintptr_t end = (base + std::min(offset + bytes, bytes_) + page - 1) / page * page;
+  if (begin >= end) return Status::ok();
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return Status::ok();
+  if (errno == EFAULT || errno == ENOMEM)
+    return BRAID_ERROR(ncclSystemError, "{}", no_room(name_, end - begin, ENOSPC));
+  if (errno != EINVAL)
+    return BRAID_ERROR(ncclSystemError, "shm {}: allocating {} bytes of it: {}", name_, end - begin,
+                       std::strerror(errno));
+#endif
+  for (uintptr_t p = begin; p < end; p += page) __atomic_fetch_add(reinterpret_cast<char*>(p), 0, __ATOMIC_RELAXED);
   return Status::ok();
 }
 

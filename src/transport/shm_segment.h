@@ -10,13 +10,24 @@
 // every handoff through them looked like a race).  It also saves a mapping
 // per rank.
 //
-// Creation is two system calls (shm_open, ftruncate); in between the object
-// exists with 0 bytes, and mapping it then and touching it raises SIGBUS.
-// So an attacher waits for the full size, and callers keep their own
-// "ready" flag inside the segment for the creator's initialisation.
+// Creation is several system calls (shm_open, fallocate, ftruncate); in
+// between the object exists with 0 bytes, and mapping it then and touching
+// it raises SIGBUS.  So an attacher waits for the full size, and callers
+// keep their own "ready" flag inside the segment for the creator's
+// initialisation.
+//
+// Memory: tmpfs allocates a page when it is first touched, and a touch
+// that finds /dev/shm full raises SIGBUS (the bare "Bus error" of ranks in
+// a container with docker's default 64 MB /dev/shm).  So no page is
+// touched before it is allocated by a call that can fail instead: the
+// creator allocates the first `reserve` bytes (all, by default), and a
+// user of a larger segment allocates the rest as it needs it (populate),
+// so that a ring whose fragments are small holds only what they touch.
+// Both fail with an error that names /dev/shm's size and the remedies.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -41,9 +52,16 @@ class ShmSegment {
 
   // Opens `name` (`bytes` long).  *out stays null while there is nothing to
   // map yet (no such name, or not sized yet): try again later.  The mapping
-  // is shared with every other open of the name in this process.
+  // is shared with every other open of the name in this process.  A
+  // creator allocates the first `reserve` bytes; nobody may touch the rest
+  // before populating it.
   static Status open(const std::string& name, size_t bytes, Mode mode, std::shared_ptr<ShmSegment>* out,
-                     Opened* how);
+                     Opened* how, size_t reserve = SIZE_MAX);
+
+  // Allocates the pages holding [offset, offset + bytes) if they are not
+  // yet, and maps them here for writing.  An error (never SIGBUS) when
+  // /dev/shm is full.  Any user may populate any part, at any time.
+  Status populate(size_t offset, size_t bytes) const;
 
   ~ShmSegment();  // unmaps (the last user in this process)
   ShmSegment(const ShmSegment&) = delete;
@@ -57,7 +75,8 @@ class ShmSegment {
   static void unlink(const std::string& name);
 
  private:
-  ShmSegment(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
+  ShmSegment(std::string name, void* base, size_t bytes) : name_(std::move(name)), base_(base), bytes_(bytes) {}
+  std::string name_;
   void* base_;
   size_t bytes_;
 };

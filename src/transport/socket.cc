@@ -99,7 +99,7 @@ class SocketTransportImpl;
 class SocketSendPipe final : public SendPipe {
  public:
   SocketSendPipe(Stream* s, SocketTransportImpl* t) : s_(s), t_(t) {}
-  Status try_acquire(void** slot) override;
+  Status try_acquire(void** slot, size_t max_bytes) override;
   Status commit(size_t bytes) override;
 
  private:
@@ -499,7 +499,7 @@ class SocketTransportImpl final : public Transport {
   std::thread thread_;
 };
 
-Status SocketSendPipe::try_acquire(void** slot) {
+Status SocketSendPipe::try_acquire(void** slot, size_t) {
   *slot = nullptr;
   if (t_->aborted()) return BRAID_ERROR(ncclSystemError, "socket connection with rank {}: aborted", s_->peer);
   if (s_->failed.load(std::memory_order_acquire)) return s_->status();

@@ -37,9 +37,15 @@ constexpr uint64_t kShmSlotFragments = 2;
 class SendPipe {
  public:
   virtual ~SendPipe() = default;
-  // Reserves the next free slot.  On success *slot points at slot_bytes() of
-  // writable memory, or is nullptr when no slot is free yet.
-  virtual Status try_acquire(void** slot) = 0;
+  // Reserves the next free slot for a fragment of at most `max_bytes`.  On
+  // success *slot points at that much writable memory (min(max_bytes,
+  // slot_bytes())), or is nullptr when no slot is free yet.  A bound below
+  // the slot lets a transport back only what the fragment can touch
+  // (shared memory: a ring of small messages holds a few pages, not the
+  // ring); kWholeSlot for a writer that fills slots as far as they go.
+  static constexpr size_t kWholeSlot = SIZE_MAX;
+  virtual Status try_acquire(void** slot, size_t max_bytes) = 0;
+  Status try_acquire(void** slot) { return try_acquire(slot, kWholeSlot); }
   // Publishes the acquired slot holding `bytes` (<= slot_bytes()).
   virtual Status commit(size_t bytes) = 0;
   // From the next fragment on, cycles through only the first `n` slots of

@@ -8,6 +8,7 @@
 
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,6 +177,15 @@ inline bool true_in_a_child(const std::function<bool()>& can) {
   if (child == 0) _exit(can() ? 0 : 1);
   int status = 0;
   return child > 0 && waitpid(child, &status, 0) == child && exit_code(status) == 0;
+}
+
+// Gives this process a /dev/shm of its own, `size` large ("64m", as
+// docker's default): a mount namespace (its mounts private, so nothing
+// reaches the machine's) with a fresh tmpfs there.  Needs root.
+inline bool own_dev_shm(const char* size) {
+  const std::string options = std::string("size=") + size;
+  return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+         mount("tmpfs", "/dev/shm", "tmpfs", 0, options.c_str()) == 0;
 }
 
 // Whether this process may make pid namespaces.

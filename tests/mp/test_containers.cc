@@ -16,7 +16,6 @@
 //
 // Needs root (namespaces); says it skipped, and passes, otherwise.
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,20 +156,9 @@ TEST_CASE("every collective exact with each rank in a pid namespace of its own",
   unsetenv("BRAID_CMA");
 }
 
-namespace {
-
-// Gives this process a /dev/shm of its own: a mount namespace (its mounts
-// private, so nothing reaches the machine's) with a fresh tmpfs there.
-bool own_dev_shm() {
-  return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
-         mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=256m") == 0;
-}
-
-}  // namespace
-
 TEST_CASE("a rank with a /dev/shm of its own is reached by sockets: every collective exact",
           "[mp][processes][containers]") {
-  if (!true_in_a_child(own_dev_shm)) {
+  if (!true_in_a_child([] { return own_dev_shm("256m"); })) {
     WARN("skipped: cannot make mount namespaces here (needs root)");
     return;
   }
@@ -184,6 +172,6 @@ TEST_CASE("a rank with a /dev/shm of its own is reached by sockets: every collec
             },
             120,
             [](int rank) {
-              if (rank == 2 && !own_dev_shm()) _exit(5);
+              if (rank == 2 && !own_dev_shm("256m")) _exit(5);
             }) == 0);
 }

@@ -21,7 +21,7 @@ namespace {
 // A FIFO per (sender, receiver, channel) with a bounded number of slots.
 struct MemoryPipe : SendPipe, RecvPipe {
   explicit MemoryPipe(size_t slot_bytes, size_t slots) : slot_bytes(slot_bytes), slots(slots) {}
-  Status try_acquire(void** slot) override {
+  Status try_acquire(void** slot, size_t) override {
     if (queue.size() >= slots) { *slot = nullptr; return Status::ok(); }
     staging.assign(slot_bytes, 0);
     *slot = staging.data();

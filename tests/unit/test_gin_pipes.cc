@@ -102,7 +102,8 @@ class Connection {
 
 struct Send final : SendPipe {
   explicit Send(Connection& c) : c(c) {}
-  Status try_acquire(void** slot) override { return c.acquire_send(slot); }
+  using SendPipe::try_acquire;
+  Status try_acquire(void** slot, size_t) override { return c.acquire_send(slot); }
   Status commit(size_t bytes) override { return c.commit(bytes); }
   Connection& c;
 };

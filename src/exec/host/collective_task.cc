@@ -185,6 +185,15 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
+  // The most one fragment of this call holds: a tile, or a frame of the
+  // largest chunk count (run_frame), or a Signal.
+  uint64_t fragment_bound() const {
+    const uint32_t chunks = a_.records->max_frame;
+    const uint64_t tile = buffers_.tile_elems * buffers_.esize;
+    const uint64_t bound = chunks > 1 ? frame_header_bytes(chunks) + chunks * tile : tile;
+    return std::max<uint64_t>(bound, sizeof(HostSignal));
+  }
+
   uint64_t frame_slot_bytes() const { return a_.frame_bytes ? a_.frame_bytes : a_.transport->slot_bytes(); }
   bool wide() const { return a_.narrow_tile_bytes > 0 && tile_bytes_ > a_.narrow_tile_bytes; }
   // The slots a send connection may cycle through: wide fragments the
@@ -214,6 +223,7 @@ class CollectiveTask final : public Task {
       one_sided_calls().fetch_add(1, std::memory_order_relaxed);
     }
     buffers_.esize = esize;
+    send_bound_ = fragment_bound();
     // What its Signals carry (only schedules with signals: three allocation lookups).
     if (a_.records->signals) {
       const uint64_t bytes[3] = {a_.input_shape.elems() * esize, a_.output_shape.elems() * esize,
@@ -327,7 +337,7 @@ class CollectiveTask final : public Task {
                            run.recv_bytes, buffers_.esize);
     }
     if (sends && !run.send_slot) {
-      BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot));
+      BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot, send_bound_));
       if (!run.send_slot) return Status::ok();
     }
     const bool framed = op_framed(op);
@@ -532,7 +542,7 @@ class CollectiveTask final : public Task {
     if (!src.ptr || !dst.ptr || src.elems == 0 || dst.elems != src.elems || !disjoint(dst.ptr, src.ptr, bytes))
       return Status::ok();
     void* slot = nullptr;
-    BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot));
+    BRAID_TRY(run.send_pipes[run.op + 1]->try_acquire(&slot, bytes));
     if (!slot) return Status::ok();
     copy_to(dst.ptr, slot, src.ptr, bytes, memory_.stream(dst), memory_.stream_slots);
     BRAID_TRY(run.send_pipes[run.op + 1]->commit(bytes));
@@ -544,6 +554,7 @@ class CollectiveTask final : public Task {
 
   CollectiveArgs a_;
   uint64_t tile_bytes_ = 0;  // a_.tile_bytes, or less where frames must fit a slot
+  uint64_t send_bound_ = 0;  // fragment_bound()
   StepBuffers buffers_;
   HostMemory memory_;
   uint64_t recv_elems_ = 0;

@@ -130,7 +130,7 @@ class P2PTask final : public Task {
   Status step_send(Stream& s, bool* moved) {
     const Part& op = s.ops[s.index];
     void* slot = nullptr;
-    BRAID_TRY(s.send->try_acquire(&slot));
+    BRAID_TRY(s.send->try_acquire(&slot, fragment_));
     if (!slot) return Status::ok();
     char* out = static_cast<char*>(slot);
     size_t room = fragment_;

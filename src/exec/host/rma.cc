@@ -78,7 +78,7 @@ Status RmaEngine::connect() {
     if (p == rank_) continue;
     void* slot = nullptr;
     while (!slot) {
-      BRAID_TRY(std::move(send_[p]->try_acquire(&slot)).context(fmt::format("RMA setup with rank {}", p)));
+      BRAID_TRY(std::move(send_[p]->try_acquire(&slot, 0)).context(fmt::format("RMA setup with rank {}", p)));
       if (slot) break;
       if (deadline.expired())
         return BRAID_ERROR(ncclTimeout, "RMA setup: no connection to rank {} within BRAID_TIMEOUT", p);
@@ -104,7 +104,7 @@ void RmaEngine::say_goodbye() {
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_ || p >= int(send_.size()) || !send_[p]) continue;
     void* slot = nullptr;
-    if (!send_[p]->try_acquire(&slot).is_ok() || !slot) continue;
+    if (!send_[p]->try_acquire(&slot, sizeof bye).is_ok() || !slot) continue;
     std::memcpy(slot, &bye, sizeof bye);
     (void)send_[p]->commit(sizeof bye);
   }
@@ -180,7 +180,8 @@ Status RmaEngine::write(const RmaCall& call) {
     void* slot = nullptr;
     Waiter waiter;
     for (;;) {
-      BRAID_TRY(std::move(pipe->try_acquire(&slot)).context(fmt::format("{} to rank {}", what, call.peer)));
+      BRAID_TRY(std::move(pipe->try_acquire(&slot, SendPipe::kWholeSlot))
+                    .context(fmt::format("{} to rank {}", what, call.peer)));
       if (slot) break;
       if (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed))
         return BRAID_ERROR(ncclInvalidUsage, "{} to rank {}: communicator aborted or revoked", what, call.peer);

@@ -234,7 +234,7 @@ class SingleCopyTask final : public Task {
     for (int p = 0; p < n_; ++p) {
       if (!sent_[p]) {
         void* slot = nullptr;
-        BRAID_TRY(send_pipes_[p]->try_acquire(&slot));
+        BRAID_TRY(send_pipes_[p]->try_acquire(&slot, bytes));
         if (slot) {
           std::memcpy(slot, msg, bytes);
           BRAID_TRY(send_pipes_[p]->commit(bytes));

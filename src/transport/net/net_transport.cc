@@ -136,7 +136,7 @@ class NetTransport;
 class NetSendPipe final : public SendPipe {
  public:
   NetSendPipe(NetTransport* t, SendConnection* c) : t_(t), c_(c) {}
-  Status try_acquire(void** slot) override;
+  Status try_acquire(void** slot, size_t max_bytes) override;
   Status commit(size_t bytes) override;
 
  private:
@@ -708,7 +708,7 @@ class NetTransport final : public Transport {
   std::thread thread_;
 };
 
-Status NetSendPipe::try_acquire(void** slot) { return t_->send_try_acquire(c_, slot); }
+Status NetSendPipe::try_acquire(void** slot, size_t) { return t_->send_try_acquire(c_, slot); }
 Status NetSendPipe::commit(size_t bytes) { return t_->send_commit(c_, bytes); }
 Status NetRecvPipe::try_acquire(const void** data, size_t* bytes) { return t_->recv_try_acquire(c_, data, bytes); }
 Status NetRecvPipe::release() { return t_->recv_release(c_); }
