@@ -292,7 +292,10 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     seg_ = std::move(seg);
     h_ = h;
     slots_base_ = slots;
-    if (h_->attached.fetch_add(1) + 1 == 2) ShmSegment::unlink(name_);
+    // The name goes once both ends have mapped it; a pipe to oneself is
+    // both ends, mapped once (its name stayed in /dev/shm after a process
+    // that ended without ncclCommDestroy).
+    if (h_->attached.fetch_add(1) + 1 == (peer_ == self_ ? 1u : 2u)) ShmSegment::unlink(name_);
     attached_.store(true, std::memory_order_release);
     return Status::ok();
   }
