@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <vector>
 
@@ -112,4 +113,48 @@ TEST_CASE("a /dev/shm too small for the connections: every rank's call fails, on
   CHECK(child == 0);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(seconds < 40);  // within BRAID_TIMEOUT and its margin: no rank waits for ever
+}
+
+// A job's processes often end without ncclCommDestroy (a script's last
+// line, an exception, a killed launcher).  Nothing of braid's may stay in
+// /dev/shm then: every segment's name goes once its last user has mapped it.
+// A pipe to oneself (a send to oneself, as PyTorch's all_to_all_single
+// makes) has one end to map, and its 4 MB segment stayed.
+TEST_CASE("processes that end without ncclCommDestroy leave nothing in /dev/shm", "[mp][processes][containers]") {
+  ScopedEnv shm("BRAID_TRANSPORT", "shm"), pipes("BRAID_CMA", "off");
+  const int n = 3;
+  const int child = with_dev_shm("64m", [&] {
+    std::vector<pid_t> pids = fork_ranks(n, 60, 1, [&](int r, const std::vector<ncclUniqueId>& ids) {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, ids[0], r) != ncclSuccess) return 1;
+      const size_t count = 1 << 10;
+      std::vector<float> in(size_t(n) * count, float(r)), out(in.size());
+      ncclGroupStart();
+      for (int p = 0; p < n; ++p) {  // AlltoAll as sends and receives, one's own block included
+        ncclSend(in.data() + size_t(p) * count, count, ncclFloat, p, comm, nullptr);
+        ncclRecv(out.data() + size_t(p) * count, count, ncclFloat, p, comm, nullptr);
+      }
+      if (ncclGroupEnd() != ncclSuccess) return 2;
+      for (size_t i = 0; i < out.size(); ++i)
+        if (out[i] != float(i / count)) return 3;
+      return ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr) == ncclSuccess ? 0 : 4;
+    });  // each rank _exits with its communicator alive
+    int failed = 0;
+    for (pid_t pid : pids) {
+      int status = 0;
+      failed += waitpid(pid, &status, 0) != pid || exit_code(status) != 0;
+    }
+    if (failed) return 1;
+    int left = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+      std::fprintf(stderr, "left in /dev/shm: %s\n", entry.path().c_str());
+      ++left;
+    }
+    return left ? 2 : 0;
+  });
+  if (child == kNoMountNamespace) {
+    WARN("skipped: cannot make mount namespaces here (needs root)");
+    return;
+  }
+  CHECK(child == 0);
 }
