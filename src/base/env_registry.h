@@ -73,6 +73,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_FAIL_WINDOW_RANK", "-1",
      "for tests: the rank whose ncclCommWindowRegister fails before its backend's exchanges, as a backend that "
      "cannot map or connect would (every rank's fails, and the communicator breaks)"},
+    {"BRAID_TEST_FAIL_RESUME_RANK", "-1",
+     "for tests: the rank whose ncclCommResume fails as it connects its windows again, as one that cannot map "
+     "or connect would (every rank's fails, and the communicator breaks)"},
     {"BRAID_TEST_DIAG_CORRUPT", "",
      "for tests: SRC:DST makes rank SRC's init diagnostics send DST a pattern with one byte changed, as a faulty "
      "path would deliver it (NCCL_RUN_DIAGNOSTICS)"},

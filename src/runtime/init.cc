@@ -542,6 +542,9 @@ Status comm_restore_buffers(ncclComm* comm) {
   std::copy(mine.begin(), mine.end(), alive.begin() + ptrdiff_t(comm->rank * comm->windows_registered));
   if (comm->windows_registered)
     BRAID_TRY(std::move(comm->bootstrap->allgather(alive.data(), comm->windows_registered)).context("ncclCommResume"));
+  if (env_int("BRAID_TEST_FAIL_RESUME_RANK") == comm->rank)
+    return BRAID_ERROR(ncclSystemError, "BRAID_TEST_FAIL_RESUME_RANK={}: this rank's resume fails as it connects "
+                       "its windows again", comm->rank);
   std::vector<const Window*> windows;
   for (const auto& [handle, w] : comm->windows) windows.push_back(w.get());
   std::sort(windows.begin(), windows.end(), [](auto* a, auto* b) { return a->seq < b->seq; });
