@@ -177,11 +177,13 @@ Status RmaEngine::write(const RmaCall& call) {
   const Deadline deadline = Deadline::after(timeout());
   uint64_t sent = 0;
   for (bool first = true; first || sent < call.bytes; first = false) {
+    const size_t used = first ? sizeof(header) : 0;
+    const size_t chunk = size_t(std::min<uint64_t>(room - used, call.bytes - sent));
     void* slot = nullptr;
     Waiter waiter;
     for (;;) {
-      BRAID_TRY(std::move(pipe->try_acquire(&slot, SendPipe::kWholeSlot))
-                    .context(fmt::format("{} to rank {}", what, call.peer)));
+      BRAID_TRY(
+          std::move(pipe->try_acquire(&slot, used + chunk)).context(fmt::format("{} to rank {}", what, call.peer)));
       if (slot) break;
       if (ctx_.stop && ctx_.stop->load(std::memory_order_relaxed))
         return BRAID_ERROR(ncclInvalidUsage, "{} to rank {}: communicator aborted or revoked", what, call.peer);
@@ -192,12 +194,7 @@ Status RmaEngine::write(const RmaCall& call) {
       waiter.pause();
     }
     char* out = static_cast<char*>(slot);
-    size_t used = 0;
-    if (first) {
-      std::memcpy(out, &header, sizeof(header));
-      used = sizeof(header);
-    }
-    const size_t chunk = size_t(std::min<uint64_t>(room - used, call.bytes - sent));
+    if (first) std::memcpy(out, &header, sizeof(header));
     if (chunk) std::memcpy(out + used, data + sent, chunk);
     sent += chunk;
     BRAID_TRY(pipe->commit(used + chunk));
