@@ -179,7 +179,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       tail_seen_ = h_->tail.load(std::memory_order_acquire);
       if (tail_seen_ < occupant) return idle();
     }
-    const uint64_t offset = packed_ ? kPackedOffset : kAlignedOffset;
+    const uint64_t offset = data_offset();
     const uint64_t reach = offset + std::min<uint64_t>(max_bytes, slot_bytes_);
     if (reach > populated_[send_index_]) [[unlikely]] {
       BRAID_TRY(seg_->populate(slot_offset(send_index_), reach));
@@ -190,7 +190,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   }
 
   Status commit(size_t bytes) override {
-    if ((packed_ ? kPackedOffset : kAlignedOffset) + bytes > populated_[send_index_]) [[unlikely]]
+    if (data_offset() + bytes > populated_[send_index_]) [[unlikely]]
       return BRAID_ERROR(ncclInternalError, "shm connection with rank {}: a {}-byte fragment in a slot acquired "
                          "for less", peer_, bytes);
     const bool wraps = send_index_ + 1 >= ring_;
@@ -244,6 +244,8 @@ class ShmPipe final : public SendPipe, public RecvPipe {
  private:
   size_t map_bytes() const { return sizeof(ShmHeader) + slots_ * stride_; }
   size_t slot_offset(uint32_t index) const { return sizeof(ShmHeader) + index * stride_; }
+  // Where in its slot fragment send_'s data goes.
+  uint64_t data_offset() const { return packed_ ? kPackedOffset : kAlignedOffset; }
   SlotHeader* slot(uint32_t index) const { return reinterpret_cast<SlotHeader*>(slots_base_ + index * stride_); }
 
   // Checked on every try_acquire, so kept small enough to inline; attach()
