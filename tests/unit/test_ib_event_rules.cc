@@ -67,6 +67,19 @@ TEST_CASE("InfiniBand events: a GID gone from the port leaves the path for a rea
   CHECK(step_for(s) == IbEventStep::None);
 }
 
+TEST_CASE("InfiniBand events: a port down with the standby dropped before use (its GID went) strands the "
+          "connection where port recovery may make a path anew", "[unit][ib]") {
+  IbEventsSeen s = seen(false, true, true, false);
+  s.standby_dropped = true;
+  CHECK(step_for(s) == IbEventStep::LookNow);  // without port recovery the completions decide
+  s.can_remake = true;
+  CHECK(step_for(s) == IbEventStep::FailOver);
+  s.active_port_down = false;  // the event was another port's
+  CHECK(step_for(s) == IbEventStep::LookNow);
+  s.active_port_down = s.moving = true;
+  CHECK(step_for(s) == IbEventStep::None);
+}
+
 TEST_CASE("InfiniBand events: nothing while none came, or while a failover already leaves the path", "[unit][ib]") {
   CHECK(step_for(seen(false, false, false, true)) == IbEventStep::None);
   CHECK(step_for(seen(false, false, false, false)) == IbEventStep::None);

@@ -150,6 +150,10 @@ struct IbComm {
   // path's port is next looked at, and how many failures there were.
   std::chrono::steady_clock::time_point next_recovery_check{};
   int failures = 0;  // failovers for a failure (not moves back)
+  // Stranded (both paths stopped), the sender: the receiver could not take
+  // the other path back (its port there is down), so the next offer is the
+  // path in use, made anew in place; the two then take turns.
+  bool rearm_in_place = false;
   // After a failover (nothing standing by): the active path's port here
   // was down when last looked at, or the peer says its end's port of path
   // p is down, so new sends and credits (and the sender's writing again)

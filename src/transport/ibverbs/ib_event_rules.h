@@ -16,12 +16,14 @@
 // connection by itself: where nothing stands by, a link back within the
 // retries loses nothing, so the completions decide.  A RoCE GID that left
 // its port's table (the address removed or changed: IBV_EVENT_GID_CHANGE)
-// leaves queue pairs that use it reaching nothing: that path, and a
-// standby of the same port, are left at once for a ready standby or, with
-// port recovery, for a path made anew with the GID the table has now.
-// With 0 the events are
-// only logged, as NCCL's; the port's event count still tells port failover
-// that an error on a path came after its port went down (ib_failover.h).
+// leaves queue pairs that use it reaching nothing: that path is left at
+// once for a ready standby or, with port recovery, for a path made anew
+// with the GID the table has now; a standby whose GID went (the same port,
+// or the other) is stopped before it is used, and the path in use, should
+// its port then go down, strands at once (port recovery makes one anew).
+// With 0 the events are only logged, as NCCL's; the port's event count
+// still tells port failover that an error on a path came after its port
+// went down (ib_failover.h).
 #pragma once
 
 namespace braid {
@@ -34,6 +36,7 @@ struct IbEventsSeen {
   bool active_gid_gone = false;   // the GID of the path in use left its port's table (RoCE: its address went)
   bool standby_ready = false;     // a standby path stands ready, on an active port of a device in no fatal state
   bool can_remake = false;        // none does, but port recovery may make a path anew: the connection waits for it
+  bool standby_dropped = false;   // no failover yet, but the standby was stopped before use (its GID went)
   bool moving = false;            // a failover is under way (it leaves the path in use already)
 };
 
@@ -49,6 +52,9 @@ inline IbEventStep step_for(const IbEventsSeen& seen) {
   if (seen.path_fatal) return seen.standby_ready || seen.can_remake ? IbEventStep::FailOver : IbEventStep::Fail;
   if (!seen.port_changed) return IbEventStep::None;
   if (seen.active_port_down && seen.standby_ready) return IbEventStep::FailOver;
+  // Nothing waits for a port before the first failover: with the standby dropped, only a strand
+  // (port recovery) moves the connection off a port that is down.
+  if (seen.active_port_down && seen.standby_dropped && seen.can_remake) return IbEventStep::FailOver;
   if (seen.active_gid_gone && (seen.standby_ready || seen.can_remake)) return IbEventStep::FailOver;
   return IbEventStep::LookNow;
 }

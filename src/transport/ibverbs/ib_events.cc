@@ -103,15 +103,15 @@ void take_async_events(IbComm* c) {
   const IbPath& standby = c->paths[1 - c->active];  // with two paths
   if (seen.port_changed && !seen.moving && !active.stopped) {
     seen.active_gid_gone = !gid_still_there(active.dev->port, active.gid);
-    // A standby whose GID went too (the same port) can take nothing over.
-    if (seen.active_gid_gone && c->npaths >= 2 && !gid_still_there(standby.dev->port, standby.gid))
-      failover_drop_standby(c);
+    // A standby whose GID went (the same port, or the other) can take nothing over.
+    if (c->npaths >= 2 && !gid_still_there(standby.dev->port, standby.gid)) failover_drop_standby(c);
   }
   if (failover_ready(c)) {
     seen.standby_ready = standby.fatal_event.load() == 0 && standby.dev->device_fatal.load() == 0 &&
                          port_is_active(standby.dev->port);
   }
   seen.can_remake = failover_may_strand(c);
+  seen.standby_dropped = c->npaths >= 2 && c->failover == Failover::None && standby.stopped;
   seen.active_port_down = seen.port_changed && !port_is_active(active.dev->port);
   const std::string port = active.dev->port.describe(&active.gid);
   switch (step_for(seen)) {

@@ -103,6 +103,14 @@ void stop_path(IbComm* c, int p) {
 // Both ends: the first sign of a failure (a local error, or the peer's
 // word), or (`planned`) the sender moving back to a recovered port.
 void start_failover(IbComm* c, const std::string& why, bool planned = false) {
+  // A standby whose GID left the table (its event not yet taken in) reaches nothing: it is dropped, and
+  // the connection strands, or without port recovery ends here rather than hang on it.
+  if (!planned && failover_ready(c) && !gid_still_there(c->paths[other(c)].dev->port, c->paths[other(c)].gid)) {
+    stop_path(c, other(c));
+    if (!failover_may_strand(c))
+      return c->fail(BRAID_ERROR(ncclSystemError, "{}; the standby on {} lost its GID, and nothing else stands by",
+                                 why, port_name(c, other(c))));
+  }
   // A standby dropped before use (its GID went): the peer still has its end of it ready.
   const bool dropped_standby = c->failover == Failover::None && c->paths[other(c)].stopped;
   const FailWhy sent = planned ? kMovedBack : dropped_standby ? kStranded : kFailed;
@@ -174,6 +182,7 @@ std::string landed(const IbComm* c) {
 void moved(IbComm* c) {
   c->active = other(c);
   c->failover = Failover::Done;
+  c->rearm_in_place = false;
   c->next_recovery_check = std::chrono::steady_clock::now() + recovery().delay;
   look_at_port(c, true);
 }
@@ -241,7 +250,7 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
 // the other's port is still down.
 void rearm(IbComm* c) {
   int p = other(c);
-  if (!port_is_active(c->paths[p].dev->port) && stranded(c)) p = c->active;
+  if (stranded(c) && (c->rearm_in_place || !port_is_active(c->paths[p].dev->port))) p = c->active;
   if (!port_is_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
     if (Status s = rebuild_path(c, p); !s.is_ok()) {
@@ -357,6 +366,9 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
     sender_rearmed(c, other(c), info);  // the failover lands on it
   } else if (m.kind == kRearmLater && c->sending) {
     if (c->failover == Failover::Rearming) c->failover = Failover::Done;  // rearm tries again after the delay
+    // Stranded, the receiver's port may be down on one path and up on the
+    // other, which the sender cannot see from its own ports: offer the other next.
+    c->rearm_in_place = m.value == uint64_t(other(c));
   } else {
     c->fail(BRAID_ERROR(ncclInternalError, "port failover: message {} out of turn", m.kind));
   }

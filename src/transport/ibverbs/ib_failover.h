@@ -51,7 +51,9 @@
 // active again: the other one (it stands by, and the traffic moves to it
 // at once), or, while that port is still down, the stopped path in use in
 // place (kRearm naming it; the receiver credits on it once the sender says
-// its end is ready, kRebuilt).  Paths made anew take the port's GID as it
+// its end is ready, kRebuilt).  The sender sees only its own ports: where
+// the receiver declines the other path (its port there is down), the next
+// offer is the path in use, and the two take turns until one is taken.  Paths made anew take the port's GID as it
 // is then (ib_path.cc): a RoCE address that changed, or came back at
 // another index, is followed; and a path whose GID left the table is left
 // at once (ib_event_rules.h), with a standby on the same port.
