@@ -224,9 +224,10 @@ class ShmPipe final : public SendPipe, public RecvPipe {
     return Status::ok();
   }
 
-  // Bytes of the segment mapped for this pipe (0 until attached); read by
-  // any thread (ncclCommMemStats), hence its own flag.
-  uint64_t mapped_bytes() const { return attached_.load(std::memory_order_acquire) ? map_bytes() : 0; }
+  // Bytes of the pipe's segment allocated in /dev/shm (0 until attached: a
+  // ring holds only the slots' parts its fragments reached); read by any
+  // thread (ncclCommMemStats), hence its own flag.
+  uint64_t held_bytes() const { return attached_.load(std::memory_order_acquire) ? seg_->resident_bytes() : 0; }
 
   // Everything sent has been consumed (or nothing was ever sent).
   bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
@@ -385,7 +386,7 @@ class ShmTransport final : public Transport {
   const char* name() const override { return "shm"; }
   uint64_t bytes_held() const override {
     uint64_t bytes = 0;
-    for (const auto& [key, pipe] : pipes_) bytes += pipe->mapped_bytes();
+    for (const auto& [key, pipe] : pipes_) bytes += pipe->held_bytes();
     return bytes;
   }
   size_t slot_bytes() const override { return slot_bytes_; }

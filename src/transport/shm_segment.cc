@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "src/transport/host_memory.h"
 
@@ -124,6 +125,14 @@ Status ShmSegment::open(const std::string& name, size_t bytes, Mode mode, std::s
     return BRAID_ERROR(ncclSystemError, "mmap {}: {}", name, std::strerror(err));
   }
   std::shared_ptr<ShmSegment> seg(new ShmSegment(name, map, bytes));
+  if (created) {
+    // The reserve is allocated (fallocate) but not yet in the page cache,
+    // where resident_bytes counts it: map it in now (no SIGBUS possible).
+    if (Status s = seg->populate(0, std::min(reserve, bytes)); !s.is_ok()) {
+      ::shm_unlink(name.c_str());
+      return s;
+    }
+  }
   reg.by_name[name] = seg;
   *out = std::move(seg);
   *how = created ? Opened::Created : Opened::Mapped;
@@ -150,6 +159,17 @@ Status ShmSegment::populate(size_t offset, size_t bytes) const {
 #endif
   for (uintptr_t p = begin; p < end; p += page) __atomic_fetch_add(reinterpret_cast<char*>(p), 0, __ATOMIC_RELAXED);
   return Status::ok();
+}
+
+size_t ShmSegment::resident_bytes() const {
+  // On a shared mapping of tmpfs, mincore reports the object's pages
+  // (whoever allocated them), not only those this process touched.
+  const size_t page = page_size();
+  std::vector<unsigned char> present((bytes_ + page - 1) / page);
+  if (::mincore(base_, present.size() * page, present.data()) != 0) return bytes_;
+  size_t pages = 0;
+  for (unsigned char p : present) pages += p & 1;
+  return pages * page;
 }
 
 ShmSegment::~ShmSegment() { ::munmap(base_, bytes_); }

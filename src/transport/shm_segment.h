@@ -69,6 +69,9 @@ class ShmSegment {
 
   void* base() const { return base_; }
   size_t bytes() const { return bytes_; }
+  // Bytes of it allocated now, by any process: its pages in /dev/shm
+  // (mincore; the whole mapping where that cannot be asked).
+  size_t resident_bytes() const;
 
   // Removes the name: later opens see a fresh object (or none).  The
   // mappings stay valid.  Removing a name that is already gone is fine.

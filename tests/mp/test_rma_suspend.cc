@@ -340,3 +340,20 @@ TEST_CASE("suspend and memstats check their arguments", "[mp][suspend][errors][t
           exact_allreduce(comm, rank, n, 10, f, "after the checks");
         }) == 0);
 }
+
+// MemStats counts the pages the shared-memory rings hold, which grow with
+// the fragments sent, not the rings' whole mappings (tmpfs allocates a page
+// when it is first touched: shm_segment.h).
+void held_grows_with_traffic(int rank, int n, ncclComm_t comm, Failures& f) {
+  exact_allreduce(comm, rank, n, 1 << 17, f, "1 MB");  // connects the rings; fragments fill part of their slots
+  const uint64_t some = stat_of(comm, ncclStatGpuMemSuspend, f);
+  exact_allreduce(comm, rank, n, 1 << 21, f, "16 MB");  // the same rings, their slots filled
+  const uint64_t more = stat_of(comm, ncclStatGpuMemSuspend, f);
+  if (more < some + (256 << 10))
+    f.fail(fmt::format("MemStats: {} bytes held after 1 MB, {} after 16 MB: not what the rings hold", some, more));
+}
+
+TEST_CASE("MemStats counts what the shared-memory rings hold, not what they map", "[mp][suspend]") {
+  ScopedEnv cma("BRAID_CMA", "off");  // every byte through the rings (threads pass large ones by a single copy)
+  CHECK(run_with_config(Mode::Processes, 4, 1, 1, held_grows_with_traffic) == 0);
+}

@@ -91,3 +91,33 @@ TEST_CASE("shm segment: another process maps the same bytes", "[shm]") {
   CHECK(static_cast<std::atomic<uint32_t>*>(a->base())->load() == 42);
   ShmSegment::unlink(name);
 }
+
+TEST_CASE("shm segment: resident_bytes counts the pages allocated, by whichever process", "[shm]") {
+  const std::string name = unique_name("resident");
+  const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kBytes = 1 << 20;
+  std::shared_ptr<ShmSegment> a;
+  Opened how;
+  REQUIRE(ShmSegment::open(name, kBytes, Mode::Create, &a, &how, page).is_ok());
+  REQUIRE(a);
+  CHECK(a->resident_bytes() == page);  // the reserve alone
+  REQUIRE(a->populate(64 * 1024, 128 * 1024).is_ok());
+  CHECK(a->resident_bytes() == page + 128 * 1024);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child's own mapping, none of whose pages it touched, sees the same; then it allocates 8 pages more.
+    a.reset();  // the mapping inherited from the parent goes: the open below maps the segment anew
+    std::shared_ptr<ShmSegment> b;
+    if (!ShmSegment::open(name, kBytes, Mode::Attach, &b, &how).is_ok() || !b || how != Opened::Mapped) ::_exit(1);
+    if (b->resident_bytes() != page + 128 * 1024) ::_exit(2);
+    if (!b->populate(512 * 1024, 8 * page).is_ok()) ::_exit(3);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(a->resident_bytes() == 9 * page + 128 * 1024);
+  ShmSegment::unlink(name);
+}
