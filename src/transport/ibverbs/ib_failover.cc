@@ -367,7 +367,8 @@ void handle_side(IbComm* c, const SideMessage& m, const QpInfo& info) {
   } else if (m.kind == kRearmLater && c->sending) {
     if (c->failover == Failover::Rearming) c->failover = Failover::Done;  // rearm tries again after the delay
     // Stranded, the receiver's port may be down on one path and up on the
-    // other, which the sender cannot see from its own ports: offer the other next.
+    // other, which the sender cannot see from its own ports: the next offer
+    // is the path it did not offer now.
     c->rearm_in_place = m.value == uint64_t(other(c));
   } else {
     c->fail(BRAID_ERROR(ncclInternalError, "port failover: message {} out of turn", m.kind));

@@ -53,10 +53,11 @@
 // place (kRearm naming it; the receiver credits on it once the sender says
 // its end is ready, kRebuilt).  The sender sees only its own ports: where
 // the receiver declines the other path (its port there is down), the next
-// offer is the path in use, and the two take turns until one is taken.  Paths made anew take the port's GID as it
-// is then (ib_path.cc): a RoCE address that changed, or came back at
-// another index, is followed; and a path whose GID left the table is left
-// at once (ib_event_rules.h), with a standby on the same port.
+// offer is the path in use, and the two take turns until one is taken.
+// Paths made anew take the port's GID as it is then (ib_path.cc): a RoCE
+// address that changed, or came back at another index, is followed; a
+// path whose GID left the table is left at once, and a standby whose GID
+// went is stopped before it is used (ib_event_rules.h).
 //
 // Side-channel messages that cross one the other end sent are taken in
 // where they land: a kRearm that meets this end's failover is answered
