@@ -154,6 +154,7 @@ struct IbComm {
   // the other path back (its port there is down), so the next offer is the
   // path in use, made anew in place; the two then take turns.
   bool rearm_in_place = false;
+  std::string recovery_said[kIbMaxPaths];  // per path, the last "not yet" of port recovery logged (say_once)
   // After a failover (nothing standing by): the active path's port here
   // was down when last looked at, or the peer says its end's port of path
   // p is down, so new sends and credits (and the sender's writing again)

@@ -80,6 +80,18 @@ const RecoverySettings& recovery() {
   return settings;
 }
 
+// Why port recovery cannot make path p anew yet, at INFO: once, and again
+// only when it changes (it is tried every delay while a port stays down,
+// for as long as the job runs, and stranded, on both paths in turn).
+void say_once(IbComm* c, int p, std::string line) {
+  if (line == c->recovery_said[p]) return;
+  BRAID_INFO(kNet, "{}", line);
+  c->recovery_said[p] = std::move(line);
+}
+void forget_said(IbComm* c) {
+  for (std::string& said : c->recovery_said) said.clear();
+}
+
 // Whether a failure of the path in use is taken: a standby stands ready,
 // or the connection may strand.
 bool failure_taken(const IbComm* c) { return failover_ready(c) || failover_may_strand(c); }
@@ -183,6 +195,7 @@ void moved(IbComm* c) {
   c->active = other(c);
   c->failover = Failover::Done;
   c->rearm_in_place = false;
+  forget_said(c);
   c->next_recovery_check = std::chrono::steady_clock::now() + recovery().delay;
   look_at_port(c, true);
 }
@@ -241,6 +254,7 @@ Status ready_rebuilt(IbComm* c, int p, const QpInfo& theirs) {
     return BRAID_ERROR(ncclInternalError, "port recovery: the peer made {} queue pairs, not {}", theirs.nqps, c->nqps);
   c->theirs.path[p] = theirs;
   BRAID_TRY(path_ready(c, p));
+  forget_said(c);  // it went on: a later wait is news again
   return post_initial_recvs(c, p);
 }
 
@@ -254,8 +268,8 @@ void rearm(IbComm* c) {
   if (!port_is_active(c->paths[p].dev->port)) return;
   if (!c->paths[p].made_anew) {
     if (Status s = rebuild_path(c, p); !s.is_ok()) {
-      BRAID_INFO(kNet, "InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again later", c->peer,
-                 port_name(c, p), s.message());
+      say_once(c, p, fmt::format("InfiniBand connection to {}: cannot make the path on {} anew ({}); trying again "
+                              "every {} ms", c->peer, port_name(c, p), s.message(), recovery().delay.count()));
       return;
     }
     c->paths[p].made_anew = true;
@@ -280,8 +294,8 @@ void receiver_rearm(IbComm* c, int p, const QpInfo& theirs) {
                                                  : BRAID_ERROR(ncclSystemError, "its port here is not active");
   if (s.is_ok()) s = ready_rebuilt(c, p, theirs);
   if (!s.is_ok()) {
-    BRAID_INFO(kNet, "InfiniBand connection from {}: not yet standing by on {}: {}", c->peer, port_name(c, p),
-               s.message());
+    say_once(c, p, fmt::format("InfiniBand connection from {}: not yet standing by on {}: {} (the sender offers it "
+                            "again every {} ms)", c->peer, port_name(c, p), s.message(), recovery().delay.count()));
     return send_side(c, kRearmLater, uint64_t(p));
   }
   send_side(c, kRearmed, uint64_t(p), &c->mine.path[p]);
