@@ -103,8 +103,7 @@ void take_async_events(IbComm* c) {
   const IbPath& standby = c->paths[1 - c->active];  // with two paths
   if (seen.port_changed && !seen.moving && !active.stopped) {
     seen.active_gid_gone = !gid_still_there(active.dev->port, active.gid);
-    // A standby whose GID went (the same port, or the other) can take nothing over.
-    if (c->npaths >= 2 && !gid_still_there(standby.dev->port, standby.gid)) failover_drop_standby(c);
+    failover_drop_lost_standby(c);  // on the same port, or the other
   }
   if (failover_ready(c)) {
     seen.standby_ready = standby.fatal_event.load() == 0 && standby.dev->device_fatal.load() == 0 &&

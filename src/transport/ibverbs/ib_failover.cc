@@ -115,14 +115,11 @@ void stop_path(IbComm* c, int p) {
 // Both ends: the first sign of a failure (a local error, or the peer's
 // word), or (`planned`) the sender moving back to a recovered port.
 void start_failover(IbComm* c, const std::string& why, bool planned = false) {
-  // A standby whose GID left the table (its event not yet taken in) reaches nothing: it is dropped, and
-  // the connection strands, or without port recovery ends here rather than hang on it.
-  if (!planned && failover_ready(c) && !gid_still_there(c->paths[other(c)].dev->port, c->paths[other(c)].gid)) {
-    stop_path(c, other(c));
-    if (!failover_may_strand(c))
-      return c->fail(BRAID_ERROR(ncclSystemError, "{}; the standby on {} lost its GID, and nothing else stands by",
-                                 why, port_name(c, other(c))));
-  }
+  // A standby whose GID left the table (its event not yet taken in) is dropped: the connection strands,
+  // or without port recovery ends here rather than hang on it.
+  if (!planned && failover_drop_lost_standby(c) && !failover_may_strand(c))
+    return c->fail(BRAID_ERROR(ncclSystemError, "{}; the standby on {} lost its GID, and nothing else stands by", why,
+                               port_name(c, other(c))));
   // A standby dropped before use (its GID went): the peer still has its end of it ready.
   const bool dropped_standby = c->failover == Failover::None && c->paths[other(c)].stopped;
   const FailWhy sent = planned ? kMovedBack : dropped_standby ? kStranded : kFailed;
@@ -456,8 +453,10 @@ bool failover_ready(const IbComm* c) {
   return c->npaths >= 2 && c->failover == Failover::None && !c->paths[0].stopped && !c->paths[1].stopped;
 }
 
-void failover_drop_standby(IbComm* c) {
-  if (failover_ready(c)) stop_path(c, other(c));
+bool failover_drop_lost_standby(IbComm* c) {
+  if (!failover_ready(c) || gid_still_there(c->paths[other(c)].dev->port, c->paths[other(c)].gid)) return false;
+  stop_path(c, other(c));
+  return true;
 }
 
 // (Also with a standby stopped before it was used: its GID went with the

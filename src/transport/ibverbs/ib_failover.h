@@ -121,10 +121,11 @@ bool failover_under_way(const IbComm* c);
 // taken: port recovery is on and has attempts left, so the connection
 // stops the path and waits for one made anew ("stranded").
 bool failover_may_strand(const IbComm* c);
-// Stops the standby path before it is used (its GID is gone: ib_events.h);
-// a failure of the path in use then strands the connection, where port
-// recovery may make a path anew.
-void failover_drop_standby(IbComm* c);
+// Stops a ready standby whose GID left its port's table, before it is used
+// (a failover onto it would write from an address that is gone); a failure
+// of the path in use then strands the connection, where port recovery may
+// make a path anew.  Whether it stopped one.
+bool failover_drop_lost_standby(IbComm* c);
 // Starts a failover to the standby path for a failure the completions did
 // not show (an asynchronous event: ib_events.h), where one stands ready.
 void failover_now(IbComm* c, const std::string& why);
