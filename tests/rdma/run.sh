@@ -107,16 +107,6 @@ ports="echo 1 >/proc/sys/net/ipv4/conf/all/arp_ignore && echo 2 >/proc/sys/net/i
   ip addr add 10.78.\$k.\$((VM_ID + 1))/24 dev mv\$k && ip link set mv\$k up &&
   rdma link add rxe\$((k - 1)) type rxe netdev mv\$k || exit 1; done && $reach"
 
-# Port commands for the failover cases, run by rank 0 (cross_host_ranks.cc
-# puts the device its connections took first for %s, its second for %o).
-netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
-down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
-# Its second port's address changed, whatever it is then (mvK), the new one (10.78.K.21) 5 s later.
-readdress_other='n=NETDEV && a=$(ip -4 -o addr show dev $n | sed -n "s/.* inet \([^ ]*\).*/\1/p") &&
-  ip addr del $a dev $n && (sleep 5 && ip addr add 10.78.${n#mv}.21/24 dev $n) >/dev/null 2>&1 &'
-readdress_other=${readdress_other/NETDEV/${netdev/\%s/%o}}
-logs=/tmp/cross_host_ranks.*.log
-
 case "$case" in
   short|full)
     cmd=$(job "$case" BRAID_TRANSPORT=auto EXPECT_TRANSPORT=shm+IB)
@@ -160,6 +150,8 @@ case "$case" in
     # events.  Then flaps of a guest's only port, both ports down at once,
     # a changed address, and the second port's address changed before the
     # first port goes for good.
+    netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
+    down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
     # A flap: down, and up again 3 s later, in the background (the call after it waits for the port).
     flap="ip link set $netdev down && (sleep 3 && ip link set $netdev up) >/dev/null 2>&1 &"
     # Both ports: the second goes while the connections that failed over to it carry data.
@@ -168,6 +160,11 @@ case "$case" in
     # Rank 0's (guest 0's) RoCE address changed: its GID leaves the table, the new one comes 1 s later.
     readdress="ip addr del 10.78.1.1/24 dev $netdev &&
       (sleep 1 && ip addr add 10.78.1.11/24 dev $netdev) >/dev/null 2>&1 &"
+    # Its second port's, whatever its address then (mvK), the new one (10.78.K.21) 5 s later.
+    readdress_other='n=NETDEV && a=$(ip -4 -o addr show dev $n | sed -n "s/.* inet \([^ ]*\).*/\1/p") &&
+      ip addr del $a dev $n && (sleep 5 && ip addr add 10.78.${n#mv}.21/24 dev $n) >/dev/null 2>&1 &'
+    readdress_other=${readdress_other/NETDEV/${netdev/\%s/%o}}
+    logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
       $ranks failover \$VM_ID 1 2) && grep -h 'failing over' $logs && rm -f $logs &&
