@@ -70,6 +70,9 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_IB_RETURN_ASYNC_EVENTS", "",
      "0: InfiniBand asynchronous events (a port down, a queue pair in error) are only logged; default 1: a fatal one "
      "ends its connection, and a port down fails over at once (src/transport/ibverbs/ib_event_rules.h)"},
+    {"NCCL_IB_PCI_RELAXED_ORDERING", "",
+     "2 (default): data buffers registered with relaxed ordering where libibverbs can; 1: the same, and the "
+     "InfiniBand net fails to open where it cannot; other values: strict ordering (src/transport/ibverbs/ib_select.h)"},
     {"NCCL_IB_ROCE_VERSION_NUM", "", "the RoCE version of the GID braid picks where no index is set (default 2)"},
     {"NCCL_IB_ADDR_FAMILY", "", "AF_INET (default) or AF_INET6: the address family of the GID braid picks"},
     {"NCCL_IB_ADDR_RANGE", "", "address/mask: the GID braid picks is in it where one is (default any)"},

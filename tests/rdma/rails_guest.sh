@@ -7,6 +7,8 @@
 #    (its NET line says so), a call runs in two slices, and each port sends
 #    at least a quarter of the guest's packets;
 #  - NCCL_NETDEVS_POLICY=MAX:1: one port; the other sends almost nothing;
+#    with NCCL_IB_PCI_RELAXED_ORDERING=0 beside it, whose ports say strict
+#    ordering (relaxed by default: rdma-core 44 has ibv_reg_mr_iova2);
 #  - NCCL_IB_HCA with rails (NCCL 2.30's name:port:rail) against the ports'
 #    order: the rank takes them in rail order, and both still carry calls.
 #   rails_guest.sh BUILD_DIR   (VM_ID from scripts/verbs-vm)
@@ -31,12 +33,14 @@ run() {
   echo "guest $VM_ID $*: rxe0 sent $sent0 packets, rxe1 $sent1"
 }
 
-run 29610 "transport on devices 0 (rxe0, port 1, ;), 1 (rxe1, port 1, ;calls between hosts in 2 slices"
+run 29610 "transport on devices 0 (rxe0, port 1, ;), 1 (rxe1, port 1, ;calls between hosts in 2 slices;\
+(index 0), relaxed ordering"
 total=$((sent0 + sent1))
 if [ $((sent0 * 4)) -lt $total ] || [ $((sent1 * 4)) -lt $total ]; then
   echo "guest $VM_ID: the calls did not spread over both ports"; exit 1
 fi
-run 29611 "transport on device 0 (rxe0, port 1, " NCCL_NETDEVS_POLICY=MAX:1
+run 29611 "transport on device 0 (rxe0, port 1, ;(index 0), strict ordering" NCCL_NETDEVS_POLICY=MAX:1 \
+  NCCL_IB_PCI_RELAXED_ORDERING=0
 if [ $((sent1 * 50)) -gt "$sent0" ]; then
   echo "guest $VM_ID: rxe1 sent $sent1 packets though NCCL_NETDEVS_POLICY=MAX:1"; exit 1
 fi

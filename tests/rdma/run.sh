@@ -58,7 +58,9 @@
 #             port with its new GID) (ctest rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
-#             keeps to one (tests/rdma/rails_guest.sh; ctest rdma.rails)
+#             keeps to one; relaxed ordering by default, strict under
+#             NCCL_IB_PCI_RELAXED_ORDERING=0 (tests/rdma/rails_guest.sh;
+#             ctest rdma.rails)
 #   faults    a killed rank (during collectives; and holding a devComm whose
 #             GIN crosses to it), a wrong NCCL_IB_HCA, an NCCL_IB_PKEY past
 #             the port's table, a GID the peer cannot reach: each a clear

@@ -198,3 +198,26 @@ TEST_CASE("two P_Keys reach each other in one partition with a full member", "[u
   CHECK_FALSE(pkeys_reach(0x0123, 0x0123, &why));
   CHECK_THAT(why, Catch::Contains("both limited members"));
 }
+
+TEST_CASE("NCCL_IB_PCI_RELAXED_ORDERING: 2 (default) where libibverbs can, 1 insists, others off", "[unit][ib]") {
+  auto use = [](std::optional<int64_t> mode, bool iova2) {
+    bool on = !iova2;  // the opposite of what any case should give, so a missing write shows
+    Status s = relaxed_ordering_setting(mode, iova2, &on);
+    REQUIRE(s.is_ok());
+    return on;
+  };
+  CHECK(use(std::nullopt, true));
+  CHECK(use(2, true));
+  CHECK(use(1, true));
+  CHECK_FALSE(use(std::nullopt, false));  // no ibv_reg_mr_iova2: strict, quietly
+  CHECK_FALSE(use(2, false));
+  CHECK_FALSE(use(0, true));
+  CHECK_FALSE(use(3, true));  // NCCL uses it only for 1 and 2
+  CHECK_FALSE(use(-1, true));
+  bool on = true;
+  const Status insisted = relaxed_ordering_setting(1, false, &on);
+  CHECK(insisted.code() == ncclSystemError);
+  CHECK_FALSE(on);
+  CHECK_THAT(insisted.message(), Catch::Contains("NCCL_IB_PCI_RELAXED_ORDERING=1, but this libibverbs has no "
+                                                 "ibv_reg_mr_iova2"));
+}

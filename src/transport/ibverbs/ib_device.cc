@@ -128,6 +128,9 @@ Status open_ib_ports(std::vector<IbPort>* out) {
   const uint8_t service_level = uint8_t(sl >= 0 && sl <= 15 ? sl : 0);
   const int traffic_class = int(tc >= 0 && tc <= 255 ? tc : -1);
   const std::optional<int64_t> pkey_setting = env_nccl_int("NCCL_IB_PKEY");
+  bool relaxed_ordering = false;
+  BRAID_TRY(relaxed_ordering_setting(env_nccl_int("NCCL_IB_PCI_RELAXED_ORDERING"), ibverbs_has_reg_mr_iova2(),
+                                     &relaxed_ordering));
 
   int ndev = 0;
   ibv_device** list = ibv_get_device_list(&ndev);
@@ -191,11 +194,12 @@ Status open_ib_ports(std::vector<IbPort>* out) {
         port.pd = pd;
         port.service_level = service_level;
         port.traffic_class = traffic_class;
+        port.relaxed_ordering = relaxed_ordering;
         used = true;
         BRAID_INFO(kNet | kInit, "InfiniBand port {}, {} Mbps, service level {}, traffic class {}, P_Key {:#06x} "
-                   "(index {}){}", port.describe(), port.speed_mbps, service_level,
+                   "(index {}), {} ordering{}", port.describe(), port.speed_mbps, service_level,
                    traffic_class >= 0 ? std::to_string(traffic_class) : "the communicator's, else 0", port.pkey,
-                   port.pkey_index, rail_text(port.rail, port.plane));
+                   port.pkey_index, relaxed_ordering ? "relaxed" : "strict", rail_text(port.rail, port.plane));
         out->push_back(std::move(port));
       }
     }

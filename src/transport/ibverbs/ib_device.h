@@ -38,6 +38,9 @@ struct IbPort {
   // NCCL_IB_PKEY: the index of every queue pair's P_Key, and its value
   // (host order), which travels to the peer (ib_select.h).
   uint16_t pkey_index = 0, pkey = 0xffff;
+  // NCCL_IB_PCI_RELAXED_ORDERING (relaxed_ordering_setting): data buffers
+  // are registered with relaxed ordering.
+  bool relaxed_ordering = false;
   uint8_t traffic_class_for(int config_traffic_class) const {
     return uint8_t(traffic_class >= 0 ? traffic_class : config_traffic_class >= 0 ? config_traffic_class : 0);
   }

@@ -28,8 +28,10 @@ Status IbMrCache::acquire(void* data, size_t bytes, Entry** out) {
       return Status::ok();
     }
   }
-  ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(begin), end - begin,
-                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+  constexpr int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  void* const at = reinterpret_cast<void*>(begin);
+  ibv_mr* mr = relaxed_ordering_ ? ibv_reg_mr_iova2(pd_, at, end - begin, begin, access | IBV_ACCESS_RELAXED_ORDERING)
+                                 : ibv_reg_mr(pd_, at, end - begin, access);
   if (!mr)
     return BRAID_ERROR(ncclSystemError, "ibv_reg_mr of {} bytes: {}{}", end - begin, std::strerror(errno),
                        errno == ENOMEM || errno == EPERM ? " (locked-memory limit: ulimit -l)" : "");

@@ -8,6 +8,8 @@
 // and allocated again at the same address may be other pages, and a stale
 // registration would let the NIC write the old ones (the classic hazard of
 // registration caches that keep entries; avoiding it needs hooks on free).
+// With `relaxed_ordering` every registration carries
+// IBV_ACCESS_RELAXED_ORDERING (ib_select.h's relaxed_ordering_setting).
 #pragma once
 
 #include <cstddef>
@@ -26,7 +28,7 @@ namespace braid {
 
 class IbMrCache {
  public:
-  explicit IbMrCache(ibv_pd* pd) : pd_(pd) {}
+  IbMrCache(ibv_pd* pd, bool relaxed_ordering) : pd_(pd), relaxed_ordering_(relaxed_ordering) {}
   ~IbMrCache();
   struct Entry {
     uintptr_t begin, end;
@@ -40,6 +42,7 @@ class IbMrCache {
 
  private:
   ibv_pd* pd_;
+  bool relaxed_ordering_;
   mutable std::mutex mutex_;
   std::map<uintptr_t, std::unique_ptr<Entry>> by_begin_;
   std::vector<std::unique_ptr<Entry>> retired_;  // replaced in the index, still in use

@@ -245,7 +245,7 @@ class IbNet final : public Net {
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
     for (IbPort& p : ports) {
       auto d = std::make_unique<IbDevice>();
-      d->mrs = std::make_unique<IbMrCache>(p.pd);
+      d->mrs = std::make_unique<IbMrCache>(p.pd, p.relaxed_ordering);
       d->channel = ibv_create_comp_channel(p.context);
       if (d->channel) {
         ::fcntl(d->channel->fd, F_SETFL, ::fcntl(d->channel->fd, F_GETFL) | O_NONBLOCK);

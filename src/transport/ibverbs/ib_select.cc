@@ -215,4 +215,13 @@ bool pkeys_reach(uint16_t mine, uint16_t theirs, std::string* why) {
   return true;
 }
 
+Status relaxed_ordering_setting(std::optional<int64_t> mode, bool have_reg_mr_iova2, bool* use) {
+  const int64_t m = mode.value_or(2);
+  *use = (m == 1 || m == 2) && have_reg_mr_iova2;
+  if (m == 1 && !have_reg_mr_iova2)
+    return BRAID_ERROR(ncclSystemError, "NCCL_IB_PCI_RELAXED_ORDERING=1, but this libibverbs has no "
+                       "ibv_reg_mr_iova2 (IBVERBS_1.8, rdma-core 29 or later), which relaxed ordering needs");
+  return Status::ok();
+}
+
 }  // namespace braid

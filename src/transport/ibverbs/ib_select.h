@@ -25,9 +25,12 @@
 // that holds an IPv4 address, else the first RoCE v2 one, else the first.
 //
 // The P_Key (check_pkey, pkeys_reach): NCCL_IB_PKEY's entry of the table.
+//
+// Relaxed ordering (relaxed_ordering_setting): NCCL_IB_PCI_RELAXED_ORDERING.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,5 +111,20 @@ Status check_pkey(int64_t index, int table_length, uint16_t value);
 // same partition, and at least one of the two a full member.  *why says why
 // not.
 bool pkeys_reach(uint16_t mine, uint16_t theirs, std::string* why);
+
+// Whether data buffers are registered with IBV_ACCESS_RELAXED_ORDERING, which
+// lets the NIC's PCIe writes into them pass each other (a large gain where
+// the root complex orders writes strictly, as in many virtual machines).
+// Safe for braid's data: a receiver reads a buffer only after the
+// completion of the write that filled it, and the completion queue entry is
+// written in strict order, after every earlier write.  `mode` is
+// NCCL_IB_PCI_RELAXED_ORDERING (nullopt: unset, NCCL's default 2):
+//   2  where libibverbs can (`have_reg_mr_iova2`: IBVERBS_1.8, the entry
+//      point for optional access flags; a kernel that does not know the flag
+//      drops it, as it is optional);
+//   1  the same, and ncclSystemError where libibverbs cannot (NCCL documents
+//      1 as failing then; its code quietly goes without);
+//   anything else: not used, as in NCCL.
+Status relaxed_ordering_setting(std::optional<int64_t> mode, bool have_reg_mr_iova2, bool* use);
 
 }  // namespace braid

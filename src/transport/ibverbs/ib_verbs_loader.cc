@@ -16,8 +16,9 @@ constexpr const char* kLibrary = "libibverbs.so.1";
 // its objects; the ctest no_hard_library_deps fails when one is missing
 // here): X(name, parameters, required).  ibv_is_fork_initialized
 // (rdma-core 35) only feeds a trace line, so an older library still serves;
-// ibv_reg_mr_iova2 is left undefined only by unoptimised builds (verbs.h's
-// inline ibv_reg_mr keeps its branch to it), which never take that branch.
+// ibv_reg_mr_iova2 (IBVERBS_1.8, rdma-core 29) registers with relaxed
+// ordering, which braid goes without where it is missing
+// (ibverbs_has_reg_mr_iova2).
 #define BRAID_IBVERBS_ENTRIES(X)                                         \
   X(ibv_fork_init, 0, true)                                              \
   X(ibv_is_fork_initialized, 0, false)                                   \
@@ -57,6 +58,8 @@ Status load_ibverbs() {
   if (!t.error.empty()) return BRAID_ERROR(ncclSystemError, "{}", t.error);
   return Status::ok();
 }
+
+bool ibverbs_has_reg_mr_iova2() { return table().ibv_reg_mr_iova2 != nullptr; }
 
 // The forwarders: verbs' int results are 0 or an errno value.
 #define BRAID_IBVERBS_FORWARD(name, n, required) BRAID_DL_FORWARD(table, ENOSYS, name, n)

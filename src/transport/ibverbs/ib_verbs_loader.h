@@ -19,5 +19,8 @@ namespace braid {
 // ncclSystemError saying why not (not installed, or too old).  Call it
 // before any verbs function; until it succeeded they fail (null, ENOSYS).
 Status load_ibverbs();
+// Whether the library has ibv_reg_mr_iova2, the entry point of optional
+// access flags such as relaxed ordering (false until loaded).
+bool ibverbs_has_reg_mr_iova2();
 
 }  // namespace braid
