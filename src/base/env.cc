@@ -92,6 +92,9 @@ constexpr EnvVar kNcclVars[] = {
      "1 or more: every new communicator's maxCTAs, whatever its config says, as NCCL (cuda backend: the most blocks "
      "a collective's kernel takes; the ranks take the least)"},
     {"NCCL_MAX_NCHANNELS", "", "1 or more: NCCL's older cap on channels, which caps maxCTAs too, as in NCCL"},
+    {"NCCL_SET_THREAD_NAME", "",
+     "1: braid's threads are named for what they do (\"braid socket\", \"braid gin proxy\"), as NCCL names its own; "
+     "default 0: they keep the program's name (src/base/thread_name.h)"},
     {"NCCL_NUM_RMA_CTX", "", "1 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "

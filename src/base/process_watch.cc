@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 
 namespace braid {
 
@@ -45,6 +46,7 @@ Status ProcessWatch::start(const std::vector<WatchedProcess>& processes, const s
         BRAID_WARN("{}: the watch of peer processes stopped: {}", p->what_, e.what());
       }
     });
+    name_thread(w->thread_, "braid watch");
   }
   *out = std::move(w);
   return Status::ok();

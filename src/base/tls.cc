@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "src/base/net.h"
+#include "src/base/thread_name.h"
 
 namespace braid {
 namespace {
@@ -41,7 +42,11 @@ struct Conn {
 
 class Relay {
  public:
-  Relay() : wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) { std::thread([this] { run(); }).detach(); }
+  Relay() : wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    std::thread relaying([this] { run(); });
+    name_thread(relaying, "braid tls");
+    relaying.detach();
+  }
 
   Status add(int net, int app, TlsRole role) {
     if (wake_ < 0) return BRAID_ERROR(ncclSystemError, "TLS: eventfd: {}", std::strerror(errno));

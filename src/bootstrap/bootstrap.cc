@@ -26,11 +26,12 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/bootstrap_wire.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/thread_name.h"
 #include "src/base/tls.h"
+#include "src/bootstrap/bootstrap_wire.h"
 
 namespace braid {
 namespace {
@@ -152,9 +153,11 @@ Status start_root(const SockAddr& addr, uint64_t magic, SockAddr* bound) {
   BRAID_TRY(listen_tcp(addr, &fd, bound));
   std::promise<void> started;
   std::future<void> ready = started.get_future();
-  std::thread(with_caller_env([fd, magic, started = std::move(started)]() mutable {
+  std::thread root(with_caller_env([fd, magic, started = std::move(started)]() mutable {
     serve_root(fd, magic, std::move(started));
-  })).detach();
+  }));
+  name_thread(root, "braid root");
+  root.detach();
   ready.wait();
   return Status::ok();
 }
@@ -433,6 +436,7 @@ class AbortWatcher {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     });
+    name_thread(thread_, "braid abort");
   }
   ~AbortWatcher() {
     done_.store(true);

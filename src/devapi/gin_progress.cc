@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "src/base/deadline.h"
+#include "src/base/thread_name.h"
 
 namespace braid::devapi {
 
@@ -19,7 +20,10 @@ void GinProgress::add(GinProxy* proxy) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     proxies_.push_back(proxy);
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { run(); });
+      name_thread(thread_, "braid gin");
+    }
   }
   some_.notify_all();
 }

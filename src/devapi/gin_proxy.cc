@@ -9,6 +9,7 @@
 
 #include "src/base/deadline.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 
 namespace braid::devapi {
 
@@ -55,7 +56,9 @@ GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<
 GinProxy::~GinProxy() { (void)stop(); }
 
 void GinProxy::start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { run(); });
+  name_thread(thread_, "braid gin proxy");
 }
 
 Status GinProxy::stop() {

@@ -18,6 +18,7 @@
 #include <exception>
 
 #include "src/base/net.h"
+#include "src/base/thread_name.h"
 #include "src/base/tls_session.h"
 
 namespace braid::devapi {
@@ -239,6 +240,7 @@ GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of,
     if (i < tls.size()) streams_.back().tls = std::move(tls[i]);
   }
   thread_ = std::thread([this] { run(); });
+  name_thread(thread_, "braid gin tcp");
 }
 
 GinTcpReceiver::~GinTcpReceiver() {

@@ -1,9 +1,14 @@
 #include "src/moe/blocks.h"
 
+#include "src/base/thread_name.h"
+
 namespace braid::moe {
 
 BlockPool::BlockPool(int blocks) : blocks_(blocks < 1 ? 1 : blocks) {
-  for (int b = 1; b < blocks_; ++b) threads_.emplace_back([this, b] { helper(b); });
+  for (int b = 1; b < blocks_; ++b) {
+    threads_.emplace_back([this, b] { helper(b); });
+    name_thread(threads_.back(), "braid moe block");
+  }
 }
 
 BlockPool::~BlockPool() {

@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "src/base/deadline.h"
+#include "src/base/thread_name.h"
 #include "src/transport/doorbell.h"
 
 namespace braid {
@@ -167,6 +168,7 @@ GinPipeReceiver::GinPipeReceiver(std::vector<Sender> senders, size_t slot_bytes,
       fault_->set(BRAID_ERROR(ncclInternalError, "GIN receiver: {}", e.what()));
     }
   });
+  name_thread(thread_, "braid gin pipes");
 }
 
 void GinPipeReceiver::stop() {

@@ -7,6 +7,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/init.h"
 #include "src/runtime/profiler.h"
@@ -60,7 +61,10 @@ Status run_concurrently(size_t n, const std::function<Status(size_t)>& body) {
   if (n == 1) return body(0);
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) threads.emplace_back(with_caller_env([&, i] { results[i] = body(i); }));
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back(with_caller_env([&, i] { results[i] = body(i); }));
+    name_thread(threads.back(), "braid group");
+  }
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
   return Status::ok();
@@ -264,7 +268,7 @@ Status end_outermost() {
     std::lock_guard<std::mutex> lock(c->job_mutex);
     c->job = job;
   }
-  std::thread(with_caller_env([work = std::move(work), job, comms, release_all]() mutable {
+  std::thread background(with_caller_env([work = std::move(work), job, comms, release_all]() mutable {
     Status s;
     AsyncJob::Outcomes outcomes;
     try {
@@ -277,7 +281,9 @@ Status end_outermost() {
     if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
     job->finish(std::move(outcomes));
     release_all();
-  })).detach();
+  }));
+  name_thread(background, "braid group");
+  background.detach();
   return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
 }
 

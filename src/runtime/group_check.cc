@@ -24,6 +24,7 @@
 
 #include "src/runtime/comm.h"
 #include "src/base/env.h"
+#include "src/base/thread_name.h"
 #include "src/plan/alg_selection.h"
 #include "src/runtime/group.h"
 
@@ -202,6 +203,7 @@ CommFailures check_agreement(const std::vector<CommQueue>& queues) {
   size_t i = 0;
   for (auto& [comm, records] : per_comm) {
     threads.emplace_back(with_caller_env([&, i, comm = comm] { results[i] = check_one(comm, per_comm[comm]); }));
+    name_thread(threads.back(), "braid check");
     ++i;
   }
   for (auto& t : threads) t.join();

@@ -17,6 +17,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/thread_name.h"
 #include "src/runtime/comm.h"
 #include "src/runtime/profiler.h"
 #include "src/runtime/ras_node.h"
@@ -176,7 +177,9 @@ Status RasNode::start(const SockAddr& ip) {
   self_.host = host_of(self_.addr);
   self_.pid = getpid();
   try {
-    std::thread([this] { accept_loop(); }).detach();
+    std::thread accepting([this] { accept_loop(); });
+    name_thread(accepting, "braid ras");
+    accepting.detach();
   } catch (const std::exception& e) {
     ::close(peer_fd_);
     if (client_fd_ >= 0) ::close(client_fd_);
@@ -208,7 +211,7 @@ void RasNode::accept_loop() {
       // Nothing a session throws (no memory, no thread) may end the
       // application: it only loses that session.
       try {
-        std::thread([this, fd, peer = i == 0] {
+        std::thread session([this, fd, peer = i == 0] {
           try {
             if (peer) serve_peer(fd);
             else ras_serve_client(*this, fd);
@@ -217,7 +220,9 @@ void RasNode::accept_loop() {
           }
           ::close(fd);
           --g_sessions;
-        }).detach();
+        });
+        name_thread(session, "braid ras conn");
+        session.detach();
       } catch (const std::exception&) {
         --g_sessions;
         ::close(fd);
@@ -387,9 +392,12 @@ std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasReq
   for (size_t first = 0; first < addrs.size(); first += kAtOnce) {
     std::vector<std::thread> threads;
     for (size_t i = first; i < std::min(addrs.size(), first + kAtOnce); ++i)
+    {
       threads.emplace_back([&, i] {
         answers[i].status = ras_ask(addrs[i], kind, body, deadline, &answers[i].reply);
       });
+      name_thread(threads.back(), "braid ras ask");
+    }
     for (auto& t : threads) t.join();
   }
   return answers;

@@ -55,6 +55,7 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/base/net.h"
+#include "src/base/thread_name.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/socket_stream.h"
 #include "src/transport/transport.h"
@@ -135,6 +136,7 @@ class SocketTransportImpl final : public Transport {
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {
     thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
+    name_thread(thread_, "braid socket");
   }
 
   ~SocketTransportImpl() override {

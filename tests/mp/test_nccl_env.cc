@@ -9,11 +9,18 @@
 //    net, with no shared memory; ranks must agree on it;
 //  - NCCL_COMM_BLOCKING=0 makes even ncclCommInitRank non-blocking, and 1
 //    overrides a config's blocking = 0; NCCL_MAX_CTAS a config's maxCTAs;
-//  - the NCCL variables set that braid does not read are listed at INFO.
+//  - the NCCL variables set that braid does not read are listed at INFO;
+//  - NCCL_SET_THREAD_NAME=1 names braid's threads, which keep the
+//    program's name without it.
 // Every result exact.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cross_host_sweep.h"
 #include "process_log.h"
@@ -161,4 +168,46 @@ TEST_CASE("the NCCL variables set that braid does not read are listed at INFO", 
   CHECK(run_ranks_as_processes(2, runs_over("not read by braid (docs/compatibility.md says why): NCCL_BUFFSIZE, "
                                             "NCCL_TREE_THRESHOLD\n"),
                                120, setup) == 0);
+}
+
+namespace {
+
+// The names of this process's threads (/proc/self/task/*/comm).
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+// After every collective ran exact, where `named`: whether this process has
+// threads named "braid socket" (each rank has a socket transport to the
+// other host's ranks) and "braid ras" (the RAS service's); else that no
+// thread's name starts with "braid " (the program's does: braid_mp_tests).
+RankBody threads_named(bool named) {
+  return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+    every_collective(rank, n, comm, f, {1, 70000});
+    const std::vector<std::string> names = thread_names();
+    std::string all;
+    for (const std::string& name : names) all += (all.empty() ? "" : ", ") + name;
+    auto has = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) != names.end(); };
+    const bool any_braid =
+        std::any_of(names.begin(), names.end(), [](const std::string& s) { return s.rfind("braid ", 0) == 0; });
+    if (!named && any_braid) f.fail("a thread is named though NCCL_SET_THREAD_NAME is unset: " + all);
+    if (named && !has("braid socket")) f.fail("no thread named 'braid socket': " + all);
+    if (named && !has("braid ras")) f.fail("no thread named 'braid ras': " + all);
+  };
+}
+
+}  // namespace
+
+TEST_CASE("NCCL_SET_THREAD_NAME=1 names braid's threads; without it they keep the program's name",
+          "[mp][processes][env]") {
+  CHECK(run_ranks_as_processes(4, threads_named(true), 120, hosts(2, false, set("NCCL_SET_THREAD_NAME", "1"))) == 0);
+  auto unset = [](int) { unsetenv("NCCL_SET_THREAD_NAME"); };
+  CHECK(run_ranks_as_processes(4, threads_named(false), 120, hosts(2, false, unset)) == 0);
 }

@@ -7,6 +7,7 @@
 #include "src/base/deadline.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/policy_transport.h"
 #include "src/transport/transport.h"
@@ -55,6 +56,7 @@ Status RmaEngine::start(const BackendContext& ctx, std::unique_ptr<RmaEngine>* o
   std::unique_ptr<RmaEngine> engine(new RmaEngine(ctx, std::move(router)));
   BRAID_TRY(engine->connect());
   engine->receiver_ = std::thread(with_caller_env([e = engine.get()] { e->receive_loop(); }));
+  name_thread(engine->receiver_, "braid rma");
   BRAID_INFO(kInit, "comm {:#x} rank {}/{}: one-sided RMA over {} ({} contexts x {} signals)", comm.comm_hash, me,
              comm.nranks, engine->transport_->name(), engine->rma_contexts_, engine->rma_signals_);
   *out = std::move(engine);

@@ -10,6 +10,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 #include "src/transport/ibverbs/ib_event_rules.h"
 #include "src/transport/ibverbs/ib_failover.h"
 
@@ -82,7 +83,9 @@ void read_events(const std::vector<IbDevice*>& ports) {
 
 void watch_async_events(std::vector<IbDevice*> ports) {
   if (ports.empty()) return;
-  std::thread(with_caller_env([ports = std::move(ports)] { read_events(ports); })).detach();
+  std::thread reader(with_caller_env([ports = std::move(ports)] { read_events(ports); }));
+  name_thread(reader, "braid ib events");
+  reader.detach();
 }
 
 void take_async_events(IbComm* c) {

@@ -47,6 +47,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/thread_name.h"
 #include "src/transport/doorbell.h"
 #include "src/transport/net/nic_affinity.h"
 
@@ -236,6 +237,7 @@ class NetTransport final : public Transport {
     }
     if (!s.is_ok()) return std::move(s).context(fmt::format("{} transport setup", net_->name()));
     thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
+    name_thread(thread_, "braid net");
     return Status::ok();
   }
 
