@@ -39,6 +39,11 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_SOCKET_FAMILY", "",
      "AF_INET or AF_INET6: the sockets' address family (unset: the root's, else IPv4 first); other values are "
      "ignored, as NCCL"},
+    {"NCCL_SOCKET_RETRY_CNT", "",
+     "set (or _SLEEP_MSEC set): a refused or unreachable connect is retried this many times (default 34), as NCCL, "
+     "then fails; unset: retried until BRAID_TIMEOUT (src/base/net.h)"},
+    {"NCCL_SOCKET_RETRY_SLEEP_MSEC", "",
+     "with NCCL_SOCKET_RETRY_CNT: the k-th retry waits k times this many milliseconds (default 100), as NCCL"},
     {"NCCL_CONF_FILE", "",
      "a file of NAME=value lines setting what the environment lacks, read before ~/.nccl.conf's place and "
      "/etc/nccl.conf (unset: ~/.nccl.conf), as NCCL (src/base/nccl_conf.h)"},

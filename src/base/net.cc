@@ -6,9 +6,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "src/base/env.h"
@@ -122,9 +124,9 @@ Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound) {
 namespace {
 
 Status connect_retrying(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort,
-                        bool refusal_is_final, int* fd) {
+                        bool refusal_is_final, const ConnectRetries& retries, int* fd) {
   int delay_ms = 1;
-  for (;;) {
+  for (int64_t failures = 1;; ++failures) {
     int s = tcp_socket_for(addr);
     if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
     if (::connect(s, &addr.sa, addr.length()) == 0) {
@@ -144,19 +146,43 @@ Status connect_retrying(const SockAddr& addr, Deadline deadline, const std::atom
     if (deadline.expired())
       return BRAID_ERROR(ncclTimeout, "connect to {}: {} until the timeout (BRAID_TIMEOUT)", to_string(addr),
                          std::strerror(err));
+    if (retries.counted) {
+      if (failures > retries.count)
+        return BRAID_ERROR(ncclRemoteError, "connect to {}: {}, and still after {} retries "
+                           "(NCCL_SOCKET_RETRY_CNT={}, NCCL_SOCKET_RETRY_SLEEP_MSEC={})", to_string(addr),
+                           std::strerror(err), retries.count, retries.count, retries.sleep_ms);
+      delay_ms = int(std::min<int64_t>(failures * retries.sleep_ms, 3600 * 1000));
+      BRAID_INFO(kNet | kInit, "connect to {}: {}, retry {} of {} in {} ms", to_string(addr), std::strerror(err),
+                 failures, retries.count, delay_ms);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(delay_ms, deadline.remaining_ms())));
-    delay_ms = std::min(delay_ms * 2, 100);
+    if (!retries.counted) delay_ms = std::min(delay_ms * 2, 100);
   }
 }
 
 }  // namespace
 
+ConnectRetries ConnectRetries::from_env() {
+  ConnectRetries r;
+  const std::optional<int64_t> count = env_nccl_int("NCCL_SOCKET_RETRY_CNT");
+  const std::optional<int64_t> sleep_ms = env_nccl_int("NCCL_SOCKET_RETRY_SLEEP_MSEC");
+  r.counted = count || sleep_ms;
+  if (count && *count >= 0) r.count = *count;  // NCCL: any positive value (0: no retry)
+  if (sleep_ms && *sleep_ms >= 0) r.sleep_ms = *sleep_ms;
+  return r;
+}
+
 Status connect_tcp(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
-  return connect_retrying(addr, deadline, abort, false, fd);
+  return connect_retrying(addr, deadline, abort, false, ConnectRetries::from_env(), fd);
+}
+
+Status connect_tcp_with(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort,
+                        const ConnectRetries& retries, int* fd) {
+  return connect_retrying(addr, deadline, abort, false, retries, fd);
 }
 
 Status connect_tcp_to_listener(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
-  return connect_retrying(addr, deadline, abort, true, fd);
+  return connect_retrying(addr, deadline, abort, true, ConnectRetries::from_env(), fd);
 }
 
 Status send_all(int fd, const void* data, size_t bytes, Deadline deadline, const std::atomic<bool>* abort,

@@ -33,9 +33,24 @@ std::vector<NetInterface> data_address_interfaces(const SockAddr& bootstrap);
 
 // A listening socket on `addr` (port 0 picks one); *out gets the bound address.
 Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound);
-// Connects, retrying refused/unreachable attempts until the deadline (the
-// peer's listener may not be up yet).
+// How a connect that is refused, unreachable or timed out is retried (the
+// peer's listener may not be up yet).  Where NCCL_SOCKET_RETRY_CNT or
+// NCCL_SOCKET_RETRY_SLEEP_MSEC is set, as NCCL 2.24+ does: after the k-th
+// such failure it sleeps k x sleep_ms (default 100), and the failure after
+// `count` retries (default 34: about 60 s in all) ends it, ncclRemoteError.
+// Unset, braid's own: retried until the deadline, the sleeps 1, 2, 4 .. 100
+// ms.  Never past the deadline either way.
+struct ConnectRetries {
+  bool counted = false;  // NCCL's count and linear sleeps
+  int64_t count = 34;
+  int64_t sleep_ms = 100;
+  // From the two variables, read at each connect.
+  static ConnectRetries from_env();
+};
+// Connects, retrying as ConnectRetries::from_env() says.
 Status connect_tcp(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd);
+Status connect_tcp_with(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort,
+                        const ConnectRetries& retries, int* fd);
 // Connects to an address that its owner published after it started listening
 // (a bootstrap table, an allgathered transport address).  A refusal then means
 // the owner has closed its listener, having exited or aborted, so it fails at

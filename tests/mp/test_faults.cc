@@ -284,8 +284,11 @@ TEST_CASE("ncclCommAbort from another thread while several ranks are mid-collect
   CHECK(errors == 2);
 }
 
-TEST_CASE("a bootstrap root that never appears fails init cleanly", "[mp][faults][bootstrap]") {
-  // NCCL_COMM_ID names a port nobody listens on; only rank 0 would host it.
+namespace {
+
+// An NCCL_COMM_ID naming a port nobody listens on (only rank 0 would host a
+// root there).
+std::string comm_id_nobody_hosts() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -294,8 +297,13 @@ TEST_CASE("a bootstrap root that never appears fails init cleanly", "[mp][faults
   REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
   ::close(fd);  // the port is free again and nobody listens on it
-  std::string comm_id = fmt::format("127.0.0.1:{}", ntohs(addr.sin_port));
-  setenv("NCCL_COMM_ID", comm_id.c_str(), 1);
+  return fmt::format("127.0.0.1:{}", ntohs(addr.sin_port));
+}
+
+}  // namespace
+
+TEST_CASE("a bootstrap root that never appears fails init cleanly", "[mp][faults][bootstrap]") {
+  setenv("NCCL_COMM_ID", comm_id_nobody_hosts().c_str(), 1);
   setenv("BRAID_TIMEOUT", "2", 1);
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -311,6 +319,30 @@ TEST_CASE("a bootstrap root that never appears fails init cleanly", "[mp][faults
   std::string msg = ncclGetLastError(nullptr);
   INFO(msg);
   CHECK(msg.find("bootstrap root") != std::string::npos);
+}
+
+TEST_CASE("NCCL_SOCKET_RETRY_CNT bounds the retries toward a root that never appears, as NCCL",
+          "[mp][faults][bootstrap]") {
+  setenv("NCCL_COMM_ID", comm_id_nobody_hosts().c_str(), 1);
+  setenv("NCCL_SOCKET_RETRY_CNT", "2", 1);
+  setenv("NCCL_SOCKET_RETRY_SLEEP_MSEC", "50", 1);
+  setenv("BRAID_TIMEOUT", "60", 1);  // far beyond: the count must end it
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  const auto start = Clock::now();
+  const ncclResult_t r = ncclCommInitRank(&comm, 2, id, 1);
+  const double took = seconds_since(start);
+  for (const char* name : {"NCCL_COMM_ID", "NCCL_SOCKET_RETRY_CNT", "NCCL_SOCKET_RETRY_SLEEP_MSEC", "BRAID_TIMEOUT"})
+    unsetenv(name);
+  CHECK(r == ncclRemoteError);
+  CHECK(comm == nullptr);
+  CHECK(took >= 0.15);  // slept 50 and 100 ms, then failed at the third refusal
+  CHECK(took < 30);
+  const std::string msg = ncclGetLastError(nullptr);
+  INFO(msg);
+  CHECK(msg.find("still after 2 retries (NCCL_SOCKET_RETRY_CNT=2, NCCL_SOCKET_RETRY_SLEEP_MSEC=50)") !=
+        std::string::npos);
 }
 
 TEST_CASE("a unique id whose root process died fails init cleanly", "[mp][faults][bootstrap]") {

@@ -125,3 +125,38 @@ TEST_CASE("TCP over IPv6 loopback: listen, connect, bytes both ways", "[net]") {
   CHECK(connect_tcp_to_listener(bound, Deadline::after(std::chrono::seconds(5)), nullptr, &fd).code() ==
         ncclRemoteError);
 }
+
+TEST_CASE("a refused connect is retried as NCCL_SOCKET_RETRY_CNT/_SLEEP_MSEC say, else until the deadline",
+          "[net]") {
+  int listen_fd = -1;
+  SockAddr closed;
+  REQUIRE(listen_tcp(SockAddr::loopback(AF_INET), &listen_fd, &closed).is_ok());
+  ::close(listen_fd);  // its port now refuses
+  using Clock = std::chrono::steady_clock;
+  auto connect_as = [&](const ConnectRetries& retries, Deadline deadline, double* seconds) {
+    int fd = -1;
+    const auto start = Clock::now();
+    Status s = connect_tcp_with(closed, deadline, nullptr, retries, &fd);
+    *seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    CHECK(fd == -1);
+    return s;
+  };
+  double took = 0;
+  const Status counted = connect_as({true, 3, 20}, Deadline::after(std::chrono::seconds(60)), &took);
+  CHECK(counted.code() == ncclRemoteError);
+  CHECK_THAT(counted.message(), Catch::Contains("still after 3 retries (NCCL_SOCKET_RETRY_CNT=3, "
+                                               "NCCL_SOCKET_RETRY_SLEEP_MSEC=20)"));
+  CHECK(took >= 0.120);  // slept 20, 40 and 60 ms, as NCCL
+  CHECK(took < 30);      // and stopped: the deadline was a minute away
+  const Status no_retry = connect_as({true, 0, 1000}, Deadline::after(std::chrono::seconds(60)), &took);
+  CHECK(no_retry.code() == ncclRemoteError);
+  CHECK(took < 0.9);  // failed at the first refusal, no sleep
+  // A count that outlasts the deadline: the deadline ends it.
+  const Status late = connect_as({true, 1000, 50}, Deadline::after(std::chrono::milliseconds(300)), &took);
+  CHECK(late.code() == ncclTimeout);
+  // Unset: braid's own, until the deadline.
+  const Status until = connect_as({}, Deadline::after(std::chrono::milliseconds(300)), &took);
+  CHECK(until.code() == ncclTimeout);
+  CHECK_THAT(until.message(), Catch::Contains("until the timeout (BRAID_TIMEOUT)"));
+  CHECK(took >= 0.3);
+}
