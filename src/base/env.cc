@@ -44,6 +44,10 @@ constexpr EnvVar kNcclVars[] = {
      "then fails; unset: retried until BRAID_TIMEOUT (src/base/net.h)"},
     {"NCCL_SOCKET_RETRY_SLEEP_MSEC", "",
      "with NCCL_SOCKET_RETRY_CNT: the k-th retry waits k times this many milliseconds (default 100), as NCCL"},
+    {"NCCL_UID_STAGGER_THRESHOLD", "",
+     "more ranks than this at one bootstrap root (default 256): each connects to it rank / NCCL_UID_STAGGER_RATE "
+     "seconds late, as NCCL (src/bootstrap/bootstrap.h)"},
+    {"NCCL_UID_STAGGER_RATE", "", "hellos a second a staggered bootstrap root takes (default 7000), as NCCL"},
     {"NCCL_CONF_FILE", "",
      "a file of NAME=value lines setting what the environment lacks, read before ~/.nccl.conf's place and "
      "/etc/nccl.conf (unset: ~/.nccl.conf), as NCCL (src/base/nccl_conf.h)"},

@@ -374,11 +374,40 @@ Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks) {
 int first_rank_of_root(int root, int nranks, int nroots) {
   return root * (nranks / nroots) + std::min(root, nranks % nroots);
 }
+int64_t root_stagger_us(int rank_at_root, int ranks_at_root, std::optional<int64_t> threshold,
+                        std::optional<int64_t> rate) {
+  const int64_t most = threshold.value_or(0) > 0 ? *threshold : 256;
+  const int64_t per_second = rate.value_or(0) > 0 ? *rate : 7000;
+  if (ranks_at_root <= most) return 0;
+  return int64_t(rank_at_root) * 1000000 / per_second;
+}
+
 int root_of_rank(int rank, int nranks, int nroots) {
   const int per = nranks / nroots, extra = nranks % nroots;
   const int big = extra * (per + 1);  // ranks held by the roots with one more
   return rank < big ? rank / (per + 1) : extra + (rank - big) / per;
 }
+
+namespace {
+
+// Sleeps root_stagger_us, in slices that watch the abort flag and the deadline.
+Status wait_turn_at_root(int rank, int nranks, Deadline deadline, const std::atomic<bool>* abort) {
+  const int64_t us = root_stagger_us(rank, nranks, env_nccl_int("NCCL_UID_STAGGER_THRESHOLD"),
+                                     env_nccl_int("NCCL_UID_STAGGER_RATE"));
+  if (us == 0) return Status::ok();
+  BRAID_INFO(kBootstrap | kInit, "rank {}/{}: connecting to the bootstrap root {} ms late, as NCCL_UID_STAGGER_* "
+             "say for more ranks at one root than the threshold", rank, nranks, us / 1000);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point turn = Clock::now() + std::chrono::microseconds(us);
+  for (Clock::time_point now = Clock::now(); now < turn; now = Clock::now()) {
+    if (abort && abort->load()) return BRAID_ERROR(ncclSystemError, "aborted while waiting for a turn at the root");
+    if (deadline.expired()) return BRAID_ERROR(ncclTimeout, "the timeout (BRAID_TIMEOUT) came first");
+    std::this_thread::sleep_for(std::min<Clock::duration>(turn - now, std::chrono::milliseconds(50)));
+  }
+  return Status::ok();
+}
+
+}  // namespace
 
 Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline deadline,
                           std::unique_ptr<Bootstrap>* out, const std::atomic<bool>* abort) {
@@ -398,7 +427,8 @@ Status Bootstrap::connect(const ncclUniqueId& id, int rank, int nranks, Deadline
   RootReply reply{};
   std::vector<SockAddr> table(nranks);
   RootHello hello{layout.magic, rank, nranks, listener};
-  Status s = connect_tcp(layout.root, deadline, abort, &root_fd);
+  Status s = wait_turn_at_root(rank, nranks, deadline, abort);
+  if (s.is_ok()) s = connect_tcp(layout.root, deadline, abort, &root_fd);
   if (s.is_ok()) s = tls_secure(&root_fd, TlsRole::Client);
   if (s.is_ok()) s = send_all(root_fd, &hello, sizeof(hello), deadline, abort);
   if (s.is_ok()) s = recv_all(root_fd, &reply, sizeof(reply), deadline, abort);

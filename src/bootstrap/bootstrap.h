@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,16 @@ Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks);
 // does.  root_of_rank(first_rank_of_root(k)) == k.
 int first_rank_of_root(int root, int nranks, int nroots);
 int root_of_rank(int rank, int nranks, int nroots);
+
+// NCCL_UID_STAGGER_THRESHOLD (default 256) and NCCL_UID_STAGGER_RATE
+// (default 7000 a second), as NCCL 2.23+: where more ranks than the
+// threshold meet at one root, the k-th of them connects k / rate seconds
+// late, so that the root takes about `rate` hellos a second instead of all
+// at once (a job of thousands of ranks would overrun its listen queue).
+// In microseconds; 0 where not staggered.  A value that is not positive is
+// the default.
+int64_t root_stagger_us(int rank_at_root, int ranks_at_root, std::optional<int64_t> threshold,
+                        std::optional<int64_t> rate);
 
 class Bootstrap {
  public:
