@@ -55,7 +55,12 @@
 #             changed after the 10th round (the new one 5 s later) and its
 #             first port down for good 50 ms into the 21st round, every call
 #             exact (connections stranded, made anew in place on the second
-#             port with its new GID) (ctest rdma.failover)
+#             port with its new GID); last, without port recovery, rank 0's
+#             second port's address gone for good and its first port down
+#             before a call, with and without the ports' asynchronous
+#             events: rank 0's call fails at once, saying its standby was
+#             stopped when its GID left, and rank 1's sees rank 0 go
+#             (ctest rdma.failover)
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one; relaxed ordering by default, strict under
@@ -151,7 +156,8 @@ case "$case" in
     # (cross_host_ranks.cc), without and with the ports' asynchronous
     # events.  Then flaps of a guest's only port, both ports down at once,
     # a changed address, and the second port's address changed before the
-    # first port goes for good.
+    # first port goes for good; then the second port's address gone without
+    # recovery.
     netdev='$(rdma link show %s/1 | sed -n "s/.* netdev \\([^ ]*\\).*/\\1/p")'
     down="ip link set $netdev down" up="ip link set $netdev up" other_down="ip link set ${netdev/\%s/%o} down"
     # A flap: down, and up again 3 s later, in the background (the call after it waits for the port).
@@ -166,6 +172,15 @@ case "$case" in
     readdress_other='n=NETDEV && a=$(ip -4 -o addr show dev $n | sed -n "s/.* inet \([^ ]*\).*/\1/p") &&
       ip addr del $a dev $n && (sleep 5 && ip addr add 10.78.${n#mv}.21/24 dev $n) >/dev/null 2>&1 &'
     readdress_other=${readdress_other/NETDEV/${netdev/\%s/%o}}
+    # Both ports up, each with its first address; then both guests reach each other on both.
+    restore='ip link set mv1 up && ip link set mv2 up && for k in 1 2; do ip -4 addr flush dev mv$k &&
+      ip addr add 10.78.$k.$((VM_ID + 1))/24 dev mv$k || exit 1; done && '"$reach"
+    # Without port recovery, rank 0's second port's address gone for good and then its first port down:
+    # rank 0's connections must end, saying that the standby lost its GID, rank 1's seeing them go.
+    lost_gid_error="$common; if [ \$VM_ID = 0 ]; then e='stopped when its GID left'; else
+      e='stopped when its GID left|process is gone'; fi; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
+      NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB BRAID_TIMEOUT=40 EXPECT_WITHIN=60 EXPECT_ERROR=\"\$e\" \
+      FAILOVER_DOWN='ip -4 addr flush dev ${netdev/\%s/%o} && sleep 1 && $down'"
     logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
@@ -215,7 +230,11 @@ case "$case" in
       ($common; export NCCL_COMM_ID=10.78.0.1:29509 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
       NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' \
       FAILOVER_DOWN='$readdress_other' FAILOVER_UP='(sleep 0.05 && $down) &';
-      $ranks failover \$VM_ID 1 2) && grep -h 'nothing stands by\|again, writing\|again, receiving' $logs"
+      $ranks failover \$VM_ID 1 2) && grep -h 'nothing stands by\|again, writing\|again, receiving' $logs &&
+      rm -f $logs && $restore &&
+      ($lost_gid_error; export NCCL_COMM_ID=10.78.0.1:29510 NCCL_IB_RETURN_ASYNC_EVENTS=0;
+      $ranks call-fails \$VM_ID 1 2) && rm -f $logs && $restore &&
+      ($lost_gid_error; export NCCL_COMM_ID=10.78.0.1:29511; $ranks call-fails \$VM_ID 1 2)"
     pair "$cmd" "$cmd";;
   rails)
     cmd="$ports && $here/rails_guest.sh $build"

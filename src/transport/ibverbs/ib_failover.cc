@@ -116,10 +116,12 @@ void stop_path(IbComm* c, int p) {
 // word), or (`planned`) the sender moving back to a recovered port.
 void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   // A standby whose GID left the table (its event not yet taken in) is dropped: the connection strands,
-  // or without port recovery ends here rather than hang on it.
-  if (!planned && failover_drop_lost_standby(c) && !failover_may_strand(c))
-    return c->fail(BRAID_ERROR(ncclSystemError, "{}; the standby on {} lost its GID, and nothing else stands by", why,
-                               port_name(c, other(c))));
+  // or without port recovery ends here rather than hang on it, as it does where the event dropped it.
+  if (!planned) {
+    (void)failover_drop_lost_standby(c);
+    if (!failover_may_strand(c) && !failover_lost_standby(c).empty())
+      return c->fail(BRAID_ERROR(ncclSystemError, "{}{}", why, failover_lost_standby(c)));
+  }
   // A standby dropped before use (its GID went): the peer still has its end of it ready.
   const bool dropped_standby = c->failover == Failover::None && c->paths[other(c)].stopped;
   const FailWhy sent = planned ? kMovedBack : dropped_standby ? kStranded : kFailed;
@@ -451,6 +453,12 @@ bool failover_takes(IbComm* c, const ibv_wc& wc) {
 
 bool failover_ready(const IbComm* c) {
   return c->npaths >= 2 && c->failover == Failover::None && !c->paths[0].stopped && !c->paths[1].stopped;
+}
+
+std::string failover_lost_standby(const IbComm* c) {
+  if (c->npaths < 2 || c->failover != Failover::None || !c->paths[other(c)].stopped) return "";
+  return fmt::format("; the standby on {} was stopped when its GID left the port's table, and nothing else stands by",
+                     port_name(c, other(c)));
 }
 
 bool failover_drop_lost_standby(IbComm* c) {

@@ -57,7 +57,8 @@
 // Paths made anew take the port's GID as it is then (ib_path.cc): a RoCE
 // address that changed, or came back at another index, is followed; a
 // path whose GID left the table is left at once, and a standby whose GID
-// went is stopped before it is used (ib_event_rules.h).
+// went is stopped before it is used (ib_event_rules.h); without port
+// recovery a failure then ends the connection, saying so.
 //
 // Side-channel messages that cross one the other end sent are taken in
 // where they land: a kRearm that meets this end's failover is answered
@@ -126,6 +127,9 @@ bool failover_may_strand(const IbComm* c);
 // of the path in use then strands the connection, where port recovery may
 // make a path anew.  Whether it stopped one.
 bool failover_drop_lost_standby(IbComm* c);
+// Where that happened (no failover since): "; the standby on ... was
+// stopped ...", for the error of a failure nothing takes; else "".
+std::string failover_lost_standby(const IbComm* c);
 // Starts a failover to the standby path for a failure the completions did
 // not show (an asynchronous event: ib_events.h), where one stands ready.
 void failover_now(IbComm* c, const std::string& why);

@@ -76,25 +76,26 @@ std::string errno_text() { return std::strerror(errno); }
 
 // --- completions ----------------------------------------------------------
 
-Status completion_error(const ibv_wc& wc) {
+// `also`: what the connection adds (failover_lost_standby).
+Status completion_error(const ibv_wc& wc, const std::string& also) {
   const char* what = ibv_wc_status_str(wc.status);
   switch (wc.status) {
     case IBV_WC_RETRY_EXC_ERR:
       return BRAID_ERROR(ncclRemoteError,
                          "{}: the peer did not acknowledge (its process is gone, or its GID/LID is unreachable from "
-                         "here; BRAID_IB_TIMEOUT and BRAID_IB_RETRY_CNT bound the wait)",
-                         what);
+                         "here; BRAID_IB_TIMEOUT and BRAID_IB_RETRY_CNT bound the wait){}",
+                         what, also);
     case IBV_WC_RNR_RETRY_EXC_ERR:
     case IBV_WC_REM_ACCESS_ERR:
     case IBV_WC_REM_INV_REQ_ERR:
     case IBV_WC_REM_OP_ERR:
     case IBV_WC_REM_ABORT_ERR:
-      return BRAID_ERROR(ncclRemoteError, "{} (vendor error {:#x}): the peer refused the operation", what,
-                         wc.vendor_err);
+      return BRAID_ERROR(ncclRemoteError, "{} (vendor error {:#x}): the peer refused the operation{}", what,
+                         wc.vendor_err, also);
     case IBV_WC_WR_FLUSH_ERR:
-      return BRAID_ERROR(ncclSystemError, "{}: the queue pair is in the error state", what);
+      return BRAID_ERROR(ncclSystemError, "{}: the queue pair is in the error state{}", what, also);
     default:
-      return BRAID_ERROR(ncclSystemError, "{} (vendor error {:#x})", what, wc.vendor_err);
+      return BRAID_ERROR(ncclSystemError, "{} (vendor error {:#x}){}", what, wc.vendor_err, also);
   }
 }
 
@@ -111,7 +112,7 @@ int qp_index(const IbPath& path, uint32_t qp_num) {
 void handle_completion(IbComm* c, int p, const ibv_wc& wc) {
   const bool live = path_is_live(c, p);
   if (wc.status != IBV_WC_SUCCESS) {
-    if (live && !failover_takes(c, wc)) c->fail(completion_error(wc));
+    if (live && !failover_takes(c, wc)) c->fail(completion_error(wc, failover_lost_standby(c)));
     return;
   }
   IbPath& path = c->paths[p];
