@@ -47,10 +47,13 @@
 #             three failed); then both of rank 0's ports down for good
 #             before a call: each rank's call fails within 40 s, naming
 #             BRAID_TIMEOUT (10 s), or the peer's process gone (rank 0's
-#             ended first); last, one port each and rank 0's RoCE address
+#             ended first); then one port each and rank 0's RoCE address
 #             changed (its GID gone, the new one added 1 s later at
 #             another index), every call exact, rank 0's connections
-#             stranded and then on paths made anew with the new GID; then
+#             stranded and then on paths made anew with the new GID; the
+#             same with NCCL_IB_RETURN_ASYNC_EVENTS=0 (a failed send shows
+#             the change: soft-RoCE fails a send from a removed address
+#             locally, the standby's GID gone too, so both strand); then
 #             two ports each, recovery on, rank 0's second port's address
 #             changed after the 10th round (the new one 5 s later) and its
 #             first port down for good 50 ms into the 21st round, every call
@@ -225,6 +228,12 @@ case "$case" in
       NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_SOCKET_IFNAME=eth0 \
       EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$readdress';
       $ranks failover \$VM_ID 1 2) && grep -h 'left rxe\|nothing stands by\|now has GID' $logs &&
+      { [ \$VM_ID = 1 ] || { grep -q 'nothing stands by' $logs && grep -q 'now has GID' $logs; }; } &&
+      rm -f $logs && $restore &&
+      ($common; export NCCL_COMM_ID=10.78.0.1:29513 BRAID_TRANSPORT=ib NCCL_IB_HCA==rxe0:1 \
+      NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL_IB_RESILIENCY_PORT_RECOVERY=1 NCCL_IB_RETURN_ASYNC_EVENTS=0 \
+      BRAID_IB_RETRY_CNT=6 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$readdress';
+      $ranks failover \$VM_ID 1 2) && grep -h 'nothing stands by\|now has GID' $logs &&
       { [ \$VM_ID = 1 ] || { grep -q 'nothing stands by' $logs && grep -q 'now has GID' $logs; }; } &&
       rm -f $logs && ip link set mv1 up && ip link set mv2 up &&
       ($common; export NCCL_COMM_ID=10.78.0.1:29509 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
