@@ -57,6 +57,7 @@ constexpr EnvVar kNcclVars[] = {
      "runs in as many slices as the most any rank uses (src/transport/net/nic_affinity.h)"},
     {"NCCL_IB_GID_INDEX", "", "GID index on RoCE ports; braid's when BRAID_IB_GID_INDEX is unset"},
     {"NCCL_IB_QPS_PER_CONNECTION", "", "queue pairs per connection; braid's when BRAID_IB_QPS_PER_CONNECTION is unset"},
+    {"NCCL_IB_SPLIT_DATA_ON_QPS", "", "how messages use the queue pairs; braid's when BRAID_IB_SPLIT_DATA_ON_QPS is unset"},
     {"NCCL_IB_TIMEOUT", "", "InfiniBand ack timeout exponent; braid's when BRAID_IB_TIMEOUT is unset"},
     {"NCCL_IB_RETRY_CNT", "", "InfiniBand retries; braid's when BRAID_IB_RETRY_CNT is unset"},
     {"NCCL_IB_SL", "", "InfiniBand service level of every queue pair (0..15, default 0)"},

@@ -41,6 +41,10 @@ inline constexpr EnvVar kEnvVars[] = {
      "GID index on RoCE ports (-1: the first RoCE v2 GID holding an IPv4 address, as NCCL); unset: NCCL_IB_GID_INDEX"},
     {"BRAID_IB_QPS_PER_CONNECTION", "2",
      "queue pairs per InfiniBand connection, each message split across them (1..8); unset: NCCL_IB_QPS_PER_CONNECTION"},
+    {"BRAID_IB_SPLIT_DATA_ON_QPS", "1",
+     "1: each InfiniBand message split across the connection's queue pairs; 0: each whole on the next queue pair in "
+     "turn (NCCL 2.20+'s default); unset: NCCL_IB_SPLIT_DATA_ON_QPS, else 1 (braid's default 2 queue pairs share "
+     "each large message)"},
     {"BRAID_IB_TIMEOUT", "18",
      "InfiniBand ack timeout exponent, 4.096 us * 2^value per try (1..31); unset: NCCL_IB_TIMEOUT"},
     {"BRAID_IB_RETRY_CNT", "7", "InfiniBand retries before a send fails (0..7); unset: NCCL_IB_RETRY_CNT"},

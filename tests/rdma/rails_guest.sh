@@ -10,7 +10,9 @@
 #    with NCCL_IB_PCI_RELAXED_ORDERING=0 beside it, whose ports say strict
 #    ordering (relaxed by default: rdma-core 44 has ibv_reg_mr_iova2);
 #  - NCCL_IB_HCA with rails (NCCL 2.30's name:port:rail) against the ports'
-#    order: the rank takes them in rail order, and both still carry calls.
+#    order: the rank takes them in rail order, and both still carry calls;
+#    with three queue pairs a connection, messages round robin over them
+#    (NCCL_IB_SPLIT_DATA_ON_QPS=0).
 #   rails_guest.sh BUILD_DIR   (VM_ID from scripts/verbs-vm)
 set -u
 build=$1
@@ -48,7 +50,8 @@ fi
 # ports' order on both guests: each rank takes rxe1 first, so index 0 is
 # rail 0 at both ends and every connection stays on its rail, exact.
 run 29612 "transport on devices 1 (rxe1, port 1, ; Mbps, rail 0), 0 (rxe0, port 1, ; Mbps, rail 1); the nearest;\
-in rail order" NCCL_IB_HCA=rxe0:1:1,rxe1:1:0
+in rail order;3 queue pairs each, each message whole on the next in turn" NCCL_IB_HCA=rxe0:1:1,rxe1:1:0 \
+  NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_SPLIT_DATA_ON_QPS=0
 total=$((sent0 + sent1))
 if [ $((sent0 * 4)) -lt $total ] || [ $((sent1 * 4)) -lt $total ]; then
   echo "guest $VM_ID: the calls did not spread over both rails"; exit 1

@@ -23,7 +23,9 @@
 #   failover  two RoCE ports on each guest, one rank each,
 #             NCCL_IB_RESILIENCY_PORT_FAILOVER=1: rank 0 takes the port its
 #             connections use down mid-run, and every AllReduce and
-#             AlltoAll must still be exact, each end having failed over;
+#             AlltoAll must still be exact, each end having failed over
+#             (three queue pairs a connection, messages round robin over
+#             them: NCCL_IB_SPLIT_DATA_ON_QPS=0);
 #             then with NCCL_IB_RESILIENCY_PORT_RECOVERY=1 the port down,
 #             up again and the other down, every call exact; then the
 #             same port down, and after 10 more rounds, with no call
@@ -67,8 +69,9 @@
 #   rails     two RoCE ports on each guest, one rank each: both ports carry a
 #             large AllReduce (two slices), exact; NCCL_NETDEVS_POLICY=MAX:1
 #             keeps to one; relaxed ordering by default, strict under
-#             NCCL_IB_PCI_RELAXED_ORDERING=0 (tests/rdma/rails_guest.sh;
-#             ctest rdma.rails)
+#             NCCL_IB_PCI_RELAXED_ORDERING=0; rails in NCCL_IB_HCA, with
+#             messages round robin over three queue pairs
+#             (tests/rdma/rails_guest.sh; ctest rdma.rails)
 #   faults    a killed rank (during collectives; and holding a devComm whose
 #             GIN crosses to it), a wrong NCCL_IB_HCA, an NCCL_IB_PKEY past
 #             the port's table, a GID the peer cannot reach: each a clear
@@ -186,7 +189,8 @@ case "$case" in
       FAILOVER_DOWN='ip -4 addr flush dev ${netdev/\%s/%o} && sleep 1 && $down'"
     logs=/tmp/cross_host_ranks.*.log
     cmd="$ports && ($common; export BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \
-      NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB EXPECT_LOG='standby on' FAILOVER_DOWN='$down';
+      NCCL_IB_QPS_PER_CONNECTION=3 NCCL_IB_SPLIT_DATA_ON_QPS=0 NCCL_SOCKET_IFNAME=eth0 EXPECT_TRANSPORT=IB \
+      EXPECT_LOG='standby on;3 queue pairs each, each message whole on the next in turn' FAILOVER_DOWN='$down';
       $ranks failover \$VM_ID 1 2) && grep -h 'failing over' $logs && rm -f $logs &&
       ip link set mv1 up && ip link set mv2 up && $reach &&
       ($common; export NCCL_COMM_ID=10.78.0.1:29501 BRAID_TRANSPORT=ib NCCL_IB_RESILIENCY_PORT_FAILOVER=1 \

@@ -1,7 +1,8 @@
 // The InfiniBand credit protocol (ib_protocol.h) against an in-memory wire:
 // credits travel in order, each queue pair delivers its writes in order,
 // and the queue pairs interleave at random.  Every message must land whole,
-// in the receive its credit named, with its exact length.
+// in the receive its credit named, with its exact length, split over the
+// queue pairs or round robin over them.
 #include <algorithm>
 #include <catch2/catch.hpp>
 
@@ -26,12 +27,13 @@ struct Write {
 // both ends go on over a new wire as ib_failover.cc does (the receiver
 // rewinds to its first incomplete receive and gives credit again from
 // there; the sender writes again from that message).
-void run_wire(int nqps, uint64_t seed, int messages, bool fail_over = false) {
+void run_wire(IbSpread spread, uint64_t seed, int messages, bool fail_over = false) {
+  const int nqps = spread.nqps;
   std::mt19937_64 rng(seed);
   constexpr size_t kRoom = 300000;
   std::vector<std::vector<char>> buffers(kIbMaxRequests, std::vector<char>(kRoom));  // the receiver's
   IbCredits credits;
-  IbReceives receives(nqps);
+  IbReceives receives(spread);
   std::deque<IbCredit> credit_wire;
   std::vector<std::deque<Write>> qp_wire(static_cast<size_t>(nqps));
   std::deque<uint64_t> posted;       // receives not yet complete, in order
@@ -93,7 +95,7 @@ void run_wire(int nqps, uint64_t seed, int messages, bool fail_over = false) {
         REQUIRE(credits.add(credit_wire.front()).is_ok());
         credit_wire.pop_front();
         break;
-      case 2: {  // the sender sends its next message, split over the queue pairs
+      case 2: {  // the sender sends its next message, spread over the queue pairs
         if (credits.empty()) break;
         const int k = int(next_to_send++);
         if (size_t(k) == sent.size()) sent.push_back(message(k));
@@ -102,11 +104,12 @@ void run_wire(int nqps, uint64_t seed, int messages, bool fail_over = false) {
         REQUIRE(credits.take(m.size(), &c).is_ok());
         CHECK(c.seq == uint64_t(k));
         uint64_t covered = 0;
-        for (int j = 0; j < nqps; ++j) {
-          IbPart p = ib_part(m.size(), nqps, j);
+        for (int j = 0; j < spread.parts(); ++j) {
+          IbPart p = spread.part(m.size(), j);
           CHECK(p.offset + p.length <= m.size());
           covered += p.length;
-          qp_wire[size_t(j)].push_back(Write{c.addr * kRoom + p.offset, {m.begin() + long(p.offset), m.begin() + long(p.offset + p.length)}});
+          qp_wire[size_t(spread.qp(c.seq, j))].push_back(
+              Write{c.addr * kRoom + p.offset, {m.begin() + long(p.offset), m.begin() + long(p.offset + p.length)}});
         }
         CHECK(covered == m.size());
         break;
@@ -126,25 +129,62 @@ void run_wire(int nqps, uint64_t seed, int messages, bool fail_over = false) {
 
 TEST_CASE("credit protocol: every message whole, in order, exact, over 1..4 queue pairs in any interleaving",
           "[unit][ib]") {
-  for (int nqps : {1, 2, 3, 4})
-    for (uint64_t seed = 1; seed <= 5; ++seed) {
-      INFO("queue pairs " << nqps << " seed " << seed);
-      run_wire(nqps, seed, 200);
-    }
+  for (bool round_robin : {false, true})
+    for (int nqps : {1, 2, 3, 4})
+      for (uint64_t seed = 1; seed <= 5; ++seed) {
+        INFO("queue pairs " << nqps << (round_robin ? " round robin" : " split") << " seed " << seed);
+        run_wire({nqps, round_robin}, seed, 200);
+      }
 }
 
 TEST_CASE("credit protocol: after a port failover every message still lands once, whole and exact",
           "[unit][ib]") {
-  for (int nqps : {1, 2, 4})
-    for (uint64_t seed = 1; seed <= 8; ++seed) {
-      INFO("queue pairs " << nqps << " seed " << seed);
-      run_wire(nqps, seed, 200, true);
-    }
+  for (bool round_robin : {false, true})
+    for (int nqps : {1, 2, 3, 4})
+      for (uint64_t seed = 1; seed <= 8; ++seed) {
+        INFO("queue pairs " << nqps << (round_robin ? " round robin" : " split") << " seed " << seed);
+        run_wire({nqps, round_robin}, seed, 200, true);
+      }
+}
+
+TEST_CASE("credit protocol, round robin: message k on queue pair k mod Q, and a rewind re-aims each queue pair",
+          "[unit][ib]") {
+  const IbSpread spread{3, true};
+  CHECK(spread.parts() == 1);
+  CHECK(spread.qp(7, 0) == 1);
+  CHECK(spread.part(100000, 0).offset == 0);
+  CHECK(spread.part(100000, 0).length == 100000);  // whole, however large
+  CHECK(spread.first_on(0, 7) == 9);
+  CHECK(spread.first_on(1, 7) == 7);
+  CHECK(spread.first_on(2, 7) == 8);
+  IbReceives r(spread);
+  uint64_t seq = 0;
+  for (int i = 0; i < 5; ++i) REQUIRE(r.start(&seq));
+  uint64_t bytes = 0;
+  REQUIRE(r.part_arrived(1, 11).is_ok());  // message 1 before message 0: another queue pair
+  CHECK(r.finish(1, &bytes));
+  CHECK(bytes == 11);
+  REQUIRE(r.part_arrived(0, 10).is_ok());  // message 0
+  REQUIRE(r.part_arrived(0, 13).is_ok());  // message 3 (queue pair 0's second)
+  CHECK(r.rewind() == 2);                  // message 2 never came
+  CHECK(r.finish(0, &bytes));
+  CHECK(bytes == 10);
+  CHECK_FALSE(r.finish(3, &bytes));        // forgotten: it comes again
+  REQUIRE(r.part_arrived(0, 23).is_ok());  // queue pair 0 now carries message 3
+  REQUIRE(r.part_arrived(2, 22).is_ok());  // queue pair 2 message 2
+  REQUIRE(r.part_arrived(1, 24).is_ok());  // queue pair 1 message 4
+  CHECK(r.finish(2, &bytes));
+  CHECK(bytes == 22);
+  CHECK(r.finish(3, &bytes));
+  CHECK(bytes == 23);
+  CHECK(r.finish(4, &bytes));
+  CHECK(bytes == 24);
+  CHECK(r.part_arrived(1, 1).code() == ncclInternalError);  // message 7: no receive awaits it
 }
 
 TEST_CASE("credit protocol: a failover rewinds to the first incomplete receive, forgetting later parts",
           "[unit][ib]") {
-  IbReceives r(2);
+  IbReceives r(IbSpread{2, false});
   uint64_t seq = 0;
   for (int i = 0; i < 3; ++i) REQUIRE(r.start(&seq));
   REQUIRE(r.part_arrived(0, 10).is_ok());  // message 0 whole
@@ -161,7 +201,7 @@ TEST_CASE("credit protocol: a failover rewinds to the first incomplete receive, 
   CHECK(bytes == 15);
   CHECK_FALSE(r.finish(2, &bytes));
   CHECK(r.next() == 3);
-  IbReceives idle(1);
+  IbReceives idle(IbSpread{1, false});
   CHECK(idle.rewind() == 0);  // nothing outstanding: from the next receive on
   IbCredits credits;
   REQUIRE(credits.add(IbCredit{0, 0, 1, 0}).is_ok());
@@ -172,7 +212,7 @@ TEST_CASE("credit protocol: a failover rewinds to the first incomplete receive, 
 }
 
 TEST_CASE("credit protocol: at most kIbMaxRequests receives outstanding, slots reused after finishing", "[unit][ib]") {
-  IbReceives r(2);
+  IbReceives r(IbSpread{2, false});
   uint64_t seq = 0;
   for (int i = 0; i < kIbMaxRequests; ++i) REQUIRE(r.start(&seq));
   CHECK_FALSE(r.start(&seq));  // the sender has every credit there is
@@ -195,8 +235,8 @@ TEST_CASE("credit protocol: misuse is an error, not a wrong delivery", "[unit][i
   CHECK(s.code() == ncclInternalError);
   CHECK(s.message().find("101 bytes for a receive of 100") != std::string::npos);
 
-  CHECK(IbReceives(2).part_arrived(0, 1).code() == ncclInternalError);  // no receive awaits it
-  IbReceives r(2);
+  CHECK(IbReceives(IbSpread{2, false}).part_arrived(0, 1).code() == ncclInternalError);  // no receive awaits it
+  IbReceives r(IbSpread{2, false});
   uint64_t seq;
   REQUIRE(r.start(&seq));
   CHECK(r.part_arrived(2, 1).code() == ncclInternalError);  // no such queue pair

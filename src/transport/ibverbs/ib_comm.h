@@ -53,6 +53,7 @@ struct QpInfo {
 struct IbHello {
   uint64_t magic;
   uint32_t npaths;
+  uint32_t round_robin;  // the sender's IbSpread (the receiver's answer repeats it)
   QpInfo path[kIbMaxPaths];
 };
 
@@ -121,9 +122,14 @@ enum class Failover {
 };
 
 struct IbComm {
-  IbComm(IbDevice* dev, bool sending, int nqps) : sending(sending), nqps(nqps), receives(nqps) { paths[0].dev = dev; }
+  IbComm(IbDevice* dev, bool sending, IbSpread spread)
+      : sending(sending), nqps(spread.nqps), round_robin(spread.round_robin), receives(spread) {
+    paths[0].dev = dev;
+  }
   const bool sending;
   int nqps;
+  bool round_robin;  // how messages are spread over the queue pairs (ib_protocol.h)
+  IbSpread spread() const { return {nqps, round_robin}; }
   int npaths = 1;
   int active = 0;  // the path in use
   int fd = -1;

@@ -215,7 +215,7 @@ void sender_resume(IbComm* c, uint64_t resume) {
                                  "port failover: message {} completed here but did not arrive whole at the receiver "
                                  "(its buffer may have been reused): cannot write it again",
                                  seq));
-    r.parts_left = uint32_t(c->nqps);
+    r.parts_left = uint32_t(c->spread().parts());
   }
   c->credits.restart(resume);
   c->resend_next = resume;

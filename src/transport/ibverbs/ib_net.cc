@@ -55,7 +55,7 @@
 namespace braid {
 namespace {
 
-constexpr uint64_t kHandleMagic = 0x6272616964696234ULL;  // "braidib4": IbHello, paths, P_Keys, port news
+constexpr uint64_t kHandleMagic = 0x6272616964696235ULL;  // "braidib5": IbHello, paths, P_Keys, port news, spread
 constexpr auto kLivenessEvery = std::chrono::milliseconds(100);
 constexpr int kCqBatch = 16;
 
@@ -142,8 +142,9 @@ void handle_completion(IbComm* c, int p, const ibv_wc& wc) {
 Status post_message(IbComm* c, const IbRequest& r, const IbCredit& credit) {
   const uint64_t slot = r.seq % kIbMaxRequests;
   const uint32_t lkey = r.memory ? r.memory->lkey(c->active) : 0;
-  for (int j = 0; j < c->nqps; ++j) {
-    const IbPart part = ib_part(r.bytes, c->nqps, j);
+  const IbSpread spread = c->spread();
+  for (int j = 0; j < spread.parts(); ++j) {
+    const IbPart part = spread.part(r.bytes, j);
     ibv_sge sge{reinterpret_cast<uint64_t>(r.data) + part.offset, uint32_t(part.length), lkey};
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = wr_id(kWrData, slot);
@@ -154,7 +155,7 @@ Status post_message(IbComm* c, const IbRequest& r, const IbCredit& credit) {
     wr.imm_data = htonl(uint32_t(part.length));
     wr.wr.rdma.remote_addr = credit.addr + part.offset;
     wr.wr.rdma.rkey = credit.rkey;
-    if (int rc = ibv_post_send(c->path().qps[size_t(j)], &wr, &bad))
+    if (int rc = ibv_post_send(c->path().qps[size_t(spread.qp(r.seq, j))], &wr, &bad))
       return BRAID_ERROR(ncclSystemError, "ibv_post_send: {}", std::strerror(rc));
   }
   return Status::ok();
@@ -261,8 +262,13 @@ class IbNet final : public Net {
     std::map<ibv_context*, std::vector<IbDevice*>> ports_of;  // a thread per device context, for all its ports
     for (auto& d : devices_) ports_of[d->port.context].push_back(d.get());
     for (auto& [context, ports] : ports_of) watch_async_events(std::move(ports));
-    nqps_ = int(std::clamp<int64_t>(env_int_or_nccl("BRAID_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"), 1,
-                                    kIbMaxQps));
+    spread_.nqps = int(std::clamp<int64_t>(
+        env_int_or_nccl("BRAID_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"), 1, kIbMaxQps));
+    spread_.round_robin = env_int_or_nccl("BRAID_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_SPLIT_DATA_ON_QPS") == 0;
+    BRAID_INFO(kInit | kNet, "InfiniBand connections this process sends on: {} queue pairs each, {}", spread_.nqps,
+               spread_.nqps == 1          ? "every message on it"
+               : spread_.round_robin ? "each message whole on the next in turn (NCCL_IB_SPLIT_DATA_ON_QPS=0)"
+                                     : "each message split across them");
   }
 
   const char* name() const override { return "IB"; }
@@ -307,7 +313,7 @@ class IbNet final : public Net {
     if (h.magic != kHandleMagic) return BRAID_ERROR(ncclInternalError, "not a handle of braid's InfiniBand net");
     IbComm* c = h.connecting;
     if (!c) {
-      c = new IbComm(devices_[size_t(dev)].get(), true, nqps_);
+      c = new IbComm(devices_[size_t(dev)].get(), true, spread_);
       c->peer = to_string(h.addr);
       if (failover_wanted()) add_standby(c, dev);
       for (int p = 0; p < c->npaths; ++p)
@@ -352,7 +358,7 @@ class IbNet final : public Net {
         return BRAID_ERROR(ncclSystemError, "InfiniBand accept: {}", errno_text());
       }
       set_nodelay(fd);
-      l->accepting = new IbComm(l->dev, false, 1);
+      l->accepting = new IbComm(l->dev, false, IbSpread{});  // the sender's, from its hello
       l->accepting->fd = fd;
       l->accepting->peer = to_string(from);
       l->accepting->stage = Stage::ReadInfo;
@@ -429,7 +435,8 @@ class IbNet final : public Net {
     }
     IbCredit credit;
     BRAID_TRY(c->credits.take(bytes, &credit));
-    r = IbRequest{c, true, true, credit.seq, uint32_t(c->nqps), bytes, data, static_cast<const IbMemory*>(mhandle)};
+    r = IbRequest{c, true, true, credit.seq, uint32_t(c->spread().parts()), bytes, data,
+                  static_cast<const IbMemory*>(mhandle)};
     if (Status s = post_message(c, r, credit); !s.is_ok()) {
       r.busy = false;
       c->fail(std::move(s));
@@ -543,6 +550,7 @@ class IbNet final : public Net {
   Status create_paths(IbComm* c) {
     c->mine.magic = kHandleMagic;
     c->mine.npaths = uint32_t(c->npaths);
+    c->mine.round_robin = c->round_robin;
     for (int p = 0; p < c->npaths; ++p) {
       BRAID_TRY(create_path(c, p));
       BRAID_TRY(post_initial_recvs(c, p));
@@ -553,8 +561,9 @@ class IbNet final : public Net {
   // P_Keys cannot reach it, is dropped.
   Status take_hello(IbComm* c) {
     const IbHello& t = c->theirs;
-    if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) ||
-        t.path[0].nqps != uint32_t(c->nqps) || (t.npaths == 2 && t.path[1].nqps != uint32_t(c->nqps)))
+    if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) || t.round_robin > 1 ||
+        bool(t.round_robin) != c->round_robin || t.path[0].nqps != uint32_t(c->nqps) ||
+        (t.npaths == 2 && t.path[1].nqps != uint32_t(c->nqps)))
       return BRAID_ERROR(ncclSystemError, "malformed setup message from the peer");
     if (c->npaths == 2 && t.npaths < 2) drop_standby(c, BRAID_ERROR(ncclSystemError, "the peer has none"));
     if (std::string why; c->npaths == 2 && !pkeys_reach(c->mine.path[1].pkey, t.path[1].pkey, &why))
@@ -622,7 +631,8 @@ class IbNet final : public Net {
         return BRAID_ERROR(ncclSystemError, "InfiniBand connection from {}: {}", c->peer, why);
       }
       c->nqps = int(t.path[0].nqps);
-      c->receives = IbReceives(c->nqps);
+      c->round_robin = t.round_robin == 1;
+      c->receives = IbReceives(c->spread());
       if (t.npaths == 2) add_standby(c, index_of(c->paths[0].dev));
       BRAID_TRY(create_paths(c));
       BRAID_TRY(take_hello(c));
@@ -655,7 +665,7 @@ class IbNet final : public Net {
 
   std::vector<std::unique_ptr<IbDevice>> devices_;
   int epoll_ = -1;
-  int nqps_ = 1;
+  IbSpread spread_;  // of the connections this end sends on
   std::mutex events_mutex_;
 };
 

@@ -4,12 +4,17 @@
 // receiver gives credit: each receive it posts sends the sender a clear-to-
 // send message (a SEND on queue pair 0) saying where the data may go
 // {address, rkey, size, sequence number}.  The sender's n-th message takes
-// the n-th credit and is written there with RDMA WRITE WITH IMMEDIATE, split
-// into Q parts, part j on queue pair j, each part's immediate its length.
-// Every message has all Q parts (empty ones too), so the receiver needs no
-// header: queue pair j's k-th incoming write is part j of message k, because
-// one queue pair delivers in order.  Message k is complete when its Q parts
-// are, its length the sum of theirs.
+// the n-th credit and is written there with RDMA WRITE WITH IMMEDIATE, each
+// write's immediate its length, spread over the queue pairs one of two ways
+// (IbSpread; the sender chooses, and says which in its hello):
+//  - split (braid's default): Q parts, part j on queue pair j.  Every
+//    message has all Q parts (empty ones too), so the receiver needs no
+//    header: queue pair j's k-th incoming write is part j of message k,
+//    because one queue pair delivers in order;
+//  - round robin (NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL 2.20+'s default):
+//    message k whole on queue pair k mod Q, so queue pair j's writes are
+//    messages j, j + Q, j + 2Q, ... in order.
+// Message k is complete when its parts are, its length the sum of theirs.
 //
 // Why these choices: the sender never writes where the receiver has not
 // said it may (no copy, no overrun); the credit is a SEND, not an RDMA write
@@ -58,6 +63,22 @@ inline IbPart ib_part(uint64_t bytes, int nqps, int j) {
   return {offset, std::min(chunk, bytes - offset)};
 }
 
+// How messages are spread over a connection's queue pairs (above).
+struct IbSpread {
+  int nqps = 1;
+  bool round_robin = false;
+  int parts() const { return round_robin ? 1 : nqps; }
+  // Part j (below parts()) of message `seq` of `bytes`: its queue pair and bytes.
+  int qp(uint64_t seq, int j) const { return round_robin ? int(seq % uint64_t(nqps)) : j; }
+  IbPart part(uint64_t bytes, int j) const { return round_robin ? IbPart{0, bytes} : ib_part(bytes, nqps, j); }
+  // The first message at or after `from` with a part on queue pair q, and
+  // how far apart that queue pair's messages are.
+  uint64_t first_on(int q, uint64_t from) const {
+    return round_robin ? from + (uint64_t(q) + uint64_t(nqps) - from % uint64_t(nqps)) % uint64_t(nqps) : from;
+  }
+  uint64_t stride() const { return round_robin ? uint64_t(nqps) : 1; }
+};
+
 // The sender's credits, in the order the receiver gave them.
 class IbCredits {
  public:
@@ -94,20 +115,22 @@ class IbCredits {
 // The receiver's outstanding receives and the parts that arrive for them.
 class IbReceives {
  public:
-  explicit IbReceives(int nqps) : nqps_(nqps), slots_(kIbMaxRequests), parts_seen_(size_t(nqps), 0) {}
-  int nqps() const { return nqps_; }
+  explicit IbReceives(IbSpread spread) : spread_(spread), slots_(kIbMaxRequests), next_on_(size_t(spread.nqps)) {
+    aim_from(0);
+  }
   // Starts the next receive; false when kIbMaxRequests are outstanding.
   bool start(uint64_t* seq) {
     Slot& s = slots_[next_ % kIbMaxRequests];
     if (s.busy) return false;
-    s = Slot{true, next_, uint32_t(nqps_), 0};
+    s = Slot{true, next_, uint32_t(spread_.parts()), 0};
     *seq = next_++;
     return true;
   }
   // Queue pair `qp`'s next write arrived, carrying `bytes`.
   Status part_arrived(int qp, uint32_t bytes) {
-    if (qp < 0 || qp >= nqps_) return BRAID_ERROR(ncclInternalError, "a write on unknown queue pair {}", qp);
-    const uint64_t seq = parts_seen_[size_t(qp)]++;
+    if (qp < 0 || qp >= spread_.nqps) return BRAID_ERROR(ncclInternalError, "a write on unknown queue pair {}", qp);
+    const uint64_t seq = next_on_[size_t(qp)];
+    next_on_[size_t(qp)] += spread_.stride();
     Slot& s = slots_[seq % kIbMaxRequests];
     if (!s.busy || s.seq != seq || s.parts_left == 0)
       return BRAID_ERROR(ncclInternalError, "a write for message {} on queue pair {}, which no receive awaits", seq,
@@ -125,8 +148,8 @@ class IbReceives {
     for (const Slot& s : slots_)
       if (s.busy && s.parts_left != 0) first = std::min(first, s.seq);
     for (Slot& s : slots_)
-      if (s.busy && s.seq >= first) s.parts_left = uint32_t(nqps_), s.bytes = 0;
-    std::fill(parts_seen_.begin(), parts_seen_.end(), first);
+      if (s.busy && s.seq >= first) s.parts_left = uint32_t(spread_.parts()), s.bytes = 0;
+    aim_from(first);
     return first;
   }
   uint64_t next() const { return next_; }  // the sequence number of the next receive
@@ -147,9 +170,13 @@ class IbReceives {
     uint32_t parts_left = 0;
     uint64_t bytes = 0;
   };
-  int nqps_;
+  // Each queue pair's next write is for the first message from `first` on that it carries.
+  void aim_from(uint64_t first) {
+    for (int q = 0; q < spread_.nqps; ++q) next_on_[size_t(q)] = spread_.first_on(q, first);
+  }
+  IbSpread spread_;
   std::vector<Slot> slots_;
-  std::vector<uint64_t> parts_seen_;  // per queue pair
+  std::vector<uint64_t> next_on_;  // per queue pair: the message its next write is for
   uint64_t next_ = 0;
 };
 
