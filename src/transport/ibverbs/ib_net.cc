@@ -265,10 +265,11 @@ class IbNet final : public Net {
     spread_.nqps = int(std::clamp<int64_t>(
         env_int_or_nccl("BRAID_IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION"), 1, kIbMaxQps));
     spread_.round_robin = env_int_or_nccl("BRAID_IB_SPLIT_DATA_ON_QPS", "NCCL_IB_SPLIT_DATA_ON_QPS") == 0;
+    const char* how = spread_.nqps == 1      ? "every message on it"
+                      : spread_.round_robin ? "each message whole on the next in turn (NCCL_IB_SPLIT_DATA_ON_QPS=0)"
+                                            : "each message split across them";
     BRAID_INFO(kInit | kNet, "InfiniBand connections this process sends on: {} queue pairs each, {}", spread_.nqps,
-               spread_.nqps == 1          ? "every message on it"
-               : spread_.round_robin ? "each message whole on the next in turn (NCCL_IB_SPLIT_DATA_ON_QPS=0)"
-                                     : "each message split across them");
+               how);
   }
 
   const char* name() const override { return "IB"; }
@@ -561,8 +562,8 @@ class IbNet final : public Net {
   // P_Keys cannot reach it, is dropped.
   Status take_hello(IbComm* c) {
     const IbHello& t = c->theirs;
-    if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) || t.round_robin > 1 ||
-        bool(t.round_robin) != c->round_robin || t.path[0].nqps != uint32_t(c->nqps) ||
+    if (t.magic != kHandleMagic || t.npaths < 1 || t.npaths > uint32_t(kIbMaxPaths) ||
+        t.round_robin != uint32_t(c->round_robin) || t.path[0].nqps != uint32_t(c->nqps) ||
         (t.npaths == 2 && t.path[1].nqps != uint32_t(c->nqps)))
       return BRAID_ERROR(ncclSystemError, "malformed setup message from the peer");
     if (c->npaths == 2 && t.npaths < 2) drop_standby(c, BRAID_ERROR(ncclSystemError, "the peer has none"));
