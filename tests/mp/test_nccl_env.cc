@@ -205,7 +205,7 @@ RankBody threads_named(bool named) {
 
 }  // namespace
 
-TEST_CASE("NCCL_SET_THREAD_NAME=1 names braid's threads; without it they keep the program's name",
+TEST_CASE("NCCL_SET_THREAD_NAME=1 names braid's threads, and without it they keep the program's name",
           "[mp][processes][env]") {
   CHECK(run_ranks_as_processes(4, threads_named(true), 120, hosts(2, false, set("NCCL_SET_THREAD_NAME", "1"))) == 0);
   auto unset = [](int) { unsetenv("NCCL_SET_THREAD_NAME"); };
