@@ -39,14 +39,13 @@ Status ProcessWatch::start(const std::vector<WatchedProcess>& processes, const s
   if (!w->watched_.empty()) {
     w->stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
     if (w->stop_fd_ < 0) return BRAID_ERROR(ncclSystemError, "{}: eventfd: {}", what, std::strerror(errno));
-    w->thread_ = std::thread([p = w.get()] {
+    w->thread_ = named_thread("braid watch", [p = w.get()] {
       try {
         p->watch();
       } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
         BRAID_WARN("{}: the watch of peer processes stopped: {}", p->what_, e.what());
       }
     });
-    name_thread(w->thread_, "braid watch");
   }
   *out = std::move(w);
   return Status::ok();

@@ -10,11 +10,21 @@
 #pragma once
 
 #include <thread>
+#include <utility>
 
 namespace braid {
 
 // Names `thread` (just started by the caller), where NCCL_SET_THREAD_NAME=1;
 // past 15 characters (the kernel's limit) the name is cut.
 void name_thread(std::thread& thread, const char* name);
+
+// Starts a thread running `body`, named `name` (as above): how braid starts
+// every thread of its own.
+template <class Body>
+std::thread named_thread(const char* name, Body&& body) {
+  std::thread thread(std::forward<Body>(body));
+  name_thread(thread, name);
+  return thread;
+}
 
 }  // namespace braid

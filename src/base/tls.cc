@@ -42,11 +42,7 @@ struct Conn {
 
 class Relay {
  public:
-  Relay() : wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    std::thread relaying([this] { run(); });
-    name_thread(relaying, "braid tls");
-    relaying.detach();
-  }
+  Relay() : wake_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) { named_thread("braid tls", [this] { run(); }).detach(); }
 
   Status add(int net, int app, TlsRole role) {
     if (wake_ < 0) return BRAID_ERROR(ncclSystemError, "TLS: eventfd: {}", std::strerror(errno));

@@ -153,11 +153,9 @@ Status start_root(const SockAddr& addr, uint64_t magic, SockAddr* bound) {
   BRAID_TRY(listen_tcp(addr, &fd, bound));
   std::promise<void> started;
   std::future<void> ready = started.get_future();
-  std::thread root(with_caller_env([fd, magic, started = std::move(started)]() mutable {
+  named_thread("braid root", with_caller_env([fd, magic, started = std::move(started)]() mutable {
     serve_root(fd, magic, std::move(started));
-  }));
-  name_thread(root, "braid root");
-  root.detach();
+  })).detach();
   ready.wait();
   return Status::ok();
 }
@@ -456,7 +454,7 @@ class AbortWatcher {
  public:
   AbortWatcher(const std::atomic<bool>* abort, std::vector<Bootstrap*> watched) {
     if (!abort) return;
-    thread_ = std::thread([this, abort, watched = std::move(watched)] {
+    thread_ = named_thread("braid abort", [this, abort, watched = std::move(watched)] {
       while (!done_.load()) {
         if (abort->load()) {
           for (Bootstrap* b : watched)
@@ -466,7 +464,6 @@ class AbortWatcher {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     });
-    name_thread(thread_, "braid abort");
   }
   ~AbortWatcher() {
     done_.store(true);

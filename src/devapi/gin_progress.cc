@@ -20,10 +20,7 @@ void GinProgress::add(GinProxy* proxy) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     proxies_.push_back(proxy);
-    if (!thread_.joinable()) {
-      thread_ = std::thread([this] { run(); });
-      name_thread(thread_, "braid gin");
-    }
+    if (!thread_.joinable()) thread_ = named_thread("braid gin", [this] { run(); });
   }
   some_.notify_all();
 }

@@ -56,9 +56,7 @@ GinProxy::GinProxy(std::vector<GinQueues> contexts, std::vector<std::unique_ptr<
 GinProxy::~GinProxy() { (void)stop(); }
 
 void GinProxy::start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
-  name_thread(thread_, "braid gin proxy");
+  if (!thread_.joinable()) thread_ = named_thread("braid gin proxy", [this] { run(); });
 }
 
 Status GinProxy::stop() {

@@ -239,8 +239,7 @@ GinTcpReceiver::GinTcpReceiver(std::vector<int> fds, std::vector<int> sender_of,
     streams_.back().sender = i < sender_of.size() ? sender_of[i] : -1;
     if (i < tls.size()) streams_.back().tls = std::move(tls[i]);
   }
-  thread_ = std::thread([this] { run(); });
-  name_thread(thread_, "braid gin tcp");
+  thread_ = named_thread("braid gin tcp", [this] { run(); });
 }
 
 GinTcpReceiver::~GinTcpReceiver() {

@@ -5,10 +5,7 @@
 namespace braid::moe {
 
 BlockPool::BlockPool(int blocks) : blocks_(blocks < 1 ? 1 : blocks) {
-  for (int b = 1; b < blocks_; ++b) {
-    threads_.emplace_back([this, b] { helper(b); });
-    name_thread(threads_.back(), "braid moe block");
-  }
+  for (int b = 1; b < blocks_; ++b) threads_.push_back(named_thread("braid moe block", [this, b] { helper(b); }));
 }
 
 BlockPool::~BlockPool() {

@@ -161,14 +161,13 @@ GinPipeReceiver::GinPipeReceiver(std::vector<Sender> senders, size_t slot_bytes,
     streams_.back().from = s;
   }
   open_ = streams_.size();
-  thread_ = std::thread([this] {
+  thread_ = named_thread("braid gin pipes", [this] {
     try {
       run();
     } catch (const std::exception& e) {  // allocation failures in messages: never std::terminate
       fault_->set(BRAID_ERROR(ncclInternalError, "GIN receiver: {}", e.what()));
     }
   });
-  name_thread(thread_, "braid gin pipes");
 }
 
 void GinPipeReceiver::stop() {

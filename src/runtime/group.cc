@@ -61,10 +61,8 @@ Status run_concurrently(size_t n, const std::function<Status(size_t)>& body) {
   if (n == 1) return body(0);
   std::vector<Status> results(n);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i) {
-    threads.emplace_back(with_caller_env([&, i] { results[i] = body(i); }));
-    name_thread(threads.back(), "braid group");
-  }
+  for (size_t i = 0; i < n; ++i)
+    threads.push_back(named_thread("braid group", with_caller_env([&, i] { results[i] = body(i); })));
   for (auto& t : threads) t.join();
   for (Status& s : results) BRAID_TRY(std::move(s));
   return Status::ok();
@@ -268,7 +266,7 @@ Status end_outermost() {
     std::lock_guard<std::mutex> lock(c->job_mutex);
     c->job = job;
   }
-  std::thread background(with_caller_env([work = std::move(work), job, comms, release_all]() mutable {
+  named_thread("braid group", with_caller_env([work = std::move(work), job, comms, release_all]() mutable {
     Status s;
     AsyncJob::Outcomes outcomes;
     try {
@@ -281,9 +279,7 @@ Status end_outermost() {
     if (!s.is_ok()) BRAID_WARN("background group failed: {}", s.to_string());
     job->finish(std::move(outcomes));
     release_all();
-  }));
-  name_thread(background, "braid group");
-  background.detach();
+  })).detach();
   return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
 }
 

@@ -202,8 +202,9 @@ CommFailures check_agreement(const std::vector<CommQueue>& queues) {
   std::vector<std::thread> threads;
   size_t i = 0;
   for (auto& [comm, records] : per_comm) {
-    threads.emplace_back(with_caller_env([&, i, comm = comm] { results[i] = check_one(comm, per_comm[comm]); }));
-    name_thread(threads.back(), "braid check");
+    threads.push_back(named_thread("braid check", with_caller_env([&, i, comm = comm] {
+      results[i] = check_one(comm, per_comm[comm]);
+    })));
     ++i;
   }
   for (auto& t : threads) t.join();

@@ -177,9 +177,7 @@ Status RasNode::start(const SockAddr& ip) {
   self_.host = host_of(self_.addr);
   self_.pid = getpid();
   try {
-    std::thread accepting([this] { accept_loop(); });
-    name_thread(accepting, "braid ras");
-    accepting.detach();
+    named_thread("braid ras", [this] { accept_loop(); }).detach();
   } catch (const std::exception& e) {
     ::close(peer_fd_);
     if (client_fd_ >= 0) ::close(client_fd_);
@@ -211,7 +209,7 @@ void RasNode::accept_loop() {
       // Nothing a session throws (no memory, no thread) may end the
       // application: it only loses that session.
       try {
-        std::thread session([this, fd, peer = i == 0] {
+        named_thread("braid ras conn", [this, fd, peer = i == 0] {
           try {
             if (peer) serve_peer(fd);
             else ras_serve_client(*this, fd);
@@ -220,9 +218,7 @@ void RasNode::accept_loop() {
           }
           ::close(fd);
           --g_sessions;
-        });
-        name_thread(session, "braid ras conn");
-        session.detach();
+        }).detach();
       } catch (const std::exception&) {
         --g_sessions;
         ::close(fd);
@@ -392,12 +388,9 @@ std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasReq
   for (size_t first = 0; first < addrs.size(); first += kAtOnce) {
     std::vector<std::thread> threads;
     for (size_t i = first; i < std::min(addrs.size(), first + kAtOnce); ++i)
-    {
-      threads.emplace_back([&, i] {
+      threads.push_back(named_thread("braid ras ask", [&, i] {
         answers[i].status = ras_ask(addrs[i], kind, body, deadline, &answers[i].reply);
-      });
-      name_thread(threads.back(), "braid ras ask");
-    }
+      }));
     for (auto& t : threads) t.join();
   }
   return answers;

@@ -135,8 +135,7 @@ class SocketTransportImpl final : public Transport {
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {
-    thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
-    name_thread(thread_, "braid socket");
+    thread_ = named_thread("braid socket", with_caller_env([this] { progress_loop(); }));
   }
 
   ~SocketTransportImpl() override {

@@ -55,8 +55,7 @@ Status RmaEngine::start(const BackendContext& ctx, std::unique_ptr<RmaEngine>* o
   BRAID_TRY(std::move(make_policy_transport(t, ctx.bootstrap, std::move(listener), &router)).context("RMA setup"));
   std::unique_ptr<RmaEngine> engine(new RmaEngine(ctx, std::move(router)));
   BRAID_TRY(engine->connect());
-  engine->receiver_ = std::thread(with_caller_env([e = engine.get()] { e->receive_loop(); }));
-  name_thread(engine->receiver_, "braid rma");
+  engine->receiver_ = named_thread("braid rma", with_caller_env([e = engine.get()] { e->receive_loop(); }));
   BRAID_INFO(kInit, "comm {:#x} rank {}/{}: one-sided RMA over {} ({} contexts x {} signals)", comm.comm_hash, me,
              comm.nranks, engine->transport_->name(), engine->rma_contexts_, engine->rma_signals_);
   *out = std::move(engine);

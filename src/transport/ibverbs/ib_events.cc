@@ -83,9 +83,7 @@ void read_events(const std::vector<IbDevice*>& ports) {
 
 void watch_async_events(std::vector<IbDevice*> ports) {
   if (ports.empty()) return;
-  std::thread reader(with_caller_env([ports = std::move(ports)] { read_events(ports); }));
-  name_thread(reader, "braid ib events");
-  reader.detach();
+  named_thread("braid ib events", with_caller_env([ports = std::move(ports)] { read_events(ports); })).detach();
 }
 
 void take_async_events(IbComm* c) {

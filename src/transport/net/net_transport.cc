@@ -236,8 +236,7 @@ class NetTransport final : public Transport {
         s = BRAID_ERROR(ncclInternalError, "{}: refused a control receive", net_->name());
     }
     if (!s.is_ok()) return std::move(s).context(fmt::format("{} transport setup", net_->name()));
-    thread_ = std::thread(with_caller_env([this] { progress_loop(); }));
-    name_thread(thread_, "braid net");
+    thread_ = named_thread("braid net", with_caller_env([this] { progress_loop(); }));
     return Status::ok();
   }
 
