@@ -111,7 +111,7 @@ void take_async_events(IbComm* c) {
                          port_is_active(standby.dev->port);
   }
   seen.can_remake = failover_may_strand(c);
-  seen.standby_dropped = c->npaths >= 2 && c->failover == Failover::None && standby.stopped;
+  seen.standby_dropped = failover_standby_dropped(c);
   seen.active_port_down = seen.port_changed && !port_is_active(active.dev->port);
   const std::string port = active.dev->port.describe(&active.gid);
   switch (step_for(seen)) {

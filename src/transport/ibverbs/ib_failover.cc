@@ -119,11 +119,11 @@ void start_failover(IbComm* c, const std::string& why, bool planned = false) {
   // or without port recovery ends here rather than hang on it, as it does where the event dropped it.
   if (!planned) {
     (void)failover_drop_lost_standby(c);
-    if (!failover_may_strand(c) && !failover_lost_standby(c).empty())
+    if (failover_standby_dropped(c) && !failover_may_strand(c))
       return c->fail(BRAID_ERROR(ncclSystemError, "{}{}", why, failover_lost_standby(c)));
   }
   // A standby dropped before use (its GID went): the peer still has its end of it ready.
-  const bool dropped_standby = c->failover == Failover::None && c->paths[other(c)].stopped;
+  const bool dropped_standby = failover_standby_dropped(c);
   const FailWhy sent = planned ? kMovedBack : dropped_standby ? kStranded : kFailed;
   c->failover = c->sending ? Failover::AwaitResume : Failover::AwaitReady;
   if (planned) {
@@ -455,8 +455,12 @@ bool failover_ready(const IbComm* c) {
   return c->npaths >= 2 && c->failover == Failover::None && !c->paths[0].stopped && !c->paths[1].stopped;
 }
 
+bool failover_standby_dropped(const IbComm* c) {
+  return c->npaths >= 2 && c->failover == Failover::None && c->paths[other(c)].stopped;
+}
+
 std::string failover_lost_standby(const IbComm* c) {
-  if (c->npaths < 2 || c->failover != Failover::None || !c->paths[other(c)].stopped) return "";
+  if (!failover_standby_dropped(c)) return "";
   return fmt::format("; the standby on {} was stopped when its GID left the port's table, and nothing else stands by",
                      port_name(c, other(c)));
 }
@@ -470,8 +474,8 @@ bool failover_drop_lost_standby(IbComm* c) {
 // (Also with a standby stopped before it was used: its GID went with the
 // one in use, on the same port.)  A strand counts as a failure.
 bool failover_may_strand(const IbComm* c) {
-  const bool none_standing_by = c->failover == Failover::Done || c->failover == Failover::Rearming ||
-                                (c->failover == Failover::None && c->paths[1 - c->active].stopped);
+  const bool none_standing_by =
+      c->failover == Failover::Done || c->failover == Failover::Rearming || failover_standby_dropped(c);
   return c->npaths >= 2 && none_standing_by && recovery().wanted && c->failures < recovery().attempts_max;
 }
 

@@ -127,8 +127,9 @@ bool failover_may_strand(const IbComm* c);
 // of the path in use then strands the connection, where port recovery may
 // make a path anew.  Whether it stopped one.
 bool failover_drop_lost_standby(IbComm* c);
-// Where that happened (no failover since): "; the standby on ... was
-// stopped ...", for the error of a failure nothing takes; else "".
+// Whether that happened, with no failover since; and then "; the standby
+// on ... was stopped ...", for the error of a failure nothing takes (else "").
+bool failover_standby_dropped(const IbComm* c);
 std::string failover_lost_standby(const IbComm* c);
 // Starts a failover to the standby path for a failure the completions did
 // not show (an asynchronous event: ib_events.h), where one stands ready.

@@ -113,8 +113,8 @@ Status check_pkey(int64_t index, int table_length, uint16_t value);
 bool pkeys_reach(uint16_t mine, uint16_t theirs, std::string* why);
 
 // Whether data buffers are registered with IBV_ACCESS_RELAXED_ORDERING, which
-// lets the NIC's PCIe writes into them pass each other (a large gain where
-// the root complex orders writes strictly, as in many virtual machines).
+// lets the NIC's PCIe writes into them pass each other (which, NCCL
+// documents, can greatly help in virtual machines).
 // Safe for braid's data: a receiver reads a buffer only after the
 // completion of the write that filled it, and the completion queue entry is
 // written in strict order, after every earlier write.  `mode` is
