@@ -103,6 +103,10 @@ constexpr EnvVar kNcclVars[] = {
      "1 or more: every new communicator's maxCTAs, whatever its config says, as NCCL (cuda backend: the most blocks "
      "a collective's kernel takes; the ranks take the least)"},
     {"NCCL_MAX_NCHANNELS", "", "1 or more: NCCL's older cap on channels, which caps maxCTAs too, as in NCCL"},
+    {"NCCL_TOPO_DUMP_FILE", "",
+     "a file: rank NCCL_TOPO_DUMP_FILE_RANK writes its host's topology there at init, in NCCL's XML, which braid "
+     "synth/topo read (src/runtime/topo_dump.h)"},
+    {"NCCL_TOPO_DUMP_FILE_RANK", "", "the rank that writes NCCL_TOPO_DUMP_FILE (default 0), as NCCL"},
     {"NCCL_SET_THREAD_NAME", "",
      "1: braid's threads are named for what they do (\"braid socket\", \"braid gin proxy\"), as NCCL names its own; "
      "default 0: they keep the program's name (src/base/thread_name.h)"},

@@ -20,6 +20,7 @@ struct DeviceProbe {
   uint64_t gpu = 0;  // the physical GPU (a hash of its UUID): equal on two ranks <=> one GPU
   char name[64] = {};  // its name (cudaDeviceProp::name, cut to fit): what tuning tables match
   char pci_bus_id[16] = {};  // "0000:1b:00.0": where it is on the PCI tree (the nearest NICs)
+  int32_t sm = 0;            // compute capability major * 10 + minor (90: 9.0)
 };
 
 // Looks at BRAID_BACKEND and the CUDA devices visible to this process.

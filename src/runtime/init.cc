@@ -37,6 +37,7 @@
 #include "src/runtime/cuda_settings.h"
 #include "src/runtime/diagnostics.h"
 #include "src/runtime/ras_service.h"
+#include "src/runtime/topo_dump.h"
 #include "src/runtime/tuner.h"
 #include "src/transport/cross_memory.h"
 #include "src/transport/policy_transport.h"
@@ -60,6 +61,8 @@ struct InitInfo {
   CmaProbe cma_probe;       // for peers to try reading this process
   uint64_t gpu = 0;         // DeviceProbe::gpu: the GPU this rank runs on (0: none)
   char gpu_name[sizeof DeviceProbe::name] = {};  // DeviceProbe::name
+  char gpu_bus_id[sizeof DeviceProbe::pci_bus_id] = {};  // DeviceProbe::pci_bus_id, for NCCL_TOPO_DUMP_FILE
+  int32_t gpu_sm = 0;                                    // DeviceProbe::sm
   RasRank ras;              // where RAS queries reach this rank's process (ras_service.h)
   uint8_t failed = 0;  // this rank's init failed before the exchange: the rest is not filled
 };
@@ -152,7 +155,11 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   std::snprintf(mine->peer.socket_addr, sizeof(mine->peer.socket_addr), "%s", socket_address.c_str());
   mine->process = this_process();
   mine->gpu = local.device.usable ? local.device.gpu : 0;
-  if (local.device.usable) std::memcpy(mine->gpu_name, local.device.name, sizeof mine->gpu_name);
+  if (local.device.usable) {
+    std::memcpy(mine->gpu_name, local.device.name, sizeof mine->gpu_name);
+    std::memcpy(mine->gpu_bus_id, local.device.pci_bus_id, sizeof mine->gpu_bus_id);
+    mine->gpu_sm = local.device.sm;
+  }
   mine->tuning = {mine->peer.machine_hash, host_allreduce_rd_max_bytes(nranks), host_usable_cores()};
   ras_peer_address(comm->bootstrap->address(), &mine->ras.addr);
   mine->ras.pid = getpid();
@@ -417,6 +424,10 @@ Status comm_setup(ncclComm* comm) {
   if (local.device.usable) ctx.gpu_pci_bus_id = local.device.pci_bus_id;
   for (const InitInfo& i : infos) ctx.peers.push_back(i.peer);
   comm->peers = ctx.peers;
+  std::vector<TopoDumpRank> topo;
+  for (const InitInfo& i : infos)
+    topo.push_back({i.peer.host_hash, std::string(i.gpu_bus_id, strnlen(i.gpu_bus_id, sizeof i.gpu_bus_id)), i.gpu_sm});
+  dump_topology_if_asked(rank, topo);
   BRAID_TRY(PeerProcesses::create(ctx, *comm->bootstrap, &ctx.processes));
   BRAID_TRY(make_policy_transport(ctx, comm->bootstrap.get(), std::move(listener), &comm->transport));
   comm->plans = std::make_unique<PlanCache>();

@@ -211,3 +211,37 @@ TEST_CASE("NCCL_SET_THREAD_NAME=1 names braid's threads, and without it they kee
   auto unset = [](int) { unsetenv("NCCL_SET_THREAD_NAME"); };
   CHECK(run_ranks_as_processes(4, threads_named(false), 120, hosts(2, false, unset)) == 0);
 }
+
+// NCCL_TOPO_DUMP_FILE: the rank NCCL_TOPO_DUMP_FILE_RANK names writes its
+// host's topology in NCCL's XML at init (host ranks: CPUs and network
+// devices, no GPU), and says so; the others do not; a file that cannot be
+// written is reported and init goes on, as NCCL's.
+TEST_CASE("NCCL_TOPO_DUMP_FILE: the rank NCCL_TOPO_DUMP_FILE_RANK names writes its host's topology",
+          "[mp][processes][env]") {
+  const std::string dir = fmt::format("/tmp/braid-topo-dump-{}", getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = dir + "/topo.xml";
+  auto dump = [&](const std::string& path, const char* dump_rank) {
+    return hosts(2, false, [=](int) {
+      setenv("NCCL_TOPO_DUMP_FILE", path.c_str(), 1);
+      setenv("NCCL_TOPO_DUMP_FILE_RANK", dump_rank, 1);
+    });
+  };
+  auto says = [](int writer, const std::string& line) {
+    return [=](int rank, int n, ncclComm_t comm, Failures& f) {
+      every_collective(rank, n, comm, f, {1, 70000});
+      const bool said = own_log().find(line) != std::string::npos;
+      if (said != (rank == writer)) f.fail(fmt::format("rank {}'s log {} '{}'", rank, said ? "has" : "lacks", line));
+    };
+  };
+  CHECK(run_ranks_as_processes(4, says(2, "rank 2 wrote its host's topology"), 120, dump(file, "2")) == 0);
+  std::ifstream in(file);
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(xml);
+  CHECK(xml.rfind("<system version=\"1\">\n  <cpu host_hash=\"0x", 0) == 0);
+  CHECK(xml.find("<gpu") == std::string::npos);
+  CHECK(xml.substr(xml.size() - 10) == "</system>\n");
+  std::filesystem::remove_all(dir);
+
+  CHECK(run_ranks_as_processes(2, says(0, "unable to write it"), 120, dump(dir + "/no/such/dir/topo.xml", "0")) == 0);
+}

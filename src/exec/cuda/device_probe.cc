@@ -32,6 +32,7 @@ DeviceProbe probe_device_backend() {
     std::snprintf(probe.name, sizeof probe.name, "%.*s", int(sizeof probe.name) - 1, prop.name);  // cut to fit
     std::snprintf(probe.pci_bus_id, sizeof probe.pci_bus_id, "%04x:%02x:%02x.0", unsigned(prop.pciDomainID) & 0xffff,
                   unsigned(prop.pciBusID) & 0xff, unsigned(prop.pciDeviceID) & 0xff);
+    probe.sm = prop.major * 10 + prop.minor;
   }
   return probe;
 }

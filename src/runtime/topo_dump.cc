@@ -1,0 +1,52 @@
+#include "src/runtime/topo_dump.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "src/base/env.h"
+#include "src/base/log.h"
+#include "src/exec/nvml_links.h"
+#include "src/transport/net/topo_xml.h"
+
+namespace braid {
+
+std::string host_topology_of(int rank, const std::vector<TopoDumpRank>& ranks, const std::string& root) {
+  std::vector<TopoGpu> gpus;
+  const uint64_t host = ranks[size_t(rank)].host_hash;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const TopoDumpRank& t = ranks[r];
+    if (t.host_hash != host || t.gpu_bus_id.empty()) continue;
+    bool seen = false;  // several ranks on one GPU: one <gpu>, the lowest rank's
+    for (const TopoGpu& g : gpus) seen |= g.bus_id == t.gpu_bus_id;
+    if (seen) continue;
+    TopoGpu g;
+    g.bus_id = t.gpu_bus_id;
+    g.dev = std::max(0, gpu_pci_index(t.gpu_bus_id, root));
+    g.sm = t.sm;
+    g.rank = int(r);
+    std::string why = "a sysfs tree other than /sys, which NVML does not describe";
+    if (root != "/sys" || !nvml_nvlinks(g.bus_id, g.sm, &g.nvlinks, &why))
+      BRAID_INFO(kInit | kEnv, "NCCL_TOPO_DUMP_FILE: the GPU at {} is written without NVLinks: {}", g.bus_id, why);
+    gpus.push_back(std::move(g));
+  }
+  std::string ifname = env_raw("BRAID_SOCKET_IFNAME");
+  if (ifname.empty()) ifname = env_raw("NCCL_SOCKET_IFNAME");
+  return topology_xml(gpus, sysfs_topology_nets(ifname, root), host, root);
+}
+
+void dump_topology_if_asked(int rank, const std::vector<TopoDumpRank>& ranks) {
+  const std::string file = env_raw("NCCL_TOPO_DUMP_FILE");
+  if (file.empty() || rank != env_nccl_int("NCCL_TOPO_DUMP_FILE_RANK").value_or(0)) return;
+  const std::string text = host_topology_of(rank, ranks);
+  std::ofstream out(file, std::ios::trunc);
+  if (out << text && out.flush()) {
+    BRAID_INFO(kInit | kEnv, "NCCL_TOPO_DUMP_FILE set by environment to {}: rank {} wrote its host's topology", file,
+               rank);
+  } else {
+    BRAID_INFO(kInit | kEnv, "NCCL_TOPO_DUMP_FILE={}: unable to write it ({}), not dumping the topology", file,
+               std::strerror(errno));
+  }
+}
+
+}  // namespace braid
