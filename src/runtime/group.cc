@@ -302,6 +302,9 @@ Status group_simulate_end(ncclSimInfo_t* sim) {
   group = GroupState{};
   GroupApiStop api{work.profiled};
   if (api.open) profiler_group_api_end_starts();
+  if (sim->magic != 0x74685283)  // NCCL_SIM_INFO_INITIALIZER's: the group ends, its calls dropped, as in NCCL
+    return BRAID_ERROR(ncclInvalidArgument, "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (magic {:#x}): "
+                       "the group is ended and its calls dropped", sim->magic);
   BRAID_TRY(run_inits(work.inits));
   CommFailures failed = run_setups(work.setups);
   if (!failed.empty()) return failed.front().second;

@@ -59,6 +59,8 @@ Status enqueue(SetupCall call);
 // of running the queued collectives and sends/receives it checks them (plans
 // a schedule for each), writes an alpha-beta estimate of their time in
 // microseconds to sim->estimatedTime, and discards them.  Queued inits run.
+// A `sim` without NCCL_SIM_INFO_INITIALIZER's magic ends the group too,
+// dropping everything in it, and is ncclInvalidArgument (NCCL's behaviour).
 Status group_simulate_end(ncclSimInfo_t* sim);
 
 // Communicators whose part of a group failed before it ran, and why.

@@ -119,6 +119,19 @@ Status comm_error(const ncclComm* comm, bool live);
 inline Status check_comm(const CommUse& use, const ncclComm* comm) {
   return use.ok() && !comm->aborting && !comm->finalized ? Status::ok() : comm_error(comm, use.ok());
 }
+// For the attribute queries (ncclCommCount, UserRank, CuDevice): live and
+// not aborted; a finalized communicator still answers them, as NCCL's does.
+inline Status check_attributes(const CommUse& use, const ncclComm* comm) {
+  return use.ok() && !comm->aborting ? Status::ok() : comm_error(comm, use.ok());
+}
+// A communicator whose init is over and succeeded, and that has no
+// asynchronous error: its bootstrap, transport and backend exist (what a
+// call that takes work needs; NCCL's ncclCommEnsureReady).
+Status check_initialized(ncclComm* comm);
+// For calls that need only what init made (its bootstrap, its backend):
+// waits for the communicator's background work (a non-blocking init or
+// group), then fails where its init failed or has not run.
+Status wait_initialized(ncclComm* comm);
 // A communicator that can take work: live, not aborted, finalized,
 // revoked or suspended, and without an earlier asynchronous error.
 Status check_usable(const CommUse& use, ncclComm* comm);

@@ -19,11 +19,7 @@ Status check_usable(const CommUse& use, ncclComm* comm) {
     return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
   poll_backend_error(comm);
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked (ncclCommRevoke); only destroy, abort, split or shrink it");
-  ncclResult_t async = ncclResult_t(comm->async_error.load());
-  if (async != ncclSuccess)
-    return Status::error(async, fmt::format("communicator has an earlier asynchronous error ({}); abort and recreate it",
-                                            async_cause(comm)));
-  return Status::ok();
+  return check_initialized(comm);
 }
 
 }  // namespace braid
@@ -352,11 +348,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupEnd, ())
 
 BRAID_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return guarded(nullptr, "ncclGroupSimulateEnd", [&] {
-    if (!simInfo) return BRAID_ERROR(ncclInvalidArgument, "simInfo is NULL");
-    if (simInfo->magic != 0x74685283)
-      return BRAID_ERROR(ncclInvalidArgument, "simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (magic {:#x})",
-                         simInfo->magic);
-    return group_simulate_end(simInfo);
+    // As NCCL's: NULL is ncclGroupEnd; a bad simInfo still ends the group (group_simulate_end).
+    return simInfo ? group_simulate_end(simInfo) : group_end();
   });
 }
 BRAID_PROFILING_ALIAS(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))

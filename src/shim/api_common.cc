@@ -78,6 +78,28 @@ Status comm_error(const ncclComm* comm, bool live) {
 
 Status check_comm(const ncclComm* comm) { return comm_error(comm, comm_is_live(comm)); }
 
+Status check_initialized(ncclComm* comm) {
+  const ncclResult_t async = ncclResult_t(comm->async_error.load());
+  if (async != ncclSuccess)
+    return Status::error(async, fmt::format("communicator has an earlier asynchronous error ({}); abort and recreate it",
+                                            async_cause(comm)));
+  if (!comm->ready.load(std::memory_order_acquire))  // NCCL's ncclCommEnsureReady says the same
+    return BRAID_ERROR(ncclInvalidArgument, "communicator used before its init finished (a non-blocking init that "
+                       "returned ncclInProgress, or an init queued in the open group): wait until "
+                       "ncclCommGetAsyncError says ncclSuccess");
+  return Status::ok();
+}
+
+Status wait_initialized(ncclComm* comm) {
+  BRAID_TRY(comm_wait_job(comm));
+  if (comm->ready.load(std::memory_order_acquire)) return Status::ok();
+  const ncclResult_t async = ncclResult_t(comm->async_error.load());
+  if (async != ncclSuccess)
+    return Status::error(async, fmt::format("the communicator's init failed ({})", async_cause(comm)));
+  return BRAID_ERROR(ncclInvalidArgument, "communicator used before its init finished (an init queued in the open "
+                     "group): end the group first");
+}
+
 Status type_error(ncclDataType_t type) {
   return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {} (valid: 0..{})", int(type), int(ncclNumTypes) - 1);
 }

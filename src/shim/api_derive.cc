@@ -88,7 +88,7 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   BRAID_TRY(check_config(config));
   if (group_active())
     return BRAID_ERROR(ncclInvalidUsage, "ncclCommSplit inside a group is not supported by braid (call it outside)");
-  BRAID_TRY(comm_wait_job(comm));
+  BRAID_TRY(wait_initialized(comm));
   struct Entry {
     int32_t color, key;
   };
@@ -133,7 +133,7 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
     // on a dead rank, in another thread); the parent is revoked from here.
     revoke(comm);
   } else {
-    BRAID_TRY(comm_wait_job(comm));
+    BRAID_TRY(wait_initialized(comm));
   }
   std::vector<int> members;
   for (int r = 0; r < comm->nranks; ++r)
@@ -189,7 +189,7 @@ Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int ran
   if (id && (!comm->grow_id_pending || std::memcmp(id, &comm->grow_id, sizeof(*id)) != 0))
     return BRAID_ERROR(ncclInvalidArgument, "uniqueId is not the one this rank's ncclCommGetUniqueId made (or it "
                        "was consumed already); the other existing ranks pass NULL");
-  BRAID_TRY(comm_wait_job(comm));
+  BRAID_TRY(wait_initialized(comm));
   struct Offer {
     int32_t coordinator;  // 1: this rank passed the id
     int32_t nranks;
@@ -254,7 +254,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommShrink, (ncclComm_t, int*, int, nccl
 // The bootstrap stays up for Split and Shrink.
 BRAID_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded(comm, "ncclCommRevoke", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       return BRAID_ERROR(ncclInvalidArgument, "revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
     revoke(comm);

@@ -184,7 +184,7 @@ BRAID_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, const ncclDevCommRequi
       return enqueue(
           SetupCall{comm, [comm, copy, outDevComm] { return comm->dev_comms->create(copy->data(), outDevComm); }});
     }
-    BRAID_TRY(comm_wait_job(comm));
+    BRAID_TRY(wait_initialized(comm));
     return comm->dev_comms->create(reqs, outDevComm);
   });
 }

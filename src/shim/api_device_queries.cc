@@ -87,7 +87,7 @@ Status query_properties(ncclComm* comm, ncclCommProperties* user) {
   if (size < k229 || version < NCCL_VERSION(2, 29, 0))
     return BRAID_ERROR(ncclInvalidArgument, "props of size {} and version {} is not an ncclCommProperties_t (2.29's "
                        "is {} bytes)", size, version, k229);
-  BRAID_TRY(comm_wait_job(comm));  // a non-blocking init's peers are known once it is done
+  BRAID_TRY(wait_initialized(comm));  // a non-blocking init's peers are known once it is done
   int lsa_first = 0, lsa_size = 1;
   lsa_span(comm, &lsa_first, &lsa_size);
   ncclCommProperties p{};

@@ -178,7 +178,11 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommInitAll, (ncclComm_t * comms, int nd
 
 BRAID_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded(comm, "ncclCommFinalize", [&] {
-    BRAID_TRY(check_comm(comm));
+    if (!comm) return Status::ok();  // NCCL: finalizing NULL does nothing
+    CommUse use(comm);
+    if (use.ok() && comm->finalized)  // NCCL's error for a second finalize
+      return BRAID_ERROR(ncclInvalidArgument, "communicator was finalized already");
+    BRAID_TRY(check_comm(use, comm));
     if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "ncclCommFinalize after ncclCommRevoke is invalid");
     // Blocking host collectives complete before their call returns; a
     // non-blocking communicator's background work is waited for here.
@@ -192,7 +196,7 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
 
 BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded(nullptr, "ncclCommDestroy", [&] {
-    if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
+    if (!comm) return Status::ok();  // NCCL: destroying NULL does nothing
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed twice?)",
                          static_cast<void*>(comm));
@@ -218,7 +222,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
 
 BRAID_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   return guarded(comm, "ncclCommCount", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);
+    BRAID_TRY(check_attributes(use, comm));
     if (!count) return BRAID_ERROR(ncclInvalidArgument, "count pointer is NULL");
     *count = comm->nranks;
     return Status::ok();
@@ -228,7 +233,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* 
 
 BRAID_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
   return guarded(comm, "ncclCommUserRank", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);
+    BRAID_TRY(check_attributes(use, comm));
     if (!rank) return BRAID_ERROR(ncclInvalidArgument, "rank pointer is NULL");
     *rank = comm->rank;
     return Status::ok();
@@ -238,7 +244,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, in
 
 BRAID_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
   return guarded(comm, "ncclCommCuDevice", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);
+    BRAID_TRY(check_attributes(use, comm));
     if (!device) return BRAID_ERROR(ncclInvalidArgument, "device pointer is NULL");
     *device = comm->cuda_device;  // -1: a host-backend communicator has no CUDA device
     return Status::ok();
@@ -249,7 +256,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, in
 BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* error) {
   return guarded(comm, "ncclCommGetAsyncError", [&] {
     if (!comm) return BRAID_ERROR(ncclInvalidArgument, "comm argument is NULL");
-    if (!comm_is_live(comm)) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
+    CommUse use(comm);  // an Abort from another thread (a watchdog polls this one) waits for this call
+    if (!use.ok()) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
     poll_backend_error(comm);
     *error = result_for_caller(comm, "ncclCommGetAsyncError", comm_async_state(comm));

@@ -71,7 +71,7 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   // set then), as NCCL's does; the group waits for a non-blocking init.
   if (group_active())
     return enqueue(SetupCall{comm, [=] { return window_collective(comm, buff, size, win, flags); }});
-  BRAID_TRY(comm_wait_job(comm));
+  BRAID_TRY(wait_initialized(comm));
   return window_collective(comm, buff, size, win, flags);
 }
 

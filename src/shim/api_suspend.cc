@@ -24,7 +24,7 @@ Status check_quiet(const CommUse& use, ncclComm* comm, const char* function) {
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
   if (group_active())
     return BRAID_ERROR(ncclInvalidUsage, "{} inside a group is not supported by braid (call it outside)", function);
-  return comm_wait_job(comm);
+  return wait_initialized(comm);
 }
 
 }  // namespace
@@ -65,7 +65,7 @@ BRAID_API ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat,
     CommUse use(comm);
     BRAID_TRY(check_comm(use, comm));
     if (!value) return BRAID_ERROR(ncclInvalidArgument, "value pointer is NULL");
-    BRAID_TRY(comm_wait_job(comm));  // the backend is not changing under us
+    BRAID_TRY(wait_initialized(comm));  // the backend is not changing under us
     const MemoryHeld m = comm_memory(comm);
     switch (int(stat)) {
       case ncclStatGpuMemSuspend: *value = m.releasable; break;

@@ -1,0 +1,170 @@
+// A communicator used before its init is over, or after it failed, gets an
+// error, never a crash (NCCL's ncclCommEnsureReady): a collective queued in
+// the group that holds the communicator's init, calls on a non-blocking
+// init still in progress, and every call that needs what init makes
+// (Split, Grow, WindowRegister, Suspend, device communicators) after a
+// non-blocking init failed.  Also NCCL's codes where braid's differed:
+// Destroy and Finalize of NULL, a second Finalize, the attribute queries of
+// a finalized communicator, ncclGroupSimulateEnd with NULL (a plain group
+// end) and with a bad simInfo (the group ends, its calls dropped), and
+// ncclCommGetAsyncError polled while another thread aborts.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "collective_check.h"
+
+using namespace mp;
+
+namespace {
+
+// A non-blocking init of 2 ranks of which only rank 0 comes: it stays in progress.
+ncclComm_t lonely_nonblocking_init(const ncclUniqueId& id) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t r = ncclCommInitRankConfig(&comm, 2, id, 0, &config);
+  REQUIRE((r == ncclInProgress || r == ncclSuccess));
+  REQUIRE(comm);
+  return comm;
+}
+
+bool last_error_says(ncclComm_t comm, const std::string& text) {
+  return std::string(ncclGetLastError(comm)).find(text) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("A collective queued in the group that holds its communicator's init is refused", "[api][errors]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  float a[4] = {1, 2, 3, 4}, b[4] = {};
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  CHECK(last_error_says(comm, "before its init finished"));
+  CHECK(ncclSend(a, 4, ncclFloat, 0, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclGroupEnd() == ncclSuccess);  // the init runs
+  CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(b[3] == 4);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("Calls on a non-blocking init still in progress are refused at once", "[api][errors][nonblocking]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = lonely_nonblocking_init(id);
+  float a[4] = {1, 2, 3, 4}, b[4] = {};
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclSend(a, 4, ncclFloat, 1, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclSignal(1, 0, 0, 0, comm, nullptr) == ncclInvalidArgument);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  ncclResult_t state = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  CHECK(ncclCommAbort(comm) == ncclSuccess);
+}
+
+TEST_CASE("After a non-blocking init failed, every call that needs it returns its error", "[api][errors][nonblocking]") {
+  setenv("BRAID_TIMEOUT", "1", 1);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = lonely_nonblocking_init(id);
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 200 && state == ncclInProgress; ++i) {
+    REQUIRE(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(state != ncclInProgress);
+  REQUIRE(state != ncclSuccess);
+  ncclComm_t other = nullptr;
+  CHECK(ncclCommSplit(comm, 0, 0, &other, nullptr) == state);
+  CHECK(other == nullptr);
+  CHECK(ncclCommGrow(comm, 3, nullptr, -1, &other, nullptr) == state);
+  void* buffer = nullptr;
+  REQUIRE(ncclMemAlloc(&buffer, 4096) == ncclSuccess);
+  ncclWindow_t win = nullptr;
+  CHECK(ncclCommWindowRegister(comm, buffer, 4096, &win, 0) == state);
+  CHECK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == state);
+  CHECK(last_error_says(comm, "init failed"));
+  float a[4] = {1, 2, 3, 4}, b[4] = {};
+  CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == state);
+  CHECK(ncclMemFree(buffer) == ncclSuccess);
+  CHECK(ncclCommAbort(comm) == ncclSuccess);
+}
+
+TEST_CASE("NULL Destroy and Finalize do nothing, a second Finalize is refused, a finalized comm answers queries",
+          "[api][errors]") {
+  CHECK(ncclCommDestroy(nullptr) == ncclSuccess);
+  CHECK(ncclCommFinalize(nullptr) == ncclSuccess);
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  REQUIRE(ncclCommFinalize(comm) == ncclSuccess);
+  CHECK(ncclCommFinalize(comm) == ncclInvalidArgument);
+  int value = -1;
+  CHECK(ncclCommCount(comm, &value) == ncclSuccess);
+  CHECK(value == 1);
+  CHECK(ncclCommUserRank(comm, &value) == ncclSuccess);
+  CHECK(value == 0);
+  CHECK(ncclCommCuDevice(comm, &value) == ncclSuccess);
+  float a[4] = {1, 2, 3, 4}, b[4] = {};
+  CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);  // no work after it
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("ncclGroupSimulateEnd: NULL ends the group as ncclGroupEnd, a bad simInfo ends it dropping its calls",
+          "[api][errors]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  float a[4] = {1, 2, 3, 4}, b[4] = {}, d[4] = {};
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(ncclGroupSimulateEnd(nullptr) == ncclSuccess);
+  CHECK(b[3] == 4);  // it ran
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);  // and no group is open
+
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  bad.magic = 1;
+  std::fill(b, b + 4, 0.f);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(ncclGroupSimulateEnd(&bad) == ncclInvalidArgument);
+  CHECK(b[3] == 0);  // dropped
+  CHECK(ncclAllReduce(a, d, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(d[3] == 4);  // outside any group: it runs now
+  CHECK(ncclGroupEnd() == ncclInvalidUsage);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("ncclCommGetAsyncError polled while another thread aborts the communicator", "[api][threads]") {
+  // The watchdog pattern (PyTorch's): under ASan a use after free shows.
+  for (int round = 0; round < 20; ++round) {
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    ncclComm_t comm = nullptr;
+    REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+    std::atomic<bool> polling{true};
+    std::atomic<int> bad{0};
+    std::thread watchdog([&] {
+      while (polling.load()) {
+        ncclResult_t state = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+        if (r != ncclSuccess && r != ncclInvalidArgument) bad.fetch_add(1);
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    CHECK(ncclCommAbort(comm) == ncclSuccess);
+    polling.store(false);
+    watchdog.join();
+    CHECK(bad.load() == 0);
+  }
+}
