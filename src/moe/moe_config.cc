@@ -1,7 +1,9 @@
 #include "src/moe/moe_config.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -41,6 +43,9 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
     return fmt::format("dtype {} is not a MoE row type (float32, float16, bfloat16, fp8 e4m3, fp8 e5m2)",
                        int(c.dtype));
   if (c.tileRows < 0 || c.tileRows > 4096) return fmt::format("tileRows {} is not in [0, 4096]", c.tileRows);
+  // A block's capacity (maxTokensPerRank rounded up to tileRows) is an int32 on the device.
+  if (int64_t(c.maxTokensPerRank) + c.tileRows > INT32_MAX)
+    return fmt::format("maxTokensPerRank {} with tileRows {} is over 2^31 rows", c.maxTokensPerRank, c.tileRows);
   if (!(c.capacityFactor >= 0.0f) || c.capacityFactor > 1e6f)
     return fmt::format("capacityFactor {} is not 0 (worst case) or positive", c.capacityFactor);
   if (c.layout != braidMoeExpertMajor && c.layout != braidMoeRankMajor)
@@ -54,7 +59,7 @@ std::string check_config(const braidMoeConfig_t& c, int nranks, int device) {
                        c.zeroCopy);
   // The window, at most: two halves of every block full, and as much again for the zero-copy buffers.
   const double bytes = (c.zeroCopy ? 4.0 : 2.0) * double(nranks) * (c.numExperts / nranks) *
-                       double(c.maxTokensPerRank + c.tileRows) * double(c.hidden) * element_bytes(c.dtype);
+                       (double(c.maxTokensPerRank) + c.tileRows) * double(c.hidden) * element_bytes(c.dtype);
   if (bytes > double(int64_t(1) << 46)) return fmt::format("the window would take {:.3g} bytes", bytes);
   return "";
 }

@@ -100,8 +100,14 @@ void OwnWindow::log_routes(int rank, int nranks, const char* what) const {
 OwnWindow::~OwnWindow() {
   if (!comm_) return;
   // A create that failed part way: other ranks may have failed elsewhere,
-  // so nothing collective; the memory goes only if no window exposes it.
-  if (owned_) ncclCommAbort(comm_);
+  // so nothing collective.  The memory goes where no window exposes it: a
+  // communicator of its own is aborted with its windows (peers that mapped
+  // the memory keep their mappings); on the caller's, a registered window
+  // stays until that communicator goes.
+  if (owned_) {
+    ncclCommAbort(comm_);
+    handle_ = nullptr;
+  }
   if (memory_ && !handle_) ncclMemFree(memory_);
 }
 

@@ -212,6 +212,8 @@ TEST_CASE("moe bad input: clear errors, no row moved", "[moe][threads]") {
     refused([](braidMoeConfig_t& b) { b.topK = 5; }, "topK 5");
     refused([&](braidMoeConfig_t& b) { b.hidden = rank == 1 ? 17 : b.hidden; }, "hidden");
     refused([](braidMoeConfig_t& b) { b.zeroCopy = 4; }, "zeroCopy 0x4");
+    refused([](braidMoeConfig_t& b) { b.maxTokensPerRank = INT32_MAX; b.tileRows = 2; }, "over 2^31 rows");
+    refused([](braidMoeConfig_t& b) { b.maxTokensPerRank = 1 << 30; b.hidden = 1 << 20; }, "the window would take");
     refused([&](braidMoeConfig_t& b) { b.zeroCopy = rank; }, "zeroCopy");
     // A client built before zeroCopy passes the shorter struct: served, without the buffer.
     braidMoeConfig_t bad = cfg;
