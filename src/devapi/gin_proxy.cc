@@ -215,8 +215,10 @@ Status GinProxy::poll_queue(size_t i, bool* progressed) {
     landing_[i] = link.gets_issued();
     return Status::ok();
   }
-  // Local completion (the source was consumed), before consume()'s release.
-  if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELAXED);
+  // Local completion (the source was consumed): a release, so that the
+  // proxy's reads of the source happen before a waiter on the counter
+  // reuses it (a full barrier on x86 either way; not on Arm hosts).
+  if (g.has_counter()) __atomic_fetch_add(&q.counters[g.counter_id], uint64_t(1), __ATOMIC_RELEASE);
   consume(i);
   return Status::ok();
 }
