@@ -21,6 +21,7 @@ struct GroupState {
   std::vector<SetupCall> setups;
   std::vector<CommQueue> queues;  // in order of each communicator's first call
   bool profiled = false;          // some call reached a profiler plugin: its group event may be open
+  Status refused;                 // the first call of the group its checks refused (NCCL's ncclGroupError)
 
   CommWork& work_of(ncclComm* comm) {
     for (CommQueue& q : queues)
@@ -224,11 +225,28 @@ struct GroupApiStop {
   ~GroupApiStop() { stop(); }
 };
 
+// A call of the group was refused: as NCCL's, none of the group's calls
+// run and ncclGroupEnd returns that error, so a caller that checks only
+// ncclGroupEnd cannot take a group that lost a call for one that ran.  Its
+// inits and setups still run (the communicators they make are the
+// caller's).  Under the cross-rank argument check the refused call went to
+// the check instead, which fails the group on every rank at once.
+Status drop_refused_group(GroupState* work) {
+  if (work->refused.is_ok()) return Status::ok();
+  for (const CommQueue& q : work->queues)
+    if (q.comm->check_args) return Status::ok();
+  work->queues.clear();
+  return BRAID_ERROR(work->refused.code(), "a call of the group was refused, so none of its calls ran (as NCCL): {}",
+                     work->refused.message());
+}
+
 Status end_outermost() {
   GroupState work = std::move(group);
   group = GroupState{};
   GroupApiStop api{work.profiled};
   if (api.open) profiler_group_api_end_starts();
+  Status refused = drop_refused_group(&work);
+  if (!refused.is_ok() && work.inits.empty() && work.setups.empty()) return refused;
   std::vector<ncclComm*> comms = comms_of(work);
   // Hold every communicator so Abort/Destroy from another thread waits for us.
   for (size_t i = 0; i < comms.size(); ++i) {
@@ -257,7 +275,7 @@ Status end_outermost() {
     Status s = execute(work, &outcomes);
     api.stop();
     release_all();
-    return s;
+    return refused.is_ok() ? s : refused;
   }
   api.stop();  // before the worker, which lets the communicators go
   // Non-blocking: the group runs on a worker; callers poll ncclCommGetAsyncError.
@@ -280,6 +298,7 @@ Status end_outermost() {
     job->finish(std::move(outcomes));
     release_all();
   })).detach();
+  if (!refused.is_ok()) return refused;  // the inits and setups go on in the background
   return Status::error(ncclInProgress, "group runs in the background (non-blocking communicator)");
 }
 
@@ -288,6 +307,10 @@ Status end_outermost() {
 void group_start() { ++group.depth; }
 
 bool group_active() { return group.depth > 0; }
+
+void group_note_refused(const Status& why) {
+  if (group.depth > 0 && group.refused.is_ok() && !why.is_ok()) group.refused = Status::error(why.code(), why.message());
+}
 
 Status group_end() {
   if (group.depth == 0) return BRAID_ERROR(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");

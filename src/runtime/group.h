@@ -47,6 +47,10 @@ void group_start();
 // Fails with ncclInvalidUsage when no group is open.
 Status group_end();
 bool group_active();
+// A collective or send/receive made inside the group failed its checks
+// (NCCL's ncclGroupErrCheck): the first such error is kept, and the
+// outermost ncclGroupEnd runs none of the group's calls and returns it.
+void group_note_refused(const Status& why);
 
 // Queue (inside a group) or run now (outside).
 Status enqueue(ncclComm* comm, const CollectiveCall& call);

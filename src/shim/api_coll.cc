@@ -80,9 +80,9 @@ Status check_collective_args(const CollectiveSpec& spec, const void* sendbuff, c
   return Status::ok();
 }
 
-Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
-                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
-                  const ncclCollConfig_t* config = nullptr) {
+Status enqueue_collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
+                          ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
+                          const ncclCollConfig_t* config) {
   CommUse use(comm);  // an Abort from another thread waits for this call
   BRAID_TRY(check_usable(use, comm));
   Status args = check_collective_args(spec, sendbuff, recvbuff, count, type, op, root, comm);
@@ -128,8 +128,8 @@ Status check_p2p_args(bool is_send, void* buffer, size_t count, ncclDataType_t t
   return check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type), 1);
 }
 
-Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
-           cudaStream_t stream) {
+Status enqueue_p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
+                   cudaStream_t stream) {
   CommUse use(comm);
   BRAID_TRY(check_usable(use, comm));
   if (peer < 0 || peer >= comm->nranks)
@@ -156,6 +156,22 @@ Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int pe
   call.peer = peer;
   call.stream = stream;
   return enqueue(comm, call);
+}
+
+// A call refused inside a group fails the group too (group_note_refused).
+Status collective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff, size_t count,
+                  ncclDataType_t type, ncclRedOp_t op, int root, ncclComm* comm, cudaStream_t stream,
+                  const ncclCollConfig_t* config = nullptr) {
+  Status s = enqueue_collective(spec, sendbuff, recvbuff, count, type, op, root, comm, stream, config);
+  group_note_refused(s);
+  return s;
+}
+
+Status p2p(bool is_send, void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm* comm,
+           cudaStream_t stream) {
+  Status s = enqueue_p2p(is_send, buffer, count, type, peer, comm, stream);
+  group_note_refused(s);
+  return s;
 }
 
 constexpr CollectiveSpec kAllReduce{Collective::AllReduce, true, false};

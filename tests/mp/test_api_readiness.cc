@@ -3,7 +3,8 @@
 // the group that holds the communicator's init, calls on a non-blocking
 // init still in progress, and every call that needs what init makes
 // (Split, Grow, WindowRegister, Suspend, device communicators) after a
-// non-blocking init failed.  Also NCCL's codes where braid's differed:
+// non-blocking init failed.  A call refused inside a group fails the
+// group's ncclGroupEnd, which runs none of it.  Also NCCL's codes where braid's differed:
 // Destroy and Finalize of NULL, a second Finalize, the attribute queries of
 // a finalized communicator, ncclGroupSimulateEnd with NULL (a plain group
 // end) and with a bad simInfo (the group ends, its calls dropped), and
@@ -48,7 +49,7 @@ TEST_CASE("A collective queued in the group that holds its communicator's init i
   CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
   CHECK(last_error_says(comm, "before its init finished"));
   CHECK(ncclSend(a, 4, ncclFloat, 0, comm, nullptr) == ncclInvalidArgument);
-  CHECK(ncclGroupEnd() == ncclSuccess);  // the init runs
+  CHECK(ncclGroupEnd() == ncclInvalidArgument);  // the group's calls were refused; its init runs
   CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
   CHECK(b[3] == 4);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
@@ -167,4 +168,27 @@ TEST_CASE("ncclCommGetAsyncError polled while another thread aborts the communic
     watchdog.join();
     CHECK(bad.load() == 0);
   }
+}
+
+TEST_CASE("A call refused inside a group fails ncclGroupEnd, which runs none of the group", "[api][errors]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  float a[4] = {1, 2, 3, 4}, b[4] = {}, d[4] = {};
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  REQUIRE(ncclGroupStart() == ncclSuccess);  // nested: the outermost end decides
+  CHECK(ncclAllReduce(a, d, 4, ncclFloat, ncclNumOps, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclGroupEnd() == ncclSuccess);
+  CHECK(ncclSend(a, 4, ncclFloat, 0, comm, nullptr) == ncclSuccess);
+  CHECK(ncclGroupEnd() == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("none of its calls ran") != std::string::npos);
+  CHECK(b[3] == 0);  // the good call did not run either
+  // The next group is a new one.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(ncclGroupEnd() == ncclSuccess);
+  CHECK(b[3] == 4);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }

@@ -169,8 +169,8 @@ std::vector<Row> table() {
       ROW("ncclRecv", "destroyed comm", IA, "not a live communicator", ncclRecv(c.b, 4, ncclFloat, 1, c.destroyed, nullptr)),
       ROW("ncclGroupEnd", "without GroupStart", IU, "without ncclGroupStart", ncclGroupEnd()),
       ROW("ncclGroupSimulateEnd", "without GroupStart", IU, "without ncclGroupStart", [&] { ncclSimInfo_t s = NCCL_SIM_INFO_INITIALIZER; return ncclGroupSimulateEnd(&s); }()),
-      ROW("ncclGroupSimulateEnd", "NULL simInfo", IA, "simInfo is NULL", ncclGroupSimulateEnd(nullptr)),
-      ROW("ncclGroupSimulateEnd", "bad magic", IA, "NCCL_SIM_INFO_INITIALIZER", [&] { ncclSimInfo_t s = NCCL_SIM_INFO_INITIALIZER; s.magic = 3; return ncclGroupSimulateEnd(&s); }()),
+      ROW("ncclGroupSimulateEnd", "NULL simInfo: ncclGroupEnd, without GroupStart", IU, "without ncclGroupStart", ncclGroupSimulateEnd(nullptr)),
+      ROW("ncclGroupSimulateEnd", "bad magic: ends the group", IA, "NCCL_SIM_INFO_INITIALIZER", [&] { ncclSimInfo_t s = NCCL_SIM_INFO_INITIALIZER; s.magic = 3; ncclGroupStart(); return ncclGroupSimulateEnd(&s); }()),
       // The functions NCCL 2.29-2.32 added (each fails before any rank waits for another).
       ROW("ncclCommGetUniqueId", "NULL comm", IA, "comm argument is NULL", ncclCommGetUniqueId(nullptr, &c.id)),
       ROW("ncclCommGetUniqueId", "NULL id", IA, "uniqueId pointer is NULL", ncclCommGetUniqueId(c.comm[0], nullptr)),
@@ -243,12 +243,11 @@ std::vector<Row> table() {
       ROW("ncclSetEncryption", "mode 7", IA, "mode 7", [&] { ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER; e.mode = 7; return ncclSetEncryption(&e); }()),
       ROW("ncclSetEncryption", "PSK NULL", IA, "psk NULL", [&] { ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER; e.mode = NCCL_ENCRYPTION_MODE_PSK; return ncclSetEncryption(&e); }()),
       ROW("ncclSetEncryption", "PSK under 32 bytes", IA, "at least 32 are required", [&] { ncclEncryptionConfig_t e = NCCL_ENCRYPTION_CONFIG_INITIALIZER; e.mode = NCCL_ENCRYPTION_MODE_PSK; e.psk = "short"; return ncclSetEncryption(&e); }()),
-      ROW("ncclAllReduce", "inside a group: fails at once, group still usable", IA, "invalid datatype", [&] {
-        // A bad call inside a group fails at once and leaves the group usable.
+      ROW("ncclGroupEnd", "after a call refused in the group: runs none of it", IA, "invalid datatype", [&] {
         ncclGroupStart();
-        ncclResult_t r = ncclAllReduce(c.a, c.b, 4, ncclNumTypes, ncclSum, c.comm[0], nullptr);
-        ncclGroupEnd();
-        return r; }()),
+        if (ncclAllReduce(c.a, c.b, 4, ncclNumTypes, ncclSum, c.comm[0], nullptr) != ncclInvalidArgument)
+          return ncclSuccess;  // the call itself fails at once: else the row fails
+        return ncclGroupEnd(); }()),
   };
 }
 
