@@ -237,8 +237,12 @@ class CudaBackend final : public Backend {
     warn_if_legacy_stream(stream);
     bool capturing = false;
     BRAID_TRY(order_.begin(stream, &capturing));
-    BRAID_TRY(enqueue(capturing));
-    return order_.end(stream, capturing);
+    // The order is kept also where the call failed part way: what it did
+    // enqueue (a plan's upload, a kernel) stays ahead of the next call.
+    Status enqueued = enqueue(capturing);
+    Status ended = order_.end(stream, capturing);
+    BRAID_TRY(std::move(enqueued));
+    return ended;
   }
 
   // Whether `call` goes to the real NCCL (BRAID_FORWARD).
