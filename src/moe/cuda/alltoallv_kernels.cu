@@ -25,11 +25,14 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
   int64_t* offsets = shared;         // [n + 1] this rank's send offsets
   int64_t* counts = shared + n + 1;  // [n + 1] received counts, then their offsets
   __shared__ int32_t bad_dest;
+  __shared__ int32_t cut;  // a wait for this CTA's destinations gave up: it sends nothing
   const ncclCoopCta cta;
   const uint64_t call = h.state->calls + 1;
   const uint32_t epoch = epoch_of_call(call);
   LsaMemory<ncclCoopCta> mm(cta, h.window, 0, h.rank);
   Timeout expired = Timeout::after(h.timeout_ns, &h.state->stop);
+  if (threadIdx.x == 0) cut = 0;
+  __syncthreads();
 
   // This CTA's destinations acknowledged the last call: their blocks for
   // this rank are free.
@@ -41,6 +44,7 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
       while (!epoch_reached(signal_epoch(mm.load(&acks[d])), last)) {
         if (expired()) {
           if (!load_acquire(h.state->stop)) report(h.error, &h.state->stop, kDeviceTimeout, false, d, -1, 0, last);
+          atomicExch(&cut, 1);
           break;
         }
         mm.pause();
@@ -52,7 +56,12 @@ __global__ void alltoallv_kernel(DeviceAlltoAllv h, const char* send, const int6
   const bool bad = bad_dest >= 0;
   if (bad && blockIdx.x == 0 && threadIdx.x == 0)
     report(h.error, &h.state->stop, kDeviceBadCount, false, h.rank, -1, bad_dest, epoch);
-  alltoallv_send(mm, w, h.rank, send, offsets, bad, epoch, int32_t(blockIdx.x), int32_t(gridDim.x));
+  // A destination that did not acknowledge the last call may still be
+  // copying out of its block for this rank: nothing is written there (its
+  // wait for this rank's count gives up, as the host's protocol leaves it).
+  // A replayed graph of a stopped handle lands here too: its waits give up
+  // at once, and a destination that did acknowledge is safe to write.
+  if (!cut) alltoallv_send(mm, w, h.rank, send, offsets, bad, epoch, int32_t(blockIdx.x), int32_t(gridDim.x));
 
   // Every source's count word, by the CTA's threads.
   const auto* words = reinterpret_cast<const uint64_t*>(mm.window(h.rank) + w.counts);
