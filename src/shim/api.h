@@ -6,6 +6,7 @@
 // the C ABI.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -16,6 +17,7 @@
 #include "src/runtime/comm.h"
 #include "src/base/log.h"
 #include "src/base/status.h"
+#include "src/ops/datatype.h"
 
 #define BRAID_API extern "C" __attribute__((visibility("default")))
 
@@ -140,6 +142,14 @@ inline Status check_root(const ncclComm* comm, int root) {
   return root >= 0 && root < comm->nranks ? Status::ok() : root_error(comm, root);
 }
 Status null_buffer_error(const char* name, size_t count);
+// `count` elements of `type`, `blocks` times over (a rank's blocks of a
+// collective's buffers), must be bytes a call can address: a count that
+// wraps (NCCL does not check) would run as a small call on wrong data.
+Status count_error(size_t count, ncclDataType_t type, uint64_t blocks);
+inline Status check_count(size_t count, ncclDataType_t type, uint64_t blocks) {  // after check_type
+  const uint64_t most = (uint64_t(1) << 62) / std::max<uint64_t>(datatype_size(type), 1) / std::max<uint64_t>(blocks, 1);
+  return uint64_t(count) <= most ? Status::ok() : count_error(count, type, blocks);
+}
 inline Status check_buffer(const void* buffer, const char* name, size_t count) {
   return buffer || count == 0 ? Status::ok() : null_buffer_error(name, count);
 }

@@ -72,6 +72,7 @@ Status check_collective_args(const CollectiveSpec& spec, const void* sendbuff, c
   bool needs_recv = !(spec.collective == Collective::Reduce || spec.collective == Collective::Gather) || is_root;
   if (needs_send) BRAID_TRY(check_buffer(sendbuff, "sendbuff", count));
   if (needs_recv) BRAID_TRY(check_buffer(recvbuff, "recvbuff", count));
+  BRAID_TRY(check_count(count, type, uint64_t(comm->nranks)));
   const uint64_t block = uint64_t(count) * datatype_size(type);
   if (needs_send)
     BRAID_TRY(check_mapped(comm, sendbuff, "sendbuff", block, input_blocks(spec.collective, comm->nranks)));
@@ -125,6 +126,7 @@ Status enqueue_collective(const CollectiveSpec& spec, const void* sendbuff, void
 Status check_p2p_args(bool is_send, void* buffer, size_t count, ncclDataType_t type, ncclComm* comm) {
   BRAID_TRY(check_type(type));
   BRAID_TRY(check_buffer(buffer, is_send ? "sendbuff" : "recvbuff", count));
+  BRAID_TRY(check_count(count, type, 1));
   return check_mapped(comm, buffer, is_send ? "sendbuff" : "recvbuff", uint64_t(count) * datatype_size(type), 1);
 }
 

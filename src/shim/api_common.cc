@@ -100,6 +100,11 @@ Status wait_initialized(ncclComm* comm) {
                      "group): end the group first");
 }
 
+Status count_error(size_t count, ncclDataType_t type, uint64_t blocks) {
+  return BRAID_ERROR(ncclInvalidArgument, "count {} of {}-byte elements{} is more than 2^62 bytes: no call can address "
+                     "them", count, datatype_size(type), blocks > 1 ? fmt::format(", {} blocks of it", blocks) : "");
+}
+
 Status type_error(ncclDataType_t type) {
   return BRAID_ERROR(ncclInvalidArgument, "invalid datatype {} (valid: 0..{})", int(type), int(ncclNumTypes) - 1);
 }

@@ -129,6 +129,8 @@ std::vector<Row> table() {
       ROW("ncclAllReduce", "NULL comm", IA, "comm argument is NULL", ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclSum, nullptr, nullptr)),
       ROW("ncclAllReduce", "destroyed comm", IA, "not a live communicator", ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclSum, c.destroyed, nullptr)),
       ROW("ncclAllReduce", "datatype 12", IA, "invalid datatype 12", ncclAllReduce(c.a, c.b, 4, ncclNumTypes, ncclSum, c.comm[0], nullptr)),
+      ROW("ncclAllReduce", "count past 2^62 bytes", IA, "more than 2^62 bytes", ncclAllReduce(c.a, c.b, (size_t(1) << 62) + 1, ncclFloat, ncclSum, c.comm[0], nullptr)),
+      ROW("ncclSend", "count past 2^62 bytes", IA, "more than 2^62 bytes", ncclSend(c.a, size_t(1) << 61, ncclDouble, 1, c.comm[0], nullptr)),
       ROW("ncclAllReduce", "datatype -1", IA, "invalid datatype -1", ncclAllReduce(c.a, c.b, 4, ncclDataType_t(-1), ncclSum, c.comm[0], nullptr)),
       ROW("ncclAllReduce", "op 5 never created", IA, "invalid reduction op 5", ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclNumOps, c.comm[0], nullptr)),
       ROW("ncclAllReduce", "op -1", IA, "invalid reduction op -1", ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclRedOp_t(-1), c.comm[0], nullptr)),
