@@ -100,6 +100,10 @@ struct ncclComm {
   std::unique_ptr<braid::PlanCache> plans;
   // Runs the communicator's work (src/exec/backend.h); set when init is done.
   std::unique_ptr<braid::Backend> backend;
+  // Held where the backend is swapped after init (ncclCommSuspend, Resume)
+  // and by ncclCommGetAsyncError's poll of it, which may run in another
+  // thread (a watchdog) at the same time.
+  std::mutex backend_mutex;
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};  // set by braid::set_async_error

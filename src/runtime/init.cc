@@ -327,7 +327,14 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   // the backend has it (on another it fails at the first RMA call, saying so).
   // A backend without RMA declines (every rank alike); one that has it and
   // fails has left its exchanges midway: that fails the init or resume.
-  auto start_rma = [&] {
+  // The backend is built aside and then swapped in under backend_mutex: a
+  // watchdog thread may be in ncclCommGetAsyncError during a resume.
+  std::unique_ptr<Backend> made;
+  auto install = [&] {  // then rmaEagerInit's connections
+    {
+      std::lock_guard<std::mutex> lock(comm->backend_mutex);
+      comm->backend = std::move(made);
+    }
     if (!b.rma_eager) return Status::ok();
     if (!comm->backend->has_rma()) {
       BRAID_WARN("rmaEagerInit (config or NCCL_RMA_EAGER_INIT) = 1: the {} backend has no one-sided RMA",
@@ -337,8 +344,8 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
     return comm->backend->rma_start();
   };
   if (!local.device.usable) {
-    comm->backend = std::make_unique<HostBackend>(b, setup.host);
-    return start_rma();
+    made = std::make_unique<HostBackend>(b, setup.host);
+    return install();
   }
   // CUDA IPC reaches the ranks of one host; with a peer elsewhere, or
   // NCCL_P2P_DISABLE=1 (as NCCL then goes through host memory), the device
@@ -346,10 +353,10 @@ Status make_backend(ncclComm* comm, const CommSetup& setup, const TransportConte
   bool remote_peer = false;
   for (const PeerInfo& p : ctx.peers) remote_peer |= p.host_hash != ctx.peers[ctx.rank].host_hash;
   if (remote_peer || setup.agreed.p2p_disabled)
-    BRAID_TRY(make_cuda_staged_backend(b, local.device.device, setup.host, &comm->backend));
-  else BRAID_TRY(make_cuda_backend(b, local.device.device, &comm->backend));
+    BRAID_TRY(make_cuda_staged_backend(b, local.device.device, setup.host, &made));
+  else BRAID_TRY(make_cuda_backend(b, local.device.device, &made));
   comm->cuda_device = local.device.device;
-  return start_rma();
+  return install();
 }
 
 // BRAID_STRAGGLAR_LANES as agreed (auto, connection, compact) for this
@@ -523,7 +530,12 @@ Status comm_release_buffers(ncclComm* comm) {
     if (pending[r])
       return BRAID_ERROR(ncclInvalidUsage, "ncclCommSuspend: rank {} has {} one-sided signals nobody waited for; "
                          "wait for them first (they would be lost)", r, pending[r]);
-  comm->backend.reset();
+  std::unique_ptr<Backend> dropped;
+  {
+    std::lock_guard<std::mutex> lock(comm->backend_mutex);  // a watchdog's ncclCommGetAsyncError may be polling it
+    dropped = std::move(comm->backend);
+  }
+  dropped.reset();
   comm->transport.reset();
   return Status::ok();
 }
