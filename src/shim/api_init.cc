@@ -163,6 +163,9 @@ BRAID_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* d
     BRAID_TRY(env_plugin_status());
     ncclUniqueId id;
     BRAID_TRY(bootstrap_create_root(&id));
+    // Every entry is this call's from here: the cleanup below must not take
+    // what the caller's array held before (a live communicator) for one of them.
+    std::fill(comms, comms + ndev, nullptr);
     // One group: the ranks rendezvous concurrently at its end.
     group_start();
     Status first;
