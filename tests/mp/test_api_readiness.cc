@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <thread>
 
 #include "collective_check.h"
@@ -37,6 +38,38 @@ ncclComm_t lonely_nonblocking_init(const ncclUniqueId& id) {
 bool last_error_says(ncclComm_t comm, const std::string& text) {
   return std::string(ncclGetLastError(comm)).find(text) != std::string::npos;
 }
+
+ncclComm_t one_rank_comm() {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  return comm;
+}
+
+// PyTorch's watchdog: a thread polling ncclCommGetAsyncError on `comm`
+// until stopped, counting the answers (call's result, state) `ok` rejects.
+class Watchdog {
+ public:
+  Watchdog(ncclComm_t comm, std::function<bool(ncclResult_t, ncclResult_t)> ok)
+      : thread_([this, comm, ok] {
+          while (polling_.load()) {
+            ncclResult_t state = ncclSuccess;
+            const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+            if (!ok(r, state)) bad_.fetch_add(1);
+          }
+        }) {}
+  int stop() {
+    polling_.store(false);
+    thread_.join();
+    return bad_.load();
+  }
+
+ private:
+  std::atomic<bool> polling_{true};
+  std::atomic<int> bad_{0};
+  std::thread thread_;  // last: it starts once the flags exist
+};
 
 }  // namespace
 
@@ -104,10 +137,7 @@ TEST_CASE("NULL Destroy and Finalize do nothing, a second Finalize is refused, a
           "[api][errors]") {
   CHECK(ncclCommDestroy(nullptr) == ncclSuccess);
   CHECK(ncclCommFinalize(nullptr) == ncclSuccess);
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm = nullptr;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  ncclComm_t comm = one_rank_comm();
   REQUIRE(ncclCommFinalize(comm) == ncclSuccess);
   CHECK(ncclCommFinalize(comm) == ncclInvalidArgument);
   int value = -1;
@@ -123,10 +153,7 @@ TEST_CASE("NULL Destroy and Finalize do nothing, a second Finalize is refused, a
 
 TEST_CASE("ncclGroupSimulateEnd: NULL ends the group as ncclGroupEnd, a bad simInfo ends it dropping its calls",
           "[api][errors]") {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm = nullptr;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  ncclComm_t comm = one_rank_comm();
   float a[4] = {1, 2, 3, 4}, b[4] = {}, d[4] = {};
   REQUIRE(ncclGroupStart() == ncclSuccess);
   REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
@@ -150,32 +177,16 @@ TEST_CASE("ncclGroupSimulateEnd: NULL ends the group as ncclGroupEnd, a bad simI
 TEST_CASE("ncclCommGetAsyncError polled while another thread aborts the communicator", "[api][threads]") {
   // The watchdog pattern (PyTorch's): under ASan a use after free shows.
   for (int round = 0; round < 20; ++round) {
-    ncclUniqueId id;
-    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-    ncclComm_t comm = nullptr;
-    REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
-    std::atomic<bool> polling{true};
-    std::atomic<int> bad{0};
-    std::thread watchdog([&] {
-      while (polling.load()) {
-        ncclResult_t state = ncclSuccess;
-        const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-        if (r != ncclSuccess && r != ncclInvalidArgument) bad.fetch_add(1);
-      }
-    });
+    ncclComm_t comm = one_rank_comm();
+    Watchdog watchdog(comm, [](ncclResult_t r, ncclResult_t) { return r == ncclSuccess || r == ncclInvalidArgument; });
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     CHECK(ncclCommAbort(comm) == ncclSuccess);
-    polling.store(false);
-    watchdog.join();
-    CHECK(bad.load() == 0);
+    CHECK(watchdog.stop() == 0);
   }
 }
 
 TEST_CASE("A call refused inside a group fails ncclGroupEnd, which runs none of the group", "[api][errors]") {
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm = nullptr;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
+  ncclComm_t comm = one_rank_comm();
   float a[4] = {1, 2, 3, 4}, b[4] = {}, d[4] = {};
   REQUIRE(ncclGroupStart() == ncclSuccess);
   REQUIRE(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
@@ -196,25 +207,13 @@ TEST_CASE("A call refused inside a group fails ncclGroupEnd, which runs none of 
 
 TEST_CASE("ncclCommGetAsyncError polled while the communicator is suspended and resumed", "[api][threads]") {
   // The backend is dropped and made again under the poll: under ASan or TSan a race shows.
-  ncclUniqueId id;
-  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
-  ncclComm_t comm = nullptr;
-  REQUIRE(ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess);
-  std::atomic<bool> polling{true};
-  std::atomic<int> bad{0};
-  std::thread watchdog([&] {
-    while (polling.load()) {
-      ncclResult_t state = ncclSuccess;
-      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess || state != ncclSuccess) bad.fetch_add(1);
-    }
-  });
+  ncclComm_t comm = one_rank_comm();
+  Watchdog watchdog(comm, [](ncclResult_t r, ncclResult_t state) { return r == ncclSuccess && state == ncclSuccess; });
   for (int round = 0; round < 10; ++round) {
     CHECK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclSuccess);
     CHECK(ncclCommResume(comm) == ncclSuccess);
   }
-  polling.store(false);
-  watchdog.join();
-  CHECK(bad.load() == 0);
+  CHECK(watchdog.stop() == 0);
   float a[4] = {1, 2, 3, 4}, b[4] = {};
   CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
   CHECK(b[3] == 4);
