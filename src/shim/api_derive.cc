@@ -131,6 +131,9 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   if (flags == NCCL_SHRINK_ABORT) {
     // Terminate whatever still runs on the parent (e.g. a collective stuck
     // on a dead rank, in another thread); the parent is revoked from here.
+    // A parent whose init never finished has no bootstrap to shrink over.
+    if (!comm->ready.load(std::memory_order_acquire))
+      return BRAID_ERROR(ncclInvalidArgument, "the communicator's init has not finished (or failed): nothing to shrink");
     revoke(comm);
   } else {
     BRAID_TRY(wait_initialized(comm));

@@ -2,7 +2,7 @@
 // error, never a crash (NCCL's ncclCommEnsureReady): a collective queued in
 // the group that holds the communicator's init, calls on a non-blocking
 // init still in progress, and every call that needs what init makes
-// (Split, Grow, WindowRegister, Suspend, device communicators) after a
+// (Split, Grow, Shrink, WindowRegister, Suspend, device communicators) after a
 // non-blocking init failed.  A call refused inside a group fails the
 // group's ncclGroupEnd, which runs none of it.  NCCL's codes where braid's
 // differed: Destroy and Finalize of NULL, a second Finalize, the attribute
@@ -127,6 +127,8 @@ TEST_CASE("After a non-blocking init failed, every call that needs it returns it
   CHECK(ncclCommWindowRegister(comm, buffer, 4096, &win, 0) == state);
   CHECK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == state);
   CHECK(last_error_says(comm, "init failed"));
+  CHECK(ncclCommShrink(comm, nullptr, 0, &other, nullptr, NCCL_SHRINK_DEFAULT) == state);
+  CHECK(ncclCommShrink(comm, nullptr, 0, &other, nullptr, NCCL_SHRINK_ABORT) == ncclInvalidArgument);
   float a[4] = {1, 2, 3, 4}, b[4] = {};
   CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == state);
   CHECK(ncclMemFree(buffer) == ncclSuccess);
