@@ -107,6 +107,9 @@ constexpr EnvVar kNcclVars[] = {
      "a file: rank NCCL_TOPO_DUMP_FILE_RANK writes its host's topology there at init, in NCCL's XML, which braid "
      "synth/topo read (src/runtime/topo_dump.h)"},
     {"NCCL_TOPO_DUMP_FILE_RANK", "", "the rank that writes NCCL_TOPO_DUMP_FILE (default 0), as NCCL"},
+    {"NCCL_TOPO_FILE", "",
+     "a topology in NCCL's XML (a VM vendor's file; unset: /var/run/nvidia-topologyd/virtualTopology.xml where it "
+     "exists): places GPUs and NICs by its tree for the nearest-NIC choice (src/transport/net/topo_file.h)"},
     {"NCCL_SET_THREAD_NAME", "",
      "1: braid's threads are named for what they do (\"braid socket\", \"braid gin proxy\"), as NCCL names its own; "
      "default 0: they keep the program's name (src/base/thread_name.h)"},

@@ -1,6 +1,6 @@
 // Which net devices a rank uses (src/transport/net/nic_affinity.h): PCI hops,
 // the nearest devices to a GPU or a NUMA node, their share-out and
-// NCCL_NETDEVS_POLICY, the
+// NCCL_NETDEVS_POLICY, NCCL_TOPO_FILE's placing of a VM's devices, the
 // sysfs readers on trees of files made here, and ranks (threads, each with
 // its own bootstrap) on two hosts choosing together.
 #include <catch2/catch.hpp>
@@ -17,6 +17,7 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/net/nic_affinity.h"
+#include "src/transport/net/topo_file.h"
 
 using namespace braid;
 namespace fs = std::filesystem;
@@ -199,7 +200,8 @@ std::vector<NetProperties> nets(const std::vector<std::string>& paths, const std
 
 // `hosts[r]` is rank r's host; each rank a thread bound to CPU 0 with a
 // bootstrap of its own, choosing among `paths`.  Empty where CPU 0 could not be had.
-std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<NetProperties>& devices) {
+std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const std::vector<NetProperties>& devices,
+                                            const std::vector<std::string>& gpus = {}) {
   const int n = int(hosts.size());
   ncclUniqueId id;
   REQUIRE(bootstrap_create_root(&id).is_ok());
@@ -214,6 +216,7 @@ std::vector<NetDeviceChoice> choose_on_cpu0(const std::vector<int>& hosts, const
       TransportContext ctx;
       ctx.rank = r;
       ctx.nranks = n;
+      if (size_t(r) < gpus.size()) ctx.gpu_pci_bus_id = gpus[size_t(r)];
       for (int p = 0; p < n; ++p) ctx.peers.push_back(PeerInfo{.host_hash = uint64_t(hosts[size_t(p)])});
       std::unique_ptr<Bootstrap> bs;
       if (!Bootstrap::connect(id, r, n, Deadline::after(std::chrono::seconds(30)), &bs).is_ok()) return;
@@ -289,4 +292,86 @@ TEST_CASE("Rails and planes order a rank's devices where every one has a rail, o
   CHECK(devices == std::vector<int>{0, 1});
   std::vector<int> none;
   CHECK_FALSE(order_by_rail(&none, nets({}, {0}, {0})));
+}
+
+namespace {
+
+// An Azure-style file (ndv4-topo.xml's shape): in the VM every GPU and NIC
+// sits on one flat PCI bus; the file puts each GPU beside one NIC under a
+// switch, the pairs crossed over against bus id order (GPU 0001 with NIC 0103).
+const char* kVmTopology = R"(<system version="1">
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="AuthenticAMD" familyid="23" modelid="49">
+    <pci busid="ffff:ff:01.0" class="0x060400" link_speed="16 GT/s" link_width="16">
+      <pci busid="0001:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+      <pci busid="0103:00:00.0" class="0x020700" link_speed="16 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="ffff:ff:02.0" class="0x060400" link_speed="16 GT/s" link_width="16">
+      <pci busid="0002:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+      <pci busid="0104:00:00.0" class="0x020700" link_speed="16 GT/s" link_width="16"/>
+    </pci>
+  </cpu>
+  <cpu numaid="1" affinity="ffff0000" arch="x86_64" vendor="AuthenticAMD" familyid="23" modelid="49">
+    <pci busid="ffff:ff:03.0" class="0x060400" link_speed="16 GT/s" link_width="16">
+      <pci busid="0003:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+      <pci busid="0101:00:00.0" class="0x020700" link_speed="16 GT/s" link_width="16"/>
+    </pci>
+    <pci busid="ffff:ff:04.0" class="0x060400" link_speed="16 GT/s" link_width="16">
+      <pci busid="0004:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+      <pci busid="0102:00:00.0" class="0x020700" link_speed="16 GT/s" link_width="16"/>
+    </pci>
+  </cpu>
+</system>
+)";
+
+}  // namespace
+
+TEST_CASE("NCCL_TOPO_FILE's tree: each bus id's path under its CPU, and its NUMA node", "[nic_affinity]") {
+  TopologyPlaces places;
+  std::string error;
+  REQUIRE(topology_file_places(kVmTopology, &places, &error));
+  CHECK(places.size() == 12);
+  CHECK(places.at("0001:00:00.0").path == "/ncclTopoFile/pci-numa0/ffff:ff:01.0/0001:00:00.0");
+  CHECK(places.at("0101:00:00.0").numa_node == 1);
+  CHECK(pci_hops(places.at("0001:00:00.0").path, places.at("0103:00:00.0").path) == 2);
+  CHECK(pci_hops(places.at("0001:00:00.0").path, places.at("0104:00:00.0").path) == 4);
+  CHECK_FALSE(topology_file_places("<system><cpu>", &places, &error));
+  CHECK(error.find("not XML") != std::string::npos);
+  CHECK_FALSE(topology_file_places("<topology/>", &places, &error));
+  CHECK(error.find("no <system>") != std::string::npos);
+  CHECK(bus_id_of_path("/sys/devices/pci0000:00/0000:00:01.0/0101:00:00.0") == "0101:00:00.0");
+  CHECK(bus_id_of_path("/sys/devices/pci0000:00/0000:00:03.0/virtio0").empty());
+  CHECK(is_pci_bus_id("0000:1b:00.0"));
+  CHECK_FALSE(is_pci_bus_id("0000:1g:00.0"));
+}
+
+TEST_CASE("NCCL_TOPO_FILE places a VM's GPUs and NICs where its flat sysfs cannot", "[nic_affinity]") {
+  // The VM's sysfs: four NICs side by side on one bus, NUMA unknown, as in Azure's and AWS's VMs.
+  TempTree t;
+  std::vector<std::string> paths;
+  for (int d = 1; d <= 4; ++d) {
+    const std::string dev = fmt::format("devices/pci0000:00/010{}:00:00.0", d);
+    t.write(dev + "/numa_node", "-1");
+    paths.push_back((t.root / dev).string());
+  }
+  const std::vector<std::string> gpus = {"0001:00:00.0", "0002:00:00.0", "0003:00:00.0", "0004:00:00.0"};
+  unsetenv("NCCL_NETDEVS_POLICY");
+  unsetenv("NCCL_TOPO_FILE");
+  // Without the file every NIC is as near as every other: the ranks share them out in turn.
+  std::vector<NetDeviceChoice> c = choose_on_cpu0({11, 11, 11, 11}, nets(paths), gpus);
+  for (int r = 0; r < 4; ++r) CHECK(c[size_t(r)].devices == std::vector<int>{r});
+  // With it, each GPU's NIC under its switch: GPU 1 with 0103, 2 with 0104, 3 with 0101, 4 with 0102.
+  t.write("topo.xml", kVmTopology);
+  setenv("NCCL_TOPO_FILE", (t.root / "topo.xml").c_str(), 1);
+  c = choose_on_cpu0({11, 11, 11, 11}, nets(paths), gpus);
+  CHECK(c[0].devices == std::vector<int>{2});
+  CHECK(c[1].devices == std::vector<int>{3});
+  CHECK(c[2].devices == std::vector<int>{0});
+  CHECK(c[3].devices == std::vector<int>{1});
+  CHECK(c[0].why == fmt::format("1 of 4 devices, 2 PCI hops from its GPU, placed by {}", (t.root / "topo.xml").string()));
+  // A file that is not NCCL's XML is warned of and left out: sysfs decides again.
+  t.write("bad.xml", "<system><cpu>");
+  setenv("NCCL_TOPO_FILE", (t.root / "bad.xml").c_str(), 1);
+  c = choose_on_cpu0({11, 11, 11, 11}, nets(paths), gpus);
+  CHECK(c[0].devices == std::vector<int>{0});
+  unsetenv("NCCL_TOPO_FILE");
 }

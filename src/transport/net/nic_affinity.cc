@@ -18,6 +18,7 @@
 #include "src/base/env.h"
 #include "src/base/hash.h"
 #include "src/base/log.h"
+#include "src/transport/net/topo_file.h"
 
 namespace braid {
 namespace fs = std::filesystem;
@@ -278,13 +279,36 @@ bool order_by_rail(std::vector<int>* chosen, const std::vector<NetProperties>& d
   return true;
 }
 
+namespace {
+
+// Where NCCL_TOPO_FILE has `bus_id`: its place there instead of sysfs's.
+bool place_by_file(const TopologyPlaces& file, const std::string& bus_id, std::string* path, int* numa_node) {
+  auto at = file.find(bus_id);
+  if (at == file.end()) return false;
+  *path = at->second.path;
+  *numa_node = at->second.numa_node;
+  return true;
+}
+
+}  // namespace
+
 Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap,
                           const std::vector<NetProperties>& net_devices, NetDeviceChoice* out) {
+  std::string file_name;
+  const TopologyPlaces file = topology_file(&file_name);
+  int by_file = 0;
   std::vector<DevicePlace> devices;
-  for (const NetProperties& d : net_devices) devices.push_back(device_place(d.pci_path));
+  for (const NetProperties& d : net_devices) {
+    DevicePlace p = device_place(d.pci_path);
+    by_file += place_by_file(file, bus_id_of_path(p.pci_path), &p.pci_path, &p.numa_node);
+    devices.push_back(p);
+  }
   RankPlace me;
   me.gpu_pci_path = pci_bus_id_path(ctx.gpu_pci_bus_id);
   me.gpu_numa_node = read_numa_node(me.gpu_pci_path);
+  std::string gpu_bus = ctx.gpu_pci_bus_id;
+  for (char& c : gpu_bus) c = char(std::tolower(static_cast<unsigned char>(c)));
+  by_file += place_by_file(file, gpu_bus, &me.gpu_pci_path, &me.gpu_numa_node);
   me.numa_node = numa_node_of_cpus(allowed_cpus());
   const NearestDevices nearest = nearest_devices(devices, me);
   // The ranks of this host with the same nearest devices share them out.
@@ -314,6 +338,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap,
   out->why = fmt::format("{} of {} devices, {}", nearest.devices.size(), devices.size(), describe(nearest, me));
   if (m > 1) out->why += fmt::format(", shared by {} ranks", m);
   if (by_rail && out->devices.size() > 1) out->why += ", in rail order";
+  if (by_file) out->why += fmt::format(", placed by {}", file_name);
   return Status::ok();
 }
 

@@ -22,6 +22,8 @@
 // that share: ALL every device, MAX:N up to N, nearest first.  A rank's
 // channels take its devices in turn (net_transport.h).
 // NCCL_IB_HCA (and a plugin's own settings) decide which devices there are.
+// NCCL_TOPO_FILE places a GPU and the devices where its tree has their bus
+// ids, instead of sysfs (a VM's flat PCI bus: topo_file.h).
 #pragma once
 
 #include <cstdint>

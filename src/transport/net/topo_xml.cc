@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "src/base/net_interface.h"
+#include "src/transport/net/topo_file.h"
 
 namespace braid {
 namespace fs = std::filesystem;
@@ -32,14 +33,6 @@ std::string first_line(const std::string& path) {
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// "BBBB:BB:DD.F": a PCI function's name in sysfs (NCCL's checkBDFFormat).
-bool is_bdf(const std::string& name) {
-  if (name.size() != 12 || name[4] != ':' || name[7] != ':' || name[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
-    if (!std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
-  return true;
 }
 
 struct Node {
@@ -168,7 +161,7 @@ class Builder {
     for (const auto& part : fs::path(path)) {
       const std::string name = part.string();
       at = at.empty() || at == "/" ? at + name : at + "/" + name;
-      if (!is_bdf(name)) continue;
+      if (!is_pci_bus_id(name)) continue;
       if (!parent) {  // the outermost function: its NUMA node is its root complex's CPU
         std::string numa = first_line(at + "/numa_node");
         parent = cpu(numa.empty() ? "-1" : numa);
