@@ -367,7 +367,8 @@ TEST_CASE("NCCL_TOPO_FILE places a VM's GPUs and NICs where its flat sysfs canno
   CHECK(c[1].devices == std::vector<int>{3});
   CHECK(c[2].devices == std::vector<int>{0});
   CHECK(c[3].devices == std::vector<int>{1});
-  CHECK(c[0].why == fmt::format("1 of 4 devices, 2 PCI hops from its GPU, placed by {}", (t.root / "topo.xml").string()));
+  const std::string file = (t.root / "topo.xml").string();
+  CHECK(c[0].why == fmt::format("1 of 4 devices, 2 PCI hops from its GPU, placed by {}", file));
   // A file that is not NCCL's XML is warned of and left out: sysfs decides again.
   t.write("bad.xml", "<system><cpu>");
   setenv("NCCL_TOPO_FILE", (t.root / "bad.xml").c_str(), 1);
