@@ -43,6 +43,7 @@ struct Nvml {
   nvmlReturn_t (*state)(nvmlDevice_t, unsigned, int*) = nullptr;
   nvmlReturn_t (*remote_pci)(nvmlDevice_t, unsigned, nvmlPciInfo_t*) = nullptr;
   nvmlReturn_t (*field_values)(nvmlDevice_t, int, nvmlFieldValue_t*) = nullptr;  // optional
+  nvmlReturn_t (*capability_sm)(nvmlDevice_t, int*, int*) = nullptr;                // optional
   std::string why;  // empty: ready
 };
 
@@ -63,6 +64,7 @@ const Nvml& nvml() {
     sym("nvmlDeviceGetNvLinkState", &n.state);
     sym("nvmlDeviceGetNvLinkRemotePciInfo", &n.remote_pci);
     sym("nvmlDeviceGetFieldValues", &n.field_values);
+    sym("nvmlDeviceGetCudaComputeCapability", &n.capability_sm);
     if (!n.init || !n.by_bus_id || !n.capability || !n.state || !n.remote_pci)
       n.why = "libnvidia-ml.so.1 lacks a function NCCL's NVLink walk uses";
     else if (n.init() != 0)
@@ -88,6 +90,16 @@ std::string nvlink_target_class(const std::string& target, const std::string& ro
   std::ifstream in(root + "/bus/pci/devices/" + target + "/class");
   std::string cls;
   return std::getline(in, cls) && !cls.empty() ? cls : "0x068000";
+}
+
+int nvml_gpu_sm(const std::string& bus_id) {
+  const Nvml& n = nvml();
+  nvmlDevice_t dev = nullptr;
+  int major = 0, minor = 0;
+  if (!n.why.empty() || !n.capability_sm || n.by_bus_id(bus_id.c_str(), &dev) != 0 ||
+      n.capability_sm(dev, &major, &minor) != 0)
+    return 0;
+  return major * 10 + minor;
 }
 
 bool nvml_nvlinks(const std::string& bus_id, int sm, std::vector<TopoNvLink>* out, std::string* why) {

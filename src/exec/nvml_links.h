@@ -19,6 +19,9 @@ namespace braid {
 // 9.0); false, with *why, where NVML is missing or does not know the GPU.
 bool nvml_nvlinks(const std::string& bus_id, int sm, std::vector<TopoNvLink>* out, std::string* why);
 
+// The compute capability NVML reports for the GPU at `bus_id` (90 for 9.0); 0 where unknown.
+int nvml_gpu_sm(const std::string& bus_id);
+
 // The far end's class, by sysfs under `root`: NVSwitch where not visible.
 std::string nvlink_target_class(const std::string& target, const std::string& root = "/sys");
 

@@ -7,9 +7,26 @@
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/exec/nvml_links.h"
+#include "src/transport/net/nic_affinity.h"
 #include "src/transport/net/topo_xml.h"
 
 namespace braid {
+namespace {
+
+// `g`'s NVLinks from NVML, where `root` is this machine's own /sys (NVML describes no other tree).
+void add_nvlinks(TopoGpu* g, const std::string& root) {
+  std::string why = "a sysfs tree other than /sys, which NVML does not describe";
+  if (root != "/sys" || !nvml_nvlinks(g->bus_id, g->sm, &g->nvlinks, &why))
+    BRAID_INFO(kInit | kEnv, "topology: the GPU at {} is written without NVLinks: {}", g->bus_id, why);
+}
+
+std::string with_nets(const std::vector<TopoGpu>& gpus, uint64_t host_hash, const std::string& root) {
+  std::string ifname = env_raw("BRAID_SOCKET_IFNAME");
+  if (ifname.empty()) ifname = env_raw("NCCL_SOCKET_IFNAME");
+  return topology_xml(gpus, sysfs_topology_nets(ifname, root), host_hash, root);
+}
+
+}  // namespace
 
 std::string host_topology_of(int rank, const std::vector<TopoDumpRank>& ranks, const std::string& root) {
   std::vector<TopoGpu> gpus;
@@ -25,14 +42,23 @@ std::string host_topology_of(int rank, const std::vector<TopoDumpRank>& ranks, c
     g.dev = std::max(0, gpu_pci_index(t.gpu_bus_id, root));
     g.sm = t.sm;
     g.rank = int(r);
-    std::string why = "a sysfs tree other than /sys, which NVML does not describe";
-    if (root != "/sys" || !nvml_nvlinks(g.bus_id, g.sm, &g.nvlinks, &why))
-      BRAID_INFO(kInit | kEnv, "NCCL_TOPO_DUMP_FILE: the GPU at {} is written without NVLinks: {}", g.bus_id, why);
+    add_nvlinks(&g, root);
     gpus.push_back(std::move(g));
   }
-  std::string ifname = env_raw("BRAID_SOCKET_IFNAME");
-  if (ifname.empty()) ifname = env_raw("NCCL_SOCKET_IFNAME");
-  return topology_xml(gpus, sysfs_topology_nets(ifname, root), host, root);
+  return with_nets(gpus, host, root);
+}
+
+std::string machine_topology(uint64_t host_hash, const std::string& root) {
+  std::vector<TopoGpu> gpus;
+  for (const NamedPlace& p : sysfs_nvidia_gpus(root)) {
+    TopoGpu g;
+    g.bus_id = p.name;
+    g.dev = g.rank = int(gpus.size());
+    g.sm = root == "/sys" ? nvml_gpu_sm(p.name) : 0;
+    add_nvlinks(&g, root);
+    gpus.push_back(std::move(g));
+  }
+  return with_nets(gpus, host_hash, root);
 }
 
 void dump_topology_if_asked(int rank, const std::vector<TopoDumpRank>& ranks) {

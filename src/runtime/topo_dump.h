@@ -29,4 +29,9 @@ void dump_topology_if_asked(int rank, const std::vector<TopoDumpRank>& ranks);
 // NVML where `root` is the machine's own /sys.
 std::string host_topology_of(int rank, const std::vector<TopoDumpRank>& ranks, const std::string& root = "/sys");
 
+// The same for this machine without a communicator (`braid nics --xml`):
+// every NVIDIA GPU sysfs lists, in bus id order as ranks 0, 1, ..., their
+// compute capability and NVLinks from NVML where root is /sys (else sm 0).
+std::string machine_topology(uint64_t host_hash, const std::string& root = "/sys");
+
 }  // namespace braid

@@ -3,7 +3,8 @@
 # and a NIC under each of two PCI switches on socket 0, and a GPU and two
 # NICs under one root port on socket 1, a third node with no device, and an
 # Ethernet NIC and loopback: the exact listing, each GPU's nearest devices
-# and each NUMA node's.
+# and each NUMA node's; and with --xml the same machine in NCCL's topology
+# XML, read back by `braid topo`.
 set -euo pipefail
 braid=$1
 root=$(mktemp -d)
@@ -19,8 +20,10 @@ pci() {  # pci PATH-BELOW-devices VENDOR CLASS NUMA
 }
 nic() {  # nic NAME PATH-BELOW-devices NUMA
   pci "$2" 0x15b3 0x020700 "$3"
-  mkdir -p "$root/class/infiniband/$1"
+  mkdir -p "$root/class/infiniband/$1/ports/1"
   ln -s "../../../devices/$2" "$root/class/infiniband/$1/device"
+  echo "4: ACTIVE" > "$root/class/infiniband/$1/ports/1/state"
+  echo "400 Gb/sec (4X NDR)" > "$root/class/infiniband/$1/ports/1/rate"
 }
 sw_a=pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0
 sw_b=pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0
@@ -64,4 +67,13 @@ if [ "$got" != "$expected" ]; then
   diff <(echo "$expected") <(echo "$got") || true
   exit 1
 fi
+
+# --xml: the same machine in NCCL's topology XML, which braid's own reader takes.
+"$braid" nics --sysfs "$root" --xml > "$root/node.xml"
+for line in '<gpu dev="0" sm="0" rank="0" gdr="0"/>' '<gpu dev="2" sm="0" rank="2" gdr="0"/>' \
+            '<net name="mlx5_3" dev="3" speed="400000" port="1"' '<pci busid="0000:02:10.0"'; do
+  grep -qF "$line" "$root/node.xml" || { echo "braid nics --xml lacks $line:"; cat "$root/node.xml"; exit 1; }
+done
+"$braid" topo "$root/node.xml" | grep -q "1 nodes x 3 GPUs, 4 NICs per node" ||
+  { echo "braid topo does not read braid nics --xml as 3 GPUs and 4 NICs:"; "$braid" topo "$root/node.xml"; exit 1; }
 echo "braid nics: as expected"

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "src/base/host_identity.h"
+#include "src/runtime/topo_dump.h"
 #include "src/transport/net/nic_affinity.h"
 
 namespace braid::cli {
@@ -68,8 +70,15 @@ Command add_nics_command(CLI::App& app) {
       "nics", "the InfiniBand devices, network interfaces, GPUs and NUMA nodes sysfs shows, and the devices nearest "
               "each");
   auto root = std::make_shared<std::string>("/sys");
+  auto xml = std::make_shared<bool>(false);
   cmd->add_option("--sysfs", *root, "the sysfs tree to read (default /sys)");
-  return Command{cmd, [root] { return run(*root); }};
+  cmd->add_flag("--xml", *xml,
+                "print this machine's topology in NCCL's XML instead (what NCCL_TOPO_DUMP_FILE writes; braid synth, "
+                "sim and topo read it)");
+  return Command{cmd, [root, xml] {
+                   if (*xml) return fmt::print("{}", machine_topology(host_hash(), *root)), 0;
+                   return run(*root);
+                 }};
 }
 
 }  // namespace braid::cli
