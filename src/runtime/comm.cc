@@ -121,7 +121,9 @@ ncclResult_t comm_async_state(ncclComm* comm) {
   if (job) {
     std::lock_guard<std::mutex> lock(job->mutex);
     if (!job->done) return ncclInProgress;
-    if (ncclResult_t r = job->outcome_of(comm); r != ncclSuccess) return r;
+    // A group the revoke interrupted failed for that alone (a break would
+    // have set the sticky error above): the revoke's state below decides.
+    if (ncclResult_t r = job->outcome_of(comm); r != ncclSuccess && !comm->revoked) return r;
   }
   // Revoked: in progress until the work it interrupted has let go (host
   // threads, and kernels the backend enqueued).

@@ -104,6 +104,10 @@ struct ncclComm {
   // and by ncclCommGetAsyncError's poll of it, which may run in another
   // thread (a watchdog) at the same time.
   std::mutex backend_mutex;
+  // Communicators being made from this one (Split, Shrink, Grow) while
+  // their call runs: an abort of this one stops their inits too.
+  std::mutex deriving_mutex;
+  std::vector<ncclComm*> deriving;
 
   std::atomic<bool> aborting{false};
   std::atomic<int> async_error{ncclSuccess};  // set by braid::set_async_error

@@ -100,8 +100,10 @@ Status read_coll_config(const ncclCollConfig_t* user, ncclCollConfig_t* out);
 // the init in the calling thread's group.  ncclInProgress (a non-blocking
 // config) leaves *out set; the init then completes in the background.
 // scalable_ids non-empty: ncclCommInitRankScalable's roots (id is unused).
+// `parent` (Split, Shrink, Grow): while the call runs the new communicator
+// is in parent->deriving, so that an abort of the parent stops its init.
 Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
-                 const std::vector<ncclUniqueId>& scalable_ids = {});
+                 const std::vector<ncclUniqueId>& scalable_ids = {}, ncclComm* parent = nullptr);
 // Frees a communicator nothing runs on any more.
 void destroy_comm(ncclComm* comm);
 

@@ -45,11 +45,11 @@ void revoke(ncclComm* comm) {
 
 // Init of a communicator made from `parent`: a NULL config inherits the
 // parent's, and with it what the parent knows of its caller's header.
-Status init_derived(const ncclComm* parent, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+Status init_derived(ncclComm* parent, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                     ncclComm_t* newcomm) {
   ncclConfig_t inherited = parent->config;
   inherited.netName = parent->net_name.empty() ? nullptr : parent->net_name.c_str();
-  Status s = init_rank(newcomm, nranks, id, rank, config ? config : &inherited);
+  Status s = init_rank(newcomm, nranks, id, rank, config ? config : &inherited, {}, parent);
   if (*newcomm && !config) (*newcomm)->client_version = parent->client_version;
   return s;
 }
@@ -112,8 +112,9 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   BRAID_TRY(check_comm(use, comm));
   if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
     return BRAID_ERROR(ncclInvalidArgument, "shrinkFlags {} (expected NCCL_SHRINK_DEFAULT or NCCL_SHRINK_ABORT)", flags);
-  if (nexclude < 0 || (nexclude > 0 && !exclude))
-    return BRAID_ERROR(ncclInvalidArgument, "excludeRanksList is NULL or excludeRanksCount {} is negative", nexclude);
+  if (nexclude < 1 || !exclude)  // NCCL: a shrink excludes someone
+    return BRAID_ERROR(ncclInvalidArgument, "excludeRanksList is NULL or excludeRanksCount {} is not positive",
+                       nexclude);
   BRAID_TRY(check_config(config));
   if (group_active())
     return BRAID_ERROR(ncclInvalidUsage, "ncclCommShrink inside a group is not supported by braid (call it outside)");
@@ -257,10 +258,15 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommShrink, (ncclComm_t, int*, int, nccl
 // The bootstrap stays up for Split and Shrink.
 BRAID_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return guarded(comm, "ncclCommRevoke", [&] {
+    if (!comm) return Status::ok();  // NCCL: revoking NULL does nothing
     CommUse use(comm);  // an Abort from another thread waits for this call
-    BRAID_TRY(check_comm(use, comm));
     if (revokeFlags != NCCL_REVOKE_DEFAULT)
       return BRAID_ERROR(ncclInvalidArgument, "revokeFlags {} must be NCCL_REVOKE_DEFAULT (0)", revokeFlags);
+    // NCCL's codes: a finalized communicator, or one revoked already, is refused.
+    if (use.ok() && comm->finalized)
+      return BRAID_ERROR(ncclInvalidArgument, "communicator was finalized: it cannot be revoked");
+    if (use.ok() && comm->revoked) return BRAID_ERROR(ncclInvalidArgument, "communicator was revoked already");
+    BRAID_TRY(check_comm(use, comm));
     revoke(comm);
     return Status::ok();
   });

@@ -15,7 +15,7 @@ using namespace braid;
 namespace braid {
 
 Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
-                 const std::vector<ncclUniqueId>& scalable_ids) {
+                 const std::vector<ncclUniqueId>& scalable_ids, ncclComm* parent) {
   if (!out) return BRAID_ERROR(ncclInvalidArgument, "comm pointer is NULL");
   *out = nullptr;
   BRAID_TRY(env_plugin_status());
@@ -36,7 +36,15 @@ Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, 
   comm->rank = rank;
   comm->nranks = nranks;
   comm_register(comm.get());
+  auto deriving = [&](bool in) {
+    if (!parent) return;
+    std::lock_guard<std::mutex> lock(parent->deriving_mutex);
+    if (in) parent->deriving.push_back(comm.get());
+    else std::erase(parent->deriving, comm.get());
+  };
+  deriving(true);
   Status s = enqueue(call);
+  deriving(false);  // before the communicator can be freed
   if (!s.is_ok() && s.code() != ncclInProgress) {
     comm_unregister(comm.get());
     return s;
@@ -88,6 +96,11 @@ void stop_comm(ncclComm* comm) {
   // Also during init's exchanges after the rendezvous (before it, `stop` ends
   // the wait): sequentially consistent against agreed_setup (init.cc).
   if (comm->bootstrap_up.load()) comm->bootstrap->abort();
+  // A communicator being made from this one (Split, Shrink, Grow) is
+  // stopped with it, as NCCL's childAbortFlag: its init would otherwise
+  // wait for ranks that will not come, holding this one's call open.
+  std::lock_guard<std::mutex> lock(comm->deriving_mutex);
+  for (ncclComm* child : comm->deriving) stop_comm(child);
 }
 
 }  // namespace
@@ -183,13 +196,20 @@ BRAID_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded(comm, "ncclCommFinalize", [&] {
     if (!comm) return Status::ok();  // NCCL: finalizing NULL does nothing
     CommUse use(comm);
-    if (use.ok() && comm->finalized)  // NCCL's error for a second finalize
-      return BRAID_ERROR(ncclInvalidArgument, "communicator was finalized already");
-    BRAID_TRY(check_comm(use, comm));
-    if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "ncclCommFinalize after ncclCommRevoke is invalid");
-    // Blocking host collectives complete before their call returns; a
-    // non-blocking communicator's background work is waited for here.
-    BRAID_TRY(comm_wait_job(comm));
+    BRAID_TRY(check_attributes(use, comm));
+    // As NCCL's (ncclCommEnsureReady first): work still in progress on a
+    // non-blocking communicator, or an asynchronous error, is the caller's
+    // to see to; then a second finalize, or one after a revoke, is refused.
+    poll_backend_error(comm);
+    const ncclResult_t state = comm_async_state(comm);
+    if (state == ncclInProgress)
+      return BRAID_ERROR(ncclInvalidArgument, "the communicator's earlier work is still in progress: wait until "
+                         "ncclCommGetAsyncError says ncclSuccess");
+    if (state != ncclSuccess)
+      return Status::error(state, fmt::format("communicator has an asynchronous error ({}); abort it",
+                                              async_cause(comm)));
+    if (comm->revoked) return BRAID_ERROR(ncclInvalidArgument, "ncclCommFinalize after ncclCommRevoke is invalid");
+    if (comm->finalized) return BRAID_ERROR(ncclInvalidArgument, "communicator was finalized already");
     comm->finalized = true;
     comm->ras.finalize_called = true;
     return Status::ok();

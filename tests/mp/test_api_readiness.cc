@@ -127,8 +127,9 @@ TEST_CASE("After a non-blocking init failed, every call that needs it returns it
   CHECK(ncclCommWindowRegister(comm, buffer, 4096, &win, 0) == state);
   CHECK(ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == state);
   CHECK(last_error_says(comm, "init failed"));
-  CHECK(ncclCommShrink(comm, nullptr, 0, &other, nullptr, NCCL_SHRINK_DEFAULT) == state);
-  CHECK(ncclCommShrink(comm, nullptr, 0, &other, nullptr, NCCL_SHRINK_ABORT) == ncclInvalidArgument);
+  int excluded = 1;
+  CHECK(ncclCommShrink(comm, &excluded, 1, &other, nullptr, NCCL_SHRINK_DEFAULT) == state);
+  CHECK(ncclCommShrink(comm, &excluded, 1, &other, nullptr, NCCL_SHRINK_ABORT) == ncclInvalidArgument);
   float a[4] = {1, 2, 3, 4}, b[4] = {};
   CHECK(ncclAllReduce(a, b, 4, ncclFloat, ncclSum, comm, nullptr) == state);
   CHECK(ncclMemFree(buffer) == ncclSuccess);

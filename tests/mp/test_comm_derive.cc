@@ -1,6 +1,7 @@
 // Communicators made from communicators: ncclCommSplit (colors, key order,
 // NOCOLOR, config inheritance), ncclCommShrink (exclusions, the abort flag,
-// a dead excluded rank), ncclCommRevoke, and ncclCommInitRankScalable with
+// a dead excluded rank), ncclCommRevoke, an abort of the parent during the
+// new communicator's init, and ncclCommInitRankScalable with
 // several roots.  Every new communicator proves itself with an exact
 // allreduce of rank numbers.
 #include <catch2/catch.hpp>
@@ -189,7 +190,9 @@ TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][rev
           if (std::string(ncclGetLastError(comm)).find("revoked") == std::string::npos)
             f.fail(fmt::format("last error does not say revoked: {}", ncclGetLastError(comm)));
           if (ncclSend(&x, 1, ncclFloat, 0, comm, nullptr) != ncclInvalidUsage) f.fail("send on revoked comm");
-          if (ncclCommFinalize(comm) != ncclInvalidUsage) f.fail("finalize after revoke accepted");
+          // NCCL's codes: finalize after a revoke, and a second revoke, are ncclInvalidArgument.
+          if (ncclCommFinalize(comm) != ncclInvalidArgument) f.fail("finalize after revoke accepted");
+          if (ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) != ncclInvalidArgument) f.fail("second revoke accepted");
           ncclComm_t fresh = nullptr;
           MP_NCCL(f, ncclCommSplit(comm, 0, rank, &fresh, nullptr));
           if (fresh) check_allreduce(fresh, n, [](int r) { return r + 1; }, f, "split of revoked");
@@ -221,6 +224,100 @@ TEST_CASE("revoke from another thread releases a rank blocked in a collective", 
           if (state != ncclSuccess) f.fail(fmt::format("revoked comm never quiescent: {}", int(state)));
           released = true;
         }) == 0);
+}
+
+TEST_CASE("an abort of the parent stops a shrink, split or grow whose new communicator waits for a rank",
+          "[mp][shrink][split][faults][threads]") {
+  // Ranks 0-2 make a communicator that rank 3 should join and never does;
+  // each rank's watchdog aborts its parent after 300 ms: the call and the
+  // abort return at once, not at BRAID_TIMEOUT (NCCL's childAbortFlag).
+  ScopedEnv timeout("BRAID_TIMEOUT", "60");
+  for (const std::string what : {"shrink", "split", "grow"}) {
+    INFO(what);
+    ncclUniqueId id;
+    REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+    const int n = 4;
+    std::atomic<int> returned{0};
+    std::vector<Failures> failures(n);
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < n; ++rank)
+      ranks.emplace_back([&, rank] {
+        Failures& f = failures[size_t(rank)];
+        ncclComm_t comm = nullptr;
+        MP_NCCL(f, ncclCommInitRank(&comm, n, id, rank));
+        if (!comm) return;
+        if (rank == 3) {  // its comm ends after the others' aborts
+          while (returned.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          MP_NCCL(f, ncclCommDestroy(comm));
+          return;
+        }
+        const auto start = std::chrono::steady_clock::now();
+        std::chrono::steady_clock::duration abort_took{};
+        std::thread watchdog([&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          const auto at = std::chrono::steady_clock::now();
+          MP_NCCL(f, ncclCommAbort(comm));
+          abort_took = std::chrono::steady_clock::now() - at;
+        });
+        ncclComm_t made = nullptr;
+        ncclResult_t r = ncclSuccess;
+        if (what == "shrink") {
+          int excluded = 1;  // rank 1 leaves; rank 3 stays a member and never comes
+          if (rank != 1) r = ncclCommShrink(comm, &excluded, 1, &made, nullptr, NCCL_SHRINK_DEFAULT);
+          else std::this_thread::sleep_for(std::chrono::milliseconds(400));
+        } else if (what == "split") {
+          r = ncclCommSplit(comm, 0, rank, &made, nullptr);
+        } else {
+          ncclUniqueId grow_id;
+          if (rank == 0) MP_NCCL(f, ncclCommGetUniqueId(comm, &grow_id));
+          r = ncclCommGrow(comm, n + 1, rank == 0 ? &grow_id : nullptr, -1, &made, nullptr);
+        }
+        const auto took = std::chrono::steady_clock::now() - start;
+        returned.fetch_add(1);
+        watchdog.join();
+        if (rank != 1 || what != "shrink") {
+          if (r == ncclSuccess || made) f.fail(fmt::format("rank {}: the {} succeeded", rank, what));
+          if (took > std::chrono::seconds(10)) f.fail(fmt::format("rank {}: the {} was not stopped", rank, what));
+        }
+        if (abort_took > std::chrono::seconds(10)) f.fail(fmt::format("rank {}: the abort waited", rank));
+      });
+    for (auto& t : ranks) t.join();
+    for (const Failures& f : failures) CHECK(f.count == 0);
+  }
+}
+
+TEST_CASE("revoke of a non-blocking communicator whose group waits: ncclInProgress, then ncclSuccess",
+          "[mp][revoke][nonblocking][threads]") {
+  // As NCCL's commRevokeAsync: once the work it interrupted has stopped, the
+  // communicator reports ncclSuccess, not the interrupted group's failure.
+  std::atomic<bool> released{false};
+  auto nonblocking = [](ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(comm, nranks, id, rank, &config);
+    ncclResult_t state = r;
+    while (r == ncclInProgress && state == ncclInProgress) ncclCommGetAsyncError(*comm, &state);
+    return r == ncclInProgress ? state : r;
+  };
+  CHECK(run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+          if (rank == 1) {  // never joins the allreduce
+            while (!released) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            return;
+          }
+          std::vector<float> in(4096, 1.f), out(4096);
+          ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr);
+          if (r != ncclInProgress) f.fail(fmt::format("the waiting allreduce returned {}", int(r)));
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          MP_NCCL(f, ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+          ncclResult_t state = ncclInProgress;
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (state == ncclInProgress && std::chrono::steady_clock::now() < until) {
+            MP_NCCL(f, ncclCommGetAsyncError(comm, &state));
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          if (state != ncclSuccess) f.fail(fmt::format("revoked non-blocking comm reports {}", int(state)));
+          released = true;
+        }, nonblocking) == 0);
 }
 
 TEST_CASE("init with several roots (ncclCommInitRankScalable)", "[mp][scalable][threads]") {

@@ -76,7 +76,7 @@ std::vector<Row> table() {
       ROW("ncclCommDestroy", "destroyed twice", IA, "destroyed twice", ncclCommDestroy(c.destroyed)),
       ROW("ncclCommAbort", "NULL comm is a no-op", OK, "", ncclCommAbort(nullptr)),
       ROW("ncclCommAbort", "destroyed comm", IA, "not a live communicator", ncclCommAbort(c.destroyed)),
-      ROW("ncclCommRevoke", "NULL comm", IA, "comm argument is NULL", ncclCommRevoke(nullptr, 0)),
+      ROW("ncclCommRevoke", "NULL comm is a no-op", OK, "", ncclCommRevoke(nullptr, 0)),
       ROW("ncclCommRevoke", "flags 1", IA, "revokeFlags 1", ncclCommRevoke(c.comm[0], 1)),
       ROW("ncclCommSplit", "NULL comm", IA, "comm argument is NULL", [&] { ncclComm_t x; return ncclCommSplit(nullptr, 0, 0, &x, nullptr); }()),
       ROW("ncclCommSplit", "NULL newcomm", IA, "newcomm pointer is NULL", ncclCommSplit(c.comm[0], 0, 0, nullptr, nullptr)),
@@ -87,6 +87,7 @@ std::vector<Row> table() {
       ROW("ncclCommShrink", "NULL newcomm", IA, "newcomm pointer is NULL", [&] { int e = 1; return ncclCommShrink(c.comm[0], &e, 1, nullptr, nullptr, 0); }()),
       ROW("ncclCommShrink", "flags 7", IA, "shrinkFlags 7", [&] { ncclComm_t x; int e = 1; return ncclCommShrink(c.comm[0], &e, 1, &x, nullptr, 7); }()),
       ROW("ncclCommShrink", "NULL list with count", IA, "excludeRanksList is NULL", [&] { ncclComm_t x; return ncclCommShrink(c.comm[0], nullptr, 1, &x, nullptr, 0); }()),
+      ROW("ncclCommShrink", "nothing excluded", IA, "excludeRanksCount 0 is not positive", [&] { ncclComm_t x; int e = 1; return ncclCommShrink(c.comm[0], &e, 0, &x, nullptr, 0); }()),
       ROW("ncclCommShrink", "rank out of range", IA, "excludeRanksList[0] = 9", [&] { ncclComm_t x; int e = 9; return ncclCommShrink(c.comm[0], &e, 1, &x, nullptr, 0); }()),
       ROW("ncclCommShrink", "duplicate rank", IA, "appears twice", [&] { ncclComm_t x; int e[2] = {1, 1}; return ncclCommShrink(c.comm[0], e, 2, &x, nullptr, 0); }()),
       ROW("ncclCommShrink", "caller excluded", IA, "excluded ranks do not call", [&] { ncclComm_t x; int e = 0; return ncclCommShrink(c.comm[0], &e, 1, &x, nullptr, 0); }()),
@@ -327,7 +328,7 @@ TEST_CASE("bad-input table: every public function, exact codes, messages, comm s
   CHECK(ncclAllReduce(c.a, c.b, 4, ncclFloat, ncclSum, pair[0], nullptr) == ncclInvalidUsage);
   CHECK(std::string(ncclGetLastError(nullptr)).find("revoked") != std::string::npos);
   CHECK(ncclRecv(c.b, 4, ncclFloat, 1, pair[0], nullptr) == ncclInvalidUsage);
-  CHECK(ncclCommFinalize(pair[0]) == ncclInvalidUsage);
+  CHECK(ncclCommFinalize(pair[0]) == ncclInvalidArgument);
   CHECK(ncclCommDestroy(pair[0]) == ncclSuccess);
   CHECK(ncclCommDestroy(pair[1]) == ncclSuccess);
 
