@@ -115,6 +115,31 @@ TEST_CASE("msccl xml: an msccl-tools style in-place allreduce imports and verifi
   CHECK(v.ok);
 }
 
+TEST_CASE("msccl xml: an in-place file past 16384 steps a rank is refused (its check takes steps^2 bits)",
+          "[synth][xml]") {
+  // One rank: a copy, then nops.  16384 steps resolve; one more is refused
+  // (the table would take 1.3 GB at 100,000 steps), and out of place takes any.
+  auto chain = [](int steps, bool in_place) {
+    std::string xml = fmt::format(R"(<algo name="big" proto="Simple" nchannels="1" nchunksperloop="1" ngpus="1" )"
+                                  R"(coll="allreduce" inplace="{}" outofplace="{}" minBytes="0" maxBytes="0">)"
+                                  R"(<gpu id="0" i_chunks="1" o_chunks="1" s_chunks="0"><tb id="0" send="-1" )"
+                                  R"(recv="-1" chan="0"><step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" )"
+                                  R"(dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>)",
+                                  int(in_place), int(!in_place));
+    for (int i = 1; i < steps; ++i)
+      xml += fmt::format(R"(<step s="{}" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" )"
+                         R"(depid="-1" deps="-1" hasdep="0"/>)", i);
+    return xml + "</tb></gpu></algo>";
+  };
+  Schedule s;
+  std::string error;
+  CHECK(schedule_from_msccl_xml(chain(16384, true), &s, &error));
+  CHECK_FALSE(schedule_from_msccl_xml(chain(16385, true), &s, &error));
+  CHECK(error == "rank 0 has 16385 steps: braid resolves in-place files of at most 16384 steps a rank (write it "
+                 "out of place)");
+  CHECK(schedule_from_msccl_xml(chain(20000, false), &s, &error));
+}
+
 TEST_CASE("msccl xml: malformed input is refused with the element named", "[synth][xml]") {
   CHECK(fails_with("<algo", "XML parse error"));
   CHECK(fails_with("<notalgo/>", "no <algo>"));
