@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "src/base/text_file.h"
+
 namespace braid {
 namespace {
 
@@ -97,11 +99,9 @@ bool sketch_from_json(const std::string& text, int gpus, Sketch* out, std::strin
 }
 
 bool load_sketch(const std::string& path, int gpus, Sketch* out, std::string* error) {
-  std::ifstream in(path);
-  if (!in) return *error = fmt::format("cannot open {}", path), false;
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!sketch_from_json(text.str(), gpus, out, error)) return *error = path + ": " + *error, false;
+  std::string text;
+  if (!read_text_file(path, &text, error)) return false;
+  if (!sketch_from_json(text, gpus, out, error)) return *error = path + ": " + *error, false;
   return true;
 }
 

@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "src/base/text_file.h"
+
 namespace braid {
 namespace {
 
@@ -332,11 +334,9 @@ bool topology_from_nccl_xml(const std::string& text, const std::string& path, in
 
 bool load_topology(const std::string& name_or_path, int nodes, Topology* out, std::string* error,
                    std::vector<std::string>* notes) {
-  std::ifstream in(name_or_path);
-  if (!in) return builtin_topology(name_or_path, nodes < 1 ? 1 : nodes, out, error);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string& s = text.str();
+  if (!path_exists(name_or_path)) return builtin_topology(name_or_path, nodes < 1 ? 1 : nodes, out, error);
+  std::string s;
+  if (!read_text_file(name_or_path, &s, error)) return false;
   const size_t first = s.find_first_not_of(" \t\r\n");
   const bool xml = first != std::string::npos && s[first] == '<';
   if (!(xml ? topology_from_nccl_xml(s, name_or_path, nodes, out, notes, error)

@@ -52,7 +52,10 @@ struct ScheduleLibrary {
                                        std::string* file = nullptr) const;
 
  private:
-  void add_file(const std::string& path, const std::string& shown);
+  // `registered`: named by a registration file, where another registration
+  // file is refused (MSCCL's registrations load schedules; one that loaded
+  // itself, or two that loaded each other, would recurse without end).
+  void add_file(const std::string& path, const std::string& shown, bool registered = false);
   void add_registrations(const std::string& path, const std::string& text);
 };
 

@@ -27,11 +27,16 @@ void apply_nccl_conf_files_once();
 // What the files set (variables the environment already had are not
 // listed), for init to log.
 std::vector<ConfSetting> nccl_conf_settings();
+// Why a file that exists was not read (not a regular file, over 1 MiB),
+// for init to warn of: it cannot log itself, being applied before the log
+// reads its own variables.
+std::vector<std::string> nccl_conf_unread();
 
 // The steps, for tests: the files in NCCL's order for these values of
 // NCCL_CONF_FILE and HOME (either may be null); and one file applied,
 // adding what it set to *set.
 std::vector<std::string> nccl_conf_files(const char* conf_file, const char* home);
-void apply_conf_file(const std::string& path, std::vector<ConfSetting>* set);
+void apply_conf_file(const std::string& path, std::vector<ConfSetting>* set,
+                     std::vector<std::string>* unread = nullptr);
 
 }  // namespace braid

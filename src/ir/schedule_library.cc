@@ -11,6 +11,7 @@
 #include "braid/msccl_xml.h"
 #include "braid/schedule_json.h"
 #include "braid/verify.h"
+#include "src/base/text_file.h"
 
 namespace braid {
 namespace {
@@ -18,15 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 
 bool has_extension(const std::string& path, const char* ext) { return fs::path(path).extension() == ext; }
-
-bool read_text(const std::string& path, std::string* text, std::string* error) {
-  std::ifstream in(path);
-  if (!in) return *error = fmt::format("cannot open {}", path), false;
-  std::stringstream s;
-  s << in.rdbuf();
-  *text = s.str();
-  return true;
-}
 
 // An MSCCL file as braid runs it: with the slots it needs, and both
 // placements where the one it declares is not all it is correct for
@@ -62,7 +54,7 @@ bool parse_schedule(const std::string& text, Schedule* out, VerifyResult* verifi
 bool load_schedule_file(const std::string& path, Schedule* out, std::string* error) {
   std::string text;
   VerifyResult ignored;
-  if (!read_text(path, &text, error)) return false;
+  if (!read_text_file(path, &text, error)) return false;
   if (is_msccl_registration(text))
     return *error = fmt::format("{}: an MSCCL registration file (<msccl_algos>), not a schedule", path), false;
   bool ok = parse_schedule(text, out, &ignored, error);
@@ -82,13 +74,16 @@ bool save_schedule_file(const std::string& path, const Schedule& schedule, std::
   return true;
 }
 
-void ScheduleLibrary::add_file(const std::string& path, const std::string& shown) {
+void ScheduleLibrary::add_file(const std::string& path, const std::string& shown, bool registered) {
   std::string text, error;
-  if (!read_text(path, &text, &error)) {
+  if (!read_text_file(path, &text, &error)) {
     rejected.push_back(error);
     return;
   }
   if (is_msccl_registration(text)) {
+    if (registered)
+      return rejected.push_back(fmt::format("{}: a registration file (<msccl_algos>) loads schedules, not other "
+                                            "registration files", shown));
     add_registrations(path, text);
     return;
   }
@@ -120,7 +115,7 @@ void ScheduleLibrary::add_registrations(const std::string& path, const std::stri
     fs::path file = r.path;
     if (file.is_relative()) file = fs::path(path).parent_path() / file;
     const size_t before = schedules.size();
-    add_file(file.string(), fmt::format("{} (registered in {})", file.string(), path));
+    add_file(file.string(), fmt::format("{} (registered in {})", file.string(), path), true);
     if (schedules.size() == before) continue;
     // The registration's range and protocol replace the file's.
     auto s = std::make_shared<Schedule>(*schedules.back());

@@ -111,6 +111,7 @@ void log_environment_once() {
   const pid_t me = getpid();
   if (logged_by.exchange(me) == me) return;
   for (const ConfSetting& s : nccl_conf_settings()) BRAID_INFO(kInit | kEnv, "{}={} set by {}", s.name, s.value, s.file);
+  for (const std::string& why : nccl_conf_unread()) BRAID_WARN("NCCL configuration file not read: {}", why);
   const std::span<const EnvVar> read = nccl_env_vars();
   std::string unread;
   for (const std::string& entry : env_nccl_and_braid()) {

@@ -185,11 +185,23 @@ TEST_CASE("schedule library: registration files and the MSCCL variables", "[synt
   <load path="algos/pairs.xml" minbytes="0" maxbytes="65536" proto="Simple"/>
   <load path="algos/ring.xml" minbytes="65536"/>
   <load path="algos/missing.xml"/>
+  <load path="msccl.conf"/>
+  <load path="other.conf"/>
 </msccl_algos>)");
+  // Registrations that load themselves, or each other, are refused (they recursed without end).
+  d.write("other.conf", R"(<msccl_algos><load path="msccl.conf"/></msccl_algos>)");
   ScheduleLibrary reg = load_schedule_sources({"", "", (d.path / "msccl.conf").string(), ""});
   REQUIRE(reg.schedules.size() == 2);
-  REQUIRE(reg.rejected.size() == 1);
+  REQUIRE(reg.rejected.size() == 3);
   CHECK(reg.rejected[0].find("missing.xml") != std::string::npos);
+  CHECK(reg.rejected[1].find("msccl.conf (registered in") != std::string::npos);
+  CHECK(reg.rejected[1].find("loads schedules, not other registration files") != std::string::npos);
+  CHECK(reg.rejected[2].find("other.conf (registered in") != std::string::npos);
+  // Whatever is not a regular file is refused by name, not read (a device would be read without end).
+  ScheduleLibrary odd;
+  odd.add("/dev/zero");
+  REQUIRE(odd.rejected.size() == 1);
+  CHECK(odd.rejected[0] == "/dev/zero is not a regular file (a directory, device or FIFO)");
   std::string file;
   auto small = reg.find(Collective::AllReduce, 4, Placement::InPlace, 65535, &file);
   REQUIRE(small);

@@ -57,7 +57,13 @@ TEST_CASE("a configuration file sets what the environment lacks, line by line as
   std::vector<ConfSetting> set;
   apply_conf_file(user, &set);
   apply_conf_file(system, &set);  // after the user's file, as NCCL: the user's wins
-  apply_conf_file("/nonexistent/braid.conf", &set);  // a missing file is no error
+  std::vector<std::string> unread;
+  apply_conf_file("/nonexistent/braid.conf", &set, &unread);  // a missing file is no error
+  CHECK(unread.empty());
+  apply_conf_file("/dev/zero", &set, &unread);  // a device named by mistake is not read without end
+  apply_conf_file("/tmp", &set, &unread);
+  REQUIRE(unread.size() == 2);
+  CHECK(unread[0] == "/dev/zero is not a regular file (a directory, device or FIFO)");
   CHECK(env_or_unset("BRAIDCONF_A") == "1");
   CHECK(env_or_unset("BRAIDCONF_B") == "=eth0");
   CHECK(env_or_unset("BRAIDCONF_C") == "from the environment");
