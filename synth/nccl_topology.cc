@@ -100,6 +100,10 @@ bool read_gpus(const pugi::xml_node& system, std::vector<Gpu>* gpus, std::string
       return *error = fmt::format("GPU dev {} is not inside a <pci> with a busid", g.dev), false;
     g.busid = lower(pci.attribute("busid").value());
     g.pcie = pcie_gbps(pci);
+    if (!(g.pcie > 0))
+      return *error = fmt::format("GPU dev {}'s <pci> has link_width {}: not a width (NCCL's 0 means 16)", g.dev,
+                                  pci.attribute("link_width").value()),
+             false;
     for (pugi::xml_node up = pci; up; up = up.parent())
       if (std::string(up.name()) == "cpu") g.host = up.attribute("host_hash").as_string();
     gpus->push_back(g);

@@ -22,6 +22,9 @@
 namespace braid {
 namespace {
 
+// Every pair of ranks on different nodes is a link: 4096 ranks are 16.7M.
+constexpr int kMostTopologyRanks = 4096;
+
 using nlohmann::json;
 
 // V100 hybrid cube-mesh: which GPU pairs have a doubled NVLink (2) or a
@@ -77,6 +80,9 @@ bool get(const json& j, const char* key, T* out, std::string* error, bool requir
     if (required) *error = fmt::format("missing field '{}'", key);
     return !required;
   }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    if (!it->is_number_integer())  // json would truncate 2.5 to 2
+      return *error = fmt::format("field '{}' must be an integer", key), false;
   try {
     *out = it->get<T>();
   } catch (const std::exception&) {
@@ -128,14 +134,16 @@ bool taccl_profile_from_json(const json& j, NodeProfile* p, std::string* error) 
       !get(j, "alpha", &p->alpha_us, error))
     return false;
   const int g = p->gpus_per_node;
-  if (g < 1) return *error = "gpus_per_node must be >= 1", false;
+  if (g < 1 || g > kMostTopologyRanks)
+    return *error = fmt::format("gpus_per_node must be in [1, {}]", kMostTopologyRanks), false;
+  if (p->alpha_us < 0) return *error = "alpha must be >= 0", false;
   p->nics_per_node = 0;
   if (j.contains("nics_per_node")) {
     if (!get(j, "nics_per_node", &p->nics_per_node, error) || !get(j, "remote_alpha", &p->remote_alpha_us, error) ||
         !get(j, "remote_beta", &p->remote_beta_us_per_mb, error))
       return false;
-    if (p->nics_per_node < 1 || p->remote_beta_us_per_mb <= 0)
-      return *error = "nics_per_node must be >= 1 and remote_beta > 0", false;
+    if (p->nics_per_node < 1 || p->remote_beta_us_per_mb <= 0 || p->remote_alpha_us < 0)
+      return *error = "nics_per_node must be >= 1, remote_alpha >= 0 and remote_beta > 0", false;
   }
   p->betas.assign(g, std::vector<double>(g, 0));
   if (j.contains("links")) {  // custom: links[dst][src] counts, betas[dst][src]
@@ -209,6 +217,20 @@ std::vector<int> Topology::hop_distances() const {
   return dist;
 }
 
+namespace {
+
+// A profile of `nodes` nodes small enough to build: every pair of ranks on
+// different nodes has a link, so the ranks are capped.
+bool replicable(const NodeProfile& p, int nodes, std::string* error) {
+  if (nodes < 1 || nodes > 1024) return *error = fmt::format("node count {} is not in [1, 1024]", nodes), false;
+  if (int64_t(nodes) * p.gpus_per_node > kMostTopologyRanks)
+    return *error = fmt::format("{} nodes of {} GPUs is more than the {} ranks braid models", nodes, p.gpus_per_node,
+                                kMostTopologyRanks), false;
+  return true;
+}
+
+}  // namespace
+
 Topology replicate(const NodeProfile& p, int nodes) {
   Topology t;
   t.name = nodes == 1 ? p.name : fmt::format("{}x{}", p.name, nodes);
@@ -273,7 +295,7 @@ bool builtin_topology(const std::string& spec, int nodes, Topology* out, std::st
       return *error = fmt::format("unknown topology '{}' (braid topo lists the built-ins)", spec), false;
     nodes = std::stoi(spec.substr(x + 1));
   }
-  if (nodes < 1 || nodes > 1024) return *error = fmt::format("node count {} out of range", nodes), false;
+  if (!replicable(p, nodes, error)) return false;
   *out = replicate(p, nodes);
   return true;
 }
@@ -290,6 +312,7 @@ bool topology_from_json(const std::string& text, int nodes, Topology* out, std::
     if (!taccl_profile_from_json(j, &p, error)) return *error = "TACCL topology: " + *error, false;
     if (nodes < 1) nodes = 1;
     if (nodes > 1 && p.nics_per_node < 1) return *error = "TACCL topology has no NICs but more than one node", false;
+    if (!replicable(p, nodes, error)) return false;
     t = replicate(p, nodes);
   }
   *out = std::move(t);
@@ -326,6 +349,7 @@ bool topology_from_nccl_xml(const std::string& text, const std::string& path, in
   if (notes) notes->insert(notes->end(), said.begin(), said.end());
   if (nodes < 1) nodes = 1;
   if (nodes > 1 && p.nics_per_node < 1) return *error = "NCCL topology has no NICs but more than one node", false;
+  if (!replicable(p, nodes, error)) return false;
   *out = replicate(p, nodes);
   return true;
 }
