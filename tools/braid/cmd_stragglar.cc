@@ -64,6 +64,8 @@ int print_plan() {
 int verify_all() {
   int lo, hi, bad = 0;
   range(&lo, &hi);
+  if (args.straggler >= hi)  // nothing verified is no success
+    return fmt::print(stderr, "braid stragglar: straggler {} out of range for at most {} ranks\n", args.straggler, hi), 2;
   for (int n = std::max(lo, 1); n <= hi; ++n) {
     int s_lo = args.straggler >= 0 ? args.straggler : n - 1, s_hi = args.straggler >= 0 ? args.straggler : n - 1;
     for (int s = s_lo; s <= s_hi && s < n; ++s) {
@@ -173,14 +175,16 @@ CLI::App* add_stragglar_command(CLI::App& app) {
   cmd->add_flag("--verify", args.verify, "verify the schedules");
   cmd->add_flag("--model", args.model, "alpha-beta model vs ring (default n = 8..256)");
   cmd->add_flag("--host-work", args.host_work, "buffer passes after arrival vs ring (default n = 2..16)");
-  cmd->add_option("-n,--nranks", args.n, "one rank count");
-  cmd->add_option("--from", args.from, "first rank count");
-  cmd->add_option("--to", args.to, "last rank count");
-  cmd->add_option("-s,--straggler", args.straggler, "straggler rank for --verify and -o (default n-1)");
+  // Plans grow as n^3 past a few thousand ranks, and schedules as n^2 (stragglar.h).
+  cmd->add_option("-n,--nranks", args.n, "one rank count")->check(CLI::Range(1, 4096));
+  cmd->add_option("--from", args.from, "first rank count")->check(CLI::Range(1, 4096));
+  cmd->add_option("--to", args.to, "last rank count")->check(CLI::Range(1, 4096));
+  cmd->add_option("-s,--straggler", args.straggler, "straggler rank for --verify and -o (default n-1)")
+      ->check(CLI::Range(0, 4095));
   cmd->add_option("-o,--output", args.output, "write the schedule for -n and -s (.json braid, .xml MSCCL)");
   cmd->add_option("--alpha-us", args.alpha_us, "model: latency per step, microseconds");
-  cmd->add_option("--gbps", args.gbps, "model: link bandwidth, GB/s");
-  cmd->add_option("--bytes", args.bytes, "model: AllReduce size in bytes");
+  cmd->add_option("--gbps", args.gbps, "model: link bandwidth, GB/s")->check(CLI::Range(1e-6, 1e9));
+  cmd->add_option("--bytes", args.bytes, "model: AllReduce size in bytes")->check(CLI::Range(0.0, 1e18));
   cmd->add_option("--plans-up-to", args.plans_up_to, "model: generate plans up to this n");
   return cmd;
 }

@@ -96,7 +96,7 @@ Command add_tuning_command(CLI::App& app) {
       "tuning", "the CUDA backend's settings from its tuning table (BRAID_TUNING_FILE, BRAID_CUDA_*, "
       "BRAID_DETERMINISTIC apply)");
   cmd->add_option("-d,--device", args.device, "device name, as CUDA reports it (default: NVIDIA H200)");
-  cmd->add_option("-n,--nranks", args.nranks, "ranks in the communicator (default 2)");
+  cmd->add_option("-n,--nranks", args.nranks, "ranks in the communicator (default 2)")->check(CLI::Range(1, 65536));
   cmd->add_option("--per-device", args.per_device, "ranks sharing one device (default: all of them)");
   cmd->add_option("--sizes", args.sizes, "sizes to resolve the calls for, e.g. 8,64K,1M (default 8,64K,1M,256M)");
   return Command{cmd, [] { return run(args); }};

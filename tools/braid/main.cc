@@ -30,8 +30,9 @@ void add_source_options(CLI::App* cmd, braid::cli::ScheduleSource* source) {
   cmd->add_option("file", source->file, "schedule JSON file");
   cmd->add_option("-a,--algo", source->algorithm, "built-in algorithm name");
   cmd->add_option("-c,--coll", source->collective, "collective (allreduce, allgather, ...)");
-  cmd->add_option("-n,--nranks", source->nranks, "number of ranks");
-  cmd->add_option("-r,--root", source->root, "root rank (rooted collectives)");
+  // Built-in schedules take up to n^2 steps: the CLI builds them up to 1024 ranks.
+  cmd->add_option("-n,--nranks", source->nranks, "number of ranks")->check(CLI::Range(1, 1024));
+  cmd->add_option("-r,--root", source->root, "root rank (rooted collectives)")->check(CLI::Range(0, 1 << 30));
 }
 
 // braid's variables, then the NCCL_* ones it honours, each with its value as
@@ -54,7 +55,7 @@ int print_algorithms() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"braid: collective schedules and the tools around them"};
   app.require_subcommand(1);
   auto* env = app.add_subcommand("env", "print the variables braid reads (BRAID_* and NCCL_*), with their values");
@@ -118,4 +119,17 @@ int main(int argc, char** argv) {
   fmt::print("{}: FAILED\n", schedule.name);
   for (const std::string& e : result.errors) fmt::print("  {}\n", e);
   return 1;
+}
+
+int main(int argc, char** argv) {
+  // What a request too large for the machine, or a library's exception,
+  // ends in: a message and exit status 2, not std::terminate's abort.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "braid: out of memory: the request is too large for this machine\n");
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "braid: internal error: {}\n", e.what());
+  }
+  return 2;
 }

@@ -12,6 +12,8 @@ bool load_schedule(const ScheduleSource& source, Schedule* out, std::string* err
   if (!source.file.empty()) {
     return load_schedule_file(source.file, out, error);  // braid JSON or MSCCL XML
   }
+  if (source.collective.empty() && source.algorithm.empty())
+    return *error = "give a schedule file, or a built-in one with -a ALGO -c COLL -n N", false;
   auto collective = collective_from_string(source.collective);
   if (!collective) {
     *error = fmt::format("unknown collective '{}'", source.collective);

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 
@@ -39,7 +42,7 @@ bool parse_sizes(const std::string& list, std::vector<uint64_t>* out, std::strin
 }
 
 bool parse_size(const std::string& text, uint64_t* out) {
-  if (text.empty()) return false;
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;  // stoull takes "-1", " 1"
   size_t used = 0;
   unsigned long long v = 0;
   try {
@@ -49,7 +52,7 @@ bool parse_size(const std::string& text, uint64_t* out) {
   }
   std::string unit = text.substr(used);
   uint64_t mul = unit.empty() || unit == "B" ? 1 : unit == "K" ? 1ull << 10 : unit == "M" ? 1ull << 20 : unit == "G" ? 1ull << 30 : 0;
-  if (!mul) return false;
+  if (!mul || v > UINT64_MAX / mul) return false;
   *out = v * mul;
   return true;
 }
@@ -203,12 +206,16 @@ Command add_sim_command(CLI::App& app) {
             }
             // Every schedule, ring and the hierarchical one included, is timed with the same late rank.
             SimOptions options;
+            // Each fragment is an event: a tiny one makes millions of them (and "-1" reads as 2^64 - 1).
+            if (args->fragment != 0 && (args->fragment < 256 || args->fragment > (uint64_t(1) << 40)))
+              return fmt::print(stderr, "braid: --fragment {}: want 0 or 256 bytes to 1 TiB\n", args->fragment), 2;
             options.fragment_bytes = args->fragment;
             double late_us = 0;
             if (!args->late.empty()) {
-              int rank = -1;
-              if (std::sscanf(args->late.c_str(), "%d:%lf", &rank, &late_us) != 2 || rank < 0 || rank >= s.nranks ||
-                  late_us < 0)
+              int rank = -1, used = 0;
+              if (std::sscanf(args->late.c_str(), "%d:%lf%n", &rank, &late_us, &used) != 2 ||
+                  size_t(used) != args->late.size() || rank < 0 || rank >= s.nranks || !std::isfinite(late_us) ||
+                  late_us < 0 || late_us > 1e12)
                 return fmt::print(stderr, "braid: --late {}: want RANK:US with 0 <= RANK < {}\n", args->late, s.nranks), 2;
               options.rank_start_us.assign(size_t(s.nranks), 0.0);
               options.rank_start_us[size_t(rank)] = late_us;
@@ -280,7 +287,7 @@ Command add_topo_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("topo", "list built-in topologies, or print one");
   cmd->add_option("name", args->name, "built-in name (e.g. ndv2, dgx2x2), topology JSON or NCCL topology XML file");
-  cmd->add_option("--nodes,-n", args->nodes, "replicate to this many nodes");
+  cmd->add_option("--nodes,-n", args->nodes, "replicate to this many nodes")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", args->json, "print braid's topology JSON");
   return {cmd, [args]() {
             if (args->name.empty()) {
