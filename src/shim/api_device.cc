@@ -193,7 +193,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclDevCommCreate, (ncclComm_t, const ncclDe
 BRAID_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const ncclDevComm* devComm) {
   return guarded(comm, "ncclDevCommDestroy", [&] {
     if (!devComm) return BRAID_ERROR(ncclInvalidArgument, "devComm is NULL");
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (!comm->dev_comms)
       return BRAID_ERROR(ncclInvalidArgument, "ncclDevCommDestroy: this communicator has created no devComm");
     return comm->dev_comms->destroy(devComm);

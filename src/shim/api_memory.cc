@@ -189,7 +189,8 @@ BRAID_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_
   return guarded(comm, "ncclCommRegister", [&] {
     if (!handle) return BRAID_ERROR(ncclInvalidArgument, "handle pointer is NULL");
     *handle = nullptr;
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (!buff) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL");
     if (size == 0) return BRAID_ERROR(ncclInvalidArgument, "size is 0");
     auto reg = std::make_unique<Registration>(Registration{buff, size});
@@ -202,7 +203,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommRegister, (const ncclComm_t, void*, 
 
 BRAID_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return guarded(comm, "ncclCommDeregister", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (!handle) return BRAID_ERROR(ncclInvalidArgument, "handle is NULL");
     if (comm->registrations.erase(handle) == 0)
       return BRAID_ERROR(ncclInvalidArgument, "handle {} was not registered on this communicator (or deregistered)",
@@ -222,7 +224,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowRegister, (ncclComm_t, void*, 
 // theirs, so no rank has to wait for the others.
 BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   return guarded(comm, "ncclCommWindowDeregister", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");
     auto it = comm->windows.find(win);
     if (it == comm->windows.end())
@@ -238,7 +241,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t, ncclW
 // This rank's buffer of the window (2.29).
 BRAID_API ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
   return guarded(comm, "ncclWinGetUserPtr", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (!outUserPtr) return BRAID_ERROR(ncclInvalidArgument, "outUserPtr is NULL");
     *outUserPtr = nullptr;
     if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");

@@ -18,7 +18,8 @@ BRAID_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, n
                                                 ncclScalarResidence_t residence, ncclComm_t comm) {
   return guarded(comm, "ncclRedOpCreatePreMulSum", [&] {
     if (!op) return BRAID_ERROR(ncclInvalidArgument, "op pointer is NULL");
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     BRAID_TRY(check_type(datatype));
     if (!scalar) return BRAID_ERROR(ncclInvalidArgument, "scalar is NULL");
     // Read as an int: a value outside the enum is what we are checking for.
@@ -45,7 +46,8 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclRedOpCreatePreMulSum,
 
 BRAID_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return guarded(comm, "ncclRedOpDestroy", [&] {
-    BRAID_TRY(check_comm(comm));
+    CommUse use(comm);  // an Abort from another thread waits for this call
+    BRAID_TRY(check_comm(use, comm));
     if (int(op) >= 0 && op < ncclNumOps)
       return BRAID_ERROR(ncclInvalidArgument, "op {} is a built-in reduction and cannot be destroyed", int(op));
     // Calls already made with the op keep their copy of it (NCCL allows

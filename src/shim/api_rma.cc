@@ -114,7 +114,8 @@ Status wait_signal(int ndesc, const ncclWaitSignalDesc_t* descs, ncclComm* comm,
 }  // namespace
 
 Status braid::wait_signals_within(ncclComm_t comm, int ndesc, const ncclWaitSignalDesc_t* descs, int64_t bound_ms) {
-  BRAID_TRY(check_comm(comm));
+  CommUse use(comm);  // an Abort from another thread waits for this call
+  BRAID_TRY(check_comm(use, comm));
   return wait_signal(ndesc, descs, comm, bound_ms, nullptr);
 }
 
