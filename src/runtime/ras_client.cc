@@ -100,8 +100,8 @@ class ClientSession {
     if (starts_with(line, "timeout ")) {
       const std::string value = line.substr(8);
       char* end = nullptr;
-      const double t = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(t) || t < 0)
+      const double t = value.empty() ? 0 : std::strtod(value.c_str(), &end);  // empty: 0, as NCCL's strtol reads it
+      if ((end && *end != '\0') || !std::isfinite(t) || t < 0)
         return send("ERROR: Invalid timeout value " + value + "\n");
       timeout_sec_ = t;
       return send("OK\n");
@@ -154,12 +154,16 @@ class ClientSession {
     size_t at = 0;
     while (at <= groups.size() && !groups.empty()) {
       const size_t comma = std::min(groups.find(',', at), groups.size());
-      const std::string token = groups.substr(at, comma - at);
+      std::string token = groups.substr(at, comma - at);
+      at = comma + 1;
+      // NCCL's strtok: spaces around a group, and empty groups, are skipped.
+      token.erase(0, token.find_first_not_of(' '));
+      token.erase(token.find_last_not_of(' ') + 1);
+      if (token.empty()) continue;
       if (is(token, "lifecycle")) mask |= kLifecycle;
       else if (is(token, "trace")) mask |= kTrace;
       else if (is(token, "all")) mask |= 0xff;
       else return send("ERROR: Invalid event group '" + token + "'\n");
-      at = comma + 1;
     }
     mask_ = mask ? mask : kLifecycle;
     for (const ras::ProcessInfo& p : node_.peers()) seen_.insert(p.addr);

@@ -28,12 +28,15 @@ namespace {
 constexpr char kMagic[4] = {'B', 'R', 'A', 'S'};
 constexpr uint32_t kMaxRequest = 64u << 10;  // requests are small; an unknown sender cannot make us allocate much
 constexpr uint32_t kMaxReply = 64u << 20;    // a report of thousands of communicators fits
-constexpr int kMaxSessions = 256;            // connections served at once; more are closed
+// Connections served at once, clients and peers counted apart: idle clients
+// (a client may wait 10 minutes between commands) must not shut out the
+// job's own peers' queries.  More are closed, a client told why.
+constexpr int kMaxSessions = 256;
 
 std::atomic<RasNode*> g_node{nullptr};
 std::atomic<bool> g_failed{false};  // tried and could not: not again
 std::mutex g_start_mutex;
-std::atomic<int> g_sessions{0};
+std::atomic<int> g_sessions[2] = {0, 0};  // [0] peers, [1] clients
 
 // A child of fork has the parent's sockets but no node thread: it closes
 // them (the parent's peers must reach the parent, not a child that never
@@ -47,7 +50,7 @@ void child_after_fork() {
     if (fd >= 0) ::close(fd), fd = -1;
   g_node = nullptr;
   g_failed = false;
-  g_sessions = 0;  // the parent's session threads are not in the child
+  g_sessions[0] = g_sessions[1] = 0;  // the parent's session threads are not in the child
   g_start_mutex.unlock();
 }
 
@@ -56,7 +59,8 @@ double read_timeout_factor() {
   if (text.empty()) return 1;
   char* end = nullptr;
   const double f = std::strtod(text.c_str(), &end);
-  if (*end == '\0' && std::isfinite(f) && f > 0) return f;
+  // Past 10^6 the timeouts it scales (5 s a peer) overflow the clock's nanoseconds.
+  if (*end == '\0' && std::isfinite(f) && f > 0 && f <= 1e6) return f;
   BRAID_WARN("Invalid value {} for NCCL_RAS_TIMEOUT_FACTOR, using default 1.", text);
   return 1;
 }
@@ -201,15 +205,20 @@ void RasNode::accept_loop() {
       if (!(fds[i].revents & POLLIN)) continue;
       const int fd = ::accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) continue;
-      if (g_sessions.fetch_add(1) >= kMaxSessions) {  // counted here, so the limit holds
-        --g_sessions;
+      std::atomic<int>& sessions = g_sessions[i];
+      if (sessions.fetch_add(1) >= kMaxSessions) {  // counted here, so the limit holds
+        --sessions;
+        if (i == 1) {
+          static const char kBusy[] = "ERROR: too many RAS clients are connected to this process; try again\n";
+          (void)!::send(fd, kBusy, sizeof kBusy - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
         ::close(fd);
         continue;
       }
       // Nothing a session throws (no memory, no thread) may end the
       // application: it only loses that session.
       try {
-        named_thread("braid ras conn", [this, fd, peer = i == 0] {
+        named_thread("braid ras conn", [this, fd, &sessions, peer = i == 0] {
           try {
             if (peer) serve_peer(fd);
             else ras_serve_client(*this, fd);
@@ -217,10 +226,10 @@ void RasNode::accept_loop() {
             BRAID_INFO(kInit, "RAS: a session failed: {}", e.what());
           }
           ::close(fd);
-          --g_sessions;
+          --sessions;
         }).detach();
       } catch (const std::exception&) {
-        --g_sessions;
+        --sessions;
         ::close(fd);
       }
     }
@@ -397,7 +406,10 @@ std::vector<RasAnswer> ras_ask_all(const std::vector<std::string>& addrs, RasReq
 }
 
 Deadline ras_deadline(double seconds) {
-  return seconds > 0 ? Deadline::after(std::chrono::milliseconds(int64_t(seconds * 1000))) : Deadline::never();
+  // NCCL takes any count of seconds; past ~115 days it is as good as none
+  // (and past 9.2e9 s the clock's nanoseconds overflow into the past).
+  if (!(seconds > 0) || seconds > 1e7) return Deadline::never();
+  return Deadline::after(std::chrono::milliseconds(int64_t(seconds * 1000)));
 }
 
 std::string ras_local_time() {

@@ -232,6 +232,10 @@ TEST_CASE("RAS reports a stopped process as unresponsive and a killed one as dea
   std::string report = status_showing(ports[0], "RUNNING      OK");
   CHECK(contains(report, "    0         1         1         3         3         3   RUNNING      OK\n"));
   CHECK(contains(report, "Errors\n======\n\nWarnings\n========\n\n"));
+  // A timeout past the clock's range is as good as none: live peers answer
+  // (it overflowed into the past, and every peer counted as timed out).
+  report = status(ports[0], "TIMEOUT 10000000000\nSTATUS\n");
+  CHECK(contains(report, "    0         1         1         3         3         3   RUNNING      OK\n"));
 
   // Stopped: it accepts (the kernel does) but never answers.
   kill(pids[2], SIGSTOP);
@@ -286,6 +290,8 @@ TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]"
         {"SET FORMAT yaml\n", "ERROR: Invalid format yaml\n"},
         {"frobnicate\n", "ERROR: Unknown command frobnicate\n"},
         {"MONITOR sometimes\n", "ERROR: Invalid event group 'sometimes'\n"},
+        {"TIMEOUT \n", "OK\n"},  // empty: 0 (no timeout), as NCCL's strtol reads it
+        {"TIMEOUT 10000000000\n", "OK\n"},  // as good as none (it overflowed the clock into the past)
     };
     for (const auto& [command, reply] : exchanges) {
       INFO(command);
@@ -299,6 +305,22 @@ TEST_CASE("RAS speaks NCCL's client protocol and refuses bad input", "[mp][ras]"
     // Rank 1's process runs no RAS: its rank is missing, though its process is known.
     CHECK(contains(json, "\"missing_ranks_count\": 1"));
     CHECK(json.substr(json.size() - 2) == "}\n");
+  }
+  {
+    // NCCL's strtok: spaces and empty groups are skipped.
+    RasClient c(port);
+    c.send("MONITOR  lifecycle,,trace \n");
+    CHECK(c.read("\n") == "OK\n");
+  }
+  {
+    // Idle clients, more than a process serves at once: the one past the
+    // limit is told why, and the job's own peers are still answered.
+    std::vector<std::unique_ptr<RasClient>> idle;
+    for (int i = 0; i < 256; ++i) idle.push_back(std::make_unique<RasClient>(port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    RasClient extra(port);
+    CHECK(extra.read() == "ERROR: too many RAS clients are connected to this process; try again\n");
+    idle.clear();
   }
   {
     RasClient c(port);

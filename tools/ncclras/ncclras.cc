@@ -195,8 +195,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "Unexpected response from NCCL to %s: %s\n", command.c_str(), line.c_str());
     return false;
   };
+  // Whole seconds, rounded up: NCCL's server reads the value with strtol,
+  // so "1e+06" or "1.5" would be refused there.
   char number[64];
-  std::snprintf(number, sizeof number, "%g", timeout);
+  std::snprintf(number, sizeof number, "%.0f", std::ceil(timeout));
   if (timeout >= 0 && !expect_ok(std::string("TIMEOUT ") + number)) return 1;
   // The whole answer may take each process's timeout, and then some.
   if (timeouts) set_timeout(fd, SO_RCVTIMEO, factor + (timeout > 0 ? timeout : 5 * factor) + 5 * factor);
