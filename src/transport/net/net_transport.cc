@@ -730,15 +730,20 @@ Status make_net_transport(const TransportContext& ctx, Bootstrap* bootstrap, Net
     const NetProperties& p = devices[size_t(d)];
     if (!used.empty()) used += ", ";
     used += fmt::format("{} ({}, port {}, {} Mbps{})", d, p.name, p.port, p.speed_mbps, rail_text(p.rail, p.plane));
+    if (p.max_p2p_bytes == 0)  // NCCL's error for it too
+      return BRAID_ERROR(ncclInternalError, "{} device {} ({}) says it sends at most 0 bytes at once (maxP2pBytes)",
+                         net->name(), d, p.name);
     max_p2p_bytes = std::min(max_p2p_bytes, p.max_p2p_bytes);
   }
   BRAID_INFO(kNet | kInit, "rank {}: {} transport on device{} {}; the nearest: {}{}", ctx.rank, net->name(),
              choice.devices.size() > 1 ? "s" : "", used, choice.why,
              choice.most_devices > 1 ? fmt::format("; calls between hosts in {} slices", choice.most_devices) : "");
   auto t = std::make_unique<NetTransport>(ctx, net, std::move(choice));
-  if (t->slot_bytes() > max_p2p_bytes)
-    return BRAID_ERROR(ncclInvalidUsage, "BRAID_NET_SLOT_BYTES={} exceeds what {} sends at once ({})", t->slot_bytes(),
-                       net->name(), max_p2p_bytes);
+  if (t->slot_bytes() > max_p2p_bytes)  // each of braid's fragments over a net is one message
+    return BRAID_ERROR(ncclInvalidUsage, "{} sends at most {} bytes at once (its maxP2pBytes), and braid's fragments "
+                       "over it are {} bytes (BRAID_NET_SLOT_BYTES{}): set BRAID_NET_SLOT_BYTES to {} or less on "
+                       "every rank", net->name(), max_p2p_bytes, t->slot_bytes(),
+                       env_raw("BRAID_NET_SLOT_BYTES").empty() ? ", default" : "", max_p2p_bytes);
   BRAID_TRY(t->connect_controls(bootstrap, serves));
   *out = std::move(t);
   return Status::ok();
