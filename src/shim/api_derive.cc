@@ -21,7 +21,9 @@
 // parent stays usable.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <set>
+#include <vector>
 
 #include "src/runtime/device_comm.h"
 #include "src/runtime/group.h"
@@ -86,8 +88,18 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
   BRAID_TRY(check_config(config));
-  if (group_active())
-    return BRAID_ERROR(ncclInvalidUsage, "ncclCommSplit inside a group is not supported by braid (call it outside)");
+  if (group_active()) {
+    // As NCCL's: the split runs at the group's end, with the group's other
+    // setups concurrently, so that one thread can split several ranks (whose
+    // colour exchanges must meet); *newcomm is set then.  The config is
+    // copied as the caller's release wrote it (its `size` bytes).
+    std::shared_ptr<std::vector<char>> copy;
+    if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
+                                                             reinterpret_cast<const char*>(config) + config->size);
+    return enqueue(SetupCall{comm, [comm, color, key, newcomm, copy] {
+      return split(comm, color, key, newcomm, copy ? reinterpret_cast<ncclConfig_t*>(copy->data()) : nullptr);
+    }});
+  }
   BRAID_TRY(wait_initialized(comm));
   struct Entry {
     int32_t color, key;

@@ -177,6 +177,38 @@ TEST_CASE("split: a first member that cannot start the new root fails every memb
         }) == 0);
 }
 
+TEST_CASE("one thread splits all its ranks in a group: the splits meet at ncclGroupEnd", "[mp][split]") {
+  // NCCL's way for a thread that drives several ranks (ncclCommInitAll's):
+  // each rank's split inside one group, run together at its end.
+  constexpr int n = 4;
+  ncclComm_t comms[n] = {};
+  REQUIRE(ncclCommInitAll(comms, n, nullptr) == ncclSuccess);
+  ncclComm_t halves[n] = {};
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;  // copied at the call: the group may end after it is gone
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) CHECK(ncclCommSplit(comms[r], r % 2, -r, &halves[r], r == 0 ? &config : nullptr) == 0);
+  CHECK(halves[0] == nullptr);  // set at the group's end, as NCCL's grouped calls
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(1000, -1));
+  std::vector<int32_t> in(1000, 1);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(halves[r]);
+    int size = 0, rank = -1;
+    CHECK(ncclCommCount(halves[r], &size) == ncclSuccess);
+    CHECK(ncclCommUserRank(halves[r], &rank) == ncclSuccess);
+    CHECK(size == 2);
+    CHECK(rank == 1 - r / 2);  // keys -r: the higher parent rank first
+    CHECK(ncclAllReduce(in.data(), out[r].data(), in.size(), ncclInt32, ncclSum, halves[r], nullptr) == 0);
+  }
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < n; ++r) CHECK(out[r][999] == 2);
+  for (int r = 0; r < n; ++r) {
+    CHECK(ncclCommDestroy(halves[r]) == ncclSuccess);
+    CHECK(ncclCommDestroy(comms[r]) == ncclSuccess);
+  }
+}
+
 TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][revoke][threads]") {
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           if (ncclCommRevoke(comm, 1) != ncclInvalidArgument) f.fail("bad revokeFlags accepted");
