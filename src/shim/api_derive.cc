@@ -80,27 +80,9 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   return init_derived(parent, int(members.size()), id, me, config, newcomm);
 }
 
-Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
-  *newcomm = nullptr;
-  CommUse use(comm);
-  BRAID_TRY(check_comm(use, comm));
-  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
-  BRAID_TRY(check_config(config));
-  if (group_active()) {
-    // As NCCL's: the split runs at the group's end, with the group's other
-    // setups concurrently, so that one thread can split several ranks (whose
-    // colour exchanges must meet); *newcomm is set then.  The config is
-    // copied as the caller's release wrote it (its `size` bytes).
-    std::shared_ptr<std::vector<char>> copy;
-    if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
-                                                             reinterpret_cast<const char*>(config) + config->size);
-    return enqueue(SetupCall{comm, [comm, color, key, newcomm, copy] {
-      return split(comm, color, key, newcomm, copy ? reinterpret_cast<ncclConfig_t*>(copy->data()) : nullptr);
-    }});
-  }
-  BRAID_TRY(wait_initialized(comm));
+// The colour exchange and the new communicator's init, on a communicator
+// whose earlier work is done.
+Status split_now(ncclComm* comm, int color, int key, ncclComm_t* newcomm, const ncclConfig_t* config) {
   struct Entry {
     int32_t color, key;
   };
@@ -115,6 +97,35 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return all[a].key < all[b].key; });
   int me = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
   return derive(comm, members, me, config, newcomm);
+}
+
+Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
+  *newcomm = nullptr;
+  CommUse use(comm);
+  BRAID_TRY(check_comm(use, comm));
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
+  BRAID_TRY(check_config(config));
+  if (group_active()) {
+    // As NCCL's: the split runs at the group's end, with the group's other
+    // setups concurrently, so that one thread can split several ranks (whose
+    // colour exchanges must meet); *newcomm is set then.  The group has
+    // waited for the communicator's earlier work (a non-blocking group runs
+    // this in its own background job, which it must not wait for).  The
+    // config is copied as the caller's release wrote it (its `size` bytes).
+    std::shared_ptr<std::vector<char>> copy;
+    if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
+                                                             reinterpret_cast<const char*>(config) + config->size);
+    return enqueue(SetupCall{comm, [comm, color, key, newcomm, copy] {
+      if (!comm->ready.load(std::memory_order_acquire)) return check_initialized(comm);
+      Status s = split_now(comm, color, key, newcomm, copy ? reinterpret_cast<ncclConfig_t*>(copy->data()) : nullptr);
+      // A non-blocking child's init goes on in the background: not the group's failure.
+      return s.code() == ncclInProgress ? Status::ok() : s;
+    }});
+  }
+  BRAID_TRY(wait_initialized(comm));
+  return split_now(comm, color, key, newcomm, config);
 }
 
 Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, ncclConfig_t* config, int flags) {

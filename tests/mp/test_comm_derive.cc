@@ -209,6 +209,46 @@ TEST_CASE("one thread splits all its ranks in a group: the splits meet at ncclGr
   }
 }
 
+TEST_CASE("one thread splits its non-blocking ranks in a group: the children finish in the background",
+          "[mp][split][nonblocking]") {
+  constexpr int n = 4;
+  auto settle = [](ncclComm_t comm) {
+    ncclResult_t state = ncclInProgress;
+    for (int i = 0; i < 60000 && state == ncclInProgress; ++i) {
+      if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return state;
+  };
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comms[n] = {};
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) CHECK(ncclCommInitRankConfig(&comms[r], n, id, r, &config) == ncclSuccess);
+  const ncclResult_t started = ncclGroupEnd();
+  CHECK((started == ncclSuccess || started == ncclInProgress));
+  for (int r = 0; r < n; ++r) REQUIRE(settle(comms[r]) == ncclSuccess);
+  ncclComm_t halves[n] = {};
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r) CHECK(ncclCommSplit(comms[r], r % 2, r, &halves[r], nullptr) == ncclSuccess);
+  const ncclResult_t split = ncclGroupEnd();
+  CHECK((split == ncclSuccess || split == ncclInProgress));
+  for (int r = 0; r < n; ++r) CHECK(settle(comms[r]) == ncclSuccess);  // the group, the parents' work
+  for (int r = 0; r < n; ++r) {
+    REQUIRE(halves[r]);
+    CHECK(settle(halves[r]) == ncclSuccess);  // each child's own init
+    int size = 0;
+    CHECK(ncclCommCount(halves[r], &size) == ncclSuccess);
+    CHECK(size == 2);
+  }
+  for (int r = 0; r < n; ++r) {
+    CHECK(ncclCommDestroy(halves[r]) == ncclSuccess);
+    CHECK(ncclCommDestroy(comms[r]) == ncclSuccess);
+  }
+}
+
 TEST_CASE("revoke: later ops are ncclInvalidUsage, split still works", "[mp][revoke][threads]") {
   CHECK(run_ranks_as_threads(3, [](int rank, int n, ncclComm_t comm, Failures& f) {
           if (ncclCommRevoke(comm, 1) != ncclInvalidArgument) f.fail("bad revokeFlags accepted");
