@@ -59,11 +59,19 @@ int forced_family() {
 
 }  // namespace
 
+std::string socket_ifname_spec(std::string* name) {
+  std::string spec = env_string("BRAID_SOCKET_IFNAME");
+  const bool braid = !spec.empty();
+  if (!braid) spec = env_raw("NCCL_SOCKET_IFNAME");
+  if (name) *name = braid ? "BRAID_SOCKET_IFNAME" : "NCCL_SOCKET_IFNAME";
+  return spec;
+}
+
 Status local_address(SockAddr* out, const SockAddr* toward) {
   std::string forced = env_string("BRAID_SOCKET_ADDR");
   if (!forced.empty()) return std::move(parse_ip(forced, out)).context("BRAID_SOCKET_ADDR");
-  std::string spec_name = "BRAID_SOCKET_IFNAME", spec = env_string("BRAID_SOCKET_IFNAME");
-  if (spec.empty()) spec_name = "NCCL_SOCKET_IFNAME", spec = env_raw("NCCL_SOCKET_IFNAME");
+  std::string spec_name;
+  const std::string spec = socket_ifname_spec(&spec_name);
   int family = forced_family();
   // Unforced, the root's family: a rank listening on another could not be
   // reached from an IPv6-only (or IPv4-only) peer.
@@ -77,8 +85,7 @@ Status local_address(SockAddr* out, const SockAddr* toward) {
 }
 
 std::vector<NetInterface> data_address_interfaces(const SockAddr& bootstrap) {
-  std::string spec = env_string("BRAID_SOCKET_IFNAME");
-  if (spec.empty()) spec = env_raw("NCCL_SOCKET_IFNAME");
+  const std::string spec = socket_ifname_spec();
   const InterfaceFilter filter = parse_interface_filter(spec);
   // An excluding filter ("^docker,lo") says what not to use, not which NICs to: one interface.
   if (spec.empty() || filter.exclude || !env_string("BRAID_SOCKET_ADDR").empty()) {

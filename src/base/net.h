@@ -21,6 +21,9 @@ class TlsSession;
 // NCCL_SOCKET_IFNAME, and NCCL_SOCKET_FAMILY; unset, one on the subnet of
 // `toward`, the bootstrap root, if given, and of its family).
 Status local_address(SockAddr* out, const SockAddr* toward = nullptr);
+// The interface filter the sockets use: BRAID_SOCKET_IFNAME, else
+// NCCL_SOCKET_IFNAME ("" where neither is set); *name the variable's.
+std::string socket_ifname_spec(std::string* name = nullptr);
 // Where braid's TCP data connections listen, given the bootstrap's address:
 // that alone, or where BRAID_/NCCL_SOCKET_IFNAME names interfaces (a list
 // or prefixes, not "^" exclusions) and BRAID_SOCKET_ADDR is not set,

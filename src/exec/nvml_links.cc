@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <fstream>
 #include <mutex>
+
+#include "src/transport/net/nic_affinity.h"
 
 namespace braid {
 namespace {
@@ -87,9 +88,8 @@ bool link_up(const Nvml& n, nvmlDevice_t dev, unsigned link, int sm) {
 }  // namespace
 
 std::string nvlink_target_class(const std::string& target, const std::string& root) {
-  std::ifstream in(root + "/bus/pci/devices/" + target + "/class");
-  std::string cls;
-  return std::getline(in, cls) && !cls.empty() ? cls : "0x068000";
+  const std::string cls = read_sysfs_line(root + "/bus/pci/devices/" + target + "/class");
+  return cls.empty() ? "0x068000" : cls;
 }
 
 int nvml_gpu_sm(const std::string& bus_id) {

@@ -6,6 +6,7 @@
 
 #include "src/base/env.h"
 #include "src/base/log.h"
+#include "src/base/net.h"
 #include "src/exec/nvml_links.h"
 #include "src/transport/net/nic_affinity.h"
 #include "src/transport/net/topo_xml.h"
@@ -21,9 +22,7 @@ void add_nvlinks(TopoGpu* g, const std::string& root) {
 }
 
 std::string with_nets(const std::vector<TopoGpu>& gpus, uint64_t host_hash, const std::string& root) {
-  std::string ifname = env_raw("BRAID_SOCKET_IFNAME");
-  if (ifname.empty()) ifname = env_raw("NCCL_SOCKET_IFNAME");
-  return topology_xml(gpus, sysfs_topology_nets(ifname, root), host_hash, root);
+  return topology_xml(gpus, sysfs_topology_nets(socket_ifname_spec(), root), host_hash, root);
 }
 
 }  // namespace

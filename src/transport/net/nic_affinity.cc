@@ -42,13 +42,6 @@ std::string root_complex(const std::string& path) {
   return "";
 }
 
-std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 std::vector<int> allowed_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -82,6 +75,13 @@ std::string describe(const NearestDevices& n, const RankPlace& me) {
 }
 
 }  // namespace
+
+std::string read_sysfs_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
 
 int pci_hops(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return -1;
@@ -184,7 +184,7 @@ DevicePlace device_place(const std::string& sysfs_path) {
 
 int read_numa_node(const std::string& device_path) {
   if (device_path.empty()) return -1;
-  const std::string line = read_line(device_path + "/numa_node");
+  const std::string line = read_sysfs_line(device_path + "/numa_node");
   if (line.empty()) return -1;
   char* end = nullptr;
   const long node = std::strtol(line.c_str(), &end, 10);
@@ -193,10 +193,8 @@ int read_numa_node(const std::string& device_path) {
 
 std::string pci_bus_id_path(const std::string& bus_id, const std::string& root) {
   if (bus_id.empty()) return "";
-  std::string lower = bus_id;
-  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
   char resolved[PATH_MAX];
-  return realpath((root + "/bus/pci/devices/" + lower).c_str(), resolved) ? resolved : "";
+  return realpath((root + "/bus/pci/devices/" + lower_bus_id(bus_id)).c_str(), resolved) ? resolved : "";
 }
 
 std::vector<int> parse_cpu_list(const std::string& list) {
@@ -235,7 +233,7 @@ std::vector<NamedPlace> sysfs_net_interfaces(const std::string& root) {
 
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root) {
   return list(root + "/bus/pci/devices", [](const fs::path& dir, NamedPlace* p) {
-    if (read_line((dir / "vendor").string()) != "0x10de" || read_line((dir / "class").string()).rfind("0x03", 0) != 0)
+    if (read_sysfs_line((dir / "vendor").string()) != "0x10de" || read_sysfs_line((dir / "class").string()).rfind("0x03", 0) != 0)
       return false;
     p->place = device_place(dir.string());
     return true;
@@ -248,7 +246,7 @@ std::vector<NamedPlace> sysfs_numa_nodes(const std::string& root) {
         p->name.find_first_not_of("0123456789", 4) != std::string::npos)
       return false;
     p->place.numa_node = std::atoi(p->name.c_str() + 4);
-    p->cpus = read_line((dir / "cpulist").string());
+    p->cpus = read_sysfs_line((dir / "cpulist").string());
     return true;
   });
   std::sort(nodes.begin(), nodes.end(),
@@ -306,9 +304,7 @@ Status choose_net_devices(const TransportContext& ctx, Bootstrap* bootstrap,
   RankPlace me;
   me.gpu_pci_path = pci_bus_id_path(ctx.gpu_pci_bus_id);
   me.gpu_numa_node = read_numa_node(me.gpu_pci_path);
-  std::string gpu_bus = ctx.gpu_pci_bus_id;
-  for (char& c : gpu_bus) c = char(std::tolower(static_cast<unsigned char>(c)));
-  by_file += place_by_file(file, gpu_bus, &me.gpu_pci_path, &me.gpu_numa_node);
+  by_file += place_by_file(file, lower_bus_id(ctx.gpu_pci_bus_id), &me.gpu_pci_path, &me.gpu_numa_node);
   me.numa_node = numa_node_of_cpus(allowed_cpus());
   const NearestDevices nearest = nearest_devices(devices, me);
   // The ranks of this host with the same nearest devices share them out.

@@ -88,6 +88,8 @@ std::vector<int> rank_devices(const std::vector<int>& nearest, int count, int k,
 // stays; true where it ordered.
 bool order_by_rail(std::vector<int>* chosen, const std::vector<NetProperties>& devices);
 
+// The first line of a sysfs file ("" where it cannot be read).
+std::string read_sysfs_line(const std::string& path);
 // Read from sysfs under `root` ("/sys" on a machine; a tree of files in tests).
 int read_numa_node(const std::string& device_path);  // <device_path>/numa_node
 // A device's place from a sysfs path to it (a link is resolved): unknown where there is none.

@@ -16,14 +16,9 @@ namespace {
 
 constexpr const char* kNvidiaDefault = "/var/run/nvidia-topologyd/virtualTopology.xml";
 
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 void place_subtree(const pugi::xml_node& node, const std::string& path, int numa, TopologyPlaces* out) {
   for (const pugi::xml_node& child : node.children("pci")) {
-    const std::string bus = lower(child.attribute("busid").as_string());
+    const std::string bus = lower_bus_id(child.attribute("busid").as_string());
     if (bus.empty()) continue;
     const std::string here = path + "/" + bus;
     out->emplace(bus, FilePlace{here, numa});
@@ -79,6 +74,11 @@ TopologyPlaces topology_file(std::string* file) {
   return places;
 }
 
+std::string lower_bus_id(std::string bus_id) {
+  for (char& c : bus_id) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return bus_id;
+}
+
 bool is_pci_bus_id(const std::string& name) {
   if (name.size() != 12 || name[4] != ':' || name[7] != ':' || name[10] != '.') return false;
   for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11})
@@ -88,7 +88,7 @@ bool is_pci_bus_id(const std::string& name) {
 
 std::string bus_id_of_path(const std::string& path) {
   const size_t slash = path.find_last_of('/');
-  const std::string last = lower(slash == std::string::npos ? path : path.substr(slash + 1));
+  const std::string last = lower_bus_id(slash == std::string::npos ? path : path.substr(slash + 1));
   return is_pci_bus_id(last) ? last : "";
 }
 

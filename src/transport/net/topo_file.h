@@ -34,6 +34,8 @@ bool topology_file_places(const std::string& text, TopologyPlaces* out, std::str
 // could not be read or parsed (warned).  *file is the one read ("": none).
 TopologyPlaces topology_file(std::string* file);
 
+// A bus id as sysfs and NCCL's files write it: lower case (CUDA gives upper).
+std::string lower_bus_id(std::string bus_id);
 // "BBBB:BB:DD.F" in hex: a PCI function's name in sysfs and NCCL's files (NCCL's checkBDFFormat).
 bool is_pci_bus_id(const std::string& name);
 // The bus id a sysfs device path ends in ("0101:00:00.0", lower case), "" where it ends in none.

@@ -13,27 +13,15 @@
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "src/base/net_interface.h"
+#include "src/transport/net/nic_affinity.h"
 #include "src/transport/net/topo_file.h"
 
 namespace braid {
 namespace fs = std::filesystem;
 namespace {
-
-std::string first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 struct Node {
   std::string name;
@@ -93,7 +81,7 @@ std::string cpumap_of(const std::vector<int>& cpus) {
 }
 
 std::string numa_affinity(const std::string& numaid, const std::string& root) {
-  const std::string map = first_line(root + "/devices/system/node/node" + numaid + "/cpumap");
+  const std::string map = read_sysfs_line(root + "/devices/system/node/node" + numaid + "/cpumap");
   if (!map.empty()) return map;
   cpu_set_t set;  // no such node (-1, or no NUMA in sysfs): the CPUs this process may run on
   CPU_ZERO(&set);
@@ -137,12 +125,12 @@ double gts(const std::string& speed) {  // "32.0 GT/s PCIe" -> 32 (none: above a
 
 void fill_pci(Node* pci, const std::string& path) {
   for (const char* key : {"class", "vendor", "device", "subsystem_vendor", "subsystem_device"})
-    pci->set(key, first_line(path + "/" + key));
-  const std::string speed = first_line(path + "/max_link_speed");
-  const std::string port_speed = first_line(path + "/../max_link_speed");
+    pci->set(key, read_sysfs_line(path + "/" + key));
+  const std::string speed = read_sysfs_line(path + "/max_link_speed");
+  const std::string port_speed = read_sysfs_line(path + "/../max_link_speed");
   pci->set("link_speed", gts(port_speed) < gts(speed) ? port_speed : speed);
-  const int width = std::atoi(first_line(path + "/max_link_width").c_str());
-  const int port_width = std::atoi(first_line(path + "/../max_link_width").c_str());
+  const int width = std::atoi(read_sysfs_line(path + "/max_link_width").c_str());
+  const int port_width = std::atoi(read_sysfs_line(path + "/../max_link_width").c_str());
   pci->set("link_width", std::to_string(std::min(width, port_width)));
 }
 
@@ -163,7 +151,7 @@ class Builder {
       at = at.empty() || at == "/" ? at + name : at + "/" + name;
       if (!is_pci_bus_id(name)) continue;
       if (!parent) {  // the outermost function: its NUMA node is its root complex's CPU
-        std::string numa = first_line(at + "/numa_node");
+        std::string numa = read_sysfs_line(at + "/numa_node");
         parent = cpu(numa.empty() ? "-1" : numa);
       }
       Node* next = parent->sub("pci", "busid", name);
@@ -196,15 +184,11 @@ class Builder {
   const std::string root_;
 };
 
-std::string resolved(const std::string& path) {
-  char buf[PATH_MAX];
-  return !path.empty() && realpath(path.c_str(), buf) ? buf : "";
-}
-
 // Whether the device at (resolved) `path` is a PCI function, as NCCL asks: its subsystem link ends in "pci".
 bool on_pci(const std::string& path) {
-  const std::string subsystem = resolved(path + "/subsystem");
-  return subsystem.size() >= 4 && subsystem.compare(subsystem.size() - 4, 4, "/pci") == 0;
+  char subsystem[PATH_MAX];
+  if (path.empty() || !realpath((path + "/subsystem").c_str(), subsystem)) return false;
+  return fs::path(subsystem).filename() == "pci";
 }
 
 std::vector<std::string> listing(const std::string& dir) {
@@ -230,14 +214,14 @@ std::vector<TopoNet> sysfs_topology_nets(const std::string& ifname_filter, const
   for (const std::string& dev : listing(root + "/class/infiniband")) {
     const std::string dir = root + "/class/infiniband/" + dev;
     for (const std::string& port : listing(dir + "/ports")) {
-      if (first_line(dir + "/ports/" + port + "/state").find("ACTIVE") == std::string::npos) continue;
+      if (read_sysfs_line(dir + "/ports/" + port + "/state").find("ACTIVE") == std::string::npos) continue;
       TopoNet n;
       n.name = dev;
-      n.device_path = resolved(dir + "/device");
+      n.device_path = device_place(dir + "/device").pci_path;
       n.port = std::atoi(port.c_str());
-      const double gbps = std::strtod(first_line(dir + "/ports/" + port + "/rate").c_str(), nullptr);
+      const double gbps = std::strtod(read_sysfs_line(dir + "/ports/" + port + "/rate").c_str(), nullptr);
       if (gbps > 0) n.speed_mbps = int(gbps * 1000);
-      n.guid = node_guid(first_line(dir + "/node_guid"));
+      n.guid = node_guid(read_sysfs_line(dir + "/node_guid"));
       n.max_comms = 131072;
       nets.push_back(n);
     }
@@ -246,13 +230,13 @@ std::vector<TopoNet> sysfs_topology_nets(const std::string& ifname_filter, const
   const InterfaceFilter filter = parse_interface_filter(ifname_filter);
   for (const std::string& name : listing(root + "/class/net")) {
     const std::string dir = root + "/class/net/" + name;
-    const unsigned long flags = std::strtoul(first_line(dir + "/flags").c_str(), nullptr, 16);
+    const unsigned long flags = std::strtoul(read_sysfs_line(dir + "/flags").c_str(), nullptr, 16);
     if (!(flags & 0x1) || (flags & 0x8) || name.rfind("docker", 0) == 0 || name.rfind("virbr", 0) == 0) continue;
     if (!ifname_filter.empty() && !filter.passes(name)) continue;  // IFF_UP 0x1, IFF_LOOPBACK 0x8
     TopoNet n;
     n.name = name;
-    n.device_path = resolved(dir + "/device");
-    const int mbps = std::atoi(first_line(dir + "/speed").c_str());
+    n.device_path = device_place(dir + "/device").pci_path;
+    const int mbps = std::atoi(read_sysfs_line(dir + "/speed").c_str());
     if (mbps > 0) n.speed_mbps = mbps;
     n.guid = nets.size();
     nets.push_back(n);
@@ -261,13 +245,9 @@ std::vector<TopoNet> sysfs_topology_nets(const std::string& ifname_filter, const
 }
 
 int gpu_pci_index(const std::string& bus_id, const std::string& root) {
-  int index = 0;
-  for (const std::string& name : listing(root + "/bus/pci/devices")) {
-    const std::string dir = root + "/bus/pci/devices/" + name;
-    if (first_line(dir + "/vendor") != "0x10de" || first_line(dir + "/class").rfind("0x03", 0) != 0) continue;
-    if (name == lower(bus_id)) return index;
-    ++index;
-  }
+  const std::vector<NamedPlace> gpus = sysfs_nvidia_gpus(root);  // by name: bus id order
+  for (size_t i = 0; i < gpus.size(); ++i)
+    if (gpus[i].name == lower_bus_id(bus_id)) return int(i);
   return -1;
 }
 
@@ -275,7 +255,7 @@ std::string topology_xml(const std::vector<TopoGpu>& gpus, const std::vector<Top
                          const std::string& root) {
   Builder b(host_hash, root);
   for (const TopoGpu& g : gpus) {
-    Node* pci = b.pci_node(resolved(root + "/bus/pci/devices/" + lower(g.bus_id)));
+    Node* pci = b.pci_node(pci_bus_id_path(g.bus_id, root));
     if (!pci) continue;  // not in sysfs: NCCL, too, places a GPU by its sysfs path
     Node* gpu = pci->add("gpu");
     gpu->set("dev", std::to_string(g.dev));
