@@ -162,7 +162,12 @@ Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, 
                     uint64_t blocks);
 
 // Folds an error the backend reported since the last look into the
-// communicator's async error (device backends fail asynchronously).
+// communicator's async error (device backends fail asynchronously).  On the
+// communicator's own thread, where nothing swaps the backend meanwhile (a
+// call per collective: no lock).
 void poll_backend_error(ncclComm* comm);
+// The same from ncclCommGetAsyncError, which a watchdog thread may call
+// while the owner suspends or resumes: under backend_mutex.
+void poll_backend_error_from_any_thread(ncclComm* comm);
 
 }  // namespace braid

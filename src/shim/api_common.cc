@@ -141,16 +141,17 @@ Status check_mapped(const ncclComm* comm, const void* buffer, const char* name, 
 
 void poll_backend_error(ncclComm* comm) {
   if (!comm->ready.load(std::memory_order_acquire)) return;  // a non-blocking init is still running
-  Status error;
-  {
-    std::lock_guard<std::mutex> lock(comm->backend_mutex);
-    if (!comm->backend) return;  // suspended: nothing runs
-    error = comm->backend->poll_error();
-  }
+  if (!comm->backend) return;  // suspended: nothing runs
+  Status error = comm->backend->poll_error();
   if (error.is_ok() && comm->dev_comms) error = comm->dev_comms->fault();  // a GIN proxy's
   if (!set_async_error(comm, error)) return;
   std::lock_guard<std::mutex> lock(comm->error_mutex);  // ncclGetLastError(comm) says why, as for a failed call
   comm->last_error = fmt::format("ncclCommGetAsyncError: {}", error.to_string());
+}
+
+void poll_backend_error_from_any_thread(ncclComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->backend_mutex);
+  poll_backend_error(comm);
 }
 
 }  // namespace braid

@@ -282,7 +282,7 @@ BRAID_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* erro
     CommUse use(comm);  // an Abort from another thread (a watchdog polls this one) waits for this call
     if (!use.ok()) return BRAID_ERROR(ncclInvalidArgument, "comm is not a live communicator");
     if (!error) return BRAID_ERROR(ncclInvalidArgument, "asyncError pointer is NULL");
-    poll_backend_error(comm);
+    poll_backend_error_from_any_thread(comm);
     *error = result_for_caller(comm, "ncclCommGetAsyncError", comm_async_state(comm));
     return Status::ok();
   });
