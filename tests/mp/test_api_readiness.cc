@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "collective_check.h"
+#include "scoped_env.h"
 
 using namespace mp;
 
@@ -106,7 +107,7 @@ TEST_CASE("Calls on a non-blocking init still in progress are refused at once", 
 }
 
 TEST_CASE("After a non-blocking init failed, every call that needs it returns its error", "[api][errors][nonblocking]") {
-  setenv("BRAID_TIMEOUT", "1", 1);
+  ScopedEnv timeout("BRAID_TIMEOUT", "1");  // the binary's later tests keep their own
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   ncclComm_t comm = lonely_nonblocking_init(id);

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/transport/net/nic_affinity.h"
+#include "scoped_env.h"
 #include "src/transport/net/topo_file.h"
 
 using namespace braid;
@@ -361,7 +363,7 @@ TEST_CASE("NCCL_TOPO_FILE places a VM's GPUs and NICs where its flat sysfs canno
   for (int r = 0; r < 4; ++r) CHECK(c[size_t(r)].devices == std::vector<int>{r});
   // With it, each GPU's NIC under its switch: GPU 1 with 0103, 2 with 0104, 3 with 0101, 4 with 0102.
   t.write("topo.xml", kVmTopology);
-  setenv("NCCL_TOPO_FILE", (t.root / "topo.xml").c_str(), 1);
+  std::optional<ScopedEnv> topo_file(std::in_place, "NCCL_TOPO_FILE", (t.root / "topo.xml").string());
   c = choose_on_cpu0({11, 11, 11, 11}, nets(paths), gpus);
   CHECK(c[0].devices == std::vector<int>{2});
   CHECK(c[1].devices == std::vector<int>{3});
@@ -371,8 +373,7 @@ TEST_CASE("NCCL_TOPO_FILE places a VM's GPUs and NICs where its flat sysfs canno
   CHECK(c[0].why == fmt::format("1 of 4 devices, 2 PCI hops from its GPU, placed by {}", file));
   // A file that is not NCCL's XML is warned of and left out: sysfs decides again.
   t.write("bad.xml", "<system><cpu>");
-  setenv("NCCL_TOPO_FILE", (t.root / "bad.xml").c_str(), 1);
+  topo_file.emplace("NCCL_TOPO_FILE", (t.root / "bad.xml").string());
   c = choose_on_cpu0({11, 11, 11, 11}, nets(paths), gpus);
   CHECK(c[0].devices == std::vector<int>{0});
-  unsetenv("NCCL_TOPO_FILE");
 }

@@ -233,7 +233,8 @@ std::vector<NamedPlace> sysfs_net_interfaces(const std::string& root) {
 
 std::vector<NamedPlace> sysfs_nvidia_gpus(const std::string& root) {
   return list(root + "/bus/pci/devices", [](const fs::path& dir, NamedPlace* p) {
-    if (read_sysfs_line((dir / "vendor").string()) != "0x10de" || read_sysfs_line((dir / "class").string()).rfind("0x03", 0) != 0)
+    if (read_sysfs_line((dir / "vendor").string()) != "0x10de" ||
+        read_sysfs_line((dir / "class").string()).rfind("0x03", 0) != 0)
       return false;
     p->place = device_place(dir.string());
     return true;
