@@ -100,6 +100,30 @@ CommFailures run_setups(std::vector<SetupCall>& setups) {
   return failed;
 }
 
+// The group's inits, and concurrently its setups that make communicators
+// from others (taken out of work->setups): a rank joining a grow, whose
+// init is one of the first, meets the existing ranks in the second.
+// Returns the inits' outcome; `derived_failed` gets each parent whose
+// derivation failed, with its error.
+Status run_inits_and_derivations(GroupState& work, CommFailures* derived_failed) {
+  std::vector<SetupCall> derivations;
+  for (SetupCall& c : work.setups)
+    if (c.derives) derivations.push_back(std::move(c));
+  std::erase_if(work.setups, [](const SetupCall& c) { return c.derives; });
+  if (derivations.empty()) return run_inits(work.inits);
+  if (work.inits.empty()) {
+    *derived_failed = run_setups(derivations);
+    return Status::ok();
+  }
+  Status inits;
+  (void)run_concurrently(2, [&](size_t part) {
+    if (part == 0) inits = run_inits(work.inits);
+    else *derived_failed = run_setups(derivations);
+    return Status::ok();
+  });
+  return inits;
+}
+
 // Hands every communicator's queue to its backend; backends of one kind
 // (one GroupRunner) get theirs together, kinds in order of first use.
 Status run_work(std::vector<CommQueue>& queues) {
@@ -173,7 +197,8 @@ std::vector<ncclComm*> comms_of(const GroupState& work) {
 // calls succeeded stays usable though another's setup failed).
 Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   const std::vector<ncclComm*> comms = comms_of(work);
-  Status s = run_inits(work.inits);
+  CommFailures derived_failed;
+  Status s = run_inits_and_derivations(work, &derived_failed);
   if (!s.is_ok()) {
     // A rank whose init failed midway leaves its peers in an exchange with
     // it: its bootstraps aborted (the failed one's in run_inits), they fail
@@ -189,6 +214,7 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   // others' work still runs: their peers, which need not be members of the
   // failed communicator, are waiting for it.
   CommFailures failed = run_setups(work.setups);
+  for (auto& f : derived_failed) failed.push_back(std::move(f));
   auto failed_before = [&](ncclComm* comm) {
     return std::any_of(failed.begin(), failed.end(), [comm](const auto& f) { return f.first == comm; });
   };
@@ -203,8 +229,12 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   const RmaQueue rma = take_rma(work.queues);
   Status ran = run_work(work.queues);
   if (ran.is_ok()) ran = run_rma(rma);
+  auto derived = [&](ncclComm* comm) {
+    return std::any_of(derived_failed.begin(), derived_failed.end(), [comm](const auto& f) { return f.first == comm; });
+  };
   for (auto& [comm, why] : failed) {
-    note_failure(comm, &why);
+    if (derived(comm)) record_error(comm, why);  // the new communicator's failure: comm goes on
+    else note_failure(comm, &why);
     outcomes->emplace_back(comm, why.code());
   }
   if (!ran.is_ok())

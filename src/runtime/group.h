@@ -30,10 +30,15 @@ struct InitCall {
 // A collective setup call (ncclCommWindowRegister, ncclDevCommCreate) made
 // inside a group: NCCL runs it at the group's end, so that one thread can
 // set up several communicators, whose calls must then meet concurrently.
-// It runs after the group's inits and before its collectives.
+// It runs after the group's inits and before its collectives, except one
+// that makes a communicator from `comm` (Split, Shrink, an existing rank's
+// Grow): that one runs with the inits, so that ranks joining a grow (plain
+// inits) meet the existing ones, and its failure is the new communicator's
+// (comm is not broken by it, and only its work in the group is dropped).
 struct SetupCall {
   ncclComm* comm = nullptr;
   std::function<Status()> run;
+  bool derives = false;
 };
 
 // A communicator's calls queued in the group.

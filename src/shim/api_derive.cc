@@ -21,6 +21,7 @@
 // parent stays usable.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <set>
 #include <vector>
@@ -80,8 +81,34 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   return init_derived(parent, int(members.size()), id, me, config, newcomm);
 }
 
-// The colour exchange and the new communicator's init, on a communicator
-// whose earlier work is done.
+// Split, Shrink and an existing rank's Grow run as NCCL's do: as a setup
+// call of a group (a group of one outside any), at its end, concurrently
+// with its other setups and inits.  So one thread can derive the
+// communicators of several ranks in one group (their exchanges must meet),
+// and on a non-blocking parent the call returns ncclInProgress at once, its
+// exchange and the new communicator's init going on in the background:
+// *newcomm is set once the parent's ncclCommGetAsyncError says so.  The
+// caller's config is copied as its release wrote it (its `size` bytes): the
+// group may end after it is gone.  `now` runs on a parent whose earlier
+// work is done; a non-blocking child's init that goes on in the background
+// is not the group's failure.
+Status derive_at_group_end(ncclComm* comm, const ncclConfig_t* config,
+                           std::function<Status(const ncclConfig_t*)> now) {
+  // A parent whose init failed says so at the call (NCCL's ncclCommEnsureReady).
+  if (!group_active()) BRAID_TRY(wait_initialized(comm));
+  std::shared_ptr<std::vector<char>> copy;
+  if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
+                                                           reinterpret_cast<const char*>(config) + config->size);
+  SetupCall call{comm, [comm, copy, now = std::move(now)] {
+    if (!comm->ready.load(std::memory_order_acquire)) return check_initialized(comm);
+    Status s = now(copy ? reinterpret_cast<const ncclConfig_t*>(copy->data()) : nullptr);
+    return s.code() == ncclInProgress ? Status::ok() : s;
+  }};
+  call.derives = true;
+  return enqueue(std::move(call));
+}
+
+// The colour exchange and the new communicator's init.
 Status split_now(ncclComm* comm, int color, int key, ncclComm_t* newcomm, const ncclConfig_t* config) {
   struct Entry {
     int32_t color, key;
@@ -107,25 +134,9 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
   BRAID_TRY(check_config(config));
-  if (group_active()) {
-    // As NCCL's: the split runs at the group's end, with the group's other
-    // setups concurrently, so that one thread can split several ranks (whose
-    // colour exchanges must meet); *newcomm is set then.  The group has
-    // waited for the communicator's earlier work (a non-blocking group runs
-    // this in its own background job, which it must not wait for).  The
-    // config is copied as the caller's release wrote it (its `size` bytes).
-    std::shared_ptr<std::vector<char>> copy;
-    if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
-                                                             reinterpret_cast<const char*>(config) + config->size);
-    return enqueue(SetupCall{comm, [comm, color, key, newcomm, copy] {
-      if (!comm->ready.load(std::memory_order_acquire)) return check_initialized(comm);
-      Status s = split_now(comm, color, key, newcomm, copy ? reinterpret_cast<ncclConfig_t*>(copy->data()) : nullptr);
-      // A non-blocking child's init goes on in the background: not the group's failure.
-      return s.code() == ncclInProgress ? Status::ok() : s;
-    }});
-  }
-  BRAID_TRY(wait_initialized(comm));
-  return split_now(comm, color, key, newcomm, config);
+  return derive_at_group_end(comm, config, [comm, color, key, newcomm](const ncclConfig_t* child_config) {
+    return split_now(comm, color, key, newcomm, child_config);
+  });
 }
 
 Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, ncclConfig_t* config, int flags) {
@@ -139,8 +150,6 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
     return BRAID_ERROR(ncclInvalidArgument, "excludeRanksList is NULL or excludeRanksCount {} is not positive",
                        nexclude);
   BRAID_TRY(check_config(config));
-  if (group_active())
-    return BRAID_ERROR(ncclInvalidUsage, "ncclCommShrink inside a group is not supported by braid (call it outside)");
   std::set<int> excluded;
   for (int i = 0; i < nexclude; ++i) {
     if (exclude[i] < 0 || exclude[i] >= comm->nranks)
@@ -154,19 +163,20 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
                        comm->rank);
   if (flags == NCCL_SHRINK_ABORT) {
     // Terminate whatever still runs on the parent (e.g. a collective stuck
-    // on a dead rank, in another thread); the parent is revoked from here.
-    // A parent whose init never finished has no bootstrap to shrink over.
+    // on a dead rank, in another thread) now, as NCCL's: the parent is
+    // revoked from here.  A parent whose init never finished has no
+    // bootstrap to shrink over.
     if (!comm->ready.load(std::memory_order_acquire))
       return BRAID_ERROR(ncclInvalidArgument, "the communicator's init has not finished (or failed): nothing to shrink");
     revoke(comm);
-  } else {
-    BRAID_TRY(wait_initialized(comm));
   }
   std::vector<int> members;
   for (int r = 0; r < comm->nranks; ++r)
     if (!excluded.count(r)) members.push_back(r);
   int me = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  return derive(comm, members, me, config, newcomm);
+  return derive_at_group_end(comm, config, [comm, members, me, newcomm](const ncclConfig_t* child_config) {
+    return derive(comm, members, me, child_config, newcomm);
+  });
 }
 
 Status get_grow_id(ncclComm* comm, ncclUniqueId* id) {
@@ -200,23 +210,9 @@ Status join_grow(int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newco
   return init_rank(newcomm, nranks, *id, rank, config);
 }
 
-// An existing rank: the coordinator passes its id, the others NULL; rank is -1.
-Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm,
-                     const ncclConfig_t* config) {
-  CommUse use(comm);
-  BRAID_TRY(check_comm(use, comm));
-  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
-  if (comm->suspended)
-    return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
-  if (rank != -1)
-    return BRAID_ERROR(ncclInvalidArgument, "rank {}: an existing rank passes -1 (it keeps rank {})", rank, comm->rank);
-  if (nranks <= comm->nranks)
-    return BRAID_ERROR(ncclInvalidArgument, "nRanks {} does not grow the communicator of {} ranks", nranks,
-                       comm->nranks);
-  if (id && (!comm->grow_id_pending || std::memcmp(id, &comm->grow_id, sizeof(*id)) != 0))
-    return BRAID_ERROR(ncclInvalidArgument, "uniqueId is not the one this rank's ncclCommGetUniqueId made (or it "
-                       "was consumed already); the other existing ranks pass NULL");
-  BRAID_TRY(wait_initialized(comm));
+// The existing ranks' exchange of the coordinator's id, and their init of
+// the grown communicator.
+Status grow_now(ncclComm* comm, int nranks, const ncclUniqueId* id, ncclComm_t* newcomm, const ncclConfig_t* config) {
   struct Offer {
     int32_t coordinator;  // 1: this rank passed the id
     int32_t nranks;
@@ -239,12 +235,33 @@ Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int ran
   return init_derived(comm, nranks, offers[coordinator].id, comm->rank, config, newcomm);
 }
 
+// An existing rank: the coordinator passes its id, the others NULL; rank is -1.
+Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm,
+                     const ncclConfig_t* config) {
+  CommUse use(comm);
+  BRAID_TRY(check_comm(use, comm));
+  if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  if (comm->suspended)
+    return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
+  if (rank != -1)
+    return BRAID_ERROR(ncclInvalidArgument, "rank {}: an existing rank passes -1 (it keeps rank {})", rank, comm->rank);
+  if (nranks <= comm->nranks)
+    return BRAID_ERROR(ncclInvalidArgument, "nRanks {} does not grow the communicator of {} ranks", nranks,
+                       comm->nranks);
+  if (id && (!comm->grow_id_pending || std::memcmp(id, &comm->grow_id, sizeof(*id)) != 0))
+    return BRAID_ERROR(ncclInvalidArgument, "uniqueId is not the one this rank's ncclCommGetUniqueId made (or it "
+                       "was consumed already); the other existing ranks pass NULL");
+  const bool coordinator = id != nullptr;
+  const ncclUniqueId given = id ? *id : ncclUniqueId{};
+  return derive_at_group_end(comm, config, [=](const ncclConfig_t* child_config) {
+    return grow_now(comm, nranks, coordinator ? &given : nullptr, newcomm, child_config);
+  });
+}
+
 Status grow(ncclComm* comm, int nranks, const ncclUniqueId* id, int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
   if (!newcomm) return BRAID_ERROR(ncclInvalidArgument, "newcomm pointer is NULL");
   *newcomm = nullptr;
   BRAID_TRY(check_config(config));
-  if (group_active())
-    return BRAID_ERROR(ncclInvalidUsage, "ncclCommGrow inside a group is not supported by braid (call it outside)");
   return comm ? grow_existing(comm, nranks, id, rank, newcomm, config) : join_grow(nranks, id, rank, newcomm, config);
 }
 

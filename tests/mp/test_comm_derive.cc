@@ -94,10 +94,18 @@ TEST_CASE("split: a NULL config inherits the parent's, an explicit one wins", "[
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
           }
           if (state != ncclSuccess) return f.fail(fmt::format("nonblocking child state {}", int(state)));
-          // Its grandchild (NULL config) inherits non-blocking.
+          // Its grandchild (NULL config) inherits non-blocking.  The split of
+          // a non-blocking parent returns at once; *newcomm is set once the
+          // parent's state says the split is over.
           ncclComm_t grand = nullptr;
           r = ncclCommSplit(child, 0, rank, &grand, nullptr);
           if (r != ncclInProgress) f.fail(fmt::format("inherited non-blocking split returned {}", int(r)));
+          state = ncclInProgress;
+          for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+            MP_NCCL(f, ncclCommGetAsyncError(child, &state));
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          if (state != ncclSuccess || !grand) f.fail(fmt::format("the split of child: state {}", int(state)));
           if (grand) MP_NCCL(f, ncclCommDestroy(grand));  // waits for its init
           MP_NCCL(f, ncclCommDestroy(child));
         }) == 0);

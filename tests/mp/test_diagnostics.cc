@@ -171,7 +171,9 @@ TEST_CASE("NCCL_RUN_DIAGNOSTICS: every init reports, non-blocking ones and split
   auto body = [](int rank, int, ncclComm_t comm, Failures& f) {
     ncclComm_t half = nullptr;
     const ncclResult_t r = ncclCommSplit(comm, rank % 2, rank, &half, nullptr);  // inherits non-blocking
-    if ((r != ncclSuccess && r != ncclInProgress) || !half || wait_done(half) != ncclSuccess)
+    // As NCCL's (and as PyTorch polls it): *newcomm is set once the parent's work is done.
+    if ((r != ncclSuccess && r != ncclInProgress) || wait_done(comm) != ncclSuccess || !half ||
+        wait_done(half) != ncclSuccess)
       return f.fail("split failed");
     sums_exactly(rank / 2, 2, half, f);
     MP_NCCL(f, ncclCommDestroy(half));
