@@ -130,19 +130,43 @@ Status listen_tcp(const SockAddr& addr, int* fd, SockAddr* bound) {
 
 namespace {
 
+// One connection attempt that keeps to the deadline and the abort flag: a
+// blocking connect to a host that drops SYNs (gone, or firewalled) would sit
+// in the kernel's SYN retries for about two minutes, deaf to both.  So the
+// socket connects non-blocking, polled in slices (NCCL's ncclSocketConnect
+// polls too), and is handed back blocking.  Returns 0 or the attempt's errno
+// (ETIMEDOUT where the deadline or the abort ended the wait).
+int connect_once(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort, int* fd) {
+  int s = tcp_socket_for(addr, SOCK_NONBLOCK);
+  if (s < 0) return errno;
+  int err = ::connect(s, &addr.sa, addr.length()) == 0 ? 0 : errno;
+  if (err == EINPROGRESS) {
+    err = ETIMEDOUT;
+    if (wait_for(s, POLLOUT, deadline, abort)) {
+      socklen_t len = sizeof(err);
+      if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+  }
+  if (err != 0) {
+    ::close(s);
+    return err;
+  }
+  fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK);
+  *fd = s;
+  return 0;
+}
+
 Status connect_retrying(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abort,
                         bool refusal_is_final, const ConnectRetries& retries, int* fd) {
   int delay_ms = 1;
   for (int64_t failures = 1;; ++failures) {
-    int s = tcp_socket_for(addr);
-    if (s < 0) return BRAID_ERROR(ncclSystemError, "socket: {}", std::strerror(errno));
-    if (::connect(s, &addr.sa, addr.length()) == 0) {
-      set_nodelay(s);
-      *fd = s;
+    const int err = connect_once(addr, deadline, abort, fd);
+    if (err == 0) {
+      set_nodelay(*fd);
       return Status::ok();
     }
-    int err = errno;
-    ::close(s);
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
+      return BRAID_ERROR(ncclSystemError, "socket for {}: {}", to_string(addr), std::strerror(err));
     if (err == ECONNREFUSED && refusal_is_final)
       return BRAID_ERROR(ncclRemoteError, "connect to {}: refused, though the peer listened there: it closed its "
                          "listener (exited or aborted), or a firewall rejects the connection", to_string(addr));

@@ -402,7 +402,8 @@ class SocketTransportImpl final : public Transport {
     if (o.tls) o.tls->reserve_outbox(sizeof(uint64_t) + slot_bytes_);  // a fragment, sealed whole
     std::lock_guard<std::mutex> lock(mutex_);
     o.stream->tls = std::move(o.tls);
-    o.stream->fd.store(o.fd, std::memory_order_release);  // the next poll pumps what was committed meanwhile
+    o.stream->fd.store(o.fd, std::memory_order_release);
+    wake_executor();  // its sender waits for the connection (SocketSendPipe::try_acquire)
     return false;
   }
 
@@ -504,6 +505,11 @@ Status SocketSendPipe::try_acquire(void** slot, size_t) {
   *slot = nullptr;
   if (t_->aborted()) return BRAID_ERROR(ncclSystemError, "socket connection with rank {}: aborted", s_->peer);
   if (s_->failed.load(std::memory_order_acquire)) return s_->status();
+  // Nothing is staged before the connection is up: a call must not end with
+  // its last fragments queued on a stream its peer never saw, which a
+  // process that exits or aborts next would take with it, leaving the peer
+  // no socket on which to see it go (it would wait out BRAID_TIMEOUT).
+  if (s_->fd.load(std::memory_order_acquire) < 0) return Status::ok();
   StagingRing& r = s_->ring;
   uint64_t head = r.head.load(std::memory_order_relaxed);
   if (head - r.tail.load(std::memory_order_acquire) < r.slots) *slot = r.slot(head);
@@ -515,8 +521,8 @@ Status SocketSendPipe::commit(size_t bytes) {
   uint64_t head = r.head.load(std::memory_order_relaxed);
   r.set_length(head, bytes);
   r.head.store(head + 1, std::memory_order_release);
-  // Send now, unless the progress thread is at it (it sees the new head) or
-  // the stream is not connected yet; wake it for what the socket refuses.
+  // Send now, unless the progress thread is at it (it sees the new head);
+  // wake it for what the socket refuses.
   bool queued = true;
   if (s_->fd.load(std::memory_order_acquire) >= 0 && s_->send_mutex.try_lock()) {
     pump_send(s_);

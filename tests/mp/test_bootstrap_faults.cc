@@ -1,16 +1,21 @@
 // Bootstrap under bad conditions, through the public API only: strangers on
-// the root's port, a corrupted unique id, a rank that never arrives.
+// the root's port, a corrupted unique id, a rank that never arrives, a root
+// whose host drops connection attempts, peers that abort right after a call.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "harness.h"
+#include "scoped_env.h"
 
 using namespace mp;
 
@@ -111,4 +116,65 @@ TEST_CASE("init long after ncclGetUniqueId still meets the root", "[mp][bootstra
   for (auto& t : threads) t.join();
   unsetenv("BRAID_TIMEOUT");
   for (int r = 0; r < n; ++r) CHECK(results[r] == ncclSuccess);
+}
+
+// A root whose host drops connection attempts (gone, or a firewall that
+// drops SYNs) kept a blocking connect in the kernel's SYN retries for about
+// two minutes, deaf to BRAID_TIMEOUT.  A listener whose accept queue is full
+// drops SYNs the same way.
+TEST_CASE("a root that drops connection attempts makes init fail within BRAID_TIMEOUT", "[mp][bootstrap][faults]") {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::vector<int> fill;  // queue full: the next SYNs go unanswered
+  for (int i = 0; i < 3; ++i) {
+    fill.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    (void)::connect(fill.back(), reinterpret_cast<sockaddr*>(&addr), len);
+  }
+  ScopedEnv timeout("BRAID_TIMEOUT", "2");
+  ScopedEnv root("NCCL_COMM_ID", fmt::format("127.0.0.1:{}", ntohs(addr.sin_port)));
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommInitRank(&comm, 2, id, 1) != ncclSuccess);  // rank 1 connects to the root
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  INFO(ncclGetLastError(nullptr));
+  CHECK(std::string(ncclGetLastError(nullptr)).find("BRAID_TIMEOUT") != std::string::npos);
+  for (int fd : fill) ::close(fd);
+  ::close(listener);
+}
+
+// Ranks that abort (or exit) right after a collective they finished: their
+// last fragments for a peer must have gone out on a connection that peer
+// sees, or it waits for them until BRAID_TIMEOUT.  Socket streams connected
+// lazily, and a call could end with its fragments staged on a stream not
+// connected yet (about one run in ten stalled).
+TEST_CASE("ranks that abort right after a collective leave no peer waiting for their data, sockets",
+          "[mp][bootstrap][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "20");
+  for (int run = 0; run < 20; ++run) {
+    INFO("run " << run);
+    CHECK(run_ranks_as_processes(
+              3,
+              [](int rank, int n, ncclComm_t comm, Failures& f) {
+                float x = 1, sum = 0;
+                const auto start = std::chrono::steady_clock::now();
+                MP_NCCL(f, ncclAllReduce(&x, &sum, 1, ncclFloat, ncclSum, comm, nullptr));
+                if (sum != float(n)) f.fail(fmt::format("rank {}: sum {}", rank, sum));
+                if (rank == 0 && std::chrono::steady_clock::now() - start > std::chrono::seconds(5))
+                  f.fail("rank 0 waited for the aborted ranks' data");
+                if (rank != 0) {
+                  ncclCommAbort(comm);
+                  std::_Exit(f.count ? 1 : 0);  // not the harness's destroy of the aborted communicator
+                }
+              },
+              60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host{}", rank).c_str(), 1); }) == 0);
+  }
 }
