@@ -328,7 +328,9 @@ class SocketBootstrap final : public Bootstrap {
 Status decode_id(const ncclUniqueId& id, IdLayout* out) { return wire::decode_id(id.internal, sizeof(id), out); }
 
 
-Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
+// on: the address to listen on (its port ignored), else the interface
+// the sockets' rules pick.
+Status create_root(ncclUniqueId* id, bool honour_comm_id, const SockAddr* on = nullptr, int grow_from = 0) {
   IdLayout layout{};
   layout.grow_from = grow_from;
   layout.version = kIdVersion;
@@ -341,7 +343,8 @@ Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
     layout.magic = mix(std::hash<std::string>()(comm_id)) | 1;
   } else {
     SockAddr addr{};
-    BRAID_TRY(local_address(&addr));
+    if (on) addr = on->with_port(0);
+    else BRAID_TRY(local_address(&addr));
     layout.magic = random64() | 1;
     BRAID_TRY(start_root(addr, layout.magic, &layout.root));
     BRAID_INFO(kBootstrap, "bootstrap root listening on {}", to_string(layout.root));
@@ -354,13 +357,13 @@ Status create_root(ncclUniqueId* id, bool honour_comm_id, int grow_from = 0) {
 }  // namespace
 
 Status bootstrap_create_root(ncclUniqueId* id) { return create_root(id, true); }
-Status bootstrap_create_private_root(ncclUniqueId* id) { return create_root(id, false); }
+Status bootstrap_create_private_root(const SockAddr& on, ncclUniqueId* id) { return create_root(id, false, &on); }
 Status bootstrap_check_id(const ncclUniqueId& id) {
   IdLayout layout{};
   return decode_id(id, &layout);
 }
-Status bootstrap_create_grow_root(int parent_nranks, ncclUniqueId* id) {
-  return create_root(id, false, parent_nranks);
+Status bootstrap_create_grow_root(const SockAddr& on, int parent_nranks, ncclUniqueId* id) {
+  return create_root(id, false, &on, parent_nranks);
 }
 Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks) {
   IdLayout layout{};

@@ -29,14 +29,17 @@ namespace braid {
 // NCCL_COMM_ID / BRAID_COMM_ID, when set, name the root instead.
 Status bootstrap_create_root(ncclUniqueId* id);
 // Always a fresh root on this host, whatever NCCL_COMM_ID says: for
-// communicators derived from another (split, shrink).
-Status bootstrap_create_private_root(ncclUniqueId* id);
+// communicators derived from another (split, shrink), listening on `on`,
+// the parent's bootstrap address (an interface its ranks reach, where the
+// default choice might be one they cannot: NCCL reuses its bootstrap
+// interface too).
+Status bootstrap_create_private_root(const SockAddr& on, ncclUniqueId* id);
 // Checks that id looks like one ncclGetUniqueId made (ncclInvalidArgument if not).
 Status bootstrap_check_id(const ncclUniqueId& id);
 // A fresh private root for growing a communicator of `parent_nranks` ranks
 // (ncclCommGetUniqueId); the id says that size, so that a joining rank can
-// check the rank it asks for.
-Status bootstrap_create_grow_root(int parent_nranks, ncclUniqueId* id);
+// check the rank it asks for.  Listens on `on`, as a private root.
+Status bootstrap_create_grow_root(const SockAddr& on, int parent_nranks, ncclUniqueId* id);
 // The size an id from bootstrap_create_grow_root grows from; 0 for other
 // ids.  ncclInvalidArgument for an id this library did not make.
 Status bootstrap_grow_source(const ncclUniqueId& id, int* parent_nranks);

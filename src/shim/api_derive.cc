@@ -67,7 +67,7 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   const ncclUniqueId no_root{};
   ncclUniqueId id{};
   if (me == 0) {
-    Status root = bootstrap_create_private_root(&id);
+    Status root = bootstrap_create_private_root(parent->bootstrap->address(), &id);
     if (!root.is_ok()) id = no_root;
     for (size_t i = 1; i < members.size(); ++i)
       BRAID_TRY(parent->bootstrap->send(members[i], kDeriveTag, &id, sizeof(id)));
@@ -184,10 +184,11 @@ Status get_grow_id(ncclComm* comm, ncclUniqueId* id) {
   BRAID_TRY(check_comm(use, comm));
   if (!id) return BRAID_ERROR(ncclInvalidArgument, "uniqueId pointer is NULL");
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
+  BRAID_TRY(check_initialized(comm));  // its root listens where the communicator's bootstrap does
   if (comm->grow_id_pending)
     return BRAID_ERROR(ncclInvalidUsage, "this rank's previous ncclCommGetUniqueId id was not consumed by an "
                        "ncclCommGrow yet (one grow at a time)");
-  BRAID_TRY(bootstrap_create_grow_root(comm->nranks, id));
+  BRAID_TRY(bootstrap_create_grow_root(comm->bootstrap->address(), comm->nranks, id));
   comm->grow_id = *id;
   comm->grow_id_pending = true;
   return Status::ok();
