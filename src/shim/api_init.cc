@@ -6,6 +6,7 @@
 #include "src/base/env.h"
 #include "src/base/env_plugin.h"
 #include "src/base/log.h"
+#include "src/bootstrap/bootstrap_wire.h"
 #include "src/runtime/device_comm.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
@@ -14,12 +15,29 @@ using namespace braid;
 
 namespace braid {
 
+namespace {
+
+// Every wait's bound: a value that would make every wait fail at once (0 or
+// less) or overflow in milliseconds is refused at init, not obeyed.
+Status check_timeout_setting() {
+  constexpr int64_t kMostSeconds = int64_t(1) << 31;
+  const std::optional<int64_t> seconds = env_number("BRAID_TIMEOUT");
+  if (env_is_set("BRAID_TIMEOUT") && (!seconds || *seconds < 1 || *seconds > kMostSeconds))
+    return BRAID_ERROR(ncclInvalidArgument, "BRAID_TIMEOUT={} must be a whole number of seconds in [1, {}]",
+                       env_string("BRAID_TIMEOUT"), kMostSeconds);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status init_rank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
                  const std::vector<ncclUniqueId>& scalable_ids, ncclComm* parent) {
   if (!out) return BRAID_ERROR(ncclInvalidArgument, "comm pointer is NULL");
   *out = nullptr;
   BRAID_TRY(env_plugin_status());
-  if (nranks < 1) return BRAID_ERROR(ncclInvalidArgument, "nranks {} must be at least 1", nranks);
+  if (nranks < 1 || nranks > wire::kMaxRanks)
+    return BRAID_ERROR(ncclInvalidArgument, "nranks {} must be in [1, {}]", nranks, wire::kMaxRanks);
+  BRAID_TRY(check_timeout_setting());
   if (rank < 0 || rank >= nranks) return BRAID_ERROR(ncclInvalidArgument, "rank {} out of range [0, {})", rank, nranks);
   ncclConfig_t read;
   BRAID_TRY(read_config(config, &read));

@@ -178,3 +178,21 @@ TEST_CASE("ranks that abort right after a collective leave no peer waiting for t
               60, [](int rank) { setenv("BRAID_HOSTID", fmt::format("host{}", rank).c_str(), 1); }) == 0);
   }
 }
+
+TEST_CASE("a BRAID_TIMEOUT no wait can keep, and more ranks than a bootstrap takes, are refused at once",
+          "[mp][bootstrap][errors]") {
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comm = nullptr;
+  for (const char* value : {"0", "-5", "soon", "99999999999"}) {
+    INFO(value);
+    ScopedEnv timeout("BRAID_TIMEOUT", value);
+    CHECK(ncclCommInitRank(&comm, 2, id, 1) == ncclInvalidArgument);
+    CHECK(std::string(ncclGetLastError(nullptr)).find("BRAID_TIMEOUT") != std::string::npos);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommInitRank(&comm, (1 << 20) + 1, id, 5) == ncclInvalidArgument);
+  CHECK(ncclCommInitRank(&comm, 100000000, id, 99999999) == ncclInvalidArgument);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+  CHECK(comm == nullptr);
+}
