@@ -92,6 +92,9 @@ inline constexpr EnvVar kEnvVars[] = {
     {"BRAID_TEST_STALL_INIT_RANK", "-1",
      "for tests: the rank whose communicator init stalls after its first exchange until it is aborted (or "
      "BRAID_TIMEOUT), as one stuck in its device's setup would"},
+    {"BRAID_TEST_FAIL_DERIVE_ROOT_RANK", "-1",
+     "for tests: the parent rank that cannot start the bootstrap root of a communicator it is the first member of "
+     "(ncclCommSplit, ncclCommShrink), as one out of sockets could not"},
     {"BRAID_TEST_STALL_SCALABLE_RANK", "-1",
      "for tests: the rank whose init with several roots (ncclCommInitRankScalable) stalls between the bootstrap's "
      "rendezvous and its exchanges until it is aborted (or BRAID_TIMEOUT)"},

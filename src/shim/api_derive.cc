@@ -26,6 +26,7 @@
 #include <set>
 #include <vector>
 
+#include "src/base/env.h"
 #include "src/runtime/device_comm.h"
 #include "src/runtime/group.h"
 #include "src/shim/api.h"
@@ -67,7 +68,9 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   const ncclUniqueId no_root{};
   ncclUniqueId id{};
   if (me == 0) {
-    Status root = bootstrap_create_private_root(parent->bootstrap->address(), &id);
+    Status root = env_int("BRAID_TEST_FAIL_DERIVE_ROOT_RANK") == parent->rank
+                      ? BRAID_ERROR(ncclSystemError, "BRAID_TEST_FAIL_DERIVE_ROOT_RANK={}: no root", parent->rank)
+                      : bootstrap_create_private_root(parent->bootstrap->address(), &id);
     if (!root.is_ok()) id = no_root;
     for (size_t i = 1; i < members.size(); ++i)
       BRAID_TRY(parent->bootstrap->send(members[i], kDeriveTag, &id, sizeof(id)));
@@ -252,6 +255,13 @@ Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int ran
   if (id && (!comm->grow_id_pending || std::memcmp(id, &comm->grow_id, sizeof(*id)) != 0))
     return BRAID_ERROR(ncclInvalidArgument, "uniqueId is not the one this rank's ncclCommGetUniqueId made (or it "
                        "was consumed already); the other existing ranks pass NULL");
+  // Outside a group the exchange runs here, and a non-blocking grown
+  // communicator is handed back at once, initializing (NCCL sets *newcomm
+  // of a grow at the call, and its callers poll it).
+  if (!group_active()) {
+    BRAID_TRY(wait_initialized(comm));
+    return grow_now(comm, nranks, id, newcomm, config);
+  }
   const bool coordinator = id != nullptr;
   const ncclUniqueId given = id ? *id : ncclUniqueId{};
   return derive_at_group_end(comm, config, [=](const ncclConfig_t* child_config) {
