@@ -168,6 +168,14 @@ static int run_rank(int rank, ncclUniqueId id) {
   if (!getenv("NCCL_COMM_ID")) { /* the full tour runs in the single-machine mode */
     int rc = whole_api(rank, comm);
     if (rc) return rc;
+  } else { /* across hosts: a split whose halves span them, as a job's data-parallel groups */
+    ncclComm_t half = NULL;
+    double x = rank + 1, sum = 0, want = 0;
+    CHECK(ncclCommSplit(comm, rank % 2, rank, &half, NULL));
+    CHECK(ncclAllReduce(&x, &sum, 1, ncclDouble, ncclSum, half, NULL));
+    for (int r = rank % 2; r < nranks; r += 2) want += r + 1;
+    EXPECT(sum == want, 41);
+    CHECK(ncclCommDestroy(half));
   }
   CHECK(ncclCommFinalize(comm));
   CHECK(ncclCommDestroy(comm));

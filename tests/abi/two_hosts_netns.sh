@@ -5,9 +5,12 @@
 # over TCP through the veth link, and bootstrap through NCCL_COMM_ID.
 # With "ipv6" the link has IPv6 addresses only and NCCL_COMM_ID is
 # [fd99::1]:port: every socket, the root's and the ranks', is IPv6.
+# With "decoy" each host also has an interface "ib0" that the other cannot
+# reach, which the default interface order prefers: the roots of the split's
+# communicators must listen where the parent's bootstrap does, not there.
 # Skips (77) where namespaces cannot be created (not root, no CAP_NET_ADMIN).
 set -u
-exe=$1 family=${2:-ipv4}
+exe=$1 family=${2:-ipv4} decoy=${3:-}
 tag=$$
 . "$(dirname "$0")/netns_pair.sh"
 netns_pair h
@@ -25,6 +28,16 @@ else
   root=10.199.0.1
 fi
 for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
+if [ "$decoy" = decoy ]; then
+  n=1
+  for ns in "$ns_a" "$ns_b"; do
+    ip -n "$ns" link add ib0 type veth peer name ibx  # a link to nowhere
+    ip -n "$ns" addr add 10.98.0.$n/24 dev ib0
+    ip -n "$ns" link set ib0 up
+    ip -n "$ns" link set ibx up
+    n=$((n + 1))
+  done
+fi
 ip -n "$ns_a" link set "va$tag" up
 ip -n "$ns_b" link set "vb$tag" up
 
@@ -37,5 +50,5 @@ for rank in 0 1 2 3; do
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=1; done
-[ $status -eq 0 ] && echo "two hosts (netns + veth, $family): 4 ranks exact"
+[ $status -eq 0 ] && echo "two hosts (netns + veth, $family${decoy:+, $decoy}): 4 ranks exact"
 exit $status
