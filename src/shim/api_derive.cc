@@ -84,8 +84,8 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
   return init_derived(parent, int(members.size()), id, me, config, newcomm);
 }
 
-// Split, Shrink and an existing rank's Grow run as NCCL's do: as a setup
-// call of a group (a group of one outside any), at its end, concurrently
+// Split, Shrink and, in a group, an existing rank's Grow run as NCCL's do:
+// as a setup call of a group (a group of one outside any), at its end, concurrently
 // with its other setups and inits.  So one thread can derive the
 // communicators of several ranks in one group (their exchanges must meet),
 // and on a non-blocking parent the call returns ncclInProgress at once, its
