@@ -16,7 +16,7 @@ namespace perf {
 namespace {
 void die(cudaError_t e, const char* what) {
   fmt::print(stderr, "perf: {} failed: {}\n", what, cudaGetErrorString(e));
-  std::exit(3);
+  std::exit(2);  // nccl-tests' testCudaError
 }
 #define PERF_CUDA(expr)                     \
   do {                                      \

@@ -36,6 +36,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Exit codes, nccl-tests' testResult_t values, so that scripts tell failures
+// apart the same way (usage errors stay 2, before anything ran).
+constexpr int kExitNcclError = 3;  // testNcclError
+constexpr int kExitTimeout = 4;    // testTimeout
+constexpr int kExitWrongData = 7;  // testNumResults: what nccl-tests' run() returns on #wrong
+
 // BRAID_PERF_TLS_KEY=<key of 32+ bytes> in every process's environment turns
 // TLS on (ncclSetEncryption, NCCL 2.32) before the unique id and init, to
 // measure what it costs.  Looked up at run time: a library without it (NCCL
@@ -198,7 +204,7 @@ class Runner {
     print(fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_bw));
     print(fmt::format("#\n# Collective test concluded: {}\n#\n", tool_));
     if (!opt_.json_file.empty() && main_printer()) write_json(errors, avg_bw);
-    return errors ? 1 : 0;
+    return errors ? kExitWrongData : 0;
   }
 
   void set_header_json(std::string config, std::string devices, std::string args) {
@@ -218,7 +224,7 @@ class Runner {
                last && *last ? ": " : "", last ? last : "");
     std::fflush(stderr);
     // A rank that cannot go on would leave its peers waiting: stop the job.
-    world_.abort(2);
+    world_.abort(kExitNcclError);
   }
 
   void thread_main(int thread) {
@@ -582,7 +588,7 @@ class Runner {
         std::fflush(stdout);
         for (ncclComm_t comm : comms_)
           if (comm) ncclCommAbort(comm);
-        world_.abort(3);
+        world_.abort(kExitTimeout);
       }
     }
   }
@@ -637,6 +643,8 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   }
   std::unique_ptr<World> world = make_world(&argc, &argv, mpi_peer);
   if (!world) return 2;
+  if (world->proc() == 0)
+    for (const std::string& warning : opt.warnings) fmt::print(stderr, "{}: {}\n", tool, warning);
   if (opt.stream_null && !device_buffers()) {
     opt.notes.push_back("-y 1: host buffers have no streams; the calls run as before");
     opt.stream_null = 0;

@@ -4,6 +4,10 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,18 +17,21 @@ namespace perf {
 
 bool parse_size(const char* text, size_t* out) {
   char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  while (*end == ' ') ++end;
+  const double v = std::strtod(text, &end);
+  // strtod also reads "inf" and "nan", which have no size.
+  if (end == text || !std::isfinite(v) || v < 0) return false;
+  while (std::isspace(static_cast<unsigned char>(*end))) ++end;
+  double unit = 1;
   switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K': case 'k': unit = 1024; break;
+    case 'M': case 'm': unit = 1024.0 * 1024; break;
+    case 'G': case 'g': unit = 1024.0 * 1024 * 1024; break;
+    case 'B': case 'b': if (end[1] != '\0') return false; break;  // "8B" (nccl-tests refuses it; harmless)
+    case '\0': break;
+    default: return false;
   }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end) return false;
-  *out = size_t(v);
+  if (v * unit >= 18446744073709551616.0) return false;  // 2^64: would not fit a size_t
+  *out = size_t(v * unit);
   return true;
 }
 
@@ -61,6 +68,20 @@ bool parse_int(const char* text, int* out) {
   char* end = nullptr;
   long v = std::strtol(text, &end, 0);
   if (end == text || *end) return false;
+  *out = int(v);
+  return true;
+}
+
+// nccl-tests reads its numeric flags with strtol, which stops at the first
+// character that is not part of a number: "-t 2x" is 2 threads and "-f 2.5"
+// a factor of 2.  The same here, with a warning, so that its scripts run
+// unchanged; a value with no leading number at all (nccl-tests: 0) is refused.
+bool parse_count(int c, const char* text, int* out, std::vector<std::string>* warnings) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 0);
+  if (end == text || errno == ERANGE || v < INT_MIN || v > INT_MAX) return false;
+  if (*end) warnings->push_back(fmt::format("-{} {}: read as {}, as nccl-tests' strtol reads it", char(c), text, v));
   *out = int(v);
   return true;
 }
@@ -139,45 +160,48 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   opterr = 0;
   *help = false;
   int c, scratch = 0;
+  std::vector<std::string>* warn = &o->warnings;
   while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:", long_opts,
                           nullptr)) != -1) {
     bool ok = true;
     switch (c) {
-      case 't': ok = parse_int(optarg, &o->threads) && o->threads >= 1; break;
-      case 'g': ok = parse_int(optarg, &o->gpus); break;
+      case 't': ok = parse_count(c, optarg, &o->threads, warn) && o->threads >= 1; break;
+      case 'g': ok = parse_count(c, optarg, &o->gpus, warn); break;
       case 'b': ok = parse_size(optarg, &o->min_bytes); break;
       case 'e': ok = parse_size(optarg, &o->max_bytes); break;
       case 'i': ok = parse_size(optarg, &o->step_bytes); break;
-      case 'f': ok = parse_int(optarg, &scratch) && scratch >= 0; o->step_factor = size_t(scratch); break;
-      case 'n': ok = parse_int(optarg, &o->iters) && o->iters >= 1; break;
-      case 'm': ok = parse_int(optarg, &o->agg) && o->agg >= 1; break;
-      case 'w': ok = parse_int(optarg, &o->warmup) && o->warmup >= 0; break;
+      case 'f': ok = parse_count(c, optarg, &scratch, warn) && scratch >= 0; o->step_factor = size_t(scratch); break;
+      case 'n': ok = parse_count(c, optarg, &o->iters, warn) && o->iters >= 1; break;
+      case 'm': ok = parse_count(c, optarg, &o->agg, warn) && o->agg >= 1; break;
+      case 'w': ok = parse_count(c, optarg, &o->warmup, warn) && o->warmup >= 0; break;
       case kSmallItersOption: ok = parse_int(optarg, &o->small_iters) && o->small_iters >= 1; break;
       case kSmallBytesOption: ok = parse_size(optarg, &o->small_max_bytes); break;
-      case 'N': ok = parse_int(optarg, &o->cycles) && o->cycles >= 0; break;
-      case 'p': ok = parse_int(optarg, &o->parallel_init); break;
-      case 'c': ok = parse_int(optarg, &o->check) && o->check >= 0; break;
+      case 'N': ok = parse_count(c, optarg, &o->cycles, warn) && o->cycles >= 0; break;
+      case 'p': ok = parse_count(c, optarg, &o->parallel_init, warn); break;
+      case 'c': ok = parse_count(c, optarg, &o->check, warn) && o->check >= 0; break;
       case 'o': o->op_arg = optarg; break;
       case 'd': o->type_arg = optarg; break;
       case 'r':
         if (std::string(optarg) == "all") o->root_arg = -1;
-        else ok = parse_int(optarg, &o->root_arg) && o->root_arg >= -1;
+        else ok = parse_count(c, optarg, &o->root_arg, warn) && o->root_arg >= -1;
         break;
-      case 'z': ok = parse_int(optarg, &o->blocking); break;
-      case 'y': ok = parse_int(optarg, &o->stream_null); break;
-      case 'T': ok = parse_int(optarg, &o->timeout_s) && o->timeout_s >= 0; break;
-      case 'G': ok = parse_int(optarg, &o->graph) && o->graph >= 0; break;
-      case 'C': ok = parse_int(optarg, &o->cputime); break;
-      case 'S': ok = parse_int(optarg, &o->timestamps); break;
+      case 'z': ok = parse_count(c, optarg, &o->blocking, warn); break;
+      case 'y': ok = parse_count(c, optarg, &o->stream_null, warn); break;
+      case 'T': ok = parse_count(c, optarg, &o->timeout_s, warn) && o->timeout_s >= 0; break;
+      case 'G': ok = parse_count(c, optarg, &o->graph, warn) && o->graph >= 0; break;
+      case 'C': ok = parse_count(c, optarg, &o->cputime, warn); break;
+      case 'S': ok = parse_count(c, optarg, &o->timestamps, warn); break;
       case 'J': o->json_file = optarg; break;
-      case 'a': ok = parse_int(optarg, &o->average) && o->average >= 0 && o->average <= 3; break;
-      case 'R': ok = parse_int(optarg, &o->local_register) && o->local_register >= 0 && o->local_register <= 2; break;
+      case 'a': ok = parse_count(c, optarg, &o->average, warn) && o->average >= 0 && o->average <= 3; break;
+      case 'R':
+        ok = parse_count(c, optarg, &o->local_register, warn) && o->local_register >= 0 && o->local_register <= 2;
+        break;
       case 'x': case 'V': case 'M':
-        ok = parse_int(optarg, &scratch);
+        ok = parse_count(c, optarg, &scratch, warn);
         o->notes.push_back(fmt::format("-{} {}: GPU-only option, ignored", char(c), optarg));
         break;
       case 'D':
-        ok = parse_int(optarg, &scratch);
+        ok = parse_count(c, optarg, &scratch, warn);
         if (ok && scratch != 0) {
           *error = "-D: device implementations need GPU buffers; the perf tools use host buffers (use -D 0)";
           return false;

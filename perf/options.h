@@ -11,7 +11,9 @@
 
 namespace perf {
 
-// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
+// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests (which reads
+// a number and one unit letter, and ignores what follows it: "64KB", "1Gib").
+// False for negative, infinite, NaN or too large values and unknown units.
 bool parse_size(const char* text, size_t* out);
 
 struct Options {
@@ -50,6 +52,7 @@ struct Options {
   std::vector<ncclRedOp_t> ops;
   std::vector<int> roots;
   std::vector<std::string> notes;   // "# ..." lines for flags accepted but without effect
+  std::vector<std::string> warnings;  // stderr lines: values read or changed as nccl-tests does
   // --straggler RANK:DELAY_US: that rank sleeps before every call, and the
   // time reported runs from its arrival to the last rank's completion.
   int straggler_rank = -1;

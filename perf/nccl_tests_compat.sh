@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# perf_nccl_tests_compat: the perf tools behave as nccl-tests (v2.19.6) does
+# where scripts can tell: the flags it takes and how it reads their values,
+# the sizes and counts of each row, the header and footer lines, and its exit
+# codes.  Exact output and exit statuses only, never timings.
+# Usage: nccl_tests_compat.sh <directory of the perf tools> <corrupt_shim library>
+set -uo pipefail
+bin=$1 shim=$2
+export BRAID_BACKEND=host  # host buffers: the shim corrupts them, and no GPU is needed
+fail=0
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# expect WANT_EXIT PATTERN TOOL ARGS...: the exit status, and a line of the
+# output (stdout and stderr) matching the extended regex PATTERN.  The tool
+# runs with the settings in $with (VAR=value ...) added to its environment.
+with=""
+expect() {
+  local want=$1 pattern=$2 tool=$3 rc
+  shift 3
+  # shellcheck disable=SC2086  # $with: words on purpose
+  env $with "$bin/$tool" "$@" >"$dir/out" 2>&1
+  rc=$?
+  if [[ $rc != "$want" ]] || ! grep -qE -- "$pattern" "$dir/out"; then
+    echo "FAILED: $tool $* (exit $rc, want $want; want a line matching '$pattern')"
+    tail -20 "$dir/out"
+    fail=1
+  else
+    echo "ok: $tool $* ($(grep -m1 -E -- "$pattern" "$dir/out"))"
+  fi
+}
+# lacks PATTERN: the last run's output has no line matching it.
+lacks() {
+  if grep -qE -- "$1" "$dir/out"; then echo "FAILED: a line matches '$1'"; grep -E -- "$1" "$dir/out"; fail=1; fi
+}
+# rows WANT: the last run's table rows, "size count type redop root" each, ';' between.
+rows() {
+  local got
+  got=$(awk '/^ +[0-9]/ {printf "%s%s %s %s %s %s", sep, $1, $2, $3, $4, $5; sep=";"}' "$dir/out")
+  if [[ $got != "$1" ]]; then echo "FAILED: rows '$got', want '$1'"; fail=1; else echo "ok: rows $got"; fi
+}
+
+# Values as nccl-tests reads them: sizes must be finite numbers; numeric
+# flags are strtol's (the leading number, with a warning here).
+expect 2 "bad value 'inf' for -e" all_reduce_perf -b 8 -e inf
+expect 2 "bad value 'nan' for -b" all_reduce_perf -b nan -e 8
+expect 2 "bad value '1X' for -e" all_reduce_perf -b 8 -e 1X
+expect 0 '^# nThread 2 nGpus 1 minBytes 1024 maxBytes 4096 step: 2\(factor\)' \
+  all_reduce_perf -t 2x -b 1KB -e 4Kib -f 2.5 -n 1 -w 0
+grep -q -- '-f 2.5: read as 2' "$dir/out" || { echo "FAILED: no warning for -f 2.5"; fail=1; }
+rows "1024 256 float sum -1;2048 512 float sum -1;4096 1024 float sum -1"
+expect 2 "bad value 'x' for -t" all_reduce_perf -t x
+
+# Wrong data: "FAILED" on the out-of-bounds line and nccl-tests' exit code 7.
+# (A sanitizer build's runtime wants to be loaded first: not before the shim.)
+asan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+with="BRAID_PERF_TEST_CORRUPT=1 LD_PRELOAD=$shim $asan" \
+  expect 7 '^# Out of bounds values : [1-9][0-9]* FAILED' all_reduce_perf -t 2 -b 64 -e 64 -n 1 -w 0
+exit $fail
