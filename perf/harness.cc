@@ -147,7 +147,7 @@ class Runner {
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
         send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
         dev_send_(size_t(o.threads), nullptr), dev_recv_(size_t(o.threads), nullptr),
-        streams_(size_t(o.threads), nullptr) {}
+        streams_(size_t(o.threads), nullptr), in_flight_(size_t(o.threads)) {}
 
   ~Runner() {
     if (!device_buffers()) return;
@@ -287,13 +287,13 @@ class Runner {
       for (int i = 0; i < opt_.warmup; ++i) {
         // With a straggler, warm-up calls are late too (BRAID_STRAGGLER=auto learns from them).
         if (straggling()) {
-          stream_sync(call.stream);
+          wait(call);
           sync(thread);
           delay_if_straggler(thread);
         }
         launch(call);
       }
-      stream_sync(call.stream);
+      wait(call);
       if (bytes == 0 && opt_.max_bytes == 0) break;
     }
   }
@@ -347,10 +347,42 @@ class Runner {
     bool created = false;
   };
 
+  // -T, as nccl-tests: only a call in flight counts against the timeout, from
+  // its launch (host buffers: the call itself does the work) to the end of
+  // the wait for it, never the harness's own work between calls (laying out
+  // and checking data takes seconds at large sizes).  Nested guards: the outermost counts.
+  class InFlight {
+   public:
+    InFlight(Runner* r, int thread) : slot_(r->in_flight_[size_t(thread)]) {
+      if (slot_.load() != 0) return;
+      slot_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+      owner_ = true;
+    }
+    ~InFlight() {
+      if (owner_) slot_.store(0);
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    std::atomic<int64_t>& slot_;
+    bool owner_ = false;
+  };
+  int thread_of(const Call& call) const { return call.rank - rank_of(0); }
+
   void launch(const Call& call) {
+    InFlight in_flight(this, thread_of(call));
     check(bench_.run(call), call.rank, bench_.name.c_str(), call.comm);
     if (opt_.blocking) stream_sync(call.stream);
-    progress_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Waits for the calls launched on `call`'s stream.
+  void wait(const Call& call) {
+    InFlight in_flight(this, thread_of(call));
+    stream_sync(call.stream);
+  }
+  void group_end(const Call& call) {
+    InFlight in_flight(this, thread_of(call));  // with host buffers the group's calls run here
+    check(ncclGroupEnd(), call.rank, "ncclGroupEnd", call.comm);
   }
 
   Placement bench_time(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
@@ -363,10 +395,11 @@ class Runner {
     if (opt_.check) {
       Data(type, data_op, nranks_, 99).fill(to_host(thread, call.send), rank, 0, c.send);
       upload(thread, call.send, c.send * es);
+      sync(thread);  // a rank still laying out data would hold the others' first call (and -T's clock)
     }
 
     launch(call);  // untimed: connections, first touch
-    stream_sync(call.stream);
+    wait(call);
     sync(thread);
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const int iters = opt_.iters_for(row_bytes);
@@ -376,7 +409,7 @@ class Runner {
         launch(call);
         if (opt_.blocking) sync(thread);
       }
-      if (opt_.agg > 1 && call.comm) check(ncclGroupEnd(), rank, "ncclGroupEnd", call.comm);
+      if (opt_.agg > 1 && call.comm) group_end(call);
     };
     // -G (as nccl-tests): the loop's calls are captured, not run; the
     // clock restarts at the graph's launches, after a barrier.  An
@@ -384,7 +417,7 @@ class Runner {
     // allocated at its first call, which a capture cannot do.
     if (opt_.graph > 0 && opt_.agg > 1) {
       iteration();
-      stream_sync(call.stream);
+      wait(call);
     }
     if (opt_.graph > 0) capture_begin(call.stream);
     auto start = Clock::now();
@@ -396,7 +429,7 @@ class Runner {
       start = Clock::now();
       for (int l = 0; l < opt_.graph; ++l) graph_launch(graph, call.stream);
     }
-    stream_sync(call.stream);
+    wait(call);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count() /
                            (double(iters) * opt_.agg * std::max(opt_.graph, 1));
     graph_destroy(&graph);
@@ -435,7 +468,7 @@ class Runner {
       sync(thread);
       const double arrival_local = delay_if_straggler(thread);
       launch(call);
-      stream_sync(call.stream);
+      wait(call);
       const double end = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
       const double arrival = combine(thread, arrival_local, 3);
       times.push_back(combine(thread, end, 3) - arrival);
@@ -465,7 +498,7 @@ class Runner {
       upload(thread, call.send, c.send * es);
       sync(thread);
       launch(call);
-      stream_sync(call.stream);
+      wait(call);
       if (device_buffers()) copy_from_buffer(recv, call.recv, c.recv * es);
       long wrong = 0;
       uint64_t want = 0;
@@ -573,17 +606,15 @@ class Runner {
     std::printf("# Wrote JSON output to %s\n", path.c_str());
   }
 
-  // -T: no call completed for timeout_s seconds: report and stop the job.
+  // -T: a call in flight for more than timeout_s seconds: report and stop the job.
   void watch() {
-    uint64_t last = progress_.load();
-    auto since = Clock::now();
+    const auto limit = std::chrono::seconds(opt_.timeout_s);
     while (!done_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      const uint64_t now = progress_.load();
-      if (now != last) {
-        last = now;
-        since = Clock::now();
-      } else if (Clock::now() - since > std::chrono::seconds(opt_.timeout_s)) {
+      const auto now = Clock::now().time_since_epoch();
+      for (const std::atomic<int64_t>& since : in_flight_) {
+        const int64_t start = since.load();
+        if (start == 0 || now - std::chrono::nanoseconds(start) <= limit) continue;
         std::printf("%s: Test timeout (%ds)\n", hostname().c_str(), opt_.timeout_s);
         std::fflush(stdout);
         for (ncclComm_t comm : comms_)
@@ -609,7 +640,7 @@ class Runner {
   std::vector<void*> dev_send_, dev_recv_;  // == the host buffers without a device
   std::vector<cudaStream_t> streams_;
   std::atomic<long> errors_{0};
-  std::atomic<uint64_t> progress_{0};
+  std::vector<std::atomic<int64_t>> in_flight_;  // per thread: steady-clock ns since its call's launch, 0: none
   std::atomic<bool> done_{false};
   double bw_sum_ = 0;
   long bw_count_ = 0;

@@ -56,4 +56,9 @@ expect 2 "bad value 'x' for -t" all_reduce_perf -t x
 asan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 with="BRAID_PERF_TEST_CORRUPT=1 LD_PRELOAD=$shim $asan" \
   expect 7 '^# Out of bounds values : [1-9][0-9]* FAILED' all_reduce_perf -t 2 -b 64 -e 64 -n 1 -w 0
+
+# -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
+# takes seconds between calls (a timeout here before), a call that hangs does not.
+expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
+with="BRAID_PERF_TEST_HANG=30 LD_PRELOAD=$shim $asan" expect 4 ': Test timeout \(1s\)$' all_reduce_perf -t 2 -b 8 -e 8 -T 1
 exit $fail
