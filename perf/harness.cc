@@ -242,7 +242,7 @@ class Runner {
           for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle)
             for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = opt_.next(bytes)) {
               const size_t count = bytes / type_size(type);
-              const Counts c = bench_.counts(count, nranks_);
+              const Counts c = bench_.counts(count, type_size(type), nranks_);
               const size_t row_bytes = std::max(c.send, c.recv) * type_size(type);
               Placement res[2];
               for (int in_place = 0; in_place < 2; ++in_place)
@@ -281,7 +281,7 @@ class Runner {
   void warm_up(int thread, ncclDataType_t type, ncclRedOp_t op, int root) {
     if (opt_.warmup == 0) return;
     for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = bytes ? bytes * 2 : 1) {
-      const Counts c = bench_.counts(bytes / type_size(type), nranks_);
+      const Counts c = bench_.counts(bytes / type_size(type), type_size(type), nranks_);
       Call call = make_call(thread, type, op, root, c, false);
       OpHolder holder(this, thread, type, &call);
       for (int i = 0; i < opt_.warmup; ++i) {

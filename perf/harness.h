@@ -28,7 +28,8 @@ struct Call {
   cudaStream_t stream = nullptr;  // the rank's stream when buffers are on a device
 };
 
-// Element counts for one row, from count = size / sizeof(type).
+// Element counts for one row, from count = size / sizeof(type) (and the
+// element size: per-rank blocks are multiples of 16 bytes, as nccl-tests').
 struct Counts {
   size_t send = 0, recv = 0, param = 0;
   // In place, the send / receive buffer starts this many elements times the
@@ -41,7 +42,7 @@ struct Benchmark {
   bool reduces = false;  // has a redop column (-o applies)
   bool rooted = false;   // has a root column (-r applies)
   double (*bus_factor)(int nranks);
-  Counts (*counts)(size_t count, int nranks);
+  Counts (*counts)(size_t count, size_t elt_size, int nranks);
   ncclResult_t (*run)(const Call& call);
   // Expected bits of receive element `index` on `rank`, or false where the
   // element is not defined (non-root ranks of Reduce and Gather).

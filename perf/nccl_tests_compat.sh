@@ -57,6 +57,25 @@ asan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 with="BRAID_PERF_TEST_CORRUPT=1 LD_PRELOAD=$shim $asan" \
   expect 7 '^# Out of bounds values : [1-9][0-9]* FAILED' all_reduce_perf -t 2 -b 64 -e 64 -n 1 -w 0
 
+# Row sizes and counts: per-rank blocks are multiples of 16 bytes (nccl-tests'
+# getCollByteCount); the whole-buffer collectives take the size as it is.
+for tool in all_gather_perf alltoall_perf reduce_scatter_perf gather_perf scatter_perf \
+            all_reduce_perf broadcast_perf reduce_perf sendrecv_perf; do
+  expect 0 '^# Out of bounds values : 0 OK' $tool -t 3 -b 1M -e 1M -n 1 -w 0
+  case $tool in
+    all_gather_perf|alltoall_perf) rows "1048560 87380 float none -1" ;;
+    reduce_scatter_perf) rows "1048560 87380 float sum -1" ;;
+    gather_perf|scatter_perf) rows "1048560 87380 float none 0" ;;
+    all_reduce_perf) rows "1048576 262144 float sum -1" ;;
+    reduce_perf) rows "1048576 262144 float sum 0" ;;
+    broadcast_perf) rows "1048576 262144 float none 0" ;;
+  esac
+done
+expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 1000 -e 1000 -n 1 -w 0 -d double
+rows "960 40 double none -1"
+expect 0 '^# Out of bounds values : 0 OK' alltoall_perf -t 3 -b 1000 -e 1000 -n 1 -w 0 -d int8
+rows "960 320 int8 none -1"
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
