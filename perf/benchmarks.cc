@@ -105,7 +105,7 @@ const Benchmark kReduceScatter{"ReduceScatter", true, false, spread_factor, scat
 const Benchmark kBroadcast{"Broadcast", false, true, one, same, run_broadcast, broadcast_expected};
 const Benchmark kReduce{"Reduce", true, true, one, same, run_reduce, reduce_expected};
 const Benchmark kAlltoAll{"AlltoAll", false, false, spread_factor, all_to_all, run_alltoall, alltoall_expected};
-const Benchmark kSendRecv{"SendRecv", false, false, one, same, run_sendrecv, sendrecv_expected};
+const Benchmark kSendRecv{"SendRecv", false, false, one, same, run_sendrecv, sendrecv_expected, /*names_ops=*/true};
 const Benchmark kGather{"Gather", false, true, spread_factor, gathered, run_gather, gather_expected};
 const Benchmark kScatter{"Scatter", false, true, spread_factor, scattered, run_scatter, scatter_expected};
 

@@ -560,7 +560,7 @@ class Runner {
 
   void report_row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
                   const Placement res[2]) {
-    const char* op_col = bench_.reduces ? op_name(op) : "none";
+    const char* op_col = bench_.reduces || bench_.names_ops ? op_name(op) : "none";
     std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row_bytes, c.param, type_name(type), op_col, root);
     std::string json = fmt::format(R"({{"size": {}, "count": {}, "type": "{}", "redop": "{}", "root": "{:>6}")",
                                    row_bytes, c.param, type_name(type), op_col, root);

@@ -48,6 +48,9 @@ struct Benchmark {
   // element is not defined (non-root ranks of Reduce and Gather).
   bool (*expected)(int rank, int nranks, int root, size_t param_count, size_t index, const Data& data,
                    uint64_t* bits);
+  // A redop column and -o loop without a reduction (nccl-tests' sendrecv
+  // prints the op and runs every -o op, moving the same bytes).
+  bool names_ops = false;
 };
 
 // Runs the tool: parses argv like nccl-tests, prints the table, returns the

@@ -69,12 +69,27 @@ for tool in all_gather_perf alltoall_perf reduce_scatter_perf gather_perf scatte
     all_reduce_perf) rows "1048576 262144 float sum -1" ;;
     reduce_perf) rows "1048576 262144 float sum 0" ;;
     broadcast_perf) rows "1048576 262144 float none 0" ;;
+    sendrecv_perf) rows "1048576 262144 float sum -1" ;;
   esac
 done
 expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 1000 -e 1000 -n 1 -w 0 -d double
 rows "960 40 double none -1"
 expect 0 '^# Out of bounds values : 0 OK' alltoall_perf -t 3 -b 1000 -e 1000 -n 1 -w 0 -d int8
 rows "960 320 int8 none -1"
+
+# -o all: the six ops of nccl-tests, mulsum (ncclRedOpCreatePreMulSum) last;
+# sendrecv names the op and loops over -o as nccl-tests does (moving bytes).
+for tool in all_reduce_perf reduce_scatter_perf reduce_perf sendrecv_perf; do
+  expect 0 '^# Out of bounds values : 0 OK' $tool -t 3 -b 96 -e 96 -n 1 -w 0 -o all
+  case $tool in
+    all_reduce_perf) r=-1 c=24 ;; reduce_scatter_perf) r=-1 c=8 ;; reduce_perf) r=0 c=24 ;; sendrecv_perf) r=-1 c=24 ;;
+  esac
+  want=""
+  for op in sum prod max min avg mulsum; do want+="${want:+;}96 $c float $op $r"; done
+  rows "$want"
+done
+expect 0 '^# Out of bounds values : 0 OK' sendrecv_perf -t 2 -b 64 -e 64 -n 1 -w 0 -o mulsum -d half
+rows "64 32 half mulsum -1"
 
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.

@@ -279,7 +279,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
     return false;
   }
   o->ops = {ncclSum};
-  if (b.reduces) {
+  if (b.reduces || b.names_ops) {
     if (!parse_ops(o->op_arg, &o->ops)) {
       *error = fmt::format("-o {}: unknown reduction (sum, prod, min, max, avg, mulsum, all)", o->op_arg);
       return false;
