@@ -19,8 +19,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cerrno>
-#include <ctime>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -28,6 +26,7 @@
 
 #include "perf/device.h"
 #include "perf/options.h"
+#include "perf/report.h"
 #include "perf/values.h"
 #include "perf/world.h"
 
@@ -66,44 +65,6 @@ bool encrypt_if_asked() {
   return true;
 }
 
-std::string hostname() {
-  char h[256] = {};
-  gethostname(h, sizeof(h) - 1);
-  return h;
-}
-
-std::string now_string() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", int(c));
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// nccl-tests' getFloatStr: `width` characters, as many decimals as fit.
-std::string float_str(double value, int width) {
-  int power = 0;
-  for (uint64_t v = 1; value >= double(v) && power < 40; v *= 10) power++;
-  if (power < width - 2) return fmt::format("{:{}.2f}", value, width);
-  if (power < width - 1) return fmt::format("{:{}.1f}", value, width);
-  if (power < width + 1) return fmt::format("{:{}.0f}", value, width);
-  return fmt::format("{:{}.1e}", value, width);
-}
-
 // Host buffers (what the collectives use on the host backend, and the
 // mirror of device buffers otherwise).  With -R on the host backend they come
 // from ncclMemAlloc, as in nccl-tests, so that registration can share them.
@@ -134,15 +95,11 @@ struct AlignedBuffer {
   }
 };
 
-struct Placement {
-  double time_us = 0, algbw = 0, busbw = 0;
-  long wrong = 0;
-};
-
 class Runner {
  public:
-  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool)
-      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), threads_(o.threads),
+  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool, Report& report)
+      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), report_(report),
+        threads_(o.threads),
         nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
         send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
@@ -188,7 +145,7 @@ class Runner {
         check(ncclCommInitRank(&comms_[size_t(t)], nranks_, id_, rank_of(t)), rank_of(t), "ncclCommInitRank");
       check(ncclGroupEnd(), 0, "ncclGroupEnd (communicator init)");
     }
-    print_table_header();
+    print(report_.table_header());
     std::thread watchdog;
     if (opt_.timeout_s > 0) watchdog = std::thread([this] { watch(); });
     std::vector<std::thread> threads;
@@ -199,19 +156,9 @@ class Runner {
     if (watchdog.joinable()) watchdog.join();
 
     const int errors = int(world_.sum(double(errors_.load())));
-    const double avg_bw = bw_count_ ? bw_sum_ / double(bw_count_) : 0.0;
-    print(fmt::format("# {:<20} : {} {}\n", "Out of bounds values", errors, errors ? "FAILED" : "OK"));
-    print(fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_bw));
-    print(fmt::format("#\n# Collective test concluded: {}\n#\n", tool_));
-    if (!opt_.json_file.empty() && main_printer()) write_json(errors, avg_bw);
+    print(report_.footer(errors));
+    if (main_printer()) report_.write_json(errors);
     return errors ? kExitWrongData : 0;
-  }
-
-  void set_header_json(std::string config, std::string devices, std::string args) {
-    json_config_ = std::move(config);
-    json_devices_ = std::move(devices);
-    json_args_ = std::move(args);
-    json_start_ = now_string();
   }
 
  private:
@@ -247,7 +194,7 @@ class Runner {
               Placement res[2];
               for (int in_place = 0; in_place < 2; ++in_place)
                 res[in_place] = bench_time(thread, type, op, root, c, row_bytes, in_place, ++rep);
-              if (thread == 0) report_row(type, op, root, c, row_bytes, res);
+              if (thread == 0) print(report_.row(type, op, root, c, row_bytes, res));
               if (opt_.max_bytes == 0) break;
             }
         }
@@ -541,71 +488,6 @@ class Runner {
     return result_;
   }
 
-  void print_table_header() {
-    const std::string time = opt_.cputime ? "cputime" : "time";
-    const char* ts_label = opt_.timestamps ? "timestamp" : "";
-    const char* ts_fmt = opt_.timestamps ? "%Y-%m-%d %H:%M:%S" : "";
-    const int ts_pad = opt_.timestamps ? 19 : 0;
-    std::string s = "#\n";
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
-                     "", "", "", "", "");
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
-                     "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
-                     "busbw", "#wrong", ts_label, ts_pad);
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
-                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-                     ts_fmt, ts_pad);
-    print(s);
-  }
-
-  void report_row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
-                  const Placement res[2]) {
-    const char* op_col = bench_.reduces || bench_.names_ops ? op_name(op) : "none";
-    std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row_bytes, c.param, type_name(type), op_col, root);
-    std::string json = fmt::format(R"({{"size": {}, "count": {}, "type": "{}", "redop": "{}", "root": "{:>6}")",
-                                   row_bytes, c.param, type_name(type), op_col, root);
-    for (int p = 0; p < 2; ++p) {
-      const Placement& r = res[p];
-      line += fmt::format("  {}  {}  {}", float_str(r.time_us, 7), float_str(r.algbw, 6), float_str(r.busbw, 6));
-      line += r.wrong < 0 ? std::string("    N/A") : fmt::format("  {:6g}", double(r.wrong));
-      json += fmt::format(R"(, "{}": {{"{}": {}, "alg_bw": {}, "bus_bw": {}, "nwrong": {}}})",
-                          p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time", r.time_us,
-                          r.algbw, r.busbw, r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
-      bw_sum_ += r.busbw;
-      ++bw_count_;
-    }
-    if (opt_.timestamps) line += fmt::format("{:>21}", now_string());
-    json += fmt::format(R"(, "actual_iterations": {}, "experiment_name": ""}})", opt_.iters_for(row_bytes));
-    json_rows_.push_back(json);
-    print(line + "\n");
-  }
-
-  void write_json(int errors, double avg_bw) {
-    std::string path = opt_.json_file;
-    FILE* f = std::fopen(path.c_str(), "wx");
-    for (int k = 0; !f && errno == EEXIST && k < 1000; ++k) {
-      path = fmt::format("{}.{}", opt_.json_file, k);
-      f = std::fopen(path.c_str(), "wx");
-    }
-    if (!f) {
-      std::printf("# skipping json output; %s not accessible\n", opt_.json_file.c_str());
-      return;
-    }
-    int version = 0;
-    ncclGetVersion(&version);
-    std::string s = fmt::format(R"({{"version": 1, "start_time": "{}", "args": [{}], "nccl_version": {}, )",
-                                json_start_, json_args_, version);
-    s += fmt::format(R"("config": {}, "devices": [{}], "results": [)", json_config_, json_devices_);
-    for (size_t i = 0; i < json_rows_.size(); ++i) s += (i ? ", " : "") + json_rows_[i];
-    s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");
-    s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": "unchecked"}}, "errors": [], )", avg_bw);
-    s += fmt::format(R"("end_time": "{}"}})", now_string());
-    s += "\n";
-    std::fputs(s.c_str(), f);
-    std::fclose(f);
-    std::printf("# Wrote JSON output to %s\n", path.c_str());
-  }
-
   // -T: a call in flight for more than timeout_s seconds: report and stop the job.
   void watch() {
     const auto limit = std::chrono::seconds(opt_.timeout_s);
@@ -629,6 +511,7 @@ class Runner {
   World& world_;
   const bool mpi_peer_;
   const std::string tool_;
+  Report& report_;
   const int threads_, nranks_;
   ncclUniqueId id_{};
   std::barrier<> barrier_;
@@ -642,10 +525,6 @@ class Runner {
   std::atomic<long> errors_{0};
   std::vector<std::atomic<int64_t>> in_flight_;  // per thread: steady-clock ns since its call's launch, 0: none
   std::atomic<bool> done_{false};
-  double bw_sum_ = 0;
-  long bw_count_ = 0;
-  std::vector<std::string> json_rows_;
-  std::string json_config_ = "{}", json_devices_, json_args_, json_start_;
 };
 
 std::string basename_of(const char* path) {
@@ -658,8 +537,7 @@ std::string basename_of(const char* path) {
 int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   setlinebuf(stdout);
   const std::string tool = basename_of(argv[0]);
-  std::string json_args;
-  for (int i = 0; i < argc; ++i) json_args += fmt::format("{}\"{}\"", i ? ", " : "", json_escape(argv[i]));
+  const std::vector<std::string> args(argv, argv + argc);  // before getopt permutes them and MPI_Init edits them
 
   Options opt;
   std::string error;
@@ -695,50 +573,21 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
 
   int version = 0;
   if (!mpi_peer) ncclGetVersion(&version);
-  Runner runner(opt, bench, *world, mpi_peer, tool);
-  std::string head;
-  head += fmt::format("# nccl-tests version braid-perf nccl-headers={} nccl-library={}\n", NCCL_VERSION_CODE, version);
-  head += fmt::format("# Collective test starting: {}\n", tool);
-  head += fmt::format(
-      "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
-      "validation: {} graph: {}\n",
-      opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes, opt.step_factor > 1 ? opt.step_factor : opt.step_bytes,
-      opt.step_factor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, opt.agg, opt.check, opt.graph);
-  if (opt.blocking) head += "# Blocking Enabled: wait for completion and barrier after each collective \n";
-  if (opt.parallel_init) head += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
-  for (const std::string& note : opt.notes) head += "# " + note + "\n";
-  head += "#\n# Using devices\n";
-  std::string lines, json_devices;
+  Report report(opt, bench, tool);
+  report.set_args(args);
+  Runner runner(opt, bench, *world, mpi_peer, tool, report);
+  std::string lines;
   const std::string host = hostname();
   for (int t = 0; t < opt.threads; ++t)
     lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, 0,
-                         getpid(), host, device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
+                         getpid(), host,
+                         device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
   const std::string all_lines = world->gather_text(lines);
   if (world->proc() == 0) {
-    std::fputs((head + all_lines).c_str(), stdout);
+    std::fputs((report.run_header(version) + all_lines).c_str(), stdout);
     std::fflush(stdout);
-    int rank = 0, pid = 0, dev = 0, group = 0;
-    char hostbuf[256];
-    for (size_t pos = 0; pos < all_lines.size();) {
-      size_t end = all_lines.find('\n', pos);
-      if (end == std::string::npos) end = all_lines.size();
-      if (std::sscanf(all_lines.substr(pos, end - pos).c_str(), "#  Rank %d Group %d Pid %d on %255s device %d", &rank,
-                      &group, &pid, hostbuf, &dev) == 5)
-        json_devices += fmt::format(
-            R"({}{{"rank": {}, "group": {}, "pid": {}, "hostname": "{}", "device": {}, "device_hex": "cpu", "device_info": "host"}})",
-            json_devices.empty() ? "" : ", ", rank, group, pid, json_escape(hostbuf), dev);
-      pos = end + 1;
-    }
+    report.set_devices(all_lines);
   }
-  runner.set_header_json(
-      fmt::format(R"({{"nthreads": {}, "ngpus": {}, "minimum_bytes": {}, "maximum_bytes": {}, "{}": {}, )"
-                  R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
-                  R"("graph": {}, "blocking_collectives": {}, "parallel_init": {}}})",
-                  opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes,
-                  opt.step_factor > 1 ? "step_factor" : "step_bytes",
-                  opt.step_factor > 1 ? opt.step_factor : opt.step_bytes, opt.warmup, opt.iters, opt.agg, opt.check,
-                  opt.graph, opt.blocking ? "true" : "false", opt.parallel_init ? "true" : "false"),
-      json_devices, json_args);
 
   if (!encrypt_if_asked()) return world->finish(2);
   ncclUniqueId id{};
