@@ -35,6 +35,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
 // Exit codes, nccl-tests' testResult_t values, so that scripts tell failures
 // apart the same way (usage errors stay 2, before anything ran).
 constexpr int kExitNcclError = 3;  // testNcclError
@@ -238,7 +240,7 @@ class Runner {
           sync(thread);
           delay_if_straggler(thread);
         }
-        launch(call);
+        start_call(thread, call);
       }
       wait(call);
       if (bytes == 0 && opt_.max_bytes == 0) break;
@@ -320,12 +322,17 @@ class Runner {
   void launch(const Call& call) {
     InFlight in_flight(this, thread_of(call));
     check(bench_.run(call), call.rank, bench_.name.c_str(), call.comm);
-    if (opt_.blocking) stream_sync(call.stream);
   }
   // Waits for the calls launched on `call`'s stream.
   void wait(const Call& call) {
     InFlight in_flight(this, thread_of(call));
     stream_sync(call.stream);
+  }
+  // nccl-tests' startColl: a call, then with -z the wait for it, and with -z 1 a barrier.
+  void start_call(int thread, const Call& call) {
+    launch(call);
+    if (opt_.blocking) wait(call);
+    if (opt_.blocking == 1) sync(thread);
   }
   void group_end(const Call& call) {
     InFlight in_flight(this, thread_of(call));  // with host buffers the group's calls run here
@@ -345,18 +352,22 @@ class Runner {
       sync(thread);  // a rank still laying out data would hold the others' first call (and -T's clock)
     }
 
-    launch(call);  // untimed: connections, first touch
+    start_call(thread, call);  // untimed: connections, first touch
     wait(call);
     sync(thread);
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const int iters = opt_.iters_for(row_bytes);
+    double coll_only = 0;  // -z 3: the iterations' own time, without the barriers between them
     auto iteration = [&] {
+      const auto t0 = Clock::now();
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
-      for (int a = 0; a < opt_.agg; ++a) {
-        launch(call);
-        if (opt_.blocking) sync(thread);
-      }
+      for (int a = 0; a < opt_.agg; ++a) start_call(thread, call);
       if (opt_.agg > 1 && call.comm) group_end(call);
+      if (opt_.blocking == 3) {
+        wait(call);
+        coll_only += seconds_since(t0);
+        sync(thread);
+      }
     };
     // -G (as nccl-tests): the loop's calls are captured, not run; the
     // clock restarts at the graph's launches, after a barrier.  An
@@ -376,13 +387,16 @@ class Runner {
       start = Clock::now();
       for (int l = 0; l < opt_.graph; ++l) graph_launch(graph, call.stream);
     }
+    const double calls = double(iters) * opt_.agg;
+    // -C, as nccl-tests: the time to launch the calls, before waiting for them (bandwidths stay the full time's).
+    const double launched = (opt_.blocking == 3 ? coll_only : seconds_since(start)) / calls;
     wait(call);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count() /
-                           (double(iters) * opt_.agg * std::max(opt_.graph, 1));
+    const double seconds = (opt_.blocking == 3 ? coll_only : seconds_since(start)) / calls / std::max(opt_.graph, 1);
     graph_destroy(&graph);
     Placement out;
     const double sec = combine(thread, seconds, opt_.average);
     fill_rates(sec, row_bytes, &out);
+    if (opt_.cputime) out.time_us = launched * 1e6;
     sync(thread);
     check_results(thread, call, c, type, data_op, root, rep, &out);
     return out;
@@ -444,7 +458,7 @@ class Runner {
       upload(thread, call.recv, c.recv * es);
       upload(thread, call.send, c.send * es);
       sync(thread);
-      launch(call);
+      start_call(thread, call);
       wait(call);
       if (device_buffers()) copy_from_buffer(recv, call.recv, c.recv * es);
       long wrong = 0;

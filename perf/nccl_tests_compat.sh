@@ -91,6 +91,20 @@ done
 expect 0 '^# Out of bounds values : 0 OK' sendrecv_perf -t 2 -b 64 -e 64 -n 1 -w 0 -o mulsum -d half
 rows "64 32 half mulsum -1"
 
+# -z: nccl-tests' three blocking modes, each with its header line.
+expect 0 '^# Blocking Enabled: wait and barrier after each inner iteration \(-m\) $' \
+  all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 3 -m 2 -z 1
+rows "8 2 float sum -1;256 64 float sum -1"
+expect 0 '^# Blocking Enabled: wait after each inner iteration \(-m\), no barrier $' \
+  all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 3 -m 2 -z 2
+expect 0 '^# Blocking Enabled: wait and barrier after each outer iteration \(-n\); time excludes barrier $' \
+  all_gather_perf -t 2 -b 8 -e 1K -f 32 -n 3 -m 2 -z 3
+rows "0 0 float none -1;256 32 float none -1"
+expect 2 "bad value '4' for -z" all_reduce_perf -z 4
+expect 0 '^all_reduce_perf: blocking mode \(-z 3\) is incompatible with CUDA graph mode \(-G\)\. Disabling\.$' \
+  all_reduce_perf -t 2 -b 8 -e 8 -n 1 -z 3 -G 2
+lacks 'Blocking Enabled'
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1

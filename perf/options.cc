@@ -107,7 +107,8 @@ const char* usage() {
          "\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] \n"
          "\t[-d,--datatype <nccltype/all>] \n"
          "\t[-r,--root <root> (-1: every rank)] \n"
-         "\t[-z,--blocking <0/1>] \n"
+         "\t[-z,--blocking <0/1/2/3> 1=barrier after each inner iter (-m), 2=no barrier, 3=wait and barrier after "
+         "each outer iter (-n)] \n"
          "\t[-y,--stream_null <0/1>] (device buffers: 1 runs the calls on the NULL stream)\n"
          "\t[-T,--timeout <time in seconds>] \n"
          "\t[-G,--cudagraph <num graph launches>] (device buffers only)\n"
@@ -185,7 +186,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
         if (std::string(optarg) == "all") o->root_arg = -1;
         else ok = parse_count(c, optarg, &o->root_arg, warn) && o->root_arg >= -1;
         break;
-      case 'z': ok = parse_count(c, optarg, &o->blocking, warn); break;
+      case 'z': ok = parse_count(c, optarg, &o->blocking, warn) && o->blocking >= 0 && o->blocking <= 3; break;
       case 'y': ok = parse_count(c, optarg, &o->stream_null, warn); break;
       case 'T': ok = parse_count(c, optarg, &o->timeout_s, warn) && o->timeout_s >= 0; break;
       case 'G': ok = parse_count(c, optarg, &o->graph, warn) && o->graph >= 0; break;
@@ -241,6 +242,11 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
     o->notes.push_back(fmt::format("-G {}: the MPI peer tool's calls are MPI's, not capturable; timing plain calls",
                                    o->graph));
     o->graph = 0;
+  }
+  // What nccl-tests' main() turns off with a message rather than refuses.
+  if (o->blocking == 3 && o->graph >= 1) {
+    warn->push_back("blocking mode (-z 3) is incompatible with CUDA graph mode (-G). Disabling.");
+    o->blocking = 0;
   }
   if (o->graph > 0 && o->blocking) {
     *error = fmt::format("-G {} with -z: a stream being captured into a CUDA graph cannot be waited for after each "

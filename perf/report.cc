@@ -63,7 +63,10 @@ std::string Report::run_header(int nccl_version) const {
       "validation: {} graph: {}\n",
       o.threads, o.gpus, o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
       o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.agg, o.check, o.graph);
-  if (o.blocking) s += "# Blocking Enabled: wait for completion and barrier after each collective \n";
+  if (o.blocking == 1) s += "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n";
+  if (o.blocking == 2) s += "# Blocking Enabled: wait after each inner iteration (-m), no barrier \n";
+  if (o.blocking == 3)
+    s += "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n";
   if (o.parallel_init) s += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
   for (const std::string& note : o.notes) s += "# " + note + "\n";
   s += "#\n# Using devices\n";
