@@ -240,11 +240,24 @@ class Runner {
           sync(thread);
           delay_if_straggler(thread);
         }
-        start_call(thread, call);
+        start_call(thread, shifted(call, c, type, i));
       }
       wait(call);
       if (bytes == 0 && opt_.max_bytes == 0) break;
     }
+  }
+
+  // Call number `iter` of a loop moves through the -e sized buffers, as
+  // nccl-tests' startColl: shifted by whole rows (avoiding cache effects and
+  // catching races between calls), back to the start when the next would not fit.
+  Call shifted(const Call& call, const Counts& c, ncclDataType_t type, int iter) const {
+    const size_t row = std::max(c.send, c.recv) * type_size(type);
+    const size_t steps = row ? std::max<size_t>(opt_.max_bytes / row, 1) : 1;
+    const size_t shift = row * (size_t(iter) % steps);
+    Call out = call;
+    out.send = static_cast<const char*>(call.send) + shift;
+    out.recv = static_cast<char*>(call.recv) + shift;
+    return out;
   }
 
   Call make_call(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, bool in_place) {
@@ -358,10 +371,10 @@ class Runner {
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const int iters = opt_.iters_for(row_bytes);
     double coll_only = 0;  // -z 3: the iterations' own time, without the barriers between them
-    auto iteration = [&] {
+    auto iteration = [&](int i) {
       const auto t0 = Clock::now();
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
-      for (int a = 0; a < opt_.agg; ++a) start_call(thread, call);
+      for (int a = 0; a < opt_.agg; ++a) start_call(thread, shifted(call, c, type, i * opt_.agg + a));
       if (opt_.agg > 1 && call.comm) group_end(call);
       if (opt_.blocking == 3) {
         wait(call);
@@ -374,12 +387,12 @@ class Runner {
     // aggregated group runs once uncaptured first: what a shape needs is
     // allocated at its first call, which a capture cannot do.
     if (opt_.graph > 0 && opt_.agg > 1) {
-      iteration();
+      iteration(0);
       wait(call);
     }
     if (opt_.graph > 0) capture_begin(call.stream);
     auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) iteration();
+    for (int i = 0; i < iters; ++i) iteration(i);
     CapturedGraph graph;
     if (opt_.graph > 0) {
       graph = capture_end(call.stream);
@@ -428,7 +441,7 @@ class Runner {
     for (int i = 0; i < opt_.iters_for(row_bytes); ++i) {
       sync(thread);
       const double arrival_local = delay_if_straggler(thread);
-      launch(call);
+      launch(shifted(call, c, type, i));
       wait(call);
       const double end = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
       const double arrival = combine(thread, arrival_local, 3);

@@ -105,6 +105,19 @@ expect 0 '^all_reduce_perf: blocking mode \(-z 3\) is incompatible with CUDA gra
   all_reduce_perf -t 2 -b 8 -e 8 -n 1 -z 3 -G 2
 lacks 'Blocking Enabled'
 
+# Each timed call moves through the -e sized buffer by whole rows, as
+# nccl-tests' startColl (warm-up calls too; the untimed and checked calls at
+# the start).  The shim logs each call: "count:offset into the receive buffer".
+with="BRAID_PERF_TEST_LOG=1 LD_PRELOAD=$shim $asan" \
+  expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 1 -b 1K -e 4K -f 2 -n 4 -w 2
+got=$(python3 -c 'import re, sys
+calls = [(int(c), int(r, 16)) for r, c in re.findall(r"recv=(0x[0-9a-f]+) count=(\d+)", open(sys.argv[1]).read())]
+base = min(r for _, r in calls)
+print(" ".join(f"{c}:{r - base}" for c, r in calls))' "$dir/out")
+row() { local c=$1; shift; for placement in out in; do echo -n " $c:0"; for o in "$@"; do echo -n " $c:$o"; done; echo -n " $c:0"; done; }
+want="256:0 256:1024 512:0 512:2048 1024:0 1024:0$(row 256 0 1024 2048 3072)$(row 512 0 2048 0 2048)$(row 1024 0 0 0 0)"
+if [[ $got != "$want" ]]; then echo "FAILED: buffer offsets '$got', want '$want'"; fail=1; else echo "ok: buffer offsets"; fi
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
