@@ -126,17 +126,19 @@ class Runner {
     id_ = id;
     for (int t = 0; t < threads_; ++t) {
       const bool nccl_mem = opt_.local_register && !mpi_peer_ && !device_buffers();
-      send_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
-      recv_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
+      const size_t bytes = buffer_bytes();
+      send_[size_t(t)].allocate(bytes, nccl_mem);
+      recv_[size_t(t)].allocate(bytes, nccl_mem);
       if (!send_[size_t(t)].data || !recv_[size_t(t)].data) {
-        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, opt_.max_bytes);
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, buffer_bytes());
         world_.abort(2);
       }
       // Device buffers mirror the host ones (which lay out and check data).
       dev_send_[size_t(t)] = device_buffers() ? buffer_alloc(send_[size_t(t)].bytes) : send_[size_t(t)].data;
       dev_recv_[size_t(t)] = device_buffers() ? buffer_alloc(recv_[size_t(t)].bytes) : recv_[size_t(t)].data;
       if (!dev_send_[size_t(t)] || !dev_recv_[size_t(t)]) {
-        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of {}\n", tool_, opt_.max_bytes, device_description());
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of {}\n", tool_, buffer_bytes(),
+                   device_description());
         world_.abort(2);
       }
     }
@@ -165,6 +167,8 @@ class Runner {
 
  private:
   int rank_of(int thread) const { return world_.proc() * threads_ + thread; }
+  // -e, and room for -u elements of the largest type (nccl-tests pads the same).
+  size_t buffer_bytes() const { return opt_.max_bytes + 8 * size_t(opt_.unalign); }
 
   void check(ncclResult_t r, int rank, const char* what, ncclComm_t comm = nullptr) {
     if (r == ncclSuccess) return;
@@ -263,8 +267,9 @@ class Runner {
   Call make_call(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, bool in_place) {
     const size_t es = type_size(type);
     const int rank = rank_of(thread);
-    char* send = send_[size_t(thread)].data;
-    char* recv = recv_[size_t(thread)].data;
+    // -u, as nccl-tests: both buffers start `unalign` elements in.
+    char* send = send_[size_t(thread)].data + size_t(opt_.unalign) * es;
+    char* recv = recv_[size_t(thread)].data + size_t(opt_.unalign) * es;
     if (in_place) {
       send = recv + c.send_inplace_offset * size_t(rank) * es;
       recv = recv + c.recv_inplace_offset * size_t(rank) * es;

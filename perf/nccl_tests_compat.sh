@@ -118,6 +118,16 @@ row() { local c=$1; shift; for placement in out in; do echo -n " $c:0"; for o in
 want="256:0 256:1024 512:0 512:2048 1024:0 1024:0$(row 256 0 1024 2048 3072)$(row 512 0 2048 0 2048)$(row 1024 0 0 0 0)"
 if [[ $got != "$want" ]]; then echo "FAILED: buffer offsets '$got', want '$want'"; fail=1; else echo "ok: buffer offsets"; fi
 
+# -u: both buffers start that many elements in (data still exact), said on the header's line.
+expect 0 'validation: 1 graph: 0 unalign: 3$' all_reduce_perf -t 2 -b 8 -e 64K -f 8 -n 1 -u 3 -d double
+grep -q '^# Out of bounds values : 0 OK' "$dir/out" || { echo "FAILED: -u 3: data"; fail=1; }
+expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 8 -e 64K -f 8 -n 1 -u 1 -d half
+with="BRAID_PERF_TEST_LOG=1 LD_PRELOAD=$shim $asan" expect 0 'unalign: 3$' all_reduce_perf -t 1 -b 64 -e 64 -n 1 -u 3 -d double
+got=$(python3 -c 'import re, sys
+print(sorted({int(a, 16) % 4096 for a in re.findall(r"(?:send|recv)=(0x[0-9a-f]+)", open(sys.argv[1]).read())}))' "$dir/out")
+[[ $got == "[24]" ]] && echo "ok: -u 3 addresses" || { echo "FAILED: -u 3 -d double: page offsets $got, want [24]"; fail=1; }
+expect 0 'validation: 1 graph: 0 unalign: 0$' all_reduce_perf -t 1 -b 8 -e 8 -n 1
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1

@@ -117,6 +117,7 @@ const char* usage() {
          "\t[-J,--output_file <file> write output to filepath (json)] \n"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
          "\t[-R,--local_register <0/1/2> enable local (1) or symmetric (2) buffer registration] \n"
+         "\t[-u,--unalign <index of first element> Misalign source and destination buffers (default: 0)] \n"
          "\t[--straggler <rank>:<delay us>] delay that rank before each call; time from its arrival\n"
          "\t[-h,--help]\n";
 }
@@ -152,6 +153,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       {"device_implementation", required_argument, nullptr, 'D'},
       {"device_cta_count", required_argument, nullptr, 'V'},
       {"memory", required_argument, nullptr, 'M'},
+      {"unalign", required_argument, nullptr, 'u'},
       {"help", no_argument, nullptr, 'h'},
       {"straggler", required_argument, nullptr, kStragglerOption},
       {"small_iters", required_argument, nullptr, kSmallItersOption},
@@ -162,7 +164,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   *help = false;
   int c, scratch = 0;
   std::vector<std::string>* warn = &o->warnings;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:", long_opts,
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:", long_opts,
                           nullptr)) != -1) {
     bool ok = true;
     switch (c) {
@@ -197,6 +199,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       case 'R':
         ok = parse_count(c, optarg, &o->local_register, warn) && o->local_register >= 0 && o->local_register <= 2;
         break;
+      case 'u': ok = parse_count(c, optarg, &o->unalign, warn) && o->unalign >= 0; break;
       case 'x': case 'V': case 'M':
         ok = parse_count(c, optarg, &scratch, warn);
         o->notes.push_back(fmt::format("-{} {}: GPU-only option, ignored", char(c), optarg));

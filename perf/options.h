@@ -38,6 +38,7 @@ struct Options {
   int check = 1;                    // -c (check iterations)
   int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
   int blocking = 0;                 // -z (1 wait + barrier per call, 2 wait per call, 3 wait + barrier per -n iter)
+  int unalign = 0;                  // -u (buffers start this many elements past their alignment)
   int parallel_init = 0;            // -p
   int stream_null = 0;              // -y (device buffers: the calls on the legacy default stream)
   int graph = 0;                    // -G (graph launches; device buffers only, else plain launches)

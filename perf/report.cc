@@ -60,9 +60,9 @@ std::string Report::run_header(int nccl_version) const {
   s += fmt::format("# Collective test starting: {}\n", tool_);
   s += fmt::format(
       "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
-      "validation: {} graph: {}\n",
+      "validation: {} graph: {} unalign: {}\n",
       o.threads, o.gpus, o.min_bytes, o.max_bytes, o.step_factor > 1 ? o.step_factor : o.step_bytes,
-      o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.agg, o.check, o.graph);
+      o.step_factor > 1 ? "factor" : "bytes", o.warmup, o.iters, o.agg, o.check, o.graph, o.unalign);
   if (o.blocking == 1) s += "# Blocking Enabled: wait and barrier after each inner iteration (-m) \n";
   if (o.blocking == 2) s += "# Blocking Enabled: wait after each inner iteration (-m), no barrier \n";
   if (o.blocking == 3)
