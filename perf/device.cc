@@ -95,6 +95,20 @@ const char* device_description() {
   }();
   return d.c_str();
 }
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  PERF_CUDA(cudaEventCreate(&e));
+  return e;
+}
+void event_record(void* event, cudaStream_t s) { PERF_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event), s)); }
+double event_seconds(void* start, void* stop) {
+  float ms = 0;
+  PERF_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
+  return ms * 1e-3;
+}
+void event_destroy(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
 void capture_begin(cudaStream_t s) { PERF_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)); }
 CapturedGraph capture_end(cudaStream_t s) {
   cudaGraph_t graph = nullptr;
@@ -117,7 +131,15 @@ namespace {
   fmt::print(stderr, "perf: CUDA graphs (-G) need a build with CUDA and device buffers\n");
   std::exit(3);
 }
+[[noreturn]] void no_events() {
+  fmt::print(stderr, "perf: CUDA events need a build with CUDA and device buffers\n");
+  std::exit(2);
+}
 }  // namespace
+void* event_create() { no_events(); }
+void event_record(void*, cudaStream_t) { no_events(); }
+double event_seconds(void*, void*) { no_events(); }
+void event_destroy(void*) {}
 void capture_begin(cudaStream_t) { no_graphs(); }
 CapturedGraph capture_end(cudaStream_t) { no_graphs(); }
 void graph_launch(const CapturedGraph&, cudaStream_t) { no_graphs(); }

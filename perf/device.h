@@ -25,6 +25,12 @@ void stream_destroy(cudaStream_t s);
 void stream_sync(cudaStream_t s);  // exits the process on a CUDA error
 const char* device_description();  // "host memory" or "cuda device 0 (NVIDIA H100 ...)"
 
+// -I's CUDA events (device buffers only; the host clock times host buffers).
+void* event_create();
+void event_record(void* event, cudaStream_t s);
+double event_seconds(void* start, void* stop);  // both completed
+void event_destroy(void* event);
+
 // -G, as nccl-tests: the timed calls are captured from `s` into a CUDA
 // graph (this thread's capture only, so ranks that are threads capture at
 // once), which is then launched -G times.  Device buffers only: without

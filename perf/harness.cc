@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "perf/device.h"
+#include "perf/iter_times.h"
 #include "perf/options.h"
 #include "perf/report.h"
 #include "perf/values.h"
@@ -102,7 +103,7 @@ class Runner {
   Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool, Report& report)
       : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), report_(report),
         threads_(o.threads),
-        nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
+        nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)), iter_slots_(size_t(o.threads)),
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
         send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
         dev_send_(size_t(o.threads), nullptr), dev_recv_(size_t(o.threads), nullptr),
@@ -376,13 +377,16 @@ class Runner {
     if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
     const int iters = opt_.iters_for(row_bytes);
     double coll_only = 0;  // -z 3: the iterations' own time, without the barriers between them
-    auto iteration = [&](int i) {
+    IterClock clock(opt_.per_iter ? iters : 0, opt_.blocking == 3, call.stream);
+    auto iteration = [&](int i, bool timed) {
       const auto t0 = Clock::now();
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
+      if (timed) clock.mark(i);
       for (int a = 0; a < opt_.agg; ++a) start_call(thread, shifted(call, c, type, i * opt_.agg + a));
       if (opt_.agg > 1 && call.comm) group_end(call);
       if (opt_.blocking == 3) {
         wait(call);
+        if (timed) clock.mark(i, true);
         coll_only += seconds_since(t0);
         sync(thread);
       }
@@ -392,12 +396,14 @@ class Runner {
     // aggregated group runs once uncaptured first: what a shape needs is
     // allocated at its first call, which a capture cannot do.
     if (opt_.graph > 0 && opt_.agg > 1) {
-      iteration(0);
+      iteration(0, false);
       wait(call);
     }
     if (opt_.graph > 0) capture_begin(call.stream);
     auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) iteration(i);
+    coll_only = 0;
+    for (int i = 0; i < iters; ++i) iteration(i, true);
+    if (opt_.blocking != 3) clock.mark(iters);  // the end of the last iteration
     CapturedGraph graph;
     if (opt_.graph > 0) {
       graph = capture_end(call.stream);
@@ -417,6 +423,7 @@ class Runner {
     if (opt_.cputime) out.time_us = launched * 1e6;
     sync(thread);
     check_results(thread, call, c, type, data_op, root, rep, &out);
+    if (opt_.per_iter) gather_iter_times(thread, clock.seconds(opt_.agg), &out);
     return out;
   }
 
@@ -491,6 +498,45 @@ class Runner {
     if (!opt_.check) out.wrong = -1;
   }
 
+  // -I, as nccl-tests: each iteration's time is the max over this process's
+  // ranks, then over the processes; process 0's first thread gets them (and
+  // every process's row, for the JSON file).
+  void gather_iter_times(int thread, std::vector<double> mine, Placement* out) {
+    iter_slots_[size_t(thread)] = std::move(mine);
+    barrier_.arrive_and_wait();
+    if (thread == 0) {
+      std::vector<double> row = iter_slots_[0];
+      std::string text;
+      for (size_t i = 0; i < row.size(); ++i) {
+        for (const std::vector<double>& t : iter_slots_) row[i] = std::max(row[i], t[i]);
+        text += fmt::format("{} ", row[i]);  // the shortest text that reads back the same double
+      }
+      const std::string all = world_.gather_text(text + "\n");
+      if (world_.proc() == 0) {
+        for (size_t pos = 0; pos < all.size();) {
+          const size_t end = all.find('\n', pos);
+          const std::string line = all.substr(pos, end - pos);  // strtod would read on past the newline
+          std::vector<double> times;
+          for (const char* p = line.c_str();;) {
+            char* next = nullptr;
+            const double v = std::strtod(p, &next);
+            if (next == p) break;
+            times.push_back(v);
+            p = next;
+          }
+          out->process_times.push_back(std::move(times));
+          pos = end + 1;
+        }
+        out->iter_times = out->process_times[0];
+        for (const std::vector<double>& t : out->process_times)
+          for (size_t i = 0; i < t.size() && i < out->iter_times.size(); ++i)
+            out->iter_times[i] = std::max(out->iter_times[i], t[i]);
+        if (out->process_times.size() < 2) out->process_times.clear();
+      }
+    }
+    barrier_.arrive_and_wait();
+  }
+
   void sync(int thread) {
     barrier_.arrive_and_wait();
     if (thread == 0) world_.barrier();
@@ -548,6 +594,7 @@ class Runner {
   ncclUniqueId id_{};
   std::barrier<> barrier_;
   std::vector<double> slots_;
+  std::vector<std::vector<double>> iter_slots_;  // -I: each thread's iteration times
   double result_ = 0;
   std::vector<ncclComm_t> comms_;
   std::vector<AlignedBuffer> send_, recv_;

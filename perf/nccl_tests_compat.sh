@@ -33,6 +33,10 @@ expect() {
 lacks() {
   if grep -qE -- "$1" "$dir/out"; then echo "FAILED: a line matches '$1'"; grep -E -- "$1" "$dir/out"; fail=1; fi
 }
+# same WHAT GOT WANT: GOT must be WANT.
+same() {
+  if [[ $2 != "$3" ]]; then echo "FAILED: $1: '$2', want '$3'"; fail=1; else echo "ok: $1"; fi
+}
 # rows WANT: the last run's table rows, "size count type redop root" each, ';' between.
 rows() {
   local got
@@ -114,22 +118,72 @@ got=$(python3 -c 'import re, sys
 calls = [(int(c), int(r, 16)) for r, c in re.findall(r"recv=(0x[0-9a-f]+) count=(\d+)", open(sys.argv[1]).read())]
 base = min(r for _, r in calls)
 print(" ".join(f"{c}:{r - base}" for c, r in calls))' "$dir/out")
-row() { local c=$1; shift; for placement in out in; do echo -n " $c:0"; for o in "$@"; do echo -n " $c:$o"; done; echo -n " $c:0"; done; }
+row() {  # row COUNT OFFSETS...: both placements' calls, the untimed and checked ones at 0
+  local c=$1 placement o
+  shift
+  for placement in out in; do
+    echo -n " $c:0"
+    for o in "$@"; do echo -n " $c:$o"; done
+    echo -n " $c:0"
+  done
+}
 want="256:0 256:1024 512:0 512:2048 1024:0 1024:0$(row 256 0 1024 2048 3072)$(row 512 0 2048 0 2048)$(row 1024 0 0 0 0)"
-if [[ $got != "$want" ]]; then echo "FAILED: buffer offsets '$got', want '$want'"; fail=1; else echo "ok: buffer offsets"; fi
+same "buffer offsets" "$got" "$want"
 
 # -u: both buffers start that many elements in (data still exact), said on the header's line.
 expect 0 'validation: 1 graph: 0 unalign: 3$' all_reduce_perf -t 2 -b 8 -e 64K -f 8 -n 1 -u 3 -d double
 grep -q '^# Out of bounds values : 0 OK' "$dir/out" || { echo "FAILED: -u 3: data"; fail=1; }
 expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 8 -e 64K -f 8 -n 1 -u 1 -d half
-with="BRAID_PERF_TEST_LOG=1 LD_PRELOAD=$shim $asan" expect 0 'unalign: 3$' all_reduce_perf -t 1 -b 64 -e 64 -n 1 -u 3 -d double
+with="BRAID_PERF_TEST_LOG=1 LD_PRELOAD=$shim $asan" \
+  expect 0 'unalign: 3$' all_reduce_perf -t 1 -b 64 -e 64 -n 1 -u 3 -d double
 got=$(python3 -c 'import re, sys
-print(sorted({int(a, 16) % 4096 for a in re.findall(r"(?:send|recv)=(0x[0-9a-f]+)", open(sys.argv[1]).read())}))' "$dir/out")
-[[ $got == "[24]" ]] && echo "ok: -u 3 addresses" || { echo "FAILED: -u 3 -d double: page offsets $got, want [24]"; fail=1; }
+addresses = re.findall(r"(?:send|recv)=(0x[0-9a-f]+)", open(sys.argv[1]).read())
+print(sorted({int(a, 16) % 4096 for a in addresses}))' "$dir/out")
+same "-u 3 -d double: offsets into a page" "$got" "[24]"
 expect 0 'validation: 1 graph: 0 unalign: 0$' all_reduce_perf -t 1 -b 8 -e 8 -n 1
+
+# -I / -K: nccl-tests' per-iteration columns (i_min i_max i_p99 i_cv%, max
+# over ranks), its header lines and its JSON objects; bad values turned off
+# with its messages.
+rm -f "$dir/i.json"
+per_iter_line='^# Per-Iteration Report: host clock timing; i_\* uses max over process rows'
+expect 0 "$per_iter_line; summary skips first 2 iterations \$" \
+  all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 5 -I 1 -K 2 -S 1 -J "$dir/i.json"
+# shellcheck disable=SC2016  # the format is printf's
+placement='  %7s  %6s  %6s  %6s  %7s  %7s  %7s  %7s'
+want=$(printf "# %10s  %12s  %8s  %6s  %6s$placement$placement %*s" \
+  size count type redop root time algbw busbw '#wrong' i_min i_max i_p99 'i_cv%' \
+  time algbw busbw '#wrong' i_min i_max i_p99 'i_cv%' 19 timestamp)
+grep -qxF -- "$want" "$dir/out" || { echo "FAILED: -I column header, want '$want'"; grep size "$dir/out"; fail=1; }
+[[ $(awk '/^ +[0-9]/ && NF == 23 {n++} END {print n}' "$dir/out") == 2 ]] ||
+  { echo "FAILED: -I -S rows need 5 + 2 x 8 columns and a timestamp"; grep '^ ' "$dir/out"; fail=1; }
+got=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["config"]
+print(c["per_iter_timing"], c["per_iter_skip"], *[(p, r[p]["skipped_iterations"], len(r[p]["times_us"]),
+      r[p]["min_us"] <= r[p]["p50_us"] <= r[p]["max_us"])
+      for r in d["results"] for p in ("out_of_place_per_iter", "in_place_per_iter")])' \
+  "$dir/i.json")
+want="True 2 ('out_of_place_per_iter', 2, 5, True) ('in_place_per_iter', 2, 5, True)"
+want="$want ${want#True 2 }"
+same "-I JSON" "$got" "$want"
+expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 96 -e 96 -n 4 -I 1 -z 3 -m 2
+[[ $(awk '/^ +[0-9]/ && NF == 21 {n++} END {print n}' "$dir/out") == 1 ]] || { echo "FAILED: -I -z 3 row"; fail=1; }
+expect 0 '^all_reduce_perf: per-iteration timing \(-I\) only supports 0=off or 1=on\. Disabling\.$' \
+  all_reduce_perf -t 1 -b 8 -e 8 -n 1 -I 2
+lacks 'Per-Iteration'
+expect 0 '^all_reduce_perf: per-iteration skip \(-K\) must be between 0 and 4\. Disabling\.$' \
+  all_reduce_perf -t 1 -b 8 -e 8 -n 5 -I 1 -K 5
+expect 0 '^all_reduce_perf: per-iteration skip \(-K\) requires per-iteration timing \(-I 1\)\. Disabling\.$' \
+  all_reduce_perf -t 1 -b 8 -e 8 -n 5 -K 1
+expect 0 '^all_reduce_perf: per-iteration timing \(-I\) is incompatible with CUDA graph mode \(-G\)\. Disabling\.$' \
+  all_reduce_perf -t 1 -b 8 -e 8 -n 5 -I 1 -G 1
+expect 0 '^# Out of bounds values : 0 OK' \
+  all_reduce_perf -t 1 -b 8 -e 8 -n 5 --per_iter_timing 1 --per_iter_skip 1 --unalign 1
 
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
-with="BRAID_PERF_TEST_HANG=30 LD_PRELOAD=$shim $asan" expect 4 ': Test timeout \(1s\)$' all_reduce_perf -t 2 -b 8 -e 8 -T 1
+with="BRAID_PERF_TEST_HANG=30 LD_PRELOAD=$shim $asan" \
+  expect 4 ': Test timeout \(1s\)$' all_reduce_perf -t 2 -b 8 -e 8 -T 1
 exit $fail

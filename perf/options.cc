@@ -118,6 +118,8 @@ const char* usage() {
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
          "\t[-R,--local_register <0/1/2> enable local (1) or symmetric (2) buffer registration] \n"
          "\t[-u,--unalign <index of first element> Misalign source and destination buffers (default: 0)] \n"
+         "\t[-I,--per_iter_timing <0/1> per-iteration timing (i_min i_max i_p99 i_cv% columns; default: 0)] \n"
+         "\t[-K,--per_iter_skip <count> exclude leading samples from -I summary stats (default: 0)] \n"
          "\t[--straggler <rank>:<delay us>] delay that rank before each call; time from its arrival\n"
          "\t[-h,--help]\n";
 }
@@ -154,6 +156,8 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       {"device_cta_count", required_argument, nullptr, 'V'},
       {"memory", required_argument, nullptr, 'M'},
       {"unalign", required_argument, nullptr, 'u'},
+      {"per_iter_timing", required_argument, nullptr, 'I'},
+      {"per_iter_skip", required_argument, nullptr, 'K'},
       {"help", no_argument, nullptr, 'h'},
       {"straggler", required_argument, nullptr, kStragglerOption},
       {"small_iters", required_argument, nullptr, kSmallItersOption},
@@ -164,7 +168,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   *help = false;
   int c, scratch = 0;
   std::vector<std::string>* warn = &o->warnings;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:", long_opts,
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:", long_opts,
                           nullptr)) != -1) {
     bool ok = true;
     switch (c) {
@@ -200,6 +204,8 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
         ok = parse_count(c, optarg, &o->local_register, warn) && o->local_register >= 0 && o->local_register <= 2;
         break;
       case 'u': ok = parse_count(c, optarg, &o->unalign, warn) && o->unalign >= 0; break;
+      case 'I': ok = parse_count(c, optarg, &o->per_iter, warn); break;
+      case 'K': ok = parse_count(c, optarg, &o->per_iter_skip, warn); break;
       case 'x': case 'V': case 'M':
         ok = parse_count(c, optarg, &scratch, warn);
         o->notes.push_back(fmt::format("-{} {}: GPU-only option, ignored", char(c), optarg));
@@ -246,10 +252,30 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
                                    o->graph));
     o->graph = 0;
   }
-  // What nccl-tests' main() turns off with a message rather than refuses.
+  // What nccl-tests' main() turns off with a message rather than refuses (its order).
+  if (o->per_iter != 0 && o->per_iter != 1) {
+    warn->push_back("per-iteration timing (-I) only supports 0=off or 1=on. Disabling.");
+    o->per_iter = 0;
+  }
+  if (o->per_iter && o->graph >= 1) {
+    warn->push_back("per-iteration timing (-I) is incompatible with CUDA graph mode (-G). Disabling.");
+    o->per_iter = 0;
+  }
   if (o->blocking == 3 && o->graph >= 1) {
     warn->push_back("blocking mode (-z 3) is incompatible with CUDA graph mode (-G). Disabling.");
     o->blocking = 0;
+  }
+  if (o->per_iter_skip < 0 || o->per_iter_skip >= o->iters) {
+    warn->push_back(fmt::format("per-iteration skip (-K) must be between 0 and {}. Disabling.", o->iters - 1));
+    o->per_iter_skip = 0;
+  }
+  if (o->per_iter_skip && !o->per_iter) {
+    warn->push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
+    o->per_iter_skip = 0;
+  }
+  if (o->per_iter && o->straggler_rank >= 0) {
+    *error = "-I with --straggler: the straggler's rows time each iteration their own way; use one or the other";
+    return false;
   }
   if (o->graph > 0 && o->blocking) {
     *error = fmt::format("-G {} with -z: a stream being captured into a CUDA graph cannot be waited for after each "

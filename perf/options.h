@@ -39,6 +39,8 @@ struct Options {
   int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
   int blocking = 0;                 // -z (1 wait + barrier per call, 2 wait per call, 3 wait + barrier per -n iter)
   int unalign = 0;                  // -u (buffers start this many elements past their alignment)
+  int per_iter = 0;                 // -I (per-iteration times: i_min i_max i_p99 i_cv% columns)
+  int per_iter_skip = 0;            // -K (leading iterations left out of the -I summary)
   int parallel_init = 0;            // -p
   int stream_null = 0;              // -y (device buffers: the calls on the legacy default stream)
   int graph = 0;                    // -G (graph launches; device buffers only, else plain launches)

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
 
+#include "perf/device.h"
+#include "perf/iter_times.h"
 #include "perf/values.h"
 
 namespace perf {
@@ -67,6 +70,12 @@ std::string Report::run_header(int nccl_version) const {
   if (o.blocking == 2) s += "# Blocking Enabled: wait after each inner iteration (-m), no barrier \n";
   if (o.blocking == 3)
     s += "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes barrier \n";
+  if (o.per_iter) {
+    s += fmt::format("# Per-Iteration Report: {} timing; i_* uses max over process rows",
+                     device_buffers() ? "CUDA event" : "host clock");
+    if (o.per_iter_skip) s += fmt::format("; summary skips first {} iterations", o.per_iter_skip);
+    s += " \n";
+  }
   if (o.parallel_init) s += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
   for (const std::string& note : o.notes) s += "# " + note + "\n";
   s += "#\n# Using devices\n";
@@ -98,6 +107,20 @@ std::string Report::table_header() const {
   const char* ts_fmt = opt_.timestamps ? "%Y-%m-%d %H:%M:%S" : "";
   const int ts_pad = opt_.timestamps ? 19 : 0;
   std::string s = "#\n";
+  if (opt_.per_iter) {
+    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}              out-of-place (+ per-iteration)         "
+                     "                       in-place (+ per-iteration)\n",
+                     "", "", "", "", "");
+    const char* columns = "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>7}  {:>7}  "
+                          "{:>7}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>7}  {:>7}  {:>7} {:>{}}\n";
+    s += fmt::format(fmt::runtime(columns), "size", "count", "type", "redop", "root", time, "algbw", "busbw",
+                     "#wrong", "i_min", "i_max", "i_p99", "i_cv%", time, "algbw", "busbw", "#wrong", "i_min", "i_max",
+                     "i_p99", "i_cv%", ts_label, ts_pad);
+    s += fmt::format(fmt::runtime(columns), "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
+                     "(us)", "(us)", "(%)", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)", ts_fmt,
+                     ts_pad);
+    return s;
+  }
   s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place    "
                    "      \n",
                    "", "", "", "", "");
@@ -108,6 +131,30 @@ std::string Report::table_header() const {
   s += fmt::format(fmt::runtime(columns), "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)",
                    "(GB/s)", "(GB/s)", "", ts_fmt, ts_pad);
   return s;
+}
+
+void Report::per_iter(const Placement& r, bool out_of_place, std::string* line, std::string* json) const {
+  if (r.iter_times.empty()) return;  // not process 0's first thread: prints nothing
+  const int skip = std::min<int>(opt_.per_iter_skip, int(r.iter_times.size()) - 1);
+  const IterStats st = iter_stats(std::vector<double>(r.iter_times.begin() + skip, r.iter_times.end()));
+  const double cv = st.avg > 0 ? st.stdev / st.avg * 100.0 : 0.0;
+  *line += fmt::format("  {}  {}  {}  {}", float_str(st.min * 1e6, 7), float_str(st.max * 1e6, 7),
+                       float_str(st.p99 * 1e6, 7), float_str(cv, 7));
+  const auto us_list = [](const std::vector<double>& v) {
+    std::string l;
+    for (double x : v) l += fmt::format("{}{}", l.empty() ? "" : ", ", x * 1e6);
+    return "[" + l + "]";
+  };
+  *json += fmt::format(R"(, "{}_per_iter": {{"skipped_iterations": {}, "min_us": {}, "max_us": {}, "avg_us": {}, )"
+                       R"("p50_us": {}, "p95_us": {}, "p99_us": {}, "stdev_us": {}, "cv_pct": {}, "times_us": {})",
+                       out_of_place ? "out_of_place" : "in_place", skip, st.min * 1e6, st.max * 1e6, st.avg * 1e6,
+                       st.p50 * 1e6, st.p95 * 1e6, st.p99 * 1e6, st.stdev * 1e6, cv, us_list(r.iter_times));
+  if (!r.process_times.empty()) {
+    std::string rows;
+    for (const std::vector<double>& p : r.process_times) rows += (rows.empty() ? "" : ", ") + us_list(p);
+    *json += fmt::format(R"(, "per_process_max_times_us": [{}])", rows);
+  }
+  *json += "}";
 }
 
 std::string Report::row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
@@ -124,6 +171,7 @@ std::string Report::row(ncclDataType_t type, ncclRedOp_t op, int root, const Cou
     json += fmt::format(R"(, "{}": {{"{}": {}, "alg_bw": {}, "bus_bw": {}, "nwrong": {}}})",
                         p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time", r.time_us,
                         r.algbw, r.busbw, r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
+    if (opt_.per_iter) per_iter(r, p == 0, &line, &json);
     bw_sum_ += r.busbw;
     ++bw_count_;
   }
@@ -159,10 +207,12 @@ void Report::write_json(int errors) const {
                               args_, version);
   s += fmt::format(R"("config": {{"nthreads": {}, "ngpus": {}, "minimum_bytes": {}, "maximum_bytes": {}, "{}": {}, )"
                    R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
-                   R"("graph": {}, "blocking_collectives": {}, "parallel_init": {}}}, )",
+                   R"("graph": {}, "blocking_collectives": {}, "per_iter_timing": {}, "per_iter_skip": {}, )"
+                   R"("parallel_init": {}}}, )",
                    o.threads, o.gpus, o.min_bytes, o.max_bytes, o.step_factor > 1 ? "step_factor" : "step_bytes",
                    o.step_factor > 1 ? o.step_factor : o.step_bytes, o.warmup, o.iters, o.agg, o.check, o.graph,
-                   o.blocking ? "true" : "false", o.parallel_init ? "true" : "false");
+                   o.blocking ? "true" : "false", o.per_iter ? "true" : "false", o.per_iter_skip,
+                   o.parallel_init ? "true" : "false");
   s += fmt::format(R"("devices": [{}], "results": [)", devices_);
   for (size_t i = 0; i < rows_.size(); ++i) s += (i ? ", " : "") + rows_[i];
   s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");

@@ -22,6 +22,10 @@ std::string float_str(double value, int width);
 struct Placement {
   double time_us = 0, algbw = 0, busbw = 0;
   long wrong = 0;  // -1: not checked (N/A)
+  // -I (process 0's first thread only): each iteration's seconds per call,
+  // the max over ranks, and with several processes each process's max.
+  std::vector<double> iter_times;
+  std::vector<std::vector<double>> process_times;
 };
 
 // Written by process 0's first thread; the others' copies stay unused.
@@ -43,6 +47,8 @@ class Report {
 
  private:
   double avg_busbw() const { return bw_count_ ? bw_sum_ / double(bw_count_) : 0.0; }
+  // -I's columns and JSON object for one placement.
+  void per_iter(const Placement& r, bool out_of_place, std::string* line, std::string* json) const;
 
   const Options& opt_;
   const Benchmark& bench_;
