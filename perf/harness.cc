@@ -161,9 +161,12 @@ class Runner {
     if (watchdog.joinable()) watchdog.join();
 
     const int errors = int(world_.sum(double(errors_.load())));
-    print(report_.footer(errors));
-    if (main_printer()) report_.write_json(errors);
-    return errors ? kExitWrongData : 0;
+    // As nccl-tests: a run below 90% of NCCL_TESTS_MIN_BW (GB/s, average bus bandwidth) fails like wrong data.
+    const char* min_bw_text = std::getenv("NCCL_TESTS_MIN_BW");
+    const double min_bw = min_bw_text ? std::atof(min_bw_text) : -1;
+    print(report_.footer(errors, min_bw));
+    if (main_printer()) report_.write_json(errors, min_bw);
+    return errors || !report_.bandwidth_ok(min_bw) ? kExitWrongData : 0;
   }
 
  private:

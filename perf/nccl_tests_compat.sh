@@ -181,6 +181,18 @@ expect 0 '^all_reduce_perf: per-iteration timing \(-I\) is incompatible with CUD
 expect 0 '^# Out of bounds values : 0 OK' \
   all_reduce_perf -t 1 -b 8 -e 8 -n 5 --per_iter_timing 1 --per_iter_skip 1 --unalign 1
 
+# NCCL_TESTS_MIN_BW (GB/s): the average bus bandwidth line says OK or FAILED
+# (below 90% of it), which fails the run as wrong data does.
+rm -f "$dir/bw.json"
+with="NCCL_TESTS_MIN_BW=1e9" expect 7 '^# Avg bus bandwidth    : [0-9.e+-]+ FAILED$' \
+  all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1 -J "$dir/bw.json"
+grep -q '^# Out of bounds values : 0 OK$' "$dir/out" || { echo "FAILED: MIN_BW run had wrong data"; fail=1; }
+okay=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["average_bus_bandwidth"]["okay"])' "$dir/bw.json")
+same "MIN_BW JSON" "$okay" False
+with="NCCL_TESTS_MIN_BW=0" expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ OK$' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
+expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ $' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1

@@ -181,14 +181,15 @@ std::string Report::row(ncclDataType_t type, ncclRedOp_t op, int root, const Cou
   return line + "\n";
 }
 
-std::string Report::footer(int errors) const {
+std::string Report::footer(int errors, double min_bw) const {
   std::string s = fmt::format("# {:<20} : {} {}\n", "Out of bounds values", errors, errors ? "FAILED" : "OK");
-  s += fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_busbw());
+  s += fmt::format("# {:<20} : {:g} {}\n", "Avg bus bandwidth", avg_busbw(),
+                   min_bw == -1 ? "" : bandwidth_ok(min_bw) ? "OK" : "FAILED");
   s += fmt::format("#\n# Collective test concluded: {}\n#\n", tool_);
   return s;
 }
 
-void Report::write_json(int errors) const {
+void Report::write_json(int errors, double min_bw) const {
   if (opt_.json_file.empty()) return;
   std::string path = opt_.json_file;
   FILE* f = std::fopen(path.c_str(), "wx");
@@ -216,8 +217,8 @@ void Report::write_json(int errors) const {
   s += fmt::format(R"("devices": [{}], "results": [)", devices_);
   for (size_t i = 0; i < rows_.size(); ++i) s += (i ? ", " : "") + rows_[i];
   s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");
-  s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": "unchecked"}}, "errors": [], )",
-                   avg_busbw());
+  s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": {}}}, "errors": [], )", avg_busbw(),
+                   min_bw == -1 ? "\"unchecked\"" : bandwidth_ok(min_bw) ? "true" : "false");
   s += fmt::format(R"("end_time": "{}"}})", now_string());
   s += "\n";
   std::fputs(s.c_str(), f);

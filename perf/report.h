@@ -42,8 +42,11 @@ class Report {
   // A row's line (with its newline); the row is kept for the JSON file and the average.
   std::string row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
                   const Placement res[2]);
-  std::string footer(int errors) const;
-  void write_json(int errors) const;
+  // min_bw: NCCL_TESTS_MIN_BW (-1: none), as nccl-tests: the average bus
+  // bandwidth is OK when at least 90% of it.
+  std::string footer(int errors, double min_bw) const;
+  void write_json(int errors, double min_bw) const;
+  bool bandwidth_ok(double min_bw) const { return !(avg_busbw() < min_bw * 0.9); }
 
  private:
   double avg_busbw() const { return bw_count_ ? bw_sum_ / double(bw_count_) : 0.0; }
