@@ -103,7 +103,8 @@ class Runner {
   Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool, Report& report)
       : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), report_(report),
         threads_(o.threads),
-        nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)), iter_slots_(size_t(o.threads)),
+        nranks_(w.group_procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
+        iter_slots_(size_t(o.threads)),
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
         send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
         dev_send_(size_t(o.threads), nullptr), dev_recv_(size_t(o.threads), nullptr),
@@ -170,7 +171,8 @@ class Runner {
   }
 
  private:
-  int rank_of(int thread) const { return world_.proc() * threads_ + thread; }
+  // The rank in this process's communicator (its colour's group, NCCL_TESTS_SPLIT_MASK).
+  int rank_of(int thread) const { return world_.group_proc() * threads_ + thread; }
   // -e, and room for -u elements of the largest type (nccl-tests pads the same).
   size_t buffer_bytes() const { return opt_.max_bytes + 8 * size_t(opt_.unalign); }
 
@@ -562,7 +564,8 @@ class Runner {
         case 2: result_ = world_.min(mn); break;
         case 3: result_ = world_.max(mx); break;
         case 4: result_ = world_.sum(sum); break;
-        default: result_ = world_.sum(sum) / double(nranks_); break;
+        // The mean over every rank of every group, as nccl-tests' Allreduce.
+        default: result_ = world_.sum(sum) / double(world_.procs() * threads_); break;
       }
     }
     barrier_.arrive_and_wait();
@@ -645,7 +648,14 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
                                     "plain launches", opt.graph));
     opt.graph = 0;
   }
-  const int nranks = world->procs() * opt.threads;
+  int color = 0;
+  std::string split_error, split_warning;
+  if (!split_color(world->proc(), &color, &split_error, &split_warning) || !world->split(color, &split_error)) {
+    if (world->proc() == 0) fmt::print(stderr, "{}: {}\n", tool, split_error);
+    return world->finish(2);
+  }
+  if (!split_warning.empty() && world->proc() == 0) fmt::print(stderr, "{}: warning: {}\n", tool, split_warning);
+  const int nranks = world->group_procs() * opt.threads;
   expand_roots(&opt, bench, nranks);
   for (int root : opt.roots)
     if (bench.rooted && root >= nranks) {
@@ -661,7 +671,7 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   std::string lines;
   const std::string host = hostname();
   for (int t = 0; t < opt.threads; ++t)
-    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, 0,
+    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, color,
                          getpid(), host,
                          device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
   const std::string all_lines = world->gather_text(lines);

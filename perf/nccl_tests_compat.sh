@@ -193,6 +193,24 @@ same "MIN_BW JSON" "$okay" False
 with="NCCL_TESTS_MIN_BW=0" expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ OK$' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
 expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ $' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
 
+# NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT colour processes, not threads: one
+# process is one group (perf_split_mpirun splits processes).
+with="NCCL_TESTS_SPLIT_MASK=1" expect 0 '^#  Rank  1 Group  0 ' all_gather_perf -t 2 -b 1K -e 1K -n 1 -w 0
+rows "1024 128 float none -1"
+with="NCCL_TESTS_SPLIT=XOR1" expect 0 '^all_gather_perf: warning: NCCL_TESTS_SPLIT=XOR1: no AND, OR, MOD or DIV' \
+  all_gather_perf -t 2 -b 1K -e 1K -n 1 -w 0
+# Processes a launcher started (BRAID_PERF_RANK/NRANKS) share one NCCL_COMM_ID: a split is refused.
+port=$((20000 + RANDOM % 30000)) pids=()
+for r in 0 1; do
+  NCCL_TESTS_SPLIT_MASK=1 NCCL_COMM_ID=127.0.0.1:$port BRAID_PERF_RANK=$r BRAID_PERF_NRANKS=2 \
+    timeout 120 "$bin/all_reduce_perf" -b 8 -e 8 >"$dir/launched$r" 2>&1 &
+  pids+=($!)
+done
+wait "${pids[0]}"; rc0=$?
+wait "${pids[1]}"; rc1=$?
+same "launcher world with a split: exits" "$rc0 $rc1" "2 2"
+grep -q 'only an MPI launch (mpirun) can split' "$dir/launched0" || { echo "FAILED: launcher split: message"; fail=1; }
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
