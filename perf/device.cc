@@ -84,6 +84,12 @@ void stream_destroy(cudaStream_t s) {
 void stream_sync(cudaStream_t s) {
   if (device_buffers()) PERF_CUDA(cudaStreamSynchronize(s));  // NULL: the legacy default stream
 }
+size_t device_total_memory() {
+  if (!device_buffers()) return 0;
+  size_t free = 0, total = 0;
+  PERF_CUDA(cudaMemGetInfo(&free, &total));
+  return total;
+}
 const char* device_description() {
   static const std::string d = [] {
     if (!device_buffers()) return std::string("host memory");
@@ -152,6 +158,7 @@ void copy_from_buffer(void* host, const void* src, size_t bytes) { std::memcpy(h
 cudaStream_t stream_create(bool) { return nullptr; }
 void stream_destroy(cudaStream_t) {}
 void stream_sync(cudaStream_t) {}
+size_t device_total_memory() { return 0; }
 const char* device_description() { return "host memory"; }
 #endif
 

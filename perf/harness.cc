@@ -26,6 +26,7 @@
 
 #include "perf/device.h"
 #include "perf/iter_times.h"
+#include "perf/memory_cap.h"
 #include "perf/options.h"
 #include "perf/report.h"
 #include "perf/values.h"
@@ -679,6 +680,12 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
     std::fputs((report.run_header(version) + all_lines).c_str(), stdout);
     std::fflush(stdout);
     report.set_devices(all_lines);
+  }
+  // As nccl-tests, after the device lines: -e (and -b) trimmed to what the buffers fit in.
+  if (const size_t cap = memory_max_bytes(opt, *world); opt.max_bytes > cap) {
+    opt.max_bytes = cap;
+    opt.min_bytes = std::min(opt.min_bytes, cap);
+    if (world->proc() == 0) std::printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", cap);
   }
 
   if (!encrypt_if_asked()) return world->finish(2);

@@ -211,6 +211,22 @@ wait "${pids[1]}"; rc1=$?
 same "launcher world with a split: exits" "$rc0 $rc1" "2 2"
 grep -q 'only an MPI launch (mpirun) can split' "$dir/launched0" || { echo "FAILED: launcher split: message"; fail=1; }
 
+# -e larger than the memory the buffers may take is trimmed, as nccl-tests
+# ("# Reducing maxBytes"); here 512 MiB of host memory (half of it, a small
+# memory) for 2 ranks x 2 buffers: 64 MiB each, minus -u's padding.
+rm -f "$dir/cap.json"
+with="BRAID_PERF_HOST_MEMORY=512M" expect 0 '^# Reducing maxBytes to 67108864 due to memory limitation$' \
+  all_reduce_perf -t 2 -b 1K -e 1G -f 1024 -w 0 -n 1 -J "$dir/cap.json"
+rows "1024 256 float sum -1;1048576 262144 float sum -1"
+max=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"]["maximum_bytes"])' "$dir/cap.json")
+same "JSON config: -e as given" "$max" 1073741824
+with="BRAID_PERF_HOST_MEMORY=512M" expect 0 '^# Reducing maxBytes to 67108848 due to memory limitation$' \
+  all_gather_perf -t 2 -b 1G -e 1G -w 0 -n 1 -c 0 -u 2
+rows "67108832 8388604 float none -1"  # the 16-byte blocks of 67108848
+with="BRAID_PERF_HOST_MEMORY=512M" \
+  expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 8 -e 64M -f 64M -w 0 -n 1
+lacks 'Reducing maxBytes'
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1

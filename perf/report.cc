@@ -53,7 +53,8 @@ std::string float_str(double value, int width) {
 }
 
 Report::Report(const Options& o, const Benchmark& b, std::string tool)
-    : opt_(o), bench_(b), tool_(std::move(tool)), start_(now_string()) {}
+    : opt_(o), bench_(b), tool_(std::move(tool)), min_bytes_(o.min_bytes), max_bytes_(o.max_bytes),
+      start_(now_string()) {}
 
 std::string Report::run_header(int nccl_version) const {
   const Options& o = opt_;
@@ -210,7 +211,7 @@ void Report::write_json(int errors, double min_bw) const {
                    R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
                    R"("graph": {}, "blocking_collectives": {}, "per_iter_timing": {}, "per_iter_skip": {}, )"
                    R"("parallel_init": {}}}, )",
-                   o.threads, o.gpus, o.min_bytes, o.max_bytes, o.step_factor > 1 ? "step_factor" : "step_bytes",
+                   o.threads, o.gpus, min_bytes_, max_bytes_, o.step_factor > 1 ? "step_factor" : "step_bytes",
                    o.step_factor > 1 ? o.step_factor : o.step_bytes, o.warmup, o.iters, o.agg, o.check, o.graph,
                    o.blocking ? "true" : "false", o.per_iter ? "true" : "false", o.per_iter_skip,
                    o.parallel_init ? "true" : "false");

@@ -56,6 +56,7 @@ class Report {
   const Options& opt_;
   const Benchmark& bench_;
   const std::string tool_;
+  const size_t min_bytes_, max_bytes_;  // -b and -e as given (the JSON config's, as nccl-tests')
   std::string start_, args_, devices_;
   std::vector<std::string> rows_;  // JSON objects
   double bw_sum_ = 0;
