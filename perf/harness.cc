@@ -380,7 +380,7 @@ class Runner {
     start_call(thread, call);  // untimed: connections, first touch
     wait(call);
     sync(thread);
-    if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
+    if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, in_place, rep);
     const int iters = opt_.iters_for(row_bytes);
     double coll_only = 0;  // -z 3: the iterations' own time, without the barriers between them
     IterClock clock(opt_.per_iter ? iters : 0, opt_.blocking == 3, call.stream);
@@ -426,9 +426,10 @@ class Runner {
     Placement out;
     const double sec = combine(thread, seconds, opt_.average);
     fill_rates(sec, row_bytes, &out);
+    if (bench_.row_note && thread == 0) print(bench_.row_note(nranks_, es, c.param, sec));
     if (opt_.cputime) out.time_us = launched * 1e6;
     sync(thread);
-    check_results(thread, call, c, type, data_op, root, rep, &out);
+    check_results(thread, call, c, type, data_op, root, in_place, rep, &out);
     if (opt_.per_iter) gather_iter_times(thread, clock.seconds(opt_.agg), &out);
     return out;
   }
@@ -454,7 +455,7 @@ class Runner {
   // return; the row reports the median over iterations.  The steady clock is system-wide, so this holds for ranks as
   // threads and as processes on one host (not across hosts).
   Placement straggler_time(int thread, const Call& call, size_t row_bytes, const Counts& c, ncclDataType_t type,
-                           int data_op, int root, uint64_t rep) {
+                           int data_op, int root, bool in_place, uint64_t rep) {
     std::vector<double> times;
     for (int i = 0; i < opt_.iters_for(row_bytes); ++i) {
       sync(thread);
@@ -470,15 +471,20 @@ class Runner {
     Placement out;
     fill_rates(times[times.size() / 2], row_bytes, &out);
     sync(thread);
-    check_results(thread, call, c, type, data_op, root, rep, &out);
+    check_results(thread, call, c, type, data_op, root, in_place, rep, &out);
     return out;
   }
 
   void check_results(int thread, const Call& call, const Counts& c, ncclDataType_t type, int data_op, int root,
-                     uint64_t rep, Placement* result) {
+                     bool in_place, uint64_t rep, Placement* result) {
     const int rank = rank_of(thread);
     const size_t es = type_size(type);
     Placement& out = *result;
+    // As nccl-tests: such an in-place call runs (and is timed), unchecked (N/A).
+    if (in_place && !bench_.checks_in_place) {
+      out.wrong = -1;
+      return;
+    }
 
     for (int k = 0; k < opt_.check; ++k) {
       const Data data(type, data_op, nranks_, rep * 1000003 + uint64_t(k));
@@ -657,6 +663,10 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   }
   if (!split_warning.empty() && world->proc() == 0) fmt::print(stderr, "{}: warning: {}\n", tool, split_warning);
   const int nranks = world->group_procs() * opt.threads;
+  if (std::string invalid; bench.validate && !bench.validate(opt.min_bytes, opt.max_bytes, nranks, &invalid)) {
+    if (world->proc() == 0) fmt::print(stderr, "{}: {}\n", tool, invalid);
+    return world->finish(2);
+  }
   expand_roots(&opt, bench, nranks);
   for (int root : opt.roots)
     if (bench.rooted && root >= nranks) {

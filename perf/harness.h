@@ -51,6 +51,12 @@ struct Benchmark {
   // A redop column and -o loop without a reduction (nccl-tests' sendrecv
   // prints the op and runs every -o op, moving the same bytes).
   bool names_ops = false;
+  // False where nccl-tests leaves the in-place result unchecked (N/A).
+  bool checks_in_place = true;
+  // Optional: refuses the run (false, with `error`) once the rank count is known.
+  bool (*validate)(size_t min_bytes, size_t max_bytes, int nranks, std::string* error) = nullptr;
+  // Optional: lines printed before a row, per placement, given its time.
+  std::string (*row_note)(int nranks, size_t elt_size, size_t param_count, double seconds) = nullptr;
 };
 
 // Runs the tool: parses argv like nccl-tests, prints the table, returns the

@@ -227,6 +227,31 @@ with="BRAID_PERF_HOST_MEMORY=512M" \
   expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 8 -e 64M -f 64M -w 0 -n 1
 lacks 'Reducing maxBytes'
 
+# alltoallv_perf is nccl-tests' (braid's A/B measurement is --ab): its
+# distance-weighted sizes (the size column the largest rank's total, the
+# count the per-peer block), NCCL_TESTS_ALLTOALLV_* variables, and in-place
+# results left unchecked (N/A) as there.
+expect 0 '^# Out of bounds values : 0 OK' alltoallv_perf -t 3 -b 1M -e 1M -n 1 -w 0
+rows "1048560 87380 float none -1"
+same "alltoallv in place" "$(awk '/^ +[0-9]/ {print $13}' "$dir/out")" "N/A"
+expect 0 '^# Out of bounds values : 0 OK' alltoallv_perf -t 4 -b 8 -e 64K -f 8 -n 1 -d all
+# spread 0.3 on 4 ranks: 0.7 x 1024 / 4 + 0.3 x d x 1024 / 6 bytes to distance d, in 16s: 176 + 224 + 272 + 320.
+with="NCCL_TESTS_ALLTOALLV_SPREAD=0.3" expect 0 '^# Out of bounds values : 0 OK' alltoallv_perf -t 4 -b 1K -e 1K -n 1
+rows "992 64 float none -1"
+printf '100  200  150\n50   100  75\n300  150  200\n' >"$dir/matrix"
+m="NCCL_TESTS_ALLTOALLV_MATRIX_FILE=$dir/matrix"
+with="$m" expect 0 '^# Out of bounds values : 0 OK' alltoallv_perf -t 3 -b 1K -e 1K -n 1 -w 0
+rows "624 0 float none -1"
+with="$m NCCL_TESTS_ALLTOALLV_MATRIX_SCALE=2 NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY=1" \
+  expect 0 '^#   rank=2 send_bytes=1280 recv_bytes=832 alg_bw=' alltoallv_perf -t 3 -b 2K -e 2K -n 1 -w 0 -d int8
+grep -q '^# NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY: mode=matrix nranks=3 matrix_dim=3 scale=2.000 time_usec=' "$dir/out" ||
+  { echo "FAILED: alltoallv summary line"; fail=1; }
+rows "1280 0 int8 none -1"
+with="$m" expect 2 'maxBytes \(-e\) must be at least 624 bytes' alltoallv_perf -t 3 -b 512 -e 512
+with="$m" expect 2 '^alltoallv_perf: -b and -e options must be set to the same value' alltoallv_perf -t 3 -b 8 -e 1K
+with="$m" expect 2 'requested nranks \(4\) is larger than matrix size \(3\)' alltoallv_perf -t 4 -b 1K -e 1K
+expect 0 '^  +[0-9]' alltoallv_perf --ab -t 2 -b 64 -e 64 -n 1 -w 0 --rounds 1
+
 # -T counts only calls in flight: laying out and checking 64 MiB of bfloat16
 # takes seconds between calls (a timeout here before), a call that hangs does not.
 expect 0 '^# Out of bounds values : 0 OK' all_reduce_perf -t 2 -b 64M -e 64M -n 1 -w 0 -d bfloat16 -T 1
