@@ -17,7 +17,8 @@ extern "C" ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count
                                       ncclComm_t comm, cudaStream_t stream) {
   using Real = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
   static const Real real = reinterpret_cast<Real>(dlsym(RTLD_NEXT, "ncclAllReduce"));
-  if (std::getenv("BRAID_PERF_TEST_LOG")) std::fprintf(stderr, "ncclAllReduce send=%p recv=%p count=%zu\n", send, recv, count);
+  if (std::getenv("BRAID_PERF_TEST_LOG"))
+    std::fprintf(stderr, "ncclAllReduce send=%p recv=%p count=%zu\n", send, recv, count);
   if (const char* hang = std::getenv("BRAID_PERF_TEST_HANG")) sleep(unsigned(std::atoi(hang)));
   const ncclResult_t r = real(send, recv, count, type, op, comm, stream);
   if (r == ncclSuccess && count > 0 && std::getenv("BRAID_PERF_TEST_CORRUPT")) *static_cast<unsigned char*>(recv) ^= 1;
