@@ -1,4 +1,7 @@
-// alltoallv_perf: braid's AlltoAllv whose counts live in memory
+// alltoallv_perf is nccl-tests' alltoallv_perf (alltoallv_nccl.cc: its
+// flags, table and NCCL_TESTS_ALLTOALLV_* variables).  With --ab it is
+// braid's A/B measurement instead (this file):
+// alltoallv_perf --ab: braid's AlltoAllv whose counts live in memory
 // (braid/alltoallv.h) against the PyTorch path for all_to_all_single with
 // uneven splits, moving the same elements, in one run, interleaved:
 //   braid      braidAlltoAllv(send, sendCounts, recv, recvCounts)
@@ -9,11 +12,12 @@
 // (--hosts H, BRAID_HOSTID; default 1: one host).  Per size S (bytes a rank
 // may send one peer, -b/-e/-f), each call's counts are drawn again: every
 // (sender, receiver) pair sends a uniform 0..S bytes (float32 elements).
-// -r rounds of -n calls alternate between the two paths (after -w warm-up
+// --rounds (or -r) rounds of -n calls alternate between the two paths (after -w warm-up
 // calls of each); a round's time is the slowest rank's mean.  The table
 // gives the median round of each, GB/s of the elements a rank sends other
 // ranks, and braid/baseline.  Every received element and count is checked.
-//   alltoallv_perf [-t ranks] [--hosts H] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-r rounds]
+//   alltoallv_perf --ab [-t ranks] [--hosts H] [-b min] [-e max] [-f factor] [-n iters] [-w warmup]
+//                  [--rounds rounds]
 #include <getopt.h>
 
 #include <algorithm>
@@ -40,11 +44,13 @@ struct Options {
 };
 
 const char* kUsage =
-    "usage: alltoallv_perf [-t ranks] [--hosts H] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
-    "[-r rounds]\n";
+    "usage: alltoallv_perf --ab [-t ranks] [--hosts H] [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
+    "[--rounds rounds]\n"
+    "       alltoallv_perf <nccl-tests flags> (nccl-tests' alltoallv_perf)\n";
 
 bool parse(int argc, char** argv, Options* o) {
-  static const option longs[] = {{"hosts", required_argument, nullptr, 'H'}, {nullptr, 0, nullptr, 0}};
+  static const option longs[] = {
+      {"hosts", required_argument, nullptr, 'H'}, {"rounds", required_argument, nullptr, 'r'}, {nullptr, 0, nullptr, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "t:b:e:f:n:w:r:", longs, nullptr)) != -1) {
     switch (c) {
@@ -164,9 +170,7 @@ int rank_main(const Options& o, const ncclUniqueId& id, int rank, Shared* out) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int ab_main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, &o)) {
     std::fputs(kUsage, stderr);
@@ -188,4 +192,23 @@ int main(int argc, char** argv) {
                 row.braid_us / row.base_us, (long long)row.wrong);
   });
   return rc || wrong ? 1 : 0;
+}
+
+}  // namespace
+
+namespace perf {
+int alltoallv_nccl_tests_main(int argc, char** argv);
+}
+
+int main(int argc, char** argv) {
+  // --ab (anywhere): braid's A/B measurement; otherwise nccl-tests' tool.
+  std::vector<char*> rest;
+  bool ab = false;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--ab") == 0) ab = true;
+    else rest.push_back(argv[i]);
+  }
+  if (!ab) return perf::alltoallv_nccl_tests_main(argc, argv);
+  rest.push_back(nullptr);
+  return ab_main(int(rest.size()) - 1, rest.data());
 }

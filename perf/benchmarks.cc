@@ -10,17 +10,21 @@ double one(int) { return 1; }
 double all_reduce_factor(int n) { return 2.0 * (n - 1) / n; }
 double spread_factor(int n) { return double(n - 1) / n; }
 
-Counts same(size_t count, int) { return {count, count, count, 0, 0}; }
-Counts gathered(size_t count, int n) {
-  const size_t per = count / size_t(n);
+Counts same(size_t count, size_t, int) { return {count, count, count, 0, 0}; }
+// A rank's block, as nccl-tests' getCollByteCount: count / nranks rounded
+// down to a multiple of 16 bytes (so -b 1M on 3 ranks is 87380 floats a
+// rank, 1048560 bytes in all).
+size_t block(size_t count, size_t elt_size, int n) { return (count / size_t(n)) & ~(16 / elt_size - 1); }
+Counts gathered(size_t count, size_t elt_size, int n) {
+  const size_t per = block(count, elt_size, n);
   return {per, per * size_t(n), per, per, 0};
 }
-Counts scattered(size_t count, int n) {
-  const size_t per = count / size_t(n);
+Counts scattered(size_t count, size_t elt_size, int n) {
+  const size_t per = block(count, elt_size, n);
   return {per * size_t(n), per, per, 0, per};
 }
-Counts all_to_all(size_t count, int n) {
-  const size_t per = count / size_t(n);
+Counts all_to_all(size_t count, size_t elt_size, int n) {
+  const size_t per = block(count, elt_size, n);
   return {per * size_t(n), per * size_t(n), per, 0, 0};
 }
 
@@ -101,7 +105,7 @@ const Benchmark kReduceScatter{"ReduceScatter", true, false, spread_factor, scat
 const Benchmark kBroadcast{"Broadcast", false, true, one, same, run_broadcast, broadcast_expected};
 const Benchmark kReduce{"Reduce", true, true, one, same, run_reduce, reduce_expected};
 const Benchmark kAlltoAll{"AlltoAll", false, false, spread_factor, all_to_all, run_alltoall, alltoall_expected};
-const Benchmark kSendRecv{"SendRecv", false, false, one, same, run_sendrecv, sendrecv_expected};
+const Benchmark kSendRecv{"SendRecv", false, false, one, same, run_sendrecv, sendrecv_expected, /*names_ops=*/true};
 const Benchmark kGather{"Gather", false, true, spread_factor, gathered, run_gather, gather_expected};
 const Benchmark kScatter{"Scatter", false, true, spread_factor, scattered, run_scatter, scatter_expected};
 

@@ -16,7 +16,7 @@ namespace perf {
 namespace {
 void die(cudaError_t e, const char* what) {
   fmt::print(stderr, "perf: {} failed: {}\n", what, cudaGetErrorString(e));
-  std::exit(3);
+  std::exit(2);  // nccl-tests' testCudaError
 }
 #define PERF_CUDA(expr)                     \
   do {                                      \
@@ -84,6 +84,12 @@ void stream_destroy(cudaStream_t s) {
 void stream_sync(cudaStream_t s) {
   if (device_buffers()) PERF_CUDA(cudaStreamSynchronize(s));  // NULL: the legacy default stream
 }
+size_t device_total_memory() {
+  if (!device_buffers()) return 0;
+  size_t free = 0, total = 0;
+  PERF_CUDA(cudaMemGetInfo(&free, &total));
+  return total;
+}
 const char* device_description() {
   static const std::string d = [] {
     if (!device_buffers()) return std::string("host memory");
@@ -94,6 +100,20 @@ const char* device_description() {
     return fmt::format("cuda device {} ({})", dev, p.name);
   }();
   return d.c_str();
+}
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  PERF_CUDA(cudaEventCreate(&e));
+  return e;
+}
+void event_record(void* event, cudaStream_t s) { PERF_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event), s)); }
+double event_seconds(void* start, void* stop) {
+  float ms = 0;
+  PERF_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
+  return ms * 1e-3;
+}
+void event_destroy(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 void capture_begin(cudaStream_t s) { PERF_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal)); }
 CapturedGraph capture_end(cudaStream_t s) {
@@ -117,7 +137,15 @@ namespace {
   fmt::print(stderr, "perf: CUDA graphs (-G) need a build with CUDA and device buffers\n");
   std::exit(3);
 }
+[[noreturn]] void no_events() {
+  fmt::print(stderr, "perf: CUDA events need a build with CUDA and device buffers\n");
+  std::exit(2);
+}
 }  // namespace
+void* event_create() { no_events(); }
+void event_record(void*, cudaStream_t) { no_events(); }
+double event_seconds(void*, void*) { no_events(); }
+void event_destroy(void*) {}
 void capture_begin(cudaStream_t) { no_graphs(); }
 CapturedGraph capture_end(cudaStream_t) { no_graphs(); }
 void graph_launch(const CapturedGraph&, cudaStream_t) { no_graphs(); }
@@ -130,6 +158,7 @@ void copy_from_buffer(void* host, const void* src, size_t bytes) { std::memcpy(h
 cudaStream_t stream_create(bool) { return nullptr; }
 void stream_destroy(cudaStream_t) {}
 void stream_sync(cudaStream_t) {}
+size_t device_total_memory() { return 0; }
 const char* device_description() { return "host memory"; }
 #endif
 

@@ -23,7 +23,14 @@ void copy_from_buffer(void* host, const void* src, size_t bytes);
 cudaStream_t stream_create(bool null_stream);
 void stream_destroy(cudaStream_t s);
 void stream_sync(cudaStream_t s);  // exits the process on a CUDA error
+size_t device_total_memory();  // the current device's (0 without device buffers)
 const char* device_description();  // "host memory" or "cuda device 0 (NVIDIA H100 ...)"
+
+// -I's CUDA events (device buffers only; the host clock times host buffers).
+void* event_create();
+void event_record(void* event, cudaStream_t s);
+double event_seconds(void* start, void* stop);  // both completed
+void event_destroy(void* event);
 
 // -G, as nccl-tests: the timed calls are captured from `s` into a CUDA
 // graph (this thread's capture only, so ranks that are threads capture at

@@ -27,13 +27,13 @@ expect() {  # expect WANT_EXIT PATTERN ARGS...: exit status and a line of its ou
 if [[ $mode == cpu ]]; then
   export BRAID_BACKEND=host
   expect 0 '^# -G 3: CUDA graphs need device buffers' -t 2 -b 8 -e 1K -f 4 -n 2 -G 3
-  expect 0 'validation: 1 graph: 0$' -t 2 -b 8 -e 1K -f 4 -n 2 -G 3
+  expect 0 'validation: 1 graph: 0 unalign: 0$' -t 2 -b 8 -e 1K -f 4 -n 2 -G 3
   expect 2 '-G 2 with -z' -t 2 -b 8 -e 1K -G 2 -z 1
   expect 2 '-G 2 with --straggler' -t 2 -b 8 -e 1K -G 2 --straggler 1:100
   expect 2 '-G 2 with -y 1' -t 2 -b 8 -e 1K -G 2 -y 1
   expect 0 '^# -y 1: host buffers have no streams' -t 2 -b 8 -e 1K -f 4 -n 2 -y 1
 else
-  expect 0 'validation: 1 graph: 4$' -t 2 -b 8 -e 4M -f 8 -n 5 -G 4
+  expect 0 'validation: 1 graph: 4 unalign: 0$' -t 2 -b 8 -e 4M -f 8 -n 5 -G 4
   expect 0 '# Out of bounds values : 0 OK' -t 2 -b 8 -e 4M -f 8 -n 5 -G 4 -d all
   # -y 1: the calls on the NULL stream (one rank: thread ranks sharing a GPU
   # would serialise on it, waiting for each other; braid warns about that).

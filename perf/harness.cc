@@ -19,15 +19,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cerrno>
-#include <ctime>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "perf/device.h"
+#include "perf/iter_times.h"
+#include "perf/memory_cap.h"
 #include "perf/options.h"
+#include "perf/report.h"
 #include "perf/values.h"
 #include "perf/world.h"
 
@@ -35,6 +36,14 @@ namespace perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Exit codes, nccl-tests' testResult_t values, so that scripts tell failures
+// apart the same way (usage errors stay 2, before anything ran).
+constexpr int kExitNcclError = 3;  // testNcclError
+constexpr int kExitTimeout = 4;    // testTimeout
+constexpr int kExitWrongData = 7;  // testNumResults: what nccl-tests' run() returns on #wrong
 
 // BRAID_PERF_TLS_KEY=<key of 32+ bytes> in every process's environment turns
 // TLS on (ncclSetEncryption, NCCL 2.32) before the unique id and init, to
@@ -58,44 +67,6 @@ bool encrypt_if_asked() {
     return false;
   }
   return true;
-}
-
-std::string hostname() {
-  char h[256] = {};
-  gethostname(h, sizeof(h) - 1);
-  return h;
-}
-
-std::string now_string() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", int(c));
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
-// nccl-tests' getFloatStr: `width` characters, as many decimals as fit.
-std::string float_str(double value, int width) {
-  int power = 0;
-  for (uint64_t v = 1; value >= double(v) && power < 40; v *= 10) power++;
-  if (power < width - 2) return fmt::format("{:{}.2f}", value, width);
-  if (power < width - 1) return fmt::format("{:{}.1f}", value, width);
-  if (power < width + 1) return fmt::format("{:{}.0f}", value, width);
-  return fmt::format("{:{}.1e}", value, width);
 }
 
 // Host buffers (what the collectives use on the host backend, and the
@@ -128,20 +99,17 @@ struct AlignedBuffer {
   }
 };
 
-struct Placement {
-  double time_us = 0, algbw = 0, busbw = 0;
-  long wrong = 0;
-};
-
 class Runner {
  public:
-  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool)
-      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), threads_(o.threads),
-        nranks_(w.procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
+  Runner(const Options& o, const Benchmark& b, World& w, bool mpi_peer, std::string tool, Report& report)
+      : opt_(o), bench_(b), world_(w), mpi_peer_(mpi_peer), tool_(std::move(tool)), report_(report),
+        threads_(o.threads),
+        nranks_(w.group_procs() * o.threads), barrier_(o.threads), slots_(size_t(o.threads)),
+        iter_slots_(size_t(o.threads)),
         comms_(size_t(o.threads), nullptr), send_(size_t(o.threads)), recv_(size_t(o.threads)),
         send_handles_(size_t(o.threads), nullptr), recv_handles_(size_t(o.threads), nullptr),
         dev_send_(size_t(o.threads), nullptr), dev_recv_(size_t(o.threads), nullptr),
-        streams_(size_t(o.threads), nullptr) {}
+        streams_(size_t(o.threads), nullptr), in_flight_(size_t(o.threads)) {}
 
   ~Runner() {
     if (!device_buffers()) return;
@@ -161,17 +129,19 @@ class Runner {
     id_ = id;
     for (int t = 0; t < threads_; ++t) {
       const bool nccl_mem = opt_.local_register && !mpi_peer_ && !device_buffers();
-      send_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
-      recv_[size_t(t)].allocate(opt_.max_bytes, nccl_mem);
+      const size_t bytes = buffer_bytes();
+      send_[size_t(t)].allocate(bytes, nccl_mem);
+      recv_[size_t(t)].allocate(bytes, nccl_mem);
       if (!send_[size_t(t)].data || !recv_[size_t(t)].data) {
-        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, opt_.max_bytes);
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of host memory\n", tool_, buffer_bytes());
         world_.abort(2);
       }
       // Device buffers mirror the host ones (which lay out and check data).
       dev_send_[size_t(t)] = device_buffers() ? buffer_alloc(send_[size_t(t)].bytes) : send_[size_t(t)].data;
       dev_recv_[size_t(t)] = device_buffers() ? buffer_alloc(recv_[size_t(t)].bytes) : recv_[size_t(t)].data;
       if (!dev_send_[size_t(t)] || !dev_recv_[size_t(t)]) {
-        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of {}\n", tool_, opt_.max_bytes, device_description());
+        fmt::print(stderr, "{}: cannot allocate 2 x {} bytes of {}\n", tool_, buffer_bytes(),
+                   device_description());
         world_.abort(2);
       }
     }
@@ -182,7 +152,7 @@ class Runner {
         check(ncclCommInitRank(&comms_[size_t(t)], nranks_, id_, rank_of(t)), rank_of(t), "ncclCommInitRank");
       check(ncclGroupEnd(), 0, "ncclGroupEnd (communicator init)");
     }
-    print_table_header();
+    print(report_.table_header());
     std::thread watchdog;
     if (opt_.timeout_s > 0) watchdog = std::thread([this] { watch(); });
     std::vector<std::thread> threads;
@@ -193,23 +163,19 @@ class Runner {
     if (watchdog.joinable()) watchdog.join();
 
     const int errors = int(world_.sum(double(errors_.load())));
-    const double avg_bw = bw_count_ ? bw_sum_ / double(bw_count_) : 0.0;
-    print(fmt::format("# {:<20} : {} {}\n", "Out of bounds values", errors, errors ? "FAILED" : "OK"));
-    print(fmt::format("# {:<20} : {:g} \n", "Avg bus bandwidth", avg_bw));
-    print(fmt::format("#\n# Collective test concluded: {}\n#\n", tool_));
-    if (!opt_.json_file.empty() && main_printer()) write_json(errors, avg_bw);
-    return errors ? 1 : 0;
-  }
-
-  void set_header_json(std::string config, std::string devices, std::string args) {
-    json_config_ = std::move(config);
-    json_devices_ = std::move(devices);
-    json_args_ = std::move(args);
-    json_start_ = now_string();
+    // As nccl-tests: a run below 90% of NCCL_TESTS_MIN_BW (GB/s, average bus bandwidth) fails like wrong data.
+    const char* min_bw_text = std::getenv("NCCL_TESTS_MIN_BW");
+    const double min_bw = min_bw_text ? std::atof(min_bw_text) : -1;
+    print(report_.footer(errors, min_bw));
+    if (main_printer()) report_.write_json(errors, min_bw);
+    return errors || !report_.bandwidth_ok(min_bw) ? kExitWrongData : 0;
   }
 
  private:
-  int rank_of(int thread) const { return world_.proc() * threads_ + thread; }
+  // The rank in this process's communicator (its colour's group, NCCL_TESTS_SPLIT_MASK).
+  int rank_of(int thread) const { return world_.group_proc() * threads_ + thread; }
+  // -e, and room for -u elements of the largest type (nccl-tests pads the same).
+  size_t buffer_bytes() const { return opt_.max_bytes + 8 * size_t(opt_.unalign); }
 
   void check(ncclResult_t r, int rank, const char* what, ncclComm_t comm = nullptr) {
     if (r == ncclSuccess) return;
@@ -218,7 +184,7 @@ class Runner {
                last && *last ? ": " : "", last ? last : "");
     std::fflush(stderr);
     // A rank that cannot go on would leave its peers waiting: stop the job.
-    world_.abort(2);
+    world_.abort(kExitNcclError);
   }
 
   void thread_main(int thread) {
@@ -236,12 +202,12 @@ class Runner {
           for (int cycle = 0; opt_.cycles == 0 || cycle < opt_.cycles; ++cycle)
             for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = opt_.next(bytes)) {
               const size_t count = bytes / type_size(type);
-              const Counts c = bench_.counts(count, nranks_);
+              const Counts c = bench_.counts(count, type_size(type), nranks_);
               const size_t row_bytes = std::max(c.send, c.recv) * type_size(type);
               Placement res[2];
               for (int in_place = 0; in_place < 2; ++in_place)
                 res[in_place] = bench_time(thread, type, op, root, c, row_bytes, in_place, ++rep);
-              if (thread == 0) report_row(type, op, root, c, row_bytes, res);
+              if (thread == 0) print(report_.row(type, op, root, c, row_bytes, res));
               if (opt_.max_bytes == 0) break;
             }
         }
@@ -275,28 +241,42 @@ class Runner {
   void warm_up(int thread, ncclDataType_t type, ncclRedOp_t op, int root) {
     if (opt_.warmup == 0) return;
     for (size_t bytes = opt_.min_bytes; bytes <= opt_.max_bytes; bytes = bytes ? bytes * 2 : 1) {
-      const Counts c = bench_.counts(bytes / type_size(type), nranks_);
+      const Counts c = bench_.counts(bytes / type_size(type), type_size(type), nranks_);
       Call call = make_call(thread, type, op, root, c, false);
       OpHolder holder(this, thread, type, &call);
       for (int i = 0; i < opt_.warmup; ++i) {
         // With a straggler, warm-up calls are late too (BRAID_STRAGGLER=auto learns from them).
         if (straggling()) {
-          stream_sync(call.stream);
+          wait(call);
           sync(thread);
           delay_if_straggler(thread);
         }
-        launch(call);
+        start_call(thread, shifted(call, c, type, i));
       }
-      stream_sync(call.stream);
+      wait(call);
       if (bytes == 0 && opt_.max_bytes == 0) break;
     }
+  }
+
+  // Call number `iter` of a loop moves through the -e sized buffers, as
+  // nccl-tests' startColl: shifted by whole rows (avoiding cache effects and
+  // catching races between calls), back to the start when the next would not fit.
+  Call shifted(const Call& call, const Counts& c, ncclDataType_t type, int iter) const {
+    const size_t row = std::max(c.send, c.recv) * type_size(type);
+    const size_t steps = row ? std::max<size_t>(opt_.max_bytes / row, 1) : 1;
+    const size_t shift = row * (size_t(iter) % steps);
+    Call out = call;
+    out.send = static_cast<const char*>(call.send) + shift;
+    out.recv = static_cast<char*>(call.recv) + shift;
+    return out;
   }
 
   Call make_call(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, bool in_place) {
     const size_t es = type_size(type);
     const int rank = rank_of(thread);
-    char* send = send_[size_t(thread)].data;
-    char* recv = recv_[size_t(thread)].data;
+    // -u, as nccl-tests: both buffers start `unalign` elements in.
+    char* send = send_[size_t(thread)].data + size_t(opt_.unalign) * es;
+    char* recv = recv_[size_t(thread)].data + size_t(opt_.unalign) * es;
     if (in_place) {
       send = recv + c.send_inplace_offset * size_t(rank) * es;
       recv = recv + c.recv_inplace_offset * size_t(rank) * es;
@@ -341,10 +321,47 @@ class Runner {
     bool created = false;
   };
 
+  // -T, as nccl-tests: only a call in flight counts against the timeout, from
+  // its launch (host buffers: the call itself does the work) to the end of
+  // the wait for it, never the harness's own work between calls (laying out
+  // and checking data takes seconds at large sizes).  Nested guards: the outermost counts.
+  class InFlight {
+   public:
+    InFlight(Runner* r, int thread) : slot_(r->in_flight_[size_t(thread)]) {
+      if (slot_.load() != 0) return;
+      slot_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+      owner_ = true;
+    }
+    ~InFlight() {
+      if (owner_) slot_.store(0);
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    std::atomic<int64_t>& slot_;
+    bool owner_ = false;
+  };
+  int thread_of(const Call& call) const { return call.rank - rank_of(0); }
+
   void launch(const Call& call) {
+    InFlight in_flight(this, thread_of(call));
     check(bench_.run(call), call.rank, bench_.name.c_str(), call.comm);
-    if (opt_.blocking) stream_sync(call.stream);
-    progress_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Waits for the calls launched on `call`'s stream.
+  void wait(const Call& call) {
+    InFlight in_flight(this, thread_of(call));
+    stream_sync(call.stream);
+  }
+  // nccl-tests' startColl: a call, then with -z the wait for it, and with -z 1 a barrier.
+  void start_call(int thread, const Call& call) {
+    launch(call);
+    if (opt_.blocking) wait(call);
+    if (opt_.blocking == 1) sync(thread);
+  }
+  void group_end(const Call& call) {
+    InFlight in_flight(this, thread_of(call));  // with host buffers the group's calls run here
+    check(ncclGroupEnd(), call.rank, "ncclGroupEnd", call.comm);
   }
 
   Placement bench_time(int thread, ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
@@ -357,32 +374,42 @@ class Runner {
     if (opt_.check) {
       Data(type, data_op, nranks_, 99).fill(to_host(thread, call.send), rank, 0, c.send);
       upload(thread, call.send, c.send * es);
+      sync(thread);  // a rank still laying out data would hold the others' first call (and -T's clock)
     }
 
-    launch(call);  // untimed: connections, first touch
-    stream_sync(call.stream);
+    start_call(thread, call);  // untimed: connections, first touch
+    wait(call);
     sync(thread);
-    if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, rep);
+    if (straggling()) return straggler_time(thread, call, row_bytes, c, type, data_op, root, in_place, rep);
     const int iters = opt_.iters_for(row_bytes);
-    auto iteration = [&] {
+    double coll_only = 0;  // -z 3: the iterations' own time, without the barriers between them
+    IterClock clock(opt_.per_iter ? iters : 0, opt_.blocking == 3, call.stream);
+    auto iteration = [&](int i, bool timed) {
+      const auto t0 = Clock::now();
       if (opt_.agg > 1 && call.comm) check(ncclGroupStart(), rank, "ncclGroupStart");
-      for (int a = 0; a < opt_.agg; ++a) {
-        launch(call);
-        if (opt_.blocking) sync(thread);
+      if (timed) clock.mark(i);
+      for (int a = 0; a < opt_.agg; ++a) start_call(thread, shifted(call, c, type, i * opt_.agg + a));
+      if (opt_.agg > 1 && call.comm) group_end(call);
+      if (opt_.blocking == 3) {
+        wait(call);
+        if (timed) clock.mark(i, true);
+        coll_only += seconds_since(t0);
+        sync(thread);
       }
-      if (opt_.agg > 1 && call.comm) check(ncclGroupEnd(), rank, "ncclGroupEnd", call.comm);
     };
     // -G (as nccl-tests): the loop's calls are captured, not run; the
     // clock restarts at the graph's launches, after a barrier.  An
     // aggregated group runs once uncaptured first: what a shape needs is
     // allocated at its first call, which a capture cannot do.
     if (opt_.graph > 0 && opt_.agg > 1) {
-      iteration();
-      stream_sync(call.stream);
+      iteration(0, false);
+      wait(call);
     }
     if (opt_.graph > 0) capture_begin(call.stream);
     auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) iteration();
+    coll_only = 0;
+    for (int i = 0; i < iters; ++i) iteration(i, true);
+    if (opt_.blocking != 3) clock.mark(iters);  // the end of the last iteration
     CapturedGraph graph;
     if (opt_.graph > 0) {
       graph = capture_end(call.stream);
@@ -390,15 +417,20 @@ class Runner {
       start = Clock::now();
       for (int l = 0; l < opt_.graph; ++l) graph_launch(graph, call.stream);
     }
-    stream_sync(call.stream);
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count() /
-                           (double(iters) * opt_.agg * std::max(opt_.graph, 1));
+    const double calls = double(iters) * opt_.agg;
+    // -C, as nccl-tests: the time to launch the calls, before waiting for them (bandwidths stay the full time's).
+    const double launched = (opt_.blocking == 3 ? coll_only : seconds_since(start)) / calls;
+    wait(call);
+    const double seconds = (opt_.blocking == 3 ? coll_only : seconds_since(start)) / calls / std::max(opt_.graph, 1);
     graph_destroy(&graph);
     Placement out;
     const double sec = combine(thread, seconds, opt_.average);
     fill_rates(sec, row_bytes, &out);
+    if (bench_.row_note && thread == 0) print(bench_.row_note(nranks_, es, c.param, sec));
+    if (opt_.cputime) out.time_us = launched * 1e6;
     sync(thread);
-    check_results(thread, call, c, type, data_op, root, rep, &out);
+    check_results(thread, call, c, type, data_op, root, in_place, rep, &out);
+    if (opt_.per_iter) gather_iter_times(thread, clock.seconds(opt_.agg), &out);
     return out;
   }
 
@@ -423,13 +455,13 @@ class Runner {
   // return; the row reports the median over iterations.  The steady clock is system-wide, so this holds for ranks as
   // threads and as processes on one host (not across hosts).
   Placement straggler_time(int thread, const Call& call, size_t row_bytes, const Counts& c, ncclDataType_t type,
-                           int data_op, int root, uint64_t rep) {
+                           int data_op, int root, bool in_place, uint64_t rep) {
     std::vector<double> times;
     for (int i = 0; i < opt_.iters_for(row_bytes); ++i) {
       sync(thread);
       const double arrival_local = delay_if_straggler(thread);
-      launch(call);
-      stream_sync(call.stream);
+      launch(shifted(call, c, type, i));
+      wait(call);
       const double end = std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
       const double arrival = combine(thread, arrival_local, 3);
       times.push_back(combine(thread, end, 3) - arrival);
@@ -439,15 +471,20 @@ class Runner {
     Placement out;
     fill_rates(times[times.size() / 2], row_bytes, &out);
     sync(thread);
-    check_results(thread, call, c, type, data_op, root, rep, &out);
+    check_results(thread, call, c, type, data_op, root, in_place, rep, &out);
     return out;
   }
 
   void check_results(int thread, const Call& call, const Counts& c, ncclDataType_t type, int data_op, int root,
-                     uint64_t rep, Placement* result) {
+                     bool in_place, uint64_t rep, Placement* result) {
     const int rank = rank_of(thread);
     const size_t es = type_size(type);
     Placement& out = *result;
+    // As nccl-tests: such an in-place call runs (and is timed), unchecked (N/A).
+    if (in_place && !bench_.checks_in_place) {
+      out.wrong = -1;
+      return;
+    }
 
     for (int k = 0; k < opt_.check; ++k) {
       const Data data(type, data_op, nranks_, rep * 1000003 + uint64_t(k));
@@ -458,8 +495,8 @@ class Runner {
       upload(thread, call.recv, c.recv * es);
       upload(thread, call.send, c.send * es);
       sync(thread);
-      launch(call);
-      stream_sync(call.stream);
+      start_call(thread, call);
+      wait(call);
       if (device_buffers()) copy_from_buffer(recv, call.recv, c.recv * es);
       long wrong = 0;
       uint64_t want = 0;
@@ -471,6 +508,45 @@ class Runner {
       if (out.wrong) break;
     }
     if (!opt_.check) out.wrong = -1;
+  }
+
+  // -I, as nccl-tests: each iteration's time is the max over this process's
+  // ranks, then over the processes; process 0's first thread gets them (and
+  // every process's row, for the JSON file).
+  void gather_iter_times(int thread, std::vector<double> mine, Placement* out) {
+    iter_slots_[size_t(thread)] = std::move(mine);
+    barrier_.arrive_and_wait();
+    if (thread == 0) {
+      std::vector<double> row = iter_slots_[0];
+      std::string text;
+      for (size_t i = 0; i < row.size(); ++i) {
+        for (const std::vector<double>& t : iter_slots_) row[i] = std::max(row[i], t[i]);
+        text += fmt::format("{} ", row[i]);  // the shortest text that reads back the same double
+      }
+      const std::string all = world_.gather_text(text + "\n");
+      if (world_.proc() == 0) {
+        for (size_t pos = 0; pos < all.size();) {
+          const size_t end = all.find('\n', pos);
+          const std::string line = all.substr(pos, end - pos);  // strtod would read on past the newline
+          std::vector<double> times;
+          for (const char* p = line.c_str();;) {
+            char* next = nullptr;
+            const double v = std::strtod(p, &next);
+            if (next == p) break;
+            times.push_back(v);
+            p = next;
+          }
+          out->process_times.push_back(std::move(times));
+          pos = end + 1;
+        }
+        out->iter_times = out->process_times[0];
+        for (const std::vector<double>& t : out->process_times)
+          for (size_t i = 0; i < t.size() && i < out->iter_times.size(); ++i)
+            out->iter_times[i] = std::max(out->iter_times[i], t[i]);
+        if (out->process_times.size() < 2) out->process_times.clear();
+      }
+    }
+    barrier_.arrive_and_wait();
   }
 
   void sync(int thread) {
@@ -495,94 +571,28 @@ class Runner {
         case 2: result_ = world_.min(mn); break;
         case 3: result_ = world_.max(mx); break;
         case 4: result_ = world_.sum(sum); break;
-        default: result_ = world_.sum(sum) / double(nranks_); break;
+        // The mean over every rank of every group, as nccl-tests' Allreduce.
+        default: result_ = world_.sum(sum) / double(world_.procs() * threads_); break;
       }
     }
     barrier_.arrive_and_wait();
     return result_;
   }
 
-  void print_table_header() {
-    const std::string time = opt_.cputime ? "cputime" : "time";
-    const char* ts_label = opt_.timestamps ? "timestamp" : "";
-    const char* ts_fmt = opt_.timestamps ? "%Y-%m-%d %H:%M:%S" : "";
-    const int ts_pad = opt_.timestamps ? 19 : 0;
-    std::string s = "#\n";
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}           out-of-place                       in-place          \n",
-                     "", "", "", "", "");
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
-                     "size", "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw",
-                     "busbw", "#wrong", ts_label, ts_pad);
-    s += fmt::format("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>6}  {:>6}  {:>6} {:>{}}\n",
-                     "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-                     ts_fmt, ts_pad);
-    print(s);
-  }
-
-  void report_row(ncclDataType_t type, ncclRedOp_t op, int root, const Counts& c, size_t row_bytes,
-                  const Placement res[2]) {
-    const char* op_col = bench_.reduces ? op_name(op) : "none";
-    std::string line = fmt::format("{:>12}  {:>12}  {:>8}  {:>6}  {:>6}", row_bytes, c.param, type_name(type), op_col, root);
-    std::string json = fmt::format(R"({{"size": {}, "count": {}, "type": "{}", "redop": "{}", "root": "{:>6}")",
-                                   row_bytes, c.param, type_name(type), op_col, root);
-    for (int p = 0; p < 2; ++p) {
-      const Placement& r = res[p];
-      line += fmt::format("  {}  {}  {}", float_str(r.time_us, 7), float_str(r.algbw, 6), float_str(r.busbw, 6));
-      line += r.wrong < 0 ? std::string("    N/A") : fmt::format("  {:6g}", double(r.wrong));
-      json += fmt::format(R"(, "{}": {{"{}": {}, "alg_bw": {}, "bus_bw": {}, "nwrong": {}}})",
-                          p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time", r.time_us,
-                          r.algbw, r.busbw, r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
-      bw_sum_ += r.busbw;
-      ++bw_count_;
-    }
-    if (opt_.timestamps) line += fmt::format("{:>21}", now_string());
-    json += fmt::format(R"(, "actual_iterations": {}, "experiment_name": ""}})", opt_.iters_for(row_bytes));
-    json_rows_.push_back(json);
-    print(line + "\n");
-  }
-
-  void write_json(int errors, double avg_bw) {
-    std::string path = opt_.json_file;
-    FILE* f = std::fopen(path.c_str(), "wx");
-    for (int k = 0; !f && errno == EEXIST && k < 1000; ++k) {
-      path = fmt::format("{}.{}", opt_.json_file, k);
-      f = std::fopen(path.c_str(), "wx");
-    }
-    if (!f) {
-      std::printf("# skipping json output; %s not accessible\n", opt_.json_file.c_str());
-      return;
-    }
-    int version = 0;
-    ncclGetVersion(&version);
-    std::string s = fmt::format(R"({{"version": 1, "start_time": "{}", "args": [{}], "nccl_version": {}, )",
-                                json_start_, json_args_, version);
-    s += fmt::format(R"("config": {}, "devices": [{}], "results": [)", json_config_, json_devices_);
-    for (size_t i = 0; i < json_rows_.size(); ++i) s += (i ? ", " : "") + json_rows_[i];
-    s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");
-    s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": "unchecked"}}, "errors": [], )", avg_bw);
-    s += fmt::format(R"("end_time": "{}"}})", now_string());
-    s += "\n";
-    std::fputs(s.c_str(), f);
-    std::fclose(f);
-    std::printf("# Wrote JSON output to %s\n", path.c_str());
-  }
-
-  // -T: no call completed for timeout_s seconds: report and stop the job.
+  // -T: a call in flight for more than timeout_s seconds: report and stop the job.
   void watch() {
-    uint64_t last = progress_.load();
-    auto since = Clock::now();
+    const auto limit = std::chrono::seconds(opt_.timeout_s);
     while (!done_.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      const uint64_t now = progress_.load();
-      if (now != last) {
-        last = now;
-        since = Clock::now();
-      } else if (Clock::now() - since > std::chrono::seconds(opt_.timeout_s)) {
+      const auto now = Clock::now().time_since_epoch();
+      for (const std::atomic<int64_t>& since : in_flight_) {
+        const int64_t start = since.load();
+        if (start == 0 || now - std::chrono::nanoseconds(start) <= limit) continue;
         std::printf("%s: Test timeout (%ds)\n", hostname().c_str(), opt_.timeout_s);
         std::fflush(stdout);
         for (ncclComm_t comm : comms_)
           if (comm) ncclCommAbort(comm);
-        world_.abort(3);
+        world_.abort(kExitTimeout);
       }
     }
   }
@@ -592,10 +602,12 @@ class Runner {
   World& world_;
   const bool mpi_peer_;
   const std::string tool_;
+  Report& report_;
   const int threads_, nranks_;
   ncclUniqueId id_{};
   std::barrier<> barrier_;
   std::vector<double> slots_;
+  std::vector<std::vector<double>> iter_slots_;  // -I: each thread's iteration times
   double result_ = 0;
   std::vector<ncclComm_t> comms_;
   std::vector<AlignedBuffer> send_, recv_;
@@ -603,12 +615,8 @@ class Runner {
   std::vector<void*> dev_send_, dev_recv_;  // == the host buffers without a device
   std::vector<cudaStream_t> streams_;
   std::atomic<long> errors_{0};
-  std::atomic<uint64_t> progress_{0};
+  std::vector<std::atomic<int64_t>> in_flight_;  // per thread: steady-clock ns since its call's launch, 0: none
   std::atomic<bool> done_{false};
-  double bw_sum_ = 0;
-  long bw_count_ = 0;
-  std::vector<std::string> json_rows_;
-  std::string json_config_ = "{}", json_devices_, json_args_, json_start_;
 };
 
 std::string basename_of(const char* path) {
@@ -621,8 +629,7 @@ std::string basename_of(const char* path) {
 int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   setlinebuf(stdout);
   const std::string tool = basename_of(argv[0]);
-  std::string json_args;
-  for (int i = 0; i < argc; ++i) json_args += fmt::format("{}\"{}\"", i ? ", " : "", json_escape(argv[i]));
+  const std::vector<std::string> args(argv, argv + argc);  // before getopt permutes them and MPI_Init edits them
 
   Options opt;
   std::string error;
@@ -637,6 +644,8 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
   }
   std::unique_ptr<World> world = make_world(&argc, &argv, mpi_peer);
   if (!world) return 2;
+  if (world->proc() == 0)
+    for (const std::string& warning : opt.warnings) fmt::print(stderr, "{}: {}\n", tool, warning);
   if (opt.stream_null && !device_buffers()) {
     opt.notes.push_back("-y 1: host buffers have no streams; the calls run as before");
     opt.stream_null = 0;
@@ -646,7 +655,18 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
                                     "plain launches", opt.graph));
     opt.graph = 0;
   }
-  const int nranks = world->procs() * opt.threads;
+  int color = 0;
+  std::string split_error, split_warning;
+  if (!split_color(world->proc(), &color, &split_error, &split_warning) || !world->split(color, &split_error)) {
+    if (world->proc() == 0) fmt::print(stderr, "{}: {}\n", tool, split_error);
+    return world->finish(2);
+  }
+  if (!split_warning.empty() && world->proc() == 0) fmt::print(stderr, "{}: warning: {}\n", tool, split_warning);
+  const int nranks = world->group_procs() * opt.threads;
+  if (std::string invalid; bench.validate && !bench.validate(opt.min_bytes, opt.max_bytes, nranks, &invalid)) {
+    if (world->proc() == 0) fmt::print(stderr, "{}: {}\n", tool, invalid);
+    return world->finish(2);
+  }
   expand_roots(&opt, bench, nranks);
   for (int root : opt.roots)
     if (bench.rooted && root >= nranks) {
@@ -656,50 +676,27 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
 
   int version = 0;
   if (!mpi_peer) ncclGetVersion(&version);
-  Runner runner(opt, bench, *world, mpi_peer, tool);
-  std::string head;
-  head += fmt::format("# nccl-tests version braid-perf nccl-headers={} nccl-library={}\n", NCCL_VERSION_CODE, version);
-  head += fmt::format("# Collective test starting: {}\n", tool);
-  head += fmt::format(
-      "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
-      "validation: {} graph: {}\n",
-      opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes, opt.step_factor > 1 ? opt.step_factor : opt.step_bytes,
-      opt.step_factor > 1 ? "factor" : "bytes", opt.warmup, opt.iters, opt.agg, opt.check, opt.graph);
-  if (opt.blocking) head += "# Blocking Enabled: wait for completion and barrier after each collective \n";
-  if (opt.parallel_init) head += "# Parallel Init Enabled: threads call into NcclInitRank concurrently \n";
-  for (const std::string& note : opt.notes) head += "# " + note + "\n";
-  head += "#\n# Using devices\n";
-  std::string lines, json_devices;
+  Report report(opt, bench, tool);
+  report.set_args(args);
+  Runner runner(opt, bench, *world, mpi_peer, tool, report);
+  std::string lines;
   const std::string host = hostname();
   for (int t = 0; t < opt.threads; ++t)
-    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, 0,
-                         getpid(), host, device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
+    lines += fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} {}\n", world->proc() * opt.threads + t, color,
+                         getpid(), host,
+                         device_buffers() ? device_description() : fmt::format("device {:2} [cpu] host", t));
   const std::string all_lines = world->gather_text(lines);
   if (world->proc() == 0) {
-    std::fputs((head + all_lines).c_str(), stdout);
+    std::fputs((report.run_header(version) + all_lines).c_str(), stdout);
     std::fflush(stdout);
-    int rank = 0, pid = 0, dev = 0, group = 0;
-    char hostbuf[256];
-    for (size_t pos = 0; pos < all_lines.size();) {
-      size_t end = all_lines.find('\n', pos);
-      if (end == std::string::npos) end = all_lines.size();
-      if (std::sscanf(all_lines.substr(pos, end - pos).c_str(), "#  Rank %d Group %d Pid %d on %255s device %d", &rank,
-                      &group, &pid, hostbuf, &dev) == 5)
-        json_devices += fmt::format(
-            R"({}{{"rank": {}, "group": {}, "pid": {}, "hostname": "{}", "device": {}, "device_hex": "cpu", "device_info": "host"}})",
-            json_devices.empty() ? "" : ", ", rank, group, pid, json_escape(hostbuf), dev);
-      pos = end + 1;
-    }
+    report.set_devices(all_lines);
   }
-  runner.set_header_json(
-      fmt::format(R"({{"nthreads": {}, "ngpus": {}, "minimum_bytes": {}, "maximum_bytes": {}, "{}": {}, )"
-                  R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
-                  R"("graph": {}, "blocking_collectives": {}, "parallel_init": {}}})",
-                  opt.threads, opt.gpus, opt.min_bytes, opt.max_bytes,
-                  opt.step_factor > 1 ? "step_factor" : "step_bytes",
-                  opt.step_factor > 1 ? opt.step_factor : opt.step_bytes, opt.warmup, opt.iters, opt.agg, opt.check,
-                  opt.graph, opt.blocking ? "true" : "false", opt.parallel_init ? "true" : "false"),
-      json_devices, json_args);
+  // As nccl-tests, after the device lines: -e (and -b) trimmed to what the buffers fit in.
+  if (const size_t cap = memory_max_bytes(opt, *world); opt.max_bytes > cap) {
+    opt.max_bytes = cap;
+    opt.min_bytes = std::min(opt.min_bytes, cap);
+    if (world->proc() == 0) std::printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", cap);
+  }
 
   if (!encrypt_if_asked()) return world->finish(2);
   ncclUniqueId id{};

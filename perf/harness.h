@@ -28,7 +28,8 @@ struct Call {
   cudaStream_t stream = nullptr;  // the rank's stream when buffers are on a device
 };
 
-// Element counts for one row, from count = size / sizeof(type).
+// Element counts for one row, from count = size / sizeof(type) (and the
+// element size: per-rank blocks are multiples of 16 bytes, as nccl-tests').
 struct Counts {
   size_t send = 0, recv = 0, param = 0;
   // In place, the send / receive buffer starts this many elements times the
@@ -41,12 +42,21 @@ struct Benchmark {
   bool reduces = false;  // has a redop column (-o applies)
   bool rooted = false;   // has a root column (-r applies)
   double (*bus_factor)(int nranks);
-  Counts (*counts)(size_t count, int nranks);
+  Counts (*counts)(size_t count, size_t elt_size, int nranks);
   ncclResult_t (*run)(const Call& call);
   // Expected bits of receive element `index` on `rank`, or false where the
   // element is not defined (non-root ranks of Reduce and Gather).
   bool (*expected)(int rank, int nranks, int root, size_t param_count, size_t index, const Data& data,
                    uint64_t* bits);
+  // A redop column and -o loop without a reduction (nccl-tests' sendrecv
+  // prints the op and runs every -o op, moving the same bytes).
+  bool names_ops = false;
+  // False where nccl-tests leaves the in-place result unchecked (N/A).
+  bool checks_in_place = true;
+  // Optional: refuses the run (false, with `error`) once the rank count is known.
+  bool (*validate)(size_t min_bytes, size_t max_bytes, int nranks, std::string* error) = nullptr;
+  // Optional: lines printed before a row, per placement, given its time.
+  std::string (*row_note)(int nranks, size_t elt_size, size_t param_count, double seconds) = nullptr;
 };
 
 // Runs the tool: parses argv like nccl-tests, prints the table, returns the

@@ -4,6 +4,10 @@
 #include <getopt.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -13,18 +17,21 @@ namespace perf {
 
 bool parse_size(const char* text, size_t* out) {
   char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) return false;
-  while (*end == ' ') ++end;
+  const double v = std::strtod(text, &end);
+  // strtod also reads "inf" and "nan", which have no size.
+  if (end == text || !std::isfinite(v) || v < 0) return false;
+  while (std::isspace(static_cast<unsigned char>(*end))) ++end;
+  double unit = 1;
   switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K': case 'k': unit = 1024; break;
+    case 'M': case 'm': unit = 1024.0 * 1024; break;
+    case 'G': case 'g': unit = 1024.0 * 1024 * 1024; break;
+    case 'B': case 'b': if (end[1] != '\0') return false; break;  // "8B" (nccl-tests refuses it; harmless)
+    case '\0': break;
+    default: return false;
   }
-  if (*end == 'B' || *end == 'b') ++end;
-  if (*end) return false;
-  *out = size_t(v);
+  if (v * unit >= 18446744073709551616.0) return false;  // 2^64: would not fit a size_t
+  *out = size_t(v * unit);
   return true;
 }
 
@@ -65,6 +72,20 @@ bool parse_int(const char* text, int* out) {
   return true;
 }
 
+// nccl-tests reads its numeric flags with strtol, which stops at the first
+// character that is not part of a number: "-t 2x" is 2 threads and "-f 2.5"
+// a factor of 2.  The same here, with a warning, so that its scripts run
+// unchanged; a value with no leading number at all (nccl-tests: 0) is refused.
+bool parse_count(int c, const char* text, int* out, std::vector<std::string>* warnings) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 0);
+  if (end == text || errno == ERANGE || v < INT_MIN || v > INT_MAX) return false;
+  if (*end) warnings->push_back(fmt::format("-{} {}: read as {}, as nccl-tests' strtol reads it", char(c), text, v));
+  *out = int(v);
+  return true;
+}
+
 }  // namespace
 
 const char* usage() {
@@ -86,7 +107,8 @@ const char* usage() {
          "\t[-o,--op <sum/prod/min/max/avg/mulsum/all>] \n"
          "\t[-d,--datatype <nccltype/all>] \n"
          "\t[-r,--root <root> (-1: every rank)] \n"
-         "\t[-z,--blocking <0/1>] \n"
+         "\t[-z,--blocking <0/1/2/3> 1=barrier after each inner iter (-m), 2=no barrier, 3=wait and barrier after "
+         "each outer iter (-n)] \n"
          "\t[-y,--stream_null <0/1>] (device buffers: 1 runs the calls on the NULL stream)\n"
          "\t[-T,--timeout <time in seconds>] \n"
          "\t[-G,--cudagraph <num graph launches>] (device buffers only)\n"
@@ -95,6 +117,9 @@ const char* usage() {
          "\t[-J,--output_file <file> write output to filepath (json)] \n"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
          "\t[-R,--local_register <0/1/2> enable local (1) or symmetric (2) buffer registration] \n"
+         "\t[-u,--unalign <index of first element> Misalign source and destination buffers (default: 0)] \n"
+         "\t[-I,--per_iter_timing <0/1> per-iteration timing (i_min i_max i_p99 i_cv% columns; default: 0)] \n"
+         "\t[-K,--per_iter_skip <count> exclude leading samples from -I summary stats (default: 0)] \n"
          "\t[--straggler <rank>:<delay us>] delay that rank before each call; time from its arrival\n"
          "\t[-h,--help]\n";
 }
@@ -130,6 +155,9 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
       {"device_implementation", required_argument, nullptr, 'D'},
       {"device_cta_count", required_argument, nullptr, 'V'},
       {"memory", required_argument, nullptr, 'M'},
+      {"unalign", required_argument, nullptr, 'u'},
+      {"per_iter_timing", required_argument, nullptr, 'I'},
+      {"per_iter_skip", required_argument, nullptr, 'K'},
       {"help", no_argument, nullptr, 'h'},
       {"straggler", required_argument, nullptr, kStragglerOption},
       {"small_iters", required_argument, nullptr, kSmallItersOption},
@@ -139,45 +167,51 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
   opterr = 0;
   *help = false;
   int c, scratch = 0;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:", long_opts,
+  std::vector<std::string>* warn = &o->warnings;
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:", long_opts,
                           nullptr)) != -1) {
     bool ok = true;
     switch (c) {
-      case 't': ok = parse_int(optarg, &o->threads) && o->threads >= 1; break;
-      case 'g': ok = parse_int(optarg, &o->gpus); break;
+      case 't': ok = parse_count(c, optarg, &o->threads, warn) && o->threads >= 1; break;
+      case 'g': ok = parse_count(c, optarg, &o->gpus, warn); break;
       case 'b': ok = parse_size(optarg, &o->min_bytes); break;
       case 'e': ok = parse_size(optarg, &o->max_bytes); break;
       case 'i': ok = parse_size(optarg, &o->step_bytes); break;
-      case 'f': ok = parse_int(optarg, &scratch) && scratch >= 0; o->step_factor = size_t(scratch); break;
-      case 'n': ok = parse_int(optarg, &o->iters) && o->iters >= 1; break;
-      case 'm': ok = parse_int(optarg, &o->agg) && o->agg >= 1; break;
-      case 'w': ok = parse_int(optarg, &o->warmup) && o->warmup >= 0; break;
+      case 'f': ok = parse_count(c, optarg, &scratch, warn) && scratch >= 0; o->step_factor = size_t(scratch); break;
+      case 'n': ok = parse_count(c, optarg, &o->iters, warn) && o->iters >= 1; break;
+      case 'm': ok = parse_count(c, optarg, &o->agg, warn) && o->agg >= 1; break;
+      case 'w': ok = parse_count(c, optarg, &o->warmup, warn) && o->warmup >= 0; break;
       case kSmallItersOption: ok = parse_int(optarg, &o->small_iters) && o->small_iters >= 1; break;
       case kSmallBytesOption: ok = parse_size(optarg, &o->small_max_bytes); break;
-      case 'N': ok = parse_int(optarg, &o->cycles) && o->cycles >= 0; break;
-      case 'p': ok = parse_int(optarg, &o->parallel_init); break;
-      case 'c': ok = parse_int(optarg, &o->check) && o->check >= 0; break;
+      case 'N': ok = parse_count(c, optarg, &o->cycles, warn) && o->cycles >= 0; break;
+      case 'p': ok = parse_count(c, optarg, &o->parallel_init, warn); break;
+      case 'c': ok = parse_count(c, optarg, &o->check, warn) && o->check >= 0; break;
       case 'o': o->op_arg = optarg; break;
       case 'd': o->type_arg = optarg; break;
       case 'r':
         if (std::string(optarg) == "all") o->root_arg = -1;
-        else ok = parse_int(optarg, &o->root_arg) && o->root_arg >= -1;
+        else ok = parse_count(c, optarg, &o->root_arg, warn) && o->root_arg >= -1;
         break;
-      case 'z': ok = parse_int(optarg, &o->blocking); break;
-      case 'y': ok = parse_int(optarg, &o->stream_null); break;
-      case 'T': ok = parse_int(optarg, &o->timeout_s) && o->timeout_s >= 0; break;
-      case 'G': ok = parse_int(optarg, &o->graph) && o->graph >= 0; break;
-      case 'C': ok = parse_int(optarg, &o->cputime); break;
-      case 'S': ok = parse_int(optarg, &o->timestamps); break;
+      case 'z': ok = parse_count(c, optarg, &o->blocking, warn) && o->blocking >= 0 && o->blocking <= 3; break;
+      case 'y': ok = parse_count(c, optarg, &o->stream_null, warn); break;
+      case 'T': ok = parse_count(c, optarg, &o->timeout_s, warn) && o->timeout_s >= 0; break;
+      case 'G': ok = parse_count(c, optarg, &o->graph, warn) && o->graph >= 0; break;
+      case 'C': ok = parse_count(c, optarg, &o->cputime, warn); break;
+      case 'S': ok = parse_count(c, optarg, &o->timestamps, warn); break;
       case 'J': o->json_file = optarg; break;
-      case 'a': ok = parse_int(optarg, &o->average) && o->average >= 0 && o->average <= 3; break;
-      case 'R': ok = parse_int(optarg, &o->local_register) && o->local_register >= 0 && o->local_register <= 2; break;
+      case 'a': ok = parse_count(c, optarg, &o->average, warn) && o->average >= 0 && o->average <= 3; break;
+      case 'R':
+        ok = parse_count(c, optarg, &o->local_register, warn) && o->local_register >= 0 && o->local_register <= 2;
+        break;
+      case 'u': ok = parse_count(c, optarg, &o->unalign, warn) && o->unalign >= 0; break;
+      case 'I': ok = parse_count(c, optarg, &o->per_iter, warn); break;
+      case 'K': ok = parse_count(c, optarg, &o->per_iter_skip, warn); break;
       case 'x': case 'V': case 'M':
-        ok = parse_int(optarg, &scratch);
+        ok = parse_count(c, optarg, &scratch, warn);
         o->notes.push_back(fmt::format("-{} {}: GPU-only option, ignored", char(c), optarg));
         break;
       case 'D':
-        ok = parse_int(optarg, &scratch);
+        ok = parse_count(c, optarg, &scratch, warn);
         if (ok && scratch != 0) {
           *error = "-D: device implementations need GPU buffers; the perf tools use host buffers (use -D 0)";
           return false;
@@ -218,6 +252,31 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
                                    o->graph));
     o->graph = 0;
   }
+  // What nccl-tests' main() turns off with a message rather than refuses (its order).
+  if (o->per_iter != 0 && o->per_iter != 1) {
+    warn->push_back("per-iteration timing (-I) only supports 0=off or 1=on. Disabling.");
+    o->per_iter = 0;
+  }
+  if (o->per_iter && o->graph >= 1) {
+    warn->push_back("per-iteration timing (-I) is incompatible with CUDA graph mode (-G). Disabling.");
+    o->per_iter = 0;
+  }
+  if (o->blocking == 3 && o->graph >= 1) {
+    warn->push_back("blocking mode (-z 3) is incompatible with CUDA graph mode (-G). Disabling.");
+    o->blocking = 0;
+  }
+  if (o->per_iter_skip < 0 || o->per_iter_skip >= o->iters) {
+    warn->push_back(fmt::format("per-iteration skip (-K) must be between 0 and {}. Disabling.", o->iters - 1));
+    o->per_iter_skip = 0;
+  }
+  if (o->per_iter_skip && !o->per_iter) {
+    warn->push_back("per-iteration skip (-K) requires per-iteration timing (-I 1). Disabling.");
+    o->per_iter_skip = 0;
+  }
+  if (o->per_iter && o->straggler_rank >= 0) {
+    *error = "-I with --straggler: the straggler's rows time each iteration their own way; use one or the other";
+    return false;
+  }
   if (o->graph > 0 && o->blocking) {
     *error = fmt::format("-G {} with -z: a stream being captured into a CUDA graph cannot be waited for after each "
                          "call; use one or the other", o->graph);
@@ -255,7 +314,7 @@ bool parse_options(int argc, char** argv, const Benchmark& b, bool mpi_peer, Opt
     return false;
   }
   o->ops = {ncclSum};
-  if (b.reduces) {
+  if (b.reduces || b.names_ops) {
     if (!parse_ops(o->op_arg, &o->ops)) {
       *error = fmt::format("-o {}: unknown reduction (sum, prod, min, max, avg, mulsum, all)", o->op_arg);
       return false;

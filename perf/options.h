@@ -11,7 +11,9 @@
 
 namespace perf {
 
-// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests.
+// "64M" -> 67108864: K, M, G are powers of 1024, as in nccl-tests (which reads
+// a number and one unit letter, and ignores what follows it: "64KB", "1Gib").
+// False for negative, infinite, NaN or too large values and unknown units.
 bool parse_size(const char* text, size_t* out);
 
 struct Options {
@@ -35,7 +37,10 @@ struct Options {
   int cycles = 1;                   // -N (0: forever)
   int check = 1;                    // -c (check iterations)
   int average = 1;                  // -a (0 rank 0, 1 avg, 2 min, 3 max)
-  int blocking = 0;                 // -z
+  int blocking = 0;                 // -z (1 wait + barrier per call, 2 wait per call, 3 wait + barrier per -n iter)
+  int unalign = 0;                  // -u (buffers start this many elements past their alignment)
+  int per_iter = 0;                 // -I (per-iteration times: i_min i_max i_p99 i_cv% columns)
+  int per_iter_skip = 0;            // -K (leading iterations left out of the -I summary)
   int parallel_init = 0;            // -p
   int stream_null = 0;              // -y (device buffers: the calls on the legacy default stream)
   int graph = 0;                    // -G (graph launches; device buffers only, else plain launches)
@@ -50,6 +55,7 @@ struct Options {
   std::vector<ncclRedOp_t> ops;
   std::vector<int> roots;
   std::vector<std::string> notes;   // "# ..." lines for flags accepted but without effect
+  std::vector<std::string> warnings;  // stderr lines: values read or changed as nccl-tests does
   // --straggler RANK:DELAY_US: that rank sleeps before every call, and the
   // time reported runs from its arrival to the last rank's completion.
   int straggler_rank = -1;

@@ -134,9 +134,9 @@ bool parse_types(const std::string& arg, bool mpi_only, std::vector<ncclDataType
 
 bool parse_ops(const std::string& arg, std::vector<ncclRedOp_t>* out) {
   out->clear();
-  for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg})
+  // nccl-tests' order; "all" includes mulsum (an ncclRedOpCreatePreMulSum op) as it does.
+  for (ncclRedOp_t op : {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, kMulSum})
     if (arg == "all" || arg == op_name(op)) out->push_back(op);
-  if (arg == "mulsum") out->push_back(kMulSum);
   return !out->empty();
 }
 

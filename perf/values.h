@@ -39,7 +39,7 @@ const char* op_name(int op);
 bool is_floating(ncclDataType_t t);
 // nccl-tests names ("float", "bfloat16", "f8e4m3", ... or "all").
 bool parse_types(const std::string& arg, bool mpi_only, std::vector<ncclDataType_t>* out);
-// "sum", "prod", "max", "min", "avg", "mulsum" or "all" (the first five).
+// "sum", "prod", "max", "min", "avg", "mulsum" or "all" (all six).
 bool parse_ops(const std::string& arg, std::vector<ncclRedOp_t>* out);
 
 // The bits of `value` in type `t` (round to nearest even for floats).

@@ -15,7 +15,15 @@ class World {
   virtual ~World() = default;
   virtual int procs() const = 0;
   virtual int proc() const = 0;
-  // Process 0 creates the id (ncclGetUniqueId) and shares it.
+  // NCCL_TESTS_SPLIT_MASK / NCCL_TESTS_SPLIT (split_color): the processes of
+  // one colour make one communicator, numbered by process within it; the
+  // harness's barriers and reductions stay over every process, as in
+  // nccl-tests.  By default a world can only keep everyone in one group
+  // (false, with `error`, when the colours differ); the MPI world splits.
+  virtual bool split(int color, std::string* error);
+  virtual int group_procs() const { return procs(); }
+  virtual int group_proc() const { return proc(); }
+  // Process 0 of the group creates the id (ncclGetUniqueId) and shares it in the group.
   virtual bool share_unique_id(ncclUniqueId* id) = 0;
   virtual void barrier() = 0;
   virtual double sum(double v) = 0;
@@ -27,6 +35,13 @@ class World {
   [[noreturn]] virtual void abort(int code) = 0;
   virtual int finish(int rc) = 0;
 };
+
+// nccl-tests' colour of process `proc` (0 without either variable):
+// NCCL_TESTS_SPLIT_MASK=<hex>: proc & mask; NCCL_TESTS_SPLIT="AND|&|OR|||MOD|%|DIV|/ <n>"
+// (n in C notation or 0b binary): proc & n, proc | n, proc % n, proc / n.
+// False with `error` for a zero divisor; `warning` set where nccl-tests
+// silently takes colour 0 (no operator and number it knows).
+bool split_color(int proc, int* color, std::string* error, std::string* warning);
 
 // An MPI world when built with MPI and launched by mpirun (or `require_mpi`);
 // a launcher's world when BRAID_PERF_NRANKS is set (launcher_world.cc).
