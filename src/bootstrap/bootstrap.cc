@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -72,7 +73,17 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
   int nranks = -1, joined = 0;
   std::vector<int> rank_fd;
   std::vector<SockAddr> table;
-  std::vector<int> pending;  // accepted, hello not read yet
+  // Accepted connections whose hello is not in yet, read as its bytes come:
+  // a stranger that sends part of one and goes quiet costs the rendezvous
+  // nothing (a blocking read of each would hold every rank up to a second).
+  struct Pending {
+    int fd;
+    RootHello hello;
+    size_t got;
+    Deadline until;
+  };
+  std::vector<Pending> pending;
+  pending.reserve(64);
   // A process that forks while this thread is inside malloc leaves the
   // child holding the allocator's lock for good (glibc's malloc guards
   // against that, sanitizers' allocators do not), and callers do fork right
@@ -92,23 +103,39 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
                  nranks < 0 ? 0 : nranks);
       break;
     }
+    std::erase_if(pending, [&](const Pending& p) {
+      if (!p.until.expired()) return false;
+      drop(p.fd, "no complete hello in time");
+      return true;
+    });
     fds.assign(1, pollfd{listen_fd, POLLIN, 0});
-    for (int fd : pending) fds.push_back({fd, POLLIN, 0});
+    for (const Pending& p : pending) fds.push_back({p.fd, POLLIN, 0});
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0 && !tls_secure(&fd, TlsRole::Server).is_ok()) drop(fd, "TLS could not start");
-      else if (fd >= 0) pending.push_back(fd);
+      if (fd >= 0 && !tls_secure(&fd, TlsRole::Server).is_ok()) {
+        drop(fd, "TLS could not start");
+      } else if (fd >= 0) {
+        set_nonblocking(fd);
+        pending.push_back(Pending{fd, RootHello{}, 0, Deadline::after(kHelloTimeout + tls_hello_grace())});
+      }
     }
     for (size_t i = 1; i < fds.size(); ++i) {
       if (!fds[i].revents) continue;
-      int fd = fds[i].fd;
-      std::erase(pending, fd);
-      RootHello hello{};
-      if (!recv_all(fd, &hello, sizeof(hello), Deadline::after(kHelloTimeout + tls_hello_grace()), nullptr).is_ok()) {
-        drop(fd, "no complete hello");
+      auto p = std::find_if(pending.begin(), pending.end(), [&](const Pending& q) { return q.fd == fds[i].fd; });
+      char* into = reinterpret_cast<char*>(&p->hello) + p->got;
+      const ssize_t n = ::recv(p->fd, into, sizeof(p->hello) - p->got, 0);
+      if (n > 0) p->got += size_t(n);
+      else if (n == 0 || !errno_would_block()) p->got = SIZE_MAX;  // closed or failed: dropped below
+      if (p->got != sizeof(p->hello) && p->got != SIZE_MAX) continue;
+      const Pending done = *p;
+      pending.erase(p);
+      if (done.got == SIZE_MAX) {
+        drop(done.fd, "no complete hello");
         continue;
       }
+      const int fd = done.fd;
+      const RootHello& hello = done.hello;
       if (hello.magic != magic) {
         drop(fd, "wrong magic");
         continue;
@@ -143,7 +170,7 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
       if (!s.is_ok()) BRAID_WARN("bootstrap root: cannot answer rank {}: {}", r, s.to_string());
     }
   }
-  rank_fd.insert(rank_fd.end(), pending.begin(), pending.end());
+  for (const Pending& p : pending) rank_fd.push_back(p.fd);
   tls_close(rank_fd, Deadline::after(timeout()));  // the replies arrive even if this process exits now
   ::close(listen_fd);
 }

@@ -68,6 +68,37 @@ TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[m
   }
 }
 
+// The root read each connection's hello in one blocking read of up to a
+// second: eight strangers that sent part of one and went quiet held the
+// ranks' rendezvous past their BRAID_TIMEOUT.
+TEST_CASE("strangers that send part of a hello and go quiet do not hold up the rendezvous",
+          "[mp][bootstrap][faults][threads]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "3");
+  ncclUniqueId id;
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  const AnyAddress root = root_address(id);
+  std::vector<int> strangers;
+  char part[10];
+  std::memset(part, 0x11, sizeof(part));
+  for (int i = 0; i < 8; ++i) {
+    strangers.push_back(connect_to(root));
+    REQUIRE(strangers.back() >= 0);
+    REQUIRE(::write(strangers.back(), part, sizeof(part)) == ssize_t(sizeof(part)));
+  }
+  const int n = 2;
+  std::vector<ncclResult_t> results(n, ncclInternalError);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      results[r] = ncclCommInitRank(&comm, n, id, r);
+      if (results[r] == ncclSuccess) ncclCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  for (int fd : strangers) ::close(fd);
+  for (int r = 0; r < n; ++r) CHECK(results[r] == ncclSuccess);
+}
+
 TEST_CASE("a corrupted unique id is ncclInvalidArgument, not a hang", "[mp][bootstrap][faults]") {
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
