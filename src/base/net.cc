@@ -165,8 +165,9 @@ Status connect_retrying(const SockAddr& addr, Deadline deadline, const std::atom
       set_nodelay(*fd);
       return Status::ok();
     }
-    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM)
-      return BRAID_ERROR(ncclSystemError, "socket for {}: {}", to_string(addr), std::strerror(err));
+    if (out_of_resources(err))
+      return BRAID_ERROR(ncclSystemError, "socket for {}: {} (the open-file limit, ulimit -n?)", to_string(addr),
+                         std::strerror(err));
     if (err == ECONNREFUSED && refusal_is_final)
       return BRAID_ERROR(ncclRemoteError, "connect to {}: refused, though the peer listened there: it closed its "
                          "listener (exited or aborted), or a firewall rejects the connection", to_string(addr));
@@ -266,6 +267,8 @@ Status recv_all(int fd, void* data, size_t bytes, Deadline deadline, const std::
 bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort) {
   return wait_for(fd, POLLIN, deadline, abort);
 }
+
+bool out_of_resources(int err) { return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM; }
 
 bool errno_would_block() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
 

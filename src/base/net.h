@@ -75,6 +75,10 @@ bool wait_readable(int fd, Deadline deadline, const std::atomic<bool>* abort);
 // interrupted: try again later, no error.
 bool errno_would_block();
 
+// Whether a socket call's errno says the process or system is out of
+// descriptors or memory: no retry helps, the caller fails and says so.
+bool out_of_resources(int err);
+
 void set_nonblocking(int fd);
 void set_nodelay(int fd);
 

@@ -113,6 +113,11 @@ void serve_root(int listen_fd, uint64_t magic, std::promise<void> started) {
     if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
     if (fds[0].revents & POLLIN) {
       int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0 && out_of_resources(errno)) {  // the connection stays queued: retrying would spin
+        BRAID_WARN("bootstrap root: cannot accept a rank's connection: {} (the open-file limit, ulimit -n?); the "
+                   "rendezvous fails", std::strerror(errno));
+        break;
+      }
       if (fd >= 0 && !tls_secure(&fd, TlsRole::Server).is_ok()) {
         drop(fd, "TLS could not start");
       } else if (fd >= 0) {
@@ -310,6 +315,9 @@ class SocketBootstrap final : public Bootstrap {
         return aborted_ ? BRAID_ERROR(ncclSystemError, "rank {} never connected (aborted)", peer)
                         : BRAID_ERROR(ncclTimeout, "rank {} never connected (timed out, BRAID_TIMEOUT)", peer);
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0 && out_of_resources(errno))  // the connection stays queued: retrying would spin
+        return BRAID_ERROR(ncclSystemError, "rank {}: cannot accept a peer's bootstrap connection: {} (the open-file "
+                           "limit, ulimit -n?)", rank_, std::strerror(errno));
       if (fd < 0) continue;
       if (!tls_secure(&fd, TlsRole::Server).is_ok()) {
         ::close(fd);

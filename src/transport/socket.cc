@@ -220,7 +220,10 @@ class SocketTransportImpl final : public Transport {
 
   Stream* recv_stream_locked(int peer, int channel) {
     auto& s = recvs_[{peer, channel}];
-    if (!s) s = std::make_unique<Stream>(peer, channel, false, slot_bytes_);
+    if (!s) {
+      s = std::make_unique<Stream>(peer, channel, false, slot_bytes_);
+      if (!accept_failure_.empty()) s->fail(accept_failure_);
+    }
     return s.get();
   }
 
@@ -235,7 +238,7 @@ class SocketTransportImpl final : public Transport {
       fds.push_back({wake_fd_, POLLIN, 0});
       owners.push_back(nullptr);
       for (int fd : listen_fds_) {
-        fds.push_back({fd, POLLIN, 0});
+        fds.push_back({fd, short(accept_failure_.empty() ? POLLIN : 0), 0});
         owners.push_back(nullptr);
       }
       for (const auto& o : opening_) {
@@ -284,7 +287,10 @@ class SocketTransportImpl final : public Transport {
           std::lock_guard<std::mutex> lock(s->send_mutex);
           pump_send(s);
         }
-        if (fds[i].revents & (POLLHUP | POLLERR)) s->fail("the peer closed the connection");
+        if (fds[i].revents & (POLLHUP | POLLERR)) {
+          s->fail("the peer closed the connection");
+          peer_left(s->peer);
+        }
         wake_executor();  // room in the ring, or an error to see
       }
     }
@@ -335,6 +341,7 @@ class SocketTransportImpl final : public Transport {
   void accept_one(int listen_fd) {
     auto o = std::make_unique<Opening>();
     o->fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (o->fd < 0 && out_of_resources(errno)) return fail_accepts(errno);
     if (o->fd < 0) return;
     set_nodelay(o->fd);
     if (tls_enabled() && !TlsSession::open(o->fd, TlsRole::Server, &o->tls).is_ok()) {
@@ -342,6 +349,34 @@ class SocketTransportImpl final : public Transport {
       return;
     }
     if (advance(*o)) opening_.push_back(std::move(o));
+  }
+
+  // A peer closed a connection this rank opened to it: its transport is
+  // gone (it failed, aborted or left).  Its connections to this rank that
+  // never came would give the calls waiting on them nothing to see, so they
+  // fail now instead of at BRAID_TIMEOUT.
+  void peer_left(int peer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [key, s] : recvs_)
+      if (s->peer == peer && s->fd.load() < 0 && !s->failed)
+        s->fail(fmt::format("rank {} closed this rank's connection to it before connecting back (it failed, "
+                            "aborted or left)", peer));
+  }
+
+  // Out of descriptors (or memory) to accept with: the connection stays
+  // queued, so the listeners would poll readable forever.  They are polled
+  // no more, and every receive stream not connected yet, or made later,
+  // fails saying why, instead of waiting for BRAID_TIMEOUT.
+  void fail_accepts(int err) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      accept_failure_ = fmt::format("cannot accept peers' connections: {} (the open-file limit, ulimit -n?)",
+                                    std::strerror(err));
+      for (auto& [key, s] : recvs_)
+        if (s->fd.load() < 0) s->fail(accept_failure_);
+    }
+    BRAID_WARN("socket transport: {}", accept_failure_);
+    wake_executor();
   }
 
   // Steps the openings whose descriptors poll() reported (`polled`, in
@@ -482,6 +517,7 @@ class SocketTransportImpl final : public Transport {
 
   TransportContext ctx_;
   const std::vector<int> listen_fds_;
+  std::string accept_failure_;  // under mutex_ (written once, by the progress thread, which also reads it)
   const size_t slot_bytes_;
   const int wake_fd_;
   const int executor_wake_fd_;

@@ -9,15 +9,19 @@
 //  - a bootstrap root that never appears (or died) fails init cleanly;
 //  - hellos with the right magic but an impossible rank are dropped.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 
 #include "collective_check.h"
+#include "scoped_env.h"
 #include "survivor.h"
 #include "tls_key.h"
 
@@ -404,4 +408,50 @@ TEST_CASE("hellos with the right magic but impossible ranks are dropped, the job
   for (int fd : fds) ::close(fd);
   CHECK(ok[0] == 1);
   CHECK(ok[1] == 1);
+}
+
+// A rank out of file descriptors cannot open its connection to its peer
+// (AllReduce), nor accept its peer's (Broadcast from rank 0).  The second
+// stayed queued, so the listener polled readable forever: the call hung
+// until BRAID_TIMEOUT (spinning a core) and blamed a dead peer.  Its peer,
+// whose connection it never accepted, fails once it is gone.
+TEST_CASE("a rank out of file descriptors fails its call at once, saying so, over TCP", "[mp][faults]") {
+  ScopedEnv timeout("BRAID_TIMEOUT", "30");
+  for (bool broadcast : {false, true}) {
+    INFO((broadcast ? "Broadcast" : "AllReduce"));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(run_ranks_as_processes(
+              2,
+              [broadcast](int rank, int, ncclComm_t comm, Failures& f) {
+                // Rank 0 starts once rank 1 is out of descriptors (a directory
+                // says so: making one takes none), or rank 1's progress thread
+                // would accept rank 0's connection before.
+                const std::string full = fmt::format("/tmp/braid-test-fds-full-{}", getppid());
+                if (rank == 1) {  // a limit just above the highest open descriptor, then filled
+                  int highest = 0;
+                  for (int fd = 0; fd < 65536; ++fd)
+                    if (fcntl(fd, F_GETFD) != -1) highest = fd;
+                  const rlimit limit{rlim_t(highest + 1), rlim_t(highest + 1)};
+                  setrlimit(RLIMIT_NOFILE, &limit);
+                  while (open("/dev/null", O_RDONLY) >= 0) {
+                  }
+                  mkdir(full.c_str(), 0700);
+                } else {
+                  for (int i = 0; i < 10000 && access(full.c_str(), F_OK) != 0; ++i) usleep(1000);
+                  rmdir(full.c_str());
+                }
+                std::vector<float> data(1 << 16, 1.0f);
+                const ncclResult_t r =
+                    broadcast ? ncclBroadcast(data.data(), data.data(), data.size(), ncclFloat, 0, comm, nullptr)
+                              : ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, ncclSum, comm, nullptr);
+                const std::string why = ncclGetLastError(comm);
+                if (rank == 1 && (r == ncclSuccess || why.find("Too many open files") == std::string::npos))
+                  f.fail(fmt::format("rank 1: {}", why));
+                if (rank == 0 && !broadcast && r == ncclSuccess) f.fail("rank 0: the AllReduce succeeded");
+                ncclCommAbort(comm);
+                std::_Exit(f.count ? 1 : 0);
+              },
+              60, [](int rank) { setenv("BRAID_HOSTID", rank ? "host-b" : "host-a", 1); }) == 0);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  }
 }
