@@ -39,11 +39,14 @@ constexpr int kDeriveTag = 0x5b117;  // bootstrap tag of the id hand-out
 
 // Stops what runs on `comm` for good (ncclCommRevoke, NCCL_SHRINK_ABORT):
 // host work watches `stop`, braid's kernels their abort flag, device API
-// kernels their devComms' abortFlag.
+// kernels their devComms' abortFlag.  Its connections end, so that peers
+// waiting on this rank fail at once (and shrink too) instead of waiting
+// for it until BRAID_TIMEOUT; the bootstrap stays up for Split and Shrink.
 void revoke(ncclComm* comm) {
   comm->revoked = true;
   comm->stop = true;
   if (comm->ready.load(std::memory_order_acquire) && comm->backend) comm->backend->revoke();
+  if (comm->ready.load(std::memory_order_acquire) && comm->transport) comm->transport->abort();
   if (comm->dev_comms) comm->dev_comms->stop();
 }
 

@@ -169,6 +169,17 @@ class SocketTransportImpl final : public Transport {
   int slots() const override { return int(kSocketSlots); }
   void abort() override {
     aborted_.store(true);
+    // Peers waiting on this rank see its connections end now, not when the
+    // transport is destroyed: a revoked communicator (ncclCommRevoke, a
+    // shrink with NCCL_SHRINK_ABORT) lives on for its split or shrink, and
+    // its peers would wait for it until BRAID_TIMEOUT.  Shut down, not
+    // closed: no descriptor is reused under the threads still polling them.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto* group : {&sends_, &recvs_})
+        for (auto& [key, s] : *group)
+          if (const int fd = s->fd.load(); fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    }
     wake();
     wake_executor();
   }

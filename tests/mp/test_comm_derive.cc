@@ -163,6 +163,42 @@ TEST_CASE("shrink with NCCL_SHRINK_ABORT after a rank died mid-collective", "[mp
             60, [](int) { setenv("BRAID_TIMEOUT", "3", 1); }) == 1);  // exactly the killed rank fails
 }
 
+// Across hosts no survivor sees a death another saw, and most are not next
+// to the dead rank: each waits on a survivor.  The survivors that saw it
+// shrink with the abort flag, whose revoke ends their connections, so those
+// waiting on them fail at once and shrink too, not one BRAID_TIMEOUT later
+// each (the shrink's rendezvous then timed out on every survivor).
+TEST_CASE("shrink with NCCL_SHRINK_ABORT after a rank died mid-collective, every rank a host", "[mp][shrink][faults]") {
+  CHECK(run_ranks_as_processes(
+            4,
+            [](int rank, int, ncclComm_t comm, Failures& f) {
+              if (rank == 1)  // killed amid the calls, its connections made
+                std::thread([] {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+                  raise(SIGKILL);
+                }).detach();
+              std::vector<float> data(1 << 18, 1.f);
+              ncclResult_t r = ncclSuccess;
+              for (int i = 0; i < 100000 && r == ncclSuccess; ++i)
+                r = ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat, ncclMax, comm, nullptr);
+              if (r == ncclSuccess) f.fail("allreduces with a dead rank succeeded");
+              const auto start = std::chrono::steady_clock::now();
+              int exclude = 1;
+              ncclComm_t small = nullptr;
+              MP_NCCL(f, ncclCommShrink(comm, &exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT));
+              if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+                f.fail(fmt::format("rank {}: the shrink took more than 10 s", rank));
+              if (!small) return;
+              const int members[] = {0, 2, 3};
+              check_allreduce(small, 3, [&](int x) { return members[x]; }, f, "after shrink");
+              MP_NCCL(f, ncclCommDestroy(small));
+            },
+            60, [](int rank) {
+              setenv("BRAID_TIMEOUT", "20", 1);
+              setenv("BRAID_HOSTID", fmt::format("host{}", rank).c_str(), 1);
+            }) == 1);  // exactly the killed rank fails
+}
+
 TEST_CASE("split: a first member that cannot start the new root fails every member at once", "[mp][split][faults]") {
   ScopedEnv timeout("BRAID_TIMEOUT", "30");
   ScopedEnv no_root("BRAID_TEST_FAIL_DERIVE_ROOT_RANK", "0");
