@@ -185,12 +185,18 @@ class CollectiveTask final : public Task {
     return Status::ok();
   }
 
-  // The most one fragment of this call holds: a tile, or a frame of the
-  // largest chunk count (run_frame), or a Signal.
+  // The most one fragment of this call holds: a tile of its largest chunk,
+  // or a frame of the largest chunk count (run_frame: laid out a whole tile
+  // apart), or a Signal.  What a send acquires: shared memory backs that
+  // much of a slot, so a call of small chunks must not ask for whole tiles
+  // (8 ranks' rings outgrew docker's 64 MB /dev/shm).
   uint64_t fragment_bound() const {
     const uint32_t chunks = a_.records->max_frame;
     const uint64_t tile = buffers_.tile_elems * buffers_.esize;
-    const uint64_t bound = chunks > 1 ? frame_header_bytes(chunks) + chunks * tile : tile;
+    uint64_t largest = 0;  // elements of the call's largest chunk
+    for (uint32_t s = 0; s < a_.slices; ++s) largest = std::max(largest, slice_capacity(buffers_, s, a_.slices));
+    const uint64_t bound =
+        chunks > 1 ? frame_header_bytes(chunks) + chunks * tile : std::min(tile, largest * buffers_.esize);
     return std::max<uint64_t>(bound, sizeof(HostSignal));
   }
 
@@ -337,7 +343,8 @@ class CollectiveTask final : public Task {
                            run.recv_bytes, buffers_.esize);
     }
     if (sends && !run.send_slot) {
-      BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot, send_bound_));
+      BRAID_TRY(run.send_pipes[run.op]->try_acquire(&run.send_slot,
+                                                     type == OpType::Signal ? sizeof(HostSignal) : send_bound_));
       if (!run.send_slot) return Status::ok();
     }
     const bool framed = op_framed(op);
