@@ -352,7 +352,8 @@ class ShmTransport final : public Transport {
       : ctx_(ctx),
         processes_(PeerProcesses::of(ctx)),
         slots_(uint32_t(std::max<int64_t>(kMinSlots, env_int("BRAID_SHM_SLOTS")))),
-        slot_bytes_(kShmSlotFragments * (uint64_t(std::max<int64_t>(64, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64)),
+        slot_bytes_(kShmSlotFragments *
+                    (uint64_t(std::max<int64_t>(kMinFragmentBytes, env_int("BRAID_SHM_SLOT_BYTES"))) / 64 * 64)),
         bells_(fmt::format("/braid-{:016x}-bells", ctx.comm_hash), ctx.nranks, ranks_on_host(ctx.peers, ctx.rank)),
         polls_(idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {}
 

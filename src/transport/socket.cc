@@ -131,7 +131,7 @@ class SocketTransportImpl final : public Transport {
  public:
   SocketTransportImpl(const TransportContext& ctx, std::vector<int> listen_fds)
       : ctx_(ctx), listen_fds_(std::move(listen_fds)),
-        slot_bytes_(size_t(std::max<int64_t>(64, env_int("BRAID_SOCKET_SLOT_BYTES")))),
+        slot_bytes_(size_t(std::max<int64_t>(kMinFragmentBytes, env_int("BRAID_SOCKET_SLOT_BYTES")))),
         wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         executor_wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
         bell_(this, idle_polls_for(ranks_on_machine(ctx.peers, ctx.rank))) {

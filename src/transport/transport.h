@@ -33,6 +33,10 @@ class Doorbell;
 // sets, so that calls with large chunks can send wider ones
 // (src/plan/host_tuning.h, call_tile_bytes).
 constexpr uint64_t kShmSlotFragments = 2;
+// The smallest fragment a transport takes: a smaller BRAID_SHM_SLOT_BYTES
+// or BRAID_SOCKET_SLOT_BYTES is raised to it, so that a Signal (144 bytes,
+// src/exec/host) and small frames fit (below it every call with either failed).
+constexpr uint64_t kMinFragmentBytes = 256;
 
 class SendPipe {
  public:

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "collective_check.h"
+#include "scoped_env.h"
 
 using namespace mp;
 
@@ -176,4 +177,14 @@ TEST_CASE("BRAID_TRANSPORT=socket on one host, ranks as threads", "[mp][threads]
   setenv("BRAID_TRANSPORT", "socket", 1);
   CHECK(run_ranks_as_threads(3, sweep({1, 5000})) == 0);
   unsetenv("BRAID_TRANSPORT");
+}
+
+// Fragments smaller than a Signal (144 bytes) failed every call whose
+// schedule signals ("does not fit a 128-byte slot"): they are raised to
+// kMinFragmentBytes instead.
+TEST_CASE("slot sizes below a Signal are raised: every collective exact over shm and sockets", "[mp][threads]") {
+  ScopedEnv shm("BRAID_SHM_SLOT_BYTES", "100"), socket("BRAID_SOCKET_SLOT_BYTES", "1");
+  CHECK(run_ranks_as_threads(3, sweep({7, 70001})) == 0);
+  ScopedEnv sockets("BRAID_TRANSPORT", "socket");
+  CHECK(run_ranks_as_threads(3, sweep({7, 70001})) == 0);
 }
