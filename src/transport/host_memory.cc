@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/sysinfo.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +36,15 @@ size_t page_size() { return size_t(sysconf(_SC_PAGESIZE)); }
 Status host_shared_alloc(size_t bytes, void** out) {
   *out = nullptr;
   const size_t page = page_size();
+  // The memory is sparse until touched: an allocation past the machine's
+  // memory and swap would succeed here and end in the OOM killer later.
+  // Refused now, as an overcommitting malloc refuses it (and NCCL's cuMem).
+  struct sysinfo machine{};
+  const uint64_t most = sysinfo(&machine) == 0 ? (uint64_t(machine.totalram) + machine.totalswap) * machine.mem_unit
+                                               : UINT64_MAX;
+  if (bytes > most || bytes > SIZE_MAX - page)
+    return BRAID_ERROR(ncclSystemError, "cannot allocate {} bytes of host memory: more than this machine's memory "
+                       "and swap ({} bytes)", bytes, most);
   bytes = (bytes + page - 1) / page * page;
   int fd = memfd_create("braid-memalloc", MFD_CLOEXEC);
   if (fd < 0) return BRAID_ERROR(ncclSystemError, "memfd_create: {}", std::strerror(errno));

@@ -69,4 +69,9 @@ TEST_CASE("ncclMemAlloc is page aligned and refuses foreign frees", "[api]") {
   int local = 0;
   CHECK(ncclMemFree(&local) == ncclInvalidArgument);
   CHECK(ncclMemFree(nullptr) == ncclSuccess);
+  // More than the machine holds fails now, not in the OOM killer at first touch.
+  p = &local;
+  CHECK(ncclMemAlloc(&p, size_t(1) << 50) != ncclSuccess);
+  CHECK(p == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("more than this machine's memory") != std::string::npos);
 }
