@@ -6,8 +6,10 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/schedule_json.h"
 #include "braid/verify.h"
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/base/log.h"
 #include "src/plan/alg_selection.h"
 #include "src/plan/host_tuning.h"
@@ -50,6 +52,13 @@ const ScheduleLibrary& file_schedules() {
     return lib;
   }();
   return library;
+}
+
+uint64_t file_schedules_hash(int nranks) {
+  std::string text;
+  for (const auto& s : file_schedules().schedules)
+    if (s->nranks == nranks) text += schedule_to_json(*s) + "\n";
+  return text.empty() ? 0 : fnv1a(text);
 }
 
 bool is_file_schedule(const Schedule* s) {
@@ -122,27 +131,7 @@ std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const Ho
   return rank_order_algorithm(c, nranks, bytes, tuning, one_sided);
 }
 
-namespace {
-
-std::string forced_in(const std::string& spec, Collective c) {
-  if (spec.empty()) return "";
-  // Either one name for every collective, or "coll=name,coll=name".
-  if (spec.find('=') == std::string::npos) return spec;
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    std::string item = spec.substr(pos, end - pos);
-    size_t eq = item.find('=');
-    if (eq != std::string::npos && item.substr(0, eq) == to_string(c)) return item.substr(eq + 1);
-    pos = end + 1;
-  }
-  return "";
-}
-
-}  // namespace
-
-bool PlanCache::forces(Collective c) const { return !forced_in(algo_spec_, c).empty(); }
+bool PlanCache::forces(Collective c) const { return braid_algo_.pins(c); }
 
 void PlanCache::set_nccl_algo(const NcclAlgo& algo) {
   nccl_algo_ = algo;
@@ -150,9 +139,7 @@ void PlanCache::set_nccl_algo(const NcclAlgo& algo) {
     if (forces(Collective(c))) nccl_algo_.admitted[c] = 0;  // BRAID_ALGO comes first
 }
 
-std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
-
-PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
+PlanCache::PlanCache() : braid_algo_(parse_braid_algo(env_string("BRAID_ALGO"))) {}
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
                                std::shared_ptr<const Schedule>* out, int straggler, Placement placement,
@@ -230,7 +217,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
     algorithms = runnable;
   }
   const std::string forced = algorithms ? selected_algorithm(c, nranks, bytes, tuning_, algorithms)
-                                        : forced_in(algo_spec_, c);
+                                        : braid_algo_.of(c);
   std::string name = forced;
   if (name.empty()) {
     const uint64_t message = message_bytes(c, nranks, bytes, 1);
@@ -250,11 +237,6 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
       *out = file;
       return Status::ok();
     }
-  }
-  if (!name.empty() && !find_algorithm(c, name)) {
-    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
-                          to_string(c), name));
-    name.clear();
   }
   // A one-sided algorithm where not every rank reaches every peer's buffers.
   auto out_of_reach = [&](const std::string& algorithm) {

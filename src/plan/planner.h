@@ -1,8 +1,9 @@
 // The planner: which Schedule runs a given call.
 //
 // BRAID_ALGO forces a choice ("ring", or per collective
-// "allreduce=rd,allgather=ring"); otherwise the choice is by size: the
-// latency-optimal schedule for small messages, bandwidth-optimal for large.
+// "allreduce=rd,allgather=ring": src/plan/braid_algo.h); otherwise the choice
+// is by size: the latency-optimal schedule for small messages,
+// bandwidth-optimal for large.
 // Generated schedules are cached per communicator.
 //
 // Schedule files (braid JSON, MSCCL XML) named by BRAID_SCHEDULES and the
@@ -23,6 +24,7 @@
 #include "braid/schedule_library.h"
 #include "src/base/status.h"
 #include "src/ops/plan_records.h"
+#include "src/plan/braid_algo.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/nccl_algo.h"
@@ -54,8 +56,6 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
 std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning, bool one_sided,
                               const std::string& algorithm);
 
-// The algorithm BRAID_ALGO asks for this collective, or "" if none.
-std::string forced_algorithm(Collective c);
 // A call's algorithm selection (CollectiveCall::algorithms, a bit per
 // algorithm_registry() index): the size rule's algorithm if the selection
 // admits it, else the first admitted one for `c` ("" if none).
@@ -66,6 +66,11 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
 // and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per
 // process, rejected files reported as warnings.
 const ScheduleLibrary& file_schedules();
+// What the schedules of file_schedules() for `nranks` ranks are, by their
+// content and order (not the paths they came from): 0 where none is; the
+// ranks of a communicator must agree on it (they would run different
+// schedules for one call).
+uint64_t file_schedules_hash(int nranks);
 // Whether `s` came from file_schedules().
 bool is_file_schedule(const Schedule* s);
 
@@ -153,7 +158,7 @@ class PlanCache {
   // table, whose rows choose there).
   bool one_sided_host() const { return peer_access_ && !device_tuning_; }
 
-  std::string algo_spec_;
+  BraidAlgo braid_algo_;
   HostTuning tuning_;
   int slots_ = kMinSlots;
   StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;

@@ -35,7 +35,12 @@ enum class Fold : uint8_t {
   X(int32_t, check_args, Fold::Any, "BRAID_CHECK: one rank checking alone would wait for records nobody sends")    \
   X(uint64_t, direct_min_bytes, Fold::Max, "BRAID_DIRECT_MIN_BYTES (UINT64_MAX: never)")                           \
   X(uint64_t, board_max_bytes, Fold::Min, "BRAID_ONESHOT_MAX_BYTES, 0 where a rank cannot use a board")            \
-  X(uint32_t, unpinned_collectives, Fold::And,                                                                     \
+  X(uint64_t, braid_algo, Fold::Equal,                                                                             \
+    "BRAID_ALGO (a hash of what it pins per collective): set it alike on every rank, or on none")                  \
+  X(uint64_t, schedule_files, Fold::Equal,                                                                         \
+    "the schedule files for this many ranks (a hash of their schedules) that BRAID_SCHEDULES, MSCCL_XML_FILES, "   \
+    "MSCCL_CONFIG and MSCCL_ALGO_DIR load: give every rank the same ones, or none")                               \
+  X(uint32_t, unpinned_collectives, Fold::Equal,                                                                   \
     "a bit per collective no fixed schedule (BRAID_ALGO, a schedule file) is pinned to")                           \
   X(int32_t, cma_mode, Fold::Min, "BRAID_CMA: 0 off, 1 auto, 2 on")                                                \
   X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")                              \

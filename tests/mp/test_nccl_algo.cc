@@ -144,3 +144,19 @@ TEST_CASE("NCCL_PROTO malformed, or set apart on one rank, fails init on every r
   CHECK(init_fails(with_proto("LL,LL256"), "unknown protocol \"ll256\"") == 0);
   CHECK(init_fails([](int rank) { with_proto(rank == 1 ? "^LL" : "")(rank); }, "NCCL_PROTO") == 0);
 }
+
+// BRAID_ALGO is braid's own variable: what it names that no collective has
+// is said once per process, and pins nothing.
+TEST_CASE("BRAID_ALGO naming an unknown collective or algorithm: said once, the rest pinned", "[mp][nccl_algo]") {
+  CHECK(warns_once([](int rank) {
+          setenv("BRAID_ALGO", "allreduce=rd, allgathr=ring", 1);
+          with_algo("")(rank);
+        }, "BRAID_ALGO=allreduce=rd, allgathr=ring: ignored 'allgathr=ring': no collective is named 'allgathr'"));
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(rd_allreduce)") < 2) f.fail("not both allreduces on rd: " + log);
+        }, 60, [](int rank) {
+          setenv("BRAID_ALGO", "AllReduce = RD, allgathr=ring", 1);
+          with_algo("")(rank);
+        }) == 0);
+}
