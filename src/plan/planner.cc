@@ -172,11 +172,11 @@ std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const H
 
 StragglerTracker& PlanCache::straggler(int nranks, int rank) {
   if (straggler_) return *straggler_;
-  const std::string setting = env_string("BRAID_STRAGGLER");
-  if (rank_order_ && !setting.empty() && setting != "off")
+  const StragglerSetting setting = straggler_setting_ ? *straggler_setting_ : straggler_setting(nranks);
+  if (rank_order_ && setting.mode != StragglerMode::Off)
     warn_once(fmt::format("BRAID_DETERMINISTIC: StragglAR does not fold in rank order; BRAID_STRAGGLER={} is "
-                          "ignored", setting));
-  straggler_ = std::make_unique<StragglerTracker>(nranks, rank, !rank_order_);
+                          "ignored", env_string("BRAID_STRAGGLER")));
+  straggler_ = std::make_unique<StragglerTracker>(nranks, rank, rank_order_ ? StragglerSetting{} : setting);
   return *straggler_;
 }
 

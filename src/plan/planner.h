@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -138,6 +139,9 @@ class PlanCache {
   // (ncclCommMemStats: they stay while the communicator is suspended).
   uint64_t bytes_held() const;
 
+  // BRAID_STRAGGLER as the ranks agreed on it at init (before the first
+  // straggler() call; without it, as this process reads it).
+  void set_straggler_setting(const StragglerSetting& setting) { straggler_setting_ = setting; }
   // The communicator's BRAID_STRAGGLER state, created on first use (off
   // under BRAID_DETERMINISTIC: StragglAR does not fold in rank order).
   StragglerTracker& straggler(int nranks, int rank);
@@ -178,6 +182,7 @@ class PlanCache {
     uint32_t algorithms = 0;
     std::shared_ptr<const Schedule> schedule;
   } last_;
+  std::optional<StragglerSetting> straggler_setting_;
   std::unique_ptr<StragglerTracker> straggler_;
   std::map<const Schedule*, std::shared_ptr<const RankRecords>> records_;  // this rank's (one rank per cache)
 };

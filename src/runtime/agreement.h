@@ -61,6 +61,8 @@ enum class Fold : uint8_t {
   X(int32_t, run_diagnostics, Fold::Any, "NCCL_RUN_DIAGNOSTICS: the init's pattern exchange, which every rank joins") \
   X(int32_t, run_ras_diagnostics, Fold::Any,                                                                       \
     "NCCL_RUN_RAS_DIAGNOSTICS: the init's comparison of what each rank runs, which every rank joins")            \
+  X(int32_t, straggler, Fold::Equal,                                                                               \
+    "BRAID_STRAGGLER (-1 off, -2 auto, -3 eager, else the late rank): set it to the same value on every rank")      \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")             \
   X(int32_t, deterministic, Fold::Equal,                                                                           \

@@ -211,6 +211,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   if (const auto channels = env_nccl_int("NCCL_MAX_NCHANNELS"); channels && *channels > 0)
     a.cuda_max_ctas = int32_t(std::min<int64_t>(a.cuda_max_ctas, *channels));
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
+  a.straggler = straggler_code(straggler_setting(nranks));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   BRAID_TRY(env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &a.deterministic));
   a.run_diagnostics = std::strtol(env_raw("NCCL_RUN_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
@@ -461,6 +462,7 @@ Status comm_setup(ncclComm* comm) {
   const HostPathSettings& host = setup->host;
   // Before the backend, which may set up StragglAR's tracking.
   comm->plans->set_rank_order(agreed.deterministic != 0);
+  comm->plans->set_straggler_setting(straggler_of_code(agreed.straggler));
   comm->plans->set_nccl_algo(local.nccl_algo);
   if (!local.braid_algo.problems.empty()) {
     static std::once_flag said;  // once per process: every communicator reads the same variable

@@ -88,7 +88,7 @@ TEST_CASE("a bad setting on one rank fails init on every rank at once", "[mp][pr
   CHECK(reap_with_one_killed(pids, -1) == 0);
 }
 
-// Pins (BRAID_ALGO, schedule files) change the schedule
+// Pins (BRAID_ALGO, schedule files) and BRAID_STRAGGLER change the schedule
 // a call runs: ranks that differ would run different schedules for one call
 // (wrong data, or a wait until BRAID_TIMEOUT), so init fails on every rank
 // naming the setting.  What they agree on is the effect, not the spelling.
@@ -130,5 +130,19 @@ TEST_CASE("schedule files: ranks that load different ones fail init, files for o
   // None of them is for 2 ranks: nothing to disagree on.
   CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
           if (rank == 1) setenv("BRAID_SCHEDULES", BRAID_TEST_DATA "/synth/schedules", 1);
+        }) == 0);
+}
+
+TEST_CASE("BRAID_STRAGGLER: ranks that set it apart fail init", "[mp][processes][agree][stragglar]") {
+  auto fixed_on_one = [](int rank) { setenv("BRAID_STRAGGLER", rank == 2 ? "2" : "off", 1); };
+  CHECK(init_must_fail(3, fixed_on_one, ncclInvalidUsage, "ranks disagree on straggler (BRAID_STRAGGLER") == 0);
+  auto modes = [](int rank) { setenv("BRAID_STRAGGLER", rank == 0 ? "auto" : "eager", 1); };
+  CHECK(init_must_fail(3, modes, ncclInvalidUsage, "straggler") == 0);
+  auto ranks = [](int rank) { setenv("BRAID_STRAGGLER", rank == 0 ? "1" : "2", 1); };
+  CHECK(init_must_fail(3, ranks, ncclInvalidUsage, "straggler") == 0);
+  // "off" and unset are one setting, and so is a rank out of range (off, with a warning).
+  CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
+          if (rank == 1) setenv("BRAID_STRAGGLER", "off", 1);
+          if (rank == 0) setenv("BRAID_STRAGGLER", "7", 1);
         }) == 0);
 }
