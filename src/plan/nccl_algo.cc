@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "braid/algorithms.h"
+#include "src/base/hash.h"
 #include "src/plan/alg_selection.h"
 #include "src/plan/nccl_lists.h"
 
@@ -62,6 +63,13 @@ Status parse_nccl_algo(const std::string& value, NcclAlgo* out) {
     out->admitted[c] = admitted == all ? 0 : admitted;
   }
   return Status::ok();
+}
+
+uint64_t nccl_algo_hash(const NcclAlgo& algo) {
+  std::string text;
+  for (int c = 0; c < int(Collective::Custom); ++c)
+    if (algo.admitted[c]) text += fmt::format("{}:{:x};", c, algo.admitted[c]);
+  return text.empty() ? 0 : fnv1a(text);
 }
 
 }  // namespace braid

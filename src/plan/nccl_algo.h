@@ -31,4 +31,9 @@ struct NcclAlgo {
 // An empty value restricts nothing.  A malformed one is ncclInvalidUsage, as NCCL.
 Status parse_nccl_algo(const std::string& value, NcclAlgo* out);
 
+// What the ranks of a communicator agree on at init: what `algo` admits per
+// collective (0 where it restricts nothing), so that values spelt apart
+// ("Ring", "ring", "RING;allreduce:ring") agree, as they do in NCCL.
+uint64_t nccl_algo_hash(const NcclAlgo& algo);
+
 }  // namespace braid

@@ -67,7 +67,8 @@ enum class Fold : uint8_t {
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")             \
   X(int32_t, deterministic, Fold::Equal,                                                                           \
     "BRAID_DETERMINISTIC (reductions folded in rank order): set it to the same value on every rank")              \
-  X(uint64_t, nccl_algo, Fold::Equal, "NCCL_ALGO (its hash): set it to the same value on every rank, or on none") \
+  X(uint64_t, nccl_algo, Fold::Equal,                                                                              \
+    "NCCL_ALGO (a hash of what it admits per collective): set it alike on every rank, or on none")                 \
   X(uint32_t, nccl_proto, Fold::Equal,                                                                             \
     "NCCL_PROTO (the functions whose LL path it excludes): set it alike on every rank, or on none")              \
   X(uint64_t, tuner, Fold::Equal,                                                                                  \

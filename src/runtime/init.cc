@@ -22,7 +22,6 @@
 #include <thread>
 
 #include "src/base/env.h"
-#include "src/base/hash.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/base/nccl_conf.h"
@@ -188,7 +187,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.braid_algo = local.braid_algo.pins_hash();
   a.schedule_files = file_schedules_hash(nranks);
   a.unpinned_collectives = unpinned_collectives(nranks, local.braid_algo);
-  a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
+  a.nccl_algo = nccl_algo_hash(local.nccl_algo);  // its effect: "Ring" and "ring" agree
   a.nccl_proto = local.nccl_proto.ll_excluded;  // its effect: "Simple" and "^ll" agree
   a.tuner = tuner_identity(local.tuner.get());
   a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;

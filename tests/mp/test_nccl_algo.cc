@@ -145,6 +145,15 @@ TEST_CASE("NCCL_PROTO malformed, or set apart on one rank, fails init on every r
   CHECK(init_fails([](int rank) { with_proto(rank == 1 ? "^LL" : "")(rank); }, "NCCL_PROTO") == 0);
 }
 
+// NCCL compares names in any case: ranks that spell a value apart but admit
+// the same agree (the agreement is on what it admits, as NCCL_PROTO's).
+TEST_CASE("NCCL_ALGO spelt apart but alike on the ranks (Ring, ring): init agrees, calls exact", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(ring_allreduce)") < 2) f.fail("not both allreduces on ring: " + log);
+        }, 60, [](int rank) { with_algo(rank % 2 ? "Ring" : "ring;allreduce:RING")(rank); }) == 0);
+}
+
 // BRAID_ALGO is braid's own variable: what it names that no collective has
 // is said once per process, and pins nothing.
 TEST_CASE("BRAID_ALGO naming an unknown collective or algorithm: said once, the rest pinned", "[mp][nccl_algo]") {

@@ -165,3 +165,33 @@ TEST_CASE("NCCL_ALGO and NCCL_PROTO: empty entries and names are skipped, and ^ 
   CHECK(parsed_proto("^LL128;").ll_excluded == 0);
   CHECK(parsed_proto("simple;allreduce:^").ll_excluded == (kNcclFunctionBits & ~bit(Collective::AllReduce)));
 }
+
+TEST_CASE("NCCL_ALGO and NCCL_PROTO: an entry's list ends at its second ':', as NCCL's strtok reads it",
+          "[nccl_algo]") {
+  // NCCL's parseList takes the function, then the list up to the next ':'
+  // and ignores the rest; empty pieces between ':' are skipped.
+  const uint32_t ring = admitted(parsed("allreduce:ring"), Collective::AllReduce);
+  CHECK(admitted(parsed("allreduce:ring:tree"), Collective::AllReduce) == ring);
+  CHECK(admitted(parsed("allreduce::ring"), Collective::AllReduce) == ring);
+  CHECK(admitted(parsed("allreduce:ring:bogus:words"), Collective::AllReduce) == ring);
+  CHECK(parsed_proto("allreduce:LL128,LL:Simple").ll_excluded == 0);  // "LL128,LL": LL stays
+  CHECK(parsed_proto("allreduce:Simple:LL").ll_excluded == bit(Collective::AllReduce));
+  // Only an entry at the very start may lack a function: NCCL refuses ";ring".
+  NcclAlgo a;
+  const Status late = parse_nccl_algo(";ring", &a);
+  CHECK(late.code() == ncclInvalidUsage);
+  CHECK(late.message().find("names no function") != std::string::npos);
+}
+
+TEST_CASE("NCCL_ALGO: the ranks agree on what it admits, however it is spelt", "[nccl_algo][agree]") {
+  const uint64_t ring = nccl_algo_hash(parsed("ring"));
+  CHECK(ring != 0);
+  for (const char* same : {"Ring", "RING", " ring ", "ring,tree", "ring;broadcast:ring", "ring;reduce:ring:tree"})
+    CHECK(nccl_algo_hash(parsed(same)) == ring);
+  // Restricting nothing braid has is no restriction: as unset.
+  for (const char* nothing : {"", "^tree", "tree", "^", "nvls,pat"}) CHECK(nccl_algo_hash(parsed(nothing)) == 0);
+  CHECK(nccl_algo_hash(parsed("^ring")) != ring);
+  CHECK(nccl_algo_hash(parsed("^ring")) != 0);
+  CHECK(nccl_algo_hash(parsed("allreduce:ring")) != ring);
+}
+
