@@ -54,12 +54,14 @@ Status parse_nccl_algo(const std::string& value, NcclAlgo* out) {
     if (!list.set || (list.exclude && list.names.empty())) continue;  // "^": everything
     uint32_t admitted = 0;
     BRAID_TRY(parse_alg_selection(list_as_selection(list), collective, &admitted));
-    uint32_t all = 0;
-    for (size_t i = 0; i < registry.size() && i < 32; ++i)
+    uint32_t all = kFastPathsBit;
+    for (size_t i = 0; i < registry.size() && i < 31; ++i)
       if (registry[i].collective == collective) all |= 1u << i;
-    if (admitted == 0)
+    if (!(admitted & ~kFastPathsBit)) {  // no algorithm: the fast paths alone cannot serve every call
       out->unserved += fmt::format("{}{} ({})", out->unserved.empty() ? "" : ", ", nccl_function_name(collective),
                                    list.text());
+      admitted = all;
+    }
     out->admitted[c] = admitted == all ? 0 : admitted;
   }
   return Status::ok();

@@ -12,6 +12,7 @@
 #include "src/base/hash.h"
 #include "src/base/log.h"
 #include "src/plan/alg_selection.h"
+#include "src/plan/cost_model.h"
 #include "src/plan/host_tuning.h"
 #include "src/ops/reduction.h"
 
@@ -88,6 +89,22 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 
 namespace {
 
+// The two-sided algorithms default_algorithm picks from (keep them in step).
+bool size_rule_picks(Collective c, const std::string& name) {
+  switch (c) {
+    case Collective::AllReduce: return name == "ring" || name == "rd";
+    case Collective::AllGather: return name == "ring" || name == "direct";
+    case Collective::ReduceScatter: return name == "ring";
+    case Collective::Broadcast:
+    case Collective::Reduce: return name == "binomial";
+    case Collective::Gather:
+    case Collective::Scatter: return name == "direct";
+    case Collective::AlltoAll: return name == "pairwise" || name == "direct";
+    case Collective::Custom: break;
+  }
+  return false;
+}
+
 // A message in a one-sided schedule's range (host_tuning.h): above
 // kOneSidedMinBytes, up to `most`.
 bool one_sided_sized(uint64_t message, uint64_t most) { return message > kOneSidedMinBytes && message <= most; }
@@ -157,17 +174,44 @@ Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t byte
   return Status::ok();
 }
 
-std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
-                               uint32_t algorithms) {
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const std::string& usual,
+                               const HostTuning& tuning, uint32_t algorithms) {
   const auto& registry = algorithm_registry();
-  const std::string usual = default_algorithm(c, nranks, bytes, tuning);
-  std::string first;
+  auto admitted = [&](const std::string& name) {
+    for (size_t i = 0; i < registry.size(); ++i)
+      if ((algorithms >> i & 1) && registry[i].collective == c && registry[i].name == name) return true;
+    return false;
+  };
+  if (admitted(usual)) return usual;
+  const std::string size_rule = default_algorithm(c, nranks, bytes, tuning);
+  if (admitted(size_rule)) return size_rule;
+  // As NCCL does with what NCCL_ALGO leaves: the cheapest by the cost model
+  // (its family is the name up to '_': "twoshot" for twoshot_ordered), first
+  // among the two-sided algorithms the size rule picks from.  The closed
+  // forms do not see what the others cost beyond them: the one-sided ones
+  // load peers' buffers (through CMA between processes), which the size
+  // rules take only in the ranges where they won; the rank-order folds
+  // (direct AllReduce among them) trade bytes for their order; StragglAR
+  // without a late rank exposes its phase 0.  Timed alone on 2 to 4
+  // processes, each lost to recursive doubling outside the ranges the size
+  // rules give it, whatever its closed form says.
+  auto tier = [&](const AlgorithmInfo& a) { return a.name == "stragglar" ? 2 : size_rule_picks(c, a.name) ? 0 : 1; };
+  const LinkCost link = link_cost(tuning.several_hosts);
+  std::string best;
+  int best_tier = 0;
+  double best_us = 0;
   for (size_t i = 0; i < registry.size(); ++i) {
     if (!(algorithms >> i & 1) || registry[i].collective != c) continue;
-    if (registry[i].name == usual) return usual;
-    if (first.empty()) first = registry[i].name;
+    const std::string& name = registry[i].name;
+    const int t = tier(registry[i]);
+    const double us = collective_us(c, nranks, bytes, name.substr(0, name.find('_')), link);
+    if (best.empty() || t < best_tier || (t == best_tier && us < best_us)) {
+      best = name;
+      best_tier = t;
+      best_us = us;
+    }
   }
-  return first;
+  return best;
 }
 
 StragglerTracker& PlanCache::straggler(int nranks, int rank) {
@@ -202,7 +246,6 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
 
 Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
-  const bool ordered = rank_order_ && collective_reduces(c);
   if (algorithms && !peer_access_) {  // one-sided algorithms cannot run here
     const auto& registry = algorithm_registry();
     uint32_t runnable = algorithms, for_c = 0;
@@ -216,8 +259,10 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                          "not run one-sided schedules)", admitted_names(algorithms & for_c), to_string(c));
     algorithms = runnable;
   }
-  const std::string forced = algorithms ? selected_algorithm(c, nranks, bytes, tuning_, algorithms)
-                                        : braid_algo_.of(c);
+  const std::string forced =
+      algorithms ? selected_algorithm(c, nranks, bytes, usual_algorithm(c, nranks, root, bytes, straggler), tuning_,
+                                      algorithms)
+                 : braid_algo_.of(c);
   std::string name = forced;
   if (name.empty()) {
     const uint64_t message = message_bytes(c, nranks, bytes, 1);
@@ -249,20 +294,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                           name, to_string(c)));
     name.clear();
   }
-  if (name.empty() && device_tuning_) {
-    name = device_tuning_->call(c, bytes).algorithm;
-    // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
-    std::shared_ptr<const Schedule> tuned;
-    if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
-      name.clear();
-    // A row measured on thread ranks of one device may name a one-sided
-    // schedule: processes keep the default, quietly (they did not ask).
-    if (out_of_reach(name)) name.clear();
-  }
-  if (name.empty())
-    name = ordered                          ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
-           : one_sided_host() && straggler < 0 ? one_host_algorithm(c, nranks, bytes, tuning_)
-                                               : default_algorithm(c, nranks, bytes, tuning_);
+  if (name.empty()) name = usual_algorithm(c, nranks, root, bytes, straggler);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);
@@ -270,6 +302,25 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";
   return generated(c, nranks, root, name, straggler, out);
+}
+
+std::string PlanCache::usual_algorithm(Collective c, int nranks, int root, uint64_t bytes, int straggler) {
+  const bool ordered = rank_order_ && collective_reduces(c);
+  if (device_tuning_) {
+    std::string name(device_tuning_->call(c, bytes).algorithm);
+    // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
+    std::shared_ptr<const Schedule> tuned;
+    if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
+      name.clear();
+    // A row measured on thread ranks of one device may name a one-sided
+    // schedule: processes keep the default, quietly (they did not ask).
+    const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name);
+    if (a && a->one_sided && !peer_access_) name.clear();
+    if (!name.empty()) return name;
+  }
+  return ordered                             ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
+         : one_sided_host() && straggler < 0 ? one_host_algorithm(c, nranks, bytes, tuning_)
+                                             : default_algorithm(c, nranks, bytes, tuning_);
 }
 
 Status PlanCache::generated(Collective c, int nranks, int root, const std::string& name, int straggler,

@@ -57,11 +57,17 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
 std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning, bool one_sided,
                               const std::string& algorithm);
 
-// A call's algorithm selection (CollectiveCall::algorithms, a bit per
-// algorithm_registry() index): the size rule's algorithm if the selection
-// admits it, else the first admitted one for `c` ("" if none).
-std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
-                               uint32_t algorithms);
+// What runs of a call's algorithm selection (CollectiveCall::algorithms, a
+// bit per algorithm_registry() index; NCCL_ALGO's too): `usual` (what braid
+// would run with no selection: a tuning row, the one-sided or rank-order
+// size rules) if it admits it, else default_algorithm's, else the admitted
+// algorithm for `c` the cost model (cost_model.h) ranks cheapest for the
+// call, as NCCL picks the cheapest of what NCCL_ALGO leaves: the other
+// two-sided algorithms default_algorithm picks from first (rd for
+// AllReduce), then the one-sided ones and the rank-order folds, StragglAR
+// last; the first in registry order on a tie ("" if none).
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const std::string& usual,
+                               const HostTuning& tuning, uint32_t algorithms);
 
 // The schedules loaded from BRAID_SCHEDULES, MSCCL_XML_FILES, MSCCL_CONFIG
 // and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per
@@ -119,9 +125,8 @@ class PlanCache {
   // file schedules correct in both placements are eligible.  Every rank must
   // use the same placement when files declare only one, as with MSCCL.
   // `algorithms` (a call's selection, CollectiveCall::algorithms) pins the
-  // choice to those algorithms: the size rule's if it is one of them, else
-  // the first; neither BRAID_ALGO nor a schedule file nor a straggler then
-  // changes it.
+  // choice to those algorithms (selected_algorithm); neither BRAID_ALGO nor
+  // a schedule file nor a straggler then changes it.
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
                       int straggler = -1, Placement placement = Placement::Unknown, uint32_t algorithms = 0);
   // The schedule the last schedule_for answered with (tests, BRAID_DEBUG).
@@ -151,6 +156,9 @@ class PlanCache {
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
   Status choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+  // What runs with nothing pinned or selected: the device tuning table's
+  // row where it names one that can run, else the size rules.
+  std::string usual_algorithm(Collective c, int nranks, int root, uint64_t bytes, int straggler);
   // The built-in `name` for `c`, generated once.
   Status generated(Collective c, int nranks, int root, const std::string& name, int straggler,
                    std::shared_ptr<const Schedule>* out);
