@@ -27,11 +27,12 @@ constexpr NcclName kNcclNames[] = {
 };
 
 // One selectable name: what it selects for the collective at hand (a
-// registry index, or -1).
+// registry index, kFastPaths, or -1).
 struct Selectable {
   std::string name;
   int algorithm;
 };
+constexpr int kFastPaths = -2;
 
 std::vector<Selectable> selectable_for(Collective c) {
   std::vector<Selectable> all;
@@ -48,6 +49,7 @@ std::vector<Selectable> selectable_for(Collective c) {
     all.push_back({a.name, index_of(a.name)});
   }
   for (const NcclName& n : kNcclNames) all.push_back({n.name, *n.braid ? index_of(n.braid) : -1});
+  all.push_back({"", kFastPaths});  // no name matches it: only a complement admits it
   return all;
 }
 
@@ -100,16 +102,20 @@ Status parse_alg_selection(const std::string& selection, Collective c, uint32_t*
     }
     for (size_t i = 0; i < names.size(); ++i) chosen[i] = chosen[i] || in_term[i];
   }
-  for (size_t i = 0; i < names.size(); ++i)
-    if (chosen[i] && names[i].algorithm >= 0) *admitted |= 1u << names[i].algorithm;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!chosen[i]) continue;
+    if (names[i].algorithm >= 0) *admitted |= 1u << names[i].algorithm;
+    if (names[i].algorithm == kFastPaths) *admitted |= kFastPathsBit;
+  }
   return Status::ok();
 }
 
 std::string admitted_names(uint32_t admitted) {
   std::string out;
   const auto& registry = algorithm_registry();
-  for (size_t i = 0; i < registry.size() && i < 32; ++i)
+  for (size_t i = 0; i < registry.size() && i < 31; ++i)
     if (admitted >> i & 1) out += (out.empty() ? "" : ", ") + registry[i].name;
+  if (admitted & kFastPathsBit) out += out.empty() ? "fast paths" : ", fast paths";
   return out.empty() ? "none" : out;
 }
 

@@ -24,15 +24,28 @@
 
 namespace braid {
 
+// braid's fast paths (the host backend's boards and single-copy paths, the
+// CUDA backend's LL path) are none of the selectable names: they replace a
+// schedule for calls they serve, whatever its algorithm.  So a selection
+// that names what may run ("ring", "rd,direct") keeps a call off them, and
+// one that only says what may not ("^ring", "^tree") keeps them, as NCCL's
+// "^RING" keeps its other kernels.  Their bit in a call's algorithms, above
+// every registry index (tests check the registry stays below it).
+constexpr uint32_t kFastPathsBit = 1u << 31;
+// Whether a call's algorithms (0: automatic) let a fast path serve it.
+inline bool admits_fast_paths(uint32_t algorithms) { return algorithms == 0 || (algorithms & kFastPathsBit); }
+
 // *admitted gets a bit per algorithm_registry() index of a `c` algorithm the
-// selection admits (0: none of braid's).  A malformed selection or an
-// unknown name is ncclInvalidArgument.
+// selection admits (0: none of braid's), and kFastPathsBit where the
+// selection admits the fast paths.  A malformed selection or an unknown name
+// is ncclInvalidArgument.
 Status parse_alg_selection(const std::string& selection, Collective c, uint32_t* admitted);
 
 // `text` cut at every `sep` (empty parts kept): the grammars' lists.
 std::vector<std::string> split(const std::string& text, char sep);
 
-// The names of the algorithms in `admitted` ("ring, stragglar"), for messages.
+// The names of the algorithms in `admitted` ("ring, stragglar", and "fast
+// paths" for kFastPathsBit), for messages.
 std::string admitted_names(uint32_t admitted);
 
 }  // namespace braid

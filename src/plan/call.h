@@ -34,9 +34,10 @@ struct CollectiveCall {
   Reduction reduction;       // what executors fold with (src/ops/reduction.h)
   int root = 0;
   cudaStream_t stream = nullptr;  // device backends enqueue on it; the host backend ignores it
-  // A per-call configuration (ncclCollConfig_t, src/plan/alg_selection.h):
-  // a bit per algorithm_registry() index this call may run; 0 is automatic.
-  // A call with a selection runs a schedule, never a board or single-copy path.
+  // A per-call configuration (ncclCollConfig_t, src/plan/alg_selection.h),
+  // or NCCL_ALGO's: a bit per algorithm_registry() index this call may run,
+  // and kFastPathsBit where a board, single-copy or LL path may serve it; 0
+  // is automatic.  A selection without that bit runs one of its schedules.
   uint32_t algorithms = 0;
   // Recorded by device backends once the call's kernel is launched (2.32).
   cudaEvent_t launch_event = nullptr;

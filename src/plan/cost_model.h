@@ -22,9 +22,12 @@ struct LinkCost {
 LinkCost link_cost(bool between_hosts);
 
 // `algorithm`'s time (its family: "ring", "rd", "chain", "direct", "twoshot",
-// "allgather" for allgather_fold, "ll" for the CUDA LL path's one hop; any
-// other is costed as the log-step default) for collective `c` on `nranks`
-// ranks, `block_bytes` being the call's count times its type's size.
+// "oneshot", "stragglar" (with no late rank), "allgather" for
+// allgather_fold, "ll" for the CUDA LL path's one hop; any other is costed
+// as the log-step default) for collective `c` on `nranks` ranks,
+// `block_bytes` being the call's count times its type's size.  The planner
+// ranks what a call's selection admits by it where the size rule's choice
+// is not among them.
 double collective_us(Collective c, int nranks, uint64_t block_bytes, const std::string& algorithm,
                      const LinkCost& link);
 

@@ -5,6 +5,7 @@
 #include "braid/chunking.h"
 #include "src/base/byte_ranges.h"
 #include "src/ops/datatype.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/host_tuning.h"
 
 namespace braid {
@@ -81,7 +82,7 @@ HostPaths::~HostPaths() = default;
 HostPaths::Board HostPaths::board_for(const CollectiveCall& c) const {
   const bool broadcast_gather = c.collective == Collective::Broadcast || c.collective == Collective::Gather;
   const uint64_t limit = broadcast_gather ? s_.board_max_bytes.broadcast_gather : s_.board_max_bytes.most;
-  if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul || c.algorithms ||
+  if (!(s_.board_collectives >> int(c.collective) & 1) || c.reduction.premul || !admits_fast_paths(c.algorithms) ||
       board_payload_bytes(c.collective, c.count, c.type, s_.nranks) > limit)
     return Board::None;
   return eager_serves(c.collective) ? Board::Eager : Board::OneShot;

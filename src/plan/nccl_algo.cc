@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "braid/algorithms.h"
+#include "src/base/hash.h"
 #include "src/plan/alg_selection.h"
 #include "src/plan/nccl_lists.h"
 
@@ -53,15 +54,24 @@ Status parse_nccl_algo(const std::string& value, NcclAlgo* out) {
     if (!list.set || (list.exclude && list.names.empty())) continue;  // "^": everything
     uint32_t admitted = 0;
     BRAID_TRY(parse_alg_selection(list_as_selection(list), collective, &admitted));
-    uint32_t all = 0;
-    for (size_t i = 0; i < registry.size() && i < 32; ++i)
+    uint32_t all = kFastPathsBit;
+    for (size_t i = 0; i < registry.size() && i < 31; ++i)
       if (registry[i].collective == collective) all |= 1u << i;
-    if (admitted == 0)
+    if (!(admitted & ~kFastPathsBit)) {  // no algorithm: the fast paths alone cannot serve every call
       out->unserved += fmt::format("{}{} ({})", out->unserved.empty() ? "" : ", ", nccl_function_name(collective),
                                    list.text());
+      admitted = all;
+    }
     out->admitted[c] = admitted == all ? 0 : admitted;
   }
   return Status::ok();
+}
+
+uint64_t nccl_algo_hash(const NcclAlgo& algo) {
+  std::string text;
+  for (int c = 0; c < int(Collective::Custom); ++c)
+    if (algo.admitted[c]) text += fmt::format("{}:{:x};", c, algo.admitted[c]);
+  return text.empty() ? 0 : fnv1a(text);
 }
 
 }  // namespace braid

@@ -48,26 +48,41 @@ const char* nccl_function_name(Collective c) {
 Status parse_nccl_function_lists(const char* variable, const char* noun, const std::string& value,
                                  const std::vector<std::string>& names, NcclFunctionLists* out) {
   *out = NcclFunctionLists{};
+  const std::string lowered = lower_without_spaces(value);
   // Later entries overwrite earlier ones, as in NCCL; empty entries and
-  // names are skipped (NCCL splits with strtok).
-  bool first = true;
-  for (const std::string& entry : split(lower_without_spaces(value), ';')) {
+  // names are skipped (NCCL splits with strtok).  Only the entry the value
+  // starts with may omit the function (NCCL compares the entry's address
+  // with the string's: ";ring" fails there).
+  size_t at = 0;
+  for (const std::string& entry : split(lowered, ';')) {
+    const bool first = at == 0;
+    at += entry.size() + 1;
     if (entry.empty()) continue;
-    const size_t colon = entry.find(':');
-    if (colon == std::string::npos && !first)
+    // NCCL's strtok on ':': the function, then the list up to the next ':'
+    // (the rest is ignored), empty pieces skipped.
+    std::vector<std::string> pieces;
+    for (const std::string& piece : split(entry, ':'))
+      if (!piece.empty()) pieces.push_back(piece);
+    if (pieces.empty()) continue;
+    const auto function_named = [](const std::string& name) {
+      return std::find_if(std::begin(kNcclFunctions), std::end(kNcclFunctions),
+                          [&](Collective c) { return name == nccl_function_name(c); });
+    };
+    // "allreduce:" lists nothing (NCCL reads it as a list of one unknown name).
+    if (pieces.size() == 1 && entry.find(':') != std::string::npos &&
+        function_named(pieces[0]) != std::end(kNcclFunctions))
+      return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": no {} listed for {}", variable, value, noun, pieces[0]);
+    if (pieces.size() == 1 && !first)
       return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": entry \"{}\" names no function (only the first may omit it)",
                          variable, value, entry);
-    first = false;
     const Collective* f = nullptr;  // null: every function
-    if (colon != std::string::npos) {
-      const std::string function = entry.substr(0, colon);
-      f = std::find_if(std::begin(kNcclFunctions), std::end(kNcclFunctions),
-                       [&](Collective c) { return function == nccl_function_name(c); });
+    if (pieces.size() > 1) {
+      f = function_named(pieces[0]);
       if (f == std::end(kNcclFunctions))
         return BRAID_ERROR(ncclInvalidUsage, "{}=\"{}\": unknown function \"{}\" (NCCL's: broadcast, reduce, "
-                           "allgather, reducescatter, allreduce)", variable, value, function);
+                           "allgather, reducescatter, allreduce)", variable, value, pieces[0]);
     }
-    std::string text = colon == std::string::npos ? entry : entry.substr(colon + 1);
+    std::string text = pieces.size() > 1 ? pieces[1] : pieces[0];
     NcclList list;
     list.set = true;
     list.exclude = !text.empty() && text[0] == '^';

@@ -3,13 +3,16 @@
 // NCCL's parseList in src/graph/tuning.cc): entries separated by ';', each
 // "[function:]list"; the list is comma-separated names (any case, spaces
 // ignored), all excluded where it starts with '^' ("^" alone excludes
-// nothing).  An entry without a function (only the first may lack one)
-// applies to every function no later entry names.  Empty entries and names
-// are skipped, as NCCL's strtok skips them.  The functions are NCCL's:
-// broadcast, reduce, allgather, reducescatter, allreduce.  A name outside
-// `names` (in any entry), a function outside those, or a later entry
-// without one fails as NCCL's parser fails, with ncclInvalidUsage naming
-// the variable; so does a list of nothing, which NCCL fails later.
+// nothing).  An entry without a function applies to every function no
+// later entry names; only an entry at the very start of the value may lack
+// one (NCCL refuses ";ring" too).  As NCCL's strtok reads an entry, empty
+// pieces between ':' are skipped and the list ends at the next ':'
+// ("allreduce:ring:tree" is "allreduce:ring", the rest ignored, as NCCL
+// ignores it).  Empty entries and names are skipped too.  The functions are
+// NCCL's: broadcast, reduce, allgather, reducescatter, allreduce.  A name
+// outside `names` (in any entry), a function outside those, or a later
+// entry without one fails as NCCL's parser fails, with ncclInvalidUsage
+// naming the variable; so does a list of nothing, which NCCL fails later.
 #pragma once
 
 #include <string>

@@ -6,10 +6,13 @@
 
 #include "braid/algorithms.h"
 #include "braid/chunking.h"
+#include "braid/schedule_json.h"
 #include "braid/verify.h"
 #include "src/base/env.h"
+#include "src/base/hash.h"
 #include "src/base/log.h"
 #include "src/plan/alg_selection.h"
+#include "src/plan/cost_model.h"
 #include "src/plan/host_tuning.h"
 #include "src/ops/reduction.h"
 
@@ -52,6 +55,13 @@ const ScheduleLibrary& file_schedules() {
   return library;
 }
 
+uint64_t file_schedules_hash(int nranks) {
+  std::string text;
+  for (const auto& s : file_schedules().schedules)
+    if (s->nranks == nranks) text += schedule_to_json(*s) + "\n";
+  return text.empty() ? 0 : fnv1a(text);
+}
+
 bool is_file_schedule(const Schedule* s) {
   const auto& files = file_schedules().schedules;
   return std::any_of(files.begin(), files.end(), [&](const auto& f) { return f.get() == s; });
@@ -78,6 +88,22 @@ std::string default_algorithm(Collective c, int nranks, uint64_t bytes, const Ho
 }
 
 namespace {
+
+// The two-sided algorithms default_algorithm picks from (keep them in step).
+bool size_rule_picks(Collective c, const std::string& name) {
+  switch (c) {
+    case Collective::AllReduce: return name == "ring" || name == "rd";
+    case Collective::AllGather: return name == "ring" || name == "direct";
+    case Collective::ReduceScatter: return name == "ring";
+    case Collective::Broadcast:
+    case Collective::Reduce: return name == "binomial";
+    case Collective::Gather:
+    case Collective::Scatter: return name == "direct";
+    case Collective::AlltoAll: return name == "pairwise" || name == "direct";
+    case Collective::Custom: break;
+  }
+  return false;
+}
 
 // A message in a one-sided schedule's range (host_tuning.h): above
 // kOneSidedMinBytes, up to `most`.
@@ -122,27 +148,7 @@ std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const Ho
   return rank_order_algorithm(c, nranks, bytes, tuning, one_sided);
 }
 
-namespace {
-
-std::string forced_in(const std::string& spec, Collective c) {
-  if (spec.empty()) return "";
-  // Either one name for every collective, or "coll=name,coll=name".
-  if (spec.find('=') == std::string::npos) return spec;
-  size_t pos = 0;
-  while (pos <= spec.size()) {
-    size_t end = spec.find(',', pos);
-    if (end == std::string::npos) end = spec.size();
-    std::string item = spec.substr(pos, end - pos);
-    size_t eq = item.find('=');
-    if (eq != std::string::npos && item.substr(0, eq) == to_string(c)) return item.substr(eq + 1);
-    pos = end + 1;
-  }
-  return "";
-}
-
-}  // namespace
-
-bool PlanCache::forces(Collective c) const { return !forced_in(algo_spec_, c).empty(); }
+bool PlanCache::forces(Collective c) const { return braid_algo_.pins(c); }
 
 void PlanCache::set_nccl_algo(const NcclAlgo& algo) {
   nccl_algo_ = algo;
@@ -150,9 +156,7 @@ void PlanCache::set_nccl_algo(const NcclAlgo& algo) {
     if (forces(Collective(c))) nccl_algo_.admitted[c] = 0;  // BRAID_ALGO comes first
 }
 
-std::string forced_algorithm(Collective c) { return forced_in(env_string("BRAID_ALGO"), c); }
-
-PlanCache::PlanCache() : algo_spec_(env_string("BRAID_ALGO")) {}
+PlanCache::PlanCache() : braid_algo_(parse_braid_algo(env_string("BRAID_ALGO"))) {}
 
 Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t bytes,
                                std::shared_ptr<const Schedule>* out, int straggler, Placement placement,
@@ -170,26 +174,53 @@ Status PlanCache::schedule_for(Collective c, int nranks, int root, uint64_t byte
   return Status::ok();
 }
 
-std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
-                               uint32_t algorithms) {
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const std::string& usual,
+                               const HostTuning& tuning, uint32_t algorithms) {
   const auto& registry = algorithm_registry();
-  const std::string usual = default_algorithm(c, nranks, bytes, tuning);
-  std::string first;
+  auto admitted = [&](const std::string& name) {
+    for (size_t i = 0; i < registry.size(); ++i)
+      if ((algorithms >> i & 1) && registry[i].collective == c && registry[i].name == name) return true;
+    return false;
+  };
+  if (admitted(usual)) return usual;
+  const std::string size_rule = default_algorithm(c, nranks, bytes, tuning);
+  if (admitted(size_rule)) return size_rule;
+  // As NCCL does with what NCCL_ALGO leaves: the cheapest by the cost model
+  // (its family is the name up to '_': "twoshot" for twoshot_ordered), first
+  // among the two-sided algorithms the size rule picks from.  The closed
+  // forms do not see what the others cost beyond them: the one-sided ones
+  // load peers' buffers (through CMA between processes), which the size
+  // rules take only in the ranges where they won; the rank-order folds
+  // (direct AllReduce among them) trade bytes for their order; StragglAR
+  // without a late rank exposes its phase 0.  Timed alone on 2 to 4
+  // processes, each lost to recursive doubling outside the ranges the size
+  // rules give it, whatever its closed form says.
+  auto tier = [&](const AlgorithmInfo& a) { return a.name == "stragglar" ? 2 : size_rule_picks(c, a.name) ? 0 : 1; };
+  const LinkCost link = link_cost(tuning.several_hosts);
+  std::string best;
+  int best_tier = 0;
+  double best_us = 0;
   for (size_t i = 0; i < registry.size(); ++i) {
     if (!(algorithms >> i & 1) || registry[i].collective != c) continue;
-    if (registry[i].name == usual) return usual;
-    if (first.empty()) first = registry[i].name;
+    const std::string& name = registry[i].name;
+    const int t = tier(registry[i]);
+    const double us = collective_us(c, nranks, bytes, name.substr(0, name.find('_')), link);
+    if (best.empty() || t < best_tier || (t == best_tier && us < best_us)) {
+      best = name;
+      best_tier = t;
+      best_us = us;
+    }
   }
-  return first;
+  return best;
 }
 
 StragglerTracker& PlanCache::straggler(int nranks, int rank) {
   if (straggler_) return *straggler_;
-  const std::string setting = env_string("BRAID_STRAGGLER");
-  if (rank_order_ && !setting.empty() && setting != "off")
+  const StragglerSetting setting = straggler_setting_ ? *straggler_setting_ : straggler_setting(nranks);
+  if (rank_order_ && setting.mode != StragglerMode::Off)
     warn_once(fmt::format("BRAID_DETERMINISTIC: StragglAR does not fold in rank order; BRAID_STRAGGLER={} is "
-                          "ignored", setting));
-  straggler_ = std::make_unique<StragglerTracker>(nranks, rank, !rank_order_);
+                          "ignored", env_string("BRAID_STRAGGLER")));
+  straggler_ = std::make_unique<StragglerTracker>(nranks, rank, rank_order_ ? StragglerSetting{} : setting);
   return *straggler_;
 }
 
@@ -215,7 +246,6 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
 
 Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
-  const bool ordered = rank_order_ && collective_reduces(c);
   if (algorithms && !peer_access_) {  // one-sided algorithms cannot run here
     const auto& registry = algorithm_registry();
     uint32_t runnable = algorithms, for_c = 0;
@@ -229,8 +259,10 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                          "not run one-sided schedules)", admitted_names(algorithms & for_c), to_string(c));
     algorithms = runnable;
   }
-  const std::string forced = algorithms ? selected_algorithm(c, nranks, bytes, tuning_, algorithms)
-                                        : forced_in(algo_spec_, c);
+  const std::string forced =
+      algorithms ? selected_algorithm(c, nranks, bytes, usual_algorithm(c, nranks, root, bytes, straggler), tuning_,
+                                      algorithms)
+                 : braid_algo_.of(c);
   std::string name = forced;
   if (name.empty()) {
     const uint64_t message = message_bytes(c, nranks, bytes, 1);
@@ -251,11 +283,6 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
       return Status::ok();
     }
   }
-  if (!name.empty() && !find_algorithm(c, name)) {
-    warn_once(fmt::format("BRAID_ALGO={} has no {} algorithm named '{}'; using the default", algo_spec_,
-                          to_string(c), name));
-    name.clear();
-  }
   // A one-sided algorithm where not every rank reaches every peer's buffers.
   auto out_of_reach = [&](const std::string& algorithm) {
     const AlgorithmInfo* a = algorithm.empty() ? nullptr : find_algorithm(c, algorithm);
@@ -267,20 +294,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
                           name, to_string(c)));
     name.clear();
   }
-  if (name.empty() && device_tuning_) {
-    name = device_tuning_->call(c, bytes).algorithm;
-    // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
-    std::shared_ptr<const Schedule> tuned;
-    if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
-      name.clear();
-    // A row measured on thread ranks of one device may name a one-sided
-    // schedule: processes keep the default, quietly (they did not ask).
-    if (out_of_reach(name)) name.clear();
-  }
-  if (name.empty())
-    name = ordered                          ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
-           : one_sided_host() && straggler < 0 ? one_host_algorithm(c, nranks, bytes, tuning_)
-                                               : default_algorithm(c, nranks, bytes, tuning_);
+  if (name.empty()) name = usual_algorithm(c, nranks, root, bytes, straggler);
   if (!file_schedules().schedules.empty())  // say so when a schedule directory did not match
     BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}) on {} ranks: built-in '{}' (no schedule file matches)",
                to_string(c), bytes, placement_name(placement), nranks, name);
@@ -288,6 +302,25 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
   if (c == Collective::AllReduce && straggler >= 0 && straggler < nranks && name == "ring" && forced.empty())
     name = "stragglar";
   return generated(c, nranks, root, name, straggler, out);
+}
+
+std::string PlanCache::usual_algorithm(Collective c, int nranks, int root, uint64_t bytes, int straggler) {
+  const bool ordered = rank_order_ && collective_reduces(c);
+  if (device_tuning_) {
+    std::string name(device_tuning_->call(c, bytes).algorithm);
+    // BRAID_DETERMINISTIC keeps a tuned choice only where it folds in rank order.
+    std::shared_ptr<const Schedule> tuned;
+    if (ordered && !name.empty() && (!generated(c, nranks, root, name, -1, &tuned).is_ok() || !in_rank_order(*tuned)))
+      name.clear();
+    // A row measured on thread ranks of one device may name a one-sided
+    // schedule: processes keep the default, quietly (they did not ask).
+    const AlgorithmInfo* a = name.empty() ? nullptr : find_algorithm(c, name);
+    if (a && a->one_sided && !peer_access_) name.clear();
+    if (!name.empty()) return name;
+  }
+  return ordered                             ? rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host())
+         : one_sided_host() && straggler < 0 ? one_host_algorithm(c, nranks, bytes, tuning_)
+                                             : default_algorithm(c, nranks, bytes, tuning_);
 }
 
 Status PlanCache::generated(Collective c, int nranks, int root, const std::string& name, int straggler,

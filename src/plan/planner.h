@@ -1,8 +1,9 @@
 // The planner: which Schedule runs a given call.
 //
 // BRAID_ALGO forces a choice ("ring", or per collective
-// "allreduce=rd,allgather=ring"); otherwise the choice is by size: the
-// latency-optimal schedule for small messages, bandwidth-optimal for large.
+// "allreduce=rd,allgather=ring": src/plan/braid_algo.h); otherwise the choice
+// is by size: the latency-optimal schedule for small messages,
+// bandwidth-optimal for large.
 // Generated schedules are cached per communicator.
 //
 // Schedule files (braid JSON, MSCCL XML) named by BRAID_SCHEDULES and the
@@ -15,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -23,6 +25,7 @@
 #include "braid/schedule_library.h"
 #include "src/base/status.h"
 #include "src/ops/plan_records.h"
+#include "src/plan/braid_algo.h"
 #include "src/plan/device_tuning.h"
 #include "src/plan/host_tuning.h"
 #include "src/plan/nccl_algo.h"
@@ -54,18 +57,27 @@ std::string rank_order_algorithm(Collective c, int nranks, uint64_t bytes, const
 std::string rank_order_choice(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning, bool one_sided,
                               const std::string& algorithm);
 
-// The algorithm BRAID_ALGO asks for this collective, or "" if none.
-std::string forced_algorithm(Collective c);
-// A call's algorithm selection (CollectiveCall::algorithms, a bit per
-// algorithm_registry() index): the size rule's algorithm if the selection
-// admits it, else the first admitted one for `c` ("" if none).
-std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const HostTuning& tuning,
-                               uint32_t algorithms);
+// What runs of a call's algorithm selection (CollectiveCall::algorithms, a
+// bit per algorithm_registry() index; NCCL_ALGO's too): `usual` (what braid
+// would run with no selection: a tuning row, the one-sided or rank-order
+// size rules) if it admits it, else default_algorithm's, else the admitted
+// algorithm for `c` the cost model (cost_model.h) ranks cheapest for the
+// call, as NCCL picks the cheapest of what NCCL_ALGO leaves: the other
+// two-sided algorithms default_algorithm picks from first (rd for
+// AllReduce), then the one-sided ones and the rank-order folds, StragglAR
+// last; the first in registry order on a tie ("" if none).
+std::string selected_algorithm(Collective c, int nranks, uint64_t bytes, const std::string& usual,
+                               const HostTuning& tuning, uint32_t algorithms);
 
 // The schedules loaded from BRAID_SCHEDULES, MSCCL_XML_FILES, MSCCL_CONFIG
 // and MSCCL_ALGO_DIR (empty when none is set); loaded on first use, once per
 // process, rejected files reported as warnings.
 const ScheduleLibrary& file_schedules();
+// What the schedules of file_schedules() for `nranks` ranks are, by their
+// content and order (not the paths they came from): 0 where none is; the
+// ranks of a communicator must agree on it (they would run different
+// schedules for one call).
+uint64_t file_schedules_hash(int nranks);
 // Whether `s` came from file_schedules().
 bool is_file_schedule(const Schedule* s);
 
@@ -113,9 +125,8 @@ class PlanCache {
   // file schedules correct in both placements are eligible.  Every rank must
   // use the same placement when files declare only one, as with MSCCL.
   // `algorithms` (a call's selection, CollectiveCall::algorithms) pins the
-  // choice to those algorithms: the size rule's if it is one of them, else
-  // the first; neither BRAID_ALGO nor a schedule file nor a straggler then
-  // changes it.
+  // choice to those algorithms (selected_algorithm); neither BRAID_ALGO nor
+  // a schedule file nor a straggler then changes it.
   Status schedule_for(Collective c, int nranks, int root, uint64_t bytes, std::shared_ptr<const Schedule>* out,
                       int straggler = -1, Placement placement = Placement::Unknown, uint32_t algorithms = 0);
   // The schedule the last schedule_for answered with (tests, BRAID_DEBUG).
@@ -133,6 +144,9 @@ class PlanCache {
   // (ncclCommMemStats: they stay while the communicator is suspended).
   uint64_t bytes_held() const;
 
+  // BRAID_STRAGGLER as the ranks agreed on it at init (before the first
+  // straggler() call; without it, as this process reads it).
+  void set_straggler_setting(const StragglerSetting& setting) { straggler_setting_ = setting; }
   // The communicator's BRAID_STRAGGLER state, created on first use (off
   // under BRAID_DETERMINISTIC: StragglAR does not fold in rank order).
   StragglerTracker& straggler(int nranks, int rank);
@@ -142,6 +156,9 @@ class PlanCache {
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
   Status choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+  // What runs with nothing pinned or selected: the device tuning table's
+  // row where it names one that can run, else the size rules.
+  std::string usual_algorithm(Collective c, int nranks, int root, uint64_t bytes, int straggler);
   // The built-in `name` for `c`, generated once.
   Status generated(Collective c, int nranks, int root, const std::string& name, int straggler,
                    std::shared_ptr<const Schedule>* out);
@@ -153,7 +170,7 @@ class PlanCache {
   // table, whose rows choose there).
   bool one_sided_host() const { return peer_access_ && !device_tuning_; }
 
-  std::string algo_spec_;
+  BraidAlgo braid_algo_;
   HostTuning tuning_;
   int slots_ = kMinSlots;
   StragglarLanes stragglar_lanes_ = StragglarLanes::PerConnection;
@@ -173,6 +190,7 @@ class PlanCache {
     uint32_t algorithms = 0;
     std::shared_ptr<const Schedule> schedule;
   } last_;
+  std::optional<StragglerSetting> straggler_setting_;
   std::unique_ptr<StragglerTracker> straggler_;
   std::map<const Schedule*, std::shared_ptr<const RankRecords>> records_;  // this rank's (one rank per cache)
 };

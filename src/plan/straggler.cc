@@ -62,6 +62,23 @@ StragglerSetting straggler_setting(int nranks) {
   return {};
 }
 
+int32_t straggler_code(const StragglerSetting& setting) {
+  switch (setting.mode) {
+    case StragglerMode::Off: return -1;
+    case StragglerMode::Auto: return -2;
+    case StragglerMode::Eager: return -3;
+    case StragglerMode::Fixed: return setting.rank;
+  }
+  return -1;
+}
+
+StragglerSetting straggler_of_code(int32_t code) {
+  if (code >= 0) return {StragglerMode::Fixed, code};
+  if (code == -2) return {StragglerMode::Auto, -1};
+  if (code == -3) return {StragglerMode::Eager, -1};
+  return {};
+}
+
 void StragglerDetector::observe(const std::vector<int64_t>& d, int64_t threshold_ns) {
   last_ = -1;
   if (d.size() < 2 || std::any_of(d.begin(), d.end(), [](int64_t x) { return x < 0; })) return;
@@ -110,9 +127,8 @@ int64_t device_straggler_threshold_ns(int n, uint64_t bytes) {
   return threshold_ns(n, bytes, AlphaBeta{}, 100'000);
 }
 
-StragglerTracker::StragglerTracker(int nranks, int rank, bool enabled)
-    : nranks_(nranks), rank_(rank), setting_(enabled ? straggler_setting(nranks) : StragglerSetting{}),
-      recv_(size_t(nranks), -1) {}
+StragglerTracker::StragglerTracker(int nranks, int rank, StragglerSetting setting)
+    : nranks_(nranks), rank_(rank), setting_(setting), recv_(size_t(nranks), -1) {}
 
 StragglerTracker::~StragglerTracker() = default;
 

@@ -61,6 +61,12 @@ struct StragglerSetting {
 // Parses BRAID_STRAGGLER for a communicator of `nranks`; a malformed value or
 // an out-of-range rank is off (with a warning).
 StragglerSetting straggler_setting(int nranks);
+// The setting as one number, which the ranks of a communicator agree on at
+// init (ranks planning StragglAR for different late ranks, or only some of
+// them waiting on a board, would wait for each other until BRAID_TIMEOUT):
+// -1 off, -2 auto, -3 eager, else the late rank.  And back.
+int32_t straggler_code(const StragglerSetting& setting);
+StragglerSetting straggler_of_code(int32_t code);
 
 // The auto-mode decision, a pure function of the gathered durations.
 class StragglerDetector {
@@ -99,8 +105,10 @@ class DurationBoard;
 // One communicator's straggler state (owned by its PlanCache).
 class StragglerTracker {
  public:
-  // `enabled` false: as BRAID_STRAGGLER=off (BRAID_DETERMINISTIC).
-  StragglerTracker(int nranks, int rank, bool enabled = true);
+  // A communicator's tracker takes the setting its ranks agreed on; tests
+  // take this process's BRAID_STRAGGLER.
+  StragglerTracker(int nranks, int rank, StragglerSetting setting);
+  StragglerTracker(int nranks, int rank) : StragglerTracker(nranks, rank, straggler_setting(nranks)) {}
   ~StragglerTracker();
 
   // Everything before an AllReduce of `bytes` runs on a device backend: the

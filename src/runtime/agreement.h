@@ -35,7 +35,12 @@ enum class Fold : uint8_t {
   X(int32_t, check_args, Fold::Any, "BRAID_CHECK: one rank checking alone would wait for records nobody sends")    \
   X(uint64_t, direct_min_bytes, Fold::Max, "BRAID_DIRECT_MIN_BYTES (UINT64_MAX: never)")                           \
   X(uint64_t, board_max_bytes, Fold::Min, "BRAID_ONESHOT_MAX_BYTES, 0 where a rank cannot use a board")            \
-  X(uint32_t, unpinned_collectives, Fold::And,                                                                     \
+  X(uint64_t, braid_algo, Fold::Equal,                                                                             \
+    "BRAID_ALGO (a hash of what it pins per collective): set it alike on every rank, or on none")                  \
+  X(uint64_t, schedule_files, Fold::Equal,                                                                         \
+    "the schedule files for this many ranks (a hash of their schedules) that BRAID_SCHEDULES, MSCCL_XML_FILES, "   \
+    "MSCCL_CONFIG and MSCCL_ALGO_DIR load: give every rank the same ones, or none")                               \
+  X(uint32_t, unpinned_collectives, Fold::Equal,                                                                   \
     "a bit per collective no fixed schedule (BRAID_ALGO, a schedule file) is pinned to")                           \
   X(int32_t, cma_mode, Fold::Min, "BRAID_CMA: 0 off, 1 auto, 2 on")                                                \
   X(uint64_t, cma_min_bytes, Fold::Max, "BRAID_CMA_MIN_BYTES (UINT64_MAX: never)")                              \
@@ -56,11 +61,14 @@ enum class Fold : uint8_t {
   X(int32_t, run_diagnostics, Fold::Any, "NCCL_RUN_DIAGNOSTICS: the init's pattern exchange, which every rank joins") \
   X(int32_t, run_ras_diagnostics, Fold::Any,                                                                       \
     "NCCL_RUN_RAS_DIAGNOSTICS: the init's comparison of what each rank runs, which every rank joins")            \
+  X(int32_t, straggler, Fold::Equal,                                                                               \
+    "BRAID_STRAGGLER (-1 off, -2 auto, -3 eager, else the late rank): set it to the same value on every rank")      \
   X(int32_t, stragglar_lanes, Fold::Equal,                                                                         \
     "BRAID_STRAGGLAR_LANES (0 auto, 1 connection, 2 compact): set it to the same value on every rank")             \
   X(int32_t, deterministic, Fold::Equal,                                                                           \
     "BRAID_DETERMINISTIC (reductions folded in rank order): set it to the same value on every rank")              \
-  X(uint64_t, nccl_algo, Fold::Equal, "NCCL_ALGO (its hash): set it to the same value on every rank, or on none") \
+  X(uint64_t, nccl_algo, Fold::Equal,                                                                              \
+    "NCCL_ALGO (a hash of what it admits per collective): set it alike on every rank, or on none")                 \
   X(uint32_t, nccl_proto, Fold::Equal,                                                                             \
     "NCCL_PROTO (the functions whose LL path it excludes): set it alike on every rank, or on none")              \
   X(uint64_t, tuner, Fold::Equal,                                                                                  \

@@ -22,7 +22,6 @@
 #include <thread>
 
 #include "src/base/env.h"
-#include "src/base/hash.h"
 #include "src/base/host_identity.h"
 #include "src/base/log.h"
 #include "src/base/nccl_conf.h"
@@ -88,16 +87,16 @@ Status check_ranks_per_gpu(const std::vector<InitInfo>& infos) {
 }
 
 // The collectives whose schedule this rank may replace by a fast path (a
-// board or the pull path): BRAID_ALGO forcing an algorithm, or a schedule
+// board or the pull path): BRAID_ALGO pinning an algorithm, or a schedule
 // file for this many ranks, means the user wants that schedule to run.
-uint32_t unpinned_collectives(int nranks) {
+uint32_t unpinned_collectives(int nranks, const BraidAlgo& braid_algo) {
   const auto& files = file_schedules().schedules;
   uint32_t bits = 0;
   for (int i = 0; i < int(Collective::Custom); ++i) {
     const Collective c = Collective(i);
     const bool from_file =
         std::any_of(files.begin(), files.end(), [&](const auto& s) { return s->collective == c && s->nranks == nranks; });
-    if (forced_algorithm(c).empty() && !from_file) bits |= 1u << i;
+    if (!braid_algo.pins(c) && !from_file) bits |= 1u << i;
   }
   return bits;
 }
@@ -135,6 +134,7 @@ Status read_local_choices(const ncclComm* comm, LocalChoices* out) {
     return BRAID_ERROR(ncclInvalidUsage, "BRAID_BACKEND=cuda but no usable CUDA device (or braid built without CUDA)");
   BRAID_TRY(slot_stores_mode_from_env(&out->slot_stores));
   BRAID_TRY(TuningTable::current(&out->tuning_table));
+  out->braid_algo = parse_braid_algo(env_string("BRAID_ALGO"));
   out->nccl_algo_text = env_raw("NCCL_ALGO");
   BRAID_TRY(parse_nccl_algo(out->nccl_algo_text, &out->nccl_algo));
   out->nccl_proto_text = env_raw("NCCL_PROTO");
@@ -184,8 +184,10 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   const std::optional<int64_t> board_max = env_number("BRAID_ONESHOT_MAX_BYTES");
   if (local.transport.shm && (!board_max || *board_max > 0))
     a.board_max_bytes = board_max ? uint64_t(std::min<int64_t>(*board_max, kBoardLimitBytes)) : kBoardAutoInAgreement;
-  a.unpinned_collectives = unpinned_collectives(nranks);
-  a.nccl_algo = local.nccl_algo_text.empty() ? 0 : fnv1a(local.nccl_algo_text);
+  a.braid_algo = local.braid_algo.pins_hash();
+  a.schedule_files = file_schedules_hash(nranks);
+  a.unpinned_collectives = unpinned_collectives(nranks, local.braid_algo);
+  a.nccl_algo = nccl_algo_hash(local.nccl_algo);  // its effect: "Ring" and "ring" agree
   a.nccl_proto = local.nccl_proto.ll_excluded;  // its effect: "Simple" and "^ll" agree
   a.tuner = tuner_identity(local.tuner.get());
   a.p2p_disabled = env_nccl_int("NCCL_P2P_DISABLE").value_or(0) != 0;
@@ -208,6 +210,7 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   if (const auto channels = env_nccl_int("NCCL_MAX_NCHANNELS"); channels && *channels > 0)
     a.cuda_max_ctas = int32_t(std::min<int64_t>(a.cuda_max_ctas, *channels));
   BRAID_TRY(read_cuda_requests(*local.tuning_table, &a));
+  a.straggler = straggler_code(straggler_setting(nranks));
   BRAID_TRY(env_choice("BRAID_STRAGGLAR_LANES", {"auto", "connection", "compact"}, &a.stragglar_lanes));
   BRAID_TRY(env_choice("BRAID_DETERMINISTIC", {"0", "1"}, &a.deterministic));
   a.run_diagnostics = std::strtol(env_raw("NCCL_RUN_DIAGNOSTICS").c_str(), nullptr, 0) != 0;
@@ -458,7 +461,16 @@ Status comm_setup(ncclComm* comm) {
   const HostPathSettings& host = setup->host;
   // Before the backend, which may set up StragglAR's tracking.
   comm->plans->set_rank_order(agreed.deterministic != 0);
+  comm->plans->set_straggler_setting(straggler_of_code(agreed.straggler));
   comm->plans->set_nccl_algo(local.nccl_algo);
+  if (!local.braid_algo.problems.empty()) {
+    static std::once_flag said;  // once per process: every communicator reads the same variable
+    std::call_once(said, [&] {
+      std::string problems;
+      for (const std::string& p : local.braid_algo.problems) problems += (problems.empty() ? "" : "; ") + p;
+      BRAID_WARN("BRAID_ALGO={}: ignored {}", env_string("BRAID_ALGO"), problems);
+    });
+  }
   if (!local.nccl_algo.unserved.empty()) {
     static std::once_flag said;  // once per process: every communicator reads the same variable
     std::call_once(said, [&] {

@@ -10,6 +10,7 @@
 #include "nccl.h"
 #include "src/base/status.h"
 #include "src/exec/device_backend.h"
+#include "src/plan/braid_algo.h"
 #include "src/plan/host_path.h"
 #include "src/plan/nccl_algo.h"
 #include "src/plan/nccl_proto.h"
@@ -28,6 +29,7 @@ struct LocalChoices {
   DeviceProbe device;
   SlotStoresMode slot_stores = SlotStoresMode::Auto;
   std::shared_ptr<const TuningTable> tuning_table;  // BRAID_TUNING_FILE's rows, then the built-in ones
+  BraidAlgo braid_algo;        // BRAID_ALGO (src/plan/braid_algo.h)
   std::string nccl_algo_text;  // NCCL_ALGO
   NcclAlgo nccl_algo;          // what it admits of braid's algorithms (src/plan/nccl_algo.h)
   std::string nccl_proto_text;  // NCCL_PROTO

@@ -47,7 +47,7 @@ Status apply_coll_config(const ncclCollConfig_t* user, Collective c, CollectiveC
   if (!config.algSelection || !*config.algSelection) return Status::ok();
   uint32_t admitted = 0;
   Status parsed = parse_alg_selection(config.algSelection, c, &admitted);
-  if (parsed.is_ok() && admitted) {
+  if (parsed.is_ok() && (admitted & ~kFastPathsBit)) {  // the fast paths alone do not serve every call
     call->algorithms = admitted;
     return Status::ok();
   }

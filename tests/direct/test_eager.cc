@@ -223,6 +223,16 @@ TEST_CASE("eager: a root runs as far ahead as its data ring holds, and payloads 
   unsetenv("BRAID_ONESHOT_MAX_BYTES");
 }
 
+// None of them has a ring: "ring" pins none of them (until 2026-12-07 it
+// pinned them to their default schedules, off the board, with a warning).
+TEST_CASE("eager: BRAID_ALGO=ring pins no rooted collective (none has a ring algorithm), all stay eager",
+          "[eager][processes][algo]") {
+  set_board_env();
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          for (Coll coll : kRooted) check_eager({.coll = coll, .count = 100}, rank, n, comm, f, true);
+        }, 60, [](int) { setenv("BRAID_ALGO", "ring", 1); }) == 0);
+}
+
 TEST_CASE("eager: BRAID_ALGO for Broadcast keeps it on its schedule, Reduce still eager", "[eager][processes]") {
   set_board_env();
   CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {

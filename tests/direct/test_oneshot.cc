@@ -130,6 +130,36 @@ TEST_CASE("one-shot: BRAID_ALGO for one collective keeps that one on its schedul
         }, 60, [](int) { setenv("BRAID_ALGO", "allgather=ring", 1); }) == 0);
 }
 
+// "ring" pins what has a ring; AlltoAll has none, and keeps its board (until
+// 2026-12-07 it was pinned to its default schedule, with a warning).
+TEST_CASE("one-shot: BRAID_ALGO=ring pins only the collectives with a ring algorithm, AlltoAll stays one-shot",
+          "[oneshot][processes][algo]") {
+  set_board_env();
+  CHECK(run_ranks_as_processes(2, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          CollCase c;
+          c.count = 100;
+          for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter}) {
+            c.coll = coll;
+            check_path(c, rank, n, comm, f, false);
+          }
+          c.coll = Coll::AlltoAll;
+          check_path(c, rank, n, comm, f, true);
+        }, 60, [](int) { setenv("BRAID_ALGO", "ring", 1); }) == 0);
+}
+
+// The board is none of NCCL's algorithms: a list of names keeps a call off
+// it, an exclusion does not.
+TEST_CASE("one-shot: NCCL_ALGO=^ring keeps the board, NCCL_ALGO=ring does not", "[oneshot][processes][nccl_algo]") {
+  set_board_env();
+  for (const std::string value : {"^ring", "ring"}) {
+    INFO("NCCL_ALGO=" << value);
+    CHECK(run_ranks_as_processes(2, [&](int rank, int n, ncclComm_t comm, Failures& f) {
+            for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter})
+              check_path({.coll = coll, .count = 100}, rank, n, comm, f, value == "^ring");
+          }, 60, [&](int) { setenv("NCCL_ALGO", value.c_str(), 1); }) == 0);
+  }
+}
+
 TEST_CASE("one-shot AllReduce: off with BRAID_ONESHOT_MAX_BYTES=0 and with BRAID_ALGO", "[oneshot][processes]") {
   set_board_env();
   for (auto [var, value] : {std::pair{"BRAID_ONESHOT_MAX_BYTES", "0"}, std::pair{"BRAID_ALGO", "allreduce=rd"}}) {

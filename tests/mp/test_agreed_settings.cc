@@ -4,6 +4,7 @@
 // range is refused with the variable named.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -85,4 +86,63 @@ TEST_CASE("a bad setting on one rank fails init on every rank at once", "[mp][pr
     return 0;
   });
   CHECK(reap_with_one_killed(pids, -1) == 0);
+}
+
+// Pins (BRAID_ALGO, schedule files) and BRAID_STRAGGLER change the schedule
+// a call runs: ranks that differ would run different schedules for one call
+// (wrong data, or a wait until BRAID_TIMEOUT), so init fails on every rank
+// naming the setting.  What they agree on is the effect, not the spelling.
+namespace {
+
+// 2 ranks: a 64 KiB AllReduce (16384 floats), exact.
+void allreduce_64k(int rank, int n, ncclComm_t comm, Failures& f) {
+  std::vector<float> in(16384, float(rank + 1)), out(16384, -1.0f);
+  MP_NCCL(f, ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat, ncclSum, comm, nullptr));
+  if (std::count(out.begin(), out.end(), float(n * (n + 1) / 2)) != ptrdiff_t(out.size())) f.fail("wrong sums");
+}
+
+}  // namespace
+
+TEST_CASE("BRAID_ALGO: ranks that pin different algorithms fail init, alike ones spelt apart agree",
+          "[mp][processes][agree]") {
+  auto on_one = [](int rank) {
+    if (rank == 0) setenv("BRAID_ALGO", "allreduce=direct", 1);
+  };
+  CHECK(init_must_fail(2, on_one, ncclInvalidUsage, "ranks disagree on braid_algo (BRAID_ALGO") == 0);
+  auto apart = [](int rank) { setenv("BRAID_ALGO", rank == 0 ? "allreduce=direct" : "allreduce=rd", 1); };
+  CHECK(init_must_fail(2, apart, ncclInvalidUsage, "braid_algo") == 0);
+  // The same pins, spelt apart (and a name that pins nothing, as unset).
+  CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
+          setenv("BRAID_ALGO", rank == 0 ? "ring" : " AllReduce = ring, allgather=RING,reducescatter=ring", 1);
+        }) == 0);
+  CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
+          if (rank == 1) setenv("BRAID_ALGO", "allreduce=nosuch", 1);
+        }) == 0);
+}
+
+TEST_CASE("schedule files: ranks that load different ones fail init, files for other rank counts agree",
+          "[mp][processes][agree]") {
+  // 4-rank schedules (tests/data/synth/schedules) on one rank of 4.
+  auto on_one = [](int rank) {
+    if (rank == 2) setenv("BRAID_SCHEDULES", BRAID_TEST_DATA "/synth/schedules", 1);
+  };
+  CHECK(init_must_fail(4, on_one, ncclInvalidUsage, "ranks disagree on schedule_files (the schedule files") == 0);
+  // None of them is for 2 ranks: nothing to disagree on.
+  CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
+          if (rank == 1) setenv("BRAID_SCHEDULES", BRAID_TEST_DATA "/synth/schedules", 1);
+        }) == 0);
+}
+
+TEST_CASE("BRAID_STRAGGLER: ranks that set it apart fail init", "[mp][processes][agree][stragglar]") {
+  auto fixed_on_one = [](int rank) { setenv("BRAID_STRAGGLER", rank == 2 ? "2" : "off", 1); };
+  CHECK(init_must_fail(3, fixed_on_one, ncclInvalidUsage, "ranks disagree on straggler (BRAID_STRAGGLER") == 0);
+  auto modes = [](int rank) { setenv("BRAID_STRAGGLER", rank == 0 ? "auto" : "eager", 1); };
+  CHECK(init_must_fail(3, modes, ncclInvalidUsage, "straggler") == 0);
+  auto ranks = [](int rank) { setenv("BRAID_STRAGGLER", rank == 0 ? "1" : "2", 1); };
+  CHECK(init_must_fail(3, ranks, ncclInvalidUsage, "straggler") == 0);
+  // "off" and unset are one setting, and so is a rank out of range (off, with a warning).
+  CHECK(run_ranks_as_processes(2, allreduce_64k, 60, [](int rank) {
+          if (rank == 1) setenv("BRAID_STRAGGLER", "off", 1);
+          if (rank == 0) setenv("BRAID_STRAGGLER", "7", 1);
+        }) == 0);
 }

@@ -144,3 +144,48 @@ TEST_CASE("NCCL_PROTO malformed, or set apart on one rank, fails init on every r
   CHECK(init_fails(with_proto("LL,LL256"), "unknown protocol \"ll256\"") == 0);
   CHECK(init_fails([](int rank) { with_proto(rank == 1 ? "^LL" : "")(rank); }, "NCCL_PROTO") == 0);
 }
+
+// NCCL compares names in any case: ranks that spell a value apart but admit
+// the same agree (the agreement is on what it admits, as NCCL_PROTO's).
+TEST_CASE("NCCL_ALGO spelt apart but alike on the ranks (Ring, ring): init agrees, calls exact", "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(ring_allreduce)") < 2) f.fail("not both allreduces on ring: " + log);
+        }, 60, [](int rank) { with_algo(rank % 2 ? "Ring" : "ring;allreduce:RING")(rank); }) == 0);
+}
+
+// NCCL_ALGO=^ring leaves braid's fast paths (none of NCCL's algorithms) and
+// the size rule's choice where it is not the ring; where it is, the size
+// rule's other algorithm (src/plan/planner.h, selected_algorithm).
+TEST_CASE("NCCL_ALGO=^ring: small calls keep their board, large ones the size rule's other algorithm",
+          "[mp][nccl_algo]") {
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (log.find("ring_allreduce") != std::string::npos) f.fail("an allreduce ran on ring: " + log);
+          if (log.find("ring_allgather") != std::string::npos) f.fail("the allgather ran on ring: " + log);
+          if (log.find("allreduce(oneshot) count=8") == std::string::npos) f.fail("small allreduce off board: " + log);
+          if (log.find("allgather(oneshot) count=64") == std::string::npos) f.fail("allgather off board: " + log);
+          // Without peer access (no CMA) the size rule's other AllReduce, recursive doubling.
+          if (log.find("allreduce(rd_allreduce) count=300000") == std::string::npos)
+            f.fail("the large allreduce not on rd: " + log);
+        }, 60, [](int rank) {
+          setenv("BRAID_CMA", "off", 1);  // the large call on a schedule, not the pull path
+          with_algo("^ring")(rank);
+        }) == 0);
+}
+
+// BRAID_ALGO is braid's own variable: what it names that no collective has
+// is said once per process, and pins nothing.
+TEST_CASE("BRAID_ALGO naming an unknown collective or algorithm: said once, the rest pinned", "[mp][nccl_algo]") {
+  CHECK(warns_once([](int rank) {
+          setenv("BRAID_ALGO", "allreduce=rd, allgathr=ring", 1);
+          with_algo("")(rank);
+        }, "BRAID_ALGO=allreduce=rd, allgathr=ring: ignored 'allgathr=ring': no collective is named 'allgathr'"));
+  CHECK(run_ranks_as_processes(kRanks, [](int rank, int n, ncclComm_t comm, Failures& f) {
+          const std::string log = run_calls(rank, n, comm, f);
+          if (occurrences(log, "allreduce(rd_allreduce)") < 2) f.fail("not both allreduces on rd: " + log);
+        }, 60, [](int rank) {
+          setenv("BRAID_ALGO", "AllReduce = RD, allgathr=ring", 1);
+          with_algo("")(rank);
+        }) == 0);
+}

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "braid/algorithms.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/nccl_algo.h"
 #include "src/plan/nccl_proto.h"
 
@@ -61,13 +62,14 @@ TEST_CASE("NCCL_ALGO: exclusions, functions, and what braid cannot serve", "[ncc
   // ^tree excludes nothing braid has: no restriction anywhere.
   for (int c = 0; c < int(Collective::Custom); ++c) CHECK(parsed("^tree").admitted[c] == 0);
   CHECK(parsed("^tree").unserved.empty());
-  // ^ring: everything braid has but its ring.
+  // ^ring: everything braid has but its ring, its fast paths included.
   const uint32_t all = all_of(Collective::AllReduce), ring = bit("ring", Collective::AllReduce);
-  CHECK(admitted(parsed("^ring"), Collective::AllReduce) == (all & ~ring));
-  CHECK(admitted(parsed("^ring,tree"), Collective::AllReduce) == (all & ~ring));  // the caret covers the list
+  const uint32_t but_ring = (all & ~ring) | kFastPathsBit;
+  CHECK(admitted(parsed("^ring"), Collective::AllReduce) == but_ring);
+  CHECK(admitted(parsed("^ring,tree"), Collective::AllReduce) == but_ring);  // the caret covers the list
   // The first entry for every function not named later; later ones for theirs.
   const NcclAlgo a = parsed("ring;allreduce:^ring;broadcast:^tree");
-  CHECK(admitted(a, Collective::AllReduce) == (all & ~ring));
+  CHECK(admitted(a, Collective::AllReduce) == but_ring);
   CHECK(admitted(a, Collective::AllGather) == bit("ring", Collective::AllGather));
   CHECK(admitted(a, Collective::Broadcast) == 0);
   CHECK(a.unserved == "reduce (ring)");
@@ -164,4 +166,53 @@ TEST_CASE("NCCL_ALGO and NCCL_PROTO: empty entries and names are skipped, and ^ 
   CHECK(everything.unserved.empty());
   CHECK(parsed_proto("^LL128;").ll_excluded == 0);
   CHECK(parsed_proto("simple;allreduce:^").ll_excluded == (kNcclFunctionBits & ~bit(Collective::AllReduce)));
+}
+
+TEST_CASE("NCCL_ALGO and NCCL_PROTO: an entry's list ends at its second ':', as NCCL's strtok reads it",
+          "[nccl_algo]") {
+  // NCCL's parseList takes the function, then the list up to the next ':'
+  // and ignores the rest; empty pieces between ':' are skipped.
+  const uint32_t ring = admitted(parsed("allreduce:ring"), Collective::AllReduce);
+  CHECK(admitted(parsed("allreduce:ring:tree"), Collective::AllReduce) == ring);
+  CHECK(admitted(parsed("allreduce::ring"), Collective::AllReduce) == ring);
+  CHECK(admitted(parsed("allreduce:ring:bogus:words"), Collective::AllReduce) == ring);
+  CHECK(parsed_proto("allreduce:LL128,LL:Simple").ll_excluded == 0);  // "LL128,LL": LL stays
+  CHECK(parsed_proto("allreduce:Simple:LL").ll_excluded == bit(Collective::AllReduce));
+  // Only an entry at the very start may lack a function: NCCL refuses ";ring".
+  NcclAlgo a;
+  const Status late = parse_nccl_algo(";ring", &a);
+  CHECK(late.code() == ncclInvalidUsage);
+  CHECK(late.message().find("names no function") != std::string::npos);
+}
+
+TEST_CASE("NCCL_ALGO: the ranks agree on what it admits, however it is spelt", "[nccl_algo][agree]") {
+  const uint64_t ring = nccl_algo_hash(parsed("ring"));
+  CHECK(ring != 0);
+  for (const char* same : {"Ring", "RING", " ring ", "ring,tree", "ring;broadcast:ring", "ring;reduce:ring:tree"})
+    CHECK(nccl_algo_hash(parsed(same)) == ring);
+  // Restricting nothing braid has is no restriction: as unset.
+  for (const char* nothing : {"", "^tree", "tree", "^", "nvls,pat"}) CHECK(nccl_algo_hash(parsed(nothing)) == 0);
+  CHECK(nccl_algo_hash(parsed("^ring")) != ring);
+  CHECK(nccl_algo_hash(parsed("^ring")) != 0);
+  CHECK(nccl_algo_hash(parsed("allreduce:ring")) != ring);
+}
+
+TEST_CASE("NCCL_ALGO: an exclusion keeps braid's fast paths, a list of names does not", "[nccl_algo]") {
+  CHECK(admitted(parsed("^ring"), Collective::AllReduce) & kFastPathsBit);
+  CHECK(admitted(parsed("^ring"), Collective::AllGather) & kFastPathsBit);
+  CHECK_FALSE(admitted(parsed("ring"), Collective::AllReduce) & kFastPathsBit);
+  CHECK_FALSE(admitted(parsed("ring,tree"), Collective::AllGather) & kFastPathsBit);
+  // A call's own selection the same way.
+  uint32_t bits = 0;
+  REQUIRE(parse_alg_selection("^ring", Collective::AllReduce, &bits).is_ok());
+  CHECK(admits_fast_paths(bits));
+  CHECK((bits & ~kFastPathsBit) == (all_of(Collective::AllReduce) & ~bit("ring", Collective::AllReduce)));
+  REQUIRE(parse_alg_selection("^RING_LL+^RING_SIMPLE+^RING_LL128", Collective::AllReduce, &bits).is_ok());
+  CHECK(admits_fast_paths(bits));
+  for (const char* names : {"ring", "rd,direct", "RING_SIMPLE", "ring+^rd"}) {
+    REQUIRE(parse_alg_selection(names, Collective::AllReduce, &bits).is_ok());
+    CHECK_FALSE(admits_fast_paths(bits));
+  }
+  CHECK(admits_fast_paths(0));  // no selection: everything
+  CHECK(algorithm_registry().size() < 31);  // the registry's bits stay below kFastPathsBit
 }

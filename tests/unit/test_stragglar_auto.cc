@@ -3,6 +3,7 @@
 // to StragglAR) on ranks as threads through braid's internal API.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <barrier>
 #include <chrono>
 #include <cstdlib>
@@ -57,6 +58,26 @@ TEST_CASE("BRAID_STRAGGLER parses off, auto and a rank", "[stragglar][auto]") {
     CHECK(straggler_setting(4).mode == StragglerMode::Off);
   }
   CHECK(straggler_setting(4).mode == StragglerMode::Off);
+}
+
+TEST_CASE("BRAID_STRAGGLER as the number the ranks agree on, and back", "[stragglar][agree]") {
+  const StragglerSetting settings[] = {{}, {StragglerMode::Auto, -1}, {StragglerMode::Eager, -1},
+                                       {StragglerMode::Fixed, 0}, {StragglerMode::Fixed, 5}};
+  std::vector<int32_t> codes;
+  for (const StragglerSetting& s : settings) {
+    const int32_t code = straggler_code(s);
+    CHECK(std::find(codes.begin(), codes.end(), code) == codes.end());  // settings apart never agree
+    codes.push_back(code);
+    const StragglerSetting back = straggler_of_code(code);
+    CHECK(back.mode == s.mode);
+    CHECK(back.rank == s.rank);
+  }
+  // A tracker takes the setting it is given, not this process's variable.
+  ScopedEnv e("BRAID_STRAGGLER", "auto");
+  const StragglerTracker fixed(4, 0, StragglerSetting{StragglerMode::Fixed, 2});
+  CHECK(fixed.fixed_straggler() == 2);
+  CHECK_FALSE(fixed.tracks(1 << 20));
+  CHECK(StragglerTracker(4, 0).tracks(1 << 20));
 }
 
 TEST_CASE("the detector picks a persistent straggler within persist_calls", "[stragglar][auto]") {

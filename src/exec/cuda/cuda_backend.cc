@@ -67,6 +67,7 @@
 #include "src/exec/device_share.h"
 #include "src/exec/forward.h"
 #include "src/exec/group_rounds.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/planner.h"
 #include "src/transport/peer_processes.h"
 
@@ -325,16 +326,16 @@ class CudaBackend final : public Backend {
   Status join_streams_after(const std::vector<cudaStream_t>& streams) { return order_.join_after(streams); }
 
   // The LL protocol serves a small AllReduce, ReduceScatter, AllGather or
-  // AlltoAll that no fixed schedule, call selection, straggler or NCCL_PROTO claims
-  // (the same answer on every rank: all inputs are agreed or the call's
-  // own).  Small: what a rank sends to every peer together (its message,
+  // AlltoAll that no fixed schedule, call selection naming algorithms,
+  // straggler or NCCL_PROTO claims (the same answer on every rank: all
+  // inputs are agreed or the call's own).  Small: what a rank sends to every peer together (its message,
   // message_bytes) within the LL limit, so that a block is within each
   // region's capacity, and the tuning table does not send the call's size
   // to the schedules.
   bool ll_serves(const CollectiveCall& c, int straggler, const CallTuning& tuned, LLCollective* which) const {
     return ll_regions_ && ll_collective_of(c.collective, which) &&
            ll_path(c.collective, ctx_.comm.nranks, c.count * datatype_size(c.type), ll_max_bytes_, tuned.path) &&
-           straggler < 0 && c.algorithms == 0 && !(ctx_.pinned_collectives >> int(c.collective) & 1) &&
+           straggler < 0 && admits_fast_paths(c.algorithms) && !(ctx_.pinned_collectives >> int(c.collective) & 1) &&
            !(ctx_.ll_excluded_collectives >> int(c.collective) & 1);
   }
 

@@ -18,6 +18,7 @@
 #include "src/exec/host/straggler_task.h"
 #include "src/ops/datatype.h"
 #include "src/ops/premul.h"
+#include "src/plan/alg_selection.h"
 #include "src/plan/planner.h"
 
 namespace braid {
@@ -264,8 +265,9 @@ class HostGroup {
     std::unique_ptr<Task> task = std::move(h.spare_task_);
     BRAID_TRY(make_task(i, c, std::move(p.schedule), h.scratch_.data(), 0, stores, &task));
     const Task* on_slots = task.get();
-    // A call that selected its algorithms (ncclCollConfig_t) runs that schedule.
-    if (p.straggler < 0 && !c.algorithms) BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
+    // A call whose selection names its algorithms (ncclCollConfig_t, NCCL_ALGO) runs that schedule.
+    if (p.straggler < 0 && admits_fast_paths(c.algorithms))
+      BRAID_TRY(maybe_single_copy(i, c, stores.stream_output, &task));
     // A lone call on the slots whose store choice is measured is timed for
     // its chooser (a single-copy task may not use the slots at all).
     if (stores.timed && collective_count() == 1 && !has_p2p() && task.get() == on_slots)
