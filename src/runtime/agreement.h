@@ -26,6 +26,9 @@ enum class Fold : uint8_t {
 #define BRAID_AGREED_VALUES(X)                                                                                      \
   X(int32_t, api_version, Fold::Equal, "the NCCL API version braid was built for")                                 \
   X(int32_t, transport_mode, Fold::Equal, "BRAID_TRANSPORT and NCCL_SHM_DISABLE: set them alike on every rank")  \
+  X(int64_t, shm_slots, Fold::Equal, "BRAID_SHM_SLOTS (a shared-memory ring's slots): set it alike on every rank") \
+  X(int64_t, shm_slot_bytes, Fold::Equal,                                                                          \
+    "BRAID_SHM_SLOT_BYTES (a shared-memory fragment's size): set it alike on every rank")                         \
   X(int32_t, tcp_slices, Fold::Equal,                                                                          \
     "NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD (slices between hosts over TCP): set them alike on every rank") \
   X(int32_t, wants_device, Fold::Equal,                                                                            \

@@ -169,6 +169,9 @@ Status describe_this_rank(const ncclComm* comm, const LocalChoices& local, const
   a.api_version = NCCL_VERSION_CODE;
   a.transport_mode = local.transport.agreement_code();
   a.tcp_slices = tcp_slices_from_env();
+  // Both ends of a ring lay it out alike, or one's check (shm.cc) fails it alone and the other waits.
+  a.shm_slots = env_int("BRAID_SHM_SLOTS");
+  a.shm_slot_bytes = env_int("BRAID_SHM_SLOT_BYTES");
   a.wants_device = local.device.usable;
   a.tile_bytes = uint64_t(std::min(env_int("BRAID_SHM_SLOT_BYTES"), env_int("BRAID_SOCKET_SLOT_BYTES")));
   a.wide_tile_bytes = uint64_t(

@@ -32,6 +32,15 @@ TEST_CASE("BRAID_CUDA_LL_MAX_BYTES out of range is refused at init", "[mp][proce
   CHECK(init_must_fail(2, negative, ncclInvalidArgument, "BRAID_CUDA_LL_MAX_BYTES=-1") == 0);
 }
 
+// Both ends of a shared-memory ring lay it out by them: set apart, one end's
+// check failed its call while the other waited until BRAID_TIMEOUT.
+TEST_CASE("BRAID_SHM_SLOTS and BRAID_SHM_SLOT_BYTES: ranks that set them apart fail init", "[mp][processes]") {
+  auto slots = [](int rank) { setenv("BRAID_SHM_SLOTS", rank == 1 ? "4" : "8", 1); };
+  CHECK(init_must_fail(3, slots, ncclInvalidUsage, "shm_slots (BRAID_SHM_SLOTS") == 0);
+  auto bytes = [](int rank) { setenv("BRAID_SHM_SLOT_BYTES", rank == 0 ? "65536" : "262144", 1); };
+  CHECK(init_must_fail(2, bytes, ncclInvalidUsage, "shm_slot_bytes (BRAID_SHM_SLOT_BYTES") == 0);
+}
+
 TEST_CASE("BRAID_CUDA_* and BRAID_TUNING_FILE: checked at init, and the same on every rank or none",
           "[mp][processes][tuning]") {
   // They lay out every rank's FIFOs and LL region (src/runtime/cuda_settings.h),
