@@ -53,9 +53,9 @@ inline constexpr EnvVar kEnvVars[] = {
      "unset: NCCL_NET_PLUGIN, else libnccl-net.so if it exists"},
     {"BRAID_NET_SLOT_BYTES", "1048576", "bytes per fragment on InfiniBand and net-plugin connections"},
     {"BRAID_NET_SLOTS", "4", "fragments in flight per InfiniBand or net-plugin connection (2..16)"},
-    {"BRAID_ALGO", "", "force an algorithm: name for all collectives, or coll=name,coll=name"},
+    {"BRAID_ALGO", "", "force an algorithm: a name for every collective that has it, or coll=name,coll=name (any case and spacing; the same on every rank, agreed at init)"},
     {"BRAID_DETERMINISTIC", "0", "1: AllReduce, ReduceScatter and Reduce fold every element in rank order, x0+x1+x2..., so floating-point results are the same bits whatever the message size, the element's offset or the path (schedules that fold otherwise, StragglAR among them, give way to braid's rank-order schedules); 0: the fastest schedule"},
-    {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank"},
+    {"BRAID_STRAGGLER", "off", "StragglAR AllReduce: off, auto (detect a persistent late rank), eager (last arrival, one host) or the late rank (the same on every rank, agreed at init)"},
     {"BRAID_STRAGGLAR_LANES", "auto", "StragglAR's phase 1: connection (one lane per connection: no transfer waits behind another peer's; the host backend's default), compact (a rank's sends on one lane, its receives on another: fewer thread blocks idle on a GPU; the cuda backend's default) or auto"},
     {"BRAID_SHM_SLOT_BYTES", "262144", "bytes per shared-memory fragment (at least 256); a slot holds two, and calls whose every chunk spans at least 4 slots send slot-wide fragments through half the slots"},
     {"BRAID_SHM_SLOTS", "8", "slots per shared-memory connection"},
@@ -115,7 +115,8 @@ inline constexpr EnvVar kEnvVars[] = {
      "send and receive (read at init; any rank turns it on for all; NCCL_CHECK_MODE=DEBUG_GLOBAL does the same)"},
     {"BRAID_SCHEDULES", "",
      "schedule files to run (braid JSON, MSCCL XML): a file, a directory (searched recursively) or a colon list of "
-     "them; a call takes the first that fits it, searching these before the MSCCL_* ones"},
+     "them; a call takes the first that fits it, searching these before the MSCCL_* ones (the same files on every "
+     "rank, agreed at init)"},
     {"MSCCL_XML_FILES", "", "MSCCL: colon list of algorithm files (searched after BRAID_SCHEDULES)"},
     {"MSCCL_CONFIG", "", "MSCCL: registration file, <msccl_algos><load path minbytes maxbytes proto/> (after MSCCL_XML_FILES)"},
     {"MSCCL_ALGO_DIR", "", "MSCCL: directory of algorithm files, *.xml, not recursive (searched last)"},
