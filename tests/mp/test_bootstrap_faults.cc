@@ -30,6 +30,21 @@ int connect_to(const AnyAddress& addr) {
   return fd;
 }
 
+// Two ranks as threads init on `id` and destroy: each one's init result.
+std::vector<ncclResult_t> init_two_threads(const ncclUniqueId& id) {
+  const int n = 2;
+  std::vector<ncclResult_t> results(n, ncclInternalError);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t comm = nullptr;
+      results[r] = ncclCommInitRank(&comm, n, id, r);
+      if (results[r] == ncclSuccess) ncclCommDestroy(comm);
+    });
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 }  // namespace
 
 TEST_CASE("strangers on the bootstrap port are dropped and the job goes on", "[mp][bootstrap][faults][threads]") {
@@ -85,18 +100,9 @@ TEST_CASE("strangers that send part of a hello and go quiet do not hold up the r
     REQUIRE(strangers.back() >= 0);
     REQUIRE(::write(strangers.back(), part, sizeof(part)) == ssize_t(sizeof(part)));
   }
-  const int n = 2;
-  std::vector<ncclResult_t> results(n, ncclInternalError);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      results[r] = ncclCommInitRank(&comm, n, id, r);
-      if (results[r] == ncclSuccess) ncclCommDestroy(comm);
-    });
-  for (auto& t : threads) t.join();
+  const std::vector<ncclResult_t> results = init_two_threads(id);
   for (int fd : strangers) ::close(fd);
-  for (int r = 0; r < n; ++r) CHECK(results[r] == ncclSuccess);
+  for (ncclResult_t r : results) CHECK(r == ncclSuccess);
 }
 
 TEST_CASE("a corrupted unique id is ncclInvalidArgument, not a hang", "[mp][bootstrap][faults]") {
@@ -135,18 +141,9 @@ TEST_CASE("init long after ncclGetUniqueId still meets the root", "[mp][bootstra
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // past BRAID_TIMEOUT and the root's grace
-  const int n = 2;
-  std::vector<ncclResult_t> results(n, ncclInternalError);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ncclComm_t comm = nullptr;
-      results[r] = ncclCommInitRank(&comm, n, id, r);
-      if (results[r] == ncclSuccess) ncclCommDestroy(comm);
-    });
-  for (auto& t : threads) t.join();
+  const std::vector<ncclResult_t> results = init_two_threads(id);
   unsetenv("BRAID_TIMEOUT");
-  for (int r = 0; r < n; ++r) CHECK(results[r] == ncclSuccess);
+  for (ncclResult_t r : results) CHECK(r == ncclSuccess);
 }
 
 // A root whose host drops connection attempts (gone, or a firewall that
