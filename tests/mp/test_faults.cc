@@ -416,6 +416,12 @@ TEST_CASE("hellos with the right magic but impossible ranks are dropped, the job
 // until BRAID_TIMEOUT (spinning a core) and blamed a dead peer.  Its peer,
 // whose connection it never accepted, fails once it is gone.
 TEST_CASE("a rank out of file descriptors fails its call at once, saying so, over TCP", "[mp][faults]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The sanitizers' runtime probes memory through a pipe: with no descriptor
+  // left it cannot, and UBSan then reports every virtual call as on a bad object.
+  SUCCEED("skipped under sanitizers: their runtime needs file descriptors");
+  return;
+#endif
   ScopedEnv timeout("BRAID_TIMEOUT", "30");
   for (bool broadcast : {false, true}) {
     INFO((broadcast ? "Broadcast" : "AllReduce"));

@@ -267,7 +267,9 @@ TEST_CASE("eager on a device backend: one thread arrives for its ranks before an
   std::barrier call_done(2);
   std::thread late([&] {
     for (int call = 0; call < kCalls; ++call) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      // Late by far more than a loaded machine delays the others (20 ms lost
+      // to an ASan run beside a build: another rank came last).
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (failed[3].is_ok()) failed[3] = trackers[3]->plan_call(comms[3], nullptr, kBytes, &named[call][3]);
       call_done.arrive_and_wait();
     }
