@@ -100,6 +100,10 @@ CommFailures run_setups(std::vector<SetupCall>& setups) {
   return failed;
 }
 
+bool listed(const CommFailures& failures, const ncclComm* comm) {
+  return std::any_of(failures.begin(), failures.end(), [comm](const auto& f) { return f.first == comm; });
+}
+
 // The group's inits, and concurrently its setups that make communicators
 // from others (taken out of work->setups): a rank joining a grow, whose
 // init is one of the first, meets the existing ranks in the second.
@@ -215,9 +219,7 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   // failed communicator, are waiting for it.
   CommFailures failed = run_setups(work.setups);
   for (auto& f : derived_failed) failed.push_back(std::move(f));
-  auto failed_before = [&](ncclComm* comm) {
-    return std::any_of(failed.begin(), failed.end(), [comm](const auto& f) { return f.first == comm; });
-  };
+  auto failed_before = [&](ncclComm* comm) { return listed(failed, comm); };
   std::erase_if(work.queues, [&](const CommQueue& q) { return failed_before(q.comm); });
   // A communicator whose ranks disagree on their calls (the argument check)
   // drops its work the same way: its ranks all know, and the others' work runs.
@@ -229,11 +231,8 @@ Status execute(GroupState& work, AsyncJob::Outcomes* outcomes) {
   const RmaQueue rma = take_rma(work.queues);
   Status ran = run_work(work.queues);
   if (ran.is_ok()) ran = run_rma(rma);
-  auto derived = [&](ncclComm* comm) {
-    return std::any_of(derived_failed.begin(), derived_failed.end(), [comm](const auto& f) { return f.first == comm; });
-  };
   for (auto& [comm, why] : failed) {
-    if (derived(comm)) record_error(comm, why);  // the new communicator's failure: comm goes on
+    if (listed(derived_failed, comm)) record_error(comm, why);  // the new communicator's failure: comm goes on
     else note_failure(comm, &why);
     outcomes->emplace_back(comm, why.code());
   }

@@ -368,10 +368,14 @@ class SocketTransportImpl final : public Transport {
   // fail now instead of at BRAID_TIMEOUT.
   void peer_left(int peer) {
     std::lock_guard<std::mutex> lock(mutex_);
+    fail_unconnected_recvs(peer, fmt::format("rank {} closed this rank's connection to it before connecting back "
+                                             "(it failed, aborted or left)", peer));
+  }
+
+  // Fails the receive streams from `peer` (-1: any) whose connection never came.  Hold mutex_.
+  void fail_unconnected_recvs(int peer, const std::string& why) {
     for (auto& [key, s] : recvs_)
-      if (s->peer == peer && s->fd.load() < 0 && !s->failed)
-        s->fail(fmt::format("rank {} closed this rank's connection to it before connecting back (it failed, "
-                            "aborted or left)", peer));
+      if ((peer < 0 || s->peer == peer) && s->fd.load() < 0 && !s->failed) s->fail(why);
   }
 
   // Out of descriptors (or memory) to accept with: the connection stays
@@ -383,8 +387,7 @@ class SocketTransportImpl final : public Transport {
       std::lock_guard<std::mutex> lock(mutex_);
       accept_failure_ = fmt::format("cannot accept peers' connections: {} (the open-file limit, ulimit -n?)",
                                     std::strerror(err));
-      for (auto& [key, s] : recvs_)
-        if (s->fd.load() < 0) s->fail(accept_failure_);
+      fail_unconnected_recvs(-1, accept_failure_);
     }
     BRAID_WARN("socket transport: {}", accept_failure_);
     wake_executor();
