@@ -19,7 +19,7 @@ constexpr int kChannel = 0;  // the RMA transport carries nothing else
 constexpr uint64_t kSalt = 0x726d615f73616c74ULL;  // its segments' names differ from the communicator's
 constexpr int kFragmentsPerTurn = 16;  // per peer, before the receiver looks at the next one
 constexpr uint32_t kBriskPolls = 20000;  // yields after the last message (~5 ms, as base/deadline.h's Waiter)
-constexpr uint32_t kBriskWaitPolls = 4000;  // a waiter's yields before it sleeps (~1 ms)
+constexpr std::chrono::microseconds kBriskWait{1000};  // how long a waiter yields before it sleeps
 
 std::chrono::milliseconds timeout() { return std::chrono::milliseconds(env_int("BRAID_TIMEOUT") * 1000); }
 
@@ -234,8 +234,12 @@ Status RmaEngine::wait(const std::vector<SignalWait>& waits, int64_t bound_ms) {
   waiters_.fetch_add(1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with raise()'s
   // Yield a while before sleeping: a signal that comes within it costs no
-  // wake-up (a futex wake and a schedule, tens of microseconds here).
-  for (uint32_t i = 0; i < kBriskWaitPolls && !ready() && !failed_.load(std::memory_order_acquire); ++i)
+  // wake-up (a futex wake and a schedule, tens of microseconds here).  The
+  // while is by the clock, within the bound: on a loaded machine one yield
+  // can give the core away for a whole time slice, and a count of them
+  // outlasted a 2 s bound by seconds.
+  const Deadline::Clock::time_point brisk_until = std::min(Deadline::Clock::now() + kBriskWait, deadline.at());
+  while (!ready() && !failed_.load(std::memory_order_acquire) && Deadline::Clock::now() < brisk_until)
     std::this_thread::yield();
   Status s;
   {
