@@ -5,8 +5,8 @@
 // backed by one of braid's Nets (src/transport/net/net.h), chosen at init
 // by BRAID_TRANSPORT: ib (braid's InfiniBand verbs net, or init fails
 // saying why), socket (braid's TCP net), otherwise InfiniBand where a port
-// is usable, else TCP.  The table's name says which ("Braid",
-// "BraidSocket").
+// is usable, else TCP.  The table's name is "Braid" until init, then says
+// which ("BraidIB", "BraidSocket").
 //
 // What it offers: host memory only (ptrSupport NCCL_PTR_HOST: no
 // GPUDirect RDMA, no dma-buf), single receives (maxRecvs 1), no device

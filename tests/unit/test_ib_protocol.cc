@@ -231,9 +231,12 @@ TEST_CASE("credit protocol: misuse is an error, not a wrong delivery", "[unit][i
   CHECK(credits.add(IbCredit{0, 0, 100, 1}).code() == ncclInternalError);  // out of order
   REQUIRE(credits.add(IbCredit{0, 0, 100, 0}).is_ok());
   IbCredit c;
-  Status s = credits.take(101, &c);  // larger than the receive
-  CHECK(s.code() == ncclInternalError);
+  Status s = credits.take(101, &c);  // larger than the receive: the caller's error, and the credit stays
+  CHECK(s.code() == ncclInvalidUsage);
   CHECK(s.message().find("101 bytes for a receive of 100") != std::string::npos);
+  REQUIRE(credits.take(100, &c).is_ok());
+  CHECK(c.seq == 0);
+  CHECK(credits.empty());
 
   CHECK(IbReceives(IbSpread{2, false}).part_arrived(0, 1).code() == ncclInternalError);  // no receive awaits it
   IbReceives r(IbSpread{2, false});

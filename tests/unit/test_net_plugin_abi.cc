@@ -216,7 +216,7 @@ TEST_CASE("braid's net plugin: a message larger than its receive, and grouped re
   Status s;
   bool done = false;
   for (int i = 0; i < 1000000 && s.is_ok() && !done; ++i) s = net->test(rreq, &done, nullptr);
-  CHECK(s.code() == ncclInternalError);
+  CHECK(s.code() == ncclInvalidUsage);  // the ranks disagree on a size, as NCCL's socket net says
   CHECK(s.message().find("failed") != std::string::npos);
 
   // Grouped receives straight through the table: refused, no request.

@@ -97,13 +97,16 @@ class IbCredits {
     credits_.clear();
     next_in_ = next;
   }
-  // The oldest credit, for the next message of `bytes`.
+  // The oldest credit, for the next message of `bytes`.  A message larger
+  // than its receive is the caller's error (the ranks disagree on a size);
+  // the credit stays, so the connection stays in step.
   Status take(uint64_t bytes, IbCredit* out) {
-    *out = credits_.front();
+    const IbCredit& next = credits_.front();
+    if (bytes > next.size)
+      return BRAID_ERROR(ncclInvalidUsage, "a message of {} bytes for a receive of {} (sequence {}): the sender and "
+                         "the receiver disagree on the size", bytes, next.size, next.seq);
+    *out = next;
     credits_.pop_front();
-    if (bytes > out->size)
-      return BRAID_ERROR(ncclInternalError, "a message of {} bytes for a receive of {} (sequence {})", bytes, out->size,
-                         out->seq);
     return Status::ok();
   }
 

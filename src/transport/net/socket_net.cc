@@ -122,7 +122,8 @@ void progress(SocketComm* c) {
       }
       if (r.moved < kHeader) return;
       if (r.moved == kHeader && r.length > r.size)
-        return c->fail(BRAID_ERROR(ncclInternalError, "a message of {} bytes for a receive of {}", r.length, r.size));
+        return c->fail(BRAID_ERROR(ncclInvalidUsage, "a message of {} bytes for a receive of {}: the sender and the "
+                                   "receiver disagree on the size", r.length, r.size));
       if (r.moved < kHeader + r.length) continue;
     }
     r.done = true;
