@@ -96,19 +96,22 @@ Status derive(ncclComm* parent, const std::vector<int>& members, int me, const n
 // *newcomm is set once the parent's ncclCommGetAsyncError says so.  The
 // caller's config is copied as its release wrote it (its `size` bytes): the
 // group may end after it is gone.  `now` runs on a parent whose earlier
-// work is done; a non-blocking child's init that goes on in the background
-// is not the group's failure.
-Status derive_at_group_end(ncclComm* comm, const ncclConfig_t* config,
+// work is done.  A non-blocking child's init is waited for here, as NCCL's
+// runs within the parent's job: once the parent says ncclSuccess, the child
+// does too (or says why its init failed, which is not the group's failure).
+Status derive_at_group_end(ncclComm* comm, const ncclConfig_t* config, ncclComm_t* newcomm,
                            std::function<Status(const ncclConfig_t*)> now) {
   // A parent whose init failed says so at the call (NCCL's ncclCommEnsureReady).
   if (!group_active()) BRAID_TRY(wait_initialized(comm));
   std::shared_ptr<std::vector<char>> copy;
   if (config) copy = std::make_shared<std::vector<char>>(reinterpret_cast<const char*>(config),
                                                            reinterpret_cast<const char*>(config) + config->size);
-  SetupCall call{comm, [comm, copy, now = std::move(now)] {
+  SetupCall call{comm, [comm, copy, newcomm, now = std::move(now)] {
     if (!comm->ready.load(std::memory_order_acquire)) return check_initialized(comm);
     Status s = now(copy ? reinterpret_cast<const ncclConfig_t*>(copy->data()) : nullptr);
-    return s.code() == ncclInProgress ? Status::ok() : s;
+    if (s.code() != ncclInProgress) return s;
+    if (*newcomm) (void)comm_wait_job(*newcomm);
+    return Status::ok();
   }};
   call.derives = true;
   return enqueue(std::move(call));
@@ -140,7 +143,7 @@ Status split(ncclComm* comm, int color, int key, ncclComm_t* newcomm, ncclConfig
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return BRAID_ERROR(ncclInvalidArgument, "color {} must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
   BRAID_TRY(check_config(config));
-  return derive_at_group_end(comm, config, [comm, color, key, newcomm](const ncclConfig_t* child_config) {
+  return derive_at_group_end(comm, config, newcomm, [comm, color, key, newcomm](const ncclConfig_t* child_config) {
     return split_now(comm, color, key, newcomm, child_config);
   });
 }
@@ -180,7 +183,7 @@ Status shrink(ncclComm* comm, int* exclude, int nexclude, ncclComm_t* newcomm, n
   for (int r = 0; r < comm->nranks; ++r)
     if (!excluded.count(r)) members.push_back(r);
   int me = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
-  return derive_at_group_end(comm, config, [comm, members, me, newcomm](const ncclConfig_t* child_config) {
+  return derive_at_group_end(comm, config, newcomm, [comm, members, me, newcomm](const ncclConfig_t* child_config) {
     return derive(comm, members, me, child_config, newcomm);
   });
 }
@@ -267,7 +270,7 @@ Status grow_existing(ncclComm* comm, int nranks, const ncclUniqueId* id, int ran
   }
   const bool coordinator = id != nullptr;
   const ncclUniqueId given = id ? *id : ncclUniqueId{};
-  return derive_at_group_end(comm, config, [=](const ncclConfig_t* child_config) {
+  return derive_at_group_end(comm, config, newcomm, [=](const ncclConfig_t* child_config) {
     return grow_now(comm, nranks, coordinator ? &given : nullptr, newcomm, child_config);
   });
 }
