@@ -238,12 +238,17 @@ BRAID_PROFILING_ALIAS(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
 BRAID_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded(nullptr, "ncclCommDestroy", [&] {
     if (!comm) return Status::ok();  // NCCL: destroying NULL does nothing
+    // As NCCL's (ncclCommEnsureReady): a non-blocking communicator whose
+    // init, group or revoke is still in progress is refused at once, and
+    // stays usable; ncclCommAbort is the way to drop it now.
+    if (CommUse use(comm); use.ok() && comm_async_state(comm) == ncclInProgress)
+      return BRAID_ERROR(ncclInvalidArgument, "the communicator's earlier work is still in progress: wait until "
+                         "ncclCommGetAsyncError says it is done, or ncclCommAbort it");
     if (!comm_unregister(comm))
       return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed twice?)",
                          static_cast<void*>(comm));
     comm->ras.destroy_called = true;
-    // Pending background work finishes first (NCCL's Destroy waits too); if
-    // it cannot, it is stopped.
+    // Calls on it from other threads finish first; if they cannot, they are stopped.
     if (!comm_wait_idle(comm, env_int("BRAID_TIMEOUT") * 1000 + 1000)) stop_comm(comm);
     return retire(comm, "ncclCommDestroy");
   });

@@ -1,7 +1,8 @@
 // Non-blocking communicators (config.blocking = 0), as PyTorch drives them:
 // init and collectives may return ncclInProgress, ncclCommGetAsyncError says
-// ncclInProgress until the work is done, then ncclSuccess; Abort and
-// Destroy work while something is still in progress.
+// ncclInProgress until the work is done, then ncclSuccess; Abort works
+// while something is still in progress, and Destroy is refused then (as
+// NCCL's).
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -113,7 +114,8 @@ TEST_CASE("one thread inits several non-blocking ranks in a group", "[mp][nonblo
   CHECK(f.count == 0);
 }
 
-TEST_CASE("abort of a non-blocking init still in progress is prompt", "[mp][nonblocking][faults][threads]") {
+TEST_CASE("destroy of a non-blocking init still in progress is refused at once, and abort is prompt",
+          "[mp][nonblocking][faults][threads]") {
   setenv("BRAID_TIMEOUT", "60", 1);
   ncclUniqueId id;
   REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
@@ -125,7 +127,15 @@ TEST_CASE("abort of a non-blocking init still in progress is prompt", "[mp][nonb
   ncclResult_t state = ncclSuccess;
   CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
   CHECK(state == ncclInProgress);
+  // NCCL's Destroy calls ncclCommEnsureReady: not until the init is done
+  // (braid's waited out BRAID_TIMEOUT, then said ncclSuccess).
   auto start = Clock::now();
+  CHECK(ncclCommDestroy(comm) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("still in progress") != std::string::npos);
+  CHECK(Clock::now() - start < std::chrono::seconds(5));
+  CHECK(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  start = Clock::now();
   CHECK(ncclCommAbort(comm) == ncclSuccess);
   CHECK(Clock::now() - start < std::chrono::seconds(5));
   unsetenv("BRAID_TIMEOUT");
