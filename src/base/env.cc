@@ -113,7 +113,7 @@ constexpr EnvVar kNcclVars[] = {
     {"NCCL_SET_THREAD_NAME", "",
      "1: braid's threads are named for what they do (\"braid socket\", \"braid gin proxy\"), as NCCL names its own; "
      "default 0: they keep the program's name (src/base/thread_name.h)"},
-    {"NCCL_NUM_RMA_CTX", "", "1 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
+    {"NCCL_NUM_RMA_CTX", "", "0 or more: every new communicator's numRmaCtx, whatever its config says, as NCCL"},
     {"NCCL_MULTI_RANK_GPU_ENABLE", "",
      "NCCL 2.30's several ranks per GPU: 0 refuses a CUDA communicator with two ranks on one GPU; unset or 1 "
      "allows them (braid always could, docs/compatibility.md)"},

@@ -96,8 +96,36 @@ bool is_unset_or(int value, std::initializer_list<int> allowed) {
 Status check_values(const ncclConfig_t& c) {
   if (!is_unset_or(c.blocking, {0, 1}))
     return BRAID_ERROR(ncclInvalidArgument, "config blocking = {} (expected 0 or 1)", c.blocking);
-  if (c.numRmaCtx != NCCL_CONFIG_UNDEF_INT && c.numRmaCtx < 1)
-    return BRAID_ERROR(ncclInvalidArgument, "config numRmaCtx = {} (expected at least 1)", c.numRmaCtx);
+  // NCCL's bounds (parseCommConfig), with NCCL's MAXCHANNELS (64).
+  if (c.cgaClusterSize != NCCL_CONFIG_UNDEF_INT && c.cgaClusterSize < 0)
+    return BRAID_ERROR(ncclInvalidArgument, "config cgaClusterSize = {} (expected 0 or more)", c.cgaClusterSize);
+  const bool min_set = c.minCTAs != NCCL_CONFIG_UNDEF_INT, max_set = c.maxCTAs != NCCL_CONFIG_UNDEF_INT;
+  auto shown = [](bool set, int value) { return set ? fmt::format("{}", value) : std::string("unset"); };
+  if ((min_set && c.minCTAs <= 0) || (max_set && c.maxCTAs <= 0) || (min_set && max_set && c.minCTAs > c.maxCTAs))
+    return BRAID_ERROR(ncclInvalidArgument, "config minCTAs/maxCTAs = {}/{} (expected 1 or more each, min <= max)",
+                       shown(min_set, c.minCTAs), shown(max_set, c.maxCTAs));
+  for (const auto& [value, name] : {std::pair{c.splitShare, "splitShare"}, {c.collnetEnable, "collnetEnable"},
+                                    {c.shrinkShare, "shrinkShare"}, {c.nvlinkCentricSched, "nvlinkCentricSched"},
+                                    {c.graphStreamOrdering, "graphStreamOrdering"},
+                                    {c.launchOrderImplicit, "launchOrderImplicit"}})
+    if (!is_unset_or(value, {0, 1}))
+      return BRAID_ERROR(ncclInvalidArgument, "config {} = {} (expected 0 or 1)", name, value);
+  if (c.CTAPolicy != NCCL_CONFIG_UNDEF_INT &&
+      (c.CTAPolicy < 0 || c.CTAPolicy > (NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO)))
+    return BRAID_ERROR(ncclInvalidArgument, "config CTAPolicy = {} (expected NCCL_CTA_POLICY_* flags)", c.CTAPolicy);
+  for (const auto& [value, name] : {std::pair{c.nvlsCTAs, "nvlsCTAs"}, {c.maxP2pPeers, "maxP2pPeers"}})
+    if (value != NCCL_CONFIG_UNDEF_INT && value <= 0)
+      return BRAID_ERROR(ncclInvalidArgument, "config {} = {} (expected 1 or more)", name, value);
+  if (c.nChannelsPerNetPeer != NCCL_CONFIG_UNDEF_INT && (c.nChannelsPerNetPeer <= 0 || c.nChannelsPerNetPeer > 64))
+    return BRAID_ERROR(ncclInvalidArgument, "config nChannelsPerNetPeer = {} (expected 1..64)", c.nChannelsPerNetPeer);
+  const int nvls_bits = ncclNvlsHostModeDisableTransport | ncclNvlsHostModeDisableSymmetricMultimem;
+  if (c.nvlsHostMode != NCCL_CONFIG_UNDEF_INT && c.nvlsHostMode != ncclNvlsHostModeDisable &&
+      (c.nvlsHostMode < 0 || c.nvlsHostMode > nvls_bits))
+    return BRAID_ERROR(ncclInvalidArgument, "config nvlsHostMode = {} (expected an ncclNvlsHostMode_t)",
+                       c.nvlsHostMode);
+  // 0: no one-sided RMA on this communicator (its calls say so), as NCCL's.
+  if (c.numRmaCtx != NCCL_CONFIG_UNDEF_INT && c.numRmaCtx < 0)
+    return BRAID_ERROR(ncclInvalidArgument, "config numRmaCtx = {} (expected 0 or more)", c.numRmaCtx);
   if (c.numRmaSig != NCCL_CONFIG_UNDEF_INT && c.numRmaSig < 1)
     return BRAID_ERROR(ncclInvalidArgument, "config numRmaSig = {} (expected at least 1)", c.numRmaSig);
   if (!is_unset_or(c.rmaEagerInit, {0, 1}))
@@ -133,8 +161,8 @@ void apply_nccl_env_to_config(ncclConfig_t* config) {
     }
   }
   if (const auto contexts = env_nccl_int("NCCL_NUM_RMA_CTX")) {
-    if (*contexts >= 1 && *contexts <= INT32_MAX) config->numRmaCtx = int(*contexts);
-    else BRAID_INFO(kInit | kEnv, "NCCL_NUM_RMA_CTX={} is not served (braid needs at least 1), leaving {}", *contexts,
+    if (*contexts >= 0 && *contexts <= INT32_MAX) config->numRmaCtx = int(*contexts);
+    else BRAID_INFO(kInit | kEnv, "NCCL_NUM_RMA_CTX={} is not served (expected 0 or more), leaving {}", *contexts,
                     config->numRmaCtx);
   }
 }

@@ -25,6 +25,8 @@ int signals_of(const ncclComm* comm) {
 Status check_signal(const ncclComm* comm, int peer, int sig, int ctx) {
   if (peer < 0 || peer >= comm->nranks)
     return BRAID_ERROR(ncclInvalidArgument, "peer {} out of range [0, {})", peer, comm->nranks);
+  if (contexts_of(comm) == 0)
+    return BRAID_ERROR(ncclInvalidUsage, "one-sided RMA is off on this communicator (config numRmaCtx 0)");
   if (ctx < 0 || ctx >= contexts_of(comm))
     return BRAID_ERROR(ncclInvalidArgument, "ctx {} out of range [0, {}) (config numRmaCtx)", ctx, contexts_of(comm));
   if (sig < 0 || sig >= signals_of(comm))

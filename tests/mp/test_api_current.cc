@@ -131,6 +131,61 @@ TEST_CASE("ncclConfig_t of a 2.28, a 2.30 and a 2.32 header are each read member
   }
 }
 
+TEST_CASE("config values NCCL's parseCommConfig refuses are refused, naming the member", "[api][config]") {
+  using Set = void (*)(ncclConfig_t&);
+  const std::vector<std::pair<Set, const char*>> bad = {
+      {[](ncclConfig_t& c) { c.cgaClusterSize = -3; }, "cgaClusterSize = -3"},
+      {[](ncclConfig_t& c) { c.minCTAs = 0; }, "minCTAs/maxCTAs = 0/unset"},
+      {[](ncclConfig_t& c) { c.maxCTAs = 0; }, "minCTAs/maxCTAs = unset/0"},
+      {[](ncclConfig_t& c) { c.minCTAs = 8, c.maxCTAs = 2; }, "minCTAs/maxCTAs = 8/2"},
+      {[](ncclConfig_t& c) { c.splitShare = 2; }, "splitShare = 2"},
+      {[](ncclConfig_t& c) { c.collnetEnable = 5; }, "collnetEnable = 5"},
+      {[](ncclConfig_t& c) { c.CTAPolicy = 99; }, "CTAPolicy = 99"},
+      {[](ncclConfig_t& c) { c.shrinkShare = 7; }, "shrinkShare = 7"},
+      {[](ncclConfig_t& c) { c.nvlsCTAs = 0; }, "nvlsCTAs = 0"},
+      {[](ncclConfig_t& c) { c.nChannelsPerNetPeer = 65; }, "nChannelsPerNetPeer = 65"},
+      {[](ncclConfig_t& c) { c.nvlinkCentricSched = 3; }, "nvlinkCentricSched = 3"},
+      {[](ncclConfig_t& c) { c.maxP2pPeers = 0; }, "maxP2pPeers = 0"},
+      {[](ncclConfig_t& c) { c.graphStreamOrdering = 5; }, "graphStreamOrdering = 5"},
+      {[](ncclConfig_t& c) { c.launchOrderImplicit = 9; }, "launchOrderImplicit = 9"},
+      {[](ncclConfig_t& c) { c.nvlsHostMode = 77; }, "nvlsHostMode = 77"},
+      {[](ncclConfig_t& c) { c.numRmaCtx = -1; }, "numRmaCtx = -1"},
+  };
+  ncclResult_t r = ncclSuccess;
+  for (const auto& [set, says] : bad) {
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    set(c);
+    INFO(says);
+    CHECK(one_rank(&c, &r) == nullptr);
+    CHECK(r == ncclInvalidArgument);
+    CHECK(std::string(ncclGetLastError(nullptr)).find(says) != std::string::npos);
+  }
+  // What NCCL takes: one bound alone, a policy of flags, an nvlsHostMode of bits or "disable all".
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.minCTAs = 8;
+  c.CTAPolicy = NCCL_CTA_POLICY_EFFICIENCY | NCCL_CTA_POLICY_ZERO;
+  c.nvlsHostMode = ncclNvlsHostModeDisable;
+  ncclComm_t comm = one_rank(&c, &r);
+  CHECK(r == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("config numRmaCtx 0: the communicator works, its one-sided calls are refused saying RMA is off",
+          "[api][config][rma]") {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.numRmaCtx = 0;  // NCCL: RMA disabled (it refuses only < 0)
+  ncclResult_t r = ncclInternalError;
+  ncclComm_t comm = one_rank(&c, &r);
+  CHECK(r == ncclSuccess);
+  REQUIRE(comm);
+  float x = 2;
+  CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(ncclSignal(0, 0, 0, 0, comm, nullptr) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(comm)).find("RMA is off on this communicator (config numRmaCtx 0)") !=
+        std::string::npos);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
 TEST_CASE("config trafficClass: 0..255 taken, anything else refused", "[api][config]") {
   ncclResult_t r = ncclSuccess;
   for (int bad : {-1, 256, 1 << 20}) {
