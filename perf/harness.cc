@@ -440,7 +440,7 @@ class Runner {
     out->busbw = nranks_ > 0 ? out->algbw * bench_.bus_factor(nranks_) : 0;
   }
 
-  bool straggling() const { return opt_.straggler_rank >= 0 && opt_.straggler_rank < nranks_; }
+  bool straggling() const { return opt_.straggler_rank >= 0; }  // perf_main refused ranks out of range
 
   // Returns the straggler's arrival time (seconds on the steady clock), or
   // -inf on other ranks, so a max over ranks yields the arrival.
@@ -673,6 +673,12 @@ int perf_main(int argc, char** argv, const Benchmark& bench, bool mpi_peer) {
       if (world->proc() == 0) fmt::print(stderr, "{}: root {} out of range for {} ranks\n", tool, root, nranks);
       return world->finish(2);
     }
+  if (opt.straggler_rank >= nranks) {  // else nobody would sleep, and the rows would say someone did
+    if (world->proc() == 0)
+      fmt::print(stderr, "{}: --straggler {}:{}: rank {} out of range for {} ranks\n", tool, opt.straggler_rank,
+                 opt.straggler_delay_us, opt.straggler_rank, nranks);
+    return world->finish(2);
+  }
 
   int version = 0;
   if (!mpi_peer) ncclGetVersion(&version);

@@ -54,6 +54,9 @@ expect 0 '^# nThread 2 nGpus 1 minBytes 1024 maxBytes 4096 step: 2\(factor\)' \
 grep -q -- '-f 2.5: read as 2' "$dir/out" || { echo "FAILED: no warning for -f 2.5"; fail=1; }
 rows "1024 256 float sum -1;2048 512 float sum -1;4096 1024 float sum -1"
 expect 2 "bad value 'x' for -t" all_reduce_perf -t x
+# A --straggler rank the job lacks: refused, not a run where nobody sleeps.
+expect 2 "--straggler 4:100: rank 4 out of range for 4 ranks" all_reduce_perf -t 4 -b 1K -e 1K --straggler 4:100
+expect 0 "rank 3 sleeps 100 us" all_reduce_perf -t 4 -b 1K -e 1K -n 1 -w 0 --straggler 3:100
 
 # Wrong data: "FAILED" on the out-of-bounds line and nccl-tests' exit code 7.
 # (A sanitizer build's runtime wants to be loaded first: not before the shim.)

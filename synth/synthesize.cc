@@ -13,10 +13,12 @@ namespace braid {
 namespace {
 
 // Simulated time at the size where the schedule's chunks are chunk_mb (the
-// size synthesis weighed link costs at), in nccl-tests' size convention.
+// size synthesis weighed link costs at), in nccl-tests' size convention: a
+// rank's input for AllReduce and AlltoAll (whose input_chunks already count
+// one slice per peer), the gathered output for AllGather.
 bool simulate_at_chunk_size(const Schedule& s, const Topology& t, double chunk_mb, double* us, std::string* error) {
   uint64_t chunks = uint64_t(s.ranks[0].input_chunks);
-  if (s.collective != Collective::AllReduce) chunks *= uint64_t(s.nranks);
+  if (s.collective == Collective::AllGather) chunks *= uint64_t(s.nranks);
   SimResult result;
   if (!simulate(s, t, uint64_t(double(chunks) * chunk_mb * 1e6), &result, error)) return false;
   *us = result.time_us;

@@ -20,9 +20,13 @@
 // it aliases, and a read into the output chunk when a write of that chunk
 // happens before it.
 //
-// Export writes one <tb> per lane; a lane must send to at most one peer and
-// receive from at most one peer (MSCCL's thread-block rule).  Ops with more
-// than one dependency get nop steps in front, one dependency each.
+// Export writes one <tb> per lane, except that a lane sending to (or
+// receiving from) several peers becomes one <tb> per peer, chained by
+// depid/deps in lane order (MSCCL's thread-block rule); tbs move to other
+// channels where one would hold more than MSCCL's 32 sending or receiving
+// tbs, and a tb of more than 256 steps is refused (src/ir/msccl_tbs.h).  Ops
+// with more than one dependency get nop steps in front, one dependency each.
+// Rooted schedules are refused: the format has no root.
 #pragma once
 
 #include <cstdint>

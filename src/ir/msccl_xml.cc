@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "braid/chunking.h"
+#include "src/ir/msccl_tbs.h"
 
 namespace braid {
 namespace {
@@ -485,7 +486,10 @@ bool msccl_registrations_from_xml(const std::string& text, std::vector<MscclRegi
   return true;
 }
 
-bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* error, MscclDialect dialect) {
+namespace {
+
+// What the XML cannot carry: the file would mean something else, or nothing.
+bool check_exportable(const Schedule& s, std::string* error) {
   auto msccl_step = [](const Op& op) { return uint8_t(op.type) <= uint8_t(OpType::Nop); };
   for (const RankProgram& p : s.ranks)
     for (const Lane& lane : p.lanes)
@@ -494,15 +498,23 @@ bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* err
                                     "cannot express: its steps are sends and receives",
                                     s.name),
                false;
-  auto letter = [](BufferKind b) { return b == BufferKind::Input ? "i" : b == BufferKind::Output ? "o" : "s"; };
-  auto xml_type = [](OpType t) {
-    for (const StepType& st : kStepTypes)
-      if (st.op == t) return st.xml;
-    return "nop";
-  };
+  if (s.root >= 0 || rooted_input(s.collective) || rooted_output(s.collective))
+    return *error = fmt::format("schedule {} is a {} with root {}: MSCCL XML has no root attribute (MSCCL's runtime "
+                                "and braid's importer read none), so the file would lose it; keep it as braid JSON",
+                                s.name, to_string(s.collective), s.root),
+           false;
+  if (s.max_bytes == 0 || s.min_bytes > s.max_bytes)  // maxBytes="0" would read back as unbounded
+    return *error = fmt::format("schedule {} serves messages of {} B to {} B, which no call could choose; MSCCL XML "
+                                "would read maxBytes=\"{}\" otherwise", s.name, s.min_bytes, s.max_bytes, s.max_bytes),
+           false;
+  return true;
+}
+
+// The <algo> element's opening tag.
+std::string algo_tag(const Schedule& s, const MscclTbPlan& plan, MscclDialect dialect) {
   uint32_t nchannels = 1, loop = 0;
-  for (const RankProgram& p : s.ranks)
-    for (const Lane& l : p.lanes) nchannels = std::max<uint32_t>(nchannels, l.channel + 1u);
+  for (const auto& tbs : plan.tbs)
+    for (const MscclTb& t : tbs) nchannels = std::max<uint32_t>(nchannels, t.channel + 1u);
   if (!s.ranks.empty()) {  // what import reads back (buffer_chunks)
     const RankProgram& p = s.ranks[0];
     loop = s.collective == Collective::Custom
@@ -510,78 +522,83 @@ bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* err
                : uint32_t(std::max(loop_from_chunks(s.collective, s.nranks, BufferKind::Input, p.input_chunks),
                                    loop_from_chunks(s.collective, s.nranks, BufferKind::Output, p.output_chunks)));
   }
+  std::string x = fmt::format("<algo name=\"{}\" proto=\"{}\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{}\" "
+                              "coll=\"{}\" inplace=\"{}\"", s.name, s.protocol, nchannels, loop, s.nranks,
+                              coll_to_xml(s.collective, dialect), s.in_place ? 1 : 0);
+  if (dialect == MscclDialect::Current)
+    x += fmt::format(" outofplace=\"{}\" minBytes=\"{}\" maxBytes=\"{}\"", s.out_of_place ? 1 : 0, s.min_bytes,
+                     s.max_bytes == UINT64_MAX ? 0 : s.max_bytes);  // 0: unbounded, as msccl-tools writes
+  return x + ">\n";
+}
+
+}  // namespace
+
+bool schedule_to_msccl_xml(const Schedule& s, std::string* out, std::string* error, MscclDialect dialect) {
+  if (!check_exportable(s, error)) return false;
+  MscclTbPlan plan;
+  if (!plan_msccl_tbs(s, &plan, error)) return false;
+  auto letter = [](BufferKind b) { return b == BufferKind::Input ? "i" : b == BufferKind::Output ? "o" : "s"; };
+  auto xml_type = [](OpType t) {
+    for (const StepType& st : kStepTypes)
+      if (st.op == t) return st.xml;
+    return "nop";
+  };
   // Ops with several deps get nops in front: each step carries one dep.
-  // index_of[r][lane][op] = the step index the op lands on.
-  std::vector<std::vector<std::vector<uint32_t>>> index_of(s.ranks.size());
+  // step_of[r][lane][op] = the step index the op lands on, in its tb.
+  std::vector<std::vector<std::vector<uint32_t>>> step_of(s.ranks.size());
   for (size_t r = 0; r < s.ranks.size(); ++r) {
-    index_of[r].resize(s.ranks[r].lanes.size());
-    for (size_t l = 0; l < s.ranks[r].lanes.size(); ++l) {
-      const Lane& lane = s.ranks[r].lanes[l];
-      int send = -1, recv = -1;
+    step_of[r].resize(s.ranks[r].lanes.size());
+    for (size_t l = 0; l < s.ranks[r].lanes.size(); ++l) step_of[r][l].resize(s.ranks[r].lanes[l].ops.size());
+    for (const MscclTb& tb : plan.tbs[r]) {
       uint32_t step = 0;
-      for (size_t i = 0; i < lane.ops.size(); ++i) {
-        const Op& op = lane.ops[i];
-        if (op_sends(op.type)) {
-          if (send >= 0 && send != op.send_peer)
-            return *error = fmt::format("rank {} lane {} sends to ranks {} and {}: an MSCCL tb sends to one peer", r, l,
-                                        send, op.send_peer), false;
-          send = op.send_peer;
-        }
-        if (op_receives(op.type)) {
-          if (recv >= 0 && recv != op.recv_peer)
-            return *error = fmt::format("rank {} lane {} receives from ranks {} and {}: an MSCCL tb receives from one peer",
-                                        r, l, recv, op.recv_peer), false;
-          recv = op.recv_peer;
-        }
-        step += op.deps.size() > 1 ? uint32_t(op.deps.size() - 1) : 0;
-        index_of[r][l].push_back(step++);
+      for (uint32_t i : tb.ops) {
+        const size_t deps = msccl_step_deps(s, plan, r, tb.lane, i).size();
+        step += deps > 1 ? uint32_t(deps - 1) : 0;
+        step_of[r][tb.lane][i] = step++;
       }
     }
   }
-  std::set<std::tuple<size_t, size_t, uint32_t>> has_dep;  // (rank, lane, step)
+  auto target = [&](size_t r, const Dep& d) {  // (tb, step) of the op a dep names
+    return std::pair<uint32_t, uint32_t>{plan.place[r][d.lane][d.op].tb, step_of[r][d.lane][d.op]};
+  };
+  std::set<std::tuple<size_t, uint32_t, uint32_t>> has_dep;  // (rank, tb, step)
   for (size_t r = 0; r < s.ranks.size(); ++r)
-    for (const Lane& lane : s.ranks[r].lanes)
-      for (const Op& op : lane.ops)
-        for (const Dep& d : op.deps)
-          if (d.lane < index_of[r].size() && d.op < index_of[r][d.lane].size())
-            has_dep.insert({r, d.lane, index_of[r][d.lane][d.op]});
+    for (const MscclTb& tb : plan.tbs[r])
+      for (uint32_t i : tb.ops)
+        for (const Dep& d : msccl_step_deps(s, plan, r, tb.lane, i))
+          if (d.lane < step_of[r].size() && d.op < step_of[r][d.lane].size()) {
+            auto [t, st] = target(r, d);
+            has_dep.insert({r, t, st});
+          }
 
   std::ostringstream x;
-  x << fmt::format("<algo name=\"{}\" proto=\"{}\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{}\" coll=\"{}\" inplace=\"{}\"",
-                   s.name, s.protocol, nchannels, loop, s.nranks, coll_to_xml(s.collective, dialect), s.in_place ? 1 : 0);
-  if (dialect == MscclDialect::Current)
-    x << fmt::format(" outofplace=\"{}\" minBytes=\"{}\" maxBytes=\"{}\"", s.out_of_place ? 1 : 0, s.min_bytes,
-                     s.max_bytes == UINT64_MAX ? 0 : s.max_bytes);  // 0: unbounded, as msccl-tools writes
-  x << ">\n";
+  x << algo_tag(s, plan, dialect);
   for (size_t r = 0; r < s.ranks.size(); ++r) {
     const RankProgram& p = s.ranks[r];
     x << fmt::format("  <gpu id=\"{}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"{}\">\n", r, p.input_chunks,
                      p.output_chunks, p.scratch_chunks);
-    for (size_t l = 0; l < p.lanes.size(); ++l) {
-      const Lane& lane = p.lanes[l];
-      int send = -1, recv = -1;
-      for (const Op& op : lane.ops) {
-        if (op_sends(op.type)) send = op.send_peer;
-        if (op_receives(op.type)) recv = op.recv_peer;
-      }
-      x << fmt::format("    <tb id=\"{}\" send=\"{}\" recv=\"{}\" chan=\"{}\">\n", l, send, recv, lane.channel);
+    for (uint32_t t = 0; t < plan.tbs[r].size(); ++t) {
+      const MscclTb& tb = plan.tbs[r][t];
+      x << fmt::format("    <tb id=\"{}\" send=\"{}\" recv=\"{}\" chan=\"{}\">\n", t, tb.send, tb.recv, tb.channel);
       uint32_t step = 0;
       // Offsets as signed: a nop's are -1, as msccl-tools writes them.
       auto emit = [&](const char* type, ChunkRef src, long long srcoff, ChunkRef dst, long long dstoff, uint32_t cnt,
                       const Dep* dep) {
-        int depid = dep ? dep->lane : -1;
-        long long deps = dep ? (long long)index_of[r][dep->lane][dep->op] : -1;
+        long long depid = -1, deps = -1;
+        if (dep) std::tie(depid, deps) = target(r, *dep);
         x << fmt::format(
             "      <step s=\"{}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{}\" depid=\"{}\" "
             "deps=\"{}\" hasdep=\"{}\"/>\n",
             step, type, letter(src.buffer), srcoff, letter(dst.buffer), dstoff, cnt, depid, deps,
-            has_dep.count({r, l, step}) ? 1 : 0);
+            has_dep.count({r, t, step}) ? 1 : 0);
         ++step;
       };
       const ChunkRef in{BufferKind::Input, 0}, out{BufferKind::Output, 0};
-      for (const Op& op : lane.ops) {
-        for (size_t d = 0; d + 1 < op.deps.size(); ++d) emit("nop", in, -1, out, -1, 0, &op.deps[d]);
-        const Dep* dep = op.deps.empty() ? nullptr : &op.deps.back();
+      for (uint32_t i : tb.ops) {
+        const Op& op = p.lanes[tb.lane].ops[i];
+        const std::vector<Dep> deps = msccl_step_deps(s, plan, r, tb.lane, i);
+        for (size_t d = 0; d + 1 < deps.size(); ++d) emit("nop", in, -1, out, -1, 0, &deps[d]);
+        const Dep* dep = deps.empty() ? nullptr : &deps.back();
         if (op.type == OpType::Nop) {
           emit("nop", in, -1, out, -1, 0, dep);
           continue;

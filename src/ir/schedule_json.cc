@@ -3,6 +3,8 @@
 //   {"version": 1, "name": "ring_allreduce", "collective": "allreduce",
 //    "nranks": 2, "root": -1, "in_place": true, "out_of_place": true,
 //    "min_bytes": 0, "max_bytes": 18446744073709551615, "protocol": "Simple",
+//    (message sizes, both inclusive; max_bytes left out = unbounded; 0 is refused,
+//     as MSCCL XML's maxBytes="0" means unbounded and would read otherwise)
 //    ["slots": 4,]  (only where a schedule needs more than kMinSlots)
 //    "ranks": [{"input_chunks": 2, "output_chunks": 2, "scratch_chunks": 0,
 //               "lanes": [{"channel": 0, "ops": [
@@ -216,6 +218,15 @@ bool parse_schedule(Reader& rd, const json& j, Schedule* s) {
       !rd.string(j, "", "protocol", false, &s->protocol) ||
       !rd.integer(j, "", "slots", kMinSlots, 1024, false, &s->slots))
     return false;
+  // As the XML loader: a range no call can choose is a mistake to report, not
+  // a file to load and never run.  Both bounds are inclusive message sizes,
+  // so max_bytes 0 would serve only count-0 calls, which run nothing.
+  if (s->min_bytes > s->max_bytes)
+    return rd.fail("min_bytes", fmt::format("min_bytes={} is above max_bytes={}: no call could choose it",
+                                            s->min_bytes, s->max_bytes));
+  if (s->max_bytes == 0)
+    return rd.fail("max_bytes", "max_bytes=0 serves only empty messages: no call could choose it (leave max_bytes "
+                                "out for no upper bound)");
   const json* ranks;
   if (!rd.array(j, "", "ranks", &ranks)) return false;
   if (int64_t(ranks->size()) != s->nranks)

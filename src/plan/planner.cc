@@ -236,16 +236,28 @@ bool PlanCache::in_rank_order(const Schedule& schedule) {
 Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                          uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
   const bool ordered = rank_order_ && collective_reduces(c);
-  BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out));
-  if (!ordered || in_rank_order(**out)) return Status::ok();
+  std::string file;  // where the chosen schedule came from, if a file
+  BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out, &file));
+  const uint64_t message = message_bytes(c, nranks, bytes, 1);
+  if (!ordered || in_rank_order(**out)) {
+    // Per call, and visible with the default subsystems: users check what ran.
+    if (!file.empty())
+      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
+                 to_string(c), bytes, placement_name(placement), message, nranks, (*out)->name, file);
+    return Status::ok();
+  }
   const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host());
   warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
                         (*out)->name, to_string(c), instead));
+  if (!file.empty())  // the line names what runs, not the file's schedule it replaced
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: built-in '{}' (BRAID_DETERMINISTIC; "
+               "schedule '{}' from {} does not fold in rank order)", to_string(c), bytes, placement_name(placement),
+               message, nranks, instead, (*out)->name, file);
   return generated(c, nranks, root, instead, -1, out);
 }
 
 Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
-                         uint32_t algorithms, std::shared_ptr<const Schedule>* out) {
+                         uint32_t algorithms, std::shared_ptr<const Schedule>* out, std::string* file_path) {
   if (algorithms && !peer_access_) {  // one-sided algorithms cannot run here
     const auto& registry = algorithm_registry();
     uint32_t runnable = algorithms, for_c = 0;
@@ -276,9 +288,7 @@ Status PlanCache::choose(Collective c, int nranks, int root, uint64_t bytes, int
       warn_once(fmt::format("schedule '{}' from {} has one-sided ops (put, get), and not every rank of this "
                             "communicator can reach every peer's buffers: not used", file->name, path));
     } else if (file && (file->root < 0 || file->root == root)) {
-      // Per call, and visible with the default subsystems: users check what ran.
-      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
-                 to_string(c), bytes, placement_name(placement), message, nranks, file->name, path);
+      *file_path = path;  // lookup() logs it once it knows the file's schedule is what runs
       *out = file;
       return Status::ok();
     }

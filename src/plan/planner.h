@@ -154,8 +154,9 @@ class PlanCache {
  private:
   Status lookup(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
                 uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+  // *file_path: the file the schedule came from, or left empty for a built-in.
   Status choose(Collective c, int nranks, int root, uint64_t bytes, int straggler, Placement placement,
-                uint32_t algorithms, std::shared_ptr<const Schedule>* out);
+                uint32_t algorithms, std::shared_ptr<const Schedule>* out, std::string* file_path);
   // What runs with nothing pinned or selected: the device tuning table's
   // row where it names one that can run, else the size rules.
   std::string usual_algorithm(Collective c, int nranks, int root, uint64_t bytes, int straggler);

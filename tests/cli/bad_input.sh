@@ -38,6 +38,13 @@ expect "want RANK:US" sim "$ring" --late 0:nan
 expect "want RANK:US" sim "$ring" --late 0:inf
 expect "want RANK:US" sim "$ring" --late 0:5abc
 expect "want 0 or 256 bytes" sim "$ring" --fragment 1
+expect "the delay -5 us is negative" sim "$ring" --late 1:-5
+expect "rank 4 is out of range" sim "$ring" --late 4:5
+# Options that contradict the file are refused, not ignored.
+expect "-n 8, but the file's schedule is for 4 ranks" verify "$ring" -n 8
+expect "-c allgather, but the file's schedule is allreduce" verify "$ring" -c allgather
+expect "-r 1, but the file's allreduce schedule has no root" verify "$ring" -r 1
+expect "give a file or -a, not both" verify "$ring" -a ring
 expect "not in range 1 to 1024" show -a ring -c allreduce -n 2147483647
 expect "not in range 1 to 65536" tuning -n -1
 expect "not in range 1 to 4096" stragglar --plan -n 100000

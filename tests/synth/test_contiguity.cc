@@ -55,10 +55,11 @@ Schedule synth(const Topology& t, const Sketch& s, Collective c, bool contiguity
   return out;
 }
 
-// nccl-tests' size at which the schedule's chunks are 1 MB (synthesis's chunk_mb).
+// nccl-tests' size at which the schedule's chunks are 1 MB (synthesis's chunk_mb);
+// AlltoAll's input_chunks already count a slice per peer.
 uint64_t size_at_1mb_chunks(const Schedule& s) {
   const uint64_t chunks = s.ranks[0].input_chunks;
-  return (s.collective == Collective::AllReduce ? chunks : chunks * uint64_t(s.nranks)) * 1000000;
+  return (s.collective == Collective::AllGather ? chunks * uint64_t(s.nranks) : chunks) * 1000000;
 }
 
 double simulated_us(const Schedule& s, const Topology& t) {

@@ -1,6 +1,8 @@
 // Synthesis on TACCL's published sketches (small time limits), checked by the
 // verifier and against hand-computed relaxed objectives; sketch parsing;
 // baselines; refusals.
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 
 #include "braid/msccl_xml.h"
@@ -237,4 +239,52 @@ TEST_CASE("synth: at the time limit the best incumbent is kept", "[synth]") {
   CHECK(rep.milp_bound <= rep.milp_objective + 1e-6);
   CHECK(rep.routing_s < 30);
   CHECK(verify(out).ok);
+}
+
+TEST_CASE("synth: the reported simulated time is braid sim's at the stated chunk size", "[synth]") {
+  // AlltoAll's input_chunks already hold one slice per peer: the size with
+  // chunk_mb chunks is input_chunks * chunk_mb, not nranks times that.
+  Topology t = topo("ndv2");
+  Sketch s = sketch("ndv2-n1-chunkup2.json", 8);
+  for (Collective c : {Collective::AlltoAll, Collective::AllGather, Collective::AllReduce}) {
+    INFO(to_string(c));
+    SynthReport rep;
+    Schedule x = synth(t, s, c, &rep, false);
+    uint64_t chunks = x.ranks[0].input_chunks * uint64_t(c == Collective::AllGather ? x.nranks : 1);
+    SimResult at_chunk;
+    std::string error;
+    REQUIRE(simulate(x, t, chunks * 1000000, &at_chunk, &error));
+    CHECK(rep.simulated_us == Approx(at_chunk.time_us));
+  }
+}
+
+TEST_CASE("synth: chunks relay over fast links where a direct link is slow", "[synth]") {
+  // 6 ranks fully connected; links with i + j odd at 2 us/MB, the others at
+  // 40.  Ring uses only fast links; routes on fewest hops alone must cross
+  // slow ones, about 3x slower than ring.
+  std::string links;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      if (i != j)
+        links += fmt::format(R"({}{{"src": {}, "dst": {}, "alpha_us": 0.3, "beta_us_per_mb": {}, "kind": "nvlink"}})",
+                             links.empty() ? "" : ", ", i, j, (i + j) % 2 ? 2.0 : 40.0);
+  Topology t;
+  std::string error;
+  REQUIRE(topology_from_json(R"({"format": "braid-topology", "name": "asym6", "nodes": 1, "gpus_per_node": 6,
+      "nics_per_node": 0, "local_beta_us_per_mb": 0.5, "ports": [], "links": [)" + links + "]}",
+                             1, &t, &error));
+  Sketch s;
+  REQUIRE(sketch_from_json(R"({"nnodes": 1, "intranode_sketch": {"strategy": "none"}, "symmetry_offsets": [],
+      "hyperparameters": {"input_chunkup": 1}})", 6, &s, &error));
+  for (Collective c : {Collective::AllGather, Collective::AllReduce}) {
+    INFO(to_string(c));
+    SynthReport rep;
+    Schedule x = synth(t, s, c, &rep);
+    Schedule ring;
+    REQUIRE(topology_ring(t, c, &ring, &error));
+    SimResult a, b;
+    REQUIRE(simulate(x, t, 64 << 20, &a, &error));
+    REQUIRE(simulate(ring, t, 64 << 20, &b, &error));
+    CHECK(a.time_us <= b.time_us * 1.1);
+  }
 }

@@ -213,10 +213,16 @@ Command add_sim_command(CLI::App& app) {
             double late_us = 0;
             if (!args->late.empty()) {
               int rank = -1, used = 0;
+              std::string why;  // name the part that is wrong
               if (std::sscanf(args->late.c_str(), "%d:%lf%n", &rank, &late_us, &used) != 2 ||
-                  size_t(used) != args->late.size() || rank < 0 || rank >= s.nranks || !std::isfinite(late_us) ||
-                  late_us < 0 || late_us > 1e12)
-                return fmt::print(stderr, "braid: --late {}: want RANK:US with 0 <= RANK < {}\n", args->late, s.nranks), 2;
+                  size_t(used) != args->late.size() || !std::isfinite(late_us))
+                why = "want RANK:US, US a number of microseconds";
+              else if (rank < 0 || rank >= s.nranks)
+                why = fmt::format("rank {} is out of range: want 0 <= RANK < {}", rank, s.nranks);
+              else if (late_us < 0 || late_us > 1e12)
+                why = fmt::format("the delay {} us is {}: want 0 to 1e12 us", late_us,
+                                  late_us < 0 ? "negative" : "too large");
+              if (!why.empty()) return fmt::print(stderr, "braid: --late {}: {}\n", args->late, why), 2;
               options.rank_start_us.assign(size_t(s.nranks), 0.0);
               options.rank_start_us[size_t(rank)] = late_us;
             }
