@@ -238,21 +238,22 @@ Status PlanCache::lookup(Collective c, int nranks, int root, uint64_t bytes, int
   const bool ordered = rank_order_ && collective_reduces(c);
   std::string file;  // where the chosen schedule came from, if a file
   BRAID_TRY(choose(c, nranks, root, bytes, ordered ? -1 : straggler, placement, algorithms, out, &file));
-  const uint64_t message = message_bytes(c, nranks, bytes, 1);
+  // Per call, and visible with the default subsystems: users check what ran
+  // (a file's schedule, or what replaced it).
+  auto say_what_runs = [&](const std::string& what) {
+    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: {}", to_string(c), bytes,
+               placement_name(placement), message_bytes(c, nranks, bytes, 1), nranks, what);
+  };
   if (!ordered || in_rank_order(**out)) {
-    // Per call, and visible with the default subsystems: users check what ran.
-    if (!file.empty())
-      BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: schedule '{}' from {}",
-                 to_string(c), bytes, placement_name(placement), message, nranks, (*out)->name, file);
+    if (!file.empty()) say_what_runs(fmt::format("schedule '{}' from {}", (*out)->name, file));
     return Status::ok();
   }
   const std::string instead = rank_order_algorithm(c, nranks, bytes, tuning_, one_sided_host());
   warn_once(fmt::format("BRAID_DETERMINISTIC: schedule '{}' does not fold {} in rank order; running '{}' instead",
                         (*out)->name, to_string(c), instead));
-  if (!file.empty())  // the line names what runs, not the file's schedule it replaced
-    BRAID_INFO(kInit | kColl | kTuning, "{} of {} B ({}, {} B message) on {} ranks: built-in '{}' (BRAID_DETERMINISTIC; "
-               "schedule '{}' from {} does not fold in rank order)", to_string(c), bytes, placement_name(placement),
-               message, nranks, instead, (*out)->name, file);
+  if (!file.empty())
+    say_what_runs(fmt::format("built-in '{}' (BRAID_DETERMINISTIC; schedule '{}' from {} does not fold in rank "
+                              "order)", instead, (*out)->name, file));
   return generated(c, nranks, root, instead, -1, out);
 }
 
