@@ -117,6 +117,26 @@ void HostMoe::collect_stats() {
   }
 }
 
+namespace {
+
+// The first expert a token's top-k row names twice (its rows would count
+// against one (source, expert) block's capacity twice over, and overflow
+// the worst-case capacity), or -1.
+int32_t repeated_expert(const int32_t* row, int32_t K, std::vector<int32_t>* sorted) {
+  if (K <= 32) {  // the usual top-k: no copy
+    for (int32_t k = 1; k < K; ++k)
+      if (row[k] >= 0 && std::find(row, row + k, row[k]) != row + k) return row[k];
+    return -1;
+  }
+  sorted->assign(row, row + K);
+  std::sort(sorted->begin(), sorted->end());
+  for (size_t k = 1; k < sorted->size(); ++k)
+    if ((*sorted)[k] >= 0 && (*sorted)[k] == (*sorted)[k - 1]) return (*sorted)[k];
+  return -1;
+}
+
+}  // namespace
+
 std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens, PlanResult* plan_out) {
   const int32_t K = shape_.top_k;
   topk_.assign(topk, topk + int64_t(ntokens) * K);
@@ -129,6 +149,10 @@ std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens, PlanRes
       if (row[k] < -1 || row[k] >= shape_.experts) bad = row[k];
     return fmt::format("token {} routes to expert {}, not in [0, {}) or -1", plan.bad_token, bad, shape_.experts);
   }
+  std::vector<int32_t> sorted;
+  for (int32_t t = 0; t < ntokens; ++t)
+    if (const int32_t e = repeated_expert(&topk_[size_t(t) * K], K, &sorted); e >= 0)
+      return fmt::format("token {} names expert {} more than once in its top-k", t, e);
   for (int32_t e = 0; e < shape_.experts; ++e) sent_[size_t(e)] = sent_rows(shape_, wanted_.data(), e);
   tokens_ = ntokens;
   *plan_out = plan;

@@ -4,7 +4,7 @@
 // on freed mappings; destroy after a revoke frees the window (no fd leak
 // over cycles); non-blocking communicators work exactly; a group refuses
 // the calls and destroy (the handle goes on); two threads in one handle's
-// call at once are told so.
+// call at once are told so; a token naming an expert twice is refused.
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
@@ -281,4 +281,20 @@ TEST_CASE("moe, alltoallv: a call made while another thread is in one on the han
             MP_NCCL(f, braidAlltoAllvDestroy(h.a2a));
           }) == 0);
   }
+}
+
+TEST_CASE("moe: a token naming one expert twice fails the call on every rank; the handle goes on",
+          "[moe][threads]") {
+  CHECK(mp::run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, mp::Failures& f) {
+          Handles h(comm, n, 0, f);
+          if (!h.moe) return;
+          if (rank == 0) h.topk[2] = h.topk[3] = 3;  // token 1: expert 3 twice
+          const ncclResult_t r = h.dispatch();
+          if (rank == 0) expect(f, comm, "dispatch", r, ncclInvalidArgument, "token 1 names expert 3 more than once");
+          else expect(f, comm, "dispatch", r, ncclRemoteError, "failed on another rank");
+          Expected x;
+          run_layer(h.c, rank, n, h.moe, 0, f, &x);
+          MP_NCCL(f, braidMoeDestroy(h.moe));
+          MP_NCCL(f, braidAlltoAllvDestroy(h.a2a));
+        }) == 0);
 }
