@@ -141,7 +141,7 @@ ncclResult_t call_while_watchdog(Handles& h, bool moe_call, ncclComm_t comm, boo
 
 }  // namespace
 
-TEST_CASE("moe, alltoallv: an abort from another thread ends a waiting call; calls on the gone comm are refused",
+TEST_CASE("moe and alltoallv: an abort from another thread ends a waiting call, and calls on the gone comm are refused",
           "[moe][alltoallv][threads][faults]") {
   for (const bool moe_call : {true, false}) {
     INFO((moe_call ? "moe" : "alltoallv"));
@@ -170,7 +170,7 @@ TEST_CASE("moe, alltoallv: an abort from another thread ends a waiting call; cal
   }
 }
 
-TEST_CASE("moe, alltoallv: revoke ends a waiting call and refuses the next; destroy after it frees the windows",
+TEST_CASE("moe and alltoallv: revoke ends a waiting call and refuses the next, and destroy after it frees the windows",
           "[moe][alltoallv][threads][faults]") {
   constexpr int kCycles = 6;
   int baseline = 0;
@@ -204,7 +204,7 @@ TEST_CASE("moe, alltoallv: revoke ends a waiting call and refuses the next; dest
   CHECK(open_fds() <= baseline + 3);
 }
 
-TEST_CASE("moe, alltoallv on non-blocking communicators: create, calls and destroy exact",
+TEST_CASE("moe and alltoallv on non-blocking communicators: create, calls and destroy exact",
           "[moe][alltoallv][threads]") {
   for (const bool rma : {false, true}) {
     INFO("BRAID_MOE_RMA=" << rma);
@@ -220,7 +220,7 @@ TEST_CASE("moe, alltoallv on non-blocking communicators: create, calls and destr
   }
 }
 
-TEST_CASE("moe, alltoallv inside a group: calls and destroy refused on every route, the handles go on",
+TEST_CASE("moe and alltoallv inside a group: calls and destroy refused on every route, and the handles go on",
           "[moe][alltoallv][threads]") {
   for (const bool rma : {false, true}) {
     INFO("BRAID_MOE_RMA=" << rma);
@@ -245,7 +245,7 @@ TEST_CASE("moe, alltoallv inside a group: calls and destroy refused on every rou
   }
 }
 
-TEST_CASE("moe, alltoallv: a call made while another thread is in one on the handle is refused",
+TEST_CASE("moe and alltoallv: a call made while another thread is in one on the handle is refused",
           "[moe][alltoallv][threads]") {
   for (const bool moe_call : {true, false}) {
     INFO((moe_call ? "moe" : "alltoallv"));
@@ -283,7 +283,7 @@ TEST_CASE("moe, alltoallv: a call made while another thread is in one on the han
   }
 }
 
-TEST_CASE("moe: a token naming one expert twice fails the call on every rank; the handle goes on",
+TEST_CASE("moe: a token naming one expert twice fails the call on every rank, and the handle goes on",
           "[moe][threads]") {
   CHECK(mp::run_ranks_as_threads(2, [&](int rank, int n, ncclComm_t comm, mp::Failures& f) {
           Handles h(comm, n, 0, f);
