@@ -15,7 +15,9 @@
  * straight into the windows they map and reach the others through one-sided
  * RMA (src/moe/window_routes.h); where ranks span hosts, create splits a
  * communicator of its own off comm.  Every call completes before it
- * returns; the stream is accepted and not used.
+ * returns; the stream is accepted and not used.  braidAlltoAllv is refused
+ * (ncclInvalidUsage) inside a group (ncclGroupStart/End), on every route:
+ * a group would defer its RMA past the caller's buffers.
  *
  * On a CUDA communicator (device buffers, counts in device memory): every
  * rank's window must be within reach of LSA pointers (NVLink peers, or
@@ -28,7 +30,10 @@
  * Create and destroy are collective; every rank calls braidAlltoAllv the
  * same number of times.  Errors are ncclResult_t codes with a message for
  * ncclGetLastError; ncclTimeout when a peer did not answer within the
- * timeout (late, or gone).
+ * timeout (late, or gone).  As MoE handles (braid/moe.h): a handle's calls
+ * run one at a time, a call holds the communicator while it runs, an abort
+ * or revoke ends a waiting call, destroy is refused inside a group, and a
+ * non-blocking communicator is fine.
  */
 #ifndef BRAID_ALLTOALLV_H_
 #define BRAID_ALLTOALLV_H_
@@ -45,8 +50,10 @@ extern "C" {
 typedef struct braidAlltoAllvHandle* braidAlltoAllv_t;
 
 /* Collective.  maxCountPerPeer: elements one rank may send one peer in a
- * call, at least 1 and below 2^31; timeoutMs bounds every wait (0:
- * BRAID_TIMEOUT).  Fails on every rank alike when the ranks' arguments differ. */
+ * call, at least 1 and below 2^31; timeoutMs bounds braidAlltoAllv's waits
+ * (0: BRAID_TIMEOUT); create's and destroy's collective steps are bounded
+ * by BRAID_TIMEOUT.  Fails on every rank alike when the ranks' arguments
+ * differ. */
 ncclResult_t braidAlltoAllvCreate(ncclComm_t comm, ncclDataType_t datatype, size_t maxCountPerPeer, int timeoutMs,
                                   braidAlltoAllv_t* handle);
 

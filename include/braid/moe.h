@@ -13,7 +13,9 @@
  * TCP between hosts; src/moe/host_moe.h, window_routes.h).  Where ranks span
  * hosts, create splits a communicator of its own off comm (its RMA signals
  * are the handle's alone).  Every call completes before it returns; the
- * stream is accepted and not used.
+ * stream is accepted and not used; dispatch and combine are refused
+ * (ncclInvalidUsage) inside a group (ncclGroupStart/End), on every route:
+ * a group would defer their RMA past the caller's buffers.
  *
  * On a CUDA communicator (device buffers): every rank's window must be
  * within reach of LSA pointers (NVLink peers, or ranks sharing a GPU).
@@ -37,6 +39,15 @@
  * ncclTimeout when a peer did not signal within the timeout (late, or gone),
  * after which the handle takes no more calls (a late peer may still use
  * the windows): destroy it.
+ * The calls of one handle run one at a time: one made while another
+ * thread is in a call on the handle gets ncclInvalidUsage.  A call holds
+ * the communicator while it runs (an ncclCommAbort or ncclCommDestroy from
+ * another thread waits for it); an abort or revoke of the communicator
+ * ends a waiting call with ncclInvalidUsage, and a revoked communicator's
+ * handle takes no more calls (destroy it: after a revoke no barrier is
+ * waited for).  Destroy is refused inside a group, the handle left as it
+ * was.  A non-blocking communicator (config.blocking = 0) is fine: the
+ * handle's own collective steps complete before its calls return.
  * A bad argument on one rank alone (an expert index out of range,
  * numTokens out of range, a NULL buffer) fails that call on every rank at
  * once: that rank gets ncclInvalidArgument saying what was wrong, the
@@ -83,7 +94,8 @@ typedef struct {
   float capacityFactor; /* 0: worst-case capacity (no overflow); f > 0: f times the mean load per (rank, expert) */
   braidMoeLayout_t layout;
   int blocks;    /* agents per rank that put rows: host threads (0: 1, at most 64), CUDA CTAs (0: 8, at most 16) */
-  int timeoutMs; /* bound of every wait; 0: BRAID_TIMEOUT */
+  int timeoutMs; /* bound of dispatch's and combine's waits (0: BRAID_TIMEOUT); create's and
+                  * destroy's collective steps are bounded by BRAID_TIMEOUT */
   /* braidMoeZeroCopy_t flags: the window also holds a combine buffer
    * (braidMoeGetCombineBuffer, maxOutputRows rows) and/or a dispatch buffer
    * (braidMoeGetDispatchBuffer, maxTokensPerRank rows): CUDA device memory;
@@ -114,9 +126,11 @@ ncclResult_t braidMoeCreate(ncclComm_t comm, const braidMoeConfig_t* config, bra
 ncclResult_t braidMoeGetInfo(braidMoe_t moe, size_t* maxOutputRows, int* capacity);
 
 /* tokens[numTokens][hidden], topkIdx[numTokens][topK] (global experts, -1:
- * none).  Writes recvTokens (layout of the config, at most maxOutputRows
- * rows), recvCounts[nranks][numExperts / nranks] (rows each source sent to
- * each local expert) and, if not NULL, *droppedRows (this rank's rows past
+ * none; a token names an expert at most once: the host backend refuses a
+ * repeated one with ncclInvalidArgument, as other bad indices).  Writes
+ * recvTokens (layout of the config, at most maxOutputRows rows),
+ * recvCounts[nranks][numExperts / nranks] (rows each source sent to each
+ * local expert) and, if not NULL, *droppedRows (this rank's rows past
  * capacity). */
 ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, const int32_t* topkIdx, int numTokens,
                               void* recvTokens, int32_t* recvCounts, int64_t* droppedRows, cudaStream_t stream);

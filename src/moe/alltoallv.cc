@@ -8,6 +8,7 @@
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 #include "src/ops/datatype.h"
+#include "src/shim/library_use.h"
 
 namespace braid::moe {
 
@@ -78,7 +79,8 @@ Status HostAlltoAllv::destroy() {
 
 Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, const char* what) {
   const Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_ms_));
-  Status rma = own_->routes().wait_from_rma_sources(signal, 1, deadline);
+  Status rma = own_->routes().wait_from_rma_sources(signal, 1, deadline, comm_);
+  if (!rma.is_ok() && comm_stopping(comm_)) return stopped_error("braidAlltoAllv");
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(),
                        "rank {}: call {}: waiting for the {} of the ranks reached over RMA (bound {} ms): {}", rank_,
@@ -88,6 +90,8 @@ Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, co
   for (int i = 0; i < nranks_; ++i) {
     const int r = (rank_ + i) % nranks_;
     while (!epoch_reached(signal_epoch(mm.load(&words[r])), epoch)) {
+      // An abort or revoke ends the wait too (as host_moe.cc's).
+      if (comm_stopping(comm_)) return stopped_error("braidAlltoAllv");
       if (deadline.expired())
         return BRAID_ERROR(ncclTimeout,
                            "rank {}: call {}: no {} from rank {} within {} ms (the rank is late, gone, or "
@@ -102,6 +106,7 @@ Status HostAlltoAllv::wait_words(uint64_t offset, int signal, uint32_t epoch, co
 
 Status HostAlltoAllv::run(const void* send, const int64_t* send_counts, void* recv, int64_t* recv_counts,
                          cudaStream_t) {
+  BRAID_TRY(check_outside_group("braidAlltoAllv"));
   if (failed_)
     return BRAID_ERROR(ncclInvalidUsage, "braidAlltoAllv: an earlier call of this handle did not complete (a peer "
                        "late or gone); destroy it");

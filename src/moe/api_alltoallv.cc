@@ -2,10 +2,12 @@
 // the communicator's device picks (alltoallv.h, or cuda/cuda_alltoallv.h);
 // no exception crosses them (shim's guarded), and every error is recorded
 // for ncclGetLastError and NCCL_DEBUG=WARN.
+#include <atomic>
 #include <memory>
 
 #include "braid/alltoallv.h"
 #include "src/moe/alltoallv.h"
+#include "src/moe/handle_call.h"
 #include "src/moe/nccl_call.h"
 #include "src/shim/api.h"
 #if BRAID_MOE_CUDA
@@ -16,6 +18,7 @@ using namespace braid;
 
 struct braidAlltoAllvHandle {
   std::unique_ptr<moe::AlltoAllvBackend> impl;
+  std::atomic<bool> busy{false};  // a thread is in braidAlltoAllv or destroy (handle_call.h)
 };
 
 namespace {
@@ -52,6 +55,8 @@ BRAID_API ncclResult_t braidAlltoAllv(braidAlltoAllv_t handle, const void* sendb
                                       void* recvbuff, int64_t* recvCounts, cudaStream_t stream) {
   return guarded(comm_of(handle), "braidAlltoAllv", [&]() -> Status {
     if (!handle || !handle->impl) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllv: handle is NULL");
+    const moe::HandleCall call(&handle->busy, comm_of(handle));
+    BRAID_TRY(call.check("braidAlltoAllv"));
     return handle->impl->run(sendbuff, sendCounts, recvbuff, recvCounts, stream);
   });
 }
@@ -70,7 +75,10 @@ BRAID_API ncclResult_t braidAlltoAllvGetAsyncError(braidAlltoAllv_t handle, nccl
 BRAID_API ncclResult_t braidAlltoAllvDestroy(braidAlltoAllv_t handle) {
   return guarded(comm_of(handle), "braidAlltoAllvDestroy", [&]() -> Status {
     if (!handle) return BRAID_ERROR(ncclInvalidArgument, "braidAlltoAllvDestroy: handle is NULL");
-    std::unique_ptr<braidAlltoAllvHandle> owned(handle);
+    std::unique_ptr<braidAlltoAllvHandle> owned;  // declared first: freed after `call` let go of its busy flag
+    const moe::HandleCall call(&handle->busy, comm_of(handle));
+    BRAID_TRY(call.check_destroy("braidAlltoAllvDestroy"));  // refused: nothing freed, the handle stays
+    owned.reset(handle);
     return owned->impl ? owned->impl->destroy() : Status::ok();
   });
 }

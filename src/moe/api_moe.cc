@@ -4,8 +4,10 @@
 // ncclGetLastError and NCCL_DEBUG=WARN.
 #include "braid/moe.h"
 
+#include <atomic>
 #include <memory>
 
+#include "src/moe/handle_call.h"
 #include "src/moe/host_moe.h"
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
@@ -18,6 +20,7 @@ using namespace braid;
 
 struct braidMoe {
   std::unique_ptr<moe::MoeBackend> impl;
+  std::atomic<bool> busy{false};  // a thread is in dispatch, combine or destroy (handle_call.h)
 };
 
 namespace {
@@ -69,6 +72,8 @@ BRAID_API ncclResult_t braidMoeDispatch(braidMoe_t moe, const void* tokens, cons
                                         cudaStream_t stream) {
   return guarded(comm_of(moe), "braidMoeDispatch", [&]() -> Status {
     BRAID_TRY(check_handle(moe));
+    const moe::HandleCall call(&moe->busy, comm_of(moe));
+    BRAID_TRY(call.check("braidMoeDispatch"));
     return moe->impl->dispatch(tokens, topkIdx, numTokens, recvTokens, recvCounts, droppedRows, stream);
   });
 }
@@ -77,6 +82,8 @@ BRAID_API ncclResult_t braidMoeCombine(braidMoe_t moe, const void* expertOut, co
                                        void* outTokens, cudaStream_t stream) {
   return guarded(comm_of(moe), "braidMoeCombine", [&]() -> Status {
     BRAID_TRY(check_handle(moe));
+    const moe::HandleCall call(&moe->busy, comm_of(moe));
+    BRAID_TRY(call.check("braidMoeCombine"));
     return moe->impl->combine(expertOut, topkWeights, outTokens, stream);
   });
 }
@@ -121,7 +128,10 @@ BRAID_API ncclResult_t braidMoeDestroy(braidMoe_t moe) {
   ncclComm* comm = comm_of(moe);
   return guarded(comm, "braidMoeDestroy", [&]() -> Status {
     if (!moe) return BRAID_ERROR(ncclInvalidArgument, "braidMoeDestroy: moe is NULL");
-    std::unique_ptr<braidMoe> owned(moe);
+    std::unique_ptr<braidMoe> owned;  // declared first: freed after `call` let go of its busy flag
+    const moe::HandleCall call(&moe->busy, comm);
+    BRAID_TRY(call.check_destroy("braidMoeDestroy"));  // refused: nothing freed, the handle stays
+    owned.reset(moe);
     if (!owned->impl) return Status::ok();
     return owned->impl->destroy();
   });

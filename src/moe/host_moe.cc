@@ -13,6 +13,7 @@
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
 #include "src/ops/weighted_sum.h"
+#include "src/shim/library_use.h"
 
 namespace braid::moe {
 
@@ -59,11 +60,14 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
   const auto* signals = reinterpret_cast<const uint64_t*>(
       own_->base(rank_) + (dispatch_half ? window_.dispatch_signals : window_.combine_signals));
   const Deadline deadline = Deadline::after(std::chrono::milliseconds(timeout_ms_));
-  auto expired = [&] { return deadline.expired(); };
+  // An abort or revoke of the communicator ends the wait too: the Abort
+  // waits for this call (handle_call.h), and a revoked one takes no work.
+  auto expired = [&] { return deadline.expired() || comm_stopping(comm_); };
   // Senders over RMA first: once their words' signals are in, the words
   // below are already there.  Then the one deadline bounds the rest.
-  Status rma =
-      own_->routes().wait_from_rma_sources(WindowRoutes::kWordSignal, word_batches(shape_.local_experts), deadline);
+  Status rma = own_->routes().wait_from_rma_sources(WindowRoutes::kWordSignal, word_batches(shape_.local_experts),
+                                                    deadline, comm_);
+  if (!rma.is_ok() && comm_stopping(comm_)) return stopped_error(what);
   if (!rma.is_ok())
     return BRAID_ERROR(rma.code(), "rank {}: {} epoch {}: waiting for the signals of the ranks reached over RMA "
                        "(bound {} ms): {}", rank_, what, epoch, timeout_ms_, rma.message());
@@ -74,7 +78,9 @@ Status HostMoe::wait_all(uint32_t epoch, bool dispatch_half, std::vector<int32_t
     const int32_t peer = (rank_ + i) % shape_.nranks;  // this rank's own blocks first
     for (int32_t le = 0; le < L; ++le) {
       uint32_t count = 0;
-      if (wait(mm, signals, shape_, peer, le, epoch, &count, expired) != WaitResult::Ok)
+      const WaitResult waited = wait(mm, signals, shape_, peer, le, epoch, &count, expired);
+      if (waited != WaitResult::Ok && comm_stopping(comm_)) return stopped_error(what);
+      if (waited != WaitResult::Ok)
         return BRAID_ERROR(ncclTimeout,
                            "rank {}: {} epoch {}: no signal from rank {} for local expert {} within {} ms (the rank "
                            "is late, gone, or failed its call)",
@@ -111,6 +117,26 @@ void HostMoe::collect_stats() {
   }
 }
 
+namespace {
+
+// The first expert a token's top-k row names twice (its rows would count
+// against one (source, expert) block's capacity twice over, and overflow
+// the worst-case capacity), or -1.
+int32_t repeated_expert(const int32_t* row, int32_t K, std::vector<int32_t>* sorted) {
+  if (K <= 32) {  // the usual top-k: no copy
+    for (int32_t k = 1; k < K; ++k)
+      if (row[k] >= 0 && std::find(row, row + k, row[k]) != row + k) return row[k];
+    return -1;
+  }
+  sorted->assign(row, row + K);
+  std::sort(sorted->begin(), sorted->end());
+  for (size_t k = 1; k < sorted->size(); ++k)
+    if ((*sorted)[k] >= 0 && (*sorted)[k] == (*sorted)[k - 1]) return (*sorted)[k];
+  return -1;
+}
+
+}  // namespace
+
 std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens, PlanResult* plan_out) {
   const int32_t K = shape_.top_k;
   topk_.assign(topk, topk + int64_t(ntokens) * K);
@@ -123,6 +149,10 @@ std::string HostMoe::plan_dispatch(const int32_t* topk, int32_t ntokens, PlanRes
       if (row[k] < -1 || row[k] >= shape_.experts) bad = row[k];
     return fmt::format("token {} routes to expert {}, not in [0, {}) or -1", plan.bad_token, bad, shape_.experts);
   }
+  std::vector<int32_t> sorted;
+  for (int32_t t = 0; t < ntokens; ++t)
+    if (const int32_t e = repeated_expert(&topk_[size_t(t) * K], K, &sorted); e >= 0)
+      return fmt::format("token {} names expert {} more than once in its top-k", t, e);
   for (int32_t e = 0; e < shape_.experts; ++e) sent_[size_t(e)] = sent_rows(shape_, wanted_.data(), e);
   tokens_ = ntokens;
   *plan_out = plan;
@@ -151,6 +181,7 @@ Status HostMoe::failed_call(const char* call, const std::string& problem, Status
 
 Status HostMoe::dispatch(const void* tokens, const int32_t* topk, int32_t ntokens, void* out, int32_t* recv_counts,
                          int64_t* dropped, cudaStream_t) {
+  BRAID_TRY(check_outside_group("braidMoeDispatch"));
   BRAID_TRY(check_intact("braidMoeDispatch"));
   if (combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeDispatch: the last dispatch's combine has not run (dispatch and "
@@ -255,6 +286,7 @@ const char* HostMoe::returned_row(int64_t i, bool* pulled) const {
 }
 
 Status HostMoe::combine(const void* expert_out, const float* weights, void* out, cudaStream_t) {
+  BRAID_TRY(check_outside_group("braidMoeCombine"));
   BRAID_TRY(check_intact("braidMoeCombine"));
   if (!combine_due_)
     return BRAID_ERROR(ncclInvalidUsage, "braidMoeCombine: no dispatch to combine (dispatch and combine alternate)");

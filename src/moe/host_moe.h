@@ -22,8 +22,8 @@
 // Everything goes through NCCL's public API (ncclCommSplit, where ranks
 // span hosts, for a communicator whose RMA signals are the handle's alone;
 // ncclMemAlloc, ncclCommWindowRegister, ncclGetPeerDevicePointer,
-// ncclPutSignal and a bounded ncclWaitSignal; ncclAllGather for the
-// agreements and ncclAllReduce for destroy's barrier), so this is also a
+// ncclPutSignal and a bounded ncclWaitSignal; the agreements and destroy's
+// barrier go over the bootstrap, src/shim/host_exchange.h), so this is also a
 // client of braid's window and RMA API, as a device library on NCCL's would
 // be.
 //

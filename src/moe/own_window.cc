@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "src/base/deadline.h"
 #include "src/base/env.h"
 #include "src/base/log.h"
 #include "src/moe/moe_config.h"
 #include "src/moe/nccl_call.h"
+#include "src/shim/host_exchange.h"
+#include "src/shim/library_use.h"
 
 // NCCL declares it in nccl_device/core.h (2.29), which braid does not ship;
 // src/shim/api_device_queries.cc defines it with NCCL's signature.
@@ -26,8 +30,9 @@ Status OwnWindow::open(ncclComm_t parent, size_t bytes, size_t words, const char
   w->comm_ = parent;  // from here its destructor frees what it holds
   // Agreed before the (collective) registration, which a rank that could
   // not allocate would leave its peers waiting in: every rank fails alike.
+  // ncclMemAlloc has no communicator: its reason is the global last error.
   Status allocated =
-      nccl_status(parent, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what));
+      nccl_status(nullptr, ncclMemAlloc(&w->memory_, bytes), fmt::format("ncclMemAlloc of the {} window", what));
   std::vector<int64_t> allocated_on;
   BRAID_TRY(gather_word(parent, allocated.is_ok(), &allocated_on, fmt::format("the {} window's allocation", what)));
   BRAID_TRY(std::move(allocated));
@@ -53,15 +58,39 @@ Status OwnWindow::open(ncclComm_t parent, size_t bytes, size_t words, const char
   BRAID_TRY(nccl_status(parent, ncclCommWindowDeregister(parent, on_parent), "ncclCommWindowDeregister"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.numRmaSig = WindowRoutes::kSignals;
+  config.blocking = 1;  // the handle's own calls on it complete before they return, whatever the caller's is
   ncclComm_t own = nullptr;
-  BRAID_TRY(nccl_status(parent, ncclCommSplit(parent, 0, rank, &own, &config),
+  const ncclResult_t split = ncclCommSplit(parent, 0, rank, &own, &config);
+  BRAID_TRY(nccl_status(parent, split == ncclInProgress ? ncclSuccess : split,
                         fmt::format("ncclCommSplit for the {} handle", what)));
+  if (Status done = split == ncclInProgress ? split_done(parent, &own) : Status::ok(); !done.is_ok()) {
+    if (own) ncclCommAbort(own);
+    return done;
+  }
   w->comm_ = own;
   w->owned_ = true;
   BRAID_TRY(w->map(rank, nranks, bytes, what));
   w->log_routes(rank, nranks, what);
   *out = std::move(w);
   return Status::ok();
+}
+
+Status OwnWindow::split_done(ncclComm_t parent, const ncclComm_t* own) {
+  // A non-blocking parent's split completes in the background
+  // (ncclInProgress), which sets *own then: both are waited for, as any
+  // collective step of create, within BRAID_TIMEOUT.
+  const Deadline deadline = Deadline::after(std::chrono::milliseconds(wait_bound_ms(0)));
+  auto settled = [&](ncclComm_t comm, const char* which) -> Status {
+    ncclResult_t state = ncclInProgress;
+    while (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInProgress && !deadline.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (state == ncclInProgress)
+      return BRAID_ERROR(ncclTimeout, "the handle's ncclCommSplit did not complete within BRAID_TIMEOUT ({})", which);
+    return nccl_status(comm, state, fmt::format("ncclCommSplit for the handle ({})", which));
+  };
+  BRAID_TRY(settled(parent, "the parent's background work"));
+  if (!*own) return BRAID_ERROR(ncclInternalError, "ncclCommSplit for the handle completed without a communicator");
+  return settled(*own, "the new communicator's init");
 }
 
 Status OwnWindow::map(int rank, int nranks, size_t bytes, const char* what) {
@@ -83,8 +112,10 @@ Status OwnWindow::map(int rank, int nranks, size_t bytes, const char* what) {
   }
   mapped[size_t(rank)] = static_cast<char*>(memory_);
   mine[size_t(rank)] = 1;
-  BRAID_TRY(nccl_status(comm_, ncclAllGather(mine.data(), reaches.data(), size_t(nranks), ncclUint8, comm_, nullptr),
-                        "the routes' agreement (ncclAllGather)"));
+  // Over the bootstrap, not ncclAllGather: on a non-blocking communicator
+  // that returns ncclInProgress and writes these locals later.
+  std::copy(mine.begin(), mine.end(), reaches.begin() + ptrdiff_t(rank) * nranks);
+  BRAID_TRY(std::move(host_allgather(comm_, reaches.data(), size_t(nranks))).context("the routes' agreement"));
   routes_ = std::make_unique<WindowRoutes>(comm_, handle_, rank, std::move(mapped), std::move(reaches));
   return Status::ok();
 }
@@ -113,19 +144,40 @@ OwnWindow::~OwnWindow() {
 
 Status OwnWindow::close(ncclComm_t parent) {
   if (!comm_) return Status::ok();
-  int32_t one = 1, sum = 0;
-  Status s = nccl_status(parent, ncclAllReduce(&one, &sum, 1, ncclInt32, ncclSum, parent, nullptr),
-                         "the closing barrier (ncclAllReduce)");
-  if (!s.is_ok()) {
-    if (owned_) ncclCommAbort(comm_);
-    comm_ = nullptr;
-    return s;
-  }
-  s = nccl_status(comm_, ncclCommWindowDeregister(comm_, handle_), "ncclCommWindowDeregister");
-  const Status f = nccl_status(comm_, ncclMemFree(memory_), "ncclMemFree");
-  const Status d = owned_ ? nccl_status(nullptr, ncclCommDestroy(comm_), "ncclCommDestroy of the handle's communicator")
-                          : Status::ok();
+  CommUse use(parent);  // an Abort from another thread waits for the barrier and the deregistration
+  // Revoke (the recovery path: revoke, destroy the handles, shrink) ended
+  // every call on it, and a peer may be gone: no barrier, and the handle's
+  // own communicator is aborted, not destroyed.
+  const bool revoked = use.ok() && comm_revoked(parent);
+  const Status barrier = revoked ? Status::ok() : closing_barrier(use.ok(), parent);
+  const Status released = release(barrier.is_ok() && !revoked, use.ok());
+  return !barrier.is_ok() ? barrier : released;
+}
+
+Status OwnWindow::closing_barrier(bool parent_live, ncclComm_t parent) {
+  if (!parent_live)
+    return BRAID_ERROR(ncclInvalidArgument, "comm {} is not a live communicator (destroyed or aborted before the "
+                       "handle); this rank's window is freed", static_cast<void*>(parent));
+  // Over the bootstrap, as the agreements: a non-blocking communicator's
+  // ncclAllReduce would write the result after this frame is gone.
+  std::vector<int64_t> all;
+  return gather_word(parent, 1, &all, "the closing barrier");
+}
+
+Status OwnWindow::release(bool quiet, bool parent_live) {
+  // Without the barrier a peer may still be in a call: the handle's own
+  // communicator is aborted, which ends its RMA into this window; peers on
+  // this host store through mappings of their own, which outlive this one.
+  Status s = Status::ok(), d = Status::ok();
+  if (owned_ && !quiet) ncclCommAbort(comm_);
+  else if (owned_ || parent_live)  // else the window went with the caller's communicator
+    s = nccl_status(comm_, ncclCommWindowDeregister(comm_, handle_), "ncclCommWindowDeregister");
+  // ncclMemFree has no communicator: its reason is the global last error.
+  const Status f = nccl_status(nullptr, ncclMemFree(memory_), "ncclMemFree");
+  if (owned_ && quiet) d = nccl_status(nullptr, ncclCommDestroy(comm_), "ncclCommDestroy of the handle's communicator");
   comm_ = nullptr;
+  memory_ = nullptr;
+  handle_ = nullptr;
   return !s.is_ok() ? s : !f.is_ok() ? f : d;
 }
 

@@ -32,10 +32,11 @@ class OwnWindow {
 
   // Collective: a barrier on parent (after it no peer stores into this
   // window: all calls are over), then the window is deregistered and freed
-  // and the communicator destroyed.  Without the barrier (a peer gone, or
-  // parent aborted) the communicator is aborted, which ends its RMA, and
-  // the memory is left mapped, not freed under a peer that may still store
-  // into it.
+  // and the communicator destroyed.  Without the barrier (a peer gone,
+  // parent revoked, aborted or destroyed) this rank's resources are freed
+  // all the same (the handle is gone after; the recovery path must not
+  // leak): the communicator of its own is aborted, which ends its RMA, and
+  // the barrier's error is returned.  A revoked parent needs no barrier.
   Status close(ncclComm_t parent);
 
   WindowRoutes& routes() { return *routes_; }
@@ -44,7 +45,11 @@ class OwnWindow {
  private:
   OwnWindow() = default;
   Status map(int rank, int nranks, size_t bytes, const char* what);
+  static Status split_done(ncclComm_t parent, const ncclComm_t* own);
   void log_routes(int rank, int nranks, const char* what) const;
+  Status closing_barrier(bool parent_live, ncclComm_t parent);
+  // Frees what this rank holds; `quiet`: the barrier held (no peer stores any more).
+  Status release(bool quiet, bool parent_live);
 
   ncclComm_t comm_ = nullptr;  // the caller's, or (owned_) the handle's own
   bool owned_ = false;

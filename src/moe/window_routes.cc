@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "src/base/host_identity.h"
+#include "src/shim/library_use.h"
 #include "src/shim/rma_wait.h"
 
 namespace braid::moe {
@@ -39,11 +40,20 @@ Status WindowRoutes::failure() const {
   return failure_.is_ok() ? Status::ok() : Status::error(failure_.code(), failure_.message());
 }
 
-Status WindowRoutes::wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline) {
+Status WindowRoutes::wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline,
+                                           const ncclComm* caller) {
   if (rma_sources_.empty()) return Status::ok();
   waits_.clear();
   for (int s : rma_sources_) waits_.push_back({count, s, signal, 0});
-  return wait_signals_within(comm_, int(waits_.size()), waits_.data(), std::max(deadline.remaining_ms(), 1));
+  // In slices: the handle's own communicator does not see an abort or
+  // revoke of the caller's, so that is looked at between them.  A slice
+  // that times out consumes no signal.
+  constexpr int kSliceMs = 100;
+  for (;;) {
+    const int left = std::max(deadline.remaining_ms(), 1);
+    Status s = wait_signals_within(comm_, int(waits_.size()), waits_.data(), std::min(left, kSliceMs));
+    if (s.is_ok() || s.code() != ncclTimeout || left <= kSliceMs || comm_stopping(caller)) return s;
+  }
 }
 
 void PutRuns::add(int peer, char* remote, const void* local, size_t bytes) {

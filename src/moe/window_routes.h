@@ -83,8 +83,10 @@ class WindowRoutes {
   Status failure() const;
 
   // Waits until `count` signals `signal` of the call arrived from every
-  // rank that reaches this one over RMA, and consumes them, by `deadline`.
-  Status wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline);
+  // rank that reaches this one over RMA, and consumes them, by `deadline`,
+  // or until `caller` (the caller's communicator: the handle's own may be
+  // split off it) is aborted or revoked.
+  Status wait_from_rma_sources(int signal, int32_t count, const Deadline& deadline, const ncclComm* caller);
 
  private:
   const ncclComm_t comm_;

@@ -55,7 +55,8 @@ Status window_register(ncclComm* comm, void* buff, size_t size, ncclWindow_t* wi
   if (comm->revoked) return BRAID_ERROR(ncclInvalidUsage, "communicator was revoked");
   if (comm->suspended)
     return BRAID_ERROR(ncclInvalidUsage, "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
-  if (!buff && size > 0) return BRAID_ERROR(ncclInvalidArgument, "buff is NULL with size {}", size);
+  // As NCCL's (dev_runtime.cc): a NULL buffer or an empty window is refused.
+  if (!buff || size == 0) return BRAID_ERROR(ncclInvalidArgument, "invalid buffer {} / size {}", buff, size);
   // Strict ordering is what braid's one-sided writes always have (rma.h);
   // GIN-only windows are plain windows here (no GPU-initiated networking).
   constexpr int kKnown = NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED;
@@ -226,7 +227,7 @@ BRAID_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t wi
   return guarded(comm, "ncclCommWindowDeregister", [&] {
     CommUse use(comm);  // an Abort from another thread waits for this call
     BRAID_TRY(check_comm(use, comm));
-    if (!win) return BRAID_ERROR(ncclInvalidArgument, "win is NULL");
+    if (!win) return Status::ok();  // as NCCL's: nothing to deregister
     auto it = comm->windows.find(win);
     if (it == comm->windows.end())
       return BRAID_ERROR(ncclInvalidArgument, "window {} was not registered on this communicator (or deregistered)",

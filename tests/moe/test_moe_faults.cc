@@ -275,7 +275,7 @@ TEST_CASE("moe bad input: clear errors, no row moved", "[moe][threads]") {
     run_layer(c, rank, n, moe, 0, f, &x);
 
     // Dispatch twice without combine: the windows are still in use.
-    topk.assign(topk.size(), 1);
+    for (size_t i = 0; i < topk.size(); ++i) topk[i] = int32_t(i % 2);  // experts 0 and 1 (a token names each once)
     MP_NCCL(f, braidMoeDispatch(moe, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr));
     EXPECT_CODE(f, comm, braidMoeDispatch(moe, tokens.data(), topk.data(), 2, recv.data(), counts.data(), nullptr, nullptr),
                 ncclInvalidUsage, "combine has not run");
@@ -325,9 +325,17 @@ TEST_CASE("moe: a rank that cannot allocate its window fails every rank's create
     }
     braidMoeConfig_t cfg = config_of(c);
     braidMoe_t moe = nullptr;
+    // An unrelated error on the comm first: the allocation's message must
+    // give ncclMemAlloc's own reason (the process's last error), not this.
+    float word = 0;
+    if (rank == kStarved &&
+        ncclAllReduce(&word, &word, 1, ncclDataType_t(99), ncclSum, comm, nullptr) != ncclInvalidArgument)
+      f.fail("an ncclAllReduce of datatype 99 was not refused");
     const auto start = Clock::now();
     EXPECT_CODE(f, comm, braidMoeCreate(comm, &cfg, &moe), ncclSystemError,
                 rank == kStarved ? "ncclMemAlloc" : "rank 2 could not allocate");
+    if (rank == kStarved && (mentions(comm, "datatype") || !mentions(comm, "ncclMemAlloc: ")))
+      f.fail(fmt::format("the allocation failure gives another reason than ncclMemAlloc's: {}", ncclGetLastError(comm)));
     if (moe) f.fail("a failed create handed out a handle");
     if (seconds_since(start) > 5)
       f.fail(fmt::format("rank {}: the failed create took {:.1f} s", rank, seconds_since(start)));
