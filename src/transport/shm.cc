@@ -89,6 +89,9 @@ constexpr uint32_t kClockCheckEvery = 64;          // idle polls between looks a
 struct alignas(64) ShmHeader {
   std::atomic<uint32_t> ready;
   std::atomic<uint32_t> attached;
+  // The receiving rank's transport is gone: nothing more will be taken, so
+  // the sender's close does not wait for its last fragments.
+  std::atomic<uint32_t> receiver_gone;
   uint32_t slots;
   uint64_t slot_bytes;
   // Fragments the receiver has released.  Its own line: the receiver writes
@@ -229,8 +232,16 @@ class ShmPipe final : public SendPipe, public RecvPipe {
   // thread (ncclCommMemStats), hence its own flag.
   uint64_t held_bytes() const { return attached_.load(std::memory_order_acquire) ? seg_->resident_bytes() : 0; }
 
-  // Everything sent has been consumed (or nothing was ever sent).
-  bool drained() const { return !h_ || h_->tail.load(std::memory_order_acquire) == send_; }
+  // Nothing sent is left for the receiver to take: it took everything, or
+  // its transport is gone (or nothing was ever sent).
+  bool drained() const {
+    return !h_ || h_->tail.load(std::memory_order_acquire) == send_ ||
+           h_->receiver_gone.load(std::memory_order_acquire);
+  }
+  // Called by the receiving end's transport as it closes.
+  void receiver_leaves() {
+    if (h_) h_->receiver_gone.store(1, std::memory_order_release);
+  }
   bool peer_alive() const { return !processes_->exited(peer_); }
 
   Status release() override {
@@ -283,6 +294,7 @@ class ShmPipe final : public SendPipe, public RecvPipe {
       h->slot_bytes = slot_bytes_;
       h->tail.store(0);  // and every slot's seq is 0 in a fresh (zero-filled) segment
       h->attached.store(0);
+      h->receiver_gone.store(0);
       h->ready.store(kReady, std::memory_order_release);
     } else if (h->ready.load(std::memory_order_acquire) != kReady) {
       return idle();
@@ -375,6 +387,10 @@ class ShmTransport final : public Transport {
   // (seen: ncclCommRevoke + ncclCommAbort after a non-blocking AllReduce
   // lost a peer its last fragment about once in four runs).
   ~ShmTransport() override {
+    // This rank takes nothing more: its senders need not wait for it (an
+    // RMA goodbye to a rank that closed first waited out the second below).
+    for (auto& [key, pipe] : pipes_)
+      if (std::get<1>(key) == ctx_.rank && std::get<0>(key) != ctx_.rank) pipe->receiver_leaves();
     Deadline deadline = aborted_.load() ? Deadline::after(std::chrono::seconds(1))
                                         : Deadline::after(std::chrono::seconds(env_int("BRAID_TIMEOUT")));
     Waiter waiter;

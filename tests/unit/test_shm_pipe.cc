@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -137,4 +138,25 @@ TEST_CASE("shm pipe: the sender changes the slots in use mid-stream, nothing is 
     }
   }
   CHECK(received == total);  // and so nothing is left for the sender's transport to wait for
+}
+
+TEST_CASE("shm transport: a sender's close does not wait for fragments a receiver that closed will never take",
+          "[shm]") {
+  // The receiving rank closes first with a fragment untaken (an RMA goodbye
+  // to a rank whose transport is gone).  Its sender closes without waiting
+  // for it: before, 1 s after an abort, and BRAID_TIMEOUT otherwise.
+  setenv("BRAID_TIMEOUT", "30", 1);
+  for (const bool aborted : {false, true}) {
+    INFO("aborted " << aborted);
+    PipePair p(unique_hash());
+    void* slot = p.acquire_first();
+    std::memcpy(slot, "bye", 4);
+    REQUIRE(p.send->commit(4).is_ok());
+    p.b.reset();
+    if (aborted) p.a->abort();
+    const auto start = std::chrono::steady_clock::now();
+    p.a.reset();
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500));
+  }
+  unsetenv("BRAID_TIMEOUT");
 }
