@@ -167,9 +167,16 @@ print(c["per_iter_timing"], c["per_iter_skip"], *[(p, r[p]["skipped_iterations"]
       r[p]["min_us"] <= r[p]["p50_us"] <= r[p]["max_us"])
       for r in d["results"] for p in ("out_of_place_per_iter", "in_place_per_iter")])' \
   "$dir/i.json")
-want="True 2 ('out_of_place_per_iter', 2, 5, True) ('in_place_per_iter', 2, 5, True)"
-want="$want ${want#True 2 }"
+want="true 2 ('out_of_place_per_iter', 2, 5, True) ('in_place_per_iter', 2, 5, True)"
+want="$want ${want#true 2 }"
 same "-I JSON" "$got" "$want"
+# nccl-tests' JSON version 3: the environment listed, numbers as %lf.
+got=$(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["version"], any(e.startswith("PATH=") for e in d["env"]), d["out_of_bounds"]["okay"])' "$dir/i.json")
+same "JSON version 3" "$got" "3 True true"
+grep -qE '"alg_bw": [0-9]+\.[0-9]{6}, "bus_bw": [0-9]+\.[0-9]{6}, "nwrong": 0\.000000' "$dir/i.json" ||
+  { echo "FAILED: JSON numbers not as nccl-tests' %lf"; head -c 600 "$dir/i.json"; fail=1; }
 expect 0 '^# Out of bounds values : 0 OK' all_gather_perf -t 3 -b 96 -e 96 -n 4 -I 1 -z 3 -m 2
 [[ $(awk '/^ +[0-9]/ && NF == 21 {n++} END {print n}' "$dir/out") == 1 ]] || { echo "FAILED: -I -z 3 row"; fail=1; }
 expect 0 '^all_reduce_perf: per-iteration timing \(-I\) only supports 0=off or 1=on\. Disabling\.$' \
@@ -192,7 +199,7 @@ with="NCCL_TESTS_MIN_BW=1e9" expect 7 '^# Avg bus bandwidth    : [0-9.e+-]+ FAIL
 grep -q '^# Out of bounds values : 0 OK$' "$dir/out" || { echo "FAILED: MIN_BW run had wrong data"; fail=1; }
 okay=$(python3 -c 'import json, sys
 print(json.load(open(sys.argv[1]))["average_bus_bandwidth"]["okay"])' "$dir/bw.json")
-same "MIN_BW JSON" "$okay" False
+same "MIN_BW JSON" "$okay" false  # nccl-tests writes its booleans as strings
 with="NCCL_TESTS_MIN_BW=0" expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ OK$' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
 expect 0 '^# Avg bus bandwidth    : [0-9.e+-]+ $' all_reduce_perf -t 2 -b 8 -e 1K -f 32 -n 1
 

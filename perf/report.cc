@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
@@ -42,6 +43,17 @@ std::string json_escape(const std::string& s) {
   }
   return out;
 }
+
+// nccl-tests' (v3) JSON values: numbers as printf's %lf, booleans as the
+// strings "true" and "false", a NaN as the string "nan" (and, where its
+// %lf would write a bare inf, "inf": a file a JSON parser cannot read helps
+// nobody).
+std::string json_number(double v) {
+  if (std::isnan(v)) return "\"nan\"";
+  if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
+  return fmt::format("{:f}", v);
+}
+std::string json_bool(bool v) { return v ? "\"true\"" : "\"false\""; }
 
 std::string float_str(double value, int width) {
   int power = 0;
@@ -143,13 +155,15 @@ void Report::per_iter(const Placement& r, bool out_of_place, std::string* line, 
                        float_str(st.p99 * 1e6, 7), float_str(cv, 7));
   const auto us_list = [](const std::vector<double>& v) {
     std::string l;
-    for (double x : v) l += fmt::format("{}{}", l.empty() ? "" : ", ", x * 1e6);
+    for (double x : v) l += fmt::format("{}{}", l.empty() ? "" : ", ", json_number(x * 1e6));
     return "[" + l + "]";
   };
   *json += fmt::format(R"(, "{}_per_iter": {{"skipped_iterations": {}, "min_us": {}, "max_us": {}, "avg_us": {}, )"
                        R"("p50_us": {}, "p95_us": {}, "p99_us": {}, "stdev_us": {}, "cv_pct": {}, "times_us": {})",
-                       out_of_place ? "out_of_place" : "in_place", skip, st.min * 1e6, st.max * 1e6, st.avg * 1e6,
-                       st.p50 * 1e6, st.p95 * 1e6, st.p99 * 1e6, st.stdev * 1e6, cv, us_list(r.iter_times));
+                       out_of_place ? "out_of_place" : "in_place", skip, json_number(st.min * 1e6),
+                       json_number(st.max * 1e6), json_number(st.avg * 1e6), json_number(st.p50 * 1e6),
+                       json_number(st.p95 * 1e6), json_number(st.p99 * 1e6), json_number(st.stdev * 1e6),
+                       json_number(cv), us_list(r.iter_times));
   if (!r.process_times.empty()) {
     std::string rows;
     for (const std::vector<double>& p : r.process_times) rows += (rows.empty() ? "" : ", ") + us_list(p);
@@ -170,8 +184,9 @@ std::string Report::row(ncclDataType_t type, ncclRedOp_t op, int root, const Cou
     line += fmt::format("  {}  {}  {}", float_str(r.time_us, 7), float_str(r.algbw, 6), float_str(r.busbw, 6));
     line += r.wrong < 0 ? std::string("    N/A") : fmt::format("  {:6g}", double(r.wrong));
     json += fmt::format(R"(, "{}": {{"{}": {}, "alg_bw": {}, "bus_bw": {}, "nwrong": {}}})",
-                        p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time", r.time_us,
-                        r.algbw, r.busbw, r.wrong < 0 ? std::string("null") : std::to_string(r.wrong));
+                        p == 0 ? "out_of_place" : "in_place", opt_.cputime ? "cpu_time" : "time",
+                        json_number(r.time_us), json_number(r.algbw), json_number(r.busbw),
+                        r.wrong < 0 ? std::string("null") : json_number(double(r.wrong)));
     if (opt_.per_iter) per_iter(r, p == 0, &line, &json);
     bw_sum_ += r.busbw;
     ++bw_count_;
@@ -205,26 +220,27 @@ void Report::write_json(int errors, double min_bw) const {
   const Options& o = opt_;
   int version = 0;
   ncclGetVersion(&version);
-  std::string s = fmt::format(R"({{"version": 1, "start_time": "{}", "args": [{}], "nccl_version": {}, )", start_,
-                              args_, version);
+  std::string env;
+  for (char** e = environ; e && *e; ++e) env += fmt::format("{}\"{}\"", env.empty() ? "" : ", ", json_escape(*e));
+  std::string s = fmt::format(R"({{"version": 3, "start_time": "{}", "args": [{}], "env": [{}], "nccl_version": {}, )",
+                              start_, args_, env, version);
   s += fmt::format(R"("config": {{"nthreads": {}, "ngpus": {}, "minimum_bytes": {}, "maximum_bytes": {}, "{}": {}, )"
                    R"("warmup_iters": {}, "iterations": {}, "aggregated_iterations": {}, "validation": {}, )"
                    R"("graph": {}, "blocking_collectives": {}, "per_iter_timing": {}, "per_iter_skip": {}, )"
                    R"("parallel_init": {}}}, )",
                    o.threads, o.gpus, min_bytes_, max_bytes_, o.step_factor > 1 ? "step_factor" : "step_bytes",
                    o.step_factor > 1 ? o.step_factor : o.step_bytes, o.warmup, o.iters, o.agg, o.check, o.graph,
-                   o.blocking ? "true" : "false", o.per_iter ? "true" : "false", o.per_iter_skip,
-                   o.parallel_init ? "true" : "false");
+                   json_bool(o.blocking), json_bool(o.per_iter), o.per_iter_skip, json_bool(o.parallel_init));
   s += fmt::format(R"("devices": [{}], "results": [)", devices_);
   for (size_t i = 0; i < rows_.size(); ++i) s += (i ? ", " : "") + rows_[i];
-  s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, errors ? "false" : "true");
-  s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": {}}}, "errors": [], )", avg_busbw(),
-                   min_bw == -1 ? "\"unchecked\"" : bandwidth_ok(min_bw) ? "true" : "false");
+  s += fmt::format(R"(], "out_of_bounds": {{"count": {}, "okay": {}}}, )", errors, json_bool(errors == 0));
+  s += fmt::format(R"("average_bus_bandwidth": {{"bandwidth": {}, "okay": {}}}, "errors": [], )",
+                   json_number(avg_busbw()), min_bw == -1 ? "\"unchecked\"" : json_bool(bandwidth_ok(min_bw)));
   s += fmt::format(R"("end_time": "{}"}})", now_string());
   s += "\n";
   std::fputs(s.c_str(), f);
   std::fclose(f);
-  std::printf("# Wrote JSON output to %s\n", path.c_str());
+  std::printf("# Writing JSON output to %s\n", path.c_str());  // nccl-tests' words (it writes as it goes)
 }
 
 }  // namespace perf
