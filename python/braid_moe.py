@@ -94,6 +94,14 @@ def _is_tensor(x):
     return hasattr(x, "data_ptr") and hasattr(x, "is_contiguous")
 
 
+def _is_float32(x):
+    """float32 elements, or raw bytes whose type the caller vouches for."""
+    if _is_tensor(x):
+        return str(x.dtype) == "torch.float32"
+    view = memoryview(x)
+    return view.format == "f" or view.itemsize == 1
+
+
 def _nbytes(x):
     return x.numel() * x.element_size() if _is_tensor(x) else memoryview(x).nbytes
 
@@ -215,6 +223,7 @@ class Moe:
         self.nranks = comm.count()
         self.local_experts = num_experts // self.nranks
         self._views = {}  # _window_rows' tensors
+        self._dispatched = None  # the last dispatch's token count: what combine's weights and output hold
 
     def dispatch(self, tokens, topk_idx, recv_tokens=None, recv_counts=None, stream=None):
         """tokens [n][hidden] of the dtype, topk_idx [n][top_k] int32 (-1: none).  Returns (recv_tokens,
@@ -248,12 +257,21 @@ class Moe:
             d = ctypes.addressof(dropped)
         _check(library().braidMoeDispatch(self.handle, t, k, num_tokens, r, c, ctypes.c_void_p(d),
                                           _stream(stream, tokens)), self.comm.handle)
+        self._dispatched = num_tokens
         return recv_tokens, recv_counts, dropped if not isinstance(dropped, ctypes.c_int64) else dropped.value
 
     def combine(self, expert_out, topk_weights, out_tokens=None, stream=None):
         """expert_out in recv_tokens' places, topk_weights [n][top_k] float32 of the last dispatch.  Returns
         out_tokens [n][hidden]: each token's weighted sum of its experts' results."""
         num_tokens = _nbytes(topk_weights) // (4 * self.top_k)
+        if self._dispatched is not None:
+            # The C call reads the last dispatch's tokens' weights and writes as many rows: weights of another
+            # type or count would be misread, and an output sized from them overrun.
+            num_tokens = self._dispatched
+            if not _is_float32(topk_weights) or _nbytes(topk_weights) != num_tokens * self.top_k * 4:
+                raise Error(4, f"combine: topk_weights must be float32 [{num_tokens}][{self.top_k}] (the last "
+                               f"dispatch's tokens), got {_nbytes(topk_weights)} bytes of "
+                               f"{getattr(topk_weights, 'dtype', None) or memoryview(topk_weights).format}")
         row_bytes = self.hidden * DTYPE_BYTES[self.dtype]
         if out_tokens is None:
             with _on_stream(stream, expert_out):

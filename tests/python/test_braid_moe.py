@@ -159,12 +159,23 @@ def run(rank, n, uid, use_torch):
                 if out[t * HIDDEN + j] != want:
                     errors.append(f"layer {layer}: token {t} element {j} is {out[t * HIDDEN + j]}, wanted {want}")
                     break
+    # Weights that do not match the last dispatch (another type, fewer tokens) are refused before the call:
+    # the C call reads the dispatch's count of float32 weights, and the output was sized from these.
+    recv, counts, dropped = moe.dispatch(tokens, topk)
+    for bad in (array.array("f", [0.5, 0.25] * (TOKENS // 2)), array.array("d", [0.5, 0.25] * TOKENS)):
+        try:
+            moe.combine(recv, bad)
+            errors.append(f"combine took {len(bad)} weights of type {bad.typecode}")
+        except braid_moe.Error as e:
+            if "topk_weights must be float32" not in str(e):
+                errors.append(f"mismatched topk_weights: {e}")
+    moe.combine(recv, array.array("f", [0.5, 0.25] * TOKENS))  # the handle takes the right ones after
     if use_torch:
         torch_layer_errors(rank, n, moe, errors)
     a2a_errors(rank, n, comm, errors)
     moe.check()
     stats = moe.stats()
-    layers = 4 if use_torch else 3
+    layers = 5 if use_torch else 4
     if stats["dispatches"] != layers or stats["combines"] != layers:
         errors.append(f"stats count {stats['dispatches']} dispatches, {stats['combines']} combines")
     moe.close()
